@@ -1,0 +1,127 @@
+/* Library-internal utilities shared by every subsystem: checked allocation,
+ * the arena, a growable string buffer and the 16-bit float conversions.
+ * Not a public header: include "base/base_internal.h" from library sources only. */
+#ifndef TESSERA_BASE_INTERNAL_H
+#define TESSERA_BASE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tessera/base.h"
+
+#define TSR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define TSR_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define TSR_MAX(a, b) ((a) > (b) ? (a) : (b))
+#if defined(__GNUC__)
+#define TSR_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TSR_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TSR_UNUSED __attribute__((unused))
+#else
+#define TSR_LIKELY(x) (x)
+#define TSR_UNLIKELY(x) (x)
+#define TSR_UNUSED
+#endif
+
+/* ---- Checked allocation -------------------------------------------------
+ * Every size that feeds an allocation goes through these. They return NULL on
+ * overflow or exhaustion; callers turn that into TSR_OUT_OF_MEMORY.
+ * tsr_alloc_fail_after(n) makes the n-th next allocation fail (tests only;
+ * -1 disables), so failure paths can be exercised. */
+void *tsr_malloc(size_t size);
+void *tsr_calloc(size_t count, size_t size);
+void *tsr_realloc(void *ptr, size_t size);
+void *tsr_aligned_alloc(size_t alignment, size_t size); /* free with tsr_free */
+void tsr_free(void *ptr);
+char *tsr_strndup(const char *s, size_t n);
+void tsr_alloc_fail_after(long n);
+/* a*b and a+b with overflow detection: false on overflow. */
+bool tsr_mul_size(size_t a, size_t b, size_t *out);
+bool tsr_add_size(size_t a, size_t b, size_t *out);
+bool tsr_mul_i64(int64_t a, int64_t b, int64_t *out);
+
+#define TSR_OOM() TSR_STATUS(TSR_OUT_OF_MEMORY, "out of memory")
+
+/* ---- Arena --------------------------------------------------------------
+ * Bump allocator; everything allocated dies with tsr_arena_deinitialize.
+ * Not thread-safe. Allocations are 16-byte aligned and zero-filled. */
+typedef struct tsr_arena_chunk tsr_arena_chunk_t;
+typedef struct tsr_arena {
+  tsr_arena_chunk_t *head;
+  size_t used;      /* bytes used in head */
+  size_t capacity;  /* bytes available in head */
+  size_t total;     /* bytes allocated from the system */
+} tsr_arena_t;
+
+void tsr_arena_initialize(tsr_arena_t *arena);
+void tsr_arena_deinitialize(tsr_arena_t *arena);
+void *tsr_arena_alloc(tsr_arena_t *arena, size_t size); /* NULL on OOM */
+void *tsr_arena_alloc_array(tsr_arena_t *arena, size_t count, size_t size);
+char *tsr_arena_strndup(tsr_arena_t *arena, const char *s, size_t n);
+
+/* ---- String buffer ------------------------------------------------------
+ * Growable NUL-terminated text. On allocation failure it sets `failed` and
+ * further appends are ignored, so callers check once at the end. */
+typedef struct tsr_strbuf {
+  char *data;
+  size_t size;
+  size_t capacity;
+  bool failed;
+} tsr_strbuf_t;
+
+void tsr_strbuf_initialize(tsr_strbuf_t *sb);
+void tsr_strbuf_deinitialize(tsr_strbuf_t *sb);
+void tsr_strbuf_append(tsr_strbuf_t *sb, const char *s, size_t n);
+void tsr_strbuf_puts(tsr_strbuf_t *sb, const char *s);
+void tsr_strbuf_printf(tsr_strbuf_t *sb, const char *fmt, ...) TSR_PRINTF(2, 3);
+void tsr_strbuf_vprintf(tsr_strbuf_t *sb, const char *fmt, va_list ap);
+/* Moves the text out (caller frees with tsr_free); the buffer is reset. */
+char *tsr_strbuf_take(tsr_strbuf_t *sb);
+
+/* ---- Diagnostics ----------------------------------------------------------
+ * A list of "file:line:col: error: msg" lines collected by the parser, the
+ * verifier and the interpreter; turned into one status at the end. */
+typedef struct tsr_diag_list {
+  tsr_strbuf_t text;
+  size_t count;
+  size_t limit; /* 0 = unlimited; beyond it, diagnostics are counted only */
+} tsr_diag_list_t;
+
+void tsr_diag_list_initialize(tsr_diag_list_t *list, size_t limit);
+void tsr_diag_list_deinitialize(tsr_diag_list_t *list);
+void tsr_diag_add(tsr_diag_list_t *list, tsr_loc_t loc, const char *fmt, ...)
+    TSR_PRINTF(3, 4);
+void tsr_diag_vadd(tsr_diag_list_t *list, tsr_loc_t loc, const char *fmt,
+                   va_list ap);
+/* NULL if the list is empty, else a status with `code` holding every line
+ * (plus a "N more errors not shown" line when the limit was hit). */
+tsr_status_t tsr_diag_list_to_status(tsr_diag_list_t *list,
+                                     tsr_status_code_t code);
+
+/* ---- 16-bit floats --------------------------------------------------------
+ * Conversions with round-to-nearest-even, NaN preserved (quietened). */
+static inline uint32_t tsr_f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float tsr_bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline float tsr_bf16_to_f32(uint16_t h) {
+  return tsr_bits_f32((uint32_t)h << 16);
+}
+static inline uint16_t tsr_f32_to_bf16(float f) {
+  uint32_t u = tsr_f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+float tsr_f16_to_f32(uint16_t h);
+uint16_t tsr_f32_to_f16(float f);
+
+#endif /* TESSERA_BASE_INTERNAL_H */

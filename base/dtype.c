@@ -1,0 +1,122 @@
+/* Element-type tables generated from tessera/dtypes.def, the 16-bit float
+ * conversions and host arrays. */
+#include "base/base_internal.h"
+
+static const struct {
+  const char *name;
+  size_t size;
+  tsr_dtype_class_t cls;
+} dtype_info[] = {
+#define TSR_DTYPE(E, n, st, ct, bytes, cls) {#n, bytes, TSR_CLASS_##cls},
+#include "tessera/dtypes.def"
+#undef TSR_DTYPE
+};
+_Static_assert(TSR_ARRAY_SIZE(dtype_info) == TSR_DTYPE_COUNT,
+               "one entry per dtype");
+
+const char *tsr_dtype_name(tsr_dtype_t dtype) {
+  return (unsigned)dtype < TSR_DTYPE_COUNT ? dtype_info[dtype].name : "?";
+}
+size_t tsr_dtype_size(tsr_dtype_t dtype) { return dtype_info[dtype].size; }
+tsr_dtype_class_t tsr_dtype_class(tsr_dtype_t dtype) {
+  return dtype_info[dtype].cls;
+}
+
+bool tsr_dtype_from_name(const char *name, size_t len, tsr_dtype_t *out_dtype) {
+  for (int i = 0; i < TSR_DTYPE_COUNT; i++) {
+    if (strlen(dtype_info[i].name) == len &&
+        memcmp(dtype_info[i].name, name, len) == 0) {
+      *out_dtype = (tsr_dtype_t)i;
+      return true;
+    }
+  }
+  return false;
+}
+
+float tsr_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else { /* subnormal: normalise */
+    int e = -1;
+    do {
+      e++;
+      man <<= 1;
+    } while (!(man & 0x400u));
+    bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+  }
+  return tsr_bits_f32(bits);
+}
+
+uint16_t tsr_f32_to_f16(float f) {
+  uint32_t u = tsr_f32_bits(f);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+  if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow: inf */
+  if (abs >= 0x38800000u) { /* normal half */
+    uint32_t r = abs - 0x38000000u;          /* rebias exponent 127 -> 15 */
+    r += 0x0fffu + ((r >> 13) & 1u);          /* round to nearest even */
+    return (uint16_t)(sign | (r >> 13));
+  }
+  if (abs < 0x33000000u) return (uint16_t)sign; /* rounds to zero */
+  /* subnormal half: value = man * 2^-24 */
+  uint32_t exp = abs >> 23;
+  uint32_t man = (abs & 0x7fffffu) | 0x800000u;
+  uint32_t shift = 126 - exp; /* 14..24 */
+  uint32_t half = man >> shift;
+  uint32_t rem = man & ((1u << shift) - 1);
+  uint32_t mid = 1u << (shift - 1);
+  if (rem > mid || (rem == mid && (half & 1u))) half++;
+  return (uint16_t)(sign | half);
+}
+
+/* ---- Arrays ---- */
+
+int64_t tsr_array_element_count(const tsr_array_t *array) {
+  int64_t n = 1;
+  for (uint32_t i = 0; i < array->rank; i++) n *= array->dims[i];
+  return n;
+}
+
+size_t tsr_array_byte_size(const tsr_array_t *array) {
+  return (size_t)tsr_array_element_count(array) * tsr_dtype_size(array->dtype);
+}
+
+tsr_status_t tsr_array_initialize(tsr_dtype_t dtype, uint32_t rank,
+                                  const int64_t *dims, tsr_array_t *out_array) {
+  if ((unsigned)dtype >= TSR_DTYPE_COUNT)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "bad dtype %d", (int)dtype);
+  if (rank > TSR_MAX_RANK)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "rank %u exceeds the maximum %d",
+                      rank, TSR_MAX_RANK);
+  size_t bytes = tsr_dtype_size(dtype);
+  for (uint32_t i = 0; i < rank; i++) {
+    if (dims[i] < 0)
+      return TSR_STATUS(TSR_INVALID_ARGUMENT, "negative dimension %lld",
+                        (long long)dims[i]);
+    if (!tsr_mul_size(bytes, (size_t)dims[i], &bytes)) return TSR_OOM();
+  }
+  void *data = tsr_aligned_alloc(64, bytes);
+  if (!data) return TSR_OOM();
+  memset(data, 0, bytes);
+  memset(out_array, 0, sizeof *out_array);
+  out_array->dtype = dtype;
+  out_array->rank = rank;
+  for (uint32_t i = 0; i < rank; i++) out_array->dims[i] = dims[i];
+  out_array->data = data;
+  return NULL;
+}
+
+void tsr_array_deinitialize(tsr_array_t *array) {
+  if (!array) return;
+  tsr_free(array->data);
+  array->data = NULL;
+}

@@ -1,0 +1,79 @@
+/* tessera interpreter: runs a verified kernel over simulated TPU memories
+ * (HBM, VMEM, SMEM) with Pallas TPU grid semantics, checking for
+ * out-of-bounds accesses, uninitialized reads, revisited output blocks and
+ * VMEM over budget. Semantics: docs/semantics.md.
+ *
+ * Prepare once, run many: a program is immutable after preparation and may be
+ * run by several threads at once (each run has its own memories). */
+#ifndef TESSERA_INTERP_H
+#define TESSERA_INTERP_H
+
+#include <stdio.h>
+
+#include "tessera/base.h"
+#include "tessera/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tsr_uninit_mode {
+  TSR_UNINIT_NAN,  /* NaN for floats, the maximum for integers, true for i1 */
+  TSR_UNINIT_ZERO, /* zero */
+} tsr_uninit_mode_t;
+
+typedef struct tsr_interp_options {
+  tsr_uninit_mode_t uninit;  /* fill of new memory; default NAN */
+  bool check;                /* shadow memory: report uninitialized reads and
+                                never-written outputs; default true. Bounds
+                                and revisit checks are always on. */
+  bool shuffle_parallel;     /* permute parallel grid dims; default false */
+  uint64_t shuffle_seed;
+  const char *chip;          /* VMEM budget: "v2" "v3" "v4" "v5e" "v5p" "v6e"
+                                "v7" "tpu8i"; default "v5e" (128 MiB) */
+  uint32_t max_errors;       /* diagnostics kept per run; default 20 */
+  FILE *print_stream;        /* `print` output; default stderr */
+} tsr_interp_options_t;
+
+/* Fills in the defaults above. */
+void tsr_interp_options_initialize(tsr_interp_options_t *options);
+/* VMEM bytes per core of a chip; false if the chip is unknown. */
+bool tsr_interp_chip_vmem_bytes(const char *chip, uint64_t *out_bytes);
+
+typedef struct tsr_interp_program tsr_interp_program_t;
+
+/* Prepares `kernel` (which must belong to a verified module) for running:
+ * resolves values to slots, compiles index maps, lays out buffers and checks
+ * the VMEM budget (TSR_RESOURCE_EXHAUSTED). The program copies what it needs:
+ * the module may be destroyed afterwards. */
+tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
+                                        const tsr_interp_options_t *options,
+                                        tsr_interp_program_t **out_program)
+    TSR_MUST_USE;
+void tsr_interp_program_destroy(tsr_interp_program_t *program);
+
+typedef struct tsr_interp_stats {
+  uint64_t grid_steps;
+  uint64_t ops_executed;
+  uint64_t blocks_copied_in;
+  uint64_t blocks_copied_out;
+  uint64_t bytes_copied;
+  uint64_t vmem_bytes;   /* VMEM in use: double-buffered blocks + scratch */
+} tsr_interp_stats_t;
+
+/* Runs the program. `operands` holds one array per non-scratch operand, in
+ * declaration order (prefetch, in, out), with the declared dtype and shape
+ * (TSR_INVALID_ARGUMENT otherwise). Inputs are read; outputs are
+ * overwritten with the kernel's results (an aliased output starts as a copy of
+ * its input). Kernel errors give TSR_KERNEL_ERROR carrying every diagnostic
+ * (up to max_errors); outputs are then unspecified. `out_stats` may be NULL.
+ * Thread-safe for concurrent runs of one program. */
+tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
+                                    tsr_array_t *const *operands,
+                                    size_t num_operands,
+                                    tsr_interp_stats_t *out_stats) TSR_MUST_USE;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_INTERP_H */

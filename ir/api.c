@@ -1,0 +1,328 @@
+/* The public IR API (tessera/ir.h): thin wrappers over the internal module,
+ * parser, printer and verifier, and the builder, which checks counts before
+ * appending ops through tsr_op_create (types are the verifier's job). */
+#include <errno.h>
+#include <stdio.h>
+
+#include "ir/ir.h"
+
+tsr_status_t tsr_ir_module_parse(tsr_string_view_t filename,
+                                 tsr_string_view_t text,
+                                 tsr_ir_module_t **out_module) {
+  const char *name = filename.data ? filename.data : "<input>";
+  size_t len = filename.data ? filename.size : strlen(name);
+  char *fname = tsr_strndup(name, len);
+  if (!fname) return TSR_OOM();
+  tsr_status_t s = tsr_ir_parse(fname, text.data, text.size, out_module);
+  tsr_free(fname);
+  return s;
+}
+
+tsr_status_t tsr_ir_module_parse_file(const char *path,
+                                      tsr_ir_module_t **out_module) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return TSR_STATUS(TSR_IO_ERROR, "%s: cannot open: %s", path, strerror(errno));
+  tsr_strbuf_t sb;
+  tsr_strbuf_initialize(&sb);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) tsr_strbuf_append(&sb, buf, n);
+  bool read_error = ferror(f);
+  fclose(f);
+  if (read_error) {
+    tsr_strbuf_deinitialize(&sb);
+    return TSR_STATUS(TSR_IO_ERROR, "%s: read error", path);
+  }
+  if (sb.failed) {
+    tsr_strbuf_deinitialize(&sb);
+    return TSR_OOM();
+  }
+  tsr_status_t s = tsr_ir_parse(path, sb.data ? sb.data : "", sb.size, out_module);
+  tsr_strbuf_deinitialize(&sb);
+  return s;
+}
+
+tsr_status_t tsr_ir_module_create(const char *filename,
+                                  tsr_ir_module_t **out_module) {
+  return tsr_module_create(filename, out_module);
+}
+
+void tsr_ir_module_destroy(tsr_ir_module_t *module) { tsr_module_destroy(module); }
+
+tsr_status_t tsr_ir_module_verify(const tsr_ir_module_t *module) {
+  return tsr_ir_verify(module);
+}
+
+char *tsr_ir_module_print(const tsr_ir_module_t *module) {
+  tsr_strbuf_t sb;
+  tsr_strbuf_initialize(&sb);
+  tsr_ir_print_module(&sb, module);
+  if (sb.failed) {
+    tsr_strbuf_deinitialize(&sb);
+    return NULL;
+  }
+  return tsr_strbuf_take(&sb);
+}
+
+char *tsr_ir_kernel_print(const tsr_ir_kernel_t *kernel) {
+  tsr_strbuf_t sb;
+  tsr_strbuf_initialize(&sb);
+  tsr_ir_print_kernel(&sb, kernel);
+  if (sb.failed) {
+    tsr_strbuf_deinitialize(&sb);
+    return NULL;
+  }
+  return tsr_strbuf_take(&sb);
+}
+
+void tsr_ir_string_free(char *text) { tsr_free(text); }
+
+size_t tsr_ir_module_kernel_count(const tsr_ir_module_t *module) {
+  return module->num_kernels;
+}
+
+tsr_ir_kernel_t *tsr_ir_module_kernel(const tsr_ir_module_t *module, size_t i) {
+  return i < module->num_kernels ? module->kernels[i] : NULL;
+}
+
+tsr_ir_kernel_t *tsr_ir_module_find_kernel(const tsr_ir_module_t *module,
+                                           tsr_string_view_t name) {
+  return tsr_module_find_kernel((tsr_module_t *)module, name.data, name.size);
+}
+
+const char *tsr_ir_kernel_name(const tsr_ir_kernel_t *kernel) {
+  return kernel->name;
+}
+
+size_t tsr_ir_kernel_operand_count(const tsr_ir_kernel_t *kernel) {
+  return kernel->num_decls;
+}
+
+void tsr_ir_kernel_operand_info(const tsr_ir_kernel_t *kernel, size_t i,
+                                tsr_ir_operand_info_t *out_info) {
+  const tsr_decl_t *d = &kernel->decls[i];
+  memset(out_info, 0, sizeof *out_info);
+  out_info->name = d->ref->name;
+  out_info->role = d->role;
+  out_info->dtype = (tsr_dtype_t)d->array.dtype;
+  out_info->rank = d->array.rank;
+  for (uint32_t k = 0; k < d->array.rank; k++) out_info->dims[k] = d->array.dims[k];
+  out_info->space = d->ref->type.kind == TSR_TYPE_REF
+                        ? (tsr_ir_space_t)d->ref->type.space
+                        : TSR_SPACE_SMEM;
+  out_info->alias = d->alias;
+}
+
+/* ---- The op table ---- */
+
+size_t tsr_ir_op_count(void) { return TSR_OP_COUNT; }
+
+const char *tsr_ir_op_mnemonic(size_t opcode) {
+  return opcode < TSR_OP_COUNT ? tsr_op_table[opcode].mnemonic : NULL;
+}
+
+const char *tsr_ir_op_synopsis(size_t opcode) {
+  return opcode < TSR_OP_COUNT ? tsr_op_table[opcode].synopsis : NULL;
+}
+
+const char *tsr_ir_op_flag_names(size_t opcode, char *buf, size_t buf_size) {
+  static const struct {
+    uint32_t bit;
+    const char *name;
+  } names[] = {
+      {TSR_F_PURE, "pure"},         {TSR_F_READS, "reads"},
+      {TSR_F_WRITES, "writes"},     {TSR_F_TERMINATOR, "terminator"},
+      {TSR_F_CONTROL, "control"},   {TSR_F_SIDE_EFFECT, "side-effect"},
+      {TSR_F_MAP_OK, "map"},        {TSR_F_DMA, "dma"},
+      {TSR_F_SYNC, "sync"},         {TSR_F_BARRIER, "barrier"},
+      {TSR_F_RESERVED, "reserved"}, {TSR_F_FLT, "float"},
+      {TSR_F_INT, "int"},           {TSR_F_BOOL, "bool"},
+  };
+  if (!buf_size) return buf;
+  buf[0] = 0;
+  if (opcode >= TSR_OP_COUNT) return buf;
+  size_t used = 0;
+  for (size_t i = 0; i < TSR_ARRAY_SIZE(names); i++) {
+    if (!(tsr_op_table[opcode].flags & names[i].bit)) continue;
+    int n = snprintf(buf + used, buf_size - used, "%s%s", used ? " " : "",
+                     names[i].name);
+    if (n < 0 || (size_t)n >= buf_size - used) break;
+    used += (size_t)n;
+  }
+  return buf;
+}
+
+/* ---- Builder ---- */
+
+tsr_ir_type_t tsr_ir_type_scalar(tsr_dtype_t dtype) { return tsr_type_scalar(dtype); }
+tsr_ir_type_t tsr_ir_type_vector(tsr_dtype_t dtype, uint32_t rank,
+                                 const int64_t *dims) {
+  return tsr_type_vector(dtype, rank, dims);
+}
+tsr_ir_type_t tsr_ir_type_ref(tsr_ir_space_t space, tsr_dtype_t dtype,
+                              uint32_t rank, const int64_t *dims) {
+  return tsr_type_ref(space, dtype, rank, dims);
+}
+tsr_ir_type_t tsr_ir_type_sem(tsr_ir_sem_kind_t kind, uint32_t rank,
+                              const int64_t *dims) {
+  return tsr_type_sem(kind, rank, dims);
+}
+
+tsr_status_t tsr_ir_kernel_create(tsr_ir_module_t *module, const char *name,
+                                  tsr_ir_kernel_t **out_kernel) {
+  if (!name || !*name)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "a kernel needs a name");
+  if (tsr_module_find_kernel(module, name, strlen(name)))
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "kernel @%s already exists", name);
+  tsr_loc_t loc = {module->filename, 0, 0};
+  return tsr_kernel_create(module, name, strlen(name), loc, out_kernel);
+}
+
+tsr_status_t tsr_ir_kernel_set_grid(tsr_ir_kernel_t *kernel, uint32_t rank,
+                                    const int64_t *dims,
+                                    const tsr_ir_dim_semantics_t *semantics) {
+  if (rank > TSR_MAX_RANK)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "grid rank %u exceeds %d", rank,
+                      TSR_MAX_RANK);
+  kernel->grid_rank = rank;
+  for (uint32_t i = 0; i < rank; i++) {
+    kernel->grid[i] = dims[i];
+    kernel->semantics[i] = (uint8_t)(semantics ? semantics[i] : TSR_DIM_ARBITRARY);
+  }
+  return NULL;
+}
+
+tsr_ir_region_t *tsr_ir_kernel_body(tsr_ir_kernel_t *kernel) { return &kernel->body; }
+
+tsr_status_t tsr_ir_kernel_add_operand(tsr_ir_kernel_t *kernel,
+                                       const tsr_ir_operand_params_t *params,
+                                       tsr_ir_value_t **out_ref,
+                                       tsr_ir_region_t **out_index_map) {
+  if (!params->name || !*params->name)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "an operand needs a name");
+  if (kernel->num_decls &&
+      kernel->decls[kernel->num_decls - 1].role > params->role)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "operand %%%s: operands come in the order prefetch, in, "
+                      "out, scratch",
+                      params->name);
+  const tsr_type_t *array = &params->array;
+  if (array->rank > TSR_MAX_RANK)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "operand %%%s: rank %u exceeds %d",
+                      params->name, array->rank, TSR_MAX_RANK);
+  tsr_type_t ref_type = *array;
+  tsr_loc_t loc = {kernel->module->filename, 0, 0};
+  if (params->role != TSR_ROLE_SCRATCH) {
+    /* The body sees the block (squeezed dims dropped) in `space`, or the whole
+     * array when there is no block. */
+    uint32_t rank = 0;
+    int64_t dims[TSR_MAX_RANK];
+    for (uint32_t i = 0; i < array->rank; i++) {
+      int64_t b = params->block ? params->block[i] : array->dims[i];
+      if (b != TSR_SQUEEZED) dims[rank++] = b;
+    }
+    ref_type = tsr_type_ref(params->role == TSR_ROLE_PREFETCH ? TSR_SPACE_SMEM
+                                                              : params->space,
+                            (tsr_dtype_t)array->dtype, rank, dims);
+  }
+  tsr_decl_t *d;
+  TSR_RETURN_IF_ERROR(tsr_kernel_add_decl(kernel, params->role, params->name,
+                                          strlen(params->name), &ref_type, loc,
+                                          &d));
+  if (params->role != TSR_ROLE_SCRATCH) {
+    d->array = *array;
+    for (uint32_t i = 0; i < array->rank; i++)
+      d->block[i] = params->block ? params->block[i] : array->dims[i];
+  }
+  d->alias = params->role == TSR_ROLE_OUT ? params->alias : -1;
+  if (params->block && params->role != TSR_ROLE_SCRATCH) {
+    d->has_block = true;
+    TSR_RETURN_IF_ERROR(
+        tsr_region_create(kernel->module, kernel->grid_rank, &d->index_map));
+    for (uint32_t i = 0; i < kernel->grid_rank; i++) {
+      char name[48];
+      int n = snprintf(name, sizeof name, "%s.g%u", params->name, i);
+      tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32);
+      TSR_RETURN_IF_ERROR(tsr_value_create(kernel, &i32, name, (size_t)n,
+                                           &d->index_map->args[i]));
+      d->index_map->args[i]->owner = d->index_map;
+    }
+  }
+  if (out_ref) *out_ref = d->ref;
+  if (out_index_map) *out_index_map = d->index_map;
+  return NULL;
+}
+
+tsr_status_t tsr_ir_build_op(tsr_ir_kernel_t *kernel, tsr_ir_region_t *region,
+                             const tsr_ir_op_params_t *params,
+                             tsr_ir_op_t **out_op) {
+  if (!params->mnemonic)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "an op needs a mnemonic");
+  tsr_opcode_t opcode = tsr_op_lookup(params->mnemonic, strlen(params->mnemonic));
+  if (opcode == TSR_OP_COUNT)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown op '%s'", params->mnemonic);
+  const tsr_op_info_t *info = &tsr_op_table[opcode];
+  if (params->num_operands < (uint32_t)info->min_operands ||
+      (info->max_operands >= 0 &&
+       params->num_operands > (uint32_t)info->max_operands))
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "'%s' takes %d..%d operands, got %u",
+                      info->mnemonic, info->min_operands, info->max_operands,
+                      params->num_operands);
+  if (info->num_results >= 0 &&
+      params->num_results != (uint32_t)info->num_results)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "'%s' has %d results, got %u",
+                      info->mnemonic, info->num_results, params->num_results);
+  for (uint32_t i = 0; i < params->num_operands; i++)
+    if (!params->operands[i])
+      return TSR_STATUS(TSR_INVALID_ARGUMENT, "'%s': operand %u is NULL",
+                        info->mnemonic, i);
+  uint32_t num_regions = (uint32_t)info->num_regions;
+  tsr_loc_t loc = params->loc;
+  if (!loc.file) loc.file = kernel->module->filename;
+  tsr_op_t *op;
+  TSR_RETURN_IF_ERROR(tsr_op_create(kernel, region, opcode, loc, params->operands,
+                                    params->num_operands, params->result_types,
+                                    params->result_names, params->num_results,
+                                    num_regions, &op));
+  op->flags = params->flags;
+  tsr_module_t *m = kernel->module;
+  TSR_RETURN_IF_ERROR(tsr_op_alloc_indices(m, op, params->num_indices));
+  for (uint32_t i = 0; i < params->num_indices; i++) op->indices[i] = params->indices[i];
+  TSR_RETURN_IF_ERROR(tsr_op_alloc_ints(m, op, params->num_ints));
+  for (uint32_t i = 0; i < params->num_ints; i++) op->ints[i] = params->ints[i];
+  op->literal = params->literal;
+  if (params->text) {
+    op->text = tsr_module_strdup(m, params->text, strlen(params->text));
+    if (!op->text) return TSR_OOM();
+  }
+  /* Region arguments: region 0 (and region 1 of while) get the same types. */
+  uint32_t arg_regions = opcode == TSR_OP_WHILE ? 2 : (opcode == TSR_OP_IF ? 0 : 1);
+  for (uint32_t r = 0; r < arg_regions && r < op->num_regions; r++) {
+    TSR_RETURN_IF_ERROR(
+        tsr_region_init_args(m, &op->regions[r], params->num_region_args));
+    for (uint32_t i = 0; i < params->num_region_args; i++) {
+      /* while: both regions see the carried values under the same names
+       * (they are distinct values, each visible only in its region). */
+      const char *n = params->region_arg_names ? params->region_arg_names[i] : NULL;
+      TSR_RETURN_IF_ERROR(tsr_value_create(kernel, &params->region_arg_types[i], n,
+                                           n ? strlen(n) : 0,
+                                           &op->regions[r].args[i]));
+      op->regions[r].args[i]->owner = &op->regions[r];
+    }
+  }
+  if (out_op) *out_op = op;
+  return NULL;
+}
+
+tsr_ir_value_t *tsr_ir_op_result(const tsr_ir_op_t *op, uint32_t i) {
+  return i < op->num_results ? op->results[i] : NULL;
+}
+
+tsr_ir_region_t *tsr_ir_op_region(const tsr_ir_op_t *op, uint32_t i) {
+  return i < op->num_regions ? &op->regions[i] : NULL;
+}
+
+tsr_ir_value_t *tsr_ir_region_arg(const tsr_ir_region_t *region, uint32_t i) {
+  return i < region->num_args ? region->args[i] : NULL;
+}

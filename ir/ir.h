@@ -1,0 +1,263 @@
+/* The kernel IR in one header: types, values, ops, regions, kernels and
+ * modules, the op table's enums, and the entry points of the parser, printer
+ * and verifier. Library-internal (interp/ and lower/ read these structs);
+ * the public face is include/tessera/ir.h. Not thread-safe: a module and
+ * everything in it belongs to one thread at a time.
+ *
+ * Ownership: every object below lives in its module's arena and dies with
+ * tsr_ir_module_destroy. Pointers between objects are borrowed. */
+#ifndef TESSERA_IR_IR_H
+#define TESSERA_IR_IR_H
+
+#include "base/base_internal.h"
+#include "tessera/ir.h"
+
+/* ---- The op table --------------------------------------------------------- */
+
+/* How an op is written (parser and printer formats; see docs/ir.md). */
+typedef enum tsr_syntax {
+  TSR_SYN_CONST,    /* %r = const LIT : T */
+  TSR_SYN_INT_ATTR, /* %r = op N : T                (program_id, iota) */
+  TSR_SYN_LOAD,     /* %r = load %ref[idx..] [mask %m] : T */
+  TSR_SYN_STORE,    /* store %ref[idx..], %v [mask %m] */
+  TSR_SYN_UNARY,    /* %r = op %a : T */
+  TSR_SYN_BINARY,   /* %r = op %a, %b : T */
+  TSR_SYN_OPERANDS, /* [%r =] op %a, %b, .. [: T] */
+  TSR_SYN_PERM,     /* %r = transpose %a [p0, p1, ..] : T */
+  TSR_SYN_SLICE,    /* %r = slice %a [idx..] : T   (static indices only) */
+  TSR_SYN_AXIS,     /* %r = op %a, .. axis N : T */
+  TSR_SYN_AXES,     /* %r = op %a axes [n, ..] : T */
+  TSR_SYN_DOT,      /* %r = dot %a, %b [, %acc] [transpose_rhs] : T */
+  TSR_SYN_FOR,
+  TSR_SYN_WHILE,
+  TSR_SYN_IF,
+  TSR_SYN_SCOPED,
+  TSR_SYN_YIELD,    /* yield %a, .. / condition %c */
+  TSR_SYN_PRINT,    /* print "text", %a, .. */
+  TSR_SYN_ASSERT,   /* assert %c, "text" */
+  TSR_SYN_DMA,      /* dma_start/dma_wait %src[..] -> %dst[..], %sem[..] .. */
+  TSR_SYN_SEM,      /* sem_* %sem[..], %n .. */
+} tsr_syntax_t;
+
+/* The verifier's type rule for an op. */
+typedef enum tsr_rule {
+  TSR_RULE_CONST, TSR_RULE_GRID_QUERY, TSR_RULE_LOAD, TSR_RULE_STORE,
+  TSR_RULE_ELEMWISE, TSR_RULE_COMPARE, TSR_RULE_SELECT, TSR_RULE_CONVERT,
+  TSR_RULE_BITCAST, TSR_RULE_IOTA, TSR_RULE_BROADCAST, TSR_RULE_RESHAPE,
+  TSR_RULE_TRANSPOSE, TSR_RULE_SLICE, TSR_RULE_CONCATENATE, TSR_RULE_ROLL,
+  TSR_RULE_GATHER, TSR_RULE_REDUCE, TSR_RULE_ARG_REDUCE, TSR_RULE_DOT,
+  TSR_RULE_FOR, TSR_RULE_WHILE, TSR_RULE_IF, TSR_RULE_SCOPED, TSR_RULE_YIELD,
+  TSR_RULE_CONDITION, TSR_RULE_PRINT, TSR_RULE_ASSERT, TSR_RULE_RESERVED,
+} tsr_rule_t;
+
+/* Op flags (the FLAGS column). */
+enum {
+  TSR_F_PURE = 1u << 0,        /* no side effects; may be reordered/removed */
+  TSR_F_READS = 1u << 1,       /* reads memory through a ref operand */
+  TSR_F_WRITES = 1u << 2,      /* writes memory through a ref operand */
+  TSR_F_TERMINATOR = 1u << 3,  /* ends a region */
+  TSR_F_CONTROL = 1u << 4,     /* holds regions */
+  TSR_F_SIDE_EFFECT = 1u << 5, /* observable effect (print, assert) */
+  TSR_F_MAP_OK = 1u << 6,      /* allowed inside an index map */
+  TSR_F_DMA = 1u << 7,         /* starts or waits for a DMA */
+  TSR_F_SYNC = 1u << 8,        /* semaphore synchronisation */
+  TSR_F_BARRIER = 1u << 9,     /* a barrier across cores */
+  TSR_F_RESERVED = 1u << 10,   /* parsed and printed, not yet executable */
+  TSR_F_FLT = 1u << 16,        /* elementwise/reduce rules: floats accepted */
+  TSR_F_INT = 1u << 17,        /* ... signed and unsigned integers accepted */
+  TSR_F_BOOL = 1u << 18,       /* ... i1 accepted */
+};
+
+typedef enum tsr_opcode {
+#define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, syn_text) TSR_OP_##E,
+#include "ir/ops.def"
+#undef TSR_OP
+  TSR_OP_COUNT
+} tsr_opcode_t;
+
+typedef struct tsr_op_info {
+  const char *mnemonic;
+  tsr_syntax_t syntax;
+  tsr_rule_t rule;
+  int16_t min_operands;
+  int16_t max_operands; /* -1: variadic */
+  int16_t num_results;  /* -1: declared by the op */
+  int16_t num_regions;
+  uint32_t flags;
+  const char *synopsis;
+} tsr_op_info_t;
+
+extern const tsr_op_info_t tsr_op_table[TSR_OP_COUNT];
+/* TSR_OP_COUNT if unknown. */
+tsr_opcode_t tsr_op_lookup(const char *mnemonic, size_t len);
+
+/* ---- Types (the structs are public: tessera/ir.h) ---------------------------- */
+
+typedef tsr_ir_type_t tsr_type_t;
+typedef tsr_ir_type_kind_t tsr_type_kind_t;
+typedef tsr_ir_space_t tsr_space_t;
+typedef tsr_ir_sem_kind_t tsr_sem_kind_t;
+typedef tsr_ir_index_t tsr_index_t;
+typedef tsr_ir_role_t tsr_role_t;
+typedef tsr_ir_dim_semantics_t tsr_dim_semantics_t;
+
+tsr_type_t tsr_type_scalar(tsr_dtype_t dtype);
+tsr_type_t tsr_type_vector(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims);
+tsr_type_t tsr_type_ref(tsr_space_t space, tsr_dtype_t dtype, uint32_t rank,
+                        const int64_t *dims);
+tsr_type_t tsr_type_sem(tsr_sem_kind_t kind, uint32_t rank, const int64_t *dims);
+bool tsr_type_equal(const tsr_type_t *a, const tsr_type_t *b);
+int64_t tsr_type_element_count(const tsr_type_t *t); /* 1 for scalars */
+/* Appends the type's text: "f32", "f32[8, 128]", "vmem f32[8, 128]", "dma_sem[2]". */
+void tsr_type_print(tsr_strbuf_t *sb, const tsr_type_t *t);
+const char *tsr_space_name(tsr_space_t space);
+bool tsr_space_from_name(const char *name, size_t len, tsr_space_t *out);
+
+/* ---- Values, ops, regions ----------------------------------------------------- */
+
+typedef struct tsr_op tsr_op_t;
+typedef struct tsr_region tsr_region_t;
+typedef struct tsr_kernel tsr_kernel_t;
+typedef struct tsr_module tsr_module_t;
+typedef struct tsr_value tsr_value_t;
+
+/* An SSA value: an op result, a region argument, or a kernel-level ref. */
+struct tsr_value {
+  tsr_type_t type;
+  const char *name;      /* without '%'; unique within its kernel */
+  uint32_t id;           /* dense index within the kernel: 0..num_values-1 */
+  tsr_op_t *def;         /* defining op, NULL for arguments and kernel refs */
+  tsr_region_t *owner;   /* for region arguments: their region */
+  int32_t decl;          /* for kernel refs: index in kernel->decls, else -1 */
+};
+
+typedef tsr_ir_literal_t tsr_literal_t;
+
+struct tsr_op {
+  tsr_opcode_t opcode;
+  uint32_t flags; /* TSR_OPF_* */
+  tsr_loc_t loc;
+  uint32_t num_operands, num_results, num_regions;
+  tsr_value_t **operands;
+  tsr_value_t **results;
+  tsr_region_t *regions; /* array of num_regions */
+  /* Attributes; which are used depends on the op (docs/ir.md):
+   *   indices   load/store/slice: one per ref dimension; DMA: src then dst
+   *   ints      axis (1), axes, perm, iota/program_id dimension (1),
+   *             DMA: ints[0] = number of src indices
+   *   literal   const
+   *   text      print format, assert message */
+  uint32_t num_indices, num_ints;
+  tsr_index_t *indices;
+  int64_t *ints;
+  tsr_literal_t literal;
+  const char *text;
+  tsr_op_t *next;         /* next op in the region */
+  tsr_region_t *parent;   /* region holding this op */
+};
+
+/* A list of ops with arguments. For: args = [iv, carried..]; while: both
+ * regions get the carried values; scoped: args are the new refs; index maps:
+ * args are the grid indices. */
+struct tsr_region {
+  uint32_t num_args;
+  tsr_value_t **args;
+  tsr_op_t *first, *last;
+  tsr_op_t *parent_op; /* NULL for a kernel body or an index map */
+};
+
+/* ---- Kernels and modules ---------------------------------------------------- */
+
+
+/* One `prefetch`, `in`, `out` or `scratch` line of a kernel header. */
+typedef struct tsr_decl {
+  tsr_role_t role;
+  tsr_loc_t loc;
+  tsr_value_t *ref;  /* what the body sees: a REF (or SEM) typed value */
+  tsr_type_t array;  /* in/out/prefetch: the whole HBM array, as a VECTOR type
+                        (scalar prefetch of rank 0 is a SCALAR type);
+                        scratch: same as ref->type */
+  bool has_block;    /* "block[..]" was written */
+  int64_t block[TSR_MAX_RANK]; /* block dims, TSR_SQUEEZED for squeezed ones;
+                                  without a block: the array dims */
+  tsr_region_t *index_map; /* args: grid indices (i32), yields one i32 block
+                              index per array dim; NULL: all zeros */
+  int32_t alias;     /* outputs: decl index of the aliased input, else -1 */
+} tsr_decl_t;
+
+struct tsr_kernel {
+  const char *name; /* without '@' */
+  tsr_loc_t loc;
+  tsr_module_t *module;
+  uint32_t grid_rank;
+  int64_t grid[TSR_MAX_RANK];
+  uint8_t semantics[TSR_MAX_RANK]; /* tsr_dim_semantics_t */
+  uint32_t num_decls;
+  tsr_decl_t *decls;  /* declaration order: prefetch, in, out, scratch */
+  tsr_region_t body;
+  uint32_t num_values; /* values created so far: ids are 0..num_values-1 */
+};
+
+struct tsr_module {
+  tsr_arena_t arena;
+  const char *filename; /* for diagnostics; "<builder>" when built in C */
+  uint32_t num_kernels;
+  uint32_t capacity;
+  tsr_kernel_t **kernels;
+};
+
+/* ---- Construction (used by the parser and the public builder) ----------------
+ * All return NULL-status on success and TSR_OUT_OF_MEMORY on arena failure.
+ * Names are copied into the arena; NULL name = generated ("v<id>"). */
+tsr_status_t tsr_module_create(const char *filename, tsr_module_t **out_module)
+    TSR_MUST_USE;
+void tsr_module_destroy(tsr_module_t *module);
+tsr_status_t tsr_kernel_create(tsr_module_t *module, const char *name,
+                               size_t name_len, tsr_loc_t loc,
+                               tsr_kernel_t **out_kernel) TSR_MUST_USE;
+tsr_kernel_t *tsr_module_find_kernel(tsr_module_t *module, const char *name,
+                                     size_t len);
+tsr_status_t tsr_value_create(tsr_kernel_t *kernel, const tsr_type_t *type,
+                              const char *name, size_t name_len,
+                              tsr_value_t **out_value) TSR_MUST_USE;
+/* Appends a decl; its ref value is created from `ref_type` and `name`. */
+tsr_status_t tsr_kernel_add_decl(tsr_kernel_t *kernel, tsr_role_t role,
+                                 const char *name, size_t name_len,
+                                 const tsr_type_t *ref_type, tsr_loc_t loc,
+                                 tsr_decl_t **out_decl) TSR_MUST_USE;
+/* Creates a region (in the arena) with `num_args` argument slots (NULL). */
+tsr_status_t tsr_region_create(tsr_module_t *module, uint32_t num_args,
+                               tsr_region_t **out_region) TSR_MUST_USE;
+tsr_status_t tsr_region_init_args(tsr_module_t *module, tsr_region_t *region,
+                                  uint32_t num_args) TSR_MUST_USE;
+/* Creates an op with operand/result/region arrays sized as given (results get
+ * fresh values of `result_types` named from `result_names`, which may be NULL)
+ * and appends it to `region`. Attributes are set by the caller afterwards;
+ * tsr_op_alloc_indices/ints size those arrays. */
+tsr_status_t tsr_op_create(tsr_kernel_t *kernel, tsr_region_t *region,
+                           tsr_opcode_t opcode, tsr_loc_t loc,
+                           tsr_value_t *const *operands, uint32_t num_operands,
+                           const tsr_type_t *result_types,
+                           const char *const *result_names, uint32_t num_results,
+                           uint32_t num_regions, tsr_op_t **out_op) TSR_MUST_USE;
+tsr_status_t tsr_op_alloc_indices(tsr_module_t *module, tsr_op_t *op,
+                                  uint32_t count) TSR_MUST_USE;
+tsr_status_t tsr_op_alloc_ints(tsr_module_t *module, tsr_op_t *op,
+                               uint32_t count) TSR_MUST_USE;
+const char *tsr_module_strdup(tsr_module_t *module, const char *s, size_t n);
+
+/* ---- Text ---------------------------------------------------------------------
+ * tsr_ir_parse: parses `text` (named `filename` in diagnostics) into a new
+ * module. On failure returns TSR_PARSE_ERROR with every diagnostic found
+ * (file:line:col: error: ...), and *out_module is untouched. It does not run
+ * the verifier. */
+tsr_status_t tsr_ir_parse(const char *filename, const char *text, size_t len,
+                          tsr_module_t **out_module) TSR_MUST_USE;
+/* Appends the canonical text of the module / kernel. */
+void tsr_ir_print_module(tsr_strbuf_t *sb, const tsr_module_t *module);
+void tsr_ir_print_kernel(tsr_strbuf_t *sb, const tsr_kernel_t *kernel);
+/* Checks every rule of docs/ir.md; TSR_VERIFY_ERROR with all diagnostics. A
+ * module that verifies cannot crash the interpreter. */
+tsr_status_t tsr_ir_verify(const tsr_module_t *module) TSR_MUST_USE;
+
+#endif /* TESSERA_IR_IR_H */

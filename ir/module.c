@@ -1,0 +1,210 @@
+/* Construction of modules, kernels, values, regions and ops in the module's
+ * arena, and the op table generated from ir/ops.def. The parser and the
+ * public builder (ir/api.c) both build through these functions. */
+#include <stdio.h>
+
+#include "ir/ir.h"
+
+const tsr_op_info_t tsr_op_table[TSR_OP_COUNT] = {
+#define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, text) \
+  {m, TSR_SYN_##syn, TSR_RULE_##rule, mino, maxo, nres, nreg, flags, text},
+#include "ir/ops.def"
+#undef TSR_OP
+};
+
+tsr_opcode_t tsr_op_lookup(const char *mnemonic, size_t len) {
+  for (int i = 0; i < TSR_OP_COUNT; i++) {
+    const char *m = tsr_op_table[i].mnemonic;
+    if (strlen(m) == len && memcmp(m, mnemonic, len) == 0) return (tsr_opcode_t)i;
+  }
+  return TSR_OP_COUNT;
+}
+
+const char *tsr_module_strdup(tsr_module_t *module, const char *s, size_t n) {
+  return tsr_arena_strndup(&module->arena, s, n);
+}
+
+tsr_status_t tsr_module_create(const char *filename, tsr_module_t **out_module) {
+  tsr_module_t *m = tsr_calloc(1, sizeof *m);
+  if (!m) return TSR_OOM();
+  tsr_arena_initialize(&m->arena);
+  const char *f = filename ? filename : "<builder>";
+  m->filename = tsr_arena_strndup(&m->arena, f, strlen(f));
+  if (!m->filename) {
+    tsr_module_destroy(m);
+    return TSR_OOM();
+  }
+  *out_module = m;
+  return NULL;
+}
+
+void tsr_module_destroy(tsr_module_t *module) {
+  if (!module) return;
+  tsr_free(module->kernels);
+  tsr_arena_deinitialize(&module->arena);
+  tsr_free(module);
+}
+
+tsr_status_t tsr_kernel_create(tsr_module_t *module, const char *name,
+                               size_t name_len, tsr_loc_t loc,
+                               tsr_kernel_t **out_kernel) {
+  if (module->num_kernels == module->capacity) {
+    uint32_t cap = module->capacity ? module->capacity * 2 : 4;
+    tsr_kernel_t **k = tsr_realloc(module->kernels, cap * sizeof *k);
+    if (!k) return TSR_OOM();
+    module->kernels = k;
+    module->capacity = cap;
+  }
+  tsr_kernel_t *k = tsr_arena_alloc(&module->arena, sizeof *k);
+  if (!k) return TSR_OOM();
+  k->name = tsr_arena_strndup(&module->arena, name, name_len);
+  if (!k->name) return TSR_OOM();
+  k->loc = loc;
+  k->module = module;
+  module->kernels[module->num_kernels++] = k;
+  *out_kernel = k;
+  return NULL;
+}
+
+tsr_kernel_t *tsr_module_find_kernel(tsr_module_t *module, const char *name,
+                                     size_t len) {
+  for (uint32_t i = 0; i < module->num_kernels; i++) {
+    const char *n = module->kernels[i]->name;
+    if (strlen(n) == len && memcmp(n, name, len) == 0) return module->kernels[i];
+  }
+  return NULL;
+}
+
+tsr_status_t tsr_value_create(tsr_kernel_t *kernel, const tsr_type_t *type,
+                              const char *name, size_t name_len,
+                              tsr_value_t **out_value) {
+  tsr_arena_t *arena = &kernel->module->arena;
+  tsr_value_t *v = tsr_arena_alloc(arena, sizeof *v);
+  if (!v) return TSR_OOM();
+  v->type = *type;
+  v->id = kernel->num_values++;
+  v->decl = -1;
+  if (name) {
+    v->name = tsr_arena_strndup(arena, name, name_len);
+  } else {
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "v%u", v->id);
+    v->name = tsr_arena_strndup(arena, buf, (size_t)n);
+  }
+  if (!v->name) return TSR_OOM();
+  *out_value = v;
+  return NULL;
+}
+
+tsr_status_t tsr_kernel_add_decl(tsr_kernel_t *kernel, tsr_role_t role,
+                                 const char *name, size_t name_len,
+                                 const tsr_type_t *ref_type, tsr_loc_t loc,
+                                 tsr_decl_t **out_decl) {
+  tsr_arena_t *arena = &kernel->module->arena;
+  /* decls live in a growing arena array: copy on growth (kernels have few). */
+  tsr_decl_t *decls =
+      tsr_arena_alloc_array(arena, kernel->num_decls + 1, sizeof *decls);
+  if (!decls) return TSR_OOM();
+  if (kernel->num_decls)
+    memcpy(decls, kernel->decls, kernel->num_decls * sizeof *decls);
+  /* refs point at decls by index, so moving the array is safe. */
+  kernel->decls = decls;
+  tsr_decl_t *d = &decls[kernel->num_decls];
+  d->role = role;
+  d->loc = loc;
+  d->alias = -1;
+  d->array = *ref_type;
+  for (uint32_t i = 0; i < ref_type->rank; i++) d->block[i] = ref_type->dims[i];
+  TSR_RETURN_IF_ERROR(tsr_value_create(kernel, ref_type, name, name_len, &d->ref));
+  d->ref->decl = (int32_t)kernel->num_decls;
+  kernel->num_decls++;
+  if (out_decl) *out_decl = d;
+  return NULL;
+}
+
+tsr_status_t tsr_region_init_args(tsr_module_t *module, tsr_region_t *region,
+                                  uint32_t num_args) {
+  region->num_args = num_args;
+  region->args = NULL;
+  if (num_args) {
+    region->args =
+        tsr_arena_alloc_array(&module->arena, num_args, sizeof *region->args);
+    if (!region->args) return TSR_OOM();
+  }
+  return NULL;
+}
+
+tsr_status_t tsr_region_create(tsr_module_t *module, uint32_t num_args,
+                               tsr_region_t **out_region) {
+  tsr_region_t *r = tsr_arena_alloc(&module->arena, sizeof *r);
+  if (!r) return TSR_OOM();
+  TSR_RETURN_IF_ERROR(tsr_region_init_args(module, r, num_args));
+  *out_region = r;
+  return NULL;
+}
+
+tsr_status_t tsr_op_create(tsr_kernel_t *kernel, tsr_region_t *region,
+                           tsr_opcode_t opcode, tsr_loc_t loc,
+                           tsr_value_t *const *operands, uint32_t num_operands,
+                           const tsr_type_t *result_types,
+                           const char *const *result_names, uint32_t num_results,
+                           uint32_t num_regions, tsr_op_t **out_op) {
+  tsr_arena_t *arena = &kernel->module->arena;
+  tsr_op_t *op = tsr_arena_alloc(arena, sizeof *op);
+  if (!op) return TSR_OOM();
+  op->opcode = opcode;
+  op->loc = loc;
+  op->num_operands = num_operands;
+  op->num_results = num_results;
+  op->num_regions = num_regions;
+  if (num_operands) {
+    op->operands = tsr_arena_alloc_array(arena, num_operands, sizeof *op->operands);
+    if (!op->operands) return TSR_OOM();
+    for (uint32_t i = 0; i < num_operands; i++) op->operands[i] = operands[i];
+  }
+  if (num_results) {
+    op->results = tsr_arena_alloc_array(arena, num_results, sizeof *op->results);
+    if (!op->results) return TSR_OOM();
+    for (uint32_t i = 0; i < num_results; i++) {
+      const char *n = result_names ? result_names[i] : NULL;
+      TSR_RETURN_IF_ERROR(tsr_value_create(kernel, &result_types[i], n,
+                                           n ? strlen(n) : 0, &op->results[i]));
+      op->results[i]->def = op;
+    }
+  }
+  if (num_regions) {
+    op->regions = tsr_arena_alloc_array(arena, num_regions, sizeof *op->regions);
+    if (!op->regions) return TSR_OOM();
+    for (uint32_t i = 0; i < num_regions; i++) op->regions[i].parent_op = op;
+  }
+  op->parent = region;
+  if (region->last)
+    region->last->next = op;
+  else
+    region->first = op;
+  region->last = op;
+  *out_op = op;
+  return NULL;
+}
+
+tsr_status_t tsr_op_alloc_indices(tsr_module_t *module, tsr_op_t *op,
+                                  uint32_t count) {
+  op->num_indices = count;
+  op->indices = NULL;
+  if (count) {
+    op->indices = tsr_arena_alloc_array(&module->arena, count, sizeof *op->indices);
+    if (!op->indices) return TSR_OOM();
+  }
+  return NULL;
+}
+
+tsr_status_t tsr_op_alloc_ints(tsr_module_t *module, tsr_op_t *op,
+                               uint32_t count) {
+  op->num_ints = count;
+  op->ints = NULL;
+  if (count) {
+    op->ints = tsr_arena_alloc_array(&module->arena, count, sizeof *op->ints);
+    if (!op->ints) return TSR_OOM();
+  }
+  return NULL;
+}

@@ -1,0 +1,112 @@
+/* A minimal in-tree test harness speaking TAP, so meson (protocol: 'tap') and
+ * scripts/run-tests count every case. Usage:
+ *   TSR_TEST(name) { TSR_CHECK(cond); TSR_CHECK_EQ_INT(a, b); ... }
+ *   int main(void) { TSR_RUN(name); ...; return tsr_test_done(); } */
+#ifndef TESSERA_TESTS_HARNESS_H
+#define TESSERA_TESTS_HARNESS_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessera/tessera.h"
+
+static int tsr_test_count, tsr_test_failed_count, tsr_test_case_failed;
+
+#define TSR_TEST(name) static void test_##name(void)
+
+#define TSR_RUN(name)                                                          \
+  do {                                                                         \
+    tsr_test_case_failed = 0;                                                  \
+    test_##name();                                                             \
+    tsr_test_count++;                                                          \
+    if (tsr_test_case_failed) tsr_test_failed_count++;                         \
+    printf("%s %d - %s\n", tsr_test_case_failed ? "not ok" : "ok",             \
+           tsr_test_count, #name);                                             \
+    fflush(stdout);                                                            \
+  } while (0)
+
+#define TSR_FAIL_AT(...)                                                       \
+  do {                                                                         \
+    printf("# %s:%d: ", __FILE__, __LINE__);                                   \
+    printf(__VA_ARGS__);                                                       \
+    printf("\n");                                                              \
+    tsr_test_case_failed = 1;                                                  \
+  } while (0)
+
+#define TSR_CHECK(cond)                                                        \
+  do {                                                                         \
+    if (!(cond)) TSR_FAIL_AT("check failed: %s", #cond);                       \
+  } while (0)
+
+#define TSR_CHECK_EQ_INT(a, b)                                                 \
+  do {                                                                         \
+    long long tsr_a_ = (long long)(a), tsr_b_ = (long long)(b);                \
+    if (tsr_a_ != tsr_b_)                                                      \
+      TSR_FAIL_AT("%s == %s: %lld != %lld", #a, #b, tsr_a_, tsr_b_);           \
+  } while (0)
+
+#define TSR_CHECK_EQ_STR(a, b)                                                 \
+  do {                                                                         \
+    const char *tsr_a_ = (a), *tsr_b_ = (b);                                   \
+    if (!tsr_a_ || !tsr_b_ || strcmp(tsr_a_, tsr_b_) != 0)                     \
+      TSR_FAIL_AT("%s == %s:\n--- got\n%s\n--- expected\n%s", #a, #b,          \
+                  tsr_a_ ? tsr_a_ : "(null)", tsr_b_ ? tsr_b_ : "(null)");     \
+  } while (0)
+
+/* Checks that a status is OK; prints and frees it otherwise. */
+#define TSR_CHECK_OK(expr)                                                     \
+  do {                                                                         \
+    tsr_status_t tsr_s_ = (expr);                                              \
+    if (tsr_s_) {                                                              \
+      TSR_FAIL_AT("%s failed: %s", #expr, tsr_status_message(tsr_s_));         \
+      tsr_status_free(tsr_s_);                                                 \
+    }                                                                          \
+  } while (0)
+
+/* Checks that a status has `code`; frees it. */
+#define TSR_CHECK_STATUS(expr, code)                                           \
+  do {                                                                         \
+    tsr_status_t tsr_s_ = (expr);                                              \
+    if (tsr_status_code(tsr_s_) != (code))                                     \
+      TSR_FAIL_AT("%s: expected %s, got %s: %s", #expr,                        \
+                  tsr_status_code_name(code),                                  \
+                  tsr_status_code_name(tsr_status_code(tsr_s_)),               \
+                  tsr_status_message(tsr_s_));                                 \
+    tsr_status_free(tsr_s_);                                                   \
+  } while (0)
+
+static inline int tsr_test_done(void) {
+  printf("1..%d\n", tsr_test_count);
+  return tsr_test_failed_count ? 1 : 0;
+}
+
+/* Reads a whole file relative to $TSR_SOURCE_ROOT (or as given if absolute).
+ * Returns malloc'd text or NULL. */
+static inline char *tsr_test_read_source(const char *rel, size_t *out_len) {
+  char path[4096];
+  const char *root = getenv("TSR_SOURCE_ROOT");
+  if (rel[0] == '/' || !root)
+    snprintf(path, sizeof path, "%s", rel);
+  else
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  fclose(f);
+  if (buf) {
+    buf[n] = 0;
+    if (out_len) *out_len = (size_t)n;
+  }
+  return buf;
+}
+
+#endif /* TESSERA_TESTS_HARNESS_H */

@@ -1,0 +1,131 @@
+/* Unit tests for base/: statuses, arena, string buffer, 16-bit floats,
+ * arrays and allocation failure. */
+#include <math.h>
+
+#include "base/base_internal.h"
+#include "tests/harness.h"
+
+TSR_TEST(status_ok_is_null) {
+  TSR_CHECK_EQ_INT(tsr_status_code(NULL), TSR_OK);
+  TSR_CHECK_EQ_STR(tsr_status_message(NULL), "");
+}
+
+TSR_TEST(status_message_and_annotate) {
+  tsr_status_t s = TSR_STATUS(TSR_NOT_FOUND, "kernel @%s", "k");
+  s = tsr_status_annotate(s, "loading %s", "f.tsr");
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_NOT_FOUND);
+  TSR_CHECK_EQ_STR(tsr_status_message(s), "loading f.tsr: kernel @k");
+  tsr_status_free(s);
+}
+
+TSR_TEST(diag_list_limit) {
+  tsr_diag_list_t d;
+  tsr_diag_list_initialize(&d, 2);
+  tsr_loc_t loc = {"a.tsr", 3, 5};
+  for (int i = 0; i < 5; i++) tsr_diag_add(&d, loc, "bad %d", i);
+  tsr_status_t s = tsr_diag_list_to_status(&d, TSR_VERIFY_ERROR);
+  TSR_CHECK_EQ_STR(tsr_status_message(s),
+                   "a.tsr:3:5: error: bad 0\na.tsr:3:5: error: bad 1\n"
+                   "note: 3 more errors not shown");
+  TSR_CHECK_EQ_INT(tsr_status_diagnostic_count(s), 3);
+  tsr_status_free(s);
+  tsr_diag_list_deinitialize(&d);
+}
+
+TSR_TEST(arena_alignment_and_zero) {
+  tsr_arena_t a;
+  tsr_arena_initialize(&a);
+  for (int i = 1; i < 1000; i++) {
+    unsigned char *p = tsr_arena_alloc(&a, (size_t)i * 7);
+    TSR_CHECK(p != NULL);
+    TSR_CHECK(((uintptr_t)p & 15) == 0);
+    TSR_CHECK(p[0] == 0 && p[i * 7 - 1] == 0);
+    memset(p, 0xab, (size_t)i * 7);
+  }
+  TSR_CHECK(tsr_arena_alloc_array(&a, SIZE_MAX / 2, 4) == NULL);
+  tsr_arena_deinitialize(&a);
+}
+
+TSR_TEST(strbuf_printf_grows) {
+  tsr_strbuf_t sb;
+  tsr_strbuf_initialize(&sb);
+  for (int i = 0; i < 1000; i++) tsr_strbuf_printf(&sb, "%d,", i);
+  TSR_CHECK(!sb.failed);
+  TSR_CHECK(strncmp(sb.data, "0,1,2,", 6) == 0);
+  TSR_CHECK(sb.size == strlen(sb.data));
+  char *t = tsr_strbuf_take(&sb);
+  TSR_CHECK(sb.data == NULL);
+  tsr_free(t);
+}
+
+TSR_TEST(bf16_round_to_nearest_even) {
+  TSR_CHECK_EQ_INT(tsr_f32_to_bf16(1.0f), 0x3f80);
+  /* 1 + 2^-8 is exactly halfway between bf16 1.0 and 1.0078125: ties to even. */
+  TSR_CHECK_EQ_INT(tsr_f32_to_bf16(1.00390625f), 0x3f80);
+  /* 1 + 3*2^-8 is halfway between 1.0078125 (odd) and 1.015625: rounds up. */
+  TSR_CHECK_EQ_INT(tsr_f32_to_bf16(1.01171875f), 0x3f82);
+  TSR_CHECK(isnan(tsr_bf16_to_f32(tsr_f32_to_bf16(NAN))));
+  TSR_CHECK_EQ_INT(tsr_f32_to_bf16(INFINITY), 0x7f80);
+  TSR_CHECK(tsr_bf16_to_f32(0xc040) == -3.0f);
+}
+
+TSR_TEST(f16_conversions) {
+  TSR_CHECK_EQ_INT(tsr_f32_to_f16(1.0f), 0x3c00);
+  TSR_CHECK_EQ_INT(tsr_f32_to_f16(65504.0f), 0x7bff);
+  TSR_CHECK_EQ_INT(tsr_f32_to_f16(65520.0f), 0x7c00); /* rounds to inf */
+  TSR_CHECK_EQ_INT(tsr_f32_to_f16(5.960464477539063e-08f), 0x0001);
+  TSR_CHECK_EQ_INT(tsr_f32_to_f16(-0.0f), 0x8000);
+  TSR_CHECK(tsr_f16_to_f32(0x0001) == 5.960464477539063e-08f);
+  TSR_CHECK(tsr_f16_to_f32(0x3555) == 0.333251953125f);
+  TSR_CHECK(isnan(tsr_f16_to_f32(0x7e00)));
+  /* Every f16 survives a round trip through f32. */
+  int bad = 0;
+  for (uint32_t h = 0; h < 0x10000; h++) {
+    float f = tsr_f16_to_f32((uint16_t)h);
+    if (isnan(f)) continue;
+    if (tsr_f32_to_f16(f) != h) bad++;
+  }
+  TSR_CHECK_EQ_INT(bad, 0);
+}
+
+TSR_TEST(array_overflow_is_an_error) {
+  tsr_array_t a;
+  int64_t dims[2] = {INT64_MAX / 2, 4};
+  TSR_CHECK_STATUS(tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &a),
+                   TSR_OUT_OF_MEMORY);
+  int64_t ok_dims[2] = {3, 5};
+  TSR_CHECK_OK(tsr_array_initialize(TSR_DTYPE_BF16, 2, ok_dims, &a));
+  TSR_CHECK_EQ_INT(tsr_array_byte_size(&a), 30);
+  tsr_array_deinitialize(&a);
+}
+
+TSR_TEST(alloc_failure_injection) {
+  tsr_alloc_fail_after(0);
+  TSR_CHECK(tsr_malloc(16) == NULL);
+  void *p = tsr_malloc(16);
+  TSR_CHECK(p != NULL);
+  tsr_free(p);
+  tsr_alloc_fail_after(-1);
+}
+
+TSR_TEST(dtype_table) {
+  tsr_dtype_t d;
+  TSR_CHECK(tsr_dtype_from_name("bf16", 4, &d) && d == TSR_DTYPE_BF16);
+  TSR_CHECK(!tsr_dtype_from_name("f64", 3, &d));
+  TSR_CHECK_EQ_INT(tsr_dtype_size(TSR_DTYPE_I1), 1);
+  TSR_CHECK_EQ_INT(tsr_dtype_class(TSR_DTYPE_U16), TSR_CLASS_UINT);
+}
+
+int main(void) {
+  TSR_RUN(status_ok_is_null);
+  TSR_RUN(status_message_and_annotate);
+  TSR_RUN(diag_list_limit);
+  TSR_RUN(arena_alignment_and_zero);
+  TSR_RUN(strbuf_printf_grows);
+  TSR_RUN(bf16_round_to_nearest_even);
+  TSR_RUN(f16_conversions);
+  TSR_RUN(array_overflow_is_an_error);
+  TSR_RUN(alloc_failure_injection);
+  TSR_RUN(dtype_table);
+  return tsr_test_done();
+}
