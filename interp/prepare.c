@@ -1,1 +1,838 @@
-/* placeholder: being written */
+/* Program preparation: turns a verified kernel into a flat instruction array
+ * with jumps for control flow, a value table (each value's own buffer in a
+ * per-run frame), a ref table (blocks, scratch, scoped buffers) and one plan
+ * per kernel operand for the grid pipeline. Everything the run needs is
+ * copied into the program's arena, so the module can be destroyed. */
+#include <stdio.h>
+
+#include "interp/interp_internal.h"
+
+typedef struct prep {
+  tsr_interp_program_t *p;
+  const tsr_kernel_t *k;
+  tsr_value_t **by_id; /* value id -> value */
+  tsr_diag_list_t *diags;
+} prep_t;
+
+static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+static tsr_status_t emit(prep_t *ps, const insn_t *in, uint32_t *out_pc) {
+  tsr_interp_program_t *p = ps->p;
+  if (p->code_size == p->code_capacity) {
+    uint32_t cap = p->code_capacity ? p->code_capacity * 2 : 64;
+    insn_t *c = tsr_realloc(p->code, (size_t)cap * sizeof *c);
+    if (!c) return TSR_OOM();
+    p->code = c;
+    p->code_capacity = cap;
+  }
+  if (out_pc) *out_pc = p->code_size;
+  p->code[p->code_size++] = *in;
+  return NULL;
+}
+
+static tsr_status_t add_site(prep_t *ps, tsr_loc_t loc, const char *what,
+                             uint32_t *out_site) {
+  tsr_interp_program_t *p = ps->p;
+  if (p->num_sites == p->sites_capacity) {
+    uint32_t cap = p->sites_capacity ? p->sites_capacity * 2 : 64;
+    site_t *s = tsr_realloc(p->sites, (size_t)cap * sizeof *s);
+    if (!s) return TSR_OOM();
+    p->sites = s;
+    p->sites_capacity = cap;
+  }
+  site_t *s = &p->sites[p->num_sites];
+  s->loc.file = p->file;
+  s->loc.line = loc.line;
+  s->loc.col = loc.col;
+  s->what = tsr_arena_strndup(&p->arena, what, strlen(what));
+  if (!s->what) return TSR_OOM();
+  *out_site = p->num_sites++;
+  return NULL;
+}
+
+static void *plan_alloc(prep_t *ps, size_t size) {
+  return tsr_arena_alloc(&ps->p->arena, size);
+}
+
+static uint32_t *ids_alloc(prep_t *ps, uint32_t count) {
+  return tsr_arena_alloc_array(&ps->p->arena, count ? count : 1, sizeof(uint32_t));
+}
+
+/* ---- Value and ref discovery ---- */
+
+static void note_value(prep_t *ps, tsr_value_t *v) {
+  if (v && v->id < ps->k->num_values) ps->by_id[v->id] = v;
+}
+
+static void walk_region_values(prep_t *ps, const tsr_region_t *r) {
+  for (uint32_t i = 0; i < r->num_args; i++) note_value(ps, r->args[i]);
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    for (uint32_t i = 0; i < op->num_results; i++) note_value(ps, op->results[i]);
+    for (uint32_t i = 0; i < op->num_regions; i++)
+      walk_region_values(ps, &op->regions[i]);
+  }
+}
+
+static void dense_strides(uint32_t rank, const int64_t *dims, int64_t *strides) {
+  tsr_blockops_dense_strides(rank, dims, strides);
+}
+
+static tsr_status_t add_ref(prep_t *ps, const tsr_value_t *v, tsr_role_t role,
+                            int32_t decl, uint32_t *out_ref) {
+  tsr_interp_program_t *p = ps->p;
+  ref_info_t *ri = &p->refs[p->num_refs];
+  memset(ri, 0, sizeof *ri);
+  ri->name = tsr_arena_strndup(&p->arena, v->name, strlen(v->name));
+  if (!ri->name) return TSR_OOM();
+  ri->role = role;
+  ri->decl = decl;
+  ri->is_sem = v->type.kind == TSR_TYPE_SEM;
+  ri->space = ri->is_sem ? TSR_SPACE_SMEM : v->type.space;
+  ri->dtype = ri->is_sem ? TSR_DTYPE_I32 : v->type.dtype;
+  ri->rank = v->type.rank;
+  for (uint32_t i = 0; i < ri->rank; i++) ri->dims[i] = v->type.dims[i];
+  dense_strides(ri->rank, ri->dims, ri->strides);
+  ri->elements = (uint64_t)tsr_type_element_count(&v->type);
+  p->value_ref[v->id] = p->num_refs;
+  *out_ref = p->num_refs++;
+  return NULL;
+}
+
+static void mark_written(prep_t *ps, const tsr_region_t *r) {
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    if (op->opcode == TSR_OP_STORE) {
+      uint32_t ref = ps->p->value_ref[op->operands[0]->id];
+      if (ref != NO_VALUE) ps->p->refs[ref].written = true;
+    }
+    for (uint32_t i = 0; i < op->num_regions; i++) mark_written(ps, &op->regions[i]);
+  }
+}
+
+static uint32_t count_scoped(const tsr_region_t *r) {
+  uint32_t n = 0;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    if (op->opcode == TSR_OP_SCOPED) n += op->regions[0].num_args;
+    for (uint32_t i = 0; i < op->num_regions; i++) n += count_scoped(&op->regions[i]);
+  }
+  return n;
+}
+
+/* ---- Compilation ---- */
+
+static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
+                                   const tsr_op_t **out_term);
+
+static tsr_status_t op_site(prep_t *ps, const tsr_op_t *op, uint32_t *site) {
+  return add_site(ps, op->loc, tsr_op_table[op->opcode].mnemonic, site);
+}
+
+static tsr_status_t emit_moves(prep_t *ps, uint32_t site, uint32_t count,
+                               tsr_value_t *const *src, tsr_value_t *const *dst,
+                               tsr_value_t *const *tmp) {
+  if (!count) return NULL;
+  move_plan_t *mp = plan_alloc(ps, sizeof *mp);
+  if (!mp) return TSR_OOM();
+  mp->count = count;
+  mp->src = ids_alloc(ps, count);
+  mp->dst = ids_alloc(ps, count);
+  if (!mp->src || !mp->dst) return TSR_OOM();
+  if (tmp) {
+    mp->tmp = ids_alloc(ps, count);
+    if (!mp->tmp) return TSR_OOM();
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    mp->src[i] = src[i]->id;
+    mp->dst[i] = dst[i]->id;
+    if (tmp) mp->tmp[i] = tmp[i]->id;
+  }
+  insn_t in = {.code = XOP_MOVE, .site = site, .plan = mp};
+  return emit(ps, &in, NULL);
+}
+
+static void fill_view(prep_t *ps, const tsr_op_t *op, view_plan_t *vp,
+                      const tsr_type_t *viewed) {
+  uint32_t rank = viewed->rank;
+  vp->rank = rank;
+  for (uint32_t d = 0; d < rank; d++) vp->dims[d] = viewed->dims[d];
+  vp->mask = NO_VALUE;
+  for (uint32_t d = 0; d < rank && d < op->num_indices; d++) {
+    const tsr_index_t *ix = &op->indices[d];
+    view_index_t *v = &vp->idx[d];
+    v->kind = ix->kind;
+    v->value = ix->operand >= 0 ? op->operands[ix->operand]->id : NO_VALUE;
+    v->start = ix->start;
+    v->stride = ix->stride > 0 ? ix->stride : 1;
+    switch ((tsr_index_kind_t)ix->kind) {
+      case TSR_INDEX_FULL:
+        v->start = 0;
+        v->size = viewed->dims[d];
+        v->stride = 1;
+        break;
+      case TSR_INDEX_POINT: v->size = 1; break;
+      case TSR_INDEX_SLICE: v->size = ix->size; break;
+      case TSR_INDEX_DS: v->size = ix->size; break;
+    }
+  }
+  if (op->flags & TSR_OPF_MASK) vp->mask = op->operands[op->num_operands - 1]->id;
+  (void)ps;
+}
+
+static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
+  tsr_interp_program_t *p = ps->p;
+  const tsr_op_info_t *info = &tsr_op_table[op->opcode];
+  uint32_t site;
+  TSR_RETURN_IF_ERROR(op_site(ps, op, &site));
+  insn_t in = {.code = (uint16_t)op->opcode, .site = site, .r = NO_VALUE,
+               .a = NO_VALUE, .b = NO_VALUE, .c = NO_VALUE};
+  in.flags = (uint8_t)op->flags;
+  if (op->num_results) {
+    in.r = op->results[0]->id;
+    in.rdtype = op->results[0]->type.dtype;
+    in.n = tsr_type_element_count(&op->results[0]->type);
+  }
+  if (op->num_operands > 0) {
+    in.a = op->operands[0]->id;
+    in.dtype = op->operands[0]->type.dtype;
+  }
+  if (op->num_operands > 1) in.b = op->operands[1]->id;
+  if (op->num_operands > 2) in.c = op->operands[2]->id;
+
+  switch (info->syntax) {
+    case TSR_SYN_CONST: {
+      /* Filled once per run; no instruction. */
+      uint32_t i = p->num_consts++;
+      p->const_values[i] = op->results[0]->id;
+      p->const_literals[i] = op->literal;
+      return NULL;
+    }
+    case TSR_SYN_UNARY:
+      in.fn.unary = tsr_blockops_unary(op->opcode, (tsr_dtype_t)in.dtype);
+      if (!in.fn.unary)
+        return TSR_STATUS(TSR_INTERNAL, "no %s loop for %s", info->mnemonic,
+                          tsr_dtype_name((tsr_dtype_t)in.dtype));
+      return emit(ps, &in, NULL);
+    case TSR_SYN_BINARY: {
+      in.fn.binary = tsr_blockops_binary(op->opcode, (tsr_dtype_t)in.dtype);
+      if (!in.fn.binary)
+        return TSR_STATUS(TSR_INTERNAL, "no %s loop for %s", info->mnemonic,
+                          tsr_dtype_name((tsr_dtype_t)in.dtype));
+      bool as = op->operands[0]->type.kind == TSR_TYPE_SCALAR;
+      bool bs = op->operands[1]->type.kind == TSR_TYPE_SCALAR;
+      in.bcast = (uint8_t)(as && !bs ? TSR_BCAST_A_SCALAR
+                           : bs && !as ? TSR_BCAST_B_SCALAR
+                                       : TSR_BCAST_NONE);
+      return emit(ps, &in, NULL);
+    }
+    default:
+      break;
+  }
+
+  switch (op->opcode) {
+    case TSR_OP_PROGRAM_ID:
+    case TSR_OP_NUM_PROGRAMS:
+    case TSR_OP_IOTA: {
+      shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+      if (!sp) return TSR_OOM();
+      sp->axis = (uint32_t)op->ints[0];
+      const tsr_type_t *t = &op->results[0]->type;
+      sp->rank = t->rank;
+      for (uint32_t i = 0; i < t->rank; i++) sp->dims[i] = t->dims[i];
+      in.plan = sp;
+      return emit(ps, &in, NULL);
+    }
+    case TSR_OP_LOAD:
+    case TSR_OP_STORE: {
+      view_plan_t *vp = plan_alloc(ps, sizeof *vp);
+      if (!vp) return TSR_OOM();
+      const tsr_value_t *ref = op->operands[0];
+      vp->ref = p->value_ref[ref->id];
+      fill_view(ps, op, vp, &ref->type);
+      if (op->opcode == TSR_OP_STORE) {
+        vp->value_scalar = op->operands[1]->type.kind == TSR_TYPE_SCALAR;
+        in.dtype = ref->type.dtype;
+        in.n = 1;
+      } else {
+        in.dtype = ref->type.dtype;
+      }
+      in.plan = vp;
+      return emit(ps, &in, NULL);
+    }
+    case TSR_OP_SLICE: {
+      view_plan_t *vp = plan_alloc(ps, sizeof *vp);
+      if (!vp) return TSR_OOM();
+      const tsr_type_t *t = &op->operands[0]->type;
+      vp->ref = NO_VALUE;
+      fill_view(ps, op, vp, t);
+      in.plan = vp;
+      return emit(ps, &in, NULL);
+    }
+    case TSR_OP_SELECT:
+      in.dtype = op->operands[1]->type.dtype;
+      in.bcast = (uint8_t)((op->operands[0]->type.kind == TSR_TYPE_SCALAR ? 1 : 0) |
+                           (op->operands[1]->type.kind == TSR_TYPE_SCALAR ? 2 : 0) |
+                           (op->operands[2]->type.kind == TSR_TYPE_SCALAR ? 4 : 0));
+      return emit(ps, &in, NULL);
+    case TSR_OP_CONVERT:
+      return emit(ps, &in, NULL);
+    case TSR_OP_BITCAST:
+    case TSR_OP_RESHAPE:
+      in.code = XOP_ALIAS;
+      return emit(ps, &in, NULL);
+    case TSR_OP_BROADCAST:
+    case TSR_OP_TRANSPOSE: {
+      shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+      if (!sp) return TSR_OOM();
+      const tsr_type_t *rt = &op->results[0]->type;
+      const tsr_type_t *at = &op->operands[0]->type;
+      sp->rank = rt->rank;
+      for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
+      int64_t astr[TSR_MAX_RANK];
+      dense_strides(at->rank, at->dims, astr);
+      if (op->opcode == TSR_OP_TRANSPOSE) {
+        for (uint32_t i = 0; i < rt->rank; i++)
+          sp->src_strides[i] = astr[op->ints[i]];
+      } else {
+        /* numpy broadcasting: align from the right; size-1 dims repeat. */
+        uint32_t off = rt->rank - (at->kind == TSR_TYPE_SCALAR ? 0 : at->rank);
+        for (uint32_t i = 0; i < rt->rank; i++) {
+          if (at->kind == TSR_TYPE_SCALAR || i < off) {
+            sp->src_strides[i] = 0;
+          } else {
+            uint32_t j = i - off;
+            sp->src_strides[i] = at->dims[j] == 1 ? 0 : astr[j];
+          }
+        }
+      }
+      in.plan = sp;
+      return emit(ps, &in, NULL);
+    }
+    case TSR_OP_CONCATENATE: {
+      shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+      if (!sp) return TSR_OOM();
+      const tsr_type_t *rt = &op->results[0]->type;
+      sp->rank = rt->rank;
+      for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
+      sp->axis = (uint32_t)op->ints[0];
+      sp->num_operands = op->num_operands;
+      sp->operands = ids_alloc(ps, op->num_operands);
+      if (!sp->operands) return TSR_OOM();
+      for (uint32_t i = 0; i < op->num_operands; i++) sp->operands[i] = op->operands[i]->id;
+      in.plan = sp;
+      return emit(ps, &in, NULL);
+    }
+    case TSR_OP_ROLL:
+    case TSR_OP_GATHER:
+    case TSR_OP_ARGMAX:
+    case TSR_OP_ARGMIN:
+    case TSR_OP_REDUCE_SUM:
+    case TSR_OP_REDUCE_MAX:
+    case TSR_OP_REDUCE_MIN:
+    case TSR_OP_REDUCE_PROD:
+    case TSR_OP_REDUCE_AND:
+    case TSR_OP_REDUCE_OR: {
+      shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+      if (!sp) return TSR_OOM();
+      const tsr_type_t *at = &op->operands[0]->type;
+      sp->src_rank = at->rank;
+      for (uint32_t i = 0; i < at->rank; i++) sp->src_dims[i] = at->dims[i];
+      const tsr_type_t *rt = &op->results[0]->type;
+      sp->rank = rt->rank;
+      for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
+      if (info->syntax == TSR_SYN_AXES) {
+        for (uint32_t i = 0; i < op->num_ints; i++) sp->axes_mask |= 1u << op->ints[i];
+      } else {
+        sp->axis = (uint32_t)op->ints[0];
+      }
+      in.plan = sp;
+      return emit(ps, &in, NULL);
+    }
+    case TSR_OP_DOT: {
+      shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+      if (!sp) return TSR_OOM();
+      const tsr_type_t *at = &op->operands[0]->type;
+      const tsr_type_t *bt = &op->operands[1]->type;
+      sp->m = at->dims[0];
+      sp->k = at->dims[1];
+      sp->n = (op->flags & TSR_OPF_TRANSPOSE_RHS) ? bt->dims[0] : bt->dims[1];
+      in.plan = sp;
+      return emit(ps, &in, NULL);
+    }
+    case TSR_OP_PRINT:
+    case TSR_OP_ASSERT: {
+      text_plan_t *tp = plan_alloc(ps, sizeof *tp);
+      if (!tp) return TSR_OOM();
+      const char *t = op->text ? op->text : "";
+      tp->text = tsr_arena_strndup(&p->arena, t, strlen(t));
+      tp->count = op->num_operands;
+      tp->values = ids_alloc(ps, op->num_operands);
+      if (!tp->text || !tp->values) return TSR_OOM();
+      for (uint32_t i = 0; i < op->num_operands; i++) tp->values[i] = op->operands[i]->id;
+      in.plan = tp;
+      return emit(ps, &in, NULL);
+    }
+    case TSR_OP_IF: {
+      /* JMP_IF_NOT c -> else; then; moves; JMP end; else: ...; moves; end: */
+      const tsr_op_t *term;
+      uint32_t jf, jend;
+      insn_t j = {.code = XOP_JMP_IF_NOT, .site = site, .a = in.a};
+      TSR_RETURN_IF_ERROR(emit(ps, &j, &jf));
+      TSR_RETURN_IF_ERROR(compile_region(ps, &op->regions[0], &term));
+      if (term && op->num_results)
+        TSR_RETURN_IF_ERROR(emit_moves(ps, site, op->num_results, term->operands,
+                                       op->results, NULL));
+      insn_t jmp = {.code = XOP_JMP, .site = site};
+      TSR_RETURN_IF_ERROR(emit(ps, &jmp, &jend));
+      p->code[jf].target = p->code_size;
+      TSR_RETURN_IF_ERROR(compile_region(ps, &op->regions[1], &term));
+      if (term && op->num_results)
+        TSR_RETURN_IF_ERROR(emit_moves(ps, site, op->num_results, term->operands,
+                                       op->results, NULL));
+      p->code[jend].target = p->code_size;
+      return NULL;
+    }
+    case TSR_OP_FOR: {
+      const tsr_region_t *body = &op->regions[0];
+      uint32_t carried = op->num_results;
+      TSR_RETURN_IF_ERROR(
+          emit_moves(ps, site, carried, op->operands + 3, body->args + 1, NULL));
+      insn_t init = {.code = XOP_FOR_INIT, .site = site, .r = body->args[0]->id,
+                     .a = op->operands[0]->id, .b = op->operands[1]->id,
+                     .c = op->operands[2]->id};
+      uint32_t pc_init;
+      TSR_RETURN_IF_ERROR(emit(ps, &init, &pc_init));
+      uint32_t body_pc = p->code_size;
+      const tsr_op_t *term;
+      TSR_RETURN_IF_ERROR(compile_region(ps, body, &term));
+      if (term && carried)
+        TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, term->operands,
+                                       body->args + 1, op->results));
+      insn_t next = init;
+      next.code = XOP_FOR_NEXT;
+      next.target = body_pc;
+      TSR_RETURN_IF_ERROR(emit(ps, &next, NULL));
+      p->code[pc_init].target = p->code_size;
+      return emit_moves(ps, site, carried, body->args + 1, op->results, NULL);
+    }
+    case TSR_OP_WHILE: {
+      const tsr_region_t *cond = &op->regions[0];
+      const tsr_region_t *body = &op->regions[1];
+      uint32_t carried = op->num_results;
+      TSR_RETURN_IF_ERROR(
+          emit_moves(ps, site, carried, op->operands, cond->args, NULL));
+      uint32_t cond_pc = p->code_size;
+      const tsr_op_t *cterm, *bterm;
+      TSR_RETURN_IF_ERROR(compile_region(ps, cond, &cterm));
+      if (!cterm) return TSR_STATUS(TSR_INTERNAL, "while without condition");
+      uint32_t jf;
+      insn_t j = {.code = XOP_JMP_IF_NOT, .site = site, .a = cterm->operands[0]->id};
+      TSR_RETURN_IF_ERROR(emit(ps, &j, &jf));
+      TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, cond->args, body->args, NULL));
+      TSR_RETURN_IF_ERROR(compile_region(ps, body, &bterm));
+      if (bterm && carried)
+        TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, bterm->operands,
+                                       cond->args, op->results));
+      insn_t jmp = {.code = XOP_JMP, .site = site, .target = cond_pc};
+      TSR_RETURN_IF_ERROR(emit(ps, &jmp, NULL));
+      p->code[jf].target = p->code_size;
+      return emit_moves(ps, site, carried, cond->args, op->results, NULL);
+    }
+    case TSR_OP_SCOPED: {
+      const tsr_region_t *body = &op->regions[0];
+      scope_plan_t *sp = plan_alloc(ps, sizeof *sp);
+      if (!sp) return TSR_OOM();
+      sp->count = body->num_args;
+      sp->refs = ids_alloc(ps, body->num_args);
+      if (!sp->refs) return TSR_OOM();
+      for (uint32_t i = 0; i < body->num_args; i++)
+        sp->refs[i] = p->value_ref[body->args[i]->id];
+      insn_t enter = {.code = XOP_SCOPE_ENTER, .site = site, .plan = sp};
+      TSR_RETURN_IF_ERROR(emit(ps, &enter, NULL));
+      const tsr_op_t *term;
+      TSR_RETURN_IF_ERROR(compile_region(ps, body, &term));
+      if (term && op->num_results)
+        TSR_RETURN_IF_ERROR(emit_moves(ps, site, op->num_results, term->operands,
+                                       op->results, NULL));
+      insn_t exit_in = {.code = XOP_SCOPE_EXIT, .site = site, .plan = sp};
+      return emit(ps, &exit_in, NULL);
+    }
+    default:
+      return TSR_STATUS(TSR_UNIMPLEMENTED, "%s:%u:%u: error: '%s' cannot run yet",
+                        p->file, op->loc.line, op->loc.col, info->mnemonic);
+  }
+}
+
+/* Compiles the ops of a region except its terminator, which is returned. */
+static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
+                                   const tsr_op_t **out_term) {
+  *out_term = NULL;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    if (tsr_op_table[op->opcode].flags & TSR_F_TERMINATOR) {
+      *out_term = op;
+      continue;
+    }
+    TSR_RETURN_IF_ERROR(compile_op(ps, op));
+  }
+  return NULL;
+}
+
+static uint32_t count_consts(const tsr_region_t *r) {
+  uint32_t n = 0;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    if (op->opcode == TSR_OP_CONST) n++;
+    for (uint32_t i = 0; i < op->num_regions; i++) n += count_consts(&op->regions[i]);
+  }
+  return n;
+}
+
+/* ---- Index maps ---- */
+
+static tsr_status_t plan_index_map(prep_t *ps, const tsr_decl_t *d,
+                                   operand_plan_t *op) {
+  const tsr_region_t *map = d->index_map;
+  op->affine = true;
+  for (uint32_t i = 0; i < op->array_rank; i++) {
+    op->map_axis[i] = -1;
+    op->map_const[i] = 0;
+  }
+  if (!map) return NULL;
+  /* Affine when the map is only i32 consts and a yield of args/consts. */
+  const tsr_op_t *yield = NULL;
+  for (const tsr_op_t *o = map->first; o; o = o->next) {
+    if (o->opcode == TSR_OP_YIELD) {
+      yield = o;
+    } else if (o->opcode != TSR_OP_CONST) {
+      op->affine = false;
+    }
+  }
+  if (!yield) return TSR_STATUS(TSR_INTERNAL, "index map without yield");
+  if (op->affine) {
+    for (uint32_t i = 0; i < yield->num_operands && i < op->array_rank; i++) {
+      const tsr_value_t *v = yield->operands[i];
+      if (v->def && v->def->opcode == TSR_OP_CONST) {
+        op->map_const[i] = v->def->literal.i;
+      } else {
+        int32_t axis = -1;
+        for (uint32_t a = 0; a < map->num_args; a++)
+          if (map->args[a] == v) axis = (int32_t)a;
+        if (axis < 0) {
+          op->affine = false;
+          break;
+        }
+        op->map_axis[i] = axis;
+      }
+    }
+  }
+  if (op->affine) return NULL;
+  for (uint32_t a = 0; a < map->num_args; a++) op->map_args[a] = map->args[a]->id;
+  for (uint32_t i = 0; i < op->array_rank; i++) op->map_results[i] = yield->operands[i]->id;
+  op->map_pc = ps->p->code_size;
+  const tsr_op_t *term;
+  TSR_RETURN_IF_ERROR(compile_region(ps, map, &term));
+  insn_t end = {.code = XOP_END, .site = op->site};
+  return emit(ps, &end, NULL);
+}
+
+/* ---- Chips ---- */
+
+static const struct {
+  const char *name;
+  uint64_t vmem, smem;
+} chips[] = {
+    {"v2", 16ull << 20, 16ull << 10},  {"v3", 16ull << 20, 16ull << 10},
+    {"v4", 16ull << 20, 1ull << 20},   {"v5e", 128ull << 20, 1ull << 20},
+    {"v6e", 128ull << 20, 1ull << 20}, {"v5p", 64ull << 20, 1ull << 20},
+    {"v7", 64ull << 20, 1ull << 20},   {"tpu8i", 192ull << 20, 1ull << 20},
+};
+
+static bool chip_budget(const char *chip, uint64_t *vmem, uint64_t *smem) {
+  for (size_t i = 0; i < TSR_ARRAY_SIZE(chips); i++) {
+    if (strcmp(chips[i].name, chip) == 0) {
+      *vmem = chips[i].vmem;
+      *smem = chips[i].smem;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool tsr_interp_chip_vmem_bytes(const char *chip, uint64_t *out_bytes) {
+  uint64_t smem;
+  return chip && chip_budget(chip, out_bytes, &smem);
+}
+
+void tsr_interp_options_initialize(tsr_interp_options_t *options) {
+  memset(options, 0, sizeof *options);
+  options->uninit = TSR_UNINIT_NAN;
+  options->check = true;
+  options->chip = "v5e";
+  options->max_errors = 20;
+}
+
+static void format_bytes(char *buf, size_t size, uint64_t bytes) {
+  if (bytes >= (1ull << 20))
+    snprintf(buf, size, "%.1f MiB", (double)bytes / (1 << 20));
+  else if (bytes >= 1024)
+    snprintf(buf, size, "%.1f KiB", (double)bytes / 1024);
+  else
+    snprintf(buf, size, "%llu B", (unsigned long long)bytes);
+}
+
+void tsr_interp_format_point(char *buf, size_t size, const int64_t *point,
+                             uint32_t rank) {
+  size_t used = 0;
+  used += (size_t)snprintf(buf, size, "(");
+  for (uint32_t i = 0; i < rank && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
+                             (long long)point[i]);
+  if (used < size) snprintf(buf + used, size - used, ")");
+}
+
+/* Sums the VMEM and SMEM the kernel keeps live: each windowed operand is
+ * double-buffered (2 x block), plus scratch and scoped buffers (all counted as
+ * live at once: an upper bound). */
+static tsr_status_t check_budget(prep_t *ps) {
+  tsr_interp_program_t *p = ps->p;
+  const char *chip = p->options.chip ? p->options.chip : "v5e";
+  if (!chip_budget(chip, &p->vmem_budget, &p->smem_budget))
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "unknown chip '%s' (known: v2 v3 v4 v5e v5p v6e v7 tpu8i)",
+                      chip);
+  tsr_strbuf_t detail;
+  tsr_strbuf_initialize(&detail);
+  for (uint32_t i = 0; i < p->num_refs; i++) {
+    const ref_info_t *r = &p->refs[i];
+    if (r->is_sem) continue;
+    uint64_t bytes = r->elements * tsr_dtype_size((tsr_dtype_t)r->dtype);
+    const char *what = "scratch";
+    uint64_t copies = 1;
+    if (r->decl >= 0 && r->role != TSR_ROLE_SCRATCH) {
+      const operand_plan_t *opl = NULL;
+      for (uint32_t k = 0; k < p->num_operands; k++)
+        if (p->operands[k].ref == i) opl = &p->operands[k];
+      if (!opl || !opl->blocked) continue; /* hbm/any: not in VMEM */
+      copies = r->role == TSR_ROLE_PREFETCH ? 1 : 2;
+      what = r->role == TSR_ROLE_IN ? "in" : r->role == TSR_ROLE_OUT ? "out" : "prefetch";
+    } else if (r->decl < 0) {
+      what = "scoped";
+    }
+    char b[32];
+    format_bytes(b, sizeof b, bytes);
+    if (r->space == TSR_SPACE_VMEM) {
+      p->vmem_used += copies * bytes;
+      tsr_strbuf_printf(&detail, "%s%s %%%s %s%s", detail.size ? ", " : "", what,
+                        r->name, copies == 2 ? "2 x " : "", b);
+    } else if (r->space == TSR_SPACE_SMEM) {
+      p->smem_used += copies * bytes;
+    }
+  }
+  tsr_status_t s = NULL;
+  if (p->vmem_used > p->vmem_budget) {
+    char used[32], budget[32];
+    format_bytes(used, sizeof used, p->vmem_used);
+    format_bytes(budget, sizeof budget, p->vmem_budget);
+    s = TSR_STATUS(TSR_RESOURCE_EXHAUSTED,
+                   "%s:%u:%u: error: kernel @%s needs %s of VMEM but chip %s has "
+                   "%s per core (%s; windowed operands are double-buffered)",
+                   p->file, ps->k->loc.line, ps->k->loc.col, p->kernel_name, used,
+                   chip, budget, detail.data ? detail.data : "");
+  } else if (p->smem_used > p->smem_budget) {
+    char used[32], budget[32];
+    format_bytes(used, sizeof used, p->smem_used);
+    format_bytes(budget, sizeof budget, p->smem_budget);
+    s = TSR_STATUS(TSR_RESOURCE_EXHAUSTED,
+                   "%s:%u:%u: error: kernel @%s needs %s of SMEM but chip %s has %s",
+                   p->file, ps->k->loc.line, ps->k->loc.col, p->kernel_name, used,
+                   chip, budget);
+  }
+  tsr_strbuf_deinitialize(&detail);
+  return s;
+}
+
+/* ---- Entry point ---- */
+
+static tsr_status_t prepare(prep_t *ps) {
+  tsr_interp_program_t *p = ps->p;
+  const tsr_kernel_t *k = ps->k;
+  tsr_arena_t *A = &p->arena;
+  p->kernel_name = tsr_arena_strndup(A, k->name, strlen(k->name));
+  const char *file = k->module->filename ? k->module->filename : "<input>";
+  p->file = tsr_arena_strndup(A, file, strlen(file));
+  if (!p->kernel_name || !p->file) return TSR_OOM();
+  p->grid_rank = k->grid_rank;
+  p->total_steps = 1;
+  for (uint32_t i = 0; i < k->grid_rank; i++) {
+    p->grid[i] = k->grid[i];
+    p->semantics[i] = k->semantics[i];
+    p->total_steps *= (uint64_t)k->grid[i];
+  }
+
+  /* Values. */
+  p->num_values = k->num_values;
+  ps->by_id = tsr_calloc(k->num_values ? k->num_values : 1, sizeof *ps->by_id);
+  p->values = tsr_arena_alloc_array(A, k->num_values + 1, sizeof *p->values);
+  p->value_ref = tsr_arena_alloc_array(A, k->num_values + 1, sizeof *p->value_ref);
+  if (!ps->by_id || !p->values || !p->value_ref) return TSR_OOM();
+  for (uint32_t i = 0; i < k->num_values; i++) p->value_ref[i] = NO_VALUE;
+  for (uint32_t i = 0; i < k->num_decls; i++) {
+    note_value(ps, k->decls[i].ref);
+    if (k->decls[i].index_map) walk_region_values(ps, k->decls[i].index_map);
+  }
+  walk_region_values(ps, &k->body);
+  uint64_t off = 0;
+  for (uint32_t i = 0; i < k->num_values; i++) {
+    const tsr_value_t *v = ps->by_id[i];
+    value_info_t *vi = &p->values[i];
+    if (!v || v->type.kind == TSR_TYPE_REF || v->type.kind == TSR_TYPE_SEM) continue;
+    vi->dtype = v->type.dtype;
+    vi->vector = v->type.kind == TSR_TYPE_VECTOR;
+    uint64_t bytes = (uint64_t)tsr_type_element_count(&v->type) *
+                     tsr_dtype_size((tsr_dtype_t)v->type.dtype);
+    vi->bytes = bytes;
+    vi->offset = off;
+    off = align64(off + (bytes < 8 ? 8 : bytes));
+  }
+  p->frame_bytes = off;
+
+  /* Refs: decls, then scoped buffers. */
+  uint32_t max_refs = k->num_decls + count_scoped(&k->body);
+  p->refs = tsr_arena_alloc_array(A, max_refs + 1, sizeof *p->refs);
+  if (!p->refs) return TSR_OOM();
+  for (uint32_t i = 0; i < k->num_decls; i++) {
+    uint32_t ref;
+    TSR_RETURN_IF_ERROR(add_ref(ps, k->decls[i].ref, k->decls[i].role, (int32_t)i, &ref));
+  }
+  for (uint32_t i = 0; i < k->num_values; i++) {
+    const tsr_value_t *v = ps->by_id[i];
+    if (v && v->type.kind == TSR_TYPE_REF && v->owner && v->owner->parent_op &&
+        v->owner->parent_op->opcode == TSR_OP_SCOPED) {
+      uint32_t ref;
+      TSR_RETURN_IF_ERROR(add_ref(ps, v, TSR_ROLE_SCRATCH, -1, &ref));
+    }
+  }
+  mark_written(ps, &k->body);
+
+  /* Operand plans. */
+  uint32_t n_ops = 0;
+  for (uint32_t i = 0; i < k->num_decls; i++)
+    if (k->decls[i].role != TSR_ROLE_SCRATCH) n_ops++;
+  p->num_operands = n_ops;
+  p->num_bound = n_ops;
+  p->operands = tsr_arena_alloc_array(A, n_ops + 1, sizeof *p->operands);
+  if (!p->operands) return TSR_OOM();
+  for (uint32_t i = 0, j = 0; i < k->num_decls; i++) {
+    const tsr_decl_t *d = &k->decls[i];
+    if (d->role == TSR_ROLE_SCRATCH) continue;
+    operand_plan_t *op = &p->operands[j++];
+    op->decl = i;
+    op->ref = p->value_ref[d->ref->id];
+    op->role = d->role;
+    op->alias = -1;
+    op->array_rank = d->array.rank;
+    for (uint32_t a = 0; a < d->array.rank; a++) {
+      op->array_dims[a] = d->array.dims[a];
+      op->block[a] = d->block[a] == TSR_SQUEEZED ? 1 : d->block[a];
+    }
+    dense_strides(op->array_rank, op->array_dims, op->array_strides);
+    op->array_elements = (uint64_t)tsr_type_element_count(&d->array);
+    uint8_t space = d->ref->type.space;
+    op->hbm_direct = d->role != TSR_ROLE_PREFETCH &&
+                     (space == TSR_SPACE_HBM || space == TSR_SPACE_ANY);
+    op->blocked = d->role != TSR_ROLE_PREFETCH && !op->hbm_direct;
+    char what[96];
+    snprintf(what, sizeof what, "%s %%%s",
+             d->role == TSR_ROLE_IN ? "in" : d->role == TSR_ROLE_OUT ? "out" : "prefetch",
+             d->ref->name);
+    TSR_RETURN_IF_ERROR(add_site(ps, d->loc, what, &op->site));
+  }
+  /* Aliases: decl index -> operand plan index. */
+  for (uint32_t j = 0; j < n_ops; j++) {
+    const tsr_decl_t *d = &k->decls[p->operands[j].decl];
+    if (d->role != TSR_ROLE_OUT || d->alias < 0) continue;
+    for (uint32_t m = 0; m < n_ops; m++) {
+      if (p->operands[m].decl == (uint32_t)d->alias) {
+        p->operands[j].alias = (int32_t)m;
+        p->operands[m].aliased = true;
+      }
+    }
+  }
+  /* Shadows: everything but read-only inputs and prefetch tables. */
+  for (uint32_t i = 0; i < p->num_refs; i++) {
+    ref_info_t *r = &p->refs[i];
+    r->shadowed = p->options.check && !r->is_sem &&
+                  !(r->role == TSR_ROLE_IN || r->role == TSR_ROLE_PREFETCH);
+  }
+  /* Own buffers of refs (blocks, scratch, scoped) in the run's VMEM arena. */
+  uint64_t voff = 0;
+  for (uint32_t i = 0; i < p->num_refs; i++) {
+    ref_info_t *r = &p->refs[i];
+    r->offset = voff;
+    uint64_t bytes = r->elements * tsr_dtype_size((tsr_dtype_t)r->dtype);
+    bool has_buffer = true;
+    for (uint32_t j = 0; j < n_ops; j++)
+      if (p->operands[j].ref == i && p->operands[j].hbm_direct) has_buffer = false;
+    if (has_buffer) voff = align64(voff + (bytes ? bytes : 1));
+  }
+  p->vmem_bytes = voff;
+
+  TSR_RETURN_IF_ERROR(check_budget(ps));
+
+  /* Code: consts are collected, body first, then non-affine index maps. */
+  uint32_t nconst = count_consts(&k->body);
+  for (uint32_t i = 0; i < k->num_decls; i++)
+    if (k->decls[i].index_map) nconst += count_consts(k->decls[i].index_map);
+  p->const_values = tsr_arena_alloc_array(A, nconst + 1, sizeof *p->const_values);
+  p->const_literals = tsr_arena_alloc_array(A, nconst + 1, sizeof *p->const_literals);
+  if (!p->const_values || !p->const_literals) return TSR_OOM();
+  p->body_pc = 0;
+  const tsr_op_t *term;
+  TSR_RETURN_IF_ERROR(compile_region(ps, &k->body, &term));
+  uint32_t end_site;
+  TSR_RETURN_IF_ERROR(add_site(ps, k->loc, "kernel", &end_site));
+  insn_t end = {.code = XOP_END, .site = end_site};
+  TSR_RETURN_IF_ERROR(emit(ps, &end, NULL));
+  for (uint32_t j = 0; j < n_ops; j++) {
+    operand_plan_t *op = &p->operands[j];
+    if (!op->blocked) continue;
+    TSR_RETURN_IF_ERROR(plan_index_map(ps, &k->decls[op->decl], op));
+  }
+  return NULL;
+}
+
+tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
+                                        const tsr_interp_options_t *options,
+                                        tsr_interp_program_t **out_program) {
+  tsr_interp_program_t *p = tsr_calloc(1, sizeof *p);
+  if (!p) return TSR_OOM();
+  tsr_arena_initialize(&p->arena);
+  if (options) {
+    p->options = *options;
+  } else {
+    tsr_interp_options_initialize(&p->options);
+  }
+  if (!p->options.max_errors) p->options.max_errors = 20;
+  if (!p->options.chip) p->options.chip = "v5e";
+  prep_t ps = {.p = p, .k = kernel};
+  tsr_status_t s = prepare(&ps);
+  tsr_free(ps.by_id);
+  if (s) {
+    tsr_interp_program_destroy(p);
+    return s;
+  }
+  /* options.chip may point at caller memory: keep our own copy. */
+  p->options.chip = tsr_arena_strndup(&p->arena, p->options.chip,
+                                      strlen(p->options.chip));
+  if (!p->options.chip) {
+    tsr_interp_program_destroy(p);
+    return TSR_OOM();
+  }
+  *out_program = p;
+  return NULL;
+}
+
+void tsr_interp_program_destroy(tsr_interp_program_t *program) {
+  if (!program) return;
+  tsr_free(program->code);
+  tsr_free(program->sites);
+  tsr_arena_deinitialize(&program->arena);
+  tsr_free(program);
+}

@@ -1,1 +1,1092 @@
-/* placeholder: being written */
+/* Running a prepared program: the Pallas TPU grid pipeline (block copy-in
+ * when an input's block index changes, copy-out when an output's next index
+ * differs or at the last step, revisit detection, padded edge blocks), the
+ * instruction loop, views with bounds and uninitialized-read checks, and the
+ * diagnostics of one run. Semantics: docs/semantics.md. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+#include <uthash.h>
+
+#include "interp/interp_internal.h"
+
+/* ---- Diagnostics ---- */
+
+/* Records a kernel error at `site`, once per site per run (later ones are
+ * counted). Stops the run when max_errors diagnostics have been kept. */
+static void kernel_error(run_t *run, uint32_t site, const char *fmt, ...)
+    TSR_PRINTF(3, 4);
+
+static void kernel_error(run_t *run, uint32_t site, const char *fmt, ...) {
+  const tsr_interp_program_t *p = run->p;
+  if (run->site_reported[site]) {
+    run->suppressed++;
+    return;
+  }
+  run->site_reported[site] = 1;
+  char point[160];
+  tsr_interp_format_point(point, sizeof point, run->point, p->grid_rank);
+  tsr_strbuf_t msg;
+  tsr_strbuf_initialize(&msg);
+  tsr_strbuf_printf(&msg, "kernel @%s, grid point %s: %s: ", p->kernel_name, point,
+                    p->sites[site].what);
+  va_list ap;
+  va_start(ap, fmt);
+  tsr_strbuf_vprintf(&msg, fmt, ap);
+  va_end(ap);
+  tsr_diag_add(&run->diags, p->sites[site].loc, "%s", msg.data ? msg.data : "?");
+  tsr_strbuf_deinitialize(&msg);
+  if (run->diags.count >= p->options.max_errors) run->aborted = true;
+}
+
+static void format_dims(char *buf, size_t size, const int64_t *dims, uint32_t rank) {
+  size_t used = (size_t)snprintf(buf, size, "[");
+  for (uint32_t i = 0; i < rank && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
+                             (long long)dims[i]);
+  if (used < size) snprintf(buf + used, size - used, "]");
+}
+
+/* ---- Small helpers ---- */
+
+static inline int32_t read_i32(const run_t *run, uint32_t value) {
+  int32_t v;
+  memcpy(&v, run->vals[value], 4);
+  return v;
+}
+
+static inline void *own(const run_t *run, uint32_t value) {
+  return run->frame + run->p->values[value].offset;
+}
+
+static void fill_uninit(const run_t *run, tsr_dtype_t dtype, void *dst, uint64_t n) {
+  unsigned char elem[8];
+  tsr_blockops_uninit_value(dtype, run->p->options.uninit, elem);
+  tsr_blockops_fill(tsr_dtype_size(dtype), dst, elem, n);
+}
+
+/* Calls fn on each contiguous-inner row of a strided view. */
+typedef struct view {
+  uint8_t *base;    /* element (0, .., 0) */
+  uint8_t *shadow;  /* shadow of element (0, .., 0), or NULL */
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+  int64_t strides[TSR_MAX_RANK]; /* elements */
+  int64_t origin[TSR_MAX_RANK];  /* for messages: start index in the ref */
+  uint32_t ref_dim_of[TSR_MAX_RANK];
+} view_t;
+
+/* Returns the flat position (in view order) of the first 0 byte of the view's
+ * shadow, or -1 when every element was written. */
+static int64_t view_first_unwritten(const view_t *v) {
+  int64_t idx[TSR_MAX_RANK] = {0};
+  int64_t total = 1;
+  for (uint32_t i = 0; i < v->rank; i++) total *= v->dims[i];
+  if (v->rank == 0) return v->shadow[0] ? -1 : 0;
+  int64_t inner = v->dims[v->rank - 1], istride = v->strides[v->rank - 1];
+  for (int64_t row = 0; row * inner < total; row++) {
+    int64_t off = 0;
+    for (uint32_t i = 0; i + 1 < v->rank; i++) off += idx[i] * v->strides[i];
+    const uint8_t *s = v->shadow + off;
+    if (istride == 1) {
+      const uint8_t *z = memchr(s, 0, (size_t)inner);
+      if (z) return row * inner + (z - s);
+    } else {
+      for (int64_t j = 0; j < inner; j++)
+        if (!s[j * istride]) return row * inner + j;
+    }
+    for (int32_t i = (int32_t)v->rank - 2; i >= 0; i--) {
+      if (++idx[i] < v->dims[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return -1;
+}
+
+static void unflatten(int64_t flat, uint32_t rank, const int64_t *dims, int64_t *idx) {
+  for (int32_t i = (int32_t)rank - 1; i >= 0; i--) {
+    idx[i] = dims[i] ? flat % dims[i] : 0;
+    flat = dims[i] ? flat / dims[i] : 0;
+  }
+}
+
+/* Formats the ref index of view element `flat`. */
+static void view_index_text(const view_t *v, const int64_t *ref_origin, uint32_t ref_rank,
+                            const int64_t *ref_step, int64_t flat, char *buf,
+                            size_t size) {
+  int64_t vidx[TSR_MAX_RANK];
+  unflatten(flat, v->rank, v->dims, vidx);
+  int64_t ridx[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < ref_rank; d++) ridx[d] = ref_origin[d];
+  for (uint32_t i = 0; i < v->rank; i++) {
+    uint32_t d = v->ref_dim_of[i];
+    ridx[d] += vidx[i] * ref_step[d];
+  }
+  format_dims(buf, size, ridx, ref_rank);
+}
+
+/* Resolves the view of a load/store/slice. On an out-of-bounds index reports
+ * and returns false. */
+static bool resolve_view(run_t *run, const insn_t *in, const view_plan_t *vp,
+                         const char *what_name, uint8_t *data, uint8_t *shadow,
+                         size_t elem_size, view_t *out, int64_t *origin,
+                         int64_t *step) {
+  int64_t strides[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(vp->rank, vp->dims, strides);
+  int64_t offset = 0;
+  out->rank = 0;
+  for (uint32_t d = 0; d < vp->rank; d++) {
+    const view_index_t *ix = &vp->idx[d];
+    int64_t start = ix->value != NO_VALUE ? read_i32(run, ix->value) : ix->start;
+    int64_t last = start + (ix->size - 1) * ix->stride;
+    if (start < 0 || last >= vp->dims[d] || ix->size < 1) {
+      char shape[96];
+      format_dims(shape, sizeof shape, vp->dims, vp->rank);
+      if (ix->kind == TSR_INDEX_POINT)
+        kernel_error(run, in->site,
+                     "index %lld out of bounds for dimension %u of %s (shape %s)",
+                     (long long)start, d, what_name, shape);
+      else
+        kernel_error(run, in->site,
+                     "slice %lld:%lld:%lld out of bounds for dimension %u of %s "
+                     "(shape %s)",
+                     (long long)start, (long long)(last + 1), (long long)ix->stride,
+                     d, what_name, shape);
+      return false;
+    }
+    origin[d] = start;
+    step[d] = ix->stride;
+    offset += start * strides[d];
+    if (ix->kind != TSR_INDEX_POINT) {
+      out->dims[out->rank] = ix->size;
+      out->strides[out->rank] = strides[d] * ix->stride;
+      out->ref_dim_of[out->rank] = d;
+      out->rank++;
+    }
+  }
+  out->base = data + offset * (int64_t)elem_size;
+  out->shadow = shadow ? shadow + offset : NULL;
+  return true;
+}
+
+static bool view_is_dense(const view_t *v) {
+  int64_t expect = 1;
+  for (int32_t i = (int32_t)v->rank - 1; i >= 0; i--) {
+    if (v->dims[i] != 1 && v->strides[i] != expect) return false;
+    expect *= v->dims[i];
+  }
+  return true;
+}
+
+static void report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
+                             const view_t *v, const int64_t *origin,
+                             const int64_t *step, int64_t flat) {
+  char at[128], shape[96];
+  view_index_text(v, origin, ri->rank, step, flat, at, sizeof at);
+  format_dims(shape, sizeof shape, ri->dims, ri->rank);
+  kernel_error(run, in->site,
+               "read of uninitialized memory: %%%s%s (shape %s) was never written",
+               ri->name, at, shape);
+}
+
+/* ---- Loads and stores ---- */
+
+static void do_load(run_t *run, const insn_t *in) {
+  const tsr_interp_program_t *p = run->p;
+  const view_plan_t *vp = in->plan;
+  const ref_info_t *ri = &p->refs[vp->ref];
+  run_ref_t *rr = &run->refs[vp->ref];
+  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  view_t v;
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+  char name[80];
+  snprintf(name, sizeof name, "%%%s", ri->name);
+  void *dst = own(run, in->r);
+  run->vals[in->r] = dst;
+  if (!resolve_view(run, in, vp, name, rr->data, rr->shadow, es, &v, origin, step)) {
+    fill_uninit(run, (tsr_dtype_t)ri->dtype, dst, (uint64_t)in->n);
+    return;
+  }
+  if (vp->mask != NO_VALUE) {
+    /* Masked: read only where the mask is set (and check only those). */
+    const uint8_t *mask = run->vals[vp->mask];
+    int64_t idx[TSR_MAX_RANK] = {0};
+    unsigned char uninit[8];
+    tsr_blockops_uninit_value((tsr_dtype_t)ri->dtype, p->options.uninit, uninit);
+    for (int64_t i = 0; i < in->n; i++) {
+      int64_t off = 0;
+      for (uint32_t d = 0; d < v.rank; d++) off += idx[d] * v.strides[d];
+      uint8_t *out = (uint8_t *)dst + i * (int64_t)es;
+      if (mask[i]) {
+        memcpy(out, v.base + off * (int64_t)es, es);
+        if (v.shadow && !v.shadow[off]) report_unwritten(run, in, ri, &v, origin, step, i);
+      } else {
+        memcpy(out, uninit, es);
+      }
+      for (int32_t d = (int32_t)v.rank - 1; d >= 0; d--) {
+        if (++idx[d] < v.dims[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return;
+  }
+  if (v.shadow) {
+    int64_t bad = view_first_unwritten(&v);
+    if (bad >= 0) report_unwritten(run, in, ri, &v, origin, step, bad);
+  }
+  if (!ri->written && view_is_dense(&v)) {
+    /* The ref never changes during a step: the value can borrow its memory.
+     * Saves a full copy per load of input blocks (measured: elementwise add
+     * goes from 3 to 2 passes over memory). */
+    run->vals[in->r] = v.base;
+    return;
+  }
+  int64_t dstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(v.rank, v.dims, dstr);
+  tsr_blockops_copy(es, v.rank, v.dims, dst, dstr, v.base, v.strides);
+}
+
+static const uint8_t one_byte = 1;
+
+static void do_store(run_t *run, const insn_t *in) {
+  const tsr_interp_program_t *p = run->p;
+  const view_plan_t *vp = in->plan;
+  const ref_info_t *ri = &p->refs[vp->ref];
+  run_ref_t *rr = &run->refs[vp->ref];
+  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  view_t v;
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+  char name[80];
+  snprintf(name, sizeof name, "%%%s", ri->name);
+  if (!resolve_view(run, in, vp, name, rr->data, rr->shadow, es, &v, origin, step))
+    return;
+  const uint8_t *src = run->vals[in->b];
+  if (vp->mask != NO_VALUE) {
+    const uint8_t *mask = run->vals[vp->mask];
+    int64_t idx[TSR_MAX_RANK] = {0};
+    int64_t count = 1;
+    for (uint32_t d = 0; d < v.rank; d++) count *= v.dims[d];
+    for (int64_t i = 0; i < count; i++) {
+      if (mask[i]) {
+        int64_t off = 0;
+        for (uint32_t d = 0; d < v.rank; d++) off += idx[d] * v.strides[d];
+        memcpy(v.base + off * (int64_t)es, src + (vp->value_scalar ? 0 : i * (int64_t)es), es);
+        if (v.shadow) v.shadow[off] = 1;
+      }
+      for (int32_t d = (int32_t)v.rank - 1; d >= 0; d--) {
+        if (++idx[d] < v.dims[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return;
+  }
+  int64_t sstr[TSR_MAX_RANK];
+  if (vp->value_scalar) {
+    memset(sstr, 0, sizeof sstr);
+  } else {
+    tsr_blockops_dense_strides(v.rank, v.dims, sstr);
+  }
+  tsr_blockops_copy(es, v.rank, v.dims, v.base, v.strides, src, sstr);
+  if (v.shadow) {
+    int64_t zero[TSR_MAX_RANK] = {0};
+    tsr_blockops_copy(1, v.rank, v.dims, v.shadow, v.strides, &one_byte, zero);
+  }
+}
+
+static void do_slice(run_t *run, const insn_t *in) {
+  const view_plan_t *vp = in->plan;
+  size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
+  view_t v;
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+  void *dst = own(run, in->r);
+  run->vals[in->r] = dst;
+  if (!resolve_view(run, in, vp, "the value", run->vals[in->a], NULL, es, &v, origin,
+                    step))
+    return; /* static slices are verified: unreachable */
+  int64_t dstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(v.rank, v.dims, dstr);
+  tsr_blockops_copy(es, v.rank, v.dims, dst, dstr, v.base, v.strides);
+}
+
+/* ---- Printing ---- */
+
+static void print_element(FILE *f, tsr_dtype_t dt, const void *p) {
+  switch (dt) {
+    case TSR_DTYPE_F32: { float x; memcpy(&x, p, 4); fprintf(f, "%g", (double)x); break; }
+    case TSR_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); fprintf(f, "%g", (double)tsr_bf16_to_f32(h)); break; }
+    case TSR_DTYPE_F16: { uint16_t h; memcpy(&h, p, 2); fprintf(f, "%g", (double)tsr_f16_to_f32(h)); break; }
+    case TSR_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); fprintf(f, "%" PRId32, x); break; }
+    case TSR_DTYPE_U32: { uint32_t x; memcpy(&x, p, 4); fprintf(f, "%" PRIu32, x); break; }
+    case TSR_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); fprintf(f, "%d", x); break; }
+    case TSR_DTYPE_U16: { uint16_t x; memcpy(&x, p, 2); fprintf(f, "%u", x); break; }
+    case TSR_DTYPE_I8: { int8_t x; memcpy(&x, p, 1); fprintf(f, "%d", x); break; }
+    case TSR_DTYPE_U8: { uint8_t x; memcpy(&x, p, 1); fprintf(f, "%u", x); break; }
+    case TSR_DTYPE_I1: fprintf(f, "%s", *(const uint8_t *)p ? "true" : "false"); break;
+    default: fprintf(f, "?"); break;
+  }
+}
+
+static void do_print(run_t *run, const insn_t *in) {
+  const text_plan_t *tp = in->plan;
+  FILE *f = run->out;
+  uint32_t next = 0;
+  for (const char *s = tp->text; *s; s++) {
+    if (s[0] == '{' && s[1] == '}' && next < tp->count) {
+      uint32_t id = tp->values[next++];
+      const value_info_t *vi = &run->p->values[id];
+      size_t es = tsr_dtype_size((tsr_dtype_t)vi->dtype);
+      uint64_t n = vi->bytes / es;
+      if (vi->vector) fputc('[', f);
+      for (uint64_t i = 0; i < n && i < 64; i++) {
+        if (i) fputs(", ", f);
+        print_element(f, (tsr_dtype_t)vi->dtype, (const uint8_t *)run->vals[id] + i * es);
+      }
+      if (vi->vector) fputs(n > 64 ? ", ...]" : "]", f);
+      s++;
+    } else {
+      fputc(*s, f);
+    }
+  }
+  fputc('\n', f);
+}
+
+/* ---- Moves ---- */
+
+static void do_move(run_t *run, const insn_t *in) {
+  const move_plan_t *mp = in->plan;
+  const value_info_t *vals = run->p->values;
+  /* Two-phase through temporaries when a source lives in one of the
+   * destinations' buffers (swapped loop-carried values). */
+  bool hazard = false;
+  if (mp->tmp && mp->count > 1) {
+    for (uint32_t i = 0; i < mp->count && !hazard; i++) {
+      const uint8_t *s = run->vals[mp->src[i]];
+      for (uint32_t j = 0; j < mp->count; j++) {
+        const uint8_t *d = own(run, mp->dst[j]);
+        if (j != i && s >= d && s < d + (vals[mp->dst[j]].bytes ? vals[mp->dst[j]].bytes : 1)) {
+          hazard = true;
+          break;
+        }
+      }
+    }
+  }
+  if (hazard) {
+    for (uint32_t i = 0; i < mp->count; i++) {
+      memmove(own(run, mp->tmp[i]), run->vals[mp->src[i]], vals[mp->tmp[i]].bytes);
+      run->vals[mp->tmp[i]] = own(run, mp->tmp[i]);
+    }
+    for (uint32_t i = 0; i < mp->count; i++) {
+      memcpy(own(run, mp->dst[i]), own(run, mp->tmp[i]), vals[mp->dst[i]].bytes);
+      run->vals[mp->dst[i]] = own(run, mp->dst[i]);
+    }
+    return;
+  }
+  for (uint32_t i = 0; i < mp->count; i++) {
+    void *d = own(run, mp->dst[i]);
+    if (d != run->vals[mp->src[i]]) memmove(d, run->vals[mp->src[i]], vals[mp->dst[i]].bytes);
+    run->vals[mp->dst[i]] = d;
+  }
+}
+
+static void scope_enter(run_t *run, const insn_t *in) {
+  const scope_plan_t *sp = in->plan;
+  for (uint32_t i = 0; i < sp->count; i++) {
+    const ref_info_t *ri = &run->p->refs[sp->refs[i]];
+    run_ref_t *rr = &run->refs[sp->refs[i]];
+    fill_uninit(run, (tsr_dtype_t)ri->dtype, rr->data, ri->elements);
+    if (rr->shadow) memset(rr->shadow, 0, ri->elements);
+  }
+}
+
+/* ---- The instruction loop ---- */
+
+static void exec(run_t *run, uint32_t pc) {
+  const tsr_interp_program_t *p = run->p;
+  const insn_t *code = p->code;
+  void **vals = run->vals;
+  uint64_t ops = 0;
+  for (;;) {
+    const insn_t *in = &code[pc++];
+    ops++;
+    switch (in->code) {
+#define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, text) \
+  case TSR_OP_##E:                                                    \
+    if (TSR_SYN_##syn == TSR_SYN_UNARY) goto unary;                   \
+    if (TSR_SYN_##syn == TSR_SYN_BINARY) goto binary;                 \
+    break;
+#include "ir/ops.def"
+#undef TSR_OP
+      case XOP_END:
+        run->stats.ops_executed += ops - 1;
+        return;
+      case XOP_JMP:
+        pc = in->target;
+        continue;
+      case XOP_JMP_IF_NOT:
+        if (!*(const uint8_t *)vals[in->a]) pc = in->target;
+        continue;
+      case XOP_MOVE:
+        do_move(run, in);
+        continue;
+      case XOP_FOR_INIT: {
+        int32_t lo = read_i32(run, in->a), hi = read_i32(run, in->b),
+                st = read_i32(run, in->c);
+        if (st <= 0) {
+          kernel_error(run, in->site, "for loop step must be positive, got %d", st);
+          pc = in->target;
+          if (run->aborted) goto out;
+          continue;
+        }
+        vals[in->r] = own(run, in->r);
+        memcpy(vals[in->r], &lo, 4);
+        if (!(lo < hi)) pc = in->target;
+        continue;
+      }
+      case XOP_FOR_NEXT: {
+        int64_t next = (int64_t)read_i32(run, in->r) + read_i32(run, in->c);
+        if (next < read_i32(run, in->b)) {
+          int32_t n32 = (int32_t)next;
+          memcpy(vals[in->r], &n32, 4);
+          pc = in->target;
+        }
+        continue;
+      }
+      case XOP_SCOPE_ENTER:
+        scope_enter(run, in);
+        continue;
+      case XOP_SCOPE_EXIT:
+        continue;
+      case XOP_ALIAS:
+        vals[in->r] = vals[in->a];
+        continue;
+      default:
+        kernel_error(run, in->site, "internal error: bad instruction %u", in->code);
+        goto out;
+    }
+
+    /* Ops that are not plain unary/binary. */
+    switch ((tsr_opcode_t)in->code) {
+      case TSR_OP_LOAD:
+        do_load(run, in);
+        break;
+      case TSR_OP_STORE:
+        do_store(run, in);
+        break;
+      case TSR_OP_SLICE:
+        do_slice(run, in);
+        break;
+      case TSR_OP_PROGRAM_ID: {
+        const shape_plan_t *sp = in->plan;
+        int32_t v = (int32_t)run->point[sp->axis];
+        vals[in->r] = own(run, in->r);
+        memcpy(vals[in->r], &v, 4);
+        break;
+      }
+      case TSR_OP_NUM_PROGRAMS: {
+        const shape_plan_t *sp = in->plan;
+        int32_t v = (int32_t)p->grid[sp->axis];
+        vals[in->r] = own(run, in->r);
+        memcpy(vals[in->r], &v, 4);
+        break;
+      }
+      case TSR_OP_IOTA: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = own(run, in->r);
+        tsr_blockops_iota((tsr_dtype_t)in->rdtype, vals[in->r], sp->rank, sp->dims,
+                          sp->axis);
+        break;
+      }
+      case TSR_OP_SELECT:
+        vals[in->r] = own(run, in->r);
+        tsr_blockops_select(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
+                            vals[in->a], in->bcast & 1, vals[in->b], in->bcast & 2,
+                            vals[in->c], in->bcast & 4, (size_t)in->n);
+        break;
+      case TSR_OP_CONVERT:
+        vals[in->r] = own(run, in->r);
+        tsr_blockops_convert((tsr_dtype_t)in->rdtype, vals[in->r],
+                             (tsr_dtype_t)in->dtype, vals[in->a], (size_t)in->n);
+        break;
+      case TSR_OP_BROADCAST:
+      case TSR_OP_TRANSPOSE: {
+        const shape_plan_t *sp = in->plan;
+        int64_t dstr[TSR_MAX_RANK];
+        tsr_blockops_dense_strides(sp->rank, sp->dims, dstr);
+        vals[in->r] = own(run, in->r);
+        tsr_blockops_copy(tsr_dtype_size((tsr_dtype_t)in->rdtype), sp->rank, sp->dims,
+                          vals[in->r], dstr, vals[in->a], sp->src_strides);
+        break;
+      }
+      case TSR_OP_CONCATENATE: {
+        const shape_plan_t *sp = in->plan;
+        size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
+        int64_t dstr[TSR_MAX_RANK];
+        tsr_blockops_dense_strides(sp->rank, sp->dims, dstr);
+        vals[in->r] = own(run, in->r);
+        int64_t offset = 0;
+        for (uint32_t i = 0; i < sp->num_operands; i++) {
+          uint32_t id = sp->operands[i];
+          int64_t dims[TSR_MAX_RANK], sstr[TSR_MAX_RANK];
+          for (uint32_t d = 0; d < sp->rank; d++) dims[d] = sp->dims[d];
+          int64_t elems = (int64_t)(p->values[id].bytes / es);
+          int64_t rest = 1;
+          for (uint32_t d = 0; d < sp->rank; d++)
+            if (d != sp->axis) rest *= sp->dims[d];
+          dims[sp->axis] = rest ? elems / rest : 0;
+          tsr_blockops_dense_strides(sp->rank, dims, sstr);
+          tsr_blockops_copy(es, sp->rank, dims,
+                            (uint8_t *)vals[in->r] + offset * dstr[sp->axis] * (int64_t)es,
+                            dstr, vals[id], sstr);
+          offset += dims[sp->axis];
+        }
+        break;
+      }
+      case TSR_OP_ROLL: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = own(run, in->r);
+        tsr_blockops_roll(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
+                          vals[in->a], sp->src_rank, sp->src_dims, sp->axis,
+                          read_i32(run, in->b));
+        break;
+      }
+      case TSR_OP_GATHER: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = own(run, in->r);
+        int64_t bad = tsr_blockops_gather(tsr_dtype_size((tsr_dtype_t)in->rdtype),
+                                          vals[in->r], vals[in->a], vals[in->b],
+                                          sp->rank, sp->dims, sp->axis,
+                                          sp->src_dims[sp->axis]);
+        if (bad >= 0) {
+          int64_t idx[TSR_MAX_RANK];
+          char at[96];
+          unflatten(bad, sp->rank, sp->dims, idx);
+          format_dims(at, sizeof at, idx, sp->rank);
+          kernel_error(run, in->site,
+                       "gather index %d at %s is out of range [0, %lld) along axis %u",
+                       ((const int32_t *)vals[in->b])[bad], at,
+                       (long long)sp->src_dims[sp->axis], sp->axis);
+          fill_uninit(run, (tsr_dtype_t)in->rdtype, vals[in->r], (uint64_t)in->n);
+        }
+        break;
+      }
+      case TSR_OP_REDUCE_SUM:
+      case TSR_OP_REDUCE_MAX:
+      case TSR_OP_REDUCE_MIN:
+      case TSR_OP_REDUCE_PROD:
+      case TSR_OP_REDUCE_AND:
+      case TSR_OP_REDUCE_OR: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = own(run, in->r);
+        tsr_blockops_reduce((tsr_opcode_t)in->code, (tsr_dtype_t)in->dtype, vals[in->r],
+                            vals[in->a], sp->src_rank, sp->src_dims, sp->axes_mask);
+        break;
+      }
+      case TSR_OP_ARGMAX:
+      case TSR_OP_ARGMIN: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = own(run, in->r);
+        tsr_blockops_argreduce((tsr_opcode_t)in->code, (tsr_dtype_t)in->dtype,
+                               vals[in->r], vals[in->a], sp->src_rank, sp->src_dims,
+                               sp->axis);
+        break;
+      }
+      case TSR_OP_DOT: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = own(run, in->r);
+        tsr_blockops_dot((tsr_dtype_t)in->rdtype, vals[in->r], (tsr_dtype_t)in->dtype,
+                         vals[in->a], vals[in->b],
+                         in->c != NO_VALUE ? vals[in->c] : NULL, sp->m, sp->k, sp->n,
+                         (in->flags & TSR_OPF_TRANSPOSE_RHS) != 0);
+        break;
+      }
+      case TSR_OP_PRINT:
+        do_print(run, in);
+        break;
+      case TSR_OP_ASSERT:
+        if (!*(const uint8_t *)vals[in->a]) {
+          const text_plan_t *tp = in->plan;
+          kernel_error(run, in->site, "assertion failed: %s", tp->text);
+        }
+        break;
+      default:
+        kernel_error(run, in->site, "internal error: no implementation");
+        break;
+    }
+    if (TSR_UNLIKELY(run->aborted)) goto out;
+    continue;
+
+  unary:
+    vals[in->r] = own(run, in->r);
+    in->fn.unary(vals[in->r], vals[in->a], (size_t)in->n);
+    continue;
+  binary:
+    vals[in->r] = own(run, in->r);
+    in->fn.binary(vals[in->r], vals[in->a], vals[in->b], (size_t)in->n,
+                  (tsr_bcast_t)in->bcast);
+    continue;
+  }
+out:
+  run->stats.ops_executed += ops;
+}
+
+/* ---- The grid pipeline ---- */
+
+typedef struct visit {
+  int64_t key[TSR_MAX_RANK];
+  uint64_t first_step, last_step;
+  UT_hash_handle hh;
+} visit_t;
+
+/* Computes the block indices of operand j at grid point `point`. */
+static void eval_index_map(run_t *run, uint32_t j, const int64_t *point, int64_t *out) {
+  const operand_plan_t *op = &run->p->operands[j];
+  if (op->affine) {
+    for (uint32_t d = 0; d < op->array_rank; d++)
+      out[d] = op->map_axis[d] >= 0 ? point[op->map_axis[d]] : op->map_const[d];
+    return;
+  }
+  for (uint32_t a = 0; a < run->p->grid_rank; a++) {
+    int32_t v = (int32_t)point[a];
+    run->vals[op->map_args[a]] = own(run, op->map_args[a]);
+    memcpy(run->vals[op->map_args[a]], &v, 4);
+  }
+  exec(run, op->map_pc);
+  for (uint32_t d = 0; d < op->array_rank; d++) out[d] = read_i32(run, op->map_results[d]);
+}
+
+static bool block_in_range(const operand_plan_t *op, const int64_t *b) {
+  for (uint32_t d = 0; d < op->array_rank; d++) {
+    if (b[d] < 0 || b[d] * op->block[d] >= op->array_dims[d]) return false;
+  }
+  return true;
+}
+
+/* The window of block b in the array: start and extent per dim; true if the
+ * block has no padding and is one contiguous run of HBM. */
+static bool block_window(const operand_plan_t *op, const int64_t *b, int64_t *start,
+                         int64_t *extent) {
+  bool padded = false;
+  for (uint32_t d = 0; d < op->array_rank; d++) {
+    start[d] = b[d] * op->block[d];
+    extent[d] = TSR_MIN(op->block[d], op->array_dims[d] - start[d]);
+    if (extent[d] < op->block[d]) padded = true;
+  }
+  if (padded) return false;
+  /* Contiguous: leading dims of block 1, then one partial dim, then full. */
+  uint32_t d = 0;
+  while (d < op->array_rank && op->block[d] == 1) d++;
+  for (uint32_t e = d + 1; e < op->array_rank; e++)
+    if (op->block[e] != op->array_dims[e]) return false;
+  return true;
+}
+
+static int64_t window_offset(const operand_plan_t *op, const int64_t *start) {
+  int64_t off = 0;
+  for (uint32_t d = 0; d < op->array_rank; d++) off += start[d] * op->array_strides[d];
+  return off;
+}
+
+static void report_block_range(run_t *run, uint32_t j, const int64_t *b) {
+  const operand_plan_t *op = &run->p->operands[j];
+  char bi[96], shape[96], block[96], nb[96];
+  int64_t counts[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < op->array_rank; d++)
+    counts[d] = (op->array_dims[d] + op->block[d] - 1) / op->block[d];
+  format_dims(bi, sizeof bi, b, op->array_rank);
+  format_dims(shape, sizeof shape, op->array_dims, op->array_rank);
+  format_dims(block, sizeof block, op->block, op->array_rank);
+  format_dims(nb, sizeof nb, counts, op->array_rank);
+  kernel_error(run, op->site,
+               "index map gives block index %s, out of range for array shape %s "
+               "with block %s (block counts %s)",
+               bi, shape, block, nb);
+}
+
+static void copy_in(run_t *run, uint32_t j) {
+  const tsr_interp_program_t *p = run->p;
+  const operand_plan_t *op = &p->operands[j];
+  const ref_info_t *ri = &p->refs[op->ref];
+  run_ref_t *rr = &run->refs[op->ref];
+  const int64_t *b = &run->cur_block[j * TSR_MAX_RANK];
+  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  uint8_t *own_buf = run->vmem + ri->offset;
+  run->stats.blocks_copied_in++;
+  run->stats.bytes_copied += ri->elements * es;
+  if (!run->block_valid[j]) {
+    rr->data = own_buf;
+    fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+    return;
+  }
+  int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK];
+  bool direct = block_window(op, b, start, extent);
+  uint8_t *src = run->hbm[j] + window_offset(op, start) * (int64_t)es;
+  if (direct && !op->aliased) {
+    rr->data = src; /* zero-copy: the block is a contiguous window of HBM */
+    return;
+  }
+  rr->data = own_buf;
+  int64_t bstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(op->array_rank, op->block, bstr);
+  bool padded = false;
+  for (uint32_t d = 0; d < op->array_rank; d++)
+    if (extent[d] < op->block[d]) padded = true;
+  if (padded) fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+  tsr_blockops_copy(es, op->array_rank, extent, own_buf, bstr, src, op->array_strides);
+}
+
+static void begin_out_block(run_t *run, uint32_t j) {
+  const tsr_interp_program_t *p = run->p;
+  const operand_plan_t *op = &p->operands[j];
+  const ref_info_t *ri = &p->refs[op->ref];
+  run_ref_t *rr = &run->refs[op->ref];
+  const int64_t *b = &run->cur_block[j * TSR_MAX_RANK];
+  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  uint8_t *own_buf = run->vmem + ri->offset;
+  uint8_t *own_shadow = run->vmem_shadow ? run->vmem_shadow + ri->offset : NULL;
+  rr->data = own_buf;
+  rr->shadow = ri->shadowed ? own_shadow : NULL;
+  if (run->block_valid[j]) {
+    /* Revisit check (aliased outputs are exempt, as in Pallas). */
+    if (op->alias < 0) {
+      visit_t *set = run->visited[j], *v;
+      int64_t key[TSR_MAX_RANK] = {0};
+      for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
+      HASH_FIND(hh, set, key, sizeof key, v);
+      if (v) {
+        char bi[96];
+        format_dims(bi, sizeof bi, b, op->array_rank);
+        kernel_error(run, op->site,
+                     "output block %s is revisited at step %llu; it was written in "
+                     "steps %llu..%llu and already copied out (writes to an output "
+                     "block must happen in consecutive grid steps)",
+                     bi, (unsigned long long)run->step,
+                     (unsigned long long)v->first_step,
+                     (unsigned long long)v->last_step);
+      } else {
+        v = tsr_calloc(1, sizeof *v);
+        if (v) {
+          memcpy(v->key, key, sizeof key);
+          v->first_step = v->last_step = run->step;
+          HASH_ADD(hh, set, key, sizeof v->key, v);
+          run->visited[j] = set;
+        }
+      }
+    }
+    int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK];
+    if (block_window(op, b, start, extent) && op->alias < 0) {
+      int64_t off = window_offset(op, start);
+      rr->data = run->hbm[j] + off * (int64_t)es;
+      if (ri->shadowed) rr->shadow = run->hbm_shadow[j] + off;
+    }
+  }
+  /* Output blocks start uninitialized: they are not copied in. */
+  fill_uninit(run, (tsr_dtype_t)ri->dtype, rr->data, ri->elements);
+  if (rr->shadow) memset(rr->shadow, 0, ri->elements);
+}
+
+static void copy_out(run_t *run, uint32_t j) {
+  const tsr_interp_program_t *p = run->p;
+  const operand_plan_t *op = &p->operands[j];
+  const ref_info_t *ri = &p->refs[op->ref];
+  run_ref_t *rr = &run->refs[op->ref];
+  const int64_t *b = &run->cur_block[j * TSR_MAX_RANK];
+  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  if (!run->block_valid[j]) return;
+  run->stats.blocks_copied_out++;
+  run->stats.bytes_copied += ri->elements * es;
+  if (op->alias < 0) {
+    visit_t *v;
+    int64_t key[TSR_MAX_RANK] = {0};
+    for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
+    HASH_FIND(hh, (visit_t *)run->visited[j], key, sizeof key, v);
+    if (v) v->last_step = run->step;
+  }
+  uint8_t *own_buf = run->vmem + ri->offset;
+  if (rr->data != own_buf) return; /* written in place */
+  int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK];
+  block_window(op, b, start, extent);
+  int64_t bstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(op->array_rank, op->block, bstr);
+  int64_t off = window_offset(op, start);
+  tsr_blockops_copy(es, op->array_rank, extent, run->hbm[j] + off * (int64_t)es,
+                    op->array_strides, own_buf, bstr);
+  if (ri->shadowed && rr->shadow)
+    tsr_blockops_copy(1, op->array_rank, extent, run->hbm_shadow[j] + off,
+                      op->array_strides, rr->shadow, bstr);
+}
+
+/* Row-major counter -> grid point (with shuffled parallel dims). */
+static void loop_to_point(run_t *run, const int64_t *loop, int64_t *point) {
+  for (uint32_t d = 0; d < run->p->grid_rank; d++)
+    point[d] = run->perm[d] ? run->perm[d][loop[d]] : loop[d];
+}
+
+static bool advance(const tsr_interp_program_t *p, int64_t *loop) {
+  for (int32_t d = (int32_t)p->grid_rank - 1; d >= 0; d--) {
+    if (++loop[d] < p->grid[d]) return true;
+    loop[d] = 0;
+  }
+  return false;
+}
+
+static uint64_t splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void check_outputs(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  for (uint32_t j = 0; j < p->num_operands; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    if (op->role != TSR_ROLE_OUT || !run->hbm_shadow[j]) continue;
+    const uint8_t *s = run->hbm_shadow[j];
+    uint64_t missing = 0, first = 0;
+    for (uint64_t i = 0; i < op->array_elements; i++) {
+      if (!s[i]) {
+        if (!missing) first = i;
+        missing++;
+      }
+    }
+    if (missing) {
+      int64_t idx[TSR_MAX_RANK];
+      char at[96];
+      unflatten((int64_t)first, op->array_rank, op->array_dims, idx);
+      format_dims(at, sizeof at, idx, op->array_rank);
+      kernel_error(run, op->site,
+                   "%llu of %llu output elements were never written (first at %s); "
+                   "they hold the uninitialized value",
+                   (unsigned long long)missing,
+                   (unsigned long long)op->array_elements, at);
+    }
+  }
+}
+
+static tsr_status_t run_grid(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  uint32_t nops = p->num_operands;
+  int64_t loop[TSR_MAX_RANK] = {0};
+  loop_to_point(run, loop, run->point);
+  for (uint32_t j = 0; j < nops; j++)
+    if (p->operands[j].blocked)
+      eval_index_map(run, j, run->point, &run->cur_block[j * TSR_MAX_RANK]);
+  for (run->step = 0; run->step < p->total_steps && !run->aborted; run->step++) {
+    run->stats.grid_steps++;
+    /* This step's blocks: copy in changed inputs, start changed outputs. */
+    for (uint32_t j = 0; j < nops; j++) {
+      const operand_plan_t *op = &p->operands[j];
+      if (!op->blocked) continue;
+      int64_t *cur = &run->cur_block[j * TSR_MAX_RANK];
+      int64_t *prev = &run->prev_block[j * TSR_MAX_RANK];
+      if (run->step > 0 && memcmp(cur, prev, op->array_rank * sizeof *cur) == 0)
+        continue;
+      run->block_valid[j] = block_in_range(op, cur);
+      if (!run->block_valid[j]) report_block_range(run, j, cur);
+      if (op->role == TSR_ROLE_IN)
+        copy_in(run, j);
+      else if (op->role == TSR_ROLE_OUT)
+        begin_out_block(run, j);
+    }
+    if (run->aborted) break;
+    exec(run, p->body_pc);
+    if (run->aborted) break;
+    /* The next step's index maps decide which outputs are copied out now. */
+    bool last = run->step + 1 == p->total_steps;
+    if (!last) {
+      advance(p, loop);
+      loop_to_point(run, loop, run->point);
+    }
+    for (uint32_t j = 0; j < nops; j++) {
+      const operand_plan_t *op = &p->operands[j];
+      if (!op->blocked) continue;
+      int64_t *cur = &run->cur_block[j * TSR_MAX_RANK];
+      int64_t *prev = &run->prev_block[j * TSR_MAX_RANK];
+      memcpy(prev, cur, TSR_MAX_RANK * sizeof *cur);
+      if (!last) eval_index_map(run, j, run->point, cur);
+      bool leaving = last || memcmp(cur, prev, op->array_rank * sizeof *cur) != 0;
+      if (op->role == TSR_ROLE_OUT && leaving) {
+        /* copy_out works on the block being left: temporarily current. */
+        int64_t next[TSR_MAX_RANK];
+        memcpy(next, cur, sizeof next);
+        memcpy(cur, prev, sizeof next);
+        copy_out(run, j);
+        memcpy(cur, next, sizeof next);
+      }
+    }
+  }
+  return NULL;
+}
+
+/* ---- Entry point ---- */
+
+static tsr_status_t check_operand(const tsr_interp_program_t *p, uint32_t j,
+                                  const tsr_array_t *a) {
+  const operand_plan_t *op = &p->operands[j];
+  const ref_info_t *ri = &p->refs[op->ref];
+  bool ok = a && a->data && a->dtype == (tsr_dtype_t)ri->dtype &&
+            a->rank == op->array_rank;
+  for (uint32_t d = 0; ok && d < op->array_rank; d++)
+    ok = a->dims[d] == op->array_dims[d];
+  if (ok) return NULL;
+  char want[96], got[96];
+  format_dims(want, sizeof want, op->array_dims, op->array_rank);
+  if (a) format_dims(got, sizeof got, a->dims, a->rank);
+  return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                    "kernel @%s operand %%%s: expected %s%s, got %s%s", p->kernel_name,
+                    ri->name, tsr_dtype_name((tsr_dtype_t)ri->dtype), want,
+                    a ? tsr_dtype_name(a->dtype) : "no array", a ? got : "");
+}
+
+static void run_free(run_t *run) {
+  if (run->visited) {
+    for (uint32_t j = 0; j < run->p->num_operands; j++) {
+      visit_t *set = run->visited[j], *v, *tmp;
+      HASH_ITER(hh, set, v, tmp) {
+        HASH_DEL(set, v);
+        tsr_free(v);
+      }
+    }
+  }
+  if (run->hbm_shadow)
+    for (uint32_t j = 0; j < run->p->num_operands; j++) tsr_free(run->hbm_shadow[j]);
+  if (run->perm)
+    for (uint32_t d = 0; d < run->p->grid_rank; d++) tsr_free(run->perm[d]);
+  tsr_free(run->perm);
+  tsr_free(run->visited);
+  tsr_free(run->hbm_shadow);
+  tsr_free(run->hbm);
+  tsr_free(run->cur_block);
+  tsr_free(run->prev_block);
+  tsr_free(run->block_valid);
+  tsr_free(run->refs);
+  tsr_free(run->vals);
+  tsr_free(run->frame);
+  tsr_free(run->vmem);
+  tsr_free(run->vmem_shadow);
+  tsr_free(run->site_reported);
+  tsr_diag_list_deinitialize(&run->diags);
+}
+
+static tsr_status_t run_setup(run_t *run, tsr_array_t *const *operands) {
+  const tsr_interp_program_t *p = run->p;
+  uint32_t nops = p->num_operands;
+  run->frame = tsr_aligned_alloc(64, p->frame_bytes + 64);
+  run->vals = tsr_calloc(p->num_values + 1, sizeof *run->vals);
+  run->vmem = tsr_aligned_alloc(64, p->vmem_bytes + 64);
+  run->refs = tsr_calloc(p->num_refs + 1, sizeof *run->refs);
+  run->hbm = tsr_calloc(nops + 1, sizeof *run->hbm);
+  run->hbm_shadow = tsr_calloc(nops + 1, sizeof *run->hbm_shadow);
+  run->cur_block = tsr_calloc((size_t)(nops + 1) * TSR_MAX_RANK, sizeof(int64_t));
+  run->prev_block = tsr_calloc((size_t)(nops + 1) * TSR_MAX_RANK, sizeof(int64_t));
+  run->block_valid = tsr_calloc(nops + 1, sizeof *run->block_valid);
+  run->visited = tsr_calloc(nops + 1, sizeof *run->visited);
+  run->perm = tsr_calloc(p->grid_rank + 1, sizeof *run->perm);
+  run->site_reported = tsr_calloc(p->num_sites + 1, 1);
+  if (!run->frame || !run->vals || !run->vmem || !run->refs || !run->hbm ||
+      !run->hbm_shadow || !run->cur_block || !run->prev_block || !run->block_valid ||
+      !run->visited || !run->perm || !run->site_reported)
+    return TSR_OOM();
+  if (p->options.check) {
+    run->vmem_shadow = tsr_calloc(p->vmem_bytes + 64, 1);
+    if (!run->vmem_shadow) return TSR_OOM();
+  }
+  /* Values start at their own buffers; consts are filled once. */
+  for (uint32_t i = 0; i < p->num_values; i++) run->vals[i] = own(run, i);
+  for (uint32_t i = 0; i < p->num_consts; i++) {
+    uint32_t id = p->const_values[i];
+    const value_info_t *vi = &p->values[id];
+    size_t es = tsr_dtype_size((tsr_dtype_t)vi->dtype);
+    unsigned char elem[8];
+    tsr_blockops_literal((tsr_dtype_t)vi->dtype, p->const_literals[i], elem);
+    tsr_blockops_fill(es, own(run, id), elem, vi->bytes / es);
+  }
+  /* Refs: own buffers, uninitialized; scratch and scoped shadows cleared. */
+  for (uint32_t i = 0; i < p->num_refs; i++) {
+    const ref_info_t *ri = &p->refs[i];
+    run->refs[i].data = run->vmem + ri->offset;
+    run->refs[i].shadow = ri->shadowed ? run->vmem_shadow + ri->offset : NULL;
+    if (!ri->is_sem)
+      fill_uninit(run, (tsr_dtype_t)ri->dtype, run->refs[i].data, ri->elements);
+  }
+  /* HBM: inputs are the caller's arrays; outputs are written in place. */
+  for (uint32_t j = 0; j < nops; j++) {
+    TSR_RETURN_IF_ERROR(check_operand(p, j, operands[j]));
+    run->hbm[j] = operands[j]->data;
+  }
+  for (uint32_t j = 0; j < nops; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    const ref_info_t *ri = &p->refs[op->ref];
+    size_t bytes = op->array_elements * tsr_dtype_size((tsr_dtype_t)ri->dtype);
+    if (op->role == TSR_ROLE_OUT) {
+      if (op->alias >= 0) {
+        memcpy(run->hbm[j], run->hbm[op->alias], bytes);
+        run->hbm[op->alias] = run->hbm[j]; /* shared HBM buffer */
+      } else {
+        fill_uninit(run, (tsr_dtype_t)ri->dtype, run->hbm[j], op->array_elements);
+      }
+      if (p->options.check) {
+        run->hbm_shadow[j] = tsr_calloc(op->array_elements + 1, 1);
+        if (!run->hbm_shadow[j]) return TSR_OOM();
+        if (op->alias >= 0) memset(run->hbm_shadow[j], 1, op->array_elements);
+      }
+    }
+    if (op->role == TSR_ROLE_PREFETCH) {
+      memcpy(run->refs[op->ref].data, run->hbm[j], bytes);
+    }
+    if (op->hbm_direct) {
+      run->refs[op->ref].data = run->hbm[j];
+      run->refs[op->ref].shadow = op->role == TSR_ROLE_OUT ? run->hbm_shadow[j] : NULL;
+    }
+  }
+  /* Shuffled parallel dims: one permutation per dim, from the seed. */
+  if (p->options.shuffle_parallel) {
+    uint64_t state = p->options.shuffle_seed;
+    for (uint32_t d = 0; d < p->grid_rank; d++) {
+      if (p->semantics[d] != TSR_DIM_PARALLEL) break;
+      run->perm[d] = tsr_malloc((size_t)p->grid[d] * sizeof(int64_t));
+      if (!run->perm[d]) return TSR_OOM();
+      for (int64_t i = 0; i < p->grid[d]; i++) run->perm[d][i] = i;
+      for (int64_t i = p->grid[d] - 1; i > 0; i--) {
+        int64_t k = (int64_t)(splitmix64(&state) % (uint64_t)(i + 1));
+        int64_t t = run->perm[d][i];
+        run->perm[d][i] = run->perm[d][k];
+        run->perm[d][k] = t;
+      }
+    }
+  }
+  return NULL;
+}
+
+tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
+                                    tsr_array_t *const *operands,
+                                    size_t num_operands,
+                                    tsr_interp_stats_t *out_stats) {
+  const tsr_interp_program_t *p = program;
+  if (num_operands != p->num_operands)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "kernel @%s takes %u arrays (prefetch, in and out operands), "
+                      "got %zu",
+                      p->kernel_name, p->num_operands, num_operands);
+  run_t run;
+  memset(&run, 0, sizeof run);
+  run.p = p;
+  run.out = p->options.print_stream ? p->options.print_stream : stderr;
+  tsr_diag_list_initialize(&run.diags, p->options.max_errors);
+  tsr_status_t s = run_setup(&run, operands);
+  if (!s) s = run_grid(&run);
+  if (!s && !run.aborted && p->options.check) check_outputs(&run);
+  if (!s && run.diags.count) {
+    if (run.suppressed)
+      tsr_strbuf_printf(&run.diags.text,
+                        "\nnote: %llu more occurrences of these errors not shown",
+                        (unsigned long long)run.suppressed);
+    s = tsr_diag_list_to_status(&run.diags, TSR_KERNEL_ERROR);
+  }
+  run.stats.vmem_bytes = p->vmem_used;
+  if (out_stats) *out_stats = run.stats;
+  run_free(&run);
+  return s;
+}

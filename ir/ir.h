@@ -98,6 +98,7 @@ typedef tsr_ir_type_kind_t tsr_type_kind_t;
 typedef tsr_ir_space_t tsr_space_t;
 typedef tsr_ir_sem_kind_t tsr_sem_kind_t;
 typedef tsr_ir_index_t tsr_index_t;
+typedef tsr_ir_index_kind_t tsr_index_kind_t;
 typedef tsr_ir_role_t tsr_role_t;
 typedef tsr_ir_dim_semantics_t tsr_dim_semantics_t;
 

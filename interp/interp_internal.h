@@ -1,0 +1,220 @@
+/* What the interpreter's files share: the prepared program (instructions,
+ * value and ref tables, the grid pipeline's per-operand plans) and the state
+ * of one run. prepare.c builds a program from a verified kernel; run.c
+ * executes it. A program is immutable once prepared. */
+#ifndef TESSERA_INTERP_INTERNAL_H
+#define TESSERA_INTERP_INTERNAL_H
+
+#include "interp/blockops.h"
+#include "ir/ir.h"
+#include "tessera/interp.h"
+
+/* Instruction codes: the IR opcodes, then the interpreter's own. */
+enum {
+  XOP_END = TSR_OP_COUNT, /* leave exec() */
+  XOP_JMP,                /* pc = target */
+  XOP_JMP_IF_NOT,         /* if !a: pc = target */
+  XOP_MOVE,               /* copy values (region arguments/results) */
+  XOP_FOR_INIT,           /* r = a (lo); if !(a < b) pc = target; checks c > 0 */
+  XOP_FOR_NEXT,           /* if r + c < b: r += c, pc = target */
+  XOP_SCOPE_ENTER,        /* fresh (uninitialized) scoped buffers */
+  XOP_SCOPE_EXIT,
+  XOP_ALIAS,              /* vals[r] = vals[a] (reshape, bitcast) */
+  XOP_COUNT
+};
+
+#define NO_VALUE UINT32_MAX
+
+/* One index of a view at run time: static or from a value. */
+typedef struct view_index {
+  uint8_t kind;     /* tsr_index_kind_t */
+  uint32_t value;   /* dynamic start value id, or NO_VALUE */
+  int64_t start, size, stride;
+} view_index_t;
+
+/* load/store/slice: a view of a ref (or of a value, for slice). */
+typedef struct view_plan {
+  uint32_t ref;    /* ref index (load/store), or NO_VALUE for slice */
+  uint32_t rank;   /* of the ref/value viewed */
+  int64_t dims[TSR_MAX_RANK]; /* of the ref/value viewed */
+  view_index_t idx[TSR_MAX_RANK];
+  uint32_t mask;   /* mask value id or NO_VALUE */
+  bool value_scalar; /* store: the stored value is a scalar (splat) */
+} view_plan_t;
+
+/* Generic shape payload for shape ops. */
+typedef struct shape_plan {
+  uint32_t rank;            /* of the result (or operand, see op) */
+  int64_t dims[TSR_MAX_RANK];
+  int64_t src_strides[TSR_MAX_RANK]; /* broadcast/transpose: src strides per result dim */
+  uint32_t src_rank;
+  int64_t src_dims[TSR_MAX_RANK];
+  uint32_t axis;            /* roll/gather/argmax/concatenate/iota */
+  uint32_t axes_mask;       /* reductions */
+  int64_t m, k, n;          /* dot */
+  uint32_t *operands;       /* concatenate: value ids */
+  uint32_t num_operands;
+} shape_plan_t;
+
+typedef struct move_plan {
+  uint32_t count;
+  uint32_t *src;
+  uint32_t *dst;
+  uint32_t *tmp; /* for two-phase moves: distinct buffers, or NULL */
+} move_plan_t;
+
+typedef struct scope_plan {
+  uint32_t count;
+  uint32_t *refs;
+} scope_plan_t;
+
+typedef struct text_plan {
+  const char *text;
+  uint32_t count;
+  uint32_t *values;
+} text_plan_t;
+
+typedef struct insn {
+  uint16_t code;     /* tsr_opcode_t or XOP_* */
+  uint8_t dtype;     /* operand dtype */
+  uint8_t rdtype;    /* result dtype */
+  uint8_t bcast;     /* tsr_bcast_t, binary ops; select: bit0 cond, bit1 a, bit2 b scalar */
+  uint8_t flags;     /* TSR_OPF_* subset */
+  uint32_t site;     /* index in program->sites: where it came from */
+  uint32_t r, a, b, c; /* value ids */
+  uint32_t target;   /* jump target */
+  int64_t n;         /* element count of the result (or operand for reductions) */
+  union {
+    tsr_unary_fn unary;
+    tsr_binary_fn binary;
+  } fn;
+  void *plan;        /* view_plan_t, shape_plan_t, move_plan_t, ... */
+} insn_t;
+
+/* A source location of an op or a declaration, for diagnostics. */
+typedef struct site {
+  tsr_loc_t loc;
+  const char *what; /* op mnemonic, or "in %x" / "out %y" for pipeline work */
+} site_t;
+
+typedef struct value_info {
+  uint64_t offset; /* own buffer in the frame */
+  uint64_t bytes;
+  uint8_t dtype;
+  bool vector;
+} value_info_t;
+
+/* A ref: a kernel operand's block/array, scratch, or a scoped buffer. */
+typedef struct ref_info {
+  const char *name;
+  tsr_role_t role;     /* scoped buffers: TSR_ROLE_SCRATCH */
+  int32_t decl;        /* decl index or -1 for scoped */
+  uint8_t space;
+  uint8_t dtype;
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+  int64_t strides[TSR_MAX_RANK];
+  uint64_t elements;
+  uint64_t offset;     /* own buffer in run->vmem (blocks, scratch, scoped) */
+  bool written;        /* some op stores to it */
+  bool shadowed;       /* checks on and not a read-only input */
+  bool is_sem;
+} ref_info_t;
+
+/* How the grid pipeline moves one operand. */
+typedef struct operand_plan {
+  uint32_t decl;
+  uint32_t ref;        /* ref index of the body's view */
+  tsr_role_t role;
+  bool blocked;        /* vmem/smem windowed operand (has a block buffer) */
+  bool hbm_direct;     /* hbm/any: the ref is the whole HBM array */
+  uint32_t array_rank;
+  int64_t array_dims[TSR_MAX_RANK];
+  int64_t array_strides[TSR_MAX_RANK];
+  int64_t block[TSR_MAX_RANK]; /* squeezed dims as 1 */
+  uint64_t array_elements;
+  /* index map: affine form (axis >= 0: grid index; else constant) or code */
+  bool affine;
+  int32_t map_axis[TSR_MAX_RANK];
+  int64_t map_const[TSR_MAX_RANK];
+  uint32_t map_pc;
+  uint32_t map_args[TSR_MAX_RANK];
+  uint32_t map_results[TSR_MAX_RANK];
+  int32_t alias;       /* outputs: operand-plan index of the aliased input */
+  bool aliased;        /* an input that some output aliases */
+  uint32_t site;
+} operand_plan_t;
+
+struct tsr_interp_program {
+  tsr_arena_t arena;
+  tsr_interp_options_t options;
+  const char *kernel_name;
+  const char *file;
+  uint32_t grid_rank;
+  int64_t grid[TSR_MAX_RANK];
+  uint8_t semantics[TSR_MAX_RANK];
+  uint64_t total_steps;
+
+  insn_t *code;
+  uint32_t code_size, code_capacity;
+  uint32_t body_pc;
+
+  site_t *sites;
+  uint32_t num_sites, sites_capacity;
+
+  uint32_t num_values;
+  value_info_t *values;
+  uint64_t frame_bytes;
+  /* consts: filled once per run */
+  uint32_t num_consts;
+  uint32_t *const_values;
+  tsr_literal_t *const_literals;
+
+  uint32_t num_refs;
+  ref_info_t *refs;
+  uint32_t *value_ref; /* value id -> ref index or NO_VALUE */
+  uint64_t vmem_bytes;   /* own buffers (blocks, scratch, scoped) */
+
+  uint32_t num_operands; /* operand plans (all non-scratch decls) */
+  operand_plan_t *operands;
+  uint32_t num_bound;    /* arrays the caller passes (= num_operands) */
+
+  uint64_t vmem_budget, vmem_used, smem_used, smem_budget;
+};
+
+/* One run's state. */
+typedef struct run_ref {
+  uint8_t *data;
+  uint8_t *shadow; /* 1 byte per element: written? NULL when unchecked */
+} run_ref_t;
+
+typedef struct run {
+  const tsr_interp_program_t *p;
+  uint8_t *frame;
+  void **vals;
+  uint8_t *vmem;        /* own buffers of refs */
+  uint8_t *vmem_shadow; /* shadow for the same, element granularity */
+  run_ref_t *refs;
+  uint8_t **hbm;        /* per operand plan: HBM array data */
+  uint8_t **hbm_shadow; /* per operand plan: outputs only (checked runs) */
+  int64_t *cur_block;   /* per operand plan x rank: block index this step */
+  int64_t *prev_block;  /* per operand plan x rank: the previous step's */
+  bool *block_valid;    /* per operand plan: cur_block in range */
+  void **visited;       /* per operand plan: uthash set of visited out blocks */
+  int64_t point[TSR_MAX_RANK];
+  int64_t loop[TSR_MAX_RANK];
+  int64_t **perm;       /* per grid dim: shuffle permutation or NULL */
+  uint64_t step;
+  tsr_diag_list_t diags;
+  uint8_t *site_reported;
+  uint64_t suppressed;
+  bool aborted;
+  tsr_interp_stats_t stats;
+  FILE *out;
+} run_t;
+
+/* Shared by prepare.c and run.c */
+void tsr_interp_format_point(char *buf, size_t size, const int64_t *point,
+                             uint32_t rank);
+
+#endif /* TESSERA_INTERP_INTERNAL_H */
