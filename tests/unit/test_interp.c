@@ -1,0 +1,628 @@
+/* Unit tests for the interpreter's semantics: the grid pipeline (copy counts,
+ * resident output blocks, revisits, shuffling, aliases, ragged edges),
+ * control flow, scoped buffers, masks, the checks and their diagnostics, and
+ * concurrent runs of one program. Kernels are written inline. */
+#include <pthread.h>
+
+#include "tests/harness.h"
+
+typedef struct fixture {
+  tsr_ir_module_t *module;
+  tsr_interp_program_t *program;
+  tsr_array_t arrays[8];
+  tsr_array_t *ptrs[8];
+  size_t count;
+  tsr_interp_stats_t stats;
+} fixture_t;
+
+/* Parses, verifies and prepares `text`; makes one array per operand (inputs
+ * filled by `fill`, may be NULL for zeros). */
+static tsr_status_t setup(fixture_t *f, const char *text,
+                          const tsr_interp_options_t *options) {
+  memset(f, 0, sizeof *f);
+  tsr_status_t s = tsr_ir_module_parse(TSR_SV("test.tsr"),
+                                       (tsr_string_view_t){text, strlen(text)},
+                                       &f->module);
+  if (s) return s;
+  s = tsr_ir_module_verify(f->module);
+  if (s) return s;
+  tsr_ir_kernel_t *k = tsr_ir_module_kernel(f->module, 0);
+  tsr_interp_options_t opts;
+  tsr_interp_options_initialize(&opts);
+  if (options) opts = *options;
+  s = tsr_interp_program_prepare(k, &opts, &f->program);
+  if (s) return s;
+  for (size_t i = 0; i < tsr_ir_kernel_operand_count(k); i++) {
+    tsr_ir_operand_info_t info;
+    tsr_ir_kernel_operand_info(k, i, &info);
+    if (info.role == TSR_ROLE_SCRATCH) continue;
+    s = tsr_array_initialize(info.dtype, info.rank, info.dims, &f->arrays[f->count]);
+    if (s) return s;
+    f->ptrs[f->count] = &f->arrays[f->count];
+    f->count++;
+  }
+  return NULL;
+}
+
+static tsr_status_t run(fixture_t *f) {
+  return tsr_interp_program_run(f->program, f->ptrs, f->count, &f->stats);
+}
+
+static void teardown(fixture_t *f) {
+  for (size_t i = 0; i < f->count; i++) tsr_array_deinitialize(&f->arrays[i]);
+  tsr_interp_program_destroy(f->program);
+  tsr_ir_module_destroy(f->module);
+}
+
+static float *f32(fixture_t *f, size_t i) { return f->arrays[i].data; }
+static int32_t *i32(fixture_t *f, size_t i) { return f->arrays[i].data; }
+
+static void fill_iota_f32(tsr_array_t *a) {
+  float *p = a->data;
+  for (int64_t i = 0; i < tsr_array_element_count(a); i++) p[i] = (float)i;
+}
+
+/* Expects a kernel error whose message contains every needle. */
+static void expect_kernel_error(tsr_status_t s, const char *const *needles) {
+  if (tsr_status_code(s) != TSR_KERNEL_ERROR) {
+    TSR_FAIL_AT("expected a kernel error, got %s: %s",
+                tsr_status_code_name(tsr_status_code(s)), tsr_status_message(s));
+  } else {
+    for (const char *const *n = needles; *n; n++)
+      if (!strstr(tsr_status_message(s), *n))
+        TSR_FAIL_AT("message lacks \"%s\":\n%s", *n, tsr_status_message(s));
+  }
+  tsr_status_free(s);
+}
+
+static const char *copy_kernel =
+    "kernel @k\n"
+    "  grid(2, 2) semantics(parallel, arbitrary)\n"
+    "  in %x: f32[16, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0)\n"
+    "  out %o: f32[16, 256] vmem block[8, 128] map(%i, %j) -> (%i, %j)\n"
+    "{\n"
+    "  %v = load %x[:, :] : f32[8, 128]\n"
+    "  store %o[:, :], %v\n"
+    "}\n";
+
+TSR_TEST(inputs_copied_only_when_block_changes) {
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, copy_kernel, NULL));
+  fill_iota_f32(&f.arrays[0]);
+  TSR_CHECK_OK(run(&f));
+  TSR_CHECK_EQ_INT(f.stats.grid_steps, 4);
+  TSR_CHECK_EQ_INT(f.stats.blocks_copied_in, 2);
+  TSR_CHECK_EQ_INT(f.stats.blocks_copied_out, 4);
+  /* o[r, c] = x[r, c % 128] */
+  int bad = 0;
+  for (int r = 0; r < 16; r++)
+    for (int c = 0; c < 256; c++)
+      if (f32(&f, 1)[r * 256 + c] != (float)(r * 128 + c % 128)) bad++;
+  TSR_CHECK_EQ_INT(bad, 0);
+  teardown(&f);
+}
+
+TSR_TEST(resident_output_accumulates) {
+  /* o[i] = sum over j of x[i, j-th block]: the output block stays resident
+   * across the arbitrary axis and is copied out once per i. */
+  const char *text =
+      "kernel @k\n"
+      "  grid(2, 3) semantics(parallel, arbitrary)\n"
+      "  in %x: f32[16, 384] vmem block[8, 128] map(%i, %j) -> (%i, %j)\n"
+      "  out %o: f32[16, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0)\n"
+      "{\n"
+      "  %j = program_id 1 : i32\n"
+      "  %zero = const 0 : i32\n"
+      "  %first = eq %j, %zero : i1\n"
+      "  if %first {\n"
+      "    %z = const 0.0 : f32[8, 128]\n"
+      "    store %o[:, :], %z\n"
+      "  }\n"
+      "  %v = load %x[:, :] : f32[8, 128]\n"
+      "  %a = load %o[:, :] : f32[8, 128]\n"
+      "  %s = add %a, %v : f32[8, 128]\n"
+      "  store %o[:, :], %s\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  fill_iota_f32(&f.arrays[0]);
+  TSR_CHECK_OK(run(&f));
+  TSR_CHECK_EQ_INT(f.stats.blocks_copied_out, 2);
+  int bad = 0;
+  for (int r = 0; r < 16; r++)
+    for (int c = 0; c < 128; c++) {
+      float want = 0;
+      for (int j = 0; j < 3; j++) want += (float)(r * 384 + j * 128 + c);
+      if (f32(&f, 1)[r * 128 + c] != want) bad++;
+    }
+  TSR_CHECK_EQ_INT(bad, 0);
+  teardown(&f);
+}
+
+TSR_TEST(revisited_output_block_is_an_error) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(2, 2) semantics(arbitrary, arbitrary)\n"
+      "  out %o: f32[16, 128] vmem block[8, 128] map(%i, %j) -> (%j, 0)\n"
+      "{\n"
+      "  %z = const 1.0 : f32[8, 128]\n"
+      "  store %o[:, :], %z\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  const char *needles[] = {"test.tsr:3:7: error: kernel @k, grid point (1, 0)",
+                           "out %o", "block [0, 0] is revisited at step 2",
+                           "written in steps 0..0", NULL};
+  expect_kernel_error(run(&f), needles);
+  teardown(&f);
+}
+
+static const char *order_kernel =
+    "kernel @k\n"
+    "  grid(16) semantics(parallel)\n"
+    "  out %o: i32[16] smem\n"
+    "  scratch %n: smem i32[1]\n"
+    "{\n"
+    "  %i = program_id 0 : i32\n"
+    "  %zero = const 0 : i32\n"
+    "  %one = const 1 : i32\n"
+    "  %c = load %n[%zero] : i32\n"
+    "  store %o[%i], %c\n"
+    "  %c1 = add %c, %one : i32\n"
+    "  store %n[%zero], %c1\n"
+    "}\n";
+
+TSR_TEST(shuffled_parallel_order_is_seeded) {
+  /* Records the step at which each grid point ran. */
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.uninit = TSR_UNINIT_ZERO;
+  o.check = false; /* the counter starts at the uninitialized value: zero */
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, order_kernel, &o));
+  TSR_CHECK_OK(run(&f));
+  int identity = 1;
+  for (int i = 0; i < 16; i++) identity &= i32(&f, 0)[i] == i;
+  TSR_CHECK(identity);
+  teardown(&f);
+
+  o.shuffle_parallel = true;
+  o.shuffle_seed = 7;
+  int32_t first[16];
+  TSR_CHECK_OK(setup(&f, order_kernel, &o));
+  TSR_CHECK_OK(run(&f));
+  memcpy(first, f.arrays[0].data, sizeof first);
+  int seen[16] = {0}, same = 1;
+  for (int i = 0; i < 16; i++) {
+    if (first[i] >= 0 && first[i] < 16) seen[first[i]]++;
+    same &= first[i] == i;
+  }
+  for (int i = 0; i < 16; i++) TSR_CHECK_EQ_INT(seen[i], 1);
+  TSR_CHECK(!same); /* 1 in 16! chance to be identity for a given seed */
+  TSR_CHECK_OK(run(&f));
+  TSR_CHECK(memcmp(first, f.arrays[0].data, sizeof first) == 0);
+  teardown(&f);
+}
+
+TSR_TEST(aliased_output_starts_from_input) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(4) semantics(parallel)\n"
+      "  in %x: f32[32, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "  out %o: f32[32, 128] vmem block[8, 128] map(%i) -> (%i, 0) alias %x\n"
+      "{\n"
+      "  %v = load %x[:, :] : f32[8, 128]\n"
+      "  %one = const 1.0 : f32\n"
+      "  %w = add %v, %one : f32[8, 128]\n"
+      "  store %o[:, :], %w\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  fill_iota_f32(&f.arrays[0]);
+  TSR_CHECK_OK(run(&f));
+  int bad = 0;
+  for (int i = 0; i < 32 * 128; i++)
+    if (f32(&f, 1)[i] != (float)i + 1.0f) bad++;
+  TSR_CHECK_EQ_INT(bad, 0);
+  teardown(&f);
+}
+
+TSR_TEST(ragged_edges_are_padded_and_not_written_back) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(3, 2) semantics(parallel, parallel)\n"
+      "  in %x: f32[20, 200] vmem block[8, 128] map(%i, %j) -> (%i, %j)\n"
+      "  out %o: f32[20, 200] vmem block[8, 128] map(%i, %j) -> (%i, %j)\n"
+      "{\n"
+      "  %v = load %x[:, :] : f32[8, 128]\n"
+      "  %two = const 2.0 : f32\n"
+      "  %w = mul %v, %two : f32[8, 128]\n"
+      "  store %o[:, :], %w\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  fill_iota_f32(&f.arrays[0]);
+  TSR_CHECK_OK(run(&f));
+  int bad = 0;
+  for (int i = 0; i < 20 * 200; i++)
+    if (f32(&f, 1)[i] != 2.0f * (float)i) bad++;
+  TSR_CHECK_EQ_INT(bad, 0);
+  teardown(&f);
+}
+
+TSR_TEST(control_flow_loops_and_swaps) {
+  /* for: fibonacci with swapped carried values; while: count to 10;
+   * if with results. out[0] = fib(10) = 55, out[1] = 10, out[2] = 7. */
+  const char *text =
+      "kernel @k\n"
+      "  out %o: i32[3] smem\n"
+      "{\n"
+      "  %zero = const 0 : i32\n"
+      "  %one = const 1 : i32\n"
+      "  %ten = const 10 : i32\n"
+      "  %a, %b = for %i = %zero to %ten step %one iter(%x = %zero, %y = %one) : i32, i32 {\n"
+      "    %s = add %x, %y : i32\n"
+      "    yield %y, %s\n"
+      "  }\n"
+      "  store %o[%zero], %a\n"
+      "  %n = while iter(%c = %zero) : i32 {\n"
+      "    %more = lt %c, %ten : i1\n"
+      "    condition %more\n"
+      "  } do {\n"
+      "    %c1 = add %c, %one : i32\n"
+      "    yield %c1\n"
+      "  }\n"
+      "  store %o[%one], %n\n"
+      "  %t = gt %n, %one : i1\n"
+      "  %r = if %t : i32 {\n"
+      "    %seven = const 7 : i32\n"
+      "    yield %seven\n"
+      "  } else {\n"
+      "    yield %zero\n"
+      "  }\n"
+      "  %two = const 2 : i32\n"
+      "  store %o[%two], %r\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  TSR_CHECK_OK(run(&f));
+  TSR_CHECK_EQ_INT(i32(&f, 0)[0], 55);
+  TSR_CHECK_EQ_INT(i32(&f, 0)[1], 10);
+  TSR_CHECK_EQ_INT(i32(&f, 0)[2], 7);
+  teardown(&f);
+}
+
+TSR_TEST(vector_loop_carried_swap) {
+  /* Two carried blocks swapped each iteration (odd count: swapped at end). */
+  const char *text =
+      "kernel @k\n"
+      "  out %o: f32[2, 8, 128] vmem\n"
+      "{\n"
+      "  %zero = const 0 : i32\n"
+      "  %one = const 1 : i32\n"
+      "  %three = const 3 : i32\n"
+      "  %a0 = const 1.0 : f32[8, 128]\n"
+      "  %b0 = const 2.0 : f32[8, 128]\n"
+      "  %a, %b = for %i = %zero to %three step %one iter(%x = %a0, %y = %b0) : f32[8, 128], f32[8, 128] {\n"
+      "    yield %y, %x\n"
+      "  }\n"
+      "  store %o[%zero, :, :], %a\n"
+      "  store %o[%one, :, :], %b\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  TSR_CHECK_OK(run(&f));
+  TSR_CHECK(f32(&f, 0)[0] == 2.0f && f32(&f, 0)[1023] == 2.0f);
+  TSR_CHECK(f32(&f, 0)[1024] == 1.0f && f32(&f, 0)[2047] == 1.0f);
+  teardown(&f);
+}
+
+TSR_TEST(uninitialized_scratch_read_is_reported) {
+  const char *text =
+      "kernel @k\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "  scratch %s: vmem f32[8, 128]\n"
+      "{\n"
+      "  %h = const 1.0 : f32[4, 128]\n"
+      "  store %s[0:4, :], %h\n"
+      "  %v = load %s[:, :] : f32[8, 128]\n"
+      "  store %o[:, :], %v\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  const char *needles[] = {"test.tsr:7:", "'load'", "read of uninitialized memory",
+                           "%s[4, 0]", NULL};
+  expect_kernel_error(run(&f), needles);
+  teardown(&f);
+  /* Without checks the read is silent and yields the fill value. */
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.check = false;
+  o.uninit = TSR_UNINIT_ZERO;
+  TSR_CHECK_OK(setup(&f, text, &o));
+  TSR_CHECK_OK(run(&f));
+  TSR_CHECK(f32(&f, 0)[0] == 1.0f && f32(&f, 0)[4 * 128] == 0.0f);
+  teardown(&f);
+}
+
+TSR_TEST(scoped_buffers_start_uninitialized) {
+  const char *text =
+      "kernel @k\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "  %r = scoped(%t: vmem f32[8, 128]) : f32[8, 128] {\n"
+      "    %v = load %t[:, :] : f32[8, 128]\n"
+      "    yield %v\n"
+      "  }\n"
+      "  store %o[:, :], %r\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  const char *needles[] = {"read of uninitialized memory: %t[0, 0]", NULL};
+  expect_kernel_error(run(&f), needles);
+  teardown(&f);
+}
+
+TSR_TEST(never_written_output_is_reported) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(2) semantics(parallel)\n"
+      "  out %o: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "{\n"
+      "  %h = const 1.0 : f32[8, 64]\n"
+      "  store %o[:, 0:64], %h\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  const char *needles[] = {"out %o", "1024 of 2048 output elements were never written",
+                           "first at [0, 64]", NULL};
+  expect_kernel_error(run(&f), needles);
+  teardown(&f);
+}
+
+TSR_TEST(dynamic_index_out_of_bounds) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(4) semantics(arbitrary)\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "  %i = program_id 0 : i32\n"
+      "  %three = const 3 : i32\n"
+      "  %s = mul %i, %three : i32\n"
+      "  %v = const 1.0 : f32[4, 128]\n"
+      "  store %o[ds(%s, 4), :], %v\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  const char *needles[] = {"grid point (2)", "'store'",
+                           "slice 6:10:1 out of bounds for dimension 0 of %o "
+                           "(shape [8, 128])",
+                           NULL};
+  expect_kernel_error(run(&f), needles);
+  teardown(&f);
+}
+
+TSR_TEST(index_map_out_of_range) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(3) semantics(parallel)\n"
+      "  in %x: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "  out %o: f32[24, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "{\n"
+      "  %v = load %x[:, :] : f32[8, 128]\n"
+      "  store %o[:, :], %v\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  const char *needles[] = {"test.tsr:3:", "grid point (2)", "in %x",
+                           "block index [2, 0], out of range for array shape "
+                           "[16, 128] with block [8, 128] (block counts [2, 1])",
+                           NULL};
+  expect_kernel_error(run(&f), needles);
+  teardown(&f);
+}
+
+TSR_TEST(masked_load_and_store) {
+  /* Keep the elements of x below 100, write zero elsewhere via the mask. */
+  const char *text =
+      "kernel @k\n"
+      "  in %x: f32[8, 128] vmem\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "  %z = const 0.0 : f32[8, 128]\n"
+      "  store %o[:, :], %z\n"
+      "  %idx = iota 1 : i32[8, 128]\n"
+      "  %lim = const 100 : i32\n"
+      "  %m = lt %idx, %lim : i1[8, 128]\n"
+      "  %v = load %x[:, :] mask %m : f32[8, 128]\n"
+      "  store %o[:, :], %v mask %m\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  fill_iota_f32(&f.arrays[0]);
+  TSR_CHECK_OK(run(&f));
+  int bad = 0;
+  for (int r = 0; r < 8; r++)
+    for (int c = 0; c < 128; c++)
+      if (f32(&f, 1)[r * 128 + c] != (c < 100 ? (float)(r * 128 + c) : 0.0f)) bad++;
+  TSR_CHECK_EQ_INT(bad, 0);
+  teardown(&f);
+}
+
+TSR_TEST(errors_are_collected_up_to_the_limit) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(2) semantics(arbitrary)\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "  scratch %s: vmem f32[8, 128]\n"
+      "{\n"
+      "  %a = load %s[0:1, :] : f32[1, 128]\n"
+      "  %b = load %s[1:2, :] : f32[1, 128]\n"
+      "  %c = load %s[2:3, :] : f32[1, 128]\n"
+      "  %z = const 0.0 : f32[8, 128]\n"
+      "  store %o[:, :], %z\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  tsr_status_t s = run(&f);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_KERNEL_ERROR);
+  /* three sites, each reported once; the second step's repeats are counted */
+  TSR_CHECK_EQ_INT(tsr_status_diagnostic_count(s), 4);
+  TSR_CHECK(strstr(tsr_status_message(s), "3 more occurrences") != NULL);
+  tsr_status_free(s);
+  teardown(&f);
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.max_errors = 2;
+  TSR_CHECK_OK(setup(&f, text, &o));
+  s = run(&f);
+  TSR_CHECK_EQ_INT(tsr_status_diagnostic_count(s), 2);
+  TSR_CHECK_EQ_INT(f.stats.grid_steps, 1); /* stopped at the limit */
+  tsr_status_free(s);
+  teardown(&f);
+}
+
+TSR_TEST(vmem_budget_per_chip) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(2) semantics(parallel)\n"
+      "  in %x: f32[4096, 1024] vmem block[2048, 1024] map(%i) -> (%i, 0)\n"
+      "  out %o: f32[4096, 1024] vmem block[2048, 1024] map(%i) -> (%i, 0)\n"
+      "{\n"
+      "  %v = load %x[:, :] : f32[2048, 1024]\n"
+      "  store %o[:, :], %v\n"
+      "}\n";
+  /* 2 operands x 2 buffers x 8 MiB = 32 MiB: fits v5e, not v4. */
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, &o));
+  teardown(&f);
+  o.chip = "v4";
+  tsr_status_t s = setup(&f, text, &o);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_RESOURCE_EXHAUSTED);
+  TSR_CHECK(strstr(tsr_status_message(s), "needs 32.0 MiB of VMEM but chip v4 has "
+                                          "16.0 MiB") != NULL);
+  TSR_CHECK(strstr(tsr_status_message(s), "in %x 2 x 8.0 MiB") != NULL);
+  tsr_status_free(s);
+  teardown(&f);
+  o.chip = "v9000";
+  s = setup(&f, text, &o);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_INVALID_ARGUMENT);
+  tsr_status_free(s);
+  teardown(&f);
+}
+
+TSR_TEST(assert_and_bad_loop_step) {
+  const char *text =
+      "kernel @k\n"
+      "  out %o: i32[1] smem\n"
+      "{\n"
+      "  %zero = const 0 : i32\n"
+      "  %no = ne %zero, %zero : i1\n"
+      "  assert %no, \"zero is zero\"\n"
+      "  for %i = %zero to %zero step %zero {\n"
+      "  }\n"
+      "  store %o[%zero], %zero\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  const char *needles[] = {"assertion failed: zero is zero",
+                           "for loop step must be positive, got 0", NULL};
+  expect_kernel_error(run(&f), needles);
+  teardown(&f);
+}
+
+TSR_TEST(wrong_arrays_are_rejected) {
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, copy_kernel, NULL));
+  tsr_array_t wrong;
+  int64_t dims[2] = {16, 64};
+  TSR_CHECK_OK(tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &wrong));
+  tsr_array_t *ptrs[2] = {&wrong, f.ptrs[1]};
+  tsr_status_t s = tsr_interp_program_run(f.program, ptrs, 2, NULL);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_INVALID_ARGUMENT);
+  TSR_CHECK(strstr(tsr_status_message(s), "operand %x: expected f32[16, 128], got "
+                                          "f32[16, 64]") != NULL);
+  tsr_status_free(s);
+  TSR_CHECK_STATUS(tsr_interp_program_run(f.program, ptrs, 1, NULL),
+                   TSR_INVALID_ARGUMENT);
+  tsr_array_deinitialize(&wrong);
+  teardown(&f);
+}
+
+typedef struct thread_arg {
+  const tsr_interp_program_t *program;
+  int ok;
+} thread_arg_t;
+
+static void *run_many(void *p) {
+  thread_arg_t *t = p;
+  int64_t dx[2] = {16, 128}, dout[2] = {16, 256};
+  tsr_array_t x, o;
+  if (tsr_array_initialize(TSR_DTYPE_F32, 2, dx, &x)) return NULL;
+  if (tsr_array_initialize(TSR_DTYPE_F32, 2, dout, &o)) return NULL;
+  fill_iota_f32(&x);
+  tsr_array_t *ptrs[2] = {&x, &o};
+  t->ok = 1;
+  for (int rep = 0; rep < 50; rep++) {
+    tsr_status_t s = tsr_interp_program_run(t->program, ptrs, 2, NULL);
+    if (s) t->ok = 0;
+    tsr_status_free(s);
+    if (((float *)o.data)[255] != 127.0f) t->ok = 0;
+  }
+  tsr_array_deinitialize(&x);
+  tsr_array_deinitialize(&o);
+  return NULL;
+}
+
+TSR_TEST(concurrent_runs_of_one_program) {
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, copy_kernel, NULL));
+  pthread_t th[4];
+  thread_arg_t args[4];
+  for (int i = 0; i < 4; i++) {
+    args[i] = (thread_arg_t){f.program, 0};
+    pthread_create(&th[i], NULL, run_many, &args[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    TSR_CHECK(args[i].ok);
+  }
+  teardown(&f);
+}
+
+TSR_TEST(module_can_be_destroyed_after_prepare) {
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, copy_kernel, NULL));
+  tsr_ir_module_destroy(f.module);
+  f.module = NULL;
+  fill_iota_f32(&f.arrays[0]);
+  TSR_CHECK_OK(run(&f));
+  TSR_CHECK(f32(&f, 1)[129] == 1.0f);
+  teardown(&f);
+}
+
+int main(void) {
+  TSR_RUN(inputs_copied_only_when_block_changes);
+  TSR_RUN(resident_output_accumulates);
+  TSR_RUN(revisited_output_block_is_an_error);
+  TSR_RUN(shuffled_parallel_order_is_seeded);
+  TSR_RUN(aliased_output_starts_from_input);
+  TSR_RUN(ragged_edges_are_padded_and_not_written_back);
+  TSR_RUN(control_flow_loops_and_swaps);
+  TSR_RUN(vector_loop_carried_swap);
+  TSR_RUN(uninitialized_scratch_read_is_reported);
+  TSR_RUN(scoped_buffers_start_uninitialized);
+  TSR_RUN(never_written_output_is_reported);
+  TSR_RUN(dynamic_index_out_of_bounds);
+  TSR_RUN(index_map_out_of_range);
+  TSR_RUN(masked_load_and_store);
+  TSR_RUN(errors_are_collected_up_to_the_limit);
+  TSR_RUN(vmem_budget_per_chip);
+  TSR_RUN(assert_and_bad_loop_step);
+  TSR_RUN(wrong_arrays_are_rejected);
+  TSR_RUN(concurrent_runs_of_one_program);
+  TSR_RUN(module_can_be_destroyed_after_prepare);
+  return tsr_test_done();
+}
