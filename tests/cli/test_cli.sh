@@ -1,2 +1,367 @@
 #!/usr/bin/env bash
-echo "1..0 # SKIP not written yet"
+# End-to-end tests of the tessera CLI, in TAP: exit codes, help, check/fmt/ops,
+# run with every way of binding inputs and outputs, .npy errors, and that
+# nothing is written when a run fails. Needs $TESSERA and $TSR_SOURCE_ROOT
+# (set by meson); .npy files are made and inspected with python3 + numpy.
+set -u
+
+T=${TESSERA:?TESSERA must name the tessera binary}
+SRC=${TSR_SOURCE_ROOT:?TSR_SOURCE_ROOT must name the source tree}
+K=$SRC/tests/cli
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-cli-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+
+# A python with numpy: Debian's python3-numpy lives in /usr/bin/python3, which
+# may not be the first python3 on PATH.
+PY=
+for cand in python3 /usr/bin/python3; do
+  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import numpy' 2>/dev/null; then
+    PY=$cand
+    break
+  fi
+done
+
+n=0
+pass() { n=$((n + 1)); echo "ok $n - $1"; }
+fail() {
+  n=$((n + 1))
+  echo "not ok $n - $1"
+  shift
+  local line
+  for line in "$@"; do printf '%s\n' "$line" | sed 's/^/# /'; done
+}
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+
+# t ARGS...: runs tessera; stdout in $tmp/out, stderr in $tmp/err, status in $rc.
+t() { "$T" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
+# t_in FILE ARGS...: the same with stdin from FILE.
+t_in() { local f=$1; shift; "$T" "$@" >"$tmp/out" 2>"$tmp/err" <"$f"; rc=$?; }
+
+context() { echo "exit status $rc" "stdout: $(head -c 1500 "$tmp/out")" "stderr: $(head -c 1500 "$tmp/err")"; }
+
+# expect DESC STATUS [grep-pattern-for-stderr]
+expect() {
+  local desc=$1 want=$2 pattern=${3-}
+  if [[ $rc != "$want" ]]; then
+    fail "$desc" "expected exit status $want, got $rc" "stdout: $(head -c 1500 "$tmp/out")" \
+      "stderr: $(head -c 1500 "$tmp/err")"
+  elif [[ -n $pattern ]] && ! grep -qE -- "$pattern" "$tmp/err"; then
+    fail "$desc" "stderr does not match /$pattern/" "stderr: $(head -c 1500 "$tmp/err")"
+  else
+    pass "$desc"
+  fi
+}
+
+# ok_if DESC COMMAND...: passes if the command succeeds.
+ok_if() {
+  local desc=$1
+  shift
+  local why
+  if why=$("$@" 2>&1); then pass "$desc"; else fail "$desc" "$why" "$(context)"; fi
+}
+
+# py SCRIPT: runs python with numpy in $tmp; the script sees np.
+py() { "$PY" -c "import numpy as np, sys
+$1"; }
+
+absent() { [[ ! -e $1 ]] || { echo "$1 exists"; return 1; }; }
+
+# ---- version and help ------------------------------------------------------
+t --version
+expect "--version exits 0" 0
+ok_if "--version prints the version" grep -qE '^tessera [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/out"
+
+t --help
+expect "--help exits 0" 0
+ok_if "--help lists the commands" grep -q 'check' "$tmp/out"
+
+t help
+expect "help exits 0" 0
+
+for cmd in run check fmt ops; do
+  t "$cmd" --help
+  expect "$cmd --help exits 0" 0
+  ok_if "$cmd --help shows its usage and options" \
+    bash -c "grep -q 'Usage: tessera $cmd' '$tmp/out' && grep -q -- '--help' '$tmp/out' && grep -q 'Example' '$tmp/out'"
+  cp "$tmp/out" "$tmp/help1"
+  t help "$cmd"
+  ok_if "help $cmd equals $cmd --help" cmp -s "$tmp/out" "$tmp/help1"
+done
+t run -h
+expect "run -h exits 0" 0
+
+# ---- usage errors ------------------------------------------------------------
+t
+expect "no command is a usage error" 2
+t frobnicate
+expect "unknown command is a usage error" 2 "unknown command 'frobnicate'"
+t help frobnicate
+expect "help for an unknown command is a usage error" 2
+t run "$K/scale.tsr" --bogus
+expect "unknown option is a usage error" 2 "unknown option '--bogus'"
+t run "$K/scale.tsr" --random-inputs
+expect "option without its value is a usage error" 2 "'--random-inputs' needs a value"
+t run "$K/scale.tsr" --random-inputs -3
+expect "negative seed is a usage error" 2 "non-negative integer"
+t run "$K/scale.tsr" --random-inputs 1 --uninit maybe
+expect "bad --uninit is a usage error" 2 "'nan' or 'zero'"
+t run "$K/scale.tsr" --random-inputs 1 --chip v99
+expect "unknown chip is a usage error" 2 "unknown chip 'v99'"
+t run "$K/scale.tsr" --random-inputs 1 --max-errors many
+expect "bad --max-errors is a usage error" 2 "positive integer"
+t run "$K/scale.tsr" --random-inputs 1 --quiet=yes
+expect "value for a flag is a usage error" 2 "takes no value"
+t run --random-inputs 1
+expect "missing kernel file is a usage error" 2 "missing the kernel file"
+t run "$K/scale.tsr" "$K/multi.tsr" --random-inputs 1
+expect "two kernel files is a usage error" 2 "one kernel file expected"
+t run "$tmp/no-such.tsr" --random-inputs 1
+expect "unreadable kernel file is a usage error" 2 "no-such.tsr"
+t run "$K/scale.tsr" --in x
+expect "--in without NAME=FILE is a usage error" 2 "NAME=FILE"
+t check
+expect "check without files is a usage error" 2
+t fmt
+expect "fmt without files is a usage error" 2
+t fmt -i --check "$K/scale.tsr"
+expect "fmt -i --check is a usage error" 2
+t ops extra
+expect "ops with an argument is a usage error" 2
+
+# ---- check --------------------------------------------------------------------
+t check "$K/scale.tsr" "$K/multi.tsr"
+expect "check of valid files exits 0" 0
+ok_if "check reports each valid file" grep -q 'multi.tsr: ok (2 kernels)' "$tmp/out"
+t check "$K/parse_error.tsr"
+expect "check of a parse error exits 1 with file:line:col" 1 'parse_error\.tsr:5:[0-9]+: error: '
+t check "$K/verify_error.tsr"
+expect "check of a verify error exits 1 with file:line:col" 1 'verify_error\.tsr:6:[0-9]+: error: '
+t check "$K/scale.tsr" "$K/parse_error.tsr" "$K/verify_error.tsr"
+expect "check of several files reports every failing file" 1 'verify_error\.tsr:6:'
+ok_if "check of several files reports the first failing file too" grep -q 'parse_error.tsr:5:' "$tmp/err"
+t_in "$K/scale.tsr" check -
+expect "check - reads stdin" 0
+t check "$tmp/no-such.tsr"
+expect "check of a missing file is a usage error" 2 "no-such.tsr"
+t check -q "$K/scale.tsr"
+ok_if "check -q prints nothing for valid files" test ! -s "$tmp/out"
+
+# ---- fmt --------------------------------------------------------------------------
+t fmt --check "$K/scale.tsr" "$K/multi.tsr"
+expect "fmt --check of canonical files exits 0" 0
+t fmt --check "$K/noncanonical.tsr"
+expect "fmt --check of a non-canonical file exits 1" 1 "noncanonical.tsr: not in canonical form"
+t fmt "$K/noncanonical.tsr"
+expect "fmt prints canonical text" 0
+ok_if "fmt output equals the canonical file" cmp "$tmp/out" "$K/scale.tsr"
+t_in "$K/noncanonical.tsr" fmt -
+ok_if "fmt - reads stdin" cmp "$tmp/out" "$K/scale.tsr"
+cp "$K/noncanonical.tsr" "$tmp/rewrite.tsr"
+chmod 640 "$tmp/rewrite.tsr"
+t fmt -i "$tmp/rewrite.tsr"
+expect "fmt -i exits 0" 0
+ok_if "fmt -i rewrites the file canonically" cmp "$tmp/rewrite.tsr" "$K/scale.tsr"
+ok_if "fmt -i keeps the file mode" test "$(stat -c %a "$tmp/rewrite.tsr")" = 640
+ok_if "fmt -i leaves no temporary files" bash -c "! ls '$tmp' | grep -q 'rewrite.tsr.tmp'"
+t fmt --check "$tmp/rewrite.tsr"
+expect "fmt --check accepts the rewritten file" 0
+t fmt "$K/parse_error.tsr"
+expect "fmt of a parse error exits 1" 1 'parse_error\.tsr:5:[0-9]+: error: '
+
+# ---- ops --------------------------------------------------------------------------
+t ops
+expect "ops exits 0" 0
+ok_if "ops lists load and dot" bash -c "grep -q '^load ' '$tmp/out' && grep -q '^dot ' '$tmp/out'"
+t ops --markdown
+expect "ops --markdown exits 0" 0
+sed -n '/<!-- BEGIN GENERATED OP TABLE -->/,/<!-- END GENERATED OP TABLE -->/p' "$SRC/docs/ir.md" |
+  sed '1d;$d' >"$tmp/doc_table"
+if cmp -s "$tmp/out" "$tmp/doc_table"; then
+  pass "ops --markdown equals the generated block of docs/ir.md"
+else
+  fail "ops --markdown equals the generated block of docs/ir.md" \
+    "regenerate it: paste 'tessera ops --markdown' between the markers" \
+    "$(diff "$tmp/doc_table" "$tmp/out" | head -20)"
+fi
+
+# ---- run: random inputs and printing ---------------------------------------------------
+t run "$K/scale.tsr" --random-inputs 1
+expect "run with --random-inputs exits 0" 0 '^tessera: @scale: 2 grid steps, [0-9]+ ops, .* blocks in, .* blocks out, .* copied, .* VMEM in use, .* ms$'
+ok_if "run prints the output's name and type" grep -q '^%y: f32\[16, 128\]$' "$tmp/out"
+ok_if "run prints elements numpy-style" grep -qE '^  \[\[ *-?[0-9]' "$tmp/out"
+ok_if "run prints statistics over finite values" grep -qE 'finite values: min -?[0-9.e+-]+, max [0-9.e+-]+, mean -?[0-9.e+-]+; 0 NaN' "$tmp/out"
+cp "$tmp/out" "$tmp/first_run"
+t run "$K/scale.tsr" --random-inputs=1 --quiet
+ok_if "random inputs are deterministic (and --opt=value works)" cmp "$tmp/out" "$tmp/first_run"
+ok_if "--quiet prints no summary" test ! -s "$tmp/err"
+t run "$K/scale.tsr" --random-inputs 2 -q
+ok_if "another seed gives other data" bash -c "! cmp -s '$tmp/out' '$tmp/first_run'"
+t run "$K/scale.tsr" --random-inputs 1 --uninit zero --no-check --shuffle-parallel 7 --chip v4 --max-errors 3 -q
+expect "interpreter options are accepted" 0
+ok_if "interpreter options do not change a correct kernel's result" cmp "$tmp/out" "$tmp/first_run"
+t run "$K/scale.tsr" --random-inputs 1 --check --chip=v5p -q
+expect "--check and --chip=v5p are accepted" 0
+t_in "$K/scale.tsr" run - --random-inputs 1 -q
+expect "run - reads the kernel from stdin" 0
+ok_if "run - gives the same result" cmp "$tmp/out" "$tmp/first_run"
+t run "$K/ints.tsr" --random-inputs 3
+expect "run of an integer kernel with a prefetch operand exits 0" 0
+ok_if "run prints booleans as True/False" grep -qE 'True|False' "$tmp/out"
+ok_if "run prints integer statistics" grep -qE '^  min -?[0-9]+, max -?[0-9]+, mean' "$tmp/out"
+if [[ -f $SRC/kernels/examples/gather_prefetch.tsr ]]; then
+  t run "$SRC/kernels/examples/gather_prefetch.tsr" --random-inputs 5 -q
+  expect "random prefetch values index valid blocks" 0
+fi
+
+# ---- run: kernel selection --------------------------------------------------------------
+t run "$K/multi.tsr" --random-inputs 1
+expect "a file with several kernels needs --kernel" 2 '@first, @second'
+t run "$K/multi.tsr" --kernel second --random-inputs 1 -q
+expect "--kernel picks a kernel" 0
+t run "$K/multi.tsr" --kernel @first --random-inputs 1 -q
+expect "--kernel accepts @name" 0
+t run "$K/multi.tsr" --kernel third --random-inputs 1
+expect "--kernel with an unknown name is a usage error" 2 'no kernel named @third'
+
+# ---- run: missing and unknown operands ---------------------------------------------------
+t run "$K/scale.tsr"
+expect "run without input data is a usage error naming the input" 2 'no data for input %x'
+t run "$K/ints.tsr" --out-dir "$tmp/never"
+expect "every missing input is named" 2 'inputs %p, %a, %m'
+ok_if "nothing is written when inputs are missing" absent "$tmp/never"
+t run "$K/scale.tsr" --random-inputs 1 --in nope=x.npy
+expect "--in with an unknown operand is a usage error" 2 'no operand %nope; its inputs are: %x'
+t run "$K/scale.tsr" --random-inputs 1 --in y=x.npy
+expect "--in naming an output is a usage error" 2 '%y is not an input'
+t run "$K/scale.tsr" --random-inputs 1 --out x=x.npy
+expect "--out naming an input is a usage error" 2 '%x is not an output'
+t run "$K/scale.tsr" --random-inputs 1 --out y=a.npy --out y=b.npy
+expect "--out given twice is a usage error" 2 'given twice'
+t run "$K/scale.tsr" --random-inputs 1 --out "y=$tmp/no-dir/y.npy"
+expect "--out into a missing directory is a usage error" 2 'does not exist'
+t run "$K/scale.tsr" --random-inputs 1 --in-dir "$tmp/no-dir"
+expect "--in-dir that does not exist is a usage error" 2 'no such directory'
+
+# ---- run: kernel errors ---------------------------------------------------------------------
+t run "$K/kernel_error.tsr" --random-inputs 1 --out "y=$tmp/kerr.npy" --out-dir "$tmp/kerr_dir"
+expect "a kernel error exits 1" 1 'error: '
+ok_if "every diagnostic is printed" test "$(grep -c 'error: ' "$tmp/err")" -ge 2
+ok_if "nothing is written after a kernel error (--out)" absent "$tmp/kerr.npy"
+ok_if "nothing is written after a kernel error (--out-dir)" absent "$tmp/kerr_dir"
+t run "$K/parse_error.tsr" --random-inputs 1
+expect "run of a file with a parse error exits 1" 1 'parse_error\.tsr:5:[0-9]+: error: '
+t run "$K/verify_error.tsr" --random-inputs 1
+expect "run of a file with a verify error exits 1" 1 'verify_error\.tsr:6:[0-9]+: error: '
+mkdir -p "$tmp/blocker"
+touch "$tmp/blocker/file"
+t run "$K/scale.tsr" --random-inputs 1 --out-dir "$tmp/blocker/file/sub"
+expect "an output directory that cannot be created exits 1" 1 'cannot create the output directory'
+
+# ---- run with .npy files ----------------------------------------------------------------------
+if [[ -z $PY ]]; then
+  for what in "--in/--out" "--in-dir/--out-dir" "aliases" "bf16 round trip" "bad .npy inputs"; do
+    skip "run with .npy files: $what" "python3 with numpy not found"
+  done
+  echo "1..$n"
+  exit 0
+fi
+
+py "
+rng = np.random.default_rng(0)
+np.save('x.npy', rng.standard_normal((16, 128)).astype(np.float32))
+np.save('x_f64.npy', rng.standard_normal((16, 128)))
+np.save('x_i32.npy', np.zeros((16, 128), np.int32))
+np.save('x_shape.npy', np.zeros((8, 128), np.float32))
+np.save('x_be.npy', np.zeros((16, 128), '>f4'))
+np.save('x_fortran.npy', np.asfortranarray(np.zeros((16, 128), np.float32)))
+b = open('x.npy', 'rb').read()
+open('x_trunc.npy', 'wb').write(b[:len(b) - 100])
+open('x_magic.npy', 'wb').write(b'NOTNPY' + b[6:])
+"
+
+t run "$K/scale.tsr" --in x=x.npy --out y=y.npy
+expect "run with --in/--out exits 0" 0
+ok_if "the output of --out is 2x + 1" py "
+x = np.load('x.npy'); y = np.load('y.npy')
+assert y.dtype == np.float32 and y.shape == (16, 128), (y.dtype, y.shape)
+assert np.array_equal(y, x * np.float32(2) + np.float32(1))"
+ok_if "--out prints no arrays" test ! -s "$tmp/out"
+t run "$K/scale.tsr" --in %x=x.npy --out %y=y2.npy -q
+ok_if "%NAME works in --in/--out" cmp y.npy y2.npy
+
+mkdir -p ins
+cp x.npy ins/x.npy
+t run "$K/scale.tsr" --in-dir ins --out-dir outs/nested
+expect "run with --in-dir/--out-dir exits 0" 0
+ok_if "--out-dir is created and holds NAME.npy" cmp outs/nested/y.npy y.npy
+t run "$K/ints.tsr" --in-dir ins --random-inputs 4 --out-dir outs/ints -q
+expect "inputs missing from --in-dir fall back to --random-inputs" 0
+ok_if "every output goes to --out-dir" bash -c "[[ -f outs/ints/b.npy && -f outs/ints/c.npy && -f outs/ints/d.npy ]]"
+ok_if "integer outputs have the declared dtypes" py "
+assert np.load('outs/ints/b.npy').dtype == np.int32
+assert np.load('outs/ints/c.npy').dtype == np.bool_
+assert np.load('outs/ints/d.npy').dtype == np.uint8"
+t run "$K/scale.tsr" --in x=x.npy --in-dir "$tmp" --out y=y3.npy -q
+ok_if "--in takes precedence over --in-dir" cmp y3.npy y.npy
+
+t run "$K/alias.tsr" --in x=x.npy --out y=ya.npy
+expect "run of an aliased output exits 0" 0
+ok_if "an aliased output starts as its input" py "
+x = np.load('x.npy'); y = np.load('ya.npy')
+assert np.array_equal(y[:8], x[:8] + np.float32(1))
+assert np.array_equal(y[8:], x[8:])"
+
+py "
+rng = np.random.default_rng(1)
+f = rng.standard_normal((4, 128)).astype(np.float32)
+bits = (f.view(np.uint32) >> 16).astype(np.uint16)   # truncate to bf16
+np.save('xb_u2.npy', bits)
+np.save('xb_v2.npy', bits.view('V2'))
+"
+for form in u2 v2; do
+  t run "$K/bf16.tsr" --in "x=xb_$form.npy" --out "y=yb_$form.npy" --out "f=fb_$form.npy"
+  expect "bf16 input as <${form^}2 is accepted" 0
+done
+ok_if "bf16 round trip: outputs are <V2, bit-exact" py "
+import struct
+bits = np.load('xb_u2.npy')
+hdr = open('yb_u2.npy', 'rb').read(128)
+assert b\"'descr': '<V2'\" in hdr, hdr
+y = np.load('yb_u2.npy').view(np.uint16)
+xf = (bits.astype(np.uint32) << 16).view(np.float32)
+want = ((xf * np.float32(2)).view(np.uint32) >> 16).astype(np.uint16)
+assert np.array_equal(y, want)
+assert np.array_equal(np.load('fb_u2.npy'), xf)
+assert open('yb_u2.npy','rb').read() == open('yb_v2.npy','rb').read()"
+if "$PY" -c 'import ml_dtypes' 2>/dev/null; then
+  ok_if "bf16 output loads with ml_dtypes" py "
+import ml_dtypes
+y = np.load('yb_u2.npy').view(ml_dtypes.bfloat16)
+assert y.dtype == ml_dtypes.bfloat16 and y.shape == (4, 128)"
+else
+  skip "bf16 output loads with ml_dtypes" "ml_dtypes not installed"
+fi
+
+# Bad inputs: each is a usage error naming the file, and nothing is written.
+bad_input() {
+  local desc=$1 file=$2 pattern=$3
+  rm -rf out_bad
+  t run "$K/scale.tsr" --in "x=$file" --out "y=$tmp/y_bad.npy" --out-dir out_bad
+  expect "$desc: exit 2 naming the file" 2 "$file.*$pattern"
+  if [[ -e $tmp/y_bad.npy || -e out_bad ]]; then
+    fail "$desc: nothing is written" "an output exists"
+  else
+    pass "$desc: nothing is written"
+  fi
+}
+bad_input "input of dtype <f8" x_f64.npy 'dtype <f8 is not supported'
+bad_input "input of the wrong dtype" x_i32.npy 'dtype <i4 \(i32\) does not match: expected f32'
+bad_input "input of the wrong shape" x_shape.npy 'shape \(8, 128\) does not match .* expected \(16, 128\)'
+bad_input "truncated input" x_trunc.npy 'truncated: header says 8192 bytes of data, file has 8092'
+bad_input "input with bad magic" x_magic.npy 'not a .npy file'
+bad_input "big-endian input" x_be.npy 'big-endian'
+bad_input "Fortran-order input" x_fortran.npy 'Fortran order'
+bad_input "missing input file" no_such.npy 'cannot open'
+
+echo "1..$n"

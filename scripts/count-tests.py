@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Totals of meson test runs, read from BUILD/meson-logs/testlog.json.
+
+Usage: count-tests.py [--extra-failure TEXT]... BUILD_DIR...
+
+Tests that speak TAP (protocol 'tap' in BUILD/meson-info/intro-tests.json)
+count one result per 'ok' / 'not ok' line of their stdout: '# SKIP' lines are
+skips, 'not ok ... # TODO' is an expected failure (counted as passed). A TAP
+test that meson saw fail without any 'not ok' line (it crashed, timed out,
+stopped short of its plan, or a sanitizer failed it at exit) adds one failure;
+planned cases that never reported add one failure each. Other tests count
+once, by meson's result. Skips count as neither passed nor failed.
+
+The last line printed is exactly "N passed, N failed"; the exit status is 1
+if anything failed. Standard library only.
+"""
+
+import json
+import os
+import re
+import sys
+
+TAP_RESULT = re.compile(r"^(not ok|ok)\b(.*)$")
+TAP_PLAN = re.compile(r"^1\.\.(\d+)")
+DIRECTIVE = re.compile(r"#\s*(SKIP|TODO)\b", re.IGNORECASE)
+
+GOOD = {"OK", "EXPECTEDFAIL"}
+SKIPPED = {"SKIP"}
+
+
+def load_protocols(build_dir):
+    """Maps test names and commands to their protocol."""
+    by_name, by_cmd = {}, {}
+    path = os.path.join(build_dir, "meson-info", "intro-tests.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            tests = json.load(f)
+    except (OSError, ValueError):
+        return by_name, by_cmd
+    for t in tests:
+        protocol = t.get("protocol", "exitcode")
+        by_cmd[json.dumps(t.get("cmd"))] = protocol
+        by_name.setdefault(t.get("name"), set()).add(protocol)
+    return by_name, by_cmd
+
+
+def protocol_of(entry, by_name, by_cmd):
+    cmd = json.dumps(entry.get("command"))
+    if cmd in by_cmd:
+        return by_cmd[cmd]
+    # meson names tests "project:suite / name" when there are several suites
+    name = entry.get("name", "").rsplit(" / ", 1)[-1]
+    protocols = by_name.get(name, set())
+    if len(protocols) == 1:
+        return next(iter(protocols))
+    return "exitcode"
+
+
+def count_tap(stdout, result):
+    passed = failed = skipped = 0
+    plan = None
+    seen = 0
+    for line in stdout.splitlines():
+        line = line.rstrip()
+        m = TAP_PLAN.match(line)
+        if m:
+            plan = int(m.group(1))
+            if plan == 0 and DIRECTIVE.search(line):
+                skipped += 1
+            continue
+        m = TAP_RESULT.match(line)
+        if not m:
+            continue
+        seen += 1
+        ok = m.group(1) == "ok"
+        d = DIRECTIVE.search(m.group(2))
+        directive = d.group(1).upper() if d else None
+        if directive == "SKIP":
+            skipped += 1
+        elif directive == "TODO":
+            if ok:
+                failed += 1  # an unexpected pass, as meson counts it
+            else:
+                passed += 1
+        elif ok:
+            passed += 1
+        else:
+            failed += 1
+    if plan is not None and plan > seen:
+        failed += plan - seen
+    if result not in GOOD and result not in SKIPPED and failed == 0:
+        failed += 1
+    return passed, failed, skipped
+
+
+def count_dir(build_dir):
+    """Returns (passed, failed, skipped, failing test descriptions)."""
+    log = os.path.join(build_dir, "meson-logs", "testlog.json")
+    if not os.path.exists(log):
+        return 0, 1, 0, [f"{build_dir}: no test log (the suite did not run)"]
+    by_name, by_cmd = load_protocols(build_dir)
+    passed = failed = skipped = 0
+    failing = []
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                failed += 1
+                failing.append(f"{build_dir}: unreadable test log line")
+                continue
+            result = entry.get("result", "ERROR")
+            name = entry.get("name", "?")
+            if protocol_of(entry, by_name, by_cmd) == "tap":
+                p, fl, s = count_tap(entry.get("stdout") or "", result)
+            elif result in GOOD:
+                p, fl, s = 1, 0, 0
+            elif result in SKIPPED:
+                p, fl, s = 0, 0, 1
+            else:
+                p, fl, s = 0, 1, 0
+            passed += p
+            failed += fl
+            skipped += s
+            if fl:
+                failing.append(f"{build_dir}: {name}: {fl} failed ({result})")
+    return passed, failed, skipped, failing
+
+
+def main(argv):
+    extra = []
+    dirs = []
+    args = iter(argv)
+    for a in args:
+        if a == "--extra-failure":
+            extra.append(next(args, "unknown failure"))
+        elif a in ("-h", "--help"):
+            print(__doc__.strip())
+            return 0
+        else:
+            dirs.append(a)
+    total_passed = total_failed = total_skipped = 0
+    failing = []
+    for d in dirs:
+        p, fl, s, why = count_dir(d)
+        print(f"{d}: {p} passed, {fl} failed, {s} skipped")
+        total_passed += p
+        total_failed += fl
+        total_skipped += s
+        failing += why
+    for e in extra:
+        failing.append(e)
+        total_failed += 1
+    for why in failing:
+        print(f"FAILED: {why}")
+    print(f"skipped: {total_skipped}")
+    print(f"{total_passed} passed, {total_failed} failed")
+    return 1 if total_failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
