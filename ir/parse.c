@@ -132,6 +132,8 @@ typedef struct parser {
   tsr_diag_list_t diags;
   tsr_status_t fatal;   /* out of memory: stop everything */
   bool eof_reported;
+  bool skipping;        /* skipping after an error: lexer errors are noise */
+  bool in_map;          /* parsing a general index map */
 } parser_t;
 
 static bool error_at(parser_t *p, uint32_t line, uint32_t col, const char *fmt,
@@ -139,6 +141,21 @@ static bool error_at(parser_t *p, uint32_t line, uint32_t col, const char *fmt,
 
 static bool error_at(parser_t *p, uint32_t line, uint32_t col, const char *fmt,
                      ...) {
+  tsr_loc_t loc = {p->file, line, col};
+  va_list ap;
+  va_start(ap, fmt);
+  tsr_diag_vadd(&p->diags, loc, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+/* Lexer diagnostics, silent while the rest of a bad line is skipped. */
+static bool lex_error(parser_t *p, uint32_t line, uint32_t col, const char *fmt,
+                      ...) TSR_PRINTF(4, 5);
+
+static bool lex_error(parser_t *p, uint32_t line, uint32_t col, const char *fmt,
+                      ...) {
+  if (p->skipping) return false;
   tsr_loc_t loc = {p->file, line, col};
   va_list ap;
   va_start(ap, fmt);
@@ -259,7 +276,7 @@ static const char *scan_string(parser_t *p, const char *s, uint32_t col0,
         break;
       }
       if (!strchr("\"\\nt", s[1]) || s[1] == 0) {
-        error_at(p, p->line, col,
+        lex_error(p, p->line, col,
                  "unknown escape %s in string (use \\\", \\\\, \\n or \\t)",
                  escape_text((unsigned char)s[1], buf, sizeof buf));
         *ok = false;
@@ -268,14 +285,14 @@ static const char *scan_string(parser_t *p, const char *s, uint32_t col0,
       continue;
     }
     if ((unsigned char)*s < 0x20 && *s != '\t') {
-      error_at(p, p->line, col, "control character %s in string",
+      lex_error(p, p->line, col, "control character %s in string",
                char_text((unsigned char)*s, buf, sizeof buf));
       *ok = false;
     }
     s++;
   }
   if (s >= end || *s != '"') {
-    error_at(p, p->line, col0, "unterminated string");
+    lex_error(p, p->line, col0, "unterminated string");
     *ok = false;
     return s;
   }
@@ -289,7 +306,7 @@ static const char *lex_number(parser_t *p, const char *s, token_t *t) {
   if (!e) {
     e = s + 1;
     while (e < p->end && (is_ident_char((unsigned char)*e) || *e == '.')) e++;
-    error_at(p, t->line, t->col, "invalid number '%.*s'", (int)TSR_MIN(e - s, 40), s);
+    lex_error(p, t->line, t->col, "invalid number '%.*s'", (int)TSR_MIN(e - s, 40), s);
     return e;
   }
   t->kind = is_float ? TOK_FLOAT : TOK_INT;
@@ -343,7 +360,7 @@ static void next(parser_t *p) {
       if (!e) {
         e = s + 1;
         while (e < end && (is_ident_char((unsigned char)*e) || *e == '.')) e++;
-        error_at(p, t.line, t.col,
+        lex_error(p, t.line, t.col,
                  "invalid name '%.*s' (names are letters, digits, '_' and '.', "
                  "starting with a letter or '_', or all digits)",
                  (int)TSR_MIN(e - s, 40), s);
@@ -381,7 +398,7 @@ static void next(parser_t *p) {
         t.kind = TOK_IDENT;
       } else {
         /* One diagnostic for a run of stray characters. */
-        error_at(p, t.line, t.col, "unexpected character %s",
+        lex_error(p, t.line, t.col, "unexpected character %s",
                  char_text(c, buf, sizeof buf));
         s++;
         while (s < end && !starts_token(s, end)) s++;
@@ -458,24 +475,20 @@ static bool expect_line_end(parser_t *p) {
  * left for the enclosing region. */
 static void skip_line(parser_t *p) {
   long depth = 0;
+  p->skipping = true;
   for (;;) {
-    switch (p->tok.kind) {
-      case TOK_EOF: return;
-      case TOK_NEWLINE:
-        if (depth <= 0) {
-          next(p);
-          return;
-        }
-        break;
-      case TOK_LBRACE: depth++; break;
-      case TOK_RBRACE:
-        if (depth == 0) return;
-        depth--;
-        break;
-      default: break;
+    tok_kind_t kind = p->tok.kind;
+    if (kind == TOK_EOF || (kind == TOK_RBRACE && depth == 0)) break;
+    if (kind == TOK_NEWLINE && depth <= 0) {
+      p->skipping = false;
+      next(p);
+      return;
     }
+    if (kind == TOK_LBRACE) depth++;
+    if (kind == TOK_RBRACE) depth--;
     next(p);
   }
+  p->skipping = false;
 }
 
 /* Value of an INT token: decimal or hex with an optional '-'; false if it
@@ -575,6 +588,16 @@ static bool parse_use(parser_t *p, const char *what, tsr_value_t **out) {
   if (p->tok.kind != TOK_VALUE) return expected(p, what);
   const token_t *t = &p->tok;
   symbol_t *s = lookup_tok(p, t);
+  if (!s && p->in_map) {
+    for (uint32_t i = 0; i < p->kernel->num_decls; i++) {
+      const char *n = p->kernel->decls[i].ref->name;
+      if (strlen(n) == t->len - 1 && memcmp(n, t->text + 1, t->len - 1) == 0)
+        return error_at(p, t->line, t->col,
+                        "%.*s is not visible in an index map (maps see their "
+                        "arguments and the prefetch refs)",
+                        (int)t->len, t->text);
+    }
+  }
   if (!s)
     return error_at(p, t->line, t->col, "use of undefined value %.*s",
                     (int)t->len, t->text);
@@ -738,8 +761,12 @@ static bool parse_type(parser_t *p, tsr_type_t *out) {
 /* ": T, T, .." for an op with results (exactly one type per result name). */
 static bool parse_result_types(parser_t *p, op_line_t *l) {
   uint32_t n = l->names.count;
-  if (n == 0) return true;
   const token_t colon = p->tok;
+  if (n == 0) {
+    if (colon.kind != TOK_COLON) return true;
+    return error_at(p, colon.line, colon.col, "'%s' has no results, found ':'",
+                    tsr_op_table[l->opcode].mnemonic);
+  }
   if (!expect(p, TOK_COLON, "':' and the result type")) return false;
   for (;;) {
     tsr_type_t t;
@@ -804,7 +831,7 @@ static bool convert_literal(parser_t *p, const token_t *t, bool neg,
         text[t->len] = 0;
         v = strtod(text, NULL);
       } else {
-        return error_at(p, t->line, t->col, "expected a %s literal, found %s",
+        return error_at(p, t->line, t->col, "expected a float literal for %s, found %s",
                         dname, describe(t, buf, sizeof buf));
       }
       double r = round_to_dtype(v, dtype);
@@ -1543,6 +1570,15 @@ static bool parse_map(parser_t *p, uint32_t decl) {
           return error_at(p, a.line, a.col,
                           "redefinition of %.*s (first defined at %u:%u)",
                           (int)a.len, a.text, args[i].line, args[i].col);
+      /* The map sees the prefetch refs, so its names cannot hide them. */
+      for (uint32_t i = 0; i < p->kernel->num_decls; i++) {
+        const tsr_decl_t *d = &p->kernel->decls[i];
+        if (d->role == TSR_ROLE_PREFETCH && strlen(d->ref->name) == a.len - 1 &&
+            memcmp(d->ref->name, a.text + 1, a.len - 1) == 0)
+          return error_at(p, a.line, a.col,
+                          "redefinition of %.*s (first defined at %u:%u)",
+                          (int)a.len, a.text, d->loc.line, d->loc.col);
+      }
       args[nargs++] = a;
       next(p);
       if (accept(p, TOK_COMMA)) continue;
@@ -1630,8 +1666,10 @@ static bool parse_map(parser_t *p, uint32_t decl) {
                   d->ref, true);
   }
   for (uint32_t i = 0; ok && i < nargs; i++)
-    ok = check_fresh(p, &args[i]) && define_tok(p, &args[i], r->args[i], true);
+    ok = define_tok(p, &args[i], r->args[i], true);
+  p->in_map = true;
   if (ok) ok = parse_block(p, r);
+  p->in_map = false;
   HASH_CLEAR(hh, p->table);
   p->table = kernel_table;
   p->scope = kernel_scope;
