@@ -200,8 +200,10 @@ static void bench_process(const char *tessera, bool quick) {
   }
   char path[4096];
   kernel_path(path, sizeof path, "steps_100.tsr");
-  char *run_argv[] = {(char *)tessera, "run", path, NULL};
-  report_process("tessera run steps_100.tsr", run_argv, reps);
+  char *run_argv[] = {(char *)tessera, "run", path, "--random-inputs", "1",
+                      NULL};
+  report_process("tessera run steps_100.tsr --random-inputs 1", run_argv,
+                 reps);
 }
 
 /* ---- (c) bandwidth --------------------------------------------------------- */

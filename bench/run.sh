@@ -39,7 +39,7 @@ if command -v hyperfine >/dev/null 2>&1; then
   [ ${#quick[@]} -gt 0 ] && runs=10
   echo "== hyperfine: whole process of tessera run on the 100-step kernel"
   hyperfine -N --warmup 20 --runs "$runs" --style basic \
-    "$build/tools/tessera run $root/bench/kernels/steps_100.tsr" \
+    "$build/tools/tessera run $root/bench/kernels/steps_100.tsr --random-inputs 1" \
     "/bin/true"
 else
   echo "hyperfine not installed: (b) above is the fork/exec figure"
