@@ -1481,6 +1481,8 @@ static NOINLINE bool check_op(verifier_t *v, const tsr_op_t *op, const region_ct
 static void verify_op(verifier_t *v, const tsr_op_t *op, const region_ctx_t *ctx) {
   if (op->opcode >= TSR_OP_COUNT) {
     report(v, op->loc, "unknown opcode %u", (unsigned)op->opcode);
+    for (uint32_t i = 0; op->results && i < op->num_results; i++)
+      set_vis(v, op->results[i], VIS_VISIBLE);
     return;
   }
   bool typed;
@@ -1534,7 +1536,8 @@ static NOINLINE void begin_region(verifier_t *v, const tsr_region_t *r,
 }
 
 /* A terminator `op` in a region of kind ctx: the right kind, last, and
- * giving what the region owes. Returns whether it ends the region. */
+ * giving what the region owes. Returns whether the region's terminator has
+ * been dealt with (so a missing one need not be reported too). */
 static NOINLINE bool check_terminator(verifier_t *v, const tsr_op_t *op,
                                       const region_ctx_t *ctx) {
   const char *bad = terminator_rule(op, ctx);
@@ -1544,7 +1547,7 @@ static NOINLINE bool check_terminator(verifier_t *v, const tsr_op_t *op,
   }
   if (op->next) {
     report(v, op->loc, "'%s' must be the last op of its region", mnemonic(op));
-    return false;
+    return true;
   }
   if (op->num_operands && !op->operands) return true; /* reported by check_arity */
   check_terminator_operands(v, op, ctx);
@@ -1559,8 +1562,8 @@ static NOINLINE void end_region(verifier_t *v, const tsr_region_t *r, const regi
     if (ctx->kind == REGION_COND)
       report(v, ctx->owner->loc, "'%s' %s must end with 'condition'", owner, ctx->name);
     else if (ctx->kind == REGION_YIELD && ctx->owner->num_results)
-      report(v, ctx->owner->loc, "'%s' %s must end with 'yield' (the op has %u results)", owner,
-             ctx->name, ctx->owner->num_results);
+      report(v, ctx->owner->loc, "'%s' %s must end with 'yield' of %u values (the results of '%s')",
+             owner, ctx->name, ctx->owner->num_results, owner);
     else if (ctx->kind == REGION_MAP)
       kreport(v, v->kernel->decls[v->map_decl].loc,
               "index map of %%%s must end with 'yield' of one i32 block index per array "
@@ -1582,7 +1585,7 @@ static void verify_region(verifier_t *v, const tsr_region_t *r, const region_ctx
     uint32_t flags = tsr_op_table[op->opcode].flags;
     if (!(flags & TSR_F_TERMINATOR)) continue;
     if (ctx->kind == REGION_MAP && !(flags & TSR_F_MAP_OK)) continue; /* reported */
-    terminated = check_terminator(v, op, ctx);
+    terminated |= check_terminator(v, op, ctx);
   }
   end_region(v, r, ctx, terminated);
 }
