@@ -1135,12 +1135,17 @@ static int execute_run(run_request_t *req) {
     char copied[32], vmem[32];
     format_bytes(copied, sizeof copied, stats.bytes_copied);
     format_bytes(vmem, sizeof vmem, stats.vmem_bytes);
+#define PLURAL(n) ((n) == 1 ? "" : "s")
     fprintf(stderr,
-            "tessera: @%s: %" PRIu64 " grid steps, %" PRIu64 " ops, %" PRIu64
-            " blocks in, %" PRIu64 " blocks out, %s copied, %s VMEM in use, "
+            "tessera: @%s: %" PRIu64 " grid step%s, %" PRIu64 " op%s, %" PRIu64
+            " block%s in, %" PRIu64 " block%s out, %s copied, %s VMEM in use, "
             "%.3f ms\n",
-            kname, stats.grid_steps, stats.ops_executed, stats.blocks_copied_in,
-            stats.blocks_copied_out, copied, vmem, elapsed * 1e3);
+            kname, stats.grid_steps, PLURAL(stats.grid_steps),
+            stats.ops_executed, PLURAL(stats.ops_executed),
+            stats.blocks_copied_in, PLURAL(stats.blocks_copied_in),
+            stats.blocks_copied_out, PLURAL(stats.blocks_copied_out), copied,
+            vmem, elapsed * 1e3);
+#undef PLURAL
   }
 
 done:

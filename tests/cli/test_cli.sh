@@ -187,7 +187,7 @@ fi
 
 # ---- run: random inputs and printing ---------------------------------------------------
 t run "$K/scale.tsr" --random-inputs 1
-expect "run with --random-inputs exits 0" 0 '^tessera: @scale: 2 grid steps, [0-9]+ ops, .* blocks in, .* blocks out, .* copied, .* VMEM in use, .* ms$'
+expect "run with --random-inputs exits 0" 0 '^tessera: @scale: 2 grid steps, [0-9]+ ops, .* blocks? in, .* blocks? out, .* copied, .* VMEM in use, .* ms$'
 ok_if "run prints the output's name and type" grep -q '^%y: f32\[16, 128\]$' "$tmp/out"
 ok_if "run prints elements numpy-style" grep -qE '^  \[\[ *-?[0-9]' "$tmp/out"
 ok_if "run prints statistics over finite values" grep -qE 'finite values: min -?[0-9.e+-]+, max [0-9.e+-]+, mean -?[0-9.e+-]+; 0 NaN' "$tmp/out"

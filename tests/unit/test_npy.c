@@ -277,10 +277,10 @@ TSR_TEST(dtype_mismatch_says_expected_and_found) {
 }
 
 TSR_TEST(malformed_files) {
-  const double d[4] = {0};
+  static const double d[32]; /* 256 zero bytes: enough for every case */
   const char *path = tmp_path("bad.npy");
 
-  write_npy(path, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", d, sizeof d);
+  write_npy(path, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", d, 32);
   expect_read_error(path, -1, TSR_FORMAT_ERROR, "dtype <f8 is not supported (tessera dtypes:");
 
   write_npy(path, 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", d, 16);
