@@ -188,10 +188,35 @@ static void report_process(const char *label, char *const argv[], int reps) {
   printf("%-44s %6d %10.3f %10.3f\n", label, reps, mean * 1e3, best * 1e3);
 }
 
+/* Load (parse + verify), prepare, run and free the 100-step kernel inside
+ * this process: the part of `tessera run` that is tessera's own work. */
+static void report_in_process(int reps) {
+  char path[4096];
+  kernel_path(path, sizeof path, "steps_100.tsr");
+  double best = INFINITY, mean = 0;
+  for (int r = 0; r <= reps; r++) { /* r == 0: warm-up */
+    double t0 = now_seconds();
+    bench_kernel_t bk;
+    bench_kernel_open("steps_100.tsr", "steps_100", true, &bk);
+    die_on_error(tsr_interp_program_run(bk.program, bk.ptrs, bk.num_operands,
+                                        NULL),
+                 path);
+    bench_kernel_close(&bk);
+    double dt = now_seconds() - t0;
+    if (r == 0) continue;
+    if (dt < best) best = dt;
+    mean += dt / reps;
+  }
+  printf("%-44s %6d %10.3f %10.3f\n",
+         "in-process load+prepare+run steps_100.tsr", reps, mean * 1e3,
+         best * 1e3);
+}
+
 static void bench_process(const char *tessera, bool quick) {
   printf("\n(b) whole process (posix_spawn + wait, output to /dev/null)\n");
   printf("%-44s %6s %10s %10s\n", "command", "runs", "mean ms", "min ms");
   int reps = quick ? 5 : 200;
+  report_in_process(reps);
   char *true_argv[] = {"/bin/true", NULL};
   report_process("/bin/true (process floor)", true_argv, reps);
   if (!tessera) {
