@@ -28,6 +28,7 @@ echo "compile command of interp/run.c:"
 grep -o '"command": "[^"]*interp_run\.c\.o[^"]*"' "$build/compile_commands.json" \
   | sed 's/^"command": "//; s/"$//; s/ -MD .*//' || true
 echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
 export TSR_SOURCE_ROOT="$root"
@@ -44,3 +45,4 @@ if command -v hyperfine >/dev/null 2>&1; then
 else
   echo "hyperfine not installed: (b) above is the fork/exec figure"
 fi
+echo "load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
