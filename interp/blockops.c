@@ -87,6 +87,14 @@ static inline float min_f(float a, float b) {
   return a != a ? a : m;
 }
 
+/* 1 / (1 + e^-a) without overflow: with e = e^-|a|, 1 / (1 + e) for a >= 0
+ * and e / (1 + e) for a < 0 (so logistic(-100) is 3.8e-44, not 0). */
+static inline float logistic_f(float a) {
+  float e = expf(-fabsf(a));
+  float r = 1.0f / (1.0f + e);
+  return a >= 0 ? r : e * r;
+}
+
 static inline uint32_t clz_bits(uint32_t u, uint32_t bits) { /* u < 2^bits */
 #if defined(__GNUC__)
   return u ? (uint32_t)__builtin_clz(u) - (32u - bits) : bits;
@@ -184,7 +192,7 @@ static inline float f64_to_f32_odd(double d) {
 #define U_FLOAT_SQRT(a, CT, SZ) sqrtf(a)
 #define U_FLOAT_RSQRT(a, CT, SZ) (1.0f / sqrtf(a))
 #define U_FLOAT_TANH(a, CT, SZ) tanhf(a)
-#define U_FLOAT_LOGISTIC(a, CT, SZ) (1.0f / (1.0f + expf(-(a))))
+#define U_FLOAT_LOGISTIC(a, CT, SZ) logistic_f(a)
 #define U_FLOAT_SIN(a, CT, SZ) sinf(a)
 #define U_FLOAT_COS(a, CT, SZ) cosf(a)
 #define U_FLOAT_FLOOR(a, CT, SZ) floorf(a)
