@@ -2,6 +2,10 @@
 """Totals of meson test runs, read from BUILD/meson-logs/testlog.json.
 
 Usage: count-tests.py [--extra-failure TEXT]... BUILD_DIR...
+       count-tests.py --list-built|--list-unbuilt BUILD_DIR
+
+The second form lists the tests whose programs exist (or do not), so that a
+partly failed build can still run the tests it has.
 
 Tests that speak TAP (protocol 'tap' in BUILD/meson-info/intro-tests.json)
 count one result per 'ok' / 'not ok' line of their stdout: '# SKIP' lines are
@@ -130,9 +134,26 @@ def count_dir(build_dir):
     return passed, failed, skipped, failing
 
 
+def list_tests(build_dir, built):
+    """Prints the names of the tests whose program was (not) built."""
+    path = os.path.join(build_dir, "meson-info", "intro-tests.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            tests = json.load(f)
+    except (OSError, ValueError):
+        return 1
+    for t in tests:
+        cmd = t.get("cmd") or [""]
+        if os.path.exists(cmd[0]) == built:
+            print(t.get("name"))
+    return 0
+
+
 def main(argv):
     extra = []
     dirs = []
+    if len(argv) == 2 and argv[0] in ("--list-built", "--list-unbuilt"):
+        return list_tests(argv[1], argv[0] == "--list-built")
     args = iter(argv)
     for a in args:
         if a == "--extra-failure":

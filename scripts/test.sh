@@ -47,16 +47,25 @@ suite() {
     return
   fi
   echo "=== $dir: build"
+  local names=()
   if ! meson compile -C "$dir"; then
-    # Count the broken build once, then build what can be built and run the
-    # tests anyway: the ones whose programs are missing fail on their own.
+    # Count the broken build once, build what can be built, and run the tests
+    # whose programs exist; each test left unbuilt counts as a failure.
     extra_failures+=("$dir: build failed")
     ninja -C "$dir" -k 0 >/dev/null 2>&1
+    local name
+    while IFS= read -r name; do
+      extra_failures+=("$dir: test $name was not built")
+    done < <(python3 scripts/count-tests.py --list-unbuilt "$dir")
+    mapfile -t names < <(python3 scripts/count-tests.py --list-built "$dir")
+    if ((${#names[@]} == 0)); then
+      return
+    fi
   fi
   echo "=== $dir: test"
   # Failures are counted from the test log below, not from the exit status.
   meson test -C "$dir" --no-rebuild --print-errorlogs \
-    "${test_opts[@]+"${test_opts[@]}"}" || true
+    "${test_opts[@]+"${test_opts[@]}"}" "${names[@]+"${names[@]}"}" || true
 }
 
 suite build-ci -- --buildtype=debugoptimized --werror
