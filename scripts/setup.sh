@@ -62,7 +62,13 @@ if [[ -f build/meson-private/coredata.dat ]]; then
 else
   meson setup build
 fi
-meson compile -C build
+build_failed=0
+if ! meson compile -C build; then
+  # Still build the CLI and run the example, but report the failure.
+  build_failed=1
+  echo "setup.sh: the full build failed (see above); building the tessera CLI alone" >&2
+  meson compile -C build tools/tessera
+fi
 
 # ---- the example ------------------------------------------------------------
 example=kernels/examples/matmul.tsr
@@ -73,3 +79,7 @@ fi
 echo "setup.sh: running $example in the interpreter (checks on)"
 echo "+ build/tools/tessera run $example --random-inputs 1"
 build/tools/tessera run "$example" --random-inputs 1
+if ((build_failed)); then
+  echo "setup.sh: the example ran, but parts of the build failed (see above)" >&2
+  exit 1
+fi
