@@ -203,12 +203,16 @@ static int exit_code_for(tsr_status_t status) {
   }
 }
 
-/* Prints a status on stderr. Diagnostics of the kernel language already read
- * "file:line:col: error: ..." and are printed as they are. Frees it. */
+/* Prints a status on stderr. Diagnostics about a kernel already read
+ * "file:line:col: error: ..." and are printed as they are; other messages get
+ * a "tessera CMD: <code>:" prefix. Frees the status. */
 static void report(const char *cmd, tsr_status_t status) {
   tsr_status_code_t code = tsr_status_code(status);
   const char *msg = tsr_status_message(status);
-  if (code == TSR_PARSE_ERROR || code == TSR_VERIFY_ERROR ||
+  const char *eol = strchr(msg, '\n');
+  const char *tag = strstr(msg, ": error: ");
+  bool located = tag && (!eol || tag < eol);
+  if (located || code == TSR_PARSE_ERROR || code == TSR_VERIFY_ERROR ||
       code == TSR_KERNEL_ERROR) {
     fprintf(stderr, "%s\n", msg);
   } else {

@@ -253,6 +253,11 @@ t run "$K/parse_error.tsr" --random-inputs 1
 expect "run of a file with a parse error exits 1" 1 'parse_error\.tsr:5:[0-9]+: error: '
 t run "$K/verify_error.tsr" --random-inputs 1
 expect "run of a file with a verify error exits 1" 1 'verify_error\.tsr:6:[0-9]+: error: '
+t run "$K/big_scratch.tsr" --random-inputs 1 --chip v4 --out-dir "$tmp/vmem_out"
+expect "VMEM over the chip's budget exits 1" 1 'big_scratch\.tsr:.*VMEM'
+ok_if "nothing is written when VMEM is over budget" absent "$tmp/vmem_out"
+t run "$K/big_scratch.tsr" --random-inputs 1 --chip v5e -q
+expect "the same kernel fits a chip with more VMEM" 0
 mkdir -p "$tmp/blocker"
 touch "$tmp/blocker/file"
 t run "$K/scale.tsr" --random-inputs 1 --out-dir "$tmp/blocker/file/sub"
