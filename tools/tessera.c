@@ -582,8 +582,9 @@ static void visit_element(printer_t *p, print_pass_t pass, int64_t offset) {
     }
     return;
   }
+  int fixed_width = p->int_width + p->frac_width;
   if (!isfinite(v) || p->scientific) {
-    fprintf(p->out, "%*s", p->width, buf);
+    fprintf(p->out, "%*s", p->width > fixed_width ? p->width : fixed_width, buf);
   } else { /* align on the '.', pad the fraction on the right, as numpy */
     int total = p->int_width + p->frac_width;
     if (p->width > total) total = p->width;
