@@ -119,6 +119,7 @@ typedef struct ref_info {
   bool written;        /* some op stores to it */
   bool shadowed;       /* checks on and not a read-only input */
   bool is_sem;
+  bool has_buffer;     /* false for hbm/any operands: the ref is HBM */
 } ref_info_t;
 
 /* How the grid pipeline moves one operand. */

@@ -123,7 +123,9 @@ static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
                                    const tsr_op_t **out_term);
 
 static tsr_status_t op_site(prep_t *ps, const tsr_op_t *op, uint32_t *site) {
-  return add_site(ps, op->loc, tsr_op_table[op->opcode].mnemonic, site);
+  char what[48];
+  snprintf(what, sizeof what, "'%s'", tsr_op_table[op->opcode].mnemonic);
+  return add_site(ps, op->loc, what, site);
 }
 
 static tsr_status_t emit_moves(prep_t *ps, uint32_t site, uint32_t count,
@@ -770,6 +772,7 @@ static tsr_status_t prepare(prep_t *ps) {
     bool has_buffer = true;
     for (uint32_t j = 0; j < n_ops; j++)
       if (p->operands[j].ref == i && p->operands[j].hbm_direct) has_buffer = false;
+    r->has_buffer = has_buffer;
     if (has_buffer) voff = align64(voff + (bytes ? bytes : 1));
   }
   p->vmem_bytes = voff;

@@ -1006,6 +1006,7 @@ static tsr_status_t run_setup(run_t *run, tsr_array_t *const *operands) {
   /* Refs: own buffers, uninitialized; scratch and scoped shadows cleared. */
   for (uint32_t i = 0; i < p->num_refs; i++) {
     const ref_info_t *ri = &p->refs[i];
+    if (!ri->has_buffer) continue; /* hbm/any: set from the arrays below */
     run->refs[i].data = run->vmem + ri->offset;
     run->refs[i].shadow = ri->shadowed ? run->vmem_shadow + ri->offset : NULL;
     if (!ri->is_sem)
@@ -1081,8 +1082,8 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
   if (!s && run.diags.count) {
     if (run.suppressed)
       tsr_strbuf_printf(&run.diags.text,
-                        "\nnote: %llu more occurrences of these errors not shown",
-                        (unsigned long long)run.suppressed);
+                        "\nnote: %llu more occurrence%s of these errors not shown",
+                        (unsigned long long)run.suppressed, run.suppressed == 1 ? "" : "s");
     s = tsr_diag_list_to_status(&run.diags, TSR_KERNEL_ERROR);
   }
   run.stats.vmem_bytes = p->vmem_used;

@@ -199,7 +199,7 @@ static char *mutate(const char *text, const lines_t *l) {
       size_t at = (size_t)(rng() % n);
       size_t end = at;
       while (end < n && s[end] != ' ' && s[end] != ',' && s[end] != '\n') end++;
-      const char *t = tokens[rng() % TSR_ARRAY_SIZE(tokens)];
+      const char *t = tokens[rng() % (sizeof tokens / sizeof tokens[0])];
       memcpy(out + o, s, at);
       o += at;
       memcpy(out + o, t, strlen(t));

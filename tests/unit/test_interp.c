@@ -603,6 +603,24 @@ TSR_TEST(module_can_be_destroyed_after_prepare) {
   teardown(&f);
 }
 
+/* Regression: refs of hbm/any operands have no VMEM buffer, but the run used
+ * to fill one past the end of the VMEM arena (found by fuzz_tsr). */
+TSR_TEST(hbm_operand_has_no_block_buffer) {
+  const char *text =
+      "kernel @k\n"
+      "  in %x: f32[8, 128] vmem\n"
+      "  out %o: f32[8, 128] any\n"
+      "{\n"
+      "  %a = load %x[:, :] : f32[8, 128]\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  const char *needles[] = {"out %o: 1024 of 1024 output elements were never written",
+                           NULL};
+  expect_kernel_error(run(&f), needles);
+  teardown(&f);
+}
+
 int main(void) {
   TSR_RUN(inputs_copied_only_when_block_changes);
   TSR_RUN(resident_output_accumulates);
@@ -624,5 +642,6 @@ int main(void) {
   TSR_RUN(wrong_arrays_are_rejected);
   TSR_RUN(concurrent_runs_of_one_program);
   TSR_RUN(module_can_be_destroyed_after_prepare);
+  TSR_RUN(hbm_operand_has_no_block_buffer);
   return tsr_test_done();
 }
