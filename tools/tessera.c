@@ -807,10 +807,14 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
       binding_t *list = id == RUN_IN ? req->ins : req->outs;
       size_t *count = id == RUN_IN ? &req->num_ins : &req->num_outs;
       list[(*count)++] = b;
-      for (size_t i = 0; i + 1 < *count; i++)
+      for (size_t i = 0; i + 1 < *count; i++) {
         if (strcmp(list[i].name, b.name) == 0)
           return usage_error("run", "--%s %%%s is given twice",
                              id == RUN_IN ? "in" : "out", b.name);
+        if (id == RUN_OUT && strcmp(list[i].path, b.path) == 0)
+          return usage_error("run", "--out %%%s and %%%s both write %s",
+                             list[i].name, b.name, b.path);
+      }
       break;
     }
     case RUN_IN_DIR:

@@ -238,6 +238,8 @@ t run "$K/scale.tsr" --random-inputs 1 --out x=x.npy
 expect "--out naming an input is a usage error" 2 '%x is not an output'
 t run "$K/scale.tsr" --random-inputs 1 --out y=a.npy --out y=b.npy
 expect "--out given twice is a usage error" 2 'given twice'
+t run "$K/bf16.tsr" --random-inputs 1 --out y=same.npy --out f=same.npy
+expect "two outputs to one file is a usage error" 2 'both write same.npy'
 t run "$K/scale.tsr" --random-inputs 1 --out "y=$tmp/no-dir/y.npy"
 expect "--out into a missing directory is a usage error" 2 'does not exist'
 t run "$K/scale.tsr" --random-inputs 1 --in-dir "$tmp/no-dir"
