@@ -534,7 +534,8 @@ typedef struct printer {
 
 typedef enum { PASS_RANGE, PASS_WIDTH, PASS_PRINT } print_pass_t;
 
-/* Formats a float; `parts` receives the offset of the '.' (fixed mode). */
+/* Formats a float as the printer shows it; *out_int_len receives the length
+ * of the part before the '.' (the whole length outside fixed mode). */
 static int format_float(const printer_t *p, double v, char *buf, size_t size,
                         int *out_int_len) {
   int n;
