@@ -127,6 +127,7 @@ typedef struct parser {
   tsr_kernel_t *kernel;
   symbol_t *table;
   scope_t *scope;
+  symbol_t *kernel_names; /* value NULL; for duplicate @names */
   uint32_t depth;       /* open regions */
   tsr_arena_t scratch;  /* symbols and temporary strings; freed at the end */
   tsr_diag_list_t diags;
@@ -479,7 +480,7 @@ static void skip_line(parser_t *p) {
   for (;;) {
     tok_kind_t kind = p->tok.kind;
     if (kind == TOK_EOF || (kind == TOK_RBRACE && depth == 0)) break;
-    if (kind == TOK_NEWLINE && depth <= 0) {
+    if (kind == TOK_NEWLINE && depth == 0) {
       p->skipping = false;
       next(p);
       return;
@@ -541,19 +542,33 @@ static symbol_t *lookup_tok(parser_t *p, const token_t *t) {
   return lookup(p, t->text + 1, t->len - 1);
 }
 
+/* Adds a symbol (in the scratch arena) to a table; NULL when out of memory. */
+static symbol_t *table_add(parser_t *p, symbol_t **table, const char *name,
+                           size_t len, uint32_t line, uint32_t col) {
+  symbol_t *s = tsr_arena_alloc(&p->scratch, sizeof *s);
+  if (!s) {
+    oom(p);
+    return NULL;
+  }
+  s->name = name;
+  s->len = len;
+  s->line = line;
+  s->col = col;
+  HASH_ADD_KEYPTR(hh, *table, s->name, s->len, s);
+  if (!s->hh.tbl) {
+    oom(p);
+    return NULL;
+  }
+  return s;
+}
+
 /* Adds a symbol to the current table and scope. */
 static bool define(parser_t *p, const char *name, size_t len, uint32_t line,
                    uint32_t col, tsr_value_t *value, bool visible) {
-  symbol_t *s = tsr_arena_alloc(&p->scratch, sizeof *s);
-  if (!s) return oom(p);
-  s->name = name;
-  s->len = len;
+  symbol_t *s = table_add(p, &p->table, name, len, line, col);
+  if (!s) return false;
   s->value = value;
-  s->line = line;
-  s->col = col;
   s->visible = visible;
-  HASH_ADD_KEYPTR(hh, p->table, s->name, s->len, s);
-  if (!s->hh.tbl) return oom(p);
   s->scope_next = p->scope->symbols;
   p->scope->symbols = s;
   return true;
@@ -652,7 +667,8 @@ typedef struct op_line {
   const char *text;
   token_t mnemonic;
   tsr_opcode_t opcode;
-  tsr_op_t *op; /* once created */
+  tsr_op_t *op;     /* once created */
+  symbol_t *names_seen; /* result and region-arg names of this line */
 } op_line_t;
 
 static void op_line_free(op_line_t *l) {
@@ -662,25 +678,23 @@ static void op_line_free(op_line_t *l) {
   tsr_free(l->types.data);
   tsr_free(l->arg_names.data);
   tsr_free(l->arg_types.data);
+  HASH_CLEAR(hh, l->names_seen);
 }
 
 static bool push_value(parser_t *p, vec_t *v, tsr_value_t *value) {
   return vec_push(p, v, &value, sizeof value);
 }
 
-/* A region-argument or result name must be new, also within its own line. */
-static bool check_fresh_in_line(parser_t *p, const op_line_t *l, const token_t *t) {
-  const vec_t *lists[2] = {&l->names, &l->arg_names};
-  for (int k = 0; k < 2; k++) {
-    for (uint32_t i = 0; i < lists[k]->count; i++) {
-      const token_t *o = &VEC_AT(*lists[k], token_t, i);
-      if (o->len == t->len && memcmp(o->text, t->text, t->len) == 0)
-        return error_at(p, t->line, t->col,
-                        "redefinition of %.*s (first defined at %u:%u)",
-                        (int)t->len, t->text, o->line, o->col);
-    }
-  }
-  return check_fresh(p, t);
+/* A region-argument or result name must be new in the kernel and within
+ * its own line; claims it for the line. */
+static bool check_fresh_in_line(parser_t *p, op_line_t *l, const token_t *t) {
+  symbol_t *o = NULL;
+  HASH_FIND(hh, l->names_seen, t->text + 1, t->len - 1, o);
+  if (o)
+    return error_at(p, t->line, t->col, "redefinition of %.*s (first defined at %u:%u)",
+                    (int)t->len, t->text, o->line, o->col);
+  return check_fresh(p, t) &&
+         table_add(p, &l->names_seen, t->text + 1, t->len - 1, t->line, t->col);
 }
 
 /* ---- Types ----------------------------------------------------------------- */
@@ -814,16 +828,8 @@ static bool convert_literal(parser_t *p, const token_t *t, bool neg,
         v = neg ? -INFINITY : INFINITY;
       } else if (tok_is(t, "nan")) {
         v = NAN;
-      } else if (t->kind == TOK_INT && t->len > 2 &&
-                 (t->text[1] == 'x' || t->text[1] == 'X' ||
-                  (t->len > 3 && (t->text[2] == 'x' || t->text[2] == 'X')))) {
-        int64_t i;
-        if (!int_value(t, &i))
-          return error_at(p, t->line, t->col,
-                          "integer literal '%.*s' does not fit in 64 bits",
-                          (int)TSR_MIN(t->len, 40), t->text);
-        v = (double)i;
       } else if (t->kind == TOK_INT || t->kind == TOK_FLOAT) {
+        /* strtod reads every numeric token, hex integers included. */
         char text[MAX_LITERAL + 1];
         if (t->len > MAX_LITERAL)
           return error_at(p, t->line, t->col, "numeric literal too long");
@@ -1895,15 +1901,15 @@ static void parse_kernel(parser_t *p) {
   token_t name = p->tok;
   bool ok = true;
   if (name.kind == TOK_KERNEL) {
-    for (uint32_t i = 0; i < p->module->num_kernels; i++) {
-      const tsr_kernel_t *o = p->module->kernels[i];
-      if (strlen(o->name) == name.len - 1 &&
-          memcmp(o->name, name.text + 1, name.len - 1) == 0) {
-        ok = error_at(p, name.line, name.col,
-                      "redefinition of kernel %.*s (first defined at %u:%u)",
-                      (int)name.len, name.text, o->loc.line, o->loc.col);
-        break;
-      }
+    symbol_t *o = NULL;
+    HASH_FIND(hh, p->kernel_names, name.text + 1, name.len - 1, o);
+    if (o) {
+      ok = error_at(p, name.line, name.col,
+                    "redefinition of kernel %.*s (first defined at %u:%u)",
+                    (int)name.len, name.text, o->line, o->col);
+    } else if (!table_add(p, &p->kernel_names, name.text + 1, name.len - 1,
+                          name.line, name.col)) {
+      return;
     }
     next(p);
     if (ok) ok = expect_line_end(p);
@@ -1963,6 +1969,7 @@ tsr_status_t tsr_ir_parse(const char *filename, const char *text, size_t len,
   tsr_diag_list_initialize(&p.diags, MAX_DIAGNOSTICS);
   parse_module(&p);
   HASH_CLEAR(hh, p.table);
+  HASH_CLEAR(hh, p.kernel_names);
   tsr_arena_deinitialize(&p.scratch);
   tsr_status_t s = p.fatal;
   if (!s) s = tsr_diag_list_to_status(&p.diags, TSR_PARSE_ERROR);
