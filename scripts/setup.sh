@@ -11,7 +11,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PACKAGES=(build-essential meson ninja-build pkg-config uthash-dev
-          libxxhash-dev libzstd-dev python3 python3-numpy hyperfine valgrind)
+          libxxhash-dev libzstd-dev python3 python3-numpy python3-pip
+          hyperfine valgrind)
+# Python packages from PyPI (for Debian's python3): ml_dtypes reads bf16 .npy
+# files in the CLI tests.
+PIP_PACKAGES=(ml_dtypes)
 
 deps_only=0
 for arg in "$@"; do
@@ -51,6 +55,15 @@ else
   apt-get update
   apt-get install -y --no-install-recommends "${PACKAGES[@]}"
 fi
+
+# ---- Python packages --------------------------------------------------------
+for pkg in "${PIP_PACKAGES[@]}"; do
+  if ! /usr/bin/python3 -c "import $pkg" 2>/dev/null; then
+    echo "setup.sh: pip install $pkg"
+    /usr/bin/python3 -m pip install --quiet --root-user-action=ignore \
+      --break-system-packages "$pkg"
+  fi
+done
 
 if ((deps_only)); then
   exit 0
