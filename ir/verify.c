@@ -1283,12 +1283,16 @@ static NOINLINE void check_control(verifier_t *v, const tsr_op_t *op, bool typed
         const tsr_value_t *a = r->args[i];
         if (!def_ok(v, a)) continue;
         const tsr_type_t *t = &a->type;
-        if (t->kind == TSR_TYPE_SEM) continue;
-        if (t->kind != TSR_TYPE_REF) {
+        if (t->kind == TSR_TYPE_SEM) {
+          /* Pallas run_scoped allows them; tessera has no semaphores yet. */
           report(v, op->loc,
-                 "'scoped' argument #%u (%%%s): expected a vmem or smem ref or a semaphore, "
-                 "found %s",
-                 i + 1, vname(a), TYPE_TEXT(t));
+                 "'scoped' argument #%u (%%%s): scoped semaphores are reserved: DMAs and "
+                 "semaphores are not implemented yet (declare it as kernel scratch)",
+                 i + 1, vname(a));
+        } else if (t->kind != TSR_TYPE_REF) {
+          report(v, op->loc,
+                 "'scoped' argument #%u (%%%s): expected a vmem or smem ref, found %s", i + 1,
+                 vname(a), TYPE_TEXT(t));
         } else if (t->space != TSR_SPACE_VMEM && t->space != TSR_SPACE_SMEM) {
           report(v, op->loc,
                  "'scoped' argument #%u (%%%s): %s buffers cannot be scoped (scoped buffers "
