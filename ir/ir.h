@@ -195,6 +195,7 @@ struct tsr_kernel {
   uint8_t semantics[TSR_MAX_RANK]; /* tsr_dim_semantics_t */
   uint32_t num_decls;
   tsr_decl_t *decls;  /* declaration order: prefetch, in, out, scratch */
+  uint32_t decls_capacity;
   tsr_region_t body;
   uint32_t num_values; /* values created so far: ids are 0..num_values-1 */
 };

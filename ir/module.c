@@ -101,14 +101,19 @@ tsr_status_t tsr_kernel_add_decl(tsr_kernel_t *kernel, tsr_role_t role,
                                  const tsr_type_t *ref_type, tsr_loc_t loc,
                                  tsr_decl_t **out_decl) {
   tsr_arena_t *arena = &kernel->module->arena;
-  /* decls live in a growing arena array: copy on growth (kernels have few). */
-  tsr_decl_t *decls =
-      tsr_arena_alloc_array(arena, kernel->num_decls + 1, sizeof *decls);
-  if (!decls) return TSR_OOM();
-  if (kernel->num_decls)
-    memcpy(decls, kernel->decls, kernel->num_decls * sizeof *decls);
-  /* refs point at decls by index, so moving the array is safe. */
-  kernel->decls = decls;
+  /* decls live in an arena array that doubles when full (old copies stay in
+   * the arena until the module dies); refs name decls by index, so moving
+   * the array is safe. */
+  if (kernel->num_decls == kernel->decls_capacity) {
+    uint32_t cap = kernel->decls_capacity ? kernel->decls_capacity * 2 : 8;
+    tsr_decl_t *decls = tsr_arena_alloc_array(arena, cap, sizeof *decls);
+    if (!decls) return TSR_OOM();
+    if (kernel->num_decls)
+      memcpy(decls, kernel->decls, kernel->num_decls * sizeof *decls);
+    kernel->decls = decls;
+    kernel->decls_capacity = cap;
+  }
+  tsr_decl_t *decls = kernel->decls;
   tsr_decl_t *d = &decls[kernel->num_decls];
   d->role = role;
   d->loc = loc;
