@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds tessera optimised (buildtype=release) and runs the interpreter
 # benchmarks in one go: bench_interp, then hyperfine on `tessera run` if it is
-# installed. docs/benchmarks.md reports what this prints.
+# installed, then the same trivial kernel in JAX's Pallas TPU interpret mode
+# if $JAX_PYTHON (default python3) can import jax. docs/benchmarks.md reports
+# what this prints.
 # Usage: bench/run.sh [BUILD_DIR] [--quick]    (default BUILD_DIR: build-bench)
 set -euo pipefail
 
@@ -44,5 +46,53 @@ if command -v hyperfine >/dev/null 2>&1; then
     "/bin/true"
 else
   echo "hyperfine not installed: (b) above is the fork/exec figure"
+fi
+
+# JAX's TPU interpret mode on the kernel of bench/kernels/steps_*.tsr: one
+# [8, 128] f32 block whose index never changes, body o[...] = x[...].
+python=${JAX_PYTHON:-python3}
+echo
+if "$python" -c 'import jax' >/dev/null 2>&1; then
+  echo "== JAX Pallas TPU interpret mode, same trivial kernel ($python)"
+  steps="10 100"
+  [ ${#quick[@]} -gt 0 ] && steps="10"
+  # shellcheck disable=SC2086
+  "$python" - $steps <<'PY'
+import sys, time
+import numpy as np
+import jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+def make(steps):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+    return jax.jit(pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        grid=(steps,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (0, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+        interpret=pltpu.InterpretParams()))
+
+x = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (8, 128)), jnp.float32)
+for steps in map(int, sys.argv[1:]):
+    f = make(steps)
+    t0 = time.perf_counter()
+    y = f(x).block_until_ready()
+    first = time.perf_counter() - t0
+    assert np.array_equal(np.asarray(y), np.asarray(x))
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        f(x).block_until_ready()
+        times.append(time.perf_counter() - t0)
+    print(f"jax {jax.__version__}: grid ({steps},): first call (trace, compile, "
+          f"run) {first * 1e3:.0f} ms; then best {min(times) / steps * 1e3:.3f} "
+          f"ms/step, mean {sum(times) / len(times) / steps * 1e3:.3f} ms/step "
+          f"over {len(times)} runs")
+PY
+else
+  echo "JAX comparison skipped: $python cannot import jax (set JAX_PYTHON)"
 fi
 echo "load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
