@@ -7,6 +7,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include <uthash.h>
+
 #include "ir/ir.h"
 
 enum {
@@ -1842,27 +1844,46 @@ static tsr_status_t verify_kernel(verifier_t *v, const tsr_kernel_t *k) {
   return NULL;
 }
 
+typedef struct kernel_name {
+  const char *name;
+  UT_hash_handle hh;
+} kernel_name_t;
+
+static void free_names(kernel_name_t *names) {
+  kernel_name_t *n, *tmp;
+  HASH_ITER(hh, names, n, tmp) {
+    HASH_DEL(names, n);
+    tsr_free(n);
+  }
+}
+
 tsr_status_t tsr_ir_verify(const tsr_module_t *module) {
   if (!module) return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_ir_verify: no module");
   verifier_t v;
   memset(&v, 0, sizeof v);
   tsr_diag_list_initialize(&v.diags, DIAG_LIMIT);
+  kernel_name_t *names = NULL; /* duplicate kernel names, without a quadratic scan */
   for (uint32_t i = 0; i < module->num_kernels; i++) {
     const tsr_kernel_t *k = module->kernels[i];
     if (!k) continue;
-    for (uint32_t j = 0; j < i; j++) {
-      const tsr_kernel_t *o = module->kernels[j];
-      if (o && k->name && o->name && strcmp(o->name, k->name) == 0) {
+    if (k->name) {
+      kernel_name_t *seen;
+      HASH_FIND_STR(names, k->name, seen);
+      if (seen) {
         report(&v, k->loc, "kernel @%s is defined twice", k->name);
-        break;
+      } else if ((seen = tsr_calloc(1, sizeof *seen))) {
+        seen->name = k->name;
+        HASH_ADD_KEYPTR(hh, names, seen->name, strlen(seen->name), seen);
       }
     }
     tsr_status_t s = verify_kernel(&v, k);
     if (s) {
+      free_names(names);
       tsr_diag_list_deinitialize(&v.diags);
       return s;
     }
   }
+  free_names(names);
   tsr_status_t s = tsr_diag_list_to_status(&v.diags, TSR_VERIFY_ERROR);
   tsr_diag_list_deinitialize(&v.diags);
   return s;
