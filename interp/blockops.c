@@ -6,16 +6,19 @@
 
 /* Optimisation level. The library is built at -O2, where GCC 12 vectorizes
  * only loops whose trip count is a known multiple of the vector width and
- * that need no runtime alias check (-fvect-cost-model=very-cheap): none of
- * the loops below qualify. Measured on 64 MiB arrays (GCC 12.2, x86-64 SSE2,
- * bench/bench_blockops, memcpy ~17 GB/s on the same run):
- *   add f32   -O2 13.4 GB/s   O3 here 19.0 GB/s
- *   add bf16  -O2  2.2 GB/s   O3 here  6.6-7.7 GB/s
- *   row-sum   -O2 12.1 GB/s   O3 here 15-17 GB/s
+ * that need no runtime alias check (-fvect-cost-model=very-cheap): almost
+ * none of the loops below qualify. bench/bench_blockops with this file at
+ * -O2 vs O3 (GCC 12.2, x86-64 SSE2, 64 MiB arrays, memcpy 14-17 GB/s, same
+ * run, best of 7, noisy shared machine):
+ *   add f32              8-14 GB/s  ->  16-18 GB/s
+ *   add bf16              3.3 GB/s  ->  5.1-5.9 GB/s
+ *   column-sum f32        6.0 GB/s  ->  10.7-12.2 GB/s
+ *   convert f32->bf16     3.9-4.6   ->  13.8-14.1 GB/s
+ *   dot f32 256^3         6.1 GFLOP/s -> 23.4-23.8 GFLOP/s
  * so this file (only) is compiled at O3. Clang vectorizes at -O2 already and
- * does not know the pragma. The pragma comes before the includes so inline
- * helpers from headers get the same options (GCC will not inline across
- * mismatched optimize attributes). */
+ * does not know the pragma. It comes before the includes so that inline
+ * helpers from headers get the same options (GCC may refuse to inline a
+ * function into one with different optimize options). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")
 #endif
@@ -50,8 +53,42 @@
 #define STORE_f32(v) (v)
 #define LOAD_bf16(x) tsr_bf16_to_f32(x)
 #define STORE_bf16(v) tsr_f32_to_bf16(v)
-#define LOAD_f16(x) tsr_f16_to_f32(x)
-#define STORE_f16(v) tsr_f32_to_f16(v)
+#define LOAD_f16(x) f16_to_f32_vec(x)
+#define STORE_f16(v) f32_to_f16_vec(v)
+
+/* f16 <-> f32 with the same results as tsr_f16_to_f32 / tsr_f32_to_f16
+ * (the test checks every f16 value and f32 values around every f16
+ * exponent), written with bit masks so that loops over them vectorize
+ * (with ?: GCC 12 made branches and did not vectorize): the
+ * library's versions are out of line with branches, and add f16 ran at
+ * 0.9 GB/s with them (64 MiB arrays, memcpy 19 GB/s). */
+static inline uint32_t select_bits(uint32_t mask, uint32_t yes, uint32_t no) {
+  return (yes & mask) | (no & ~mask);
+}
+static inline float f16_to_f32_vec(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
+  /* Finite: em << 13 read as f32 is the f16 value times 2^-112, also for
+   * subnormals (an f32 subnormal), so one exact multiply rebiases it. */
+  const float finite = tsr_bits_f32(em << 13) * 0x1p112f;
+  const uint32_t special = 0x7f800000u | (em << 13) |
+                           ((uint32_t)((em & 0x3ffu) != 0) << 22); /* quiet NaN */
+  const uint32_t is_special = 0u - (uint32_t)(em >= 0x7c00u);
+  return tsr_bits_f32(sign | select_bits(is_special, special, tsr_f32_bits(finite)));
+}
+static inline uint16_t f32_to_f16_vec(float f) {
+  const uint32_t u = tsr_f32_bits(f), sign = (u >> 16) & 0x8000u;
+  const uint32_t a = u & 0x7fffffffu;
+  const uint32_t nan_h = 0x7e00u | ((a >> 13) & 0x3ffu);
+  const uint32_t r = a - 0x38000000u; /* rebias 127 -> 15 (normal range) */
+  const uint32_t normal_h = (r + 0x0fffu + ((r >> 13) & 1u)) >> 13;
+  /* Subnormal f16: the ulp of 0.5f is 2^-24, the f16 subnormal step, so
+   * |f| + 0.5f rounds |f| * 2^24 to nearest even into the low bits. */
+  const uint32_t sub_h = tsr_f32_bits(tsr_bits_f32(a) + 0.5f) - 0x3f000000u;
+  uint32_t h = select_bits(0u - (uint32_t)(a >= 0x38800000u), normal_h, sub_h);
+  h = select_bits(0u - (uint32_t)(a >= 0x477ff000u), 0x7c00u, h); /* to inf */
+  h = select_bits(0u - (uint32_t)(a > 0x7f800000u), nan_h, h);
+  return (uint16_t)(sign | h);
+}
 
 /* Integer dtypes are at most 32 bits wide: integer arithmetic is done in
  * uint32_t (wrapping, no UB) and narrowed on store. Narrowing an
@@ -677,22 +714,32 @@ static void copy_run(size_t es, int64_t n, char *dst, int64_t ds,
     memcpy(dst + i * ds * (int64_t)es, src + i * ss * (int64_t)es, es);
 }
 
-/* 2-D transpose-like copy: dst[r*dr + c] = src[r + c*sc] over [rows, cols],
- * in square tiles so that both sides stay in cache. 32x32 tiles of 4-byte
- * elements are 4 KiB per side. */
-#define TILE 32
+/* 2-D transpose-like copy: dst[r*dr + c] = src[r + c*sc] over [rows, cols].
+ * Square TILE x TILE tiles keep both sides' cache lines in L1; tiles are
+ * walked within BLOCK x BLOCK blocks so that the pages touched by the
+ * strided side (one per column) stay in the TLB. Measured on f32 (GB/s
+ * read + written, memcpy ~17, noisy shared machine): 32x32 tiles alone
+ * 6 at 512x128, 2.2-2.7 at 1024^2 and 4096^2; 16x16 tiles 16-17 at
+ * 512x128 and 256^2; with 256 blocks 4.5 (was 3.1) at 4096^2. */
+#define TILE 16
+#define BLOCK 256
 #define TILED_LOOP(T)                                                          \
   do {                                                                         \
     T *d = (T *)dst;                                                           \
     const T *s = (const T *)src;                                               \
-    for (int64_t r0 = 0; r0 < rows; r0 += TILE) {                              \
-      int64_t r1 = TSR_MIN(rows, r0 + TILE);                                   \
-      for (int64_t c0 = 0; c0 < cols; c0 += TILE) {                            \
-        int64_t c1 = TSR_MIN(cols, c0 + TILE);                                 \
-        for (int64_t r = r0; r < r1; r++)                                      \
-          for (int64_t c = c0; c < c1; c++) d[r * dr + c] = s[r + c * sc];     \
+    for (int64_t rb = 0; rb < rows; rb += BLOCK)                               \
+      for (int64_t cb = 0; cb < cols; cb += BLOCK) {                           \
+        const int64_t rb1 = TSR_MIN(rows, rb + BLOCK);                         \
+        const int64_t cb1 = TSR_MIN(cols, cb + BLOCK);                         \
+        for (int64_t r0 = rb; r0 < rb1; r0 += TILE) {                          \
+          const int64_t r1 = TSR_MIN(rb1, r0 + TILE);                          \
+          for (int64_t c0 = cb; c0 < cb1; c0 += TILE) {                        \
+            const int64_t c1 = TSR_MIN(cb1, c0 + TILE);                        \
+            for (int64_t r = r0; r < r1; r++)                                  \
+              for (int64_t c = c0; c < c1; c++) d[r * dr + c] = s[r + c * sc]; \
+          }                                                                    \
+        }                                                                      \
       }                                                                        \
-    }                                                                          \
   } while (0)
 
 static void copy_tiled(size_t es, int64_t rows, int64_t cols, char *dst,

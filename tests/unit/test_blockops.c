@@ -187,7 +187,8 @@ static const int64_t int_specials[] = {
     0, 1, -1, 2, -2, 3, 7, -7, 8, 15, 16, 31, 32, 33, 63, 64, 100, 127, 128,
     -128, 255, 256, 257, 259, 2049, 2051, 32767, 32768, -32768, 65535, 65536,
     INT32_MIN, INT32_MAX, INT32_MIN + 1, 16777217, 16842753 /* 2^24+2^16+1 */,
-    0x7fffff80, 4294967295ll, 0x40400001, -16842753};
+    0x7fffff80, 4294967295ll, 0x40400001, -16842753, 16842751 /* 2^24+2^16-1 */,
+    -16842751};
 #define NUM_INT_SPECIALS (sizeof int_specials / sizeof int_specials[0])
 
 static size_t num_specials(tsr_dtype_t dt) {
@@ -690,11 +691,14 @@ TSR_TEST(convert_rounding_and_saturation) {
   tsr_blockops_convert(TSR_DTYPE_F16, h, TSR_DTYPE_F32, f + 2, 4);
   TSR_CHECK(h[0] == 0x3c00 && h[1] == 0x3c02 && h[2] == 0x0000 && h[3] == 0x0002);
   /* i32 -> bf16 with one rounding: 2^24 + 2^16 + 1 is just above a tie. */
-  int32_t i[3] = {16842753, 257, 259};
-  tsr_blockops_convert(TSR_DTYPE_BF16, h, TSR_DTYPE_I32, i, 3);
+  int32_t i[4] = {16842753, 257, 259, 16842751};
+  tsr_blockops_convert(TSR_DTYPE_BF16, h, TSR_DTYPE_I32, i, 4);
   TSR_CHECK_EQ_INT(h[0], 0x4b81); /* 2^24 + 2^17 */
   TSR_CHECK_EQ_INT(h[1], 0x4380); /* 256 */
   TSR_CHECK_EQ_INT(h[2], 0x4382); /* 260 */
+  /* 2^24 + 2^16 - 1 rounds up to the tie 2^24 + 2^16 in f32; it is below
+   * the tie, so bf16 gets 2^24. */
+  TSR_CHECK_EQ_INT(h[3], 0x4b80);
   /* float -> int saturates, NaN -> 0, truncates toward zero. */
   float g[6] = {NAN, 1e10f, -1e10f, -2.9f, 2.9f, -INFINITY};
   int8_t i8[6];
@@ -735,6 +739,27 @@ TSR_TEST(f16_every_value_round_trips) {
     bool nan = (i & 0x7c00) == 0x7c00 && (i & 0x3ff);
     bool ok = nan ? ((back[i] & 0x7c00) == 0x7c00 && (back[i] & 0x3ff)) : back[i] == i;
     if (!ok && bad++ < MAX_REPORTS) TSR_FAIL_AT("f16 0x%04x round trip -> 0x%04x", i, back[i]);
+  }
+  /* Bit for bit the same as the base helpers, NaN payloads included. */
+  for (uint32_t i = 0; i < 65536; i++) {
+    uint32_t got = raw(TSR_DTYPE_F32, f, i), want = tsr_f32_bits(tsr_f16_to_f32((uint16_t)i));
+    if (got != want && bad++ < MAX_REPORTS)
+      TSR_FAIL_AT("f16 0x%04x -> 0x%08x, base helper 0x%08x", i, got, want);
+  }
+  static float spread[1 << 16];
+  static uint16_t spread_h[1 << 16];
+  for (uint32_t round = 0; round < 64; round++) {
+    for (uint32_t i = 0; i < (1u << 16); i++) {
+      uint32_t bits = (uint32_t)(i * 65537u + round * 0x9e3779b9u) ^ (uint32_t)(round << 24);
+      memcpy(&spread[i], &bits, 4);
+    }
+    tsr_blockops_convert(TSR_DTYPE_F16, spread_h, TSR_DTYPE_F32, spread, 1u << 16);
+    for (uint32_t i = 0; i < (1u << 16); i++) {
+      uint16_t want = tsr_f32_to_f16(spread[i]);
+      if (spread_h[i] != want && bad++ < MAX_REPORTS)
+        TSR_FAIL_AT("f32 0x%08x -> f16 0x%04x, base helper 0x%04x",
+                    raw(TSR_DTYPE_F32, spread, i), spread_h[i], want);
+    }
   }
   /* f32 -> f16 near every exponent boundary, against the reference rounding. */
   static float probe[8192];
