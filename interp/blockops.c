@@ -292,7 +292,7 @@ static inline float f64_to_f32_odd(double d) {
 #define B_SINT_SHRL(a, b, CT, SZ)                                              \
   ((CT)shrl_bits((uint32_t)(a) & UMASK(SZ), SHIFT_AMOUNT(b, SZ), IBITS(SZ)))
 #define B_SINT_SHRA(a, b, CT, SZ)                                              \
-  ((CT)(uint32_t)shra_bits(sext_bits((uint32_t)(a) & UMASK(SZ), IBITS(SZ)),   \
+  ((CT)(uint32_t)shra_bits(sext_bits((uint32_t)(a) & UMASK(SZ), IBITS(SZ)),    \
                            SHIFT_AMOUNT(b, SZ), IBITS(SZ)))
 #define SINT_BINARY_OPS(X, ...)                                                \
   X(ADD, __VA_ARGS__) X(SUB, __VA_ARGS__) X(MUL, __VA_ARGS__)                  \
@@ -348,28 +348,28 @@ static inline float f64_to_f32_odd(double d) {
     }                                                                          \
   }
 
-#define BINARY_LOOPS(RT, ST, CT, CL, DN, RESULT)                                \
+#define BINARY_LOOPS(RT, ST, CT, CL, DN, RESULT)                               \
   RT *d = dst;                                                                 \
   const ST *x = pa, *y = pb;                                                   \
   switch (bcast) {                                                             \
   case TSR_BCAST_NONE:                                                         \
     for (size_t i = 0; i < count; i++) {                                       \
-      const CT a = LOAD(CL, DN, x[i]), b = LOAD(CL, DN, y[i]);                               \
+      const CT a = LOAD(CL, DN, x[i]), b = LOAD(CL, DN, y[i]);                 \
       d[i] = (RT)(RESULT);                                                     \
     }                                                                          \
     return;                                                                    \
   case TSR_BCAST_A_SCALAR: {                                                   \
-    const CT a = LOAD(CL, DN, x[0]);                                                  \
+    const CT a = LOAD(CL, DN, x[0]);                                           \
     for (size_t i = 0; i < count; i++) {                                       \
-      const CT b = LOAD(CL, DN, y[i]);                                                \
+      const CT b = LOAD(CL, DN, y[i]);                                         \
       d[i] = (RT)(RESULT);                                                     \
     }                                                                          \
     return;                                                                    \
   }                                                                            \
   case TSR_BCAST_B_SCALAR: {                                                   \
-    const CT b = LOAD(CL, DN, y[0]);                                                  \
+    const CT b = LOAD(CL, DN, y[0]);                                           \
     for (size_t i = 0; i < count; i++) {                                       \
-      const CT a = LOAD(CL, DN, x[i]);                                                \
+      const CT a = LOAD(CL, DN, x[i]);                                         \
       d[i] = (RT)(RESULT);                                                     \
     }                                                                          \
     return;                                                                    \
@@ -377,15 +377,15 @@ static inline float f64_to_f32_odd(double d) {
   }
 
 #define GEN_BINARY(OP, DE, DN, ST, CT, SZ, CL)                                 \
-  static void binary_##OP##_##DN(void *dst, const void *pa, const void *pb,   \
+  static void binary_##OP##_##DN(void *dst, const void *pa, const void *pb,    \
                                  size_t count, tsr_bcast_t bcast) {            \
-    BINARY_LOOPS(ST, ST, CT, CL, DN,                                 \
+    BINARY_LOOPS(ST, ST, CT, CL, DN,                                           \
                  STORE(CL, DN, B_##CL##_##OP(a, b, CT, SZ)))                   \
   }
 #define GEN_COMPARE(OP, DE, DN, ST, CT, SZ, CL)                                \
-  static void binary_##OP##_##DN(void *dst, const void *pa, const void *pb,   \
+  static void binary_##OP##_##DN(void *dst, const void *pa, const void *pb,    \
                                  size_t count, tsr_bcast_t bcast) {            \
-    BINARY_LOOPS(uint8_t, ST, CT, CL, DN, CMP_##OP(a, b))            \
+    BINARY_LOOPS(uint8_t, ST, CT, CL, DN, CMP_##OP(a, b))                      \
   }
 
 #define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
@@ -1163,7 +1163,8 @@ void tsr_blockops_reduce(tsr_opcode_t op, tsr_dtype_t dtype, void *dst,
 
 typedef void (*arg_fn)(int32_t *dst, const void *src, size_t outer, size_t len,
                        size_t inner);
-#define ARG_ENTRY(OP, DE, DN, ...) [TSR_OP_##OP == TSR_OP_ARGMIN][TSR_DTYPE_##DE] = arg_##OP##_##DN,
+#define ARG_ENTRY(OP, DE, DN, ...)                                            \
+  [TSR_OP_##OP == TSR_OP_ARGMIN][TSR_DTYPE_##DE] = arg_##OP##_##DN,
 static const arg_fn arg_table[2][TSR_DTYPE_COUNT] = {
 #define TSR_DTYPE(DE, DN, ST, CT, SZ, CL) CL##_ARG_OPS(ARG_ENTRY, DE, DN)
 #include "tessera/dtypes.def"
@@ -1312,7 +1313,8 @@ void tsr_blockops_dot(tsr_dtype_t out_dtype, void *dst, tsr_dtype_t in_dtype,
   void *abuf = NULL, *bbuf = NULL;
   bool failed = false;
   size_t a_bytes = 0, b_bytes = 0;
-  if (!tsr_mul_size(M * 4, K, &a_bytes) || !tsr_mul_size(N * 4, K, &b_bytes))
+  if (!tsr_mul_size(M, K, &a_bytes) || !tsr_mul_size(a_bytes, 4, &a_bytes) ||
+      !tsr_mul_size(N, K, &b_bytes) || !tsr_mul_size(b_bytes, 4, &b_bytes))
     failed = true;
   if (!failed && !direct && K > 0) {
     abuf = tsr_malloc(a_bytes);
@@ -1357,6 +1359,7 @@ void tsr_blockops_dot(tsr_dtype_t out_dtype, void *dst, tsr_dtype_t in_dtype,
     float f[DOT_MR * DOT_NB];
     uint32_t u[DOT_MR * DOT_NB];
   } panel;
+  const bool f32_acc = acc_dtype == TSR_DTYPE_F32;
   char *d = dst;
   const char *c = acc;
   for (size_t j0 = 0; j0 < N; j0 += DOT_NB) {
@@ -1364,21 +1367,25 @@ void tsr_blockops_dot(tsr_dtype_t out_dtype, void *dst, tsr_dtype_t in_dtype,
     for (size_t i0 = 0; i0 < M; i0 += DOT_MR) {
       const size_t rows = TSR_MIN(M - i0, (size_t)DOT_MR);
       for (size_t r = 0; r < rows; r++) {
+        void *row = f32_acc ? (void *)(panel.f + r * DOT_NB) : (void *)(panel.u + r * DOT_NB);
         if (c)
-          tsr_blockops_convert(acc_dtype, panel.u + r * DOT_NB, out_dtype,
-                               c + ((i0 + r) * N + j0) * oes, nb);
+          tsr_blockops_convert(acc_dtype, row, out_dtype, c + ((i0 + r) * N + j0) * oes, nb);
+        else if (f32_acc)
+          for (size_t j = 0; j < nb; j++) panel.f[r * DOT_NB + j] = 0.0f;
         else
-          memset(panel.u + r * DOT_NB, 0, nb * 4); /* 0.0f is all zero bits */
+          for (size_t j = 0; j < nb; j++) panel.u[r * DOT_NB + j] = 0;
       }
-      if (acc_dtype == TSR_DTYPE_F32)
-        dot_panel_f32(panel.f, (const float *)A + i0 * K, K,
-                      (const float *)B + j0, N, K, rows, nb);
+      if (f32_acc)
+        dot_panel_f32(panel.f, (const float *)A + i0 * K, K, (const float *)B + j0, N, K,
+                      rows, nb);
       else
-        dot_panel_u32(panel.u, (const uint32_t *)A + i0 * K, K,
-                      (const uint32_t *)B + j0, N, K, rows, nb);
-      for (size_t r = 0; r < rows; r++)
-        tsr_blockops_convert(out_dtype, d + ((i0 + r) * N + j0) * oes,
-                             acc_dtype, panel.u + r * DOT_NB, nb);
+        dot_panel_u32(panel.u, (const uint32_t *)A + i0 * K, K, (const uint32_t *)B + j0, N,
+                      K, rows, nb);
+      for (size_t r = 0; r < rows; r++) {
+        const void *row =
+            f32_acc ? (const void *)(panel.f + r * DOT_NB) : (const void *)(panel.u + r * DOT_NB);
+        tsr_blockops_convert(out_dtype, d + ((i0 + r) * N + j0) * oes, acc_dtype, row, nb);
+      }
     }
   }
   tsr_free(abuf);
