@@ -688,7 +688,10 @@ void tsr_blockops_dense_strides(uint32_t rank, const int64_t *dims,
   do {                                                                         \
     T *d = (T *)dst;                                                           \
     const T *s = (const T *)src;                                               \
-    if (ss == 0) {                                                             \
+    if (ss == 0 && ds == 1) {                                                  \
+      const T v = s[0];                                                        \
+      for (int64_t i = 0; i < n; i++) d[i] = v;                                \
+    } else if (ss == 0) {                                                      \
       const T v = s[0];                                                        \
       for (int64_t i = 0; i < n; i++) d[i * ds] = v;                           \
     } else if (ds == 1) {                                                      \
