@@ -11,6 +11,13 @@
 extern "C" {
 #endif
 
+/* Marks the public API: the shared library exports these symbols only. */
+#if defined(__GNUC__)
+#define TSR_API __attribute__((visibility("default")))
+#else
+#define TSR_API
+#endif
+
 #if defined(__GNUC__)
 #define TSR_MUST_USE __attribute__((warn_unused_result))
 #define TSR_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -46,18 +53,18 @@ typedef enum tsr_status_code {
  * source location that created it. Not thread-safe to share; safe to move. */
 typedef struct tsr_status *tsr_status_t;
 
-tsr_status_t tsr_status_make(tsr_status_code_t code, const char *c_file,
+TSR_API tsr_status_t tsr_status_make(tsr_status_code_t code, const char *c_file,
                              int c_line, const char *fmt, ...) TSR_PRINTF(4, 5);
 /* Prepends "context: " to the message; returns the same status (NULL stays NULL). */
-tsr_status_t tsr_status_annotate(tsr_status_t status, const char *fmt, ...)
+TSR_API tsr_status_t tsr_status_annotate(tsr_status_t status, const char *fmt, ...)
     TSR_PRINTF(2, 3);
-tsr_status_code_t tsr_status_code(const tsr_status_t status);
+TSR_API tsr_status_code_t tsr_status_code(const tsr_status_t status);
 /* The message; borrowed, valid until the status is freed. "" for NULL. */
-const char *tsr_status_message(const tsr_status_t status);
+TSR_API const char *tsr_status_message(const tsr_status_t status);
 /* Number of diagnostics the status carries (lines of its message); 0 for NULL. */
-size_t tsr_status_diagnostic_count(const tsr_status_t status);
-const char *tsr_status_code_name(tsr_status_code_t code);
-void tsr_status_free(tsr_status_t status);
+TSR_API size_t tsr_status_diagnostic_count(const tsr_status_t status);
+TSR_API const char *tsr_status_code_name(tsr_status_code_t code);
+TSR_API void tsr_status_free(tsr_status_t status);
 
 #define TSR_STATUS(code, ...) tsr_status_make((code), __FILE__, __LINE__, __VA_ARGS__)
 /* Propagate a failure to the caller. */
@@ -83,11 +90,11 @@ typedef enum tsr_dtype_class {
   TSR_CLASS_BOOL
 } tsr_dtype_class_t;
 
-const char *tsr_dtype_name(tsr_dtype_t dtype);
-size_t tsr_dtype_size(tsr_dtype_t dtype);
-tsr_dtype_class_t tsr_dtype_class(tsr_dtype_t dtype);
+TSR_API const char *tsr_dtype_name(tsr_dtype_t dtype);
+TSR_API size_t tsr_dtype_size(tsr_dtype_t dtype);
+TSR_API tsr_dtype_class_t tsr_dtype_class(tsr_dtype_t dtype);
 /* Looks a dtype up by its name ("f32", "bf16", ...); false if unknown. */
-bool tsr_dtype_from_name(const char *name, size_t len, tsr_dtype_t *out_dtype);
+TSR_API bool tsr_dtype_from_name(const char *name, size_t len, tsr_dtype_t *out_dtype);
 
 /* ---- Strings and locations --------------------------------------------- */
 
@@ -121,12 +128,12 @@ typedef struct tsr_array {
 } tsr_array_t;
 
 /* Allocates a zero-filled array; fails with TSR_OUT_OF_MEMORY on overflow. */
-tsr_status_t tsr_array_initialize(tsr_dtype_t dtype, uint32_t rank,
+TSR_API tsr_status_t tsr_array_initialize(tsr_dtype_t dtype, uint32_t rank,
                                   const int64_t *dims, tsr_array_t *out_array)
     TSR_MUST_USE;
-void tsr_array_deinitialize(tsr_array_t *array);
-int64_t tsr_array_element_count(const tsr_array_t *array);
-size_t tsr_array_byte_size(const tsr_array_t *array);
+TSR_API void tsr_array_deinitialize(tsr_array_t *array);
+TSR_API int64_t tsr_array_element_count(const tsr_array_t *array);
+TSR_API size_t tsr_array_byte_size(const tsr_array_t *array);
 
 /* ---- .npy files -------------------------------------------------------- */
 
@@ -136,11 +143,11 @@ size_t tsr_array_byte_size(const tsr_array_t *array);
  * `expect_dtype` < 0 accepts whatever the file holds; otherwise a u2/V2 file is
  * read as bf16 if asked for bf16, and any other mismatch is TSR_FORMAT_ERROR.
  * Errors name the file and say what was expected and found. */
-tsr_status_t tsr_npy_read(const char *path, int expect_dtype,
+TSR_API tsr_status_t tsr_npy_read(const char *path, int expect_dtype,
                           tsr_array_t *out_array) TSR_MUST_USE;
 /* Writes `array` to `path` atomically (temporary file + rename): on failure
  * nothing is left at `path`. bf16 is written as <V2 (numpy has no bf16). */
-tsr_status_t tsr_npy_write(const char *path, const tsr_array_t *array)
+TSR_API tsr_status_t tsr_npy_write(const char *path, const tsr_array_t *array)
     TSR_MUST_USE;
 
 #ifdef __cplusplus

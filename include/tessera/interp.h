@@ -36,9 +36,9 @@ typedef struct tsr_interp_options {
 } tsr_interp_options_t;
 
 /* Fills in the defaults above. */
-void tsr_interp_options_initialize(tsr_interp_options_t *options);
+TSR_API void tsr_interp_options_initialize(tsr_interp_options_t *options);
 /* VMEM bytes per core of a chip; false if the chip is unknown. */
-bool tsr_interp_chip_vmem_bytes(const char *chip, uint64_t *out_bytes);
+TSR_API bool tsr_interp_chip_vmem_bytes(const char *chip, uint64_t *out_bytes);
 
 typedef struct tsr_interp_program tsr_interp_program_t;
 
@@ -46,11 +46,11 @@ typedef struct tsr_interp_program tsr_interp_program_t;
  * resolves values to slots, compiles index maps, lays out buffers and checks
  * the VMEM budget (TSR_RESOURCE_EXHAUSTED). The program copies what it needs:
  * the module may be destroyed afterwards. */
-tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
+TSR_API tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
                                         const tsr_interp_options_t *options,
                                         tsr_interp_program_t **out_program)
     TSR_MUST_USE;
-void tsr_interp_program_destroy(tsr_interp_program_t *program);
+TSR_API void tsr_interp_program_destroy(tsr_interp_program_t *program);
 
 typedef struct tsr_interp_stats {
   uint64_t grid_steps;
@@ -68,7 +68,7 @@ typedef struct tsr_interp_stats {
  * its input). Kernel errors give TSR_KERNEL_ERROR carrying every diagnostic
  * (up to max_errors); outputs are then unspecified. `out_stats` may be NULL.
  * Thread-safe for concurrent runs of one program. */
-tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
+TSR_API tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
                                     tsr_array_t *const *operands,
                                     size_t num_operands,
                                     tsr_interp_stats_t *out_stats) TSR_MUST_USE;

@@ -113,51 +113,51 @@ typedef struct tsr_ir_operand_info {
 
 /* Parses .tsr text; `filename` names it in diagnostics. Does not verify.
  * TSR_PARSE_ERROR carries every diagnostic (file:line:col: error: ...). */
-tsr_status_t tsr_ir_module_parse(tsr_string_view_t filename,
+TSR_API tsr_status_t tsr_ir_module_parse(tsr_string_view_t filename,
                                  tsr_string_view_t text,
                                  tsr_ir_module_t **out_module) TSR_MUST_USE;
 /* Reads and parses a file (TSR_IO_ERROR if it cannot be read). */
-tsr_status_t tsr_ir_module_parse_file(const char *path,
+TSR_API tsr_status_t tsr_ir_module_parse_file(const char *path,
                                       tsr_ir_module_t **out_module) TSR_MUST_USE;
 /* An empty module for the builder; `filename` appears in diagnostics. */
-tsr_status_t tsr_ir_module_create(const char *filename,
+TSR_API tsr_status_t tsr_ir_module_create(const char *filename,
                                   tsr_ir_module_t **out_module) TSR_MUST_USE;
-void tsr_ir_module_destroy(tsr_ir_module_t *module);
+TSR_API void tsr_ir_module_destroy(tsr_ir_module_t *module);
 /* TSR_VERIFY_ERROR with every diagnostic found. */
-tsr_status_t tsr_ir_module_verify(const tsr_ir_module_t *module) TSR_MUST_USE;
+TSR_API tsr_status_t tsr_ir_module_verify(const tsr_ir_module_t *module) TSR_MUST_USE;
 /* Canonical text (caller frees with tsr_ir_string_free). NULL on OOM. */
-char *tsr_ir_module_print(const tsr_ir_module_t *module);
-char *tsr_ir_kernel_print(const tsr_ir_kernel_t *kernel);
-void tsr_ir_string_free(char *text);
+TSR_API char *tsr_ir_module_print(const tsr_ir_module_t *module);
+TSR_API char *tsr_ir_kernel_print(const tsr_ir_kernel_t *kernel);
+TSR_API void tsr_ir_string_free(char *text);
 
-size_t tsr_ir_module_kernel_count(const tsr_ir_module_t *module);
-tsr_ir_kernel_t *tsr_ir_module_kernel(const tsr_ir_module_t *module, size_t i);
+TSR_API size_t tsr_ir_module_kernel_count(const tsr_ir_module_t *module);
+TSR_API tsr_ir_kernel_t *tsr_ir_module_kernel(const tsr_ir_module_t *module, size_t i);
 /* NULL if there is no kernel of that name (without '@'). */
-tsr_ir_kernel_t *tsr_ir_module_find_kernel(const tsr_ir_module_t *module,
+TSR_API tsr_ir_kernel_t *tsr_ir_module_find_kernel(const tsr_ir_module_t *module,
                                            tsr_string_view_t name);
 
-const char *tsr_ir_kernel_name(const tsr_ir_kernel_t *kernel);
-size_t tsr_ir_kernel_operand_count(const tsr_ir_kernel_t *kernel);
-void tsr_ir_kernel_operand_info(const tsr_ir_kernel_t *kernel, size_t i,
+TSR_API const char *tsr_ir_kernel_name(const tsr_ir_kernel_t *kernel);
+TSR_API size_t tsr_ir_kernel_operand_count(const tsr_ir_kernel_t *kernel);
+TSR_API void tsr_ir_kernel_operand_info(const tsr_ir_kernel_t *kernel, size_t i,
                                 tsr_ir_operand_info_t *out_info);
 
 /* ---- The op table ------------------------------------------------------- */
 
-size_t tsr_ir_op_count(void);
-const char *tsr_ir_op_mnemonic(size_t opcode);
-const char *tsr_ir_op_synopsis(size_t opcode);
+TSR_API size_t tsr_ir_op_count(void);
+TSR_API const char *tsr_ir_op_mnemonic(size_t opcode);
+TSR_API const char *tsr_ir_op_synopsis(size_t opcode);
 /* Space-separated names of the op's flags ("pure reads map ..."). */
-const char *tsr_ir_op_flag_names(size_t opcode, char *buf, size_t buf_size);
+TSR_API const char *tsr_ir_op_flag_names(size_t opcode, char *buf, size_t buf_size);
 
 /* ---- Builder --------------------------------------------------------------
  * Builds the same modules the parser does: the parser itself is written on
  * these calls. Ops are appended at the end of `region` (the kernel body, an
  * index map, or a region of a control-flow op). */
 
-tsr_status_t tsr_ir_kernel_create(tsr_ir_module_t *module, const char *name,
+TSR_API tsr_status_t tsr_ir_kernel_create(tsr_ir_module_t *module, const char *name,
                                   tsr_ir_kernel_t **out_kernel) TSR_MUST_USE;
 /* Grid of `rank` dims; `semantics` may be NULL (all arbitrary). */
-tsr_status_t tsr_ir_kernel_set_grid(tsr_ir_kernel_t *kernel, uint32_t rank,
+TSR_API tsr_status_t tsr_ir_kernel_set_grid(tsr_ir_kernel_t *kernel, uint32_t rank,
                                     const int64_t *dims,
                                     const tsr_ir_dim_semantics_t *semantics)
     TSR_MUST_USE;
@@ -181,12 +181,12 @@ typedef struct tsr_ir_operand_params {
  * arguments are the grid indices (i32); build ops in it ending with `yield`
  * of one i32 block index per array dimension. out_ref receives the value the
  * body uses. Either out pointer may be NULL. */
-tsr_status_t tsr_ir_kernel_add_operand(tsr_ir_kernel_t *kernel,
+TSR_API tsr_status_t tsr_ir_kernel_add_operand(tsr_ir_kernel_t *kernel,
                                        const tsr_ir_operand_params_t *params,
                                        tsr_ir_value_t **out_ref,
                                        tsr_ir_region_t **out_index_map)
     TSR_MUST_USE;
-tsr_ir_region_t *tsr_ir_kernel_body(tsr_ir_kernel_t *kernel);
+TSR_API tsr_ir_region_t *tsr_ir_kernel_body(tsr_ir_kernel_t *kernel);
 
 /* Everything an op can carry; unused fields stay zero. See docs/ir.md for
  * which op uses which attribute. Region arguments of control-flow ops (for:
@@ -216,20 +216,20 @@ typedef struct tsr_ir_op_params {
 
 /* Appends an op to `region`; TSR_INVALID_ARGUMENT for an unknown mnemonic or
  * a wrong operand/result/region count (types are checked by the verifier). */
-tsr_status_t tsr_ir_build_op(tsr_ir_kernel_t *kernel, tsr_ir_region_t *region,
+TSR_API tsr_status_t tsr_ir_build_op(tsr_ir_kernel_t *kernel, tsr_ir_region_t *region,
                              const tsr_ir_op_params_t *params,
                              tsr_ir_op_t **out_op) TSR_MUST_USE;
-tsr_ir_value_t *tsr_ir_op_result(const tsr_ir_op_t *op, uint32_t i);
-tsr_ir_region_t *tsr_ir_op_region(const tsr_ir_op_t *op, uint32_t i);
-tsr_ir_value_t *tsr_ir_region_arg(const tsr_ir_region_t *region, uint32_t i);
+TSR_API tsr_ir_value_t *tsr_ir_op_result(const tsr_ir_op_t *op, uint32_t i);
+TSR_API tsr_ir_region_t *tsr_ir_op_region(const tsr_ir_op_t *op, uint32_t i);
+TSR_API tsr_ir_value_t *tsr_ir_region_arg(const tsr_ir_region_t *region, uint32_t i);
 
 /* Type constructors. */
-tsr_ir_type_t tsr_ir_type_scalar(tsr_dtype_t dtype);
-tsr_ir_type_t tsr_ir_type_vector(tsr_dtype_t dtype, uint32_t rank,
+TSR_API tsr_ir_type_t tsr_ir_type_scalar(tsr_dtype_t dtype);
+TSR_API tsr_ir_type_t tsr_ir_type_vector(tsr_dtype_t dtype, uint32_t rank,
                                  const int64_t *dims);
-tsr_ir_type_t tsr_ir_type_ref(tsr_ir_space_t space, tsr_dtype_t dtype,
+TSR_API tsr_ir_type_t tsr_ir_type_ref(tsr_ir_space_t space, tsr_dtype_t dtype,
                               uint32_t rank, const int64_t *dims);
-tsr_ir_type_t tsr_ir_type_sem(tsr_ir_sem_kind_t kind, uint32_t rank,
+TSR_API tsr_ir_type_t tsr_ir_type_sem(tsr_ir_sem_kind_t kind, uint32_t rank,
                               const int64_t *dims);
 
 #ifdef __cplusplus

@@ -14,13 +14,13 @@ extern "C" {
 
 /* Parses and verifies a .tsr file. Diagnostics (TSR_IO_ERROR,
  * TSR_PARSE_ERROR, TSR_VERIFY_ERROR) carry file:line:col. */
-tsr_status_t tsr_runtime_load_file(const char *path,
+TSR_API tsr_status_t tsr_runtime_load_file(const char *path,
                                    tsr_ir_module_t **out_module) TSR_MUST_USE;
 
 /* Picks the kernel named `name` (without '@'), or the only kernel when name is
  * NULL. TSR_NOT_FOUND lists the kernels there are; TSR_INVALID_ARGUMENT when
  * name is NULL and the module has several. */
-tsr_status_t tsr_runtime_select_kernel(const tsr_ir_module_t *module,
+TSR_API tsr_status_t tsr_runtime_select_kernel(const tsr_ir_module_t *module,
                                        const char *name,
                                        tsr_ir_kernel_t **out_kernel) TSR_MUST_USE;
 
@@ -28,7 +28,7 @@ tsr_status_t tsr_runtime_select_kernel(const tsr_ir_module_t *module,
  * floats uniform in [-1, 1) (rounded to the dtype), signed integers in
  * [-100, 100], unsigned in [0, 200], i1 fair coin. Scalar-prefetch operands
  * get values in [0, 8) since they usually index blocks. */
-tsr_status_t tsr_runtime_random_array(const tsr_ir_operand_info_t *info,
+TSR_API tsr_status_t tsr_runtime_random_array(const tsr_ir_operand_info_t *info,
                                       uint64_t seed,
                                       tsr_array_t *out_array) TSR_MUST_USE;
 
