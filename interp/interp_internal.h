@@ -5,6 +5,8 @@
 #ifndef TESSERA_INTERP_INTERNAL_H
 #define TESSERA_INTERP_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "interp/blockops.h"
 #include "ir/ir.h"
 #include "tessera/interp.h"
@@ -80,6 +82,7 @@ typedef struct insn {
   uint8_t rdtype;    /* result dtype */
   uint8_t bcast;     /* tsr_bcast_t, binary ops; select: bit0 cond, bit1 a, bit2 b scalar */
   uint8_t flags;     /* TSR_OPF_* subset */
+  uint8_t forward;   /* the next insn stores this result: write it in place */
   uint32_t site;     /* index in program->sites: where it came from */
   uint32_t r, a, b, c; /* value ids */
   uint32_t target;   /* jump target */
@@ -146,6 +149,15 @@ typedef struct operand_plan {
   uint32_t site;
 } operand_plan_t;
 
+/* Memory of a run that is worth keeping for the next run of the program
+ * (fresh pages cost a page fault each: ~3,500 per run of a 64 MiB add). */
+typedef struct run_memory {
+  uint8_t *frame;
+  uint8_t *vmem;
+  uint8_t *vmem_shadow;
+  uint8_t **hbm_shadow; /* per operand plan */
+} run_memory_t;
+
 struct tsr_interp_program {
   tsr_arena_t arena;
   tsr_interp_options_t options;
@@ -181,13 +193,21 @@ struct tsr_interp_program {
   uint32_t num_bound;    /* arrays the caller passes (= num_operands) */
 
   uint64_t vmem_budget, vmem_used, smem_used, smem_budget;
+  /* One spare run_memory_t, taken and returned atomically by runs (a cache:
+   * the program stays logically immutable and thread-safe). */
+  _Atomic(run_memory_t *) spare;
 };
 
 /* One run's state. */
 typedef struct run_ref {
   uint8_t *data;
-  uint8_t *shadow; /* 1 byte per element: written? NULL when unchecked */
+  uint8_t *shadow;   /* 1 byte per element: written? NULL when unchecked */
+  bool pending_fill; /* an output block not yet filled with the uninitialized
+                        value: filled on first partial access, skipped when
+                        the first access is a store of the whole block */
 } run_ref_t;
+
+
 
 typedef struct run {
   const tsr_interp_program_t *p;
@@ -198,6 +218,8 @@ typedef struct run {
   run_ref_t *refs;
   uint8_t **hbm;        /* per operand plan: HBM array data */
   uint8_t **hbm_shadow; /* per operand plan: outputs only (checked runs) */
+  run_memory_t *memory; /* owns frame, vmem, vmem_shadow and hbm_shadow */
+  uint8_t *forward;     /* where the next result goes (store forwarding), or NULL */
   int64_t *cur_block;   /* per operand plan x rank: block index this step */
   int64_t *prev_block;  /* per operand plan x rank: the previous step's */
   bool *block_valid;    /* per operand plan: cur_block in range */

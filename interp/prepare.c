@@ -11,6 +11,7 @@ typedef struct prep {
   tsr_interp_program_t *p;
   const tsr_kernel_t *k;
   tsr_value_t **by_id; /* value id -> value */
+  uint32_t *uses;      /* value id -> number of operand uses */
   tsr_diag_list_t *diags;
 } prep_t;
 
@@ -59,6 +60,47 @@ static uint32_t *ids_alloc(prep_t *ps, uint32_t count) {
 }
 
 /* ---- Value and ref discovery ---- */
+
+static void count_uses(prep_t *ps, const tsr_region_t *r) {
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    for (uint32_t i = 0; i < op->num_operands; i++)
+      if (op->operands[i]->id < ps->k->num_values) ps->uses[op->operands[i]->id]++;
+    for (uint32_t i = 0; i < op->num_regions; i++) count_uses(ps, &op->regions[i]);
+  }
+}
+
+/* Store forwarding: `%v = OP ..` directly followed by `store %ref[..], %v`
+ * (no mask), with %v used nowhere else, lets OP write into the ref and the
+ * store skip its copy. Measured on a 64 MiB elementwise add: one fewer full
+ * pass over the block. Only ops that compile to exactly one instruction
+ * writing a fresh result qualify. */
+static bool forwards_to_store(const prep_t *ps, const tsr_op_t *op) {
+  const tsr_op_t *st = op->next;
+  if (!st || st->opcode != TSR_OP_STORE || (st->flags & TSR_OPF_MASK)) return false;
+  if (op->num_results != 1 || st->operands[1] != op->results[0]) return false;
+  if (op->results[0]->type.kind != TSR_TYPE_VECTOR) return false;
+  if (ps->uses[op->results[0]->id] != 1) return false;
+  switch (tsr_op_table[op->opcode].syntax) {
+    case TSR_SYN_UNARY:
+    case TSR_SYN_BINARY:
+      return true;
+    default:
+      break;
+  }
+  switch (op->opcode) {
+    case TSR_OP_LOAD:
+      return !(op->flags & TSR_OPF_MASK);
+    case TSR_OP_SELECT: case TSR_OP_CONVERT: case TSR_OP_BROADCAST:
+    case TSR_OP_TRANSPOSE: case TSR_OP_DOT: case TSR_OP_IOTA: case TSR_OP_SLICE:
+    case TSR_OP_CONCATENATE: case TSR_OP_ROLL: case TSR_OP_GATHER:
+    case TSR_OP_REDUCE_SUM: case TSR_OP_REDUCE_MAX: case TSR_OP_REDUCE_MIN:
+    case TSR_OP_REDUCE_PROD: case TSR_OP_REDUCE_AND: case TSR_OP_REDUCE_OR:
+    case TSR_OP_ARGMAX: case TSR_OP_ARGMIN:
+      return true;
+    default:
+      return false;
+  }
+}
 
 static void note_value(prep_t *ps, tsr_value_t *v) {
   if (v && v->id < ps->k->num_values) ps->by_id[v->id] = v;
@@ -472,7 +514,10 @@ static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
       *out_term = op;
       continue;
     }
+    uint32_t before = ps->p->code_size;
     TSR_RETURN_IF_ERROR(compile_op(ps, op));
+    if (ps->p->code_size == before + 1 && forwards_to_store(ps, op))
+      ps->p->code[before].forward = 1;
   }
   return NULL;
 }
@@ -671,6 +716,9 @@ static tsr_status_t prepare(prep_t *ps) {
   /* Values. */
   p->num_values = k->num_values;
   ps->by_id = tsr_calloc(k->num_values ? k->num_values : 1, sizeof *ps->by_id);
+  ps->uses = tsr_calloc(k->num_values ? k->num_values : 1, sizeof *ps->uses);
+  if (!ps->uses) return TSR_OOM();
+  count_uses(ps, &k->body);
   p->values = tsr_arena_alloc_array(A, k->num_values + 1, sizeof *p->values);
   p->value_ref = tsr_arena_alloc_array(A, k->num_values + 1, sizeof *p->value_ref);
   if (!ps->by_id || !p->values || !p->value_ref) return TSR_OOM();
@@ -807,6 +855,7 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
   tsr_interp_program_t *p = tsr_calloc(1, sizeof *p);
   if (!p) return TSR_OOM();
   tsr_arena_initialize(&p->arena);
+  atomic_init(&p->spare, NULL);
   if (options) {
     p->options = *options;
   } else {
@@ -817,6 +866,7 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
   prep_t ps = {.p = p, .k = kernel};
   tsr_status_t s = prepare(&ps);
   tsr_free(ps.by_id);
+  tsr_free(ps.uses);
   if (s) {
     tsr_interp_program_destroy(p);
     return s;
@@ -834,6 +884,15 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
 
 void tsr_interp_program_destroy(tsr_interp_program_t *program) {
   if (!program) return;
+  run_memory_t *m = atomic_exchange(&program->spare, NULL);
+  if (m) {
+    for (uint32_t j = 0; j < program->num_operands; j++) tsr_free(m->hbm_shadow[j]);
+    tsr_free(m->hbm_shadow);
+    tsr_free(m->frame);
+    tsr_free(m->vmem);
+    tsr_free(m->vmem_shadow);
+    tsr_free(m);
+  }
   tsr_free(program->code);
   tsr_free(program->sites);
   tsr_arena_deinitialize(&program->arena);

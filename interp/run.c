@@ -67,6 +67,26 @@ static void fill_uninit(const run_t *run, tsr_dtype_t dtype, void *dst, uint64_t
   tsr_blockops_fill(tsr_dtype_size(dtype), dst, elem, n);
 }
 
+/* Where an instruction writes its result: the store target when forwarded
+ * (see forwards_to_store in prepare.c), else the value's own buffer. */
+static inline void *result_ptr(run_t *run, const insn_t *in) {
+  void *p = run->forward;
+  if (p) {
+    run->forward = NULL;
+    return p;
+  }
+  return own(run, in->r);
+}
+
+/* Gives a lazily filled output block its uninitialized contents. */
+static void materialize(run_t *run, uint32_t ref) {
+  run_ref_t *rr = &run->refs[ref];
+  if (!rr->pending_fill) return;
+  const ref_info_t *ri = &run->p->refs[ref];
+  fill_uninit(run, (tsr_dtype_t)ri->dtype, rr->data, ri->elements);
+  rr->pending_fill = false;
+}
+
 /* Calls fn on each contiguous-inner row of a strided view. */
 typedef struct view {
   uint8_t *base;    /* element (0, .., 0) */
@@ -128,11 +148,11 @@ static void view_index_text(const view_t *v, const int64_t *ref_origin, uint32_t
 }
 
 /* Resolves the view of a load/store/slice. On an out-of-bounds index reports
- * and returns false. */
-static bool resolve_view(run_t *run, const insn_t *in, const view_plan_t *vp,
-                         const char *what_name, uint8_t *data, uint8_t *shadow,
-                         size_t elem_size, view_t *out, int64_t *origin,
-                         int64_t *step) {
+ * (unless quiet) and returns false. */
+static bool resolve_view_q(run_t *run, const insn_t *in, const view_plan_t *vp,
+                           const char *what_name, uint8_t *data, uint8_t *shadow,
+                           size_t elem_size, view_t *out, int64_t *origin,
+                           int64_t *step, bool quiet) {
   int64_t strides[TSR_MAX_RANK];
   tsr_blockops_dense_strides(vp->rank, vp->dims, strides);
   int64_t offset = 0;
@@ -142,6 +162,7 @@ static bool resolve_view(run_t *run, const insn_t *in, const view_plan_t *vp,
     int64_t start = ix->value != NO_VALUE ? read_i32(run, ix->value) : ix->start;
     int64_t last = start + (ix->size - 1) * ix->stride;
     if (start < 0 || last >= vp->dims[d] || ix->size < 1) {
+      if (quiet) return false;
       char shape[96];
       format_dims(shape, sizeof shape, vp->dims, vp->rank);
       if (ix->kind == TSR_INDEX_POINT)
@@ -169,6 +190,20 @@ static bool resolve_view(run_t *run, const insn_t *in, const view_plan_t *vp,
   out->base = data + offset * (int64_t)elem_size;
   out->shadow = shadow ? shadow + offset : NULL;
   return true;
+}
+
+static bool resolve_view(run_t *run, const insn_t *in, const view_plan_t *vp,
+                         const char *what_name, uint8_t *data, uint8_t *shadow,
+                         size_t elem_size, view_t *out, int64_t *origin,
+                         int64_t *step) {
+  return resolve_view_q(run, in, vp, what_name, data, shadow, elem_size, out,
+                        origin, step, false);
+}
+
+static int64_t view_count(const view_t *v) {
+  int64_t n = 1;
+  for (uint32_t i = 0; i < v->rank; i++) n *= v->dims[i];
+  return n;
 }
 
 static bool view_is_dense(const view_t *v) {
@@ -203,8 +238,10 @@ static void do_load(run_t *run, const insn_t *in) {
   int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
   char name[80];
   snprintf(name, sizeof name, "%%%s", ri->name);
-  void *dst = own(run, in->r);
+  bool forwarded = run->forward != NULL;
+  void *dst = result_ptr(run, in);
   run->vals[in->r] = dst;
+  materialize(run, vp->ref);
   if (!resolve_view(run, in, vp, name, rr->data, rr->shadow, es, &v, origin, step)) {
     fill_uninit(run, (tsr_dtype_t)ri->dtype, dst, (uint64_t)in->n);
     return;
@@ -236,7 +273,7 @@ static void do_load(run_t *run, const insn_t *in) {
     int64_t bad = view_first_unwritten(&v);
     if (bad >= 0) report_unwritten(run, in, ri, &v, origin, step, bad);
   }
-  if (!ri->written && view_is_dense(&v)) {
+  if (!ri->written && !forwarded && view_is_dense(&v)) {
     /* The ref never changes during a step: the value can borrow its memory.
      * Saves a full copy per load of input blocks (measured: elementwise add
      * goes from 3 to 2 passes over memory). */
@@ -260,9 +297,19 @@ static void do_store(run_t *run, const insn_t *in) {
   int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
   char name[80];
   snprintf(name, sizeof name, "%%%s", ri->name);
-  if (!resolve_view(run, in, vp, name, rr->data, rr->shadow, es, &v, origin, step))
+  if (!resolve_view(run, in, vp, name, rr->data, rr->shadow, es, &v, origin, step)) {
+    materialize(run, vp->ref);
     return;
+  }
   const uint8_t *src = run->vals[in->b];
+  if (rr->pending_fill) {
+    /* A first store that covers the whole block makes the fill moot. */
+    if (vp->mask != NO_VALUE || !view_is_dense(&v) || v.base != rr->data ||
+        view_count(&v) != (int64_t)ri->elements)
+      materialize(run, vp->ref);
+    else
+      rr->pending_fill = false;
+  }
   if (vp->mask != NO_VALUE) {
     const uint8_t *mask = run->vals[vp->mask];
     int64_t idx[TSR_MAX_RANK] = {0};
@@ -288,7 +335,8 @@ static void do_store(run_t *run, const insn_t *in) {
   } else {
     tsr_blockops_dense_strides(v.rank, v.dims, sstr);
   }
-  tsr_blockops_copy(es, v.rank, v.dims, v.base, v.strides, src, sstr);
+  if (src != v.base) /* else the value was computed in place (forwarded) */
+    tsr_blockops_copy(es, v.rank, v.dims, v.base, v.strides, src, sstr);
   if (v.shadow) {
     int64_t zero[TSR_MAX_RANK] = {0};
     tsr_blockops_copy(1, v.rank, v.dims, v.shadow, v.strides, &one_byte, zero);
@@ -300,7 +348,7 @@ static void do_slice(run_t *run, const insn_t *in) {
   size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
   view_t v;
   int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
-  void *dst = own(run, in->r);
+  void *dst = result_ptr(run, in);
   run->vals[in->r] = dst;
   if (!resolve_view(run, in, vp, "the value", run->vals[in->a], NULL, es, &v, origin,
                     step))
@@ -400,6 +448,27 @@ static void scope_enter(run_t *run, const insn_t *in) {
   }
 }
 
+/* Store forwarding: when the store after this instruction targets a dense,
+ * in-bounds view, the instruction writes its result there directly. */
+static void prepare_forward(run_t *run, const insn_t *store) {
+  const view_plan_t *vp = store->plan;
+  run_ref_t *rr = &run->refs[vp->ref];
+  const ref_info_t *ri = &run->p->refs[vp->ref];
+  view_t v;
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+  if (!resolve_view_q(run, store, vp, "", rr->data, rr->shadow,
+                      tsr_dtype_size((tsr_dtype_t)ri->dtype), &v, origin, step, true) ||
+      !view_is_dense(&v))
+    return; /* the store will copy (and report any error) */
+  if (rr->pending_fill) {
+    if (v.base == rr->data && view_count(&v) == (int64_t)ri->elements)
+      rr->pending_fill = false; /* the whole block is about to be written */
+    else
+      materialize(run, vp->ref);
+  }
+  run->forward = v.base;
+}
+
 /* ---- The instruction loop ---- */
 
 static void exec(run_t *run, uint32_t pc) {
@@ -410,6 +479,7 @@ static void exec(run_t *run, uint32_t pc) {
   for (;;) {
     const insn_t *in = &code[pc++];
     ops++;
+    if (in->forward) prepare_forward(run, in + 1);
     switch (in->code) {
 #define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, text) \
   case TSR_OP_##E:                                                    \
@@ -439,7 +509,7 @@ static void exec(run_t *run, uint32_t pc) {
           if (run->aborted) goto out;
           continue;
         }
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         memcpy(vals[in->r], &lo, 4);
         if (!(lo < hi)) pc = in->target;
         continue;
@@ -480,32 +550,32 @@ static void exec(run_t *run, uint32_t pc) {
       case TSR_OP_PROGRAM_ID: {
         const shape_plan_t *sp = in->plan;
         int32_t v = (int32_t)run->point[sp->axis];
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         memcpy(vals[in->r], &v, 4);
         break;
       }
       case TSR_OP_NUM_PROGRAMS: {
         const shape_plan_t *sp = in->plan;
         int32_t v = (int32_t)p->grid[sp->axis];
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         memcpy(vals[in->r], &v, 4);
         break;
       }
       case TSR_OP_IOTA: {
         const shape_plan_t *sp = in->plan;
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         tsr_blockops_iota((tsr_dtype_t)in->rdtype, vals[in->r], sp->rank, sp->dims,
                           sp->axis);
         break;
       }
       case TSR_OP_SELECT:
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         tsr_blockops_select(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
                             vals[in->a], in->bcast & 1, vals[in->b], in->bcast & 2,
                             vals[in->c], in->bcast & 4, (size_t)in->n);
         break;
       case TSR_OP_CONVERT:
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         tsr_blockops_convert((tsr_dtype_t)in->rdtype, vals[in->r],
                              (tsr_dtype_t)in->dtype, vals[in->a], (size_t)in->n);
         break;
@@ -514,7 +584,7 @@ static void exec(run_t *run, uint32_t pc) {
         const shape_plan_t *sp = in->plan;
         int64_t dstr[TSR_MAX_RANK];
         tsr_blockops_dense_strides(sp->rank, sp->dims, dstr);
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         tsr_blockops_copy(tsr_dtype_size((tsr_dtype_t)in->rdtype), sp->rank, sp->dims,
                           vals[in->r], dstr, vals[in->a], sp->src_strides);
         break;
@@ -524,7 +594,7 @@ static void exec(run_t *run, uint32_t pc) {
         size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
         int64_t dstr[TSR_MAX_RANK];
         tsr_blockops_dense_strides(sp->rank, sp->dims, dstr);
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         int64_t offset = 0;
         for (uint32_t i = 0; i < sp->num_operands; i++) {
           uint32_t id = sp->operands[i];
@@ -545,7 +615,7 @@ static void exec(run_t *run, uint32_t pc) {
       }
       case TSR_OP_ROLL: {
         const shape_plan_t *sp = in->plan;
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         tsr_blockops_roll(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
                           vals[in->a], sp->src_rank, sp->src_dims, sp->axis,
                           read_i32(run, in->b));
@@ -553,7 +623,7 @@ static void exec(run_t *run, uint32_t pc) {
       }
       case TSR_OP_GATHER: {
         const shape_plan_t *sp = in->plan;
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         int64_t bad = tsr_blockops_gather(tsr_dtype_size((tsr_dtype_t)in->rdtype),
                                           vals[in->r], vals[in->a], vals[in->b],
                                           sp->rank, sp->dims, sp->axis,
@@ -578,7 +648,7 @@ static void exec(run_t *run, uint32_t pc) {
       case TSR_OP_REDUCE_AND:
       case TSR_OP_REDUCE_OR: {
         const shape_plan_t *sp = in->plan;
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         tsr_blockops_reduce((tsr_opcode_t)in->code, (tsr_dtype_t)in->dtype, vals[in->r],
                             vals[in->a], sp->src_rank, sp->src_dims, sp->axes_mask);
         break;
@@ -586,7 +656,7 @@ static void exec(run_t *run, uint32_t pc) {
       case TSR_OP_ARGMAX:
       case TSR_OP_ARGMIN: {
         const shape_plan_t *sp = in->plan;
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         tsr_blockops_argreduce((tsr_opcode_t)in->code, (tsr_dtype_t)in->dtype,
                                vals[in->r], vals[in->a], sp->src_rank, sp->src_dims,
                                sp->axis);
@@ -594,7 +664,7 @@ static void exec(run_t *run, uint32_t pc) {
       }
       case TSR_OP_DOT: {
         const shape_plan_t *sp = in->plan;
-        vals[in->r] = own(run, in->r);
+        vals[in->r] = result_ptr(run, in);
         tsr_blockops_dot((tsr_dtype_t)in->rdtype, vals[in->r], (tsr_dtype_t)in->dtype,
                          vals[in->a], vals[in->b],
                          in->c != NO_VALUE ? vals[in->c] : NULL, sp->m, sp->k, sp->n,
@@ -618,11 +688,11 @@ static void exec(run_t *run, uint32_t pc) {
     continue;
 
   unary:
-    vals[in->r] = own(run, in->r);
+    vals[in->r] = result_ptr(run, in);
     in->fn.unary(vals[in->r], vals[in->a], (size_t)in->n);
     continue;
   binary:
-    vals[in->r] = own(run, in->r);
+    vals[in->r] = result_ptr(run, in);
     in->fn.binary(vals[in->r], vals[in->a], vals[in->b], (size_t)in->n,
                   (tsr_bcast_t)in->bcast);
     continue;
@@ -781,8 +851,10 @@ static void begin_out_block(run_t *run, uint32_t j) {
       if (ri->shadowed) rr->shadow = run->hbm_shadow[j] + off;
     }
   }
-  /* Output blocks start uninitialized: they are not copied in. */
-  fill_uninit(run, (tsr_dtype_t)ri->dtype, rr->data, ri->elements);
+  /* Output blocks start uninitialized: they are not copied in. The fill is
+   * lazy: a first store of the whole block makes it unnecessary (measured:
+   * one full write pass fewer per block in an elementwise kernel). */
+  rr->pending_fill = true;
   if (rr->shadow) memset(rr->shadow, 0, ri->elements);
 }
 
@@ -793,6 +865,7 @@ static void copy_out(run_t *run, uint32_t j) {
   run_ref_t *rr = &run->refs[op->ref];
   const int64_t *b = &run->cur_block[j * TSR_MAX_RANK];
   size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  materialize(run, op->ref);
   if (!run->block_valid[j]) return;
   run->stats.blocks_copied_out++;
   run->stats.bytes_copied += ri->elements * es;
@@ -844,12 +917,15 @@ static void check_outputs(run_t *run) {
     const operand_plan_t *op = &p->operands[j];
     if (op->role != TSR_ROLE_OUT || !run->hbm_shadow[j]) continue;
     const uint8_t *s = run->hbm_shadow[j];
-    uint64_t missing = 0, first = 0;
-    for (uint64_t i = 0; i < op->array_elements; i++) {
-      if (!s[i]) {
-        if (!missing) first = i;
-        missing++;
-      }
+    const uint8_t *z = memchr(s, 0, op->array_elements);
+    if (!z) continue; /* the common case: one fast scan */
+    uint64_t first = (uint64_t)(z - s), missing = 0;
+    const ref_info_t *ri = &p->refs[op->ref];
+    size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+    for (uint64_t i = first; i < op->array_elements; i++) {
+      if (s[i]) continue;
+      missing++;
+      fill_uninit(run, (tsr_dtype_t)ri->dtype, run->hbm[j] + i * es, 1);
     }
     if (missing) {
       int64_t idx[TSR_MAX_RANK];
@@ -940,6 +1016,43 @@ static tsr_status_t check_operand(const tsr_interp_program_t *p, uint32_t j,
                     a ? tsr_dtype_name(a->dtype) : "no array", a ? got : "");
 }
 
+static void run_memory_free(run_memory_t *m, uint32_t num_operands) {
+  if (!m) return;
+  if (m->hbm_shadow)
+    for (uint32_t j = 0; j < num_operands; j++) tsr_free(m->hbm_shadow[j]);
+  tsr_free(m->hbm_shadow);
+  tsr_free(m->frame);
+  tsr_free(m->vmem);
+  tsr_free(m->vmem_shadow);
+  tsr_free(m);
+}
+
+/* The program's spare run memory, or a new one. Contents are garbage. */
+static run_memory_t *run_memory_take(const tsr_interp_program_t *p) {
+  run_memory_t *m = atomic_exchange(&((tsr_interp_program_t *)p)->spare, NULL);
+  if (m) return m;
+  m = tsr_calloc(1, sizeof *m);
+  if (!m) return NULL;
+  m->frame = tsr_aligned_alloc(64, p->frame_bytes + 64);
+  m->vmem = tsr_aligned_alloc(64, p->vmem_bytes + 64);
+  m->hbm_shadow = tsr_calloc(p->num_operands + 1, sizeof *m->hbm_shadow);
+  bool ok = m->frame && m->vmem && m->hbm_shadow;
+  if (ok && p->options.check) {
+    m->vmem_shadow = tsr_aligned_alloc(64, p->vmem_bytes + 64);
+    ok = m->vmem_shadow != NULL;
+    for (uint32_t j = 0; ok && j < p->num_operands; j++) {
+      if (p->operands[j].role != TSR_ROLE_OUT) continue;
+      m->hbm_shadow[j] = tsr_malloc(p->operands[j].array_elements + 1);
+      ok = m->hbm_shadow[j] != NULL;
+    }
+  }
+  if (!ok) {
+    run_memory_free(m, p->num_operands);
+    return NULL;
+  }
+  return m;
+}
+
 static void run_free(run_t *run) {
   if (run->visited) {
     for (uint32_t j = 0; j < run->p->num_operands; j++) {
@@ -950,22 +1063,23 @@ static void run_free(run_t *run) {
       }
     }
   }
-  if (run->hbm_shadow)
-    for (uint32_t j = 0; j < run->p->num_operands; j++) tsr_free(run->hbm_shadow[j]);
+  if (run->memory) {
+    /* Keep the memory for the next run unless another run already did. */
+    run_memory_t *expected = NULL;
+    tsr_interp_program_t *p = (tsr_interp_program_t *)run->p;
+    if (!atomic_compare_exchange_strong(&p->spare, &expected, run->memory))
+      run_memory_free(run->memory, p->num_operands);
+  }
   if (run->perm)
     for (uint32_t d = 0; d < run->p->grid_rank; d++) tsr_free(run->perm[d]);
   tsr_free(run->perm);
   tsr_free(run->visited);
-  tsr_free(run->hbm_shadow);
   tsr_free(run->hbm);
   tsr_free(run->cur_block);
   tsr_free(run->prev_block);
   tsr_free(run->block_valid);
   tsr_free(run->refs);
   tsr_free(run->vals);
-  tsr_free(run->frame);
-  tsr_free(run->vmem);
-  tsr_free(run->vmem_shadow);
   tsr_free(run->site_reported);
   tsr_diag_list_deinitialize(&run->diags);
 }
@@ -973,26 +1087,24 @@ static void run_free(run_t *run) {
 static tsr_status_t run_setup(run_t *run, tsr_array_t *const *operands) {
   const tsr_interp_program_t *p = run->p;
   uint32_t nops = p->num_operands;
-  run->frame = tsr_aligned_alloc(64, p->frame_bytes + 64);
+  run->memory = run_memory_take(p);
+  if (!run->memory) return TSR_OOM();
+  run->frame = run->memory->frame;
+  run->vmem = run->memory->vmem;
+  run->vmem_shadow = run->memory->vmem_shadow;
+  run->hbm_shadow = run->memory->hbm_shadow;
   run->vals = tsr_calloc(p->num_values + 1, sizeof *run->vals);
-  run->vmem = tsr_aligned_alloc(64, p->vmem_bytes + 64);
   run->refs = tsr_calloc(p->num_refs + 1, sizeof *run->refs);
   run->hbm = tsr_calloc(nops + 1, sizeof *run->hbm);
-  run->hbm_shadow = tsr_calloc(nops + 1, sizeof *run->hbm_shadow);
   run->cur_block = tsr_calloc((size_t)(nops + 1) * TSR_MAX_RANK, sizeof(int64_t));
   run->prev_block = tsr_calloc((size_t)(nops + 1) * TSR_MAX_RANK, sizeof(int64_t));
   run->block_valid = tsr_calloc(nops + 1, sizeof *run->block_valid);
   run->visited = tsr_calloc(nops + 1, sizeof *run->visited);
   run->perm = tsr_calloc(p->grid_rank + 1, sizeof *run->perm);
   run->site_reported = tsr_calloc(p->num_sites + 1, 1);
-  if (!run->frame || !run->vals || !run->vmem || !run->refs || !run->hbm ||
-      !run->hbm_shadow || !run->cur_block || !run->prev_block || !run->block_valid ||
+  if (!run->vals || !run->refs || !run->hbm || !run->cur_block || !run->prev_block || !run->block_valid ||
       !run->visited || !run->perm || !run->site_reported)
     return TSR_OOM();
-  if (p->options.check) {
-    run->vmem_shadow = tsr_calloc(p->vmem_bytes + 64, 1);
-    if (!run->vmem_shadow) return TSR_OOM();
-  }
   /* Values start at their own buffers; consts are filled once. */
   for (uint32_t i = 0; i < p->num_values; i++) run->vals[i] = own(run, i);
   for (uint32_t i = 0; i < p->num_consts; i++) {
@@ -1003,14 +1115,16 @@ static tsr_status_t run_setup(run_t *run, tsr_array_t *const *operands) {
     tsr_blockops_literal((tsr_dtype_t)vi->dtype, p->const_literals[i], elem);
     tsr_blockops_fill(es, own(run, id), elem, vi->bytes / es);
   }
-  /* Refs: own buffers, uninitialized; scratch and scoped shadows cleared. */
+  /* Refs: own buffers. Scratch starts uninitialized with a clear shadow;
+   * block buffers are set up by the pipeline, scoped ones at scope entry. */
   for (uint32_t i = 0; i < p->num_refs; i++) {
     const ref_info_t *ri = &p->refs[i];
     if (!ri->has_buffer) continue; /* hbm/any: set from the arrays below */
     run->refs[i].data = run->vmem + ri->offset;
     run->refs[i].shadow = ri->shadowed ? run->vmem_shadow + ri->offset : NULL;
-    if (!ri->is_sem)
-      fill_uninit(run, (tsr_dtype_t)ri->dtype, run->refs[i].data, ri->elements);
+    if (ri->is_sem || ri->role != TSR_ROLE_SCRATCH) continue;
+    fill_uninit(run, (tsr_dtype_t)ri->dtype, run->refs[i].data, ri->elements);
+    if (run->refs[i].shadow) memset(run->refs[i].shadow, 0, ri->elements);
   }
   /* HBM: inputs are the caller's arrays; outputs are written in place. */
   for (uint32_t j = 0; j < nops; j++) {
@@ -1025,14 +1139,13 @@ static tsr_status_t run_setup(run_t *run, tsr_array_t *const *operands) {
       if (op->alias >= 0) {
         memcpy(run->hbm[j], run->hbm[op->alias], bytes);
         run->hbm[op->alias] = run->hbm[j]; /* shared HBM buffer */
-      } else {
+      } else if (!p->options.check) {
+        /* With checks on, never-written elements are found through the
+         * shadow and filled at the end (check_outputs): no pass here. */
         fill_uninit(run, (tsr_dtype_t)ri->dtype, run->hbm[j], op->array_elements);
       }
-      if (p->options.check) {
-        run->hbm_shadow[j] = tsr_calloc(op->array_elements + 1, 1);
-        if (!run->hbm_shadow[j]) return TSR_OOM();
-        if (op->alias >= 0) memset(run->hbm_shadow[j], 1, op->array_elements);
-      }
+      if (p->options.check)
+        memset(run->hbm_shadow[j], op->alias >= 0 ? 1 : 0, op->array_elements);
     }
     if (op->role == TSR_ROLE_PREFETCH) {
       memcpy(run->refs[op->ref].data, run->hbm[j], bytes);

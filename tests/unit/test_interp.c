@@ -2,6 +2,7 @@
  * resident output blocks, revisits, shuffling, aliases, ragged edges),
  * control flow, scoped buffers, masks, the checks and their diagnostics, and
  * concurrent runs of one program. Kernels are written inline. */
+#include <math.h>
 #include <pthread.h>
 
 #include "tests/harness.h"
@@ -621,6 +622,91 @@ TSR_TEST(hbm_operand_has_no_block_buffer) {
   teardown(&f);
 }
 
+/* A result written in place into a store's target (store forwarding) must
+ * leave the rest of a lazily filled output block uninitialized. */
+TSR_TEST(forwarded_partial_store_keeps_the_rest_uninitialized) {
+  const char *text =
+      "kernel @k\n"
+      "  in %x: f32[8, 128] vmem\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "  %v = load %x[0:4, :] : f32[4, 128]\n"
+      "  %two = const 2.0 : f32\n"
+      "  %w = mul %v, %two : f32[4, 128]\n"
+      "  store %o[4:8, :], %w\n"
+      "  %r = load %o[0:1, :] : f32[1, 128]\n"
+      "}\n";
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, &o));
+  fill_iota_f32(&f.arrays[0]);
+  const char *needles[] = {"test.tsr:9:", "read of uninitialized memory: %o[0, 0]",
+                           "512 of 1024 output elements were never written", NULL};
+  expect_kernel_error(run(&f), needles);
+  teardown(&f);
+  o.check = false;
+  TSR_CHECK_OK(setup(&f, text, &o));
+  fill_iota_f32(&f.arrays[0]);
+  TSR_CHECK_OK(run(&f));
+  TSR_CHECK(isnan(f32(&f, 1)[0]) && isnan(f32(&f, 1)[511]));
+  TSR_CHECK(f32(&f, 1)[512] == 0.0f && f32(&f, 1)[1023] == 2.0f * 511);
+  teardown(&f);
+}
+
+/* The store after a forwarded op reports its own out-of-bounds error once. */
+TSR_TEST(forwarded_store_out_of_bounds_reported_once) {
+  const char *text =
+      "kernel @k\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "  %z = const 0.0 : f32[8, 128]\n"
+      "  store %o[:, :], %z\n"
+      "  %six = const 6 : i32\n"
+      "  %v = const 1.0 : f32[4, 128]\n"
+      "  %w = neg %v : f32[4, 128]\n"
+      "  store %o[ds(%six, 4), :], %w\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  tsr_status_t s = run(&f);
+  TSR_CHECK_EQ_INT(tsr_status_diagnostic_count(s), 1);
+  TSR_CHECK(strstr(tsr_status_message(s), "test.tsr:9:3: error:") != NULL);
+  TSR_CHECK(strstr(tsr_status_message(s), "more occurrence") == NULL);
+  tsr_status_free(s);
+  teardown(&f);
+}
+
+/* Runs reuse the program's memory: nothing from one run may leak into the
+ * next (scratch, shadows, never-written outputs). */
+TSR_TEST(reused_run_memory_starts_fresh) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(2) semantics(arbitrary)\n"
+      "  in %x: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "  out %o: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "  scratch %s: vmem f32[8, 128]\n"
+      "{\n"
+      "  %v = load %x[0:4, :] : f32[4, 128]\n"
+      "  store %s[0:4, :], %v\n"
+      "  %w = load %s[0:4, :] : f32[4, 128]\n"
+      "  store %o[0:4, :], %w\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  fill_iota_f32(&f.arrays[0]);
+  for (int rep = 0; rep < 3; rep++) {
+    memset(f.arrays[1].data, 0, 16 * 128 * 4);
+    const char *needles[] = {"1024 of 2048 output elements were never written "
+                             "(first at [4, 0])",
+                             NULL};
+    expect_kernel_error(run(&f), needles);
+    TSR_CHECK(f32(&f, 1)[3 * 128] == 3.0f * 128);
+    TSR_CHECK(isnan(f32(&f, 1)[4 * 128]));
+  }
+  teardown(&f);
+}
+
 int main(void) {
   TSR_RUN(inputs_copied_only_when_block_changes);
   TSR_RUN(resident_output_accumulates);
@@ -643,5 +729,8 @@ int main(void) {
   TSR_RUN(concurrent_runs_of_one_program);
   TSR_RUN(module_can_be_destroyed_after_prepare);
   TSR_RUN(hbm_operand_has_no_block_buffer);
+  TSR_RUN(forwarded_partial_store_keeps_the_rest_uninitialized);
+  TSR_RUN(forwarded_store_out_of_bounds_reported_once);
+  TSR_RUN(reused_run_memory_starts_fresh);
   return tsr_test_done();
 }
