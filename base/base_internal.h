@@ -76,7 +76,8 @@ void tsr_strbuf_deinitialize(tsr_strbuf_t *sb);
 void tsr_strbuf_append(tsr_strbuf_t *sb, const char *s, size_t n);
 void tsr_strbuf_puts(tsr_strbuf_t *sb, const char *s);
 void tsr_strbuf_printf(tsr_strbuf_t *sb, const char *fmt, ...) TSR_PRINTF(2, 3);
-void tsr_strbuf_vprintf(tsr_strbuf_t *sb, const char *fmt, va_list ap);
+void tsr_strbuf_vprintf(tsr_strbuf_t *sb, const char *fmt, va_list ap)
+    TSR_PRINTF(2, 0);
 /* Moves the text out (caller frees with tsr_free); the buffer is reset. */
 char *tsr_strbuf_take(tsr_strbuf_t *sb);
 
@@ -94,7 +95,7 @@ void tsr_diag_list_deinitialize(tsr_diag_list_t *list);
 void tsr_diag_add(tsr_diag_list_t *list, tsr_loc_t loc, const char *fmt, ...)
     TSR_PRINTF(3, 4);
 void tsr_diag_vadd(tsr_diag_list_t *list, tsr_loc_t loc, const char *fmt,
-                   va_list ap);
+                   va_list ap) TSR_PRINTF(3, 0);
 /* NULL if the list is empty, else a status with `code` holding every line
  * (plus a "N more errors not shown" line when the limit was hit). */
 tsr_status_t tsr_diag_list_to_status(tsr_diag_list_t *list,

@@ -18,6 +18,10 @@ static struct tsr_status oom_status = {TSR_OUT_OF_MEMORY, __FILE__, __LINE__,
                                        (char *)"out of memory"};
 
 static tsr_status_t status_vmake(tsr_status_code_t code, const char *c_file,
+                                 int c_line, const char *fmt, va_list ap)
+    TSR_PRINTF(4, 0);
+
+static tsr_status_t status_vmake(tsr_status_code_t code, const char *c_file,
                                  int c_line, const char *fmt, va_list ap) {
   tsr_status_t s = malloc(sizeof *s);
   if (!s) return &oom_status;

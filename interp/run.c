@@ -8,7 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
-#include <uthash.h>
+#include "base/hashtable.h"
 
 #include "interp/interp_internal.h"
 

@@ -58,7 +58,7 @@
 #define HASH_NONFATAL_OOM 1
 #define uthash_malloc(sz) tsr_malloc(sz)
 #define uthash_free(ptr, sz) tsr_free(ptr)
-#include <uthash.h>
+#include "base/hashtable.h"
 
 enum {
   MAX_DIAGNOSTICS = 20,

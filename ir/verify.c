@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include <uthash.h>
+#include "base/hashtable.h"
 
 #include "ir/ir.h"
 
