@@ -228,104 +228,123 @@ static void report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
 
 /* ---- Loads and stores ---- */
 
-static void do_load(run_t *run, const insn_t *in) {
-  const tsr_interp_program_t *p = run->p;
-  const view_plan_t *vp = in->plan;
-  const ref_info_t *ri = &p->refs[vp->ref];
-  run_ref_t *rr = &run->refs[vp->ref];
-  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+/* A load's or store's ref and resolved view. */
+typedef struct ref_access {
+  uint32_t ref;
+  const ref_info_t *ri;
+  run_ref_t *rr;
+  size_t es;
   view_t v;
   int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+} ref_access_t;
+
+/* Resolves the view of a load/store; reports an out-of-bounds index. */
+static bool access_ref(run_t *run, const insn_t *in, ref_access_t *a) {
+  const view_plan_t *vp = in->plan;
+  a->ref = vp->ref;
+  a->ri = &run->p->refs[vp->ref];
+  a->rr = &run->refs[vp->ref];
+  a->es = tsr_dtype_size((tsr_dtype_t)a->ri->dtype);
   char name[80];
-  snprintf(name, sizeof name, "%%%s", ri->name);
+  snprintf(name, sizeof name, "%%%s", a->ri->name);
+  return resolve_view(run, in, vp, name, a->rr->data, a->rr->shadow, a->es, &a->v,
+                      a->origin, a->step);
+}
+
+/* Element offsets (in the ref) of a view, in row-major view order. */
+typedef struct view_walk {
+  int64_t idx[TSR_MAX_RANK];
+} view_walk_t;
+
+static int64_t walk_offset(const view_t *v, const view_walk_t *w) {
+  int64_t off = 0;
+  for (uint32_t d = 0; d < v->rank; d++) off += w->idx[d] * v->strides[d];
+  return off;
+}
+
+static void walk_next(const view_t *v, view_walk_t *w) {
+  for (int32_t d = (int32_t)v->rank - 1; d >= 0; d--) {
+    if (++w->idx[d] < v->dims[d]) break;
+    w->idx[d] = 0;
+  }
+}
+
+static void do_load(run_t *run, const insn_t *in) {
+  const view_plan_t *vp = in->plan;
+  ref_access_t a;
   bool forwarded = run->forward != NULL;
   void *dst = result_ptr(run, in);
   run->vals[in->r] = dst;
   materialize(run, vp->ref);
-  if (!resolve_view(run, in, vp, name, rr->data, rr->shadow, es, &v, origin, step)) {
-    fill_uninit(run, (tsr_dtype_t)ri->dtype, dst, (uint64_t)in->n);
+  if (!access_ref(run, in, &a)) {
+    fill_uninit(run, (tsr_dtype_t)a.ri->dtype, dst, (uint64_t)in->n);
     return;
   }
+  const view_t *v = &a.v;
   if (vp->mask != NO_VALUE) {
     /* Masked: read only where the mask is set (and check only those). */
     const uint8_t *mask = run->vals[vp->mask];
-    int64_t idx[TSR_MAX_RANK] = {0};
     unsigned char uninit[8];
-    tsr_blockops_uninit_value((tsr_dtype_t)ri->dtype, p->options.uninit, uninit);
-    for (int64_t i = 0; i < in->n; i++) {
-      int64_t off = 0;
-      for (uint32_t d = 0; d < v.rank; d++) off += idx[d] * v.strides[d];
-      uint8_t *out = (uint8_t *)dst + i * (int64_t)es;
+    tsr_blockops_uninit_value((tsr_dtype_t)a.ri->dtype, run->p->options.uninit, uninit);
+    view_walk_t w = {{0}};
+    for (int64_t i = 0; i < in->n; i++, walk_next(v, &w)) {
+      int64_t off = walk_offset(v, &w);
+      uint8_t *out = (uint8_t *)dst + i * (int64_t)a.es;
       if (mask[i]) {
-        memcpy(out, v.base + off * (int64_t)es, es);
-        if (v.shadow && !v.shadow[off]) report_unwritten(run, in, ri, &v, origin, step, i);
+        memcpy(out, v->base + off * (int64_t)a.es, a.es);
+        if (v->shadow && !v->shadow[off])
+          report_unwritten(run, in, a.ri, v, a.origin, a.step, i);
       } else {
-        memcpy(out, uninit, es);
-      }
-      for (int32_t d = (int32_t)v.rank - 1; d >= 0; d--) {
-        if (++idx[d] < v.dims[d]) break;
-        idx[d] = 0;
+        memcpy(out, uninit, a.es);
       }
     }
     return;
   }
-  if (v.shadow) {
-    int64_t bad = view_first_unwritten(&v);
-    if (bad >= 0) report_unwritten(run, in, ri, &v, origin, step, bad);
+  if (v->shadow) {
+    int64_t bad = view_first_unwritten(v);
+    if (bad >= 0) report_unwritten(run, in, a.ri, v, a.origin, a.step, bad);
   }
-  if (!ri->written && !forwarded && view_is_dense(&v)) {
+  if (!a.ri->written && !forwarded && view_is_dense(v)) {
     /* The ref never changes during a step: the value can borrow its memory.
      * Saves a full copy per load of input blocks (measured: elementwise add
      * goes from 3 to 2 passes over memory). */
-    run->vals[in->r] = v.base;
+    run->vals[in->r] = v->base;
     return;
   }
   int64_t dstr[TSR_MAX_RANK];
-  tsr_blockops_dense_strides(v.rank, v.dims, dstr);
-  tsr_blockops_copy(es, v.rank, v.dims, dst, dstr, v.base, v.strides);
+  tsr_blockops_dense_strides(v->rank, v->dims, dstr);
+  tsr_blockops_copy(a.es, v->rank, v->dims, dst, dstr, v->base, v->strides);
 }
 
 static const uint8_t one_byte = 1;
 
 static void do_store(run_t *run, const insn_t *in) {
-  const tsr_interp_program_t *p = run->p;
   const view_plan_t *vp = in->plan;
-  const ref_info_t *ri = &p->refs[vp->ref];
-  run_ref_t *rr = &run->refs[vp->ref];
-  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
-  view_t v;
-  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
-  char name[80];
-  snprintf(name, sizeof name, "%%%s", ri->name);
-  if (!resolve_view(run, in, vp, name, rr->data, rr->shadow, es, &v, origin, step)) {
+  ref_access_t a;
+  if (!access_ref(run, in, &a)) {
     materialize(run, vp->ref);
     return;
   }
+  const view_t *v = &a.v;
   const uint8_t *src = run->vals[in->b];
-  if (rr->pending_fill) {
+  if (a.rr->pending_fill) {
     /* A first store that covers the whole block makes the fill moot. */
-    if (vp->mask != NO_VALUE || !view_is_dense(&v) || v.base != rr->data ||
-        view_count(&v) != (int64_t)ri->elements)
+    if (vp->mask != NO_VALUE || !view_is_dense(v) || v->base != a.rr->data ||
+        view_count(v) != (int64_t)a.ri->elements)
       materialize(run, vp->ref);
     else
-      rr->pending_fill = false;
+      a.rr->pending_fill = false;
   }
   if (vp->mask != NO_VALUE) {
     const uint8_t *mask = run->vals[vp->mask];
-    int64_t idx[TSR_MAX_RANK] = {0};
-    int64_t count = 1;
-    for (uint32_t d = 0; d < v.rank; d++) count *= v.dims[d];
-    for (int64_t i = 0; i < count; i++) {
-      if (mask[i]) {
-        int64_t off = 0;
-        for (uint32_t d = 0; d < v.rank; d++) off += idx[d] * v.strides[d];
-        memcpy(v.base + off * (int64_t)es, src + (vp->value_scalar ? 0 : i * (int64_t)es), es);
-        if (v.shadow) v.shadow[off] = 1;
-      }
-      for (int32_t d = (int32_t)v.rank - 1; d >= 0; d--) {
-        if (++idx[d] < v.dims[d]) break;
-        idx[d] = 0;
-      }
+    int64_t count = view_count(v);
+    view_walk_t w = {{0}};
+    for (int64_t i = 0; i < count; i++, walk_next(v, &w)) {
+      if (!mask[i]) continue;
+      int64_t off = walk_offset(v, &w);
+      memcpy(v->base + off * (int64_t)a.es,
+             src + (vp->value_scalar ? 0 : i * (int64_t)a.es), a.es);
+      if (v->shadow) v->shadow[off] = 1;
     }
     return;
   }
@@ -333,13 +352,13 @@ static void do_store(run_t *run, const insn_t *in) {
   if (vp->value_scalar) {
     memset(sstr, 0, sizeof sstr);
   } else {
-    tsr_blockops_dense_strides(v.rank, v.dims, sstr);
+    tsr_blockops_dense_strides(v->rank, v->dims, sstr);
   }
-  if (src != v.base) /* else the value was computed in place (forwarded) */
-    tsr_blockops_copy(es, v.rank, v.dims, v.base, v.strides, src, sstr);
-  if (v.shadow) {
+  if (src != v->base) /* else the value was computed in place (forwarded) */
+    tsr_blockops_copy(a.es, v->rank, v->dims, v->base, v->strides, src, sstr);
+  if (v->shadow) {
     int64_t zero[TSR_MAX_RANK] = {0};
-    tsr_blockops_copy(1, v.rank, v.dims, v.shadow, v.strides, &one_byte, zero);
+    tsr_blockops_copy(1, v->rank, v->dims, v->shadow, v->strides, &one_byte, zero);
   }
 }
 

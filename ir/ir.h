@@ -111,6 +111,9 @@ bool tsr_type_equal(const tsr_type_t *a, const tsr_type_t *b);
 int64_t tsr_type_element_count(const tsr_type_t *t); /* 1 for scalars */
 /* Appends the type's text: "f32", "f32[8, 128]", "vmem f32[8, 128]", "dma_sem[2]". */
 void tsr_type_print(tsr_strbuf_t *sb, const tsr_type_t *t);
+/* Rounds a float literal to the value set of a float dtype (f32 overflow
+ * gives infinities), as the parser stores and the printer checks it. */
+double tsr_literal_round(double v, tsr_dtype_t dtype);
 const char *tsr_space_name(tsr_space_t space);
 bool tsr_space_from_name(const char *name, size_t len, tsr_space_t *out);
 

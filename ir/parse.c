@@ -797,19 +797,6 @@ static bool parse_result_types(parser_t *p, op_line_t *l) {
 
 /* ---- Literals ---------------------------------------------------------------- */
 
-/* Rounds a double to the value set of a float dtype. Values too large for
- * f32 become infinities (checked before the cast, which would be undefined). */
-static double round_to_dtype(double v, tsr_dtype_t dtype) {
-  if (isnan(v) || isinf(v)) return v;
-  /* 2^128 - 2^103: the smallest magnitude that rounds to infinity in f32. */
-  if (fabs(v) >= 0x1.ffffffp127) return v > 0 ? INFINITY : -INFINITY;
-  float f = (float)v;
-  switch (dtype) {
-    case TSR_DTYPE_BF16: return (double)tsr_bf16_to_f32(tsr_f32_to_bf16(f));
-    case TSR_DTYPE_F16: return (double)tsr_f16_to_f32(tsr_f32_to_f16(f));
-    default: return (double)f;
-  }
-}
 
 /* Converts the literal token `t` (neg: it was "-inf") for dtype. */
 static bool convert_literal(parser_t *p, const token_t *t, bool neg,
@@ -840,7 +827,7 @@ static bool convert_literal(parser_t *p, const token_t *t, bool neg,
         return error_at(p, t->line, t->col, "expected a float literal for %s, found %s",
                         dname, describe(t, buf, sizeof buf));
       }
-      double r = round_to_dtype(v, dtype);
+      double r = tsr_literal_round(v, dtype);
       if (isinf(r) && !isinf(v))
         return error_at(p, t->line, t->col,
                         "float literal %.*s is out of range for %s",

@@ -52,18 +52,6 @@ static void put_string(tsr_strbuf_t *sb, const char *s) {
   tsr_strbuf_puts(sb, "\"");
 }
 
-/* Rounds a double to a float dtype's value set, as the parser does (values
- * too large for f32 become infinities; checked before the cast). */
-static double round_to_dtype(double v, tsr_dtype_t dtype) {
-  if (isnan(v) || isinf(v)) return v;
-  if (fabs(v) >= 0x1.ffffffp127) return v > 0 ? INFINITY : -INFINITY;
-  float f = (float)v;
-  switch (dtype) {
-    case TSR_DTYPE_BF16: return (double)tsr_bf16_to_f32(tsr_f32_to_bf16(f));
-    case TSR_DTYPE_F16: return (double)tsr_f16_to_f32(tsr_f32_to_f16(f));
-    default: return (double)f;
-  }
-}
 
 static bool same_double(double a, double b) {
   return a == b && signbit(a) == signbit(b);
@@ -72,7 +60,7 @@ static bool same_double(double a, double b) {
 /* The shortest "%.Ng" (N = 1..17) that reads back to the same dtype value;
  * ".0" appended when it would otherwise read as an integer. */
 static void put_float(tsr_strbuf_t *sb, double v, tsr_dtype_t dtype) {
-  v = round_to_dtype(v, dtype);
+  v = tsr_literal_round(v, dtype);
   if (isnan(v)) {
     tsr_strbuf_puts(sb, "nan");
     return;
@@ -84,7 +72,7 @@ static void put_float(tsr_strbuf_t *sb, double v, tsr_dtype_t dtype) {
   char buf[64];
   for (int n = 1; n <= 17; n++) {
     snprintf(buf, sizeof buf, "%.*g", n, v);
-    if (same_double(round_to_dtype(strtod(buf, NULL), dtype), v)) break;
+    if (same_double(tsr_literal_round(strtod(buf, NULL), dtype), v)) break;
   }
   tsr_strbuf_puts(sb, buf);
   if (!strpbrk(buf, ".e")) tsr_strbuf_puts(sb, ".0");

@@ -1,4 +1,6 @@
 /* Type constructors, equality and printing. */
+#include <math.h>
+
 #include "ir/ir.h"
 
 static tsr_type_t make(uint8_t kind, uint8_t dtype, uint8_t space, uint32_t rank,
@@ -84,5 +86,18 @@ void tsr_type_print(tsr_strbuf_t *sb, const tsr_type_t *t) {
       tsr_strbuf_puts(sb, t->dtype == TSR_SEM_DMA ? "dma_sem" : "sem");
       if (t->rank) print_dims(sb, t);
       break;
+  }
+}
+
+double tsr_literal_round(double v, tsr_dtype_t dtype) {
+  if (isnan(v) || isinf(v)) return v;
+  /* 2^128 - 2^103: the smallest magnitude that rounds to infinity in f32;
+   * checked before the cast, which would be undefined. */
+  if (fabs(v) >= 0x1.ffffffp127) return v > 0 ? INFINITY : -INFINITY;
+  float f = (float)v;
+  switch (dtype) {
+    case TSR_DTYPE_BF16: return (double)tsr_bf16_to_f32(tsr_f32_to_bf16(f));
+    case TSR_DTYPE_F16: return (double)tsr_f16_to_f32(tsr_f32_to_f16(f));
+    default: return (double)f;
   }
 }
