@@ -22,6 +22,8 @@ enum {
   XOP_SCOPE_ENTER,        /* fresh (uninitialized) scoped buffers */
   XOP_SCOPE_EXIT,
   XOP_ALIAS,              /* vals[r] = vals[a] (reshape, bitcast) */
+  XOP_BARRIER_SIGNAL,     /* core_barrier, first half: signal every other core */
+  XOP_BARRIER_WAIT,       /* core_barrier, second half: wait for cores - 1 */
   XOP_COUNT
 };
 
@@ -57,6 +59,24 @@ typedef struct shape_plan {
   uint32_t *operands;       /* concatenate: value ids */
   uint32_t num_operands;
 } shape_plan_t;
+
+/* A single semaphore: ref, one point index per dim, and the optional amount,
+ * device and core operands of semaphore ops. */
+typedef struct sem_plan {
+  uint32_t ref;
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+  view_index_t idx[TSR_MAX_RANK];
+  uint32_t amount, device, core; /* value ids or NO_VALUE */
+} sem_plan_t;
+
+typedef struct dma_plan {
+  view_plan_t src, dst;
+  sem_plan_t sem, send;
+  bool has_send, add;
+  uint32_t device; /* value id or NO_VALUE */
+  int64_t bytes;   /* of the dst view */
+} dma_plan_t;
 
 typedef struct move_plan {
   uint32_t count;
@@ -123,6 +143,7 @@ typedef struct ref_info {
   bool shadowed;       /* checks on and not a read-only input */
   bool is_sem;
   bool has_buffer;     /* false for hbm/any operands: the ref is HBM */
+  uint32_t site;       /* its declaration, for end-of-kernel reports */
 } ref_info_t;
 
 /* How the grid pipeline moves one operand. */
@@ -209,16 +230,22 @@ typedef struct run_ref {
 
 
 
+typedef struct shared shared_t;
+
+/* The state of one simulated core during a run. */
 typedef struct run {
   const tsr_interp_program_t *p;
+  shared_t *sh;
+  uint32_t device, core; /* this core's device and index within it */
   uint8_t *frame;
   void **vals;
   uint8_t *vmem;        /* own buffers of refs */
   uint8_t *vmem_shadow; /* shadow for the same, element granularity */
   run_ref_t *refs;
-  uint8_t **hbm;        /* per operand plan: HBM array data */
+  int32_t **sems;       /* per ref: semaphore values (semaphore refs only) */
+  uint8_t **hbm;        /* per operand plan: this device's HBM array data */
   uint8_t **hbm_shadow; /* per operand plan: outputs only (checked runs) */
-  run_memory_t *memory; /* owns frame, vmem, vmem_shadow and hbm_shadow */
+  run_memory_t *memory; /* owns frame, vmem, vmem_shadow (and hbm_shadow) */
   uint8_t *forward;     /* where the next result goes (store forwarding), or NULL */
   int64_t *cur_block;   /* per operand plan x rank: block index this step */
   int64_t *prev_block;  /* per operand plan x rank: the previous step's */
@@ -226,15 +253,49 @@ typedef struct run {
   void **visited;       /* per operand plan: uthash set of visited out blocks */
   int64_t point[TSR_MAX_RANK];
   int64_t loop[TSR_MAX_RANK];
-  int64_t **perm;       /* per grid dim: shuffle permutation or NULL */
-  uint64_t step;
+  int64_t **perm;       /* per grid dim: shuffle permutation or NULL (shared) */
+  uint64_t step;        /* linear grid step being run */
+  uint64_t step_begin, step_end; /* this core's share of the grid */
+  uint8_t phase;        /* CORE_* in run.c */
+  uint32_t pc;          /* resume point in the body when blocked */
+  uint32_t blocked_pc;  /* the waiting instruction, for deadlock reports */
+} run_t;
+
+/* What all cores of a run share. */
+/* A DMA in flight (lazy mode), with its views resolved at dma_start. */
+typedef struct dma_record {
+  uint32_t site;
+  uint32_t device, core;      /* issuing core */
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+  uint8_t *src, *dst;         /* first elements */
+  uint8_t *src_shadow, *dst_shadow;
+  int64_t src_strides[TSR_MAX_RANK], dst_strides[TSR_MAX_RANK];
+  uint8_t dtype;
+  bool add;
+  int64_t bytes;
+  int32_t *sem, *send;        /* destination and (optional) send semaphores */
+  const char *dst_name;
+} dma_record_t;
+
+struct shared {
+  const tsr_interp_program_t *p;
+  uint32_t devices, cores;  /* cores per device */
+  run_t *core;              /* devices x cores, device-major */
+  uint8_t **hbm;            /* devices x operand plans */
+  uint8_t **hbm_shadow;     /* devices x operand plans */
+  void **visited;           /* devices x operand plans */
+  int64_t **perm;           /* per grid dim */
   tsr_diag_list_t diags;
   uint8_t *site_reported;
   uint64_t suppressed;
   bool aborted;
   tsr_interp_stats_t stats;
   FILE *out;
-} run_t;
+  uint64_t schedule_state;  /* splitmix64 state for --schedule-seed */
+  dma_record_t *dmas;       /* in flight, in start order */
+  uint32_t num_dmas, dmas_capacity;
+};
 
 /* Shared by prepare.c and run.c */
 void tsr_interp_format_point(char *buf, size_t size, const int64_t *point,

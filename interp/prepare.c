@@ -135,6 +135,16 @@ static tsr_status_t add_ref(prep_t *ps, const tsr_value_t *v, tsr_role_t role,
   for (uint32_t i = 0; i < ri->rank; i++) ri->dims[i] = v->type.dims[i];
   dense_strides(ri->rank, ri->dims, ri->strides);
   ri->elements = (uint64_t)tsr_type_element_count(&v->type);
+  char what[96];
+  snprintf(what, sizeof what, "%s %%%s",
+           decl < 0 ? "scoped" : role == TSR_ROLE_SCRATCH ? "scratch"
+                             : role == TSR_ROLE_IN ? "in"
+                             : role == TSR_ROLE_OUT ? "out" : "prefetch",
+           v->name);
+  tsr_loc_t loc = decl >= 0 ? ps->k->decls[decl].loc : (v->owner && v->owner->parent_op
+                                                            ? v->owner->parent_op->loc
+                                                            : ps->k->loc);
+  TSR_RETURN_IF_ERROR(add_site(ps, loc, what, &ri->site));
   p->value_ref[v->id] = p->num_refs;
   *out_ref = p->num_refs++;
   return NULL;
@@ -219,6 +229,43 @@ static void fill_view(prep_t *ps, const tsr_op_t *op, view_plan_t *vp,
   }
   if (op->flags & TSR_OPF_MASK) vp->mask = op->operands[op->num_operands - 1]->id;
   (void)ps;
+}
+
+/* dma_start's `send %ssem[..]` instance flag (TSR_OPF_SEND in tessera/ir.h). */
+#define DMA_SEND_FLAG (1u << 6)
+
+/* A view of `viewed` from op->indices[first..first + rank). */
+static void fill_view_at(const tsr_op_t *op, view_plan_t *vp, const tsr_type_t *viewed,
+                         uint32_t first) {
+  vp->rank = viewed->rank;
+  vp->mask = NO_VALUE;
+  for (uint32_t d = 0; d < viewed->rank; d++) {
+    vp->dims[d] = viewed->dims[d];
+    const tsr_index_t *ix = &op->indices[first + d];
+    view_index_t *v = &vp->idx[d];
+    v->kind = ix->kind;
+    v->value = ix->operand >= 0 ? op->operands[ix->operand]->id : NO_VALUE;
+    v->start = ix->kind == TSR_INDEX_FULL ? 0 : ix->start;
+    v->stride = ix->kind == TSR_INDEX_FULL || ix->stride < 1 ? 1 : ix->stride;
+    v->size = ix->kind == TSR_INDEX_FULL ? viewed->dims[d]
+              : ix->kind == TSR_INDEX_POINT ? 1 : ix->size;
+  }
+}
+
+/* The semaphore operand `operand` of op, indexed by op->indices[first..+n). */
+static void fill_sem(prep_t *ps, const tsr_op_t *op, uint32_t operand, uint32_t first,
+                     uint32_t n, sem_plan_t *sp) {
+  const tsr_value_t *sem = op->operands[operand];
+  view_plan_t vp;
+  memset(&vp, 0, sizeof vp);
+  fill_view_at(op, &vp, &sem->type, first);
+  sp->ref = ps->p->value_ref[sem->id];
+  sp->rank = sem->type.rank < n ? sem->type.rank : n;
+  for (uint32_t d = 0; d < sp->rank; d++) {
+    sp->dims[d] = vp.dims[d];
+    sp->idx[d] = vp.idx[d];
+  }
+  sp->amount = sp->device = sp->core = NO_VALUE;
 }
 
 static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
@@ -498,6 +545,56 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
                                        op->results, NULL));
       insn_t exit_in = {.code = XOP_SCOPE_EXIT, .site = site, .plan = sp};
       return emit(ps, &exit_in, NULL);
+    }
+    case TSR_OP_DEVICE_ID:
+    case TSR_OP_CORE_ID:
+      return emit(ps, &in, NULL);
+    case TSR_OP_SEM_SIGNAL:
+    case TSR_OP_SEM_WAIT:
+    case TSR_OP_SEM_READ:
+    case TSR_OP_CORE_BARRIER: {
+      sem_plan_t *sp = plan_alloc(ps, sizeof *sp);
+      if (!sp) return TSR_OOM();
+      fill_sem(ps, op, 0, 0, op->num_indices, sp);
+      bool has_amount = op->opcode == TSR_OP_SEM_SIGNAL || op->opcode == TSR_OP_SEM_WAIT;
+      sp->amount = has_amount ? op->operands[1]->id : NO_VALUE;
+      uint32_t tail = op->num_operands;
+      if (op->flags & TSR_OPF_CORE) sp->core = op->operands[--tail]->id;
+      if (op->flags & TSR_OPF_DEVICE) sp->device = op->operands[--tail]->id;
+      in.plan = sp;
+      if (op->opcode == TSR_OP_CORE_BARRIER) {
+        in.code = XOP_BARRIER_SIGNAL;
+        TSR_RETURN_IF_ERROR(emit(ps, &in, NULL));
+        in.code = XOP_BARRIER_WAIT;
+      }
+      return emit(ps, &in, NULL);
+    }
+    case TSR_OP_DMA_START:
+    case TSR_OP_DMA_WAIT: {
+      dma_plan_t *dp = plan_alloc(ps, sizeof *dp);
+      if (!dp) return TSR_OOM();
+      uint32_t nsrc = (uint32_t)op->ints[0], ndst = (uint32_t)op->ints[1];
+      uint32_t nsem = op->num_ints > 2 ? (uint32_t)op->ints[2] : op->num_indices - nsrc - ndst;
+      const tsr_value_t *src = op->operands[0], *dst = op->operands[1];
+      fill_view_at(op, &dp->src, &src->type, 0);
+      fill_view_at(op, &dp->dst, &dst->type, nsrc);
+      dp->src.ref = p->value_ref[src->id];
+      dp->dst.ref = p->value_ref[dst->id];
+      fill_sem(ps, op, 2, nsrc + ndst, nsem, &dp->sem);
+      dp->has_send = (op->flags & DMA_SEND_FLAG) != 0;
+      if (dp->has_send)
+        fill_sem(ps, op, 3, nsrc + ndst + nsem, op->num_indices - nsrc - ndst - nsem,
+                 &dp->send);
+      dp->add = (op->flags & TSR_OPF_DMA_ADD) != 0;
+      dp->device = (op->flags & TSR_OPF_DEVICE)
+                       ? op->operands[op->num_operands - 1]->id : NO_VALUE;
+      int64_t count = 1;
+      for (uint32_t d = 0; d < dp->dst.rank; d++)
+        if (dp->dst.idx[d].kind != TSR_INDEX_POINT) count *= dp->dst.idx[d].size;
+      dp->bytes = count * (int64_t)tsr_dtype_size((tsr_dtype_t)dst->type.dtype);
+      in.dtype = dst->type.dtype;
+      in.plan = dp;
+      return emit(ps, &in, NULL);
     }
     default:
       return TSR_STATUS(TSR_UNIMPLEMENTED, "%s:%u:%u: error: '%s' cannot run yet",

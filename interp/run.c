@@ -21,24 +21,26 @@ static void kernel_error(run_t *run, uint32_t site, const char *fmt, ...)
 
 static void kernel_error(run_t *run, uint32_t site, const char *fmt, ...) {
   const tsr_interp_program_t *p = run->p;
-  if (run->site_reported[site]) {
-    run->suppressed++;
+  if (run->sh->site_reported[site]) {
+    run->sh->suppressed++;
     return;
   }
-  run->site_reported[site] = 1;
+  run->sh->site_reported[site] = 1;
   char point[160];
   tsr_interp_format_point(point, sizeof point, run->point, p->grid_rank);
   tsr_strbuf_t msg;
   tsr_strbuf_initialize(&msg);
-  tsr_strbuf_printf(&msg, "kernel @%s, grid point %s: %s: ", p->kernel_name, point,
-                    p->sites[site].what);
+  tsr_strbuf_printf(&msg, "kernel @%s, ", p->kernel_name);
+  if (run->sh->devices > 1) tsr_strbuf_printf(&msg, "device %u, ", run->device);
+  if (run->sh->cores > 1) tsr_strbuf_printf(&msg, "core %u, ", run->core);
+  tsr_strbuf_printf(&msg, "grid point %s: %s: ", point, p->sites[site].what);
   va_list ap;
   va_start(ap, fmt);
   tsr_strbuf_vprintf(&msg, fmt, ap);
   va_end(ap);
-  tsr_diag_add(&run->diags, p->sites[site].loc, "%s", msg.data ? msg.data : "?");
+  tsr_diag_add(&run->sh->diags, p->sites[site].loc, "%s", msg.data ? msg.data : "?");
   tsr_strbuf_deinitialize(&msg);
-  if (run->diags.count >= p->options.max_errors) run->aborted = true;
+  if (run->sh->diags.count >= p->options.max_errors) run->sh->aborted = true;
 }
 
 static void format_dims(char *buf, size_t size, const int64_t *dims, uint32_t rank) {
@@ -397,7 +399,7 @@ static void print_element(FILE *f, tsr_dtype_t dt, const void *p) {
 
 static void do_print(run_t *run, const insn_t *in) {
   const text_plan_t *tp = in->plan;
-  FILE *f = run->out;
+  FILE *f = run->sh->out;
   uint32_t next = 0;
   for (const char *s = tp->text; *s; s++) {
     if (s[0] == '{' && s[1] == '}' && next < tp->count) {
@@ -488,9 +490,241 @@ static void prepare_forward(run_t *run, const insn_t *store) {
   run->forward = v.base;
 }
 
+/* ---- Semaphores and DMAs ---- */
+
+/* The core a device/core pair names (NULL and an error if out of range). */
+static run_t *target_core(run_t *run, const insn_t *in, uint32_t device_value,
+                          uint32_t core_value) {
+  shared_t *sh = run->sh;
+  int64_t d = device_value != NO_VALUE ? (int64_t)read_i32(run, device_value)
+                                       : (int64_t)run->device;
+  int64_t c = core_value != NO_VALUE ? (int64_t)read_i32(run, core_value)
+                                     : (int64_t)run->core;
+  if (d < 0 || d >= sh->devices) {
+    kernel_error(run, in->site, "device %lld out of range: the run has %u device%s",
+                 (long long)d, sh->devices, sh->devices == 1 ? "" : "s");
+    return NULL;
+  }
+  if (c < 0 || c >= sh->cores) {
+    kernel_error(run, in->site, "core %lld out of range: a device has %u core%s",
+                 (long long)c, sh->cores, sh->cores == 1 ? "" : "s");
+    return NULL;
+  }
+  return &sh->core[d * sh->cores + c];
+}
+
+static int64_t sem_offset(run_t *run, const insn_t *in, const sem_plan_t *sp) {
+  int64_t off = 0;
+  for (uint32_t d = 0; d < sp->rank; d++) {
+    int64_t i = sp->idx[d].value != NO_VALUE ? read_i32(run, sp->idx[d].value)
+                                             : sp->idx[d].start;
+    if (i < 0 || i >= sp->dims[d]) {
+      kernel_error(run, in->site, "semaphore index %lld out of bounds for dimension %u "
+                   "of %%%s (size %lld)", (long long)i, d, run->p->refs[sp->ref].name,
+                   (long long)sp->dims[d]);
+      return -1;
+    }
+    off = off * sp->dims[d] + i;
+  }
+  return off;
+}
+
+/* The semaphore a plan names on `core` (NULL after reporting an error). */
+static int32_t *sem_on(run_t *run, run_t *core, const insn_t *in, const sem_plan_t *sp) {
+  int64_t off = sem_offset(run, in, sp);
+  return off < 0 || !core ? NULL : &core->sems[sp->ref][off];
+}
+
+static int32_t *sem_addr(run_t *run, const insn_t *in, const sem_plan_t *sp) {
+  return sem_on(run, target_core(run, in, sp->device, sp->core), in, sp);
+}
+
+static void sem_add(run_t *run, const insn_t *in, int32_t *sem, int64_t n) {
+  int64_t v = (int64_t)*sem + n;
+  if (v > INT32_MAX) {
+    kernel_error(run, in->site, "semaphore overflow: %d + %lld", *sem, (long long)n);
+    return;
+  }
+  *sem = (int32_t)v;
+}
+
+static void sem_signal(run_t *run, const insn_t *in) {
+  const sem_plan_t *sp = in->plan;
+  int32_t n = read_i32(run, sp->amount);
+  if (n < 0) {
+    kernel_error(run, in->site, "semaphore signal by a negative amount (%d)", n);
+    return;
+  }
+  int32_t *sem = sem_addr(run, in, sp);
+  if (sem) sem_add(run, in, sem, n);
+}
+
+static void barrier_signal(run_t *run, const insn_t *in) {
+  const sem_plan_t *sp = in->plan;
+  for (uint32_t c = 0; c < run->sh->cores; c++) {
+    if (c == run->core) continue;
+    int32_t *sem = sem_on(run, &run->sh->core[run->device * run->sh->cores + c], in, sp);
+    if (sem) sem_add(run, in, sem, 1);
+  }
+}
+
+static void dma_complete(shared_t *sh, uint32_t i);
+
+/* Waits until this core's semaphore holds `need`, then subtracts it. In lazy
+ * mode, queued DMAs that signal this semaphore complete first (the most
+ * recently started first) until enough bytes have arrived. */
+static bool sem_try_wait(run_t *run, const insn_t *in, const sem_plan_t *sp, int32_t need) {
+  int32_t *sem = sem_on(run, run, in, sp);
+  if (!sem) return true;
+  if (need < 0) {
+    kernel_error(run, in->site, "semaphore wait for a negative amount (%d)", need);
+    return true;
+  }
+  shared_t *sh = run->sh;
+  for (uint32_t i = sh->num_dmas; *sem < need && i-- > 0;)
+    if (sh->dmas[i].sem == sem || sh->dmas[i].send == sem) dma_complete(sh, i);
+  if (*sem < need) {
+    run->blocked_pc = (uint32_t)(in - run->p->code);
+    return false;
+  }
+  *sem -= need;
+  return true;
+}
+
+static void dma_copy(shared_t *sh, const dma_record_t *r) {
+  size_t es = tsr_dtype_size((tsr_dtype_t)r->dtype);
+  if (!r->add) {
+    tsr_blockops_copy(es, r->rank, r->dims, r->dst, r->dst_strides, r->src,
+                      r->src_strides);
+  } else {
+    /* dst += src through dense temporaries and the dtype's add loop. */
+    int64_t n = 1, dense[TSR_MAX_RANK];
+    for (uint32_t d = 0; d < r->rank; d++) n *= r->dims[d];
+    tsr_blockops_dense_strides(r->rank, r->dims, dense);
+    uint8_t *a = tsr_malloc((size_t)n * es), *b = tsr_malloc((size_t)n * es);
+    tsr_binary_fn add = tsr_blockops_binary(TSR_OP_ADD, (tsr_dtype_t)r->dtype);
+    if (a && b && add) {
+      tsr_blockops_copy(es, r->rank, r->dims, a, dense, r->dst, r->dst_strides);
+      tsr_blockops_copy(es, r->rank, r->dims, b, dense, r->src, r->src_strides);
+      add(a, a, b, (size_t)n, TSR_BCAST_NONE);
+      tsr_blockops_copy(es, r->rank, r->dims, r->dst, r->dst_strides, a, dense);
+    }
+    tsr_free(a);
+    tsr_free(b);
+  }
+  if (r->dst_shadow) {
+    int64_t zero[TSR_MAX_RANK] = {0};
+    tsr_blockops_copy(1, r->rank, r->dims, r->dst_shadow, r->dst_strides, &one_byte, zero);
+  }
+  sh->stats.bytes_copied += (uint64_t)r->bytes;
+}
+
+/* Completes queued DMA i: copies, signals, and leaves the queue. */
+static void dma_complete(shared_t *sh, uint32_t i) {
+  dma_record_t r = sh->dmas[i];
+  memmove(&sh->dmas[i], &sh->dmas[i + 1], (sh->num_dmas - i - 1) * sizeof r);
+  sh->num_dmas--;
+  dma_copy(sh, &r);
+  if (r.send) *r.send += (int32_t)r.bytes;
+  *r.sem += (int32_t)r.bytes;
+}
+
+/* Resolves a DMA view of `ref` on `core`; materializes lazily filled blocks. */
+static bool dma_view(run_t *run, run_t *core, const insn_t *in, const view_plan_t *vp,
+                     view_t *v) {
+  const ref_info_t *ri = &run->p->refs[vp->ref];
+  materialize(core, vp->ref);
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+  char name[80];
+  snprintf(name, sizeof name, "%%%s", ri->name);
+  /* dynamic indices are this core's values: resolve with run, on core's memory */
+  return resolve_view(run, in, vp, name, core->refs[vp->ref].data,
+                      core->refs[vp->ref].shadow, tsr_dtype_size((tsr_dtype_t)ri->dtype),
+                      v, origin, step);
+}
+
+static void dma_start(run_t *run, const insn_t *in) {
+  const dma_plan_t *dp = in->plan;
+  shared_t *sh = run->sh;
+  run_t *dst_core = target_core(run, in, dp->device, NO_VALUE);
+  if (!dst_core) return;
+  view_t sv, dv;
+  if (!dma_view(run, run, in, &dp->src, &sv) || !dma_view(run, dst_core, in, &dp->dst, &dv))
+    return;
+  if (sv.shadow) {
+    int64_t bad = view_first_unwritten(&sv);
+    if (bad >= 0)
+      kernel_error(run, in->site, "DMA reads uninitialized memory of %%%s",
+                   run->p->refs[dp->src.ref].name);
+  }
+  int32_t *sem = sem_on(run, dst_core, in, &dp->sem);
+  int32_t *send = dp->has_send ? sem_on(run, run, in, &dp->send) : NULL;
+  if (!sem || (dp->has_send && !send)) return;
+  dma_record_t r;
+  memset(&r, 0, sizeof r);
+  r.site = in->site;
+  r.device = run->device;
+  r.core = run->core;
+  r.rank = dv.rank;
+  for (uint32_t d = 0; d < dv.rank; d++) {
+    r.dims[d] = dv.dims[d];
+    r.dst_strides[d] = dv.strides[d];
+    r.src_strides[d] = sv.strides[d];
+  }
+  r.src = sv.base;
+  r.dst = dv.base;
+  r.src_shadow = sv.shadow;
+  r.dst_shadow = dv.shadow;
+  r.dtype = in->dtype;
+  r.add = dp->add;
+  r.bytes = dp->bytes;
+  r.sem = sem;
+  r.send = send;
+  r.dst_name = run->p->refs[dp->dst.ref].name;
+  if (run->p->options.dma_eager) {
+    dma_copy(sh, &r);
+    if (send) sem_add(run, in, send, r.bytes);
+    sem_add(run, in, sem, r.bytes);
+    return;
+  }
+  if (sh->num_dmas == sh->dmas_capacity) {
+    uint32_t cap = sh->dmas_capacity ? sh->dmas_capacity * 2 : 16;
+    dma_record_t *q = tsr_realloc(sh->dmas, cap * sizeof *q);
+    if (!q) {
+      kernel_error(run, in->site, "out of memory queueing a DMA");
+      return;
+    }
+    sh->dmas = q;
+    sh->dmas_capacity = cap;
+  }
+  sh->dmas[sh->num_dmas++] = r;
+}
+
+/* Reports a core that can no longer move (part of a deadlock). */
+static void report_blocked(run_t *run) {
+  const insn_t *in = &run->p->code[run->blocked_pc];
+  const sem_plan_t *sp = in->code == TSR_OP_DMA_WAIT ? &((const dma_plan_t *)in->plan)->sem
+                                                     : in->plan;
+  int64_t need = in->code == TSR_OP_DMA_WAIT ? ((const dma_plan_t *)in->plan)->bytes
+                 : in->code == XOP_BARRIER_WAIT ? (int64_t)run->sh->cores - 1
+                                                : read_i32(run, sp->amount);
+  int64_t off = sem_offset(run, in, sp);
+  int32_t have = off >= 0 ? run->sems[sp->ref][off] : 0;
+  run->sh->site_reported[in->site] = 0; /* every blocked core is reported */
+  kernel_error(run, in->site,
+               "deadlock: every core is blocked; this one waits for %%%s (element %lld) "
+               "to reach %lld, it holds %d%s",
+               run->p->refs[sp->ref].name, (long long)off, (long long)need, have,
+               in->code == TSR_OP_DMA_WAIT ? " (bytes of DMAs that were never started)"
+                                           : "");
+}
+
 /* ---- The instruction loop ---- */
 
-static void exec(run_t *run, uint32_t pc) {
+/* Runs instructions from *pc_io until the end of the code (true) or a wait
+ * that cannot be satisfied yet (false; *pc_io is the waiting instruction). */
+static bool exec(run_t *run, uint32_t *pc_io) {
+  uint32_t pc = *pc_io;
   const tsr_interp_program_t *p = run->p;
   const insn_t *code = p->code;
   void **vals = run->vals;
@@ -508,8 +742,9 @@ static void exec(run_t *run, uint32_t pc) {
 #include "ir/ops.def"
 #undef TSR_OP
       case XOP_END:
-        run->stats.ops_executed += ops - 1;
-        return;
+        run->sh->stats.ops_executed += ops - 1;
+        *pc_io = pc;
+        return true;
       case XOP_JMP:
         pc = in->target;
         continue;
@@ -525,7 +760,7 @@ static void exec(run_t *run, uint32_t pc) {
         if (st <= 0) {
           kernel_error(run, in->site, "for loop step must be positive, got %d", st);
           pc = in->target;
-          if (run->aborted) goto out;
+          if (run->sh->aborted) goto out;
           continue;
         }
         vals[in->r] = result_ptr(run, in);
@@ -549,6 +784,12 @@ static void exec(run_t *run, uint32_t pc) {
         continue;
       case XOP_ALIAS:
         vals[in->r] = vals[in->a];
+        continue;
+      case XOP_BARRIER_SIGNAL:
+        barrier_signal(run, in);
+        continue;
+      case XOP_BARRIER_WAIT:
+        if (!sem_try_wait(run, in, in->plan, (int32_t)run->sh->cores - 1)) goto blocked;
         continue;
       default:
         kernel_error(run, in->site, "internal error: bad instruction %u", in->code);
@@ -693,6 +934,35 @@ static void exec(run_t *run, uint32_t pc) {
       case TSR_OP_PRINT:
         do_print(run, in);
         break;
+      case TSR_OP_DEVICE_ID:
+      case TSR_OP_CORE_ID: {
+        int32_t v = (int32_t)(in->code == TSR_OP_DEVICE_ID ? run->device : run->core);
+        vals[in->r] = result_ptr(run, in);
+        memcpy(vals[in->r], &v, 4);
+        break;
+      }
+      case TSR_OP_SEM_SIGNAL:
+        sem_signal(run, in);
+        break;
+      case TSR_OP_SEM_WAIT:
+        if (!sem_try_wait(run, in, in->plan, read_i32(run, ((const sem_plan_t *)in->plan)->amount)))
+          goto blocked;
+        break;
+      case TSR_OP_SEM_READ: {
+        int32_t *sem = sem_addr(run, in, in->plan);
+        int32_t v = sem ? *sem : 0;
+        vals[in->r] = result_ptr(run, in);
+        memcpy(vals[in->r], &v, 4);
+        break;
+      }
+      case TSR_OP_DMA_START:
+        dma_start(run, in);
+        break;
+      case TSR_OP_DMA_WAIT: {
+        const dma_plan_t *dp = in->plan;
+        if (!sem_try_wait(run, in, &dp->sem, (int32_t)dp->bytes)) goto blocked;
+        break;
+      }
       case TSR_OP_ASSERT:
         if (!*(const uint8_t *)vals[in->a]) {
           const text_plan_t *tp = in->plan;
@@ -703,7 +973,7 @@ static void exec(run_t *run, uint32_t pc) {
         kernel_error(run, in->site, "internal error: no implementation");
         break;
     }
-    if (TSR_UNLIKELY(run->aborted)) goto out;
+    if (TSR_UNLIKELY(run->sh->aborted)) goto out;
     continue;
 
   unary:
@@ -717,7 +987,13 @@ static void exec(run_t *run, uint32_t pc) {
     continue;
   }
 out:
-  run->stats.ops_executed += ops;
+  run->sh->stats.ops_executed += ops;
+  *pc_io = pc;
+  return true;
+blocked:
+  run->sh->stats.ops_executed += ops - 1;
+  *pc_io = pc - 1;
+  return false;
 }
 
 /* ---- The grid pipeline ---- */
@@ -741,7 +1017,8 @@ static void eval_index_map(run_t *run, uint32_t j, const int64_t *point, int64_t
     run->vals[op->map_args[a]] = own(run, op->map_args[a]);
     memcpy(run->vals[op->map_args[a]], &v, 4);
   }
-  exec(run, op->map_pc);
+  uint32_t pc = op->map_pc;
+  exec(run, &pc);
   for (uint32_t d = 0; d < op->array_rank; d++) out[d] = read_i32(run, op->map_results[d]);
 }
 
@@ -801,8 +1078,8 @@ static void copy_in(run_t *run, uint32_t j) {
   const int64_t *b = &run->cur_block[j * TSR_MAX_RANK];
   size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
   uint8_t *own_buf = run->vmem + ri->offset;
-  run->stats.blocks_copied_in++;
-  run->stats.bytes_copied += ri->elements * es;
+  run->sh->stats.blocks_copied_in++;
+  run->sh->stats.bytes_copied += ri->elements * es;
   if (!run->block_valid[j]) {
     rr->data = own_buf;
     fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
@@ -886,8 +1163,8 @@ static void copy_out(run_t *run, uint32_t j) {
   size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
   materialize(run, op->ref);
   if (!run->block_valid[j]) return;
-  run->stats.blocks_copied_out++;
-  run->stats.bytes_copied += ri->elements * es;
+  run->sh->stats.blocks_copied_out++;
+  run->sh->stats.bytes_copied += ri->elements * es;
   if (op->alias < 0) {
     visit_t *v;
     int64_t key[TSR_MAX_RANK] = {0};
@@ -960,74 +1237,167 @@ static void check_outputs(run_t *run) {
   }
 }
 
-static tsr_status_t run_grid(run_t *run) {
+/* ---- One core's walk through its share of the grid ---- */
+
+enum { CORE_START, CORE_STEP, CORE_BODY, CORE_DONE };
+
+static void linear_to_loop(const tsr_interp_program_t *p, uint64_t step, int64_t *loop) {
+  for (int32_t d = (int32_t)p->grid_rank - 1; d >= 0; d--) {
+    loop[d] = (int64_t)(step % (uint64_t)p->grid[d]);
+    step /= (uint64_t)p->grid[d];
+  }
+}
+
+/* Copies in changed inputs and starts changed outputs for run->step. */
+static void begin_step(run_t *run) {
   const tsr_interp_program_t *p = run->p;
-  uint32_t nops = p->num_operands;
-  int64_t loop[TSR_MAX_RANK] = {0};
-  loop_to_point(run, loop, run->point);
-  for (uint32_t j = 0; j < nops; j++)
-    if (p->operands[j].blocked)
-      eval_index_map(run, j, run->point, &run->cur_block[j * TSR_MAX_RANK]);
-  for (run->step = 0; run->step < p->total_steps && !run->aborted; run->step++) {
-    run->stats.grid_steps++;
-    /* This step's blocks: copy in changed inputs, start changed outputs. */
-    for (uint32_t j = 0; j < nops; j++) {
-      const operand_plan_t *op = &p->operands[j];
-      if (!op->blocked) continue;
-      int64_t *cur = &run->cur_block[j * TSR_MAX_RANK];
-      int64_t *prev = &run->prev_block[j * TSR_MAX_RANK];
-      if (run->step > 0 && memcmp(cur, prev, op->array_rank * sizeof *cur) == 0)
-        continue;
-      run->block_valid[j] = block_in_range(op, cur);
-      if (!run->block_valid[j]) report_block_range(run, j, cur);
-      if (op->role == TSR_ROLE_IN)
-        copy_in(run, j);
-      else if (op->role == TSR_ROLE_OUT)
-        begin_out_block(run, j);
-    }
-    if (run->aborted) break;
-    exec(run, p->body_pc);
-    if (run->aborted) break;
-    /* The next step's index maps decide which outputs are copied out now. */
-    bool last = run->step + 1 == p->total_steps;
-    if (!last) {
-      advance(p, loop);
-      loop_to_point(run, loop, run->point);
-    }
-    for (uint32_t j = 0; j < nops; j++) {
-      const operand_plan_t *op = &p->operands[j];
-      if (!op->blocked) continue;
-      int64_t *cur = &run->cur_block[j * TSR_MAX_RANK];
-      int64_t *prev = &run->prev_block[j * TSR_MAX_RANK];
-      memcpy(prev, cur, TSR_MAX_RANK * sizeof *cur);
-      if (!last) eval_index_map(run, j, run->point, cur);
-      bool leaving = last || memcmp(cur, prev, op->array_rank * sizeof *cur) != 0;
-      if (op->role == TSR_ROLE_OUT && leaving) {
-        /* copy_out works on the block being left: temporarily current. */
-        int64_t next[TSR_MAX_RANK];
-        memcpy(next, cur, sizeof next);
-        memcpy(cur, prev, sizeof next);
-        copy_out(run, j);
-        memcpy(cur, next, sizeof next);
-      }
+  run->sh->stats.grid_steps++;
+  for (uint32_t j = 0; j < p->num_operands; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    if (!op->blocked) continue;
+    int64_t *cur = &run->cur_block[j * TSR_MAX_RANK];
+    int64_t *prev = &run->prev_block[j * TSR_MAX_RANK];
+    if (run->step > run->step_begin && memcmp(cur, prev, op->array_rank * sizeof *cur) == 0)
+      continue;
+    run->block_valid[j] = block_in_range(op, cur);
+    if (!run->block_valid[j]) report_block_range(run, j, cur);
+    if (op->role == TSR_ROLE_IN)
+      copy_in(run, j);
+    else if (op->role == TSR_ROLE_OUT)
+      begin_out_block(run, j);
+  }
+}
+
+/* After the body: the next step's index maps decide which outputs are copied
+ * out now; moves to the next step. */
+static void end_step(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  bool last = run->step + 1 == run->step_end;
+  if (!last) {
+    advance(p, run->loop);
+    loop_to_point(run, run->loop, run->point);
+  }
+  for (uint32_t j = 0; j < p->num_operands; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    if (!op->blocked) continue;
+    int64_t *cur = &run->cur_block[j * TSR_MAX_RANK];
+    int64_t *prev = &run->prev_block[j * TSR_MAX_RANK];
+    memcpy(prev, cur, TSR_MAX_RANK * sizeof *cur);
+    if (!last) eval_index_map(run, j, run->point, cur);
+    bool leaving = last || memcmp(cur, prev, op->array_rank * sizeof *cur) != 0;
+    if (op->role == TSR_ROLE_OUT && leaving) {
+      /* copy_out works on the block being left: temporarily current. */
+      int64_t next[TSR_MAX_RANK];
+      memcpy(next, cur, sizeof next);
+      memcpy(cur, prev, sizeof next);
+      copy_out(run, j);
+      memcpy(cur, next, sizeof next);
     }
   }
-  return NULL;
+  run->step++;
+}
+
+/* Runs a core until it finishes or blocks. Returns true if it made progress. */
+static bool run_core(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  bool progress = false;
+  while (!run->sh->aborted) {
+    switch (run->phase) {
+      case CORE_START:
+        run->step = run->step_begin;
+        if (run->step < run->step_end) {
+          linear_to_loop(p, run->step, run->loop);
+          loop_to_point(run, run->loop, run->point);
+          for (uint32_t j = 0; j < p->num_operands; j++)
+            if (p->operands[j].blocked)
+              eval_index_map(run, j, run->point, &run->cur_block[j * TSR_MAX_RANK]);
+        }
+        run->phase = CORE_STEP;
+        progress = true;
+        break;
+      case CORE_STEP:
+        if (run->step >= run->step_end) {
+          run->phase = CORE_DONE;
+          return true;
+        }
+        begin_step(run);
+        run->pc = p->body_pc;
+        run->phase = CORE_BODY;
+        progress = true;
+        break;
+      case CORE_BODY: {
+        uint32_t before = run->pc;
+        bool finished = exec(run, &run->pc);
+        if (!finished) return progress || run->pc != before;
+        progress = true;
+        end_step(run);
+        run->phase = CORE_STEP;
+        break;
+      }
+      case CORE_DONE:
+        return progress;
+    }
+  }
+  return progress;
+}
+
+static uint64_t splitmix64(uint64_t *state);
+
+/* The scheduler: runs every core until it blocks or finishes, round after
+ * round, in a fixed order or a seeded one. When no core can move, it is a
+ * deadlock: each blocked core is reported, and the run stops. */
+static void run_all(shared_t *sh) {
+  const tsr_interp_program_t *p = sh->p;
+  uint32_t n = sh->devices * sh->cores;
+  uint32_t order[256];
+  for (uint32_t i = 0; i < n; i++) order[i] = i;
+  for (;;) {
+    if (p->options.schedule_seed) {
+      for (uint32_t i = n - 1; i > 0; i--) {
+        uint32_t k = (uint32_t)(splitmix64(&sh->schedule_state) % (i + 1));
+        uint32_t t = order[i];
+        order[i] = order[k];
+        order[k] = t;
+      }
+    }
+    bool progress = false, all_done = true;
+    for (uint32_t i = 0; i < n && !sh->aborted; i++) {
+      run_t *core = &sh->core[order[i]];
+      if (core->phase == CORE_DONE) continue;
+      if (run_core(core)) progress = true;
+      if (core->phase != CORE_DONE) all_done = false;
+    }
+    if (all_done || sh->aborted) return;
+    if (!progress) {
+      for (uint32_t i = 0; i < n; i++) {
+        run_t *core = &sh->core[i];
+        if (core->phase == CORE_DONE) continue;
+        report_blocked(core);
+      }
+      sh->aborted = true;
+      return;
+    }
+  }
 }
 
 /* ---- Entry point ---- */
 
 static tsr_status_t check_operand(const tsr_interp_program_t *p, uint32_t j,
-                                  const tsr_array_t *a) {
+                                  uint32_t devices, const tsr_array_t *a) {
   const operand_plan_t *op = &p->operands[j];
   const ref_info_t *ri = &p->refs[op->ref];
-  bool ok = a && a->data && a->dtype == (tsr_dtype_t)ri->dtype &&
-            a->rank == op->array_rank;
-  for (uint32_t d = 0; ok && d < op->array_rank; d++)
-    ok = a->dims[d] == op->array_dims[d];
+  /* With several devices, arrays carry a leading device dimension. */
+  uint32_t lead = devices > 1 ? 1 : 0;
+  int64_t want_dims[TSR_MAX_RANK + 1];
+  want_dims[0] = devices;
+  for (uint32_t d = 0; d < op->array_rank; d++) want_dims[lead + d] = op->array_dims[d];
+  uint32_t want_rank = op->array_rank + lead;
+  bool ok = a && a->data && a->dtype == (tsr_dtype_t)ri->dtype && a->rank == want_rank;
+  for (uint32_t d = 0; ok && d < want_rank; d++) ok = a->dims[d] == want_dims[d];
   if (ok) return NULL;
-  char want[96], got[96];
-  format_dims(want, sizeof want, op->array_dims, op->array_rank);
+  char want[112], got[96];
+  format_dims(want, sizeof want, want_dims + (lead ? 0 : 0), want_rank);
+  if (!lead) format_dims(want, sizeof want, op->array_dims, op->array_rank);
   if (a) format_dims(got, sizeof got, a->dims, a->rank);
   return TSR_STATUS(TSR_INVALID_ARGUMENT,
                     "kernel @%s operand %%%s: expected %s%s, got %s%s", p->kernel_name,
@@ -1046,7 +1416,9 @@ static void run_memory_free(run_memory_t *m, uint32_t num_operands) {
   tsr_free(m);
 }
 
-/* The program's spare run memory, or a new one. Contents are garbage. */
+/* The program's spare run memory, or a new one. Contents are garbage. Every
+ * core has one; the output shadows (hbm_shadow) are used from each device's
+ * core 0 only, and allocated on demand. */
 static run_memory_t *run_memory_take(const tsr_interp_program_t *p) {
   run_memory_t *m = atomic_exchange(&((tsr_interp_program_t *)p)->spare, NULL);
   if (m) return m;
@@ -1059,11 +1431,6 @@ static run_memory_t *run_memory_take(const tsr_interp_program_t *p) {
   if (ok && p->options.check) {
     m->vmem_shadow = tsr_aligned_alloc(64, p->vmem_bytes + 64);
     ok = m->vmem_shadow != NULL;
-    for (uint32_t j = 0; ok && j < p->num_operands; j++) {
-      if (p->operands[j].role != TSR_ROLE_OUT) continue;
-      m->hbm_shadow[j] = tsr_malloc(p->operands[j].array_elements + 1);
-      ok = m->hbm_shadow[j] != NULL;
-    }
   }
   if (!ok) {
     run_memory_free(m, p->num_operands);
@@ -1072,9 +1439,10 @@ static run_memory_t *run_memory_take(const tsr_interp_program_t *p) {
   return m;
 }
 
-static void run_free(run_t *run) {
-  if (run->visited) {
-    for (uint32_t j = 0; j < run->p->num_operands; j++) {
+static void core_free(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  if (run->visited && run->core == 0) {
+    for (uint32_t j = 0; j < p->num_operands; j++) {
       visit_t *set = run->visited[j], *v, *tmp;
       HASH_ITER(hh, set, v, tmp) {
         HASH_DEL(set, v);
@@ -1085,45 +1453,64 @@ static void run_free(run_t *run) {
   if (run->memory) {
     /* Keep the memory for the next run unless another run already did. */
     run_memory_t *expected = NULL;
-    tsr_interp_program_t *p = (tsr_interp_program_t *)run->p;
-    if (!atomic_compare_exchange_strong(&p->spare, &expected, run->memory))
+    tsr_interp_program_t *mp = (tsr_interp_program_t *)p;
+    if (!atomic_compare_exchange_strong(&mp->spare, &expected, run->memory))
       run_memory_free(run->memory, p->num_operands);
   }
-  if (run->perm)
-    for (uint32_t d = 0; d < run->p->grid_rank; d++) tsr_free(run->perm[d]);
-  tsr_free(run->perm);
-  tsr_free(run->visited);
-  tsr_free(run->hbm);
+  if (run->sems)
+    for (uint32_t i = 0; i < p->num_refs; i++) tsr_free(run->sems[i]);
+  tsr_free(run->sems);
   tsr_free(run->cur_block);
   tsr_free(run->prev_block);
   tsr_free(run->block_valid);
   tsr_free(run->refs);
   tsr_free(run->vals);
-  tsr_free(run->site_reported);
-  tsr_diag_list_deinitialize(&run->diags);
 }
 
-static tsr_status_t run_setup(run_t *run, tsr_array_t *const *operands) {
-  const tsr_interp_program_t *p = run->p;
+static void shared_free(shared_t *sh) {
+  const tsr_interp_program_t *p = sh->p;
+  if (sh->core)
+    for (uint32_t i = 0; i < sh->devices * sh->cores; i++)
+      if (sh->core[i].p) core_free(&sh->core[i]);
+  if (sh->perm)
+    for (uint32_t d = 0; d < p->grid_rank; d++) tsr_free(sh->perm[d]);
+  tsr_free(sh->perm);
+  tsr_free(sh->core);
+  tsr_free(sh->hbm);
+  tsr_free(sh->hbm_shadow);
+  tsr_free(sh->visited);
+  tsr_free(sh->dmas);
+  tsr_free(sh->site_reported);
+  tsr_diag_list_deinitialize(&sh->diags);
+}
+
+/* One core's memories, values, refs and share of the grid. */
+static tsr_status_t core_setup(shared_t *sh, uint32_t device, uint32_t core) {
+  const tsr_interp_program_t *p = sh->p;
   uint32_t nops = p->num_operands;
+  run_t *run = &sh->core[device * sh->cores + core];
+  run->p = p;
+  run->sh = sh;
+  run->device = device;
+  run->core = core;
   run->memory = run_memory_take(p);
   if (!run->memory) return TSR_OOM();
   run->frame = run->memory->frame;
   run->vmem = run->memory->vmem;
   run->vmem_shadow = run->memory->vmem_shadow;
-  run->hbm_shadow = run->memory->hbm_shadow;
   run->vals = tsr_calloc(p->num_values + 1, sizeof *run->vals);
   run->refs = tsr_calloc(p->num_refs + 1, sizeof *run->refs);
-  run->hbm = tsr_calloc(nops + 1, sizeof *run->hbm);
+  run->sems = tsr_calloc(p->num_refs + 1, sizeof *run->sems);
   run->cur_block = tsr_calloc((size_t)(nops + 1) * TSR_MAX_RANK, sizeof(int64_t));
   run->prev_block = tsr_calloc((size_t)(nops + 1) * TSR_MAX_RANK, sizeof(int64_t));
   run->block_valid = tsr_calloc(nops + 1, sizeof *run->block_valid);
-  run->visited = tsr_calloc(nops + 1, sizeof *run->visited);
-  run->perm = tsr_calloc(p->grid_rank + 1, sizeof *run->perm);
-  run->site_reported = tsr_calloc(p->num_sites + 1, 1);
-  if (!run->vals || !run->refs || !run->hbm || !run->cur_block || !run->prev_block || !run->block_valid ||
-      !run->visited || !run->perm || !run->site_reported)
+  if (!run->vals || !run->refs || !run->sems || !run->cur_block || !run->prev_block ||
+      !run->block_valid)
     return TSR_OOM();
+  run->hbm = sh->hbm + (size_t)device * nops;
+  run->hbm_shadow = sh->hbm_shadow + (size_t)device * nops;
+  run->visited = sh->visited + (size_t)device * nops;
+  run->perm = sh->perm;
   /* Values start at their own buffers; consts are filled once. */
   for (uint32_t i = 0; i < p->num_values; i++) run->vals[i] = own(run, i);
   for (uint32_t i = 0; i < p->num_consts; i++) {
@@ -1135,43 +1522,113 @@ static tsr_status_t run_setup(run_t *run, tsr_array_t *const *operands) {
     tsr_blockops_fill(es, own(run, id), elem, vi->bytes / es);
   }
   /* Refs: own buffers. Scratch starts uninitialized with a clear shadow;
-   * block buffers are set up by the pipeline, scoped ones at scope entry. */
+   * block buffers are set up by the pipeline, scoped ones at scope entry;
+   * semaphores start at 0. */
   for (uint32_t i = 0; i < p->num_refs; i++) {
     const ref_info_t *ri = &p->refs[i];
+    if (ri->is_sem) {
+      run->sems[i] = tsr_calloc(ri->elements ? ri->elements : 1, sizeof(int32_t));
+      if (!run->sems[i]) return TSR_OOM();
+      continue;
+    }
     if (!ri->has_buffer) continue; /* hbm/any: set from the arrays below */
     run->refs[i].data = run->vmem + ri->offset;
     run->refs[i].shadow = ri->shadowed ? run->vmem_shadow + ri->offset : NULL;
-    if (ri->is_sem || ri->role != TSR_ROLE_SCRATCH) continue;
+    if (ri->role != TSR_ROLE_SCRATCH) continue;
     fill_uninit(run, (tsr_dtype_t)ri->dtype, run->refs[i].data, ri->elements);
     if (run->refs[i].shadow) memset(run->refs[i].shadow, 0, ri->elements);
-  }
-  /* HBM: inputs are the caller's arrays; outputs are written in place. */
-  for (uint32_t j = 0; j < nops; j++) {
-    TSR_RETURN_IF_ERROR(check_operand(p, j, operands[j]));
-    run->hbm[j] = operands[j]->data;
   }
   for (uint32_t j = 0; j < nops; j++) {
     const operand_plan_t *op = &p->operands[j];
     const ref_info_t *ri = &p->refs[op->ref];
-    size_t bytes = op->array_elements * tsr_dtype_size((tsr_dtype_t)ri->dtype);
-    if (op->role == TSR_ROLE_OUT) {
+    if (op->role == TSR_ROLE_PREFETCH)
+      memcpy(run->refs[op->ref].data, run->hbm[j],
+             op->array_elements * tsr_dtype_size((tsr_dtype_t)ri->dtype));
+  }
+  /* This core's share: leading parallel dims split in contiguous chunks. */
+  uint64_t parallel = 1, inner = p->total_steps;
+  for (uint32_t d = 0; d < p->grid_rank && p->semantics[d] == TSR_DIM_PARALLEL; d++) {
+    parallel *= (uint64_t)p->grid[d];
+    inner /= (uint64_t)p->grid[d];
+  }
+  if (sh->cores == 1) {
+    run->step_begin = 0;
+    run->step_end = p->total_steps;
+  } else if (parallel > 1 || (p->grid_rank && p->semantics[0] == TSR_DIM_PARALLEL)) {
+    uint64_t per = (parallel + sh->cores - 1) / sh->cores;
+    uint64_t b = TSR_MIN((uint64_t)core * per, parallel);
+    uint64_t e = TSR_MIN(b + per, parallel);
+    run->step_begin = b * inner;
+    run->step_end = e * inner;
+  } else {
+    run->step_begin = 0;
+    run->step_end = core == 0 ? p->total_steps : 0;
+  }
+  run->phase = CORE_START;
+  return NULL;
+}
+
+static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
+  const tsr_interp_program_t *p = sh->p;
+  uint32_t nops = p->num_operands, D = sh->devices;
+  sh->core = tsr_calloc((size_t)D * sh->cores, sizeof *sh->core);
+  sh->hbm = tsr_calloc((size_t)D * nops + 1, sizeof *sh->hbm);
+  sh->hbm_shadow = tsr_calloc((size_t)D * nops + 1, sizeof *sh->hbm_shadow);
+  sh->visited = tsr_calloc((size_t)D * nops + 1, sizeof *sh->visited);
+  sh->perm = tsr_calloc(p->grid_rank + 1, sizeof *sh->perm);
+  sh->site_reported = tsr_calloc(p->num_sites + 1, 1);
+  if (!sh->core || !sh->hbm || !sh->hbm_shadow || !sh->visited || !sh->perm ||
+      !sh->site_reported)
+    return TSR_OOM();
+  /* HBM: inputs are the caller's arrays (one slice per device); outputs are
+   * written in place; the output shadows come from core 0's run memory. */
+  for (uint32_t j = 0; j < nops; j++) {
+    TSR_RETURN_IF_ERROR(check_operand(p, j, D, operands[j]));
+    const operand_plan_t *op = &p->operands[j];
+    size_t slice = op->array_elements * tsr_dtype_size((tsr_dtype_t)p->refs[op->ref].dtype);
+    for (uint32_t d = 0; d < D; d++)
+      sh->hbm[d * nops + j] = (uint8_t *)operands[j]->data + d * slice;
+  }
+  for (uint32_t d = 0; d < D; d++)
+    for (uint32_t c = 0; c < sh->cores; c++) TSR_RETURN_IF_ERROR(core_setup(sh, d, c));
+  /* Output shadows live in each device's core-0 run memory. */
+  for (uint32_t d = 0; d < D && p->options.check; d++) {
+    run_memory_t *m = sh->core[d * sh->cores].memory;
+    for (uint32_t j = 0; j < nops; j++) {
+      const operand_plan_t *op = &p->operands[j];
+      if (op->role != TSR_ROLE_OUT) continue;
+      if (!m->hbm_shadow[j]) m->hbm_shadow[j] = tsr_malloc(op->array_elements + 1);
+      if (!m->hbm_shadow[j]) return TSR_OOM();
+      sh->hbm_shadow[d * nops + j] = m->hbm_shadow[j];
+    }
+  }
+  /* Unwindowed (hbm/any) operands: the ref is the device's HBM array. */
+  for (uint32_t c = 0; c < D * sh->cores; c++) {
+    run_t *run = &sh->core[c];
+    for (uint32_t j = 0; j < nops; j++) {
+      const operand_plan_t *op = &p->operands[j];
+      if (!op->hbm_direct) continue;
+      run->refs[op->ref].data = run->hbm[j];
+      run->refs[op->ref].shadow = op->role == TSR_ROLE_OUT ? run->hbm_shadow[j] : NULL;
+    }
+  }
+  for (uint32_t d = 0; d < D; d++) {
+    uint8_t **hbm = sh->hbm + (size_t)d * nops, **shadow = sh->hbm_shadow + (size_t)d * nops;
+    for (uint32_t j = 0; j < nops; j++) {
+      const operand_plan_t *op = &p->operands[j];
+      if (op->role != TSR_ROLE_OUT) continue;
+      const ref_info_t *ri = &p->refs[op->ref];
+      size_t bytes = op->array_elements * tsr_dtype_size((tsr_dtype_t)ri->dtype);
       if (op->alias >= 0) {
-        memcpy(run->hbm[j], run->hbm[op->alias], bytes);
-        run->hbm[op->alias] = run->hbm[j]; /* shared HBM buffer */
+        memcpy(hbm[j], hbm[op->alias], bytes);
+        hbm[op->alias] = hbm[j]; /* shared HBM buffer */
       } else if (!p->options.check) {
         /* With checks on, never-written elements are found through the
          * shadow and filled at the end (check_outputs): no pass here. */
-        fill_uninit(run, (tsr_dtype_t)ri->dtype, run->hbm[j], op->array_elements);
+        fill_uninit(&sh->core[d * sh->cores], (tsr_dtype_t)ri->dtype, hbm[j],
+                    op->array_elements);
       }
-      if (p->options.check)
-        memset(run->hbm_shadow[j], op->alias >= 0 ? 1 : 0, op->array_elements);
-    }
-    if (op->role == TSR_ROLE_PREFETCH) {
-      memcpy(run->refs[op->ref].data, run->hbm[j], bytes);
-    }
-    if (op->hbm_direct) {
-      run->refs[op->ref].data = run->hbm[j];
-      run->refs[op->ref].shadow = op->role == TSR_ROLE_OUT ? run->hbm_shadow[j] : NULL;
+      if (shadow[j]) memset(shadow[j], op->alias >= 0 ? 1 : 0, op->array_elements);
     }
   }
   /* Shuffled parallel dims: one permutation per dim, from the seed. */
@@ -1179,18 +1636,46 @@ static tsr_status_t run_setup(run_t *run, tsr_array_t *const *operands) {
     uint64_t state = p->options.shuffle_seed;
     for (uint32_t d = 0; d < p->grid_rank; d++) {
       if (p->semantics[d] != TSR_DIM_PARALLEL) break;
-      run->perm[d] = tsr_malloc((size_t)p->grid[d] * sizeof(int64_t));
-      if (!run->perm[d]) return TSR_OOM();
-      for (int64_t i = 0; i < p->grid[d]; i++) run->perm[d][i] = i;
+      sh->perm[d] = tsr_malloc((size_t)p->grid[d] * sizeof(int64_t));
+      if (!sh->perm[d]) return TSR_OOM();
+      for (int64_t i = 0; i < p->grid[d]; i++) sh->perm[d][i] = i;
       for (int64_t i = p->grid[d] - 1; i > 0; i--) {
         int64_t k = (int64_t)(splitmix64(&state) % (uint64_t)(i + 1));
-        int64_t t = run->perm[d][i];
-        run->perm[d][i] = run->perm[d][k];
-        run->perm[d][k] = t;
+        int64_t t = sh->perm[d][i];
+        sh->perm[d][i] = sh->perm[d][k];
+        sh->perm[d][k] = t;
       }
     }
   }
+  sh->schedule_state = p->options.schedule_seed;
   return NULL;
+}
+
+/* End of the kernel: DMAs never waited for and semaphores left non-zero. */
+static void check_end(shared_t *sh) {
+  const tsr_interp_program_t *p = sh->p;
+  for (uint32_t i = 0; i < sh->num_dmas; i++) {
+    const dma_record_t *r = &sh->dmas[i];
+    run_t *run = &sh->core[r->device * sh->cores + r->core];
+    kernel_error(run, r->site,
+                 "DMA of %lld bytes to %%%s is still in flight at kernel end: it was "
+                 "never waited for", (long long)r->bytes, r->dst_name);
+  }
+  for (uint32_t c = 0; c < sh->devices * sh->cores; c++) {
+    run_t *run = &sh->core[c];
+    for (uint32_t i = 0; i < p->num_refs; i++) {
+      const ref_info_t *ri = &p->refs[i];
+      if (!ri->is_sem) continue;
+      for (uint64_t k = 0; k < ri->elements; k++) {
+        if (!run->sems[i][k]) continue;
+        kernel_error(run, ri->site,
+                     "semaphore %%%s (element %llu) holds %d at kernel end: a signal "
+                     "or DMA was never waited for", ri->name, (unsigned long long)k,
+                     run->sems[i][k]);
+        break;
+      }
+    }
+  }
 }
 
 tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
@@ -1203,23 +1688,27 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
                       "kernel @%s takes %u arrays (prefetch, in and out operands), "
                       "got %zu",
                       p->kernel_name, p->num_operands, num_operands);
-  run_t run;
-  memset(&run, 0, sizeof run);
-  run.p = p;
-  run.out = p->options.print_stream ? p->options.print_stream : stderr;
-  tsr_diag_list_initialize(&run.diags, p->options.max_errors);
-  tsr_status_t s = run_setup(&run, operands);
-  if (!s) s = run_grid(&run);
-  if (!s && !run.aborted && p->options.check) check_outputs(&run);
-  if (!s && run.diags.count) {
-    if (run.suppressed)
-      tsr_strbuf_printf(&run.diags.text,
+  shared_t sh;
+  memset(&sh, 0, sizeof sh);
+  sh.p = p;
+  sh.devices = p->options.devices ? p->options.devices : 1;
+  sh.cores = p->options.cores ? p->options.cores : 1;
+  sh.out = p->options.print_stream ? p->options.print_stream : stderr;
+  tsr_diag_list_initialize(&sh.diags, p->options.max_errors);
+  tsr_status_t s = run_setup(&sh, operands);
+  if (!s) run_all(&sh);
+  if (!s && !sh.aborted) check_end(&sh);
+  if (!s && !sh.aborted && p->options.check)
+    for (uint32_t d = 0; d < sh.devices; d++) check_outputs(&sh.core[d * sh.cores]);
+  if (!s && sh.diags.count) {
+    if (sh.suppressed)
+      tsr_strbuf_printf(&sh.diags.text,
                         "\nnote: %llu more occurrence%s of these errors not shown",
-                        (unsigned long long)run.suppressed, run.suppressed == 1 ? "" : "s");
-    s = tsr_diag_list_to_status(&run.diags, TSR_KERNEL_ERROR);
+                        (unsigned long long)sh.suppressed, sh.suppressed == 1 ? "" : "s");
+    s = tsr_diag_list_to_status(&sh.diags, TSR_KERNEL_ERROR);
   }
-  run.stats.vmem_bytes = p->vmem_used;
-  if (out_stats) *out_stats = run.stats;
-  run_free(&run);
+  sh.stats.vmem_bytes = p->vmem_used;
+  if (out_stats) *out_stats = sh.stats;
+  shared_free(&sh);
   return s;
 }

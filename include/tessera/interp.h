@@ -33,6 +33,13 @@ typedef struct tsr_interp_options {
                                 "v7" "tpu8i"; default "v5e" (128 MiB) */
   uint32_t max_errors;       /* diagnostics kept per run; default 20 */
   FILE *print_stream;        /* `print` output; default stderr */
+  uint32_t devices;          /* simulated devices; default 1. With more than
+                                one, every operand array has a leading
+                                dimension of this size (one slice per device) */
+  uint32_t cores;            /* TensorCores per device; default 1 */
+  uint64_t schedule_seed;    /* 0: fixed core order; else a seeded order */
+  bool dma_eager;            /* DMAs copy at start (default: lazily, at the
+                                wait that needs them) */
 } tsr_interp_options_t;
 
 /* Fills in the defaults above. */
