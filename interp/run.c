@@ -1001,6 +1001,7 @@ blocked:
 typedef struct visit {
   int64_t key[TSR_MAX_RANK];
   uint64_t first_step, last_step;
+  uint32_t core; /* the core that wrote it */
   UT_hash_handle hh;
 } visit_t;
 
@@ -1120,7 +1121,17 @@ static void begin_out_block(run_t *run, uint32_t j) {
       int64_t key[TSR_MAX_RANK] = {0};
       for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
       HASH_FIND(hh, set, key, sizeof key, v);
-      if (v) {
+      if (v && v->core != run->core) {
+        char bi[96];
+        format_dims(bi, sizeof bi, b, op->array_rank);
+        kernel_error(run, op->site,
+                     "output block %s is written by core %u at step %llu and by core "
+                     "%u in steps %llu..%llu: the cores of a device must write "
+                     "disjoint output blocks",
+                     bi, run->core, (unsigned long long)run->step, v->core,
+                     (unsigned long long)v->first_step,
+                     (unsigned long long)v->last_step);
+      } else if (v) {
         char bi[96];
         format_dims(bi, sizeof bi, b, op->array_rank);
         kernel_error(run, op->site,
@@ -1135,6 +1146,7 @@ static void begin_out_block(run_t *run, uint32_t j) {
         if (v) {
           memcpy(v->key, key, sizeof key);
           v->first_step = v->last_step = run->step;
+          v->core = run->core;
           HASH_ADD(hh, set, key, sizeof v->key, v);
           run->visited[j] = set;
         }
@@ -1688,6 +1700,10 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
                       "kernel @%s takes %u arrays (prefetch, in and out operands), "
                       "got %zu",
                       p->kernel_name, p->num_operands, num_operands);
+  if ((uint64_t)(p->options.devices ? p->options.devices : 1) *
+          (p->options.cores ? p->options.cores : 1) > 256)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "at most 256 simulated cores (devices x cores) per run");
   shared_t sh;
   memset(&sh, 0, sizeof sh);
   sh.p = p;

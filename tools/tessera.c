@@ -83,6 +83,18 @@ static const char run_help[] =
     "  --chip CHIP              VMEM budget of CHIP: v2 v3 v4 v5e v5p v6e v7\n"
     "                           tpu8i (default v5e)\n"
     "  --max-errors N           diagnostics kept per run (default 20)\n"
+    "\n"
+    "Cores, devices and DMAs (docs/dma.md):\n"
+    "  --devices N              simulated devices (default 1); with N > 1 every\n"
+    "                           operand has a leading dimension N: device d\n"
+    "                           reads and writes slice d\n"
+    "  --cores N                TensorCores per device (default 1); leading\n"
+    "                           parallel grid dims are split across them\n"
+    "  --dma-mode eager|lazy    copy at dma_start, or as late as possible, at\n"
+    "                           the wait that needs it (default lazy: exposes\n"
+    "                           missing waits)\n"
+    "  --schedule-seed N        run the cores in a seeded order (default 0:\n"
+    "                           fixed order)\n"
     "  -q, --quiet              no summary line on stderr\n"
     "  -h, --help               show this help\n"
     "\n"
@@ -720,7 +732,7 @@ typedef struct binding {
 enum {
   RUN_HELP, RUN_KERNEL, RUN_IN, RUN_OUT, RUN_IN_DIR, RUN_OUT_DIR, RUN_RANDOM,
   RUN_UNINIT, RUN_SHUFFLE, RUN_CHIP, RUN_CHECK, RUN_NO_CHECK, RUN_MAX_ERRORS,
-  RUN_QUIET,
+  RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED,
 };
 
 static const cli_option_t run_options[] = {
@@ -738,6 +750,10 @@ static const cli_option_t run_options[] = {
     {"no-check", 0, false, RUN_NO_CHECK},
     {"max-errors", 0, true, RUN_MAX_ERRORS},
     {"quiet", 'q', false, RUN_QUIET},
+    {"devices", 0, true, RUN_DEVICES},
+    {"cores", 0, true, RUN_CORES},
+    {"dma-mode", 0, true, RUN_DMA_MODE},
+    {"schedule-seed", 0, true, RUN_SCHEDULE_SEED},
     {NULL, 0, false, 0},
 };
 
@@ -874,6 +890,30 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
       break;
     case RUN_QUIET:
       req->quiet = true;
+      break;
+    case RUN_DEVICES:
+    case RUN_CORES:
+      if (!parse_u64(value, &n) || n == 0 || n > 64)
+        return usage_error("run", "--%s expects an integer from 1 to 64, got '%s'",
+                           id == RUN_DEVICES ? "devices" : "cores", value);
+      if (id == RUN_DEVICES)
+        req->options.devices = (uint32_t)n;
+      else
+        req->options.cores = (uint32_t)n;
+      break;
+    case RUN_DMA_MODE:
+      if (strcmp(value, "eager") == 0) req->options.dma_eager = true;
+      else if (strcmp(value, "lazy") == 0) req->options.dma_eager = false;
+      else
+        return usage_error("run", "--dma-mode expects 'eager' or 'lazy', got '%s'",
+                           value);
+      break;
+    case RUN_SCHEDULE_SEED:
+      if (!parse_u64(value, &n))
+        return usage_error("run",
+                           "--schedule-seed expects a non-negative integer, got '%s'",
+                           value);
+      req->options.schedule_seed = n;
       break;
     default:
       return usage_error("run", "internal error: option %d", id);
@@ -1021,7 +1061,20 @@ static int execute_run(run_request_t *req) {
   for (size_t i = 0; i < total; i++) {
     tsr_ir_operand_info_t info;
     tsr_ir_kernel_operand_info(kernel, i, &info);
-    if (info.role != TSR_ROLE_SCRATCH) infos[n++] = info;
+    if (info.role == TSR_ROLE_SCRATCH) continue;
+    if (req->options.devices > 1) {
+      /* One slice per device: a leading dimension of size devices. */
+      if (info.rank + 1 > TSR_MAX_RANK) {
+        rc = usage_error("run", "operand %%%s has rank %u: with --devices it would "
+                         "need rank %u, more than %d", info.name, info.rank,
+                         info.rank + 1, TSR_MAX_RANK);
+        goto done;
+      }
+      memmove(info.dims + 1, info.dims, info.rank * sizeof info.dims[0]);
+      info.dims[0] = req->options.devices;
+      info.rank++;
+    }
+    infos[n++] = info;
   }
   if ((rc = check_bindings(kname, req->ins, req->num_ins, infos, n, true)) ||
       (rc = check_bindings(kname, req->outs, req->num_outs, infos, n, false)))
