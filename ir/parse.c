@@ -24,10 +24,12 @@
  *   scoped    []; region 0 args: the declared refs
  *   print     [values...]; text = format string (escapes decoded)
  *   assert    [cond]; text = message
- *   dma_*     [src, dst, sem, dynamic index starts (src, dst, sem order)...,
- *             device?]; indices = src, dst, sem indices; ints[0] = number of
- *             src indices, ints[1] = number of dst indices; TSR_OPF_DMA_ADD,
- *             TSR_OPF_DEVICE
+ *   dma_*     [src, dst, sem, ssem?, dynamic index starts (src, dst, sem,
+ *             ssem order)..., device?]; indices = src, dst, sem, ssem indices;
+ *             ints[0] = number of src indices, ints[1] = number of dst
+ *             indices, ints[2] = number of sem indices (the rest are ssem
+ *             indices; a view written without brackets has none);
+ *             TSR_OPF_SEND (ssem present), TSR_OPF_DMA_ADD, TSR_OPF_DEVICE
  *   sem_*     [sem, amount (sem_signal/sem_wait only), dynamic starts...,
  *             device?, core?]; indices = sem indices; TSR_OPF_DEVICE/CORE
  *   device_id, core_id: no operands
@@ -658,7 +660,7 @@ typedef struct op_line {
   vec_t types;     /* tsr_type_t: result types */
   vec_t arg_names; /* token_t: region args (iv, iter names, scoped names) */
   vec_t arg_types; /* tsr_type_t: scoped arg types */
-  tsr_index_t indices[3 * TSR_MAX_RANK];
+  tsr_index_t indices[4 * TSR_MAX_RANK]; /* up to 4 views (dma_start) */
   uint32_t num_indices;
   int64_t ints[TSR_MAX_RANK];
   uint32_t num_ints;
@@ -1423,7 +1425,7 @@ static bool parse_op_body(parser_t *p, op_line_t *l) {
       next(p);
       return true;
     case TSR_SYN_DMA: {
-      tsr_value_t *src, *dst, *sem;
+      tsr_value_t *src, *dst, *sem, *ssem = NULL;
       if (!parse_ref_view(p, "a source ref", m, l, &src)) return false;
       uint32_t nsrc = l->num_indices;
       if (!expect(p, TOK_ARROW, "'->' after the source")) return false;
@@ -1431,14 +1433,21 @@ static bool parse_op_body(parser_t *p, op_line_t *l) {
       uint32_t ndst = l->num_indices - nsrc;
       if (!expect(p, TOK_COMMA, "',' and a semaphore")) return false;
       if (!parse_ref_view(p, "a semaphore", m, l, &sem)) return false;
+      uint32_t nsem = l->num_indices - nsrc - ndst;
+      if (accept_word(p, "send")) {
+        if (!parse_ref_view(p, "a send semaphore", m, l, &ssem)) return false;
+        l->flags |= TSR_OPF_SEND;
+      }
       if (!push_value(p, &l->operands, src) || !push_value(p, &l->operands, dst) ||
-          !push_value(p, &l->operands, sem))
+          !push_value(p, &l->operands, sem) ||
+          (ssem && !push_value(p, &l->operands, ssem)))
         return false;
-      rebase_indices(l, 0, 3);
+      rebase_indices(l, 0, (int32_t)l->operands.count);
       if (!append_dyn(p, l)) return false;
       l->ints[0] = nsrc;
       l->ints[1] = ndst;
-      l->num_ints = 2;
+      l->ints[2] = nsem;
+      l->num_ints = 3;
       if (!parse_device_core(p, l, false)) return false;
       if (accept_word(p, "add")) l->flags |= TSR_OPF_DMA_ADD;
       return parse_result_types(p, l);

@@ -170,23 +170,37 @@ static const tsr_value_t *region_arg(const tsr_region_t *r, uint32_t i) {
   return r && i < r->num_args ? r->args[i] : NULL;
 }
 
-/* The DMA and semaphore ops (reserved; layouts in ir/parse.c). */
+/* The DMA and semaphore ops (operand layouts in ir/parse.c). Index counts
+ * are clamped to the indices present, so any built op prints. */
 static void put_dma_sem(tsr_strbuf_t *sb, const tsr_op_t *op) {
   bool dma = tsr_op_table[op->opcode].syntax == TSR_SYN_DMA;
+  bool send = dma && (op->flags & TSR_OPF_SEND);
   uint32_t next = 0; /* next positional operand */
-  uint32_t nsrc = dma ? (uint32_t)int_attr(op, 0) : 0;
-  uint32_t ndst = dma ? (uint32_t)int_attr(op, 1) : 0;
   tsr_strbuf_puts(sb, " ");
   if (dma) {
+    uint32_t left = op->num_indices, count[3];
+    for (uint32_t i = 0; i < 3; i++) {
+      int64_t n = int_attr(op, i);
+      /* without send (or without ints[2]) the semaphore takes the rest */
+      if (i == 2 && (!send || op->num_ints < 3)) n = left;
+      count[i] = n < 0 ? 0 : (uint32_t)TSR_MIN((uint64_t)n, (uint64_t)left);
+      left -= count[i];
+    }
     put_operand(sb, op, 0);
-    put_indices(sb, op, 0, nsrc, true);
+    put_indices(sb, op, 0, count[0], true);
     tsr_strbuf_puts(sb, " -> ");
     put_operand(sb, op, 1);
-    put_indices(sb, op, nsrc, ndst, true);
+    put_indices(sb, op, count[0], count[1], true);
     tsr_strbuf_puts(sb, ", ");
     put_operand(sb, op, 2);
-    put_indices(sb, op, nsrc + ndst, op->num_indices - TSR_MIN(op->num_indices, nsrc + ndst), true);
+    put_indices(sb, op, count[0] + count[1], count[2], true);
     next = 3;
+    if (send) {
+      tsr_strbuf_puts(sb, " send ");
+      put_operand(sb, op, 3);
+      put_indices(sb, op, count[0] + count[1] + count[2], left, true);
+      next = 4;
+    }
   } else {
     put_operand(sb, op, 0);
     put_indices(sb, op, 0, op->num_indices, true);

@@ -471,21 +471,22 @@ static const char *index_text(tbuf_t *b, const tsr_op_t *op, const tsr_index_t *
 }
 #define INDEX_TEXT(op, ix) index_text(&(tbuf_t){.len = 0}, (op), (ix))
 
-/* Checks the indices of `op` into `base` (a ref or block of rank
- * op->num_indices, named `base_name`): dynamic starts are operands
- * [first_dyn, end_dyn) holding i32 scalars, each used by one index; static
- * parts lie within the dims. Writes the view type (dims kept by non-point
- * indices; a scalar if none). Returns false after reporting. */
-static bool check_indices(verifier_t *v, const tsr_op_t *op, const char *base_name,
-                          const tsr_type_t *base, uint32_t first_dyn,
-                          uint32_t end_dyn, bool allow_dynamic, tsr_type_t *out_view) {
+/* Checks the indices [first, first + count) of `op` as a view of `base` (a
+ * ref, block or semaphore array of rank `count`, named `base_name`; messages
+ * number the indices within the view): dynamic starts are operands
+ * [first_dyn, end_dyn) holding i32 scalars, each used by one index of the
+ * op; static parts lie within the dims. Writes the view type (dims kept by
+ * non-point indices; a scalar if none). Returns false after reporting. */
+static bool check_view(verifier_t *v, const tsr_op_t *op, const char *base_name,
+                       const tsr_type_t *base, uint32_t first, uint32_t count,
+                       uint32_t first_dyn, uint32_t end_dyn, bool allow_dynamic,
+                       tsr_type_t *out_view) {
   const char *m = mnemonic(op);
   bool ok = true;
   int64_t view_dims[TSR_MAX_RANK];
   uint32_t view_rank = 0;
-  uint32_t num_dynamic = 0;
-  for (uint32_t d = 0; d < op->num_indices; d++) {
-    const tsr_index_t *ix = &op->indices[d];
+  for (uint32_t d = 0; d < count; d++) {
+    const tsr_index_t *ix = &op->indices[first + d];
     int64_t dim = base->dims[d];
     bool dynamic = ix->operand >= 0;
     if (ix->kind > TSR_INDEX_DS) {
@@ -519,19 +520,23 @@ static bool check_indices(verifier_t *v, const tsr_op_t *op, const char *base_na
         continue;
       }
       bool dup = false;
-      for (uint32_t e = 0; e < d && !dup; e++) {
-        if (op->indices[e].operand == ix->operand) {
+      for (uint32_t e = 0; e < first + d && !dup; e++) {
+        if (op->indices[e].operand != ix->operand) continue;
+        if (e >= first)
           report(v, op->loc,
                  "'%s' index %u of %%%s uses operand #%u, already used by index %u", m,
-                 d, base_name, pos + 1, e);
-          dup = true;
-        }
+                 d, base_name, pos + 1, e - first);
+        else
+          report(v, op->loc,
+                 "'%s' index %u of %%%s uses operand #%u, already used by the index of "
+                 "another view",
+                 m, d, base_name, pos + 1);
+        dup = true;
       }
       if (dup) {
         ok = false;
         continue;
       }
-      num_dynamic++;
       const tsr_value_t *s = op->operands[pos];
       if (usable(v, s) && !is_i32_scalar(&s->type)) {
         report(v, op->loc, "'%s' index %u of %%%s: operand #%u (%%%s): expected i32, found %s",
@@ -618,22 +623,37 @@ static bool check_indices(verifier_t *v, const tsr_op_t *op, const char *base_na
         break;
     }
   }
-  /* Every index operand is used by exactly one index. */
-  if (ok && allow_dynamic && num_dynamic != end_dyn - first_dyn) {
-    for (uint32_t pos = first_dyn; pos < end_dyn; pos++) {
-      bool used = false;
-      for (uint32_t d = 0; d < op->num_indices && !used; d++)
-        used = op->indices[d].operand >= 0 && (uint32_t)op->indices[d].operand == pos;
-      if (!used) {
-        report(v, op->loc, "'%s' operand #%u (%%%s) is not used by any index", m, pos + 1,
-               vname(op->operands[pos]));
-        ok = false;
-      }
-    }
-  }
   *out_view = view_rank ? tsr_type_vector((tsr_dtype_t)base->dtype, view_rank, view_dims)
                         : tsr_type_scalar((tsr_dtype_t)base->dtype);
   return ok;
+}
+
+/* Every operand in [first_dyn, end_dyn) is the start of some index of `op`
+ * (check_view has checked that none is used twice). */
+static bool check_index_operands_used(verifier_t *v, const tsr_op_t *op, uint32_t first_dyn,
+                                      uint32_t end_dyn) {
+  bool ok = true;
+  for (uint32_t pos = first_dyn; pos < end_dyn; pos++) {
+    bool used = false;
+    for (uint32_t d = 0; d < op->num_indices && !used; d++)
+      used = op->indices[d].operand >= 0 && (uint32_t)op->indices[d].operand == pos;
+    if (!used) {
+      report(v, op->loc, "'%s' operand #%u (%%%s) is not used by any index", mnemonic(op),
+             pos + 1, vname(op->operands[pos]));
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+/* All indices of `op` as one view of `base` (load, store, slice). */
+static bool check_indices(verifier_t *v, const tsr_op_t *op, const char *base_name,
+                          const tsr_type_t *base, uint32_t first_dyn,
+                          uint32_t end_dyn, bool allow_dynamic, tsr_type_t *out_view) {
+  if (!check_view(v, op, base_name, base, 0, op->num_indices, first_dyn, end_dyn,
+                  allow_dynamic, out_view))
+    return false;
+  return !allow_dynamic || check_index_operands_used(v, op, first_dyn, end_dyn);
 }
 
 /* ---- Per-op type rules -------------------------------------------------------------
@@ -1132,6 +1152,215 @@ static void rule_memory(verifier_t *v, const tsr_op_t *op, bool is_load) {
   }
 }
 
+/* ---- DMA and semaphore ops (docs/dma.md) ------------------------------------------ */
+
+/* One ref view or semaphore operand of a DMA or semaphore op. */
+typedef struct view_part {
+  const char *what; /* "source", "destination", "semaphore", "send semaphore" */
+  uint32_t operand; /* position in op->operands */
+  uint32_t first;   /* its indices: [first, first + count) of op->indices */
+  uint32_t count;
+} view_part_t;
+
+/* Flags that add operands or change an op's meaning; `allowed` are those
+ * the op takes. */
+static bool check_view_op_flags(verifier_t *v, const tsr_op_t *op, uint32_t allowed) {
+  static const struct {
+    uint32_t bit;
+    const char *text;
+  } optional[] = {
+      {TSR_OPF_SEND, "'send' semaphore"},
+      {TSR_OPF_DEVICE, "'device' operand"},
+      {TSR_OPF_CORE, "'core' operand"},
+      {TSR_OPF_DMA_ADD, "'add'"},
+  };
+  bool ok = true;
+  for (size_t i = 0; i < TSR_ARRAY_SIZE(optional); i++) {
+    if ((op->flags & optional[i].bit) && !(allowed & optional[i].bit)) {
+      report(v, op->loc, "'%s' takes no %s", mnemonic(op), optional[i].text);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+/* The source or destination of a DMA: a ref in any space, with one index
+ * per dimension (the forms of load; none for a rank-0 ref). Writes the
+ * view's type. */
+static bool check_dma_view(verifier_t *v, const tsr_op_t *op, const view_part_t *part,
+                           uint32_t first_dyn, uint32_t end_dyn, tsr_type_t *out_view) {
+  const char *m = mnemonic(op);
+  const tsr_value_t *ref = op->operands[part->operand];
+  const tsr_type_t *rt = &ref->type;
+  if (rt->kind != TSR_TYPE_REF) {
+    report(v, op->loc, "'%s' operand #%u (%%%s, the %s): expected a ref, found %s", m,
+           part->operand + 1, vname(ref), part->what, TYPE_TEXT(rt));
+    return false;
+  }
+  if (rt->space == TSR_SPACE_SMEM && !is_32bit(rt->dtype)) {
+    report(v, op->loc, "'%s' %s %%%s: smem refs hold 32-bit elements (i32, u32, f32), found %s",
+           m, part->what, vname(ref), TYPE_TEXT(rt));
+    return false;
+  }
+  if (part->count != rt->rank) {
+    if (rt->rank == 0)
+      report(v, op->loc, "'%s' %s %%%s: %s has rank 0 and takes no indices, found %u", m,
+             part->what, vname(ref), TYPE_TEXT(rt), part->count);
+    else
+      report(v, op->loc,
+             "'%s' %s %%%s: expected %u ind%s (one per dimension of %s; ':' for a whole "
+             "dimension), found %u",
+             m, part->what, vname(ref), rt->rank, rt->rank == 1 ? "ex" : "ices", TYPE_TEXT(rt),
+             part->count);
+    return false;
+  }
+  return check_view(v, op, vname(ref), rt, part->first, part->count, first_dyn, end_dyn, true,
+                    out_view);
+}
+
+/* A semaphore operand naming one semaphore: of `kind` (or of either kind if
+ * `either`), with one point index per dimension (none for rank 0). */
+static bool check_semaphore(verifier_t *v, const tsr_op_t *op, const view_part_t *part,
+                            tsr_sem_kind_t kind, bool either, uint32_t first_dyn,
+                            uint32_t end_dyn) {
+  const char *m = mnemonic(op);
+  const tsr_value_t *sem = op->operands[part->operand];
+  const tsr_type_t *t = &sem->type;
+  if (t->kind != TSR_TYPE_SEM || (!either && t->dtype != kind)) {
+    const char *want = either                  ? "a semaphore (sem or dma_sem)"
+                       : kind == TSR_SEM_DMA ? "a DMA semaphore (dma_sem)"
+                                               : "a regular semaphore (sem)";
+    report(v, op->loc, "'%s' operand #%u (%%%s, the %s): expected %s, found %s", m,
+           part->operand + 1, vname(sem), part->what, want, TYPE_TEXT(t));
+    return false;
+  }
+  if (part->count != t->rank) {
+    if (t->rank == 0)
+      report(v, op->loc, "'%s' %s %%%s: %s is one semaphore and takes no indices, found %u", m,
+             part->what, vname(sem), TYPE_TEXT(t), part->count);
+    else
+      report(v, op->loc,
+             "'%s' %s %%%s: expected %u point ind%s (one per dimension of %s) naming one "
+             "semaphore, found %u",
+             m, part->what, vname(sem), t->rank, t->rank == 1 ? "ex" : "ices", TYPE_TEXT(t),
+             part->count);
+    return false;
+  }
+  for (uint32_t d = 0; d < part->count; d++) {
+    const tsr_index_t *ix = &op->indices[part->first + d];
+    if (ix->kind != TSR_INDEX_POINT) {
+      report(v, op->loc,
+             "'%s' %s %%%s: index %u is %s, expected a point index (an integer or an i32 "
+             "value) naming one semaphore",
+             m, part->what, vname(sem), d, INDEX_TEXT(op, ix));
+      return false;
+    }
+  }
+  tsr_type_t view;
+  return check_view(v, op, vname(sem), t, part->first, part->count, first_dyn, end_dyn, true,
+                    &view);
+}
+
+/* dma_start and dma_wait. Operands [src, dst, sem, ssem?, index starts..,
+ * device?]; ints = the index counts of src, dst and sem; the rest of the
+ * indices are the send semaphore's (layout: ir/parse.c). */
+static void rule_dma(verifier_t *v, const tsr_op_t *op) {
+  const char *m = mnemonic(op);
+  bool start = op->opcode == TSR_OP_DMA_START;
+  if (!check_view_op_flags(v, op, start ? TSR_OPF_SEND | TSR_OPF_DEVICE | TSR_OPF_DMA_ADD : 0))
+    return;
+  uint32_t send = (op->flags & TSR_OPF_SEND) ? 1 : 0;
+  uint32_t device = (op->flags & TSR_OPF_DEVICE) ? 1 : 0;
+  uint32_t first_dyn = 3 + send;
+  if (op->num_operands < first_dyn + device) {
+    report(v, op->loc, "'%s' with%s%s takes at least %u operands, found %u", m,
+           send ? " a send semaphore" : "", device ? (send ? " and a device" : " a device") : "",
+           first_dyn + device, op->num_operands);
+    return;
+  }
+  if (op->num_ints != 3) {
+    report(v, op->loc,
+           "'%s' needs 3 index counts (of the source, destination and semaphore), found %u", m,
+           op->num_ints);
+    return;
+  }
+  int64_t used = 0;
+  bool counts_ok = true;
+  for (uint32_t i = 0; i < 3; i++) {
+    counts_ok &= op->ints[i] >= 0 && op->ints[i] <= TSR_MAX_RANK;
+    if (counts_ok) used += op->ints[i];
+  }
+  if (!counts_ok || used > op->num_indices || (!send && used != op->num_indices)) {
+    report(v, op->loc,
+           "'%s' index counts %lld, %lld, %lld (source, destination, semaphore) do not match "
+           "its %u indices",
+           m, (long long)op->ints[0], (long long)op->ints[1], (long long)op->ints[2],
+           op->num_indices);
+    return;
+  }
+  uint32_t n0 = (uint32_t)op->ints[0], n1 = (uint32_t)op->ints[1], n2 = (uint32_t)op->ints[2];
+  const view_part_t parts[4] = {
+      {"source", 0, 0, n0},
+      {"destination", 1, n0, n1},
+      {"semaphore", 2, n0 + n1, n2},
+      {"send semaphore", 3, n0 + n1 + n2, op->num_indices - (uint32_t)used},
+  };
+  uint32_t end_dyn = op->num_operands - device;
+  tsr_type_t src_view, dst_view;
+  bool src_ok = check_dma_view(v, op, &parts[0], first_dyn, end_dyn, &src_view);
+  bool dst_ok = check_dma_view(v, op, &parts[1], first_dyn, end_dyn, &dst_view);
+  bool ok = src_ok && dst_ok;
+  ok &= check_semaphore(v, op, &parts[2], TSR_SEM_DMA, false, first_dyn, end_dyn);
+  if (send) ok &= check_semaphore(v, op, &parts[3], TSR_SEM_DMA, false, first_dyn, end_dyn);
+  if (src_ok && dst_ok) {
+    const tsr_value_t *src = op->operands[0], *dst = op->operands[1];
+    if (!tsr_type_equal(&src_view, &dst_view)) {
+      report(v, op->loc,
+             "'%s' source and destination views differ: %%%s gives %s, %%%s gives %s (a DMA "
+             "copies between views of the same shape and dtype)",
+             m, vname(src), TYPE_TEXT(&src_view), vname(dst), TYPE_TEXT(&dst_view));
+      ok = false;
+    } else if ((op->flags & TSR_OPF_DMA_ADD) && dclass(src_view.dtype) == TSR_CLASS_BOOL) {
+      report(v, op->loc,
+             "'%s' add: %%%s and %%%s hold i1, which has no addition (add takes float or "
+             "integer views)",
+             m, vname(src), vname(dst));
+      ok = false;
+    }
+  }
+  if (ok) check_index_operands_used(v, op, first_dyn, end_dyn);
+  tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32);
+  if (device) expect_operand(v, op, end_dyn, &i32, ", the device");
+}
+
+/* sem_signal, sem_wait, sem_read and core_barrier. Operands [sem, amount
+ * (sem_signal, sem_wait), index starts.., device?, core?]; every index is
+ * the semaphore's. */
+static void rule_semaphore(verifier_t *v, const tsr_op_t *op) {
+  bool signal = op->opcode == TSR_OP_SEM_SIGNAL;
+  bool amount = signal || op->opcode == TSR_OP_SEM_WAIT;
+  if (!check_view_op_flags(v, op, signal ? TSR_OPF_DEVICE | TSR_OPF_CORE : 0)) return;
+  uint32_t device = (op->flags & TSR_OPF_DEVICE) ? 1 : 0;
+  uint32_t core = (op->flags & TSR_OPF_CORE) ? 1 : 0;
+  uint32_t first_dyn = amount ? 2 : 1;
+  if (op->num_operands < first_dyn + device + core) {
+    report(v, op->loc, "'%s' with%s%s takes at least %u operands, found %u", mnemonic(op),
+           device ? " a device" : "", core ? (device ? " and a core" : " a core") : "",
+           first_dyn + device + core, op->num_operands);
+    return;
+  }
+  uint32_t end_dyn = op->num_operands - device - core;
+  const view_part_t part = {"semaphore", 0, 0, op->num_indices};
+  bool either = op->opcode == TSR_OP_SEM_READ;
+  if (check_semaphore(v, op, &part, TSR_SEM_REGULAR, either, first_dyn, end_dyn))
+    check_index_operands_used(v, op, first_dyn, end_dyn);
+  tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32);
+  if (amount) expect_operand(v, op, 1, &i32, ", the amount");
+  if (device) expect_operand(v, op, end_dyn, &i32, ", the device");
+  if (core) expect_operand(v, op, end_dyn + device, &i32, ", the core");
+  if (op->opcode == TSR_OP_SEM_READ) expect_result(v, op, 0, &i32, "");
+}
+
 static void rule_print(verifier_t *v, const tsr_op_t *op) {
   uint32_t holes = 0;
   for (const char *p = op->text; p && *p; p++)
@@ -1286,11 +1515,12 @@ static NOINLINE void check_control(verifier_t *v, const tsr_op_t *op, bool typed
         if (!def_ok(v, a)) continue;
         const tsr_type_t *t = &a->type;
         if (t->kind == TSR_TYPE_SEM) {
-          /* Pallas run_scoped allows them; tessera has no semaphores yet. */
+          /* Pallas run_scoped allows them; in tessera semaphores are kernel
+           * scratch (docs/dma.md). */
           report(v, op->loc,
-                 "'scoped' argument #%u (%%%s): scoped semaphores are reserved: DMAs and "
-                 "semaphores are not implemented yet (declare it as kernel scratch)",
-                 i + 1, vname(a));
+                 "'scoped' argument #%u (%%%s): semaphores cannot be scoped (declare it as "
+                 "kernel scratch: scratch %%%s: %s)",
+                 i + 1, vname(a), vname(a), TYPE_TEXT(t));
         } else if (t->kind != TSR_TYPE_REF) {
           report(v, op->loc,
                  "'scoped' argument #%u (%%%s): expected a vmem or smem ref, found %s", i + 1,
@@ -1411,11 +1641,29 @@ static NOINLINE void apply_rule(verifier_t *v, const tsr_op_t *op) {
       expect_operand(v, op, 0, &i1, "");
       break;
     }
+    case TSR_RULE_DMA: rule_dma(v, op); break;
+    case TSR_RULE_SEMAPHORE: rule_semaphore(v, op); break;
+    case TSR_RULE_ID_QUERY: {
+      tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32);
+      expect_result(v, op, 0, &i32, "");
+      break;
+    }
     /* Control ops: verify_control; terminators: verify_region; reserved
-     * ops never get here. */
+     * ops (TSR_F_RESERVED) never get here. */
     case TSR_RULE_FOR: case TSR_RULE_WHILE: case TSR_RULE_IF: case TSR_RULE_SCOPED:
     case TSR_RULE_YIELD: case TSR_RULE_CONDITION: case TSR_RULE_RESERVED:
       break;
+  }
+}
+
+/* Operands whose kind the op's rule checks: the views and semaphores of DMA
+ * ops, the semaphore of semaphore ops. Elsewhere only the ref operand of
+ * load and store may be a ref, and no operand may be a semaphore. */
+static bool is_view_slot(const tsr_op_t *op, uint32_t i) {
+  switch (tsr_op_table[op->opcode].syntax) {
+    case TSR_SYN_DMA: return i < ((op->flags & TSR_OPF_SEND) ? 4u : 3u);
+    case TSR_SYN_SEM: return i == 0;
+    default: return false;
   }
 }
 
@@ -1432,7 +1680,7 @@ static NOINLINE bool check_op(verifier_t *v, const tsr_op_t *op, const region_ct
   bool allowed = true;
   *out_typed = false;
   if (info->flags & TSR_F_RESERVED) {
-    report(v, op->loc, "'%s' is reserved: DMAs and semaphores are not implemented yet", m);
+    report(v, op->loc, "'%s' is reserved: it is parsed and printed but cannot run yet", m);
     typed = allowed = false;
   }
   if (ctx->kind == REGION_MAP && !(info->flags & TSR_F_MAP_OK)) {
@@ -1447,19 +1695,19 @@ static NOINLINE bool check_op(verifier_t *v, const tsr_op_t *op, const region_ct
       typed = false;
       continue;
     }
-    if (!allowed) continue;
+    if (!allowed || is_view_slot(op, i)) continue;
     const tsr_type_t *t = &op->operands[i]->type;
     bool ref_slot = i == 0 && (info->flags & (TSR_F_READS | TSR_F_WRITES));
     if (t->kind == TSR_TYPE_REF && !ref_slot) {
       report(v, op->loc,
-             "'%s' operand #%u (%%%s): a ref can only be the ref operand of load or store, "
-             "found %s",
+             "'%s' operand #%u (%%%s): a ref can only be the ref operand of load, store or a "
+             "DMA, found %s",
              m, i + 1, vname(op->operands[i]), TYPE_TEXT(t));
       typed = false;
     } else if (t->kind == TSR_TYPE_SEM) {
       report(v, op->loc,
-             "'%s' operand #%u (%%%s): a semaphore can only be used by semaphore and DMA ops, "
-             "found %s",
+             "'%s' operand #%u (%%%s): a semaphore can only be the semaphore operand of a "
+             "semaphore or DMA op, found %s",
              m, i + 1, vname(op->operands[i]), TYPE_TEXT(t));
       typed = false;
     }

@@ -78,6 +78,7 @@ enum {
   TSR_OPF_DMA_ADD = 1u << 3,       /* dma_start: accumulate into dst */
   TSR_OPF_DEVICE = 1u << 4,        /* dma/sem: a device operand is present */
   TSR_OPF_CORE = 1u << 5,          /* sem_signal: a core operand is present */
+  TSR_OPF_SEND = 1u << 6,          /* dma_start: a send semaphore is present */
 };
 
 /* ---- Kernel declarations ------------------------------------------------ */

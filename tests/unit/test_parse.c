@@ -326,24 +326,41 @@ TSR_TEST(dma_and_semaphore_layout) {
       "  sem_wait %sem[1], %one\n"
       "  %v = sem_read %sem[%i] : i32\n"
       "  core_barrier %sem[0]\n"
-      "  %d = device_id : i32\n"));
+      "  %d = device_id : i32\n"
+      "  dma_start %x[%i, :] -> %h[0, %one, :], %dsem[%one] send %dsem[%i] device %d\n"));
   if (!m) return;
   tsr_value_t *i = body_op(m, 0)->results[0], *one = body_op(m, 1)->results[0];
   tsr_op_t *ds = body_op(m, 2), *dw = body_op(m, 3), *sg = body_op(m, 4),
            *sw = body_op(m, 5), *sr = body_op(m, 6), *cb = body_op(m, 7),
-           *di = body_op(m, 8);
+           *di = body_op(m, 8), *dsend = body_op(m, 9);
+  tsr_value_t *d = di->results[0];
   TSR_CHECK_EQ_INT(ds->num_operands, 7); /* src dst sem i one i one */
   TSR_CHECK(ds->operands[3] == i && ds->operands[4] == one &&
             ds->operands[5] == i && ds->operands[6] == one);
   TSR_CHECK_EQ_INT(ds->num_indices, 6);
-  TSR_CHECK_EQ_INT(ds->num_ints, 2);
-  TSR_CHECK(ds->ints[0] == 2 && ds->ints[1] == 3);
+  TSR_CHECK_EQ_INT(ds->num_ints, 3);
+  TSR_CHECK(ds->ints[0] == 2 && ds->ints[1] == 3 && ds->ints[2] == 1);
   TSR_CHECK_EQ_INT(ds->indices[0].operand, 3);
   TSR_CHECK_EQ_INT(ds->indices[2].operand, 4);
   TSR_CHECK_EQ_INT(ds->indices[5].operand, 5);
   TSR_CHECK_EQ_INT(ds->flags, TSR_OPF_DMA_ADD | TSR_OPF_DEVICE);
   TSR_CHECK_EQ_INT(dw->num_operands, 3);
-  TSR_CHECK(dw->ints[0] == 0 && dw->ints[1] == 0 && dw->num_indices == 1);
+  TSR_CHECK(dw->num_ints == 3 && dw->ints[0] == 0 && dw->ints[1] == 0 && dw->ints[2] == 1 &&
+            dw->num_indices == 1);
+  /* send: [src, dst, sem, ssem, i (src), one (dst), one (sem), i (ssem), d] */
+  TSR_CHECK_EQ_INT(dsend->flags, TSR_OPF_SEND | TSR_OPF_DEVICE);
+  TSR_CHECK_EQ_INT(dsend->num_operands, 9);
+  TSR_CHECK(dsend->operands[2] == m->kernels[0]->decls[4].ref &&
+            dsend->operands[3] == m->kernels[0]->decls[4].ref);
+  TSR_CHECK(dsend->operands[4] == i && dsend->operands[5] == one &&
+            dsend->operands[6] == one && dsend->operands[7] == i && dsend->operands[8] == d);
+  TSR_CHECK_EQ_INT(dsend->num_indices, 7);
+  TSR_CHECK(dsend->num_ints == 3 && dsend->ints[0] == 2 && dsend->ints[1] == 3 &&
+            dsend->ints[2] == 1);
+  TSR_CHECK_EQ_INT(dsend->indices[0].operand, 4);
+  TSR_CHECK_EQ_INT(dsend->indices[3].operand, 5);
+  TSR_CHECK_EQ_INT(dsend->indices[5].operand, 6);
+  TSR_CHECK_EQ_INT(dsend->indices[6].operand, 7);
   TSR_CHECK_EQ_INT(sg->num_operands, 5); /* sem one i(idx) i(device) one(core) */
   TSR_CHECK(sg->operands[1] == one && sg->operands[2] == i);
   TSR_CHECK_EQ_INT(sg->indices[0].operand, 2);
@@ -357,6 +374,8 @@ TSR_TEST(dma_and_semaphore_layout) {
   TSR_CHECK(strstr(text, "  dma_wait %h -> %h, %dsem[0]\n") != NULL);
   TSR_CHECK(strstr(text, "%dsem[%i] device %one add\n") != NULL);
   TSR_CHECK(strstr(text, "  sem_signal %sem[%i], %one device %i core %one\n") != NULL);
+  TSR_CHECK(strstr(text, "  dma_start %x[%i, :] -> %h[0, %one, :], %dsem[%one] send %dsem[%i] "
+                         "device %d\n") != NULL);
   tsr_free(text);
   tsr_module_destroy(m);
 }
@@ -683,6 +702,10 @@ TSR_TEST(error_messages) {
                "t.tsr:10:7: error: redefinition of %a (first defined at 10:3)");
   CHECK_ERRORS("kernel @k\n{\n  print \"a\\qb\"\n}\n",
                "t.tsr:3:11: error: unknown escape '\\q' in string (use \\\", \\\\, \\n or \\t)");
+  CHECK_ERRORS(KERNEL("  dma_start %x[:, :] -> %h[0, :, :], %dsem[0] send\n"),
+               "t.tsr:10:51: error: expected a send semaphore, found end of line");
+  CHECK_ERRORS(KERNEL("  dma_start %x[:, :] -> %h[0, :, :], %dsem[0] send %dsem[1, 0 foo\n"),
+               "t.tsr:10:63: error: expected ',' or ']' after index, found 'foo'");
   CHECK_ERRORS("kernel @k\n{\n  %a = const 1 : i32\n", /* a missing brace */
                "t.tsr:4:1: error: expected '}' to close the region opened at 2:1, found "
                "end of file");

@@ -438,11 +438,11 @@ TSR_TEST(ref_as_arithmetic_operand) {
                                           .operands = &m.a, .num_operands = 1});
   check_message(m.module,
                 "b.tsr:0:0: error: 'add' operand #1 (%acc): a ref can only be the ref operand "
-                "of load or store, found vmem f32[128, 128]\n"
+                "of load, store or a DMA, found vmem f32[128, 128]\n"
                 "b.tsr:0:0: error: 'add' operand #2 (%acc): a ref can only be the ref operand "
-                "of load or store, found vmem f32[128, 128]\n"
+                "of load, store or a DMA, found vmem f32[128, 128]\n"
                 "b.tsr:0:0: error: 'print' operand #1 (%a): a ref can only be the ref operand "
-                "of load or store, found vmem f32[128, 128]");
+                "of load, store or a DMA, found vmem f32[128, 128]");
   tsr_ir_module_destroy(m.module);
 }
 
@@ -468,11 +468,117 @@ TSR_TEST(semaphore_outside_semaphore_ops) {
                              .num_indices = 1});
   build(m.k, m.body, (tsr_ir_op_params_t){.mnemonic = "yield", .operands = &sem, .num_operands = 1});
   check_message(m.module,
-                "b.tsr:0:0: error: 'load' operand #1 (%sem): a semaphore can only be used by "
-                "semaphore and DMA ops, found dma_sem[2]\n"
-                "b.tsr:0:0: error: 'yield' operand #1 (%sem): a semaphore can only be used by "
-                "semaphore and DMA ops, found dma_sem[2]\n"
+                "b.tsr:0:0: error: 'load' operand #1 (%sem): a semaphore can only be the "
+                "semaphore operand of a semaphore or DMA op, found dma_sem[2]\n"
+                "b.tsr:0:0: error: 'yield' operand #1 (%sem): a semaphore can only be the "
+                "semaphore operand of a semaphore or DMA op, found dma_sem[2]\n"
                 "b.tsr:0:0: error: 'yield' cannot end a kernel body");
+  tsr_ir_module_destroy(m.module);
+}
+
+/* ---- DMA and semaphore ops ----------------------------------------------------- */
+
+/* Adds `scratch %dsem: dma_sem[2]` to m. */
+static tsr_ir_value_t *add_dma_sem(mm_t *m) {
+  int64_t two = 2;
+  tsr_ir_value_t *dsem = NULL;
+  TSR_CHECK_OK(tsr_ir_kernel_add_operand(
+      m->k,
+      &(tsr_ir_operand_params_t){.role = TSR_ROLE_SCRATCH,
+                                 .name = "dsem",
+                                 .array = tsr_ir_type_sem(TSR_SEM_DMA, 1, &two)},
+      &dsem, NULL));
+  return dsem;
+}
+
+/* The parser's operand layout (ir/parse.c), built by hand, verifies and
+ * prints as the text form. */
+TSR_TEST(dma_with_send_built_like_the_parser) {
+  mm_t m = mm_header("k");
+  tsr_ir_value_t *dsem = add_dma_sem(&m);
+  tsr_ir_value_t *i = const_i32(m.k, m.body, "i", 1), *d = const_i32(m.k, m.body, "d", 0);
+  /* dma_start %a[:, :] -> %acc[:, :], %dsem[%i] send %dsem[0] device %d */
+  tsr_ir_value_t *ops[6] = {m.a, m.acc, dsem, dsem, i, d};
+  tsr_ir_index_t idx[6] = {full(), full(), full(), full(), point_operand(4),
+                           {.kind = TSR_INDEX_POINT, .operand = -1, .start = 0, .size = 1,
+                            .stride = 1}};
+  int64_t counts[3] = {2, 2, 1};
+  build(m.k, m.body,
+        (tsr_ir_op_params_t){.mnemonic = "dma_start", .operands = ops, .num_operands = 6,
+                             .indices = idx, .num_indices = 6, .ints = counts, .num_ints = 3,
+                             .flags = TSR_OPF_SEND | TSR_OPF_DEVICE});
+  check_message(m.module, "");
+  char *text = tsr_ir_module_print(m.module);
+  TSR_CHECK(text && strstr(text, "  dma_start %a[:, :] -> %acc[:, :], %dsem[%i] send %dsem[0] "
+                                 "device %d\n") != NULL);
+  tsr_ir_string_free(text);
+  tsr_ir_module_destroy(m.module);
+}
+
+/* Index counts, flags and operand positions the text cannot get wrong. */
+TSR_TEST(dma_counts_in_internal_structs) {
+  mm_t m = mm_header("k");
+  tsr_ir_value_t *dsem = add_dma_sem(&m);
+  tsr_ir_value_t *i = const_i32(m.k, m.body, "i", 1);
+  tsr_ir_value_t *ops[5] = {m.a, m.acc, dsem, i, i};
+  tsr_ir_index_t idx[5] = {full(), full(), full(), full(), point_operand(3)};
+  int64_t ok_counts[3] = {2, 2, 1}, two_counts[2] = {2, 2}, bad_counts[3] = {2, 2, 2},
+          negative[3] = {3, 2, -1};
+  struct {
+    const char *mnemonic;
+    uint32_t num_operands, num_indices, num_ints, flags;
+    const int64_t *ints;
+    const tsr_ir_index_t *indices;
+  } cases[] = {
+      {"dma_start", 4, 5, 2, 0, two_counts, idx},
+      {"dma_start", 4, 5, 3, 0, bad_counts, idx},
+      {"dma_start", 4, 5, 3, 0, negative, idx},
+      {"dma_start", 3, 4, 3, TSR_OPF_SEND, ok_counts, idx},
+      {"dma_wait", 4, 5, 3, TSR_OPF_SEND | TSR_OPF_DMA_ADD, ok_counts, idx},
+      {"dma_start", 4, 5, 3, TSR_OPF_CORE, ok_counts, idx},
+  };
+  for (size_t c = 0; c < TSR_ARRAY_SIZE(cases); c++)
+    build(m.k, m.body,
+          (tsr_ir_op_params_t){.mnemonic = cases[c].mnemonic,
+                               .operands = ops,
+                               .num_operands = cases[c].num_operands,
+                               .indices = cases[c].indices,
+                               .num_indices = cases[c].num_indices,
+                               .ints = cases[c].ints,
+                               .num_ints = cases[c].num_ints,
+                               .flags = cases[c].flags});
+  /* one index operand used by the source and by the semaphore */
+  tsr_ir_index_t shared[5] = {point_operand(3), full(), full(), full(), point_operand(3)};
+  int64_t shared_counts[3] = {2, 2, 1};
+  build(m.k, m.body,
+        (tsr_ir_op_params_t){.mnemonic = "dma_start", .operands = ops, .num_operands = 4,
+                             .indices = shared, .num_indices = 5, .ints = shared_counts,
+                             .num_ints = 3});
+  /* sem ops: a core flag without its operand, a device on sem_wait */
+  build(m.k, m.body,
+        (tsr_ir_op_params_t){.mnemonic = "sem_signal", .operands = ops + 2, .num_operands = 2,
+                             .indices = idx + 4, .num_indices = 1, .flags = TSR_OPF_CORE});
+  build(m.k, m.body,
+        (tsr_ir_op_params_t){.mnemonic = "sem_wait", .operands = ops + 2, .num_operands = 3,
+                             .flags = TSR_OPF_DEVICE});
+  check_message(
+      m.module,
+      "b.tsr:0:0: error: 'dma_start' needs 3 index counts (of the source, destination and "
+      "semaphore), found 2\n"
+      "b.tsr:0:0: error: 'dma_start' index counts 2, 2, 2 (source, destination, semaphore) do "
+      "not match its 5 indices\n"
+      "b.tsr:0:0: error: 'dma_start' index counts 3, 2, -1 (source, destination, semaphore) do "
+      "not match its 5 indices\n"
+      "b.tsr:0:0: error: 'dma_start' with a send semaphore takes at least 4 operands, found 3\n"
+      "b.tsr:0:0: error: 'dma_wait' takes no 'send' semaphore\n"
+      "b.tsr:0:0: error: 'dma_wait' takes no 'add'\n"
+      "b.tsr:0:0: error: 'dma_start' takes no 'core' operand\n"
+      "b.tsr:0:0: error: 'dma_start' index 0 of %dsem uses operand #4, already used by the "
+      "index of another view\n"
+      "b.tsr:0:0: error: 'dma_start' source and destination views differ: %a gives f32[128], "
+      "%acc gives f32[128, 128] (a DMA copies between views of the same shape and dtype)\n"
+      "b.tsr:0:0: error: 'sem_signal' with a core takes at least 3 operands, found 2\n"
+      "b.tsr:0:0: error: 'sem_wait' takes no 'device' operand");
   tsr_ir_module_destroy(m.module);
 }
 
@@ -783,19 +889,21 @@ TSR_TEST(every_op_with_odd_operands_does_not_crash) {
                                      .name = "sem",
                                      .array = tsr_ir_type_sem(TSR_SEM_REGULAR, 1, sem_dims)},
           &sem, NULL));
+      tsr_ir_value_t *dsem = add_dma_sem(&m);
       int64_t d8[1] = {8};
-      tsr_ir_value_t *pool[6] = {
+      tsr_ir_value_t *pool[7] = {
           const_i32(m.k, m.body, "i", 1),
           const_of(m.k, m.body, "f", vec2(TSR_DTYPE_F32, 128, 128)),
           const_of(m.k, m.body, "b", tsr_ir_type_vector(TSR_DTYPE_I1, 1, d8)),
           const_of(m.k, m.body, "c", scalar(TSR_DTYPE_I1)),
           m.acc,
-          sem};
+          sem,
+          dsem};
       uint32_t n = (uint32_t)info->min_operands + (uint32_t)(trial % 3);
       if (info->max_operands >= 0 && n > (uint32_t)info->max_operands)
         n = (uint32_t)info->max_operands;
       tsr_ir_value_t *ops[8];
-      for (uint32_t i = 0; i < n && i < 8; i++) ops[i] = pool[rng() % 6];
+      for (uint32_t i = 0; i < n && i < 8; i++) ops[i] = pool[rng() % 7];
       uint32_t nres = info->num_results >= 0 ? (uint32_t)info->num_results : (uint32_t)(trial % 2);
       tsr_ir_type_t rtypes[2] = {trial % 4 ? vec2(TSR_DTYPE_F32, 128, 128) : scalar(TSR_DTYPE_I32),
                                  scalar(TSR_DTYPE_I1)};
@@ -807,7 +915,8 @@ TSR_TEST(every_op_with_odd_operands_does_not_crash) {
                                   .stop = (int64_t)(rng() % 300),
                                   .size = (int64_t)(rng() % 200) - 2,
                                   .stride = (int64_t)(rng() % 4) - 1};
-      int64_t ints[3] = {(int64_t)(rng() % 5) - 1, (int64_t)(rng() % 5) - 1, INT64_MIN};
+      int64_t ints[3] = {(int64_t)(rng() % 5) - 1, (int64_t)(rng() % 5) - 1,
+                         trial % 3 ? (int64_t)(rng() % 5) - 1 : INT64_MIN};
       tsr_ir_type_t arg_types[3] = {scalar(TSR_DTYPE_I32), vec2(TSR_DTYPE_F32, 128, 128),
                                     tsr_ir_type_ref(TSR_SPACE_HBM, TSR_DTYPE_F32, 2, d128x128)};
       tsr_ir_op_t *op = NULL;
@@ -821,7 +930,7 @@ TSR_TEST(every_op_with_odd_operands_does_not_crash) {
                               .ints = ints,
                               .num_ints = (uint32_t)(rng() % 4),
                               .text = trial % 2 ? "{} {}" : NULL,
-                              .flags = rng() % 64,
+                              .flags = rng() % 128, /* every TSR_OPF_* bit */
                               .region_arg_types = arg_types,
                               .num_region_args = (uint32_t)(rng() % 4)};
       tsr_status_t bs = tsr_ir_build_op(m.k, m.body, &p, &op);
@@ -860,6 +969,8 @@ int main(void) {
   TSR_RUN(value_of_another_kernel);
   TSR_RUN(ref_as_arithmetic_operand);
   TSR_RUN(semaphore_outside_semaphore_ops);
+  TSR_RUN(dma_with_send_built_like_the_parser);
+  TSR_RUN(dma_counts_in_internal_structs);
   TSR_RUN(wrong_counts_in_internal_structs);
   TSR_RUN(unknown_opcode_and_missing_values);
   TSR_RUN(malformed_result_types);
