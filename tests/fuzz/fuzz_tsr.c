@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "ir/ir.h"
 #include "tests/harness.h"
 
 static uint64_t rng_state;
@@ -34,7 +35,26 @@ static bool diag_ok(tsr_status_t s) {
   return strstr(m, ": error: ") != NULL || tsr_status_code(s) == TSR_OUT_OF_MEMORY;
 }
 
+/* The largest value or ref (in elements) a region creates: mutants can make
+ * consts of billions of elements, which verify but are too big to run here. */
+static int64_t largest_value(const tsr_region_t *r) {
+  int64_t most = 0;
+  for (uint32_t i = 0; i < r->num_args; i++)
+    most = TSR_MAX(most, tsr_type_element_count(&r->args[i]->type));
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    for (uint32_t i = 0; i < op->num_results; i++)
+      most = TSR_MAX(most, tsr_type_element_count(&op->results[i]->type));
+    for (uint32_t i = 0; i < op->num_regions; i++)
+      most = TSR_MAX(most, largest_value(&op->regions[i]));
+  }
+  return most;
+}
+
 static void try_run(const tsr_ir_kernel_t *k, outcome_t *out) {
+  int64_t most = largest_value(&k->body);
+  for (uint32_t i = 0; i < k->num_decls; i++)
+    most = TSR_MAX(most, tsr_type_element_count(&k->decls[i].ref->type));
+  if (most > MAX_RUN_BYTES / 4) return;
   size_t n = tsr_ir_kernel_operand_count(k);
   tsr_array_t arrays[16];
   tsr_array_t *ptrs[16];
