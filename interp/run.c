@@ -700,6 +700,21 @@ static void dma_start(run_t *run, const insn_t *in) {
   sh->dmas[sh->num_dmas++] = r;
 }
 
+/* "%name[i, j]" (or "%name" for a single semaphore) at flat offset off. */
+static void sem_text(const tsr_interp_program_t *p, const sem_plan_t *sp, int64_t off,
+                     char *buf, size_t size) {
+  const ref_info_t *ri = &p->refs[sp->ref];
+  if (!ri->rank || off < 0) {
+    snprintf(buf, size, "%%%s", ri->name);
+    return;
+  }
+  int64_t idx[TSR_MAX_RANK];
+  unflatten(off, ri->rank, ri->dims, idx);
+  char at[96];
+  format_dims(at, sizeof at, idx, ri->rank);
+  snprintf(buf, size, "%%%s%s", ri->name, at);
+}
+
 /* Reports a core that can no longer move (part of a deadlock). */
 static void report_blocked(run_t *run) {
   const insn_t *in = &run->p->code[run->blocked_pc];
@@ -710,13 +725,35 @@ static void report_blocked(run_t *run) {
                                                 : read_i32(run, sp->amount);
   int64_t off = sem_offset(run, in, sp);
   int32_t have = off >= 0 ? run->sems[sp->ref][off] : 0;
+  char name[160];
+  sem_text(run->p, sp, off, name, sizeof name);
   run->sh->site_reported[in->site] = 0; /* every blocked core is reported */
   kernel_error(run, in->site,
-               "deadlock: every core is blocked; this one waits for %%%s (element %lld) "
-               "to reach %lld, it holds %d%s",
-               run->p->refs[sp->ref].name, (long long)off, (long long)need, have,
-               in->code == TSR_OP_DMA_WAIT ? " (bytes of DMAs that were never started)"
-                                           : "");
+               "deadlock: every core is blocked; this one waits for %s to reach %lld%s, "
+               "it holds %d and nothing in flight will signal it",
+               name, (long long)need, in->code == TSR_OP_DMA_WAIT ? " bytes" : "", have);
+}
+
+/* Leaving a scope releases its buffers: a DMA still in flight into or out of
+ * one of them is an error (the memory would be reused). */
+static void scope_exit(run_t *run, const insn_t *in) {
+  const scope_plan_t *sp = in->plan;
+  shared_t *sh = run->sh;
+  for (uint32_t i = 0; i < sp->count; i++) {
+    const ref_info_t *ri = &run->p->refs[sp->refs[i]];
+    const uint8_t *lo = run->refs[sp->refs[i]].data;
+    const uint8_t *hi = lo + ri->elements * tsr_dtype_size((tsr_dtype_t)ri->dtype);
+    for (uint32_t k = 0; k < sh->num_dmas; k++) {
+      const dma_record_t *r = &sh->dmas[k];
+      bool dst = r->dst >= lo && r->dst < hi, src = r->src >= lo && r->src < hi;
+      if (!dst && !src) continue;
+      kernel_error(run, in->site,
+                   "scoped buffer %%%s is released while a DMA %s it is in flight "
+                   "(started at line %u): wait for the DMA inside the scope",
+                   ri->name, dst ? "into" : "out of", run->p->sites[r->site].loc.line);
+      break;
+    }
+  }
 }
 
 /* ---- The instruction loop ---- */
@@ -781,6 +818,7 @@ static bool exec(run_t *run, uint32_t *pc_io) {
         scope_enter(run, in);
         continue;
       case XOP_SCOPE_EXIT:
+        scope_exit(run, in);
         continue;
       case XOP_ALIAS:
         vals[in->r] = vals[in->a];
@@ -1680,10 +1718,12 @@ static void check_end(shared_t *sh) {
       if (!ri->is_sem) continue;
       for (uint64_t k = 0; k < ri->elements; k++) {
         if (!run->sems[i][k]) continue;
+        sem_plan_t sp = {.ref = i};
+        char name[160];
+        sem_text(p, &sp, (int64_t)k, name, sizeof name);
         kernel_error(run, ri->site,
-                     "semaphore %%%s (element %llu) holds %d at kernel end: a signal "
-                     "or DMA was never waited for", ri->name, (unsigned long long)k,
-                     run->sems[i][k]);
+                     "semaphore %s holds %d at kernel end: a signal or DMA was never "
+                     "waited for", name, run->sems[i][k]);
         break;
       }
     }
