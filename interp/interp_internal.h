@@ -259,6 +259,8 @@ typedef struct run {
   uint8_t phase;        /* CORE_* in run.c */
   uint32_t pc;          /* resume point in the body when blocked */
   uint32_t blocked_pc;  /* the waiting instruction, for deadlock reports */
+  uint64_t step_tick;   /* trace: when the current step began */
+  uint64_t wait_tick;   /* trace: when the current wait blocked, or 0 */
 } run_t;
 
 /* What all cores of a run share. */
@@ -275,6 +277,7 @@ typedef struct dma_record {
   bool add;
   int64_t bytes;
   int32_t *sem, *send;        /* destination and (optional) send semaphores */
+  uint64_t start_tick;        /* trace */
   const char *dst_name;
 } dma_record_t;
 
@@ -293,6 +296,9 @@ struct shared {
   tsr_interp_stats_t stats;
   FILE *out;
   uint64_t schedule_state;  /* splitmix64 state for --schedule-seed */
+  uint64_t tick;            /* simulated time: instructions executed so far */
+  tsr_strbuf_t trace;       /* Chrome trace events, when tracing */
+  bool tracing;
   dma_record_t *dmas;       /* in flight, in start order */
   uint32_t num_dmas, dmas_capacity;
 };

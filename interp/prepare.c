@@ -971,7 +971,10 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
   /* options.chip may point at caller memory: keep our own copy. */
   p->options.chip = tsr_arena_strndup(&p->arena, p->options.chip,
                                       strlen(p->options.chip));
-  if (!p->options.chip) {
+  if (p->options.trace_path)
+    p->options.trace_path = tsr_arena_strndup(&p->arena, p->options.trace_path,
+                                              strlen(p->options.trace_path));
+  if (!p->options.chip || (options && options->trace_path && !p->options.trace_path)) {
     tsr_interp_program_destroy(p);
     return TSR_OOM();
   }

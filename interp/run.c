@@ -51,6 +51,49 @@ static void format_dims(char *buf, size_t size, const int64_t *dims, uint32_t ra
   if (used < size) snprintf(buf + used, size - used, "]");
 }
 
+/* ---- Trace ----------------------------------------------------------------
+ * Chrome trace events (chrome://tracing, ui.perfetto.dev): one process per
+ * device, one thread per core (grid steps, waits, barriers) and one per
+ * core's DMA engine (copies with their bytes). Time is simulated: one tick
+ * ("microsecond" in the viewer) per instruction executed by any core. */
+
+static void trace_event(shared_t *sh, const char *name, uint32_t device, uint32_t tid,
+                        uint64_t start, uint64_t end, const char *args_json) {
+  if (!sh->tracing) return;
+  tsr_strbuf_printf(&sh->trace,
+                    "%s{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%llu,\"dur\":%llu,"
+                    "\"pid\":%u,\"tid\":%u%s%s}",
+                    sh->trace.size ? ",\n" : "", name, (unsigned long long)start,
+                    (unsigned long long)(end > start ? end - start : 1), device, tid,
+                    args_json ? ",\"args\":" : "", args_json ? args_json : "");
+}
+
+/* A JSON-safe copy of a name (refs and kernels are [A-Za-z0-9_.]). */
+static const char *json_name(const char *s) { return s; }
+
+static bool write_trace(shared_t *sh) {
+  const tsr_interp_program_t *p = sh->p;
+  if (sh->trace.failed) return false;
+  FILE *f = fopen(p->options.trace_path, "w");
+  if (!f) return false;
+  fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"kernel\":\"%s\","
+             "\"time\":\"simulated: 1 unit = 1 instruction\"},\"traceEvents\":[\n",
+          json_name(p->kernel_name));
+  for (uint32_t d = 0; d < sh->devices; d++) {
+    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,"
+               "\"args\":{\"name\":\"device %u\"}},\n", d, d);
+    for (uint32_t c = 0; c < sh->cores; c++)
+      fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,"
+                 "\"args\":{\"name\":\"core %u\"}},\n"
+                 "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,"
+                 "\"args\":{\"name\":\"core %u DMA engine\"}},\n",
+              d, c, c, d, 1000 + c, c);
+  }
+  fwrite(sh->trace.data ? sh->trace.data : "", 1, sh->trace.size, f);
+  fprintf(f, "\n]}\n");
+  return fclose(f) == 0;
+}
+
 /* ---- Small helpers ---- */
 
 static inline int32_t read_i32(const run_t *run, uint32_t value) {
@@ -569,6 +612,16 @@ static void barrier_signal(run_t *run, const insn_t *in) {
 }
 
 static void dma_complete(shared_t *sh, uint32_t i);
+static void sem_text(const tsr_interp_program_t *p, const sem_plan_t *sp, int64_t off,
+                     char *buf, size_t size);
+
+static void trace_dma(shared_t *sh, const dma_record_t *r) {
+  if (!sh->tracing) return;
+  char name[160], args[64];
+  snprintf(name, sizeof name, "DMA -> %%%s", json_name(r->dst_name));
+  snprintf(args, sizeof args, "{\"bytes\":%lld}", (long long)r->bytes);
+  trace_event(sh, name, r->device, 1000 + r->core, r->start_tick, sh->tick, args);
+}
 
 /* Waits until this core's semaphore holds `need`, then subtracts it. In lazy
  * mode, queued DMAs that signal this semaphore complete first (the most
@@ -585,9 +638,18 @@ static bool sem_try_wait(run_t *run, const insn_t *in, const sem_plan_t *sp, int
     if (sh->dmas[i].sem == sem || sh->dmas[i].send == sem) dma_complete(sh, i);
   if (*sem < need) {
     run->blocked_pc = (uint32_t)(in - run->p->code);
+    if (!run->wait_tick) run->wait_tick = sh->tick ? sh->tick : 1;
     return false;
   }
   *sem -= need;
+  if (sh->tracing) {
+    char name[200];
+    sem_text(run->p, sp, sem - run->sems[sp->ref], name + 5, sizeof name - 5);
+    memcpy(name, "wait ", 5);
+    trace_event(sh, name, run->device, run->core, run->wait_tick ? run->wait_tick : sh->tick,
+                sh->tick, NULL);
+  }
+  run->wait_tick = 0;
   return true;
 }
 
@@ -625,6 +687,7 @@ static void dma_complete(shared_t *sh, uint32_t i) {
   memmove(&sh->dmas[i], &sh->dmas[i + 1], (sh->num_dmas - i - 1) * sizeof r);
   sh->num_dmas--;
   dma_copy(sh, &r);
+  trace_dma(sh, &r);
   if (r.send) *r.send += (int32_t)r.bytes;
   *r.sem += (int32_t)r.bytes;
 }
@@ -681,8 +744,10 @@ static void dma_start(run_t *run, const insn_t *in) {
   r.sem = sem;
   r.send = send;
   r.dst_name = run->p->refs[dp->dst.ref].name;
+  r.start_tick = sh->tick;
   if (run->p->options.dma_eager) {
     dma_copy(sh, &r);
+    trace_dma(sh, &r);
     if (send) sem_add(run, in, send, r.bytes);
     sem_add(run, in, sem, r.bytes);
     return;
@@ -769,6 +834,7 @@ static bool exec(run_t *run, uint32_t *pc_io) {
   for (;;) {
     const insn_t *in = &code[pc++];
     ops++;
+    run->sh->tick++;
     if (in->forward) prepare_forward(run, in + 1);
     switch (in->code) {
 #define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, text) \
@@ -1302,6 +1368,7 @@ static void linear_to_loop(const tsr_interp_program_t *p, uint64_t step, int64_t
 static void begin_step(run_t *run) {
   const tsr_interp_program_t *p = run->p;
   run->sh->stats.grid_steps++;
+  run->step_tick = run->sh->tick;
   for (uint32_t j = 0; j < p->num_operands; j++) {
     const operand_plan_t *op = &p->operands[j];
     if (!op->blocked) continue;
@@ -1323,6 +1390,13 @@ static void begin_step(run_t *run) {
 static void end_step(run_t *run) {
   const tsr_interp_program_t *p = run->p;
   bool last = run->step + 1 == run->step_end;
+  if (run->sh->tracing) {
+    char name[200];
+    snprintf(name, sizeof name, "step ");
+    tsr_interp_format_point(name + 5, sizeof name - 5, run->point, p->grid_rank);
+    trace_event(run->sh, name, run->device, run->core, run->step_tick, run->sh->tick,
+                NULL);
+  }
   if (!last) {
     advance(p, run->loop);
     loop_to_point(run, run->loop, run->point);
@@ -1531,6 +1605,7 @@ static void shared_free(shared_t *sh) {
   tsr_free(sh->visited);
   tsr_free(sh->dmas);
   tsr_free(sh->site_reported);
+  tsr_strbuf_deinitialize(&sh->trace);
   tsr_diag_list_deinitialize(&sh->diags);
 }
 
@@ -1751,8 +1826,11 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
   sh.cores = p->options.cores ? p->options.cores : 1;
   sh.out = p->options.print_stream ? p->options.print_stream : stderr;
   tsr_diag_list_initialize(&sh.diags, p->options.max_errors);
+  sh.tracing = p->options.trace_path != NULL;
+  tsr_strbuf_initialize(&sh.trace);
   tsr_status_t s = run_setup(&sh, operands);
   if (!s) run_all(&sh);
+  bool trace_ok = s || !sh.tracing || write_trace(&sh);
   if (!s && !sh.aborted) check_end(&sh);
   if (!s && !sh.aborted && p->options.check)
     for (uint32_t d = 0; d < sh.devices; d++) check_outputs(&sh.core[d * sh.cores]);
@@ -1763,6 +1841,8 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
                         (unsigned long long)sh.suppressed, sh.suppressed == 1 ? "" : "s");
     s = tsr_diag_list_to_status(&sh.diags, TSR_KERNEL_ERROR);
   }
+  if (!s && !trace_ok)
+    s = TSR_STATUS(TSR_IO_ERROR, "cannot write the trace to %s", p->options.trace_path);
   sh.stats.vmem_bytes = p->vmem_used;
   if (out_stats) *out_stats = sh.stats;
   shared_free(&sh);

@@ -95,6 +95,8 @@ static const char run_help[] =
     "                           missing waits)\n"
     "  --schedule-seed N        run the cores in a seeded order (default 0:\n"
     "                           fixed order)\n"
+    "  --trace FILE.json        write a Chrome/Perfetto trace of the simulated\n"
+    "                           run (open in ui.perfetto.dev or chrome://tracing)\n"
     "  -q, --quiet              no summary line on stderr\n"
     "  -h, --help               show this help\n"
     "\n"
@@ -732,7 +734,7 @@ typedef struct binding {
 enum {
   RUN_HELP, RUN_KERNEL, RUN_IN, RUN_OUT, RUN_IN_DIR, RUN_OUT_DIR, RUN_RANDOM,
   RUN_UNINIT, RUN_SHUFFLE, RUN_CHIP, RUN_CHECK, RUN_NO_CHECK, RUN_MAX_ERRORS,
-  RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED,
+  RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED, RUN_TRACE,
 };
 
 static const cli_option_t run_options[] = {
@@ -754,6 +756,7 @@ static const cli_option_t run_options[] = {
     {"cores", 0, true, RUN_CORES},
     {"dma-mode", 0, true, RUN_DMA_MODE},
     {"schedule-seed", 0, true, RUN_SCHEDULE_SEED},
+    {"trace", 0, true, RUN_TRACE},
     {NULL, 0, false, 0},
 };
 
@@ -914,6 +917,9 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
                            "--schedule-seed expects a non-negative integer, got '%s'",
                            value);
       req->options.schedule_seed = n;
+      break;
+    case RUN_TRACE:
+      req->options.trace_path = value;
       break;
     default:
       return usage_error("run", "internal error: option %d", id);
