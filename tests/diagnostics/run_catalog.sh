@@ -25,19 +25,27 @@ check() { # name status
   if [[ $2 == 0 ]]; then echo "ok $n - $1"; else echo "not ok $n - $1"; fails=$((fails + 1)); fi
 }
 
+# run_seeds FILE MODE RC TEXT: runs FILE with seeds 0, 1, 2; every run must
+# exit RC with TEXT in its diagnostics (TEXT empty: no diagnostics at all).
+# Prints the first mismatch on stdout.
+run_seeds() {
+  local file=$1 mode=$2 want_rc=$3 text=$4 seed err rc
+  for seed in 0 1 2; do
+    # shellcheck disable=SC2086
+    err=$("$tessera" run "$file" --random-inputs 1 --quiet --dma-mode "$mode" \
+            --schedule-seed "$seed" ${opts[$file]:-} 2>&1 >/dev/null)
+    rc=$?
+    if [[ $rc != "$want_rc" ]] || { [[ -z $text ]] && [[ -n $err ]]; } ||
+       [[ $err != *"$text"* ]]; then
+      echo "seed $seed: exit $rc (expected $want_rc${text:+ and: $text}); got: $err"
+      return
+    fi
+  done
+}
+
 for file in ok/*.tsr; do
   for mode in lazy eager; do
-    bad=""
-    for seed in 0 1 2; do
-      # shellcheck disable=SC2086
-      err=$("$tessera" run "$file" --random-inputs 1 --quiet --dma-mode "$mode" \
-              --schedule-seed "$seed" ${opts[$file]:-} 2>&1 >/dev/null)
-      rc=$?
-      if [[ $rc != 0 || -n $err ]]; then
-        bad="seed $seed: exit $rc: $err"
-        break
-      fi
-    done
+    bad=$(run_seeds "$file" "$mode" 0 "")
     [[ -n $bad ]] && printf '# %s\n' "$bad" | head -5
     check "$file ($mode) runs clean" "$([[ -z $bad ]] && echo 0 || echo 1)"
   done
@@ -47,17 +55,7 @@ while IFS='|' read -r file modes text; do
   [[ -z $file || $file == \#* ]] && continue
   for mode in lazy eager; do
     [[ $modes != both && $modes != "$mode" ]] && continue
-    bad=""
-    for seed in 0 1 2; do
-      # shellcheck disable=SC2086
-      err=$("$tessera" run "$file" --random-inputs 1 --quiet --dma-mode "$mode" \
-              --schedule-seed "$seed" ${opts[$file]:-} 2>&1 >/dev/null)
-      rc=$?
-      if [[ $rc != 1 || $err != *"$text"* ]]; then
-        bad="seed $seed: exit $rc, expected 1 and: $text; got: $err"
-        break
-      fi
-    done
+    bad=$(run_seeds "$file" "$mode" 1 "$text")
     [[ -n $bad ]] && printf '# %s\n' "$bad" | head -8
     check "$file ($mode) reports the bug" "$([[ -z $bad ]] && echo 0 || echo 1)"
   done
