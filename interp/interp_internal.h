@@ -232,6 +232,21 @@ typedef struct run_ref {
 
 typedef struct shared shared_t;
 
+/* Race detection (race.c): vector clocks with one component per core and a
+ * sorted set of the DMAs whose completion has been observed. */
+typedef struct vclock {
+  uint32_t n;     /* cores */
+  uint32_t *c;
+  uint32_t *dma;  /* observed DMA ids, sorted */
+  uint32_t ndma, cap;
+} vclock_t;
+
+typedef struct race_ap { /* start, start + stride, .. (count elements) */
+  int64_t start, count, stride;
+} race_ap_t;
+
+typedef struct race_state race_state_t;
+
 /* The state of one simulated core during a run. */
 typedef struct run {
   const tsr_interp_program_t *p;
@@ -259,6 +274,7 @@ typedef struct run {
   uint8_t phase;        /* CORE_* in run.c */
   uint32_t pc;          /* resume point in the body when blocked */
   uint32_t blocked_pc;  /* the waiting instruction, for deadlock reports */
+  vclock_t vc;          /* race detection: this core's clock */
   uint64_t step_tick;   /* trace: when the current step began */
   uint64_t wait_tick;   /* trace: when the current wait blocked, or 0 */
 } run_t;
@@ -279,6 +295,13 @@ typedef struct dma_record {
   int32_t *sem, *send;        /* destination and (optional) send semaphores */
   uint64_t start_tick;        /* trace */
   const char *dst_name;
+  /* race detection: the DMA's clock and id, and what it reads and writes */
+  vclock_t vc;
+  uint32_t id;
+  uint64_t src_key, dst_key;
+  uint32_t src_rank, dst_rank;
+  race_ap_t src_ap[TSR_MAX_RANK], dst_ap[TSR_MAX_RANK];
+  const char *src_name;
 } dma_record_t;
 
 struct shared {
@@ -298,10 +321,28 @@ struct shared {
   uint64_t schedule_state;  /* splitmix64 state for --schedule-seed */
   uint64_t tick;            /* simulated time: instructions executed so far */
   tsr_strbuf_t trace;       /* Chrome trace events, when tracing */
+  race_state_t *race;       /* when detecting races */
+  uint32_t next_dma_id;
   bool tracing;
   dma_record_t *dmas;       /* in flight, in start order */
   uint32_t num_dmas, dmas_capacity;
 };
+
+/* race.c */
+race_state_t *tsr_race_create(void);
+void tsr_race_destroy(race_state_t *rs);
+void tsr_race_access(run_t *run, const vclock_t *vc, int64_t dma_id, uint32_t site,
+                     uint64_t key, const char *what, bool write, uint32_t rank,
+                     const race_ap_t *ap);
+vclock_t *tsr_race_sem_clock(shared_t *sh, const int32_t *sem);
+void tsr_vc_initialize(vclock_t *v, uint32_t n);
+void tsr_vc_free(vclock_t *v);
+void tsr_vc_join(vclock_t *dst, const vclock_t *src);
+void tsr_vc_copy(vclock_t *dst, const vclock_t *src);
+void tsr_vc_add_dma(vclock_t *v, uint32_t id);
+/* run.c: records a kernel error at a site (once per site per run). */
+void tsr_interp_kernel_error(run_t *run, uint32_t site, const char *fmt, ...)
+    TSR_PRINTF(3, 4);
 
 /* Shared by prepare.c and run.c */
 void tsr_interp_format_point(char *buf, size_t size, const int64_t *point,

@@ -43,6 +43,15 @@ static void kernel_error(run_t *run, uint32_t site, const char *fmt, ...) {
   if (run->sh->diags.count >= p->options.max_errors) run->sh->aborted = true;
 }
 
+void tsr_interp_kernel_error(run_t *run, uint32_t site, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  kernel_error(run, site, "%s", msg);
+}
+
 static void format_dims(char *buf, size_t size, const int64_t *dims, uint32_t rank) {
   size_t used = (size_t)snprintf(buf, size, "[");
   for (uint32_t i = 0; i < rank && used < size; i++)
@@ -271,6 +280,67 @@ static void report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
                ri->name, at, shape);
 }
 
+/* ---- Race detection hooks ---- */
+
+static uint32_t core_index(const run_t *run) {
+  return run->device * run->sh->cores + run->core;
+}
+
+/* The memory object a ref of `core` names: its own buffer, or for hbm/any
+ * operands the device's HBM array (aliased outputs share their input's). */
+static uint64_t object_key(const run_t *core, uint32_t ref) {
+  const tsr_interp_program_t *p = core->p;
+  for (uint32_t j = 0; j < p->num_operands; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    if (op->ref == ref && op->hbm_direct) {
+      uint32_t k = op->alias >= 0 ? (uint32_t)op->alias : j;
+      return (2ull << 60) | ((uint64_t)core->device << 32) | k;
+    }
+  }
+  return (1ull << 60) | ((uint64_t)core_index(core) << 32) | ref;
+}
+
+static uint64_t hbm_key(const run_t *run, uint32_t j) {
+  const operand_plan_t *op = &run->p->operands[j];
+  uint32_t k = op->alias >= 0 ? (uint32_t)op->alias : j;
+  return (2ull << 60) | ((uint64_t)run->device << 32) | k;
+}
+
+/* The per-dimension progressions of a resolved view (origin/step per ref dim). */
+static uint32_t view_aps(const view_plan_t *vp, const int64_t *origin, const int64_t *step,
+                         race_ap_t *ap) {
+  for (uint32_t d = 0; d < vp->rank; d++) {
+    ap[d].start = origin[d];
+    ap[d].count = vp->idx[d].kind == TSR_INDEX_POINT ? 1 : vp->idx[d].size;
+    ap[d].stride = step[d] > 0 ? step[d] : 1;
+  }
+  return vp->rank;
+}
+
+static void race_ref_access(run_t *run, uint32_t site, const view_plan_t *vp,
+                            const int64_t *origin, const int64_t *step, bool write) {
+  if (!run->sh->race) return;
+  race_ap_t ap[TSR_MAX_RANK];
+  uint32_t rank = view_aps(vp, origin, step, ap);
+  char what[96];
+  snprintf(what, sizeof what, "%%%s", run->p->refs[vp->ref].name);
+  tsr_race_access(run, &run->vc, -1, site, object_key(run, vp->ref), what, write, rank, ap);
+}
+
+/* A release: what this core did so far is published through `sem`. */
+static void race_release(run_t *run, const int32_t *sem) {
+  if (!run->sh->race) return;
+  vclock_t *sc = tsr_race_sem_clock(run->sh, sem);
+  if (sc) tsr_vc_join(sc, &run->vc);
+  run->vc.c[core_index(run)]++;
+}
+
+static void race_acquire(run_t *run, const int32_t *sem) {
+  if (!run->sh->race) return;
+  vclock_t *sc = tsr_race_sem_clock(run->sh, sem);
+  if (sc) tsr_vc_join(&run->vc, sc);
+}
+
 /* ---- Loads and stores ---- */
 
 /* A load's or store's ref and resolved view. */
@@ -326,6 +396,7 @@ static void do_load(run_t *run, const insn_t *in) {
     return;
   }
   const view_t *v = &a.v;
+  race_ref_access(run, in->site, vp, a.origin, a.step, false);
   if (vp->mask != NO_VALUE) {
     /* Masked: read only where the mask is set (and check only those). */
     const uint8_t *mask = run->vals[vp->mask];
@@ -371,6 +442,7 @@ static void do_store(run_t *run, const insn_t *in) {
     return;
   }
   const view_t *v = &a.v;
+  race_ref_access(run, in->site, vp, a.origin, a.step, true);
   const uint8_t *src = run->vals[in->b];
   if (a.rr->pending_fill) {
     /* A first store that covers the whole block makes the fill moot. */
@@ -599,7 +671,9 @@ static void sem_signal(run_t *run, const insn_t *in) {
     return;
   }
   int32_t *sem = sem_addr(run, in, sp);
-  if (sem) sem_add(run, in, sem, n);
+  if (!sem) return;
+  race_release(run, sem);
+  sem_add(run, in, sem, n);
 }
 
 static void barrier_signal(run_t *run, const insn_t *in) {
@@ -607,7 +681,9 @@ static void barrier_signal(run_t *run, const insn_t *in) {
   for (uint32_t c = 0; c < run->sh->cores; c++) {
     if (c == run->core) continue;
     int32_t *sem = sem_on(run, &run->sh->core[run->device * run->sh->cores + c], in, sp);
-    if (sem) sem_add(run, in, sem, 1);
+    if (!sem) continue;
+    race_release(run, sem);
+    sem_add(run, in, sem, 1);
   }
 }
 
@@ -642,6 +718,7 @@ static bool sem_try_wait(run_t *run, const insn_t *in, const sem_plan_t *sp, int
     return false;
   }
   *sem -= need;
+  race_acquire(run, sem);
   if (sh->tracing) {
     char name[200];
     sem_text(run->p, sp, sem - run->sems[sp->ref], name + 5, sizeof name - 5);
@@ -655,6 +732,16 @@ static bool sem_try_wait(run_t *run, const insn_t *in, const sem_plan_t *sp, int
 
 static void dma_copy(shared_t *sh, const dma_record_t *r) {
   size_t es = tsr_dtype_size((tsr_dtype_t)r->dtype);
+  if (sh->race) {
+    run_t *issuer = &sh->core[r->device * sh->cores + r->core];
+    char what[96];
+    snprintf(what, sizeof what, "%%%s", r->src_name);
+    tsr_race_access(issuer, &r->vc, r->id, r->site, r->src_key, what, false, r->src_rank,
+                    r->src_ap);
+    snprintf(what, sizeof what, "%%%s", r->dst_name);
+    tsr_race_access(issuer, &r->vc, r->id, r->site, r->dst_key, what, true, r->dst_rank,
+                    r->dst_ap);
+  }
   if (!r->add) {
     tsr_blockops_copy(es, r->rank, r->dims, r->dst, r->dst_strides, r->src,
                       r->src_strides);
@@ -688,16 +775,20 @@ static void dma_complete(shared_t *sh, uint32_t i) {
   sh->num_dmas--;
   dma_copy(sh, &r);
   trace_dma(sh, &r);
+  if (sh->race) {
+    if (r.send) tsr_vc_join(tsr_race_sem_clock(sh, r.send), &r.vc);
+    tsr_vc_join(tsr_race_sem_clock(sh, r.sem), &r.vc);
+    tsr_vc_free(&r.vc);
+  }
   if (r.send) *r.send += (int32_t)r.bytes;
   *r.sem += (int32_t)r.bytes;
 }
 
 /* Resolves a DMA view of `ref` on `core`; materializes lazily filled blocks. */
 static bool dma_view(run_t *run, run_t *core, const insn_t *in, const view_plan_t *vp,
-                     view_t *v) {
+                     view_t *v, int64_t *origin, int64_t *step) {
   const ref_info_t *ri = &run->p->refs[vp->ref];
   materialize(core, vp->ref);
-  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
   char name[80];
   snprintf(name, sizeof name, "%%%s", ri->name);
   /* dynamic indices are this core's values: resolve with run, on core's memory */
@@ -712,7 +803,9 @@ static void dma_start(run_t *run, const insn_t *in) {
   run_t *dst_core = target_core(run, in, dp->device, NO_VALUE);
   if (!dst_core) return;
   view_t sv, dv;
-  if (!dma_view(run, run, in, &dp->src, &sv) || !dma_view(run, dst_core, in, &dp->dst, &dv))
+  int64_t so[TSR_MAX_RANK], ss[TSR_MAX_RANK], dso[TSR_MAX_RANK], dss[TSR_MAX_RANK];
+  if (!dma_view(run, run, in, &dp->src, &sv, so, ss) ||
+      !dma_view(run, dst_core, in, &dp->dst, &dv, dso, dss))
     return;
   if (sv.shadow) {
     int64_t bad = view_first_unwritten(&sv);
@@ -744,10 +837,26 @@ static void dma_start(run_t *run, const insn_t *in) {
   r.sem = sem;
   r.send = send;
   r.dst_name = run->p->refs[dp->dst.ref].name;
+  r.src_name = run->p->refs[dp->src.ref].name;
   r.start_tick = sh->tick;
+  if (sh->race) {
+    r.id = sh->next_dma_id++;
+    tsr_vc_copy(&r.vc, &run->vc);
+    tsr_vc_add_dma(&r.vc, r.id);
+    run->vc.c[core_index(run)]++;
+    r.src_key = object_key(run, dp->src.ref);
+    r.dst_key = object_key(dst_core, dp->dst.ref);
+    r.src_rank = view_aps(&dp->src, so, ss, r.src_ap);
+    r.dst_rank = view_aps(&dp->dst, dso, dss, r.dst_ap);
+  }
   if (run->p->options.dma_eager) {
     dma_copy(sh, &r);
     trace_dma(sh, &r);
+    if (sh->race) {
+      if (send) tsr_vc_join(tsr_race_sem_clock(sh, send), &r.vc);
+      tsr_vc_join(tsr_race_sem_clock(sh, sem), &r.vc);
+      tsr_vc_free(&r.vc);
+    }
     if (send) sem_add(run, in, send, r.bytes);
     sem_add(run, in, sem, r.bytes);
     return;
@@ -1175,6 +1284,23 @@ static void report_block_range(run_t *run, uint32_t j, const int64_t *b) {
                bi, shape, block, nb);
 }
 
+/* The pipeline's block copies read and write HBM on behalf of the core. */
+static void race_window(run_t *run, uint32_t j, const int64_t *start,
+                        const int64_t *extent, bool write) {
+  if (!run->sh->race) return;
+  const operand_plan_t *op = &run->p->operands[j];
+  race_ap_t ap[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < op->array_rank; d++) {
+    ap[d].start = start[d];
+    ap[d].count = extent[d];
+    ap[d].stride = 1;
+  }
+  char what[96];
+  snprintf(what, sizeof what, "%%%s (HBM)", run->p->refs[op->ref].name);
+  tsr_race_access(run, &run->vc, -1, op->site, hbm_key(run, j), what, write,
+                  op->array_rank, ap);
+}
+
 static void copy_in(run_t *run, uint32_t j) {
   const tsr_interp_program_t *p = run->p;
   const operand_plan_t *op = &p->operands[j];
@@ -1192,6 +1318,7 @@ static void copy_in(run_t *run, uint32_t j) {
   }
   int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK];
   bool direct = block_window(op, b, start, extent);
+  race_window(run, j, start, extent, false);
   uint8_t *src = run->hbm[j] + window_offset(op, start) * (int64_t)es;
   if (direct && !op->aliased) {
     rr->data = src; /* zero-copy: the block is a contiguous window of HBM */
@@ -1289,9 +1416,10 @@ static void copy_out(run_t *run, uint32_t j) {
     if (v) v->last_step = run->step;
   }
   uint8_t *own_buf = run->vmem + ri->offset;
-  if (rr->data != own_buf) return; /* written in place */
   int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK];
   block_window(op, b, start, extent);
+  race_window(run, j, start, extent, true);
+  if (rr->data != own_buf) return; /* written in place */
   int64_t bstr[TSR_MAX_RANK];
   tsr_blockops_dense_strides(op->array_rank, op->block, bstr);
   int64_t off = window_offset(op, start);
@@ -1584,6 +1712,7 @@ static void core_free(run_t *run) {
   if (run->sems)
     for (uint32_t i = 0; i < p->num_refs; i++) tsr_free(run->sems[i]);
   tsr_free(run->sems);
+  tsr_vc_free(&run->vc);
   tsr_free(run->cur_block);
   tsr_free(run->prev_block);
   tsr_free(run->block_valid);
@@ -1603,7 +1732,9 @@ static void shared_free(shared_t *sh) {
   tsr_free(sh->hbm);
   tsr_free(sh->hbm_shadow);
   tsr_free(sh->visited);
+  for (uint32_t i = 0; i < sh->num_dmas; i++) tsr_vc_free(&sh->dmas[i].vc);
   tsr_free(sh->dmas);
+  tsr_race_destroy(sh->race);
   tsr_free(sh->site_reported);
   tsr_strbuf_deinitialize(&sh->trace);
   tsr_diag_list_deinitialize(&sh->diags);
@@ -1688,6 +1819,10 @@ static tsr_status_t core_setup(shared_t *sh, uint32_t device, uint32_t core) {
   } else {
     run->step_begin = 0;
     run->step_end = core == 0 ? p->total_steps : 0;
+  }
+  if (sh->race) {
+    tsr_vc_initialize(&run->vc, sh->devices * sh->cores);
+    if (!run->vc.c) return TSR_OOM();
   }
   run->phase = CORE_START;
   return NULL;
@@ -1827,6 +1962,10 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
   sh.out = p->options.print_stream ? p->options.print_stream : stderr;
   tsr_diag_list_initialize(&sh.diags, p->options.max_errors);
   sh.tracing = p->options.trace_path != NULL;
+  if (p->options.detect_races) {
+    sh.race = tsr_race_create();
+    if (!sh.race) return TSR_OOM();
+  }
   tsr_strbuf_initialize(&sh.trace);
   tsr_status_t s = run_setup(&sh, operands);
   if (!s) run_all(&sh);

@@ -95,6 +95,8 @@ static const char run_help[] =
     "                           missing waits)\n"
     "  --schedule-seed N        run the cores in a seeded order (default 0:\n"
     "                           fixed order)\n"
+    "  --detect-races           report data races: accesses of cores and DMAs\n"
+    "                           not ordered by semaphores, DMA waits or barriers\n"
     "  --trace FILE.json        write a Chrome/Perfetto trace of the simulated\n"
     "                           run (open in ui.perfetto.dev or chrome://tracing)\n"
     "  -q, --quiet              no summary line on stderr\n"
@@ -735,6 +737,7 @@ enum {
   RUN_HELP, RUN_KERNEL, RUN_IN, RUN_OUT, RUN_IN_DIR, RUN_OUT_DIR, RUN_RANDOM,
   RUN_UNINIT, RUN_SHUFFLE, RUN_CHIP, RUN_CHECK, RUN_NO_CHECK, RUN_MAX_ERRORS,
   RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED, RUN_TRACE,
+  RUN_DETECT_RACES,
 };
 
 static const cli_option_t run_options[] = {
@@ -757,6 +760,7 @@ static const cli_option_t run_options[] = {
     {"dma-mode", 0, true, RUN_DMA_MODE},
     {"schedule-seed", 0, true, RUN_SCHEDULE_SEED},
     {"trace", 0, true, RUN_TRACE},
+    {"detect-races", 0, false, RUN_DETECT_RACES},
     {NULL, 0, false, 0},
 };
 
@@ -920,6 +924,9 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
       break;
     case RUN_TRACE:
       req->options.trace_path = value;
+      break;
+    case RUN_DETECT_RACES:
+      req->options.detect_races = true;
       break;
     default:
       return usage_error("run", "internal error: option %d", id);

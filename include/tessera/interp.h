@@ -40,6 +40,7 @@ typedef struct tsr_interp_options {
   uint64_t schedule_seed;    /* 0: fixed core order; else a seeded order */
   bool dma_eager;            /* DMAs copy at start (default: lazily, at the
                                 wait that needs them) */
+  bool detect_races;         /* happens-before race detection (docs/dma.md) */
   const char *trace_path;    /* if set, a Chrome/Perfetto trace of the run is
                                 written there (also after kernel errors) */
 } tsr_interp_options_t;

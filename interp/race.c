@@ -1,0 +1,288 @@
+/* Race detection (--detect-races): happens-before with vector clocks, one
+ * component per simulated core and one per DMA (docs/dma.md). Accesses are
+ * recorded as strided hyper-rectangles (one arithmetic progression per
+ * dimension) per memory object; a record that a later access orders after
+ * and covers is pruned, so the lists hold only unordered accesses. */
+#include <stdio.h>
+
+#include "base/hashtable.h"
+#include "interp/interp_internal.h"
+
+/* ---- Vector clocks ---- */
+
+static void vc_init(vclock_t *v, uint32_t n) {
+  memset(v, 0, sizeof *v);
+  v->n = n;
+  v->c = tsr_calloc(n ? n : 1, sizeof *v->c);
+}
+
+void tsr_vc_free(vclock_t *v) {
+  tsr_free(v->c);
+  tsr_free(v->dma);
+  memset(v, 0, sizeof *v);
+}
+
+static bool vc_has_dma(const vclock_t *v, uint32_t id) {
+  uint32_t lo = 0, hi = v->ndma;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (v->dma[mid] == id) return true;
+    if (v->dma[mid] < id) lo = mid + 1; else hi = mid;
+  }
+  return false;
+}
+
+static void vc_add_dma(vclock_t *v, uint32_t id) {
+  if (vc_has_dma(v, id)) return;
+  if (v->ndma == v->cap) {
+    uint32_t cap = v->cap ? v->cap * 2 : 8;
+    uint32_t *d = tsr_realloc(v->dma, cap * sizeof *d);
+    if (!d) return;
+    v->dma = d;
+    v->cap = cap;
+  }
+  uint32_t i = v->ndma;
+  while (i > 0 && v->dma[i - 1] > id) {
+    v->dma[i] = v->dma[i - 1];
+    i--;
+  }
+  v->dma[i] = id;
+  v->ndma++;
+}
+
+/* dst = dst joined with src */
+void tsr_vc_join(vclock_t *dst, const vclock_t *src) {
+  if (!dst->c || !src->c) return;
+  for (uint32_t i = 0; i < dst->n && i < src->n; i++)
+    if (src->c[i] > dst->c[i]) dst->c[i] = src->c[i];
+  for (uint32_t i = 0; i < src->ndma; i++) vc_add_dma(dst, src->dma[i]);
+}
+
+void tsr_vc_copy(vclock_t *dst, const vclock_t *src) {
+  vc_init(dst, src->n);
+  if (dst->c && src->c) memcpy(dst->c, src->c, src->n * sizeof *dst->c);
+  for (uint32_t i = 0; i < src->ndma; i++) vc_add_dma(dst, src->dma[i]);
+}
+
+/* ---- Access records ---- */
+
+typedef struct access {
+  uint32_t thread;   /* core (global index) or DMA id (DMA) */
+  bool dma, write;
+  uint32_t clock;    /* cores: their clock at the access */
+  uint32_t site;
+  uint32_t core, device;
+  uint64_t step;
+  int64_t point[TSR_MAX_RANK];
+  uint32_t rank;
+  race_ap_t ap[TSR_MAX_RANK];
+} access_t;
+
+typedef struct object {
+  uint64_t key;
+  access_t *acc;
+  uint32_t n, cap;
+  UT_hash_handle hh;
+} object_t;
+
+typedef struct sem_clock {
+  const int32_t *sem;
+  vclock_t vc;
+  UT_hash_handle hh;
+} sem_clock_t;
+
+struct race_state {
+  object_t *objects;
+  sem_clock_t *sems;
+  uint64_t pairs[256]; /* reported (site, site) pairs */
+  uint32_t num_pairs;
+};
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a < 0 ? -a : a;
+}
+
+/* Do two arithmetic progressions share an element? (exact) */
+static bool ap_meet(race_ap_t a, race_ap_t b) {
+  int64_t a_end = a.start + (a.count - 1) * a.stride;
+  int64_t b_end = b.start + (b.count - 1) * b.stride;
+  int64_t lo = TSR_MAX(a.start, b.start), hi = TSR_MIN(a_end, b_end);
+  if (lo > hi) return false;
+  /* smallest x >= lo with x = a.start (mod a.stride), x = b.start (mod b.stride) */
+  int64_t g = gcd64(a.stride, b.stride);
+  if ((b.start - a.start) % g != 0) return false;
+  int64_t x = a.start + ((lo - a.start + a.stride - 1) / a.stride) * a.stride;
+  int64_t l = a.stride / g * b.stride;
+  for (int64_t y = x; y <= hi && y < x + l; y += a.stride)
+    if (((y - b.start) % b.stride) == 0) return true;
+  return false;
+}
+
+/* Is every element of a in b? */
+static bool ap_within(race_ap_t a, race_ap_t b) {
+  int64_t a_end = a.start + (a.count - 1) * a.stride;
+  int64_t b_end = b.start + (b.count - 1) * b.stride;
+  if (a.start < b.start || a_end > b_end) return false;
+  if ((a.start - b.start) % b.stride != 0) return false;
+  return a.count == 1 || a.stride % b.stride == 0;
+}
+
+static bool overlap(const access_t *x, const access_t *y) {
+  for (uint32_t d = 0; d < x->rank && d < y->rank; d++)
+    if (!ap_meet(x->ap[d], y->ap[d])) return false;
+  return true;
+}
+
+static bool covers(const access_t *outer, const access_t *inner) {
+  for (uint32_t d = 0; d < inner->rank && d < outer->rank; d++)
+    if (!ap_within(inner->ap[d], outer->ap[d])) return false;
+  return true;
+}
+
+static bool ordered_before(const access_t *r, const vclock_t *vc) {
+  if (r->dma) return vc_has_dma(vc, r->thread);
+  return r->thread < vc->n && vc->c[r->thread] >= r->clock;
+}
+
+static const char *kind_name(const access_t *a) {
+  return a->dma ? (a->write ? "DMA write" : "DMA read") : (a->write ? "write" : "read");
+}
+
+static void describe(shared_t *sh, const access_t *a, char *buf, size_t size) {
+  const tsr_interp_program_t *p = sh->p;
+  char point[120];
+  tsr_interp_format_point(point, sizeof point, a->point, p->grid_rank);
+  int n = snprintf(buf, size, "%s by %s (line %u)", kind_name(a), p->sites[a->site].what,
+                   p->sites[a->site].loc.line);
+  if (n < 0 || (size_t)n >= size) return;
+  if (sh->devices > 1)
+    n += snprintf(buf + n, size - (size_t)n, " on device %u", a->device);
+  if (n < 0 || (size_t)n >= size) return;
+  if (sh->cores > 1) n += snprintf(buf + n, size - (size_t)n, " core %u", a->core);
+  if (n < 0 || (size_t)n >= size) return;
+  snprintf(buf + n, size - (size_t)n, " at grid point %s", point);
+}
+
+static void report(run_t *run, const access_t *a, const access_t *b, const char *what) {
+  race_state_t *rs = run->sh->race;
+  /* A fixed order (by site, then core) so that a report does not depend on
+   * which access happened to be recorded first (DMA mode, schedule seed). */
+  if (b->site < a->site || (b->site == a->site && b->core * 1000u + b->device <
+                                                      a->core * 1000u + a->device)) {
+    const access_t *t = a;
+    a = b;
+    b = t;
+  }
+  uint32_t s1 = TSR_MIN(a->site, b->site), s2 = TSR_MAX(a->site, b->site);
+  uint64_t pair = (uint64_t)s1 << 32 | s2;
+  for (uint32_t i = 0; i < rs->num_pairs; i++)
+    if (rs->pairs[i] == pair) return;
+  if (rs->num_pairs < TSR_ARRAY_SIZE(rs->pairs)) rs->pairs[rs->num_pairs++] = pair;
+  /* the overlap of the two ranges, per dimension (bounding) */
+  char range[200] = "[";
+  size_t used = 1;
+  for (uint32_t d = 0; d < a->rank && used < sizeof range; d++) {
+    int64_t lo = TSR_MAX(a->ap[d].start, b->ap[d].start);
+    int64_t hi = TSR_MIN(a->ap[d].start + (a->ap[d].count - 1) * a->ap[d].stride,
+                         b->ap[d].start + (b->ap[d].count - 1) * b->ap[d].stride);
+    used += (size_t)snprintf(range + used, sizeof range - used, "%s%lld:%lld",
+                             d ? ", " : "", (long long)lo, (long long)hi + 1);
+  }
+  if (used < sizeof range) snprintf(range + used, sizeof range - used, "]");
+  char first[300], second[300];
+  describe(run->sh, a, first, sizeof first);
+  describe(run->sh, b, second, sizeof second);
+  run->sh->site_reported[a->site] = 0;
+  tsr_interp_kernel_error(run, a->site, "data race on %s%s: %s and %s, not ordered by "
+                          "any semaphore, DMA wait or barrier", what, range, first, second);
+}
+
+/* Records an access by `run` (or by DMA `dma_id` with clock `vc`) and reports
+ * the unordered conflicting accesses already recorded. */
+void tsr_race_access(run_t *run, const vclock_t *vc, int64_t dma_id, uint32_t site,
+                     uint64_t key, const char *what, bool write, uint32_t rank,
+                     const race_ap_t *ap) {
+  race_state_t *rs = run->sh->race;
+  object_t *obj;
+  HASH_FIND(hh, rs->objects, &key, sizeof key, obj);
+  if (!obj) {
+    obj = tsr_calloc(1, sizeof *obj);
+    if (!obj) return;
+    obj->key = key;
+    HASH_ADD(hh, rs->objects, key, sizeof obj->key, obj);
+  }
+  uint32_t me = run->device * run->sh->cores + run->core;
+  access_t a;
+  memset(&a, 0, sizeof a);
+  a.dma = dma_id >= 0;
+  a.thread = a.dma ? (uint32_t)dma_id : me;
+  a.clock = a.dma ? 0 : vc->c[me];
+  a.write = write;
+  a.site = site;
+  a.core = run->core;
+  a.device = run->device;
+  a.step = run->step;
+  memcpy(a.point, run->point, sizeof a.point);
+  a.rank = rank;
+  for (uint32_t d = 0; d < rank; d++) a.ap[d] = ap[d];
+  uint32_t keep = 0;
+  for (uint32_t i = 0; i < obj->n; i++) {
+    access_t *r = &obj->acc[i];
+    bool same_thread = r->dma == a.dma && r->thread == a.thread;
+    bool before = same_thread || ordered_before(r, vc);
+    if (!before && (r->write || write) && overlap(r, &a)) report(run, r, &a, what);
+    /* pruned: ordered before this access, covered by it, and no weaker */
+    if (before && covers(&a, r) && (write || !r->write)) continue;
+    obj->acc[keep++] = *r;
+  }
+  obj->n = keep;
+  if (obj->n == obj->cap) {
+    uint32_t cap = obj->cap ? obj->cap * 2 : 8;
+    access_t *acc = tsr_realloc(obj->acc, cap * sizeof *acc);
+    if (!acc) return;
+    obj->acc = acc;
+    obj->cap = cap;
+  }
+  obj->acc[obj->n++] = a;
+}
+
+vclock_t *tsr_race_sem_clock(shared_t *sh, const int32_t *sem) {
+  race_state_t *rs = sh->race;
+  sem_clock_t *s;
+  HASH_FIND(hh, rs->sems, &sem, sizeof sem, s);
+  if (!s) {
+    s = tsr_calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->sem = sem;
+    vc_init(&s->vc, sh->devices * sh->cores);
+    HASH_ADD(hh, rs->sems, sem, sizeof s->sem, s);
+  }
+  return &s->vc;
+}
+
+race_state_t *tsr_race_create(void) { return tsr_calloc(1, sizeof(race_state_t)); }
+
+void tsr_race_destroy(race_state_t *rs) {
+  if (!rs) return;
+  object_t *o, *ot;
+  HASH_ITER(hh, rs->objects, o, ot) {
+    HASH_DEL(rs->objects, o);
+    tsr_free(o->acc);
+    tsr_free(o);
+  }
+  sem_clock_t *s, *st;
+  HASH_ITER(hh, rs->sems, s, st) {
+    HASH_DEL(rs->sems, s);
+    tsr_vc_free(&s->vc);
+    tsr_free(s);
+  }
+  tsr_free(rs);
+}
+
+void tsr_vc_initialize(vclock_t *v, uint32_t n) { vc_init(v, n); }
+void tsr_vc_add_dma(vclock_t *v, uint32_t id) { vc_add_dma(v, id); }
