@@ -331,7 +331,7 @@ struct shared {
 /* race.c */
 race_state_t *tsr_race_create(void);
 void tsr_race_destroy(race_state_t *rs);
-void tsr_race_access(run_t *run, const vclock_t *vc, int64_t dma_id, uint32_t site,
+void tsr_race_access(run_t *run, vclock_t *vc, int64_t dma_id, uint32_t site,
                      uint64_t key, const char *what, bool write, uint32_t rank,
                      const race_ap_t *ap);
 vclock_t *tsr_race_sem_clock(shared_t *sh, const int32_t *sem);

@@ -4,6 +4,8 @@
  * dimension) per memory object; a record that a later access orders after
  * and covers is pruned, so the lists hold only unordered accesses. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <stdlib.h>
 
 #include "base/hashtable.h"
 #include "interp/interp_internal.h"
@@ -94,6 +96,9 @@ typedef struct sem_clock {
 struct race_state {
   object_t *objects;
   sem_clock_t *sems;
+  uint64_t records;      /* access records held */
+  uint64_t next_collect; /* collect when records reach this */
+  uint32_t collect_dma;  /* ... or when DMA ids reach this (clocks' DMA sets) */
   uint64_t pairs[256]; /* reported (site, site) pairs */
   uint32_t num_pairs;
 };
@@ -202,9 +207,87 @@ static void report(run_t *run, const access_t *a, const access_t *b, const char 
                           "any semaphore, DMA wait or barrier", what, range, first, second);
 }
 
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Keeps only the DMA ids in `live` (sorted) in a clock's set. */
+static void vc_keep(vclock_t *v, const uint32_t *live, uint32_t nlive) {
+  uint32_t keep = 0;
+  for (uint32_t i = 0; i < v->ndma; i++)
+    if (bsearch(&v->dma[i], live, nlive, sizeof *live, cmp_u32)) v->dma[keep++] = v->dma[i];
+  v->ndma = keep;
+}
+
+/* Garbage collection that keeps memory flat as the grid grows: a record
+ * ordered before every clock that can still access memory (every core, every
+ * DMA in flight, and the access being recorded) can never race with anything
+ * again and is dropped; then DMA ids that no record names are dropped from
+ * every clock (nothing will ask about them). */
+typedef struct id_list {
+  uint32_t *ids;
+  uint32_t n, cap;
+  bool failed;
+} id_list_t;
+
+static void push_id(id_list_t *l, uint32_t id) {
+  if (l->n == l->cap) {
+    uint32_t cap = l->cap ? l->cap * 2 : 64;
+    uint32_t *ids = tsr_realloc(l->ids, cap * sizeof *ids);
+    if (!ids) {
+      l->failed = true;
+      return;
+    }
+    l->ids = ids;
+    l->cap = cap;
+  }
+  l->ids[l->n++] = id;
+}
+
+static void collect(shared_t *sh, vclock_t *current, int64_t current_dma) {
+  race_state_t *rs = sh->race;
+  uint32_t ncores = sh->devices * sh->cores;
+  uint64_t total = 0;
+  id_list_t live = {0};
+  object_t *o, *ot;
+  HASH_ITER(hh, rs->objects, o, ot) {
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < o->n; i++) {
+      const access_t *r = &o->acc[i];
+      bool dead = ordered_before(r, current);
+      for (uint32_t c = 0; dead && c < ncores; c++) dead = ordered_before(r, &sh->core[c].vc);
+      for (uint32_t k = 0; dead && k < sh->num_dmas; k++)
+        dead = ordered_before(r, &sh->dmas[k].vc);
+      if (dead) continue;
+      o->acc[keep++] = *r;
+      if (r->dma) push_id(&live, r->thread);
+    }
+    o->n = keep;
+    total += keep;
+  }
+  /* DMAs in flight (and the one recording now) may still record accesses
+   * under their own ids. */
+  for (uint32_t k = 0; k < sh->num_dmas; k++) push_id(&live, sh->dmas[k].id);
+  if (current_dma >= 0) push_id(&live, (uint32_t)current_dma);
+  if (!live.failed) {
+    qsort(live.ids, live.n, sizeof *live.ids, cmp_u32);
+    for (uint32_t c = 0; c < ncores; c++) vc_keep(&sh->core[c].vc, live.ids, live.n);
+    for (uint32_t k = 0; k < sh->num_dmas; k++) vc_keep(&sh->dmas[k].vc, live.ids, live.n);
+    vc_keep(current, live.ids, live.n);
+    sem_clock_t *sc, *st;
+    HASH_ITER(hh, rs->sems, sc, st) vc_keep(&sc->vc, live.ids, live.n);
+  }
+  if (getenv("TSR_RACE_DEBUG")) { unsigned mx = 0; sem_clock_t *q, *qt; HASH_ITER(hh, rs->sems, q, qt) if (q->vc.ndma > mx) mx = q->vc.ndma; fprintf(stderr, "collect: records %llu live %u core0 %u semmax %u sems %u\n", (unsigned long long)total, live.n, sh->core[0].vc.ndma, mx, HASH_COUNT(rs->sems)); }
+  tsr_free(live.ids);
+  rs->records = total;
+  rs->next_collect = TSR_MAX(4096, total * 2);
+  rs->collect_dma = sh->next_dma_id + 32;
+}
+
 /* Records an access by `run` (or by DMA `dma_id` with clock `vc`) and reports
  * the unordered conflicting accesses already recorded. */
-void tsr_race_access(run_t *run, const vclock_t *vc, int64_t dma_id, uint32_t site,
+void tsr_race_access(run_t *run, vclock_t *vc, int64_t dma_id, uint32_t site,
                      uint64_t key, const char *what, bool write, uint32_t rank,
                      const race_ap_t *ap) {
   race_state_t *rs = run->sh->race;
@@ -230,7 +313,7 @@ void tsr_race_access(run_t *run, const vclock_t *vc, int64_t dma_id, uint32_t si
   memcpy(a.point, run->point, sizeof a.point);
   a.rank = rank;
   for (uint32_t d = 0; d < rank; d++) a.ap[d] = ap[d];
-  uint32_t keep = 0;
+  uint32_t keep = 0, old_n = obj->n;
   for (uint32_t i = 0; i < obj->n; i++) {
     access_t *r = &obj->acc[i];
     bool same_thread = r->dma == a.dma && r->thread == a.thread;
@@ -249,6 +332,9 @@ void tsr_race_access(run_t *run, const vclock_t *vc, int64_t dma_id, uint32_t si
     obj->cap = cap;
   }
   obj->acc[obj->n++] = a;
+  rs->records = rs->records + obj->n - old_n;
+  if (rs->records >= rs->next_collect || run->sh->next_dma_id >= rs->collect_dma)
+    collect(run->sh, vc, dma_id);
 }
 
 vclock_t *tsr_race_sem_clock(shared_t *sh, const int32_t *sem) {
@@ -265,7 +351,14 @@ vclock_t *tsr_race_sem_clock(shared_t *sh, const int32_t *sem) {
   return &s->vc;
 }
 
-race_state_t *tsr_race_create(void) { return tsr_calloc(1, sizeof(race_state_t)); }
+race_state_t *tsr_race_create(void) {
+  race_state_t *rs = tsr_calloc(1, sizeof(race_state_t));
+  if (rs) {
+    rs->next_collect = 4096;
+    rs->collect_dma = 32;
+  }
+  return rs;
+}
 
 void tsr_race_destroy(race_state_t *rs) {
   if (!rs) return;

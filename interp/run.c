@@ -736,10 +736,10 @@ static void dma_copy(shared_t *sh, const dma_record_t *r) {
     run_t *issuer = &sh->core[r->device * sh->cores + r->core];
     char what[96];
     snprintf(what, sizeof what, "%%%s", r->src_name);
-    tsr_race_access(issuer, &r->vc, r->id, r->site, r->src_key, what, false, r->src_rank,
+    tsr_race_access(issuer, (vclock_t *)&r->vc, r->id, r->site, r->src_key, what, false, r->src_rank,
                     r->src_ap);
     snprintf(what, sizeof what, "%%%s", r->dst_name);
-    tsr_race_access(issuer, &r->vc, r->id, r->site, r->dst_key, what, true, r->dst_rank,
+    tsr_race_access(issuer, (vclock_t *)&r->vc, r->id, r->site, r->dst_key, what, true, r->dst_rank,
                     r->dst_ap);
   }
   if (!r->add) {
