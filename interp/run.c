@@ -132,6 +132,12 @@ static inline void *result_ptr(run_t *run, const insn_t *in) {
   return own(run, in->r);
 }
 
+/* Writes a scalar i32 result. */
+static inline void put_i32(run_t *run, const insn_t *in, int32_t v) {
+  run->vals[in->r] = result_ptr(run, in);
+  memcpy(run->vals[in->r], &v, 4);
+}
+
 /* Gives a lazily filled output block its uninitialized contents. */
 static void materialize(run_t *run, uint32_t ref) {
   run_ref_t *rr = &run->refs[ref];
@@ -1020,20 +1026,12 @@ static bool exec(run_t *run, uint32_t *pc_io) {
       case TSR_OP_SLICE:
         do_slice(run, in);
         break;
-      case TSR_OP_PROGRAM_ID: {
-        const shape_plan_t *sp = in->plan;
-        int32_t v = (int32_t)run->point[sp->axis];
-        vals[in->r] = result_ptr(run, in);
-        memcpy(vals[in->r], &v, 4);
+      case TSR_OP_PROGRAM_ID:
+        put_i32(run, in, (int32_t)run->point[((const shape_plan_t *)in->plan)->axis]);
         break;
-      }
-      case TSR_OP_NUM_PROGRAMS: {
-        const shape_plan_t *sp = in->plan;
-        int32_t v = (int32_t)p->grid[sp->axis];
-        vals[in->r] = result_ptr(run, in);
-        memcpy(vals[in->r], &v, 4);
+      case TSR_OP_NUM_PROGRAMS:
+        put_i32(run, in, (int32_t)p->grid[((const shape_plan_t *)in->plan)->axis]);
         break;
-      }
       case TSR_OP_IOTA: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = result_ptr(run, in);
@@ -1148,12 +1146,9 @@ static bool exec(run_t *run, uint32_t *pc_io) {
         do_print(run, in);
         break;
       case TSR_OP_DEVICE_ID:
-      case TSR_OP_CORE_ID: {
-        int32_t v = (int32_t)(in->code == TSR_OP_DEVICE_ID ? run->device : run->core);
-        vals[in->r] = result_ptr(run, in);
-        memcpy(vals[in->r], &v, 4);
+      case TSR_OP_CORE_ID:
+        put_i32(run, in, (int32_t)(in->code == TSR_OP_DEVICE_ID ? run->device : run->core));
         break;
-      }
       case TSR_OP_SEM_SIGNAL:
         sem_signal(run, in);
         break;
@@ -1163,9 +1158,7 @@ static bool exec(run_t *run, uint32_t *pc_io) {
         break;
       case TSR_OP_SEM_READ: {
         int32_t *sem = sem_addr(run, in, in->plan);
-        int32_t v = sem ? *sem : 0;
-        vals[in->r] = result_ptr(run, in);
-        memcpy(vals[in->r], &v, 4);
+        put_i32(run, in, sem ? *sem : 0);
         break;
       }
       case TSR_OP_DMA_START:
