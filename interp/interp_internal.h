@@ -41,6 +41,7 @@ typedef struct view_plan {
   uint32_t ref;    /* ref index (load/store), or NO_VALUE for slice */
   uint32_t rank;   /* of the ref/value viewed */
   int64_t dims[TSR_MAX_RANK]; /* of the ref/value viewed */
+  int64_t strides[TSR_MAX_RANK]; /* its dense row-major strides */
   view_index_t idx[TSR_MAX_RANK];
   uint32_t mask;   /* mask value id or NO_VALUE */
   bool value_scalar; /* store: the stored value is a scalar (splat) */
@@ -136,9 +137,9 @@ typedef struct ref_info {
   uint8_t dtype;
   uint32_t rank;
   int64_t dims[TSR_MAX_RANK];
-  int64_t strides[TSR_MAX_RANK];
   uint64_t elements;
   uint64_t offset;     /* own buffer in run->vmem (blocks, scratch, scoped) */
+  int32_t operand;     /* operand plan whose ref this is, or -1 */
   bool written;        /* some op stores to it */
   bool shadowed;       /* checks on and not a read-only input */
   bool is_sem;
@@ -209,9 +210,9 @@ struct tsr_interp_program {
   uint32_t *value_ref; /* value id -> ref index or NO_VALUE */
   uint64_t vmem_bytes;   /* own buffers (blocks, scratch, scoped) */
 
-  uint32_t num_operands; /* operand plans (all non-scratch decls) */
+  uint32_t num_operands; /* operand plans (all non-scratch decls): the arrays
+                            the caller passes */
   operand_plan_t *operands;
-  uint32_t num_bound;    /* arrays the caller passes (= num_operands) */
 
   uint64_t vmem_budget, vmem_used, smem_used, smem_budget;
   /* One spare run_memory_t, taken and returned atomically by runs (a cache:
@@ -227,8 +228,6 @@ typedef struct run_ref {
                         value: filled on first partial access, skipped when
                         the first access is a store of the whole block */
 } run_ref_t;
-
-
 
 typedef struct shared shared_t;
 
@@ -279,7 +278,6 @@ typedef struct run {
   uint64_t wait_tick;   /* trace: when the current wait blocked, or 0 */
 } run_t;
 
-/* What all cores of a run share. */
 /* A DMA in flight (lazy mode), with its views resolved at dma_start. */
 typedef struct dma_record {
   uint32_t site;
@@ -304,6 +302,7 @@ typedef struct dma_record {
   const char *src_name;
 } dma_record_t;
 
+/* What all cores of a run share. */
 struct shared {
   const tsr_interp_program_t *p;
   uint32_t devices, cores;  /* cores per device */

@@ -12,7 +12,6 @@ typedef struct prep {
   const tsr_kernel_t *k;
   tsr_value_t **by_id; /* value id -> value */
   uint32_t *uses;      /* value id -> number of operand uses */
-  tsr_diag_list_t *diags;
 } prep_t;
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
@@ -115,10 +114,6 @@ static void walk_region_values(prep_t *ps, const tsr_region_t *r) {
   }
 }
 
-static void dense_strides(uint32_t rank, const int64_t *dims, int64_t *strides) {
-  tsr_blockops_dense_strides(rank, dims, strides);
-}
-
 static tsr_status_t add_ref(prep_t *ps, const tsr_value_t *v, tsr_role_t role,
                             int32_t decl, uint32_t *out_ref) {
   tsr_interp_program_t *p = ps->p;
@@ -133,7 +128,7 @@ static tsr_status_t add_ref(prep_t *ps, const tsr_value_t *v, tsr_role_t role,
   ri->dtype = ri->is_sem ? TSR_DTYPE_I32 : v->type.dtype;
   ri->rank = v->type.rank;
   for (uint32_t i = 0; i < ri->rank; i++) ri->dims[i] = v->type.dims[i];
-  dense_strides(ri->rank, ri->dims, ri->strides);
+  ri->operand = -1;
   ri->elements = (uint64_t)tsr_type_element_count(&v->type);
   char what[96];
   snprintf(what, sizeof what, "%s %%%s",
@@ -203,42 +198,13 @@ static tsr_status_t emit_moves(prep_t *ps, uint32_t site, uint32_t count,
   return emit(ps, &in, NULL);
 }
 
-static void fill_view(prep_t *ps, const tsr_op_t *op, view_plan_t *vp,
-                      const tsr_type_t *viewed) {
-  uint32_t rank = viewed->rank;
-  vp->rank = rank;
-  for (uint32_t d = 0; d < rank; d++) vp->dims[d] = viewed->dims[d];
-  vp->mask = NO_VALUE;
-  for (uint32_t d = 0; d < rank && d < op->num_indices; d++) {
-    const tsr_index_t *ix = &op->indices[d];
-    view_index_t *v = &vp->idx[d];
-    v->kind = ix->kind;
-    v->value = ix->operand >= 0 ? op->operands[ix->operand]->id : NO_VALUE;
-    v->start = ix->start;
-    v->stride = ix->stride > 0 ? ix->stride : 1;
-    switch ((tsr_index_kind_t)ix->kind) {
-      case TSR_INDEX_FULL:
-        v->start = 0;
-        v->size = viewed->dims[d];
-        v->stride = 1;
-        break;
-      case TSR_INDEX_POINT: v->size = 1; break;
-      case TSR_INDEX_SLICE: v->size = ix->size; break;
-      case TSR_INDEX_DS: v->size = ix->size; break;
-    }
-  }
-  if (op->flags & TSR_OPF_MASK) vp->mask = op->operands[op->num_operands - 1]->id;
-  (void)ps;
-}
-
-/* dma_start's `send %ssem[..]` instance flag (TSR_OPF_SEND in tessera/ir.h). */
-#define DMA_SEND_FLAG (1u << 6)
-
-/* A view of `viewed` from op->indices[first..first + rank). */
+/* A view of `viewed` from op->indices[first..first + rank) (load/store/slice
+ * views start at 0; DMA views follow each other). */
 static void fill_view_at(const tsr_op_t *op, view_plan_t *vp, const tsr_type_t *viewed,
                          uint32_t first) {
   vp->rank = viewed->rank;
   vp->mask = NO_VALUE;
+  tsr_blockops_dense_strides(viewed->rank, viewed->dims, vp->strides);
   for (uint32_t d = 0; d < viewed->rank; d++) {
     vp->dims[d] = viewed->dims[d];
     const tsr_index_t *ix = &op->indices[first + d];
@@ -261,10 +227,8 @@ static void fill_sem(prep_t *ps, const tsr_op_t *op, uint32_t operand, uint32_t 
   fill_view_at(op, &vp, &sem->type, first);
   sp->ref = ps->p->value_ref[sem->id];
   sp->rank = sem->type.rank < n ? sem->type.rank : n;
-  for (uint32_t d = 0; d < sp->rank; d++) {
-    sp->dims[d] = vp.dims[d];
-    sp->idx[d] = vp.idx[d];
-  }
+  memcpy(sp->dims, vp.dims, sizeof sp->dims);
+  memcpy(sp->idx, vp.idx, sizeof sp->idx);
   sp->amount = sp->device = sp->core = NO_VALUE;
 }
 
@@ -337,7 +301,8 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       if (!vp) return TSR_OOM();
       const tsr_value_t *ref = op->operands[0];
       vp->ref = p->value_ref[ref->id];
-      fill_view(ps, op, vp, &ref->type);
+      fill_view_at(op, vp, &ref->type, 0);
+      if (op->flags & TSR_OPF_MASK) vp->mask = op->operands[op->num_operands - 1]->id;
       if (op->opcode == TSR_OP_STORE) {
         vp->value_scalar = op->operands[1]->type.kind == TSR_TYPE_SCALAR;
         in.dtype = ref->type.dtype;
@@ -352,8 +317,8 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       view_plan_t *vp = plan_alloc(ps, sizeof *vp);
       if (!vp) return TSR_OOM();
       const tsr_type_t *t = &op->operands[0]->type;
+      fill_view_at(op, vp, t, 0);
       vp->ref = NO_VALUE;
-      fill_view(ps, op, vp, t);
       in.plan = vp;
       return emit(ps, &in, NULL);
     }
@@ -378,7 +343,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       sp->rank = rt->rank;
       for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
       int64_t astr[TSR_MAX_RANK];
-      dense_strides(at->rank, at->dims, astr);
+      tsr_blockops_dense_strides(at->rank, at->dims, astr);
       if (op->opcode == TSR_OP_TRANSPOSE) {
         for (uint32_t i = 0; i < rt->rank; i++)
           sp->src_strides[i] = astr[op->ints[i]];
@@ -581,7 +546,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       dp->src.ref = p->value_ref[src->id];
       dp->dst.ref = p->value_ref[dst->id];
       fill_sem(ps, op, 2, nsrc + ndst, nsem, &dp->sem);
-      dp->has_send = (op->flags & DMA_SEND_FLAG) != 0;
+      dp->has_send = (op->flags & TSR_OPF_SEND) != 0;
       if (dp->has_send)
         fill_sem(ps, op, 3, nsrc + ndst + nsem, op->num_indices - nsrc - ndst - nsem,
                  &dp->send);
@@ -749,11 +714,8 @@ static tsr_status_t check_budget(prep_t *ps) {
     uint64_t bytes = r->elements * tsr_dtype_size((tsr_dtype_t)r->dtype);
     const char *what = "scratch";
     uint64_t copies = 1;
-    if (r->decl >= 0 && r->role != TSR_ROLE_SCRATCH) {
-      const operand_plan_t *opl = NULL;
-      for (uint32_t k = 0; k < p->num_operands; k++)
-        if (p->operands[k].ref == i) opl = &p->operands[k];
-      if (!opl || !opl->blocked) continue; /* hbm/any: not in VMEM */
+    if (r->operand >= 0) {
+      if (p->operands[r->operand].hbm_direct) continue; /* HBM, not VMEM/SMEM */
       copies = r->role == TSR_ROLE_PREFETCH ? 1 : 2;
       what = r->role == TSR_ROLE_IN ? "in" : r->role == TSR_ROLE_OUT ? "out" : "prefetch";
     } else if (r->decl < 0) {
@@ -863,7 +825,6 @@ static tsr_status_t prepare(prep_t *ps) {
   for (uint32_t i = 0; i < k->num_decls; i++)
     if (k->decls[i].role != TSR_ROLE_SCRATCH) n_ops++;
   p->num_operands = n_ops;
-  p->num_bound = n_ops;
   p->operands = tsr_arena_alloc_array(A, n_ops + 1, sizeof *p->operands);
   if (!p->operands) return TSR_OOM();
   for (uint32_t i = 0, j = 0; i < k->num_decls; i++) {
@@ -879,7 +840,7 @@ static tsr_status_t prepare(prep_t *ps) {
       op->array_dims[a] = d->array.dims[a];
       op->block[a] = d->block[a] == TSR_SQUEEZED ? 1 : d->block[a];
     }
-    dense_strides(op->array_rank, op->array_dims, op->array_strides);
+    tsr_blockops_dense_strides(op->array_rank, op->array_dims, op->array_strides);
     op->array_elements = (uint64_t)tsr_type_element_count(&d->array);
     uint8_t space = d->ref->type.space;
     op->hbm_direct = d->role != TSR_ROLE_PREFETCH &&
@@ -890,6 +851,7 @@ static tsr_status_t prepare(prep_t *ps) {
              d->role == TSR_ROLE_IN ? "in" : d->role == TSR_ROLE_OUT ? "out" : "prefetch",
              d->ref->name);
     TSR_RETURN_IF_ERROR(add_site(ps, d->loc, what, &op->site));
+    p->refs[op->ref].operand = (int32_t)(j - 1);
   }
   /* Aliases: decl index -> operand plan index. */
   for (uint32_t j = 0; j < n_ops; j++) {
@@ -914,11 +876,8 @@ static tsr_status_t prepare(prep_t *ps) {
     ref_info_t *r = &p->refs[i];
     r->offset = voff;
     uint64_t bytes = r->elements * tsr_dtype_size((tsr_dtype_t)r->dtype);
-    bool has_buffer = true;
-    for (uint32_t j = 0; j < n_ops; j++)
-      if (p->operands[j].ref == i && p->operands[j].hbm_direct) has_buffer = false;
-    r->has_buffer = has_buffer;
-    if (has_buffer) voff = align64(voff + (bytes ? bytes : 1));
+    r->has_buffer = r->operand < 0 || !p->operands[r->operand].hbm_direct;
+    if (r->has_buffer) voff = align64(voff + (bytes ? bytes : 1));
   }
   p->vmem_bytes = voff;
 

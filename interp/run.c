@@ -4,22 +4,20 @@
  * instruction loop, views with bounds and uninitialized-read checks, and the
  * diagnostics of one run. Semantics: docs/semantics.md. */
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
-#include "base/hashtable.h"
 
+#include "base/hashtable.h"
 #include "interp/interp_internal.h"
 
 /* ---- Diagnostics ---- */
 
 /* Records a kernel error at `site`, once per site per run (later ones are
  * counted). Stops the run when max_errors diagnostics have been kept. */
-static void kernel_error(run_t *run, uint32_t site, const char *fmt, ...)
-    TSR_PRINTF(3, 4);
+static void kernel_verror(run_t *run, uint32_t site, const char *fmt, va_list ap)
+    TSR_PRINTF(3, 0);
 
-static void kernel_error(run_t *run, uint32_t site, const char *fmt, ...) {
+static void kernel_verror(run_t *run, uint32_t site, const char *fmt, va_list ap) {
   const tsr_interp_program_t *p = run->p;
   if (run->sh->site_reported[site]) {
     run->sh->suppressed++;
@@ -34,23 +32,19 @@ static void kernel_error(run_t *run, uint32_t site, const char *fmt, ...) {
   if (run->sh->devices > 1) tsr_strbuf_printf(&msg, "device %u, ", run->device);
   if (run->sh->cores > 1) tsr_strbuf_printf(&msg, "core %u, ", run->core);
   tsr_strbuf_printf(&msg, "grid point %s: %s: ", point, p->sites[site].what);
-  va_list ap;
-  va_start(ap, fmt);
   tsr_strbuf_vprintf(&msg, fmt, ap);
-  va_end(ap);
   tsr_diag_add(&run->sh->diags, p->sites[site].loc, "%s", msg.data ? msg.data : "?");
   tsr_strbuf_deinitialize(&msg);
   if (run->sh->diags.count >= p->options.max_errors) run->sh->aborted = true;
 }
 
 void tsr_interp_kernel_error(run_t *run, uint32_t site, const char *fmt, ...) {
-  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  kernel_verror(run, site, fmt, ap);
   va_end(ap);
-  kernel_error(run, site, "%s", msg);
 }
+
 
 static void format_dims(char *buf, size_t size, const int64_t *dims, uint32_t rank) {
   size_t used = (size_t)snprintf(buf, size, "[");
@@ -64,7 +58,8 @@ static void format_dims(char *buf, size_t size, const int64_t *dims, uint32_t ra
  * Chrome trace events (chrome://tracing, ui.perfetto.dev): one process per
  * device, one thread per core (grid steps, waits, barriers) and one per
  * core's DMA engine (copies with their bytes). Time is simulated: one tick
- * ("microsecond" in the viewer) per instruction executed by any core. */
+ * ("microsecond" in the viewer) per instruction executed by any core. Names
+ * go into the JSON unescaped: kernel and ref names are [A-Za-z0-9_.]. */
 
 static void trace_event(shared_t *sh, const char *name, uint32_t device, uint32_t tid,
                         uint64_t start, uint64_t end, const char *args_json) {
@@ -77,9 +72,6 @@ static void trace_event(shared_t *sh, const char *name, uint32_t device, uint32_
                     args_json ? ",\"args\":" : "", args_json ? args_json : "");
 }
 
-/* A JSON-safe copy of a name (refs and kernels are [A-Za-z0-9_.]). */
-static const char *json_name(const char *s) { return s; }
-
 static bool write_trace(shared_t *sh) {
   const tsr_interp_program_t *p = sh->p;
   if (sh->trace.failed) return false;
@@ -87,7 +79,7 @@ static bool write_trace(shared_t *sh) {
   if (!f) return false;
   fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"kernel\":\"%s\","
              "\"time\":\"simulated: 1 unit = 1 instruction\"},\"traceEvents\":[\n",
-          json_name(p->kernel_name));
+          p->kernel_name);
   for (uint32_t d = 0; d < sh->devices; d++) {
     fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,"
                "\"args\":{\"name\":\"device %u\"}},\n", d, d);
@@ -207,14 +199,14 @@ static void view_index_text(const view_t *v, const int64_t *ref_origin, uint32_t
   format_dims(buf, size, ridx, ref_rank);
 }
 
-/* Resolves the view of a load/store/slice. On an out-of-bounds index reports
- * (unless quiet) and returns false. */
+/* Resolves the view of a load/store/slice/DMA (ref_name: the ref, NULL for a
+ * slice of a value). On an out-of-bounds index reports (unless quiet) and
+ * returns false. */
 static bool resolve_view_q(run_t *run, const insn_t *in, const view_plan_t *vp,
-                           const char *what_name, uint8_t *data, uint8_t *shadow,
+                           const char *ref_name, uint8_t *data, uint8_t *shadow,
                            size_t elem_size, view_t *out, int64_t *origin,
                            int64_t *step, bool quiet) {
-  int64_t strides[TSR_MAX_RANK];
-  tsr_blockops_dense_strides(vp->rank, vp->dims, strides);
+  const int64_t *strides = vp->strides;
   int64_t offset = 0;
   out->rank = 0;
   for (uint32_t d = 0; d < vp->rank; d++) {
@@ -223,14 +215,18 @@ static bool resolve_view_q(run_t *run, const insn_t *in, const view_plan_t *vp,
     int64_t last = start + (ix->size - 1) * ix->stride;
     if (start < 0 || last >= vp->dims[d] || ix->size < 1) {
       if (quiet) return false;
-      char shape[96];
+      char shape[96], what_name[96];
       format_dims(shape, sizeof shape, vp->dims, vp->rank);
+      if (ref_name)
+        snprintf(what_name, sizeof what_name, "%%%s", ref_name);
+      else
+        snprintf(what_name, sizeof what_name, "the value");
       if (ix->kind == TSR_INDEX_POINT)
-        kernel_error(run, in->site,
+        tsr_interp_kernel_error(run, in->site,
                      "index %lld out of bounds for dimension %u of %s (shape %s)",
                      (long long)start, d, what_name, shape);
       else
-        kernel_error(run, in->site,
+        tsr_interp_kernel_error(run, in->site,
                      "slice %lld:%lld:%lld out of bounds for dimension %u of %s "
                      "(shape %s)",
                      (long long)start, (long long)(last + 1), (long long)ix->stride,
@@ -253,10 +249,10 @@ static bool resolve_view_q(run_t *run, const insn_t *in, const view_plan_t *vp,
 }
 
 static bool resolve_view(run_t *run, const insn_t *in, const view_plan_t *vp,
-                         const char *what_name, uint8_t *data, uint8_t *shadow,
+                         const char *ref_name, uint8_t *data, uint8_t *shadow,
                          size_t elem_size, view_t *out, int64_t *origin,
                          int64_t *step) {
-  return resolve_view_q(run, in, vp, what_name, data, shadow, elem_size, out,
+  return resolve_view_q(run, in, vp, ref_name, data, shadow, elem_size, out,
                         origin, step, false);
 }
 
@@ -281,7 +277,7 @@ static void report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
   char at[128], shape[96];
   view_index_text(v, origin, ri->rank, step, flat, at, sizeof at);
   format_dims(shape, sizeof shape, ri->dims, ri->rank);
-  kernel_error(run, in->site,
+  tsr_interp_kernel_error(run, in->site,
                "read of uninitialized memory: %%%s%s (shape %s) was never written",
                ri->name, at, shape);
 }
@@ -294,22 +290,16 @@ static uint32_t core_index(const run_t *run) {
 
 /* The memory object a ref of `core` names: its own buffer, or for hbm/any
  * operands the device's HBM array (aliased outputs share their input's). */
-static uint64_t object_key(const run_t *core, uint32_t ref) {
-  const tsr_interp_program_t *p = core->p;
-  for (uint32_t j = 0; j < p->num_operands; j++) {
-    const operand_plan_t *op = &p->operands[j];
-    if (op->ref == ref && op->hbm_direct) {
-      uint32_t k = op->alias >= 0 ? (uint32_t)op->alias : j;
-      return (2ull << 60) | ((uint64_t)core->device << 32) | k;
-    }
-  }
-  return (1ull << 60) | ((uint64_t)core_index(core) << 32) | ref;
-}
-
 static uint64_t hbm_key(const run_t *run, uint32_t j) {
   const operand_plan_t *op = &run->p->operands[j];
   uint32_t k = op->alias >= 0 ? (uint32_t)op->alias : j;
   return (2ull << 60) | ((uint64_t)run->device << 32) | k;
+}
+
+static uint64_t object_key(const run_t *core, uint32_t ref) {
+  int32_t j = core->p->refs[ref].operand;
+  if (j >= 0 && core->p->operands[j].hbm_direct) return hbm_key(core, (uint32_t)j);
+  return (1ull << 60) | ((uint64_t)core_index(core) << 32) | ref;
 }
 
 /* The per-dimension progressions of a resolved view (origin/step per ref dim). */
@@ -366,9 +356,7 @@ static bool access_ref(run_t *run, const insn_t *in, ref_access_t *a) {
   a->ri = &run->p->refs[vp->ref];
   a->rr = &run->refs[vp->ref];
   a->es = tsr_dtype_size((tsr_dtype_t)a->ri->dtype);
-  char name[80];
-  snprintf(name, sizeof name, "%%%s", a->ri->name);
-  return resolve_view(run, in, vp, name, a->rr->data, a->rr->shadow, a->es, &a->v,
+  return resolve_view(run, in, vp, a->ri->name, a->rr->data, a->rr->shadow, a->es, &a->v,
                       a->origin, a->step);
 }
 
@@ -492,7 +480,7 @@ static void do_slice(run_t *run, const insn_t *in) {
   int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
   void *dst = result_ptr(run, in);
   run->vals[in->r] = dst;
-  if (!resolve_view(run, in, vp, "the value", run->vals[in->a], NULL, es, &v, origin,
+  if (!resolve_view(run, in, vp, NULL, run->vals[in->a], NULL, es, &v, origin,
                     step))
     return; /* static slices are verified: unreachable */
   int64_t dstr[TSR_MAX_RANK];
@@ -598,7 +586,7 @@ static void prepare_forward(run_t *run, const insn_t *store) {
   const ref_info_t *ri = &run->p->refs[vp->ref];
   view_t v;
   int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
-  if (!resolve_view_q(run, store, vp, "", rr->data, rr->shadow,
+  if (!resolve_view_q(run, store, vp, NULL, rr->data, rr->shadow,
                       tsr_dtype_size((tsr_dtype_t)ri->dtype), &v, origin, step, true) ||
       !view_is_dense(&v))
     return; /* the store will copy (and report any error) */
@@ -622,12 +610,12 @@ static run_t *target_core(run_t *run, const insn_t *in, uint32_t device_value,
   int64_t c = core_value != NO_VALUE ? (int64_t)read_i32(run, core_value)
                                      : (int64_t)run->core;
   if (d < 0 || d >= sh->devices) {
-    kernel_error(run, in->site, "device %lld out of range: the run has %u device%s",
+    tsr_interp_kernel_error(run, in->site, "device %lld out of range: the run has %u device%s",
                  (long long)d, sh->devices, sh->devices == 1 ? "" : "s");
     return NULL;
   }
   if (c < 0 || c >= sh->cores) {
-    kernel_error(run, in->site, "core %lld out of range: a device has %u core%s",
+    tsr_interp_kernel_error(run, in->site, "core %lld out of range: a device has %u core%s",
                  (long long)c, sh->cores, sh->cores == 1 ? "" : "s");
     return NULL;
   }
@@ -640,7 +628,7 @@ static int64_t sem_offset(run_t *run, const insn_t *in, const sem_plan_t *sp) {
     int64_t i = sp->idx[d].value != NO_VALUE ? read_i32(run, sp->idx[d].value)
                                              : sp->idx[d].start;
     if (i < 0 || i >= sp->dims[d]) {
-      kernel_error(run, in->site, "semaphore index %lld out of bounds for dimension %u "
+      tsr_interp_kernel_error(run, in->site, "semaphore index %lld out of bounds for dimension %u "
                    "of %%%s (size %lld)", (long long)i, d, run->p->refs[sp->ref].name,
                    (long long)sp->dims[d]);
       return -1;
@@ -660,10 +648,10 @@ static int32_t *sem_addr(run_t *run, const insn_t *in, const sem_plan_t *sp) {
   return sem_on(run, target_core(run, in, sp->device, sp->core), in, sp);
 }
 
-static void sem_add(run_t *run, const insn_t *in, int32_t *sem, int64_t n) {
+static void sem_add(run_t *run, uint32_t site, int32_t *sem, int64_t n) {
   int64_t v = (int64_t)*sem + n;
   if (v > INT32_MAX) {
-    kernel_error(run, in->site, "semaphore overflow: %d + %lld", *sem, (long long)n);
+    tsr_interp_kernel_error(run, site, "semaphore overflow: %d + %lld", *sem, (long long)n);
     return;
   }
   *sem = (int32_t)v;
@@ -673,13 +661,13 @@ static void sem_signal(run_t *run, const insn_t *in) {
   const sem_plan_t *sp = in->plan;
   int32_t n = read_i32(run, sp->amount);
   if (n < 0) {
-    kernel_error(run, in->site, "semaphore signal by a negative amount (%d)", n);
+    tsr_interp_kernel_error(run, in->site, "semaphore signal by a negative amount (%d)", n);
     return;
   }
   int32_t *sem = sem_addr(run, in, sp);
   if (!sem) return;
   race_release(run, sem);
-  sem_add(run, in, sem, n);
+  sem_add(run, in->site, sem, n);
 }
 
 static void barrier_signal(run_t *run, const insn_t *in) {
@@ -689,7 +677,7 @@ static void barrier_signal(run_t *run, const insn_t *in) {
     int32_t *sem = sem_on(run, &run->sh->core[run->device * run->sh->cores + c], in, sp);
     if (!sem) continue;
     race_release(run, sem);
-    sem_add(run, in, sem, 1);
+    sem_add(run, in->site, sem, 1);
   }
 }
 
@@ -700,7 +688,7 @@ static void sem_text(const tsr_interp_program_t *p, const sem_plan_t *sp, int64_
 static void trace_dma(shared_t *sh, const dma_record_t *r) {
   if (!sh->tracing) return;
   char name[160], args[64];
-  snprintf(name, sizeof name, "DMA -> %%%s", json_name(r->dst_name));
+  snprintf(name, sizeof name, "DMA -> %%%s", r->dst_name);
   snprintf(args, sizeof args, "{\"bytes\":%lld}", (long long)r->bytes);
   trace_event(sh, name, r->device, 1000 + r->core, r->start_tick, sh->tick, args);
 }
@@ -712,7 +700,7 @@ static bool sem_try_wait(run_t *run, const insn_t *in, const sem_plan_t *sp, int
   int32_t *sem = sem_on(run, run, in, sp);
   if (!sem) return true;
   if (need < 0) {
-    kernel_error(run, in->site, "semaphore wait for a negative amount (%d)", need);
+    tsr_interp_kernel_error(run, in->site, "semaphore wait for a negative amount (%d)", need);
     return true;
   }
   shared_t *sh = run->sh;
@@ -736,16 +724,16 @@ static bool sem_try_wait(run_t *run, const insn_t *in, const sem_plan_t *sp, int
   return true;
 }
 
-static void dma_copy(shared_t *sh, const dma_record_t *r) {
+static void dma_copy(shared_t *sh, dma_record_t *r) {
   size_t es = tsr_dtype_size((tsr_dtype_t)r->dtype);
   if (sh->race) {
     run_t *issuer = &sh->core[r->device * sh->cores + r->core];
     char what[96];
     snprintf(what, sizeof what, "%%%s", r->src_name);
-    tsr_race_access(issuer, (vclock_t *)&r->vc, r->id, r->site, r->src_key, what, false, r->src_rank,
+    tsr_race_access(issuer, &r->vc, r->id, r->site, r->src_key, what, false, r->src_rank,
                     r->src_ap);
     snprintf(what, sizeof what, "%%%s", r->dst_name);
-    tsr_race_access(issuer, (vclock_t *)&r->vc, r->id, r->site, r->dst_key, what, true, r->dst_rank,
+    tsr_race_access(issuer, &r->vc, r->id, r->site, r->dst_key, what, true, r->dst_rank,
                     r->dst_ap);
   }
   if (!r->add) {
@@ -774,20 +762,30 @@ static void dma_copy(shared_t *sh, const dma_record_t *r) {
   sh->stats.bytes_copied += (uint64_t)r->bytes;
 }
 
-/* Completes queued DMA i: copies, signals, and leaves the queue. */
+/* A DMA's copy happens: it reads and writes, then signals its semaphores
+ * (publishing its clock to them when detecting races). */
+static void dma_finish(shared_t *sh, dma_record_t *r) {
+  run_t *issuer = &sh->core[r->device * sh->cores + r->core];
+  dma_copy(sh, r);
+  trace_dma(sh, r);
+  int32_t *sems[2] = {r->send, r->sem};
+  for (int i = 0; i < 2; i++) {
+    if (!sems[i]) continue;
+    if (sh->race) {
+      vclock_t *sc = tsr_race_sem_clock(sh, sems[i]);
+      if (sc) tsr_vc_join(sc, &r->vc);
+    }
+    sem_add(issuer, r->site, sems[i], r->bytes);
+  }
+  tsr_vc_free(&r->vc);
+}
+
+/* Completes queued DMA i and removes it from the queue. */
 static void dma_complete(shared_t *sh, uint32_t i) {
   dma_record_t r = sh->dmas[i];
   memmove(&sh->dmas[i], &sh->dmas[i + 1], (sh->num_dmas - i - 1) * sizeof r);
   sh->num_dmas--;
-  dma_copy(sh, &r);
-  trace_dma(sh, &r);
-  if (sh->race) {
-    if (r.send) tsr_vc_join(tsr_race_sem_clock(sh, r.send), &r.vc);
-    tsr_vc_join(tsr_race_sem_clock(sh, r.sem), &r.vc);
-    tsr_vc_free(&r.vc);
-  }
-  if (r.send) *r.send += (int32_t)r.bytes;
-  *r.sem += (int32_t)r.bytes;
+  dma_finish(sh, &r);
 }
 
 /* Resolves a DMA view of `ref` on `core`; materializes lazily filled blocks. */
@@ -795,10 +793,8 @@ static bool dma_view(run_t *run, run_t *core, const insn_t *in, const view_plan_
                      view_t *v, int64_t *origin, int64_t *step) {
   const ref_info_t *ri = &run->p->refs[vp->ref];
   materialize(core, vp->ref);
-  char name[80];
-  snprintf(name, sizeof name, "%%%s", ri->name);
   /* dynamic indices are this core's values: resolve with run, on core's memory */
-  return resolve_view(run, in, vp, name, core->refs[vp->ref].data,
+  return resolve_view(run, in, vp, ri->name, core->refs[vp->ref].data,
                       core->refs[vp->ref].shadow, tsr_dtype_size((tsr_dtype_t)ri->dtype),
                       v, origin, step);
 }
@@ -816,7 +812,7 @@ static void dma_start(run_t *run, const insn_t *in) {
   if (sv.shadow) {
     int64_t bad = view_first_unwritten(&sv);
     if (bad >= 0)
-      kernel_error(run, in->site, "DMA reads uninitialized memory of %%%s",
+      tsr_interp_kernel_error(run, in->site, "DMA reads uninitialized memory of %%%s",
                    run->p->refs[dp->src.ref].name);
   }
   int32_t *sem = sem_on(run, dst_core, in, &dp->sem);
@@ -856,22 +852,15 @@ static void dma_start(run_t *run, const insn_t *in) {
     r.dst_rank = view_aps(&dp->dst, dso, dss, r.dst_ap);
   }
   if (run->p->options.dma_eager) {
-    dma_copy(sh, &r);
-    trace_dma(sh, &r);
-    if (sh->race) {
-      if (send) tsr_vc_join(tsr_race_sem_clock(sh, send), &r.vc);
-      tsr_vc_join(tsr_race_sem_clock(sh, sem), &r.vc);
-      tsr_vc_free(&r.vc);
-    }
-    if (send) sem_add(run, in, send, r.bytes);
-    sem_add(run, in, sem, r.bytes);
+    dma_finish(sh, &r);
     return;
   }
   if (sh->num_dmas == sh->dmas_capacity) {
     uint32_t cap = sh->dmas_capacity ? sh->dmas_capacity * 2 : 16;
     dma_record_t *q = tsr_realloc(sh->dmas, cap * sizeof *q);
     if (!q) {
-      kernel_error(run, in->site, "out of memory queueing a DMA");
+      tsr_interp_kernel_error(run, in->site, "out of memory queueing a DMA");
+      tsr_vc_free(&r.vc);
       return;
     }
     sh->dmas = q;
@@ -908,7 +897,7 @@ static void report_blocked(run_t *run) {
   char name[160];
   sem_text(run->p, sp, off, name, sizeof name);
   run->sh->site_reported[in->site] = 0; /* every blocked core is reported */
-  kernel_error(run, in->site,
+  tsr_interp_kernel_error(run, in->site,
                "deadlock: every core is blocked; this one waits for %s to reach %lld%s, "
                "it holds %d and nothing in flight will signal it",
                name, (long long)need, in->code == TSR_OP_DMA_WAIT ? " bytes" : "", have);
@@ -927,7 +916,7 @@ static void scope_exit(run_t *run, const insn_t *in) {
       const dma_record_t *r = &sh->dmas[k];
       bool dst = r->dst >= lo && r->dst < hi, src = r->src >= lo && r->src < hi;
       if (!dst && !src) continue;
-      kernel_error(run, in->site,
+      tsr_interp_kernel_error(run, in->site,
                    "scoped buffer %%%s is released while a DMA %s it is in flight "
                    "(started at line %u): wait for the DMA inside the scope",
                    ri->name, dst ? "into" : "out of", run->p->sites[r->site].loc.line);
@@ -976,7 +965,7 @@ static bool exec(run_t *run, uint32_t *pc_io) {
         int32_t lo = read_i32(run, in->a), hi = read_i32(run, in->b),
                 st = read_i32(run, in->c);
         if (st <= 0) {
-          kernel_error(run, in->site, "for loop step must be positive, got %d", st);
+          tsr_interp_kernel_error(run, in->site, "for loop step must be positive, got %d", st);
           pc = in->target;
           if (run->sh->aborted) goto out;
           continue;
@@ -1011,7 +1000,7 @@ static bool exec(run_t *run, uint32_t *pc_io) {
         if (!sem_try_wait(run, in, in->plan, (int32_t)run->sh->cores - 1)) goto blocked;
         continue;
       default:
-        kernel_error(run, in->site, "internal error: bad instruction %u", in->code);
+        tsr_interp_kernel_error(run, in->site, "internal error: bad instruction %u", in->code);
         goto out;
     }
 
@@ -1104,7 +1093,7 @@ static bool exec(run_t *run, uint32_t *pc_io) {
           char at[96];
           unflatten(bad, sp->rank, sp->dims, idx);
           format_dims(at, sizeof at, idx, sp->rank);
-          kernel_error(run, in->site,
+          tsr_interp_kernel_error(run, in->site,
                        "gather index %d at %s is out of range [0, %lld) along axis %u",
                        ((const int32_t *)vals[in->b])[bad], at,
                        (long long)sp->src_dims[sp->axis], sp->axis);
@@ -1172,11 +1161,11 @@ static bool exec(run_t *run, uint32_t *pc_io) {
       case TSR_OP_ASSERT:
         if (!*(const uint8_t *)vals[in->a]) {
           const text_plan_t *tp = in->plan;
-          kernel_error(run, in->site, "assertion failed: %s", tp->text);
+          tsr_interp_kernel_error(run, in->site, "assertion failed: %s", tp->text);
         }
         break;
       default:
-        kernel_error(run, in->site, "internal error: no implementation");
+        tsr_interp_kernel_error(run, in->site, "internal error: no implementation");
         break;
     }
     if (TSR_UNLIKELY(run->sh->aborted)) goto out;
@@ -1271,7 +1260,7 @@ static void report_block_range(run_t *run, uint32_t j, const int64_t *b) {
   format_dims(shape, sizeof shape, op->array_dims, op->array_rank);
   format_dims(block, sizeof block, op->block, op->array_rank);
   format_dims(nb, sizeof nb, counts, op->array_rank);
-  kernel_error(run, op->site,
+  tsr_interp_kernel_error(run, op->site,
                "index map gives block index %s, out of range for array shape %s "
                "with block %s (block counts %s)",
                bi, shape, block, nb);
@@ -1348,7 +1337,7 @@ static void begin_out_block(run_t *run, uint32_t j) {
       if (v && v->core != run->core) {
         char bi[96];
         format_dims(bi, sizeof bi, b, op->array_rank);
-        kernel_error(run, op->site,
+        tsr_interp_kernel_error(run, op->site,
                      "output block %s is written by core %u at step %llu and by core "
                      "%u in steps %llu..%llu: the cores of a device must write "
                      "disjoint output blocks",
@@ -1358,7 +1347,7 @@ static void begin_out_block(run_t *run, uint32_t j) {
       } else if (v) {
         char bi[96];
         format_dims(bi, sizeof bi, b, op->array_rank);
-        kernel_error(run, op->site,
+        tsr_interp_kernel_error(run, op->site,
                      "output block %s is revisited at step %llu; it was written in "
                      "steps %llu..%llu and already copied out (writes to an output "
                      "block must happen in consecutive grid steps)",
@@ -1465,7 +1454,7 @@ static void check_outputs(run_t *run) {
       char at[96];
       unflatten((int64_t)first, op->array_rank, op->array_dims, idx);
       format_dims(at, sizeof at, idx, op->array_rank);
-      kernel_error(run, op->site,
+      tsr_interp_kernel_error(run, op->site,
                    "%llu of %llu output elements were never written (first at %s); "
                    "they hold the uninitialized value",
                    (unsigned long long)missing,
@@ -1910,7 +1899,7 @@ static void check_end(shared_t *sh) {
   for (uint32_t i = 0; i < sh->num_dmas; i++) {
     const dma_record_t *r = &sh->dmas[i];
     run_t *run = &sh->core[r->device * sh->cores + r->core];
-    kernel_error(run, r->site,
+    tsr_interp_kernel_error(run, r->site,
                  "DMA of %lld bytes to %%%s is still in flight at kernel end: it was "
                  "never waited for", (long long)r->bytes, r->dst_name);
   }
@@ -1924,7 +1913,7 @@ static void check_end(shared_t *sh) {
         sem_plan_t sp = {.ref = i};
         char name[160];
         sem_text(p, &sp, (int64_t)k, name, sizeof name);
-        kernel_error(run, ri->site,
+        tsr_interp_kernel_error(run, ri->site,
                      "semaphore %s holds %d at kernel end: a signal or DMA was never "
                      "waited for", name, run->sems[i][k]);
         break;

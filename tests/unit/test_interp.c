@@ -440,6 +440,25 @@ TSR_TEST(vmem_budget_per_chip) {
   TSR_CHECK(strstr(tsr_status_message(s), "in %x 2 x 8.0 MiB") != NULL);
   tsr_status_free(s);
   teardown(&f);
+  /* Scalar-prefetch tables live in SMEM: 32 KiB is over v2's 16 KiB. */
+  const char *prefetch =
+      "kernel @k\n"
+      "  prefetch %t: i32[8192]\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "  %z = const 0.0 : f32[8, 128]\n"
+      "  store %o[:, :], %z\n"
+      "}\n";
+  o.chip = "v2";
+  s = setup(&f, prefetch, &o);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_RESOURCE_EXHAUSTED);
+  TSR_CHECK(strstr(tsr_status_message(s), "needs 32.0 KiB of SMEM but chip v2 has "
+                                          "16.0 KiB") != NULL);
+  tsr_status_free(s);
+  teardown(&f);
+  o.chip = "v5e";
+  TSR_CHECK_OK(setup(&f, prefetch, &o));
+  teardown(&f);
   o.chip = "v9000";
   s = setup(&f, text, &o);
   TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_INVALID_ARGUMENT);
