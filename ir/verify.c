@@ -2045,9 +2045,7 @@ static void verify_decl(verifier_t *v, uint32_t di, int32_t *aliased_by) {
     } else if (k->decls[a].role != TSR_ROLE_IN) {
       kreport(v, d->loc, "output %%%s aliases %s %%%s, which is not an input", name,
               role_name(k->decls[a].role), vname(k->decls[a].ref));
-    } else if (k->decls[a].array.dtype != at->dtype || k->decls[a].array.rank != at->rank ||
-               k->decls[a].array.kind != at->kind ||
-               memcmp(k->decls[a].array.dims, at->dims, at->rank * sizeof at->dims[0]) != 0) {
+    } else if (!tsr_type_equal(&k->decls[a].array, at)) {
       kreport(v, d->loc, "output %%%s (%s) aliases input %%%s of a different type (%s)", name,
               TYPE_TEXT(at), vname(k->decls[a].ref), TYPE_TEXT(&k->decls[a].array));
     } else if (aliased_by[a] >= 0) {
