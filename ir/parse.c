@@ -244,19 +244,11 @@ static const char *scan_name(const char *s, const char *end) {
   return NULL;
 }
 
-/* Formats byte c for a message: 'x' or '\xNN'. */
-static const char *char_text(int c, char *buf, size_t size) {
+/* Formats byte c for a message: 'x' (an escape '\x' when `escape`), or
+ * '\xNN' for unprintable bytes. */
+static const char *char_text(int c, bool escape, char *buf, size_t size) {
   if (c >= 0x20 && c < 0x7f)
-    snprintf(buf, size, "'%c'", c);
-  else
-    snprintf(buf, size, "'\\x%02x'", c & 0xff);
-  return buf;
-}
-
-/* Formats an escape '\c' for a message ('\x01' for unprintable bytes). */
-static const char *escape_text(int c, char *buf, size_t size) {
-  if (c >= 0x20 && c < 0x7f)
-    snprintf(buf, size, "'\\%c'", c);
+    snprintf(buf, size, "'%s%c'", escape ? "\\" : "", c);
   else
     snprintf(buf, size, "'\\x%02x'", c & 0xff);
   return buf;
@@ -281,7 +273,7 @@ static const char *scan_string(parser_t *p, const char *s, uint32_t col0,
       if (!strchr("\"\\nt", s[1]) || s[1] == 0) {
         lex_error(p, p->line, col,
                  "unknown escape %s in string (use \\\", \\\\, \\n or \\t)",
-                 escape_text((unsigned char)s[1], buf, sizeof buf));
+                 char_text((unsigned char)s[1], true, buf, sizeof buf));
         *ok = false;
       }
       s += 2;
@@ -289,7 +281,7 @@ static const char *scan_string(parser_t *p, const char *s, uint32_t col0,
     }
     if ((unsigned char)*s < 0x20 && *s != '\t') {
       lex_error(p, p->line, col, "control character %s in string",
-               char_text((unsigned char)*s, buf, sizeof buf));
+               char_text((unsigned char)*s, false, buf, sizeof buf));
       *ok = false;
     }
     s++;
@@ -402,7 +394,7 @@ static void next(parser_t *p) {
       } else {
         /* One diagnostic for a run of stray characters. */
         lex_error(p, t.line, t.col, "unexpected character %s",
-                 char_text(c, buf, sizeof buf));
+                 char_text(c, false, buf, sizeof buf));
         s++;
         while (s < end && !starts_token(s, end)) s++;
       }
