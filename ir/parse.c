@@ -136,7 +136,8 @@ typedef struct parser {
   tsr_status_t fatal;   /* out of memory: stop everything */
   bool eof_reported;
   bool skipping;        /* skipping after an error: lexer errors are noise */
-  bool in_map;          /* parsing a general index map */
+  symbol_t *kernel_table; /* in a general index map (which has its own table):
+                             the kernel's; NULL elsewhere */
 } parser_t;
 
 static bool error_at(parser_t *p, uint32_t line, uint32_t col, const char *fmt,
@@ -584,6 +585,15 @@ static void scope_close(parser_t *p) {
   p->scope = p->scope->outer;
 }
 
+/* The kernel operand named by `t` in `table` (a kernel's table, where the
+ * header defines the operands' refs), or NULL. */
+static const tsr_decl_t *find_decl(parser_t *p, symbol_t *table, const token_t *t) {
+  symbol_t *s = NULL;
+  HASH_FIND(hh, table, t->text + 1, t->len - 1, s);
+  return s && s->value && s->value->decl >= 0 ? &p->kernel->decls[s->value->decl]
+                                              : NULL;
+}
+
 /* A name being defined must be new in the kernel (or map). */
 static bool check_fresh(parser_t *p, const token_t *t) {
   symbol_t *s = lookup_tok(p, t);
@@ -597,16 +607,11 @@ static bool parse_use(parser_t *p, const char *what, tsr_value_t **out) {
   if (p->tok.kind != TOK_VALUE) return expected(p, what);
   const token_t *t = &p->tok;
   symbol_t *s = lookup_tok(p, t);
-  if (!s && p->in_map) {
-    for (uint32_t i = 0; i < p->kernel->num_decls; i++) {
-      const char *n = p->kernel->decls[i].ref->name;
-      if (strlen(n) == t->len - 1 && memcmp(n, t->text + 1, t->len - 1) == 0)
-        return error_at(p, t->line, t->col,
-                        "%.*s is not visible in an index map (maps see their "
-                        "arguments and the prefetch refs)",
-                        (int)t->len, t->text);
-    }
-  }
+  if (!s && p->kernel_table && find_decl(p, p->kernel_table, t))
+    return error_at(p, t->line, t->col,
+                    "%.*s is not visible in an index map (maps see their "
+                    "arguments and the prefetch refs)",
+                    (int)t->len, t->text);
   if (!s)
     return error_at(p, t->line, t->col, "use of undefined value %.*s",
                     (int)t->len, t->text);
@@ -1565,14 +1570,11 @@ static bool parse_map(parser_t *p, uint32_t decl) {
                           "redefinition of %.*s (first defined at %u:%u)",
                           (int)a.len, a.text, args[i].line, args[i].col);
       /* The map sees the prefetch refs, so its names cannot hide them. */
-      for (uint32_t i = 0; i < p->kernel->num_decls; i++) {
-        const tsr_decl_t *d = &p->kernel->decls[i];
-        if (d->role == TSR_ROLE_PREFETCH && strlen(d->ref->name) == a.len - 1 &&
-            memcmp(d->ref->name, a.text + 1, a.len - 1) == 0)
-          return error_at(p, a.line, a.col,
-                          "redefinition of %.*s (first defined at %u:%u)",
-                          (int)a.len, a.text, d->loc.line, d->loc.col);
-      }
+      const tsr_decl_t *d = find_decl(p, p->table, &a);
+      if (d && d->role == TSR_ROLE_PREFETCH)
+        return error_at(p, a.line, a.col,
+                        "redefinition of %.*s (first defined at %u:%u)",
+                        (int)a.len, a.text, d->loc.line, d->loc.col);
       args[nargs++] = a;
       next(p);
       if (accept(p, TOK_COMMA)) continue;
@@ -1646,7 +1648,7 @@ static bool parse_map(parser_t *p, uint32_t decl) {
 
   if (!at(p, TOK_LBRACE)) return expected(p, "'->' or '{' after the map arguments");
   /* General form: its own names; it sees the prefetch refs and its args. */
-  symbol_t *kernel_table = p->table;
+  p->kernel_table = p->table;
   scope_t *kernel_scope = p->scope;
   scope_t scope;
   p->table = NULL;
@@ -1661,11 +1663,10 @@ static bool parse_map(parser_t *p, uint32_t decl) {
   }
   for (uint32_t i = 0; ok && i < nargs; i++)
     ok = define_tok(p, &args[i], r->args[i], true);
-  p->in_map = true;
   if (ok) ok = parse_block(p, r);
-  p->in_map = false;
   HASH_CLEAR(hh, p->table);
-  p->table = kernel_table;
+  p->table = p->kernel_table;
+  p->kernel_table = NULL;
   p->scope = kernel_scope;
   return ok;
 }
@@ -1826,17 +1827,11 @@ static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
                       "'alias' is only allowed on 'out' operands");
     const token_t t = p->tok;
     if (!at(p, TOK_VALUE)) return expected(p, "an input name (%name) after 'alias'");
-    int32_t found = -1;
-    for (uint32_t i = 0; i < k->num_decls; i++) {
-      const char *n = k->decls[i].ref->name;
-      if (k->decls[i].role == TSR_ROLE_IN && strlen(n) == t.len - 1 &&
-          memcmp(n, t.text + 1, t.len - 1) == 0)
-        found = (int32_t)i;
-    }
-    if (found < 0)
+    const tsr_decl_t *in = find_decl(p, p->table, &t);
+    if (!in || in->role != TSR_ROLE_IN)
       return error_at(p, t.line, t.col, "alias %.*s: no earlier 'in' operand of that name",
                       (int)t.len, t.text);
-    k->decls[index].alias = found;
+    k->decls[index].alias = in->ref->decl;
     next(p);
   }
   return expect_line_end(p);
