@@ -5,14 +5,13 @@
  * and covers is pruned, so the lists hold only unordered accesses. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdlib.h>
 
 #include "base/hashtable.h"
 #include "interp/interp_internal.h"
 
 /* ---- Vector clocks ---- */
 
-static void vc_init(vclock_t *v, uint32_t n) {
+void tsr_vc_initialize(vclock_t *v, uint32_t n) {
   memset(v, 0, sizeof *v);
   v->n = n;
   v->c = tsr_calloc(n ? n : 1, sizeof *v->c);
@@ -34,7 +33,7 @@ static bool vc_has_dma(const vclock_t *v, uint32_t id) {
   return false;
 }
 
-static void vc_add_dma(vclock_t *v, uint32_t id) {
+void tsr_vc_add_dma(vclock_t *v, uint32_t id) {
   if (vc_has_dma(v, id)) return;
   if (v->ndma == v->cap) {
     uint32_t cap = v->cap ? v->cap * 2 : 8;
@@ -52,18 +51,39 @@ static void vc_add_dma(vclock_t *v, uint32_t id) {
   v->ndma++;
 }
 
-/* dst = dst joined with src */
+/* dst = dst joined with src: componentwise max, union of the sorted DMA
+ * sets in one merge. On allocation failure dst keeps what it had (fewer
+ * observed DMAs: can only report more, never hide a race). */
 void tsr_vc_join(vclock_t *dst, const vclock_t *src) {
   if (!dst->c || !src->c) return;
   for (uint32_t i = 0; i < dst->n && i < src->n; i++)
     if (src->c[i] > dst->c[i]) dst->c[i] = src->c[i];
-  for (uint32_t i = 0; i < src->ndma; i++) vc_add_dma(dst, src->dma[i]);
+  uint32_t fresh = 0; /* the common case: src has nothing dst lacks */
+  for (uint32_t k = 0; k < src->ndma && !fresh; k++) fresh = !vc_has_dma(dst, src->dma[k]);
+  if (!fresh) return;
+  uint32_t *merged = tsr_malloc(((size_t)dst->ndma + src->ndma) * sizeof *merged);
+  if (!merged) return;
+  uint32_t i = 0, j = 0, n = 0;
+  while (i < dst->ndma || j < src->ndma) {
+    uint32_t next;
+    if (j == src->ndma || (i < dst->ndma && dst->dma[i] < src->dma[j]))
+      next = dst->dma[i++];
+    else if (i == dst->ndma || src->dma[j] < dst->dma[i])
+      next = src->dma[j++];
+    else
+      next = dst->dma[i++], j++;
+    merged[n++] = next;
+  }
+  tsr_free(dst->dma);
+  dst->dma = merged;
+  dst->ndma = n;
+  dst->cap = dst->ndma;
 }
 
 void tsr_vc_copy(vclock_t *dst, const vclock_t *src) {
-  vc_init(dst, src->n);
+  tsr_vc_initialize(dst, src->n);
   if (dst->c && src->c) memcpy(dst->c, src->c, src->n * sizeof *dst->c);
-  for (uint32_t i = 0; i < src->ndma; i++) vc_add_dma(dst, src->dma[i]);
+  tsr_vc_join(dst, src);
 }
 
 /* ---- Access records ---- */
@@ -74,7 +94,6 @@ typedef struct access {
   uint32_t clock;    /* cores: their clock at the access */
   uint32_t site;
   uint32_t core, device;
-  uint64_t step;
   int64_t point[TSR_MAX_RANK];
   uint32_t rank;
   race_ap_t ap[TSR_MAX_RANK];
@@ -309,7 +328,6 @@ void tsr_race_access(run_t *run, vclock_t *vc, int64_t dma_id, uint32_t site,
   a.site = site;
   a.core = run->core;
   a.device = run->device;
-  a.step = run->step;
   memcpy(a.point, run->point, sizeof a.point);
   a.rank = rank;
   for (uint32_t d = 0; d < rank; d++) a.ap[d] = ap[d];
@@ -345,7 +363,7 @@ vclock_t *tsr_race_sem_clock(shared_t *sh, const int32_t *sem) {
     s = tsr_calloc(1, sizeof *s);
     if (!s) return NULL;
     s->sem = sem;
-    vc_init(&s->vc, sh->devices * sh->cores);
+    tsr_vc_initialize(&s->vc, sh->devices * sh->cores);
     HASH_ADD(hh, rs->sems, sem, sizeof s->sem, s);
   }
   return &s->vc;
@@ -377,5 +395,3 @@ void tsr_race_destroy(race_state_t *rs) {
   tsr_free(rs);
 }
 
-void tsr_vc_initialize(vclock_t *v, uint32_t n) { vc_init(v, n); }
-void tsr_vc_add_dma(vclock_t *v, uint32_t id) { vc_add_dma(v, id); }
