@@ -415,9 +415,8 @@ static void do_load(run_t *run, const insn_t *in) {
     if (bad >= 0) report_unwritten(run, in, a.ri, v, a.origin, a.step, bad);
   }
   if (!a.ri->written && !forwarded && view_is_dense(v)) {
-    /* The ref never changes during a step: the value can borrow its memory.
-     * Saves a full copy per load of input blocks (measured: elementwise add
-     * goes from 3 to 2 passes over memory). */
+    /* The ref never changes during a step: the value can borrow its memory
+     * and a full copy of the view is saved. */
     run->vals[in->r] = v->base;
     return;
   }
@@ -1373,8 +1372,8 @@ static void begin_out_block(run_t *run, uint32_t j) {
     }
   }
   /* Output blocks start uninitialized: they are not copied in. The fill is
-   * lazy: a first store of the whole block makes it unnecessary (measured:
-   * one full write pass fewer per block in an elementwise kernel). */
+   * lazy: a first store of the whole block makes it unnecessary (one write
+   * pass fewer; part of the 12% -> 77% add speed-up, docs/benchmarks.md). */
   rr->pending_fill = true;
   if (rr->shadow) memset(rr->shadow, 0, ri->elements);
 }
