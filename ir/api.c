@@ -54,26 +54,25 @@ tsr_status_t tsr_ir_module_verify(const tsr_ir_module_t *module) {
   return tsr_ir_verify(module);
 }
 
+/* The printed text, or NULL (and the buffer freed) if printing ran out of memory. */
+static char *take_text(tsr_strbuf_t *sb) {
+  if (!sb->failed) return tsr_strbuf_take(sb);
+  tsr_strbuf_deinitialize(sb);
+  return NULL;
+}
+
 char *tsr_ir_module_print(const tsr_ir_module_t *module) {
   tsr_strbuf_t sb;
   tsr_strbuf_initialize(&sb);
   tsr_ir_print_module(&sb, module);
-  if (sb.failed) {
-    tsr_strbuf_deinitialize(&sb);
-    return NULL;
-  }
-  return tsr_strbuf_take(&sb);
+  return take_text(&sb);
 }
 
 char *tsr_ir_kernel_print(const tsr_ir_kernel_t *kernel) {
   tsr_strbuf_t sb;
   tsr_strbuf_initialize(&sb);
   tsr_ir_print_kernel(&sb, kernel);
-  if (sb.failed) {
-    tsr_strbuf_deinitialize(&sb);
-    return NULL;
-  }
-  return tsr_strbuf_take(&sb);
+  return take_text(&sb);
 }
 
 void tsr_ir_string_free(char *text) { tsr_free(text); }
