@@ -210,16 +210,18 @@ tsr_status_t tsr_ir_kernel_add_operand(tsr_ir_kernel_t *kernel,
   if (array->rank > TSR_MAX_RANK)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "operand %%%s: rank %u exceeds %d",
                       params->name, array->rank, TSR_MAX_RANK);
+  bool scratch = params->role == TSR_ROLE_SCRATCH;
   tsr_type_t ref_type = *array;
   tsr_loc_t loc = {kernel->module->filename, 0, 0};
-  if (params->role != TSR_ROLE_SCRATCH) {
+  int64_t block[TSR_MAX_RANK];
+  if (!scratch) {
     /* The body sees the block (squeezed dims dropped) in `space`, or the whole
      * array when there is no block. */
     uint32_t rank = 0;
     int64_t dims[TSR_MAX_RANK];
     for (uint32_t i = 0; i < array->rank; i++) {
-      int64_t b = params->block ? params->block[i] : array->dims[i];
-      if (b != TSR_SQUEEZED) dims[rank++] = b;
+      block[i] = params->block ? params->block[i] : array->dims[i];
+      if (block[i] != TSR_SQUEEZED) dims[rank++] = block[i];
     }
     ref_type = tsr_type_ref(params->role == TSR_ROLE_PREFETCH ? TSR_SPACE_SMEM
                                                               : params->space,
@@ -229,14 +231,13 @@ tsr_status_t tsr_ir_kernel_add_operand(tsr_ir_kernel_t *kernel,
   TSR_RETURN_IF_ERROR(tsr_kernel_add_decl(kernel, params->role, params->name,
                                           strlen(params->name), &ref_type, loc,
                                           &d));
-  if (params->role != TSR_ROLE_SCRATCH) {
+  if (!scratch) {
     d->array = *array;
-    for (uint32_t i = 0; i < array->rank; i++)
-      d->block[i] = params->block ? params->block[i] : array->dims[i];
+    memcpy(d->block, block, array->rank * sizeof *block);
+    d->has_block = params->block != NULL;
   }
   d->alias = params->role == TSR_ROLE_OUT ? params->alias : -1;
-  if (params->block && params->role != TSR_ROLE_SCRATCH) {
-    d->has_block = true;
+  if (d->has_block) {
     TSR_RETURN_IF_ERROR(
         tsr_region_create(kernel->module, kernel->grid_rank, &d->index_map));
     for (uint32_t i = 0; i < kernel->grid_rank; i++) {
