@@ -20,6 +20,12 @@ tsr_opcode_t tsr_op_lookup(const char *mnemonic, size_t len) {
   return TSR_OP_COUNT;
 }
 
+/* An arena array of `count` elements, NULL when `count` is 0 (so a NULL
+ * result with a nonzero count means out of memory). */
+static void *arena_array(tsr_module_t *module, uint32_t count, size_t size) {
+  return count ? tsr_arena_alloc_array(&module->arena, count, size) : NULL;
+}
+
 const char *tsr_module_strdup(tsr_module_t *module, const char *s, size_t n) {
   return tsr_arena_strndup(&module->arena, s, n);
 }
@@ -130,13 +136,8 @@ tsr_status_t tsr_kernel_add_decl(tsr_kernel_t *kernel, tsr_role_t role,
 tsr_status_t tsr_region_init_args(tsr_module_t *module, tsr_region_t *region,
                                   uint32_t num_args) {
   region->num_args = num_args;
-  region->args = NULL;
-  if (num_args) {
-    region->args =
-        tsr_arena_alloc_array(&module->arena, num_args, sizeof *region->args);
-    if (!region->args) return TSR_OOM();
-  }
-  return NULL;
+  region->args = arena_array(module, num_args, sizeof *region->args);
+  return num_args && !region->args ? TSR_OOM() : NULL;
 }
 
 tsr_status_t tsr_region_create(tsr_module_t *module, uint32_t num_args,
@@ -154,34 +155,28 @@ tsr_status_t tsr_op_create(tsr_kernel_t *kernel, tsr_region_t *region,
                            const tsr_type_t *result_types,
                            const char *const *result_names, uint32_t num_results,
                            uint32_t num_regions, tsr_op_t **out_op) {
-  tsr_arena_t *arena = &kernel->module->arena;
-  tsr_op_t *op = tsr_arena_alloc(arena, sizeof *op);
+  tsr_module_t *module = kernel->module;
+  tsr_op_t *op = tsr_arena_alloc(&module->arena, sizeof *op);
   if (!op) return TSR_OOM();
   op->opcode = opcode;
   op->loc = loc;
   op->num_operands = num_operands;
   op->num_results = num_results;
   op->num_regions = num_regions;
-  if (num_operands) {
-    op->operands = tsr_arena_alloc_array(arena, num_operands, sizeof *op->operands);
-    if (!op->operands) return TSR_OOM();
-    for (uint32_t i = 0; i < num_operands; i++) op->operands[i] = operands[i];
+  op->operands = arena_array(module, num_operands, sizeof *op->operands);
+  op->results = arena_array(module, num_results, sizeof *op->results);
+  op->regions = arena_array(module, num_regions, sizeof *op->regions);
+  if ((num_operands && !op->operands) || (num_results && !op->results) ||
+      (num_regions && !op->regions))
+    return TSR_OOM();
+  if (num_operands) memcpy(op->operands, operands, num_operands * sizeof *operands);
+  for (uint32_t i = 0; i < num_results; i++) {
+    const char *n = result_names ? result_names[i] : NULL;
+    TSR_RETURN_IF_ERROR(tsr_value_create(kernel, &result_types[i], n,
+                                         n ? strlen(n) : 0, &op->results[i]));
+    op->results[i]->def = op;
   }
-  if (num_results) {
-    op->results = tsr_arena_alloc_array(arena, num_results, sizeof *op->results);
-    if (!op->results) return TSR_OOM();
-    for (uint32_t i = 0; i < num_results; i++) {
-      const char *n = result_names ? result_names[i] : NULL;
-      TSR_RETURN_IF_ERROR(tsr_value_create(kernel, &result_types[i], n,
-                                           n ? strlen(n) : 0, &op->results[i]));
-      op->results[i]->def = op;
-    }
-  }
-  if (num_regions) {
-    op->regions = tsr_arena_alloc_array(arena, num_regions, sizeof *op->regions);
-    if (!op->regions) return TSR_OOM();
-    for (uint32_t i = 0; i < num_regions; i++) op->regions[i].parent_op = op;
-  }
+  for (uint32_t i = 0; i < num_regions; i++) op->regions[i].parent_op = op;
   op->parent = region;
   if (region->last)
     region->last->next = op;
@@ -195,21 +190,13 @@ tsr_status_t tsr_op_create(tsr_kernel_t *kernel, tsr_region_t *region,
 tsr_status_t tsr_op_alloc_indices(tsr_module_t *module, tsr_op_t *op,
                                   uint32_t count) {
   op->num_indices = count;
-  op->indices = NULL;
-  if (count) {
-    op->indices = tsr_arena_alloc_array(&module->arena, count, sizeof *op->indices);
-    if (!op->indices) return TSR_OOM();
-  }
-  return NULL;
+  op->indices = arena_array(module, count, sizeof *op->indices);
+  return count && !op->indices ? TSR_OOM() : NULL;
 }
 
 tsr_status_t tsr_op_alloc_ints(tsr_module_t *module, tsr_op_t *op,
                                uint32_t count) {
   op->num_ints = count;
-  op->ints = NULL;
-  if (count) {
-    op->ints = tsr_arena_alloc_array(&module->arena, count, sizeof *op->ints);
-    if (!op->ints) return TSR_OOM();
-  }
-  return NULL;
+  op->ints = arena_array(module, count, sizeof *op->ints);
+  return count && !op->ints ? TSR_OOM() : NULL;
 }
