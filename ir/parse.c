@@ -696,6 +696,16 @@ static bool check_fresh_in_line(parser_t *p, op_line_t *l, const token_t *t) {
          table_add(p, &l->names_seen, t->text + 1, t->len - 1, t->line, t->col);
 }
 
+/* A %name the line defines (a result or region argument; `what` for the
+ * message), checked fresh and appended to `names` (token_t). */
+static bool parse_new_name(parser_t *p, op_line_t *l, vec_t *names, const char *what) {
+  const token_t name = p->tok;
+  if (!at(p, TOK_VALUE)) return expected(p, what);
+  if (!check_fresh_in_line(p, l, &name)) return false;
+  next(p);
+  return vec_push(p, names, &name, sizeof name);
+}
+
 /* ---- Types ----------------------------------------------------------------- */
 
 /* "[d0, d1, ..]" (current token '['): 1..TSR_MAX_RANK dims, each >= 1. */
@@ -1182,11 +1192,8 @@ static bool parse_op_region(parser_t *p, tsr_region_t *r, const token_t *names,
 static bool parse_iter(parser_t *p, op_line_t *l) {
   if (!expect(p, TOK_LPAREN, "'(' after 'iter'")) return false;
   for (;;) {
-    const token_t name = p->tok;
-    if (!at(p, TOK_VALUE)) return expected(p, "a loop-carried value name (%name)");
-    if (!check_fresh_in_line(p, l, &name)) return false;
-    next(p);
-    if (!vec_push(p, &l->arg_names, &name, sizeof name)) return false;
+    if (!parse_new_name(p, l, &l->arg_names, "a loop-carried value name (%name)"))
+      return false;
     if (!expect(p, TOK_EQUAL, "'=' and an initial value")) return false;
     tsr_value_t *v;
     if (!parse_use(p, "an initial value", &v)) return false;
@@ -1213,11 +1220,8 @@ static bool control_header_end(parser_t *p, op_line_t *l, uint32_t carried) {
 }
 
 static bool parse_for(parser_t *p, tsr_region_t *region, op_line_t *l) {
-  const token_t iv = p->tok;
-  if (!at(p, TOK_VALUE)) return expected(p, "the induction variable (%name)");
-  if (!check_fresh_in_line(p, l, &iv)) return false;
-  next(p);
-  if (!vec_push(p, &l->arg_names, &iv, sizeof iv)) return false;
+  if (!parse_new_name(p, l, &l->arg_names, "the induction variable (%name)"))
+    return false;
   if (!expect(p, TOK_EQUAL, "'=' after the induction variable")) return false;
   tsr_value_t *v;
   if (!parse_use(p, "a lower bound", &v) || !push_value(p, &l->operands, v))
@@ -1274,11 +1278,8 @@ static bool parse_scoped(parser_t *p, tsr_region_t *region, op_line_t *l) {
   if (!expect(p, TOK_LPAREN, "'(' after 'scoped'")) return false;
   if (!accept(p, TOK_RPAREN)) {
     for (;;) {
-      const token_t name = p->tok;
-      if (!at(p, TOK_VALUE)) return expected(p, "a scoped ref name (%name)");
-      if (!check_fresh_in_line(p, l, &name)) return false;
-      next(p);
-      if (!vec_push(p, &l->arg_names, &name, sizeof name)) return false;
+      if (!parse_new_name(p, l, &l->arg_names, "a scoped ref name (%name)"))
+        return false;
       if (!expect(p, TOK_COLON, "':' and a type")) return false;
       tsr_type_t t;
       if (!parse_type(p, &t) || !vec_push(p, &l->arg_types, &t, sizeof t))
@@ -1476,11 +1477,7 @@ static bool parse_op_body(parser_t *p, op_line_t *l) {
 static bool parse_op(parser_t *p, tsr_region_t *region, op_line_t *l) {
   if (at(p, TOK_VALUE)) {
     for (;;) {
-      const token_t name = p->tok;
-      if (!at(p, TOK_VALUE)) return expected(p, "a result name (%name)");
-      if (!check_fresh_in_line(p, l, &name)) return false;
-      next(p);
-      if (!vec_push(p, &l->names, &name, sizeof name)) return false;
+      if (!parse_new_name(p, l, &l->names, "a result name (%name)")) return false;
       if (accept(p, TOK_COMMA)) continue;
       if (!expect(p, TOK_EQUAL, "',' or '=' after a result name")) return false;
       break;
