@@ -51,6 +51,7 @@ typedef struct view_plan {
 typedef struct shape_plan {
   uint32_t rank;            /* of the result (or operand, see op) */
   int64_t dims[TSR_MAX_RANK];
+  int64_t strides[TSR_MAX_RANK];     /* dense strides of dims */
   int64_t src_strides[TSR_MAX_RANK]; /* broadcast/transpose: src strides per result dim */
   uint32_t src_rank;
   int64_t src_dims[TSR_MAX_RANK];
@@ -58,6 +59,7 @@ typedef struct shape_plan {
   uint32_t axes_mask;       /* reductions */
   int64_t m, k, n;          /* dot */
   uint32_t *operands;       /* concatenate: value ids */
+  int64_t *axis_sizes;      /* concatenate: each operand's size along axis */
   uint32_t num_operands;
 } shape_plan_t;
 

@@ -343,6 +343,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       const tsr_type_t *at = &op->operands[0]->type;
       sp->rank = rt->rank;
       for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
+      tsr_blockops_dense_strides(sp->rank, sp->dims, sp->strides);
       int64_t astr[TSR_MAX_RANK];
       tsr_blockops_dense_strides(at->rank, at->dims, astr);
       if (op->opcode == TSR_OP_TRANSPOSE) {
@@ -369,11 +370,16 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       const tsr_type_t *rt = &op->results[0]->type;
       sp->rank = rt->rank;
       for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
+      tsr_blockops_dense_strides(sp->rank, sp->dims, sp->strides);
       sp->axis = (uint32_t)op->ints[0];
       sp->num_operands = op->num_operands;
       sp->operands = ids_alloc(ps, op->num_operands);
-      if (!sp->operands) return TSR_OOM();
-      for (uint32_t i = 0; i < op->num_operands; i++) sp->operands[i] = op->operands[i]->id;
+      sp->axis_sizes = tsr_arena_alloc_array(&p->arena, op->num_operands, sizeof(int64_t));
+      if (!sp->operands || !sp->axis_sizes) return TSR_OOM();
+      for (uint32_t i = 0; i < op->num_operands; i++) {
+        sp->operands[i] = op->operands[i]->id;
+        sp->axis_sizes[i] = op->operands[i]->type.dims[sp->axis];
+      }
       in.plan = sp;
       return emit(ps, &in, NULL);
     }

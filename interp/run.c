@@ -1041,34 +1041,25 @@ static bool exec(run_t *run, uint32_t *pc_io) {
       case TSR_OP_BROADCAST:
       case TSR_OP_TRANSPOSE: {
         const shape_plan_t *sp = in->plan;
-        int64_t dstr[TSR_MAX_RANK];
-        tsr_blockops_dense_strides(sp->rank, sp->dims, dstr);
         vals[in->r] = result_ptr(run, in);
         tsr_blockops_copy(tsr_dtype_size((tsr_dtype_t)in->rdtype), sp->rank, sp->dims,
-                          vals[in->r], dstr, vals[in->a], sp->src_strides);
+                          vals[in->r], sp->strides, vals[in->a], sp->src_strides);
         break;
       }
       case TSR_OP_CONCATENATE: {
         const shape_plan_t *sp = in->plan;
         size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
-        int64_t dstr[TSR_MAX_RANK];
-        tsr_blockops_dense_strides(sp->rank, sp->dims, dstr);
         vals[in->r] = result_ptr(run, in);
-        int64_t offset = 0;
+        int64_t offset = 0, dims[TSR_MAX_RANK], sstr[TSR_MAX_RANK];
+        memcpy(dims, sp->dims, sizeof dims);
         for (uint32_t i = 0; i < sp->num_operands; i++) {
-          uint32_t id = sp->operands[i];
-          int64_t dims[TSR_MAX_RANK], sstr[TSR_MAX_RANK];
-          for (uint32_t d = 0; d < sp->rank; d++) dims[d] = sp->dims[d];
-          int64_t elems = (int64_t)(p->values[id].bytes / es);
-          int64_t rest = 1;
-          for (uint32_t d = 0; d < sp->rank; d++)
-            if (d != sp->axis) rest *= sp->dims[d];
-          dims[sp->axis] = rest ? elems / rest : 0;
+          dims[sp->axis] = sp->axis_sizes[i];
           tsr_blockops_dense_strides(sp->rank, dims, sstr);
           tsr_blockops_copy(es, sp->rank, dims,
-                            (uint8_t *)vals[in->r] + offset * dstr[sp->axis] * (int64_t)es,
-                            dstr, vals[id], sstr);
-          offset += dims[sp->axis];
+                            (uint8_t *)vals[in->r] +
+                                offset * sp->strides[sp->axis] * (int64_t)es,
+                            sp->strides, vals[sp->operands[i]], sstr);
+          offset += sp->axis_sizes[i];
         }
         break;
       }

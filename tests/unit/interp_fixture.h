@@ -9,8 +9,8 @@
 typedef struct fixture {
   tsr_ir_module_t *module;
   tsr_interp_program_t *program;
-  tsr_array_t arrays[8];
-  tsr_array_t *ptrs[8];
+  tsr_array_t arrays[16];
+  tsr_array_t *ptrs[16];
   size_t count;
   tsr_interp_stats_t stats;
 } fixture_t;
@@ -36,6 +36,7 @@ static inline tsr_status_t setup(fixture_t *f, const char *text,
     tsr_ir_operand_info_t info;
     tsr_ir_kernel_operand_info(k, i, &info);
     if (info.role == TSR_ROLE_SCRATCH) continue;
+    if (f->count == 16) return TSR_STATUS(TSR_INVALID_ARGUMENT, "fixture: too many operands");
     if (opts.devices > 1) { /* one slice per device */
       memmove(info.dims + 1, info.dims, info.rank * sizeof info.dims[0]);
       info.dims[0] = opts.devices;

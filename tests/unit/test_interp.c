@@ -659,6 +659,71 @@ TSR_TEST(reused_run_memory_starts_fresh) {
   teardown(&f);
 }
 
+/* The interpreter's wiring of the shape ops (plans, strides, offsets) against
+ * plain C: x is f32[4, 8] with x[i][j] = 8i + j. */
+TSR_TEST(shape_ops_match_references) {
+  const char *text =
+      "kernel @k\n"
+      "  in %x: f32[4, 8] vmem\n"
+      "  out %cat: f32[4, 11] vmem\n"
+      "  out %tr: f32[8, 4] vmem\n"
+      "  out %bc: f32[2, 4, 8] vmem\n"
+      "  out %ro: f32[4, 8] vmem\n"
+      "  out %ga: f32[4, 8] vmem\n"
+      "  out %sl: f32[2, 4] vmem\n"
+      "  out %rs: f32[4] vmem\n"
+      "  out %am: i32[8] vmem\n"
+      "{\n"
+      "  %v = load %x[:, :] : f32[4, 8]\n"
+      "  %head = slice %v [:, 0:3] : f32[4, 3]\n"
+      "  %c = concatenate %v, %head axis 1 : f32[4, 11]\n"
+      "  store %cat[:, :], %c\n"
+      "  %t = transpose %v [1, 0] : f32[8, 4]\n"
+      "  store %tr[:, :], %t\n"
+      "  %b = broadcast %v : f32[2, 4, 8]\n"
+      "  store %bc[:, :, :], %b\n"
+      "  %three = const 3 : i32\n"
+      "  %r = roll %v, %three axis 1 : f32[4, 8]\n"
+      "  store %ro[:, :], %r\n"
+      "  %io = iota 1 : i32[4, 8]\n"
+      "  %seven = const 7 : i32\n"
+      "  %rev = sub %seven, %io : i32[4, 8]\n"
+      "  %g = gather %v, %rev axis 1 : f32[4, 8]\n"
+      "  store %ga[:, :], %g\n"
+      "  %s = slice %v [1:4:2, 0:8:2] : f32[2, 4]\n"
+      "  store %sl[:, :], %s\n"
+      "  %sum = reduce_sum %v axes [1] : f32[4]\n"
+      "  store %rs[:], %sum\n"
+      "  %neg = neg %v : f32[4, 8]\n"
+      "  %a = argmax %neg axis 0 : i32[8]\n"
+      "  store %am[:], %a\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  fill_iota_f32(&f.arrays[0]);
+  TSR_CHECK_OK(run(&f));
+#define X(i, j) ((float)(8 * (i) + (j)))
+  int bad = 0;
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 11; j++) bad += f32(&f, 1)[i * 11 + j] != X(i, j < 8 ? j : j - 8);
+  for (int i = 0; i < 8; i++)
+    for (int j = 0; j < 4; j++) bad += f32(&f, 2)[i * 4 + j] != X(j, i);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 32; i++) bad += f32(&f, 3)[k * 32 + i] != (float)i;
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 8; j++) {
+      bad += f32(&f, 4)[i * 8 + j] != X(i, (j + 5) % 8); /* (j - 3) mod 8 */
+      bad += f32(&f, 5)[i * 8 + j] != X(i, 7 - j);
+    }
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) bad += f32(&f, 6)[i * 4 + j] != X(1 + 2 * i, 2 * j);
+  for (int i = 0; i < 4; i++) bad += f32(&f, 7)[i] != (float)(64 * i + 28);
+  for (int j = 0; j < 8; j++) bad += i32(&f, 8)[j] != 0; /* max of -x is row 0 */
+#undef X
+  TSR_CHECK_EQ_INT(bad, 0);
+  teardown(&f);
+}
+
 int main(void) {
   TSR_RUN(inputs_copied_only_when_block_changes);
   TSR_RUN(resident_output_accumulates);
@@ -681,6 +746,7 @@ int main(void) {
   TSR_RUN(concurrent_runs_of_one_program);
   TSR_RUN(module_can_be_destroyed_after_prepare);
   TSR_RUN(hbm_operand_has_no_block_buffer);
+  TSR_RUN(shape_ops_match_references);
   TSR_RUN(forwarded_partial_store_keeps_the_rest_uninitialized);
   TSR_RUN(forwarded_store_out_of_bounds_reported_once);
   TSR_RUN(reused_run_memory_starts_fresh);
