@@ -1115,7 +1115,9 @@ static bool define_results(parser_t *p, op_line_t *l, bool visible) {
   return true;
 }
 
-/* Creates region arguments: `types[i]` named `names[i]` (NULL type: i32). */
+/* Creates region arguments named `names[i]`: the first of type `first_type`
+ * when given (the induction variable of 'for'), the others of `types` in
+ * order. */
 static bool make_region_args(parser_t *p, tsr_region_t *r, uint32_t n,
                              const token_t *names, const tsr_type_t *types,
                              const tsr_type_t *first_type) {
@@ -1579,15 +1581,12 @@ static bool parse_map(parser_t *p, uint32_t decl) {
       break;
     }
   }
+  tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32), arg_types[TSR_MAX_RANK];
+  for (uint32_t i = 0; i < nargs; i++) arg_types[i] = i32;
   tsr_region_t *r;
-  if (!check(p, tsr_region_create(p->module, nargs, &r))) return false;
-  tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32);
-  for (uint32_t i = 0; i < nargs; i++) {
-    if (!check(p, tsr_value_create(p->kernel, &i32, args[i].text + 1,
-                                   args[i].len - 1, &r->args[i])))
-      return false;
-    r->args[i]->owner = r;
-  }
+  if (!check(p, tsr_region_create(p->module, 0, &r)) ||
+      !make_region_args(p, r, nargs, args, arg_types, NULL))
+    return false;
   p->kernel->decls[decl].index_map = r;
 
   if (accept(p, TOK_ARROW)) {
