@@ -213,8 +213,9 @@ static void check_output(const char *label, const char *name,
   int64_t bad = 0;
   for (int64_t i = 0; i < e->count; i++) {
     double g = element_as_double(got, i), x = e->value[i];
+    /* Exact means the same bits: -0 and +0 differ. */
     bool ok = e->scale ? fabs(g - x) <= e->rtol * e->scale[i] + e->atol
-                       : g == x;
+                       : g == x && signbit(g) == signbit(x);
     if (ok) continue;
     if (bad < 5)
       TSR_FAIL_AT("%s: %%%s[flat %lld] = %.9g, expected %.9g", label, name,
