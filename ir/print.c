@@ -360,10 +360,8 @@ static void put_op(tsr_strbuf_t *sb, const tsr_op_t *op, int depth) {
     case TSR_SYN_PRINT:
       tsr_strbuf_puts(sb, " ");
       put_string(sb, op->text);
-      for (uint32_t i = 0; i < op->num_operands; i++) {
-        tsr_strbuf_puts(sb, ", ");
-        put_value(sb, op->operands[i]);
-      }
+      if (op->num_operands) tsr_strbuf_puts(sb, ", ");
+      put_operands(sb, op, 0, op->num_operands);
       break;
     case TSR_SYN_ASSERT:
       tsr_strbuf_puts(sb, " ");
