@@ -891,6 +891,7 @@ TSR_TEST(iota_every_dim) {
                              TSR_DTYPE_U16, TSR_DTYPE_F16};
   for (size_t t = 0; t < TSR_ARRAY_SIZE(dts); t++)
     for (uint32_t dim = 0; dim < 3; dim++) {
+      memset(buf_d, 0xcd, sizeof buf_d); /* no stale values from the last case */
       tsr_blockops_iota(dts[t], buf_d, 3, dims, dim);
       for (size_t i = 0; i < 60; i++) {
         int64_t idx[3];
@@ -1305,6 +1306,7 @@ TSR_TEST(argreduce_ties_and_nan) {
         }
         for (uint32_t axis = 0; axis < 3; axis++) {
           int32_t *out = (int32_t *)(void *)buf_d;
+          memset(buf_d, 0xcd, sizeof buf_d); /* a negative index: never expected */
           tsr_blockops_argreduce(op, dt, out, buf_a, 3, dims, axis);
           int64_t st[3];
           tsr_blockops_dense_strides(3, dims, st);
@@ -1331,6 +1333,9 @@ TSR_TEST(argreduce_ties_and_nan) {
               TSR_FAIL_AT("%s %s shape %zu axis %u [%zu]: %d, expected %d",
                           tsr_op_table[op].mnemonic, tsr_dtype_name(dt), s, axis, o, out[o], want);
           }
+          if (buf_d[count_of(2, odims) * sizeof *out] != 0xcd)
+            TSR_FAIL_AT("%s %s shape %zu axis %u: wrote past the output",
+                        tsr_op_table[op].mnemonic, tsr_dtype_name(dt), s, axis);
         }
       }
     }
