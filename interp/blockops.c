@@ -616,6 +616,18 @@ void tsr_blockops_convert(tsr_dtype_t dst_dtype, void *dst, tsr_dtype_t src_dtyp
 
 /* ==== Scalars: uninit, literal, iota ============================================ */
 
+/* The block seen as [outer, len, inner] around `axis`: returns len =
+ * dims[axis] and sets the element counts of the dims before and after it. */
+static size_t split_at_axis(uint32_t rank, const int64_t *dims, uint32_t axis,
+                            size_t *out_outer, size_t *out_inner) {
+  size_t outer = 1, inner = 1;
+  for (uint32_t k = 0; k < axis; k++) outer *= (size_t)dims[k];
+  for (uint32_t k = axis + 1; k < rank; k++) inner *= (size_t)dims[k];
+  *out_outer = outer;
+  *out_inner = inner;
+  return (size_t)dims[axis];
+}
+
 #define UNINIT_FLOAT(DN, CT, SZ) STORE_FLOAT(DN, NAN)
 #define UNINIT_SINT(DN, CT, SZ) ((CT)SMAX(SZ))
 #define UNINIT_UINT(DN, CT, SZ) ((CT)UMASK(SZ))
@@ -657,9 +669,8 @@ void tsr_blockops_literal(tsr_dtype_t dtype, tsr_literal_t lit, void *out_elem) 
 
 void tsr_blockops_iota(tsr_dtype_t dtype, void *dst, uint32_t rank,
                        const int64_t *dims, uint32_t dim) {
-  size_t outer = 1, inner = 1, len = (size_t)dims[dim];
-  for (uint32_t k = 0; k < dim; k++) outer *= (size_t)dims[k];
-  for (uint32_t k = dim + 1; k < rank; k++) inner *= (size_t)dims[k];
+  size_t outer, inner;
+  const size_t len = split_at_axis(rank, dims, dim, &outer, &inner);
   size_t es = tsr_dtype_size(dtype);
   char *d = dst;
   for (size_t j = 0; j < len; j++) {
@@ -1180,10 +1191,9 @@ void tsr_blockops_argreduce(tsr_opcode_t op, tsr_dtype_t dtype, int32_t *dst,
   assert(op == TSR_OP_ARGMAX || op == TSR_OP_ARGMIN);
   arg_fn fn = arg_table[op == TSR_OP_ARGMIN][dtype];
   assert(fn);
-  size_t outer = 1, inner = 1;
-  for (uint32_t k = 0; k < axis; k++) outer *= (size_t)dims[k];
-  for (uint32_t k = axis + 1; k < rank; k++) inner *= (size_t)dims[k];
-  fn(dst, src, outer, (size_t)dims[axis], inner);
+  size_t outer, inner;
+  const size_t len = split_at_axis(rank, dims, axis, &outer, &inner);
+  fn(dst, src, outer, len, inner);
 }
 
 /* ==== dot ======================================================================
@@ -1400,10 +1410,8 @@ void tsr_blockops_dot(tsr_dtype_t out_dtype, void *dst, tsr_dtype_t in_dtype,
 void tsr_blockops_roll(size_t elem_size, void *dst, const void *src,
                        uint32_t rank, const int64_t *dims, uint32_t axis,
                        int64_t shift) {
-  size_t outer = 1, inner = 1;
-  const size_t len = (size_t)dims[axis];
-  for (uint32_t k = 0; k < axis; k++) outer *= (size_t)dims[k];
-  for (uint32_t k = axis + 1; k < rank; k++) inner *= (size_t)dims[k];
+  size_t outer, inner;
+  const size_t len = split_at_axis(rank, dims, axis, &outer, &inner);
   if (len == 0 || outer == 0 || inner == 0) return;
   int64_t s = shift % (int64_t)len; /* no overflow: len > 0 */
   if (s < 0) s += (int64_t)len;
@@ -1438,10 +1446,8 @@ int64_t tsr_blockops_gather(size_t elem_size, void *dst, const void *src,
                             const int32_t *idx, uint32_t rank,
                             const int64_t *dims, uint32_t axis,
                             int64_t src_axis_size) {
-  size_t outer = 1, inner = 1;
-  const size_t len = (size_t)dims[axis];
-  for (uint32_t k = 0; k < axis; k++) outer *= (size_t)dims[k];
-  for (uint32_t k = axis + 1; k < rank; k++) inner *= (size_t)dims[k];
+  size_t outer, inner;
+  const size_t len = split_at_axis(rank, dims, axis, &outer, &inner);
   switch (elem_size) {
   case 1: GATHER_LOOP(uint8_t); return -1;
   case 2: GATHER_LOOP(uint16_t); return -1;
