@@ -529,16 +529,20 @@ void tsr_blockops_fill(size_t elem_size, void *dst, const void *elem, size_t n) 
 
 typedef void (*convert_fn)(void *dst, const void *src, size_t n);
 
-#define GEN_TO_I64_FLOAT(DN, ST, CT, SZ, CL)
-#define GEN_TO_I64_INT(DN, ST, CT, SZ, CL)                                     \
-  static void to_i64_##DN(void *dst, const void *src, size_t count) {          \
-    int64_t *d = dst;                                                          \
+/* Integer and i1 dtypes widened (sign-extended when signed): to_i64_<t>
+ * for conversions, to_u32_<t> for dot's 32-bit accumulators. */
+#define GEN_WIDEN(NAME, DN, ST, T)                                             \
+  static void NAME##_##DN(void *dst, const void *src, size_t count) {          \
+    T *d = dst;                                                                \
     const ST *s = src;                                                         \
-    for (size_t i = 0; i < count; i++) d[i] = (int64_t)s[i];                   \
+    for (size_t i = 0; i < count; i++) d[i] = (T)s[i];                         \
   }
-#define GEN_TO_I64_SINT GEN_TO_I64_INT
-#define GEN_TO_I64_UINT GEN_TO_I64_INT
-#define GEN_TO_I64_BOOL GEN_TO_I64_INT
+#define GEN_WIDEN_FLOAT(DN, ST)
+#define GEN_WIDEN_INT(DN, ST)                                                  \
+  GEN_WIDEN(to_i64, DN, ST, int64_t) GEN_WIDEN(to_u32, DN, ST, uint32_t)
+#define GEN_WIDEN_SINT GEN_WIDEN_INT
+#define GEN_WIDEN_UINT GEN_WIDEN_INT
+#define GEN_WIDEN_BOOL GEN_WIDEN_INT
 
 #define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
   static void to_f32_##DN(void *dst, const void *src, size_t count) {          \
@@ -558,7 +562,7 @@ typedef void (*convert_fn)(void *dst, const void *src, size_t n);
     for (size_t i = 0; i < count; i++)                                         \
       d[i] = (ST)FROM_I64_##CL(DN, CT, SZ, s[i]);                              \
   }                                                                            \
-  GEN_TO_I64_##CL(DN, ST, CT, SZ, CL)
+  GEN_WIDEN_##CL(DN, ST)
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 
@@ -1245,19 +1249,6 @@ GEN_DOT_PANEL(dot_panel_u32, uint32_t)
 
 /* dtype -> 4-byte accumulator type: f32 for floats, uint32 (sign-extended
  * for signed) for integers and i1. */
-#define GEN_TO_U32_FLOAT(DN, ST)
-#define GEN_TO_U32_INT(DN, ST)                                                 \
-  static void to_u32_##DN(void *dst, const void *src, size_t count) {          \
-    uint32_t *d = dst;                                                         \
-    const ST *s = src;                                                         \
-    for (size_t i = 0; i < count; i++) d[i] = (uint32_t)s[i];                  \
-  }
-#define GEN_TO_U32_SINT GEN_TO_U32_INT
-#define GEN_TO_U32_UINT GEN_TO_U32_INT
-#define GEN_TO_U32_BOOL GEN_TO_U32_INT
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL) GEN_TO_U32_##CL(DN, ST)
-#include "tessera/dtypes.def"
-#undef TSR_DTYPE
 #define TO_ACC_FLOAT(DN) to_f32_##DN
 #define TO_ACC_SINT(DN) to_u32_##DN
 #define TO_ACC_UINT(DN) to_u32_##DN
