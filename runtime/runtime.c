@@ -37,31 +37,26 @@ tsr_status_t tsr_runtime_select_kernel(const tsr_ir_module_t *module,
   size_t count = tsr_ir_module_kernel_count(module);
   if (count == 0)
     return TSR_STATUS(TSR_NOT_FOUND, "the module has no kernels");
-  if (!name) {
-    if (count == 1) {
-      *out_kernel = tsr_ir_module_kernel(module, 0);
-      return NULL;
-    }
-    tsr_strbuf_t sb;
-    tsr_strbuf_initialize(&sb);
-    list_kernels(module, &sb);
-    tsr_status_t s = TSR_STATUS(TSR_INVALID_ARGUMENT,
-                                "the module has %zu kernels (%s): name the one "
-                                "to run",
-                                count, sb.failed ? "..." : sb.data);
-    tsr_strbuf_deinitialize(&sb);
-    return s;
+  tsr_ir_kernel_t *kernel = NULL;
+  if (name) {
+    if (name[0] == '@') name++;
+    kernel = tsr_ir_module_find_kernel(module,
+                                       (tsr_string_view_t){name, strlen(name)});
+  } else if (count == 1) {
+    kernel = tsr_ir_module_kernel(module, 0);
   }
-  if (name[0] == '@') name++;
-  tsr_ir_kernel_t *kernel =
-      tsr_ir_module_find_kernel(module, (tsr_string_view_t){name, strlen(name)});
   if (!kernel) {
     tsr_strbuf_t sb;
     tsr_strbuf_initialize(&sb);
     list_kernels(module, &sb);
-    tsr_status_t s = TSR_STATUS(TSR_NOT_FOUND,
-                                "no kernel named @%s; the module has %s", name,
-                                sb.failed ? "..." : sb.data);
+    const char *kernels = sb.failed ? "..." : sb.data;
+    tsr_status_t s =
+        name ? TSR_STATUS(TSR_NOT_FOUND, "no kernel named @%s; the module has %s",
+                          name, kernels)
+             : TSR_STATUS(TSR_INVALID_ARGUMENT,
+                          "the module has %zu kernels (%s): name the one to "
+                          "run",
+                          count, kernels);
     tsr_strbuf_deinitialize(&sb);
     return s;
   }
@@ -128,36 +123,41 @@ tsr_status_t tsr_runtime_random_array(const tsr_ir_operand_info_t *info,
   bool prefetch = info->role == TSR_ROLE_PREFETCH;
   for (int64_t i = 0; i < n; i++) {
     uint64_t x = splitmix64_mix(key + (uint64_t)(i + 1) * GOLDEN_GAMMA);
+    /* Prefetch operands get whole numbers in [0, 8) whatever their dtype. */
     uint64_t range201 = ((x >> 32) * 201) >> 32;
-    float uniform = (float)((int32_t)(x >> 40) - (1 << 23)) * 0x1p-23f;
+    uint64_t small = x >> 61;
+    float float_value = prefetch ? (float)small
+                                 : (float)((int32_t)(x >> 40) - (1 << 23)) * 0x1p-23f;
+    int64_t signed_value = prefetch ? (int64_t)small : (int64_t)range201 - 100;
+    uint64_t unsigned_value = prefetch ? small : range201;
     switch (info->dtype) {
 #define TSR_STORE(T, v) ((T *)array.data)[i] = (T)(v)
     case TSR_DTYPE_F32:
-      TSR_STORE(float, prefetch ? (float)(x >> 61) : uniform);
+      TSR_STORE(float, float_value);
       break;
     case TSR_DTYPE_BF16: /* truncating the f32 bits rounds toward zero */
-      TSR_STORE(uint16_t, tsr_f32_bits(prefetch ? (float)(x >> 61) : uniform) >> 16);
+      TSR_STORE(uint16_t, tsr_f32_bits(float_value) >> 16);
       break;
     case TSR_DTYPE_F16:
-      TSR_STORE(uint16_t, f16_toward_zero(prefetch ? (float)(x >> 61) : uniform));
+      TSR_STORE(uint16_t, f16_toward_zero(float_value));
       break;
     case TSR_DTYPE_I32:
-      TSR_STORE(int32_t, prefetch ? (int64_t)(x >> 61) : (int64_t)range201 - 100);
+      TSR_STORE(int32_t, signed_value);
       break;
     case TSR_DTYPE_I16:
-      TSR_STORE(int16_t, prefetch ? (int64_t)(x >> 61) : (int64_t)range201 - 100);
+      TSR_STORE(int16_t, signed_value);
       break;
     case TSR_DTYPE_I8:
-      TSR_STORE(int8_t, prefetch ? (int64_t)(x >> 61) : (int64_t)range201 - 100);
+      TSR_STORE(int8_t, signed_value);
       break;
     case TSR_DTYPE_U32:
-      TSR_STORE(uint32_t, prefetch ? x >> 61 : range201);
+      TSR_STORE(uint32_t, unsigned_value);
       break;
     case TSR_DTYPE_U16:
-      TSR_STORE(uint16_t, prefetch ? x >> 61 : range201);
+      TSR_STORE(uint16_t, unsigned_value);
       break;
     case TSR_DTYPE_U8:
-      TSR_STORE(uint8_t, prefetch ? x >> 61 : range201);
+      TSR_STORE(uint8_t, unsigned_value);
       break;
     case TSR_DTYPE_I1:
       TSR_STORE(uint8_t, x >> 63);
