@@ -173,8 +173,9 @@ static const char ops_help[] =
 
 /* ---- Small utilities ------------------------------------------------------- */
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
+/* The tool's allocations are small and short-lived: running out of memory
+ * ends the process. (The library's tsr_malloc family is internal.) */
+static void *must_alloc(void *p) {
   if (!p) {
     fputs("tessera: out of memory\n", stderr);
     exit(EXIT_KERNEL);
@@ -182,13 +183,14 @@ static void *xmalloc(size_t n) {
   return p;
 }
 
+static void *xmalloc(size_t n) { return must_alloc(malloc(n ? n : 1)); }
+
 static void *xcalloc(size_t count, size_t n) {
-  void *p = calloc(count ? count : 1, n ? n : 1);
-  if (!p) {
-    fputs("tessera: out of memory\n", stderr);
-    exit(EXIT_KERNEL);
-  }
-  return p;
+  return must_alloc(calloc(count ? count : 1, n ? n : 1));
+}
+
+static char *xstrndup(const char *s, size_t n) {
+  return must_alloc(strndup(s, n));
 }
 
 /* Prints a usage error for command `cmd` and returns EXIT_USAGE. */
@@ -258,13 +260,7 @@ static char *read_stream(FILE *f, size_t *out_size) {
     size += n;
     if (size == cap) {
       cap *= 2;
-      char *grown = realloc(buf, cap);
-      if (!grown) {
-        free(buf);
-        fputs("tessera: out of memory\n", stderr);
-        exit(EXIT_KERNEL);
-      }
-      buf = grown;
+      buf = must_alloc(realloc(buf, cap));
     }
   }
   if (ferror(f)) {
@@ -368,8 +364,7 @@ static bool file_exists(const char *path) {
 /* mkdir -p */
 static bool make_dirs(const char *path) {
   size_t len = strlen(path);
-  char *p = xmalloc(len + 1);
-  memcpy(p, path, len + 1);
+  char *p = xstrndup(path, len);
   for (size_t i = 1; i <= len; i++) {
     if (p[i] != '/' && p[i] != 0) continue;
     char saved = p[i];
@@ -780,10 +775,7 @@ typedef struct run_request {
 static bool parse_binding(const char *arg, binding_t *out) {
   const char *eq = strchr(arg, '=');
   if (!eq || eq == arg || !eq[1]) return false;
-  size_t len = (size_t)(eq - arg);
-  char *name = xmalloc(len + 1);
-  memcpy(name, arg, len);
-  name[len] = 0;
+  char *name = xstrndup(arg, (size_t)(eq - arg));
   out->owned = name;
   out->name = name[0] == '%' ? name + 1 : name;
   out->path = eq + 1;
@@ -1024,10 +1016,7 @@ static int load_input(const char *path, const tsr_ir_operand_info_t *info,
 static int check_output_path(const char *name, const char *path) {
   const char *slash = strrchr(path, '/');
   if (!slash) return EXIT_OK;
-  size_t len = slash == path ? 1 : (size_t)(slash - path);
-  char *dir = xmalloc(len + 1);
-  memcpy(dir, path, len);
-  dir[len] = 0;
+  char *dir = xstrndup(path, slash == path ? 1 : (size_t)(slash - path));
   bool ok = is_dir(dir);
   if (!ok)
     usage_error("run", "--out %%%s=%s: directory %s does not exist", name, path,
