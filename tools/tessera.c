@@ -594,12 +594,11 @@ static void visit_element(printer_t *p, print_pass_t pass, int64_t offset) {
     }
     return;
   }
-  int fixed_width = p->int_width + p->frac_width;
+  int total = p->int_width + p->frac_width;
+  if (p->width > total) total = p->width;
   if (!isfinite(v) || p->scientific) {
-    fprintf(p->out, "%*s", p->width > fixed_width ? p->width : fixed_width, buf);
+    fprintf(p->out, "%*s", total, buf);
   } else { /* align on the '.', pad the fraction on the right, as numpy */
-    int total = p->int_width + p->frac_width;
-    if (p->width > total) total = p->width;
     int lead = total - p->frac_width - int_len;
     fprintf(p->out, "%*s%s%*s", lead, "", buf, p->frac_width - (n - int_len), "");
   }
@@ -665,20 +664,19 @@ static void print_array(FILE *out, const char *name, const tsr_array_t *a) {
     p.strides[d] = stride;
     stride *= a->dims[d];
   }
-  if (count > 0) {
-    visit(&p, PASS_RANGE, 0, 0);
-    p.scientific = p.any_finite &&
-                   (p.max_abs >= 1e8 ||
-                    (p.min_abs_nonzero != 0 && p.min_abs_nonzero < 1e-4));
-    visit(&p, PASS_WIDTH, 0, 0);
-    p.indent = 2;
-    fputs("  ", out);
-    visit(&p, PASS_PRINT, 0, 0);
-    fputc('\n', out);
-  } else {
+  if (count == 0) {
     fputs("  (no elements)\n", out);
     return;
   }
+  visit(&p, PASS_RANGE, 0, 0);
+  p.scientific = p.any_finite &&
+                 (p.max_abs >= 1e8 ||
+                  (p.min_abs_nonzero != 0 && p.min_abs_nonzero < 1e-4));
+  visit(&p, PASS_WIDTH, 0, 0);
+  p.indent = 2;
+  fputs("  ", out);
+  visit(&p, PASS_PRINT, 0, 0);
+  fputc('\n', out);
   /* Statistics over every element. */
   double lo = INFINITY, hi = -INFINITY, sum = 0;
   int64_t finite = 0, nans = 0, infs = 0;
