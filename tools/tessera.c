@@ -1036,7 +1036,6 @@ static int execute_run(run_request_t *req) {
   tsr_ir_operand_info_t *infos = NULL;
   tsr_array_t *arrays = NULL;
   tsr_array_t **ptrs = NULL;
-  bool *have = NULL;
   size_t n = 0;
 
   tsr_status_t status = load_module(req->file, true, &module);
@@ -1090,10 +1089,10 @@ static int execute_run(run_request_t *req) {
     goto done;
   }
 
-  /* Inputs: --in, else DIR/NAME.npy, else random, else an error. */
+  /* Inputs: --in, else DIR/NAME.npy, else random, else an error. An array
+   * holds data (non-NULL, even with no elements) once it is set up. */
   arrays = xcalloc(n, sizeof *arrays);
   ptrs = xcalloc(n, sizeof *ptrs);
-  have = xcalloc(n, sizeof *have);
   char missing[1024] = "";
   size_t num_missing = 0;
   for (size_t i = 0; i < n; i++) {
@@ -1110,7 +1109,6 @@ static int execute_run(run_request_t *req) {
       rc = load_input(path, info, &arrays[i]);
       free(dir_path);
       if (rc) goto done;
-      have[i] = true;
       continue;
     }
     free(dir_path);
@@ -1121,7 +1119,6 @@ static int execute_run(run_request_t *req) {
         report("run", status);
         goto done;
       }
-      have[i] = true;
       continue;
     }
     size_t used = strlen(missing);
@@ -1146,8 +1143,7 @@ static int execute_run(run_request_t *req) {
       report("run", status);
       goto done;
     }
-    have[i] = true;
-    if (info->alias >= 0 && (size_t)info->alias < n && have[info->alias])
+    if (info->alias >= 0 && (size_t)info->alias < n && arrays[info->alias].data)
       memcpy(arrays[i].data, arrays[info->alias].data,
              tsr_array_byte_size(&arrays[i]));
   }
@@ -1213,11 +1209,9 @@ static int execute_run(run_request_t *req) {
 
 done:
   if (arrays)
-    for (size_t i = 0; i < n; i++)
-      if (have[i]) tsr_array_deinitialize(&arrays[i]);
+    for (size_t i = 0; i < n; i++) tsr_array_deinitialize(&arrays[i]);
   free(arrays);
   free(ptrs);
-  free(have);
   free(infos);
   tsr_interp_program_destroy(program);
   tsr_ir_module_destroy(module);
