@@ -280,47 +280,43 @@ TSR_TEST(malformed_files) {
   static const double d[32]; /* 256 zero bytes: enough for every case */
   const char *path = tmp_path("bad.npy");
 
-  write_npy(path, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", d, 32);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "dtype <f8 is not supported (tessera dtypes:");
-
-  write_npy(path, 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", d, 16);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "big-endian");
-
-  write_npy(path, 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", d, 16);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "Fortran order");
-
-  write_npy(path, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1024,), }", d, 100);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR,
-                    "truncated: header says 4096 bytes of data, file has 100");
-
-  write_npy(path, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", d, 12);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "header says 8 bytes of data, file has 12");
-
-  write_npy(path, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1), }",
-            d, 4);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "more than 6 dimensions");
-
-  write_npy(path, 1, "{'descr': '<f4', 'shape': (2,), }", d, 8);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "missing key 'fortran_order'");
-
-  write_npy(path, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", d, 8);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "unexpected key 'x'");
-
-  write_npy(path, 1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", d, 8);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "structured");
-
-  write_npy(path, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", d, 8);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "malformed .npy header");
-
-  write_npy(path, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)", d, 8);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "malformed .npy header");
-
-  write_npy(path, 1, "{'descr': '<f4', 'fortran_order': maybe, 'shape': (2,), }", d, 8);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "True or False");
-
-  write_npy(path, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999, 99999999999), }",
-            d, 8);
-  expect_read_error(path, -1, TSR_FORMAT_ERROR, "too large");
+  /* Well-formed preamble and padding, bad header dict or data size. */
+  static const struct {
+    const char *dict;
+    size_t data_size;
+    const char *needle;
+  } cases[] = {
+      {"{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }",
+       32, "dtype <f8 is not supported (tessera dtypes:"},
+      {"{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }",
+       16, "big-endian"},
+      {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }",
+       16, "Fortran order"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (1024,), }",
+       100, "truncated: header says 4096 bytes of data, file has 100"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
+       12, "header says 8 bytes of data, file has 12"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1), }",
+       4, "more than 6 dimensions"},
+      {"{'descr': '<f4', 'shape': (2,), }",
+       8, "missing key 'fortran_order'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}",
+       8, "unexpected key 'x'"},
+      {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }",
+       8, "structured"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }",
+       8, "malformed .npy header"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,)",
+       8, "malformed .npy header"},
+      {"{'descr': '<f4', 'fortran_order': maybe, 'shape': (2,), }",
+       8, "True or False"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999, 99999999999), }",
+       8, "too large"},
+  };
+  for (size_t i = 0; i < TSR_ARRAY_SIZE(cases); i++) {
+    write_npy(path, 1, cases[i].dict, d, cases[i].data_size);
+    expect_read_error(path, -1, TSR_FORMAT_ERROR, cases[i].needle);
+  }
 
   write_bytes(path, "PK\x03\x04 this is a zip file, not npy", 30);
   expect_read_error(path, -1, TSR_FORMAT_ERROR, "not a .npy file");
