@@ -145,6 +145,7 @@ expect "check - reads stdin" 0
 t check "$tmp/no-such.tsr"
 expect "check of a missing file is a usage error" 2 "no-such.tsr"
 t check -q "$K/scale.tsr"
+expect "check -q of a valid file exits 0" 0
 ok_if "check -q prints nothing for valid files" test ! -s "$tmp/out"
 
 # ---- fmt --------------------------------------------------------------------------
@@ -196,6 +197,7 @@ t run "$K/scale.tsr" --random-inputs=1 --quiet
 ok_if "random inputs are deterministic (and --opt=value works)" cmp "$tmp/out" "$tmp/first_run"
 ok_if "--quiet prints no summary" test ! -s "$tmp/err"
 t run "$K/scale.tsr" --random-inputs 2 -q
+expect "run with another seed exits 0" 0
 ok_if "another seed gives other data" bash -c "! cmp -s '$tmp/out' '$tmp/first_run'"
 t run "$K/scale.tsr" --random-inputs 1 --uninit zero --no-check --shuffle-parallel 7 --chip v4 --max-errors 3 -q
 expect "interpreter options are accepted" 0
@@ -309,7 +311,11 @@ ok_if "integer outputs have the declared dtypes" py "
 assert np.load('outs/ints/b.npy').dtype == np.int32
 assert np.load('outs/ints/c.npy').dtype == np.bool_
 assert np.load('outs/ints/d.npy').dtype == np.uint8"
-t run "$K/scale.tsr" --in x=x.npy --in-dir "$tmp" --out y=y3.npy -q
+# The --in-dir copy of x has another shape: if it were read, the run would fail.
+mkdir -p other_ins
+cp x_shape.npy other_ins/x.npy
+t run "$K/scale.tsr" --in x=x.npy --in-dir other_ins --out y=y3.npy -q
+expect "--in with a conflicting --in-dir exits 0" 0
 ok_if "--in takes precedence over --in-dir" cmp y3.npy y.npy
 
 t run "$K/alias.tsr" --in x=x.npy --out y=ya.npy
