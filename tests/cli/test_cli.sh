@@ -334,7 +334,7 @@ np.save('xb_v2.npy', bits.view('V2'))
 "
 for form in u2 v2; do
   t run "$K/bf16.tsr" --in "x=xb_$form.npy" --out "y=yb_$form.npy" --out "f=fb_$form.npy"
-  expect "bf16 input as <${form^}2 is accepted" 0
+  expect "bf16 input as <${form^} is accepted" 0
 done
 ok_if "bf16 round trip: outputs are <V2, bit-exact" py "
 import struct
