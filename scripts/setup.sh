@@ -22,7 +22,8 @@ for arg in "$@"; do
   case "$arg" in
     --deps-only) deps_only=1 ;;
     -h|--help)
-      sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      # the comment block under the shebang, whatever its length
+      sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
       exit 0 ;;
     *)
       echo "setup.sh: unknown option '$arg' (options: --deps-only, --help)" >&2
