@@ -32,16 +32,20 @@ GOOD = {"OK", "EXPECTEDFAIL"}
 SKIPPED = {"SKIP"}
 
 
-def load_protocols(build_dir):
-    """Maps test names and commands to their protocol."""
-    by_name, by_cmd = {}, {}
+def load_tests(build_dir):
+    """The tests meson knows (BUILD/meson-info/intro-tests.json), or None."""
     path = os.path.join(build_dir, "meson-info", "intro-tests.json")
     try:
         with open(path, encoding="utf-8") as f:
-            tests = json.load(f)
+            return json.load(f)
     except (OSError, ValueError):
-        return by_name, by_cmd
-    for t in tests:
+        return None
+
+
+def load_protocols(build_dir):
+    """Maps test names and commands to their protocol."""
+    by_name, by_cmd = {}, {}
+    for t in load_tests(build_dir) or []:
         protocol = t.get("protocol", "exitcode")
         by_cmd[json.dumps(t.get("cmd"))] = protocol
         by_name.setdefault(t.get("name"), set()).add(protocol)
@@ -136,11 +140,8 @@ def count_dir(build_dir):
 
 def list_tests(build_dir, built):
     """Prints the names of the tests whose program was (not) built."""
-    path = os.path.join(build_dir, "meson-info", "intro-tests.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            tests = json.load(f)
-    except (OSError, ValueError):
+    tests = load_tests(build_dir)
+    if tests is None:
         return 1
     for t in tests:
         cmd = t.get("cmd") or [""]
