@@ -110,6 +110,11 @@ int main(int argc, char **argv) {
   BEST_TIME(t, tsr_blockops_copy(4, 2, sq, c, dstr, a, tstr));
   report("transpose copy f32 [4096,4096]", 2.0 * (double)bytes, t, memcpy_gbs);
 
+  BEST_TIME(t, tsr_blockops_iota(TSR_DTYPE_F32, c, 2, sq, 1));
+  report("iota f32 [4096,4096] dim 1", (double)bytes, t, memcpy_gbs);
+  BEST_TIME(t, tsr_blockops_iota(TSR_DTYPE_F32, c, 2, sq, 0));
+  report("iota f32 [4096,4096] dim 0", (double)bytes, t, memcpy_gbs);
+
   /* dot 256x256x256 f32, repeated so that one timing is ~10 ms. */
   const int64_t dm = 256;
   const int dot_iters = 20;

@@ -902,6 +902,11 @@ TSR_TEST(iota_every_dim) {
         }
       }
     }
+  /* No elements (an empty dim before the iota dim): nothing is written. */
+  const int64_t empty[2] = {0, 4};
+  memset(buf_d, 0xcd, 16);
+  tsr_blockops_iota(TSR_DTYPE_I32, buf_d, 2, empty, 1);
+  TSR_CHECK(buf_d[0] == 0xcd && buf_d[15] == 0xcd);
   const int64_t big[1] = {300};
   tsr_blockops_iota(TSR_DTYPE_BF16, buf_d, 1, big, 0);
   TSR_CHECK(get(TSR_DTYPE_BF16, buf_d, 257) == 256); /* rounded once, to even */
