@@ -48,6 +48,8 @@ static void die_on_error(tsr_status_t status, const char *what) {
   exit(1);
 }
 
+#define MAX_OPERANDS 8 /* non-scratch operands of a bench kernel */
+
 /* A loaded kernel with arrays bound to its non-scratch operands (random
  * inputs, zero outputs) and a prepared program. */
 typedef struct bench_kernel {
@@ -55,8 +57,8 @@ typedef struct bench_kernel {
   tsr_ir_kernel_t *kernel;
   tsr_interp_program_t *program;
   size_t num_operands;
-  tsr_array_t arrays[8];
-  tsr_array_t *ptrs[8];
+  tsr_array_t arrays[MAX_OPERANDS];
+  tsr_array_t *ptrs[MAX_OPERANDS];
   uint64_t bytes_in, bytes_out; /* sizes of the input and output arrays */
 } bench_kernel_t;
 
@@ -72,7 +74,7 @@ static void bench_kernel_open(const char *file, const char *name, bool check,
     tsr_ir_operand_info_t info;
     tsr_ir_kernel_operand_info(bk->kernel, i, &info);
     if (info.role == TSR_ROLE_SCRATCH) continue;
-    if (bk->num_operands == 8) die_on_error(TSR_STATUS(TSR_INTERNAL, "too many operands"), name);
+    if (bk->num_operands == MAX_OPERANDS) die_on_error(TSR_STATUS(TSR_INTERNAL, "too many operands"), name);
     tsr_array_t *a = &bk->arrays[bk->num_operands];
     if (info.role == TSR_ROLE_OUT) {
       die_on_error(tsr_array_initialize(info.dtype, info.rank, info.dims, a), name);
