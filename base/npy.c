@@ -560,9 +560,11 @@ tsr_status_t tsr_npy_write(const char *path, const tsr_array_t *array) {
     goto done;
   }
 
+  /* An existing file keeps its mode; a new one gets what open(2) would give. */
   struct stat st;
-  mode_t mode = 0666 & ~current_umask();
-  if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) mode = st.st_mode & 07777;
+  mode_t mode = stat(path, &st) == 0 && S_ISREG(st.st_mode)
+                    ? st.st_mode & 07777
+                    : 0666 & ~current_umask();
   const char *failed_step = NULL;
   if (fchmod(fd, mode) != 0) failed_step = "set the mode of";
   else if (!write_all(fd, pre, pre_len) ||
