@@ -808,6 +808,7 @@ TSR_TEST(uninit_values) {
     TSR_CHECK(e[tsr_dtype_size(dt)] == 0xcd);
     tsr_blockops_uninit_value(dt, TSR_UNINIT_ZERO, e);
     if (raw(dt, e, 0) != 0) TSR_FAIL_AT("uninit zero %s", tsr_dtype_name(dt));
+    TSR_CHECK(e[tsr_dtype_size(dt)] == 0xcd);
   }
 }
 
