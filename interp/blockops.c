@@ -410,22 +410,10 @@ static const tsr_binary_fn binary_table[TSR_OP_COUNT][TSR_DTYPE_COUNT] = {
 #undef TSR_DTYPE
 };
 
-/* Whether the op table lets `op` take operands of `dtype`'s class. */
-static bool op_accepts(tsr_opcode_t op, tsr_dtype_t dtype) {
-  uint32_t flags = tsr_op_table[op].flags;
-  switch (tsr_dtype_class(dtype)) {
-  case TSR_CLASS_FLOAT: return (flags & TSR_F_FLT) != 0;
-  case TSR_CLASS_SINT:
-  case TSR_CLASS_UINT: return (flags & TSR_F_INT) != 0;
-  case TSR_CLASS_BOOL: return (flags & TSR_F_BOOL) != 0;
-  }
-  return false;
-}
-
 tsr_unary_fn tsr_blockops_unary(tsr_opcode_t op, tsr_dtype_t dtype) {
   if ((unsigned)op >= TSR_OP_COUNT || (unsigned)dtype >= TSR_DTYPE_COUNT)
     return NULL;
-  if (tsr_op_table[op].syntax != TSR_SYN_UNARY || !op_accepts(op, dtype))
+  if (tsr_op_table[op].syntax != TSR_SYN_UNARY || !tsr_op_flags_accept(tsr_op_table[op].flags, dtype))
     return NULL;
   return unary_table[op][dtype];
 }
@@ -433,7 +421,7 @@ tsr_unary_fn tsr_blockops_unary(tsr_opcode_t op, tsr_dtype_t dtype) {
 tsr_binary_fn tsr_blockops_binary(tsr_opcode_t op, tsr_dtype_t dtype) {
   if ((unsigned)op >= TSR_OP_COUNT || (unsigned)dtype >= TSR_DTYPE_COUNT)
     return NULL;
-  if (tsr_op_table[op].syntax != TSR_SYN_BINARY || !op_accepts(op, dtype))
+  if (tsr_op_table[op].syntax != TSR_SYN_BINARY || !tsr_op_flags_accept(tsr_op_table[op].flags, dtype))
     return NULL;
   return binary_table[op][dtype];
 }

@@ -92,6 +92,10 @@ typedef struct tsr_op_info {
 extern const tsr_op_info_t tsr_op_table[TSR_OP_COUNT];
 /* TSR_OP_COUNT if unknown. */
 tsr_opcode_t tsr_op_lookup(const char *mnemonic, size_t len);
+/* Whether op-table flags (TSR_F_FLT/INT/BOOL) accept elements of `dtype`'s
+ * class: the elementwise and reduction type rule, for the verifier and the
+ * interpreter's loop tables alike. */
+bool tsr_op_flags_accept(uint32_t flags, tsr_dtype_t dtype);
 
 /* ---- Types (the structs are public: tessera/ir.h) ---------------------------- */
 

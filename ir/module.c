@@ -26,6 +26,16 @@ static void *arena_array(tsr_module_t *module, uint32_t count, size_t size) {
   return count ? tsr_arena_alloc_array(&module->arena, count, size) : NULL;
 }
 
+bool tsr_op_flags_accept(uint32_t flags, tsr_dtype_t dtype) {
+  switch (tsr_dtype_class(dtype)) {
+    case TSR_CLASS_FLOAT: return (flags & TSR_F_FLT) != 0;
+    case TSR_CLASS_SINT:
+    case TSR_CLASS_UINT: return (flags & TSR_F_INT) != 0;
+    case TSR_CLASS_BOOL: return (flags & TSR_F_BOOL) != 0;
+  }
+  return false;
+}
+
 const char *tsr_module_strdup(tsr_module_t *module, const char *s, size_t n) {
   return tsr_arena_strndup(&module->arena, s, n);
 }

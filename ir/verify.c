@@ -210,16 +210,6 @@ static tsr_dtype_class_t dclass(uint32_t dtype) {
   return tsr_dtype_class((tsr_dtype_t)dtype);
 }
 
-static bool class_ok(uint32_t flags, uint32_t dtype) {
-  switch (dclass(dtype)) {
-    case TSR_CLASS_FLOAT: return flags & TSR_F_FLT;
-    case TSR_CLASS_SINT:
-    case TSR_CLASS_UINT: return flags & TSR_F_INT;
-    case TSR_CLASS_BOOL: return flags & TSR_F_BOOL;
-  }
-  return false;
-}
-
 /* Element count of the dims, or -1 if it overflows int64. */
 static int64_t count_elements(const int64_t *dims, uint32_t rank) {
   int64_t n = 1;
@@ -691,7 +681,7 @@ static bool expect_block(verifier_t *v, const tsr_op_t *op, uint32_t i) {
 
 static bool expect_class(verifier_t *v, const tsr_op_t *op, uint32_t i, uint32_t flags) {
   const tsr_value_t *a = op->operands[i];
-  if (class_ok(flags, a->type.dtype)) return true;
+  if (tsr_op_flags_accept(flags, (tsr_dtype_t)a->type.dtype)) return true;
   report(v, op->loc, "'%s' operand #%u (%%%s): expected %s type, found %s", mnemonic(op),
          i + 1, vname(a), class_text(flags), TYPE_TEXT(&a->type));
   return false;
