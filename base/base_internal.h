@@ -44,6 +44,12 @@ bool tsr_mul_i64(int64_t a, int64_t b, int64_t *out);
 
 #define TSR_OOM() TSR_STATUS(TSR_OUT_OF_MEMORY, "out of memory")
 
+/* Checks an array shape (dtype known, rank <= TSR_MAX_RANK, dims >= 0) and
+ * gives its byte size; TSR_OUT_OF_MEMORY when the size overflows. */
+tsr_status_t tsr_array_shape_bytes(tsr_dtype_t dtype, uint32_t rank,
+                                   const int64_t *dims, size_t *out_bytes)
+    TSR_MUST_USE;
+
 /* ---- Arena --------------------------------------------------------------
  * Bump allocator; everything allocated dies with tsr_arena_deinitialize.
  * Not thread-safe. Allocations are 16-byte aligned and zero-filled. */

@@ -90,8 +90,8 @@ size_t tsr_array_byte_size(const tsr_array_t *array) {
   return (size_t)tsr_array_element_count(array) * tsr_dtype_size(array->dtype);
 }
 
-tsr_status_t tsr_array_initialize(tsr_dtype_t dtype, uint32_t rank,
-                                  const int64_t *dims, tsr_array_t *out_array) {
+tsr_status_t tsr_array_shape_bytes(tsr_dtype_t dtype, uint32_t rank,
+                                   const int64_t *dims, size_t *out_bytes) {
   if ((unsigned)dtype >= TSR_DTYPE_COUNT)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "bad dtype %d", (int)dtype);
   if (rank > TSR_MAX_RANK)
@@ -104,6 +104,14 @@ tsr_status_t tsr_array_initialize(tsr_dtype_t dtype, uint32_t rank,
                         (long long)dims[i]);
     if (!tsr_mul_size(bytes, (size_t)dims[i], &bytes)) return TSR_OOM();
   }
+  *out_bytes = bytes;
+  return NULL;
+}
+
+tsr_status_t tsr_array_initialize(tsr_dtype_t dtype, uint32_t rank,
+                                  const int64_t *dims, tsr_array_t *out_array) {
+  size_t bytes;
+  TSR_RETURN_IF_ERROR(tsr_array_shape_bytes(dtype, rank, dims, &bytes));
   void *data = tsr_aligned_alloc(64, bytes);
   if (!data) return TSR_OOM();
   memset(data, 0, bytes);

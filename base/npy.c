@@ -505,18 +505,8 @@ static mode_t current_umask(void) {
 }
 
 static tsr_status_t check_array(const tsr_array_t *array) {
-  if ((unsigned)array->dtype >= TSR_DTYPE_COUNT)
-    return TSR_STATUS(TSR_INVALID_ARGUMENT, "bad dtype %d", (int)array->dtype);
-  if (array->rank > TSR_MAX_RANK)
-    return TSR_STATUS(TSR_INVALID_ARGUMENT, "rank %u exceeds the maximum %d",
-                      array->rank, TSR_MAX_RANK);
-  size_t bytes = tsr_dtype_size(array->dtype);
-  for (uint32_t i = 0; i < array->rank; i++) {
-    if (array->dims[i] < 0)
-      return TSR_STATUS(TSR_INVALID_ARGUMENT, "negative dimension %lld",
-                        (long long)array->dims[i]);
-    if (!tsr_mul_size(bytes, (size_t)array->dims[i], &bytes)) return TSR_OOM();
-  }
+  size_t bytes;
+  TSR_RETURN_IF_ERROR(tsr_array_shape_bytes(array->dtype, array->rank, array->dims, &bytes));
   if (bytes && !array->data)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "array has no data");
   return NULL;
