@@ -12,6 +12,7 @@
 #define TESSERA_TESSERA_H
 
 #include "tessera/base.h"
+#include "tessera/cache.h"
 #include "tessera/interp.h"
 #include "tessera/ir.h"
 #include "tessera/runtime.h"
