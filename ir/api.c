@@ -75,7 +75,7 @@ char *tsr_ir_kernel_print(const tsr_ir_kernel_t *kernel) {
   return take_text(&sb);
 }
 
-void tsr_ir_string_free(char *text) { tsr_free(text); }
+void tsr_ir_string_free(void *text) { tsr_free(text); }
 
 size_t tsr_ir_module_kernel_count(const tsr_ir_module_t *module) {
   return module->num_kernels;

@@ -2124,3 +2124,15 @@ tsr_status_t tsr_ir_verify(const tsr_module_t *module) {
   tsr_diag_list_deinitialize(&v.diags);
   return s;
 }
+
+tsr_status_t tsr_ir_verify_kernel(const tsr_kernel_t *kernel) {
+  if (!kernel)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_ir_verify_kernel: no kernel");
+  verifier_t v;
+  memset(&v, 0, sizeof v);
+  tsr_diag_list_initialize(&v.diags, DIAG_LIMIT);
+  tsr_status_t s = verify_kernel(&v, kernel);
+  if (!s) s = tsr_diag_list_to_status(&v.diags, TSR_VERIFY_ERROR);
+  tsr_diag_list_deinitialize(&v.diags);
+  return s;
+}

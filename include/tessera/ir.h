@@ -128,8 +128,15 @@ TSR_API void tsr_ir_module_destroy(tsr_ir_module_t *module);
 TSR_API tsr_status_t tsr_ir_module_verify(const tsr_ir_module_t *module) TSR_MUST_USE;
 /* Canonical text (caller frees with tsr_ir_string_free). NULL on OOM. */
 TSR_API char *tsr_ir_module_print(const tsr_ir_module_t *module);
+/* The kernel's canonical bytes, the content its cache key is computed from
+ * (docs/cache.md): they ignore value and kernel names, comments, whitespace
+ * and the file, and change with any op, attribute, shape, dtype, block spec
+ * or grid. Free *out_bytes with tsr_ir_string_free. */
+TSR_API tsr_status_t tsr_ir_kernel_canonical_bytes(const tsr_ir_kernel_t *kernel,
+                                                   void **out_bytes,
+                                                   size_t *out_size) TSR_MUST_USE;
 TSR_API char *tsr_ir_kernel_print(const tsr_ir_kernel_t *kernel);
-TSR_API void tsr_ir_string_free(char *text);
+TSR_API void tsr_ir_string_free(void *text);
 
 TSR_API size_t tsr_ir_module_kernel_count(const tsr_ir_module_t *module);
 TSR_API tsr_ir_kernel_t *tsr_ir_module_kernel(const tsr_ir_module_t *module, size_t i);
