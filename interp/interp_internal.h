@@ -117,10 +117,23 @@ typedef struct insn {
   void *plan;        /* view_plan_t, shape_plan_t, move_plan_t, ... */
 } insn_t;
 
+/* Where a site comes from, so that a program bound to another kernel with
+ * the same canonical bytes (tsr_interp_program_bind) can find the same place
+ * there: ops and scoped buffers by their pre-order position (index maps in
+ * declaration order, then the body), declarations by index. */
+typedef enum site_origin {
+  SITE_OP,      /* index: op position */
+  SITE_DECL,    /* index: declaration */
+  SITE_SCOPED,  /* index: position of the scoped op, sub: its argument */
+  SITE_KERNEL,  /* the kernel header */
+} site_origin_t;
+
 /* A source location of an op or a declaration, for diagnostics. */
 typedef struct site {
   tsr_loc_t loc;
   const char *what; /* op mnemonic, or "in %x" / "out %y" for pipeline work */
+  uint8_t origin;   /* site_origin_t */
+  uint32_t index, sub;
 } site_t;
 
 typedef struct value_info {
@@ -220,7 +233,29 @@ struct tsr_interp_program {
   /* One spare run_memory_t, taken and returned atomically by runs (a cache:
    * the program stays logically immutable and thread-safe). */
   _Atomic(run_memory_t *) spare;
+
+  uint32_t num_walked_ops; /* ops in the pre-order walk (site_t) */
+  /* A bound program (tsr_interp_program_bind) shares `base`'s code and plans
+   * and owns only its arena (names, refs), sites and run memory; destroying
+   * it calls release(release_ctx). NULL for a prepared program. */
+  const tsr_interp_program_t *base;
+  void (*release)(void *ctx);
+  void *release_ctx;
 };
+
+/* Makes a program that runs `prepared`'s code for `kernel`, which must have
+ * the same canonical bytes as the kernel it was prepared from, with the
+ * semantic options of `prepared` and the print stream and trace path of
+ * `options` (may be NULL). Its diagnostics name `kernel`'s file, kernel,
+ * values and locations. `prepared` must outlive the result; `release` (may be
+ * NULL) is called with `release_ctx` when the result is destroyed.
+ * TSR_INTERNAL if the kernel's shape does not match. */
+tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
+                                     const tsr_ir_kernel_t *kernel,
+                                     const tsr_interp_options_t *options,
+                                     void (*release)(void *ctx), void *release_ctx,
+                                     tsr_interp_program_t **out_program)
+    TSR_MUST_USE;
 
 /* One run's state. */
 typedef struct run_ref {

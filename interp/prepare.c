@@ -5,14 +5,60 @@
  * copied into the program's arena, so the module can be destroyed. */
 #include <stdio.h>
 
+#include "base/hashtable.h"
 #include "interp/interp_internal.h"
+
+typedef struct op_position {
+  const tsr_op_t *op;
+  uint32_t position;
+  UT_hash_handle hh;
+} op_position_t;
 
 typedef struct prep {
   tsr_interp_program_t *p;
   const tsr_kernel_t *k;
   tsr_value_t **by_id; /* value id -> value */
   uint32_t *uses;      /* value id -> number of operand uses */
+  op_position_t *positions; /* op -> pre-order position (site_t) */
+  op_position_t *position_pool;
 } prep_t;
+
+/* ---- The pre-order walk that numbers ops for sites --------------------------
+ * Index maps in declaration order, then the body; an op before its regions. */
+
+typedef void (*visit_op_fn)(void *ctx, const tsr_op_t *op, uint32_t position);
+
+static uint32_t walk_ops(const tsr_region_t *r, uint32_t n, visit_op_fn visit,
+                         void *ctx) {
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    if (visit) visit(ctx, op, n);
+    n++;
+    for (uint32_t i = 0; i < op->num_regions; i++)
+      n = walk_ops(&op->regions[i], n, visit, ctx);
+  }
+  return n;
+}
+
+static uint32_t walk_kernel_ops(const tsr_kernel_t *k, visit_op_fn visit, void *ctx) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < k->num_decls; i++)
+    if (k->decls[i].index_map) n = walk_ops(k->decls[i].index_map, n, visit, ctx);
+  return walk_ops(&k->body, n, visit, ctx);
+}
+
+static void note_position(void *ctx, const tsr_op_t *op, uint32_t position) {
+  prep_t *ps = ctx;
+  op_position_t *e = &ps->position_pool[position];
+  e->op = op;
+  e->position = position;
+  HASH_ADD_PTR(ps->positions, op, e);
+}
+
+static uint32_t op_position(const prep_t *ps, const tsr_op_t *op) {
+  op_position_t *e;
+  HASH_FIND_PTR(ps->positions, &op, e);
+  return e ? e->position : UINT32_MAX;
+}
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
 
@@ -31,6 +77,7 @@ static tsr_status_t emit(prep_t *ps, const insn_t *in, uint32_t *out_pc) {
 }
 
 static tsr_status_t add_site(prep_t *ps, tsr_loc_t loc, const char *what,
+                             site_origin_t origin, uint32_t index, uint32_t sub,
                              uint32_t *out_site) {
   tsr_interp_program_t *p = ps->p;
   if (p->num_sites == p->sites_capacity) {
@@ -46,6 +93,9 @@ static tsr_status_t add_site(prep_t *ps, tsr_loc_t loc, const char *what,
   s->loc.col = loc.col;
   s->what = tsr_arena_strndup(&p->arena, what, strlen(what));
   if (!s->what) return TSR_OOM();
+  s->origin = (uint8_t)origin;
+  s->index = index;
+  s->sub = sub;
   *out_site = p->num_sites++;
   return NULL;
 }
@@ -137,10 +187,17 @@ static tsr_status_t add_ref(prep_t *ps, const tsr_value_t *v, tsr_role_t role,
                              : role == TSR_ROLE_IN ? "in"
                              : role == TSR_ROLE_OUT ? "out" : "prefetch",
            v->name);
-  tsr_loc_t loc = decl >= 0 ? ps->k->decls[decl].loc : (v->owner && v->owner->parent_op
-                                                            ? v->owner->parent_op->loc
-                                                            : ps->k->loc);
-  TSR_RETURN_IF_ERROR(add_site(ps, loc, what, &ri->site));
+  if (decl >= 0) {
+    TSR_RETURN_IF_ERROR(add_site(ps, ps->k->decls[decl].loc, what, SITE_DECL,
+                                 (uint32_t)decl, 0, &ri->site));
+  } else {
+    /* a scoped buffer: an argument of its scoped op's region */
+    const tsr_op_t *scope = v->owner->parent_op;
+    uint32_t arg = 0;
+    while (arg < v->owner->num_args && v->owner->args[arg] != v) arg++;
+    TSR_RETURN_IF_ERROR(add_site(ps, scope->loc, what, SITE_SCOPED,
+                                 op_position(ps, scope), arg, &ri->site));
+  }
   p->value_ref[v->id] = p->num_refs;
   *out_ref = p->num_refs++;
   return NULL;
@@ -173,7 +230,7 @@ static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
 static tsr_status_t op_site(prep_t *ps, const tsr_op_t *op, uint32_t *site) {
   char what[48];
   snprintf(what, sizeof what, "'%s'", tsr_op_table[op->opcode].mnemonic);
-  return add_site(ps, op->loc, what, site);
+  return add_site(ps, op->loc, what, SITE_OP, op_position(ps, op), 0, site);
 }
 
 static tsr_status_t emit_moves(prep_t *ps, uint32_t site, uint32_t count,
@@ -779,6 +836,12 @@ static tsr_status_t prepare(prep_t *ps) {
     p->total_steps *= (uint64_t)k->grid[i];
   }
 
+  /* Op positions, for sites. */
+  p->num_walked_ops = walk_kernel_ops(k, NULL, NULL);
+  ps->position_pool = tsr_calloc(p->num_walked_ops + 1, sizeof *ps->position_pool);
+  if (!ps->position_pool) return TSR_OOM();
+  walk_kernel_ops(k, note_position, ps);
+
   /* Values. */
   p->num_values = k->num_values;
   ps->by_id = tsr_calloc(k->num_values ? k->num_values : 1, sizeof *ps->by_id);
@@ -857,7 +920,7 @@ static tsr_status_t prepare(prep_t *ps) {
     snprintf(what, sizeof what, "%s %%%s",
              d->role == TSR_ROLE_IN ? "in" : d->role == TSR_ROLE_OUT ? "out" : "prefetch",
              d->ref->name);
-    TSR_RETURN_IF_ERROR(add_site(ps, d->loc, what, &op->site));
+    TSR_RETURN_IF_ERROR(add_site(ps, d->loc, what, SITE_DECL, i, 0, &op->site));
     p->refs[op->ref].operand = (int32_t)(j - 1);
   }
   /* Aliases: decl index -> operand plan index. */
@@ -901,7 +964,7 @@ static tsr_status_t prepare(prep_t *ps) {
   const tsr_op_t *term;
   TSR_RETURN_IF_ERROR(compile_region(ps, &k->body, &term));
   uint32_t end_site;
-  TSR_RETURN_IF_ERROR(add_site(ps, k->loc, "kernel", &end_site));
+  TSR_RETURN_IF_ERROR(add_site(ps, k->loc, "kernel", SITE_KERNEL, 0, 0, &end_site));
   insn_t end = {.code = XOP_END, .site = end_site};
   TSR_RETURN_IF_ERROR(emit(ps, &end, NULL));
   for (uint32_t j = 0; j < n_ops; j++) {
@@ -930,6 +993,8 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
   tsr_status_t s = prepare(&ps);
   tsr_free(ps.by_id);
   tsr_free(ps.uses);
+  HASH_CLEAR(hh, ps.positions);
+  tsr_free(ps.position_pool);
   if (s) {
     tsr_interp_program_destroy(p);
     return s;
@@ -948,6 +1013,148 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
   return NULL;
 }
 
+/* ---- Binding a prepared program to another kernel with the same bytes ---- */
+
+typedef struct bind_ops {
+  const tsr_op_t **ops; /* position -> op */
+} bind_ops_t;
+
+static void collect_op(void *ctx, const tsr_op_t *op, uint32_t position) {
+  ((bind_ops_t *)ctx)->ops[position] = op;
+}
+
+/* The sites and names of `q` (a copy of `base`) for kernel `k`. */
+static tsr_status_t rebind(tsr_interp_program_t *q, const tsr_kernel_t *k,
+                           const tsr_op_t **ops) {
+  tsr_arena_t *A = &q->arena;
+  const char *file = k->module->filename ? k->module->filename : "<input>";
+  q->kernel_name = tsr_arena_strndup(A, k->name, strlen(k->name));
+  q->file = tsr_arena_strndup(A, file, strlen(file));
+  ref_info_t *refs = tsr_arena_alloc_array(A, q->num_refs + 1, sizeof *refs);
+  q->sites = tsr_malloc((size_t)(q->num_sites ? q->num_sites : 1) * sizeof *q->sites);
+  if (!q->kernel_name || !q->file || !refs || !q->sites) return TSR_OOM();
+  memcpy(refs, q->base->refs, q->num_refs * sizeof *refs);
+  q->refs = refs;
+  q->sites_capacity = q->num_sites;
+  tsr_status_t mismatch = NULL;
+  for (uint32_t i = 0; i < q->num_sites && !mismatch; i++) {
+    const site_t *from = &q->base->sites[i];
+    site_t *to = &q->sites[i];
+    *to = *from;
+    to->loc.file = q->file;
+    const tsr_op_t *op = from->origin == SITE_OP || from->origin == SITE_SCOPED
+                             ? (from->index < q->num_walked_ops ? ops[from->index] : NULL)
+                             : NULL;
+    switch ((site_origin_t)from->origin) {
+      case SITE_OP:
+        if (!op) break;
+        to->loc.line = op->loc.line;
+        to->loc.col = op->loc.col;
+        continue;
+      case SITE_SCOPED:
+        if (!op || op->opcode != TSR_OP_SCOPED || from->sub >= op->regions[0].num_args)
+          break;
+        to->loc.line = op->loc.line;
+        to->loc.col = op->loc.col;
+        continue;
+      case SITE_DECL:
+        if (from->index >= k->num_decls) break;
+        to->loc.line = k->decls[from->index].loc.line;
+        to->loc.col = k->decls[from->index].loc.col;
+        continue;
+      case SITE_KERNEL:
+        to->loc.line = k->loc.line;
+        to->loc.col = k->loc.col;
+        continue;
+    }
+    mismatch = TSR_STATUS(TSR_INTERNAL, "tsr_interp_program_bind: kernel @%s does "
+                          "not match the prepared program (site %u)", k->name, i);
+  }
+  if (mismatch) return mismatch;
+  /* Names of refs, and the "in %x" / "scoped %b" texts of their sites. */
+  for (uint32_t i = 0; i < q->num_refs; i++) {
+    ref_info_t *ri = &refs[i];
+    const site_t *site = &q->sites[ri->site];
+    const tsr_value_t *v = NULL;
+    if (ri->decl >= 0 && (uint32_t)ri->decl < k->num_decls)
+      v = k->decls[ri->decl].ref;
+    else if (ri->decl < 0 && site->origin == SITE_SCOPED)
+      v = ops[site->index]->regions[0].args[site->sub];
+    if (!v || !v->name)
+      return TSR_STATUS(TSR_INTERNAL, "tsr_interp_program_bind: kernel @%s does not "
+                        "match the prepared program (ref %u)", k->name, i);
+    ri->name = tsr_arena_strndup(A, v->name, strlen(v->name));
+    if (!ri->name) return TSR_OOM();
+  }
+  for (uint32_t i = 0; i < q->num_sites; i++) {
+    site_t *to = &q->sites[i];
+    if (to->origin == SITE_OP || to->origin == SITE_KERNEL) continue;
+    const char *name = NULL, *role = NULL;
+    if (to->origin == SITE_SCOPED) {
+      name = ops[to->index]->regions[0].args[to->sub]->name;
+      role = "scoped";
+    } else {
+      const tsr_decl_t *d = &k->decls[to->index];
+      name = d->ref->name;
+      role = d->role == TSR_ROLE_SCRATCH ? "scratch" : d->role == TSR_ROLE_IN ? "in"
+             : d->role == TSR_ROLE_OUT ? "out" : "prefetch";
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%s %%%s", role, name ? name : "?");
+    to->what = tsr_arena_strndup(A, what, strlen(what));
+    if (!to->what) return TSR_OOM();
+  }
+  return NULL;
+}
+
+tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
+                                     const tsr_ir_kernel_t *kernel,
+                                     const tsr_interp_options_t *options,
+                                     void (*release)(void *ctx), void *release_ctx,
+                                     tsr_interp_program_t **out_program) {
+  if (!prepared || !kernel || !out_program)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_interp_program_bind: NULL argument");
+  if (prepared->base) prepared = prepared->base;
+  uint32_t walked = walk_kernel_ops(kernel, NULL, NULL);
+  if (walked != prepared->num_walked_ops)
+    return TSR_STATUS(TSR_INTERNAL, "tsr_interp_program_bind: kernel @%s has %u ops, "
+                      "the prepared program %u", kernel->name, walked,
+                      prepared->num_walked_ops);
+  bind_ops_t b = {tsr_malloc((size_t)(walked ? walked : 1) * sizeof *b.ops)};
+  tsr_interp_program_t *q = tsr_malloc(sizeof *q);
+  if (!b.ops || !q) {
+    tsr_free(b.ops);
+    tsr_free(q);
+    return TSR_OOM();
+  }
+  walk_kernel_ops(kernel, collect_op, &b);
+  memcpy(q, prepared, sizeof *q);
+  q->base = prepared;
+  q->release = NULL;
+  q->release_ctx = NULL;
+  q->sites = NULL;
+  tsr_arena_initialize(&q->arena);
+  atomic_init(&q->spare, NULL);
+  tsr_status_t s = rebind(q, kernel, b.ops);
+  tsr_free(b.ops);
+  /* Options: the prepared program's, but the caller's stream and trace. */
+  q->options.print_stream = options ? options->print_stream : NULL;
+  q->options.trace_path = NULL;
+  if (!s && options && options->trace_path) {
+    q->options.trace_path = tsr_arena_strndup(&q->arena, options->trace_path,
+                                              strlen(options->trace_path));
+    if (!q->options.trace_path) s = TSR_OOM();
+  }
+  if (s) {
+    tsr_interp_program_destroy(q);
+    return s;
+  }
+  q->release = release;
+  q->release_ctx = release_ctx;
+  *out_program = q;
+  return NULL;
+}
+
 void tsr_interp_program_destroy(tsr_interp_program_t *program) {
   if (!program) return;
   run_memory_t *m = atomic_exchange(&program->spare, NULL);
@@ -959,8 +1166,11 @@ void tsr_interp_program_destroy(tsr_interp_program_t *program) {
     tsr_free(m->vmem_shadow);
     tsr_free(m);
   }
-  tsr_free(program->code);
+  if (!program->base) tsr_free(program->code); /* bound programs share it */
   tsr_free(program->sites);
   tsr_arena_deinitialize(&program->arena);
+  void (*release)(void *) = program->release;
+  void *release_ctx = program->release_ctx;
   tsr_free(program);
+  if (release) release(release_ctx);
 }

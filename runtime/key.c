@@ -1,0 +1,200 @@
+/* Cache keys of kernels (docs/cache.md, "Keys"). A key's material is a list
+ * of named components, each written as name, NUL, 8-byte length, bytes:
+ *
+ *   kernel   the canonical bytes (ir/canon.c)
+ *   target   "interp" (later "cpu", "tpu")
+ *   options  the options that change what a run does or reports, as text
+ *   tessera  the producer: version, canonical format, a fingerprint of the op
+ *            table and the identity of the binary holding this code
+ *
+ * The key is XXH3-128 of the material; caches compare the whole material on
+ * a hit. `tessera hash --explain` prints each component's own hash. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "ir/ir.h"
+#include "runtime/runtime_internal.h"
+
+struct tsr_runtime_key {
+  tsr_strbuf_t material;
+  tsr_cache_key_t key;
+  uint32_t num_components;
+  struct {
+    const char *name;
+    size_t offset, size; /* of the component's bytes in material */
+  } components[8];
+};
+
+static void add_component(tsr_runtime_key_t *k, const char *name, const void *bytes,
+                          size_t size) {
+  tsr_strbuf_t *sb = &k->material;
+  tsr_strbuf_append(sb, name, strlen(name) + 1);
+  uint8_t len[8];
+  for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)size >> (8 * i));
+  tsr_strbuf_append(sb, (const char *)len, 8);
+  size_t offset = sb->size;
+  tsr_strbuf_append(sb, bytes, size);
+  if (k->num_components < TSR_ARRAY_SIZE(k->components)) {
+    k->components[k->num_components].name = name;
+    k->components[k->num_components].offset = offset;
+    k->components[k->num_components].size = size;
+    k->num_components++;
+  }
+}
+
+/* ---- The producer ---------------------------------------------------------- */
+
+static char producer_text[256];
+static pthread_once_t producer_once = PTHREAD_ONCE_INIT;
+
+/* The identity of the file holding this code (the shared library or the
+ * executable it is linked into): device, inode, size and modification time,
+ * as ccache's default compiler check does. A rebuilt tessera is a new
+ * producer, so entries from an older build are never trusted. */
+static void make_producer(void) {
+  XXH3_state_t *st = XXH3_createState();
+  uint64_t ops = 0;
+  if (st) {
+    XXH3_64bits_reset(st);
+    for (size_t i = 0; i < TSR_OP_COUNT; i++) {
+      XXH3_64bits_update(st, tsr_op_table[i].mnemonic, strlen(tsr_op_table[i].mnemonic) + 1);
+      XXH3_64bits_update(st, &tsr_op_table[i].flags, sizeof tsr_op_table[i].flags);
+    }
+    ops = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+  }
+  char build[128] = "unknown";
+  Dl_info info;
+  struct stat sb;
+  if (dladdr((void *)make_producer, &info) && info.dli_fname &&
+      stat(info.dli_fname, &sb) == 0)
+    snprintf(build, sizeof build, "%" PRIx64 ":%" PRIx64 ":%" PRId64 ":%" PRId64 ".%09ld",
+             (uint64_t)sb.st_dev, (uint64_t)sb.st_ino, (int64_t)sb.st_size,
+             (int64_t)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
+  snprintf(producer_text, sizeof producer_text,
+           "tessera %s canon %u ops %016" PRIx64 " build %s", TSR_VERSION_STRING,
+           tsr_ir_canon_format_version(), ops, build);
+}
+
+const char *tsr_runtime_producer(void) {
+  pthread_once(&producer_once, make_producer);
+  return producer_text;
+}
+
+/* ---- Options ------------------------------------------------------------------ */
+
+static const char *uninit_name(tsr_uninit_mode_t m) {
+  return m == TSR_UNINIT_ZERO ? "zero" : "nan";
+}
+
+/* Every option but the print stream and the trace path (where output goes
+ * does not change what the program is). Defaults are filled in first, so an
+ * unset field and its default give the same key. */
+void tsr_runtime_options_text(tsr_strbuf_t *sb, const tsr_interp_options_t *options) {
+  tsr_interp_options_t o;
+  if (options) {
+    o = *options;
+  } else {
+    tsr_interp_options_initialize(&o);
+  }
+  tsr_strbuf_printf(sb,
+                    "uninit=%s check=%d shuffle_parallel=%d shuffle_seed=%" PRIu64
+                    " chip=%s max_errors=%u devices=%u cores=%u schedule_seed=%" PRIu64
+                    " dma=%s detect_races=%d",
+                    uninit_name(o.uninit), o.check ? 1 : 0, o.shuffle_parallel ? 1 : 0,
+                    o.shuffle_parallel ? o.shuffle_seed : 0, o.chip ? o.chip : "v5e",
+                    o.max_errors ? o.max_errors : 20, o.devices ? o.devices : 1,
+                    o.cores ? o.cores : 1, o.schedule_seed, o.dma_eager ? "eager" : "lazy",
+                    o.detect_races ? 1 : 0);
+}
+
+/* ---- Keys ------------------------------------------------------------------------ */
+
+const char *tsr_runtime_target_name(tsr_target_t target) {
+  switch (target) {
+    case TSR_TARGET_INTERP: return "interp";
+    case TSR_TARGET_CPU: return "cpu";
+    case TSR_TARGET_TPU: return "tpu";
+  }
+  return "?";
+}
+
+bool tsr_runtime_target_from_name(const char *name, tsr_target_t *out_target) {
+  for (int t = TSR_TARGET_INTERP; t <= TSR_TARGET_TPU; t++) {
+    if (strcmp(name, tsr_runtime_target_name((tsr_target_t)t)) == 0) {
+      *out_target = (tsr_target_t)t;
+      return true;
+    }
+  }
+  return false;
+}
+
+tsr_status_t tsr_runtime_key_create(const tsr_ir_kernel_t *kernel, tsr_target_t target,
+                                    const tsr_interp_options_t *options,
+                                    tsr_runtime_key_t **out_key) {
+  if (!kernel || !out_key)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_runtime_key_create: NULL argument");
+  if (target != TSR_TARGET_INTERP)
+    return TSR_STATUS(TSR_UNIMPLEMENTED,
+                      "no %s backend in this build: keys need its compiler's "
+                      "version and target features",
+                      tsr_runtime_target_name(target));
+  tsr_runtime_key_t *k = tsr_calloc(1, sizeof *k);
+  if (!k) return TSR_OOM();
+  tsr_strbuf_initialize(&k->material);
+  tsr_strbuf_t canon, text;
+  tsr_strbuf_initialize(&canon);
+  tsr_strbuf_initialize(&text);
+  tsr_status_t s = tsr_ir_canon_kernel(&canon, kernel);
+  if (!s) {
+    add_component(k, "kernel", canon.data, canon.size);
+    const char *name = tsr_runtime_target_name(target);
+    add_component(k, "target", name, strlen(name));
+    tsr_runtime_options_text(&text, options);
+    add_component(k, "options", text.data ? text.data : "", text.size);
+    const char *producer = tsr_runtime_producer();
+    add_component(k, "tessera", producer, strlen(producer));
+    if (k->material.failed || text.failed) s = TSR_OOM();
+  }
+  tsr_strbuf_deinitialize(&canon);
+  tsr_strbuf_deinitialize(&text);
+  if (s) {
+    tsr_runtime_key_destroy(k);
+    return s;
+  }
+  tsr_cache_key_make(&k->key, k->material.data, k->material.size);
+  *out_key = k;
+  return NULL;
+}
+
+void tsr_runtime_key_destroy(tsr_runtime_key_t *key) {
+  if (!key) return;
+  tsr_strbuf_deinitialize(&key->material);
+  tsr_free(key);
+}
+
+const tsr_cache_key_t *tsr_runtime_key_get(const tsr_runtime_key_t *key) {
+  return &key->key;
+}
+
+size_t tsr_runtime_key_component_count(const tsr_runtime_key_t *key) {
+  return key->num_components;
+}
+
+void tsr_runtime_key_component(const tsr_runtime_key_t *key, size_t i,
+                               tsr_runtime_key_component_t *out) {
+  memset(out, 0, sizeof *out);
+  if (i >= key->num_components) return;
+  const uint8_t *bytes = (const uint8_t *)key->material.data + key->components[i].offset;
+  out->name = key->components[i].name;
+  out->bytes = bytes;
+  out->size = key->components[i].size;
+  XXH128_hash_t h = XXH3_128bits(bytes, out->size);
+  out->hash_lo = h.low64;
+  out->hash_hi = h.high64;
+}
