@@ -1099,10 +1099,16 @@ static tsr_status_t rebind(tsr_interp_program_t *q, const tsr_kernel_t *k,
       role = d->role == TSR_ROLE_SCRATCH ? "scratch" : d->role == TSR_ROLE_IN ? "in"
              : d->role == TSR_ROLE_OUT ? "out" : "prefetch";
     }
-    char what[96];
-    snprintf(what, sizeof what, "%s %%%s", role, name ? name : "?");
-    to->what = tsr_arena_strndup(A, what, strlen(what));
-    if (!to->what) return TSR_OOM();
+    /* "role %name", without snprintf: binding is on the cache's hit path */
+    if (!name) name = "?";
+    size_t nr = strlen(role), nn = strlen(name);
+    char *what = tsr_arena_alloc(A, nr + nn + 3);
+    if (!what) return TSR_OOM();
+    memcpy(what, role, nr);
+    what[nr] = ' ';
+    what[nr + 1] = '%';
+    memcpy(what + nr + 2, name, nn + 1);
+    to->what = what;
   }
   return NULL;
 }

@@ -20,30 +20,58 @@
 enum { CANON_FORMAT_VERSION = 1 };
 #define NO_VALUE UINT32_MAX
 
+/* The bytes are written by hand into a doubling buffer: going through
+ * tsr_strbuf_append per field made serialization 0.3 GB/s (bench_cache). */
 typedef struct canon {
-  tsr_strbuf_t *sb;
+  uint8_t *data;
+  size_t size, capacity;
+  bool failed;
   uint32_t *number; /* value id -> canonical number, NO_VALUE until defined */
   uint32_t num_values;
   uint32_t next;
 } canon_t;
 
-static void put_u8(canon_t *c, uint8_t v) {
-  tsr_strbuf_append(c->sb, (const char *)&v, 1);
+static bool grow(canon_t *c, size_t n) {
+  if (c->failed) return false;
+  size_t want = c->capacity ? c->capacity : 1024;
+  while (want - c->size < n) {
+    if (want > SIZE_MAX / 2) {
+      c->failed = true;
+      return false;
+    }
+    want *= 2;
+  }
+  uint8_t *d = tsr_realloc(c->data, want);
+  if (!d) {
+    c->failed = true;
+    return false;
+  }
+  c->data = d;
+  c->capacity = want;
+  return true;
 }
 
-static void put_u32(canon_t *c, uint32_t v) {
+static inline void put_bytes(canon_t *c, const void *p, size_t n) {
+  if (TSR_UNLIKELY(c->capacity - c->size < n) && !grow(c, n)) return;
+  memcpy(c->data + c->size, p, n);
+  c->size += n;
+}
+
+static inline void put_u8(canon_t *c, uint8_t v) { put_bytes(c, &v, 1); }
+
+static inline void put_u32(canon_t *c, uint32_t v) {
   uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
                   (uint8_t)(v >> 24)};
-  tsr_strbuf_append(c->sb, (const char *)b, 4);
+  put_bytes(c, b, 4);
 }
 
-static void put_u64(canon_t *c, uint64_t v) {
+static inline void put_u64(canon_t *c, uint64_t v) {
   uint8_t b[8];
   for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
-  tsr_strbuf_append(c->sb, (const char *)b, 8);
+  put_bytes(c, b, 8);
 }
 
-static void put_i64(canon_t *c, int64_t v) { put_u64(c, (uint64_t)v); }
+static inline void put_i64(canon_t *c, int64_t v) { put_u64(c, (uint64_t)v); }
 
 static void put_type(canon_t *c, const tsr_type_t *t) {
   put_u8(c, t->kind);
@@ -77,7 +105,7 @@ static void put_text(canon_t *c, const char *s) {
   }
   size_t n = strlen(s);
   put_u32(c, (uint32_t)n);
-  tsr_strbuf_append(c->sb, s, n);
+  put_bytes(c, s, n);
 }
 
 static void put_region(canon_t *c, const tsr_region_t *r);
@@ -127,7 +155,7 @@ static void put_region(canon_t *c, const tsr_region_t *r) {
 }
 
 static void put_kernel(canon_t *c, const tsr_kernel_t *k) {
-  tsr_strbuf_append(c->sb, "tsrcanon", 8);
+  put_bytes(c, "tsrcanon", 8);
   put_u32(c, CANON_FORMAT_VERSION);
   put_u32(c, k->grid_rank);
   for (uint32_t i = 0; i < k->grid_rank && i < TSR_MAX_RANK; i++) {
@@ -153,8 +181,9 @@ static void put_kernel(canon_t *c, const tsr_kernel_t *k) {
   put_region(c, &k->body);
 }
 
-tsr_status_t tsr_ir_canon_kernel(tsr_strbuf_t *sb, const tsr_kernel_t *kernel) {
-  canon_t c = {.sb = sb, .num_values = kernel->num_values};
+tsr_status_t tsr_ir_canon_kernel(const tsr_kernel_t *kernel, uint8_t **out_bytes,
+                                 size_t *out_size) {
+  canon_t c = {.num_values = kernel->num_values};
   if (c.num_values) {
     c.number = tsr_malloc(sizeof *c.number * c.num_values);
     if (!c.number) return TSR_OOM();
@@ -162,7 +191,13 @@ tsr_status_t tsr_ir_canon_kernel(tsr_strbuf_t *sb, const tsr_kernel_t *kernel) {
   }
   put_kernel(&c, kernel);
   tsr_free(c.number);
-  return sb->failed ? TSR_OOM() : NULL;
+  if (c.failed) {
+    tsr_free(c.data);
+    return TSR_OOM();
+  }
+  *out_bytes = c.data;
+  *out_size = c.size;
+  return NULL;
 }
 
 uint32_t tsr_ir_canon_format_version(void) { return CANON_FORMAT_VERSION; }
@@ -172,14 +207,10 @@ tsr_status_t tsr_ir_kernel_canonical_bytes(const tsr_ir_kernel_t *kernel,
   if (!kernel || !out_bytes || !out_size)
     return TSR_STATUS(TSR_INVALID_ARGUMENT,
                       "tsr_ir_kernel_canonical_bytes: NULL argument");
-  tsr_strbuf_t sb;
-  tsr_strbuf_initialize(&sb);
-  tsr_status_t status = tsr_ir_canon_kernel(&sb, kernel);
-  if (status) {
-    tsr_strbuf_deinitialize(&sb);
-    return status;
-  }
-  *out_size = sb.size;
-  *out_bytes = tsr_strbuf_take(&sb);
+  uint8_t *bytes = NULL;
+  size_t size = 0;
+  TSR_RETURN_IF_ERROR(tsr_ir_canon_kernel(kernel, &bytes, &size));
+  *out_bytes = bytes;
+  *out_size = size;
   return NULL;
 }

@@ -273,11 +273,11 @@ tsr_status_t tsr_ir_verify(const tsr_module_t *module) TSR_MUST_USE;
 /* The same rules for one kernel (all but the module's duplicate names). */
 tsr_status_t tsr_ir_verify_kernel(const tsr_kernel_t *kernel) TSR_MUST_USE;
 
-/* Appends the canonical bytes of `kernel` (ir/canon.c, docs/cache.md):
- * independent of value and kernel names, locations, comments and layout;
- * dependent on every semantic detail. TSR_OUT_OF_MEMORY on failure. */
-tsr_status_t tsr_ir_canon_kernel(tsr_strbuf_t *sb, const tsr_kernel_t *kernel)
-    TSR_MUST_USE;
+/* The canonical bytes of `kernel` (ir/canon.c, docs/cache.md), independent
+ * of value and kernel names, locations, comments and layout, dependent on
+ * every semantic detail; *out_bytes is freed with tsr_free. */
+tsr_status_t tsr_ir_canon_kernel(const tsr_kernel_t *kernel, uint8_t **out_bytes,
+                                 size_t *out_size) TSR_MUST_USE;
 /* Version of that encoding; part of every cache key. */
 uint32_t tsr_ir_canon_format_version(void);
 

@@ -93,24 +93,66 @@ static const char *uninit_name(tsr_uninit_mode_t m) {
 }
 
 /* Every option but the print stream and the trace path (where output goes
- * does not change what the program is). Defaults are filled in first, so an
- * unset field and its default give the same key. */
-void tsr_runtime_options_text(tsr_strbuf_t *sb, const tsr_interp_options_t *options) {
+ * does not change what the program is), defaults filled in, so that an unset
+ * field and its default give the same key. */
+typedef struct key_options {
+  tsr_uninit_mode_t uninit;
+  bool check, shuffle_parallel, dma_eager, detect_races;
+  uint64_t shuffle_seed, schedule_seed;
+  uint32_t max_errors, devices, cores;
+  const char *chip;
+} key_options_t;
+
+static key_options_t key_options(const tsr_interp_options_t *options) {
   tsr_interp_options_t o;
   if (options) {
     o = *options;
   } else {
     tsr_interp_options_initialize(&o);
   }
-  tsr_strbuf_printf(sb,
-                    "uninit=%s check=%d shuffle_parallel=%d shuffle_seed=%" PRIu64
-                    " chip=%s max_errors=%u devices=%u cores=%u schedule_seed=%" PRIu64
-                    " dma=%s detect_races=%d",
-                    uninit_name(o.uninit), o.check ? 1 : 0, o.shuffle_parallel ? 1 : 0,
-                    o.shuffle_parallel ? o.shuffle_seed : 0, o.chip ? o.chip : "v5e",
-                    o.max_errors ? o.max_errors : 20, o.devices ? o.devices : 1,
-                    o.cores ? o.cores : 1, o.schedule_seed, o.dma_eager ? "eager" : "lazy",
-                    o.detect_races ? 1 : 0);
+  return (key_options_t){
+      .uninit = o.uninit,
+      .check = o.check,
+      .shuffle_parallel = o.shuffle_parallel,
+      .dma_eager = o.dma_eager,
+      .detect_races = o.detect_races,
+      .shuffle_seed = o.shuffle_parallel ? o.shuffle_seed : 0,
+      .schedule_seed = o.schedule_seed,
+      .max_errors = o.max_errors ? o.max_errors : 20,
+      .devices = o.devices ? o.devices : 1,
+      .cores = o.cores ? o.cores : 1,
+      .chip = o.chip ? o.chip : "v5e",
+  };
+}
+
+/* The options component: fixed-width fields, then the chip name. (Binary:
+ * formatting text took a fifth of a cached prepare; --explain decodes it.) */
+static size_t encode_options(const key_options_t *o, uint8_t *buf, size_t size) {
+  uint64_t fields[] = {(uint64_t)o->uninit, o->check, o->shuffle_parallel,
+                       o->shuffle_seed, o->max_errors, o->devices, o->cores,
+                       o->schedule_seed, o->dma_eager, o->detect_races};
+  size_t n = 0;
+  for (size_t i = 0; i < TSR_ARRAY_SIZE(fields); i++)
+    for (int b = 0; b < 8; b++) buf[n++] = (uint8_t)(fields[i] >> (8 * b));
+  size_t chip = strlen(o->chip);
+  if (chip > size - n) chip = size - n;
+  memcpy(buf + n, o->chip, chip);
+  return n + chip;
+}
+
+static void describe_options(const uint8_t *bytes, size_t size, char *out,
+                             size_t out_size) {
+  uint64_t f[10] = {0};
+  for (size_t i = 0; i < 10 && (i + 1) * 8 <= size; i++)
+    for (int b = 0; b < 8; b++) f[i] |= (uint64_t)bytes[i * 8 + b] << (8 * b);
+  int chip = size > 80 ? (int)(size - 80) : 0;
+  snprintf(out, out_size,
+           "uninit=%s check=%d shuffle_parallel=%d shuffle_seed=%" PRIu64
+           " max_errors=%" PRIu64 " devices=%" PRIu64 " cores=%" PRIu64
+           " schedule_seed=%" PRIu64 " dma=%s detect_races=%d chip=%.*s",
+           uninit_name((tsr_uninit_mode_t)f[0]), (int)f[1], (int)f[2], f[3], f[4], f[5],
+           f[6], f[7], f[8] ? "eager" : "lazy", (int)f[9], chip,
+           (const char *)bytes + 80);
 }
 
 /* ---- Keys ------------------------------------------------------------------------ */
@@ -147,22 +189,21 @@ tsr_status_t tsr_runtime_key_create(const tsr_ir_kernel_t *kernel, tsr_target_t 
   tsr_runtime_key_t *k = tsr_calloc(1, sizeof *k);
   if (!k) return TSR_OOM();
   tsr_strbuf_initialize(&k->material);
-  tsr_strbuf_t canon, text;
-  tsr_strbuf_initialize(&canon);
-  tsr_strbuf_initialize(&text);
-  tsr_status_t s = tsr_ir_canon_kernel(&canon, kernel);
+  uint8_t *canon = NULL;
+  size_t canon_size = 0;
+  tsr_status_t s = tsr_ir_canon_kernel(kernel, &canon, &canon_size);
   if (!s) {
-    add_component(k, "kernel", canon.data, canon.size);
+    add_component(k, "kernel", canon, canon_size);
     const char *name = tsr_runtime_target_name(target);
     add_component(k, "target", name, strlen(name));
-    tsr_runtime_options_text(&text, options);
-    add_component(k, "options", text.data ? text.data : "", text.size);
+    key_options_t o = key_options(options);
+    uint8_t buf[160];
+    add_component(k, "options", buf, encode_options(&o, buf, sizeof buf));
     const char *producer = tsr_runtime_producer();
     add_component(k, "tessera", producer, strlen(producer));
-    if (k->material.failed || text.failed) s = TSR_OOM();
+    if (k->material.failed) s = TSR_OOM();
   }
-  tsr_strbuf_deinitialize(&canon);
-  tsr_strbuf_deinitialize(&text);
+  tsr_free(canon);
   if (s) {
     tsr_runtime_key_destroy(k);
     return s;
@@ -197,4 +238,14 @@ void tsr_runtime_key_component(const tsr_runtime_key_t *key, size_t i,
   XXH128_hash_t h = XXH3_128bits(bytes, out->size);
   out->hash_lo = h.low64;
   out->hash_hi = h.high64;
+  if (strcmp(out->name, "kernel") == 0)
+    snprintf(out->description, sizeof out->description,
+             "canonical bytes of the kernel (binary)");
+  else if (strcmp(out->name, "options") == 0)
+    describe_options(bytes, out->size, out->description, sizeof out->description);
+  else
+    snprintf(out->description, sizeof out->description, "%.*s",
+             (int)(out->size < sizeof out->description ? out->size
+                                                       : sizeof out->description - 1),
+             (const char *)bytes);
 }

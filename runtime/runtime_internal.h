@@ -8,8 +8,5 @@
 /* "tessera VERSION canon N ops HASH build ID": the producer component of
  * every key (runtime/key.c). Computed once per process. */
 const char *tsr_runtime_producer(void);
-/* The key's options component: every option that changes a run's result or
- * diagnostics, defaults filled in. */
-void tsr_runtime_options_text(tsr_strbuf_t *sb, const tsr_interp_options_t *options);
 
 #endif /* TESSERA_RUNTIME_INTERNAL_H */

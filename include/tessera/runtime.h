@@ -65,6 +65,7 @@ typedef struct tsr_runtime_key_component {
   const uint8_t *bytes; /* borrowed from the key */
   size_t size;
   uint64_t hash_lo, hash_hi; /* XXH3-128 of the component alone */
+  char description[256];     /* the bytes in words, e.g. "uninit=nan ..." */
 } tsr_runtime_key_component_t;
 
 TSR_API size_t tsr_runtime_key_component_count(const tsr_runtime_key_t *key);
