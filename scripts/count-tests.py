@@ -2,10 +2,14 @@
 """Totals of meson test runs, read from BUILD/meson-logs/testlog.json.
 
 Usage: count-tests.py [--extra-failure TEXT]... BUILD_DIR...
-       count-tests.py --list-built|--list-unbuilt BUILD_DIR
+       count-tests.py --list-built|--list-unbuilt BUILD_DIR [SUITE]
+       count-tests.py --list-suite-outputs BUILD_DIR SUITE
 
-The second form lists the tests whose programs exist (or do not), so that a
-partly failed build can still run the tests it has.
+The second form lists the tests (of SUITE, if given) whose programs exist (or
+do not), so that a partly failed build can still run the tests it has. The
+third lists the files, relative to BUILD_DIR, that the tests of SUITE need
+built (their programs and the targets they depend on), so that a build
+directory can build just one suite: `ninja -C BUILD_DIR FILE...`.
 
 Tests that speak TAP (protocol 'tap' in BUILD/meson-info/intro-tests.json)
 count one result per 'ok' / 'not ok' line of their stdout: '# SKIP' lines are
@@ -138,23 +142,69 @@ def count_dir(build_dir):
     return passed, failed, skipped, failing
 
 
-def list_tests(build_dir, built):
-    """Prints the names of the tests whose program was (not) built."""
+def in_suite(test, suite):
+    """Whether a test is in SUITE (meson records it as 'project:suite')."""
+    if suite is None:
+        return True
+    return any(s == suite or s.endswith(":" + suite)
+               for s in test.get("suite") or [])
+
+
+def list_tests(build_dir, built, suite=None):
+    """Prints the names of the tests (of `suite`) whose program was (not)
+    built."""
     tests = load_tests(build_dir)
     if tests is None:
         return 1
     for t in tests:
         cmd = t.get("cmd") or [""]
-        if os.path.exists(cmd[0]) == built:
+        if in_suite(t, suite) and os.path.exists(cmd[0]) == built:
             print(t.get("name"))
     return 0
+
+
+def list_suite_outputs(build_dir, suite):
+    """Prints the build-relative files the tests of `suite` need: the outputs
+    of the targets they depend on and their programs if built here."""
+    tests = load_tests(build_dir)
+    try:
+        path = os.path.join(build_dir, "meson-info", "intro-targets.json")
+        with open(path, encoding="utf-8") as f:
+            targets = {t.get("id"): t for t in json.load(f)}
+    except (OSError, ValueError):
+        targets = None
+    if tests is None or targets is None:
+        return 1
+    root = os.path.realpath(build_dir)
+    outputs = []
+
+    def add(filename):
+        rel = os.path.relpath(os.path.realpath(filename), root)
+        if not rel.startswith(os.pardir) and rel not in outputs:
+            outputs.append(rel)
+
+    for t in tests:
+        if not in_suite(t, suite):
+            continue
+        for dep in t.get("depends") or []:
+            for filename in targets.get(dep, {}).get("filename") or []:
+                add(filename)
+        cmd = t.get("cmd") or []
+        if cmd:
+            add(cmd[0])
+    for rel in outputs:
+        print(rel)
+    return 0 if outputs else 1
 
 
 def main(argv):
     extra = []
     dirs = []
-    if len(argv) == 2 and argv[0] in ("--list-built", "--list-unbuilt"):
-        return list_tests(argv[1], argv[0] == "--list-built")
+    if len(argv) in (2, 3) and argv[0] in ("--list-built", "--list-unbuilt"):
+        return list_tests(argv[1], argv[0] == "--list-built",
+                          argv[2] if len(argv) == 3 else None)
+    if len(argv) == 3 and argv[0] == "--list-suite-outputs":
+        return list_suite_outputs(argv[1], argv[2])
     args = iter(argv)
     for a in args:
         if a == "--extra-failure":

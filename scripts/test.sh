@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # THE test command. Installs missing packages (scripts/setup.sh --deps-only),
-# then builds and runs the whole suite twice:
-#   build-ci/    debugoptimized, warnings are errors
+# then builds and runs:
+#   build-ci/    the whole suite, debugoptimized, warnings are errors
 #   build-asan/  the same under AddressSanitizer + UndefinedBehaviorSanitizer
-# and prints totals over both runs; the last line is "N passed, N failed".
+#   build-tsan/  suite 'cache' only (the multi-threaded code), under
+#                ThreadSanitizer; only the programs that suite needs are built.
+#                A test program joins it by being registered with
+#                suite : 'cache' in tests/meson.build.
+# and prints totals over the three runs; the last line is "N passed, N failed".
+# Sanitizers stop at their first report (halt_on_error) and fail the test.
 # Exit status 1 if anything failed (a build failure counts as a failure).
 set -uo pipefail
 
@@ -30,10 +35,16 @@ configure() {
   fi
 }
 
-# suite NAME DIR TEST-OPTIONS -- SETUP-OPTIONS...
+# suite DIR [--only SUITE] TEST-OPTIONS -- SETUP-OPTIONS...
+# With --only, builds just what the tests of SUITE need and runs those tests.
 suite() {
   local dir=$1
   shift
+  local only=
+  if [[ $1 == --only ]]; then
+    only=$2
+    shift 2
+  fi
   local test_opts=()
   while [[ $1 != -- ]]; do
     test_opts+=("$1")
@@ -46,18 +57,29 @@ suite() {
     extra_failures+=("$dir: meson setup failed")
     return
   fi
-  echo "=== $dir: build"
+  local build=(meson compile -C "$dir") outputs=()
+  if [[ -n $only ]]; then
+    test_opts+=(--suite "$only")
+    mapfile -t outputs < <(
+      python3 scripts/count-tests.py --list-suite-outputs "$dir" "$only")
+    if ((${#outputs[@]} == 0)); then
+      extra_failures+=("$dir: no test program in suite $only")
+      return
+    fi
+    build=(ninja -C "$dir" "${outputs[@]}")
+  fi
+  echo "=== $dir: build${only:+ (suite $only)}"
   local names=()
-  if ! meson compile -C "$dir"; then
+  if ! "${build[@]}"; then
     # Count the broken build once, build what can be built, and run the tests
     # whose programs exist; each test left unbuilt counts as a failure.
     extra_failures+=("$dir: build failed")
-    ninja -C "$dir" -k 0 >/dev/null 2>&1
+    ninja -C "$dir" -k 0 "${outputs[@]+"${outputs[@]}"}" >/dev/null 2>&1
     local name
     while IFS= read -r name; do
       extra_failures+=("$dir: test $name was not built")
-    done < <(python3 scripts/count-tests.py --list-unbuilt "$dir")
-    mapfile -t names < <(python3 scripts/count-tests.py --list-built "$dir")
+    done < <(python3 scripts/count-tests.py --list-unbuilt "$dir" ${only:+"$only"})
+    mapfile -t names < <(python3 scripts/count-tests.py --list-built "$dir" ${only:+"$only"})
     if ((${#names[@]} == 0)); then
       return
     fi
@@ -76,10 +98,17 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     --buildtype=debugoptimized -Db_sanitize=address,undefined \
     -Db_lundef=false --werror
 
+# ThreadSanitizer exits with status 66 at its first report, which meson
+# counts as a failed test. second_deadlock_stack: lock-order reports show
+# where both locks were taken.
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  suite build-tsan --only cache --timeout-multiplier 4 -- \
+    --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false --werror
+
 count_args=()
 for f in "${extra_failures[@]+"${extra_failures[@]}"}"; do
   count_args+=(--extra-failure "$f")
 done
 echo "=== totals"
 exec python3 scripts/count-tests.py "${count_args[@]+"${count_args[@]}"}" \
-  build-ci build-asan
+  build-ci build-asan build-tsan
