@@ -1,1 +1,1310 @@
-/* placeholder: written by the disk cache work */
+/* The on-disk cache (tessera/cache.h, docs/cache.md "On disk"): one file per
+ * entry at <dir>/v1/<2 hex>/<30 hex>.tsc, written atomically (temporary file,
+ * fsync, rename), validated in full on every read, trimmed least recently
+ * used first. Safe between threads and processes: readers take no locks. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "base/base_internal.h"
+#include "tessera/cache.h"
+
+/* ---- Layout and entry format (docs/cache.md has the same table) ----------- */
+
+#define FORMAT_DIR "v1"             /* one directory per entry format */
+#define ENTRY_SUFFIX ".tsc"
+#define TEMP_PREFIX ".tmp-"         /* .tmp-<pid>-XXXXXX beside the entries */
+#define SIZE_FILE ".size"           /* the running size estimate */
+#define LOCK_FILE ".cleanup.lock"   /* held (non-blocking) while trimming */
+
+enum {
+  FORMAT_VERSION = 1,
+  HEADER_SIZE = 128,
+  VERSION_FIELD = 32, /* the tessera version string, NUL-padded */
+  HASH_HEX = 32,      /* tsr_cache_key_hex */
+  BUCKET_HEX = 2,     /* 256 first-level directories */
+  NAME_HEX = HASH_HEX - BUCKET_HEX,
+  SUFFIX_LEN = sizeof ENTRY_SUFFIX - 1,
+  PATH_TAIL = 1 + BUCKET_HEX + 1 + NAME_HEX + SUFFIX_LEN + 1, /* "/ab/...tsc\0" */
+};
+
+/* Byte offsets of the little-endian header fields. */
+enum {
+  OFF_MAGIC = 0,            /* 8 bytes "TSRCACHE" */
+  OFF_FORMAT = 8,           /* u32 FORMAT_VERSION */
+  OFF_HEADER_SIZE = 12,     /* u32 HEADER_SIZE */
+  OFF_VERSION = 16,         /* char[32] TSR_VERSION_STRING */
+  OFF_KEY_LO = 48,          /* u64 key hash, low half */
+  OFF_KEY_HI = 56,          /* u64 key hash, high half */
+  OFF_KEY_LEN = 64,         /* u64 bytes of key material after the header */
+  OFF_PAYLOAD_SIZE = 72,    /* u64 payload bytes, uncompressed */
+  OFF_STORED_SIZE = 80,     /* u64 payload bytes as stored */
+  OFF_COMPRESSION = 88,     /* u32 COMPRESSION_* */
+  OFF_RESERVED = 92,        /* u32 0 */
+  OFF_CHECKSUM_LO = 96,     /* u64 XXH3-128 of the stored payload, low */
+  OFF_CHECKSUM_HI = 104,    /* u64 ... high */
+  OFF_RESERVED2 = 112,      /* u64 0 */
+  OFF_HEADER_CHECKSUM = 120 /* u64 XXH3-64 of bytes [0, 120) and the key */
+};
+_Static_assert(OFF_HEADER_CHECKSUM + 8 == HEADER_SIZE, "header layout");
+_Static_assert(sizeof TSR_VERSION_STRING <= VERSION_FIELD,
+               "the version string fits its header field with a NUL");
+
+enum { COMPRESSION_NONE = 0, COMPRESSION_ZSTD = 1 };
+
+static const char entry_magic[8] = {'T', 'S', 'R', 'C', 'A', 'C', 'H', 'E'};
+
+/* The size file: magic, bytes, puts since the last full scan, XXH3-64 of the
+ * first 24 bytes. */
+enum { SIZE_RECORD = 32 };
+static const char size_magic[8] = {'T', 'S', 'R', 'S', 'I', 'Z', 'E', '1'};
+
+#define DEFAULT_MAX_BYTES ((uint64_t)1 << 30)
+#define TOUCH_AFTER_SECONDS 60    /* a hit refreshes an mtime older than this */
+#define STALE_TEMP_SECONDS 3600   /* temp files older than this are leftovers */
+#define RESCAN_PUTS 4096          /* full scan at least this often, to fix drift */
+#define TRIM_PERCENT 90           /* trimming stops at 90% of the limit */
+#define UNCOUNTED_SCAN_PUTS 64    /* without a usable size file: scan this often */
+/* zstd emits at most a 128 KiB block per 4 stored bytes (3-byte block header
+ * + 1 RLE byte), so no valid frame inflates more than 32768 times. A header
+ * that claims more is rejected before anything is allocated. */
+#define ZSTD_MAX_RATIO 32768
+
+/* ---- The handle ------------------------------------------------------------ */
+
+struct tsr_disk_cache {
+  char *dir;                   /* the cache directory, as resolved */
+  char *format_dir;            /* dir/v1 */
+  size_t format_dir_len;
+  uint64_t max_bytes;
+  int compression_level;
+  FILE *warn_stream;           /* NULL: silent */
+  mode_t file_mode;            /* 0666 & ~umask, read once at open */
+  atomic_uint_fast64_t hits, misses, puts, bad_entries, evictions, errors;
+  atomic_uint_fast64_t uncounted_puts; /* puts the size file did not record */
+  atomic_bool disk_error_reported;     /* the first disk error was warned of */
+  atomic_bool oversize_reported;
+};
+
+/* ---- Small helpers ----------------------------------------------------------- */
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get_u32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+static uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+static void counter_add(atomic_uint_fast64_t *counter, uint64_t n) {
+  atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+/* One warning line "tessera: cache: ...", written with a single call so that
+ * lines from several threads do not interleave. */
+static void warn(const tsr_disk_cache_t *cache, const char *fmt, ...)
+    TSR_PRINTF(2, 3);
+static void warn(const tsr_disk_cache_t *cache, const char *fmt, ...) {
+  if (!cache->warn_stream) return;
+  tsr_strbuf_t sb;
+  tsr_strbuf_initialize(&sb);
+  tsr_strbuf_puts(&sb, "tessera: cache: ");
+  va_list ap;
+  va_start(ap, fmt);
+  tsr_strbuf_vprintf(&sb, fmt, ap);
+  va_end(ap);
+  tsr_strbuf_puts(&sb, "\n");
+  if (!sb.failed) {
+    fputs(sb.data, cache->warn_stream);
+    fflush(cache->warn_stream);
+  }
+  tsr_strbuf_deinitialize(&sb);
+}
+
+/* Counts a disk error and warns of the first one of this handle; returns
+ * `status` for the caller to pass on. */
+static tsr_status_t disk_error(tsr_disk_cache_t *cache, tsr_status_t status) {
+  counter_add(&cache->errors, 1);
+  if (!atomic_exchange(&cache->disk_error_reported, true))
+    warn(cache, "%s (further disk errors of this cache are not reported)",
+         tsr_status_message(status));
+  return status;
+}
+
+static char *concat(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b), total;
+  if (!tsr_add_size(la, lb + 1, &total)) return NULL;
+  char *s = tsr_malloc(total);
+  if (!s) return NULL;
+  memcpy(s, a, la);
+  memcpy(s + la, b, lb + 1);
+  return s;
+}
+
+/* <format_dir>/<bucket>/<name>.tsc for a hash; the caller frees. */
+static char *hash_path(const tsr_disk_cache_t *cache, uint64_t lo, uint64_t hi) {
+  tsr_cache_key_t k = {lo, hi, NULL, 0};
+  char hex[HASH_HEX + 1];
+  tsr_cache_key_hex(&k, hex);
+  char *path = tsr_malloc(cache->format_dir_len + PATH_TAIL);
+  if (!path) return NULL;
+  memcpy(path, cache->format_dir, cache->format_dir_len);
+  char *p = path + cache->format_dir_len;
+  *p++ = '/';
+  memcpy(p, hex, BUCKET_HEX);
+  p += BUCKET_HEX;
+  *p++ = '/';
+  memcpy(p, hex + BUCKET_HEX, NAME_HEX);
+  p += NAME_HEX;
+  memcpy(p, ENTRY_SUFFIX, SUFFIX_LEN + 1);
+  return path;
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+/* Whether `name` in directory `bucket` is an entry file name; if so, the
+ * hash it spells. */
+static bool parse_entry_name(const char *bucket, const char *name,
+                             uint64_t *out_lo, uint64_t *out_hi) {
+  if (strlen(name) != NAME_HEX + SUFFIX_LEN ||
+      strcmp(name + NAME_HEX, ENTRY_SUFFIX) != 0)
+    return false;
+  char hex[HASH_HEX];
+  memcpy(hex, bucket, BUCKET_HEX);
+  memcpy(hex + BUCKET_HEX, name, NAME_HEX);
+  uint64_t hi = 0, lo = 0;
+  for (int i = 0; i < HASH_HEX; i++) {
+    int d = hex_digit(hex[i]);
+    if (d < 0) return false;
+    if (i < 16) hi = (hi << 4) | (uint64_t)d;
+    else lo = (lo << 4) | (uint64_t)d;
+  }
+  *out_lo = lo;
+  *out_hi = hi;
+  return true;
+}
+
+static bool write_all(int fd, const void *buf, size_t n) {
+  const uint8_t *p = buf;
+  while (n) {
+    ssize_t w = write(fd, p, TSR_MIN(n, (size_t)1 << 30));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
+/* Reads exactly n bytes at `offset`: 0, or -1 with errno (EIO, ...), or 1 if
+ * the file ended first (it shrank after fstat). */
+static int pread_all(int fd, void *buf, size_t n, uint64_t offset) {
+  uint8_t *p = buf;
+  while (n) {
+    ssize_t r = pread(fd, p, TSR_MIN(n, (size_t)1 << 30), (off_t)offset);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (r == 0) return 1;
+    p += r;
+    n -= (size_t)r;
+    offset += (uint64_t)r;
+  }
+  return 0;
+}
+
+static int64_t mtime_ns(const struct stat *st) {
+  return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b) {
+  return a->st_ino == b->st_ino && a->st_dev == b->st_dev;
+}
+
+/* Unlinks dir_fd/name if it is still the file `st` describes: another
+ * process may have renamed a fresh entry in since it was read, and that one
+ * must stay. (The window between the check and the unlink is a few
+ * instructions; losing it costs a miss, never wrong data.) Returns 0 when
+ * removed (or already gone), else an errno. */
+static int remove_if_same(int dir_fd, const char *name, const struct stat *st) {
+  struct stat now;
+  if (fstatat(dir_fd, name, &now, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT ? 0 : errno;
+  if (!same_file(&now, st)) return 0;
+  if (unlinkat(dir_fd, name, S_ISDIR(now.st_mode) ? AT_REMOVEDIR : 0) != 0)
+    return errno == ENOENT ? 0 : errno;
+  return 0;
+}
+
+/* mkdir -p with `mode`; on failure a message naming the cache directory
+ * `root` and the component that failed. */
+static tsr_status_t make_dirs(const char *path, const char *root, mode_t mode) {
+  char *copy = tsr_strndup(path, strlen(path));
+  if (!copy) return TSR_OOM();
+  tsr_status_t status = NULL;
+  for (char *p = copy + 1;; p++) {
+    if (*p != '/' && *p != '\0') continue;
+    char saved = *p;
+    *p = '\0';
+    if (mkdir(copy, mode) != 0 && errno != EEXIST) {
+      status = TSR_STATUS(TSR_IO_ERROR, "cannot create the cache directory %s: "
+                          "cannot create %s: %s", root, copy, strerror(errno));
+      break;
+    }
+    *p = saved;
+    if (!saved) break;
+  }
+  tsr_free(copy);
+  if (status) return status;
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return TSR_STATUS(TSR_IO_ERROR, "cannot use the cache directory %s: %s: %s",
+                      root, path, strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return TSR_STATUS(TSR_IO_ERROR, "cannot use the cache directory %s: %s is "
+                      "not a directory", root, path);
+  return NULL;
+}
+
+/* The process umask, read without changing it (umask(2) cannot be queried
+ * without a race between threads); 022 if /proc is unavailable. */
+static mode_t current_umask(void) {
+  mode_t mask = 022;
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return mask;
+  char line[256];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "Umask:", 6) == 0) {
+      mask = (mode_t)strtoul(line + 6, NULL, 8) & 0777;
+      break;
+    }
+  }
+  fclose(f);
+  return mask;
+}
+
+/* "123", "10K", "64M", "1G", "2T", optionally followed by "B" or "iB"
+ * (binary multiples). False if malformed, zero or overflowing. */
+static bool parse_size(const char *s, uint64_t *out) {
+  uint64_t v = 0;
+  const char *p = s;
+  if (*p < '0' || *p > '9') return false;
+  for (; *p >= '0' && *p <= '9'; p++)
+    if (__builtin_mul_overflow(v, 10, &v) ||
+        __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
+      return false;
+  unsigned shift = 0;
+  switch (*p) {
+  case 'k': case 'K': shift = 10; break;
+  case 'm': case 'M': shift = 20; break;
+  case 'g': case 'G': shift = 30; break;
+  case 't': case 'T': shift = 40; break;
+  default: break;
+  }
+  if (shift) {
+    p++;
+    if (*p == 'i') p++;
+    if (v > (UINT64_MAX >> shift)) return false;
+    v <<= shift;
+  }
+  if (*p == 'B') p++;
+  if (*p || v == 0) return false;
+  *out = v;
+  return true;
+}
+
+static tsr_status_t resolve_dir(const tsr_disk_cache_options_t *options,
+                                char **out_dir) {
+  const char *base = NULL, *suffix = "";
+  const char *env;
+  if (options->dir && *options->dir) {
+    base = options->dir;
+  } else if ((env = getenv("TESSERA_CACHE_DIR")) && *env) {
+    base = env;
+  } else if ((env = getenv("XDG_CACHE_HOME")) && env[0] == '/') {
+    base = env; /* the XDG spec ignores relative paths */
+    suffix = "/tessera";
+  } else if ((env = getenv("HOME")) && *env) {
+    base = env;
+    suffix = "/.cache/tessera";
+  } else {
+    return TSR_STATUS(TSR_IO_ERROR, "no cache directory: none of "
+                      "TESSERA_CACHE_DIR, XDG_CACHE_HOME and HOME is set");
+  }
+  char *dir = concat(base, suffix);
+  if (!dir) return TSR_OOM();
+  size_t len = strlen(dir);
+  while (len > 1 && dir[len - 1] == '/') dir[--len] = '\0';
+  *out_dir = dir;
+  return NULL;
+}
+
+/* ---- Options, open, close ------------------------------------------------- */
+
+void tsr_disk_cache_options_initialize(tsr_disk_cache_options_t *options) {
+  memset(options, 0, sizeof *options);
+  options->compression_level = 1;
+  options->warn_stream = stderr;
+}
+
+bool tsr_disk_cache_disabled_by_env(void) {
+  const char *v = getenv("TESSERA_CACHE");
+  if (!v) return false;
+  static const char *const off[] = {"off", "0", "false", "no"};
+  for (size_t i = 0; i < TSR_ARRAY_SIZE(off); i++)
+    if (strcasecmp(v, off[i]) == 0) return true;
+  return false;
+}
+
+tsr_status_t tsr_disk_cache_open(const tsr_disk_cache_options_t *options,
+                                 tsr_disk_cache_t **out_cache) {
+  if (!out_cache)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_disk_cache_open: NULL argument");
+  tsr_disk_cache_options_t defaults;
+  if (!options) {
+    tsr_disk_cache_options_initialize(&defaults);
+    options = &defaults;
+  }
+  tsr_disk_cache_t *cache = tsr_calloc(1, sizeof *cache);
+  if (!cache) return TSR_OOM();
+  cache->warn_stream = options->warn_stream;
+  cache->compression_level = options->compression_level;
+  if (cache->compression_level < ZSTD_minCLevel())
+    cache->compression_level = ZSTD_minCLevel();
+  if (cache->compression_level > ZSTD_maxCLevel())
+    cache->compression_level = ZSTD_maxCLevel();
+  cache->max_bytes = options->max_bytes;
+  if (!cache->max_bytes) {
+    const char *env = getenv("TESSERA_CACHE_MAX_SIZE");
+    cache->max_bytes = DEFAULT_MAX_BYTES;
+    if (env && *env && !parse_size(env, &cache->max_bytes)) {
+      cache->max_bytes = DEFAULT_MAX_BYTES;
+      warn(cache, "TESSERA_CACHE_MAX_SIZE='%s' is not a size (examples: "
+           "500M, 2G, 1048576); using 1G", env);
+    }
+  }
+  tsr_status_t status = resolve_dir(options, &cache->dir);
+  if (!status) {
+    cache->format_dir = concat(cache->dir, "/" FORMAT_DIR);
+    if (!cache->format_dir) status = TSR_OOM();
+  }
+  if (!status) status = make_dirs(cache->format_dir, cache->dir, 0755);
+  if (status) {
+    tsr_disk_cache_close(cache);
+    return status;
+  }
+  cache->format_dir_len = strlen(cache->format_dir);
+  cache->file_mode = 0666 & ~current_umask();
+  *out_cache = cache;
+  return NULL;
+}
+
+void tsr_disk_cache_close(tsr_disk_cache_t *cache) {
+  if (!cache) return;
+  tsr_free(cache->dir);
+  tsr_free(cache->format_dir);
+  tsr_free(cache);
+}
+
+const char *tsr_disk_cache_dir(const tsr_disk_cache_t *cache) {
+  return cache->dir;
+}
+
+void tsr_disk_cache_free(void *payload) { tsr_free(payload); }
+
+void tsr_disk_cache_stats(const tsr_disk_cache_t *cache,
+                          tsr_disk_cache_stats_t *out_stats) {
+  memset(out_stats, 0, sizeof *out_stats);
+  out_stats->hits = atomic_load(&cache->hits);
+  out_stats->misses = atomic_load(&cache->misses);
+  out_stats->puts = atomic_load(&cache->puts);
+  out_stats->bad_entries = atomic_load(&cache->bad_entries);
+  out_stats->evictions = atomic_load(&cache->evictions);
+  out_stats->errors = atomic_load(&cache->errors);
+  out_stats->max_bytes = cache->max_bytes;
+}
+
+/* ---- Reading and validating an entry --------------------------------------- */
+
+typedef enum entry_verdict {
+  ENTRY_GOOD,
+  ENTRY_BAD,        /* corrupt, truncated, other version, misplaced */
+  ENTRY_OTHER_KEY,  /* a valid entry of another key with the same hash */
+  ENTRY_READ_ERROR, /* the file could not be read (EIO, ...) */
+  ENTRY_NO_MEMORY,
+} entry_verdict_t;
+
+typedef struct entry_read {
+  char reason[224];  /* ENTRY_BAD: why; ENTRY_READ_ERROR: strerror */
+  void *payload;     /* ENTRY_GOOD: the uncompressed bytes (tsr_free) */
+  size_t payload_size;
+} entry_read_t;
+
+static entry_verdict_t bad(entry_read_t *out, const char *fmt, ...)
+    TSR_PRINTF(2, 3);
+static entry_verdict_t bad(entry_read_t *out, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(out->reason, sizeof out->reason, fmt, ap);
+  va_end(ap);
+  return ENTRY_BAD;
+}
+
+static entry_verdict_t read_error(entry_read_t *out, int rc) {
+  if (rc > 0) return bad(out, "shorter than its size said (changed while read)");
+  snprintf(out->reason, sizeof out->reason, "%s", strerror(errno));
+  return ENTRY_READ_ERROR;
+}
+
+static uint64_t header_checksum(const uint8_t *header, const void *key,
+                                size_t key_len) {
+  return XXH3_64bits_withSeed(key_len ? key : "", key_len,
+                              XXH3_64bits(header, OFF_HEADER_CHECKSUM));
+}
+
+/* Validates the entry open on `fd` (described by `st`): every header field,
+ * both checksums and the decompressed size, with each size checked against
+ * the file's before anything is allocated. The entry must carry hash
+ * (lo, hi). With `key`, its material must equal the key's (else
+ * ENTRY_OTHER_KEY); without (verify), the material must hash to (lo, hi).
+ * On ENTRY_GOOD out->payload holds the payload. */
+static entry_verdict_t read_entry(int fd, const struct stat *st, uint64_t lo,
+                                  uint64_t hi, const tsr_cache_key_t *key,
+                                  entry_read_t *out) {
+  out->payload = NULL;
+  out->payload_size = 0;
+  if (!S_ISREG(st->st_mode)) return bad(out, "not a regular file");
+  uint64_t file_size = (uint64_t)st->st_size;
+  if (file_size < HEADER_SIZE)
+    return bad(out, "truncated: %" PRIu64 " bytes, shorter than the %d-byte "
+               "header", file_size, HEADER_SIZE);
+  uint8_t h[HEADER_SIZE];
+  int rc = pread_all(fd, h, HEADER_SIZE, 0);
+  if (rc) return read_error(out, rc);
+  if (memcmp(h + OFF_MAGIC, entry_magic, sizeof entry_magic) != 0)
+    return bad(out, "not a tessera cache entry (bad magic)");
+  if (get_u32(h + OFF_FORMAT) != FORMAT_VERSION)
+    return bad(out, "entry format %" PRIu32 ", expected %d",
+               get_u32(h + OFF_FORMAT), FORMAT_VERSION);
+  if (get_u32(h + OFF_HEADER_SIZE) != HEADER_SIZE)
+    return bad(out, "header size %" PRIu32 ", expected %d",
+               get_u32(h + OFF_HEADER_SIZE), HEADER_SIZE);
+
+  /* Sizes against the file before any allocation: key and stored payload
+   * must fill the file exactly. */
+  uint64_t key_len = get_u64(h + OFF_KEY_LEN);
+  uint64_t stored_size = get_u64(h + OFF_STORED_SIZE);
+  uint64_t payload_size = get_u64(h + OFF_PAYLOAD_SIZE);
+  uint64_t body = file_size - HEADER_SIZE;
+  if (key_len > body)
+    return bad(out, "truncated: the header describes a %" PRIu64 "-byte key, "
+               "the file has %" PRIu64 " bytes", key_len, file_size);
+  if (stored_size != body - key_len) {
+    uint64_t want;
+    if (__builtin_add_overflow(HEADER_SIZE + key_len, stored_size, &want))
+      want = UINT64_MAX;
+    return bad(out, "%s: the header describes %" PRIu64 " bytes, the file has "
+               "%" PRIu64, want > file_size ? "truncated" : "size mismatch",
+               want, file_size);
+  }
+
+  uint8_t *material = tsr_malloc((size_t)key_len);
+  if (!material) return ENTRY_NO_MEMORY;
+  rc = pread_all(fd, material, (size_t)key_len, HEADER_SIZE);
+  if (rc) {
+    tsr_free(material);
+    return read_error(out, rc);
+  }
+  entry_verdict_t verdict = ENTRY_GOOD;
+  uint64_t got_lo = get_u64(h + OFF_KEY_LO), got_hi = get_u64(h + OFF_KEY_HI);
+  uint32_t compression = get_u32(h + OFF_COMPRESSION);
+  char version[VERSION_FIELD + 1];
+  memcpy(version, h + OFF_VERSION, VERSION_FIELD);
+  version[VERSION_FIELD] = '\0';
+  if (get_u64(h + OFF_HEADER_CHECKSUM) !=
+      header_checksum(h, material, (size_t)key_len)) {
+    verdict = bad(out, "header checksum mismatch");
+  } else if (strcmp(version, TSR_VERSION_STRING) != 0) {
+    /* Keys include the version, so this is a foreign or damaged file. */
+    verdict = bad(out, "written by tessera %.32s, this is tessera %s", version,
+                  TSR_VERSION_STRING);
+  } else if (get_u32(h + OFF_RESERVED) || get_u64(h + OFF_RESERVED2) ||
+             memchr(h + OFF_VERSION, 0, VERSION_FIELD) == NULL) {
+    verdict = bad(out, "reserved header fields are not zero");
+  } else if (got_lo != lo || got_hi != hi) {
+    tsr_cache_key_t got = {got_lo, got_hi, NULL, 0};
+    char hex[HASH_HEX + 1];
+    tsr_cache_key_hex(&got, hex);
+    verdict = bad(out, "holds the entry of key %s (misplaced file)", hex);
+  } else if (key) {
+    if (key_len != key->len || (key_len && memcmp(material, key->bytes, key_len)))
+      verdict = ENTRY_OTHER_KEY;
+  } else {
+    XXH128_hash_t kh = XXH3_128bits(key_len ? material : (const void *)"",
+                                    (size_t)key_len);
+    if (kh.low64 != lo || kh.high64 != hi)
+      verdict = bad(out, "the key material does not hash to the entry's key");
+  }
+  tsr_free(material);
+  if (verdict != ENTRY_GOOD) return verdict;
+
+  if (compression == COMPRESSION_NONE) {
+    if (payload_size != stored_size)
+      return bad(out, "uncompressed entry of %" PRIu64 " bytes says %" PRIu64,
+                 stored_size, payload_size);
+  } else if (compression == COMPRESSION_ZSTD) {
+    if (stored_size == 0 || payload_size / ZSTD_MAX_RATIO > stored_size ||
+        payload_size > SIZE_MAX)
+      return bad(out, "implausible sizes: %" PRIu64 " bytes inflating to %"
+                 PRIu64, stored_size, payload_size);
+  } else {
+    return bad(out, "unknown compression %" PRIu32, compression);
+  }
+
+  uint8_t *stored = tsr_malloc((size_t)stored_size);
+  if (!stored) return ENTRY_NO_MEMORY;
+  rc = pread_all(fd, stored, (size_t)stored_size, HEADER_SIZE + key_len);
+  if (rc) {
+    tsr_free(stored);
+    return read_error(out, rc);
+  }
+  XXH128_hash_t sum = XXH3_128bits(stored, (size_t)stored_size);
+  if (sum.low64 != get_u64(h + OFF_CHECKSUM_LO) ||
+      sum.high64 != get_u64(h + OFF_CHECKSUM_HI)) {
+    tsr_free(stored);
+    return bad(out, "payload checksum mismatch");
+  }
+  if (compression == COMPRESSION_NONE) {
+    out->payload = stored;
+    out->payload_size = (size_t)stored_size;
+    return ENTRY_GOOD;
+  }
+  unsigned long long frame = ZSTD_getFrameContentSize(stored, (size_t)stored_size);
+  if (frame != payload_size) {
+    tsr_free(stored);
+    return bad(out, "zstd frame content size does not match the header's "
+               "%" PRIu64 " bytes", payload_size);
+  }
+  uint8_t *payload = tsr_malloc((size_t)payload_size);
+  if (!payload) {
+    tsr_free(stored);
+    return ENTRY_NO_MEMORY;
+  }
+  size_t n = ZSTD_decompress(payload, (size_t)payload_size, stored,
+                             (size_t)stored_size);
+  tsr_free(stored);
+  if (ZSTD_isError(n) || n != payload_size) {
+    tsr_free(payload);
+    if (ZSTD_isError(n)) return bad(out, "zstd: %s", ZSTD_getErrorName(n));
+    return bad(out, "decompressed to %zu bytes, the header says %" PRIu64, n,
+               payload_size);
+  }
+  out->payload = payload;
+  out->payload_size = (size_t)payload_size;
+  return ENTRY_GOOD;
+}
+
+/* ---- The size estimate ------------------------------------------------------ */
+
+/* <format_dir>/.size holds an estimate of the bytes in the cache. Writers
+ * update it under a short flock (a read and a write of 32 bytes); readers
+ * never touch it. Every full scan replaces it with the measured size, and a
+ * scan happens at least every RESCAN_PUTS puts, so drift (a crash between
+ * rename and update, two puts of one key racing) cannot accumulate. */
+typedef struct size_record {
+  bool valid;
+  uint64_t bytes, puts;
+} size_record_t;
+
+static int open_size_file(const tsr_disk_cache_t *cache) {
+  char *path = concat(cache->format_dir, "/" SIZE_FILE);
+  if (!path) return -1;
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, cache->file_mode);
+  tsr_free(path);
+  if (fd < 0) return -1;
+  while (flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      close(fd);
+      return -1;
+    }
+  }
+  return fd;
+}
+
+static size_record_t read_size(int fd) {
+  uint8_t b[SIZE_RECORD];
+  size_record_t r = {false, 0, 0};
+  if (pread_all(fd, b, sizeof b, 0) != 0) return r;
+  if (memcmp(b, size_magic, 8) != 0 || get_u64(b + 24) != XXH3_64bits(b, 24))
+    return r;
+  r.valid = true;
+  r.bytes = get_u64(b + 8);
+  r.puts = get_u64(b + 16);
+  return r;
+}
+
+static void write_size(int fd, uint64_t bytes, uint64_t puts) {
+  uint8_t b[SIZE_RECORD];
+  memcpy(b, size_magic, 8);
+  put_u64(b + 8, bytes);
+  put_u64(b + 16, puts);
+  put_u64(b + 24, XXH3_64bits(b, 24));
+  /* A failed write leaves an invalid record, which forces a scan. */
+  (void)!pwrite(fd, b, sizeof b, 0);
+}
+
+static void close_size_file(int fd) {
+  flock(fd, LOCK_UN);
+  close(fd);
+}
+
+/* Adds `delta` bytes (and one put if `is_put`) to the estimate. True when
+ * a cleanup scan is due: over the limit, RESCAN_PUTS puts since the last
+ * scan, or no valid estimate. */
+static bool account(tsr_disk_cache_t *cache, int64_t delta, bool is_put) {
+  int fd = open_size_file(cache);
+  if (fd < 0) {
+    /* No usable size file (no flock on this filesystem?): scan now and then. */
+    return is_put && atomic_fetch_add(&cache->uncounted_puts, 1) %
+                             UNCOUNTED_SCAN_PUTS == UNCOUNTED_SCAN_PUTS - 1;
+  }
+  size_record_t r = read_size(fd);
+  bool due = !r.valid;
+  uint64_t bytes = r.valid ? r.bytes : 0;
+  if (delta < 0)
+    bytes = (uint64_t)-delta > bytes ? 0 : bytes - (uint64_t)-delta;
+  else
+    bytes += (uint64_t)delta;
+  uint64_t puts = (r.valid ? r.puts : 0) + is_put;
+  write_size(fd, bytes, puts);
+  close_size_file(fd);
+  return due || bytes > cache->max_bytes || puts >= RESCAN_PUTS;
+}
+
+/* ---- Walking the directory ---------------------------------------------------- */
+
+typedef struct walk_item {
+  int dir_fd;         /* the bucket directory */
+  const char *bucket; /* its name, "00" .. "ff" */
+  const char *name;   /* the file in it */
+  bool is_temp;       /* a temporary file, not an entry */
+  uint64_t lo, hi;    /* entries: the hash the name spells */
+  struct stat st;
+} walk_item_t;
+
+typedef void (*walk_fn)(tsr_disk_cache_t *cache, void *ctx,
+                        const walk_item_t *item);
+
+/* Calls fn for every entry and temporary file, bucket by bucket. Other files
+ * are ignored; files that vanish meanwhile are skipped. A bucket that cannot
+ * be read is an error returned at the end; the walk goes on. */
+static tsr_status_t walk(tsr_disk_cache_t *cache, walk_fn fn, void *ctx) {
+  int top = open(cache->format_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (top < 0) {
+    if (errno == ENOENT) return NULL;
+    return TSR_STATUS(TSR_IO_ERROR, "cannot read the cache directory %s: %s",
+                      cache->format_dir, strerror(errno));
+  }
+  tsr_status_t first = NULL;
+  static const char digits[] = "0123456789abcdef";
+  for (int b = 0; b < 256; b++) {
+    char bucket[3] = {digits[b >> 4], digits[b & 15], '\0'};
+    int fd = openat(top, bucket, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno != ENOENT && errno != ENOTDIR && !first)
+        first = TSR_STATUS(TSR_IO_ERROR, "cannot read %s/%s: %s",
+                           cache->format_dir, bucket, strerror(errno));
+      continue;
+    }
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+      close(fd);
+      continue;
+    }
+    struct dirent *de;
+    for (errno = 0; (de = readdir(dir)) != NULL; errno = 0) {
+      walk_item_t item = {fd, bucket, de->d_name, false, 0, 0, {0}};
+      if (strncmp(de->d_name, TEMP_PREFIX, sizeof TEMP_PREFIX - 1) == 0)
+        item.is_temp = true;
+      else if (!parse_entry_name(bucket, de->d_name, &item.lo, &item.hi))
+        continue;
+      if (fstatat(fd, de->d_name, &item.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      fn(cache, ctx, &item);
+    }
+    if (errno && !first)
+      first = TSR_STATUS(TSR_IO_ERROR, "cannot read %s/%s: %s",
+                         cache->format_dir, bucket, strerror(errno));
+    closedir(dir);
+  }
+  close(top);
+  return first;
+}
+
+static bool stale_temp(const walk_item_t *item, time_t now) {
+  return item->is_temp && S_ISREG(item->st.st_mode) &&
+         now - item->st.st_mtim.tv_sec > STALE_TEMP_SECONDS;
+}
+
+/* ---- Cleanup: approximate LRU ------------------------------------------------- */
+
+typedef struct lru_entry {
+  int64_t mtime_ns;
+  uint64_t size, lo, hi;
+  ino_t ino;
+  dev_t dev;
+} lru_entry_t;
+
+typedef struct lru_scan {
+  lru_entry_t *entries;
+  size_t count, capacity;
+  uint64_t bytes;
+  bool out_of_memory;
+  time_t now;
+} lru_scan_t;
+
+static void collect_entry(tsr_disk_cache_t *cache, void *ctx,
+                          const walk_item_t *item) {
+  lru_scan_t *scan = ctx;
+  if (item->is_temp) {
+    if (stale_temp(item, scan->now)) (void)remove_if_same(item->dir_fd, item->name, &item->st);
+    return;
+  }
+  if (!S_ISREG(item->st.st_mode)) return;
+  scan->bytes += (uint64_t)item->st.st_size;
+  if (scan->count == scan->capacity) {
+    size_t cap = scan->capacity ? 2 * scan->capacity : 256;
+    size_t bytes;
+    lru_entry_t *grown = NULL;
+    if (tsr_mul_size(cap, sizeof *grown, &bytes))
+      grown = tsr_realloc(scan->entries, bytes);
+    if (!grown) {
+      scan->out_of_memory = true;
+      return;
+    }
+    scan->entries = grown;
+    scan->capacity = cap;
+  }
+  scan->entries[scan->count++] = (lru_entry_t){
+      mtime_ns(&item->st), (uint64_t)item->st.st_size, item->lo, item->hi,
+      item->st.st_ino, item->st.st_dev};
+}
+
+static int by_mtime(const void *a, const void *b) {
+  int64_t x = ((const lru_entry_t *)a)->mtime_ns;
+  int64_t y = ((const lru_entry_t *)b)->mtime_ns;
+  return (x > y) - (x < y);
+}
+
+/* Unlinks the entry at `path` if it is still the file that was scanned: an
+ * entry replaced or hit since the scan stays. */
+static bool evict(const char *path, const lru_entry_t *e) {
+  struct stat now;
+  if (lstat(path, &now) != 0) return false;
+  if (now.st_ino != e->ino || now.st_dev != e->dev || mtime_ns(&now) != e->mtime_ns)
+    return false;
+  return unlink(path) == 0;
+}
+
+/* Takes <format_dir>/.cleanup.lock if nobody holds it (with `wait`, waits
+ * for it). Returns the descriptor to pass to unlock(); -1 if another
+ * process holds it; -2 if locking is unavailable (proceed unlocked). */
+static int lock_cleanup(const tsr_disk_cache_t *cache, bool wait) {
+  char *path = concat(cache->format_dir, "/" LOCK_FILE);
+  if (!path) return -2;
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, cache->file_mode);
+  tsr_free(path);
+  if (fd < 0) return -2;
+  while (flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    int err = errno;
+    close(fd);
+    return err == EWOULDBLOCK ? -1 : -2;
+  }
+  return fd;
+}
+
+static void unlock_cleanup(int fd) {
+  if (fd < 0) return;
+  flock(fd, LOCK_UN);
+  close(fd);
+}
+
+/* Reads the size estimate (0 if none) for rebasing after a scan. */
+static uint64_t size_estimate(const tsr_disk_cache_t *cache) {
+  int fd = open_size_file(cache);
+  if (fd < 0) return 0;
+  size_record_t r = read_size(fd);
+  close_size_file(fd);
+  return r.valid ? r.bytes : 0;
+}
+
+/* Replaces the estimate by `measured` plus whatever other processes added
+ * since `before` was read (their files may have been counted twice: an
+ * overestimate only brings the next scan forward). */
+static void rebase_size(const tsr_disk_cache_t *cache, uint64_t before,
+                        uint64_t measured) {
+  int fd = open_size_file(cache);
+  if (fd < 0) return;
+  size_record_t r = read_size(fd);
+  uint64_t added = r.valid && r.bytes > before ? r.bytes - before : 0;
+  write_size(fd, measured + added, 0);
+  close_size_file(fd);
+}
+
+/* After a put: if no other process is at it, scans the whole cache, removes
+ * stale temporary files and, when over the limit, the least recently used
+ * entries until the cache is at TRIM_PERCENT of it. */
+static void cleanup(tsr_disk_cache_t *cache) {
+  int lock = lock_cleanup(cache, false);
+  if (lock == -1) return; /* another process is cleaning up */
+  uint64_t before = size_estimate(cache);
+  lru_scan_t scan = {NULL, 0, 0, 0, false, time(NULL)};
+  tsr_status_t status = walk(cache, collect_entry, &scan);
+  if (status) {
+    (void)disk_error(cache, status);
+    tsr_status_free(status);
+  }
+  if (scan.out_of_memory) {
+    /* An incomplete list cannot say what is oldest: trim nothing now. */
+    tsr_free(scan.entries);
+    unlock_cleanup(lock);
+    return;
+  }
+  if (scan.bytes > cache->max_bytes) {
+    uint64_t target = cache->max_bytes / 100 * TRIM_PERCENT;
+    qsort(scan.entries, scan.count, sizeof *scan.entries, by_mtime);
+    for (size_t i = 0; i < scan.count && scan.bytes > target; i++) {
+      const lru_entry_t *e = &scan.entries[i];
+      char *path = hash_path(cache, e->lo, e->hi);
+      if (!path) break;
+      if (evict(path, e)) {
+        scan.bytes -= e->size;
+        counter_add(&cache->evictions, 1);
+      }
+      tsr_free(path);
+    }
+  }
+  rebase_size(cache, before, scan.bytes);
+  tsr_free(scan.entries);
+  unlock_cleanup(lock);
+}
+
+/* ---- get and put ----------------------------------------------------------- */
+
+static tsr_status_t check_key(const char *fn, const tsr_cache_key_t *key) {
+  if (!key || (key->len && !key->bytes))
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "%s: NULL key or key material", fn);
+  return NULL;
+}
+
+/* Removes the bad entry at `path` (read as `st`) and warns once about it. */
+static void drop_bad_entry(tsr_disk_cache_t *cache, const char *path,
+                           const struct stat *st, const char *reason) {
+  counter_add(&cache->bad_entries, 1);
+  const char *slash = strrchr(path, '/');
+  char *dir = tsr_strndup(path, (size_t)(slash - path));
+  int err = ENOMEM;
+  if (dir) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      err = remove_if_same(dfd, slash + 1, st);
+      close(dfd);
+    } else {
+      err = errno;
+    }
+    tsr_free(dir);
+  }
+  if (err) {
+    warn(cache, "bad entry %s: %s; cannot remove it: %s", path, reason,
+         strerror(err));
+    return;
+  }
+  warn(cache, "removed bad entry %s: %s", path, reason);
+  if (S_ISREG(st->st_mode)) (void)account(cache, -(int64_t)st->st_size, false);
+}
+
+tsr_status_t tsr_disk_cache_get(tsr_disk_cache_t *cache,
+                                const tsr_cache_key_t *key, void **out_payload,
+                                size_t *out_size) {
+  if (!cache || !out_payload || !out_size)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_disk_cache_get: NULL argument");
+  TSR_RETURN_IF_ERROR(check_key("tsr_disk_cache_get", key));
+  char *path = hash_path(cache, key->lo, key->hi);
+  if (!path) return TSR_OOM();
+  tsr_status_t status = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  struct stat st;
+  if (fd < 0) {
+    int err = errno;
+    if (err == ELOOP && lstat(path, &st) == 0) {
+      /* A symbolic link is never written by tessera. */
+      drop_bad_entry(cache, path, &st, "a symbolic link, not an entry");
+      counter_add(&cache->misses, 1);
+      status = TSR_STATUS(TSR_NOT_FOUND, "%s: removed a bad cache entry", path);
+    } else if (err == ENOENT || err == ENOTDIR || err == ELOOP) {
+      counter_add(&cache->misses, 1);
+      status = TSR_STATUS(TSR_NOT_FOUND, "%s: no cache entry", path);
+    } else {
+      status = disk_error(cache, TSR_STATUS(TSR_IO_ERROR,
+                          "cannot open the cache entry %s: %s", path, strerror(err)));
+    }
+    tsr_free(path);
+    return status;
+  }
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    status = disk_error(cache, TSR_STATUS(TSR_IO_ERROR, "cannot stat the cache "
+                        "entry %s: %s", path, strerror(err)));
+    tsr_free(path);
+    return status;
+  }
+  entry_read_t r;
+  switch (read_entry(fd, &st, key->lo, key->hi, key, &r)) {
+  case ENTRY_GOOD: {
+    time_t now = time(NULL);
+    if (now - st.st_mtim.tv_sec > TOUCH_AFTER_SECONDS ||
+        st.st_mtim.tv_sec - now > TOUCH_AFTER_SECONDS)
+      (void)futimens(fd, NULL); /* LRU; EPERM on another user's file is fine */
+    counter_add(&cache->hits, 1);
+    *out_payload = r.payload;
+    *out_size = r.payload_size;
+    break;
+  }
+  case ENTRY_BAD:
+    drop_bad_entry(cache, path, &st, r.reason);
+    counter_add(&cache->misses, 1);
+    status = TSR_STATUS(TSR_NOT_FOUND, "%s: removed a bad cache entry: %s",
+                        path, r.reason);
+    break;
+  case ENTRY_OTHER_KEY:
+    /* Same 128-bit hash, other material: a miss; the next put replaces it. */
+    counter_add(&cache->misses, 1);
+    status = TSR_STATUS(TSR_NOT_FOUND, "%s: the entry holds another key with "
+                        "the same hash", path);
+    break;
+  case ENTRY_READ_ERROR:
+    status = disk_error(cache, TSR_STATUS(TSR_IO_ERROR, "cannot read the cache "
+                        "entry %s: %s", path, r.reason));
+    break;
+  case ENTRY_NO_MEMORY:
+    status = TSR_OOM();
+    break;
+  }
+  close(fd);
+  tsr_free(path);
+  return status;
+}
+
+/* The header of an entry; the checksums cover `stored` and the key. */
+static void build_header(uint8_t h[HEADER_SIZE], const tsr_cache_key_t *key,
+                         size_t payload_size, const void *stored,
+                         size_t stored_size, uint32_t compression) {
+  memset(h, 0, HEADER_SIZE);
+  memcpy(h + OFF_MAGIC, entry_magic, sizeof entry_magic);
+  put_u32(h + OFF_FORMAT, FORMAT_VERSION);
+  put_u32(h + OFF_HEADER_SIZE, HEADER_SIZE);
+  memcpy(h + OFF_VERSION, TSR_VERSION_STRING, sizeof TSR_VERSION_STRING);
+  put_u64(h + OFF_KEY_LO, key->lo);
+  put_u64(h + OFF_KEY_HI, key->hi);
+  put_u64(h + OFF_KEY_LEN, key->len);
+  put_u64(h + OFF_PAYLOAD_SIZE, payload_size);
+  put_u64(h + OFF_STORED_SIZE, stored_size);
+  put_u32(h + OFF_COMPRESSION, compression);
+  XXH128_hash_t sum = XXH3_128bits(stored_size ? stored : "", stored_size);
+  put_u64(h + OFF_CHECKSUM_LO, sum.low64);
+  put_u64(h + OFF_CHECKSUM_HI, sum.high64);
+  put_u64(h + OFF_HEADER_CHECKSUM, header_checksum(h, key->bytes, key->len));
+}
+
+/* Writes the entry to a new temporary file in the bucket of `path`, syncs
+ * it and renames it onto `path`. On failure nothing is left behind. */
+static tsr_status_t write_entry(tsr_disk_cache_t *cache, const char *path,
+                                const uint8_t header[HEADER_SIZE],
+                                const tsr_cache_key_t *key, const void *stored,
+                                size_t stored_size, uint64_t *out_replaced) {
+  const char *slash = strrchr(path, '/');
+  size_t dir_len = (size_t)(slash - path);
+  tsr_strbuf_t tmp;
+  tsr_strbuf_initialize(&tmp);
+  tsr_strbuf_append(&tmp, path, dir_len);
+  if (tmp.failed) return TSR_OOM();
+  /* The bucket is made on first use; the format directory again if someone
+   * removed the whole cache meanwhile. */
+  if (mkdir(tmp.data, 0755) != 0 && errno == ENOENT) {
+    tsr_status_free(make_dirs(cache->format_dir, cache->dir, 0755));
+    (void)mkdir(tmp.data, 0755);
+  }
+  tsr_strbuf_printf(&tmp, "/" TEMP_PREFIX "%ld-XXXXXX", (long)getpid());
+  if (tmp.failed) return TSR_OOM();
+  int fd = mkstemp(tmp.data);
+  if (fd < 0) {
+    int err = errno;
+    tsr_status_t s = TSR_STATUS(TSR_IO_ERROR, "cannot write the cache entry %s: "
+                                "cannot create a temporary file in %.*s: %s",
+                                path, (int)dir_len, path, strerror(err));
+    tsr_strbuf_deinitialize(&tmp);
+    return s;
+  }
+  const char *step = NULL;
+  if (fchmod(fd, cache->file_mode) != 0) step = "set the mode of";
+  else if (!write_all(fd, header, HEADER_SIZE) ||
+           !write_all(fd, key->bytes, key->len) ||
+           !write_all(fd, stored, stored_size))
+    step = "write";
+  else if (fsync(fd) != 0)
+    step = "sync";
+  int err = errno;
+  if (close(fd) != 0 && !step) {
+    err = errno;
+    step = "close";
+  }
+  struct stat old;
+  *out_replaced = lstat(path, &old) == 0 && S_ISREG(old.st_mode)
+                      ? (uint64_t)old.st_size : 0;
+  if (!step && rename(tmp.data, path) != 0) {
+    err = errno;
+    step = "rename into place";
+  }
+  tsr_status_t status = NULL;
+  if (step) {
+    unlink(tmp.data);
+    status = TSR_STATUS(TSR_IO_ERROR, "cannot write the cache entry %s: "
+                        "cannot %s %s: %s", path, step, tmp.data, strerror(err));
+  }
+  /* The directory is not synced: a rename lost in a crash is only a miss. */
+  tsr_strbuf_deinitialize(&tmp);
+  return status;
+}
+
+tsr_status_t tsr_disk_cache_put(tsr_disk_cache_t *cache,
+                                const tsr_cache_key_t *key, const void *payload,
+                                size_t size) {
+  if (!cache || (size && !payload))
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_disk_cache_put: NULL argument");
+  TSR_RETURN_IF_ERROR(check_key("tsr_disk_cache_put", key));
+
+  /* Compress when it helps; a buffer that cannot be had means storing raw. */
+  const void *stored = payload;
+  size_t stored_size = size;
+  uint32_t compression = COMPRESSION_NONE;
+  void *compressed = NULL;
+  if (size) {
+    /* The frame carries its content size and zstd's own checksum of the
+     * uncompressed bytes, so decompression itself proves the result. */
+    size_t bound = ZSTD_compressBound(size);
+    ZSTD_CCtx *cctx = NULL;
+    if (!ZSTD_isError(bound) && (compressed = tsr_malloc(bound)) &&
+        (cctx = ZSTD_createCCtx()) &&
+        !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel,
+                                             cache->compression_level)) &&
+        !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1))) {
+      size_t n = ZSTD_compress2(cctx, compressed, bound, payload, size);
+      if (!ZSTD_isError(n) && n < size) {
+        stored = compressed;
+        stored_size = n;
+        compression = COMPRESSION_ZSTD;
+      }
+    }
+    ZSTD_freeCCtx(cctx);
+  }
+  uint64_t entry_size = (uint64_t)HEADER_SIZE + key->len + stored_size;
+  tsr_status_t status = NULL;
+  if (entry_size > cache->max_bytes / 100 * TRIM_PERCENT) {
+    /* The next cleanup would evict it at once. */
+    if (!atomic_exchange(&cache->oversize_reported, true))
+      warn(cache, "not storing an entry of %" PRIu64 " bytes: larger than %d%% "
+           "of the cache limit (%" PRIu64 " bytes)", entry_size, TRIM_PERCENT,
+           cache->max_bytes);
+    tsr_free(compressed);
+    return NULL;
+  }
+  char *path = hash_path(cache, key->lo, key->hi);
+  if (!path) {
+    tsr_free(compressed);
+    return TSR_OOM();
+  }
+  uint8_t header[HEADER_SIZE];
+  build_header(header, key, size, stored, stored_size, compression);
+  uint64_t replaced = 0;
+  status = write_entry(cache, path, header, key, stored, stored_size, &replaced);
+  tsr_free(compressed);
+  tsr_free(path);
+  if (status) {
+    if (tsr_status_code(status) == TSR_IO_ERROR) (void)disk_error(cache, status);
+    return status;
+  }
+  counter_add(&cache->puts, 1);
+  if (account(cache, (int64_t)entry_size - (int64_t)replaced, true))
+    cleanup(cache);
+  return NULL;
+}
+
+/* ---- scan, clear, verify ------------------------------------------------------ */
+
+static void count_item(tsr_disk_cache_t *cache, void *ctx,
+                       const walk_item_t *item) {
+  tsr_disk_cache_stats_t *stats = ctx;
+  if (item->is_temp) {
+    stats->temp_files++;
+  } else if (S_ISREG(item->st.st_mode)) {
+    stats->entries++;
+    stats->bytes += (uint64_t)item->st.st_size;
+  }
+}
+
+tsr_status_t tsr_disk_cache_scan(tsr_disk_cache_t *cache,
+                                 tsr_disk_cache_stats_t *out_stats) {
+  if (!cache || !out_stats)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_disk_cache_scan: NULL argument");
+  tsr_disk_cache_stats_t stats;
+  tsr_disk_cache_stats(cache, &stats);
+  TSR_RETURN_IF_ERROR(walk(cache, count_item, &stats));
+  *out_stats = stats;
+  return NULL;
+}
+
+typedef struct clear_state {
+  uint64_t removed, kept_bytes;
+  time_t now;
+  int first_errno;
+  char *first_path;
+} clear_state_t;
+
+static void clear_item(tsr_disk_cache_t *cache, void *ctx,
+                       const walk_item_t *item) {
+  clear_state_t *state = ctx;
+  if (item->is_temp && !stale_temp(item, state->now)) return; /* a put in flight */
+  if (!item->is_temp && !S_ISREG(item->st.st_mode)) return;
+  if (unlinkat(item->dir_fd, item->name, 0) == 0) {
+    if (!item->is_temp) state->removed++;
+    return;
+  }
+  if (errno == ENOENT) return;
+  if (!item->is_temp) state->kept_bytes += (uint64_t)item->st.st_size;
+  if (!state->first_errno) {
+    state->first_errno = errno;
+    tsr_strbuf_t sb;
+    tsr_strbuf_initialize(&sb);
+    tsr_strbuf_printf(&sb, "%s/%s/%s", cache->format_dir, item->bucket, item->name);
+    state->first_path = tsr_strbuf_take(&sb);
+  }
+}
+
+tsr_status_t tsr_disk_cache_clear(tsr_disk_cache_t *cache, uint64_t *out_removed) {
+  if (!cache)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_disk_cache_clear: NULL argument");
+  int lock = lock_cleanup(cache, true);
+  uint64_t before = size_estimate(cache);
+  clear_state_t state = {0, 0, time(NULL), 0, NULL};
+  tsr_status_t status = walk(cache, clear_item, &state);
+  rebase_size(cache, before, state.kept_bytes);
+  unlock_cleanup(lock);
+  if (!status && state.first_errno)
+    status = TSR_STATUS(TSR_IO_ERROR, "cannot remove the cache entry %s: %s",
+                        state.first_path ? state.first_path : "?",
+                        strerror(state.first_errno));
+  tsr_free(state.first_path);
+  if (out_removed) *out_removed = state.removed;
+  return status;
+}
+
+typedef struct verify_state {
+  FILE *report;
+  bool remove_bad;
+  uint64_t good, bad;
+  tsr_status_t first_error;
+} verify_state_t;
+
+static void verify_item(tsr_disk_cache_t *cache, void *ctx,
+                        const walk_item_t *item) {
+  verify_state_t *state = ctx;
+  if (item->is_temp) return;
+  entry_read_t r;
+  entry_verdict_t verdict;
+  struct stat st = item->st;
+  int fd = openat(item->dir_fd, item->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) return; /* removed meanwhile */
+    if (errno == ELOOP) {
+      verdict = bad(&r, "a symbolic link, not an entry");
+    } else {
+      snprintf(r.reason, sizeof r.reason, "%s", strerror(errno));
+      verdict = ENTRY_READ_ERROR;
+    }
+  } else if (fstat(fd, &st) != 0) {
+    snprintf(r.reason, sizeof r.reason, "%s", strerror(errno));
+    verdict = ENTRY_READ_ERROR;
+  } else {
+    verdict = read_entry(fd, &st, item->lo, item->hi, NULL, &r);
+  }
+  if (fd >= 0) close(fd);
+  if (verdict == ENTRY_GOOD) {
+    tsr_free(r.payload);
+    state->good++;
+    return;
+  }
+  if (verdict != ENTRY_BAD) {
+    if (!state->first_error)
+      state->first_error = verdict == ENTRY_NO_MEMORY
+                               ? TSR_OOM()
+                               : TSR_STATUS(TSR_IO_ERROR, "cannot read %s/%s/%s: %s",
+                                            cache->format_dir, item->bucket,
+                                            item->name, r.reason);
+    return;
+  }
+  state->bad++;
+  if (state->report) {
+    fprintf(state->report, "bad: %s/%s/%s: %s\n", cache->format_dir,
+            item->bucket, item->name, r.reason);
+  }
+  if (state->remove_bad && remove_if_same(item->dir_fd, item->name, &st) == 0 &&
+      S_ISREG(st.st_mode))
+    (void)account(cache, -(int64_t)st.st_size, false);
+}
+
+tsr_status_t tsr_disk_cache_verify(tsr_disk_cache_t *cache, FILE *report,
+                                   bool remove_bad, uint64_t *out_good,
+                                   uint64_t *out_bad) {
+  if (!cache)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_disk_cache_verify: NULL argument");
+  verify_state_t state = {report, remove_bad, 0, 0, NULL};
+  tsr_status_t status = walk(cache, verify_item, &state);
+  if (status) {
+    tsr_status_free(state.first_error);
+  } else {
+    status = state.first_error;
+  }
+  if (report) fflush(report);
+  if (out_good) *out_good = state.good;
+  if (out_bad) *out_bad = state.bad;
+  return status;
+}

@@ -53,7 +53,9 @@ TSR_API void tsr_disk_cache_options_initialize(tsr_disk_cache_options_t *options
 TSR_API bool tsr_disk_cache_disabled_by_env(void);
 
 /* Opens (creating if needed) the cache directory. TSR_IO_ERROR when the
- * directory cannot be created or used, naming it and why. */
+ * directory cannot be created or used, naming it and why. A cache that is
+ * readable but not writable opens: gets work, puts fail. Layout, entry
+ * format, eviction and failure handling: docs/cache.md, "On disk". */
 TSR_API tsr_status_t tsr_disk_cache_open(const tsr_disk_cache_options_t *options,
                                          tsr_disk_cache_t **out_cache)
     TSR_MUST_USE;
@@ -64,7 +66,10 @@ TSR_API const char *tsr_disk_cache_dir(const tsr_disk_cache_t *cache);
 /* Looks `key` up. On a hit *out_payload is a tsr_disk_cache_free()-able copy
  * of the stored bytes. A miss is TSR_NOT_FOUND. A bad entry (truncated,
  * corrupted, other format or tessera version, other key material) is removed,
- * warned about once, and reported as TSR_NOT_FOUND. */
+ * warned about once, and reported as TSR_NOT_FOUND. (An entry with the same
+ * hash but other key material is a miss too, neither removed nor warned
+ * about: the next put replaces it.) TSR_IO_ERROR when an entry exists but
+ * cannot be read (EACCES, EIO). */
 TSR_API tsr_status_t tsr_disk_cache_get(tsr_disk_cache_t *cache,
                                         const tsr_cache_key_t *key,
                                         void **out_payload, size_t *out_size)
@@ -73,7 +78,9 @@ TSR_API tsr_status_t tsr_disk_cache_get(tsr_disk_cache_t *cache,
  * readers in any process see the old entry, the new one, or none, never a
  * partial one. May evict least-recently-used entries to stay under the size
  * limit. TSR_IO_ERROR when the entry cannot be written (disk full, read-only);
- * nothing is left behind then. */
+ * nothing is left behind then, and the handle keeps working (the first disk
+ * error of a handle is warned about, later ones only counted). An entry
+ * larger than 90% of the limit is not stored (one warning; returns OK). */
 TSR_API tsr_status_t tsr_disk_cache_put(tsr_disk_cache_t *cache,
                                         const tsr_cache_key_t *key,
                                         const void *payload, size_t size)
@@ -91,16 +98,18 @@ typedef struct tsr_disk_cache_stats {
  * max_bytes. */
 TSR_API void tsr_disk_cache_stats(const tsr_disk_cache_t *cache,
                                   tsr_disk_cache_stats_t *out_stats);
-/* Counts the entries, bytes and leftover temporary files in the directory. */
+/* Counts the entries, bytes and leftover temporary files in the directory
+ * (no locks: a snapshot); the handle's counters are filled in too. */
 TSR_API tsr_status_t tsr_disk_cache_scan(tsr_disk_cache_t *cache,
                                          tsr_disk_cache_stats_t *out_stats)
     TSR_MUST_USE;
-/* Removes every entry (and stale temporary files); *out_removed may be NULL. */
+/* Removes every entry (and temporary files over an hour old: younger ones
+ * may be puts in flight); *out_removed (may be NULL) counts the entries. */
 TSR_API tsr_status_t tsr_disk_cache_clear(tsr_disk_cache_t *cache,
                                           uint64_t *out_removed) TSR_MUST_USE;
 /* Checks every entry (header, versions, key hash against the file name,
  * checksum, decompression). Bad entries are reported on `report` (one line
- * each, may be NULL) and removed when `remove_bad`. */
+ * "bad: PATH: REASON" each, may be NULL) and removed when `remove_bad`. */
 TSR_API tsr_status_t tsr_disk_cache_verify(tsr_disk_cache_t *cache, FILE *report,
                                            bool remove_bad, uint64_t *out_good,
                                            uint64_t *out_bad) TSR_MUST_USE;
