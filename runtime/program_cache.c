@@ -27,15 +27,8 @@ static struct {
   tsr_memcache_t *memory; /* NULL if it could not be created */
   tsr_disk_cache_t *disk; /* NULL when off or unusable */
   atomic_bool disk_off;   /* set after the first disk failure */
-  atomic_bool disk_warned;
   atomic_uint_fast64_t verifications_skipped;
 } g = {.once = PTHREAD_ONCE_INIT};
-
-static void warn_disk_once(const char *what, tsr_status_t status) {
-  if (!atomic_exchange(&g.disk_warned, true))
-    fprintf(stderr, "tessera: warning: %s; going on without the disk cache: %s\n",
-            what, tsr_status_message(status));
-}
 
 static void initialize(void) {
   tsr_memcache_options_t mo;
@@ -55,7 +48,8 @@ static void initialize(void) {
   if (s) {
     g.disk = NULL;
     atomic_store(&g.disk_off, true);
-    warn_disk_once("the disk cache cannot be opened", s);
+    fprintf(stderr, "tessera: cache: cannot open the disk cache, going on without "
+                    "it: %s\n", tsr_status_message(s));
     tsr_status_free(s);
   }
 }
@@ -64,9 +58,10 @@ static tsr_disk_cache_t *disk(void) {
   return atomic_load(&g.disk_off) ? NULL : g.disk;
 }
 
-static void disk_failed(const char *what, tsr_status_t status) {
+/* A get or put failed for a reason other than a miss: the handle has already
+ * warned of its first disk error, so this only stops using the disk. */
+static void disk_failed(tsr_status_t status) {
   atomic_store(&g.disk_off, true);
-  warn_disk_once(what, status);
   tsr_status_free(status);
 }
 
@@ -92,7 +87,7 @@ static tsr_status_t build_program(void *ctx, void **out_value, size_t *out_bytes
     } else if (tsr_status_code(s) == TSR_NOT_FOUND) {
       tsr_status_free(s);
     } else {
-      disk_failed("the disk cache cannot be read", s);
+      disk_failed(s);
       d = NULL;
     }
   }
@@ -115,7 +110,7 @@ static tsr_status_t build_program(void *ctx, void **out_value, size_t *out_bytes
   if (d && !verified) {
     tsr_status_t s = tsr_disk_cache_put(d, b->key, verified_record,
                                         sizeof verified_record - 1);
-    if (s) disk_failed("the disk cache cannot be written", s);
+    if (s) disk_failed(s);
   }
   *out_value = p;
   *out_bytes = sizeof *p + p->arena.total + (size_t)p->code_capacity * sizeof *p->code +

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "tessera/tessera.h"
+#include "tools/cli.h"
 
 enum { EXIT_OK = 0, EXIT_KERNEL = 1, EXIT_USAGE = 2 };
 
@@ -29,6 +30,8 @@ static const char main_help[] =
     "  check   parse and verify .tsr files, printing every diagnostic\n"
     "  fmt     print .tsr files in canonical form, or rewrite them in place\n"
     "  ops     list the ops of the kernel IR (--markdown for docs/ir.md)\n"
+    "  hash    print the cache key of each kernel (--explain: its parts)\n"
+    "  cache   the disk cache: stats, clear, verify\n"
     "  help    show the help of a command: tessera help run\n"
     "\n"
     "Options:\n"
@@ -99,11 +102,16 @@ static const char run_help[] =
     "                           not ordered by semaphores, DMA waits or barriers\n"
     "  --trace FILE.json        write a Chrome/Perfetto trace of the simulated\n"
     "                           run (open in ui.perfetto.dev or chrome://tracing)\n"
+    "  --cache-stats            print the cache counters on stderr (memory and\n"
+    "                           disk hits and misses, verifications skipped)\n"
     "  -q, --quiet              no summary line on stderr\n"
     "  -h, --help               show this help\n"
     "\n"
     "After a run a summary goes to stderr: kernel, grid steps, ops executed,\n"
     "blocks copied in/out, bytes copied, VMEM in use and wall time.\n"
+    "Kernels are verified once: the disk cache ($TESSERA_CACHE_DIR, else\n"
+    "$XDG_CACHE_HOME/tessera, else ~/.cache/tessera; TESSERA_CACHE=off to\n"
+    "disable) remembers kernels that verified (docs/cache.md).\n"
     "Exit status: 0 success, 1 kernel errors (all diagnostics are printed) or\n"
     "failed output writes, 2 usage errors.\n"
     "\n"
@@ -150,6 +158,32 @@ static const char fmt_help[] =
     "  tessera fmt k.tsr > k.canonical.tsr\n"
     "  tessera fmt -i kernels/examples/*.tsr\n"
     "  tessera fmt --check kernels/examples/*.tsr\n";
+
+static const char hash_help[] =
+    "Usage: tessera hash FILE.tsr [OPTIONS]\n"
+    "\n"
+    "Prints the cache key of each kernel of FILE.tsr ('-' for stdin): 32 hex\n"
+    "digits of XXH3-128 over the kernel's canonical bytes, the target, the\n"
+    "options that change the result and the producer (tessera's version and\n"
+    "build). Value names, the kernel's name, comments, whitespace and the file\n"
+    "do not change the key; any op, attribute, shape, dtype, block spec or grid\n"
+    "does. The kernel is parsed, not verified.\n"
+    "\n"
+    "Options:\n"
+    "  -k, --kernel NAME   only this kernel\n"
+    "  --explain           also print each component of the key with its own\n"
+    "                      hash and size, to see why two keys differ\n"
+    "  --target T          interp (default; cpu and tpu need their backends)\n"
+    "  -h, --help          show this help\n"
+    "The run options that change the key are accepted with their meaning in\n"
+    "'tessera run': --uninit --shuffle-parallel --chip --check --no-check\n"
+    "--max-errors --devices --cores --dma-mode --schedule-seed --detect-races\n"
+    "\n"
+    "Output: KEY  @KERNEL  FILE, one line per kernel.\n"
+    "Exit status: 0 success; 1 parse errors; 2 usage errors.\n"
+    "\n"
+    "Example:\n"
+    "  tessera hash kernels/examples/add.tsr --explain\n";
 
 static const char ops_help[] =
     "Usage: tessera ops [--markdown]\n"
@@ -730,7 +764,7 @@ enum {
   RUN_HELP, RUN_KERNEL, RUN_IN, RUN_OUT, RUN_IN_DIR, RUN_OUT_DIR, RUN_RANDOM,
   RUN_UNINIT, RUN_SHUFFLE, RUN_CHIP, RUN_CHECK, RUN_NO_CHECK, RUN_MAX_ERRORS,
   RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED, RUN_TRACE,
-  RUN_DETECT_RACES,
+  RUN_DETECT_RACES, RUN_CACHE_STATS, RUN_EXPLAIN, RUN_TARGET,
 };
 
 static const cli_option_t run_options[] = {
@@ -754,6 +788,26 @@ static const cli_option_t run_options[] = {
     {"schedule-seed", 0, true, RUN_SCHEDULE_SEED},
     {"trace", 0, true, RUN_TRACE},
     {"detect-races", 0, false, RUN_DETECT_RACES},
+    {"cache-stats", 0, false, RUN_CACHE_STATS},
+    {NULL, 0, false, 0},
+};
+
+static const cli_option_t hash_options[] = {
+    {"help", 'h', false, RUN_HELP},
+    {"kernel", 'k', true, RUN_KERNEL},
+    {"explain", 0, false, RUN_EXPLAIN},
+    {"target", 0, true, RUN_TARGET},
+    {"uninit", 0, true, RUN_UNINIT},
+    {"shuffle-parallel", 0, true, RUN_SHUFFLE},
+    {"chip", 0, true, RUN_CHIP},
+    {"check", 0, false, RUN_CHECK},
+    {"no-check", 0, false, RUN_NO_CHECK},
+    {"max-errors", 0, true, RUN_MAX_ERRORS},
+    {"devices", 0, true, RUN_DEVICES},
+    {"cores", 0, true, RUN_CORES},
+    {"dma-mode", 0, true, RUN_DMA_MODE},
+    {"schedule-seed", 0, true, RUN_SCHEDULE_SEED},
+    {"detect-races", 0, false, RUN_DETECT_RACES},
     {NULL, 0, false, 0},
 };
 
@@ -766,6 +820,9 @@ typedef struct run_request {
   bool random_inputs;
   uint64_t random_seed;
   bool quiet;
+  bool cache_stats; /* run: print the cache counters */
+  bool explain;     /* hash: each component's hash */
+  tsr_target_t target;
   tsr_interp_options_t options;
 } run_request_t;
 
@@ -787,27 +844,30 @@ static void free_bindings(binding_t *b, size_t n) {
   free(b);
 }
 
-static int parse_run_args(int argc, char **argv, run_request_t *req) {
+/* Options of `run`, and of `hash` (which takes the subset in hash_options:
+ * the options that change a kernel's key). */
+static int parse_run_args(const char *cmd, const cli_option_t *table, int argc,
+                          char **argv, run_request_t *req) {
   memset(req, 0, sizeof *req);
   tsr_interp_options_initialize(&req->options);
   req->ins = xcalloc((size_t)argc, sizeof *req->ins);
   req->outs = xcalloc((size_t)argc, sizeof *req->outs);
-  arg_iter_t it = {"run", argc, argv, 1, false};
+  arg_iter_t it = {cmd, argc, argv, 1, false};
   const char *value;
   int id;
-  while ((id = next_arg(&it, run_options, &value)) != ARG_END) {
+  while ((id = next_arg(&it, table, &value)) != ARG_END) {
     uint64_t n;
     switch (id) {
     case ARG_ERROR:
       return EXIT_USAGE;
     case ARG_POSITIONAL:
       if (req->file)
-        return usage_error("run", "one kernel file expected, got '%s' and '%s'",
+        return usage_error(cmd, "one kernel file expected, got '%s' and '%s'",
                            req->file, value);
       req->file = value;
       break;
     case RUN_HELP:
-      fputs(run_help, stdout);
+      fputs(strcmp(cmd, "hash") == 0 ? hash_help : run_help, stdout);
       return -1;
     case RUN_KERNEL:
       req->kernel = value[0] == '@' ? value + 1 : value;
@@ -816,17 +876,17 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
     case RUN_OUT: {
       binding_t b;
       if (!parse_binding(value, &b))
-        return usage_error("run", "--%s expects NAME=FILE.npy, got '%s'",
+        return usage_error(cmd, "--%s expects NAME=FILE.npy, got '%s'",
                            id == RUN_IN ? "in" : "out", value);
       binding_t *list = id == RUN_IN ? req->ins : req->outs;
       size_t *count = id == RUN_IN ? &req->num_ins : &req->num_outs;
       list[(*count)++] = b;
       for (size_t i = 0; i + 1 < *count; i++) {
         if (strcmp(list[i].name, b.name) == 0)
-          return usage_error("run", "--%s %%%s is given twice",
+          return usage_error(cmd, "--%s %%%s is given twice",
                              id == RUN_IN ? "in" : "out", b.name);
         if (id == RUN_OUT && strcmp(list[i].path, b.path) == 0)
-          return usage_error("run", "--out %%%s and %%%s both write %s",
+          return usage_error(cmd, "--out %%%s and %%%s both write %s",
                              list[i].name, b.name, b.path);
       }
       break;
@@ -839,7 +899,7 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
       break;
     case RUN_RANDOM:
       if (!parse_u64(value, &n))
-        return usage_error("run",
+        return usage_error(cmd,
                            "--random-inputs expects a non-negative integer "
                            "seed, got '%s'",
                            value);
@@ -850,12 +910,12 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
       if (strcmp(value, "nan") == 0) req->options.uninit = TSR_UNINIT_NAN;
       else if (strcmp(value, "zero") == 0) req->options.uninit = TSR_UNINIT_ZERO;
       else
-        return usage_error("run", "--uninit expects 'nan' or 'zero', got '%s'",
+        return usage_error(cmd, "--uninit expects 'nan' or 'zero', got '%s'",
                            value);
       break;
     case RUN_SHUFFLE:
       if (!parse_u64(value, &n))
-        return usage_error("run",
+        return usage_error(cmd,
                            "--shuffle-parallel expects a non-negative integer "
                            "seed, got '%s'",
                            value);
@@ -865,7 +925,7 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
     case RUN_CHIP: {
       uint64_t bytes;
       if (!tsr_interp_chip_vmem_bytes(value, &bytes))
-        return usage_error("run",
+        return usage_error(cmd,
                            "unknown chip '%s' (known: v2 v3 v4 v5e v5p v6e v7 "
                            "tpu8i)",
                            value);
@@ -880,7 +940,7 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
       break;
     case RUN_MAX_ERRORS:
       if (!parse_u64(value, &n) || n == 0 || n > UINT32_MAX)
-        return usage_error("run",
+        return usage_error(cmd,
                            "--max-errors expects a positive integer, got '%s'",
                            value);
       req->options.max_errors = (uint32_t)n;
@@ -891,7 +951,7 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
     case RUN_DEVICES:
     case RUN_CORES:
       if (!parse_u64(value, &n) || n == 0 || n > 64)
-        return usage_error("run", "--%s expects an integer from 1 to 64, got '%s'",
+        return usage_error(cmd, "--%s expects an integer from 1 to 64, got '%s'",
                            id == RUN_DEVICES ? "devices" : "cores", value);
       if (id == RUN_DEVICES)
         req->options.devices = (uint32_t)n;
@@ -902,12 +962,12 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
       if (strcmp(value, "eager") == 0) req->options.dma_eager = true;
       else if (strcmp(value, "lazy") == 0) req->options.dma_eager = false;
       else
-        return usage_error("run", "--dma-mode expects 'eager' or 'lazy', got '%s'",
+        return usage_error(cmd, "--dma-mode expects 'eager' or 'lazy', got '%s'",
                            value);
       break;
     case RUN_SCHEDULE_SEED:
       if (!parse_u64(value, &n))
-        return usage_error("run",
+        return usage_error(cmd,
                            "--schedule-seed expects a non-negative integer, got '%s'",
                            value);
       req->options.schedule_seed = n;
@@ -918,11 +978,22 @@ static int parse_run_args(int argc, char **argv, run_request_t *req) {
     case RUN_DETECT_RACES:
       req->options.detect_races = true;
       break;
+    case RUN_CACHE_STATS:
+      req->cache_stats = true;
+      break;
+    case RUN_EXPLAIN:
+      req->explain = true;
+      break;
+    case RUN_TARGET:
+      if (!tsr_runtime_target_from_name(value, &req->target))
+        return usage_error(cmd, "--target expects interp, cpu or tpu, got '%s'",
+                           value);
+      break;
     default:
-      return usage_error("run", "internal error: option %d", id);
+      return usage_error(cmd, "internal error: option %d", id);
     }
   }
-  if (!req->file) return usage_error("run", "missing the kernel file (FILE.tsr)");
+  if (!req->file) return usage_error(cmd, "missing the kernel file (FILE.tsr)");
   return EXIT_OK;
 }
 
@@ -1029,6 +1100,25 @@ static double seconds_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* --cache-stats: the process's cache counters, on stderr. */
+static void print_cache_stats(void) {
+  tsr_runtime_cache_stats_t c;
+  tsr_runtime_cache_stats(&c);
+  fprintf(stderr,
+          "tessera: cache stats: memory %" PRIu64 " hit%s, %" PRIu64 " miss%s, %" PRIu64
+          " build%s; disk %s",
+          c.memory_hits, c.memory_hits == 1 ? "" : "s", c.memory_misses,
+          c.memory_misses == 1 ? "" : "es", c.memory_builds,
+          c.memory_builds == 1 ? "" : "s", c.disk_enabled ? "on" : "off");
+  fprintf(stderr,
+          ", %" PRIu64 " hit%s, %" PRIu64 " miss%s, %" PRIu64 " put%s, %" PRIu64
+          " bad entr%s; %" PRIu64 " verification%s skipped\n",
+          c.disk_hits, c.disk_hits == 1 ? "" : "s", c.disk_misses,
+          c.disk_misses == 1 ? "" : "es", c.disk_puts, c.disk_puts == 1 ? "" : "s",
+          c.disk_bad_entries, c.disk_bad_entries == 1 ? "y" : "ies",
+          c.verifications_skipped, c.verifications_skipped == 1 ? "" : "s");
+}
+
 static int execute_run(run_request_t *req) {
   int rc = EXIT_OK;
   tsr_ir_module_t *module = NULL;
@@ -1038,7 +1128,9 @@ static int execute_run(run_request_t *req) {
   tsr_array_t **ptrs = NULL;
   size_t n = 0;
 
-  tsr_status_t status = load_module(req->file, true, &module);
+  /* Parsed only: tsr_runtime_prepare verifies the kernel unless the cache
+   * knows it (docs/cache.md). */
+  tsr_status_t status = load_module(req->file, false, &module);
   if (status) {
     rc = exit_code_for(status);
     report("run", status);
@@ -1053,6 +1145,14 @@ static int execute_run(run_request_t *req) {
     goto done;
   }
   const char *kname = tsr_ir_kernel_name(kernel);
+  double prepare_start = seconds_now();
+  status = tsr_runtime_prepare(kernel, &req->options, &program);
+  double prepare_seconds = seconds_now() - prepare_start;
+  if (status) {
+    rc = exit_code_for(status);
+    report("run", status);
+    goto done;
+  }
 
   /* The operands the interpreter takes: everything but scratch, in order. */
   size_t total = tsr_ir_kernel_operand_count(kernel);
@@ -1149,11 +1249,11 @@ static int execute_run(run_request_t *req) {
   }
 
   double start = seconds_now();
-  status = tsr_interp_program_prepare(kernel, &req->options, &program);
   tsr_interp_stats_t stats;
   memset(&stats, 0, sizeof stats);
-  if (!status) status = tsr_interp_program_run(program, ptrs, n, &stats);
-  double elapsed = seconds_now() - start;
+  status = tsr_interp_program_run(program, ptrs, n, &stats);
+  double elapsed = seconds_now() - start + prepare_seconds;
+  if (req->cache_stats) print_cache_stats();
   if (status) {
     rc = EXIT_KERNEL;
     report("run", status);
@@ -1220,11 +1320,73 @@ done:
 
 static int cmd_run(int argc, char **argv) {
   run_request_t req;
-  int rc = parse_run_args(argc, argv, &req);
+  int rc = parse_run_args("run", run_options, argc, argv, &req);
   if (rc == EXIT_OK) rc = execute_run(&req);
   if (rc < 0) rc = EXIT_OK; /* --help */
   free_bindings(req.ins, req.num_ins);
   free_bindings(req.outs, req.num_outs);
+  return rc;
+}
+
+/* ---- tessera hash --------------------------------------------------------- */
+
+static void print_hex128(uint64_t hi, uint64_t lo) {
+  printf("%016" PRIx64 "%016" PRIx64, hi, lo);
+}
+
+static int cmd_hash(int argc, char **argv) {
+  run_request_t req;
+  int rc = parse_run_args("hash", hash_options, argc, argv, &req);
+  free_bindings(req.ins, req.num_ins);
+  free_bindings(req.outs, req.num_outs);
+  if (rc < 0) return EXIT_OK; /* --help */
+  if (rc) return rc;
+  tsr_ir_module_t *module = NULL;
+  tsr_status_t status = load_module(req.file, false, &module);
+  if (status) {
+    rc = exit_code_for(status);
+    report("hash", status);
+    return rc;
+  }
+  size_t count = tsr_ir_module_kernel_count(module);
+  tsr_ir_kernel_t *only = NULL;
+  if (req.kernel) {
+    status = tsr_runtime_select_kernel(module, req.kernel, &only);
+    if (status) {
+      rc = usage_error("hash", "%s: %s", req.file, tsr_status_message(status));
+      tsr_status_free(status);
+      tsr_ir_module_destroy(module);
+      return rc;
+    }
+  }
+  for (size_t i = 0; i < count && rc == EXIT_OK; i++) {
+    tsr_ir_kernel_t *kernel = tsr_ir_module_kernel(module, i);
+    if (only && kernel != only) continue;
+    tsr_runtime_key_t *key = NULL;
+    status = tsr_runtime_key_create(kernel, req.target, &req.options, &key);
+    if (status) {
+      rc = tsr_status_code(status) == TSR_UNIMPLEMENTED ? EXIT_USAGE
+                                                        : exit_code_for(status);
+      report("hash", status);
+      break;
+    }
+    const tsr_cache_key_t *k = tsr_runtime_key_get(key);
+    print_hex128(k->hi, k->lo);
+    printf("  @%s  %s\n", tsr_ir_kernel_name(kernel), req.file);
+    if (req.explain) {
+      size_t n = tsr_runtime_key_component_count(key);
+      for (size_t c = 0; c < n; c++) {
+        tsr_runtime_key_component_t comp;
+        tsr_runtime_key_component(key, c, &comp);
+        printf("  %-8s ", comp.name);
+        print_hex128(comp.hash_hi, comp.hash_lo);
+        printf("  %6zu bytes  %s\n", comp.size, comp.description);
+      }
+    }
+    tsr_runtime_key_destroy(key);
+  }
+  tsr_ir_module_destroy(module);
+  if (fflush(stdout) != 0 && rc == EXIT_OK) rc = EXIT_KERNEL;
   return rc;
 }
 
@@ -1474,6 +1636,8 @@ static const command_t commands[] = {
     {"check", cmd_check, check_help},
     {"fmt", cmd_fmt, fmt_help},
     {"ops", cmd_ops, ops_help},
+    {"hash", cmd_hash, hash_help},
+    {"cache", tsr_cli_cache, tsr_cli_cache_help},
 };
 
 static const command_t *find_command(const char *name) {
@@ -1482,11 +1646,18 @@ static const command_t *find_command(const char *name) {
   return NULL;
 }
 
+/* "run, check, ..., help" from the command table. */
+static void put_command_names(FILE *f) {
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "%s, ", commands[i].name);
+  fputs("help", f);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fputs("Usage: tessera COMMAND [OPTIONS] [ARGS]  (run, check, fmt, ops, "
-          "help)\nTry 'tessera --help'.\n",
-          stderr);
+    fputs("Usage: tessera COMMAND [OPTIONS] [ARGS]  (", stderr);
+    put_command_names(stderr);
+    fputs(")\nTry 'tessera --help'.\n", stderr);
     return EXIT_USAGE;
   }
   const char *cmd = argv[1];
@@ -1499,8 +1670,9 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "help") == 0 && argc > 2) {
       const command_t *c = find_command(argv[2]);
       if (!c) {
-        fprintf(stderr, "tessera help: unknown command '%s' (commands: run, "
-                        "check, fmt, ops)\n", argv[2]);
+        fprintf(stderr, "tessera help: unknown command '%s' (commands: ", argv[2]);
+        put_command_names(stderr);
+        fputs(")\n", stderr);
         return EXIT_USAGE;
       }
       fputs(c->help, stdout);
@@ -1511,10 +1683,9 @@ int main(int argc, char **argv) {
   }
   const command_t *c = find_command(cmd);
   if (!c) {
-    fprintf(stderr,
-            "tessera: unknown command '%s' (commands: run, check, fmt, ops, "
-            "help)\nTry 'tessera --help'.\n",
-            cmd);
+    fprintf(stderr, "tessera: unknown command '%s' (commands: ", cmd);
+    put_command_names(stderr);
+    fputs(")\nTry 'tessera --help'.\n", stderr);
     return EXIT_USAGE;
   }
   return c->run(argc - 1, argv + 1);
