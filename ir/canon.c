@@ -17,7 +17,7 @@
 
 #include "ir/ir.h"
 
-enum { CANON_FORMAT_VERSION = 1 };
+enum { CANON_FORMAT_VERSION = 2 }; /* 2: indices by kind, no HAS_ELSE */
 #define NO_VALUE UINT32_MAX
 
 /* The bytes are written by hand into a doubling buffer: going through
@@ -108,23 +108,45 @@ static void put_text(canon_t *c, const char *s) {
   put_bytes(c, s, n);
 }
 
+/* A view index: the fields its kind gives a meaning to (ir/parse.c lists
+ * them), so that a kernel from the builder, which may leave the others
+ * zero, has the bytes of the same kernel parsed. `:` is the whole dimension
+ * whatever stop and size hold, a point has size 1, and a dynamic start
+ * (operand >= 0) replaces the static one. Slices keep every field: the
+ * verifier checks their size against start, stop and stride. */
+static void put_index(canon_t *c, const tsr_index_t *x) {
+  put_u8(c, x->kind);
+  switch ((tsr_index_kind_t)x->kind) {
+    case TSR_INDEX_FULL: return;
+    case TSR_INDEX_POINT:
+    case TSR_INDEX_DS:
+      put_u32(c, (uint32_t)x->operand);
+      if (x->operand < 0) put_i64(c, x->start);
+      if (x->kind == TSR_INDEX_DS) {
+        put_i64(c, x->size);
+        put_i64(c, x->stride);
+      }
+      return;
+    case TSR_INDEX_SLICE: break;
+  }
+  put_u32(c, (uint32_t)x->operand);
+  put_i64(c, x->start);
+  put_i64(c, x->stop);
+  put_i64(c, x->size);
+  put_i64(c, x->stride);
+}
+
 static void put_region(canon_t *c, const tsr_region_t *r);
 
 static void put_op(canon_t *c, const tsr_op_t *op) {
   put_u32(c, (uint32_t)op->opcode);
-  put_u32(c, op->flags);
+  /* TSR_OPF_HAS_ELSE only says that `else` was written: the else region is
+   * encoded, and an empty one means what none means (the printer drops it). */
+  put_u32(c, op->flags & ~(uint32_t)TSR_OPF_HAS_ELSE);
   put_u32(c, op->num_operands);
   for (uint32_t i = 0; i < op->num_operands; i++) use(c, op->operands[i]);
   put_u32(c, op->num_indices);
-  for (uint32_t i = 0; i < op->num_indices; i++) {
-    const tsr_index_t *x = &op->indices[i];
-    put_u8(c, x->kind);
-    put_u32(c, (uint32_t)x->operand);
-    put_i64(c, x->start);
-    put_i64(c, x->stop);
-    put_i64(c, x->size);
-    put_i64(c, x->stride);
-  }
+  for (uint32_t i = 0; i < op->num_indices; i++) put_index(c, &op->indices[i]);
   put_u32(c, op->num_ints);
   for (uint32_t i = 0; i < op->num_ints; i++) put_i64(c, op->ints[i]);
   uint64_t literal_bits;
