@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds tessera optimised (buildtype=release) and runs the interpreter
-# benchmarks in one go: bench_interp, then hyperfine on `tessera run` if it is
+# Builds tessera optimised (buildtype=release) and runs the benchmarks in one
+# go: bench_interp, bench_cache, then hyperfine on `tessera run` if it is
 # installed, then the same trivial kernel in JAX's Pallas TPU interpret mode
 # if $JAX_PYTHON (default python3) can import jax. docs/benchmarks.md reports
 # what this prints.
@@ -20,7 +20,7 @@ done
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" "$root" --buildtype=release >/dev/null
 fi
-ninja -C "$build" bench/bench_interp tools/tessera >/dev/null
+ninja -C "$build" bench/bench_interp bench/bench_cache tools/tessera >/dev/null
 
 echo "== machine"
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|L3 cache):' || true
@@ -37,6 +37,10 @@ export TSR_SOURCE_ROOT="$root"
 "$build/bench/bench_interp" --tessera "$build/tools/tessera" "${quick[@]}"
 
 echo
+echo "== cache (bench_cache)"
+"$build/bench/bench_cache" "${quick[@]}"
+
+echo
 if command -v hyperfine >/dev/null 2>&1; then
   runs=300
   [ ${#quick[@]} -gt 0 ] && runs=10
@@ -44,6 +48,15 @@ if command -v hyperfine >/dev/null 2>&1; then
   hyperfine -N --warmup 20 --runs "$runs" --style basic \
     "$build/tools/tessera run $root/bench/kernels/steps_100.tsr --random-inputs 1" \
     "/bin/true"
+  # The disk cache across processes: a warm run skips verification.
+  cache_dir=$(mktemp -d)
+  echo "== hyperfine: tessera run matmul, disk cache off vs warm"
+  TESSERA_CACHE_DIR=$cache_dir "$build/tools/tessera" run "$root/kernels/examples/matmul.tsr" \
+    --random-inputs 1 -q >/dev/null
+  TESSERA_CACHE_DIR=$cache_dir hyperfine -N --warmup 20 --runs "$runs" --style basic \
+    "env TESSERA_CACHE=off $build/tools/tessera run $root/kernels/examples/matmul.tsr --random-inputs 1 -q" \
+    "$build/tools/tessera run $root/kernels/examples/matmul.tsr --random-inputs 1 -q"
+  rm -rf "$cache_dir"
 else
   echo "hyperfine not installed: (b) above is the fork/exec figure"
 fi
