@@ -21,7 +21,10 @@ enum { CANON_FORMAT_VERSION = 2 }; /* 2: indices by kind, no HAS_ELSE */
 #define NO_VALUE UINT32_MAX
 
 /* The bytes are written by hand into a doubling buffer: going through
- * tsr_strbuf_append per field made serialization 0.3 GB/s (bench_cache). */
+ * tsr_strbuf_append per field made serialization 0.3 GB/s, and updating the
+ * buffer's size field after every field 1.2 GB/s (a store-to-load chain).
+ * Each op, type and index therefore reserves its worst case once and writes
+ * through a local cursor (wr_*), committing the size at the end. */
 typedef struct canon {
   uint8_t *data;
   size_t size, capacity;
@@ -51,61 +54,89 @@ static bool grow(canon_t *c, size_t n) {
   return true;
 }
 
-static inline void put_bytes(canon_t *c, const void *p, size_t n) {
-  if (TSR_UNLIKELY(c->capacity - c->size < n) && !grow(c, n)) return;
-  memcpy(c->data + c->size, p, n);
-  c->size += n;
+/* Room for n more bytes: the cursor, or NULL after an allocation failure. */
+static inline uint8_t *reserve(canon_t *c, size_t n) {
+  if (TSR_UNLIKELY(c->capacity - c->size < n) && !grow(c, n)) return NULL;
+  return c->data + c->size;
 }
 
-static inline void put_u8(canon_t *c, uint8_t v) { put_bytes(c, &v, 1); }
-
-static inline void put_u32(canon_t *c, uint32_t v) {
-  uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
-                  (uint8_t)(v >> 24)};
-  put_bytes(c, b, 4);
+static inline void commit(canon_t *c, const uint8_t *w) {
+  c->size = (size_t)(w - c->data);
 }
 
-static inline void put_u64(canon_t *c, uint64_t v) {
-  uint8_t b[8];
-  for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
-  put_bytes(c, b, 8);
+static inline uint8_t *wr_u8(uint8_t *w, uint8_t v) {
+  *w = v;
+  return w + 1;
 }
 
-static inline void put_i64(canon_t *c, int64_t v) { put_u64(c, (uint64_t)v); }
+static inline uint8_t *wr_u32(uint8_t *w, uint32_t v) {
+  for (int i = 0; i < 4; i++) w[i] = (uint8_t)(v >> (8 * i));
+  return w + 4;
+}
+
+static inline uint8_t *wr_u64(uint8_t *w, uint64_t v) {
+  for (int i = 0; i < 8; i++) w[i] = (uint8_t)(v >> (8 * i));
+  return w + 8;
+}
+
+static inline uint8_t *wr_i64(uint8_t *w, int64_t v) { return wr_u64(w, (uint64_t)v); }
+
+static void put_bytes(canon_t *c, const void *p, size_t n) {
+  uint8_t *w = reserve(c, n);
+  if (!w) return;
+  memcpy(w, p, n);
+  commit(c, w + n);
+}
+
+static void put_u8(canon_t *c, uint8_t v) {
+  uint8_t *w = reserve(c, 1);
+  if (w) commit(c, wr_u8(w, v));
+}
+
+static void put_u32(canon_t *c, uint32_t v) {
+  uint8_t *w = reserve(c, 4);
+  if (w) commit(c, wr_u32(w, v));
+}
+
+static void put_i64(canon_t *c, int64_t v) {
+  uint8_t *w = reserve(c, 8);
+  if (w) commit(c, wr_i64(w, v));
+}
+
+enum { TYPE_MAX = 4 + 8 * TSR_MAX_RANK, DEFINE_MAX = 1 + TYPE_MAX, INDEX_MAX = 1 + 4 + 4 * 8 };
+
+static inline uint8_t *wr_type(uint8_t *w, const tsr_type_t *t) {
+  w = wr_u8(w, t->kind);
+  w = wr_u8(w, t->dtype);
+  w = wr_u8(w, t->space);
+  w = wr_u8(w, t->rank);
+  for (uint32_t i = 0; i < t->rank && i < TSR_MAX_RANK; i++) w = wr_i64(w, t->dims[i]);
+  return w;
+}
 
 static void put_type(canon_t *c, const tsr_type_t *t) {
-  put_u8(c, t->kind);
-  put_u8(c, t->dtype);
-  put_u8(c, t->space);
-  put_u8(c, t->rank);
-  for (uint32_t i = 0; i < t->rank && i < TSR_MAX_RANK; i++) put_i64(c, t->dims[i]);
+  uint8_t *w = reserve(c, TYPE_MAX);
+  if (w) commit(c, wr_type(w, t));
 }
 
 /* A value's definition: its type, and the next canonical number. */
-static void define(canon_t *c, const tsr_value_t *v) {
-  if (!v) {
-    put_u8(c, 0);
-    return;
-  }
-  put_u8(c, 1);
-  put_type(c, &v->type);
+static inline uint8_t *wr_define(canon_t *c, uint8_t *w, const tsr_value_t *v) {
+  if (!v) return wr_u8(w, 0);
+  w = wr_u8(w, 1);
+  w = wr_type(w, &v->type);
   if (v->id < c->num_values) c->number[v->id] = c->next;
   c->next++;
+  return w;
+}
+
+static void define(canon_t *c, const tsr_value_t *v) {
+  uint8_t *w = reserve(c, DEFINE_MAX);
+  if (w) commit(c, wr_define(c, w, v));
 }
 
 /* A use: the canonical number (NO_VALUE for a missing or foreign value). */
-static void use(canon_t *c, const tsr_value_t *v) {
-  put_u32(c, v && v->id < c->num_values ? c->number[v->id] : NO_VALUE);
-}
-
-static void put_text(canon_t *c, const char *s) {
-  if (!s) {
-    put_u32(c, UINT32_MAX);
-    return;
-  }
-  size_t n = strlen(s);
-  put_u32(c, (uint32_t)n);
-  put_bytes(c, s, n);
+static inline uint8_t *wr_use(const canon_t *c, uint8_t *w, const tsr_value_t *v) {
+  return wr_u32(w, v && v->id < c->num_values ? c->number[v->id] : NO_VALUE);
 }
 
 /* A view index: the fields its kind gives a meaning to (ir/parse.c lists
@@ -114,51 +145,68 @@ static void put_text(canon_t *c, const char *s) {
  * whatever stop and size hold, a point has size 1, and a dynamic start
  * (operand >= 0) replaces the static one. Slices keep every field: the
  * verifier checks their size against start, stop and stride. */
-static void put_index(canon_t *c, const tsr_index_t *x) {
-  put_u8(c, x->kind);
+static inline uint8_t *wr_index(uint8_t *w, const tsr_index_t *x) {
+  w = wr_u8(w, x->kind);
   switch ((tsr_index_kind_t)x->kind) {
-    case TSR_INDEX_FULL: return;
+    case TSR_INDEX_FULL: return w;
     case TSR_INDEX_POINT:
     case TSR_INDEX_DS:
-      put_u32(c, (uint32_t)x->operand);
-      if (x->operand < 0) put_i64(c, x->start);
+      w = wr_u32(w, (uint32_t)x->operand);
+      if (x->operand < 0) w = wr_i64(w, x->start);
       if (x->kind == TSR_INDEX_DS) {
-        put_i64(c, x->size);
-        put_i64(c, x->stride);
+        w = wr_i64(w, x->size);
+        w = wr_i64(w, x->stride);
       }
-      return;
+      return w;
     case TSR_INDEX_SLICE: break;
   }
-  put_u32(c, (uint32_t)x->operand);
-  put_i64(c, x->start);
-  put_i64(c, x->stop);
-  put_i64(c, x->size);
-  put_i64(c, x->stride);
+  w = wr_u32(w, (uint32_t)x->operand);
+  w = wr_i64(w, x->start);
+  w = wr_i64(w, x->stop);
+  w = wr_i64(w, x->size);
+  return wr_i64(w, x->stride);
 }
 
 static void put_region(canon_t *c, const tsr_region_t *r);
 
 static void put_op(canon_t *c, const tsr_op_t *op) {
-  put_u32(c, (uint32_t)op->opcode);
+  size_t text = op->text ? strlen(op->text) : 0;
+  size_t bound = 1 + 4 * 4 + 4 * (size_t)op->num_operands +
+                 INDEX_MAX * (size_t)op->num_indices + 4 + 8 * (size_t)op->num_ints + 8 +
+                 4 + text + 4;
+  uint8_t *w = reserve(c, bound);
+  if (!w) return;
+  w = wr_u8(w, 'o');
+  w = wr_u32(w, (uint32_t)op->opcode);
   /* TSR_OPF_HAS_ELSE only says that `else` was written: the else region is
    * encoded, and an empty one means what none means (the printer drops it). */
-  put_u32(c, op->flags & ~(uint32_t)TSR_OPF_HAS_ELSE);
-  put_u32(c, op->num_operands);
-  for (uint32_t i = 0; i < op->num_operands; i++) use(c, op->operands[i]);
-  put_u32(c, op->num_indices);
-  for (uint32_t i = 0; i < op->num_indices; i++) put_index(c, &op->indices[i]);
-  put_u32(c, op->num_ints);
-  for (uint32_t i = 0; i < op->num_ints; i++) put_i64(c, op->ints[i]);
+  w = wr_u32(w, op->flags & ~(uint32_t)TSR_OPF_HAS_ELSE);
+  w = wr_u32(w, op->num_operands);
+  for (uint32_t i = 0; i < op->num_operands; i++) w = wr_use(c, w, op->operands[i]);
+  w = wr_u32(w, op->num_indices);
+  for (uint32_t i = 0; i < op->num_indices; i++) w = wr_index(w, &op->indices[i]);
+  w = wr_u32(w, op->num_ints);
+  for (uint32_t i = 0; i < op->num_ints; i++) w = wr_i64(w, op->ints[i]);
   uint64_t literal_bits;
   memcpy(&literal_bits, &op->literal, sizeof literal_bits);
-  put_u64(c, literal_bits);
-  put_text(c, op->text);
+  w = wr_u64(w, literal_bits);
+  if (op->text) {
+    w = wr_u32(w, (uint32_t)text);
+    memcpy(w, op->text, text);
+    w += text;
+  } else {
+    w = wr_u32(w, UINT32_MAX);
+  }
   /* Regions before results: region values are defined (numbered) first,
    * matching the order in which the op's results become visible. */
-  put_u32(c, op->num_regions);
+  w = wr_u32(w, op->num_regions);
+  commit(c, w);
   for (uint32_t i = 0; i < op->num_regions; i++) put_region(c, &op->regions[i]);
-  put_u32(c, op->num_results);
-  for (uint32_t i = 0; i < op->num_results; i++) define(c, op->results[i]);
+  w = reserve(c, 4 + DEFINE_MAX * (size_t)op->num_results);
+  if (!w) return;
+  w = wr_u32(w, op->num_results);
+  for (uint32_t i = 0; i < op->num_results; i++) w = wr_define(c, w, op->results[i]);
+  commit(c, w);
 }
 
 static void put_region(canon_t *c, const tsr_region_t *r) {
@@ -169,10 +217,7 @@ static void put_region(canon_t *c, const tsr_region_t *r) {
   }
   put_u32(c, r->num_args);
   for (uint32_t i = 0; i < r->num_args; i++) define(c, r->args ? r->args[i] : NULL);
-  for (const tsr_op_t *op = r->first; op; op = op->next) {
-    put_u8(c, 'o');
-    put_op(c, op);
-  }
+  for (const tsr_op_t *op = r->first; op; op = op->next) put_op(c, op);
   put_u8(c, '}');
 }
 
