@@ -55,7 +55,7 @@ if command -v hyperfine >/dev/null 2>&1; then
     --random-inputs 1 -q >/dev/null
   TESSERA_CACHE_DIR=$cache_dir hyperfine -N --warmup 20 --runs "$runs" --style basic \
     "env TESSERA_CACHE=off $build/tools/tessera run $root/kernels/examples/matmul.tsr --random-inputs 1 -q" \
-    "$build/tools/tessera run $root/kernels/examples/matmul.tsr --random-inputs 1 -q"
+    "env TESSERA_CACHE=on $build/tools/tessera run $root/kernels/examples/matmul.tsr --random-inputs 1 -q"
   rm -rf "$cache_dir"
 else
   echo "hyperfine not installed: (b) above is the fork/exec figure"

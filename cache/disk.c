@@ -91,7 +91,6 @@ struct tsr_disk_cache {
   uint64_t max_bytes;
   int compression_level;
   FILE *warn_stream;           /* NULL: silent */
-  mode_t file_mode;            /* 0666 & ~umask, read once at open */
   atomic_uint_fast64_t hits, misses, puts, bad_entries, evictions, errors;
   atomic_uint_fast64_t uncounted_puts; /* puts the size file did not record */
   atomic_bool disk_error_reported;     /* the first disk error was warned of */
@@ -267,6 +266,8 @@ static int remove_if_same(int dir_fd, const char *name, const struct stat *st) {
 /* mkdir -p with `mode`; on failure a message naming the cache directory
  * `root` and the component that failed. */
 static tsr_status_t make_dirs(const char *path, const char *root, mode_t mode) {
+  struct stat existing; /* the common case, one syscall: it is there */
+  if (stat(path, &existing) == 0 && S_ISDIR(existing.st_mode)) return NULL;
   char *copy = tsr_strndup(path, strlen(path));
   if (!copy) return TSR_OOM();
   tsr_status_t status = NULL;
@@ -309,6 +310,19 @@ static mode_t current_umask(void) {
   }
   fclose(f);
   return mask;
+}
+
+/* The mode of entry files, 0666 less the umask (mkstemp makes them 0600).
+ * Read on the first write of the process, not at open: readers never need
+ * it, and reading /proc costs a cached run a tenth of a millisecond. */
+static mode_t entry_mode(void) {
+  static _Atomic int mode = -1;
+  int m = atomic_load_explicit(&mode, memory_order_relaxed);
+  if (m < 0) {
+    m = (int)(0666 & ~current_umask());
+    atomic_store_explicit(&mode, m, memory_order_relaxed);
+  }
+  return (mode_t)m;
 }
 
 /* "123", "10K", "64M", "1G", "2T", optionally followed by "B" or "iB"
@@ -422,7 +436,6 @@ tsr_status_t tsr_disk_cache_open(const tsr_disk_cache_options_t *options,
     return status;
   }
   cache->format_dir_len = strlen(cache->format_dir);
-  cache->file_mode = 0666 & ~current_umask();
   *out_cache = cache;
   return NULL;
 }
@@ -647,7 +660,7 @@ typedef struct size_record {
 static int open_size_file(const tsr_disk_cache_t *cache) {
   char *path = concat(cache->format_dir, "/" SIZE_FILE);
   if (!path) return -1;
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, cache->file_mode);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   tsr_free(path);
   if (fd < 0) return -1;
   while (flock(fd, LOCK_EX) != 0) {
@@ -839,7 +852,7 @@ static bool evict(const char *path, const lru_entry_t *e) {
 static int lock_cleanup(const tsr_disk_cache_t *cache, bool wait) {
   char *path = concat(cache->format_dir, "/" LOCK_FILE);
   if (!path) return -2;
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, cache->file_mode);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   tsr_free(path);
   if (fd < 0) return -2;
   while (flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) != 0) {
@@ -1075,7 +1088,7 @@ static tsr_status_t write_entry(tsr_disk_cache_t *cache, const char *path,
     return s;
   }
   const char *step = NULL;
-  if (fchmod(fd, cache->file_mode) != 0) step = "set the mode of";
+  if (fchmod(fd, entry_mode()) != 0) step = "set the mode of";
   else if (!write_all(fd, header, HEADER_SIZE) ||
            !write_all(fd, key->bytes, key->len) ||
            !write_all(fd, stored, stored_size))
