@@ -50,6 +50,11 @@ tsr_status_t tsr_array_shape_bytes(tsr_dtype_t dtype, uint32_t rank,
                                    const int64_t *dims, size_t *out_bytes)
     TSR_MUST_USE;
 
+/* The process umask, read from /proc/self/status without changing it
+ * (umask(2) cannot be queried without a race between threads); 022 if /proc
+ * is unavailable. */
+unsigned tsr_process_umask(void);
+
 /* ---- Arena --------------------------------------------------------------
  * Bump allocator; everything allocated dies with tsr_arena_deinitialize.
  * Not thread-safe. Allocations are 16-byte aligned and zero-filled. */

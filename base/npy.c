@@ -487,9 +487,7 @@ static bool write_all(int fd, const void *buf, size_t n) {
   return true;
 }
 
-/* The process umask, read without changing it (umask(2) cannot be queried
- * without a race between threads); 022 if /proc is unavailable. */
-static mode_t current_umask(void) {
+unsigned tsr_process_umask(void) {
   mode_t mask = 022;
   FILE *f = fopen("/proc/self/status", "r");
   if (!f) return mask;
@@ -554,7 +552,7 @@ tsr_status_t tsr_npy_write(const char *path, const tsr_array_t *array) {
   struct stat st;
   mode_t mode = stat(path, &st) == 0 && S_ISREG(st.st_mode)
                     ? st.st_mode & 07777
-                    : 0666 & ~current_umask();
+                    : 0666 & ~(mode_t)tsr_process_umask();
   const char *failed_step = NULL;
   if (fchmod(fd, mode) != 0) failed_step = "set the mode of";
   else if (!write_all(fd, pre, pre_len) ||

@@ -295,23 +295,6 @@ static tsr_status_t make_dirs(const char *path, const char *root, mode_t mode) {
   return NULL;
 }
 
-/* The process umask, read without changing it (umask(2) cannot be queried
- * without a race between threads); 022 if /proc is unavailable. */
-static mode_t current_umask(void) {
-  mode_t mask = 022;
-  FILE *f = fopen("/proc/self/status", "r");
-  if (!f) return mask;
-  char line[256];
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "Umask:", 6) == 0) {
-      mask = (mode_t)strtoul(line + 6, NULL, 8) & 0777;
-      break;
-    }
-  }
-  fclose(f);
-  return mask;
-}
-
 /* The mode of entry files, 0666 less the umask (mkstemp makes them 0600).
  * Read on the first write of the process, not at open: readers never need
  * it, and reading /proc costs a cached run a tenth of a millisecond. */
@@ -319,7 +302,7 @@ static mode_t entry_mode(void) {
   static _Atomic int mode = -1;
   int m = atomic_load_explicit(&mode, memory_order_relaxed);
   if (m < 0) {
-    m = (int)(0666 & ~current_umask());
+    m = (int)(0666 & ~tsr_process_umask());
     atomic_store_explicit(&mode, m, memory_order_relaxed);
   }
   return (mode_t)m;

@@ -789,27 +789,33 @@ static const cli_option_t run_options[] = {
     {"trace", 0, true, RUN_TRACE},
     {"detect-races", 0, false, RUN_DETECT_RACES},
     {"cache-stats", 0, false, RUN_CACHE_STATS},
+    {"explain", 0, false, RUN_EXPLAIN},
+    {"target", 0, true, RUN_TARGET},
     {NULL, 0, false, 0},
 };
 
-static const cli_option_t hash_options[] = {
-    {"help", 'h', false, RUN_HELP},
-    {"kernel", 'k', true, RUN_KERNEL},
-    {"explain", 0, false, RUN_EXPLAIN},
-    {"target", 0, true, RUN_TARGET},
-    {"uninit", 0, true, RUN_UNINIT},
-    {"shuffle-parallel", 0, true, RUN_SHUFFLE},
-    {"chip", 0, true, RUN_CHIP},
-    {"check", 0, false, RUN_CHECK},
-    {"no-check", 0, false, RUN_NO_CHECK},
-    {"max-errors", 0, true, RUN_MAX_ERRORS},
-    {"devices", 0, true, RUN_DEVICES},
-    {"cores", 0, true, RUN_CORES},
-    {"dma-mode", 0, true, RUN_DMA_MODE},
-    {"schedule-seed", 0, true, RUN_SCHEDULE_SEED},
-    {"detect-races", 0, false, RUN_DETECT_RACES},
-    {NULL, 0, false, 0},
-};
+/* `run` and `hash` share the table above: hash takes the options that change
+ * a kernel's key, plus its own; run takes all but hash's own. */
+static bool option_of(const char *cmd, int id) {
+  bool hash = strcmp(cmd, "hash") == 0;
+  switch (id) {
+    case RUN_HELP: case RUN_KERNEL: case RUN_UNINIT: case RUN_SHUFFLE: case RUN_CHIP:
+    case RUN_CHECK: case RUN_NO_CHECK: case RUN_MAX_ERRORS: case RUN_DEVICES:
+    case RUN_CORES: case RUN_DMA_MODE: case RUN_SCHEDULE_SEED: case RUN_DETECT_RACES:
+      return true;
+    case RUN_EXPLAIN: case RUN_TARGET:
+      return hash;
+    default:
+      return !hash;
+  }
+}
+
+static const char *option_name(int id) {
+  for (const cli_option_t *o = run_options; o->name; o++)
+    if (o->id == id) return o->name;
+  return "?";
+}
+
 
 typedef struct run_request {
   const char *file;
@@ -844,10 +850,9 @@ static void free_bindings(binding_t *b, size_t n) {
   free(b);
 }
 
-/* Options of `run`, and of `hash` (which takes the subset in hash_options:
- * the options that change a kernel's key). */
-static int parse_run_args(const char *cmd, const cli_option_t *table, int argc,
-                          char **argv, run_request_t *req) {
+/* Options of `run`, and of `hash` (option_of says which of them). */
+static int parse_run_args(const char *cmd, int argc, char **argv,
+                          run_request_t *req) {
   memset(req, 0, sizeof *req);
   tsr_interp_options_initialize(&req->options);
   req->ins = xcalloc((size_t)argc, sizeof *req->ins);
@@ -855,8 +860,10 @@ static int parse_run_args(const char *cmd, const cli_option_t *table, int argc,
   arg_iter_t it = {cmd, argc, argv, 1, false};
   const char *value;
   int id;
-  while ((id = next_arg(&it, table, &value)) != ARG_END) {
+  while ((id = next_arg(&it, run_options, &value)) != ARG_END) {
     uint64_t n;
+    if (id >= 0 && !option_of(cmd, id))
+      return usage_error(cmd, "'--%s' is not an option of '%s'", option_name(id), cmd);
     switch (id) {
     case ARG_ERROR:
       return EXIT_USAGE;
@@ -1320,7 +1327,7 @@ done:
 
 static int cmd_run(int argc, char **argv) {
   run_request_t req;
-  int rc = parse_run_args("run", run_options, argc, argv, &req);
+  int rc = parse_run_args("run", argc, argv, &req);
   if (rc == EXIT_OK) rc = execute_run(&req);
   if (rc < 0) rc = EXIT_OK; /* --help */
   free_bindings(req.ins, req.num_ins);
@@ -1336,7 +1343,7 @@ static void print_hex128(uint64_t hi, uint64_t lo) {
 
 static int cmd_hash(int argc, char **argv) {
   run_request_t req;
-  int rc = parse_run_args("hash", hash_options, argc, argv, &req);
+  int rc = parse_run_args("hash", argc, argv, &req);
   free_bindings(req.ins, req.num_ins);
   free_bindings(req.outs, req.num_outs);
   if (rc < 0) return EXIT_OK; /* --help */

@@ -12,23 +12,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-cache-cli-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 unset TESSERA_CACHE TESSERA_CACHE_DIR TESSERA_CACHE_MAX_SIZE
 
-if ! "$T" cache --help >/dev/null 2>&1; then
-  echo "1..0 # SKIP tessera has no 'cache' command (not in tools/tessera.c's table yet)"
-  exit 0
-fi
+source "${TSR_SOURCE_ROOT:?}/tests/cli/tap.sh"
 
-n=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-fail() {
-  n=$((n + 1))
-  echo "not ok $n - $1"
-  shift
-  local line
-  for line in "$@"; do printf '%s\n' "$line" | sed 's/^/# /'; done
-}
-
-# t ARGS...: runs tessera; stdout in $tmp/out, stderr in $tmp/err, status in $rc.
-t() { "$T" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
 
 # expect DESC STATUS [pattern for stdout] [pattern for stderr]
 expect() {

@@ -16,19 +16,8 @@ trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
 unset TESSERA_CACHE XDG_CACHE_HOME
 
-n=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-fail() {
-  n=$((n + 1))
-  echo "not ok $n - $1"
-  shift
-  local line
-  for line in "$@"; do printf '%s\n' "$line" | sed 's/^/# /'; done
-}
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+source "${TSR_SOURCE_ROOT:?}/tests/cli/tap.sh"
 
-# t ARGS...: runs tessera; stdout in out, stderr in err, status in $rc.
-t() { "$T" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
 context() { printf '%s\n' "exit status $rc" "stdout: $(head -c 1200 "$tmp/out")" "stderr: $(head -c 1200 "$tmp/err")"; }
 check() { # check DESC CONDITION-COMMAND...
   local desc=$1

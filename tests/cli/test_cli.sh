@@ -22,19 +22,8 @@ for cand in python3 /usr/bin/python3; do
   fi
 done
 
-n=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-fail() {
-  n=$((n + 1))
-  echo "not ok $n - $1"
-  shift
-  local line
-  for line in "$@"; do printf '%s\n' "$line" | sed 's/^/# /'; done
-}
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+source "${TSR_SOURCE_ROOT:?}/tests/cli/tap.sh"
 
-# t ARGS...: runs tessera; stdout in $tmp/out, stderr in $tmp/err, status in $rc.
-t() { "$T" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null; rc=$?; }
 # t_in FILE ARGS...: the same with stdin from FILE.
 t_in() { local f=$1; shift; "$T" "$@" >"$tmp/out" 2>"$tmp/err" <"$f"; rc=$?; }
 
