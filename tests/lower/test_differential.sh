@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Compiled vs interpreted, in TAP: every kernel of the tree (kernels/examples,
+# the diagnostics catalog's correct kernels with their options, and the
+# random kernels of tests/lower/random_kernels.py when given a count) runs with
+# `tessera run --backend cpu` and with the interpreter on the same seeded
+# inputs; the outputs must be equal: bitwise for integer and i1 outputs, for
+# floats within the tolerance of docs/lowering.md (|a - b| <= atol + rtol |b|,
+# rtol = 1e-5 and atol = 1e-5 for f32, 1e-2 for bf16/f16 after rounding).
+# A kernel the CPU backend cannot lower yet is a SKIP naming the op (never a
+# pass). Needs $TESSERA, $TSR_SOURCE_ROOT and python3 with numpy.
+#
+#   test_differential.sh [RANDOM_COUNT [SEED]]   (default 0 random kernels)
+set -u
+
+T=${TESSERA:?TESSERA must name the tessera binary}
+SRC=${TSR_SOURCE_ROOT:?TSR_SOURCE_ROOT must name the source tree}
+random_count=${1:-0}
+random_seed=${2:-1}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-diff-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+source "$SRC/tests/cli/tap.sh"
+
+PY=
+for cand in /usr/bin/python3 python3; do
+  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import numpy, ml_dtypes' 2>/dev/null; then
+    PY=$cand
+    break
+  fi
+done
+if [[ -z $PY ]]; then
+  echo "1..0 # SKIP no python3 with numpy and ml_dtypes"
+  exit 0
+fi
+if ! "$T" lower --help >/dev/null 2>&1 || "$T" lower --target cpu "$SRC/kernels/examples/add.tsr" 2>&1 | grep -q 'not built with\|without MLIR\|no cpu backend'; then
+  echo "1..0 # SKIP this tessera has no CPU backend (built with -Dmlir=disabled or without LLVM)"
+  exit 0
+fi
+
+# compare DIR_A DIR_B: python prints "ok" or what differs.
+compare() {
+  "$PY" - "$1" "$2" <<'PY'
+import sys, os
+import numpy as np, ml_dtypes
+a_dir, b_dir = sys.argv[1:3]
+bad = []
+names = sorted(os.listdir(a_dir))
+if names != sorted(os.listdir(b_dir)):
+    print("different output files:", names, sorted(os.listdir(b_dir))); sys.exit(0)
+for name in names:
+    a = np.load(os.path.join(a_dir, name)); b = np.load(os.path.join(b_dir, name))
+    if a.dtype.kind == "V":  # bf16 stored as <V2
+        a = a.view(ml_dtypes.bfloat16); b = b.view(ml_dtypes.bfloat16)
+    if a.shape != b.shape:
+        bad.append(f"{name}: shape {a.shape} vs {b.shape}"); continue
+    if a.dtype.kind in "iub":
+        if not np.array_equal(a, b):
+            i = np.argwhere(a != b)[0]
+            bad.append(f"{name}: integers differ at {tuple(i)}: {a[tuple(i)]} vs {b[tuple(i)]}")
+        continue
+    low = a.dtype.itemsize <= 2
+    x = a.astype(np.float64); y = b.astype(np.float64)
+    rtol, atol = (1e-2, 1e-2) if low else (1e-5, 1e-5)
+    same_nan = np.isnan(x) == np.isnan(y)
+    close = np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True)
+    if not (same_nan.all() and close.all()):
+        i = tuple(np.argwhere(~(close & same_nan))[0])
+        bad.append(f"{name}: {x[i]} vs {y[i]} at {i} (max abs diff {np.nanmax(np.abs(x - y)):.3g})")
+print("ok" if not bad else "; ".join(bad))
+PY
+}
+
+# check_kernel FILE KERNEL OPTIONS...: one TAP line.
+check_kernel() {
+  local file=$1 kernel=$2
+  shift 2
+  local desc="${file#"$SRC"/} @$kernel${*:+ $*}"
+  local dir_i=$tmp/i dir_c=$tmp/c
+  rm -rf "$dir_i" "$dir_c"
+  "$T" run "$file" --kernel "$kernel" --random-inputs 5 --out-dir "$dir_i" -q "$@" \
+    >"$tmp/out_i" 2>"$tmp/err_i"
+  local rc_i=$?
+  "$T" run "$file" --kernel "$kernel" --backend cpu --random-inputs 5 --out-dir "$dir_c" -q "$@" \
+    >"$tmp/out_c" 2>"$tmp/err_c"
+  local rc_c=$?
+  if grep -q 'cannot be lowered' "$tmp/err_c"; then
+    skip "$desc" "$(grep -m1 'cannot be lowered' "$tmp/err_c")"
+  elif [[ $rc_i -ne 0 ]]; then
+    # The interpreter rejects the run (a kernel error): the compiled code
+    # need not agree on diagnostics, only on results of correct kernels.
+    skip "$desc" "the interpreter reports a kernel error: $(head -c 300 "$tmp/err_i")"
+  elif [[ $rc_c -ne 0 ]]; then
+    fail "$desc" "the compiled run failed (exit $rc_c)" "$(head -c 1500 "$tmp/err_c")"
+  else
+    local verdict
+    verdict=$(compare "$dir_i" "$dir_c")
+    if [[ $verdict == ok ]]; then pass "$desc"; else fail "$desc" "$verdict"; fi
+  fi
+}
+
+# kernels FILE: the kernel names of a .tsr file.
+kernels() { grep -oE '^kernel @[A-Za-z0-9_.]+' "$1" | sed 's/^kernel @//'; }
+
+for f in "$SRC"/kernels/examples/*.tsr; do
+  for k in $(kernels "$f"); do check_kernel "$f" "$k"; done
+done
+
+declare -A opts
+while read -r file rest; do
+  [[ -z $file || $file == \#* ]] && continue
+  opts[$file]=$rest
+done <"$SRC/tests/diagnostics/options.txt"
+for f in "$SRC"/tests/diagnostics/ok/*.tsr; do
+  rel=ok/$(basename "$f")
+  # shellcheck disable=SC2086
+  for k in $(kernels "$f"); do check_kernel "$f" "$k" ${opts[$rel]-}; done
+done
+
+if ((random_count > 0)); then
+  mkdir -p "$tmp/random"
+  if "$PY" "$SRC/tests/lower/random_kernels.py" --count "$random_count" --seed "$random_seed" \
+       --out "$tmp/random" >"$tmp/gen.log" 2>&1; then
+    for f in "$tmp"/random/*.tsr; do
+      for k in $(kernels "$f"); do check_kernel "$f" "$k"; done
+    done
+  else
+    fail "random kernel generator" "$(head -c 1500 "$tmp/gen.log")"
+  fi
+fi
+
+echo "1..$n"
