@@ -1,0 +1,1217 @@
+/* tessera kernel -> MLIR text in upstream dialects (func, scf, arith, math,
+ * vector, memref): the grid as scf.for loops, BlockSpec windows used in place
+ * or through block buffers, scratch, control flow and memory ops. Block
+ * math is in emit_expr.c (elementwise, fused) and emit_ops.c (reductions,
+ * dot, shape ops); plumbing in emit_text.c. The generated code is described
+ * in docs/lowering_codegen.md; its semantics are the interpreter's
+ * (docs/semantics.md). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ir/ir.h"
+#include "lower/emit_internal.h"
+#include "lower/lower_api.h"
+#include "lower/lower_internal.h"
+
+/* How the pipeline moves one in/out operand (see docs/lowering_codegen.md). */
+typedef struct operand_state {
+  const tsr_decl_t *decl;
+  uint32_t root;        /* the HBM array: a function argument (or the aliased output's) */
+  bool blocked;         /* vmem/smem with a window: block index per step */
+  bool inplace;         /* the window of HBM is the ref; else a block buffer */
+  bool maybe_padded;    /* some array dim is not a multiple of its block dim */
+  view_t buf;           /* block buffer (not in place) */
+  uint32_t state;       /* first slot of its block indices in the state memref */
+  int64_t block[TSR_MAX_RANK];   /* squeezed dims as 1 */
+  int64_t nblocks[TSR_MAX_RANK];
+  int64_t astrides[TSR_MAX_RANK];
+  uint32_t ref_rank;
+  int64_t ref_dims[TSR_MAX_RANK];
+  int64_t ref_strides[TSR_MAX_RANK]; /* array strides of the kept dims */
+  ssa_t bi[TSR_MAX_RANK];  /* this step's block indices (index) */
+} operand_state_t;
+
+typedef struct kernel_state {
+  operand_state_t *ops; /* per decl */
+  ssa_t state;          /* memref<N x index> of previous block indices */
+  uint32_t state_slots;
+  ssa_t lin, first, last;
+} kernel_state_t;
+
+static void emit_region(emitter_t *em, const tsr_region_t *r);
+
+/* ---- Analysis ------------------------------------------------------------------- */
+
+static void count_uses(emitter_t *em, const tsr_region_t *r) {
+  if (!r) return;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    for (uint32_t i = 0; i < op->num_operands; i++) {
+      uint32_t id = op->operands[i]->id;
+      em->uses[id]++;
+      em->user[id] = op;
+    }
+    if (op->opcode == TSR_OP_STORE) em->stored[op->operands[0]->id] = true;
+    if (op->opcode == TSR_OP_DMA_START && op->num_indices > 0) {
+      /* dst ref: lowering of DMAs is not implemented; be conservative */
+      for (uint32_t i = 0; i < op->num_operands; i++)
+        if (op->operands[i]->type.kind == TSR_TYPE_REF) em->stored[op->operands[i]->id] = true;
+    }
+    for (uint32_t i = 0; i < op->num_regions; i++) count_uses(em, &op->regions[i]);
+  }
+}
+
+/* ---- Values ---------------------------------------------------------------------- */
+
+static vinfo_t *vi_of(emitter_t *em, const tsr_value_t *v) { return &em->vals[v->id]; }
+
+static ssa_t scalar_of(emitter_t *em, const tsr_value_t *v) {
+  vinfo_t *vi = vi_of(em, v);
+  if (vi->kind != VK_SCALAR) {
+    em_fail(em, TSR_STATUS(TSR_INTERNAL, "emit: %%%s is not a scalar here", v->name));
+    return (ssa_t){"%undef"};
+  }
+  return vi->scalar;
+}
+
+static void set_scalar(emitter_t *em, const tsr_value_t *v, ssa_t s) {
+  vinfo_t *vi = vi_of(em, v);
+  vi->kind = VK_SCALAR;
+  vi->scalar = s;
+}
+
+static void set_mem(emitter_t *em, const tsr_value_t *v, view_t m) {
+  vinfo_t *vi = vi_of(em, v);
+  vi->kind = VK_MEM;
+  vi->mem = m;
+}
+
+static void set_lazy(emitter_t *em, const tsr_value_t *v, expr_t *e) {
+  vinfo_t *vi = vi_of(em, v);
+  vi->kind = VK_LAZY;
+  vi->expr = e;
+}
+
+/* Whether `u` can evaluate its operand `v` element by element inside its own
+ * loops (each element read once, at u's position). */
+static bool fuses(const tsr_op_t *u, const tsr_value_t *v) {
+  switch (tsr_op_table[u->opcode].rule) {
+    case TSR_RULE_ELEMWISE:
+    case TSR_RULE_COMPARE:
+    case TSR_RULE_SELECT:
+    case TSR_RULE_CONVERT:
+    case TSR_RULE_BITCAST: return u->results[0]->type.kind == TSR_TYPE_VECTOR;
+    case TSR_RULE_STORE: return u->operands[0] != v;
+    case TSR_RULE_REDUCE:
+    case TSR_RULE_TRANSPOSE:
+    case TSR_RULE_CONCATENATE: return true;
+    case TSR_RULE_FOR:
+      for (uint32_t i = 3; i < u->num_operands; i++)
+        if (u->operands[i] == v) return true;
+      return false;
+    case TSR_RULE_WHILE: return true;
+    case TSR_RULE_YIELD: {
+      const tsr_op_t *p = u->parent ? u->parent->parent_op : NULL;
+      return p && (p->opcode == TSR_OP_FOR || p->opcode == TSR_OP_WHILE || p->opcode == TSR_OP_IF);
+    }
+    default: return false;
+  }
+}
+
+/* Whether the block result of `op`, computed by `e`, stays an expression
+ * that its only user evaluates (fusion). */
+static bool lazy_ok(emitter_t *em, const tsr_op_t *op, const expr_t *e) {
+  const tsr_value_t *r = op->results[0];
+  if (em->uses[r->id] != 1) return false;
+  const tsr_op_t *u = em->user[r->id];
+  if (!u || u->parent != op->parent || !fuses(u, r)) return false;
+  /* Elements of refs that the kernel writes must be read before any write:
+   * the user must come right after. */
+  if (ex_has_mutable(e) && u != op->next) return false;
+  return true;
+}
+
+/* ---- Refs and views ---------------------------------------------------------------- */
+
+/* i32 value clamped to [0, hi] as an index. */
+static ssa_t clamp_index(emitter_t *em, ssa_t v, int64_t hi) {
+  if (hi < 0) hi = 0;
+  ssa_t a = em_op2(em, "arith.maxsi", v, em_cint(em, "i32", 0, 0), "i32");
+  a = em_op2(em, "arith.minsi", a, em_cint(em, "i32", 0, hi), "i32");
+  return em_idx_of_i32(em, a);
+}
+
+/* The view of op's indices into ref `rv`. With every index a point, sets
+ * *all_points and the element's indices in points[] instead (no view). */
+static view_t ref_view(emitter_t *em, const tsr_op_t *op, const view_t *rv, bool *all_points,
+                       ssa_t *points) {
+  view_t v;
+  memset(&v, 0, sizeof v);
+  int64_t static_off = 0;
+  ssa_t off = rv->off;
+  char key[480];
+  size_t klen = (size_t)snprintf(key, sizeof key, "%s[", rv->key ? rv->key : "?");
+  bool pts = true;
+  for (uint32_t d = 0; d < op->num_indices && d < rv->rank; d++) {
+    const tsr_index_t *ix = &op->indices[d];
+    int64_t dim = rv->dims[d], st = rv->strides[d];
+    bool dyn = ix->operand >= 0;
+    ssa_t start;
+    if (klen < sizeof key - 48) {
+      if (dyn)
+        klen += (size_t)snprintf(key + klen, sizeof key - klen, "%u:v%u:%lld:%lld,", ix->kind,
+                                 op->operands[ix->operand]->id, (long long)ix->size,
+                                 (long long)ix->stride);
+      else
+        klen += (size_t)snprintf(key + klen, sizeof key - klen, "%u:%lld:%lld:%lld,", ix->kind,
+                                 (long long)ix->start, (long long)ix->size,
+                                 (long long)ix->stride);
+    }
+    switch (ix->kind) {
+      case TSR_INDEX_FULL:
+        v.dims[v.rank] = dim;
+        v.strides[v.rank] = st;
+        v.rank++;
+        pts = false;
+        if (points) points[d] = em_cidx(em, 0);
+        break;
+      case TSR_INDEX_POINT:
+        if (dyn) {
+          start = clamp_index(em, scalar_of(em, op->operands[ix->operand]), dim - 1);
+          if (points) points[d] = start;
+          off = em_iadd(em, off, em_imulc(em, start, st));
+        } else {
+          if (points) points[d] = em_cidx(em, ix->start);
+          static_off += ix->start * st;
+        }
+        break;
+      case TSR_INDEX_SLICE:
+      case TSR_INDEX_DS: {
+        int64_t step = ix->kind == TSR_INDEX_SLICE ? ix->stride : ix->stride;
+        if (dyn) {
+          int64_t extent = (ix->size - 1) * step + 1;
+          start = clamp_index(em, scalar_of(em, op->operands[ix->operand]), dim - extent);
+          off = em_iadd(em, off, em_imulc(em, start, st));
+        } else {
+          static_off += ix->start * st;
+        }
+        v.dims[v.rank] = ix->size;
+        v.strides[v.rank] = st * step;
+        v.rank++;
+        pts = false;
+        break;
+      }
+      default: break;
+    }
+  }
+  snprintf(key + klen, sizeof key - klen, "]");
+  *all_points = pts;
+  if (pts) return v;
+  v.root = rv->root;
+  v.off = em_iaddc(em, off, static_off);
+  v.key = em_key(em, "%s", key);
+  em_view_materialize(em, &v);
+  return v;
+}
+
+/* The store that follows `op` and writes its block result, if the result
+ * can be computed directly into the stored view (store forwarding). */
+view_t em_result_dest(emitter_t *em, const tsr_op_t *op, bool inputs_mutable) {
+  const tsr_value_t *r = op->results[0];
+  const tsr_op_t *s = op->next;
+  if (!inputs_mutable && em->uses[r->id] == 1 && s && s->opcode == TSR_OP_STORE &&
+      !(s->flags & TSR_OPF_MASK) && s->operands[1] == r &&
+      vi_of(em, s->operands[0])->kind == VK_REF) {
+    bool pts;
+    view_t v = ref_view(em, s, &vi_of(em, s->operands[0])->mem, &pts, NULL);
+    if (!pts && v.rank == r->type.rank) {
+      set_mem(em, r, v);
+      return v;
+    }
+  }
+  view_t b = em_buffer(em, (tsr_dtype_t)r->type.dtype, r->type.rank, r->type.dims);
+  set_mem(em, r, b);
+  return b;
+}
+
+/* ---- Memory ops ---------------------------------------------------------------------- */
+
+static expr_t *mask_expr(emitter_t *em, const tsr_op_t *op, uint32_t rank, const int64_t *dims) {
+  if (!(op->flags & TSR_OPF_MASK)) return NULL;
+  return ex_of_value(em, op->operands[op->num_operands - 1], rank, dims);
+}
+
+static void op_load(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *ref = op->operands[0], *r = op->results[0];
+  vinfo_t *rvi = vi_of(em, ref);
+  tsr_dtype_t dtype = (tsr_dtype_t)r->type.dtype;
+  bool pts;
+  ssa_t points[TSR_MAX_RANK];
+  view_t v = ref_view(em, op, &rvi->mem, &pts, points);
+  if (pts) {
+    nest_t n;
+    memset(&n, 0, sizeof n);
+    ssa_t s;
+    if (op->flags & TSR_OPF_MASK) {
+      ssa_t m = scalar_of(em, op->operands[op->num_operands - 1]);
+      ssa_t pt = em_uninit(em, dtype, 0);
+      s = em_mem_read(em, &rvi->mem, dtype, points, &n, &m, &pt);
+    } else {
+      s = em_mem_read(em, &rvi->mem, dtype, points, &n, NULL, NULL);
+    }
+    set_scalar(em, r, s);
+    return;
+  }
+  expr_t *mask = mask_expr(em, op, r->type.rank, r->type.dims);
+  if (!mask && !rvi->mutable_ref) { /* borrowed: nothing writes this ref */
+    set_mem(em, r, v);
+    return;
+  }
+  expr_t *e = ex_new(em, EX_MEM, dtype, r->type.rank, r->type.dims);
+  if (!e) return;
+  e->mem = v;
+  e->mask = mask;
+  e->mutable_mem = rvi->mutable_ref;
+  if (lazy_ok(em, op, e))
+    set_lazy(em, r, e);
+  else
+    set_mem(em, r, em_materialize(em, e));
+}
+
+static void op_store(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *ref = op->operands[0], *val = op->operands[1];
+  vinfo_t *rvi = vi_of(em, ref);
+  const tsr_dtype_t dtype = (tsr_dtype_t)ref->type.dtype;
+  bool pts;
+  ssa_t points[TSR_MAX_RANK];
+  view_t v = ref_view(em, op, &rvi->mem, &pts, points);
+  if (pts) {
+    nest_t n;
+    memset(&n, 0, sizeof n);
+    ssa_t s = scalar_of(em, val);
+    if (op->flags & TSR_OPF_MASK) {
+      ssa_t m = scalar_of(em, op->operands[op->num_operands - 1]);
+      em_mem_write(em, &rvi->mem, dtype, points, &n, s, &m);
+    } else {
+      em_mem_write(em, &rvi->mem, dtype, points, &n, s, NULL);
+    }
+    return;
+  }
+  vinfo_t *vvi = vi_of(em, val);
+  if (vvi->kind == VK_MEM && em_view_same(&vvi->mem, &v) && !(op->flags & TSR_OPF_MASK))
+    return; /* computed in place (store forwarding) */
+  expr_t *e = ex_of_value(em, val, v.rank, v.dims);
+  if (!e) return;
+  expr_t *mask = mask_expr(em, op, v.rank, v.dims);
+  if (!ex_inplace_safe(em, e, &v) || (mask && !ex_inplace_safe(em, mask, &v))) {
+    view_t tmp = em_materialize(em, e);
+    e = ex_new(em, EX_MEM, dtype, v.rank, v.dims);
+    if (!e) return;
+    e->mem = tmp;
+    if (mask) {
+      view_t mt = em_materialize(em, mask);
+      mask = ex_new(em, EX_MEM, TSR_DTYPE_I1, v.rank, v.dims);
+      if (!mask) return;
+      mask->mem = mt;
+    }
+  }
+  ex_store(em, e, &v, mask);
+}
+
+/* ---- Elementwise and shape ops ---------------------------------------------------------- */
+
+static void op_elementwise(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *r = op->results[0];
+  const tsr_rule_t rule = tsr_op_table[op->opcode].rule;
+  const tsr_value_t *val = op->operands[rule == TSR_RULE_SELECT ? 1 : 0];
+  const tsr_dtype_t arg_dtype = (tsr_dtype_t)val->type.dtype, dtype = (tsr_dtype_t)r->type.dtype;
+  if (r->type.kind == TSR_TYPE_SCALAR) {
+    ssa_t a[3];
+    for (uint32_t i = 0; i < op->num_operands && i < 3; i++) a[i] = scalar_of(em, op->operands[i]);
+    ssa_t s;
+    switch (rule) {
+      case TSR_RULE_SELECT: s = em_select(em, a[0], a[1], a[2], em_compute(dtype), 0, false); break;
+      case TSR_RULE_CONVERT: s = em_convert(em, a[0], arg_dtype, dtype, 0); break;
+      case TSR_RULE_BITCAST: s = em_bitcast(em, a[0], arg_dtype, dtype, 0); break;
+      default: s = em_elementwise(em, op->opcode, arg_dtype, a, 0); break;
+    }
+    set_scalar(em, r, s);
+    return;
+  }
+  expr_t *e = ex_new(em, EX_OP, dtype, r->type.rank, r->type.dims);
+  if (!e) return;
+  e->op = op->opcode;
+  e->arg_dtype = arg_dtype;
+  e->nargs = op->num_operands;
+  for (uint32_t i = 0; i < op->num_operands && i < 3; i++) {
+    e->args[i] = ex_of_value(em, op->operands[i], r->type.rank, r->type.dims);
+    if (!e->args[i]) return;
+  }
+  if (lazy_ok(em, op, e))
+    set_lazy(em, r, e);
+  else
+    set_mem(em, r, em_materialize(em, e));
+}
+
+static void op_const(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *r = op->results[0];
+  tsr_dtype_t dtype = (tsr_dtype_t)r->type.dtype;
+  ssa_t c = em_literal(em, dtype, op->literal, 0);
+  if (r->type.kind == TSR_TYPE_SCALAR) {
+    set_scalar(em, r, c);
+    return;
+  }
+  expr_t *e = ex_new(em, EX_SCALAR, dtype, r->type.rank, r->type.dims);
+  if (!e) return;
+  e->scalar = c;
+  set_lazy(em, r, e);
+}
+
+static void op_iota(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *r = op->results[0];
+  expr_t *e = ex_new(em, EX_IOTA, (tsr_dtype_t)r->type.dtype, r->type.rank, r->type.dims);
+  if (!e) return;
+  e->axis = (uint32_t)op->ints[0];
+  set_lazy(em, r, e);
+}
+
+/* The value's splat scalar, if it is one (a scalar, or a lazy splat). */
+static bool splat_of(emitter_t *em, const tsr_value_t *v, ssa_t *out) {
+  vinfo_t *vi = vi_of(em, v);
+  if (vi->kind == VK_SCALAR) {
+    *out = vi->scalar;
+    return true;
+  }
+  if (vi->kind == VK_LAZY && vi->expr->kind == EX_SCALAR) {
+    *out = vi->expr->scalar;
+    return true;
+  }
+  return false;
+}
+
+static void set_splat(emitter_t *em, const tsr_value_t *r, ssa_t s) {
+  expr_t *e = ex_new(em, EX_SCALAR, (tsr_dtype_t)r->type.dtype, r->type.rank, r->type.dims);
+  if (!e) return;
+  e->scalar = s;
+  set_lazy(em, r, e);
+}
+
+static void op_broadcast(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *a = op->operands[0], *r = op->results[0];
+  ssa_t s;
+  if (splat_of(em, a, &s)) {
+    set_splat(em, r, s);
+    return;
+  }
+  view_t v = em_value_view(em, a);
+  if (tsr_type_equal(&a->type, &r->type)) {
+    set_mem(em, r, v);
+    return;
+  }
+  expr_t *e = ex_new(em, EX_BCAST, (tsr_dtype_t)r->type.dtype, r->type.rank, r->type.dims);
+  if (!e) return;
+  e->mem = v;
+  set_lazy(em, r, e);
+}
+
+/* A dense view of v's elements (copying when v's view is strided). */
+static view_t dense_view_of(emitter_t *em, const tsr_value_t *a) {
+  view_t v = em_value_view(em, a);
+  if (em_view_is_dense(&v)) return v;
+  expr_t *e = ex_new(em, EX_MEM, (tsr_dtype_t)a->type.dtype, a->type.rank, a->type.dims);
+  if (!e) return v;
+  e->mem = v;
+  return em_materialize(em, e);
+}
+
+static void op_reshape(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *a = op->operands[0], *r = op->results[0];
+  ssa_t s;
+  if (splat_of(em, a, &s)) {
+    set_splat(em, r, s);
+    return;
+  }
+  view_t v = dense_view_of(em, a);
+  int64_t strides[TSR_MAX_RANK];
+  em_dense_strides(r->type.rank, r->type.dims, strides);
+  set_mem(em, r, em_view_make(em, v.root, v.off, r->type.rank, r->type.dims, strides,
+                              em_key(em, "%s{rs%u}", v.key ? v.key : "?", r->id)));
+}
+
+static void op_slice(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *a = op->operands[0], *r = op->results[0];
+  ssa_t s;
+  if (splat_of(em, a, &s)) {
+    set_splat(em, r, s);
+    return;
+  }
+  view_t v = em_value_view(em, a);
+  int64_t off = 0, dims[TSR_MAX_RANK], strides[TSR_MAX_RANK];
+  uint32_t rank = 0;
+  for (uint32_t d = 0; d < op->num_indices && d < v.rank; d++) {
+    const tsr_index_t *ix = &op->indices[d];
+    switch (ix->kind) {
+      case TSR_INDEX_FULL:
+        dims[rank] = v.dims[d];
+        strides[rank++] = v.strides[d];
+        break;
+      case TSR_INDEX_POINT: off += ix->start * v.strides[d]; break;
+      default:
+        off += ix->start * v.strides[d];
+        dims[rank] = ix->size;
+        strides[rank++] = v.strides[d] * ix->stride;
+        break;
+    }
+  }
+  if (rank == 0) { /* every index a point: a scalar */
+    view_t e = em_view_make(em, v.root, em_iaddc(em, v.off, off), 0, dims, strides, NULL);
+    nest_t n;
+    memset(&n, 0, sizeof n);
+    set_scalar(em, r, em_mem_read(em, &e, (tsr_dtype_t)r->type.dtype, NULL, &n, NULL, NULL));
+    return;
+  }
+  set_mem(em, r, em_view_make(em, v.root, em_iaddc(em, v.off, off), rank, dims, strides,
+                              em_key(em, "%s{sl%u}", v.key ? v.key : "?", r->id)));
+}
+
+/* ---- Control flow --------------------------------------------------------------------------- */
+
+/* Writes the block operands of a terminator into their destinations with
+ * parallel-copy semantics: every source is read before any destination is
+ * written when some source reads a destination. dests[i] NULL: scalar. */
+static void copy_yields(emitter_t *em, const tsr_op_t *term, view_t *const *dests) {
+  uint32_t n = term->num_operands, blocks = 0;
+  for (uint32_t i = 0; i < n; i++) blocks += dests[i] != NULL;
+  if (!blocks) return;
+  expr_t **src = em_alloc(em, (n + 1) * sizeof *src);
+  if (!src) return;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!dests[i]) continue;
+    const tsr_value_t *v = term->operands[i];
+    src[i] = ex_of_value(em, v, dests[i]->rank, dests[i]->dims);
+    if (!src[i]) return;
+  }
+  /* Does any source read a destination (other than exactly its own)? */
+  bool conflict = false;
+  for (uint32_t i = 0; i < n && !conflict; i++) {
+    if (!dests[i]) continue;
+    for (uint32_t j = 0; j < n && !conflict; j++) {
+      if (!dests[j]) continue;
+      if (i == j)
+        conflict = !ex_inplace_safe(em, src[i], dests[j]);
+      else
+        conflict = !ex_inplace_safe(em, src[i], dests[j]) ||
+                   (src[i]->kind == EX_MEM && src[i]->mem.root == dests[j]->root);
+    }
+  }
+  if (conflict) {
+    for (uint32_t i = 0; i < n; i++) {
+      if (!dests[i]) continue;
+      if (src[i]->kind == EX_MEM && em_view_same(&src[i]->mem, dests[i])) continue;
+      view_t t = em_materialize(em, src[i]);
+      src[i] = ex_new(em, EX_MEM, src[i]->dtype, t.rank, t.dims);
+      if (!src[i]) return;
+      src[i]->mem = t;
+    }
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    if (!dests[i]) continue;
+    if (src[i]->kind == EX_MEM && em_view_same(&src[i]->mem, dests[i])) continue;
+    ex_store(em, src[i], dests[i], NULL);
+  }
+}
+
+/* "%t:2" / "%t" result-list names and "T, T" type lists of the scalar
+ * results of a control op. */
+typedef struct scalar_results {
+  uint32_t count;
+  ssa_t base;
+  char types[512];
+  uint32_t slot[64]; /* result index -> position among scalar results */
+} scalar_results_t;
+
+static bool collect_scalars(emitter_t *em, const tsr_op_t *op, scalar_results_t *sr) {
+  memset(sr, 0, sizeof *sr);
+  size_t len = 0;
+  if (op->num_results > 64) {
+    em_unimplemented(em, op, "more than 64 results");
+    return false;
+  }
+  for (uint32_t i = 0; i < op->num_results; i++) {
+    const tsr_type_t *t = &op->results[i]->type;
+    if (t->kind != TSR_TYPE_SCALAR) continue;
+    sr->slot[i] = sr->count++;
+    snprintf(sr->types + len, sizeof sr->types - len, "%s%s", len ? ", " : "",
+             em_compute((tsr_dtype_t)t->dtype));
+    len += strlen(sr->types + len);
+  }
+  sr->base = em_fresh(em);
+  return true;
+}
+
+static ssa_t result_name(const scalar_results_t *sr, uint32_t k) {
+  ssa_t r;
+  if (sr->count == 1)
+    r = sr->base;
+  else
+    snprintf(r.s, sizeof r.s, "%.30s#%u", sr->base.s, k);
+  return r;
+}
+
+static void result_prefix(const scalar_results_t *sr, char *buf, size_t size) {
+  if (sr->count == 0)
+    buf[0] = 0;
+  else if (sr->count == 1)
+    snprintf(buf, size, "%s = ", sr->base.s);
+  else
+    snprintf(buf, size, "%s:%u = ", sr->base.s, sr->count);
+}
+
+/* "scf.yield a, b : T, T" of the scalar operands of a terminator. */
+static void yield_scalars(emitter_t *em, const tsr_op_t *term, const char *what) {
+  char names[512] = "", types[512] = "";
+  size_t a = 0, b = 0;
+  uint32_t n = 0;
+  for (uint32_t i = 0; term && i < term->num_operands; i++) {
+    const tsr_value_t *v = term->operands[i];
+    if (v->type.kind != TSR_TYPE_SCALAR) continue;
+    ssa_t s = scalar_of(em, v);
+    snprintf(names + a, sizeof names - a, "%s%s", n ? ", " : "", s.s);
+    a += strlen(names + a);
+    snprintf(types + b, sizeof types - b, "%s%s", n ? ", " : "",
+             em_compute((tsr_dtype_t)v->type.dtype));
+    b += strlen(types + b);
+    n++;
+  }
+  if (n)
+    em_line(em, "%s %s : %s", what, names, types);
+  else
+    em_line(em, "%s", what);
+}
+
+static const tsr_op_t *terminator(const tsr_region_t *r) {
+  const tsr_op_t *t = r->last;
+  return t && (tsr_op_table[t->opcode].flags & TSR_F_TERMINATOR) ? t : NULL;
+}
+
+static void emit_in_region(emitter_t *em, const tsr_region_t *r) {
+  const tsr_region_t *saved = em->region;
+  em->region = r;
+  emit_region(em, r);
+  em->region = saved;
+}
+
+/* Block carries of a loop: one buffer per block result. */
+static view_t **carry_buffers(emitter_t *em, const tsr_op_t *op) {
+  view_t **c = em_alloc(em, (op->num_results + 1) * sizeof *c);
+  if (!c) return NULL;
+  for (uint32_t i = 0; i < op->num_results; i++) {
+    const tsr_type_t *t = &op->results[i]->type;
+    if (t->kind == TSR_TYPE_SCALAR) continue;
+    c[i] = em_alloc(em, sizeof *c[i]);
+    if (!c[i]) return NULL;
+    *c[i] = em_buffer(em, (tsr_dtype_t)t->dtype, t->rank, t->dims);
+  }
+  return c;
+}
+
+static void bind_args(emitter_t *em, const tsr_region_t *r, uint32_t first, view_t **carry,
+                      const ssa_t *scalar_names) {
+  uint32_t k = 0;
+  for (uint32_t i = first; i < r->num_args; i++) {
+    const tsr_value_t *a = r->args[i];
+    uint32_t slot = i - first;
+    if (carry[slot])
+      set_mem(em, a, *carry[slot]);
+    else
+      set_scalar(em, a, scalar_names[k++]);
+  }
+}
+
+static void bind_results(emitter_t *em, const tsr_op_t *op, view_t **carry,
+                         const scalar_results_t *sr) {
+  for (uint32_t i = 0; i < op->num_results; i++) {
+    if (carry[i])
+      set_mem(em, op->results[i], *carry[i]);
+    else
+      set_scalar(em, op->results[i], result_name(sr, sr->slot[i]));
+  }
+}
+
+static void op_for(emitter_t *em, const tsr_op_t *op) {
+  const tsr_region_t *r = &op->regions[0];
+  ssa_t lo = scalar_of(em, op->operands[0]), hi = scalar_of(em, op->operands[1]);
+  ssa_t st = scalar_of(em, op->operands[2]);
+  /* A step <= 0 would never end: run no iteration (the interpreter reports it). */
+  ssa_t pos = em_cmp(em, "cmpi", "sgt", st, em_cint(em, "i32", 0, 0), "i32");
+  ssa_t hi2 = em_select(em, pos, hi, lo, "i32", 0, false);
+  ssa_t st2 = em_select(em, pos, st, em_cint(em, "i32", 0, 1), "i32", 0, false);
+  view_t **carry = carry_buffers(em, op);
+  scalar_results_t sr;
+  if (!carry || !collect_scalars(em, op, &sr)) return;
+  ssa_t *args = em_alloc(em, (sr.count + 1) * sizeof *args);
+  if (!args) return;
+  char iters[1024] = "";
+  size_t len = 0;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < op->num_results; i++) {
+    const tsr_value_t *init = op->operands[3 + i];
+    if (carry[i]) {
+      expr_t *e = ex_of_value(em, init, carry[i]->rank, carry[i]->dims);
+      ex_store(em, e, carry[i], NULL);
+      continue;
+    }
+    args[k] = em_fresh(em);
+    snprintf(iters + len, sizeof iters - len, "%s%s = %s", k ? ", " : "", args[k].s,
+             scalar_of(em, init).s);
+    len += strlen(iters + len);
+    k++;
+  }
+  ssa_t iv = em_fresh(em);
+  char prefix[64];
+  result_prefix(&sr, prefix, sizeof prefix);
+  if (sr.count)
+    em_open(em, "%sscf.for %s = %s to %s step %s iter_args(%s) -> (%s) : i32 {", prefix, iv.s,
+            lo.s, hi2.s, st2.s, iters, sr.types);
+  else
+    em_open(em, "scf.for %s = %s to %s step %s : i32 {", iv.s, lo.s, hi2.s, st2.s);
+  set_scalar(em, r->args[0], iv);
+  bind_args(em, r, 1, carry, args);
+  emit_in_region(em, r);
+  const tsr_op_t *term = terminator(r);
+  if (term) copy_yields(em, term, carry);
+  if (sr.count) yield_scalars(em, term, "scf.yield");
+  em_close(em, "}");
+  bind_results(em, op, carry, &sr);
+}
+
+static void op_while(emitter_t *em, const tsr_op_t *op) {
+  const tsr_region_t *before = &op->regions[0], *after = &op->regions[1];
+  view_t **carry = carry_buffers(em, op);
+  scalar_results_t sr;
+  if (!carry || !collect_scalars(em, op, &sr)) return;
+  ssa_t *bargs = em_alloc(em, (sr.count + 1) * sizeof *bargs);
+  ssa_t *aargs = em_alloc(em, (sr.count + 1) * sizeof *aargs);
+  if (!bargs || !aargs) return;
+  char inits[1024] = "", aparams[1024] = "", bnames[1024] = "";
+  size_t li = 0, la = 0, lb = 0;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < op->num_results; i++) {
+    const tsr_value_t *init = op->operands[i];
+    if (carry[i]) {
+      expr_t *e = ex_of_value(em, init, carry[i]->rank, carry[i]->dims);
+      ex_store(em, e, carry[i], NULL);
+      continue;
+    }
+    const char *t = em_compute((tsr_dtype_t)init->type.dtype);
+    bargs[k] = em_fresh(em);
+    aargs[k] = em_fresh(em);
+    snprintf(inits + li, sizeof inits - li, "%s%s = %s", k ? ", " : "", bargs[k].s,
+             scalar_of(em, init).s);
+    li += strlen(inits + li);
+    snprintf(aparams + la, sizeof aparams - la, "%s%s: %s", k ? ", " : "", aargs[k].s, t);
+    la += strlen(aparams + la);
+    snprintf(bnames + lb, sizeof bnames - lb, "%s%s", k ? ", " : "", bargs[k].s);
+    lb += strlen(bnames + lb);
+    k++;
+  }
+  char prefix[64];
+  result_prefix(&sr, prefix, sizeof prefix);
+  if (sr.count)
+    em_open(em, "%sscf.while (%s) : (%s) -> (%s) {", prefix, inits, sr.types, sr.types);
+  else
+    em_open(em, "scf.while : () -> () {");
+  bind_args(em, before, 0, carry, bargs);
+  emit_in_region(em, before);
+  const tsr_op_t *cond = terminator(before);
+  if (!cond || cond->opcode != TSR_OP_CONDITION) {
+    em_unimplemented(em, op, "while without condition");
+    return;
+  }
+  ssa_t c = scalar_of(em, cond->operands[0]);
+  if (sr.count)
+    em_line(em, "scf.condition(%s) %s : %s", c.s, bnames, sr.types);
+  else
+    em_line(em, "scf.condition(%s)", c.s);
+  em->indent--;
+  em_open(em, "} do {");
+  if (sr.count) em_line(em, "^bb0(%s):", aparams);
+  bind_args(em, after, 0, carry, aargs);
+  emit_in_region(em, after);
+  const tsr_op_t *term = terminator(after);
+  if (term) copy_yields(em, term, carry);
+  yield_scalars(em, term, "scf.yield");
+  em_close(em, "}");
+  bind_results(em, op, carry, &sr);
+}
+
+static void op_if(emitter_t *em, const tsr_op_t *op) {
+  ssa_t c = scalar_of(em, op->operands[0]);
+  view_t **dest = carry_buffers(em, op);
+  scalar_results_t sr;
+  if (!dest || !collect_scalars(em, op, &sr)) return;
+  char prefix[64];
+  result_prefix(&sr, prefix, sizeof prefix);
+  if (sr.count)
+    em_open(em, "%sscf.if %s -> (%s) {", prefix, c.s, sr.types);
+  else
+    em_open(em, "scf.if %s {", c.s);
+  for (uint32_t b = 0; b < op->num_regions; b++) {
+    const tsr_region_t *r = &op->regions[b];
+    if (b == 1) {
+      if (!(op->flags & TSR_OPF_HAS_ELSE) && op->num_results == 0 && !r->first) break;
+      em->indent--;
+      em_open(em, "} else {");
+    }
+    emit_in_region(em, r);
+    const tsr_op_t *term = terminator(r);
+    if (term) copy_yields(em, term, dest);
+    if (sr.count) yield_scalars(em, term, "scf.yield");
+  }
+  em_close(em, "}");
+  bind_results(em, op, dest, &sr);
+}
+
+static void op_scoped(emitter_t *em, const tsr_op_t *op) {
+  const tsr_region_t *r = &op->regions[0];
+  for (uint32_t i = 0; i < r->num_args; i++) {
+    const tsr_value_t *a = r->args[i];
+    if (a->type.kind != TSR_TYPE_REF) {
+      em_unimplemented(em, op, "scoped semaphores");
+      return;
+    }
+    vinfo_t *vi = vi_of(em, a);
+    vi->kind = VK_REF;
+    vi->mem = em_buffer(em, (tsr_dtype_t)a->type.dtype, a->type.rank, a->type.dims);
+    vi->mem.key = em_key(em, "R%u", a->id);
+    vi->mutable_ref = em->stored[a->id];
+  }
+  emit_in_region(em, r);
+  const tsr_op_t *term = terminator(r);
+  for (uint32_t i = 0; term && i < op->num_results && i < term->num_operands; i++) {
+    const tsr_value_t *v = term->operands[i];
+    vinfo_t *vi = vi_of(em, v);
+    if (vi->kind == VK_LAZY) {
+      set_mem(em, op->results[i], em_materialize(em, vi->expr));
+    } else {
+      em->vals[op->results[i]->id] = *vi;
+    }
+  }
+}
+
+/* ---- Dispatch ------------------------------------------------------------------------------- */
+
+static void emit_op(emitter_t *em, const tsr_op_t *op) {
+  const tsr_op_info_t *info = &tsr_op_table[op->opcode];
+  switch (info->rule) {
+    case TSR_RULE_CONST: op_const(em, op); return;
+    case TSR_RULE_GRID_QUERY: {
+      uint32_t axis = (uint32_t)op->ints[0];
+      if (op->opcode == TSR_OP_PROGRAM_ID)
+        set_scalar(em, op->results[0], em->grid_i32[axis]);
+      else
+        set_scalar(em, op->results[0], em_cint(em, "i32", 0, em->k->grid[axis]));
+      return;
+    }
+    case TSR_RULE_LOAD: op_load(em, op); return;
+    case TSR_RULE_STORE: op_store(em, op); return;
+    case TSR_RULE_ELEMWISE:
+    case TSR_RULE_COMPARE:
+    case TSR_RULE_SELECT:
+    case TSR_RULE_CONVERT:
+    case TSR_RULE_BITCAST: op_elementwise(em, op); return;
+    case TSR_RULE_IOTA: op_iota(em, op); return;
+    case TSR_RULE_BROADCAST: op_broadcast(em, op); return;
+    case TSR_RULE_RESHAPE: op_reshape(em, op); return;
+    case TSR_RULE_TRANSPOSE: em_op_transpose(em, op); return;
+    case TSR_RULE_SLICE: op_slice(em, op); return;
+    case TSR_RULE_CONCATENATE: em_op_concatenate(em, op); return;
+    case TSR_RULE_ROLL: em_op_roll(em, op); return;
+    case TSR_RULE_GATHER: em_op_gather(em, op); return;
+    case TSR_RULE_REDUCE: em_op_reduce(em, op); return;
+    case TSR_RULE_ARG_REDUCE: em_op_argreduce(em, op); return;
+    case TSR_RULE_DOT: em_op_dot(em, op); return;
+    case TSR_RULE_FOR: op_for(em, op); return;
+    case TSR_RULE_WHILE: op_while(em, op); return;
+    case TSR_RULE_IF: op_if(em, op); return;
+    case TSR_RULE_SCOPED: op_scoped(em, op); return;
+    case TSR_RULE_YIELD:
+    case TSR_RULE_CONDITION: return; /* read by the parent op */
+    case TSR_RULE_PRINT:
+    case TSR_RULE_ASSERT: em_unimplemented(em, op, NULL); return;
+    case TSR_RULE_DMA:
+    case TSR_RULE_SEMAPHORE:
+    case TSR_RULE_ID_QUERY:
+    case TSR_RULE_RESERVED: em_unimplemented(em, op, NULL); return;
+  }
+  em_unimplemented(em, op, NULL);
+}
+
+static void emit_region(emitter_t *em, const tsr_region_t *r) {
+  for (const tsr_op_t *op = r->first; op && EM_OK(em); op = op->next) emit_op(em, op);
+}
+
+/* ---- The grid pipeline ---------------------------------------------------------------------- */
+
+/* Block indices of operand `os` at the grid point `pt` (i32 values),
+ * clamped into the array (an out-of-range block index is a kernel error in
+ * the interpreter; here it reads or writes the nearest block instead of
+ * memory outside the array). */
+static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t *out) {
+  const tsr_decl_t *d = os->decl;
+  uint32_t rank = d->array.rank;
+  if (!d->index_map) {
+    for (uint32_t i = 0; i < rank; i++) out[i] = em_cidx(em, 0);
+    return;
+  }
+  const tsr_region_t *m = d->index_map;
+  for (uint32_t i = 0; i < m->num_args; i++) set_scalar(em, m->args[i], pt[i]);
+  emit_in_region(em, m);
+  const tsr_op_t *y = terminator(m);
+  for (uint32_t i = 0; i < rank; i++) {
+    if (!y || i >= y->num_operands) {
+      out[i] = em_cidx(em, 0);
+      continue;
+    }
+    out[i] = clamp_index(em, scalar_of(em, y->operands[i]), os->nblocks[i] - 1);
+  }
+}
+
+/* Offset of the window of block indices bi in the array. */
+static ssa_t window_offset(emitter_t *em, const operand_state_t *os, const ssa_t *bi) {
+  ssa_t off = em_cidx(em, 0);
+  for (uint32_t i = 0; i < os->decl->array.rank; i++)
+    off = em_iadd(em, off, em_imulc(em, bi[i], os->block[i] * os->astrides[i]));
+  return off;
+}
+
+/* The valid extent of the window along each kept dim (min(block, dim - start)). */
+static void window_extent(emitter_t *em, const operand_state_t *os, const ssa_t *bi,
+                          dimv_t *ext) {
+  uint32_t k = 0;
+  const tsr_decl_t *d = os->decl;
+  for (uint32_t i = 0; i < d->array.rank; i++) {
+    if (d->block[i] == TSR_SQUEEZED) continue;
+    if (d->array.dims[i] % os->block[i] == 0) {
+      ext[k++] = em_dimc(os->block[i]);
+      continue;
+    }
+    ssa_t start = em_imulc(em, bi[i], os->block[i]);
+    ssa_t left = em_op2(em, "arith.subi", em_cidx(em, d->array.dims[i]), start, "index");
+    ext[k++] = em_dims(em_op2(em, "arith.minsi", left, em_cidx(em, os->block[i]), "index"));
+  }
+}
+
+typedef struct copy_ctx {
+  const view_t *dst, *src;
+  tsr_dtype_t dtype;
+} copy_ctx_t;
+
+static void copy_body(emitter_t *em, const nest_t *n, void *p) {
+  copy_ctx_t *c = p;
+  /* storage to storage: no conversion */
+  char il[256] = "";
+  size_t len = 0;
+  for (uint32_t d = 0; d < n->rank; d++) {
+    snprintf(il + len, sizeof il - len, "%s%s", d ? ", " : "", n->idx[d].s);
+    len += strlen(il + len);
+  }
+  tstr_t st = em_view_type(em, c->src), dt = em_view_type(em, c->dst);
+  const char *el = em_storage(c->dtype);
+  ssa_t v = em_fresh(em);
+  if (!n->lanes) {
+    em_line(em, "%s = memref.load %s[%s] : %s", v.s, c->src->name.s, il, st.s);
+    em_line(em, "memref.store %s, %s[%s] : %s", v.s, c->dst->name.s, il, dt.s);
+    return;
+  }
+  tstr_t vt = em_vtype(el, n->lanes);
+  if (n->masked) {
+    ssa_t z = strcmp(el, "f32") == 0 ? em_cf32(em, n->lanes, 0.0f) : em_cint(em, el, n->lanes, 0);
+    em_line(em, "%s = vector.maskedload %s[%s], %s, %s : %s, vector<%uxi1>, %s into %s", v.s,
+            c->src->name.s, il, n->mask.s, z.s, st.s, n->lanes, vt.s, vt.s);
+    em_line(em, "vector.maskedstore %s[%s], %s, %s : %s, vector<%uxi1>, %s", c->dst->name.s,
+            il, n->mask.s, v.s, dt.s, n->lanes, vt.s);
+  } else {
+    em_line(em, "%s = vector.load %s[%s] : %s, %s", v.s, c->src->name.s, il, st.s, vt.s);
+    em_line(em, "vector.store %s, %s[%s] : %s, %s", v.s, c->dst->name.s, il, dt.s, vt.s);
+  }
+}
+
+/* Copies ext (per dim, possibly dynamic) elements from src to dst. */
+static void copy_views(emitter_t *em, const view_t *dst, const view_t *src, tsr_dtype_t dtype,
+                       const dimv_t *ext) {
+  copy_ctx_t c = {.dst = dst, .src = src, .dtype = dtype};
+  uint32_t rank = dst->rank, lanes = 0;
+  bool unit = rank > 0 && dst->strides[rank - 1] == 1 && src->strides[rank - 1] == 1;
+  if (unit) lanes = em_pick_lanes(dst->dims[rank - 1]);
+  em_nest(em, rank, ext, lanes, copy_body, &c);
+}
+
+static void fill_view(emitter_t *em, const view_t *v, tsr_dtype_t dtype) {
+  expr_t *e = ex_new(em, EX_SCALAR, dtype, v->rank, v->dims);
+  if (!e) return;
+  e->scalar = em_uninit(em, dtype, 0);
+  ex_store(em, e, v, NULL);
+}
+
+/* The HBM window of operand os at block indices bi, as a view. */
+static view_t window_view(emitter_t *em, const operand_state_t *os, const ssa_t *bi,
+                          const char *key) {
+  return em_view_make(em, os->root, window_offset(em, os, bi), os->ref_rank, os->ref_dims,
+                      os->ref_strides, key);
+}
+
+static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
+  const tsr_decl_t *d = os->decl;
+  vinfo_t *vi = vi_of(em, d->ref);
+  eval_map(em, os, em->grid_i32, os->bi);
+  if (os->inplace) {
+    vi->kind = VK_REF;
+    vi->mem = window_view(em, os, os->bi, em_key(em, "R%u", d->ref->id));
+    vi->mutable_ref = em->stored[d->ref->id];
+    return;
+  }
+  uint32_t rank = d->array.rank;
+  ssa_t changed = ks->first;
+  for (uint32_t i = 0; i < rank; i++) {
+    ssa_t prev = em_fresh(em);
+    em_line(em, "%s = memref.load %s[%s] : memref<%uxindex>", prev.s, ks->state.s,
+            em_cidx(em, os->state + i).s, ks->state_slots);
+    ssa_t ne = em_cmp(em, "cmpi", "ne", prev, os->bi[i], "index");
+    changed = em_op2(em, "arith.ori", changed, ne, "i1");
+  }
+  em_open(em, "scf.if %s {", changed.s);
+  if (d->role == TSR_ROLE_IN) {
+    dimv_t ext[TSR_MAX_RANK];
+    window_extent(em, os, os->bi, ext);
+    if (os->maybe_padded) {
+      ssa_t pad = em_cbool(em, 0, false);
+      for (uint32_t k = 0; k < os->ref_rank; k++) {
+        if (!ext[k].dynamic) continue;
+        ssa_t lt = em_cmp(em, "cmpi", "slt", ext[k].s, em_cidx(em, os->ref_dims[k]), "index");
+        pad = em_op2(em, "arith.ori", pad, lt, "i1");
+      }
+      em_open(em, "scf.if %s {", pad.s);
+      fill_view(em, &os->buf, (tsr_dtype_t)d->array.dtype);
+      em_close(em, "}");
+    }
+    view_t src = window_view(em, os, os->bi, NULL);
+    copy_views(em, &os->buf, &src, (tsr_dtype_t)d->array.dtype, ext);
+  }
+  for (uint32_t i = 0; i < rank; i++)
+    em_line(em, "memref.store %s, %s[%s] : memref<%uxindex>", os->bi[i].s, ks->state.s,
+            em_cidx(em, os->state + i).s, ks->state_slots);
+  em_close(em, "}");
+}
+
+static void step_end(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
+  const tsr_decl_t *d = os->decl;
+  const tsr_kernel_t *k = em->k;
+  uint32_t rank = d->array.rank;
+  /* The next step's grid point (wrapping after the last: unused then). */
+  ssa_t next[TSR_MAX_RANK];
+  int64_t total = 1;
+  for (uint32_t g = 0; g < k->grid_rank; g++) total *= k->grid[g];
+  ssa_t lin1 = em_iaddc(em, ks->lin, 1);
+  lin1 = em_op2(em, "arith.remui", lin1, em_cidx(em, total), "index");
+  int64_t stride = 1;
+  for (uint32_t g = k->grid_rank; g-- > 0;) {
+    ssa_t q = em_op2(em, "arith.divui", lin1, em_cidx(em, stride), "index");
+    q = em_op2(em, "arith.remui", q, em_cidx(em, k->grid[g]), "index");
+    next[g] = em_cast(em, "arith.index_cast", q, "index", "i32");
+    stride *= k->grid[g];
+  }
+  ssa_t nbi[TSR_MAX_RANK];
+  eval_map(em, os, next, nbi);
+  ssa_t leave = ks->last;
+  for (uint32_t i = 0; i < rank; i++) {
+    ssa_t ne = em_cmp(em, "cmpi", "ne", nbi[i], os->bi[i], "index");
+    leave = em_op2(em, "arith.ori", leave, ne, "i1");
+  }
+  em_open(em, "scf.if %s {", leave.s);
+  dimv_t ext[TSR_MAX_RANK];
+  window_extent(em, os, os->bi, ext);
+  view_t dst = window_view(em, os, os->bi, NULL);
+  copy_views(em, &dst, &os->buf, (tsr_dtype_t)d->array.dtype, ext);
+  em_close(em, "}");
+}
+
+static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
+  const tsr_kernel_t *k = em->k;
+  kernel_state_t ks;
+  memset(&ks, 0, sizeof ks);
+  ks.ops = em_alloc(em, (k->num_decls + 1) * sizeof *ks.ops);
+  if (!ks.ops) return;
+
+  /* Arguments: one per non-scratch operand, the whole array. */
+  tsr_strbuf_printf(header, "module {\n  func.func @%s(", TSR_LOWER_KERNEL_FUNC);
+  uint32_t nargs = 0;
+  for (uint32_t i = 0; i < k->num_decls; i++) {
+    const tsr_decl_t *d = &k->decls[i];
+    operand_state_t *os = &ks.ops[i];
+    os->decl = d;
+    if (d->role == TSR_ROLE_SCRATCH) continue;
+    ssa_t name;
+    snprintf(name.s, sizeof name.s, "%%a%u", nargs);
+    os->root = em_add_root(em, name, (tsr_dtype_t)d->array.dtype, d->array.rank, d->array.dims);
+    tstr_t t = em_root_type(em, os->root);
+    tsr_strbuf_printf(header, "%s%s: %s", nargs ? ", " : "", name.s, t.s);
+    nargs++;
+  }
+  tsr_strbuf_printf(header, ") attributes {llvm.emit_c_interface} {\n");
+
+  /* Aliases: the output starts as the input and shares its HBM array. */
+  for (uint32_t i = 0; i < k->num_decls; i++) {
+    const tsr_decl_t *d = &k->decls[i];
+    if (d->role != TSR_ROLE_OUT || d->alias < 0) continue;
+    operand_state_t *in = &ks.ops[d->alias], *o = &ks.ops[i];
+    int64_t strides[TSR_MAX_RANK];
+    em_dense_strides(d->array.rank, d->array.dims, strides);
+    view_t src = em_view_make(em, in->root, em_cidx(em, 0), d->array.rank, d->array.dims,
+                              strides, NULL);
+    view_t dst = em_view_make(em, o->root, em_cidx(em, 0), d->array.rank, d->array.dims,
+                              strides, NULL);
+    dimv_t ext[TSR_MAX_RANK];
+    for (uint32_t a = 0; a < d->array.rank; a++) ext[a] = em_dimc(d->array.dims[a]);
+    copy_views(em, &dst, &src, (tsr_dtype_t)d->array.dtype, ext);
+    in->root = o->root;
+  }
+
+  /* Refs that are not windows: prefetch (SMEM copy when written), hbm/any
+   * arrays, scratch. Windows: in place or through a block buffer. */
+  for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++) {
+    const tsr_decl_t *d = &k->decls[i];
+    operand_state_t *os = &ks.ops[i];
+    vinfo_t *vi = vi_of(em, d->ref);
+    const tsr_type_t *rt = &d->ref->type;
+    if (rt->kind == TSR_TYPE_SEM) continue;
+    vi->kind = VK_REF;
+    vi->mutable_ref = em->stored[d->ref->id];
+    const char *key = em_key(em, "R%u", d->ref->id);
+    if (d->role == TSR_ROLE_SCRATCH) {
+      vi->mem = em_buffer(em, (tsr_dtype_t)rt->dtype, rt->rank, rt->dims);
+      vi->mem.key = key;
+      continue;
+    }
+    bool windowed = d->role != TSR_ROLE_PREFETCH &&
+                    (rt->space == TSR_SPACE_VMEM || rt->space == TSR_SPACE_SMEM);
+    if (!windowed) {
+      int64_t strides[TSR_MAX_RANK];
+      em_dense_strides(d->array.rank, d->array.dims, strides);
+      view_t whole = em_view_make(em, os->root, em_cidx(em, 0), d->array.rank, d->array.dims,
+                                  strides, key);
+      if (d->role == TSR_ROLE_PREFETCH && vi->mutable_ref) {
+        vi->mem = em_buffer(em, (tsr_dtype_t)d->array.dtype, d->array.rank, d->array.dims);
+        dimv_t ext[TSR_MAX_RANK];
+        for (uint32_t a = 0; a < d->array.rank; a++) ext[a] = em_dimc(d->array.dims[a]);
+        copy_views(em, &vi->mem, &whole, (tsr_dtype_t)d->array.dtype, ext);
+        vi->mem.key = key;
+      } else {
+        vi->mem = whole;
+      }
+      continue;
+    }
+    os->blocked = true;
+    em_dense_strides(d->array.rank, d->array.dims, os->astrides);
+    os->ref_rank = 0;
+    for (uint32_t a = 0; a < d->array.rank; a++) {
+      bool sq = d->block[a] == TSR_SQUEEZED;
+      os->block[a] = sq ? 1 : d->block[a];
+      os->nblocks[a] = (d->array.dims[a] + os->block[a] - 1) / os->block[a];
+      if (d->array.dims[a] % os->block[a] != 0) os->maybe_padded = true;
+      if (sq) continue;
+      os->ref_dims[os->ref_rank] = os->block[a];
+      os->ref_strides[os->ref_rank] = os->astrides[a];
+      os->ref_rank++;
+    }
+    bool aliased = d->alias >= 0;
+    for (uint32_t j = 0; j < k->num_decls; j++)
+      if (k->decls[j].role == TSR_ROLE_OUT && k->decls[j].alias == (int32_t)i) aliased = true;
+    os->inplace = !os->maybe_padded && !aliased &&
+                  !(d->role == TSR_ROLE_IN && vi->mutable_ref);
+    if (!os->inplace) {
+      os->buf = em_buffer(em, (tsr_dtype_t)d->array.dtype, os->ref_rank, os->ref_dims);
+      os->buf.key = key;
+      vi->mem = os->buf;
+      os->state = ks.state_slots;
+      ks.state_slots += d->array.rank;
+    }
+  }
+  if (ks.state_slots) {
+    ks.state = em_fresh(em);
+    tsr_strbuf_printf(&em->pro, "    %s = memref.alloca() : memref<%uxindex>\n", ks.state.s,
+                      ks.state_slots);
+  }
+
+  /* The grid: row-major, the last axis fastest. */
+  int64_t total = 1;
+  for (uint32_t g = 0; g < k->grid_rank; g++) {
+    em->grid_iv[g] = em_for_open(em, em_dimc(0), em_dimc(k->grid[g]), 1);
+    em->grid_i32[g] = em_cast(em, "arith.index_cast", em->grid_iv[g], "index", "i32");
+    total *= k->grid[g];
+  }
+  ks.lin = em_cidx(em, 0);
+  int64_t stride = 1;
+  for (uint32_t g = k->grid_rank; g-- > 0;) {
+    ks.lin = em_iadd(em, ks.lin, em_imulc(em, em->grid_iv[g], stride));
+    stride *= k->grid[g];
+  }
+  ks.first = em_cmp(em, "cmpi", "eq", ks.lin, em_cidx(em, 0), "index");
+  ks.last = em_cmp(em, "cmpi", "eq", ks.lin, em_cidx(em, total - 1), "index");
+
+  for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
+    if (ks.ops[i].blocked) step_begin(em, &ks, &ks.ops[i]);
+  em->region = &k->body;
+  emit_region(em, &k->body);
+  for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
+    if (ks.ops[i].blocked && !ks.ops[i].inplace && ks.ops[i].decl->role == TSR_ROLE_OUT)
+      step_end(em, &ks, &ks.ops[i]);
+  for (uint32_t g = 0; g < k->grid_rank; g++) em_close(em, "}");
+}
+
+tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) {
+  emitter_t em;
+  memset(&em, 0, sizeof em);
+  em.k = kernel;
+  tsr_arena_initialize(&em.arena);
+  tsr_strbuf_initialize(&em.pro);
+  tsr_strbuf_initialize(&em.body);
+  tsr_strbuf_initialize(&em.epi);
+  tsr_strbuf_t header;
+  tsr_strbuf_initialize(&header);
+  em.cur = &em.body;
+  em.indent = 2;
+  uint32_t n = kernel->num_values + 1;
+  em.vals = tsr_calloc(n, sizeof *em.vals);
+  em.uses = tsr_calloc(n, sizeof *em.uses);
+  em.user = tsr_calloc(n, sizeof *em.user);
+  em.stored = tsr_calloc(n, sizeof *em.stored);
+  if (!em.vals || !em.uses || !em.user || !em.stored) {
+    em_fail(&em, TSR_OOM());
+  } else {
+    count_uses(&em, &kernel->body);
+    for (uint32_t i = 0; i < kernel->num_decls; i++) count_uses(&em, kernel->decls[i].index_map);
+    emit_kernel(&em, &header);
+  }
+  if (!em.error && (em.pro.failed || em.body.failed || em.epi.failed || header.failed))
+    em_fail(&em, TSR_OOM());
+  if (!em.error) {
+    tsr_strbuf_append(out, header.data, header.size);
+    tsr_strbuf_append(out, em.pro.data, em.pro.size);
+    tsr_strbuf_append(out, em.body.data, em.body.size);
+    tsr_strbuf_append(out, em.epi.data, em.epi.size);
+    tsr_strbuf_puts(out, "    return\n  }\n}\n");
+    if (out->failed) em_fail(&em, TSR_OOM());
+  }
+  tsr_strbuf_deinitialize(&header);
+  tsr_strbuf_deinitialize(&em.pro);
+  tsr_strbuf_deinitialize(&em.body);
+  tsr_strbuf_deinitialize(&em.epi);
+  tsr_free(em.vals);
+  tsr_free(em.uses);
+  tsr_free(em.user);
+  tsr_free(em.stored);
+  tsr_free(em.roots);
+  tsr_free(em.consts);
+  tsr_arena_deinitialize(&em.arena);
+  return em.error;
+}

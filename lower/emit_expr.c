@@ -1,0 +1,492 @@
+/* Elementwise semantics and lazy expressions of the MLIR text emitter.
+ * em_elementwise/em_convert/em_bitcast reproduce interp/blockops.c on
+ * compute values (f32 for every float dtype, rounded after each op; iN for
+ * integers, wrapping; i1): XLA integer division, shifts by the bit width,
+ * saturating float -> int, NaN-propagating max/min. Expressions are trees of
+ * such ops that their consumer evaluates inside its own loop nest, so that a
+ * chain like load -> add -> mul -> store is one loop. */
+#include <stdio.h>
+
+#include "lower/emit_internal.h"
+
+/* ---- Elementwise ops --------------------------------------------------------------- */
+
+static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t lanes) {
+  tstr_t t = em_vtype("f32", lanes);
+  const char *T = t.s;
+  switch (op) {
+    case TSR_OP_NEG: return em_op1(em, "arith.negf", a[0], T);
+    case TSR_OP_ABS: return em_op1(em, "math.absf", a[0], T);
+    case TSR_OP_SIGN: {
+      ssa_t z = em_cf32(em, lanes, 0.0f);
+      ssa_t gt = em_cmp(em, "cmpf", "ogt", a[0], z, T);
+      ssa_t lt = em_cmp(em, "cmpf", "olt", a[0], z, T);
+      ssa_t r = em_select(em, lt, em_cf32(em, lanes, -1.0f), a[0], "f32", lanes, true);
+      return em_select(em, gt, em_cf32(em, lanes, 1.0f), r, "f32", lanes, true);
+    }
+    case TSR_OP_EXP: return em_op1(em, "math.exp", a[0], T);
+    case TSR_OP_EXP2: return em_op1(em, "math.exp2", a[0], T);
+    case TSR_OP_LOG: return em_op1(em, "math.log", a[0], T);
+    case TSR_OP_LOG1P: return em_op1(em, "math.log1p", a[0], T);
+    case TSR_OP_SQRT: return em_op1(em, "math.sqrt", a[0], T);
+    case TSR_OP_RSQRT: {
+      ssa_t s = em_op1(em, "math.sqrt", a[0], T);
+      return em_op2(em, "arith.divf", em_cf32(em, lanes, 1.0f), s, T);
+    }
+    case TSR_OP_TANH: return em_op1(em, "math.tanh", a[0], T);
+    case TSR_OP_LOGISTIC: {
+      /* as interp/blockops.c logistic_f: no overflow for large |a| */
+      ssa_t m = em_op1(em, "math.absf", a[0], T);
+      m = em_op1(em, "arith.negf", m, T);
+      ssa_t e = em_op1(em, "math.exp", m, T);
+      ssa_t one = em_cf32(em, lanes, 1.0f);
+      ssa_t d = em_op2(em, "arith.addf", one, e, T);
+      ssa_t r = em_op2(em, "arith.divf", one, d, T);
+      ssa_t er = em_op2(em, "arith.mulf", e, r, T);
+      ssa_t ge = em_cmp(em, "cmpf", "oge", a[0], em_cf32(em, lanes, 0.0f), T);
+      return em_select(em, ge, r, er, "f32", lanes, true);
+    }
+    case TSR_OP_SIN: return em_op1(em, "math.sin", a[0], T);
+    case TSR_OP_COS: return em_op1(em, "math.cos", a[0], T);
+    case TSR_OP_FLOOR: return em_op1(em, "math.floor", a[0], T);
+    case TSR_OP_CEIL: return em_op1(em, "math.ceil", a[0], T);
+    case TSR_OP_ROUND: return em_op1(em, "math.roundeven", a[0], T);
+    case TSR_OP_ADD: return em_op2(em, "arith.addf", a[0], a[1], T);
+    case TSR_OP_SUB: return em_op2(em, "arith.subf", a[0], a[1], T);
+    case TSR_OP_MUL: return em_op2(em, "arith.mulf", a[0], a[1], T);
+    case TSR_OP_DIV: return em_op2(em, "arith.divf", a[0], a[1], T);
+    case TSR_OP_REM: return em_op2(em, "arith.remf", a[0], a[1], T);
+    case TSR_OP_MAX: return em_op2(em, "arith.maximumf", a[0], a[1], T);
+    case TSR_OP_MIN: return em_op2(em, "arith.minimumf", a[0], a[1], T);
+    case TSR_OP_POW: return em_op2(em, "math.powf", a[0], a[1], T);
+    case TSR_OP_EQ: return em_cmp(em, "cmpf", "oeq", a[0], a[1], T);
+    case TSR_OP_NE: return em_cmp(em, "cmpf", "une", a[0], a[1], T);
+    case TSR_OP_LT: return em_cmp(em, "cmpf", "olt", a[0], a[1], T);
+    case TSR_OP_LE: return em_cmp(em, "cmpf", "ole", a[0], a[1], T);
+    case TSR_OP_GT: return em_cmp(em, "cmpf", "ogt", a[0], a[1], T);
+    case TSR_OP_GE: return em_cmp(em, "cmpf", "oge", a[0], a[1], T);
+    default: return a[0];
+  }
+}
+
+static ssa_t int_op(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype, const ssa_t *a,
+                    uint32_t lanes) {
+  const char *E = em_compute(dtype);
+  tstr_t t = em_vtype(E, lanes);
+  const char *T = t.s;
+  const bool s = em_is_signed(dtype), b1 = dtype == TSR_DTYPE_I1;
+  const uint32_t bits = em_int_bits(dtype);
+  ssa_t zero = em_cint(em, E, lanes, 0), ones = em_cint(em, E, lanes, -1);
+  switch (op) {
+    case TSR_OP_NEG: return em_op2(em, "arith.subi", zero, a[0], T);
+    case TSR_OP_ABS: {
+      if (!s) return a[0];
+      ssa_t n = em_op2(em, "arith.subi", zero, a[0], T);
+      ssa_t lt = em_cmp(em, "cmpi", "slt", a[0], zero, T);
+      return em_select(em, lt, n, a[0], E, lanes, true);
+    }
+    case TSR_OP_SIGN: {
+      tstr_t bt = em_vtype("i1", lanes);
+      if (!s) {
+        ssa_t ne = em_cmp(em, "cmpi", "ne", a[0], zero, T);
+        return em_cast(em, "arith.extui", ne, bt.s, T);
+      }
+      ssa_t gt = em_cast(em, "arith.extui", em_cmp(em, "cmpi", "sgt", a[0], zero, T), bt.s, T);
+      ssa_t lt = em_cast(em, "arith.extui", em_cmp(em, "cmpi", "slt", a[0], zero, T), bt.s, T);
+      return em_op2(em, "arith.subi", gt, lt, T);
+    }
+    case TSR_OP_NOT: return em_op2(em, "arith.xori", a[0], b1 ? em_cbool(em, lanes, true) : ones, T);
+    case TSR_OP_CLZ: return em_op1(em, "math.ctlz", a[0], T);
+    case TSR_OP_POPCOUNT: return em_op1(em, "math.ctpop", a[0], T);
+    case TSR_OP_ADD: return em_op2(em, "arith.addi", a[0], a[1], T);
+    case TSR_OP_SUB: return em_op2(em, "arith.subi", a[0], a[1], T);
+    case TSR_OP_MUL: return em_op2(em, "arith.muli", a[0], a[1], T);
+    case TSR_OP_DIV:
+    case TSR_OP_REM: {
+      /* XLA: x/0 = -1, x%0 = x, MIN/-1 = MIN, MIN%-1 = 0 (divide by 1). */
+      ssa_t bz = em_cmp(em, "cmpi", "eq", a[1], zero, T);
+      ssa_t bad = bz;
+      if (s) {
+        ssa_t amin = em_cmp(em, "cmpi", "eq", a[0],
+                            em_cint(em, E, lanes, -(int64_t)(1ull << (bits - 1))), T);
+        ssa_t bm1 = em_cmp(em, "cmpi", "eq", a[1], ones, T);
+        ssa_t ov = em_op2(em, "arith.andi", amin, bm1, em_vtype("i1", lanes).s);
+        bad = em_op2(em, "arith.ori", bz, ov, em_vtype("i1", lanes).s);
+      }
+      ssa_t d = em_select(em, bad, em_cint(em, E, lanes, 1), a[1], E, lanes, true);
+      if (op == TSR_OP_DIV) {
+        ssa_t q = em_op2(em, s ? "arith.divsi" : "arith.divui", a[0], d, T);
+        return em_select(em, bz, ones, q, E, lanes, true);
+      }
+      ssa_t r = em_op2(em, s ? "arith.remsi" : "arith.remui", a[0], d, T);
+      return em_select(em, bz, a[0], r, E, lanes, true);
+    }
+    case TSR_OP_MAX: return em_op2(em, s ? "arith.maxsi" : "arith.maxui", a[0], a[1], T);
+    case TSR_OP_MIN: return em_op2(em, s ? "arith.minsi" : "arith.minui", a[0], a[1], T);
+    case TSR_OP_AND: return em_op2(em, "arith.andi", a[0], a[1], T);
+    case TSR_OP_OR: return em_op2(em, "arith.ori", a[0], a[1], T);
+    case TSR_OP_XOR: return em_op2(em, "arith.xori", a[0], a[1], T);
+    case TSR_OP_SHL:
+    case TSR_OP_SHRL:
+    case TSR_OP_SHRA: {
+      /* The amount is read as unsigned; >= bits gives 0 or the sign fill. */
+      ssa_t w = em_cint(em, E, lanes, bits);
+      ssa_t big = em_cmp(em, "cmpi", "uge", a[1], w, T);
+      if (op == TSR_OP_SHRA) {
+        ssa_t amt = em_select(em, big, em_cint(em, E, lanes, bits - 1), a[1], E, lanes, true);
+        return em_op2(em, "arith.shrsi", a[0], amt, T);
+      }
+      ssa_t amt = em_op2(em, "arith.andi", a[1], em_cint(em, E, lanes, bits - 1), T);
+      ssa_t r = em_op2(em, op == TSR_OP_SHL ? "arith.shli" : "arith.shrui", a[0], amt, T);
+      return em_select(em, big, zero, r, E, lanes, true);
+    }
+    case TSR_OP_EQ: return em_cmp(em, "cmpi", "eq", a[0], a[1], T);
+    case TSR_OP_NE: return em_cmp(em, "cmpi", "ne", a[0], a[1], T);
+    case TSR_OP_LT: return em_cmp(em, "cmpi", s ? "slt" : "ult", a[0], a[1], T);
+    case TSR_OP_LE: return em_cmp(em, "cmpi", s ? "sle" : "ule", a[0], a[1], T);
+    case TSR_OP_GT: return em_cmp(em, "cmpi", s ? "sgt" : "ugt", a[0], a[1], T);
+    case TSR_OP_GE: return em_cmp(em, "cmpi", s ? "sge" : "uge", a[0], a[1], T);
+    default: return a[0];
+  }
+}
+
+static bool is_compare(tsr_opcode_t op) {
+  return tsr_op_table[op].rule == TSR_RULE_COMPARE;
+}
+
+ssa_t em_elementwise(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype,
+                     const ssa_t *args, uint32_t lanes) {
+  if (!em_is_float(dtype)) return int_op(em, op, dtype, args, lanes);
+  ssa_t r = float_op(em, op, args, lanes);
+  return is_compare(op) ? r : em_round(em, r, dtype, lanes);
+}
+
+/* ---- Conversions --------------------------------------------------------------------- */
+
+/* An integer (compute type of `from`, |v| < 2^33) as f32 rounded to odd, so
+ * that rounding it again to bf16/f16 rounds once (interp i64_to_f32_odd). */
+static ssa_t int_to_f32_odd(emitter_t *em, ssa_t x, tsr_dtype_t from, uint32_t lanes) {
+  tstr_t xt = em_vtype(em_compute(from), lanes), lt = em_vtype("i64", lanes);
+  tstr_t ft = em_vtype("f32", lanes), it = em_vtype("i32", lanes);
+  ssa_t v = em_cast(em, em_is_signed(from) ? "arith.extsi" : "arith.extui", x, xt.s, lt.s);
+  ssa_t f = em_cast(em, "arith.sitofp", v, lt.s, ft.s);
+  ssa_t back = em_cast(em, "arith.fptosi", f, ft.s, lt.s);
+  ssa_t exact = em_cmp(em, "cmpi", "eq", back, v, lt.s);
+  ssa_t u = em_cast(em, "arith.bitcast", f, ft.s, it.s);
+  ssa_t gt = em_cmp(em, "cmpi", "sgt", back, v, lt.s);
+  ssa_t pos = em_cmp(em, "cmpi", "sgt", v, em_cint(em, "i64", lanes, 0), lt.s);
+  ssa_t same = em_cmp(em, "cmpi", "eq", gt, pos, em_vtype("i1", lanes).s);
+  ssa_t dec = em_op2(em, "arith.subi", u, em_cint(em, "i32", lanes, 1), it.s);
+  u = em_select(em, same, dec, u, "i32", lanes, true);
+  u = em_op2(em, "arith.ori", u, em_cint(em, "i32", lanes, 1), it.s);
+  ssa_t odd = em_cast(em, "arith.bitcast", u, it.s, ft.s);
+  return em_select(em, exact, f, odd, "f32", lanes, true);
+}
+
+ssa_t em_convert(emitter_t *em, ssa_t x, tsr_dtype_t from, tsr_dtype_t to, uint32_t lanes) {
+  if (from == to) return x;
+  const tsr_dtype_class_t fc = tsr_dtype_class(from), tc = tsr_dtype_class(to);
+  tstr_t ft = em_vtype("f32", lanes);
+  tstr_t xt = em_vtype(em_compute(from), lanes), rt = em_vtype(em_compute(to), lanes);
+  if (fc == TSR_CLASS_FLOAT) {
+    if (tc == TSR_CLASS_FLOAT) return em_round(em, x, to, lanes);
+    if (tc == TSR_CLASS_BOOL) return em_cmp(em, "cmpf", "une", x, em_cf32(em, lanes, 0.0f), ft.s);
+    /* truncate toward zero, saturate, NaN -> 0 (interp f32_to_sint/uint) */
+    const uint32_t bits = em_int_bits(to);
+    tstr_t i32t = em_vtype("i32", lanes);
+    ssa_t r;
+    if (tc == TSR_CLASS_SINT) {
+      int64_t lo = -(int64_t)(1ull << (bits - 1)), hi = (int64_t)(1ull << (bits - 1)) - 1;
+      ssa_t lof = em_cf32(em, lanes, (float)lo), hif = em_cf32(em, lanes, (float)hi);
+      ssa_t below = em_cmp(em, "cmpf", "ole", x, lof, ft.s);
+      ssa_t above = em_cmp(em, "cmpf", "oge", x, hif, ft.s);
+      ssa_t nan = em_cmp(em, "cmpf", "uno", x, x, ft.s);
+      tstr_t bt = em_vtype("i1", lanes);
+      ssa_t out = em_op2(em, "arith.ori", below, above, bt.s);
+      out = em_op2(em, "arith.ori", out, nan, bt.s);
+      ssa_t safe = em_select(em, out, em_cf32(em, lanes, 0.0f), x, "f32", lanes, true);
+      r = em_cast(em, "arith.fptosi", safe, ft.s, i32t.s);
+      r = em_select(em, below, em_cint(em, "i32", lanes, lo), r, "i32", lanes, true);
+      r = em_select(em, above, em_cint(em, "i32", lanes, hi), r, "i32", lanes, true);
+      r = em_select(em, nan, em_cint(em, "i32", lanes, 0), r, "i32", lanes, true);
+    } else {
+      uint64_t hi = bits >= 32 ? 0xffffffffull : (1ull << bits) - 1;
+      ssa_t hif = em_cf32(em, lanes, (float)hi);
+      ssa_t pos = em_cmp(em, "cmpf", "ogt", x, em_cf32(em, lanes, 0.0f), ft.s);
+      ssa_t above = em_cmp(em, "cmpf", "oge", x, hif, ft.s);
+      ssa_t inr = em_op2(em, "arith.andi", pos, em_op2(em, "arith.xori", above,
+                                                       em_cbool(em, lanes, true),
+                                                       em_vtype("i1", lanes).s),
+                         em_vtype("i1", lanes).s);
+      ssa_t safe = em_select(em, inr, x, em_cf32(em, lanes, 0.0f), "f32", lanes, true);
+      r = em_cast(em, "arith.fptoui", safe, ft.s, i32t.s);
+      r = em_select(em, above, em_cint(em, "i32", lanes, (int64_t)hi), r, "i32", lanes, true);
+    }
+    if (bits < 32) r = em_cast(em, "arith.trunci", r, i32t.s, rt.s);
+    return r;
+  }
+  /* integer or i1 source */
+  if (tc == TSR_CLASS_FLOAT) {
+    const uint32_t fbits = em_int_bits(from);
+    if (to == TSR_DTYPE_F32 || fbits <= 16)
+      return em_round(em,
+                      em_cast(em, em_is_signed(from) ? "arith.sitofp" : "arith.uitofp", x,
+                              xt.s, ft.s),
+                      to, lanes);
+    return em_round(em, int_to_f32_odd(em, x, from, lanes), to, lanes);
+  }
+  if (tc == TSR_CLASS_BOOL)
+    return em_cmp(em, "cmpi", "ne", x, em_cint(em, em_compute(from), lanes, 0), xt.s);
+  const uint32_t fb = em_int_bits(from), tb = em_int_bits(to);
+  if (fb == tb) return x;
+  if (fb < tb)
+    return em_cast(em, em_is_signed(from) ? "arith.extsi" : "arith.extui", x, xt.s, rt.s);
+  return em_cast(em, "arith.trunci", x, xt.s, rt.s);
+}
+
+ssa_t em_bitcast(emitter_t *em, ssa_t x, tsr_dtype_t from, tsr_dtype_t to, uint32_t lanes) {
+  if (from == to) return x;
+  /* through the storage bits: f32 <-> i32 reinterpret, bf16/f16 <-> i16 */
+  ssa_t bits = x;
+  tstr_t ft = em_vtype("f32", lanes), it = em_vtype("i32", lanes);
+  if (from == TSR_DTYPE_F32)
+    bits = em_cast(em, "arith.bitcast", x, ft.s, it.s);
+  else if (em_is_float(from))
+    bits = em_to_storage(em, from, x, lanes);
+  if (to == TSR_DTYPE_F32) return em_cast(em, "arith.bitcast", bits, it.s, ft.s);
+  if (em_is_float(to)) return em_to_compute(em, to, bits, lanes);
+  return bits;
+}
+
+/* ---- Expressions ------------------------------------------------------------------------ */
+
+expr_t *ex_new(emitter_t *em, ex_kind_t kind, tsr_dtype_t dtype, uint32_t rank,
+               const int64_t *dims) {
+  expr_t *e = em_alloc(em, sizeof *e);
+  if (!e) return NULL;
+  e->kind = kind;
+  e->dtype = dtype;
+  e->rank = rank;
+  for (uint32_t d = 0; d < rank; d++) e->dims[d] = dims[d];
+  return e;
+}
+
+expr_t *ex_of_value(emitter_t *em, const tsr_value_t *v, uint32_t rank,
+                    const int64_t *dims) {
+  vinfo_t *vi = &em->vals[v->id];
+  tsr_dtype_t dtype = (tsr_dtype_t)v->type.dtype;
+  switch (vi->kind) {
+    case VK_SCALAR: {
+      expr_t *e = ex_new(em, EX_SCALAR, dtype, rank, dims);
+      if (e) e->scalar = vi->scalar;
+      return e;
+    }
+    case VK_MEM: {
+      expr_t *e = ex_new(em, EX_MEM, dtype, rank, dims);
+      if (e) e->mem = vi->mem;
+      return e;
+    }
+    case VK_LAZY: return vi->expr;
+    default:
+      em_fail(em, TSR_STATUS(TSR_INTERNAL, "emit: value %%%s has no code (kind %d)", v->name,
+                             (int)vi->kind));
+      return NULL;
+  }
+}
+
+/* Iota: index along `axis`, converted from i32 to the dtype. */
+static ssa_t iota_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n) {
+  ssa_t i = em_cast(em, "arith.index_cast", idx[e->axis], "index", "i32");
+  if (n->lanes && e->axis == e->rank - 1) {
+    char lit[256] = "dense<[";
+    size_t len = strlen(lit);
+    for (uint32_t l = 0; l < n->lanes; l++) {
+      snprintf(lit + len, sizeof lit - len, "%s%u", l ? ", " : "", l);
+      len += strlen(lit + len);
+    }
+    snprintf(lit + len, sizeof lit - len, "]>");
+    ssa_t step = em_fresh(em);
+    em_line(em, "%s = arith.constant %s : vector<%uxi32>", step.s, lit, n->lanes);
+    ssa_t b = em_bcast(em, i, "i32", n->lanes);
+    ssa_t v = em_op2(em, "arith.addi", b, step, em_vtype("i32", n->lanes).s);
+    return em_convert(em, v, TSR_DTYPE_I32, e->dtype, n->lanes);
+  }
+  ssa_t v = em_convert(em, i, TSR_DTYPE_I32, e->dtype, 0);
+  return em_bcast(em, v, em_compute(e->dtype), n->lanes);
+}
+
+ssa_t ex_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n) {
+  switch (e->kind) {
+    case EX_SCALAR: return em_bcast(em, e->scalar, em_compute(e->dtype), n->lanes);
+    case EX_IOTA: return iota_read(em, e, idx, n);
+    case EX_MEM: {
+      if (!e->mask) return em_mem_read(em, &e->mem, e->dtype, idx, n, NULL, NULL);
+      ssa_t m = ex_read(em, e->mask, idx, n);
+      ssa_t pt = em_uninit(em, e->dtype, n->lanes);
+      return em_mem_read(em, &e->mem, e->dtype, idx, n, &m, &pt);
+    }
+    case EX_BCAST: {
+      const view_t *s = &e->mem;
+      ssa_t sidx[TSR_MAX_RANK];
+      uint32_t lead = e->rank - s->rank;
+      for (uint32_t k = 0; k < s->rank; k++)
+        sidx[k] = s->dims[k] == 1 ? em_cidx(em, 0) : idx[lead + k];
+      bool inner_bcast = s->rank == 0 || s->dims[s->rank - 1] == 1;
+      if (n->lanes && inner_bcast) {
+        nest_t sn = *n;
+        sn.lanes = 0;
+        sn.masked = false;
+        ssa_t v = em_mem_read(em, s, e->dtype, sidx, &sn, NULL, NULL);
+        return em_bcast(em, v, em_compute(e->dtype), n->lanes);
+      }
+      return em_mem_read(em, s, e->dtype, sidx, n, NULL, NULL);
+    }
+    case EX_OP: {
+      ssa_t a[3];
+      for (uint32_t i = 0; i < e->nargs; i++) a[i] = ex_read(em, e->args[i], idx, n);
+      const tsr_op_info_t *info = &tsr_op_table[e->op];
+      switch (info->rule) {
+        case TSR_RULE_SELECT:
+          return em_select(em, a[0], a[1], a[2], em_compute(e->dtype), n->lanes, true);
+        case TSR_RULE_CONVERT: return em_convert(em, a[0], e->arg_dtype, e->dtype, n->lanes);
+        case TSR_RULE_BITCAST: return em_bitcast(em, a[0], e->arg_dtype, e->dtype, n->lanes);
+        default: return em_elementwise(em, e->op, e->arg_dtype, a, n->lanes);
+      }
+    }
+  }
+  return e->scalar;
+}
+
+static bool view_inner_unit(const view_t *v) {
+  return v->rank == 0 || v->dims[v->rank - 1] == 1 || v->strides[v->rank - 1] == 1;
+}
+
+bool ex_vectorizable(const expr_t *e) {
+  switch (e->kind) {
+    case EX_MEM: return e->mem.rank > 0 && view_inner_unit(&e->mem) &&
+                        (!e->mask || ex_vectorizable(e->mask));
+    case EX_BCAST: {
+      const view_t *s = &e->mem;
+      bool inner_bcast = s->rank == 0 || s->dims[s->rank - 1] == 1;
+      return inner_bcast || view_inner_unit(s);
+    }
+    case EX_OP:
+      for (uint32_t i = 0; i < e->nargs; i++)
+        if (!ex_vectorizable(e->args[i])) return false;
+      return true;
+    default: return true;
+  }
+}
+
+bool ex_has_mutable(const expr_t *e) {
+  switch (e->kind) {
+    case EX_MEM: return e->mutable_mem || (e->mask && ex_has_mutable(e->mask));
+    case EX_OP:
+      for (uint32_t i = 0; i < e->nargs; i++)
+        if (ex_has_mutable(e->args[i])) return true;
+      return false;
+    default: return false;
+  }
+}
+
+bool ex_inplace_safe(const emitter_t *em, const expr_t *e, const view_t *dst) {
+  (void)em;
+  switch (e->kind) {
+    case EX_MEM:
+      if (e->mask && !ex_inplace_safe(em, e->mask, dst)) return false;
+      return e->mem.root != dst->root || em_view_same(&e->mem, dst);
+    case EX_BCAST: return e->mem.root != dst->root;
+    case EX_OP:
+      for (uint32_t i = 0; i < e->nargs; i++)
+        if (!ex_inplace_safe(em, e->args[i], dst)) return false;
+      return true;
+    default: return true;
+  }
+}
+
+typedef struct store_ctx {
+  const expr_t *e, *mask;
+  const view_t *dst;
+} store_ctx_t;
+
+static void store_body(emitter_t *em, const nest_t *n, void *p) {
+  store_ctx_t *c = p;
+  ssa_t v = ex_read(em, c->e, n->idx, n);
+  if (c->mask) {
+    ssa_t m = ex_read(em, c->mask, n->idx, n);
+    em_mem_write(em, c->dst, c->e->dtype, n->idx, n, v, &m);
+  } else {
+    em_mem_write(em, c->dst, c->e->dtype, n->idx, n, v, NULL);
+  }
+}
+
+void ex_store(emitter_t *em, const expr_t *e, const view_t *dst, const expr_t *mask) {
+  if (!e || !EM_OK(em)) return;
+  dimv_t ext[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < dst->rank; d++) ext[d] = em_dimc(dst->dims[d]);
+  uint32_t lanes = 0;
+  if (dst->rank > 0 && view_inner_unit(dst) && ex_vectorizable(e) &&
+      (!mask || ex_vectorizable(mask)))
+    lanes = em_pick_lanes(dst->dims[dst->rank - 1]);
+  store_ctx_t c = {.e = e, .mask = mask, .dst = dst};
+  em_nest(em, dst->rank, ext, lanes, store_body, &c);
+}
+
+view_t em_materialize(emitter_t *em, const expr_t *e) {
+  view_t v = em_buffer(em, e->dtype, e->rank, e->dims);
+  ex_store(em, e, &v, NULL);
+  return v;
+}
+
+view_t em_value_view(emitter_t *em, const tsr_value_t *v) {
+  vinfo_t *vi = &em->vals[v->id];
+  if (vi->kind == VK_MEM) return vi->mem;
+  expr_t *e = ex_of_value(em, v, v->type.rank, v->type.dims);
+  if (!e) {
+    view_t none;
+    memset(&none, 0, sizeof none);
+    return none;
+  }
+  view_t m = em_materialize(em, e);
+  /* Cache it when this point dominates every later use: the value's own
+   * region (its other uses are there or nested). */
+  const tsr_region_t *home = v->def ? v->def->parent : v->owner;
+  if (home == em->region) {
+    vi->kind = VK_MEM;
+    vi->mem = m;
+  }
+  return m;
+}
+
+expr_t *ex_squeeze(emitter_t *em, const expr_t *e) {
+  bool unit = false;
+  for (uint32_t d = 0; d < e->rank; d++) unit |= e->dims[d] == 1;
+  if (!unit) return (expr_t *)e;
+  int64_t dims[TSR_MAX_RANK];
+  uint32_t r = 0;
+  for (uint32_t d = 0; d < e->rank; d++)
+    if (e->dims[d] != 1) dims[r++] = e->dims[d];
+  expr_t *s = ex_new(em, e->kind, e->dtype, r, dims);
+  if (!s) return NULL;
+  switch (e->kind) {
+    case EX_SCALAR: s->scalar = e->scalar; return s;
+    case EX_MEM:
+      s->mem = em_view_squeeze(em, &e->mem);
+      s->mutable_mem = e->mutable_mem;
+      if (e->mask) {
+        s->mask = ex_squeeze(em, e->mask);
+        if (!s->mask) return NULL;
+      }
+      return s;
+    case EX_OP:
+      s->op = e->op;
+      s->arg_dtype = e->arg_dtype;
+      s->nargs = e->nargs;
+      for (uint32_t i = 0; i < e->nargs; i++) {
+        s->args[i] = ex_squeeze(em, e->args[i]);
+        if (!s->args[i]) return NULL;
+      }
+      return s;
+    default: return NULL; /* iota, broadcast: materialize first */
+  }
+}

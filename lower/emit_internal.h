@@ -1,0 +1,290 @@
+/* What lower/emit*.c share: the emitter state, values as the generated code
+ * sees them (scalars, memory views, lazy elementwise expressions), and the
+ * text, loop-nest and expression helpers. Private to the MLIR text emitter
+ * (docs/lowering_codegen.md describes the generated code). */
+#ifndef TESSERA_LOWER_EMIT_INTERNAL_H
+#define TESSERA_LOWER_EMIT_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "base/base_internal.h"
+#include "ir/ir.h"
+
+/* Lanes of the vector loops: the innermost dimension is walked 16 elements
+ * at a time. Reductions depend on it: the interpreter's lane reduction
+ * (interp/blockops.c) uses 16 lanes, and using the same lanes and the same
+ * combining tree makes float sums bitwise equal to the interpreter's. */
+#define EM_LANES 16
+/* Rows of the dot micro-kernel (6 x 16 f32 accumulators: 12 AVX2 registers). */
+#define EM_DOT_ROWS 6
+
+typedef struct emitter emitter_t;
+
+/* An SSA name of the generated text ("%t12", "%ci4", ...). */
+typedef struct ssa {
+  char s[48];
+} ssa_t;
+
+/* A type as text ("f32", "vector<16xi32>", "memref<8x128xf32, ...>"). */
+typedef struct tstr {
+  char s[160];
+} tstr_t;
+
+/* A root: memory that views point into, a function argument or a buffer
+ * allocated in the prologue; always of identity layout. */
+typedef struct root {
+  ssa_t name;
+  tsr_dtype_t dtype;
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+} root_t;
+
+/* A view: `rank` dims with static element strides at a dynamic element
+ * offset into a root, and its memref value in the text (a
+ * memref.reinterpret_cast of the root, typed
+ * memref<dims x T, strided<[strides], offset: ?>>). `key` names the memory
+ * symbolically: two views with the same key, dims and strides are the same
+ * elements at the same time (load and store of one ref with equal indices). */
+typedef struct view {
+  uint32_t root;
+  ssa_t off;  /* index */
+  ssa_t name; /* the memref */
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+  int64_t strides[TSR_MAX_RANK];
+  const char *key;
+} view_t;
+
+/* A lazy elementwise expression: a tree of ops over leaves, evaluated one
+ * vector at a time inside the loop nest of whoever consumes it (fusion). All
+ * nodes have the shape of the value they compute. */
+typedef enum ex_kind {
+  EX_MEM,    /* elements of a view of the node's shape [mask: masked load] */
+  EX_BCAST,  /* numpy broadcast of a view (src dims) to the node's dims */
+  EX_SCALAR, /* one compute-typed scalar SSA value, splat */
+  EX_IOTA,   /* index along `axis` */
+  EX_OP,     /* elementwise op over args */
+} ex_kind_t;
+
+typedef struct expr expr_t;
+struct expr {
+  ex_kind_t kind;
+  tsr_dtype_t dtype; /* of the node's elements */
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+  view_t mem;        /* EX_MEM, EX_BCAST (the source view) */
+  expr_t *mask;      /* EX_MEM: masked-off elements hold the uninit value */
+  bool mutable_mem;  /* EX_MEM of a ref that the kernel stores to */
+  ssa_t scalar;      /* EX_SCALAR */
+  uint32_t axis;     /* EX_IOTA */
+  tsr_opcode_t op;   /* EX_OP */
+  tsr_dtype_t arg_dtype; /* EX_OP: dtype of args[1] (args[0] for unary) */
+  uint32_t nargs;
+  expr_t *args[3];
+};
+
+typedef enum vkind {
+  VK_NONE,
+  VK_SCALAR, /* compute-typed SSA value */
+  VK_MEM,    /* a view holding the block (immutable while the value lives) */
+  VK_LAZY,   /* an expression not yet computed */
+  VK_REF,    /* a ref: view of its current memory */
+} vkind_t;
+
+typedef struct vinfo {
+  vkind_t kind;
+  ssa_t scalar;
+  view_t mem;
+  expr_t *expr;
+  bool mutable_ref;  /* VK_REF: some store writes it */
+} vinfo_t;
+
+/* One index of a loop nest: a static value or an SSA index. */
+typedef struct dimv {
+  bool dynamic;
+  int64_t c;
+  ssa_t s;
+} dimv_t;
+
+/* The position a loop-nest body is emitted for. */
+typedef struct nest {
+  uint32_t rank;
+  ssa_t idx[TSR_MAX_RANK]; /* index values */
+  uint32_t lanes;          /* 0: scalar; else vectors of `lanes` along the last dim */
+  bool masked;             /* vector tail: only `mask` lanes are valid */
+  ssa_t mask;              /* vector<lanes x i1> */
+} nest_t;
+
+typedef void (*nest_body_fn)(emitter_t *em, const nest_t *n, void *ctx);
+
+typedef struct prolog_const {
+  char *key; /* "type|literal" */
+  ssa_t name;
+} prolog_const_t;
+
+struct emitter {
+  const tsr_kernel_t *k;
+  tsr_arena_t arena;
+  tsr_strbuf_t pro;   /* prologue: constants and allocations */
+  tsr_strbuf_t body;  /* the function body after the prologue */
+  tsr_strbuf_t epi;   /* deallocations */
+  tsr_strbuf_t *cur;  /* where em_line writes */
+  int indent;
+  uint32_t next_name;
+  tsr_status_t error; /* first failure; emission stops at it */
+  vinfo_t *vals;      /* per value id */
+  uint32_t *uses;     /* per value id */
+  const tsr_op_t **user; /* per value id: the only user, when uses == 1 */
+  bool *stored;       /* per value id (refs): some store writes it */
+  root_t *roots;
+  uint32_t num_roots, roots_capacity;
+  prolog_const_t *consts;
+  uint32_t num_consts, consts_capacity;
+  uint32_t num_keys;  /* for fresh view keys */
+  const tsr_region_t *region; /* the IR region being emitted */
+  ssa_t grid_iv[TSR_MAX_RANK];   /* index */
+  ssa_t grid_i32[TSR_MAX_RANK];  /* i32 */
+};
+
+/* ---- Errors ---------------------------------------------------------------- */
+/* Records TSR_UNIMPLEMENTED "file:line:col: error: op 'NAME' cannot be
+ * lowered to the cpu target yet (why)" unless an error is recorded. */
+void em_unimplemented(emitter_t *em, const tsr_op_t *op, const char *why);
+void em_fail(emitter_t *em, tsr_status_t status);
+#define EM_OK(em) ((em)->error == NULL)
+
+/* ---- Text ------------------------------------------------------------------ */
+void em_line(emitter_t *em, const char *fmt, ...) TSR_PRINTF(2, 3);
+void em_open(emitter_t *em, const char *fmt, ...) TSR_PRINTF(2, 3);  /* line + indent */
+void em_close(emitter_t *em, const char *text); /* dedent + line */
+ssa_t em_fresh(emitter_t *em);
+const char *em_key(emitter_t *em, const char *fmt, ...) TSR_PRINTF(2, 3);
+void *em_alloc(emitter_t *em, size_t size);
+
+/* Element types: storage in memory (bf16/f16 as i16, i1 as i8) and compute
+ * in registers (floats as f32, i1 as i1). */
+const char *em_storage(tsr_dtype_t dtype);
+const char *em_compute(tsr_dtype_t dtype);
+tstr_t em_vtype(const char *elem, uint32_t lanes); /* lanes 0: elem itself */
+tstr_t em_view_type(const emitter_t *em, const view_t *v);
+tstr_t em_root_type(const emitter_t *em, uint32_t root);
+uint32_t em_int_bits(tsr_dtype_t dtype);
+bool em_is_float(tsr_dtype_t dtype);
+bool em_is_signed(tsr_dtype_t dtype);
+
+/* Prologue constants (deduplicated). Integer types, scalar or vector. */
+ssa_t em_cidx(emitter_t *em, int64_t v);
+ssa_t em_cint(emitter_t *em, const char *elem, uint32_t lanes, int64_t v);
+ssa_t em_cf32(emitter_t *em, uint32_t lanes, float v);
+ssa_t em_cf32_bits(emitter_t *em, uint32_t lanes, uint32_t bits);
+ssa_t em_cbool(emitter_t *em, uint32_t lanes, bool v);
+/* A compute-typed constant of `dtype` from the IR literal (vector if lanes). */
+ssa_t em_literal(emitter_t *em, tsr_dtype_t dtype, tsr_literal_t lit, uint32_t lanes);
+/* The uninitialized value of `dtype` (NaN, integer max, true), compute-typed. */
+ssa_t em_uninit(emitter_t *em, tsr_dtype_t dtype, uint32_t lanes);
+
+/* Plain ops: "%r = NAME %a, %b : TYPE". */
+ssa_t em_op1(emitter_t *em, const char *name, ssa_t a, const char *type);
+ssa_t em_op2(emitter_t *em, const char *name, ssa_t a, ssa_t b, const char *type);
+ssa_t em_opf2(emitter_t *em, const char *name, ssa_t a, ssa_t b, const char *type,
+              const char *attrs);
+ssa_t em_cmp(emitter_t *em, const char *kind, const char *pred, ssa_t a, ssa_t b,
+             const char *type); /* kind: "cmpi"/"cmpf" */
+ssa_t em_select(emitter_t *em, ssa_t c, ssa_t a, ssa_t b, const char *elem,
+                uint32_t lanes, bool cond_vector);
+ssa_t em_cast(emitter_t *em, const char *name, ssa_t a, const char *from,
+              const char *to);
+ssa_t em_bcast(emitter_t *em, ssa_t s, const char *elem, uint32_t lanes);
+/* index arithmetic */
+ssa_t em_iadd(emitter_t *em, ssa_t a, ssa_t b);
+ssa_t em_imul(emitter_t *em, ssa_t a, ssa_t b);
+ssa_t em_iaddc(emitter_t *em, ssa_t a, int64_t c);
+ssa_t em_imulc(emitter_t *em, ssa_t a, int64_t c);
+ssa_t em_idx_of_i32(emitter_t *em, ssa_t v);
+ssa_t em_dimv_ssa(emitter_t *em, dimv_t d);
+dimv_t em_dimc(int64_t c);
+dimv_t em_dims(ssa_t s);
+
+/* ---- Memory ------------------------------------------------------------------ */
+uint32_t em_add_root(emitter_t *em, ssa_t name, tsr_dtype_t dtype, uint32_t rank,
+                     const int64_t *dims);
+/* A new dense buffer (memref.alloc in the prologue, dealloc at the end) and
+ * its view. */
+view_t em_buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims);
+/* Emits the memref of `v` (reinterpret_cast of its root) at this point. */
+void em_view_materialize(emitter_t *em, view_t *v);
+/* A view from a root-relative offset, dims and strides (emitted here). */
+view_t em_view_make(emitter_t *em, uint32_t root, ssa_t off, uint32_t rank,
+                    const int64_t *dims, const int64_t *strides, const char *key);
+void em_dense_strides(uint32_t rank, const int64_t *dims, int64_t *strides);
+bool em_view_is_dense(const view_t *v);
+/* The view without its unit dims (same memory). */
+view_t em_view_squeeze(emitter_t *em, const view_t *v);
+bool em_view_same(const view_t *a, const view_t *b);
+
+/* Element access at a nest position (vector when n->lanes, masked when
+ * n->masked), converting storage <-> compute. */
+ssa_t em_mem_read(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t *idx,
+                  const nest_t *n, ssa_t *extra_mask, ssa_t *passthru);
+void em_mem_write(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t *idx,
+                  const nest_t *n, ssa_t value, ssa_t *extra_mask);
+ssa_t em_to_compute(emitter_t *em, tsr_dtype_t dtype, ssa_t raw, uint32_t lanes);
+ssa_t em_to_storage(emitter_t *em, tsr_dtype_t dtype, ssa_t value, uint32_t lanes);
+
+/* ---- Loop nests --------------------------------------------------------------- */
+/* Lanes for an innermost dimension of `inner` elements (0: scalar loop). */
+uint32_t em_pick_lanes(int64_t inner);
+/* Loops over `rank` dims of extents `ext` (row-major), the last one `lanes`
+ * at a time with a masked tail; body(em, nest, ctx) once per position (twice
+ * in the text when there is a tail). rank 0: body once, scalar. */
+void em_nest(emitter_t *em, uint32_t rank, const dimv_t *ext, uint32_t lanes,
+             nest_body_fn body, void *ctx);
+/* scf.for over index [0, n) step s: returns the IV; em_close(em, "}") ends it. */
+ssa_t em_for_open(emitter_t *em, dimv_t lo, dimv_t hi, int64_t step);
+
+/* ---- Expressions ----------------------------------------------------------------- */
+expr_t *ex_new(emitter_t *em, ex_kind_t kind, tsr_dtype_t dtype, uint32_t rank,
+               const int64_t *dims);
+/* The value as an expression of shape (rank, dims) (scalars splat). */
+expr_t *ex_of_value(emitter_t *em, const tsr_value_t *v, uint32_t rank,
+                    const int64_t *dims);
+/* Evaluates e at position n (with its own indices idx, of e's rank). */
+ssa_t ex_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n);
+/* Whether every memory leaf can be read with vectors along the last dim. */
+bool ex_vectorizable(const expr_t *e);
+bool ex_has_mutable(const expr_t *e);
+/* Whether writing e into `dst` one position at a time is safe: every leaf
+ * reading dst's root reads exactly dst's elements. */
+bool ex_inplace_safe(const emitter_t *em, const expr_t *e, const view_t *dst);
+/* Writes e into dst (same shape) [under mask] with one fused loop nest. */
+void ex_store(emitter_t *em, const expr_t *e, const view_t *dst, const expr_t *mask);
+/* e without unit dims, or NULL if some leaf cannot drop them in place. */
+expr_t *ex_squeeze(emitter_t *em, const expr_t *e);
+/* The view holding value v (materializing lazy values into a new buffer). */
+view_t em_value_view(emitter_t *em, const tsr_value_t *v);
+/* Stores an expression into a new dense buffer. */
+view_t em_materialize(emitter_t *em, const expr_t *e);
+
+/* Elementwise semantics on compute values (scalars or vectors). */
+ssa_t em_elementwise(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype,
+                     const ssa_t *args, uint32_t lanes);
+ssa_t em_convert(emitter_t *em, ssa_t x, tsr_dtype_t from, tsr_dtype_t to,
+                 uint32_t lanes);
+ssa_t em_bitcast(emitter_t *em, ssa_t x, tsr_dtype_t from, tsr_dtype_t to,
+                 uint32_t lanes);
+/* Rounds an f32 compute value to the value set of a float dtype. */
+ssa_t em_round(emitter_t *em, ssa_t x, tsr_dtype_t dtype, uint32_t lanes);
+
+/* ---- Block ops (emit_ops.c); each writes a new value's vinfo ---------------- */
+void em_op_reduce(emitter_t *em, const tsr_op_t *op);
+void em_op_argreduce(emitter_t *em, const tsr_op_t *op);
+void em_op_dot(emitter_t *em, const tsr_op_t *op);
+void em_op_transpose(emitter_t *em, const tsr_op_t *op);
+void em_op_concatenate(emitter_t *em, const tsr_op_t *op);
+void em_op_roll(emitter_t *em, const tsr_op_t *op);
+void em_op_gather(emitter_t *em, const tsr_op_t *op);
+/* Where op's block result goes: a dense buffer, or the view of the store
+ * that follows it (store forwarding). Sets the result's vinfo. */
+view_t em_result_dest(emitter_t *em, const tsr_op_t *op, bool inputs_mutable);
+
+#endif /* TESSERA_LOWER_EMIT_INTERNAL_H */

@@ -1,0 +1,724 @@
+/* Block ops of the MLIR text emitter that are not elementwise: reductions
+ * (in the interpreter's summation order, so float sums match it bitwise),
+ * arg-reductions, dot (a 6 x 16 register-blocked micro-kernel with f32 or
+ * i32 accumulators), transpose, concatenate, roll and gather. */
+#include <stdio.h>
+
+#include "lower/emit_internal.h"
+
+/* ---- Small helpers ------------------------------------------------------------- */
+
+/* "%r = scf.for %iv = lo to hi step s iter_args(%acc = init) -> (T) {" */
+static ssa_t iter_open(emitter_t *em, dimv_t lo, dimv_t hi, int64_t step, ssa_t init,
+                       const char *type, ssa_t *iv, ssa_t *acc) {
+  ssa_t r = em_fresh(em);
+  *iv = em_fresh(em);
+  *acc = em_fresh(em);
+  ssa_t l = em_dimv_ssa(em, lo), h = em_dimv_ssa(em, hi), s = em_cidx(em, step);
+  em_open(em, "%s = scf.for %s = %s to %s step %s iter_args(%s = %s) -> (%s) {", r.s, iv->s,
+          l.s, h.s, s.s, acc->s, init.s, type);
+  return r;
+}
+
+static void iter_close(emitter_t *em, ssa_t value, const char *type) {
+  em_line(em, "scf.yield %s : %s", value.s, type);
+  em_close(em, "}");
+}
+
+static const tsr_value_t *result0(const tsr_op_t *op) { return op->results[0]; }
+
+/* The operand as an expression, a materialized copy when it has leaves
+ * that cannot be re-read at other positions. */
+static expr_t *operand_expr(emitter_t *em, const tsr_value_t *v) {
+  return ex_of_value(em, v, v->type.rank, v->type.dims);
+}
+
+static expr_t *mem_expr(emitter_t *em, view_t v, tsr_dtype_t dtype) {
+  expr_t *e = ex_new(em, EX_MEM, dtype, v.rank, v.dims);
+  if (e) e->mem = v;
+  return e;
+}
+
+/* Merges the trailing `count` dims of e into one, or NULL when some leaf's
+ * elements are not contiguous across them. */
+static expr_t *ex_merge_tail(emitter_t *em, const expr_t *e, uint32_t count) {
+  if (count <= 1) return (expr_t *)e;
+  uint32_t keep = e->rank - count;
+  int64_t dims[TSR_MAX_RANK], merged = 1;
+  for (uint32_t d = 0; d < keep; d++) dims[d] = e->dims[d];
+  for (uint32_t d = keep; d < e->rank; d++) merged *= e->dims[d];
+  dims[keep] = merged;
+  expr_t *m = ex_new(em, e->kind, e->dtype, keep + 1, dims);
+  if (!m) return NULL;
+  switch (e->kind) {
+    case EX_SCALAR: m->scalar = e->scalar; return m;
+    case EX_MEM: {
+      const view_t *v = &e->mem;
+      for (uint32_t d = keep; d + 1 < v->rank; d++)
+        if (v->strides[d] != v->strides[d + 1] * v->dims[d + 1]) return NULL;
+      int64_t strides[TSR_MAX_RANK];
+      for (uint32_t d = 0; d < keep; d++) strides[d] = v->strides[d];
+      strides[keep] = v->strides[v->rank - 1];
+      m->mem = em_view_make(em, v->root, v->off, keep + 1, dims, strides,
+                            v->key ? em_key(em, "%s{m%u}", v->key, count) : NULL);
+      m->mutable_mem = e->mutable_mem;
+      if (e->mask) {
+        m->mask = ex_merge_tail(em, e->mask, count);
+        if (!m->mask) return NULL;
+      }
+      return m;
+    }
+    case EX_OP:
+      m->op = e->op;
+      m->arg_dtype = e->arg_dtype;
+      m->nargs = e->nargs;
+      for (uint32_t i = 0; i < e->nargs; i++) {
+        m->args[i] = ex_merge_tail(em, e->args[i], count);
+        if (!m->args[i]) return NULL;
+      }
+      return m;
+    default: return NULL;
+  }
+}
+
+/* ---- Reductions ---------------------------------------------------------------------- */
+
+typedef struct reducer {
+  tsr_opcode_t op;
+  tsr_dtype_t dtype;
+  const char *elem; /* compute element type */
+} reducer_t;
+
+static ssa_t red_identity(emitter_t *em, const reducer_t *rd, uint32_t lanes) {
+  tsr_dtype_t t = rd->dtype;
+  const bool s = em_is_signed(t);
+  const uint32_t bits = em_int_bits(t);
+  if (em_is_float(t)) {
+    switch (rd->op) {
+      case TSR_OP_REDUCE_SUM: return em_cf32(em, lanes, 0.0f);
+      case TSR_OP_REDUCE_PROD: return em_cf32(em, lanes, 1.0f);
+      case TSR_OP_REDUCE_MAX: return em_cf32_bits(em, lanes, 0xff800000u);
+      default: return em_cf32_bits(em, lanes, 0x7f800000u);
+    }
+  }
+  switch (rd->op) {
+    case TSR_OP_REDUCE_SUM:
+    case TSR_OP_REDUCE_OR: return em_cint(em, rd->elem, lanes, 0);
+    case TSR_OP_REDUCE_PROD: return em_cint(em, rd->elem, lanes, 1);
+    case TSR_OP_REDUCE_AND: return em_cint(em, rd->elem, lanes, -1);
+    case TSR_OP_REDUCE_MAX:
+      return em_cint(em, rd->elem, lanes, s ? -(int64_t)(1ull << (bits - 1)) : 0);
+    default: /* MIN */
+      return em_cint(em, rd->elem, lanes, s ? (int64_t)((1ull << (bits - 1)) - 1) : -1);
+  }
+}
+
+static ssa_t red_combine(emitter_t *em, const reducer_t *rd, ssa_t a, ssa_t b, uint32_t lanes) {
+  tstr_t t = em_vtype(rd->elem, lanes);
+  const bool f = em_is_float(rd->dtype), s = em_is_signed(rd->dtype);
+  const char *name;
+  switch (rd->op) {
+    case TSR_OP_REDUCE_SUM: name = f ? "arith.addf" : "arith.addi"; break;
+    case TSR_OP_REDUCE_PROD: name = f ? "arith.mulf" : "arith.muli"; break;
+    case TSR_OP_REDUCE_MAX: name = f ? "arith.maximumf" : s ? "arith.maxsi" : "arith.maxui"; break;
+    case TSR_OP_REDUCE_MIN: name = f ? "arith.minimumf" : s ? "arith.minsi" : "arith.minui"; break;
+    case TSR_OP_REDUCE_AND: name = "arith.andi"; break;
+    default: name = "arith.ori"; break;
+  }
+  return em_op2(em, name, a, b, t.s);
+}
+
+typedef struct reduce_ctx {
+  reducer_t rd;
+  const expr_t *in;      /* squeezed input, rank n */
+  bool red[TSR_MAX_RANK];
+  uint32_t n;
+  const view_t *dst;     /* squeezed output, or NULL for a scalar result */
+  uint32_t tail;         /* case B: trailing reduced dims walked as lane runs */
+  ssa_t result;          /* scalar result (dst == NULL) */
+} reduce_ctx_t;
+
+/* Input indices from the output position (kept dims) and reduced ivs. */
+static void merge_idx(const reduce_ctx_t *c, const nest_t *out, const ssa_t *red_iv, ssa_t *idx) {
+  uint32_t k = 0, r = 0;
+  for (uint32_t d = 0; d < c->n; d++) idx[d] = c->red[d] ? red_iv[r++] : out->idx[k++];
+}
+
+/* Case A, the last dim kept: vectors along it, reduced dims walked in
+ * row-major order around them, each output element summed sequentially. */
+static void reduce_kept_body(emitter_t *em, const nest_t *n, void *p) {
+  reduce_ctx_t *c = p;
+  tstr_t t = em_vtype(c->rd.elem, n->lanes);
+  ssa_t acc = red_identity(em, &c->rd, n->lanes);
+  ssa_t red_iv[TSR_MAX_RANK], res[TSR_MAX_RANK];
+  uint32_t nr = 0;
+  for (uint32_t d = 0; d < c->n; d++) {
+    if (!c->red[d]) continue;
+    ssa_t a;
+    res[nr] = iter_open(em, em_dimc(0), em_dimc(c->in->dims[d]), 1, acc, t.s, &red_iv[nr], &a);
+    acc = a;
+    nr++;
+  }
+  ssa_t idx[TSR_MAX_RANK];
+  merge_idx(c, n, red_iv, idx);
+  ssa_t v = ex_read(em, c->in, idx, n);
+  acc = red_combine(em, &c->rd, acc, v, n->lanes);
+  for (uint32_t i = nr; i-- > 0;) {
+    iter_close(em, acc, t.s);
+    acc = res[i];
+  }
+  acc = em_round(em, acc, c->rd.dtype, n->lanes);
+  em_mem_write(em, c->dst, c->rd.dtype, n->idx, n, acc, NULL);
+}
+
+/* Lane reduction of the run along the last dim at idx (idx[n-1] ignored):
+ * 16 lanes, lane j takes elements j, j+16, ..., then l[j] (+)= l[j+8],
+ * l[j+4], l[j+2], l[j+1] (interp/blockops.c red_lane_*). */
+static ssa_t lane_reduce(emitter_t *em, reduce_ctx_t *c, ssa_t *idx) {
+  const uint32_t L = EM_LANES;
+  tstr_t t = em_vtype(c->rd.elem, L);
+  const int64_t len = c->in->dims[c->n - 1];
+  const int64_t main = len / L * L, rem = len - main;
+  ssa_t ident = red_identity(em, &c->rd, L);
+  ssa_t lanes = ident;
+  nest_t n;
+  memset(&n, 0, sizeof n);
+  n.rank = c->n;
+  n.lanes = L;
+  if (main > 0) {
+    ssa_t iv, acc;
+    ssa_t r = iter_open(em, em_dimc(0), em_dimc(main), L, ident, t.s, &iv, &acc);
+    idx[c->n - 1] = iv;
+    ssa_t v = ex_read(em, c->in, idx, &n);
+    iter_close(em, red_combine(em, &c->rd, acc, v, L), t.s);
+    lanes = r;
+  }
+  if (rem > 0) {
+    idx[c->n - 1] = em_cidx(em, main);
+    n.masked = true;
+    n.mask = em_fresh(em);
+    em_line(em, "%s = vector.constant_mask [%lld] : vector<%uxi1>", n.mask.s, (long long)rem, L);
+    ssa_t v = ex_read(em, c->in, idx, &n);
+    v = em_select(em, n.mask, v, ident, c->rd.elem, L, true);
+    lanes = red_combine(em, &c->rd, lanes, v, L);
+  }
+  for (uint32_t w = L / 2; w >= 1; w /= 2) {
+    tstr_t from = em_vtype(c->rd.elem, 2 * w);
+    if (w == 1) {
+      ssa_t a = em_fresh(em), b = em_fresh(em);
+      em_line(em, "%s = vector.extract %s[0] : %s from %s", a.s, lanes.s, c->rd.elem, from.s);
+      em_line(em, "%s = vector.extract %s[1] : %s from %s", b.s, lanes.s, c->rd.elem, from.s);
+      return red_combine(em, &c->rd, a, b, 0);
+    }
+    tstr_t to = em_vtype(c->rd.elem, w);
+    ssa_t lo = em_fresh(em), hi = em_fresh(em);
+    em_line(em, "%s = vector.extract_strided_slice %s {offsets = [0], sizes = [%u], strides = "
+                "[1]} : %s to %s",
+            lo.s, lanes.s, w, from.s, to.s);
+    em_line(em, "%s = vector.extract_strided_slice %s {offsets = [%u], sizes = [%u], strides = "
+                "[1]} : %s to %s",
+            hi.s, lanes.s, w, w, from.s, to.s);
+    lanes = red_combine(em, &c->rd, lo, hi, w);
+  }
+  return lanes;
+}
+
+/* Case B, the last dim reduced: one output element at a time; reduced dims
+ * other than the last walked in row-major order, each contributing the lane
+ * reduction of its run along the last dim. */
+static void reduce_lane_body(emitter_t *em, const nest_t *n, void *p) {
+  reduce_ctx_t *c = p;
+  const char *t = c->rd.elem;
+  ssa_t acc = red_identity(em, &c->rd, 0);
+  ssa_t red_iv[TSR_MAX_RANK], res[TSR_MAX_RANK];
+  uint32_t nr = 0;
+  for (uint32_t d = 0; d + 1 < c->n; d++) {
+    if (!c->red[d]) continue;
+    ssa_t a;
+    res[nr] = iter_open(em, em_dimc(0), em_dimc(c->in->dims[d]), 1, acc, t, &red_iv[nr], &a);
+    acc = a;
+    nr++;
+  }
+  red_iv[nr] = em_cidx(em, 0); /* the last dim: set by lane_reduce */
+  ssa_t idx[TSR_MAX_RANK];
+  merge_idx(c, n, red_iv, idx);
+  ssa_t v = lane_reduce(em, c, idx);
+  acc = red_combine(em, &c->rd, acc, v, 0);
+  for (uint32_t i = nr; i-- > 0;) {
+    iter_close(em, acc, t);
+    acc = res[i];
+  }
+  acc = em_round(em, acc, c->rd.dtype, 0);
+  if (c->dst)
+    em_mem_write(em, c->dst, c->rd.dtype, n->idx, n, acc, NULL);
+  else
+    c->result = acc;
+}
+
+void em_op_reduce(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *a = op->operands[0], *r = result0(op);
+  reduce_ctx_t c;
+  memset(&c, 0, sizeof c);
+  c.rd.op = op->opcode;
+  c.rd.dtype = (tsr_dtype_t)a->type.dtype;
+  c.rd.elem = em_compute(c.rd.dtype);
+  uint32_t axes = 0;
+  for (uint32_t i = 0; i < op->num_ints; i++) axes |= 1u << op->ints[i];
+  expr_t *in = operand_expr(em, a);
+  if (!in) return;
+  bool inputs_mutable = ex_has_mutable(in);
+  /* Drop unit dims (the interpreter does too: they change no order). */
+  expr_t *sq = ex_squeeze(em, in);
+  if (!sq) {
+    view_t m = em_materialize(em, in);
+    sq = ex_squeeze(em, mem_expr(em, m, c.rd.dtype));
+    inputs_mutable = false;
+  }
+  if (!sq) return;
+  c.n = 0;
+  for (uint32_t d = 0; d < a->type.rank; d++)
+    if (a->type.dims[d] != 1) c.red[c.n++] = (axes >> d) & 1u;
+  /* Case B walks the trailing reduced dims as one run of the interpreter's
+   * merged group: merge them (copying to a dense buffer if a leaf is not
+   * contiguous across them). */
+  uint32_t tail = 0;
+  while (tail < c.n && c.red[c.n - 1 - tail]) tail++;
+  if (tail > 1) {
+    expr_t *m = ex_merge_tail(em, sq, tail);
+    if (!m) {
+      view_t buf = em_materialize(em, sq);
+      m = ex_merge_tail(em, mem_expr(em, buf, c.rd.dtype), tail);
+      inputs_mutable = false;
+    }
+    if (!m) return;
+    sq = m;
+    c.n -= tail - 1;
+  }
+  c.in = sq;
+  /* Output: kept non-unit dims. */
+  uint32_t kept = 0;
+  dimv_t ext[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < c.n; d++)
+    if (!c.red[d]) ext[kept++] = em_dimc(sq->dims[d]);
+  view_t dst, dsq;
+  if (r->type.kind == TSR_TYPE_SCALAR) {
+    c.dst = NULL;
+  } else {
+    dst = em_result_dest(em, op, inputs_mutable);
+    dsq = em_view_squeeze(em, &dst);
+    c.dst = &dsq;
+  }
+  if (c.n == 0) { /* every dim is 1: identity (+) the element */
+    nest_t n;
+    memset(&n, 0, sizeof n);
+    ssa_t v = ex_read(em, sq, NULL, &n);
+    ssa_t acc = red_combine(em, &c.rd, red_identity(em, &c.rd, 0), v, 0);
+    acc = em_round(em, acc, c.rd.dtype, 0);
+    if (c.dst)
+      em_mem_write(em, c.dst, c.rd.dtype, NULL, &n, acc, NULL);
+    else
+      em->vals[r->id] = (vinfo_t){.kind = VK_SCALAR, .scalar = acc};
+    return;
+  }
+  if (!c.red[c.n - 1]) {
+    uint32_t lanes = 0;
+    if (ex_vectorizable(sq) && c.dst->strides[c.dst->rank - 1] == 1)
+      lanes = em_pick_lanes(sq->dims[c.n - 1]);
+    em_nest(em, kept, ext, lanes, reduce_kept_body, &c);
+    return;
+  }
+  if (!ex_vectorizable(sq)) {
+    /* Lane runs need vector reads: copy to a dense buffer first. */
+    view_t buf = em_materialize(em, sq);
+    c.in = mem_expr(em, buf, c.rd.dtype);
+  }
+  em_nest(em, kept, ext, 0, reduce_lane_body, &c);
+  if (!c.dst) em->vals[r->id] = (vinfo_t){.kind = VK_SCALAR, .scalar = c.result};
+}
+
+/* ---- argmax / argmin ------------------------------------------------------------------- */
+
+typedef struct arg_ctx {
+  const tsr_op_t *op;
+  const expr_t *in;
+  uint32_t axis;
+  const view_t *dst;
+  ssa_t result;
+} arg_ctx_t;
+
+static void arg_body(emitter_t *em, const nest_t *n, void *p) {
+  arg_ctx_t *c = p;
+  const tsr_dtype_t dt = c->in->dtype;
+  const char *el = em_compute(dt);
+  const bool f = em_is_float(dt), s = em_is_signed(dt), mx = c->op->opcode == TSR_OP_ARGMAX;
+  tstr_t vt = em_vtype(el, n->lanes), it = em_vtype("i32", n->lanes);
+  ssa_t idx[TSR_MAX_RANK];
+  uint32_t k = 0;
+  for (uint32_t d = 0; d < c->in->rank; d++)
+    idx[d] = d == c->axis ? em_cidx(em, 0) : n->idx[k++];
+  ssa_t best = ex_read(em, c->in, idx, n);
+  ssa_t bi = em_cint(em, "i32", n->lanes, 0);
+  const int64_t len = c->in->dims[c->axis];
+  if (len > 1) {
+    ssa_t r = em_fresh(em), iv = em_fresh(em), b0 = em_fresh(em), i0 = em_fresh(em);
+    em_open(em, "%s:2 = scf.for %s = %s to %s step %s iter_args(%s = %s, %s = %s) -> (%s, %s) {",
+            r.s, iv.s, em_cidx(em, 1).s, em_cidx(em, len).s, em_cidx(em, 1).s, b0.s, best.s,
+            i0.s, bi.s, vt.s, it.s);
+    idx[c->axis] = iv;
+    ssa_t v = ex_read(em, c->in, idx, n);
+    ssa_t take;
+    tstr_t bt = em_vtype("i1", n->lanes);
+    if (f) {
+      ssa_t best_ok = em_cmp(em, "cmpf", "ord", b0, b0, vt.s);
+      ssa_t v_nan = em_cmp(em, "cmpf", "uno", v, v, vt.s);
+      ssa_t better = em_cmp(em, "cmpf", mx ? "ogt" : "olt", v, b0, vt.s);
+      take = em_op2(em, "arith.andi", best_ok, em_op2(em, "arith.ori", v_nan, better, bt.s), bt.s);
+    } else {
+      take = em_cmp(em, "cmpi", mx ? (s ? "sgt" : "ugt") : (s ? "slt" : "ult"), v, b0, vt.s);
+    }
+    ssa_t ki = em_bcast(em, em_cast(em, "arith.index_cast", iv, "index", "i32"), "i32", n->lanes);
+    ssa_t nb = em_select(em, take, v, b0, el, n->lanes, true);
+    ssa_t ni = em_select(em, take, ki, i0, "i32", n->lanes, true);
+    em_line(em, "scf.yield %s, %s : %s, %s", nb.s, ni.s, vt.s, it.s);
+    em_close(em, "}");
+    snprintf(bi.s, sizeof bi.s, "%.30s#1", r.s);
+  }
+  if (c->dst)
+    em_mem_write(em, c->dst, TSR_DTYPE_I32, n->idx, n, bi, NULL);
+  else
+    c->result = bi;
+}
+
+void em_op_argreduce(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *a = op->operands[0], *r = result0(op);
+  arg_ctx_t c = {.op = op, .axis = (uint32_t)op->ints[0]};
+  c.in = operand_expr(em, a);
+  if (!c.in) return;
+  view_t dst;
+  dimv_t ext[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < r->type.rank; d++) ext[d] = em_dimc(r->type.dims[d]);
+  uint32_t lanes = 0;
+  if (r->type.kind == TSR_TYPE_SCALAR) {
+    c.dst = NULL;
+  } else {
+    dst = em_result_dest(em, op, ex_has_mutable(c.in));
+    c.dst = &dst;
+    if (c.axis + 1 < a->type.rank && ex_vectorizable(c.in) && dst.strides[dst.rank - 1] == 1)
+      lanes = em_pick_lanes(dst.dims[dst.rank - 1]);
+  }
+  em_nest(em, r->type.kind == TSR_TYPE_SCALAR ? 0 : r->type.rank, ext, lanes, arg_body, &c);
+  if (!c.dst) em->vals[r->id] = (vinfo_t){.kind = VK_SCALAR, .scalar = c.result};
+}
+
+/* ---- dot ---------------------------------------------------------------------------------- */
+
+typedef struct dot_ctx {
+  view_t a, b;           /* [M,K] and [K,N] in the accumulator dtype */
+  const expr_t *acc;     /* [M,N] in the result dtype, or NULL */
+  const view_t *dst;
+  tsr_dtype_t acc_dtype, out_dtype;
+  int64_t k;
+  ssa_t i0;              /* first row of the tile */
+  uint32_t rows;
+} dot_ctx_t;
+
+/* One tile: rows x lanes outputs at (i0, j), accumulated over k in registers. */
+static void dot_tile(emitter_t *em, const nest_t *n, void *p) {
+  dot_ctx_t *c = p;
+  const char *el = em_compute(c->acc_dtype);
+  const bool f = em_is_float(c->acc_dtype);
+  tstr_t vt = em_vtype(el, n->lanes);
+  ssa_t row[EM_DOT_ROWS], init[EM_DOT_ROWS];
+  for (uint32_t r = 0; r < c->rows; r++) {
+    row[r] = em_iaddc(em, c->i0, r);
+    ssa_t idx[2] = {row[r], n->idx[0]};
+    if (c->acc) {
+      ssa_t v = ex_read(em, c->acc, idx, n);
+      init[r] = em_convert(em, v, c->out_dtype, c->acc_dtype, n->lanes);
+    } else {
+      init[r] = f ? em_cf32(em, n->lanes, 0.0f) : em_cint(em, el, n->lanes, 0);
+    }
+  }
+  ssa_t res = em_fresh(em), kv = em_fresh(em), args[EM_DOT_ROWS];
+  char iters[1024] = "", types[512] = "";
+  size_t li = 0, lt = 0;
+  for (uint32_t r = 0; r < c->rows; r++) {
+    args[r] = em_fresh(em);
+    snprintf(iters + li, sizeof iters - li, "%s%s = %s", r ? ", " : "", args[r].s, init[r].s);
+    li += strlen(iters + li);
+    snprintf(types + lt, sizeof types - lt, "%s%s", r ? ", " : "", vt.s);
+    lt += strlen(types + lt);
+  }
+  em_open(em, "%s:%u = scf.for %s = %s to %s step %s iter_args(%s) -> (%s) {", res.s, c->rows,
+          kv.s, em_cidx(em, 0).s, em_cidx(em, c->k).s, em_cidx(em, 1).s, iters, types);
+  ssa_t bidx[2] = {kv, n->idx[0]};
+  ssa_t bv = em_mem_read(em, &c->b, c->acc_dtype, bidx, n, NULL, NULL);
+  nest_t sn = *n;
+  sn.lanes = 0;
+  sn.masked = false;
+  ssa_t next[EM_DOT_ROWS];
+  for (uint32_t r = 0; r < c->rows; r++) {
+    ssa_t aidx[2] = {row[r], kv};
+    ssa_t av = em_mem_read(em, &c->a, c->acc_dtype, aidx, &sn, NULL, NULL);
+    av = em_bcast(em, av, el, n->lanes);
+    if (f) {
+      /* contract: fused multiply-add where the target has it (docs) */
+      ssa_t prod = em_opf2(em, "arith.mulf", av, bv, vt.s, "fastmath<contract>");
+      next[r] = em_opf2(em, "arith.addf", args[r], prod, vt.s, "fastmath<contract>");
+    } else {
+      ssa_t prod = em_op2(em, "arith.muli", av, bv, vt.s);
+      next[r] = em_op2(em, "arith.addi", args[r], prod, vt.s);
+    }
+  }
+  char ys[1024] = "";
+  size_t ly = 0;
+  for (uint32_t r = 0; r < c->rows; r++) {
+    snprintf(ys + ly, sizeof ys - ly, "%s%s", r ? ", " : "", next[r].s);
+    ly += strlen(ys + ly);
+  }
+  em_line(em, "scf.yield %s : %s", ys, types);
+  em_close(em, "}");
+  for (uint32_t r = 0; r < c->rows; r++) {
+    ssa_t v;
+    if (c->rows == 1)
+      v = res;
+    else
+      snprintf(v.s, sizeof v.s, "%.30s#%u", res.s, r);
+    v = em_convert(em, v, c->acc_dtype, c->out_dtype, n->lanes);
+    ssa_t idx[2] = {row[r], n->idx[0]};
+    em_mem_write(em, c->dst, c->out_dtype, idx, n, v, NULL);
+  }
+}
+
+typedef struct tcopy_ctx {
+  const expr_t *src;
+  const view_t *dst;
+  tsr_dtype_t to;
+  bool transpose;
+} tcopy_ctx_t;
+
+/* dst[i, j] = convert(src[j, i] or src[i, j]) */
+static void tcopy_body(emitter_t *em, const nest_t *n, void *p) {
+  tcopy_ctx_t *c = p;
+  ssa_t idx[2] = {n->idx[0], n->idx[1]};
+  if (c->transpose) {
+    idx[0] = n->idx[1];
+    idx[1] = n->idx[0];
+  }
+  ssa_t v = ex_read(em, c->src, idx, n);
+  v = em_convert(em, v, c->src->dtype, c->to, n->lanes);
+  em_mem_write(em, c->dst, c->to, n->idx, n, v, NULL);
+}
+
+/* v as a [rows, cols] view of dtype `to` with unit inner stride (converted
+ * and/or transposed into a new buffer unless it already is one). */
+static view_t dot_operand(emitter_t *em, const tsr_value_t *v, tsr_dtype_t to, bool transpose) {
+  vinfo_t *vi = &em->vals[v->id];
+  tsr_dtype_t from = (tsr_dtype_t)v->type.dtype;
+  bool same = from == to || (em_int_bits(from) == 32 && em_int_bits(to) == 32 &&
+                             !em_is_float(from) && !em_is_float(to));
+  if (vi->kind == VK_MEM && same && !transpose && vi->mem.strides[1] == 1) return vi->mem;
+  expr_t *src = operand_expr(em, v);
+  int64_t dims[2] = {v->type.dims[transpose ? 1 : 0], v->type.dims[transpose ? 0 : 1]};
+  view_t buf = em_buffer(em, to, 2, dims);
+  tcopy_ctx_t c = {.src = src, .dst = &buf, .to = to, .transpose = transpose};
+  dimv_t ext[2] = {em_dimc(dims[0]), em_dimc(dims[1])};
+  uint32_t lanes = !transpose && ex_vectorizable(src) ? em_pick_lanes(dims[1]) : 0;
+  em_nest(em, 2, ext, lanes, tcopy_body, &c);
+  return buf;
+}
+
+void em_op_dot(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *a = op->operands[0], *b = op->operands[1], *r = result0(op);
+  const tsr_dtype_t in = (tsr_dtype_t)a->type.dtype;
+  const tsr_dtype_class_t cls = tsr_dtype_class(in);
+  dot_ctx_t c;
+  memset(&c, 0, sizeof c);
+  c.acc_dtype = cls == TSR_CLASS_FLOAT ? TSR_DTYPE_F32
+                : cls == TSR_CLASS_SINT ? TSR_DTYPE_I32
+                                        : TSR_DTYPE_U32;
+  c.out_dtype = (tsr_dtype_t)r->type.dtype;
+  const bool tr = (op->flags & TSR_OPF_TRANSPOSE_RHS) != 0;
+  c.a = dot_operand(em, a, c.acc_dtype, false);
+  c.b = dot_operand(em, b, c.acc_dtype, tr);
+  const int64_t m = r->type.dims[0], nn = r->type.dims[1];
+  c.k = a->type.dims[1];
+  bool acc_mutable = false;
+  if (op->num_operands > 2) {
+    c.acc = operand_expr(em, op->operands[2]);
+    if (!c.acc) return;
+    acc_mutable = ex_has_mutable(c.acc);
+  }
+  view_t dst = em_result_dest(em, op, acc_mutable);
+  if (c.acc && !ex_inplace_safe(em, c.acc, &dst)) {
+    view_t t = em_materialize(em, c.acc);
+    c.acc = mem_expr(em, t, c.out_dtype);
+  }
+  c.dst = &dst;
+  uint32_t lanes = 0;
+  if (dst.strides[1] == 1 && (!c.acc || ex_vectorizable(c.acc))) lanes = em_pick_lanes(nn);
+  dimv_t ext[1] = {em_dimc(nn)};
+  const int64_t main = m / EM_DOT_ROWS * EM_DOT_ROWS, rem = m - main;
+  if (main > 0) {
+    c.rows = EM_DOT_ROWS;
+    if (main == EM_DOT_ROWS) {
+      c.i0 = em_cidx(em, 0);
+      em_nest(em, 1, ext, lanes, dot_tile, &c);
+    } else {
+      c.i0 = em_for_open(em, em_dimc(0), em_dimc(main), EM_DOT_ROWS);
+      em_nest(em, 1, ext, lanes, dot_tile, &c);
+      em_close(em, "}");
+    }
+  }
+  if (rem > 0) {
+    c.rows = (uint32_t)rem;
+    c.i0 = em_cidx(em, main);
+    em_nest(em, 1, ext, lanes, dot_tile, &c);
+  }
+}
+
+/* ---- transpose, concatenate, roll, gather ------------------------------------------------------ */
+
+typedef struct perm_ctx {
+  const expr_t *src;
+  const view_t *dst;
+  const int64_t *perm;
+} perm_ctx_t;
+
+static void perm_body(emitter_t *em, const nest_t *n, void *p) {
+  perm_ctx_t *c = p;
+  ssa_t idx[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < n->rank; d++) idx[c->perm[d]] = n->idx[d];
+  ssa_t v = ex_read(em, c->src, idx, n);
+  em_mem_write(em, c->dst, c->src->dtype, n->idx, n, v, NULL);
+}
+
+void em_op_transpose(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *a = op->operands[0], *r = result0(op);
+  expr_t *src = operand_expr(em, a);
+  if (!src) return;
+  view_t dst = em_result_dest(em, op, ex_has_mutable(src));
+  if (!ex_inplace_safe(em, src, &dst)) src = mem_expr(em, em_materialize(em, src), src->dtype);
+  perm_ctx_t c = {.src = src, .dst = &dst, .perm = op->ints};
+  uint32_t rank = r->type.rank, lanes = 0;
+  dimv_t ext[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < rank; d++) ext[d] = em_dimc(r->type.dims[d]);
+  if (op->ints[rank - 1] == (int64_t)rank - 1 && ex_vectorizable(src) &&
+      dst.strides[rank - 1] == 1)
+    lanes = em_pick_lanes(r->type.dims[rank - 1]);
+  em_nest(em, rank, ext, lanes, perm_body, &c);
+}
+
+void em_op_concatenate(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *r = result0(op);
+  const uint32_t axis = (uint32_t)op->ints[0];
+  bool mut = false;
+  expr_t **src = em_alloc(em, (op->num_operands + 1) * sizeof *src);
+  if (!src) return;
+  for (uint32_t i = 0; i < op->num_operands; i++) {
+    src[i] = operand_expr(em, op->operands[i]);
+    if (!src[i]) return;
+    mut |= ex_has_mutable(src[i]);
+  }
+  view_t dst = em_result_dest(em, op, mut);
+  int64_t off = 0;
+  for (uint32_t i = 0; i < op->num_operands; i++) {
+    const tsr_value_t *v = op->operands[i];
+    expr_t *e = src[i];
+    if (!ex_inplace_safe(em, e, &dst)) e = mem_expr(em, em_materialize(em, e), e->dtype);
+    int64_t dims[TSR_MAX_RANK];
+    for (uint32_t d = 0; d < r->type.rank; d++) dims[d] = dst.dims[d];
+    dims[axis] = v->type.dims[axis];
+    view_t part = em_view_make(em, dst.root, em_iaddc(em, dst.off, off * dst.strides[axis]),
+                               dst.rank, dims, dst.strides, NULL);
+    ex_store(em, e, &part, NULL);
+    off += v->type.dims[axis];
+  }
+}
+
+typedef struct roll_ctx {
+  const view_t *src, *dst;
+  tsr_dtype_t dtype;
+  uint32_t axis;
+  int64_t len;
+  ssa_t shift; /* in [0, len), index */
+} roll_ctx_t;
+
+static void roll_body(emitter_t *em, const nest_t *n, void *p) {
+  roll_ctx_t *c = p;
+  ssa_t idx[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < n->rank; d++) idx[d] = n->idx[d];
+  /* src index (i - shift) mod len */
+  ssa_t j = em_op2(em, "arith.subi", n->idx[c->axis], c->shift, "index");
+  ssa_t neg = em_cmp(em, "cmpi", "slt", j, em_cidx(em, 0), "index");
+  ssa_t jw = em_iaddc(em, j, c->len);
+  idx[c->axis] = em_select(em, neg, jw, j, "index", 0, false);
+  ssa_t v = em_mem_read(em, c->src, c->dtype, idx, n, NULL, NULL);
+  em_mem_write(em, c->dst, c->dtype, n->idx, n, v, NULL);
+}
+
+void em_op_roll(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *a = op->operands[0], *r = result0(op);
+  roll_ctx_t c;
+  memset(&c, 0, sizeof c);
+  view_t src = em_value_view(em, a);
+  c.src = &src;
+  c.dtype = (tsr_dtype_t)a->type.dtype;
+  c.axis = (uint32_t)op->ints[0];
+  c.len = a->type.dims[c.axis];
+  vinfo_t *sv = &em->vals[op->operands[1]->id];
+  ssa_t s = sv->scalar;
+  ssa_t len = em_cint(em, "i32", 0, c.len);
+  ssa_t m = em_op2(em, "arith.remsi", s, len, "i32");
+  ssa_t neg = em_cmp(em, "cmpi", "slt", m, em_cint(em, "i32", 0, 0), "i32");
+  ssa_t mw = em_op2(em, "arith.addi", m, len, "i32");
+  m = em_select(em, neg, mw, m, "i32", 0, false);
+  c.shift = em_idx_of_i32(em, m);
+  view_t dst = em_result_dest(em, op, false);
+  c.dst = &dst;
+  uint32_t rank = r->type.rank, lanes = 0;
+  dimv_t ext[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < rank; d++) ext[d] = em_dimc(r->type.dims[d]);
+  if (c.axis + 1 < rank && src.strides[rank - 1] == 1 && dst.strides[rank - 1] == 1)
+    lanes = em_pick_lanes(r->type.dims[rank - 1]);
+  em_nest(em, rank, ext, lanes, roll_body, &c);
+}
+
+typedef struct gather_ctx {
+  const view_t *src, *dst;
+  const expr_t *idx;
+  tsr_dtype_t dtype;
+  uint32_t axis;
+  int64_t src_len;
+} gather_ctx_t;
+
+static void gather_body(emitter_t *em, const nest_t *n, void *p) {
+  gather_ctx_t *c = p;
+  ssa_t i = ex_read(em, c->idx, n->idx, n);
+  /* out-of-range indices are kernel errors in the interpreter: clamp */
+  i = em_op2(em, "arith.maxsi", i, em_cint(em, "i32", 0, 0), "i32");
+  i = em_op2(em, "arith.minsi", i, em_cint(em, "i32", 0, c->src_len - 1), "i32");
+  ssa_t sidx[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < n->rank; d++) sidx[d] = n->idx[d];
+  sidx[c->axis] = em_idx_of_i32(em, i);
+  ssa_t v = em_mem_read(em, c->src, c->dtype, sidx, n, NULL, NULL);
+  em_mem_write(em, c->dst, c->dtype, n->idx, n, v, NULL);
+}
+
+void em_op_gather(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *a = op->operands[0], *r = result0(op);
+  gather_ctx_t c;
+  memset(&c, 0, sizeof c);
+  view_t src = em_value_view(em, a);
+  c.src = &src;
+  c.dtype = (tsr_dtype_t)a->type.dtype;
+  c.axis = (uint32_t)op->ints[0];
+  c.src_len = a->type.dims[c.axis];
+  c.idx = operand_expr(em, op->operands[1]);
+  if (!c.idx) return;
+  view_t dst = em_result_dest(em, op, ex_has_mutable(c.idx));
+  c.dst = &dst;
+  dimv_t ext[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < r->type.rank; d++) ext[d] = em_dimc(r->type.dims[d]);
+  em_nest(em, r->type.rank, ext, 0, gather_body, &c);
+}
