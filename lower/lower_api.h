@@ -18,6 +18,21 @@
 #define TSR_LOWER_ABI_VERSION 1
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
+/* The pass pipeline from the upstream dialects to the LLVM dialect (in
+ * mlirParsePassPipeline's syntax; docs/lowering.md says why each pass is
+ * there). A macro, not only the `pipeline` field below, so that the runtime
+ * can put it into cache keys without loading the library (and LLVM). */
+#define TSR_LOWER_CPU_PIPELINE                                                 \
+  "builtin.module("                                                            \
+  "func.func(arith-expand{include-bf16=true},lower-vector-multi-reduction,"    \
+  "convert-vector-to-scf),"                                                    \
+  "lower-affine,convert-scf-to-cf,canonicalize,cse,"                           \
+  "func.func(convert-math-to-llvm),convert-math-to-libm,"                      \
+  "convert-vector-to-llvm,expand-strided-metadata,lower-affine,"               \
+  "finalize-memref-to-llvm,convert-func-to-llvm,convert-arith-to-llvm,"        \
+  "convert-index-to-llvm,convert-cf-to-llvm,convert-ub-to-llvm,"               \
+  "reconcile-unrealized-casts)"
+
 /* The name of the compiled kernel's function in the MLIR module, and the
  * symbol the shared object exports for it: the ExecutionEngine's packed
  * wrapper of the C interface, `void fn(void **args)`, where args[i] points to
@@ -53,7 +68,41 @@ typedef struct tsr_lower_api {
                           void **out_bytes, size_t *out_size);
 
   void (*free_text)(void *p);
+
+  /* ---- Added with the implementation (compile.c) ---- */
+
+  /* Frees a status made by the library. Statuses are malloc'd and the
+   * runtime may free them itself, except the library's static
+   * out-of-memory status, which only this function recognises: the runtime
+   * copies a status and frees the original here. */
+  void (*free_status)(tsr_status_t status);
+
+  /* tsr_lower_ir_layout() as the library was compiled: the IR structs cross
+   * the boundary, so both sides must agree on them. */
+  uint64_t ir_layout;
+
+  /* Tests only: compile() from MLIR text in the upstream dialects instead of
+   * a kernel (the same pipeline, object and link steps). */
+  tsr_status_t (*compile_text)(const char *mlir_text, size_t size, int opt_level,
+                               void **out_bytes, size_t *out_size);
 } tsr_lower_api_t;
+
+/* A fingerprint of the IR structs' layout and of the op and dtype tables'
+ * sizes, as seen by the code including this header. */
+static inline uint64_t tsr_lower_ir_layout(void) {
+  const uint64_t parts[] = {sizeof(tsr_kernel_t), sizeof(tsr_decl_t),
+                            sizeof(tsr_op_t),     sizeof(tsr_region_t),
+                            sizeof(tsr_value_t),  sizeof(tsr_type_t),
+                            sizeof(tsr_index_t),  sizeof(tsr_literal_t),
+                            TSR_OP_COUNT,         TSR_DTYPE_COUNT,
+                            TSR_MAX_RANK};
+  uint64_t h = 1469598103934665603u; /* FNV-1a over the parts */
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    h ^= parts[i];
+    h *= 1099511628211u;
+  }
+  return h;
+}
 
 typedef const tsr_lower_api_t *(*tsr_lower_get_api_fn)(void);
 

@@ -2,10 +2,14 @@
  * of named components, each written as name, NUL, 8-byte length, bytes:
  *
  *   kernel   the canonical bytes (ir/canon.c)
- *   target   "interp" (later "cpu", "tpu")
- *   options  the options that change what a run does or reports, as text
+ *   target   "interp" or "cpu" (later "tpu")
+ *   options  interp: the options that change what a run does or reports
+ *   compile  cpu: the compile options, as text
  *   tessera  the producer: version, canonical format, a fingerprint of the op
  *            table and the identity of the binary holding this code
+ *   llvm     cpu: LLVM's version and libraries, the lowering library and the
+ *            pass pipeline (runtime/compiled.c)
+ *   cpu      cpu: the host CPU's identity and features (runtime/compiled.c)
  *
  * The key is XXH3-128 of the material; caches compare the whole material on
  * a hit. `tessera hash --explain` prints each component's own hash. */
@@ -15,6 +19,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "ir/ir.h"
@@ -49,6 +54,21 @@ static void add_component(tsr_runtime_key_t *k, const char *name, const void *by
 
 /* ---- The producer ---------------------------------------------------------- */
 
+bool tsr_runtime_code_path(char *buf, size_t size) {
+  Dl_info info;
+  if (!dladdr((void *)tsr_runtime_code_path, &info) || !info.dli_fname) return false;
+  if (info.dli_fname[0] == '/') {
+    int n = snprintf(buf, size, "%s", info.dli_fname);
+    return n > 0 && (size_t)n < size;
+  }
+  /* The main program: dladdr gives its argv[0] ("tessera" when found
+   * through PATH, or relative to a working directory since left). */
+  ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  return true;
+}
+
 static char producer_text[256];
 static pthread_once_t producer_once = PTHREAD_ONCE_INIT;
 
@@ -69,10 +89,9 @@ static void make_producer(void) {
     XXH3_freeState(st);
   }
   char build[128] = "unknown";
-  Dl_info info;
+  char path[4096];
   struct stat sb;
-  if (dladdr((void *)make_producer, &info) && info.dli_fname &&
-      stat(info.dli_fname, &sb) == 0)
+  if (tsr_runtime_code_path(path, sizeof path) && stat(path, &sb) == 0)
     snprintf(build, sizeof build, "%" PRIx64 ":%" PRIx64 ":%" PRId64 ":%" PRId64 ".%09ld",
              (uint64_t)sb.st_dev, (uint64_t)sb.st_ino, (int64_t)sb.st_size,
              (int64_t)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
@@ -176,16 +195,10 @@ bool tsr_runtime_target_from_name(const char *name, tsr_target_t *out_target) {
   return false;
 }
 
-tsr_status_t tsr_runtime_key_create(const tsr_ir_kernel_t *kernel, tsr_target_t target,
-                                    const tsr_interp_options_t *options,
-                                    tsr_runtime_key_t **out_key) {
-  if (!kernel || !out_key)
-    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_runtime_key_create: NULL argument");
-  if (target != TSR_TARGET_INTERP)
-    return TSR_STATUS(TSR_UNIMPLEMENTED,
-                      "no %s backend in this build: keys need its compiler's "
-                      "version and target features",
-                      tsr_runtime_target_name(target));
+/* A key with the kernel and target components, to which the caller adds
+ * the target's own. */
+static tsr_status_t key_begin(const tsr_ir_kernel_t *kernel, tsr_target_t target,
+                              tsr_runtime_key_t **out_key) {
   tsr_runtime_key_t *k = tsr_calloc(1, sizeof *k);
   if (!k) return TSR_OOM();
   tsr_strbuf_initialize(&k->material);
@@ -196,21 +209,72 @@ tsr_status_t tsr_runtime_key_create(const tsr_ir_kernel_t *kernel, tsr_target_t 
     add_component(k, "kernel", canon, canon_size);
     const char *name = tsr_runtime_target_name(target);
     add_component(k, "target", name, strlen(name));
-    key_options_t o = key_options(options);
-    uint8_t buf[160];
-    add_component(k, "options", buf, encode_options(&o, buf, sizeof buf));
-    const char *producer = tsr_runtime_producer();
-    add_component(k, "tessera", producer, strlen(producer));
-    if (k->material.failed) s = TSR_OOM();
   }
   tsr_free(canon);
   if (s) {
     tsr_runtime_key_destroy(k);
     return s;
   }
+  *out_key = k;
+  return NULL;
+}
+
+static tsr_status_t key_finish(tsr_runtime_key_t *k, tsr_runtime_key_t **out_key) {
+  if (k->material.failed) {
+    tsr_runtime_key_destroy(k);
+    return TSR_OOM();
+  }
   tsr_cache_key_make(&k->key, k->material.data, k->material.size);
   *out_key = k;
   return NULL;
+}
+
+tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
+                                             const tsr_compile_options_t *options,
+                                             tsr_runtime_key_t **out_key) {
+  const char *llvm = tsr_runtime_llvm_component();
+  if (!llvm)
+    return TSR_STATUS(TSR_UNIMPLEMENTED,
+                      "no cpu backend in this build: tessera was built without "
+                      "MLIR/LLVM 22 (meson -Dmlir=disabled, or LLVM 22 was not found)");
+  tsr_compile_options_t o;
+  if (options) {
+    o = *options;
+  } else {
+    tsr_compile_options_initialize(&o);
+  }
+  tsr_runtime_key_t *k = NULL;
+  TSR_RETURN_IF_ERROR(key_begin(kernel, TSR_TARGET_CPU, &k));
+  char text[64];
+  int n = snprintf(text, sizeof text, "opt_level=%d", o.opt_level);
+  add_component(k, "compile", text, (size_t)n);
+  const char *producer = tsr_runtime_producer();
+  add_component(k, "tessera", producer, strlen(producer));
+  add_component(k, "llvm", llvm, strlen(llvm));
+  const char *cpu = tsr_runtime_cpu_component();
+  add_component(k, "cpu", cpu, strlen(cpu));
+  return key_finish(k, out_key);
+}
+
+tsr_status_t tsr_runtime_key_create(const tsr_ir_kernel_t *kernel, tsr_target_t target,
+                                    const tsr_interp_options_t *options,
+                                    tsr_runtime_key_t **out_key) {
+  if (!kernel || !out_key)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_runtime_key_create: NULL argument");
+  if (target == TSR_TARGET_CPU) return tsr_runtime_compiled_key_create(kernel, NULL, out_key);
+  if (target != TSR_TARGET_INTERP)
+    return TSR_STATUS(TSR_UNIMPLEMENTED,
+                      "no %s backend in this build: keys need its compiler's "
+                      "version and target features",
+                      tsr_runtime_target_name(target));
+  tsr_runtime_key_t *k = NULL;
+  TSR_RETURN_IF_ERROR(key_begin(kernel, target, &k));
+  key_options_t o = key_options(options);
+  uint8_t buf[160];
+  add_component(k, "options", buf, encode_options(&o, buf, sizeof buf));
+  const char *producer = tsr_runtime_producer();
+  add_component(k, "tessera", producer, strlen(producer));
+  return key_finish(k, out_key);
 }
 
 void tsr_runtime_key_destroy(tsr_runtime_key_t *key) {

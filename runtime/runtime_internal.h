@@ -9,4 +9,39 @@
  * every key (runtime/key.c). Computed once per process. */
 const char *tsr_runtime_producer(void);
 
+/* The absolute path of the file holding tessera's code: the shared library,
+ * or the executable it is linked into. false if unknown. */
+bool tsr_runtime_code_path(char *buf, size_t size);
+
+/* ---- Compiled kernels (runtime/compiled.c) ---- */
+
+/* The "llvm" component of compiled kernels' keys: LLVM's version, the
+ * identity (device, inode, size, mtime) of libLLVM, libMLIR and the lowering
+ * library, and the pass pipeline; computed once per process without loading
+ * any of them. NULL when this build has no compiled backend. */
+const char *tsr_runtime_llvm_component(void);
+/* The "cpu" component: the host CPU as LLVM's host detection sees it (on
+ * x86, the vendor and the cpuid leaves and XCR0 bits it reads). */
+const char *tsr_runtime_cpu_component(void);
+/* The key of `kernel` compiled for the host CPU with `options` (NULL:
+ * defaults). TSR_UNIMPLEMENTED without a compiled backend. */
+tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
+                                             const tsr_compile_options_t *options,
+                                             tsr_runtime_key_t **out_key) TSR_MUST_USE;
+
+/* Loads the bytes of a shared object made by the lowering library (from a
+ * memfd, else a temporary file) and finds its kernel entry point. Tests
+ * use it directly. *out_handle is released with tsr_runtime_object_unload. */
+typedef struct tsr_runtime_object tsr_runtime_object_t;
+tsr_status_t tsr_runtime_object_load(const void *bytes, size_t size,
+                                     tsr_runtime_object_t **out_object) TSR_MUST_USE;
+void tsr_runtime_object_unload(tsr_runtime_object_t *object);
+/* The packed entry point: void fn(void **args), lower/lower_api.h. */
+void (*tsr_runtime_object_entry(const tsr_runtime_object_t *object))(void **);
+
+/* The lowering library's API table, loading it on first use (thread-safe);
+ * TSR_UNIMPLEMENTED says why it cannot be loaded. Tests use it directly. */
+struct tsr_lower_api;
+tsr_status_t tsr_runtime_lower_api(const struct tsr_lower_api **out_api) TSR_MUST_USE;
+
 #endif /* TESSERA_RUNTIME_INTERNAL_H */

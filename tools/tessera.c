@@ -1,5 +1,6 @@
-/* The tessera command-line tool: run kernels in the interpreter on .npy or
- * random data, check and format .tsr files, list the ops of the IR.
+/* The tessera command-line tool: run kernels in the interpreter or compiled
+ * for the CPU on .npy or random data, check and format .tsr files, print
+ * their lowering to MLIR, list the ops of the IR.
  * Built on the public API alone (tessera/tessera.h) and libc. */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,11 +27,13 @@ static const char main_help[] =
     "Usage: tessera COMMAND [OPTIONS] [ARGS]\n"
     "\n"
     "Commands:\n"
-    "  run     run a kernel in the interpreter on .npy or random inputs\n"
+    "  run     run a kernel in the interpreter (or compiled: --backend cpu)\n"
+    "          on .npy or random inputs\n"
     "  check   parse and verify .tsr files, printing every diagnostic\n"
     "  fmt     print .tsr files in canonical form, or rewrite them in place\n"
     "  ops     list the ops of the kernel IR (--markdown for docs/ir.md)\n"
     "  hash    print the cache key of each kernel (--explain: its parts)\n"
+    "  lower   print a kernel lowered to MLIR for the CPU (--stage mlir|llvm)\n"
     "  cache   the disk cache: stats, clear, verify\n"
     "  help    show the help of a command: tessera help run\n"
     "\n"
@@ -44,6 +47,7 @@ static const char main_help[] =
     "\n"
     "Examples:\n"
     "  tessera run kernels/examples/matmul.tsr --random-inputs 1\n"
+    "  tessera run kernels/examples/matmul.tsr --random-inputs 1 --backend cpu\n"
     "  tessera check kernels/examples/*.tsr\n"
     "  tessera fmt -i my_kernel.tsr\n"
     "Reference: docs/cli.md; the kernel language: docs/ir.md.\n";
@@ -72,6 +76,16 @@ static const char run_help[] =
     "  Without --out or --out-dir each output is printed: dtype, shape, the\n"
     "  first elements and min/max/mean over finite values with a NaN count.\n"
     "  An output aliased to an input ('alias %x') starts as that input.\n"
+    "\n"
+    "Backend:\n"
+    "  --backend interp|cpu     interp (default): the checking interpreter;\n"
+    "                           cpu: the kernel compiled to native code through\n"
+    "                           MLIR and LLVM (docs/lowering.md), kept in the\n"
+    "                           disk cache, so a later run loads it without\n"
+    "                           compiling. Same inputs, outputs and results;\n"
+    "                           no checks: the interpreter's options below are\n"
+    "                           accepted and ignored, except --trace and\n"
+    "                           --devices > 1, which it does not support\n"
     "\n"
     "Interpreter:\n"
     "  --kernel NAME            the kernel to run (needed if FILE has several)\n"
@@ -108,7 +122,8 @@ static const char run_help[] =
     "  -h, --help               show this help\n"
     "\n"
     "After a run a summary goes to stderr: kernel, grid steps, ops executed,\n"
-    "blocks copied in/out, bytes copied, VMEM in use and wall time.\n"
+    "blocks copied in/out, bytes copied, VMEM in use and wall time (with\n"
+    "--backend cpu: where the code came from and the compile or load time).\n"
     "Kernels are verified once: the disk cache ($TESSERA_CACHE_DIR, else\n"
     "$XDG_CACHE_HOME/tessera, else ~/.cache/tessera; TESSERA_CACHE=off to\n"
     "disable) remembers kernels that verified (docs/cache.md).\n"
@@ -119,7 +134,8 @@ static const char run_help[] =
     "  tessera run kernels/examples/matmul.tsr --random-inputs 1\n"
     "  tessera run k.tsr --in a=a.npy --in b=b.npy --out c=c.npy\n"
     "  tessera run k.tsr --in-dir inputs/ --random-inputs 7 --out-dir results/\n"
-    "  tessera run k.tsr --kernel add --uninit zero --shuffle-parallel 3\n";
+    "  tessera run k.tsr --kernel add --uninit zero --shuffle-parallel 3\n"
+    "  tessera run k.tsr --random-inputs 1 --backend cpu --cache-stats\n";
 
 static const char check_help[] =
     "Usage: tessera check [OPTIONS] FILE.tsr...\n"
@@ -173,7 +189,8 @@ static const char hash_help[] =
     "  -k, --kernel NAME   only this kernel\n"
     "  --explain           also print each component of the key with its own\n"
     "                      hash and size, to see why two keys differ\n"
-    "  --target T          interp (default; cpu and tpu need their backends)\n"
+    "  --target T          interp (default) or cpu (the key of --backend cpu:\n"
+    "                      adds LLVM's version, the pipeline and the host CPU)\n"
     "  -h, --help          show this help\n"
     "The run options that change the key are accepted with their meaning in\n"
     "'tessera run': --uninit --shuffle-parallel --chip --check --no-check\n"
@@ -204,6 +221,32 @@ static const char ops_help[] =
     "Examples:\n"
     "  tessera ops\n"
     "  tessera ops --markdown\n";
+
+static const char lower_help[] =
+    "Usage: tessera lower FILE.tsr [OPTIONS]\n"
+    "\n"
+    "Prints one kernel of FILE.tsr ('-' for stdin) as the compiled cpu backend\n"
+    "sees it (docs/lowering.md): MLIR in the upstream dialects (func, scf,\n"
+    "arith, math, vector, memref) that tessera generates, or the same module\n"
+    "after the pass pipeline, in the LLVM dialect. The kernel is verified\n"
+    "first. Needs a tessera built with MLIR (meson -Dmlir=enabled).\n"
+    "\n"
+    "Options:\n"
+    "  --target cpu         the target (cpu only, the default)\n"
+    "  --stage mlir|llvm    mlir (default): the generated module; llvm: after\n"
+    "                       the pass pipeline to the LLVM dialect\n"
+    "  -k, --kernel NAME    the kernel (needed if FILE has several)\n"
+    "  -h, --help           show this help\n"
+    "\n"
+    "Errors name the op that cannot be lowered yet and its location, or\n"
+    "carry MLIR's diagnostics, located in the generated module ('@K.mlir:LINE:COL',\n"
+    "lines of --stage mlir).\n"
+    "Exit status: 0 success; 1 parse, verify or lowering errors; 2 usage\n"
+    "errors.\n"
+    "\n"
+    "Examples:\n"
+    "  tessera lower kernels/examples/add.tsr\n"
+    "  tessera lower kernels/examples/matmul.tsr --stage llvm\n";
 
 /* ---- Small utilities ------------------------------------------------------- */
 
@@ -764,7 +807,7 @@ enum {
   RUN_HELP, RUN_KERNEL, RUN_IN, RUN_OUT, RUN_IN_DIR, RUN_OUT_DIR, RUN_RANDOM,
   RUN_UNINIT, RUN_SHUFFLE, RUN_CHIP, RUN_CHECK, RUN_NO_CHECK, RUN_MAX_ERRORS,
   RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED, RUN_TRACE,
-  RUN_DETECT_RACES, RUN_CACHE_STATS, RUN_EXPLAIN, RUN_TARGET,
+  RUN_DETECT_RACES, RUN_CACHE_STATS, RUN_EXPLAIN, RUN_TARGET, RUN_BACKEND,
 };
 
 static const cli_option_t run_options[] = {
@@ -791,6 +834,7 @@ static const cli_option_t run_options[] = {
     {"cache-stats", 0, false, RUN_CACHE_STATS},
     {"explain", 0, false, RUN_EXPLAIN},
     {"target", 0, true, RUN_TARGET},
+    {"backend", 0, true, RUN_BACKEND},
     {NULL, 0, false, 0},
 };
 
@@ -828,7 +872,7 @@ typedef struct run_request {
   bool quiet;
   bool cache_stats; /* run: print the cache counters */
   bool explain;     /* hash: each component's hash */
-  tsr_target_t target;
+  tsr_target_t target;  /* hash: --target; run: --backend */
   tsr_interp_options_t options;
 } run_request_t;
 
@@ -996,11 +1040,25 @@ static int parse_run_args(const char *cmd, int argc, char **argv,
         return usage_error(cmd, "--target expects interp, cpu or tpu, got '%s'",
                            value);
       break;
+    case RUN_BACKEND:
+      if (strcmp(value, "interp") == 0) req->target = TSR_TARGET_INTERP;
+      else if (strcmp(value, "cpu") == 0) req->target = TSR_TARGET_CPU;
+      else
+        return usage_error(cmd, "--backend expects interp or cpu, got '%s'", value);
+      break;
     default:
       return usage_error(cmd, "internal error: option %d", id);
     }
   }
   if (!req->file) return usage_error(cmd, "missing the kernel file (FILE.tsr)");
+  if (strcmp(cmd, "run") == 0 && req->target == TSR_TARGET_CPU) {
+    if (req->options.trace_path)
+      return usage_error(cmd, "--trace needs the interpreter: the cpu backend "
+                         "runs native code, which it cannot trace");
+    if (req->options.devices > 1)
+      return usage_error(cmd, "--devices %u cannot be lowered: the cpu backend runs "
+                         "one device (use the interpreter)", req->options.devices);
+  }
   return EXIT_OK;
 }
 
@@ -1126,10 +1184,30 @@ static void print_cache_stats(void) {
           c.verifications_skipped, c.verifications_skipped == 1 ? "" : "s");
 }
 
+/* --cache-stats with --backend cpu. */
+static void print_compiled_cache_stats(void) {
+  tsr_runtime_compiled_stats_t c;
+  tsr_runtime_compiled_stats(&c);
+  fprintf(stderr,
+          "tessera: cache stats (cpu): memory %" PRIu64 " hit%s, %" PRIu64
+          " miss%s; disk %s, %" PRIu64 " hit%s, %" PRIu64 " miss%s, %" PRIu64
+          " put%s, %" PRIu64 " bad entr%s; %" PRIu64 " compile%s, %" PRIu64
+          " load failure%s; lowering library %s\n",
+          c.memory_hits, c.memory_hits == 1 ? "" : "s", c.memory_misses,
+          c.memory_misses == 1 ? "" : "es", c.disk_enabled ? "on" : "off", c.disk_hits,
+          c.disk_hits == 1 ? "" : "s", c.disk_misses, c.disk_misses == 1 ? "" : "es",
+          c.disk_puts, c.disk_puts == 1 ? "" : "s", c.disk_bad_entries,
+          c.disk_bad_entries == 1 ? "y" : "ies", c.compiles, c.compiles == 1 ? "" : "s",
+          c.load_failures, c.load_failures == 1 ? "" : "s",
+          c.lower_library_loaded ? "loaded" : "not loaded");
+}
+
 static int execute_run(run_request_t *req) {
   int rc = EXIT_OK;
   tsr_ir_module_t *module = NULL;
   tsr_interp_program_t *program = NULL;
+  tsr_compiled_kernel_t *compiled = NULL;
+  const char *origin = NULL; /* cpu: where the code came from */
   tsr_ir_operand_info_t *infos = NULL;
   tsr_array_t *arrays = NULL;
   tsr_array_t **ptrs = NULL;
@@ -1153,7 +1231,17 @@ static int execute_run(run_request_t *req) {
   }
   const char *kname = tsr_ir_kernel_name(kernel);
   double prepare_start = seconds_now();
-  status = tsr_runtime_prepare(kernel, &req->options, &program);
+  if (req->target == TSR_TARGET_CPU) {
+    tsr_runtime_compiled_stats_t before, after;
+    tsr_runtime_compiled_stats(&before);
+    status = tsr_runtime_compile(kernel, NULL, &compiled);
+    tsr_runtime_compiled_stats(&after);
+    origin = after.compiles > before.compiles   ? "compiled"
+             : after.disk_hits > before.disk_hits ? "loaded from the disk cache"
+                                                  : "found in memory";
+  } else {
+    status = tsr_runtime_prepare(kernel, &req->options, &program);
+  }
   double prepare_seconds = seconds_now() - prepare_start;
   if (status) {
     rc = exit_code_for(status);
@@ -1258,9 +1346,16 @@ static int execute_run(run_request_t *req) {
   double start = seconds_now();
   tsr_interp_stats_t stats;
   memset(&stats, 0, sizeof stats);
-  status = tsr_interp_program_run(program, ptrs, n, &stats);
-  double elapsed = seconds_now() - start + prepare_seconds;
-  if (req->cache_stats) print_cache_stats();
+  if (compiled)
+    status = tsr_compiled_kernel_run(compiled, ptrs, n);
+  else
+    status = tsr_interp_program_run(program, ptrs, n, &stats);
+  double run_seconds = seconds_now() - start;
+  double elapsed = run_seconds + prepare_seconds;
+  if (req->cache_stats) {
+    if (compiled) print_compiled_cache_stats();
+    else print_cache_stats();
+  }
   if (status) {
     rc = EXIT_KERNEL;
     report("run", status);
@@ -1297,7 +1392,10 @@ static int execute_run(run_request_t *req) {
     }
   }
   fflush(stdout);
-  if (!req->quiet) {
+  if (!req->quiet && compiled) {
+    fprintf(stderr, "tessera: @%s: cpu code %s in %.3f ms, run in %.3f ms\n", kname,
+            origin, prepare_seconds * 1e3, run_seconds * 1e3);
+  } else if (!req->quiet) {
     char copied[32], vmem[32];
     format_bytes(copied, sizeof copied, stats.bytes_copied);
     format_bytes(vmem, sizeof vmem, stats.vmem_bytes);
@@ -1321,6 +1419,7 @@ done:
   free(ptrs);
   free(infos);
   tsr_interp_program_destroy(program);
+  tsr_compiled_kernel_destroy(compiled);
   tsr_ir_module_destroy(module);
   return rc;
 }
@@ -1394,6 +1493,79 @@ static int cmd_hash(int argc, char **argv) {
   }
   tsr_ir_module_destroy(module);
   if (fflush(stdout) != 0 && rc == EXIT_OK) rc = EXIT_KERNEL;
+  return rc;
+}
+
+/* ---- tessera lower -------------------------------------------------------- */
+
+static int cmd_lower(int argc, char **argv) {
+  enum { LOWER_HELP, LOWER_TARGET, LOWER_STAGE, LOWER_KERNEL };
+  static const cli_option_t options[] = {
+      {"help", 'h', false, LOWER_HELP},
+      {"target", 0, true, LOWER_TARGET},
+      {"stage", 0, true, LOWER_STAGE},
+      {"kernel", 'k', true, LOWER_KERNEL},
+      {NULL, 0, false, 0},
+  };
+  const char *file = NULL, *kernel_name = NULL, *stage = "mlir";
+  arg_iter_t it = {"lower", argc, argv, 1, false};
+  const char *value;
+  int id;
+  while ((id = next_arg(&it, options, &value)) != ARG_END) {
+    switch (id) {
+    case ARG_ERROR:
+      return EXIT_USAGE;
+    case LOWER_HELP:
+      fputs(lower_help, stdout);
+      return EXIT_OK;
+    case LOWER_TARGET:
+      if (strcmp(value, "cpu") != 0)
+        return usage_error("lower", "--target expects cpu, got '%s'", value);
+      break;
+    case LOWER_STAGE:
+      if (strcmp(value, "mlir") != 0 && strcmp(value, "llvm") != 0)
+        return usage_error("lower", "--stage expects mlir or llvm, got '%s'", value);
+      stage = value;
+      break;
+    case LOWER_KERNEL:
+      kernel_name = value[0] == '@' ? value + 1 : value;
+      break;
+    default:
+      if (file)
+        return usage_error("lower", "one kernel file expected, got '%s' and '%s'", file,
+                           value);
+      file = value;
+    }
+  }
+  if (!file) return usage_error("lower", "missing the kernel file (FILE.tsr)");
+  tsr_ir_module_t *module = NULL;
+  tsr_status_t status = load_module(file, false, &module);
+  if (status) {
+    int rc = exit_code_for(status);
+    report("lower", status);
+    return rc;
+  }
+  tsr_ir_kernel_t *kernel = NULL;
+  status = tsr_runtime_select_kernel(module, kernel_name, &kernel);
+  if (status) {
+    int rc = usage_error("lower", "%s: %s%s", file, tsr_status_message(status),
+                         kernel_name ? "" : " (use --kernel NAME)");
+    tsr_status_free(status);
+    tsr_ir_module_destroy(module);
+    return rc;
+  }
+  char *text = NULL;
+  status = tsr_runtime_lower_text(kernel, TSR_TARGET_CPU, stage, &text);
+  int rc = EXIT_OK;
+  if (status) {
+    rc = exit_code_for(status);
+    report("lower", status);
+  } else {
+    fputs(text, stdout);
+    tsr_runtime_text_free(text);
+    if (fflush(stdout) != 0) rc = EXIT_KERNEL;
+  }
+  tsr_ir_module_destroy(module);
   return rc;
 }
 
@@ -1644,6 +1816,7 @@ static const command_t commands[] = {
     {"fmt", cmd_fmt, fmt_help},
     {"ops", cmd_ops, ops_help},
     {"hash", cmd_hash, hash_help},
+    {"lower", cmd_lower, lower_help},
     {"cache", tsr_cli_cache, tsr_cli_cache_help},
 };
 

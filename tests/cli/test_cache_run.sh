@@ -52,8 +52,8 @@ t hash "$EX/add.tsr" --explain
 check "--explain prints the four components" \
   test "$(grep -cE '^  (kernel|target|options|tessera) +[0-9a-f]{32} ' out)" -eq 4
 check "--explain shows the options in words" grep -q 'uninit=nan check=1' out
-t hash "$EX/add.tsr" --target cpu
-check "--target cpu without the backend is a usage error" \
+t hash "$EX/add.tsr" --target tpu
+check "--target tpu without the backend is a usage error" \
   test "$rc" -eq 2 -a -s err
 t hash "$EX/add.tsr" --in a=x.npy
 check "hash rejects run's data options" test "$rc" -eq 2

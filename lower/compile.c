@@ -1,0 +1,468 @@
+/* The compiler of the lowering library (docs/lowering.md): MLIR text in the
+ * upstream dialects -> the pass pipeline (TSR_LOWER_CPU_PIPELINE) -> the LLVM
+ * dialect -> the ExecutionEngine's position-independent object -> `cc
+ * -shared` -> the bytes of a shared object the runtime keeps and loads.
+ * Every MLIR call of tessera is in this file; MLIR diagnostics are captured
+ * by a handler and become the text of tessera statuses. */
+#define _GNU_SOURCE /* mkdtemp, posix_spawn file actions */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <llvm/Config/llvm-config.h>
+#include <mlir-c/Diagnostics.h>
+#include <mlir-c/ExecutionEngine.h>
+#include <mlir-c/IR.h>
+#include <mlir-c/Pass.h>
+#include <mlir-c/RegisterEverything.h>
+
+#include "lower/lower_internal.h"
+
+extern char **environ;
+
+#ifdef TSR_LOWER_NO_EMITTER
+/* The MLIR text generator (lower/emit.c) is not in this build yet. */
+tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) {
+  (void)out;
+  return TSR_STATUS(TSR_UNIMPLEMENTED,
+                    "kernel @%s cannot be lowered: this lowering library was built "
+                    "without its MLIR emitter (lower/emit.c)",
+                    kernel->name);
+}
+#endif
+
+/* ---- Process-wide registration ------------------------------------------------
+ * Passes are registered once per process (mlirRegisterAllPasses: 4-10 ms,
+ * global); the dialect registry is built once and copied into each context. */
+
+static pthread_once_t registration_once = PTHREAD_ONCE_INIT;
+static MlirDialectRegistry registry;
+
+static void register_everything(void) {
+  mlirRegisterAllPasses();
+  registry = mlirDialectRegistryCreate();
+  mlirRegisterAllDialects(registry);
+}
+
+/* ---- A compilation session: one context, its diagnostics ----------------------
+ * One MlirContext per compile (threads compile in parallel without sharing
+ * one): creating it costs about 0.5 ms once the process is warm, against
+ * 30-60 ms for the compile. MLIR's own thread pool is off: a tessera process
+ * may compile on several threads already. */
+
+typedef struct session {
+  MlirContext context;
+  tsr_strbuf_t diagnostics; /* "LOC: error: MESSAGE" lines, notes indented */
+  uint32_t errors;
+} session_t;
+
+static void append_string(MlirStringRef text, void *user) {
+  tsr_strbuf_append(user, text.data, text.length);
+}
+
+/* "file:line:col" for a file location, else MLIR's own form ("loc(...)"). */
+static void append_location(tsr_strbuf_t *sb, MlirLocation loc) {
+  if (mlirLocationIsAFileLineColRange(loc)) {
+    MlirStringRef file = mlirIdentifierStr(mlirLocationFileLineColRangeGetFilename(loc));
+    tsr_strbuf_printf(sb, "%.*s:%d:%d", (int)file.length, file.data,
+                      mlirLocationFileLineColRangeGetStartLine(loc),
+                      mlirLocationFileLineColRangeGetStartColumn(loc));
+  } else {
+    mlirLocationPrint(loc, append_string, sb);
+  }
+}
+
+static const char *severity_name(MlirDiagnosticSeverity severity) {
+  switch (severity) {
+    case MlirDiagnosticError: return "error";
+    case MlirDiagnosticWarning: return "warning";
+    case MlirDiagnosticNote: return "note";
+    case MlirDiagnosticRemark: return "remark";
+  }
+  return "diagnostic";
+}
+
+static void append_diagnostic(tsr_strbuf_t *sb, MlirDiagnostic d, const char *indent) {
+  if (sb->size) tsr_strbuf_puts(sb, "\n");
+  tsr_strbuf_puts(sb, indent);
+  append_location(sb, mlirDiagnosticGetLocation(d));
+  tsr_strbuf_printf(sb, ": %s: ", severity_name(mlirDiagnosticGetSeverity(d)));
+  mlirDiagnosticPrint(d, append_string, sb);
+  for (intptr_t i = 0; i < mlirDiagnosticGetNumNotes(d); i++)
+    append_diagnostic(sb, mlirDiagnosticGetNote(d, i), "  ");
+}
+
+/* Keeps errors and warnings (remarks are dropped); claims every diagnostic,
+ * so MLIR prints nothing on stderr itself. */
+static MlirLogicalResult on_diagnostic(MlirDiagnostic d, void *user) {
+  session_t *s = user;
+  MlirDiagnosticSeverity severity = mlirDiagnosticGetSeverity(d);
+  if (severity == MlirDiagnosticError || severity == MlirDiagnosticWarning) {
+    append_diagnostic(&s->diagnostics, d, "");
+    if (severity == MlirDiagnosticError) s->errors++;
+  }
+  return mlirLogicalResultSuccess();
+}
+
+static void session_begin(session_t *s) {
+  pthread_once(&registration_once, register_everything);
+  memset(s, 0, sizeof *s);
+  tsr_strbuf_initialize(&s->diagnostics);
+  s->context = mlirContextCreateWithRegistry(registry, /*threadingEnabled=*/false);
+  mlirRegisterAllLLVMTranslations(s->context);
+  mlirContextAttachDiagnosticHandler(s->context, on_diagnostic, s, NULL);
+}
+
+static void session_end(session_t *s) {
+  mlirContextDestroy(s->context);
+  tsr_strbuf_deinitialize(&s->diagnostics);
+}
+
+/* A TSR_INTERNAL status: `what` failed, with the diagnostics collected. */
+static tsr_status_t session_failure(session_t *s, const char *source, const char *what) {
+  if (s->diagnostics.failed) return TSR_OOM();
+  return TSR_STATUS(TSR_INTERNAL, "%s: %s%s%s", source, what,
+                    s->diagnostics.size ? ":\n" : " (MLIR gave no diagnostic)",
+                    s->diagnostics.size ? s->diagnostics.data : "");
+}
+
+/* ---- Parse, lower, check ------------------------------------------------------ */
+
+/* The first op left outside the LLVM dialect after the pipeline: the
+ * ExecutionEngine's translation would fail on it with a terse message. */
+typedef struct leftover {
+  MlirOperation op;
+  bool found;
+} leftover_t;
+
+static MlirWalkResult find_leftover(MlirOperation op, void *user) {
+  leftover_t *l = user;
+  MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
+  bool ok = (name.length > 5 && memcmp(name.data, "llvm.", 5) == 0) ||
+            (name.length == 14 && memcmp(name.data, "builtin.module", 14) == 0);
+  if (ok) return MlirWalkResultAdvance;
+  l->op = op;
+  l->found = true;
+  return MlirWalkResultInterrupt;
+}
+
+/* Parses `text` (named `source` in diagnostics: generated MLIR has no file
+ * of its own, and `tessera lower --stage mlir` prints the same lines) into
+ * a module, runs the pipeline and checks that only LLVM dialect ops remain.
+ * On success the caller owns *out_module. */
+static tsr_status_t parse_and_lower(session_t *s, const char *source, const char *text,
+                                    size_t size, bool run_pipeline,
+                                    MlirModule *out_module) {
+  MlirOperation parsed = mlirOperationCreateParse(
+      s->context, mlirStringRefCreate(text, size), mlirStringRefCreateFromCString(source));
+  if (mlirOperationIsNull(parsed))
+    return session_failure(s, source, "the generated MLIR does not parse");
+  MlirModule module = mlirModuleFromOperation(parsed);
+  if (mlirModuleIsNull(module)) {
+    mlirOperationDestroy(parsed);
+    return TSR_STATUS(TSR_INTERNAL, "%s: the generated MLIR is not a builtin.module",
+                      source);
+  }
+  if (!run_pipeline) {
+    *out_module = module;
+    return NULL;
+  }
+  MlirPassManager pm = mlirPassManagerCreate(s->context);
+  tsr_strbuf_t pipeline_errors;
+  tsr_strbuf_initialize(&pipeline_errors);
+  tsr_status_t status = NULL;
+  if (mlirLogicalResultIsFailure(mlirParsePassPipeline(
+          mlirPassManagerGetAsOpPassManager(pm),
+          mlirStringRefCreateFromCString(TSR_LOWER_CPU_PIPELINE), append_string,
+          &pipeline_errors))) {
+    status = TSR_STATUS(TSR_INTERNAL, "the pass pipeline does not parse: %s",
+                        pipeline_errors.data ? pipeline_errors.data : "");
+  } else if (mlirLogicalResultIsFailure(
+                 mlirPassManagerRunOnOp(pm, mlirModuleGetOperation(module)))) {
+    status = session_failure(s, source, "the pass pipeline to the LLVM dialect failed");
+  } else {
+    leftover_t l = {{NULL}, false};
+    mlirOperationWalk(mlirModuleGetOperation(module), find_leftover, &l, MlirWalkPreOrder);
+    if (l.found) {
+      tsr_strbuf_t where;
+      tsr_strbuf_initialize(&where);
+      append_location(&where, mlirOperationGetLocation(l.op));
+      MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(l.op));
+      status = TSR_STATUS(TSR_INTERNAL,
+                          "%s: error: op '%.*s' is left after the pass pipeline: no "
+                          "pass lowers it to the LLVM dialect",
+                          where.data ? where.data : source, (int)name.length, name.data);
+      tsr_strbuf_deinitialize(&where);
+    }
+  }
+  tsr_strbuf_deinitialize(&pipeline_errors);
+  mlirPassManagerDestroy(pm);
+  if (status) {
+    mlirModuleDestroy(module);
+    return status;
+  }
+  *out_module = module;
+  return NULL;
+}
+
+/* ---- Temporary files and the linker --------------------------------------------- */
+
+typedef struct workdir {
+  char dir[4096];
+  char object[4200], shared[4200], log[4200];
+} workdir_t;
+
+static tsr_status_t workdir_create(workdir_t *w) {
+  const char *tmp = getenv("TMPDIR");
+  if (!tmp || !*tmp) tmp = "/tmp";
+  int n = snprintf(w->dir, sizeof w->dir, "%s/tessera-lower-XXXXXX", tmp);
+  if (n < 0 || (size_t)n >= sizeof w->dir)
+    return TSR_STATUS(TSR_IO_ERROR, "TMPDIR is too long: %s", tmp);
+  if (!mkdtemp(w->dir))
+    return TSR_STATUS(TSR_IO_ERROR, "cannot create a temporary directory in %s: %s", tmp,
+                      strerror(errno));
+  snprintf(w->object, sizeof w->object, "%s/kernel.o", w->dir);
+  snprintf(w->shared, sizeof w->shared, "%s/kernel.so", w->dir);
+  snprintf(w->log, sizeof w->log, "%s/link.log", w->dir);
+  return NULL;
+}
+
+static void workdir_remove(workdir_t *w) {
+  unlink(w->object);
+  unlink(w->shared);
+  unlink(w->log);
+  rmdir(w->dir);
+}
+
+/* Reads a whole file into a malloc'd buffer. */
+static tsr_status_t read_whole(const char *path, void **out_bytes, size_t *out_size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return TSR_STATUS(TSR_IO_ERROR, "cannot open %s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < 0) {
+    int err = errno;
+    close(fd);
+    return TSR_STATUS(TSR_IO_ERROR, "cannot stat %s: %s", path, strerror(err));
+  }
+  size_t size = (size_t)st.st_size;
+  char *bytes = malloc(size ? size : 1);
+  if (!bytes) {
+    close(fd);
+    return TSR_OOM();
+  }
+  size_t done = 0;
+  while (done < size) {
+    ssize_t r = read(fd, bytes + done, size - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      int err = r < 0 ? errno : EIO;
+      close(fd);
+      free(bytes);
+      return TSR_STATUS(TSR_IO_ERROR, "cannot read %s: %s", path, strerror(err));
+    }
+    done += (size_t)r;
+  }
+  close(fd);
+  *out_bytes = bytes;
+  *out_size = size;
+  return NULL;
+}
+
+/* Links the object into a shared object with the C compiler driver, which
+ * brings libgcc (helpers LLVM may call, such as f16 conversions on CPUs
+ * without F16C) and libm; --no-undefined turns a symbol that nothing
+ * defines into an error now rather than at dlopen. No start files: the
+ * object has no constructors. The driver's messages go to a log file that
+ * becomes the status text. */
+static tsr_status_t link_shared(const workdir_t *w) {
+  char *argv[] = {"cc",      "-shared",   "-nostartfiles", "-o", (char *)w->shared,
+                  (char *)w->object, "-Wl,--as-needed", "-lm", "-Wl,--no-undefined",
+                  NULL};
+  posix_spawn_file_actions_t actions;
+  if (posix_spawn_file_actions_init(&actions) != 0) return TSR_OOM();
+  posix_spawn_file_actions_addopen(&actions, 1, w->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid;
+  int err = posix_spawnp(&pid, argv[0], &actions, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err)
+    return TSR_STATUS(TSR_IO_ERROR,
+                      "cannot run the C compiler driver 'cc' to link the kernel's object "
+                      "(Debian package build-essential): %s",
+                      strerror(err));
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0) {
+    if (errno != EINTR)
+      return TSR_STATUS(TSR_INTERNAL, "waitpid for cc: %s", strerror(errno));
+  }
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) return NULL;
+  void *log = NULL;
+  size_t log_size = 0;
+  tsr_status_t s = read_whole(w->log, &log, &log_size);
+  tsr_status_free(s);
+  while (log && log_size && ((char *)log)[log_size - 1] == '\n') log_size--;
+  s = TSR_STATUS(TSR_INTERNAL, "linking the kernel's object into a shared object failed "
+                               "(cc -shared %s, exit status %d)%s%.*s",
+                 w->object, WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1,
+                 log_size ? ":\n" : "", (int)log_size, log ? (char *)log : "");
+  free(log);
+  return s;
+}
+
+/* ---- Compiling ------------------------------------------------------------------- */
+
+static tsr_status_t compile_module(session_t *s, const char *source, MlirModule module,
+                                   int opt_level, void **out_bytes, size_t *out_size) {
+  MlirExecutionEngine engine = mlirExecutionEngineCreate(
+      module, opt_level, 0, NULL, /*enableObjectDump=*/true, /*enablePIC=*/true);
+  if (mlirExecutionEngineIsNull(engine))
+    return session_failure(s, source, "the ExecutionEngine could not translate the module");
+  workdir_t w;
+  tsr_status_t status = workdir_create(&w);
+  if (!status) {
+    /* The engine compiles lazily; dumping forces the compilation. LLVM
+     * reports its own failures (such as a symbol nothing defines) on stderr
+     * and writes no object. */
+    mlirExecutionEngineDumpToObjectFile(engine, mlirStringRefCreateFromCString(w.object));
+    struct stat st;
+    if (stat(w.object, &st) != 0 || st.st_size == 0)
+      status = TSR_STATUS(TSR_INTERNAL,
+                          "%s: LLVM could not compile the module to an object (its "
+                          "messages, if any, are on stderr)",
+                          source);
+    if (!status) status = link_shared(&w);
+    if (!status) status = read_whole(w.shared, out_bytes, out_size);
+    workdir_remove(&w);
+  }
+  mlirExecutionEngineDestroy(engine);
+  return status;
+}
+
+static tsr_status_t check_opt_level(int opt_level) {
+  if (opt_level < 0 || opt_level > 3)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "optimization level %d: expected 0 to 3",
+                      opt_level);
+  return NULL;
+}
+
+static tsr_status_t compile_text(const char *text, size_t size, const char *source,
+                                 int opt_level, void **out_bytes, size_t *out_size) {
+  TSR_RETURN_IF_ERROR(check_opt_level(opt_level));
+  session_t s;
+  session_begin(&s);
+  MlirModule module;
+  tsr_status_t status = parse_and_lower(&s, source, text, size, true, &module);
+  if (!status) {
+    status = compile_module(&s, source, module, opt_level, out_bytes, out_size);
+    mlirModuleDestroy(module);
+  }
+  session_end(&s);
+  return status;
+}
+
+/* "@add.mlir": the name of a kernel's generated MLIR in diagnostics. */
+static void source_name(const tsr_kernel_t *kernel, char *buf, size_t size) {
+  snprintf(buf, size, "@%s.mlir", kernel->name ? kernel->name : "kernel");
+}
+
+static tsr_status_t emit_text(const tsr_kernel_t *kernel, tsr_strbuf_t *out) {
+  tsr_status_t status = tsr_lower_emit_mlir(kernel, out);
+  if (!status && out->failed) status = TSR_OOM();
+  return status;
+}
+
+/* ---- The API table ------------------------------------------------------------------ */
+
+static tsr_status_t api_emit(const tsr_kernel_t *kernel, const char *stage,
+                             char **out_text) {
+  if (!kernel || !stage || !out_text)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_lower emit: NULL argument");
+  bool llvm = strcmp(stage, "llvm") == 0;
+  if (!llvm && strcmp(stage, "mlir") != 0)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown stage '%s' (expected mlir or llvm)",
+                      stage);
+  tsr_strbuf_t text;
+  tsr_strbuf_initialize(&text);
+  tsr_status_t status = emit_text(kernel, &text);
+  if (!status && llvm) {
+    char source[256];
+    source_name(kernel, source, sizeof source);
+    session_t s;
+    session_begin(&s);
+    MlirModule module;
+    status = parse_and_lower(&s, source, text.data, text.size, true, &module);
+    if (!status) {
+      text.size = 0;
+      mlirOperationPrint(mlirModuleGetOperation(module), append_string, &text);
+      tsr_strbuf_puts(&text, "\n");
+      if (text.failed) status = TSR_OOM();
+      mlirModuleDestroy(module);
+    }
+    session_end(&s);
+  }
+  if (status) {
+    tsr_strbuf_deinitialize(&text);
+    return status;
+  }
+  *out_text = tsr_strbuf_take(&text);
+  return *out_text ? NULL : TSR_OOM();
+}
+
+static tsr_status_t api_compile(const tsr_kernel_t *kernel, int opt_level,
+                                void **out_bytes, size_t *out_size) {
+  if (!kernel || !out_bytes || !out_size)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_lower compile: NULL argument");
+  TSR_RETURN_IF_ERROR(check_opt_level(opt_level));
+  tsr_strbuf_t text;
+  tsr_strbuf_initialize(&text);
+  tsr_status_t status = emit_text(kernel, &text);
+  if (!status) {
+    char source[256];
+    source_name(kernel, source, sizeof source);
+    status = compile_text(text.data, text.size, source, opt_level, out_bytes, out_size);
+  }
+  tsr_strbuf_deinitialize(&text);
+  return status;
+}
+
+static tsr_status_t api_compile_text(const char *text, size_t size, int opt_level,
+                                     void **out_bytes, size_t *out_size) {
+  if (!text || !out_bytes || !out_size)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_lower compile_text: NULL argument");
+  return compile_text(text, size, "<mlir text>", opt_level, out_bytes, out_size);
+}
+
+static void api_free_text(void *p) { free(p); }
+
+static void api_free_status(tsr_status_t status) { tsr_status_free(status); }
+
+static tsr_lower_api_t api;
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+
+static void fill_api(void) {
+  api = (tsr_lower_api_t){
+      .abi_version = TSR_LOWER_ABI_VERSION,
+      .llvm_version = LLVM_VERSION_STRING,
+      .pipeline = TSR_LOWER_CPU_PIPELINE,
+      .emit = api_emit,
+      .compile = api_compile,
+      .free_text = api_free_text,
+      .free_status = api_free_status,
+      .ir_layout = tsr_lower_ir_layout(),
+      .compile_text = api_compile_text,
+  };
+}
+
+/* The library's one exported symbol (lower/exports.map). */
+__attribute__((visibility("default"))) const tsr_lower_api_t *tsr_lower_get_api(void);
+
+const tsr_lower_api_t *tsr_lower_get_api(void) {
+  pthread_once(&api_once, fill_api);
+  return &api;
+}

@@ -1,0 +1,741 @@
+/* The cpu backend in libtessera (docs/lowering.md): compiled kernels through
+ * the process's caches, without a line of MLIR here.
+ *
+ *   memory  a process-wide tsr_memcache_t maps a key to a loaded kernel
+ *           (dlopen handle + entry point + operand types);
+ *   disk    the disk cache maps the key to the bytes of the kernel's shared
+ *           object, loaded with dlopen from a memfd: a warm process never
+ *           loads LLVM;
+ *   miss    the lowering library (libtessera-lower.so, dlopen'd once, on
+ *           first need) compiles the kernel; the object is loaded and put
+ *           on disk.
+ *
+ * Keys (runtime/key.c) add to the kernel's canonical bytes the compile
+ * options, the producer, an "llvm" component (LLVM's version, the identity
+ * of libLLVM, libMLIR and the lowering library, the pass pipeline) and a
+ * "cpu" component (the host CPU as LLVM's host detection sees it), all
+ * computed here without loading the library. */
+#define _GNU_SOURCE /* memfd_create, mkostemp */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include "cache/memcache.h"
+#include "ir/ir.h"
+#include "lower/lower_api.h"
+#include "lower/lower_config.h"
+#include "runtime/runtime_internal.h"
+
+void tsr_compile_options_initialize(tsr_compile_options_t *options) {
+  memset(options, 0, sizeof *options);
+  /* O2, not O3: on the tree's kernels O3 made no faster code and took
+   * about twice as long to compile (docs/lowering.md, "Figures"). */
+  options->opt_level = 2;
+}
+
+#if TSR_HAVE_LOWER
+/* ---- File identities ------------------------------------------------------------ */
+
+/* "dev:ino:size:mtime" of `path` (following links), or "missing". */
+static void append_file_identity(tsr_strbuf_t *sb, const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    tsr_strbuf_puts(sb, "missing");
+    return;
+  }
+  tsr_strbuf_printf(sb, "%" PRIx64 ":%" PRIx64 ":%" PRId64 ":%" PRId64 ".%09ld",
+                    (uint64_t)st.st_dev, (uint64_t)st.st_ino, (int64_t)st.st_size,
+                    (int64_t)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+}
+
+/* ---- Where the lowering library is ---------------------------------------------- */
+
+static char lower_path[4096];
+static pthread_once_t lower_path_once = PTHREAD_ONCE_INIT;
+
+/* $TESSERA_LOWER_LIBRARY; else the build tree's library when the file
+ * holding this code (the tessera executable or libtessera) lives in the
+ * build tree; else the installed one. */
+static void find_lower_path(void) {
+  const char *env = getenv("TESSERA_LOWER_LIBRARY");
+  if (env && *env) {
+    snprintf(lower_path, sizeof lower_path, "%s", env);
+    return;
+  }
+  const char *path = TSR_LOWER_INSTALL_PATH;
+  char code[4096];
+  size_t root = strlen(TSR_BUILD_ROOT);
+  if (tsr_runtime_code_path(code, sizeof code) && strncmp(code, TSR_BUILD_ROOT, root) == 0 &&
+      code[root] == '/')
+    path = TSR_LOWER_BUILD_PATH;
+  snprintf(lower_path, sizeof lower_path, "%s", path);
+}
+
+static const char *lower_library_path(void) {
+  pthread_once(&lower_path_once, find_lower_path);
+  return lower_path;
+}
+#endif /* TSR_HAVE_LOWER */
+
+/* ---- Key components ----------------------------------------------------------------- */
+
+static char *llvm_component, *cpu_component;
+static pthread_once_t components_once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__) || defined(__i386__)
+/* LLVM's host detection (sys::getHostCPUName, getHostCPUFeatures) reads the
+ * vendor, family/model/stepping and the feature leaves below, and XCR0 for
+ * what the OS saves (AVX, AVX-512, AMX state). The same bits give the same
+ * CPU name and features, hence the same code. Leaf 1's EBX is left out: it
+ * holds the APIC id of the core the thread runs on. */
+static void append_cpu(tsr_strbuf_t *sb) {
+  unsigned max = 0, a = 0, b = 0, c = 0, d = 0;
+  __cpuid(0, max, b, c, d);
+  char vendor[13];
+  memcpy(vendor, &b, 4);
+  memcpy(vendor + 4, &d, 4);
+  memcpy(vendor + 8, &c, 4);
+  vendor[12] = 0;
+  tsr_strbuf_printf(sb, "x86 %s", vendor);
+  __cpuid(1, a, b, c, d);
+  tsr_strbuf_printf(sb, " 1:%08x:%08x:%08x", a, c, d);
+  bool osxsave = (c >> 27) & 1;
+  if (max >= 7) {
+    unsigned subleaves;
+    __cpuid_count(7, 0, subleaves, b, c, d);
+    tsr_strbuf_printf(sb, " 7.0:%08x:%08x:%08x", b, c, d);
+    if (subleaves >= 1) {
+      __cpuid_count(7, 1, a, b, c, d);
+      tsr_strbuf_printf(sb, " 7.1:%08x:%08x:%08x", a, b, d);
+    }
+  }
+  if (max >= 0xd) {
+    __cpuid_count(0xd, 1, a, b, c, d);
+    tsr_strbuf_printf(sb, " d.1:%08x", a);
+  }
+  if (max >= 0x14) {
+    __cpuid_count(0x14, 0, a, b, c, d);
+    tsr_strbuf_printf(sb, " 14:%08x", b);
+  }
+  if (max >= 0x19) {
+    __cpuid(0x19, a, b, c, d);
+    tsr_strbuf_printf(sb, " 19:%08x", b);
+  }
+  if (max >= 0x24) {
+    __cpuid_count(0x24, 0, a, b, c, d);
+    tsr_strbuf_printf(sb, " 24:%08x", b);
+  }
+  unsigned ext = 0;
+  __cpuid(0x80000000, ext, b, c, d);
+  if (ext >= 0x80000001) {
+    __cpuid(0x80000001, a, b, c, d);
+    tsr_strbuf_printf(sb, " e1:%08x:%08x", c, d);
+  }
+  if (ext >= 0x80000008) {
+    __cpuid(0x80000008, a, b, c, d);
+    tsr_strbuf_printf(sb, " e8:%08x", b);
+  }
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    tsr_strbuf_printf(sb, " xcr0:%08x%08x", hi, lo);
+  }
+}
+#else
+/* Elsewhere: the machine, the kernel's hardware capability bits and (on
+ * Arm) the main ID register of cpu0. */
+static void append_cpu(tsr_strbuf_t *sb) {
+  struct utsname u;
+  tsr_strbuf_puts(sb, uname(&u) == 0 ? u.machine : "unknown");
+  tsr_strbuf_printf(sb, " hwcap:%lx:%lx", getauxval(AT_HWCAP), getauxval(AT_HWCAP2));
+  FILE *f = fopen("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1", "r");
+  if (f) {
+    char midr[64] = "";
+    if (fgets(midr, sizeof midr, f)) {
+      midr[strcspn(midr, "\n")] = 0;
+      tsr_strbuf_printf(sb, " midr:%s", midr);
+    }
+    fclose(f);
+  }
+}
+#endif
+
+static void make_components(void) {
+  tsr_strbuf_t sb;
+  tsr_strbuf_initialize(&sb);
+  append_cpu(&sb);
+  cpu_component = sb.failed ? NULL : tsr_strbuf_take(&sb);
+  tsr_strbuf_deinitialize(&sb);
+#if TSR_HAVE_LOWER
+  tsr_strbuf_initialize(&sb);
+  tsr_strbuf_printf(&sb, "LLVM %s", TSR_LLVM_VERSION);
+  const char *libs = TSR_LLVM_LIBRARIES;
+  while (*libs) {
+    size_t n = strcspn(libs, ":");
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s", (int)n, libs);
+    const char *base = strrchr(path, '/');
+    tsr_strbuf_printf(&sb, " %s ", base ? base + 1 : path);
+    append_file_identity(&sb, path);
+    libs += n + (libs[n] == ':');
+  }
+  tsr_strbuf_puts(&sb, " lower ");
+  append_file_identity(&sb, lower_library_path());
+  tsr_strbuf_puts(&sb, " pipeline " TSR_LOWER_CPU_PIPELINE);
+  llvm_component = sb.failed ? NULL : tsr_strbuf_take(&sb);
+  tsr_strbuf_deinitialize(&sb);
+#endif
+}
+
+const char *tsr_runtime_llvm_component(void) {
+  pthread_once(&components_once, make_components);
+  return llvm_component;
+}
+
+const char *tsr_runtime_cpu_component(void) {
+  pthread_once(&components_once, make_components);
+  return cpu_component ? cpu_component : "unknown";
+}
+
+/* ---- The lowering library -------------------------------------------------------------- */
+
+static struct {
+  pthread_once_t once;
+  const tsr_lower_api_t *api; /* NULL if it could not be loaded */
+  char error[8192 + 512];     /* why not */
+  atomic_bool loaded;
+} lower = {.once = PTHREAD_ONCE_INIT};
+
+static void load_lower(void) {
+#if TSR_HAVE_LOWER
+  const char *path = lower_library_path();
+  /* RTLD_LOCAL: MLIR's and LLVM's symbols stay out of the process's global
+   * scope (and out of the compiled kernels' symbol resolution). */
+  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    snprintf(lower.error, sizeof lower.error,
+             "cannot load the lowering library (set TESSERA_LOWER_LIBRARY to "
+             "another): %s",
+             dlerror());
+    return;
+  }
+  atomic_store(&lower.loaded, true);
+  tsr_lower_get_api_fn get = (tsr_lower_get_api_fn)dlsym(handle, TSR_LOWER_ENTRY_SYMBOL);
+  const tsr_lower_api_t *api = get ? get() : NULL;
+  if (!api) {
+    snprintf(lower.error, sizeof lower.error,
+             "%s is not a tessera lowering library (no %s)", path, TSR_LOWER_ENTRY_SYMBOL);
+  } else if (api->abi_version != TSR_LOWER_ABI_VERSION ||
+             api->ir_layout != tsr_lower_ir_layout()) {
+    snprintf(lower.error, sizeof lower.error,
+             "%s was built from another version of tessera (lowering ABI %u, IR "
+             "layout %016" PRIx64 "; this tessera: ABI %d, IR layout %016" PRIx64
+             "): rebuild it or set TESSERA_LOWER_LIBRARY",
+             path, api->abi_version, api->ir_layout, TSR_LOWER_ABI_VERSION,
+             tsr_lower_ir_layout());
+  } else {
+    lower.api = api;
+  }
+  /* Never closed: LLVM does not support being unloaded. */
+#else
+  snprintf(lower.error, sizeof lower.error,
+           "no cpu backend in this build: tessera was built without MLIR/LLVM 22 "
+           "(meson -Dmlir=disabled, or LLVM 22 was not found)");
+#endif
+}
+
+tsr_status_t tsr_runtime_lower_api(const tsr_lower_api_t **out_api) {
+  pthread_once(&lower.once, load_lower);
+  if (!lower.api) return TSR_STATUS(TSR_UNIMPLEMENTED, "%s", lower.error);
+  *out_api = lower.api;
+  return NULL;
+}
+
+/* A status from the library, as this library's own: the library frees its
+ * original (it may be its static out-of-memory status). */
+static tsr_status_t adopt_status(const tsr_lower_api_t *api, tsr_status_t status) {
+  if (!status) return NULL;
+  tsr_status_t copy = TSR_STATUS(tsr_status_code(status), "%s", tsr_status_message(status));
+  api->free_status(status);
+  return copy;
+}
+
+/* ---- Loading shared objects -------------------------------------------------------------- */
+
+struct tsr_runtime_object {
+  void *handle;
+  void (*entry)(void **args);
+  int fd; /* the memfd the object was loaded from, or -1 */
+};
+
+/* Writes all of `bytes` to `fd`. */
+static bool write_all(int fd, const void *bytes, size_t size) {
+  const char *p = bytes;
+  while (size) {
+    ssize_t w = write(fd, p, size);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    size -= (size_t)w;
+  }
+  return true;
+}
+
+/* The object goes into a memfd opened with dlopen("/proc/self/fd/N"). The
+ * memfd stays open while the object is loaded: glibc recognises an object
+ * already loaded by its path, and a closed descriptor's number (hence the
+ * path) would be reused by the next kernel. Without memfd or /proc, a
+ * private temporary file, unlinked once loaded. */
+tsr_status_t tsr_runtime_object_load(const void *bytes, size_t size,
+                                     tsr_runtime_object_t **out_object) {
+  tsr_runtime_object_t *o = tsr_calloc(1, sizeof *o);
+  if (!o) return TSR_OOM();
+  o->fd = -1;
+  char path[4200];
+  bool temporary = false;
+  int fd = memfd_create("tessera-kernel", MFD_CLOEXEC);
+  if (fd >= 0) {
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    if (access(path, F_OK) != 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  if (fd < 0) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
+    snprintf(path, sizeof path, "%s/tessera-kernel-XXXXXX", tmp);
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd < 0) {
+      tsr_free(o);
+      return TSR_STATUS(TSR_IO_ERROR, "cannot create a file to load a compiled kernel "
+                                      "from (memfd_create and %s failed): %s",
+                        path, strerror(errno));
+    }
+    temporary = true;
+  }
+  tsr_status_t status = NULL;
+  if (!write_all(fd, bytes, size)) {
+    status = TSR_STATUS(TSR_IO_ERROR, "cannot write a compiled kernel to %s: %s", path,
+                        strerror(errno));
+  } else {
+    o->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!o->handle) {
+      status = TSR_STATUS(TSR_INTERNAL, "the compiled kernel does not load: %s", dlerror());
+    } else {
+      o->entry = (void (*)(void **))dlsym(o->handle, TSR_LOWER_KERNEL_SYMBOL);
+      if (!o->entry)
+        status = TSR_STATUS(TSR_INTERNAL, "the compiled kernel has no %s",
+                            TSR_LOWER_KERNEL_SYMBOL);
+    }
+  }
+  if (temporary) {
+    unlink(path);
+    close(fd);
+  } else {
+    o->fd = fd;
+  }
+  if (status) {
+    tsr_runtime_object_unload(o);
+    return status;
+  }
+  *out_object = o;
+  return NULL;
+}
+
+void tsr_runtime_object_unload(tsr_runtime_object_t *object) {
+  if (!object) return;
+  if (object->handle) dlclose(object->handle);
+  if (object->fd >= 0) close(object->fd);
+  tsr_free(object);
+}
+
+void (*tsr_runtime_object_entry(const tsr_runtime_object_t *object))(void **) {
+  return object->entry;
+}
+
+/* ---- The caches ------------------------------------------------------------------------------ */
+
+/* What the memory cache holds for a key: the loaded object and the operand
+ * types its entry point expects (the same for every kernel with the key:
+ * they are in the canonical bytes). */
+typedef struct operand_type {
+  tsr_dtype_t dtype;
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+} operand_type_t;
+
+typedef struct loaded {
+  tsr_runtime_object_t *object;
+  uint32_t num_operands;
+  operand_type_t operands[];
+} loaded_t;
+
+static struct {
+  pthread_once_t once;
+  tsr_memcache_t *memory; /* NULL if it could not be created */
+  tsr_disk_cache_t *disk; /* NULL when off or unusable */
+  atomic_bool disk_off;
+  atomic_uint_fast64_t compiles, load_failures;
+} g = {.once = PTHREAD_ONCE_INIT};
+
+static void initialize(void) {
+  tsr_memcache_options_t mo;
+  tsr_memcache_options_initialize(&mo);
+  /* Each loaded kernel holds a descriptor (its memfd): stay well below the
+   * usual limit of 1024 open files. */
+  mo.max_entries = 256;
+  tsr_status_t s = tsr_memcache_create(&mo, &g.memory);
+  if (s) {
+    g.memory = NULL;
+    tsr_status_free(s);
+  }
+  if (tsr_disk_cache_disabled_by_env()) {
+    atomic_store(&g.disk_off, true);
+    return;
+  }
+  tsr_disk_cache_options_t dopt;
+  tsr_disk_cache_options_initialize(&dopt);
+  s = tsr_disk_cache_open(&dopt, &g.disk);
+  if (s) {
+    g.disk = NULL;
+    atomic_store(&g.disk_off, true);
+    fprintf(stderr, "tessera: cache: cannot open the disk cache, going on without "
+                    "it: %s\n", tsr_status_message(s));
+    tsr_status_free(s);
+  }
+}
+
+static tsr_disk_cache_t *disk(void) {
+  return atomic_load(&g.disk_off) ? NULL : g.disk;
+}
+
+/* A get or put failed for a reason other than a miss: the handle has
+ * warned of its first disk error; stop using the disk. */
+static void disk_failed(tsr_status_t status) {
+  atomic_store(&g.disk_off, true);
+  tsr_status_free(status);
+}
+
+static void free_loaded(void *value) {
+  loaded_t *l = value;
+  if (!l) return;
+  tsr_runtime_object_unload(l->object);
+  tsr_free(l);
+}
+
+typedef struct build {
+  const tsr_kernel_t *kernel;
+  int opt_level;
+  const tsr_cache_key_t *key;
+} build_t;
+
+/* The operand types of `kernel`'s entry point: its non-scratch operands. */
+static loaded_t *loaded_create(const tsr_kernel_t *kernel) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < kernel->num_decls; i++)
+    if (kernel->decls[i].role != TSR_ROLE_SCRATCH) n++;
+  loaded_t *l = tsr_calloc(1, sizeof *l + (size_t)n * sizeof l->operands[0]);
+  if (!l) return NULL;
+  for (uint32_t i = 0; i < kernel->num_decls; i++) {
+    const tsr_decl_t *d = &kernel->decls[i];
+    if (d->role == TSR_ROLE_SCRATCH) continue;
+    operand_type_t *t = &l->operands[l->num_operands++];
+    t->dtype = (tsr_dtype_t)d->array.dtype;
+    t->rank = d->array.kind == TSR_TYPE_SCALAR ? 0 : d->array.rank;
+    memcpy(t->dims, d->array.dims, sizeof t->dims);
+  }
+  return l;
+}
+
+/* Compiles with the lowering library and loads the result; *out_bytes
+ * (freed with api->free_text) is what goes to the disk cache. */
+static tsr_status_t compile_and_load(const build_t *b, tsr_runtime_object_t **out_object,
+                                     const tsr_lower_api_t **out_api, void **out_bytes,
+                                     size_t *out_size) {
+  TSR_RETURN_IF_ERROR(tsr_ir_verify_kernel(b->kernel));
+  const tsr_lower_api_t *api = NULL;
+  TSR_RETURN_IF_ERROR(tsr_runtime_lower_api(&api));
+  void *bytes = NULL;
+  size_t size = 0;
+  atomic_fetch_add(&g.compiles, 1);
+  TSR_RETURN_IF_ERROR(adopt_status(api, api->compile(b->kernel, b->opt_level, &bytes, &size)));
+  tsr_status_t s = tsr_runtime_object_load(bytes, size, out_object);
+  if (s) {
+    api->free_text(bytes);
+    return s;
+  }
+  *out_api = api;
+  *out_bytes = bytes;
+  *out_size = size;
+  return NULL;
+}
+
+static tsr_status_t build_loaded(void *ctx, void **out_value, size_t *out_bytes) {
+  build_t *b = ctx;
+  loaded_t *l = loaded_create(b->kernel);
+  if (!l) return TSR_OOM();
+  size_t object_size = 0;
+  tsr_disk_cache_t *d = disk();
+  if (d) {
+    void *payload = NULL;
+    size_t size = 0;
+    tsr_status_t s = tsr_disk_cache_get(d, b->key, &payload, &size);
+    if (!s) {
+      s = tsr_runtime_object_load(payload, size, &l->object);
+      tsr_disk_cache_free(payload);
+      object_size = size;
+      if (s) {
+        /* A well-formed entry whose object does not load (say, a libc
+         * without a symbol it needs): compile again, replacing it. */
+        atomic_fetch_add(&g.load_failures, 1);
+        tsr_status_free(s);
+        l->object = NULL;
+      }
+    } else if (tsr_status_code(s) == TSR_NOT_FOUND) {
+      tsr_status_free(s);
+    } else {
+      disk_failed(s);
+      d = NULL;
+    }
+  }
+  if (!l->object) {
+    const tsr_lower_api_t *api = NULL;
+    void *bytes = NULL;
+    tsr_status_t s = compile_and_load(b, &l->object, &api, &bytes, &object_size);
+    if (s) {
+      free_loaded(l);
+      return s;
+    }
+    if (d) {
+      s = tsr_disk_cache_put(d, b->key, bytes, object_size);
+      if (s) disk_failed(s);
+    }
+    api->free_text(bytes);
+  }
+  *out_value = l;
+  *out_bytes = sizeof *l + l->num_operands * sizeof l->operands[0] + object_size;
+  return NULL;
+}
+
+static void release_entry(void *entry) { tsr_memcache_entry_release(entry); }
+
+/* ---- Compiled kernels ----------------------------------------------------------------------- */
+
+struct tsr_compiled_kernel {
+  tsr_memcache_entry_t *entry; /* holds `loaded` */
+  const loaded_t *loaded;
+  char *kernel_name;
+  char **operand_names; /* num_operands, into the same allocation */
+};
+
+/* The caller's names, for messages (the cached object may have been
+ * compiled for a kernel with other names). */
+static tsr_status_t copy_names(const tsr_kernel_t *kernel, tsr_compiled_kernel_t *ck) {
+  size_t bytes = strlen(kernel->name) + 1;
+  uint32_t n = ck->loaded->num_operands;
+  for (uint32_t i = 0; i < kernel->num_decls; i++)
+    if (kernel->decls[i].role != TSR_ROLE_SCRATCH)
+      bytes += strlen(kernel->decls[i].ref->name) + 1;
+  char **names = tsr_malloc(n * sizeof *names + bytes);
+  if (!names) return TSR_OOM();
+  char *p = (char *)(names + n);
+  ck->operand_names = names;
+  ck->kernel_name = p;
+  p = stpcpy(p, kernel->name) + 1;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < kernel->num_decls && k < n; i++) {
+    if (kernel->decls[i].role == TSR_ROLE_SCRATCH) continue;
+    names[k++] = p;
+    p = stpcpy(p, kernel->decls[i].ref->name) + 1;
+  }
+  return NULL;
+}
+
+tsr_status_t tsr_runtime_compile(const tsr_ir_kernel_t *kernel,
+                                 const tsr_compile_options_t *options,
+                                 tsr_compiled_kernel_t **out_kernel) {
+  if (!kernel || !out_kernel)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_runtime_compile: NULL argument");
+  tsr_compile_options_t o;
+  if (options) {
+    o = *options;
+  } else {
+    tsr_compile_options_initialize(&o);
+  }
+  if (o.opt_level < 0 || o.opt_level > 3)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "opt_level %d: expected 0 to 3", o.opt_level);
+  tsr_runtime_key_t *key = NULL;
+  TSR_RETURN_IF_ERROR(tsr_runtime_compiled_key_create(kernel, &o, &key));
+  pthread_once(&g.once, initialize);
+  if (!g.memory) {
+    tsr_runtime_key_destroy(key);
+    return TSR_OOM();
+  }
+  build_t b = {kernel, o.opt_level, tsr_runtime_key_get(key)};
+  tsr_memcache_entry_t *entry = NULL;
+  tsr_status_t s = tsr_memcache_get_or_build(g.memory, b.key, build_loaded, &b,
+                                             free_loaded, &entry, NULL);
+  tsr_runtime_key_destroy(key);
+  if (s) return s;
+  tsr_compiled_kernel_t *ck = tsr_calloc(1, sizeof *ck);
+  if (!ck) {
+    tsr_memcache_entry_release(entry);
+    return TSR_OOM();
+  }
+  ck->entry = entry;
+  ck->loaded = tsr_memcache_entry_value(entry);
+  s = copy_names(kernel, ck);
+  if (s) {
+    tsr_compiled_kernel_destroy(ck);
+    return s;
+  }
+  *out_kernel = ck;
+  return NULL;
+}
+
+void tsr_compiled_kernel_destroy(tsr_compiled_kernel_t *kernel) {
+  if (!kernel) return;
+  release_entry(kernel->entry);
+  tsr_free(kernel->operand_names);
+  tsr_free(kernel);
+}
+
+/* "f32[1024, 512]" */
+static void format_type(char *buf, size_t size, tsr_dtype_t dtype, uint32_t rank,
+                        const int64_t *dims) {
+  int n = snprintf(buf, size, "%s", tsr_dtype_name(dtype));
+  for (uint32_t i = 0; i < rank && n > 0 && (size_t)n < size; i++)
+    n += snprintf(buf + n, size - (size_t)n, "%s%" PRId64 "%s", i ? ", " : "[", dims[i],
+                  i + 1 == rank ? "]" : "");
+}
+
+/* A strided memref descriptor (lower/lower_api.h): allocated and aligned
+ * pointers, offset, sizes[rank], strides[rank]. */
+typedef struct descriptor {
+  void *allocated, *aligned;
+  int64_t offset;
+  int64_t sizes_and_strides[2 * TSR_MAX_RANK];
+} descriptor_t;
+
+tsr_status_t tsr_compiled_kernel_run(const tsr_compiled_kernel_t *kernel,
+                                     tsr_array_t *const *operands, size_t num_operands) {
+  if (!kernel) return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_compiled_kernel_run: NULL kernel");
+  const loaded_t *l = kernel->loaded;
+  if (num_operands != l->num_operands || (num_operands && !operands))
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "kernel @%s takes %u arrays (prefetch, in and out operands), got %zu",
+                      kernel->kernel_name, l->num_operands, num_operands);
+  for (uint32_t i = 0; i < l->num_operands; i++) {
+    const operand_type_t *t = &l->operands[i];
+    const tsr_array_t *a = operands[i];
+    bool ok = a && a->data && a->dtype == t->dtype && a->rank == t->rank;
+    for (uint32_t d = 0; ok && d < t->rank; d++) ok = a->dims[d] == t->dims[d];
+    if (ok) continue;
+    char want[160], got[160] = "no array";
+    format_type(want, sizeof want, t->dtype, t->rank, t->dims);
+    if (a) format_type(got, sizeof got, a->dtype, a->rank, a->dims);
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "kernel @%s operand %%%s: expected %s, got %s%s",
+                      kernel->kernel_name, kernel->operand_names[i], want, got,
+                      a && !a->data ? " without data" : "");
+  }
+  descriptor_t small[8];
+  descriptor_t *descs = small;
+  void *small_args[2 * 8];
+  void **args = small_args;
+  if (l->num_operands > 8) {
+    descs = tsr_malloc(l->num_operands * sizeof *descs);
+    args = tsr_malloc(2 * l->num_operands * sizeof *args);
+    if (!descs || !args) {
+      tsr_free(descs);
+      tsr_free(args);
+      return TSR_OOM();
+    }
+  }
+  /* args[i] points to the i-th argument, itself a pointer to the i-th
+   * descriptor (the packed wrapper of the C interface). The sizes follow
+   * the offset, then the strides, with no gap for the rank. */
+  void **desc_ptrs = args + l->num_operands;
+  for (uint32_t i = 0; i < l->num_operands; i++) {
+    const operand_type_t *t = &l->operands[i];
+    descriptor_t *d = &descs[i];
+    d->allocated = d->aligned = operands[i]->data;
+    d->offset = 0;
+    int64_t stride = 1;
+    for (uint32_t k = t->rank; k-- > 0;) {
+      d->sizes_and_strides[k] = t->dims[k];
+      d->sizes_and_strides[t->rank + k] = stride;
+      stride *= t->dims[k];
+    }
+    desc_ptrs[i] = d;
+    args[i] = &desc_ptrs[i];
+  }
+  tsr_runtime_object_entry(l->object)(args);
+  if (descs != small) {
+    tsr_free(descs);
+    tsr_free(args);
+  }
+  return NULL;
+}
+
+/* ---- Text of the stages --------------------------------------------------------------------- */
+
+tsr_status_t tsr_runtime_lower_text(const tsr_ir_kernel_t *kernel, tsr_target_t target,
+                                    const char *stage, char **out_text) {
+  if (!kernel || !stage || !out_text)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_runtime_lower_text: NULL argument");
+  if (target != TSR_TARGET_CPU)
+    return TSR_STATUS(TSR_UNIMPLEMENTED, "no lowering to the %s target in this build",
+                      tsr_runtime_target_name(target));
+  if (strcmp(stage, "mlir") != 0 && strcmp(stage, "llvm") != 0)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown stage '%s' (expected mlir or llvm)",
+                      stage);
+  const tsr_lower_api_t *api = NULL;
+  TSR_RETURN_IF_ERROR(tsr_runtime_lower_api(&api));
+  TSR_RETURN_IF_ERROR(tsr_ir_verify_kernel(kernel));
+  char *text = NULL;
+  TSR_RETURN_IF_ERROR(adopt_status(api, api->emit(kernel, stage, &text)));
+  *out_text = tsr_strndup(text, strlen(text));
+  api->free_text(text);
+  return *out_text ? NULL : TSR_OOM();
+}
+
+void tsr_runtime_text_free(char *text) { tsr_free(text); }
+
+void tsr_runtime_compiled_stats(tsr_runtime_compiled_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  pthread_once(&g.once, initialize);
+  if (g.memory) {
+    tsr_memcache_stats_t m;
+    tsr_memcache_stats(g.memory, &m);
+    out->memory_hits = m.hits;
+    out->memory_misses = m.misses;
+    out->memory_entries = m.entries;
+  }
+  out->disk_enabled = disk() != NULL;
+  if (g.disk) {
+    tsr_disk_cache_stats_t d;
+    tsr_disk_cache_stats(g.disk, &d);
+    out->disk_hits = d.hits;
+    out->disk_misses = d.misses;
+    out->disk_puts = d.puts;
+    out->disk_bad_entries = d.bad_entries;
+    out->disk_errors = d.errors;
+  }
+  out->compiles = atomic_load(&g.compiles);
+  out->load_failures = atomic_load(&g.load_failures);
+  out->lower_library_loaded = atomic_load(&lower.loaded);
+}
