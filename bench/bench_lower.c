@@ -5,7 +5,9 @@
  * hand-written AVX2/FMA loops; the kernels are bench/kernels/lowered.tsr.
  *
  * Usage: bench_lower [--quick] [--no-interp]
- * The compiled side needs a build with MLIR (meson -Dmlir=enabled). */
+ * The compiled side needs a build with MLIR (meson -Dmlir=enabled); the disk
+ * cache is off in this process, so each compile is cold (warm starts are a
+ * whole-process measure: bench/run.sh times them with hyperfine). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdio.h>
@@ -180,6 +182,32 @@ static void run_interp(void *p) {
   die_on_error(tsr_interp_program_run(r->program, r->operands, r->count, NULL), "run");
 }
 
+typedef struct compiled_run {
+  const tsr_compiled_kernel_t *kernel;
+  tsr_array_t **operands;
+  size_t count;
+} compiled_run_t;
+
+static void run_compiled(void *p) {
+  compiled_run_t *r = p;
+  die_on_error(tsr_compiled_kernel_run(r->kernel, r->operands, r->count), "compiled run");
+}
+
+/* Compiles `k` (the disk cache is off in this process: every compile is
+ * cold) and returns the seconds it took. */
+static tsr_compiled_kernel_t *compile(const tsr_ir_kernel_t *k, double *out_seconds) {
+  tsr_compiled_kernel_t *c = NULL;
+  double t0 = now_seconds();
+  tsr_status_t s = tsr_runtime_compile(k, NULL, &c);
+  *out_seconds = now_seconds() - t0;
+  if (s) {
+    printf("  (cannot compile @%s: %s)\n", tsr_ir_kernel_name(k), tsr_status_message(s));
+    tsr_status_free(s);
+    return NULL;
+  }
+  return c;
+}
+
 /* Binds arrays to `kernel`'s operands: `data[i]` for operand i (borrowed). */
 static void bind(const tsr_ir_kernel_t *kernel, float *const *data, tsr_array_t *arrays,
                  tsr_array_t **ptrs, size_t *out_count) {
@@ -227,6 +255,7 @@ int main(int argc, char **argv) {
     }
   }
   int reps = quick ? 2 : 7;
+  setenv("TESSERA_CACHE", "off", 1); /* every compile here is cold */
   arrays_t x = {alloc_floats((size_t)N * N), alloc_floats((size_t)N * N),
                 alloc_floats((size_t)N * N), alloc_floats(N), 0};
   fill(x.a, (size_t)N * N, 1);
@@ -239,6 +268,41 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof path, "%s/bench/kernels/lowered.tsr", root ? root : TSR_BENCH_SOURCE_ROOT);
   tsr_ir_module_t *module = NULL;
   die_on_error(tsr_runtime_load_file(path, &module), path);
+
+  /* Cold compiles: parse -> native for every example kernel and these. The
+   * first one also opens the lowering library (MLIR and LLVM). */
+  printf("== cold compile (parse, verify, lower, LLVM -O2, link .so, load), ms\n");
+  {
+    double t0 = now_seconds();
+    tsr_ir_module_t *probe = NULL;
+    die_on_error(tsr_runtime_load_file(path, &probe), path);
+    double t_first = 0;
+    tsr_compiled_kernel_t *c = compile(find(probe, "add_64mib"), &t_first);
+    printf("  %-34s %9.1f ms (includes opening libtessera-lower.so)\n", "first compile: add_64mib",
+           t_first * 1e3);
+    tsr_compiled_kernel_destroy(c);
+    tsr_ir_module_destroy(probe);
+    (void)t0;
+    const char *examples[] = {"add", "bf16_axpy", "gather_prefetch", "int_hash", "matmul",
+                              "ragged", "reduce", "softmax"};
+    for (size_t e = 0; e < sizeof examples / sizeof examples[0]; e++) {
+      char ep[4096];
+      snprintf(ep, sizeof ep, "%s/kernels/examples/%s.tsr", root ? root : TSR_BENCH_SOURCE_ROOT,
+               examples[e]);
+      tsr_ir_module_t *em = NULL;
+      double tp0 = now_seconds();
+      die_on_error(tsr_ir_module_parse_file(ep, &em), ep);
+      double parse = now_seconds() - tp0;
+      for (size_t i = 0; i < tsr_ir_module_kernel_count(em); i++) {
+        tsr_ir_kernel_t *k = tsr_ir_module_kernel(em, i);
+        double t = 0;
+        tsr_compiled_kernel_t *ck = compile(k, &t);
+        printf("  %-34s %9.1f ms\n", tsr_ir_kernel_name(k), (t + (i ? 0 : parse)) * 1e3);
+        tsr_compiled_kernel_destroy(ck);
+      }
+      tsr_ir_module_destroy(em);
+    }
+  }
 
   double t_memcpy = best_of(ref_memcpy, &x, reps);
   double memcpy_gbs = gbs(2 * big, t_memcpy);
@@ -267,6 +331,15 @@ int main(int argc, char **argv) {
     tsr_array_t *ptrs[4];
     size_t count = 0;
     bind(k, streams[s].data, arrays, ptrs, &count);
+    double t_compile = 0;
+    tsr_compiled_kernel_t *ck = compile(k, &t_compile);
+    if (ck) {
+      compiled_run_t r = {ck, ptrs, count};
+      run_compiled(&r);
+      line("tessera compiled (cpu backend)", best_of(run_compiled, &r, reps), streams[s].bytes,
+           ref);
+      tsr_compiled_kernel_destroy(ck);
+    }
     if (!no_interp) {
       tsr_interp_options_t o;
       tsr_interp_options_initialize(&o);
@@ -291,6 +364,24 @@ int main(int argc, char **argv) {
   double t_blocked = best_of(ref_matmul_blocked, &m, reps);
   printf("  %-34s %9.2f ms %8.2f GFLOP/s\n", "C, blocked AVX2+FMA by hand", t_blocked * 1e3,
          flop / t_blocked * 1e-9);
+  {
+    tsr_ir_kernel_t *k = find(module, "matmul_1024");
+    float *const data[3] = {m.a, m.b, m.c};
+    tsr_array_t arrays[3];
+    tsr_array_t *ptrs[3];
+    size_t count = 0;
+    bind(k, data, arrays, ptrs, &count);
+    double t_compile = 0;
+    tsr_compiled_kernel_t *ck = compile(k, &t_compile);
+    if (ck) {
+      compiled_run_t r = {ck, ptrs, count};
+      run_compiled(&r);
+      double t = best_of(run_compiled, &r, reps);
+      printf("  %-34s %9.2f ms %8.2f GFLOP/s\n", "tessera compiled (cpu backend)", t * 1e3,
+             flop / t * 1e-9);
+      tsr_compiled_kernel_destroy(ck);
+    }
+  }
   if (!no_interp) {
     tsr_ir_kernel_t *k = find(module, "matmul_1024");
     float *const data[3] = {m.a, m.b, m.c};

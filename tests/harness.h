@@ -87,10 +87,9 @@ static inline int tsr_test_done(void) {
 static inline char *tsr_test_read_source(const char *rel, size_t *out_len) {
   char path[4096];
   const char *root = getenv("TSR_SOURCE_ROOT");
-  if (rel[0] == '/' || !root)
-    snprintf(path, sizeof path, "%s", rel);
-  else
-    snprintf(path, sizeof path, "%s/%s", root, rel);
+  int len = rel[0] == '/' || !root ? snprintf(path, sizeof path, "%s", rel)
+                                    : snprintf(path, sizeof path, "%s/%s", root, rel);
+  if (len < 0 || (size_t)len >= sizeof path) return NULL;
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   fseek(f, 0, SEEK_END);

@@ -103,7 +103,8 @@ static void entry_path(const char *dir, const tsr_cache_key_t *key,
                        char *out, size_t size) {
   char hex[33];
   tsr_cache_key_hex(key, hex);
-  snprintf(out, size, "%s/v1/%.2s/%s.tsc", dir, hex, hex + 2);
+  int n = snprintf(out, size, "%s/v1/%.2s/%s.tsc", dir, hex, hex + 2);
+  if (n < 0 || (size_t)n >= size) out[0] = '\0'; /* too long: no such file */
 }
 
 static uint64_t splitmix(uint64_t *state) {
