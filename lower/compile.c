@@ -173,18 +173,30 @@ static tsr_status_t session_failure(session_t *s, const char *source, const char
 /* ---- Parse, lower, check ------------------------------------------------------ */
 
 /* The first op left outside the LLVM dialect after the pipeline: the
- * ExecutionEngine's translation would fail on it with a terse message. */
+ * ExecutionEngine's translation would fail on it with a terse message. An
+ * unrealized_conversion_cast is only named when nothing else is left: casts
+ * remain around the op that was not converted, which is the one to name. */
 typedef struct leftover {
-  MlirOperation op;
-  bool found;
+  MlirOperation op, cast;
+  bool found, found_cast;
 } leftover_t;
+
+static bool name_is(MlirStringRef name, const char *s) {
+  size_t n = strlen(s);
+  return name.length == n && memcmp(name.data, s, n) == 0;
+}
 
 static MlirWalkResult find_leftover(MlirOperation op, void *user) {
   leftover_t *l = user;
   MlirStringRef name = mlirIdentifierStr(mlirOperationGetName(op));
-  bool ok = (name.length > 5 && memcmp(name.data, "llvm.", 5) == 0) ||
-            (name.length == 14 && memcmp(name.data, "builtin.module", 14) == 0);
-  if (ok) return MlirWalkResultAdvance;
+  if ((name.length > 5 && memcmp(name.data, "llvm.", 5) == 0) ||
+      name_is(name, "builtin.module"))
+    return MlirWalkResultAdvance;
+  if (name_is(name, "builtin.unrealized_conversion_cast")) {
+    if (!l->found_cast) l->cast = op;
+    l->found_cast = true;
+    return MlirWalkResultAdvance;
+  }
   l->op = op;
   l->found = true;
   return MlirWalkResultInterrupt;
@@ -226,8 +238,12 @@ static tsr_status_t parse_and_lower(session_t *s, const char *source, const char
                  mlirPassManagerRunOnOp(pm, mlirModuleGetOperation(module)))) {
     status = session_failure(s, source, "the pass pipeline to the LLVM dialect failed");
   } else {
-    leftover_t l = {{NULL}, false};
+    leftover_t l = {{NULL}, {NULL}, false, false};
     mlirOperationWalk(mlirModuleGetOperation(module), find_leftover, &l, MlirWalkPreOrder);
+    if (!l.found && l.found_cast) {
+      l.op = l.cast;
+      l.found = true;
+    }
     if (l.found) {
       tsr_strbuf_t where;
       tsr_strbuf_initialize(&where);
