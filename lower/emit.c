@@ -1199,7 +1199,9 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
     tsr_strbuf_append(out, em.pro.data, em.pro.size);
     tsr_strbuf_append(out, em.body.data, em.body.size);
     tsr_strbuf_append(out, em.epi.data, em.epi.size);
-    tsr_strbuf_puts(out, "    return\n  }\n}\n");
+    tsr_strbuf_puts(out, "    return\n  }\n");
+    if (em.need_log1pf) tsr_strbuf_puts(out, "  func.func private @log1pf(f32) -> f32\n");
+    tsr_strbuf_puts(out, "}\n");
     if (out->failed) em_fail(&em, TSR_OOM());
   }
   tsr_strbuf_deinitialize(&header);

@@ -11,6 +11,25 @@
 
 /* ---- Elementwise ops --------------------------------------------------------------- */
 
+ssa_t em_libm_call(emitter_t *em, const char *name, ssa_t x, uint32_t lanes) {
+  em->need_log1pf = true;
+  if (!lanes) {
+    ssa_t r = em_fresh(em);
+    em_line(em, "%s = func.call @%s(%s) : (f32) -> f32", r.s, name, x.s);
+    return r;
+  }
+  tstr_t t = em_vtype("f32", lanes);
+  ssa_t acc = em_cf32(em, lanes, 0.0f);
+  for (uint32_t l = 0; l < lanes; l++) {
+    ssa_t e = em_fresh(em), r = em_fresh(em), w = em_fresh(em);
+    em_line(em, "%s = vector.extract %s[%u] : f32 from %s", e.s, x.s, l, t.s);
+    em_line(em, "%s = func.call @%s(%s) : (f32) -> f32", r.s, name, e.s);
+    em_line(em, "%s = vector.insert %s, %s[%u] : f32 into %s", w.s, r.s, acc.s, l, t.s);
+    acc = w;
+  }
+  return acc;
+}
+
 static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t lanes) {
   tstr_t t = em_vtype("f32", lanes);
   const char *T = t.s;
@@ -27,7 +46,8 @@ static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t l
     case TSR_OP_EXP: return em_op1(em, "math.exp", a[0], T);
     case TSR_OP_EXP2: return em_op1(em, "math.exp2", a[0], T);
     case TSR_OP_LOG: return em_op1(em, "math.log", a[0], T);
-    case TSR_OP_LOG1P: return em_op1(em, "math.log1p", a[0], T);
+    /* convert-math-to-llvm makes math.log1p log(1 + x), inexact near 0 */
+    case TSR_OP_LOG1P: return em_libm_call(em, "log1pf", a[0], lanes);
     case TSR_OP_SQRT: return em_op1(em, "math.sqrt", a[0], T);
     case TSR_OP_RSQRT: {
       ssa_t s = em_op1(em, "math.sqrt", a[0], T);

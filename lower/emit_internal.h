@@ -136,6 +136,7 @@ struct emitter {
   uint32_t *uses;     /* per value id */
   const tsr_op_t **user; /* per value id: the only user, when uses == 1 */
   bool *stored;       /* per value id (refs): some store writes it */
+  bool need_log1pf;   /* declare func.func private @log1pf */
   root_t *roots;
   uint32_t num_roots, roots_capacity;
   prolog_const_t *consts;
@@ -272,6 +273,9 @@ ssa_t em_convert(emitter_t *em, ssa_t x, tsr_dtype_t from, tsr_dtype_t to,
                  uint32_t lanes);
 ssa_t em_bitcast(emitter_t *em, ssa_t x, tsr_dtype_t from, tsr_dtype_t to,
                  uint32_t lanes);
+/* libm's `name` (f32 -> f32) on each lane (scalar calls, exact as the
+ * interpreter's). */
+ssa_t em_libm_call(emitter_t *em, const char *name, ssa_t x, uint32_t lanes);
 /* Rounds an f32 compute value to the value set of a float dtype. */
 ssa_t em_round(emitter_t *em, ssa_t x, tsr_dtype_t dtype, uint32_t lanes);
 

@@ -1,0 +1,510 @@
+#!/usr/bin/env python3
+"""Random valid tessera kernels for the differential test of the CPU backend
+(tests/lower/test_differential.sh): compiled and interpreted results of each
+must agree.
+
+    random_kernels.py --count N --seed S --out DIR [--tessera PATH]
+
+writes DIR/rand_S_I.tsr (one kernel @rand_S_I each, I = 0..N-1); the same
+seed always gives the same files. Every kernel is meant to verify and to run
+without kernel errors in the interpreter: blocks cover the arrays (padded edge
+blocks included), each output block is written whole exactly once, scratch is
+written before it is read. With --tessera, each file is checked with
+`tessera check` and the script fails if one does not verify.
+
+What the kernels contain: 1-3 inputs and 1-3 outputs of one array shape
+(rank 1-3, padded or not, squeezed leading dims), on a grid with one axis per
+blocked dimension; a body of random elementwise ops over all dtypes (with
+scalar operands and constants), comparisons and selects, conversions and
+bitcasts, reductions and arg-reductions broadcast back, transposes, reshapes,
+rolls, gathers, slices and concatenations, integer dots, loops with a
+block carry, ifs with block results, scratch round trips, masked loads and
+stores. No float dot (the compiled dot uses fused multiply-adds) and nothing
+that depends on DMAs or several cores.
+"""
+import argparse
+import os
+import random
+import subprocess
+import sys
+
+FLOATS = ["f32", "bf16", "f16"]
+SINTS = ["i32", "i16", "i8"]
+UINTS = ["u32", "u16", "u8"]
+DTYPES = FLOATS + SINTS + UINTS + ["i1"]
+BITS = {"f32": 32, "bf16": 16, "f16": 16, "i32": 32, "u32": 32, "i16": 16, "u16": 16,
+        "i8": 8, "u8": 8, "i1": 1}
+
+FLOAT_UNARY = ["neg", "abs", "sign", "exp", "exp2", "log", "log1p", "sqrt", "rsqrt", "tanh",
+               "logistic", "sin", "cos", "floor", "ceil", "round"]
+INT_UNARY = ["neg", "abs", "sign", "not", "clz", "popcount"]
+FLOAT_BINARY = ["add", "sub", "mul", "div", "rem", "max", "min", "pow"]
+INT_BINARY = ["add", "sub", "mul", "div", "rem", "max", "min", "and", "or", "xor", "shl", "shrl",
+              "shra"]
+BOOL_BINARY = ["and", "or", "xor"]
+COMPARES = ["eq", "ne", "lt", "le", "gt", "ge"]
+FLOAT_REDUCE = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod"]
+INT_REDUCE = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or"]
+BOOL_REDUCE = ["reduce_and", "reduce_or"]
+
+
+def cls(dt):
+    if dt in FLOATS:
+        return "float"
+    if dt in SINTS:
+        return "sint"
+    if dt in UINTS:
+        return "uint"
+    return "bool"
+
+
+def ty(dt, shape):
+    return dt if not shape else "%s[%s]" % (dt, ", ".join(str(d) for d in shape))
+
+
+class Gen:
+    def __init__(self, rng, name):
+        self.r = rng
+        self.name = name
+        self.lines = []
+        self.n = 0
+        self.pool = []     # (name, dtype): blocks of the ref shape
+        self.scalars = []  # (name, dtype)
+
+    def fresh(self, prefix="v"):
+        self.n += 1
+        return "%%%s%d" % (prefix, self.n)
+
+    def emit(self, text, indent=1):
+        self.lines.append("  " * indent + text)
+
+    def literal(self, dt):
+        r = self.r
+        c = cls(dt)
+        if c == "float":
+            return r.choice(["0.5", "-0.75", "1.5", "2.0", "-3.0", "0.1", "7.0", "0.001", "-1.0"])
+        if c == "bool":
+            return r.choice(["true", "false"])
+        hi = {"i32": 1000, "i16": 300, "i8": 100, "u32": 1000, "u16": 300, "u8": 200}[dt]
+        lo = -hi if c == "sint" else 0
+        return str(r.randint(lo, hi))
+
+    def const(self, dt, shape=(), indent=1):
+        v = self.fresh("c")
+        self.emit("%s = const %s : %s" % (v, self.literal(dt), ty(dt, shape)), indent)
+        return v
+
+    def pick(self, pred=lambda dt: True):
+        cands = [p for p in self.pool if pred(p[1])]
+        if not cands:
+            return None
+        # prefer recent values so that chains form
+        k = len(cands)
+        i = k - 1 - min(int(self.r.expovariate(0.6)), k - 1)
+        return cands[i]
+
+    def scalar_of(self, dt):
+        cands = [s for s in self.scalars if s[1] == dt]
+        if cands and self.r.random() < 0.5:
+            return self.r.choice(cands)[0]
+        v = self.const(dt)
+        self.scalars.append((v, dt))
+        return v
+
+
+def gen_kernel(rng, name):
+    g = Gen(rng, name)
+    r = rng
+    rank = r.choice([1, 2, 2, 2, 3])
+    block, nblocks, array = [], [], []
+    for d in range(rank):
+        inner = d == rank - 1
+        b = r.choice([1, 3, 8, 16, 24, 37, 48, 128] if inner else [1, 2, 4, 5, 8])
+        nb = r.choice([1, 1, 2, 3])
+        pad = r.randint(1, b - 1) if b > 1 and nb > 1 and r.random() < 0.4 else 0
+        block.append(b)
+        nblocks.append(nb)
+        array.append(nb * b - pad)
+    # a leading dim of block 1 may be squeezed
+    squeezed = [rank > 1 and d == 0 and block[d] == 1 and r.random() < 0.5 for d in range(rank)]
+    shape = [block[d] for d in range(rank) if not squeezed[d]]  # the ref shape
+    axes = [d for d in range(rank) if nblocks[d] > 1]
+    grid = [nblocks[d] for d in axes]
+    gnames = ["%%g%d" % i for i in range(len(grid))]
+    mapped = []
+    for d in range(rank):
+        mapped.append(gnames[axes.index(d)] if d in axes else "0")
+    blk = ", ".join("squeezed" if squeezed[d] else str(block[d]) for d in range(rank))
+    if grid:
+        spec = "block[%s] map(%s) -> (%s)" % (blk, ", ".join(gnames), ", ".join(mapped))
+    else:
+        spec = "block[%s] map() -> (%s)" % (blk, ", ".join(mapped))
+
+    n_in = r.randint(1, 3)
+    in_dtypes = [r.choice(DTYPES) for _ in range(n_in)]
+    header = ["kernel @%s" % name]
+    if grid:
+        sem = ", ".join(r.choice(["parallel", "arbitrary"]) for _ in grid)
+        # parallel dims must be a prefix
+        parts = sem.split(", ")
+        seen_arb = False
+        for i, p in enumerate(parts):
+            if p == "arbitrary":
+                seen_arb = True
+            elif seen_arb:
+                parts[i] = "arbitrary"
+        header.append("  grid(%s) semantics(%s)" % (", ".join(map(str, grid)), ", ".join(parts)))
+    for i, dt in enumerate(in_dtypes):
+        header.append("  in %%x%d: %s vmem %s" % (i, ty(dt, array), spec))
+
+    full = [":"] * len(shape)
+    idx = "[%s]" % ", ".join(full) if shape else "[]"
+    for i, dt in enumerate(in_dtypes):
+        v = g.fresh("in")
+        g.emit("%s = load %%x%d%s : %s" % (v, i, idx, ty(dt, shape)))
+        g.pool.append((v, dt))
+
+    scratch = []
+    n_ops = r.randint(4, 18)
+    for _ in range(n_ops):
+        gen_op(g, shape, scratch, bool(grid))
+
+    n_out = r.randint(1, 3)
+    outs = []
+    for i in range(n_out):
+        v, dt = g.pick() if r.random() < 0.8 else r.choice(g.pool)
+        outs.append((v, dt))
+    for i, (v, dt) in enumerate(outs):
+        header.append("  out %%y%d: %s vmem %s" % (i, ty(dt, array), spec))
+    for (sname, sdt) in scratch:
+        header.append("  scratch %s: vmem %s" % (sname, ty(sdt, shape)))
+    for i, (v, dt) in enumerate(outs):
+        g.emit("store %%y%d%s, %s" % (i, idx, v))
+        if shape and r.random() < 0.25:
+            # a masked second store over part of the block
+            other = g.pick(lambda t, dt=dt: t == dt)
+            io = g.fresh("m")
+            ax = r.randrange(len(shape))
+            g.emit("%s = iota %d : %s" % (io, ax, ty("i32", shape)))
+            k = g.fresh("c")
+            g.emit("%s = const %d : i32" % (k, r.randint(0, shape[ax])))
+            m = g.fresh("m")
+            g.emit("%s = lt %s, %s : %s" % (m, io, k, ty("i1", shape)))
+            g.emit("store %%y%d%s, %s mask %s" % (i, idx, other[0], m))
+    return "\n".join(header + ["{"] + g.lines + ["}"]) + "\n"
+
+
+def unary_ops(dt):
+    c = cls(dt)
+    return FLOAT_UNARY if c == "float" else INT_UNARY if c in ("sint", "uint") else ["not"]
+
+
+def binary_ops(dt):
+    c = cls(dt)
+    return FLOAT_BINARY if c == "float" else INT_BINARY if c in ("sint", "uint") else BOOL_BINARY
+
+
+def gen_op(g, shape, scratch, has_grid):
+    r = g.r
+    kind = r.choices(
+        ["unary", "binary", "scalar_binary", "compare_select", "convert", "bitcast", "const",
+         "iota", "reduce", "argreduce", "transpose", "reshape", "roll", "rotate", "gather",
+         "dot", "for", "if", "scratch", "masked_load"],
+        weights=[10, 12, 6, 6, 6, 3, 2, 2, 6, 2, 2, 2, 2, 2, 2, 2, 3, 3, 2, 2])[0]
+    T = lambda dt: ty(dt, shape)
+    rank = len(shape)
+    if kind == "unary":
+        a, dt = g.pick()
+        v = g.fresh()
+        g.emit("%s = %s %s : %s" % (v, r.choice(unary_ops(dt)), a, T(dt)))
+        g.pool.append((v, dt))
+    elif kind in ("binary", "scalar_binary"):
+        a, dt = g.pick()
+        if kind == "binary":
+            b = g.pick(lambda t: t == dt)[0]
+        else:
+            b = g.scalar_of(dt)
+        if r.random() < 0.5:
+            a, b = b, a
+        if not shape and kind == "scalar_binary":
+            pass
+        v = g.fresh()
+        g.emit("%s = %s %s, %s : %s" % (v, r.choice(binary_ops(dt)), a, b, T(dt)))
+        g.pool.append((v, dt))
+    elif kind == "compare_select":
+        a, dt = g.pick()
+        b = g.pick(lambda t: t == dt)[0]
+        c = g.fresh("b")
+        g.emit("%s = %s %s, %s : %s" % (c, r.choice(COMPARES), a, b, T("i1")))
+        g.pool.append((c, "i1"))
+        x, xdt = g.pick()
+        y = g.pick(lambda t: t == xdt)[0]
+        if r.random() < 0.3:
+            y = g.scalar_of(xdt)
+        v = g.fresh()
+        g.emit("%s = select %s, %s, %s : %s" % (v, c, x, y, T(xdt)))
+        g.pool.append((v, xdt))
+    elif kind == "convert":
+        a, dt = g.pick()
+        to = r.choice(DTYPES)
+        v = g.fresh()
+        g.emit("%s = convert %s : %s" % (v, a, T(to)))
+        g.pool.append((v, to))
+    elif kind == "bitcast":
+        p = g.pick(lambda t: t != "i1")
+        if not p:
+            return
+        a, dt = p
+        to = r.choice([t for t in DTYPES if t != "i1" and BITS[t] == BITS[dt]])
+        v = g.fresh()
+        g.emit("%s = bitcast %s : %s" % (v, a, T(to)))
+        g.pool.append((v, to))
+    elif kind == "const":
+        dt = r.choice(DTYPES)
+        g.pool.append((g.const(dt, shape), dt))
+    elif kind == "iota":
+        if not shape:
+            return
+        dt = r.choice(["i32", "f32", "u8", "bf16", "i16"])
+        v = g.fresh()
+        g.emit("%s = iota %d : %s" % (v, r.randrange(rank), T(dt)))
+        g.pool.append((v, dt))
+    elif kind == "reduce":
+        if not shape:
+            return
+        a, dt = g.pick()
+        ops = FLOAT_REDUCE if cls(dt) == "float" else BOOL_REDUCE if dt == "i1" else INT_REDUCE
+        op = r.choice(ops)
+        axes = sorted(r.sample(range(rank), r.randint(1, rank)))
+        kept = [shape[d] for d in range(rank) if d not in axes]
+        v = g.fresh()
+        g.emit("%s = %s %s axes [%s] : %s" % (v, op, a, ", ".join(map(str, axes)), ty(dt, kept)))
+        if not kept:
+            g.scalars.append((v, dt))
+            b = g.fresh()
+            g.emit("%s = broadcast %s : %s" % (b, v, T(dt)))
+            g.pool.append((b, dt))
+            return
+        ones = [1 if d in axes else shape[d] for d in range(rank)]
+        rs = g.fresh()
+        g.emit("%s = reshape %s : %s" % (rs, v, ty(dt, ones)))
+        b = g.fresh()
+        g.emit("%s = broadcast %s : %s" % (b, rs, T(dt)))
+        g.pool.append((b, dt))
+    elif kind == "argreduce":
+        p = g.pick(lambda t: t != "i1")
+        if not shape or not p:
+            return
+        a, dt = p
+        ax = r.randrange(rank)
+        kept = [shape[d] for d in range(rank) if d != ax]
+        v = g.fresh()
+        g.emit("%s = %s %s axis %d : %s" % (v, r.choice(["argmax", "argmin"]), a, ax,
+                                            ty("i32", kept)))
+        if not kept:
+            g.scalars.append((v, "i32"))
+            return
+        ones = [1 if d == ax else shape[d] for d in range(rank)]
+        rs = g.fresh()
+        g.emit("%s = reshape %s : %s" % (rs, v, ty("i32", ones)))
+        b = g.fresh()
+        g.emit("%s = broadcast %s : %s" % (b, rs, T("i32")))
+        g.pool.append((b, "i32"))
+    elif kind == "transpose":
+        if rank < 2:
+            return
+        a, dt = g.pick()
+        perm = list(range(rank))
+        r.shuffle(perm)
+        inv = [perm.index(d) for d in range(rank)]
+        t1 = g.fresh()
+        g.emit("%s = transpose %s [%s] : %s" % (t1, a, ", ".join(map(str, perm)),
+                                               ty(dt, [shape[p] for p in perm])))
+        if r.random() < 0.5:
+            u = g.fresh()
+            g.emit("%s = %s %s : %s" % (u, r.choice(unary_ops(dt)), t1,
+                                        ty(dt, [shape[p] for p in perm])))
+            t1 = u
+        t2 = g.fresh()
+        g.emit("%s = transpose %s [%s] : %s" % (t2, t1, ", ".join(map(str, inv)), T(dt)))
+        g.pool.append((t2, dt))
+    elif kind == "reshape":
+        if not shape:
+            return
+        a, dt = g.pick()
+        n = 1
+        for d in shape:
+            n *= d
+        f = g.fresh()
+        g.emit("%s = reshape %s : %s" % (f, a, ty(dt, [n])))
+        b = g.fresh()
+        g.emit("%s = reshape %s : %s" % (b, f, T(dt)))
+        g.pool.append((b, dt))
+    elif kind == "roll":
+        if not shape:
+            return
+        a, dt = g.pick()
+        s = g.const("i32")
+        v = g.fresh()
+        g.emit("%s = roll %s, %s axis %d : %s" % (v, a, s, r.randrange(rank), T(dt)))
+        g.pool.append((v, dt))
+    elif kind == "rotate":
+        if not shape:
+            return
+        ax = r.randrange(rank)
+        n = shape[ax]
+        if n < 2:
+            return
+        k = r.randint(1, n - 1)
+        a, dt = g.pick()
+        s1 = [":"] * rank
+        s2 = [":"] * rank
+        s1[ax] = "0:%d" % k
+        s2[ax] = "%d:%d" % (k, n)
+        d1 = list(shape)
+        d2 = list(shape)
+        d1[ax] = k
+        d2[ax] = n - k
+        x1, x2 = g.fresh(), g.fresh()
+        g.emit("%s = slice %s [%s] : %s" % (x1, a, ", ".join(s1), ty(dt, d1)))
+        g.emit("%s = slice %s [%s] : %s" % (x2, a, ", ".join(s2), ty(dt, d2)))
+        v = g.fresh()
+        g.emit("%s = concatenate %s, %s axis %d : %s" % (v, x2, x1, ax, T(dt)))
+        g.pool.append((v, dt))
+    elif kind == "gather":
+        if not shape:
+            return
+        a, dt = g.pick()
+        ax = r.randrange(rank)
+        io = g.fresh()
+        g.emit("%s = iota %d : %s" % (io, ax, T("i32")))
+        top = g.fresh("c")
+        g.emit("%s = const %d : i32" % (top, shape[ax] - 1))
+        rev = g.fresh()
+        g.emit("%s = sub %s, %s : %s" % (rev, top, io, T("i32")))
+        v = g.fresh()
+        g.emit("%s = gather %s, %s axis %d : %s" % (v, a, rev, ax, T(dt)))
+        g.pool.append((v, dt))
+    elif kind == "dot":
+        if rank != 2:
+            return
+        p = g.pick(lambda t: cls(t) in ("sint", "uint"))
+        if not p:
+            return
+        a, dt = p
+        b = g.pick(lambda t: t == dt)[0]
+        m, k = shape
+        acc = "i32"
+        v = g.fresh()
+        g.emit("%s = dot %s, %s transpose_rhs : %s" % (v, a, b, ty(acc, [m, m])))
+        s = g.fresh()
+        g.emit("%s = reduce_sum %s axes [1] : %s" % (s, v, ty(acc, [m])))
+        rs = g.fresh()
+        g.emit("%s = reshape %s : %s" % (rs, s, ty(acc, [m, 1])))
+        bb = g.fresh()
+        g.emit("%s = broadcast %s : %s" % (bb, rs, T(acc)))
+        g.pool.append((bb, acc))
+    elif kind == "for":
+        a, dt = g.pick()
+        w = g.pick(lambda t: t == dt)[0]
+        lo, hi, st = g.const("i32"), g.fresh("c"), g.fresh("c")
+        g.emit("%s = const %d : i32" % (hi, r.randint(0, 4)))
+        g.emit("%s = const 1 : i32" % st)
+        res, k, acc = g.fresh(), g.fresh("k"), g.fresh("a")
+        g.emit("%s = for %s = %s to %s step %s iter(%s = %s) : %s {" % (res, k, lo, hi, st, acc,
+                                                                       a, T(dt)))
+        op = r.choice(binary_ops(dt))
+        n1 = g.fresh()
+        g.emit("%s = %s %s, %s : %s" % (n1, op, acc, w, T(dt)), 2)
+        g.emit("yield %s" % n1, 2)
+        g.emit("}")
+        g.pool.append((res, dt))
+    elif kind == "if":
+        a, dt = g.pick()
+        b = g.pick(lambda t: t == dt)[0]
+        if has_grid and r.random() < 0.6:
+            pid = g.fresh()
+            g.emit("%s = program_id 0 : i32" % pid)
+            two = g.fresh("c")
+            g.emit("%s = const 2 : i32" % two)
+            rm = g.fresh()
+            g.emit("%s = rem %s, %s : i32" % (rm, pid, two))
+            z = g.fresh("c")
+            g.emit("%s = const 0 : i32" % z)
+            c = g.fresh("b")
+            g.emit("%s = eq %s, %s : i1" % (c, rm, z))
+        else:
+            c = g.fresh("b")
+            g.emit("%s = const %s : i1" % (c, r.choice(["true", "false"])))
+        res = g.fresh()
+        g.emit("%s = if %s : %s {" % (res, c, T(dt)))
+        u = g.fresh()
+        g.emit("%s = %s %s : %s" % (u, r.choice(unary_ops(dt)), a, T(dt)), 2)
+        g.emit("yield %s" % u, 2)
+        g.emit("} else {")
+        g.emit("yield %s" % b, 2)
+        g.emit("}")
+        g.pool.append((res, dt))
+    elif kind == "scratch":
+        a, dt = g.pick()
+        s = "%%s%d" % len(scratch)
+        scratch.append((s, dt))
+        idx = "[%s]" % ", ".join([":"] * rank) if shape else "[]"
+        g.emit("store %s%s, %s" % (s, idx, a))
+        u = g.fresh()
+        op = r.choice(unary_ops(dt))
+        v = g.fresh()
+        g.emit("%s = load %s%s : %s" % (v, s, idx, T(dt)))
+        g.emit("%s = %s %s : %s" % (u, op, v, T(dt)))
+        g.pool.append((u, dt))
+    elif kind == "masked_load":
+        if not shape:
+            return
+        a, dt = g.pick()
+        s = "%%s%d" % len(scratch)
+        scratch.append((s, dt))
+        idx = "[%s]" % ", ".join([":"] * rank)
+        g.emit("store %s%s, %s" % (s, idx, a))
+        ax = r.randrange(rank)
+        io = g.fresh()
+        g.emit("%s = iota %d : %s" % (io, ax, T("i32")))
+        k = g.fresh("c")
+        g.emit("%s = const %d : i32" % (k, r.randint(0, shape[ax])))
+        m = g.fresh("b")
+        g.emit("%s = ge %s, %s : %s" % (m, io, k, T("i1")))
+        v = g.fresh()
+        g.emit("%s = load %s%s mask %s : %s" % (v, s, idx, m, T(dt)))
+        # masked-off elements hold the uninitialized value: select them away
+        w = g.fresh()
+        g.emit("%s = select %s, %s, %s : %s" % (w, m, v, a, T(dt)))
+        g.pool.append((w, dt))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--count", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tessera", help="check each kernel with `TESSERA check`")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    bad = 0
+    for i in range(args.count):
+        name = "rand_%d_%d" % (args.seed, i)
+        rng = random.Random("%d/%d" % (args.seed, i))
+        path = os.path.join(args.out, name + ".tsr")
+        with open(path, "w") as f:
+            f.write(gen_kernel(rng, name))
+        if args.tessera:
+            p = subprocess.run([args.tessera, "check", path], capture_output=True, text=True)
+            if p.returncode != 0:
+                bad += 1
+                sys.stderr.write("%s does not verify:\n%s%s" % (path, p.stdout, p.stderr))
+    if bad:
+        sys.stderr.write("%d of %d kernels do not verify\n" % (bad, args.count))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
