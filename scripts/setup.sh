@@ -12,7 +12,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PACKAGES=(build-essential meson ninja-build pkg-config uthash-dev
           libxxhash-dev libzstd-dev python3 python3-numpy python3-pip
-          hyperfine valgrind)
+          hyperfine valgrind
+          # LLVM/MLIR 22 for the cpu backend (docs/lowering.md), from
+          # bookworm-security; without them meson builds the interpreter only
+          libmlir-22-dev llvm-22-dev mlir-22-tools)
 # Python packages from PyPI (for Debian's python3): ml_dtypes reads bf16 .npy
 # files in the CLI tests.
 PIP_PACKAGES=(ml_dtypes)
