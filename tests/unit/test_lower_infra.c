@@ -440,6 +440,74 @@ TSR_TEST(threads_compile_once) {
   tsr_ir_module_destroy(m);
 }
 
+/* Kernels of different shapes compiled at the same time, each in its own
+ * MLIR context: three compiles, right results. */
+typedef struct shaped_arg {
+  int rows;
+  tsr_status_t status;
+  int errors;
+  tsr_ir_module_t *module;
+} shaped_arg_t;
+
+static void *compile_shaped(void *p) {
+  shaped_arg_t *a = p;
+  char text[1024];
+  snprintf(text, sizeof text,
+           "kernel @twice\n"
+           "  grid(2) semantics(parallel)\n"
+           "  in %%x: i32[%d, 16] vmem block[%d, 16] map(%%i) -> (%%i, 0)\n"
+           "  out %%z: i32[%d, 16] vmem block[%d, 16] map(%%i) -> (%%i, 0)\n"
+           "{\n"
+           "  %%a = load %%x[:, :] : i32[%d, 16]\n"
+           "  %%b = add %%a, %%a : i32[%d, 16]\n"
+           "  store %%z[:, :], %%b\n"
+           "}\n",
+           2 * a->rows, a->rows, 2 * a->rows, a->rows, a->rows, a->rows);
+  a->status = tsr_ir_module_parse(TSR_SV("shaped.tsr"), (tsr_string_view_t){text, strlen(text)},
+                                  &a->module);
+  if (a->status) return NULL;
+  tsr_compiled_kernel_t *ck = NULL;
+  a->status = tsr_runtime_compile(tsr_ir_module_kernel(a->module, 0), NULL, &ck);
+  if (a->status) return NULL;
+  int64_t dims[2] = {2 * a->rows, 16};
+  tsr_array_t x, z;
+  if (tsr_array_initialize(TSR_DTYPE_I32, 2, dims, &x) ||
+      tsr_array_initialize(TSR_DTYPE_I32, 2, dims, &z)) {
+    a->errors = -1;
+    tsr_compiled_kernel_destroy(ck);
+    return NULL;
+  }
+  int32_t *xi = x.data, *zi = z.data;
+  for (int i = 0; i < 2 * a->rows * 16; i++) xi[i] = i - 77;
+  tsr_array_t *ptrs[2] = {&x, &z};
+  a->status = tsr_compiled_kernel_run(ck, ptrs, 2);
+  for (int i = 0; i < 2 * a->rows * 16; i++) a->errors += zi[i] != 2 * xi[i];
+  tsr_array_deinitialize(&x);
+  tsr_array_deinitialize(&z);
+  tsr_compiled_kernel_destroy(ck);
+  return NULL;
+}
+
+TSR_TEST(threads_compile_different_kernels) {
+  tsr_runtime_compiled_stats_t before, after;
+  tsr_runtime_compiled_stats(&before);
+  enum { THREADS = 3 };
+  pthread_t threads[THREADS];
+  shaped_arg_t args[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    args[i] = (shaped_arg_t){8 * (i + 1), NULL, 0, NULL};
+    TSR_CHECK(pthread_create(&threads[i], NULL, compile_shaped, &args[i]) == 0);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(threads[i], NULL);
+    TSR_CHECK_OK(args[i].status);
+    TSR_CHECK_EQ_INT(args[i].errors, 0);
+    tsr_ir_module_destroy(args[i].module);
+  }
+  tsr_runtime_compiled_stats(&after);
+  TSR_CHECK_EQ_INT(after.compiles - before.compiles, THREADS);
+}
+
 TSR_TEST(unlowerable_op_is_named) {
   tsr_ir_module_t *m = NULL;
   tsr_ir_kernel_t *k = parse_kernel(dma_tsr, &m);
@@ -606,6 +674,7 @@ int main(int argc, char **argv) {
   TSR_RUN(kernel_compiles_runs_and_hits_memory);
   TSR_RUN(renamed_kernel_shares_the_entry);
   TSR_RUN(threads_compile_once);
+  TSR_RUN(threads_compile_different_kernels);
   TSR_RUN(unlowerable_op_is_named);
   TSR_RUN(lower_text_stages);
   TSR_RUN(second_process_loads_from_disk_without_llvm);
