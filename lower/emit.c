@@ -140,10 +140,11 @@ static ssa_t clamp_index(emitter_t *em, ssa_t v, int64_t hi) {
   return em_idx_of_i32(em, a);
 }
 
-/* The view of op's indices into ref `rv`. With every index a point, sets
- * *all_points and the element's indices in points[] instead (no view). */
-static view_t ref_view(emitter_t *em, const tsr_op_t *op, const view_t *rv, bool *all_points,
-                       ssa_t *points) {
+/* The view of op's indices [first, first + rank) into ref `rv`. With every
+ * index a point, sets *all_points and the element's indices in points[]
+ * instead (no view). */
+static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint32_t first,
+                          bool *all_points, ssa_t *points) {
   view_t v;
   memset(&v, 0, sizeof v);
   int64_t static_off = 0;
@@ -151,8 +152,8 @@ static view_t ref_view(emitter_t *em, const tsr_op_t *op, const view_t *rv, bool
   char key[480];
   size_t klen = (size_t)snprintf(key, sizeof key, "%s[", rv->key ? rv->key : "?");
   bool pts = true;
-  for (uint32_t d = 0; d < op->num_indices && d < rv->rank; d++) {
-    const tsr_index_t *ix = &op->indices[d];
+  for (uint32_t d = 0; first + d < op->num_indices && d < rv->rank; d++) {
+    const tsr_index_t *ix = &op->indices[first + d];
     int64_t dim = rv->dims[d], st = rv->strides[d];
     bool dyn = ix->operand >= 0;
     ssa_t start;
@@ -211,6 +212,11 @@ static view_t ref_view(emitter_t *em, const tsr_op_t *op, const view_t *rv, bool
   v.key = em_key(em, "%s", key);
   em_view_materialize(em, &v);
   return v;
+}
+
+static view_t ref_view(emitter_t *em, const tsr_op_t *op, const view_t *rv, bool *all_points,
+                       ssa_t *points) {
+  return ref_view_at(em, op, rv, 0, all_points, points);
 }
 
 /* The store that follows `op` and writes its block result, if the result
@@ -798,6 +804,106 @@ static void op_scoped(emitter_t *em, const tsr_op_t *op) {
   }
 }
 
+/* ---- DMAs and semaphores (one core) -----------------------------------------------------------
+ * The compiled code runs one core of one device, and a DMA copies at
+ * dma_start (the interpreter's --dma-mode eager): for a kernel that waits
+ * before it reads a destination and does not overwrite a source before the
+ * wait, the results are those of the lazy mode too. Semaphores are i32
+ * scratch starting at 0; waits subtract without blocking (a wait that would
+ * block forever is a deadlock the interpreter reports). */
+
+/* sem[indices at `first`] += delta (an i32 value). */
+static void sem_add(emitter_t *em, const tsr_op_t *op, const tsr_value_t *sem, uint32_t first,
+                    ssa_t delta, bool subtract) {
+  vinfo_t *vi = vi_of(em, sem);
+  bool pts;
+  ssa_t points[TSR_MAX_RANK];
+  (void)ref_view_at(em, op, &vi->mem, first, &pts, points);
+  nest_t n;
+  memset(&n, 0, sizeof n);
+  ssa_t cur = em_mem_read(em, &vi->mem, TSR_DTYPE_I32, points, &n, NULL, NULL);
+  ssa_t nv = em_op2(em, subtract ? "arith.subi" : "arith.addi", cur, delta, "i32");
+  em_mem_write(em, &vi->mem, TSR_DTYPE_I32, points, &n, nv, NULL);
+}
+
+static void op_dma(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *src = op->operands[0], *dst = op->operands[1], *sem = op->operands[2];
+  const uint32_t nsrc = (uint32_t)op->ints[0], ndst = (uint32_t)op->ints[1];
+  const uint32_t nsem = (uint32_t)op->ints[2];
+  const tsr_dtype_t dtype = (tsr_dtype_t)dst->type.dtype;
+  vinfo_t *sv = vi_of(em, src), *dv = vi_of(em, dst);
+  bool dpts, spts;
+  ssa_t dpoints[TSR_MAX_RANK], spoints[TSR_MAX_RANK];
+  view_t dvw = ref_view_at(em, op, &dv->mem, nsrc, &dpts, dpoints);
+  int64_t elems = 1;
+  for (uint32_t d = 0; !dpts && d < dvw.rank; d++) elems *= dvw.dims[d];
+  ssa_t bytes = em_cint(em, "i32", 0, elems * (int64_t)tsr_dtype_size(dtype));
+  if (op->opcode == TSR_OP_DMA_WAIT) {
+    sem_add(em, op, sem, nsrc + ndst, bytes, true);
+    return;
+  }
+  const bool add = (op->flags & TSR_OPF_DMA_ADD) != 0;
+  view_t svw = ref_view_at(em, op, &sv->mem, 0, &spts, spoints);
+  if (dpts) {
+    nest_t n;
+    memset(&n, 0, sizeof n);
+    ssa_t v = em_mem_read(em, &sv->mem, dtype, spoints, &n, NULL, NULL);
+    if (add) {
+      ssa_t args[2] = {em_mem_read(em, &dv->mem, dtype, dpoints, &n, NULL, NULL), v};
+      v = em_elementwise(em, TSR_OP_ADD, dtype, args, 0);
+    }
+    em_mem_write(em, &dv->mem, dtype, dpoints, &n, v, NULL);
+  } else {
+    expr_t *e = ex_new(em, EX_MEM, dtype, dvw.rank, dvw.dims);
+    if (!e) return;
+    e->mem = svw;
+    if (add) {
+      expr_t *d = ex_new(em, EX_MEM, dtype, dvw.rank, dvw.dims), *s2 = e;
+      e = ex_new(em, EX_OP, dtype, dvw.rank, dvw.dims);
+      if (!d || !e) return;
+      d->mem = dvw;
+      e->op = TSR_OP_ADD;
+      e->arg_dtype = dtype;
+      e->nargs = 2;
+      e->args[0] = d;
+      e->args[1] = s2;
+    }
+    if (!ex_inplace_safe(em, e, &dvw)) {
+      view_t t = em_materialize(em, e);
+      e = ex_new(em, EX_MEM, dtype, dvw.rank, dvw.dims);
+      if (!e) return;
+      e->mem = t;
+    }
+    ex_store(em, e, &dvw, NULL);
+  }
+  sem_add(em, op, sem, nsrc + ndst, bytes, false);
+  if (op->flags & TSR_OPF_SEND) sem_add(em, op, op->operands[3], nsrc + ndst + nsem, bytes, false);
+}
+
+static void op_semaphore(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *sem = op->operands[0];
+  switch (op->opcode) {
+    case TSR_OP_SEM_SIGNAL:
+      sem_add(em, op, sem, 0, scalar_of(em, op->operands[1]), false);
+      return;
+    case TSR_OP_SEM_WAIT:
+      sem_add(em, op, sem, 0, scalar_of(em, op->operands[1]), true);
+      return;
+    case TSR_OP_SEM_READ: {
+      vinfo_t *vi = vi_of(em, sem);
+      bool pts;
+      ssa_t points[TSR_MAX_RANK];
+      (void)ref_view_at(em, op, &vi->mem, 0, &pts, points);
+      nest_t n;
+      memset(&n, 0, sizeof n);
+      set_scalar(em, op->results[0], em_mem_read(em, &vi->mem, TSR_DTYPE_I32, points, &n, NULL,
+                                                 NULL));
+      return;
+    }
+    default: em_unimplemented(em, op, "multi-core kernels run in the interpreter"); return;
+  }
+}
+
 /* ---- Dispatch ------------------------------------------------------------------------------- */
 
 static void emit_op(emitter_t *em, const tsr_op_t *op) {
@@ -838,9 +944,15 @@ static void emit_op(emitter_t *em, const tsr_op_t *op) {
     case TSR_RULE_CONDITION: return; /* read by the parent op */
     case TSR_RULE_PRINT:
     case TSR_RULE_ASSERT: em_unimplemented(em, op, NULL); return;
-    case TSR_RULE_DMA:
-    case TSR_RULE_SEMAPHORE:
+    case TSR_RULE_DMA: op_dma(em, op); return;
+    case TSR_RULE_SEMAPHORE: op_semaphore(em, op); return;
     case TSR_RULE_ID_QUERY:
+      if (op->opcode == TSR_OP_DEVICE_ID) { /* one device */
+        set_scalar(em, op->results[0], em_cint(em, "i32", 0, 0));
+        return;
+      }
+      em_unimplemented(em, op, "multi-core kernels run in the interpreter");
+      return;
     case TSR_RULE_RESERVED: em_unimplemented(em, op, NULL); return;
   }
   em_unimplemented(em, op, NULL);
@@ -1083,7 +1195,17 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
     operand_state_t *os = &ks.ops[i];
     vinfo_t *vi = vi_of(em, d->ref);
     const tsr_type_t *rt = &d->ref->type;
-    if (rt->kind == TSR_TYPE_SEM) continue;
+    if (rt->kind == TSR_TYPE_SEM) { /* i32 counters from 0 */
+      vi->kind = VK_REF;
+      vi->mem = em_buffer(em, TSR_DTYPE_I32, rt->rank, rt->dims);
+      vi->mem.key = em_key(em, "S%u", d->ref->id);
+      vi->mutable_ref = true;
+      expr_t *zero = ex_new(em, EX_SCALAR, TSR_DTYPE_I32, rt->rank, rt->dims);
+      if (!zero) return;
+      zero->scalar = em_cint(em, "i32", 0, 0);
+      ex_store(em, zero, &vi->mem, NULL);
+      continue;
+    }
     vi->kind = VK_REF;
     vi->mutable_ref = em->stored[d->ref->id];
     const char *key = em_key(em, "R%u", d->ref->id);
