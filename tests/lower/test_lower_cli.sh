@@ -26,15 +26,16 @@ check() { # check DESC CONDITION-COMMAND...
   if "$@"; then pass "$desc"; else fail "$desc" "$(context)"; fi
 }
 
-cat >dma.tsr <<'EOF'
-kernel @copy
-  grid(1) semantics(arbitrary)
-  in %x: f32[8, 128] any
-  out %y: f32[8, 128] vmem block[8, 128] map(%i) -> (0, 0)
-  scratch %sem: dma_sem
+cat >barrier.tsr <<'EOF'
+kernel @meet
+  grid(2) semantics(parallel)
+  in %x: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)
+  out %y: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)
+  scratch %bar: sem
 {
-  dma_start %x[:, :] -> %y[:, :], %sem
-  dma_wait %x[:, :] -> %y[:, :], %sem
+  %v = load %x[:, :] : f32[8, 128]
+  core_barrier %bar
+  store %y[:, :], %v
 }
 EOF
 
@@ -57,9 +58,9 @@ t lower "$EX/reduce.tsr"
 check "several kernels need --kernel" test "$rc" -eq 2 -a -s err
 t lower "$EX/reduce.tsr" --kernel colmax
 check "--kernel picks one" grep -q 'func.func @tsr_kernel' out
-t lower dma.tsr
+t lower barrier.tsr
 check "an op that cannot be lowered: status 1, named with its location" \
-  test "$rc" -eq 1 -a "$(grep -c "dma.tsr:7:3: error: op 'dma_start' cannot be lowered" err)" -eq 1
+  test "$rc" -eq 1 -a "$(grep -c "barrier.tsr:8:3: error: op 'core_barrier' cannot be lowered" err)" -eq 1
 t lower "$SRC/kernels/examples/README.md"
 check "a file that does not parse: status 1" test "$rc" -eq 1
 
@@ -92,7 +93,7 @@ check "--devices 2 with --backend cpu is a usage error" \
   test "$rc" -eq 2 -a "$(grep -c 'cannot be lowered' err)" -eq 1
 t run "$EX/add.tsr" --random-inputs 1 --backend gpu
 check "--backend gpu is a usage error" test "$rc" -eq 2
-t run dma.tsr --random-inputs 1 --backend cpu
+t run barrier.tsr --random-inputs 1 --backend cpu
 check "run of a kernel that cannot be lowered: status 1" \
   test "$rc" -eq 1 -a "$(grep -c "cannot be lowered" err)" -eq 1
 

@@ -64,16 +64,17 @@ static const char isum_tsr[] =
     "  store %z[:, :], %b\n"
     "}\n";
 
-/* A DMA: not lowered (yet). */
-static const char dma_tsr[] =
-    "kernel @copy\n"
-    "  grid(1) semantics(arbitrary)\n"
-    "  in %x: f32[8, 128] any\n"
-    "  out %y: f32[8, 128] vmem block[8, 128] map(%i) -> (0, 0)\n"
-    "  scratch %sem: dma_sem\n"
+/* A barrier between cores: not lowered (multi-core kernels; yet). */
+static const char barrier_tsr[] =
+    "kernel @meet\n"
+    "  grid(2) semantics(parallel)\n"
+    "  in %x: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+    "  out %y: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+    "  scratch %bar: sem\n"
     "{\n"
-    "  dma_start %x[:, :] -> %y[:, :], %sem\n"
-    "  dma_wait %x[:, :] -> %y[:, :], %sem\n"
+    "  %v = load %x[:, :] : f32[8, 128]\n"
+    "  core_barrier %bar\n"
+    "  store %y[:, :], %v\n"
     "}\n";
 
 /* Hand-written MLIR: c = tanh(exp(a + b)) over 4 x 8 (libm calls). */
@@ -510,7 +511,7 @@ TSR_TEST(threads_compile_different_kernels) {
 
 TSR_TEST(unlowerable_op_is_named) {
   tsr_ir_module_t *m = NULL;
-  tsr_ir_kernel_t *k = parse_kernel(dma_tsr, &m);
+  tsr_ir_kernel_t *k = parse_kernel(barrier_tsr, &m);
   if (!k) {
     TSR_CHECK(k);
     return;
@@ -518,7 +519,7 @@ TSR_TEST(unlowerable_op_is_named) {
   tsr_compiled_kernel_t *ck = NULL;
   tsr_status_t s = tsr_runtime_compile(k, NULL, &ck);
   TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_UNIMPLEMENTED);
-  TSR_CHECK(strstr(tsr_status_message(s), "test.tsr:7:3: error: op 'dma_start' cannot be lowered"));
+  TSR_CHECK(strstr(tsr_status_message(s), "test.tsr:8:3: error: op 'core_barrier' cannot be lowered"));
   tsr_status_free(s);
   tsr_ir_module_destroy(m);
 }
