@@ -177,7 +177,10 @@ def gen_kernel(rng, name):
     for i, (v, dt) in enumerate(outs):
         header.append("  out %%y%d: %s vmem %s" % (i, ty(dt, array), spec))
     for (sname, sdt) in scratch:
-        header.append("  scratch %s: vmem %s" % (sname, ty(sdt, shape)))
+        if sdt in ("sem", "dma_sem"):
+            header.append("  scratch %s: %s" % (sname, sdt))
+        else:
+            header.append("  scratch %s: vmem %s" % (sname, ty(sdt, shape)))
     for i, (v, dt) in enumerate(outs):
         g.emit("store %%y%d%s, %s" % (i, idx, v))
         if shape and r.random() < 0.25:
@@ -209,8 +212,8 @@ def gen_op(g, shape, scratch, has_grid):
     kind = r.choices(
         ["unary", "binary", "scalar_binary", "compare_select", "convert", "bitcast", "const",
          "iota", "reduce", "argreduce", "transpose", "reshape", "roll", "rotate", "gather",
-         "dot", "for", "if", "scratch", "masked_load"],
-        weights=[10, 12, 6, 6, 6, 3, 2, 2, 6, 2, 2, 2, 2, 2, 2, 2, 3, 3, 2, 2])[0]
+         "dot", "for", "if", "scratch", "masked_load", "dma", "semaphore"],
+        weights=[10, 12, 6, 6, 6, 3, 2, 2, 6, 2, 2, 2, 2, 2, 2, 2, 3, 3, 2, 2, 2, 1])[0]
     T = lambda dt: ty(dt, shape)
     rank = len(shape)
     if kind == "unary":
@@ -457,6 +460,38 @@ def gen_op(g, shape, scratch, has_grid):
         g.emit("%s = load %s%s : %s" % (v, s, idx, T(dt)))
         g.emit("%s = %s %s : %s" % (u, op, v, T(dt)))
         g.pool.append((u, dt))
+    elif kind == "dma":
+        # a local DMA between two scratch buffers, plain or accumulating
+        p = g.pick()
+        a, dt = p
+        add = dt != "i1" and r.random() < 0.4
+        s1, s2 = "%%s%d" % len(scratch), "%%s%d" % (len(scratch) + 1)
+        scratch.append((s1, dt))
+        scratch.append((s2, dt))
+        sem = "%%d%d" % len(scratch)
+        scratch.append((sem, "dma_sem"))
+        idx = "[%s]" % ", ".join([":"] * rank) if shape else "[]"
+        g.emit("store %s%s, %s" % (s1, idx, a))
+        if add:
+            g.emit("store %s%s, %s" % (s2, idx, g.pick(lambda t: t == dt)[0]))
+        g.emit("dma_start %s%s -> %s%s, %s%s" % (s1, idx, s2, idx, sem, " add" if add else ""))
+        g.emit("dma_wait %s%s -> %s%s, %s" % (s1, idx, s2, idx, sem))
+        v = g.fresh()
+        g.emit("%s = load %s%s : %s" % (v, s2, idx, T(dt)))
+        g.pool.append((v, dt))
+    elif kind == "semaphore":
+        sem = "%%q%d" % len(scratch)
+        scratch.append((sem, "sem"))
+        n = g.const("i32")
+        one = g.fresh("c")
+        g.emit("%s = const %d : i32" % (one, r.randint(1, 5)))
+        g.emit("sem_signal %s, %s" % (sem, one))
+        v = g.fresh()
+        g.emit("%s = sem_read %s : i32" % (v, sem))
+        g.emit("sem_wait %s, %s" % (sem, one))
+        w = g.fresh()
+        g.emit("%s = add %s, %s : i32" % (w, v, n))
+        g.scalars.append((w, "i32"))
     elif kind == "masked_load":
         if not shape:
             return
