@@ -283,7 +283,12 @@ ssa_t em_bitcast(emitter_t *em, ssa_t x, tsr_dtype_t from, tsr_dtype_t to, uint3
 expr_t *ex_new(emitter_t *em, ex_kind_t kind, tsr_dtype_t dtype, uint32_t rank,
                const int64_t *dims) {
   expr_t *e = em_alloc(em, sizeof *e);
-  if (!e) return NULL;
+  if (!e) {
+    memset(&em->oom_expr, 0, sizeof em->oom_expr);
+    em->oom_expr.kind = EX_SCALAR;
+    snprintf(em->oom_expr.scalar.s, sizeof em->oom_expr.scalar.s, "%%oom");
+    return &em->oom_expr;
+  }
   e->kind = kind;
   e->dtype = dtype;
   e->rank = rank;
@@ -310,7 +315,7 @@ expr_t *ex_of_value(emitter_t *em, const tsr_value_t *v, uint32_t rank,
     default:
       em_fail(em, TSR_STATUS(TSR_INTERNAL, "emit: value %%%s has no code (kind %d)", v->name,
                              (int)vi->kind));
-      return NULL;
+      return ex_new(em, EX_SCALAR, dtype, rank, dims);
   }
 }
 
@@ -336,6 +341,7 @@ static ssa_t iota_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const n
 }
 
 ssa_t ex_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n) {
+  if (!EM_OK(em)) return (ssa_t){"%oom"};
   switch (e->kind) {
     case EX_SCALAR: return em_bcast(em, e->scalar, em_compute(e->dtype), n->lanes);
     case EX_IOTA: return iota_read(em, e, idx, n);

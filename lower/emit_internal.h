@@ -143,6 +143,10 @@ struct emitter {
   uint32_t num_consts, consts_capacity;
   uint32_t num_keys;  /* for fresh view keys */
   const tsr_region_t *region; /* the IR region being emitted */
+  /* Returned by ex_new when memory runs out (em->error is then set): a
+   * splat that no traversal recurses into, so that the op being emitted can
+   * finish harmlessly before emission stops. */
+  expr_t oom_expr;
   ssa_t grid_iv[TSR_MAX_RANK];   /* index */
   ssa_t grid_i32[TSR_MAX_RANK];  /* i32 */
 };
@@ -244,6 +248,7 @@ void em_nest(emitter_t *em, uint32_t rank, const dimv_t *ext, uint32_t lanes,
 ssa_t em_for_open(emitter_t *em, dimv_t lo, dimv_t hi, int64_t step);
 
 /* ---- Expressions ----------------------------------------------------------------- */
+/* Never NULL (see emitter_t::oom_expr). */
 expr_t *ex_new(emitter_t *em, ex_kind_t kind, tsr_dtype_t dtype, uint32_t rank,
                const int64_t *dims);
 /* The value as an expression of shape (rank, dims) (scalars splat). */

@@ -124,8 +124,15 @@ static void append_dims(char *buf, size_t size, uint32_t rank, const int64_t *di
   }
 }
 
+/* Stands for a root that could not be added (out of memory). */
+static const root_t oom_root = {.name = {"%oom"}, .dtype = TSR_DTYPE_I8};
+
+static const root_t *root_of(const emitter_t *em, uint32_t root) {
+  return root < em->num_roots ? &em->roots[root] : &oom_root;
+}
+
 tstr_t em_root_type(const emitter_t *em, uint32_t root) {
-  const root_t *r = &em->roots[root];
+  const root_t *r = root_of(em, root);
   tstr_t t;
   snprintf(t.s, sizeof t.s, "memref<");
   append_dims(t.s, sizeof t.s, r->rank, r->dims);
@@ -139,7 +146,7 @@ tstr_t em_view_type(const emitter_t *em, const view_t *v) {
   snprintf(t.s, sizeof t.s, "memref<");
   append_dims(t.s, sizeof t.s, v->rank, v->dims);
   size_t len = strlen(t.s);
-  snprintf(t.s + len, sizeof t.s - len, "%s, strided<[", em_storage(em->roots[v->root].dtype));
+  snprintf(t.s + len, sizeof t.s - len, "%s, strided<[", em_storage(root_of(em, v->root)->dtype));
   for (uint32_t d = 0; d < v->rank; d++) {
     len = strlen(t.s);
     snprintf(t.s + len, sizeof t.s - len, "%s%lld", d ? ", " : "", (long long)v->strides[d]);
@@ -333,7 +340,7 @@ uint32_t em_add_root(emitter_t *em, ssa_t name, tsr_dtype_t dtype, uint32_t rank
     root_t *r = tsr_realloc(em->roots, (size_t)cap * sizeof *r);
     if (!r) {
       em_fail(em, TSR_OOM());
-      return 0;
+      return UINT32_MAX;
     }
     em->roots = r;
     em->roots_capacity = cap;
@@ -388,7 +395,7 @@ void em_view_materialize(emitter_t *em, view_t *v) {
   }
   em_line(em, "%s = memref.reinterpret_cast %s to offset: [%s], sizes: [%s], strides: [%s] "
               ": %s to %s",
-          v->name.s, em->roots[v->root].name.s, v->off.s, sizes, strides, rt.s, vt.s);
+          v->name.s, root_of(em, v->root)->name.s, v->off.s, sizes, strides, rt.s, vt.s);
 }
 
 view_t em_view_make(emitter_t *em, uint32_t root, ssa_t off, uint32_t rank,
@@ -675,6 +682,7 @@ ssa_t em_for_open(emitter_t *em, dimv_t lo, dimv_t hi, int64_t step) {
 
 void em_nest(emitter_t *em, uint32_t rank, const dimv_t *ext, uint32_t lanes,
              nest_body_fn body, void *ctx) {
+  if (!EM_OK(em)) return;
   nest_t n;
   memset(&n, 0, sizeof n);
   n.rank = rank;
