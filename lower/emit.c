@@ -496,17 +496,15 @@ static void copy_yields(emitter_t *em, const tsr_op_t *term, view_t *const *dest
     src[i] = ex_of_value(em, v, dests[i]->rank, dests[i]->dims);
     if (!src[i]) return;
   }
-  /* Does any source read a destination (other than exactly its own)? */
+  /* Does any source read another destination, or its own at other
+   * elements than it writes? */
   bool conflict = false;
   for (uint32_t i = 0; i < n && !conflict; i++) {
     if (!dests[i]) continue;
     for (uint32_t j = 0; j < n && !conflict; j++) {
       if (!dests[j]) continue;
-      if (i == j)
-        conflict = !ex_inplace_safe(em, src[i], dests[j]);
-      else
-        conflict = !ex_inplace_safe(em, src[i], dests[j]) ||
-                   (src[i]->kind == EX_MEM && src[i]->mem.root == dests[j]->root);
+      conflict = i == j ? !ex_inplace_safe(em, src[i], dests[j])
+                        : ex_reads_root(src[i], dests[j]->root);
     }
   }
   if (conflict) {

@@ -430,6 +430,18 @@ bool ex_inplace_safe(const emitter_t *em, const expr_t *e, const view_t *dst) {
   }
 }
 
+bool ex_reads_root(const expr_t *e, uint32_t root) {
+  switch (e->kind) {
+    case EX_MEM: return e->mem.root == root || (e->mask && ex_reads_root(e->mask, root));
+    case EX_BCAST: return e->mem.root == root;
+    case EX_OP:
+      for (uint32_t i = 0; i < e->nargs; i++)
+        if (ex_reads_root(e->args[i], root)) return true;
+      return false;
+    default: return false;
+  }
+}
+
 typedef struct store_ctx {
   const expr_t *e, *mask;
   const view_t *dst;

@@ -262,6 +262,8 @@ bool ex_has_mutable(const expr_t *e);
 /* Whether writing e into `dst` one position at a time is safe: every leaf
  * reading dst's root reads exactly dst's elements. */
 bool ex_inplace_safe(const emitter_t *em, const expr_t *e, const view_t *dst);
+/* Whether some leaf of e reads memory of `root`. */
+bool ex_reads_root(const expr_t *e, uint32_t root);
 /* Writes e into dst (same shape) [under mask] with one fused loop nest. */
 void ex_store(emitter_t *em, const expr_t *e, const view_t *dst, const expr_t *mask);
 /* e without unit dims, or NULL if some leaf cannot drop them in place. */
