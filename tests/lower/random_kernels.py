@@ -17,10 +17,11 @@ What the kernels contain: 1-3 inputs and 1-3 outputs of one array shape
 blocked dimension; a body of random elementwise ops over all dtypes (with
 scalar operands and constants), comparisons and selects, conversions and
 bitcasts, reductions and arg-reductions broadcast back, transposes, reshapes,
-rolls, gathers, slices and concatenations, integer dots, loops with a
-block carry, ifs with block results, scratch round trips, masked loads and
-stores. No float dot (the compiled dot uses fused multiply-adds) and nothing
-that depends on DMAs or several cores.
+rolls, gathers, slices and concatenations, integer dots, for loops with one
+or two block carries (two: yielded swapped), while loops with a counter, ifs
+with block results, scratch round trips, local DMAs (plain and accumulating)
+and semaphores, masked loads and stores. No float dot (the compiled dot uses
+fused multiply-adds) and nothing that needs several cores or devices.
 """
 import argparse
 import os
@@ -212,8 +213,8 @@ def gen_op(g, shape, scratch, has_grid):
     kind = r.choices(
         ["unary", "binary", "scalar_binary", "compare_select", "convert", "bitcast", "const",
          "iota", "reduce", "argreduce", "transpose", "reshape", "roll", "rotate", "gather",
-         "dot", "for", "if", "scratch", "masked_load", "dma", "semaphore"],
-        weights=[10, 12, 6, 6, 6, 3, 2, 2, 6, 2, 2, 2, 2, 2, 2, 2, 3, 3, 2, 2, 2, 1])[0]
+         "dot", "for", "while", "if", "scratch", "masked_load", "dma", "semaphore"],
+        weights=[10, 12, 6, 6, 6, 3, 2, 2, 6, 2, 2, 2, 2, 2, 2, 2, 3, 2, 3, 2, 2, 2, 1])[0]
     T = lambda dt: ty(dt, shape)
     rank = len(shape)
     if kind == "unary":
@@ -413,15 +414,52 @@ def gen_op(g, shape, scratch, has_grid):
         lo, hi, st = g.const("i32"), g.fresh("c"), g.fresh("c")
         g.emit("%s = const %d : i32" % (hi, r.randint(0, 4)))
         g.emit("%s = const 1 : i32" % st)
-        res, k, acc = g.fresh(), g.fresh("k"), g.fresh("a")
+        k = g.fresh("k")
+        shape_t = T(dt)
+        if r.random() < 0.5:
+            # two block carries, yielded swapped through fused expressions
+            b2 = g.pick(lambda t: t == dt)[0]
+            res1, res2, acc1, acc2 = g.fresh(), g.fresh(), g.fresh("a"), g.fresh("a")
+            g.emit("%s, %s = for %s = %s to %s step %s iter(%s = %s, %s = %s) : %s, %s {" % (
+                res1, res2, k, lo, hi, st, acc1, a, acc2, b2, shape_t, shape_t))
+            n1, n2 = g.fresh(), g.fresh()
+            g.emit("%s = %s %s, %s : %s" % (n1, r.choice(binary_ops(dt)), acc1, w, shape_t), 2)
+            g.emit("%s = %s %s, %s : %s" % (n2, r.choice(binary_ops(dt)), acc2, acc1, shape_t), 2)
+            g.emit("yield %s, %s" % (n2, n1), 2)
+            g.emit("}")
+            g.pool.append((res1, dt))
+            g.pool.append((res2, dt))
+            return
+        res, acc = g.fresh(), g.fresh("a")
         g.emit("%s = for %s = %s to %s step %s iter(%s = %s) : %s {" % (res, k, lo, hi, st, acc,
-                                                                       a, T(dt)))
+                                                                       a, shape_t))
         op = r.choice(binary_ops(dt))
         n1 = g.fresh()
-        g.emit("%s = %s %s, %s : %s" % (n1, op, acc, w, T(dt)), 2)
+        g.emit("%s = %s %s, %s : %s" % (n1, op, acc, w, shape_t), 2)
         g.emit("yield %s" % n1, 2)
         g.emit("}")
         g.pool.append((res, dt))
+    elif kind == "while":
+        a, dt = g.pick()
+        w = g.pick(lambda t: t == dt)[0]
+        zero, lim, one = g.fresh("c"), g.fresh("c"), g.fresh("c")
+        g.emit("%s = const 0 : i32" % zero)
+        g.emit("%s = const %d : i32" % (lim, r.randint(0, 3)))
+        g.emit("%s = const 1 : i32" % one)
+        res, cnt, t, c = g.fresh(), g.fresh(), g.fresh("a"), g.fresh("a")
+        g.emit("%s, %s = while iter(%s = %s, %s = %s) : %s, i32 {" % (res, cnt, t, a, c, zero,
+                                                                      T(dt)))
+        go = g.fresh("b")
+        g.emit("%s = lt %s, %s : i1" % (go, c, lim), 2)
+        g.emit("condition %s" % go, 2)
+        g.emit("} do {")
+        t2, c2 = g.fresh(), g.fresh()
+        g.emit("%s = %s %s, %s : %s" % (t2, r.choice(binary_ops(dt)), w, t, T(dt)), 2)
+        g.emit("%s = add %s, %s : i32" % (c2, c, one), 2)
+        g.emit("yield %s, %s" % (t2, c2), 2)
+        g.emit("}")
+        g.pool.append((res, dt))
+        g.scalars.append((cnt, "i32"))
     elif kind == "if":
         a, dt = g.pick()
         b = g.pick(lambda t: t == dt)[0]
