@@ -14,7 +14,7 @@ written before it is read. With --tessera, each file is checked with
 
 What the kernels contain: 1-3 inputs and 1-3 outputs of one array shape
 (rank 1-3, padded or not, squeezed leading dims), on a grid with one axis per
-blocked dimension; a body of random elementwise ops over all dtypes (with
+blocked dimension (the first one sometimes walked backwards); a body of random elementwise ops over all dtypes (with
 scalar operands and constants), comparisons and selects, conversions and
 bitcasts, reductions and arg-reductions broadcast back, transposes, reshapes,
 rolls, gathers, slices and concatenations, integer dots, for loops with one
@@ -136,10 +136,31 @@ def gen_kernel(rng, name):
     for d in range(rank):
         mapped.append(gnames[axes.index(d)] if d in axes else "0")
     blk = ", ".join("squeezed" if squeezed[d] else str(block[d]) for d in range(rank))
-    if grid:
-        spec = "block[%s] map(%s) -> (%s)" % (blk, ", ".join(gnames), ", ".join(mapped))
-    else:
-        spec = "block[%s] map() -> (%s)" % (blk, ", ".join(mapped))
+    # sometimes the first blocked dim is walked backwards (a map region)
+    reverse = bool(axes) and r.random() < 0.3
+    n_specs = [0]
+
+    def spec():
+        if not reverse:
+            return "block[%s] map(%s) -> (%s)" % (blk, ", ".join(gnames), ", ".join(mapped))
+        n_specs[0] += 1
+        k = n_specs[0]
+        d0 = axes[0]
+        lines = ["block[%s] map(%s) {" % (blk, ", ".join(gnames)),
+                 "    %%mn%d = const %d : i32" % (k, nblocks[d0] - 1),
+                 "    %%mr%d = sub %%mn%d, %s : i32" % (k, k, gnames[0]),
+                 "    %%mz%d = const 0 : i32" % k]
+        ys = []
+        for d in range(rank):
+            if d == d0:
+                ys.append("%%mr%d" % k)
+            elif d in axes:
+                ys.append(gnames[axes.index(d)])
+            else:
+                ys.append("%%mz%d" % k)
+        lines.append("    yield %s" % ", ".join(ys))
+        lines.append("  }")
+        return "\n".join(lines)
 
     n_in = r.randint(1, 3)
     in_dtypes = [r.choice(DTYPES) for _ in range(n_in)]
@@ -156,7 +177,7 @@ def gen_kernel(rng, name):
                 parts[i] = "arbitrary"
         header.append("  grid(%s) semantics(%s)" % (", ".join(map(str, grid)), ", ".join(parts)))
     for i, dt in enumerate(in_dtypes):
-        header.append("  in %%x%d: %s vmem %s" % (i, ty(dt, array), spec))
+        header.append("  in %%x%d: %s vmem %s" % (i, ty(dt, array), spec()))
 
     full = [":"] * len(shape)
     idx = "[%s]" % ", ".join(full) if shape else "[]"
@@ -176,7 +197,7 @@ def gen_kernel(rng, name):
         v, dt = g.pick() if r.random() < 0.8 else r.choice(g.pool)
         outs.append((v, dt))
     for i, (v, dt) in enumerate(outs):
-        header.append("  out %%y%d: %s vmem %s" % (i, ty(dt, array), spec))
+        header.append("  out %%y%d: %s vmem %s" % (i, ty(dt, array), spec()))
     for (sname, sdt) in scratch:
         if sdt in ("sem", "dma_sem"):
             header.append("  scratch %s: %s" % (sname, sdt))
