@@ -187,7 +187,7 @@ static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, u
         break;
       case TSR_INDEX_SLICE:
       case TSR_INDEX_DS: {
-        int64_t step = ix->kind == TSR_INDEX_SLICE ? ix->stride : ix->stride;
+        const int64_t step = ix->stride;
         if (dyn) {
           int64_t extent = (ix->size - 1) * step + 1;
           start = clamp_index(em, scalar_of(em, op->operands[ix->operand]), dim - extent);

@@ -204,9 +204,10 @@ static int64_t sext(int64_t v, uint32_t bits) {
 }
 
 ssa_t em_cint(emitter_t *em, const char *elem, uint32_t lanes, int64_t v) {
-  uint32_t bits = (uint32_t)atoi(elem + 1);
   if (strcmp(elem, "i1") == 0) return em_cbool(em, lanes, v & 1);
-  if (strcmp(elem, "index") != 0) v = sext(v, bits);
+  /* "i8".."i64": the literal as the signed value of its bits */
+  if (elem[0] == 'i' && elem[1] >= '0' && elem[1] <= '9')
+    v = sext(v, (uint32_t)strtoul(elem + 1, NULL, 10));
   char lit[48];
   if (lanes)
     snprintf(lit, sizeof lit, "dense<%lld>", (long long)v);
