@@ -11,6 +11,23 @@
 
 /* ---- Elementwise ops --------------------------------------------------------------- */
 
+/* interp/blockops.c max_f/min_f as selects: NaN propagates (a's NaN first,
+ * so NaN payloads match too: arith.maximumf leaves the choice between two
+ * NaNs to the target), -0 < +0. */
+ssa_t em_fmax(emitter_t *em, ssa_t a, ssa_t b, uint32_t lanes, bool is_max) {
+  tstr_t T = em_vtype("f32", lanes), I = em_vtype("i32", lanes);
+  ssa_t better = em_cmp(em, "cmpf", is_max ? "ogt" : "olt", a, b, T.s);
+  ssa_t m = em_select(em, better, a, b, "f32", lanes, true);
+  ssa_t ai = em_cast(em, "arith.bitcast", a, T.s, I.s);
+  ssa_t bi = em_cast(em, "arith.bitcast", b, T.s, I.s);
+  ssa_t zi = em_op2(em, is_max ? "arith.andi" : "arith.ori", ai, bi, I.s);
+  ssa_t z = em_cast(em, "arith.bitcast", zi, I.s, T.s);
+  ssa_t eq = em_cmp(em, "cmpf", "oeq", a, b, T.s);
+  m = em_select(em, eq, z, m, "f32", lanes, true);
+  ssa_t nan = em_cmp(em, "cmpf", "uno", a, a, T.s);
+  return em_select(em, nan, a, m, "f32", lanes, true);
+}
+
 ssa_t em_libm_call(emitter_t *em, const char *name, ssa_t x, uint32_t lanes) {
   em->need_log1pf = true;
   if (!lanes) {
@@ -76,8 +93,8 @@ static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t l
     case TSR_OP_MUL: return em_op2(em, "arith.mulf", a[0], a[1], T);
     case TSR_OP_DIV: return em_op2(em, "arith.divf", a[0], a[1], T);
     case TSR_OP_REM: return em_op2(em, "arith.remf", a[0], a[1], T);
-    case TSR_OP_MAX: return em_op2(em, "arith.maximumf", a[0], a[1], T);
-    case TSR_OP_MIN: return em_op2(em, "arith.minimumf", a[0], a[1], T);
+    case TSR_OP_MAX: return em_fmax(em, a[0], a[1], lanes, true);
+    case TSR_OP_MIN: return em_fmax(em, a[0], a[1], lanes, false);
     case TSR_OP_POW: return em_op2(em, "math.powf", a[0], a[1], T);
     case TSR_OP_EQ: return em_cmp(em, "cmpf", "oeq", a[0], a[1], T);
     case TSR_OP_NE: return em_cmp(em, "cmpf", "une", a[0], a[1], T);

@@ -283,6 +283,8 @@ ssa_t em_bitcast(emitter_t *em, ssa_t x, tsr_dtype_t from, tsr_dtype_t to,
 /* libm's `name` (f32 -> f32) on each lane (scalar calls, exact as the
  * interpreter's). */
 ssa_t em_libm_call(emitter_t *em, const char *name, ssa_t x, uint32_t lanes);
+/* Float max (is_max) or min exactly as the interpreter's (NaN of a first). */
+ssa_t em_fmax(emitter_t *em, ssa_t a, ssa_t b, uint32_t lanes, bool is_max);
 /* Rounds an f32 compute value to the value set of a float dtype. */
 ssa_t em_round(emitter_t *em, ssa_t x, tsr_dtype_t dtype, uint32_t lanes);
 

@@ -116,12 +116,14 @@ static ssa_t red_identity(emitter_t *em, const reducer_t *rd, uint32_t lanes) {
 static ssa_t red_combine(emitter_t *em, const reducer_t *rd, ssa_t a, ssa_t b, uint32_t lanes) {
   tstr_t t = em_vtype(rd->elem, lanes);
   const bool f = em_is_float(rd->dtype), s = em_is_signed(rd->dtype);
+  if (f && (rd->op == TSR_OP_REDUCE_MAX || rd->op == TSR_OP_REDUCE_MIN))
+    return em_fmax(em, a, b, lanes, rd->op == TSR_OP_REDUCE_MAX);
   const char *name;
   switch (rd->op) {
     case TSR_OP_REDUCE_SUM: name = f ? "arith.addf" : "arith.addi"; break;
     case TSR_OP_REDUCE_PROD: name = f ? "arith.mulf" : "arith.muli"; break;
-    case TSR_OP_REDUCE_MAX: name = f ? "arith.maximumf" : s ? "arith.maxsi" : "arith.maxui"; break;
-    case TSR_OP_REDUCE_MIN: name = f ? "arith.minimumf" : s ? "arith.minsi" : "arith.minui"; break;
+    case TSR_OP_REDUCE_MAX: name = s ? "arith.maxsi" : "arith.maxui"; break;
+    case TSR_OP_REDUCE_MIN: name = s ? "arith.minsi" : "arith.minui"; break;
     case TSR_OP_REDUCE_AND: name = "arith.andi"; break;
     default: name = "arith.ori"; break;
   }
