@@ -156,7 +156,7 @@ static bool strbuf_reserve(tsr_strbuf_t *sb, size_t extra) {
 }
 
 void tsr_strbuf_append(tsr_strbuf_t *sb, const char *s, size_t n) {
-  if (!strbuf_reserve(sb, n)) return;
+  if (!strbuf_reserve(sb, n) || n == 0) return; /* s may be NULL when n == 0 */
   memcpy(sb->data + sb->size, s, n);
   sb->size += n;
   sb->data[sb->size] = 0;
