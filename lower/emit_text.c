@@ -30,6 +30,7 @@ void em_unimplemented(emitter_t *em, const tsr_op_t *op, const char *why) {
 
 /* ---- Text --------------------------------------------------------------------- */
 
+static void vline(emitter_t *em, const char *fmt, va_list ap) TSR_PRINTF(2, 0);
 static void vline(emitter_t *em, const char *fmt, va_list ap) {
   for (int i = 0; i < em->indent; i++) tsr_strbuf_append(em->cur, "  ", 2);
   tsr_strbuf_vprintf(em->cur, fmt, ap);
