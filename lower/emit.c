@@ -109,6 +109,9 @@ static bool fuses(const tsr_op_t *u, const tsr_value_t *v) {
         if (u->operands[i] == v) return true;
       return false;
     case TSR_RULE_WHILE: return true;
+    case TSR_RULE_DOT: /* the accumulator: each element read once, at its tile's start */
+      return u->num_operands > 2 && u->operands[2] == v && u->operands[0] != v &&
+             u->operands[1] != v;
     case TSR_RULE_YIELD: {
       const tsr_op_t *p = u->parent ? u->parent->parent_op : NULL;
       return p && (p->opcode == TSR_OP_FOR || p->opcode == TSR_OP_WHILE || p->opcode == TSR_OP_IF);
