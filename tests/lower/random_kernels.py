@@ -198,11 +198,13 @@ def gen_kernel(rng, name):
         outs.append((v, dt))
     for i, (v, dt) in enumerate(outs):
         header.append("  out %%y%d: %s vmem %s" % (i, ty(dt, array), spec()))
-    for (sname, sdt) in scratch:
+    for entry in scratch:
+        sname, sdt = entry[0], entry[1]
+        sshape = entry[2] if len(entry) > 2 else shape
         if sdt in ("sem", "dma_sem"):
             header.append("  scratch %s: %s" % (sname, sdt))
         else:
-            header.append("  scratch %s: vmem %s" % (sname, ty(sdt, shape)))
+            header.append("  scratch %s: vmem %s" % (sname, ty(sdt, sshape)))
     for i, (v, dt) in enumerate(outs):
         g.emit("store %%y%d%s, %s" % (i, idx, v))
         if shape and r.random() < 0.25:
@@ -421,7 +423,21 @@ def gen_op(g, shape, scratch, has_grid):
         m, k = shape
         acc = "i32"
         v = g.fresh()
-        g.emit("%s = dot %s, %s transpose_rhs : %s" % (v, a, b, ty(acc, [m, m])))
+        if r.random() < 0.5:
+            # accumulate in a scratch ref: load, dot onto it, store back
+            sc = "%%s%d" % len(scratch)
+            scratch.append((sc, "i32", [m, m]))
+            init = g.const("i32", [m, m])
+            g.emit("store %s[:, :], %s" % (sc, init))
+            l = g.fresh()
+            g.emit("%s = load %s[:, :] : %s" % (l, sc, ty(acc, [m, m])))
+            g.emit("%s = dot %s, %s, %s transpose_rhs : %s" % (v, a, b, l, ty(acc, [m, m])))
+            g.emit("store %s[:, :], %s" % (sc, v))
+            v2 = g.fresh()
+            g.emit("%s = load %s[:, :] : %s" % (v2, sc, ty(acc, [m, m])))
+            v = v2
+        else:
+            g.emit("%s = dot %s, %s transpose_rhs : %s" % (v, a, b, ty(acc, [m, m])))
         s = g.fresh()
         g.emit("%s = reduce_sum %s axes [1] : %s" % (s, v, ty(acc, [m])))
         rs = g.fresh()
