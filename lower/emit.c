@@ -50,12 +50,9 @@ static void count_uses(emitter_t *em, const tsr_region_t *r) {
       em->uses[id]++;
       em->user[id] = op;
     }
+    /* refs written: by stores, and the destination of DMAs */
     if (op->opcode == TSR_OP_STORE) em->stored[op->operands[0]->id] = true;
-    if (op->opcode == TSR_OP_DMA_START && op->num_indices > 0) {
-      /* dst ref: lowering of DMAs is not implemented; be conservative */
-      for (uint32_t i = 0; i < op->num_operands; i++)
-        if (op->operands[i]->type.kind == TSR_TYPE_REF) em->stored[op->operands[i]->id] = true;
-    }
+    if (op->opcode == TSR_OP_DMA_START) em->stored[op->operands[1]->id] = true;
     for (uint32_t i = 0; i < op->num_regions; i++) count_uses(em, &op->regions[i]);
   }
 }
@@ -160,7 +157,9 @@ static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, u
     int64_t dim = rv->dims[d], st = rv->strides[d];
     bool dyn = ix->operand >= 0;
     ssa_t start;
-    if (klen < sizeof key - 48) {
+    if (klen >= sizeof key - 48) {
+      klen = sizeof key; /* too long to name: the view gets no key */
+    } else {
       if (dyn)
         klen += (size_t)snprintf(key + klen, sizeof key - klen, "%u:v%u:%lld:%lld,", ix->kind,
                                  op->operands[ix->operand]->id, (long long)ix->size,
@@ -207,12 +206,11 @@ static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, u
       default: break;
     }
   }
-  snprintf(key + klen, sizeof key - klen, "]");
   *all_points = pts;
   if (pts) return v;
   v.root = rv->root;
   v.off = em_iaddc(em, off, static_off);
-  v.key = em_key(em, "%s", key);
+  v.key = klen < sizeof key - 1 ? em_key(em, "%s]", key) : NULL;
   em_view_materialize(em, &v);
   return v;
 }
