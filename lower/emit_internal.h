@@ -177,7 +177,9 @@ uint32_t em_int_bits(tsr_dtype_t dtype);
 bool em_is_float(tsr_dtype_t dtype);
 bool em_is_signed(tsr_dtype_t dtype);
 
-/* Prologue constants (deduplicated). Integer types, scalar or vector. */
+/* Prologue constants (deduplicated): any type and literal text. */
+ssa_t em_const(emitter_t *em, const char *type, const char *literal);
+/* Integer types, scalar or vector. */
 ssa_t em_cidx(emitter_t *em, int64_t v);
 ssa_t em_cint(emitter_t *em, const char *elem, uint32_t lanes, int64_t v);
 ssa_t em_cf32(emitter_t *em, uint32_t lanes, float v);

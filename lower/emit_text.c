@@ -191,6 +191,10 @@ static ssa_t prologue_const(emitter_t *em, const char *type, const char *literal
   return name;
 }
 
+ssa_t em_const(emitter_t *em, const char *type, const char *literal) {
+  return prologue_const(em, type, literal);
+}
+
 ssa_t em_cidx(emitter_t *em, int64_t v) {
   char lit[32];
   snprintf(lit, sizeof lit, "%lld", (long long)v);
