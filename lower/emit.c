@@ -525,32 +525,53 @@ static void copy_yields(emitter_t *em, const tsr_op_t *term, view_t *const *dest
   }
 }
 
-/* "%t:2" / "%t" result-list names and "T, T" type lists of the scalar
- * results of a control op. */
+/* A comma-separated list being built ("%a = %b, %c = %d"). */
+typedef struct text_list {
+  tsr_strbuf_t sb;
+  uint32_t count;
+} text_list_t;
+
+static void tl_add(text_list_t *l, const char *fmt, ...) TSR_PRINTF(2, 3);
+static void tl_add(text_list_t *l, const char *fmt, ...) {
+  if (l->count++) tsr_strbuf_append(&l->sb, ", ", 2);
+  va_list ap;
+  va_start(ap, fmt);
+  tsr_strbuf_vprintf(&l->sb, fmt, ap);
+  va_end(ap);
+}
+
+static const char *tl_text(const text_list_t *l) { return l->sb.data ? l->sb.data : ""; }
+
+static void tl_done(emitter_t *em, text_list_t *l) {
+  if (l->sb.failed) em_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&l->sb);
+}
+
+/* The scalar results of a control op: "%t:2" / "%t" names and their "T, T"
+ * type list (blocks go through buffers instead). */
 typedef struct scalar_results {
   uint32_t count;
   ssa_t base;
-  char types[512];
-  uint32_t slot[64]; /* result index -> position among scalar results */
+  const char *types;
+  uint32_t *slot; /* result index -> position among the scalar results */
 } scalar_results_t;
 
 static bool collect_scalars(emitter_t *em, const tsr_op_t *op, scalar_results_t *sr) {
   memset(sr, 0, sizeof *sr);
-  size_t len = 0;
-  if (op->num_results > 64) {
-    em_unimplemented(em, op, "more than 64 results");
-    return false;
-  }
+  sr->slot = em_alloc(em, (op->num_results + 1) * sizeof *sr->slot);
+  if (!sr->slot) return false;
+  text_list_t types = {0};
   for (uint32_t i = 0; i < op->num_results; i++) {
     const tsr_type_t *t = &op->results[i]->type;
     if (t->kind != TSR_TYPE_SCALAR) continue;
     sr->slot[i] = sr->count++;
-    snprintf(sr->types + len, sizeof sr->types - len, "%s%s", len ? ", " : "",
-             em_compute((tsr_dtype_t)t->dtype));
-    len += strlen(sr->types + len);
+    tl_add(&types, "%s", em_compute((tsr_dtype_t)t->dtype));
   }
+  sr->types = tsr_arena_strndup(&em->arena, tl_text(&types), types.sb.size);
+  if (!sr->types) em_fail(em, TSR_OOM());
+  tl_done(em, &types);
   sr->base = em_fresh(em);
-  return true;
+  return EM_OK(em);
 }
 
 static ssa_t result_name(const scalar_results_t *sr, uint32_t k) {
@@ -573,24 +594,19 @@ static void result_prefix(const scalar_results_t *sr, char *buf, size_t size) {
 
 /* "scf.yield a, b : T, T" of the scalar operands of a terminator. */
 static void yield_scalars(emitter_t *em, const tsr_op_t *term, const char *what) {
-  char names[512] = "", types[512] = "";
-  size_t a = 0, b = 0;
-  uint32_t n = 0;
+  text_list_t names = {0}, types = {0};
   for (uint32_t i = 0; term && i < term->num_operands; i++) {
     const tsr_value_t *v = term->operands[i];
     if (v->type.kind != TSR_TYPE_SCALAR) continue;
-    ssa_t s = scalar_of(em, v);
-    snprintf(names + a, sizeof names - a, "%s%s", n ? ", " : "", s.s);
-    a += strlen(names + a);
-    snprintf(types + b, sizeof types - b, "%s%s", n ? ", " : "",
-             em_compute((tsr_dtype_t)v->type.dtype));
-    b += strlen(types + b);
-    n++;
+    tl_add(&names, "%s", scalar_of(em, v).s);
+    tl_add(&types, "%s", em_compute((tsr_dtype_t)v->type.dtype));
   }
-  if (n)
-    em_line(em, "%s %s : %s", what, names, types);
+  if (names.count)
+    em_line(em, "%s %s : %s", what, tl_text(&names), tl_text(&types));
   else
     em_line(em, "%s", what);
+  tl_done(em, &names);
+  tl_done(em, &types);
 }
 
 static const tsr_op_t *terminator(const tsr_region_t *r) {
@@ -655,8 +671,7 @@ static void op_for(emitter_t *em, const tsr_op_t *op) {
   if (!carry || !collect_scalars(em, op, &sr)) return;
   ssa_t *args = em_alloc(em, (sr.count + 1) * sizeof *args);
   if (!args) return;
-  char iters[1024] = "";
-  size_t len = 0;
+  text_list_t iters = {0};
   uint32_t k = 0;
   for (uint32_t i = 0; i < op->num_results; i++) {
     const tsr_value_t *init = op->operands[3 + i];
@@ -666,9 +681,7 @@ static void op_for(emitter_t *em, const tsr_op_t *op) {
       continue;
     }
     args[k] = em_fresh(em);
-    snprintf(iters + len, sizeof iters - len, "%s%s = %s", k ? ", " : "", args[k].s,
-             scalar_of(em, init).s);
-    len += strlen(iters + len);
+    tl_add(&iters, "%s = %s", args[k].s, scalar_of(em, init).s);
     k++;
   }
   ssa_t iv = em_fresh(em);
@@ -676,9 +689,10 @@ static void op_for(emitter_t *em, const tsr_op_t *op) {
   result_prefix(&sr, prefix, sizeof prefix);
   if (sr.count)
     em_open(em, "%sscf.for %s = %s to %s step %s iter_args(%s) -> (%s) : i32 {", prefix, iv.s,
-            lo.s, hi2.s, st2.s, iters, sr.types);
+            lo.s, hi2.s, st2.s, tl_text(&iters), sr.types);
   else
     em_open(em, "scf.for %s = %s to %s step %s : i32 {", iv.s, lo.s, hi2.s, st2.s);
+  tl_done(em, &iters);
   set_scalar(em, r->args[0], iv);
   bind_args(em, r, 1, carry, args);
   emit_in_region(em, r);
@@ -697,8 +711,7 @@ static void op_while(emitter_t *em, const tsr_op_t *op) {
   ssa_t *bargs = em_alloc(em, (sr.count + 1) * sizeof *bargs);
   ssa_t *aargs = em_alloc(em, (sr.count + 1) * sizeof *aargs);
   if (!bargs || !aargs) return;
-  char inits[1024] = "", aparams[1024] = "", bnames[1024] = "";
-  size_t li = 0, la = 0, lb = 0;
+  text_list_t inits = {0}, aparams = {0}, bnames = {0};
   uint32_t k = 0;
   for (uint32_t i = 0; i < op->num_results; i++) {
     const tsr_value_t *init = op->operands[i];
@@ -710,36 +723,38 @@ static void op_while(emitter_t *em, const tsr_op_t *op) {
     const char *t = em_compute((tsr_dtype_t)init->type.dtype);
     bargs[k] = em_fresh(em);
     aargs[k] = em_fresh(em);
-    snprintf(inits + li, sizeof inits - li, "%s%s = %s", k ? ", " : "", bargs[k].s,
-             scalar_of(em, init).s);
-    li += strlen(inits + li);
-    snprintf(aparams + la, sizeof aparams - la, "%s%s: %s", k ? ", " : "", aargs[k].s, t);
-    la += strlen(aparams + la);
-    snprintf(bnames + lb, sizeof bnames - lb, "%s%s", k ? ", " : "", bargs[k].s);
-    lb += strlen(bnames + lb);
+    tl_add(&inits, "%s = %s", bargs[k].s, scalar_of(em, init).s);
+    tl_add(&aparams, "%s: %s", aargs[k].s, t);
+    tl_add(&bnames, "%s", bargs[k].s);
     k++;
   }
   char prefix[64];
   result_prefix(&sr, prefix, sizeof prefix);
   if (sr.count)
-    em_open(em, "%sscf.while (%s) : (%s) -> (%s) {", prefix, inits, sr.types, sr.types);
+    em_open(em, "%sscf.while (%s) : (%s) -> (%s) {", prefix, tl_text(&inits), sr.types,
+            sr.types);
   else
     em_open(em, "scf.while : () -> () {");
+  tl_done(em, &inits);
   bind_args(em, before, 0, carry, bargs);
   emit_in_region(em, before);
   const tsr_op_t *cond = terminator(before);
   if (!cond || cond->opcode != TSR_OP_CONDITION) {
     em_unimplemented(em, op, "while without condition");
+    tl_done(em, &aparams);
+    tl_done(em, &bnames);
     return;
   }
   ssa_t c = scalar_of(em, cond->operands[0]);
   if (sr.count)
-    em_line(em, "scf.condition(%s) %s : %s", c.s, bnames, sr.types);
+    em_line(em, "scf.condition(%s) %s : %s", c.s, tl_text(&bnames), sr.types);
   else
     em_line(em, "scf.condition(%s)", c.s);
   em->indent--;
   em_open(em, "} do {");
-  if (sr.count) em_line(em, "^bb0(%s):", aparams);
+  if (sr.count) em_line(em, "^bb0(%s):", tl_text(&aparams));
+  tl_done(em, &aparams);
+  tl_done(em, &bnames);
   bind_args(em, after, 0, carry, aargs);
   emit_in_region(em, after);
   const tsr_op_t *term = terminator(after);
@@ -1020,7 +1035,7 @@ typedef struct copy_ctx {
 static void copy_body(emitter_t *em, const nest_t *n, void *p) {
   copy_ctx_t *c = p;
   /* storage to storage: no conversion */
-  char il[256] = "";
+  char il[512] = "";
   size_t len = 0;
   for (uint32_t d = 0; d < n->rank; d++) {
     snprintf(il + len, sizeof il - len, "%s%s", d ? ", " : "", n->idx[d].s);

@@ -27,7 +27,7 @@ typedef struct ssa {
 
 /* A type as text ("f32", "vector<16xi32>", "memref<8x128xf32, ...>"). */
 typedef struct tstr {
-  char s[160];
+  char s[320]; /* the longest: a rank-6 strided memref type, ~230 */
 } tstr_t;
 
 /* A root: memory that views point into, a function argument or a buffer

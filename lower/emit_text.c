@@ -160,7 +160,7 @@ tstr_t em_view_type(const emitter_t *em, const view_t *v) {
 /* ---- Prologue constants ---------------------------------------------------------- */
 
 static ssa_t prologue_const(emitter_t *em, const char *type, const char *literal) {
-  char key[256];
+  char key[512];
   snprintf(key, sizeof key, "%s|%s", type, literal);
   for (uint32_t i = 0; i < em->num_consts; i++)
     if (strcmp(em->consts[i].key, key) == 0) return em->consts[i].name;
@@ -390,7 +390,7 @@ bool em_view_same(const view_t *a, const view_t *b) {
 void em_view_materialize(emitter_t *em, view_t *v) {
   v->name = em_fresh(em);
   tstr_t rt = em_root_type(em, v->root), vt = em_view_type(em, v);
-  char sizes[160] = "", strides[160] = "";
+  char sizes[256] = "", strides[256] = "";
   size_t a = 0, b = 0;
   for (uint32_t d = 0; d < v->rank; d++) {
     snprintf(sizes + a, sizeof sizes - a, "%s%lld", d ? ", " : "", (long long)v->dims[d]);
@@ -604,7 +604,7 @@ static bool access_mask(emitter_t *em, const nest_t *n, ssa_t *extra, ssa_t *out
 
 ssa_t em_mem_read(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t *idx,
                   const nest_t *n, ssa_t *extra_mask, ssa_t *passthru) {
-  char il[256];
+  char il[512];
   idx_list(il, sizeof il, v->rank, idx);
   tstr_t vt = em_view_type(em, v);
   const char *st = em_storage(dtype), *ct = em_compute(dtype);
@@ -647,7 +647,7 @@ ssa_t em_mem_read(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t
 
 void em_mem_write(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t *idx,
                   const nest_t *n, ssa_t value, ssa_t *extra_mask) {
-  char il[256];
+  char il[512];
   idx_list(il, sizeof il, v->rank, idx);
   tstr_t vt = em_view_type(em, v);
   uint32_t lanes = n->lanes;
