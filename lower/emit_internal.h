@@ -163,6 +163,7 @@ void em_line(emitter_t *em, const char *fmt, ...) TSR_PRINTF(2, 3);
 void em_open(emitter_t *em, const char *fmt, ...) TSR_PRINTF(2, 3);  /* line + indent */
 void em_close(emitter_t *em, const char *text); /* dedent + line */
 ssa_t em_fresh(emitter_t *em);
+/* A view key (arena copy); NULL when it does not fit (then no key). */
 const char *em_key(emitter_t *em, const char *fmt, ...) TSR_PRINTF(2, 3);
 void *em_alloc(emitter_t *em, size_t size);
 

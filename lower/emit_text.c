@@ -75,13 +75,11 @@ const char *em_key(emitter_t *em, const char *fmt, ...) {
   va_start(ap, fmt);
   int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  if (n < 0) n = 0;
-  if ((size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
+  /* A truncated key could equal another view's: no key then (the view is
+   * never taken for another one). */
+  if (n < 0 || (size_t)n >= sizeof buf) return NULL;
   char *s = tsr_arena_strndup(&em->arena, buf, (size_t)n);
-  if (!s) {
-    em_fail(em, TSR_OOM());
-    return "";
-  }
+  if (!s) em_fail(em, TSR_OOM());
   return s;
 }
 
