@@ -1331,10 +1331,9 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   if (!em.error && (em.pro.failed || em.body.failed || em.epi.failed || header.failed))
     em_fail(&em, TSR_OOM());
   if (!em.error) {
-    tsr_strbuf_append(out, header.data, header.size);
-    tsr_strbuf_append(out, em.pro.data, em.pro.size);
-    tsr_strbuf_append(out, em.body.data, em.body.size);
-    tsr_strbuf_append(out, em.epi.data, em.epi.size);
+    const tsr_strbuf_t *parts[] = {&header, &em.pro, &em.body, &em.epi};
+    for (size_t i = 0; i < TSR_ARRAY_SIZE(parts); i++)
+      if (parts[i]->size) tsr_strbuf_append(out, parts[i]->data, parts[i]->size);
     tsr_strbuf_puts(out, "    return\n  }\n");
     if (em.need_log1pf) tsr_strbuf_puts(out, "  func.func private @log1pf(f32) -> f32\n");
     tsr_strbuf_puts(out, "}\n");
