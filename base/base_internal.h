@@ -54,6 +54,9 @@ tsr_status_t tsr_array_shape_bytes(tsr_dtype_t dtype, uint32_t rank,
  * (umask(2) cannot be queried without a race between threads); 022 if /proc
  * is unavailable. */
 unsigned tsr_process_umask(void);
+/* Writes all n bytes to fd (retrying short writes and EINTR); false with
+ * errno set on failure. */
+bool tsr_write_all(int fd, const void *buf, size_t n);
 
 /* ---- Arena --------------------------------------------------------------
  * Bump allocator; everything allocated dies with tsr_arena_deinitialize.

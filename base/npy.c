@@ -473,14 +473,12 @@ static tsr_status_t build_header(const tsr_array_t *array, tsr_strbuf_t *sb,
   return NULL;
 }
 
-static bool write_all(int fd, const void *buf, size_t n) {
+bool tsr_write_all(int fd, const void *buf, size_t n) {
   const char *p = buf;
   while (n) {
     ssize_t w = write(fd, p, TSR_MIN(n, (size_t)1 << 30));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
     p += w;
     n -= (size_t)w;
   }
@@ -555,9 +553,9 @@ tsr_status_t tsr_npy_write(const char *path, const tsr_array_t *array) {
                     : 0666 & ~(mode_t)tsr_process_umask();
   const char *failed_step = NULL;
   if (fchmod(fd, mode) != 0) failed_step = "set the mode of";
-  else if (!write_all(fd, pre, pre_len) ||
-           !write_all(fd, header.data, header.size) ||
-           !write_all(fd, array->data, tsr_array_byte_size(array)))
+  else if (!tsr_write_all(fd, pre, pre_len) ||
+           !tsr_write_all(fd, header.data, header.size) ||
+           !tsr_write_all(fd, array->data, tsr_array_byte_size(array)))
     failed_step = "write";
   else if (fsync(fd) != 0)
     failed_step = "sync";

@@ -208,20 +208,6 @@ static bool parse_entry_name(const char *bucket, const char *name,
   return true;
 }
 
-static bool write_all(int fd, const void *buf, size_t n) {
-  const uint8_t *p = buf;
-  while (n) {
-    ssize_t w = write(fd, p, TSR_MIN(n, (size_t)1 << 30));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return true;
-}
-
 /* Reads exactly n bytes at `offset`: 0, or -1 with errno (EIO, ...), or 1 if
  * the file ended first (it shrank after fstat). */
 static int pread_all(int fd, void *buf, size_t n, uint64_t offset) {
@@ -1072,9 +1058,9 @@ static tsr_status_t write_entry(tsr_disk_cache_t *cache, const char *path,
   }
   const char *step = NULL;
   if (fchmod(fd, entry_mode()) != 0) step = "set the mode of";
-  else if (!write_all(fd, header, HEADER_SIZE) ||
-           !write_all(fd, key->bytes, key->len) ||
-           !write_all(fd, stored, stored_size))
+  else if (!tsr_write_all(fd, header, HEADER_SIZE) ||
+           !tsr_write_all(fd, key->bytes, key->len) ||
+           !tsr_write_all(fd, stored, stored_size))
     step = "write";
   else if (fsync(fd) != 0)
     step = "sync";

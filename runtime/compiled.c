@@ -282,19 +282,6 @@ struct tsr_runtime_object {
   int fd; /* the memfd the object was loaded from, or -1 */
 };
 
-/* Writes all of `bytes` to `fd`. */
-static bool write_all(int fd, const void *bytes, size_t size) {
-  const char *p = bytes;
-  while (size) {
-    ssize_t w = write(fd, p, size);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    size -= (size_t)w;
-  }
-  return true;
-}
-
 /* The object goes into a memfd opened with dlopen("/proc/self/fd/N"). The
  * memfd stays open while the object is loaded: glibc recognises an object
  * already loaded by its path, and a closed descriptor's number (hence the
@@ -329,7 +316,7 @@ tsr_status_t tsr_runtime_object_load(const void *bytes, size_t size,
     temporary = true;
   }
   tsr_status_t status = NULL;
-  if (!write_all(fd, bytes, size)) {
+  if (!tsr_write_all(fd, bytes, size)) {
     status = TSR_STATUS(TSR_IO_ERROR, "cannot write a compiled kernel to %s: %s", path,
                         strerror(errno));
   } else {
@@ -388,8 +375,6 @@ typedef struct loaded {
 static struct {
   pthread_once_t once;
   tsr_memcache_t *memory; /* NULL if it could not be created */
-  tsr_disk_cache_t *disk; /* NULL when off or unusable */
-  atomic_bool disk_off;
   atomic_uint_fast64_t compiles, load_failures;
 } g = {.once = PTHREAD_ONCE_INIT};
 
@@ -404,31 +389,6 @@ static void initialize(void) {
     g.memory = NULL;
     tsr_status_free(s);
   }
-  if (tsr_disk_cache_disabled_by_env()) {
-    atomic_store(&g.disk_off, true);
-    return;
-  }
-  tsr_disk_cache_options_t dopt;
-  tsr_disk_cache_options_initialize(&dopt);
-  s = tsr_disk_cache_open(&dopt, &g.disk);
-  if (s) {
-    g.disk = NULL;
-    atomic_store(&g.disk_off, true);
-    fprintf(stderr, "tessera: cache: cannot open the disk cache, going on without "
-                    "it: %s\n", tsr_status_message(s));
-    tsr_status_free(s);
-  }
-}
-
-static tsr_disk_cache_t *disk(void) {
-  return atomic_load(&g.disk_off) ? NULL : g.disk;
-}
-
-/* A get or put failed for a reason other than a miss: the handle has
- * warned of its first disk error; stop using the disk. */
-static void disk_failed(tsr_status_t status) {
-  atomic_store(&g.disk_off, true);
-  tsr_status_free(status);
 }
 
 static void free_loaded(void *value) {
@@ -490,7 +450,7 @@ static tsr_status_t build_loaded(void *ctx, void **out_value, size_t *out_bytes)
   loaded_t *l = loaded_create(b->kernel);
   if (!l) return TSR_OOM();
   size_t object_size = 0;
-  tsr_disk_cache_t *d = disk();
+  tsr_disk_cache_t *d = tsr_runtime_disk();
   if (d) {
     void *payload = NULL;
     size_t size = 0;
@@ -509,7 +469,7 @@ static tsr_status_t build_loaded(void *ctx, void **out_value, size_t *out_bytes)
     } else if (tsr_status_code(s) == TSR_NOT_FOUND) {
       tsr_status_free(s);
     } else {
-      disk_failed(s);
+      tsr_runtime_disk_failed(s);
       d = NULL;
     }
   }
@@ -523,7 +483,7 @@ static tsr_status_t build_loaded(void *ctx, void **out_value, size_t *out_bytes)
     }
     if (d) {
       s = tsr_disk_cache_put(d, b->key, bytes, object_size);
-      if (s) disk_failed(s);
+      if (s) tsr_runtime_disk_failed(s);
     }
     api->free_text(bytes);
   }
@@ -726,10 +686,11 @@ void tsr_runtime_compiled_stats(tsr_runtime_compiled_stats_t *out) {
     out->memory_misses = m.misses;
     out->memory_entries = m.entries;
   }
-  out->disk_enabled = disk() != NULL;
-  if (g.disk) {
+  out->disk_enabled = tsr_runtime_disk() != NULL;
+  tsr_disk_cache_t *disk = tsr_runtime_disk_for_stats();
+  if (disk) {
     tsr_disk_cache_stats_t d;
-    tsr_disk_cache_stats(g.disk, &d);
+    tsr_disk_cache_stats(disk, &d);
     out->disk_hits = d.hits;
     out->disk_misses = d.misses;
     out->disk_puts = d.puts;

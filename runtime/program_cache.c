@@ -25,8 +25,6 @@ static const char verified_record[] = "tessera interp: verified\n";
 static struct {
   pthread_once_t once;
   tsr_memcache_t *memory; /* NULL if it could not be created */
-  tsr_disk_cache_t *disk; /* NULL when off or unusable */
-  atomic_bool disk_off;   /* set after the first disk failure */
   atomic_uint_fast64_t verifications_skipped;
 } g = {.once = PTHREAD_ONCE_INIT};
 
@@ -38,31 +36,6 @@ static void initialize(void) {
     g.memory = NULL;
     tsr_status_free(s);
   }
-  if (tsr_disk_cache_disabled_by_env()) {
-    atomic_store(&g.disk_off, true);
-    return;
-  }
-  tsr_disk_cache_options_t dopt;
-  tsr_disk_cache_options_initialize(&dopt);
-  s = tsr_disk_cache_open(&dopt, &g.disk);
-  if (s) {
-    g.disk = NULL;
-    atomic_store(&g.disk_off, true);
-    fprintf(stderr, "tessera: cache: cannot open the disk cache, going on without "
-                    "it: %s\n", tsr_status_message(s));
-    tsr_status_free(s);
-  }
-}
-
-static tsr_disk_cache_t *disk(void) {
-  return atomic_load(&g.disk_off) ? NULL : g.disk;
-}
-
-/* A get or put failed for a reason other than a miss: the handle has already
- * warned of its first disk error, so this only stops using the disk. */
-static void disk_failed(tsr_status_t status) {
-  atomic_store(&g.disk_off, true);
-  tsr_status_free(status);
 }
 
 typedef struct build {
@@ -74,7 +47,7 @@ typedef struct build {
 /* Verifies (unless the disk says it verified before) and prepares. */
 static tsr_status_t build_program(void *ctx, void **out_value, size_t *out_bytes) {
   build_t *b = ctx;
-  tsr_disk_cache_t *d = disk();
+  tsr_disk_cache_t *d = tsr_runtime_disk();
   bool verified = false;
   if (d) {
     void *payload = NULL;
@@ -87,7 +60,7 @@ static tsr_status_t build_program(void *ctx, void **out_value, size_t *out_bytes
     } else if (tsr_status_code(s) == TSR_NOT_FOUND) {
       tsr_status_free(s);
     } else {
-      disk_failed(s);
+      tsr_runtime_disk_failed(s);
       d = NULL;
     }
   }
@@ -110,7 +83,7 @@ static tsr_status_t build_program(void *ctx, void **out_value, size_t *out_bytes
   if (d && !verified) {
     tsr_status_t s = tsr_disk_cache_put(d, b->key, verified_record,
                                         sizeof verified_record - 1);
-    if (s) disk_failed(s);
+    if (s) tsr_runtime_disk_failed(s);
   }
   *out_value = p;
   *out_bytes = sizeof *p + p->arena.total + (size_t)p->code_capacity * sizeof *p->code +
@@ -157,10 +130,11 @@ void tsr_runtime_cache_stats(tsr_runtime_cache_stats_t *out) {
     out->memory_entries = m.entries;
     out->memory_bytes = m.bytes;
   }
-  out->disk_enabled = disk() != NULL;
-  if (g.disk) {
+  out->disk_enabled = tsr_runtime_disk() != NULL;
+  tsr_disk_cache_t *disk = tsr_runtime_disk_for_stats();
+  if (disk) {
     tsr_disk_cache_stats_t d;
-    tsr_disk_cache_stats(g.disk, &d);
+    tsr_disk_cache_stats(disk, &d);
     out->disk_hits = d.hits;
     out->disk_misses = d.misses;
     out->disk_puts = d.puts;

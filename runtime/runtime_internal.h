@@ -44,4 +44,14 @@ void (*tsr_runtime_object_entry(const tsr_runtime_object_t *object))(void **);
 struct tsr_lower_api;
 tsr_status_t tsr_runtime_lower_api(const struct tsr_lower_api **out_api) TSR_MUST_USE;
 
+/* The process's disk cache (runtime/disk.c), shared by every backend:
+ * NULL when TESSERA_CACHE=off, when it cannot be opened (said once on
+ * stderr) or after a failed read or write. */
+tsr_disk_cache_t *tsr_runtime_disk(void);
+/* The handle for its counters, even after a failure (NULL if never opened). */
+tsr_disk_cache_t *tsr_runtime_disk_for_stats(void);
+/* A get or put failed for a reason other than a miss: the handle has warned
+ * of its first disk error; the process stops using the disk. Frees status. */
+void tsr_runtime_disk_failed(tsr_status_t status);
+
 #endif /* TESSERA_RUNTIME_INTERNAL_H */

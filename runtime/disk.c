@@ -1,0 +1,48 @@
+/* The process's disk cache: one handle shared by every backend (prepared
+ * programs' verdicts, compiled objects), opened on first use unless
+ * TESSERA_CACHE=off. A handle that cannot be opened is reported once; after
+ * a failed read or write (the handle has already warned of its first disk
+ * error) the process stops using the disk. Never an error for a run. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "runtime/runtime_internal.h"
+
+static struct {
+  pthread_once_t once;
+  tsr_disk_cache_t *handle; /* NULL when off or unusable */
+  atomic_bool off;          /* set after the first failure */
+} g = {.once = PTHREAD_ONCE_INIT};
+
+static void open_disk(void) {
+  if (tsr_disk_cache_disabled_by_env()) {
+    atomic_store(&g.off, true);
+    return;
+  }
+  tsr_disk_cache_options_t options;
+  tsr_disk_cache_options_initialize(&options);
+  tsr_status_t s = tsr_disk_cache_open(&options, &g.handle);
+  if (s) {
+    g.handle = NULL;
+    atomic_store(&g.off, true);
+    fprintf(stderr, "tessera: cache: cannot open the disk cache, going on without "
+                    "it: %s\n", tsr_status_message(s));
+    tsr_status_free(s);
+  }
+}
+
+tsr_disk_cache_t *tsr_runtime_disk(void) {
+  pthread_once(&g.once, open_disk);
+  return atomic_load(&g.off) ? NULL : g.handle;
+}
+
+tsr_disk_cache_t *tsr_runtime_disk_for_stats(void) {
+  pthread_once(&g.once, open_disk);
+  return g.handle;
+}
+
+void tsr_runtime_disk_failed(tsr_status_t status) {
+  atomic_store(&g.off, true);
+  tsr_status_free(status);
+}
