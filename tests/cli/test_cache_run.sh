@@ -57,10 +57,10 @@ check "--target tpu without the backend is a usage error" \
   test "$rc" -eq 2 -a -s err
 t hash "$EX/add.tsr" --in a=x.npy
 check "hash rejects run's data options" test "$rc" -eq 2
-t hash "$SRC/tests/ir/errors/parse_unknown_op.tsr"
-if [[ -f $SRC/tests/ir/errors/parse_unknown_op.tsr ]]; then
-  check "hash of an unparsable file exits 1" test "$rc" -eq 1
-fi
+printf 'kernel @k\n  out %%o: f32[8] vmem\n{\n  %%x = no_such_op : f32[8]\n}\n' >unparsable.tsr
+t hash unparsable.tsr
+check "hash of an unparsable file exits 1 with the diagnostic" \
+  sh -c "test $rc -eq 1 && grep -q 'unparsable.tsr:4:' '$tmp/err'"
 
 # ---- tessera run with the disk cache --------------------------------------------
 
