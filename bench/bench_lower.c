@@ -190,7 +190,7 @@ typedef struct compiled_run {
 
 static void run_compiled(void *p) {
   compiled_run_t *r = p;
-  die_on_error(tsr_compiled_kernel_run(r->kernel, r->operands, r->count), "compiled run");
+  die_on_error(tsr_compiled_kernel_run(r->kernel, r->operands, r->count, NULL), "compiled run");
 }
 
 /* Compiles `k` (the disk cache is off in this process: every compile is

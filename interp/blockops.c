@@ -1452,3 +1452,24 @@ int64_t tsr_blockops_gather(size_t elem_size, void *dst, const void *src,
     }
   return -1;
 }
+
+bool tsr_blockops_add_into(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims, void *dst,
+                           const int64_t *dst_strides, const void *src,
+                           const int64_t *src_strides) {
+  size_t es = tsr_dtype_size(dtype);
+  int64_t n = 1, dense[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < rank; d++) n *= dims[d];
+  tsr_blockops_dense_strides(rank, dims, dense);
+  uint8_t *a = tsr_malloc((size_t)n * es), *b = tsr_malloc((size_t)n * es);
+  tsr_binary_fn add = tsr_blockops_binary(TSR_OP_ADD, dtype);
+  bool ok = a && b && add;
+  if (ok) {
+    tsr_blockops_copy(es, rank, dims, a, dense, dst, dst_strides);
+    tsr_blockops_copy(es, rank, dims, b, dense, src, src_strides);
+    add(a, a, b, (size_t)n, TSR_BCAST_NONE);
+    tsr_blockops_copy(es, rank, dims, dst, dst_strides, a, dense);
+  }
+  tsr_free(a);
+  tsr_free(b);
+  return ok;
+}

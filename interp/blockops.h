@@ -68,6 +68,12 @@ void tsr_blockops_copy(size_t elem_size, uint32_t rank, const int64_t *dims,
                        void *dst, const int64_t *dst_strides, const void *src,
                        const int64_t *src_strides);
 
+/* dst += src elementwise with the dtype's add (a DMA's add mode), through
+ * dense temporaries; false when they cannot be allocated (dst unchanged). */
+bool tsr_blockops_add_into(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims, void *dst,
+                           const int64_t *dst_strides, const void *src,
+                           const int64_t *src_strides);
+
 /* Row-major strides (in elements) of a dense block. */
 void tsr_blockops_dense_strides(uint32_t rank, const int64_t *dims,
                                 int64_t *out_strides);

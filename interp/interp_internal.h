@@ -383,5 +383,9 @@ void tsr_interp_kernel_error(run_t *run, uint32_t site, const char *fmt, ...)
 /* Shared by prepare.c and run.c */
 void tsr_interp_format_point(char *buf, size_t size, const int64_t *point,
                              uint32_t rank);
+/* `print`'s form of a value: n elements of dtype at data (storage format),
+ * "[a, b, ...]" for a block (at most 64 elements shown). */
+void tsr_interp_print_value(FILE *f, tsr_dtype_t dtype, const void *data, uint64_t n,
+                            bool vector);
 
 #endif /* TESSERA_INTERP_INTERNAL_H */

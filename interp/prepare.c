@@ -23,28 +23,7 @@ typedef struct prep {
   op_position_t *position_pool;
 } prep_t;
 
-/* ---- The pre-order walk that numbers ops for sites --------------------------
- * Index maps in declaration order, then the body; an op before its regions. */
-
-typedef void (*visit_op_fn)(void *ctx, const tsr_op_t *op, uint32_t position);
-
-static uint32_t walk_ops(const tsr_region_t *r, uint32_t n, visit_op_fn visit,
-                         void *ctx) {
-  for (const tsr_op_t *op = r->first; op; op = op->next) {
-    if (visit) visit(ctx, op, n);
-    n++;
-    for (uint32_t i = 0; i < op->num_regions; i++)
-      n = walk_ops(&op->regions[i], n, visit, ctx);
-  }
-  return n;
-}
-
-static uint32_t walk_kernel_ops(const tsr_kernel_t *k, visit_op_fn visit, void *ctx) {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < k->num_decls; i++)
-    if (k->decls[i].index_map) n = walk_ops(k->decls[i].index_map, n, visit, ctx);
-  return walk_ops(&k->body, n, visit, ctx);
-}
+/* ---- Sites: ops are numbered by tsr_ir_walk_ops (ir/walk.c) ---------------- */
 
 static void note_position(void *ctx, const tsr_op_t *op, uint32_t position) {
   prep_t *ps = ctx;
@@ -837,10 +816,10 @@ static tsr_status_t prepare(prep_t *ps) {
   }
 
   /* Op positions, for sites. */
-  p->num_walked_ops = walk_kernel_ops(k, NULL, NULL);
+  p->num_walked_ops = tsr_ir_walk_ops(k, NULL, NULL);
   ps->position_pool = tsr_calloc(p->num_walked_ops + 1, sizeof *ps->position_pool);
   if (!ps->position_pool) return TSR_OOM();
-  walk_kernel_ops(k, note_position, ps);
+  tsr_ir_walk_ops(k, note_position, ps);
 
   /* Values. */
   p->num_values = k->num_values;
@@ -1121,7 +1100,7 @@ tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
   if (!prepared || !kernel || !out_program)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_interp_program_bind: NULL argument");
   if (prepared->base) prepared = prepared->base;
-  uint32_t walked = walk_kernel_ops(kernel, NULL, NULL);
+  uint32_t walked = tsr_ir_walk_ops(kernel, NULL, NULL);
   if (walked != prepared->num_walked_ops)
     return TSR_STATUS(TSR_INTERNAL, "tsr_interp_program_bind: kernel @%s has %u ops, "
                       "the prepared program %u", kernel->name, walked,
@@ -1133,7 +1112,7 @@ tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
     tsr_free(q);
     return TSR_OOM();
   }
-  walk_kernel_ops(kernel, collect_op, &b);
+  tsr_ir_walk_ops(kernel, collect_op, &b);
   memcpy(q, prepared, sizeof *q);
   q->base = prepared;
   q->release = NULL;

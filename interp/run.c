@@ -505,6 +505,17 @@ static void print_element(FILE *f, tsr_dtype_t dt, const void *p) {
   }
 }
 
+void tsr_interp_print_value(FILE *f, tsr_dtype_t dtype, const void *data, uint64_t n,
+                            bool vector) {
+  size_t es = tsr_dtype_size(dtype);
+  if (vector) fputc('[', f);
+  for (uint64_t i = 0; i < n && i < 64; i++) {
+    if (i) fputs(", ", f);
+    print_element(f, dtype, (const uint8_t *)data + i * es);
+  }
+  if (vector) fputs(n > 64 ? ", ...]" : "]", f);
+}
+
 static void do_print(run_t *run, const insn_t *in) {
   const text_plan_t *tp = in->plan;
   FILE *f = run->sh->out;
@@ -513,14 +524,8 @@ static void do_print(run_t *run, const insn_t *in) {
     if (s[0] == '{' && s[1] == '}' && next < tp->count) {
       uint32_t id = tp->values[next++];
       const value_info_t *vi = &run->p->values[id];
-      size_t es = tsr_dtype_size((tsr_dtype_t)vi->dtype);
-      uint64_t n = vi->bytes / es;
-      if (vi->vector) fputc('[', f);
-      for (uint64_t i = 0; i < n && i < 64; i++) {
-        if (i) fputs(", ", f);
-        print_element(f, (tsr_dtype_t)vi->dtype, (const uint8_t *)run->vals[id] + i * es);
-      }
-      if (vi->vector) fputs(n > 64 ? ", ...]" : "]", f);
+      tsr_interp_print_value(f, (tsr_dtype_t)vi->dtype, run->vals[id],
+                             vi->bytes / tsr_dtype_size((tsr_dtype_t)vi->dtype), vi->vector);
       s++;
     } else {
       fputc(*s, f);
@@ -739,20 +744,8 @@ static void dma_copy(shared_t *sh, dma_record_t *r) {
     tsr_blockops_copy(es, r->rank, r->dims, r->dst, r->dst_strides, r->src,
                       r->src_strides);
   } else {
-    /* dst += src through dense temporaries and the dtype's add loop. */
-    int64_t n = 1, dense[TSR_MAX_RANK];
-    for (uint32_t d = 0; d < r->rank; d++) n *= r->dims[d];
-    tsr_blockops_dense_strides(r->rank, r->dims, dense);
-    uint8_t *a = tsr_malloc((size_t)n * es), *b = tsr_malloc((size_t)n * es);
-    tsr_binary_fn add = tsr_blockops_binary(TSR_OP_ADD, (tsr_dtype_t)r->dtype);
-    if (a && b && add) {
-      tsr_blockops_copy(es, r->rank, r->dims, a, dense, r->dst, r->dst_strides);
-      tsr_blockops_copy(es, r->rank, r->dims, b, dense, r->src, r->src_strides);
-      add(a, a, b, (size_t)n, TSR_BCAST_NONE);
-      tsr_blockops_copy(es, r->rank, r->dims, r->dst, r->dst_strides, a, dense);
-    }
-    tsr_free(a);
-    tsr_free(b);
+    (void)tsr_blockops_add_into((tsr_dtype_t)r->dtype, r->rank, r->dims, r->dst,
+                                r->dst_strides, r->src, r->src_strides);
   }
   if (r->dst_shadow) {
     int64_t zero[TSR_MAX_RANK] = {0};

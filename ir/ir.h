@@ -273,6 +273,20 @@ tsr_status_t tsr_ir_verify(const tsr_module_t *module) TSR_MUST_USE;
 /* The same rules for one kernel (all but the module's duplicate names). */
 tsr_status_t tsr_ir_verify_kernel(const tsr_kernel_t *kernel) TSR_MUST_USE;
 
+/* The pre-order walk that numbers a kernel's ops (diagnostic sites): index
+ * maps in declaration order, then the body; an op before its regions.
+ * visit (may be NULL) sees each op with its position; returns the count. */
+typedef void (*tsr_ir_op_visit_fn)(void *ctx, const tsr_op_t *op, uint32_t position);
+uint32_t tsr_ir_walk_ops(const tsr_kernel_t *kernel, tsr_ir_op_visit_fn visit, void *ctx);
+
+/* Semaphore slots: every semaphore one core holds, numbered from 0 — the
+ * `sem`/`dma_sem` scratch declarations in order, then the semaphore
+ * arguments of `scoped` ops in pre-order, each row-major. visit (may be NULL)
+ * sees each semaphore ref with its first slot; returns the number of slots. */
+typedef void (*tsr_ir_sem_visit_fn)(void *ctx, const tsr_value_t *ref, uint64_t first_slot);
+uint64_t tsr_ir_semaphore_slots(const tsr_kernel_t *kernel, tsr_ir_sem_visit_fn visit,
+                                void *ctx);
+
 /* The canonical bytes of `kernel` (ir/canon.c, docs/cache.md), independent
  * of value and kernel names, locations, comments and layout, dependent on
  * every semantic detail; *out_bytes is freed with tsr_free. */

@@ -791,13 +791,15 @@ static void op_if(emitter_t *em, const tsr_op_t *op) {
   bind_results(em, op, dest, &sr);
 }
 
+static void sem_ref_init(emitter_t *em, const tsr_value_t *ref);
+
 static void op_scoped(emitter_t *em, const tsr_op_t *op) {
   const tsr_region_t *r = &op->regions[0];
   for (uint32_t i = 0; i < r->num_args; i++) {
     const tsr_value_t *a = r->args[i];
-    if (a->type.kind != TSR_TYPE_REF) {
-      em_unimplemented(em, op, "scoped semaphores");
-      return;
+    if (a->type.kind == TSR_TYPE_SEM) {
+      sem_ref_init(em, a);
+      continue;
     }
     vinfo_t *vi = vi_of(em, a);
     vi->kind = VK_REF;
@@ -818,26 +820,140 @@ static void op_scoped(emitter_t *em, const tsr_op_t *op) {
   }
 }
 
-/* ---- DMAs and semaphores (one core) -----------------------------------------------------------
- * The compiled code runs one core of one device, and a DMA copies at
- * dma_start (the interpreter's --dma-mode eager): for a kernel that waits
- * before it reads a destination and does not overwrite a source before the
- * wait, the results are those of the lazy mode too. Semaphores are i32
- * scratch starting at 0; waits subtract without blocking (a wait that would
- * block forever is a deadlock the interpreter reports). */
+/* ---- The runtime: semaphores, DMAs between cores, print and assert ------------------------------
+ * Semaphores belong to the runtime (lower_api.h): a sem ref's vinfo is a
+ * view that is never materialized, whose offset is its first slot, so that
+ * the offset of an element is its slot. Local DMAs copy inline at dma_start
+ * (the interpreter's --dma-mode eager); the copy is complete before the
+ * runtime signals the semaphore, and a core that waited for it sees it. */
 
-/* sem[indices at `first`] += delta (an i32 value). */
-static void sem_add(emitter_t *em, const tsr_op_t *op, const tsr_value_t *sem, uint32_t first,
-                    ssa_t delta, bool subtract) {
-  vinfo_t *vi = vi_of(em, sem);
+/* The op's position in tsr_ir_walk_ops order (its diagnostic site). */
+static int64_t site_of(const emitter_t *em, const tsr_op_t *op) {
+  for (uint32_t i = 0; i < em->num_sites; i++)
+    if (em->sites[i] == op) return i;
+  return 0;
+}
+
+static ssa_t i64_of_index(emitter_t *em, ssa_t v) {
+  return em_cast(em, "arith.index_cast", v, "index", "i64");
+}
+
+static ssa_t i64_of_i32(emitter_t *em, ssa_t v) { return em_cast(em, "arith.extsi", v, "i32", "i64"); }
+
+/* rt_fn(rt_ctx, call, a, b, c, d) -> i64 */
+static ssa_t rt_call(emitter_t *em, tsr_lower_rt_call_t call, ssa_t a, ssa_t b, ssa_t c,
+                     ssa_t d) {
+  ssa_t r = em_fresh(em);
+  em_line(em,
+          "%s = llvm.call %s(%s, %s, %s, %s, %s, %s) : !llvm.ptr, "
+          "(!llvm.ptr, i64, i64, i64, i64, i64) -> i64",
+          r.s, em->rt_fn.s, em->rt_ctx.s, em_cint(em, "i64", 0, call).s, a.s, b.s, c.s, d.s);
+  return r;
+}
+
+static ssa_t c64(emitter_t *em, int64_t v) { return em_cint(em, "i64", 0, v); }
+
+/* The address (index) of a memref<n x i64> made by memref.alloca. */
+static ssa_t alloca_address(emitter_t *em, ssa_t m, uint32_t n) {
+  ssa_t p = em_fresh(em);
+  em_line(em, "%s = memref.extract_aligned_pointer_as_index %s : memref<%uxi64> -> index", p.s,
+          m.s, n);
+  return p;
+}
+
+/* The element offset (index) of op's all-point indices [first, ..) into the
+ * view `rv`; for a semaphore ref, its slot. */
+static ssa_t point_offset(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint32_t first) {
   bool pts;
   ssa_t points[TSR_MAX_RANK];
-  (void)ref_view_at(em, op, &vi->mem, first, &pts, points);
-  nest_t n;
-  memset(&n, 0, sizeof n);
-  ssa_t cur = em_mem_read(em, &vi->mem, TSR_DTYPE_I32, points, &n, NULL, NULL);
-  ssa_t nv = em_op2(em, subtract ? "arith.subi" : "arith.addi", cur, delta, "i32");
-  em_mem_write(em, &vi->mem, TSR_DTYPE_I32, points, &n, nv, NULL);
+  (void)ref_view_at(em, op, rv, first, &pts, points);
+  if (!pts) {
+    em_unimplemented(em, op, "a semaphore indexed by a slice");
+    return em_cidx(em, 0);
+  }
+  ssa_t off = rv->off;
+  for (uint32_t d = 0; d < rv->rank; d++) off = em_iadd(em, off, em_imulc(em, points[d], rv->strides[d]));
+  return off;
+}
+
+/* i64 slot|site of the semaphore element op names at indices [first, ..). */
+static ssa_t sem_arg(emitter_t *em, const tsr_op_t *op, const tsr_value_t *sem, uint32_t first) {
+  ssa_t slot = i64_of_index(em, point_offset(em, op, &vi_of(em, sem)->mem, first));
+  return em_op2(em, "arith.addi", slot, c64(em, site_of(em, op) << 32), "i64");
+}
+
+/* The semaphore refs of the kernel and its scoped ops (tsr_ir_semaphore_slots). */
+static void sem_ref_init(emitter_t *em, const tsr_value_t *ref) {
+  vinfo_t *vi = vi_of(em, ref);
+  const tsr_type_t *t = &ref->type;
+  memset(&vi->mem, 0, sizeof vi->mem);
+  vi->kind = VK_REF;
+  vi->mutable_ref = true;
+  vi->mem.root = UINT32_MAX;
+  vi->mem.rank = t->rank;
+  for (uint32_t d = 0; d < t->rank; d++) vi->mem.dims[d] = t->dims[d];
+  em_dense_strides(t->rank, t->dims, vi->mem.strides);
+  vi->mem.off = em_cidx(em, em->sem_slot[ref->id]);
+}
+
+/* The address (i64) of the first element of op's view [first, ..) of ref
+ * `v`, its dims and element strides; *rel: its offset from the root's base. */
+static ssa_t view_address(emitter_t *em, const tsr_op_t *op, const tsr_value_t *v, uint32_t first,
+                          view_t *out, ssa_t *rel) {
+  vinfo_t *vi = vi_of(em, v);
+  bool pts;
+  ssa_t points[TSR_MAX_RANK];
+  view_t w = ref_view_at(em, op, &vi->mem, first, &pts, points);
+  if (pts) {
+    ssa_t off = vi->mem.off;
+    for (uint32_t d = 0; d < vi->mem.rank; d++)
+      off = em_iadd(em, off, em_imulc(em, points[d], vi->mem.strides[d]));
+    memset(&w, 0, sizeof w);
+    w.root = vi->mem.root;
+    w.off = off;
+  }
+  *out = w;
+  *rel = em_op2(em, "arith.subi", w.off, em_root_base(em, w.root), "index");
+  return em_root_address(em, w.root, w.off);
+}
+
+/* dma_start .. device %d: the runtime copies into the other core's memory
+ * and signals both semaphores. */
+static void remote_dma(emitter_t *em, const tsr_op_t *op, uint32_t nsrc, uint32_t ndst,
+                       uint32_t nsem) {
+  const tsr_value_t *dst = op->operands[1];
+  view_t sv, dv;
+  ssa_t srel, drel;
+  ssa_t src_addr = view_address(em, op, op->operands[0], 0, &sv, &srel);
+  (void)view_address(em, op, dst, nsrc, &dv, &drel);
+  if (dv.root == UINT32_MAX || sv.root == UINT32_MAX) return;
+  uint32_t rank = dv.rank;
+  uint32_t n = TSR_RDMA_DIMS + 3 * rank;
+  ssa_t desc = em_fresh(em);
+  tsr_strbuf_printf(&em->pro, "    %s = memref.alloca() : memref<%uxi64>\n", desc.s, n);
+  ssa_t f[TSR_RDMA_DIMS + 3 * TSR_MAX_RANK];
+  f[TSR_RDMA_DEVICE] = i64_of_i32(em, scalar_of(em, op->operands[op->num_operands - 1]));
+  f[TSR_RDMA_ROOT] = c64(em, dv.root);
+  f[TSR_RDMA_OFFSET] = i64_of_index(em, drel);
+  f[TSR_RDMA_SRC] = src_addr;
+  f[TSR_RDMA_RANK] = c64(em, rank);
+  f[TSR_RDMA_DTYPE] = c64(em, dst->type.dtype);
+  f[TSR_RDMA_ADD] = c64(em, (op->flags & TSR_OPF_DMA_ADD) != 0);
+  f[TSR_RDMA_SEM] = i64_of_index(em, point_offset(em, op, &vi_of(em, op->operands[2])->mem,
+                                                  nsrc + ndst));
+  f[TSR_RDMA_SEND] = (op->flags & TSR_OPF_SEND)
+                         ? i64_of_index(em, point_offset(em, op, &vi_of(em, op->operands[3])->mem,
+                                                         nsrc + ndst + nsem))
+                         : c64(em, -1);
+  for (uint32_t d = 0; d < rank; d++) {
+    f[TSR_RDMA_DIMS + d] = c64(em, dv.dims[d]);
+    f[TSR_RDMA_DIMS + rank + d] = c64(em, sv.strides[d]);
+    f[TSR_RDMA_DIMS + 2 * rank + d] = c64(em, dv.strides[d]);
+  }
+  for (uint32_t i = 0; i < n; i++)
+    em_line(em, "memref.store %s, %s[%s] : memref<%uxi64>", f[i].s, desc.s, em_cidx(em, i).s, n);
+  ssa_t addr = em_cast(em, "arith.index_cast", alloca_address(em, desc, n), "index", "i64");
+  (void)rt_call(em, TSR_RT_REMOTE_DMA, c64(em, site_of(em, op)), addr, c64(em, 0), c64(em, 0));
 }
 
 static void op_dma(emitter_t *em, const tsr_op_t *op) {
@@ -848,12 +964,17 @@ static void op_dma(emitter_t *em, const tsr_op_t *op) {
   vinfo_t *sv = vi_of(em, src), *dv = vi_of(em, dst);
   bool dpts, spts;
   ssa_t dpoints[TSR_MAX_RANK], spoints[TSR_MAX_RANK];
+  if (op->opcode == TSR_OP_DMA_START && (op->flags & TSR_OPF_DEVICE)) {
+    remote_dma(em, op, nsrc, ndst, nsem);
+    return;
+  }
   view_t dvw = ref_view_at(em, op, &dv->mem, nsrc, &dpts, dpoints);
   int64_t elems = 1;
   for (uint32_t d = 0; !dpts && d < dvw.rank; d++) elems *= dvw.dims[d];
-  ssa_t bytes = em_cint(em, "i32", 0, elems * (int64_t)tsr_dtype_size(dtype));
+  ssa_t bytes = c64(em, elems * (int64_t)tsr_dtype_size(dtype));
+  ssa_t none = c64(em, -1);
   if (op->opcode == TSR_OP_DMA_WAIT) {
-    sem_add(em, op, sem, nsrc + ndst, bytes, true);
+    (void)rt_call(em, TSR_RT_WAIT, sem_arg(em, op, sem, nsrc + ndst), bytes, none, none);
     return;
   }
   const bool add = (op->flags & TSR_OPF_DMA_ADD) != 0;
@@ -890,32 +1011,78 @@ static void op_dma(emitter_t *em, const tsr_op_t *op) {
     }
     ex_store(em, e, &dvw, NULL);
   }
-  sem_add(em, op, sem, nsrc + ndst, bytes, false);
-  if (op->flags & TSR_OPF_SEND) sem_add(em, op, op->operands[3], nsrc + ndst + nsem, bytes, false);
+  (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, nsrc + ndst), bytes, none, none);
+  if (op->flags & TSR_OPF_SEND)
+    (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, op->operands[3], nsrc + ndst + nsem), bytes,
+                  none, none);
 }
 
 static void op_semaphore(emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *sem = op->operands[0];
+  ssa_t none = c64(em, -1);
   switch (op->opcode) {
-    case TSR_OP_SEM_SIGNAL:
-      sem_add(em, op, sem, 0, scalar_of(em, op->operands[1]), false);
-      return;
-    case TSR_OP_SEM_WAIT:
-      sem_add(em, op, sem, 0, scalar_of(em, op->operands[1]), true);
-      return;
-    case TSR_OP_SEM_READ: {
-      vinfo_t *vi = vi_of(em, sem);
-      bool pts;
-      ssa_t points[TSR_MAX_RANK];
-      (void)ref_view_at(em, op, &vi->mem, 0, &pts, points);
-      nest_t n;
-      memset(&n, 0, sizeof n);
-      set_scalar(em, op->results[0], em_mem_read(em, &vi->mem, TSR_DTYPE_I32, points, &n, NULL,
-                                                 NULL));
+    case TSR_OP_SEM_SIGNAL: {
+      uint32_t tail = op->num_operands;
+      ssa_t core = none, device = none;
+      if (op->flags & TSR_OPF_CORE) core = i64_of_i32(em, scalar_of(em, op->operands[--tail]));
+      if (op->flags & TSR_OPF_DEVICE) device = i64_of_i32(em, scalar_of(em, op->operands[--tail]));
+      (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, 0),
+                    i64_of_i32(em, scalar_of(em, op->operands[1])), device, core);
       return;
     }
-    default: em_unimplemented(em, op, "multi-core kernels run in the interpreter"); return;
+    case TSR_OP_SEM_WAIT:
+      (void)rt_call(em, TSR_RT_WAIT, sem_arg(em, op, sem, 0),
+                    i64_of_i32(em, scalar_of(em, op->operands[1])), none, none);
+      return;
+    case TSR_OP_CORE_BARRIER:
+      (void)rt_call(em, TSR_RT_BARRIER, sem_arg(em, op, sem, 0), none, none, none);
+      return;
+    case TSR_OP_SEM_READ: {
+      ssa_t v = rt_call(em, TSR_RT_READ, sem_arg(em, op, sem, 0), none, none, none);
+      set_scalar(em, op->results[0], em_cast(em, "arith.trunci", v, "i64", "i32"));
+      return;
+    }
+    default: em_unimplemented(em, op, NULL); return;
   }
+}
+
+/* print: each operand's elements in a dense buffer (scalars: a rank-0 one),
+ * their addresses in an array the runtime formats from. */
+static void op_print(emitter_t *em, const tsr_op_t *op) {
+  uint32_t n = op->num_operands ? op->num_operands : 1;
+  ssa_t addrs = em_fresh(em);
+  tsr_strbuf_printf(&em->pro, "    %s = memref.alloca() : memref<%uxi64>\n", addrs.s, n);
+  for (uint32_t i = 0; i < op->num_operands; i++) {
+    const tsr_value_t *v = op->operands[i];
+    tsr_dtype_t dtype = (tsr_dtype_t)v->type.dtype;
+    view_t w;
+    if (v->type.kind == TSR_TYPE_SCALAR) {
+      w = em_buffer(em, dtype, 0, NULL);
+      nest_t nn;
+      memset(&nn, 0, sizeof nn);
+      ssa_t none[1];
+      em_mem_write(em, &w, dtype, none, &nn, scalar_of(em, v), NULL);
+    } else {
+      w = em_value_view(em, v);
+      if (!em_view_is_dense(&w)) {
+        expr_t *e = ex_new(em, EX_MEM, dtype, w.rank, w.dims);
+        e->mem = w;
+        w = em_materialize(em, e);
+      }
+    }
+    em_line(em, "memref.store %s, %s[%s] : memref<%uxi64>", em_root_address(em, w.root, w.off).s,
+            addrs.s, em_cidx(em, i).s, n);
+  }
+  ssa_t a = em_cast(em, "arith.index_cast", alloca_address(em, addrs, n), "index", "i64");
+  (void)rt_call(em, TSR_RT_PRINT, c64(em, site_of(em, op)), a, c64(em, 0), c64(em, 0));
+}
+
+static void op_assert(emitter_t *em, const tsr_op_t *op) {
+  ssa_t c = scalar_of(em, op->operands[0]);
+  ssa_t failed = em_op2(em, "arith.xori", c, em_cbool(em, 0, true), "i1");
+  em_open(em, "scf.if %s {", failed.s);
+  (void)rt_call(em, TSR_RT_ASSERT, c64(em, site_of(em, op)), c64(em, 0), c64(em, 0), c64(em, 0));
+  em_close(em, "}");
 }
 
 /* ---- Dispatch ------------------------------------------------------------------------------- */
@@ -956,16 +1123,12 @@ static void emit_op(emitter_t *em, const tsr_op_t *op) {
     case TSR_RULE_SCOPED: op_scoped(em, op); return;
     case TSR_RULE_YIELD:
     case TSR_RULE_CONDITION: return; /* read by the parent op */
-    case TSR_RULE_PRINT:
-    case TSR_RULE_ASSERT: em_unimplemented(em, op, NULL); return;
+    case TSR_RULE_PRINT: op_print(em, op); return;
+    case TSR_RULE_ASSERT: op_assert(em, op); return;
     case TSR_RULE_DMA: op_dma(em, op); return;
     case TSR_RULE_SEMAPHORE: op_semaphore(em, op); return;
     case TSR_RULE_ID_QUERY:
-      if (op->opcode == TSR_OP_DEVICE_ID) { /* one device */
-        set_scalar(em, op->results[0], em_cint(em, "i32", 0, 0));
-        return;
-      }
-      em_unimplemented(em, op, "multi-core kernels run in the interpreter");
+      set_scalar(em, op->results[0], op->opcode == TSR_OP_DEVICE_ID ? em->device : em->core);
       return;
     case TSR_RULE_RESERVED: em_unimplemented(em, op, NULL); return;
   }
@@ -1004,7 +1167,7 @@ static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t 
 
 /* Offset of the window of block indices bi in the array. */
 static ssa_t window_offset(emitter_t *em, const operand_state_t *os, const ssa_t *bi) {
-  ssa_t off = em_cidx(em, 0);
+  ssa_t off = em_root_base(em, os->root);
   for (uint32_t i = 0; i < os->decl->array.rank; i++)
     off = em_iadd(em, off, em_imulc(em, bi[i], os->block[i] * os->astrides[i]));
   return off;
@@ -1161,6 +1324,33 @@ static void step_end(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
   em_close(em, "}");
 }
 
+/* Kernels with remote DMAs: every core tells the runtime where its memory
+ * is, then waits until all have (TSR_RT_START); at the end it waits for all
+ * before freeing it (TSR_RT_END), so no DMA from another core can write into
+ * memory that is not there yet or any more. */
+static void register_memory(emitter_t *em) {
+  tsr_strbuf_t *saved = em->cur;
+  int saved_indent = em->indent;
+  em->cur = &em->pro;
+  em->indent = 2;
+  ssa_t zero = c64(em, 0);
+  uint32_t roots = em->num_roots;
+  for (uint32_t r = 0; r < roots; r++)
+    (void)rt_call(em, TSR_RT_REGISTER, c64(em, r),
+                  em_root_address(em, r, em_root_base(em, r)), zero, zero);
+  (void)rt_call(em, TSR_RT_START, zero, zero, zero, zero);
+  tsr_strbuf_t end;
+  tsr_strbuf_initialize(&end);
+  em->cur = &end;
+  (void)rt_call(em, TSR_RT_END, zero, zero, zero, zero);
+  if (em->epi.size) tsr_strbuf_append(&end, em->epi.data, em->epi.size);
+  if (end.failed) em_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&em->epi);
+  em->epi = end;
+  em->cur = saved;
+  em->indent = saved_indent;
+}
+
 static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
   const tsr_kernel_t *k = em->k;
   kernel_state_t ks;
@@ -1168,7 +1358,8 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
   ks.ops = em_alloc(em, (k->num_decls + 1) * sizeof *ks.ops);
   if (!ks.ops) return;
 
-  /* Arguments: one per non-scratch operand, the whole array. */
+  /* Arguments: one per non-scratch operand, the whole array with a leading
+   * dimension of devices, then this core's part of the run (lower_api.h). */
   tsr_strbuf_printf(header, "module {\n  func.func @%s(", TSR_LOWER_KERNEL_FUNC);
   uint32_t nargs = 0;
   for (uint32_t i = 0; i < k->num_decls; i++) {
@@ -1179,27 +1370,36 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
     ssa_t name;
     snprintf(name.s, sizeof name.s, "%%a%u", nargs);
     os->root = em_add_root(em, name, (tsr_dtype_t)d->array.dtype, d->array.rank, d->array.dims);
+    if (os->root < em->num_roots) em->roots[os->root].stacked = true;
     tstr_t t = em_root_type(em, os->root);
     tsr_strbuf_printf(header, "%s%s: %s", nargs ? ", " : "", name.s, t.s);
     nargs++;
   }
-  tsr_strbuf_printf(header, ") attributes {llvm.emit_c_interface} {\n");
+  tsr_strbuf_printf(header, "%s%%rt_fn: i64, %%rt_ctx: i64, %%device: i32, %%core: i32, "
+                            "%%plo: index, %%phi: index) attributes {llvm.emit_c_interface} {\n",
+                    nargs ? ", " : "");
+  em->cur = &em->pro;
+  em->indent = 2;
+  snprintf(em->rt_fn.s, sizeof em->rt_fn.s, "%%rt_fnp");
+  snprintf(em->rt_ctx.s, sizeof em->rt_ctx.s, "%%rt_ctxp");
+  em_line(em, "%s = llvm.inttoptr %%rt_fn : i64 to !llvm.ptr", em->rt_fn.s);
+  em_line(em, "%s = llvm.inttoptr %%rt_ctx : i64 to !llvm.ptr", em->rt_ctx.s);
+  snprintf(em->device.s, sizeof em->device.s, "%%device");
+  snprintf(em->core.s, sizeof em->core.s, "%%core");
+  ssa_t devx = em_cast(em, "arith.index_cast", em->device, "i32", "index");
+  for (uint32_t r = 0; r < em->num_roots; r++) {
+    int64_t slice = 1;
+    for (uint32_t a = 0; a < em->roots[r].rank; a++) slice *= em->roots[r].dims[a];
+    em->roots[r].base = em_imulc(em, devx, slice);
+  }
+  em->cur = &em->body;
 
-  /* Aliases: the output starts as the input and shares its HBM array. */
+  /* Aliases: the output starts as a copy of the input (the runtime copies
+   * it before any core starts, as the interpreter does) and is the input's
+   * HBM array from then on. */
   for (uint32_t i = 0; i < k->num_decls; i++) {
     const tsr_decl_t *d = &k->decls[i];
-    if (d->role != TSR_ROLE_OUT || d->alias < 0) continue;
-    operand_state_t *in = &ks.ops[d->alias], *o = &ks.ops[i];
-    int64_t strides[TSR_MAX_RANK];
-    em_dense_strides(d->array.rank, d->array.dims, strides);
-    view_t src = em_view_make(em, in->root, em_cidx(em, 0), d->array.rank, d->array.dims,
-                              strides, NULL);
-    view_t dst = em_view_make(em, o->root, em_cidx(em, 0), d->array.rank, d->array.dims,
-                              strides, NULL);
-    dimv_t ext[TSR_MAX_RANK];
-    for (uint32_t a = 0; a < d->array.rank; a++) ext[a] = em_dimc(d->array.dims[a]);
-    copy_views(em, &dst, &src, (tsr_dtype_t)d->array.dtype, ext);
-    in->root = o->root;
+    if (d->role == TSR_ROLE_OUT && d->alias >= 0) ks.ops[d->alias].root = ks.ops[i].root;
   }
 
   /* Refs that are not windows: prefetch (SMEM copy when written), hbm/any
@@ -1209,15 +1409,8 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
     operand_state_t *os = &ks.ops[i];
     vinfo_t *vi = vi_of(em, d->ref);
     const tsr_type_t *rt = &d->ref->type;
-    if (rt->kind == TSR_TYPE_SEM) { /* i32 counters from 0 */
-      vi->kind = VK_REF;
-      vi->mem = em_buffer(em, TSR_DTYPE_I32, rt->rank, rt->dims);
-      vi->mem.key = em_key(em, "S%u", d->ref->id);
-      vi->mutable_ref = true;
-      expr_t *zero = ex_new(em, EX_SCALAR, TSR_DTYPE_I32, rt->rank, rt->dims);
-      if (!zero) return;
-      zero->scalar = em_cint(em, "i32", 0, 0);
-      ex_store(em, zero, &vi->mem, NULL);
+    if (rt->kind == TSR_TYPE_SEM) { /* the runtime's */
+      sem_ref_init(em, d->ref);
       continue;
     }
     vi->kind = VK_REF;
@@ -1233,8 +1426,8 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
     if (!windowed) {
       int64_t strides[TSR_MAX_RANK];
       em_dense_strides(d->array.rank, d->array.dims, strides);
-      view_t whole = em_view_make(em, os->root, em_cidx(em, 0), d->array.rank, d->array.dims,
-                                  strides, key);
+      view_t whole = em_view_make(em, os->root, em_root_base(em, os->root), d->array.rank,
+                                  d->array.dims, strides, key);
       if (d->role == TSR_ROLE_PREFETCH && vi->mutable_ref) {
         vi->mem = em_buffer(em, (tsr_dtype_t)d->array.dtype, d->array.rank, d->array.dims);
         dimv_t ext[TSR_MAX_RANK];
@@ -1278,21 +1471,38 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
                       ks.state_slots);
   }
 
-  /* The grid: row-major, the last axis fastest. */
-  int64_t total = 1;
-  for (uint32_t g = 0; g < k->grid_rank; g++) {
-    em->grid_iv[g] = em_for_open(em, em_dimc(0), em_dimc(k->grid[g]), 1);
-    em->grid_i32[g] = em_cast(em, "arith.index_cast", em->grid_iv[g], "index", "i32");
-    total *= k->grid[g];
-  }
-  ks.lin = em_cidx(em, 0);
+  /* The grid: row-major, the last axis fastest. This core runs the points
+   * [plo, phi) of the leading parallel dims flattened (one point when there
+   * are none), each with every point of the other dims. */
+  uint32_t np = 0;
+  int64_t total = 1, outer = 1;
+  while (np < k->grid_rank && k->semantics[np] == TSR_DIM_PARALLEL) outer *= k->grid[np++];
+  for (uint32_t g = 0; g < k->grid_rank; g++) total *= k->grid[g];
+  ssa_t p = em_for_open(em, em_dims((ssa_t){"%plo"}), em_dims((ssa_t){"%phi"}), 1);
   int64_t stride = 1;
+  for (uint32_t g = np; g-- > 0;) {
+    ssa_t q = stride == 1 ? p : em_op2(em, "arith.divui", p, em_cidx(em, stride), "index");
+    em->grid_iv[g] = g ? em_op2(em, "arith.remui", q, em_cidx(em, k->grid[g]), "index") : q;
+    stride *= k->grid[g];
+  }
+  for (uint32_t g = np; g < k->grid_rank; g++)
+    em->grid_iv[g] = em_for_open(em, em_dimc(0), em_dimc(k->grid[g]), 1);
+  for (uint32_t g = 0; g < k->grid_rank; g++)
+    em->grid_i32[g] = em_cast(em, "arith.index_cast", em->grid_iv[g], "index", "i32");
+  ks.lin = em_cidx(em, 0);
+  stride = 1;
   for (uint32_t g = k->grid_rank; g-- > 0;) {
     ks.lin = em_iadd(em, ks.lin, em_imulc(em, em->grid_iv[g], stride));
     stride *= k->grid[g];
   }
-  ks.first = em_cmp(em, "cmpi", "eq", ks.lin, em_cidx(em, 0), "index");
-  ks.last = em_cmp(em, "cmpi", "eq", ks.lin, em_cidx(em, total - 1), "index");
+  em->lin = ks.lin;
+  /* The runtime's context starts with this core's grid point (its messages
+   * name it). */
+  em_line(em, "llvm.store %s, %s : i64, !llvm.ptr", i64_of_index(em, ks.lin).s, em->rt_ctx.s);
+  const int64_t inner = total / outer;
+  ks.first = em_cmp(em, "cmpi", "eq", ks.lin, em_imulc(em, (ssa_t){"%plo"}, inner), "index");
+  ks.last = em_cmp(em, "cmpi", "eq", ks.lin,
+                   em_iaddc(em, em_imulc(em, (ssa_t){"%phi"}, inner), -1), "index");
 
   for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
     if (ks.ops[i].blocked) step_begin(em, &ks, &ks.ops[i]);
@@ -1301,7 +1511,35 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
   for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
     if (ks.ops[i].blocked && !ks.ops[i].inplace && ks.ops[i].decl->role == TSR_ROLE_OUT)
       step_end(em, &ks, &ks.ops[i]);
-  for (uint32_t g = 0; g < k->grid_rank; g++) em_close(em, "}");
+  for (uint32_t g = np; g <= k->grid_rank; g++) em_close(em, "}");
+  if (em->remote_dmas) register_memory(em);
+}
+
+static void note_site(void *ctx, const tsr_op_t *op, uint32_t position) {
+  emitter_t *em = ctx;
+  em->sites[position] = op;
+  if (op->opcode == TSR_OP_DMA_START && (op->flags & TSR_OPF_DEVICE)) em->remote_dmas = true;
+}
+
+static void note_sem(void *ctx, const tsr_value_t *ref, uint64_t first) {
+  emitter_t *em = ctx;
+  em->sem_slot[ref->id] = (int64_t)first;
+}
+
+/* Sites (tsr_ir_walk_ops) and semaphore slots (tsr_ir_semaphore_slots), as
+ * the runtime numbers them. */
+static bool number_sites(emitter_t *em) {
+  const tsr_kernel_t *k = em->k;
+  em->num_sites = tsr_ir_walk_ops(k, NULL, NULL);
+  em->sites = tsr_calloc(em->num_sites + 1, sizeof *em->sites);
+  em->sem_slot = tsr_calloc(k->num_values + 1, sizeof *em->sem_slot);
+  if (!em->sites || !em->sem_slot) {
+    em_fail(em, TSR_OOM());
+    return false;
+  }
+  tsr_ir_walk_ops(k, note_site, em);
+  tsr_ir_semaphore_slots(k, note_sem, em);
+  return true;
 }
 
 tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) {
@@ -1326,7 +1564,7 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   } else {
     count_uses(&em, &kernel->body);
     for (uint32_t i = 0; i < kernel->num_decls; i++) count_uses(&em, kernel->decls[i].index_map);
-    emit_kernel(&em, &header);
+    if (number_sites(&em)) emit_kernel(&em, &header);
   }
   if (!em.error && (em.pro.failed || em.body.failed || em.epi.failed || header.failed))
     em_fail(&em, TSR_OOM());
@@ -1347,6 +1585,8 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   tsr_free(em.uses);
   tsr_free(em.user);
   tsr_free(em.stored);
+  tsr_free(em.sites);
+  tsr_free(em.sem_slot);
   tsr_free(em.roots);
   tsr_free(em.consts);
   tsr_arena_deinitialize(&em.arena);

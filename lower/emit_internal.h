@@ -37,6 +37,9 @@ typedef struct root {
   tsr_dtype_t dtype;
   uint32_t rank;
   int64_t dims[TSR_MAX_RANK];
+  bool stacked;  /* an operand: the memref has a leading dimension of the
+                    run's devices, and this core's slice starts at `base` */
+  ssa_t base;    /* index: element offset of this device's slice (stacked) */
 } root_t;
 
 /* A view: `rank` dims with static element strides at a dynamic element
@@ -149,6 +152,14 @@ struct emitter {
   expr_t oom_expr;
   ssa_t grid_iv[TSR_MAX_RANK];   /* index */
   ssa_t grid_i32[TSR_MAX_RANK];  /* i32 */
+  ssa_t lin;                     /* index: row-major number of the grid point */
+  /* The runtime (lower_api.h): its callback and context as !llvm.ptr, this
+   * core's device and core (i32). */
+  ssa_t rt_fn, rt_ctx, device, core;
+  const tsr_op_t **sites;   /* tsr_ir_walk_ops order */
+  uint32_t num_sites;
+  int64_t *sem_slot;        /* per value id: first semaphore slot, or -1 */
+  bool remote_dmas;         /* some dma_start has `device` */
 };
 
 /* ---- Errors ---------------------------------------------------------------- */
@@ -216,6 +227,11 @@ dimv_t em_dims(ssa_t s);
 /* ---- Memory ------------------------------------------------------------------ */
 uint32_t em_add_root(emitter_t *em, ssa_t name, tsr_dtype_t dtype, uint32_t rank,
                      const int64_t *dims);
+/* Index: the element offset of this core's memory in `root` (0 unless
+ * stacked). */
+ssa_t em_root_base(emitter_t *em, uint32_t root);
+/* i64: the address of element `off` (index) of root. */
+ssa_t em_root_address(emitter_t *em, uint32_t root, ssa_t off);
 /* A new dense buffer (memref.alloc in the prologue, dealloc at the end) and
  * its view. */
 view_t em_buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims);

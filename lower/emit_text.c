@@ -133,7 +133,7 @@ static const root_t *root_of(const emitter_t *em, uint32_t root) {
 tstr_t em_root_type(const emitter_t *em, uint32_t root) {
   const root_t *r = root_of(em, root);
   tstr_t t;
-  snprintf(t.s, sizeof t.s, "memref<");
+  snprintf(t.s, sizeof t.s, "memref<%s", r->stacked ? "?x" : "");
   append_dims(t.s, sizeof t.s, r->rank, r->dims);
   size_t len = strlen(t.s);
   snprintf(t.s + len, sizeof t.s - len, "%s>", em_storage(r->dtype));
@@ -356,6 +356,21 @@ uint32_t em_add_root(emitter_t *em, ssa_t name, tsr_dtype_t dtype, uint32_t rank
   r->rank = rank;
   for (uint32_t d = 0; d < rank; d++) r->dims[d] = dims[d];
   return em->num_roots++;
+}
+
+ssa_t em_root_base(emitter_t *em, uint32_t root) {
+  const root_t *r = root_of(em, root);
+  return r->stacked ? r->base : em_cidx(em, 0);
+}
+
+ssa_t em_root_address(emitter_t *em, uint32_t root, ssa_t off) {
+  const root_t *r = root_of(em, root);
+  tstr_t rt = em_root_type(em, root);
+  ssa_t p = em_fresh(em);
+  em_line(em, "%s = memref.extract_aligned_pointer_as_index %s : %s -> index", p.s, r->name.s,
+          rt.s);
+  ssa_t a = em_iadd(em, p, em_imulc(em, off, (int64_t)tsr_dtype_size(r->dtype)));
+  return em_cast(em, "arith.index_cast", a, "index", "i64");
 }
 
 void em_dense_strides(uint32_t rank, const int64_t *dims, int64_t *strides) {

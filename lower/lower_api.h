@@ -15,7 +15,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 1
+#define TSR_LOWER_ABI_VERSION 2
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
@@ -40,13 +40,65 @@
 #define TSR_LOWER_KERNEL_FUNC "tsr_kernel"
 #define TSR_LOWER_KERNEL_SYMBOL "_mlir__mlir_ciface_tsr_kernel"
 
-/* Arguments of the compiled kernel, in order: one per non-scratch operand of
- * the kernel (prefetch, in, out, in declaration order), each the whole array
- * as a strided memref descriptor of its rank:
- *   { T *allocated; T *aligned; int64_t offset; int64_t sizes[rank];
- *     int64_t strides[rank]; }
- * (rank 0: the first three fields only). Scratch buffers are allocated by the
- * compiled code. */
+/* Arguments of the compiled kernel, in order:
+ *  - one per non-scratch operand of the kernel (prefetch, in, out, in
+ *    declaration order), the whole array with a leading dimension of the
+ *    run's device count (one slice per device, as the interpreter's
+ *    --devices takes them; 1 for one device), as a strided memref
+ *    descriptor of rank + 1:
+ *      { T *allocated; T *aligned; int64_t offset; int64_t sizes[rank + 1];
+ *        int64_t strides[rank + 1]; }
+ *  - six scalars, one core's part of the run (docs/lowering.md, "Cores"):
+ *      i64 rt_fn, rt_ctx   the runtime's callback (tsr_lower_rt_fn) and its
+ *                          first argument, called for what needs more than
+ *                          one core's memory: semaphores, barriers, remote
+ *                          DMAs, print and assert;
+ *      i32 device, core    this core's device and index in its device;
+ *      index plo, phi      the points [plo, phi) of the flattened leading
+ *                          `parallel` grid dimensions this core runs (the
+ *                          interpreter's split: contiguous chunks of
+ *                          ceil(P / cores); P = 1 without parallel dims).
+ * Scratch buffers are allocated by the compiled code, one set per call;
+ * semaphores belong to the runtime, which numbers them by
+ * tsr_ir_semaphore_slots. */
+
+/* The runtime's callback: `call` is a tsr_lower_rt_call_t, a..d as listed
+ * there ("slot|site" is slot + (site << 32); sites are tsr_ir_walk_ops
+ * positions). The context starts with an int64_t that the compiled code
+ * sets to the row-major number of its grid point at every step. */
+typedef int64_t (*tsr_lower_rt_fn)(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
+                                   int64_t d);
+typedef enum tsr_lower_rt_call {
+  TSR_RT_SIGNAL = 1, /* a = slot|site, b = amount, c = device, d = core (-1: this one) */
+  TSR_RT_WAIT,       /* a = slot|site, b = amount: blocks until the value is >= amount,
+                        then subtracts it */
+  TSR_RT_READ,       /* a = slot: returns the value */
+  TSR_RT_BARRIER,    /* a = slot|site: core_barrier */
+  TSR_RT_PRINT,      /* a = site, b = address of one i64 per operand: the address of
+                        its elements (dense, storage format) */
+  TSR_RT_ASSERT,     /* a = site: the assertion failed */
+  TSR_RT_REGISTER,   /* a = root, b = address: where this core's memory `root`
+                        starts (remote DMAs address it) */
+  TSR_RT_START,      /* every core has registered its memory (kernels with remote DMAs) */
+  TSR_RT_END,        /* before this core frees its memory (kernels with remote DMAs) */
+  TSR_RT_REMOTE_DMA, /* a = site, b = address of a tsr_lower_remote_dma_t laid out as i64s */
+} tsr_lower_rt_call_t;
+
+/* A DMA into another core's memory (`dma_start .. device %d`), as i64s:
+ * the copy (or add) and both semaphore signals are done by the runtime. */
+enum {
+  TSR_RDMA_DEVICE,   /* destination device (same core index) */
+  TSR_RDMA_ROOT,     /* destination memory, as registered */
+  TSR_RDMA_OFFSET,   /* destination view's offset from it, in elements */
+  TSR_RDMA_SRC,      /* address of the source view's first element */
+  TSR_RDMA_RANK,
+  TSR_RDMA_DTYPE,    /* tsr_dtype_t */
+  TSR_RDMA_ADD,      /* 1: dst += src */
+  TSR_RDMA_SEM,      /* destination core's DMA semaphore slot */
+  TSR_RDMA_SEND,     /* this core's send semaphore slot, or -1 */
+  TSR_RDMA_DIMS,     /* rank dims, then rank source strides, then rank
+                        destination strides (elements) */
+};
 
 typedef struct tsr_lower_api {
   uint32_t abi_version;     /* TSR_LOWER_ABI_VERSION */

@@ -501,6 +501,7 @@ struct tsr_compiled_kernel {
   const loaded_t *loaded;
   char *kernel_name;
   char **operand_names; /* num_operands, into the same allocation */
+  tsr_cpu_info_t *info; /* for runs: the caller's names, locations, ... */
 };
 
 /* The caller's names, for messages (the cached object may have been
@@ -560,6 +561,7 @@ tsr_status_t tsr_runtime_compile(const tsr_ir_kernel_t *kernel,
   ck->entry = entry;
   ck->loaded = tsr_memcache_entry_value(entry);
   s = copy_names(kernel, ck);
+  if (!s) s = tsr_cpu_info_create(kernel, &ck->info);
   if (s) {
     tsr_compiled_kernel_destroy(ck);
     return s;
@@ -572,6 +574,7 @@ void tsr_compiled_kernel_destroy(tsr_compiled_kernel_t *kernel) {
   if (!kernel) return;
   release_entry(kernel->entry);
   tsr_free(kernel->operand_names);
+  tsr_cpu_info_destroy(kernel->info);
   tsr_free(kernel);
 }
 
@@ -589,25 +592,36 @@ static void format_type(char *buf, size_t size, tsr_dtype_t dtype, uint32_t rank
 typedef struct descriptor {
   void *allocated, *aligned;
   int64_t offset;
-  int64_t sizes_and_strides[2 * TSR_MAX_RANK];
+  int64_t sizes_and_strides[2 * (TSR_MAX_RANK + 1)];
 } descriptor_t;
 
 tsr_status_t tsr_compiled_kernel_run(const tsr_compiled_kernel_t *kernel,
-                                     tsr_array_t *const *operands, size_t num_operands) {
+                                     tsr_array_t *const *operands, size_t num_operands,
+                                     const tsr_interp_options_t *options) {
   if (!kernel) return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_compiled_kernel_run: NULL kernel");
   const loaded_t *l = kernel->loaded;
+  const uint32_t devices = options && options->devices ? options->devices : 1;
+  const uint32_t cores = options && options->cores ? options->cores : 1;
+  if ((uint64_t)devices * cores > 256)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "at most 256 simulated cores (devices x cores) per run");
   if (num_operands != l->num_operands || (num_operands && !operands))
     return TSR_STATUS(TSR_INVALID_ARGUMENT,
                       "kernel @%s takes %u arrays (prefetch, in and out operands), got %zu",
                       kernel->kernel_name, l->num_operands, num_operands);
+  /* With several devices every array has a leading dimension of them. */
+  const uint32_t lead = devices > 1 ? 1 : 0;
   for (uint32_t i = 0; i < l->num_operands; i++) {
     const operand_type_t *t = &l->operands[i];
     const tsr_array_t *a = operands[i];
-    bool ok = a && a->data && a->dtype == t->dtype && a->rank == t->rank;
-    for (uint32_t d = 0; ok && d < t->rank; d++) ok = a->dims[d] == t->dims[d];
+    bool ok = a && a->data && a->dtype == t->dtype && a->rank == t->rank + lead &&
+              (!lead || a->dims[0] == devices);
+    for (uint32_t d = 0; ok && d < t->rank; d++) ok = a->dims[lead + d] == t->dims[d];
     if (ok) continue;
     char want[160], got[160] = "no array";
-    format_type(want, sizeof want, t->dtype, t->rank, t->dims);
+    int64_t dims[TSR_MAX_RANK + 1] = {devices};
+    memcpy(dims + lead, t->dims, t->rank * sizeof *dims);
+    format_type(want, sizeof want, t->dtype, t->rank + lead, dims);
     if (a) format_type(got, sizeof got, a->dtype, a->rank, a->dims);
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "kernel @%s operand %%%s: expected %s, got %s%s",
                       kernel->kernel_name, kernel->operand_names[i], want, got,
@@ -628,28 +642,31 @@ tsr_status_t tsr_compiled_kernel_run(const tsr_compiled_kernel_t *kernel,
   }
   /* args[i] points to the i-th argument, itself a pointer to the i-th
    * descriptor (the packed wrapper of the C interface). The sizes follow
-   * the offset, then the strides, with no gap for the rank. */
+   * the offset, then the strides, with no gap for the rank. The memref has
+   * the leading dimension of devices also with one device. */
   void **desc_ptrs = args + l->num_operands;
   for (uint32_t i = 0; i < l->num_operands; i++) {
     const operand_type_t *t = &l->operands[i];
     descriptor_t *d = &descs[i];
+    const uint32_t rank = t->rank + 1;
     d->allocated = d->aligned = operands[i]->data;
     d->offset = 0;
     int64_t stride = 1;
-    for (uint32_t k = t->rank; k-- > 0;) {
-      d->sizes_and_strides[k] = t->dims[k];
-      d->sizes_and_strides[t->rank + k] = stride;
-      stride *= t->dims[k];
+    for (uint32_t k = rank; k-- > 0;) {
+      d->sizes_and_strides[k] = k ? t->dims[k - 1] : devices;
+      d->sizes_and_strides[rank + k] = stride;
+      stride *= d->sizes_and_strides[k];
     }
     desc_ptrs[i] = d;
     args[i] = &desc_ptrs[i];
   }
-  tsr_runtime_object_entry(l->object)(args);
+  tsr_status_t s = tsr_cpu_run(tsr_runtime_object_entry(l->object), kernel->info, operands,
+                               args, l->num_operands, options);
   if (descs != small) {
     tsr_free(descs);
     tsr_free(args);
   }
-  return NULL;
+  return s;
 }
 
 /* ---- Text of the stages --------------------------------------------------------------------- */

@@ -39,6 +39,24 @@ void tsr_runtime_object_unload(tsr_runtime_object_t *object);
 /* The packed entry point: void fn(void **args), lower/lower_api.h. */
 void (*tsr_runtime_object_entry(const tsr_runtime_object_t *object))(void **);
 
+/* ---- Running compiled kernels (runtime/cpu_run.c) ---- */
+
+/* What a run needs from the kernel for its messages (names, locations,
+ * print formats, semaphores); copied, borrows nothing. */
+typedef struct tsr_cpu_info tsr_cpu_info_t;
+tsr_status_t tsr_cpu_info_create(const tsr_ir_kernel_t *kernel,
+                                 tsr_cpu_info_t **out_info) TSR_MUST_USE;
+void tsr_cpu_info_destroy(tsr_cpu_info_t *info);
+/* Runs the kernel's entry point on options->devices x options->cores
+ * threads (one call in this thread for one core). args: the packed
+ * arguments of the memrefs (lower_api.h), made from `operands`; each core
+ * gets its own copy with its six scalars after them. Aliased outputs are
+ * first set to their inputs. Kernel errors (assertions, deadlocks, signals
+ * to cores that do not exist) are TSR_KERNEL_ERROR as in the interpreter. */
+tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
+                         tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
+                         const tsr_interp_options_t *options) TSR_MUST_USE;
+
 /* The lowering library's API table, loading it on first use (thread-safe);
  * TSR_UNIMPLEMENTED says why it cannot be loaded. Tests use it directly. */
 struct tsr_lower_api;

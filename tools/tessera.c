@@ -83,9 +83,10 @@ static const char run_help[] =
     "                           MLIR and LLVM (docs/lowering.md), kept in the\n"
     "                           disk cache, so a later run loads it without\n"
     "                           compiling. Same inputs, outputs and results;\n"
-    "                           no checks: the interpreter's options below are\n"
-    "                           accepted and ignored, except --trace and\n"
-    "                           --devices > 1, which it does not support\n"
+    "                           one thread per simulated core (--devices,\n"
+    "                           --cores); no checks: of the options below it\n"
+    "                           uses --devices, --cores and --max-errors,\n"
+    "                           ignores the others and refuses --trace\n"
     "\n"
     "Interpreter:\n"
     "  --kernel NAME            the kernel to run (needed if FILE has several)\n"
@@ -1056,9 +1057,6 @@ static int parse_run_args(const char *cmd, int argc, char **argv,
     if (req->options.trace_path)
       return usage_error(cmd, "--trace needs the interpreter: the cpu backend "
                          "runs native code, which it cannot trace");
-    if (req->options.devices > 1)
-      return usage_error(cmd, "--devices %u cannot be lowered: the cpu backend runs "
-                         "one device (use the interpreter)", req->options.devices);
   }
   return EXIT_OK;
 }
@@ -1348,7 +1346,7 @@ static int execute_run(run_request_t *req) {
   tsr_interp_stats_t stats;
   memset(&stats, 0, sizeof stats);
   if (compiled)
-    status = tsr_compiled_kernel_run(compiled, ptrs, n);
+    status = tsr_compiled_kernel_run(compiled, ptrs, n, &req->options);
   else
     status = tsr_interp_program_run(program, ptrs, n, &stats);
   double run_seconds = seconds_now() - start;

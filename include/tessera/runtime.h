@@ -147,13 +147,21 @@ TSR_API void tsr_compiled_kernel_destroy(tsr_compiled_kernel_t *kernel);
 
 /* Runs the compiled kernel. `operands` as for tsr_interp_program_run: one
  * array per non-scratch operand in declaration order with the declared
- * dtype and shape (TSR_INVALID_ARGUMENT otherwise, naming the operand).
- * Outputs are overwritten; an aliased output must start as a copy of its
- * input, as the caller of the interpreter arranges. The compiled code does
- * no checks: run a kernel in the interpreter to find its bugs. Thread-safe. */
+ * dtype and shape, with a leading dimension of options->devices when that
+ * is more than 1 (TSR_INVALID_ARGUMENT otherwise, naming the operand).
+ * Outputs are overwritten; an aliased output is first set to a copy of its
+ * input, as the interpreter does. `options` may be NULL;
+ * of the interpreter's options a compiled run uses `devices` and `cores`
+ * (one thread per simulated core; parallel grid dimensions split as the
+ * interpreter splits them), `print_stream` and `max_errors`. The compiled
+ * code does no checks (bounds, uninitialized reads, races): run a kernel in
+ * the interpreter to find its bugs; but assertions, deadlocks and signals
+ * to cores that do not exist are TSR_KERNEL_ERROR with the interpreter's
+ * messages. Thread-safe. */
 TSR_API tsr_status_t tsr_compiled_kernel_run(const tsr_compiled_kernel_t *kernel,
                                              tsr_array_t *const *operands,
-                                             size_t num_operands) TSR_MUST_USE;
+                                             size_t num_operands,
+                                             const tsr_interp_options_t *options) TSR_MUST_USE;
 
 /* The kernel's text at a stage of the lowering to `target` (TSR_TARGET_CPU):
  * "mlir" (the upstream dialects tessera generates) or "llvm" (after the

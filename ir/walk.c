@@ -1,0 +1,57 @@
+/* Walks over a kernel shared by the interpreter, the lowering and the
+ * runtime: the pre-order numbering of ops (diagnostic sites) and the
+ * numbering of a core's semaphores (semaphore slots). */
+#include "ir/ir.h"
+
+static uint32_t walk_region(const tsr_region_t *r, uint32_t n, tsr_ir_op_visit_fn visit,
+                            void *ctx) {
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    if (visit) visit(ctx, op, n);
+    n++;
+    for (uint32_t i = 0; i < op->num_regions; i++) n = walk_region(&op->regions[i], n, visit, ctx);
+  }
+  return n;
+}
+
+uint32_t tsr_ir_walk_ops(const tsr_kernel_t *k, tsr_ir_op_visit_fn visit, void *ctx) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < k->num_decls; i++)
+    if (k->decls[i].index_map) n = walk_region(k->decls[i].index_map, n, visit, ctx);
+  return walk_region(&k->body, n, visit, ctx);
+}
+
+static uint64_t sem_elements(const tsr_type_t *t) {
+  uint64_t n = 1;
+  for (uint32_t d = 0; d < t->rank; d++) n *= (uint64_t)t->dims[d];
+  return n;
+}
+
+typedef struct slots {
+  tsr_ir_sem_visit_fn visit;
+  void *ctx;
+  uint64_t next;
+} slots_t;
+
+static void scoped_sems(void *p, const tsr_op_t *op, uint32_t position) {
+  (void)position;
+  slots_t *s = p;
+  if (op->opcode != TSR_OP_SCOPED || !op->num_regions) return;
+  const tsr_region_t *r = &op->regions[0];
+  for (uint32_t i = 0; i < r->num_args; i++) {
+    if (r->args[i]->type.kind != TSR_TYPE_SEM) continue;
+    if (s->visit) s->visit(s->ctx, r->args[i], s->next);
+    s->next += sem_elements(&r->args[i]->type);
+  }
+}
+
+uint64_t tsr_ir_semaphore_slots(const tsr_kernel_t *k, tsr_ir_sem_visit_fn visit, void *ctx) {
+  slots_t s = {visit, ctx, 0};
+  for (uint32_t i = 0; i < k->num_decls; i++) {
+    const tsr_value_t *ref = k->decls[i].ref;
+    if (!ref || ref->type.kind != TSR_TYPE_SEM) continue;
+    if (visit) visit(ctx, ref, s.next);
+    s.next += sem_elements(&ref->type);
+  }
+  tsr_ir_walk_ops(k, scoped_sems, &s);
+  return s.next;
+}

@@ -1,0 +1,583 @@
+/* Running compiled kernels (docs/lowering.md, "Cores and devices"): one OS
+ * thread per simulated core, and the runtime side of the compiled code's
+ * callback (lower/lower_api.h): semaphores, core barriers, DMAs into another
+ * core's memory, print and assert.
+ *
+ * Semaphores are counters in the run, one set of tsr_ir_semaphore_slots per
+ * core, under one mutex: a signal adds and wakes the waiters, a wait blocks
+ * on a condition variable until its semaphore holds enough. The mutex also
+ * orders memory: what a core wrote before a signal (the copy of a DMA
+ * included) is visible to the core that waited for it. A wait that can never
+ * be satisfied is a deadlock, found the moment no core can move (every core
+ * waits for a semaphore that does not hold enough, has finished or waits at
+ * the end) and reported as the interpreter reports it; the run is then
+ * abandoned: waits return at once, prints stop, and the outputs are not
+ * to be trusted (the status is an error). */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "interp/blockops.h"
+#include "interp/interp_internal.h"
+#include "ir/ir.h"
+#include "lower/lower_api.h"
+#include "runtime/runtime_internal.h"
+
+/* ---- What the runtime keeps of the kernel ------------------------------------------------- */
+
+typedef struct site_info {
+  tsr_loc_t loc; /* file copied */
+  tsr_opcode_t opcode;
+  const char *text; /* print format, assert message */
+  uint32_t num_operands;
+  struct print_operand {
+    tsr_dtype_t dtype;
+    bool vector;
+    uint64_t elements;
+  } *operands; /* print */
+} site_info_t;
+
+typedef struct sem_info {
+  const char *name;
+  uint64_t first;
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+} sem_info_t;
+
+struct tsr_cpu_info {
+  tsr_arena_t arena;
+  const char *kernel_name;
+  uint32_t grid_rank;
+  int64_t grid[TSR_MAX_RANK];
+  uint64_t outer; /* points of the leading parallel dims (1 without) */
+  site_info_t *sites;
+  uint32_t num_sites;
+  sem_info_t *sems;
+  uint32_t num_sems;
+  uint64_t slots;
+  int32_t *alias; /* per operand (non-scratch decl): the input it aliases, or -1 */
+  uint32_t num_operands;
+  bool failed;
+};
+
+static const char *info_strdup(tsr_cpu_info_t *info, const char *s) {
+  if (!s) return NULL;
+  char *c = tsr_arena_strndup(&info->arena, s, strlen(s));
+  if (!c) info->failed = true;
+  return c;
+}
+
+static void note_site(void *ctx, const tsr_op_t *op, uint32_t position) {
+  tsr_cpu_info_t *info = ctx;
+  site_info_t *s = &info->sites[position];
+  s->loc = op->loc;
+  s->loc.file = info_strdup(info, op->loc.file);
+  s->opcode = op->opcode;
+  s->text = info_strdup(info, op->text);
+  if (op->opcode != TSR_OP_PRINT || !op->num_operands) return;
+  s->operands = tsr_arena_alloc(&info->arena, op->num_operands * sizeof *s->operands);
+  if (!s->operands) {
+    info->failed = true;
+    return;
+  }
+  s->num_operands = op->num_operands;
+  for (uint32_t i = 0; i < op->num_operands; i++) {
+    const tsr_type_t *t = &op->operands[i]->type;
+    uint64_t n = 1;
+    for (uint32_t d = 0; t->kind == TSR_TYPE_VECTOR && d < t->rank; d++) n *= (uint64_t)t->dims[d];
+    s->operands[i] = (struct print_operand){(tsr_dtype_t)t->dtype, t->kind == TSR_TYPE_VECTOR, n};
+  }
+}
+
+static void note_sem(void *ctx, const tsr_value_t *ref, uint64_t first) {
+  tsr_cpu_info_t *info = ctx;
+  sem_info_t *s = &info->sems[info->num_sems++];
+  s->name = info_strdup(info, ref->name);
+  s->first = first;
+  s->rank = ref->type.rank;
+  memcpy(s->dims, ref->type.dims, sizeof s->dims);
+}
+
+static void count_sem(void *ctx, const tsr_value_t *ref, uint64_t first) {
+  (void)ref;
+  (void)first;
+  (*(uint32_t *)ctx)++;
+}
+
+tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
+  tsr_cpu_info_t *info = tsr_calloc(1, sizeof *info);
+  if (!info) return TSR_OOM();
+  tsr_arena_initialize(&info->arena);
+  info->kernel_name = info_strdup(info, k->name);
+  info->grid_rank = k->grid_rank;
+  memcpy(info->grid, k->grid, sizeof info->grid);
+  info->outer = 1;
+  for (uint32_t g = 0; g < k->grid_rank && k->semantics[g] == TSR_DIM_PARALLEL; g++)
+    info->outer *= (uint64_t)k->grid[g];
+  info->alias = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->alias);
+  int32_t *operand_of = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *operand_of);
+  if (!info->alias || !operand_of) info->failed = true;
+  for (uint32_t i = 0; !info->failed && i < k->num_decls; i++) {
+    const tsr_decl_t *d = &k->decls[i];
+    operand_of[i] = -1;
+    if (d->role == TSR_ROLE_SCRATCH) continue;
+    operand_of[i] = (int32_t)info->num_operands;
+    info->alias[info->num_operands++] =
+        d->role == TSR_ROLE_OUT && d->alias >= 0 ? operand_of[d->alias] : -1;
+  }
+  info->num_sites = tsr_ir_walk_ops(k, NULL, NULL);
+  info->sites = tsr_arena_alloc(&info->arena, (info->num_sites + 1) * sizeof *info->sites);
+  uint32_t nsems = 0;
+  tsr_ir_semaphore_slots(k, count_sem, &nsems);
+  info->sems = tsr_arena_alloc(&info->arena, (nsems + 1) * sizeof *info->sems);
+  if (info->sites && info->sems) {
+    memset(info->sites, 0, (info->num_sites + 1) * sizeof *info->sites);
+    tsr_ir_walk_ops(k, note_site, info);
+    info->slots = tsr_ir_semaphore_slots(k, note_sem, info);
+  }
+  if (!info->sites || !info->sems || info->failed) {
+    tsr_cpu_info_destroy(info);
+    return TSR_OOM();
+  }
+  *out = info;
+  return NULL;
+}
+
+void tsr_cpu_info_destroy(tsr_cpu_info_t *info) {
+  if (!info) return;
+  tsr_arena_deinitialize(&info->arena);
+  tsr_free(info);
+}
+
+/* ---- A run --------------------------------------------------------------------------------- */
+
+typedef enum core_state {
+  CORE_RUNNING,
+  CORE_WAITING, /* for a semaphore: wait_slot to reach wait_need */
+  CORE_AT_START,
+  CORE_AT_END,
+  CORE_DONE,
+} core_state_t;
+
+typedef struct crun crun_t;
+
+typedef struct ccore {
+  int64_t lin; /* first: the compiled code's grid point (lower_api.h) */
+  crun_t *run;
+  uint32_t device, index;
+  /* the six scalars of the kernel function */
+  int64_t fn, ctx;
+  int32_t device_arg, core_arg;
+  int64_t plo, phi;
+  void **args;
+  /* memory registered for remote DMAs (written before TSR_RT_START) */
+  void **roots;
+  uint32_t num_roots, roots_capacity;
+  /* under run->mu */
+  core_state_t state;
+  uint64_t wait_slot;
+  int64_t wait_need;
+  uint32_t wait_site;
+  pthread_t thread;
+} ccore_t;
+
+struct crun {
+  const tsr_cpu_info_t *info;
+  void (*entry)(void **);
+  uint32_t devices, cores, n;
+  uint32_t max_errors;
+  FILE *out;
+  ccore_t *core;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  /* under mu */
+  int64_t *sems; /* n x info->slots */
+  uint32_t at_start;
+  bool aborted;
+  tsr_diag_list_t diags;
+  uint64_t suppressed;
+  uint8_t *site_reported;
+};
+
+static int64_t *sem_at(crun_t *r, uint32_t core, uint64_t slot) {
+  return &r->sems[(uint64_t)core * r->info->slots + slot];
+}
+
+/* "%name" or "%name[i, j]" for a slot. */
+static void sem_text(const tsr_cpu_info_t *info, uint64_t slot, char *buf, size_t size) {
+  const sem_info_t *s = NULL;
+  for (uint32_t i = 0; i < info->num_sems; i++)
+    if (info->sems[i].first <= slot) s = &info->sems[i];
+  if (!s) {
+    snprintf(buf, size, "semaphore %" PRIu64, slot);
+    return;
+  }
+  int n = snprintf(buf, size, "%%%s", s->name);
+  if (!s->rank) return;
+  int64_t idx[TSR_MAX_RANK], off = (int64_t)(slot - s->first);
+  for (uint32_t d = s->rank; d-- > 0;) {
+    idx[d] = off % s->dims[d];
+    off /= s->dims[d];
+  }
+  for (uint32_t d = 0; d < s->rank && n > 0 && (size_t)n < size; d++)
+    n += snprintf(buf + n, size - (size_t)n, "%s%" PRId64 "%s", d ? ", " : "[", idx[d],
+                  d + 1 == s->rank ? "]" : "");
+}
+
+/* A kernel error at `site` in the interpreter's words; under mu. */
+static void kernel_error(ccore_t *c, uint32_t site, const char *fmt, ...) TSR_PRINTF(3, 4);
+static void kernel_error(ccore_t *c, uint32_t site, const char *fmt, ...) {
+  crun_t *r = c->run;
+  const tsr_cpu_info_t *info = r->info;
+  if (site >= info->num_sites) site = 0;
+  if (r->site_reported[site]) {
+    r->suppressed++;
+    return;
+  }
+  r->site_reported[site] = 1;
+  int64_t point[TSR_MAX_RANK], lin = c->lin;
+  for (uint32_t g = info->grid_rank; g-- > 0;) {
+    point[g] = lin % info->grid[g];
+    lin /= info->grid[g];
+  }
+  char at[160];
+  tsr_interp_format_point(at, sizeof at, point, info->grid_rank);
+  tsr_strbuf_t msg;
+  tsr_strbuf_initialize(&msg);
+  tsr_strbuf_printf(&msg, "kernel @%s, ", info->kernel_name);
+  if (r->devices > 1) tsr_strbuf_printf(&msg, "device %u, ", c->device);
+  if (r->cores > 1) tsr_strbuf_printf(&msg, "core %u, ", c->index);
+  const site_info_t *s = &info->sites[site];
+  tsr_strbuf_printf(&msg, "grid point %s: '%s': ", at, tsr_op_table[s->opcode].mnemonic);
+  va_list ap;
+  va_start(ap, fmt);
+  tsr_strbuf_vprintf(&msg, fmt, ap);
+  va_end(ap);
+  tsr_diag_add(&r->diags, s->loc, "%s", msg.data ? msg.data : "?");
+  tsr_strbuf_deinitialize(&msg);
+  if (r->diags.count >= r->max_errors) {
+    r->aborted = true;
+    pthread_cond_broadcast(&r->cv);
+  }
+}
+
+/* The core a device/core pair names (-1: this core's), or NULL after an
+ * error; under mu. */
+static ccore_t *target_core(ccore_t *c, uint32_t site, int64_t device, int64_t core) {
+  crun_t *r = c->run;
+  if (device < 0) device = c->device;
+  if (core < 0) core = c->index;
+  if (device >= r->devices) {
+    kernel_error(c, site, "device %lld out of range: the run has %u device%s", (long long)device,
+                 r->devices, r->devices == 1 ? "" : "s");
+    return NULL;
+  }
+  if (core >= r->cores) {
+    kernel_error(c, site, "core %lld out of range: a device has %u core%s", (long long)core,
+                 r->cores, r->cores == 1 ? "" : "s");
+    return NULL;
+  }
+  return &r->core[device * r->cores + core];
+}
+
+static bool satisfied(crun_t *r, const ccore_t *c) {
+  return *sem_at(r, (uint32_t)(c - r->core), c->wait_slot) >= c->wait_need;
+}
+
+/* Under mu, after a core stopped moving: if no core can move any more,
+ * reports every core waiting for a semaphore and abandons the run. */
+static void check_deadlock(crun_t *r) {
+  if (r->aborted) return;
+  bool waiting = false;
+  for (uint32_t i = 0; i < r->n; i++) {
+    const ccore_t *c = &r->core[i];
+    if (c->state == CORE_RUNNING || c->state == CORE_AT_START) return;
+    if (c->state == CORE_WAITING) {
+      if (satisfied(r, c)) return;
+      waiting = true;
+    }
+  }
+  if (!waiting) return; /* everyone is at the end: they go on */
+  for (uint32_t i = 0; i < r->n; i++) {
+    ccore_t *c = &r->core[i];
+    if (c->state != CORE_WAITING) continue;
+    char name[160];
+    sem_text(r->info, c->wait_slot, name, sizeof name);
+    const site_info_t *s = &r->info->sites[c->wait_site < r->info->num_sites ? c->wait_site : 0];
+    r->site_reported[c->wait_site < r->info->num_sites ? c->wait_site : 0] = 0;
+    kernel_error(c, c->wait_site,
+                 "deadlock: every core is blocked; this one waits for %s to reach %lld%s, "
+                 "it holds %lld and nothing in flight will signal it",
+                 name, (long long)c->wait_need, s->opcode == TSR_OP_DMA_WAIT ? " bytes" : "",
+                 (long long)*sem_at(r, i, c->wait_slot));
+  }
+  r->aborted = true;
+  pthread_cond_broadcast(&r->cv);
+}
+
+/* Under mu: blocks until the semaphore holds `need`, then subtracts it. */
+static void wait_locked(ccore_t *c, uint64_t slot, int64_t need, uint32_t site) {
+  crun_t *r = c->run;
+  int64_t *v = sem_at(r, (uint32_t)(c - r->core), slot);
+  c->state = CORE_WAITING;
+  c->wait_slot = slot;
+  c->wait_need = need;
+  c->wait_site = site;
+  while (!r->aborted && *v < need) {
+    check_deadlock(r);
+    if (r->aborted) break;
+    pthread_cond_wait(&r->cv, &r->mu);
+  }
+  if (!r->aborted) *v -= need;
+  c->state = CORE_RUNNING;
+}
+
+static void signal_locked(ccore_t *c, ccore_t *t, uint64_t slot, int64_t amount) {
+  crun_t *r = c->run;
+  *sem_at(r, (uint32_t)(t - r->core), slot) += amount;
+  pthread_cond_broadcast(&r->cv);
+}
+
+/* Under mu: TSR_RT_START, until every core has registered its memory. */
+static void meet_at_start(ccore_t *c) {
+  crun_t *r = c->run;
+  c->state = CORE_AT_START;
+  r->at_start++;
+  pthread_cond_broadcast(&r->cv);
+  while (r->at_start < r->n && !r->aborted) pthread_cond_wait(&r->cv, &r->mu);
+  c->state = CORE_RUNNING;
+}
+
+/* Under mu: TSR_RT_END, until every core has reached its end (or the run is
+ * abandoned: a core waits forever). */
+static void meet_at_end(ccore_t *c) {
+  crun_t *r = c->run;
+  c->state = CORE_AT_END;
+  pthread_cond_broadcast(&r->cv);
+  for (;;) {
+    uint32_t there = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+      there += r->core[i].state == CORE_AT_END || r->core[i].state == CORE_DONE;
+    if (there == r->n) break;
+    check_deadlock(r);
+    if (r->aborted) break;
+    pthread_cond_wait(&r->cv, &r->mu);
+  }
+}
+
+static void remote_dma(ccore_t *c, uint32_t site, const int64_t *desc) {
+  crun_t *r = c->run;
+  uint32_t rank = (uint32_t)desc[TSR_RDMA_RANK];
+  tsr_dtype_t dtype = (tsr_dtype_t)desc[TSR_RDMA_DTYPE];
+  const int64_t *dims = desc + TSR_RDMA_DIMS;
+  pthread_mutex_lock(&r->mu);
+  ccore_t *t = target_core(c, site, desc[TSR_RDMA_DEVICE], -1);
+  uint64_t root = (uint64_t)desc[TSR_RDMA_ROOT];
+  pthread_mutex_unlock(&r->mu);
+  if (!t) return;
+  /* The target registered its memory before TSR_RT_START and keeps it until
+   * TSR_RT_END: reading its table needs no lock. */
+  if (root >= t->num_roots || !t->roots[root]) {
+    pthread_mutex_lock(&r->mu);
+    kernel_error(c, site, "internal error: the destination memory of the DMA is unknown");
+    pthread_mutex_unlock(&r->mu);
+    return;
+  }
+  size_t es = tsr_dtype_size(dtype);
+  uint8_t *dst = (uint8_t *)t->roots[root] + desc[TSR_RDMA_OFFSET] * (int64_t)es;
+  const void *src = (const void *)(uintptr_t)desc[TSR_RDMA_SRC];
+  bool ok = true;
+  if (desc[TSR_RDMA_ADD])
+    ok = tsr_blockops_add_into(dtype, rank, dims, dst, dims + 2 * rank, src, dims + rank);
+  else
+    tsr_blockops_copy(es, rank, dims, dst, dims + 2 * rank, src, dims + rank);
+  int64_t bytes = (int64_t)es;
+  for (uint32_t d = 0; d < rank; d++) bytes *= dims[d];
+  pthread_mutex_lock(&r->mu);
+  if (!ok) kernel_error(c, site, "out of memory adding a DMA into its destination");
+  signal_locked(c, t, (uint64_t)desc[TSR_RDMA_SEM], bytes);
+  if (desc[TSR_RDMA_SEND] >= 0) signal_locked(c, c, (uint64_t)desc[TSR_RDMA_SEND], bytes);
+  pthread_mutex_unlock(&r->mu);
+}
+
+static void print(ccore_t *c, uint32_t site, const int64_t *addrs) {
+  crun_t *r = c->run;
+  const site_info_t *s = &r->info->sites[site < r->info->num_sites ? site : 0];
+  FILE *f = r->out;
+  uint32_t next = 0;
+  for (const char *p = s->text ? s->text : ""; *p; p++) {
+    if (p[0] == '{' && p[1] == '}' && next < s->num_operands) {
+      const struct print_operand *o = &s->operands[next];
+      tsr_interp_print_value(f, o->dtype, (const void *)(uintptr_t)addrs[next], o->elements,
+                             o->vector);
+      next++;
+      p++;
+    } else {
+      fputc(*p, f);
+    }
+  }
+  fputc('\n', f);
+}
+
+static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
+                            int64_t d) {
+  ccore_t *me = ctx;
+  crun_t *r = me->run;
+  const uint64_t slot = (uint64_t)a & 0xffffffffu;
+  const uint32_t site = (uint32_t)((uint64_t)a >> 32);
+  int64_t result = 0;
+  if (call == TSR_RT_REGISTER) { /* this core's own table, before TSR_RT_START */
+    if ((uint64_t)a >= me->roots_capacity) {
+      uint32_t cap = (uint32_t)a + 16;
+      void **roots = tsr_realloc(me->roots, cap * sizeof *roots);
+      if (!roots) return 0; /* a remote DMA into it then reports the error */
+      memset(roots + me->roots_capacity, 0, (cap - me->roots_capacity) * sizeof *roots);
+      me->roots = roots;
+      me->roots_capacity = cap;
+    }
+    me->roots[a] = (void *)(uintptr_t)b;
+    if ((uint32_t)a >= me->num_roots) me->num_roots = (uint32_t)a + 1;
+    return 0;
+  }
+  if (call == TSR_RT_REMOTE_DMA) {
+    remote_dma(me, (uint32_t)a, (const int64_t *)(uintptr_t)b);
+    return 0;
+  }
+  pthread_mutex_lock(&r->mu);
+  switch (call) {
+    case TSR_RT_SIGNAL: {
+      ccore_t *t = target_core(me, site, c, d);
+      if (t) signal_locked(me, t, slot, b);
+      break;
+    }
+    case TSR_RT_WAIT: wait_locked(me, slot, b, site); break;
+    case TSR_RT_READ: result = *sem_at(r, (uint32_t)(me - r->core), slot); break;
+    case TSR_RT_BARRIER:
+      for (uint32_t i = 0; i < r->cores; i++)
+        if (i != me->index) signal_locked(me, &r->core[me->device * r->cores + i], slot, 1);
+      wait_locked(me, slot, (int64_t)r->cores - 1, site);
+      break;
+    case TSR_RT_PRINT:
+      if (!r->aborted) print(me, (uint32_t)a, (const int64_t *)(uintptr_t)b);
+      break;
+    case TSR_RT_ASSERT: {
+      const site_info_t *s = &r->info->sites[(uint32_t)a < r->info->num_sites ? a : 0];
+      kernel_error(me, (uint32_t)a, "assertion failed: %s", s->text ? s->text : "");
+      break;
+    }
+    case TSR_RT_START: meet_at_start(me); break;
+    case TSR_RT_END: meet_at_end(me); break;
+    default: break;
+  }
+  pthread_mutex_unlock(&r->mu);
+  return result;
+}
+
+static void *core_main(void *p) {
+  ccore_t *c = p;
+  crun_t *r = c->run;
+  r->entry(c->args);
+  pthread_mutex_lock(&r->mu);
+  c->state = CORE_DONE;
+  check_deadlock(r);
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
+                         tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
+                         const tsr_interp_options_t *options) {
+  tsr_interp_options_t defaults;
+  if (!options) {
+    tsr_interp_options_initialize(&defaults);
+    options = &defaults;
+  }
+  crun_t r;
+  memset(&r, 0, sizeof r);
+  r.info = info;
+  r.entry = entry;
+  r.devices = options->devices ? options->devices : 1;
+  r.cores = options->cores ? options->cores : 1;
+  r.n = r.devices * r.cores;
+  r.max_errors = options->max_errors ? options->max_errors : 20;
+  r.out = options->print_stream ? options->print_stream : stderr;
+  r.core = tsr_calloc(r.n, sizeof *r.core);
+  r.sems = tsr_calloc((size_t)r.n * (info->slots ? info->slots : 1), sizeof *r.sems);
+  r.site_reported = tsr_calloc(info->num_sites + 1, 1);
+  const uint32_t nargs = num_memrefs + 6;
+  void **all_args = tsr_calloc((size_t)r.n * nargs, sizeof *all_args);
+  if (!r.core || !r.sems || !r.site_reported || !all_args) {
+    tsr_free(r.core);
+    tsr_free(r.sems);
+    tsr_free(r.site_reported);
+    tsr_free(all_args);
+    return TSR_OOM();
+  }
+  pthread_mutex_init(&r.mu, NULL);
+  pthread_cond_init(&r.cv, NULL);
+  tsr_diag_list_initialize(&r.diags, r.max_errors);
+  const uint64_t per = (info->outer + r.cores - 1) / r.cores;
+  for (uint32_t i = 0; i < r.n; i++) {
+    ccore_t *c = &r.core[i];
+    c->run = &r;
+    c->device = i / r.cores;
+    c->index = i % r.cores;
+    c->fn = (int64_t)(uintptr_t)runtime_call;
+    c->ctx = (int64_t)(uintptr_t)c;
+    c->device_arg = (int32_t)c->device;
+    c->core_arg = (int32_t)c->index;
+    uint64_t b = TSR_MIN((uint64_t)c->index * per, info->outer);
+    c->plo = (int64_t)b;
+    c->phi = (int64_t)TSR_MIN(b + per, info->outer);
+    c->args = all_args + (size_t)i * nargs;
+    memcpy(c->args, args, num_memrefs * sizeof *args);
+    void **s = c->args + num_memrefs;
+    s[0] = &c->fn;
+    s[1] = &c->ctx;
+    s[2] = &c->device_arg;
+    s[3] = &c->core_arg;
+    s[4] = &c->plo;
+    s[5] = &c->phi;
+  }
+  /* An aliased output starts as a copy of its input, before any core runs. */
+  for (uint32_t i = 0; i < num_memrefs && i < info->num_operands; i++) {
+    int32_t a = info->alias[i];
+    if (a >= 0 && operands[i]->data != operands[a]->data)
+      memcpy(operands[i]->data, operands[a]->data, tsr_array_byte_size(operands[a]));
+  }
+  tsr_status_t status = NULL;
+  if (r.n == 1) {
+    core_main(&r.core[0]);
+  } else {
+    uint32_t started = 0;
+    for (; started < r.n; started++)
+      if (pthread_create(&r.core[started].thread, NULL, core_main, &r.core[started]) != 0) break;
+    if (started < r.n) {
+      status = TSR_STATUS(TSR_RESOURCE_EXHAUSTED, "cannot start a thread for each of %u cores",
+                          r.n);
+      pthread_mutex_lock(&r.mu);
+      for (uint32_t i = started; i < r.n; i++) r.core[i].state = CORE_DONE;
+      r.aborted = true;
+      pthread_cond_broadcast(&r.cv);
+      pthread_mutex_unlock(&r.mu);
+    }
+    for (uint32_t i = 0; i < started; i++) pthread_join(r.core[i].thread, NULL);
+  }
+  if (!status && r.diags.count) {
+    if (r.suppressed)
+      tsr_strbuf_printf(&r.diags.text, "\nnote: %llu more occurrence%s of these errors not shown",
+                        (unsigned long long)r.suppressed, r.suppressed == 1 ? "" : "s");
+    status = tsr_diag_list_to_status(&r.diags, TSR_KERNEL_ERROR);
+  }
+  tsr_diag_list_deinitialize(&r.diags);
+  pthread_cond_destroy(&r.cv);
+  pthread_mutex_destroy(&r.mu);
+  for (uint32_t i = 0; i < r.n; i++) tsr_free(r.core[i].roots);
+  tsr_free(r.core);
+  tsr_free(r.sems);
+  tsr_free(r.site_reported);
+  tsr_free(all_args);
+  return status;
+}
