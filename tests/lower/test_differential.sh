@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Compiled vs interpreted, in TAP: every kernel of the tree (kernels/examples,
-# the diagnostics catalog's correct kernels with their options, and the
-# random kernels of tests/lower/random_kernels.py when given a count) runs with
+# Compiled vs interpreted, in TAP: every kernel of the tree (everything under
+# kernels/, the diagnostics catalog's correct kernels with their options, and
+# the random kernels of tests/lower/random_kernels.py when given a count;
+# every other random kernel also on several cores and devices) runs with
 # `tessera run --backend cpu` and with the interpreter on the same seeded
 # inputs; the outputs must be equal: bitwise for integer and i1 outputs, for
 # floats within the tolerance of docs/lowering.md (|a - b| <= atol + rtol |b|,
 # rtol = 1e-5 and atol = 1e-5 for f32, 1e-2 for bf16/f16 after rounding).
-# A kernel the CPU backend cannot lower yet is a SKIP naming the op (never a
-# pass). Needs $TESSERA, $TSR_SOURCE_ROOT and python3 with numpy.
+# Every op lowers: a kernel the CPU backend cannot lower is a failure. A
+# kernel the interpreter reports an error for is a SKIP (its outputs mean
+# nothing). Needs $TESSERA, $TSR_SOURCE_ROOT and python3 with numpy.
 #
 #   test_differential.sh [RANDOM_COUNT [SEED]]   (default 0 random kernels)
 set -u
@@ -83,7 +85,7 @@ check_kernel() {
     >"$tmp/out_c" 2>"$tmp/err_c"
   local rc_c=$?
   if grep -q 'cannot be lowered' "$tmp/err_c"; then
-    skip "$desc" "$(grep -m1 'cannot be lowered' "$tmp/err_c")"
+    fail "$desc" "$(grep -m1 'cannot be lowered' "$tmp/err_c")"
   elif [[ $rc_i -ne 0 ]]; then
     # The interpreter rejects the run (a kernel error): the compiled code
     # need not agree on diagnostics, only on results of correct kernels.
@@ -100,9 +102,9 @@ check_kernel() {
 # kernels FILE: the kernel names of a .tsr file.
 kernels() { grep -oE '^kernel @[A-Za-z0-9_.]+' "$1" | sed 's/^kernel @//'; }
 
-for f in "$SRC"/kernels/examples/*.tsr; do
+while IFS= read -r f; do
   for k in $(kernels "$f"); do check_kernel "$f" "$k"; done
-done
+done < <(find "$SRC/kernels" -name '*.tsr' | sort)
 
 declare -A opts
 while read -r file rest; do
@@ -119,8 +121,16 @@ if ((random_count > 0)); then
   mkdir -p "$tmp/random"
   if "$PY" "$SRC/tests/lower/random_kernels.py" --count "$random_count" --seed "$random_seed" \
        --out "$tmp/random" >"$tmp/gen.log" 2>&1; then
+    i=0
     for f in "$tmp"/random/*.tsr; do
-      for k in $(kernels "$f"); do check_kernel "$f" "$k"; done
+      for k in $(kernels "$f"); do
+        check_kernel "$f" "$k"
+        # Threads: parallel grid dims split over cores, slices over devices.
+        case $((i++ % 4)) in
+          1) check_kernel "$f" "$k" --cores 2 ;;
+          3) check_kernel "$f" "$k" --devices 2 --cores 3 ;;
+        esac
+      done
     done
   else
     fail "random kernel generator" "$(head -c 1500 "$tmp/gen.log")"
