@@ -186,11 +186,21 @@ typedef struct compiled_run {
   const tsr_compiled_kernel_t *kernel;
   tsr_array_t **operands;
   size_t count;
+  const tsr_interp_options_t *options; /* NULL: one core */
 } compiled_run_t;
 
 static void run_compiled(void *p) {
   compiled_run_t *r = p;
-  die_on_error(tsr_compiled_kernel_run(r->kernel, r->operands, r->count, NULL), "compiled run");
+  die_on_error(tsr_compiled_kernel_run(r->kernel, r->operands, r->count, r->options),
+               "compiled run");
+}
+
+/* Options for a run on `cores` simulated cores (threads). */
+static tsr_interp_options_t cores_options(uint32_t cores) {
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.cores = cores;
+  return o;
 }
 
 /* Compiles `k` (the disk cache is off in this process: every compile is
@@ -334,10 +344,14 @@ int main(int argc, char **argv) {
     double t_compile = 0;
     tsr_compiled_kernel_t *ck = compile(k, &t_compile);
     if (ck) {
-      compiled_run_t r = {ck, ptrs, count};
+      compiled_run_t r = {ck, ptrs, count, NULL};
       run_compiled(&r);
       line("tessera compiled (cpu backend)", best_of(run_compiled, &r, reps), streams[s].bytes,
            ref);
+      tsr_interp_options_t two = cores_options(2);
+      r.options = &two;
+      run_compiled(&r);
+      line("tessera compiled, --cores 2", best_of(run_compiled, &r, reps), streams[s].bytes, ref);
       tsr_compiled_kernel_destroy(ck);
     }
     if (!no_interp) {
@@ -374,10 +388,16 @@ int main(int argc, char **argv) {
     double t_compile = 0;
     tsr_compiled_kernel_t *ck = compile(k, &t_compile);
     if (ck) {
-      compiled_run_t r = {ck, ptrs, count};
+      compiled_run_t r = {ck, ptrs, count, NULL};
       run_compiled(&r);
       double t = best_of(run_compiled, &r, reps);
       printf("  %-34s %9.2f ms %8.2f GFLOP/s\n", "tessera compiled (cpu backend)", t * 1e3,
+             flop / t * 1e-9);
+      tsr_interp_options_t two = cores_options(2);
+      r.options = &two;
+      run_compiled(&r);
+      t = best_of(run_compiled, &r, reps);
+      printf("  %-34s %9.2f ms %8.2f GFLOP/s\n", "tessera compiled, --cores 2", t * 1e3,
              flop / t * 1e-9);
       tsr_compiled_kernel_destroy(ck);
     }
