@@ -8,6 +8,8 @@
  * The compiled side needs a build with MLIR (meson -Dmlir=enabled); the disk
  * cache is off in this process, so each compile is cold (warm starts are a
  * whole-process measure: bench/run.sh times them with hyperfine). */
+#define _XOPEN_SOURCE 700 /* nftw */
+#include <ftw.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdio.h>
@@ -237,6 +239,26 @@ static void bind(const tsr_ir_kernel_t *kernel, float *const *data, tsr_array_t 
   *out_count = n;
 }
 
+/* The .tsr files under kernels/ (nftw callback). */
+static char **kernel_files;
+static size_t num_kernel_files;
+
+static int collect_tsr(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  size_t n = strlen(path);
+  if (type != FTW_F || n < 4 || strcmp(path + n - 4, ".tsr") != 0) return 0;
+  char **grown = realloc(kernel_files, (num_kernel_files + 1) * sizeof *grown);
+  if (!grown) return 1;
+  kernel_files = grown;
+  kernel_files[num_kernel_files] = strdup(path);
+  return kernel_files[num_kernel_files++] ? 0 : 1;
+}
+
+static int compare_paths(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static tsr_ir_kernel_t *find(tsr_ir_module_t *m, const char *name) {
   tsr_ir_kernel_t *k = NULL;
   die_on_error(tsr_runtime_select_kernel(m, name, &k), name);
@@ -279,7 +301,7 @@ int main(int argc, char **argv) {
   tsr_ir_module_t *module = NULL;
   die_on_error(tsr_runtime_load_file(path, &module), path);
 
-  /* Cold compiles: parse -> native for every example kernel and these. The
+  /* Cold compiles: parse -> native for every kernel under kernels/. The
    * first one also opens the lowering library (MLIR and LLVM). */
   printf("== cold compile (parse, verify, lower, LLVM -O2, link .so, load), ms\n");
   {
@@ -293,12 +315,16 @@ int main(int argc, char **argv) {
     tsr_compiled_kernel_destroy(c);
     tsr_ir_module_destroy(probe);
     (void)t0;
-    const char *examples[] = {"add", "bf16_axpy", "gather_prefetch", "int_hash", "matmul",
-                              "ragged", "reduce", "softmax"};
-    for (size_t e = 0; e < sizeof examples / sizeof examples[0]; e++) {
-      char ep[4096];
-      snprintf(ep, sizeof ep, "%s/kernels/examples/%s.tsr", root ? root : TSR_BENCH_SOURCE_ROOT,
-               examples[e]);
+    /* Every kernel file under kernels/ (examples and library), sorted. */
+    char kdir[4096];
+    snprintf(kdir, sizeof kdir, "%s/kernels", root ? root : TSR_BENCH_SOURCE_ROOT);
+    if (nftw(kdir, collect_tsr, 16, FTW_PHYS) != 0) {
+      fprintf(stderr, "bench_lower: cannot list the kernel files under %s\n", kdir);
+      return 1;
+    }
+    qsort(kernel_files, num_kernel_files, sizeof *kernel_files, compare_paths);
+    for (size_t e = 0; e < num_kernel_files; e++) {
+      const char *ep = kernel_files[e];
       tsr_ir_module_t *em = NULL;
       double tp0 = now_seconds();
       die_on_error(tsr_ir_module_parse_file(ep, &em), ep);
@@ -311,7 +337,9 @@ int main(int argc, char **argv) {
         tsr_compiled_kernel_destroy(ck);
       }
       tsr_ir_module_destroy(em);
+      free(kernel_files[e]);
     }
+    free(kernel_files);
   }
 
   double t_memcpy = best_of(ref_memcpy, &x, reps);
