@@ -1089,6 +1089,20 @@ static void op_assert(emitter_t *em, const tsr_op_t *op) {
 
 static void emit_op(emitter_t *em, const tsr_op_t *op) {
   const tsr_op_info_t *info = &tsr_op_table[op->opcode];
+  /* The lines of each op that makes code start with its location, so that
+   * `tessera lower --stage mlir` reads alongside the kernel and an MLIR
+   * diagnostic at a line of the generated text can name the op. */
+  switch (info->rule) {
+    case TSR_RULE_CONST:
+    case TSR_RULE_GRID_QUERY:
+    case TSR_RULE_ID_QUERY:
+    case TSR_RULE_YIELD:
+    case TSR_RULE_CONDITION: break;
+    default:
+      if (op->loc.file && !strpbrk(op->loc.file, "\r\n"))
+        em_line(em, "// %s:%u:%u: %s", op->loc.file, op->loc.line, op->loc.col, info->mnemonic);
+      break;
+  }
   switch (info->rule) {
     case TSR_RULE_CONST: op_const(em, op); return;
     case TSR_RULE_GRID_QUERY: {
