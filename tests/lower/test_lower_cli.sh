@@ -47,6 +47,8 @@ t lower "$EX/add.tsr"
 check "lower prints the generated MLIR" \
   grep -q 'func.func @tsr_kernel(.*attributes {llvm.emit_c_interface}' out
 check "... in the upstream dialects" grep -q 'vector.transfer_read\|vector.load' out
+check "... each op's lines under a comment with its location" \
+  grep -q "^ *// $EX/add.tsr:[0-9]*:[0-9]*: add$" out
 t lower "$EX/add.tsr" --stage llvm
 check "--stage llvm prints the LLVM dialect" grep -q 'llvm.func @_mlir_ciface_tsr_kernel' out
 check "... and nothing else" test "$(grep -c 'vector\.\|scf\.\|memref\.\|arith\.' out)" -eq 0
