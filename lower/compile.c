@@ -1,9 +1,10 @@
 /* The compiler of the lowering library (docs/lowering.md): MLIR text in the
  * upstream dialects -> the pass pipeline (TSR_LOWER_CPU_PIPELINE) -> the LLVM
- * dialect -> the ExecutionEngine's position-independent object -> `cc
- * -shared` -> the bytes of a shared object the runtime keeps and loads.
- * Every MLIR call of tessera is in this file; MLIR diagnostics are captured
- * by a handler and become the text of tessera statuses. */
+ * dialect -> LLVM IR with a packed entry point -> LLVM's optimizations and a
+ * position-independent object for the host CPU -> `cc -shared` -> the bytes
+ * of a shared object the runtime keeps and loads. Every MLIR and LLVM call of
+ * tessera is in this file; MLIR diagnostics are captured by a handler and
+ * become the text of tessera statuses. */
 #define _GNU_SOURCE /* mkdtemp, posix_spawn file actions */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +17,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
 #include <llvm/Config/llvm-config.h>
 #include <mlir-c/Diagnostics.h>
-#include <mlir-c/ExecutionEngine.h>
 #include <mlir-c/IR.h>
 #include <mlir-c/Pass.h>
 #include <mlir-c/RegisterEverything.h>
+#include <mlir-c/Target/LLVMIR.h>
 
 #include "lower/lower_internal.h"
 
@@ -44,11 +49,18 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
 
 static pthread_once_t registration_once = PTHREAD_ONCE_INIT;
 static MlirDialectRegistry registry;
+/* The host, as LLVM detects it (-mcpu=native in effect); never freed. */
+static char *host_triple, *host_cpu, *host_features;
+static bool have_native_target;
 
 static void register_everything(void) {
   mlirRegisterAllPasses();
   registry = mlirDialectRegistryCreate();
   mlirRegisterAllDialects(registry);
+  have_native_target = !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
+  host_triple = LLVMGetDefaultTargetTriple();
+  host_cpu = LLVMGetHostCPUName();
+  host_features = LLVMGetHostCPUFeatures();
 }
 
 /* ---- A compilation session: one context, its diagnostics ----------------------
@@ -173,7 +185,7 @@ static tsr_status_t session_failure(session_t *s, const char *source, const char
 /* ---- Parse, lower, check ------------------------------------------------------ */
 
 /* The first op left outside the LLVM dialect after the pipeline: the
- * ExecutionEngine's translation would fail on it with a terse message. An
+ * translation to LLVM IR would fail on it with a terse message. An
  * unrealized_conversion_cast is only named when nothing else is left: casts
  * remain around the op that was not converted, which is the one to name. */
 typedef struct leftover {
@@ -375,32 +387,198 @@ static tsr_status_t link_shared(const workdir_t *w) {
 
 /* ---- Compiling ------------------------------------------------------------------- */
 
+/* Adds TSR_LOWER_KERNEL_SYMBOL, `void fn(void **args)`, calling the kernel
+ * function's C interface (_mlir_ciface_tsr_kernel) with *args[i] as its i-th
+ * argument, for any number and types of arguments (memref descriptors come
+ * as pointers, scalars by value); a result, if there is one, is stored to
+ * *args[n]. The same function as the one MLIR's ExecutionEngine generates. */
+static tsr_status_t add_packed_entry(LLVMModuleRef m, const char *source) {
+  LLVMValueRef callee = LLVMGetNamedFunction(m, "_mlir_ciface_" TSR_LOWER_KERNEL_FUNC);
+  if (!callee || LLVMIsDeclaration(callee))
+    return TSR_STATUS(TSR_INTERNAL,
+                      "%s: the module defines no _mlir_ciface_%s (func @%s needs the "
+                      "llvm.emit_c_interface attribute)",
+                      source, TSR_LOWER_KERNEL_FUNC, TSR_LOWER_KERNEL_FUNC);
+  LLVMContextRef ctx = LLVMGetModuleContext(m);
+  LLVMTypeRef callee_type = LLVMGlobalGetValueType(callee);
+  unsigned n = LLVMCountParamTypes(callee_type);
+  LLVMTypeRef *types = malloc((n ? n : 1) * sizeof *types);
+  LLVMValueRef *values = malloc((n ? n : 1) * sizeof *values);
+  if (!types || !values) {
+    free(types);
+    free(values);
+    return TSR_OOM();
+  }
+  LLVMGetParamTypes(callee_type, types);
+  LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
+  LLVMValueRef entry = LLVMAddFunction(
+      m, TSR_LOWER_KERNEL_SYMBOL, LLVMFunctionType(LLVMVoidTypeInContext(ctx), &ptr, 1, 0));
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, entry, "entry"));
+  LLVMValueRef args = LLVMGetParam(entry, 0);
+  for (unsigned i = 0; i < n; i++) { /* values[i] = *(T_i *)args[i] */
+    LLVMValueRef index = LLVMConstInt(i64, i, 0);
+    LLVMValueRef slot = LLVMBuildInBoundsGEP2(b, ptr, args, &index, 1, "");
+    values[i] = LLVMBuildLoad2(b, types[i], LLVMBuildLoad2(b, ptr, slot, ""), "");
+  }
+  LLVMValueRef result = LLVMBuildCall2(b, callee_type, callee, values, n, "");
+  if (LLVMGetTypeKind(LLVMGetReturnType(callee_type)) != LLVMVoidTypeKind) {
+    LLVMValueRef index = LLVMConstInt(i64, n, 0);
+    LLVMValueRef slot = LLVMBuildInBoundsGEP2(b, ptr, args, &index, 1, "");
+    LLVMBuildStore(b, result, LLVMBuildLoad2(b, ptr, slot, ""));
+  }
+  LLVMBuildRetVoid(b);
+  LLVMDisposeBuilder(b);
+  free(types);
+  free(values);
+  return NULL;
+}
+
+static bool value_named(LLVMValueRef v, const char *name) {
+  size_t length = 0;
+  const char *s = LLVMGetValueName2(v, &length);
+  return length == strlen(name) && memcmp(s, name, length) == 0;
+}
+
+/* Only the packed entry point stays exported: every other function the
+ * module defines becomes internal, and the kernel function itself noinline.
+ * Exported, the kernel's body was optimized and compiled once as tsr_kernel
+ * and again wherever the inliner copied it (into the C interface and its
+ * packed wrapper): `add` compiled two to three copies. Inlined through two
+ * levels instead, LLVM re-simplified the body after each inlining:
+ * int_hash's -O2 took 50 ms instead of 25. Internal and noinline, the body
+ * is optimized and compiled once, behind one call per kernel run. */
+static void keep_one_body(LLVMModuleRef m) {
+  LLVMContextRef ctx = LLVMGetModuleContext(m);
+  for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f)) {
+    if (LLVMIsDeclaration(f) || value_named(f, TSR_LOWER_KERNEL_SYMBOL)) continue;
+    LLVMSetLinkage(f, LLVMInternalLinkage);
+    if (value_named(f, TSR_LOWER_KERNEL_FUNC)) {
+      unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", strlen("noinline"));
+      LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                              LLVMCreateEnumAttribute(ctx, noinline, 0));
+    }
+  }
+}
+
+/* LLVM's own errors (codegen), collected instead of LLVM's default handler,
+ * which prints them and exits the process. */
+static void on_llvm_diagnostic(LLVMDiagnosticInfoRef info, void *user) {
+  if (LLVMGetDiagInfoSeverity(info) != LLVMDSError) return;
+  session_t *s = user;
+  char *text = LLVMGetDiagInfoDescription(info);
+  if (s->diagnostics.size) tsr_strbuf_puts(&s->diagnostics, "\n");
+  tsr_strbuf_printf(&s->diagnostics, "error: %s", text ? text : "");
+  LLVMDisposeMessage(text);
+  s->errors++;
+}
+
+/* A target machine for the host CPU at `opt_level`, position-independent
+ * code (the object goes into a shared object). */
+static tsr_status_t create_target_machine(int opt_level, LLVMTargetMachineRef *out_tm) {
+  if (!have_native_target)
+    return TSR_STATUS(TSR_INTERNAL, "this LLVM has no code generator for the host (%s)",
+                      host_triple);
+  LLVMTargetRef target = NULL;
+  char *error = NULL;
+  if (LLVMGetTargetFromTriple(host_triple, &target, &error)) {
+    tsr_status_t status =
+        TSR_STATUS(TSR_INTERNAL, "LLVM has no target for %s: %s", host_triple, error);
+    LLVMDisposeMessage(error);
+    return status;
+  }
+  static const LLVMCodeGenOptLevel levels[] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess,
+                                               LLVMCodeGenLevelDefault,
+                                               LLVMCodeGenLevelAggressive};
+  LLVMTargetMachineRef tm =
+      LLVMCreateTargetMachine(target, host_triple, host_cpu, host_features,
+                              levels[opt_level], LLVMRelocPIC, LLVMCodeModelDefault);
+  if (!tm) return TSR_STATUS(TSR_INTERNAL, "LLVM cannot create a target machine for %s", host_cpu);
+  *out_tm = tm;
+  return NULL;
+}
+
+/* LLVM's default<O`opt_level`> pipeline without loop unrolling: the code is
+ * vectorized and its micro-kernels unrolled by the emitter already, and
+ * LLVM's unrolling of it only multiplied the code to compile (docs/lowering.md:
+ * ragged's optimization + codegen 77 -> 35 ms, same run-time throughput). */
+static tsr_status_t optimize(LLVMModuleRef m, LLVMTargetMachineRef tm, int opt_level,
+                             const char *source) {
+  char passes[32];
+  snprintf(passes, sizeof passes, "default<O%d>", opt_level);
+  LLVMPassBuilderOptionsRef options = LLVMCreatePassBuilderOptions();
+  LLVMPassBuilderOptionsSetLoopUnrolling(options, 0);
+  LLVMErrorRef error = LLVMRunPasses(m, passes, tm, options);
+  LLVMDisposePassBuilderOptions(options);
+  if (!error) return NULL;
+  char *message = LLVMGetErrorMessage(error);
+  tsr_status_t status =
+      TSR_STATUS(TSR_INTERNAL, "%s: LLVM's %s pipeline failed: %s", source, passes, message);
+  LLVMDisposeErrorMessage(message);
+  return status;
+}
+
+/* The module (in the LLVM dialect) -> LLVM IR with its packed entry point ->
+ * optimized -> an object in memory, in a context of its own. */
+static tsr_status_t compile_to_object(session_t *s, const char *source, MlirModule module,
+                                      int opt_level, LLVMMemoryBufferRef *out_object) {
+  LLVMTargetMachineRef tm = NULL;
+  TSR_RETURN_IF_ERROR(create_target_machine(opt_level, &tm));
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMContextSetDiagnosticHandler(ctx, on_llvm_diagnostic, s);
+  tsr_status_t status = NULL;
+  LLVMModuleRef m = mlirTranslateModuleToLLVMIR(mlirModuleGetOperation(module), ctx);
+  if (!m) status = session_failure(s, source, "the translation to LLVM IR failed");
+  if (!status) status = add_packed_entry(m, source);
+  if (!status) {
+    keep_one_body(m);
+    LLVMSetTarget(m, host_triple);
+    LLVMTargetDataRef layout = LLVMCreateTargetDataLayout(tm);
+    LLVMSetModuleDataLayout(m, layout);
+    LLVMDisposeTargetData(layout);
+    status = optimize(m, tm, opt_level, source);
+    phase_done(s, PHASE_TRANSLATE);
+  }
+  if (!status) {
+    char *error = NULL;
+    LLVMMemoryBufferRef object = NULL;
+    bool failed = LLVMTargetMachineEmitToMemoryBuffer(tm, m, LLVMObjectFile, &error, &object);
+    if (failed || s->errors) {
+      if (error && *error) {
+        if (s->diagnostics.size) tsr_strbuf_puts(&s->diagnostics, "\n");
+        tsr_strbuf_printf(&s->diagnostics, "error: %s", error);
+      }
+      status = session_failure(s, source, "LLVM could not compile the module to an object");
+      if (object) LLVMDisposeMemoryBuffer(object);
+    } else {
+      *out_object = object;
+    }
+    LLVMDisposeMessage(error);
+    phase_done(s, PHASE_CODEGEN);
+  }
+  if (m) LLVMDisposeModule(m);
+  LLVMContextDispose(ctx);
+  LLVMDisposeTargetMachine(tm);
+  return status;
+}
+
 static tsr_status_t compile_module(session_t *s, const char *source, MlirModule module,
                                    int opt_level, void **out_bytes, size_t *out_size) {
-  MlirExecutionEngine engine = mlirExecutionEngineCreate(
-      module, opt_level, 0, NULL, /*enableObjectDump=*/true, /*enablePIC=*/true);
-  if (mlirExecutionEngineIsNull(engine))
-    return session_failure(s, source, "the ExecutionEngine could not translate the module");
-  phase_done(s, PHASE_TRANSLATE);
+  LLVMMemoryBufferRef object = NULL;
+  TSR_RETURN_IF_ERROR(compile_to_object(s, source, module, opt_level, &object));
   workdir_t w;
   tsr_status_t status = workdir_create(&w);
   if (!status) {
-    /* The engine compiles lazily; dumping forces the compilation. LLVM
-     * reports its own failures (such as a symbol nothing defines) on stderr
-     * and writes no object. */
-    mlirExecutionEngineDumpToObjectFile(engine, mlirStringRefCreateFromCString(w.object));
-    struct stat st;
-    if (stat(w.object, &st) != 0 || st.st_size == 0)
-      status = TSR_STATUS(TSR_INTERNAL,
-                          "%s: LLVM could not compile the module to an object (its "
-                          "messages, if any, are on stderr)",
-                          source);
-    phase_done(s, PHASE_CODEGEN);
+    int fd = open(w.object, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || !tsr_write_all(fd, LLVMGetBufferStart(object), LLVMGetBufferSize(object)))
+      status = TSR_STATUS(TSR_IO_ERROR, "cannot write %s: %s", w.object, strerror(errno));
+    if (fd >= 0) close(fd);
     if (!status) status = link_shared(&w);
     if (!status) status = read_whole(w.shared, out_bytes, out_size);
     workdir_remove(&w);
   }
-  mlirExecutionEngineDestroy(engine);
+  LLVMDisposeMemoryBuffer(object);
   phase_done(s, PHASE_LINK);
   return status;
 }
