@@ -34,9 +34,10 @@
   "reconcile-unrealized-casts)"
 
 /* The name of the compiled kernel's function in the MLIR module, and the
- * symbol the shared object exports for it: the ExecutionEngine's packed
- * wrapper of the C interface, `void fn(void **args)`, where args[i] points to
- * the i-th argument, itself a pointer to a memref descriptor (below). */
+ * symbol the shared object exports for it: the packed wrapper of the C
+ * interface that lower/compile.c adds, `void fn(void **args)`, where args[i]
+ * points to the i-th argument (for a memref, itself a pointer to its
+ * descriptor; below). */
 #define TSR_LOWER_KERNEL_FUNC "tsr_kernel"
 #define TSR_LOWER_KERNEL_SYMBOL "_mlir__mlir_ciface_tsr_kernel"
 
