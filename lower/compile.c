@@ -78,6 +78,10 @@ static const char *const phase_names[PHASE_COUNT] = {
 
 typedef struct session {
   MlirContext context;
+  /* The MLIR text being compiled and its name, to name the kernel op a
+   * diagnostic's line was generated for. */
+  const char *text, *source;
+  size_t text_size;
   tsr_strbuf_t diagnostics; /* "LOC: error: MESSAGE" lines, notes indented */
   uint32_t errors;
   double phase_ms[PHASE_COUNT];
@@ -137,14 +141,43 @@ static const char *severity_name(MlirDiagnosticSeverity severity) {
   return "diagnostic";
 }
 
-static void append_diagnostic(tsr_strbuf_t *sb, MlirDiagnostic d, const char *indent) {
+/* The emitter starts the lines of each kernel op with a comment naming it
+ * ("// k.tsr:12:3: add", lower/emit.c): for a diagnostic at line `line` of
+ * the text, the nearest such comment above it, or NULL. */
+static const char *origin_comment(const session_t *s, MlirLocation loc, int *out_len) {
+  if (!s->text || !mlirLocationIsAFileLineColRange(loc)) return NULL;
+  MlirStringRef file = mlirIdentifierStr(mlirLocationFileLineColRangeGetFilename(loc));
+  if (file.length != strlen(s->source) || memcmp(file.data, s->source, file.length) != 0)
+    return NULL;
+  int line = mlirLocationFileLineColRangeGetStartLine(loc);
+  const char *p = s->text, *end = s->text + s->text_size, *found = NULL;
+  for (int l = 1; p < end && l <= line; l++) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *eol = nl ? nl : end;
+    const char *q = p;
+    while (q < eol && *q == ' ') q++;
+    if (eol - q > 3 && q[0] == '/' && q[1] == '/' && q[2] == ' ') {
+      found = q + 3;
+      *out_len = (int)(eol - found);
+    }
+    p = nl ? nl + 1 : end;
+  }
+  return found;
+}
+
+static void append_diagnostic(const session_t *s, tsr_strbuf_t *sb, MlirDiagnostic d,
+                              const char *indent) {
   if (sb->size) tsr_strbuf_puts(sb, "\n");
   tsr_strbuf_puts(sb, indent);
-  append_location(sb, mlirDiagnosticGetLocation(d));
+  MlirLocation loc = mlirDiagnosticGetLocation(d);
+  append_location(sb, loc);
   tsr_strbuf_printf(sb, ": %s: ", severity_name(mlirDiagnosticGetSeverity(d)));
   mlirDiagnosticPrint(d, append_string, sb);
+  int len = 0;
+  const char *origin = origin_comment(s, loc, &len);
+  if (origin) tsr_strbuf_printf(sb, "\n%s  note: generated for %.*s", indent, len, origin);
   for (intptr_t i = 0; i < mlirDiagnosticGetNumNotes(d); i++)
-    append_diagnostic(sb, mlirDiagnosticGetNote(d, i), "  ");
+    append_diagnostic(s, sb, mlirDiagnosticGetNote(d, i), "  ");
 }
 
 /* Keeps errors and warnings (remarks are dropped); claims every diagnostic,
@@ -153,7 +186,7 @@ static MlirLogicalResult on_diagnostic(MlirDiagnostic d, void *user) {
   session_t *s = user;
   MlirDiagnosticSeverity severity = mlirDiagnosticGetSeverity(d);
   if (severity == MlirDiagnosticError || severity == MlirDiagnosticWarning) {
-    append_diagnostic(&s->diagnostics, d, "");
+    append_diagnostic(s, &s->diagnostics, d, "");
     if (severity == MlirDiagnosticError) s->errors++;
   }
   return mlirLogicalResultSuccess();
@@ -221,6 +254,9 @@ static MlirWalkResult find_leftover(MlirOperation op, void *user) {
 static tsr_status_t parse_and_lower(session_t *s, const char *source, const char *text,
                                     size_t size, bool run_pipeline,
                                     MlirModule *out_module) {
+  s->text = text;
+  s->text_size = size;
+  s->source = source;
   MlirOperation parsed = mlirOperationCreateParse(
       s->context, mlirStringRefCreate(text, size), mlirStringRefCreateFromCString(source));
   if (mlirOperationIsNull(parsed))

@@ -1518,10 +1518,12 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
   ks.last = em_cmp(em, "cmpi", "eq", ks.lin,
                    em_iaddc(em, em_imulc(em, (ssa_t){"%phi"}, inner), -1), "index");
 
+  em_line(em, "// the grid step: block indices and copies in");
   for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
     if (ks.ops[i].blocked) step_begin(em, &ks, &ks.ops[i]);
   em->region = &k->body;
   emit_region(em, &k->body);
+  em_line(em, "// the grid step: copies out");
   for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
     if (ks.ops[i].blocked && !ks.ops[i].inplace && ks.ops[i].decl->role == TSR_ROLE_OUT)
       step_end(em, &ks, &ks.ops[i]);

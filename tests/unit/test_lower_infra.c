@@ -268,6 +268,7 @@ TSR_TEST(mlir_diagnostics_become_statuses) {
   static const char bad[] =
       "module {\n"
       "  func.func @tsr_kernel(%a: memref<4xf32>) {\n"
+      "    // k.tsr:7:3: add\n"
       "    %x = arith.addf %a, %a : f32\n"
       "    return\n"
       "  }\n"
@@ -276,9 +277,11 @@ TSR_TEST(mlir_diagnostics_become_statuses) {
   size_t size = 0;
   tsr_status_t s = api->compile_text(bad, sizeof bad - 1, 2, &bytes, &size);
   TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_INTERNAL);
-  /* located in the text, with MLIR's message */
-  TSR_CHECK(strstr(tsr_status_message(s), "<mlir text>:3:") != NULL);
+  /* located in the text, with MLIR's message, and the kernel op the line
+   * was generated for (the emitter's comment above it) */
+  TSR_CHECK(strstr(tsr_status_message(s), "<mlir text>:4:") != NULL);
   TSR_CHECK(strstr(tsr_status_message(s), "error: use of value '%a' expects different type") != NULL);
+  TSR_CHECK(strstr(tsr_status_message(s), "\n  note: generated for k.tsr:7:3: add") != NULL);
   if (s) api->free_status(s);
 
   /* an op the pipeline does not lower is named, not left to a terse
