@@ -703,17 +703,7 @@ void tsr_runtime_compiled_stats(tsr_runtime_compiled_stats_t *out) {
     out->memory_misses = m.misses;
     out->memory_entries = m.entries;
   }
-  out->disk_enabled = tsr_runtime_disk() != NULL;
-  tsr_disk_cache_t *disk = tsr_runtime_disk_for_stats();
-  if (disk) {
-    tsr_disk_cache_stats_t d;
-    tsr_disk_cache_stats(disk, &d);
-    out->disk_hits = d.hits;
-    out->disk_misses = d.misses;
-    out->disk_puts = d.puts;
-    out->disk_bad_entries = d.bad_entries;
-    out->disk_errors = d.errors;
-  }
+  tsr_runtime_disk_use(&out->disk);
   out->compiles = atomic_load(&g.compiles);
   out->load_failures = atomic_load(&g.load_failures);
   out->lower_library_loaded = atomic_load(&lower.loaded);

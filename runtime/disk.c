@@ -37,9 +37,17 @@ tsr_disk_cache_t *tsr_runtime_disk(void) {
   return atomic_load(&g.off) ? NULL : g.handle;
 }
 
-tsr_disk_cache_t *tsr_runtime_disk_for_stats(void) {
-  pthread_once(&g.once, open_disk);
-  return g.handle;
+void tsr_runtime_disk_use(tsr_runtime_disk_use_t *out) {
+  memset(out, 0, sizeof *out);
+  out->enabled = tsr_runtime_disk() != NULL;
+  if (!g.handle) return;
+  tsr_disk_cache_stats_t d;
+  tsr_disk_cache_stats(g.handle, &d);
+  out->hits = d.hits;
+  out->misses = d.misses;
+  out->puts = d.puts;
+  out->bad_entries = d.bad_entries;
+  out->errors = d.errors;
 }
 
 void tsr_runtime_disk_failed(tsr_status_t status) {

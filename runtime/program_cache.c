@@ -130,17 +130,7 @@ void tsr_runtime_cache_stats(tsr_runtime_cache_stats_t *out) {
     out->memory_entries = m.entries;
     out->memory_bytes = m.bytes;
   }
-  out->disk_enabled = tsr_runtime_disk() != NULL;
-  tsr_disk_cache_t *disk = tsr_runtime_disk_for_stats();
-  if (disk) {
-    tsr_disk_cache_stats_t d;
-    tsr_disk_cache_stats(disk, &d);
-    out->disk_hits = d.hits;
-    out->disk_misses = d.misses;
-    out->disk_puts = d.puts;
-    out->disk_bad_entries = d.bad_entries;
-    out->disk_errors = d.errors;
-  }
+  tsr_runtime_disk_use(&out->disk);
   out->verifications_skipped = atomic_load(&g.verifications_skipped);
 }
 

@@ -66,8 +66,8 @@ tsr_status_t tsr_runtime_lower_api(const struct tsr_lower_api **out_api) TSR_MUS
  * NULL when TESSERA_CACHE=off, when it cannot be opened (said once on
  * stderr) or after a failed read or write. */
 tsr_disk_cache_t *tsr_runtime_disk(void);
-/* The handle for its counters, even after a failure (NULL if never opened). */
-tsr_disk_cache_t *tsr_runtime_disk_for_stats(void);
+/* Its counters, also after a failure (zero if it was never opened). */
+void tsr_runtime_disk_use(tsr_runtime_disk_use_t *out);
 /* A get or put failed for a reason other than a miss: the handle has warned
  * of its first disk error; the process stops using the disk. Frees status. */
 void tsr_runtime_disk_failed(tsr_status_t status);

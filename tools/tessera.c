@@ -1165,41 +1165,41 @@ static double seconds_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* "disk on, 1 hit, 0 misses, 0 puts, 0 bad entries" */
+static void print_disk_use(const tsr_runtime_disk_use_t *d) {
+  fprintf(stderr,
+          "disk %s, %" PRIu64 " hit%s, %" PRIu64 " miss%s, %" PRIu64 " put%s, %" PRIu64
+          " bad entr%s",
+          d->enabled ? "on" : "off", d->hits, d->hits == 1 ? "" : "s", d->misses,
+          d->misses == 1 ? "" : "es", d->puts, d->puts == 1 ? "" : "s", d->bad_entries,
+          d->bad_entries == 1 ? "y" : "ies");
+}
+
 /* --cache-stats: the process's cache counters, on stderr. */
 static void print_cache_stats(void) {
   tsr_runtime_cache_stats_t c;
   tsr_runtime_cache_stats(&c);
   fprintf(stderr,
           "tessera: cache stats: memory %" PRIu64 " hit%s, %" PRIu64 " miss%s, %" PRIu64
-          " build%s; disk %s",
+          " build%s; ",
           c.memory_hits, c.memory_hits == 1 ? "" : "s", c.memory_misses,
-          c.memory_misses == 1 ? "" : "es", c.memory_builds,
-          c.memory_builds == 1 ? "" : "s", c.disk_enabled ? "on" : "off");
-  fprintf(stderr,
-          ", %" PRIu64 " hit%s, %" PRIu64 " miss%s, %" PRIu64 " put%s, %" PRIu64
-          " bad entr%s; %" PRIu64 " verification%s skipped\n",
-          c.disk_hits, c.disk_hits == 1 ? "" : "s", c.disk_misses,
-          c.disk_misses == 1 ? "" : "es", c.disk_puts, c.disk_puts == 1 ? "" : "s",
-          c.disk_bad_entries, c.disk_bad_entries == 1 ? "y" : "ies",
-          c.verifications_skipped, c.verifications_skipped == 1 ? "" : "s");
+          c.memory_misses == 1 ? "" : "es", c.memory_builds, c.memory_builds == 1 ? "" : "s");
+  print_disk_use(&c.disk);
+  fprintf(stderr, "; %" PRIu64 " verification%s skipped\n", c.verifications_skipped,
+          c.verifications_skipped == 1 ? "" : "s");
 }
 
 /* --cache-stats with --backend cpu. */
 static void print_compiled_cache_stats(void) {
   tsr_runtime_compiled_stats_t c;
   tsr_runtime_compiled_stats(&c);
-  fprintf(stderr,
-          "tessera: cache stats (cpu): memory %" PRIu64 " hit%s, %" PRIu64
-          " miss%s; disk %s, %" PRIu64 " hit%s, %" PRIu64 " miss%s, %" PRIu64
-          " put%s, %" PRIu64 " bad entr%s; %" PRIu64 " compile%s, %" PRIu64
-          " load failure%s; lowering library %s\n",
+  fprintf(stderr, "tessera: cache stats (cpu): memory %" PRIu64 " hit%s, %" PRIu64 " miss%s; ",
           c.memory_hits, c.memory_hits == 1 ? "" : "s", c.memory_misses,
-          c.memory_misses == 1 ? "" : "es", c.disk_enabled ? "on" : "off", c.disk_hits,
-          c.disk_hits == 1 ? "" : "s", c.disk_misses, c.disk_misses == 1 ? "" : "es",
-          c.disk_puts, c.disk_puts == 1 ? "" : "s", c.disk_bad_entries,
-          c.disk_bad_entries == 1 ? "y" : "ies", c.compiles, c.compiles == 1 ? "" : "s",
-          c.load_failures, c.load_failures == 1 ? "" : "s",
-          c.lower_library_loaded ? "loaded" : "not loaded");
+          c.memory_misses == 1 ? "" : "es");
+  print_disk_use(&c.disk);
+  fprintf(stderr, "; %" PRIu64 " compile%s, %" PRIu64 " load failure%s; lowering library %s\n",
+          c.compiles, c.compiles == 1 ? "" : "s", c.load_failures,
+          c.load_failures == 1 ? "" : "s", c.lower_library_loaded ? "loaded" : "not loaded");
 }
 
 static int execute_run(run_request_t *req) {
@@ -1237,7 +1237,7 @@ static int execute_run(run_request_t *req) {
     status = tsr_runtime_compile(kernel, NULL, &compiled);
     tsr_runtime_compiled_stats(&after);
     origin = after.compiles > before.compiles   ? "compiled"
-             : after.disk_hits > before.disk_hits ? "loaded from the disk cache"
+             : after.disk.hits > before.disk.hits ? "loaded from the disk cache"
                                                   : "found in memory";
   } else {
     status = tsr_runtime_prepare(kernel, &req->options, &program);

@@ -94,13 +94,18 @@ TSR_API tsr_status_t tsr_runtime_prepare(const tsr_ir_kernel_t *kernel,
                                          tsr_interp_program_t **out_program)
     TSR_MUST_USE;
 
+/* The process's disk cache as this process used it (one handle serves every
+ * backend, so these counters are the same in both stats below). */
+typedef struct tsr_runtime_disk_use {
+  bool enabled; /* false: TESSERA_CACHE=off, or the directory is unusable */
+  uint64_t hits, misses, puts, bad_entries, errors;
+} tsr_runtime_disk_use_t;
+
 typedef struct tsr_runtime_cache_stats {
   /* the in-memory cache of prepared programs */
   uint64_t memory_hits, memory_misses, memory_builds, memory_waits,
       memory_evictions, memory_entries, memory_bytes;
-  /* the disk cache, as this process used it */
-  bool disk_enabled;
-  uint64_t disk_hits, disk_misses, disk_puts, disk_bad_entries, disk_errors;
+  tsr_runtime_disk_use_t disk;
   /* kernels whose verification was skipped thanks to a disk entry */
   uint64_t verifications_skipped;
 } tsr_runtime_cache_stats_t;
@@ -176,9 +181,7 @@ TSR_API void tsr_runtime_text_free(char *text);
 typedef struct tsr_runtime_compiled_stats {
   /* the in-memory cache of loaded compiled kernels */
   uint64_t memory_hits, memory_misses, memory_entries;
-  /* the disk cache of shared objects, as this process used it */
-  bool disk_enabled;
-  uint64_t disk_hits, disk_misses, disk_puts, disk_bad_entries, disk_errors;
+  tsr_runtime_disk_use_t disk; /* shared objects are among its entries */
   uint64_t compiles;      /* kernels the lowering library compiled */
   uint64_t load_failures; /* cached objects that did not load (compiled again) */
   bool lower_library_loaded; /* this process opened libtessera-lower.so

@@ -320,7 +320,7 @@ TSR_TEST(kernel_compiles_runs_and_hits_memory) {
   TSR_CHECK_OK(tsr_runtime_compile(k, NULL, &ck));
   tsr_runtime_compiled_stats(&after);
   TSR_CHECK_EQ_INT(after.compiles - before.compiles, 1);
-  TSR_CHECK_EQ_INT(after.disk_puts - before.disk_puts, 1);
+  TSR_CHECK_EQ_INT(after.disk.puts - before.disk.puts, 1);
   axpb_data_t d;
   TSR_CHECK(axpb_setup(&d));
   if (ck) {
@@ -640,21 +640,21 @@ static int child(const char *mode) {
   tsr_runtime_compiled_stats_t st;
   tsr_runtime_compiled_stats(&st);
   if (strcmp(mode, "warm") == 0) {
-    EXPECT(st.disk_hits == 1);
+    EXPECT(st.disk.hits == 1);
     EXPECT(st.compiles == 0);
     EXPECT(!st.lower_library_loaded);
     EXPECT(!maps_mention("libLLVM"));
     EXPECT(!maps_mention("libMLIR"));
     EXPECT(!maps_mention("libtessera-lower"));
   } else if (strcmp(mode, "damaged") == 0) {
-    EXPECT(st.disk_bad_entries == 1);
+    EXPECT(st.disk.bad_entries == 1);
     EXPECT(st.compiles == 1);
-    EXPECT(st.disk_puts == 1);
+    EXPECT(st.disk.puts == 1);
   } else if (strcmp(mode, "unloadable") == 0) {
-    EXPECT(st.disk_hits == 1);
+    EXPECT(st.disk.hits == 1);
     EXPECT(st.load_failures == 1);
     EXPECT(st.compiles == 1);
-    EXPECT(st.disk_puts == 1);
+    EXPECT(st.disk.puts == 1);
   } else {
     EXPECT(!"known mode");
   }
