@@ -10,11 +10,8 @@
 #include "base/base_internal.h"
 #include "interp/blockops.h"
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#define BENCH_NAME "bench_blockops"
+#include "bench/bench_util.h"
 
 static int reps = 7;
 

@@ -20,36 +20,14 @@
 #include "ir/ir.h"
 #include "tessera/tessera.h"
 
+#define BENCH_NAME "bench_cache"
+#include "bench/bench_util.h"
+
 #ifndef TSR_BENCH_SOURCE_ROOT
 #define TSR_BENCH_SOURCE_ROOT "."
 #endif
 
 static int quick;
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void die_on_error(tsr_status_t status, const char *what) {
-  if (!status) return;
-  fprintf(stderr, "bench_cache: %s: %s\n", what, tsr_status_message(status));
-  tsr_status_free(status);
-  exit(1);
-}
-
-/* Best of `reps` timings of `iters` calls of fn(ctx), in seconds per call. */
-static double best_per_call(void (*fn)(void *), void *ctx, long iters, int reps) {
-  double best = 1e30;
-  for (int r = 0; r < reps; r++) {
-    double t0 = now_seconds();
-    for (long i = 0; i < iters; i++) fn(ctx);
-    double t = (now_seconds() - t0) / (double)iters;
-    if (t < best) best = t;
-  }
-  return best;
-}
 
 /* ---- (1) keys ---- */
 

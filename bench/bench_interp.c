@@ -19,17 +19,14 @@
 
 #include "tessera/tessera.h"
 
+#define BENCH_NAME "bench_interp"
+#include "bench/bench_util.h"
+
 extern char **environ;
 
 #ifndef TSR_BENCH_SOURCE_ROOT
 #define TSR_BENCH_SOURCE_ROOT "."
 #endif
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void kernel_path(char *buf, size_t size, const char *file) {
   const char *root = getenv("TSR_SOURCE_ROOT");
@@ -39,15 +36,6 @@ static void kernel_path(char *buf, size_t size, const char *file) {
 
 /* Prints a failed status and exits: a benchmark that cannot run has no
  * figure to report. */
-static void die_on_error(tsr_status_t status, const char *what) {
-  if (!status) return;
-  fprintf(stderr, "bench_interp: %s: %s: %s\n", what,
-          tsr_status_code_name(tsr_status_code(status)),
-          tsr_status_message(status));
-  tsr_status_free(status);
-  exit(1);
-}
-
 #define MAX_OPERANDS 8 /* non-scratch operands of a bench kernel */
 
 /* A loaded kernel with arrays bound to its non-scratch operands (random

@@ -19,6 +19,9 @@
 
 #include "tessera/tessera.h"
 
+#define BENCH_NAME "bench_lower"
+#include "bench/bench_util.h"
+
 #ifndef TSR_BENCH_SOURCE_ROOT
 #define TSR_BENCH_SOURCE_ROOT "."
 #endif
@@ -28,17 +31,9 @@ enum { MM = 1024 };
 
 static int quick, no_interp;
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void die_on_error(tsr_status_t status, const char *what) {
-  if (!status) return;
-  fprintf(stderr, "bench_lower: %s: %s\n", what, tsr_status_message(status));
-  tsr_status_free(status);
-  exit(1);
+/* Best time of `reps` calls of fn(ctx). */
+static double best_once(void (*fn)(void *), void *ctx, int reps) {
+  return best_per_call(fn, ctx, 1, reps);
 }
 
 static float *alloc_floats(size_t n) {
@@ -56,18 +51,6 @@ static void fill(float *p, size_t n, unsigned seed) {
     x ^= x << 13, x ^= x >> 17, x ^= x << 5;
     p[i] = (float)(x >> 8) / (float)(1 << 24) * 2.0f - 1.0f;
   }
-}
-
-/* Best time of `reps` calls of fn(ctx). */
-static double best_of(void (*fn)(void *), void *ctx, int reps) {
-  double best = 1e30;
-  for (int r = 0; r < reps; r++) {
-    double t0 = now_seconds();
-    fn(ctx);
-    double t = now_seconds() - t0;
-    if (t < best) best = t;
-  }
-  return best;
 }
 
 /* ---- C references ---------------------------------------------------------- */
@@ -342,7 +325,7 @@ int main(int argc, char **argv) {
     free(kernel_files);
   }
 
-  double t_memcpy = best_of(ref_memcpy, &x, reps);
+  double t_memcpy = best_once(ref_memcpy, &x, reps);
   double memcpy_gbs = gbs(2 * big, t_memcpy);
   printf("== 64 MiB f32 (memcpy: %.2f GB/s read + write)\n", memcpy_gbs);
 
@@ -358,8 +341,8 @@ int main(int argc, char **argv) {
   };
   for (size_t s = 0; s < sizeof streams / sizeof streams[0]; s++) {
     printf("%s:\n", streams[s].kernel);
-    double t_plain = best_of(streams[s].plain, &x, reps);
-    double t_avx2 = best_of(streams[s].avx2, &x, reps);
+    double t_plain = best_once(streams[s].plain, &x, reps);
+    double t_avx2 = best_once(streams[s].avx2, &x, reps);
     /* add is measured against memcpy, the reductions against AVX2 */
     double ref = s == 0 ? memcpy_gbs : gbs(streams[s].bytes, t_avx2);
     line("C, plain loop (gcc -O3)", t_plain, streams[s].bytes, ref);
@@ -374,12 +357,12 @@ int main(int argc, char **argv) {
     if (ck) {
       compiled_run_t r = {ck, ptrs, count, NULL};
       run_compiled(&r);
-      line("tessera compiled (cpu backend)", best_of(run_compiled, &r, reps), streams[s].bytes,
+      line("tessera compiled (cpu backend)", best_once(run_compiled, &r, reps), streams[s].bytes,
            ref);
       tsr_interp_options_t two = cores_options(2);
       r.options = &two;
       run_compiled(&r);
-      line("tessera compiled, --cores 2", best_of(run_compiled, &r, reps), streams[s].bytes, ref);
+      line("tessera compiled, --cores 2", best_once(run_compiled, &r, reps), streams[s].bytes, ref);
       tsr_compiled_kernel_destroy(ck);
     }
     if (!no_interp) {
@@ -389,7 +372,7 @@ int main(int argc, char **argv) {
       die_on_error(tsr_interp_program_prepare(k, &o, &p), "prepare");
       tessera_run_t r = {p, ptrs, count};
       run_interp(&r);
-      line("tessera interpreter (checks on)", best_of(run_interp, &r, reps), streams[s].bytes,
+      line("tessera interpreter (checks on)", best_once(run_interp, &r, reps), streams[s].bytes,
            ref);
       tsr_interp_program_destroy(p);
     }
@@ -401,9 +384,9 @@ int main(int argc, char **argv) {
   fill(m.a, (size_t)MM * MM, 3);
   fill(m.b, (size_t)MM * MM, 4);
   const double flop = 2.0 * MM * MM * MM;
-  double t_naive = best_of(ref_matmul_naive, &m, 1);
+  double t_naive = best_once(ref_matmul_naive, &m, 1);
   printf("  %-34s %9.2f ms %8.2f GFLOP/s\n", "C, naive i-j-k", t_naive * 1e3, flop / t_naive * 1e-9);
-  double t_blocked = best_of(ref_matmul_blocked, &m, reps);
+  double t_blocked = best_once(ref_matmul_blocked, &m, reps);
   printf("  %-34s %9.2f ms %8.2f GFLOP/s\n", "C, blocked AVX2+FMA by hand", t_blocked * 1e3,
          flop / t_blocked * 1e-9);
   {
@@ -418,13 +401,13 @@ int main(int argc, char **argv) {
     if (ck) {
       compiled_run_t r = {ck, ptrs, count, NULL};
       run_compiled(&r);
-      double t = best_of(run_compiled, &r, reps);
+      double t = best_once(run_compiled, &r, reps);
       printf("  %-34s %9.2f ms %8.2f GFLOP/s\n", "tessera compiled (cpu backend)", t * 1e3,
              flop / t * 1e-9);
       tsr_interp_options_t two = cores_options(2);
       r.options = &two;
       run_compiled(&r);
-      t = best_of(run_compiled, &r, reps);
+      t = best_once(run_compiled, &r, reps);
       printf("  %-34s %9.2f ms %8.2f GFLOP/s\n", "tessera compiled, --cores 2", t * 1e3,
              flop / t * 1e-9);
       tsr_compiled_kernel_destroy(ck);
@@ -442,7 +425,7 @@ int main(int argc, char **argv) {
     tsr_interp_program_t *p = NULL;
     die_on_error(tsr_interp_program_prepare(k, &o, &p), "prepare");
     tessera_run_t r = {p, ptrs, count};
-    double t = best_of(run_interp, &r, quick ? 1 : 3);
+    double t = best_once(run_interp, &r, quick ? 1 : 3);
     printf("  %-34s %9.2f ms %8.2f GFLOP/s\n", "tessera interpreter (checks on)", t * 1e3,
            flop / t * 1e-9);
     tsr_interp_program_destroy(p);
