@@ -68,22 +68,13 @@ static int fail(tsr_status_t status, int exit_status) {
   return exit_status;
 }
 
-/* "3.4 MiB" */
-static void format_bytes(char *buf, size_t size, uint64_t bytes) {
-  if (bytes < 1024) snprintf(buf, size, "%" PRIu64 " B", bytes);
-  else if (bytes < (uint64_t)1 << 20) snprintf(buf, size, "%.1f KiB", bytes / 1024.0);
-  else if (bytes < (uint64_t)1 << 30)
-    snprintf(buf, size, "%.1f MiB", bytes / (1024.0 * 1024.0));
-  else snprintf(buf, size, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-}
-
 static int run_stats(tsr_disk_cache_t *cache) {
   tsr_disk_cache_stats_t st;
   tsr_status_t status = tsr_disk_cache_scan(cache, &st);
   if (status) return fail(status, EXIT_FAILED);
   char size[32], limit[32];
-  format_bytes(size, sizeof size, st.bytes);
-  format_bytes(limit, sizeof limit, st.max_bytes);
+  tsr_cli_format_bytes(size, sizeof size, st.bytes);
+  tsr_cli_format_bytes(limit, sizeof limit, st.max_bytes);
   printf("directory:   %s\n", tsr_disk_cache_dir(cache));
   printf("entries:     %" PRIu64 "\n", st.entries);
   printf("size:        %s (%" PRIu64 " bytes)\n", size, st.bytes);

@@ -789,8 +789,7 @@ static void print_array(FILE *out, const char *name, const tsr_array_t *a) {
   }
 }
 
-/* "12.0 MiB" */
-static void format_bytes(char *buf, size_t size, uint64_t bytes) {
+void tsr_cli_format_bytes(char *buf, size_t size, uint64_t bytes) {
   if (bytes < 1024) snprintf(buf, size, "%" PRIu64 " B", bytes);
   else if (bytes < (uint64_t)1 << 20) snprintf(buf, size, "%.1f KiB", bytes / 1024.0);
   else if (bytes < (uint64_t)1 << 30)
@@ -1397,8 +1396,8 @@ static int execute_run(run_request_t *req) {
             origin, prepare_seconds * 1e3, run_seconds * 1e3);
   } else if (!req->quiet) {
     char copied[32], vmem[32];
-    format_bytes(copied, sizeof copied, stats.bytes_copied);
-    format_bytes(vmem, sizeof vmem, stats.vmem_bytes);
+    tsr_cli_format_bytes(copied, sizeof copied, stats.bytes_copied);
+    tsr_cli_format_bytes(vmem, sizeof vmem, stats.vmem_bytes);
 #define PLURAL(n) ((n) == 1 ? "" : "s")
     fprintf(stderr,
             "tessera: @%s: %" PRIu64 " grid step%s, %" PRIu64 " op%s, %" PRIu64
