@@ -499,33 +499,10 @@ static void release_entry(void *entry) { tsr_memcache_entry_release(entry); }
 struct tsr_compiled_kernel {
   tsr_memcache_entry_t *entry; /* holds `loaded` */
   const loaded_t *loaded;
-  char *kernel_name;
-  char **operand_names; /* num_operands, into the same allocation */
-  tsr_cpu_info_t *info; /* for runs: the caller's names, locations, ... */
+  /* The caller's names, locations, print formats... for messages (the
+   * cached object may have been compiled for a kernel with other names). */
+  tsr_cpu_info_t *info;
 };
-
-/* The caller's names, for messages (the cached object may have been
- * compiled for a kernel with other names). */
-static tsr_status_t copy_names(const tsr_kernel_t *kernel, tsr_compiled_kernel_t *ck) {
-  size_t bytes = strlen(kernel->name) + 1;
-  uint32_t n = ck->loaded->num_operands;
-  for (uint32_t i = 0; i < kernel->num_decls; i++)
-    if (kernel->decls[i].role != TSR_ROLE_SCRATCH)
-      bytes += strlen(kernel->decls[i].ref->name) + 1;
-  char **names = tsr_malloc(n * sizeof *names + bytes);
-  if (!names) return TSR_OOM();
-  char *p = (char *)(names + n);
-  ck->operand_names = names;
-  ck->kernel_name = p;
-  p = stpcpy(p, kernel->name) + 1;
-  uint32_t k = 0;
-  for (uint32_t i = 0; i < kernel->num_decls && k < n; i++) {
-    if (kernel->decls[i].role == TSR_ROLE_SCRATCH) continue;
-    names[k++] = p;
-    p = stpcpy(p, kernel->decls[i].ref->name) + 1;
-  }
-  return NULL;
-}
 
 tsr_status_t tsr_runtime_compile(const tsr_ir_kernel_t *kernel,
                                  const tsr_compile_options_t *options,
@@ -560,8 +537,7 @@ tsr_status_t tsr_runtime_compile(const tsr_ir_kernel_t *kernel,
   }
   ck->entry = entry;
   ck->loaded = tsr_memcache_entry_value(entry);
-  s = copy_names(kernel, ck);
-  if (!s) s = tsr_cpu_info_create(kernel, &ck->info);
+  s = tsr_cpu_info_create(kernel, &ck->info);
   if (s) {
     tsr_compiled_kernel_destroy(ck);
     return s;
@@ -573,7 +549,6 @@ tsr_status_t tsr_runtime_compile(const tsr_ir_kernel_t *kernel,
 void tsr_compiled_kernel_destroy(tsr_compiled_kernel_t *kernel) {
   if (!kernel) return;
   release_entry(kernel->entry);
-  tsr_free(kernel->operand_names);
   tsr_cpu_info_destroy(kernel->info);
   tsr_free(kernel);
 }
@@ -608,7 +583,7 @@ tsr_status_t tsr_compiled_kernel_run(const tsr_compiled_kernel_t *kernel,
   if (num_operands != l->num_operands || (num_operands && !operands))
     return TSR_STATUS(TSR_INVALID_ARGUMENT,
                       "kernel @%s takes %u arrays (prefetch, in and out operands), got %zu",
-                      kernel->kernel_name, l->num_operands, num_operands);
+                      tsr_cpu_info_kernel_name(kernel->info), l->num_operands, num_operands);
   /* With several devices every array has a leading dimension of them. */
   const uint32_t lead = devices > 1 ? 1 : 0;
   for (uint32_t i = 0; i < l->num_operands; i++) {
@@ -624,7 +599,8 @@ tsr_status_t tsr_compiled_kernel_run(const tsr_compiled_kernel_t *kernel,
     format_type(want, sizeof want, t->dtype, t->rank + lead, dims);
     if (a) format_type(got, sizeof got, a->dtype, a->rank, a->dims);
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "kernel @%s operand %%%s: expected %s, got %s%s",
-                      kernel->kernel_name, kernel->operand_names[i], want, got,
+                      tsr_cpu_info_kernel_name(kernel->info),
+                      tsr_cpu_info_operand_name(kernel->info, i), want, got,
                       a && !a->data ? " without data" : "");
   }
   descriptor_t small[8];

@@ -56,7 +56,9 @@ struct tsr_cpu_info {
   sem_info_t *sems;
   uint32_t num_sems;
   uint64_t slots;
-  int32_t *alias; /* per operand (non-scratch decl): the input it aliases, or -1 */
+  /* per operand (non-scratch decl): its name, the input it aliases or -1 */
+  const char **operand_names;
+  int32_t *alias;
   uint32_t num_operands;
   bool failed;
 };
@@ -116,13 +118,16 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   for (uint32_t g = 0; g < k->grid_rank && k->semantics[g] == TSR_DIM_PARALLEL; g++)
     info->outer *= (uint64_t)k->grid[g];
   info->alias = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->alias);
+  info->operand_names =
+      tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->operand_names);
   int32_t *operand_of = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *operand_of);
-  if (!info->alias || !operand_of) info->failed = true;
+  if (!info->alias || !info->operand_names || !operand_of) info->failed = true;
   for (uint32_t i = 0; !info->failed && i < k->num_decls; i++) {
     const tsr_decl_t *d = &k->decls[i];
     operand_of[i] = -1;
     if (d->role == TSR_ROLE_SCRATCH) continue;
     operand_of[i] = (int32_t)info->num_operands;
+    info->operand_names[info->num_operands] = info_strdup(info, d->ref->name);
     info->alias[info->num_operands++] =
         d->role == TSR_ROLE_OUT && d->alias >= 0 ? operand_of[d->alias] : -1;
   }
@@ -142,6 +147,12 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   }
   *out = info;
   return NULL;
+}
+
+const char *tsr_cpu_info_kernel_name(const tsr_cpu_info_t *info) { return info->kernel_name; }
+
+const char *tsr_cpu_info_operand_name(const tsr_cpu_info_t *info, uint32_t i) {
+  return i < info->num_operands ? info->operand_names[i] : "?";
 }
 
 void tsr_cpu_info_destroy(tsr_cpu_info_t *info) {

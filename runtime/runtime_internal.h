@@ -47,6 +47,9 @@ typedef struct tsr_cpu_info tsr_cpu_info_t;
 tsr_status_t tsr_cpu_info_create(const tsr_ir_kernel_t *kernel,
                                  tsr_cpu_info_t **out_info) TSR_MUST_USE;
 void tsr_cpu_info_destroy(tsr_cpu_info_t *info);
+const char *tsr_cpu_info_kernel_name(const tsr_cpu_info_t *info);
+/* The i-th non-scratch operand's name. */
+const char *tsr_cpu_info_operand_name(const tsr_cpu_info_t *info, uint32_t i);
 /* Runs the kernel's entry point on options->devices x options->cores
  * threads (one call in this thread for one core). args: the packed
  * arguments of the memrefs (lower_api.h), made from `operands`; each core
