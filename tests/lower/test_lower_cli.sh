@@ -138,9 +138,11 @@ check "... the interpreter's lines, word for word" diff p_interp p_cpu
 
 # The catalog's bugs that the cpu backend reports (deadlocks, cores and
 # devices that do not exist): the interpreter's message, and never a hang.
+catalog_checked=0
 while IFS='|' read -r file mode text; do
   case "$file" in '#'*|'') continue ;; esac
   case "$text" in *deadlock*|*'out of range: the run has'*|*'out of range: a device has'*|*'waits for'*) ;; *) continue ;; esac
+  catalog_checked=$((catalog_checked + 1))
   opts=$(grep "^$file" "$SRC/tests/diagnostics/options.txt" | cut -d' ' -f2- -s | sed 's/--detect-races//')
   # shellcheck disable=SC2086
   timeout 120 "$T" run "$SRC/tests/diagnostics/$file" --random-inputs 1 --backend cpu -q $opts \
@@ -149,6 +151,8 @@ while IFS='|' read -r file mode text; do
   check "cpu backend: $file $opts: status 1 and \"$text\"" \
     test "$rc" -eq 1 -a "$(grep -cF -- "$text" err)" -ge 1
 done <"$SRC/tests/diagnostics/expected.txt"
+check "... all 10 of the catalog's deadlock and nonexistent-core bugs were run" \
+  test "$catalog_checked" -ge 10
 
 # ---- keys ------------------------------------------------------------------------
 
