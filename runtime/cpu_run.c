@@ -241,7 +241,6 @@ static void kernel_error(ccore_t *c, uint32_t site, const char *fmt, ...) TSR_PR
 static void kernel_error(ccore_t *c, uint32_t site, const char *fmt, ...) {
   crun_t *r = c->run;
   const tsr_cpu_info_t *info = r->info;
-  if (site >= info->num_sites) site = 0;
   if (r->site_reported[site]) {
     r->suppressed++;
     return;
@@ -315,8 +314,8 @@ static void check_deadlock(crun_t *r) {
     if (c->state != CORE_WAITING) continue;
     char name[160];
     sem_text(r->info, c->wait_slot, name, sizeof name);
-    const site_info_t *s = &r->info->sites[c->wait_site < r->info->num_sites ? c->wait_site : 0];
-    r->site_reported[c->wait_site < r->info->num_sites ? c->wait_site : 0] = 0;
+    const site_info_t *s = &r->info->sites[c->wait_site];
+    r->site_reported[c->wait_site] = 0;
     kernel_error(c, c->wait_site,
                  "deadlock: every core is blocked; this one waits for %s to reach %lld%s, "
                  "it holds %lld and nothing in flight will signal it",
@@ -414,7 +413,7 @@ static void remote_dma(ccore_t *c, uint32_t site, const int64_t *desc) {
 
 static void print(ccore_t *c, uint32_t site, const int64_t *addrs) {
   crun_t *r = c->run;
-  const site_info_t *s = &r->info->sites[site < r->info->num_sites ? site : 0];
+  const site_info_t *s = &r->info->sites[site];
   FILE *f = r->out;
   uint32_t next = 0;
   for (const char *p = s->text ? s->text : ""; *p; p++) {
@@ -435,8 +434,12 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
                             int64_t d) {
   ccore_t *me = ctx;
   crun_t *r = me->run;
+  /* a is slot|site, or the site alone (print, assert, remote DMA); a site
+   * out of range (not from tessera's code generator) becomes site 0. */
   const uint64_t slot = (uint64_t)a & 0xffffffffu;
-  const uint32_t site = (uint32_t)((uint64_t)a >> 32);
+  const bool site_only = call == TSR_RT_PRINT || call == TSR_RT_ASSERT || call == TSR_RT_REMOTE_DMA;
+  uint64_t site64 = site_only ? (uint64_t)a : (uint64_t)a >> 32;
+  const uint32_t site = site64 < r->info->num_sites ? (uint32_t)site64 : 0;
   int64_t result = 0;
   if (call == TSR_RT_REGISTER) { /* this core's own table, before TSR_RT_START */
     if ((uint64_t)a >= me->roots_capacity) {
@@ -452,7 +455,7 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
     return 0;
   }
   if (call == TSR_RT_REMOTE_DMA) {
-    remote_dma(me, (uint32_t)a, (const int64_t *)(uintptr_t)b);
+    remote_dma(me, site, (const int64_t *)(uintptr_t)b);
     return 0;
   }
   pthread_mutex_lock(&r->mu);
@@ -470,11 +473,11 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
       wait_locked(me, slot, (int64_t)r->cores - 1, site);
       break;
     case TSR_RT_PRINT:
-      if (!r->aborted) print(me, (uint32_t)a, (const int64_t *)(uintptr_t)b);
+      if (!r->aborted) print(me, site, (const int64_t *)(uintptr_t)b);
       break;
     case TSR_RT_ASSERT: {
-      const site_info_t *s = &r->info->sites[(uint32_t)a < r->info->num_sites ? a : 0];
-      kernel_error(me, (uint32_t)a, "assertion failed: %s", s->text ? s->text : "");
+      const char *text = r->info->sites[site].text;
+      kernel_error(me, site, "assertion failed: %s", text ? text : "");
       break;
     }
     case TSR_RT_START: meet_at_start(me); break;
