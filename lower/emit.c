@@ -827,11 +827,23 @@ static void op_scoped(emitter_t *em, const tsr_op_t *op) {
  * (the interpreter's --dma-mode eager); the copy is complete before the
  * runtime signals the semaphore, and a core that waited for it sees it. */
 
+struct em_site {
+  const tsr_op_t *op;
+  uint32_t position;
+};
+
+static int compare_sites(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const struct em_site *)a)->op;
+  uintptr_t y = (uintptr_t)((const struct em_site *)b)->op;
+  return x < y ? -1 : x > y;
+}
+
 /* The op's position in tsr_ir_walk_ops order (its diagnostic site). */
 static int64_t site_of(const emitter_t *em, const tsr_op_t *op) {
-  for (uint32_t i = 0; i < em->num_sites; i++)
-    if (em->sites[i] == op) return i;
-  return 0;
+  struct em_site key = {op, 0};
+  const struct em_site *s =
+      bsearch(&key, em->sites, em->num_sites, sizeof *em->sites, compare_sites);
+  return s ? s->position : 0;
 }
 
 static ssa_t i64_of_index(emitter_t *em, ssa_t v) {
@@ -1533,7 +1545,7 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
 
 static void note_site(void *ctx, const tsr_op_t *op, uint32_t position) {
   emitter_t *em = ctx;
-  em->sites[position] = op;
+  em->sites[position] = (struct em_site){op, position};
   if (op->opcode == TSR_OP_DMA_START && (op->flags & TSR_OPF_DEVICE)) em->remote_dmas = true;
 }
 
@@ -1554,6 +1566,7 @@ static bool number_sites(emitter_t *em) {
     return false;
   }
   tsr_ir_walk_ops(k, note_site, em);
+  qsort(em->sites, em->num_sites, sizeof *em->sites, compare_sites);
   tsr_ir_semaphore_slots(k, note_sem, em);
   return true;
 }
