@@ -1075,12 +1075,7 @@ static void op_print(emitter_t *em, const tsr_op_t *op) {
       ssa_t none[1];
       em_mem_write(em, &w, dtype, none, &nn, scalar_of(em, v), NULL);
     } else {
-      w = em_value_view(em, v);
-      if (!em_view_is_dense(&w)) {
-        expr_t *e = ex_new(em, EX_MEM, dtype, w.rank, w.dims);
-        e->mem = w;
-        w = em_materialize(em, e);
-      }
+      w = dense_view_of(em, v);
     }
     em_line(em, "memref.store %s, %s[%s] : memref<%uxi64>", em_root_address(em, w.root, w.off).s,
             addrs.s, em_cidx(em, i).s, n);

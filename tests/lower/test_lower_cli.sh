@@ -118,9 +118,10 @@ kernel @debug
   %i = program_id 0 : i32
   %j = program_id 1 : i32
   %v = load %x[:, :] : f32[8, 8]
+  %c = load %x[:, 1] : f32[8]
   %s = reduce_sum %v axes [0] : f32[8]
   %h = convert %s : bf16[8]
-  print "step ({}, {}): col sums {} as bf16 {}", %i, %j, %s, %h
+  print "step ({}, {}): col sums {} as bf16 {}, column 1 {}", %i, %j, %s, %h, %c
   %two = const 2 : i32
   %ok = lt %j, %two : i1
   assert %ok, "j must stay below 2"
@@ -133,7 +134,7 @@ t run debug.tsr --random-inputs 5 -q --backend cpu
 sort err >p_cpu
 check "print and a failed assert on the cpu backend" \
   test "$rc" -eq 1 -a "$(grep -c '^step (1, 2): col sums \[' p_cpu)" -eq 1 -a \
-  "$(grep -c "debug.tsr:14:3: error: kernel @debug, grid point (0, 2): 'assert': assertion failed: j must stay below 2" p_cpu)" -eq 1
+  "$(grep -c "debug.tsr:15:3: error: kernel @debug, grid point (0, 2): 'assert': assertion failed: j must stay below 2" p_cpu)" -eq 1
 check "... the interpreter's lines, word for word" diff p_interp p_cpu
 
 # The catalog's bugs that the cpu backend reports (deadlocks, cores and
