@@ -396,6 +396,10 @@ static bool splat_of(emitter_t *em, const tsr_value_t *v, ssa_t *out) {
 }
 
 static void set_splat(emitter_t *em, const tsr_value_t *r, ssa_t s) {
+  if (r->type.kind == TSR_TYPE_SCALAR) { /* e.g. a point slice of a splat */
+    set_scalar(em, r, s);
+    return;
+  }
   expr_t *e = ex_new(em, EX_SCALAR, (tsr_dtype_t)r->type.dtype, r->type.rank, r->type.dims);
   if (!e) return;
   e->scalar = s;

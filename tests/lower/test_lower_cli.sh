@@ -137,6 +137,24 @@ check "print and a failed assert on the cpu backend" \
   "$(grep -c "debug.tsr:15:3: error: kernel @debug, grid point (0, 2): 'assert': assertion failed: j must stay below 2" p_cpu)" -eq 1
 check "... the interpreter's lines, word for word" diff p_interp p_cpu
 
+cat >splat_point.tsr <<'EOF'
+kernel @splat_point
+  out %o: f32[4] smem
+{
+  %c = const 2.0 : f32[4, 4]
+  %s = slice %c[1, 2] : f32
+  %t = add %s, %s : f32
+  store %o[0], %t
+  store %o[1], %s
+  store %o[2], %s
+  store %o[3], %t
+}
+EOF
+t run splat_point.tsr --out-dir sp_interp -q
+t run splat_point.tsr --out-dir sp_cpu -q --backend cpu
+check "a scalar slice of a constant block lowers and gives the interpreter's outputs" \
+  same_outputs sp_interp sp_cpu
+
 # The catalog's bugs that the cpu backend reports (deadlocks, cores and
 # devices that do not exist): the interpreter's message, and never a hang.
 catalog_checked=0
