@@ -96,12 +96,14 @@ void tsr_strbuf_vprintf(tsr_strbuf_t *sb, const char *fmt, va_list ap)
 char *tsr_strbuf_take(tsr_strbuf_t *sb);
 
 /* ---- Diagnostics ----------------------------------------------------------
- * A list of "file:line:col: error: msg" lines collected by the parser, the
+ * A list of "file:line:col: error: msg" (or "warning: msg") lines collected by the parser, the
  * verifier and the interpreter; turned into one status at the end. */
 typedef struct tsr_diag_list {
   tsr_strbuf_t text;
   size_t count;
   size_t limit; /* 0 = unlimited; beyond it, diagnostics are counted only */
+  const char *severity; /* the word after the location: "error" (set by
+                           initialize) or "warning" */
 } tsr_diag_list_t;
 
 void tsr_diag_list_initialize(tsr_diag_list_t *list, size_t limit);

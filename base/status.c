@@ -107,6 +107,7 @@ void tsr_diag_list_initialize(tsr_diag_list_t *list, size_t limit) {
   tsr_strbuf_initialize(&list->text);
   list->count = 0;
   list->limit = limit;
+  list->severity = "error";
 }
 
 void tsr_diag_list_deinitialize(tsr_diag_list_t *list) {
@@ -119,8 +120,9 @@ void tsr_diag_vadd(tsr_diag_list_t *list, tsr_loc_t loc, const char *fmt,
   list->count++;
   if (list->limit && list->count > list->limit) return;
   if (list->text.size) tsr_strbuf_puts(&list->text, "\n");
-  tsr_strbuf_printf(&list->text, "%s:%u:%u: error: ",
-                    loc.file ? loc.file : "<unknown>", loc.line, loc.col);
+  tsr_strbuf_printf(&list->text, "%s:%u:%u: %s: ",
+                    loc.file ? loc.file : "<unknown>", loc.line, loc.col,
+                    list->severity);
   tsr_strbuf_vprintf(&list->text, fmt, ap);
 }
 
@@ -135,8 +137,8 @@ tsr_status_t tsr_diag_list_to_status(tsr_diag_list_t *list,
                                      tsr_status_code_t code) {
   if (list->count == 0) return NULL;
   if (list->limit && list->count > list->limit)
-    tsr_strbuf_printf(&list->text, "\nnote: %zu more errors not shown",
-                      list->count - list->limit);
+    tsr_strbuf_printf(&list->text, "\nnote: %zu more %ss not shown",
+                      list->count - list->limit, list->severity);
   if (list->text.failed) return TSR_OOM();
   return TSR_STATUS(code, "%s", list->text.data);
 }

@@ -348,9 +348,10 @@ struct shared {
   uint8_t **hbm_shadow;     /* devices x operand plans */
   void **visited;           /* devices x operand plans */
   int64_t **perm;           /* per grid dim */
-  tsr_diag_list_t diags;
-  uint8_t *site_reported;
-  uint64_t suppressed;
+  tsr_diag_list_t diags;     /* errors */
+  tsr_diag_list_t warnings;  /* severity "warning" */
+  uint8_t *site_reported;    /* per site: bit 0 an error, bit 1 a warning */
+  uint64_t suppressed, warnings_suppressed;
   bool aborted;
   tsr_interp_stats_t stats;
   FILE *out;
@@ -378,6 +379,10 @@ void tsr_vc_copy(vclock_t *dst, const vclock_t *src);
 void tsr_vc_add_dma(vclock_t *v, uint32_t id);
 /* run.c: records a kernel error at a site (once per site per run). */
 void tsr_interp_kernel_error(run_t *run, uint32_t site, const char *fmt, ...)
+    TSR_PRINTF(3, 4);
+/* run.c: records a warning at a site (once per site per run): legal in
+ * Pallas but suspicious; an error under options.strict. */
+void tsr_interp_kernel_warning(run_t *run, uint32_t site, const char *fmt, ...)
     TSR_PRINTF(3, 4);
 
 /* Shared by prepare.c and run.c */

@@ -1122,8 +1122,17 @@ tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
   atomic_init(&q->spare, NULL);
   tsr_status_t s = rebind(q, kernel, b.ops);
   tsr_free(b.ops);
-  /* Options: the prepared program's, but the caller's stream and trace. */
-  q->options.print_stream = options ? options->print_stream : NULL;
+  /* Options: the prepared program's semantics, but the caller's streams,
+   * trace and bounds (what changes only how a run reports or stops). */
+  tsr_interp_options_t caller;
+  if (options) caller = *options;
+  else tsr_interp_options_initialize(&caller);
+  q->options.print_stream = caller.print_stream;
+  q->options.warning_stream = caller.warning_stream;
+  q->options.strict = caller.strict;
+  q->options.timeout_seconds = caller.timeout_seconds;
+  q->options.max_steps = caller.max_steps;
+  q->options.cancel = caller.cancel;
   q->options.trace_path = NULL;
   if (!s && options && options->trace_path) {
     q->options.trace_path = tsr_arena_strndup(&q->arena, options->trace_path,

@@ -221,7 +221,7 @@ static void report(run_t *run, const access_t *a, const access_t *b, const char 
   char first[300], second[300];
   describe(run->sh, a, first, sizeof first);
   describe(run->sh, b, second, sizeof second);
-  run->sh->site_reported[a->site] = 0;
+  run->sh->site_reported[a->site] &= (uint8_t)~1u;
   tsr_interp_kernel_error(run, a->site, "data race on %s%s: %s and %s, not ordered by "
                           "any semaphore, DMA wait or barrier", what, range, first, second);
 }

@@ -12,18 +12,24 @@
 
 /* ---- Diagnostics ---- */
 
-/* Records a kernel error at `site`, once per site per run (later ones are
- * counted). Stops the run when max_errors diagnostics have been kept. */
-static void kernel_verror(run_t *run, uint32_t site, const char *fmt, va_list ap)
-    TSR_PRINTF(3, 0);
+/* Records a kernel diagnostic at `site`, once per site and severity per run
+ * (later ones are counted). An error stops the run when max_errors errors
+ * have been kept; a warning is an error under options.strict. */
+static void kernel_vreport(run_t *run, uint32_t site, bool warning, const char *fmt,
+                           va_list ap) TSR_PRINTF(4, 0);
 
-static void kernel_verror(run_t *run, uint32_t site, const char *fmt, va_list ap) {
+static void kernel_vreport(run_t *run, uint32_t site, bool warning, const char *fmt,
+                           va_list ap) {
   const tsr_interp_program_t *p = run->p;
-  if (run->sh->site_reported[site]) {
-    run->sh->suppressed++;
+  bool strict_warning = warning && p->options.strict;
+  if (strict_warning) warning = false;
+  uint8_t bit = warning ? 2 : 1;
+  if (run->sh->site_reported[site] & bit) {
+    if (warning) run->sh->warnings_suppressed++;
+    else run->sh->suppressed++;
     return;
   }
-  run->sh->site_reported[site] = 1;
+  run->sh->site_reported[site] |= bit;
   char point[160];
   tsr_interp_format_point(point, sizeof point, run->point, p->grid_rank);
   tsr_strbuf_t msg;
@@ -33,18 +39,26 @@ static void kernel_verror(run_t *run, uint32_t site, const char *fmt, va_list ap
   if (run->sh->cores > 1) tsr_strbuf_printf(&msg, "core %u, ", run->core);
   tsr_strbuf_printf(&msg, "grid point %s: %s: ", point, p->sites[site].what);
   tsr_strbuf_vprintf(&msg, fmt, ap);
-  tsr_diag_add(&run->sh->diags, p->sites[site].loc, "%s", msg.data ? msg.data : "?");
+  if (strict_warning) tsr_strbuf_puts(&msg, " [a warning, an error with --strict]");
+  tsr_diag_list_t *list = warning ? &run->sh->warnings : &run->sh->diags;
+  tsr_diag_add(list, p->sites[site].loc, "%s", msg.data ? msg.data : "?");
   tsr_strbuf_deinitialize(&msg);
-  if (run->sh->diags.count >= p->options.max_errors) run->sh->aborted = true;
+  if (!warning && run->sh->diags.count >= p->options.max_errors) run->sh->aborted = true;
 }
 
 void tsr_interp_kernel_error(run_t *run, uint32_t site, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  kernel_verror(run, site, fmt, ap);
+  kernel_vreport(run, site, false, fmt, ap);
   va_end(ap);
 }
 
+void tsr_interp_kernel_warning(run_t *run, uint32_t site, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  kernel_vreport(run, site, true, fmt, ap);
+  va_end(ap);
+}
 
 static void format_dims(char *buf, size_t size, const int64_t *dims, uint32_t rank) {
   size_t used = (size_t)snprintf(buf, size, "[");
@@ -888,7 +902,7 @@ static void report_blocked(run_t *run) {
   int32_t have = off >= 0 ? run->sems[sp->ref][off] : 0;
   char name[160];
   sem_text(run->p, sp, off, name, sizeof name);
-  run->sh->site_reported[in->site] = 0; /* every blocked core is reported */
+  run->sh->site_reported[in->site] &= (uint8_t)~1u; /* every blocked core is reported */
   tsr_interp_kernel_error(run, in->site,
                "deadlock: every core is blocked; this one waits for %s to reach %lld%s, "
                "it holds %d and nothing in flight will signal it",
@@ -1703,6 +1717,7 @@ static void shared_free(shared_t *sh) {
   tsr_free(sh->site_reported);
   tsr_strbuf_deinitialize(&sh->trace);
   tsr_diag_list_deinitialize(&sh->diags);
+  tsr_diag_list_deinitialize(&sh->warnings);
 }
 
 /* One core's memories, values, refs and share of the grid. */
@@ -1876,6 +1891,24 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
   return NULL;
 }
 
+/* Warnings go to the warning stream when the run ends, as one write so that
+ * concurrent runs do not interleave their lines. */
+static void write_warnings(shared_t *sh) {
+  tsr_diag_list_t *w = &sh->warnings;
+  if (w->limit && w->count > w->limit)
+    tsr_strbuf_printf(&w->text, "\nnote: %zu more warnings not shown",
+                      w->count - w->limit);
+  if (sh->warnings_suppressed)
+    tsr_strbuf_printf(&w->text, "\nnote: %llu more occurrence%s of these warnings not shown",
+                      (unsigned long long)sh->warnings_suppressed,
+                      sh->warnings_suppressed == 1 ? "" : "s");
+  tsr_strbuf_puts(&w->text, "\n");
+  if (w->text.failed) return;
+  FILE *f = sh->p->options.warning_stream ? sh->p->options.warning_stream : stderr;
+  fwrite(w->text.data, 1, w->text.size, f);
+  fflush(f);
+}
+
 /* End of the kernel: DMAs never waited for and semaphores left non-zero. */
 static void check_end(shared_t *sh) {
   const tsr_interp_program_t *p = sh->p;
@@ -1926,6 +1959,8 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
   sh.cores = p->options.cores ? p->options.cores : 1;
   sh.out = p->options.print_stream ? p->options.print_stream : stderr;
   tsr_diag_list_initialize(&sh.diags, p->options.max_errors);
+  tsr_diag_list_initialize(&sh.warnings, p->options.max_errors);
+  sh.warnings.severity = "warning";
   sh.tracing = p->options.trace_path != NULL;
   if (p->options.detect_races) {
     sh.race = tsr_race_create();
@@ -1945,6 +1980,8 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
                         (unsigned long long)sh.suppressed, sh.suppressed == 1 ? "" : "s");
     s = tsr_diag_list_to_status(&sh.diags, TSR_KERNEL_ERROR);
   }
+  sh.stats.warnings = sh.warnings.count;
+  if (sh.warnings.count) write_warnings(&sh);
   if (!s && !trace_ok)
     s = TSR_STATUS(TSR_IO_ERROR, "cannot write the trace to %s", p->options.trace_path);
   sh.stats.vmem_bytes = p->vmem_used;

@@ -111,9 +111,11 @@ static const char *uninit_name(tsr_uninit_mode_t m) {
   return m == TSR_UNINIT_ZERO ? "zero" : "nan";
 }
 
-/* Every option but the print stream and the trace path (where output goes
- * does not change what the program is), defaults filled in, so that an unset
- * field and its default give the same key. */
+/* Every option but the run-time ones: the print and warning streams, the
+ * trace path, strict, the timeout, max_steps and the cancel flag (where output
+ * goes and when a run stops do not change what the program is; bind supplies
+ * them), defaults filled in, so that an unset field and its default give the
+ * same key. */
 typedef struct key_options {
   tsr_uninit_mode_t uninit;
   bool check, shuffle_parallel, dma_eager, detect_races;

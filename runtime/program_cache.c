@@ -69,7 +69,8 @@ static tsr_status_t build_program(void *ctx, void **out_value, size_t *out_bytes
   } else {
     TSR_RETURN_IF_ERROR(tsr_ir_verify_kernel(b->kernel));
   }
-  /* The cached program keeps no stream or trace path: bind supplies them. */
+  /* The cached program keeps no stream, trace path or cancel flag: bind
+   * supplies them with the caller's other run-time options. */
   tsr_interp_options_t o;
   if (b->options) {
     o = *b->options;
@@ -77,7 +78,9 @@ static tsr_status_t build_program(void *ctx, void **out_value, size_t *out_bytes
     tsr_interp_options_initialize(&o);
   }
   o.print_stream = NULL;
+  o.warning_stream = NULL;
   o.trace_path = NULL;
+  o.cancel = NULL;
   tsr_interp_program_t *p = NULL;
   TSR_RETURN_IF_ERROR(tsr_interp_program_prepare(b->kernel, &o, &p));
   if (d && !verified) {

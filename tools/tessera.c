@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 #include "tessera/tessera.h"
 #include "tools/cli.h"
 
-enum { EXIT_OK = 0, EXIT_KERNEL = 1, EXIT_USAGE = 2 };
+enum { EXIT_OK = 0, EXIT_KERNEL = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
 
 /* ---- Help texts ----------------------------------------------------------- */
 
@@ -101,6 +102,13 @@ static const char run_help[] =
     "  --chip CHIP              VMEM budget of CHIP: v2 v3 v4 v5e v5p v6e v7\n"
     "                           tpu8i (default v5e)\n"
     "  --max-errors N           diagnostics kept per run (default 20)\n"
+    "  --strict                 warnings (what Pallas allows but looks wrong,\n"
+    "                           docs/semantics.md) are errors: exit status 1\n"
+    "  --timeout SECONDS        stop the run after SECONDS of wall time\n"
+    "  --max-steps N            stop the run after N steps (grid steps and\n"
+    "                           for/while iterations, over all cores)\n"
+    "  A stopped run (also by Ctrl-C) is a kernel error naming the op, the\n"
+    "  location and the grid point where it stopped.\n"
     "\n"
     "Cores, devices and DMAs (docs/dma.md):\n"
     "  --devices N              simulated devices (default 1); with N > 1 every\n"
@@ -128,8 +136,9 @@ static const char run_help[] =
     "Kernels are verified once: the disk cache ($TESSERA_CACHE_DIR, else\n"
     "$XDG_CACHE_HOME/tessera, else ~/.cache/tessera; TESSERA_CACHE=off to\n"
     "disable) remembers kernels that verified (docs/cache.md).\n"
-    "Exit status: 0 success, 1 kernel errors (all diagnostics are printed) or\n"
-    "failed output writes, 2 usage errors.\n"
+    "Exit status: 0 success (warnings, if any, are printed), 1 kernel errors\n"
+    "(all diagnostics are printed; with --strict also warnings) or failed\n"
+    "output writes, 2 usage errors, 130 interrupted (Ctrl-C).\n"
     "\n"
     "Examples:\n"
     "  tessera run kernels/examples/matmul.tsr --random-inputs 1\n"
@@ -810,6 +819,7 @@ enum {
   RUN_UNINIT, RUN_SHUFFLE, RUN_CHIP, RUN_CHECK, RUN_NO_CHECK, RUN_MAX_ERRORS,
   RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED, RUN_TRACE,
   RUN_DETECT_RACES, RUN_CACHE_STATS, RUN_EXPLAIN, RUN_TARGET, RUN_BACKEND,
+  RUN_STRICT, RUN_TIMEOUT, RUN_MAX_STEPS,
 };
 
 static const cli_option_t run_options[] = {
@@ -837,6 +847,9 @@ static const cli_option_t run_options[] = {
     {"explain", 0, false, RUN_EXPLAIN},
     {"target", 0, true, RUN_TARGET},
     {"backend", 0, true, RUN_BACKEND},
+    {"strict", 0, false, RUN_STRICT},
+    {"timeout", 0, true, RUN_TIMEOUT},
+    {"max-steps", 0, true, RUN_MAX_STEPS},
     {NULL, 0, false, 0},
 };
 
@@ -897,6 +910,14 @@ static void free_bindings(binding_t *b, size_t n) {
 }
 
 /* Options of `run`, and of `hash` (option_of says which of them). */
+/* Set by SIGINT during a run; the run's cancel flag. */
+static volatile int interrupted;
+
+static void on_interrupt(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
 static int parse_run_args(const char *cmd, int argc, char **argv,
                           run_request_t *req) {
   memset(req, 0, sizeof *req);
@@ -1047,6 +1068,24 @@ static int parse_run_args(const char *cmd, int argc, char **argv,
       else if (strcmp(value, "cpu") == 0) req->target = TSR_TARGET_CPU;
       else
         return usage_error(cmd, "--backend expects interp or cpu, got '%s'", value);
+      break;
+    case RUN_STRICT:
+      req->options.strict = true;
+      break;
+    case RUN_TIMEOUT: {
+      char *end = NULL;
+      errno = 0;
+      double t = strtod(value, &end);
+      if (errno || end == value || *end || !(t > 0) || t > 1e9)
+        return usage_error(cmd, "--timeout expects a positive number of seconds, got '%s'",
+                           value);
+      req->options.timeout_seconds = t;
+      break;
+    }
+    case RUN_MAX_STEPS:
+      if (!parse_u64(value, &n) || n == 0)
+        return usage_error(cmd, "--max-steps expects a positive integer, got '%s'", value);
+      req->options.max_steps = n;
       break;
     default:
       return usage_error(cmd, "internal error: option %d", id);
@@ -1345,10 +1384,17 @@ static int execute_run(run_request_t *req) {
   double start = seconds_now();
   tsr_interp_stats_t stats;
   memset(&stats, 0, sizeof stats);
+  /* Ctrl-C ends the run through its cancel flag: the kernel stops with a
+   * report of where it was, and the process exits with 130. */
+  struct sigaction on_int = {.sa_handler = on_interrupt}, old_int;
+  sigemptyset(&on_int.sa_mask);
+  sigaction(SIGINT, &on_int, &old_int);
+  req->options.cancel = &interrupted;
   if (compiled)
     status = tsr_compiled_kernel_run(compiled, ptrs, n, &req->options);
   else
     status = tsr_interp_program_run(program, ptrs, n, &stats);
+  sigaction(SIGINT, &old_int, NULL);
   double run_seconds = seconds_now() - start;
   double elapsed = run_seconds + prepare_seconds;
   if (req->cache_stats) {
@@ -1356,7 +1402,7 @@ static int execute_run(run_request_t *req) {
     else print_cache_stats();
   }
   if (status) {
-    rc = EXIT_KERNEL;
+    rc = interrupted ? EXIT_INTERRUPTED : EXIT_KERNEL;
     report("run", status);
     goto done;
   }

@@ -43,6 +43,22 @@ typedef struct tsr_interp_options {
   bool detect_races;         /* happens-before race detection (docs/dma.md) */
   const char *trace_path;    /* if set, a Chrome/Perfetto trace of the run is
                                 written there (also after kernel errors) */
+  /* Severities (docs/semantics.md): errors are kernels that are wrong on a
+   * TPU and fail the run; warnings are what Pallas allows but looks
+   * suspicious: they are written to warning_stream and the run succeeds. */
+  bool strict;               /* warnings are errors; default false */
+  FILE *warning_stream;      /* where warnings go ("file:line:col: warning:
+                                ..." lines, at the end of the run); default
+                                stderr */
+  /* Bounds on a run; 0 means none. Reaching one ends the run with a kernel
+   * error naming the op, location and grid point where it stopped. */
+  double timeout_seconds;    /* wall-clock limit */
+  uint64_t max_steps;        /* limit on steps: a step is a grid step or one
+                                iteration of a for or while loop, counted over
+                                all cores and devices alike in every backend */
+  const volatile int *cancel; /* when another thread or a signal handler sets
+                                 *cancel to non-zero, the run stops soon after
+                                 (checked with the timeout); may be NULL */
 } tsr_interp_options_t;
 
 /* Fills in the defaults above. */
@@ -69,6 +85,7 @@ typedef struct tsr_interp_stats {
   uint64_t blocks_copied_out;
   uint64_t bytes_copied;
   uint64_t vmem_bytes;   /* VMEM in use: double-buffered blocks + scratch */
+  uint64_t warnings;     /* warnings reported (not errors under strict) */
 } tsr_interp_stats_t;
 
 /* Runs the program. `operands` holds one array per non-scratch operand, in
