@@ -518,6 +518,11 @@ TSR_TEST(kernel_files_are_canonical) {
       "tests/kernels/vmem_over_budget.tsr",
       "tests/kernels/several_errors.tsr", "bench/kernels/steps_100.tsr",
       "bench/kernels/steps_100000.tsr",  "bench/kernels/stream.tsr",
+      "tests/kernels/memory/dma_refill_scratch.tsr",
+      "tests/kernels/memory/store_into_input_block.tsr",
+      "tests/kernels/memory/smem_input_counter_per_core.tsr",
+      "tests/kernels/memory/masked_window_past_end.tsr",
+      "tests/kernels/memory/masked_lane_out_of_bounds.tsr",
   };
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
     char *text = tsr_test_read_source(files[i], NULL);
