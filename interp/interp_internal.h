@@ -155,7 +155,7 @@ typedef struct ref_info {
   uint64_t elements;
   uint64_t offset;     /* own buffer in run->vmem (blocks, scratch, scoped) */
   int32_t operand;     /* operand plan whose ref this is, or -1 */
-  bool written;        /* some op stores to it */
+  bool written;        /* some op writes it (tsr_op_written_ref) */
   bool shadowed;       /* checks on and not a read-only input */
   bool is_sem;
   bool has_buffer;     /* false for hbm/any operands: the ref is HBM */

@@ -182,10 +182,16 @@ static tsr_status_t add_ref(prep_t *ps, const tsr_value_t *v, tsr_role_t role,
   return NULL;
 }
 
+/* Marks the refs that some op writes (stores, masked stores, DMA and DMA
+ * add destinations, on this core or another): a load of any other ref may
+ * borrow its memory, and an input block that no op writes may be read in
+ * place from HBM. Scoped buffers are refilled at scope entry, but no value
+ * loaded from one outlives it (region results are copied). */
 static void mark_written(prep_t *ps, const tsr_region_t *r) {
   for (const tsr_op_t *op = r->first; op; op = op->next) {
-    if (op->opcode == TSR_OP_STORE) {
-      uint32_t ref = ps->p->value_ref[op->operands[0]->id];
+    int32_t slot = tsr_op_written_ref(op);
+    if (slot >= 0) {
+      uint32_t ref = ps->p->value_ref[op->operands[slot]->id];
       if (ref != NO_VALUE) ps->p->refs[ref].written = true;
     }
     for (uint32_t i = 0; i < op->num_regions; i++) mark_written(ps, &op->regions[i]);

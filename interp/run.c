@@ -1299,8 +1299,11 @@ static void copy_in(run_t *run, uint32_t j) {
   bool direct = block_window(op, b, start, extent);
   race_window(run, j, start, extent, false);
   uint8_t *src = run->hbm[j] + window_offset(op, start) * (int64_t)es;
-  if (direct && !op->aliased) {
-    rr->data = src; /* zero-copy: the block is a contiguous window of HBM */
+  if (direct && !op->aliased && !ri->written) {
+    /* zero-copy: the block is a contiguous window of HBM that nothing
+     * writes. A block the kernel writes is the core's own copy, as in
+     * Pallas: a later fetch reads HBM again, and each core has its own. */
+    rr->data = src;
     return;
   }
   rr->data = own_buf;

@@ -97,6 +97,14 @@ tsr_opcode_t tsr_op_lookup(const char *mnemonic, size_t len);
  * interpreter's loop tables alike. */
 bool tsr_op_flags_accept(uint32_t flags, tsr_dtype_t dtype);
 
+typedef struct tsr_op tsr_op_t;
+/* The position in op->operands of the ref whose memory `op` writes, or -1:
+ * the op table's TSR_F_WRITES ops write through their ref slot, which is
+ * operand 0 (store) or, for the DMA syntax, the destination (operand 1; a
+ * DMA `add` reads and writes it). The one answer to "may this op change a
+ * ref" for the interpreter and the back ends. */
+int32_t tsr_op_written_ref(const tsr_op_t *op);
+
 /* ---- Types (the structs are public: tessera/ir.h) ---------------------------- */
 
 typedef tsr_ir_type_t tsr_type_t;
@@ -125,7 +133,6 @@ bool tsr_space_from_name(const char *name, size_t len, tsr_space_t *out);
 
 /* ---- Values, ops, regions ----------------------------------------------------- */
 
-typedef struct tsr_op tsr_op_t;
 typedef struct tsr_region tsr_region_t;
 typedef struct tsr_kernel tsr_kernel_t;
 typedef struct tsr_module tsr_module_t;

@@ -36,6 +36,11 @@ bool tsr_op_flags_accept(uint32_t flags, tsr_dtype_t dtype) {
   return false;
 }
 
+int32_t tsr_op_written_ref(const tsr_op_t *op) {
+  if (!(tsr_op_table[op->opcode].flags & TSR_F_WRITES)) return -1;
+  return tsr_op_table[op->opcode].syntax == TSR_SYN_DMA ? 1 : 0;
+}
+
 const char *tsr_module_strdup(tsr_module_t *module, const char *s, size_t n) {
   return tsr_arena_strndup(&module->arena, s, n);
 }

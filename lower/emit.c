@@ -50,9 +50,8 @@ static void count_uses(emitter_t *em, const tsr_region_t *r) {
       em->uses[id]++;
       em->user[id] = op;
     }
-    /* refs written: by stores, and the destination of DMAs */
-    if (op->opcode == TSR_OP_STORE) em->stored[op->operands[0]->id] = true;
-    if (op->opcode == TSR_OP_DMA_START) em->stored[op->operands[1]->id] = true;
+    int32_t written = tsr_op_written_ref(op);
+    if (written >= 0) em->stored[op->operands[written]->id] = true;
     for (uint32_t i = 0; i < op->num_regions; i++) count_uses(em, &op->regions[i]);
   }
 }
