@@ -1531,6 +1531,23 @@ static void end_step(run_t *run) {
   run->step++;
 }
 
+/* A core's start: its first grid point's block indices, and its first
+ * step's blocks (inputs copied in, outputs started). */
+static void start_core(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  run->step = run->step_begin;
+  run->phase = CORE_STEP;
+  if (run->step >= run->step_end) return;
+  linear_to_loop(p, run->step, run->loop);
+  loop_to_point(run, run->loop, run->point);
+  for (uint32_t j = 0; j < p->num_operands; j++)
+    if (p->operands[j].blocked)
+      eval_index_map(run, j, run->point, &run->cur_block[j * TSR_MAX_RANK]);
+  begin_step(run);
+  run->pc = p->body_pc;
+  run->phase = CORE_BODY;
+}
+
 /* Runs a core until it finishes or blocks. Returns true if it made progress. */
 static bool run_core(run_t *run) {
   const tsr_interp_program_t *p = run->p;
@@ -1538,15 +1555,7 @@ static bool run_core(run_t *run) {
   while (!run->sh->aborted) {
     switch (run->phase) {
       case CORE_START:
-        run->step = run->step_begin;
-        if (run->step < run->step_end) {
-          linear_to_loop(p, run->step, run->loop);
-          loop_to_point(run, run->loop, run->point);
-          for (uint32_t j = 0; j < p->num_operands; j++)
-            if (p->operands[j].blocked)
-              eval_index_map(run, j, run->point, &run->cur_block[j * TSR_MAX_RANK]);
-        }
-        run->phase = CORE_STEP;
+        start_core(run);
         progress = true;
         break;
       case CORE_STEP:
@@ -1577,14 +1586,18 @@ static bool run_core(run_t *run) {
 
 static uint64_t splitmix64(uint64_t *state);
 
-/* The scheduler: runs every core until it blocks or finishes, round after
- * round, in a fixed order or a seeded one. When no core can move, it is a
- * deadlock: each blocked core is reported, and the run stops. */
+/* The scheduler: starts every core, then runs every core until it blocks or
+ * finishes, round after round, in a fixed order or a seeded one. When no core
+ * can move, it is a deadlock: each blocked core is reported, and the run
+ * stops. Every core's memory is set up (its first blocks included) before
+ * any core runs an op, so a DMA into a device that has not run yet lands in
+ * memory that device's start does not overwrite afterwards. */
 static void run_all(shared_t *sh) {
   const tsr_interp_program_t *p = sh->p;
   uint32_t n = sh->devices * sh->cores;
   uint32_t order[256];
   for (uint32_t i = 0; i < n; i++) order[i] = i;
+  for (uint32_t i = 0; i < n && !sh->aborted; i++) start_core(&sh->core[i]);
   for (;;) {
     if (p->options.schedule_seed) {
       for (uint32_t i = n - 1; i > 0; i--) {
