@@ -285,15 +285,21 @@ static bool view_is_dense(const view_t *v) {
   return true;
 }
 
-static void report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
-                             const view_t *v, const int64_t *origin,
-                             const int64_t *step, int64_t flat) {
-  char at[128], shape[96];
-  view_index_text(v, origin, ri->rank, step, flat, at, sizeof at);
+static void report_unwritten_at(run_t *run, const insn_t *in, const ref_info_t *ri,
+                                const char *at) {
+  char shape[96];
   format_dims(shape, sizeof shape, ri->dims, ri->rank);
   tsr_interp_kernel_error(run, in->site,
                "read of uninitialized memory: %%%s%s (shape %s) was never written",
                ri->name, at, shape);
+}
+
+static void report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
+                             const view_t *v, const int64_t *origin,
+                             const int64_t *step, int64_t flat) {
+  char at[128];
+  view_index_text(v, origin, ri->rank, step, flat, at, sizeof at);
+  report_unwritten_at(run, in, ri, at);
 }
 
 /* ---- Race detection hooks ---- */
@@ -363,21 +369,119 @@ typedef struct ref_access {
   int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
 } ref_access_t;
 
-/* Resolves the view of a load/store; reports an out-of-bounds index. */
+/* Resolves the view of a load/store; reports an out-of-bounds index, except
+ * for a masked access (see masked_outside). */
 static bool access_ref(run_t *run, const insn_t *in, ref_access_t *a) {
   const view_plan_t *vp = in->plan;
   a->ref = vp->ref;
   a->ri = &run->p->refs[vp->ref];
   a->rr = &run->refs[vp->ref];
   a->es = tsr_dtype_size((tsr_dtype_t)a->ri->dtype);
-  return resolve_view(run, in, vp, a->ri->name, a->rr->data, a->rr->shadow, a->es, &a->v,
-                      a->origin, a->step);
+  return resolve_view_q(run, in, vp, a->ri->name, a->rr->data, a->rr->shadow, a->es,
+                        &a->v, a->origin, a->step, vp->mask != NO_VALUE);
 }
 
 /* Element offsets (in the ref) of a view, in row-major view order. */
 typedef struct view_walk {
   int64_t idx[TSR_MAX_RANK];
 } view_walk_t;
+
+/* The lanes of a masked view whose window reaches outside its ref. */
+typedef struct lane_window {
+  uint32_t rank;                    /* of the view */
+  int64_t dims[TSR_MAX_RANK];       /* of the view */
+  uint32_t ref_dim_of[TSR_MAX_RANK];
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK]; /* per ref dim */
+  int64_t count;                    /* lanes */
+} lane_window_t;
+
+static void lane_window(const run_t *run, const view_plan_t *vp, lane_window_t *w) {
+  w->rank = 0;
+  w->count = 1;
+  for (uint32_t d = 0; d < vp->rank; d++) {
+    const view_index_t *ix = &vp->idx[d];
+    w->origin[d] = ix->value != NO_VALUE ? read_i32(run, ix->value) : ix->start;
+    w->step[d] = ix->stride;
+    if (ix->kind == TSR_INDEX_POINT) continue;
+    w->dims[w->rank] = ix->size;
+    w->ref_dim_of[w->rank++] = d;
+    w->count *= ix->size;
+  }
+}
+
+/* The ref index of lane `vidx`; false when it is outside the ref. */
+static bool lane_index(const view_plan_t *vp, const lane_window_t *w, const int64_t *vidx,
+                       int64_t *ridx) {
+  for (uint32_t d = 0; d < vp->rank; d++) ridx[d] = w->origin[d];
+  for (uint32_t i = 0; i < w->rank; i++)
+    ridx[w->ref_dim_of[i]] += vidx[i] * w->step[w->ref_dim_of[i]];
+  bool inside = true;
+  for (uint32_t d = 0; d < vp->rank; d++)
+    if (ridx[d] < 0 || ridx[d] >= vp->dims[d]) inside = false;
+  return inside;
+}
+
+static void lane_next(const lane_window_t *w, int64_t *vidx) {
+  for (int32_t i = (int32_t)w->rank - 1; i >= 0; i--) {
+    if (++vidx[i] < w->dims[i]) break;
+    vidx[i] = 0;
+  }
+}
+
+/* A masked load or store whose window reaches outside its ref. Pallas masks
+ * the edges of a ref this way: only the lanes the mask turns on are
+ * accessed, and only they must be in bounds. The first lane that is on and
+ * out of bounds is an error, and the access is then skipped (a load yields
+ * the uninitialized value). `value`: what a store writes, the load's result. */
+static void masked_outside(run_t *run, const insn_t *in, const ref_access_t *a, bool store,
+                           uint8_t *value) {
+  const view_plan_t *vp = in->plan;
+  const uint8_t *mask = run->vals[vp->mask];
+  const ref_info_t *ri = a->ri;
+  lane_window_t w;
+  lane_window(run, vp, &w);
+  int64_t vidx[TSR_MAX_RANK] = {0}, ridx[TSR_MAX_RANK];
+  for (int64_t i = 0; i < w.count; i++, lane_next(&w, vidx)) {
+    if (!mask[i] || lane_index(vp, &w, vidx, ridx)) continue;
+    char at[128], shape[96];
+    format_dims(at, sizeof at, ridx, vp->rank);
+    format_dims(shape, sizeof shape, vp->dims, vp->rank);
+    tsr_interp_kernel_error(run, in->site,
+                            "element %s of %%%s (shape %s) is out of bounds and its mask "
+                            "lane is on",
+                            at, ri->name, shape);
+    if (!store) fill_uninit(run, (tsr_dtype_t)ri->dtype, value, (uint64_t)in->n);
+    return;
+  }
+  race_ref_access(run, in->site, vp, w.origin, w.step, store);
+  if (store) materialize(run, vp->ref);
+  unsigned char uninit[8];
+  tsr_blockops_uninit_value((tsr_dtype_t)ri->dtype, run->p->options.uninit, uninit);
+  memset(vidx, 0, sizeof vidx);
+  for (int64_t i = 0; i < w.count; i++, lane_next(&w, vidx)) {
+    uint8_t *lane = value + (store && vp->value_scalar ? 0 : i * (int64_t)a->es);
+    if (!mask[i]) {
+      if (!store) memcpy(lane, uninit, a->es);
+      continue;
+    }
+    lane_index(vp, &w, vidx, ridx);
+    int64_t off = 0;
+    for (uint32_t d = 0; d < vp->rank; d++) off += ridx[d] * vp->strides[d];
+    uint8_t *elem = a->rr->data + off * (int64_t)a->es;
+    uint8_t *shadow = a->rr->shadow ? a->rr->shadow + off : NULL;
+    if (store) {
+      memcpy(elem, lane, a->es);
+      if (shadow) *shadow = 1;
+      continue;
+    }
+    memcpy(lane, elem, a->es);
+    if (shadow && !*shadow) {
+      char at[128];
+      format_dims(at, sizeof at, ridx, vp->rank);
+      report_unwritten_at(run, in, ri, at);
+    }
+  }
+}
 
 static int64_t walk_offset(const view_t *v, const view_walk_t *w) {
   int64_t off = 0;
@@ -400,7 +504,10 @@ static void do_load(run_t *run, const insn_t *in) {
   run->vals[in->r] = dst;
   materialize(run, vp->ref);
   if (!access_ref(run, in, &a)) {
-    fill_uninit(run, (tsr_dtype_t)a.ri->dtype, dst, (uint64_t)in->n);
+    if (vp->mask != NO_VALUE)
+      masked_outside(run, in, &a, false, dst);
+    else
+      fill_uninit(run, (tsr_dtype_t)a.ri->dtype, dst, (uint64_t)in->n);
     return;
   }
   const view_t *v = &a.v;
@@ -445,7 +552,10 @@ static void do_store(run_t *run, const insn_t *in) {
   const view_plan_t *vp = in->plan;
   ref_access_t a;
   if (!access_ref(run, in, &a)) {
-    materialize(run, vp->ref);
+    if (vp->mask != NO_VALUE)
+      masked_outside(run, in, &a, true, run->vals[in->b]);
+    else
+      materialize(run, vp->ref);
     return;
   }
   const view_t *v = &a.v;

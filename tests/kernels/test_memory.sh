@@ -72,7 +72,7 @@ one_error() {
 }
 
 one_error "a masked-on lane out of bounds is an error naming the element" \
-  "'store': element %o[10, 128] (mask on) is out of bounds for %o (shape [10, 130])" \
+  "'store': element [8, 130] of %o (shape [10, 130]) is out of bounds and its mask lane is on" \
   "$K/masked_lane_out_of_bounds.tsr"
 for mode in lazy eager; do
   one_error "an out-of-bounds DMA is one diagnostic, no follow-on deadlock ($mode)" \
