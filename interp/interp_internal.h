@@ -326,6 +326,8 @@ typedef struct dma_record {
   int64_t src_strides[TSR_MAX_RANK], dst_strides[TSR_MAX_RANK];
   uint8_t dtype;
   bool add;
+  bool skipped;               /* a view was out of bounds: no copy, but the
+                                 semaphores are signalled */
   int64_t bytes;
   int32_t *sem, *send;        /* destination and (optional) send semaphores */
   uint64_t start_tick;        /* trace */

@@ -853,6 +853,7 @@ static bool sem_try_wait(run_t *run, const insn_t *in, const sem_plan_t *sp, int
 }
 
 static void dma_copy(shared_t *sh, dma_record_t *r) {
+  if (r->skipped) return;
   size_t es = tsr_dtype_size((tsr_dtype_t)r->dtype);
   if (sh->race) {
     run_t *issuer = &sh->core[r->device * sh->cores + r->core];
@@ -922,10 +923,12 @@ static void dma_start(run_t *run, const insn_t *in) {
   if (!dst_core) return;
   view_t sv, dv;
   int64_t so[TSR_MAX_RANK], ss[TSR_MAX_RANK], dso[TSR_MAX_RANK], dss[TSR_MAX_RANK];
-  if (!dma_view(run, run, in, &dp->src, &sv, so, ss) ||
-      !dma_view(run, dst_core, in, &dp->dst, &dv, dso, dss))
-    return;
-  if (sv.shadow) {
+  /* An out-of-bounds view is reported and the copy skipped, but the DMA
+   * still signals its semaphores: its wait then goes on, and the one root
+   * cause gives one diagnostic, not a follow-on deadlock. */
+  bool skipped = !dma_view(run, run, in, &dp->src, &sv, so, ss) ||
+                 !dma_view(run, dst_core, in, &dp->dst, &dv, dso, dss);
+  if (!skipped && sv.shadow) {
     int64_t bad = view_first_unwritten(&sv);
     if (bad >= 0)
       tsr_interp_kernel_error(run, in->site, "DMA reads uninitialized memory of %%%s",
@@ -939,16 +942,19 @@ static void dma_start(run_t *run, const insn_t *in) {
   r.site = in->site;
   r.device = run->device;
   r.core = run->core;
-  r.rank = dv.rank;
-  for (uint32_t d = 0; d < dv.rank; d++) {
-    r.dims[d] = dv.dims[d];
-    r.dst_strides[d] = dv.strides[d];
-    r.src_strides[d] = sv.strides[d];
+  r.skipped = skipped;
+  if (!skipped) {
+    r.rank = dv.rank;
+    for (uint32_t d = 0; d < dv.rank; d++) {
+      r.dims[d] = dv.dims[d];
+      r.dst_strides[d] = dv.strides[d];
+      r.src_strides[d] = sv.strides[d];
+    }
+    r.src = sv.base;
+    r.dst = dv.base;
+    r.src_shadow = sv.shadow;
+    r.dst_shadow = dv.shadow;
   }
-  r.src = sv.base;
-  r.dst = dv.base;
-  r.src_shadow = sv.shadow;
-  r.dst_shadow = dv.shadow;
   r.dtype = in->dtype;
   r.add = dp->add;
   r.bytes = dp->bytes;
@@ -962,10 +968,12 @@ static void dma_start(run_t *run, const insn_t *in) {
     tsr_vc_copy(&r.vc, &run->vc);
     tsr_vc_add_dma(&r.vc, r.id);
     run->vc.c[core_index(run)]++;
-    r.src_key = object_key(run, dp->src.ref);
-    r.dst_key = object_key(dst_core, dp->dst.ref);
-    r.src_rank = view_aps(&dp->src, so, ss, r.src_ap);
-    r.dst_rank = view_aps(&dp->dst, dso, dss, r.dst_ap);
+    if (!skipped) {
+      r.src_key = object_key(run, dp->src.ref);
+      r.dst_key = object_key(dst_core, dp->dst.ref);
+      r.src_rank = view_aps(&dp->src, so, ss, r.src_ap);
+      r.dst_rank = view_aps(&dp->dst, dso, dss, r.dst_ap);
+    }
   }
   if (run->p->options.dma_eager) {
     dma_finish(sh, &r);
