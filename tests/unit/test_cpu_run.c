@@ -6,6 +6,9 @@
  * memory, the parallel grid split, deadlocks (reported, never a hang), signals
  * to cores that do not exist, print and assert. In suite 'cache', so that it
  * also runs under ThreadSanitizer (scripts/test.sh). */
+#define _GNU_SOURCE /* fopencookie, in tests/unit/write_counter.h */
+#include "tests/unit/write_counter.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -294,15 +297,17 @@ static void print_entry(void **args) {
 }
 
 TSR_TEST(print_lines_stay_whole_and_assert_reports_once_per_site) {
-  char *text = NULL;
-  size_t size = 0;
-  FILE *f = open_memstream(&text, &size);
+  write_counter_t wc;
+  FILE *f = write_counter_open(&wc);
   TSR_CHECK(f);
   if (!f) return;
   tsr_status_t s = run(print_entry, 1, 4, f);
-  fclose(f);
+  write_counter_close(&wc);
+  /* one write call per printed line, whole */
+  TSR_CHECK_EQ_INT(wc.writes, 4 * 50);
+  TSR_CHECK_EQ_INT(wc.partial, 0);
   int lines[4] = {0}, bad = 0;
-  for (char *line = text; line && *line;) {
+  for (char *line = wc.text; line && *line;) {
     char *end = strchr(line, '\n');
     if (!end) break;
     int c = -1, v = -1;
@@ -320,7 +325,7 @@ TSR_TEST(print_lines_stay_whole_and_assert_reports_once_per_site) {
   TSR_CHECK(strstr(m, "'assert': assertion failed: never"));
   TSR_CHECK(strstr(m, "3 more occurrences of these errors not shown"));
   tsr_status_free(s);
-  free(text);
+  write_counter_free(&wc);
 }
 
 int main(void) {

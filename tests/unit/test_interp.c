@@ -2,6 +2,9 @@
  * resident output blocks, revisits, shuffling, aliases, ragged edges),
  * control flow, scoped buffers, masks, the checks and their diagnostics, and
  * concurrent runs of one program. Kernels are written inline. */
+#define _GNU_SOURCE /* fopencookie, in tests/unit/write_counter.h */
+#include "tests/unit/write_counter.h"
+
 #include <math.h>
 #include <pthread.h>
 
@@ -486,6 +489,37 @@ TSR_TEST(assert_and_bad_loop_step) {
   teardown(&f);
 }
 
+TSR_TEST(print_writes_one_call_per_line) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(3) semantics(arbitrary)\n"
+      "  out %o: i32[1] smem\n"
+      "{\n"
+      "  %i = program_id 0 : i32\n"
+      "  %v = iota 0 : i32[100]\n"
+      "  print \"step {}: {} done\", %i, %v\n"
+      "  %zero = const 0 : i32\n"
+      "  store %o[%zero], %i\n"
+      "}\n";
+  write_counter_t wc;
+  TSR_CHECK(write_counter_open(&wc));
+  if (!wc.stream) return;
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.print_stream = wc.stream;
+  fixture_t f;
+  tsr_status_t s = setup(&f, text, &o);
+  TSR_CHECK_OK(s);
+  if (!s) TSR_CHECK_OK(run(&f));
+  teardown(&f);
+  write_counter_close(&wc);
+  TSR_CHECK_EQ_INT(wc.writes, 3);
+  TSR_CHECK_EQ_INT(wc.partial, 0);
+  TSR_CHECK(wc.text && strstr(wc.text, "step 2: [0, 1, 2, "));
+  TSR_CHECK(wc.text && strstr(wc.text, ", 63, ...] done\n"));
+  write_counter_free(&wc);
+}
+
 TSR_TEST(wrong_arrays_are_rejected) {
   fixture_t f;
   TSR_CHECK_OK(setup(&f, copy_kernel, NULL));
@@ -742,6 +776,7 @@ int main(void) {
   TSR_RUN(errors_are_collected_up_to_the_limit);
   TSR_RUN(vmem_budget_per_chip);
   TSR_RUN(assert_and_bad_loop_step);
+  TSR_RUN(print_writes_one_call_per_line);
   TSR_RUN(wrong_arrays_are_rejected);
   TSR_RUN(concurrent_runs_of_one_program);
   TSR_RUN(module_can_be_destroyed_after_prepare);
