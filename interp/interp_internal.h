@@ -390,9 +390,19 @@ void tsr_interp_kernel_warning(run_t *run, uint32_t site, const char *fmt, ...)
 /* Shared by prepare.c and run.c */
 void tsr_interp_format_point(char *buf, size_t size, const int64_t *point,
                              uint32_t rank);
-/* `print`'s form of a value: n elements of dtype at data (storage format),
- * "[a, b, ...]" for a block (at most 64 elements shown). */
-void tsr_interp_print_value(FILE *f, tsr_dtype_t dtype, const void *data, uint64_t n,
-                            bool vector);
+/* A value `print` shows: n elements of dtype at data (storage format). */
+typedef struct tsr_print_value {
+  tsr_dtype_t dtype;
+  const void *data;
+  uint64_t n;
+  bool vector; /* shown as "[a, b, ...]" (at most 64 elements) */
+} tsr_print_value_t;
+/* Writes one `print`: `text` with each "{}" replaced by the next of `count`
+ * values (value(ctx, i) gives value i), then a newline. The line is
+ * formatted first and written with one fwrite, so the stream gets one write
+ * per line and the lines of concurrent cores stay whole. Used by the
+ * interpreter and the CPU backend's runtime. */
+void tsr_interp_print(FILE *f, const char *text, uint32_t count,
+                      tsr_print_value_t (*value)(void *ctx, uint32_t i), void *ctx);
 
 #endif /* TESSERA_INTERP_INTERNAL_H */

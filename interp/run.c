@@ -613,49 +613,68 @@ static void do_slice(run_t *run, const insn_t *in) {
 
 /* ---- Printing ---- */
 
-static void print_element(FILE *f, tsr_dtype_t dt, const void *p) {
+static void print_element(tsr_strbuf_t *sb, tsr_dtype_t dt, const void *p) {
   switch (dt) {
-    case TSR_DTYPE_F32: { float x; memcpy(&x, p, 4); fprintf(f, "%g", (double)x); break; }
-    case TSR_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); fprintf(f, "%g", (double)tsr_bf16_to_f32(h)); break; }
-    case TSR_DTYPE_F16: { uint16_t h; memcpy(&h, p, 2); fprintf(f, "%g", (double)tsr_f16_to_f32(h)); break; }
-    case TSR_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); fprintf(f, "%" PRId32, x); break; }
-    case TSR_DTYPE_U32: { uint32_t x; memcpy(&x, p, 4); fprintf(f, "%" PRIu32, x); break; }
-    case TSR_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); fprintf(f, "%d", x); break; }
-    case TSR_DTYPE_U16: { uint16_t x; memcpy(&x, p, 2); fprintf(f, "%u", x); break; }
-    case TSR_DTYPE_I8: { int8_t x; memcpy(&x, p, 1); fprintf(f, "%d", x); break; }
-    case TSR_DTYPE_U8: { uint8_t x; memcpy(&x, p, 1); fprintf(f, "%u", x); break; }
-    case TSR_DTYPE_I1: fprintf(f, "%s", *(const uint8_t *)p ? "true" : "false"); break;
-    default: fprintf(f, "?"); break;
+    case TSR_DTYPE_F32: { float x; memcpy(&x, p, 4); tsr_strbuf_printf(sb, "%g", (double)x); break; }
+    case TSR_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); tsr_strbuf_printf(sb, "%g", (double)tsr_bf16_to_f32(h)); break; }
+    case TSR_DTYPE_F16: { uint16_t h; memcpy(&h, p, 2); tsr_strbuf_printf(sb, "%g", (double)tsr_f16_to_f32(h)); break; }
+    case TSR_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); tsr_strbuf_printf(sb, "%" PRId32, x); break; }
+    case TSR_DTYPE_U32: { uint32_t x; memcpy(&x, p, 4); tsr_strbuf_printf(sb, "%" PRIu32, x); break; }
+    case TSR_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); tsr_strbuf_printf(sb, "%d", x); break; }
+    case TSR_DTYPE_U16: { uint16_t x; memcpy(&x, p, 2); tsr_strbuf_printf(sb, "%u", x); break; }
+    case TSR_DTYPE_I8: { int8_t x; memcpy(&x, p, 1); tsr_strbuf_printf(sb, "%d", x); break; }
+    case TSR_DTYPE_U8: { uint8_t x; memcpy(&x, p, 1); tsr_strbuf_printf(sb, "%u", x); break; }
+    case TSR_DTYPE_I1: tsr_strbuf_puts(sb, *(const uint8_t *)p ? "true" : "false"); break;
+    default: tsr_strbuf_puts(sb, "?"); break;
   }
 }
 
-void tsr_interp_print_value(FILE *f, tsr_dtype_t dtype, const void *data, uint64_t n,
-                            bool vector) {
-  size_t es = tsr_dtype_size(dtype);
-  if (vector) fputc('[', f);
-  for (uint64_t i = 0; i < n && i < 64; i++) {
-    if (i) fputs(", ", f);
-    print_element(f, dtype, (const uint8_t *)data + i * es);
+static void print_value(tsr_strbuf_t *sb, const tsr_print_value_t *v) {
+  size_t es = tsr_dtype_size(v->dtype);
+  if (v->vector) tsr_strbuf_puts(sb, "[");
+  for (uint64_t i = 0; i < v->n && i < 64; i++) {
+    if (i) tsr_strbuf_puts(sb, ", ");
+    print_element(sb, v->dtype, (const uint8_t *)v->data + i * es);
   }
-  if (vector) fputs(n > 64 ? ", ...]" : "]", f);
+  if (v->vector) tsr_strbuf_puts(sb, v->n > 64 ? ", ...]" : "]");
+}
+
+void tsr_interp_print(FILE *f, const char *text, uint32_t count,
+                      tsr_print_value_t (*value)(void *ctx, uint32_t i), void *ctx) {
+  tsr_strbuf_t line;
+  tsr_strbuf_initialize(&line);
+  uint32_t next = 0;
+  const char *s = text, *literal = text;
+  for (; *s; s++) {
+    if (s[0] != '{' || s[1] != '}' || next >= count) continue;
+    tsr_strbuf_append(&line, literal, (size_t)(s - literal));
+    tsr_print_value_t v = value(ctx, next++);
+    print_value(&line, &v);
+    literal = ++s + 1;
+  }
+  tsr_strbuf_append(&line, literal, (size_t)(s - literal));
+  tsr_strbuf_puts(&line, "\n");
+  if (!line.failed) fwrite(line.data, 1, line.size, f);
+  tsr_strbuf_deinitialize(&line);
+}
+
+typedef struct print_ctx {
+  const run_t *run;
+  const text_plan_t *tp;
+} print_ctx_t;
+
+static tsr_print_value_t print_operand(void *ctx, uint32_t i) {
+  const print_ctx_t *pc = ctx;
+  uint32_t id = pc->tp->values[i];
+  const value_info_t *vi = &pc->run->p->values[id];
+  size_t es = tsr_dtype_size((tsr_dtype_t)vi->dtype);
+  return (tsr_print_value_t){(tsr_dtype_t)vi->dtype, pc->run->vals[id], vi->bytes / es,
+                             vi->vector};
 }
 
 static void do_print(run_t *run, const insn_t *in) {
-  const text_plan_t *tp = in->plan;
-  FILE *f = run->sh->out;
-  uint32_t next = 0;
-  for (const char *s = tp->text; *s; s++) {
-    if (s[0] == '{' && s[1] == '}' && next < tp->count) {
-      uint32_t id = tp->values[next++];
-      const value_info_t *vi = &run->p->values[id];
-      tsr_interp_print_value(f, (tsr_dtype_t)vi->dtype, run->vals[id],
-                             vi->bytes / tsr_dtype_size((tsr_dtype_t)vi->dtype), vi->vector);
-      s++;
-    } else {
-      fputc(*s, f);
-    }
-  }
-  fputc('\n', f);
+  print_ctx_t ctx = {run, in->plan};
+  tsr_interp_print(run->sh->out, ctx.tp->text, ctx.tp->count, print_operand, &ctx);
 }
 
 /* ---- Moves ---- */

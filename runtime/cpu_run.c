@@ -411,23 +411,23 @@ static void remote_dma(ccore_t *c, uint32_t site, const int64_t *desc) {
   pthread_mutex_unlock(&r->mu);
 }
 
+typedef struct print_ctx {
+  const site_info_t *site;
+  const int64_t *addrs;
+} print_ctx_t;
+
+static tsr_print_value_t print_operand(void *ctx, uint32_t i) {
+  const print_ctx_t *pc = ctx;
+  const struct print_operand *o = &pc->site->operands[i];
+  return (tsr_print_value_t){o->dtype, (const void *)(uintptr_t)pc->addrs[i], o->elements,
+                             o->vector};
+}
+
 static void print(ccore_t *c, uint32_t site, const int64_t *addrs) {
   crun_t *r = c->run;
-  const site_info_t *s = &r->info->sites[site];
-  FILE *f = r->out;
-  uint32_t next = 0;
-  for (const char *p = s->text ? s->text : ""; *p; p++) {
-    if (p[0] == '{' && p[1] == '}' && next < s->num_operands) {
-      const struct print_operand *o = &s->operands[next];
-      tsr_interp_print_value(f, o->dtype, (const void *)(uintptr_t)addrs[next], o->elements,
-                             o->vector);
-      next++;
-      p++;
-    } else {
-      fputc(*p, f);
-    }
-  }
-  fputc('\n', f);
+  print_ctx_t ctx = {&r->info->sites[site], addrs};
+  tsr_interp_print(r->out, ctx.site->text ? ctx.site->text : "", ctx.site->num_operands,
+                   print_operand, &ctx);
 }
 
 static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
