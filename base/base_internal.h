@@ -58,6 +58,23 @@ unsigned tsr_process_umask(void);
  * errno set on failure. */
 bool tsr_write_all(int fd, const void *buf, size_t n);
 
+/* ---- Output files (base/outfile.c) ----------------------------------------
+ * A batch of user files written all or nothing: tsr_outfiles_write sets up
+ * every path (a regular or new file gets a temporary file beside it; a
+ * symlink is followed to the file it names; a character device or FIFO is
+ * written in place; anything else is refused), calls `fill` once per path,
+ * files first and streams after them, and renames every temporary file over
+ * its target only when all are complete. On failure the temporary files and
+ * the files the batch created are removed; what a stream received stays. */
+typedef struct tsr_outfile tsr_outfile_t;
+typedef tsr_status_t (*tsr_outfile_fill_fn)(void *ctx, size_t index,
+                                            tsr_outfile_t *file);
+tsr_status_t tsr_outfiles_write(const char *const *paths, size_t count,
+                                tsr_outfile_fill_fn fill, void *ctx) TSR_MUST_USE;
+/* Appends to an output, inside `fill`. */
+tsr_status_t tsr_outfile_write(tsr_outfile_t *file, const void *data,
+                               size_t size) TSR_MUST_USE;
+
 /* ---- Arena --------------------------------------------------------------
  * Bump allocator; everything allocated dies with tsr_arena_deinitialize.
  * Not thread-safe. Allocations are 16-byte aligned and zero-filled. */

@@ -1,6 +1,6 @@
 /* .npy file I/O: reads format 1.0/2.0/3.0 files (little-endian, C order) of
- * every tessera dtype into tsr_array_t, and writes arrays atomically (unique
- * temporary file in the target directory, fsync, rename). */
+ * every tessera dtype into tsr_array_t, and writes arrays atomically through
+ * base/outfile.c (temporary file beside the target, fsync, rename). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -473,33 +473,6 @@ static tsr_status_t build_header(const tsr_array_t *array, tsr_strbuf_t *sb,
   return NULL;
 }
 
-bool tsr_write_all(int fd, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n) {
-    ssize_t w = write(fd, p, TSR_MIN(n, (size_t)1 << 30));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= (size_t)w;
-  }
-  return true;
-}
-
-unsigned tsr_process_umask(void) {
-  mode_t mask = 022;
-  FILE *f = fopen("/proc/self/status", "r");
-  if (!f) return mask;
-  char line[256];
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "Umask:", 6) == 0) {
-      mask = (mode_t)strtoul(line + 6, NULL, 8) & 0777;
-      break;
-    }
-  }
-  fclose(f);
-  return mask;
-}
-
 static tsr_status_t check_array(const tsr_array_t *array) {
   size_t bytes;
   TSR_RETURN_IF_ERROR(tsr_array_shape_bytes(array->dtype, array->rank, array->dims, &bytes));
@@ -508,90 +481,59 @@ static tsr_status_t check_array(const tsr_array_t *array) {
   return NULL;
 }
 
+/* The preamble and header of one array, built before its file is opened. */
+typedef struct npy_out {
+  const tsr_array_t *array;
+  unsigned char pre[12];
+  size_t pre_len;
+  tsr_strbuf_t header;
+} npy_out_t;
+
+static tsr_status_t npy_out_initialize(npy_out_t *o, const tsr_array_t *array) {
+  o->array = array;
+  tsr_strbuf_initialize(&o->header);
+  if (!array) return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_npy_write: NULL array");
+  TSR_RETURN_IF_ERROR(check_array(array));
+  unsigned major = 1;
+  TSR_RETURN_IF_ERROR(build_header(array, &o->header, &major));
+  memcpy(o->pre, npy_magic, NPY_MAGIC_LEN);
+  o->pre[6] = (unsigned char)major;
+  o->pre[7] = 0;
+  o->pre_len = major == 1 ? 10 : 12;
+  for (size_t i = 8; i < o->pre_len; i++)
+    o->pre[i] = (unsigned char)(o->header.size >> (8 * (i - 8)));
+  return NULL;
+}
+
+static tsr_status_t fill_npy(void *ctx, size_t index, tsr_outfile_t *file) {
+  const npy_out_t *o = (const npy_out_t *)ctx + index;
+  TSR_RETURN_IF_ERROR(tsr_outfile_write(file, o->pre, o->pre_len));
+  TSR_RETURN_IF_ERROR(tsr_outfile_write(file, o->header.data, o->header.size));
+  return tsr_outfile_write(file, o->array->data, tsr_array_byte_size(o->array));
+}
+
+tsr_status_t tsr_npy_write_all(const char *const *paths,
+                               const tsr_array_t *const *arrays, size_t count) {
+  if (count && (!paths || !arrays))
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_npy_write_all: NULL argument");
+  for (size_t i = 0; i < count; i++)
+    if (!paths[i])
+      return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_npy_write_all: NULL path %zu", i);
+  npy_out_t *outs = tsr_calloc(count + 1, sizeof *outs);
+  if (!outs) return TSR_OOM();
+  tsr_status_t status = NULL;
+  size_t ready = 0;
+  for (; ready < count && !status; ready++)
+    status = tsr_status_annotate(npy_out_initialize(&outs[ready], arrays[ready]), "%s",
+                                 paths[ready]);
+  if (!status) status = tsr_outfiles_write(paths, count, fill_npy, outs);
+  for (size_t i = 0; i < ready; i++) tsr_strbuf_deinitialize(&outs[i].header);
+  tsr_free(outs);
+  return status;
+}
+
 tsr_status_t tsr_npy_write(const char *path, const tsr_array_t *array) {
   if (!path || !array)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_npy_write: NULL argument");
-  TSR_RETURN_IF_ERROR(check_array(array));
-
-  tsr_strbuf_t header;
-  tsr_strbuf_initialize(&header);
-  unsigned major = 1;
-  tsr_status_t status = build_header(array, &header, &major);
-  if (status) {
-    tsr_strbuf_deinitialize(&header);
-    return status;
-  }
-  unsigned char pre[12];
-  memcpy(pre, npy_magic, NPY_MAGIC_LEN);
-  pre[6] = (unsigned char)major;
-  pre[7] = 0;
-  size_t pre_len = major == 1 ? 10 : 12;
-  for (size_t i = 8; i < pre_len; i++)
-    pre[i] = (unsigned char)(header.size >> (8 * (i - 8)));
-
-  /* The temporary file lives beside the target so rename() is atomic. */
-  tsr_strbuf_t tmp;
-  tsr_strbuf_initialize(&tmp);
-  tsr_strbuf_printf(&tmp, "%s.tmp-XXXXXX", path);
-  if (tmp.failed) {
-    tsr_strbuf_deinitialize(&header);
-    return TSR_OOM();
-  }
-  int fd = mkstemp(tmp.data);
-  if (fd < 0) {
-    int err = errno;
-    status = TSR_STATUS(TSR_IO_ERROR,
-                        "%s: cannot create a temporary file next to it: %s",
-                        path, strerror(err));
-    goto done;
-  }
-
-  /* An existing file keeps its mode; a new one gets what open(2) would give. */
-  struct stat st;
-  mode_t mode = stat(path, &st) == 0 && S_ISREG(st.st_mode)
-                    ? st.st_mode & 07777
-                    : 0666 & ~(mode_t)tsr_process_umask();
-  const char *failed_step = NULL;
-  if (fchmod(fd, mode) != 0) failed_step = "set the mode of";
-  else if (!tsr_write_all(fd, pre, pre_len) ||
-           !tsr_write_all(fd, header.data, header.size) ||
-           !tsr_write_all(fd, array->data, tsr_array_byte_size(array)))
-    failed_step = "write";
-  else if (fsync(fd) != 0)
-    failed_step = "sync";
-  int err = errno;
-  if (close(fd) != 0 && !failed_step) {
-    err = errno;
-    failed_step = "close";
-  }
-  if (!failed_step && rename(tmp.data, path) != 0) {
-    err = errno;
-    failed_step = "rename into place";
-  }
-  if (failed_step) {
-    unlink(tmp.data);
-    status = TSR_STATUS(TSR_IO_ERROR, "%s: cannot %s %s: %s", path,
-                        failed_step, tmp.data, strerror(err));
-    goto done;
-  }
-
-  /* Make the rename itself durable; failure here loses nothing written. */
-  {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? tsr_strndup(path, slash == path ? 1 : (size_t)(slash - path))
-                      : tsr_strndup(".", 1);
-    if (dir) {
-      int dfd = open(dir, O_RDONLY);
-      if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-      }
-      tsr_free(dir);
-    }
-  }
-
-done:
-  tsr_strbuf_deinitialize(&tmp);
-  tsr_strbuf_deinitialize(&header);
-  return status;
+  return tsr_npy_write_all(&path, &array, 1);
 }
