@@ -43,6 +43,13 @@ bool tsr_add_size(size_t a, size_t b, size_t *out);
 bool tsr_mul_i64(int64_t a, int64_t b, int64_t *out);
 
 #define TSR_OOM() TSR_STATUS(TSR_OUT_OF_MEMORY, "out of memory")
+/* Out of memory for a large allocation: says how much and what for, e.g.
+ * TSR_OOM_BYTES(n, "the VMEM of core %u", core) gives "cannot allocate
+ * 2147483648 bytes (2.00 GiB) for the VMEM of core 0". */
+#define TSR_OOM_BYTES(bytes, ...)                                              \
+  tsr_status_oom_bytes(__FILE__, __LINE__, (bytes), __VA_ARGS__)
+tsr_status_t tsr_status_oom_bytes(const char *c_file, int c_line, size_t bytes,
+                                  const char *what_fmt, ...) TSR_PRINTF(4, 5);
 
 /* Checks an array shape (dtype known, rank <= TSR_MAX_RANK, dims >= 0) and
  * gives its byte size; TSR_OUT_OF_MEMORY when the size overflows. */

@@ -300,6 +300,84 @@ static size_t read_fully(FILE *f, void *buf, size_t n) {
   return got;
 }
 
+static tsr_status_t truncated(const char *path, size_t claimed, size_t found,
+                              bool stream) {
+  return TSR_STATUS(TSR_FORMAT_ERROR,
+                    "%s: truncated: header says %zu bytes of data, %s %zu", path,
+                    claimed, stream ? "the stream ended after" : "file has", found);
+}
+
+/* Reads a stream's data as it arrives into a buffer that grows with it, so
+ * that a header claiming more than the stream holds costs only what it
+ * holds. The buffer is 64-byte aligned and ends exactly at `data_bytes`, so
+ * it becomes the array's data. */
+static tsr_status_t read_stream_data(const char *path, FILE *f, size_t data_bytes,
+                                     void **out_data) {
+  size_t cap = 0, got = 0;
+  unsigned char *buf = NULL;
+  while (got < data_bytes) {
+    if (got == cap) {
+      size_t grown = TSR_MIN(TSR_MAX(cap * 2, (size_t)1 << 20), data_bytes);
+      unsigned char *next = tsr_aligned_alloc(64, grown);
+      if (!next) {
+        tsr_free(buf);
+        return TSR_OOM_BYTES(grown, "the data of %s (%zu bytes read so far)", path, got);
+      }
+      if (got) memcpy(next, buf, got);
+      tsr_free(buf);
+      buf = next;
+      cap = grown;
+    }
+    size_t r = read_fully(f, buf + got, cap - got);
+    got += r;
+    if (got < cap) break; /* end of the stream, or an error */
+  }
+  if (ferror(f) || got < data_bytes) {
+    int err = errno;
+    tsr_free(buf);
+    return ferror(f) ? TSR_STATUS(TSR_IO_ERROR, "%s: read error: %s", path, strerror(err))
+                     : truncated(path, data_bytes, got, true);
+  }
+  *out_data = buf;
+  return NULL;
+}
+
+/* Reads the array's data, checking the size the header claims against the
+ * bytes there are before allocating it: a regular file's size is known; a
+ * pipe or device is read as its bytes arrive. */
+static tsr_status_t read_data(const char *path, FILE *f, tsr_dtype_t dtype,
+                              const npy_header_t *h, size_t data_bytes,
+                              tsr_array_t *out_array) {
+  struct stat st;
+  bool regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+  if (regular) {
+    off_t pos = ftello(f);
+    size_t have = pos >= 0 && st.st_size > pos ? (size_t)(st.st_size - pos) : 0;
+    if (have < data_bytes) return truncated(path, data_bytes, have, false);
+  } else if (data_bytes) {
+    void *data = NULL;
+    TSR_RETURN_IF_ERROR(read_stream_data(path, f, data_bytes, &data));
+    memset(out_array, 0, sizeof *out_array);
+    out_array->dtype = dtype;
+    out_array->rank = h->rank;
+    memcpy(out_array->dims, h->dims, h->rank * sizeof h->dims[0]);
+    out_array->data = data;
+    return NULL;
+  }
+  tsr_array_t array;
+  TSR_RETURN_IF_ERROR(tsr_status_annotate(
+      tsr_array_initialize(dtype, h->rank, h->dims, &array), "%s", path));
+  size_t got = read_fully(f, array.data, data_bytes);
+  if (ferror(f) || got < data_bytes) { /* the file shrank meanwhile */
+    int err = errno;
+    tsr_array_deinitialize(&array);
+    return ferror(f) ? TSR_STATUS(TSR_IO_ERROR, "%s: read error: %s", path, strerror(err))
+                     : truncated(path, data_bytes, got, false);
+  }
+  *out_array = array;
+  return NULL;
+}
+
 static tsr_status_t read_open_file(const char *path, FILE *f, int expect_dtype,
                                    tsr_array_t *out_array) {
   unsigned char pre[12];
@@ -393,20 +471,7 @@ static tsr_status_t read_open_file(const char *path, FILE *f, int expect_dtype,
                         "%s: shape is too large: its size overflows", path);
 
   tsr_array_t array;
-  TSR_RETURN_IF_ERROR(tsr_array_initialize(dtype, h.rank, h.dims, &array));
-  got = read_fully(f, array.data, data_bytes);
-  if (ferror(f)) {
-    int err = errno;
-    tsr_array_deinitialize(&array);
-    return TSR_STATUS(TSR_IO_ERROR, "%s: read error: %s", path, strerror(err));
-  }
-  if (got < data_bytes) {
-    tsr_array_deinitialize(&array);
-    return TSR_STATUS(TSR_FORMAT_ERROR,
-                      "%s: truncated: header says %zu bytes of data, file has "
-                      "%zu",
-                      path, data_bytes, got);
-  }
+  TSR_RETURN_IF_ERROR(read_data(path, f, dtype, &h, data_bytes, &array));
   /* Anything after the data means the header does not describe the file. */
   size_t extra = 0;
   char scratch[4096];

@@ -264,22 +264,23 @@ static const char lower_help[] =
 
 /* The tool's allocations are small and short-lived: running out of memory
  * ends the process. (The library's tsr_malloc family is internal.) */
-static void *must_alloc(void *p) {
+static void *must_alloc(void *p, size_t count, size_t size) {
   if (!p) {
-    fputs("tessera: out of memory\n", stderr);
+    fprintf(stderr, "tessera: out of memory: cannot allocate %zu x %zu bytes\n", count,
+            size);
     exit(EXIT_KERNEL);
   }
   return p;
 }
 
-static void *xmalloc(size_t n) { return must_alloc(malloc(n ? n : 1)); }
+static void *xmalloc(size_t n) { return must_alloc(malloc(n ? n : 1), 1, n); }
 
 static void *xcalloc(size_t count, size_t n) {
-  return must_alloc(calloc(count ? count : 1, n ? n : 1));
+  return must_alloc(calloc(count ? count : 1, n ? n : 1), count, n);
 }
 
 static char *xstrndup(const char *s, size_t n) {
-  return must_alloc(strndup(s, n));
+  return must_alloc(strndup(s, n), 1, n + 1);
 }
 
 /* Prints a usage error for command `cmd` and returns EXIT_USAGE. */
@@ -319,9 +320,12 @@ static void report(const char *cmd, tsr_status_t status) {
   const char *eol = strchr(msg, '\n');
   const char *tag = strstr(msg, ": error: ");
   bool located = tag && (!eol || tag < eol);
+  const char *code_name = tsr_status_code_name(code);
   if (located || code == TSR_PARSE_ERROR || code == TSR_VERIFY_ERROR ||
       code == TSR_KERNEL_ERROR) {
     fprintf(stderr, "%s\n", msg);
+  } else if (strncmp(msg, code_name, strlen(code_name)) == 0) {
+    fprintf(stderr, "tessera %s: %s\n", cmd, msg); /* "out of memory" once */
   } else {
     fprintf(stderr, "tessera %s: %s: %s\n", cmd, tsr_status_code_name(code),
             msg);
@@ -349,7 +353,7 @@ static char *read_stream(FILE *f, size_t *out_size) {
     size += n;
     if (size == cap) {
       cap *= 2;
-      buf = must_alloc(realloc(buf, cap));
+      buf = must_alloc(realloc(buf, cap), 1, cap);
     }
   }
   if (ferror(f)) {
@@ -1068,6 +1072,13 @@ static int parse_run_args(const char *cmd, int argc, char **argv,
       return usage_error(cmd, "internal error: option %d", id);
     }
   }
+  uint32_t devices = req->options.devices ? req->options.devices : 1;
+  uint32_t cores = req->options.cores ? req->options.cores : 1;
+  if ((uint64_t)devices * cores > TSR_INTERP_MAX_CORES)
+    return usage_error(cmd,
+                       "--devices %u x --cores %u is %" PRIu64 " simulated cores; a run "
+                       "has at most %d",
+                       devices, cores, (uint64_t)devices * cores, TSR_INTERP_MAX_CORES);
   if (!req->file) return usage_error(cmd, "missing the kernel file (FILE.tsr)");
   if (strcmp(cmd, "run") == 0 && req->target == TSR_TARGET_CPU) {
     if (req->options.trace_path)
@@ -1323,7 +1334,9 @@ static int execute_run(run_request_t *req) {
     }
     free(dir_path);
     if (req->random_inputs) {
-      status = tsr_runtime_random_array(info, req->random_seed, &arrays[i]);
+      status = tsr_status_annotate(
+          tsr_runtime_random_array(info, req->random_seed, &arrays[i]), "input %%%s",
+          info->name);
       if (status) {
         rc = EXIT_KERNEL;
         report("run", status);
@@ -1347,7 +1360,9 @@ static int execute_run(run_request_t *req) {
   for (size_t i = 0; i < n; i++) {
     const tsr_ir_operand_info_t *info = &infos[i];
     if (info->role != TSR_ROLE_OUT) continue;
-    status = tsr_array_initialize(info->dtype, info->rank, info->dims, &arrays[i]);
+    status = tsr_status_annotate(
+        tsr_array_initialize(info->dtype, info->rank, info->dims, &arrays[i]), "output %%%s",
+        info->name);
     if (status) {
       rc = EXIT_KERNEL;
       report("run", status);
