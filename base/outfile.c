@@ -183,6 +183,7 @@ tsr_status_t tsr_outfile_write(tsr_outfile_t *f, const void *data, size_t size) 
 
 /* Syncs and closes a written output. */
 static tsr_status_t outfile_finish(tsr_outfile_t *f) {
+  if (f->fd < 0) return NULL; /* a stream that was given no bytes */
   const char *step = NULL;
   if (!f->stream && fsync(f->fd) != 0) step = "sync";
   int err = errno;
