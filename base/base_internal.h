@@ -43,6 +43,13 @@ bool tsr_add_size(size_t a, size_t b, size_t *out);
 bool tsr_mul_i64(int64_t a, int64_t b, int64_t *out);
 
 #define TSR_OOM() TSR_STATUS(TSR_OUT_OF_MEMORY, "out of memory")
+/* Out of memory for a large allocation: says how much and what for, e.g.
+ * TSR_OOM_BYTES(n, "the VMEM of core %u", core) gives "cannot allocate
+ * 2147483648 bytes (2.00 GiB) for the VMEM of core 0". */
+#define TSR_OOM_BYTES(bytes, ...)                                              \
+  tsr_status_oom_bytes(__FILE__, __LINE__, (bytes), __VA_ARGS__)
+tsr_status_t tsr_status_oom_bytes(const char *c_file, int c_line, size_t bytes,
+                                  const char *what_fmt, ...) TSR_PRINTF(4, 5);
 
 /* Checks an array shape (dtype known, rank <= TSR_MAX_RANK, dims >= 0) and
  * gives its byte size; TSR_OUT_OF_MEMORY when the size overflows. */
@@ -57,6 +64,23 @@ unsigned tsr_process_umask(void);
 /* Writes all n bytes to fd (retrying short writes and EINTR); false with
  * errno set on failure. */
 bool tsr_write_all(int fd, const void *buf, size_t n);
+
+/* ---- Output files (base/outfile.c) ----------------------------------------
+ * A batch of user files written all or nothing: tsr_outfiles_write sets up
+ * every path (a regular or new file gets a temporary file beside it; a
+ * symlink is followed to the file it names; a character device or FIFO is
+ * written in place; anything else is refused), calls `fill` once per path,
+ * files first and streams after them, and renames every temporary file over
+ * its target only when all are complete. On failure the temporary files and
+ * the files the batch created are removed; what a stream received stays. */
+typedef struct tsr_outfile tsr_outfile_t;
+typedef tsr_status_t (*tsr_outfile_fill_fn)(void *ctx, size_t index,
+                                            tsr_outfile_t *file);
+tsr_status_t tsr_outfiles_write(const char *const *paths, size_t count,
+                                tsr_outfile_fill_fn fill, void *ctx) TSR_MUST_USE;
+/* Appends to an output, inside `fill`. */
+tsr_status_t tsr_outfile_write(tsr_outfile_t *file, const void *data,
+                               size_t size) TSR_MUST_USE;
 
 /* ---- Arena --------------------------------------------------------------
  * Bump allocator; everything allocated dies with tsr_arena_deinitialize.

@@ -1,5 +1,7 @@
 /* Element-type tables generated from tessera/dtypes.def, the 16-bit float
  * conversions and host arrays. */
+#include <stdio.h>
+
 #include "base/base_internal.h"
 
 static const struct {
@@ -90,6 +92,15 @@ size_t tsr_array_byte_size(const tsr_array_t *array) {
   return (size_t)tsr_array_element_count(array) * tsr_dtype_size(array->dtype);
 }
 
+/* "f32[4, 8]" (or "f32" for rank 0), for messages. */
+static void format_array_type(char *buf, size_t size, tsr_dtype_t dtype, uint32_t rank,
+                              const int64_t *dims) {
+  int n = snprintf(buf, size, "%s", tsr_dtype_name(dtype));
+  for (uint32_t i = 0; i < rank && n > 0 && (size_t)n < size; i++)
+    n += snprintf(buf + n, size - (size_t)n, "%s%lld%s", i ? ", " : "[",
+                  (long long)dims[i], i + 1 == rank ? "]" : "");
+}
+
 tsr_status_t tsr_array_shape_bytes(tsr_dtype_t dtype, uint32_t rank,
                                    const int64_t *dims, size_t *out_bytes) {
   if ((unsigned)dtype >= TSR_DTYPE_COUNT)
@@ -102,7 +113,12 @@ tsr_status_t tsr_array_shape_bytes(tsr_dtype_t dtype, uint32_t rank,
     if (dims[i] < 0)
       return TSR_STATUS(TSR_INVALID_ARGUMENT, "negative dimension %lld",
                         (long long)dims[i]);
-    if (!tsr_mul_size(bytes, (size_t)dims[i], &bytes)) return TSR_OOM();
+    if (!tsr_mul_size(bytes, (size_t)dims[i], &bytes)) {
+      char type[160];
+      format_array_type(type, sizeof type, dtype, rank, dims);
+      return TSR_STATUS(TSR_OUT_OF_MEMORY,
+                        "an array of %s is too large: its size in bytes overflows", type);
+    }
   }
   *out_bytes = bytes;
   return NULL;
@@ -113,7 +129,11 @@ tsr_status_t tsr_array_initialize(tsr_dtype_t dtype, uint32_t rank,
   size_t bytes;
   TSR_RETURN_IF_ERROR(tsr_array_shape_bytes(dtype, rank, dims, &bytes));
   void *data = tsr_aligned_alloc(64, bytes);
-  if (!data) return TSR_OOM();
+  if (!data) {
+    char type[160];
+    format_array_type(type, sizeof type, dtype, rank, dims);
+    return TSR_OOM_BYTES(bytes, "an array of %s", type);
+  }
   memset(data, 0, bytes);
   memset(out_array, 0, sizeof *out_array);
   out_array->dtype = dtype;

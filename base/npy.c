@@ -1,6 +1,6 @@
 /* .npy file I/O: reads format 1.0/2.0/3.0 files (little-endian, C order) of
- * every tessera dtype into tsr_array_t, and writes arrays atomically (unique
- * temporary file in the target directory, fsync, rename). */
+ * every tessera dtype into tsr_array_t, and writes arrays atomically through
+ * base/outfile.c (temporary file beside the target, fsync, rename). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -300,6 +300,84 @@ static size_t read_fully(FILE *f, void *buf, size_t n) {
   return got;
 }
 
+static tsr_status_t truncated(const char *path, size_t claimed, size_t found,
+                              bool stream) {
+  return TSR_STATUS(TSR_FORMAT_ERROR,
+                    "%s: truncated: header says %zu bytes of data, %s %zu", path,
+                    claimed, stream ? "the stream ended after" : "file has", found);
+}
+
+/* Reads a stream's data as it arrives into a buffer that grows with it, so
+ * that a header claiming more than the stream holds costs only what it
+ * holds. The buffer is 64-byte aligned and ends exactly at `data_bytes`, so
+ * it becomes the array's data. */
+static tsr_status_t read_stream_data(const char *path, FILE *f, size_t data_bytes,
+                                     void **out_data) {
+  size_t cap = 0, got = 0;
+  unsigned char *buf = NULL;
+  while (got < data_bytes) {
+    if (got == cap) {
+      size_t grown = TSR_MIN(TSR_MAX(cap * 2, (size_t)1 << 20), data_bytes);
+      unsigned char *next = tsr_aligned_alloc(64, grown);
+      if (!next) {
+        tsr_free(buf);
+        return TSR_OOM_BYTES(grown, "the data of %s (%zu bytes read so far)", path, got);
+      }
+      if (got) memcpy(next, buf, got);
+      tsr_free(buf);
+      buf = next;
+      cap = grown;
+    }
+    size_t r = read_fully(f, buf + got, cap - got);
+    got += r;
+    if (got < cap) break; /* end of the stream, or an error */
+  }
+  if (ferror(f) || got < data_bytes) {
+    int err = errno;
+    tsr_free(buf);
+    return ferror(f) ? TSR_STATUS(TSR_IO_ERROR, "%s: read error: %s", path, strerror(err))
+                     : truncated(path, data_bytes, got, true);
+  }
+  *out_data = buf;
+  return NULL;
+}
+
+/* Reads the array's data, checking the size the header claims against the
+ * bytes there are before allocating it: a regular file's size is known; a
+ * pipe or device is read as its bytes arrive. */
+static tsr_status_t read_data(const char *path, FILE *f, tsr_dtype_t dtype,
+                              const npy_header_t *h, size_t data_bytes,
+                              tsr_array_t *out_array) {
+  struct stat st;
+  bool regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+  if (regular) {
+    off_t pos = ftello(f);
+    size_t have = pos >= 0 && st.st_size > pos ? (size_t)(st.st_size - pos) : 0;
+    if (have < data_bytes) return truncated(path, data_bytes, have, false);
+  } else if (data_bytes) {
+    void *data = NULL;
+    TSR_RETURN_IF_ERROR(read_stream_data(path, f, data_bytes, &data));
+    memset(out_array, 0, sizeof *out_array);
+    out_array->dtype = dtype;
+    out_array->rank = h->rank;
+    memcpy(out_array->dims, h->dims, h->rank * sizeof h->dims[0]);
+    out_array->data = data;
+    return NULL;
+  }
+  tsr_array_t array;
+  TSR_RETURN_IF_ERROR(tsr_status_annotate(
+      tsr_array_initialize(dtype, h->rank, h->dims, &array), "%s", path));
+  size_t got = read_fully(f, array.data, data_bytes);
+  if (ferror(f) || got < data_bytes) { /* the file shrank meanwhile */
+    int err = errno;
+    tsr_array_deinitialize(&array);
+    return ferror(f) ? TSR_STATUS(TSR_IO_ERROR, "%s: read error: %s", path, strerror(err))
+                     : truncated(path, data_bytes, got, false);
+  }
+  *out_array = array;
+  return NULL;
+}
+
 static tsr_status_t read_open_file(const char *path, FILE *f, int expect_dtype,
                                    tsr_array_t *out_array) {
   unsigned char pre[12];
@@ -393,20 +471,7 @@ static tsr_status_t read_open_file(const char *path, FILE *f, int expect_dtype,
                         "%s: shape is too large: its size overflows", path);
 
   tsr_array_t array;
-  TSR_RETURN_IF_ERROR(tsr_array_initialize(dtype, h.rank, h.dims, &array));
-  got = read_fully(f, array.data, data_bytes);
-  if (ferror(f)) {
-    int err = errno;
-    tsr_array_deinitialize(&array);
-    return TSR_STATUS(TSR_IO_ERROR, "%s: read error: %s", path, strerror(err));
-  }
-  if (got < data_bytes) {
-    tsr_array_deinitialize(&array);
-    return TSR_STATUS(TSR_FORMAT_ERROR,
-                      "%s: truncated: header says %zu bytes of data, file has "
-                      "%zu",
-                      path, data_bytes, got);
-  }
+  TSR_RETURN_IF_ERROR(read_data(path, f, dtype, &h, data_bytes, &array));
   /* Anything after the data means the header does not describe the file. */
   size_t extra = 0;
   char scratch[4096];
@@ -473,33 +538,6 @@ static tsr_status_t build_header(const tsr_array_t *array, tsr_strbuf_t *sb,
   return NULL;
 }
 
-bool tsr_write_all(int fd, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n) {
-    ssize_t w = write(fd, p, TSR_MIN(n, (size_t)1 << 30));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= (size_t)w;
-  }
-  return true;
-}
-
-unsigned tsr_process_umask(void) {
-  mode_t mask = 022;
-  FILE *f = fopen("/proc/self/status", "r");
-  if (!f) return mask;
-  char line[256];
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "Umask:", 6) == 0) {
-      mask = (mode_t)strtoul(line + 6, NULL, 8) & 0777;
-      break;
-    }
-  }
-  fclose(f);
-  return mask;
-}
-
 static tsr_status_t check_array(const tsr_array_t *array) {
   size_t bytes;
   TSR_RETURN_IF_ERROR(tsr_array_shape_bytes(array->dtype, array->rank, array->dims, &bytes));
@@ -508,90 +546,59 @@ static tsr_status_t check_array(const tsr_array_t *array) {
   return NULL;
 }
 
+/* The preamble and header of one array, built before its file is opened. */
+typedef struct npy_out {
+  const tsr_array_t *array;
+  unsigned char pre[12];
+  size_t pre_len;
+  tsr_strbuf_t header;
+} npy_out_t;
+
+static tsr_status_t npy_out_initialize(npy_out_t *o, const tsr_array_t *array) {
+  o->array = array;
+  tsr_strbuf_initialize(&o->header);
+  if (!array) return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_npy_write: NULL array");
+  TSR_RETURN_IF_ERROR(check_array(array));
+  unsigned major = 1;
+  TSR_RETURN_IF_ERROR(build_header(array, &o->header, &major));
+  memcpy(o->pre, npy_magic, NPY_MAGIC_LEN);
+  o->pre[6] = (unsigned char)major;
+  o->pre[7] = 0;
+  o->pre_len = major == 1 ? 10 : 12;
+  for (size_t i = 8; i < o->pre_len; i++)
+    o->pre[i] = (unsigned char)(o->header.size >> (8 * (i - 8)));
+  return NULL;
+}
+
+static tsr_status_t fill_npy(void *ctx, size_t index, tsr_outfile_t *file) {
+  const npy_out_t *o = (const npy_out_t *)ctx + index;
+  TSR_RETURN_IF_ERROR(tsr_outfile_write(file, o->pre, o->pre_len));
+  TSR_RETURN_IF_ERROR(tsr_outfile_write(file, o->header.data, o->header.size));
+  return tsr_outfile_write(file, o->array->data, tsr_array_byte_size(o->array));
+}
+
+tsr_status_t tsr_npy_write_all(const char *const *paths,
+                               const tsr_array_t *const *arrays, size_t count) {
+  if (count && (!paths || !arrays))
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_npy_write_all: NULL argument");
+  for (size_t i = 0; i < count; i++)
+    if (!paths[i])
+      return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_npy_write_all: NULL path %zu", i);
+  npy_out_t *outs = tsr_calloc(count + 1, sizeof *outs);
+  if (!outs) return TSR_OOM();
+  tsr_status_t status = NULL;
+  size_t ready = 0;
+  for (; ready < count && !status; ready++)
+    status = tsr_status_annotate(npy_out_initialize(&outs[ready], arrays[ready]), "%s",
+                                 paths[ready]);
+  if (!status) status = tsr_outfiles_write(paths, count, fill_npy, outs);
+  for (size_t i = 0; i < ready; i++) tsr_strbuf_deinitialize(&outs[i].header);
+  tsr_free(outs);
+  return status;
+}
+
 tsr_status_t tsr_npy_write(const char *path, const tsr_array_t *array) {
   if (!path || !array)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_npy_write: NULL argument");
-  TSR_RETURN_IF_ERROR(check_array(array));
-
-  tsr_strbuf_t header;
-  tsr_strbuf_initialize(&header);
-  unsigned major = 1;
-  tsr_status_t status = build_header(array, &header, &major);
-  if (status) {
-    tsr_strbuf_deinitialize(&header);
-    return status;
-  }
-  unsigned char pre[12];
-  memcpy(pre, npy_magic, NPY_MAGIC_LEN);
-  pre[6] = (unsigned char)major;
-  pre[7] = 0;
-  size_t pre_len = major == 1 ? 10 : 12;
-  for (size_t i = 8; i < pre_len; i++)
-    pre[i] = (unsigned char)(header.size >> (8 * (i - 8)));
-
-  /* The temporary file lives beside the target so rename() is atomic. */
-  tsr_strbuf_t tmp;
-  tsr_strbuf_initialize(&tmp);
-  tsr_strbuf_printf(&tmp, "%s.tmp-XXXXXX", path);
-  if (tmp.failed) {
-    tsr_strbuf_deinitialize(&header);
-    return TSR_OOM();
-  }
-  int fd = mkstemp(tmp.data);
-  if (fd < 0) {
-    int err = errno;
-    status = TSR_STATUS(TSR_IO_ERROR,
-                        "%s: cannot create a temporary file next to it: %s",
-                        path, strerror(err));
-    goto done;
-  }
-
-  /* An existing file keeps its mode; a new one gets what open(2) would give. */
-  struct stat st;
-  mode_t mode = stat(path, &st) == 0 && S_ISREG(st.st_mode)
-                    ? st.st_mode & 07777
-                    : 0666 & ~(mode_t)tsr_process_umask();
-  const char *failed_step = NULL;
-  if (fchmod(fd, mode) != 0) failed_step = "set the mode of";
-  else if (!tsr_write_all(fd, pre, pre_len) ||
-           !tsr_write_all(fd, header.data, header.size) ||
-           !tsr_write_all(fd, array->data, tsr_array_byte_size(array)))
-    failed_step = "write";
-  else if (fsync(fd) != 0)
-    failed_step = "sync";
-  int err = errno;
-  if (close(fd) != 0 && !failed_step) {
-    err = errno;
-    failed_step = "close";
-  }
-  if (!failed_step && rename(tmp.data, path) != 0) {
-    err = errno;
-    failed_step = "rename into place";
-  }
-  if (failed_step) {
-    unlink(tmp.data);
-    status = TSR_STATUS(TSR_IO_ERROR, "%s: cannot %s %s: %s", path,
-                        failed_step, tmp.data, strerror(err));
-    goto done;
-  }
-
-  /* Make the rename itself durable; failure here loses nothing written. */
-  {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? tsr_strndup(path, slash == path ? 1 : (size_t)(slash - path))
-                      : tsr_strndup(".", 1);
-    if (dir) {
-      int dfd = open(dir, O_RDONLY);
-      if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-      }
-      tsr_free(dir);
-    }
-  }
-
-done:
-  tsr_strbuf_deinitialize(&tmp);
-  tsr_strbuf_deinitialize(&header);
-  return status;
+  return tsr_npy_write_all(&path, &array, 1);
 }

@@ -49,6 +49,29 @@ tsr_status_t tsr_status_make(tsr_status_code_t code, const char *c_file,
   return s;
 }
 
+tsr_status_t tsr_status_oom_bytes(const char *c_file, int c_line, size_t bytes,
+                                  const char *what_fmt, ...) {
+  static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  char size[32] = "";
+  double v = (double)bytes;
+  for (size_t u = 0; u < TSR_ARRAY_SIZE(units) && v >= 1024; u++) {
+    v /= 1024;
+    snprintf(size, sizeof size, " (%.2f %s)", v, units[u]);
+  }
+  tsr_strbuf_t what;
+  tsr_strbuf_initialize(&what);
+  va_list ap;
+  va_start(ap, what_fmt);
+  tsr_strbuf_vprintf(&what, what_fmt, ap);
+  va_end(ap);
+  tsr_status_t s = what.failed ? &oom_status
+                               : tsr_status_make(TSR_OUT_OF_MEMORY, c_file, c_line,
+                                                 "cannot allocate %zu bytes%s for %s",
+                                                 bytes, size, what.data);
+  tsr_strbuf_deinitialize(&what);
+  return s;
+}
+
 tsr_status_t tsr_status_annotate(tsr_status_t status, const char *fmt, ...) {
   if (!status || status == &oom_status) return status;
   tsr_strbuf_t sb;

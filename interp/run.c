@@ -1883,7 +1883,10 @@ static tsr_status_t core_setup(shared_t *sh, uint32_t device, uint32_t core) {
   run->device = device;
   run->core = core;
   run->memory = run_memory_take(p);
-  if (!run->memory) return TSR_OOM();
+  if (!run->memory)
+    return TSR_OOM_BYTES(p->frame_bytes + (p->options.check ? 2 : 1) * p->vmem_bytes + 192,
+                         "the VMEM%s and values of core %u of device %u",
+                         p->options.check ? ", its shadow" : "", core, device);
   run->frame = run->memory->frame;
   run->vmem = run->memory->vmem;
   run->vmem_shadow = run->memory->vmem_shadow;
@@ -1991,7 +1994,9 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
       const operand_plan_t *op = &p->operands[j];
       if (op->role != TSR_ROLE_OUT) continue;
       if (!m->hbm_shadow[j]) m->hbm_shadow[j] = tsr_malloc(op->array_elements + 1);
-      if (!m->hbm_shadow[j]) return TSR_OOM();
+      if (!m->hbm_shadow[j])
+        return TSR_OOM_BYTES(op->array_elements + 1, "the written-element map of output %%%s",
+                             p->refs[op->ref].name);
       sh->hbm_shadow[d * nops + j] = m->hbm_shadow[j];
     }
   }

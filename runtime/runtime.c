@@ -21,11 +21,16 @@ tsr_status_t tsr_runtime_load_file(const char *path,
 }
 
 /* "@a, @b, @c" for messages. */
+/* "@a, @b" for messages; past LISTED_KERNELS names, "@a, ..., @h and 99992
+ * more", so a file of many kernels does not make a huge message. */
+enum { LISTED_KERNELS = 8 };
+
 static void list_kernels(const tsr_ir_module_t *module, tsr_strbuf_t *sb) {
   size_t n = tsr_ir_module_kernel_count(module);
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n && i < LISTED_KERNELS; i++)
     tsr_strbuf_printf(sb, "%s@%s", i ? ", " : "",
                       tsr_ir_kernel_name(tsr_ir_module_kernel(module, i)));
+  if (n > LISTED_KERNELS) tsr_strbuf_printf(sb, " and %zu more", n - LISTED_KERNELS);
 }
 
 tsr_status_t tsr_runtime_select_kernel(const tsr_ir_module_t *module,
@@ -51,8 +56,8 @@ tsr_status_t tsr_runtime_select_kernel(const tsr_ir_module_t *module,
     list_kernels(module, &sb);
     const char *kernels = sb.failed ? "..." : sb.data;
     tsr_status_t s =
-        name ? TSR_STATUS(TSR_NOT_FOUND, "no kernel named @%s; the module has %s",
-                          name, kernels)
+        name ? TSR_STATUS(TSR_NOT_FOUND, "no kernel named @%s; the module has %zu kernel%s: %s",
+                          name, count, count == 1 ? "" : "s", kernels)
              : TSR_STATUS(TSR_INVALID_ARGUMENT,
                           "the module has %zu kernels (%s): name the one to "
                           "run",

@@ -74,6 +74,9 @@ static const char run_help[] =
     "  --out NAME=FILE.npy      write output NAME to FILE.npy (repeatable)\n"
     "  --out-dir DIR            write every output to DIR/NAME.npy (DIR is\n"
     "                           created if missing)\n"
+    "  Outputs are all or nothing: when one cannot be written, no file is\n"
+    "  created or replaced. A symlink's target is replaced (the link stays);\n"
+    "  a device or FIFO (/dev/stdout) is written directly.\n"
     "  Without --out or --out-dir each output is printed: dtype, shape, the\n"
     "  first elements and min/max/mean over finite values with a NaN count.\n"
     "  An output aliased to an input ('alias %x') starts as that input.\n"
@@ -115,7 +118,8 @@ static const char run_help[] =
     "                           operand has a leading dimension N: device d\n"
     "                           reads and writes slice d\n"
     "  --cores N                TensorCores per device (default 1); leading\n"
-    "                           parallel grid dims are split across them\n"
+    "                           parallel grid dims are split across them;\n"
+    "                           devices x cores is at most 256\n"
     "  --dma-mode eager|lazy    copy at dma_start, or as late as possible, at\n"
     "                           the wait that needs it (default lazy: exposes\n"
     "                           missing waits)\n"
@@ -264,22 +268,23 @@ static const char lower_help[] =
 
 /* The tool's allocations are small and short-lived: running out of memory
  * ends the process. (The library's tsr_malloc family is internal.) */
-static void *must_alloc(void *p) {
+static void *must_alloc(void *p, size_t count, size_t size) {
   if (!p) {
-    fputs("tessera: out of memory\n", stderr);
+    fprintf(stderr, "tessera: out of memory: cannot allocate %zu x %zu bytes\n", count,
+            size);
     exit(EXIT_KERNEL);
   }
   return p;
 }
 
-static void *xmalloc(size_t n) { return must_alloc(malloc(n ? n : 1)); }
+static void *xmalloc(size_t n) { return must_alloc(malloc(n ? n : 1), 1, n); }
 
 static void *xcalloc(size_t count, size_t n) {
-  return must_alloc(calloc(count ? count : 1, n ? n : 1));
+  return must_alloc(calloc(count ? count : 1, n ? n : 1), count, n);
 }
 
 static char *xstrndup(const char *s, size_t n) {
-  return must_alloc(strndup(s, n));
+  return must_alloc(strndup(s, n), 1, n + 1);
 }
 
 /* Prints a usage error for command `cmd` and returns EXIT_USAGE. */
@@ -319,9 +324,12 @@ static void report(const char *cmd, tsr_status_t status) {
   const char *eol = strchr(msg, '\n');
   const char *tag = strstr(msg, ": error: ");
   bool located = tag && (!eol || tag < eol);
+  const char *code_name = tsr_status_code_name(code);
   if (located || code == TSR_PARSE_ERROR || code == TSR_VERIFY_ERROR ||
       code == TSR_KERNEL_ERROR) {
     fprintf(stderr, "%s\n", msg);
+  } else if (strncmp(msg, code_name, strlen(code_name)) == 0) {
+    fprintf(stderr, "tessera %s: %s\n", cmd, msg); /* "out of memory" once */
   } else {
     fprintf(stderr, "tessera %s: %s: %s\n", cmd, tsr_status_code_name(code),
             msg);
@@ -349,7 +357,7 @@ static char *read_stream(FILE *f, size_t *out_size) {
     size += n;
     if (size == cap) {
       cap *= 2;
-      buf = must_alloc(realloc(buf, cap));
+      buf = must_alloc(realloc(buf, cap), 1, cap);
     }
   }
   if (ferror(f)) {
@@ -397,49 +405,6 @@ static tsr_status_t load_module(const char *path, bool verify,
   return status;
 }
 
-/* Writes `size` bytes to `path` atomically: a unique temporary file in the
- * same directory, fsync, rename. Keeps the mode of an existing file. */
-static bool write_file_atomic(const char *path, const char *data, size_t size,
-                              char *err, size_t err_size) {
-  size_t len = strlen(path) + 16;
-  char *tmp = xmalloc(len);
-  snprintf(tmp, len, "%s.tmp-XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    snprintf(err, err_size, "cannot create a temporary file next to it: %s",
-             strerror(errno));
-    free(tmp);
-    return false;
-  }
-  struct stat st;
-  mode_t mode = 0644;
-  if (stat(path, &st) == 0) mode = st.st_mode & 07777;
-  const char *step = NULL;
-  if (fchmod(fd, mode) != 0) step = "set the mode of";
-  for (size_t done = 0; !step && done < size;) {
-    ssize_t w = write(fd, data + done, size - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) step = "write";
-    else done += (size_t)w;
-  }
-  if (!step && fsync(fd) != 0) step = "sync";
-  int saved = errno;
-  if (close(fd) != 0 && !step) {
-    saved = errno;
-    step = "close";
-  }
-  if (!step && rename(tmp, path) != 0) {
-    saved = errno;
-    step = "rename";
-  }
-  if (step) {
-    snprintf(err, err_size, "cannot %s %s: %s", step, tmp, strerror(saved));
-    unlink(tmp);
-  }
-  free(tmp);
-  return step == NULL;
-}
-
 static bool is_dir(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -450,22 +415,42 @@ static bool file_exists(const char *path) {
   return stat(path, &st) == 0;
 }
 
-/* mkdir -p */
-static bool make_dirs(const char *path) {
+/* mkdir -p. *out_created is the length of the shortest prefix of `path`
+ * that this call created (0 if it created nothing). */
+static bool make_dirs(const char *path, size_t *out_created) {
   size_t len = strlen(path);
   char *p = xstrndup(path, len);
+  *out_created = 0;
   for (size_t i = 1; i <= len; i++) {
     if (p[i] != '/' && p[i] != 0) continue;
     char saved = p[i];
     p[i] = 0;
-    if (!is_dir(p) && mkdir(p, 0777) != 0 && errno != EEXIST) {
-      free(p);
-      return false;
+    if (!is_dir(p)) {
+      if (mkdir(p, 0777) == 0) {
+        if (!*out_created) *out_created = i;
+      } else if (errno != EEXIST) {
+        free(p);
+        return false;
+      }
     }
     p[i] = saved;
   }
   free(p);
   return is_dir(path);
+}
+
+/* Undoes make_dirs: removes `path` and its parents down to the prefix of
+ * length `created`, each only if it is empty. */
+static void remove_made_dirs(const char *path, size_t created) {
+  if (!created) return;
+  char *p = xstrndup(path, strlen(path));
+  for (;;) {
+    (void)rmdir(p);
+    char *slash = strrchr(p, '/');
+    if (!slash || (size_t)(slash - p) < created) break;
+    *slash = 0;
+  }
+  free(p);
 }
 
 static char *join_path(const char *dir, const char *name, const char *ext) {
@@ -1091,6 +1076,13 @@ static int parse_run_args(const char *cmd, int argc, char **argv,
       return usage_error(cmd, "internal error: option %d", id);
     }
   }
+  uint32_t devices = req->options.devices ? req->options.devices : 1;
+  uint32_t cores = req->options.cores ? req->options.cores : 1;
+  if ((uint64_t)devices * cores > TSR_INTERP_MAX_CORES)
+    return usage_error(cmd,
+                       "--devices %u x --cores %u is %" PRIu64 " simulated cores; a run "
+                       "has at most %d",
+                       devices, cores, (uint64_t)devices * cores, TSR_INTERP_MAX_CORES);
   if (!req->file) return usage_error(cmd, "missing the kernel file (FILE.tsr)");
   if (strcmp(cmd, "run") == 0 && req->target == TSR_TARGET_CPU) {
     if (req->options.trace_path)
@@ -1346,7 +1338,9 @@ static int execute_run(run_request_t *req) {
     }
     free(dir_path);
     if (req->random_inputs) {
-      status = tsr_runtime_random_array(info, req->random_seed, &arrays[i]);
+      status = tsr_status_annotate(
+          tsr_runtime_random_array(info, req->random_seed, &arrays[i]), "input %%%s",
+          info->name);
       if (status) {
         rc = EXIT_KERNEL;
         report("run", status);
@@ -1370,7 +1364,9 @@ static int execute_run(run_request_t *req) {
   for (size_t i = 0; i < n; i++) {
     const tsr_ir_operand_info_t *info = &infos[i];
     if (info->role != TSR_ROLE_OUT) continue;
-    status = tsr_array_initialize(info->dtype, info->rank, info->dims, &arrays[i]);
+    status = tsr_status_annotate(
+        tsr_array_initialize(info->dtype, info->rank, info->dims, &arrays[i]), "output %%%s",
+        info->name);
     if (status) {
       rc = EXIT_KERNEL;
       report("run", status);
@@ -1407,31 +1403,42 @@ static int execute_run(run_request_t *req) {
     goto done;
   }
 
-  /* Outputs. */
-  bool any_dest = req->num_outs > 0 || req->out_dir;
-  if (req->out_dir && !make_dirs(req->out_dir)) {
-    fprintf(stderr, "tessera run: cannot create the output directory %s: %s\n",
-            req->out_dir, strerror(errno));
-    rc = EXIT_KERNEL;
-    goto done;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (infos[i].role != TSR_ROLE_OUT) continue;
-    if (!any_dest) {
-      print_array(stdout, infos[i].name, &arrays[i]);
-      continue;
+  /* Outputs: printed, or written all or nothing (tsr_npy_write_all); an
+   * --out-dir this run created is removed again when they fail. */
+  if (req->num_outs == 0 && !req->out_dir) {
+    for (size_t i = 0; i < n; i++)
+      if (infos[i].role == TSR_ROLE_OUT) print_array(stdout, infos[i].name, &arrays[i]);
+  } else {
+    size_t created = 0;
+    if (req->out_dir && !make_dirs(req->out_dir, &created)) {
+      fprintf(stderr, "tessera run: cannot create the output directory %s: %s\n",
+              req->out_dir, strerror(errno));
+      remove_made_dirs(req->out_dir, created);
+      rc = EXIT_KERNEL;
+      goto done;
     }
-    const char *path = find_binding(req->outs, req->num_outs, infos[i].name);
-    char *dir_path = NULL;
-    if (!path && req->out_dir)
-      path = dir_path = join_path(req->out_dir, infos[i].name, ".npy");
-    if (!path) continue;
-    status = tsr_npy_write(path, &arrays[i]);
-    free(dir_path);
+    const char **paths = xcalloc(n, sizeof *paths);
+    char **owned = xcalloc(n, sizeof *owned);
+    const tsr_array_t **outs = xcalloc(n, sizeof *outs);
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (infos[i].role != TSR_ROLE_OUT) continue;
+      const char *path = find_binding(req->outs, req->num_outs, infos[i].name);
+      if (!path && req->out_dir)
+        path = owned[i] = join_path(req->out_dir, infos[i].name, ".npy");
+      if (!path) continue;
+      paths[count] = path;
+      outs[count++] = &arrays[i];
+    }
+    status = tsr_npy_write_all(paths, outs, count);
+    for (size_t i = 0; i < n; i++) free(owned[i]);
+    free(owned);
+    free(paths);
+    free(outs);
     if (status) {
-      fprintf(stderr, "tessera run: writing output %%%s: %s\n", infos[i].name,
-              tsr_status_message(status));
+      fprintf(stderr, "tessera run: writing the outputs: %s\n", tsr_status_message(status));
       tsr_status_free(status);
+      remove_made_dirs(req->out_dir, created);
       rc = EXIT_KERNEL;
       goto done;
     }
@@ -1747,9 +1754,10 @@ static int cmd_fmt(int argc, char **argv) {
         rc = EXIT_KERNEL;
       }
     } else if (in_place) {
-      char err[512];
-      if (!same && !write_file_atomic(path, canonical, clen, err, sizeof err)) {
-        fprintf(stderr, "tessera fmt: %s: %s\n", path, err);
+      status = same ? NULL : tsr_file_write(path, canonical, clen);
+      if (status) {
+        fprintf(stderr, "tessera fmt: %s\n", tsr_status_message(status));
+        tsr_status_free(status);
         rc = EXIT_KERNEL;
       }
     } else {

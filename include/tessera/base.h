@@ -146,9 +146,30 @@ TSR_API size_t tsr_array_byte_size(const tsr_array_t *array);
 TSR_API tsr_status_t tsr_npy_read(const char *path, int expect_dtype,
                           tsr_array_t *out_array) TSR_MUST_USE;
 /* Writes `array` to `path` atomically (temporary file + rename): on failure
- * nothing is left at `path`. bf16 is written as <V2 (numpy has no bf16). */
+ * nothing is left at `path`. bf16 is written as <V2 (numpy has no bf16).
+ * A regular file keeps its mode; a symlink is followed and the file it names
+ * replaced (the link stays); a character device or FIFO (/dev/stdout, a
+ * pipe) is written directly; a directory, socket or block device is an
+ * error. */
 TSR_API tsr_status_t tsr_npy_write(const char *path, const tsr_array_t *array)
     TSR_MUST_USE;
+/* Writes arrays[i] to paths[i] as tsr_npy_write does, all or nothing: every
+ * file is written to its temporary file first, devices and FIFOs next, and
+ * the files are renamed into place only when all of them are complete. On
+ * failure no file is replaced or created (what a device or FIFO received
+ * cannot be taken back). Two paths naming the same file are
+ * TSR_INVALID_ARGUMENT. */
+TSR_API tsr_status_t tsr_npy_write_all(const char *const *paths,
+                                       const tsr_array_t *const *arrays,
+                                       size_t count) TSR_MUST_USE;
+
+/* ---- Files --------------------------------------------------------------- */
+
+/* Writes `size` bytes to `path` with the rules of tsr_npy_write (temporary
+ * file + rename for a regular or new file, keeping its mode; symlinks
+ * followed; devices and FIFOs written directly). */
+TSR_API tsr_status_t tsr_file_write(const char *path, const void *data,
+                                    size_t size) TSR_MUST_USE;
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,10 @@
 extern "C" {
 #endif
 
+/* Simulated cores per run over all devices (devices x cores): more is
+ * TSR_INVALID_ARGUMENT in both backends. */
+#define TSR_INTERP_MAX_CORES 256
+
 typedef enum tsr_uninit_mode {
   TSR_UNINIT_NAN,  /* NaN for floats, the maximum for integers, true for i1 */
   TSR_UNINIT_ZERO, /* zero */
@@ -36,7 +40,9 @@ typedef struct tsr_interp_options {
   uint32_t devices;          /* simulated devices; default 1. With more than
                                 one, every operand array has a leading
                                 dimension of this size (one slice per device) */
-  uint32_t cores;            /* TensorCores per device; default 1 */
+  uint32_t cores;            /* TensorCores per device; default 1. A run
+                                has at most TSR_INTERP_MAX_CORES cores over
+                                all devices (devices x cores) */
   uint64_t schedule_seed;    /* 0: fixed core order; else a seeded order */
   bool dma_eager;            /* DMAs copy at start (default: lazily, at the
                                 wait that needs them) */

@@ -9,7 +9,7 @@ T=${TESSERA:?TESSERA must name the tessera binary}
 SRC=${TSR_SOURCE_ROOT:?TSR_SOURCE_ROOT must name the source tree}
 K=$SRC/tests/cli
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-cli-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+trap 'umount "$tmp/tiny" 2>/dev/null; rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
 
 # A python with numpy: Debian's python3-numpy lives in /usr/bin/python3, which
@@ -256,6 +256,142 @@ touch "$tmp/blocker/file"
 t run "$K/scale.tsr" --random-inputs 1 --out-dir "$tmp/blocker/file/sub"
 expect "an output directory that cannot be created exits 1" 1 'cannot create the output directory'
 
+# ---- run: where outputs go ------------------------------------------------------------
+# A regular file is replaced through a temporary file and rename; a symlink's
+# target is replaced, not the link; a character device or FIFO is written
+# into, never replaced (as root, `--out y=/dev/null` once replaced /dev/null
+# with a regular file).
+t run "$K/scale.tsr" --random-inputs 1 --out "y=$tmp/ref.npy" -q
+expect "run --out to a new file exits 0" 0
+t run "$K/scale.tsr" --random-inputs 1 --out y=/dev/null -q
+expect "--out y=/dev/null exits 0" 0
+ok_if "/dev/null is still a character device after --out y=/dev/null" test -c /dev/null
+if [[ $(id -u) == 0 ]] && mknod "$tmp/null" c 1 3 2>/dev/null; then
+  t run "$K/scale.tsr" --random-inputs 1 --out "y=$tmp/null" -q
+  expect "--out into a character device exits 0" 0
+  ok_if "a character device output stays a character device" test -c "$tmp/null"
+else
+  skip "a character device output stays a character device" "needs root for mknod"
+fi
+"$T" run "$K/scale.tsr" --random-inputs 1 --out y=/dev/stdout -q </dev/null 2>"$tmp/err" |
+  cat >"$tmp/piped.npy"
+ok_if "--out y=/dev/stdout writes the .npy into a pipe" cmp "$tmp/piped.npy" "$tmp/ref.npy"
+
+mkfifo "$tmp/fifo"
+cat "$tmp/fifo" >"$tmp/from_fifo" &
+reader=$!
+t run "$K/scale.tsr" --random-inputs 1 --out "y=$tmp/fifo" -q
+if [[ -p $tmp/fifo ]]; then
+  : 1<>"$tmp/fifo" # ends the reader if tessera never opened the FIFO
+  wait "$reader"
+else
+  kill "$reader" 2>/dev/null
+  wait "$reader" 2>/dev/null
+fi
+expect "--out into a FIFO exits 0" 0
+ok_if "a FIFO output stays a FIFO" test -p "$tmp/fifo"
+ok_if "a FIFO output's reader gets the .npy" cmp "$tmp/from_fifo" "$tmp/ref.npy"
+
+printf old >"$tmp/target.npy"
+chmod 640 "$tmp/target.npy"
+ln -s target.npy "$tmp/link.npy"
+t run "$K/scale.tsr" --random-inputs 1 --out "y=$tmp/link.npy" -q
+expect "--out through a symlink exits 0" 0
+ok_if "a symlink output stays a symlink" test "$(readlink "$tmp/link.npy")" = target.npy
+ok_if "a symlink output replaces the link's target" cmp "$tmp/target.npy" "$tmp/ref.npy"
+ok_if "the link's target keeps its mode" test "$(stat -c %a "$tmp/target.npy")" = 640
+mkdir -p "$tmp/links"
+ln -s ../new_target.npy "$tmp/links/dangling.npy"
+t run "$K/scale.tsr" --random-inputs 1 --out "y=$tmp/links/dangling.npy" -q
+expect "--out through a dangling relative symlink exits 0" 0
+ok_if "a dangling symlink output creates its target" \
+  bash -c "[[ -L '$tmp/links/dangling.npy' ]] && cmp '$tmp/new_target.npy' '$tmp/ref.npy'"
+mkdir -p "$tmp/out_is_dir"
+t run "$K/scale.tsr" --random-inputs 1 --out "y=$tmp/out_is_dir" -q
+expect "--out naming a directory exits 1" 1 'out_is_dir: is a directory'
+ok_if "writing outputs leaves no temporary files" bash -c "! ls -R '$tmp' | grep -q '\.tmp-'"
+
+cp "$K/noncanonical.tsr" "$tmp/fmt_target.tsr"
+ln -s fmt_target.tsr "$tmp/fmt_link.tsr"
+t fmt -i "$tmp/fmt_link.tsr"
+expect "fmt -i through a symlink exits 0" 0
+ok_if "fmt -i through a symlink keeps the link" test "$(readlink "$tmp/fmt_link.tsr")" = fmt_target.tsr
+ok_if "fmt -i through a symlink rewrites its target" cmp "$tmp/fmt_target.tsr" "$K/scale.tsr"
+
+# ---- run: outputs are all or nothing ------------------------------------------------------
+# @bf16_double writes %y, then %f. When %f cannot be written, %y must not be
+# either (nor an --out-dir the run created). A device that is always full:
+# a copy of /dev/full made with mknod as root, /dev/full itself otherwise (a
+# user who is not root could not replace it).
+full=/dev/full
+if [[ $(id -u) == 0 ]]; then
+  full=$tmp/full
+  mknod "$full" c 1 7 2>/dev/null || full=
+fi
+if [[ -n $full ]]; then
+  t run "$K/bf16.tsr" --random-inputs 1 --out "y=$tmp/aon_y.npy" --out "f=$full"
+  expect "a second output that cannot be written exits 1" 1 'No space left on device'
+  ok_if "a failing second output leaves the first unwritten" absent "$tmp/aon_y.npy"
+  printf old >"$tmp/aon_old.npy"
+  t run "$K/bf16.tsr" --random-inputs 1 --out "y=$tmp/aon_old.npy" --out "f=$full"
+  ok_if "a failing second output leaves an existing first as it was" \
+    test "$(cat "$tmp/aon_old.npy")" = old
+  t run "$K/bf16.tsr" --random-inputs 1 --out "f=$full" --out-dir "$tmp/aon_dir/sub"
+  expect "a failing output with --out-dir exits 1" 1 'No space left on device'
+  ok_if "a failing output removes the --out-dir the run created" absent "$tmp/aon_dir"
+else
+  for what in "exits 1" "leaves the first unwritten" "leaves an existing first" "removes --out-dir"; do
+    skip "a failing second output: $what" "mknod of a full device failed"
+  done
+fi
+# A full disk: a tiny tmpfs, filled up (root); a read-only directory otherwise.
+if [[ $(id -u) == 0 ]] && mkdir "$tmp/tiny" && mount -t tmpfs -o size=64k tmpfs "$tmp/tiny" 2>/dev/null; then
+  dd if=/dev/zero of="$tmp/tiny/filler" bs=4096 2>/dev/null
+  t run "$K/bf16.tsr" --random-inputs 1 --out "y=$tmp/disk_y.npy" --out "f=$tmp/tiny/f.npy"
+  expect "a second output on a full disk exits 1" 1 'No space left on device'
+  ok_if "a second output on a full disk leaves the first unwritten" absent "$tmp/disk_y.npy"
+  ok_if "a full disk keeps no temporary file" bash -c "! ls '$tmp/tiny' | grep -q 'tmp-'"
+  umount "$tmp/tiny"
+elif [[ $(id -u) != 0 ]]; then
+  mkdir -p "$tmp/read_only"
+  chmod 555 "$tmp/read_only"
+  t run "$K/bf16.tsr" --random-inputs 1 --out "y=$tmp/disk_y.npy" --out "f=$tmp/read_only/f.npy"
+  expect "a second output in a read-only directory exits 1" 1 'Permission denied'
+  ok_if "a second output in a read-only directory leaves the first unwritten" absent "$tmp/disk_y.npy"
+  pass "a read-only directory keeps no temporary file"
+else
+  for what in "exits 1" "leaves the first unwritten" "keeps no temporary file"; do
+    skip "a second output on a full disk: $what" "mounting a tmpfs failed"
+  done
+fi
+
+# ---- run: limits and messages -------------------------------------------------------------
+t run "$tmp/no-such.tsr" --devices 16 --cores 32
+expect "more than 256 cores is a usage error, found while parsing the options" 2 \
+  '--devices 16 x --cores 32 is 512 simulated cores; a run has at most 256'
+t run "$K/scale.tsr" --random-inputs 1 --devices 16 --cores 16 -q
+expect "exactly 256 cores run" 0
+awk 'BEGIN { for (i = 0; i < 100000; i++)
+  printf "kernel @k%d\n  in %%x: f32[8] smem\n  out %%y: f32[8] smem\n{\n}\n", i }' >"$tmp/many.tsr"
+t run "$tmp/many.tsr" --random-inputs 1
+expect "a file of 100000 kernels needs --kernel" 2 \
+  'the module has 100000 kernels \(@k0, @k1, @k2, @k3, @k4, @k5, @k6, @k7 and 99992 more\): name the one to run'
+ok_if "the kernel list of 100000 kernels is short" test "$(wc -c <"$tmp/err")" -lt 400
+t run "$tmp/many.tsr" --random-inputs 1 --kernel nope
+expect "an unknown --kernel among 100000 kernels" 2 'no kernel named @nope; the module has 100000 kernels: @k0, .* and 99992 more'
+ok_if "the kernel list after an unknown --kernel is short" test "$(wc -c <"$tmp/err")" -lt 400
+# Out of memory says what and how much (it said "out of memory: out of
+# memory"). 2^40 bytes cannot be allocated unless the kernel overcommits.
+if [[ $(cat /proc/sys/vm/overcommit_memory 2>/dev/null) != 1 ]]; then
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" t run "$K/huge_input.tsr" --random-inputs 1
+  expect "an input too large for memory exits 1" 1 \
+    '^tessera run: out of memory: input %x: cannot allocate 1099511627776 bytes \(1\.00 TiB\) for an array of f32\[262144, 1048576\]$'
+  ok_if "out of memory is said once" bash -c "! grep -q 'out of memory: out of memory' '$tmp/err'"
+else
+  skip "an input too large for memory exits 1" "vm.overcommit_memory is 1: the allocation would succeed"
+  skip "out of memory is said once" "vm.overcommit_memory is 1"
+fi
+
 # ---- run with .npy files ----------------------------------------------------------------------
 if [[ -z $PY ]]; then
   for what in "--in/--out" "--in-dir/--out-dir" "aliases" "bf16 round trip" "bad .npy inputs"; do
@@ -365,5 +501,24 @@ bad_input "input with bad magic" x_magic.npy 'not a .npy file'
 bad_input "big-endian input" x_be.npy 'big-endian'
 bad_input "Fortran-order input" x_fortran.npy 'Fortran order'
 bad_input "missing input file" no_such.npy 'cannot open'
+
+# A header that claims 2^40 bytes of data in a 192-byte file: the claim is
+# checked against the file before anything is allocated (it was allocated and
+# zero-filled, or failed as "out of memory" without naming the file).
+py "
+hdr = b\"{'descr': '<f4', 'fortran_order': False, 'shape': (274877906944,), }\"
+hdr += b' ' * (128 - 10 - len(hdr) - 1) + b'\n'
+open('x_lie.npy', 'wb').write(b'\x93NUMPY\x01\x00' + bytes([len(hdr), 0]) + hdr + bytes(64))
+"
+bad_input "a header claiming 2^40 bytes in a small file" x_lie.npy \
+  'truncated: header says 1099511627776 bytes of data, file has 64'
+cat x_lie.npy | "$T" run "$K/scale.tsr" --in x=/dev/stdin --out "y=$tmp/y_lie.npy" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect "a header claiming 2^40 bytes through a pipe: exit 2 naming the file" 2 \
+  '/dev/stdin: truncated: header says 1099511627776 bytes of data, the stream ended after 64'
+cat x.npy | "$T" run "$K/scale.tsr" --in x=/dev/stdin --out "y=$tmp/y_pipe.npy" -q >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect "an input read through a pipe exits 0" 0
+ok_if "an input read through a pipe gives the same result" cmp "$tmp/y_pipe.npy" y.npy
 
 echo "1..$n"

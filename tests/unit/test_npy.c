@@ -1,8 +1,14 @@
-/* Unit tests for base/npy.c: round trips of every dtype and rank, the three
- * header versions, every malformed-file error, and atomic writes. */
+/* Unit tests for base/npy.c and base/outfile.c: round trips of every dtype
+ * and rank, the three header versions, every malformed-file error, headers
+ * that claim more data than there is (files and pipes), atomic and
+ * all-or-nothing writes, and writes into devices, FIFOs and symlinks. */
+#define _XOPEN_SOURCE 700 /* mknod, S_IFCHR */
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/base_internal.h"
@@ -481,6 +487,262 @@ TSR_TEST(write_rejects_bad_arrays) {
   TSR_CHECK(access(tmp_path("bad-array.npy"), F_OK) != 0);
 }
 
+/* ---- Sizes claimed by headers ---------------------------------------------- */
+
+/* A pipe whose writer (a child process) sends `n` bytes of `data`, then
+ * closes; *out_path names its read end ("/dev/fd/N"). Returns the child. */
+static pid_t feed_pipe(const void *data, size_t n, char *out_path, size_t path_size,
+                       int *out_fd) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t child = fork();
+  if (child == 0) {
+    close(fds[0]);
+    const char *p = data;
+    while (n) {
+      ssize_t w = write(fds[1], p, n);
+      if (w <= 0) _exit(1);
+      p += w;
+      n -= (size_t)w;
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  snprintf(out_path, path_size, "/dev/fd/%d", fds[0]);
+  *out_fd = fds[0];
+  return child;
+}
+
+static void end_pipe(pid_t child, int fd) {
+  close(fd);
+  if (child > 0) waitpid(child, NULL, 0);
+}
+
+/* A .npy image in memory: header dict `dict` (version 1.0) and `data_size`
+ * bytes of `data`. */
+static unsigned char *npy_image(const char *dict, const void *data, size_t data_size,
+                                size_t *out_size) {
+  write_npy(tmp_path("image.npy"), 1, dict, data, data_size);
+  return (unsigned char *)slurp(tmp_path("image.npy"), out_size);
+}
+
+TSR_TEST(header_claiming_more_than_the_file_holds) {
+  /* 2^40 bytes claimed, 64 there: checked against the file's size before
+   * anything is allocated (it was allocated first: "out of memory", without
+   * the file's name). */
+  unsigned char data[64] = {0};
+  const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (274877906944,), }";
+  write_npy(tmp_path("lie.npy"), 1, dict, data, sizeof data);
+  expect_read_error(tmp_path("lie.npy"), -1, TSR_FORMAT_ERROR,
+                    "truncated: header says 1099511627776 bytes of data, file has 64");
+  /* the same through a pipe: read as the bytes arrive */
+  size_t size = 0;
+  unsigned char *image = npy_image(dict, data, sizeof data, &size);
+  char path[64];
+  int fd = -1;
+  pid_t child = feed_pipe(image, size, path, sizeof path, &fd);
+  TSR_CHECK(child > 0);
+  expect_read_error(path, -1, TSR_FORMAT_ERROR,
+                    "truncated: header says 1099511627776 bytes of data, the stream "
+                    "ended after 64");
+  end_pipe(child, fd);
+  free(image);
+}
+
+TSR_TEST(read_through_a_pipe) {
+  /* 3 MiB: more than the first buffer, so the buffer grows as data arrives */
+  int64_t dims[2] = {768, 1024};
+  tsr_array_t a, b;
+  TSR_CHECK_OK(tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &a));
+  fill_pattern(&a);
+  TSR_CHECK_OK(tsr_npy_write(tmp_path("piped.npy"), &a));
+  size_t size = 0;
+  char *image = slurp(tmp_path("piped.npy"), &size);
+  char path[64];
+  int fd = -1;
+  pid_t child = feed_pipe(image, size, path, sizeof path, &fd);
+  TSR_CHECK_OK(tsr_npy_read(path, TSR_DTYPE_F32, &b));
+  end_pipe(child, fd);
+  TSR_CHECK_EQ_INT(b.rank, 2);
+  TSR_CHECK_EQ_INT(b.dims[0], 768);
+  TSR_CHECK_EQ_INT(b.dims[1], 1024);
+  TSR_CHECK(memcmp(a.data, b.data, tsr_array_byte_size(&a)) == 0);
+  tsr_array_deinitialize(&b);
+  /* trailing bytes after the data through a pipe */
+  char *longer = malloc(size + 3);
+  memcpy(longer, image, size);
+  memcpy(longer + size, "xyz", 3);
+  child = feed_pipe(longer, size + 3, path, sizeof path, &fd);
+  expect_read_error(path, -1, TSR_FORMAT_ERROR, "3 unexpected trailing bytes");
+  end_pipe(child, fd);
+  free(longer);
+  free(image);
+  tsr_array_deinitialize(&a);
+}
+
+/* ---- Where writes go --------------------------------------------------------- */
+
+static tsr_array_t small_array(void) {
+  int64_t n = 16;
+  tsr_array_t a;
+  if (tsr_array_initialize(TSR_DTYPE_I32, 1, &n, &a)) memset(&a, 0, sizeof a);
+  else fill_pattern(&a);
+  return a;
+}
+
+/* The bytes tsr_npy_write gives `a` in a fresh file. */
+static char *expected_bytes(const tsr_array_t *a, size_t *out_size) {
+  if (tsr_npy_write(tmp_path("expected.npy"), a)) return NULL;
+  return slurp(tmp_path("expected.npy"), out_size);
+}
+
+static bool same_file_contents(const char *path, const char *want, size_t want_size) {
+  size_t size = 0;
+  char *got = slurp(path, &size);
+  bool same = got && size == want_size && memcmp(got, want, size) == 0;
+  free(got);
+  return same;
+}
+
+/* A character device: a copy of /dev/null (major 1, minor 3) made with
+ * mknod as root, /dev/null itself otherwise (which no one else can replace). */
+static const char *null_device(void) {
+  static char copy[4096];
+  snprintf(copy, sizeof copy, "%s", tmp_path("null"));
+  return mknod(copy, S_IFCHR | 0666, makedev(1, 3)) == 0 ? copy : "/dev/null";
+}
+
+/* The same for /dev/full (1, 7): every write fails with ENOSPC. */
+static const char *full_device(void) {
+  static char copy[4096];
+  snprintf(copy, sizeof copy, "%s", tmp_path("full"));
+  return mknod(copy, S_IFCHR | 0666, makedev(1, 7)) == 0 ? copy : "/dev/full";
+}
+
+TSR_TEST(write_into_a_character_device) {
+  tsr_array_t a = small_array();
+  const char *dev = null_device();
+  TSR_CHECK_OK(tsr_npy_write(dev, &a));
+  struct stat st;
+  TSR_CHECK(stat(dev, &st) == 0 && S_ISCHR(st.st_mode));
+  TSR_CHECK_OK(tsr_file_write(dev, "text", 4));
+  TSR_CHECK(stat(dev, &st) == 0 && S_ISCHR(st.st_mode));
+  tsr_array_deinitialize(&a);
+}
+
+TSR_TEST(write_into_a_fifo) {
+  tsr_array_t a = small_array();
+  size_t want_size = 0;
+  char *want = expected_bytes(&a, &want_size);
+  const char *fifo = tmp_path("fifo");
+  TSR_CHECK(mkfifo(fifo, 0644) == 0);
+  char received[4096];
+  snprintf(received, sizeof received, "%s", tmp_path("from-fifo"));
+  pid_t reader = fork();
+  if (reader == 0) { /* copies what comes through the FIFO into a file */
+    FILE *in = fopen(fifo, "rb"), *out = fopen(received, "wb");
+    char buf[4096];
+    size_t r;
+    while (in && out && (r = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, r, out);
+    _exit(out && fclose(out) == 0 ? 0 : 1);
+  }
+  TSR_CHECK_OK(tsr_npy_write(fifo, &a));
+  struct stat st;
+  bool still_fifo = lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode);
+  TSR_CHECK(still_fifo);
+  if (!still_fifo) kill(reader, SIGKILL); /* nobody can open its FIFO now */
+  waitpid(reader, NULL, 0);
+  TSR_CHECK(same_file_contents(received, want, want_size));
+  free(want);
+  tsr_array_deinitialize(&a);
+}
+
+TSR_TEST(write_through_a_symlink_replaces_its_target) {
+  tsr_array_t a = small_array();
+  size_t want_size = 0;
+  char *want = expected_bytes(&a, &want_size);
+  write_bytes(tmp_path("real.npy"), "old", 3);
+  chmod(tmp_path("real.npy"), 0640);
+  TSR_CHECK(symlink("real.npy", tmp_path("link.npy")) == 0);
+  TSR_CHECK_OK(tsr_npy_write(tmp_path("link.npy"), &a));
+  char target[64] = "";
+  ssize_t n = readlink(tmp_path("link.npy"), target, sizeof target - 1);
+  TSR_CHECK(n == 8 && memcmp(target, "real.npy", 8) == 0);
+  TSR_CHECK(same_file_contents(tmp_path("real.npy"), want, want_size));
+  struct stat st;
+  TSR_CHECK(stat(tmp_path("real.npy"), &st) == 0 && (st.st_mode & 0777) == 0640);
+  /* a dangling link: its target is created */
+  TSR_CHECK(symlink("created.npy", tmp_path("dangling.npy")) == 0);
+  TSR_CHECK_OK(tsr_npy_write(tmp_path("dangling.npy"), &a));
+  TSR_CHECK(lstat(tmp_path("dangling.npy"), &st) == 0 && S_ISLNK(st.st_mode));
+  TSR_CHECK(same_file_contents(tmp_path("created.npy"), want, want_size));
+  /* tsr_file_write follows links the same way */
+  TSR_CHECK_OK(tsr_file_write(tmp_path("link.npy"), "text", 4));
+  TSR_CHECK(lstat(tmp_path("link.npy"), &st) == 0 && S_ISLNK(st.st_mode));
+  TSR_CHECK(same_file_contents(tmp_path("real.npy"), "text", 4));
+  /* a cycle of links is an error, not a hang */
+  TSR_CHECK(symlink("cycle-b", tmp_path("cycle-a")) == 0);
+  TSR_CHECK(symlink("cycle-a", tmp_path("cycle-b")) == 0);
+  TSR_CHECK_STATUS(tsr_npy_write(tmp_path("cycle-a"), &a), TSR_IO_ERROR);
+  TSR_CHECK_EQ_INT(count_entries(tmp_dir, "cycle-a.tmp"), 0);
+  free(want);
+  tsr_array_deinitialize(&a);
+}
+
+TSR_TEST(write_refuses_directories) {
+  tsr_array_t a = small_array();
+  mkdir(tmp_path("a-dir"), 0755);
+  tsr_status_t s = tsr_npy_write(tmp_path("a-dir"), &a);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_IO_ERROR);
+  TSR_CHECK(strstr(tsr_status_message(s), "a-dir: is a directory") != NULL);
+  tsr_status_free(s);
+  tsr_array_deinitialize(&a);
+}
+
+TSR_TEST(write_all_is_all_or_nothing) {
+  tsr_array_t a = small_array();
+  const tsr_array_t *arrays[3] = {&a, &a, &a};
+  /* the second of two outputs fails: the first is not written */
+  char first[4096];
+  snprintf(first, sizeof first, "%s", tmp_path("aon-first.npy"));
+  const char *paths[2] = {first, full_device()};
+  tsr_status_t s = tsr_npy_write_all(paths, arrays, 2);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_IO_ERROR);
+  TSR_CHECK(s && strstr(tsr_status_message(s), "No space left on device") != NULL);
+  tsr_status_free(s);
+  TSR_CHECK(access(tmp_path("aon-first.npy"), F_OK) != 0);
+  TSR_CHECK_EQ_INT(count_entries(tmp_dir, "aon-first.npy"), 0);
+  /* an existing first output keeps its contents */
+  write_bytes(tmp_path("aon-old.npy"), "old", 3);
+  snprintf(first, sizeof first, "%s", tmp_path("aon-old.npy"));
+  TSR_CHECK_STATUS(tsr_npy_write_all(paths, arrays, 2), TSR_IO_ERROR);
+  TSR_CHECK(same_file_contents(tmp_path("aon-old.npy"), "old", 3));
+  /* a third output in a directory that does not exist: nothing written */
+  char names[3][4096];
+  snprintf(names[0], sizeof names[0], "%s", tmp_path("aon-1.npy"));
+  snprintf(names[1], sizeof names[1], "%s", tmp_path("aon-2.npy"));
+  snprintf(names[2], sizeof names[2], "%s", tmp_path("no-such-dir/aon-3.npy"));
+  const char *three[3] = {names[0], names[1], names[2]};
+  TSR_CHECK_STATUS(tsr_npy_write_all(three, arrays, 3), TSR_IO_ERROR);
+  TSR_CHECK_EQ_INT(count_entries(tmp_dir, "aon-1"), 0);
+  TSR_CHECK_EQ_INT(count_entries(tmp_dir, "aon-2"), 0);
+  /* two names of one file */
+  write_bytes(tmp_path("same.npy"), "old", 3);
+  TSR_CHECK(symlink("same.npy", tmp_path("same-link.npy")) == 0);
+  char same_names[2][4096];
+  snprintf(same_names[0], sizeof same_names[0], "%s", tmp_path("same.npy"));
+  snprintf(same_names[1], sizeof same_names[1], "%s", tmp_path("same-link.npy"));
+  const char *same[2] = {same_names[0], same_names[1]};
+  TSR_CHECK_STATUS(tsr_npy_write_all(same, arrays, 2), TSR_INVALID_ARGUMENT);
+  TSR_CHECK(same_file_contents(tmp_path("same.npy"), "old", 3));
+  /* and all of them when every one can be written */
+  snprintf(names[2], sizeof names[2], "%s", tmp_path("aon-3.npy"));
+  TSR_CHECK_OK(tsr_npy_write_all(three, arrays, 3));
+  for (int i = 0; i < 3; i++) TSR_CHECK(access(three[i], F_OK) == 0);
+  TSR_CHECK_EQ_INT(count_entries(tmp_dir, "aon-3.npy.tmp"), 0);
+  tsr_array_deinitialize(&a);
+}
+
 int main(void) {
   const char *base = getenv("TMPDIR");
   snprintf(tmp_dir, sizeof tmp_dir, "%s/tessera-npy-XXXXXX",
@@ -503,6 +765,13 @@ int main(void) {
   TSR_RUN(failed_writes_leave_nothing);
   TSR_RUN(read_allocation_failures);
   TSR_RUN(write_rejects_bad_arrays);
+  TSR_RUN(header_claiming_more_than_the_file_holds);
+  TSR_RUN(read_through_a_pipe);
+  TSR_RUN(write_into_a_character_device);
+  TSR_RUN(write_into_a_fifo);
+  TSR_RUN(write_through_a_symlink_replaces_its_target);
+  TSR_RUN(write_refuses_directories);
+  TSR_RUN(write_all_is_all_or_nothing);
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
   if (system(cmd) != 0) printf("# could not remove %s\n", tmp_dir);
