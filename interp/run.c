@@ -46,6 +46,16 @@ static void kernel_vreport(run_t *run, uint32_t site, bool warning, const char *
   if (!warning && run->sh->diags.count >= p->options.max_errors) run->sh->aborted = true;
 }
 
+/* A warning, or an error when `error` is set. */
+static void kernel_report(run_t *run, uint32_t site, bool error, const char *fmt, ...)
+    TSR_PRINTF(4, 5);
+static void kernel_report(run_t *run, uint32_t site, bool error, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  kernel_vreport(run, site, !error, fmt, ap);
+  va_end(ap);
+}
+
 void tsr_interp_kernel_error(run_t *run, uint32_t site, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -291,9 +301,13 @@ static void report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
   char at[128], shape[96];
   view_index_text(v, origin, ri->rank, step, flat, at, sizeof at);
   format_dims(shape, sizeof shape, ri->dims, ri->rank);
-  tsr_interp_kernel_error(run, in->site,
-               "read of uninitialized memory: %%%s%s (shape %s) was never written",
-               ri->name, at, shape);
+  /* A warning: a TPU reads whatever the memory holds, and the read is a bug
+   * only if that value reaches a result (docs/semantics.md, "Memory"). */
+  tsr_interp_kernel_warning(run, in->site,
+                            "read of uninitialized memory: %%%s%s (shape %s) was never "
+                            "written%s; it holds the uninitialized value",
+                            ri->name, at, shape,
+                            ri->role == TSR_ROLE_OUT ? " in this output block" : "");
 }
 
 /* ---- Race detection hooks ---- */
@@ -411,13 +425,16 @@ static void do_load(run_t *run, const insn_t *in) {
     unsigned char uninit[8];
     tsr_blockops_uninit_value((tsr_dtype_t)a.ri->dtype, run->p->options.uninit, uninit);
     view_walk_t w = {{0}};
+    bool reported = false;
     for (int64_t i = 0; i < in->n; i++, walk_next(v, &w)) {
       int64_t off = walk_offset(v, &w);
       uint8_t *out = (uint8_t *)dst + i * (int64_t)a.es;
       if (mask[i]) {
         memcpy(out, v->base + off * (int64_t)a.es, a.es);
-        if (v->shadow && !v->shadow[off])
+        if (v->shadow && !v->shadow[off] && !reported) {
           report_unwritten(run, in, a.ri, v, a.origin, a.step, i);
+          reported = true;
+        }
       } else {
         memcpy(out, uninit, a.es);
       }
@@ -805,6 +822,19 @@ static bool dma_view(run_t *run, run_t *core, const insn_t *in, const view_plan_
                       v, origin, step);
 }
 
+/* Gives the never-written elements of a DMA source view the uninitialized
+ * value: an HBM output is not filled before a checked run (check_outputs
+ * fills what stays unwritten at the end), so a DMA reading it early must not
+ * copy the caller's stale data. */
+static void fill_unwritten(const run_t *run, tsr_dtype_t dtype, const view_t *v) {
+  size_t es = tsr_dtype_size(dtype);
+  view_walk_t w = {{0}};
+  for (int64_t i = 0, n = view_count(v); i < n; i++, walk_next(v, &w)) {
+    int64_t off = walk_offset(v, &w);
+    if (!v->shadow[off]) fill_uninit(run, dtype, v->base + off * (int64_t)es, 1);
+  }
+}
+
 static void dma_start(run_t *run, const insn_t *in) {
   const dma_plan_t *dp = in->plan;
   shared_t *sh = run->sh;
@@ -817,9 +847,12 @@ static void dma_start(run_t *run, const insn_t *in) {
     return;
   if (sv.shadow) {
     int64_t bad = view_first_unwritten(&sv);
+    if (bad >= 0) fill_unwritten(run, (tsr_dtype_t)run->p->refs[dp->src.ref].dtype, &sv);
     if (bad >= 0)
-      tsr_interp_kernel_error(run, in->site, "DMA reads uninitialized memory of %%%s",
-                   run->p->refs[dp->src.ref].name);
+      tsr_interp_kernel_warning(run, in->site,
+                                "DMA reads uninitialized memory of %%%s: it copies the "
+                                "uninitialized value",
+                                run->p->refs[dp->src.ref].name);
   }
   int32_t *sem = sem_on(run, dst_core, in, &dp->sem);
   int32_t *send = dp->has_send ? sem_on(run, run, in, &dp->send) : NULL;
@@ -1332,15 +1365,17 @@ static void begin_out_block(run_t *run, uint32_t j) {
       for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
       HASH_FIND(hh, set, key, sizeof key, v);
       if (v && v->core != run->core) {
+        /* Both copies out reach HBM, in an order the TPU does not define: a
+         * race, an error when races are looked for (--detect-races). */
         char bi[96];
         format_dims(bi, sizeof bi, b, op->array_rank);
-        tsr_interp_kernel_error(run, op->site,
-                     "output block %s is written by core %u at step %llu and by core "
-                     "%u in steps %llu..%llu: the cores of a device must write "
-                     "disjoint output blocks",
-                     bi, run->core, (unsigned long long)run->step, v->core,
-                     (unsigned long long)v->first_step,
-                     (unsigned long long)v->last_step);
+        kernel_report(
+            run, op->site, run->sh->race != NULL,
+            "output block %s is written by core %u at step %llu and by core "
+            "%u in steps %llu..%llu: the cores of a device must write "
+            "disjoint output blocks (the last copy out wins)",
+            bi, run->core, (unsigned long long)run->step, v->core,
+            (unsigned long long)v->first_step, (unsigned long long)v->last_step);
       } else if (v) {
         char bi[96];
         format_dims(bi, sizeof bi, b, op->array_rank);
@@ -1451,7 +1486,7 @@ static void check_outputs(run_t *run) {
       char at[96];
       unflatten((int64_t)first, op->array_rank, op->array_dims, idx);
       format_dims(at, sizeof at, idx, op->array_rank);
-      tsr_interp_kernel_error(run, op->site,
+      tsr_interp_kernel_warning(run, op->site,
                    "%llu of %llu output elements were never written (first at %s); "
                    "they hold the uninitialized value",
                    (unsigned long long)missing,

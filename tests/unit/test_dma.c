@@ -45,6 +45,7 @@ TSR_TEST(read_before_wait_and_missing_wait) {
   char *w = strstr(text, "  dma_wait");
   memmove(w, strchr(w, '\n') + 1, strlen(strchr(w, '\n') + 1) + 1);
   tsr_interp_options_t o = opts(1, 1, false);
+  o.strict = true; /* the uninitialized read is a warning, an error here */
   fixture_t f;
   TSR_CHECK_OK(setup(&f, text, &o));
   const char *lazy[] = {"'load': read of uninitialized memory: %buf[0, 0]",
@@ -166,12 +167,15 @@ TSR_TEST(two_cores_writing_one_output_block) {
       "  %z = const 1.0 : f32[8, 128]\n"
       "  store %o[:, :], %z\n"
       "}\n";
+  /* Issue 10, item 10: a warning; with --detect-races a race, an error. */
   tsr_interp_options_t o = opts(1, 2, false);
-  fixture_t f;
-  TSR_CHECK_OK(setup(&f, text, &o));
   const char *needles[] = {"out %o: output block [0, 0] is written by core 1 at step 1 "
                            "and by core 0 in steps 0..0",
                            NULL};
+  free(expect_kernel_warning(text, &o, needles));
+  o.detect_races = true;
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, &o));
   expect_kernel_error(run(&f), needles);
   teardown(&f);
   /* On one core the same kernel is a plain (consecutive) revisit: fine. */
