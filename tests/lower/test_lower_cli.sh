@@ -109,6 +109,17 @@ t run "$EX/add.tsr" --random-inputs 1 --devices 2 --out-dir d_cpu --backend cpu 
 check "--devices 2: every device runs its slice, as in the interpreter" \
   same_outputs d_interp d_cpu
 
+# Blocks larger than their arrays (issue 10, item 11): both backends pad them
+# like edge blocks and give the same bits.
+for k in short_array gmm_small_k narrow_output; do
+  t run "$SRC/tests/lower/big_blocks.tsr" --kernel $k --random-inputs 2 --out-dir "big_i_$k" -q
+  check "a block larger than its array (@$k) runs in the interpreter" test "$rc" = 0
+  t run "$SRC/tests/lower/big_blocks.tsr" --kernel $k --random-inputs 2 --out-dir "big_c_$k" \
+    --backend cpu -q
+  check "a block larger than its array (@$k) runs compiled, with the interpreter's outputs" \
+    same_outputs "big_i_$k" "big_c_$k"
+done
+
 cat >debug.tsr <<'EOF'
 kernel @debug
   grid(2, 3) semantics(parallel, arbitrary)
