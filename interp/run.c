@@ -1450,14 +1450,6 @@ static void loop_to_point(run_t *run, const int64_t *loop, int64_t *point) {
     point[d] = run->perm[d] ? run->perm[d][loop[d]] : loop[d];
 }
 
-static bool advance(const tsr_interp_program_t *p, int64_t *loop) {
-  for (int32_t d = (int32_t)p->grid_rank - 1; d >= 0; d--) {
-    if (++loop[d] < p->grid[d]) return true;
-    loop[d] = 0;
-  }
-  return false;
-}
-
 static uint64_t splitmix64(uint64_t *state) {
   uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -1499,11 +1491,35 @@ static void check_outputs(run_t *run) {
 
 enum { CORE_START, CORE_STEP, CORE_BODY, CORE_DONE };
 
-static void linear_to_loop(const tsr_interp_program_t *p, uint64_t step, int64_t *loop) {
-  for (int32_t d = (int32_t)p->grid_rank - 1; d >= 0; d--) {
-    loop[d] = (int64_t)(step % (uint64_t)p->grid[d]);
-    step /= (uint64_t)p->grid[d];
+/* Writes `flat` row-major into loop[first..end). */
+static void unflatten_dims(const tsr_interp_program_t *p, uint64_t flat, uint32_t first,
+                           uint32_t end, int64_t *loop) {
+  for (uint32_t d = end; d-- > first;) {
+    loop[d] = (int64_t)(flat % (uint64_t)p->grid[d]);
+    flat /= (uint64_t)p->grid[d];
   }
+}
+
+/* Sets run->loop to this core's step `k`: the dims before the
+ * split dims, then this core's split points, then the dims after them, each
+ * row-major (tsr_ir_core_split). */
+static void core_step_to_loop(run_t *run, uint64_t k) {
+  const tsr_interp_program_t *p = run->p;
+  uint32_t first = p->split.first, end = p->split.end;
+  uint64_t inner = 1;
+  for (uint32_t d = end; d < p->grid_rank; d++) inner *= (uint64_t)p->grid[d];
+  uint64_t chunk = (run->share_hi - run->share_lo) * inner;
+  unflatten_dims(p, k / chunk, 0, first, run->loop);
+  unflatten_dims(p, run->share_lo + k % chunk / inner, first, end, run->loop);
+  unflatten_dims(p, k % inner, end, p->grid_rank, run->loop);
+}
+
+/* The linear grid step of run->loop (row-major), for messages. */
+static uint64_t loop_step(const run_t *run) {
+  uint64_t step = 0;
+  for (uint32_t d = 0; d < run->p->grid_rank; d++)
+    step = step * (uint64_t)run->p->grid[d] + (uint64_t)run->loop[d];
+  return step;
 }
 
 /* Copies in changed inputs and starts changed outputs for run->step. */
@@ -1516,7 +1532,7 @@ static void begin_step(run_t *run) {
     if (!op->blocked) continue;
     int64_t *cur = &run->cur_block[j * TSR_MAX_RANK];
     int64_t *prev = &run->prev_block[j * TSR_MAX_RANK];
-    if (run->step > run->step_begin && memcmp(cur, prev, op->array_rank * sizeof *cur) == 0)
+    if (run->core_step > 0 && memcmp(cur, prev, op->array_rank * sizeof *cur) == 0)
       continue;
     run->block_valid[j] = block_in_range(op, cur);
     if (!run->block_valid[j]) report_block_range(run, j, cur);
@@ -1531,7 +1547,7 @@ static void begin_step(run_t *run) {
  * out now; moves to the next step. */
 static void end_step(run_t *run) {
   const tsr_interp_program_t *p = run->p;
-  bool last = run->step + 1 == run->step_end;
+  bool last = run->core_step + 1 == run->core_steps;
   if (run->sh->tracing) {
     char name[200];
     snprintf(name, sizeof name, "step ");
@@ -1540,7 +1556,7 @@ static void end_step(run_t *run) {
                 NULL);
   }
   if (!last) {
-    advance(p, run->loop);
+    core_step_to_loop(run, run->core_step + 1);
     loop_to_point(run, run->loop, run->point);
   }
   for (uint32_t j = 0; j < p->num_operands; j++) {
@@ -1560,7 +1576,8 @@ static void end_step(run_t *run) {
       memcpy(cur, next, sizeof next);
     }
   }
-  run->step++;
+  run->core_step++;
+  run->step = loop_step(run);
 }
 
 /* Runs a core until it finishes or blocks. Returns true if it made progress. */
@@ -1570,9 +1587,10 @@ static bool run_core(run_t *run) {
   while (!run->sh->aborted) {
     switch (run->phase) {
       case CORE_START:
-        run->step = run->step_begin;
-        if (run->step < run->step_end) {
-          linear_to_loop(p, run->step, run->loop);
+        run->core_step = 0;
+        if (run->core_steps) {
+          core_step_to_loop(run, 0);
+          run->step = loop_step(run);
           loop_to_point(run, run->loop, run->point);
           for (uint32_t j = 0; j < p->num_operands; j++)
             if (p->operands[j].blocked)
@@ -1582,7 +1600,7 @@ static bool run_core(run_t *run) {
         progress = true;
         break;
       case CORE_STEP:
-        if (run->step >= run->step_end) {
+        if (run->core_step >= run->core_steps) {
           run->phase = CORE_DONE;
           return true;
         }
@@ -1816,25 +1834,11 @@ static tsr_status_t core_setup(shared_t *sh, uint32_t device, uint32_t core) {
       memcpy(run->refs[op->ref].data, run->hbm[j],
              op->array_elements * tsr_dtype_size((tsr_dtype_t)ri->dtype));
   }
-  /* This core's share: leading parallel dims split in contiguous chunks. */
-  uint64_t parallel = 1, inner = p->total_steps;
-  for (uint32_t d = 0; d < p->grid_rank && p->semantics[d] == TSR_DIM_PARALLEL; d++) {
-    parallel *= (uint64_t)p->grid[d];
-    inner /= (uint64_t)p->grid[d];
-  }
-  if (sh->cores == 1) {
-    run->step_begin = 0;
-    run->step_end = p->total_steps;
-  } else if (parallel > 1 || (p->grid_rank && p->semantics[0] == TSR_DIM_PARALLEL)) {
-    uint64_t per = (parallel + sh->cores - 1) / sh->cores;
-    uint64_t b = TSR_MIN((uint64_t)core * per, parallel);
-    uint64_t e = TSR_MIN(b + per, parallel);
-    run->step_begin = b * inner;
-    run->step_end = e * inner;
-  } else {
-    run->step_begin = 0;
-    run->step_end = core == 0 ? p->total_steps : 0;
-  }
+  /* This core's share of the grid (tsr_ir_core_split). */
+  tsr_ir_core_share(&p->split, sh->cores, core, &run->share_lo, &run->share_hi);
+  run->core_steps = p->split.points
+                        ? p->total_steps / p->split.points * (run->share_hi - run->share_lo)
+                        : 0;
   if (sh->race) {
     tsr_vc_initialize(&run->vc, sh->devices * sh->cores);
     if (!run->vc.c) return TSR_OOM();
