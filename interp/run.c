@@ -847,12 +847,13 @@ static void dma_start(run_t *run, const insn_t *in) {
     return;
   if (sv.shadow) {
     int64_t bad = view_first_unwritten(&sv);
-    if (bad >= 0) fill_unwritten(run, (tsr_dtype_t)run->p->refs[dp->src.ref].dtype, &sv);
-    if (bad >= 0)
+    if (bad >= 0) {
+      fill_unwritten(run, (tsr_dtype_t)run->p->refs[dp->src.ref].dtype, &sv);
       tsr_interp_kernel_warning(run, in->site,
                                 "DMA reads uninitialized memory of %%%s: it copies the "
                                 "uninitialized value",
                                 run->p->refs[dp->src.ref].name);
+    }
   }
   int32_t *sem = sem_on(run, dst_core, in, &dp->sem);
   int32_t *send = dp->has_send ? sem_on(run, run, in, &dp->send) : NULL;
