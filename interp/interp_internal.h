@@ -204,6 +204,7 @@ struct tsr_interp_program {
   int64_t grid[TSR_MAX_RANK];
   uint8_t semantics[TSR_MAX_RANK];
   uint64_t total_steps;
+  tsr_ir_core_split_t split; /* how the cores share the grid */
 
   insn_t *code;
   uint32_t code_size, code_capacity;
@@ -305,8 +306,9 @@ typedef struct run {
   int64_t point[TSR_MAX_RANK];
   int64_t loop[TSR_MAX_RANK];
   int64_t **perm;       /* per grid dim: shuffle permutation or NULL (shared) */
-  uint64_t step;        /* linear grid step being run */
-  uint64_t step_begin, step_end; /* this core's share of the grid */
+  uint64_t step;        /* linear grid step being run (row-major in the grid) */
+  uint64_t share_lo, share_hi; /* this core's split points (tsr_ir_core_share) */
+  uint64_t core_step, core_steps; /* this core's step being run, and its count */
   uint8_t phase;        /* CORE_* in run.c */
   uint32_t pc;          /* resume point in the body when blocked */
   uint32_t blocked_pc;  /* the waiting instruction, for deadlock reports */

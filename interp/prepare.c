@@ -820,6 +820,7 @@ static tsr_status_t prepare(prep_t *ps) {
     p->semantics[i] = k->semantics[i];
     p->total_steps *= (uint64_t)k->grid[i];
   }
+  p->split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
 
   /* Op positions, for sites. */
   p->num_walked_ops = tsr_ir_walk_ops(k, NULL, NULL);

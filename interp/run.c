@@ -46,6 +46,16 @@ static void kernel_vreport(run_t *run, uint32_t site, bool warning, const char *
   if (!warning && run->sh->diags.count >= p->options.max_errors) run->sh->aborted = true;
 }
 
+/* A warning, or an error when `error` is set. */
+static void kernel_report(run_t *run, uint32_t site, bool error, const char *fmt, ...)
+    TSR_PRINTF(4, 5);
+static void kernel_report(run_t *run, uint32_t site, bool error, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  kernel_vreport(run, site, !error, fmt, ap);
+  va_end(ap);
+}
+
 void tsr_interp_kernel_error(run_t *run, uint32_t site, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -289,9 +299,13 @@ static void report_unwritten_at(run_t *run, const insn_t *in, const ref_info_t *
                                 const char *at) {
   char shape[96];
   format_dims(shape, sizeof shape, ri->dims, ri->rank);
-  tsr_interp_kernel_error(run, in->site,
-               "read of uninitialized memory: %%%s%s (shape %s) was never written",
-               ri->name, at, shape);
+  /* A warning: a TPU reads whatever the memory holds, and the read is a bug
+   * only if that value reaches a result (docs/semantics.md, "Memory"). */
+  tsr_interp_kernel_warning(run, in->site,
+                            "read of uninitialized memory: %%%s%s (shape %s) was never "
+                            "written%s; it holds the uninitialized value",
+                            ri->name, at, shape,
+                            ri->role == TSR_ROLE_OUT ? " in this output block" : "");
 }
 
 static void report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
@@ -518,13 +532,16 @@ static void do_load(run_t *run, const insn_t *in) {
     unsigned char uninit[8];
     tsr_blockops_uninit_value((tsr_dtype_t)a.ri->dtype, run->p->options.uninit, uninit);
     view_walk_t w = {{0}};
+    bool reported = false;
     for (int64_t i = 0; i < in->n; i++, walk_next(v, &w)) {
       int64_t off = walk_offset(v, &w);
       uint8_t *out = (uint8_t *)dst + i * (int64_t)a.es;
       if (mask[i]) {
         memcpy(out, v->base + off * (int64_t)a.es, a.es);
-        if (v->shadow && !v->shadow[off])
+        if (v->shadow && !v->shadow[off] && !reported) {
           report_unwritten(run, in, a.ri, v, a.origin, a.step, i);
+          reported = true;
+        }
       } else {
         memcpy(out, uninit, a.es);
       }
@@ -935,6 +952,19 @@ static bool dma_view(run_t *run, run_t *core, const insn_t *in, const view_plan_
                       v, origin, step);
 }
 
+/* Gives the never-written elements of a DMA source view the uninitialized
+ * value: an HBM output is not filled before a checked run (check_outputs
+ * fills what stays unwritten at the end), so a DMA reading it early must not
+ * copy the caller's stale data. */
+static void fill_unwritten(const run_t *run, tsr_dtype_t dtype, const view_t *v) {
+  size_t es = tsr_dtype_size(dtype);
+  view_walk_t w = {{0}};
+  for (int64_t i = 0, n = view_count(v); i < n; i++, walk_next(v, &w)) {
+    int64_t off = walk_offset(v, &w);
+    if (!v->shadow[off]) fill_uninit(run, dtype, v->base + off * (int64_t)es, 1);
+  }
+}
+
 static void dma_start(run_t *run, const insn_t *in) {
   const dma_plan_t *dp = in->plan;
   shared_t *sh = run->sh;
@@ -949,9 +979,13 @@ static void dma_start(run_t *run, const insn_t *in) {
                  !dma_view(run, dst_core, in, &dp->dst, &dv, dso, dss);
   if (!skipped && sv.shadow) {
     int64_t bad = view_first_unwritten(&sv);
-    if (bad >= 0)
-      tsr_interp_kernel_error(run, in->site, "DMA reads uninitialized memory of %%%s",
-                   run->p->refs[dp->src.ref].name);
+    if (bad >= 0) {
+      fill_unwritten(run, (tsr_dtype_t)run->p->refs[dp->src.ref].dtype, &sv);
+      tsr_interp_kernel_warning(run, in->site,
+                                "DMA reads uninitialized memory of %%%s: it copies the "
+                                "uninitialized value",
+                                run->p->refs[dp->src.ref].name);
+    }
   }
   int32_t *sem = sem_on(run, dst_core, in, &dp->sem);
   int32_t *send = dp->has_send ? sem_on(run, run, in, &dp->send) : NULL;
@@ -1472,15 +1506,17 @@ static void begin_out_block(run_t *run, uint32_t j) {
       for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
       HASH_FIND(hh, set, key, sizeof key, v);
       if (v && v->core != run->core) {
+        /* Both copies out reach HBM, in an order the TPU does not define: a
+         * race, an error when races are looked for (--detect-races). */
         char bi[96];
         format_dims(bi, sizeof bi, b, op->array_rank);
-        tsr_interp_kernel_error(run, op->site,
-                     "output block %s is written by core %u at step %llu and by core "
-                     "%u in steps %llu..%llu: the cores of a device must write "
-                     "disjoint output blocks",
-                     bi, run->core, (unsigned long long)run->step, v->core,
-                     (unsigned long long)v->first_step,
-                     (unsigned long long)v->last_step);
+        kernel_report(
+            run, op->site, run->sh->race != NULL,
+            "output block %s is written by core %u at step %llu and by core "
+            "%u in steps %llu..%llu: the cores of a device must write "
+            "disjoint output blocks (the last copy out wins)",
+            bi, run->core, (unsigned long long)run->step, v->core,
+            (unsigned long long)v->first_step, (unsigned long long)v->last_step);
       } else if (v) {
         char bi[96];
         format_dims(bi, sizeof bi, b, op->array_rank);
@@ -1555,14 +1591,6 @@ static void loop_to_point(run_t *run, const int64_t *loop, int64_t *point) {
     point[d] = run->perm[d] ? run->perm[d][loop[d]] : loop[d];
 }
 
-static bool advance(const tsr_interp_program_t *p, int64_t *loop) {
-  for (int32_t d = (int32_t)p->grid_rank - 1; d >= 0; d--) {
-    if (++loop[d] < p->grid[d]) return true;
-    loop[d] = 0;
-  }
-  return false;
-}
-
 static uint64_t splitmix64(uint64_t *state) {
   uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -1591,7 +1619,7 @@ static void check_outputs(run_t *run) {
       char at[96];
       unflatten((int64_t)first, op->array_rank, op->array_dims, idx);
       format_dims(at, sizeof at, idx, op->array_rank);
-      tsr_interp_kernel_error(run, op->site,
+      tsr_interp_kernel_warning(run, op->site,
                    "%llu of %llu output elements were never written (first at %s); "
                    "they hold the uninitialized value",
                    (unsigned long long)missing,
@@ -1604,11 +1632,35 @@ static void check_outputs(run_t *run) {
 
 enum { CORE_START, CORE_STEP, CORE_BODY, CORE_DONE };
 
-static void linear_to_loop(const tsr_interp_program_t *p, uint64_t step, int64_t *loop) {
-  for (int32_t d = (int32_t)p->grid_rank - 1; d >= 0; d--) {
-    loop[d] = (int64_t)(step % (uint64_t)p->grid[d]);
-    step /= (uint64_t)p->grid[d];
+/* Writes `flat` row-major into loop[first..end). */
+static void unflatten_dims(const tsr_interp_program_t *p, uint64_t flat, uint32_t first,
+                           uint32_t end, int64_t *loop) {
+  for (uint32_t d = end; d-- > first;) {
+    loop[d] = (int64_t)(flat % (uint64_t)p->grid[d]);
+    flat /= (uint64_t)p->grid[d];
   }
+}
+
+/* Sets run->loop to this core's step `k`: the dims before the
+ * split dims, then this core's split points, then the dims after them, each
+ * row-major (tsr_ir_core_split). */
+static void core_step_to_loop(run_t *run, uint64_t k) {
+  const tsr_interp_program_t *p = run->p;
+  uint32_t first = p->split.first, end = p->split.end;
+  uint64_t inner = 1;
+  for (uint32_t d = end; d < p->grid_rank; d++) inner *= (uint64_t)p->grid[d];
+  uint64_t chunk = (run->share_hi - run->share_lo) * inner;
+  unflatten_dims(p, k / chunk, 0, first, run->loop);
+  unflatten_dims(p, run->share_lo + k % chunk / inner, first, end, run->loop);
+  unflatten_dims(p, k % inner, end, p->grid_rank, run->loop);
+}
+
+/* The linear grid step of run->loop (row-major), for messages. */
+static uint64_t loop_step(const run_t *run) {
+  uint64_t step = 0;
+  for (uint32_t d = 0; d < run->p->grid_rank; d++)
+    step = step * (uint64_t)run->p->grid[d] + (uint64_t)run->loop[d];
+  return step;
 }
 
 /* Copies in changed inputs and starts changed outputs for run->step. */
@@ -1621,7 +1673,7 @@ static void begin_step(run_t *run) {
     if (!op->blocked) continue;
     int64_t *cur = &run->cur_block[j * TSR_MAX_RANK];
     int64_t *prev = &run->prev_block[j * TSR_MAX_RANK];
-    if (run->step > run->step_begin && memcmp(cur, prev, op->array_rank * sizeof *cur) == 0)
+    if (run->core_step > 0 && memcmp(cur, prev, op->array_rank * sizeof *cur) == 0)
       continue;
     run->block_valid[j] = block_in_range(op, cur);
     if (!run->block_valid[j]) report_block_range(run, j, cur);
@@ -1636,7 +1688,7 @@ static void begin_step(run_t *run) {
  * out now; moves to the next step. */
 static void end_step(run_t *run) {
   const tsr_interp_program_t *p = run->p;
-  bool last = run->step + 1 == run->step_end;
+  bool last = run->core_step + 1 == run->core_steps;
   if (run->sh->tracing) {
     char name[200];
     snprintf(name, sizeof name, "step ");
@@ -1645,7 +1697,7 @@ static void end_step(run_t *run) {
                 NULL);
   }
   if (!last) {
-    advance(p, run->loop);
+    core_step_to_loop(run, run->core_step + 1);
     loop_to_point(run, run->loop, run->point);
   }
   for (uint32_t j = 0; j < p->num_operands; j++) {
@@ -1665,17 +1717,19 @@ static void end_step(run_t *run) {
       memcpy(cur, next, sizeof next);
     }
   }
-  run->step++;
+  run->core_step++;
+  run->step = loop_step(run);
 }
 
 /* A core's start: its first grid point's block indices, and its first
  * step's blocks (inputs copied in, outputs started). */
 static void start_core(run_t *run) {
   const tsr_interp_program_t *p = run->p;
-  run->step = run->step_begin;
+  run->core_step = 0;
   run->phase = CORE_STEP;
-  if (run->step >= run->step_end) return;
-  linear_to_loop(p, run->step, run->loop);
+  if (!run->core_steps) return;
+  core_step_to_loop(run, 0);
+  run->step = loop_step(run);
   loop_to_point(run, run->loop, run->point);
   for (uint32_t j = 0; j < p->num_operands; j++)
     if (p->operands[j].blocked)
@@ -1696,7 +1750,7 @@ static bool run_core(run_t *run) {
         progress = true;
         break;
       case CORE_STEP:
-        if (run->step >= run->step_end) {
+        if (run->core_step >= run->core_steps) {
           run->phase = CORE_DONE;
           return true;
         }
@@ -1937,25 +1991,11 @@ static tsr_status_t core_setup(shared_t *sh, uint32_t device, uint32_t core) {
       memcpy(run->refs[op->ref].data, run->hbm[j],
              op->array_elements * tsr_dtype_size((tsr_dtype_t)ri->dtype));
   }
-  /* This core's share: leading parallel dims split in contiguous chunks. */
-  uint64_t parallel = 1, inner = p->total_steps;
-  for (uint32_t d = 0; d < p->grid_rank && p->semantics[d] == TSR_DIM_PARALLEL; d++) {
-    parallel *= (uint64_t)p->grid[d];
-    inner /= (uint64_t)p->grid[d];
-  }
-  if (sh->cores == 1) {
-    run->step_begin = 0;
-    run->step_end = p->total_steps;
-  } else if (parallel > 1 || (p->grid_rank && p->semantics[0] == TSR_DIM_PARALLEL)) {
-    uint64_t per = (parallel + sh->cores - 1) / sh->cores;
-    uint64_t b = TSR_MIN((uint64_t)core * per, parallel);
-    uint64_t e = TSR_MIN(b + per, parallel);
-    run->step_begin = b * inner;
-    run->step_end = e * inner;
-  } else {
-    run->step_begin = 0;
-    run->step_end = core == 0 ? p->total_steps : 0;
-  }
+  /* This core's share of the grid (tsr_ir_core_split). */
+  tsr_ir_core_share(&p->split, sh->cores, core, &run->share_lo, &run->share_hi);
+  run->core_steps = p->split.points
+                        ? p->total_steps / p->split.points * (run->share_hi - run->share_lo)
+                        : 0;
   if (sh->race) {
     tsr_vc_initialize(&run->vc, sh->devices * sh->cores);
     if (!run->vc.c) return TSR_OOM();

@@ -294,6 +294,24 @@ typedef void (*tsr_ir_sem_visit_fn)(void *ctx, const tsr_value_t *ref, uint64_t 
 uint64_t tsr_ir_semaphore_slots(const tsr_kernel_t *kernel, tsr_ir_sem_visit_fn visit,
                                 void *ctx);
 
+/* How the grid is shared by the cores of a device (docs/semantics.md, "The
+ * grid"), the same in every back end: the grid dims [first, end) flattened
+ * ("split points") are cut into chunks of ceil(points / cores) consecutive
+ * points; core c runs chunk c, each point with every point of the other
+ * dims, in row-major order. The split dims are the first `core_parallel` dim
+ * if the kernel has one (Mosaic runs one index of it per core), else the
+ * leading `parallel` dims (JAX's interpret mode); with neither, first ==
+ * end, points is 1 and core 0 runs the whole grid. */
+typedef struct tsr_ir_core_split {
+  uint32_t first, end;
+  uint64_t points; /* product of the grid dims [first, end) */
+} tsr_ir_core_split_t;
+tsr_ir_core_split_t tsr_ir_core_split(uint32_t grid_rank, const int64_t *grid,
+                                      const uint8_t *semantics);
+/* Core `core` of `cores`: its split points [*lo, *hi) (empty when lo == hi). */
+void tsr_ir_core_share(const tsr_ir_core_split_t *split, uint32_t cores, uint32_t core,
+                       uint64_t *lo, uint64_t *hi);
+
 /* The canonical bytes of `kernel` (ir/canon.c, docs/cache.md), independent
  * of value and kernel names, locations, comments and layout, dependent on
  * every semantic detail; *out_bytes is freed with tsr_free. */

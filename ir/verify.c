@@ -2005,9 +2005,11 @@ static void verify_decl(verifier_t *v, uint32_t di, int32_t *aliased_by) {
   for (uint32_t i = 0; i < at->rank; i++) {
     int64_t b = d->block[i];
     if (b == TSR_SQUEEZED) continue;
-    if (b < 1 || b > at->dims[i]) {
-      kreport(v, d->loc, "%s %%%s: block%s dim %u must be squeezed or in 1..%lld", role, name,
-              DIMS_TEXT(d->block, at->rank), i, (long long)at->dims[i]);
+    /* A block may be larger than its array (Pallas pads it like an edge
+     * block: docs/semantics.md, "Ragged edges"). */
+    if (b < 1) {
+      kreport(v, d->loc, "%s %%%s: block%s dim %u must be squeezed or at least 1, found %lld",
+              role, name, DIMS_TEXT(d->block, at->rank), i, (long long)b);
       block_ok = false;
     }
     dims[rank++] = b;

@@ -1,6 +1,7 @@
 /* Walks over a kernel shared by the interpreter, the lowering and the
- * runtime: the pre-order numbering of ops (diagnostic sites) and the
- * numbering of a core's semaphores (semaphore slots). */
+ * runtime: the pre-order numbering of ops (diagnostic sites), the
+ * numbering of a core's semaphores (semaphore slots), and how the grid is
+ * split between cores. */
 #include "ir/ir.h"
 
 static uint32_t walk_region(const tsr_region_t *r, uint32_t n, tsr_ir_op_visit_fn visit,
@@ -54,4 +55,26 @@ uint64_t tsr_ir_semaphore_slots(const tsr_kernel_t *k, tsr_ir_sem_visit_fn visit
   }
   tsr_ir_walk_ops(k, scoped_sems, &s);
   return s.next;
+}
+
+tsr_ir_core_split_t tsr_ir_core_split(uint32_t grid_rank, const int64_t *grid,
+                                      const uint8_t *semantics) {
+  tsr_ir_core_split_t s = {0, 0, 1};
+  for (uint32_t d = 0; d < grid_rank; d++) {
+    if (semantics[d] != TSR_DIM_CORE_PARALLEL) continue;
+    s.first = d;
+    s.end = d + 1;
+    s.points = (uint64_t)grid[d];
+    return s;
+  }
+  while (s.end < grid_rank && semantics[s.end] == TSR_DIM_PARALLEL)
+    s.points *= (uint64_t)grid[s.end++];
+  return s;
+}
+
+void tsr_ir_core_share(const tsr_ir_core_split_t *split, uint32_t cores, uint32_t core,
+                       uint64_t *lo, uint64_t *hi) {
+  uint64_t per = (split->points + cores - 1) / cores;
+  *lo = TSR_MIN((uint64_t)core * per, split->points);
+  *hi = TSR_MIN(*lo + per, split->points);
 }

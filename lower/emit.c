@@ -1495,21 +1495,25 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
                       ks.state_slots);
   }
 
-  /* The grid: row-major, the last axis fastest. This core runs the points
-   * [plo, phi) of the leading parallel dims flattened (one point when there
-   * are none), each with every point of the other dims. */
-  uint32_t np = 0;
-  int64_t total = 1, outer = 1;
-  while (np < k->grid_rank && k->semantics[np] == TSR_DIM_PARALLEL) outer *= k->grid[np++];
-  for (uint32_t g = 0; g < k->grid_rank; g++) total *= k->grid[g];
+  /* The grid: row-major, the last axis fastest. This core runs the split
+   * points [plo, phi) (tsr_ir_core_split: the grid dims [first, end)
+   * flattened), each with every point of the other dims: loops over the dims
+   * before them, over [plo, phi), and over the dims after them. */
+  const tsr_ir_core_split_t split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
+  int64_t outer = 1, inner = 1;
+  for (uint32_t g = 0; g < split.first; g++) outer *= k->grid[g];
+  for (uint32_t g = split.end; g < k->grid_rank; g++) inner *= k->grid[g];
+  for (uint32_t g = 0; g < split.first; g++)
+    em->grid_iv[g] = em_for_open(em, em_dimc(0), em_dimc(k->grid[g]), 1);
   ssa_t p = em_for_open(em, em_dims((ssa_t){"%plo"}), em_dims((ssa_t){"%phi"}), 1);
   int64_t stride = 1;
-  for (uint32_t g = np; g-- > 0;) {
+  for (uint32_t g = split.end; g-- > split.first;) {
     ssa_t q = stride == 1 ? p : em_op2(em, "arith.divui", p, em_cidx(em, stride), "index");
-    em->grid_iv[g] = g ? em_op2(em, "arith.remui", q, em_cidx(em, k->grid[g]), "index") : q;
+    em->grid_iv[g] =
+        g > split.first ? em_op2(em, "arith.remui", q, em_cidx(em, k->grid[g]), "index") : q;
     stride *= k->grid[g];
   }
-  for (uint32_t g = np; g < k->grid_rank; g++)
+  for (uint32_t g = split.end; g < k->grid_rank; g++)
     em->grid_iv[g] = em_for_open(em, em_dimc(0), em_dimc(k->grid[g]), 1);
   for (uint32_t g = 0; g < k->grid_rank; g++)
     em->grid_i32[g] = em_cast(em, "arith.index_cast", em->grid_iv[g], "index", "i32");
@@ -1523,10 +1527,13 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
   /* The runtime's context starts with this core's grid point (its messages
    * name it). */
   em_line(em, "llvm.store %s, %s : i64, !llvm.ptr", i64_of_index(em, ks.lin).s, em->rt_ctx.s);
-  const int64_t inner = total / outer;
+  /* This core's first step: plo with the other dims at 0; its last: the
+   * other dims at their ends, phi - 1. */
   ks.first = em_cmp(em, "cmpi", "eq", ks.lin, em_imulc(em, (ssa_t){"%plo"}, inner), "index");
   ks.last = em_cmp(em, "cmpi", "eq", ks.lin,
-                   em_iaddc(em, em_imulc(em, (ssa_t){"%phi"}, inner), -1), "index");
+                   em_iaddc(em, em_imulc(em, (ssa_t){"%phi"}, inner),
+                            (outer - 1) * (int64_t)split.points * inner - 1),
+                   "index");
 
   em_line(em, "// the grid step: block indices and copies in");
   for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
@@ -1537,7 +1544,7 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
   for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
     if (ks.ops[i].blocked && !ks.ops[i].inplace && ks.ops[i].decl->role == TSR_ROLE_OUT)
       step_end(em, &ks, &ks.ops[i]);
-  for (uint32_t g = np; g <= k->grid_rank; g++) em_close(em, "}");
+  for (uint32_t g = 0; g < split.first + 1 + (k->grid_rank - split.end); g++) em_close(em, "}");
   if (em->remote_dmas) register_memory(em);
 }
 

@@ -55,10 +55,11 @@
  *                          one core's memory: semaphores, barriers, remote
  *                          DMAs, print and assert;
  *      i32 device, core    this core's device and index in its device;
- *      index plo, phi      the points [plo, phi) of the flattened leading
- *                          `parallel` grid dimensions this core runs (the
- *                          interpreter's split: contiguous chunks of
- *                          ceil(P / cores); P = 1 without parallel dims).
+ *      index plo, phi      the split points [plo, phi) this core runs
+ *                          (tsr_ir_core_split: the first `core_parallel`
+ *                          grid dim, else the leading `parallel` dims,
+ *                          flattened; contiguous chunks of ceil(P / cores);
+ *                          P = 1 without such dims).
  * Scratch buffers are allocated by the compiled code, one set per call;
  * semaphores belong to the runtime, which numbers them by
  * tsr_ir_semaphore_slots. */

@@ -50,7 +50,7 @@ struct tsr_cpu_info {
   const char *kernel_name;
   uint32_t grid_rank;
   int64_t grid[TSR_MAX_RANK];
-  uint64_t outer; /* points of the leading parallel dims (1 without) */
+  tsr_ir_core_split_t split; /* how the cores share the grid */
   site_info_t *sites;
   uint32_t num_sites;
   sem_info_t *sems;
@@ -114,9 +114,7 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   info->kernel_name = info_strdup(info, k->name);
   info->grid_rank = k->grid_rank;
   memcpy(info->grid, k->grid, sizeof info->grid);
-  info->outer = 1;
-  for (uint32_t g = 0; g < k->grid_rank && k->semantics[g] == TSR_DIM_PARALLEL; g++)
-    info->outer *= (uint64_t)k->grid[g];
+  info->split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
   info->alias = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->alias);
   info->operand_names =
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->operand_names);
@@ -532,7 +530,6 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
   tsr_diag_list_initialize(&r.diags, r.max_errors);
-  const uint64_t per = (info->outer + r.cores - 1) / r.cores;
   for (uint32_t i = 0; i < r.n; i++) {
     ccore_t *c = &r.core[i];
     c->run = &r;
@@ -542,9 +539,10 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
     c->ctx = (int64_t)(uintptr_t)c;
     c->device_arg = (int32_t)c->device;
     c->core_arg = (int32_t)c->index;
-    uint64_t b = TSR_MIN((uint64_t)c->index * per, info->outer);
-    c->plo = (int64_t)b;
-    c->phi = (int64_t)TSR_MIN(b + per, info->outer);
+    uint64_t lo, hi;
+    tsr_ir_core_share(&info->split, r.cores, c->index, &lo, &hi);
+    c->plo = (int64_t)lo;
+    c->phi = (int64_t)hi;
     c->args = all_args + (size_t)i * nargs;
     memcpy(c->args, args, num_memrefs * sizeof *args);
     void **s = c->args + num_memrefs;

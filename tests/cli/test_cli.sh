@@ -242,6 +242,36 @@ expect "a kernel error exits 1" 1 'error: '
 ok_if "every diagnostic is printed" test "$(grep -c 'error: ' "$tmp/err")" -ge 2
 ok_if "nothing is written after a kernel error (--out)" absent "$tmp/kerr.npy"
 ok_if "nothing is written after a kernel error (--out-dir)" absent "$tmp/kerr_dir"
+# ---- run: warnings (issue 10: legal but suspicious kernels exit 0; --strict: 1) ---------------
+W=$SRC/tests/diagnostics/warnings
+t run "$W/output_never_written.tsr" --random-inputs 1 --out-dir "$tmp/warn_dir" -q
+expect "an output never fully written is a warning: exit 0" 0 \
+  'output_never_written\.tsr:4:[0-9]+: warning: .*1024 of 2048 output elements were never written'
+ok_if "the outputs are written despite a warning" test -f "$tmp/warn_dir/y.npy"
+t run "$W/output_never_written.tsr" --random-inputs 1 --out-dir "$tmp/strict_dir" -q --strict
+expect "--strict makes that warning an error: exit 1" 1 \
+  'error: .*never written.*\[a warning, an error with --strict\]'
+ok_if "nothing is written when --strict fails a run" absent "$tmp/strict_dir"
+t run "$W/read_fresh_output_block.tsr" --random-inputs 1 -q
+expect "reading a fresh output block before writing it is a warning: exit 0" 0 \
+  "warning: .*'load': read of uninitialized memory: %y\[0, 0\]"
+t run "$W/uninit_partial_dma.tsr" --random-inputs 1 -q --uninit zero
+expect "reading never-written scratch under --uninit zero is a warning: exit 0" 0 \
+  'warning: .*read of uninitialized memory: %buf\[6, 0\]'
+t run "$W/uninit_partial_dma.tsr" --random-inputs 1 -q
+expect "reading never-written scratch under --uninit nan is a warning: exit 0" 0 \
+  'warning: .*read of uninitialized memory: %buf\[6, 0\]'
+TWO=$SRC/tests/diagnostics/bugs/two_cores_one_output_block.tsr
+t run "$TWO" --random-inputs 1 -q --cores 2
+expect "two cores writing one output block: a warning without --detect-races" 0 \
+  'warning: .*output block \[0, 0\] is written by core 1'
+t run "$TWO" --random-inputs 1 -q --cores 2 --detect-races
+expect "two cores writing one output block: an error (a race) with --detect-races" 1 \
+  'error: .*output block \[0, 0\] is written by core 1'
+t run "$SRC/tests/lower/big_blocks.tsr" --kernel short_array --random-inputs 1 -q
+expect "a block larger than its array runs: exit 0, no diagnostic" 0
+ok_if "... and prints nothing on stderr" test ! -s "$tmp/err"
+
 t run "$K/parse_error.tsr" --random-inputs 1
 expect "run of a file with a parse error exits 1" 1 'parse_error\.tsr:5:[0-9]+: error: '
 t run "$K/verify_error.tsr" --random-inputs 1

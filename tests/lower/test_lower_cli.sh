@@ -109,6 +109,34 @@ t run "$EX/add.tsr" --random-inputs 1 --devices 2 --out-dir d_cpu --backend cpu 
 check "--devices 2: every device runs its slice, as in the interpreter" \
   same_outputs d_interp d_cpu
 
+# Blocks larger than their arrays (issue 10, item 11): both backends pad them
+# like edge blocks and give the same bits.
+for k in short_array gmm_small_k narrow_output; do
+  t run "$SRC/tests/lower/big_blocks.tsr" --kernel $k --random-inputs 2 --out-dir "big_i_$k" -q
+  check "a block larger than its array (@$k) runs in the interpreter" test "$rc" = 0
+  t run "$SRC/tests/lower/big_blocks.tsr" --kernel $k --random-inputs 2 --out-dir "big_c_$k" \
+    --backend cpu -q
+  check "a block larger than its array (@$k) runs compiled, with the interpreter's outputs" \
+    same_outputs "big_i_$k" "big_c_$k"
+done
+
+# core_parallel dims are split across cores (issue 10, item 12): each kernel
+# asserts that core c runs index c of its core_parallel dim, so both backends
+# must run it clean on 2 and 3 cores, with the same outputs; on one core the
+# asserts fail (the checks can fail).
+CP=$SRC/tests/lower/core_parallel.tsr
+for k in leading middle over_parallel; do
+  for c in 2 3; do
+    t run "$CP" --kernel $k --random-inputs 1 --cores $c --out-dir "cp_i_${k}_$c" -q
+    check "@$k on $c cores: core c runs core_parallel index c (interpreter)" test "$rc" = 0
+    t run "$CP" --kernel $k --random-inputs 1 --cores $c --out-dir "cp_c_${k}_$c" --backend cpu -q
+    check "@$k on $c cores: core c runs core_parallel index c (cpu), the interpreter's outputs" \
+      same_outputs "cp_i_${k}_$c" "cp_c_${k}_$c"
+  done
+  t run "$CP" --kernel $k --random-inputs 1 --backend cpu -q
+  check "@$k on one core: the asserts fail (cpu)" grep -q 'assertion failed' err
+done
+
 cat >debug.tsr <<'EOF'
 kernel @debug
   grid(2, 3) semantics(parallel, arbitrary)

@@ -81,4 +81,54 @@ static inline void expect_kernel_error(tsr_status_t s, const char *const *needle
   tsr_status_free(s);
 }
 
+/* Expects `text` to run without error under `options` (may be NULL) but with
+ * a warning that contains every needle, written to the warning stream; and
+ * the same message as a kernel error under options.strict. Returns the
+ * warnings' text (free it) for further checks, NULL on failure. */
+static inline char *expect_kernel_warning(const char *text, const tsr_interp_options_t *options,
+                                          const char *const *needles) {
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  if (options) o = *options;
+  FILE *stream = tmpfile();
+  if (!stream) {
+    TSR_FAIL_AT("tmpfile: cannot make a warning stream");
+    return NULL;
+  }
+  o.warning_stream = stream;
+  o.strict = false;
+  fixture_t f;
+  char *warnings = NULL;
+  tsr_status_t s = setup(&f, text, &o);
+  if (!s) s = run(&f);
+  if (s) {
+    TSR_FAIL_AT("expected a run with warnings, got %s: %s",
+                tsr_status_code_name(tsr_status_code(s)), tsr_status_message(s));
+    tsr_status_free(s);
+  } else {
+    long size = ftell(stream);
+    warnings = calloc(1, size > 0 ? (size_t)size + 1 : 1);
+    rewind(stream);
+    if (warnings && size > 0 && fread(warnings, 1, (size_t)size, stream) != (size_t)size)
+      TSR_FAIL_AT("cannot read the warning stream back");
+    if (f.stats.warnings == 0) TSR_FAIL_AT("stats.warnings is 0");
+    if (warnings && !strstr(warnings, ": warning: "))
+      TSR_FAIL_AT("no ': warning: ' line in:\n%s", warnings);
+    for (const char *const *n = needles; warnings && *n; n++)
+      if (!strstr(warnings, *n)) TSR_FAIL_AT("warnings lack \"%s\":\n%s", *n, warnings);
+  }
+  teardown(&f);
+  fclose(stream);
+  o.warning_stream = NULL;
+  o.strict = true;
+  s = setup(&f, text, &o);
+  if (!s) s = run(&f);
+  if (tsr_status_code(s) == TSR_KERNEL_ERROR &&
+      !strstr(tsr_status_message(s), "[a warning, an error with --strict]"))
+    TSR_FAIL_AT("a strict error lacks the --strict note:\n%s", tsr_status_message(s));
+  expect_kernel_error(s, needles);
+  teardown(&f);
+  return warnings;
+}
+
 #endif /* TESSERA_TESTS_INTERP_FIXTURE_H */

@@ -45,6 +45,7 @@ TSR_TEST(read_before_wait_and_missing_wait) {
   char *w = strstr(text, "  dma_wait");
   memmove(w, strchr(w, '\n') + 1, strlen(strchr(w, '\n') + 1) + 1);
   tsr_interp_options_t o = opts(1, 1, false);
+  o.strict = true; /* the uninitialized read is a warning, an error here */
   fixture_t f;
   TSR_CHECK_OK(setup(&f, text, &o));
   const char *lazy[] = {"'load': read of uninitialized memory: %buf[0, 0]",
@@ -166,12 +167,15 @@ TSR_TEST(two_cores_writing_one_output_block) {
       "  %z = const 1.0 : f32[8, 128]\n"
       "  store %o[:, :], %z\n"
       "}\n";
+  /* Issue 10, item 10: a warning; with --detect-races a race, an error. */
   tsr_interp_options_t o = opts(1, 2, false);
-  fixture_t f;
-  TSR_CHECK_OK(setup(&f, text, &o));
   const char *needles[] = {"out %o: output block [0, 0] is written by core 1 at step 1 "
                            "and by core 0 in steps 0..0",
                            NULL};
+  free(expect_kernel_warning(text, &o, needles));
+  o.detect_races = true;
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, &o));
   expect_kernel_error(run(&f), needles);
   teardown(&f);
   /* On one core the same kernel is a plain (consecutive) revisit: fine. */
@@ -179,6 +183,35 @@ TSR_TEST(two_cores_writing_one_output_block) {
   TSR_CHECK_OK(setup(&f, text, &o));
   TSR_CHECK_OK(run(&f));
   teardown(&f);
+}
+
+/* Issue 10, item 12: a core_parallel dim is split across the cores (one
+ * index per core when its size is the core count; a spare core idles), and
+ * it is that dim, not a leading parallel one, that is split. */
+TSR_TEST(core_parallel_dims_are_split_across_cores) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(3, 4) semantics(parallel, core_parallel)\n"
+      "  out %who: i32[3, 4] smem block[1, 1] map(%i, %j) -> (%i, %j)\n"
+      "{\n"
+      "  %c = core_id : i32\n"
+      "  store %who[0, 0], %c\n"
+      "}\n";
+  static const uint32_t cores[] = {1, 2, 4, 5};
+  for (size_t n = 0; n < sizeof cores / sizeof cores[0]; n++) {
+    tsr_interp_options_t o = opts(1, cores[n], false);
+    fixture_t f;
+    TSR_CHECK_OK(setup(&f, text, &o));
+    TSR_CHECK_OK(run(&f));
+    /* ceil(4 / cores) consecutive indices of dim 1 per core */
+    uint32_t per = (4 + cores[n] - 1) / cores[n];
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 4; j++)
+        if (i32(&f, 0)[i * 4 + j] != (int32_t)(j / per))
+          TSR_FAIL_AT("%u cores: who[%d, %d] = %d, expected core %u", cores[n], i, j,
+                      i32(&f, 0)[i * 4 + j], j / per);
+    teardown(&f);
+  }
 }
 
 TSR_TEST(core_barrier_orders_two_cores) {
@@ -301,6 +334,7 @@ int main(void) {
   TSR_RUN(cores_split_parallel_dims_and_handshake);
   TSR_RUN(deadlock_reports_every_blocked_core);
   TSR_RUN(two_cores_writing_one_output_block);
+  TSR_RUN(core_parallel_dims_are_split_across_cores);
   TSR_RUN(core_barrier_orders_two_cores);
   TSR_RUN(ring_all_gather_over_four_devices);
   TSR_RUN(out_of_range_device_and_dma_bounds);

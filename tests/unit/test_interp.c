@@ -265,15 +265,17 @@ TSR_TEST(uninitialized_scratch_read_is_reported) {
       "  %v = load %s[:, :] : f32[8, 128]\n"
       "  store %o[:, :], %v\n"
       "}\n";
-  fixture_t f;
-  TSR_CHECK_OK(setup(&f, text, NULL));
+  /* A warning, not an error (issue 10, item 8): reading garbage is legal on
+   * a TPU, only a result computed from it is wrong; under either fill. */
   const char *needles[] = {"test.tsr:7:", "'load'", "read of uninitialized memory",
                            "%s[4, 0]", NULL};
-  expect_kernel_error(run(&f), needles);
-  teardown(&f);
-  /* Without checks the read is silent and yields the fill value. */
   tsr_interp_options_t o;
   tsr_interp_options_initialize(&o);
+  free(expect_kernel_warning(text, &o, needles));
+  o.uninit = TSR_UNINIT_ZERO;
+  free(expect_kernel_warning(text, &o, needles));
+  /* Without checks the read is silent and yields the fill value. */
+  fixture_t f;
   o.check = false;
   o.uninit = TSR_UNINIT_ZERO;
   TSR_CHECK_OK(setup(&f, text, &o));
@@ -293,11 +295,8 @@ TSR_TEST(scoped_buffers_start_uninitialized) {
       "  }\n"
       "  store %o[:, :], %r\n"
       "}\n";
-  fixture_t f;
-  TSR_CHECK_OK(setup(&f, text, NULL));
   const char *needles[] = {"read of uninitialized memory: %t[0, 0]", NULL};
-  expect_kernel_error(run(&f), needles);
-  teardown(&f);
+  free(expect_kernel_warning(text, NULL, needles));
 }
 
 TSR_TEST(never_written_output_is_reported) {
@@ -309,12 +308,10 @@ TSR_TEST(never_written_output_is_reported) {
       "  %h = const 1.0 : f32[8, 64]\n"
       "  store %o[:, 0:64], %h\n"
       "}\n";
-  fixture_t f;
-  TSR_CHECK_OK(setup(&f, text, NULL));
+  /* A warning (issue 10, item 7): Pallas leaves such elements as they were. */
   const char *needles[] = {"out %o", "1024 of 2048 output elements were never written",
                            "first at [0, 64]", NULL};
-  expect_kernel_error(run(&f), needles);
-  teardown(&f);
+  free(expect_kernel_warning(text, NULL, needles));
 }
 
 TSR_TEST(dynamic_index_out_of_bounds) {
@@ -393,9 +390,10 @@ TSR_TEST(errors_are_collected_up_to_the_limit) {
       "  out %o: f32[8, 128] vmem\n"
       "  scratch %s: vmem f32[8, 128]\n"
       "{\n"
-      "  %a = load %s[0:1, :] : f32[1, 128]\n"
-      "  %b = load %s[1:2, :] : f32[1, 128]\n"
-      "  %c = load %s[2:3, :] : f32[1, 128]\n"
+      "  %n = const 9 : i32\n"
+      "  %a = load %s[ds(%n, 1), :] : f32[1, 128]\n"
+      "  %b = load %s[ds(%n, 2), :] : f32[2, 128]\n"
+      "  %c = load %s[ds(%n, 3), :] : f32[3, 128]\n"
       "  %z = const 0.0 : f32[8, 128]\n"
       "  store %o[:, :], %z\n"
       "}\n";
@@ -600,12 +598,9 @@ TSR_TEST(hbm_operand_has_no_block_buffer) {
       "{\n"
       "  %a = load %x[:, :] : f32[8, 128]\n"
       "}\n";
-  fixture_t f;
-  TSR_CHECK_OK(setup(&f, text, NULL));
   const char *needles[] = {"out %o: 1024 of 1024 output elements were never written",
                            NULL};
-  expect_kernel_error(run(&f), needles);
-  teardown(&f);
+  free(expect_kernel_warning(text, NULL, needles));
 }
 
 /* A result written in place into a store's target (store forwarding) must
@@ -625,12 +620,24 @@ TSR_TEST(forwarded_partial_store_keeps_the_rest_uninitialized) {
   tsr_interp_options_t o;
   tsr_interp_options_initialize(&o);
   fixture_t f;
+  FILE *warnings = tmpfile();
+  o.warning_stream = warnings;
   TSR_CHECK_OK(setup(&f, text, &o));
   fill_iota_f32(&f.arrays[0]);
+  TSR_CHECK_OK(run(&f));
+  TSR_CHECK_EQ_INT(f.stats.warnings, 2);
+  TSR_CHECK(isnan(f32(&f, 1)[0]) && f32(&f, 1)[1023] == 2.0f * 511);
+  teardown(&f);
   const char *needles[] = {"test.tsr:9:", "read of uninitialized memory: %o[0, 0]",
                            "512 of 1024 output elements were never written", NULL};
+  o.strict = true;
+  TSR_CHECK_OK(setup(&f, text, &o));
+  fill_iota_f32(&f.arrays[0]);
   expect_kernel_error(run(&f), needles);
   teardown(&f);
+  if (warnings) fclose(warnings);
+  o.warning_stream = NULL;
+  o.strict = false;
   o.check = false;
   TSR_CHECK_OK(setup(&f, text, &o));
   fill_iota_f32(&f.arrays[0]);
@@ -679,7 +686,10 @@ TSR_TEST(reused_run_memory_starts_fresh) {
       "  store %o[0:4, :], %w\n"
       "}\n";
   fixture_t f;
-  TSR_CHECK_OK(setup(&f, text, NULL));
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.strict = true; /* the never-written elements as an error, to read it */
+  TSR_CHECK_OK(setup(&f, text, &o));
   fill_iota_f32(&f.arrays[0]);
   for (int rep = 0; rep < 3; rep++) {
     memset(f.arrays[1].data, 0, 16 * 128 * 4);
