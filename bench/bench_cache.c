@@ -4,7 +4,10 @@
  *  (2) in-memory hit latency (tsr_memcache_get + release), 1, 2 and 8 threads;
  *  (3) disk hit latency (tsr_disk_cache_get) for a small and a 10 MiB entry;
  *  (4) the interpreter's hit path: tsr_runtime_prepare on a cached kernel
- *      next to verify + prepare, for the example kernels.
+ *      next to verify + prepare, for the example kernels;
+ *  (5) whether a verifier's verdict is worth keeping on disk: the verifier
+ *      (tsr_ir_verify_kernel) next to a disk hit of a small record under
+ *      the kernel's own key (its real key material), for the examples.
  *
  * Usage: bench_cache [--quick]
  * Example kernels are read from $TSR_SOURCE_ROOT/kernels/examples. */
@@ -270,6 +273,47 @@ static void bench_prepare(void) {
   }
 }
 
+/* ---- (5) verifying against a disk lookup ---- */
+
+static void verify_once(void *p) {
+  kernel_ctx_t *c = p;
+  die_on_error(tsr_ir_verify_kernel(c->kernel), "verify");
+}
+
+static void bench_verdict(void) {
+  printf("\n== (5) verify vs a disk hit of a 25-byte record under the kernel's key\n");
+  char dir[] = "/tmp/tessera-bench-cache-XXXXXX";
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    exit(1);
+  }
+  tsr_disk_cache_options_t o;
+  tsr_disk_cache_options_initialize(&o);
+  o.dir = dir;
+  tsr_disk_cache_t *cache = NULL;
+  die_on_error(tsr_disk_cache_open(&o, &cache), "disk open");
+  static const char record[] = "tessera interp: verified\n";
+  const char *examples[] = {"add", "matmul", "softmax", "gather_prefetch", "ragged"};
+  for (size_t e = 0; e < sizeof examples / sizeof examples[0]; e++) {
+    tsr_ir_module_t *m = load_example(examples[e]);
+    kernel_ctx_t k = {tsr_ir_module_kernel(m, 0), 0};
+    tsr_runtime_key_t *key = NULL;
+    die_on_error(tsr_runtime_key_create(k.kernel, TSR_TARGET_INTERP, NULL, &key), "key");
+    disk_ctx_t c = {cache, *tsr_runtime_key_get(key), sizeof record - 1};
+    die_on_error(tsr_disk_cache_put(cache, &c.key, record, sizeof record - 1), "disk put");
+    long iters = quick ? 2000 : 20000;
+    double get = best_per_call(disk_get_once, &c, iters, 5);
+    double verify = best_per_call(verify_once, &k, iters, 5);
+    printf("%-16s key material %5zu B: disk hit %6.2f us   verify %6.2f us\n", examples[e],
+           c.key.len, get * 1e6, verify * 1e6);
+    tsr_runtime_key_destroy(key);
+    tsr_ir_module_destroy(m);
+  }
+  uint64_t removed = 0;
+  die_on_error(tsr_disk_cache_clear(cache, &removed), "clear");
+  tsr_disk_cache_close(cache);
+}
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
@@ -284,5 +328,6 @@ int main(int argc, char **argv) {
   bench_memory();
   if (!getenv("BENCH_NO_DISK")) bench_disk();
   bench_prepare();
+  if (!getenv("BENCH_NO_DISK")) bench_verdict();
   return 0;
 }

@@ -1,7 +1,10 @@
 /* The on-disk cache (tessera/cache.h, docs/cache.md "On disk"): one file per
- * entry at <dir>/v1/<2 hex>/<30 hex>.tsc, written atomically (temporary file,
- * fsync, rename), validated in full on every read, trimmed least recently
- * used first. Safe between threads and processes: readers take no locks. */
+ * entry at <dir>/v2/<2 hex>/<30 hex>.tsc, written atomically (temporary file,
+ * fsync, rename), authenticated with a keyed MAC and validated in full on
+ * every read, trimmed least recently used first. Every file is reached from
+ * the format directory's descriptor, never through a symbolic link, and
+ * opened as a regular file only. Safe between threads and processes:
+ * readers take no locks. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,24 +16,26 @@
 #include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sodium.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 #include <zstd.h>
 
 #include "base/base_internal.h"
+#include "cache/files.h"
 #include "tessera/cache.h"
 
 /* ---- Layout and entry format (docs/cache.md has the same table) ----------- */
 
-#define FORMAT_DIR "v1"             /* one directory per entry format */
+#define FORMAT_DIR "v2"             /* one directory per entry format */
 #define ENTRY_SUFFIX ".tsc"
 #define TEMP_PREFIX ".tmp-"         /* .tmp-<pid>-XXXXXX beside the entries */
 #define SIZE_FILE ".size"           /* the running size estimate */
 #define LOCK_FILE ".cleanup.lock"   /* held (non-blocking) while trimming */
 
 enum {
-  FORMAT_VERSION = 1,
+  FORMAT_VERSION = 2,
   HEADER_SIZE = 128,
   VERSION_FIELD = 32, /* the tessera version string, NUL-padded */
   HASH_HEX = 32,      /* tsr_cache_key_hex */
@@ -53,12 +58,16 @@ enum {
   OFF_STORED_SIZE = 80,     /* u64 payload bytes as stored */
   OFF_COMPRESSION = 88,     /* u32 COMPRESSION_* */
   OFF_RESERVED = 92,        /* u32 0 */
-  OFF_CHECKSUM_LO = 96,     /* u64 XXH3-128 of the stored payload, low */
-  OFF_CHECKSUM_HI = 104,    /* u64 ... high */
-  OFF_RESERVED2 = 112,      /* u64 0 */
-  OFF_HEADER_CHECKSUM = 120 /* u64 XXH3-64 of bytes [0, 120) and the key */
+  OFF_MAC = 96,             /* 32 bytes: keyed BLAKE2b-256 of bytes [0, 96),
+                               the key material and the stored payload */
+  MAC_BYTES = 32
 };
-_Static_assert(OFF_HEADER_CHECKSUM + 8 == HEADER_SIZE, "header layout");
+_Static_assert(OFF_MAC + MAC_BYTES == HEADER_SIZE, "header layout");
+_Static_assert(MAC_BYTES >= crypto_generichash_BYTES_MIN &&
+               MAC_BYTES <= crypto_generichash_BYTES_MAX, "a BLAKE2b output size");
+_Static_assert(TSR_CACHE_MAC_KEY_BYTES >= crypto_generichash_KEYBYTES_MIN &&
+               TSR_CACHE_MAC_KEY_BYTES <= crypto_generichash_KEYBYTES_MAX,
+               "a BLAKE2b key size");
 _Static_assert(sizeof TSR_VERSION_STRING <= VERSION_FIELD,
                "the version string fits its header field with a NUL");
 
@@ -86,8 +95,14 @@ static const char size_magic[8] = {'T', 'S', 'R', 'S', 'I', 'Z', 'E', '1'};
 
 struct tsr_disk_cache {
   char *dir;                   /* the cache directory, as resolved */
-  char *format_dir;            /* dir/v1 */
+  char *format_dir;            /* dir/v2, for messages */
   size_t format_dir_len;
+  int format_fd;               /* dir/v2, opened once: every file is reached
+                                  from it, never through a path */
+  bool shared;                 /* TESSERA_CACHE_SHARED: no ownership checks */
+  mode_t dir_mode, file_mode;  /* of buckets and files made (less the umask) */
+  uint8_t mac_key[TSR_CACHE_MAC_KEY_BYTES];
+  char *key_path;
   uint64_t max_bytes;
   int compression_level;
   FILE *warn_stream;           /* NULL: silent */
@@ -161,23 +176,29 @@ static char *concat(const char *a, const char *b) {
   return s;
 }
 
-/* <format_dir>/<bucket>/<name>.tsc for a hash; the caller frees. */
-static char *hash_path(const tsr_disk_cache_t *cache, uint64_t lo, uint64_t hi) {
+/* The bucket ("ab") and file name ("<30 hex>.tsc") of a hash. */
+static void entry_names(uint64_t lo, uint64_t hi, char bucket[BUCKET_HEX + 1],
+                        char name[NAME_HEX + SUFFIX_LEN + 1]) {
   tsr_cache_key_t k = {lo, hi, NULL, 0};
   char hex[HASH_HEX + 1];
   tsr_cache_key_hex(&k, hex);
-  char *path = tsr_malloc(cache->format_dir_len + PATH_TAIL);
-  if (!path) return NULL;
-  memcpy(path, cache->format_dir, cache->format_dir_len);
-  char *p = path + cache->format_dir_len;
-  *p++ = '/';
-  memcpy(p, hex, BUCKET_HEX);
-  p += BUCKET_HEX;
-  *p++ = '/';
-  memcpy(p, hex + BUCKET_HEX, NAME_HEX);
-  p += NAME_HEX;
-  memcpy(p, ENTRY_SUFFIX, SUFFIX_LEN + 1);
-  return path;
+  memcpy(bucket, hex, BUCKET_HEX);
+  bucket[BUCKET_HEX] = '\0';
+  memcpy(name, hex + BUCKET_HEX, NAME_HEX);
+  memcpy(name + NAME_HEX, ENTRY_SUFFIX, SUFFIX_LEN + 1);
+}
+
+/* <format_dir>/<bucket>/<name>.tsc for a hash, for messages; the caller
+ * frees. */
+static char *hash_path(const tsr_disk_cache_t *cache, uint64_t lo, uint64_t hi) {
+  char bucket[BUCKET_HEX + 1], name[NAME_HEX + SUFFIX_LEN + 1];
+  entry_names(lo, hi, bucket, name);
+  tsr_strbuf_t sb;
+  tsr_strbuf_initialize(&sb);
+  tsr_strbuf_printf(&sb, "%s/%s/%s", cache->format_dir, bucket, name);
+  if (!sb.failed) return tsr_strbuf_take(&sb);
+  tsr_strbuf_deinitialize(&sb);
+  return NULL;
 }
 
 static int hex_digit(char c) {
@@ -249,51 +270,6 @@ static int remove_if_same(int dir_fd, const char *name, const struct stat *st) {
   return 0;
 }
 
-/* mkdir -p with `mode`; on failure a message naming the cache directory
- * `root` and the component that failed. */
-static tsr_status_t make_dirs(const char *path, const char *root, mode_t mode) {
-  struct stat existing; /* the common case, one syscall: it is there */
-  if (stat(path, &existing) == 0 && S_ISDIR(existing.st_mode)) return NULL;
-  char *copy = tsr_strndup(path, strlen(path));
-  if (!copy) return TSR_OOM();
-  tsr_status_t status = NULL;
-  for (char *p = copy + 1;; p++) {
-    if (*p != '/' && *p != '\0') continue;
-    char saved = *p;
-    *p = '\0';
-    if (mkdir(copy, mode) != 0 && errno != EEXIST) {
-      status = TSR_STATUS(TSR_IO_ERROR, "cannot create the cache directory %s: "
-                          "cannot create %s: %s", root, copy, strerror(errno));
-      break;
-    }
-    *p = saved;
-    if (!saved) break;
-  }
-  tsr_free(copy);
-  if (status) return status;
-  struct stat st;
-  if (stat(path, &st) != 0)
-    return TSR_STATUS(TSR_IO_ERROR, "cannot use the cache directory %s: %s: %s",
-                      root, path, strerror(errno));
-  if (!S_ISDIR(st.st_mode))
-    return TSR_STATUS(TSR_IO_ERROR, "cannot use the cache directory %s: %s is "
-                      "not a directory", root, path);
-  return NULL;
-}
-
-/* The mode of entry files, 0666 less the umask (mkstemp makes them 0600).
- * Read on the first write of the process, not at open: readers never need
- * it, and reading /proc costs a cached run a tenth of a millisecond. */
-static mode_t entry_mode(void) {
-  static _Atomic int mode = -1;
-  int m = atomic_load_explicit(&mode, memory_order_relaxed);
-  if (m < 0) {
-    m = (int)(0666 & ~tsr_process_umask());
-    atomic_store_explicit(&mode, m, memory_order_relaxed);
-  }
-  return (mode_t)m;
-}
-
 /* "123", "10K", "64M", "1G", "2T", optionally followed by "B" or "iB"
  * (binary multiples). False if malformed, zero or overflowing. */
 static bool parse_size(const char *s, uint64_t *out) {
@@ -358,13 +334,72 @@ void tsr_disk_cache_options_initialize(tsr_disk_cache_options_t *options) {
   options->warn_stream = stderr;
 }
 
-bool tsr_disk_cache_disabled_by_env(void) {
-  const char *v = getenv("TESSERA_CACHE");
+/* Whether environment variable `name` is one of `words` (any case). */
+static bool env_is(const char *name, const char *const words[4]) {
+  const char *v = getenv(name);
   if (!v) return false;
-  static const char *const off[] = {"off", "0", "false", "no"};
-  for (size_t i = 0; i < TSR_ARRAY_SIZE(off); i++)
-    if (strcasecmp(v, off[i]) == 0) return true;
+  for (size_t i = 0; i < 4; i++)
+    if (strcasecmp(v, words[i]) == 0) return true;
   return false;
+}
+
+bool tsr_disk_cache_disabled_by_env(void) {
+  static const char *const off[] = {"off", "0", "false", "no"};
+  return env_is("TESSERA_CACHE", off);
+}
+
+bool tsr_disk_cache_shared_by_env(void) {
+  static const char *const on[] = {"on", "1", "true", "yes"};
+  return env_is("TESSERA_CACHE_SHARED", on);
+}
+
+/* Unless the cache is shared on purpose, the directory open on `fd` must
+ * belong to this user and be writable by nobody else: whoever can write it
+ * can remove or replace entries (a forged one is never used, but a cache
+ * others control is not this user's cache). */
+static tsr_status_t check_owner(const tsr_disk_cache_t *cache, int fd, const char *path) {
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return TSR_STATUS(TSR_IO_ERROR, "cannot use the cache directory %s: %s: %s", cache->dir,
+                      path, strerror(errno));
+  if (cache->shared) return NULL;
+  if (st.st_uid != geteuid())
+    return TSR_STATUS(TSR_IO_ERROR, "not using the cache directory %s: %s belongs to uid %u, "
+                      "not to this user (uid %u) (TESSERA_CACHE_SHARED=1 shares a cache "
+                      "between users on purpose; docs/cache.md)", cache->dir, path,
+                      (unsigned)st.st_uid, (unsigned)geteuid());
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return TSR_STATUS(TSR_IO_ERROR, "not using the cache directory %s: %s has mode %04o, "
+                      "writable by %s (chmod go-w it, or set TESSERA_CACHE_SHARED=1 to share "
+                      "it on purpose; docs/cache.md)", cache->dir, path,
+                      (unsigned)(st.st_mode & 07777),
+                      st.st_mode & S_IWOTH ? "others" : "its group");
+  return NULL;
+}
+
+/* Makes the directories, opens the format directory (checking both) and
+ * loads the key. */
+static tsr_status_t open_dirs(tsr_disk_cache_t *cache, const char *key_file) {
+  TSR_RETURN_IF_ERROR(tsr_cache_make_dirs(cache->format_dir, cache->dir_mode,
+                                          "the cache directory", cache->dir));
+  int dir_fd = open(cache->dir, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+  if (dir_fd < 0)
+    return TSR_STATUS(TSR_IO_ERROR, "cannot open the cache directory %s: %s", cache->dir,
+                      strerror(errno));
+  tsr_status_t s = check_owner(cache, dir_fd, cache->dir);
+  if (!s) {
+    cache->format_fd = openat(dir_fd, FORMAT_DIR,
+                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (cache->format_fd < 0)
+      s = TSR_STATUS(TSR_IO_ERROR, "cannot open the cache directory %s: %s: %s", cache->dir,
+                     cache->format_dir,
+                     errno == ELOOP || errno == ENOTDIR ? "not a directory (a symbolic link?)"
+                                                        : strerror(errno));
+  }
+  close(dir_fd);
+  if (!s) s = check_owner(cache, cache->format_fd, cache->format_dir);
+  if (!s) s = tsr_cache_mac_key_load(key_file, cache->shared, cache->mac_key, &cache->key_path);
+  return s;
 }
 
 tsr_status_t tsr_disk_cache_open(const tsr_disk_cache_options_t *options,
@@ -378,6 +413,11 @@ tsr_status_t tsr_disk_cache_open(const tsr_disk_cache_options_t *options,
   }
   tsr_disk_cache_t *cache = tsr_calloc(1, sizeof *cache);
   if (!cache) return TSR_OOM();
+  cache->format_fd = -1;
+  cache->shared = options->shared || tsr_disk_cache_shared_by_env();
+  /* Private: only this user reads the cache. Shared: the umask decides. */
+  cache->dir_mode = cache->shared ? 0777 : 0700;
+  cache->file_mode = cache->shared ? 0666 : 0600;
   cache->warn_stream = options->warn_stream;
   cache->compression_level = options->compression_level;
   if (cache->compression_level < ZSTD_minCLevel())
@@ -399,7 +439,7 @@ tsr_status_t tsr_disk_cache_open(const tsr_disk_cache_options_t *options,
     cache->format_dir = concat(cache->dir, "/" FORMAT_DIR);
     if (!cache->format_dir) status = TSR_OOM();
   }
-  if (!status) status = make_dirs(cache->format_dir, cache->dir, 0755);
+  if (!status) status = open_dirs(cache, options->key_file);
   if (status) {
     tsr_disk_cache_close(cache);
     return status;
@@ -411,6 +451,9 @@ tsr_status_t tsr_disk_cache_open(const tsr_disk_cache_options_t *options,
 
 void tsr_disk_cache_close(tsr_disk_cache_t *cache) {
   if (!cache) return;
+  if (cache->format_fd >= 0) close(cache->format_fd);
+  sodium_memzero(cache->mac_key, sizeof cache->mac_key);
+  tsr_free(cache->key_path);
   tsr_free(cache->dir);
   tsr_free(cache->format_dir);
   tsr_free(cache);
@@ -418,6 +461,10 @@ void tsr_disk_cache_close(tsr_disk_cache_t *cache) {
 
 const char *tsr_disk_cache_dir(const tsr_disk_cache_t *cache) {
   return cache->dir;
+}
+
+const char *tsr_disk_cache_key_file(const tsr_disk_cache_t *cache) {
+  return cache->key_path;
 }
 
 void tsr_disk_cache_free(void *payload) { tsr_free(payload); }
@@ -432,6 +479,25 @@ void tsr_disk_cache_stats(const tsr_disk_cache_t *cache,
   out_stats->evictions = atomic_load(&cache->evictions);
   out_stats->errors = atomic_load(&cache->errors);
   out_stats->max_bytes = cache->max_bytes;
+}
+
+/* ---- Buckets ------------------------------------------------------------------- */
+
+/* Opens bucket `name` of the format directory; never through a symbolic
+ * link (ELOOP or ENOTDIR then), and never waiting on a FIFO. */
+static int open_bucket_fd(const tsr_disk_cache_t *cache, const char *name) {
+  return openat(cache->format_fd, name,
+                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+}
+
+/* What a file that should have been another kind is, for messages. */
+static const char *file_kind(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "a regular file";
 }
 
 /* ---- Reading and validating an entry --------------------------------------- */
@@ -466,24 +532,33 @@ static entry_verdict_t read_error(entry_read_t *out, int rc) {
   return ENTRY_READ_ERROR;
 }
 
-static uint64_t header_checksum(const uint8_t *header, const void *key,
-                                size_t key_len) {
-  return XXH3_64bits_withSeed(key_len ? key : "", key_len,
-                              XXH3_64bits(header, OFF_HEADER_CHECKSUM));
+/* The entry's MAC: keyed BLAKE2b-256 (libsodium's crypto_generichash) of
+ * the header up to the MAC, the key material and the stored payload. The
+ * header holds both lengths, so the three parts cannot be re-split. */
+static void entry_mac(const tsr_disk_cache_t *cache, const uint8_t *header,
+                      const void *key, size_t key_len, const void *stored,
+                      size_t stored_size, uint8_t mac[MAC_BYTES]) {
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, cache->mac_key, sizeof cache->mac_key, MAC_BYTES);
+  crypto_generichash_update(&st, header, OFF_MAC);
+  crypto_generichash_update(&st, key, key_len);
+  crypto_generichash_update(&st, stored, stored_size);
+  crypto_generichash_final(&st, mac, MAC_BYTES);
 }
 
-/* Validates the entry open on `fd` (described by `st`): every header field,
- * both checksums and the decompressed size, with each size checked against
- * the file's before anything is allocated. The entry must carry hash
- * (lo, hi). With `key`, its material must equal the key's (else
+/* Validates the entry open on `fd` (described by `st`): its MAC first, then
+ * every header field and the decompressed size, with each size checked
+ * against the file's before anything is allocated. The entry must carry
+ * hash (lo, hi). With `key`, its material must equal the key's (else
  * ENTRY_OTHER_KEY); without (verify), the material must hash to (lo, hi).
  * On ENTRY_GOOD out->payload holds the payload. */
-static entry_verdict_t read_entry(int fd, const struct stat *st, uint64_t lo,
-                                  uint64_t hi, const tsr_cache_key_t *key,
-                                  entry_read_t *out) {
+static entry_verdict_t read_entry(const tsr_disk_cache_t *cache, int fd,
+                                  const struct stat *st, uint64_t lo, uint64_t hi,
+                                  const tsr_cache_key_t *key, entry_read_t *out) {
   out->payload = NULL;
   out->payload_size = 0;
-  if (!S_ISREG(st->st_mode)) return bad(out, "not a regular file");
+  if (!S_ISREG(st->st_mode))
+    return bad(out, "%s, not a regular file", file_kind(st->st_mode));
   uint64_t file_size = (uint64_t)st->st_size;
   if (file_size < HEADER_SIZE)
     return bad(out, "truncated: %" PRIu64 " bytes, shorter than the %d-byte "
@@ -518,28 +593,32 @@ static entry_verdict_t read_entry(int fd, const struct stat *st, uint64_t lo,
                want, file_size);
   }
 
-  uint8_t *material = tsr_malloc((size_t)key_len);
-  if (!material) return ENTRY_NO_MEMORY;
-  rc = pread_all(fd, material, (size_t)key_len, HEADER_SIZE);
+  /* Key material and stored payload, read once and authenticated before
+   * any of it (or the header) is believed. */
+  uint8_t *data = tsr_malloc((size_t)body ? (size_t)body : 1);
+  if (!data) return ENTRY_NO_MEMORY;
+  rc = pread_all(fd, data, (size_t)body, HEADER_SIZE);
   if (rc) {
-    tsr_free(material);
+    tsr_free(data);
     return read_error(out, rc);
   }
+  const uint8_t *material = data, *stored = data + key_len;
+  uint8_t mac[MAC_BYTES];
+  entry_mac(cache, h, material, (size_t)key_len, stored, (size_t)stored_size, mac);
   entry_verdict_t verdict = ENTRY_GOOD;
   uint64_t got_lo = get_u64(h + OFF_KEY_LO), got_hi = get_u64(h + OFF_KEY_HI);
   uint32_t compression = get_u32(h + OFF_COMPRESSION);
   char version[VERSION_FIELD + 1];
   memcpy(version, h + OFF_VERSION, VERSION_FIELD);
   version[VERSION_FIELD] = '\0';
-  if (get_u64(h + OFF_HEADER_CHECKSUM) !=
-      header_checksum(h, material, (size_t)key_len)) {
-    verdict = bad(out, "header checksum mismatch");
+  if (crypto_verify_32(mac, h + OFF_MAC) != 0) {
+    verdict = bad(out, "authentication failed: not written with this cache's key "
+                  "(planted, forged or damaged)");
   } else if (strcmp(version, TSR_VERSION_STRING) != 0) {
     /* Keys include the version, so this is a foreign or damaged file. */
     verdict = bad(out, "written by tessera %.32s, this is tessera %s", version,
                   TSR_VERSION_STRING);
-  } else if (get_u32(h + OFF_RESERVED) || get_u64(h + OFF_RESERVED2) ||
-             memchr(h + OFF_VERSION, 0, VERSION_FIELD) == NULL) {
+  } else if (get_u32(h + OFF_RESERVED) || memchr(h + OFF_VERSION, 0, VERSION_FIELD) == NULL) {
     verdict = bad(out, "reserved header fields are not zero");
   } else if (got_lo != lo || got_hi != hi) {
     tsr_cache_key_t got = {got_lo, got_hi, NULL, 0};
@@ -555,54 +634,43 @@ static entry_verdict_t read_entry(int fd, const struct stat *st, uint64_t lo,
     if (kh.low64 != lo || kh.high64 != hi)
       verdict = bad(out, "the key material does not hash to the entry's key");
   }
-  tsr_free(material);
-  if (verdict != ENTRY_GOOD) return verdict;
-
-  if (compression == COMPRESSION_NONE) {
-    if (payload_size != stored_size)
-      return bad(out, "uncompressed entry of %" PRIu64 " bytes says %" PRIu64,
-                 stored_size, payload_size);
-  } else if (compression == COMPRESSION_ZSTD) {
-    if (stored_size == 0 || payload_size / ZSTD_MAX_RATIO > stored_size ||
-        payload_size > SIZE_MAX)
-      return bad(out, "implausible sizes: %" PRIu64 " bytes inflating to %"
-                 PRIu64, stored_size, payload_size);
-  } else {
-    return bad(out, "unknown compression %" PRIu32, compression);
+  if (verdict == ENTRY_GOOD) {
+    if (compression == COMPRESSION_NONE) {
+      if (payload_size != stored_size)
+        verdict = bad(out, "uncompressed entry of %" PRIu64 " bytes says %" PRIu64,
+                      stored_size, payload_size);
+    } else if (compression == COMPRESSION_ZSTD) {
+      if (stored_size == 0 || payload_size / ZSTD_MAX_RATIO > stored_size ||
+          payload_size > SIZE_MAX)
+        verdict = bad(out, "implausible sizes: %" PRIu64 " bytes inflating to %"
+                      PRIu64, stored_size, payload_size);
+    } else {
+      verdict = bad(out, "unknown compression %" PRIu32, compression);
+    }
   }
-
-  uint8_t *stored = tsr_malloc((size_t)stored_size);
-  if (!stored) return ENTRY_NO_MEMORY;
-  rc = pread_all(fd, stored, (size_t)stored_size, HEADER_SIZE + key_len);
-  if (rc) {
-    tsr_free(stored);
-    return read_error(out, rc);
-  }
-  XXH128_hash_t sum = XXH3_128bits(stored, (size_t)stored_size);
-  if (sum.low64 != get_u64(h + OFF_CHECKSUM_LO) ||
-      sum.high64 != get_u64(h + OFF_CHECKSUM_HI)) {
-    tsr_free(stored);
-    return bad(out, "payload checksum mismatch");
+  if (verdict != ENTRY_GOOD) {
+    tsr_free(data);
+    return verdict;
   }
   if (compression == COMPRESSION_NONE) {
-    out->payload = stored;
+    memmove(data, stored, (size_t)stored_size);
+    out->payload = data;
     out->payload_size = (size_t)stored_size;
     return ENTRY_GOOD;
   }
   unsigned long long frame = ZSTD_getFrameContentSize(stored, (size_t)stored_size);
   if (frame != payload_size) {
-    tsr_free(stored);
+    tsr_free(data);
     return bad(out, "zstd frame content size does not match the header's "
                "%" PRIu64 " bytes", payload_size);
   }
-  uint8_t *payload = tsr_malloc((size_t)payload_size);
+  uint8_t *payload = tsr_malloc((size_t)payload_size ? (size_t)payload_size : 1);
   if (!payload) {
-    tsr_free(stored);
+    tsr_free(data);
     return ENTRY_NO_MEMORY;
   }
-  size_t n = ZSTD_decompress(payload, (size_t)payload_size, stored,
-                             (size_t)stored_size);
-  tsr_free(stored);
+  size_t n = ZSTD_decompress(payload, (size_t)payload_size, stored, (size_t)stored_size);
+  tsr_free(data);
   if (ZSTD_isError(n) || n != payload_size) {
     tsr_free(payload);
     if (ZSTD_isError(n)) return bad(out, "zstd: %s", ZSTD_getErrorName(n));
@@ -626,11 +694,22 @@ typedef struct size_record {
   uint64_t bytes, puts;
 } size_record_t;
 
+/* Opens (creating) the regular file `name` of the format directory for
+ * reading and writing: never through a symbolic link, and a FIFO or
+ * anything else in its place is refused (-1), not waited on. */
+static int open_control_file(const tsr_disk_cache_t *cache, const char *name) {
+  int fd = openat(cache->format_fd, name,
+                  O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, cache->file_mode);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 static int open_size_file(const tsr_disk_cache_t *cache) {
-  char *path = concat(cache->format_dir, "/" SIZE_FILE);
-  if (!path) return -1;
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  tsr_free(path);
+  int fd = open_control_file(cache, SIZE_FILE);
   if (fd < 0) return -1;
   while (flock(fd, LOCK_EX) != 0) {
     if (errno != EINTR) {
@@ -694,36 +773,48 @@ static bool account(tsr_disk_cache_t *cache, int64_t delta, bool is_put) {
 /* ---- Walking the directory ---------------------------------------------------- */
 
 typedef struct walk_item {
-  int dir_fd;         /* the bucket directory */
+  int dir_fd;         /* the bucket directory (a bad bucket: the format one) */
   const char *bucket; /* its name, "00" .. "ff" */
-  const char *name;   /* the file in it */
+  const char *name;   /* the file in it (a bad bucket: the bucket's name) */
   bool is_temp;       /* a temporary file, not an entry */
+  bool is_bad_bucket; /* a bucket that is not a directory (a symbolic link) */
   uint64_t lo, hi;    /* entries: the hash the name spells */
   struct stat st;
 } walk_item_t;
 
+/* "DIR/v2/ab/name" (a bad bucket: "DIR/v2/ab"), for messages. */
+static void item_path(const tsr_disk_cache_t *cache, const walk_item_t *item,
+                      tsr_strbuf_t *sb) {
+  if (item->is_bad_bucket)
+    tsr_strbuf_printf(sb, "%s/%s", cache->format_dir, item->bucket);
+  else
+    tsr_strbuf_printf(sb, "%s/%s/%s", cache->format_dir, item->bucket, item->name);
+}
+
 typedef void (*walk_fn)(tsr_disk_cache_t *cache, void *ctx,
                         const walk_item_t *item);
 
-/* Calls fn for every entry and temporary file, bucket by bucket. Other files
- * are ignored; files that vanish meanwhile are skipped. A bucket that cannot
- * be read is an error returned at the end; the walk goes on. */
+/* Calls fn for every entry and temporary file, bucket by bucket, and for
+ * every bucket name that is not a directory (a symbolic link, a file: never
+ * followed). Other files are ignored; files that vanish meanwhile are
+ * skipped. A bucket that cannot be read is an error returned at the end;
+ * the walk goes on. */
 static tsr_status_t walk(tsr_disk_cache_t *cache, walk_fn fn, void *ctx) {
-  int top = open(cache->format_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (top < 0) {
-    if (errno == ENOENT) return NULL;
-    return TSR_STATUS(TSR_IO_ERROR, "cannot read the cache directory %s: %s",
-                      cache->format_dir, strerror(errno));
-  }
   tsr_status_t first = NULL;
   static const char digits[] = "0123456789abcdef";
   for (int b = 0; b < 256; b++) {
     char bucket[3] = {digits[b >> 4], digits[b & 15], '\0'};
-    int fd = openat(top, bucket, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open_bucket_fd(cache, bucket);
     if (fd < 0) {
-      if (errno != ENOENT && errno != ENOTDIR && !first)
+      int err = errno;
+      walk_item_t item = {cache->format_fd, bucket, bucket, false, true, 0, 0, {0}};
+      if ((err == ELOOP || err == ENOTDIR) &&
+          fstatat(cache->format_fd, bucket, &item.st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          !S_ISDIR(item.st.st_mode))
+        fn(cache, ctx, &item);
+      else if (err != ENOENT && !first)
         first = TSR_STATUS(TSR_IO_ERROR, "cannot read %s/%s: %s",
-                           cache->format_dir, bucket, strerror(errno));
+                           cache->format_dir, bucket, strerror(err));
       continue;
     }
     DIR *dir = fdopendir(fd);
@@ -733,7 +824,7 @@ static tsr_status_t walk(tsr_disk_cache_t *cache, walk_fn fn, void *ctx) {
     }
     struct dirent *de;
     for (errno = 0; (de = readdir(dir)) != NULL; errno = 0) {
-      walk_item_t item = {fd, bucket, de->d_name, false, 0, 0, {0}};
+      walk_item_t item = {fd, bucket, de->d_name, false, false, 0, 0, {0}};
       if (strncmp(de->d_name, TEMP_PREFIX, sizeof TEMP_PREFIX - 1) == 0)
         item.is_temp = true;
       else if (!parse_entry_name(bucket, de->d_name, &item.lo, &item.hi))
@@ -746,7 +837,6 @@ static tsr_status_t walk(tsr_disk_cache_t *cache, walk_fn fn, void *ctx) {
                          cache->format_dir, bucket, strerror(errno));
     closedir(dir);
   }
-  close(top);
   return first;
 }
 
@@ -779,7 +869,7 @@ static void collect_entry(tsr_disk_cache_t *cache, void *ctx,
     if (stale_temp(item, scan->now)) (void)remove_if_same(item->dir_fd, item->name, &item->st);
     return;
   }
-  if (!S_ISREG(item->st.st_mode)) return;
+  if (item->is_bad_bucket || !S_ISREG(item->st.st_mode)) return;
   scan->bytes += (uint64_t)item->st.st_size;
   if (scan->count == scan->capacity) {
     size_t cap = scan->capacity ? 2 * scan->capacity : 256;
@@ -805,24 +895,26 @@ static int by_mtime(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Unlinks the entry at `path` if it is still the file that was scanned: an
- * entry replaced or hit since the scan stays. */
-static bool evict(const char *path, const lru_entry_t *e) {
+/* Unlinks the entry `e` if it is still the file that was scanned: an entry
+ * replaced or hit since the scan stays. */
+static bool evict(const tsr_disk_cache_t *cache, const lru_entry_t *e) {
+  char bucket[BUCKET_HEX + 1], name[NAME_HEX + SUFFIX_LEN + 1];
+  entry_names(e->lo, e->hi, bucket, name);
+  int fd = open_bucket_fd(cache, bucket);
+  if (fd < 0) return false;
   struct stat now;
-  if (lstat(path, &now) != 0) return false;
-  if (now.st_ino != e->ino || now.st_dev != e->dev || mtime_ns(&now) != e->mtime_ns)
-    return false;
-  return unlink(path) == 0;
+  bool removed = fstatat(fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+                 now.st_ino == e->ino && now.st_dev == e->dev &&
+                 mtime_ns(&now) == e->mtime_ns && unlinkat(fd, name, 0) == 0;
+  close(fd);
+  return removed;
 }
 
 /* Takes <format_dir>/.cleanup.lock if nobody holds it (with `wait`, waits
  * for it). Returns the descriptor to pass to unlock(); -1 if another
  * process holds it; -2 if locking is unavailable (proceed unlocked). */
 static int lock_cleanup(const tsr_disk_cache_t *cache, bool wait) {
-  char *path = concat(cache->format_dir, "/" LOCK_FILE);
-  if (!path) return -2;
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  tsr_free(path);
+  int fd = open_control_file(cache, LOCK_FILE);
   if (fd < 0) return -2;
   while (flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
@@ -885,13 +977,10 @@ static void cleanup(tsr_disk_cache_t *cache) {
     qsort(scan.entries, scan.count, sizeof *scan.entries, by_mtime);
     for (size_t i = 0; i < scan.count && scan.bytes > target; i++) {
       const lru_entry_t *e = &scan.entries[i];
-      char *path = hash_path(cache, e->lo, e->hi);
-      if (!path) break;
-      if (evict(path, e)) {
+      if (evict(cache, e)) {
         scan.bytes -= e->size;
         counter_add(&cache->evictions, 1);
       }
-      tsr_free(path);
     }
   }
   rebase_size(cache, before, scan.bytes);
@@ -907,30 +996,54 @@ static tsr_status_t check_key(const char *fn, const tsr_cache_key_t *key) {
   return NULL;
 }
 
-/* Removes the bad entry at `path` (read as `st`) and warns once about it. */
-static void drop_bad_entry(tsr_disk_cache_t *cache, const char *path,
-                           const struct stat *st, const char *reason) {
+/* Removes the bad file `name` of `dir_fd` (read as `st`), counts it and
+ * warns about it; its path is <format_dir>/<bucket>/<name>, or
+ * <format_dir>/<name> for a bucket (bucket NULL). True when it is gone. */
+static bool drop_bad(tsr_disk_cache_t *cache, int dir_fd, const char *bucket,
+                     const char *name, const struct stat *st, const char *reason) {
   counter_add(&cache->bad_entries, 1);
-  const char *slash = strrchr(path, '/');
-  char *dir = tsr_strndup(path, (size_t)(slash - path));
-  int err = ENOMEM;
-  if (dir) {
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      err = remove_if_same(dfd, slash + 1, st);
-      close(dfd);
-    } else {
-      err = errno;
-    }
-    tsr_free(dir);
-  }
+  walk_item_t item = {dir_fd, bucket ? bucket : name, name, false, !bucket, 0, 0, *st};
+  tsr_strbuf_t path;
+  tsr_strbuf_initialize(&path);
+  item_path(cache, &item, &path);
+  const char *shown = path.failed ? name : path.data;
+  int err = remove_if_same(dir_fd, name, st);
   if (err) {
-    warn(cache, "bad entry %s: %s; cannot remove it: %s", path, reason,
-         strerror(err));
-    return;
+    warn(cache, "bad %s %s: %s; cannot remove it: %s", bucket ? "entry" : "bucket", shown,
+         reason, strerror(err));
+  } else {
+    warn(cache, "removed bad %s %s: %s", bucket ? "entry" : "bucket", shown, reason);
+    if (S_ISREG(st->st_mode)) (void)account(cache, -(int64_t)st->st_size, false);
   }
-  warn(cache, "removed bad entry %s: %s", path, reason);
-  if (S_ISREG(st->st_mode)) (void)account(cache, -(int64_t)st->st_size, false);
+  tsr_strbuf_deinitialize(&path);
+  return err == 0;
+}
+
+/* Opens bucket `name` for a get or a put. A bucket that is not a directory
+ * (tessera never makes one: a symbolic link, a file, a FIFO) is removed as
+ * bad, never followed; with `create` a missing bucket is made. -1 with
+ * errno otherwise (ENOENT: no such bucket). */
+static int open_bucket(tsr_disk_cache_t *cache, const char *name, bool create) {
+  for (int attempt = 0; attempt < 3; attempt++) {
+    int fd = open_bucket_fd(cache, name);
+    if (fd >= 0) return fd;
+    int err = errno;
+    struct stat st;
+    if ((err == ELOOP || err == ENOTDIR) &&
+        fstatat(cache->format_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        !S_ISDIR(st.st_mode)) {
+      char reason[64];
+      snprintf(reason, sizeof reason, "%s, not a bucket directory", file_kind(st.st_mode));
+      if (drop_bad(cache, cache->format_fd, NULL, name, &st, reason)) err = ENOENT;
+    }
+    if (err != ENOENT || !create) {
+      errno = err;
+      return -1;
+    }
+    if (mkdirat(cache->format_fd, name, cache->dir_mode) != 0 && errno != EEXIST) return -1;
+  }
+  errno = ELOOP;
+  return -1;
 }
 
 tsr_status_t tsr_disk_cache_get(tsr_disk_cache_t *cache,
@@ -941,14 +1054,21 @@ tsr_status_t tsr_disk_cache_get(tsr_disk_cache_t *cache,
   TSR_RETURN_IF_ERROR(check_key("tsr_disk_cache_get", key));
   char *path = hash_path(cache, key->lo, key->hi);
   if (!path) return TSR_OOM();
+  char bucket[BUCKET_HEX + 1], name[NAME_HEX + SUFFIX_LEN + 1];
+  entry_names(key->lo, key->hi, bucket, name);
   tsr_status_t status = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int bucket_fd = open_bucket(cache, bucket, false);
+  /* O_NONBLOCK: a FIFO in place of the entry is opened, found not to be a
+   * regular file and removed, never waited on. */
+  int fd = bucket_fd < 0 ? -1
+                         : openat(bucket_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   struct stat st;
   if (fd < 0) {
     int err = errno;
-    if (err == ELOOP && lstat(path, &st) == 0) {
+    if (bucket_fd >= 0 && err == ELOOP &&
+        fstatat(bucket_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
       /* A symbolic link is never written by tessera. */
-      drop_bad_entry(cache, path, &st, "a symbolic link, not an entry");
+      drop_bad(cache, bucket_fd, bucket, name, &st, "a symbolic link, not a regular file");
       counter_add(&cache->misses, 1);
       status = TSR_STATUS(TSR_NOT_FOUND, "%s: removed a bad cache entry", path);
     } else if (err == ENOENT || err == ENOTDIR || err == ELOOP) {
@@ -958,19 +1078,21 @@ tsr_status_t tsr_disk_cache_get(tsr_disk_cache_t *cache,
       status = disk_error(cache, TSR_STATUS(TSR_IO_ERROR,
                           "cannot open the cache entry %s: %s", path, strerror(err)));
     }
+    if (bucket_fd >= 0) close(bucket_fd);
     tsr_free(path);
     return status;
   }
   if (fstat(fd, &st) != 0) {
     int err = errno;
     close(fd);
+    close(bucket_fd);
     status = disk_error(cache, TSR_STATUS(TSR_IO_ERROR, "cannot stat the cache "
                         "entry %s: %s", path, strerror(err)));
     tsr_free(path);
     return status;
   }
   entry_read_t r;
-  switch (read_entry(fd, &st, key->lo, key->hi, key, &r)) {
+  switch (read_entry(cache, fd, &st, key->lo, key->hi, key, &r)) {
   case ENTRY_GOOD: {
     time_t now = time(NULL);
     if (now - st.st_mtim.tv_sec > TOUCH_AFTER_SECONDS ||
@@ -982,7 +1104,7 @@ tsr_status_t tsr_disk_cache_get(tsr_disk_cache_t *cache,
     break;
   }
   case ENTRY_BAD:
-    drop_bad_entry(cache, path, &st, r.reason);
+    drop_bad(cache, bucket_fd, bucket, name, &st, r.reason);
     counter_add(&cache->misses, 1);
     status = TSR_STATUS(TSR_NOT_FOUND, "%s: removed a bad cache entry: %s",
                         path, r.reason);
@@ -1002,14 +1124,15 @@ tsr_status_t tsr_disk_cache_get(tsr_disk_cache_t *cache,
     break;
   }
   close(fd);
+  close(bucket_fd);
   tsr_free(path);
   return status;
 }
 
-/* The header of an entry; the checksums cover `stored` and the key. */
-static void build_header(uint8_t h[HEADER_SIZE], const tsr_cache_key_t *key,
-                         size_t payload_size, const void *stored,
-                         size_t stored_size, uint32_t compression) {
+/* The header of an entry; the MAC covers it, the key and `stored`. */
+static void build_header(const tsr_disk_cache_t *cache, uint8_t h[HEADER_SIZE],
+                         const tsr_cache_key_t *key, size_t payload_size,
+                         const void *stored, size_t stored_size, uint32_t compression) {
   memset(h, 0, HEADER_SIZE);
   memcpy(h + OFF_MAGIC, entry_magic, sizeof entry_magic);
   put_u32(h + OFF_FORMAT, FORMAT_VERSION);
@@ -1021,70 +1144,69 @@ static void build_header(uint8_t h[HEADER_SIZE], const tsr_cache_key_t *key,
   put_u64(h + OFF_PAYLOAD_SIZE, payload_size);
   put_u64(h + OFF_STORED_SIZE, stored_size);
   put_u32(h + OFF_COMPRESSION, compression);
-  XXH128_hash_t sum = XXH3_128bits(stored_size ? stored : "", stored_size);
-  put_u64(h + OFF_CHECKSUM_LO, sum.low64);
-  put_u64(h + OFF_CHECKSUM_HI, sum.high64);
-  put_u64(h + OFF_HEADER_CHECKSUM, header_checksum(h, key->bytes, key->len));
+  entry_mac(cache, h, key->len ? key->bytes : (const uint8_t *)"", key->len,
+            stored_size ? stored : "", stored_size, h + OFF_MAC);
 }
 
-/* Writes the entry to a new temporary file in the bucket of `path`, syncs
- * it and renames it onto `path`. On failure nothing is left behind. */
-static tsr_status_t write_entry(tsr_disk_cache_t *cache, const char *path,
-                                const uint8_t header[HEADER_SIZE],
-                                const tsr_cache_key_t *key, const void *stored,
+/* Creates a new temporary file .tmp-<pid>-<8 random hex digits> in the
+ * bucket `dir_fd`, never through a symbolic link; its name goes to `name`. */
+static int create_temp(const tsr_disk_cache_t *cache, int dir_fd, char name[48]) {
+  for (int attempt = 0; attempt < 16; attempt++) {
+    uint32_t r = randombytes_random();
+    snprintf(name, 48, TEMP_PREFIX "%ld-%08" PRIx32, (long)getpid(), r);
+    int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    cache->file_mode);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+/* Writes the entry to a new temporary file in its bucket, syncs it and
+ * renames it onto the entry's name. On failure nothing is left behind. */
+static tsr_status_t write_entry(tsr_disk_cache_t *cache, const tsr_cache_key_t *key,
+                                const uint8_t header[HEADER_SIZE], const void *stored,
                                 size_t stored_size, uint64_t *out_replaced) {
-  const char *slash = strrchr(path, '/');
-  size_t dir_len = (size_t)(slash - path);
-  tsr_strbuf_t tmp;
-  tsr_strbuf_initialize(&tmp);
-  tsr_strbuf_append(&tmp, path, dir_len);
-  if (tmp.failed) return TSR_OOM();
-  /* The bucket is made on first use; the format directory again if someone
-   * removed the whole cache meanwhile. */
-  if (mkdir(tmp.data, 0755) != 0 && errno == ENOENT) {
-    tsr_status_free(make_dirs(cache->format_dir, cache->dir, 0755));
-    (void)mkdir(tmp.data, 0755);
-  }
-  tsr_strbuf_printf(&tmp, "/" TEMP_PREFIX "%ld-XXXXXX", (long)getpid());
-  if (tmp.failed) return TSR_OOM();
-  int fd = mkstemp(tmp.data);
-  if (fd < 0) {
-    int err = errno;
-    tsr_status_t s = TSR_STATUS(TSR_IO_ERROR, "cannot write the cache entry %s: "
-                                "cannot create a temporary file in %.*s: %s",
-                                path, (int)dir_len, path, strerror(err));
-    tsr_strbuf_deinitialize(&tmp);
-    return s;
-  }
+  char bucket[BUCKET_HEX + 1], name[NAME_HEX + SUFFIX_LEN + 1], tmp[48] = "";
+  entry_names(key->lo, key->hi, bucket, name);
   const char *step = NULL;
-  if (fchmod(fd, entry_mode()) != 0) step = "set the mode of";
-  else if (!tsr_write_all(fd, header, HEADER_SIZE) ||
-           !tsr_write_all(fd, key->bytes, key->len) ||
-           !tsr_write_all(fd, stored, stored_size))
-    step = "write";
-  else if (fsync(fd) != 0)
-    step = "sync";
-  int err = errno;
-  if (close(fd) != 0 && !step) {
+  int err = 0, fd = -1;
+  /* The bucket is made on first use. */
+  int bucket_fd = open_bucket(cache, bucket, true);
+  if (bucket_fd < 0) {
     err = errno;
-    step = "close";
-  }
-  struct stat old;
-  *out_replaced = lstat(path, &old) == 0 && S_ISREG(old.st_mode)
-                      ? (uint64_t)old.st_size : 0;
-  if (!step && rename(tmp.data, path) != 0) {
+    step = "open the bucket";
+  } else if ((fd = create_temp(cache, bucket_fd, tmp)) < 0) {
     err = errno;
-    step = "rename into place";
+    step = "create a temporary file";
+  } else {
+    if (!tsr_write_all(fd, header, HEADER_SIZE) ||
+        !tsr_write_all(fd, key->bytes, key->len) ||
+        !tsr_write_all(fd, stored, stored_size))
+      step = "write";
+    else if (fsync(fd) != 0)
+      step = "sync";
+    err = errno;
+    if (close(fd) != 0 && !step) {
+      err = errno;
+      step = "close";
+    }
+    struct stat old;
+    *out_replaced = fstatat(bucket_fd, name, &old, AT_SYMLINK_NOFOLLOW) == 0 &&
+                            S_ISREG(old.st_mode)
+                        ? (uint64_t)old.st_size
+                        : 0;
+    if (!step && renameat(bucket_fd, tmp, bucket_fd, name) != 0) {
+      err = errno;
+      step = "rename into place";
+    }
+    if (step) unlinkat(bucket_fd, tmp, 0);
   }
-  tsr_status_t status = NULL;
-  if (step) {
-    unlink(tmp.data);
-    status = TSR_STATUS(TSR_IO_ERROR, "cannot write the cache entry %s: "
-                        "cannot %s %s: %s", path, step, tmp.data, strerror(err));
-  }
+  if (bucket_fd >= 0) close(bucket_fd);
   /* The directory is not synced: a rename lost in a crash is only a miss. */
-  tsr_strbuf_deinitialize(&tmp);
-  return status;
+  if (!step) return NULL;
+  return TSR_STATUS(TSR_IO_ERROR, "cannot write the cache entry %s/%s/%s: cannot %s %s%s%s: %s",
+                    cache->format_dir, bucket, name, step, *tmp ? bucket : "", *tmp ? "/" : "",
+                    tmp, strerror(err));
 }
 
 tsr_status_t tsr_disk_cache_put(tsr_disk_cache_t *cache,
@@ -1129,17 +1251,11 @@ tsr_status_t tsr_disk_cache_put(tsr_disk_cache_t *cache,
     tsr_free(compressed);
     return NULL;
   }
-  char *path = hash_path(cache, key->lo, key->hi);
-  if (!path) {
-    tsr_free(compressed);
-    return TSR_OOM();
-  }
   uint8_t header[HEADER_SIZE];
-  build_header(header, key, size, stored, stored_size, compression);
+  build_header(cache, header, key, size, stored, stored_size, compression);
   uint64_t replaced = 0;
-  status = write_entry(cache, path, header, key, stored, stored_size, &replaced);
+  status = write_entry(cache, key, header, stored, stored_size, &replaced);
   tsr_free(compressed);
-  tsr_free(path);
   if (status) {
     if (tsr_status_code(status) == TSR_IO_ERROR) (void)disk_error(cache, status);
     return status;
@@ -1155,6 +1271,7 @@ tsr_status_t tsr_disk_cache_put(tsr_disk_cache_t *cache,
 static void count_item(tsr_disk_cache_t *cache, void *ctx,
                        const walk_item_t *item) {
   tsr_disk_cache_stats_t *stats = ctx;
+  if (item->is_bad_bucket) return;
   if (item->is_temp) {
     stats->temp_files++;
   } else if (S_ISREG(item->st.st_mode)) {
@@ -1184,19 +1301,22 @@ typedef struct clear_state {
 static void clear_item(tsr_disk_cache_t *cache, void *ctx,
                        const walk_item_t *item) {
   clear_state_t *state = ctx;
-  if (item->is_temp && !stale_temp(item, state->now)) return; /* a put in flight */
-  if (!item->is_temp && !S_ISREG(item->st.st_mode)) return;
-  if (unlinkat(item->dir_fd, item->name, 0) == 0) {
+  /* A young temporary file may be a put in flight; anything that is not a
+   * regular file (a FIFO, a symbolic link, a bucket that is not a
+   * directory) is never tessera's and goes. */
+  bool regular = S_ISREG(item->st.st_mode) && !item->is_bad_bucket;
+  if (item->is_temp && regular && !stale_temp(item, state->now)) return;
+  int err = remove_if_same(item->dir_fd, item->name, &item->st);
+  if (!err) {
     if (!item->is_temp) state->removed++;
     return;
   }
-  if (errno == ENOENT) return;
-  if (!item->is_temp) state->kept_bytes += (uint64_t)item->st.st_size;
+  if (!item->is_temp && regular) state->kept_bytes += (uint64_t)item->st.st_size;
   if (!state->first_errno) {
-    state->first_errno = errno;
+    state->first_errno = err;
     tsr_strbuf_t sb;
     tsr_strbuf_initialize(&sb);
-    tsr_strbuf_printf(&sb, "%s/%s/%s", cache->format_dir, item->bucket, item->name);
+    item_path(cache, item, &sb);
     state->first_path = tsr_strbuf_take(&sb);
   }
 }
@@ -1233,11 +1353,14 @@ static void verify_item(tsr_disk_cache_t *cache, void *ctx,
   entry_read_t r;
   entry_verdict_t verdict;
   struct stat st = item->st;
-  int fd = openat(item->dir_fd, item->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
+  int fd = -1;
+  if (item->is_bad_bucket) {
+    verdict = bad(&r, "%s, not a bucket directory", file_kind(st.st_mode));
+  } else if ((fd = openat(item->dir_fd, item->name,
+                          O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0) {
     if (errno == ENOENT) return; /* removed meanwhile */
     if (errno == ELOOP) {
-      verdict = bad(&r, "a symbolic link, not an entry");
+      verdict = bad(&r, "a symbolic link, not a regular file");
     } else {
       snprintf(r.reason, sizeof r.reason, "%s", strerror(errno));
       verdict = ENTRY_READ_ERROR;
@@ -1246,7 +1369,7 @@ static void verify_item(tsr_disk_cache_t *cache, void *ctx,
     snprintf(r.reason, sizeof r.reason, "%s", strerror(errno));
     verdict = ENTRY_READ_ERROR;
   } else {
-    verdict = read_entry(fd, &st, item->lo, item->hi, NULL, &r);
+    verdict = read_entry(cache, fd, &st, item->lo, item->hi, NULL, &r);
   }
   if (fd >= 0) close(fd);
   if (verdict == ENTRY_GOOD) {
@@ -1254,20 +1377,22 @@ static void verify_item(tsr_disk_cache_t *cache, void *ctx,
     state->good++;
     return;
   }
+  tsr_strbuf_t path;
+  tsr_strbuf_initialize(&path);
+  item_path(cache, item, &path);
+  const char *shown = path.failed ? item->name : path.data;
   if (verdict != ENTRY_BAD) {
     if (!state->first_error)
       state->first_error = verdict == ENTRY_NO_MEMORY
                                ? TSR_OOM()
-                               : TSR_STATUS(TSR_IO_ERROR, "cannot read %s/%s/%s: %s",
-                                            cache->format_dir, item->bucket,
-                                            item->name, r.reason);
+                               : TSR_STATUS(TSR_IO_ERROR, "cannot read %s: %s", shown,
+                                            r.reason);
+    tsr_strbuf_deinitialize(&path);
     return;
   }
   state->bad++;
-  if (state->report) {
-    fprintf(state->report, "bad: %s/%s/%s: %s\n", cache->format_dir,
-            item->bucket, item->name, r.reason);
-  }
+  if (state->report) fprintf(state->report, "bad: %s: %s\n", shown, r.reason);
+  tsr_strbuf_deinitialize(&path);
   if (state->remove_bad && remove_if_same(item->dir_fd, item->name, &st) == 0 &&
       S_ISREG(st.st_mode))
     (void)account(cache, -(int64_t)st.st_size, false);

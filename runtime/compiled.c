@@ -4,8 +4,10 @@
  *   memory  a process-wide tsr_memcache_t maps a key to a loaded kernel
  *           (dlopen handle + entry point + operand types);
  *   disk    the disk cache maps the key to the bytes of the kernel's shared
- *           object, loaded with dlopen from a memfd: a warm process never
- *           loads LLVM;
+ *           object, authenticated with the cache's key (docs/cache.md,
+ *           "Trust model") as they are read into memory; exactly those
+ *           bytes go into a sealed memfd that dlopen loads: a warm process
+ *           never loads LLVM, and nothing on disk is loaded unverified;
  *   miss    the lowering library (libtessera-lower.so, dlopen'd once, on
  *           first need) compiles the kernel; the object is loaded and put
  *           on disk.
@@ -282,7 +284,9 @@ struct tsr_runtime_object {
   int fd; /* the memfd the object was loaded from, or -1 */
 };
 
-/* The object goes into a memfd opened with dlopen("/proc/self/fd/N"). The
+/* The object goes into a memfd opened with dlopen("/proc/self/fd/N"),
+ * sealed first so that nothing (not even another process of the user,
+ * through /proc) can change the bytes between writing and loading. The
  * memfd stays open while the object is loaded: glibc recognises an object
  * already loaded by its path, and a closed descriptor's number (hence the
  * path) would be reused by the next kernel. Without memfd or /proc, a
@@ -294,7 +298,7 @@ tsr_status_t tsr_runtime_object_load(const void *bytes, size_t size,
   o->fd = -1;
   char path[4200];
   bool temporary = false;
-  int fd = memfd_create("tessera-kernel", MFD_CLOEXEC);
+  int fd = memfd_create("tessera-kernel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd >= 0) {
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     if (access(path, F_OK) != 0) {
@@ -318,6 +322,10 @@ tsr_status_t tsr_runtime_object_load(const void *bytes, size_t size,
   tsr_status_t status = NULL;
   if (!tsr_write_all(fd, bytes, size)) {
     status = TSR_STATUS(TSR_IO_ERROR, "cannot write a compiled kernel to %s: %s", path,
+                        strerror(errno));
+  } else if (!temporary &&
+             fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    status = TSR_STATUS(TSR_IO_ERROR, "cannot seal the memfd of a compiled kernel: %s",
                         strerror(errno));
   } else {
     o->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);

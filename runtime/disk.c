@@ -1,5 +1,5 @@
-/* The process's disk cache: one handle shared by every backend (prepared
- * programs' verdicts, compiled objects), opened on first use unless
+/* The process's disk cache: one handle for the compiled backends (the cpu
+ * backend's shared objects), opened on first use unless
  * TESSERA_CACHE=off. A handle that cannot be opened is reported once; after
  * a failed read or write (the handle has already warned of its first disk
  * error) the process stops using the disk. Never an error for a run. */

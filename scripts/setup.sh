@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PACKAGES=(build-essential meson ninja-build pkg-config uthash-dev
-          libxxhash-dev libzstd-dev python3 python3-numpy python3-pip
+          libxxhash-dev libzstd-dev libsodium-dev python3 python3-numpy python3-pip
           hyperfine valgrind
           # LLVM/MLIR 22 for the cpu backend (docs/lowering.md), from
           # bookworm-security; without them meson builds the interpreter only

@@ -44,6 +44,14 @@ typedef struct tsr_disk_cache_options {
   int compression_level; /* zstd level; default 1 */
   FILE *warn_stream;     /* warnings (bad entries removed, disk trouble);
                             default stderr; NULL after initialize = silent */
+  const char *key_file;  /* the secret key that authenticates entries; NULL:
+                            $TESSERA_CACHE_KEY_FILE, else
+                            $XDG_CONFIG_HOME/tessera/cache.key, else
+                            ~/.config/tessera/cache.key (made on first use) */
+  bool shared;           /* a cache shared between users on purpose (also
+                            TESSERA_CACHE_SHARED=1): no ownership checks on
+                            the directory, and a key file of any owner that
+                            others cannot use (docs/cache.md, "Trust model") */
 } tsr_disk_cache_options_t;
 
 TSR_API void tsr_disk_cache_options_initialize(tsr_disk_cache_options_t *options);
@@ -52,20 +60,32 @@ TSR_API void tsr_disk_cache_options_initialize(tsr_disk_cache_options_t *options
  * "0", "false", "no"). tsr_disk_cache_open itself does not look at it. */
 TSR_API bool tsr_disk_cache_disabled_by_env(void);
 
-/* Opens (creating if needed) the cache directory. TSR_IO_ERROR when the
- * directory cannot be created or used, naming it and why. A cache that is
- * readable but not writable opens: gets work, puts fail. Layout, entry
- * format, eviction and failure handling: docs/cache.md, "On disk". */
+/* Whether the environment shares the cache between users on purpose
+ * (TESSERA_CACHE_SHARED=1, also "on", "true", "yes"). */
+TSR_API bool tsr_disk_cache_shared_by_env(void);
+
+/* Opens (creating if needed) the cache directory and loads (creating if
+ * needed) the key that authenticates its entries. TSR_IO_ERROR when the
+ * directory cannot be created or used, naming it and why: among others,
+ * unless the cache is shared on purpose, a directory that belongs to
+ * another user or that its group or others may write, and a key file that
+ * is not this user's alone. A cache that is readable but not writable
+ * opens: gets work, puts fail. Layout, entry format, trust model, eviction
+ * and failure handling: docs/cache.md, "On disk". */
 TSR_API tsr_status_t tsr_disk_cache_open(const tsr_disk_cache_options_t *options,
                                          tsr_disk_cache_t **out_cache)
     TSR_MUST_USE;
 TSR_API void tsr_disk_cache_close(tsr_disk_cache_t *cache);
 /* The directory in use (owned by the cache). */
 TSR_API const char *tsr_disk_cache_dir(const tsr_disk_cache_t *cache);
+/* The key file in use (owned by the cache). */
+TSR_API const char *tsr_disk_cache_key_file(const tsr_disk_cache_t *cache);
 
 /* Looks `key` up. On a hit *out_payload is a tsr_disk_cache_free()-able copy
- * of the stored bytes. A miss is TSR_NOT_FOUND. A bad entry (truncated,
- * corrupted, other format or tessera version, other key material) is removed,
+ * of the stored bytes, authenticated with the cache's key. A miss is
+ * TSR_NOT_FOUND. A bad entry (not a regular file, not authenticated by the
+ * key: planted or forged, truncated, corrupted, other format or tessera
+ * version, other key material) is removed,
  * warned about once, and reported as TSR_NOT_FOUND. (An entry with the same
  * hash but other key material is a miss too, neither removed nor warned
  * about: the next put replaces it.) TSR_IO_ERROR when an entry exists but
@@ -107,8 +127,9 @@ TSR_API tsr_status_t tsr_disk_cache_scan(tsr_disk_cache_t *cache,
  * may be puts in flight); *out_removed (may be NULL) counts the entries. */
 TSR_API tsr_status_t tsr_disk_cache_clear(tsr_disk_cache_t *cache,
                                           uint64_t *out_removed) TSR_MUST_USE;
-/* Checks every entry (header, versions, key hash against the file name,
- * checksum, decompression). Bad entries are reported on `report` (one line
+/* Checks every entry (a regular file, MAC, header, versions, key hash
+ * against the file name, decompression) and every bucket (a directory, not
+ * a symbolic link). Bad ones are reported on `report` (one line
  * "bad: PATH: REASON" each, may be NULL) and removed when `remove_bad`. */
 TSR_API tsr_status_t tsr_disk_cache_verify(tsr_disk_cache_t *cache, FILE *report,
                                            bool remove_bad, uint64_t *out_good,

@@ -78,24 +78,20 @@ TSR_API void tsr_runtime_key_component(const tsr_runtime_key_t *key, size_t i,
 
 /* ---- Prepared programs through the cache -------------------------------- */
 
-/* Prepares `kernel` for the interpreter through the process's cache. On a
- * memory hit, verification and preparation are skipped: the cached program is
- * bound to this kernel's names and locations (diagnostics point into this
- * kernel's file). On a miss the kernel is verified (unless the disk cache
- * records that a kernel with this key verified before) and prepared, once
- * even when several threads ask at the same time. The result is destroyed
- * with tsr_interp_program_destroy. Thread-safe.
- *
- * The disk cache (docs/cache.md) is used unless TESSERA_CACHE=off; if it
- * cannot be used (unwritable, disk full) the process goes on without it and
- * says so once on stderr. */
+/* Prepares `kernel` for the interpreter through the process's in-memory
+ * cache. On a hit, verification and preparation are skipped: the cached
+ * program is bound to this kernel's names and locations (diagnostics point
+ * into this kernel's file). On a miss the kernel is verified and prepared,
+ * once even when several threads ask at the same time. The result is
+ * destroyed with tsr_interp_program_destroy. Thread-safe. The interpreter
+ * keeps nothing on disk (docs/cache.md says why). */
 TSR_API tsr_status_t tsr_runtime_prepare(const tsr_ir_kernel_t *kernel,
                                          const tsr_interp_options_t *options,
                                          tsr_interp_program_t **out_program)
     TSR_MUST_USE;
 
-/* The process's disk cache as this process used it (one handle serves every
- * backend, so these counters are the same in both stats below). */
+/* The process's disk cache as this process used it (the cpu backend's
+ * compiled objects). */
 typedef struct tsr_runtime_disk_use {
   bool enabled; /* false: TESSERA_CACHE=off, or the directory is unusable */
   uint64_t hits, misses, puts, bad_entries, errors;
@@ -105,9 +101,6 @@ typedef struct tsr_runtime_cache_stats {
   /* the in-memory cache of prepared programs */
   uint64_t memory_hits, memory_misses, memory_builds, memory_waits,
       memory_evictions, memory_entries, memory_bytes;
-  tsr_runtime_disk_use_t disk;
-  /* kernels whose verification was skipped thanks to a disk entry */
-  uint64_t verifications_skipped;
 } tsr_runtime_cache_stats_t;
 
 TSR_API void tsr_runtime_cache_stats(tsr_runtime_cache_stats_t *out_stats);

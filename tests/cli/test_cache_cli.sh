@@ -37,7 +37,7 @@ check() {
   if "$@"; then pass "$desc"; else fail "$desc" "failed: $*"; fi
 }
 
-entries() { find "$1/v1" -name '*.tsc' | sort; }
+entries() { find "$1/v2" -name '*.tsc' | sort; }
 
 # ---- help and usage ---------------------------------------------------------
 t cache --help
@@ -84,7 +84,7 @@ printf '\xff' | dd of="${files[0]}" bs=1 seek=$((size - 5)) conv=notrunc status=
 truncate -s 60 "${files[1]}"
 t cache verify --dir "$c"
 expect "verify finds the damaged entries, exit 1" 1 '^6 entries checked in .*: 4 good, 2 bad \(remove them'
-check "verify names the flipped entry" grep -qF "bad: ${files[0]}: payload checksum mismatch" "$tmp/out"
+check "verify names the flipped entry" grep -qF "bad: ${files[0]}: authentication failed" "$tmp/out"
 check "verify names the truncated entry" grep -qF "bad: ${files[1]}: truncated" "$tmp/out"
 check "verify alone removes nothing" test -e "${files[0]}" -a -e "${files[1]}"
 

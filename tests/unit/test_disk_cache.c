@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
+#include <sodium.h>
 
 #include "base/base_internal.h"
 #include "tests/harness.h"
@@ -29,8 +29,8 @@ enum {
   OFF_PAYLOAD_SIZE = 72,
   OFF_STORED_SIZE = 80,
   OFF_COMPRESSION = 88,
-  OFF_CHECKSUM = 96,
-  OFF_HEADER_CHECKSUM = 120,
+  OFF_RESERVED = 92,
+  OFF_MAC = 96,
 };
 
 /* ---- Helpers ------------------------------------------------------------------ */
@@ -103,7 +103,7 @@ static void entry_path(const char *dir, const tsr_cache_key_t *key,
                        char *out, size_t size) {
   char hex[33];
   tsr_cache_key_hex(key, hex);
-  int n = snprintf(out, size, "%s/v1/%.2s/%s.tsc", dir, hex, hex + 2);
+  int n = snprintf(out, size, "%s/v2/%.2s/%s.tsc", dir, hex, hex + 2);
   if (n < 0 || (size_t)n >= size) out[0] = '\0'; /* too long: no such file */
 }
 
@@ -228,18 +228,27 @@ static uint64_t get_u64(const uint8_t *p) {
   return v;
 }
 
-/* Recomputes both checksums of an entry image, so that a deliberate change
- * reaches the checks behind them. */
-static void reseal(uint8_t *e, size_t len) {
-  uint64_t key_len = get_u64(e + OFF_KEY_LEN);
-  if (HEADER + key_len <= len) {
-    XXH128_hash_t sum = XXH3_128bits(e + HEADER + key_len, len - HEADER - key_len);
-    put_u64(e + OFF_CHECKSUM, sum.low64);
-    put_u64(e + OFF_CHECKSUM + 8, sum.high64);
-    put_u64(e + OFF_HEADER_CHECKSUM,
-            XXH3_64bits_withSeed(e + HEADER, key_len,
-                                 XXH3_64bits(e, OFF_HEADER_CHECKSUM)));
-  }
+/* The key of `cache`'s key file. */
+static bool read_mac_key(const tsr_disk_cache_t *cache, uint8_t key[32]) {
+  size_t len = 0;
+  uint8_t *bytes = read_whole(tsr_disk_cache_key_file(cache), &len);
+  bool ok = bytes && len == 32;
+  if (ok) memcpy(key, bytes, 32);
+  free(bytes);
+  return ok;
+}
+
+/* Recomputes the MAC of an entry image with `cache`'s key (as the writer
+ * does: keyed BLAKE2b-256 of the header up to the MAC and everything after
+ * it), so that a deliberate change reaches the checks behind it. */
+static void reseal(const tsr_disk_cache_t *cache, uint8_t *e, size_t len) {
+  uint8_t key[32];
+  if (len < HEADER || !read_mac_key(cache, key)) return;
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, key, sizeof key, 32);
+  crypto_generichash_update(&st, e, OFF_MAC);
+  crypto_generichash_update(&st, e + HEADER, len - HEADER);
+  crypto_generichash_final(&st, e + OFF_MAC, 32);
 }
 
 static void set_mtime(const char *path, time_t when) {
@@ -361,11 +370,13 @@ typedef enum damage {
   APPEND,    /* one byte */
   FLIP,      /* xor 0x5a at `offset` */
   OVERWRITE, /* `bytes` at `offset` */
-  RESEAL_U64,/* set the u64 at `offset` to `value`, then fix both checksums */
+  RESEAL_U64,/* set the u64 at `offset` to `value`, then fix the MAC */
   GARBAGE,   /* replace with `offset` random bytes */
   SYMLINK,   /* replace with a symbolic link to another valid entry */
-  WRONG_VERSION, /* tessera version "9.9.9", checksums fixed */
-  PAYLOAD_FLIP_RESEALED, /* flip a stored payload byte, checksums fixed */
+  FIFO,      /* replace with a FIFO (a get must not wait on it) */
+  WRONG_VERSION, /* tessera version "9.9.9", MAC fixed */
+  PAYLOAD_FLIP_RESEALED, /* flip a stored payload byte, MAC fixed */
+  FORGED,    /* the payload replaced, MAC'ed with another key */
 } damage_t;
 
 /* Offsets: absolute, or relative to the key, the payload or the file end. */
@@ -393,37 +404,58 @@ static const damage_case_t damage_cases[] = {
     {"flip magic", FLIP, ABS, 0, 0, NULL, "magic", false},
     {"flip format version", FLIP, ABS, OFF_FORMAT, 0, NULL, "format", false},
     {"flip header size", FLIP, ABS, OFF_HEADER_SIZE, 0, NULL, "header size", false},
-    {"flip tessera version", FLIP, ABS, OFF_VERSION, 0, NULL, "header checksum", false},
-    {"flip key hash", FLIP, ABS, OFF_KEY_HASH + 3, 0, NULL, "header checksum", false},
+    {"flip tessera version", FLIP, ABS, OFF_VERSION, 0, NULL, "authentication failed", false},
+    {"flip key hash", FLIP, ABS, OFF_KEY_HASH + 3, 0, NULL, "authentication failed", false},
     {"flip key length", FLIP, ABS, OFF_KEY_LEN, 0, NULL, NULL, false},
-    {"flip payload size", FLIP, ABS, OFF_PAYLOAD_SIZE, 0, NULL, "header checksum", false},
+    {"flip payload size", FLIP, ABS, OFF_PAYLOAD_SIZE, 0, NULL, "authentication failed", false},
     {"flip stored size", FLIP, ABS, OFF_STORED_SIZE, 0, NULL, NULL, false},
-    {"flip compression", FLIP, ABS, OFF_COMPRESSION, 0, NULL, "header checksum", false},
-    {"flip payload checksum", FLIP, ABS, OFF_CHECKSUM + 5, 0, NULL, "header checksum", false},
-    {"flip header checksum", FLIP, ABS, OFF_HEADER_CHECKSUM, 0, NULL, "header checksum", false},
-    {"flip key first byte", FLIP, KEY, 0, 0, NULL, "header checksum", false},
-    {"flip key last byte", FLIP, PAYLOAD, -1, 0, NULL, "header checksum", false},
-    {"flip payload start", FLIP, PAYLOAD, 0, 0, NULL, "payload checksum", false},
-    {"flip payload middle", FLIP, MIDDLE, 0, 0, NULL, "payload checksum", false},
-    {"flip payload end", FLIP, END, -1, 0, NULL, "payload checksum", false},
+    {"flip compression", FLIP, ABS, OFF_COMPRESSION, 0, NULL, "authentication failed", false},
+    {"flip MAC start", FLIP, ABS, OFF_MAC, 0, NULL, "authentication failed", false},
+    {"flip MAC end", FLIP, ABS, HEADER - 1, 0, NULL, "authentication failed", false},
+    {"flip key first byte", FLIP, KEY, 0, 0, NULL, "authentication failed", false},
+    {"flip key last byte", FLIP, PAYLOAD, -1, 0, NULL, "authentication failed", false},
+    {"flip payload start", FLIP, PAYLOAD, 0, 0, NULL, "authentication failed", false},
+    {"flip payload middle", FLIP, MIDDLE, 0, 0, NULL, "authentication failed", false},
+    {"flip payload end", FLIP, END, -1, 0, NULL, "authentication failed", false},
     {"wrong magic", OVERWRITE, ABS, 0, 0, "NOTCACHE", "magic", false},
     {"wrong tessera version", WRONG_VERSION, ABS, 0, 0, NULL, "written by tessera 9.9.9", false},
     {"unknown compression", RESEAL_U64, ABS, OFF_COMPRESSION, 7, NULL, "compression", false},
-    {"reserved field set", RESEAL_U64, ABS, 112, 1, NULL, "reserved", false},
+    {"reserved field set", RESEAL_U64, ABS, OFF_RESERVED, 1, NULL, "reserved", false},
     {"huge key length", RESEAL_U64, ABS, OFF_KEY_LEN, 1ull << 62, NULL, "truncated", false},
     {"huge stored size", RESEAL_U64, ABS, OFF_STORED_SIZE, 1ull << 62, NULL, "truncated", false},
     {"huge payload size", RESEAL_U64, ABS, OFF_PAYLOAD_SIZE, 1ull << 62, NULL, NULL, false},
     {"payload size off by one", RESEAL_U64, ABS, OFF_PAYLOAD_SIZE, 0, NULL, NULL, false},
-    {"corrupt zstd data, checksums fixed", PAYLOAD_FLIP_RESEALED, MIDDLE, 0, 0, NULL, "zstd", true},
+    {"corrupt zstd data, MAC fixed", PAYLOAD_FLIP_RESEALED, MIDDLE, 0, 0, NULL, "zstd", true},
+    {"forged with another key", FORGED, ABS, 0, 0, NULL, "authentication failed", false},
     {"garbage file", GARBAGE, ABS, 4096, 0, NULL, "magic", false},
     {"tiny garbage file", GARBAGE, ABS, 10, 0, NULL, "truncated", false},
     {"symbolic link", SYMLINK, ABS, 0, 0, NULL, "symbolic link", false},
+    {"FIFO", FIFO, ABS, 0, 0, NULL, "a FIFO, not a regular file", false},
 };
 
-/* Damages the entry file `path` (key `key_len` bytes) as `c` says; `other`
- * is another valid entry's path. */
-static bool apply_damage(const damage_case_t *c, const char *path, size_t key_len,
-                         const char *other) {
+/* Writes the entry of `key` with `payload` in cache directory `dir`, as a
+ * writer with another key file (`key_file`, made on first use) would. */
+static bool forge_entry(const char *dir, const char *key_file, const tsr_cache_key_t *key,
+                        const void *payload, size_t size) {
+  tsr_disk_cache_options_t o;
+  tsr_disk_cache_options_initialize(&o);
+  o.dir = dir;
+  o.key_file = key_file;
+  o.warn_stream = NULL;
+  tsr_disk_cache_t *forger = NULL;
+  tsr_status_t s = tsr_disk_cache_open(&o, &forger);
+  if (!s) s = tsr_disk_cache_put(forger, key, payload, size);
+  tsr_disk_cache_close(forger);
+  bool ok = s == NULL;
+  tsr_status_free(s);
+  return ok;
+}
+
+/* Damages the entry file `path` (key `key`) of `cache` in `dir` as `c`
+ * says; `other` is another valid entry's path. */
+static bool apply_damage(const damage_case_t *c, tsr_disk_cache_t *cache, const char *dir,
+                         const char *path, const tsr_cache_key_t *key, const char *other) {
+  size_t key_len = key->len;
   size_t len = 0;
   uint8_t *e = read_whole(path, &len);
   if (!e) return false;
@@ -458,7 +490,7 @@ static bool apply_damage(const damage_case_t *c, const char *path, size_t key_le
     uint64_t v = c->value;
     if (!v) v = get_u64(e + off) + 1; /* "off by one" */
     put_u64(e + off, v);
-    reseal(e, len);
+    reseal(cache, e, len);
     ok = write_whole(path, e, len);
     break;
   }
@@ -472,15 +504,25 @@ static bool apply_damage(const damage_case_t *c, const char *path, size_t key_le
   case SYMLINK:
     ok = unlink(path) == 0 && symlink(other, path) == 0;
     break;
+  case FIFO:
+    ok = unlink(path) == 0 && mkfifo(path, 0600) == 0;
+    break;
+  case FORGED: {
+    char key_file[4200];
+    pathf(key_file, sizeof key_file, "%s.forger.key", dir);
+    ok = forge_entry(dir, key_file, key, "forged payload", 14);
+    unlink(key_file);
+    break;
+  }
   case WRONG_VERSION:
     memset(e + OFF_VERSION, 0, 32);
     memcpy(e + OFF_VERSION, "9.9.9", 5);
-    reseal(e, len);
+    reseal(cache, e, len);
     ok = write_whole(path, e, len);
     break;
   case PAYLOAD_FLIP_RESEALED:
     for (long long i = 0; i < 8 && off + i < (long long)len; i++) e[off + i] ^= 0xff;
-    reseal(e, len);
+    reseal(cache, e, len);
     ok = write_whole(path, e, len);
     break;
   }
@@ -510,7 +552,7 @@ static void check_damage(const damage_case_t *c, bool compressed) {
   TSR_CHECK_OK(tsr_disk_cache_put(cache, &k.key, payload, SIZE));
   TSR_CHECK_OK(tsr_disk_cache_put(cache, &other.key, payload, SIZE));
   if (compressed) TSR_CHECK(file_size(path) < SIZE / 2);
-  if (!apply_damage(c, path, k.key.len, other_path)) {
+  if (!apply_damage(c, cache, dir, path, &k.key, other_path)) {
     TSR_FAIL_AT("%s: could not damage %s: %s", c->name, path, strerror(errno));
   } else {
     int r = get_result(cache, &k.key, payload, SIZE);
@@ -640,8 +682,31 @@ TSR_TEST(verify_finds_each_bad_entry) {
   image[len - 1] ^= 1;
   TSR_CHECK(write_whole(path[1], image, len));
   free(image);
+  /* A FIFO in place of an entry (verify must not wait on it), an entry
+   * forged by a writer with another key, and a bucket that is a symbolic
+   * link to a directory outside the cache. */
+  test_key_t fifo_key, forger_key, link_key;
+  make_key(&fifo_key, "a fifo");
+  make_key(&forger_key, "forged by another writer");
+  char fifo_path[4096], forger_path[4096], forger_key_file[4200], link_path[4200],
+      outside[4200];
+  entry_path(dir, &fifo_key.key, fifo_path, sizeof fifo_path);
+  entry_path(dir, &forger_key.key, forger_path, sizeof forger_path);
+  TSR_CHECK_OK(tsr_disk_cache_put(cache, &fifo_key.key, "x", 1));
+  TSR_CHECK(unlink(fifo_path) == 0 && mkfifo(fifo_path, 0600) == 0);
+  pathf(forger_key_file, sizeof forger_key_file, "%s.forger.key", dir);
+  TSR_CHECK(forge_entry(dir, forger_key_file, &forger_key.key, "evil", 4));
+  unlink(forger_key_file);
+  for (int i = 0;; i++) { /* a key whose bucket does not exist yet */
+    make_key(&link_key, "linked bucket %d", i);
+    entry_path(dir, &link_key.key, link_path, sizeof link_path);
+    *strrchr(link_path, '/') = '\0';
+    if (!exists(link_path)) break;
+  }
+  pathf(outside, sizeof outside, "%s.outside", dir);
+  TSR_CHECK(mkdir(outside, 0700) == 0 && symlink(outside, link_path) == 0);
   char stray[4200], temp[4200];
-  pathf(stray, sizeof stray, "%s/v1/README", dir);
+  pathf(stray, sizeof stray, "%s/v2/README", dir);
   pathf(temp, sizeof temp, "%s/.tmp-1-abcdef", bucket);
   TSR_CHECK(write_whole(stray, "x", 1) && write_whole(temp, "half", 4));
 
@@ -652,10 +717,14 @@ TSR_TEST(verify_finds_each_bad_entry) {
   TSR_CHECK_OK(tsr_disk_cache_verify(cache, f, false, &good, &nbad));
   fflush(f);
   TSR_CHECK_EQ_INT(good, N - 2);
-  TSR_CHECK_EQ_INT(nbad, 4);
-  const char *want[] = {path[0], path[1], forged_path, moved_path};
-  const char *why[] = {"truncated", "payload checksum", "does not hash", "misplaced"};
-  for (int i = 0; i < 4; i++) {
+  TSR_CHECK_EQ_INT(nbad, 7);
+  enum { BAD = 7 };
+  const char *want[BAD] = {path[0], path[1], forged_path, moved_path, fifo_path,
+                           forger_path, link_path};
+  const char *why[BAD] = {"truncated", "authentication failed", "does not hash", "misplaced",
+                          "a FIFO, not a regular file", "authentication failed",
+                          "a symbolic link, not a bucket directory"};
+  for (int i = 0; i < BAD; i++) {
     char line[4400];
     pathf(line, sizeof line, "bad: %s: ", want[i]);
     const char *at = report ? strstr(report, line) : NULL;
@@ -667,9 +736,11 @@ TSR_TEST(verify_finds_each_bad_entry) {
   fclose(f);
   free(report);
   TSR_CHECK_OK(tsr_disk_cache_verify(cache, NULL, true, &good, &nbad));
-  TSR_CHECK_EQ_INT(nbad, 4);
-  for (int i = 0; i < 4; i++) TSR_CHECK(!exists(want[i]));
+  TSR_CHECK_EQ_INT(nbad, BAD);
+  for (int i = 0; i < BAD; i++) TSR_CHECK(!exists(want[i]));
   TSR_CHECK(exists(stray) && exists(temp));
+  TSR_CHECK(exists(outside)); /* the link went, not what it pointed to */
+  rmdir(outside);
   TSR_CHECK_OK(tsr_disk_cache_verify(cache, NULL, true, &good, &nbad));
   TSR_CHECK_EQ_INT(good, N - 2);
   TSR_CHECK_EQ_INT(nbad, 0);
@@ -707,15 +778,33 @@ TSR_TEST(scan_and_clear) {
   TSR_CHECK(write_whole(fresh, "abc", 3) && write_whole(stale, "abc", 3) &&
             write_whole(stray, "abc", 3));
   set_mtime(stale, time(NULL) - 2 * 3600);
+  /* A FIFO in place of an entry and a bucket that is a symbolic link: not
+   * counted by scan, removed by clear (the link, not its target). */
+  test_key_t fifo_key, link_key;
+  char fifo_path[4096], link_path[4096], outside[4200];
+  make_key(&fifo_key, "scan fifo");
+  entry_path(dir, &fifo_key.key, fifo_path, sizeof fifo_path);
+  TSR_CHECK_OK(tsr_disk_cache_put(cache, &fifo_key.key, "x", 1));
+  TSR_CHECK(unlink(fifo_path) == 0 && mkfifo(fifo_path, 0600) == 0);
+  for (int i = 0;; i++) {
+    make_key(&link_key, "scan link %d", i);
+    entry_path(dir, &link_key.key, link_path, sizeof link_path);
+    *strrchr(link_path, '/') = '\0';
+    if (!exists(link_path)) break;
+  }
+  pathf(outside, sizeof outside, "%s.outside", dir);
+  TSR_CHECK(mkdir(outside, 0700) == 0 && symlink(outside, link_path) == 0);
   TSR_CHECK_OK(tsr_disk_cache_scan(cache, &st));
   TSR_CHECK_EQ_INT(st.entries, N);
   TSR_CHECK_EQ_INT(st.bytes, bytes);
   TSR_CHECK_EQ_INT(st.temp_files, 2);
-  TSR_CHECK_EQ_INT(st.puts, N); /* the handle's counters come along */
+  TSR_CHECK_EQ_INT(st.puts, N + 1); /* the handle's counters come along */
 
   uint64_t removed = 99;
   TSR_CHECK_OK(tsr_disk_cache_clear(cache, &removed));
-  TSR_CHECK_EQ_INT(removed, N);
+  TSR_CHECK_EQ_INT(removed, N + 2);
+  TSR_CHECK(!exists(fifo_path) && !exists(link_path) && exists(outside));
+  rmdir(outside);
   TSR_CHECK_OK(tsr_disk_cache_scan(cache, &st));
   TSR_CHECK_EQ_INT(st.entries, 0);
   TSR_CHECK_EQ_INT(st.bytes, 0);
@@ -797,7 +886,7 @@ TSR_TEST(damaged_size_estimate_is_rebuilt) {
   TSR_CHECK(cache != NULL);
   if (!cache) return;
   char size_file[4200];
-  pathf(size_file, sizeof size_file, "%s/v1/.size", dir);
+  pathf(size_file, sizeof size_file, "%s/v2/.size", dir);
   for (int i = 0; i < 12; i++) {
     make_key(&k, "estimate %02d", i);
     if (i % 3 == 0) TSR_CHECK(write_whole(size_file, "garbage", 7));
@@ -1106,7 +1195,7 @@ TSR_TEST(unusable_directories_fail_cleanly) {
   /* The format directory is a regular file. */
   pathf(path, sizeof path, "%s/flat", dir);
   mkdir(path, 0755);
-  pathf(path, sizeof path, "%s/flat/v1", dir);
+  pathf(path, sizeof path, "%s/flat/v2", dir);
   TSR_CHECK(write_whole(path, "x", 1));
   pathf(path, sizeof path, "%s/flat", dir);
   o.dir = path;
@@ -1133,24 +1222,23 @@ TSR_TEST(unusable_directories_fail_cleanly) {
     make_key(&other, "free %d", i);
     if ((other.key.hi >> 56) != (k.key.hi >> 56)) break;
   }
-  s = tsr_disk_cache_put(cache, &k.key, "data", 4);
-  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_IO_ERROR);
-  TSR_CHECK(strstr(tsr_status_message(s), "Not a directory") != NULL);
-  tsr_status_free(s);
-  TSR_CHECK_EQ_INT(get_result(cache, &k.key, "data", 4), 1);
+  /* Not a directory tessera made: removed as bad (one warning), and the
+   * put makes the bucket. */
+  TSR_CHECK_OK(tsr_disk_cache_put(cache, &k.key, "data", 4));
+  TSR_CHECK_EQ_INT(warnings_lines(&w), 1);
+  TSR_CHECK(strstr(warnings_text(&w), "a regular file, not a bucket directory") != NULL);
+  TSR_CHECK_EQ_INT(get_result(cache, &k.key, "data", 4), 0);
   TSR_CHECK_OK(tsr_disk_cache_put(cache, &other.key, "data", 4));
   TSR_CHECK_EQ_INT(get_result(cache, &other.key, "data", 4), 0);
-  TSR_CHECK_EQ_INT(warnings_lines(&w), 1);
   uint64_t good = 0, nbad = 0;
   TSR_CHECK_OK(tsr_disk_cache_verify(cache, NULL, false, &good, &nbad));
-  TSR_CHECK_EQ_INT(good, 1);
+  TSR_CHECK_EQ_INT(good, 2);
   TSR_CHECK_OK(tsr_disk_cache_clear(cache, NULL));
-  unlink(bucket);
 
   /* Permissions: meaningless for root, who ignores them. */
   if (geteuid() != 0) {
     char v1[4300];
-    pathf(v1, sizeof v1, "%s/v1", path);
+    pathf(v1, sizeof v1, "%s/v2", path);
     TSR_CHECK_OK(tsr_disk_cache_put(cache, &other.key, "data", 4));
     TSR_CHECK(chmod(v1, 0555) == 0);
     TSR_CHECK_STATUS(tsr_disk_cache_put(cache, &k.key, "data", 4), TSR_IO_ERROR);
@@ -1167,13 +1255,171 @@ TSR_TEST(unusable_directories_fail_cleanly) {
       TSR_CHECK_EQ_INT(get_result(ro, &other.key, "data", 4), 0);
       tsr_disk_cache_close(ro);
     }
-    chmod(other_bucket, 0755);
-    chmod(v1, 0755);
+    chmod(other_bucket, 0700);
+    chmod(v1, 0700);
   } else {
     printf("# running as root: the chmod 0555 checks are skipped\n");
   }
   tsr_disk_cache_close(cache);
   warnings_close(&w);
+  remove_tree(dir);
+  free(dir);
+}
+
+/* A bucket that is a symbolic link to a directory outside the cache: a put
+ * never writes through it (it replaces the link with a directory), a get
+ * never reads through it. */
+TSR_TEST(symlinked_buckets_are_never_followed) {
+  char *dir = make_temp_dir();
+  warnings_t w;
+  warnings_open(&w);
+  tsr_disk_cache_t *cache = open_cache(dir, 0, w.stream);
+  TSR_CHECK(cache != NULL);
+  if (!cache) return;
+  test_key_t k;
+  make_key(&k, "through a link");
+  char entry[4096], bucket[4096], outside[4200], planted[4400];
+  entry_path(dir, &k.key, entry, sizeof entry);
+  pathf(bucket, sizeof bucket, "%s", entry);
+  *strrchr(bucket, '/') = '\0';
+  /* outside/ holds a genuine entry of the key, made by this cache. */
+  TSR_CHECK_OK(tsr_disk_cache_put(cache, &k.key, "outside", 7));
+  pathf(outside, sizeof outside, "%s.outside", dir);
+  TSR_CHECK(rename(bucket, outside) == 0 && symlink(outside, bucket) == 0);
+  pathf(planted, sizeof planted, "%s/%s", outside, strrchr(entry, '/') + 1);
+  TSR_CHECK_EQ_INT(get_result(cache, &k.key, "outside", 7), 1);
+  TSR_CHECK(strstr(warnings_text(&w), "removed bad bucket") != NULL);
+  TSR_CHECK(strstr(warnings_text(&w), "a symbolic link, not a bucket directory") != NULL);
+  TSR_CHECK(symlink(outside, bucket) == 0);
+  TSR_CHECK_OK(tsr_disk_cache_put(cache, &k.key, "inside", 6));
+  struct stat st;
+  TSR_CHECK(lstat(bucket, &st) == 0 && S_ISDIR(st.st_mode));
+  TSR_CHECK_EQ_INT(get_result(cache, &k.key, "inside", 6), 0);
+  size_t len = 0;
+  uint8_t *image = read_whole(planted, &len);
+  /* Untouched: the entry of "outside", a byte longer than that of "inside". */
+  TSR_CHECK(image && (long long)len == file_size(entry) + 1);
+  free(image);
+  tsr_disk_cache_stats_t stats;
+  tsr_disk_cache_stats(cache, &stats);
+  TSR_CHECK_EQ_INT(stats.bad_entries, 2);
+  tsr_disk_cache_close(cache);
+  warnings_close(&w);
+  remove_tree(outside);
+  remove_tree(dir);
+  free(dir);
+}
+
+/* Opens `dir` with `shared`; the status (NULL: opened and closed). */
+static tsr_status_t try_open(const char *dir, bool shared, const char *key_file) {
+  tsr_disk_cache_options_t o;
+  tsr_disk_cache_options_initialize(&o);
+  o.dir = dir;
+  o.shared = shared;
+  o.key_file = key_file;
+  tsr_disk_cache_t *cache = NULL;
+  tsr_status_t s = tsr_disk_cache_open(&o, &cache);
+  tsr_disk_cache_close(cache);
+  return s;
+}
+
+/* TSR_IO_ERROR with `want` in the message. */
+static void check_refused(tsr_status_t s, const char *want) {
+  if (!s || tsr_status_code(s) != TSR_IO_ERROR || !strstr(tsr_status_message(s), want))
+    TSR_FAIL_AT("expected an I/O error with '%s', got %s", want,
+                s ? tsr_status_message(s) : "success");
+  tsr_status_free(s);
+}
+
+/* A cache directory is used only if it is this user's and nobody else may
+ * write it, unless shared on purpose. */
+TSR_TEST(directory_owner_and_mode) {
+  char *dir = make_temp_dir();
+  char path[4300];
+  /* A new cache is private: 0700 directories, 0600 files. */
+  pathf(path, sizeof path, "%s/new", dir);
+  tsr_disk_cache_t *cache = open_cache(path, 0, stderr);
+  TSR_CHECK(cache != NULL);
+  test_key_t k;
+  make_key(&k, "modes");
+  if (cache) {
+    TSR_CHECK_OK(tsr_disk_cache_put(cache, &k.key, "m", 1));
+    tsr_disk_cache_close(cache);
+  }
+  char entry[4096], bucket[4096];
+  entry_path(path, &k.key, entry, sizeof entry);
+  pathf(bucket, sizeof bucket, "%s", entry);
+  *strrchr(bucket, '/') = '\0';
+  struct stat st;
+  TSR_CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0700);
+  TSR_CHECK(stat(bucket, &st) == 0 && (st.st_mode & 0777) == 0700);
+  TSR_CHECK(stat(entry, &st) == 0 && (st.st_mode & 0777) == 0600);
+  /* Group- or world-writable: refused, unless shared. */
+  TSR_CHECK(chmod(path, 0770) == 0);
+  check_refused(try_open(path, false, NULL), "has mode 0770, writable by its group");
+  TSR_CHECK_OK(try_open(path, true, NULL));
+  TSR_CHECK(chmod(path, 0757) == 0);
+  check_refused(try_open(path, false, NULL), "writable by others");
+  TSR_CHECK(setenv("TESSERA_CACHE_SHARED", "1", 1) == 0);
+  TSR_CHECK_OK(try_open(path, false, NULL));
+  unsetenv("TESSERA_CACHE_SHARED");
+  TSR_CHECK(chmod(path, 0755) == 0);
+  TSR_CHECK_OK(try_open(path, false, NULL));
+  /* The format directory is checked too. */
+  pathf(bucket, sizeof bucket, "%s/v2", path);
+  TSR_CHECK(chmod(bucket, 0777) == 0);
+  check_refused(try_open(path, false, NULL), "writable by others");
+  TSR_CHECK(chmod(bucket, 0700) == 0);
+  /* Another user's: refused, unless shared (root can make one). */
+  if (geteuid() == 0) {
+    TSR_CHECK(chown(path, 65534, 65534) == 0);
+    check_refused(try_open(path, false, NULL), "belongs to uid 65534, not to this user");
+    TSR_CHECK_OK(try_open(path, true, NULL));
+    TSR_CHECK(chown(path, 0, 0) == 0);
+  } else {
+    printf("# not root: another user's directory is covered by test_cache_run\n");
+  }
+  remove_tree(dir);
+  free(dir);
+}
+
+/* The key file: made 0600 in a 0700 directory on first use; refused when
+ * others may use it, when it is another user's (unless shared), not a
+ * regular file (a FIFO must not hang the open) or not 32 bytes. */
+TSR_TEST(key_file_checks) {
+  char *dir = make_temp_dir();
+  char cache_dir[4300], key_dir[4300], key[4400];
+  pathf(cache_dir, sizeof cache_dir, "%s/cache", dir);
+  pathf(key_dir, sizeof key_dir, "%s/config/tessera", dir);
+  pathf(key, sizeof key, "%s/cache.key", key_dir);
+  TSR_CHECK_OK(try_open(cache_dir, false, key));
+  struct stat st;
+  TSR_CHECK(stat(key, &st) == 0 && (st.st_mode & 0777) == 0600 && st.st_size == 32);
+  TSR_CHECK(stat(key_dir, &st) == 0 && (st.st_mode & 0777) == 0700);
+  size_t len = 0;
+  uint8_t *first = read_whole(key, &len);
+  TSR_CHECK_OK(try_open(cache_dir, false, key));
+  uint8_t *second = read_whole(key, &len);
+  TSR_CHECK(first && second && memcmp(first, second, 32) == 0); /* kept */
+  free(first);
+  free(second);
+  TSR_CHECK(chmod(key, 0640) == 0);
+  check_refused(try_open(cache_dir, false, key), "has mode 0640");
+  TSR_CHECK_OK(try_open(cache_dir, true, key)); /* a shared key: the group may */
+  TSR_CHECK(chmod(key, 0604) == 0);
+  check_refused(try_open(cache_dir, true, key), "has mode 0604");
+  TSR_CHECK(chmod(key, 0600) == 0);
+  if (geteuid() == 0) {
+    TSR_CHECK(chown(key, 65534, 65534) == 0);
+    check_refused(try_open(cache_dir, false, key), "belongs to uid 65534");
+    TSR_CHECK_OK(try_open(cache_dir, true, key));
+    TSR_CHECK(chown(key, 0, 0) == 0);
+  }
+  TSR_CHECK(truncate(key, 31) == 0);
+  check_refused(try_open(cache_dir, false, key), "has 31 bytes, expected 32");
+  TSR_CHECK(unlink(key) == 0 && mkfifo(key, 0600) == 0);
+  check_refused(try_open(cache_dir, false, key), "is not a regular file");
+  TSR_CHECK(unlink(key) == 0);
   remove_tree(dir);
   free(dir);
 }
@@ -1400,6 +1646,9 @@ int main(void) {
   TSR_RUN(several_threads_share_a_handle);
   TSR_RUN(full_disk_fails_cleanly_and_reads_go_on);
   TSR_RUN(unusable_directories_fail_cleanly);
+  TSR_RUN(symlinked_buckets_are_never_followed);
+  TSR_RUN(directory_owner_and_mode);
+  TSR_RUN(key_file_checks);
   TSR_RUN(allocation_failures);
   TSR_RUN(directory_from_options_and_environment);
   TSR_RUN(size_limit_from_environment);
