@@ -300,13 +300,17 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
     case TSR_SYN_UNARY:
       in.fn.unary = tsr_blockops_unary(op->opcode, (tsr_dtype_t)in.dtype);
       if (!in.fn.unary)
-        return TSR_STATUS(TSR_INTERNAL, "no %s loop for %s", info->mnemonic,
+        return TSR_STATUS(TSR_UNIMPLEMENTED,
+                          "%s:%u:%u: error: op '%s' is not implemented in the interpreter "
+                          "for %s", p->file, op->loc.line, op->loc.col, info->mnemonic,
                           tsr_dtype_name((tsr_dtype_t)in.dtype));
       return emit(ps, &in, NULL);
     case TSR_SYN_BINARY: {
       in.fn.binary = tsr_blockops_binary(op->opcode, (tsr_dtype_t)in.dtype);
       if (!in.fn.binary)
-        return TSR_STATUS(TSR_INTERNAL, "no %s loop for %s", info->mnemonic,
+        return TSR_STATUS(TSR_UNIMPLEMENTED,
+                          "%s:%u:%u: error: op '%s' is not implemented in the interpreter "
+                          "for %s", p->file, op->loc.line, op->loc.col, info->mnemonic,
                           tsr_dtype_name((tsr_dtype_t)in.dtype));
       bool as = op->operands[0]->type.kind == TSR_TYPE_SCALAR;
       bool bs = op->operands[1]->type.kind == TSR_TYPE_SCALAR;
@@ -605,7 +609,8 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       return emit(ps, &in, NULL);
     }
     default:
-      return TSR_STATUS(TSR_UNIMPLEMENTED, "%s:%u:%u: error: '%s' cannot run yet",
+      return TSR_STATUS(TSR_UNIMPLEMENTED,
+                        "%s:%u:%u: error: op '%s' is not implemented in the interpreter",
                         p->file, op->loc.line, op->loc.col, info->mnemonic);
   }
 }

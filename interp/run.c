@@ -1162,7 +1162,8 @@ static bool exec(run_t *run, uint32_t *pc_io) {
         }
         break;
       default:
-        tsr_interp_kernel_error(run, in->site, "internal error: no implementation");
+        tsr_interp_kernel_error(run, in->site, "op '%s' is not implemented in the interpreter",
+                                tsr_op_table[in->code].mnemonic);
         break;
     }
     if (TSR_UNLIKELY(run->sh->aborted)) goto out;

@@ -203,7 +203,7 @@ static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, u
         pts = false;
         break;
       }
-      default: break;
+      default: em_unimplemented(em, op, "an index of unknown kind"); break;
     }
   }
   *all_points = pts;
@@ -339,7 +339,11 @@ static void op_elementwise(emitter_t *em, const tsr_op_t *op) {
       case TSR_RULE_SELECT: s = em_select(em, a[0], a[1], a[2], em_compute(dtype), 0, false); break;
       case TSR_RULE_CONVERT: s = em_convert(em, a[0], arg_dtype, dtype, 0); break;
       case TSR_RULE_BITCAST: s = em_bitcast(em, a[0], arg_dtype, dtype, 0); break;
-      default: s = em_elementwise(em, op->opcode, arg_dtype, a, 0); break;
+      case TSR_RULE_ELEMWISE:
+      case TSR_RULE_COMPARE: s = em_elementwise(em, op->opcode, arg_dtype, a, 0); break;
+      default:
+        em_unimplemented(em, op, "not an elementwise op");
+        return;
     }
     set_scalar(em, r, s);
     return;
@@ -347,6 +351,7 @@ static void op_elementwise(emitter_t *em, const tsr_op_t *op) {
   expr_t *e = ex_new(em, EX_OP, dtype, r->type.rank, r->type.dims);
   if (!e) return;
   e->op = op->opcode;
+  e->origin = op;
   e->arg_dtype = arg_dtype;
   e->nargs = op->num_operands;
   for (uint32_t i = 0; i < op->num_operands && i < 3; i++) {
@@ -466,11 +471,13 @@ static void op_slice(emitter_t *em, const tsr_op_t *op) {
         strides[rank++] = v.strides[d];
         break;
       case TSR_INDEX_POINT: off += ix->start * v.strides[d]; break;
-      default:
+      case TSR_INDEX_SLICE:
+      case TSR_INDEX_DS:
         off += ix->start * v.strides[d];
         dims[rank] = ix->size;
         strides[rank++] = v.strides[d] * ix->stride;
         break;
+      default: em_unimplemented(em, op, "an index of unknown kind"); return;
     }
   }
   if (rank == 0) { /* every index a point: a scalar */
@@ -1100,6 +1107,7 @@ static void op_assert(emitter_t *em, const tsr_op_t *op) {
 
 static void emit_op(emitter_t *em, const tsr_op_t *op) {
   const tsr_op_info_t *info = &tsr_op_table[op->opcode];
+  em->op = op;
   /* The lines of each op that makes code start with its location, so that
    * `tessera lower --stage mlir` reads alongside the kernel and an MLIR
    * diagnostic at a line of the generated text can name the op. */

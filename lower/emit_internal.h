@@ -81,6 +81,7 @@ struct expr {
   ssa_t scalar;      /* EX_SCALAR */
   uint32_t axis;     /* EX_IOTA */
   tsr_opcode_t op;   /* EX_OP */
+  const tsr_op_t *origin; /* EX_OP: the IR op it computes (errors name it), or NULL */
   tsr_dtype_t arg_dtype; /* EX_OP: dtype of args[1] (args[0] for unary) */
   uint32_t nargs;
   expr_t *args[3];
@@ -127,6 +128,7 @@ typedef struct prolog_const {
 
 struct emitter {
   const tsr_kernel_t *k;
+  const tsr_op_t *op;  /* the IR op being emitted: errors name it */
   tsr_arena_t arena;
   tsr_strbuf_t pro;   /* prologue: constants and allocations */
   tsr_strbuf_t body;  /* the function body after the prologue */
