@@ -140,11 +140,24 @@ static ssa_t clamp_index(emitter_t *em, ssa_t v, int64_t hi) {
   return em_idx_of_i32(em, a);
 }
 
+/* The dynamic slice starts of a masked access, which are not clamped: the
+ * window may reach past the ref's ends (Pallas allows it when the lanes
+ * outside are masked off), and range_mask() keeps its accesses inside. */
+typedef struct window_range {
+  uint32_t count;
+  uint32_t vdim[TSR_MAX_RANK]; /* the view dim */
+  ssa_t start[TSR_MAX_RANK];   /* i32: its first element in the ref's dim */
+  int64_t step[TSR_MAX_RANK];
+  int64_t dim[TSR_MAX_RANK];   /* the ref's dim */
+} window_range_t;
+
 /* The view of op's indices [first, first + rank) into ref `rv`. With every
  * index a point, sets *all_points and the element's indices in points[]
- * instead (no view). */
-static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint32_t first,
-                          bool *all_points, ssa_t *points) {
+ * instead (no view). Dynamic slice starts are clamped into the ref, unless
+ * `range` is given: then they are kept and recorded there. */
+static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *rv,
+                              uint32_t first, bool *all_points, ssa_t *points,
+                              window_range_t *range) {
   view_t v;
   memset(&v, 0, sizeof v);
   int64_t static_off = 0;
@@ -190,7 +203,15 @@ static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, u
       case TSR_INDEX_SLICE:
       case TSR_INDEX_DS: {
         const int64_t step = ix->stride;
-        if (dyn) {
+        if (dyn && range) {
+          ssa_t s32 = scalar_of(em, op->operands[ix->operand]);
+          uint32_t k = range->count++;
+          range->vdim[k] = v.rank;
+          range->start[k] = s32;
+          range->step[k] = step;
+          range->dim[k] = dim;
+          off = em_iadd(em, off, em_imulc(em, em_idx_of_i32(em, s32), st));
+        } else if (dyn) {
           int64_t extent = (ix->size - 1) * step + 1;
           start = clamp_index(em, scalar_of(em, op->operands[ix->operand]), dim - extent);
           off = em_iadd(em, off, em_imulc(em, start, st));
@@ -215,9 +236,60 @@ static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, u
   return v;
 }
 
+static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint32_t first,
+                          bool *all_points, ssa_t *points) {
+  return ref_view_ranged(em, op, rv, first, all_points, points, NULL);
+}
+
 static view_t ref_view(emitter_t *em, const tsr_op_t *op, const view_t *rv, bool *all_points,
                        ssa_t *points) {
   return ref_view_at(em, op, rv, 0, all_points, points);
+}
+
+/* An i32 or i1 expression node `a OP b` made for op (errors name it). */
+static expr_t *ex_binary(emitter_t *em, const tsr_op_t *op, tsr_opcode_t code, tsr_dtype_t dtype,
+                         expr_t *a, expr_t *b, uint32_t rank, const int64_t *dims) {
+  expr_t *e = ex_new(em, EX_OP, dtype, rank, dims);
+  e->op = code;
+  e->origin = op;
+  e->arg_dtype = (tsr_dtype_t)a->dtype;
+  e->nargs = 2;
+  e->args[0] = a;
+  e->args[1] = b;
+  return e;
+}
+
+static expr_t *ex_splat(emitter_t *em, tsr_dtype_t dtype, ssa_t s, uint32_t rank,
+                        const int64_t *dims) {
+  expr_t *e = ex_new(em, EX_SCALAR, dtype, rank, dims);
+  e->scalar = s;
+  return e;
+}
+
+/* `mask` (NULL: none) and, for each dynamic slice of a masked access, that
+ * its element lies inside the ref: 0 <= start + i * step < dim. Masked-off
+ * lanes past the ends are never touched; masked-on ones there are an
+ * out-of-bounds error in the interpreter and are dropped here. */
+static expr_t *range_mask(emitter_t *em, const tsr_op_t *op, const window_range_t *wr,
+                          expr_t *mask, uint32_t rank, const int64_t *dims) {
+  const tsr_dtype_t I32 = TSR_DTYPE_I32, I1 = TSR_DTYPE_I1;
+  for (uint32_t k = 0; k < wr->count; k++) {
+    expr_t *i = ex_new(em, EX_IOTA, I32, rank, dims);
+    i->axis = wr->vdim[k];
+    expr_t *pos = ex_binary(em, op, TSR_OP_MUL, I32, i,
+                            ex_splat(em, I32, em_cint(em, "i32", 0, wr->step[k]), rank, dims),
+                            rank, dims);
+    pos = ex_binary(em, op, TSR_OP_ADD, I32, pos, ex_splat(em, I32, wr->start[k], rank, dims),
+                    rank, dims);
+    expr_t *lo = ex_binary(em, op, TSR_OP_GE, I1, pos,
+                           ex_splat(em, I32, em_cint(em, "i32", 0, 0), rank, dims), rank, dims);
+    expr_t *hi = ex_binary(em, op, TSR_OP_LT, I1, pos,
+                           ex_splat(em, I32, em_cint(em, "i32", 0, wr->dim[k]), rank, dims),
+                           rank, dims);
+    expr_t *in = ex_binary(em, op, TSR_OP_AND, I1, lo, hi, rank, dims);
+    mask = mask ? ex_binary(em, op, TSR_OP_AND, I1, mask, in, rank, dims) : in;
+  }
+  return mask;
 }
 
 /* The store that follows `op` and writes its block result, if the result
@@ -253,12 +325,14 @@ static void op_load(emitter_t *em, const tsr_op_t *op) {
   tsr_dtype_t dtype = (tsr_dtype_t)r->type.dtype;
   bool pts;
   ssa_t points[TSR_MAX_RANK];
-  view_t v = ref_view(em, op, &rvi->mem, &pts, points);
+  window_range_t range = {0};
+  const bool masked = (op->flags & TSR_OPF_MASK) != 0;
+  view_t v = ref_view_ranged(em, op, &rvi->mem, 0, &pts, points, masked ? &range : NULL);
   if (pts) {
     nest_t n;
     memset(&n, 0, sizeof n);
     ssa_t s;
-    if (op->flags & TSR_OPF_MASK) {
+    if (masked) {
       ssa_t m = scalar_of(em, op->operands[op->num_operands - 1]);
       ssa_t pt = em_uninit(em, dtype, 0);
       s = em_mem_read(em, &rvi->mem, dtype, points, &n, &m, &pt);
@@ -269,6 +343,7 @@ static void op_load(emitter_t *em, const tsr_op_t *op) {
     return;
   }
   expr_t *mask = mask_expr(em, op, r->type.rank, r->type.dims);
+  if (mask) mask = range_mask(em, op, &range, mask, r->type.rank, r->type.dims);
   if (!mask && !rvi->mutable_ref) { /* borrowed: nothing writes this ref */
     set_mem(em, r, v);
     return;
@@ -290,7 +365,9 @@ static void op_store(emitter_t *em, const tsr_op_t *op) {
   const tsr_dtype_t dtype = (tsr_dtype_t)ref->type.dtype;
   bool pts;
   ssa_t points[TSR_MAX_RANK];
-  view_t v = ref_view(em, op, &rvi->mem, &pts, points);
+  window_range_t range = {0};
+  const bool masked = (op->flags & TSR_OPF_MASK) != 0;
+  view_t v = ref_view_ranged(em, op, &rvi->mem, 0, &pts, points, masked ? &range : NULL);
   if (pts) {
     nest_t n;
     memset(&n, 0, sizeof n);
@@ -309,6 +386,7 @@ static void op_store(emitter_t *em, const tsr_op_t *op) {
   expr_t *e = ex_of_value(em, val, v.rank, v.dims);
   if (!e) return;
   expr_t *mask = mask_expr(em, op, v.rank, v.dims);
+  if (mask) mask = range_mask(em, op, &range, mask, v.rank, v.dims);
   if (!ex_inplace_safe(em, e, &v) || (mask && !ex_inplace_safe(em, mask, &v))) {
     view_t tmp = em_materialize(em, e);
     e = ex_new(em, EX_MEM, dtype, v.rank, v.dims);

@@ -173,6 +173,75 @@ done <"$SRC/tests/diagnostics/expected.txt"
 check "... all 10 of the catalog's deadlock and nonexistent-core bugs were run" \
   test "$catalog_checked" -ge 10
 
+# ---- masked windows past the array's end -------------------------------------------
+# A masked store or load whose dynamic window reaches past the ref's end (the
+# lanes outside masked off, as Pallas allows) touches the masked-on lanes at
+# their true positions: o[8 + i, 128 + j]. The compiled code used to clamp
+# the window's start (writing at o[0, 0]). The reference kernel computes the
+# same outputs with static in-range windows, in the interpreter.
+cat >edge.tsr <<'EOF'
+kernel @edge
+  in %x: i32[16, 256] vmem
+  out %o: i32[16, 256] vmem
+  out %p: i32[16, 256] vmem
+{
+  %zero = const 0 : i32
+  store %o[:, :], %zero
+  %r = const 8 : i32
+  %c = const 128 : i32
+  %i0 = iota 0 : i32[16, 256]
+  %i1 = iota 1 : i32[16, 256]
+  %k = const 1000 : i32
+  %a = mul %i0, %k : i32[16, 256]
+  %val = add %a, %i1 : i32[16, 256]
+  %m0 = lt %i0, %r : i1[16, 256]
+  %m1 = lt %i1, %c : i1[16, 256]
+  %five = const 5 : i32
+  %m2 = ne %i1, %five : i1[16, 256]
+  %m01 = and %m0, %m1 : i1[16, 256]
+  %m = and %m01, %m2 : i1[16, 256]
+  store %o[ds(%r, 16), ds(%c, 256)], %val mask %m
+  %ld = load %x[ds(%r, 16), ds(%c, 256)] mask %m : i32[16, 256]
+  %neg = const -1 : i32
+  %negs = broadcast %neg : i32[16, 256]
+  %sel = select %m, %ld, %negs : i32[16, 256]
+  store %p[:, :], %sel
+}
+EOF
+cat >edge_ref.tsr <<'EOF'
+kernel @edge_ref
+  in %x: i32[16, 256] vmem
+  out %o: i32[16, 256] vmem
+  out %p: i32[16, 256] vmem
+{
+  %zero = const 0 : i32
+  store %o[:, :], %zero
+  %neg = const -1 : i32
+  store %p[:, :], %neg
+  %i0 = iota 0 : i32[8, 128]
+  %i1 = iota 1 : i32[8, 128]
+  %k = const 1000 : i32
+  %a = mul %i0, %k : i32[8, 128]
+  %val = add %a, %i1 : i32[8, 128]
+  %five = const 5 : i32
+  %m = ne %i1, %five : i1[8, 128]
+  %zeros = broadcast %zero : i32[8, 128]
+  %ov = select %m, %val, %zeros : i32[8, 128]
+  store %o[8:16, 128:256], %ov
+  %ld = load %x[8:16, 128:256] : i32[8, 128]
+  %negs = broadcast %neg : i32[8, 128]
+  %pv = select %m, %ld, %negs : i32[8, 128]
+  store %p[0:8, 0:128], %pv
+}
+EOF
+t run edge_ref.tsr --random-inputs 5 --out-dir edge_ref -q
+check "the reference of the masked edge windows runs in the interpreter" test "$rc" -eq 0
+t run edge.tsr --random-inputs 5 --out-dir edge_cpu -q --backend cpu
+check "cpu backend: masked store and load reaching past the array's end run" test "$rc" -eq 0
+check "... the store writes the masked-on lanes at their true positions, nothing else" \
+  cmp -s edge_ref/o.npy edge_cpu/o.npy
+check "... the load reads them from their true positions" cmp -s edge_ref/p.npy edge_cpu/p.npy
+
 # ---- keys ------------------------------------------------------------------------
 
 t hash "$EX/add.tsr" --target cpu --explain
