@@ -20,6 +20,9 @@ typedef struct operand_state {
   bool blocked;         /* vmem/smem with a window: block index per step */
   bool inplace;         /* the window of HBM is the ref; else a block buffer */
   bool maybe_padded;    /* some array dim is not a multiple of its block dim */
+  bool fill_out;        /* an output block that starts holding the uninitialized
+                           value when entered (not fully stored first) */
+  bool tracked;         /* its previous block indices are kept (state) */
   view_t buf;           /* block buffer (not in place) */
   uint32_t state;       /* first slot of its block indices in the state memref */
   int64_t block[TSR_MAX_RANK];   /* squeezed dims as 1 */
@@ -55,6 +58,42 @@ static void count_uses(emitter_t *em, const tsr_region_t *r) {
     if (op->opcode == TSR_OP_DMA_START) em->stored[op->operands[1]->id] = true;
     for (uint32_t i = 0; i < op->num_regions; i++) count_uses(em, &op->regions[i]);
   }
+}
+
+/* Whether some op of r (or of its regions) has `v` as an operand. */
+static bool region_uses(const tsr_region_t *r, const tsr_value_t *v) {
+  for (const tsr_op_t *op = r ? r->first : NULL; op; op = op->next) {
+    for (uint32_t i = 0; i < op->num_operands; i++)
+      if (op->operands[i] == v) return true;
+    for (uint32_t i = 0; i < op->num_regions; i++)
+      if (region_uses(&op->regions[i], v)) return true;
+  }
+  return false;
+}
+
+/* Whether the first op of the body that touches `ref` is a store of the
+ * whole ref, unmasked and outside control flow: then a new output block is
+ * overwritten before anything can read it, and its fill with the
+ * uninitialized value can be skipped (the interpreter's lazy fill). */
+static bool first_touch_stores_all(const tsr_region_t *body, const tsr_value_t *ref) {
+  for (const tsr_op_t *op = body->first; op; op = op->next) {
+    bool touches = false;
+    for (uint32_t i = 0; i < op->num_operands && !touches; i++) touches = op->operands[i] == ref;
+    for (uint32_t i = 0; i < op->num_regions && !touches; i++)
+      touches = region_uses(&op->regions[i], ref);
+    if (!touches) continue;
+    if (op->opcode != TSR_OP_STORE || op->operands[0] != ref || (op->flags & TSR_OPF_MASK))
+      return false;
+    for (uint32_t d = 0; d < op->num_indices; d++) {
+      const tsr_index_t *ix = &op->indices[d];
+      bool whole = ix->kind == TSR_INDEX_FULL ||
+                   (ix->kind == TSR_INDEX_SLICE && ix->operand < 0 && ix->start == 0 &&
+                    ix->stride == 1 && d < ref->type.rank && ix->size == ref->type.dims[d]);
+      if (!whole) return false;
+    }
+    return true;
+  }
+  return false;
 }
 
 /* ---- Values ---------------------------------------------------------------------- */
@@ -881,6 +920,7 @@ static void op_if(emitter_t *em, const tsr_op_t *op) {
 }
 
 static void sem_ref_init(emitter_t *em, const tsr_value_t *ref);
+static void fill_view(emitter_t *em, const view_t *v, tsr_dtype_t dtype);
 
 static void op_scoped(emitter_t *em, const tsr_op_t *op) {
   const tsr_region_t *r = &op->regions[0];
@@ -895,6 +935,8 @@ static void op_scoped(emitter_t *em, const tsr_op_t *op) {
     vi->mem = em_buffer(em, (tsr_dtype_t)a->type.dtype, a->type.rank, a->type.dims);
     vi->mem.key = em_key(em, "R%u", a->id);
     vi->mutable_ref = em->stored[a->id];
+    /* fresh at every entry, as in the interpreter, unless fully stored first */
+    if (!first_touch_stores_all(r, a)) fill_view(em, &vi->mem, (tsr_dtype_t)a->type.dtype);
   }
   emit_in_region(em, r);
   const tsr_op_t *term = terminator(r);
@@ -1368,8 +1410,8 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     vi->kind = VK_REF;
     vi->mem = window_view(em, os, os->bi, em_key(em, "R%u", d->ref->id));
     vi->mutable_ref = em->stored[d->ref->id];
-    return;
   }
+  if (!os->tracked) return;
   uint32_t rank = d->array.rank;
   ssa_t changed = ks->first;
   for (uint32_t i = 0; i < rank; i++) {
@@ -1397,6 +1439,7 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     view_t src = window_view(em, os, os->bi, NULL);
     copy_views(em, &os->buf, &src, (tsr_dtype_t)d->array.dtype, ext);
   }
+  if (os->fill_out) fill_view(em, &vi->mem, (tsr_dtype_t)d->array.dtype);
   for (uint32_t i = 0; i < rank; i++)
     em_line(em, "memref.store %s, %s[%s] : memref<%uxindex>", os->bi[i].s, ks->state.s,
             em_cidx(em, os->state + i).s, ks->state_slots);
@@ -1495,6 +1538,13 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
   snprintf(em->rt_ctx.s, sizeof em->rt_ctx.s, "%%rt_ctxp");
   em_line(em, "%s = llvm.inttoptr %%rt_fn : i64 to !llvm.ptr", em->rt_fn.s);
   em_line(em, "%s = llvm.inttoptr %%rt_ctx : i64 to !llvm.ptr", em->rt_ctx.s);
+  /* The run's --uninit mode, from the context (lower_api.h): one object
+   * serves both modes. */
+  ssa_t uz_p = em_fresh(em), uz = em_fresh(em);
+  em_line(em, "%s = llvm.getelementptr %s[%d] : (!llvm.ptr) -> !llvm.ptr, i64", uz_p.s,
+          em->rt_ctx.s, TSR_RT_CTX_UNINIT_ZERO);
+  em_line(em, "%s = llvm.load %s : !llvm.ptr -> i64", uz.s, uz_p.s);
+  em->uninit_zero = em_cmp(em, "cmpi", "ne", uz, em_cint(em, "i64", 0, 0), "i64");
   snprintf(em->device.s, sizeof em->device.s, "%%device");
   snprintf(em->core.s, sizeof em->core.s, "%%core");
   ssa_t devx = em_cast(em, "arith.index_cast", em->device, "i32", "index");
@@ -1527,9 +1577,10 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
     vi->kind = VK_REF;
     vi->mutable_ref = em->stored[d->ref->id];
     const char *key = em_key(em, "R%u", d->ref->id);
-    if (d->role == TSR_ROLE_SCRATCH) {
+    if (d->role == TSR_ROLE_SCRATCH) { /* starts holding the uninitialized value */
       vi->mem = em_buffer(em, (tsr_dtype_t)rt->dtype, rt->rank, rt->dims);
       vi->mem.key = key;
+      fill_view(em, &vi->mem, (tsr_dtype_t)rt->dtype);
       continue;
     }
     bool windowed = d->role != TSR_ROLE_PREFETCH &&
@@ -1568,10 +1619,14 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
       if (k->decls[j].role == TSR_ROLE_OUT && k->decls[j].alias == (int32_t)i) aliased = true;
     os->inplace = !os->maybe_padded && !aliased &&
                   !(d->role == TSR_ROLE_IN && vi->mutable_ref);
+    os->fill_out = d->role == TSR_ROLE_OUT && !first_touch_stores_all(&k->body, d->ref);
+    os->tracked = !os->inplace || os->fill_out;
     if (!os->inplace) {
       os->buf = em_buffer(em, (tsr_dtype_t)d->array.dtype, os->ref_rank, os->ref_dims);
       os->buf.key = key;
       vi->mem = os->buf;
+    }
+    if (os->tracked) {
       os->state = ks.state_slots;
       ks.state_slots += d->array.rank;
     }

@@ -158,6 +158,7 @@ struct emitter {
   /* The runtime (lower_api.h): its callback and context as !llvm.ptr, this
    * core's device and core (i32). */
   ssa_t rt_fn, rt_ctx, device, core;
+  ssa_t uninit_zero;        /* i1: the run's uninit mode is zero (lower_api.h) */
   struct em_site *sites;    /* (op, tsr_ir_walk_ops position), sorted by op */
   uint32_t num_sites;
   int64_t *sem_slot;        /* per value id: first semaphore slot, or -1 */

@@ -15,7 +15,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 2
+#define TSR_LOWER_ABI_VERSION 3
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
@@ -65,8 +65,16 @@
 
 /* The runtime's callback: `call` is a tsr_lower_rt_call_t, a..d as listed
  * there ("slot|site" is slot + (site << 32); sites are tsr_ir_walk_ops
- * positions). The context starts with an int64_t that the compiled code
- * sets to the row-major number of its grid point at every step. */
+ * positions). The context starts with the int64_t words below. */
+enum {
+  TSR_RT_CTX_POINT,       /* set by the compiled code at every grid step: the
+                             row-major number of its grid point */
+  TSR_RT_CTX_BUDGET,      /* steps this core may take before calling
+                             TSR_RT_STEP (the compiled code decrements it) */
+  TSR_RT_CTX_UNINIT_ZERO, /* read at the start: 1 if new memory holds zero
+                             (--uninit zero), 0 for NaN / integer max / true */
+  TSR_RT_CTX_WORDS
+};
 typedef int64_t (*tsr_lower_rt_fn)(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
                                    int64_t d);
 typedef enum tsr_lower_rt_call {

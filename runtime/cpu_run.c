@@ -14,6 +14,7 @@
  * abandoned: waits return at once, prints stop, and the outputs are not
  * to be trusted (the status is an error). */
 #include <inttypes.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,6 +60,7 @@ struct tsr_cpu_info {
   /* per operand (non-scratch decl): its name, the input it aliases or -1 */
   const char **operand_names;
   int32_t *alias;
+  bool *fill_at_start; /* an hbm/any output */
   uint32_t num_operands;
   bool failed;
 };
@@ -121,12 +123,18 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   info->operand_names =
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->operand_names);
   int32_t *operand_of = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *operand_of);
-  if (!info->alias || !info->operand_names || !operand_of) info->failed = true;
+  info->fill_at_start =
+      tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->fill_at_start);
+  if (!info->alias || !info->operand_names || !operand_of || !info->fill_at_start)
+    info->failed = true;
   for (uint32_t i = 0; !info->failed && i < k->num_decls; i++) {
     const tsr_decl_t *d = &k->decls[i];
     operand_of[i] = -1;
     if (d->role == TSR_ROLE_SCRATCH) continue;
     operand_of[i] = (int32_t)info->num_operands;
+    info->fill_at_start[info->num_operands] =
+        d->role == TSR_ROLE_OUT && d->ref->type.space != TSR_SPACE_VMEM &&
+        d->ref->type.space != TSR_SPACE_SMEM;
     info->operand_names[info->num_operands] = info_strdup(info, d->ref->name);
     info->alias[info->num_operands++] =
         d->role == TSR_ROLE_OUT && d->alias >= 0 ? operand_of[d->alias] : -1;
@@ -174,7 +182,10 @@ typedef enum core_state {
 typedef struct crun crun_t;
 
 typedef struct ccore {
-  int64_t lin; /* first: the compiled code's grid point (lower_api.h) */
+  /* first: the context words of the compiled code (lower_api.h) */
+  int64_t lin;         /* TSR_RT_CTX_POINT */
+  int64_t budget;      /* TSR_RT_CTX_BUDGET */
+  int64_t uninit_zero; /* TSR_RT_CTX_UNINIT_ZERO */
   crun_t *run;
   uint32_t device, index;
   /* the six scalars of the kernel function */
@@ -210,6 +221,11 @@ struct crun {
   uint64_t suppressed;
   uint8_t *site_reported;
 };
+
+_Static_assert(offsetof(ccore_t, lin) == TSR_RT_CTX_POINT * sizeof(int64_t) &&
+                   offsetof(ccore_t, budget) == TSR_RT_CTX_BUDGET * sizeof(int64_t) &&
+                   offsetof(ccore_t, uninit_zero) == TSR_RT_CTX_UNINIT_ZERO * sizeof(int64_t),
+               "ccore_t starts with the context words of lower_api.h");
 
 static int64_t *sem_at(crun_t *r, uint32_t core, uint64_t slot) {
   return &r->sems[(uint64_t)core * r->info->slots + slot];
@@ -538,6 +554,7 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
     c->run = &r;
     c->device = i / r.cores;
     c->index = i % r.cores;
+    c->uninit_zero = options->uninit == TSR_UNINIT_ZERO;
     c->fn = (int64_t)(uintptr_t)runtime_call;
     c->ctx = (int64_t)(uintptr_t)c;
     c->device_arg = (int32_t)c->device;
@@ -555,11 +572,19 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
     s[4] = &c->plo;
     s[5] = &c->phi;
   }
-  /* An aliased output starts as a copy of its input, before any core runs. */
+  /* An aliased output starts as a copy of its input, before any core runs;
+   * an unwindowed (hbm/any) output, which only DMAs write, holds the
+   * uninitialized value (windowed ones get it block by block). */
   for (uint32_t i = 0; i < num_memrefs && i < info->num_operands; i++) {
     int32_t a = info->alias[i];
     if (a >= 0 && operands[i]->data != operands[a]->data)
       memcpy(operands[i]->data, operands[a]->data, tsr_array_byte_size(operands[a]));
+    if (a < 0 && info->fill_at_start[i]) {
+      unsigned char elem[8];
+      tsr_blockops_uninit_value(operands[i]->dtype, options->uninit, elem);
+      size_t es = tsr_dtype_size(operands[i]->dtype);
+      tsr_blockops_fill(es, operands[i]->data, elem, tsr_array_byte_size(operands[i]) / es);
+    }
   }
   tsr_status_t status = NULL;
   if (r.n == 1) {
