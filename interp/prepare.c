@@ -504,6 +504,8 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       uint32_t pc_init;
       TSR_RETURN_IF_ERROR(emit(ps, &init, &pc_init));
       uint32_t body_pc = p->code_size;
+      insn_t step = {.code = XOP_STEP, .site = site}; /* each iteration */
+      TSR_RETURN_IF_ERROR(emit(ps, &step, NULL));
       const tsr_op_t *term;
       TSR_RETURN_IF_ERROR(compile_region(ps, body, &term));
       if (term && carried)
@@ -529,6 +531,8 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       uint32_t jf;
       insn_t j = {.code = XOP_JMP_IF_NOT, .site = site, .a = cterm->operands[0]->id};
       TSR_RETURN_IF_ERROR(emit(ps, &j, &jf));
+      insn_t step = {.code = XOP_STEP, .site = site}; /* each iteration */
+      TSR_RETURN_IF_ERROR(emit(ps, &step, NULL));
       TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, cond->args, body->args, NULL));
       TSR_RETURN_IF_ERROR(compile_region(ps, body, &bterm));
       if (bterm && carried)
@@ -949,6 +953,7 @@ static tsr_status_t prepare(prep_t *ps) {
   TSR_RETURN_IF_ERROR(compile_region(ps, &k->body, &term));
   uint32_t end_site;
   TSR_RETURN_IF_ERROR(add_site(ps, k->loc, "kernel", SITE_KERNEL, 0, 0, &end_site));
+  TSR_RETURN_IF_ERROR(add_site(ps, k->loc, "the grid step", SITE_KERNEL, 0, 0, &p->grid_site));
   insn_t end = {.code = XOP_END, .site = end_site};
   TSR_RETURN_IF_ERROR(emit(ps, &end, NULL));
   for (uint32_t j = 0; j < n_ops; j++) {

@@ -786,21 +786,33 @@ static void bind_results(emitter_t *em, const tsr_op_t *op, view_t **carry,
   }
 }
 
+static int64_t site_of(const emitter_t *em, const tsr_op_t *op);
+static ssa_t count_step(emitter_t *em, ssa_t take, int64_t site, ssa_t point);
+
+/* scf.while over i32 [lo, hi) by step (a step <= 0 runs no iteration: the
+ * interpreter reports it), the induction variable and the scalar carries
+ * its arguments, each iteration a step of the run. The next value is
+ * computed without overflow, as in the interpreter. */
 static void op_for(emitter_t *em, const tsr_op_t *op) {
   const tsr_region_t *r = &op->regions[0];
   ssa_t lo = scalar_of(em, op->operands[0]), hi = scalar_of(em, op->operands[1]);
   ssa_t st = scalar_of(em, op->operands[2]);
-  /* A step <= 0 would never end: run no iteration (the interpreter reports it). */
   ssa_t pos = em_cmp(em, "cmpi", "sgt", st, em_cint(em, "i32", 0, 0), "i32");
   ssa_t hi2 = em_select(em, pos, hi, lo, "i32", 0, false);
-  ssa_t st2 = em_select(em, pos, st, em_cint(em, "i32", 0, 1), "i32", 0, false);
   view_t **carry = carry_buffers(em, op);
   scalar_results_t sr;
   if (!carry || !collect_scalars(em, op, &sr)) return;
-  ssa_t *args = em_alloc(em, (sr.count + 1) * sizeof *args);
-  if (!args) return;
-  text_list_t iters = {0};
-  uint32_t k = 0;
+  ssa_t *bargs = em_alloc(em, (sr.count + 2) * sizeof *bargs);
+  ssa_t *aargs = em_alloc(em, (sr.count + 2) * sizeof *aargs);
+  if (!bargs || !aargs) return;
+  text_list_t inits = {0}, aparams = {0}, bnames = {0}, types = {0};
+  bargs[0] = em_fresh(em);
+  aargs[0] = em_fresh(em);
+  tl_add(&inits, "%s = %s", bargs[0].s, lo.s);
+  tl_add(&aparams, "%s: i32", aargs[0].s);
+  tl_add(&bnames, "%s", bargs[0].s);
+  tl_add(&types, "i32");
+  uint32_t k = 1;
   for (uint32_t i = 0; i < op->num_results; i++) {
     const tsr_value_t *init = op->operands[3 + i];
     if (carry[i]) {
@@ -808,27 +820,58 @@ static void op_for(emitter_t *em, const tsr_op_t *op) {
       ex_store(em, e, carry[i], NULL);
       continue;
     }
-    args[k] = em_fresh(em);
-    tl_add(&iters, "%s = %s", args[k].s, scalar_of(em, init).s);
+    const char *t = em_compute((tsr_dtype_t)init->type.dtype);
+    bargs[k] = em_fresh(em);
+    aargs[k] = em_fresh(em);
+    tl_add(&inits, "%s = %s", bargs[k].s, scalar_of(em, init).s);
+    tl_add(&aparams, "%s: %s", aargs[k].s, t);
+    tl_add(&bnames, "%s", bargs[k].s);
+    tl_add(&types, "%s", t);
     k++;
   }
-  ssa_t iv = em_fresh(em);
-  char prefix[64];
-  result_prefix(&sr, prefix, sizeof prefix);
-  if (sr.count)
-    em_open(em, "%sscf.for %s = %s to %s step %s iter_args(%s) -> (%s) : i32 {", prefix, iv.s,
-            lo.s, hi2.s, st2.s, tl_text(&iters), sr.types);
-  else
-    em_open(em, "scf.for %s = %s to %s step %s : i32 {", iv.s, lo.s, hi2.s, st2.s);
-  tl_done(em, &iters);
-  set_scalar(em, r->args[0], iv);
-  bind_args(em, r, 1, carry, args);
+  ssa_t res = em_fresh(em);
+  em_open(em, "%s:%u = scf.while (%s) : (%s) -> (%s) {", res.s, k, tl_text(&inits),
+          tl_text(&types), tl_text(&types));
+  ssa_t in = em_cmp(em, "cmpi", "slt", bargs[0], hi2, "i32");
+  ssa_t go = em_op2(em, "arith.andi", in, count_step(em, in, site_of(em, op), em_cint(em, "i64", 0, 0)), "i1");
+  em_line(em, "scf.condition(%s) %s : %s", go.s, tl_text(&bnames), tl_text(&types));
+  em->indent--;
+  em_open(em, "} do {");
+  em_line(em, "^bb0(%s):", tl_text(&aparams));
+  set_scalar(em, r->args[0], aargs[0]);
+  bind_args(em, r, 1, carry, aargs + 1);
   emit_in_region(em, r);
   const tsr_op_t *term = terminator(r);
   if (term) copy_yields(em, term, carry);
-  if (sr.count) yield_scalars(em, term, "scf.yield");
+  /* next = i + step if it stays below hi (computed in i64), else hi */
+  ssa_t n64 = em_op2(em, "arith.addi", em_cast(em, "arith.extsi", aargs[0], "i32", "i64"),
+                     em_cast(em, "arith.extsi", st, "i32", "i64"), "i64");
+  ssa_t below = em_cmp(em, "cmpi", "slt", n64, em_cast(em, "arith.extsi", hi2, "i32", "i64"),
+                       "i64");
+  ssa_t next = em_select(em, below, em_cast(em, "arith.trunci", n64, "i64", "i32"), hi2, "i32", 0,
+                         false);
+  text_list_t ys = {0};
+  tl_add(&ys, "%s", next.s);
+  for (uint32_t i = 0; term && i < term->num_operands; i++) {
+    const tsr_value_t *v = term->operands[i];
+    if (v->type.kind == TSR_TYPE_SCALAR) tl_add(&ys, "%s", scalar_of(em, v).s);
+  }
+  em_line(em, "scf.yield %s : %s", tl_text(&ys), tl_text(&types));
   em_close(em, "}");
-  bind_results(em, op, carry, &sr);
+  tl_done(em, &ys);
+  tl_done(em, &inits);
+  tl_done(em, &aparams);
+  tl_done(em, &bnames);
+  tl_done(em, &types);
+  for (uint32_t i = 0; i < op->num_results; i++) {
+    if (carry[i]) {
+      set_mem(em, op->results[i], *carry[i]);
+    } else {
+      ssa_t name;
+      snprintf(name.s, sizeof name.s, "%.30s#%u", res.s, sr.slot[i] + 1);
+      set_scalar(em, op->results[i], name);
+    }
+  }
 }
 
 static void op_while(emitter_t *em, const tsr_op_t *op) {
@@ -874,6 +917,7 @@ static void op_while(emitter_t *em, const tsr_op_t *op) {
     return;
   }
   ssa_t c = scalar_of(em, cond->operands[0]);
+  c = em_op2(em, "arith.andi", c, count_step(em, c, site_of(em, op), em_cint(em, "i64", 0, 0)), "i1");
   if (sr.count)
     em_line(em, "scf.condition(%s) %s : %s", c.s, tl_text(&bnames), sr.types);
   else
@@ -995,6 +1039,29 @@ static ssa_t rt_call(emitter_t *em, tsr_lower_rt_call_t call, ssa_t a, ssa_t b, 
 }
 
 static ssa_t c64(emitter_t *em, int64_t v) { return em_cint(em, "i64", 0, v); }
+
+/* A step of the run (a grid step, or a loop iteration when `take`, an i1,
+ * holds): takes one from this core's budget in the context and calls the
+ * runtime (TSR_RT_STEP) when it runs out, which grants more or stops the
+ * run. `point`: for a grid step, the i64 number of the grid point it
+ * starts (not yet stored in the context), else 0. Returns an i1: go on. */
+static ssa_t count_step(emitter_t *em, ssa_t take, int64_t site, ssa_t point) {
+  ssa_t b = em_fresh(em);
+  em_line(em, "%s = llvm.load %s : !llvm.ptr -> i64", b.s, em->budget_p.s);
+  ssa_t dec = em_cast(em, "arith.extui", take, "i1", "i64");
+  ssa_t b1 = em_op2(em, "arith.subi", b, dec, "i64");
+  ssa_t out = em_cmp(em, "cmpi", "slt", b1, c64(em, 0), "i64");
+  ssa_t b2 = em_fresh(em);
+  em_open(em, "%s = scf.if %s -> (i64) {", b2.s, out.s);
+  ssa_t g = rt_call(em, TSR_RT_STEP, c64(em, site), point, c64(em, 0), c64(em, 0));
+  em_line(em, "scf.yield %s : i64", g.s);
+  em->indent--;
+  em_open(em, "} else {");
+  em_line(em, "scf.yield %s : i64", b1.s);
+  em_close(em, "}");
+  em_line(em, "llvm.store %s, %s : i64, !llvm.ptr", b2.s, em->budget_p.s);
+  return em_cmp(em, "cmpi", "sge", b2, c64(em, 0), "i64");
+}
 
 /* The address (index) of a memref<n x i64> made by memref.alloca. */
 static ssa_t alloca_address(emitter_t *em, ssa_t m, uint32_t n) {
@@ -1545,6 +1612,9 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
           em->rt_ctx.s, TSR_RT_CTX_UNINIT_ZERO);
   em_line(em, "%s = llvm.load %s : !llvm.ptr -> i64", uz.s, uz_p.s);
   em->uninit_zero = em_cmp(em, "cmpi", "ne", uz, em_cint(em, "i64", 0, 0), "i64");
+  snprintf(em->budget_p.s, sizeof em->budget_p.s, "%%rt_budget");
+  em_line(em, "%s = llvm.getelementptr %s[%d] : (!llvm.ptr) -> !llvm.ptr, i64", em->budget_p.s,
+          em->rt_ctx.s, TSR_RT_CTX_BUDGET);
   snprintf(em->device.s, sizeof em->device.s, "%%device");
   snprintf(em->core.s, sizeof em->core.s, "%%core");
   ssa_t devx = em_cast(em, "arith.index_cast", em->device, "i32", "index");
@@ -1637,38 +1707,41 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
                       ks.state_slots);
   }
 
-  /* The grid: row-major, the last axis fastest. This core runs the points
-   * [plo, phi) of the leading parallel dims flattened (one point when there
-   * are none), each with every point of the other dims. */
+  /* The grid: row-major, the last axis fastest, as one loop over the
+   * row-major number of the grid point. This core runs the points [plo, phi)
+   * of the leading parallel dims flattened (one point when there are none),
+   * each with every point of the other dims: numbers [plo, phi) x inner.
+   * Each grid step is a step of the run (count_step). */
   uint32_t np = 0;
   int64_t total = 1, outer = 1;
   while (np < k->grid_rank && k->semantics[np] == TSR_DIM_PARALLEL) outer *= k->grid[np++];
   for (uint32_t g = 0; g < k->grid_rank; g++) total *= k->grid[g];
-  ssa_t p = em_for_open(em, em_dims((ssa_t){"%plo"}), em_dims((ssa_t){"%phi"}), 1);
+  const int64_t inner = total / outer;
+  ssa_t lo = em_imulc(em, (ssa_t){"%plo"}, inner), hi = em_imulc(em, (ssa_t){"%phi"}, inner);
+  ssa_t lb = em_fresh(em), la = em_fresh(em);
+  em_open(em, "scf.while (%s = %s) : (index) -> (index) {", lb.s, lo.s);
+  ssa_t in = em_cmp(em, "cmpi", "slt", lb, hi, "index");
+  ssa_t go = em_op2(em, "arith.andi", in,
+                    count_step(em, in, em->num_sites, i64_of_index(em, lb)), "i1");
+  em_line(em, "scf.condition(%s) %s : index", go.s, lb.s);
+  em->indent--;
+  em_open(em, "} do {");
+  em_line(em, "^bb0(%s: index):", la.s);
   int64_t stride = 1;
-  for (uint32_t g = np; g-- > 0;) {
-    ssa_t q = stride == 1 ? p : em_op2(em, "arith.divui", p, em_cidx(em, stride), "index");
+  for (uint32_t g = k->grid_rank; g-- > 0;) {
+    ssa_t q = stride == 1 ? la : em_op2(em, "arith.divui", la, em_cidx(em, stride), "index");
     em->grid_iv[g] = g ? em_op2(em, "arith.remui", q, em_cidx(em, k->grid[g]), "index") : q;
     stride *= k->grid[g];
   }
-  for (uint32_t g = np; g < k->grid_rank; g++)
-    em->grid_iv[g] = em_for_open(em, em_dimc(0), em_dimc(k->grid[g]), 1);
   for (uint32_t g = 0; g < k->grid_rank; g++)
     em->grid_i32[g] = em_cast(em, "arith.index_cast", em->grid_iv[g], "index", "i32");
-  ks.lin = em_cidx(em, 0);
-  stride = 1;
-  for (uint32_t g = k->grid_rank; g-- > 0;) {
-    ks.lin = em_iadd(em, ks.lin, em_imulc(em, em->grid_iv[g], stride));
-    stride *= k->grid[g];
-  }
+  ks.lin = la;
   em->lin = ks.lin;
   /* The runtime's context starts with this core's grid point (its messages
    * name it). */
   em_line(em, "llvm.store %s, %s : i64, !llvm.ptr", i64_of_index(em, ks.lin).s, em->rt_ctx.s);
-  const int64_t inner = total / outer;
-  ks.first = em_cmp(em, "cmpi", "eq", ks.lin, em_imulc(em, (ssa_t){"%plo"}, inner), "index");
-  ks.last = em_cmp(em, "cmpi", "eq", ks.lin,
-                   em_iaddc(em, em_imulc(em, (ssa_t){"%phi"}, inner), -1), "index");
+  ks.first = em_cmp(em, "cmpi", "eq", ks.lin, lo, "index");
+  ks.last = em_cmp(em, "cmpi", "eq", ks.lin, em_iaddc(em, hi, -1), "index");
 
   em_line(em, "// the grid step: block indices and copies in");
   for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
@@ -1679,7 +1752,8 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
   for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
     if (ks.ops[i].blocked && !ks.ops[i].inplace && ks.ops[i].decl->role == TSR_ROLE_OUT)
       step_end(em, &ks, &ks.ops[i]);
-  for (uint32_t g = np; g <= k->grid_rank; g++) em_close(em, "}");
+  em_line(em, "scf.yield %s : index", em_iaddc(em, la, 1).s);
+  em_close(em, "}");
   if (em->remote_dmas) register_memory(em);
 }
 

@@ -91,6 +91,12 @@ typedef enum tsr_lower_rt_call {
   TSR_RT_START,      /* every core has registered its memory (kernels with remote DMAs) */
   TSR_RT_END,        /* before this core frees its memory (kernels with remote DMAs) */
   TSR_RT_REMOTE_DMA, /* a = site, b = address of a tsr_lower_remote_dma_t laid out as i64s */
+  TSR_RT_STEP,       /* a = site (the loop op's; the number of sites for a grid
+                        step, then b = the number of the grid point it starts):
+                        the core's budget ran out at a step. Returns the
+                        budget left after this step (>= 0: go on), or -1: a
+                        run bound is reached or the run is abandoned, and the
+                        code leaves every loop */
 } tsr_lower_rt_call_t;
 
 /* A DMA into another core's memory (`dma_start .. device %d`), as i64s:

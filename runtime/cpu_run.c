@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "interp/blockops.h"
+#include "interp/bounds.h"
 #include "interp/interp_internal.h"
 #include "ir/ir.h"
 #include "lower/lower_api.h"
@@ -29,6 +30,7 @@
 
 typedef struct site_info {
   tsr_loc_t loc; /* file copied */
+  const char *what; /* instead of the op's mnemonic (the grid step's site) */
   tsr_opcode_t opcode;
   const char *text; /* print format, assert message */
   uint32_t num_operands;
@@ -147,6 +149,10 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   if (info->sites && info->sems) {
     memset(info->sites, 0, (info->num_sites + 1) * sizeof *info->sites);
     tsr_ir_walk_ops(k, note_site, info);
+    /* one past the ops: the grid step (TSR_RT_STEP), at the kernel */
+    info->sites[info->num_sites].loc = k->loc;
+    info->sites[info->num_sites].loc.file = info_strdup(info, k->loc.file);
+    info->sites[info->num_sites].what = "the grid step";
     info->slots = tsr_ir_semaphore_slots(k, note_sem, info);
   }
   if (!info->sites || !info->sems || info->failed) {
@@ -197,6 +203,7 @@ typedef struct ccore {
   void **roots;
   uint32_t num_roots, roots_capacity;
   /* under run->mu */
+  tsr_step_meter_t meter;
   core_state_t state;
   uint64_t wait_slot;
   int64_t wait_need;
@@ -214,6 +221,7 @@ struct crun {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   /* under mu */
+  tsr_bounds_t bounds; /* run bounds (interp/bounds.h) */
   int64_t *sems; /* n x info->slots */
   uint32_t at_start;
   bool aborted;
@@ -275,7 +283,10 @@ static void kernel_error(ccore_t *c, uint32_t site, const char *fmt, ...) {
   if (r->devices > 1) tsr_strbuf_printf(&msg, "device %u, ", c->device);
   if (r->cores > 1) tsr_strbuf_printf(&msg, "core %u, ", c->index);
   const site_info_t *s = &info->sites[site];
-  tsr_strbuf_printf(&msg, "grid point %s: '%s': ", at, tsr_op_table[s->opcode].mnemonic);
+  if (s->what)
+    tsr_strbuf_printf(&msg, "grid point %s: %s: ", at, s->what);
+  else
+    tsr_strbuf_printf(&msg, "grid point %s: '%s': ", at, tsr_op_table[s->opcode].mnemonic);
   va_list ap;
   va_start(ap, fmt);
   tsr_strbuf_vprintf(&msg, fmt, ap);
@@ -446,6 +457,25 @@ static void print(ccore_t *c, uint32_t site, const int64_t *addrs) {
   fputc('\n', f);
 }
 
+/* Under mu: TSR_RT_STEP. A new grant of steps for this core (the budget
+ * left after this step), or -1 when a run bound is reached (reported here,
+ * and every core stops: waits return at once, loops end at their next
+ * step) or the run was abandoned. */
+static int64_t take_steps(ccore_t *c, uint32_t site, int64_t point) {
+  crun_t *r = c->run;
+  if (r->aborted) return -1;
+  if (site == r->info->num_sites) c->lin = point; /* a grid step: the point it starts */
+  uint64_t g = tsr_bounds_grant(&r->bounds, &c->meter, r->n);
+  if (g) return (int64_t)TSR_MIN(g - 1, (uint64_t)INT64_MAX);
+  char why[160];
+  tsr_bounds_describe(&r->bounds, why, sizeof why);
+  r->site_reported[site] = 0;
+  kernel_error(c, site, "%s", why);
+  r->aborted = true;
+  pthread_cond_broadcast(&r->cv);
+  return -1;
+}
+
 static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
                             int64_t d) {
   ccore_t *me = ctx;
@@ -453,9 +483,13 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
   /* a is slot|site, or the site alone (print, assert, remote DMA); a site
    * out of range (not from tessera's code generator) becomes site 0. */
   const uint64_t slot = (uint64_t)a & 0xffffffffu;
-  const bool site_only = call == TSR_RT_PRINT || call == TSR_RT_ASSERT || call == TSR_RT_REMOTE_DMA;
+  const bool site_only = call == TSR_RT_PRINT || call == TSR_RT_ASSERT ||
+                         call == TSR_RT_REMOTE_DMA || call == TSR_RT_STEP;
   uint64_t site64 = site_only ? (uint64_t)a : (uint64_t)a >> 32;
-  const uint32_t site = site64 < r->info->num_sites ? (uint32_t)site64 : 0;
+  const uint32_t site = site64 < r->info->num_sites ||
+                                (call == TSR_RT_STEP && site64 == r->info->num_sites)
+                            ? (uint32_t)site64
+                            : 0;
   int64_t result = 0;
   if (call == TSR_RT_REGISTER) { /* this core's own table, before TSR_RT_START */
     if ((uint64_t)a >= me->roots_capacity) {
@@ -496,6 +530,7 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
       kernel_error(me, site, "assertion failed: %s", text ? text : "");
       break;
     }
+    case TSR_RT_STEP: result = take_steps(me, site, b); break;
     case TSR_RT_START: meet_at_start(me); break;
     case TSR_RT_END: meet_at_end(me); break;
     default: break;
@@ -548,6 +583,7 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
   tsr_diag_list_initialize(&r.diags, r.max_errors);
+  tsr_bounds_start(&r.bounds, options);
   const uint64_t per = (info->outer + r.cores - 1) / r.cores;
   for (uint32_t i = 0; i < r.n; i++) {
     ccore_t *c = &r.core[i];

@@ -1269,6 +1269,9 @@ static int execute_run(run_request_t *req) {
     goto done;
   }
   const char *kname = tsr_ir_kernel_name(kernel);
+  /* Set before preparing: the interpreter's program takes its run-time
+   * options from the preparation. */
+  req->options.cancel = &interrupted;
   double prepare_start = seconds_now();
   if (req->target == TSR_TARGET_CPU) {
     tsr_runtime_compiled_stats_t before, after;
@@ -1390,7 +1393,6 @@ static int execute_run(run_request_t *req) {
   struct sigaction on_int = {.sa_handler = on_interrupt}, old_int;
   sigemptyset(&on_int.sa_mask);
   sigaction(SIGINT, &on_int, &old_int);
-  req->options.cancel = &interrupted;
   if (compiled)
     status = tsr_compiled_kernel_run(compiled, ptrs, n, &req->options);
   else

@@ -366,4 +366,8 @@ bad_input "big-endian input" x_be.npy 'big-endian'
 bad_input "Fortran-order input" x_fortran.npy 'Fortran order'
 bad_input "missing input file" no_such.npy 'cannot open'
 
+# Run bounds (--max-steps, --timeout, Ctrl-C) in the interpreter.
+source "$K/bounds.sh"
+bounds_tests interp
+
 echo "1..$n"

@@ -61,8 +61,8 @@ check "several kernels need --kernel" test "$rc" -eq 2 -a -s err
 t lower "$EX/reduce.tsr" --kernel colmax
 check "--kernel picks one" grep -q 'func.func @tsr_kernel' out
 t lower barrier.tsr
-check "core_barrier lowers to a call into the runtime" \
-  test "$rc" -eq 0 -a "$(grep -c 'llvm.call %rt_fnp' out)" -eq 1
+check "core_barrier lowers to a call into the runtime (the other call counts grid steps)" \
+  test "$rc" -eq 0 -a "$(grep -c 'llvm.call %rt_fnp' out)" -eq 2
 t lower "$SRC/kernels/examples/README.md"
 check "a file that does not parse: status 1" test "$rc" -eq 1
 
@@ -290,6 +290,11 @@ for u in nan zero; do
 done
 check "the two modes' outputs differ (the test reads new memory)" \
   bash -c '! cmp -s fresh_c_nan/q.npy fresh_c_zero/q.npy'
+
+# ---- run bounds ------------------------------------------------------------------
+
+source "$SRC/tests/cli/bounds.sh"
+bounds_tests cpu
 
 # ---- keys ------------------------------------------------------------------------
 
