@@ -16,7 +16,7 @@ bounds_tests() { # bounds_tests BACKEND
   }
   t run "$spin" --kernel spin --backend "$b" --max-steps 1000 -q
   bounds_check "an infinite while loop stops after --max-steps" 1 \
-    "spin.tsr:13:3: error: kernel @spin, grid point (0): 'while': run stopped after 1000 steps (--max-steps 1000)"
+    "spin.tsr:9:3: error: kernel @spin, grid point (0): 'while': run stopped after 1000 steps (--max-steps 1000)"
   t run "$spin" --kernel spin --backend "$b" --max-steps 1 -q
   bounds_check "... the first grid step is step 1, the first iteration step 2" 1 \
     "grid point (0): 'while': run stopped after 1 step (--max-steps 1)"
