@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 
 #include "interp/blockops.h"
+#include "interp/bounds.h"
 #include "ir/ir.h"
 #include "tessera/interp.h"
 
@@ -24,6 +25,7 @@ enum {
   XOP_ALIAS,              /* vals[r] = vals[a] (reshape, bitcast) */
   XOP_BARRIER_SIGNAL,     /* core_barrier, first half: signal every other core */
   XOP_BARRIER_WAIT,       /* core_barrier, second half: wait for cores - 1 */
+  XOP_STEP,               /* a loop iteration starts: one step (run bounds) */
   XOP_COUNT
 };
 
@@ -212,6 +214,7 @@ struct tsr_interp_program {
 
   site_t *sites;
   uint32_t num_sites, sites_capacity;
+  uint32_t grid_site;  /* "the grid step", where a bound stops a grid step */
 
   uint32_t num_values;
   value_info_t *values;
@@ -367,6 +370,10 @@ struct shared {
   bool tracing;
   dma_record_t *dmas;       /* in flight, in start order */
   uint32_t num_dmas, dmas_capacity;
+  /* Run bounds (interp/bounds.h): steps left of the current grant. */
+  tsr_bounds_t bounds;
+  tsr_step_meter_t meter;
+  uint64_t budget;
 };
 
 /* race.c */

@@ -306,13 +306,17 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
     case TSR_SYN_UNARY:
       in.fn.unary = tsr_blockops_unary(op->opcode, (tsr_dtype_t)in.dtype);
       if (!in.fn.unary)
-        return TSR_STATUS(TSR_INTERNAL, "no %s loop for %s", info->mnemonic,
+        return TSR_STATUS(TSR_UNIMPLEMENTED,
+                          "%s:%u:%u: error: op '%s' is not implemented in the interpreter "
+                          "for %s", p->file, op->loc.line, op->loc.col, info->mnemonic,
                           tsr_dtype_name((tsr_dtype_t)in.dtype));
       return emit(ps, &in, NULL);
     case TSR_SYN_BINARY: {
       in.fn.binary = tsr_blockops_binary(op->opcode, (tsr_dtype_t)in.dtype);
       if (!in.fn.binary)
-        return TSR_STATUS(TSR_INTERNAL, "no %s loop for %s", info->mnemonic,
+        return TSR_STATUS(TSR_UNIMPLEMENTED,
+                          "%s:%u:%u: error: op '%s' is not implemented in the interpreter "
+                          "for %s", p->file, op->loc.line, op->loc.col, info->mnemonic,
                           tsr_dtype_name((tsr_dtype_t)in.dtype));
       bool as = op->operands[0]->type.kind == TSR_TYPE_SCALAR;
       bool bs = op->operands[1]->type.kind == TSR_TYPE_SCALAR;
@@ -506,6 +510,8 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       uint32_t pc_init;
       TSR_RETURN_IF_ERROR(emit(ps, &init, &pc_init));
       uint32_t body_pc = p->code_size;
+      insn_t step = {.code = XOP_STEP, .site = site}; /* each iteration */
+      TSR_RETURN_IF_ERROR(emit(ps, &step, NULL));
       const tsr_op_t *term;
       TSR_RETURN_IF_ERROR(compile_region(ps, body, &term));
       if (term && carried)
@@ -531,6 +537,8 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       uint32_t jf;
       insn_t j = {.code = XOP_JMP_IF_NOT, .site = site, .a = cterm->operands[0]->id};
       TSR_RETURN_IF_ERROR(emit(ps, &j, &jf));
+      insn_t step = {.code = XOP_STEP, .site = site}; /* each iteration */
+      TSR_RETURN_IF_ERROR(emit(ps, &step, NULL));
       TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, cond->args, body->args, NULL));
       TSR_RETURN_IF_ERROR(compile_region(ps, body, &bterm));
       if (bterm && carried)
@@ -611,7 +619,8 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       return emit(ps, &in, NULL);
     }
     default:
-      return TSR_STATUS(TSR_UNIMPLEMENTED, "%s:%u:%u: error: '%s' cannot run yet",
+      return TSR_STATUS(TSR_UNIMPLEMENTED,
+                        "%s:%u:%u: error: op '%s' is not implemented in the interpreter",
                         p->file, op->loc.line, op->loc.col, info->mnemonic);
   }
 }
@@ -951,6 +960,7 @@ static tsr_status_t prepare(prep_t *ps) {
   TSR_RETURN_IF_ERROR(compile_region(ps, &k->body, &term));
   uint32_t end_site;
   TSR_RETURN_IF_ERROR(add_site(ps, k->loc, "kernel", SITE_KERNEL, 0, 0, &end_site));
+  TSR_RETURN_IF_ERROR(add_site(ps, k->loc, "the grid step", SITE_KERNEL, 0, 0, &p->grid_site));
   insn_t end = {.code = XOP_END, .site = end_site};
   TSR_RETURN_IF_ERROR(emit(ps, &end, NULL));
   for (uint32_t j = 0; j < n_ops; j++) {

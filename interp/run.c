@@ -1104,6 +1104,28 @@ static void scope_exit(run_t *run, const insn_t *in) {
 
 /* ---- The instruction loop ---- */
 
+/* Counts one step (a grid step or a loop iteration) at `site`. When a run
+ * bound is reached (interp/bounds.h), reports it there as a kernel error,
+ * abandons the run and returns false. The clock and the cancel flag are
+ * read only when a grant of steps runs out. */
+static bool take_step(run_t *run, uint32_t site) {
+  shared_t *sh = run->sh;
+  if (TSR_LIKELY(sh->budget > 0)) {
+    sh->budget--;
+    return true;
+  }
+  uint64_t g = tsr_bounds_grant(&sh->bounds, &sh->meter, 1);
+  if (g) {
+    sh->budget = g - 1;
+    return true;
+  }
+  char why[160];
+  tsr_bounds_describe(&sh->bounds, why, sizeof why);
+  tsr_interp_kernel_error(run, site, "%s", why);
+  sh->aborted = true;
+  return false;
+}
+
 /* Runs instructions from *pc_io until the end of the code (true) or a wait
  * that cannot be satisfied yet (false; *pc_io is the waiting instruction). */
 static bool exec(run_t *run, uint32_t *pc_io) {
@@ -1175,6 +1197,9 @@ static bool exec(run_t *run, uint32_t *pc_io) {
         continue;
       case XOP_BARRIER_WAIT:
         if (!sem_try_wait(run, in, in->plan, (int32_t)run->sh->cores - 1)) goto blocked;
+        continue;
+      case XOP_STEP:
+        if (!take_step(run, in->site)) goto out;
         continue;
       default:
         tsr_interp_kernel_error(run, in->site, "internal error: bad instruction %u", in->code);
@@ -1333,7 +1358,8 @@ static bool exec(run_t *run, uint32_t *pc_io) {
         }
         break;
       default:
-        tsr_interp_kernel_error(run, in->site, "internal error: no implementation");
+        tsr_interp_kernel_error(run, in->site, "op '%s' is not implemented in the interpreter",
+                                tsr_op_table[in->code].mnemonic);
         break;
     }
     if (TSR_UNLIKELY(run->sh->aborted)) goto out;
@@ -1734,6 +1760,7 @@ static void start_core(run_t *run) {
   for (uint32_t j = 0; j < p->num_operands; j++)
     if (p->operands[j].blocked)
       eval_index_map(run, j, run->point, &run->cur_block[j * TSR_MAX_RANK]);
+  if (!take_step(run, p->grid_site)) return; /* the first grid step counts */
   begin_step(run);
   run->pc = p->body_pc;
   run->phase = CORE_BODY;
@@ -1754,6 +1781,7 @@ static bool run_core(run_t *run) {
           run->phase = CORE_DONE;
           return true;
         }
+        if (!take_step(run, p->grid_site)) return true;
         begin_step(run);
         run->pc = p->body_pc;
         run->phase = CORE_BODY;
@@ -2165,6 +2193,7 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
     if (!sh.race) return TSR_OOM();
   }
   tsr_strbuf_initialize(&sh.trace);
+  tsr_bounds_start(&sh.bounds, &p->options);
   tsr_status_t s = run_setup(&sh, operands);
   if (!s) run_all(&sh);
   bool trace_ok = s || !sh.tracing || write_trace(&sh);

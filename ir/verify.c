@@ -1533,6 +1533,7 @@ static NOINLINE void check_control(verifier_t *v, const tsr_op_t *op, bool typed
       break;
     }
     default:
+      report(v, op->loc, "'%s' is a control op the verifier does not know", mnemonic(op));
       break;
   }
 }
@@ -1557,8 +1558,7 @@ static void verify_control(verifier_t *v, const tsr_op_t *op, bool typed, uint32
       walk(v, op, 0, REGION_YIELD, "then region", depth);
       if (op->flags & TSR_OPF_HAS_ELSE) walk(v, op, 1, REGION_YIELD, "else region", depth);
       break;
-    default:
-      break;
+    default: break; /* check_control reported it */
   }
 }
 

@@ -20,6 +20,9 @@ typedef struct operand_state {
   bool blocked;         /* vmem/smem with a window: block index per step */
   bool inplace;         /* the window of HBM is the ref; else a block buffer */
   bool maybe_padded;    /* some array dim is not a multiple of its block dim */
+  bool fill_out;        /* an output block that starts holding the uninitialized
+                           value when entered (not fully stored first) */
+  bool tracked;         /* its previous block indices are kept (state) */
   view_t buf;           /* block buffer (not in place) */
   uint32_t state;       /* first slot of its block indices in the state memref */
   int64_t block[TSR_MAX_RANK];   /* squeezed dims as 1 */
@@ -54,6 +57,42 @@ static void count_uses(emitter_t *em, const tsr_region_t *r) {
     if (written >= 0) em->stored[op->operands[written]->id] = true;
     for (uint32_t i = 0; i < op->num_regions; i++) count_uses(em, &op->regions[i]);
   }
+}
+
+/* Whether some op of r (or of its regions) has `v` as an operand. */
+static bool region_uses(const tsr_region_t *r, const tsr_value_t *v) {
+  for (const tsr_op_t *op = r ? r->first : NULL; op; op = op->next) {
+    for (uint32_t i = 0; i < op->num_operands; i++)
+      if (op->operands[i] == v) return true;
+    for (uint32_t i = 0; i < op->num_regions; i++)
+      if (region_uses(&op->regions[i], v)) return true;
+  }
+  return false;
+}
+
+/* Whether the first op of the body that touches `ref` is a store of the
+ * whole ref, unmasked and outside control flow: then a new output block is
+ * overwritten before anything can read it, and its fill with the
+ * uninitialized value can be skipped (the interpreter's lazy fill). */
+static bool first_touch_stores_all(const tsr_region_t *body, const tsr_value_t *ref) {
+  for (const tsr_op_t *op = body->first; op; op = op->next) {
+    bool touches = false;
+    for (uint32_t i = 0; i < op->num_operands && !touches; i++) touches = op->operands[i] == ref;
+    for (uint32_t i = 0; i < op->num_regions && !touches; i++)
+      touches = region_uses(&op->regions[i], ref);
+    if (!touches) continue;
+    if (op->opcode != TSR_OP_STORE || op->operands[0] != ref || (op->flags & TSR_OPF_MASK))
+      return false;
+    for (uint32_t d = 0; d < op->num_indices; d++) {
+      const tsr_index_t *ix = &op->indices[d];
+      bool whole = ix->kind == TSR_INDEX_FULL ||
+                   (ix->kind == TSR_INDEX_SLICE && ix->operand < 0 && ix->start == 0 &&
+                    ix->stride == 1 && d < ref->type.rank && ix->size == ref->type.dims[d]);
+      if (!whole) return false;
+    }
+    return true;
+  }
+  return false;
 }
 
 /* ---- Values ---------------------------------------------------------------------- */
@@ -139,11 +178,24 @@ static ssa_t clamp_index(emitter_t *em, ssa_t v, int64_t hi) {
   return em_idx_of_i32(em, a);
 }
 
+/* The dynamic slice starts of a masked access, which are not clamped: the
+ * window may reach past the ref's ends (Pallas allows it when the lanes
+ * outside are masked off), and range_mask() keeps its accesses inside. */
+typedef struct window_range {
+  uint32_t count;
+  uint32_t vdim[TSR_MAX_RANK]; /* the view dim */
+  ssa_t start[TSR_MAX_RANK];   /* i32: its first element in the ref's dim */
+  int64_t step[TSR_MAX_RANK];
+  int64_t dim[TSR_MAX_RANK];   /* the ref's dim */
+} window_range_t;
+
 /* The view of op's indices [first, first + rank) into ref `rv`. With every
  * index a point, sets *all_points and the element's indices in points[]
- * instead (no view). */
-static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint32_t first,
-                          bool *all_points, ssa_t *points) {
+ * instead (no view). Dynamic slice starts are clamped into the ref, unless
+ * `range` is given: then they are kept and recorded there. */
+static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *rv,
+                              uint32_t first, bool *all_points, ssa_t *points,
+                              window_range_t *range) {
   view_t v;
   memset(&v, 0, sizeof v);
   int64_t static_off = 0;
@@ -189,7 +241,15 @@ static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, u
       case TSR_INDEX_SLICE:
       case TSR_INDEX_DS: {
         const int64_t step = ix->stride;
-        if (dyn) {
+        if (dyn && range) {
+          ssa_t s32 = scalar_of(em, op->operands[ix->operand]);
+          uint32_t k = range->count++;
+          range->vdim[k] = v.rank;
+          range->start[k] = s32;
+          range->step[k] = step;
+          range->dim[k] = dim;
+          off = em_iadd(em, off, em_imulc(em, em_idx_of_i32(em, s32), st));
+        } else if (dyn) {
           int64_t extent = (ix->size - 1) * step + 1;
           start = clamp_index(em, scalar_of(em, op->operands[ix->operand]), dim - extent);
           off = em_iadd(em, off, em_imulc(em, start, st));
@@ -202,7 +262,7 @@ static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, u
         pts = false;
         break;
       }
-      default: break;
+      default: em_unimplemented(em, op, "an index of unknown kind"); break;
     }
   }
   *all_points = pts;
@@ -214,9 +274,60 @@ static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, u
   return v;
 }
 
+static view_t ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint32_t first,
+                          bool *all_points, ssa_t *points) {
+  return ref_view_ranged(em, op, rv, first, all_points, points, NULL);
+}
+
 static view_t ref_view(emitter_t *em, const tsr_op_t *op, const view_t *rv, bool *all_points,
                        ssa_t *points) {
   return ref_view_at(em, op, rv, 0, all_points, points);
+}
+
+/* An i32 or i1 expression node `a OP b` made for op (errors name it). */
+static expr_t *ex_binary(emitter_t *em, const tsr_op_t *op, tsr_opcode_t code, tsr_dtype_t dtype,
+                         expr_t *a, expr_t *b, uint32_t rank, const int64_t *dims) {
+  expr_t *e = ex_new(em, EX_OP, dtype, rank, dims);
+  e->op = code;
+  e->origin = op;
+  e->arg_dtype = (tsr_dtype_t)a->dtype;
+  e->nargs = 2;
+  e->args[0] = a;
+  e->args[1] = b;
+  return e;
+}
+
+static expr_t *ex_splat(emitter_t *em, tsr_dtype_t dtype, ssa_t s, uint32_t rank,
+                        const int64_t *dims) {
+  expr_t *e = ex_new(em, EX_SCALAR, dtype, rank, dims);
+  e->scalar = s;
+  return e;
+}
+
+/* `mask` (NULL: none) and, for each dynamic slice of a masked access, that
+ * its element lies inside the ref: 0 <= start + i * step < dim. Masked-off
+ * lanes past the ends are never touched; masked-on ones there are an
+ * out-of-bounds error in the interpreter and are dropped here. */
+static expr_t *range_mask(emitter_t *em, const tsr_op_t *op, const window_range_t *wr,
+                          expr_t *mask, uint32_t rank, const int64_t *dims) {
+  const tsr_dtype_t I32 = TSR_DTYPE_I32, I1 = TSR_DTYPE_I1;
+  for (uint32_t k = 0; k < wr->count; k++) {
+    expr_t *i = ex_new(em, EX_IOTA, I32, rank, dims);
+    i->axis = wr->vdim[k];
+    expr_t *pos = ex_binary(em, op, TSR_OP_MUL, I32, i,
+                            ex_splat(em, I32, em_cint(em, "i32", 0, wr->step[k]), rank, dims),
+                            rank, dims);
+    pos = ex_binary(em, op, TSR_OP_ADD, I32, pos, ex_splat(em, I32, wr->start[k], rank, dims),
+                    rank, dims);
+    expr_t *lo = ex_binary(em, op, TSR_OP_GE, I1, pos,
+                           ex_splat(em, I32, em_cint(em, "i32", 0, 0), rank, dims), rank, dims);
+    expr_t *hi = ex_binary(em, op, TSR_OP_LT, I1, pos,
+                           ex_splat(em, I32, em_cint(em, "i32", 0, wr->dim[k]), rank, dims),
+                           rank, dims);
+    expr_t *in = ex_binary(em, op, TSR_OP_AND, I1, lo, hi, rank, dims);
+    mask = mask ? ex_binary(em, op, TSR_OP_AND, I1, mask, in, rank, dims) : in;
+  }
+  return mask;
 }
 
 /* The store that follows `op` and writes its block result, if the result
@@ -252,12 +363,14 @@ static void op_load(emitter_t *em, const tsr_op_t *op) {
   tsr_dtype_t dtype = (tsr_dtype_t)r->type.dtype;
   bool pts;
   ssa_t points[TSR_MAX_RANK];
-  view_t v = ref_view(em, op, &rvi->mem, &pts, points);
+  window_range_t range = {0};
+  const bool masked = (op->flags & TSR_OPF_MASK) != 0;
+  view_t v = ref_view_ranged(em, op, &rvi->mem, 0, &pts, points, masked ? &range : NULL);
   if (pts) {
     nest_t n;
     memset(&n, 0, sizeof n);
     ssa_t s;
-    if (op->flags & TSR_OPF_MASK) {
+    if (masked) {
       ssa_t m = scalar_of(em, op->operands[op->num_operands - 1]);
       ssa_t pt = em_uninit(em, dtype, 0);
       s = em_mem_read(em, &rvi->mem, dtype, points, &n, &m, &pt);
@@ -268,6 +381,7 @@ static void op_load(emitter_t *em, const tsr_op_t *op) {
     return;
   }
   expr_t *mask = mask_expr(em, op, r->type.rank, r->type.dims);
+  if (mask) mask = range_mask(em, op, &range, mask, r->type.rank, r->type.dims);
   if (!mask && !rvi->mutable_ref) { /* borrowed: nothing writes this ref */
     set_mem(em, r, v);
     return;
@@ -289,7 +403,9 @@ static void op_store(emitter_t *em, const tsr_op_t *op) {
   const tsr_dtype_t dtype = (tsr_dtype_t)ref->type.dtype;
   bool pts;
   ssa_t points[TSR_MAX_RANK];
-  view_t v = ref_view(em, op, &rvi->mem, &pts, points);
+  window_range_t range = {0};
+  const bool masked = (op->flags & TSR_OPF_MASK) != 0;
+  view_t v = ref_view_ranged(em, op, &rvi->mem, 0, &pts, points, masked ? &range : NULL);
   if (pts) {
     nest_t n;
     memset(&n, 0, sizeof n);
@@ -308,6 +424,7 @@ static void op_store(emitter_t *em, const tsr_op_t *op) {
   expr_t *e = ex_of_value(em, val, v.rank, v.dims);
   if (!e) return;
   expr_t *mask = mask_expr(em, op, v.rank, v.dims);
+  if (mask) mask = range_mask(em, op, &range, mask, v.rank, v.dims);
   if (!ex_inplace_safe(em, e, &v) || (mask && !ex_inplace_safe(em, mask, &v))) {
     view_t tmp = em_materialize(em, e);
     e = ex_new(em, EX_MEM, dtype, v.rank, v.dims);
@@ -338,7 +455,11 @@ static void op_elementwise(emitter_t *em, const tsr_op_t *op) {
       case TSR_RULE_SELECT: s = em_select(em, a[0], a[1], a[2], em_compute(dtype), 0, false); break;
       case TSR_RULE_CONVERT: s = em_convert(em, a[0], arg_dtype, dtype, 0); break;
       case TSR_RULE_BITCAST: s = em_bitcast(em, a[0], arg_dtype, dtype, 0); break;
-      default: s = em_elementwise(em, op->opcode, arg_dtype, a, 0); break;
+      case TSR_RULE_ELEMWISE:
+      case TSR_RULE_COMPARE: s = em_elementwise(em, op->opcode, arg_dtype, a, 0); break;
+      default:
+        em_unimplemented(em, op, "not an elementwise op");
+        return;
     }
     set_scalar(em, r, s);
     return;
@@ -346,6 +467,7 @@ static void op_elementwise(emitter_t *em, const tsr_op_t *op) {
   expr_t *e = ex_new(em, EX_OP, dtype, r->type.rank, r->type.dims);
   if (!e) return;
   e->op = op->opcode;
+  e->origin = op;
   e->arg_dtype = arg_dtype;
   e->nargs = op->num_operands;
   for (uint32_t i = 0; i < op->num_operands && i < 3; i++) {
@@ -465,11 +587,13 @@ static void op_slice(emitter_t *em, const tsr_op_t *op) {
         strides[rank++] = v.strides[d];
         break;
       case TSR_INDEX_POINT: off += ix->start * v.strides[d]; break;
-      default:
+      case TSR_INDEX_SLICE:
+      case TSR_INDEX_DS:
         off += ix->start * v.strides[d];
         dims[rank] = ix->size;
         strides[rank++] = v.strides[d] * ix->stride;
         break;
+      default: em_unimplemented(em, op, "an index of unknown kind"); return;
     }
   }
   if (rank == 0) { /* every index a point: a scalar */
@@ -661,21 +785,33 @@ static void bind_results(emitter_t *em, const tsr_op_t *op, view_t **carry,
   }
 }
 
+static int64_t site_of(const emitter_t *em, const tsr_op_t *op);
+static ssa_t count_step(emitter_t *em, ssa_t take, int64_t site, ssa_t point);
+
+/* scf.while over i32 [lo, hi) by step (a step <= 0 runs no iteration: the
+ * interpreter reports it), the induction variable and the scalar carries
+ * its arguments, each iteration a step of the run. The next value is
+ * computed without overflow, as in the interpreter. */
 static void op_for(emitter_t *em, const tsr_op_t *op) {
   const tsr_region_t *r = &op->regions[0];
   ssa_t lo = scalar_of(em, op->operands[0]), hi = scalar_of(em, op->operands[1]);
   ssa_t st = scalar_of(em, op->operands[2]);
-  /* A step <= 0 would never end: run no iteration (the interpreter reports it). */
   ssa_t pos = em_cmp(em, "cmpi", "sgt", st, em_cint(em, "i32", 0, 0), "i32");
   ssa_t hi2 = em_select(em, pos, hi, lo, "i32", 0, false);
-  ssa_t st2 = em_select(em, pos, st, em_cint(em, "i32", 0, 1), "i32", 0, false);
   view_t **carry = carry_buffers(em, op);
   scalar_results_t sr;
   if (!carry || !collect_scalars(em, op, &sr)) return;
-  ssa_t *args = em_alloc(em, (sr.count + 1) * sizeof *args);
-  if (!args) return;
-  text_list_t iters = {0};
-  uint32_t k = 0;
+  ssa_t *bargs = em_alloc(em, (sr.count + 2) * sizeof *bargs);
+  ssa_t *aargs = em_alloc(em, (sr.count + 2) * sizeof *aargs);
+  if (!bargs || !aargs) return;
+  text_list_t inits = {0}, aparams = {0}, bnames = {0}, types = {0};
+  bargs[0] = em_fresh(em);
+  aargs[0] = em_fresh(em);
+  tl_add(&inits, "%s = %s", bargs[0].s, lo.s);
+  tl_add(&aparams, "%s: i32", aargs[0].s);
+  tl_add(&bnames, "%s", bargs[0].s);
+  tl_add(&types, "i32");
+  uint32_t k = 1;
   for (uint32_t i = 0; i < op->num_results; i++) {
     const tsr_value_t *init = op->operands[3 + i];
     if (carry[i]) {
@@ -683,27 +819,58 @@ static void op_for(emitter_t *em, const tsr_op_t *op) {
       ex_store(em, e, carry[i], NULL);
       continue;
     }
-    args[k] = em_fresh(em);
-    tl_add(&iters, "%s = %s", args[k].s, scalar_of(em, init).s);
+    const char *t = em_compute((tsr_dtype_t)init->type.dtype);
+    bargs[k] = em_fresh(em);
+    aargs[k] = em_fresh(em);
+    tl_add(&inits, "%s = %s", bargs[k].s, scalar_of(em, init).s);
+    tl_add(&aparams, "%s: %s", aargs[k].s, t);
+    tl_add(&bnames, "%s", bargs[k].s);
+    tl_add(&types, "%s", t);
     k++;
   }
-  ssa_t iv = em_fresh(em);
-  char prefix[64];
-  result_prefix(&sr, prefix, sizeof prefix);
-  if (sr.count)
-    em_open(em, "%sscf.for %s = %s to %s step %s iter_args(%s) -> (%s) : i32 {", prefix, iv.s,
-            lo.s, hi2.s, st2.s, tl_text(&iters), sr.types);
-  else
-    em_open(em, "scf.for %s = %s to %s step %s : i32 {", iv.s, lo.s, hi2.s, st2.s);
-  tl_done(em, &iters);
-  set_scalar(em, r->args[0], iv);
-  bind_args(em, r, 1, carry, args);
+  ssa_t res = em_fresh(em);
+  em_open(em, "%s:%u = scf.while (%s) : (%s) -> (%s) {", res.s, k, tl_text(&inits),
+          tl_text(&types), tl_text(&types));
+  ssa_t in = em_cmp(em, "cmpi", "slt", bargs[0], hi2, "i32");
+  ssa_t go = em_op2(em, "arith.andi", in, count_step(em, in, site_of(em, op), em_cint(em, "i64", 0, 0)), "i1");
+  em_line(em, "scf.condition(%s) %s : %s", go.s, tl_text(&bnames), tl_text(&types));
+  em->indent--;
+  em_open(em, "} do {");
+  em_line(em, "^bb0(%s):", tl_text(&aparams));
+  set_scalar(em, r->args[0], aargs[0]);
+  bind_args(em, r, 1, carry, aargs + 1);
   emit_in_region(em, r);
   const tsr_op_t *term = terminator(r);
   if (term) copy_yields(em, term, carry);
-  if (sr.count) yield_scalars(em, term, "scf.yield");
+  /* next = i + step if it stays below hi (computed in i64), else hi */
+  ssa_t n64 = em_op2(em, "arith.addi", em_cast(em, "arith.extsi", aargs[0], "i32", "i64"),
+                     em_cast(em, "arith.extsi", st, "i32", "i64"), "i64");
+  ssa_t below = em_cmp(em, "cmpi", "slt", n64, em_cast(em, "arith.extsi", hi2, "i32", "i64"),
+                       "i64");
+  ssa_t next = em_select(em, below, em_cast(em, "arith.trunci", n64, "i64", "i32"), hi2, "i32", 0,
+                         false);
+  text_list_t ys = {0};
+  tl_add(&ys, "%s", next.s);
+  for (uint32_t i = 0; term && i < term->num_operands; i++) {
+    const tsr_value_t *v = term->operands[i];
+    if (v->type.kind == TSR_TYPE_SCALAR) tl_add(&ys, "%s", scalar_of(em, v).s);
+  }
+  em_line(em, "scf.yield %s : %s", tl_text(&ys), tl_text(&types));
   em_close(em, "}");
-  bind_results(em, op, carry, &sr);
+  tl_done(em, &ys);
+  tl_done(em, &inits);
+  tl_done(em, &aparams);
+  tl_done(em, &bnames);
+  tl_done(em, &types);
+  for (uint32_t i = 0; i < op->num_results; i++) {
+    if (carry[i]) {
+      set_mem(em, op->results[i], *carry[i]);
+    } else {
+      ssa_t name;
+      snprintf(name.s, sizeof name.s, "%.30s#%u", res.s, sr.slot[i] + 1);
+      set_scalar(em, op->results[i], name);
+    }
+  }
 }
 
 static void op_while(emitter_t *em, const tsr_op_t *op) {
@@ -749,6 +916,7 @@ static void op_while(emitter_t *em, const tsr_op_t *op) {
     return;
   }
   ssa_t c = scalar_of(em, cond->operands[0]);
+  c = em_op2(em, "arith.andi", c, count_step(em, c, site_of(em, op), em_cint(em, "i64", 0, 0)), "i1");
   if (sr.count)
     em_line(em, "scf.condition(%s) %s : %s", c.s, tl_text(&bnames), sr.types);
   else
@@ -795,6 +963,7 @@ static void op_if(emitter_t *em, const tsr_op_t *op) {
 }
 
 static void sem_ref_init(emitter_t *em, const tsr_value_t *ref);
+static void fill_view(emitter_t *em, const view_t *v, tsr_dtype_t dtype);
 
 static void op_scoped(emitter_t *em, const tsr_op_t *op) {
   const tsr_region_t *r = &op->regions[0];
@@ -809,6 +978,8 @@ static void op_scoped(emitter_t *em, const tsr_op_t *op) {
     vi->mem = em_buffer(em, (tsr_dtype_t)a->type.dtype, a->type.rank, a->type.dims);
     vi->mem.key = em_key(em, "R%u", a->id);
     vi->mutable_ref = em->stored[a->id];
+    /* fresh at every entry, as in the interpreter, unless fully stored first */
+    if (!first_touch_stores_all(r, a)) fill_view(em, &vi->mem, (tsr_dtype_t)a->type.dtype);
   }
   emit_in_region(em, r);
   const tsr_op_t *term = terminator(r);
@@ -867,6 +1038,29 @@ static ssa_t rt_call(emitter_t *em, tsr_lower_rt_call_t call, ssa_t a, ssa_t b, 
 }
 
 static ssa_t c64(emitter_t *em, int64_t v) { return em_cint(em, "i64", 0, v); }
+
+/* A step of the run (a grid step, or a loop iteration when `take`, an i1,
+ * holds): takes one from this core's budget in the context and calls the
+ * runtime (TSR_RT_STEP) when it runs out, which grants more or stops the
+ * run. `point`: for a grid step, the i64 number of the grid point it
+ * starts (not yet stored in the context), else 0. Returns an i1: go on. */
+static ssa_t count_step(emitter_t *em, ssa_t take, int64_t site, ssa_t point) {
+  ssa_t b = em_fresh(em);
+  em_line(em, "%s = llvm.load %s : !llvm.ptr -> i64", b.s, em->budget_p.s);
+  ssa_t dec = em_cast(em, "arith.extui", take, "i1", "i64");
+  ssa_t b1 = em_op2(em, "arith.subi", b, dec, "i64");
+  ssa_t out = em_cmp(em, "cmpi", "slt", b1, c64(em, 0), "i64");
+  ssa_t b2 = em_fresh(em);
+  em_open(em, "%s = scf.if %s -> (i64) {", b2.s, out.s);
+  ssa_t g = rt_call(em, TSR_RT_STEP, c64(em, site), point, c64(em, 0), c64(em, 0));
+  em_line(em, "scf.yield %s : i64", g.s);
+  em->indent--;
+  em_open(em, "} else {");
+  em_line(em, "scf.yield %s : i64", b1.s);
+  em_close(em, "}");
+  em_line(em, "llvm.store %s, %s : i64, !llvm.ptr", b2.s, em->budget_p.s);
+  return em_cmp(em, "cmpi", "sge", b2, c64(em, 0), "i64");
+}
 
 /* The address (index) of a memref<n x i64> made by memref.alloca. */
 static ssa_t alloca_address(emitter_t *em, ssa_t m, uint32_t n) {
@@ -1099,6 +1293,7 @@ static void op_assert(emitter_t *em, const tsr_op_t *op) {
 
 static void emit_op(emitter_t *em, const tsr_op_t *op) {
   const tsr_op_info_t *info = &tsr_op_table[op->opcode];
+  em->op = op;
   /* The lines of each op that makes code start with its location, so that
    * `tessera lower --stage mlir` reads alongside the kernel and an MLIR
    * diagnostic at a line of the generated text can name the op. */
@@ -1281,8 +1476,8 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     vi->kind = VK_REF;
     vi->mem = window_view(em, os, os->bi, em_key(em, "R%u", d->ref->id));
     vi->mutable_ref = em->stored[d->ref->id];
-    return;
   }
+  if (!os->tracked) return;
   uint32_t rank = d->array.rank;
   ssa_t changed = ks->first;
   for (uint32_t i = 0; i < rank; i++) {
@@ -1310,6 +1505,7 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     view_t src = window_view(em, os, os->bi, NULL);
     copy_views(em, &os->buf, &src, (tsr_dtype_t)d->array.dtype, ext);
   }
+  if (os->fill_out) fill_view(em, &vi->mem, (tsr_dtype_t)d->array.dtype);
   for (uint32_t i = 0; i < rank; i++)
     em_line(em, "memref.store %s, %s[%s] : memref<%uxindex>", os->bi[i].s, ks->state.s,
             em_cidx(em, os->state + i).s, ks->state_slots);
@@ -1349,9 +1545,18 @@ static void step_end(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
 }
 
 /* Kernels with remote DMAs: every core tells the runtime where its memory
- * is, then waits until all have (TSR_RT_START); at the end it waits for all
+ * is (in the prologue), then, once its first step's blocks are set up, waits
+ * until all have (TSR_RT_START, meet_at_start); at the end it waits for all
  * before freeing it (TSR_RT_END), so no DMA from another core can write into
- * memory that is not there yet or any more. */
+ * memory that is not there yet, not yet initialised, or gone. */
+
+/* TSR_RT_START when `cond` (i1) holds: wait until every core is there. */
+static void meet_at_start(emitter_t *em, ssa_t cond) {
+  em_open(em, "scf.if %s {", cond.s);
+  (void)rt_call(em, TSR_RT_START, c64(em, 0), c64(em, 0), c64(em, 0), c64(em, 0));
+  em_close(em, "}");
+}
+
 static void register_memory(emitter_t *em) {
   tsr_strbuf_t *saved = em->cur;
   int saved_indent = em->indent;
@@ -1362,7 +1567,6 @@ static void register_memory(emitter_t *em) {
   for (uint32_t r = 0; r < roots; r++)
     (void)rt_call(em, TSR_RT_REGISTER, c64(em, r),
                   em_root_address(em, r, em_root_base(em, r)), zero, zero);
-  (void)rt_call(em, TSR_RT_START, zero, zero, zero, zero);
   tsr_strbuf_t end;
   tsr_strbuf_initialize(&end);
   em->cur = &end;
@@ -1373,6 +1577,44 @@ static void register_memory(emitter_t *em) {
   em->epi = end;
   em->cur = saved;
   em->indent = saved_indent;
+}
+
+/* Writes into iv[first..end) the row-major coordinates of `v` over the grid
+ * dims [first, end). */
+static void grid_coords(emitter_t *em, ssa_t v, uint32_t first, uint32_t end, ssa_t *iv) {
+  int64_t stride = 1;
+  for (uint32_t g = end; g-- > first;) {
+    ssa_t q = stride == 1 ? v : em_op2(em, "arith.divui", v, em_cidx(em, stride), "index");
+    iv[g] = g > first ? em_op2(em, "arith.remui", q, em_cidx(em, em->k->grid[g]), "index") : q;
+    stride *= em->k->grid[g];
+  }
+}
+
+/* The grid point of this core's step number `c` (index), as its row-major
+ * number over the whole grid; with `iv`, also its coordinates. A core's step
+ * c is (o, p, i): o over the dims before the split, p in [plo, phi) over the
+ * split dims, i over the dims after them; `mine` is (phi - plo) x inner. */
+static ssa_t core_grid_point(emitter_t *em, const tsr_ir_core_split_t *split, ssa_t c,
+                             ssa_t mine, ssa_t *iv) {
+  const tsr_kernel_t *k = em->k;
+  int64_t outer = 1, inner = 1;
+  for (uint32_t g = 0; g < split->first; g++) outer *= k->grid[g];
+  for (uint32_t g = split->end; g < k->grid_rank; g++) inner *= k->grid[g];
+  /* a core without points runs no step, but the loop's test still asks */
+  ssa_t d = outer > 1 ? em_op2(em, "arith.maxui", mine, em_cidx(em, 1), "index") : mine;
+  ssa_t o = outer > 1 ? em_op2(em, "arith.divui", c, d, "index") : em_cidx(em, 0);
+  ssa_t r = outer > 1 ? em_op2(em, "arith.remui", c, d, "index") : c;
+  ssa_t q = inner > 1 ? em_op2(em, "arith.divui", r, em_cidx(em, inner), "index") : r;
+  ssa_t p = em_op2(em, "arith.addi", (ssa_t){"%plo"}, q, "index");
+  ssa_t i = inner > 1 ? em_op2(em, "arith.remui", r, em_cidx(em, inner), "index")
+                      : em_cidx(em, 0);
+  if (iv) {
+    grid_coords(em, o, 0, split->first, iv);
+    grid_coords(em, p, split->first, split->end, iv);
+    grid_coords(em, i, split->end, k->grid_rank, iv);
+  }
+  ssa_t op = em_iadd(em, em_imulc(em, o, (int64_t)split->points), p);
+  return em_iadd(em, em_imulc(em, op, inner), i);
 }
 
 static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
@@ -1408,6 +1650,16 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
   snprintf(em->rt_ctx.s, sizeof em->rt_ctx.s, "%%rt_ctxp");
   em_line(em, "%s = llvm.inttoptr %%rt_fn : i64 to !llvm.ptr", em->rt_fn.s);
   em_line(em, "%s = llvm.inttoptr %%rt_ctx : i64 to !llvm.ptr", em->rt_ctx.s);
+  /* The run's --uninit mode, from the context (lower_api.h): one object
+   * serves both modes. */
+  ssa_t uz_p = em_fresh(em), uz = em_fresh(em);
+  em_line(em, "%s = llvm.getelementptr %s[%d] : (!llvm.ptr) -> !llvm.ptr, i64", uz_p.s,
+          em->rt_ctx.s, TSR_RT_CTX_UNINIT_ZERO);
+  em_line(em, "%s = llvm.load %s : !llvm.ptr -> i64", uz.s, uz_p.s);
+  em->uninit_zero = em_cmp(em, "cmpi", "ne", uz, em_cint(em, "i64", 0, 0), "i64");
+  snprintf(em->budget_p.s, sizeof em->budget_p.s, "%%rt_budget");
+  em_line(em, "%s = llvm.getelementptr %s[%d] : (!llvm.ptr) -> !llvm.ptr, i64", em->budget_p.s,
+          em->rt_ctx.s, TSR_RT_CTX_BUDGET);
   snprintf(em->device.s, sizeof em->device.s, "%%device");
   snprintf(em->core.s, sizeof em->core.s, "%%core");
   ssa_t devx = em_cast(em, "arith.index_cast", em->device, "i32", "index");
@@ -1440,9 +1692,10 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
     vi->kind = VK_REF;
     vi->mutable_ref = em->stored[d->ref->id];
     const char *key = em_key(em, "R%u", d->ref->id);
-    if (d->role == TSR_ROLE_SCRATCH) {
+    if (d->role == TSR_ROLE_SCRATCH) { /* starts holding the uninitialized value */
       vi->mem = em_buffer(em, (tsr_dtype_t)rt->dtype, rt->rank, rt->dims);
       vi->mem.key = key;
+      fill_view(em, &vi->mem, (tsr_dtype_t)rt->dtype);
       continue;
     }
     bool windowed = d->role != TSR_ROLE_PREFETCH &&
@@ -1481,10 +1734,14 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
       if (k->decls[j].role == TSR_ROLE_OUT && k->decls[j].alias == (int32_t)i) aliased = true;
     os->inplace = !os->maybe_padded && !aliased &&
                   !(d->role == TSR_ROLE_IN && vi->mutable_ref);
+    os->fill_out = d->role == TSR_ROLE_OUT && !first_touch_stores_all(&k->body, d->ref);
+    os->tracked = !os->inplace || os->fill_out;
     if (!os->inplace) {
       os->buf = em_buffer(em, (tsr_dtype_t)d->array.dtype, os->ref_rank, os->ref_dims);
       os->buf.key = key;
       vi->mem = os->buf;
+    }
+    if (os->tracked) {
       os->state = ks.state_slots;
       ks.state_slots += d->array.rank;
     }
@@ -1497,55 +1754,58 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
 
   /* The grid: row-major, the last axis fastest. This core runs the split
    * points [plo, phi) (tsr_ir_core_split: the grid dims [first, end)
-   * flattened), each with every point of the other dims: loops over the dims
-   * before them, over [plo, phi), and over the dims after them. */
+   * flattened), each with every point of the other dims, as one loop over
+   * its own step number c in [0, outer x (phi - plo) x inner); each grid
+   * step is a step of the run (count_step). */
   const tsr_ir_core_split_t split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
   int64_t outer = 1, inner = 1;
   for (uint32_t g = 0; g < split.first; g++) outer *= k->grid[g];
   for (uint32_t g = split.end; g < k->grid_rank; g++) inner *= k->grid[g];
-  for (uint32_t g = 0; g < split.first; g++)
-    em->grid_iv[g] = em_for_open(em, em_dimc(0), em_dimc(k->grid[g]), 1);
-  ssa_t p = em_for_open(em, em_dims((ssa_t){"%plo"}), em_dims((ssa_t){"%phi"}), 1);
-  int64_t stride = 1;
-  for (uint32_t g = split.end; g-- > split.first;) {
-    ssa_t q = stride == 1 ? p : em_op2(em, "arith.divui", p, em_cidx(em, stride), "index");
-    em->grid_iv[g] =
-        g > split.first ? em_op2(em, "arith.remui", q, em_cidx(em, k->grid[g]), "index") : q;
-    stride *= k->grid[g];
-  }
-  for (uint32_t g = split.end; g < k->grid_rank; g++)
-    em->grid_iv[g] = em_for_open(em, em_dimc(0), em_dimc(k->grid[g]), 1);
+  const ssa_t plo = {"%plo"};
+  ssa_t mine = em_imulc(em, em_op2(em, "arith.subi", (ssa_t){"%phi"}, plo, "index"), inner);
+  ssa_t steps = em_imulc(em, mine, outer);
+  ssa_t lb = em_fresh(em), la = em_fresh(em);
+  em_open(em, "scf.while (%s = %s) : (index) -> (index) {", lb.s, em_cidx(em, 0).s);
+  ssa_t in = em_cmp(em, "cmpi", "slt", lb, steps, "index");
+  ssa_t go = em_op2(em, "arith.andi", in,
+                    count_step(em, in, em->num_sites,
+                               i64_of_index(em, core_grid_point(em, &split, lb, mine, NULL))),
+                    "i1");
+  em_line(em, "scf.condition(%s) %s : index", go.s, lb.s);
+  em->indent--;
+  em_open(em, "} do {");
+  em_line(em, "^bb0(%s: index):", la.s);
+  ks.lin = core_grid_point(em, &split, la, mine, em->grid_iv);
   for (uint32_t g = 0; g < k->grid_rank; g++)
     em->grid_i32[g] = em_cast(em, "arith.index_cast", em->grid_iv[g], "index", "i32");
-  ks.lin = em_cidx(em, 0);
-  stride = 1;
-  for (uint32_t g = k->grid_rank; g-- > 0;) {
-    ks.lin = em_iadd(em, ks.lin, em_imulc(em, em->grid_iv[g], stride));
-    stride *= k->grid[g];
-  }
   em->lin = ks.lin;
   /* The runtime's context starts with this core's grid point (its messages
    * name it). */
   em_line(em, "llvm.store %s, %s : i64, !llvm.ptr", i64_of_index(em, ks.lin).s, em->rt_ctx.s);
-  /* This core's first step: plo with the other dims at 0; its last: the
-   * other dims at their ends, phi - 1. */
-  ks.first = em_cmp(em, "cmpi", "eq", ks.lin, em_imulc(em, (ssa_t){"%plo"}, inner), "index");
-  ks.last = em_cmp(em, "cmpi", "eq", ks.lin,
-                   em_iaddc(em, em_imulc(em, (ssa_t){"%phi"}, inner),
-                            (outer - 1) * (int64_t)split.points * inner - 1),
-                   "index");
+  /* This core's first and last steps. */
+  ks.first = em_cmp(em, "cmpi", "eq", la, em_cidx(em, 0), "index");
+  ks.last = em_cmp(em, "cmpi", "eq", la, em_iaddc(em, steps, -1), "index");
 
   em_line(em, "// the grid step: block indices and copies in");
   for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
     if (ks.ops[i].blocked) step_begin(em, &ks, &ks.ops[i]);
+  /* Cores that DMA into other devices meet once every core's memory is
+   * registered and holds its first step's blocks: a DMA that lands early is
+   * not overwritten by its destination's start (a core without steps meets
+   * after the loop). */
+  if (em->remote_dmas) meet_at_start(em, ks.first);
   em->region = &k->body;
   emit_region(em, &k->body);
   em_line(em, "// the grid step: copies out");
   for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
     if (ks.ops[i].blocked && !ks.ops[i].inplace && ks.ops[i].decl->role == TSR_ROLE_OUT)
       step_end(em, &ks, &ks.ops[i]);
-  for (uint32_t g = 0; g < split.first + 1 + (k->grid_rank - split.end); g++) em_close(em, "}");
-  if (em->remote_dmas) register_memory(em);
+  em_line(em, "scf.yield %s : index", em_iaddc(em, la, 1).s);
+  em_close(em, "}");
+  if (em->remote_dmas) {
+    meet_at_start(em, em_cmp(em, "cmpi", "eq", steps, em_cidx(em, 0), "index"));
+    register_memory(em);
+  }
 }
 
 static void note_site(void *ctx, const tsr_op_t *op, uint32_t position) {

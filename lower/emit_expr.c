@@ -47,6 +47,19 @@ ssa_t em_libm_call(emitter_t *em, const char *name, ssa_t x, uint32_t lanes) {
   return acc;
 }
 
+/* An elementwise opcode with no lowering for its element type: an error
+ * naming the op and its location (never a result), and a placeholder value
+ * so that the op being emitted can finish before emission stops. */
+static ssa_t unlowered(emitter_t *em, tsr_opcode_t opcode, const char *types, ssa_t placeholder) {
+  char why[96];
+  snprintf(why, sizeof why, "'%s' has no lowering for %s", tsr_op_table[opcode].mnemonic, types);
+  if (em->op)
+    em_unimplemented(em, em->op, why);
+  else
+    em_fail(em, TSR_STATUS(TSR_UNIMPLEMENTED, "op %s in the cpu backend", why));
+  return placeholder;
+}
+
 static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t lanes) {
   tstr_t t = em_vtype("f32", lanes);
   const char *T = t.s;
@@ -102,7 +115,7 @@ static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t l
     case TSR_OP_LE: return em_cmp(em, "cmpf", "ole", a[0], a[1], T);
     case TSR_OP_GT: return em_cmp(em, "cmpf", "ogt", a[0], a[1], T);
     case TSR_OP_GE: return em_cmp(em, "cmpf", "oge", a[0], a[1], T);
-    default: return a[0];
+    default: return unlowered(em, op, "floats", a[0]);
   }
 }
 
@@ -183,7 +196,7 @@ static ssa_t int_op(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype, const ssa
     case TSR_OP_LE: return em_cmp(em, "cmpi", s ? "sle" : "ule", a[0], a[1], T);
     case TSR_OP_GT: return em_cmp(em, "cmpi", s ? "sgt" : "ugt", a[0], a[1], T);
     case TSR_OP_GE: return em_cmp(em, "cmpi", s ? "sge" : "uge", a[0], a[1], T);
-    default: return a[0];
+    default: return unlowered(em, op, b1 ? "i1" : "integers", a[0]);
   }
 }
 
@@ -388,13 +401,21 @@ ssa_t ex_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n)
       ssa_t a[3];
       for (uint32_t i = 0; i < e->nargs; i++) a[i] = ex_read(em, e->args[i], idx, n);
       const tsr_op_info_t *info = &tsr_op_table[e->op];
+      const tsr_op_t *saved = em->op;
+      if (e->origin) em->op = e->origin; /* errors name the op that made the node */
+      ssa_t r;
       switch (info->rule) {
         case TSR_RULE_SELECT:
-          return em_select(em, a[0], a[1], a[2], em_compute(e->dtype), n->lanes, true);
-        case TSR_RULE_CONVERT: return em_convert(em, a[0], e->arg_dtype, e->dtype, n->lanes);
-        case TSR_RULE_BITCAST: return em_bitcast(em, a[0], e->arg_dtype, e->dtype, n->lanes);
-        default: return em_elementwise(em, e->op, e->arg_dtype, a, n->lanes);
+          r = em_select(em, a[0], a[1], a[2], em_compute(e->dtype), n->lanes, true);
+          break;
+        case TSR_RULE_CONVERT: r = em_convert(em, a[0], e->arg_dtype, e->dtype, n->lanes); break;
+        case TSR_RULE_BITCAST: r = em_bitcast(em, a[0], e->arg_dtype, e->dtype, n->lanes); break;
+        case TSR_RULE_ELEMWISE:
+        case TSR_RULE_COMPARE: r = em_elementwise(em, e->op, e->arg_dtype, a, n->lanes); break;
+        default: r = unlowered(em, e->op, "an elementwise expression", a[0]); break;
       }
+      em->op = saved;
+      return r;
     }
   }
   return e->scalar;
@@ -535,6 +556,7 @@ expr_t *ex_squeeze(emitter_t *em, const expr_t *e) {
       return s;
     case EX_OP:
       s->op = e->op;
+      s->origin = e->origin;
       s->arg_dtype = e->arg_dtype;
       s->nargs = e->nargs;
       for (uint32_t i = 0; i < e->nargs; i++) {

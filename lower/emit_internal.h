@@ -81,6 +81,7 @@ struct expr {
   ssa_t scalar;      /* EX_SCALAR */
   uint32_t axis;     /* EX_IOTA */
   tsr_opcode_t op;   /* EX_OP */
+  const tsr_op_t *origin; /* EX_OP: the IR op it computes (errors name it), or NULL */
   tsr_dtype_t arg_dtype; /* EX_OP: dtype of args[1] (args[0] for unary) */
   uint32_t nargs;
   expr_t *args[3];
@@ -127,6 +128,7 @@ typedef struct prolog_const {
 
 struct emitter {
   const tsr_kernel_t *k;
+  const tsr_op_t *op;  /* the IR op being emitted: errors name it */
   tsr_arena_t arena;
   tsr_strbuf_t pro;   /* prologue: constants and allocations */
   tsr_strbuf_t body;  /* the function body after the prologue */
@@ -156,6 +158,8 @@ struct emitter {
   /* The runtime (lower_api.h): its callback and context as !llvm.ptr, this
    * core's device and core (i32). */
   ssa_t rt_fn, rt_ctx, device, core;
+  ssa_t uninit_zero;        /* i1: the run's uninit mode is zero (lower_api.h) */
+  ssa_t budget_p;           /* !llvm.ptr: this core's step budget (lower_api.h) */
   struct em_site *sites;    /* (op, tsr_ir_walk_ops position), sorted by op */
   uint32_t num_sites;
   int64_t *sem_slot;        /* per value id: first semaphore slot, or -1 */

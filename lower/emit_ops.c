@@ -121,6 +121,7 @@ static expr_t *ex_merge_tail(emitter_t *em, const expr_t *e, uint32_t count) {
     }
     case EX_OP:
       m->op = e->op;
+      m->origin = e->origin;
       m->arg_dtype = e->arg_dtype;
       m->nargs = e->nargs;
       for (uint32_t i = 0; i < e->nargs; i++) {
@@ -140,6 +141,15 @@ typedef struct reducer {
   const char *elem; /* compute element type */
 } reducer_t;
 
+/* A reduction opcode without a lowering: an error naming the op (never a
+ * result); a placeholder lets the op finish before emission stops. */
+static ssa_t unknown_reduction(emitter_t *em, const reducer_t *rd) {
+  char why[96];
+  snprintf(why, sizeof why, "no lowering of the reduction '%s'", tsr_op_table[rd->op].mnemonic);
+  em_unimplemented(em, em->op, why);
+  return (ssa_t){"%unlowered"};
+}
+
 static ssa_t red_identity(emitter_t *em, const reducer_t *rd, uint32_t lanes) {
   tsr_dtype_t t = rd->dtype;
   const bool s = em_is_signed(t);
@@ -149,7 +159,8 @@ static ssa_t red_identity(emitter_t *em, const reducer_t *rd, uint32_t lanes) {
       case TSR_OP_REDUCE_SUM: return em_cf32(em, lanes, 0.0f);
       case TSR_OP_REDUCE_PROD: return em_cf32(em, lanes, 1.0f);
       case TSR_OP_REDUCE_MAX: return em_cf32_bits(em, lanes, 0xff800000u);
-      default: return em_cf32_bits(em, lanes, 0x7f800000u);
+      case TSR_OP_REDUCE_MIN: return em_cf32_bits(em, lanes, 0x7f800000u);
+      default: return unknown_reduction(em, rd);
     }
   }
   switch (rd->op) {
@@ -159,8 +170,9 @@ static ssa_t red_identity(emitter_t *em, const reducer_t *rd, uint32_t lanes) {
     case TSR_OP_REDUCE_AND: return em_cint(em, rd->elem, lanes, -1);
     case TSR_OP_REDUCE_MAX:
       return em_cint(em, rd->elem, lanes, s ? -(int64_t)(1ull << (bits - 1)) : 0);
-    default: /* MIN */
+    case TSR_OP_REDUCE_MIN:
       return em_cint(em, rd->elem, lanes, s ? (int64_t)((1ull << (bits - 1)) - 1) : -1);
+    default: return unknown_reduction(em, rd);
   }
 }
 
@@ -176,7 +188,8 @@ static ssa_t red_combine(emitter_t *em, const reducer_t *rd, ssa_t a, ssa_t b, u
     case TSR_OP_REDUCE_MAX: name = s ? "arith.maxsi" : "arith.maxui"; break;
     case TSR_OP_REDUCE_MIN: name = s ? "arith.minsi" : "arith.minui"; break;
     case TSR_OP_REDUCE_AND: name = "arith.andi"; break;
-    default: name = "arith.ori"; break;
+    case TSR_OP_REDUCE_OR: name = "arith.ori"; break;
+    default: return unknown_reduction(em, rd);
   }
   return em_op2(em, name, a, b, t.s);
 }

@@ -157,9 +157,11 @@ tstr_t em_view_type(const emitter_t *em, const view_t *v) {
 
 /* ---- Prologue constants ---------------------------------------------------------- */
 
-static ssa_t prologue_const(emitter_t *em, const char *type, const char *literal) {
+/* A value of the prologue, `%kN = OP TEXT : TYPE`, defined once per
+ * (op, type, text). */
+static ssa_t prologue_def(emitter_t *em, const char *type, const char *literal, const char *op) {
   char key[512];
-  snprintf(key, sizeof key, "%s|%s", type, literal);
+  snprintf(key, sizeof key, "%s|%s|%s", op, type, literal);
   for (uint32_t i = 0; i < em->num_consts; i++)
     if (strcmp(em->consts[i].key, key) == 0) return em->consts[i].name;
   ssa_t name;
@@ -182,11 +184,15 @@ static ssa_t prologue_const(emitter_t *em, const char *type, const char *literal
   em->consts[em->num_consts].key = k;
   em->consts[em->num_consts].name = name;
   em->num_consts++;
-  if (strcmp(type, "i1") == 0) /* true/false carry their type */
+  if (strcmp(type, "i1") == 0 && strcmp(op, "arith.constant") == 0) /* true/false are typed */
     tsr_strbuf_printf(&em->pro, "    %s = arith.constant %s\n", name.s, literal);
   else
-    tsr_strbuf_printf(&em->pro, "    %s = arith.constant %s : %s\n", name.s, literal, type);
+    tsr_strbuf_printf(&em->pro, "    %s = %s %s : %s\n", name.s, op, literal, type);
   return name;
+}
+
+static ssa_t prologue_const(emitter_t *em, const char *type, const char *literal) {
+  return prologue_def(em, type, literal, "arith.constant");
 }
 
 ssa_t em_const(emitter_t *em, const char *type, const char *literal) {
@@ -251,7 +257,8 @@ ssa_t em_literal(emitter_t *em, tsr_dtype_t dtype, tsr_literal_t lit, uint32_t l
   }
 }
 
-ssa_t em_uninit(emitter_t *em, tsr_dtype_t dtype, uint32_t lanes) {
+/* The --uninit nan value of dtype. */
+static ssa_t uninit_nan(emitter_t *em, tsr_dtype_t dtype, uint32_t lanes) {
   switch (tsr_dtype_class(dtype)) {
     case TSR_CLASS_FLOAT: return em_cf32_bits(em, lanes, 0x7fc00000u);
     case TSR_CLASS_BOOL: return em_cbool(em, lanes, true);
@@ -262,6 +269,20 @@ ssa_t em_uninit(emitter_t *em, tsr_dtype_t dtype, uint32_t lanes) {
     case TSR_CLASS_UINT: return em_cint(em, em_compute(dtype), lanes, -1);
   }
   return em_cint(em, "i32", lanes, 0);
+}
+
+/* The run's uninitialized value: a prologue select between the two modes'
+ * values on the context's flag (one select per type, deduplicated with the
+ * constants). */
+ssa_t em_uninit(emitter_t *em, tsr_dtype_t dtype, uint32_t lanes) {
+  ssa_t nan = uninit_nan(em, dtype, lanes);
+  ssa_t zero = tsr_dtype_class(dtype) == TSR_CLASS_FLOAT ? em_cf32(em, lanes, 0.0f)
+                                                          : em_cint(em, em_compute(dtype), lanes, 0);
+  if (!em->uninit_zero.s[0]) return nan; /* no run context (not a kernel's code) */
+  tstr_t t = em_vtype(em_compute(dtype), lanes);
+  char key[160];
+  snprintf(key, sizeof key, "%s, %s, %s", em->uninit_zero.s, zero.s, nan.s);
+  return prologue_def(em, t.s, key, "arith.select");
 }
 
 /* ---- Plain ops ---------------------------------------------------------------------- */

@@ -15,7 +15,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 2
+#define TSR_LOWER_ABI_VERSION 3
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
@@ -66,8 +66,16 @@
 
 /* The runtime's callback: `call` is a tsr_lower_rt_call_t, a..d as listed
  * there ("slot|site" is slot + (site << 32); sites are tsr_ir_walk_ops
- * positions). The context starts with an int64_t that the compiled code
- * sets to the row-major number of its grid point at every step. */
+ * positions). The context starts with the int64_t words below. */
+enum {
+  TSR_RT_CTX_POINT,       /* set by the compiled code at every grid step: the
+                             row-major number of its grid point */
+  TSR_RT_CTX_BUDGET,      /* steps this core may take before calling
+                             TSR_RT_STEP (the compiled code decrements it) */
+  TSR_RT_CTX_UNINIT_ZERO, /* read at the start: 1 if new memory holds zero
+                             (--uninit zero), 0 for NaN / integer max / true */
+  TSR_RT_CTX_WORDS
+};
 typedef int64_t (*tsr_lower_rt_fn)(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
                                    int64_t d);
 typedef enum tsr_lower_rt_call {
@@ -84,6 +92,12 @@ typedef enum tsr_lower_rt_call {
   TSR_RT_START,      /* every core has registered its memory (kernels with remote DMAs) */
   TSR_RT_END,        /* before this core frees its memory (kernels with remote DMAs) */
   TSR_RT_REMOTE_DMA, /* a = site, b = address of a tsr_lower_remote_dma_t laid out as i64s */
+  TSR_RT_STEP,       /* a = site (the loop op's; the number of sites for a grid
+                        step, then b = the number of the grid point it starts):
+                        the core's budget ran out at a step. Returns the
+                        budget left after this step (>= 0: go on), or -1: a
+                        run bound is reached or the run is abandoned, and the
+                        code leaves every loop */
 } tsr_lower_rt_call_t;
 
 /* A DMA into another core's memory (`dma_start .. device %d`), as i64s:

@@ -14,11 +14,13 @@
  * abandoned: waits return at once, prints stop, and the outputs are not
  * to be trusted (the status is an error). */
 #include <inttypes.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "interp/blockops.h"
+#include "interp/bounds.h"
 #include "interp/interp_internal.h"
 #include "ir/ir.h"
 #include "lower/lower_api.h"
@@ -28,6 +30,7 @@
 
 typedef struct site_info {
   tsr_loc_t loc; /* file copied */
+  const char *what; /* instead of the op's mnemonic (the grid step's site) */
   tsr_opcode_t opcode;
   const char *text; /* print format, assert message */
   uint32_t num_operands;
@@ -59,6 +62,7 @@ struct tsr_cpu_info {
   /* per operand (non-scratch decl): its name, the input it aliases or -1 */
   const char **operand_names;
   int32_t *alias;
+  bool *fill_at_start; /* an hbm/any output */
   uint32_t num_operands;
   bool failed;
 };
@@ -119,12 +123,18 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   info->operand_names =
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->operand_names);
   int32_t *operand_of = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *operand_of);
-  if (!info->alias || !info->operand_names || !operand_of) info->failed = true;
+  info->fill_at_start =
+      tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->fill_at_start);
+  if (!info->alias || !info->operand_names || !operand_of || !info->fill_at_start)
+    info->failed = true;
   for (uint32_t i = 0; !info->failed && i < k->num_decls; i++) {
     const tsr_decl_t *d = &k->decls[i];
     operand_of[i] = -1;
     if (d->role == TSR_ROLE_SCRATCH) continue;
     operand_of[i] = (int32_t)info->num_operands;
+    info->fill_at_start[info->num_operands] =
+        d->role == TSR_ROLE_OUT && d->ref->type.space != TSR_SPACE_VMEM &&
+        d->ref->type.space != TSR_SPACE_SMEM;
     info->operand_names[info->num_operands] = info_strdup(info, d->ref->name);
     info->alias[info->num_operands++] =
         d->role == TSR_ROLE_OUT && d->alias >= 0 ? operand_of[d->alias] : -1;
@@ -137,6 +147,10 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   if (info->sites && info->sems) {
     memset(info->sites, 0, (info->num_sites + 1) * sizeof *info->sites);
     tsr_ir_walk_ops(k, note_site, info);
+    /* one past the ops: the grid step (TSR_RT_STEP), at the kernel */
+    info->sites[info->num_sites].loc = k->loc;
+    info->sites[info->num_sites].loc.file = info_strdup(info, k->loc.file);
+    info->sites[info->num_sites].what = "the grid step";
     info->slots = tsr_ir_semaphore_slots(k, note_sem, info);
   }
   if (!info->sites || !info->sems || info->failed) {
@@ -172,7 +186,10 @@ typedef enum core_state {
 typedef struct crun crun_t;
 
 typedef struct ccore {
-  int64_t lin; /* first: the compiled code's grid point (lower_api.h) */
+  /* first: the context words of the compiled code (lower_api.h) */
+  int64_t lin;         /* TSR_RT_CTX_POINT */
+  int64_t budget;      /* TSR_RT_CTX_BUDGET */
+  int64_t uninit_zero; /* TSR_RT_CTX_UNINIT_ZERO */
   crun_t *run;
   uint32_t device, index;
   /* the six scalars of the kernel function */
@@ -184,6 +201,7 @@ typedef struct ccore {
   void **roots;
   uint32_t num_roots, roots_capacity;
   /* under run->mu */
+  tsr_step_meter_t meter;
   core_state_t state;
   uint64_t wait_slot;
   int64_t wait_need;
@@ -201,6 +219,7 @@ struct crun {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   /* under mu */
+  tsr_bounds_t bounds; /* run bounds (interp/bounds.h) */
   int64_t *sems; /* n x info->slots */
   uint32_t at_start;
   bool aborted;
@@ -208,6 +227,11 @@ struct crun {
   uint64_t suppressed;
   uint8_t *site_reported;
 };
+
+_Static_assert(offsetof(ccore_t, lin) == TSR_RT_CTX_POINT * sizeof(int64_t) &&
+                   offsetof(ccore_t, budget) == TSR_RT_CTX_BUDGET * sizeof(int64_t) &&
+                   offsetof(ccore_t, uninit_zero) == TSR_RT_CTX_UNINIT_ZERO * sizeof(int64_t),
+               "ccore_t starts with the context words of lower_api.h");
 
 static int64_t *sem_at(crun_t *r, uint32_t core, uint64_t slot) {
   return &r->sems[(uint64_t)core * r->info->slots + slot];
@@ -257,7 +281,10 @@ static void kernel_error(ccore_t *c, uint32_t site, const char *fmt, ...) {
   if (r->devices > 1) tsr_strbuf_printf(&msg, "device %u, ", c->device);
   if (r->cores > 1) tsr_strbuf_printf(&msg, "core %u, ", c->index);
   const site_info_t *s = &info->sites[site];
-  tsr_strbuf_printf(&msg, "grid point %s: '%s': ", at, tsr_op_table[s->opcode].mnemonic);
+  if (s->what)
+    tsr_strbuf_printf(&msg, "grid point %s: %s: ", at, s->what);
+  else
+    tsr_strbuf_printf(&msg, "grid point %s: '%s': ", at, tsr_op_table[s->opcode].mnemonic);
   va_list ap;
   va_start(ap, fmt);
   tsr_strbuf_vprintf(&msg, fmt, ap);
@@ -428,6 +455,25 @@ static void print(ccore_t *c, uint32_t site, const int64_t *addrs) {
                    print_operand, &ctx);
 }
 
+/* Under mu: TSR_RT_STEP. A new grant of steps for this core (the budget
+ * left after this step), or -1 when a run bound is reached (reported here,
+ * and every core stops: waits return at once, loops end at their next
+ * step) or the run was abandoned. */
+static int64_t take_steps(ccore_t *c, uint32_t site, int64_t point) {
+  crun_t *r = c->run;
+  if (r->aborted) return -1;
+  if (site == r->info->num_sites) c->lin = point; /* a grid step: the point it starts */
+  uint64_t g = tsr_bounds_grant(&r->bounds, &c->meter, r->n);
+  if (g) return (int64_t)TSR_MIN(g - 1, (uint64_t)INT64_MAX);
+  char why[160];
+  tsr_bounds_describe(&r->bounds, why, sizeof why);
+  r->site_reported[site] = 0;
+  kernel_error(c, site, "%s", why);
+  r->aborted = true;
+  pthread_cond_broadcast(&r->cv);
+  return -1;
+}
+
 static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
                             int64_t d) {
   ccore_t *me = ctx;
@@ -435,9 +481,13 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
   /* a is slot|site, or the site alone (print, assert, remote DMA); a site
    * out of range (not from tessera's code generator) becomes site 0. */
   const uint64_t slot = (uint64_t)a & 0xffffffffu;
-  const bool site_only = call == TSR_RT_PRINT || call == TSR_RT_ASSERT || call == TSR_RT_REMOTE_DMA;
+  const bool site_only = call == TSR_RT_PRINT || call == TSR_RT_ASSERT ||
+                         call == TSR_RT_REMOTE_DMA || call == TSR_RT_STEP;
   uint64_t site64 = site_only ? (uint64_t)a : (uint64_t)a >> 32;
-  const uint32_t site = site64 < r->info->num_sites ? (uint32_t)site64 : 0;
+  const uint32_t site = site64 < r->info->num_sites ||
+                                (call == TSR_RT_STEP && site64 == r->info->num_sites)
+                            ? (uint32_t)site64
+                            : 0;
   int64_t result = 0;
   if (call == TSR_RT_REGISTER) { /* this core's own table, before TSR_RT_START */
     if ((uint64_t)a >= me->roots_capacity) {
@@ -478,6 +528,7 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
       kernel_error(me, site, "assertion failed: %s", text ? text : "");
       break;
     }
+    case TSR_RT_STEP: result = take_steps(me, site, b); break;
     case TSR_RT_START: meet_at_start(me); break;
     case TSR_RT_END: meet_at_end(me); break;
     default: break;
@@ -530,11 +581,13 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
   tsr_diag_list_initialize(&r.diags, r.max_errors);
+  tsr_bounds_start(&r.bounds, options);
   for (uint32_t i = 0; i < r.n; i++) {
     ccore_t *c = &r.core[i];
     c->run = &r;
     c->device = i / r.cores;
     c->index = i % r.cores;
+    c->uninit_zero = options->uninit == TSR_UNINIT_ZERO;
     c->fn = (int64_t)(uintptr_t)runtime_call;
     c->ctx = (int64_t)(uintptr_t)c;
     c->device_arg = (int32_t)c->device;
@@ -553,11 +606,19 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
     s[4] = &c->plo;
     s[5] = &c->phi;
   }
-  /* An aliased output starts as a copy of its input, before any core runs. */
+  /* An aliased output starts as a copy of its input, before any core runs;
+   * an unwindowed (hbm/any) output, which only DMAs write, holds the
+   * uninitialized value (windowed ones get it block by block). */
   for (uint32_t i = 0; i < num_memrefs && i < info->num_operands; i++) {
     int32_t a = info->alias[i];
     if (a >= 0 && operands[i]->data != operands[a]->data)
       memcpy(operands[i]->data, operands[a]->data, tsr_array_byte_size(operands[a]));
+    if (a < 0 && info->fill_at_start[i]) {
+      unsigned char elem[8];
+      tsr_blockops_uninit_value(operands[i]->dtype, options->uninit, elem);
+      size_t es = tsr_dtype_size(operands[i]->dtype);
+      tsr_blockops_fill(es, operands[i]->data, elem, tsr_array_byte_size(operands[i]) / es);
+    }
   }
   tsr_status_t status = NULL;
   if (r.n == 1) {

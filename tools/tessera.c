@@ -89,7 +89,8 @@ static const char run_help[] =
     "                           compiling. Same inputs, outputs and results;\n"
     "                           one thread per simulated core (--devices,\n"
     "                           --cores); no checks: of the options below it\n"
-    "                           uses --devices, --cores and --max-errors,\n"
+    "                           uses --devices, --cores, --uninit,\n"
+    "                           --max-errors, --timeout and --max-steps,\n"
     "                           ignores the others and refuses --trace\n"
     "\n"
     "Interpreter:\n"
@@ -1258,6 +1259,9 @@ static int execute_run(run_request_t *req) {
     goto done;
   }
   const char *kname = tsr_ir_kernel_name(kernel);
+  /* Set before preparing: the interpreter's program takes its run-time
+   * options from the preparation. */
+  req->options.cancel = &interrupted;
   double prepare_start = seconds_now();
   if (req->target == TSR_TARGET_CPU) {
     tsr_runtime_compiled_stats_t before, after;
@@ -1383,7 +1387,6 @@ static int execute_run(run_request_t *req) {
   struct sigaction on_int = {.sa_handler = on_interrupt}, old_int;
   sigemptyset(&on_int.sa_mask);
   sigaction(SIGINT, &on_int, &old_int);
-  req->options.cancel = &interrupted;
   if (compiled)
     status = tsr_compiled_kernel_run(compiled, ptrs, n, &req->options);
   else

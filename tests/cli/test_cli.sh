@@ -551,4 +551,8 @@ rc=$?
 expect "an input read through a pipe exits 0" 0
 ok_if "an input read through a pipe gives the same result" cmp "$tmp/y_pipe.npy" y.npy
 
+# Run bounds (--max-steps, --timeout, Ctrl-C) in the interpreter.
+source "$K/bounds.sh"
+bounds_tests interp
+
 echo "1..$n"

@@ -10,6 +10,7 @@
 #include "tests/unit/write_counter.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -328,6 +329,76 @@ TSR_TEST(print_lines_stay_whole_and_assert_reports_once_per_site) {
   write_counter_free(&wc);
 }
 
+/* ---- Run bounds: cancel from another thread, max_steps ----------------- */
+
+/* A stand-in for compiled code: core 0 waits for a signal that never comes
+ * (blocked in the runtime), the others loop forever, counting each
+ * iteration as generated code does (the context's budget, TSR_RT_STEP when
+ * it runs out) and leaving when the runtime says stop. */
+static atomic_long spin_steps;
+
+static void spin_entry(void **args) {
+  self_t s = self_of(args);
+  if (s.core == 0) {
+    call(&s, TSR_RT_WAIT, slot_site(SLOT_READY, TSR_OP_SEM_WAIT), 1, -1, -1);
+    return;
+  }
+  int64_t *budget = (int64_t *)s.ctx + TSR_RT_CTX_BUDGET;
+  const int64_t grid_site = tsr_ir_walk_ops(kernel, NULL, NULL);
+  for (;;) {
+    int64_t b = *budget - 1;
+    if (b < 0) b = call(&s, TSR_RT_STEP, grid_site, 0, 0, 0); /* at grid point 0 */
+    *budget = b;
+    if (b < 0) return;
+    atomic_fetch_add(&spin_steps, 1);
+  }
+}
+
+static volatile int cancel_flag;
+
+static void *cancel_later(void *p) {
+  (void)p;
+  while (atomic_load(&spin_steps) < 100000) sched_yield();
+  __atomic_store_n(&cancel_flag, 1, __ATOMIC_RELAXED);
+  return NULL;
+}
+
+TSR_TEST(cancel_from_another_thread_stops_every_core) {
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.cores = 3;
+  o.cancel = &cancel_flag;
+  cancel_flag = 0;
+  atomic_store(&spin_steps, 0);
+  pthread_t t;
+  TSR_CHECK(pthread_create(&t, NULL, cancel_later, NULL) == 0);
+  void *args[1] = {NULL};
+  tsr_status_t s = tsr_cpu_run(spin_entry, info, NULL, args, 0, &o);
+  pthread_join(t, NULL);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_KERNEL_ERROR);
+  /* core 1 or 2, whichever asked for steps first after the flag was set */
+  TSR_CHECK(s && strstr(tsr_status_message(s), "test.tsr:1:8: error: kernel @k, core "));
+  TSR_CHECK(s && strstr(tsr_status_message(s), ", grid point (0): the grid step: run stopped: "
+                                               "cancelled"));
+  TSR_CHECK(atomic_load(&spin_steps) >= 100000);
+  tsr_status_free(s);
+}
+
+TSR_TEST(max_steps_stops_every_core_at_the_limit) {
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.cores = 3;
+  o.max_steps = 5000;
+  atomic_store(&spin_steps, 0);
+  void *args[1] = {NULL};
+  tsr_status_t s = tsr_cpu_run(spin_entry, info, NULL, args, 0, &o);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_KERNEL_ERROR);
+  TSR_CHECK(s && strstr(tsr_status_message(s), "run stopped after 5000 steps (--max-steps 5000)"));
+  /* two spinning cores share the budget: never more steps than granted */
+  TSR_CHECK(atomic_load(&spin_steps) <= 5000);
+  tsr_status_free(s);
+}
+
 int main(void) {
   tsr_status_t s = tsr_ir_module_parse(TSR_SV("test.tsr"),
                                        (tsr_string_view_t){kernel_tsr, strlen(kernel_tsr)},
@@ -348,6 +419,8 @@ int main(void) {
   TSR_RUN(deadlock_is_reported_for_every_waiting_core);
   TSR_RUN(signal_to_a_core_that_does_not_exist_is_a_kernel_error);
   TSR_RUN(print_lines_stay_whole_and_assert_reports_once_per_site);
+  TSR_RUN(cancel_from_another_thread_stops_every_core);
+  TSR_RUN(max_steps_stops_every_core_at_the_limit);
   tsr_cpu_info_destroy(info);
   tsr_ir_module_destroy(module);
   return tsr_test_done();

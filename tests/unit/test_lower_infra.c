@@ -530,6 +530,71 @@ TSR_TEST(unlowerable_op_is_named) {
   tsr_ir_module_destroy(m);
 }
 
+/* An elementwise op with no lowering for its element type (the verifier
+ * rejects these; the library's emit takes unverified kernels) is an error
+ * naming the op and its location, never a result: the emitter used to
+ * return the first operand for an opcode it did not know. Three shapes:
+ * a scalar, a block fused into the store that consumes it (the error names
+ * the op, not the store) and a block computed into a buffer. */
+static const char *const unlowered_tsr[][2] = {
+    {"kernel @scalar_exp\n"
+     "  out %o: i32[8] smem\n"
+     "{\n"
+     "  %a = const 3 : i32\n"
+     "  %e = exp %a : i32\n"
+     "  store %o[0], %e\n"
+     "}\n",
+     "test.tsr:5:8: error: op 'exp' cannot be lowered to the cpu target yet ('exp' has no "
+     "lowering for integers)"},
+    {"kernel @fused_and\n"
+     "  in %x: f32[8, 128] vmem\n"
+     "  out %o: f32[8, 128] vmem\n"
+     "{\n"
+     "  %a = load %x[:, :] : f32[8, 128]\n"
+     "  %b = and %a, %a : f32[8, 128]\n"
+     "  store %o[:, :], %b\n"
+     "}\n",
+     "test.tsr:6:8: error: op 'and' cannot be lowered to the cpu target yet ('and' has no "
+     "lowering for floats)"},
+    {"kernel @buffered_clz\n"
+     "  in %x: f32[8, 128] vmem\n"
+     "  out %o: f32[8, 128] vmem\n"
+     "{\n"
+     "  %a = load %x[:, :] : f32[8, 128]\n"
+     "  %b = clz %a : f32[8, 128]\n"
+     "  %c = add %b, %b : f32[8, 128]\n"
+     "  %d = mul %b, %c : f32[8, 128]\n"
+     "  store %o[:, :], %d\n"
+     "}\n",
+     "test.tsr:6:8: error: op 'clz' cannot be lowered to the cpu target yet ('clz' has no "
+     "lowering for floats)"},
+};
+
+TSR_TEST(elementwise_op_without_lowering_is_an_error) {
+  const tsr_lower_api_t *api = NULL;
+  TSR_CHECK_OK(tsr_runtime_lower_api(&api));
+  if (!api) return;
+  for (size_t i = 0; i < TSR_ARRAY_SIZE(unlowered_tsr); i++) {
+    tsr_ir_module_t *m = NULL;
+    tsr_ir_kernel_t *k = parse_kernel(unlowered_tsr[i][0], &m);
+    TSR_CHECK(k);
+    if (!k) {
+      tsr_ir_module_destroy(m);
+      continue;
+    }
+    char *text = NULL;
+    tsr_status_t s = api->emit(k, "mlir", &text);
+    TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_UNIMPLEMENTED);
+    if (s && !strstr(tsr_status_message(s), unlowered_tsr[i][1]))
+      printf("# got: %s\n", tsr_status_message(s));
+    TSR_CHECK(s && strstr(tsr_status_message(s), unlowered_tsr[i][1]));
+    TSR_CHECK(!text);
+    if (s) api->free_status(s);
+    if (text) api->free_text(text);
+    tsr_ir_module_destroy(m);
+  }
+}
+
 TSR_TEST(lower_text_stages) {
   tsr_ir_module_t *m = NULL;
   tsr_ir_kernel_t *k = parse_kernel(axpb_tsr, &m);
@@ -683,6 +748,7 @@ int main(int argc, char **argv) {
   TSR_RUN(threads_compile_once);
   TSR_RUN(threads_compile_different_kernels);
   TSR_RUN(unlowerable_op_is_named);
+  TSR_RUN(elementwise_op_without_lowering_is_an_error);
   TSR_RUN(lower_text_stages);
   TSR_RUN(second_process_loads_from_disk_without_llvm);
   TSR_RUN(damaged_entry_is_compiled_again);

@@ -6,6 +6,7 @@
  * (tests/cli/test_cache_run.sh): it needs separate processes. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "tests/harness.h"
 
@@ -226,6 +227,54 @@ TSR_TEST(print_goes_to_the_stream_of_each_caller) {
   tsr_ir_module_destroy(m);
 }
 
+/* The C API's cancel flag, set by another thread while the interpreter
+ * runs an infinite loop: the run stops with the report (suite 'cache': it
+ * runs under ThreadSanitizer). */
+static volatile int stop_flag;
+
+static void *set_stop_flag(void *p) {
+  (void)p;
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  nanosleep(&ts, NULL); /* the run has started, or it stops at its first step */
+  __atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
+  return NULL;
+}
+
+TSR_TEST(cancel_flag_set_by_another_thread_stops_the_run) {
+  static const char text[] =
+      "kernel @spin\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "  %v = const 2.0 : f32[8, 128]\n"
+      "  store %o[:, :], %v\n"
+      "  %go = const true : i1\n"
+      "  while {\n"
+      "    condition %go\n"
+      "  } do {\n"
+      "    yield\n"
+      "  }\n"
+      "}\n";
+  tsr_ir_module_t *m = parse("spin.tsr", text);
+  if (!m) return;
+  tsr_ir_kernel_t *k = tsr_ir_module_kernel(m, 0);
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.cancel = &stop_flag;
+  stop_flag = 0;
+  tsr_interp_program_t *p = NULL;
+  TSR_CHECK_OK(tsr_runtime_prepare(k, &o, &p));
+  pthread_t t;
+  TSR_CHECK(pthread_create(&t, NULL, set_stop_flag, NULL) == 0);
+  tsr_status_t s = run_kernel(p, k, NULL, 0);
+  pthread_join(t, NULL);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_KERNEL_ERROR);
+  TSR_CHECK(s && strstr(tsr_status_message(s), "spin.tsr:7:3: error: kernel @spin, grid point "
+                                               "(): 'while': run stopped: cancelled"));
+  tsr_status_free(s);
+  tsr_interp_program_destroy(p);
+  tsr_ir_module_destroy(m);
+}
+
 TSR_TEST(failed_verification_caches_nothing) {
   static const char text[] =
       "kernel @bad\n"
@@ -315,6 +364,7 @@ int main(void) {
   TSR_RUN(hit_for_a_renamed_kernel_reports_its_own_names_and_lines);
   TSR_RUN(options_that_change_the_result_change_the_key);
   TSR_RUN(print_goes_to_the_stream_of_each_caller);
+  TSR_RUN(cancel_flag_set_by_another_thread_stops_the_run);
   TSR_RUN(failed_verification_caches_nothing);
   TSR_RUN(threads_asking_at_once_build_once);
   return tsr_test_done();
