@@ -1814,7 +1814,7 @@ static uint64_t splitmix64(uint64_t *state);
 static void run_all(shared_t *sh) {
   const tsr_interp_program_t *p = sh->p;
   uint32_t n = sh->devices * sh->cores;
-  uint32_t order[256];
+  uint32_t order[TSR_INTERP_MAX_CORES];
   for (uint32_t i = 0; i < n; i++) order[i] = i;
   for (uint32_t i = 0; i < n && !sh->aborted; i++) start_core(&sh->core[i]);
   for (;;) {
@@ -2175,9 +2175,9 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
                       "got %zu",
                       p->kernel_name, p->num_operands, num_operands);
   if ((uint64_t)(p->options.devices ? p->options.devices : 1) *
-          (p->options.cores ? p->options.cores : 1) > 256)
+          (p->options.cores ? p->options.cores : 1) > TSR_INTERP_MAX_CORES)
     return TSR_STATUS(TSR_INVALID_ARGUMENT,
-                      "at most 256 simulated cores (devices x cores) per run");
+                      "at most %d simulated cores (devices x cores) per run", TSR_INTERP_MAX_CORES);
   shared_t sh;
   memset(&sh, 0, sizeof sh);
   sh.p = p;

@@ -585,9 +585,9 @@ tsr_status_t tsr_compiled_kernel_run(const tsr_compiled_kernel_t *kernel,
   const loaded_t *l = kernel->loaded;
   const uint32_t devices = options && options->devices ? options->devices : 1;
   const uint32_t cores = options && options->cores ? options->cores : 1;
-  if ((uint64_t)devices * cores > 256)
+  if ((uint64_t)devices * cores > TSR_INTERP_MAX_CORES)
     return TSR_STATUS(TSR_INVALID_ARGUMENT,
-                      "at most 256 simulated cores (devices x cores) per run");
+                      "at most %d simulated cores (devices x cores) per run", TSR_INTERP_MAX_CORES);
   if (num_operands != l->num_operands || (num_operands && !operands))
     return TSR_STATUS(TSR_INVALID_ARGUMENT,
                       "kernel @%s takes %u arrays (prefetch, in and out operands), got %zu",

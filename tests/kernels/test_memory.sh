@@ -52,10 +52,7 @@ both_backends store_into_input_block.tsr --cores 2
 both_backends smem_input_counter_per_core.tsr
 both_backends smem_input_counter_per_core.tsr --cores 2
 # Item: a masked window past the end of a ref writes its masked-on lanes.
-# (Interpreter only here: the CPU backend's side is tested with it.)
-for mode in lazy eager; do
-  clean "masked_window_past_end.tsr ($mode)" "$K/masked_window_past_end.tsr" --dma-mode "$mode"
-done
+both_backends masked_window_past_end.tsr
 
 # one_error DESC TEXT ARGS...: exit 1 with exactly one diagnostic, holding TEXT.
 one_error() {
