@@ -223,6 +223,13 @@ plant() { # plant KEY-SOURCE PAYLOAD: as the attacker, with the attacker's key
 marker=$tmp/planted-object-ran
 export TSR_PLANT_MARKER=$marker
 
+# The interpreter keeps nothing on disk (no verdicts to forge: it verifies
+# every kernel it prepares). fe1ae61 wrote a "verified" record per kernel.
+TESSERA_CACHE_DIR=$tmp/interp-only t run "$EX/add.tsr" --random-inputs 1 -q
+check "an interpreter run exits 0" test "$rc" -eq 0
+check "an interpreter run writes no entry to the disk cache" \
+  test "$(entries "$tmp/interp-only")" -eq 0
+
 # A forged "verified" verdict for a kernel that does not verify: the
 # interpreter must verify it anyway.
 cp "$SRC/tests/cli/verify_error.tsr" "$tmp/evil/bad.tsr"
