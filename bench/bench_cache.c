@@ -203,9 +203,8 @@ static void disk_get_once(void *p) {
   tsr_disk_cache_free(payload);
 }
 
-static void bench_disk(void) {
-  printf("\n== (3) disk hit latency (page cache warm)\n");
-  char dir[] = "/tmp/tessera-bench-cache-XXXXXX";
+/* A disk cache in a new directory made from the mkdtemp template `dir`. */
+static tsr_disk_cache_t *open_temp_cache(char *dir) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
     exit(1);
@@ -215,6 +214,20 @@ static void bench_disk(void) {
   o.dir = dir;
   tsr_disk_cache_t *cache = NULL;
   die_on_error(tsr_disk_cache_open(&o, &cache), "disk open");
+  return cache;
+}
+
+static void close_temp_cache(tsr_disk_cache_t *cache, const char *dir) {
+  uint64_t removed = 0;
+  die_on_error(tsr_disk_cache_clear(cache, &removed), "clear");
+  tsr_disk_cache_close(cache);
+  rmdir(dir);
+}
+
+static void bench_disk(void) {
+  printf("\n== (3) disk hit latency (page cache warm)\n");
+  char dir[] = "/tmp/tessera-bench-cache-XXXXXX";
+  tsr_disk_cache_t *cache = open_temp_cache(dir);
   uint8_t material[1500];
   for (size_t i = 0; i < sizeof material; i++) material[i] = (uint8_t)i;
   size_t sizes[] = {25, 10u << 20};
@@ -234,10 +247,7 @@ static void bench_disk(void) {
     printf("%-40s %9.1f us per hit\n", names[s], t * 1e6);
     free(payload);
   }
-  uint64_t removed = 0;
-  die_on_error(tsr_disk_cache_clear(cache, &removed), "clear");
-  tsr_disk_cache_close(cache);
-  rmdir(dir);
+  close_temp_cache(cache, dir);
 }
 
 /* ---- (4) the interpreter's hit path ---- */
@@ -283,15 +293,7 @@ static void verify_once(void *p) {
 static void bench_verdict(void) {
   printf("\n== (5) verify vs a disk hit of a 25-byte record under the kernel's key\n");
   char dir[] = "/tmp/tessera-bench-cache-XXXXXX";
-  if (!mkdtemp(dir)) {
-    perror("mkdtemp");
-    exit(1);
-  }
-  tsr_disk_cache_options_t o;
-  tsr_disk_cache_options_initialize(&o);
-  o.dir = dir;
-  tsr_disk_cache_t *cache = NULL;
-  die_on_error(tsr_disk_cache_open(&o, &cache), "disk open");
+  tsr_disk_cache_t *cache = open_temp_cache(dir);
   static const char record[] = "tessera interp: verified\n";
   const char *examples[] = {"add", "matmul", "softmax", "gather_prefetch", "ragged"};
   for (size_t e = 0; e < sizeof examples / sizeof examples[0]; e++) {
@@ -309,9 +311,7 @@ static void bench_verdict(void) {
     tsr_runtime_key_destroy(key);
     tsr_ir_module_destroy(m);
   }
-  uint64_t removed = 0;
-  die_on_error(tsr_disk_cache_clear(cache, &removed), "clear");
-  tsr_disk_cache_close(cache);
+  close_temp_cache(cache, dir);
 }
 
 int main(int argc, char **argv) {

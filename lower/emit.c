@@ -788,6 +788,32 @@ static void bind_results(emitter_t *em, const tsr_op_t *op, view_t **carry,
 static int64_t site_of(const emitter_t *em, const tsr_op_t *op);
 static ssa_t count_step(emitter_t *em, ssa_t take, int64_t site, ssa_t point);
 
+/* The initial values of a loop's carries, op's operands from `first` on:
+ * a carry kept in a buffer (carry[i]) is stored there; a scalar one gets a
+ * before- and an after-region argument, bargs[k] and aargs[k] from `k` on,
+ * added to the lists (types may be NULL). Returns the next k. */
+static uint32_t add_carries(emitter_t *em, const tsr_op_t *op, uint32_t first, view_t **carry,
+                            ssa_t *bargs, ssa_t *aargs, uint32_t k, text_list_t *inits,
+                            text_list_t *aparams, text_list_t *bnames, text_list_t *types) {
+  for (uint32_t i = 0; i < op->num_results; i++) {
+    const tsr_value_t *init = op->operands[first + i];
+    if (carry[i]) {
+      expr_t *e = ex_of_value(em, init, carry[i]->rank, carry[i]->dims);
+      ex_store(em, e, carry[i], NULL);
+      continue;
+    }
+    const char *t = em_compute((tsr_dtype_t)init->type.dtype);
+    bargs[k] = em_fresh(em);
+    aargs[k] = em_fresh(em);
+    tl_add(inits, "%s = %s", bargs[k].s, scalar_of(em, init).s);
+    tl_add(aparams, "%s: %s", aargs[k].s, t);
+    tl_add(bnames, "%s", bargs[k].s);
+    if (types) tl_add(types, "%s", t);
+    k++;
+  }
+  return k;
+}
+
 /* scf.while over i32 [lo, hi) by step (a step <= 0 runs no iteration: the
  * interpreter reports it), the induction variable and the scalar carries
  * its arguments, each iteration a step of the run. The next value is
@@ -811,23 +837,8 @@ static void op_for(emitter_t *em, const tsr_op_t *op) {
   tl_add(&aparams, "%s: i32", aargs[0].s);
   tl_add(&bnames, "%s", bargs[0].s);
   tl_add(&types, "i32");
-  uint32_t k = 1;
-  for (uint32_t i = 0; i < op->num_results; i++) {
-    const tsr_value_t *init = op->operands[3 + i];
-    if (carry[i]) {
-      expr_t *e = ex_of_value(em, init, carry[i]->rank, carry[i]->dims);
-      ex_store(em, e, carry[i], NULL);
-      continue;
-    }
-    const char *t = em_compute((tsr_dtype_t)init->type.dtype);
-    bargs[k] = em_fresh(em);
-    aargs[k] = em_fresh(em);
-    tl_add(&inits, "%s = %s", bargs[k].s, scalar_of(em, init).s);
-    tl_add(&aparams, "%s: %s", aargs[k].s, t);
-    tl_add(&bnames, "%s", bargs[k].s);
-    tl_add(&types, "%s", t);
-    k++;
-  }
+  uint32_t k = add_carries(em, op, 3, carry, bargs, aargs, 1, &inits, &aparams, &bnames,
+                           &types);
   ssa_t res = em_fresh(em);
   em_open(em, "%s:%u = scf.while (%s) : (%s) -> (%s) {", res.s, k, tl_text(&inits),
           tl_text(&types), tl_text(&types));
@@ -882,22 +893,7 @@ static void op_while(emitter_t *em, const tsr_op_t *op) {
   ssa_t *aargs = em_alloc(em, (sr.count + 1) * sizeof *aargs);
   if (!bargs || !aargs) return;
   text_list_t inits = {0}, aparams = {0}, bnames = {0};
-  uint32_t k = 0;
-  for (uint32_t i = 0; i < op->num_results; i++) {
-    const tsr_value_t *init = op->operands[i];
-    if (carry[i]) {
-      expr_t *e = ex_of_value(em, init, carry[i]->rank, carry[i]->dims);
-      ex_store(em, e, carry[i], NULL);
-      continue;
-    }
-    const char *t = em_compute((tsr_dtype_t)init->type.dtype);
-    bargs[k] = em_fresh(em);
-    aargs[k] = em_fresh(em);
-    tl_add(&inits, "%s = %s", bargs[k].s, scalar_of(em, init).s);
-    tl_add(&aparams, "%s: %s", aargs[k].s, t);
-    tl_add(&bnames, "%s", bargs[k].s);
-    k++;
-  }
+  (void)add_carries(em, op, 0, carry, bargs, aargs, 0, &inits, &aparams, &bnames, NULL);
   char prefix[64];
   result_prefix(&sr, prefix, sizeof prefix);
   if (sr.count)
