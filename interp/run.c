@@ -347,14 +347,21 @@ static uint32_t view_aps(const view_plan_t *vp, const int64_t *origin, const int
   return vp->rank;
 }
 
-static void race_ref_access(run_t *run, uint32_t site, const view_plan_t *vp,
+/* Records a load or store of `vp` with the race detector. */
+static void race_ref_record(run_t *run, uint32_t site, const view_plan_t *vp,
                             const int64_t *origin, const int64_t *step, bool write) {
-  if (!run->sh->race) return;
   race_ap_t ap[TSR_MAX_RANK];
   uint32_t rank = view_aps(vp, origin, step, ap);
   char what[96];
   snprintf(what, sizeof what, "%%%s", run->p->refs[vp->ref].name);
   tsr_race_access(run, &run->vc, -1, site, object_key(run, vp->ref), what, write, rank, ap);
+}
+
+/* A load's or store's access, when detecting races (inline: every load and
+ * store asks). */
+static inline void race_ref_access(run_t *run, uint32_t site, const view_plan_t *vp,
+                                   const int64_t *origin, const int64_t *step, bool write) {
+  if (TSR_UNLIKELY(run->sh->race != NULL)) race_ref_record(run, site, vp, origin, step, write);
 }
 
 /* A release: what this core did so far is published through `sem`. */
@@ -1108,12 +1115,20 @@ static void scope_exit(run_t *run, const insn_t *in) {
  * bound is reached (interp/bounds.h), reports it there as a kernel error,
  * abandons the run and returns false. The clock and the cancel flag are
  * read only when a grant of steps runs out. */
-static bool take_step(run_t *run, uint32_t site) {
+static bool take_step_slow(run_t *run, uint32_t site);
+
+static inline bool take_step(run_t *run, uint32_t site) {
   shared_t *sh = run->sh;
   if (TSR_LIKELY(sh->budget > 0)) {
     sh->budget--;
     return true;
   }
+  return take_step_slow(run, site);
+}
+
+/* take_step when the grant is used up: a new grant, or the run stops. */
+static bool take_step_slow(run_t *run, uint32_t site) {
+  shared_t *sh = run->sh;
   uint64_t g = tsr_bounds_grant(&sh->bounds, &sh->meter, 1);
   if (g) {
     sh->budget = g - 1;
@@ -1681,6 +1696,30 @@ static void core_step_to_loop(run_t *run, uint64_t k) {
   unflatten_dims(p, k % inner, end, p->grid_rank, run->loop);
 }
 
+/* Moves run->loop to this core's next step (core_step_to_loop of the next
+ * k, without its divisions): the dims after the split count fastest, then
+ * the split points, then the dims before the split. */
+static void advance_loop(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  uint32_t first = p->split.first, end = p->split.end;
+  for (uint32_t d = p->grid_rank; d-- > end;) {
+    if (++run->loop[d] < p->grid[d]) return;
+    run->loop[d] = 0;
+  }
+  uint64_t point = 0;
+  for (uint32_t d = first; d < end; d++)
+    point = point * (uint64_t)p->grid[d] + (uint64_t)run->loop[d];
+  if (++point < run->share_hi) {
+    unflatten_dims(p, point, first, end, run->loop);
+    return;
+  }
+  unflatten_dims(p, run->share_lo, first, end, run->loop);
+  for (uint32_t d = first; d-- > 0;) {
+    if (++run->loop[d] < p->grid[d]) return;
+    run->loop[d] = 0;
+  }
+}
+
 /* The linear grid step of run->loop (row-major), for messages. */
 static uint64_t loop_step(const run_t *run) {
   uint64_t step = 0;
@@ -1723,7 +1762,7 @@ static void end_step(run_t *run) {
                 NULL);
   }
   if (!last) {
-    core_step_to_loop(run, run->core_step + 1);
+    advance_loop(run);
     loop_to_point(run, run->loop, run->point);
   }
   for (uint32_t j = 0; j < p->num_operands; j++) {
