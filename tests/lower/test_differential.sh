@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Compiled vs interpreted, in TAP: every kernel of the tree (everything under
-# kernels/, the diagnostics catalog's correct kernels with their options, and
-# the random kernels of tests/lower/random_kernels.py when given a count;
-# every other random kernel also on several cores and devices) runs with
-# `tessera run --backend cpu` and with the interpreter on the same seeded
-# inputs; the outputs must be equal: bitwise for integer and i1 outputs, for
-# floats within the tolerance of docs/lowering.md (|a - b| <= atol + rtol |b|,
-# rtol = 1e-5 and atol = 1e-5 for f32, 1e-2 for bf16/f16 after rounding).
-# Every op lowers: a kernel the CPU backend cannot lower is a failure. A
-# kernel the interpreter reports an error for is a SKIP (its outputs mean
-# nothing). Needs $TESSERA, $TSR_SOURCE_ROOT and python3 with numpy.
+# kernels/, the diagnostics catalog's correct kernels with their options, the
+# kernels of tests/lower/, and the random kernels of
+# tests/lower/random_kernels.py when given a count; every other random kernel
+# also on several cores and devices) runs with `tessera run --backend cpu` and
+# with the interpreter on the same seeded inputs; the outputs must be equal:
+# bitwise for integer and i1 outputs, for floats within the tolerance of
+# docs/lowering.md (|a - b| <= atol + rtol |b|, rtol = 1e-5 and atol = 1e-5
+# for f32, 1e-2 for bf16/f16 after rounding). Every op lowers: a kernel the
+# CPU backend cannot lower is a failure. A random kernel the interpreter
+# reports an error for is a SKIP (its outputs mean nothing); a kernel of the
+# tree, a failure. Needs $TESSERA, $TSR_SOURCE_ROOT and python3 with numpy.
 #
 #   test_differential.sh [RANDOM_COUNT [SEED]]   (default 0 random kernels)
 set -u
@@ -86,6 +87,9 @@ check_kernel() {
   local rc_c=$?
   if grep -q 'cannot be lowered' "$tmp/err_c"; then
     fail "$desc" "$(grep -m1 'cannot be lowered' "$tmp/err_c")"
+  elif [[ $rc_i -ne 0 && $fixed == 1 ]]; then
+    # The tree's kernels are correct: each must run clean to cover its ops.
+    fail "$desc" "the interpreter reports a kernel error" "$(head -c 1500 "$tmp/err_i")"
   elif [[ $rc_i -ne 0 ]]; then
     # The interpreter rejects the run (a kernel error): the compiled code
     # need not agree on diagnostics, only on results of correct kernels.
@@ -102,20 +106,26 @@ check_kernel() {
 # kernels FILE: the kernel names of a .tsr file.
 kernels() { grep -oE '^kernel @[A-Za-z0-9_.]+' "$1" | sed 's/^kernel @//'; }
 
-while IFS= read -r f; do
-  for k in $(kernels "$f"); do check_kernel "$f" "$k"; done
-done < <(find "$SRC/kernels" -name '*.tsr' | sort)
-
+# The fixed kernels (DIFFERENTIAL_CORPUS of tests/oplist.py, whose ops the
+# op coverage test checks) must run clean in the interpreter. Their run
+# options: the diagnostics catalog's from its options.txt, others' from a
+# "// differential: OPTIONS" line of the file.
 declare -A opts
 while read -r file rest; do
   [[ -z $file || $file == \#* ]] && continue
   opts[$file]=$rest
 done <"$SRC/tests/diagnostics/options.txt"
-for f in "$SRC"/tests/diagnostics/ok/*.tsr; do
-  rel=ok/$(basename "$f")
+fixed=1
+while IFS= read -r f; do
+  if [[ $f == "$SRC"/tests/diagnostics/ok/* ]]; then
+    o=${opts[ok/$(basename "$f")]-}
+  else
+    o=$(sed -n 's|^// differential: ||p' "$f")
+  fi
   # shellcheck disable=SC2086
-  for k in $(kernels "$f"); do check_kernel "$f" "$k" ${opts[$rel]-}; done
-done
+  for k in $(kernels "$f"); do check_kernel "$f" "$k" $o; done
+done < <("$PY" "$SRC/tests/oplist.py" corpus "$SRC")
+fixed=0
 
 if ((random_count > 0)); then
   mkdir -p "$tmp/random"
