@@ -6,7 +6,8 @@ must agree.
     random_kernels.py --count N --seed S --out DIR [--tessera PATH]
 
 writes DIR/rand_S_I.tsr (one kernel @rand_S_I each, I = 0..N-1); the same
-seed always gives the same files. Every kernel is meant to verify and to run
+seed and op table always give the same files. The op list comes from
+`tessera ops` of --tessera, else of $TESSERA. Every kernel is meant to verify and to run
 without kernel errors in the interpreter: blocks cover the arrays (padded edge
 blocks included), each output block is written whole exactly once, scratch is
 written before it is read. With --tessera, each file is checked with
@@ -29,6 +30,9 @@ import random
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import oplist  # noqa: E402  (tests/oplist.py)
+
 FLOATS = ["f32", "bf16", "f16"]
 SINTS = ["i32", "i16", "i8"]
 UINTS = ["u32", "u16", "u8"]
@@ -36,17 +40,42 @@ DTYPES = FLOATS + SINTS + UINTS + ["i1"]
 BITS = {"f32": 32, "bf16": 16, "f16": 16, "i32": 32, "u32": 32, "i16": 16, "u16": 16,
         "i8": 8, "u8": 8, "i1": 1}
 
-FLOAT_UNARY = ["neg", "abs", "sign", "exp", "exp2", "log", "log1p", "sqrt", "rsqrt", "tanh",
-               "logistic", "sin", "cos", "floor", "ceil", "round"]
-INT_UNARY = ["neg", "abs", "sign", "not", "clz", "popcount"]
-FLOAT_BINARY = ["add", "sub", "mul", "div", "rem", "max", "min", "pow"]
-INT_BINARY = ["add", "sub", "mul", "div", "rem", "max", "min", "and", "or", "xor", "shl", "shrl",
-              "shra"]
-BOOL_BINARY = ["and", "or", "xor"]
-COMPARES = ["eq", "ne", "lt", "le", "gt", "ge"]
-FLOAT_REDUCE = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod"]
-INT_REDUCE = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or"]
-BOOL_REDUCE = ["reduce_and", "reduce_or"]
+# Which ops the generator emits comes from the op table (`tessera ops`, read
+# through tests/oplist.py): the elementwise, comparison and reduction groups
+# by syntax, rule and element-class flags (see load_ops), so a new row of
+# ir/ops.def in one of them is generated without a change here. The ops of
+# other rules are written by the code below, by name: STRUCTURAL lists them
+# and load_ops checks it against the table.
+STRUCTURAL = ["const", "load", "store", "program_id", "num_programs", "select", "convert",
+              "bitcast", "iota", "broadcast", "reshape", "transpose", "slice", "concatenate",
+              "roll", "gather", "dot", "for", "while", "if", "scoped", "yield", "condition",
+              "print", "assert", "dma_start", "dma_wait", "sem_signal", "sem_wait", "sem_read"]
+# Ops of the table's groups left out for some element classes: op -> (classes,
+# why). The generator needs none today (every op takes all values of its
+# classes: log of a negative is NaN on both backends); load_ops checks each
+# entry against the table.
+RESTRICTED = {}
+CLASS_FLAG = {"float": "float", "sint": "int", "uint": "int", "bool": "bool"}
+GROUPS = {}  # (group, element class) -> mnemonics in table order; see load_ops
+
+
+def load_ops(tessera):
+    """Fills GROUPS from the op table of the tessera binary."""
+    table = oplist.ops(tessera)
+    names = {op["mnemonic"] for op in table}
+    stale = [m for m in STRUCTURAL + list(RESTRICTED) if m not in names]
+    if stale:
+        raise SystemExit("random_kernels.py: not in `tessera ops`: %s" % ", ".join(stale))
+    groups = {"unary": ("UNARY", "ELEMWISE"), "binary": ("BINARY", "ELEMWISE"),
+              "compare": (None, "COMPARE"), "reduce": (None, "REDUCE"),
+              "argreduce": (None, "ARG_REDUCE"), "id_query": (None, "ID_QUERY")}
+    for group, (syntax, rule) in groups.items():
+        for c, flag in CLASS_FLAG.items():
+            GROUPS[group, c] = [
+                op["mnemonic"] for op in table
+                if op["rule"] == rule and syntax in (None, op["syntax"])
+                and (rule == "ID_QUERY" or flag in op["flags"])
+                and c not in RESTRICTED.get(op["mnemonic"], ((), ""))[0]]
 
 
 def cls(dt):
@@ -222,13 +251,11 @@ def gen_kernel(rng, name):
 
 
 def unary_ops(dt):
-    c = cls(dt)
-    return FLOAT_UNARY if c == "float" else INT_UNARY if c in ("sint", "uint") else ["not"]
+    return GROUPS["unary", cls(dt)]
 
 
 def binary_ops(dt):
-    c = cls(dt)
-    return FLOAT_BINARY if c == "float" else INT_BINARY if c in ("sint", "uint") else BOOL_BINARY
+    return GROUPS["binary", cls(dt)]
 
 
 def gen_op(g, shape, scratch, has_grid):
@@ -262,7 +289,7 @@ def gen_op(g, shape, scratch, has_grid):
         a, dt = g.pick()
         b = g.pick(lambda t: t == dt)[0]
         c = g.fresh("b")
-        g.emit("%s = %s %s, %s : %s" % (c, r.choice(COMPARES), a, b, T("i1")))
+        g.emit("%s = %s %s, %s : %s" % (c, r.choice(GROUPS["compare", cls(dt)]), a, b, T("i1")))
         g.pool.append((c, "i1"))
         x, xdt = g.pick()
         y = g.pick(lambda t: t == xdt)[0]
@@ -300,8 +327,7 @@ def gen_op(g, shape, scratch, has_grid):
         if not shape:
             return
         a, dt = g.pick()
-        ops = FLOAT_REDUCE if cls(dt) == "float" else BOOL_REDUCE if dt == "i1" else INT_REDUCE
-        op = r.choice(ops)
+        op = r.choice(GROUPS["reduce", cls(dt)])
         axes = sorted(r.sample(range(rank), r.randint(1, rank)))
         kept = [shape[d] for d in range(rank) if d not in axes]
         v = g.fresh()
@@ -319,14 +345,14 @@ def gen_op(g, shape, scratch, has_grid):
         g.emit("%s = broadcast %s : %s" % (b, rs, T(dt)))
         g.pool.append((b, dt))
     elif kind == "argreduce":
-        p = g.pick(lambda t: t != "i1")
+        p = g.pick(lambda t: GROUPS["argreduce", cls(t)])
         if not shape or not p:
             return
         a, dt = p
         ax = r.randrange(rank)
         kept = [shape[d] for d in range(rank) if d != ax]
         v = g.fresh()
-        g.emit("%s = %s %s axis %d : %s" % (v, r.choice(["argmax", "argmin"]), a, ax,
+        g.emit("%s = %s %s axis %d : %s" % (v, r.choice(GROUPS["argreduce", cls(dt)]), a, ax,
                                             ty("i32", kept)))
         if not kept:
             g.scalars.append((v, "i32"))
@@ -597,6 +623,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--tessera", help="check each kernel with `TESSERA check`")
     args = ap.parse_args()
+    tessera = args.tessera or os.environ.get("TESSERA")
+    if not tessera:
+        ap.error("the op list comes from `tessera ops`: give --tessera or set $TESSERA")
+    load_ops(tessera)
     os.makedirs(args.out, exist_ok=True)
     bad = 0
     for i in range(args.count):
