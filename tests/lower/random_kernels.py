@@ -68,14 +68,15 @@ def load_ops(tessera):
         raise SystemExit("random_kernels.py: not in `tessera ops`: %s" % ", ".join(stale))
     groups = {"unary": ("UNARY", "ELEMWISE"), "binary": ("BINARY", "ELEMWISE"),
               "compare": (None, "COMPARE"), "reduce": (None, "REDUCE"),
-              "argreduce": (None, "ARG_REDUCE"), "id_query": (None, "ID_QUERY")}
+              "argreduce": (None, "ARG_REDUCE")}
     for group, (syntax, rule) in groups.items():
         for c, flag in CLASS_FLAG.items():
             GROUPS[group, c] = [
                 op["mnemonic"] for op in table
-                if op["rule"] == rule and syntax in (None, op["syntax"])
-                and (rule == "ID_QUERY" or flag in op["flags"])
+                if op["rule"] == rule and syntax in (None, op["syntax"]) and flag in op["flags"]
                 and c not in RESTRICTED.get(op["mnemonic"], ((), ""))[0]]
+    # "%r = NAME : i32": the core's and device's ids
+    GROUPS["id_query"] = [op["mnemonic"] for op in table if op["rule"] == "ID_QUERY"]
 
 
 def cls(dt):
@@ -218,7 +219,7 @@ def gen_kernel(rng, name):
     scratch = []
     n_ops = r.randint(4, 18)
     for _ in range(n_ops):
-        gen_op(g, shape, scratch, bool(grid))
+        gen_op(g, shape, scratch, len(grid))
 
     n_out = r.randint(1, 3)
     outs = []
@@ -258,13 +259,15 @@ def binary_ops(dt):
     return GROUPS["binary", cls(dt)]
 
 
-def gen_op(g, shape, scratch, has_grid):
+def gen_op(g, shape, scratch, grid_rank):
     r = g.r
     kind = r.choices(
         ["unary", "binary", "scalar_binary", "compare_select", "convert", "bitcast", "const",
          "iota", "reduce", "argreduce", "transpose", "reshape", "roll", "rotate", "gather",
-         "dot", "for", "while", "if", "scratch", "masked_load", "dma", "semaphore"],
-        weights=[10, 12, 6, 6, 6, 3, 2, 2, 6, 2, 2, 2, 2, 2, 2, 2, 3, 2, 3, 2, 2, 2, 1])[0]
+         "dot", "for", "while", "if", "scratch", "masked_load", "dma", "semaphore", "query",
+         "print", "scoped"],
+        weights=[10, 12, 6, 6, 6, 3, 2, 2, 6, 2, 2, 2, 2, 2, 2, 2, 3, 2, 3, 2, 2, 2, 1, 1, 1,
+                 2])[0]
     T = lambda dt: ty(dt, shape)
     rank = len(shape)
     if kind == "unary":
@@ -526,7 +529,7 @@ def gen_op(g, shape, scratch, has_grid):
     elif kind == "if":
         a, dt = g.pick()
         b = g.pick(lambda t: t == dt)[0]
-        if has_grid and r.random() < 0.6:
+        if grid_rank and r.random() < 0.6:
             pid = g.fresh()
             g.emit("%s = program_id 0 : i32" % pid)
             two = g.fresh("c")
@@ -614,6 +617,44 @@ def gen_op(g, shape, scratch, has_grid):
         w = g.fresh()
         g.emit("%s = select %s, %s, %s : %s" % (w, m, v, a, T(dt)))
         g.pool.append((w, dt))
+    elif kind == "query":
+        # Grid sizes are values; core and device ids differ between the runs
+        # on several cores and devices, so they only feed asserts that hold.
+        z = g.fresh("c")
+        g.emit("%s = const 0 : i32" % z)
+        ok = g.fresh("b")
+        if grid_rank and r.random() < 0.5:
+            ax = r.randrange(grid_rank)
+            p, n = g.fresh(), g.fresh()
+            g.emit("%s = program_id %d : i32" % (p, ax))
+            g.emit("%s = num_programs %d : i32" % (n, ax))
+            g.emit("%s = lt %s, %s : i1" % (ok, p, n))
+            g.emit('assert %s, "program_id %d stays below num_programs"' % (ok, ax))
+            g.scalars.append((n, "i32"))
+        else:
+            q, op = g.fresh(), r.choice(GROUPS["id_query"])
+            g.emit("%s = %s : i32" % (q, op))
+            g.emit("%s = ge %s, %s : i1" % (ok, q, z))
+            g.emit('assert %s, "%s is never negative"' % (ok, op))
+    elif kind == "print":
+        if g.scalars:
+            v, dt = r.choice(g.scalars)
+            g.emit('print "%s: %s {}", %s' % (g.name, dt, v))
+        else:
+            g.emit('print "%s"' % g.name)
+    elif kind == "scoped":
+        # a round trip through a scoped buffer, the region yielding a value
+        a, dt = g.pick()
+        buf, res = g.fresh("sb"), g.fresh()
+        idx = "[%s]" % ", ".join([":"] * rank) if shape else "[]"
+        g.emit("%s = scoped(%s: vmem %s) : %s {" % (res, buf, T(dt), T(dt)))
+        g.emit("store %s%s, %s" % (buf, idx, a), 2)
+        v, u = g.fresh(), g.fresh()
+        g.emit("%s = load %s%s : %s" % (v, buf, idx, T(dt)), 2)
+        g.emit("%s = %s %s : %s" % (u, r.choice(unary_ops(dt)), v, T(dt)), 2)
+        g.emit("yield %s" % u, 2)
+        g.emit("}")
+        g.pool.append((res, dt))
 
 
 def main():
