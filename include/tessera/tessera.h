@@ -11,6 +11,7 @@
 #ifndef TESSERA_TESSERA_H
 #define TESSERA_TESSERA_H
 
+#include "tessera/api.h"
 #include "tessera/base.h"
 #include "tessera/cache.h"
 #include "tessera/interp.h"
