@@ -306,6 +306,8 @@ static tsr_status_t resolve_dir(const tsr_disk_cache_options_t *options,
   const char *env;
   if (options->dir && *options->dir) {
     base = options->dir;
+  } else if (options->no_environment) {
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "no cache directory given");
   } else if ((env = getenv("TESSERA_CACHE_DIR")) && *env) {
     base = env;
   } else if ((env = getenv("XDG_CACHE_HOME")) && env[0] == '/') {
@@ -414,7 +416,8 @@ tsr_status_t tsr_disk_cache_open(const tsr_disk_cache_options_t *options,
   tsr_disk_cache_t *cache = tsr_calloc(1, sizeof *cache);
   if (!cache) return TSR_OOM();
   cache->format_fd = -1;
-  cache->shared = options->shared || tsr_disk_cache_shared_by_env();
+  cache->shared =
+      options->shared || (!options->no_environment && tsr_disk_cache_shared_by_env());
   /* Private: only this user reads the cache. Shared: the umask decides. */
   cache->dir_mode = cache->shared ? 0777 : 0700;
   cache->file_mode = cache->shared ? 0666 : 0600;
@@ -426,7 +429,7 @@ tsr_status_t tsr_disk_cache_open(const tsr_disk_cache_options_t *options,
     cache->compression_level = ZSTD_maxCLevel();
   cache->max_bytes = options->max_bytes;
   if (!cache->max_bytes) {
-    const char *env = getenv("TESSERA_CACHE_MAX_SIZE");
+    const char *env = options->no_environment ? NULL : getenv("TESSERA_CACHE_MAX_SIZE");
     cache->max_bytes = DEFAULT_MAX_BYTES;
     if (env && *env && !parse_size(env, &cache->max_bytes)) {
       cache->max_bytes = DEFAULT_MAX_BYTES;
@@ -439,6 +442,8 @@ tsr_status_t tsr_disk_cache_open(const tsr_disk_cache_options_t *options,
     cache->format_dir = concat(cache->dir, "/" FORMAT_DIR);
     if (!cache->format_dir) status = TSR_OOM();
   }
+  if (!status && options->no_environment && !(options->key_file && *options->key_file))
+    status = TSR_STATUS(TSR_INVALID_ARGUMENT, "no cache key file given");
   if (!status) status = open_dirs(cache, options->key_file);
   if (status) {
     tsr_disk_cache_close(cache);

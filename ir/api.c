@@ -278,8 +278,12 @@ tsr_status_t tsr_ir_build_op(tsr_ir_kernel_t *kernel, tsr_ir_region_t *region,
       return TSR_STATUS(TSR_INVALID_ARGUMENT, "'%s': operand %u is NULL",
                         info->mnemonic, i);
   uint32_t num_regions = (uint32_t)info->num_regions;
+  /* The op keeps the module's copy of the file name: the caller's string
+   * may be freed as soon as this returns (a binding's temporary). */
   tsr_loc_t loc = params->loc;
-  if (!loc.file) loc.file = kernel->module->filename;
+  loc.file = loc.file ? tsr_module_intern_file(kernel->module, loc.file)
+                      : kernel->module->filename;
+  if (!loc.file) return TSR_OOM();
   tsr_op_t *op;
   TSR_RETURN_IF_ERROR(tsr_op_create(kernel, region, opcode, loc, params->operands,
                                     params->num_operands, params->result_types,

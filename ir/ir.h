@@ -222,6 +222,8 @@ struct tsr_module {
   uint32_t num_kernels;
   uint32_t capacity;
   tsr_kernel_t **kernels;
+  struct tsr_file_name *file_names; /* copies of the builder's loc.file
+                                       strings (tsr_module_intern_file) */
 };
 
 /* ---- Construction (used by the parser and the public builder) ----------------
@@ -229,6 +231,10 @@ struct tsr_module {
  * Names are copied into the arena; NULL name = generated ("v<id>"). */
 tsr_status_t tsr_module_create(const char *filename, tsr_module_t **out_module)
     TSR_MUST_USE;
+/* The module's own copy of the file name `file` (NUL-terminated), made
+ * once per distinct name: the builder's locations then borrow nothing from
+ * the caller. NULL on OOM. */
+const char *tsr_module_intern_file(tsr_module_t *module, const char *file);
 void tsr_module_destroy(tsr_module_t *module);
 tsr_status_t tsr_kernel_create(tsr_module_t *module, const char *name,
                                size_t name_len, tsr_loc_t loc,

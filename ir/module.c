@@ -45,6 +45,26 @@ const char *tsr_module_strdup(tsr_module_t *module, const char *s, size_t n) {
   return tsr_arena_strndup(&module->arena, s, n);
 }
 
+/* One copied file name; a module sees few (usually one), so a list will do. */
+struct tsr_file_name {
+  struct tsr_file_name *next;
+  const char *name;
+};
+
+const char *tsr_module_intern_file(tsr_module_t *module, const char *file) {
+  if (file == module->filename || strcmp(file, module->filename) == 0)
+    return module->filename;
+  for (struct tsr_file_name *f = module->file_names; f; f = f->next)
+    if (strcmp(f->name, file) == 0) return f->name;
+  struct tsr_file_name *f = tsr_arena_alloc(&module->arena, sizeof *f);
+  if (!f) return NULL;
+  f->name = tsr_arena_strndup(&module->arena, file, strlen(file));
+  if (!f->name) return NULL;
+  f->next = module->file_names;
+  module->file_names = f;
+  return f->name;
+}
+
 tsr_status_t tsr_module_create(const char *filename, tsr_module_t **out_module) {
   tsr_module_t *m = tsr_calloc(1, sizeof *m);
   if (!m) return TSR_OOM();

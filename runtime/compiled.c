@@ -69,11 +69,12 @@ static void append_file_identity(tsr_strbuf_t *sb, const char *path) {
 static char lower_path[4096];
 static pthread_once_t lower_path_once = PTHREAD_ONCE_INIT;
 
-/* $TESSERA_LOWER_LIBRARY; else the build tree's library when the file
+/* tsr_runtime_lower_library_setting (a context's choice or
+ * $TESSERA_LOWER_LIBRARY); else the build tree's library when the file
  * holding this code (the tessera executable or libtessera) lives in the
  * build tree; else the installed one. */
 static void find_lower_path(void) {
-  const char *env = getenv("TESSERA_LOWER_LIBRARY");
+  const char *env = tsr_runtime_lower_library_setting();
   if (env && *env) {
     snprintf(lower_path, sizeof lower_path, "%s", env);
     return;

@@ -2,7 +2,8 @@
  * backend's shared objects), opened on first use unless
  * TESSERA_CACHE=off. A handle that cannot be opened is reported once; after
  * a failed read or write (the handle has already warned of its first disk
- * error) the process stops using the disk. Never an error for a run. */
+ * error) the process stops using the disk. Never an error for a run.
+ * A thread may use a context's disk cache instead (tsr_runtime_disk_bind). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -32,7 +33,17 @@ static void open_disk(void) {
   }
 }
 
+/* The context whose disk cache this thread uses now, if any. */
+static _Thread_local tsr_runtime_disk_binding_t *bound;
+
+tsr_runtime_disk_binding_t *tsr_runtime_disk_bind(tsr_runtime_disk_binding_t *binding) {
+  tsr_runtime_disk_binding_t *previous = bound;
+  bound = binding;
+  return previous;
+}
+
 tsr_disk_cache_t *tsr_runtime_disk(void) {
+  if (bound) return atomic_load(&bound->off) ? NULL : bound->handle;
   pthread_once(&g.once, open_disk);
   return atomic_load(&g.off) ? NULL : g.handle;
 }
@@ -51,6 +62,6 @@ void tsr_runtime_disk_use(tsr_runtime_disk_use_t *out) {
 }
 
 void tsr_runtime_disk_failed(tsr_status_t status) {
-  atomic_store(&g.off, true);
+  atomic_store(bound ? &bound->off : &g.off, true);
   tsr_status_free(status);
 }

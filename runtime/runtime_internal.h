@@ -75,4 +75,21 @@ void tsr_runtime_disk_use(tsr_runtime_disk_use_t *out);
  * of its first disk error; the process stops using the disk. Frees status. */
 void tsr_runtime_disk_failed(tsr_status_t status);
 
+/* A disk cache other than the process's: a context's (runtime/context.c).
+ * While bound to a thread (tsr_runtime_disk_bind), tsr_runtime_disk and
+ * tsr_runtime_disk_failed in that thread use it instead of the process's. */
+typedef struct tsr_runtime_disk_binding {
+  tsr_disk_cache_t *handle; /* NULL: no disk cache */
+  _Atomic(bool) off;        /* set after the first failure */
+} tsr_runtime_disk_binding_t;
+/* Binds `binding` (NULL: the process's cache) to this thread; returns the
+ * binding it replaces, for tsr_runtime_disk_bind to restore. */
+tsr_runtime_disk_binding_t *tsr_runtime_disk_bind(tsr_runtime_disk_binding_t *binding);
+
+/* The lowering library to load instead of the default (compiled.c): the
+ * first context's choice (runtime/context.c), else $TESSERA_LOWER_LIBRARY
+ * when no context was made before the library was looked for. NULL or ""
+ * for the default. */
+const char *tsr_runtime_lower_library_setting(void);
+
 #endif /* TESSERA_RUNTIME_INTERNAL_H */

@@ -52,6 +52,10 @@ typedef struct tsr_disk_cache_options {
                             TESSERA_CACHE_SHARED=1): no ownership checks on
                             the directory, and a key file of any owner that
                             others cannot use (docs/cache.md, "Trust model") */
+  bool no_environment;   /* read no environment variable: dir and key_file
+                            are required (TSR_INVALID_ARGUMENT), max_bytes 0
+                            is 1 GiB, shared is only this field (what a
+                            tsr_context_t uses, tessera/api.h) */
 } tsr_disk_cache_options_t;
 
 TSR_API void tsr_disk_cache_options_initialize(tsr_disk_cache_options_t *options);

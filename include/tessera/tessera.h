@@ -1,16 +1,35 @@
 /* tessera: TPU kernels in the Pallas model, interpreted and checked on a CPU.
  *
- * Conventions of the whole public API:
+ * Conventions of the whole public API (the one ownership rule; function
+ * comments name only exceptions):
  * - Fallible functions return tsr_status_t: NULL on success, else an owned
  *   status the caller frees with tsr_status_free. Out-parameters (out_*) are
- *   written only on success.
- * - create/destroy pair heap objects the caller owns; initialize/deinitialize
- *   work on caller storage; `get`/borrowed pointers stay valid as long as
- *   their owner; strings passed in are copied unless a comment says otherwise.
- * - Objects are not thread-safe unless their header says so. */
+ *   written only on success (exception: tsr_executable_run's result).
+ * - Heap objects come from `create` (or `parse`, `prepare`, `compile`,
+ *   `open`) and the caller frees each with its `destroy` (`close` for the
+ *   disk cache); initialize/deinitialize work on caller storage.
+ * - Everything passed in is copied or only read during the call: strings
+ *   (also the builder's names, texts and loc.file), arrays of parameters,
+ *   options. Exceptions say so: tsr_cache_key_make borrows its bytes, a
+ *   tsr_executable_t keeps a pointer to its tsr_context_t, an executable
+ *   run reads and writes the operands' data during the call.
+ * - What comes out is borrowed from the object that returned it and valid
+ *   as long as that object ("get" functions, names, messages, diagnostic
+ *   records), unless it comes through an out-parameter such as
+ *   char **out_text or void **out_bytes: then the caller owns it and frees
+ *   it with tsr_free_buffer (tsr_ir_string_free, tsr_runtime_text_free and
+ *   tsr_disk_cache_free are older names of the same thing).
+ * - Strings out of the library are NUL-terminated; strings into it are
+ *   NUL-terminated `const char *` unless the parameter is a
+ *   tsr_string_view_t (pointer + length).
+ * - Objects are not thread-safe unless their header says so.
+ * - Configuration: a function given a tsr_context_t reads no environment
+ *   variable; the older entry points without one read the environment as
+ *   tsr_context_create_from_environment does (tessera/api.h). */
 #ifndef TESSERA_TESSERA_H
 #define TESSERA_TESSERA_H
 
+#include "tessera/api.h"
 #include "tessera/base.h"
 #include "tessera/cache.h"
 #include "tessera/interp.h"

@@ -1,0 +1,296 @@
+/* tessera's binding-facing API: a context (configuration instead of
+ * environment variables), one executable handle for every backend, run
+ * results with structured diagnostics, and output through callbacks instead
+ * of FILE *. Made for ctypes/cffi: plain structs, enums, function pointers
+ * and opaque handles only. Walkthrough with a complete example: docs/api.md. */
+#ifndef TESSERA_API_H
+#define TESSERA_API_H
+
+#include "tessera/base.h"
+#include "tessera/cache.h"
+#include "tessera/interp.h"
+#include "tessera/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Output ---------------------------------------------------------------- */
+
+/* Receives text the library writes: `print` op output, warning lines, cache
+ * warnings. `text` is borrowed for the call only and holds `size` bytes (not
+ * NUL-terminated); a line may arrive in several calls. May be called from
+ * any thread that runs the kernel (the cpu backend prints from one thread
+ * per simulated core), so it must be thread-safe when cores > 1. */
+typedef void (*tsr_output_fn)(void *user, const char *text, size_t size);
+
+/* A tsr_output_fn that drops the text: pass it to silence a stream. */
+TSR_API void tsr_output_discard(void *user, const char *text, size_t size);
+
+/* Where a run's text goes. A NULL function means "not set here": the next
+ * level decides (run options, then the executable's options, then the
+ * context), and stderr when no level sets it. */
+typedef struct tsr_output {
+  tsr_output_fn print;   /* the kernel's `print` ops */
+  tsr_output_fn warning; /* warning lines ("file:line:col: warning: ...");
+                            they are in the run result as records too */
+  void *user;            /* passed to both */
+} tsr_output_t;
+
+/* ---- Context ------------------------------------------------------------------ */
+
+/* Configuration of the disk cache and defaults for runs, read by the library
+ * instead of environment variables: a library function given a context
+ * never calls getenv for configuration. Thread-safe: executables of one
+ * context may be created and run from several threads at once. The caches
+ * in memory (prepared programs, loaded compiled kernels) stay process-wide,
+ * shared by every context; the disk cache is the context's own. */
+typedef struct tsr_context tsr_context_t;
+
+typedef struct tsr_context_options {
+  bool disk_cache;            /* use a disk cache for compiled kernels;
+                                 default false */
+  const char *cache_dir;      /* required with disk_cache (unless
+                                 cache_environment) */
+  const char *cache_key_file; /* likewise required: the key that
+                                 authenticates entries, outside cache_dir
+                                 (docs/cache.md, "Trust model") */
+  uint64_t cache_max_bytes;   /* 0: 1 GiB */
+  bool cache_shared;          /* a cache shared between users on purpose */
+  bool cache_optional;        /* an unusable disk cache is one warning (on
+                                 output.warning) and no disk cache, not an
+                                 error of tsr_context_create */
+  bool cache_environment;     /* what the fields above leave unset (NULL,
+                                 0, false) comes from the environment as
+                                 tsr_disk_cache_open reads it; only
+                                 tsr_context_options_from_environment sets
+                                 this */
+  const char *lower_library;  /* libtessera-lower.so to load; NULL: the one
+                                 beside libtessera or installed. Process-wide:
+                                 the library is loaded once, and the first
+                                 context created before that decides */
+  tsr_output_t output;        /* default output of runs and cache warnings */
+} tsr_context_options_t;
+
+/* Defaults: no disk cache, output to stderr. Reads no environment. */
+TSR_API void tsr_context_options_initialize(tsr_context_options_t *options);
+
+/* The options the environment gives, as the CLI and the old entry points
+ * use them: no disk cache under TESSERA_CACHE=off (also 0, false, no);
+ * cache_environment set, so that the disk cache reads TESSERA_CACHE_DIR
+ * (else $XDG_CACHE_HOME/tessera, else ~/.cache/tessera),
+ * TESSERA_CACHE_KEY_FILE (else $XDG_CONFIG_HOME/tessera/cache.key, else
+ * ~/.config/tessera/cache.key), TESSERA_CACHE_MAX_SIZE and
+ * TESSERA_CACHE_SHARED for the fields left unset (docs/cache.md);
+ * cache_optional; lower_library from TESSERA_LOWER_LIBRARY (pointing into
+ * the environment: valid until it changes). Override fields, then
+ * tsr_context_create. */
+TSR_API void tsr_context_options_from_environment(tsr_context_options_t *options);
+
+/* Makes a context; copies `options` (NULL: tsr_context_options_initialize)
+ * and every string in it, and opens the disk cache if asked. TSR_IO_ERROR
+ * when the disk cache cannot be used (unless cache_optional);
+ * TSR_INVALID_ARGUMENT when disk_cache lacks cache_dir or cache_key_file. */
+TSR_API tsr_status_t tsr_context_create(const tsr_context_options_t *options,
+                                        tsr_context_t **out_context) TSR_MUST_USE;
+/* tsr_context_options_from_environment + tsr_context_create. */
+TSR_API tsr_status_t tsr_context_create_from_environment(tsr_context_t **out_context)
+    TSR_MUST_USE;
+/* Executables made from the context must be destroyed first. */
+TSR_API void tsr_context_destroy(tsr_context_t *context);
+/* The context's disk cache (borrowed), NULL when it has none: for its
+ * directory, key file and statistics (tessera/cache.h). */
+TSR_API tsr_disk_cache_t *tsr_context_disk_cache(const tsr_context_t *context);
+
+/* ---- Diagnostics ------------------------------------------------------------- */
+
+/* What a diagnostic reports: a closed set (new kinds are appended). */
+typedef enum tsr_diagnostic_kind {
+  TSR_DIAG_OTHER,              /* none of those below (also notes) */
+  TSR_DIAG_PARSE,              /* the text does not follow the grammar */
+  TSR_DIAG_VERIFY,             /* a type, shape or space rule is broken */
+  TSR_DIAG_OUT_OF_BOUNDS,      /* an index, slice or block index outside its
+                                  array */
+  TSR_DIAG_UNINITIALIZED,      /* a read of memory never written */
+  TSR_DIAG_OUTPUT_UNWRITTEN,   /* output elements never written */
+  TSR_DIAG_REVISIT,            /* an output block revisited after copy-out */
+  TSR_DIAG_CORE_CONFLICT,      /* one output block written by two cores */
+  TSR_DIAG_RACE,               /* a data race (second access: other_*) */
+  TSR_DIAG_DEADLOCK,           /* every core blocked */
+  TSR_DIAG_SEMAPHORE_LEFTOVER, /* a semaphore not zero at kernel end */
+  TSR_DIAG_DMA_IN_FLIGHT,      /* a DMA never waited for, or a buffer
+                                  released under one */
+  TSR_DIAG_VMEM_BUDGET,        /* VMEM over the chip's budget */
+  TSR_DIAG_ASSERT,             /* an `assert` op failed */
+  TSR_DIAG_RUN_STOPPED,        /* timeout, step limit or cancel */
+  TSR_DIAG_DEVICE_RANGE,       /* a device or core id that does not exist */
+  TSR_DIAG_SHAPE_MISMATCH,     /* views or operands of different shapes */
+  TSR_DIAG_INVALID_ARGUMENT,   /* the caller passed something malformed */
+  TSR_DIAG_UNIMPLEMENTED,      /* valid, but not supported by this backend */
+  TSR_DIAG_IO,                 /* a file could not be read or written */
+  TSR_DIAG_INTERNAL,           /* a bug in tessera */
+  TSR_DIAG_KIND_COUNT
+} tsr_diagnostic_kind_t;
+
+typedef enum tsr_diagnostic_severity {
+  TSR_SEVERITY_ERROR,
+  TSR_SEVERITY_WARNING,
+  TSR_SEVERITY_NOTE,
+} tsr_diagnostic_severity_t;
+
+/* One diagnostic. Strings are pointer + length and also NUL-terminated;
+ * an absent string is {"", 0}. Numbers are -1 (or rank 0) when unknown.
+ * Fields may be appended in later versions, never reordered. */
+typedef struct tsr_diagnostic {
+  tsr_diagnostic_kind_t kind;
+  tsr_diagnostic_severity_t severity;
+  tsr_string_view_t file;    /* the .tsr file (or the builder's loc.file) */
+  int32_t line, col;         /* 1-based */
+  tsr_string_view_t kernel;  /* without '@' */
+  tsr_string_view_t op;      /* mnemonic ("dma_start"), or the pipeline
+                                work ("out %y") for block copies */
+  tsr_string_view_t buffer;  /* the ref or operand named, without '%' */
+  uint32_t index_rank;       /* the index range on `buffer`: */
+  int64_t index_lo[TSR_MAX_RANK]; /* first index per dimension */
+  int64_t index_hi[TSR_MAX_RANK]; /* one past the last */
+  uint32_t grid_rank;        /* rank of grid_point; 0: none or unknown */
+  int64_t grid_point[TSR_MAX_RANK];
+  int32_t core, device;      /* the simulated core and device */
+  /* races: the second access */
+  tsr_string_view_t other_op;
+  int32_t other_line;
+  uint32_t other_grid_rank;
+  int64_t other_grid_point[TSR_MAX_RANK];
+  tsr_string_view_t message; /* the text after "severity: " */
+  tsr_string_view_t text;    /* the whole line, as printed */
+} tsr_diagnostic_t;
+
+TSR_API const char *tsr_diagnostic_kind_name(tsr_diagnostic_kind_t kind);
+TSR_API const char *tsr_diagnostic_severity_name(tsr_diagnostic_severity_t severity);
+
+/* An immutable list of diagnostics. */
+typedef struct tsr_diagnostic_list tsr_diagnostic_list_t;
+
+TSR_API size_t tsr_diagnostic_list_count(const tsr_diagnostic_list_t *list);
+/* Borrowed, valid as long as the list; NULL past the end. */
+TSR_API const tsr_diagnostic_t *tsr_diagnostic_list_get(const tsr_diagnostic_list_t *list,
+                                                        size_t i);
+/* The diagnostics a status carries (a failed parse, verify, create or run),
+ * one per line of its message. A NULL status gives an empty list. */
+TSR_API tsr_status_t tsr_diagnostic_list_create_from_status(const tsr_status_t status,
+                                                            tsr_diagnostic_list_t **out_list)
+    TSR_MUST_USE;
+TSR_API void tsr_diagnostic_list_destroy(tsr_diagnostic_list_t *list);
+
+/* ---- Executables -------------------------------------------------------------- */
+
+typedef enum tsr_backend {
+  TSR_BACKEND_INTERP, /* the interpreter: every check (docs/semantics.md) */
+  TSR_BACKEND_CPU,    /* native code through MLIR/LLVM (docs/lowering.md):
+                         no bounds, uninitialized or race checks */
+} tsr_backend_t;
+
+TSR_API const char *tsr_backend_name(tsr_backend_t backend);
+TSR_API bool tsr_backend_from_name(const char *name, tsr_backend_t *out_backend);
+
+/* What an executable is made with; the fields' meanings are those of
+ * tsr_interp_options_t (tessera/interp.h), with paths and callbacks instead
+ * of FILE *. The cpu backend uses devices, cores, uninit, max_errors and
+ * opt_level and ignores the checks. */
+typedef struct tsr_executable_options {
+  tsr_backend_t backend;     /* default TSR_BACKEND_INTERP */
+  tsr_uninit_mode_t uninit;
+  bool check;
+  bool shuffle_parallel;
+  uint64_t shuffle_seed;
+  const char *chip;          /* NULL: "v5e" */
+  uint32_t max_errors;
+  uint32_t devices;
+  uint32_t cores;
+  uint64_t schedule_seed;
+  bool dma_eager;
+  bool detect_races;
+  bool strict;
+  double timeout_seconds;    /* interpreter only */
+  uint64_t max_steps;        /* interpreter only */
+  const volatile int *cancel; /* interpreter only; see tsr_interp_options_t */
+  const char *trace_path;    /* interpreter: a Chrome trace of every run */
+  int opt_level;             /* cpu: LLVM optimization level 0-3; default 2 */
+  tsr_output_t output;       /* default output of runs; NULL functions:
+                                the context's */
+} tsr_executable_options_t;
+
+/* The defaults of tsr_interp_options_initialize and
+ * tsr_compile_options_initialize, backend interp, no output set. */
+TSR_API void tsr_executable_options_initialize(tsr_executable_options_t *options);
+
+/* A kernel made ready to run on one backend. Immutable; runs may be
+ * concurrent (thread-safe). Borrows nothing from the kernel or the options
+ * (the module may be destroyed right after); keeps a pointer to `context`,
+ * which must outlive it. */
+typedef struct tsr_executable tsr_executable_t;
+
+/* Verifies and prepares (interp) or compiles (cpu) `kernel` through the
+ * process's caches and the context's disk cache. `options` may be NULL
+ * (defaults). Errors: TSR_VERIFY_ERROR, TSR_RESOURCE_EXHAUSTED (VMEM budget),
+ * TSR_UNIMPLEMENTED (no cpu backend in this build, or an op it cannot
+ * lower), TSR_INVALID_ARGUMENT; tsr_diagnostic_list_create_from_status
+ * gives their records. */
+TSR_API tsr_status_t tsr_executable_create(tsr_context_t *context,
+                                           const tsr_ir_kernel_t *kernel,
+                                           const tsr_executable_options_t *options,
+                                           tsr_executable_t **out_executable)
+    TSR_MUST_USE;
+TSR_API void tsr_executable_destroy(tsr_executable_t *executable);
+TSR_API tsr_backend_t tsr_executable_backend(const tsr_executable_t *executable);
+
+/* Per-run options. */
+typedef struct tsr_run_options {
+  tsr_output_t output; /* NULL functions: the executable's */
+} tsr_run_options_t;
+
+TSR_API void tsr_run_options_initialize(tsr_run_options_t *options);
+
+/* What a run did. */
+typedef struct tsr_run_result tsr_run_result_t;
+
+/* Runs the executable. `operands`: one array per non-scratch operand in
+ * declaration order, with the declared dtype and shape (and a leading
+ * dimension of `devices` when there are several); outputs are overwritten.
+ * Only the arrays' data is read and written, so an array may point at
+ * memory the caller owns (a numpy buffer): do not deinitialize it then.
+ * `run_options` may be NULL.
+ *
+ * Returns the run's status: NULL when the kernel ran without error, else
+ * TSR_KERNEL_ERROR (the kernel misbehaved), TSR_INVALID_ARGUMENT (operands
+ * do not match), TSR_OUT_OF_MEMORY... Unlike other out-parameters,
+ * *out_result (if out_result is not NULL) is written on failure too: it
+ * holds the diagnostics, errors and warnings, as records. Thread-safe. */
+TSR_API tsr_status_t tsr_executable_run(const tsr_executable_t *executable,
+                                        tsr_array_t *const *operands, size_t num_operands,
+                                        const tsr_run_options_t *run_options,
+                                        tsr_run_result_t **out_result) TSR_MUST_USE;
+
+TSR_API void tsr_run_result_destroy(tsr_run_result_t *result);
+/* TSR_OK when the run succeeded (warnings allowed). */
+TSR_API tsr_status_code_t tsr_run_result_code(const tsr_run_result_t *result);
+/* The status message ("" on success); borrowed from the result. */
+TSR_API const char *tsr_run_result_message(const tsr_run_result_t *result);
+/* Errors then warnings of the run (borrowed from the result). */
+TSR_API const tsr_diagnostic_list_t *tsr_run_result_diagnostics(const tsr_run_result_t *result);
+/* Counters of the run (interpreter; the cpu backend leaves them zero). */
+TSR_API void tsr_run_result_stats(const tsr_run_result_t *result,
+                                  tsr_interp_stats_t *out_stats);
+
+/* ---- Memory -------------------------------------------------------------------- */
+
+/* Frees a buffer or string the library handed out through an out-parameter
+ * (char **out_text, void **out_bytes, ...); NULL is fine. The older
+ * tsr_ir_string_free, tsr_runtime_text_free and tsr_disk_cache_free are
+ * the same function under other names. */
+TSR_API void tsr_free_buffer(void *buffer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_API_H */

@@ -1,0 +1,53 @@
+/* What the files of the binding API (tessera/api.h) share: the context
+ * (runtime/context.c), output streams made from callbacks, and diagnostic
+ * lists (runtime/diagnostic.c) for the executables (runtime/executable.c).
+ * Layering: executable.c calls context.c and diagnostic.c; those two call
+ * neither each other nor executable.c. Library-internal. */
+#ifndef TESSERA_RUNTIME_API_INTERNAL_H
+#define TESSERA_RUNTIME_API_INTERNAL_H
+
+#include <stdio.h>
+
+#include "runtime/runtime_internal.h"
+#include "tessera/api.h"
+
+/* One destination of text: a callback and its user pointer; a NULL
+ * function is stderr. */
+typedef struct tsr_output_target {
+  tsr_output_fn fn;
+  void *user;
+} tsr_output_target_t;
+
+/* The print (or warning, when `warning`) target of the first level whose
+ * function is set; levels may be NULL. */
+tsr_output_target_t tsr_output_pick(bool warning, const tsr_output_t *run,
+                                     const tsr_output_t *executable,
+                                     const tsr_output_t *context);
+void tsr_output_target_write(const tsr_output_target_t *target, const char *text,
+                             size_t size);
+
+/* An unbuffered FILE * whose writes go to write(cookie, ...): how FILE *
+ * options of the older API reach callbacks. NULL if it cannot be made. */
+typedef void (*tsr_stream_write_fn)(void *cookie, const char *text, size_t size);
+FILE *tsr_stream_open(tsr_stream_write_fn write, void *cookie);
+
+struct tsr_context {
+  bool disk_cache, cache_shared, cache_optional, cache_environment;
+  char *cache_dir, *cache_key_file, *lower_library; /* owned copies */
+  uint64_t cache_max_bytes;
+  tsr_output_t output;
+  tsr_runtime_disk_binding_t disk; /* its handle is owned */
+  tsr_output_target_t warning;     /* cache warnings */
+  FILE *warning_stream;            /* the disk cache's warn_stream */
+};
+
+/* ---- Diagnostic lists (runtime/diagnostic.c) ---- */
+
+/* Appends the diagnostics of `text` (lines "file:line:col: severity: ...")
+ * to `list`, with the kind a line of a status of `code` has. */
+tsr_status_t tsr_diagnostic_list_create(tsr_diagnostic_list_t **out_list) TSR_MUST_USE;
+tsr_status_t tsr_diagnostic_list_add_text(tsr_diagnostic_list_t *list,
+                                          tsr_status_code_t code, const char *text,
+                                          size_t size) TSR_MUST_USE;
+
+#endif /* TESSERA_RUNTIME_API_INTERNAL_H */

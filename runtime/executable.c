@@ -1,0 +1,298 @@
+/* Executables (tessera/api.h): one handle over the interpreter's prepared
+ * program (runtime/program_cache.c) and the cpu backend's compiled kernel
+ * (runtime/compiled.c), and run results carrying diagnostics as records.
+ * Output reaches the caller's callbacks through FILE * streams made here. */
+#include <stdlib.h>
+
+#include "runtime/api_internal.h"
+
+struct tsr_executable {
+  tsr_context_t *context;
+  tsr_backend_t backend;
+  tsr_interp_options_t run_options; /* the cpu backend's per-run options */
+  tsr_output_t output;
+  tsr_interp_program_t *program;    /* interp */
+  tsr_compiled_kernel_t *compiled;  /* cpu */
+  /* interp: the program writes to these; their writes go to the run in
+   * progress in the writing thread (the interpreter runs a kernel in the
+   * caller's thread), else to the executable's output. */
+  FILE *print_stream, *warning_stream;
+};
+
+/* A run in progress: where its text goes, and its warnings kept for
+ * records. */
+typedef struct run_output {
+  const tsr_executable_t *executable;
+  tsr_output_target_t print, warning;
+  tsr_strbuf_t warnings;
+} run_output_t;
+
+static _Thread_local run_output_t *current_run;
+
+struct tsr_run_result {
+  tsr_status_code_t code;
+  char *message;
+  tsr_diagnostic_list_t *diagnostics;
+  tsr_interp_stats_t stats;
+};
+
+const char *tsr_backend_name(tsr_backend_t backend) {
+  switch (backend) {
+  case TSR_BACKEND_INTERP: return "interp";
+  case TSR_BACKEND_CPU: return "cpu";
+  }
+  return "?";
+}
+
+bool tsr_backend_from_name(const char *name, tsr_backend_t *out_backend) {
+  for (int b = TSR_BACKEND_INTERP; b <= TSR_BACKEND_CPU; b++) {
+    if (name && strcmp(name, tsr_backend_name((tsr_backend_t)b)) == 0) {
+      *out_backend = (tsr_backend_t)b;
+      return true;
+    }
+  }
+  return false;
+}
+
+void tsr_executable_options_initialize(tsr_executable_options_t *options) {
+  memset(options, 0, sizeof *options);
+  tsr_interp_options_t io;
+  tsr_interp_options_initialize(&io);
+  tsr_compile_options_t co;
+  tsr_compile_options_initialize(&co);
+  options->backend = TSR_BACKEND_INTERP;
+  options->uninit = io.uninit;
+  options->check = io.check;
+  options->shuffle_parallel = io.shuffle_parallel;
+  options->shuffle_seed = io.shuffle_seed;
+  options->chip = NULL;
+  options->max_errors = io.max_errors;
+  options->devices = io.devices;
+  options->cores = io.cores;
+  options->schedule_seed = io.schedule_seed;
+  options->dma_eager = io.dma_eager;
+  options->detect_races = io.detect_races;
+  options->strict = io.strict;
+  options->timeout_seconds = io.timeout_seconds;
+  options->max_steps = io.max_steps;
+  options->opt_level = co.opt_level;
+}
+
+void tsr_run_options_initialize(tsr_run_options_t *options) {
+  memset(options, 0, sizeof *options);
+}
+
+/* The interpreter's options for `o` (strings borrowed from `o`). */
+static void to_interp_options(const tsr_executable_options_t *o, tsr_interp_options_t *io) {
+  tsr_interp_options_initialize(io);
+  io->uninit = o->uninit;
+  io->check = o->check;
+  io->shuffle_parallel = o->shuffle_parallel;
+  io->shuffle_seed = o->shuffle_seed;
+  if (o->chip) io->chip = o->chip;
+  io->max_errors = o->max_errors;
+  io->devices = o->devices;
+  io->cores = o->cores;
+  io->schedule_seed = o->schedule_seed;
+  io->dma_eager = o->dma_eager;
+  io->detect_races = o->detect_races;
+  io->strict = o->strict;
+  io->timeout_seconds = o->timeout_seconds;
+  io->max_steps = o->max_steps;
+  io->cancel = o->cancel;
+  io->trace_path = o->trace_path;
+}
+
+/* Writes of the interpreter's streams: to the run in progress in this
+ * thread, else to the executable's own output. */
+static void write_interp(const tsr_executable_t *e, bool warning, const char *text,
+                         size_t size) {
+  run_output_t *run = current_run && current_run->executable == e ? current_run : NULL;
+  if (run && warning) tsr_strbuf_append(&run->warnings, text, size);
+  tsr_output_target_t fallback =
+      tsr_output_pick(warning, NULL, &e->output, &e->context->output);
+  tsr_output_target_write(run ? (warning ? &run->warning : &run->print) : &fallback, text,
+                          size);
+}
+
+static void write_interp_print(void *cookie, const char *text, size_t size) {
+  write_interp(cookie, false, text, size);
+}
+
+static void write_interp_warning(void *cookie, const char *text, size_t size) {
+  write_interp(cookie, true, text, size);
+}
+
+static tsr_status_t create_interp(tsr_executable_t *e, const tsr_ir_kernel_t *kernel,
+                                  const tsr_executable_options_t *o) {
+  e->print_stream = tsr_stream_open(write_interp_print, e);
+  e->warning_stream = tsr_stream_open(write_interp_warning, e);
+  if (!e->print_stream || !e->warning_stream) return TSR_OOM();
+  tsr_interp_options_t io;
+  to_interp_options(o, &io);
+  io.print_stream = e->print_stream;
+  io.warning_stream = e->warning_stream;
+  return tsr_runtime_prepare(kernel, &io, &e->program);
+}
+
+static tsr_status_t create_cpu(tsr_executable_t *e, const tsr_ir_kernel_t *kernel,
+                               const tsr_executable_options_t *o) {
+  to_interp_options(o, &e->run_options);
+  e->run_options.chip = NULL;
+  e->run_options.trace_path = NULL;
+  tsr_compile_options_t co;
+  tsr_compile_options_initialize(&co);
+  co.opt_level = o->opt_level;
+  /* The compile finds and puts the object in the context's disk cache. */
+  tsr_runtime_disk_binding_t *previous = tsr_runtime_disk_bind(&e->context->disk);
+  tsr_status_t s = tsr_runtime_compile(kernel, &co, &e->compiled);
+  tsr_runtime_disk_bind(previous);
+  return s;
+}
+
+tsr_status_t tsr_executable_create(tsr_context_t *context, const tsr_ir_kernel_t *kernel,
+                                   const tsr_executable_options_t *options,
+                                   tsr_executable_t **out_executable) {
+  if (!context || !kernel || !out_executable)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_executable_create: NULL argument");
+  tsr_executable_options_t defaults;
+  if (!options) {
+    tsr_executable_options_initialize(&defaults);
+    options = &defaults;
+  }
+  tsr_executable_t *e = tsr_calloc(1, sizeof *e);
+  if (!e) return TSR_OOM();
+  e->context = context;
+  e->backend = options->backend;
+  e->output = options->output;
+  tsr_status_t s;
+  switch (options->backend) {
+  case TSR_BACKEND_INTERP: s = create_interp(e, kernel, options); break;
+  case TSR_BACKEND_CPU: s = create_cpu(e, kernel, options); break;
+  default:
+    s = TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown backend %d", (int)options->backend);
+    break;
+  }
+  if (s) {
+    tsr_executable_destroy(e);
+    return s;
+  }
+  *out_executable = e;
+  return NULL;
+}
+
+void tsr_executable_destroy(tsr_executable_t *executable) {
+  if (!executable) return;
+  tsr_interp_program_destroy(executable->program);
+  tsr_compiled_kernel_destroy(executable->compiled);
+  if (executable->print_stream) fclose(executable->print_stream);
+  if (executable->warning_stream) fclose(executable->warning_stream);
+  tsr_free(executable);
+}
+
+tsr_backend_t tsr_executable_backend(const tsr_executable_t *executable) {
+  return executable->backend;
+}
+
+/* ---- Runs ------------------------------------------------------------------------ */
+
+static void write_target(void *cookie, const char *text, size_t size) {
+  tsr_output_target_write(cookie, text, size);
+}
+
+static tsr_status_t run_cpu(const tsr_executable_t *e, run_output_t *out,
+                            tsr_array_t *const *operands, size_t num_operands) {
+  /* A stream per run: the compiled code prints from one thread per core. */
+  FILE *print = tsr_stream_open(write_target, &out->print);
+  if (!print) return TSR_OOM();
+  tsr_interp_options_t o = e->run_options;
+  o.print_stream = print;
+  tsr_status_t s = tsr_compiled_kernel_run(e->compiled, operands, num_operands, &o);
+  fclose(print);
+  return s;
+}
+
+/* The result of a run that ended with `status` (borrowed). */
+static tsr_status_t make_result(const tsr_status_t status, const run_output_t *out,
+                                const tsr_interp_stats_t *stats,
+                                tsr_run_result_t **out_result) {
+  tsr_run_result_t *r = tsr_calloc(1, sizeof *r);
+  if (!r) return TSR_OOM();
+  r->code = tsr_status_code(status);
+  r->stats = *stats;
+  const char *message = tsr_status_message(status);
+  r->message = tsr_strndup(message, strlen(message));
+  tsr_status_t s = r->message ? tsr_diagnostic_list_create(&r->diagnostics) : TSR_OOM();
+  /* STOP-GAP (runtime/diagnostic.c): records read back from the text. */
+  if (!s) s = tsr_diagnostic_list_add_text(r->diagnostics, r->code, message, strlen(message));
+  if (!s && out->warnings.size)
+    s = tsr_diagnostic_list_add_text(r->diagnostics, TSR_OK, out->warnings.data,
+                                     out->warnings.size);
+  if (!s && out->warnings.failed) s = TSR_OOM();
+  if (s) {
+    tsr_run_result_destroy(r);
+    return s;
+  }
+  *out_result = r;
+  return NULL;
+}
+
+tsr_status_t tsr_executable_run(const tsr_executable_t *executable,
+                                tsr_array_t *const *operands, size_t num_operands,
+                                const tsr_run_options_t *run_options,
+                                tsr_run_result_t **out_result) {
+  if (!executable)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_executable_run: NULL executable");
+  const tsr_executable_t *e = executable;
+  const tsr_output_t *run = run_options ? &run_options->output : NULL;
+  run_output_t out = {
+      .executable = e,
+      .print = tsr_output_pick(false, run, &e->output, &e->context->output),
+      .warning = tsr_output_pick(true, run, &e->output, &e->context->output),
+  };
+  tsr_strbuf_initialize(&out.warnings);
+  tsr_interp_stats_t stats;
+  memset(&stats, 0, sizeof stats);
+  tsr_status_t s;
+  if (e->program) {
+    run_output_t *previous = current_run;
+    current_run = &out;
+    s = tsr_interp_program_run(e->program, operands, num_operands, &stats);
+    current_run = previous;
+  } else {
+    s = run_cpu(e, &out, operands, num_operands);
+  }
+  if (out_result) {
+    *out_result = NULL;
+    tsr_status_t r = make_result(s, &out, &stats, out_result);
+    if (r) {
+      tsr_status_free(s);
+      s = r;
+    }
+  }
+  tsr_strbuf_deinitialize(&out.warnings);
+  return s;
+}
+
+void tsr_run_result_destroy(tsr_run_result_t *result) {
+  if (!result) return;
+  tsr_free(result->message);
+  tsr_diagnostic_list_destroy(result->diagnostics);
+  tsr_free(result);
+}
+
+tsr_status_code_t tsr_run_result_code(const tsr_run_result_t *result) {
+  return result->code;
+}
+
+const char *tsr_run_result_message(const tsr_run_result_t *result) {
+  return result->message;
+}
+
+const tsr_diagnostic_list_t *tsr_run_result_diagnostics(const tsr_run_result_t *result) {
+  return result->diagnostics;
+}
+
+void tsr_run_result_stats(const tsr_run_result_t *result, tsr_interp_stats_t *out_stats) {
+  *out_stats = result->stats;
+}

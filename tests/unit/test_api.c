@@ -1,0 +1,590 @@
+/* Unit tests for the binding API (tessera/api.h): the whole flow (context,
+ * executable, run, result) on both backends, diagnostics as records, output
+ * callbacks, contexts that ignore the environment, and a builder that keeps
+ * no pointer to its caller's strings (run under ASan to catch one). */
+#define _GNU_SOURCE /* setenv, mkdtemp */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/harness.h"
+
+static const char *skip_reason; /* set by a case that cannot run here */
+
+/* TSR_RUN, with a TAP skip when the case set skip_reason. */
+#define RUN_OR_SKIP(name)                                                      \
+  do {                                                                         \
+    skip_reason = NULL;                                                        \
+    tsr_test_case_failed = 0;                                                  \
+    test_##name();                                                             \
+    tsr_test_count++;                                                          \
+    if (tsr_test_case_failed) tsr_test_failed_count++;                         \
+    printf("%s %d - %s%s%s\n", tsr_test_case_failed ? "not ok" : "ok",         \
+           tsr_test_count, #name, skip_reason ? " # SKIP " : "",               \
+           skip_reason ? skip_reason : "");                                    \
+    fflush(stdout);                                                            \
+  } while (0)
+
+static const char scale_tsr[] =
+    "kernel @scale\n"
+    "  grid(2)\n"
+    "  in %x: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+    "  out %y: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+    "{\n"
+    "  %v = load %x[:, :] : f32[8, 128]\n"
+    "  %w = add %v, %v : f32[8, 128]\n"
+    "  store %y[:, :], %w\n"
+    "  %g = program_id 0 : i32\n"
+    "  print \"step {}\", %g\n"
+    "}\n";
+
+/* Text received by an output callback. */
+typedef struct captured {
+  char text[4096];
+  size_t size;
+  int calls;
+} captured_t;
+
+static void capture(void *user, const char *text, size_t size) {
+  captured_t *c = user;
+  size_t room = sizeof c->text - 1 - c->size;
+  size_t n = size < room ? size : room;
+  memcpy(c->text + c->size, text, n);
+  c->size += n;
+  c->text[c->size] = 0;
+  c->calls++;
+}
+
+static tsr_ir_module_t *parse(const char *name, const char *text) {
+  tsr_ir_module_t *m = NULL;
+  tsr_status_t s = tsr_ir_module_parse((tsr_string_view_t){name, strlen(name)},
+                                       (tsr_string_view_t){text, strlen(text)}, &m);
+  if (s) {
+    printf("# parse: %s\n", tsr_status_message(s));
+    tsr_status_free(s);
+  }
+  return m;
+}
+
+static tsr_context_t *plain_context(void) {
+  tsr_context_t *c = NULL;
+  tsr_status_t s = tsr_context_create(NULL, &c);
+  if (s) {
+    printf("# context: %s\n", tsr_status_message(s));
+    tsr_status_free(s);
+  }
+  return c;
+}
+
+/* Runs @scale on `backend` through the API: y = 2x, two print lines. */
+static void run_scale(tsr_backend_t backend) {
+  tsr_context_t *ctx = plain_context();
+  tsr_ir_module_t *m = parse("scale.tsr", scale_tsr);
+  if (!ctx || !m) {
+    TSR_FAIL_AT("setup");
+    goto done_early;
+  }
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.backend = backend;
+  tsr_executable_t *exe = NULL;
+  tsr_status_t s = tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), &eo, &exe);
+  if (s && backend == TSR_BACKEND_CPU && tsr_status_code(s) == TSR_UNIMPLEMENTED) {
+    skip_reason = "no cpu backend in this build";
+    tsr_status_free(s);
+    goto done_early;
+  }
+  TSR_CHECK_OK(s);
+  if (!exe) goto done_early;
+  /* The module goes before the run: the executable borrows nothing. */
+  tsr_ir_module_destroy(m);
+  m = NULL;
+  TSR_CHECK_EQ_INT(tsr_executable_backend(exe), backend);
+  int64_t dims[2] = {16, 128};
+  tsr_array_t x, y;
+  TSR_CHECK_OK(tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &x));
+  TSR_CHECK_OK(tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &y));
+  for (int i = 0; i < 16 * 128; i++) ((float *)x.data)[i] = (float)i;
+  tsr_array_t *operands[] = {&x, &y};
+  captured_t printed = {0};
+  tsr_run_options_t ro;
+  tsr_run_options_initialize(&ro);
+  ro.output.print = capture;
+  ro.output.user = &printed;
+  tsr_run_result_t *result = NULL;
+  TSR_CHECK_OK(tsr_executable_run(exe, operands, 2, &ro, &result));
+  TSR_CHECK(result != NULL);
+  if (result) {
+    TSR_CHECK_EQ_INT(tsr_run_result_code(result), TSR_OK);
+    TSR_CHECK_EQ_STR(tsr_run_result_message(result), "");
+    TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(tsr_run_result_diagnostics(result)), 0);
+    tsr_interp_stats_t stats;
+    tsr_run_result_stats(result, &stats);
+    if (backend == TSR_BACKEND_INTERP) TSR_CHECK_EQ_INT(stats.grid_steps, 2);
+  }
+  tsr_run_result_destroy(result);
+  bool doubled = true;
+  for (int i = 0; i < 16 * 128; i++) doubled = doubled && ((float *)y.data)[i] == 2.0f * i;
+  TSR_CHECK(doubled);
+  TSR_CHECK(strstr(printed.text, "step 0") && strstr(printed.text, "step 1"));
+  /* A second run reuses the executable; no result asked for. */
+  printed.size = 0;
+  printed.text[0] = 0;
+  TSR_CHECK_OK(tsr_executable_run(exe, operands, 2, &ro, NULL));
+  TSR_CHECK(strstr(printed.text, "step 1") != NULL);
+  /* Operands that do not match: an error with a result that says so. */
+  result = NULL;
+  TSR_CHECK_STATUS(tsr_executable_run(exe, operands, 1, &ro, &result), TSR_INVALID_ARGUMENT);
+  TSR_CHECK(result && tsr_run_result_code(result) == TSR_INVALID_ARGUMENT);
+  tsr_run_result_destroy(result);
+  tsr_array_deinitialize(&x);
+  tsr_array_deinitialize(&y);
+  tsr_executable_destroy(exe);
+done_early:
+  tsr_ir_module_destroy(m);
+  tsr_context_destroy(ctx);
+}
+
+TSR_TEST(flow_interp) { run_scale(TSR_BACKEND_INTERP); }
+TSR_TEST(flow_cpu) { run_scale(TSR_BACKEND_CPU); }
+
+/* Reads tests/diagnostics/<rel> and makes an executable of it. */
+static tsr_executable_t *catalog_executable(tsr_context_t *ctx, const char *rel,
+                                            const tsr_executable_options_t *eo) {
+  char path[256];
+  snprintf(path, sizeof path, "tests/diagnostics/%s", rel);
+  size_t len = 0;
+  char *text = tsr_test_read_source(path, &len);
+  if (!text) return NULL;
+  tsr_ir_module_t *m = parse(rel, text);
+  free(text);
+  tsr_executable_t *exe = NULL;
+  if (m) TSR_CHECK_OK(tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), eo, &exe));
+  tsr_ir_module_destroy(m);
+  return exe;
+}
+
+/* Random inputs for every non-scratch operand of the kernel in `rel`. */
+static size_t make_operands(const char *rel, tsr_array_t *arrays, size_t max) {
+  char path[256];
+  snprintf(path, sizeof path, "tests/diagnostics/%s", rel);
+  size_t len = 0, n = 0;
+  char *text = tsr_test_read_source(path, &len);
+  tsr_ir_module_t *m = text ? parse(rel, text) : NULL;
+  free(text);
+  if (!m) return 0;
+  tsr_ir_kernel_t *k = tsr_ir_module_kernel(m, 0);
+  for (size_t i = 0; i < tsr_ir_kernel_operand_count(k) && n < max; i++) {
+    tsr_ir_operand_info_t info;
+    tsr_ir_kernel_operand_info(k, i, &info);
+    if (info.role == TSR_ROLE_SCRATCH) continue;
+    TSR_CHECK_OK(tsr_runtime_random_array(&info, 1, &arrays[n]));
+    n++;
+  }
+  tsr_ir_module_destroy(m);
+  return n;
+}
+
+static bool view_is(tsr_string_view_t v, const char *s) {
+  return v.size == strlen(s) && memcmp(v.data, s, v.size) == 0 && v.data[v.size] == 0;
+}
+
+/* A race (error) and an uninitialized read (warning), as fields. */
+TSR_TEST(kernel_error_records) {
+  tsr_context_t *ctx = plain_context();
+  const char *rel = "bugs/read_dst_before_wait.tsr";
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.detect_races = true;
+  captured_t warned = {0};
+  eo.output.warning = capture; /* the executable's default */
+  eo.output.user = &warned;
+  tsr_executable_t *exe = ctx ? catalog_executable(ctx, rel, &eo) : NULL;
+  tsr_array_t arrays[8];
+  size_t n = make_operands(rel, arrays, 8);
+  TSR_CHECK(exe && n > 0);
+  if (!exe || !n) goto done;
+  tsr_array_t *operands[8];
+  for (size_t i = 0; i < n; i++) operands[i] = &arrays[i];
+  tsr_run_result_t *result = NULL;
+  TSR_CHECK_STATUS(tsr_executable_run(exe, operands, n, NULL, &result), TSR_KERNEL_ERROR);
+  TSR_CHECK(result != NULL);
+  if (!result) goto done;
+  TSR_CHECK_EQ_INT(tsr_run_result_code(result), TSR_KERNEL_ERROR);
+  const tsr_diagnostic_list_t *list = tsr_run_result_diagnostics(result);
+  const tsr_diagnostic_t *race = NULL, *uninit = NULL;
+  for (size_t i = 0; i < tsr_diagnostic_list_count(list); i++) {
+    const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, i);
+    printf("# %s %s: %s\n", tsr_diagnostic_severity_name(d->severity),
+           tsr_diagnostic_kind_name(d->kind), d->text.data);
+    if (d->kind == TSR_DIAG_RACE) race = d;
+    if (d->kind == TSR_DIAG_UNINITIALIZED) uninit = d;
+  }
+  TSR_CHECK(tsr_diagnostic_list_get(list, tsr_diagnostic_list_count(list)) == NULL);
+  TSR_CHECK(race && uninit);
+  if (race) {
+    TSR_CHECK_EQ_INT(race->severity, TSR_SEVERITY_ERROR);
+    TSR_CHECK(view_is(race->file, rel));
+    TSR_CHECK_EQ_INT(race->line, 11);
+    TSR_CHECK_EQ_INT(race->col, 3);
+    TSR_CHECK(view_is(race->kernel, "read_dst_before_wait"));
+    TSR_CHECK(view_is(race->op, "dma_start"));
+    TSR_CHECK(view_is(race->buffer, "buf"));
+    TSR_CHECK_EQ_INT(race->index_rank, 2);
+    TSR_CHECK_EQ_INT(race->index_lo[0], 0);
+    TSR_CHECK_EQ_INT(race->index_hi[0], 8);
+    TSR_CHECK_EQ_INT(race->index_hi[1], 128);
+    TSR_CHECK_EQ_INT(race->grid_rank, 1);
+    TSR_CHECK_EQ_INT(race->grid_point[0], 0);
+    TSR_CHECK_EQ_INT(race->core, -1);
+    TSR_CHECK(view_is(race->other_op, "load"));
+    TSR_CHECK_EQ_INT(race->other_line, 12);
+    TSR_CHECK_EQ_INT(race->other_grid_rank, 1);
+    TSR_CHECK(strstr(race->message.data, "data race on %buf") == race->message.data ||
+              strstr(race->message.data, "data race on %buf") != NULL);
+    TSR_CHECK(strstr(tsr_run_result_message(result), race->text.data) != NULL);
+  }
+  if (uninit) {
+    TSR_CHECK_EQ_INT(uninit->severity, TSR_SEVERITY_WARNING);
+    TSR_CHECK_EQ_INT(uninit->line, 12);
+    TSR_CHECK_EQ_INT(uninit->col, 8);
+    TSR_CHECK(view_is(uninit->op, "load"));
+    TSR_CHECK(view_is(uninit->buffer, "buf"));
+    TSR_CHECK_EQ_INT(uninit->index_rank, 2);
+  }
+  /* The warning went to the executable's warning callback too. */
+  TSR_CHECK(strstr(warned.text, "warning: kernel @read_dst_before_wait") != NULL);
+  tsr_run_result_destroy(result);
+  /* tsr_output_discard silences the warning text; the records stay. */
+  warned.size = 0;
+  warned.text[0] = 0;
+  tsr_run_options_t ro;
+  tsr_run_options_initialize(&ro);
+  ro.output.warning = tsr_output_discard;
+  result = NULL;
+  TSR_CHECK_STATUS(tsr_executable_run(exe, operands, n, &ro, &result), TSR_KERNEL_ERROR);
+  TSR_CHECK_EQ_INT(warned.size, 0);
+  TSR_CHECK(result && tsr_diagnostic_list_count(tsr_run_result_diagnostics(result)) >= 2);
+  tsr_run_result_destroy(result);
+done:
+  for (size_t i = 0; i < n; i++) tsr_array_deinitialize(&arrays[i]);
+  tsr_executable_destroy(exe);
+  tsr_context_destroy(ctx);
+}
+
+/* Parse and verify errors as records with their locations. */
+TSR_TEST(parse_and_verify_records) {
+  tsr_ir_module_t *m = NULL;
+  const char *bad = "kernel @k\n  grid(1)\n{\n  %a = bogus_op %b : f32\n}\n";
+  tsr_status_t s = tsr_ir_module_parse(TSR_SV("bad.tsr"), (tsr_string_view_t){bad, strlen(bad)},
+                                       &m);
+  TSR_CHECK(s != NULL);
+  tsr_diagnostic_list_t *list = NULL;
+  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(s, &list));
+  TSR_CHECK(tsr_diagnostic_list_count(list) >= 1);
+  const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, 0);
+  if (d) {
+    TSR_CHECK_EQ_INT(d->kind, TSR_DIAG_PARSE);
+    TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_ERROR);
+    TSR_CHECK(view_is(d->file, "bad.tsr"));
+    TSR_CHECK_EQ_INT(d->line, 4);
+    TSR_CHECK(d->col > 0);
+  }
+  tsr_diagnostic_list_destroy(list);
+  tsr_status_free(s);
+
+  const char *ill =
+      "kernel @k\n"
+      "  grid(1)\n"
+      "  out %y: f32[8, 128] vmem\n"
+      "{\n"
+      "  %a = const 1 : i32\n"
+      "  %b = const 2.0 : f32\n"
+      "  %c = add %a, %b : i32\n"
+      "}\n";
+  m = parse("ill.tsr", ill);
+  tsr_context_t *ctx = plain_context();
+  tsr_executable_t *exe = NULL;
+  s = m && ctx ? tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), NULL, &exe) : NULL;
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_VERIFY_ERROR);
+  TSR_CHECK(exe == NULL);
+  list = NULL;
+  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(s, &list));
+  d = tsr_diagnostic_list_get(list, 0);
+  TSR_CHECK(d != NULL);
+  if (d) {
+    printf("# %s\n", d->text.data);
+    TSR_CHECK_EQ_INT(d->kind, TSR_DIAG_VERIFY);
+    TSR_CHECK(view_is(d->file, "ill.tsr"));
+    TSR_CHECK_EQ_INT(d->line, 7);
+  }
+  tsr_diagnostic_list_destroy(list);
+  tsr_status_free(s);
+  /* No status, no records. */
+  list = NULL;
+  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(NULL, &list));
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 0);
+  tsr_diagnostic_list_destroy(list);
+  tsr_ir_module_destroy(m);
+  tsr_context_destroy(ctx);
+}
+
+static char temp_root[256];
+
+static void make_temp_root(void) {
+  const char *build = getenv("TSR_BUILD_ROOT");
+  snprintf(temp_root, sizeof temp_root, "%s/test-api-XXXXXX", build ? build : "/tmp");
+  if (!mkdtemp(temp_root)) snprintf(temp_root, sizeof temp_root, "/tmp");
+}
+
+/* Given a context, the library reads no environment: bogus variables change
+ * nothing. */
+TSR_TEST(context_ignores_environment) {
+  setenv("TESSERA_CACHE", "on", 1);
+  setenv("TESSERA_CACHE_DIR", "/nonexistent/bogus-cache", 1);
+  setenv("TESSERA_CACHE_KEY_FILE", "/nonexistent/bogus.key", 1);
+  setenv("TESSERA_CACHE_MAX_SIZE", "not-a-size", 1);
+  setenv("TESSERA_CACHE_SHARED", "1", 1);
+  char dir[512], key[512];
+  snprintf(dir, sizeof dir, "%s/cache", temp_root);
+  snprintf(key, sizeof key, "%s/cache.key", temp_root);
+  captured_t warned = {0};
+  tsr_context_options_t co;
+  tsr_context_options_initialize(&co);
+  co.disk_cache = true;
+  co.cache_dir = dir;
+  co.cache_key_file = key;
+  co.output.warning = capture;
+  co.output.user = &warned;
+  tsr_context_t *ctx = NULL;
+  TSR_CHECK_OK(tsr_context_create(&co, &ctx));
+  tsr_disk_cache_t *disk = tsr_context_disk_cache(ctx);
+  TSR_CHECK(disk != NULL);
+  if (disk) {
+    TSR_CHECK_EQ_STR(tsr_disk_cache_dir(disk), dir);
+    TSR_CHECK_EQ_STR(tsr_disk_cache_key_file(disk), key);
+    tsr_disk_cache_stats_t st;
+    tsr_disk_cache_stats(disk, &st);
+    TSR_CHECK_EQ_INT(st.max_bytes, UINT64_C(1) << 30); /* not the bogus size */
+    struct stat sb;
+    TSR_CHECK(stat(dir, &sb) == 0 && (sb.st_mode & 077) == 0); /* not shared */
+  }
+  TSR_CHECK_EQ_INT(warned.size, 0); /* no complaint about TESSERA_CACHE_MAX_SIZE */
+  /* A compile goes to this context's disk cache (a kernel no other case
+   * compiled, so the process's memory cache does not answer first). */
+  const char *unique =
+      "kernel @unique_to_context\n"
+      "  grid(1)\n"
+      "  out %y: f32[8, 128] vmem block[8, 128] map(%i) -> (0, 0)\n"
+      "{\n"
+      "  %v = const 3.25 : f32\n"
+      "  %b = broadcast %v : f32[8, 128]\n"
+      "  store %y[:, :], %b\n"
+      "}\n";
+  tsr_ir_module_t *m = parse("unique.tsr", unique);
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.backend = TSR_BACKEND_CPU;
+  tsr_executable_t *exe = NULL;
+  tsr_status_t s = m && ctx ? tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), &eo, &exe)
+                            : NULL;
+  if (tsr_status_code(s) == TSR_UNIMPLEMENTED) {
+    printf("# no cpu backend: the disk cache's use is not checked\n");
+  } else {
+    TSR_CHECK_OK(s);
+    s = NULL;
+    tsr_disk_cache_stats_t st;
+    if (disk) TSR_CHECK_OK(tsr_disk_cache_scan(disk, &st));
+    if (disk) TSR_CHECK_EQ_INT(st.entries, 1);
+  }
+  tsr_status_free(s);
+  tsr_executable_destroy(exe);
+  tsr_ir_module_destroy(m);
+  tsr_context_destroy(ctx);
+  /* A disk cache without a key file is refused, not looked up. */
+  co.cache_key_file = NULL;
+  ctx = NULL;
+  TSR_CHECK_STATUS(tsr_context_create(&co, &ctx), TSR_INVALID_ARGUMENT);
+  TSR_CHECK(ctx == NULL);
+  /* The default context has no disk cache. */
+  ctx = plain_context();
+  TSR_CHECK(ctx && tsr_context_disk_cache(ctx) == NULL);
+  tsr_context_destroy(ctx);
+  /* From the environment: its variables are what count. */
+  char env_dir[512];
+  snprintf(env_dir, sizeof env_dir, "%s/env-cache", temp_root);
+  setenv("TESSERA_CACHE_DIR", env_dir, 1);
+  setenv("TESSERA_CACHE_KEY_FILE", key, 1);
+  setenv("TESSERA_CACHE_SHARED", "0", 1);
+  unsetenv("TESSERA_CACHE_MAX_SIZE");
+  ctx = NULL;
+  TSR_CHECK_OK(tsr_context_create_from_environment(&ctx));
+  disk = ctx ? tsr_context_disk_cache(ctx) : NULL;
+  TSR_CHECK(disk && strcmp(tsr_disk_cache_dir(disk), env_dir) == 0);
+  tsr_context_destroy(ctx);
+  setenv("TESSERA_CACHE", "off", 1);
+  ctx = NULL;
+  TSR_CHECK_OK(tsr_context_create_from_environment(&ctx));
+  TSR_CHECK(ctx && tsr_context_disk_cache(ctx) == NULL);
+  tsr_context_destroy(ctx);
+}
+
+/* A heap copy of `s` that the test scribbles over and frees after use. */
+static char *heap_copy(const char *s) {
+  char *d = malloc(strlen(s) + 1);
+  if (d) strcpy(d, s);
+  return d;
+}
+
+static void scrub(char *s) {
+  if (!s) return;
+  memset(s, 'Z', strlen(s));
+  free(s);
+}
+
+/* The builder copies every string: the caller frees its own right away. */
+TSR_TEST(builder_copies_strings) {
+  char *filename = heap_copy("built.tsr"), *kname = heap_copy("built"), *xname = heap_copy("x");
+  char *yname = heap_copy("y"), *opfile = heap_copy("python_source.py"), *vname = heap_copy("v");
+  char *text = heap_copy("hello {}");
+  tsr_ir_module_t *m = NULL;
+  TSR_CHECK_OK(tsr_ir_module_create(filename, &m));
+  tsr_ir_kernel_t *k = NULL;
+  if (m) TSR_CHECK_OK(tsr_ir_kernel_create(m, kname, &k));
+  if (!k) goto done;
+  TSR_CHECK_OK(tsr_ir_kernel_set_grid(k, 1, (int64_t[]){1}, NULL));
+  int64_t dims[2] = {8, 128};
+  tsr_ir_operand_params_t p = {TSR_ROLE_IN, xname, tsr_ir_type_vector(TSR_DTYPE_F32, 2, dims),
+                               TSR_SPACE_VMEM, NULL, -1};
+  tsr_ir_value_t *x = NULL, *y = NULL;
+  TSR_CHECK_OK(tsr_ir_kernel_add_operand(k, &p, &x, NULL));
+  p.role = TSR_ROLE_OUT;
+  p.name = yname;
+  TSR_CHECK_OK(tsr_ir_kernel_add_operand(k, &p, &y, NULL));
+  if (!x || !y) goto done;
+  tsr_ir_region_t *body = tsr_ir_kernel_body(k);
+  tsr_ir_index_t full[2] = {{TSR_INDEX_FULL, -1, 0, 0, 0, 1}, {TSR_INDEX_FULL, -1, 0, 0, 0, 1}};
+  tsr_ir_type_t vt = tsr_ir_type_vector(TSR_DTYPE_F32, 2, dims);
+  const char *names[] = {vname};
+  tsr_ir_op_params_t load = {.mnemonic = "load", .loc = {opfile, 41, 5}, .operands = &x,
+                             .num_operands = 1, .result_types = &vt, .result_names = names,
+                             .num_results = 1, .indices = full, .num_indices = 2};
+  tsr_ir_op_t *op = NULL;
+  TSR_CHECK_OK(tsr_ir_build_op(k, body, &load, &op));
+  if (!op) goto done;
+  tsr_ir_value_t *v = tsr_ir_op_result(op, 0);
+  tsr_ir_value_t *store_operands[] = {y, v};
+  tsr_ir_op_params_t store = {.mnemonic = "store", .loc = {opfile, 42, 5},
+                              .operands = store_operands, .num_operands = 2,
+                              .indices = full, .num_indices = 2};
+  TSR_CHECK_OK(tsr_ir_build_op(k, body, &store, NULL));
+  tsr_ir_value_t *gid = NULL;
+  tsr_ir_type_t i32 = tsr_ir_type_scalar(TSR_DTYPE_I32);
+  tsr_ir_op_params_t pid = {.mnemonic = "program_id", .loc = {opfile, 43, 5},
+                            .result_types = &i32, .num_results = 1,
+                            .ints = (int64_t[]){0}, .num_ints = 1};
+  TSR_CHECK_OK(tsr_ir_build_op(k, body, &pid, &op));
+  gid = op ? tsr_ir_op_result(op, 0) : NULL;
+  tsr_ir_op_params_t print = {.mnemonic = "print", .loc = {opfile, 44, 5}, .operands = &gid,
+                              .num_operands = 1, .text = text};
+  if (gid) TSR_CHECK_OK(tsr_ir_build_op(k, body, &print, NULL));
+  /* Every string the caller gave goes away now. */
+  scrub(filename), scrub(kname), scrub(xname), scrub(yname), scrub(opfile), scrub(vname),
+      scrub(text);
+  filename = kname = xname = yname = opfile = vname = text = NULL;
+  TSR_CHECK_OK(tsr_ir_module_verify(m));
+  char *printed = tsr_ir_module_print(m);
+  TSR_CHECK(printed && strstr(printed, "kernel @built") && strstr(printed, "%v = load %x") &&
+            strstr(printed, "\"hello {}\""));
+  tsr_free_buffer(printed);
+  /* A run names the op's own file: a kernel error there must say
+   * python_source.py:41:5. Out-of-date inputs (no data) give one. */
+  tsr_context_t *ctx = plain_context();
+  tsr_executable_t *exe = NULL;
+  if (ctx) TSR_CHECK_OK(tsr_executable_create(ctx, k, NULL, &exe));
+  tsr_ir_module_destroy(m);
+  m = NULL;
+  if (exe) {
+    tsr_array_t a, b;
+    TSR_CHECK_OK(tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &a));
+    TSR_CHECK_OK(tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &b));
+    tsr_array_t *operands[] = {&a, &b};
+    captured_t printed_text = {0};
+    tsr_run_options_t ro;
+    tsr_run_options_initialize(&ro);
+    ro.output.print = capture;
+    ro.output.user = &printed_text;
+    TSR_CHECK_OK(tsr_executable_run(exe, operands, 2, &ro, NULL));
+    TSR_CHECK(strstr(printed_text.text, "hello 0") != NULL);
+    tsr_array_deinitialize(&a);
+    tsr_array_deinitialize(&b);
+  }
+  tsr_executable_destroy(exe);
+  tsr_context_destroy(ctx);
+done:
+  tsr_ir_module_destroy(m);
+  free(filename), free(kname), free(xname), free(yname), free(opfile), free(vname), free(text);
+}
+
+/* Locations of built ops name the caller's file, copied. */
+TSR_TEST(builder_location_file_copied) {
+  char *opfile = heap_copy("copied_file.py");
+  tsr_ir_module_t *m = NULL;
+  TSR_CHECK_OK(tsr_ir_module_create("mod.tsr", &m));
+  tsr_ir_kernel_t *k = NULL;
+  if (m) TSR_CHECK_OK(tsr_ir_kernel_create(m, "k", &k));
+  if (!k) goto done;
+  TSR_CHECK_OK(tsr_ir_kernel_set_grid(k, 1, (int64_t[]){1}, NULL));
+  tsr_ir_type_t i32 = tsr_ir_type_scalar(TSR_DTYPE_I32);
+  tsr_ir_type_t f32 = tsr_ir_type_scalar(TSR_DTYPE_F32);
+  tsr_ir_op_params_t c = {.mnemonic = "const", .loc = {opfile, 7, 3}, .result_types = &i32,
+                          .num_results = 1};
+  tsr_ir_op_t *op = NULL;
+  TSR_CHECK_OK(tsr_ir_build_op(k, tsr_ir_kernel_body(k), &c, &op));
+  tsr_ir_value_t *a = op ? tsr_ir_op_result(op, 0) : NULL;
+  c.result_types = &f32;
+  c.loc.line = 8;
+  TSR_CHECK_OK(tsr_ir_build_op(k, tsr_ir_kernel_body(k), &c, &op));
+  tsr_ir_value_t *b = op ? tsr_ir_op_result(op, 0) : NULL;
+  tsr_ir_value_t *ab[] = {a, b};
+  tsr_ir_op_params_t add = {.mnemonic = "add", .loc = {opfile, 9, 3}, .operands = ab,
+                            .num_operands = 2, .result_types = &i32, .num_results = 1};
+  if (a && b) TSR_CHECK_OK(tsr_ir_build_op(k, tsr_ir_kernel_body(k), &add, NULL));
+  scrub(opfile);
+  opfile = NULL;
+  tsr_status_t s = tsr_ir_module_verify(m);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_VERIFY_ERROR);
+  tsr_diagnostic_list_t *list = NULL;
+  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(s, &list));
+  const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, 0);
+  TSR_CHECK(d && view_is(d->file, "copied_file.py") && d->line == 9 && d->col == 3);
+  tsr_diagnostic_list_destroy(list);
+  tsr_status_free(s);
+done:
+  tsr_ir_module_destroy(m);
+  free(opfile);
+}
+
+TSR_TEST(names) {
+  TSR_CHECK_EQ_STR(tsr_diagnostic_kind_name(TSR_DIAG_RACE), "race");
+  TSR_CHECK_EQ_STR(tsr_diagnostic_kind_name(TSR_DIAG_OUT_OF_BOUNDS), "out_of_bounds");
+  TSR_CHECK_EQ_STR(tsr_diagnostic_severity_name(TSR_SEVERITY_WARNING), "warning");
+  tsr_backend_t b;
+  TSR_CHECK(tsr_backend_from_name("cpu", &b) && b == TSR_BACKEND_CPU);
+  TSR_CHECK(!tsr_backend_from_name("tpu", &b));
+  TSR_CHECK_EQ_STR(tsr_backend_name(TSR_BACKEND_INTERP), "interp");
+}
+
+int main(void) {
+  make_temp_root();
+  RUN_OR_SKIP(flow_interp);
+  RUN_OR_SKIP(flow_cpu);
+  RUN_OR_SKIP(kernel_error_records);
+  RUN_OR_SKIP(parse_and_verify_records);
+  RUN_OR_SKIP(builder_copies_strings);
+  RUN_OR_SKIP(builder_location_file_copied);
+  RUN_OR_SKIP(names);
+  /* Last: it changes the environment. */
+  RUN_OR_SKIP(context_ignores_environment);
+  return tsr_test_done();
+}
