@@ -1,8 +1,8 @@
 /* The instruction loop: one core runs the prepared code from a pc until the
  * end of the body, a wait that cannot be satisfied yet, or a stop. Plain
- * unary and binary ops jump straight to their block loops; the others call
- * their implementation in view.c (loads, stores), dma.c (semaphores, DMAs)
- * or blockops.c. */
+ * unary and binary ops jump straight to their block loops; the others are
+ * implemented here (loads, stores, moves, scopes, print: static, so that they
+ * inline into the loop), in dma.c (semaphores, DMAs) or in blockops.c. */
 #include <stdio.h>
 
 #include "interp/interp_internal.h"
@@ -24,6 +24,142 @@ static tsr_print_value_t print_operand(void *ctx, uint32_t i) {
 static void do_print(run_t *run, const insn_t *in) {
   print_ctx_t ctx = {run, in->plan};
   tsr_interp_print(run->sh->out, ctx.tp->text, ctx.tp->count, print_operand, &ctx);
+}
+
+/* ---- Loads, stores, slices ---- */
+
+static void load(run_t *run, const insn_t *in) {
+  const view_plan_t *vp = in->plan;
+  ref_access_t a;
+  bool forwarded = run->forward != NULL;
+  void *dst = tsr_interp_result_ptr(run, in);
+  run->vals[in->r] = dst;
+  tsr_interp_materialize(run, vp->ref);
+  if (!tsr_view_access(run, in, &a)) {
+    if (vp->mask != NO_VALUE)
+      tsr_view_masked_outside(run, in, &a, false, dst);
+    else
+      tsr_interp_fill_uninit(run, (tsr_dtype_t)a.ri->dtype, dst, (uint64_t)in->n);
+    return;
+  }
+  const view_t *v = &a.v;
+  tsr_race_ref_access(run, in->site, vp, a.origin, a.step, false);
+  if (vp->mask != NO_VALUE) {
+    /* Masked: read only where the mask is set (and check only those). */
+    const uint8_t *mask = run->vals[vp->mask];
+    unsigned char uninit[8];
+    tsr_blockops_uninit_value((tsr_dtype_t)a.ri->dtype, run->p->options.uninit, uninit);
+    view_walk_t w = {{0}};
+    bool reported = false;
+    for (int64_t i = 0; i < in->n; i++, tsr_view_walk_next(v, &w)) {
+      int64_t off = tsr_view_walk_offset(v, &w);
+      uint8_t *out = (uint8_t *)dst + i * (int64_t)a.es;
+      if (mask[i]) {
+        memcpy(out, v->base + off * (int64_t)a.es, a.es);
+        if (v->shadow && !v->shadow[off] && !reported) {
+          tsr_view_report_unwritten(run, in, a.ri, v, a.origin, a.step, i);
+          reported = true;
+        }
+      } else {
+        memcpy(out, uninit, a.es);
+      }
+    }
+    return;
+  }
+  if (v->shadow) {
+    int64_t bad = tsr_view_first_unwritten(v);
+    if (bad >= 0) tsr_view_report_unwritten(run, in, a.ri, v, a.origin, a.step, bad);
+  }
+  if (!a.ri->written && !forwarded && tsr_view_is_dense(v)) {
+    /* The ref never changes during a step: the value can borrow its memory
+     * and a full copy of the view is saved. */
+    run->vals[in->r] = v->base;
+    return;
+  }
+  int64_t dstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(v->rank, v->dims, dstr);
+  tsr_blockops_copy(a.es, v->rank, v->dims, dst, dstr, v->base, v->strides);
+}
+
+static void store(run_t *run, const insn_t *in) {
+  const view_plan_t *vp = in->plan;
+  ref_access_t a;
+  if (!tsr_view_access(run, in, &a)) {
+    if (vp->mask != NO_VALUE)
+      tsr_view_masked_outside(run, in, &a, true, run->vals[in->b]);
+    else
+      tsr_interp_materialize(run, vp->ref);
+    return;
+  }
+  const view_t *v = &a.v;
+  tsr_race_ref_access(run, in->site, vp, a.origin, a.step, true);
+  const uint8_t *src = run->vals[in->b];
+  if (a.rr->pending_fill) {
+    /* A first store that covers the whole block makes the fill moot. */
+    if (vp->mask != NO_VALUE || !tsr_view_is_dense(v) || v->base != a.rr->data ||
+        tsr_view_count(v) != (int64_t)a.ri->elements)
+      tsr_interp_materialize(run, vp->ref);
+    else
+      a.rr->pending_fill = false;
+  }
+  if (vp->mask != NO_VALUE) {
+    const uint8_t *mask = run->vals[vp->mask];
+    int64_t count = tsr_view_count(v);
+    view_walk_t w = {{0}};
+    for (int64_t i = 0; i < count; i++, tsr_view_walk_next(v, &w)) {
+      if (!mask[i]) continue;
+      int64_t off = tsr_view_walk_offset(v, &w);
+      memcpy(v->base + off * (int64_t)a.es,
+             src + (vp->value_scalar ? 0 : i * (int64_t)a.es), a.es);
+      if (v->shadow) v->shadow[off] = 1;
+    }
+    return;
+  }
+  int64_t sstr[TSR_MAX_RANK];
+  if (vp->value_scalar) {
+    memset(sstr, 0, sizeof sstr);
+  } else {
+    tsr_blockops_dense_strides(v->rank, v->dims, sstr);
+  }
+  if (src != v->base) /* else the value was computed in place (forwarded) */
+    tsr_blockops_copy(a.es, v->rank, v->dims, v->base, v->strides, src, sstr);
+  if (v->shadow) tsr_view_mark_written(v->rank, v->dims, v->shadow, v->strides);
+}
+
+static void slice(run_t *run, const insn_t *in) {
+  const view_plan_t *vp = in->plan;
+  size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
+  view_t v;
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+  void *dst = tsr_interp_result_ptr(run, in);
+  run->vals[in->r] = dst;
+  if (!tsr_view_resolve(run, in, vp, NULL, run->vals[in->a], NULL, es, &v, origin, step,
+                        false))
+    return; /* static slices are verified: unreachable */
+  int64_t dstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(v.rank, v.dims, dstr);
+  tsr_blockops_copy(es, v.rank, v.dims, dst, dstr, v.base, v.strides);
+}
+
+/* Store forwarding: when the store after this instruction targets a dense,
+ * in-bounds view, the instruction writes its result there directly. */
+static void prepare_forward(run_t *run, const insn_t *store) {
+  const view_plan_t *vp = store->plan;
+  run_ref_t *rr = &run->refs[vp->ref];
+  const ref_info_t *ri = &run->p->refs[vp->ref];
+  view_t v;
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+  if (!tsr_view_resolve(run, store, vp, NULL, rr->data, rr->shadow,
+                        tsr_dtype_size((tsr_dtype_t)ri->dtype), &v, origin, step, true) ||
+      !tsr_view_is_dense(&v))
+    return; /* the store will copy (and report any error) */
+  if (rr->pending_fill) {
+    if (v.base == rr->data && tsr_view_count(&v) == (int64_t)ri->elements)
+      rr->pending_fill = false; /* the whole block is about to be written */
+    else
+      tsr_interp_materialize(run, vp->ref);
+  }
+  run->forward = v.base;
 }
 
 /* ---- Moves and scopes ---- */
@@ -101,7 +237,7 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
     const insn_t *in = &code[pc++];
     ops++;
     run->sh->tick++;
-    if (in->forward) tsr_view_prepare_forward(run, in + 1);
+    if (in->forward) prepare_forward(run, in + 1);
     switch (in->code) {
 #define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, text) \
   case TSR_OP_##E:                                                    \
@@ -174,13 +310,13 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
     /* Ops that are not plain unary/binary. */
     switch ((tsr_opcode_t)in->code) {
       case TSR_OP_LOAD:
-        tsr_view_load(run, in);
+        load(run, in);
         break;
       case TSR_OP_STORE:
-        tsr_view_store(run, in);
+        store(run, in);
         break;
       case TSR_OP_SLICE:
-        tsr_view_slice(run, in);
+        slice(run, in);
         break;
       case TSR_OP_PROGRAM_ID:
         tsr_interp_put_i32(run, in, (int32_t)run->point[((const shape_plan_t *)in->plan)->axis]);

@@ -327,7 +327,7 @@ static uint64_t loop_step(const run_t *run) {
 }
 
 /* Copies in changed inputs and starts changed outputs for run->step. */
-void tsr_grid_begin_step(run_t *run) {
+static void begin_step(run_t *run) {
   const tsr_interp_program_t *p = run->p;
   run->sh->stats.grid_steps++;
   run->step_tick = run->sh->tick;
@@ -349,7 +349,7 @@ void tsr_grid_begin_step(run_t *run) {
 
 /* After the body: the next step's index maps decide which outputs are copied
  * out now; moves to the next step. */
-void tsr_grid_end_step(run_t *run) {
+static void end_step(run_t *run) {
   const tsr_interp_program_t *p = run->p;
   bool last = run->core_step + 1 == run->core_steps;
   if (run->sh->tracing) {
@@ -398,7 +398,43 @@ void tsr_grid_start_core(run_t *run) {
     if (p->operands[j].blocked)
       eval_index_map(run, j, run->point, &run->cur_block[j * TSR_MAX_RANK]);
   if (!tsr_interp_take_step(run, p->grid_site)) return; /* the first grid step counts */
-  tsr_grid_begin_step(run);
+  begin_step(run);
   run->pc = p->body_pc;
   run->phase = CORE_BODY;
+}
+
+bool tsr_grid_run_core(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  bool progress = false;
+  while (!run->sh->aborted) {
+    switch (run->phase) {
+      case CORE_START:
+        tsr_grid_start_core(run);
+        progress = true;
+        break;
+      case CORE_STEP:
+        if (run->core_step >= run->core_steps) {
+          run->phase = CORE_DONE;
+          return true;
+        }
+        if (!tsr_interp_take_step(run, p->grid_site)) return true;
+        begin_step(run);
+        run->pc = p->body_pc;
+        run->phase = CORE_BODY;
+        progress = true;
+        break;
+      case CORE_BODY: {
+        uint32_t before = run->pc;
+        bool finished = tsr_interp_exec(run, &run->pc);
+        if (!finished) return progress || run->pc != before;
+        progress = true;
+        end_step(run);
+        run->phase = CORE_STEP;
+        break;
+      }
+      case CORE_DONE:
+        return progress;
+    }
+  }
+  return progress;
 }

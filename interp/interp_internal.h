@@ -520,12 +520,61 @@ void tsr_view_fill_unwritten(const run_t *run, tsr_dtype_t dtype, const view_t *
 /* Marks the elements of a strided shadow written. */
 void tsr_view_mark_written(uint32_t rank, const int64_t *dims, uint8_t *shadow,
                            const int64_t *strides);
-void tsr_view_load(run_t *run, const insn_t *in);
-void tsr_view_store(run_t *run, const insn_t *in);
-void tsr_view_slice(run_t *run, const insn_t *in);
-/* Store forwarding: when the store after an instruction targets a dense,
- * in-bounds view, the instruction writes its result there directly. */
-void tsr_view_prepare_forward(run_t *run, const insn_t *store);
+/* A load's or store's ref and resolved view. */
+typedef struct ref_access {
+  uint32_t ref;
+  const ref_info_t *ri;
+  run_ref_t *rr;
+  size_t es;
+  view_t v;
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+} ref_access_t;
+/* Resolves the view of a load/store; reports an out-of-bounds index, except
+ * for a masked access (see tsr_view_masked_outside). */
+bool tsr_view_access(run_t *run, const insn_t *in, ref_access_t *a);
+/* A masked load or store whose window reaches outside its ref. Pallas masks
+ * the edges of a ref this way: only the lanes the mask turns on are
+ * accessed, and only they must be in bounds. `value`: what a store writes,
+ * the load's result. */
+void tsr_view_masked_outside(run_t *run, const insn_t *in, const ref_access_t *a, bool store,
+                             uint8_t *value);
+/* Reports the read of never-written view element `flat`. */
+void tsr_view_report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
+                               const view_t *v, const int64_t *origin, const int64_t *step,
+                               int64_t flat);
+
+static inline int64_t tsr_view_count(const view_t *v) {
+  int64_t n = 1;
+  for (uint32_t i = 0; i < v->rank; i++) n *= v->dims[i];
+  return n;
+}
+
+static inline bool tsr_view_is_dense(const view_t *v) {
+  int64_t expect = 1;
+  for (int32_t i = (int32_t)v->rank - 1; i >= 0; i--) {
+    if (v->dims[i] != 1 && v->strides[i] != expect) return false;
+    expect *= v->dims[i];
+  }
+  return true;
+}
+
+/* Element offsets (in the ref) of a view, in row-major view order. */
+typedef struct view_walk {
+  int64_t idx[TSR_MAX_RANK];
+} view_walk_t;
+
+static inline int64_t tsr_view_walk_offset(const view_t *v, const view_walk_t *w) {
+  int64_t off = 0;
+  for (uint32_t d = 0; d < v->rank; d++) off += w->idx[d] * v->strides[d];
+  return off;
+}
+
+static inline void tsr_view_walk_next(const view_t *v, view_walk_t *w) {
+  for (int32_t d = (int32_t)v->rank - 1; d >= 0; d--) {
+    if (++w->idx[d] < v->dims[d]) break;
+    w->idx[d] = 0;
+  }
+}
 
 /* ---- dma.c ---- */
 
@@ -568,10 +617,8 @@ static inline bool tsr_interp_take_step(run_t *run, uint32_t site) {
 /* A core's start: its first grid point's block indices, and its first
  * step's blocks (inputs copied in, outputs started). */
 void tsr_grid_start_core(run_t *run);
-/* Copies in changed inputs and starts changed outputs for run->step. */
-void tsr_grid_begin_step(run_t *run);
-/* After the body: copies out the outputs the next step leaves; moves on. */
-void tsr_grid_end_step(run_t *run);
+/* Runs a core until it finishes or blocks. Returns true if it made progress. */
+bool tsr_grid_run_core(run_t *run);
 /* End of the run: never-written output elements (checked runs). */
 void tsr_grid_check_outputs(run_t *run);
 /* Frees a device's sets of visited output blocks (its core 0's). */

@@ -3,43 +3,6 @@
  * can move, the run is a deadlock and every blocked core is reported. */
 #include "interp/interp_internal.h"
 
-/* Runs a core until it finishes or blocks. Returns true if it made progress. */
-static bool run_core(run_t *run) {
-  const tsr_interp_program_t *p = run->p;
-  bool progress = false;
-  while (!run->sh->aborted) {
-    switch (run->phase) {
-      case CORE_START:
-        tsr_grid_start_core(run);
-        progress = true;
-        break;
-      case CORE_STEP:
-        if (run->core_step >= run->core_steps) {
-          run->phase = CORE_DONE;
-          return true;
-        }
-        if (!tsr_interp_take_step(run, p->grid_site)) return true;
-        tsr_grid_begin_step(run);
-        run->pc = p->body_pc;
-        run->phase = CORE_BODY;
-        progress = true;
-        break;
-      case CORE_BODY: {
-        uint32_t before = run->pc;
-        bool finished = tsr_interp_exec(run, &run->pc);
-        if (!finished) return progress || run->pc != before;
-        progress = true;
-        tsr_grid_end_step(run);
-        run->phase = CORE_STEP;
-        break;
-      }
-      case CORE_DONE:
-        return progress;
-    }
-  }
-  return progress;
-}
-
 /* Starts every core, then runs every core until it blocks or finishes. When
  * no core can move, each blocked core is reported and the run stops. Every
  * core's memory is set up (its first blocks included) before any core runs an
@@ -64,7 +27,7 @@ void tsr_interp_run_all(shared_t *sh) {
     for (uint32_t i = 0; i < n && !sh->aborted; i++) {
       run_t *core = &sh->core[order[i]];
       if (core->phase == CORE_DONE) continue;
-      if (run_core(core)) progress = true;
+      if (tsr_grid_run_core(core)) progress = true;
       if (core->phase != CORE_DONE) all_done = false;
     }
     if (all_done || sh->aborted) return;

@@ -1,7 +1,8 @@
 /* Views of refs at run time: resolving a load's, store's, slice's or DMA's
- * view with its bounds check, loads and stores (masked ones included) with
- * the uninitialized-read check through the shadow bytes, and store
- * forwarding. Semantics: docs/semantics.md, "Memory". */
+ * view with its bounds check, the uninitialized-read check through the
+ * shadow bytes and its report, masked accesses whose window reaches outside
+ * the ref, and the written marks of stores and DMAs. The instructions that
+ * use them are in exec.c. Semantics: docs/semantics.md, "Memory". */
 #include <stdio.h>
 
 #include "interp/interp_internal.h"
@@ -101,29 +102,6 @@ bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
   return true;
 }
 
-static bool resolve_view(run_t *run, const insn_t *in, const view_plan_t *vp,
-                         const char *ref_name, uint8_t *data, uint8_t *shadow,
-                         size_t elem_size, view_t *out, int64_t *origin,
-                         int64_t *step) {
-  return tsr_view_resolve(run, in, vp, ref_name, data, shadow, elem_size, out, origin, step,
-                          false);
-}
-
-static int64_t view_count(const view_t *v) {
-  int64_t n = 1;
-  for (uint32_t i = 0; i < v->rank; i++) n *= v->dims[i];
-  return n;
-}
-
-static bool view_is_dense(const view_t *v) {
-  int64_t expect = 1;
-  for (int32_t i = (int32_t)v->rank - 1; i >= 0; i--) {
-    if (v->dims[i] != 1 && v->strides[i] != expect) return false;
-    expect *= v->dims[i];
-  }
-  return true;
-}
-
 static void report_unwritten_at(run_t *run, const insn_t *in, const ref_info_t *ri,
                                 const char *at) {
   char shape[96];
@@ -137,29 +115,19 @@ static void report_unwritten_at(run_t *run, const insn_t *in, const ref_info_t *
                             ri->role == TSR_ROLE_OUT ? " in this output block" : "");
 }
 
-static void report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
-                             const view_t *v, const int64_t *origin,
-                             const int64_t *step, int64_t flat) {
+void tsr_view_report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
+                               const view_t *v, const int64_t *origin, const int64_t *step,
+                               int64_t flat) {
   char at[128];
   view_index_text(v, origin, ri->rank, step, flat, at, sizeof at);
   report_unwritten_at(run, in, ri, at);
 }
 
-/* ---- Loads and stores ---- */
-
-/* A load's or store's ref and resolved view. */
-typedef struct ref_access {
-  uint32_t ref;
-  const ref_info_t *ri;
-  run_ref_t *rr;
-  size_t es;
-  view_t v;
-  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
-} ref_access_t;
+/* ---- Loads and stores: checks ---- */
 
 /* Resolves the view of a load/store; reports an out-of-bounds index, except
- * for a masked access (see masked_outside). */
-static bool access_ref(run_t *run, const insn_t *in, ref_access_t *a) {
+ * for a masked access (see tsr_view_masked_outside). */
+bool tsr_view_access(run_t *run, const insn_t *in, ref_access_t *a) {
   const view_plan_t *vp = in->plan;
   a->ref = vp->ref;
   a->ri = &run->p->refs[vp->ref];
@@ -168,11 +136,6 @@ static bool access_ref(run_t *run, const insn_t *in, ref_access_t *a) {
   return tsr_view_resolve(run, in, vp, a->ri->name, a->rr->data, a->rr->shadow, a->es,
                         &a->v, a->origin, a->step, vp->mask != NO_VALUE);
 }
-
-/* Element offsets (in the ref) of a view, in row-major view order. */
-typedef struct view_walk {
-  int64_t idx[TSR_MAX_RANK];
-} view_walk_t;
 
 /* The lanes of a masked view whose window reaches outside its ref. */
 typedef struct lane_window {
@@ -221,8 +184,8 @@ static void lane_next(const lane_window_t *w, int64_t *vidx) {
  * accessed, and only they must be in bounds. The first lane that is on and
  * out of bounds is an error, and the access is then skipped (a load yields
  * the uninitialized value). `value`: what a store writes, the load's result. */
-static void masked_outside(run_t *run, const insn_t *in, const ref_access_t *a, bool store,
-                           uint8_t *value) {
+void tsr_view_masked_outside(run_t *run, const insn_t *in, const ref_access_t *a, bool store,
+                             uint8_t *value) {
   const view_plan_t *vp = in->plan;
   const uint8_t *mask = run->vals[vp->mask];
   const ref_info_t *ri = a->ri;
@@ -271,158 +234,11 @@ static void masked_outside(run_t *run, const insn_t *in, const ref_access_t *a, 
   }
 }
 
-static int64_t walk_offset(const view_t *v, const view_walk_t *w) {
-  int64_t off = 0;
-  for (uint32_t d = 0; d < v->rank; d++) off += w->idx[d] * v->strides[d];
-  return off;
-}
-
-static void walk_next(const view_t *v, view_walk_t *w) {
-  for (int32_t d = (int32_t)v->rank - 1; d >= 0; d--) {
-    if (++w->idx[d] < v->dims[d]) break;
-    w->idx[d] = 0;
-  }
-}
-
-void tsr_view_load(run_t *run, const insn_t *in) {
-  const view_plan_t *vp = in->plan;
-  ref_access_t a;
-  bool forwarded = run->forward != NULL;
-  void *dst = tsr_interp_result_ptr(run, in);
-  run->vals[in->r] = dst;
-  tsr_interp_materialize(run, vp->ref);
-  if (!access_ref(run, in, &a)) {
-    if (vp->mask != NO_VALUE)
-      masked_outside(run, in, &a, false, dst);
-    else
-      tsr_interp_fill_uninit(run, (tsr_dtype_t)a.ri->dtype, dst, (uint64_t)in->n);
-    return;
-  }
-  const view_t *v = &a.v;
-  tsr_race_ref_access(run, in->site, vp, a.origin, a.step, false);
-  if (vp->mask != NO_VALUE) {
-    /* Masked: read only where the mask is set (and check only those). */
-    const uint8_t *mask = run->vals[vp->mask];
-    unsigned char uninit[8];
-    tsr_blockops_uninit_value((tsr_dtype_t)a.ri->dtype, run->p->options.uninit, uninit);
-    view_walk_t w = {{0}};
-    bool reported = false;
-    for (int64_t i = 0; i < in->n; i++, walk_next(v, &w)) {
-      int64_t off = walk_offset(v, &w);
-      uint8_t *out = (uint8_t *)dst + i * (int64_t)a.es;
-      if (mask[i]) {
-        memcpy(out, v->base + off * (int64_t)a.es, a.es);
-        if (v->shadow && !v->shadow[off] && !reported) {
-          report_unwritten(run, in, a.ri, v, a.origin, a.step, i);
-          reported = true;
-        }
-      } else {
-        memcpy(out, uninit, a.es);
-      }
-    }
-    return;
-  }
-  if (v->shadow) {
-    int64_t bad = tsr_view_first_unwritten(v);
-    if (bad >= 0) report_unwritten(run, in, a.ri, v, a.origin, a.step, bad);
-  }
-  if (!a.ri->written && !forwarded && view_is_dense(v)) {
-    /* The ref never changes during a step: the value can borrow its memory
-     * and a full copy of the view is saved. */
-    run->vals[in->r] = v->base;
-    return;
-  }
-  int64_t dstr[TSR_MAX_RANK];
-  tsr_blockops_dense_strides(v->rank, v->dims, dstr);
-  tsr_blockops_copy(a.es, v->rank, v->dims, dst, dstr, v->base, v->strides);
-}
-
 void tsr_view_mark_written(uint32_t rank, const int64_t *dims, uint8_t *shadow,
                            const int64_t *strides) {
   static const uint8_t one_byte = 1;
   int64_t zero[TSR_MAX_RANK] = {0};
   tsr_blockops_copy(1, rank, dims, shadow, strides, &one_byte, zero);
-}
-
-void tsr_view_store(run_t *run, const insn_t *in) {
-  const view_plan_t *vp = in->plan;
-  ref_access_t a;
-  if (!access_ref(run, in, &a)) {
-    if (vp->mask != NO_VALUE)
-      masked_outside(run, in, &a, true, run->vals[in->b]);
-    else
-      tsr_interp_materialize(run, vp->ref);
-    return;
-  }
-  const view_t *v = &a.v;
-  tsr_race_ref_access(run, in->site, vp, a.origin, a.step, true);
-  const uint8_t *src = run->vals[in->b];
-  if (a.rr->pending_fill) {
-    /* A first store that covers the whole block makes the fill moot. */
-    if (vp->mask != NO_VALUE || !view_is_dense(v) || v->base != a.rr->data ||
-        view_count(v) != (int64_t)a.ri->elements)
-      tsr_interp_materialize(run, vp->ref);
-    else
-      a.rr->pending_fill = false;
-  }
-  if (vp->mask != NO_VALUE) {
-    const uint8_t *mask = run->vals[vp->mask];
-    int64_t count = view_count(v);
-    view_walk_t w = {{0}};
-    for (int64_t i = 0; i < count; i++, walk_next(v, &w)) {
-      if (!mask[i]) continue;
-      int64_t off = walk_offset(v, &w);
-      memcpy(v->base + off * (int64_t)a.es,
-             src + (vp->value_scalar ? 0 : i * (int64_t)a.es), a.es);
-      if (v->shadow) v->shadow[off] = 1;
-    }
-    return;
-  }
-  int64_t sstr[TSR_MAX_RANK];
-  if (vp->value_scalar) {
-    memset(sstr, 0, sizeof sstr);
-  } else {
-    tsr_blockops_dense_strides(v->rank, v->dims, sstr);
-  }
-  if (src != v->base) /* else the value was computed in place (forwarded) */
-    tsr_blockops_copy(a.es, v->rank, v->dims, v->base, v->strides, src, sstr);
-  if (v->shadow) tsr_view_mark_written(v->rank, v->dims, v->shadow, v->strides);
-}
-
-void tsr_view_slice(run_t *run, const insn_t *in) {
-  const view_plan_t *vp = in->plan;
-  size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
-  view_t v;
-  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
-  void *dst = tsr_interp_result_ptr(run, in);
-  run->vals[in->r] = dst;
-  if (!resolve_view(run, in, vp, NULL, run->vals[in->a], NULL, es, &v, origin,
-                    step))
-    return; /* static slices are verified: unreachable */
-  int64_t dstr[TSR_MAX_RANK];
-  tsr_blockops_dense_strides(v.rank, v.dims, dstr);
-  tsr_blockops_copy(es, v.rank, v.dims, dst, dstr, v.base, v.strides);
-}
-
-/* ---- Store forwarding ---- */
-
-void tsr_view_prepare_forward(run_t *run, const insn_t *store) {
-  const view_plan_t *vp = store->plan;
-  run_ref_t *rr = &run->refs[vp->ref];
-  const ref_info_t *ri = &run->p->refs[vp->ref];
-  view_t v;
-  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
-  if (!tsr_view_resolve(run, store, vp, NULL, rr->data, rr->shadow,
-                        tsr_dtype_size((tsr_dtype_t)ri->dtype), &v, origin, step, true) ||
-      !view_is_dense(&v))
-    return; /* the store will copy (and report any error) */
-  if (rr->pending_fill) {
-    if (v.base == rr->data && view_count(&v) == (int64_t)ri->elements)
-      rr->pending_fill = false; /* the whole block is about to be written */
-    else
-      tsr_interp_materialize(run, vp->ref);
-  }
-  run->forward = v.base;
 }
 
 /* Gives the never-written elements of a DMA source view the uninitialized
@@ -432,8 +248,8 @@ void tsr_view_prepare_forward(run_t *run, const insn_t *store) {
 void tsr_view_fill_unwritten(const run_t *run, tsr_dtype_t dtype, const view_t *v) {
   size_t es = tsr_dtype_size(dtype);
   view_walk_t w = {{0}};
-  for (int64_t i = 0, n = view_count(v); i < n; i++, walk_next(v, &w)) {
-    int64_t off = walk_offset(v, &w);
+  for (int64_t i = 0, n = tsr_view_count(v); i < n; i++, tsr_view_walk_next(v, &w)) {
+    int64_t off = tsr_view_walk_offset(v, &w);
     if (!v->shadow[off]) tsr_interp_fill_uninit(run, dtype, v->base + off * (int64_t)es, 1);
   }
 }
