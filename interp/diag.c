@@ -194,33 +194,12 @@ tsr_diag_where_t tsr_interp_where(const run_t *run, uint32_t site) {
                             run->core, run->point, run->p->grid_rank};
 }
 
-void tsr_interp_kernel_vreport(run_t *run, uint32_t site, tsr_diag_kind_t kind,
-                               tsr_diag_severity_t severity, const char *fmt, va_list ap) {
-  tsr_diag_where_t where = tsr_interp_where(run, site);
-  if (tsr_diag_vreport(&run->sh->diag, &where, kind, severity, fmt, ap))
-    run->sh->aborted = true;
-}
-
 void tsr_interp_kernel_report(run_t *run, uint32_t site, tsr_diag_kind_t kind,
                               tsr_diag_severity_t severity, const char *fmt, ...) {
+  tsr_diag_where_t where = tsr_interp_where(run, site);
   va_list ap;
   va_start(ap, fmt);
-  tsr_interp_kernel_vreport(run, site, kind, severity, fmt, ap);
+  bool stop = tsr_diag_vreport(&run->sh->diag, &where, kind, severity, fmt, ap);
   va_end(ap);
-}
-
-void tsr_interp_kernel_error(run_t *run, uint32_t site, tsr_diag_kind_t kind,
-                             const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  tsr_interp_kernel_vreport(run, site, kind, TSR_DIAG_ERROR, fmt, ap);
-  va_end(ap);
-}
-
-void tsr_interp_kernel_warning(run_t *run, uint32_t site, tsr_diag_kind_t kind,
-                               const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  tsr_interp_kernel_vreport(run, site, kind, TSR_DIAG_WARNING, fmt, ap);
-  va_end(ap);
+  if (stop) run->sh->aborted = true;
 }

@@ -430,13 +430,15 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
         break;
       case TSR_OP_DEVICE_ID:
       case TSR_OP_CORE_ID:
-        tsr_interp_put_i32(run, in, (int32_t)(in->code == TSR_OP_DEVICE_ID ? run->device : run->core));
+        tsr_interp_put_i32(run, in,
+                           (int32_t)(in->code == TSR_OP_DEVICE_ID ? run->device : run->core));
         break;
       case TSR_OP_SEM_SIGNAL:
         tsr_sem_signal(run, in);
         break;
       case TSR_OP_SEM_WAIT:
-        if (!tsr_sem_try_wait(run, in, in->plan, tsr_interp_read_i32(run, ((const sem_plan_t *)in->plan)->amount)))
+        if (!tsr_sem_try_wait(run, in, in->plan,
+                              tsr_interp_read_i32(run, ((const sem_plan_t *)in->plan)->amount)))
           goto blocked;
         break;
       case TSR_OP_SEM_READ: {

@@ -32,7 +32,8 @@ static void eval_index_map(run_t *run, uint32_t j, const int64_t *point, int64_t
   }
   uint32_t pc = op->map_pc;
   tsr_interp_exec(run, &pc);
-  for (uint32_t d = 0; d < op->array_rank; d++) out[d] = tsr_interp_read_i32(run, op->map_results[d]);
+  for (uint32_t d = 0; d < op->array_rank; d++)
+    out[d] = tsr_interp_read_i32(run, op->map_results[d]);
 }
 
 static bool block_in_range(const operand_plan_t *op, const int64_t *b) {

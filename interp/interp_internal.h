@@ -438,16 +438,13 @@ tsr_diag_where_t tsr_interp_where(const run_t *run, uint32_t site);
 /* Records a diagnostic at a site (once per site and severity per run); the
  * run stops when max_errors errors have been kept. A warning is legal in
  * Pallas but suspicious: an error under options.strict. */
-void tsr_interp_kernel_vreport(run_t *run, uint32_t site, tsr_diag_kind_t kind,
-                               tsr_diag_severity_t severity, const char *fmt, va_list ap)
-    TSR_PRINTF(5, 0);
 void tsr_interp_kernel_report(run_t *run, uint32_t site, tsr_diag_kind_t kind,
                               tsr_diag_severity_t severity, const char *fmt, ...)
     TSR_PRINTF(5, 6);
-void tsr_interp_kernel_error(run_t *run, uint32_t site, tsr_diag_kind_t kind,
-                             const char *fmt, ...) TSR_PRINTF(4, 5);
-void tsr_interp_kernel_warning(run_t *run, uint32_t site, tsr_diag_kind_t kind,
-                               const char *fmt, ...) TSR_PRINTF(4, 5);
+#define tsr_interp_kernel_error(run, site, kind, ...) \
+  tsr_interp_kernel_report(run, site, kind, TSR_DIAG_ERROR, __VA_ARGS__)
+#define tsr_interp_kernel_warning(run, site, kind, ...) \
+  tsr_interp_kernel_report(run, site, kind, TSR_DIAG_WARNING, __VA_ARGS__)
 
 /* ---- trace.c ---- */
 

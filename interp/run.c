@@ -236,8 +236,8 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
         memcpy(hbm[j], hbm[op->alias], bytes);
         hbm[op->alias] = hbm[j]; /* shared HBM buffer */
       } else if (!p->options.check) {
-        /* With checks on, never-written elements are found through the
-         * shadow and filled at the end (check_outputs): no pass here. */
+        /* With checks on, never-written elements are found through the shadow
+         * and filled at the end (tsr_grid_check_outputs): no pass here. */
         tsr_interp_fill_uninit(&sh->core[d * sh->cores], (tsr_dtype_t)ri->dtype, hbm[j],
                     op->array_elements);
       }

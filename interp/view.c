@@ -242,9 +242,9 @@ void tsr_view_mark_written(uint32_t rank, const int64_t *dims, uint8_t *shadow,
 }
 
 /* Gives the never-written elements of a DMA source view the uninitialized
- * value: an HBM output is not filled before a checked run (check_outputs
- * fills what stays unwritten at the end), so a DMA reading it early must not
- * copy the caller's stale data. */
+ * value: an HBM output is not filled before a checked run
+ * (tsr_grid_check_outputs fills what stays unwritten at the end), so a DMA
+ * reading it early must not copy the caller's stale data. */
 void tsr_view_fill_unwritten(const run_t *run, tsr_dtype_t dtype, const view_t *v) {
   size_t es = tsr_dtype_size(dtype);
   view_walk_t w = {{0}};
