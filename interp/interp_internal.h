@@ -1,14 +1,29 @@
 /* What the interpreter's files share: the prepared program (instructions,
- * value and ref tables, the grid pipeline's per-operand plans) and the state
- * of one run. prepare.c builds a program from a verified kernel; run.c
- * executes it. A program is immutable once prepared. */
+ * value and ref tables, the grid pipeline's per-operand plans), the state of
+ * one run, and the functions its files call in each other. A program is
+ * immutable once prepared. Private to interp/; runtime/ sees only
+ * interp/interp_runtime.h.
+ *
+ * Layering: a file calls only the files below it (and base/, ir/), never
+ * one above; blockops.c, bounds.c, print.c, trace.c and diag.c call no other
+ * file of interp/.
+ *   prepare.c   builds a program from a verified kernel
+ *   run.c       entry point: setup, teardown, end-of-run checks, status
+ *   sched.c     the scheduler of cores; deadlock detection
+ *   grid.c      one core's walk through the grid; block copies in and out
+ *   exec.c      the instruction loop (index maps included)
+ *   dma.c       semaphores, DMAs, barriers
+ *   view.c      views, loads, stores: bounds and uninitialized checks
+ *   race.c      the race detector and its hooks
+ *   trace.c, print.c, blockops.c, bounds.c
+ *   diag.c      the diagnostics sink (interp/diag.h), shared with runtime/ */
 #ifndef TESSERA_INTERP_INTERNAL_H
 #define TESSERA_INTERP_INTERNAL_H
 
 #include <stdatomic.h>
 
 #include "interp/blockops.h"
-#include "interp/bounds.h"
+#include "interp/interp_runtime.h"
 #include "ir/ir.h"
 #include "tessera/interp.h"
 
@@ -247,20 +262,6 @@ struct tsr_interp_program {
   void *release_ctx;
 };
 
-/* Makes a program that runs `prepared`'s code for `kernel`, which must have
- * the same canonical bytes as the kernel it was prepared from, with the
- * semantic options of `prepared` and the print stream and trace path of
- * `options` (may be NULL). Its diagnostics name `kernel`'s file, kernel,
- * values and locations. `prepared` must outlive the result; `release` (may be
- * NULL) is called with `release_ctx` when the result is destroyed.
- * TSR_INTERNAL if the kernel's shape does not match. */
-tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
-                                     const tsr_ir_kernel_t *kernel,
-                                     const tsr_interp_options_t *options,
-                                     void (*release)(void *ctx), void *release_ctx,
-                                     tsr_interp_program_t **out_program)
-    TSR_MUST_USE;
-
 /* One run's state. */
 typedef struct run_ref {
   uint8_t *data;
@@ -287,6 +288,9 @@ typedef struct race_ap { /* start, start + stride, .. (count elements) */
 
 typedef struct race_state race_state_t;
 
+/* Where a core is in its walk through the grid (sched.c, grid.c). */
+typedef enum core_phase { CORE_START, CORE_STEP, CORE_BODY, CORE_DONE } core_phase_t;
+
 /* The state of one simulated core during a run. */
 typedef struct run {
   const tsr_interp_program_t *p;
@@ -312,7 +316,7 @@ typedef struct run {
   uint64_t step;        /* linear grid step being run (row-major in the grid) */
   uint64_t share_lo, share_hi; /* this core's split points (tsr_ir_core_share) */
   uint64_t core_step, core_steps; /* this core's step being run, and its count */
-  uint8_t phase;        /* CORE_* in run.c */
+  uint8_t phase;        /* core_phase_t */
   uint32_t pc;          /* resume point in the body when blocked */
   uint32_t blocked_pc;  /* the waiting instruction, for deadlock reports */
   vclock_t vc;          /* race detection: this core's clock */
@@ -355,10 +359,7 @@ struct shared {
   uint8_t **hbm_shadow;     /* devices x operand plans */
   void **visited;           /* devices x operand plans */
   int64_t **perm;           /* per grid dim */
-  tsr_diag_list_t diags;     /* errors */
-  tsr_diag_list_t warnings;  /* severity "warning" */
-  uint8_t *site_reported;    /* per site: bit 0 an error, bit 1 a warning */
-  uint64_t suppressed, warnings_suppressed;
+  tsr_diag_sink_t diag;     /* errors and warnings */
   bool aborted;
   tsr_interp_stats_t stats;
   FILE *out;
@@ -376,7 +377,85 @@ struct shared {
   uint64_t budget;
 };
 
-/* race.c */
+
+/* A resolved view of a ref (or of a value, for slice): strided elements. */
+typedef struct view {
+  uint8_t *base;    /* element (0, .., 0) */
+  uint8_t *shadow;  /* shadow of element (0, .., 0), or NULL */
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+  int64_t strides[TSR_MAX_RANK]; /* elements */
+  int64_t origin[TSR_MAX_RANK];  /* for messages: start index in the ref */
+  uint32_t ref_dim_of[TSR_MAX_RANK];
+} view_t;
+
+/* ---- Small helpers of the hot path (inline: every instruction uses them) ---- */
+
+static inline int32_t tsr_interp_read_i32(const run_t *run, uint32_t value) {
+  int32_t v;
+  memcpy(&v, run->vals[value], 4);
+  return v;
+}
+
+/* A value's own buffer in the frame. */
+static inline void *tsr_interp_own(const run_t *run, uint32_t value) {
+  return run->frame + run->p->values[value].offset;
+}
+
+/* Where an instruction writes its result: the store target when forwarded
+ * (see forwards_to_store in prepare.c), else the value's own buffer. */
+static inline void *tsr_interp_result_ptr(run_t *run, const insn_t *in) {
+  void *p = run->forward;
+  if (p) {
+    run->forward = NULL;
+    return p;
+  }
+  return tsr_interp_own(run, in->r);
+}
+
+/* Writes a scalar i32 result. */
+static inline void tsr_interp_put_i32(run_t *run, const insn_t *in, int32_t v) {
+  run->vals[in->r] = tsr_interp_result_ptr(run, in);
+  memcpy(run->vals[in->r], &v, 4);
+}
+
+/* A core's index among all cores of the run (device-major). */
+static inline uint32_t tsr_interp_core_index(const run_t *run) {
+  return run->device * run->sh->cores + run->core;
+}
+
+static inline uint64_t tsr_interp_splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* ---- diag.c: the interpreter's way into the diagnostics sink ---- */
+
+/* Where a diagnostic of `run` at `site` happens (its current grid point). */
+tsr_diag_where_t tsr_interp_where(const run_t *run, uint32_t site);
+/* Records a diagnostic at a site (once per site and severity per run); the
+ * run stops when max_errors errors have been kept. A warning is legal in
+ * Pallas but suspicious: an error under options.strict. */
+void tsr_interp_kernel_report(run_t *run, uint32_t site, tsr_diag_kind_t kind,
+                              tsr_diag_severity_t severity, const char *fmt, ...)
+    TSR_PRINTF(5, 6);
+#define tsr_interp_kernel_error(run, site, kind, ...) \
+  tsr_interp_kernel_report(run, site, kind, TSR_DIAG_ERROR, __VA_ARGS__)
+#define tsr_interp_kernel_warning(run, site, kind, ...) \
+  tsr_interp_kernel_report(run, site, kind, TSR_DIAG_WARNING, __VA_ARGS__)
+
+/* ---- trace.c ---- */
+
+void tsr_trace_event(shared_t *sh, const char *name, uint32_t device, uint32_t tid,
+                     uint64_t start, uint64_t end, const char *args_json);
+void tsr_trace_dma(shared_t *sh, const dma_record_t *r);
+/* Writes the trace to options.trace_path; false on failure. */
+bool tsr_trace_write(shared_t *sh);
+
+/* ---- race.c: the detector ---- */
+
 race_state_t *tsr_race_create(void);
 void tsr_race_destroy(race_state_t *rs);
 void tsr_race_access(run_t *run, vclock_t *vc, int64_t dma_id, uint32_t site,
@@ -388,30 +467,163 @@ void tsr_vc_free(vclock_t *v);
 void tsr_vc_join(vclock_t *dst, const vclock_t *src);
 void tsr_vc_copy(vclock_t *dst, const vclock_t *src);
 void tsr_vc_add_dma(vclock_t *v, uint32_t id);
-/* run.c: records a kernel error at a site (once per site per run). */
-void tsr_interp_kernel_error(run_t *run, uint32_t site, const char *fmt, ...)
-    TSR_PRINTF(3, 4);
-/* run.c: records a warning at a site (once per site per run): legal in
- * Pallas but suspicious; an error under options.strict. */
-void tsr_interp_kernel_warning(run_t *run, uint32_t site, const char *fmt, ...)
-    TSR_PRINTF(3, 4);
 
-/* Shared by prepare.c and run.c */
-void tsr_interp_format_point(char *buf, size_t size, const int64_t *point,
-                             uint32_t rank);
-/* A value `print` shows: n elements of dtype at data (storage format). */
-typedef struct tsr_print_value {
-  tsr_dtype_t dtype;
-  const void *data;
-  uint64_t n;
-  bool vector; /* shown as "[a, b, ...]" (at most 64 elements) */
-} tsr_print_value_t;
-/* Writes one `print`: `text` with each "{}" replaced by the next of `count`
- * values (value(ctx, i) gives value i), then a newline. The line is
- * formatted first and written with one fwrite, so the stream gets one write
- * per line and the lines of concurrent cores stay whole. Used by the
- * interpreter and the CPU backend's runtime. */
-void tsr_interp_print(FILE *f, const char *text, uint32_t count,
-                      tsr_print_value_t (*value)(void *ctx, uint32_t i), void *ctx);
+/* ---- race.c: the hooks the run calls (no-ops unless detecting races) ---- */
+
+/* The memory object a ref of `core` names (a race detector key). */
+uint64_t tsr_race_object_key(const run_t *core, uint32_t ref);
+/* The per-dimension progressions of a resolved view (origin/step per ref dim). */
+uint32_t tsr_race_view_aps(const view_plan_t *vp, const int64_t *origin, const int64_t *step,
+                           race_ap_t *ap);
+void tsr_race_ref_record(run_t *run, uint32_t site, const view_plan_t *vp,
+                         const int64_t *origin, const int64_t *step, bool write);
+/* A load's or store's access, when detecting races (inline: every load and
+ * store asks). */
+static inline void tsr_race_ref_access(run_t *run, uint32_t site, const view_plan_t *vp,
+                                       const int64_t *origin, const int64_t *step,
+                                       bool write) {
+  if (TSR_UNLIKELY(run->sh->race != NULL))
+    tsr_race_ref_record(run, site, vp, origin, step, write);
+}
+/* A release: what this core did so far is published through `sem`. */
+void tsr_race_release(run_t *run, const int32_t *sem);
+void tsr_race_acquire(run_t *run, const int32_t *sem);
+/* The pipeline's block copies read and write operand j's HBM for the core. */
+void tsr_race_window(run_t *run, uint32_t j, const int64_t *start, const int64_t *extent,
+                     bool write);
+
+/* ---- view.c ---- */
+
+void tsr_interp_fill_uninit(const run_t *run, tsr_dtype_t dtype, void *dst, uint64_t n);
+/* Gives a lazily filled output block its uninitialized contents. */
+static inline void tsr_interp_materialize(run_t *run, uint32_t ref) {
+  run_ref_t *rr = &run->refs[ref];
+  if (!rr->pending_fill) return;
+  const ref_info_t *ri = &run->p->refs[ref];
+  tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, rr->data, ri->elements);
+  rr->pending_fill = false;
+}
+/* Resolves the view of a load/store/slice/DMA (ref_name: the ref, NULL for a
+ * slice of a value). On an out-of-bounds index reports (unless quiet) and
+ * returns false. */
+bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
+                      const char *ref_name, uint8_t *data, uint8_t *shadow, size_t elem_size,
+                      view_t *out, int64_t *origin, int64_t *step, bool quiet);
+/* The flat position (in view order) of the first never-written element of
+ * the view (by its shadow), or -1. */
+int64_t tsr_view_first_unwritten(const view_t *v);
+/* Gives the never-written elements of a view the uninitialized value. */
+void tsr_view_fill_unwritten(const run_t *run, tsr_dtype_t dtype, const view_t *v);
+/* Marks the elements of a strided shadow written. */
+void tsr_view_mark_written(uint32_t rank, const int64_t *dims, uint8_t *shadow,
+                           const int64_t *strides);
+/* A load's or store's ref and resolved view. */
+typedef struct ref_access {
+  uint32_t ref;
+  const ref_info_t *ri;
+  run_ref_t *rr;
+  size_t es;
+  view_t v;
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+} ref_access_t;
+/* Resolves the view of a load/store; reports an out-of-bounds index, except
+ * for a masked access (see tsr_view_masked_outside). */
+bool tsr_view_access(run_t *run, const insn_t *in, ref_access_t *a);
+/* A masked load or store whose window reaches outside its ref. Pallas masks
+ * the edges of a ref this way: only the lanes the mask turns on are
+ * accessed, and only they must be in bounds. `value`: what a store writes,
+ * the load's result. */
+void tsr_view_masked_outside(run_t *run, const insn_t *in, const ref_access_t *a, bool store,
+                             uint8_t *value);
+/* Reports the read of never-written view element `flat`. */
+void tsr_view_report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
+                               const view_t *v, const int64_t *origin, const int64_t *step,
+                               int64_t flat);
+
+static inline int64_t tsr_view_count(const view_t *v) {
+  int64_t n = 1;
+  for (uint32_t i = 0; i < v->rank; i++) n *= v->dims[i];
+  return n;
+}
+
+static inline bool tsr_view_is_dense(const view_t *v) {
+  int64_t expect = 1;
+  for (int32_t i = (int32_t)v->rank - 1; i >= 0; i--) {
+    if (v->dims[i] != 1 && v->strides[i] != expect) return false;
+    expect *= v->dims[i];
+  }
+  return true;
+}
+
+/* Element offsets (in the ref) of a view, in row-major view order. */
+typedef struct view_walk {
+  int64_t idx[TSR_MAX_RANK];
+} view_walk_t;
+
+static inline int64_t tsr_view_walk_offset(const view_t *v, const view_walk_t *w) {
+  int64_t off = 0;
+  for (uint32_t d = 0; d < v->rank; d++) off += w->idx[d] * v->strides[d];
+  return off;
+}
+
+static inline void tsr_view_walk_next(const view_t *v, view_walk_t *w) {
+  for (int32_t d = (int32_t)v->rank - 1; d >= 0; d--) {
+    if (++w->idx[d] < v->dims[d]) break;
+    w->idx[d] = 0;
+  }
+}
+
+/* ---- dma.c ---- */
+
+void tsr_sem_signal(run_t *run, const insn_t *in);
+/* The semaphore a sem_read names (NULL after reporting an error). */
+int32_t *tsr_sem_addr(run_t *run, const insn_t *in, const sem_plan_t *sp);
+/* Waits until this core's semaphore holds `need`, then subtracts it; false
+ * when the core must block. */
+bool tsr_sem_try_wait(run_t *run, const insn_t *in, const sem_plan_t *sp, int32_t need);
+void tsr_sem_barrier_signal(run_t *run, const insn_t *in);
+void tsr_dma_start(run_t *run, const insn_t *in);
+/* Leaving a scope: a DMA in flight into or out of its buffers is an error. */
+void tsr_dma_scope_exit(run_t *run, const insn_t *in);
+/* Reports a core that can no longer move (part of a deadlock). */
+void tsr_sem_report_blocked(run_t *run);
+/* End of the kernel: DMAs never waited for and semaphores left non-zero. */
+void tsr_dma_check_end(shared_t *sh);
+
+/* ---- exec.c ---- */
+
+/* Runs instructions from *pc_io until the end of the code (true) or a wait
+ * that cannot be satisfied yet (false; *pc_io is the waiting instruction). */
+bool tsr_interp_exec(run_t *run, uint32_t *pc_io);
+bool tsr_interp_take_step_slow(run_t *run, uint32_t site);
+/* Counts one step (a grid step or a loop iteration) at `site`. When a run
+ * bound is reached (interp/bounds.h), reports it there as a kernel error,
+ * abandons the run and returns false. The clock and the cancel flag are
+ * read only when a grant of steps runs out. */
+static inline bool tsr_interp_take_step(run_t *run, uint32_t site) {
+  shared_t *sh = run->sh;
+  if (TSR_LIKELY(sh->budget > 0)) {
+    sh->budget--;
+    return true;
+  }
+  return tsr_interp_take_step_slow(run, site);
+}
+
+/* ---- grid.c ---- */
+
+/* A core's start: its first grid point's block indices, and its first
+ * step's blocks (inputs copied in, outputs started). */
+void tsr_grid_start_core(run_t *run);
+/* Runs a core until it finishes or blocks. Returns true if it made progress. */
+bool tsr_grid_run_core(run_t *run);
+/* End of the run: never-written output elements (checked runs). */
+void tsr_grid_check_outputs(run_t *run);
+/* Frees a device's sets of visited output blocks (its core 0's). */
+void tsr_grid_free_visits(run_t *run);
+
+/* ---- sched.c ---- */
+
+/* Runs every core to its end, or until a deadlock or a stop. */
+void tsr_interp_run_all(shared_t *sh);
 
 #endif /* TESSERA_INTERP_INTERNAL_H */

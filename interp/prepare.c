@@ -214,7 +214,7 @@ static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
 
 static tsr_status_t op_site(prep_t *ps, const tsr_op_t *op, uint32_t *site) {
   char what[48];
-  snprintf(what, sizeof what, "'%s'", tsr_op_table[op->opcode].mnemonic);
+  tsr_diag_format_op(what, sizeof what, op->opcode);
   return add_site(ps, op->loc, what, SITE_OP, op_position(ps, op), 0, site);
 }
 
@@ -744,16 +744,6 @@ static void format_bytes(char *buf, size_t size, uint64_t bytes) {
     snprintf(buf, size, "%llu B", (unsigned long long)bytes);
 }
 
-void tsr_interp_format_point(char *buf, size_t size, const int64_t *point,
-                             uint32_t rank) {
-  size_t used = 0;
-  used += (size_t)snprintf(buf, size, "(");
-  for (uint32_t i = 0; i < rank && used < size; i++)
-    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
-                             (long long)point[i]);
-  if (used < size) snprintf(buf + used, size - used, ")");
-}
-
 /* Sums the VMEM and SMEM the kernel keeps live: each windowed operand is
  * double-buffered (2 x block), plus scratch and scoped buffers (all counted as
  * live at once: an upper bound). */
@@ -1164,6 +1154,11 @@ tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
   q->release_ctx = release_ctx;
   *out_program = q;
   return NULL;
+}
+
+size_t tsr_interp_program_footprint(const tsr_interp_program_t *p) {
+  return sizeof *p + p->arena.total + (size_t)p->code_capacity * sizeof *p->code +
+         (size_t)p->sites_capacity * sizeof *p->sites;
 }
 
 void tsr_interp_program_destroy(tsr_interp_program_t *program) {

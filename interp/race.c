@@ -2,7 +2,9 @@
  * component per simulated core and one per DMA (docs/dma.md). Accesses are
  * recorded as strided hyper-rectangles (one arithmetic progression per
  * dimension) per memory object; a record that a later access orders after
- * and covers is pruned, so the lists hold only unordered accesses. */
+ * and covers is pruned, so the lists hold only unordered accesses. Then the
+ * hooks through which loads, stores, DMAs and block copies of a run tell it
+ * what they access. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -180,7 +182,7 @@ static const char *kind_name(const access_t *a) {
 static void describe(shared_t *sh, const access_t *a, char *buf, size_t size) {
   const tsr_interp_program_t *p = sh->p;
   char point[120];
-  tsr_interp_format_point(point, sizeof point, a->point, p->grid_rank);
+  tsr_diag_format_point(point, sizeof point, a->point, p->grid_rank);
   int n = snprintf(buf, size, "%s by %s (line %u)", kind_name(a), p->sites[a->site].what,
                    p->sites[a->site].loc.line);
   if (n < 0 || (size_t)n >= size) return;
@@ -221,9 +223,11 @@ static void report(run_t *run, const access_t *a, const access_t *b, const char 
   char first[300], second[300];
   describe(run->sh, a, first, sizeof first);
   describe(run->sh, b, second, sizeof second);
-  run->sh->site_reported[a->site] &= (uint8_t)~1u;
-  tsr_interp_kernel_error(run, a->site, "data race on %s%s: %s and %s, not ordered by "
-                          "any semaphore, DMA wait or barrier", what, range, first, second);
+  tsr_diag_reopen(&run->sh->diag, a->site, TSR_DIAG_ERROR); /* one report per pair */
+  tsr_interp_kernel_error(run, a->site, TSR_DIAG_RACE,
+                          "data race on %s%s: %s and %s, not ordered by any semaphore, DMA "
+                          "wait or barrier",
+                          what, range, first, second);
 }
 
 static int cmp_u32(const void *a, const void *b) {
@@ -367,6 +371,72 @@ vclock_t *tsr_race_sem_clock(shared_t *sh, const int32_t *sem) {
     HASH_ADD(hh, rs->sems, sem, sizeof s->sem, s);
   }
   return &s->vc;
+}
+
+/* ---- The hooks the run calls ---- */
+
+/* The memory object a ref of `core` names: its own buffer, or for hbm/any
+ * operands the device's HBM array (aliased outputs share their input's). */
+static uint64_t hbm_key(const run_t *run, uint32_t j) {
+  const operand_plan_t *op = &run->p->operands[j];
+  uint32_t k = op->alias >= 0 ? (uint32_t)op->alias : j;
+  return (2ull << 60) | ((uint64_t)run->device << 32) | k;
+}
+
+uint64_t tsr_race_object_key(const run_t *core, uint32_t ref) {
+  int32_t j = core->p->refs[ref].operand;
+  if (j >= 0 && core->p->operands[j].hbm_direct) return hbm_key(core, (uint32_t)j);
+  return (1ull << 60) | ((uint64_t)tsr_interp_core_index(core) << 32) | ref;
+}
+
+uint32_t tsr_race_view_aps(const view_plan_t *vp, const int64_t *origin, const int64_t *step,
+                           race_ap_t *ap) {
+  for (uint32_t d = 0; d < vp->rank; d++) {
+    ap[d].start = origin[d];
+    ap[d].count = vp->idx[d].kind == TSR_INDEX_POINT ? 1 : vp->idx[d].size;
+    ap[d].stride = step[d] > 0 ? step[d] : 1;
+  }
+  return vp->rank;
+}
+
+/* Records a load or store of `vp` with the race detector. */
+void tsr_race_ref_record(run_t *run, uint32_t site, const view_plan_t *vp,
+                         const int64_t *origin, const int64_t *step, bool write) {
+  race_ap_t ap[TSR_MAX_RANK];
+  uint32_t rank = tsr_race_view_aps(vp, origin, step, ap);
+  char what[96];
+  snprintf(what, sizeof what, "%%%s", run->p->refs[vp->ref].name);
+  tsr_race_access(run, &run->vc, -1, site, tsr_race_object_key(run, vp->ref), what, write,
+                  rank, ap);
+}
+
+void tsr_race_release(run_t *run, const int32_t *sem) {
+  if (!run->sh->race) return;
+  vclock_t *sc = tsr_race_sem_clock(run->sh, sem);
+  if (sc) tsr_vc_join(sc, &run->vc);
+  run->vc.c[tsr_interp_core_index(run)]++;
+}
+
+void tsr_race_acquire(run_t *run, const int32_t *sem) {
+  if (!run->sh->race) return;
+  vclock_t *sc = tsr_race_sem_clock(run->sh, sem);
+  if (sc) tsr_vc_join(&run->vc, sc);
+}
+
+void tsr_race_window(run_t *run, uint32_t j, const int64_t *start, const int64_t *extent,
+                     bool write) {
+  if (!run->sh->race) return;
+  const operand_plan_t *op = &run->p->operands[j];
+  race_ap_t ap[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < op->array_rank; d++) {
+    ap[d].start = start[d];
+    ap[d].count = extent[d];
+    ap[d].stride = 1;
+  }
+  char what[96];
+  snprintf(what, sizeof what, "%%%s (HBM)", run->p->refs[op->ref].name);
+  tsr_race_access(run, &run->vc, -1, op->site, hbm_key(run, j), what, write,
+                  op->array_rank, ap);
 }
 
 race_state_t *tsr_race_create(void) {

@@ -20,8 +20,7 @@
 #include <stdio.h>
 
 #include "interp/blockops.h"
-#include "interp/bounds.h"
-#include "interp/interp_internal.h"
+#include "interp/interp_runtime.h"
 #include "ir/ir.h"
 #include "lower/lower_api.h"
 #include "runtime/runtime_internal.h"
@@ -223,9 +222,7 @@ struct crun {
   int64_t *sems; /* n x info->slots */
   uint32_t at_start;
   bool aborted;
-  tsr_diag_list_t diags;
-  uint64_t suppressed;
-  uint8_t *site_reported;
+  tsr_diag_sink_t diag;
 };
 
 _Static_assert(offsetof(ccore_t, lin) == TSR_RT_CTX_POINT * sizeof(int64_t) &&
@@ -246,55 +243,43 @@ static void sem_text(const tsr_cpu_info_t *info, uint64_t slot, char *buf, size_
     snprintf(buf, size, "semaphore %" PRIu64, slot);
     return;
   }
-  int n = snprintf(buf, size, "%%%s", s->name);
-  if (!s->rank) return;
-  int64_t idx[TSR_MAX_RANK], off = (int64_t)(slot - s->first);
-  for (uint32_t d = s->rank; d-- > 0;) {
-    idx[d] = off % s->dims[d];
-    off /= s->dims[d];
-  }
-  for (uint32_t d = 0; d < s->rank && n > 0 && (size_t)n < size; d++)
-    n += snprintf(buf + n, size - (size_t)n, "%s%" PRId64 "%s", d ? ", " : "[", idx[d],
-                  d + 1 == s->rank ? "]" : "");
+  tsr_diag_format_element(buf, size, s->name, s->rank, s->dims, (int64_t)(slot - s->first));
 }
 
-/* A kernel error at `site` in the interpreter's words; under mu. */
-static void kernel_error(ccore_t *c, uint32_t site, const char *fmt, ...) TSR_PRINTF(3, 4);
-static void kernel_error(ccore_t *c, uint32_t site, const char *fmt, ...) {
-  crun_t *r = c->run;
-  const tsr_cpu_info_t *info = r->info;
-  if (r->site_reported[site]) {
-    r->suppressed++;
-    return;
-  }
-  r->site_reported[site] = 1;
-  int64_t point[TSR_MAX_RANK], lin = c->lin;
-  for (uint32_t g = info->grid_rank; g-- > 0;) {
-    point[g] = lin % info->grid[g];
-    lin /= info->grid[g];
-  }
-  char at[160];
-  tsr_interp_format_point(at, sizeof at, point, info->grid_rank);
-  tsr_strbuf_t msg;
-  tsr_strbuf_initialize(&msg);
-  tsr_strbuf_printf(&msg, "kernel @%s, ", info->kernel_name);
-  if (r->devices > 1) tsr_strbuf_printf(&msg, "device %u, ", c->device);
-  if (r->cores > 1) tsr_strbuf_printf(&msg, "core %u, ", c->index);
+/* Where a diagnostic of core c at `site` happens: its grid point. */
+typedef struct core_where {
+  tsr_diag_where_t where;
+  int64_t point[TSR_MAX_RANK];
+  char what[48];
+} core_where_t;
+
+static const tsr_diag_where_t *where_of(const ccore_t *c, uint32_t site, core_where_t *w) {
+  const tsr_cpu_info_t *info = c->run->info;
   const site_info_t *s = &info->sites[site];
-  if (s->what)
-    tsr_strbuf_printf(&msg, "grid point %s: %s: ", at, s->what);
-  else
-    tsr_strbuf_printf(&msg, "grid point %s: '%s': ", at, tsr_op_table[s->opcode].mnemonic);
+  tsr_interp_unflatten(c->lin, info->grid_rank, info->grid, w->point);
+  if (!s->what) tsr_diag_format_op(w->what, sizeof w->what, s->opcode);
+  w->where = (tsr_diag_where_t){site,     s->loc,   s->what ? s->what : w->what,
+                                c->device, c->index, w->point, info->grid_rank};
+  return &w->where;
+}
+
+/* After a report: max_errors errors stop the run; under mu. */
+static void stop_if(crun_t *r, bool stop) {
+  if (!stop) return;
+  r->aborted = true;
+  pthread_cond_broadcast(&r->cv);
+}
+
+/* A kernel error at `site`; under mu. */
+static void kernel_error(ccore_t *c, uint32_t site, tsr_diag_kind_t kind, const char *fmt, ...)
+    TSR_PRINTF(4, 5);
+static void kernel_error(ccore_t *c, uint32_t site, tsr_diag_kind_t kind, const char *fmt, ...) {
+  core_where_t w;
   va_list ap;
   va_start(ap, fmt);
-  tsr_strbuf_vprintf(&msg, fmt, ap);
+  bool stop = tsr_diag_vreport(&c->run->diag, where_of(c, site, &w), kind, TSR_DIAG_ERROR, fmt, ap);
   va_end(ap);
-  tsr_diag_add(&r->diags, s->loc, "%s", msg.data ? msg.data : "?");
-  tsr_strbuf_deinitialize(&msg);
-  if (r->diags.count >= r->max_errors) {
-    r->aborted = true;
-    pthread_cond_broadcast(&r->cv);
-  }
+  stop_if(c->run, stop);
 }
 
 /* The core a device/core pair names (-1: this core's), or NULL after an
@@ -303,14 +288,9 @@ static ccore_t *target_core(ccore_t *c, uint32_t site, int64_t device, int64_t c
   crun_t *r = c->run;
   if (device < 0) device = c->device;
   if (core < 0) core = c->index;
-  if (device >= r->devices) {
-    kernel_error(c, site, "device %lld out of range: the run has %u device%s", (long long)device,
-                 r->devices, r->devices == 1 ? "" : "s");
-    return NULL;
-  }
-  if (core >= r->cores) {
-    kernel_error(c, site, "core %lld out of range: a device has %u core%s", (long long)core,
-                 r->cores, r->cores == 1 ? "" : "s");
+  if (device >= r->devices || core >= r->cores) {
+    core_where_t w;
+    stop_if(r, tsr_diag_device_range(&r->diag, where_of(c, site, &w), device, core));
     return NULL;
   }
   return &r->core[device * r->cores + core];
@@ -339,13 +319,10 @@ static void check_deadlock(crun_t *r) {
     if (c->state != CORE_WAITING) continue;
     char name[160];
     sem_text(r->info, c->wait_slot, name, sizeof name);
-    const site_info_t *s = &r->info->sites[c->wait_site];
-    r->site_reported[c->wait_site] = 0;
-    kernel_error(c, c->wait_site,
-                 "deadlock: every core is blocked; this one waits for %s to reach %lld%s, "
-                 "it holds %lld and nothing in flight will signal it",
-                 name, (long long)c->wait_need, s->opcode == TSR_OP_DMA_WAIT ? " bytes" : "",
-                 (long long)*sem_at(r, i, c->wait_slot));
+    core_where_t w;
+    stop_if(r, tsr_diag_deadlock(&r->diag, where_of(c, c->wait_site, &w), name, c->wait_need,
+                                 r->info->sites[c->wait_site].opcode == TSR_OP_DMA_WAIT,
+                                 *sem_at(r, i, c->wait_slot)));
   }
   r->aborted = true;
   pthread_cond_broadcast(&r->cv);
@@ -415,7 +392,8 @@ static void remote_dma(ccore_t *c, uint32_t site, const int64_t *desc) {
    * TSR_RT_END: reading its table needs no lock. */
   if (root >= t->num_roots || !t->roots[root]) {
     pthread_mutex_lock(&r->mu);
-    kernel_error(c, site, "internal error: the destination memory of the DMA is unknown");
+    kernel_error(c, site, TSR_DIAG_INTERNAL,
+                 "internal error: the destination memory of the DMA is unknown");
     pthread_mutex_unlock(&r->mu);
     return;
   }
@@ -430,7 +408,9 @@ static void remote_dma(ccore_t *c, uint32_t site, const int64_t *desc) {
   int64_t bytes = (int64_t)es;
   for (uint32_t d = 0; d < rank; d++) bytes *= dims[d];
   pthread_mutex_lock(&r->mu);
-  if (!ok) kernel_error(c, site, "out of memory adding a DMA into its destination");
+  if (!ok)
+    kernel_error(c, site, TSR_DIAG_OUT_OF_MEMORY,
+                 "out of memory adding a DMA into its destination");
   signal_locked(c, t, (uint64_t)desc[TSR_RDMA_SEM], bytes);
   if (desc[TSR_RDMA_SEND] >= 0) signal_locked(c, c, (uint64_t)desc[TSR_RDMA_SEND], bytes);
   pthread_mutex_unlock(&r->mu);
@@ -465,10 +445,9 @@ static int64_t take_steps(ccore_t *c, uint32_t site, int64_t point) {
   if (site == r->info->num_sites) c->lin = point; /* a grid step: the point it starts */
   uint64_t g = tsr_bounds_grant(&r->bounds, &c->meter, r->n);
   if (g) return (int64_t)TSR_MIN(g - 1, (uint64_t)INT64_MAX);
-  char why[160];
-  tsr_bounds_describe(&r->bounds, why, sizeof why);
-  r->site_reported[site] = 0;
-  kernel_error(c, site, "%s", why);
+  core_where_t w;
+  tsr_diag_reopen(&r->diag, site, TSR_DIAG_ERROR);
+  tsr_diag_run_stopped(&r->diag, where_of(c, site, &w), &r->bounds);
   r->aborted = true;
   pthread_cond_broadcast(&r->cv);
   return -1;
@@ -525,7 +504,8 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
       break;
     case TSR_RT_ASSERT: {
       const char *text = r->info->sites[site].text;
-      kernel_error(me, site, "assertion failed: %s", text ? text : "");
+      core_where_t w;
+      stop_if(r, tsr_diag_assert_failed(&r->diag, where_of(me, site, &w), text ? text : ""));
       break;
     }
     case TSR_RT_STEP: result = take_steps(me, site, b); break;
@@ -568,19 +548,20 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
   r.out = options->print_stream ? options->print_stream : stderr;
   r.core = tsr_calloc(r.n, sizeof *r.core);
   r.sems = tsr_calloc((size_t)r.n * (info->slots ? info->slots : 1), sizeof *r.sems);
-  r.site_reported = tsr_calloc(info->num_sites + 1, 1);
   const uint32_t nargs = num_memrefs + 6;
   void **all_args = tsr_calloc((size_t)r.n * nargs, sizeof *all_args);
-  if (!r.core || !r.sems || !r.site_reported || !all_args) {
+  tsr_status_t status = tsr_diag_sink_initialize(&r.diag, info->kernel_name, info->num_sites,
+                                                 r.devices, r.cores, r.max_errors, false);
+  if (status || !r.core || !r.sems || !all_args) {
+    tsr_diag_sink_deinitialize(&r.diag);
     tsr_free(r.core);
     tsr_free(r.sems);
-    tsr_free(r.site_reported);
     tsr_free(all_args);
+    tsr_status_free(status);
     return TSR_OOM();
   }
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
-  tsr_diag_list_initialize(&r.diags, r.max_errors);
   tsr_bounds_start(&r.bounds, options);
   for (uint32_t i = 0; i < r.n; i++) {
     ccore_t *c = &r.core[i];
@@ -620,7 +601,6 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
       tsr_blockops_fill(es, operands[i]->data, elem, tsr_array_byte_size(operands[i]) / es);
     }
   }
-  tsr_status_t status = NULL;
   if (r.n == 1) {
     core_main(&r.core[0]);
   } else {
@@ -638,19 +618,13 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
     }
     for (uint32_t i = 0; i < started; i++) pthread_join(r.core[i].thread, NULL);
   }
-  if (!status && r.diags.count) {
-    if (r.suppressed)
-      tsr_strbuf_printf(&r.diags.text, "\nnote: %llu more occurrence%s of these errors not shown",
-                        (unsigned long long)r.suppressed, r.suppressed == 1 ? "" : "s");
-    status = tsr_diag_list_to_status(&r.diags, TSR_KERNEL_ERROR);
-  }
-  tsr_diag_list_deinitialize(&r.diags);
+  if (!status) status = tsr_diag_sink_status(&r.diag);
+  tsr_diag_sink_deinitialize(&r.diag);
   pthread_cond_destroy(&r.cv);
   pthread_mutex_destroy(&r.mu);
   for (uint32_t i = 0; i < r.n; i++) tsr_free(r.core[i].roots);
   tsr_free(r.core);
   tsr_free(r.sems);
-  tsr_free(r.site_reported);
   tsr_free(all_args);
   return status;
 }

@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 #include "cache/memcache.h"
-#include "interp/interp_internal.h"
+#include "interp/interp_runtime.h"
 #include "runtime/runtime_internal.h"
 
 static struct {
@@ -54,8 +54,7 @@ static tsr_status_t build_program(void *ctx, void **out_value, size_t *out_bytes
   tsr_interp_program_t *p = NULL;
   TSR_RETURN_IF_ERROR(tsr_interp_program_prepare(b->kernel, &o, &p));
   *out_value = p;
-  *out_bytes = sizeof *p + p->arena.total + (size_t)p->code_capacity * sizeof *p->code +
-               (size_t)p->sites_capacity * sizeof *p->sites;
+  *out_bytes = tsr_interp_program_footprint(p);
   return NULL;
 }
 

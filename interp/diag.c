@@ -1,0 +1,205 @@
+/* The diagnostics sink of a kernel run (contract: interp/diag.h): once per
+ * site and severity, the one formatter of a kernel diagnostic, the messages
+ * both backends give; then the interpreter's way in (tsr_interp_kernel_*),
+ * which takes the site and grid point from a core's run state. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "interp/interp_internal.h"
+
+/* ---- The sink ---- */
+
+tsr_status_t tsr_diag_sink_initialize(tsr_diag_sink_t *sink, const char *kernel_name,
+                                      uint32_t num_sites, uint32_t devices, uint32_t cores,
+                                      uint32_t max_errors, bool strict) {
+  memset(sink, 0, sizeof *sink);
+  sink->kernel_name = kernel_name;
+  sink->devices = devices;
+  sink->cores = cores;
+  sink->max_errors = max_errors;
+  sink->strict = strict;
+  sink->num_sites = num_sites;
+  tsr_diag_list_initialize(&sink->errors, max_errors);
+  tsr_diag_list_initialize(&sink->warnings, max_errors);
+  sink->warnings.severity = "warning";
+  sink->site_reported = tsr_calloc(num_sites + 1, 1);
+  if (!sink->site_reported) {
+    tsr_diag_sink_deinitialize(sink);
+    return TSR_OOM();
+  }
+  return NULL;
+}
+
+void tsr_diag_sink_deinitialize(tsr_diag_sink_t *sink) {
+  tsr_free(sink->site_reported);
+  sink->site_reported = NULL;
+  tsr_diag_list_deinitialize(&sink->errors);
+  tsr_diag_list_deinitialize(&sink->warnings);
+}
+
+/* The one formatter: "kernel @k, [device d, ][core c, ]grid point (..): what: text". */
+static void format_record(const tsr_diag_sink_t *sink, const tsr_diag_record_t *r,
+                          tsr_strbuf_t *line) {
+  const tsr_diag_where_t *w = r->where;
+  char point[160];
+  tsr_diag_format_point(point, sizeof point, w->point, w->grid_rank);
+  tsr_strbuf_printf(line, "kernel @%s, ", sink->kernel_name);
+  if (sink->devices > 1) tsr_strbuf_printf(line, "device %u, ", w->device);
+  if (sink->cores > 1) tsr_strbuf_printf(line, "core %u, ", w->core);
+  tsr_strbuf_printf(line, "grid point %s: %s: %s", point, w->what, r->text);
+}
+
+bool tsr_diag_vreport(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                      tsr_diag_kind_t kind, tsr_diag_severity_t severity, const char *fmt,
+                      va_list ap) {
+  bool strict_warning = severity == TSR_DIAG_WARNING && sink->strict;
+  if (strict_warning) severity = TSR_DIAG_ERROR;
+  bool warning = severity == TSR_DIAG_WARNING;
+  uint8_t bit = warning ? 2 : 1;
+  if (sink->site_reported[where->site] & bit) {
+    if (warning) sink->warnings_suppressed++;
+    else sink->suppressed++;
+    return false;
+  }
+  sink->site_reported[where->site] |= bit;
+  tsr_strbuf_t text, line;
+  tsr_strbuf_initialize(&text);
+  tsr_strbuf_initialize(&line);
+  tsr_strbuf_vprintf(&text, fmt, ap);
+  if (strict_warning) tsr_strbuf_puts(&text, " [a warning, an error with --strict]");
+  tsr_diag_record_t record = {kind, severity, where, text.data ? text.data : "?"};
+  format_record(sink, &record, &line);
+  tsr_diag_list_t *list = warning ? &sink->warnings : &sink->errors;
+  tsr_diag_add(list, where->loc, "%s", line.data ? line.data : "?");
+  tsr_strbuf_deinitialize(&line);
+  tsr_strbuf_deinitialize(&text);
+  return !warning && sink->errors.count >= sink->max_errors;
+}
+
+bool tsr_diag_report(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                     tsr_diag_kind_t kind, tsr_diag_severity_t severity, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  bool stop = tsr_diag_vreport(sink, where, kind, severity, fmt, ap);
+  va_end(ap);
+  return stop;
+}
+
+void tsr_diag_reopen(tsr_diag_sink_t *sink, uint32_t site, tsr_diag_severity_t severity) {
+  sink->site_reported[site] &= (uint8_t)~(severity == TSR_DIAG_WARNING ? 2u : 1u);
+}
+
+tsr_status_t tsr_diag_sink_status(tsr_diag_sink_t *sink) {
+  if (!sink->errors.count) return NULL;
+  if (sink->suppressed)
+    tsr_strbuf_printf(&sink->errors.text,
+                      "\nnote: %llu more occurrence%s of these errors not shown",
+                      (unsigned long long)sink->suppressed, sink->suppressed == 1 ? "" : "s");
+  return tsr_diag_list_to_status(&sink->errors, TSR_KERNEL_ERROR);
+}
+
+uint64_t tsr_diag_sink_write_warnings(tsr_diag_sink_t *sink, FILE *f) {
+  tsr_diag_list_t *w = &sink->warnings;
+  if (!w->count) return 0;
+  if (w->limit && w->count > w->limit)
+    tsr_strbuf_printf(&w->text, "\nnote: %zu more warnings not shown", w->count - w->limit);
+  if (sink->warnings_suppressed)
+    tsr_strbuf_printf(&w->text, "\nnote: %llu more occurrence%s of these warnings not shown",
+                      (unsigned long long)sink->warnings_suppressed,
+                      sink->warnings_suppressed == 1 ? "" : "s");
+  tsr_strbuf_puts(&w->text, "\n");
+  if (!w->text.failed) {
+    fwrite(w->text.data, 1, w->text.size, f);
+    fflush(f);
+  }
+  return w->count;
+}
+
+/* ---- The messages both backends give ---- */
+
+bool tsr_diag_device_range(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                           int64_t device, int64_t core) {
+  if (device < 0 || device >= sink->devices)
+    return tsr_diag_report(sink, where, TSR_DIAG_DEVICE_RANGE, TSR_DIAG_ERROR,
+                           "device %lld out of range: the run has %u device%s",
+                           (long long)device, sink->devices, sink->devices == 1 ? "" : "s");
+  return tsr_diag_report(sink, where, TSR_DIAG_DEVICE_RANGE, TSR_DIAG_ERROR,
+                         "core %lld out of range: a device has %u core%s", (long long)core,
+                         sink->cores, sink->cores == 1 ? "" : "s");
+}
+
+bool tsr_diag_deadlock(tsr_diag_sink_t *sink, const tsr_diag_where_t *where, const char *sem,
+                       int64_t need, bool bytes, int64_t have) {
+  tsr_diag_reopen(sink, where->site, TSR_DIAG_ERROR);
+  return tsr_diag_report(sink, where, TSR_DIAG_DEADLOCK, TSR_DIAG_ERROR,
+                         "deadlock: every core is blocked; this one waits for %s to reach "
+                         "%lld%s, it holds %lld and nothing in flight will signal it",
+                         sem, (long long)need, bytes ? " bytes" : "", (long long)have);
+}
+
+bool tsr_diag_assert_failed(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                            const char *text) {
+  return tsr_diag_report(sink, where, TSR_DIAG_ASSERT, TSR_DIAG_ERROR, "assertion failed: %s",
+                         text);
+}
+
+bool tsr_diag_run_stopped(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                          const tsr_bounds_t *bounds) {
+  char why[160];
+  tsr_bounds_describe(bounds, why, sizeof why);
+  return tsr_diag_report(sink, where, TSR_DIAG_RUN_STOPPED, TSR_DIAG_ERROR, "%s", why);
+}
+
+/* ---- Indices and their text ---- */
+
+static void format_tuple(char *buf, size_t size, const int64_t *v, uint32_t rank,
+                         const char *open, const char *close) {
+  size_t used = (size_t)snprintf(buf, size, "%s", open);
+  for (uint32_t i = 0; i < rank && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
+                             (long long)v[i]);
+  if (used < size) snprintf(buf + used, size - used, "%s", close);
+}
+
+void tsr_diag_format_dims(char *buf, size_t size, const int64_t *dims, uint32_t rank) {
+  format_tuple(buf, size, dims, rank, "[", "]");
+}
+
+void tsr_diag_format_point(char *buf, size_t size, const int64_t *point, uint32_t rank) {
+  format_tuple(buf, size, point, rank, "(", ")");
+}
+
+void tsr_diag_format_element(char *buf, size_t size, const char *name, uint32_t rank,
+                             const int64_t *dims, int64_t flat) {
+  if (!rank || flat < 0) {
+    snprintf(buf, size, "%%%s", name);
+    return;
+  }
+  int64_t idx[TSR_MAX_RANK];
+  tsr_interp_unflatten(flat, rank, dims, idx);
+  char at[96];
+  tsr_diag_format_dims(at, sizeof at, idx, rank);
+  snprintf(buf, size, "%%%s%s", name, at);
+}
+
+void tsr_diag_format_op(char *buf, size_t size, tsr_opcode_t opcode) {
+  snprintf(buf, size, "'%s'", tsr_op_table[opcode].mnemonic);
+}
+
+/* ---- The interpreter's way in ---- */
+
+tsr_diag_where_t tsr_interp_where(const run_t *run, uint32_t site) {
+  const site_t *s = &run->p->sites[site];
+  return (tsr_diag_where_t){site,      s->loc,     s->what, run->device,
+                            run->core, run->point, run->p->grid_rank};
+}
+
+void tsr_interp_kernel_report(run_t *run, uint32_t site, tsr_diag_kind_t kind,
+                              tsr_diag_severity_t severity, const char *fmt, ...) {
+  tsr_diag_where_t where = tsr_interp_where(run, site);
+  va_list ap;
+  va_start(ap, fmt);
+  bool stop = tsr_diag_vreport(&run->sh->diag, &where, kind, severity, fmt, ap);
+  va_end(ap);
+  if (stop) run->sh->aborted = true;
+}

@@ -1,0 +1,149 @@
+/* The diagnostics sink of a kernel run, shared by the interpreter, its race
+ * detector and the CPU backend's runtime: one record per diagnostic (kind,
+ * severity, where, text), reported once per site and severity, formatted by
+ * one formatter, with the messages both backends give written once here.
+ * Depends on base/ only; not thread-safe (the callers serialize). */
+#ifndef TESSERA_INTERP_DIAG_H
+#define TESSERA_INTERP_DIAG_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "interp/bounds.h"
+#include "ir/ir.h"
+
+/* What went wrong: a closed list (a later public API exposes it). */
+typedef enum tsr_diag_kind {
+  TSR_DIAG_OUT_OF_BOUNDS,      /* index, slice, masked lane, block index, gather
+                                  or semaphore index outside its range */
+  TSR_DIAG_UNINITIALIZED,      /* a read (load, DMA) of never-written memory */
+  TSR_DIAG_REVISIT,            /* an output block written again after its copy out */
+  TSR_DIAG_CORE_CONFLICT,      /* an output block written by two cores */
+  TSR_DIAG_RACE,               /* two accesses not ordered by any synchronization */
+  TSR_DIAG_DEADLOCK,           /* every core is blocked */
+  TSR_DIAG_SEMAPHORE,          /* semaphore overflow, negative signal or wait */
+  TSR_DIAG_SEMAPHORE_LEFTOVER, /* a semaphore not zero at kernel end */
+  TSR_DIAG_DMA_IN_FLIGHT,      /* a DMA never waited for, or into a released buffer */
+  TSR_DIAG_VMEM_BUDGET,        /* over the chip's VMEM (a preparation status today) */
+  TSR_DIAG_BAD_VALUE,          /* an operand value an op cannot take (loop step) */
+  TSR_DIAG_ASSERT,             /* an `assert` failed */
+  TSR_DIAG_RUN_STOPPED,        /* a run bound: steps, timeout, cancel */
+  TSR_DIAG_OUTPUT_UNWRITTEN,   /* output elements never written */
+  TSR_DIAG_DEVICE_RANGE,       /* a device or core index outside the run */
+  TSR_DIAG_OUT_OF_MEMORY,      /* the run could not allocate what an op needs */
+  TSR_DIAG_NOT_IMPLEMENTED,    /* an op the backend cannot run */
+  TSR_DIAG_INTERNAL,           /* a bug in tessera */
+  TSR_DIAG_KIND_COUNT
+} tsr_diag_kind_t;
+
+typedef enum tsr_diag_severity {
+  TSR_DIAG_ERROR,
+  TSR_DIAG_WARNING, /* legal in Pallas but suspicious; an error when strict */
+} tsr_diag_severity_t;
+
+/* Where a diagnostic happens: the site (an op or declaration; the unit of
+ * "once per site") and the core at its grid point. Borrowed for the call. */
+typedef struct tsr_diag_where {
+  uint32_t site;       /* index in the backend's site table */
+  tsr_loc_t loc;
+  const char *what;    /* "'load'", "in %x", "the grid step" */
+  uint32_t device, core;
+  const int64_t *point; /* grid point, grid_rank entries */
+  uint32_t grid_rank;
+} tsr_diag_where_t;
+
+/* One diagnostic, as the formatter sees it. Borrowed for the call. */
+typedef struct tsr_diag_record {
+  tsr_diag_kind_t kind;
+  tsr_diag_severity_t severity;
+  const tsr_diag_where_t *where;
+  const char *text; /* the message, after the kernel/core/point context */
+} tsr_diag_record_t;
+
+/* The diagnostics of one run: errors and warnings as text lines
+ * ("file:line:col: error: kernel @k, grid point (0): 'load': ...") with the
+ * per-site "already reported" bits and the counts of what was left out. */
+typedef struct tsr_diag_sink {
+  const char *kernel_name;
+  uint32_t devices, cores;  /* the context names a device/core when > 1 */
+  uint32_t max_errors;      /* errors kept; the run stops at this many */
+  bool strict;              /* warnings are reported as errors */
+  uint32_t num_sites;
+  uint8_t *site_reported;   /* per site: bit 0 an error, bit 1 a warning */
+  tsr_diag_list_t errors, warnings;
+  uint64_t suppressed, warnings_suppressed; /* repeats at a reported site */
+} tsr_diag_sink_t;
+
+/* Sets up an empty sink for a run of kernel @kernel_name (borrowed) with
+ * num_sites sites. TSR_RESOURCE_EXHAUSTED when out of memory (the sink is
+ * then deinitialized). */
+tsr_status_t tsr_diag_sink_initialize(tsr_diag_sink_t *sink, const char *kernel_name,
+                                      uint32_t num_sites, uint32_t devices, uint32_t cores,
+                                      uint32_t max_errors, bool strict) TSR_MUST_USE;
+/* Frees the sink's memory; a zero-filled sink may be deinitialized. */
+void tsr_diag_sink_deinitialize(tsr_diag_sink_t *sink);
+
+/* Reports a diagnostic at `where`, once per site and severity (a repeat is
+ * only counted). A warning becomes an error under `strict`. Returns true
+ * when the run must stop: max_errors errors have been kept. */
+bool tsr_diag_report(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                     tsr_diag_kind_t kind, tsr_diag_severity_t severity, const char *fmt, ...)
+    TSR_PRINTF(5, 6);
+bool tsr_diag_vreport(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                      tsr_diag_kind_t kind, tsr_diag_severity_t severity, const char *fmt,
+                      va_list ap) TSR_PRINTF(5, 0);
+/* Lets the next diagnostic of `severity` at `site` be reported although one
+ * was: for reports that are one per pair of accesses (races) or per core
+ * (deadlocks, run stops) rather than one per site. */
+void tsr_diag_reopen(tsr_diag_sink_t *sink, uint32_t site, tsr_diag_severity_t severity);
+
+/* The run's errors as one TSR_KERNEL_ERROR status (with a note counting the
+ * repeats left out), or NULL when there were none. */
+tsr_status_t tsr_diag_sink_status(tsr_diag_sink_t *sink);
+/* Writes the warnings (with notes on what was left out) to `f` as one
+ * write, so that concurrent runs do not interleave their lines. Nothing
+ * when there are none. Returns how many there were. */
+uint64_t tsr_diag_sink_write_warnings(tsr_diag_sink_t *sink, FILE *f);
+
+/* ---- The messages both backends give (each reports, then returns as
+ * tsr_diag_report does) ---- */
+
+/* A device or core index out of the run's range: reports the first of the
+ * two that is (the caller has checked that one is). */
+bool tsr_diag_device_range(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                           int64_t device, int64_t core);
+/* One blocked core of a deadlock: every blocked core is reported, so this
+ * reopens the site first. `sem` names the semaphore ("%s[1]"). */
+bool tsr_diag_deadlock(tsr_diag_sink_t *sink, const tsr_diag_where_t *where, const char *sem,
+                       int64_t need, bool bytes, int64_t have);
+bool tsr_diag_assert_failed(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                            const char *text);
+/* A run bound was reached (interp/bounds.h). */
+bool tsr_diag_run_stopped(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                          const tsr_bounds_t *bounds);
+
+/* ---- Indices and their text ---- */
+
+/* The row-major index of position `flat` in an array of shape dims. */
+static inline void tsr_interp_unflatten(int64_t flat, uint32_t rank, const int64_t *dims,
+                                        int64_t *idx) {
+  for (int32_t i = (int32_t)rank - 1; i >= 0; i--) {
+    idx[i] = dims[i] ? flat % dims[i] : 0;
+    flat = dims[i] ? flat / dims[i] : 0;
+  }
+}
+
+/* "[1, 2]" */
+void tsr_diag_format_dims(char *buf, size_t size, const int64_t *dims, uint32_t rank);
+/* "(1, 2)" */
+void tsr_diag_format_point(char *buf, size_t size, const int64_t *point, uint32_t rank);
+/* "%name[i, j]": element `flat` (row-major) of a ref of shape dims, or
+ * "%name" when rank is 0 or flat < 0. */
+void tsr_diag_format_element(char *buf, size_t size, const char *name, uint32_t rank,
+                             const int64_t *dims, int64_t flat);
+/* "'mnemonic'": how a diagnostic names an op. */
+void tsr_diag_format_op(char *buf, size_t size, tsr_opcode_t opcode);
+
+#endif /* TESSERA_INTERP_DIAG_H */

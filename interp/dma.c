@@ -1,0 +1,340 @@
+/* Semaphores and the DMA engine: signal, wait (a blocked core resumes at
+ * its wait), reads; DMAs started with their views resolved, in flight in
+ * start order (lazy mode) or copied at once (eager), completed by the waits
+ * that need them; core barriers; the checks on scoped buffers released under
+ * a DMA, on deadlocks and at kernel end. Semantics: docs/dma.md. */
+#include <stdio.h>
+
+#include "interp/interp_internal.h"
+
+/* ---- Semaphores ---- */
+
+/* The core a device/core pair names (NULL and an error if out of range). */
+static run_t *target_core(run_t *run, const insn_t *in, uint32_t device_value,
+                          uint32_t core_value) {
+  shared_t *sh = run->sh;
+  int64_t d = device_value != NO_VALUE ? (int64_t)tsr_interp_read_i32(run, device_value)
+                                       : (int64_t)run->device;
+  int64_t c = core_value != NO_VALUE ? (int64_t)tsr_interp_read_i32(run, core_value)
+                                     : (int64_t)run->core;
+  if (d < 0 || d >= sh->devices || c < 0 || c >= sh->cores) {
+    tsr_diag_where_t where = tsr_interp_where(run, in->site);
+    if (tsr_diag_device_range(&sh->diag, &where, d, c)) sh->aborted = true;
+    return NULL;
+  }
+  return &sh->core[d * sh->cores + c];
+}
+
+static int64_t sem_offset(run_t *run, const insn_t *in, const sem_plan_t *sp) {
+  int64_t off = 0;
+  for (uint32_t d = 0; d < sp->rank; d++) {
+    int64_t i = sp->idx[d].value != NO_VALUE ? tsr_interp_read_i32(run, sp->idx[d].value)
+                                             : sp->idx[d].start;
+    if (i < 0 || i >= sp->dims[d]) {
+      tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
+                              "semaphore index %lld out of bounds for dimension %u of "
+                              "%%%s (size %lld)",
+                              (long long)i, d, run->p->refs[sp->ref].name,
+                              (long long)sp->dims[d]);
+      return -1;
+    }
+    off = off * sp->dims[d] + i;
+  }
+  return off;
+}
+
+/* The semaphore a plan names on `core` (NULL after reporting an error). */
+static int32_t *sem_on(run_t *run, run_t *core, const insn_t *in, const sem_plan_t *sp) {
+  int64_t off = sem_offset(run, in, sp);
+  return off < 0 || !core ? NULL : &core->sems[sp->ref][off];
+}
+
+int32_t *tsr_sem_addr(run_t *run, const insn_t *in, const sem_plan_t *sp) {
+  return sem_on(run, target_core(run, in, sp->device, sp->core), in, sp);
+}
+
+static void sem_add(run_t *run, uint32_t site, int32_t *sem, int64_t n) {
+  int64_t v = (int64_t)*sem + n;
+  if (v > INT32_MAX) {
+    tsr_interp_kernel_error(run, site, TSR_DIAG_SEMAPHORE, "semaphore overflow: %d + %lld", *sem,
+                            (long long)n);
+    return;
+  }
+  *sem = (int32_t)v;
+}
+
+/* "%name[i, j]" (or "%name" for a single semaphore) at flat offset off. */
+static void sem_text(const tsr_interp_program_t *p, const sem_plan_t *sp, int64_t off,
+                     char *buf, size_t size) {
+  const ref_info_t *ri = &p->refs[sp->ref];
+  tsr_diag_format_element(buf, size, ri->name, ri->rank, ri->dims, off);
+}
+
+void tsr_sem_signal(run_t *run, const insn_t *in) {
+  const sem_plan_t *sp = in->plan;
+  int32_t n = tsr_interp_read_i32(run, sp->amount);
+  if (n < 0) {
+    tsr_interp_kernel_error(run, in->site, TSR_DIAG_SEMAPHORE,
+                            "semaphore signal by a negative amount (%d)", n);
+    return;
+  }
+  int32_t *sem = tsr_sem_addr(run, in, sp);
+  if (!sem) return;
+  tsr_race_release(run, sem);
+  sem_add(run, in->site, sem, n);
+}
+
+void tsr_sem_barrier_signal(run_t *run, const insn_t *in) {
+  const sem_plan_t *sp = in->plan;
+  for (uint32_t c = 0; c < run->sh->cores; c++) {
+    if (c == run->core) continue;
+    int32_t *sem = sem_on(run, &run->sh->core[run->device * run->sh->cores + c], in, sp);
+    if (!sem) continue;
+    tsr_race_release(run, sem);
+    sem_add(run, in->site, sem, 1);
+  }
+}
+
+/* ---- DMAs ---- */
+
+static void dma_copy(shared_t *sh, dma_record_t *r) {
+  if (r->skipped) return;
+  size_t es = tsr_dtype_size((tsr_dtype_t)r->dtype);
+  if (sh->race) {
+    run_t *issuer = &sh->core[r->device * sh->cores + r->core];
+    char what[96];
+    snprintf(what, sizeof what, "%%%s", r->src_name);
+    tsr_race_access(issuer, &r->vc, r->id, r->site, r->src_key, what, false, r->src_rank,
+                    r->src_ap);
+    snprintf(what, sizeof what, "%%%s", r->dst_name);
+    tsr_race_access(issuer, &r->vc, r->id, r->site, r->dst_key, what, true, r->dst_rank,
+                    r->dst_ap);
+  }
+  if (!r->add) {
+    tsr_blockops_copy(es, r->rank, r->dims, r->dst, r->dst_strides, r->src,
+                      r->src_strides);
+  } else {
+    (void)tsr_blockops_add_into((tsr_dtype_t)r->dtype, r->rank, r->dims, r->dst,
+                                r->dst_strides, r->src, r->src_strides);
+  }
+  if (r->dst_shadow) tsr_view_mark_written(r->rank, r->dims, r->dst_shadow, r->dst_strides);
+  sh->stats.bytes_copied += (uint64_t)r->bytes;
+}
+
+/* A DMA's copy happens: it reads and writes, then signals its semaphores
+ * (publishing its clock to them when detecting races). */
+static void dma_finish(shared_t *sh, dma_record_t *r) {
+  run_t *issuer = &sh->core[r->device * sh->cores + r->core];
+  dma_copy(sh, r);
+  tsr_trace_dma(sh, r);
+  int32_t *sems[2] = {r->send, r->sem};
+  for (int i = 0; i < 2; i++) {
+    if (!sems[i]) continue;
+    if (sh->race) {
+      vclock_t *sc = tsr_race_sem_clock(sh, sems[i]);
+      if (sc) tsr_vc_join(sc, &r->vc);
+    }
+    sem_add(issuer, r->site, sems[i], r->bytes);
+  }
+  tsr_vc_free(&r->vc);
+}
+
+/* Completes queued DMA i and removes it from the queue. */
+static void dma_complete(shared_t *sh, uint32_t i) {
+  dma_record_t r = sh->dmas[i];
+  memmove(&sh->dmas[i], &sh->dmas[i + 1], (sh->num_dmas - i - 1) * sizeof r);
+  sh->num_dmas--;
+  dma_finish(sh, &r);
+}
+
+/* Resolves a DMA view of `ref` on `core`; materializes lazily filled blocks. */
+static bool dma_view(run_t *run, run_t *core, const insn_t *in, const view_plan_t *vp,
+                     view_t *v, int64_t *origin, int64_t *step) {
+  const ref_info_t *ri = &run->p->refs[vp->ref];
+  tsr_interp_materialize(core, vp->ref);
+  /* dynamic indices are this core's values: resolve with run, on core's memory */
+  return tsr_view_resolve(run, in, vp, ri->name, core->refs[vp->ref].data,
+                          core->refs[vp->ref].shadow, tsr_dtype_size((tsr_dtype_t)ri->dtype),
+                          v, origin, step, false);
+}
+
+void tsr_dma_start(run_t *run, const insn_t *in) {
+  const dma_plan_t *dp = in->plan;
+  shared_t *sh = run->sh;
+  run_t *dst_core = target_core(run, in, dp->device, NO_VALUE);
+  if (!dst_core) return;
+  view_t sv, dv;
+  int64_t so[TSR_MAX_RANK], ss[TSR_MAX_RANK], dso[TSR_MAX_RANK], dss[TSR_MAX_RANK];
+  /* An out-of-bounds view is reported and the copy skipped, but the DMA
+   * still signals its semaphores: its wait then goes on, and the one root
+   * cause gives one diagnostic, not a follow-on deadlock. */
+  bool skipped = !dma_view(run, run, in, &dp->src, &sv, so, ss) ||
+                 !dma_view(run, dst_core, in, &dp->dst, &dv, dso, dss);
+  if (!skipped && sv.shadow) {
+    int64_t bad = tsr_view_first_unwritten(&sv);
+    if (bad >= 0) {
+      tsr_view_fill_unwritten(run, (tsr_dtype_t)run->p->refs[dp->src.ref].dtype, &sv);
+      tsr_interp_kernel_warning(run, in->site, TSR_DIAG_UNINITIALIZED,
+                                "DMA reads uninitialized memory of %%%s: it copies the "
+                                "uninitialized value",
+                                run->p->refs[dp->src.ref].name);
+    }
+  }
+  int32_t *sem = sem_on(run, dst_core, in, &dp->sem);
+  int32_t *send = dp->has_send ? sem_on(run, run, in, &dp->send) : NULL;
+  if (!sem || (dp->has_send && !send)) return;
+  dma_record_t r;
+  memset(&r, 0, sizeof r);
+  r.site = in->site;
+  r.device = run->device;
+  r.core = run->core;
+  r.skipped = skipped;
+  if (!skipped) {
+    r.rank = dv.rank;
+    for (uint32_t d = 0; d < dv.rank; d++) {
+      r.dims[d] = dv.dims[d];
+      r.dst_strides[d] = dv.strides[d];
+      r.src_strides[d] = sv.strides[d];
+    }
+    r.src = sv.base;
+    r.dst = dv.base;
+    r.src_shadow = sv.shadow;
+    r.dst_shadow = dv.shadow;
+  }
+  r.dtype = in->dtype;
+  r.add = dp->add;
+  r.bytes = dp->bytes;
+  r.sem = sem;
+  r.send = send;
+  r.dst_name = run->p->refs[dp->dst.ref].name;
+  r.src_name = run->p->refs[dp->src.ref].name;
+  r.start_tick = sh->tick;
+  if (sh->race) {
+    r.id = sh->next_dma_id++;
+    tsr_vc_copy(&r.vc, &run->vc);
+    tsr_vc_add_dma(&r.vc, r.id);
+    run->vc.c[tsr_interp_core_index(run)]++;
+    if (!skipped) {
+      r.src_key = tsr_race_object_key(run, dp->src.ref);
+      r.dst_key = tsr_race_object_key(dst_core, dp->dst.ref);
+      r.src_rank = tsr_race_view_aps(&dp->src, so, ss, r.src_ap);
+      r.dst_rank = tsr_race_view_aps(&dp->dst, dso, dss, r.dst_ap);
+    }
+  }
+  if (run->p->options.dma_eager) {
+    dma_finish(sh, &r);
+    return;
+  }
+  if (sh->num_dmas == sh->dmas_capacity) {
+    uint32_t cap = sh->dmas_capacity ? sh->dmas_capacity * 2 : 16;
+    dma_record_t *q = tsr_realloc(sh->dmas, cap * sizeof *q);
+    if (!q) {
+      tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_MEMORY,
+                              "out of memory queueing a DMA");
+      tsr_vc_free(&r.vc);
+      return;
+    }
+    sh->dmas = q;
+    sh->dmas_capacity = cap;
+  }
+  sh->dmas[sh->num_dmas++] = r;
+}
+
+/* A wait (sem_wait, dma_wait, a barrier's second half). In lazy mode,
+ * queued DMAs that signal this semaphore complete first (the most recently
+ * started first) until enough bytes have arrived. */
+bool tsr_sem_try_wait(run_t *run, const insn_t *in, const sem_plan_t *sp, int32_t need) {
+  int32_t *sem = sem_on(run, run, in, sp);
+  if (!sem) return true;
+  if (need < 0) {
+    tsr_interp_kernel_error(run, in->site, TSR_DIAG_SEMAPHORE,
+                            "semaphore wait for a negative amount (%d)", need);
+    return true;
+  }
+  shared_t *sh = run->sh;
+  for (uint32_t i = sh->num_dmas; *sem < need && i-- > 0;)
+    if (sh->dmas[i].sem == sem || sh->dmas[i].send == sem) dma_complete(sh, i);
+  if (*sem < need) {
+    run->blocked_pc = (uint32_t)(in - run->p->code);
+    if (!run->wait_tick) run->wait_tick = sh->tick ? sh->tick : 1;
+    return false;
+  }
+  *sem -= need;
+  tsr_race_acquire(run, sem);
+  if (sh->tracing) {
+    char name[200];
+    sem_text(run->p, sp, sem - run->sems[sp->ref], name + 5, sizeof name - 5);
+    memcpy(name, "wait ", 5);
+    tsr_trace_event(sh, name, run->device, run->core,
+                    run->wait_tick ? run->wait_tick : sh->tick, sh->tick, NULL);
+  }
+  run->wait_tick = 0;
+  return true;
+}
+
+/* ---- Deadlocks, scopes and the kernel's end ---- */
+
+void tsr_sem_report_blocked(run_t *run) {
+  const insn_t *in = &run->p->code[run->blocked_pc];
+  const sem_plan_t *sp = in->code == TSR_OP_DMA_WAIT ? &((const dma_plan_t *)in->plan)->sem
+                                                     : in->plan;
+  int64_t need = in->code == TSR_OP_DMA_WAIT ? ((const dma_plan_t *)in->plan)->bytes
+                 : in->code == XOP_BARRIER_WAIT ? (int64_t)run->sh->cores - 1
+                                                : tsr_interp_read_i32(run, sp->amount);
+  int64_t off = sem_offset(run, in, sp);
+  int32_t have = off >= 0 ? run->sems[sp->ref][off] : 0;
+  char name[160];
+  sem_text(run->p, sp, off, name, sizeof name);
+  tsr_diag_where_t where = tsr_interp_where(run, in->site);
+  if (tsr_diag_deadlock(&run->sh->diag, &where, name, need, in->code == TSR_OP_DMA_WAIT, have))
+    run->sh->aborted = true;
+}
+
+/* Leaving a scope releases its buffers (the memory would be reused). */
+void tsr_dma_scope_exit(run_t *run, const insn_t *in) {
+  const scope_plan_t *sp = in->plan;
+  shared_t *sh = run->sh;
+  for (uint32_t i = 0; i < sp->count; i++) {
+    const ref_info_t *ri = &run->p->refs[sp->refs[i]];
+    const uint8_t *lo = run->refs[sp->refs[i]].data;
+    const uint8_t *hi = lo + ri->elements * tsr_dtype_size((tsr_dtype_t)ri->dtype);
+    for (uint32_t k = 0; k < sh->num_dmas; k++) {
+      const dma_record_t *r = &sh->dmas[k];
+      bool dst = r->dst >= lo && r->dst < hi, src = r->src >= lo && r->src < hi;
+      if (!dst && !src) continue;
+      tsr_interp_kernel_error(run, in->site, TSR_DIAG_DMA_IN_FLIGHT,
+                   "scoped buffer %%%s is released while a DMA %s it is in flight "
+                   "(started at line %u): wait for the DMA inside the scope",
+                   ri->name, dst ? "into" : "out of", run->p->sites[r->site].loc.line);
+      break;
+    }
+  }
+}
+
+void tsr_dma_check_end(shared_t *sh) {
+  const tsr_interp_program_t *p = sh->p;
+  for (uint32_t i = 0; i < sh->num_dmas; i++) {
+    const dma_record_t *r = &sh->dmas[i];
+    run_t *run = &sh->core[r->device * sh->cores + r->core];
+    tsr_interp_kernel_error(run, r->site, TSR_DIAG_DMA_IN_FLIGHT,
+                 "DMA of %lld bytes to %%%s is still in flight at kernel end: it was "
+                 "never waited for", (long long)r->bytes, r->dst_name);
+  }
+  for (uint32_t c = 0; c < sh->devices * sh->cores; c++) {
+    run_t *run = &sh->core[c];
+    for (uint32_t i = 0; i < p->num_refs; i++) {
+      const ref_info_t *ri = &p->refs[i];
+      if (!ri->is_sem) continue;
+      for (uint64_t k = 0; k < ri->elements; k++) {
+        if (!run->sems[i][k]) continue;
+        sem_plan_t sp = {.ref = i};
+        char name[160];
+        sem_text(p, &sp, (int64_t)k, name, sizeof name);
+        tsr_interp_kernel_error(run, ri->site, TSR_DIAG_SEMAPHORE_LEFTOVER,
+                     "semaphore %s holds %d at kernel end: a signal or DMA was never "
+                     "waited for", name, run->sems[i][k]);
+        break;
+      }
+    }
+  }
+}

@@ -1,0 +1,491 @@
+/* The instruction loop: one core runs the prepared code from a pc until the
+ * end of the body, a wait that cannot be satisfied yet, or a stop. Plain
+ * unary and binary ops jump straight to their block loops; the others are
+ * implemented here (loads, stores, moves, scopes, print: static, so that they
+ * inline into the loop), in dma.c (semaphores, DMAs) or in blockops.c. */
+#include <stdio.h>
+
+#include "interp/interp_internal.h"
+
+typedef struct print_ctx {
+  const run_t *run;
+  const text_plan_t *tp;
+} print_ctx_t;
+
+static tsr_print_value_t print_operand(void *ctx, uint32_t i) {
+  const print_ctx_t *pc = ctx;
+  uint32_t id = pc->tp->values[i];
+  const value_info_t *vi = &pc->run->p->values[id];
+  size_t es = tsr_dtype_size((tsr_dtype_t)vi->dtype);
+  return (tsr_print_value_t){(tsr_dtype_t)vi->dtype, pc->run->vals[id], vi->bytes / es,
+                             vi->vector};
+}
+
+static void do_print(run_t *run, const insn_t *in) {
+  print_ctx_t ctx = {run, in->plan};
+  tsr_interp_print(run->sh->out, ctx.tp->text, ctx.tp->count, print_operand, &ctx);
+}
+
+/* ---- Loads, stores, slices ---- */
+
+static void load(run_t *run, const insn_t *in) {
+  const view_plan_t *vp = in->plan;
+  ref_access_t a;
+  bool forwarded = run->forward != NULL;
+  void *dst = tsr_interp_result_ptr(run, in);
+  run->vals[in->r] = dst;
+  tsr_interp_materialize(run, vp->ref);
+  if (!tsr_view_access(run, in, &a)) {
+    if (vp->mask != NO_VALUE)
+      tsr_view_masked_outside(run, in, &a, false, dst);
+    else
+      tsr_interp_fill_uninit(run, (tsr_dtype_t)a.ri->dtype, dst, (uint64_t)in->n);
+    return;
+  }
+  const view_t *v = &a.v;
+  tsr_race_ref_access(run, in->site, vp, a.origin, a.step, false);
+  if (vp->mask != NO_VALUE) {
+    /* Masked: read only where the mask is set (and check only those). */
+    const uint8_t *mask = run->vals[vp->mask];
+    unsigned char uninit[8];
+    tsr_blockops_uninit_value((tsr_dtype_t)a.ri->dtype, run->p->options.uninit, uninit);
+    view_walk_t w = {{0}};
+    bool reported = false;
+    for (int64_t i = 0; i < in->n; i++, tsr_view_walk_next(v, &w)) {
+      int64_t off = tsr_view_walk_offset(v, &w);
+      uint8_t *out = (uint8_t *)dst + i * (int64_t)a.es;
+      if (mask[i]) {
+        memcpy(out, v->base + off * (int64_t)a.es, a.es);
+        if (v->shadow && !v->shadow[off] && !reported) {
+          tsr_view_report_unwritten(run, in, a.ri, v, a.origin, a.step, i);
+          reported = true;
+        }
+      } else {
+        memcpy(out, uninit, a.es);
+      }
+    }
+    return;
+  }
+  if (v->shadow) {
+    int64_t bad = tsr_view_first_unwritten(v);
+    if (bad >= 0) tsr_view_report_unwritten(run, in, a.ri, v, a.origin, a.step, bad);
+  }
+  if (!a.ri->written && !forwarded && tsr_view_is_dense(v)) {
+    /* The ref never changes during a step: the value can borrow its memory
+     * and a full copy of the view is saved. */
+    run->vals[in->r] = v->base;
+    return;
+  }
+  int64_t dstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(v->rank, v->dims, dstr);
+  tsr_blockops_copy(a.es, v->rank, v->dims, dst, dstr, v->base, v->strides);
+}
+
+static void store(run_t *run, const insn_t *in) {
+  const view_plan_t *vp = in->plan;
+  ref_access_t a;
+  if (!tsr_view_access(run, in, &a)) {
+    if (vp->mask != NO_VALUE)
+      tsr_view_masked_outside(run, in, &a, true, run->vals[in->b]);
+    else
+      tsr_interp_materialize(run, vp->ref);
+    return;
+  }
+  const view_t *v = &a.v;
+  tsr_race_ref_access(run, in->site, vp, a.origin, a.step, true);
+  const uint8_t *src = run->vals[in->b];
+  if (a.rr->pending_fill) {
+    /* A first store that covers the whole block makes the fill moot. */
+    if (vp->mask != NO_VALUE || !tsr_view_is_dense(v) || v->base != a.rr->data ||
+        tsr_view_count(v) != (int64_t)a.ri->elements)
+      tsr_interp_materialize(run, vp->ref);
+    else
+      a.rr->pending_fill = false;
+  }
+  if (vp->mask != NO_VALUE) {
+    const uint8_t *mask = run->vals[vp->mask];
+    int64_t count = tsr_view_count(v);
+    view_walk_t w = {{0}};
+    for (int64_t i = 0; i < count; i++, tsr_view_walk_next(v, &w)) {
+      if (!mask[i]) continue;
+      int64_t off = tsr_view_walk_offset(v, &w);
+      memcpy(v->base + off * (int64_t)a.es,
+             src + (vp->value_scalar ? 0 : i * (int64_t)a.es), a.es);
+      if (v->shadow) v->shadow[off] = 1;
+    }
+    return;
+  }
+  int64_t sstr[TSR_MAX_RANK];
+  if (vp->value_scalar) {
+    memset(sstr, 0, sizeof sstr);
+  } else {
+    tsr_blockops_dense_strides(v->rank, v->dims, sstr);
+  }
+  if (src != v->base) /* else the value was computed in place (forwarded) */
+    tsr_blockops_copy(a.es, v->rank, v->dims, v->base, v->strides, src, sstr);
+  if (v->shadow) tsr_view_mark_written(v->rank, v->dims, v->shadow, v->strides);
+}
+
+static void slice(run_t *run, const insn_t *in) {
+  const view_plan_t *vp = in->plan;
+  size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
+  view_t v;
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+  void *dst = tsr_interp_result_ptr(run, in);
+  run->vals[in->r] = dst;
+  if (!tsr_view_resolve(run, in, vp, NULL, run->vals[in->a], NULL, es, &v, origin, step,
+                        false))
+    return; /* static slices are verified: unreachable */
+  int64_t dstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(v.rank, v.dims, dstr);
+  tsr_blockops_copy(es, v.rank, v.dims, dst, dstr, v.base, v.strides);
+}
+
+/* Store forwarding: when the store after this instruction targets a dense,
+ * in-bounds view, the instruction writes its result there directly. */
+static void prepare_forward(run_t *run, const insn_t *store) {
+  const view_plan_t *vp = store->plan;
+  run_ref_t *rr = &run->refs[vp->ref];
+  const ref_info_t *ri = &run->p->refs[vp->ref];
+  view_t v;
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
+  if (!tsr_view_resolve(run, store, vp, NULL, rr->data, rr->shadow,
+                        tsr_dtype_size((tsr_dtype_t)ri->dtype), &v, origin, step, true) ||
+      !tsr_view_is_dense(&v))
+    return; /* the store will copy (and report any error) */
+  if (rr->pending_fill) {
+    if (v.base == rr->data && tsr_view_count(&v) == (int64_t)ri->elements)
+      rr->pending_fill = false; /* the whole block is about to be written */
+    else
+      tsr_interp_materialize(run, vp->ref);
+  }
+  run->forward = v.base;
+}
+
+/* ---- Moves and scopes ---- */
+
+static void do_move(run_t *run, const insn_t *in) {
+  const move_plan_t *mp = in->plan;
+  const value_info_t *vals = run->p->values;
+  /* Two-phase through temporaries when a source lives in one of the
+   * destinations' buffers (swapped loop-carried values). */
+  bool hazard = false;
+  if (mp->tmp && mp->count > 1) {
+    for (uint32_t i = 0; i < mp->count && !hazard; i++) {
+      const uint8_t *s = run->vals[mp->src[i]];
+      for (uint32_t j = 0; j < mp->count; j++) {
+        const uint8_t *d = tsr_interp_own(run, mp->dst[j]);
+        if (j != i && s >= d && s < d + (vals[mp->dst[j]].bytes ? vals[mp->dst[j]].bytes : 1)) {
+          hazard = true;
+          break;
+        }
+      }
+    }
+  }
+  if (hazard) {
+    for (uint32_t i = 0; i < mp->count; i++) {
+      memmove(tsr_interp_own(run, mp->tmp[i]), run->vals[mp->src[i]], vals[mp->tmp[i]].bytes);
+      run->vals[mp->tmp[i]] = tsr_interp_own(run, mp->tmp[i]);
+    }
+    for (uint32_t i = 0; i < mp->count; i++) {
+      memcpy(tsr_interp_own(run, mp->dst[i]), tsr_interp_own(run, mp->tmp[i]),
+             vals[mp->dst[i]].bytes);
+      run->vals[mp->dst[i]] = tsr_interp_own(run, mp->dst[i]);
+    }
+    return;
+  }
+  for (uint32_t i = 0; i < mp->count; i++) {
+    void *d = tsr_interp_own(run, mp->dst[i]);
+    if (d != run->vals[mp->src[i]]) memmove(d, run->vals[mp->src[i]], vals[mp->dst[i]].bytes);
+    run->vals[mp->dst[i]] = d;
+  }
+}
+
+static void scope_enter(run_t *run, const insn_t *in) {
+  const scope_plan_t *sp = in->plan;
+  for (uint32_t i = 0; i < sp->count; i++) {
+    const ref_info_t *ri = &run->p->refs[sp->refs[i]];
+    run_ref_t *rr = &run->refs[sp->refs[i]];
+    tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, rr->data, ri->elements);
+    if (rr->shadow) memset(rr->shadow, 0, ri->elements);
+  }
+}
+
+/* ---- The instruction loop ---- */
+
+/* take_step when the grant is used up: a new grant, or the run stops. */
+bool tsr_interp_take_step_slow(run_t *run, uint32_t site) {
+  shared_t *sh = run->sh;
+  uint64_t g = tsr_bounds_grant(&sh->bounds, &sh->meter, 1);
+  if (g) {
+    sh->budget = g - 1;
+    return true;
+  }
+  tsr_diag_where_t where = tsr_interp_where(run, site);
+  tsr_diag_run_stopped(&sh->diag, &where, &sh->bounds);
+  sh->aborted = true;
+  return false;
+}
+
+bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
+  uint32_t pc = *pc_io;
+  const tsr_interp_program_t *p = run->p;
+  const insn_t *code = p->code;
+  void **vals = run->vals;
+  uint64_t ops = 0;
+  for (;;) {
+    const insn_t *in = &code[pc++];
+    ops++;
+    run->sh->tick++;
+    if (in->forward) prepare_forward(run, in + 1);
+    switch (in->code) {
+#define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, text) \
+  case TSR_OP_##E:                                                    \
+    if (TSR_SYN_##syn == TSR_SYN_UNARY) goto unary;                   \
+    if (TSR_SYN_##syn == TSR_SYN_BINARY) goto binary;                 \
+    break;
+#include "ir/ops.def"
+#undef TSR_OP
+      case XOP_END:
+        run->sh->stats.ops_executed += ops - 1;
+        *pc_io = pc;
+        return true;
+      case XOP_JMP:
+        pc = in->target;
+        continue;
+      case XOP_JMP_IF_NOT:
+        if (!*(const uint8_t *)vals[in->a]) pc = in->target;
+        continue;
+      case XOP_MOVE:
+        do_move(run, in);
+        continue;
+      case XOP_FOR_INIT: {
+        int32_t lo = tsr_interp_read_i32(run, in->a), hi = tsr_interp_read_i32(run, in->b),
+                st = tsr_interp_read_i32(run, in->c);
+        if (st <= 0) {
+          tsr_interp_kernel_error(run, in->site, TSR_DIAG_BAD_VALUE,
+                                  "for loop step must be positive, got %d", st);
+          pc = in->target;
+          if (run->sh->aborted) goto out;
+          continue;
+        }
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        memcpy(vals[in->r], &lo, 4);
+        if (!(lo < hi)) pc = in->target;
+        continue;
+      }
+      case XOP_FOR_NEXT: {
+        int64_t next = (int64_t)tsr_interp_read_i32(run, in->r) + tsr_interp_read_i32(run, in->c);
+        if (next < tsr_interp_read_i32(run, in->b)) {
+          int32_t n32 = (int32_t)next;
+          memcpy(vals[in->r], &n32, 4);
+          pc = in->target;
+        }
+        continue;
+      }
+      case XOP_SCOPE_ENTER:
+        scope_enter(run, in);
+        continue;
+      case XOP_SCOPE_EXIT:
+        tsr_dma_scope_exit(run, in);
+        continue;
+      case XOP_ALIAS:
+        vals[in->r] = vals[in->a];
+        continue;
+      case XOP_BARRIER_SIGNAL:
+        tsr_sem_barrier_signal(run, in);
+        continue;
+      case XOP_BARRIER_WAIT:
+        if (!tsr_sem_try_wait(run, in, in->plan, (int32_t)run->sh->cores - 1)) goto blocked;
+        continue;
+      case XOP_STEP:
+        if (!tsr_interp_take_step(run, in->site)) goto out;
+        continue;
+      default:
+        tsr_interp_kernel_error(run, in->site, TSR_DIAG_INTERNAL,
+                                "internal error: bad instruction %u", in->code);
+        goto out;
+    }
+
+    /* Ops that are not plain unary/binary. */
+    switch ((tsr_opcode_t)in->code) {
+      case TSR_OP_LOAD:
+        load(run, in);
+        break;
+      case TSR_OP_STORE:
+        store(run, in);
+        break;
+      case TSR_OP_SLICE:
+        slice(run, in);
+        break;
+      case TSR_OP_PROGRAM_ID:
+        tsr_interp_put_i32(run, in, (int32_t)run->point[((const shape_plan_t *)in->plan)->axis]);
+        break;
+      case TSR_OP_NUM_PROGRAMS:
+        tsr_interp_put_i32(run, in, (int32_t)p->grid[((const shape_plan_t *)in->plan)->axis]);
+        break;
+      case TSR_OP_IOTA: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        tsr_blockops_iota((tsr_dtype_t)in->rdtype, vals[in->r], sp->rank, sp->dims,
+                          sp->axis);
+        break;
+      }
+      case TSR_OP_SELECT:
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        tsr_blockops_select(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
+                            vals[in->a], in->bcast & 1, vals[in->b], in->bcast & 2,
+                            vals[in->c], in->bcast & 4, (size_t)in->n);
+        break;
+      case TSR_OP_CONVERT:
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        tsr_blockops_convert((tsr_dtype_t)in->rdtype, vals[in->r],
+                             (tsr_dtype_t)in->dtype, vals[in->a], (size_t)in->n);
+        break;
+      case TSR_OP_BROADCAST:
+      case TSR_OP_TRANSPOSE: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        tsr_blockops_copy(tsr_dtype_size((tsr_dtype_t)in->rdtype), sp->rank, sp->dims,
+                          vals[in->r], sp->strides, vals[in->a], sp->src_strides);
+        break;
+      }
+      case TSR_OP_CONCATENATE: {
+        const shape_plan_t *sp = in->plan;
+        size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        int64_t offset = 0, dims[TSR_MAX_RANK], sstr[TSR_MAX_RANK];
+        memcpy(dims, sp->dims, sizeof dims);
+        for (uint32_t i = 0; i < sp->num_operands; i++) {
+          dims[sp->axis] = sp->axis_sizes[i];
+          tsr_blockops_dense_strides(sp->rank, dims, sstr);
+          tsr_blockops_copy(es, sp->rank, dims,
+                            (uint8_t *)vals[in->r] +
+                                offset * sp->strides[sp->axis] * (int64_t)es,
+                            sp->strides, vals[sp->operands[i]], sstr);
+          offset += sp->axis_sizes[i];
+        }
+        break;
+      }
+      case TSR_OP_ROLL: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        tsr_blockops_roll(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
+                          vals[in->a], sp->src_rank, sp->src_dims, sp->axis,
+                          tsr_interp_read_i32(run, in->b));
+        break;
+      }
+      case TSR_OP_GATHER: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        int64_t bad = tsr_blockops_gather(tsr_dtype_size((tsr_dtype_t)in->rdtype),
+                                          vals[in->r], vals[in->a], vals[in->b],
+                                          sp->rank, sp->dims, sp->axis,
+                                          sp->src_dims[sp->axis]);
+        if (bad >= 0) {
+          int64_t idx[TSR_MAX_RANK];
+          char at[96];
+          tsr_interp_unflatten(bad, sp->rank, sp->dims, idx);
+          tsr_diag_format_dims(at, sizeof at, idx, sp->rank);
+          tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
+                       "gather index %d at %s is out of range [0, %lld) along axis %u",
+                       ((const int32_t *)vals[in->b])[bad], at,
+                       (long long)sp->src_dims[sp->axis], sp->axis);
+          tsr_interp_fill_uninit(run, (tsr_dtype_t)in->rdtype, vals[in->r], (uint64_t)in->n);
+        }
+        break;
+      }
+      case TSR_OP_REDUCE_SUM:
+      case TSR_OP_REDUCE_MAX:
+      case TSR_OP_REDUCE_MIN:
+      case TSR_OP_REDUCE_PROD:
+      case TSR_OP_REDUCE_AND:
+      case TSR_OP_REDUCE_OR: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        tsr_blockops_reduce((tsr_opcode_t)in->code, (tsr_dtype_t)in->dtype, vals[in->r],
+                            vals[in->a], sp->src_rank, sp->src_dims, sp->axes_mask);
+        break;
+      }
+      case TSR_OP_ARGMAX:
+      case TSR_OP_ARGMIN: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        tsr_blockops_argreduce((tsr_opcode_t)in->code, (tsr_dtype_t)in->dtype,
+                               vals[in->r], vals[in->a], sp->src_rank, sp->src_dims,
+                               sp->axis);
+        break;
+      }
+      case TSR_OP_DOT: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        tsr_blockops_dot((tsr_dtype_t)in->rdtype, vals[in->r], (tsr_dtype_t)in->dtype,
+                         vals[in->a], vals[in->b],
+                         in->c != NO_VALUE ? vals[in->c] : NULL, sp->m, sp->k, sp->n,
+                         (in->flags & TSR_OPF_TRANSPOSE_RHS) != 0);
+        break;
+      }
+      case TSR_OP_PRINT:
+        do_print(run, in);
+        break;
+      case TSR_OP_DEVICE_ID:
+      case TSR_OP_CORE_ID:
+        tsr_interp_put_i32(run, in,
+                           (int32_t)(in->code == TSR_OP_DEVICE_ID ? run->device : run->core));
+        break;
+      case TSR_OP_SEM_SIGNAL:
+        tsr_sem_signal(run, in);
+        break;
+      case TSR_OP_SEM_WAIT:
+        if (!tsr_sem_try_wait(run, in, in->plan,
+                              tsr_interp_read_i32(run, ((const sem_plan_t *)in->plan)->amount)))
+          goto blocked;
+        break;
+      case TSR_OP_SEM_READ: {
+        int32_t *sem = tsr_sem_addr(run, in, in->plan);
+        tsr_interp_put_i32(run, in, sem ? *sem : 0);
+        break;
+      }
+      case TSR_OP_DMA_START:
+        tsr_dma_start(run, in);
+        break;
+      case TSR_OP_DMA_WAIT: {
+        const dma_plan_t *dp = in->plan;
+        if (!tsr_sem_try_wait(run, in, &dp->sem, (int32_t)dp->bytes)) goto blocked;
+        break;
+      }
+      case TSR_OP_ASSERT:
+        if (!*(const uint8_t *)vals[in->a]) {
+          const text_plan_t *tp = in->plan;
+          tsr_diag_where_t where = tsr_interp_where(run, in->site);
+          if (tsr_diag_assert_failed(&run->sh->diag, &where, tp->text)) run->sh->aborted = true;
+        }
+        break;
+      default:
+        tsr_interp_kernel_error(run, in->site, TSR_DIAG_NOT_IMPLEMENTED,
+                                "op '%s' is not implemented in the interpreter",
+                                tsr_op_table[in->code].mnemonic);
+        break;
+    }
+    if (TSR_UNLIKELY(run->sh->aborted)) goto out;
+    continue;
+
+  unary:
+    vals[in->r] = tsr_interp_result_ptr(run, in);
+    in->fn.unary(vals[in->r], vals[in->a], (size_t)in->n);
+    continue;
+  binary:
+    vals[in->r] = tsr_interp_result_ptr(run, in);
+    in->fn.binary(vals[in->r], vals[in->a], vals[in->b], (size_t)in->n,
+                  (tsr_bcast_t)in->bcast);
+    continue;
+  }
+out:
+  run->sh->stats.ops_executed += ops;
+  *pc_io = pc;
+  return true;
+blocked:
+  run->sh->stats.ops_executed += ops - 1;
+  *pc_io = pc - 1;
+  return false;
+}

@@ -1,0 +1,441 @@
+/* The grid pipeline of one core (Pallas TPU semantics, docs/semantics.md):
+ * its walk through its share of the grid, index maps, block copy-in when an
+ * input's block index changes, copy-out when an output's next index differs
+ * or at the last step, revisit and two-core detection, padded edge blocks,
+ * and the end-of-run check of never-written output elements. */
+#include <stdio.h>
+
+#include "base/hashtable.h"
+#include "interp/interp_internal.h"
+
+/* ---- Blocks ---- */
+
+typedef struct visit {
+  int64_t key[TSR_MAX_RANK];
+  uint64_t first_step, last_step;
+  uint32_t core; /* the core that wrote it */
+  UT_hash_handle hh;
+} visit_t;
+
+/* Computes the block indices of operand j at grid point `point`. */
+static void eval_index_map(run_t *run, uint32_t j, const int64_t *point, int64_t *out) {
+  const operand_plan_t *op = &run->p->operands[j];
+  if (op->affine) {
+    for (uint32_t d = 0; d < op->array_rank; d++)
+      out[d] = op->map_axis[d] >= 0 ? point[op->map_axis[d]] : op->map_const[d];
+    return;
+  }
+  for (uint32_t a = 0; a < run->p->grid_rank; a++) {
+    int32_t v = (int32_t)point[a];
+    run->vals[op->map_args[a]] = tsr_interp_own(run, op->map_args[a]);
+    memcpy(run->vals[op->map_args[a]], &v, 4);
+  }
+  uint32_t pc = op->map_pc;
+  tsr_interp_exec(run, &pc);
+  for (uint32_t d = 0; d < op->array_rank; d++)
+    out[d] = tsr_interp_read_i32(run, op->map_results[d]);
+}
+
+static bool block_in_range(const operand_plan_t *op, const int64_t *b) {
+  for (uint32_t d = 0; d < op->array_rank; d++) {
+    if (b[d] < 0 || b[d] * op->block[d] >= op->array_dims[d]) return false;
+  }
+  return true;
+}
+
+/* The window of block b in the array: start and extent per dim; true if the
+ * block has no padding and is one contiguous run of HBM. */
+static bool block_window(const operand_plan_t *op, const int64_t *b, int64_t *start,
+                         int64_t *extent) {
+  bool padded = false;
+  for (uint32_t d = 0; d < op->array_rank; d++) {
+    start[d] = b[d] * op->block[d];
+    extent[d] = TSR_MIN(op->block[d], op->array_dims[d] - start[d]);
+    if (extent[d] < op->block[d]) padded = true;
+  }
+  if (padded) return false;
+  /* Contiguous: leading dims of block 1, then one partial dim, then full. */
+  uint32_t d = 0;
+  while (d < op->array_rank && op->block[d] == 1) d++;
+  for (uint32_t e = d + 1; e < op->array_rank; e++)
+    if (op->block[e] != op->array_dims[e]) return false;
+  return true;
+}
+
+static int64_t window_offset(const operand_plan_t *op, const int64_t *start) {
+  int64_t off = 0;
+  for (uint32_t d = 0; d < op->array_rank; d++) off += start[d] * op->array_strides[d];
+  return off;
+}
+
+static void report_block_range(run_t *run, uint32_t j, const int64_t *b) {
+  const operand_plan_t *op = &run->p->operands[j];
+  char bi[96], shape[96], block[96], nb[96];
+  int64_t counts[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < op->array_rank; d++)
+    counts[d] = (op->array_dims[d] + op->block[d] - 1) / op->block[d];
+  tsr_diag_format_dims(bi, sizeof bi, b, op->array_rank);
+  tsr_diag_format_dims(shape, sizeof shape, op->array_dims, op->array_rank);
+  tsr_diag_format_dims(block, sizeof block, op->block, op->array_rank);
+  tsr_diag_format_dims(nb, sizeof nb, counts, op->array_rank);
+  tsr_interp_kernel_error(run, op->site, TSR_DIAG_OUT_OF_BOUNDS,
+               "index map gives block index %s, out of range for array shape %s "
+               "with block %s (block counts %s)",
+               bi, shape, block, nb);
+}
+
+static void copy_in(run_t *run, uint32_t j) {
+  const tsr_interp_program_t *p = run->p;
+  const operand_plan_t *op = &p->operands[j];
+  const ref_info_t *ri = &p->refs[op->ref];
+  run_ref_t *rr = &run->refs[op->ref];
+  const int64_t *b = &run->cur_block[j * TSR_MAX_RANK];
+  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  uint8_t *own_buf = run->vmem + ri->offset;
+  run->sh->stats.blocks_copied_in++;
+  run->sh->stats.bytes_copied += ri->elements * es;
+  if (!run->block_valid[j]) {
+    rr->data = own_buf;
+    tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+    return;
+  }
+  int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK];
+  bool direct = block_window(op, b, start, extent);
+  tsr_race_window(run, j, start, extent, false);
+  uint8_t *src = run->hbm[j] + window_offset(op, start) * (int64_t)es;
+  if (direct && !op->aliased && !ri->written) {
+    /* zero-copy: the block is a contiguous window of HBM that nothing
+     * writes. A block the kernel writes is the core's own copy, as in
+     * Pallas: a later fetch reads HBM again, and each core has its own. */
+    rr->data = src;
+    return;
+  }
+  rr->data = own_buf;
+  int64_t bstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(op->array_rank, op->block, bstr);
+  bool padded = false;
+  for (uint32_t d = 0; d < op->array_rank; d++)
+    if (extent[d] < op->block[d]) padded = true;
+  if (padded) tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+  tsr_blockops_copy(es, op->array_rank, extent, own_buf, bstr, src, op->array_strides);
+}
+
+static void begin_out_block(run_t *run, uint32_t j) {
+  const tsr_interp_program_t *p = run->p;
+  const operand_plan_t *op = &p->operands[j];
+  const ref_info_t *ri = &p->refs[op->ref];
+  run_ref_t *rr = &run->refs[op->ref];
+  const int64_t *b = &run->cur_block[j * TSR_MAX_RANK];
+  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  uint8_t *own_buf = run->vmem + ri->offset;
+  uint8_t *own_shadow = run->vmem_shadow ? run->vmem_shadow + ri->offset : NULL;
+  rr->data = own_buf;
+  rr->shadow = ri->shadowed ? own_shadow : NULL;
+  if (run->block_valid[j]) {
+    /* Revisit check (aliased outputs are exempt, as in Pallas). */
+    if (op->alias < 0) {
+      visit_t *set = run->visited[j], *v;
+      int64_t key[TSR_MAX_RANK] = {0};
+      for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
+      HASH_FIND(hh, set, key, sizeof key, v);
+      if (v && v->core != run->core) {
+        /* Both copies out reach HBM, in an order the TPU does not define: a
+         * race, an error when races are looked for (--detect-races). */
+        char bi[96];
+        tsr_diag_format_dims(bi, sizeof bi, b, op->array_rank);
+        tsr_interp_kernel_report(
+            run, op->site, TSR_DIAG_CORE_CONFLICT,
+            run->sh->race != NULL ? TSR_DIAG_ERROR : TSR_DIAG_WARNING,
+            "output block %s is written by core %u at step %llu and by core "
+            "%u in steps %llu..%llu: the cores of a device must write "
+            "disjoint output blocks (the last copy out wins)",
+            bi, run->core, (unsigned long long)run->step, v->core,
+            (unsigned long long)v->first_step, (unsigned long long)v->last_step);
+      } else if (v) {
+        char bi[96];
+        tsr_diag_format_dims(bi, sizeof bi, b, op->array_rank);
+        tsr_interp_kernel_error(run, op->site, TSR_DIAG_REVISIT,
+                     "output block %s is revisited at step %llu; it was written in "
+                     "steps %llu..%llu and already copied out (writes to an output "
+                     "block must happen in consecutive grid steps)",
+                     bi, (unsigned long long)run->step,
+                     (unsigned long long)v->first_step,
+                     (unsigned long long)v->last_step);
+      } else {
+        v = tsr_calloc(1, sizeof *v);
+        if (v) {
+          memcpy(v->key, key, sizeof key);
+          v->first_step = v->last_step = run->step;
+          v->core = run->core;
+          HASH_ADD(hh, set, key, sizeof v->key, v);
+          run->visited[j] = set;
+        }
+      }
+    }
+    int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK];
+    if (block_window(op, b, start, extent) && op->alias < 0) {
+      int64_t off = window_offset(op, start);
+      rr->data = run->hbm[j] + off * (int64_t)es;
+      if (ri->shadowed) rr->shadow = run->hbm_shadow[j] + off;
+    }
+  }
+  /* Output blocks start uninitialized: they are not copied in. The fill is
+   * lazy: a first store of the whole block makes it unnecessary (one write
+   * pass fewer; part of the 12% -> 77% add speed-up, docs/benchmarks.md). */
+  rr->pending_fill = true;
+  if (rr->shadow) memset(rr->shadow, 0, ri->elements);
+}
+
+static void copy_out(run_t *run, uint32_t j) {
+  const tsr_interp_program_t *p = run->p;
+  const operand_plan_t *op = &p->operands[j];
+  const ref_info_t *ri = &p->refs[op->ref];
+  run_ref_t *rr = &run->refs[op->ref];
+  const int64_t *b = &run->cur_block[j * TSR_MAX_RANK];
+  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  tsr_interp_materialize(run, op->ref);
+  if (!run->block_valid[j]) return;
+  run->sh->stats.blocks_copied_out++;
+  run->sh->stats.bytes_copied += ri->elements * es;
+  if (op->alias < 0) {
+    visit_t *v;
+    int64_t key[TSR_MAX_RANK] = {0};
+    for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
+    HASH_FIND(hh, (visit_t *)run->visited[j], key, sizeof key, v);
+    if (v) v->last_step = run->step;
+  }
+  uint8_t *own_buf = run->vmem + ri->offset;
+  int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK];
+  block_window(op, b, start, extent);
+  tsr_race_window(run, j, start, extent, true);
+  if (rr->data != own_buf) return; /* written in place */
+  int64_t bstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(op->array_rank, op->block, bstr);
+  int64_t off = window_offset(op, start);
+  tsr_blockops_copy(es, op->array_rank, extent, run->hbm[j] + off * (int64_t)es,
+                    op->array_strides, own_buf, bstr);
+  if (ri->shadowed && rr->shadow)
+    tsr_blockops_copy(1, op->array_rank, extent, run->hbm_shadow[j] + off,
+                      op->array_strides, rr->shadow, bstr);
+}
+
+/* ---- The end of the run ---- */
+
+void tsr_grid_check_outputs(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  for (uint32_t j = 0; j < p->num_operands; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    if (op->role != TSR_ROLE_OUT || !run->hbm_shadow[j]) continue;
+    const uint8_t *s = run->hbm_shadow[j];
+    const uint8_t *z = memchr(s, 0, op->array_elements);
+    if (!z) continue; /* the common case: one fast scan */
+    uint64_t first = (uint64_t)(z - s), missing = 0;
+    const ref_info_t *ri = &p->refs[op->ref];
+    size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+    for (uint64_t i = first; i < op->array_elements; i++) {
+      if (s[i]) continue;
+      missing++;
+      tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, run->hbm[j] + i * es, 1);
+    }
+    if (missing) {
+      int64_t idx[TSR_MAX_RANK];
+      char at[96];
+      tsr_interp_unflatten((int64_t)first, op->array_rank, op->array_dims, idx);
+      tsr_diag_format_dims(at, sizeof at, idx, op->array_rank);
+      tsr_interp_kernel_warning(run, op->site, TSR_DIAG_OUTPUT_UNWRITTEN,
+                   "%llu of %llu output elements were never written (first at %s); "
+                   "they hold the uninitialized value",
+                   (unsigned long long)missing,
+                   (unsigned long long)op->array_elements, at);
+    }
+  }
+}
+
+
+void tsr_grid_free_visits(run_t *run) {
+  for (uint32_t j = 0; j < run->p->num_operands; j++) {
+    visit_t *set = run->visited[j], *v, *tmp;
+    HASH_ITER(hh, set, v, tmp) {
+      HASH_DEL(set, v);
+      tsr_free(v);
+    }
+  }
+}
+
+/* ---- One core's walk through its share of the grid ---- */
+
+
+
+/* Writes `flat` row-major into loop[first..end). */
+static void unflatten_dims(const tsr_interp_program_t *p, uint64_t flat, uint32_t first,
+                           uint32_t end, int64_t *loop) {
+  for (uint32_t d = end; d-- > first;) {
+    loop[d] = (int64_t)(flat % (uint64_t)p->grid[d]);
+    flat /= (uint64_t)p->grid[d];
+  }
+}
+
+/* Row-major counter -> grid point (with shuffled parallel dims). */
+static void loop_to_point(run_t *run, const int64_t *loop, int64_t *point) {
+  for (uint32_t d = 0; d < run->p->grid_rank; d++)
+    point[d] = run->perm[d] ? run->perm[d][loop[d]] : loop[d];
+}
+
+/* Sets run->loop to this core's step `k`: the dims before the
+ * split dims, then this core's split points, then the dims after them, each
+ * row-major (tsr_ir_core_split). */
+static void core_step_to_loop(run_t *run, uint64_t k) {
+  const tsr_interp_program_t *p = run->p;
+  uint32_t first = p->split.first, end = p->split.end;
+  uint64_t inner = 1;
+  for (uint32_t d = end; d < p->grid_rank; d++) inner *= (uint64_t)p->grid[d];
+  uint64_t chunk = (run->share_hi - run->share_lo) * inner;
+  unflatten_dims(p, k / chunk, 0, first, run->loop);
+  unflatten_dims(p, run->share_lo + k % chunk / inner, first, end, run->loop);
+  unflatten_dims(p, k % inner, end, p->grid_rank, run->loop);
+}
+
+/* Moves run->loop to this core's next step (core_step_to_loop of the next
+ * k, without its divisions): the dims after the split count fastest, then
+ * the split points, then the dims before the split. */
+static void advance_loop(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  uint32_t first = p->split.first, end = p->split.end;
+  for (uint32_t d = p->grid_rank; d-- > end;) {
+    if (++run->loop[d] < p->grid[d]) return;
+    run->loop[d] = 0;
+  }
+  uint64_t point = 0;
+  for (uint32_t d = first; d < end; d++)
+    point = point * (uint64_t)p->grid[d] + (uint64_t)run->loop[d];
+  if (++point < run->share_hi) {
+    unflatten_dims(p, point, first, end, run->loop);
+    return;
+  }
+  unflatten_dims(p, run->share_lo, first, end, run->loop);
+  for (uint32_t d = first; d-- > 0;) {
+    if (++run->loop[d] < p->grid[d]) return;
+    run->loop[d] = 0;
+  }
+}
+
+/* The linear grid step of run->loop (row-major), for messages. */
+static uint64_t loop_step(const run_t *run) {
+  uint64_t step = 0;
+  for (uint32_t d = 0; d < run->p->grid_rank; d++)
+    step = step * (uint64_t)run->p->grid[d] + (uint64_t)run->loop[d];
+  return step;
+}
+
+/* Copies in changed inputs and starts changed outputs for run->step. */
+static void begin_step(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  run->sh->stats.grid_steps++;
+  run->step_tick = run->sh->tick;
+  for (uint32_t j = 0; j < p->num_operands; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    if (!op->blocked) continue;
+    int64_t *cur = &run->cur_block[j * TSR_MAX_RANK];
+    int64_t *prev = &run->prev_block[j * TSR_MAX_RANK];
+    if (run->core_step > 0 && memcmp(cur, prev, op->array_rank * sizeof *cur) == 0)
+      continue;
+    run->block_valid[j] = block_in_range(op, cur);
+    if (!run->block_valid[j]) report_block_range(run, j, cur);
+    if (op->role == TSR_ROLE_IN)
+      copy_in(run, j);
+    else if (op->role == TSR_ROLE_OUT)
+      begin_out_block(run, j);
+  }
+}
+
+/* After the body: the next step's index maps decide which outputs are copied
+ * out now; moves to the next step. */
+static void end_step(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  bool last = run->core_step + 1 == run->core_steps;
+  if (run->sh->tracing) {
+    char name[200];
+    snprintf(name, sizeof name, "step ");
+    tsr_diag_format_point(name + 5, sizeof name - 5, run->point, p->grid_rank);
+    tsr_trace_event(run->sh, name, run->device, run->core, run->step_tick, run->sh->tick,
+                NULL);
+  }
+  if (!last) {
+    advance_loop(run);
+    loop_to_point(run, run->loop, run->point);
+  }
+  for (uint32_t j = 0; j < p->num_operands; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    if (!op->blocked) continue;
+    int64_t *cur = &run->cur_block[j * TSR_MAX_RANK];
+    int64_t *prev = &run->prev_block[j * TSR_MAX_RANK];
+    memcpy(prev, cur, TSR_MAX_RANK * sizeof *cur);
+    if (!last) eval_index_map(run, j, run->point, cur);
+    bool leaving = last || memcmp(cur, prev, op->array_rank * sizeof *cur) != 0;
+    if (op->role == TSR_ROLE_OUT && leaving) {
+      /* copy_out works on the block being left: temporarily current. */
+      int64_t next[TSR_MAX_RANK];
+      memcpy(next, cur, sizeof next);
+      memcpy(cur, prev, sizeof next);
+      copy_out(run, j);
+      memcpy(cur, next, sizeof next);
+    }
+  }
+  run->core_step++;
+  run->step = loop_step(run);
+}
+
+/* A core's start: its first grid point's block indices, and its first
+ * step's blocks (inputs copied in, outputs started). */
+void tsr_grid_start_core(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  run->core_step = 0;
+  run->phase = CORE_STEP;
+  if (!run->core_steps) return;
+  core_step_to_loop(run, 0);
+  run->step = loop_step(run);
+  loop_to_point(run, run->loop, run->point);
+  for (uint32_t j = 0; j < p->num_operands; j++)
+    if (p->operands[j].blocked)
+      eval_index_map(run, j, run->point, &run->cur_block[j * TSR_MAX_RANK]);
+  if (!tsr_interp_take_step(run, p->grid_site)) return; /* the first grid step counts */
+  begin_step(run);
+  run->pc = p->body_pc;
+  run->phase = CORE_BODY;
+}
+
+bool tsr_grid_run_core(run_t *run) {
+  const tsr_interp_program_t *p = run->p;
+  bool progress = false;
+  while (!run->sh->aborted) {
+    switch (run->phase) {
+      case CORE_START:
+        tsr_grid_start_core(run);
+        progress = true;
+        break;
+      case CORE_STEP:
+        if (run->core_step >= run->core_steps) {
+          run->phase = CORE_DONE;
+          return true;
+        }
+        if (!tsr_interp_take_step(run, p->grid_site)) return true;
+        begin_step(run);
+        run->pc = p->body_pc;
+        run->phase = CORE_BODY;
+        progress = true;
+        break;
+      case CORE_BODY: {
+        uint32_t before = run->pc;
+        bool finished = tsr_interp_exec(run, &run->pc);
+        if (!finished) return progress || run->pc != before;
+        progress = true;
+        end_step(run);
+        run->phase = CORE_STEP;
+        break;
+      }
+      case CORE_DONE:
+        return progress;
+    }
+  }
+  return progress;
+}

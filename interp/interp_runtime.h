@@ -1,0 +1,47 @@
+/* What the runtime (runtime/) uses of the interpreter, and nothing more: the
+ * bounds of a run, the diagnostics sink and the `print` formatter shared by
+ * both backends, and binding a cached program to a kernel. The rest of the
+ * interpreter's internals (interp/interp_internal.h) stay private to interp/. */
+#ifndef TESSERA_INTERP_RUNTIME_H
+#define TESSERA_INTERP_RUNTIME_H
+
+#include <stdio.h>
+
+#include "interp/bounds.h"
+#include "interp/diag.h"
+#include "ir/ir.h"
+#include "tessera/interp.h"
+
+/* Makes a program that runs `prepared`'s code for `kernel`, which must have
+ * the same canonical bytes as the kernel it was prepared from, with the
+ * semantic options of `prepared` and the print stream and trace path of
+ * `options` (may be NULL). Its diagnostics name `kernel`'s file, kernel,
+ * values and locations. `prepared` must outlive the result; `release` (may be
+ * NULL) is called with `release_ctx` when the result is destroyed.
+ * TSR_INTERNAL if the kernel's shape does not match. */
+tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
+                                     const tsr_ir_kernel_t *kernel,
+                                     const tsr_interp_options_t *options,
+                                     void (*release)(void *ctx), void *release_ctx,
+                                     tsr_interp_program_t **out_program)
+    TSR_MUST_USE;
+
+/* The bytes a prepared program holds (what a cache entry of it costs). */
+size_t tsr_interp_program_footprint(const tsr_interp_program_t *program);
+
+/* A value `print` shows: n elements of dtype at data (storage format). */
+typedef struct tsr_print_value {
+  tsr_dtype_t dtype;
+  const void *data;
+  uint64_t n;
+  bool vector; /* shown as "[a, b, ...]" (at most 64 elements) */
+} tsr_print_value_t;
+/* Writes one `print`: `text` with each "{}" replaced by the next of `count`
+ * values (value(ctx, i) gives value i), then a newline. The line is
+ * formatted first and written with one fwrite, so the stream gets one write
+ * per line and the lines of concurrent cores stay whole. Used by the
+ * interpreter and the CPU backend's runtime. */
+void tsr_interp_print(FILE *f, const char *text, uint32_t count,
+                      tsr_print_value_t (*value)(void *ctx, uint32_t i), void *ctx);
+
+#endif /* TESSERA_INTERP_RUNTIME_H */

@@ -1,0 +1,255 @@
+/* Views of refs at run time: resolving a load's, store's, slice's or DMA's
+ * view with its bounds check, the uninitialized-read check through the
+ * shadow bytes and its report, masked accesses whose window reaches outside
+ * the ref, and the written marks of stores and DMAs. The instructions that
+ * use them are in exec.c. Semantics: docs/semantics.md, "Memory". */
+#include <stdio.h>
+
+#include "interp/interp_internal.h"
+
+/* ---- Views ---- */
+
+void tsr_interp_fill_uninit(const run_t *run, tsr_dtype_t dtype, void *dst, uint64_t n) {
+  unsigned char elem[8];
+  tsr_blockops_uninit_value(dtype, run->p->options.uninit, elem);
+  tsr_blockops_fill(tsr_dtype_size(dtype), dst, elem, n);
+}
+
+/* Returns the flat position (in view order) of the first 0 byte of the view's
+ * shadow, or -1 when every element was written. */
+int64_t tsr_view_first_unwritten(const view_t *v) {
+  int64_t idx[TSR_MAX_RANK] = {0};
+  int64_t total = 1;
+  for (uint32_t i = 0; i < v->rank; i++) total *= v->dims[i];
+  if (v->rank == 0) return v->shadow[0] ? -1 : 0;
+  int64_t inner = v->dims[v->rank - 1], istride = v->strides[v->rank - 1];
+  for (int64_t row = 0; row * inner < total; row++) {
+    int64_t off = 0;
+    for (uint32_t i = 0; i + 1 < v->rank; i++) off += idx[i] * v->strides[i];
+    const uint8_t *s = v->shadow + off;
+    if (istride == 1) {
+      const uint8_t *z = memchr(s, 0, (size_t)inner);
+      if (z) return row * inner + (z - s);
+    } else {
+      for (int64_t j = 0; j < inner; j++)
+        if (!s[j * istride]) return row * inner + j;
+    }
+    for (int32_t i = (int32_t)v->rank - 2; i >= 0; i--) {
+      if (++idx[i] < v->dims[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return -1;
+}
+
+/* Formats the ref index of view element `flat`. */
+static void view_index_text(const view_t *v, const int64_t *ref_origin, uint32_t ref_rank,
+                            const int64_t *ref_step, int64_t flat, char *buf,
+                            size_t size) {
+  int64_t vidx[TSR_MAX_RANK];
+  tsr_interp_unflatten(flat, v->rank, v->dims, vidx);
+  int64_t ridx[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < ref_rank; d++) ridx[d] = ref_origin[d];
+  for (uint32_t i = 0; i < v->rank; i++) {
+    uint32_t d = v->ref_dim_of[i];
+    ridx[d] += vidx[i] * ref_step[d];
+  }
+  tsr_diag_format_dims(buf, size, ridx, ref_rank);
+}
+
+bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
+                      const char *ref_name, uint8_t *data, uint8_t *shadow, size_t elem_size,
+                      view_t *out, int64_t *origin, int64_t *step, bool quiet) {
+  const int64_t *strides = vp->strides;
+  int64_t offset = 0;
+  out->rank = 0;
+  for (uint32_t d = 0; d < vp->rank; d++) {
+    const view_index_t *ix = &vp->idx[d];
+    int64_t start = ix->value != NO_VALUE ? tsr_interp_read_i32(run, ix->value) : ix->start;
+    int64_t last = start + (ix->size - 1) * ix->stride;
+    if (start < 0 || last >= vp->dims[d] || ix->size < 1) {
+      if (quiet) return false;
+      char shape[96], what_name[96];
+      tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);
+      if (ref_name)
+        snprintf(what_name, sizeof what_name, "%%%s", ref_name);
+      else
+        snprintf(what_name, sizeof what_name, "the value");
+      if (ix->kind == TSR_INDEX_POINT)
+        tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
+                                "index %lld out of bounds for dimension %u of %s (shape %s)",
+                                (long long)start, d, what_name, shape);
+      else
+        tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
+                                "slice %lld:%lld:%lld out of bounds for dimension %u of %s "
+                                "(shape %s)",
+                                (long long)start, (long long)(last + 1),
+                                (long long)ix->stride, d, what_name, shape);
+      return false;
+    }
+    origin[d] = start;
+    step[d] = ix->stride;
+    offset += start * strides[d];
+    if (ix->kind != TSR_INDEX_POINT) {
+      out->dims[out->rank] = ix->size;
+      out->strides[out->rank] = strides[d] * ix->stride;
+      out->ref_dim_of[out->rank] = d;
+      out->rank++;
+    }
+  }
+  out->base = data + offset * (int64_t)elem_size;
+  out->shadow = shadow ? shadow + offset : NULL;
+  return true;
+}
+
+static void report_unwritten_at(run_t *run, const insn_t *in, const ref_info_t *ri,
+                                const char *at) {
+  char shape[96];
+  tsr_diag_format_dims(shape, sizeof shape, ri->dims, ri->rank);
+  /* A warning: a TPU reads whatever the memory holds, and the read is a bug
+   * only if that value reaches a result (docs/semantics.md, "Memory"). */
+  tsr_interp_kernel_warning(run, in->site, TSR_DIAG_UNINITIALIZED,
+                            "read of uninitialized memory: %%%s%s (shape %s) was never "
+                            "written%s; it holds the uninitialized value",
+                            ri->name, at, shape,
+                            ri->role == TSR_ROLE_OUT ? " in this output block" : "");
+}
+
+void tsr_view_report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
+                               const view_t *v, const int64_t *origin, const int64_t *step,
+                               int64_t flat) {
+  char at[128];
+  view_index_text(v, origin, ri->rank, step, flat, at, sizeof at);
+  report_unwritten_at(run, in, ri, at);
+}
+
+/* ---- Loads and stores: checks ---- */
+
+/* Resolves the view of a load/store; reports an out-of-bounds index, except
+ * for a masked access (see tsr_view_masked_outside). */
+bool tsr_view_access(run_t *run, const insn_t *in, ref_access_t *a) {
+  const view_plan_t *vp = in->plan;
+  a->ref = vp->ref;
+  a->ri = &run->p->refs[vp->ref];
+  a->rr = &run->refs[vp->ref];
+  a->es = tsr_dtype_size((tsr_dtype_t)a->ri->dtype);
+  return tsr_view_resolve(run, in, vp, a->ri->name, a->rr->data, a->rr->shadow, a->es,
+                        &a->v, a->origin, a->step, vp->mask != NO_VALUE);
+}
+
+/* The lanes of a masked view whose window reaches outside its ref. */
+typedef struct lane_window {
+  uint32_t rank;                    /* of the view */
+  int64_t dims[TSR_MAX_RANK];       /* of the view */
+  uint32_t ref_dim_of[TSR_MAX_RANK];
+  int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK]; /* per ref dim */
+  int64_t count;                    /* lanes */
+} lane_window_t;
+
+static void lane_window(const run_t *run, const view_plan_t *vp, lane_window_t *w) {
+  w->rank = 0;
+  w->count = 1;
+  for (uint32_t d = 0; d < vp->rank; d++) {
+    const view_index_t *ix = &vp->idx[d];
+    w->origin[d] = ix->value != NO_VALUE ? tsr_interp_read_i32(run, ix->value) : ix->start;
+    w->step[d] = ix->stride;
+    if (ix->kind == TSR_INDEX_POINT) continue;
+    w->dims[w->rank] = ix->size;
+    w->ref_dim_of[w->rank++] = d;
+    w->count *= ix->size;
+  }
+}
+
+/* The ref index of lane `vidx`; false when it is outside the ref. */
+static bool lane_index(const view_plan_t *vp, const lane_window_t *w, const int64_t *vidx,
+                       int64_t *ridx) {
+  for (uint32_t d = 0; d < vp->rank; d++) ridx[d] = w->origin[d];
+  for (uint32_t i = 0; i < w->rank; i++)
+    ridx[w->ref_dim_of[i]] += vidx[i] * w->step[w->ref_dim_of[i]];
+  bool inside = true;
+  for (uint32_t d = 0; d < vp->rank; d++)
+    if (ridx[d] < 0 || ridx[d] >= vp->dims[d]) inside = false;
+  return inside;
+}
+
+static void lane_next(const lane_window_t *w, int64_t *vidx) {
+  for (int32_t i = (int32_t)w->rank - 1; i >= 0; i--) {
+    if (++vidx[i] < w->dims[i]) break;
+    vidx[i] = 0;
+  }
+}
+
+/* A masked load or store whose window reaches outside its ref. Pallas masks
+ * the edges of a ref this way: only the lanes the mask turns on are
+ * accessed, and only they must be in bounds. The first lane that is on and
+ * out of bounds is an error, and the access is then skipped (a load yields
+ * the uninitialized value). `value`: what a store writes, the load's result. */
+void tsr_view_masked_outside(run_t *run, const insn_t *in, const ref_access_t *a, bool store,
+                             uint8_t *value) {
+  const view_plan_t *vp = in->plan;
+  const uint8_t *mask = run->vals[vp->mask];
+  const ref_info_t *ri = a->ri;
+  lane_window_t w;
+  lane_window(run, vp, &w);
+  int64_t vidx[TSR_MAX_RANK] = {0}, ridx[TSR_MAX_RANK];
+  for (int64_t i = 0; i < w.count; i++, lane_next(&w, vidx)) {
+    if (!mask[i] || lane_index(vp, &w, vidx, ridx)) continue;
+    char at[128], shape[96];
+    tsr_diag_format_dims(at, sizeof at, ridx, vp->rank);
+    tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);
+    tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
+                            "element %s of %%%s (shape %s) is out of bounds and its mask "
+                            "lane is on",
+                            at, ri->name, shape);
+    if (!store) tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, value, (uint64_t)in->n);
+    return;
+  }
+  tsr_race_ref_access(run, in->site, vp, w.origin, w.step, store);
+  if (store) tsr_interp_materialize(run, vp->ref);
+  unsigned char uninit[8];
+  tsr_blockops_uninit_value((tsr_dtype_t)ri->dtype, run->p->options.uninit, uninit);
+  memset(vidx, 0, sizeof vidx);
+  for (int64_t i = 0; i < w.count; i++, lane_next(&w, vidx)) {
+    uint8_t *lane = value + (store && vp->value_scalar ? 0 : i * (int64_t)a->es);
+    if (!mask[i]) {
+      if (!store) memcpy(lane, uninit, a->es);
+      continue;
+    }
+    lane_index(vp, &w, vidx, ridx);
+    int64_t off = 0;
+    for (uint32_t d = 0; d < vp->rank; d++) off += ridx[d] * vp->strides[d];
+    uint8_t *elem = a->rr->data + off * (int64_t)a->es;
+    uint8_t *shadow = a->rr->shadow ? a->rr->shadow + off : NULL;
+    if (store) {
+      memcpy(elem, lane, a->es);
+      if (shadow) *shadow = 1;
+      continue;
+    }
+    memcpy(lane, elem, a->es);
+    if (shadow && !*shadow) {
+      char at[128];
+      tsr_diag_format_dims(at, sizeof at, ridx, vp->rank);
+      report_unwritten_at(run, in, ri, at);
+    }
+  }
+}
+
+void tsr_view_mark_written(uint32_t rank, const int64_t *dims, uint8_t *shadow,
+                           const int64_t *strides) {
+  static const uint8_t one_byte = 1;
+  int64_t zero[TSR_MAX_RANK] = {0};
+  tsr_blockops_copy(1, rank, dims, shadow, strides, &one_byte, zero);
+}
+
+/* Gives the never-written elements of a DMA source view the uninitialized
+ * value: an HBM output is not filled before a checked run
+ * (tsr_grid_check_outputs fills what stays unwritten at the end), so a DMA
+ * reading it early must not copy the caller's stale data. */
+void tsr_view_fill_unwritten(const run_t *run, tsr_dtype_t dtype, const view_t *v) {
+  size_t es = tsr_dtype_size(dtype);
+  view_walk_t w = {{0}};
+  for (int64_t i = 0, n = tsr_view_count(v); i < n; i++, tsr_view_walk_next(v, &w)) {
+    int64_t off = tsr_view_walk_offset(v, &w);
+    if (!v->shadow[off]) tsr_interp_fill_uninit(run, dtype, v->base + off * (int64_t)es, 1);
+  }
+}
