@@ -62,7 +62,7 @@ static bool yield_expect(verifier_t *v, const region_ctx_t *ctx, uint32_t i, tsr
 
 /* The region's terminator `op` gives what ctx expects. */
 static NOINLINE void check_terminator_operands(verifier_t *v, const tsr_op_t *op,
-                                      const region_ctx_t *ctx) {
+                                               const region_ctx_t *ctx) {
   const char *m = mnemonic(op);
   if (ctx->kind == REGION_COND) {
     if (op->num_operands != 1) return; /* reported by check_arity */

@@ -242,7 +242,7 @@ bool vf_check_use(verifier_t *v, const tsr_op_t *op, uint32_t i) {
 /* Checks a definition (`what` names it in messages): of this kernel, defined
  * once, well typed. Returns whether its type may be inspected. */
 bool vf_check_def(verifier_t *v, tsr_loc_t loc, const char *what,
-                      const tsr_value_t *value) {
+                  const tsr_value_t *value) {
   value_info_t *vi = vf_info_of(v, value);
   if (!vi) {
     vf_report(v, loc, "%s does not belong to kernel @%s (was it built in another kernel?)",
@@ -267,7 +267,7 @@ void vf_set_vis(verifier_t *v, const tsr_value_t *value, vis_t vis) {
 }
 /* result #i must have type `want`; `note` explains where `want` comes from. */
 bool vf_expect_result(verifier_t *v, const tsr_op_t *op, uint32_t i,
-                          const tsr_type_t *want, const char *note) {
+                      const tsr_type_t *want, const char *note) {
   const tsr_value_t *r = op->results[i];
   if (tsr_type_equal(&r->type, want)) return true;
   vf_report(v, op->loc, "'%s' result #%u (%%%s): expected %s%s, found %s", mnemonic(op), i + 1,
@@ -276,7 +276,7 @@ bool vf_expect_result(verifier_t *v, const tsr_op_t *op, uint32_t i,
 }
 
 bool vf_expect_operand(verifier_t *v, const tsr_op_t *op, uint32_t i,
-                           const tsr_type_t *want, const char *note) {
+                       const tsr_type_t *want, const char *note) {
   const tsr_value_t *a = op->operands[i];
   if (tsr_type_equal(&a->type, want)) return true;
   vf_report(v, op->loc, "'%s' operand #%u (%%%s%s): expected %s, found %s", mnemonic(op),

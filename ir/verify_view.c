@@ -211,8 +211,8 @@ static bool check_index_operands_used(verifier_t *v, const tsr_op_t *op, uint32_
 
 /* All indices of `op` as one view of `base` (load, store, slice). */
 bool vf_check_indices(verifier_t *v, const tsr_op_t *op, const char *base_name,
-                          const tsr_type_t *base, uint32_t first_dyn,
-                          uint32_t end_dyn, bool allow_dynamic, tsr_type_t *out_view) {
+                      const tsr_type_t *base, uint32_t first_dyn,
+                      uint32_t end_dyn, bool allow_dynamic, tsr_type_t *out_view) {
   if (!check_view(v, op, base_name, base, 0, op->num_indices, first_dyn, end_dyn,
                   allow_dynamic, out_view))
     return false;

@@ -41,7 +41,7 @@ static double element(const tsr_array_t *a, int64_t i) {
 
 /* "f32[4, 8]" (or "f32" for rank 0). */
 void cli_format_type(char *buf, size_t size, tsr_dtype_t dtype,
-                        uint32_t rank, const int64_t *dims) {
+                     uint32_t rank, const int64_t *dims) {
   int n = snprintf(buf, size, "%s", tsr_dtype_name(dtype));
   for (uint32_t i = 0; i < rank && n > 0 && (size_t)n < size; i++)
     n += snprintf(buf + n, size - (size_t)n, "%s%" PRId64 "%s", i ? ", " : "[",
@@ -50,7 +50,7 @@ void cli_format_type(char *buf, size_t size, tsr_dtype_t dtype,
 
 /* "(4, 8)" as numpy writes shapes. */
 void cli_format_shape(char *buf, size_t size, uint32_t rank,
-                         const int64_t *dims) {
+                      const int64_t *dims) {
   int n = snprintf(buf, size, "(");
   for (uint32_t i = 0; i < rank && (size_t)n < size; i++)
     n += snprintf(buf + n, size - (size_t)n, "%s%" PRId64, i ? ", " : "",

@@ -126,7 +126,7 @@ char *cli_read_file(const char *path, size_t *out_size) {
 /* Parses (and optionally verifies) a .tsr file; '-' reads stdin, named
  * "<stdin>" in diagnostics. */
 tsr_status_t cli_load_module(const char *path, bool verify,
-                                tsr_ir_module_t **out_module) {
+                             tsr_ir_module_t **out_module) {
   if (strcmp(path, "-") != 0) {
     if (verify) return tsr_runtime_load_file(path, out_module);
     return tsr_ir_module_parse_file(path, out_module);
@@ -210,7 +210,7 @@ char *cli_join_path(const char *dir, const char *name, const char *ext) {
  * "--" ends the options; options and positional arguments may mix. */
 
 int cli_next_arg(cli_arg_iter_t *it, const cli_option_t *options,
-                    const char **out_value) {
+                 const char **out_value) {
   *out_value = NULL;
   if (it->next >= it->argc) return CLI_ARG_END;
   const char *arg = it->argv[it->next++];

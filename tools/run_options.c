@@ -89,7 +89,7 @@ static void free_bindings(cli_binding_t *b, size_t n) {
 
 /* Options of `run`, and of `hash` (option_of says which of them). */
 int cli_parse_run_args(const char *cmd, int argc, char **argv,
-                          cli_run_request_t *req) {
+                       cli_run_request_t *req) {
   memset(req, 0, sizeof *req);
   tsr_interp_options_initialize(&req->options);
   req->ins = cli_calloc((size_t)argc, sizeof *req->ins);
