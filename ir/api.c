@@ -152,6 +152,31 @@ const char *tsr_ir_op_flag_names(size_t opcode, char *buf, size_t buf_size) {
   return buf;
 }
 
+/* The SYNTAX and RULE columns' names, from the table itself. */
+static const struct {
+  const char *syntax, *rule;
+} op_column_names[TSR_OP_COUNT] = {
+#define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, text) {#syn, #rule},
+#include "ir/ops.def"
+#undef TSR_OP
+};
+
+bool tsr_ir_op_info(size_t opcode, tsr_ir_op_info_t *out_info) {
+  if (opcode >= TSR_OP_COUNT) return false;
+  const tsr_op_info_t *op = &tsr_op_table[opcode];
+  *out_info = (tsr_ir_op_info_t){
+      .mnemonic = op->mnemonic,
+      .syntax = op_column_names[opcode].syntax,
+      .rule = op_column_names[opcode].rule,
+      .min_operands = op->min_operands,
+      .max_operands = op->max_operands,
+      .num_results = op->num_results,
+      .num_regions = op->num_regions,
+      .synopsis = op->synopsis,
+  };
+  return true;
+}
+
 /* ---- Builder ---- */
 
 tsr_ir_type_t tsr_ir_type_scalar(tsr_dtype_t dtype) { return tsr_type_scalar(dtype); }

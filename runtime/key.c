@@ -8,8 +8,8 @@
  *   tessera  the producer: version, canonical format, a fingerprint of the op
  *            table and the identity of the binary holding this code
  *   llvm     cpu: LLVM's version and libraries, the lowering library and the
- *            pass pipeline (runtime/compiled.c)
- *   cpu      cpu: the host CPU's identity and features (runtime/compiled.c)
+ *            pass pipeline (runtime/target.c)
+ *   cpu      cpu: the host CPU's identity and features (runtime/target.c)
  *
  * The key is XXH3-128 of the material; caches compare the whole material on
  * a hit. `tessera hash --explain` prints each component's own hash. */
@@ -24,6 +24,7 @@
 
 #include "ir/ir.h"
 #include "runtime/runtime_internal.h"
+#include "runtime/target.h"
 
 struct tsr_runtime_key {
   tsr_strbuf_t material;
@@ -54,21 +55,6 @@ static void add_component(tsr_runtime_key_t *k, const char *name, const void *by
 
 /* ---- The producer ---------------------------------------------------------- */
 
-bool tsr_runtime_code_path(char *buf, size_t size) {
-  Dl_info info;
-  if (!dladdr((void *)tsr_runtime_code_path, &info) || !info.dli_fname) return false;
-  if (info.dli_fname[0] == '/') {
-    int n = snprintf(buf, size, "%s", info.dli_fname);
-    return n > 0 && (size_t)n < size;
-  }
-  /* The main program: dladdr gives its argv[0] ("tessera" when found
-   * through PATH, or relative to a working directory since left). */
-  ssize_t n = readlink("/proc/self/exe", buf, size - 1);
-  if (n <= 0) return false;
-  buf[n] = 0;
-  return true;
-}
-
 static char producer_text[256];
 static pthread_once_t producer_once = PTHREAD_ONCE_INIT;
 
@@ -91,7 +77,7 @@ static void make_producer(void) {
   char build[128] = "unknown";
   char path[4096];
   struct stat sb;
-  if (tsr_runtime_code_path(path, sizeof path) && stat(path, &sb) == 0)
+  if (tsr_target_code_path(path, sizeof path) && stat(path, &sb) == 0)
     snprintf(build, sizeof build, "%" PRIx64 ":%" PRIx64 ":%" PRId64 ":%" PRId64 ".%09ld",
              (uint64_t)sb.st_dev, (uint64_t)sb.st_ino, (int64_t)sb.st_size,
              (int64_t)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
@@ -234,7 +220,7 @@ static tsr_status_t key_finish(tsr_runtime_key_t *k, tsr_runtime_key_t **out_key
 tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
                                              const tsr_compile_options_t *options,
                                              tsr_runtime_key_t **out_key) {
-  const char *llvm = tsr_runtime_llvm_component();
+  const char *llvm = tsr_target_llvm_component();
   if (!llvm)
     return TSR_STATUS(TSR_UNIMPLEMENTED,
                       "no cpu backend in this build: tessera was built without "
@@ -253,7 +239,7 @@ tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
   const char *producer = tsr_runtime_producer();
   add_component(k, "tessera", producer, strlen(producer));
   add_component(k, "llvm", llvm, strlen(llvm));
-  const char *cpu = tsr_runtime_cpu_component();
+  const char *cpu = tsr_target_cpu_component();
   add_component(k, "cpu", cpu, strlen(cpu));
   return key_finish(k, out_key);
 }

@@ -1,33 +1,33 @@
-/* What the runtime's files share. Library-internal. */
+/* What the runtime's files share. Library-internal.
+ *
+ * Layering (a file calls only the files below it, never back):
+ *   runtime.c, program_cache.c   loading kernels; the interpreter's programs
+ *   compiled.c                   the cpu backend: compile, load, run
+ *   cpu_run.c                    running compiled code on simulated cores
+ *   key.c                        cache keys
+ *   disk.c                       the process's disk cache
+ *   target.c (runtime/target.h)  the host and the compiled-code target
+ * program_cache.c and compiled.c make keys (key.c); key.c and compiled.c
+ * read the target (target.c), which calls no other runtime file. */
 #ifndef TESSERA_RUNTIME_INTERNAL_H
 #define TESSERA_RUNTIME_INTERNAL_H
 
 #include "base/base_internal.h"
 #include "tessera/runtime.h"
 
+/* ---- Keys (runtime/key.c) ---- */
+
 /* "tessera VERSION canon N ops HASH build ID": the producer component of
  * every key (runtime/key.c). Computed once per process. */
 const char *tsr_runtime_producer(void);
 
-/* The absolute path of the file holding tessera's code: the shared library,
- * or the executable it is linked into. false if unknown. */
-bool tsr_runtime_code_path(char *buf, size_t size);
-
-/* ---- Compiled kernels (runtime/compiled.c) ---- */
-
-/* The "llvm" component of compiled kernels' keys: LLVM's version, the
- * identity (device, inode, size, mtime) of libLLVM, libMLIR and the lowering
- * library, and the pass pipeline; computed once per process without loading
- * any of them. NULL when this build has no compiled backend. */
-const char *tsr_runtime_llvm_component(void);
-/* The "cpu" component: the host CPU as LLVM's host detection sees it (on
- * x86, the vendor and the cpuid leaves and XCR0 bits it reads). */
-const char *tsr_runtime_cpu_component(void);
 /* The key of `kernel` compiled for the host CPU with `options` (NULL:
  * defaults). TSR_UNIMPLEMENTED without a compiled backend. */
 tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
                                              const tsr_compile_options_t *options,
                                              tsr_runtime_key_t **out_key) TSR_MUST_USE;
+
+/* ---- Compiled kernels (runtime/compiled.c) ---- */
 
 /* Loads the bytes of a shared object made by the lowering library (from a
  * memfd, else a temporary file) and finds its kernel entry point. Tests

@@ -2,18 +2,12 @@
  * "Command line"): stats, clear, verify. Built on the public API alone
  * (tessera/tessera.h) and libc. */
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tessera/tessera.h"
 #include "tools/cli.h"
 
-enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
-
-const char tsr_cli_cache_help[] =
+const char cmd_cache_help[] =
     "Usage: tessera cache stats|clear|verify [OPTIONS]\n"
     "\n"
     "Looks at and maintains the disk cache, where tessera keeps prepared and\n"
@@ -52,17 +46,6 @@ const char tsr_cli_cache_help[] =
     "  tessera cache verify --remove-bad\n"
     "  tessera cache clear --dir /tmp/tessera-cache\n";
 
-static int usage_error(const char *fmt, ...) TSR_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("tessera cache: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputs("\nTry 'tessera cache --help'.\n", stderr);
-  va_end(ap);
-  return EXIT_USAGE;
-}
-
 /* Prints a status as "tessera cache: <code>: <message>", frees it and
  * returns `exit_status`. */
 static int fail(tsr_status_t status, int exit_status) {
@@ -78,8 +61,8 @@ static int run_stats(tsr_disk_cache_t *cache) {
   tsr_status_t status = tsr_disk_cache_scan(cache, &st);
   if (status) return fail(status, EXIT_FAILED);
   char size[32], limit[32];
-  tsr_cli_format_bytes(size, sizeof size, st.bytes);
-  tsr_cli_format_bytes(limit, sizeof limit, st.max_bytes);
+  cli_format_bytes(size, sizeof size, st.bytes);
+  cli_format_bytes(limit, sizeof limit, st.max_bytes);
   printf("directory:   %s\n", tsr_disk_cache_dir(cache));
   printf("entries:     %" PRIu64 "\n", st.entries);
   printf("size:        %s (%" PRIu64 " bytes)\n", size, st.bytes);
@@ -109,7 +92,7 @@ static int run_verify(tsr_disk_cache_t *cache, bool remove_bad) {
   return bad ? EXIT_FAILED : EXIT_OK;
 }
 
-int tsr_cli_cache(int argc, char **argv) {
+int cmd_cache(int argc, char **argv) {
   const char *sub = NULL, *dir = NULL;
   bool remove_bad = false, options_done = false;
   for (int i = 1; i < argc; i++) {
@@ -118,33 +101,33 @@ int tsr_cli_cache(int argc, char **argv) {
       if (strcmp(arg, "--") == 0) {
         options_done = true;
       } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-        fputs(tsr_cli_cache_help, stdout);
+        fputs(cmd_cache_help, stdout);
         return EXIT_OK;
       } else if (strcmp(arg, "--remove-bad") == 0) {
         remove_bad = true;
       } else if (strcmp(arg, "--dir") == 0) {
         if (i + 1 >= argc || !argv[i + 1][0])
-          return usage_error("--dir expects a directory");
+          return cli_usage_error("cache", "--dir expects a directory");
         dir = argv[++i];
       } else if (strncmp(arg, "--dir=", 6) == 0) {
-        if (!arg[6]) return usage_error("--dir expects a directory");
+        if (!arg[6]) return cli_usage_error("cache", "--dir expects a directory");
         dir = arg + 6;
       } else {
-        return usage_error("unknown option '%s'", arg);
+        return cli_usage_error("cache", "unknown option '%s'", arg);
       }
     } else if (sub) {
-      return usage_error("one subcommand expected, got '%s' and '%s'", sub, arg);
+      return cli_usage_error("cache", "one subcommand expected, got '%s' and '%s'", sub, arg);
     } else {
       sub = arg;
     }
   }
-  if (!sub) return usage_error("a subcommand is needed: stats, clear or verify");
+  if (!sub) return cli_usage_error("cache", "a subcommand is needed: stats, clear or verify");
   bool stats = strcmp(sub, "stats") == 0, clear = strcmp(sub, "clear") == 0,
        verify = strcmp(sub, "verify") == 0;
   if (!stats && !clear && !verify)
-    return usage_error("unknown subcommand '%s' (stats, clear, verify)", sub);
+    return cli_usage_error("cache", "unknown subcommand '%s' (stats, clear, verify)", sub);
   if (remove_bad && !verify)
-    return usage_error("--remove-bad applies to 'verify' only");
+    return cli_usage_error("cache", "--remove-bad applies to 'verify' only");
 
   if (tsr_disk_cache_disabled_by_env()) {
     printf("the disk cache is disabled (TESSERA_CACHE=%s)\n", getenv("TESSERA_CACHE"));

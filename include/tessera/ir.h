@@ -157,6 +157,22 @@ TSR_API const char *tsr_ir_op_synopsis(size_t opcode);
 /* Space-separated names of the op's flags ("pure reads map ..."). */
 TSR_API const char *tsr_ir_op_flag_names(size_t opcode, char *buf, size_t buf_size);
 
+/* One row of the op table (ir/ops.def), as `tessera ops --json` prints it.
+ * The strings are static. */
+typedef struct tsr_ir_op_info {
+  const char *mnemonic;
+  const char *syntax;   /* the SYNTAX column as ops.def writes it: "UNARY" */
+  const char *rule;     /* the verifier's type rule (RULE column): "ELEMWISE" */
+  int32_t min_operands;
+  int32_t max_operands; /* -1: variadic */
+  int32_t num_results;  /* -1: as many as the op declares */
+  int32_t num_regions;
+  const char *synopsis;
+} tsr_ir_op_info_t;
+/* Fills *out_info for `opcode`; false (and *out_info untouched) if
+ * opcode >= tsr_ir_op_count(). */
+TSR_API bool tsr_ir_op_info(size_t opcode, tsr_ir_op_info_t *out_info);
+
 /* ---- Builder --------------------------------------------------------------
  * Builds the same modules the parser does: the parser itself is written on
  * these calls. Ops are appended at the end of `region` (the kernel body, an

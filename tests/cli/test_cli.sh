@@ -174,6 +174,30 @@ else
     "regenerate it: paste 'tessera ops --markdown' between the markers" \
     "$(diff "$tmp/doc_table" "$tmp/out" | head -20)"
 fi
+t ops
+cp "$tmp/out" "$tmp/ops_text"
+t ops --json
+expect "ops --json exits 0" 0
+ok_if "ops --json parses as JSON and lists every op 'tessera ops' lists, in order" \
+  python3 -c '
+import json, sys
+ops = json.load(open(sys.argv[1]))
+listed = [line.split()[0] for line in open(sys.argv[2]).read().splitlines()[1:]]
+names = [o["mnemonic"] for o in ops]
+assert names == listed, "json %s\nops  %s" % (names, listed)
+for o in ops:
+    for key, kind in [("syntax", str), ("rule", str), ("min_operands", int),
+                      ("max_operands", int), ("results", int), ("regions", int),
+                      ("flags", list), ("synopsis", str)]:
+        assert isinstance(o.get(key), kind), "%s: %s is %r" % (o["mnemonic"], key, o.get(key))
+    assert o["syntax"] == o["syntax"].lower() and o["rule"] == o["rule"].lower(), o
+by_name = {o["mnemonic"]: o for o in ops}
+assert by_name["add"]["max_operands"] == 2 and "pure" in by_name["add"]["flags"], by_name["add"]
+assert by_name["for"]["regions"] == 1 and by_name["for"]["results"] == -1, by_name["for"]
+assert "\"" in by_name["print"]["synopsis"], by_name["print"]
+' "$tmp/out" "$tmp/ops_text"
+t ops --markdown --json
+expect "ops --markdown --json is a usage error" 2 "exclude each other"
 
 # ---- run: random inputs and printing ---------------------------------------------------
 t run "$K/scale.tsr" --random-inputs 1

@@ -1,0 +1,513 @@
+/* The verifier's views (docs/ir.md, "Verifier rules"): the indices of load,
+ * store and slice and the ref views and semaphores of DMA and semaphore
+ * ops, with the type rules of those ops (ir/verify_internal.h). */
+#include "ir/verify_internal.h"
+
+/* ---- Views: indices of load, store and slice ------------------------------------- */
+
+/* "5", "%i", ":", "0:8", "0:8:2", "ds(%i, 8)", "ds(4, 8, 2)". */
+static const char *index_text(tbuf_t *b, const tsr_op_t *op, const tsr_index_t *ix) {
+  char start[160];
+  if (ix->operand >= 0) {
+    const tsr_value_t *s = (uint32_t)ix->operand < op->num_operands
+                               ? op->operands[ix->operand]
+                               : NULL;
+    snprintf(start, sizeof start, "%%%s", vname(s));
+  } else {
+    snprintf(start, sizeof start, "%lld", (long long)ix->start);
+  }
+  switch (ix->kind) {
+    case TSR_INDEX_FULL: vf_bput(b, ":"); break;
+    case TSR_INDEX_POINT: vf_bput(b, "%s", start); break;
+    case TSR_INDEX_SLICE:
+      vf_bput(b, "slice %lld:%lld", (long long)ix->start, (long long)ix->stop);
+      if (ix->stride != 1) vf_bput(b, ":%lld", (long long)ix->stride);
+      break;
+    case TSR_INDEX_DS:
+      vf_bput(b, "ds(%s, %lld", start, (long long)ix->size);
+      if (ix->stride != 1) vf_bput(b, ", %lld", (long long)ix->stride);
+      vf_bput(b, ")");
+      break;
+    default: vf_bput(b, "<index kind %u>", ix->kind); break;
+  }
+  return b->s;
+}
+#define INDEX_TEXT(op, ix) index_text(&(tbuf_t){.len = 0}, (op), (ix))
+
+/* Checks the indices [first, first + count) of `op` as a view of `base` (a
+ * ref, block or semaphore array of rank `count`, named `base_name`; messages
+ * number the indices within the view): dynamic starts are operands
+ * [first_dyn, end_dyn) holding i32 scalars, each used by one index of the
+ * op; static parts lie within the dims. Writes the view type (dims kept by
+ * non-point indices; a scalar if none). Returns false after reporting. */
+static bool check_view(verifier_t *v, const tsr_op_t *op, const char *base_name,
+                       const tsr_type_t *base, uint32_t first, uint32_t count,
+                       uint32_t first_dyn, uint32_t end_dyn, bool allow_dynamic,
+                       tsr_type_t *out_view) {
+  const char *m = mnemonic(op);
+  bool ok = true;
+  int64_t view_dims[TSR_MAX_RANK];
+  uint32_t view_rank = 0;
+  for (uint32_t d = 0; d < count; d++) {
+    const tsr_index_t *ix = &op->indices[first + d];
+    int64_t dim = base->dims[d];
+    bool dynamic = ix->operand >= 0;
+    if (ix->kind > TSR_INDEX_DS) {
+      vf_report(v, op->loc, "'%s' index %u of %%%s: unknown index kind %u", m, d,
+                base_name, ix->kind);
+      ok = false;
+      continue;
+    }
+    if (dynamic && (ix->kind == TSR_INDEX_FULL || ix->kind == TSR_INDEX_SLICE)) {
+      vf_report(v, op->loc, "'%s' index %u of %%%s: '%s' takes no operand, found operand #%d",
+                m, d, base_name, ix->kind == TSR_INDEX_FULL ? ":" : "a:b", ix->operand + 1);
+      ok = false;
+      continue;
+    }
+    if (dynamic) {
+      uint32_t pos = (uint32_t)ix->operand;
+      if (!allow_dynamic) {
+        vf_report(v, op->loc,
+                  "'%s' index %u of %%%s: dynamic indices are not allowed (slice takes "
+                  "static indices; load from a ref for dynamic ones)",
+                  m, d, base_name);
+        ok = false;
+        continue;
+      }
+      if (pos < first_dyn || pos >= end_dyn) {
+        vf_report(v, op->loc,
+                  "'%s' index %u of %%%s refers to operand #%u, which is not an index "
+                  "operand",
+                  m, d, base_name, pos + 1);
+        ok = false;
+        continue;
+      }
+      bool dup = false;
+      for (uint32_t e = 0; e < first + d && !dup; e++) {
+        if (op->indices[e].operand != ix->operand) continue;
+        if (e >= first)
+          vf_report(v, op->loc,
+                    "'%s' index %u of %%%s uses operand #%u, already used by index %u", m,
+                    d, base_name, pos + 1, e - first);
+        else
+          vf_report(v, op->loc,
+                    "'%s' index %u of %%%s uses operand #%u, already used by the index of "
+                    "another view",
+                    m, d, base_name, pos + 1);
+        dup = true;
+      }
+      if (dup) {
+        ok = false;
+        continue;
+      }
+      const tsr_value_t *s = op->operands[pos];
+      if (vf_usable(v, s) && !is_i32_scalar(&s->type)) {
+        vf_report(v, op->loc, "'%s' index %u of %%%s: operand #%u (%%%s): expected i32, found %s",
+                  m, d, base_name, pos + 1, vname(s), TYPE_TEXT(&s->type));
+        ok = false;
+      }
+    }
+    switch (ix->kind) {
+      case TSR_INDEX_FULL:
+        view_dims[view_rank++] = dim;
+        break;
+      case TSR_INDEX_POINT:
+        if (!dynamic && (ix->start < 0 || ix->start >= dim)) {
+          vf_report(v, op->loc, "'%s' index %u of %%%s: %lld is out of range for dimension %lld",
+                    m, d, base_name, (long long)ix->start, (long long)dim);
+          ok = false;
+        }
+        break;
+      case TSR_INDEX_SLICE: {
+        const char *text = INDEX_TEXT(op, ix);
+        if (ix->stride < 1) {
+          vf_report(v, op->loc, "'%s' index %u of %%%s: %s has stride %lld, expected >= 1", m,
+                    d, base_name, text, (long long)ix->stride);
+          ok = false;
+        } else if (ix->start < 0) {
+          vf_report(v, op->loc, "'%s' index %u of %%%s: %s starts before 0", m, d, base_name,
+                    text);
+          ok = false;
+        } else if (ix->stop > dim) {
+          vf_report(v, op->loc, "'%s' index %u of %%%s: %s exceeds dimension %lld", m, d,
+                    base_name, text, (long long)dim);
+          ok = false;
+        } else if (ix->start >= ix->stop) {
+          vf_report(v, op->loc, "'%s' index %u of %%%s: %s is empty", m, d, base_name, text);
+          ok = false;
+        } else {
+          int64_t size = (ix->stop - ix->start + ix->stride - 1) / ix->stride;
+          if (ix->size != size) {
+            vf_report(v, op->loc, "'%s' index %u of %%%s: %s has size %lld, expected %lld", m,
+                      d, base_name, text, (long long)ix->size, (long long)size);
+            ok = false;
+          }
+          view_dims[view_rank++] = size;
+        }
+        break;
+      }
+      case TSR_INDEX_DS: {
+        const char *text = INDEX_TEXT(op, ix);
+        int64_t extent;
+        if (ix->size < 1 || ix->stride < 1) {
+          vf_report(v, op->loc, "'%s' index %u of %%%s: %s has %s %lld, expected >= 1", m, d,
+                    base_name, text, ix->size < 1 ? "size" : "stride",
+                    (long long)(ix->size < 1 ? ix->size : ix->stride));
+          ok = false;
+          break;
+        }
+        if (ix->size > dim) {
+          vf_report(v, op->loc, "'%s' index %u of %%%s: %s is larger than dimension %lld", m, d,
+                    base_name, text, (long long)dim);
+          ok = false;
+          break;
+        }
+        if (!tsr_mul_i64(ix->size - 1, ix->stride, &extent) || extent >= dim) {
+          vf_report(v, op->loc,
+                    "'%s' index %u of %%%s: %s spans more elements than dimension %lld", m, d,
+                    base_name, text, (long long)dim);
+          ok = false;
+          break;
+        }
+        extent += 1; /* elements from the first to the last one touched */
+        if (!dynamic && ix->start < 0) {
+          vf_report(v, op->loc, "'%s' index %u of %%%s: %s starts before 0", m, d, base_name,
+                    text);
+          ok = false;
+        } else if (!dynamic && ix->start > dim - extent) {
+          vf_report(v, op->loc, "'%s' index %u of %%%s: %s exceeds dimension %lld", m, d,
+                    base_name, text, (long long)dim);
+          ok = false;
+        }
+        view_dims[view_rank++] = ix->size;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  *out_view = view_rank ? tsr_type_vector((tsr_dtype_t)base->dtype, view_rank, view_dims)
+                        : tsr_type_scalar((tsr_dtype_t)base->dtype);
+  return ok;
+}
+
+/* Every operand in [first_dyn, end_dyn) is the start of some index of `op`
+ * (check_view has checked that none is used twice). */
+static bool check_index_operands_used(verifier_t *v, const tsr_op_t *op, uint32_t first_dyn,
+                                      uint32_t end_dyn) {
+  bool ok = true;
+  for (uint32_t pos = first_dyn; pos < end_dyn; pos++) {
+    bool used = false;
+    for (uint32_t d = 0; d < op->num_indices && !used; d++)
+      used = op->indices[d].operand >= 0 && (uint32_t)op->indices[d].operand == pos;
+    if (!used) {
+      vf_report(v, op->loc, "'%s' operand #%u (%%%s) is not used by any index", mnemonic(op),
+                pos + 1, vname(op->operands[pos]));
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+/* All indices of `op` as one view of `base` (load, store, slice). */
+bool vf_check_indices(verifier_t *v, const tsr_op_t *op, const char *base_name,
+                      const tsr_type_t *base, uint32_t first_dyn,
+                      uint32_t end_dyn, bool allow_dynamic, tsr_type_t *out_view) {
+  if (!check_view(v, op, base_name, base, 0, op->num_indices, first_dyn, end_dyn,
+                  allow_dynamic, out_view))
+    return false;
+  return !allow_dynamic || check_index_operands_used(v, op, first_dyn, end_dyn);
+}
+/* load and store. Operands: load [ref, index operands.., mask?]; store
+ * [ref, value, index operands.., mask?]. */
+void vf_rule_memory(verifier_t *v, const tsr_op_t *op, bool is_load) {
+  const char *m = mnemonic(op), *dir = is_load ? "from" : "to";
+  const tsr_value_t *ref = op->operands[0];
+  const tsr_type_t *rt = &ref->type;
+  if (rt->kind != TSR_TYPE_REF) {
+    vf_report(v, op->loc, "'%s' operand #1 (%%%s): expected a ref, found %s", m, vname(ref),
+              TYPE_TEXT(rt));
+    return;
+  }
+  if (rt->space == TSR_SPACE_HBM || rt->space == TSR_SPACE_ANY) {
+    vf_report(v, op->loc, "'%s' %s %%%s: %s refs cannot be %s directly, only DMA'd (use dma_start)",
+              m, dir, vname(ref), tsr_space_name((tsr_space_t)rt->space),
+              is_load ? "loaded" : "stored to");
+    return;
+  }
+  bool smem = rt->space == TSR_SPACE_SMEM;
+  bool ok = true;
+  if (smem && !is_32bit(rt->dtype)) {
+    vf_report(v, op->loc, "'%s' %s %%%s: smem refs hold 32-bit elements (i32, u32, f32), found %s",
+              m, dir, vname(ref), TYPE_TEXT(rt));
+    ok = false;
+  }
+  uint32_t has_mask = (op->flags & TSR_OPF_MASK) ? 1 : 0;
+  uint32_t first_dyn = is_load ? 1 : 2;
+  if (op->num_operands < first_dyn + has_mask) {
+    vf_report(v, op->loc, "'%s' has the mask flag but no mask operand", m);
+    return;
+  }
+  uint32_t end_dyn = op->num_operands - has_mask;
+  if (op->num_indices != rt->rank) {
+    vf_report(v, op->loc, "'%s' %s %%%s: expected %u indices (one per dimension of %s), found %u",
+              m, dir, vname(ref), rt->rank, TYPE_TEXT(rt), op->num_indices);
+    return;
+  }
+  tsr_type_t view;
+  if (!vf_check_indices(v, op, vname(ref), rt, first_dyn, end_dyn, true, &view)) return;
+  if (smem) {
+    for (uint32_t d = 0; d < op->num_indices; d++) {
+      if (op->indices[d].kind != TSR_INDEX_POINT) {
+        vf_report(v, op->loc,
+                  "'%s' %s %%%s: smem refs are %s one element at a time, but index %u is %s", m,
+                  dir, vname(ref), is_load ? "read" : "written", d,
+                  INDEX_TEXT(op, &op->indices[d]));
+        return;
+      }
+    }
+    if (has_mask) {
+      vf_report(v, op->loc, "'%s' %s %%%s: masks are not allowed on smem refs", m, dir, vname(ref));
+      return;
+    }
+  }
+  if (!ok) return;
+  char note[192];
+  snprintf(note, sizeof note, " (the view of %%%s)", vname(ref));
+  if (is_load) {
+    vf_expect_result(v, op, 0, &view, note);
+  } else {
+    const tsr_value_t *value = op->operands[1];
+    tsr_type_t scalar = tsr_type_scalar((tsr_dtype_t)rt->dtype);
+    if (!tsr_type_equal(&value->type, &view) && !tsr_type_equal(&value->type, &scalar)) {
+      if (view.kind == TSR_TYPE_SCALAR)
+        vf_report(v, op->loc, "'store' operand #2 (%%%s): expected %s%s, found %s", vname(value),
+                  TYPE_TEXT(&view), note, TYPE_TEXT(&value->type));
+      else
+        vf_report(v, op->loc, "'store' operand #2 (%%%s): expected %s%s or %s, found %s",
+                  vname(value), TYPE_TEXT(&view), note, TYPE_TEXT(&scalar),
+                  TYPE_TEXT(&value->type));
+    }
+  }
+  if (has_mask) {
+    uint32_t mi = op->num_operands - 1;
+    const tsr_value_t *mask = op->operands[mi];
+    if (view.kind != TSR_TYPE_VECTOR) {
+      vf_report(v, op->loc,
+                "'%s' operand #%u (%%%s, the mask): a mask needs a block view, but the view of "
+                "%%%s is the scalar %s",
+                m, mi + 1, vname(mask), vname(ref), TYPE_TEXT(&view));
+      return;
+    }
+    tsr_type_t want = same_shape(&view, TSR_DTYPE_I1);
+    vf_expect_operand(v, op, mi, &want, ", the mask");
+  }
+}
+/* ---- DMA and semaphore ops (docs/dma.md) ------------------------------------------ */
+
+/* One ref view or semaphore operand of a DMA or semaphore op. */
+typedef struct view_part {
+  const char *what; /* "source", "destination", "semaphore", "send semaphore" */
+  uint32_t operand; /* position in op->operands */
+  uint32_t first;   /* its indices: [first, first + count) of op->indices */
+  uint32_t count;
+} view_part_t;
+
+/* Flags that add operands or change an op's meaning; `allowed` are those
+ * the op takes. */
+static bool check_view_op_flags(verifier_t *v, const tsr_op_t *op, uint32_t allowed) {
+  static const struct {
+    uint32_t bit;
+    const char *text;
+  } optional[] = {
+      {TSR_OPF_SEND, "'send' semaphore"},
+      {TSR_OPF_DEVICE, "'device' operand"},
+      {TSR_OPF_CORE, "'core' operand"},
+      {TSR_OPF_DMA_ADD, "'add'"},
+  };
+  bool ok = true;
+  for (size_t i = 0; i < TSR_ARRAY_SIZE(optional); i++) {
+    if ((op->flags & optional[i].bit) && !(allowed & optional[i].bit)) {
+      vf_report(v, op->loc, "'%s' takes no %s", mnemonic(op), optional[i].text);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+/* The source or destination of a DMA: a ref in any space, with one index
+ * per dimension (the forms of load; none for a rank-0 ref). Writes the
+ * view's type. */
+static bool check_dma_view(verifier_t *v, const tsr_op_t *op, const view_part_t *part,
+                           uint32_t first_dyn, uint32_t end_dyn, tsr_type_t *out_view) {
+  const char *m = mnemonic(op);
+  const tsr_value_t *ref = op->operands[part->operand];
+  const tsr_type_t *rt = &ref->type;
+  if (rt->kind != TSR_TYPE_REF) {
+    vf_report(v, op->loc, "'%s' operand #%u (%%%s, the %s): expected a ref, found %s", m,
+              part->operand + 1, vname(ref), part->what, TYPE_TEXT(rt));
+    return false;
+  }
+  if (rt->space == TSR_SPACE_SMEM && !is_32bit(rt->dtype)) {
+    vf_report(v, op->loc, "'%s' %s %%%s: smem refs hold 32-bit elements (i32, u32, f32), found %s",
+              m, part->what, vname(ref), TYPE_TEXT(rt));
+    return false;
+  }
+  if (part->count != rt->rank) {
+    if (rt->rank == 0)
+      vf_report(v, op->loc, "'%s' %s %%%s: %s has rank 0 and takes no indices, found %u", m,
+                part->what, vname(ref), TYPE_TEXT(rt), part->count);
+    else
+      vf_report(v, op->loc,
+                "'%s' %s %%%s: expected %u ind%s (one per dimension of %s; ':' for a whole "
+                "dimension), found %u",
+                m, part->what, vname(ref), rt->rank, rt->rank == 1 ? "ex" : "ices", TYPE_TEXT(rt),
+                part->count);
+    return false;
+  }
+  return check_view(v, op, vname(ref), rt, part->first, part->count, first_dyn, end_dyn, true,
+                    out_view);
+}
+
+/* A semaphore operand naming one semaphore: of `kind` (or of either kind if
+ * `either`), with one point index per dimension (none for rank 0). */
+static bool check_semaphore(verifier_t *v, const tsr_op_t *op, const view_part_t *part,
+                            tsr_sem_kind_t kind, bool either, uint32_t first_dyn,
+                            uint32_t end_dyn) {
+  const char *m = mnemonic(op);
+  const tsr_value_t *sem = op->operands[part->operand];
+  const tsr_type_t *t = &sem->type;
+  if (t->kind != TSR_TYPE_SEM || (!either && t->dtype != kind)) {
+    const char *want = either                  ? "a semaphore (sem or dma_sem)"
+                       : kind == TSR_SEM_DMA ? "a DMA semaphore (dma_sem)"
+                                               : "a regular semaphore (sem)";
+    vf_report(v, op->loc, "'%s' operand #%u (%%%s, the %s): expected %s, found %s", m,
+              part->operand + 1, vname(sem), part->what, want, TYPE_TEXT(t));
+    return false;
+  }
+  if (part->count != t->rank) {
+    if (t->rank == 0)
+      vf_report(v, op->loc, "'%s' %s %%%s: %s is one semaphore and takes no indices, found %u", m,
+                part->what, vname(sem), TYPE_TEXT(t), part->count);
+    else
+      vf_report(v, op->loc,
+                "'%s' %s %%%s: expected %u point ind%s (one per dimension of %s) naming one "
+                "semaphore, found %u",
+                m, part->what, vname(sem), t->rank, t->rank == 1 ? "ex" : "ices", TYPE_TEXT(t),
+                part->count);
+    return false;
+  }
+  for (uint32_t d = 0; d < part->count; d++) {
+    const tsr_index_t *ix = &op->indices[part->first + d];
+    if (ix->kind != TSR_INDEX_POINT) {
+      vf_report(v, op->loc,
+                "'%s' %s %%%s: index %u is %s, expected a point index (an integer or an i32 "
+                "value) naming one semaphore",
+                m, part->what, vname(sem), d, INDEX_TEXT(op, ix));
+      return false;
+    }
+  }
+  tsr_type_t view;
+  return check_view(v, op, vname(sem), t, part->first, part->count, first_dyn, end_dyn, true,
+                    &view);
+}
+
+/* dma_start and dma_wait. Operands [src, dst, sem, ssem?, index starts..,
+ * device?]; ints = the index counts of src, dst and sem; the rest of the
+ * indices are the send semaphore's (layout: ir/parse.c). */
+void vf_rule_dma(verifier_t *v, const tsr_op_t *op) {
+  const char *m = mnemonic(op);
+  bool start = op->opcode == TSR_OP_DMA_START;
+  if (!check_view_op_flags(v, op, start ? TSR_OPF_SEND | TSR_OPF_DEVICE | TSR_OPF_DMA_ADD : 0))
+    return;
+  uint32_t send = (op->flags & TSR_OPF_SEND) ? 1 : 0;
+  uint32_t device = (op->flags & TSR_OPF_DEVICE) ? 1 : 0;
+  uint32_t first_dyn = 3 + send;
+  if (op->num_operands < first_dyn + device) {
+    vf_report(v, op->loc, "'%s' with%s%s takes at least %u operands, found %u", m,
+              send ? " a send semaphore" : "", device ? (send ? " and a device" : " a device") : "",
+              first_dyn + device, op->num_operands);
+    return;
+  }
+  if (op->num_ints != 3) {
+    vf_report(v, op->loc,
+              "'%s' needs 3 index counts (of the source, destination and semaphore), found %u", m,
+              op->num_ints);
+    return;
+  }
+  int64_t used = 0;
+  bool counts_ok = true;
+  for (uint32_t i = 0; i < 3; i++) {
+    counts_ok &= op->ints[i] >= 0 && op->ints[i] <= TSR_MAX_RANK;
+    if (counts_ok) used += op->ints[i];
+  }
+  if (!counts_ok || used > op->num_indices || (!send && used != op->num_indices)) {
+    vf_report(v, op->loc,
+              "'%s' index counts %lld, %lld, %lld (source, destination, semaphore) do not match "
+              "its %u indices",
+              m, (long long)op->ints[0], (long long)op->ints[1], (long long)op->ints[2],
+              op->num_indices);
+    return;
+  }
+  uint32_t n0 = (uint32_t)op->ints[0], n1 = (uint32_t)op->ints[1], n2 = (uint32_t)op->ints[2];
+  const view_part_t parts[4] = {
+      {"source", 0, 0, n0},
+      {"destination", 1, n0, n1},
+      {"semaphore", 2, n0 + n1, n2},
+      {"send semaphore", 3, n0 + n1 + n2, op->num_indices - (uint32_t)used},
+  };
+  uint32_t end_dyn = op->num_operands - device;
+  tsr_type_t src_view, dst_view;
+  bool src_ok = check_dma_view(v, op, &parts[0], first_dyn, end_dyn, &src_view);
+  bool dst_ok = check_dma_view(v, op, &parts[1], first_dyn, end_dyn, &dst_view);
+  bool ok = src_ok && dst_ok;
+  ok &= check_semaphore(v, op, &parts[2], TSR_SEM_DMA, false, first_dyn, end_dyn);
+  if (send) ok &= check_semaphore(v, op, &parts[3], TSR_SEM_DMA, false, first_dyn, end_dyn);
+  if (src_ok && dst_ok) {
+    const tsr_value_t *src = op->operands[0], *dst = op->operands[1];
+    if (!tsr_type_equal(&src_view, &dst_view)) {
+      vf_report(v, op->loc,
+                "'%s' source and destination views differ: %%%s gives %s, %%%s gives %s (a DMA "
+                "copies between views of the same shape and dtype)",
+                m, vname(src), TYPE_TEXT(&src_view), vname(dst), TYPE_TEXT(&dst_view));
+      ok = false;
+    } else if ((op->flags & TSR_OPF_DMA_ADD) && dclass(src_view.dtype) == TSR_CLASS_BOOL) {
+      vf_report(v, op->loc,
+                "'%s' add: %%%s and %%%s hold i1, which has no addition (add takes float or "
+                "integer views)",
+                m, vname(src), vname(dst));
+      ok = false;
+    }
+  }
+  if (ok) check_index_operands_used(v, op, first_dyn, end_dyn);
+  tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32);
+  if (device) vf_expect_operand(v, op, end_dyn, &i32, ", the device");
+}
+
+/* sem_signal, sem_wait, sem_read and core_barrier. Operands [sem, amount
+ * (sem_signal, sem_wait), index starts.., device?, core?]; every index is
+ * the semaphore's. */
+void vf_rule_semaphore(verifier_t *v, const tsr_op_t *op) {
+  bool signal = op->opcode == TSR_OP_SEM_SIGNAL;
+  bool amount = signal || op->opcode == TSR_OP_SEM_WAIT;
+  if (!check_view_op_flags(v, op, signal ? TSR_OPF_DEVICE | TSR_OPF_CORE : 0)) return;
+  uint32_t device = (op->flags & TSR_OPF_DEVICE) ? 1 : 0;
+  uint32_t core = (op->flags & TSR_OPF_CORE) ? 1 : 0;
+  uint32_t first_dyn = amount ? 2 : 1;
+  if (op->num_operands < first_dyn + device + core) {
+    vf_report(v, op->loc, "'%s' with%s%s takes at least %u operands, found %u", mnemonic(op),
+              device ? " a device" : "", core ? (device ? " and a core" : " a core") : "",
+              first_dyn + device + core, op->num_operands);
+    return;
+  }
+  uint32_t end_dyn = op->num_operands - device - core;
+  const view_part_t part = {"semaphore", 0, 0, op->num_indices};
+  bool either = op->opcode == TSR_OP_SEM_READ;
+  if (check_semaphore(v, op, &part, TSR_SEM_REGULAR, either, first_dyn, end_dyn))
+    check_index_operands_used(v, op, first_dyn, end_dyn);
+  tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32);
+  if (amount) vf_expect_operand(v, op, 1, &i32, ", the amount");
+  if (device) vf_expect_operand(v, op, end_dyn, &i32, ", the device");
+  if (core) vf_expect_operand(v, op, end_dyn + device, &i32, ", the core");
+  if (op->opcode == TSR_OP_SEM_READ) vf_expect_result(v, op, 0, &i32, "");
+}

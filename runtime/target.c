@@ -1,0 +1,231 @@
+/* The host and the compiled-code target (runtime/target.h): where tessera's
+ * code and the lowering library are, the identity of the host CPU and of the
+ * LLVM build (key components of compiled kernels), the lowering ABI a loaded
+ * library must speak, and the defaults of compile options. Used by the keys
+ * (runtime/key.c) and the compiled backend (runtime/compiled.c); calls
+ * neither. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include "lower/lower_api.h"
+#include "lower/lower_config.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/target.h"
+
+void tsr_compile_options_initialize(tsr_compile_options_t *options) {
+  memset(options, 0, sizeof *options);
+  /* The emitter writes vector code already: on the tree's kernels O0 to O3
+   * ran within noise of each other (O3: 10% faster on a 1024^3 matmul) and
+   * O2 compiled in 50-200 ms (docs/lowering.md, "Figures"). */
+  options->opt_level = 2;
+}
+
+/* ---- The file holding this code ---------------------------------------------------- */
+
+bool tsr_target_code_path(char *buf, size_t size) {
+  Dl_info info;
+  if (!dladdr((void *)tsr_target_code_path, &info) || !info.dli_fname) return false;
+  if (info.dli_fname[0] == '/') {
+    int n = snprintf(buf, size, "%s", info.dli_fname);
+    return n > 0 && (size_t)n < size;
+  }
+  /* The main program: dladdr gives its argv[0] ("tessera" when found
+   * through PATH, or relative to a working directory since left). */
+  ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  return true;
+}
+
+#if TSR_HAVE_LOWER
+/* ---- File identities ------------------------------------------------------------ */
+
+/* "dev:ino:size:mtime" of `path` (following links), or "missing". */
+static void append_file_identity(tsr_strbuf_t *sb, const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    tsr_strbuf_puts(sb, "missing");
+    return;
+  }
+  tsr_strbuf_printf(sb, "%" PRIx64 ":%" PRIx64 ":%" PRId64 ":%" PRId64 ".%09ld",
+                    (uint64_t)st.st_dev, (uint64_t)st.st_ino, (int64_t)st.st_size,
+                    (int64_t)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+}
+
+/* ---- Where the lowering library is ---------------------------------------------- */
+
+static char lower_path[4096];
+static pthread_once_t lower_path_once = PTHREAD_ONCE_INIT;
+
+/* tsr_runtime_lower_library_setting (a context's choice or
+ * $TESSERA_LOWER_LIBRARY); else the build tree's library when the file
+ * holding this code (the tessera executable or libtessera) lives in the
+ * build tree; else the installed one. */
+static void find_lower_path(void) {
+  const char *env = tsr_runtime_lower_library_setting();
+  if (env && *env) {
+    snprintf(lower_path, sizeof lower_path, "%s", env);
+    return;
+  }
+  const char *path = TSR_LOWER_INSTALL_PATH;
+  char code[4096];
+  size_t root = strlen(TSR_BUILD_ROOT);
+  if (tsr_target_code_path(code, sizeof code) && strncmp(code, TSR_BUILD_ROOT, root) == 0 &&
+      code[root] == '/')
+    path = TSR_LOWER_BUILD_PATH;
+  snprintf(lower_path, sizeof lower_path, "%s", path);
+}
+
+const char *tsr_target_lower_library_path(void) {
+  pthread_once(&lower_path_once, find_lower_path);
+  return lower_path;
+}
+#endif /* TSR_HAVE_LOWER */
+
+/* ---- Key components ----------------------------------------------------------------- */
+
+static char *llvm_component, *cpu_component;
+static pthread_once_t components_once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__) || defined(__i386__)
+/* LLVM's host detection (sys::getHostCPUName, getHostCPUFeatures) reads the
+ * vendor, family/model/stepping and the feature leaves below, and XCR0 for
+ * what the OS saves (AVX, AVX-512, AMX state). The same bits give the same
+ * CPU name and features, hence the same code. Leaf 1's EBX is left out: it
+ * holds the APIC id of the core the thread runs on. */
+static void append_cpu(tsr_strbuf_t *sb) {
+  unsigned max = 0, a = 0, b = 0, c = 0, d = 0;
+  __cpuid(0, max, b, c, d);
+  char vendor[13];
+  memcpy(vendor, &b, 4);
+  memcpy(vendor + 4, &d, 4);
+  memcpy(vendor + 8, &c, 4);
+  vendor[12] = 0;
+  tsr_strbuf_printf(sb, "x86 %s", vendor);
+  __cpuid(1, a, b, c, d);
+  tsr_strbuf_printf(sb, " 1:%08x:%08x:%08x", a, c, d);
+  bool osxsave = (c >> 27) & 1;
+  if (max >= 7) {
+    unsigned subleaves;
+    __cpuid_count(7, 0, subleaves, b, c, d);
+    tsr_strbuf_printf(sb, " 7.0:%08x:%08x:%08x", b, c, d);
+    if (subleaves >= 1) {
+      __cpuid_count(7, 1, a, b, c, d);
+      tsr_strbuf_printf(sb, " 7.1:%08x:%08x:%08x", a, b, d);
+    }
+  }
+  if (max >= 0xd) {
+    __cpuid_count(0xd, 1, a, b, c, d);
+    tsr_strbuf_printf(sb, " d.1:%08x", a);
+  }
+  if (max >= 0x14) {
+    __cpuid_count(0x14, 0, a, b, c, d);
+    tsr_strbuf_printf(sb, " 14:%08x", b);
+  }
+  if (max >= 0x19) {
+    __cpuid(0x19, a, b, c, d);
+    tsr_strbuf_printf(sb, " 19:%08x", b);
+  }
+  if (max >= 0x24) {
+    __cpuid_count(0x24, 0, a, b, c, d);
+    tsr_strbuf_printf(sb, " 24:%08x", b);
+  }
+  unsigned ext = 0;
+  __cpuid(0x80000000, ext, b, c, d);
+  if (ext >= 0x80000001) {
+    __cpuid(0x80000001, a, b, c, d);
+    tsr_strbuf_printf(sb, " e1:%08x:%08x", c, d);
+  }
+  if (ext >= 0x80000008) {
+    __cpuid(0x80000008, a, b, c, d);
+    tsr_strbuf_printf(sb, " e8:%08x", b);
+  }
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    tsr_strbuf_printf(sb, " xcr0:%08x%08x", hi, lo);
+  }
+}
+#else
+/* Elsewhere: the machine, the kernel's hardware capability bits and (on
+ * Arm) the main ID register of cpu0. */
+static void append_cpu(tsr_strbuf_t *sb) {
+  struct utsname u;
+  tsr_strbuf_puts(sb, uname(&u) == 0 ? u.machine : "unknown");
+  tsr_strbuf_printf(sb, " hwcap:%lx:%lx", getauxval(AT_HWCAP), getauxval(AT_HWCAP2));
+  FILE *f = fopen("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1", "r");
+  if (f) {
+    char midr[64] = "";
+    if (fgets(midr, sizeof midr, f)) {
+      midr[strcspn(midr, "\n")] = 0;
+      tsr_strbuf_printf(sb, " midr:%s", midr);
+    }
+    fclose(f);
+  }
+}
+#endif
+
+static void make_components(void) {
+  tsr_strbuf_t sb;
+  tsr_strbuf_initialize(&sb);
+  append_cpu(&sb);
+  cpu_component = sb.failed ? NULL : tsr_strbuf_take(&sb);
+  tsr_strbuf_deinitialize(&sb);
+#if TSR_HAVE_LOWER
+  tsr_strbuf_initialize(&sb);
+  tsr_strbuf_printf(&sb, "LLVM %s", TSR_LLVM_VERSION);
+  const char *libs = TSR_LLVM_LIBRARIES;
+  while (*libs) {
+    size_t n = strcspn(libs, ":");
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s", (int)n, libs);
+    const char *base = strrchr(path, '/');
+    tsr_strbuf_printf(&sb, " %s ", base ? base + 1 : path);
+    append_file_identity(&sb, path);
+    libs += n + (libs[n] == ':');
+  }
+  tsr_strbuf_puts(&sb, " lower ");
+  append_file_identity(&sb, tsr_target_lower_library_path());
+  tsr_strbuf_puts(&sb, " pipeline " TSR_LOWER_CPU_PIPELINE);
+  llvm_component = sb.failed ? NULL : tsr_strbuf_take(&sb);
+  tsr_strbuf_deinitialize(&sb);
+#endif
+}
+
+const char *tsr_target_llvm_component(void) {
+  pthread_once(&components_once, make_components);
+  return llvm_component;
+}
+
+const char *tsr_target_cpu_component(void) {
+  pthread_once(&components_once, make_components);
+  return cpu_component ? cpu_component : "unknown";
+}
+
+/* ---- The lowering ABI ----------------------------------------------------------------- */
+
+#if TSR_HAVE_LOWER
+bool tsr_target_lower_abi_matches(const tsr_lower_api_t *api, const char *path, char *why,
+                                  size_t why_size) {
+  if (api->abi_version == TSR_LOWER_ABI_VERSION && api->ir_layout == tsr_lower_ir_layout())
+    return true;
+  snprintf(why, why_size,
+           "%s was built from another version of tessera (lowering ABI %u, IR "
+           "layout %016" PRIx64 "; this tessera: ABI %d, IR layout %016" PRIx64
+           "): rebuild it or set TESSERA_LOWER_LIBRARY",
+           path, api->abi_version, api->ir_layout, TSR_LOWER_ABI_VERSION,
+           tsr_lower_ir_layout());
+  return false;
+}
+#endif /* TSR_HAVE_LOWER */

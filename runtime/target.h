@@ -1,0 +1,38 @@
+/* The host and the compiled-code target, as both the cache key
+ * (runtime/key.c) and the loader of compiled code (runtime/compiled.c) see
+ * them: where tessera's code and its lowering library are, the host CPU, the
+ * LLVM build and the lowering ABI. Library-internal; runtime/target.c. */
+#ifndef TESSERA_RUNTIME_TARGET_H
+#define TESSERA_RUNTIME_TARGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct tsr_lower_api;
+
+/* The absolute path of the file holding tessera's code: the shared library,
+ * or the executable it is linked into. false if unknown. */
+bool tsr_target_code_path(char *buf, size_t size);
+
+/* Where the lowering library is: $TESSERA_LOWER_LIBRARY; else the build
+ * tree's library when the file holding this code lives in the build tree;
+ * else the installed one. Computed once per process. Only in builds with the
+ * compiled backend (TSR_HAVE_LOWER). */
+const char *tsr_target_lower_library_path(void);
+
+/* The "llvm" component of compiled kernels' keys: LLVM's version, the
+ * identity (device, inode, size, mtime) of libLLVM, libMLIR and the lowering
+ * library, and the pass pipeline; computed once per process without loading
+ * any of them. NULL when this build has no compiled backend. */
+const char *tsr_target_llvm_component(void);
+/* The "cpu" component: the host CPU as LLVM's host detection sees it (on
+ * x86, the vendor and the cpuid leaves and XCR0 bits it reads). */
+const char *tsr_target_cpu_component(void);
+
+/* Whether the lowering library at `path` speaks this tessera's lowering ABI
+ * (ABI version and IR layout); if not, writes why into `why`. Only in builds
+ * with the compiled backend. */
+bool tsr_target_lower_abi_matches(const struct tsr_lower_api *api, const char *path, char *why,
+                                  size_t why_size);
+
+#endif /* TESSERA_RUNTIME_TARGET_H */

@@ -1,0 +1,284 @@
+/* The options of 'tessera run' and 'tessera hash': one table, since hash
+ * takes the run options that change a kernel's key, and the parser that
+ * fills a run request from them (tools/cli.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli.h"
+
+enum {
+  RUN_HELP, RUN_KERNEL, RUN_IN, RUN_OUT, RUN_IN_DIR, RUN_OUT_DIR, RUN_RANDOM,
+  RUN_UNINIT, RUN_SHUFFLE, RUN_CHIP, RUN_CHECK, RUN_NO_CHECK, RUN_MAX_ERRORS,
+  RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED, RUN_TRACE,
+  RUN_DETECT_RACES, RUN_CACHE_STATS, RUN_EXPLAIN, RUN_TARGET, RUN_BACKEND,
+  RUN_STRICT, RUN_TIMEOUT, RUN_MAX_STEPS,
+};
+
+static const cli_option_t run_options[] = {
+    {"help", 'h', false, RUN_HELP},
+    {"kernel", 'k', true, RUN_KERNEL},
+    {"in", 0, true, RUN_IN},
+    {"out", 0, true, RUN_OUT},
+    {"in-dir", 0, true, RUN_IN_DIR},
+    {"out-dir", 0, true, RUN_OUT_DIR},
+    {"random-inputs", 0, true, RUN_RANDOM},
+    {"uninit", 0, true, RUN_UNINIT},
+    {"shuffle-parallel", 0, true, RUN_SHUFFLE},
+    {"chip", 0, true, RUN_CHIP},
+    {"check", 0, false, RUN_CHECK},
+    {"no-check", 0, false, RUN_NO_CHECK},
+    {"max-errors", 0, true, RUN_MAX_ERRORS},
+    {"quiet", 'q', false, RUN_QUIET},
+    {"devices", 0, true, RUN_DEVICES},
+    {"cores", 0, true, RUN_CORES},
+    {"dma-mode", 0, true, RUN_DMA_MODE},
+    {"schedule-seed", 0, true, RUN_SCHEDULE_SEED},
+    {"trace", 0, true, RUN_TRACE},
+    {"detect-races", 0, false, RUN_DETECT_RACES},
+    {"cache-stats", 0, false, RUN_CACHE_STATS},
+    {"explain", 0, false, RUN_EXPLAIN},
+    {"target", 0, true, RUN_TARGET},
+    {"backend", 0, true, RUN_BACKEND},
+    {"strict", 0, false, RUN_STRICT},
+    {"timeout", 0, true, RUN_TIMEOUT},
+    {"max-steps", 0, true, RUN_MAX_STEPS},
+    {NULL, 0, false, 0},
+};
+
+/* `run` and `hash` share the table above: hash takes the options that change
+ * a kernel's key, plus its own; run takes all but hash's own. */
+static bool option_of(const char *cmd, int id) {
+  bool hash = strcmp(cmd, "hash") == 0;
+  switch (id) {
+    case RUN_HELP: case RUN_KERNEL: case RUN_UNINIT: case RUN_SHUFFLE: case RUN_CHIP:
+    case RUN_CHECK: case RUN_NO_CHECK: case RUN_MAX_ERRORS: case RUN_DEVICES:
+    case RUN_CORES: case RUN_DMA_MODE: case RUN_SCHEDULE_SEED: case RUN_DETECT_RACES:
+      return true;
+    case RUN_EXPLAIN: case RUN_TARGET:
+      return hash;
+    default:
+      return !hash;
+  }
+}
+
+static const char *option_name(int id) {
+  for (const cli_option_t *o = run_options; o->name; o++)
+    if (o->id == id) return o->name;
+  return "?";
+}
+
+/* Splits "NAME=FILE" (NAME may start with '%'). */
+static bool parse_binding(const char *arg, cli_binding_t *out) {
+  const char *eq = strchr(arg, '=');
+  if (!eq || eq == arg || !eq[1]) return false;
+  char *name = cli_strndup(arg, (size_t)(eq - arg));
+  out->owned = name;
+  out->name = name[0] == '%' ? name + 1 : name;
+  out->path = eq + 1;
+  if (*out->name) return true;
+  free(name);
+  return false;
+}
+
+static void free_bindings(cli_binding_t *b, size_t n) {
+  for (size_t i = 0; i < n; i++) free(b[i].owned);
+  free(b);
+}
+
+/* Options of `run`, and of `hash` (option_of says which of them). */
+int cli_parse_run_args(const char *cmd, int argc, char **argv,
+                       cli_run_request_t *req) {
+  memset(req, 0, sizeof *req);
+  tsr_interp_options_initialize(&req->options);
+  req->ins = cli_calloc((size_t)argc, sizeof *req->ins);
+  req->outs = cli_calloc((size_t)argc, sizeof *req->outs);
+  cli_arg_iter_t it = {cmd, argc, argv, 1, false};
+  const char *value;
+  int id;
+  while ((id = cli_next_arg(&it, run_options, &value)) != CLI_ARG_END) {
+    uint64_t n;
+    if (id >= 0 && !option_of(cmd, id))
+      return cli_usage_error(cmd, "'--%s' is not an option of '%s'", option_name(id), cmd);
+    switch (id) {
+    case CLI_ARG_ERROR:
+      return EXIT_USAGE;
+    case CLI_ARG_POSITIONAL:
+      if (req->file)
+        return cli_usage_error(cmd, "one kernel file expected, got '%s' and '%s'",
+                               req->file, value);
+      req->file = value;
+      break;
+    case RUN_HELP:
+      fputs(strcmp(cmd, "hash") == 0 ? cmd_hash_help : cmd_run_help, stdout);
+      return -1;
+    case RUN_KERNEL:
+      req->kernel = value[0] == '@' ? value + 1 : value;
+      break;
+    case RUN_IN:
+    case RUN_OUT: {
+      cli_binding_t b;
+      if (!parse_binding(value, &b))
+        return cli_usage_error(cmd, "--%s expects NAME=FILE.npy, got '%s'",
+                               id == RUN_IN ? "in" : "out", value);
+      cli_binding_t *list = id == RUN_IN ? req->ins : req->outs;
+      size_t *count = id == RUN_IN ? &req->num_ins : &req->num_outs;
+      list[(*count)++] = b;
+      for (size_t i = 0; i + 1 < *count; i++) {
+        if (strcmp(list[i].name, b.name) == 0)
+          return cli_usage_error(cmd, "--%s %%%s is given twice",
+                                 id == RUN_IN ? "in" : "out", b.name);
+        if (id == RUN_OUT && strcmp(list[i].path, b.path) == 0)
+          return cli_usage_error(cmd, "--out %%%s and %%%s both write %s",
+                                 list[i].name, b.name, b.path);
+      }
+      break;
+    }
+    case RUN_IN_DIR:
+      req->in_dir = value;
+      break;
+    case RUN_OUT_DIR:
+      req->out_dir = value;
+      break;
+    case RUN_RANDOM:
+      if (!cli_parse_u64(value, &n))
+        return cli_usage_error(cmd,
+                               "--random-inputs expects a non-negative integer "
+                               "seed, got '%s'",
+                               value);
+      req->random_inputs = true;
+      req->random_seed = n;
+      break;
+    case RUN_UNINIT:
+      if (strcmp(value, "nan") == 0) req->options.uninit = TSR_UNINIT_NAN;
+      else if (strcmp(value, "zero") == 0) req->options.uninit = TSR_UNINIT_ZERO;
+      else
+        return cli_usage_error(cmd, "--uninit expects 'nan' or 'zero', got '%s'",
+                               value);
+      break;
+    case RUN_SHUFFLE:
+      if (!cli_parse_u64(value, &n))
+        return cli_usage_error(cmd,
+                               "--shuffle-parallel expects a non-negative integer "
+                               "seed, got '%s'",
+                               value);
+      req->options.shuffle_parallel = true;
+      req->options.shuffle_seed = n;
+      break;
+    case RUN_CHIP: {
+      uint64_t bytes;
+      if (!tsr_interp_chip_vmem_bytes(value, &bytes))
+        return cli_usage_error(cmd,
+                               "unknown chip '%s' (known: v2 v3 v4 v5e v5p v6e v7 "
+                               "tpu8i)",
+                               value);
+      req->options.chip = value;
+      break;
+    }
+    case RUN_CHECK:
+      req->options.check = true;
+      break;
+    case RUN_NO_CHECK:
+      req->options.check = false;
+      break;
+    case RUN_MAX_ERRORS:
+      if (!cli_parse_u64(value, &n) || n == 0 || n > UINT32_MAX)
+        return cli_usage_error(cmd,
+                               "--max-errors expects a positive integer, got '%s'",
+                               value);
+      req->options.max_errors = (uint32_t)n;
+      break;
+    case RUN_QUIET:
+      req->quiet = true;
+      break;
+    case RUN_DEVICES:
+    case RUN_CORES:
+      if (!cli_parse_u64(value, &n) || n == 0 || n > 64)
+        return cli_usage_error(cmd, "--%s expects an integer from 1 to 64, got '%s'",
+                               id == RUN_DEVICES ? "devices" : "cores", value);
+      if (id == RUN_DEVICES)
+        req->options.devices = (uint32_t)n;
+      else
+        req->options.cores = (uint32_t)n;
+      break;
+    case RUN_DMA_MODE:
+      if (strcmp(value, "eager") == 0) req->options.dma_eager = true;
+      else if (strcmp(value, "lazy") == 0) req->options.dma_eager = false;
+      else
+        return cli_usage_error(cmd, "--dma-mode expects 'eager' or 'lazy', got '%s'",
+                               value);
+      break;
+    case RUN_SCHEDULE_SEED:
+      if (!cli_parse_u64(value, &n))
+        return cli_usage_error(cmd,
+                               "--schedule-seed expects a non-negative integer, got '%s'",
+                               value);
+      req->options.schedule_seed = n;
+      break;
+    case RUN_TRACE:
+      req->options.trace_path = value;
+      break;
+    case RUN_DETECT_RACES:
+      req->options.detect_races = true;
+      break;
+    case RUN_CACHE_STATS:
+      req->cache_stats = true;
+      break;
+    case RUN_EXPLAIN:
+      req->explain = true;
+      break;
+    case RUN_TARGET:
+      if (!tsr_runtime_target_from_name(value, &req->target))
+        return cli_usage_error(cmd, "--target expects interp, cpu or tpu, got '%s'",
+                               value);
+      break;
+    case RUN_BACKEND:
+      if (strcmp(value, "interp") == 0) req->target = TSR_TARGET_INTERP;
+      else if (strcmp(value, "cpu") == 0) req->target = TSR_TARGET_CPU;
+      else
+        return cli_usage_error(cmd, "--backend expects interp or cpu, got '%s'", value);
+      break;
+    case RUN_STRICT:
+      req->options.strict = true;
+      break;
+    case RUN_TIMEOUT: {
+      char *end = NULL;
+      errno = 0;
+      double t = strtod(value, &end);
+      if (errno || end == value || *end || !(t > 0) || t > 1e9)
+        return cli_usage_error(cmd, "--timeout expects a positive number of seconds, got '%s'",
+                               value);
+      req->options.timeout_seconds = t;
+      break;
+    }
+    case RUN_MAX_STEPS:
+      if (!cli_parse_u64(value, &n) || n == 0)
+        return cli_usage_error(cmd, "--max-steps expects a positive integer, got '%s'", value);
+      req->options.max_steps = n;
+      break;
+    default:
+      return cli_usage_error(cmd, "internal error: option %d", id);
+    }
+  }
+  uint32_t devices = req->options.devices ? req->options.devices : 1;
+  uint32_t cores = req->options.cores ? req->options.cores : 1;
+  if ((uint64_t)devices * cores > TSR_INTERP_MAX_CORES)
+    return cli_usage_error(cmd,
+                           "--devices %u x --cores %u is %" PRIu64 " simulated cores; a run "
+                           "has at most %d",
+                           devices, cores, (uint64_t)devices * cores, TSR_INTERP_MAX_CORES);
+  if (!req->file) return cli_usage_error(cmd, "missing the kernel file (FILE.tsr)");
+  if (strcmp(cmd, "run") == 0 && req->target == TSR_TARGET_CPU) {
+    if (req->options.trace_path)
+      return cli_usage_error(cmd, "--trace needs the interpreter: the cpu backend "
+                             "runs native code, which it cannot trace");
+  }
+  return EXIT_OK;
+}
+
+
+void cli_run_request_deinitialize(cli_run_request_t *req) {
+  free_bindings(req->ins, req->num_ins);
+  free_bindings(req->outs, req->num_outs);
+}
