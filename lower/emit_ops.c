@@ -1,9 +1,11 @@
 /* Block ops of the MLIR text emitter that are not elementwise: reductions
  * (in the interpreter's summation order, so float sums match it bitwise),
  * arg-reductions, dot (a 6 x 16 register-blocked micro-kernel with f32 or
- * i32 accumulators), transpose, concatenate, roll and gather. */
+ * i32 accumulators), transpose, concatenate, roll and gather (layer 3,
+ * emit_internal.h). */
 #include <stdio.h>
 
+#include "lower/emit_dispatch.h"
 #include "lower/emit_internal.h"
 
 /* ---- Small helpers ------------------------------------------------------------- */
