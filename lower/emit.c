@@ -30,9 +30,16 @@ static void count_uses(emitter_t *em, const tsr_region_t *r) {
   }
 }
 
-
 /* ---- Dispatch ------------------------------------------------------------------------------- */
 
+/* The code generator's one op dispatch: a case per rule of ir/ops.def (an
+ * op family), each calling its family's entry point (emit_dispatch.h). No
+ * silent default: a rule without a lowering is TSR_UNIMPLEMENTED naming the
+ * op and its location. Inside a family, opcodes are told apart in one place
+ * each, with the same loud default: em_elementwise_family and its float_op
+ * and int_op (emit_expr.c), red_identity and red_combine (reductions) and
+ * em_op_argreduce (emit_ops.c), em_op_semaphore and em_op_dma
+ * (emit_runtime.c), em_op_grid_query and em_op_id_query (emit_values.c). */
 static void emit_op(emitter_t *em, const tsr_op_t *op) {
   const tsr_op_info_t *info = &tsr_op_table[op->opcode];
   em->op = op;

@@ -173,7 +173,6 @@ static void bind_results(emitter_t *em, const tsr_op_t *op, view_t **carry,
   }
 }
 
-
 /* The initial values of a loop's carries, op's operands from `first` on:
  * a carry kept in a buffer (carry[i]) is stored there; a scalar one gets a
  * before- and an after-region argument, bargs[k] and aargs[k] from `k` on,
@@ -229,7 +228,8 @@ void em_op_for(emitter_t *em, const tsr_op_t *op) {
   em_open(em, "%s:%u = scf.while (%s) : (%s) -> (%s) {", res.s, k, tl_text(&inits),
           tl_text(&types), tl_text(&types));
   ssa_t in = em_cmp(em, "cmpi", "slt", bargs[0], hi2, "i32");
-  ssa_t go = em_op2(em, "arith.andi", in, em_count_step(em, in, em_site_of(em, op), em_cint(em, "i64", 0, 0)), "i1");
+  ssa_t go = em_op2(em, "arith.andi", in,
+                    em_count_step(em, in, em_site_of(em, op), em_cint(em, "i64", 0, 0)), "i1");
   em_line(em, "scf.condition(%s) %s : %s", go.s, tl_text(&bnames), tl_text(&types));
   em->indent--;
   em_open(em, "} do {");
@@ -298,7 +298,8 @@ void em_op_while(emitter_t *em, const tsr_op_t *op) {
     return;
   }
   ssa_t c = em_scalar(em, cond->operands[0]);
-  c = em_op2(em, "arith.andi", c, em_count_step(em, c, em_site_of(em, op), em_cint(em, "i64", 0, 0)), "i1");
+  c = em_op2(em, "arith.andi", c,
+             em_count_step(em, c, em_site_of(em, op), em_cint(em, "i64", 0, 0)), "i1");
   if (sr.count)
     em_line(em, "scf.condition(%s) %s : %s", c.s, tl_text(&bnames), sr.types);
   else

@@ -363,7 +363,7 @@ void em_emit_grid(emitter_t *em, const uint32_t *roots) {
   ssa_t in = em_cmp(em, "cmpi", "slt", lb, steps, "index");
   ssa_t go = em_op2(em, "arith.andi", in,
                     em_count_step(em, in, em->num_sites,
-                               em_i64_of_index(em, core_grid_point(em, &split, lb, mine, NULL))),
+                                  em_i64_of_index(em, core_grid_point(em, &split, lb, mine, NULL))),
                     "i1");
   em_line(em, "scf.condition(%s) %s : index", go.s, lb.s);
   em->indent--;

@@ -114,7 +114,7 @@ static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *r
 }
 
 view_t em_ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint32_t first,
-                          bool *all_points, ssa_t *points) {
+                      bool *all_points, ssa_t *points) {
   return ref_view_ranged(em, op, rv, first, all_points, points, NULL);
 }
 
@@ -196,40 +196,55 @@ static expr_t *mask_expr(emitter_t *em, const tsr_op_t *op, uint32_t rank, const
   return ex_of_value(em, op->operands[op->num_operands - 1], rank, dims);
 }
 
-void em_op_load(emitter_t *em, const tsr_op_t *op) {
-  const tsr_value_t *ref = op->operands[0], *r = op->results[0];
-  vinfo_t *rvi = em_vi(em, ref);
-  tsr_dtype_t dtype = (tsr_dtype_t)r->type.dtype;
-  bool pts;
+/* What a load or store addresses: the view of its indices into its ref
+ * (operand 0) or, with every index a point, the element's indices. Masked:
+ * dynamic slice starts are kept and recorded in `range` (range_mask). */
+typedef struct access {
+  vinfo_t *ref;
+  bool masked;
+  bool all_points;
   ssa_t points[TSR_MAX_RANK];
-  window_range_t range = {0};
-  const bool masked = (op->flags & TSR_OPF_MASK) != 0;
-  view_t v = ref_view_ranged(em, op, &rvi->mem, 0, &pts, points, masked ? &range : NULL);
-  if (pts) {
-    nest_t n;
-    memset(&n, 0, sizeof n);
+  window_range_t range;
+  view_t view;
+  nest_t at; /* the scalar position of an all-points access */
+} access_t;
+
+static void access_init(emitter_t *em, const tsr_op_t *op, access_t *a) {
+  memset(a, 0, sizeof *a);
+  a->ref = em_vi(em, op->operands[0]);
+  a->masked = (op->flags & TSR_OPF_MASK) != 0;
+  a->view = ref_view_ranged(em, op, &a->ref->mem, 0, &a->all_points, a->points,
+                            a->masked ? &a->range : NULL);
+}
+
+void em_op_load(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *r = op->results[0];
+  tsr_dtype_t dtype = (tsr_dtype_t)r->type.dtype;
+  access_t a;
+  access_init(em, op, &a);
+  if (a.all_points) {
     ssa_t s;
-    if (masked) {
+    if (a.masked) {
       ssa_t m = em_scalar(em, op->operands[op->num_operands - 1]);
       ssa_t pt = em_uninit(em, dtype, 0);
-      s = em_mem_read(em, &rvi->mem, dtype, points, &n, &m, &pt);
+      s = em_mem_read(em, &a.ref->mem, dtype, a.points, &a.at, &m, &pt);
     } else {
-      s = em_mem_read(em, &rvi->mem, dtype, points, &n, NULL, NULL);
+      s = em_mem_read(em, &a.ref->mem, dtype, a.points, &a.at, NULL, NULL);
     }
     em_set_scalar(em, r, s);
     return;
   }
   expr_t *mask = mask_expr(em, op, r->type.rank, r->type.dims);
-  if (mask) mask = range_mask(em, op, &range, mask, r->type.rank, r->type.dims);
-  if (!mask && !rvi->mutable_ref) { /* borrowed: nothing writes this ref */
-    em_set_mem(em, r, v);
+  if (mask) mask = range_mask(em, op, &a.range, mask, r->type.rank, r->type.dims);
+  if (!mask && !a.ref->mutable_ref) { /* borrowed: nothing writes this ref */
+    em_set_mem(em, r, a.view);
     return;
   }
   expr_t *e = ex_new(em, EX_MEM, dtype, r->type.rank, r->type.dims);
   if (!e) return;
-  e->mem = v;
+  e->mem = a.view;
   e->mask = mask;
-  e->mutable_mem = rvi->mutable_ref;
+  e->mutable_mem = a.ref->mutable_ref;
   if (em_lazy_ok(em, op, e))
     em_set_lazy(em, r, e);
   else
@@ -238,32 +253,27 @@ void em_op_load(emitter_t *em, const tsr_op_t *op) {
 
 void em_op_store(emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *ref = op->operands[0], *val = op->operands[1];
-  vinfo_t *rvi = em_vi(em, ref);
   const tsr_dtype_t dtype = (tsr_dtype_t)ref->type.dtype;
-  bool pts;
-  ssa_t points[TSR_MAX_RANK];
-  window_range_t range = {0};
-  const bool masked = (op->flags & TSR_OPF_MASK) != 0;
-  view_t v = ref_view_ranged(em, op, &rvi->mem, 0, &pts, points, masked ? &range : NULL);
-  if (pts) {
-    nest_t n;
-    memset(&n, 0, sizeof n);
+  access_t a;
+  access_init(em, op, &a);
+  const view_t v = a.view;
+  if (a.all_points) {
     ssa_t s = em_scalar(em, val);
-    if (op->flags & TSR_OPF_MASK) {
+    if (a.masked) {
       ssa_t m = em_scalar(em, op->operands[op->num_operands - 1]);
-      em_mem_write(em, &rvi->mem, dtype, points, &n, s, &m);
+      em_mem_write(em, &a.ref->mem, dtype, a.points, &a.at, s, &m);
     } else {
-      em_mem_write(em, &rvi->mem, dtype, points, &n, s, NULL);
+      em_mem_write(em, &a.ref->mem, dtype, a.points, &a.at, s, NULL);
     }
     return;
   }
   vinfo_t *vvi = em_vi(em, val);
-  if (vvi->kind == VK_MEM && em_view_same(&vvi->mem, &v) && !(op->flags & TSR_OPF_MASK))
+  if (vvi->kind == VK_MEM && em_view_same(&vvi->mem, &v) && !a.masked)
     return; /* computed in place (store forwarding) */
   expr_t *e = ex_of_value(em, val, v.rank, v.dims);
   if (!e) return;
   expr_t *mask = mask_expr(em, op, v.rank, v.dims);
-  if (mask) mask = range_mask(em, op, &range, mask, v.rank, v.dims);
+  if (mask) mask = range_mask(em, op, &a.range, mask, v.rank, v.dims);
   if (!ex_inplace_safe(em, e, &v) || (mask && !ex_inplace_safe(em, mask, &v))) {
     view_t tmp = em_materialize(em, e);
     e = ex_new(em, EX_MEM, dtype, v.rank, v.dims);
@@ -324,4 +334,3 @@ void em_fill_view(emitter_t *em, const view_t *v, tsr_dtype_t dtype) {
   e->scalar = em_uninit(em, dtype, 0);
   ex_store(em, e, v, NULL);
 }
-

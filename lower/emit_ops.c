@@ -458,6 +458,10 @@ static void arg_body(emitter_t *em, const nest_t *n, void *p) {
 }
 
 void em_op_argreduce(emitter_t *em, const tsr_op_t *op) {
+  if (op->opcode != TSR_OP_ARGMAX && op->opcode != TSR_OP_ARGMIN) {
+    em_unimplemented(em, op, NULL);
+    return;
+  }
   const tsr_value_t *a = op->operands[0], *r = result0(op);
   arg_ctx_t c = {.op = op, .axis = (uint32_t)op->ints[0]};
   c.in = operand_expr(em, a);

@@ -139,7 +139,6 @@ void em_register_memory(emitter_t *em) {
   em->indent = saved_indent;
 }
 
-
 /* ---- Semaphores, DMAs between cores, print and assert -----------------------------------------
  * Semaphores belong to the runtime (lower_api.h): a sem ref's vinfo is a
  * view that is never materialized, whose offset is its first slot, so that
@@ -234,10 +233,11 @@ static void remote_dma(emitter_t *em, const tsr_op_t *op, uint32_t nsrc, uint32_
   f[TSR_RDMA_DTYPE] = c64(em, dst->type.dtype);
   f[TSR_RDMA_ADD] = c64(em, (op->flags & TSR_OPF_DMA_ADD) != 0);
   f[TSR_RDMA_SEM] = em_i64_of_index(em, point_offset(em, op, &em_vi(em, op->operands[2])->mem,
-                                                  nsrc + ndst));
+                                                     nsrc + ndst));
   f[TSR_RDMA_SEND] = (op->flags & TSR_OPF_SEND)
-                         ? em_i64_of_index(em, point_offset(em, op, &em_vi(em, op->operands[3])->mem,
-                                                         nsrc + ndst + nsem))
+                         ? em_i64_of_index(em, point_offset(em, op,
+                                                            &em_vi(em, op->operands[3])->mem,
+                                                            nsrc + ndst + nsem))
                          : c64(em, -1);
   for (uint32_t d = 0; d < rank; d++) {
     f[TSR_RDMA_DIMS + d] = c64(em, dv.dims[d]);
@@ -251,6 +251,10 @@ static void remote_dma(emitter_t *em, const tsr_op_t *op, uint32_t nsrc, uint32_
 }
 
 void em_op_dma(emitter_t *em, const tsr_op_t *op) {
+  if (op->opcode != TSR_OP_DMA_START && op->opcode != TSR_OP_DMA_WAIT) {
+    em_unimplemented(em, op, NULL);
+    return;
+  }
   const tsr_value_t *src = op->operands[0], *dst = op->operands[1], *sem = op->operands[2];
   const uint32_t nsrc = (uint32_t)op->ints[0], ndst = (uint32_t)op->ints[1];
   const uint32_t nsem = (uint32_t)op->ints[2];

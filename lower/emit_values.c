@@ -86,13 +86,17 @@ static void set_splat(emitter_t *em, const tsr_value_t *r, ssa_t s) {
   em_set_lazy(em, r, e);
 }
 
+/* A splat operand makes a splat result (true: op is done). */
+static bool forward_splat(emitter_t *em, const tsr_op_t *op) {
+  ssa_t s;
+  if (!splat_of(em, op->operands[0], &s)) return false;
+  set_splat(em, op->results[0], s);
+  return true;
+}
+
 void em_op_broadcast(emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *a = op->operands[0], *r = op->results[0];
-  ssa_t s;
-  if (splat_of(em, a, &s)) {
-    set_splat(em, r, s);
-    return;
-  }
+  if (forward_splat(em, op)) return;
   view_t v = em_value_view(em, a);
   if (tsr_type_equal(&a->type, &r->type)) {
     em_set_mem(em, r, v);
@@ -106,25 +110,17 @@ void em_op_broadcast(emitter_t *em, const tsr_op_t *op) {
 
 void em_op_reshape(emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *a = op->operands[0], *r = op->results[0];
-  ssa_t s;
-  if (splat_of(em, a, &s)) {
-    set_splat(em, r, s);
-    return;
-  }
+  if (forward_splat(em, op)) return;
   view_t v = em_dense_view_of(em, a);
   int64_t strides[TSR_MAX_RANK];
   em_dense_strides(r->type.rank, r->type.dims, strides);
   em_set_mem(em, r, em_view_make(em, v.root, v.off, r->type.rank, r->type.dims, strides,
-                              em_key(em, "%s{rs%u}", v.key ? v.key : "?", r->id)));
+                                 em_key(em, "%s{rs%u}", v.key ? v.key : "?", r->id)));
 }
 
 void em_op_slice(emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *a = op->operands[0], *r = op->results[0];
-  ssa_t s;
-  if (splat_of(em, a, &s)) {
-    set_splat(em, r, s);
-    return;
-  }
+  if (forward_splat(em, op)) return;
   view_t v = em_value_view(em, a);
   int64_t off = 0, dims[TSR_MAX_RANK], strides[TSR_MAX_RANK];
   uint32_t rank = 0;
@@ -153,7 +149,7 @@ void em_op_slice(emitter_t *em, const tsr_op_t *op) {
     return;
   }
   em_set_mem(em, r, em_view_make(em, v.root, em_iaddc(em, v.off, off), rank, dims, strides,
-                              em_key(em, "%s{sl%u}", v.key ? v.key : "?", r->id)));
+                                 em_key(em, "%s{sl%u}", v.key ? v.key : "?", r->id)));
 }
 
 /* ---- Queries ----------------------------------------------------------------------------- */
@@ -161,13 +157,20 @@ void em_op_slice(emitter_t *em, const tsr_op_t *op) {
 /* program_id (this grid step's index along the axis) and num_programs. */
 void em_op_grid_query(emitter_t *em, const tsr_op_t *op) {
   uint32_t axis = (uint32_t)op->ints[0];
-  if (op->opcode == TSR_OP_PROGRAM_ID)
-    em_set_scalar(em, op->results[0], em->grid_i32[axis]);
-  else
-    em_set_scalar(em, op->results[0], em_cint(em, "i32", 0, em->k->grid[axis]));
+  switch (op->opcode) {
+    case TSR_OP_PROGRAM_ID: em_set_scalar(em, op->results[0], em->grid_i32[axis]); return;
+    case TSR_OP_NUM_PROGRAMS:
+      em_set_scalar(em, op->results[0], em_cint(em, "i32", 0, em->k->grid[axis]));
+      return;
+    default: em_unimplemented(em, op, NULL); return;
+  }
 }
 
 /* device_id and core_id: the function's arguments. */
 void em_op_id_query(emitter_t *em, const tsr_op_t *op) {
-  em_set_scalar(em, op->results[0], op->opcode == TSR_OP_DEVICE_ID ? em->device : em->core);
+  switch (op->opcode) {
+    case TSR_OP_DEVICE_ID: em_set_scalar(em, op->results[0], em->device); return;
+    case TSR_OP_CORE_ID: em_set_scalar(em, op->results[0], em->core); return;
+    default: em_unimplemented(em, op, NULL); return;
+  }
 }
