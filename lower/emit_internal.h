@@ -3,9 +3,8 @@
  * text, loop-nest, expression and memory helpers. Private to the MLIR text
  * emitter (docs/lowering_codegen.md describes the generated code).
  *
- * Layers: a file calls functions of its own layer's file and of lower
- * layers only, never of a higher one, and no two files of a layer call each
- * other.
+ * Layers: a file calls its own functions and those of lower layers only,
+ * never a function of a higher layer or of another file of its layer.
  *   0 emit_text.c     SSA names, text, types, constants, plain ops, roots and
  *                     views, element access, loop nests       (this header)
  *   1 emit_expr.c     elementwise semantics, conversions, lazy expressions,
