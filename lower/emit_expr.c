@@ -4,7 +4,8 @@
  * integers, wrapping; i1): XLA integer division, shifts by the bit width,
  * saturating float -> int, NaN-propagating max/min. Expressions are trees of
  * such ops that their consumer evaluates inside its own loop nest, so that a
- * chain like load -> add -> mul -> store is one loop. */
+ * chain like load -> add -> mul -> store is one loop; whether a value stays
+ * one is decided here too (layer 1, emit_internal.h). */
 #include <stdio.h>
 
 #include "lower/emit_internal.h"
@@ -211,6 +212,20 @@ ssa_t em_elementwise(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype,
   return is_compare(op) ? r : em_round(em, r, dtype, lanes);
 }
 
+bool em_elementwise_family(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype,
+                           tsr_dtype_t arg_dtype, const ssa_t *a, uint32_t lanes, ssa_t *out) {
+  switch (tsr_op_table[op].rule) {
+    case TSR_RULE_SELECT:
+      *out = em_select(em, a[0], a[1], a[2], em_compute(dtype), lanes, true);
+      return true;
+    case TSR_RULE_CONVERT: *out = em_convert(em, a[0], arg_dtype, dtype, lanes); return true;
+    case TSR_RULE_BITCAST: *out = em_bitcast(em, a[0], arg_dtype, dtype, lanes); return true;
+    case TSR_RULE_ELEMWISE:
+    case TSR_RULE_COMPARE: *out = em_elementwise(em, op, arg_dtype, a, lanes); return true;
+    default: return false;
+  }
+}
+
 /* ---- Conversions --------------------------------------------------------------------- */
 
 /* An integer (compute type of `from`, |v| < 2^33) as f32 rounded to odd, so
@@ -400,20 +415,11 @@ ssa_t ex_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n)
     case EX_OP: {
       ssa_t a[3];
       for (uint32_t i = 0; i < e->nargs; i++) a[i] = ex_read(em, e->args[i], idx, n);
-      const tsr_op_info_t *info = &tsr_op_table[e->op];
       const tsr_op_t *saved = em->op;
       if (e->origin) em->op = e->origin; /* errors name the op that made the node */
       ssa_t r;
-      switch (info->rule) {
-        case TSR_RULE_SELECT:
-          r = em_select(em, a[0], a[1], a[2], em_compute(e->dtype), n->lanes, true);
-          break;
-        case TSR_RULE_CONVERT: r = em_convert(em, a[0], e->arg_dtype, e->dtype, n->lanes); break;
-        case TSR_RULE_BITCAST: r = em_bitcast(em, a[0], e->arg_dtype, e->dtype, n->lanes); break;
-        case TSR_RULE_ELEMWISE:
-        case TSR_RULE_COMPARE: r = em_elementwise(em, e->op, e->arg_dtype, a, n->lanes); break;
-        default: r = unlowered(em, e->op, "an elementwise expression", a[0]); break;
-      }
+      if (!em_elementwise_family(em, e->op, e->dtype, e->arg_dtype, a, n->lanes, &r))
+        r = unlowered(em, e->op, "an elementwise expression", a[0]);
       em->op = saved;
       return r;
     }
@@ -566,4 +572,67 @@ expr_t *ex_squeeze(emitter_t *em, const expr_t *e) {
       return s;
     default: return NULL; /* iota, broadcast: materialize first */
   }
+}
+
+/* ---- Values -------------------------------------------------------------------------------- */
+
+ssa_t em_scalar(emitter_t *em, const tsr_value_t *v) {
+  vinfo_t *vi = em_vi(em, v);
+  if (vi->kind != VK_SCALAR) {
+    em_fail(em, TSR_STATUS(TSR_INTERNAL, "emit: %%%s is not a scalar here", v->name));
+    return (ssa_t){"%undef"};
+  }
+  return vi->scalar;
+}
+
+/* A dense view of v's elements (copying when v's view is strided). */
+view_t em_dense_view_of(emitter_t *em, const tsr_value_t *a) {
+  view_t v = em_value_view(em, a);
+  if (em_view_is_dense(&v)) return v;
+  expr_t *e = ex_new(em, EX_MEM, (tsr_dtype_t)a->type.dtype, a->type.rank, a->type.dims);
+  if (!e) return v;
+  e->mem = v;
+  return em_materialize(em, e);
+}
+
+/* Whether `u` can evaluate its operand `v` element by element inside its own
+ * loops (each element read once, at u's position). */
+static bool fuses(const tsr_op_t *u, const tsr_value_t *v) {
+  switch (tsr_op_table[u->opcode].rule) {
+    case TSR_RULE_ELEMWISE:
+    case TSR_RULE_COMPARE:
+    case TSR_RULE_SELECT:
+    case TSR_RULE_CONVERT:
+    case TSR_RULE_BITCAST: return u->results[0]->type.kind == TSR_TYPE_VECTOR;
+    case TSR_RULE_STORE: return u->operands[0] != v;
+    case TSR_RULE_REDUCE:
+    case TSR_RULE_TRANSPOSE:
+    case TSR_RULE_CONCATENATE: return true;
+    case TSR_RULE_FOR:
+      for (uint32_t i = 3; i < u->num_operands; i++)
+        if (u->operands[i] == v) return true;
+      return false;
+    case TSR_RULE_WHILE: return true;
+    case TSR_RULE_DOT: /* the accumulator: each element read once, at its tile's start */
+      return u->num_operands > 2 && u->operands[2] == v && u->operands[0] != v &&
+             u->operands[1] != v;
+    case TSR_RULE_YIELD: {
+      const tsr_op_t *p = u->parent ? u->parent->parent_op : NULL;
+      return p && (p->opcode == TSR_OP_FOR || p->opcode == TSR_OP_WHILE || p->opcode == TSR_OP_IF);
+    }
+    default: return false;
+  }
+}
+
+/* Whether the block result of `op`, computed by `e`, stays an expression
+ * that its only user evaluates (fusion). */
+bool em_lazy_ok(emitter_t *em, const tsr_op_t *op, const expr_t *e) {
+  const tsr_value_t *r = op->results[0];
+  if (em->uses[r->id] != 1) return false;
+  const tsr_op_t *u = em->user[r->id];
+  if (!u || u->parent != op->parent || !fuses(u, r)) return false;
+  /* Elements of refs that the kernel writes must be read before any write:
+   * the user must come right after. */
+  if (ex_has_mutable(e) && u != op->next) return false;
+  return true;
 }

@@ -1,7 +1,30 @@
 /* What lower/emit*.c share: the emitter state, values as the generated code
  * sees them (scalars, memory views, lazy elementwise expressions), and the
- * text, loop-nest and expression helpers. Private to the MLIR text emitter
- * (docs/lowering_codegen.md describes the generated code). */
+ * text, loop-nest, expression and memory helpers. Private to the MLIR text
+ * emitter (docs/lowering_codegen.md describes the generated code).
+ *
+ * Layers: a file calls its own functions and those of lower layers only,
+ * never a function of a higher layer or of another file of its layer.
+ *   0 emit_text.c     SSA names, text, types, constants, plain ops, roots and
+ *                     views, element access, loop nests       (this header)
+ *   1 emit_expr.c     elementwise semantics, conversions, lazy expressions,
+ *                     values                                  (this header)
+ *   2 emit_memory.c   views of refs, masks, load/store, store forwarding,
+ *                     fills                                   (this header)
+ *   3 emit_runtime.c  runtime calls: sites, steps, semaphores, DMAs, print,
+ *                     assert, memory registration             (emit_runtime.h)
+ *     emit_values.c   elementwise, constant, iota, broadcast, reshape, slice,
+ *                     queries
+ *     emit_ops.c      reductions, dot, transpose, concatenate, roll, gather
+ *   4 emit_control.c  for, while, if, scoped (calls emit_runtime.c)
+ *     emit_grid.c     operands, windows and the grid loop (calls emit_runtime.c)
+ *   5 emit.c          the driver: use counts, the op dispatch, the function,
+ *                     tsr_lower_emit_mlir
+ * The op families' entry points (layers 2-4) are declared in emit_dispatch.h
+ * and called by the driver's dispatch only. Layer 4 emits nested regions
+ * (loop bodies, index maps, the kernel body) with em_emit_region, which
+ * calls the driver's dispatch through emitter_t::emit_region, a function
+ * pointer the driver sets: the one call upwards, by callback. */
 #ifndef TESSERA_LOWER_EMIT_INTERNAL_H
 #define TESSERA_LOWER_EMIT_INTERNAL_H
 
@@ -164,6 +187,9 @@ struct emitter {
   uint32_t num_sites;
   int64_t *sem_slot;        /* per value id: first semaphore slot, or -1 */
   bool remote_dmas;         /* some dma_start has `device` */
+  /* The driver's dispatch of a region's ops (emit.c), set by
+   * tsr_lower_emit_mlir: how layer 4 emits regions (em_emit_region). */
+  void (*emit_region)(emitter_t *em, const tsr_region_t *r);
 };
 
 /* ---- Errors ---------------------------------------------------------------- */
@@ -311,16 +337,70 @@ ssa_t em_fmax(emitter_t *em, ssa_t a, ssa_t b, uint32_t lanes, bool is_max);
 /* Rounds an f32 compute value to the value set of a float dtype. */
 ssa_t em_round(emitter_t *em, ssa_t x, tsr_dtype_t dtype, uint32_t lanes);
 
-/* ---- Block ops (emit_ops.c); each writes a new value's vinfo ---------------- */
-void em_op_reduce(emitter_t *em, const tsr_op_t *op);
-void em_op_argreduce(emitter_t *em, const tsr_op_t *op);
-void em_op_dot(emitter_t *em, const tsr_op_t *op);
-void em_op_transpose(emitter_t *em, const tsr_op_t *op);
-void em_op_concatenate(emitter_t *em, const tsr_op_t *op);
-void em_op_roll(emitter_t *em, const tsr_op_t *op);
-void em_op_gather(emitter_t *em, const tsr_op_t *op);
+/* The elementwise op families on compute values (scalars, or vectors of
+ * `lanes`): elementwise and compare (em_elementwise), select, convert and
+ * bitcast; the one dispatch of these families, for fused expressions and
+ * scalar ops alike. a: the operands; dtype: the result's; arg_dtype: the
+ * value operand's (a[1] of a select, else a[0]). Returns false, emitting
+ * nothing, for an op of another family. */
+bool em_elementwise_family(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype,
+                           tsr_dtype_t arg_dtype, const ssa_t *a, uint32_t lanes, ssa_t *out);
+
+/* ---- Values (emit_expr.c) ---------------------------------------------------------- */
+static inline vinfo_t *em_vi(emitter_t *em, const tsr_value_t *v) { return &em->vals[v->id]; }
+/* The scalar SSA value of v (an internal error if v is not a scalar here). */
+ssa_t em_scalar(emitter_t *em, const tsr_value_t *v);
+static inline void em_set_scalar(emitter_t *em, const tsr_value_t *v, ssa_t s) {
+  vinfo_t *vi = em_vi(em, v);
+  vi->kind = VK_SCALAR;
+  vi->scalar = s;
+}
+static inline void em_set_mem(emitter_t *em, const tsr_value_t *v, view_t m) {
+  vinfo_t *vi = em_vi(em, v);
+  vi->kind = VK_MEM;
+  vi->mem = m;
+}
+static inline void em_set_lazy(emitter_t *em, const tsr_value_t *v, expr_t *e) {
+  vinfo_t *vi = em_vi(em, v);
+  vi->kind = VK_LAZY;
+  vi->expr = e;
+}
+/* A dense view of v's elements (copying when v's view is strided). */
+view_t em_dense_view_of(emitter_t *em, const tsr_value_t *v);
+/* Whether the block result of `op`, computed by `e`, stays an expression
+ * that its only user evaluates (fusion). */
+bool em_lazy_ok(emitter_t *em, const tsr_op_t *op, const expr_t *e);
+
+/* ---- Memory through refs (emit_memory.c) -------------------------------------------- */
+/* An i32 value clamped to [0, hi], as an index. */
+ssa_t em_clamp_index(emitter_t *em, ssa_t v, int64_t hi);
+/* The view of op's indices [first, first + rank) into ref view `rv`,
+ * dynamic starts clamped into it. With every index a point, sets
+ * *all_points and the element's indices in points[] instead (no view). */
+view_t em_ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint32_t first,
+                      bool *all_points, ssa_t *points);
 /* Where op's block result goes: a dense buffer, or the view of the store
  * that follows it (store forwarding). Sets the result's vinfo. */
 view_t em_result_dest(emitter_t *em, const tsr_op_t *op, bool inputs_mutable);
+/* Whether the first op of `body` that touches `ref` stores all of it,
+ * unmasked and outside control flow (then its fill can be skipped). */
+bool em_first_touch_stores_all(const tsr_region_t *body, const tsr_value_t *ref);
+/* Fills v with the uninitialized value of dtype. */
+void em_fill_view(emitter_t *em, const view_t *v, tsr_dtype_t dtype);
+
+/* ---- Regions -------------------------------------------------------------------------- */
+/* r's terminator (yield, condition), or NULL. */
+static inline const tsr_op_t *em_terminator(const tsr_region_t *r) {
+  const tsr_op_t *t = r->last;
+  return t && (tsr_op_table[t->opcode].flags & TSR_F_TERMINATOR) ? t : NULL;
+}
+/* Emits r's ops through the driver's dispatch (emitter_t::emit_region),
+ * with em->region set to r meanwhile. */
+static inline void em_emit_region(emitter_t *em, const tsr_region_t *r) {
+  const tsr_region_t *saved = em->region;
+  em->region = r;
+  em->emit_region(em, r);
+  em->region = saved;
+}
 
 #endif /* TESSERA_LOWER_EMIT_INTERNAL_H */

@@ -1,9 +1,11 @@
 /* Block ops of the MLIR text emitter that are not elementwise: reductions
  * (in the interpreter's summation order, so float sums match it bitwise),
  * arg-reductions, dot (a 6 x 16 register-blocked micro-kernel with f32 or
- * i32 accumulators), transpose, concatenate, roll and gather. */
+ * i32 accumulators), transpose, concatenate, roll and gather (layer 3,
+ * emit_internal.h). */
 #include <stdio.h>
 
+#include "lower/emit_dispatch.h"
 #include "lower/emit_internal.h"
 
 /* ---- Small helpers ------------------------------------------------------------- */
@@ -456,6 +458,10 @@ static void arg_body(emitter_t *em, const nest_t *n, void *p) {
 }
 
 void em_op_argreduce(emitter_t *em, const tsr_op_t *op) {
+  if (op->opcode != TSR_OP_ARGMAX && op->opcode != TSR_OP_ARGMIN) {
+    em_unimplemented(em, op, NULL);
+    return;
+  }
   const tsr_value_t *a = op->operands[0], *r = result0(op);
   arg_ctx_t c = {.op = op, .axis = (uint32_t)op->ints[0]};
   c.in = operand_expr(em, a);

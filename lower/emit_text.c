@@ -1,7 +1,8 @@
 /* The MLIR text emitter's plumbing: lines and SSA names, element and memref
  * types, deduplicated prologue constants, buffers and views, element access
  * with storage <-> compute conversion, and loop nests with vector tails.
- * Everything here writes to emitter_t::cur (lower/emit_internal.h). */
+ * Everything here writes to emitter_t::cur (layer 0 of lower/emit_internal.h:
+ * calls nothing of the other emit*.c files). */
 #include <stdio.h>
 #include <stdlib.h>
 

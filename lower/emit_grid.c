@@ -1,0 +1,403 @@
+/* The grid pipeline: the kernel's operands as refs (BlockSpec windows in
+ * place or through block buffers, prefetch, hbm/any arrays, scratch), and
+ * the grid loop over this core's points: block indices from the index maps,
+ * block copies in and out, output fills, the body between them (layer 4,
+ * emit_internal.h). The body and the index maps are emitted through the
+ * driver's dispatch, em_emit_region. */
+#include <stdio.h>
+
+#include "lower/emit_dispatch.h"
+#include "lower/emit_internal.h"
+#include "lower/emit_runtime.h"
+
+/* How the pipeline moves one in/out operand (see docs/lowering_codegen.md). */
+typedef struct operand_state {
+  const tsr_decl_t *decl;
+  uint32_t root;        /* the HBM array: a function argument (or the aliased output's) */
+  bool blocked;         /* vmem/smem with a window: block index per step */
+  bool inplace;         /* the window of HBM is the ref; else a block buffer */
+  bool maybe_padded;    /* some array dim is not a multiple of its block dim */
+  bool fill_out;        /* an output block that starts holding the uninitialized
+                           value when entered (not fully stored first) */
+  bool tracked;         /* its previous block indices are kept (state) */
+  view_t buf;           /* block buffer (not in place) */
+  uint32_t state;       /* first slot of its block indices in the state memref */
+  int64_t block[TSR_MAX_RANK];   /* squeezed dims as 1 */
+  int64_t nblocks[TSR_MAX_RANK];
+  int64_t astrides[TSR_MAX_RANK];
+  uint32_t ref_rank;
+  int64_t ref_dims[TSR_MAX_RANK];
+  int64_t ref_strides[TSR_MAX_RANK]; /* array strides of the kept dims */
+  ssa_t bi[TSR_MAX_RANK];  /* this step's block indices (index) */
+} operand_state_t;
+
+typedef struct kernel_state {
+  operand_state_t *ops; /* per decl */
+  ssa_t state;          /* memref<N x index> of previous block indices */
+  uint32_t state_slots;
+  ssa_t lin, first, last;
+} kernel_state_t;
+
+/* Block indices of operand `os` at the grid point `pt` (i32 values),
+ * clamped into the array (an out-of-range block index is a kernel error in
+ * the interpreter; here it reads or writes the nearest block instead of
+ * memory outside the array). */
+static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t *out) {
+  const tsr_decl_t *d = os->decl;
+  uint32_t rank = d->array.rank;
+  if (!d->index_map) {
+    for (uint32_t i = 0; i < rank; i++) out[i] = em_cidx(em, 0);
+    return;
+  }
+  const tsr_region_t *m = d->index_map;
+  for (uint32_t i = 0; i < m->num_args; i++) em_set_scalar(em, m->args[i], pt[i]);
+  em_emit_region(em, m);
+  const tsr_op_t *y = em_terminator(m);
+  for (uint32_t i = 0; i < rank; i++) {
+    if (!y || i >= y->num_operands) {
+      out[i] = em_cidx(em, 0);
+      continue;
+    }
+    out[i] = em_clamp_index(em, em_scalar(em, y->operands[i]), os->nblocks[i] - 1);
+  }
+}
+
+/* Offset of the window of block indices bi in the array. */
+static ssa_t window_offset(emitter_t *em, const operand_state_t *os, const ssa_t *bi) {
+  ssa_t off = em_root_base(em, os->root);
+  for (uint32_t i = 0; i < os->decl->array.rank; i++)
+    off = em_iadd(em, off, em_imulc(em, bi[i], os->block[i] * os->astrides[i]));
+  return off;
+}
+
+/* The valid extent of the window along each kept dim (min(block, dim - start)). */
+static void window_extent(emitter_t *em, const operand_state_t *os, const ssa_t *bi,
+                          dimv_t *ext) {
+  uint32_t k = 0;
+  const tsr_decl_t *d = os->decl;
+  for (uint32_t i = 0; i < d->array.rank; i++) {
+    if (d->block[i] == TSR_SQUEEZED) continue;
+    if (d->array.dims[i] % os->block[i] == 0) {
+      ext[k++] = em_dimc(os->block[i]);
+      continue;
+    }
+    ssa_t start = em_imulc(em, bi[i], os->block[i]);
+    ssa_t left = em_op2(em, "arith.subi", em_cidx(em, d->array.dims[i]), start, "index");
+    ext[k++] = em_dims(em_op2(em, "arith.minsi", left, em_cidx(em, os->block[i]), "index"));
+  }
+}
+
+typedef struct copy_ctx {
+  const view_t *dst, *src;
+  tsr_dtype_t dtype;
+} copy_ctx_t;
+
+static void copy_body(emitter_t *em, const nest_t *n, void *p) {
+  copy_ctx_t *c = p;
+  /* storage to storage: no conversion */
+  char il[512] = "";
+  size_t len = 0;
+  for (uint32_t d = 0; d < n->rank; d++) {
+    snprintf(il + len, sizeof il - len, "%s%s", d ? ", " : "", n->idx[d].s);
+    len += strlen(il + len);
+  }
+  tstr_t st = em_view_type(em, c->src), dt = em_view_type(em, c->dst);
+  const char *el = em_storage(c->dtype);
+  ssa_t v = em_fresh(em);
+  if (!n->lanes) {
+    em_line(em, "%s = memref.load %s[%s] : %s", v.s, c->src->name.s, il, st.s);
+    em_line(em, "memref.store %s, %s[%s] : %s", v.s, c->dst->name.s, il, dt.s);
+    return;
+  }
+  tstr_t vt = em_vtype(el, n->lanes);
+  if (n->masked) {
+    ssa_t z = strcmp(el, "f32") == 0 ? em_cf32(em, n->lanes, 0.0f) : em_cint(em, el, n->lanes, 0);
+    em_line(em, "%s = vector.maskedload %s[%s], %s, %s : %s, vector<%uxi1>, %s into %s", v.s,
+            c->src->name.s, il, n->mask.s, z.s, st.s, n->lanes, vt.s, vt.s);
+    em_line(em, "vector.maskedstore %s[%s], %s, %s : %s, vector<%uxi1>, %s", c->dst->name.s,
+            il, n->mask.s, v.s, dt.s, n->lanes, vt.s);
+  } else {
+    em_line(em, "%s = vector.load %s[%s] : %s, %s", v.s, c->src->name.s, il, st.s, vt.s);
+    em_line(em, "vector.store %s, %s[%s] : %s, %s", v.s, c->dst->name.s, il, dt.s, vt.s);
+  }
+}
+
+/* Copies ext (per dim, possibly dynamic) elements from src to dst. */
+static void copy_views(emitter_t *em, const view_t *dst, const view_t *src, tsr_dtype_t dtype,
+                       const dimv_t *ext) {
+  copy_ctx_t c = {.dst = dst, .src = src, .dtype = dtype};
+  uint32_t rank = dst->rank, lanes = 0;
+  bool unit = rank > 0 && dst->strides[rank - 1] == 1 && src->strides[rank - 1] == 1;
+  if (unit) lanes = em_pick_lanes(dst->dims[rank - 1]);
+  em_nest(em, rank, ext, lanes, copy_body, &c);
+}
+
+/* The HBM window of operand os at block indices bi, as a view. */
+static view_t window_view(emitter_t *em, const operand_state_t *os, const ssa_t *bi,
+                          const char *key) {
+  return em_view_make(em, os->root, window_offset(em, os, bi), os->ref_rank, os->ref_dims,
+                      os->ref_strides, key);
+}
+
+static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
+  const tsr_decl_t *d = os->decl;
+  vinfo_t *vi = em_vi(em, d->ref);
+  eval_map(em, os, em->grid_i32, os->bi);
+  if (os->inplace) {
+    vi->kind = VK_REF;
+    vi->mem = window_view(em, os, os->bi, em_key(em, "R%u", d->ref->id));
+    vi->mutable_ref = em->stored[d->ref->id];
+  }
+  if (!os->tracked) return;
+  uint32_t rank = d->array.rank;
+  ssa_t changed = ks->first;
+  for (uint32_t i = 0; i < rank; i++) {
+    ssa_t prev = em_fresh(em);
+    em_line(em, "%s = memref.load %s[%s] : memref<%uxindex>", prev.s, ks->state.s,
+            em_cidx(em, os->state + i).s, ks->state_slots);
+    ssa_t ne = em_cmp(em, "cmpi", "ne", prev, os->bi[i], "index");
+    changed = em_op2(em, "arith.ori", changed, ne, "i1");
+  }
+  em_open(em, "scf.if %s {", changed.s);
+  if (d->role == TSR_ROLE_IN) {
+    dimv_t ext[TSR_MAX_RANK];
+    window_extent(em, os, os->bi, ext);
+    if (os->maybe_padded) {
+      ssa_t pad = em_cbool(em, 0, false);
+      for (uint32_t k = 0; k < os->ref_rank; k++) {
+        if (!ext[k].dynamic) continue;
+        ssa_t lt = em_cmp(em, "cmpi", "slt", ext[k].s, em_cidx(em, os->ref_dims[k]), "index");
+        pad = em_op2(em, "arith.ori", pad, lt, "i1");
+      }
+      em_open(em, "scf.if %s {", pad.s);
+      em_fill_view(em, &os->buf, (tsr_dtype_t)d->array.dtype);
+      em_close(em, "}");
+    }
+    view_t src = window_view(em, os, os->bi, NULL);
+    copy_views(em, &os->buf, &src, (tsr_dtype_t)d->array.dtype, ext);
+  }
+  if (os->fill_out) em_fill_view(em, &vi->mem, (tsr_dtype_t)d->array.dtype);
+  for (uint32_t i = 0; i < rank; i++)
+    em_line(em, "memref.store %s, %s[%s] : memref<%uxindex>", os->bi[i].s, ks->state.s,
+            em_cidx(em, os->state + i).s, ks->state_slots);
+  em_close(em, "}");
+}
+
+static void step_end(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
+  const tsr_decl_t *d = os->decl;
+  const tsr_kernel_t *k = em->k;
+  uint32_t rank = d->array.rank;
+  /* The next step's grid point (wrapping after the last: unused then). */
+  ssa_t next[TSR_MAX_RANK];
+  int64_t total = 1;
+  for (uint32_t g = 0; g < k->grid_rank; g++) total *= k->grid[g];
+  ssa_t lin1 = em_iaddc(em, ks->lin, 1);
+  lin1 = em_op2(em, "arith.remui", lin1, em_cidx(em, total), "index");
+  int64_t stride = 1;
+  for (uint32_t g = k->grid_rank; g-- > 0;) {
+    ssa_t q = em_op2(em, "arith.divui", lin1, em_cidx(em, stride), "index");
+    q = em_op2(em, "arith.remui", q, em_cidx(em, k->grid[g]), "index");
+    next[g] = em_cast(em, "arith.index_cast", q, "index", "i32");
+    stride *= k->grid[g];
+  }
+  ssa_t nbi[TSR_MAX_RANK];
+  eval_map(em, os, next, nbi);
+  ssa_t leave = ks->last;
+  for (uint32_t i = 0; i < rank; i++) {
+    ssa_t ne = em_cmp(em, "cmpi", "ne", nbi[i], os->bi[i], "index");
+    leave = em_op2(em, "arith.ori", leave, ne, "i1");
+  }
+  em_open(em, "scf.if %s {", leave.s);
+  dimv_t ext[TSR_MAX_RANK];
+  window_extent(em, os, os->bi, ext);
+  view_t dst = window_view(em, os, os->bi, NULL);
+  copy_views(em, &dst, &os->buf, (tsr_dtype_t)d->array.dtype, ext);
+  em_close(em, "}");
+}
+
+/* Writes into iv[first..end) the row-major coordinates of `v` over the grid
+ * dims [first, end). */
+static void grid_coords(emitter_t *em, ssa_t v, uint32_t first, uint32_t end, ssa_t *iv) {
+  int64_t stride = 1;
+  for (uint32_t g = end; g-- > first;) {
+    ssa_t q = stride == 1 ? v : em_op2(em, "arith.divui", v, em_cidx(em, stride), "index");
+    iv[g] = g > first ? em_op2(em, "arith.remui", q, em_cidx(em, em->k->grid[g]), "index") : q;
+    stride *= em->k->grid[g];
+  }
+}
+
+/* The grid point of this core's step number `c` (index), as its row-major
+ * number over the whole grid; with `iv`, also its coordinates. A core's step
+ * c is (o, p, i): o over the dims before the split, p in [plo, phi) over the
+ * split dims, i over the dims after them; `mine` is (phi - plo) x inner. */
+static ssa_t core_grid_point(emitter_t *em, const tsr_ir_core_split_t *split, ssa_t c,
+                             ssa_t mine, ssa_t *iv) {
+  const tsr_kernel_t *k = em->k;
+  int64_t outer = 1, inner = 1;
+  for (uint32_t g = 0; g < split->first; g++) outer *= k->grid[g];
+  for (uint32_t g = split->end; g < k->grid_rank; g++) inner *= k->grid[g];
+  /* a core without points runs no step, but the loop's test still asks */
+  ssa_t d = outer > 1 ? em_op2(em, "arith.maxui", mine, em_cidx(em, 1), "index") : mine;
+  ssa_t o = outer > 1 ? em_op2(em, "arith.divui", c, d, "index") : em_cidx(em, 0);
+  ssa_t r = outer > 1 ? em_op2(em, "arith.remui", c, d, "index") : c;
+  ssa_t q = inner > 1 ? em_op2(em, "arith.divui", r, em_cidx(em, inner), "index") : r;
+  ssa_t p = em_op2(em, "arith.addi", (ssa_t){"%plo"}, q, "index");
+  ssa_t i = inner > 1 ? em_op2(em, "arith.remui", r, em_cidx(em, inner), "index")
+                      : em_cidx(em, 0);
+  if (iv) {
+    grid_coords(em, o, 0, split->first, iv);
+    grid_coords(em, p, split->first, split->end, iv);
+    grid_coords(em, i, split->end, k->grid_rank, iv);
+  }
+  ssa_t op = em_iadd(em, em_imulc(em, o, (int64_t)split->points), p);
+  return em_iadd(em, em_imulc(em, op, inner), i);
+}
+
+void em_emit_grid(emitter_t *em, const uint32_t *roots) {
+  const tsr_kernel_t *k = em->k;
+  kernel_state_t ks;
+  memset(&ks, 0, sizeof ks);
+  ks.ops = em_alloc(em, (k->num_decls + 1) * sizeof *ks.ops);
+  if (!ks.ops) return;
+  for (uint32_t i = 0; i < k->num_decls; i++) {
+    ks.ops[i].decl = &k->decls[i];
+    ks.ops[i].root = roots[i];
+  }
+
+  /* Aliases: the output starts as a copy of the input (the runtime copies
+   * it before any core starts, as the interpreter does) and is the input's
+   * HBM array from then on. */
+  for (uint32_t i = 0; i < k->num_decls; i++) {
+    const tsr_decl_t *d = &k->decls[i];
+    if (d->role == TSR_ROLE_OUT && d->alias >= 0) ks.ops[d->alias].root = ks.ops[i].root;
+  }
+
+  /* Refs that are not windows: prefetch (SMEM copy when written), hbm/any
+   * arrays, scratch. Windows: in place or through a block buffer. */
+  for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++) {
+    const tsr_decl_t *d = &k->decls[i];
+    operand_state_t *os = &ks.ops[i];
+    vinfo_t *vi = em_vi(em, d->ref);
+    const tsr_type_t *rt = &d->ref->type;
+    if (rt->kind == TSR_TYPE_SEM) { /* the runtime's */
+      em_sem_ref_init(em, d->ref);
+      continue;
+    }
+    vi->kind = VK_REF;
+    vi->mutable_ref = em->stored[d->ref->id];
+    const char *key = em_key(em, "R%u", d->ref->id);
+    if (d->role == TSR_ROLE_SCRATCH) { /* starts holding the uninitialized value */
+      vi->mem = em_buffer(em, (tsr_dtype_t)rt->dtype, rt->rank, rt->dims);
+      vi->mem.key = key;
+      em_fill_view(em, &vi->mem, (tsr_dtype_t)rt->dtype);
+      continue;
+    }
+    bool windowed = d->role != TSR_ROLE_PREFETCH &&
+                    (rt->space == TSR_SPACE_VMEM || rt->space == TSR_SPACE_SMEM);
+    if (!windowed) {
+      int64_t strides[TSR_MAX_RANK];
+      em_dense_strides(d->array.rank, d->array.dims, strides);
+      view_t whole = em_view_make(em, os->root, em_root_base(em, os->root), d->array.rank,
+                                  d->array.dims, strides, key);
+      if (d->role == TSR_ROLE_PREFETCH && vi->mutable_ref) {
+        vi->mem = em_buffer(em, (tsr_dtype_t)d->array.dtype, d->array.rank, d->array.dims);
+        dimv_t ext[TSR_MAX_RANK];
+        for (uint32_t a = 0; a < d->array.rank; a++) ext[a] = em_dimc(d->array.dims[a]);
+        copy_views(em, &vi->mem, &whole, (tsr_dtype_t)d->array.dtype, ext);
+        vi->mem.key = key;
+      } else {
+        vi->mem = whole;
+      }
+      continue;
+    }
+    os->blocked = true;
+    em_dense_strides(d->array.rank, d->array.dims, os->astrides);
+    os->ref_rank = 0;
+    for (uint32_t a = 0; a < d->array.rank; a++) {
+      bool sq = d->block[a] == TSR_SQUEEZED;
+      os->block[a] = sq ? 1 : d->block[a];
+      os->nblocks[a] = (d->array.dims[a] + os->block[a] - 1) / os->block[a];
+      if (d->array.dims[a] % os->block[a] != 0) os->maybe_padded = true;
+      if (sq) continue;
+      os->ref_dims[os->ref_rank] = os->block[a];
+      os->ref_strides[os->ref_rank] = os->astrides[a];
+      os->ref_rank++;
+    }
+    bool aliased = d->alias >= 0;
+    for (uint32_t j = 0; j < k->num_decls; j++)
+      if (k->decls[j].role == TSR_ROLE_OUT && k->decls[j].alias == (int32_t)i) aliased = true;
+    os->inplace = !os->maybe_padded && !aliased &&
+                  !(d->role == TSR_ROLE_IN && vi->mutable_ref);
+    os->fill_out = d->role == TSR_ROLE_OUT && !em_first_touch_stores_all(&k->body, d->ref);
+    os->tracked = !os->inplace || os->fill_out;
+    if (!os->inplace) {
+      os->buf = em_buffer(em, (tsr_dtype_t)d->array.dtype, os->ref_rank, os->ref_dims);
+      os->buf.key = key;
+      vi->mem = os->buf;
+    }
+    if (os->tracked) {
+      os->state = ks.state_slots;
+      ks.state_slots += d->array.rank;
+    }
+  }
+  if (ks.state_slots) {
+    ks.state = em_fresh(em);
+    tsr_strbuf_printf(&em->pro, "    %s = memref.alloca() : memref<%uxindex>\n", ks.state.s,
+                      ks.state_slots);
+  }
+
+  /* The grid: row-major, the last axis fastest. This core runs the split
+   * points [plo, phi) (tsr_ir_core_split: the grid dims [first, end)
+   * flattened), each with every point of the other dims, as one loop over
+   * its own step number c in [0, outer x (phi - plo) x inner); each grid
+   * step is a step of the run (em_count_step). */
+  const tsr_ir_core_split_t split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
+  int64_t outer = 1, inner = 1;
+  for (uint32_t g = 0; g < split.first; g++) outer *= k->grid[g];
+  for (uint32_t g = split.end; g < k->grid_rank; g++) inner *= k->grid[g];
+  const ssa_t plo = {"%plo"};
+  ssa_t mine = em_imulc(em, em_op2(em, "arith.subi", (ssa_t){"%phi"}, plo, "index"), inner);
+  ssa_t steps = em_imulc(em, mine, outer);
+  ssa_t lb = em_fresh(em), la = em_fresh(em);
+  em_open(em, "scf.while (%s = %s) : (index) -> (index) {", lb.s, em_cidx(em, 0).s);
+  ssa_t in = em_cmp(em, "cmpi", "slt", lb, steps, "index");
+  ssa_t go = em_op2(em, "arith.andi", in,
+                    em_count_step(em, in, em->num_sites,
+                                  em_i64_of_index(em, core_grid_point(em, &split, lb, mine, NULL))),
+                    "i1");
+  em_line(em, "scf.condition(%s) %s : index", go.s, lb.s);
+  em->indent--;
+  em_open(em, "} do {");
+  em_line(em, "^bb0(%s: index):", la.s);
+  ks.lin = core_grid_point(em, &split, la, mine, em->grid_iv);
+  for (uint32_t g = 0; g < k->grid_rank; g++)
+    em->grid_i32[g] = em_cast(em, "arith.index_cast", em->grid_iv[g], "index", "i32");
+  em->lin = ks.lin;
+  /* The runtime's context starts with this core's grid point (its messages
+   * name it). */
+  em_line(em, "llvm.store %s, %s : i64, !llvm.ptr", em_i64_of_index(em, ks.lin).s, em->rt_ctx.s);
+  /* This core's first and last steps. */
+  ks.first = em_cmp(em, "cmpi", "eq", la, em_cidx(em, 0), "index");
+  ks.last = em_cmp(em, "cmpi", "eq", la, em_iaddc(em, steps, -1), "index");
+
+  em_line(em, "// the grid step: block indices and copies in");
+  for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
+    if (ks.ops[i].blocked) step_begin(em, &ks, &ks.ops[i]);
+  /* Cores that DMA into other devices meet once every core's memory is
+   * registered and holds its first step's blocks: a DMA that lands early is
+   * not overwritten by its destination's start (a core without steps meets
+   * after the loop). */
+  if (em->remote_dmas) em_meet_at_start(em, ks.first);
+  em->region = &k->body;
+  em->emit_region(em, &k->body); /* the driver's dispatch (emit_internal.h) */
+  em_line(em, "// the grid step: copies out");
+  for (uint32_t i = 0; i < k->num_decls && EM_OK(em); i++)
+    if (ks.ops[i].blocked && !ks.ops[i].inplace && ks.ops[i].decl->role == TSR_ROLE_OUT)
+      step_end(em, &ks, &ks.ops[i]);
+  em_line(em, "scf.yield %s : index", em_iaddc(em, la, 1).s);
+  em_close(em, "}");
+  if (em->remote_dmas) {
+    em_meet_at_start(em, em_cmp(em, "cmpi", "eq", steps, em_cidx(em, 0), "index"));
+    em_register_memory(em);
+  }
+}

@@ -1,0 +1,379 @@
+/* Calls into the runtime (lower_api.h) from the generated code: the site
+ * and semaphore slot numbering the runtime shares, steps of the run against
+ * the core's budget, the memory registration and meetings of kernels with
+ * remote DMAs, and the ops that are runtime calls: semaphores, DMAs, print
+ * and assert (layer 3, emit_internal.h). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lower/emit_dispatch.h"
+#include "lower/emit_internal.h"
+#include "lower/emit_runtime.h"
+#include "lower/lower_api.h"
+
+/* ---- Sites and semaphore slots ---------------------------------------------------------------- */
+
+struct em_site {
+  const tsr_op_t *op;
+  uint32_t position;
+};
+
+static int compare_sites(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const struct em_site *)a)->op;
+  uintptr_t y = (uintptr_t)((const struct em_site *)b)->op;
+  return x < y ? -1 : x > y;
+}
+
+/* The op's position in tsr_ir_walk_ops order (its diagnostic site). */
+int64_t em_site_of(const emitter_t *em, const tsr_op_t *op) {
+  struct em_site key = {op, 0};
+  const struct em_site *s =
+      bsearch(&key, em->sites, em->num_sites, sizeof *em->sites, compare_sites);
+  return s ? s->position : 0;
+}
+
+static void note_site(void *ctx, const tsr_op_t *op, uint32_t position) {
+  emitter_t *em = ctx;
+  em->sites[position] = (struct em_site){op, position};
+  if (op->opcode == TSR_OP_DMA_START && (op->flags & TSR_OPF_DEVICE)) em->remote_dmas = true;
+}
+
+static void note_sem(void *ctx, const tsr_value_t *ref, uint64_t first) {
+  emitter_t *em = ctx;
+  em->sem_slot[ref->id] = (int64_t)first;
+}
+
+/* Sites (tsr_ir_walk_ops) and semaphore slots (tsr_ir_semaphore_slots), as
+ * the runtime numbers them. */
+bool em_number_sites(emitter_t *em) {
+  const tsr_kernel_t *k = em->k;
+  em->num_sites = tsr_ir_walk_ops(k, NULL, NULL);
+  em->sites = tsr_calloc(em->num_sites + 1, sizeof *em->sites);
+  em->sem_slot = tsr_calloc(k->num_values + 1, sizeof *em->sem_slot);
+  if (!em->sites || !em->sem_slot) {
+    em_fail(em, TSR_OOM());
+    return false;
+  }
+  tsr_ir_walk_ops(k, note_site, em);
+  qsort(em->sites, em->num_sites, sizeof *em->sites, compare_sites);
+  tsr_ir_semaphore_slots(k, note_sem, em);
+  return true;
+}
+
+/* ---- Calls ------------------------------------------------------------------------------------ */
+
+ssa_t em_i64_of_index(emitter_t *em, ssa_t v) {
+  return em_cast(em, "arith.index_cast", v, "index", "i64");
+}
+
+static ssa_t i64_of_i32(emitter_t *em, ssa_t v) { return em_cast(em, "arith.extsi", v, "i32", "i64"); }
+
+/* rt_fn(rt_ctx, call, a, b, c, d) -> i64 */
+static ssa_t rt_call(emitter_t *em, tsr_lower_rt_call_t call, ssa_t a, ssa_t b, ssa_t c,
+                     ssa_t d) {
+  ssa_t r = em_fresh(em);
+  em_line(em,
+          "%s = llvm.call %s(%s, %s, %s, %s, %s, %s) : !llvm.ptr, "
+          "(!llvm.ptr, i64, i64, i64, i64, i64) -> i64",
+          r.s, em->rt_fn.s, em->rt_ctx.s, em_cint(em, "i64", 0, call).s, a.s, b.s, c.s, d.s);
+  return r;
+}
+
+static ssa_t c64(emitter_t *em, int64_t v) { return em_cint(em, "i64", 0, v); }
+
+/* A step of the run (a grid step, or a loop iteration when `take`, an i1,
+ * holds): takes one from this core's budget in the context and calls the
+ * runtime (TSR_RT_STEP) when it runs out, which grants more or stops the
+ * run. `point`: for a grid step, the i64 number of the grid point it
+ * starts (not yet stored in the context), else 0. Returns an i1: go on. */
+ssa_t em_count_step(emitter_t *em, ssa_t take, int64_t site, ssa_t point) {
+  ssa_t b = em_fresh(em);
+  em_line(em, "%s = llvm.load %s : !llvm.ptr -> i64", b.s, em->budget_p.s);
+  ssa_t dec = em_cast(em, "arith.extui", take, "i1", "i64");
+  ssa_t b1 = em_op2(em, "arith.subi", b, dec, "i64");
+  ssa_t out = em_cmp(em, "cmpi", "slt", b1, c64(em, 0), "i64");
+  ssa_t b2 = em_fresh(em);
+  em_open(em, "%s = scf.if %s -> (i64) {", b2.s, out.s);
+  ssa_t g = rt_call(em, TSR_RT_STEP, c64(em, site), point, c64(em, 0), c64(em, 0));
+  em_line(em, "scf.yield %s : i64", g.s);
+  em->indent--;
+  em_open(em, "} else {");
+  em_line(em, "scf.yield %s : i64", b1.s);
+  em_close(em, "}");
+  em_line(em, "llvm.store %s, %s : i64, !llvm.ptr", b2.s, em->budget_p.s);
+  return em_cmp(em, "cmpi", "sge", b2, c64(em, 0), "i64");
+}
+
+/* Kernels with remote DMAs: every core tells the runtime where its memory
+ * is (in the prologue), then, once its first step's blocks are set up, waits
+ * until all have (TSR_RT_START, em_meet_at_start); at the end it waits for all
+ * before freeing it (TSR_RT_END), so no DMA from another core can write into
+ * memory that is not there yet, not yet initialised, or gone. */
+
+/* TSR_RT_START when `cond` (i1) holds: wait until every core is there. */
+void em_meet_at_start(emitter_t *em, ssa_t cond) {
+  em_open(em, "scf.if %s {", cond.s);
+  (void)rt_call(em, TSR_RT_START, c64(em, 0), c64(em, 0), c64(em, 0), c64(em, 0));
+  em_close(em, "}");
+}
+
+void em_register_memory(emitter_t *em) {
+  tsr_strbuf_t *saved = em->cur;
+  int saved_indent = em->indent;
+  em->cur = &em->pro;
+  em->indent = 2;
+  ssa_t zero = c64(em, 0);
+  uint32_t roots = em->num_roots;
+  for (uint32_t r = 0; r < roots; r++)
+    (void)rt_call(em, TSR_RT_REGISTER, c64(em, r),
+                  em_root_address(em, r, em_root_base(em, r)), zero, zero);
+  tsr_strbuf_t end;
+  tsr_strbuf_initialize(&end);
+  em->cur = &end;
+  (void)rt_call(em, TSR_RT_END, zero, zero, zero, zero);
+  if (em->epi.size) tsr_strbuf_append(&end, em->epi.data, em->epi.size);
+  if (end.failed) em_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&em->epi);
+  em->epi = end;
+  em->cur = saved;
+  em->indent = saved_indent;
+}
+
+/* ---- Semaphores, DMAs between cores, print and assert -----------------------------------------
+ * Semaphores belong to the runtime (lower_api.h): a sem ref's vinfo is a
+ * view that is never materialized, whose offset is its first slot, so that
+ * the offset of an element is its slot. Local DMAs copy inline at dma_start
+ * (the interpreter's --dma-mode eager); the copy is complete before the
+ * runtime signals the semaphore, and a core that waited for it sees it. */
+
+/* The address (index) of a memref<n x i64> made by memref.alloca. */
+static ssa_t alloca_address(emitter_t *em, ssa_t m, uint32_t n) {
+  ssa_t p = em_fresh(em);
+  em_line(em, "%s = memref.extract_aligned_pointer_as_index %s : memref<%uxi64> -> index", p.s,
+          m.s, n);
+  return p;
+}
+
+/* The element offset (index) of op's all-point indices [first, ..) into the
+ * view `rv`; for a semaphore ref, its slot. */
+static ssa_t point_offset(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint32_t first) {
+  bool pts;
+  ssa_t points[TSR_MAX_RANK];
+  (void)em_ref_view_at(em, op, rv, first, &pts, points);
+  if (!pts) {
+    em_unimplemented(em, op, "a semaphore indexed by a slice");
+    return em_cidx(em, 0);
+  }
+  ssa_t off = rv->off;
+  for (uint32_t d = 0; d < rv->rank; d++) off = em_iadd(em, off, em_imulc(em, points[d], rv->strides[d]));
+  return off;
+}
+
+/* i64 slot|site of the semaphore element op names at indices [first, ..). */
+static ssa_t sem_arg(emitter_t *em, const tsr_op_t *op, const tsr_value_t *sem, uint32_t first) {
+  ssa_t slot = em_i64_of_index(em, point_offset(em, op, &em_vi(em, sem)->mem, first));
+  return em_op2(em, "arith.addi", slot, c64(em, em_site_of(em, op) << 32), "i64");
+}
+
+/* The semaphore refs of the kernel and its scoped ops (tsr_ir_semaphore_slots). */
+void em_sem_ref_init(emitter_t *em, const tsr_value_t *ref) {
+  vinfo_t *vi = em_vi(em, ref);
+  const tsr_type_t *t = &ref->type;
+  memset(&vi->mem, 0, sizeof vi->mem);
+  vi->kind = VK_REF;
+  vi->mutable_ref = true;
+  vi->mem.root = UINT32_MAX;
+  vi->mem.rank = t->rank;
+  for (uint32_t d = 0; d < t->rank; d++) vi->mem.dims[d] = t->dims[d];
+  em_dense_strides(t->rank, t->dims, vi->mem.strides);
+  vi->mem.off = em_cidx(em, em->sem_slot[ref->id]);
+}
+
+/* The address (i64) of the first element of op's view [first, ..) of ref
+ * `v`, its dims and element strides; *rel: its offset from the root's base. */
+static ssa_t view_address(emitter_t *em, const tsr_op_t *op, const tsr_value_t *v, uint32_t first,
+                          view_t *out, ssa_t *rel) {
+  vinfo_t *vi = em_vi(em, v);
+  bool pts;
+  ssa_t points[TSR_MAX_RANK];
+  view_t w = em_ref_view_at(em, op, &vi->mem, first, &pts, points);
+  if (pts) {
+    ssa_t off = vi->mem.off;
+    for (uint32_t d = 0; d < vi->mem.rank; d++)
+      off = em_iadd(em, off, em_imulc(em, points[d], vi->mem.strides[d]));
+    memset(&w, 0, sizeof w);
+    w.root = vi->mem.root;
+    w.off = off;
+  }
+  *out = w;
+  *rel = em_op2(em, "arith.subi", w.off, em_root_base(em, w.root), "index");
+  return em_root_address(em, w.root, w.off);
+}
+
+/* dma_start .. device %d: the runtime copies into the other core's memory
+ * and signals both semaphores. */
+static void remote_dma(emitter_t *em, const tsr_op_t *op, uint32_t nsrc, uint32_t ndst,
+                       uint32_t nsem) {
+  const tsr_value_t *dst = op->operands[1];
+  view_t sv, dv;
+  ssa_t srel, drel;
+  ssa_t src_addr = view_address(em, op, op->operands[0], 0, &sv, &srel);
+  (void)view_address(em, op, dst, nsrc, &dv, &drel);
+  if (dv.root == UINT32_MAX || sv.root == UINT32_MAX) return;
+  uint32_t rank = dv.rank;
+  uint32_t n = TSR_RDMA_DIMS + 3 * rank;
+  ssa_t desc = em_fresh(em);
+  tsr_strbuf_printf(&em->pro, "    %s = memref.alloca() : memref<%uxi64>\n", desc.s, n);
+  ssa_t f[TSR_RDMA_DIMS + 3 * TSR_MAX_RANK];
+  f[TSR_RDMA_DEVICE] = i64_of_i32(em, em_scalar(em, op->operands[op->num_operands - 1]));
+  f[TSR_RDMA_ROOT] = c64(em, dv.root);
+  f[TSR_RDMA_OFFSET] = em_i64_of_index(em, drel);
+  f[TSR_RDMA_SRC] = src_addr;
+  f[TSR_RDMA_RANK] = c64(em, rank);
+  f[TSR_RDMA_DTYPE] = c64(em, dst->type.dtype);
+  f[TSR_RDMA_ADD] = c64(em, (op->flags & TSR_OPF_DMA_ADD) != 0);
+  f[TSR_RDMA_SEM] = em_i64_of_index(em, point_offset(em, op, &em_vi(em, op->operands[2])->mem,
+                                                     nsrc + ndst));
+  f[TSR_RDMA_SEND] = (op->flags & TSR_OPF_SEND)
+                         ? em_i64_of_index(em, point_offset(em, op,
+                                                            &em_vi(em, op->operands[3])->mem,
+                                                            nsrc + ndst + nsem))
+                         : c64(em, -1);
+  for (uint32_t d = 0; d < rank; d++) {
+    f[TSR_RDMA_DIMS + d] = c64(em, dv.dims[d]);
+    f[TSR_RDMA_DIMS + rank + d] = c64(em, sv.strides[d]);
+    f[TSR_RDMA_DIMS + 2 * rank + d] = c64(em, dv.strides[d]);
+  }
+  for (uint32_t i = 0; i < n; i++)
+    em_line(em, "memref.store %s, %s[%s] : memref<%uxi64>", f[i].s, desc.s, em_cidx(em, i).s, n);
+  ssa_t addr = em_cast(em, "arith.index_cast", alloca_address(em, desc, n), "index", "i64");
+  (void)rt_call(em, TSR_RT_REMOTE_DMA, c64(em, em_site_of(em, op)), addr, c64(em, 0), c64(em, 0));
+}
+
+void em_op_dma(emitter_t *em, const tsr_op_t *op) {
+  if (op->opcode != TSR_OP_DMA_START && op->opcode != TSR_OP_DMA_WAIT) {
+    em_unimplemented(em, op, NULL);
+    return;
+  }
+  const tsr_value_t *src = op->operands[0], *dst = op->operands[1], *sem = op->operands[2];
+  const uint32_t nsrc = (uint32_t)op->ints[0], ndst = (uint32_t)op->ints[1];
+  const uint32_t nsem = (uint32_t)op->ints[2];
+  const tsr_dtype_t dtype = (tsr_dtype_t)dst->type.dtype;
+  vinfo_t *sv = em_vi(em, src), *dv = em_vi(em, dst);
+  bool dpts, spts;
+  ssa_t dpoints[TSR_MAX_RANK], spoints[TSR_MAX_RANK];
+  if (op->opcode == TSR_OP_DMA_START && (op->flags & TSR_OPF_DEVICE)) {
+    remote_dma(em, op, nsrc, ndst, nsem);
+    return;
+  }
+  view_t dvw = em_ref_view_at(em, op, &dv->mem, nsrc, &dpts, dpoints);
+  int64_t elems = 1;
+  for (uint32_t d = 0; !dpts && d < dvw.rank; d++) elems *= dvw.dims[d];
+  ssa_t bytes = c64(em, elems * (int64_t)tsr_dtype_size(dtype));
+  ssa_t none = c64(em, -1);
+  if (op->opcode == TSR_OP_DMA_WAIT) {
+    (void)rt_call(em, TSR_RT_WAIT, sem_arg(em, op, sem, nsrc + ndst), bytes, none, none);
+    return;
+  }
+  const bool add = (op->flags & TSR_OPF_DMA_ADD) != 0;
+  view_t svw = em_ref_view_at(em, op, &sv->mem, 0, &spts, spoints);
+  if (dpts) {
+    nest_t n;
+    memset(&n, 0, sizeof n);
+    ssa_t v = em_mem_read(em, &sv->mem, dtype, spoints, &n, NULL, NULL);
+    if (add) {
+      ssa_t args[2] = {em_mem_read(em, &dv->mem, dtype, dpoints, &n, NULL, NULL), v};
+      v = em_elementwise(em, TSR_OP_ADD, dtype, args, 0);
+    }
+    em_mem_write(em, &dv->mem, dtype, dpoints, &n, v, NULL);
+  } else {
+    expr_t *e = ex_new(em, EX_MEM, dtype, dvw.rank, dvw.dims);
+    if (!e) return;
+    e->mem = svw;
+    if (add) {
+      expr_t *d = ex_new(em, EX_MEM, dtype, dvw.rank, dvw.dims), *s2 = e;
+      e = ex_new(em, EX_OP, dtype, dvw.rank, dvw.dims);
+      if (!d || !e) return;
+      d->mem = dvw;
+      e->op = TSR_OP_ADD;
+      e->arg_dtype = dtype;
+      e->nargs = 2;
+      e->args[0] = d;
+      e->args[1] = s2;
+    }
+    if (!ex_inplace_safe(em, e, &dvw)) {
+      view_t t = em_materialize(em, e);
+      e = ex_new(em, EX_MEM, dtype, dvw.rank, dvw.dims);
+      if (!e) return;
+      e->mem = t;
+    }
+    ex_store(em, e, &dvw, NULL);
+  }
+  (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, nsrc + ndst), bytes, none, none);
+  if (op->flags & TSR_OPF_SEND)
+    (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, op->operands[3], nsrc + ndst + nsem), bytes,
+                  none, none);
+}
+
+void em_op_semaphore(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *sem = op->operands[0];
+  ssa_t none = c64(em, -1);
+  switch (op->opcode) {
+    case TSR_OP_SEM_SIGNAL: {
+      uint32_t tail = op->num_operands;
+      ssa_t core = none, device = none;
+      if (op->flags & TSR_OPF_CORE) core = i64_of_i32(em, em_scalar(em, op->operands[--tail]));
+      if (op->flags & TSR_OPF_DEVICE) device = i64_of_i32(em, em_scalar(em, op->operands[--tail]));
+      (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, 0),
+                    i64_of_i32(em, em_scalar(em, op->operands[1])), device, core);
+      return;
+    }
+    case TSR_OP_SEM_WAIT:
+      (void)rt_call(em, TSR_RT_WAIT, sem_arg(em, op, sem, 0),
+                    i64_of_i32(em, em_scalar(em, op->operands[1])), none, none);
+      return;
+    case TSR_OP_CORE_BARRIER:
+      (void)rt_call(em, TSR_RT_BARRIER, sem_arg(em, op, sem, 0), none, none, none);
+      return;
+    case TSR_OP_SEM_READ: {
+      ssa_t v = rt_call(em, TSR_RT_READ, sem_arg(em, op, sem, 0), none, none, none);
+      em_set_scalar(em, op->results[0], em_cast(em, "arith.trunci", v, "i64", "i32"));
+      return;
+    }
+    default: em_unimplemented(em, op, NULL); return;
+  }
+}
+
+/* print: each operand's elements in a dense buffer (scalars: a rank-0 one),
+ * their addresses in an array the runtime formats from. */
+void em_op_print(emitter_t *em, const tsr_op_t *op) {
+  uint32_t n = op->num_operands ? op->num_operands : 1;
+  ssa_t addrs = em_fresh(em);
+  tsr_strbuf_printf(&em->pro, "    %s = memref.alloca() : memref<%uxi64>\n", addrs.s, n);
+  for (uint32_t i = 0; i < op->num_operands; i++) {
+    const tsr_value_t *v = op->operands[i];
+    tsr_dtype_t dtype = (tsr_dtype_t)v->type.dtype;
+    view_t w;
+    if (v->type.kind == TSR_TYPE_SCALAR) {
+      w = em_buffer(em, dtype, 0, NULL);
+      nest_t nn;
+      memset(&nn, 0, sizeof nn);
+      ssa_t none[1];
+      em_mem_write(em, &w, dtype, none, &nn, em_scalar(em, v), NULL);
+    } else {
+      w = em_dense_view_of(em, v);
+    }
+    em_line(em, "memref.store %s, %s[%s] : memref<%uxi64>", em_root_address(em, w.root, w.off).s,
+            addrs.s, em_cidx(em, i).s, n);
+  }
+  ssa_t a = em_cast(em, "arith.index_cast", alloca_address(em, addrs, n), "index", "i64");
+  (void)rt_call(em, TSR_RT_PRINT, c64(em, em_site_of(em, op)), a, c64(em, 0), c64(em, 0));
+}
+
+void em_op_assert(emitter_t *em, const tsr_op_t *op) {
+  ssa_t c = em_scalar(em, op->operands[0]);
+  ssa_t failed = em_op2(em, "arith.xori", c, em_cbool(em, 0, true), "i1");
+  em_open(em, "scf.if %s {", failed.s);
+  (void)rt_call(em, TSR_RT_ASSERT, c64(em, em_site_of(em, op)), c64(em, 0), c64(em, 0), c64(em, 0));
+  em_close(em, "}");
+}

@@ -1,0 +1,30 @@
+/* Layer 3 of the MLIR text emitter (emit_internal.h): the runtime calls
+ * (lower_api.h) that control flow, the grid pipeline and the driver build
+ * on. Defined in emit_runtime.c. */
+#ifndef TESSERA_LOWER_EMIT_RUNTIME_H
+#define TESSERA_LOWER_EMIT_RUNTIME_H
+
+#include "lower/emit_internal.h"
+
+/* Numbers the kernel's sites (tsr_ir_walk_ops) and semaphore slots
+ * (tsr_ir_semaphore_slots) as the runtime does, and notes remote DMAs.
+ * False when memory runs out (em->error is then set). */
+bool em_number_sites(emitter_t *em);
+/* The op's position in tsr_ir_walk_ops order (its diagnostic site). */
+int64_t em_site_of(const emitter_t *em, const tsr_op_t *op);
+/* A step of the run (a grid step, or a loop iteration when `take`, an i1,
+ * holds), counted against this core's budget: an i1, go on. `point`: for
+ * a grid step, the i64 number of the grid point it starts, else 0. */
+ssa_t em_count_step(emitter_t *em, ssa_t take, int64_t site, ssa_t point);
+/* A semaphore ref's vinfo: a view never materialized, whose offsets are
+ * the runtime's slots. */
+void em_sem_ref_init(emitter_t *em, const tsr_value_t *ref);
+/* Kernels with remote DMAs: TSR_RT_START when `cond` (i1) holds (wait for
+ * every core), and the registration of every root in the prologue with
+ * TSR_RT_END before the deallocations. */
+void em_meet_at_start(emitter_t *em, ssa_t cond);
+void em_register_memory(emitter_t *em);
+/* An index value as i64. */
+ssa_t em_i64_of_index(emitter_t *em, ssa_t v);
+
+#endif /* TESSERA_LOWER_EMIT_RUNTIME_H */
