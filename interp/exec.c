@@ -239,7 +239,7 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
     run->sh->tick++;
     if (in->forward) prepare_forward(run, in + 1);
     switch (in->code) {
-#define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, text) \
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
   case TSR_OP_##E:                                                    \
     if (TSR_SYN_##syn == TSR_SYN_UNARY) goto unary;                   \
     if (TSR_SYN_##syn == TSR_SYN_BINARY) goto binary;                 \

@@ -152,11 +152,11 @@ const char *tsr_ir_op_flag_names(size_t opcode, char *buf, size_t buf_size) {
   return buf;
 }
 
-/* The SYNTAX and RULE columns' names, from the table itself. */
+/* The SYNTAX, RULE and FAMILY columns' names, from the table itself. */
 static const struct {
-  const char *syntax, *rule;
+  const char *syntax, *rule, *family;
 } op_column_names[TSR_OP_COUNT] = {
-#define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, text) {#syn, #rule},
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) {#syn, #rule, #fam},
 #include "ir/ops.def"
 #undef TSR_OP
 };
@@ -168,6 +168,7 @@ bool tsr_ir_op_info(size_t opcode, tsr_ir_op_info_t *out_info) {
       .mnemonic = op->mnemonic,
       .syntax = op_column_names[opcode].syntax,
       .rule = op_column_names[opcode].rule,
+      .family = op_column_names[opcode].family,
       .min_operands = op->min_operands,
       .max_operands = op->max_operands,
       .num_results = op->num_results,

@@ -52,6 +52,28 @@ typedef enum tsr_rule {
   TSR_RULE_RESERVED, /* no type rule: the op is TSR_F_RESERVED */
 } tsr_rule_t;
 
+/* How back ends implement an op (the FAMILY column): each back end
+ * dispatches on the family, then on the op within it. */
+typedef enum tsr_family {
+  TSR_FAM_CONST,      /* a constant scalar or splat block */
+  TSR_FAM_QUERY,      /* program_id, num_programs, device_id, core_id */
+  TSR_FAM_MEMORY,     /* load and store through a ref view */
+  TSR_FAM_UNARY,      /* elementwise, one operand */
+  TSR_FAM_BINARY,     /* elementwise, two operands of one dtype */
+  TSR_FAM_COMPARE,    /* elementwise, i1 result */
+  TSR_FAM_SELECT,     /* elementwise cond ? a : b */
+  TSR_FAM_CONVERT,    /* elementwise dtype changes: convert, bitcast */
+  TSR_FAM_SHAPE,      /* moves elements: iota, broadcast, reshape, ... */
+  TSR_FAM_REDUCE,     /* a combine over axes */
+  TSR_FAM_ARG_REDUCE, /* the index of an extreme along an axis */
+  TSR_FAM_DOT,        /* matmul */
+  TSR_FAM_CONTROL,    /* regions and their terminators */
+  TSR_FAM_DEBUG,      /* print, assert */
+  TSR_FAM_DMA,        /* dma_start, dma_wait */
+  TSR_FAM_SEMAPHORE,  /* signal, wait, read, barrier */
+  TSR_FAM_COUNT
+} tsr_family_t;
+
 /* Op flags (the FLAGS column). */
 enum {
   TSR_F_PURE = 1u << 0,        /* no side effects; may be reordered/removed */
@@ -71,7 +93,7 @@ enum {
 };
 
 typedef enum tsr_opcode {
-#define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, syn_text) TSR_OP_##E,
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, syn_text) TSR_OP_##E,
 #include "ir/ops.def"
 #undef TSR_OP
   TSR_OP_COUNT
@@ -81,6 +103,7 @@ typedef struct tsr_op_info {
   const char *mnemonic;
   tsr_syntax_t syntax;
   tsr_rule_t rule;
+  tsr_family_t family;
   int16_t min_operands;
   int16_t max_operands; /* -1: variadic */
   int16_t num_results;  /* -1: declared by the op */

@@ -6,8 +6,8 @@
 #include "ir/ir.h"
 
 const tsr_op_info_t tsr_op_table[TSR_OP_COUNT] = {
-#define TSR_OP(E, m, syn, rule, mino, maxo, nres, nreg, flags, text) \
-  {m, TSR_SYN_##syn, TSR_RULE_##rule, mino, maxo, nres, nreg, flags, text},
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  {m, TSR_SYN_##syn, TSR_RULE_##rule, TSR_FAM_##fam, mino, maxo, nres, nreg, flags, text},
 #include "ir/ops.def"
 #undef TSR_OP
 };

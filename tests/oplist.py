@@ -2,10 +2,11 @@
 which op mnemonics a .tsr file uses. Shared by tests/test_op_coverage.py and
 tests/lower/random_kernels.py, so that no test keeps its own list of ops.
 
-    ops(tessera) -> [{"mnemonic", "syntax", "rule", "flags", "synopsis"}, ...]
+    ops(tessera) -> [{"mnemonic", "syntax", "rule", "family", "flags",
+                      "synopsis", ...}, ...]
 
-in table order; "syntax" and "rule" are upper case without their TSR_SYN_ /
-TSR_RULE_ prefix ("UNARY", "ELEMWISE"), "flags" a set of lower-case names as
+from `tessera ops --json`, in table order; "syntax", "rule" and "family" are
+upper case ("UNARY", "ELEMWISE"), "flags" a set of lower-case names as
 `tessera ops` prints them ("pure", "float", "int", "bool", ...).
 
     python3 tests/oplist.py corpus SRC   prints the differential test's fixed
@@ -48,52 +49,15 @@ def _normalize(row):
     out = dict(row)
     out["syntax"] = _norm_word(row.get("syntax", ""), "TSR_SYN_")
     out["rule"] = _norm_word(row.get("rule", ""), "TSR_RULE_")
+    out["family"] = _norm_word(row.get("family", ""), "TSR_FAM_")
     out["flags"] = {_norm_flag(f) for f in flags}
     return out
 
 
-def _ops_def_columns():
-    """mnemonic -> (SYNTAX, RULE) from ir/ops.def, for the plain listing of
-    `tessera ops`, which does not print them."""
-    root = os.environ.get("TSR_SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..")
-    cols = {}
-    row = re.compile(r'^TSR_OP\(\s*\w+\s*,\s*"([^"]+)"\s*,\s*(\w+)\s*,\s*(\w+)\s*,')
-    with open(os.path.join(root, "ir", "ops.def")) as f:
-        for line in f:
-            m = row.match(line)
-            if m:
-                cols[m.group(1)] = (m.group(2), m.group(3))
-    return cols
-
-
-def _parse_plain(text):
-    """Rows of `tessera ops`: a header "op  flags  synopsis", then one line
-    per op in columns padded to the header's."""
-    lines = text.splitlines()
-    head = lines[0]
-    f_col, s_col = head.index("flags"), head.index("synopsis")
-    cols = _ops_def_columns()
-    rows = []
-    for line in lines[1:]:
-        if not line.strip():
-            continue
-        mnemonic = line[:f_col].strip()
-        syntax, rule = cols.get(mnemonic, ("", ""))
-        rows.append({"mnemonic": mnemonic, "syntax": syntax, "rule": rule,
-                     "flags": line[f_col:s_col].split(), "synopsis": line[s_col:].strip()})
-    return rows
-
-
 def ops(tessera):
-    """The op table from `tessera ops --json`, or from its plain listing when
-    the binary has no --json (then syntax and rule come from ir/ops.def)."""
-    p = subprocess.run([tessera, "ops", "--json"], capture_output=True, text=True)
-    if p.returncode == 0:
-        rows = json.loads(p.stdout)
-    else:
-        p = subprocess.run([tessera, "ops"], capture_output=True, text=True, check=True)
-        rows = _parse_plain(p.stdout)
-    return [_normalize(r) for r in rows]
+    """The op table from `tessera ops --json`."""
+    p = subprocess.run([tessera, "ops", "--json"], capture_output=True, text=True, check=True)
+    return [_normalize(r) for r in json.loads(p.stdout)]
 
 
 # An op in a .tsr line: the first word of a statement, after its results if

@@ -17,8 +17,9 @@ const char cmd_ops_help[] =
     "  --markdown   print a markdown table: the generated block of docs/ir.md\n"
     "               (between the GENERATED OP TABLE markers)\n"
     "  --json       print a JSON array with one object per op, in table order:\n"
-    "               mnemonic, syntax and rule (the SYNTAX and RULE columns,\n"
-    "               lower case), min_operands, max_operands (-1: variadic),\n"
+    "               mnemonic, syntax, rule and family (the SYNTAX, RULE and\n"
+    "               FAMILY columns, lower case), min_operands, max_operands\n"
+    "               (-1: variadic),\n"
     "               results (-1: as many as the op declares), regions, flags\n"
     "               (a list of the names below) and synopsis\n"
     "  -h, --help   show this help\n"
@@ -75,6 +76,7 @@ static const struct {
     {"mnemonic", FIELD_TEXT, offsetof(op_row_t, info.mnemonic)},
     {"syntax", FIELD_NAME, offsetof(op_row_t, info.syntax)},
     {"rule", FIELD_NAME, offsetof(op_row_t, info.rule)},
+    {"family", FIELD_NAME, offsetof(op_row_t, info.family)},
     {"min_operands", FIELD_INT, offsetof(op_row_t, info.min_operands)},
     {"max_operands", FIELD_INT, offsetof(op_row_t, info.max_operands)},
     {"results", FIELD_INT, offsetof(op_row_t, info.num_results)},

@@ -163,6 +163,7 @@ typedef struct tsr_ir_op_info {
   const char *mnemonic;
   const char *syntax;   /* the SYNTAX column as ops.def writes it: "UNARY" */
   const char *rule;     /* the verifier's type rule (RULE column): "ELEMWISE" */
+  const char *family;   /* how back ends implement it (FAMILY column): "UNARY" */
   int32_t min_operands;
   int32_t max_operands; /* -1: variadic */
   int32_t num_results;  /* -1: as many as the op declares */
