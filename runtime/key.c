@@ -102,6 +102,14 @@ static const char *uninit_name(tsr_uninit_mode_t m) {
  * goes and when a run stops do not change what the program is; bind supplies
  * them), defaults filled in, so that an unset field and its default give the
  * same key. */
+/* A tripwire for new options (on LP64 hosts): each new field of
+ * tsr_interp_options_t is either semantic (add it to key_options below and
+ * to encode_options) or run-time (copy it in tsr_interp_program_bind and
+ * clear it in program_cache.c), then update the size here (HACKING.md,
+ * "A run option"). */
+_Static_assert(sizeof(void *) != 8 || sizeof(tsr_interp_options_t) == 112,
+               "tsr_interp_options_t changed: is the new option part of the key?");
+
 typedef struct key_options {
   tsr_uninit_mode_t uninit;
   bool check, shuffle_parallel, dma_eager, detect_races;
