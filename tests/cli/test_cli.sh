@@ -80,6 +80,19 @@ done
 t run -h
 expect "run -h exits 0" 0
 
+# Every option of the run/hash option table (tools/run_options.c) is in the
+# help of run or hash and in docs/cli.md.
+"$T" run --help >"$tmp/help_run"
+"$T" hash --help >>"$tmp/help_run"
+while IFS= read -r opt; do
+  if grep -q -- "--$opt\b" "$tmp/help_run" && grep -q -- "--$opt\b" "$SRC/docs/cli.md"; then
+    pass "option --$opt is in the help and in docs/cli.md"
+  else
+    fail "option --$opt is in the help and in docs/cli.md" \
+      "help: $(grep -c -- "--$opt\b" "$tmp/help_run"), docs: $(grep -c -- "--$opt\b" "$SRC/docs/cli.md")"
+  fi
+done < <(sed -n 's/^ *{"\([a-z-]*\)", .*/\1/p' "$SRC/tools/run_options.c")
+
 # ---- usage errors ------------------------------------------------------------
 t
 expect "no command is a usage error" 2
