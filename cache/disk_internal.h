@@ -1,4 +1,4 @@
-/* What the disk cache's files (cache/disk*.c, entry.c, maintain.c) share:
+/* What the disk cache's files (cache/disk.c, disk_io.c, entry.c, maintain.c) share:
  * the directory layout, the handle and the small helpers. Private to the
  * disk cache; docs/cache.md "On disk" describes the format.
  *
