@@ -40,7 +40,6 @@ enum {
   BUCKET_HEX = 2,     /* 256 first-level directories */
   NAME_HEX = HASH_HEX - BUCKET_HEX,
   SUFFIX_LEN = sizeof ENTRY_SUFFIX - 1,
-  PATH_TAIL = 1 + BUCKET_HEX + 1 + NAME_HEX + SUFFIX_LEN + 1, /* "/ab/...tsc\0" */
 };
 
 #define TRIM_PERCENT 90           /* trimming stops at 90% of the limit */
