@@ -327,7 +327,7 @@ static NOINLINE bool check_op(verifier_t *v, const tsr_op_t *op, const region_ct
     }
     if (!allowed || is_view_slot(op, i)) continue;
     const tsr_type_t *t = &op->operands[i]->type;
-    bool ref_slot = i == 0 && (info->flags & (TSR_F_READS | TSR_F_WRITES));
+    bool ref_slot = i == 0 && (info->effects & (TSR_E_REF_READ | TSR_E_REF_WRITE));
     if (t->kind == TSR_TYPE_REF && !ref_slot) {
       vf_report(v, op->loc,
                 "'%s' operand #%u (%%%s): a ref can only be the ref operand of load, store or a "
