@@ -58,7 +58,6 @@ tsr_opview_status_t tsr_opview_access_decode(const tsr_op_t *op, tsr_access_view
     return TSR_OPVIEW_OPERANDS;
   }
   out->end_dyn = op->num_operands - has_mask;
-  if (op->flags & ~tsr_opview_allowed_flags(op->opcode)) return TSR_OPVIEW_FLAGS;
   return TSR_OPVIEW_OK;
 }
 
@@ -73,6 +72,13 @@ bool tsr_opview_slice(const tsr_op_t *op, tsr_slice_view_t *out) {
   if (!has_syntax(op, TSR_SYN_SLICE) || op->num_operands != 1) return false;
   out->value = ref_at(op, 0, 0, op->num_indices);
   return true;
+}
+
+/* Flags that add operands to DMA and semaphore ops or change their meaning,
+ * set on an op that does not take them. */
+static bool stray_flags(const tsr_op_t *op) {
+  uint32_t optional = TSR_OPF_SEND | TSR_OPF_DEVICE | TSR_OPF_CORE | TSR_OPF_DMA_ADD;
+  return (op->flags & optional & ~tsr_opview_allowed_flags(op->opcode)) != 0;
 }
 
 /* The device and core operands, which follow the dynamic index starts
@@ -111,7 +117,7 @@ tsr_opview_status_t tsr_opview_dma_decode(const tsr_op_t *op, tsr_dma_view_t *ou
   out->add = (op->flags & TSR_OPF_DMA_ADD) != 0;
   out->first_dyn = send ? 4 : 3;
   out->end_dyn = tail_operands(op, out->first_dyn, &out->device, &out->core);
-  if (op->flags & ~tsr_opview_allowed_flags(op->opcode)) return TSR_OPVIEW_FLAGS;
+  if (stray_flags(op)) return TSR_OPVIEW_FLAGS;
   if (op->num_operands < out->first_dyn + device + core) return TSR_OPVIEW_OPERANDS;
   if (op->num_ints != 3 || !op->ints) return TSR_OPVIEW_NO_COUNTS;
   int64_t used = 0;
@@ -141,7 +147,7 @@ tsr_opview_status_t tsr_opview_sem_decode(const tsr_op_t *op, tsr_sem_view_t *ou
   out->amount = operand_at(op, amount ? 1 : -1);
   out->first_dyn = amount ? 2 : 1;
   out->end_dyn = tail_operands(op, out->first_dyn, &out->device, &out->core);
-  if (op->flags & ~tsr_opview_allowed_flags(op->opcode)) return TSR_OPVIEW_FLAGS;
+  if (stray_flags(op)) return TSR_OPVIEW_FLAGS;
   if (op->num_operands < out->first_dyn + device + core) return TSR_OPVIEW_OPERANDS;
   return TSR_OPVIEW_OK;
 }

@@ -20,7 +20,8 @@
 typedef enum tsr_opview_status {
   TSR_OPVIEW_OK,
   TSR_OPVIEW_WRONG_OP,   /* not an op of this view; *out untouched */
-  TSR_OPVIEW_FLAGS,      /* a TSR_OPF_* flag the op does not take */
+  TSR_OPVIEW_FLAGS,      /* DMA, semaphore ops: a flag that adds operands
+                            (SEND, DEVICE, CORE, DMA_ADD) the op does not take */
   TSR_OPVIEW_OPERANDS,   /* fewer operands than the op and its flags need */
   TSR_OPVIEW_NO_COUNTS,  /* DMA: ints is not the 3 index counts */
   TSR_OPVIEW_COUNTS,     /* DMA: the index counts do not match the indices */

@@ -180,8 +180,8 @@ int cmd_ops(int argc, char **argv) {
   if (json) {
     print_json(count);
   } else if (markdown) {
-    puts("| op | syntax | flags | meaning |");
-    puts("|---|---|---|---|");
+    puts("| op | syntax | flags | effects | meaning |");
+    puts("|---|---|---|---|---|");
     for (size_t op = 0; op < count; op++) {
       const char *syntax_end, *meaning;
       const char *synopsis = tsr_ir_op_synopsis(op);
@@ -192,6 +192,9 @@ int cmd_ops(int argc, char **argv) {
       put_cell(synopsis, (size_t)(syntax_end - synopsis));
       fputs("` | ", stdout);
       tsr_ir_op_flag_names(op, flags, sizeof flags);
+      put_cell(flags, strlen(flags));
+      fputs(" | ", stdout);
+      tsr_ir_op_effect_names(op, flags, sizeof flags);
       put_cell(flags, strlen(flags));
       fputs(" | ", stdout);
       put_cell(meaning, strlen(meaning));
