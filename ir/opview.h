@@ -138,7 +138,7 @@ bool tsr_opview_scoped(const tsr_op_t *op, tsr_scoped_view_t *out);
  * TSR_OPVIEW_MAX_OPERANDS), rebasing each index's `operand` from a
  * position in `starts` to its position in the operands, and its ints and
  * flags. */
-enum { TSR_OPVIEW_MAX_OPERANDS = 6 + 4 * TSR_MAX_RANK };
+enum { TSR_OPVIEW_MAX_OPERANDS = 7 + 4 * TSR_MAX_RANK }; /* 4 refs, device, core, mask */
 
 typedef struct tsr_opview_parts {
   tsr_value_t *ref[4];          /* DMA: src, dst, sem, send sem (or NULL);

@@ -10,40 +10,9 @@
  * the short index-map form get the loc of their integer (const) or of the
  * `map` keyword (yield).
  *
- * Operand layouts:
- *   load      [ref, dynamic index starts in index order..., mask?]
- *   store     [ref, value, dynamic index starts..., mask?]  (TSR_OPF_MASK)
- *   slice     [value], static indices only
- *   dot       [a, b, acc?]  (TSR_OPF_TRANSPOSE_RHS)
- *   for       [lo, hi, step, inits...]; region 0 args [iv: i32, carried...]
- *             whose types are the result types
- *   while     [inits...]; regions 0 and 1 both get args of the result types
- *             with the iter names (distinct values)
- *   if        [cond]; always two regions, no args; TSR_OPF_HAS_ELSE when
- *             `else` was written
- *   scoped    []; region 0 args: the declared refs
- *   print     [values...]; text = format string (escapes decoded)
- *   assert    [cond]; text = message
- *   dma_*     [src, dst, sem, ssem?, dynamic index starts (src, dst, sem,
- *             ssem order)..., device?]; indices = src, dst, sem, ssem indices;
- *             ints[0] = number of src indices, ints[1] = number of dst
- *             indices, ints[2] = number of sem indices (the rest are ssem
- *             indices; a view written without brackets has none);
- *             TSR_OPF_SEND (ssem present), TSR_OPF_DMA_ADD, TSR_OPF_DEVICE
- *   sem_*     [sem, amount (sem_signal/sem_wait only), dynamic starts...,
- *             device?, core?]; indices = sem indices; TSR_OPF_DEVICE/CORE
- *   device_id, core_id: no operands
- * Indices: one tsr_ir_index_t per written index; `operand` is the position
- * in op->operands of a dynamic start, else -1. Fields:
- *   FULL   start 0, stride 1, stop = size = the dimension
- *   POINT  start (static) or operand, size 1, stride 1
- *   SLICE  start, stop (open ends filled from the ref's/value's type),
- *          stride >= 1, size = ceil((stop - start) / stride), 0 if empty
- *   DS     start (static) or operand, size, stride >= 1
- * ints: axis ops ints[0] = axis; axes ops the list; transpose the
- * permutation; program_id, num_programs and iota ints[0].
- * const: literal.f for float dtypes, rounded to the dtype (via float, and
- * bf16/f16 round trips); literal.i for integers and i1, range-checked.
+ * Operand layouts: docs/ir.md, "Operand layouts of compound ops"; memory,
+ * DMA and semaphore ops are laid out by tsr_opview_layout (ir/opview.h),
+ * the encoder that matches the views' decoders.
  *
  * Errors: each op or header line that fails records one diagnostic and the
  * parser skips to the end of the line (skipping whole regions opened on
@@ -53,7 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ir/ir.h"
+#include "ir/opview.h"
 
 /* uthash allocates through the checked allocator so that allocation failure
  * can be injected; failures are reported by clearing the entry's hh.tbl. */
@@ -1021,12 +990,6 @@ static bool parse_ref_view(parser_t *p, const char *what, const char *opname,
   return parse_indices(p, &ref, &(*out)->type, false, opname, l);
 }
 
-/* Adds `base` to every dynamic index operand from index `first` on. */
-static void rebase_indices(op_line_t *l, uint32_t first, int32_t base) {
-  for (uint32_t i = first; i < l->num_indices; i++)
-    if (l->indices[i].operand >= 0) l->indices[i].operand += base;
-}
-
 /* "[n, ..]": up to TSR_MAX_RANK integers into l->ints. */
 static bool parse_int_list(parser_t *p, const char *what, op_line_t *l) {
   if (!expect(p, TOK_LBRACKET, what)) return false;
@@ -1303,25 +1266,25 @@ static bool parse_scoped(parser_t *p, tsr_region_t *region, op_line_t *l) {
 }
 
 /* Optional "device %d" / "core %c" suffixes of DMA and semaphore ops. */
-static bool parse_device_core(parser_t *p, op_line_t *l, bool allow_core) {
-  tsr_value_t *v;
-  if (accept_word(p, "device")) {
-    if (!parse_use(p, "a device id", &v) || !push_value(p, &l->operands, v))
-      return false;
-    l->flags |= TSR_OPF_DEVICE;
-  }
-  if (allow_core && accept_word(p, "core")) {
-    if (!parse_use(p, "a core index", &v) || !push_value(p, &l->operands, v))
-      return false;
-    l->flags |= TSR_OPF_CORE;
-  }
+static bool parse_device_core(parser_t *p, tsr_opview_parts_t *parts, bool allow_core) {
+  if (accept_word(p, "device") && !parse_use(p, "a device id", &parts->device)) return false;
+  if (allow_core && accept_word(p, "core") && !parse_use(p, "a core index", &parts->core))
+    return false;
   return true;
 }
 
-/* Appends l->dyn to l->operands (the dynamic index starts). */
-static bool append_dyn(parser_t *p, op_line_t *l) {
-  for (uint32_t i = 0; i < l->dyn.count; i++)
-    if (!push_value(p, &l->operands, VEC_AT(l->dyn, tsr_value_t *, i))) return false;
+/* The operands, ints and flags of a memory, DMA or semaphore op from its
+ * parts and the line's indices and dynamic starts, through the one encoder
+ * of those layouts (tsr_opview_layout). */
+static bool lay_out(parser_t *p, op_line_t *l, tsr_opview_parts_t *parts) {
+  tsr_value_t *operands[TSR_OPVIEW_MAX_OPERANDS];
+  parts->indices = l->indices;
+  parts->num_indices = l->num_indices;
+  parts->starts = (tsr_value_t *const *)l->dyn.data;
+  parts->num_starts = l->dyn.count;
+  uint32_t n = tsr_opview_layout(l->opcode, parts, operands, l->ints, &l->num_ints, &l->flags);
+  for (uint32_t i = 0; i < n; i++)
+    if (!push_value(p, &l->operands, operands[i])) return false;
   return true;
 }
 
@@ -1355,24 +1318,16 @@ static bool parse_op_body(parser_t *p, op_line_t *l) {
     case TSR_SYN_LOAD:
     case TSR_SYN_STORE: {
       const token_t ref_tok = p->tok;
-      tsr_value_t *ref;
-      if (!parse_use(p, "a ref", &ref) || !push_value(p, &l->operands, ref))
-        return false;
+      tsr_opview_parts_t parts = {0};
+      if (!parse_use(p, "a ref", &parts.ref[0])) return false;
       if (!at(p, TOK_LBRACKET)) return expected(p, "'[' and indices after the ref");
-      if (!parse_indices(p, &ref_tok, &ref->type, false, m, l)) return false;
+      if (!parse_indices(p, &ref_tok, &parts.ref[0]->type, false, m, l)) return false;
       if (info->syntax == TSR_SYN_STORE) {
         if (!expect(p, TOK_COMMA, "',' and the value to store")) return false;
-        if (!parse_use(p, "the value to store", &v) || !push_value(p, &l->operands, v))
-          return false;
+        if (!parse_use(p, "the value to store", &parts.ref[1])) return false;
       }
-      rebase_indices(l, 0, (int32_t)l->operands.count);
-      if (!append_dyn(p, l)) return false;
-      if (accept_word(p, "mask")) {
-        if (!parse_use(p, "a mask", &v) || !push_value(p, &l->operands, v))
-          return false;
-        l->flags |= TSR_OPF_MASK;
-      }
-      return parse_result_types(p, l);
+      if (accept_word(p, "mask") && !parse_use(p, "a mask", &parts.mask)) return false;
+      return lay_out(p, l, &parts) && parse_result_types(p, l);
     }
     case TSR_SYN_UNARY:
     case TSR_SYN_BINARY:
@@ -1425,46 +1380,30 @@ static bool parse_op_body(parser_t *p, op_line_t *l) {
       next(p);
       return true;
     case TSR_SYN_DMA: {
-      tsr_value_t *src, *dst, *sem, *ssem = NULL;
-      if (!parse_ref_view(p, "a source ref", m, l, &src)) return false;
-      uint32_t nsrc = l->num_indices;
+      tsr_opview_parts_t parts = {0};
+      if (!parse_ref_view(p, "a source ref", m, l, &parts.ref[0])) return false;
+      parts.count[0] = l->num_indices;
       if (!expect(p, TOK_ARROW, "'->' after the source")) return false;
-      if (!parse_ref_view(p, "a destination ref", m, l, &dst)) return false;
-      uint32_t ndst = l->num_indices - nsrc;
+      if (!parse_ref_view(p, "a destination ref", m, l, &parts.ref[1])) return false;
+      parts.count[1] = l->num_indices - parts.count[0];
       if (!expect(p, TOK_COMMA, "',' and a semaphore")) return false;
-      if (!parse_ref_view(p, "a semaphore", m, l, &sem)) return false;
-      uint32_t nsem = l->num_indices - nsrc - ndst;
-      if (accept_word(p, "send")) {
-        if (!parse_ref_view(p, "a send semaphore", m, l, &ssem)) return false;
-        l->flags |= TSR_OPF_SEND;
-      }
-      if (!push_value(p, &l->operands, src) || !push_value(p, &l->operands, dst) ||
-          !push_value(p, &l->operands, sem) ||
-          (ssem && !push_value(p, &l->operands, ssem)))
+      if (!parse_ref_view(p, "a semaphore", m, l, &parts.ref[2])) return false;
+      parts.count[2] = l->num_indices - parts.count[0] - parts.count[1];
+      if (accept_word(p, "send") && !parse_ref_view(p, "a send semaphore", m, l, &parts.ref[3]))
         return false;
-      rebase_indices(l, 0, (int32_t)l->operands.count);
-      if (!append_dyn(p, l)) return false;
-      l->ints[0] = nsrc;
-      l->ints[1] = ndst;
-      l->ints[2] = nsem;
-      l->num_ints = 3;
-      if (!parse_device_core(p, l, false)) return false;
-      if (accept_word(p, "add")) l->flags |= TSR_OPF_DMA_ADD;
-      return parse_result_types(p, l);
+      if (!parse_device_core(p, &parts, false)) return false;
+      parts.add = accept_word(p, "add");
+      return lay_out(p, l, &parts) && parse_result_types(p, l);
     }
     case TSR_SYN_SEM: {
-      tsr_value_t *sem, *amount = NULL;
-      if (!parse_ref_view(p, "a semaphore", m, l, &sem)) return false;
+      tsr_opview_parts_t parts = {0};
+      if (!parse_ref_view(p, "a semaphore", m, l, &parts.ref[0])) return false;
       if (l->opcode == TSR_OP_SEM_SIGNAL || l->opcode == TSR_OP_SEM_WAIT) {
         if (!expect(p, TOK_COMMA, "',' and an amount")) return false;
-        if (!parse_use(p, "an amount", &amount)) return false;
+        if (!parse_use(p, "an amount", &parts.ref[1])) return false;
       }
-      if (!push_value(p, &l->operands, sem)) return false;
-      if (amount && !push_value(p, &l->operands, amount)) return false;
-      rebase_indices(l, 0, (int32_t)l->operands.count);
-      if (!append_dyn(p, l)) return false;
-      if (!parse_device_core(p, l, true)) return false;
-      return parse_result_types(p, l);
+      if (!parse_device_core(p, &parts, true)) return false;
+      return lay_out(p, l, &parts) && parse_result_types(p, l);
     }
     case TSR_SYN_FOR:
     case TSR_SYN_WHILE:
