@@ -3,12 +3,19 @@
  * diagnostics (one per failed line, at most MAX_DIAGNOSTICS). */
 #include "ir/parse_internal.h"
 
-bool ps_error_at(parser_t *p, uint32_t line, uint32_t col, const char *fmt,
-                 ...) {
+static bool vreport(parser_t *p, uint32_t line, uint32_t col, const char *fmt, va_list ap)
+    TSR_PRINTF(4, 0);
+
+static bool vreport(parser_t *p, uint32_t line, uint32_t col, const char *fmt, va_list ap) {
   tsr_loc_t loc = {p->file, line, col};
+  tsr_diag_vadd(&p->diags, loc, fmt, ap);
+  return false;
+}
+
+bool ps_error_at(parser_t *p, uint32_t line, uint32_t col, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  tsr_diag_vadd(&p->diags, loc, fmt, ap);
+  vreport(p, line, col, fmt, ap);
   va_end(ap);
   return false;
 }
@@ -20,10 +27,9 @@ static bool lex_error(parser_t *p, uint32_t line, uint32_t col, const char *fmt,
 static bool lex_error(parser_t *p, uint32_t line, uint32_t col, const char *fmt,
                       ...) {
   if (p->skipping) return false;
-  tsr_loc_t loc = {p->file, line, col};
   va_list ap;
   va_start(ap, fmt);
-  tsr_diag_vadd(&p->diags, loc, fmt, ap);
+  vreport(p, line, col, fmt, ap);
   va_end(ap);
   return false;
 }
