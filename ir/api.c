@@ -125,31 +125,51 @@ const char *tsr_ir_op_synopsis(size_t opcode) {
   return opcode < TSR_OP_COUNT ? tsr_op_table[opcode].synopsis : NULL;
 }
 
-const char *tsr_ir_op_flag_names(size_t opcode, char *buf, size_t buf_size) {
-  static const struct {
-    uint32_t bit;
-    const char *name;
-  } names[] = {
-      {TSR_F_PURE, "pure"},         {TSR_F_READS, "reads"},
-      {TSR_F_WRITES, "writes"},     {TSR_F_TERMINATOR, "terminator"},
-      {TSR_F_CONTROL, "control"},   {TSR_F_SIDE_EFFECT, "side-effect"},
-      {TSR_F_MAP_OK, "map"},        {TSR_F_DMA, "dma"},
-      {TSR_F_SYNC, "sync"},         {TSR_F_BARRIER, "barrier"},
-      {TSR_F_RESERVED, "reserved"}, {TSR_F_FLT, "float"},
-      {TSR_F_INT, "int"},           {TSR_F_BOOL, "bool"},
-  };
+typedef struct bit_name {
+  uint32_t bit;
+  const char *name;
+} bit_name_t;
+
+/* The names of the bits of `bits` in `names` order, space-separated, after
+ * `lead` (when not NULL). */
+static const char *put_bit_names(uint32_t bits, const bit_name_t *names, size_t count,
+                                 const char *lead, char *buf, size_t buf_size) {
   if (!buf_size) return buf;
   buf[0] = 0;
-  if (opcode >= TSR_OP_COUNT) return buf;
   size_t used = 0;
-  for (size_t i = 0; i < TSR_ARRAY_SIZE(names); i++) {
-    if (!(tsr_op_table[opcode].flags & names[i].bit)) continue;
-    int n = snprintf(buf + used, buf_size - used, "%s%s", used ? " " : "",
-                     names[i].name);
+  for (size_t i = lead ? 0 : 1; i <= count; i++) {
+    const char *name = i ? names[i - 1].name : lead;
+    if (i && !(bits & names[i - 1].bit)) continue;
+    int n = snprintf(buf + used, buf_size - used, "%s%s", used ? " " : "", name);
     if (n < 0 || (size_t)n >= buf_size - used) break;
     used += (size_t)n;
   }
   return buf;
+}
+
+const char *tsr_ir_op_flag_names(size_t opcode, char *buf, size_t buf_size) {
+  static const bit_name_t names[] = {
+      {TSR_F_TERMINATOR, "terminator"}, {TSR_F_CONTROL, "control"},
+      {TSR_F_MAP_OK, "map"},            {TSR_F_FORWARD, "forward"},
+      {TSR_F_RESERVED, "reserved"},     {TSR_F_FLT, "float"},
+      {TSR_F_INT, "int"},               {TSR_F_BOOL, "bool"},
+  };
+  if (opcode >= TSR_OP_COUNT) return put_bit_names(0, names, 0, NULL, buf, buf_size);
+  /* "pure" is derived from the effects (tsr_op_is_pure), listed first */
+  return put_bit_names(tsr_op_table[opcode].flags, names, TSR_ARRAY_SIZE(names),
+                       tsr_op_is_pure((tsr_opcode_t)opcode) ? "pure" : NULL, buf, buf_size);
+}
+
+const char *tsr_ir_op_effect_names(size_t opcode, char *buf, size_t buf_size) {
+  static const bit_name_t names[] = {
+      {TSR_E_VALUE, "value"},           {TSR_E_REF_READ, "ref-read"},
+      {TSR_E_REF_WRITE, "ref-write"},   {TSR_E_INDEX, "index"},
+      {TSR_E_SEM_SIGNAL, "sem-signal"}, {TSR_E_SEM_WAIT, "sem-wait"},
+      {TSR_E_SEM_READ, "sem-read"},     {TSR_E_REMOTE, "remote"},
+      {TSR_E_OUTPUT, "output"},
+  };
+  uint32_t effects = opcode < TSR_OP_COUNT ? tsr_op_table[opcode].effects : 0;
+  return put_bit_names(effects, names, TSR_ARRAY_SIZE(names), NULL, buf, buf_size);
 }
 
 /* The SYNTAX, RULE and FAMILY columns' names, from the table itself. */

@@ -76,20 +76,42 @@ typedef enum tsr_family {
 
 /* Op flags (the FLAGS column). */
 enum {
-  TSR_F_PURE = 1u << 0,        /* no side effects; may be reordered/removed */
-  TSR_F_READS = 1u << 1,       /* reads memory through a ref operand */
-  TSR_F_WRITES = 1u << 2,      /* writes memory through a ref operand */
   TSR_F_TERMINATOR = 1u << 3,  /* ends a region */
   TSR_F_CONTROL = 1u << 4,     /* holds regions */
-  TSR_F_SIDE_EFFECT = 1u << 5, /* observable effect (print, assert) */
   TSR_F_MAP_OK = 1u << 6,      /* allowed inside an index map */
-  TSR_F_DMA = 1u << 7,         /* starts or waits for a DMA */
-  TSR_F_SYNC = 1u << 8,        /* semaphore synchronisation */
-  TSR_F_BARRIER = 1u << 9,     /* a barrier across cores */
   TSR_F_RESERVED = 1u << 10,   /* parsed and printed, not yet executable */
+  TSR_F_FORWARD = 1u << 11,    /* its one block result may be computed
+                                  straight into the view of an unmasked
+                                  store that follows it (store forwarding,
+                                  tsr_op_forward_store) */
   TSR_F_FLT = 1u << 16,        /* elementwise/reduce rules: floats accepted */
   TSR_F_INT = 1u << 17,        /* ... signed and unsigned integers accepted */
   TSR_F_BOOL = 1u << 18,       /* ... i1 accepted */
+};
+
+/* Op effects (TSR_E_*, in the FLAGS column, kept apart in
+ * tsr_op_info_t.effects): what an op does through each operand role, the
+ * roles being those of the typed views (ir/opview.h), and outside memory.
+ * An op without effects and without regions or a terminator's job is pure
+ * (tsr_op_is_pure). */
+enum {
+  TSR_E_VALUE = 1u << 20,      /* reads its value operands */
+  TSR_E_REF_READ = 1u << 21,   /* reads memory through its source ref (load's
+                                  ref, a DMA's source) */
+  TSR_E_REF_WRITE = 1u << 22,  /* writes memory through its destination ref
+                                  (store's ref, a DMA's destination; a DMA
+                                  `add` also reads it) */
+  TSR_E_INDEX = 1u << 23,      /* view operands: dynamic index starts, masks */
+  TSR_E_SEM_SIGNAL = 1u << 24, /* adds to a semaphore (sem_signal; a DMA's
+                                  semaphores when it is sent and lands) */
+  TSR_E_SEM_WAIT = 1u << 25,   /* blocks until a semaphore holds an amount,
+                                  then takes it: the op may block */
+  TSR_E_SEM_READ = 1u << 26,   /* reads a semaphore's value */
+  TSR_E_REMOTE = 1u << 27,     /* device/core operands: the effect may land on
+                                  another device or core */
+  TSR_E_OUTPUT = 1u << 28,     /* observable outside memory: print's text, an
+                                  assert ending the kernel */
+  TSR_E_ALL = 0x1ffu << 20,
 };
 
 typedef enum tsr_opcode {
@@ -108,7 +130,8 @@ typedef struct tsr_op_info {
   int16_t max_operands; /* -1: variadic */
   int16_t num_results;  /* -1: declared by the op */
   int16_t num_regions;
-  uint32_t flags;
+  uint32_t flags;   /* TSR_F_* */
+  uint32_t effects; /* TSR_E_* */
   const char *synopsis;
 } tsr_op_info_t;
 
@@ -121,12 +144,33 @@ tsr_opcode_t tsr_op_lookup(const char *mnemonic, size_t len);
 bool tsr_op_flags_accept(uint32_t flags, tsr_dtype_t dtype);
 
 typedef struct tsr_op tsr_op_t;
+
+/* ---- Queries derived from the effects (ir/effects.c) ---------------------
+ * The answers back ends need about an op, computed from the EFFECTS bits
+ * and the op's typed view (ir/opview.h), never from lists of opcodes. */
+
+/* Pure: no effect but reading its value and index operands, no regions,
+ * not a terminator. A pure op whose results are unused may be removed, and
+ * pure ops may be reordered freely. */
+bool tsr_op_is_pure(tsr_opcode_t opcode);
+/* May block: waits on a semaphore (TSR_E_SEM_WAIT: dma_wait, sem_wait,
+ * core_barrier); a scheduler switches cores at these ops. */
+bool tsr_op_may_block(tsr_opcode_t opcode);
 /* The position in op->operands of the ref whose memory `op` writes, or -1:
- * the op table's TSR_F_WRITES ops write through their ref slot, which is
- * operand 0 (store) or, for the DMA syntax, the destination (operand 1; a
- * DMA `add` reads and writes it). The one answer to "may this op change a
- * ref" for the interpreter and the back ends. */
+ * the destination of the op's TSR_E_REF_WRITE role (store's ref, operand
+ * 0; dma_start's destination, operand 1, which a DMA `add` also reads).
+ * The one answer to "may this op change a ref" for the interpreter and the
+ * back ends. */
 int32_t tsr_op_written_ref(const tsr_op_t *op);
+/* The positions in op->operands of the refs whose memory `op` reads (its
+ * TSR_E_REF_READ role, and a DMA add's destination), written to
+ * out_slots[0..n); returns n (at most 2). */
+uint32_t tsr_op_read_refs(const tsr_op_t *op, int32_t out_slots[2]);
+/* The store into which `op`'s result may be computed directly (store
+ * forwarding), or NULL: `op` is TSR_F_FORWARD, unmasked, has one block
+ * result, and the next op is an unmasked store of that result. Callers
+ * still check that the store is the result's only use. */
+const tsr_op_t *tsr_op_forward_store(const tsr_op_t *op);
 
 /* ---- Types (the structs are public: tessera/ir.h) ---------------------------- */
 

@@ -7,7 +7,8 @@
 
 const tsr_op_info_t tsr_op_table[TSR_OP_COUNT] = {
 #define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  {m, TSR_SYN_##syn, TSR_RULE_##rule, TSR_FAM_##fam, mino, maxo, nres, nreg, flags, text},
+  {m,    TSR_SYN_##syn, TSR_RULE_##rule, TSR_FAM_##fam, mino, maxo, nres, nreg, \
+   (flags) & ~(uint32_t)TSR_E_ALL, (flags) & (uint32_t)TSR_E_ALL, text},
 #include "ir/ops.def"
 #undef TSR_OP
 };
@@ -34,11 +35,6 @@ bool tsr_op_flags_accept(uint32_t flags, tsr_dtype_t dtype) {
     case TSR_CLASS_BOOL: return (flags & TSR_F_BOOL) != 0;
   }
   return false;
-}
-
-int32_t tsr_op_written_ref(const tsr_op_t *op) {
-  if (!(tsr_op_table[op->opcode].flags & TSR_F_WRITES)) return -1;
-  return tsr_op_table[op->opcode].syntax == TSR_SYN_DMA ? 1 : 0;
 }
 
 const char *tsr_module_strdup(tsr_module_t *module, const char *s, size_t n) {

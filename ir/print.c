@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ir/ir.h"
+#include "ir/opview.h"
 
 static void put_indent(tsr_strbuf_t *sb, int depth) {
   for (int i = 0; i < depth; i++) tsr_strbuf_puts(sb, "  ");
@@ -170,106 +170,97 @@ static const tsr_value_t *region_arg(const tsr_region_t *r, uint32_t i) {
   return r && i < r->num_args ? r->args[i] : NULL;
 }
 
-/* The DMA and semaphore ops (operand layouts in ir/parse.c). Index counts
- * are clamped to the indices present, so any built op prints. */
-static void put_dma_sem(tsr_strbuf_t *sb, const tsr_op_t *op) {
-  bool dma = tsr_op_table[op->opcode].syntax == TSR_SYN_DMA;
-  bool send = dma && (op->flags & TSR_OPF_SEND);
-  uint32_t next = 0; /* next positional operand */
-  tsr_strbuf_puts(sb, " ");
-  if (dma) {
-    uint32_t left = op->num_indices, count[3];
-    for (uint32_t i = 0; i < 3; i++) {
-      int64_t n = int_attr(op, i);
-      /* without send (or without ints[2]) the semaphore takes the rest */
-      if (i == 2 && (!send || op->num_ints < 3)) n = left;
-      count[i] = n < 0 ? 0 : (uint32_t)TSR_MIN((uint64_t)n, (uint64_t)left);
-      left -= count[i];
-    }
-    put_operand(sb, op, 0);
-    put_indices(sb, op, 0, count[0], true);
-    tsr_strbuf_puts(sb, " -> ");
-    put_operand(sb, op, 1);
-    put_indices(sb, op, count[0], count[1], true);
-    tsr_strbuf_puts(sb, ", ");
-    put_operand(sb, op, 2);
-    put_indices(sb, op, count[0] + count[1], count[2], true);
-    next = 3;
-    if (send) {
-      tsr_strbuf_puts(sb, " send ");
-      put_operand(sb, op, 3);
-      put_indices(sb, op, count[0] + count[1] + count[2], left, true);
-      next = 4;
-    }
-  } else {
-    put_operand(sb, op, 0);
-    put_indices(sb, op, 0, op->num_indices, true);
-    next = 1;
-    if (op->opcode == TSR_OP_SEM_SIGNAL || op->opcode == TSR_OP_SEM_WAIT) {
-      tsr_strbuf_puts(sb, ", ");
-      put_operand(sb, op, 1);
-      next = 2;
-    }
-  }
-  /* Device and core operands follow the dynamic index starts. */
-  uint32_t tail = ((op->flags & TSR_OPF_DEVICE) ? 1 : 0) + ((op->flags & TSR_OPF_CORE) ? 1 : 0);
-  uint32_t pos = op->num_operands >= tail ? op->num_operands - tail : next;
-  if (op->flags & TSR_OPF_DEVICE) {
+/* A ref view of a DMA or semaphore op: "%ref[idx, ..]" (no brackets when
+ * it has no indices). */
+static void put_ref_view(tsr_strbuf_t *sb, const tsr_op_t *op, const tsr_opview_ref_t *r) {
+  put_operand(sb, op, r->base.slot);
+  put_indices(sb, op, r->first, r->count, true);
+}
+
+/* The device and core operands, and the DMA `add` flag. */
+static void put_device_core(tsr_strbuf_t *sb, const tsr_op_t *op,
+                            const tsr_opview_operand_t *device,
+                            const tsr_opview_operand_t *core) {
+  if (device->slot >= 0) {
     tsr_strbuf_puts(sb, " device ");
-    put_operand(sb, op, pos++);
+    put_operand(sb, op, device->slot);
   }
-  if (op->flags & TSR_OPF_CORE) {
+  if (core->slot >= 0) {
     tsr_strbuf_puts(sb, " core ");
-    put_operand(sb, op, pos++);
+    put_operand(sb, op, core->slot);
   }
   if (op->flags & TSR_OPF_DMA_ADD) tsr_strbuf_puts(sb, " add");
 }
 
+/* The DMA and semaphore ops, through their lenient views (ir/opview.h),
+ * so any built op prints. */
+static void put_dma_sem(tsr_strbuf_t *sb, const tsr_op_t *op) {
+  tsr_dma_view_t dma;
+  tsr_sem_view_t sem;
+  tsr_strbuf_puts(sb, " ");
+  if (tsr_opview_dma_decode(op, &dma) != TSR_OPVIEW_WRONG_OP) {
+    put_ref_view(sb, op, &dma.src);
+    tsr_strbuf_puts(sb, " -> ");
+    put_ref_view(sb, op, &dma.dst);
+    tsr_strbuf_puts(sb, ", ");
+    put_ref_view(sb, op, &dma.sem);
+    if (dma.send.base.slot >= 0) {
+      tsr_strbuf_puts(sb, " send ");
+      put_ref_view(sb, op, &dma.send);
+    }
+    put_device_core(sb, op, &dma.device, &dma.core);
+  } else if (tsr_opview_sem_decode(op, &sem) != TSR_OPVIEW_WRONG_OP) {
+    put_ref_view(sb, op, &sem.sem);
+    if (sem.amount.slot >= 0) {
+      tsr_strbuf_puts(sb, ", ");
+      put_operand(sb, op, sem.amount.slot);
+    }
+    put_device_core(sb, op, &sem.device, &sem.core);
+  }
+}
+
 static void put_control(tsr_strbuf_t *sb, const tsr_op_t *op, int depth) {
   const tsr_region_t *r0 = op_region(op, 0), *r1 = op_region(op, 1);
-  switch (op->opcode) {
-    case TSR_OP_FOR: {
-      tsr_strbuf_puts(sb, " ");
-      put_value(sb, region_arg(r0, 0));
+  tsr_for_view_t fv;
+  tsr_while_view_t wv;
+  tsr_if_view_t iv;
+  tsr_scoped_view_t sv;
+  if (tsr_opview_for(op, &fv)) {
+    tsr_strbuf_puts(sb, " ");
+    put_value(sb, fv.iv);
+    tsr_strbuf_puts(sb, " = ");
+    put_value(sb, fv.lo);
+    tsr_strbuf_puts(sb, " to ");
+    put_value(sb, fv.hi);
+    tsr_strbuf_puts(sb, " step ");
+    put_value(sb, fv.step);
+    for (uint32_t i = 0; i < fv.num_inits; i++) {
+      tsr_strbuf_puts(sb, i ? ", " : " iter(");
+      put_value(sb, i < fv.num_carried ? fv.carried[i] : NULL);
       tsr_strbuf_puts(sb, " = ");
-      put_operand(sb, op, 0);
-      tsr_strbuf_puts(sb, " to ");
-      put_operand(sb, op, 1);
-      tsr_strbuf_puts(sb, " step ");
-      put_operand(sb, op, 2);
-      uint32_t carried = op->num_operands > 3 ? op->num_operands - 3 : 0;
-      for (uint32_t i = 0; i < carried; i++) {
-        tsr_strbuf_puts(sb, i ? ", " : " iter(");
-        put_value(sb, region_arg(r0, i + 1));
-        tsr_strbuf_puts(sb, " = ");
-        put_operand(sb, op, 3 + i);
-      }
-      if (carried) tsr_strbuf_puts(sb, ")");
-      break;
+      put_value(sb, fv.inits[i]);
     }
-    case TSR_OP_WHILE:
-      for (uint32_t i = 0; i < op->num_operands; i++) {
-        tsr_strbuf_puts(sb, i ? ", " : " iter(");
-        put_value(sb, region_arg(r0, i));
-        tsr_strbuf_puts(sb, " = ");
-        put_operand(sb, op, i);
-      }
-      if (op->num_operands) tsr_strbuf_puts(sb, ")");
-      break;
-    case TSR_OP_IF:
-      tsr_strbuf_puts(sb, " ");
-      put_operand(sb, op, 0);
-      break;
-    default: /* scoped */
-      tsr_strbuf_puts(sb, "(");
-      for (uint32_t i = 0; r0 && i < r0->num_args; i++) {
-        if (i) tsr_strbuf_puts(sb, ", ");
-        put_value(sb, r0->args[i]);
-        tsr_strbuf_puts(sb, ": ");
-        if (r0->args[i]) tsr_type_print(sb, &r0->args[i]->type);
-      }
-      tsr_strbuf_puts(sb, ")");
-      break;
+    if (fv.num_inits) tsr_strbuf_puts(sb, ")");
+  } else if (tsr_opview_while(op, &wv)) {
+    for (uint32_t i = 0; i < wv.num_inits; i++) {
+      tsr_strbuf_puts(sb, i ? ", " : " iter(");
+      put_value(sb, region_arg(wv.cond, i));
+      tsr_strbuf_puts(sb, " = ");
+      put_value(sb, wv.inits[i]);
+    }
+    if (wv.num_inits) tsr_strbuf_puts(sb, ")");
+  } else if (tsr_opview_if(op, &iv)) {
+    tsr_strbuf_puts(sb, " ");
+    put_value(sb, iv.cond);
+  } else if (tsr_opview_scoped(op, &sv)) {
+    tsr_strbuf_puts(sb, "(");
+    for (uint32_t i = 0; i < sv.num_buffers; i++) {
+      if (i) tsr_strbuf_puts(sb, ", ");
+      put_value(sb, sv.buffers[i]);
+      tsr_strbuf_puts(sb, ": ");
+      if (sv.buffers[i]) tsr_type_print(sb, &sv.buffers[i]->type);
+    }
+    tsr_strbuf_puts(sb, ")");
   }
   put_types(sb, op);
   if (!r0) {
@@ -302,7 +293,6 @@ static void put_op(tsr_strbuf_t *sb, const tsr_op_t *op, int depth) {
   }
   const tsr_op_info_t *info = &tsr_op_table[op->opcode];
   tsr_strbuf_puts(sb, info->mnemonic);
-  bool mask = (op->flags & TSR_OPF_MASK) && op->num_operands > 0;
   switch (info->syntax) {
     case TSR_SYN_CONST:
       tsr_strbuf_puts(sb, " ");
@@ -312,19 +302,22 @@ static void put_op(tsr_strbuf_t *sb, const tsr_op_t *op, int depth) {
       tsr_strbuf_printf(sb, " %lld", (long long)int_attr(op, 0));
       break;
     case TSR_SYN_LOAD:
-    case TSR_SYN_STORE:
+    case TSR_SYN_STORE: {
+      tsr_access_view_t access;
+      (void)tsr_opview_access_decode(op, &access); /* lenient: any op prints */
       tsr_strbuf_puts(sb, " ");
-      put_operand(sb, op, 0);
-      put_indices(sb, op, 0, op->num_indices, false);
-      if (info->syntax == TSR_SYN_STORE) {
+      put_operand(sb, op, access.ref.base.slot);
+      put_indices(sb, op, access.ref.first, access.ref.count, false);
+      if (access.stored.slot >= 0) {
         tsr_strbuf_puts(sb, ", ");
-        put_operand(sb, op, 1);
+        put_operand(sb, op, access.stored.slot);
       }
-      if (mask) {
+      if (access.mask.slot >= 0) {
         tsr_strbuf_puts(sb, " mask ");
-        put_operand(sb, op, op->num_operands - 1);
+        put_operand(sb, op, access.mask.slot);
       }
       break;
+    }
     case TSR_SYN_UNARY:
     case TSR_SYN_BINARY:
     case TSR_SYN_OPERANDS:

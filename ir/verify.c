@@ -290,11 +290,14 @@ static NOINLINE bool check_arity(verifier_t *v, const tsr_op_t *op) {
  * ops, the semaphore of semaphore ops. Elsewhere only the ref operand of
  * load and store may be a ref, and no operand may be a semaphore. */
 static bool is_view_slot(const tsr_op_t *op, uint32_t i) {
-  switch (tsr_op_table[op->opcode].syntax) {
-    case TSR_SYN_DMA: return i < ((op->flags & TSR_OPF_SEND) ? 4u : 3u);
-    case TSR_SYN_SEM: return i == 0;
-    default: return false;
-  }
+  tsr_dma_view_t dma;
+  tsr_sem_view_t sem;
+  int32_t slot = (int32_t)i;
+  if (tsr_opview_dma_decode(op, &dma) != TSR_OPVIEW_WRONG_OP)
+    return slot == dma.src.base.slot || slot == dma.dst.base.slot ||
+           slot == dma.sem.base.slot || slot == dma.send.base.slot;
+  if (tsr_opview_sem_decode(op, &sem) != TSR_OPVIEW_WRONG_OP) return slot == sem.sem.base.slot;
+  return false;
 }
 
 /* Everything about `op` but its regions: arity, reserved and map-only ops,
@@ -327,7 +330,7 @@ static NOINLINE bool check_op(verifier_t *v, const tsr_op_t *op, const region_ct
     }
     if (!allowed || is_view_slot(op, i)) continue;
     const tsr_type_t *t = &op->operands[i]->type;
-    bool ref_slot = i == 0 && (info->flags & (TSR_F_READS | TSR_F_WRITES));
+    bool ref_slot = i == 0 && (info->effects & (TSR_E_REF_READ | TSR_E_REF_WRITE));
     if (t->kind == TSR_TYPE_REF && !ref_slot) {
       vf_report(v, op->loc,
                 "'%s' operand #%u (%%%s): a ref can only be the ref operand of load, store or a "

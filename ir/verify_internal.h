@@ -19,7 +19,7 @@
 
 #include <stdio.h>
 
-#include "ir/ir.h"
+#include "ir/opview.h"
 
 enum {
   DIAG_LIMIT = 50,

@@ -242,13 +242,13 @@ void vf_rule_memory(verifier_t *v, const tsr_op_t *op, bool is_load) {
               m, dir, vname(ref), TYPE_TEXT(rt));
     ok = false;
   }
-  uint32_t has_mask = (op->flags & TSR_OPF_MASK) ? 1 : 0;
-  uint32_t first_dyn = is_load ? 1 : 2;
-  if (op->num_operands < first_dyn + has_mask) {
+  tsr_access_view_t access;
+  if (tsr_opview_access_decode(op, &access) == TSR_OPVIEW_OPERANDS) {
     vf_report(v, op->loc, "'%s' has the mask flag but no mask operand", m);
     return;
   }
-  uint32_t end_dyn = op->num_operands - has_mask;
+  bool has_mask = access.mask.slot >= 0;
+  uint32_t first_dyn = access.first_dyn, end_dyn = access.end_dyn;
   if (op->num_indices != rt->rank) {
     vf_report(v, op->loc, "'%s' %s %%%s: expected %u indices (one per dimension of %s), found %u",
               m, dir, vname(ref), rt->rank, TYPE_TEXT(rt), op->num_indices);
@@ -277,7 +277,7 @@ void vf_rule_memory(verifier_t *v, const tsr_op_t *op, bool is_load) {
   if (is_load) {
     vf_expect_result(v, op, 0, &view, note);
   } else {
-    const tsr_value_t *value = op->operands[1];
+    const tsr_value_t *value = access.stored.value;
     tsr_type_t scalar = tsr_type_scalar((tsr_dtype_t)rt->dtype);
     if (!tsr_type_equal(&value->type, &view) && !tsr_type_equal(&value->type, &scalar)) {
       if (view.kind == TSR_TYPE_SCALAR)
@@ -290,8 +290,8 @@ void vf_rule_memory(verifier_t *v, const tsr_op_t *op, bool is_load) {
     }
   }
   if (has_mask) {
-    uint32_t mi = op->num_operands - 1;
-    const tsr_value_t *mask = op->operands[mi];
+    uint32_t mi = (uint32_t)access.mask.slot;
+    const tsr_value_t *mask = access.mask.value;
     if (view.kind != TSR_TYPE_VECTOR) {
       vf_report(v, op->loc,
                 "'%s' operand #%u (%%%s, the mask): a mask needs a block view, but the view of "
@@ -305,12 +305,11 @@ void vf_rule_memory(verifier_t *v, const tsr_op_t *op, bool is_load) {
 }
 /* ---- DMA and semaphore ops (docs/dma.md) ------------------------------------------ */
 
-/* One ref view or semaphore operand of a DMA or semaphore op. */
+/* One ref view or semaphore operand of a DMA or semaphore op: its view
+ * (ir/opview.h) and what diagnostics call it. */
 typedef struct view_part {
   const char *what; /* "source", "destination", "semaphore", "send semaphore" */
-  uint32_t operand; /* position in op->operands */
-  uint32_t first;   /* its indices: [first, first + count) of op->indices */
-  uint32_t count;
+  tsr_opview_ref_t view;
 } view_part_t;
 
 /* Flags that add operands or change an op's meaning; `allowed` are those
@@ -341,11 +340,11 @@ static bool check_view_op_flags(verifier_t *v, const tsr_op_t *op, uint32_t allo
 static bool check_dma_view(verifier_t *v, const tsr_op_t *op, const view_part_t *part,
                            uint32_t first_dyn, uint32_t end_dyn, tsr_type_t *out_view) {
   const char *m = mnemonic(op);
-  const tsr_value_t *ref = op->operands[part->operand];
+  const tsr_value_t *ref = part->view.base.value;
   const tsr_type_t *rt = &ref->type;
   if (rt->kind != TSR_TYPE_REF) {
     vf_report(v, op->loc, "'%s' operand #%u (%%%s, the %s): expected a ref, found %s", m,
-              part->operand + 1, vname(ref), part->what, TYPE_TEXT(rt));
+              part->view.base.slot + 1, vname(ref), part->what, TYPE_TEXT(rt));
     return false;
   }
   if (rt->space == TSR_SPACE_SMEM && !is_32bit(rt->dtype)) {
@@ -353,19 +352,19 @@ static bool check_dma_view(verifier_t *v, const tsr_op_t *op, const view_part_t 
               m, part->what, vname(ref), TYPE_TEXT(rt));
     return false;
   }
-  if (part->count != rt->rank) {
+  if (part->view.count != rt->rank) {
     if (rt->rank == 0)
       vf_report(v, op->loc, "'%s' %s %%%s: %s has rank 0 and takes no indices, found %u", m,
-                part->what, vname(ref), TYPE_TEXT(rt), part->count);
+                part->what, vname(ref), TYPE_TEXT(rt), part->view.count);
     else
       vf_report(v, op->loc,
                 "'%s' %s %%%s: expected %u ind%s (one per dimension of %s; ':' for a whole "
                 "dimension), found %u",
                 m, part->what, vname(ref), rt->rank, rt->rank == 1 ? "ex" : "ices", TYPE_TEXT(rt),
-                part->count);
+                part->view.count);
     return false;
   }
-  return check_view(v, op, vname(ref), rt, part->first, part->count, first_dyn, end_dyn, true,
+  return check_view(v, op, vname(ref), rt, part->view.first, part->view.count, first_dyn, end_dyn, true,
                     out_view);
 }
 
@@ -375,30 +374,30 @@ static bool check_semaphore(verifier_t *v, const tsr_op_t *op, const view_part_t
                             tsr_sem_kind_t kind, bool either, uint32_t first_dyn,
                             uint32_t end_dyn) {
   const char *m = mnemonic(op);
-  const tsr_value_t *sem = op->operands[part->operand];
+  const tsr_value_t *sem = part->view.base.value;
   const tsr_type_t *t = &sem->type;
   if (t->kind != TSR_TYPE_SEM || (!either && t->dtype != kind)) {
     const char *want = either                  ? "a semaphore (sem or dma_sem)"
                        : kind == TSR_SEM_DMA ? "a DMA semaphore (dma_sem)"
                                                : "a regular semaphore (sem)";
     vf_report(v, op->loc, "'%s' operand #%u (%%%s, the %s): expected %s, found %s", m,
-              part->operand + 1, vname(sem), part->what, want, TYPE_TEXT(t));
+              part->view.base.slot + 1, vname(sem), part->what, want, TYPE_TEXT(t));
     return false;
   }
-  if (part->count != t->rank) {
+  if (part->view.count != t->rank) {
     if (t->rank == 0)
       vf_report(v, op->loc, "'%s' %s %%%s: %s is one semaphore and takes no indices, found %u", m,
-                part->what, vname(sem), TYPE_TEXT(t), part->count);
+                part->what, vname(sem), TYPE_TEXT(t), part->view.count);
     else
       vf_report(v, op->loc,
                 "'%s' %s %%%s: expected %u point ind%s (one per dimension of %s) naming one "
                 "semaphore, found %u",
                 m, part->what, vname(sem), t->rank, t->rank == 1 ? "ex" : "ices", TYPE_TEXT(t),
-                part->count);
+                part->view.count);
     return false;
   }
-  for (uint32_t d = 0; d < part->count; d++) {
-    const tsr_index_t *ix = &op->indices[part->first + d];
+  for (uint32_t d = 0; d < part->view.count; d++) {
+    const tsr_index_t *ix = &op->indices[part->view.first + d];
     if (ix->kind != TSR_INDEX_POINT) {
       vf_report(v, op->loc,
                 "'%s' %s %%%s: index %u is %s, expected a point index (an integer or an i32 "
@@ -408,7 +407,7 @@ static bool check_semaphore(verifier_t *v, const tsr_op_t *op, const view_part_t
     }
   }
   tsr_type_t view;
-  return check_view(v, op, vname(sem), t, part->first, part->count, first_dyn, end_dyn, true,
+  return check_view(v, op, vname(sem), t, part->view.first, part->view.count, first_dyn, end_dyn, true,
                     &view);
 }
 
@@ -417,31 +416,25 @@ static bool check_semaphore(verifier_t *v, const tsr_op_t *op, const view_part_t
  * indices are the send semaphore's (layout: ir/parse.c). */
 void vf_rule_dma(verifier_t *v, const tsr_op_t *op) {
   const char *m = mnemonic(op);
-  bool start = op->opcode == TSR_OP_DMA_START;
-  if (!check_view_op_flags(v, op, start ? TSR_OPF_SEND | TSR_OPF_DEVICE | TSR_OPF_DMA_ADD : 0))
-    return;
-  uint32_t send = (op->flags & TSR_OPF_SEND) ? 1 : 0;
-  uint32_t device = (op->flags & TSR_OPF_DEVICE) ? 1 : 0;
-  uint32_t first_dyn = 3 + send;
-  if (op->num_operands < first_dyn + device) {
+  if (!check_view_op_flags(v, op, tsr_opview_allowed_flags(op->opcode))) return;
+  tsr_dma_view_t dma;
+  tsr_opview_status_t status = tsr_opview_dma_decode(op, &dma);
+  uint32_t send = dma.send.base.slot >= 0 ? 1 : 0;
+  uint32_t device = dma.device.slot >= 0 ? 1 : 0;
+  uint32_t first_dyn = dma.first_dyn, end_dyn = dma.end_dyn;
+  if (status == TSR_OPVIEW_OPERANDS) {
     vf_report(v, op->loc, "'%s' with%s%s takes at least %u operands, found %u", m,
               send ? " a send semaphore" : "", device ? (send ? " and a device" : " a device") : "",
               first_dyn + device, op->num_operands);
     return;
   }
-  if (op->num_ints != 3) {
+  if (status == TSR_OPVIEW_NO_COUNTS) {
     vf_report(v, op->loc,
               "'%s' needs 3 index counts (of the source, destination and semaphore), found %u", m,
               op->num_ints);
     return;
   }
-  int64_t used = 0;
-  bool counts_ok = true;
-  for (uint32_t i = 0; i < 3; i++) {
-    counts_ok &= op->ints[i] >= 0 && op->ints[i] <= TSR_MAX_RANK;
-    if (counts_ok) used += op->ints[i];
-  }
-  if (!counts_ok || used > op->num_indices || (!send && used != op->num_indices)) {
+  if (status == TSR_OPVIEW_COUNTS) {
     vf_report(v, op->loc,
               "'%s' index counts %lld, %lld, %lld (source, destination, semaphore) do not match "
               "its %u indices",
@@ -449,14 +442,12 @@ void vf_rule_dma(verifier_t *v, const tsr_op_t *op) {
               op->num_indices);
     return;
   }
-  uint32_t n0 = (uint32_t)op->ints[0], n1 = (uint32_t)op->ints[1], n2 = (uint32_t)op->ints[2];
   const view_part_t parts[4] = {
-      {"source", 0, 0, n0},
-      {"destination", 1, n0, n1},
-      {"semaphore", 2, n0 + n1, n2},
-      {"send semaphore", 3, n0 + n1 + n2, op->num_indices - (uint32_t)used},
+      {"source", dma.src},
+      {"destination", dma.dst},
+      {"semaphore", dma.sem},
+      {"send semaphore", dma.send},
   };
-  uint32_t end_dyn = op->num_operands - device;
   tsr_type_t src_view, dst_view;
   bool src_ok = check_dma_view(v, op, &parts[0], first_dyn, end_dyn, &src_view);
   bool dst_ok = check_dma_view(v, op, &parts[1], first_dyn, end_dyn, &dst_view);
@@ -464,14 +455,14 @@ void vf_rule_dma(verifier_t *v, const tsr_op_t *op) {
   ok &= check_semaphore(v, op, &parts[2], TSR_SEM_DMA, false, first_dyn, end_dyn);
   if (send) ok &= check_semaphore(v, op, &parts[3], TSR_SEM_DMA, false, first_dyn, end_dyn);
   if (src_ok && dst_ok) {
-    const tsr_value_t *src = op->operands[0], *dst = op->operands[1];
+    const tsr_value_t *src = dma.src.base.value, *dst = dma.dst.base.value;
     if (!tsr_type_equal(&src_view, &dst_view)) {
       vf_report(v, op->loc,
                 "'%s' source and destination views differ: %%%s gives %s, %%%s gives %s (a DMA "
                 "copies between views of the same shape and dtype)",
                 m, vname(src), TYPE_TEXT(&src_view), vname(dst), TYPE_TEXT(&dst_view));
       ok = false;
-    } else if ((op->flags & TSR_OPF_DMA_ADD) && dclass(src_view.dtype) == TSR_CLASS_BOOL) {
+    } else if (dma.add && dclass(src_view.dtype) == TSR_CLASS_BOOL) {
       vf_report(v, op->loc,
                 "'%s' add: %%%s and %%%s hold i1, which has no addition (add takes float or "
                 "integer views)",
@@ -481,33 +472,32 @@ void vf_rule_dma(verifier_t *v, const tsr_op_t *op) {
   }
   if (ok) check_index_operands_used(v, op, first_dyn, end_dyn);
   tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32);
-  if (device) vf_expect_operand(v, op, end_dyn, &i32, ", the device");
+  if (device) vf_expect_operand(v, op, (uint32_t)dma.device.slot, &i32, ", the device");
 }
 
 /* sem_signal, sem_wait, sem_read and core_barrier. Operands [sem, amount
  * (sem_signal, sem_wait), index starts.., device?, core?]; every index is
  * the semaphore's. */
 void vf_rule_semaphore(verifier_t *v, const tsr_op_t *op) {
-  bool signal = op->opcode == TSR_OP_SEM_SIGNAL;
-  bool amount = signal || op->opcode == TSR_OP_SEM_WAIT;
-  if (!check_view_op_flags(v, op, signal ? TSR_OPF_DEVICE | TSR_OPF_CORE : 0)) return;
-  uint32_t device = (op->flags & TSR_OPF_DEVICE) ? 1 : 0;
-  uint32_t core = (op->flags & TSR_OPF_CORE) ? 1 : 0;
-  uint32_t first_dyn = amount ? 2 : 1;
-  if (op->num_operands < first_dyn + device + core) {
+  if (!check_view_op_flags(v, op, tsr_opview_allowed_flags(op->opcode))) return;
+  tsr_sem_view_t sv;
+  tsr_opview_status_t status = tsr_opview_sem_decode(op, &sv);
+  uint32_t device = sv.device.slot >= 0 ? 1 : 0;
+  uint32_t core = sv.core.slot >= 0 ? 1 : 0;
+  if (status == TSR_OPVIEW_OPERANDS) {
     vf_report(v, op->loc, "'%s' with%s%s takes at least %u operands, found %u", mnemonic(op),
               device ? " a device" : "", core ? (device ? " and a core" : " a core") : "",
-              first_dyn + device + core, op->num_operands);
+              sv.first_dyn + device + core, op->num_operands);
     return;
   }
-  uint32_t end_dyn = op->num_operands - device - core;
-  const view_part_t part = {"semaphore", 0, 0, op->num_indices};
+  uint32_t first_dyn = sv.first_dyn, end_dyn = sv.end_dyn;
+  const view_part_t part = {"semaphore", sv.sem};
   bool either = op->opcode == TSR_OP_SEM_READ;
   if (check_semaphore(v, op, &part, TSR_SEM_REGULAR, either, first_dyn, end_dyn))
     check_index_operands_used(v, op, first_dyn, end_dyn);
   tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32);
-  if (amount) vf_expect_operand(v, op, 1, &i32, ", the amount");
-  if (device) vf_expect_operand(v, op, end_dyn, &i32, ", the device");
-  if (core) vf_expect_operand(v, op, end_dyn + device, &i32, ", the core");
+  if (sv.amount.slot >= 0) vf_expect_operand(v, op, (uint32_t)sv.amount.slot, &i32, ", the amount");
+  if (device) vf_expect_operand(v, op, (uint32_t)sv.device.slot, &i32, ", the device");
+  if (core) vf_expect_operand(v, op, (uint32_t)sv.core.slot, &i32, ", the core");
   if (op->opcode == TSR_OP_SEM_READ) vf_expect_result(v, op, 0, &i32, "");
 }

@@ -21,13 +21,18 @@ const char cmd_ops_help[] =
     "               FAMILY columns, lower case), min_operands, max_operands\n"
     "               (-1: variadic),\n"
     "               results (-1: as many as the op declares), regions, flags\n"
-    "               (a list of the names below) and synopsis\n"
+    "               and effects (lists of the names below) and synopsis\n"
     "  -h, --help   show this help\n"
     "\n"
-    "Flags: pure (no side effects), reads/writes (memory through a ref), map\n"
-    "(allowed in index maps), control (holds regions), terminator, side-effect,\n"
-    "dma, sync, barrier, reserved (parsed, not yet executable), and the element\n"
-    "classes an elementwise op accepts (float, int, bool).\n"
+    "Flags: pure (no effect but reading its operands; derived from the\n"
+    "effects), control (holds regions), terminator, map (allowed in index\n"
+    "maps), forward (may compute its result into the store after it),\n"
+    "reserved (parsed, not yet executable), and the element classes an\n"
+    "elementwise op accepts (float, int, bool).\n"
+    "Effects, what the op does through each operand role: value (reads\n"
+    "values), ref-read, ref-write (memory through a ref), index (dynamic\n"
+    "index starts, masks), sem-signal, sem-wait (may block), sem-read,\n"
+    "remote (device/core operands), output (print, assert).\n"
     "\n"
     "Examples:\n"
     "  tessera ops\n"
@@ -61,6 +66,7 @@ static void put_cell(const char *s, size_t n) {
 typedef struct op_row {
   tsr_ir_op_info_t info;
   char flags[256]; /* space-separated, as tsr_ir_op_flag_names writes them */
+  char effects[256]; /* ... tsr_ir_op_effect_names */
 } op_row_t;
 
 typedef enum { FIELD_TEXT, FIELD_NAME, FIELD_INT, FIELD_WORDS } field_kind_t;
@@ -82,6 +88,7 @@ static const struct {
     {"results", FIELD_INT, offsetof(op_row_t, info.num_results)},
     {"regions", FIELD_INT, offsetof(op_row_t, info.num_regions)},
     {"flags", FIELD_WORDS, offsetof(op_row_t, flags)},
+    {"effects", FIELD_WORDS, offsetof(op_row_t, effects)},
     {"synopsis", FIELD_TEXT, offsetof(op_row_t, info.synopsis)},
 };
 
@@ -118,6 +125,7 @@ static void print_json(size_t count) {
     op_row_t row;
     tsr_ir_op_info(op, &row.info);
     tsr_ir_op_flag_names(op, row.flags, sizeof row.flags);
+    tsr_ir_op_effect_names(op, row.effects, sizeof row.effects);
     fputs("  {", stdout);
     for (size_t f = 0; f < sizeof json_fields / sizeof json_fields[0]; f++) {
       const char *at = (const char *)&row + json_fields[f].offset;
@@ -172,8 +180,8 @@ int cmd_ops(int argc, char **argv) {
   if (json) {
     print_json(count);
   } else if (markdown) {
-    puts("| op | syntax | flags | meaning |");
-    puts("|---|---|---|---|");
+    puts("| op | syntax | flags | effects | meaning |");
+    puts("|---|---|---|---|---|");
     for (size_t op = 0; op < count; op++) {
       const char *syntax_end, *meaning;
       const char *synopsis = tsr_ir_op_synopsis(op);
@@ -184,6 +192,9 @@ int cmd_ops(int argc, char **argv) {
       put_cell(synopsis, (size_t)(syntax_end - synopsis));
       fputs("` | ", stdout);
       tsr_ir_op_flag_names(op, flags, sizeof flags);
+      put_cell(flags, strlen(flags));
+      fputs(" | ", stdout);
+      tsr_ir_op_effect_names(op, flags, sizeof flags);
       put_cell(flags, strlen(flags));
       fputs(" | ", stdout);
       put_cell(meaning, strlen(meaning));

@@ -154,8 +154,12 @@ TSR_API void tsr_ir_kernel_operand_info(const tsr_ir_kernel_t *kernel, size_t i,
 TSR_API size_t tsr_ir_op_count(void);
 TSR_API const char *tsr_ir_op_mnemonic(size_t opcode);
 TSR_API const char *tsr_ir_op_synopsis(size_t opcode);
-/* Space-separated names of the op's flags ("pure reads map ..."). */
+/* Space-separated names of the op's flags ("pure map forward float ..."):
+ * "pure" (derived from its effects), then the FLAGS column's bits. */
 TSR_API const char *tsr_ir_op_flag_names(size_t opcode, char *buf, size_t buf_size);
+/* Space-separated names of the op's effects, what it does through each
+ * operand role ("value ref-read index ..."; docs/ir.md, "Effects"). */
+TSR_API const char *tsr_ir_op_effect_names(size_t opcode, char *buf, size_t buf_size);
 
 /* One row of the op table (ir/ops.def), as `tessera ops --json` prints it.
  * The strings are static. */

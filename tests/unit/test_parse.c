@@ -2,10 +2,12 @@
  * literals, index forms, op layouts, control-flow regions, names and scopes,
  * index maps, diagnostics and recovery, canonical printing, the builder
  * printing like the parser, allocation failure and hostile input. */
+#include <dirent.h>
 #include <math.h>
 
 #include "base/base_internal.h"
 #include "ir/ir.h"
+#include "ir/opview.h"
 #include "tests/harness.h"
 
 /* ---- Helpers ---------------------------------------------------------------- */
@@ -1073,6 +1075,206 @@ TSR_TEST(hostile_input) {
   parse_any(NULL, 0);
 }
 
+/* ---- Typed views (ir/opview.h) on the golden kernels ------------------------ */
+
+/* How many ops of each opcode the view round trip saw. */
+typedef struct view_counts {
+  uint32_t seen[TSR_OP_COUNT];
+} view_counts_t;
+
+/* Re-encodes a memory, DMA or semaphore op from its decoded view through
+ * tsr_opview_layout and checks that the operands, indices, ints and flags
+ * come out as the parser built them. */
+static void check_view_encodes_back(const tsr_op_t *op, tsr_opview_parts_t *parts,
+                                    uint32_t first_dyn, uint32_t end_dyn) {
+  tsr_index_t indices[4 * TSR_MAX_RANK];
+  tsr_value_t *operands[TSR_OPVIEW_MAX_OPERANDS];
+  int64_t ints[3];
+  uint32_t num_ints = 0, flags = 0;
+  TSR_CHECK(op->num_indices <= 4 * TSR_MAX_RANK);
+  for (uint32_t i = 0; i < op->num_indices && i < 4 * TSR_MAX_RANK; i++) {
+    indices[i] = op->indices[i];
+    if (indices[i].operand >= 0) indices[i].operand -= (int32_t)first_dyn;
+  }
+  parts->indices = indices;
+  parts->num_indices = op->num_indices;
+  parts->starts = op->operands + first_dyn;
+  parts->num_starts = end_dyn - first_dyn;
+  uint32_t n = tsr_opview_layout(op->opcode, parts, operands, ints, &num_ints, &flags);
+  TSR_CHECK_EQ_INT(n, op->num_operands);
+  for (uint32_t i = 0; i < n && i < op->num_operands; i++) TSR_CHECK(operands[i] == op->operands[i]);
+  for (uint32_t i = 0; i < op->num_indices; i++)
+    TSR_CHECK_EQ_INT(indices[i].operand, op->indices[i].operand);
+  TSR_CHECK_EQ_INT(num_ints, op->num_ints);
+  for (uint32_t i = 0; i < num_ints && i < op->num_ints; i++) TSR_CHECK_EQ_INT(ints[i], op->ints[i]);
+  uint32_t layout_flags =
+      TSR_OPF_SEND | TSR_OPF_DEVICE | TSR_OPF_CORE | TSR_OPF_MASK | TSR_OPF_DMA_ADD;
+  TSR_CHECK_EQ_INT(flags, op->flags & layout_flags);
+}
+
+static void check_op_view(void *ctx, const tsr_op_t *op, uint32_t position) {
+  view_counts_t *counts = ctx;
+  counts->seen[op->opcode]++;
+  tsr_opview_parts_t parts = {0};
+  tsr_access_view_t access;
+  tsr_dma_view_t dma;
+  tsr_sem_view_t sem;
+  tsr_for_view_t fv;
+  tsr_while_view_t wv;
+  tsr_if_view_t iv;
+  tsr_scoped_view_t sv;
+  switch (tsr_op_table[op->opcode].syntax) {
+    case TSR_SYN_LOAD:
+    case TSR_SYN_STORE:
+      if (!tsr_opview_access(op, &access)) break;
+      TSR_CHECK_EQ_INT(access.ref.count, access.ref.base.value->type.rank);
+      parts.ref[0] = access.ref.base.value;
+      parts.ref[1] = access.stored.value;
+      parts.mask = access.mask.value;
+      check_view_encodes_back(op, &parts, access.first_dyn, access.end_dyn);
+      return;
+    case TSR_SYN_DMA:
+      if (!tsr_opview_dma(op, &dma)) break;
+      TSR_CHECK(dma.core.slot < 0);
+      parts.ref[0] = dma.src.base.value;
+      parts.ref[1] = dma.dst.base.value;
+      parts.ref[2] = dma.sem.base.value;
+      parts.ref[3] = dma.send.base.value;
+      parts.count[0] = dma.src.count;
+      parts.count[1] = dma.dst.count;
+      parts.count[2] = dma.sem.count;
+      parts.device = dma.device.value;
+      parts.add = dma.add;
+      TSR_CHECK_EQ_INT(dma.src.count + dma.dst.count + dma.sem.count + dma.send.count,
+                       op->num_indices);
+      check_view_encodes_back(op, &parts, dma.first_dyn, dma.end_dyn);
+      return;
+    case TSR_SYN_SEM:
+      if (!tsr_opview_sem(op, &sem)) break;
+      TSR_CHECK_EQ_INT(sem.sem.count, sem.sem.base.value->type.rank);
+      parts.ref[0] = sem.sem.base.value;
+      parts.ref[1] = sem.amount.value;
+      parts.device = sem.device.value;
+      parts.core = sem.core.value;
+      check_view_encodes_back(op, &parts, sem.first_dyn, sem.end_dyn);
+      return;
+    case TSR_SYN_SLICE: {
+      tsr_slice_view_t slice;
+      if (!tsr_opview_slice(op, &slice)) break;
+      TSR_CHECK_EQ_INT(slice.value.count, slice.value.base.value->type.rank);
+      for (uint32_t i = 0; i < slice.value.count; i++)
+        TSR_CHECK(tsr_opview_index_start(op, &slice.value.indices[i]) == NULL);
+      return;
+    }
+    case TSR_SYN_FOR:
+      if (!tsr_opview_for(op, &fv)) break;
+      TSR_CHECK(fv.lo && fv.hi && fv.step && fv.body && fv.iv);
+      TSR_CHECK_EQ_INT(fv.num_inits, op->num_results);
+      TSR_CHECK_EQ_INT(fv.num_carried, op->num_results);
+      return;
+    case TSR_SYN_WHILE:
+      if (!tsr_opview_while(op, &wv)) break;
+      TSR_CHECK(wv.cond && wv.body);
+      TSR_CHECK_EQ_INT(wv.num_inits, op->num_results);
+      TSR_CHECK_EQ_INT(wv.cond->num_args, wv.num_inits);
+      TSR_CHECK_EQ_INT(wv.body->num_args, wv.num_inits);
+      return;
+    case TSR_SYN_IF:
+      if (!tsr_opview_if(op, &iv)) break;
+      TSR_CHECK(iv.cond && iv.then_region && iv.else_region);
+      return;
+    case TSR_SYN_SCOPED:
+      if (!tsr_opview_scoped(op, &sv)) break;
+      TSR_CHECK(sv.body != NULL);
+      for (uint32_t i = 0; i < sv.num_buffers; i++) TSR_CHECK(sv.buffers[i] != NULL);
+      return;
+    default:
+      return;
+  }
+  TSR_FAIL_AT("op #%u '%s' at %u:%u: its view does not decode", position,
+              tsr_op_table[op->opcode].mnemonic, op->loc.line, op->loc.col);
+}
+
+/* Every op of every golden kernel decodes through its view, and the
+ * memory, DMA and semaphore ones encode back to the same op; the golden
+ * test checks that the printer, which prints through the views, still
+ * writes the expected text. Every compound op is seen at least once. */
+TSR_TEST(views_round_trip_on_golden_kernels) {
+  const char *root = getenv("TSR_SOURCE_ROOT");
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/tests/ir/ok", root && *root ? root : ".");
+  DIR *d = opendir(dir);
+  TSR_CHECK(d != NULL);
+  if (!d) return;
+  view_counts_t counts = {{0}};
+  struct dirent *e;
+  uint32_t files = 0;
+  while ((e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    if (n < 4 || strcmp(e->d_name + n - 4, ".tsr") != 0) continue;
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    tsr_ir_module_t *m = NULL;
+    TSR_CHECK_OK(tsr_ir_module_parse_file(path, &m));
+    if (!m) continue;
+    files++;
+    for (uint32_t k = 0; k < m->num_kernels; k++)
+      tsr_ir_walk_ops(m->kernels[k], check_op_view, &counts);
+    tsr_ir_module_destroy(m);
+  }
+  closedir(d);
+  TSR_CHECK(files > 0);
+  static const tsr_opcode_t compound[] = {
+      TSR_OP_LOAD,     TSR_OP_STORE,      TSR_OP_SLICE,    TSR_OP_DMA_START,
+      TSR_OP_DMA_WAIT, TSR_OP_SEM_SIGNAL, TSR_OP_SEM_WAIT, TSR_OP_SEM_READ,
+      TSR_OP_CORE_BARRIER, TSR_OP_FOR,    TSR_OP_WHILE,    TSR_OP_IF,
+      TSR_OP_SCOPED,
+  };
+  for (size_t i = 0; i < sizeof compound / sizeof compound[0]; i++)
+    if (!counts.seen[compound[i]])
+      TSR_FAIL_AT("no golden kernel uses '%s'", tsr_op_table[compound[i]].mnemonic);
+}
+
+/* The lenient decoders describe what is wrong with a malformed op and
+ * still give the printer positions to print. */
+TSR_TEST(lenient_views_of_malformed_ops) {
+  tsr_module_t *m = parse_ok(
+      "kernel @k\n"
+      "  scratch %s: sem\n"
+      "  scratch %d: dma_sem\n"
+      "  scratch %v: vmem f32[8]\n"
+      "{\n"
+      "  %n = const 1 : i32\n"
+      "  sem_signal %s, %n\n"
+      "  dma_start %v[:] -> %v[:], %d\n"
+      "}\n");
+  if (!m) return;
+  tsr_op_t *sig = m->kernels[0]->body.first->next, *dma = sig->next;
+  tsr_sem_view_t sv;
+  tsr_dma_view_t dv;
+  TSR_CHECK_EQ_INT(tsr_opview_sem_decode(sig, &sv), TSR_OPVIEW_OK);
+  TSR_CHECK(!tsr_opview_dma(sig, &dv));
+  TSR_CHECK_EQ_INT(tsr_opview_dma_decode(sig, &dv), TSR_OPVIEW_WRONG_OP);
+  sig->flags |= TSR_OPF_DEVICE; /* a device flag without a device operand */
+  TSR_CHECK_EQ_INT(tsr_opview_sem_decode(sig, &sv), TSR_OPVIEW_OPERANDS);
+  TSR_CHECK(!tsr_opview_sem(sig, &sv));
+  TSR_CHECK_EQ_INT(sv.device.slot, 1);
+  TSR_CHECK(sv.device.value == sig->operands[1]);
+  sig->flags = TSR_OPF_CORE | TSR_OPF_DEVICE;
+  TSR_CHECK_EQ_INT(tsr_opview_sem_decode(sig, &sv), TSR_OPVIEW_OPERANDS);
+  TSR_CHECK_EQ_INT(tsr_opview_dma_decode(dma, &dv), TSR_OPVIEW_OK);
+  dma->ints[2] = 3; /* more indices than there are */
+  TSR_CHECK_EQ_INT(tsr_opview_dma_decode(dma, &dv), TSR_OPVIEW_COUNTS);
+  TSR_CHECK_EQ_INT(dv.sem.count, 0); /* clamped */
+  dma->num_ints = 2;
+  TSR_CHECK_EQ_INT(tsr_opview_dma_decode(dma, &dv), TSR_OPVIEW_NO_COUNTS);
+  dma->num_ints = 3;
+  dma->ints[2] = 0;
+  dma->flags |= TSR_OPF_CORE; /* a DMA takes no core */
+  TSR_CHECK_EQ_INT(tsr_opview_dma_decode(dma, &dv), TSR_OPVIEW_FLAGS);
+  tsr_module_destroy(m);
+}
+
 int main(void) {
   TSR_RUN(float_literals_round_to_dtype);
   TSR_RUN(integer_literals_and_ranges);
@@ -1094,5 +1296,7 @@ int main(void) {
   TSR_RUN(canonicalizes_layout);
   TSR_RUN(allocation_failure);
   TSR_RUN(hostile_input);
+  TSR_RUN(views_round_trip_on_golden_kernels);
+  TSR_RUN(lenient_views_of_malformed_ops);
   return tsr_test_done();
 }

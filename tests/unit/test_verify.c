@@ -959,6 +959,140 @@ TSR_TEST(every_op_with_odd_operands_does_not_crash) {
   TSR_CHECK(rejected > 0 && verified > 0);
 }
 
+/* ---- Effects and the queries derived from them (ir/effects.c) ----------------- */
+
+/* Over every row of the op table: the derived flags agree with the roles. */
+TSR_TEST(derived_queries_follow_the_effects_of_every_op) {
+  uint32_t memory = TSR_E_REF_READ | TSR_E_REF_WRITE;
+  uint32_t sems = TSR_E_SEM_SIGNAL | TSR_E_SEM_WAIT | TSR_E_SEM_READ;
+  uint32_t pure_count = 0;
+  for (int i = 0; i < TSR_OP_COUNT; i++) {
+    tsr_opcode_t op = (tsr_opcode_t)i;
+    const tsr_op_info_t *info = &tsr_op_table[i];
+    const char *m = info->mnemonic;
+    TSR_CHECK((info->flags & TSR_E_ALL) == 0);
+    TSR_CHECK((info->effects & ~(uint32_t)TSR_E_ALL) == 0);
+    if (tsr_op_is_pure(op)) {
+      pure_count++;
+      if (info->effects & (memory | sems | TSR_E_REMOTE | TSR_E_OUTPUT))
+        TSR_FAIL_AT("'%s' is pure but has memory, semaphore or outside effects", m);
+      if (info->num_regions || (info->flags & (TSR_F_CONTROL | TSR_F_TERMINATOR)))
+        TSR_FAIL_AT("'%s' is pure but holds regions or ends one", m);
+    }
+    if (tsr_op_may_block(op) != ((info->effects & TSR_E_SEM_WAIT) != 0))
+      TSR_FAIL_AT("'%s': may-block disagrees with sem-wait", m);
+    /* semaphore roles and remote operands only on DMA and semaphore ops */
+    if ((info->effects & (sems | TSR_E_REMOTE)) && info->family != TSR_FAM_DMA &&
+        info->family != TSR_FAM_SEMAPHORE)
+      TSR_FAIL_AT("'%s' has semaphore roles outside the DMA and semaphore families", m);
+    /* memory roles only where the view has a ref: memory and DMA ops */
+    if ((info->effects & memory) && info->syntax != TSR_SYN_LOAD &&
+        info->syntax != TSR_SYN_STORE && info->syntax != TSR_SYN_DMA)
+      TSR_FAIL_AT("'%s' reads or writes a ref but has no ref view", m);
+    if ((info->effects & TSR_E_REF_WRITE) && info->num_results != 0)
+      TSR_FAIL_AT("'%s' writes a ref and has results", m);
+    /* store forwarding computes one fresh block: pure ops or a load */
+    if (info->flags & TSR_F_FORWARD) {
+      if (info->num_results != 1) TSR_FAIL_AT("'%s' forwards but has not one result", m);
+      if (!tsr_op_is_pure(op) && (info->effects & ~(uint32_t)(TSR_E_REF_READ | TSR_E_INDEX)))
+        TSR_FAIL_AT("'%s' forwards but has effects beyond reading a ref", m);
+    }
+  }
+  TSR_CHECK(pure_count > 0);
+  TSR_CHECK(tsr_op_is_pure(TSR_OP_ADD) && tsr_op_is_pure(TSR_OP_CONST));
+  TSR_CHECK(!tsr_op_is_pure(TSR_OP_LOAD) && !tsr_op_is_pure(TSR_OP_SEM_READ));
+  TSR_CHECK(!tsr_op_is_pure(TSR_OP_PRINT) && !tsr_op_is_pure(TSR_OP_YIELD));
+  TSR_CHECK(tsr_op_may_block(TSR_OP_DMA_WAIT) && tsr_op_may_block(TSR_OP_SEM_WAIT) &&
+            tsr_op_may_block(TSR_OP_CORE_BARRIER));
+  TSR_CHECK(!tsr_op_may_block(TSR_OP_DMA_START) && !tsr_op_may_block(TSR_OP_SEM_SIGNAL));
+}
+
+typedef struct written_check {
+  uint32_t writes, reads;
+} written_check_t;
+
+/* On each op: a written ref exactly for ops with a ref-write role, and it
+ * and the read refs are REF operands. */
+static void check_written(void *ctx, const tsr_op_t *op, uint32_t position) {
+  written_check_t *c = ctx;
+  const tsr_op_info_t *info = &tsr_op_table[op->opcode];
+  int32_t w = tsr_op_written_ref(op);
+  if ((w >= 0) != ((info->effects & TSR_E_REF_WRITE) != 0))
+    TSR_FAIL_AT("op #%u '%s': written ref %d disagrees with its ref-write role", position,
+                info->mnemonic, w);
+  if (w >= 0) {
+    c->writes++;
+    TSR_CHECK(w < (int32_t)op->num_operands && op->operands[w]->type.kind == TSR_TYPE_REF);
+  }
+  int32_t r[2];
+  uint32_t n = tsr_op_read_refs(op, r);
+  if ((n > 0) != ((info->effects & TSR_E_REF_READ) != 0))
+    TSR_FAIL_AT("op #%u '%s': %u read refs disagree with its ref-read role", position,
+                info->mnemonic, n);
+  for (uint32_t i = 0; i < n; i++) {
+    c->reads++;
+    TSR_CHECK(r[i] >= 0 && r[i] < (int32_t)op->num_operands &&
+              op->operands[r[i]]->type.kind == TSR_TYPE_REF);
+  }
+  /* a DMA add reads its destination too */
+  if (op->opcode == TSR_OP_DMA_START) {
+    TSR_CHECK_EQ_INT(n, (op->flags & TSR_OPF_DMA_ADD) ? 2 : 1);
+    TSR_CHECK_EQ_INT(w, 1);
+    TSR_CHECK_EQ_INT(r[0], 0);
+    if (n == 2) TSR_CHECK_EQ_INT(r[1], 1);
+  }
+}
+
+TSR_TEST(written_and_read_refs_and_store_forwarding) {
+  static const char text[] =
+      "kernel @k\n"
+      "  in %x: f32[8, 128] hbm\n"
+      "  scratch %v: vmem f32[8, 128]\n"
+      "  scratch %w: vmem f32[8, 128]\n"
+      "  scratch %s: smem i32[4]\n"
+      "  scratch %d: dma_sem\n"
+      "{\n"
+      "  dma_start %x[:, :] -> %v[:, :], %d\n"
+      "  dma_wait %x[:, :] -> %v[:, :], %d\n"
+      "  dma_start %v[:, :] -> %w[:, :], %d add\n"
+      "  dma_wait %v[:, :] -> %w[:, :], %d\n"
+      "  %a = load %v[:, :] : f32[8, 128]\n"
+      "  %b = exp %a : f32[8, 128]\n"
+      "  store %w[:, :], %b\n"
+      "  %m = iota 1 : i32[8, 128]\n"
+      "  %z = const 0 : i32\n"
+      "  %c = lt %m, %z : i1[8, 128]\n"
+      "  %e = neg %a : f32[8, 128]\n"
+      "  store %w[:, :], %e mask %c\n"
+      "  %f = reshape %a : f32[8, 128]\n"
+      "  store %v[:, :], %f\n"
+      "  %i = load %s[0] : i32\n"
+      "  store %s[1], %i\n"
+      "}\n";
+  tsr_module_t *m = NULL;
+  TSR_CHECK_OK(tsr_ir_parse("t.tsr", text, sizeof text - 1, &m));
+  if (!m) return;
+  TSR_CHECK_OK(tsr_ir_verify(m));
+  written_check_t c = {0, 0};
+  tsr_ir_walk_ops(m->kernels[0], check_written, &c);
+  TSR_CHECK_EQ_INT(c.writes, 6); /* two DMAs, four stores */
+  TSR_CHECK_EQ_INT(c.reads, 5);  /* two DMA sources, one add destination, two loads */
+  const tsr_op_t *op = m->kernels[0]->body.first;
+  for (int i = 0; i < 4; i++) op = op->next;
+  const tsr_op_t *load = op, *exp = op->next, *store = exp->next;
+  TSR_CHECK(tsr_op_forward_store(load) == NULL); /* the next op is no store */
+  TSR_CHECK(tsr_op_forward_store(exp) == store);
+  const tsr_op_t *neg = store->next->next->next->next;
+  TSR_CHECK_EQ_INT(neg->opcode, TSR_OP_NEG);
+  TSR_CHECK(tsr_op_forward_store(neg) == NULL);  /* a masked store */
+  const tsr_op_t *reshape = neg->next->next;
+  TSR_CHECK_EQ_INT(reshape->opcode, TSR_OP_RESHAPE);
+  TSR_CHECK(tsr_op_forward_store(reshape) == NULL); /* not TSR_F_FORWARD */
+  const tsr_op_t *scalar_load = reshape->next->next;
+  TSR_CHECK(tsr_op_forward_store(scalar_load) == NULL); /* a scalar result */
+  tsr_module_destroy(m);
+}
+
 int main(void) {
   TSR_RUN(builder_matmul_verifies);
   TSR_RUN(builder_control_flow_verifies);
@@ -983,5 +1117,7 @@ int main(void) {
   TSR_RUN(deep_nesting_is_limited);
   TSR_RUN(null_module);
   TSR_RUN(every_op_with_odd_operands_does_not_crash);
+  TSR_RUN(derived_queries_follow_the_effects_of_every_op);
+  TSR_RUN(written_and_read_refs_and_store_forwarding);
   return tsr_test_done();
 }

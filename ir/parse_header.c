@@ -1,0 +1,331 @@
+/* Kernel headers: the grid line, the prefetch/in/out/scratch declarations
+ * and their index maps (short and general form). */
+#include "ir/parse_internal.h"
+
+/* ---- Kernel headers ------------------------------------------------------------ */
+
+/* "map(%i, ..) -> (%i, 0, ..)" or "map(%i, ..) { .. yield .. }" for the decl
+ * at index `decl` (current token 'map'). */
+static bool parse_map(parser_t *p, uint32_t decl) {
+  const token_t kw = p->tok;
+  ps_next(p);
+  if (!ps_expect(p, TOK_LPAREN, "'(' after 'map'")) return false;
+  token_t args[TSR_MAX_RANK];
+  uint32_t nargs = 0;
+  if (!accept(p, TOK_RPAREN)) {
+    for (;;) {
+      const token_t a = p->tok;
+      if (!at(p, TOK_VALUE)) return ps_expected(p, "a grid index name (%name)");
+      if (nargs == TSR_MAX_RANK)
+        return ps_error_at(p, a.line, a.col, "an index map takes at most %d arguments",
+                           TSR_MAX_RANK);
+      for (uint32_t i = 0; i < nargs; i++)
+        if (args[i].len == a.len && memcmp(args[i].text, a.text, a.len) == 0)
+          return ps_error_at(p, a.line, a.col,
+                             "redefinition of %.*s (first defined at %u:%u)",
+                             (int)a.len, a.text, args[i].line, args[i].col);
+      /* The map sees the prefetch refs, so its names cannot hide them. */
+      const tsr_decl_t *d = ps_find_decl(p, p->table, &a);
+      if (d && d->role == TSR_ROLE_PREFETCH)
+        return ps_error_at(p, a.line, a.col,
+                           "redefinition of %.*s (first defined at %u:%u)",
+                           (int)a.len, a.text, d->loc.line, d->loc.col);
+      args[nargs++] = a;
+      ps_next(p);
+      if (accept(p, TOK_COMMA)) continue;
+      if (!ps_expect(p, TOK_RPAREN, "',' or ')' after a grid index name")) return false;
+      break;
+    }
+  }
+  tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32), arg_types[TSR_MAX_RANK];
+  for (uint32_t i = 0; i < nargs; i++) arg_types[i] = i32;
+  tsr_region_t *r;
+  if (!ps_check(p, tsr_region_create(p->module, 0, &r)) ||
+      !ps_make_region_args(p, r, nargs, args, arg_types, NULL))
+    return false;
+  p->kernel->decls[decl].index_map = r;
+
+  if (accept(p, TOK_ARROW)) {
+    /* Short form: each result is a grid index or an integer. */
+    if (!ps_expect(p, TOK_LPAREN, "'(' after '->'")) return false;
+    token_t items[TSR_MAX_RANK];
+    tsr_value_t *results[TSR_MAX_RANK];
+    int64_t consts[TSR_MAX_RANK];
+    uint32_t n = 0;
+    if (!accept(p, TOK_RPAREN)) {
+      for (;;) {
+        const token_t t = p->tok;
+        if (n == TSR_MAX_RANK)
+          return ps_error_at(p, t.line, t.col, "an index map yields at most %d values",
+                             TSR_MAX_RANK);
+        results[n] = NULL;
+        if (t.kind == TOK_VALUE) {
+          for (uint32_t i = 0; i < nargs; i++)
+            if (args[i].len == t.len && memcmp(args[i].text, t.text, t.len) == 0)
+              results[n] = r->args[i];
+          if (!results[n])
+            return ps_error_at(p, t.line, t.col,
+                               "%.*s is not an argument of this map (the short "
+                               "form yields grid indices or integers)",
+                               (int)t.len, t.text);
+          ps_next(p);
+        } else {
+          if (!ps_parse_int(p, "a grid index or an integer", &consts[n])) return false;
+          if (consts[n] < INT32_MIN || consts[n] > INT32_MAX)
+            return ps_error_at(p, t.line, t.col,
+                               "block index %lld is out of range for i32",
+                               (long long)consts[n]);
+        }
+        items[n++] = t;
+        if (accept(p, TOK_COMMA)) continue;
+        if (!ps_expect(p, TOK_RPAREN, "',' or ')' after a map result")) return false;
+        break;
+      }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+      if (results[i]) continue;
+      tsr_loc_t loc = {p->file, items[i].line, items[i].col};
+      tsr_op_t *op;
+      if (!ps_check(p, tsr_op_create(p->kernel, r, TSR_OP_CONST, loc, NULL, 0, &i32,
+                                     NULL, 1, 0, &op)))
+        return false;
+      op->literal.i = consts[i];
+      results[i] = op->results[0];
+    }
+    tsr_loc_t loc = {p->file, kw.line, kw.col};
+    tsr_op_t *yield;
+    return ps_check(p, tsr_op_create(p->kernel, r, TSR_OP_YIELD, loc, results, n,
+                                     NULL, NULL, 0, 0, &yield));
+  }
+
+  if (!at(p, TOK_LBRACE)) return ps_expected(p, "'->' or '{' after the map arguments");
+  /* General form: its own names; it sees the prefetch refs and its args. */
+  p->kernel_table = p->table;
+  scope_t *kernel_scope = p->scope;
+  scope_t scope;
+  p->table = NULL;
+  p->scope = NULL;
+  ps_scope_open(p, &scope);
+  bool ok = true;
+  for (uint32_t i = 0; ok && i < p->kernel->num_decls; i++) {
+    const tsr_decl_t *d = &p->kernel->decls[i];
+    if (d->role == TSR_ROLE_PREFETCH)
+      ok = ps_define(p, d->ref->name, strlen(d->ref->name), d->loc.line, d->loc.col,
+                     d->ref, true);
+  }
+  for (uint32_t i = 0; ok && i < nargs; i++)
+    ok = ps_define_tok(p, &args[i], r->args[i], true);
+  if (ok) ok = ps_parse_block(p, r);
+  HASH_CLEAR(hh, p->table);
+  p->table = p->kernel_table;
+  p->kernel_table = NULL;
+  p->scope = kernel_scope;
+  return ok;
+}
+
+/* "grid(G0, ..) [semantics(S0, ..)]" (current token 'grid'). */
+static bool parse_grid(parser_t *p) {
+  tsr_kernel_t *k = p->kernel;
+  ps_next(p);
+  if (!ps_expect(p, TOK_LPAREN, "'(' after 'grid'")) return false;
+  uint32_t rank = 0;
+  if (!accept(p, TOK_RPAREN)) {
+    for (;;) {
+      if (rank == TSR_MAX_RANK)
+        return ps_error_at(p, p->tok.line, p->tok.col,
+                           "a grid has at most %d dimensions", TSR_MAX_RANK);
+      if (!ps_parse_int(p, "a grid dimension", &k->grid[rank])) return false;
+      k->semantics[rank++] = TSR_DIM_ARBITRARY;
+      if (accept(p, TOK_COMMA)) continue;
+      if (!ps_expect(p, TOK_RPAREN, "',' or ')' after a grid dimension")) return false;
+      break;
+    }
+  }
+  k->grid_rank = rank;
+  const token_t sem_kw = p->tok;
+  if (!accept_word(p, "semantics")) return ps_expect_line_end(p);
+  if (!ps_expect(p, TOK_LPAREN, "'(' after 'semantics'")) return false;
+  uint32_t n = 0;
+  if (!accept(p, TOK_RPAREN)) {
+    for (;;) {
+      const token_t t = p->tok;
+      uint8_t sem;
+      if (tok_is(&t, "parallel"))
+        sem = TSR_DIM_PARALLEL;
+      else if (tok_is(&t, "arbitrary"))
+        sem = TSR_DIM_ARBITRARY;
+      else if (tok_is(&t, "core_parallel"))
+        sem = TSR_DIM_CORE_PARALLEL;
+      else
+        return ps_expected(p, "'parallel', 'arbitrary' or 'core_parallel'");
+      if (n < TSR_MAX_RANK) k->semantics[n] = sem;
+      n++;
+      ps_next(p);
+      if (accept(p, TOK_COMMA)) continue;
+      if (!ps_expect(p, TOK_RPAREN, "',' or ')' after a dimension semantics")) return false;
+      break;
+    }
+  }
+  if (n != rank)
+    return ps_error_at(p, sem_kw.line, sem_kw.col,
+                       "the grid has %u dimension%s but semantics lists %u", rank,
+                       rank == 1 ? "" : "s", n);
+  return ps_expect_line_end(p);
+}
+
+static const char *const role_names[] = {"prefetch", "in", "out", "scratch"};
+
+/* A prefetch/in/out/scratch line (current token the keyword). */
+static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
+  tsr_kernel_t *k = p->kernel;
+  const token_t kw = p->tok;
+  ps_next(p);
+  if ((int)role < *last_role)
+    return ps_error_at(p, kw.line, kw.col,
+                       "'%s' after '%s': header lines come in the order prefetch, "
+                       "in, out, scratch",
+                       role_names[role], role_names[*last_role]);
+  *last_role = (int)role;
+  const token_t name = p->tok;
+  if (!at(p, TOK_VALUE)) return ps_expected(p, "an operand name (%name)");
+  if (!ps_check_fresh(p, &name)) return false;
+  ps_next(p);
+  if (!ps_expect(p, TOK_COLON, "':' after the operand name")) return false;
+  tsr_loc_t loc = {p->file, name.line, name.col};
+  tsr_decl_t *d;
+
+  if (role == TSR_ROLE_SCRATCH) {
+    const token_t tt = p->tok;
+    tsr_type_t t;
+    if (!ps_parse_type(p, &t)) return false;
+    if (t.kind != TSR_TYPE_REF && t.kind != TSR_TYPE_SEM)
+      return ps_error_at(p, tt.line, tt.col,
+                         "scratch needs a memory type (vmem f32[8, 128], smem i32) "
+                         "or a semaphore type (sem, dma_sem[2]), found '%.*s'",
+                         (int)TSR_MIN(tt.len, 40), tt.text);
+    if (!ps_expect_line_end(p)) return false;
+    if (!ps_check(p, tsr_kernel_add_decl(k, role, name.text + 1, name.len - 1, &t,
+                                         loc, &d)))
+      return false;
+    return ps_define_tok(p, &name, d->ref, true);
+  }
+
+  tsr_type_t array;
+  if (!ps_parse_value_type(p, "an element type (f32, i32, ..)", &array)) return false;
+  tsr_space_t space = TSR_SPACE_SMEM;
+  if (role != TSR_ROLE_PREFETCH) {
+    if (!at(p, TOK_IDENT) || !tsr_space_from_name(p->tok.text, p->tok.len, &space))
+      return ps_expected(p, "a memory space (vmem, smem, hbm or any)");
+    ps_next(p);
+  }
+  bool has_block = false;
+  int64_t block[TSR_MAX_RANK];
+  const token_t block_kw = p->tok;
+  if (role != TSR_ROLE_PREFETCH && accept_word(p, "block")) {
+    has_block = true;
+    if (!ps_expect(p, TOK_LBRACKET, "'[' after 'block'")) return false;
+    uint32_t n = 0;
+    for (;;) {
+      const token_t t = p->tok;
+      if (n == TSR_MAX_RANK)
+        return ps_error_at(p, t.line, t.col, "more than %d block dimensions",
+                           TSR_MAX_RANK);
+      if (accept_word(p, "squeezed")) {
+        block[n++] = TSR_SQUEEZED;
+      } else {
+        if (!ps_parse_int(p, "a block dimension or 'squeezed'", &block[n])) return false;
+        if (block[n] < 1)
+          return ps_error_at(p, t.line, t.col,
+                             "block dimension must be >= 1 or 'squeezed', found %lld",
+                             (long long)block[n]);
+        n++;
+      }
+      if (accept(p, TOK_COMMA)) continue;
+      if (!ps_expect(p, TOK_RBRACKET, "',' or ']' after a block dimension")) return false;
+      break;
+    }
+    if (n != array.rank)
+      return ps_error_at(p, block_kw.line, block_kw.col,
+                         "block has %u entr%s but the array has rank %u", n,
+                         n == 1 ? "y" : "ies", array.rank);
+  }
+  if (!has_block && at_word(p, "map"))
+    return ps_error_at(p, p->tok.line, p->tok.col, "'map' needs a block[..] before it");
+
+  /* The body sees the block (squeezed dims dropped) in `space`, or the
+   * whole array without a block: as tsr_ir_kernel_add_operand. */
+  uint32_t rank = 0;
+  int64_t dims[TSR_MAX_RANK];
+  for (uint32_t i = 0; i < array.rank; i++) {
+    int64_t b = has_block ? block[i] : array.dims[i];
+    if (b != TSR_SQUEEZED) dims[rank++] = b;
+  }
+  tsr_type_t ref = tsr_type_ref(space, (tsr_dtype_t)array.dtype, rank, dims);
+  uint32_t index = k->num_decls;
+  if (!ps_check(p, tsr_kernel_add_decl(k, role, name.text + 1, name.len - 1, &ref,
+                                       loc, &d)))
+    return false;
+  d->array = array;
+  for (uint32_t i = 0; i < array.rank; i++)
+    d->block[i] = has_block ? block[i] : array.dims[i];
+  d->has_block = has_block;
+  if (!ps_define_tok(p, &name, d->ref, true)) return false;
+  if (has_block && at_word(p, "map") && !parse_map(p, index)) return false;
+
+  const token_t alias_kw = p->tok;
+  if (accept_word(p, "alias")) {
+    if (role != TSR_ROLE_OUT)
+      return ps_error_at(p, alias_kw.line, alias_kw.col,
+                         "'alias' is only allowed on 'out' operands");
+    const token_t t = p->tok;
+    if (!at(p, TOK_VALUE)) return ps_expected(p, "an input name (%name) after 'alias'");
+    const tsr_decl_t *in = ps_find_decl(p, p->table, &t);
+    if (!in || in->role != TSR_ROLE_IN)
+      return ps_error_at(p, t.line, t.col, "alias %.*s: no earlier 'in' operand of that name",
+                         (int)t.len, t.text);
+    k->decls[index].alias = in->ref->decl;
+    ps_next(p);
+  }
+  return ps_expect_line_end(p);
+}
+
+/* The header lines of a kernel up to its body's '{'. False if there is no
+ * body (end of file or the next kernel). */
+bool ps_parse_header(parser_t *p) {
+  int last_role = -1;
+  bool seen_grid = false;
+  for (;;) {
+    while (at(p, TOK_NEWLINE)) ps_next(p);
+    if (p->fatal) return false;
+    if (at(p, TOK_LBRACE)) return true;
+    const token_t t = p->tok;
+    bool ok;
+    if (tok_is(&t, "grid")) {
+      if (seen_grid)
+        ok = ps_error_at(p, t.line, t.col, "a kernel has one 'grid' line");
+      else if (last_role >= 0)
+        ok = ps_error_at(p, t.line, t.col, "'grid' must come before the operands");
+      else
+        ok = parse_grid(p);
+      seen_grid = true;
+    } else if (tok_is(&t, "prefetch")) {
+      ok = parse_decl(p, TSR_ROLE_PREFETCH, &last_role);
+    } else if (tok_is(&t, "in")) {
+      ok = parse_decl(p, TSR_ROLE_IN, &last_role);
+    } else if (tok_is(&t, "out")) {
+      ok = parse_decl(p, TSR_ROLE_OUT, &last_role);
+    } else if (tok_is(&t, "scratch")) {
+      ok = parse_decl(p, TSR_ROLE_SCRATCH, &last_role);
+    } else if (at(p, TOK_EOF) || tok_is(&t, "kernel")) {
+      return ps_expected(p, "'{' to open the kernel body");
+    } else {
+      ok = ps_expected(p, "'grid', 'prefetch', 'in', 'out', 'scratch' or '{'");
+    }
+    if (ok) {
+      accept(p, TOK_NEWLINE);
+    } else {
+      ps_skip_line(p);
+      accept(p, TOK_RBRACE); /* a stray '}' in the header */
+    }
+  }
+}
