@@ -70,6 +70,8 @@ static void make_producer(void) {
     for (size_t i = 0; i < TSR_OP_COUNT; i++) {
       XXH3_64bits_update(st, tsr_op_table[i].mnemonic, strlen(tsr_op_table[i].mnemonic) + 1);
       XXH3_64bits_update(st, &tsr_op_table[i].flags, sizeof tsr_op_table[i].flags);
+      XXH3_64bits_update(st, &tsr_op_table[i].effects, sizeof tsr_op_table[i].effects);
+      XXH3_64bits_update(st, &tsr_op_table[i].family, sizeof tsr_op_table[i].family);
     }
     ops = XXH3_64bits_digest(st);
     XXH3_freeState(st);
