@@ -129,6 +129,11 @@ typedef enum tsr_diagnostic_kind {
   TSR_DIAG_UNIMPLEMENTED,      /* valid, but not supported by this backend */
   TSR_DIAG_IO,                 /* a file could not be read or written */
   TSR_DIAG_INTERNAL,           /* a bug in tessera */
+  TSR_DIAG_SEMAPHORE,          /* a semaphore overflow, or a negative signal
+                                  or wait amount */
+  TSR_DIAG_BAD_VALUE,          /* an operand value an op cannot take (a loop
+                                  step of 0) */
+  TSR_DIAG_OUT_OF_MEMORY,      /* the run could not allocate what an op needs */
   TSR_DIAG_KIND_COUNT
 } tsr_diagnostic_kind_t;
 
@@ -211,9 +216,9 @@ typedef struct tsr_executable_options {
   bool dma_eager;
   bool detect_races;
   bool strict;
-  double timeout_seconds;    /* interpreter only */
-  uint64_t max_steps;        /* interpreter only */
-  const volatile int *cancel; /* interpreter only; see tsr_interp_options_t */
+  double timeout_seconds;    /* these four are defaults of the runs, which */
+  uint64_t max_steps;        /* tsr_run_options_t may change */
+  const volatile int *cancel; /* see tsr_interp_options_t */
   const char *trace_path;    /* interpreter: a Chrome trace of every run */
   int opt_level;             /* cpu: LLVM optimization level 0-3; default 2 */
   tsr_output_t output;       /* default output of runs; NULL functions:
@@ -244,9 +249,16 @@ TSR_API tsr_status_t tsr_executable_create(tsr_context_t *context,
 TSR_API void tsr_executable_destroy(tsr_executable_t *executable);
 TSR_API tsr_backend_t tsr_executable_backend(const tsr_executable_t *executable);
 
-/* Per-run options. */
+/* Per-run options: each field left at its default (tsr_run_options_initialize)
+ * keeps what the executable was made with. */
 typedef struct tsr_run_options {
-  tsr_output_t output; /* NULL functions: the executable's */
+  tsr_output_t output;        /* NULL functions: the executable's */
+  int strict;                 /* -1 (default): the executable's; 0 or 1 */
+  double timeout_seconds;     /* 0: the executable's */
+  uint64_t max_steps;         /* 0: the executable's */
+  const volatile int *cancel; /* NULL: the executable's */
+  const char *trace_path;     /* interpreter: a Chrome trace of this run;
+                                 NULL: the executable's */
 } tsr_run_options_t;
 
 TSR_API void tsr_run_options_initialize(tsr_run_options_t *options);
