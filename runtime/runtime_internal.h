@@ -82,8 +82,12 @@ tsr_status_t tsr_runtime_lower_api(const struct tsr_lower_api **out_api) TSR_MUS
  * NULL when TESSERA_CACHE=off, when it cannot be opened (said once on
  * stderr) or after a failed read or write. */
 tsr_disk_cache_t *tsr_runtime_disk(void);
-/* Its counters, also after a failure (zero if it was never opened). */
+/* Its counters, also after a failure (zero, and not enabled, if it was
+ * never opened: this does not open it). */
 void tsr_runtime_disk_use(tsr_runtime_disk_use_t *out);
+/* The counters of `handle` (may be NULL), with `enabled` as given. */
+void tsr_runtime_disk_use_of(tsr_disk_cache_t *handle, bool enabled,
+                             tsr_runtime_disk_use_t *out);
 /* A get or put failed for a reason other than a miss: the handle has warned
  * of its first disk error; the process stops using the disk. Frees status. */
 void tsr_runtime_disk_failed(tsr_status_t status);

@@ -10,6 +10,7 @@
 #include "tessera/cache.h"
 #include "tessera/interp.h"
 #include "tessera/ir.h"
+#include "tessera/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -101,6 +102,11 @@ TSR_API void tsr_context_destroy(tsr_context_t *context);
 /* The context's disk cache (borrowed), NULL when it has none: for its
  * directory, key file and statistics (tessera/cache.h). */
 TSR_API tsr_disk_cache_t *tsr_context_disk_cache(const tsr_context_t *context);
+/* The counters of the context's disk cache (tessera/runtime.h); `enabled`
+ * is false when it has none, or after a failed read or write stopped its
+ * use (the counters are still those of the cache). */
+TSR_API void tsr_context_disk_use(const tsr_context_t *context,
+                                  tsr_runtime_disk_use_t *out_use);
 
 /* ---- Diagnostics ------------------------------------------------------------- */
 
