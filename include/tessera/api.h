@@ -149,7 +149,10 @@ typedef enum tsr_diagnostic_severity {
   TSR_SEVERITY_NOTE,
 } tsr_diagnostic_severity_t;
 
-/* One diagnostic. Strings are pointer + length and also NUL-terminated;
+/* One diagnostic: a run's records come from the run's diagnostics as they
+ * are reported (every field the reporter knows), a status's are read from
+ * its text (location, severity, message; tsr_diagnostic_list_create_from_status).
+ * Strings are pointer + length and also NUL-terminated;
  * an absent string is {"", 0}. Numbers are -1 (or rank 0) when unknown.
  * Fields may be appended in later versions, never reordered. */
 typedef struct tsr_diagnostic {
@@ -159,14 +162,16 @@ typedef struct tsr_diagnostic {
   int32_t line, col;         /* 1-based */
   tsr_string_view_t kernel;  /* without '@' */
   tsr_string_view_t op;      /* mnemonic ("dma_start"), or the pipeline
-                                work ("out %y") for block copies */
+                                work ("out %y") for block copies, or "the
+                                grid step" (a run stopped between steps) */
   tsr_string_view_t buffer;  /* the ref or operand named, without '%' */
   uint32_t index_rank;       /* the index range on `buffer`: */
   int64_t index_lo[TSR_MAX_RANK]; /* first index per dimension */
   int64_t index_hi[TSR_MAX_RANK]; /* one past the last */
   uint32_t grid_rank;        /* rank of grid_point; 0: none or unknown */
   int64_t grid_point[TSR_MAX_RANK];
-  int32_t core, device;      /* the simulated core and device */
+  int32_t core, device;      /* the simulated core and device; -1 when
+                                the run has one (the text names neither) */
   /* races: the second access */
   tsr_string_view_t other_op;
   int32_t other_line;
@@ -186,8 +191,10 @@ TSR_API size_t tsr_diagnostic_list_count(const tsr_diagnostic_list_t *list);
 /* Borrowed, valid as long as the list; NULL past the end. */
 TSR_API const tsr_diagnostic_t *tsr_diagnostic_list_get(const tsr_diagnostic_list_t *list,
                                                         size_t i);
-/* The diagnostics a status carries (a failed parse, verify, create or run),
- * one per line of its message. A NULL status gives an empty list. */
+/* The diagnostics a status carries (a failed parse, verify or create), one
+ * per line of its message: location, severity, message and text, the kind
+ * from the status code (a run's status gives kind other: a run's records
+ * are its result's). A NULL status gives an empty list. */
 TSR_API tsr_status_t tsr_diagnostic_list_create_from_status(const tsr_status_t status,
                                                             tsr_diagnostic_list_t **out_list)
     TSR_MUST_USE;
