@@ -40,6 +40,17 @@ typedef struct tsr_diag_detail {
   uint32_t other_grid_rank;
 } tsr_diag_detail_t;
 
+/* The detail naming one element, idx (rank indices), of `buffer`. */
+static inline tsr_diag_detail_t tsr_diag_detail_element(const char *buffer, uint32_t rank,
+                                                        const int64_t *idx) {
+  tsr_diag_detail_t d = {.buffer = buffer, .index_rank = rank};
+  for (uint32_t i = 0; i < rank; i++) {
+    d.index_lo[i] = idx[i];
+    d.index_hi[i] = idx[i] + 1;
+  }
+  return d;
+}
+
 /* Where a diagnostic happens: the site (an op or declaration; the unit of
  * "once per site") and the core at its grid point. Borrowed for the call. */
 typedef struct tsr_diag_where {

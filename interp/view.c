@@ -115,11 +115,7 @@ static void report_unwritten_at(run_t *run, const insn_t *in, const ref_info_t *
   char at[128], shape[96];
   tsr_diag_format_dims(at, sizeof at, ridx, ri->rank);
   tsr_diag_format_dims(shape, sizeof shape, ri->dims, ri->rank);
-  tsr_diag_detail_t detail = {.buffer = ri->name, .index_rank = ri->rank};
-  for (uint32_t d = 0; d < ri->rank; d++) {
-    detail.index_lo[d] = ridx[d];
-    detail.index_hi[d] = ridx[d] + 1;
-  }
+  tsr_diag_detail_t detail = tsr_diag_detail_element(ri->name, ri->rank, ridx);
   /* A warning: a TPU reads whatever the memory holds, and the read is a bug
    * only if that value reaches a result (docs/semantics.md, "Memory"). */
   tsr_interp_kernel_report_detail(run, in->site, &detail, TSR_DIAG_UNINITIALIZED,
@@ -212,11 +208,7 @@ void tsr_view_masked_outside(run_t *run, const insn_t *in, const ref_access_t *a
     char at[128], shape[96];
     tsr_diag_format_dims(at, sizeof at, ridx, vp->rank);
     tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);
-    tsr_diag_detail_t detail = {.buffer = ri->name, .index_rank = vp->rank};
-    for (uint32_t k = 0; k < vp->rank; k++) {
-      detail.index_lo[k] = ridx[k];
-      detail.index_hi[k] = ridx[k] + 1;
-    }
+    tsr_diag_detail_t detail = tsr_diag_detail_element(ri->name, vp->rank, ridx);
     tsr_interp_kernel_report_detail(run, in->site, &detail, TSR_DIAG_OUT_OF_BOUNDS,
                                     TSR_DIAG_ERROR,
                                     "element %s of %%%s (shape %s) is out of bounds and its "
