@@ -22,6 +22,7 @@ tsr_status_t tsr_diag_sink_initialize(tsr_diag_sink_t *sink, const char *kernel_
   tsr_diag_list_initialize(&sink->errors, max_errors);
   tsr_diag_list_initialize(&sink->warnings, max_errors);
   sink->warnings.severity = "warning";
+  tsr_arena_initialize(&sink->arena);
   sink->site_reported = tsr_calloc(num_sites + 1, 1);
   if (!sink->site_reported) {
     tsr_diag_sink_deinitialize(sink);
@@ -35,6 +36,124 @@ void tsr_diag_sink_deinitialize(tsr_diag_sink_t *sink) {
   sink->site_reported = NULL;
   tsr_diag_list_deinitialize(&sink->errors);
   tsr_diag_list_deinitialize(&sink->warnings);
+  tsr_free(sink->error_entries.items);
+  tsr_free(sink->warning_entries.items);
+  sink->error_entries = sink->warning_entries = (tsr_diag_entries_t){0};
+  tsr_arena_deinitialize(&sink->arena);
+}
+
+void tsr_diag_sink_move(tsr_diag_sink_t *from, tsr_diag_sink_t *to) {
+  *to = *from;
+  memset(from, 0, sizeof *from);
+  tsr_arena_initialize(&from->arena);
+}
+
+/* ---- Records ---- */
+
+/* A copy of s in the sink's arena ("" for NULL); NULL when out of memory. */
+static const char *keep_string(tsr_diag_sink_t *sink, const char *s) {
+  if (!s) return "";
+  return tsr_arena_strndup(&sink->arena, s, strlen(s));
+}
+
+/* A new zeroed entry at the end of `list` with no location, or NULL (the
+ * sink is marked failed). */
+static tsr_diag_entry_t *new_entry(tsr_diag_sink_t *sink, tsr_diag_entries_t *list) {
+  if (list->count == list->capacity) {
+    size_t cap = list->capacity ? list->capacity * 2 : 8;
+    tsr_diag_entry_t *items = tsr_realloc(list->items, cap * sizeof *items);
+    if (!items) {
+      sink->failed = true;
+      return NULL;
+    }
+    list->items = items;
+    list->capacity = cap;
+  }
+  tsr_diag_entry_t *e = &list->items[list->count++];
+  memset(e, 0, sizeof *e);
+  e->device = e->core = e->other_line = -1;
+  e->what = e->buffer = e->other_what = e->message = e->text = "";
+  return e;
+}
+
+/* The record of a line kept in a text list; `message` is the line after
+ * "severity: ". */
+static void keep_entry(tsr_diag_sink_t *sink, const tsr_diag_record_t *r,
+                       const char *severity_word, const char *message) {
+  const tsr_diag_where_t *w = r->where;
+  tsr_diag_entry_t *e =
+      new_entry(sink, r->severity == TSR_DIAG_WARNING ? &sink->warning_entries
+                                                       : &sink->error_entries);
+  if (!e) return;
+  e->kind = r->kind;
+  e->severity = r->severity;
+  e->loc = w->loc;
+  e->device = (int32_t)w->device;
+  e->core = (int32_t)w->core;
+  e->grid_rank = w->grid_rank;
+  if (w->point) memcpy(e->point, w->point, w->grid_rank * sizeof *e->point);
+  const tsr_diag_detail_t *d = w->detail;
+  if (d) {
+    e->index_rank = d->index_rank;
+    memcpy(e->index_lo, d->index_lo, sizeof e->index_lo);
+    memcpy(e->index_hi, d->index_hi, sizeof e->index_hi);
+    if (d->other_what) e->other_line = (int32_t)d->other_line;
+    e->other_grid_rank = d->other_point ? d->other_grid_rank : 0;
+    if (d->other_point)
+      memcpy(e->other_point, d->other_point, e->other_grid_rank * sizeof *e->other_point);
+  }
+  char *text = NULL;
+  tsr_strbuf_t line;
+  tsr_strbuf_initialize(&line);
+  tsr_strbuf_printf(&line, "%s:%u:%u: %s: %s", w->loc.file ? w->loc.file : "<unknown>",
+                    w->loc.line, w->loc.col, severity_word, message);
+  if (!line.failed) text = tsr_strbuf_take(&line);
+  tsr_strbuf_deinitialize(&line);
+  e->loc.file = keep_string(sink, w->loc.file);
+  e->what = keep_string(sink, w->what);
+  e->buffer = keep_string(sink, d ? d->buffer : NULL);
+  e->other_what = keep_string(sink, d ? d->other_what : NULL);
+  e->message = keep_string(sink, message);
+  e->text = keep_string(sink, text);
+  tsr_free(text);
+  if (!e->loc.file || !e->what || !e->buffer || !e->other_what || !e->message || !e->text) {
+    sink->failed = true;
+    sink->warning_entries.count -= r->severity == TSR_DIAG_WARNING;
+    sink->error_entries.count -= r->severity != TSR_DIAG_WARNING;
+  }
+}
+
+/* A note ("note: ...") as a record at the end of `list` and, unless `to`
+ * is NULL, as a line at the end of the text `to`. */
+static void add_note(tsr_diag_sink_t *sink, tsr_strbuf_t *to, tsr_diag_entries_t *list,
+                     const char *fmt, ...) TSR_PRINTF(4, 5);
+static void add_note(tsr_diag_sink_t *sink, tsr_strbuf_t *to, tsr_diag_entries_t *list,
+                     const char *fmt, ...) {
+  tsr_strbuf_t text;
+  tsr_strbuf_initialize(&text);
+  tsr_strbuf_puts(&text, "note: ");
+  va_list ap;
+  va_start(ap, fmt);
+  tsr_strbuf_vprintf(&text, fmt, ap);
+  va_end(ap);
+  if (to && !text.failed) {
+    tsr_strbuf_puts(to, "\n");
+    tsr_strbuf_append(to, text.data, text.size);
+  }
+  tsr_diag_entry_t *e = text.failed ? NULL : new_entry(sink, list);
+  if (e) {
+    e->kind = TSR_DIAG_OTHER;
+    e->severity = TSR_DIAG_NOTE;
+    e->loc.file = "";
+    e->message = keep_string(sink, text.data + strlen("note: "));
+    e->text = keep_string(sink, text.data);
+    if (!e->message || !e->text) {
+      list->count--;
+      sink->failed = true;
+    }
+  }
+  if (text.failed) sink->failed = true;
+  tsr_strbuf_deinitialize(&text);
 }
 
 /* The one formatter: "kernel @k, [device d, ][core c, ]grid point (..): what: text". */
@@ -71,6 +190,8 @@ bool tsr_diag_vreport(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
   format_record(sink, &record, &line);
   tsr_diag_list_t *list = warning ? &sink->warnings : &sink->errors;
   tsr_diag_add(list, where->loc, "%s", line.data ? line.data : "?");
+  if (!list->limit || list->count <= list->limit)
+    keep_entry(sink, &record, list->severity, line.data ? line.data : "?");
   tsr_strbuf_deinitialize(&line);
   tsr_strbuf_deinitialize(&text);
   return !warning && sink->errors.count >= sink->max_errors;
@@ -90,23 +211,29 @@ void tsr_diag_reopen(tsr_diag_sink_t *sink, uint32_t site, tsr_diag_severity_t s
 }
 
 tsr_status_t tsr_diag_sink_status(tsr_diag_sink_t *sink) {
-  if (!sink->errors.count) return NULL;
+  tsr_diag_list_t *e = &sink->errors;
+  if (!e->count) return NULL;
   if (sink->suppressed)
-    tsr_strbuf_printf(&sink->errors.text,
-                      "\nnote: %llu more occurrence%s of these errors not shown",
-                      (unsigned long long)sink->suppressed, sink->suppressed == 1 ? "" : "s");
-  return tsr_diag_list_to_status(&sink->errors, TSR_KERNEL_ERROR);
+    add_note(sink, &e->text, &sink->error_entries, "%llu more occurrence%s of these errors not shown",
+             (unsigned long long)sink->suppressed, sink->suppressed == 1 ? "" : "s");
+  /* the note tsr_diag_list_to_status adds */
+  if (e->limit && e->count > e->limit)
+    add_note(sink, NULL, &sink->error_entries, "%zu more %ss not shown", e->count - e->limit,
+             e->severity);
+  return tsr_diag_list_to_status(e, TSR_KERNEL_ERROR);
 }
 
 uint64_t tsr_diag_sink_write_warnings(tsr_diag_sink_t *sink, FILE *f) {
   tsr_diag_list_t *w = &sink->warnings;
   if (!w->count) return 0;
   if (w->limit && w->count > w->limit)
-    tsr_strbuf_printf(&w->text, "\nnote: %zu more warnings not shown", w->count - w->limit);
+    add_note(sink, &w->text, &sink->warning_entries, "%zu more warnings not shown",
+             w->count - w->limit);
   if (sink->warnings_suppressed)
-    tsr_strbuf_printf(&w->text, "\nnote: %llu more occurrence%s of these warnings not shown",
-                      (unsigned long long)sink->warnings_suppressed,
-                      sink->warnings_suppressed == 1 ? "" : "s");
+    add_note(sink, &w->text, &sink->warning_entries,
+             "%llu more occurrence%s of these warnings not shown",
+             (unsigned long long)sink->warnings_suppressed,
+             sink->warnings_suppressed == 1 ? "" : "s");
   tsr_strbuf_puts(&w->text, "\n");
   if (!w->text.failed) {
     fwrite(w->text.data, 1, w->text.size, f);
@@ -190,16 +317,35 @@ void tsr_diag_format_op(char *buf, size_t size, tsr_opcode_t opcode) {
 
 tsr_diag_where_t tsr_interp_where(const run_t *run, uint32_t site) {
   const site_t *s = &run->p->sites[site];
-  return (tsr_diag_where_t){site,      s->loc,     s->what, run->device,
-                            run->core, run->point, run->p->grid_rank};
+  return (tsr_diag_where_t){site,      s->loc,     s->what,           run->device,
+                            run->core, run->point, run->p->grid_rank, NULL};
+}
+
+static void kernel_vreport(run_t *run, uint32_t site, const tsr_diag_detail_t *detail,
+                           tsr_diag_kind_t kind, tsr_diag_severity_t severity,
+                           const char *fmt, va_list ap) TSR_PRINTF(6, 0);
+static void kernel_vreport(run_t *run, uint32_t site, const tsr_diag_detail_t *detail,
+                           tsr_diag_kind_t kind, tsr_diag_severity_t severity,
+                           const char *fmt, va_list ap) {
+  tsr_diag_where_t where = tsr_interp_where(run, site);
+  where.detail = detail;
+  if (tsr_diag_vreport(&run->sh->diag, &where, kind, severity, fmt, ap))
+    run->sh->aborted = true;
 }
 
 void tsr_interp_kernel_report(run_t *run, uint32_t site, tsr_diag_kind_t kind,
                               tsr_diag_severity_t severity, const char *fmt, ...) {
-  tsr_diag_where_t where = tsr_interp_where(run, site);
   va_list ap;
   va_start(ap, fmt);
-  bool stop = tsr_diag_vreport(&run->sh->diag, &where, kind, severity, fmt, ap);
+  kernel_vreport(run, site, NULL, kind, severity, fmt, ap);
   va_end(ap);
-  if (stop) run->sh->aborted = true;
+}
+
+void tsr_interp_kernel_report_detail(run_t *run, uint32_t site, const tsr_diag_detail_t *detail,
+                                     tsr_diag_kind_t kind, tsr_diag_severity_t severity,
+                                     const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  kernel_vreport(run, site, detail, kind, severity, fmt, ap);
+  va_end(ap);
 }

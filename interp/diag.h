@@ -13,35 +13,43 @@
 
 #include "interp/bounds.h"
 #include "ir/ir.h"
+#include "tessera/api.h"
 
-/* What went wrong: a closed list (a later public API exposes it). */
-typedef enum tsr_diag_kind {
-  TSR_DIAG_OUT_OF_BOUNDS,      /* index, slice, masked lane, block index, gather
-                                  or semaphore index outside its range */
-  TSR_DIAG_UNINITIALIZED,      /* a read (load, DMA) of never-written memory */
-  TSR_DIAG_REVISIT,            /* an output block written again after its copy out */
-  TSR_DIAG_CORE_CONFLICT,      /* an output block written by two cores */
-  TSR_DIAG_RACE,               /* two accesses not ordered by any synchronization */
-  TSR_DIAG_DEADLOCK,           /* every core is blocked */
-  TSR_DIAG_SEMAPHORE,          /* semaphore overflow, negative signal or wait */
-  TSR_DIAG_SEMAPHORE_LEFTOVER, /* a semaphore not zero at kernel end */
-  TSR_DIAG_DMA_IN_FLIGHT,      /* a DMA never waited for, or into a released buffer */
-  TSR_DIAG_VMEM_BUDGET,        /* over the chip's VMEM (a preparation status today) */
-  TSR_DIAG_BAD_VALUE,          /* an operand value an op cannot take (loop step) */
-  TSR_DIAG_ASSERT,             /* an `assert` failed */
-  TSR_DIAG_RUN_STOPPED,        /* a run bound: steps, timeout, cancel */
-  TSR_DIAG_OUTPUT_UNWRITTEN,   /* output elements never written */
-  TSR_DIAG_DEVICE_RANGE,       /* a device or core index outside the run */
-  TSR_DIAG_OUT_OF_MEMORY,      /* the run could not allocate what an op needs */
-  TSR_DIAG_NOT_IMPLEMENTED,    /* an op the backend cannot run */
-  TSR_DIAG_INTERNAL,           /* a bug in tessera */
-  TSR_DIAG_KIND_COUNT
-} tsr_diag_kind_t;
+/* What went wrong: the public closed list (tessera/api.h), so that records
+ * leave a run without a translation. */
+typedef tsr_diagnostic_kind_t tsr_diag_kind_t;
+/* The interpreter's older name of TSR_DIAG_UNIMPLEMENTED. */
+#define TSR_DIAG_NOT_IMPLEMENTED TSR_DIAG_UNIMPLEMENTED
 
 typedef enum tsr_diag_severity {
   TSR_DIAG_ERROR,
   TSR_DIAG_WARNING, /* legal in Pallas but suspicious; an error when strict */
+  TSR_DIAG_NOTE,    /* only in records: what was left out */
 } tsr_diag_severity_t;
+
+/* What a reporter knows beyond the site (all optional; NULL / 0: unknown).
+ * Borrowed for the call. */
+typedef struct tsr_diag_detail {
+  const char *buffer;      /* the ref or operand named, without '%' */
+  uint32_t index_rank;     /* the index range on `buffer`, [lo, hi) */
+  int64_t index_lo[TSR_MAX_RANK], index_hi[TSR_MAX_RANK];
+  /* a race's second access */
+  const char *other_what;  /* as tsr_diag_where_t.what */
+  uint32_t other_line;
+  const int64_t *other_point;
+  uint32_t other_grid_rank;
+} tsr_diag_detail_t;
+
+/* The detail naming one element, idx (rank indices), of `buffer`. */
+static inline tsr_diag_detail_t tsr_diag_detail_element(const char *buffer, uint32_t rank,
+                                                        const int64_t *idx) {
+  tsr_diag_detail_t d = {.buffer = buffer, .index_rank = rank};
+  for (uint32_t i = 0; i < rank; i++) {
+    d.index_lo[i] = idx[i];
+    d.index_hi[i] = idx[i] + 1;
+  }
+  return d;
+}
 
 /* Where a diagnostic happens: the site (an op or declaration; the unit of
  * "once per site") and the core at its grid point. Borrowed for the call. */
@@ -52,7 +60,34 @@ typedef struct tsr_diag_where {
   uint32_t device, core;
   const int64_t *point; /* grid point, grid_rank entries */
   uint32_t grid_rank;
+  const tsr_diag_detail_t *detail; /* NULL: nothing more */
 } tsr_diag_where_t;
+
+/* One diagnostic the sink kept, for the run's records (tessera/api.h's
+ * tsr_diagnostic_t is made from it). Strings are owned by the sink. */
+typedef struct tsr_diag_entry {
+  tsr_diag_kind_t kind;
+  tsr_diag_severity_t severity; /* after strict */
+  tsr_loc_t loc;                /* loc.file is the sink's copy */
+  const char *what;             /* "'load'", "out %y"; "" for notes */
+  int32_t device, core;         /* -1: unknown */
+  uint32_t grid_rank;
+  int64_t point[TSR_MAX_RANK];
+  const char *buffer;           /* "" if unknown */
+  uint32_t index_rank;
+  int64_t index_lo[TSR_MAX_RANK], index_hi[TSR_MAX_RANK];
+  const char *other_what;       /* "" if not a race */
+  int32_t other_line;
+  uint32_t other_grid_rank;
+  int64_t other_point[TSR_MAX_RANK];
+  const char *message;          /* the line after "severity: " */
+  const char *text;             /* the whole line, as in the status */
+} tsr_diag_entry_t;
+
+typedef struct tsr_diag_entries {
+  tsr_diag_entry_t *items;
+  size_t count, capacity;
+} tsr_diag_entries_t;
 
 /* One diagnostic, as the formatter sees it. Borrowed for the call. */
 typedef struct tsr_diag_record {
@@ -74,6 +109,12 @@ typedef struct tsr_diag_sink {
   uint8_t *site_reported;   /* per site: bit 0 an error, bit 1 a warning */
   tsr_diag_list_t errors, warnings;
   uint64_t suppressed, warnings_suppressed; /* repeats at a reported site */
+  /* The same diagnostics as records, notes included: those of `errors`
+   * (with the note tsr_diag_sink_status adds) and of `warnings` (with the
+   * notes tsr_diag_sink_write_warnings adds). Strings in `arena`. */
+  tsr_diag_entries_t error_entries, warning_entries;
+  tsr_arena_t arena;
+  bool failed; /* a record could not be kept (out of memory) */
 } tsr_diag_sink_t;
 
 /* Sets up an empty sink for a run of kernel @kernel_name (borrowed) with
@@ -82,8 +123,12 @@ typedef struct tsr_diag_sink {
 tsr_status_t tsr_diag_sink_initialize(tsr_diag_sink_t *sink, const char *kernel_name,
                                       uint32_t num_sites, uint32_t devices, uint32_t cores,
                                       uint32_t max_errors, bool strict) TSR_MUST_USE;
-/* Frees the sink's memory; a zero-filled sink may be deinitialized. */
+/* Frees the sink's memory; a zero-filled sink may be deinitialized (also
+ * after tsr_diag_sink_move). */
 void tsr_diag_sink_deinitialize(tsr_diag_sink_t *sink);
+/* Moves the sink's contents (its records) to *to, leaving `from` empty:
+ * how a run hands its records to its caller. */
+void tsr_diag_sink_move(tsr_diag_sink_t *from, tsr_diag_sink_t *to);
 
 /* Reports a diagnostic at `where`, once per site and severity (a repeat is
  * only counted). A warning becomes an error under `strict`. Returns true

@@ -369,6 +369,7 @@ struct shared {
   race_state_t *race;       /* when detecting races */
   uint32_t next_dma_id;
   bool tracing;
+  const char *trace_path;   /* this run's (tsr_interp_run_options_t) */
   dma_record_t *dmas;       /* in flight, in start order */
   uint32_t num_dmas, dmas_capacity;
   /* Run bounds (interp/bounds.h): steps left of the current grant. */
@@ -441,6 +442,11 @@ tsr_diag_where_t tsr_interp_where(const run_t *run, uint32_t site);
 void tsr_interp_kernel_report(run_t *run, uint32_t site, tsr_diag_kind_t kind,
                               tsr_diag_severity_t severity, const char *fmt, ...)
     TSR_PRINTF(5, 6);
+/* The same with what the reporter knows beyond the site (buffer, index
+ * range, a race's second access), for the run's records. */
+void tsr_interp_kernel_report_detail(run_t *run, uint32_t site, const tsr_diag_detail_t *detail,
+                                     tsr_diag_kind_t kind, tsr_diag_severity_t severity,
+                                     const char *fmt, ...) TSR_PRINTF(6, 7);
 #define tsr_interp_kernel_error(run, site, kind, ...) \
   tsr_interp_kernel_report(run, site, kind, TSR_DIAG_ERROR, __VA_ARGS__)
 #define tsr_interp_kernel_warning(run, site, kind, ...) \
@@ -451,7 +457,7 @@ void tsr_interp_kernel_report(run_t *run, uint32_t site, tsr_diag_kind_t kind,
 void tsr_trace_event(shared_t *sh, const char *name, uint32_t device, uint32_t tid,
                      uint64_t start, uint64_t end, const char *args_json);
 void tsr_trace_dma(shared_t *sh, const dma_record_t *r);
-/* Writes the trace to options.trace_path; false on failure. */
+/* Writes the trace to sh->trace_path; false on failure. */
 bool tsr_trace_write(shared_t *sh);
 
 /* ---- race.c: the detector ---- */

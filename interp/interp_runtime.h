@@ -1,6 +1,7 @@
 /* What the runtime (runtime/) uses of the interpreter, and nothing more: the
  * bounds of a run, the diagnostics sink and the `print` formatter shared by
- * both backends, and binding a cached program to a kernel. The rest of the
+ * both backends, binding a cached program to a kernel, and running it with
+ * per-run options. The rest of the
  * interpreter's internals (interp/interp_internal.h) stay private to interp/. */
 #ifndef TESSERA_INTERP_RUNTIME_H
 #define TESSERA_INTERP_RUNTIME_H
@@ -25,6 +26,34 @@ tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
                                      void (*release)(void *ctx), void *release_ctx,
                                      tsr_interp_program_t **out_program)
     TSR_MUST_USE;
+
+/* What a run may set apart from the program it runs: its bounds, its
+ * strictness, its trace and where its text goes. The runtime passes them
+ * per run (tessera/api.h's executables); tsr_interp_program_run takes them
+ * from the program's options. */
+typedef struct tsr_interp_run_options {
+  FILE *print_stream;         /* NULL: stderr */
+  FILE *warning_stream;       /* NULL: stderr */
+  bool strict;
+  double timeout_seconds;     /* 0: none */
+  uint64_t max_steps;         /* 0: none */
+  const volatile int *cancel; /* NULL: none */
+  const char *trace_path;     /* NULL: no trace */
+} tsr_interp_run_options_t;
+
+/* The run options a program's options give. */
+void tsr_interp_run_options_of(const tsr_interp_options_t *options,
+                               tsr_interp_run_options_t *out);
+
+/* tsr_interp_program_run with `run_options` instead of the program's. When
+ * `out_diag` is not NULL, the run's diagnostics sink is moved there (its
+ * records: errors, then warnings) instead of being freed; the caller
+ * deinitializes it, and uses it while `program` lives. */
+tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
+                                         tsr_array_t *const *operands, size_t num_operands,
+                                         const tsr_interp_run_options_t *run_options,
+                                         tsr_interp_stats_t *out_stats,
+                                         tsr_diag_sink_t *out_diag) TSR_MUST_USE;
 
 /* The bytes a prepared program holds (what a cache entry of it costs). */
 size_t tsr_interp_program_footprint(const tsr_interp_program_t *program);

@@ -209,13 +209,26 @@ static void report(run_t *run, const access_t *a, const access_t *b, const char 
   for (uint32_t i = 0; i < rs->num_pairs; i++)
     if (rs->pairs[i] == pair) return;
   if (rs->num_pairs < TSR_ARRAY_SIZE(rs->pairs)) rs->pairs[rs->num_pairs++] = pair;
-  /* the overlap of the two ranges, per dimension (bounding) */
+  /* the overlap of the two ranges, per dimension (bounding); the record
+   * names the buffer ("%x" or "%x (HBM)"), the range and the second access */
+  const tsr_interp_program_t *p = run->p;
+  char buffer[96];
+  const char *name = what + (what[0] == '%');
+  snprintf(buffer, sizeof buffer, "%.*s", (int)strcspn(name, " "), name);
+  tsr_diag_detail_t detail = {.buffer = buffer,
+                              .index_rank = TSR_MIN(a->rank, TSR_MAX_RANK),
+                              .other_what = p->sites[b->site].what,
+                              .other_line = p->sites[b->site].loc.line,
+                              .other_point = b->point,
+                              .other_grid_rank = p->grid_rank};
   char range[200] = "[";
   size_t used = 1;
   for (uint32_t d = 0; d < a->rank && used < sizeof range; d++) {
     int64_t lo = TSR_MAX(a->ap[d].start, b->ap[d].start);
     int64_t hi = TSR_MIN(a->ap[d].start + (a->ap[d].count - 1) * a->ap[d].stride,
                          b->ap[d].start + (b->ap[d].count - 1) * b->ap[d].stride);
+    detail.index_lo[d] = lo;
+    detail.index_hi[d] = hi + 1;
     used += (size_t)snprintf(range + used, sizeof range - used, "%s%lld:%lld",
                              d ? ", " : "", (long long)lo, (long long)hi + 1);
   }
@@ -224,10 +237,10 @@ static void report(run_t *run, const access_t *a, const access_t *b, const char 
   describe(run->sh, a, first, sizeof first);
   describe(run->sh, b, second, sizeof second);
   tsr_diag_reopen(&run->sh->diag, a->site, TSR_DIAG_ERROR); /* one report per pair */
-  tsr_interp_kernel_error(run, a->site, TSR_DIAG_RACE,
-                          "data race on %s%s: %s and %s, not ordered by any semaphore, DMA "
-                          "wait or barrier",
-                          what, range, first, second);
+  tsr_interp_kernel_report_detail(run, a->site, &detail, TSR_DIAG_RACE, TSR_DIAG_ERROR,
+                                  "data race on %s%s: %s and %s, not ordered by any "
+                                  "semaphore, DMA wait or barrier",
+                                  what, range, first, second);
 }
 
 static int cmp_u32(const void *a, const void *b) {
@@ -301,7 +314,6 @@ static void collect(shared_t *sh, vclock_t *current, int64_t current_dma) {
     sem_clock_t *sc, *st;
     HASH_ITER(hh, rs->sems, sc, st) vc_keep(&sc->vc, live.ids, live.n);
   }
-  if (getenv("TSR_RACE_DEBUG")) { unsigned mx = 0; sem_clock_t *q, *qt; HASH_ITER(hh, rs->sems, q, qt) if (q->vc.ndma > mx) mx = q->vc.ndma; fprintf(stderr, "collect: records %llu live %u core0 %u semmax %u sems %u\n", (unsigned long long)total, live.n, sh->core[0].vc.ndma, mx, HASH_COUNT(rs->sems)); }
   tsr_free(live.ids);
   rs->records = total;
   rs->next_collect = TSR_MAX(4096, total * 2);

@@ -264,10 +264,33 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
   return NULL;
 }
 
+void tsr_interp_run_options_of(const tsr_interp_options_t *options,
+                               tsr_interp_run_options_t *out) {
+  *out = (tsr_interp_run_options_t){
+      .print_stream = options->print_stream,
+      .warning_stream = options->warning_stream,
+      .strict = options->strict,
+      .timeout_seconds = options->timeout_seconds,
+      .max_steps = options->max_steps,
+      .cancel = options->cancel,
+      .trace_path = options->trace_path,
+  };
+}
+
 tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
                                     tsr_array_t *const *operands,
                                     size_t num_operands,
                                     tsr_interp_stats_t *out_stats) {
+  tsr_interp_run_options_t ro;
+  tsr_interp_run_options_of(&program->options, &ro);
+  return tsr_interp_program_run_with(program, operands, num_operands, &ro, out_stats, NULL);
+}
+
+tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
+                                         tsr_array_t *const *operands, size_t num_operands,
+                                         const tsr_interp_run_options_t *ro,
+                                         tsr_interp_stats_t *out_stats,
+                                         tsr_diag_sink_t *out_diag) {
   const tsr_interp_program_t *p = program;
   if (num_operands != p->num_operands)
     return TSR_STATUS(TSR_INVALID_ARGUMENT,
@@ -283,16 +306,21 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
   sh.p = p;
   sh.devices = p->options.devices ? p->options.devices : 1;
   sh.cores = p->options.cores ? p->options.cores : 1;
-  sh.out = p->options.print_stream ? p->options.print_stream : stderr;
-  sh.tracing = p->options.trace_path != NULL;
+  sh.out = ro->print_stream ? ro->print_stream : stderr;
+  sh.tracing = ro->trace_path != NULL;
+  sh.trace_path = ro->trace_path;
   if (p->options.detect_races) {
     sh.race = tsr_race_create();
     if (!sh.race) return TSR_OOM();
   }
   tsr_strbuf_initialize(&sh.trace);
-  tsr_bounds_start(&sh.bounds, &p->options);
+  tsr_interp_options_t bounds = p->options;
+  bounds.timeout_seconds = ro->timeout_seconds;
+  bounds.max_steps = ro->max_steps;
+  bounds.cancel = ro->cancel;
+  tsr_bounds_start(&sh.bounds, &bounds);
   tsr_status_t s = tsr_diag_sink_initialize(&sh.diag, p->kernel_name, p->num_sites, sh.devices,
-                                            sh.cores, p->options.max_errors, p->options.strict);
+                                            sh.cores, p->options.max_errors, ro->strict);
   if (!s) s = run_setup(&sh, operands);
   if (!s) tsr_interp_run_all(&sh);
   bool trace_ok = s || !sh.tracing || tsr_trace_write(&sh);
@@ -301,11 +329,12 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
     for (uint32_t d = 0; d < sh.devices; d++) tsr_grid_check_outputs(&sh.core[d * sh.cores]);
   if (!s) s = tsr_diag_sink_status(&sh.diag);
   sh.stats.warnings = tsr_diag_sink_write_warnings(
-      &sh.diag, p->options.warning_stream ? p->options.warning_stream : stderr);
+      &sh.diag, ro->warning_stream ? ro->warning_stream : stderr);
   if (!s && !trace_ok)
-    s = TSR_STATUS(TSR_IO_ERROR, "cannot write the trace to %s", p->options.trace_path);
+    s = TSR_STATUS(TSR_IO_ERROR, "cannot write the trace to %s", ro->trace_path);
   sh.stats.vmem_bytes = p->vmem_used;
   if (out_stats) *out_stats = sh.stats;
+  if (out_diag) tsr_diag_sink_move(&sh.diag, out_diag);
   shared_free(&sh);
   return s;
 }

@@ -21,7 +21,7 @@ void tsr_trace_event(shared_t *sh, const char *name, uint32_t device, uint32_t t
 bool tsr_trace_write(shared_t *sh) {
   const tsr_interp_program_t *p = sh->p;
   if (sh->trace.failed) return false;
-  FILE *f = fopen(p->options.trace_path, "w");
+  FILE *f = fopen(sh->trace_path, "w");
   if (!f) return false;
   fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"kernel\":\"%s\","
              "\"time\":\"simulated: 1 unit = 1 instruction\"},\"traceEvents\":[\n",

@@ -43,18 +43,16 @@ int64_t tsr_view_first_unwritten(const view_t *v) {
 }
 
 /* Formats the ref index of view element `flat`. */
-static void view_index_text(const view_t *v, const int64_t *ref_origin, uint32_t ref_rank,
-                            const int64_t *ref_step, int64_t flat, char *buf,
-                            size_t size) {
+/* The ref index of element `flat` of view v. */
+static void view_ref_index(const view_t *v, const int64_t *ref_origin, uint32_t ref_rank,
+                           const int64_t *ref_step, int64_t flat, int64_t *ridx) {
   int64_t vidx[TSR_MAX_RANK];
   tsr_interp_unflatten(flat, v->rank, v->dims, vidx);
-  int64_t ridx[TSR_MAX_RANK];
   for (uint32_t d = 0; d < ref_rank; d++) ridx[d] = ref_origin[d];
   for (uint32_t i = 0; i < v->rank; i++) {
     uint32_t d = v->ref_dim_of[i];
     ridx[d] += vidx[i] * ref_step[d];
   }
-  tsr_diag_format_dims(buf, size, ridx, ref_rank);
 }
 
 bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
@@ -75,16 +73,25 @@ bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
         snprintf(what_name, sizeof what_name, "%%%s", ref_name);
       else
         snprintf(what_name, sizeof what_name, "the value");
+      /* the record: the whole index range asked for */
+      tsr_diag_detail_t detail = {.buffer = ref_name, .index_rank = vp->rank};
+      for (uint32_t k = 0; k < vp->rank; k++) {
+        const view_index_t *x = &vp->idx[k];
+        int64_t lo = x->value != NO_VALUE ? tsr_interp_read_i32(run, x->value) : x->start;
+        detail.index_lo[k] = lo;
+        detail.index_hi[k] = lo + (x->size - 1) * x->stride + 1;
+      }
       if (ix->kind == TSR_INDEX_POINT)
-        tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
-                                "index %lld out of bounds for dimension %u of %s (shape %s)",
-                                (long long)start, d, what_name, shape);
+        tsr_interp_kernel_report_detail(
+            run, in->site, &detail, TSR_DIAG_OUT_OF_BOUNDS, TSR_DIAG_ERROR,
+            "index %lld out of bounds for dimension %u of %s (shape %s)", (long long)start, d,
+            what_name, shape);
       else
-        tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
-                                "slice %lld:%lld:%lld out of bounds for dimension %u of %s "
-                                "(shape %s)",
-                                (long long)start, (long long)(last + 1),
-                                (long long)ix->stride, d, what_name, shape);
+        tsr_interp_kernel_report_detail(
+            run, in->site, &detail, TSR_DIAG_OUT_OF_BOUNDS, TSR_DIAG_ERROR,
+            "slice %lld:%lld:%lld out of bounds for dimension %u of %s (shape %s)",
+            (long long)start, (long long)(last + 1), (long long)ix->stride, d, what_name,
+            shape);
       return false;
     }
     origin[d] = start;
@@ -102,25 +109,29 @@ bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
   return true;
 }
 
+/* The unwritten element ridx of ri (ri->rank indices). */
 static void report_unwritten_at(run_t *run, const insn_t *in, const ref_info_t *ri,
-                                const char *at) {
-  char shape[96];
+                                const int64_t *ridx) {
+  char at[128], shape[96];
+  tsr_diag_format_dims(at, sizeof at, ridx, ri->rank);
   tsr_diag_format_dims(shape, sizeof shape, ri->dims, ri->rank);
+  tsr_diag_detail_t detail = tsr_diag_detail_element(ri->name, ri->rank, ridx);
   /* A warning: a TPU reads whatever the memory holds, and the read is a bug
    * only if that value reaches a result (docs/semantics.md, "Memory"). */
-  tsr_interp_kernel_warning(run, in->site, TSR_DIAG_UNINITIALIZED,
-                            "read of uninitialized memory: %%%s%s (shape %s) was never "
-                            "written%s; it holds the uninitialized value",
-                            ri->name, at, shape,
-                            ri->role == TSR_ROLE_OUT ? " in this output block" : "");
+  tsr_interp_kernel_report_detail(run, in->site, &detail, TSR_DIAG_UNINITIALIZED,
+                                  TSR_DIAG_WARNING,
+                                  "read of uninitialized memory: %%%s%s (shape %s) was never "
+                                  "written%s; it holds the uninitialized value",
+                                  ri->name, at, shape,
+                                  ri->role == TSR_ROLE_OUT ? " in this output block" : "");
 }
 
 void tsr_view_report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,
                                const view_t *v, const int64_t *origin, const int64_t *step,
                                int64_t flat) {
-  char at[128];
-  view_index_text(v, origin, ri->rank, step, flat, at, sizeof at);
-  report_unwritten_at(run, in, ri, at);
+  int64_t ridx[TSR_MAX_RANK];
+  view_ref_index(v, origin, ri->rank, step, flat, ridx);
+  report_unwritten_at(run, in, ri, ridx);
 }
 
 /* ---- Loads and stores: checks ---- */
@@ -197,10 +208,12 @@ void tsr_view_masked_outside(run_t *run, const insn_t *in, const ref_access_t *a
     char at[128], shape[96];
     tsr_diag_format_dims(at, sizeof at, ridx, vp->rank);
     tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);
-    tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
-                            "element %s of %%%s (shape %s) is out of bounds and its mask "
-                            "lane is on",
-                            at, ri->name, shape);
+    tsr_diag_detail_t detail = tsr_diag_detail_element(ri->name, vp->rank, ridx);
+    tsr_interp_kernel_report_detail(run, in->site, &detail, TSR_DIAG_OUT_OF_BOUNDS,
+                                    TSR_DIAG_ERROR,
+                                    "element %s of %%%s (shape %s) is out of bounds and its "
+                                    "mask lane is on",
+                                    at, ri->name, shape);
     if (!store) tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, value, (uint64_t)in->n);
     return;
   }
@@ -226,11 +239,7 @@ void tsr_view_masked_outside(run_t *run, const insn_t *in, const ref_access_t *a
       continue;
     }
     memcpy(lane, elem, a->es);
-    if (shadow && !*shadow) {
-      char at[128];
-      tsr_diag_format_dims(at, sizeof at, ridx, vp->rank);
-      report_unwritten_at(run, in, ri, at);
-    }
+    if (shadow && !*shadow) report_unwritten_at(run, in, ri, ridx);
   }
 }
 

@@ -1,6 +1,7 @@
 /* What the files of the binding API (tessera/api.h) share: the context
  * (runtime/context.c), output streams made from callbacks, and diagnostic
- * lists (runtime/diagnostic.c) for the executables (runtime/executable.c).
+ * lists (runtime/diagnostic.c, made from a run's diagnostics sink,
+ * interp/diag.h) for the executables (runtime/executable.c).
  * Layering: executable.c calls context.c and diagnostic.c; those two call
  * neither each other nor executable.c. Library-internal. */
 #ifndef TESSERA_RUNTIME_API_INTERNAL_H
@@ -8,6 +9,7 @@
 
 #include <stdio.h>
 
+#include "interp/interp_runtime.h"
 #include "runtime/runtime_internal.h"
 #include "tessera/api.h"
 
@@ -43,9 +45,16 @@ struct tsr_context {
 
 /* ---- Diagnostic lists (runtime/diagnostic.c) ---- */
 
-/* Appends the diagnostics of `text` (lines "file:line:col: severity: ...")
- * to `list`, with the kind a line of a status of `code` has. */
 tsr_status_t tsr_diagnostic_list_create(tsr_diagnostic_list_t **out_list) TSR_MUST_USE;
+/* Appends the records a run's sink kept: its errors, then its warnings
+ * (notes included). */
+tsr_status_t tsr_diagnostic_list_add_sink(tsr_diagnostic_list_t *list,
+                                          const tsr_diag_sink_t *sink) TSR_MUST_USE;
+/* Appends the diagnostics of the text of a status of `code` (lines
+ * "file:line:col: severity: message", or a message without location): the
+ * location, severity and message of each line, the kind from `code`. For
+ * failures that are not a run's kernel diagnostics (parse, verify, invalid
+ * arguments). */
 tsr_status_t tsr_diagnostic_list_add_text(tsr_diagnostic_list_t *list,
                                           tsr_status_code_t code, const char *text,
                                           size_t size) TSR_MUST_USE;

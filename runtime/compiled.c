@@ -400,6 +400,13 @@ typedef struct descriptor {
 tsr_status_t tsr_compiled_kernel_run(const tsr_compiled_kernel_t *kernel,
                                      tsr_array_t *const *operands, size_t num_operands,
                                      const tsr_interp_options_t *options) {
+  return tsr_compiled_kernel_run_with(kernel, operands, num_operands, options, NULL);
+}
+
+tsr_status_t tsr_compiled_kernel_run_with(const tsr_compiled_kernel_t *kernel,
+                                          tsr_array_t *const *operands, size_t num_operands,
+                                          const tsr_interp_options_t *options,
+                                          struct tsr_diag_sink *out_diag) {
   if (!kernel) return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_compiled_kernel_run: NULL kernel");
   const loaded_t *l = kernel->loaded;
   const uint32_t devices = options && options->devices ? options->devices : 1;
@@ -463,8 +470,8 @@ tsr_status_t tsr_compiled_kernel_run(const tsr_compiled_kernel_t *kernel,
     desc_ptrs[i] = d;
     args[i] = &desc_ptrs[i];
   }
-  tsr_status_t s = tsr_cpu_run(tsr_runtime_object_entry(l->object), kernel->info, operands,
-                               args, l->num_operands, options);
+  tsr_status_t s = tsr_cpu_run_with(tsr_runtime_object_entry(l->object), kernel->info, operands,
+                                    args, l->num_operands, options, out_diag);
   if (descs != small) {
     tsr_free(descs);
     tsr_free(args);

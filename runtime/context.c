@@ -212,3 +212,8 @@ void tsr_context_destroy(tsr_context_t *context) {
 tsr_disk_cache_t *tsr_context_disk_cache(const tsr_context_t *context) {
   return context ? context->disk.handle : NULL;
 }
+
+void tsr_context_disk_use(const tsr_context_t *context, tsr_runtime_disk_use_t *out) {
+  tsr_disk_cache_t *handle = context ? context->disk.handle : NULL;
+  tsr_runtime_disk_use_of(handle, handle && !atomic_load(&context->disk.off), out);
+}

@@ -259,7 +259,7 @@ static const tsr_diag_where_t *where_of(const ccore_t *c, uint32_t site, core_wh
   tsr_interp_unflatten(c->lin, info->grid_rank, info->grid, w->point);
   if (!s->what) tsr_diag_format_op(w->what, sizeof w->what, s->opcode);
   w->where = (tsr_diag_where_t){site,     s->loc,   s->what ? s->what : w->what,
-                                c->device, c->index, w->point, info->grid_rank};
+                                c->device, c->index, w->point, info->grid_rank, NULL};
   return &w->where;
 }
 
@@ -532,6 +532,12 @@ static void *core_main(void *p) {
 tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
                          tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
                          const tsr_interp_options_t *options) {
+  return tsr_cpu_run_with(entry, info, operands, args, num_memrefs, options, NULL);
+}
+
+tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info,
+                              tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
+                              const tsr_interp_options_t *options, tsr_diag_sink_t *out_diag) {
   tsr_interp_options_t defaults;
   if (!options) {
     tsr_interp_options_initialize(&defaults);
@@ -619,6 +625,7 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
     for (uint32_t i = 0; i < started; i++) pthread_join(r.core[i].thread, NULL);
   }
   if (!status) status = tsr_diag_sink_status(&r.diag);
+  if (out_diag) tsr_diag_sink_move(&r.diag, out_diag);
   tsr_diag_sink_deinitialize(&r.diag);
   pthread_cond_destroy(&r.cv);
   pthread_mutex_destroy(&r.mu);

@@ -1,7 +1,6 @@
-/* Diagnostic records (tessera/api.h): lists of tsr_diagnostic_t and, as a
- * STOP-GAP, the records read back from diagnostic text (status messages and
- * warning lines), until the interpreter's diagnostics module hands its
- * records over directly; see parse_line. */
+/* Diagnostic records (tessera/api.h): lists of tsr_diagnostic_t, made from
+ * the records a run's diagnostics sink kept (interp/diag.h), or read from the
+ * text of a status for failures before a run (parse, verify, create). */
 #include <stdlib.h>
 
 #include "runtime/api_internal.h"
@@ -34,6 +33,9 @@ static const char *const kind_names[] = {
     [TSR_DIAG_UNIMPLEMENTED] = "unimplemented",
     [TSR_DIAG_IO] = "io",
     [TSR_DIAG_INTERNAL] = "internal",
+    [TSR_DIAG_SEMAPHORE] = "semaphore",
+    [TSR_DIAG_BAD_VALUE] = "bad_value",
+    [TSR_DIAG_OUT_OF_MEMORY] = "out_of_memory",
 };
 _Static_assert(TSR_ARRAY_SIZE(kind_names) == TSR_DIAG_KIND_COUNT,
                "a name for every diagnostic kind");
@@ -75,13 +77,105 @@ const tsr_diagnostic_t *tsr_diagnostic_list_get(const tsr_diagnostic_list_t *lis
   return list && i < list->count ? &list->items[i] : NULL;
 }
 
-/* ---- Reading records back from text (STOP-GAP) ------------------------------------
- * The interpreter and the CPU runtime report diagnostics as text lines
- *   FILE:LINE:COL: SEVERITY: kernel @K[, device D][, core C], grid point (..): 'op': TEXT
- * (docs/semantics.md). Until their diagnostics module hands records to the
- * runtime, the fields are read back from those lines and the kind is
- * guessed from the status code (parse, verify, ...) or from the wording of
- * the message. Only what the text says is filled in. */
+/* An arena copy of [p, p + n) as a NUL-terminated view. */
+static bool keep(tsr_diagnostic_list_t *list, const char *p, size_t n,
+                 tsr_string_view_t *out) {
+  char *s = tsr_arena_strndup(&list->arena, p, n);
+  if (!s) return false;
+  *out = (tsr_string_view_t){s, n};
+  return true;
+}
+
+static bool keep_string(tsr_diagnostic_list_t *list, const char *s, tsr_string_view_t *out) {
+  return keep(list, s ? s : "", s ? strlen(s) : 0, out);
+}
+
+static tsr_diagnostic_t *append(tsr_diagnostic_list_t *list) {
+  if (list->count == list->capacity) {
+    size_t cap = list->capacity ? list->capacity * 2 : 8;
+    tsr_diagnostic_t *items = tsr_realloc(list->items, cap * sizeof *items);
+    if (!items) return NULL;
+    list->items = items;
+    list->capacity = cap;
+  }
+  tsr_diagnostic_t *d = &list->items[list->count++];
+  memset(d, 0, sizeof *d);
+  d->line = d->col = d->core = d->device = d->other_line = -1;
+  return d;
+}
+
+/* ---- Records of a run (the sink's) ---------------------------------------------- */
+
+static const char *const work_prefixes[] = {"in %", "out %", "prefetch %", "scratch %",
+                                            "scoped %"};
+
+/* The record of one sink entry. */
+static tsr_status_t add_entry(tsr_diagnostic_list_t *list, const tsr_diag_sink_t *sink,
+                              const tsr_diag_entry_t *e) {
+  tsr_diagnostic_t *d = append(list);
+  if (!d) return TSR_OOM();
+  d->kind = e->kind;
+  d->severity = e->severity == TSR_DIAG_WARNING ? TSR_SEVERITY_WARNING
+                : e->severity == TSR_DIAG_NOTE  ? TSR_SEVERITY_NOTE
+                                                : TSR_SEVERITY_ERROR;
+  bool note = e->severity == TSR_DIAG_NOTE;
+  if (!note) {
+    d->line = (int32_t)e->loc.line;
+    d->col = (int32_t)e->loc.col;
+    /* as the text: a device or core is named when the run has several */
+    d->device = sink->devices > 1 ? e->device : -1;
+    d->core = sink->cores > 1 ? e->core : -1;
+  }
+  /* op: the mnemonic without its quotes, or the pipeline work ("out %y"),
+   * whose operand is the buffer when the reporter named none */
+  const char *op = e->what, *buffer = e->buffer;
+  size_t op_len = strlen(op);
+  if (op_len >= 2 && op[0] == '\'' && op[op_len - 1] == '\'') {
+    op++;
+    op_len -= 2;
+  }
+  for (size_t i = 0; i < TSR_ARRAY_SIZE(work_prefixes) && !*buffer; i++)
+    if (strncmp(op, work_prefixes[i], strlen(work_prefixes[i])) == 0)
+      buffer = op + strlen(work_prefixes[i]);
+  d->index_rank = e->index_rank;
+  memcpy(d->index_lo, e->index_lo, sizeof d->index_lo);
+  memcpy(d->index_hi, e->index_hi, sizeof d->index_hi);
+  d->grid_rank = note ? 0 : e->grid_rank;
+  memcpy(d->grid_point, e->point, sizeof d->grid_point);
+  d->other_line = e->other_line;
+  d->other_grid_rank = e->other_grid_rank;
+  memcpy(d->other_grid_point, e->other_point, sizeof d->other_grid_point);
+  const char *other = e->other_what;
+  size_t other_len = strlen(other);
+  if (other_len >= 2 && other[0] == '\'' && other[other_len - 1] == '\'') {
+    other++;
+    other_len -= 2;
+  }
+  if (!keep_string(list, e->loc.file, &d->file) ||
+      !keep_string(list, note ? "" : sink->kernel_name, &d->kernel) ||
+      !keep(list, op, op_len, &d->op) || !keep_string(list, buffer, &d->buffer) ||
+      !keep(list, other, other_len, &d->other_op) ||
+      !keep_string(list, e->message, &d->message) || !keep_string(list, e->text, &d->text))
+    return TSR_OOM();
+  return NULL;
+}
+
+tsr_status_t tsr_diagnostic_list_add_sink(tsr_diagnostic_list_t *list,
+                                          const tsr_diag_sink_t *sink) {
+  if (sink->failed) return TSR_OOM();
+  for (size_t i = 0; i < sink->error_entries.count; i++)
+    TSR_RETURN_IF_ERROR(add_entry(list, sink, &sink->error_entries.items[i]));
+  for (size_t i = 0; i < sink->warning_entries.count; i++)
+    TSR_RETURN_IF_ERROR(add_entry(list, sink, &sink->warning_entries.items[i]));
+  return NULL;
+}
+
+/* ---- Records read from the text of a status ---------------------------------------
+ * Parse and verify errors reach the caller as a status whose message holds
+ * "FILE:LINE:COL: SEVERITY: MESSAGE" lines (ir/ collects them as text in a
+ * tsr_diag_list_t, base/), so their records are read back from those lines:
+ * the location, the severity and the message; the kind comes from the
+ * status code. Runs do not come here: their records are the sink's. */
 
 typedef struct cursor {
   const char *p, *end;
@@ -96,55 +190,12 @@ static bool eat(cursor_t *c, const char *word) {
 
 static bool eat_int(cursor_t *c, int64_t *out) {
   const char *q = c->p;
-  bool negative = q < c->end && *q == '-';
-  if (negative) q++;
   if (q >= c->end || *q < '0' || *q > '9') return false;
   int64_t v = 0;
   while (q < c->end && *q >= '0' && *q <= '9' && v < INT64_MAX / 16) v = v * 10 + (*q++ - '0');
-  *out = negative ? -v : v;
+  *out = v;
   c->p = q;
   return true;
-}
-
-static bool is_name_char(char ch) {
-  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-         ch == '_' || ch == '.' || ch == '$';
-}
-
-/* "(a, b, ..)" into point[]; false (cursor unchanged) if it is not one. */
-static bool eat_point(cursor_t *c, uint32_t *out_rank, int64_t *point) {
-  cursor_t t = *c;
-  if (!eat(&t, "(")) return false;
-  uint32_t rank = 0;
-  int64_t v;
-  while (!eat(&t, ")")) {
-    if (rank == TSR_MAX_RANK || !eat_int(&t, &v)) return false;
-    point[rank++] = v;
-    if (!eat(&t, ", ") && !(t.p < t.end && *t.p == ')')) return false;
-  }
-  *c = t;
-  *out_rank = rank;
-  return true;
-}
-
-/* "[a, b:c, d:e:s]" into [lo, hi) per dimension. */
-static void eat_range(cursor_t *c, tsr_diagnostic_t *d) {
-  cursor_t t = *c;
-  if (!eat(&t, "[")) return;
-  uint32_t rank = 0;
-  while (!eat(&t, "]")) {
-    int64_t lo, hi, stride;
-    if (rank == TSR_MAX_RANK || !eat_int(&t, &lo)) return;
-    hi = lo + 1;
-    if (eat(&t, ":") && !eat_int(&t, &hi)) return;
-    if (eat(&t, ":") && !eat_int(&t, &stride)) return;
-    d->index_lo[rank] = lo;
-    d->index_hi[rank] = hi;
-    rank++;
-    if (!eat(&t, ", ") && !(t.p < t.end && *t.p == ']')) return;
-  }
-  d->index_rank = rank;
-  *c = t;
 }
 
 static const char *find(const char *p, const char *end, const char *needle) {
@@ -152,36 +203,6 @@ static const char *find(const char *p, const char *end, const char *needle) {
   for (; p + n <= end; p++)
     if (memcmp(p, needle, n) == 0) return p;
   return NULL;
-}
-
-/* The kind the wording of a kernel diagnostic says. */
-static tsr_diagnostic_kind_t kind_from_message(const char *p, const char *end) {
-  static const struct {
-    const char *words;
-    tsr_diagnostic_kind_t kind;
-  } rules[] = {
-      {"data race", TSR_DIAG_RACE},
-      {"deadlock", TSR_DIAG_DEADLOCK},
-      {"out of range: the run has", TSR_DIAG_DEVICE_RANGE},
-      {"out of range: a device has", TSR_DIAG_DEVICE_RANGE},
-      {"out of bounds", TSR_DIAG_OUT_OF_BOUNDS},
-      {"out of range", TSR_DIAG_OUT_OF_BOUNDS},
-      {"uninitialized memory", TSR_DIAG_UNINITIALIZED},
-      {"output elements were never written", TSR_DIAG_OUTPUT_UNWRITTEN},
-      {"output elements was never written", TSR_DIAG_OUTPUT_UNWRITTEN},
-      {"is revisited", TSR_DIAG_REVISIT},
-      {"is written by core", TSR_DIAG_CORE_CONFLICT},
-      {"still in flight", TSR_DIAG_DMA_IN_FLIGHT},
-      {"while a DMA", TSR_DIAG_DMA_IN_FLIGHT},
-      {"at kernel end", TSR_DIAG_SEMAPHORE_LEFTOVER},
-      {"of VMEM but chip", TSR_DIAG_VMEM_BUDGET},
-      {"assertion failed", TSR_DIAG_ASSERT},
-      {"run stopped", TSR_DIAG_RUN_STOPPED},
-      {"views differ", TSR_DIAG_SHAPE_MISMATCH},
-  };
-  for (size_t i = 0; i < TSR_ARRAY_SIZE(rules); i++)
-    if (find(p, end, rules[i].words)) return rules[i].kind;
-  return TSR_DIAG_OTHER;
 }
 
 static tsr_diagnostic_kind_t kind_from_code(tsr_status_code_t code) {
@@ -199,14 +220,6 @@ static tsr_diagnostic_kind_t kind_from_code(tsr_status_code_t code) {
   }
 }
 
-/* An arena copy of [p, p + n) as a NUL-terminated view. */
-static bool keep(tsr_diagnostic_list_t *list, const char *p, size_t n,
-                 tsr_string_view_t *out) {
-  char *s = tsr_arena_strndup(&list->arena, p, n);
-  if (!s) return false;
-  *out = (tsr_string_view_t){s, n};
-  return true;
-}
 
 /* "FILE:LINE:COL: SEVERITY: " at the start of the line: sets the location
  * and severity, leaves the cursor on the message. */
@@ -253,98 +266,20 @@ static void parse_location(cursor_t *c, tsr_diagnostic_t *d, const char **file,
 /* One line into one record. */
 static tsr_status_t parse_line(tsr_diagnostic_list_t *list, tsr_status_code_t code,
                                const char *line, size_t size) {
-  tsr_diagnostic_t d;
-  memset(&d, 0, sizeof d);
-  d.line = d.col = d.core = d.device = d.other_line = -1;
-  d.severity = TSR_SEVERITY_ERROR;
+  tsr_diagnostic_t *d = append(list);
+  if (!d) return TSR_OOM();
+  d->severity = TSR_SEVERITY_ERROR;
   cursor_t c = {line, line + size};
   const char *file = NULL;
   size_t file_len = 0;
-  parse_location(&c, &d, &file, &file_len);
-  const char *message = c.p;
-  const char *kernel = NULL, *op = NULL, *buffer = NULL;
-  size_t kernel_len = 0, op_len = 0, buffer_len = 0;
-  /* kernel @K[, device D][, core C][, grid point (..)]: */
-  if (eat(&c, "kernel @")) {
-    kernel = c.p;
-    while (c.p < c.end && is_name_char(*c.p)) c.p++;
-    kernel_len = (size_t)(c.p - kernel);
-    int64_t v;
-    for (;;) {
-      if (eat(&c, ", device ") && eat_int(&c, &v)) {
-        d.device = (int32_t)v;
-      } else if (eat(&c, ", core ") && eat_int(&c, &v)) {
-        d.core = (int32_t)v;
-      } else if (eat(&c, ", grid point ") && eat_point(&c, &d.grid_rank, d.grid_point)) {
-      } else {
-        break;
-      }
-    }
-    eat(&c, ": ");
-  }
-  /* 'op': or the pipeline's "out %y:" */
-  if (eat(&c, "'")) {
-    op = c.p;
-    while (c.p < c.end && *c.p != '\'') c.p++;
-    op_len = (size_t)(c.p - op);
-    eat(&c, "'");
-  } else {
-    static const char *const works[] = {"in %", "out %", "prefetch %", "scratch %",
-                                        "scoped %"};
-    for (size_t i = 0; i < TSR_ARRAY_SIZE(works); i++) {
-      cursor_t t = c;
-      if (!eat(&t, works[i])) continue;
-      while (t.p < t.end && is_name_char(*t.p)) t.p++;
-      if (t.p < t.end && *t.p == ':') {
-        op = c.p;
-        op_len = (size_t)(t.p - c.p);
-      }
-      break;
-    }
-  }
-  /* the first buffer named, and its index range */
-  const char *pct = find(c.p, c.end, "%");
-  if (pct) {
-    cursor_t t = {pct + 1, c.end};
-    while (t.p < t.end && is_name_char(*t.p)) t.p++;
-    buffer = pct + 1;
-    buffer_len = (size_t)(t.p - buffer);
-    eat_range(&t, &d);
-  }
-  d.kind = code == TSR_KERNEL_ERROR || code == TSR_OK ? kind_from_message(message, c.end)
-                                                      : kind_from_code(code);
-  if (d.severity == TSR_SEVERITY_NOTE) d.kind = TSR_DIAG_OTHER;
-  /* a race's second access: "... and read by 'load' (line 12) at grid point (0)" */
-  const char *other_op = NULL;
-  size_t other_len = 0;
-  const char *second = d.kind == TSR_DIAG_RACE ? find(c.p, c.end, " and ") : NULL;
-  const char *by = second ? find(second, c.end, " by '") : NULL;
-  if (by) {
-    cursor_t t = {by + 5, c.end};
-    other_op = t.p;
-    while (t.p < t.end && *t.p != '\'') t.p++;
-    other_len = (size_t)(t.p - other_op);
-    int64_t v;
-    if (eat(&t, "' (line ") && eat_int(&t, &v)) d.other_line = (int32_t)v;
-    eat(&t, ")");
-    if (eat(&t, " at grid point ")) eat_point(&t, &d.other_grid_rank, d.other_grid_point);
-  }
-  if (!keep(list, file ? file : "", file_len, &d.file) ||
-      !keep(list, kernel ? kernel : "", kernel_len, &d.kernel) ||
-      !keep(list, op ? op : "", op_len, &d.op) ||
-      !keep(list, buffer ? buffer : "", buffer_len, &d.buffer) ||
-      !keep(list, other_op ? other_op : "", other_len, &d.other_op) ||
-      !keep(list, message, (size_t)(line + size - message), &d.message) ||
-      !keep(list, line, size, &d.text))
+  parse_location(&c, d, &file, &file_len);
+  d->kind = d->severity == TSR_SEVERITY_NOTE ? TSR_DIAG_OTHER : kind_from_code(code);
+  if (!keep(list, file ? file : "", file_len, &d->file) || !keep(list, "", 0, &d->kernel) ||
+      !keep(list, "", 0, &d->op) || !keep(list, "", 0, &d->buffer) ||
+      !keep(list, "", 0, &d->other_op) ||
+      !keep(list, c.p, (size_t)(line + size - c.p), &d->message) ||
+      !keep(list, line, size, &d->text))
     return TSR_OOM();
-  if (list->count == list->capacity) {
-    size_t cap = list->capacity ? list->capacity * 2 : 8;
-    tsr_diagnostic_t *items = tsr_realloc(list->items, cap * sizeof *items);
-    if (!items) return TSR_OOM();
-    list->items = items;
-    list->capacity = cap;
-  }
-  list->items[list->count++] = d;
   return NULL;
 }
 

@@ -49,11 +49,17 @@ tsr_disk_cache_t *tsr_runtime_disk(void) {
 }
 
 void tsr_runtime_disk_use(tsr_runtime_disk_use_t *out) {
+  /* Does not open the cache: asking for counters is not a use of it. */
+  tsr_runtime_disk_use_of(g.handle, g.handle && !atomic_load(&g.off), out);
+}
+
+void tsr_runtime_disk_use_of(tsr_disk_cache_t *handle, bool enabled,
+                             tsr_runtime_disk_use_t *out) {
   memset(out, 0, sizeof *out);
-  out->enabled = tsr_runtime_disk() != NULL;
-  if (!g.handle) return;
+  out->enabled = enabled;
+  if (!handle) return;
   tsr_disk_cache_stats_t d;
-  tsr_disk_cache_stats(g.handle, &d);
+  tsr_disk_cache_stats(handle, &d);
   out->hits = d.hits;
   out->misses = d.misses;
   out->puts = d.puts;

@@ -1,7 +1,9 @@
 /* Executables (tessera/api.h): one handle over the interpreter's prepared
  * program (runtime/program_cache.c) and the cpu backend's compiled kernel
- * (runtime/compiled.c), and run results carrying diagnostics as records.
- * Output reaches the caller's callbacks through FILE * streams made here. */
+ * (runtime/compiled.c), and run results carrying the records of the run's
+ * diagnostics sink. Output reaches the caller's callbacks through FILE *
+ * streams made per run; options that may change per run are passed per run
+ * (tsr_interp_program_run_with). */
 #include <stdlib.h>
 
 #include "runtime/api_internal.h"
@@ -9,25 +11,13 @@
 struct tsr_executable {
   tsr_context_t *context;
   tsr_backend_t backend;
-  tsr_interp_options_t run_options; /* the cpu backend's per-run options */
+  /* What every run starts from (the per-run fields: bounds, strict, trace,
+   * streams set per run); trace_path is owned. */
+  tsr_interp_options_t run_options;
   tsr_output_t output;
-  tsr_interp_program_t *program;    /* interp */
-  tsr_compiled_kernel_t *compiled;  /* cpu */
-  /* interp: the program writes to these; their writes go to the run in
-   * progress in the writing thread (the interpreter runs a kernel in the
-   * caller's thread), else to the executable's output. */
-  FILE *print_stream, *warning_stream;
+  tsr_interp_program_t *program;   /* interp */
+  tsr_compiled_kernel_t *compiled; /* cpu */
 };
-
-/* A run in progress: where its text goes, and its warnings kept for
- * records. */
-typedef struct run_output {
-  const tsr_executable_t *executable;
-  tsr_output_target_t print, warning;
-  tsr_strbuf_t warnings;
-} run_output_t;
-
-static _Thread_local run_output_t *current_run;
 
 struct tsr_run_result {
   tsr_status_code_t code;
@@ -80,6 +70,7 @@ void tsr_executable_options_initialize(tsr_executable_options_t *options) {
 
 void tsr_run_options_initialize(tsr_run_options_t *options) {
   memset(options, 0, sizeof *options);
+  options->strict = -1;
 }
 
 /* The interpreter's options for `o` (strings borrowed from `o`). */
@@ -103,43 +94,15 @@ static void to_interp_options(const tsr_executable_options_t *o, tsr_interp_opti
   io->trace_path = o->trace_path;
 }
 
-/* Writes of the interpreter's streams: to the run in progress in this
- * thread, else to the executable's own output. */
-static void write_interp(const tsr_executable_t *e, bool warning, const char *text,
-                         size_t size) {
-  run_output_t *run = current_run && current_run->executable == e ? current_run : NULL;
-  if (run && warning) tsr_strbuf_append(&run->warnings, text, size);
-  tsr_output_target_t fallback =
-      tsr_output_pick(warning, NULL, &e->output, &e->context->output);
-  tsr_output_target_write(run ? (warning ? &run->warning : &run->print) : &fallback, text,
-                          size);
-}
-
-static void write_interp_print(void *cookie, const char *text, size_t size) {
-  write_interp(cookie, false, text, size);
-}
-
-static void write_interp_warning(void *cookie, const char *text, size_t size) {
-  write_interp(cookie, true, text, size);
-}
-
-static tsr_status_t create_interp(tsr_executable_t *e, const tsr_ir_kernel_t *kernel,
-                                  const tsr_executable_options_t *o) {
-  e->print_stream = tsr_stream_open(write_interp_print, e);
-  e->warning_stream = tsr_stream_open(write_interp_warning, e);
-  if (!e->print_stream || !e->warning_stream) return TSR_OOM();
-  tsr_interp_options_t io;
-  to_interp_options(o, &io);
-  io.print_stream = e->print_stream;
-  io.warning_stream = e->warning_stream;
+static tsr_status_t create_interp(tsr_executable_t *e, const tsr_ir_kernel_t *kernel) {
+  /* Prepared without the per-run fields: each run passes its own. */
+  tsr_interp_options_t io = e->run_options;
+  io.trace_path = NULL;
   return tsr_runtime_prepare(kernel, &io, &e->program);
 }
 
 static tsr_status_t create_cpu(tsr_executable_t *e, const tsr_ir_kernel_t *kernel,
                                const tsr_executable_options_t *o) {
-  to_interp_options(o, &e->run_options);
-  e->run_options.chip = NULL;
-  e->run_options.trace_path = NULL;
   tsr_compile_options_t co;
   tsr_compile_options_initialize(&co);
   co.opt_level = o->opt_level;
@@ -165,14 +128,22 @@ tsr_status_t tsr_executable_create(tsr_context_t *context, const tsr_ir_kernel_t
   e->context = context;
   e->backend = options->backend;
   e->output = options->output;
-  tsr_status_t s;
-  switch (options->backend) {
-  case TSR_BACKEND_INTERP: s = create_interp(e, kernel, options); break;
-  case TSR_BACKEND_CPU: s = create_cpu(e, kernel, options); break;
-  default:
-    s = TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown backend %d", (int)options->backend);
-    break;
+  to_interp_options(options, &e->run_options);
+  e->run_options.trace_path = NULL;
+  tsr_status_t s = NULL;
+  if (options->trace_path) {
+    e->run_options.trace_path = tsr_strndup(options->trace_path, strlen(options->trace_path));
+    if (!e->run_options.trace_path) s = TSR_OOM();
   }
+  if (s) {
+  } else if (options->backend == TSR_BACKEND_INTERP) {
+    s = create_interp(e, kernel);
+  } else if (options->backend == TSR_BACKEND_CPU) {
+    s = create_cpu(e, kernel, options);
+  } else {
+    s = TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown backend %d", (int)options->backend);
+  }
+  e->run_options.chip = NULL; /* the caller's: the program has its own copy */
   if (s) {
     tsr_executable_destroy(e);
     return s;
@@ -185,8 +156,7 @@ void tsr_executable_destroy(tsr_executable_t *executable) {
   if (!executable) return;
   tsr_interp_program_destroy(executable->program);
   tsr_compiled_kernel_destroy(executable->compiled);
-  if (executable->print_stream) fclose(executable->print_stream);
-  if (executable->warning_stream) fclose(executable->warning_stream);
+  tsr_free((char *)executable->run_options.trace_path);
   tsr_free(executable);
 }
 
@@ -200,20 +170,22 @@ static void write_target(void *cookie, const char *text, size_t size) {
   tsr_output_target_write(cookie, text, size);
 }
 
-static tsr_status_t run_cpu(const tsr_executable_t *e, run_output_t *out,
-                            tsr_array_t *const *operands, size_t num_operands) {
-  /* A stream per run: the compiled code prints from one thread per core. */
-  FILE *print = tsr_stream_open(write_target, &out->print);
-  if (!print) return TSR_OOM();
-  tsr_interp_options_t o = e->run_options;
-  o.print_stream = print;
-  tsr_status_t s = tsr_compiled_kernel_run(e->compiled, operands, num_operands, &o);
-  fclose(print);
-  return s;
+/* The options of one run: the executable's, with what `ro` (may be NULL)
+ * changes. */
+static void run_options_for(const tsr_executable_t *e, const tsr_run_options_t *ro,
+                            tsr_interp_options_t *o) {
+  *o = e->run_options;
+  if (!ro) return;
+  if (ro->strict >= 0) o->strict = ro->strict != 0;
+  if (ro->timeout_seconds > 0) o->timeout_seconds = ro->timeout_seconds;
+  if (ro->max_steps) o->max_steps = ro->max_steps;
+  if (ro->cancel) o->cancel = ro->cancel;
+  if (ro->trace_path) o->trace_path = ro->trace_path;
 }
 
-/* The result of a run that ended with `status` (borrowed). */
-static tsr_status_t make_result(const tsr_status_t status, const run_output_t *out,
+/* The result of a run that ended with `status` (borrowed), with the
+ * records of its sink. */
+static tsr_status_t make_result(const tsr_status_t status, const tsr_diag_sink_t *sink,
                                 const tsr_interp_stats_t *stats,
                                 tsr_run_result_t **out_result) {
   tsr_run_result_t *r = tsr_calloc(1, sizeof *r);
@@ -223,12 +195,11 @@ static tsr_status_t make_result(const tsr_status_t status, const run_output_t *o
   const char *message = tsr_status_message(status);
   r->message = tsr_strndup(message, strlen(message));
   tsr_status_t s = r->message ? tsr_diagnostic_list_create(&r->diagnostics) : TSR_OOM();
-  /* STOP-GAP (runtime/diagnostic.c): records read back from the text. */
-  if (!s) s = tsr_diagnostic_list_add_text(r->diagnostics, r->code, message, strlen(message));
-  if (!s && out->warnings.size)
-    s = tsr_diagnostic_list_add_text(r->diagnostics, TSR_OK, out->warnings.data,
-                                     out->warnings.size);
-  if (!s && out->warnings.failed) s = TSR_OOM();
+  /* A failure other than the kernel's diagnostics (operands that do not
+   * match, a trace that cannot be written...) is one record of its own. */
+  if (!s && status && r->code != TSR_KERNEL_ERROR)
+    s = tsr_diagnostic_list_add_text(r->diagnostics, r->code, message, strlen(message));
+  if (!s) s = tsr_diagnostic_list_add_sink(r->diagnostics, sink);
   if (s) {
     tsr_run_result_destroy(r);
     return s;
@@ -245,32 +216,38 @@ tsr_status_t tsr_executable_run(const tsr_executable_t *executable,
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_executable_run: NULL executable");
   const tsr_executable_t *e = executable;
   const tsr_output_t *run = run_options ? &run_options->output : NULL;
-  run_output_t out = {
-      .executable = e,
-      .print = tsr_output_pick(false, run, &e->output, &e->context->output),
-      .warning = tsr_output_pick(true, run, &e->output, &e->context->output),
-  };
-  tsr_strbuf_initialize(&out.warnings);
+  tsr_output_target_t print = tsr_output_pick(false, run, &e->output, &e->context->output);
+  tsr_output_target_t warning = tsr_output_pick(true, run, &e->output, &e->context->output);
+  tsr_interp_options_t o;
+  run_options_for(e, run_options, &o);
+  /* Streams per run: the cpu backend prints from one thread per core. */
+  o.print_stream = tsr_stream_open(write_target, &print);
+  o.warning_stream = tsr_stream_open(write_target, &warning);
   tsr_interp_stats_t stats;
   memset(&stats, 0, sizeof stats);
+  tsr_diag_sink_t sink;
+  memset(&sink, 0, sizeof sink);
   tsr_status_t s;
-  if (e->program) {
-    run_output_t *previous = current_run;
-    current_run = &out;
-    s = tsr_interp_program_run(e->program, operands, num_operands, &stats);
-    current_run = previous;
+  if (!o.print_stream || !o.warning_stream) {
+    s = TSR_OOM();
+  } else if (e->program) {
+    tsr_interp_run_options_t ro;
+    tsr_interp_run_options_of(&o, &ro);
+    s = tsr_interp_program_run_with(e->program, operands, num_operands, &ro, &stats, &sink);
   } else {
-    s = run_cpu(e, &out, operands, num_operands);
+    s = tsr_compiled_kernel_run_with(e->compiled, operands, num_operands, &o, &sink);
   }
+  if (o.print_stream) fclose(o.print_stream);
+  if (o.warning_stream) fclose(o.warning_stream);
   if (out_result) {
     *out_result = NULL;
-    tsr_status_t r = make_result(s, &out, &stats, out_result);
+    tsr_status_t r = make_result(s, &sink, &stats, out_result);
     if (r) {
       tsr_status_free(s);
       s = r;
     }
   }
-  tsr_strbuf_deinitialize(&out.warnings);
+  tsr_diag_sink_deinitialize(&sink);
   return s;
 }
 

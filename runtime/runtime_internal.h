@@ -55,10 +55,23 @@ const char *tsr_cpu_info_operand_name(const tsr_cpu_info_t *info, uint32_t i);
  * arguments of the memrefs (lower_api.h), made from `operands`; each core
  * gets its own copy with its six scalars after them. Aliased outputs are
  * first set to their inputs. Kernel errors (assertions, deadlocks, signals
- * to cores that do not exist) are TSR_KERNEL_ERROR as in the interpreter. */
+ * to cores that do not exist) are TSR_KERNEL_ERROR as in the interpreter;
+ * with out_diag, the run's sink is moved there (tsr_diag_sink_move). */
 tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
                          tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
                          const tsr_interp_options_t *options) TSR_MUST_USE;
+struct tsr_diag_sink;
+tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info,
+                              tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
+                              const tsr_interp_options_t *options,
+                              struct tsr_diag_sink *out_diag) TSR_MUST_USE;
+/* tsr_compiled_kernel_run, moving the run's diagnostics sink (its records)
+ * to *out_diag when not NULL (interp/diag.h: tsr_diag_sink_move); the
+ * caller deinitializes it while `kernel` lives. */
+tsr_status_t tsr_compiled_kernel_run_with(const tsr_compiled_kernel_t *kernel,
+                                          tsr_array_t *const *operands, size_t num_operands,
+                                          const tsr_interp_options_t *options,
+                                          struct tsr_diag_sink *out_diag) TSR_MUST_USE;
 
 /* The lowering library's API table, loading it on first use (thread-safe);
  * TSR_UNIMPLEMENTED says why it cannot be loaded. Tests use it directly. */
@@ -69,8 +82,12 @@ tsr_status_t tsr_runtime_lower_api(const struct tsr_lower_api **out_api) TSR_MUS
  * NULL when TESSERA_CACHE=off, when it cannot be opened (said once on
  * stderr) or after a failed read or write. */
 tsr_disk_cache_t *tsr_runtime_disk(void);
-/* Its counters, also after a failure (zero if it was never opened). */
+/* Its counters, also after a failure (zero, and not enabled, if it was
+ * never opened: this does not open it). */
 void tsr_runtime_disk_use(tsr_runtime_disk_use_t *out);
+/* The counters of `handle` (may be NULL), with `enabled` as given. */
+void tsr_runtime_disk_use_of(tsr_disk_cache_t *handle, bool enabled,
+                             tsr_runtime_disk_use_t *out);
 /* A get or put failed for a reason other than a miss: the handle has warned
  * of its first disk error; the process stops using the disk. Frees status. */
 void tsr_runtime_disk_failed(tsr_status_t status);

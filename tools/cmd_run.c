@@ -242,24 +242,58 @@ static void print_cache_stats(void) {
   fputs("disk not used by the interpreter\n", stderr);
 }
 
-/* --cache-stats with --backend cpu. */
-static void print_compiled_cache_stats(void) {
+/* --cache-stats with --backend cpu: the disk counters are the context's. */
+static void print_compiled_cache_stats(const tsr_context_t *ctx) {
   tsr_runtime_compiled_stats_t c;
   tsr_runtime_compiled_stats(&c);
+  tsr_runtime_disk_use_t disk;
+  tsr_context_disk_use(ctx, &disk);
   fprintf(stderr, "tessera: cache stats (cpu): memory %" PRIu64 " hit%s, %" PRIu64 " miss%s; ",
           c.memory_hits, c.memory_hits == 1 ? "" : "s", c.memory_misses,
           c.memory_misses == 1 ? "" : "es");
-  print_disk_use(&c.disk);
+  print_disk_use(&disk);
   fprintf(stderr, "; %" PRIu64 " compile%s, %" PRIu64 " load failure%s; lowering library %s\n",
           c.compiles, c.compiles == 1 ? "" : "s", c.load_failures,
           c.load_failures == 1 ? "" : "s", c.lower_library_loaded ? "loaded" : "not loaded");
 }
 
+/* The executable's options for the parsed run options. */
+static void executable_options(const cli_run_request_t *req, tsr_executable_options_t *eo) {
+  const tsr_interp_options_t *o = &req->options;
+  tsr_executable_options_initialize(eo);
+  eo->backend = req->target == TSR_TARGET_CPU ? TSR_BACKEND_CPU : TSR_BACKEND_INTERP;
+  eo->uninit = o->uninit;
+  eo->check = o->check;
+  eo->shuffle_parallel = o->shuffle_parallel;
+  eo->shuffle_seed = o->shuffle_seed;
+  eo->chip = o->chip;
+  eo->max_errors = o->max_errors;
+  eo->devices = o->devices;
+  eo->cores = o->cores;
+  eo->schedule_seed = o->schedule_seed;
+  eo->dma_eager = o->dma_eager;
+  eo->detect_races = o->detect_races;
+  eo->strict = o->strict;
+  eo->timeout_seconds = o->timeout_seconds;
+  eo->max_steps = o->max_steps;
+  eo->trace_path = o->trace_path;
+}
+
+/* The context the environment configures; the interpreter uses no disk
+ * cache, so an interpreter run does not open one. */
+static tsr_status_t make_context(tsr_backend_t backend, tsr_context_t **out) {
+  tsr_context_options_t co;
+  tsr_context_options_from_environment(&co);
+  co.disk_cache = co.disk_cache && backend == TSR_BACKEND_CPU;
+  return tsr_context_create(&co, out);
+}
+
 static int execute_run(cli_run_request_t *req) {
   int rc = EXIT_OK;
   tsr_ir_module_t *module = NULL;
-  tsr_interp_program_t *program = NULL;
-  tsr_compiled_kernel_t *compiled = NULL;
+  tsr_context_t *ctx = NULL;
+  tsr_executable_t *exe = NULL;
+  tsr_run_result_t *result = NULL;
   const char *origin = NULL; /* cpu: where the code came from */
   tsr_ir_operand_info_t *infos = NULL;
   tsr_array_t *arrays = NULL;
@@ -283,21 +317,20 @@ static int execute_run(cli_run_request_t *req) {
     goto done;
   }
   const char *kname = tsr_ir_kernel_name(kernel);
-  /* Set before preparing: the interpreter's program takes its run-time
-   * options from the preparation. */
-  req->options.cancel = &interrupted;
+  tsr_executable_options_t eo;
+  executable_options(req, &eo);
+  status = make_context(eo.backend, &ctx);
   double prepare_start = seconds_now();
-  if (req->target == TSR_TARGET_CPU) {
-    tsr_runtime_compiled_stats_t before, after;
-    tsr_runtime_compiled_stats(&before);
-    status = tsr_runtime_compile(kernel, NULL, &compiled);
-    tsr_runtime_compiled_stats(&after);
-    origin = after.compiles > before.compiles   ? "compiled"
-             : after.disk.hits > before.disk.hits ? "loaded from the disk cache"
-                                                  : "found in memory";
-  } else {
-    status = tsr_runtime_prepare(kernel, &req->options, &program);
-  }
+  tsr_runtime_compiled_stats_t before, after;
+  tsr_runtime_disk_use_t disk_before, disk_after;
+  tsr_runtime_compiled_stats(&before);
+  tsr_context_disk_use(ctx, &disk_before);
+  if (!status) status = tsr_executable_create(ctx, kernel, &eo, &exe);
+  tsr_runtime_compiled_stats(&after);
+  tsr_context_disk_use(ctx, &disk_after);
+  origin = after.compiles > before.compiles       ? "compiled"
+           : disk_after.hits > disk_before.hits ? "loaded from the disk cache"
+                                                : "found in memory";
   double prepare_seconds = seconds_now() - prepare_start;
   if (status) {
     rc = cli_exit_code(status);
@@ -411,15 +444,17 @@ static int execute_run(cli_run_request_t *req) {
   struct sigaction on_int = {.sa_handler = on_interrupt}, old_int;
   sigemptyset(&on_int.sa_mask);
   sigaction(SIGINT, &on_int, &old_int);
-  if (compiled)
-    status = tsr_compiled_kernel_run(compiled, ptrs, n, &req->options);
-  else
-    status = tsr_interp_program_run(program, ptrs, n, &stats);
+  tsr_run_options_t ro;
+  tsr_run_options_initialize(&ro);
+  ro.cancel = &interrupted;
+  status = tsr_executable_run(exe, ptrs, n, &ro, &result);
+  if (result) tsr_run_result_stats(result, &stats);
   sigaction(SIGINT, &old_int, NULL);
   double run_seconds = seconds_now() - start;
   double elapsed = run_seconds + prepare_seconds;
+  bool cpu = eo.backend == TSR_BACKEND_CPU;
   if (req->cache_stats) {
-    if (compiled) print_compiled_cache_stats();
+    if (cpu) print_compiled_cache_stats(ctx);
     else print_cache_stats();
   }
   if (status) {
@@ -469,7 +504,7 @@ static int execute_run(cli_run_request_t *req) {
     }
   }
   fflush(stdout);
-  if (!req->quiet && compiled) {
+  if (!req->quiet && cpu) {
     fprintf(stderr, "tessera: @%s: cpu code %s in %.3f ms, run in %.3f ms\n", kname,
             origin, prepare_seconds * 1e3, run_seconds * 1e3);
   } else if (!req->quiet) {
@@ -495,8 +530,9 @@ done:
   free(arrays);
   free(ptrs);
   free(infos);
-  tsr_interp_program_destroy(program);
-  tsr_compiled_kernel_destroy(compiled);
+  tsr_run_result_destroy(result);
+  tsr_executable_destroy(exe);
+  tsr_context_destroy(ctx);
   tsr_ir_module_destroy(module);
   return rc;
 }

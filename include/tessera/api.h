@@ -10,6 +10,7 @@
 #include "tessera/cache.h"
 #include "tessera/interp.h"
 #include "tessera/ir.h"
+#include "tessera/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -101,6 +102,11 @@ TSR_API void tsr_context_destroy(tsr_context_t *context);
 /* The context's disk cache (borrowed), NULL when it has none: for its
  * directory, key file and statistics (tessera/cache.h). */
 TSR_API tsr_disk_cache_t *tsr_context_disk_cache(const tsr_context_t *context);
+/* The counters of the context's disk cache (tessera/runtime.h); `enabled`
+ * is false when it has none, or after a failed read or write stopped its
+ * use (the counters are still those of the cache). */
+TSR_API void tsr_context_disk_use(const tsr_context_t *context,
+                                  tsr_runtime_disk_use_t *out_use);
 
 /* ---- Diagnostics ------------------------------------------------------------- */
 
@@ -129,6 +135,11 @@ typedef enum tsr_diagnostic_kind {
   TSR_DIAG_UNIMPLEMENTED,      /* valid, but not supported by this backend */
   TSR_DIAG_IO,                 /* a file could not be read or written */
   TSR_DIAG_INTERNAL,           /* a bug in tessera */
+  TSR_DIAG_SEMAPHORE,          /* a semaphore overflow, or a negative signal
+                                  or wait amount */
+  TSR_DIAG_BAD_VALUE,          /* an operand value an op cannot take (a loop
+                                  step of 0) */
+  TSR_DIAG_OUT_OF_MEMORY,      /* the run could not allocate what an op needs */
   TSR_DIAG_KIND_COUNT
 } tsr_diagnostic_kind_t;
 
@@ -138,7 +149,10 @@ typedef enum tsr_diagnostic_severity {
   TSR_SEVERITY_NOTE,
 } tsr_diagnostic_severity_t;
 
-/* One diagnostic. Strings are pointer + length and also NUL-terminated;
+/* One diagnostic: a run's records come from the run's diagnostics as they
+ * are reported (every field the reporter knows), a status's are read from
+ * its text (location, severity, message; tsr_diagnostic_list_create_from_status).
+ * Strings are pointer + length and also NUL-terminated;
  * an absent string is {"", 0}. Numbers are -1 (or rank 0) when unknown.
  * Fields may be appended in later versions, never reordered. */
 typedef struct tsr_diagnostic {
@@ -148,14 +162,16 @@ typedef struct tsr_diagnostic {
   int32_t line, col;         /* 1-based */
   tsr_string_view_t kernel;  /* without '@' */
   tsr_string_view_t op;      /* mnemonic ("dma_start"), or the pipeline
-                                work ("out %y") for block copies */
+                                work ("out %y") for block copies, or "the
+                                grid step" (a run stopped between steps) */
   tsr_string_view_t buffer;  /* the ref or operand named, without '%' */
   uint32_t index_rank;       /* the index range on `buffer`: */
   int64_t index_lo[TSR_MAX_RANK]; /* first index per dimension */
   int64_t index_hi[TSR_MAX_RANK]; /* one past the last */
   uint32_t grid_rank;        /* rank of grid_point; 0: none or unknown */
   int64_t grid_point[TSR_MAX_RANK];
-  int32_t core, device;      /* the simulated core and device */
+  int32_t core, device;      /* the simulated core and device; -1 when
+                                the run has one (the text names neither) */
   /* races: the second access */
   tsr_string_view_t other_op;
   int32_t other_line;
@@ -175,8 +191,10 @@ TSR_API size_t tsr_diagnostic_list_count(const tsr_diagnostic_list_t *list);
 /* Borrowed, valid as long as the list; NULL past the end. */
 TSR_API const tsr_diagnostic_t *tsr_diagnostic_list_get(const tsr_diagnostic_list_t *list,
                                                         size_t i);
-/* The diagnostics a status carries (a failed parse, verify, create or run),
- * one per line of its message. A NULL status gives an empty list. */
+/* The diagnostics a status carries (a failed parse, verify or create), one
+ * per line of its message: location, severity, message and text, the kind
+ * from the status code (a run's status gives kind other: a run's records
+ * are its result's). A NULL status gives an empty list. */
 TSR_API tsr_status_t tsr_diagnostic_list_create_from_status(const tsr_status_t status,
                                                             tsr_diagnostic_list_t **out_list)
     TSR_MUST_USE;
@@ -211,9 +229,9 @@ typedef struct tsr_executable_options {
   bool dma_eager;
   bool detect_races;
   bool strict;
-  double timeout_seconds;    /* interpreter only */
-  uint64_t max_steps;        /* interpreter only */
-  const volatile int *cancel; /* interpreter only; see tsr_interp_options_t */
+  double timeout_seconds;    /* these four are defaults of the runs, which */
+  uint64_t max_steps;        /* tsr_run_options_t may change */
+  const volatile int *cancel; /* see tsr_interp_options_t */
   const char *trace_path;    /* interpreter: a Chrome trace of every run */
   int opt_level;             /* cpu: LLVM optimization level 0-3; default 2 */
   tsr_output_t output;       /* default output of runs; NULL functions:
@@ -244,9 +262,16 @@ TSR_API tsr_status_t tsr_executable_create(tsr_context_t *context,
 TSR_API void tsr_executable_destroy(tsr_executable_t *executable);
 TSR_API tsr_backend_t tsr_executable_backend(const tsr_executable_t *executable);
 
-/* Per-run options. */
+/* Per-run options: each field left at its default (tsr_run_options_initialize)
+ * keeps what the executable was made with. */
 typedef struct tsr_run_options {
-  tsr_output_t output; /* NULL functions: the executable's */
+  tsr_output_t output;        /* NULL functions: the executable's */
+  int strict;                 /* -1 (default): the executable's; 0 or 1 */
+  double timeout_seconds;     /* 0: the executable's */
+  uint64_t max_steps;         /* 0: the executable's */
+  const volatile int *cancel; /* NULL: the executable's */
+  const char *trace_path;     /* interpreter: a Chrome trace of this run;
+                                 NULL: the executable's */
 } tsr_run_options_t;
 
 TSR_API void tsr_run_options_initialize(tsr_run_options_t *options);

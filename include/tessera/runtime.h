@@ -93,7 +93,8 @@ TSR_API tsr_status_t tsr_runtime_prepare(const tsr_ir_kernel_t *kernel,
 /* The process's disk cache as this process used it (the cpu backend's
  * compiled objects). */
 typedef struct tsr_runtime_disk_use {
-  bool enabled; /* false: TESSERA_CACHE=off, or the directory is unusable */
+  bool enabled; /* false: TESSERA_CACHE=off, the directory is unusable,
+                   or nothing used it yet */
   uint64_t hits, misses, puts, bad_entries, errors;
 } tsr_runtime_disk_use_t;
 

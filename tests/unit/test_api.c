@@ -272,6 +272,282 @@ done:
   tsr_context_destroy(ctx);
 }
 
+/* ---- Records field by field, on each backend that reports them ---- */
+
+static const char oob_tsr[] =
+    "kernel @oob\n"
+    "  grid(2)\n"
+    "  in %x: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+    "  out %y: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+    "{\n"
+    "  %g = program_id 0 : i32\n"
+    "  %e = const 7 : i32\n"
+    "  %k = add %g, %e : i32\n"
+    "  %row = load %x[%k, :] : f32[128]\n"
+    "  %v = load %x[:, :] : f32[8, 128]\n"
+    "  store %y[:, :], %v\n"
+    "}\n";
+
+/* One run of a kernel (catalog file `rel`, or `text` named `rel`) on
+ * `backend` with `eo` and `ro`: the result, or NULL with skip_reason set
+ * when the build has no cpu backend. */
+typedef struct one_run {
+  tsr_context_t *ctx;
+  tsr_executable_t *exe;
+  tsr_array_t arrays[8];
+  tsr_array_t *operands[8];
+  size_t n;
+  tsr_run_result_t *result;
+  tsr_status_code_t code;
+} one_run_t;
+
+static void one_run_start(one_run_t *r, const char *rel, const char *text,
+                          const tsr_executable_options_t *eo) {
+  memset(r, 0, sizeof *r);
+  r->ctx = plain_context();
+  char *owned = NULL;
+  if (!text) {
+    char path[256];
+    size_t len = 0;
+    snprintf(path, sizeof path, "tests/diagnostics/%s", rel);
+    text = owned = tsr_test_read_source(path, &len);
+  }
+  tsr_ir_module_t *m = text ? parse(rel, text) : NULL;
+  free(owned);
+  if (!r->ctx || !m) {
+    TSR_FAIL_AT("setup");
+    tsr_ir_module_destroy(m);
+    return;
+  }
+  tsr_ir_kernel_t *k = tsr_ir_module_kernel(m, 0);
+  tsr_status_t s = tsr_executable_create(r->ctx, k, eo, &r->exe);
+  if (s && eo->backend == TSR_BACKEND_CPU && tsr_status_code(s) == TSR_UNIMPLEMENTED)
+    skip_reason = "no cpu backend in this build";
+  else
+    TSR_CHECK_OK(s);
+  tsr_status_free(s);
+  s = NULL;
+  for (size_t i = 0; r->exe && i < tsr_ir_kernel_operand_count(k) && r->n < 8; i++) {
+    tsr_ir_operand_info_t info;
+    tsr_ir_kernel_operand_info(k, i, &info);
+    if (info.role == TSR_ROLE_SCRATCH) continue;
+    if (eo->devices > 1) { /* a leading dimension of devices */
+      memmove(info.dims + 1, info.dims, info.rank * sizeof info.dims[0]);
+      info.dims[0] = eo->devices;
+      info.rank++;
+    }
+    TSR_CHECK_OK(tsr_runtime_random_array(&info, 1, &r->arrays[r->n]));
+    r->operands[r->n] = &r->arrays[r->n];
+    r->n++;
+  }
+  tsr_ir_module_destroy(m);
+}
+
+/* Runs it again with `ro`; prints the records. */
+static const tsr_diagnostic_list_t *one_run_go(one_run_t *r, const tsr_run_options_t *ro) {
+  tsr_run_result_destroy(r->result);
+  r->result = NULL;
+  if (!r->exe) return NULL;
+  tsr_status_t s = tsr_executable_run(r->exe, r->operands, r->n, ro, &r->result);
+  r->code = tsr_status_code(s);
+  tsr_status_free(s);
+  TSR_CHECK(r->result != NULL);
+  const tsr_diagnostic_list_t *list = r->result ? tsr_run_result_diagnostics(r->result) : NULL;
+  for (size_t i = 0; i < tsr_diagnostic_list_count(list); i++)
+    printf("# %s\n", tsr_diagnostic_list_get(list, i)->text.data);
+  return list;
+}
+
+static void one_run_end(one_run_t *r) {
+  tsr_run_result_destroy(r->result);
+  for (size_t i = 0; i < r->n; i++) tsr_array_deinitialize(&r->arrays[i]);
+  tsr_executable_destroy(r->exe);
+  tsr_context_destroy(r->ctx);
+}
+
+/* The first record of `kind`, or NULL. */
+static const tsr_diagnostic_t *find_kind(const tsr_diagnostic_list_t *list,
+                                         tsr_diagnostic_kind_t kind) {
+  for (size_t i = 0; i < tsr_diagnostic_list_count(list); i++)
+    if (tsr_diagnostic_list_get(list, i)->kind == kind) return tsr_diagnostic_list_get(list, i);
+  return NULL;
+}
+
+/* The interpreter's bounds check: index 8 of %x at grid point (1). */
+TSR_TEST(out_of_bounds_record) {
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  one_run_t r;
+  one_run_start(&r, "oob.tsr", oob_tsr, &eo);
+  const tsr_diagnostic_list_t *list = one_run_go(&r, NULL);
+  TSR_CHECK_EQ_INT(r.code, TSR_KERNEL_ERROR);
+  const tsr_diagnostic_t *d = find_kind(list, TSR_DIAG_OUT_OF_BOUNDS);
+  TSR_CHECK(d != NULL);
+  if (d) {
+    TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_ERROR);
+    TSR_CHECK(view_is(d->file, "oob.tsr"));
+    TSR_CHECK_EQ_INT(d->line, 9);
+    TSR_CHECK_EQ_INT(d->col, 10);
+    TSR_CHECK(view_is(d->kernel, "oob"));
+    TSR_CHECK(view_is(d->op, "load"));
+    TSR_CHECK(view_is(d->buffer, "x"));
+    TSR_CHECK_EQ_INT(d->index_rank, 2);
+    TSR_CHECK_EQ_INT(d->index_lo[0], 8);
+    TSR_CHECK_EQ_INT(d->index_hi[0], 9);
+    TSR_CHECK_EQ_INT(d->index_lo[1], 0);
+    TSR_CHECK_EQ_INT(d->index_hi[1], 128);
+    TSR_CHECK_EQ_INT(d->grid_rank, 1);
+    TSR_CHECK_EQ_INT(d->grid_point[0], 1);
+    TSR_CHECK_EQ_INT(d->core, -1); /* one core, one device: not named */
+    TSR_CHECK_EQ_INT(d->device, -1);
+    TSR_CHECK_EQ_INT(d->other_line, -1);
+    TSR_CHECK(view_is(d->other_op, ""));
+    TSR_CHECK(view_is(d->message, "kernel @oob, grid point (1): 'load': index 8 out of bounds "
+                                  "for dimension 0 of %x (shape [8, 128])"));
+    TSR_CHECK(strstr(tsr_run_result_message(r.result), d->text.data) != NULL);
+  }
+  one_run_end(&r);
+}
+
+/* A deadlock: the blocked core, on both backends. */
+static void deadlock_record(tsr_backend_t backend) {
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.backend = backend;
+  eo.cores = 2;
+  one_run_t r;
+  one_run_start(&r, "bugs/deadlock_never_signalled.tsr", NULL, &eo);
+  const tsr_diagnostic_list_t *list = one_run_go(&r, NULL);
+  if (r.exe) TSR_CHECK_EQ_INT(r.code, TSR_KERNEL_ERROR);
+  const tsr_diagnostic_t *d = find_kind(list, TSR_DIAG_DEADLOCK);
+  TSR_CHECK(d != NULL || skip_reason);
+  if (d) {
+    TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_ERROR);
+    TSR_CHECK_EQ_INT(d->line, 21);
+    TSR_CHECK_EQ_INT(d->col, 5);
+    TSR_CHECK(view_is(d->kernel, "deadlock_never_signalled"));
+    TSR_CHECK(view_is(d->op, "sem_wait"));
+    TSR_CHECK_EQ_INT(d->core, 1);
+    TSR_CHECK_EQ_INT(d->device, -1);
+    TSR_CHECK_EQ_INT(d->grid_rank, 1);
+    TSR_CHECK_EQ_INT(d->grid_point[0], 1);
+    TSR_CHECK(strstr(d->message.data, "deadlock: every core is blocked") != NULL);
+  }
+  one_run_end(&r);
+}
+
+TSR_TEST(deadlock_record_interp) { deadlock_record(TSR_BACKEND_INTERP); }
+TSR_TEST(deadlock_record_cpu) { deadlock_record(TSR_BACKEND_CPU); }
+
+/* A race between two cores: where it was seen, and the second access. */
+TSR_TEST(race_record_second_access) {
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.cores = 2;
+  eo.detect_races = true;
+  one_run_t r;
+  one_run_start(&r, "bugs/core_reduction_no_barrier.tsr", NULL, &eo);
+  const tsr_diagnostic_list_t *list = one_run_go(&r, NULL);
+  TSR_CHECK_EQ_INT(r.code, TSR_KERNEL_ERROR);
+  const tsr_diagnostic_t *d = find_kind(list, TSR_DIAG_RACE);
+  TSR_CHECK(d != NULL);
+  if (d) {
+    TSR_CHECK_EQ_INT(d->line, 9);
+    TSR_CHECK(view_is(d->op, "dma_start"));
+    TSR_CHECK(view_is(d->buffer, "acc"));
+    TSR_CHECK_EQ_INT(d->index_rank, 2);
+    TSR_CHECK_EQ_INT(d->index_lo[0], 0);
+    TSR_CHECK_EQ_INT(d->index_hi[0], 8);
+    TSR_CHECK_EQ_INT(d->index_lo[1], 0);
+    TSR_CHECK_EQ_INT(d->index_hi[1], 128);
+    TSR_CHECK_EQ_INT(d->core, 1);
+    TSR_CHECK_EQ_INT(d->grid_rank, 1);
+    TSR_CHECK_EQ_INT(d->grid_point[0], 1);
+    TSR_CHECK(view_is(d->other_op, "dma_start"));
+    TSR_CHECK_EQ_INT(d->other_line, 15);
+    TSR_CHECK_EQ_INT(d->other_grid_rank, 1);
+    TSR_CHECK_EQ_INT(d->other_grid_point[0], 0);
+  }
+  one_run_end(&r);
+}
+
+/* max_steps set for one run only: the run stops with a record; the next
+ * run, without it, succeeds. */
+static void run_stopped_record(tsr_backend_t backend) {
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.backend = backend;
+  eo.output.print = tsr_output_discard;
+  one_run_t r;
+  one_run_start(&r, "scale.tsr", scale_tsr, &eo);
+  tsr_run_options_t ro;
+  tsr_run_options_initialize(&ro);
+  ro.max_steps = 1;
+  const tsr_diagnostic_list_t *list = one_run_go(&r, &ro);
+  if (r.exe) TSR_CHECK_EQ_INT(r.code, TSR_KERNEL_ERROR);
+  const tsr_diagnostic_t *d = find_kind(list, TSR_DIAG_RUN_STOPPED);
+  TSR_CHECK(d != NULL || skip_reason);
+  if (d) {
+    TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_ERROR);
+    TSR_CHECK(view_is(d->kernel, "scale"));
+    TSR_CHECK(view_is(d->file, "scale.tsr"));
+    TSR_CHECK_EQ_INT(d->grid_rank, 1);
+    TSR_CHECK_EQ_INT(d->grid_point[0], 1);
+    TSR_CHECK(strstr(d->message.data, "run stopped") != NULL);
+  }
+  list = one_run_go(&r, NULL);
+  if (r.exe) TSR_CHECK_EQ_INT(r.code, TSR_OK);
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 0);
+  one_run_end(&r);
+}
+
+TSR_TEST(run_stopped_record_interp) { run_stopped_record(TSR_BACKEND_INTERP); }
+TSR_TEST(run_stopped_record_cpu) { run_stopped_record(TSR_BACKEND_CPU); }
+
+/* A warning with its note, then the same run strict (per run): an error. */
+TSR_TEST(warning_record) {
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.output.warning = tsr_output_discard;
+  one_run_t r;
+  one_run_start(&r, "warnings/read_fresh_output_block.tsr", NULL, &eo);
+  const tsr_diagnostic_list_t *list = one_run_go(&r, NULL);
+  TSR_CHECK_EQ_INT(r.code, TSR_OK);
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 2);
+  const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, 0);
+  if (d) {
+    TSR_CHECK_EQ_INT(d->kind, TSR_DIAG_UNINITIALIZED);
+    TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_WARNING);
+    TSR_CHECK_EQ_INT(d->line, 7);
+    TSR_CHECK_EQ_INT(d->col, 10);
+    TSR_CHECK(view_is(d->op, "load"));
+    TSR_CHECK(view_is(d->buffer, "y"));
+    TSR_CHECK_EQ_INT(d->index_rank, 2);
+    TSR_CHECK_EQ_INT(d->index_lo[0], 0);
+    TSR_CHECK_EQ_INT(d->index_hi[0], 1);
+    TSR_CHECK_EQ_INT(d->index_lo[1], 0);
+    TSR_CHECK_EQ_INT(d->index_hi[1], 1);
+    TSR_CHECK_EQ_INT(d->grid_rank, 1);
+    TSR_CHECK_EQ_INT(d->grid_point[0], 0);
+  }
+  const tsr_diagnostic_t *note = tsr_diagnostic_list_get(list, 1);
+  if (note) {
+    TSR_CHECK_EQ_INT(note->kind, TSR_DIAG_OTHER);
+    TSR_CHECK_EQ_INT(note->severity, TSR_SEVERITY_NOTE);
+    TSR_CHECK(view_is(note->text, "note: 1 more occurrence of these warnings not shown"));
+    TSR_CHECK(view_is(note->message, "1 more occurrence of these warnings not shown"));
+    TSR_CHECK_EQ_INT(note->line, -1);
+  }
+  tsr_run_options_t ro;
+  tsr_run_options_initialize(&ro);
+  ro.strict = 1;
+  list = one_run_go(&r, &ro);
+  TSR_CHECK_EQ_INT(r.code, TSR_KERNEL_ERROR);
+  d = tsr_diagnostic_list_get(list, 0);
+  TSR_CHECK(d && d->kind == TSR_DIAG_UNINITIALIZED && d->severity == TSR_SEVERITY_ERROR);
+  one_run_end(&r);
+}
+
 /* Parse and verify errors as records with their locations. */
 TSR_TEST(parse_and_verify_records) {
   tsr_ir_module_t *m = NULL;
@@ -580,6 +856,13 @@ int main(void) {
   RUN_OR_SKIP(flow_interp);
   RUN_OR_SKIP(flow_cpu);
   RUN_OR_SKIP(kernel_error_records);
+  RUN_OR_SKIP(out_of_bounds_record);
+  RUN_OR_SKIP(deadlock_record_interp);
+  RUN_OR_SKIP(deadlock_record_cpu);
+  RUN_OR_SKIP(race_record_second_access);
+  RUN_OR_SKIP(run_stopped_record_interp);
+  RUN_OR_SKIP(run_stopped_record_cpu);
+  RUN_OR_SKIP(warning_record);
   RUN_OR_SKIP(parse_and_verify_records);
   RUN_OR_SKIP(builder_copies_strings);
   RUN_OR_SKIP(builder_location_file_copied);
