@@ -243,7 +243,13 @@ static inline float f64_to_f32_odd(double d) {
   X(LOG1P, __VA_ARGS__) X(SQRT, __VA_ARGS__) X(RSQRT, __VA_ARGS__)             \
   X(TANH, __VA_ARGS__) X(LOGISTIC, __VA_ARGS__) X(SIN, __VA_ARGS__)            \
   X(COS, __VA_ARGS__) X(FLOOR, __VA_ARGS__) X(CEIL, __VA_ARGS__)               \
-  X(ROUND, __VA_ARGS__)
+  X(ROUND, __VA_ARGS__) TEST_FLOAT_UNARY_OPS(X, __VA_ARGS__)
+#ifdef TSR_TEST_OPS /* ir/ops_test.def: interpreted, deliberately not lowered */
+#define U_FLOAT_TEST_UNLOWERED(a, CT, SZ) (a)
+#define TEST_FLOAT_UNARY_OPS(X, ...) X(TEST_UNLOWERED, __VA_ARGS__)
+#else
+#define TEST_FLOAT_UNARY_OPS(X, ...)
+#endif
 
 #define U_SINT_NEG(a, CT, SZ) ((CT)(0u - (uint32_t)(a)))
 #define U_SINT_ABS(a, CT, SZ) ((a) < 0 ? (CT)(0u - (uint32_t)(a)) : (a))

@@ -469,6 +469,9 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
   /* TSR_FAM_UNARY: the kernel for the dtype, chosen by prepare.c */
   op_NEG: op_ABS: op_SIGN: op_EXP: op_EXP2: op_LOG: op_LOG1P: op_SQRT: op_RSQRT: op_TANH:
   op_LOGISTIC: op_SIN: op_COS: op_FLOOR: op_CEIL: op_ROUND: op_NOT: op_CLZ: op_POPCOUNT:
+#ifdef TSR_TEST_OPS /* ir/ops_test.def */
+  op_TEST_UNLOWERED:
+#endif
     vals[in->r] = tsr_interp_result_ptr(run, in);
     in->fn.unary(vals[in->r], vals[in->a], (size_t)in->n);
     continue;
