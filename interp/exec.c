@@ -2,7 +2,11 @@
  * end of the body, a wait that cannot be satisfied yet, or a stop. Plain
  * unary and binary ops jump straight to their block loops; the others are
  * implemented here (loads, stores, moves, scopes, print: static, so that they
- * inline into the loop), in dma.c (semaphores, DMAs) or in blockops.c. */
+ * inline into the loop), in dma.c (semaphores, DMAs) or in blockops.c.
+ * Dispatch: one switch whose op cases are generated from ir/ops.def, each
+ * jumping to the op's label op_<OP> (grouped by family below); an ops.def
+ * row without its label does not build (a goto to an undefined label), and
+ * there is no default for ops (the default is for bad XOP_ codes). */
 #include <stdio.h>
 
 #include "interp/interp_internal.h"

@@ -2,7 +2,11 @@
  * with jumps for control flow, a value table (each value's own buffer in a
  * per-run frame), a ref table (blocks, scratch, scoped buffers) and one plan
  * per kernel operand for the grid pipeline. Everything the run needs is
- * copied into the program's arena, so the module can be destroyed. */
+ * copied into the program's arena, so the module can be destroyed.
+ * Dispatch (compile_op): a switch generated from ir/ops.def jumps to the op's
+ * label prep_<OP>; a row without its label does not build, and what an op
+ * lacks for one dtype (blockops.c) is TSR_UNIMPLEMENTED naming the op, its
+ * location and the dtype. Store forwarding reads the op table's effects. */
 #include <stdio.h>
 
 #include "base/hashtable.h"
