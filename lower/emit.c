@@ -48,10 +48,10 @@ static void lower_terminator(emitter_t *em, const tsr_op_t *op) {}
 
 /* TSR_FAM_CONST, TSR_FAM_QUERY */
 #define LOWER_CONST em_op_const
-#define LOWER_PROGRAM_ID em_op_grid_query
-#define LOWER_NUM_PROGRAMS em_op_grid_query
-#define LOWER_DEVICE_ID em_op_id_query
-#define LOWER_CORE_ID em_op_id_query
+#define LOWER_PROGRAM_ID em_op_program_id
+#define LOWER_NUM_PROGRAMS em_op_num_programs
+#define LOWER_DEVICE_ID em_op_device_id
+#define LOWER_CORE_ID em_op_core_id
 /* TSR_FAM_MEMORY */
 #define LOWER_LOAD em_op_load
 #define LOWER_STORE em_op_store
@@ -131,10 +131,10 @@ static void lower_terminator(emitter_t *em, const tsr_op_t *op) {}
 /* TSR_FAM_DMA, TSR_FAM_SEMAPHORE */
 #define LOWER_DMA_START em_op_dma
 #define LOWER_DMA_WAIT em_op_dma
-#define LOWER_SEM_SIGNAL em_op_semaphore
-#define LOWER_SEM_WAIT em_op_semaphore
-#define LOWER_SEM_READ em_op_semaphore
-#define LOWER_CORE_BARRIER em_op_semaphore
+#define LOWER_SEM_SIGNAL em_op_sem_signal
+#define LOWER_SEM_WAIT em_op_sem_wait
+#define LOWER_SEM_READ em_op_sem_read
+#define LOWER_CORE_BARRIER em_op_core_barrier
 
 static lower_fn *const lower_table[] = {
 #define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) LOWER_##E,
