@@ -1189,6 +1189,21 @@ static const arg_fn arg_table[2][TSR_DTYPE_COUNT] = {
 #undef TSR_DTYPE
 };
 
+bool tsr_blockops_reduce_supported(tsr_opcode_t op, tsr_dtype_t dtype) {
+  if ((unsigned)op >= TSR_OP_COUNT || (unsigned)dtype >= TSR_DTYPE_COUNT) return false;
+  switch (tsr_op_table[op].family) {
+    case TSR_FAM_REDUCE: {
+      int ri = reduce_index(op);
+      return ri >= 0 && reduce_table[ri][dtype].init;
+    }
+    case TSR_FAM_ARG_REDUCE:
+      return (op == TSR_OP_ARGMAX || op == TSR_OP_ARGMIN) &&
+             arg_table[op == TSR_OP_ARGMIN][dtype] != NULL;
+    default:
+      return false;
+  }
+}
+
 void tsr_blockops_argreduce(tsr_opcode_t op, tsr_dtype_t dtype, int32_t *dst,
                             const void *src, uint32_t rank, const int64_t *dims,
                             uint32_t axis) {

@@ -273,6 +273,15 @@ static void fill_sem(prep_t *ps, const tsr_op_t *op, uint32_t operand, uint32_t 
   sp->amount = sp->device = sp->core = NO_VALUE;
 }
 
+/* An op with no interpreter kernel for its operand dtype (blockops.c). */
+static tsr_status_t not_implemented(const tsr_interp_program_t *p, const tsr_op_t *op,
+                                    tsr_dtype_t dtype) {
+  return TSR_STATUS(TSR_UNIMPLEMENTED,
+                    "%s:%u:%u: error: op '%s' is not implemented in the interpreter for %s",
+                    p->file, op->loc.line, op->loc.col, tsr_op_table[op->opcode].mnemonic,
+                    tsr_dtype_name(dtype));
+}
+
 static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
   tsr_interp_program_t *p = ps->p;
   const tsr_op_info_t *info = &tsr_op_table[op->opcode];
@@ -320,10 +329,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
 #endif
       in.fn.unary = tsr_blockops_unary(op->opcode, (tsr_dtype_t)in.dtype);
       if (!in.fn.unary)
-        return TSR_STATUS(TSR_UNIMPLEMENTED,
-                          "%s:%u:%u: error: op '%s' is not implemented in the interpreter "
-                          "for %s", p->file, op->loc.line, op->loc.col, info->mnemonic,
-                          tsr_dtype_name((tsr_dtype_t)in.dtype));
+        return not_implemented(p, op, (tsr_dtype_t)in.dtype);
       return emit(ps, &in, NULL);
     /* TSR_FAM_BINARY, TSR_FAM_COMPARE */
     prep_ADD: prep_SUB: prep_MUL: prep_DIV: prep_REM: prep_MAX: prep_MIN: prep_POW: prep_AND:
@@ -331,10 +337,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
     prep_GT: prep_GE: {
       in.fn.binary = tsr_blockops_binary(op->opcode, (tsr_dtype_t)in.dtype);
       if (!in.fn.binary)
-        return TSR_STATUS(TSR_UNIMPLEMENTED,
-                          "%s:%u:%u: error: op '%s' is not implemented in the interpreter "
-                          "for %s", p->file, op->loc.line, op->loc.col, info->mnemonic,
-                          tsr_dtype_name((tsr_dtype_t)in.dtype));
+        return not_implemented(p, op, (tsr_dtype_t)in.dtype);
       bool as = op->operands[0]->type.kind == TSR_TYPE_SCALAR;
       bool bs = op->operands[1]->type.kind == TSR_TYPE_SCALAR;
       in.bcast = (uint8_t)(as && !bs ? TSR_BCAST_A_SCALAR
@@ -451,6 +454,9 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
     prep_REDUCE_PROD:
     prep_REDUCE_AND:
     prep_REDUCE_OR: {
+      if ((info->family == TSR_FAM_REDUCE || info->family == TSR_FAM_ARG_REDUCE) &&
+          !tsr_blockops_reduce_supported(op->opcode, (tsr_dtype_t)in.dtype))
+        return not_implemented(p, op, (tsr_dtype_t)in.dtype);
       shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
       if (!sp) return TSR_OOM();
       const tsr_type_t *at = &op->operands[0]->type;
