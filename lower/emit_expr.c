@@ -91,7 +91,8 @@ static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t l
   tstr_t t = em_vtype("f32", lanes);
   const char *T = t.s;
   switch (op) {
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) ELEMWISE_##fam(FLT_CASE, E)
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  ELEMWISE_##fam(FLT_CASE, E)
 #include "ir/ops.def"
 #undef TSR_OP
     default: break; /* not an elementwise op: the error below */
@@ -163,7 +164,8 @@ static ssa_t int_op(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype, const ssa
   const uint32_t bits = em_int_bits(dtype);
   ssa_t zero = em_cint(em, E, lanes, 0), ones = em_cint(em, E, lanes, -1);
   switch (op) {
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) ELEMWISE_##fam(INT_CASE, E)
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  ELEMWISE_##fam(INT_CASE, E)
 #include "ir/ops.def"
 #undef TSR_OP
     default: break; /* not an elementwise op: the error below */
