@@ -243,7 +243,13 @@ static inline float f64_to_f32_odd(double d) {
   X(LOG1P, __VA_ARGS__) X(SQRT, __VA_ARGS__) X(RSQRT, __VA_ARGS__)             \
   X(TANH, __VA_ARGS__) X(LOGISTIC, __VA_ARGS__) X(SIN, __VA_ARGS__)            \
   X(COS, __VA_ARGS__) X(FLOOR, __VA_ARGS__) X(CEIL, __VA_ARGS__)               \
-  X(ROUND, __VA_ARGS__)
+  X(ROUND, __VA_ARGS__) TEST_FLOAT_UNARY_OPS(X, __VA_ARGS__)
+#ifdef TSR_TEST_OPS /* ir/ops_test.def: interpreted, deliberately not lowered */
+#define U_FLOAT_TEST_UNLOWERED(a, CT, SZ) (a)
+#define TEST_FLOAT_UNARY_OPS(X, ...) X(TEST_UNLOWERED, __VA_ARGS__)
+#else
+#define TEST_FLOAT_UNARY_OPS(X, ...)
+#endif
 
 #define U_SINT_NEG(a, CT, SZ) ((CT)(0u - (uint32_t)(a)))
 #define U_SINT_ABS(a, CT, SZ) ((a) < 0 ? (CT)(0u - (uint32_t)(a)) : (a))
@@ -1182,6 +1188,21 @@ static const arg_fn arg_table[2][TSR_DTYPE_COUNT] = {
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 };
+
+bool tsr_blockops_reduce_supported(tsr_opcode_t op, tsr_dtype_t dtype) {
+  if ((unsigned)op >= TSR_OP_COUNT || (unsigned)dtype >= TSR_DTYPE_COUNT) return false;
+  switch (tsr_op_table[op].family) {
+    case TSR_FAM_REDUCE: {
+      int ri = reduce_index(op);
+      return ri >= 0 && reduce_table[ri][dtype].init;
+    }
+    case TSR_FAM_ARG_REDUCE:
+      return (op == TSR_OP_ARGMAX || op == TSR_OP_ARGMIN) &&
+             arg_table[op == TSR_OP_ARGMIN][dtype] != NULL;
+    default:
+      return false;
+  }
+}
 
 void tsr_blockops_argreduce(tsr_opcode_t op, tsr_dtype_t dtype, int32_t *dst,
                             const void *src, uint32_t rank, const int64_t *dims,

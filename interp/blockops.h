@@ -88,6 +88,10 @@ void tsr_blockops_reduce(tsr_opcode_t op, tsr_dtype_t dtype, void *dst,
 
 /* argmax/argmin along `axis` into int32 dst (shape: dims without axis). The
  * first extreme index wins; NaN counts as the extreme (first NaN wins). */
+/* Whether a REDUCE or ARG_REDUCE family op has a kernel for `dtype` (false
+ * for other ops): what prepare.c checks before tsr_blockops_reduce and
+ * tsr_blockops_argreduce, which assume it. */
+bool tsr_blockops_reduce_supported(tsr_opcode_t op, tsr_dtype_t dtype);
 void tsr_blockops_argreduce(tsr_opcode_t op, tsr_dtype_t dtype, int32_t *dst,
                             const void *src, uint32_t rank, const int64_t *dims,
                             uint32_t axis);

@@ -2,7 +2,11 @@
  * end of the body, a wait that cannot be satisfied yet, or a stop. Plain
  * unary and binary ops jump straight to their block loops; the others are
  * implemented here (loads, stores, moves, scopes, print: static, so that they
- * inline into the loop), in dma.c (semaphores, DMAs) or in blockops.c. */
+ * inline into the loop), in dma.c (semaphores, DMAs) or in blockops.c.
+ * Dispatch: one switch whose op cases are generated from ir/ops.def, each
+ * jumping to the op's label op_<OP> (grouped by family below); an ops.def
+ * row without its label does not build (a goto to an undefined label), and
+ * there is no default for ops (the default is for bad XOP_ codes). */
 #include <stdio.h>
 
 #include "interp/interp_internal.h"
@@ -241,9 +245,7 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
     switch (in->code) {
 #define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
   case TSR_OP_##E:                                                    \
-    if (TSR_SYN_##syn == TSR_SYN_UNARY) goto unary;                   \
-    if (TSR_SYN_##syn == TSR_SYN_BINARY) goto binary;                 \
-    break;
+    goto op_##E;
 #include "ir/ops.def"
 #undef TSR_OP
       case XOP_END:
@@ -302,55 +304,58 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
         if (!tsr_interp_take_step(run, in->site)) goto out;
         continue;
       default:
+      /* Compiled to other instructions or to none (prepare.c). */
+      op_CONST: op_BITCAST: op_RESHAPE: op_FOR: op_WHILE: op_IF: op_SCOPED: op_YIELD:
+      op_CONDITION: op_CORE_BARRIER:
         tsr_interp_kernel_error(run, in->site, TSR_DIAG_INTERNAL,
                                 "internal error: bad instruction %u", in->code);
         goto out;
     }
 
-    /* Ops that are not plain unary/binary. */
-    switch ((tsr_opcode_t)in->code) {
-      case TSR_OP_LOAD:
+    /* The ops, one label each (op_<OP>), in family order; the elementwise
+     * families share the block loops below. */
+    op_LOAD:
         load(run, in);
-        break;
-      case TSR_OP_STORE:
+        goto op_done;
+    op_STORE:
         store(run, in);
-        break;
-      case TSR_OP_SLICE:
+        goto op_done;
+    op_SLICE:
         slice(run, in);
-        break;
-      case TSR_OP_PROGRAM_ID:
+        goto op_done;
+    op_PROGRAM_ID:
         tsr_interp_put_i32(run, in, (int32_t)run->point[((const shape_plan_t *)in->plan)->axis]);
-        break;
-      case TSR_OP_NUM_PROGRAMS:
+        goto op_done;
+    op_NUM_PROGRAMS:
         tsr_interp_put_i32(run, in, (int32_t)p->grid[((const shape_plan_t *)in->plan)->axis]);
-        break;
-      case TSR_OP_IOTA: {
+        goto op_done;
+    op_IOTA: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_iota((tsr_dtype_t)in->rdtype, vals[in->r], sp->rank, sp->dims,
                           sp->axis);
-        break;
+        goto op_done;
       }
-      case TSR_OP_SELECT:
+    op_SELECT:
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_select(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
                             vals[in->a], in->bcast & 1, vals[in->b], in->bcast & 2,
                             vals[in->c], in->bcast & 4, (size_t)in->n);
-        break;
-      case TSR_OP_CONVERT:
+        goto op_done;
+    op_CONVERT:
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_convert((tsr_dtype_t)in->rdtype, vals[in->r],
                              (tsr_dtype_t)in->dtype, vals[in->a], (size_t)in->n);
-        break;
-      case TSR_OP_BROADCAST:
-      case TSR_OP_TRANSPOSE: {
+        goto op_done;
+    op_BROADCAST:
+    op_TRANSPOSE: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_copy(tsr_dtype_size((tsr_dtype_t)in->rdtype), sp->rank, sp->dims,
                           vals[in->r], sp->strides, vals[in->a], sp->src_strides);
-        break;
+        goto op_done;
       }
-      case TSR_OP_CONCATENATE: {
+    op_CONCATENATE: {
         const shape_plan_t *sp = in->plan;
         size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
         vals[in->r] = tsr_interp_result_ptr(run, in);
@@ -365,17 +370,17 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
                             sp->strides, vals[sp->operands[i]], sstr);
           offset += sp->axis_sizes[i];
         }
-        break;
+        goto op_done;
       }
-      case TSR_OP_ROLL: {
+    op_ROLL: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_roll(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
                           vals[in->a], sp->src_rank, sp->src_dims, sp->axis,
                           tsr_interp_read_i32(run, in->b));
-        break;
+        goto op_done;
       }
-      case TSR_OP_GATHER: {
+    op_GATHER: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         int64_t bad = tsr_blockops_gather(tsr_dtype_size((tsr_dtype_t)in->rdtype),
@@ -393,88 +398,90 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
                        (long long)sp->src_dims[sp->axis], sp->axis);
           tsr_interp_fill_uninit(run, (tsr_dtype_t)in->rdtype, vals[in->r], (uint64_t)in->n);
         }
-        break;
+        goto op_done;
       }
-      case TSR_OP_REDUCE_SUM:
-      case TSR_OP_REDUCE_MAX:
-      case TSR_OP_REDUCE_MIN:
-      case TSR_OP_REDUCE_PROD:
-      case TSR_OP_REDUCE_AND:
-      case TSR_OP_REDUCE_OR: {
+    op_REDUCE_SUM:
+    op_REDUCE_MAX:
+    op_REDUCE_MIN:
+    op_REDUCE_PROD:
+    op_REDUCE_AND:
+    op_REDUCE_OR: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_reduce((tsr_opcode_t)in->code, (tsr_dtype_t)in->dtype, vals[in->r],
                             vals[in->a], sp->src_rank, sp->src_dims, sp->axes_mask);
-        break;
+        goto op_done;
       }
-      case TSR_OP_ARGMAX:
-      case TSR_OP_ARGMIN: {
+    op_ARGMAX:
+    op_ARGMIN: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_argreduce((tsr_opcode_t)in->code, (tsr_dtype_t)in->dtype,
                                vals[in->r], vals[in->a], sp->src_rank, sp->src_dims,
                                sp->axis);
-        break;
+        goto op_done;
       }
-      case TSR_OP_DOT: {
+    op_DOT: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_dot((tsr_dtype_t)in->rdtype, vals[in->r], (tsr_dtype_t)in->dtype,
                          vals[in->a], vals[in->b],
                          in->c != NO_VALUE ? vals[in->c] : NULL, sp->m, sp->k, sp->n,
                          (in->flags & TSR_OPF_TRANSPOSE_RHS) != 0);
-        break;
+        goto op_done;
       }
-      case TSR_OP_PRINT:
+    op_PRINT:
         do_print(run, in);
-        break;
-      case TSR_OP_DEVICE_ID:
-      case TSR_OP_CORE_ID:
+        goto op_done;
+    op_DEVICE_ID:
+    op_CORE_ID:
         tsr_interp_put_i32(run, in,
                            (int32_t)(in->code == TSR_OP_DEVICE_ID ? run->device : run->core));
-        break;
-      case TSR_OP_SEM_SIGNAL:
+        goto op_done;
+    op_SEM_SIGNAL:
         tsr_sem_signal(run, in);
-        break;
-      case TSR_OP_SEM_WAIT:
+        goto op_done;
+    op_SEM_WAIT:
         if (!tsr_sem_try_wait(run, in, in->plan,
                               tsr_interp_read_i32(run, ((const sem_plan_t *)in->plan)->amount)))
           goto blocked;
-        break;
-      case TSR_OP_SEM_READ: {
+        goto op_done;
+    op_SEM_READ: {
         int32_t *sem = tsr_sem_addr(run, in, in->plan);
         tsr_interp_put_i32(run, in, sem ? *sem : 0);
-        break;
+        goto op_done;
       }
-      case TSR_OP_DMA_START:
+    op_DMA_START:
         tsr_dma_start(run, in);
-        break;
-      case TSR_OP_DMA_WAIT: {
+        goto op_done;
+    op_DMA_WAIT: {
         const dma_plan_t *dp = in->plan;
         if (!tsr_sem_try_wait(run, in, &dp->sem, (int32_t)dp->bytes)) goto blocked;
-        break;
+        goto op_done;
       }
-      case TSR_OP_ASSERT:
+    op_ASSERT:
         if (!*(const uint8_t *)vals[in->a]) {
           const text_plan_t *tp = in->plan;
           tsr_diag_where_t where = tsr_interp_where(run, in->site);
           if (tsr_diag_assert_failed(&run->sh->diag, &where, tp->text)) run->sh->aborted = true;
         }
-        break;
-      default:
-        tsr_interp_kernel_error(run, in->site, TSR_DIAG_NOT_IMPLEMENTED,
-                                "op '%s' is not implemented in the interpreter",
-                                tsr_op_table[in->code].mnemonic);
-        break;
-    }
+        goto op_done;
+  op_done:
     if (TSR_UNLIKELY(run->sh->aborted)) goto out;
     continue;
 
-  unary:
+  /* TSR_FAM_UNARY: the kernel for the dtype, chosen by prepare.c */
+  op_NEG: op_ABS: op_SIGN: op_EXP: op_EXP2: op_LOG: op_LOG1P: op_SQRT: op_RSQRT: op_TANH:
+  op_LOGISTIC: op_SIN: op_COS: op_FLOOR: op_CEIL: op_ROUND: op_NOT: op_CLZ: op_POPCOUNT:
+#ifdef TSR_TEST_OPS /* ir/ops_test.def */
+  op_TEST_UNLOWERED:
+#endif
     vals[in->r] = tsr_interp_result_ptr(run, in);
     in->fn.unary(vals[in->r], vals[in->a], (size_t)in->n);
     continue;
-  binary:
+  /* TSR_FAM_BINARY, TSR_FAM_COMPARE */
+  op_ADD: op_SUB: op_MUL: op_DIV: op_REM: op_MAX: op_MIN: op_POW: op_AND: op_OR: op_XOR:
+  op_SHL: op_SHRL: op_SHRA: op_EQ: op_NE: op_LT: op_LE: op_GT: op_GE:
     vals[in->r] = tsr_interp_result_ptr(run, in);
     in->fn.binary(vals[in->r], vals[in->a], vals[in->b], (size_t)in->n,
                   (tsr_bcast_t)in->bcast);

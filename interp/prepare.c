@@ -2,7 +2,11 @@
  * with jumps for control flow, a value table (each value's own buffer in a
  * per-run frame), a ref table (blocks, scratch, scoped buffers) and one plan
  * per kernel operand for the grid pipeline. Everything the run needs is
- * copied into the program's arena, so the module can be destroyed. */
+ * copied into the program's arena, so the module can be destroyed.
+ * Dispatch (compile_op): a switch generated from ir/ops.def jumps to the op's
+ * label prep_<OP>; a row without its label does not build, and what an op
+ * lacks for one dtype (blockops.c) is TSR_UNIMPLEMENTED naming the op, its
+ * location and the dtype. Store forwarding reads the op table's effects. */
 #include <stdio.h>
 
 #include "base/hashtable.h"
@@ -102,33 +106,13 @@ static void count_uses(prep_t *ps, const tsr_region_t *r) {
  * store skip its copy: one pass over the block fewer. It is one of the four
  * changes that together took the 64 MiB add from 12% to 77% of memcpy
  * (docs/benchmarks.md; their separate shares were not measured). Only ops
- * that compile to exactly one instruction writing a fresh result qualify. */
-static bool forwards_to_store(const prep_t *ps, const tsr_op_t *op) {
-  const tsr_op_t *st = op->next;
-  if (!st || st->opcode != TSR_OP_STORE || (st->flags & TSR_OPF_MASK)) return false;
-  if (op->num_results != 1 || st->operands[1] != op->results[0]) return false;
-  if (op->results[0]->type.kind != TSR_TYPE_VECTOR) return false;
+ * that compile to exactly one instruction of their own (not an alias or a
+ * jump) writing a fresh result qualify: which ops may, and the shape of the
+ * store, the op table says (tsr_op_forward_store). */
+static bool forwards_to_store(const prep_t *ps, const tsr_op_t *op, const insn_t *in) {
+  if (!tsr_op_forward_store(op)) return false;
   if (ps->uses[op->results[0]->id] != 1) return false;
-  switch (tsr_op_table[op->opcode].syntax) {
-    case TSR_SYN_UNARY:
-    case TSR_SYN_BINARY:
-      return true;
-    default:
-      break;
-  }
-  switch (op->opcode) {
-    case TSR_OP_LOAD:
-      return !(op->flags & TSR_OPF_MASK);
-    case TSR_OP_SELECT: case TSR_OP_CONVERT: case TSR_OP_BROADCAST:
-    case TSR_OP_TRANSPOSE: case TSR_OP_DOT: case TSR_OP_IOTA: case TSR_OP_SLICE:
-    case TSR_OP_CONCATENATE: case TSR_OP_ROLL: case TSR_OP_GATHER:
-    case TSR_OP_REDUCE_SUM: case TSR_OP_REDUCE_MAX: case TSR_OP_REDUCE_MIN:
-    case TSR_OP_REDUCE_PROD: case TSR_OP_REDUCE_AND: case TSR_OP_REDUCE_OR:
-    case TSR_OP_ARGMAX: case TSR_OP_ARGMIN:
-      return true;
-    default:
-      return false;
-  }
+  return in->code == op->opcode; /* not compiled to an alias */
 }
 
 static void note_value(prep_t *ps, tsr_value_t *v) {
@@ -275,6 +259,15 @@ static void fill_sem(prep_t *ps, const tsr_op_t *op, uint32_t operand, uint32_t 
   sp->amount = sp->device = sp->core = NO_VALUE;
 }
 
+/* An op with no interpreter kernel for its operand dtype (blockops.c). */
+static tsr_status_t not_implemented(const tsr_interp_program_t *p, const tsr_op_t *op,
+                                    tsr_dtype_t dtype) {
+  return TSR_STATUS(TSR_UNIMPLEMENTED,
+                    "%s:%u:%u: error: op '%s' is not implemented in the interpreter for %s",
+                    p->file, op->loc.line, op->loc.col, tsr_op_table[op->opcode].mnemonic,
+                    tsr_dtype_name(dtype));
+}
+
 static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
   tsr_interp_program_t *p = ps->p;
   const tsr_op_info_t *info = &tsr_op_table[op->opcode];
@@ -295,29 +288,42 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
   if (op->num_operands > 1) in.b = op->operands[1]->id;
   if (op->num_operands > 2) in.c = op->operands[2]->id;
 
-  switch (info->syntax) {
-    case TSR_SYN_CONST: {
+  switch (op->opcode) {
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  case TSR_OP_##E:                                                    \
+    goto prep_##E;
+#include "ir/ops.def"
+#undef TSR_OP
+    case TSR_OP_COUNT: break;
+  }
+  return TSR_STATUS(TSR_INTERNAL, "bad opcode %u", (unsigned)op->opcode);
+
+  {
+    prep_CONST: {
       /* Filled once per run; no instruction. */
       uint32_t i = p->num_consts++;
       p->const_values[i] = op->results[0]->id;
       p->const_literals[i] = op->literal;
       return NULL;
     }
-    case TSR_SYN_UNARY:
+    /* TSR_FAM_UNARY: the block loop for the operand dtype (blockops.c) */
+    prep_NEG: prep_ABS: prep_SIGN: prep_EXP: prep_EXP2: prep_LOG: prep_LOG1P: prep_SQRT:
+    prep_RSQRT: prep_TANH: prep_LOGISTIC: prep_SIN: prep_COS: prep_FLOOR: prep_CEIL:
+    prep_ROUND: prep_NOT: prep_CLZ: prep_POPCOUNT:
+#ifdef TSR_TEST_OPS /* ir/ops_test.def */
+    prep_TEST_UNLOWERED:
+#endif
       in.fn.unary = tsr_blockops_unary(op->opcode, (tsr_dtype_t)in.dtype);
       if (!in.fn.unary)
-        return TSR_STATUS(TSR_UNIMPLEMENTED,
-                          "%s:%u:%u: error: op '%s' is not implemented in the interpreter "
-                          "for %s", p->file, op->loc.line, op->loc.col, info->mnemonic,
-                          tsr_dtype_name((tsr_dtype_t)in.dtype));
+        return not_implemented(p, op, (tsr_dtype_t)in.dtype);
       return emit(ps, &in, NULL);
-    case TSR_SYN_BINARY: {
+    /* TSR_FAM_BINARY, TSR_FAM_COMPARE */
+    prep_ADD: prep_SUB: prep_MUL: prep_DIV: prep_REM: prep_MAX: prep_MIN: prep_POW: prep_AND:
+    prep_OR: prep_XOR: prep_SHL: prep_SHRL: prep_SHRA: prep_EQ: prep_NE: prep_LT: prep_LE:
+    prep_GT: prep_GE: {
       in.fn.binary = tsr_blockops_binary(op->opcode, (tsr_dtype_t)in.dtype);
       if (!in.fn.binary)
-        return TSR_STATUS(TSR_UNIMPLEMENTED,
-                          "%s:%u:%u: error: op '%s' is not implemented in the interpreter "
-                          "for %s", p->file, op->loc.line, op->loc.col, info->mnemonic,
-                          tsr_dtype_name((tsr_dtype_t)in.dtype));
+        return not_implemented(p, op, (tsr_dtype_t)in.dtype);
       bool as = op->operands[0]->type.kind == TSR_TYPE_SCALAR;
       bool bs = op->operands[1]->type.kind == TSR_TYPE_SCALAR;
       in.bcast = (uint8_t)(as && !bs ? TSR_BCAST_A_SCALAR
@@ -325,14 +331,9 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
                                        : TSR_BCAST_NONE);
       return emit(ps, &in, NULL);
     }
-    default:
-      break;
-  }
-
-  switch (op->opcode) {
-    case TSR_OP_PROGRAM_ID:
-    case TSR_OP_NUM_PROGRAMS:
-    case TSR_OP_IOTA: {
+    prep_PROGRAM_ID:
+    prep_NUM_PROGRAMS:
+    prep_IOTA: {
       shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
       if (!sp) return TSR_OOM();
       sp->axis = (uint32_t)op->ints[0];
@@ -342,8 +343,8 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       in.plan = sp;
       return emit(ps, &in, NULL);
     }
-    case TSR_OP_LOAD:
-    case TSR_OP_STORE: {
+    prep_LOAD:
+    prep_STORE: {
       view_plan_t *vp = plan_alloc(ps, sizeof *vp);
       if (!vp) return TSR_OOM();
       const tsr_value_t *ref = op->operands[0];
@@ -360,7 +361,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       in.plan = vp;
       return emit(ps, &in, NULL);
     }
-    case TSR_OP_SLICE: {
+    prep_SLICE: {
       view_plan_t *vp = plan_alloc(ps, sizeof *vp);
       if (!vp) return TSR_OOM();
       const tsr_type_t *t = &op->operands[0]->type;
@@ -369,20 +370,20 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       in.plan = vp;
       return emit(ps, &in, NULL);
     }
-    case TSR_OP_SELECT:
+    prep_SELECT:
       in.dtype = op->operands[1]->type.dtype;
       in.bcast = (uint8_t)((op->operands[0]->type.kind == TSR_TYPE_SCALAR ? 1 : 0) |
                            (op->operands[1]->type.kind == TSR_TYPE_SCALAR ? 2 : 0) |
                            (op->operands[2]->type.kind == TSR_TYPE_SCALAR ? 4 : 0));
       return emit(ps, &in, NULL);
-    case TSR_OP_CONVERT:
+    prep_CONVERT:
       return emit(ps, &in, NULL);
-    case TSR_OP_BITCAST:
-    case TSR_OP_RESHAPE:
+    prep_BITCAST:
+    prep_RESHAPE:
       in.code = XOP_ALIAS;
       return emit(ps, &in, NULL);
-    case TSR_OP_BROADCAST:
-    case TSR_OP_TRANSPOSE: {
+    prep_BROADCAST:
+    prep_TRANSPOSE: {
       shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
       if (!sp) return TSR_OOM();
       const tsr_type_t *rt = &op->results[0]->type;
@@ -410,7 +411,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       in.plan = sp;
       return emit(ps, &in, NULL);
     }
-    case TSR_OP_CONCATENATE: {
+    prep_CONCATENATE: {
       shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
       if (!sp) return TSR_OOM();
       const tsr_type_t *rt = &op->results[0]->type;
@@ -429,16 +430,19 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       in.plan = sp;
       return emit(ps, &in, NULL);
     }
-    case TSR_OP_ROLL:
-    case TSR_OP_GATHER:
-    case TSR_OP_ARGMAX:
-    case TSR_OP_ARGMIN:
-    case TSR_OP_REDUCE_SUM:
-    case TSR_OP_REDUCE_MAX:
-    case TSR_OP_REDUCE_MIN:
-    case TSR_OP_REDUCE_PROD:
-    case TSR_OP_REDUCE_AND:
-    case TSR_OP_REDUCE_OR: {
+    prep_ROLL:
+    prep_GATHER:
+    prep_ARGMAX:
+    prep_ARGMIN:
+    prep_REDUCE_SUM:
+    prep_REDUCE_MAX:
+    prep_REDUCE_MIN:
+    prep_REDUCE_PROD:
+    prep_REDUCE_AND:
+    prep_REDUCE_OR: {
+      if ((info->family == TSR_FAM_REDUCE || info->family == TSR_FAM_ARG_REDUCE) &&
+          !tsr_blockops_reduce_supported(op->opcode, (tsr_dtype_t)in.dtype))
+        return not_implemented(p, op, (tsr_dtype_t)in.dtype);
       shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
       if (!sp) return TSR_OOM();
       const tsr_type_t *at = &op->operands[0]->type;
@@ -455,7 +459,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       in.plan = sp;
       return emit(ps, &in, NULL);
     }
-    case TSR_OP_DOT: {
+    prep_DOT: {
       shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
       if (!sp) return TSR_OOM();
       const tsr_type_t *at = &op->operands[0]->type;
@@ -466,8 +470,8 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       in.plan = sp;
       return emit(ps, &in, NULL);
     }
-    case TSR_OP_PRINT:
-    case TSR_OP_ASSERT: {
+    prep_PRINT:
+    prep_ASSERT: {
       text_plan_t *tp = plan_alloc(ps, sizeof *tp);
       if (!tp) return TSR_OOM();
       const char *t = op->text ? op->text : "";
@@ -479,7 +483,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       in.plan = tp;
       return emit(ps, &in, NULL);
     }
-    case TSR_OP_IF: {
+    prep_IF: {
       /* JMP_IF_NOT c -> else; then; moves; JMP end; else: ...; moves; end: */
       const tsr_op_t *term;
       uint32_t jf, jend;
@@ -499,7 +503,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       p->code[jend].target = p->code_size;
       return NULL;
     }
-    case TSR_OP_FOR: {
+    prep_FOR: {
       const tsr_region_t *body = &op->regions[0];
       uint32_t carried = op->num_results;
       TSR_RETURN_IF_ERROR(
@@ -524,7 +528,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       p->code[pc_init].target = p->code_size;
       return emit_moves(ps, site, carried, body->args + 1, op->results, NULL);
     }
-    case TSR_OP_WHILE: {
+    prep_WHILE: {
       const tsr_region_t *cond = &op->regions[0];
       const tsr_region_t *body = &op->regions[1];
       uint32_t carried = op->num_results;
@@ -549,7 +553,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       p->code[jf].target = p->code_size;
       return emit_moves(ps, site, carried, cond->args, op->results, NULL);
     }
-    case TSR_OP_SCOPED: {
+    prep_SCOPED: {
       const tsr_region_t *body = &op->regions[0];
       scope_plan_t *sp = plan_alloc(ps, sizeof *sp);
       if (!sp) return TSR_OOM();
@@ -568,13 +572,13 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       insn_t exit_in = {.code = XOP_SCOPE_EXIT, .site = site, .plan = sp};
       return emit(ps, &exit_in, NULL);
     }
-    case TSR_OP_DEVICE_ID:
-    case TSR_OP_CORE_ID:
+    prep_DEVICE_ID:
+    prep_CORE_ID:
       return emit(ps, &in, NULL);
-    case TSR_OP_SEM_SIGNAL:
-    case TSR_OP_SEM_WAIT:
-    case TSR_OP_SEM_READ:
-    case TSR_OP_CORE_BARRIER: {
+    prep_SEM_SIGNAL:
+    prep_SEM_WAIT:
+    prep_SEM_READ:
+    prep_CORE_BARRIER: {
       sem_plan_t *sp = plan_alloc(ps, sizeof *sp);
       if (!sp) return TSR_OOM();
       fill_sem(ps, op, 0, 0, op->num_indices, sp);
@@ -591,8 +595,8 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       }
       return emit(ps, &in, NULL);
     }
-    case TSR_OP_DMA_START:
-    case TSR_OP_DMA_WAIT: {
+    prep_DMA_START:
+    prep_DMA_WAIT: {
       dma_plan_t *dp = plan_alloc(ps, sizeof *dp);
       if (!dp) return TSR_OOM();
       uint32_t nsrc = (uint32_t)op->ints[0], ndst = (uint32_t)op->ints[1];
@@ -618,10 +622,10 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       in.plan = dp;
       return emit(ps, &in, NULL);
     }
-    default:
-      return TSR_STATUS(TSR_UNIMPLEMENTED,
-                        "%s:%u:%u: error: op '%s' is not implemented in the interpreter",
-                        p->file, op->loc.line, op->loc.col, info->mnemonic);
+    prep_YIELD:
+    prep_CONDITION: /* read by the parent op (compile_region) */
+      return TSR_STATUS(TSR_INTERNAL, "%s:%u:%u: '%s' outside its parent op", p->file,
+                        op->loc.line, op->loc.col, info->mnemonic);
   }
 }
 
@@ -636,7 +640,7 @@ static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
     }
     uint32_t before = ps->p->code_size;
     TSR_RETURN_IF_ERROR(compile_op(ps, op));
-    if (ps->p->code_size == before + 1 && forwards_to_store(ps, op))
+    if (ps->p->code_size == before + 1 && forwards_to_store(ps, op, &ps->p->code[before]))
       ps->p->code[before].forward = 1;
   }
   return NULL;

@@ -32,66 +32,134 @@ static void count_uses(emitter_t *em, const tsr_region_t *r) {
 
 /* ---- Dispatch ------------------------------------------------------------------------------- */
 
-/* The code generator's one op dispatch: a case per rule of ir/ops.def (an
- * op family), each calling its family's entry point (emit_dispatch.h). No
- * silent default: a rule without a lowering is TSR_UNIMPLEMENTED naming the
- * op and its location. Inside a family, opcodes are told apart in one place
- * each, with the same loud default: em_elementwise_family and its float_op
- * and int_op (emit_expr.c), red_identity and red_combine (reductions) and
- * em_op_argreduce (emit_ops.c), em_op_semaphore and em_op_dma
- * (emit_runtime.c), em_op_grid_query and em_op_id_query (emit_values.c). */
+/* The code generator's one op dispatch: lower_table, indexed by opcode and
+ * expanded from ir/ops.def, names each op's lowering entry LOWER_<OP>
+ * (defined below, grouped by the op's FAMILY column). A row added to
+ * ops.def without its LOWER_ macro is a build error (an undeclared
+ * identifier), and the table's size is checked against TSR_OP_COUNT.
+ * Inside a family, ops are told apart per op the same way where the
+ * lowering differs per op (FLT_/INT_ in emit_expr.c); what depends on the
+ * dtype and is not lowered is TSR_UNIMPLEMENTED naming the op, its location
+ * and the cpu target (em_unimplemented), never a silent default. */
+typedef void lower_fn(emitter_t *em, const tsr_op_t *op);
+
+/* Region terminators: read by the parent op. */
+static void lower_terminator(emitter_t *em, const tsr_op_t *op) {}
+
+/* TSR_FAM_CONST, TSR_FAM_QUERY */
+#define LOWER_CONST em_op_const
+#define LOWER_PROGRAM_ID em_op_program_id
+#define LOWER_NUM_PROGRAMS em_op_num_programs
+#define LOWER_DEVICE_ID em_op_device_id
+#define LOWER_CORE_ID em_op_core_id
+/* TSR_FAM_MEMORY */
+#define LOWER_LOAD em_op_load
+#define LOWER_STORE em_op_store
+/* TSR_FAM_UNARY, BINARY, COMPARE, SELECT, CONVERT: one elementwise entry;
+ * the op's own code is its FLT_ and INT_ macros (emit_expr.c). */
+#define LOWER_NEG em_op_elementwise
+#define LOWER_ABS em_op_elementwise
+#define LOWER_SIGN em_op_elementwise
+#define LOWER_EXP em_op_elementwise
+#define LOWER_EXP2 em_op_elementwise
+#define LOWER_LOG em_op_elementwise
+#define LOWER_LOG1P em_op_elementwise
+#define LOWER_SQRT em_op_elementwise
+#define LOWER_RSQRT em_op_elementwise
+#define LOWER_TANH em_op_elementwise
+#define LOWER_LOGISTIC em_op_elementwise
+#define LOWER_SIN em_op_elementwise
+#define LOWER_COS em_op_elementwise
+#define LOWER_FLOOR em_op_elementwise
+#define LOWER_CEIL em_op_elementwise
+#define LOWER_ROUND em_op_elementwise
+#define LOWER_NOT em_op_elementwise
+#define LOWER_CLZ em_op_elementwise
+#define LOWER_POPCOUNT em_op_elementwise
+#define LOWER_ADD em_op_elementwise
+#define LOWER_SUB em_op_elementwise
+#define LOWER_MUL em_op_elementwise
+#define LOWER_DIV em_op_elementwise
+#define LOWER_REM em_op_elementwise
+#define LOWER_MAX em_op_elementwise
+#define LOWER_MIN em_op_elementwise
+#define LOWER_POW em_op_elementwise
+#define LOWER_AND em_op_elementwise
+#define LOWER_OR em_op_elementwise
+#define LOWER_XOR em_op_elementwise
+#define LOWER_SHL em_op_elementwise
+#define LOWER_SHRL em_op_elementwise
+#define LOWER_SHRA em_op_elementwise
+#define LOWER_EQ em_op_elementwise
+#define LOWER_NE em_op_elementwise
+#define LOWER_LT em_op_elementwise
+#define LOWER_LE em_op_elementwise
+#define LOWER_GT em_op_elementwise
+#define LOWER_GE em_op_elementwise
+#define LOWER_SELECT em_op_elementwise
+#define LOWER_CONVERT em_op_elementwise
+#define LOWER_BITCAST em_op_elementwise
+/* TSR_FAM_SHAPE */
+#define LOWER_IOTA em_op_iota
+#define LOWER_BROADCAST em_op_broadcast
+#define LOWER_RESHAPE em_op_reshape
+#define LOWER_TRANSPOSE em_op_transpose
+#define LOWER_SLICE em_op_slice
+#define LOWER_CONCATENATE em_op_concatenate
+#define LOWER_ROLL em_op_roll
+#define LOWER_GATHER em_op_gather
+/* TSR_FAM_REDUCE (per op: RED_ in emit_ops.c), TSR_FAM_ARG_REDUCE, TSR_FAM_DOT */
+#define LOWER_REDUCE_SUM em_op_reduce
+#define LOWER_REDUCE_MAX em_op_reduce
+#define LOWER_REDUCE_MIN em_op_reduce
+#define LOWER_REDUCE_PROD em_op_reduce
+#define LOWER_REDUCE_AND em_op_reduce
+#define LOWER_REDUCE_OR em_op_reduce
+#define LOWER_ARGMAX em_op_argreduce
+#define LOWER_ARGMIN em_op_argreduce
+#define LOWER_DOT em_op_dot
+/* TSR_FAM_CONTROL */
+#define LOWER_FOR em_op_for
+#define LOWER_WHILE em_op_while
+#define LOWER_IF em_op_if
+#define LOWER_SCOPED em_op_scoped
+#define LOWER_YIELD lower_terminator
+#define LOWER_CONDITION lower_terminator
+/* TSR_FAM_DEBUG */
+#define LOWER_PRINT em_op_print
+#define LOWER_ASSERT em_op_assert
+/* TSR_FAM_DMA, TSR_FAM_SEMAPHORE */
+#define LOWER_DMA_START em_op_dma
+#define LOWER_DMA_WAIT em_op_dma
+#define LOWER_SEM_SIGNAL em_op_sem_signal
+#define LOWER_SEM_WAIT em_op_sem_wait
+#define LOWER_SEM_READ em_op_sem_read
+#define LOWER_CORE_BARRIER em_op_core_barrier
+
+static lower_fn *const lower_table[] = {
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) LOWER_##E,
+#include "ir/ops.def"
+#undef TSR_OP
+};
+_Static_assert(TSR_ARRAY_SIZE(lower_table) == TSR_OP_COUNT,
+               "lower_table: one LOWER_ entry per row of ir/ops.def");
+
+/* Ops that make no code of their own (constants, queries, terminators) get
+ * no location line. */
+static bool makes_code(const tsr_op_info_t *info) {
+  return info->family != TSR_FAM_CONST && info->family != TSR_FAM_QUERY &&
+         !(info->flags & TSR_F_TERMINATOR);
+}
+
 static void emit_op(emitter_t *em, const tsr_op_t *op) {
   const tsr_op_info_t *info = &tsr_op_table[op->opcode];
   em->op = op;
   /* The lines of each op that makes code start with its location, so that
    * `tessera lower --stage mlir` reads alongside the kernel and an MLIR
    * diagnostic at a line of the generated text can name the op. */
-  switch (info->rule) {
-    case TSR_RULE_CONST:
-    case TSR_RULE_GRID_QUERY:
-    case TSR_RULE_ID_QUERY:
-    case TSR_RULE_YIELD:
-    case TSR_RULE_CONDITION: break;
-    default:
-      if (op->loc.file && !strpbrk(op->loc.file, "\r\n"))
-        em_line(em, "// %s:%u:%u: %s", op->loc.file, op->loc.line, op->loc.col, info->mnemonic);
-      break;
-  }
-  switch (info->rule) {
-    case TSR_RULE_CONST: em_op_const(em, op); return;
-    case TSR_RULE_GRID_QUERY: em_op_grid_query(em, op); return;
-    case TSR_RULE_LOAD: em_op_load(em, op); return;
-    case TSR_RULE_STORE: em_op_store(em, op); return;
-    case TSR_RULE_ELEMWISE:
-    case TSR_RULE_COMPARE:
-    case TSR_RULE_SELECT:
-    case TSR_RULE_CONVERT:
-    case TSR_RULE_BITCAST: em_op_elementwise(em, op); return;
-    case TSR_RULE_IOTA: em_op_iota(em, op); return;
-    case TSR_RULE_BROADCAST: em_op_broadcast(em, op); return;
-    case TSR_RULE_RESHAPE: em_op_reshape(em, op); return;
-    case TSR_RULE_TRANSPOSE: em_op_transpose(em, op); return;
-    case TSR_RULE_SLICE: em_op_slice(em, op); return;
-    case TSR_RULE_CONCATENATE: em_op_concatenate(em, op); return;
-    case TSR_RULE_ROLL: em_op_roll(em, op); return;
-    case TSR_RULE_GATHER: em_op_gather(em, op); return;
-    case TSR_RULE_REDUCE: em_op_reduce(em, op); return;
-    case TSR_RULE_ARG_REDUCE: em_op_argreduce(em, op); return;
-    case TSR_RULE_DOT: em_op_dot(em, op); return;
-    case TSR_RULE_FOR: em_op_for(em, op); return;
-    case TSR_RULE_WHILE: em_op_while(em, op); return;
-    case TSR_RULE_IF: em_op_if(em, op); return;
-    case TSR_RULE_SCOPED: em_op_scoped(em, op); return;
-    case TSR_RULE_YIELD:
-    case TSR_RULE_CONDITION: return; /* read by the parent op */
-    case TSR_RULE_PRINT: em_op_print(em, op); return;
-    case TSR_RULE_ASSERT: em_op_assert(em, op); return;
-    case TSR_RULE_DMA: em_op_dma(em, op); return;
-    case TSR_RULE_SEMAPHORE: em_op_semaphore(em, op); return;
-    case TSR_RULE_ID_QUERY: em_op_id_query(em, op); return;
-    case TSR_RULE_RESERVED: em_unimplemented(em, op, NULL); return;
-  }
-  em_unimplemented(em, op, NULL);
+  if (makes_code(info) && op->loc.file && !strpbrk(op->loc.file, "\r\n"))
+    em_line(em, "// %s:%u:%u: %s", op->loc.file, op->loc.line, op->loc.col, info->mnemonic);
+  lower_table[op->opcode](em, op);
 }
 
 static void emit_region(emitter_t *em, const tsr_region_t *r) {

@@ -19,8 +19,10 @@ void em_op_iota(emitter_t *em, const tsr_op_t *op);
 void em_op_broadcast(emitter_t *em, const tsr_op_t *op);
 void em_op_reshape(emitter_t *em, const tsr_op_t *op);
 void em_op_slice(emitter_t *em, const tsr_op_t *op);
-void em_op_grid_query(emitter_t *em, const tsr_op_t *op);
-void em_op_id_query(emitter_t *em, const tsr_op_t *op);
+void em_op_program_id(emitter_t *em, const tsr_op_t *op);
+void em_op_num_programs(emitter_t *em, const tsr_op_t *op);
+void em_op_device_id(emitter_t *em, const tsr_op_t *op);
+void em_op_core_id(emitter_t *em, const tsr_op_t *op);
 
 /* emit_ops.c */
 void em_op_reduce(emitter_t *em, const tsr_op_t *op);
@@ -33,7 +35,10 @@ void em_op_gather(emitter_t *em, const tsr_op_t *op);
 
 /* emit_runtime.c */
 void em_op_dma(emitter_t *em, const tsr_op_t *op);
-void em_op_semaphore(emitter_t *em, const tsr_op_t *op);
+void em_op_sem_signal(emitter_t *em, const tsr_op_t *op);
+void em_op_sem_wait(emitter_t *em, const tsr_op_t *op);
+void em_op_sem_read(emitter_t *em, const tsr_op_t *op);
+void em_op_core_barrier(emitter_t *em, const tsr_op_t *op);
 void em_op_print(emitter_t *em, const tsr_op_t *op);
 void em_op_assert(emitter_t *em, const tsr_op_t *op);
 

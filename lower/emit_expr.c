@@ -61,31 +61,64 @@ static ssa_t unlowered(emitter_t *em, tsr_opcode_t opcode, const char *types, ss
   return placeholder;
 }
 
+/* The elementwise families' per-op code (TSR_FAM_UNARY, BINARY, COMPARE of
+ * ir/ops.def): float_op and int_op each start with a switch generated from
+ * ops.def that jumps to the op's label (flt_<OP>, int_<OP>). A row added to
+ * those families without its labels is a build error (a goto to an undefined
+ * label); an op with no lowering for an element class has its label on the
+ * shared "unlowered" line: TSR_UNIMPLEMENTED naming the op, its location
+ * and the cpu target, never a result. */
+#define FLT_CASE(E) case TSR_OP_##E: goto flt_##E;
+#define INT_CASE(E) case TSR_OP_##E: goto int_##E;
+#define ELEMWISE_UNARY(X, E) X(E)
+#define ELEMWISE_BINARY(X, E) X(E)
+#define ELEMWISE_COMPARE(X, E) X(E)
+#define ELEMWISE_CONST(X, E)
+#define ELEMWISE_QUERY(X, E)
+#define ELEMWISE_MEMORY(X, E)
+#define ELEMWISE_SELECT(X, E) /* em_elementwise_family */
+#define ELEMWISE_CONVERT(X, E) /* em_elementwise_family */
+#define ELEMWISE_SHAPE(X, E)
+#define ELEMWISE_REDUCE(X, E)
+#define ELEMWISE_ARG_REDUCE(X, E)
+#define ELEMWISE_DOT(X, E)
+#define ELEMWISE_CONTROL(X, E)
+#define ELEMWISE_DEBUG(X, E)
+#define ELEMWISE_DMA(X, E)
+#define ELEMWISE_SEMAPHORE(X, E)
+
 static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t lanes) {
   tstr_t t = em_vtype("f32", lanes);
   const char *T = t.s;
   switch (op) {
-    case TSR_OP_NEG: return em_op1(em, "arith.negf", a[0], T);
-    case TSR_OP_ABS: return em_op1(em, "math.absf", a[0], T);
-    case TSR_OP_SIGN: {
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  ELEMWISE_##fam(FLT_CASE, E)
+#include "ir/ops.def"
+#undef TSR_OP
+    default: break; /* not an elementwise op: the error below */
+  }
+  {
+    flt_NEG: return em_op1(em, "arith.negf", a[0], T);
+    flt_ABS: return em_op1(em, "math.absf", a[0], T);
+    flt_SIGN: {
       ssa_t z = em_cf32(em, lanes, 0.0f);
       ssa_t gt = em_cmp(em, "cmpf", "ogt", a[0], z, T);
       ssa_t lt = em_cmp(em, "cmpf", "olt", a[0], z, T);
       ssa_t r = em_select(em, lt, em_cf32(em, lanes, -1.0f), a[0], "f32", lanes, true);
       return em_select(em, gt, em_cf32(em, lanes, 1.0f), r, "f32", lanes, true);
     }
-    case TSR_OP_EXP: return em_op1(em, "math.exp", a[0], T);
-    case TSR_OP_EXP2: return em_op1(em, "math.exp2", a[0], T);
-    case TSR_OP_LOG: return em_op1(em, "math.log", a[0], T);
+    flt_EXP: return em_op1(em, "math.exp", a[0], T);
+    flt_EXP2: return em_op1(em, "math.exp2", a[0], T);
+    flt_LOG: return em_op1(em, "math.log", a[0], T);
     /* convert-math-to-llvm makes math.log1p log(1 + x), inexact near 0 */
-    case TSR_OP_LOG1P: return em_libm_call(em, "log1pf", a[0], lanes);
-    case TSR_OP_SQRT: return em_op1(em, "math.sqrt", a[0], T);
-    case TSR_OP_RSQRT: {
+    flt_LOG1P: return em_libm_call(em, "log1pf", a[0], lanes);
+    flt_SQRT: return em_op1(em, "math.sqrt", a[0], T);
+    flt_RSQRT: {
       ssa_t s = em_op1(em, "math.sqrt", a[0], T);
       return em_op2(em, "arith.divf", em_cf32(em, lanes, 1.0f), s, T);
     }
-    case TSR_OP_TANH: return em_op1(em, "math.tanh", a[0], T);
-    case TSR_OP_LOGISTIC: {
+    flt_TANH: return em_op1(em, "math.tanh", a[0], T);
+    flt_LOGISTIC: {
       /* as interp/blockops.c logistic_f: no overflow for large |a| */
       ssa_t m = em_op1(em, "math.absf", a[0], T);
       m = em_op1(em, "arith.negf", m, T);
@@ -97,26 +130,28 @@ static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t l
       ssa_t ge = em_cmp(em, "cmpf", "oge", a[0], em_cf32(em, lanes, 0.0f), T);
       return em_select(em, ge, r, er, "f32", lanes, true);
     }
-    case TSR_OP_SIN: return em_op1(em, "math.sin", a[0], T);
-    case TSR_OP_COS: return em_op1(em, "math.cos", a[0], T);
-    case TSR_OP_FLOOR: return em_op1(em, "math.floor", a[0], T);
-    case TSR_OP_CEIL: return em_op1(em, "math.ceil", a[0], T);
-    case TSR_OP_ROUND: return em_op1(em, "math.roundeven", a[0], T);
-    case TSR_OP_ADD: return em_op2(em, "arith.addf", a[0], a[1], T);
-    case TSR_OP_SUB: return em_op2(em, "arith.subf", a[0], a[1], T);
-    case TSR_OP_MUL: return em_op2(em, "arith.mulf", a[0], a[1], T);
-    case TSR_OP_DIV: return em_op2(em, "arith.divf", a[0], a[1], T);
-    case TSR_OP_REM: return em_op2(em, "arith.remf", a[0], a[1], T);
-    case TSR_OP_MAX: return em_fmax(em, a[0], a[1], lanes, true);
-    case TSR_OP_MIN: return em_fmax(em, a[0], a[1], lanes, false);
-    case TSR_OP_POW: return em_op2(em, "math.powf", a[0], a[1], T);
-    case TSR_OP_EQ: return em_cmp(em, "cmpf", "oeq", a[0], a[1], T);
-    case TSR_OP_NE: return em_cmp(em, "cmpf", "une", a[0], a[1], T);
-    case TSR_OP_LT: return em_cmp(em, "cmpf", "olt", a[0], a[1], T);
-    case TSR_OP_LE: return em_cmp(em, "cmpf", "ole", a[0], a[1], T);
-    case TSR_OP_GT: return em_cmp(em, "cmpf", "ogt", a[0], a[1], T);
-    case TSR_OP_GE: return em_cmp(em, "cmpf", "oge", a[0], a[1], T);
-    default: return unlowered(em, op, "floats", a[0]);
+    flt_SIN: return em_op1(em, "math.sin", a[0], T);
+    flt_COS: return em_op1(em, "math.cos", a[0], T);
+    flt_FLOOR: return em_op1(em, "math.floor", a[0], T);
+    flt_CEIL: return em_op1(em, "math.ceil", a[0], T);
+    flt_ROUND: return em_op1(em, "math.roundeven", a[0], T);
+    flt_ADD: return em_op2(em, "arith.addf", a[0], a[1], T);
+    flt_SUB: return em_op2(em, "arith.subf", a[0], a[1], T);
+    flt_MUL: return em_op2(em, "arith.mulf", a[0], a[1], T);
+    flt_DIV: return em_op2(em, "arith.divf", a[0], a[1], T);
+    flt_REM: return em_op2(em, "arith.remf", a[0], a[1], T);
+    flt_MAX: return em_fmax(em, a[0], a[1], lanes, true);
+    flt_MIN: return em_fmax(em, a[0], a[1], lanes, false);
+    flt_POW: return em_op2(em, "math.powf", a[0], a[1], T);
+    flt_EQ: return em_cmp(em, "cmpf", "oeq", a[0], a[1], T);
+    flt_NE: return em_cmp(em, "cmpf", "une", a[0], a[1], T);
+    flt_LT: return em_cmp(em, "cmpf", "olt", a[0], a[1], T);
+    flt_LE: return em_cmp(em, "cmpf", "ole", a[0], a[1], T);
+    flt_GT: return em_cmp(em, "cmpf", "ogt", a[0], a[1], T);
+    flt_GE: return em_cmp(em, "cmpf", "oge", a[0], a[1], T);
+    flt_NOT: flt_CLZ: flt_POPCOUNT:
+    flt_AND: flt_OR: flt_XOR: flt_SHL: flt_SHRL: flt_SHRA:
+    return unlowered(em, op, "floats", a[0]);
   }
 }
 
@@ -129,14 +164,21 @@ static ssa_t int_op(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype, const ssa
   const uint32_t bits = em_int_bits(dtype);
   ssa_t zero = em_cint(em, E, lanes, 0), ones = em_cint(em, E, lanes, -1);
   switch (op) {
-    case TSR_OP_NEG: return em_op2(em, "arith.subi", zero, a[0], T);
-    case TSR_OP_ABS: {
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  ELEMWISE_##fam(INT_CASE, E)
+#include "ir/ops.def"
+#undef TSR_OP
+    default: break; /* not an elementwise op: the error below */
+  }
+  {
+    int_NEG: return em_op2(em, "arith.subi", zero, a[0], T);
+    int_ABS: {
       if (!s) return a[0];
       ssa_t n = em_op2(em, "arith.subi", zero, a[0], T);
       ssa_t lt = em_cmp(em, "cmpi", "slt", a[0], zero, T);
       return em_select(em, lt, n, a[0], E, lanes, true);
     }
-    case TSR_OP_SIGN: {
+    int_SIGN: {
       tstr_t bt = em_vtype("i1", lanes);
       if (!s) {
         ssa_t ne = em_cmp(em, "cmpi", "ne", a[0], zero, T);
@@ -146,14 +188,14 @@ static ssa_t int_op(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype, const ssa
       ssa_t lt = em_cast(em, "arith.extui", em_cmp(em, "cmpi", "slt", a[0], zero, T), bt.s, T);
       return em_op2(em, "arith.subi", gt, lt, T);
     }
-    case TSR_OP_NOT: return em_op2(em, "arith.xori", a[0], b1 ? em_cbool(em, lanes, true) : ones, T);
-    case TSR_OP_CLZ: return em_op1(em, "math.ctlz", a[0], T);
-    case TSR_OP_POPCOUNT: return em_op1(em, "math.ctpop", a[0], T);
-    case TSR_OP_ADD: return em_op2(em, "arith.addi", a[0], a[1], T);
-    case TSR_OP_SUB: return em_op2(em, "arith.subi", a[0], a[1], T);
-    case TSR_OP_MUL: return em_op2(em, "arith.muli", a[0], a[1], T);
-    case TSR_OP_DIV:
-    case TSR_OP_REM: {
+    int_NOT: return em_op2(em, "arith.xori", a[0], b1 ? em_cbool(em, lanes, true) : ones, T);
+    int_CLZ: return em_op1(em, "math.ctlz", a[0], T);
+    int_POPCOUNT: return em_op1(em, "math.ctpop", a[0], T);
+    int_ADD: return em_op2(em, "arith.addi", a[0], a[1], T);
+    int_SUB: return em_op2(em, "arith.subi", a[0], a[1], T);
+    int_MUL: return em_op2(em, "arith.muli", a[0], a[1], T);
+    int_DIV:
+    int_REM: {
       /* XLA: x/0 = -1, x%0 = x, MIN/-1 = MIN, MIN%-1 = 0 (divide by 1). */
       ssa_t bz = em_cmp(em, "cmpi", "eq", a[1], zero, T);
       ssa_t bad = bz;
@@ -172,14 +214,14 @@ static ssa_t int_op(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype, const ssa
       ssa_t r = em_op2(em, s ? "arith.remsi" : "arith.remui", a[0], d, T);
       return em_select(em, bz, a[0], r, E, lanes, true);
     }
-    case TSR_OP_MAX: return em_op2(em, s ? "arith.maxsi" : "arith.maxui", a[0], a[1], T);
-    case TSR_OP_MIN: return em_op2(em, s ? "arith.minsi" : "arith.minui", a[0], a[1], T);
-    case TSR_OP_AND: return em_op2(em, "arith.andi", a[0], a[1], T);
-    case TSR_OP_OR: return em_op2(em, "arith.ori", a[0], a[1], T);
-    case TSR_OP_XOR: return em_op2(em, "arith.xori", a[0], a[1], T);
-    case TSR_OP_SHL:
-    case TSR_OP_SHRL:
-    case TSR_OP_SHRA: {
+    int_MAX: return em_op2(em, s ? "arith.maxsi" : "arith.maxui", a[0], a[1], T);
+    int_MIN: return em_op2(em, s ? "arith.minsi" : "arith.minui", a[0], a[1], T);
+    int_AND: return em_op2(em, "arith.andi", a[0], a[1], T);
+    int_OR: return em_op2(em, "arith.ori", a[0], a[1], T);
+    int_XOR: return em_op2(em, "arith.xori", a[0], a[1], T);
+    int_SHL:
+    int_SHRL:
+    int_SHRA: {
       /* The amount is read as unsigned; >= bits gives 0 or the sign fill. */
       ssa_t w = em_cint(em, E, lanes, bits);
       ssa_t big = em_cmp(em, "cmpi", "uge", a[1], w, T);
@@ -191,13 +233,15 @@ static ssa_t int_op(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype, const ssa
       ssa_t r = em_op2(em, op == TSR_OP_SHL ? "arith.shli" : "arith.shrui", a[0], amt, T);
       return em_select(em, big, zero, r, E, lanes, true);
     }
-    case TSR_OP_EQ: return em_cmp(em, "cmpi", "eq", a[0], a[1], T);
-    case TSR_OP_NE: return em_cmp(em, "cmpi", "ne", a[0], a[1], T);
-    case TSR_OP_LT: return em_cmp(em, "cmpi", s ? "slt" : "ult", a[0], a[1], T);
-    case TSR_OP_LE: return em_cmp(em, "cmpi", s ? "sle" : "ule", a[0], a[1], T);
-    case TSR_OP_GT: return em_cmp(em, "cmpi", s ? "sgt" : "ugt", a[0], a[1], T);
-    case TSR_OP_GE: return em_cmp(em, "cmpi", s ? "sge" : "uge", a[0], a[1], T);
-    default: return unlowered(em, op, b1 ? "i1" : "integers", a[0]);
+    int_EQ: return em_cmp(em, "cmpi", "eq", a[0], a[1], T);
+    int_NE: return em_cmp(em, "cmpi", "ne", a[0], a[1], T);
+    int_LT: return em_cmp(em, "cmpi", s ? "slt" : "ult", a[0], a[1], T);
+    int_LE: return em_cmp(em, "cmpi", s ? "sle" : "ule", a[0], a[1], T);
+    int_GT: return em_cmp(em, "cmpi", s ? "sgt" : "ugt", a[0], a[1], T);
+    int_GE: return em_cmp(em, "cmpi", s ? "sge" : "uge", a[0], a[1], T);
+    int_EXP: int_EXP2: int_LOG: int_LOG1P: int_SQRT: int_RSQRT: int_TANH:
+    int_LOGISTIC: int_SIN: int_COS: int_FLOOR: int_CEIL: int_ROUND: int_POW:
+    return unlowered(em, op, b1 ? "i1" : "integers", a[0]);
   }
 }
 

@@ -315,33 +315,34 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
                   none, none);
 }
 
-void em_op_semaphore(emitter_t *em, const tsr_op_t *op) {
+/* The semaphore family, one entry per op (emit.c's lower_table). */
+void em_op_sem_signal(emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *sem = op->operands[0];
   ssa_t none = c64(em, -1);
-  switch (op->opcode) {
-    case TSR_OP_SEM_SIGNAL: {
-      uint32_t tail = op->num_operands;
-      ssa_t core = none, device = none;
-      if (op->flags & TSR_OPF_CORE) core = i64_of_i32(em, em_scalar(em, op->operands[--tail]));
-      if (op->flags & TSR_OPF_DEVICE) device = i64_of_i32(em, em_scalar(em, op->operands[--tail]));
-      (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, 0),
-                    i64_of_i32(em, em_scalar(em, op->operands[1])), device, core);
-      return;
-    }
-    case TSR_OP_SEM_WAIT:
-      (void)rt_call(em, TSR_RT_WAIT, sem_arg(em, op, sem, 0),
-                    i64_of_i32(em, em_scalar(em, op->operands[1])), none, none);
-      return;
-    case TSR_OP_CORE_BARRIER:
-      (void)rt_call(em, TSR_RT_BARRIER, sem_arg(em, op, sem, 0), none, none, none);
-      return;
-    case TSR_OP_SEM_READ: {
-      ssa_t v = rt_call(em, TSR_RT_READ, sem_arg(em, op, sem, 0), none, none, none);
-      em_set_scalar(em, op->results[0], em_cast(em, "arith.trunci", v, "i64", "i32"));
-      return;
-    }
-    default: em_unimplemented(em, op, NULL); return;
-  }
+  uint32_t tail = op->num_operands;
+  ssa_t core = none, device = none;
+  if (op->flags & TSR_OPF_CORE) core = i64_of_i32(em, em_scalar(em, op->operands[--tail]));
+  if (op->flags & TSR_OPF_DEVICE) device = i64_of_i32(em, em_scalar(em, op->operands[--tail]));
+  (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, 0),
+                i64_of_i32(em, em_scalar(em, op->operands[1])), device, core);
+}
+
+void em_op_sem_wait(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *sem = op->operands[0];
+  ssa_t none = c64(em, -1);
+  (void)rt_call(em, TSR_RT_WAIT, sem_arg(em, op, sem, 0),
+                i64_of_i32(em, em_scalar(em, op->operands[1])), none, none);
+}
+
+void em_op_core_barrier(emitter_t *em, const tsr_op_t *op) {
+  ssa_t none = c64(em, -1);
+  (void)rt_call(em, TSR_RT_BARRIER, sem_arg(em, op, op->operands[0], 0), none, none, none);
+}
+
+void em_op_sem_read(emitter_t *em, const tsr_op_t *op) {
+  ssa_t none = c64(em, -1);
+  ssa_t v = rt_call(em, TSR_RT_READ, sem_arg(em, op, op->operands[0], 0), none, none, none);
+  em_set_scalar(em, op->results[0], em_cast(em, "arith.trunci", v, "i64", "i32"));
 }
 
 /* print: each operand's elements in a dense buffer (scalars: a rank-0 one),

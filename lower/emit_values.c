@@ -154,23 +154,21 @@ void em_op_slice(emitter_t *em, const tsr_op_t *op) {
 
 /* ---- Queries ----------------------------------------------------------------------------- */
 
-/* program_id (this grid step's index along the axis) and num_programs. */
-void em_op_grid_query(emitter_t *em, const tsr_op_t *op) {
-  uint32_t axis = (uint32_t)op->ints[0];
-  switch (op->opcode) {
-    case TSR_OP_PROGRAM_ID: em_set_scalar(em, op->results[0], em->grid_i32[axis]); return;
-    case TSR_OP_NUM_PROGRAMS:
-      em_set_scalar(em, op->results[0], em_cint(em, "i32", 0, em->k->grid[axis]));
-      return;
-    default: em_unimplemented(em, op, NULL); return;
-  }
+/* program_id: this grid step's index along the axis. */
+void em_op_program_id(emitter_t *em, const tsr_op_t *op) {
+  em_set_scalar(em, op->results[0], em->grid_i32[(uint32_t)op->ints[0]]);
+}
+
+/* num_programs: the grid's size along the axis. */
+void em_op_num_programs(emitter_t *em, const tsr_op_t *op) {
+  em_set_scalar(em, op->results[0], em_cint(em, "i32", 0, em->k->grid[(uint32_t)op->ints[0]]));
 }
 
 /* device_id and core_id: the function's arguments. */
-void em_op_id_query(emitter_t *em, const tsr_op_t *op) {
-  switch (op->opcode) {
-    case TSR_OP_DEVICE_ID: em_set_scalar(em, op->results[0], em->device); return;
-    case TSR_OP_CORE_ID: em_set_scalar(em, op->results[0], em->core); return;
-    default: em_unimplemented(em, op, NULL); return;
-  }
+void em_op_device_id(emitter_t *em, const tsr_op_t *op) {
+  em_set_scalar(em, op->results[0], em->device);
+}
+
+void em_op_core_id(emitter_t *em, const tsr_op_t *op) {
+  em_set_scalar(em, op->results[0], em->core);
 }

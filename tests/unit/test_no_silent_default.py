@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""No silent default (issue 11): an op without a cpu lowering is a build error.
+
+The back ends dispatch through tables expanded from ir/ops.def that name one
+implementation per op (interp/prepare.c prep_<OP>, interp/exec.c op_<OP>,
+lower/emit.c LOWER_<OP>, lower/emit_expr.c flt_<OP>/int_<OP>). So a row
+without a cpu lowering cannot produce a library that silently computes
+something: it does not compile. This test shows it with the test-only row of
+ir/ops_test.def (TSR_TEST_OPS), which has an interpreter implementation and
+deliberately no lowering:
+  - the interpreter's files compile with the row (it is a real, runnable op);
+  - lower/emit.c and lower/emit_expr.c fail to compile, naming the op's
+    missing entries (LOWER_TEST_UNLOWERED, flt_/int_TEST_UNLOWERED);
+  - without TSR_TEST_OPS the same files compile (the failures are the row's).
+A library with the row is therefore never built, so no run can give a result
+for it; what stays a runtime error is an op lowered for some element types
+only (em_unimplemented: "op 'x' cannot be lowered to the cpu target yet (...)",
+with its location), as in the interpreter ("op 'x' is not implemented in the
+interpreter for <dtype>").
+
+Usage: test_no_silent_default.py CC [CC ARGS...]  (TAP on stdout)."""
+import os
+import subprocess
+import sys
+
+ROOT = os.environ.get("TSR_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+CC = sys.argv[1:] or ["cc"]
+FLAGS = ["-fsyntax-only", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra",
+         "-Wno-unused-parameter", "-Werror", "-I" + os.path.join(ROOT, "include"), "-I" + ROOT]
+
+
+def compile_file(path, test_ops):
+    args = CC + FLAGS + (["-DTSR_TEST_OPS"] if test_ops else []) + [os.path.join(ROOT, path)]
+    p = subprocess.run(args, capture_output=True, text=True)
+    return p.returncode, p.stderr
+
+
+checks = []  # (description, ok, detail)
+for path in ["interp/prepare.c", "interp/exec.c", "interp/blockops.c"]:
+    rc, err = compile_file(path, True)
+    checks.append((f"{path} builds with the test-only row (interpreter support)", rc == 0, err))
+for path, names in [("lower/emit.c", ["LOWER_TEST_UNLOWERED"]),
+                    ("lower/emit_expr.c", ["flt_TEST_UNLOWERED", "int_TEST_UNLOWERED"])]:
+    rc, err = compile_file(path, False)
+    checks.append((f"{path} builds without the row", rc == 0, err))
+    rc, err = compile_file(path, True)
+    missing = [n for n in names if n not in err]
+    checks.append((f"{path} does not build with the row, naming {', '.join(names)}",
+                   rc != 0 and not missing, err or "(compiled)"))
+
+print(f"1..{len(checks)}")
+for i, (what, ok, detail) in enumerate(checks, 1):
+    print(f"{'ok' if ok else 'not ok'} {i} - {what}")
+    if not ok:
+        for line in detail.splitlines()[:20]:
+            print("# " + line)
