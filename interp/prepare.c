@@ -11,6 +11,7 @@
 
 #include "base/hashtable.h"
 #include "interp/interp_internal.h"
+#include "ir/opview.h"
 
 typedef struct op_position {
   const tsr_op_t *op;
@@ -246,17 +247,25 @@ static void fill_view_at(const tsr_op_t *op, view_plan_t *vp, const tsr_type_t *
 }
 
 /* The semaphore operand `operand` of op, indexed by op->indices[first..+n). */
-static void fill_sem(prep_t *ps, const tsr_op_t *op, uint32_t operand, uint32_t first,
-                     uint32_t n, sem_plan_t *sp) {
-  const tsr_value_t *sem = op->operands[operand];
+/* The plan of a semaphore ref of `op` (a typed view's, ir/opview.h). */
+static void fill_sem(prep_t *ps, const tsr_op_t *op, const tsr_opview_ref_t *r,
+                     sem_plan_t *sp) {
+  const tsr_value_t *sem = r->base.value;
   view_plan_t vp;
   memset(&vp, 0, sizeof vp);
-  fill_view_at(op, &vp, &sem->type, first);
+  fill_view_at(op, &vp, &sem->type, r->first);
   sp->ref = ps->p->value_ref[sem->id];
-  sp->rank = sem->type.rank < n ? sem->type.rank : n;
+  sp->rank = sem->type.rank < r->count ? sem->type.rank : r->count;
   memcpy(sp->dims, vp.dims, sizeof sp->dims);
   memcpy(sp->idx, vp.idx, sizeof sp->idx);
   sp->amount = sp->device = sp->core = NO_VALUE;
+}
+
+/* A compound op whose operands do not have its typed view's layout: the
+ * verifier rejects those, so this is a bug in whoever built the program. */
+static tsr_status_t malformed(const tsr_interp_program_t *p, const tsr_op_t *op) {
+  return TSR_STATUS(TSR_INTERNAL, "%s:%u:%u: '%s' does not have its operand layout",
+                    p->file, op->loc.line, op->loc.col, tsr_op_table[op->opcode].mnemonic);
 }
 
 /* An op with no interpreter kernel for its operand dtype (blockops.c). */
@@ -347,12 +356,14 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
     prep_STORE: {
       view_plan_t *vp = plan_alloc(ps, sizeof *vp);
       if (!vp) return TSR_OOM();
-      const tsr_value_t *ref = op->operands[0];
+      tsr_access_view_t av;
+      if (!tsr_opview_access(op, &av)) return malformed(p, op);
+      const tsr_value_t *ref = av.ref.base.value;
       vp->ref = p->value_ref[ref->id];
-      fill_view_at(op, vp, &ref->type, 0);
-      if (op->flags & TSR_OPF_MASK) vp->mask = op->operands[op->num_operands - 1]->id;
-      if (op->opcode == TSR_OP_STORE) {
-        vp->value_scalar = op->operands[1]->type.kind == TSR_TYPE_SCALAR;
+      fill_view_at(op, vp, &ref->type, av.ref.first);
+      if (av.mask.value) vp->mask = av.mask.value->id;
+      if (av.stored.value) {
+        vp->value_scalar = av.stored.value->type.kind == TSR_TYPE_SCALAR;
         in.dtype = ref->type.dtype;
         in.n = 1;
       } else {
@@ -364,8 +375,9 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
     prep_SLICE: {
       view_plan_t *vp = plan_alloc(ps, sizeof *vp);
       if (!vp) return TSR_OOM();
-      const tsr_type_t *t = &op->operands[0]->type;
-      fill_view_at(op, vp, t, 0);
+      tsr_slice_view_t sv;
+      if (!tsr_opview_slice(op, &sv)) return malformed(p, op);
+      fill_view_at(op, vp, &sv.value.base.value->type, sv.value.first);
       vp->ref = NO_VALUE;
       in.plan = vp;
       return emit(ps, &in, NULL);
@@ -581,12 +593,12 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
     prep_CORE_BARRIER: {
       sem_plan_t *sp = plan_alloc(ps, sizeof *sp);
       if (!sp) return TSR_OOM();
-      fill_sem(ps, op, 0, 0, op->num_indices, sp);
-      bool has_amount = op->opcode == TSR_OP_SEM_SIGNAL || op->opcode == TSR_OP_SEM_WAIT;
-      sp->amount = has_amount ? op->operands[1]->id : NO_VALUE;
-      uint32_t tail = op->num_operands;
-      if (op->flags & TSR_OPF_CORE) sp->core = op->operands[--tail]->id;
-      if (op->flags & TSR_OPF_DEVICE) sp->device = op->operands[--tail]->id;
+      tsr_sem_view_t sv;
+      if (!tsr_opview_sem(op, &sv)) return malformed(p, op);
+      fill_sem(ps, op, &sv.sem, sp);
+      if (sv.amount.value) sp->amount = sv.amount.value->id;
+      if (sv.core.value) sp->core = sv.core.value->id;
+      if (sv.device.value) sp->device = sv.device.value->id;
       in.plan = sp;
       if (op->opcode == TSR_OP_CORE_BARRIER) {
         in.code = XOP_BARRIER_SIGNAL;
@@ -599,21 +611,18 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
     prep_DMA_WAIT: {
       dma_plan_t *dp = plan_alloc(ps, sizeof *dp);
       if (!dp) return TSR_OOM();
-      uint32_t nsrc = (uint32_t)op->ints[0], ndst = (uint32_t)op->ints[1];
-      uint32_t nsem = op->num_ints > 2 ? (uint32_t)op->ints[2] : op->num_indices - nsrc - ndst;
-      const tsr_value_t *src = op->operands[0], *dst = op->operands[1];
-      fill_view_at(op, &dp->src, &src->type, 0);
-      fill_view_at(op, &dp->dst, &dst->type, nsrc);
+      tsr_dma_view_t dv;
+      if (!tsr_opview_dma(op, &dv)) return malformed(p, op);
+      const tsr_value_t *src = dv.src.base.value, *dst = dv.dst.base.value;
+      fill_view_at(op, &dp->src, &src->type, dv.src.first);
+      fill_view_at(op, &dp->dst, &dst->type, dv.dst.first);
       dp->src.ref = p->value_ref[src->id];
       dp->dst.ref = p->value_ref[dst->id];
-      fill_sem(ps, op, 2, nsrc + ndst, nsem, &dp->sem);
-      dp->has_send = (op->flags & TSR_OPF_SEND) != 0;
-      if (dp->has_send)
-        fill_sem(ps, op, 3, nsrc + ndst + nsem, op->num_indices - nsrc - ndst - nsem,
-                 &dp->send);
-      dp->add = (op->flags & TSR_OPF_DMA_ADD) != 0;
-      dp->device = (op->flags & TSR_OPF_DEVICE)
-                       ? op->operands[op->num_operands - 1]->id : NO_VALUE;
+      fill_sem(ps, op, &dv.sem, &dp->sem);
+      dp->has_send = dv.send.base.value != NULL;
+      if (dp->has_send) fill_sem(ps, op, &dv.send, &dp->send);
+      dp->add = dv.add;
+      dp->device = dv.device.value ? dv.device.value->id : NO_VALUE;
       int64_t count = 1;
       for (uint32_t d = 0; d < dp->dst.rank; d++)
         if (dp->dst.idx[d].kind != TSR_INDEX_POINT) count *= dp->dst.idx[d].size;
