@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ir/opview.h"
 #include "lower/emit_dispatch.h"
 #include "lower/emit_internal.h"
 #include "lower/emit_runtime.h"
@@ -212,33 +213,32 @@ static ssa_t view_address(emitter_t *em, const tsr_op_t *op, const tsr_value_t *
 
 /* dma_start .. device %d: the runtime copies into the other core's memory
  * and signals both semaphores. */
-static void remote_dma(emitter_t *em, const tsr_op_t *op, uint32_t nsrc, uint32_t ndst,
-                       uint32_t nsem) {
-  const tsr_value_t *dst = op->operands[1];
+static void remote_dma(emitter_t *em, const tsr_op_t *op, const tsr_dma_view_t *dma) {
+  const tsr_value_t *dst = dma->dst.base.value;
   view_t sv, dv;
   ssa_t srel, drel;
-  ssa_t src_addr = view_address(em, op, op->operands[0], 0, &sv, &srel);
-  (void)view_address(em, op, dst, nsrc, &dv, &drel);
+  ssa_t src_addr = view_address(em, op, dma->src.base.value, dma->src.first, &sv, &srel);
+  (void)view_address(em, op, dst, dma->dst.first, &dv, &drel);
   if (dv.root == UINT32_MAX || sv.root == UINT32_MAX) return;
   uint32_t rank = dv.rank;
   uint32_t n = TSR_RDMA_DIMS + 3 * rank;
   ssa_t desc = em_fresh(em);
   tsr_strbuf_printf(&em->pro, "    %s = memref.alloca() : memref<%uxi64>\n", desc.s, n);
   ssa_t f[TSR_RDMA_DIMS + 3 * TSR_MAX_RANK];
-  f[TSR_RDMA_DEVICE] = i64_of_i32(em, em_scalar(em, op->operands[op->num_operands - 1]));
+  f[TSR_RDMA_DEVICE] = i64_of_i32(em, em_scalar(em, dma->device.value));
   f[TSR_RDMA_ROOT] = c64(em, dv.root);
   f[TSR_RDMA_OFFSET] = em_i64_of_index(em, drel);
   f[TSR_RDMA_SRC] = src_addr;
   f[TSR_RDMA_RANK] = c64(em, rank);
   f[TSR_RDMA_DTYPE] = c64(em, dst->type.dtype);
-  f[TSR_RDMA_ADD] = c64(em, (op->flags & TSR_OPF_DMA_ADD) != 0);
-  f[TSR_RDMA_SEM] = em_i64_of_index(em, point_offset(em, op, &em_vi(em, op->operands[2])->mem,
-                                                     nsrc + ndst));
-  f[TSR_RDMA_SEND] = (op->flags & TSR_OPF_SEND)
-                         ? em_i64_of_index(em, point_offset(em, op,
-                                                            &em_vi(em, op->operands[3])->mem,
-                                                            nsrc + ndst + nsem))
-                         : c64(em, -1);
+  f[TSR_RDMA_ADD] = c64(em, dma->add);
+  f[TSR_RDMA_SEM] = em_i64_of_index(
+      em, point_offset(em, op, &em_vi(em, dma->sem.base.value)->mem, dma->sem.first));
+  f[TSR_RDMA_SEND] =
+      dma->send.base.value
+          ? em_i64_of_index(em, point_offset(em, op, &em_vi(em, dma->send.base.value)->mem,
+                                             dma->send.first))
+          : c64(em, -1);
   for (uint32_t d = 0; d < rank; d++) {
     f[TSR_RDMA_DIMS + d] = c64(em, dv.dims[d]);
     f[TSR_RDMA_DIMS + rank + d] = c64(em, sv.strides[d]);
@@ -251,32 +251,32 @@ static void remote_dma(emitter_t *em, const tsr_op_t *op, uint32_t nsrc, uint32_
 }
 
 void em_op_dma(emitter_t *em, const tsr_op_t *op) {
-  if (op->opcode != TSR_OP_DMA_START && op->opcode != TSR_OP_DMA_WAIT) {
+  tsr_dma_view_t dma;
+  if (!tsr_opview_dma(op, &dma)) {
     em_unimplemented(em, op, NULL);
     return;
   }
-  const tsr_value_t *src = op->operands[0], *dst = op->operands[1], *sem = op->operands[2];
-  const uint32_t nsrc = (uint32_t)op->ints[0], ndst = (uint32_t)op->ints[1];
-  const uint32_t nsem = (uint32_t)op->ints[2];
+  const tsr_value_t *src = dma.src.base.value, *dst = dma.dst.base.value;
+  const tsr_value_t *sem = dma.sem.base.value;
   const tsr_dtype_t dtype = (tsr_dtype_t)dst->type.dtype;
   vinfo_t *sv = em_vi(em, src), *dv = em_vi(em, dst);
   bool dpts, spts;
   ssa_t dpoints[TSR_MAX_RANK], spoints[TSR_MAX_RANK];
-  if (op->opcode == TSR_OP_DMA_START && (op->flags & TSR_OPF_DEVICE)) {
-    remote_dma(em, op, nsrc, ndst, nsem);
+  if (op->opcode == TSR_OP_DMA_START && dma.device.value) {
+    remote_dma(em, op, &dma);
     return;
   }
-  view_t dvw = em_ref_view_at(em, op, &dv->mem, nsrc, &dpts, dpoints);
+  view_t dvw = em_ref_view_at(em, op, &dv->mem, dma.dst.first, &dpts, dpoints);
   int64_t elems = 1;
   for (uint32_t d = 0; !dpts && d < dvw.rank; d++) elems *= dvw.dims[d];
   ssa_t bytes = c64(em, elems * (int64_t)tsr_dtype_size(dtype));
   ssa_t none = c64(em, -1);
   if (op->opcode == TSR_OP_DMA_WAIT) {
-    (void)rt_call(em, TSR_RT_WAIT, sem_arg(em, op, sem, nsrc + ndst), bytes, none, none);
+    (void)rt_call(em, TSR_RT_WAIT, sem_arg(em, op, sem, dma.sem.first), bytes, none, none);
     return;
   }
-  const bool add = (op->flags & TSR_OPF_DMA_ADD) != 0;
-  view_t svw = em_ref_view_at(em, op, &sv->mem, 0, &spts, spoints);
+  const bool add = dma.add;
+  view_t svw = em_ref_view_at(em, op, &sv->mem, dma.src.first, &spts, spoints);
   if (dpts) {
     nest_t n;
     memset(&n, 0, sizeof n);
@@ -309,39 +309,54 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
     }
     ex_store(em, e, &dvw, NULL);
   }
-  (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, nsrc + ndst), bytes, none, none);
-  if (op->flags & TSR_OPF_SEND)
-    (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, op->operands[3], nsrc + ndst + nsem), bytes,
+  (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, dma.sem.first), bytes, none, none);
+  if (dma.send.base.value)
+    (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, dma.send.base.value, dma.send.first), bytes,
                   none, none);
+}
+
+/* The typed view of a semaphore op (ir/opview.h); false after reporting an
+ * op without its layout. */
+static bool sem_view(emitter_t *em, const tsr_op_t *op, tsr_sem_view_t *out) {
+  if (tsr_opview_sem(op, out)) return true;
+  em_unimplemented(em, op, NULL);
+  return false;
 }
 
 /* The semaphore family, one entry per op (emit.c's lower_table). */
 void em_op_sem_signal(emitter_t *em, const tsr_op_t *op) {
-  const tsr_value_t *sem = op->operands[0];
+  tsr_sem_view_t sv;
+  if (!sem_view(em, op, &sv)) return;
   ssa_t none = c64(em, -1);
-  uint32_t tail = op->num_operands;
   ssa_t core = none, device = none;
-  if (op->flags & TSR_OPF_CORE) core = i64_of_i32(em, em_scalar(em, op->operands[--tail]));
-  if (op->flags & TSR_OPF_DEVICE) device = i64_of_i32(em, em_scalar(em, op->operands[--tail]));
-  (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, 0),
-                i64_of_i32(em, em_scalar(em, op->operands[1])), device, core);
+  if (sv.core.value) core = i64_of_i32(em, em_scalar(em, sv.core.value));
+  if (sv.device.value) device = i64_of_i32(em, em_scalar(em, sv.device.value));
+  (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sv.sem.base.value, sv.sem.first),
+                i64_of_i32(em, em_scalar(em, sv.amount.value)), device, core);
 }
 
 void em_op_sem_wait(emitter_t *em, const tsr_op_t *op) {
-  const tsr_value_t *sem = op->operands[0];
+  tsr_sem_view_t sv;
+  if (!sem_view(em, op, &sv)) return;
   ssa_t none = c64(em, -1);
-  (void)rt_call(em, TSR_RT_WAIT, sem_arg(em, op, sem, 0),
-                i64_of_i32(em, em_scalar(em, op->operands[1])), none, none);
+  (void)rt_call(em, TSR_RT_WAIT, sem_arg(em, op, sv.sem.base.value, sv.sem.first),
+                i64_of_i32(em, em_scalar(em, sv.amount.value)), none, none);
 }
 
 void em_op_core_barrier(emitter_t *em, const tsr_op_t *op) {
+  tsr_sem_view_t sv;
+  if (!sem_view(em, op, &sv)) return;
   ssa_t none = c64(em, -1);
-  (void)rt_call(em, TSR_RT_BARRIER, sem_arg(em, op, op->operands[0], 0), none, none, none);
+  (void)rt_call(em, TSR_RT_BARRIER, sem_arg(em, op, sv.sem.base.value, sv.sem.first), none, none,
+                none);
 }
 
 void em_op_sem_read(emitter_t *em, const tsr_op_t *op) {
+  tsr_sem_view_t sv;
+  if (!sem_view(em, op, &sv)) return;
   ssa_t none = c64(em, -1);
-  ssa_t v = rt_call(em, TSR_RT_READ, sem_arg(em, op, op->operands[0], 0), none, none, none);
+  ssa_t v = rt_call(em, TSR_RT_READ, sem_arg(em, op, sv.sem.base.value, sv.sem.first), none, none,
+                    none);
   em_set_scalar(em, op->results[0], em_cast(em, "arith.trunci", v, "i64", "i32"));
 }
 
