@@ -4,6 +4,7 @@
  * memory with the uninitialized value (layer 2, emit_internal.h). */
 #include <stdio.h>
 
+#include "ir/opview.h"
 #include "lower/emit_dispatch.h"
 #include "lower/emit_internal.h"
 
@@ -191,15 +192,12 @@ view_t em_result_dest(emitter_t *em, const tsr_op_t *op, bool inputs_mutable) {
 
 /* ---- Memory ops ---------------------------------------------------------------------- */
 
-static expr_t *mask_expr(emitter_t *em, const tsr_op_t *op, uint32_t rank, const int64_t *dims) {
-  if (!(op->flags & TSR_OPF_MASK)) return NULL;
-  return ex_of_value(em, op->operands[op->num_operands - 1], rank, dims);
-}
-
 /* What a load or store addresses: the view of its indices into its ref
- * (operand 0) or, with every index a point, the element's indices. Masked:
- * dynamic slice starts are kept and recorded in `range` (range_mask). */
+ * (its typed view, ir/opview.h) or, with every index a point, the element's
+ * indices. Masked: dynamic slice starts are kept and recorded in `range`
+ * (range_mask). */
 typedef struct access {
+  tsr_access_view_t op;
   vinfo_t *ref;
   bool masked;
   bool all_points;
@@ -209,23 +207,33 @@ typedef struct access {
   nest_t at; /* the scalar position of an all-points access */
 } access_t;
 
-static void access_init(emitter_t *em, const tsr_op_t *op, access_t *a) {
+/* false after reporting an op without the layout of its view */
+static bool access_init(emitter_t *em, const tsr_op_t *op, access_t *a) {
   memset(a, 0, sizeof *a);
-  a->ref = em_vi(em, op->operands[0]);
-  a->masked = (op->flags & TSR_OPF_MASK) != 0;
-  a->view = ref_view_ranged(em, op, &a->ref->mem, 0, &a->all_points, a->points,
+  if (!tsr_opview_access(op, &a->op)) {
+    em_unimplemented(em, op, NULL);
+    return false;
+  }
+  a->ref = em_vi(em, a->op.ref.base.value);
+  a->masked = a->op.mask.value != NULL;
+  a->view = ref_view_ranged(em, op, &a->ref->mem, a->op.ref.first, &a->all_points, a->points,
                             a->masked ? &a->range : NULL);
+  return true;
+}
+
+static expr_t *mask_expr(emitter_t *em, const access_t *a, uint32_t rank, const int64_t *dims) {
+  return a->masked ? ex_of_value(em, a->op.mask.value, rank, dims) : NULL;
 }
 
 void em_op_load(emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *r = op->results[0];
   tsr_dtype_t dtype = (tsr_dtype_t)r->type.dtype;
   access_t a;
-  access_init(em, op, &a);
+  if (!access_init(em, op, &a)) return;
   if (a.all_points) {
     ssa_t s;
     if (a.masked) {
-      ssa_t m = em_scalar(em, op->operands[op->num_operands - 1]);
+      ssa_t m = em_scalar(em, a.op.mask.value);
       ssa_t pt = em_uninit(em, dtype, 0);
       s = em_mem_read(em, &a.ref->mem, dtype, a.points, &a.at, &m, &pt);
     } else {
@@ -234,7 +242,7 @@ void em_op_load(emitter_t *em, const tsr_op_t *op) {
     em_set_scalar(em, r, s);
     return;
   }
-  expr_t *mask = mask_expr(em, op, r->type.rank, r->type.dims);
+  expr_t *mask = mask_expr(em, &a, r->type.rank, r->type.dims);
   if (mask) mask = range_mask(em, op, &a.range, mask, r->type.rank, r->type.dims);
   if (!mask && !a.ref->mutable_ref) { /* borrowed: nothing writes this ref */
     em_set_mem(em, r, a.view);
@@ -252,15 +260,15 @@ void em_op_load(emitter_t *em, const tsr_op_t *op) {
 }
 
 void em_op_store(emitter_t *em, const tsr_op_t *op) {
-  const tsr_value_t *ref = op->operands[0], *val = op->operands[1];
-  const tsr_dtype_t dtype = (tsr_dtype_t)ref->type.dtype;
   access_t a;
-  access_init(em, op, &a);
+  if (!access_init(em, op, &a)) return;
+  const tsr_value_t *val = a.op.stored.value;
+  const tsr_dtype_t dtype = (tsr_dtype_t)a.op.ref.base.value->type.dtype;
   const view_t v = a.view;
   if (a.all_points) {
     ssa_t s = em_scalar(em, val);
     if (a.masked) {
-      ssa_t m = em_scalar(em, op->operands[op->num_operands - 1]);
+      ssa_t m = em_scalar(em, a.op.mask.value);
       em_mem_write(em, &a.ref->mem, dtype, a.points, &a.at, s, &m);
     } else {
       em_mem_write(em, &a.ref->mem, dtype, a.points, &a.at, s, NULL);
@@ -272,7 +280,7 @@ void em_op_store(emitter_t *em, const tsr_op_t *op) {
     return; /* computed in place (store forwarding) */
   expr_t *e = ex_of_value(em, val, v.rank, v.dims);
   if (!e) return;
-  expr_t *mask = mask_expr(em, op, v.rank, v.dims);
+  expr_t *mask = mask_expr(em, &a, v.rank, v.dims);
   if (mask) mask = range_mask(em, op, &a.range, mask, v.rank, v.dims);
   if (!ex_inplace_safe(em, e, &v) || (mask && !ex_inplace_safe(em, mask, &v))) {
     view_t tmp = em_materialize(em, e);
