@@ -497,18 +497,20 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
     }
     prep_IF: {
       /* JMP_IF_NOT c -> else; then; moves; JMP end; else: ...; moves; end: */
+      tsr_if_view_t iv;
+      if (!tsr_opview_if(op, &iv)) return malformed(p, op);
       const tsr_op_t *term;
       uint32_t jf, jend;
-      insn_t j = {.code = XOP_JMP_IF_NOT, .site = site, .a = in.a};
+      insn_t j = {.code = XOP_JMP_IF_NOT, .site = site, .a = iv.cond->id};
       TSR_RETURN_IF_ERROR(emit(ps, &j, &jf));
-      TSR_RETURN_IF_ERROR(compile_region(ps, &op->regions[0], &term));
+      TSR_RETURN_IF_ERROR(compile_region(ps, iv.then_region, &term));
       if (term && op->num_results)
         TSR_RETURN_IF_ERROR(emit_moves(ps, site, op->num_results, term->operands,
                                        op->results, NULL));
       insn_t jmp = {.code = XOP_JMP, .site = site};
       TSR_RETURN_IF_ERROR(emit(ps, &jmp, &jend));
       p->code[jf].target = p->code_size;
-      TSR_RETURN_IF_ERROR(compile_region(ps, &op->regions[1], &term));
+      TSR_RETURN_IF_ERROR(compile_region(ps, iv.else_region, &term));
       if (term && op->num_results)
         TSR_RETURN_IF_ERROR(emit_moves(ps, site, op->num_results, term->operands,
                                        op->results, NULL));
@@ -516,13 +518,13 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       return NULL;
     }
     prep_FOR: {
-      const tsr_region_t *body = &op->regions[0];
+      tsr_for_view_t fv;
+      if (!tsr_opview_for(op, &fv)) return malformed(p, op);
+      const tsr_region_t *body = fv.body;
       uint32_t carried = op->num_results;
-      TSR_RETURN_IF_ERROR(
-          emit_moves(ps, site, carried, op->operands + 3, body->args + 1, NULL));
-      insn_t init = {.code = XOP_FOR_INIT, .site = site, .r = body->args[0]->id,
-                     .a = op->operands[0]->id, .b = op->operands[1]->id,
-                     .c = op->operands[2]->id};
+      TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, fv.inits, fv.carried, NULL));
+      insn_t init = {.code = XOP_FOR_INIT, .site = site, .r = fv.iv->id, .a = fv.lo->id,
+                     .b = fv.hi->id, .c = fv.step->id};
       uint32_t pc_init;
       TSR_RETURN_IF_ERROR(emit(ps, &init, &pc_init));
       uint32_t body_pc = p->code_size;
@@ -531,21 +533,21 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       const tsr_op_t *term;
       TSR_RETURN_IF_ERROR(compile_region(ps, body, &term));
       if (term && carried)
-        TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, term->operands,
-                                       body->args + 1, op->results));
+        TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, term->operands, fv.carried,
+                                       op->results));
       insn_t next = init;
       next.code = XOP_FOR_NEXT;
       next.target = body_pc;
       TSR_RETURN_IF_ERROR(emit(ps, &next, NULL));
       p->code[pc_init].target = p->code_size;
-      return emit_moves(ps, site, carried, body->args + 1, op->results, NULL);
+      return emit_moves(ps, site, carried, fv.carried, op->results, NULL);
     }
     prep_WHILE: {
-      const tsr_region_t *cond = &op->regions[0];
-      const tsr_region_t *body = &op->regions[1];
+      tsr_while_view_t wv;
+      if (!tsr_opview_while(op, &wv)) return malformed(p, op);
+      const tsr_region_t *cond = wv.cond, *body = wv.body;
       uint32_t carried = op->num_results;
-      TSR_RETURN_IF_ERROR(
-          emit_moves(ps, site, carried, op->operands, cond->args, NULL));
+      TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, wv.inits, cond->args, NULL));
       uint32_t cond_pc = p->code_size;
       const tsr_op_t *cterm, *bterm;
       TSR_RETURN_IF_ERROR(compile_region(ps, cond, &cterm));
@@ -566,14 +568,16 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
       return emit_moves(ps, site, carried, cond->args, op->results, NULL);
     }
     prep_SCOPED: {
-      const tsr_region_t *body = &op->regions[0];
+      tsr_scoped_view_t sv;
+      if (!tsr_opview_scoped(op, &sv)) return malformed(p, op);
+      const tsr_region_t *body = sv.body;
       scope_plan_t *sp = plan_alloc(ps, sizeof *sp);
       if (!sp) return TSR_OOM();
-      sp->count = body->num_args;
-      sp->refs = ids_alloc(ps, body->num_args);
+      sp->count = sv.num_buffers;
+      sp->refs = ids_alloc(ps, sv.num_buffers);
       if (!sp->refs) return TSR_OOM();
-      for (uint32_t i = 0; i < body->num_args; i++)
-        sp->refs[i] = p->value_ref[body->args[i]->id];
+      for (uint32_t i = 0; i < sv.num_buffers; i++)
+        sp->refs[i] = p->value_ref[sv.buffers[i]->id];
       insn_t enter = {.code = XOP_SCOPE_ENTER, .site = site, .plan = sp};
       TSR_RETURN_IF_ERROR(emit(ps, &enter, NULL));
       const tsr_op_t *term;
