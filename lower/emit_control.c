@@ -5,6 +5,7 @@
  * through the driver's dispatch, em_emit_region. */
 #include <stdio.h>
 
+#include "ir/opview.h"
 #include "lower/emit_dispatch.h"
 #include "lower/emit_internal.h"
 #include "lower/emit_runtime.h"
@@ -173,15 +174,16 @@ static void bind_results(emitter_t *em, const tsr_op_t *op, view_t **carry,
   }
 }
 
-/* The initial values of a loop's carries, op's operands from `first` on:
+/* The initial values of a loop's carries (`inits`, from its typed view):
  * a carry kept in a buffer (carry[i]) is stored there; a scalar one gets a
  * before- and an after-region argument, bargs[k] and aargs[k] from `k` on,
  * added to the lists (types may be NULL). Returns the next k. */
-static uint32_t add_carries(emitter_t *em, const tsr_op_t *op, uint32_t first, view_t **carry,
-                            ssa_t *bargs, ssa_t *aargs, uint32_t k, text_list_t *inits,
-                            text_list_t *aparams, text_list_t *bnames, text_list_t *types) {
+static uint32_t add_carries(emitter_t *em, const tsr_op_t *op, tsr_value_t *const *init_values,
+                            view_t **carry, ssa_t *bargs, ssa_t *aargs, uint32_t k,
+                            text_list_t *inits, text_list_t *aparams, text_list_t *bnames,
+                            text_list_t *types) {
   for (uint32_t i = 0; i < op->num_results; i++) {
-    const tsr_value_t *init = op->operands[first + i];
+    const tsr_value_t *init = init_values[i];
     if (carry[i]) {
       expr_t *e = ex_of_value(em, init, carry[i]->rank, carry[i]->dims);
       ex_store(em, e, carry[i], NULL);
@@ -204,9 +206,14 @@ static uint32_t add_carries(emitter_t *em, const tsr_op_t *op, uint32_t first, v
  * its arguments, each iteration a step of the run. The next value is
  * computed without overflow, as in the interpreter. */
 void em_op_for(emitter_t *em, const tsr_op_t *op) {
-  const tsr_region_t *r = &op->regions[0];
-  ssa_t lo = em_scalar(em, op->operands[0]), hi = em_scalar(em, op->operands[1]);
-  ssa_t st = em_scalar(em, op->operands[2]);
+  tsr_for_view_t fv;
+  if (!tsr_opview_for(op, &fv)) {
+    em_unimplemented(em, op, NULL);
+    return;
+  }
+  const tsr_region_t *r = fv.body;
+  ssa_t lo = em_scalar(em, fv.lo), hi = em_scalar(em, fv.hi);
+  ssa_t st = em_scalar(em, fv.step);
   ssa_t pos = em_cmp(em, "cmpi", "sgt", st, em_cint(em, "i32", 0, 0), "i32");
   ssa_t hi2 = em_select(em, pos, hi, lo, "i32", 0, false);
   view_t **carry = carry_buffers(em, op);
@@ -222,7 +229,7 @@ void em_op_for(emitter_t *em, const tsr_op_t *op) {
   tl_add(&aparams, "%s: i32", aargs[0].s);
   tl_add(&bnames, "%s", bargs[0].s);
   tl_add(&types, "i32");
-  uint32_t k = add_carries(em, op, 3, carry, bargs, aargs, 1, &inits, &aparams, &bnames,
+  uint32_t k = add_carries(em, op, fv.inits, carry, bargs, aargs, 1, &inits, &aparams, &bnames,
                            &types);
   ssa_t res = em_fresh(em);
   em_open(em, "%s:%u = scf.while (%s) : (%s) -> (%s) {", res.s, k, tl_text(&inits),
@@ -234,7 +241,7 @@ void em_op_for(emitter_t *em, const tsr_op_t *op) {
   em->indent--;
   em_open(em, "} do {");
   em_line(em, "^bb0(%s):", tl_text(&aparams));
-  em_set_scalar(em, r->args[0], aargs[0]);
+  em_set_scalar(em, fv.iv, aargs[0]);
   bind_args(em, r, 1, carry, aargs + 1);
   em_emit_region(em, r);
   const tsr_op_t *term = em_terminator(r);
@@ -271,7 +278,12 @@ void em_op_for(emitter_t *em, const tsr_op_t *op) {
 }
 
 void em_op_while(emitter_t *em, const tsr_op_t *op) {
-  const tsr_region_t *before = &op->regions[0], *after = &op->regions[1];
+  tsr_while_view_t wv;
+  if (!tsr_opview_while(op, &wv)) {
+    em_unimplemented(em, op, NULL);
+    return;
+  }
+  const tsr_region_t *before = wv.cond, *after = wv.body;
   view_t **carry = carry_buffers(em, op);
   scalar_results_t sr;
   if (!carry || !collect_scalars(em, op, &sr)) return;
@@ -279,7 +291,7 @@ void em_op_while(emitter_t *em, const tsr_op_t *op) {
   ssa_t *aargs = em_alloc(em, (sr.count + 1) * sizeof *aargs);
   if (!bargs || !aargs) return;
   text_list_t inits = {0}, aparams = {0}, bnames = {0};
-  (void)add_carries(em, op, 0, carry, bargs, aargs, 0, &inits, &aparams, &bnames, NULL);
+  (void)add_carries(em, op, wv.inits, carry, bargs, aargs, 0, &inits, &aparams, &bnames, NULL);
   char prefix[64];
   result_prefix(&sr, prefix, sizeof prefix);
   if (sr.count)
@@ -319,7 +331,12 @@ void em_op_while(emitter_t *em, const tsr_op_t *op) {
 }
 
 void em_op_if(emitter_t *em, const tsr_op_t *op) {
-  ssa_t c = em_scalar(em, op->operands[0]);
+  tsr_if_view_t iv;
+  if (!tsr_opview_if(op, &iv)) {
+    em_unimplemented(em, op, NULL);
+    return;
+  }
+  ssa_t c = em_scalar(em, iv.cond);
   view_t **dest = carry_buffers(em, op);
   scalar_results_t sr;
   if (!dest || !collect_scalars(em, op, &sr)) return;
@@ -329,10 +346,11 @@ void em_op_if(emitter_t *em, const tsr_op_t *op) {
     em_open(em, "%sscf.if %s -> (%s) {", prefix, c.s, sr.types);
   else
     em_open(em, "scf.if %s {", c.s);
-  for (uint32_t b = 0; b < op->num_regions; b++) {
-    const tsr_region_t *r = &op->regions[b];
+  const tsr_region_t *branches[2] = {iv.then_region, iv.else_region};
+  for (uint32_t b = 0; b < 2; b++) {
+    const tsr_region_t *r = branches[b];
     if (b == 1) {
-      if (!(op->flags & TSR_OPF_HAS_ELSE) && op->num_results == 0 && !r->first) break;
+      if (!iv.has_else && op->num_results == 0 && !r->first) break;
       em->indent--;
       em_open(em, "} else {");
     }
@@ -346,9 +364,14 @@ void em_op_if(emitter_t *em, const tsr_op_t *op) {
 }
 
 void em_op_scoped(emitter_t *em, const tsr_op_t *op) {
-  const tsr_region_t *r = &op->regions[0];
-  for (uint32_t i = 0; i < r->num_args; i++) {
-    const tsr_value_t *a = r->args[i];
+  tsr_scoped_view_t sv;
+  if (!tsr_opview_scoped(op, &sv)) {
+    em_unimplemented(em, op, NULL);
+    return;
+  }
+  const tsr_region_t *r = sv.body;
+  for (uint32_t i = 0; i < sv.num_buffers; i++) {
+    const tsr_value_t *a = sv.buffers[i];
     if (a->type.kind == TSR_TYPE_SEM) {
       em_sem_ref_init(em, a);
       continue;
