@@ -371,8 +371,9 @@ uint64_t tsr_ir_semaphore_slots(const tsr_kernel_t *kernel, tsr_ir_sem_visit_fn 
  * grid"), the same in every back end: the grid dims [first, end) flattened
  * ("split points") are cut into chunks of ceil(points / cores) consecutive
  * points; core c runs chunk c, each point with every point of the other
- * dims, in row-major order. The split dims are the first `core_parallel` dim
- * if the kernel has one (Mosaic runs one index of it per core), else the
+ * dims, in row-major order. The split dims are the `core_parallel` dim (the
+ * verifier allows one) if the kernel has one (Mosaic runs one index of it
+ * per core), else the
  * leading `parallel` dims (JAX's interpret mode); with neither, first ==
  * end, points is 1 and core 0 runs the whole grid. */
 typedef struct tsr_ir_core_split {

@@ -21,7 +21,7 @@ void vf_verify_grid(verifier_t *v) {
   }
   int64_t steps = 1;
   bool overflow = false;
-  int32_t first_arbitrary = -1;
+  int32_t first_arbitrary = -1, first_core_parallel = -1;
   for (uint32_t i = 0; i < k->grid_rank; i++) {
     int64_t g = k->grid[i];
     if (g < 1)
@@ -34,6 +34,13 @@ void vf_verify_grid(verifier_t *v) {
     uint32_t s = k->semantics[i];
     if (s > TSR_DIM_CORE_PARALLEL) {
       vf_kreport(v, k->loc, "grid dim %u has unknown semantics %u", i, s);
+    } else if (s == TSR_DIM_CORE_PARALLEL && first_core_parallel >= 0) {
+      /* Mosaic rejects it (tpu_custom_call.py: "A single Mosaic subkernel
+       * cannot contain multiple core sharding dimensions"). */
+      vf_kreport(v, k->loc,
+                 "grid dims %d and %u are both core_parallel; a kernel shards its grid "
+                 "over the cores along one dim at most (as Mosaic requires)",
+                 first_core_parallel, i);
     } else if (s == TSR_DIM_ARBITRARY) {
       if (first_arbitrary < 0) first_arbitrary = (int32_t)i;
     } else if (first_arbitrary >= 0) {
@@ -42,6 +49,7 @@ void vf_verify_grid(verifier_t *v) {
                  "first (as in Pallas)",
                  i, semantics_name(s), first_arbitrary);
     }
+    if (s == TSR_DIM_CORE_PARALLEL && first_core_parallel < 0) first_core_parallel = (int32_t)i;
   }
   if (overflow) vf_kreport(v, k->loc, "the grid has more than 2^63 steps");
 }

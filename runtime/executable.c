@@ -130,13 +130,15 @@ tsr_status_t tsr_executable_create(tsr_context_t *context, const tsr_ir_kernel_t
   e->output = options->output;
   to_interp_options(options, &e->run_options);
   e->run_options.trace_path = NULL;
-  tsr_status_t s = NULL;
   if (options->trace_path) {
     e->run_options.trace_path = tsr_strndup(options->trace_path, strlen(options->trace_path));
-    if (!e->run_options.trace_path) s = TSR_OOM();
+    if (!e->run_options.trace_path) {
+      tsr_executable_destroy(e);
+      return TSR_OOM();
+    }
   }
-  if (s) {
-  } else if (options->backend == TSR_BACKEND_INTERP) {
+  tsr_status_t s;
+  if (options->backend == TSR_BACKEND_INTERP) {
     s = create_interp(e, kernel);
   } else if (options->backend == TSR_BACKEND_CPU) {
     s = create_cpu(e, kernel, options);
