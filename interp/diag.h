@@ -18,8 +18,6 @@
 /* What went wrong: the public closed list (tessera/api.h), so that records
  * leave a run without a translation. */
 typedef tsr_diagnostic_kind_t tsr_diag_kind_t;
-/* The interpreter's older name of TSR_DIAG_UNIMPLEMENTED. */
-#define TSR_DIAG_NOT_IMPLEMENTED TSR_DIAG_UNIMPLEMENTED
 
 typedef enum tsr_diag_severity {
   TSR_DIAG_ERROR,

@@ -386,7 +386,6 @@ typedef struct view {
   uint32_t rank;
   int64_t dims[TSR_MAX_RANK];
   int64_t strides[TSR_MAX_RANK]; /* elements */
-  int64_t origin[TSR_MAX_RANK];  /* for messages: start index in the ref */
   uint32_t ref_dim_of[TSR_MAX_RANK];
 } view_t;
 

@@ -42,7 +42,6 @@ int64_t tsr_view_first_unwritten(const view_t *v) {
   return -1;
 }
 
-/* Formats the ref index of view element `flat`. */
 /* The ref index of element `flat` of view v. */
 static void view_ref_index(const view_t *v, const int64_t *ref_origin, uint32_t ref_rank,
                            const int64_t *ref_step, int64_t flat, int64_t *ridx) {

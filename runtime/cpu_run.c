@@ -557,7 +557,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   const uint32_t nargs = num_memrefs + 6;
   void **all_args = tsr_calloc((size_t)r.n * nargs, sizeof *all_args);
   tsr_status_t status = tsr_diag_sink_initialize(&r.diag, info->kernel_name, info->num_sites,
-                                                 r.devices, r.cores, r.max_errors, false);
+                                                 r.devices, r.cores, r.max_errors, options->strict);
   if (status || !r.core || !r.sems || !all_args) {
     tsr_diag_sink_deinitialize(&r.diag);
     tsr_free(r.core);
