@@ -845,6 +845,15 @@ TSR_TEST(names) {
   TSR_CHECK_EQ_STR(tsr_diagnostic_kind_name(TSR_DIAG_RACE), "race");
   TSR_CHECK_EQ_STR(tsr_diagnostic_kind_name(TSR_DIAG_OUT_OF_BOUNDS), "out_of_bounds");
   TSR_CHECK_EQ_STR(tsr_diagnostic_severity_name(TSR_SEVERITY_WARNING), "warning");
+  /* Every kind has its own name (the names table is by designated index: a
+   * kind added without one would leave a hole the size check cannot see). */
+  for (int k = 0; k < TSR_DIAG_KIND_COUNT; k++) {
+    const char *name = tsr_diagnostic_kind_name((tsr_diagnostic_kind_t)k);
+    if (!name || !*name || strcmp(name, "?") == 0) TSR_FAIL_AT("diagnostic kind %d has no name", k);
+    for (int j = 0; name && j < k; j++)
+      if (strcmp(name, tsr_diagnostic_kind_name((tsr_diagnostic_kind_t)j)) == 0)
+        TSR_FAIL_AT("diagnostic kinds %d and %d are both named %s", j, k, name);
+  }
   tsr_backend_t b;
   TSR_CHECK(tsr_backend_from_name("cpu", &b) && b == TSR_BACKEND_CPU);
   TSR_CHECK(!tsr_backend_from_name("tpu", &b));
