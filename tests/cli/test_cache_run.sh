@@ -224,7 +224,8 @@ marker=$tmp/planted-object-ran
 export TSR_PLANT_MARKER=$marker
 
 # A forged "verified" verdict for a kernel that does not verify: the
-# interpreter must verify it anyway.
+# interpreter reads nothing from disk (checked above: no entry stored), so
+# what this shows is that the kernel is still verified and rejected.
 cp "$SRC/tests/cli/verify_error.tsr" "$tmp/evil/bad.tsr"
 printf 'tessera interp: verified\n' >"$tmp/evil/verdict"
 chmod 644 "$tmp/evil/bad.tsr" "$tmp/evil/verdict"
