@@ -32,75 +32,32 @@ static void count_uses(emitter_t *em, const tsr_region_t *r) {
 
 /* ---- Dispatch ------------------------------------------------------------------------------- */
 
-/* The code generator's one op dispatch: lower_table, indexed by opcode and
- * expanded from ir/ops.def, names each op's lowering entry LOWER_<OP>
- * (defined below, grouped by the op's FAMILY column). A row added to
- * ops.def without its LOWER_ macro is a build error (an undeclared
- * identifier), and the table's size is checked against TSR_OP_COUNT.
- * Inside a family, ops are told apart per op the same way where the
- * lowering differs per op (FLT_/INT_ in emit_expr.c); what depends on the
- * dtype and is not lowered is TSR_UNIMPLEMENTED naming the op, its location
- * and the cpu target (em_unimplemented), never a silent default. */
+/* The code generator's one op dispatch, in two levels read from
+ * ir/ops.def. family_table, indexed by the op's FAMILY column (TSR_FAM_*,
+ * size checked against TSR_FAM_COUNT), names one lowering function per
+ * family. Families whose ops are lowered by different functions (query,
+ * memory, shape, control, debug, semaphore) look the op up in their own
+ * per-op table, expanded from the rows of that family only
+ * (TSR_IF_FAMILY): a row added to such a family without its LOWER_<OP>
+ * entry is a build error (an undeclared identifier). The elementwise
+ * families share em_op_elementwise, whose per-op code is the flt_/int_
+ * labels of emit_expr.c (same rule); reduce's per-op code is RED_ in
+ * emit_ops.c. What depends on the dtype and is not lowered is
+ * TSR_UNIMPLEMENTED naming the op, its location and the cpu target
+ * (em_unimplemented), never a silent default. */
 typedef void lower_fn(emitter_t *em, const tsr_op_t *op);
 
 /* Region terminators: read by the parent op. */
 static void lower_terminator(emitter_t *em, const tsr_op_t *op) {}
 
-/* TSR_FAM_CONST, TSR_FAM_QUERY */
-#define LOWER_CONST em_op_const
-#define LOWER_PROGRAM_ID em_op_program_id
+/* The per-op entries of the families that have a per-op table. */
+#define LOWER_PROGRAM_ID em_op_program_id   /* TSR_FAM_QUERY */
 #define LOWER_NUM_PROGRAMS em_op_num_programs
 #define LOWER_DEVICE_ID em_op_device_id
 #define LOWER_CORE_ID em_op_core_id
-/* TSR_FAM_MEMORY */
-#define LOWER_LOAD em_op_load
+#define LOWER_LOAD em_op_load               /* TSR_FAM_MEMORY */
 #define LOWER_STORE em_op_store
-/* TSR_FAM_UNARY, BINARY, COMPARE, SELECT, CONVERT: one elementwise entry;
- * the op's own code is its FLT_ and INT_ macros (emit_expr.c). */
-#define LOWER_NEG em_op_elementwise
-#define LOWER_ABS em_op_elementwise
-#define LOWER_SIGN em_op_elementwise
-#define LOWER_EXP em_op_elementwise
-#define LOWER_EXP2 em_op_elementwise
-#define LOWER_LOG em_op_elementwise
-#define LOWER_LOG1P em_op_elementwise
-#define LOWER_SQRT em_op_elementwise
-#define LOWER_RSQRT em_op_elementwise
-#define LOWER_TANH em_op_elementwise
-#define LOWER_LOGISTIC em_op_elementwise
-#define LOWER_SIN em_op_elementwise
-#define LOWER_COS em_op_elementwise
-#define LOWER_FLOOR em_op_elementwise
-#define LOWER_CEIL em_op_elementwise
-#define LOWER_ROUND em_op_elementwise
-#define LOWER_NOT em_op_elementwise
-#define LOWER_CLZ em_op_elementwise
-#define LOWER_POPCOUNT em_op_elementwise
-#define LOWER_ADD em_op_elementwise
-#define LOWER_SUB em_op_elementwise
-#define LOWER_MUL em_op_elementwise
-#define LOWER_DIV em_op_elementwise
-#define LOWER_REM em_op_elementwise
-#define LOWER_MAX em_op_elementwise
-#define LOWER_MIN em_op_elementwise
-#define LOWER_POW em_op_elementwise
-#define LOWER_AND em_op_elementwise
-#define LOWER_OR em_op_elementwise
-#define LOWER_XOR em_op_elementwise
-#define LOWER_SHL em_op_elementwise
-#define LOWER_SHRL em_op_elementwise
-#define LOWER_SHRA em_op_elementwise
-#define LOWER_EQ em_op_elementwise
-#define LOWER_NE em_op_elementwise
-#define LOWER_LT em_op_elementwise
-#define LOWER_LE em_op_elementwise
-#define LOWER_GT em_op_elementwise
-#define LOWER_GE em_op_elementwise
-#define LOWER_SELECT em_op_elementwise
-#define LOWER_CONVERT em_op_elementwise
-#define LOWER_BITCAST em_op_elementwise
-/* TSR_FAM_SHAPE */
-#define LOWER_IOTA em_op_iota
+#define LOWER_IOTA em_op_iota               /* TSR_FAM_SHAPE */
 #define LOWER_BROADCAST em_op_broadcast
 #define LOWER_RESHAPE em_op_reshape
 #define LOWER_TRANSPOSE em_op_transpose
@@ -108,41 +65,91 @@ static void lower_terminator(emitter_t *em, const tsr_op_t *op) {}
 #define LOWER_CONCATENATE em_op_concatenate
 #define LOWER_ROLL em_op_roll
 #define LOWER_GATHER em_op_gather
-/* TSR_FAM_REDUCE (per op: RED_ in emit_ops.c), TSR_FAM_ARG_REDUCE, TSR_FAM_DOT */
-#define LOWER_REDUCE_SUM em_op_reduce
-#define LOWER_REDUCE_MAX em_op_reduce
-#define LOWER_REDUCE_MIN em_op_reduce
-#define LOWER_REDUCE_PROD em_op_reduce
-#define LOWER_REDUCE_AND em_op_reduce
-#define LOWER_REDUCE_OR em_op_reduce
-#define LOWER_ARGMAX em_op_argreduce
-#define LOWER_ARGMIN em_op_argreduce
-#define LOWER_DOT em_op_dot
-/* TSR_FAM_CONTROL */
-#define LOWER_FOR em_op_for
+#define LOWER_FOR em_op_for                 /* TSR_FAM_CONTROL */
 #define LOWER_WHILE em_op_while
 #define LOWER_IF em_op_if
 #define LOWER_SCOPED em_op_scoped
 #define LOWER_YIELD lower_terminator
 #define LOWER_CONDITION lower_terminator
-/* TSR_FAM_DEBUG */
-#define LOWER_PRINT em_op_print
+#define LOWER_PRINT em_op_print             /* TSR_FAM_DEBUG */
 #define LOWER_ASSERT em_op_assert
-/* TSR_FAM_DMA, TSR_FAM_SEMAPHORE */
-#define LOWER_DMA_START em_op_dma
-#define LOWER_DMA_WAIT em_op_dma
-#define LOWER_SEM_SIGNAL em_op_sem_signal
+#define LOWER_SEM_SIGNAL em_op_sem_signal   /* TSR_FAM_SEMAPHORE */
 #define LOWER_SEM_WAIT em_op_sem_wait
 #define LOWER_SEM_READ em_op_sem_read
 #define LOWER_CORE_BARRIER em_op_core_barrier
 
-static lower_fn *const lower_table[] = {
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) LOWER_##E,
+/* One family's per-op table (indexed by opcode; only the family's rows are
+ * set) and the family's entry, which the family table names. */
+#define LOWER_ROW(E) [TSR_OP_##E] = LOWER_##E,
+#define PER_OP_FAMILY(name)                                         \
+  static void lower_##name(emitter_t *em, const tsr_op_t *op) {          \
+    name##_ops[op->opcode](em, op);                                      \
+  }
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, QUERY, LOWER_ROW, E)
+static lower_fn *const query_ops[TSR_OP_COUNT] = {
 #include "ir/ops.def"
-#undef TSR_OP
 };
-_Static_assert(TSR_ARRAY_SIZE(lower_table) == TSR_OP_COUNT,
-               "lower_table: one LOWER_ entry per row of ir/ops.def");
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, MEMORY, LOWER_ROW, E)
+static lower_fn *const memory_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, SHAPE, LOWER_ROW, E)
+static lower_fn *const shape_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, CONTROL, LOWER_ROW, E)
+static lower_fn *const control_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, DEBUG, LOWER_ROW, E)
+static lower_fn *const debug_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, SEMAPHORE, LOWER_ROW, E)
+static lower_fn *const semaphore_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+PER_OP_FAMILY(query)
+PER_OP_FAMILY(memory)
+PER_OP_FAMILY(shape)
+PER_OP_FAMILY(control)
+PER_OP_FAMILY(debug)
+PER_OP_FAMILY(semaphore)
+
+/* Positional, in the order of tsr_family_t (ir/ir.h): a family added
+ * without its entry makes the table one short, which the assert rejects. */
+static lower_fn *const family_table[] = {
+    em_op_const,         /* CONST */
+    lower_query,         /* QUERY */
+    lower_memory,        /* MEMORY */
+    em_op_elementwise,   /* UNARY */
+    em_op_elementwise,   /* BINARY */
+    em_op_elementwise,   /* COMPARE */
+    em_op_elementwise,   /* SELECT */
+    em_op_elementwise,   /* CONVERT */
+    lower_shape,         /* SHAPE */
+    em_op_reduce,        /* REDUCE */
+    em_op_argreduce,     /* ARG_REDUCE */
+    em_op_dot,           /* DOT */
+    lower_control,       /* CONTROL */
+    lower_debug,         /* DEBUG */
+    em_op_dma,           /* DMA */
+    lower_semaphore,     /* SEMAPHORE */
+};
+_Static_assert(TSR_ARRAY_SIZE(family_table) == TSR_FAM_COUNT,
+               "family_table: one lowering entry per TSR_FAM_ family");
 
 /* Ops that make no code of their own (constants, queries, terminators) get
  * no location line. */
@@ -159,7 +166,7 @@ static void emit_op(emitter_t *em, const tsr_op_t *op) {
    * diagnostic at a line of the generated text can name the op. */
   if (makes_code(info) && op->loc.file && !strpbrk(op->loc.file, "\r\n"))
     em_line(em, "// %s:%u:%u: %s", op->loc.file, op->loc.line, op->loc.col, info->mnemonic);
-  lower_table[op->opcode](em, op);
+  family_table[info->family](em, op);
 }
 
 static void emit_region(emitter_t *em, const tsr_region_t *r) {

@@ -323,7 +323,7 @@ static bool sem_view(emitter_t *em, const tsr_op_t *op, tsr_sem_view_t *out) {
   return false;
 }
 
-/* The semaphore family, one entry per op (emit.c's lower_table). */
+/* The semaphore family, one entry per op (emit.c's semaphore_ops). */
 void em_op_sem_signal(emitter_t *em, const tsr_op_t *op) {
   tsr_sem_view_t sv;
   if (!sem_view(em, op, &sv)) return;
