@@ -276,9 +276,9 @@ bool tsr_sem_try_wait(run_t *run, const insn_t *in, const sem_plan_t *sp, int32_
 
 void tsr_sem_report_blocked(run_t *run) {
   const insn_t *in = &run->p->code[run->blocked_pc];
-  const sem_plan_t *sp = in->code == TSR_OP_DMA_WAIT ? &((const dma_plan_t *)in->plan)->sem
+  const sem_plan_t *sp = in->code == XOP_DMA_WAIT ? &((const dma_plan_t *)in->plan)->sem
                                                      : in->plan;
-  int64_t need = in->code == TSR_OP_DMA_WAIT ? ((const dma_plan_t *)in->plan)->bytes
+  int64_t need = in->code == XOP_DMA_WAIT ? ((const dma_plan_t *)in->plan)->bytes
                  : in->code == XOP_BARRIER_WAIT ? (int64_t)run->sh->cores - 1
                                                 : tsr_interp_read_i32(run, sp->amount);
   int64_t off = sem_offset(run, in, sp);
@@ -286,7 +286,7 @@ void tsr_sem_report_blocked(run_t *run) {
   char name[160];
   sem_text(run->p, sp, off, name, sizeof name);
   tsr_diag_where_t where = tsr_interp_where(run, in->site);
-  if (tsr_diag_deadlock(&run->sh->diag, &where, name, need, in->code == TSR_OP_DMA_WAIT, have))
+  if (tsr_diag_deadlock(&run->sh->diag, &where, name, need, in->code == XOP_DMA_WAIT, have))
     run->sh->aborted = true;
 }
 

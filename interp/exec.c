@@ -243,11 +243,6 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
     run->sh->tick++;
     if (in->forward) prepare_forward(run, in + 1);
     switch (in->code) {
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  case TSR_OP_##E:                                                    \
-    goto op_##E;
-#include "ir/ops.def"
-#undef TSR_OP
       case XOP_END:
         run->sh->stats.ops_executed += ops - 1;
         *pc_io = pc;
@@ -303,59 +298,50 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
       case XOP_STEP:
         if (!tsr_interp_take_step(run, in->site)) goto out;
         continue;
-      default:
-      /* Compiled to other instructions or to none (prepare.c). */
-      op_CONST: op_BITCAST: op_RESHAPE: op_FOR: op_WHILE: op_IF: op_SCOPED: op_YIELD:
-      op_CONDITION: op_CORE_BARRIER:
-        tsr_interp_kernel_error(run, in->site, TSR_DIAG_INTERNAL,
-                                "internal error: bad instruction %u", in->code);
-        goto out;
-    }
 
-    /* The ops, one label each (op_<OP>), in family order; the elementwise
-     * families share the block loops below. */
-    op_LOAD:
+      /* The instructions of ops, in the order of the XOP_ enum; the
+       * elementwise ones (the most frequent) are last, after op_done. */
+      case XOP_LOAD:
         load(run, in);
         goto op_done;
-    op_STORE:
+      case XOP_STORE:
         store(run, in);
         goto op_done;
-    op_SLICE:
+      case XOP_SLICE:
         slice(run, in);
         goto op_done;
-    op_PROGRAM_ID:
+      case XOP_PROGRAM_ID:
         tsr_interp_put_i32(run, in, (int32_t)run->point[((const shape_plan_t *)in->plan)->axis]);
         goto op_done;
-    op_NUM_PROGRAMS:
+      case XOP_NUM_PROGRAMS:
         tsr_interp_put_i32(run, in, (int32_t)p->grid[((const shape_plan_t *)in->plan)->axis]);
         goto op_done;
-    op_IOTA: {
+      case XOP_IOTA: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_iota((tsr_dtype_t)in->rdtype, vals[in->r], sp->rank, sp->dims,
                           sp->axis);
         goto op_done;
       }
-    op_SELECT:
+      case XOP_SELECT:
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_select(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
                             vals[in->a], in->bcast & 1, vals[in->b], in->bcast & 2,
                             vals[in->c], in->bcast & 4, (size_t)in->n);
         goto op_done;
-    op_CONVERT:
+      case XOP_CONVERT:
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_convert((tsr_dtype_t)in->rdtype, vals[in->r],
                              (tsr_dtype_t)in->dtype, vals[in->a], (size_t)in->n);
         goto op_done;
-    op_BROADCAST:
-    op_TRANSPOSE: {
+      case XOP_STRIDED_COPY: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_copy(tsr_dtype_size((tsr_dtype_t)in->rdtype), sp->rank, sp->dims,
                           vals[in->r], sp->strides, vals[in->a], sp->src_strides);
         goto op_done;
       }
-    op_CONCATENATE: {
+      case XOP_CONCATENATE: {
         const shape_plan_t *sp = in->plan;
         size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
         vals[in->r] = tsr_interp_result_ptr(run, in);
@@ -372,7 +358,7 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
         }
         goto op_done;
       }
-    op_ROLL: {
+      case XOP_ROLL: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_roll(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
@@ -380,7 +366,7 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
                           tsr_interp_read_i32(run, in->b));
         goto op_done;
       }
-    op_GATHER: {
+      case XOP_GATHER: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         int64_t bad = tsr_blockops_gather(tsr_dtype_size((tsr_dtype_t)in->rdtype),
@@ -400,28 +386,22 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
         }
         goto op_done;
       }
-    op_REDUCE_SUM:
-    op_REDUCE_MAX:
-    op_REDUCE_MIN:
-    op_REDUCE_PROD:
-    op_REDUCE_AND:
-    op_REDUCE_OR: {
+      case XOP_REDUCE: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
-        tsr_blockops_reduce((tsr_opcode_t)in->code, (tsr_dtype_t)in->dtype, vals[in->r],
+        tsr_blockops_reduce((tsr_opcode_t)in->opcode, (tsr_dtype_t)in->dtype, vals[in->r],
                             vals[in->a], sp->src_rank, sp->src_dims, sp->axes_mask);
         goto op_done;
       }
-    op_ARGMAX:
-    op_ARGMIN: {
+      case XOP_ARG_REDUCE: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
-        tsr_blockops_argreduce((tsr_opcode_t)in->code, (tsr_dtype_t)in->dtype,
+        tsr_blockops_argreduce((tsr_opcode_t)in->opcode, (tsr_dtype_t)in->dtype,
                                vals[in->r], vals[in->a], sp->src_rank, sp->src_dims,
                                sp->axis);
         goto op_done;
       }
-    op_DOT: {
+      case XOP_DOT: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
         tsr_blockops_dot((tsr_dtype_t)in->rdtype, vals[in->r], (tsr_dtype_t)in->dtype,
@@ -430,62 +410,64 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
                          (in->flags & TSR_OPF_TRANSPOSE_RHS) != 0);
         goto op_done;
       }
-    op_PRINT:
+      case XOP_PRINT:
         do_print(run, in);
         goto op_done;
-    op_DEVICE_ID:
-    op_CORE_ID:
-        tsr_interp_put_i32(run, in,
-                           (int32_t)(in->code == TSR_OP_DEVICE_ID ? run->device : run->core));
+      case XOP_DEVICE_ID:
+        tsr_interp_put_i32(run, in, (int32_t)run->device);
         goto op_done;
-    op_SEM_SIGNAL:
+      case XOP_CORE_ID:
+        tsr_interp_put_i32(run, in, (int32_t)run->core);
+        goto op_done;
+      case XOP_SEM_SIGNAL:
         tsr_sem_signal(run, in);
         goto op_done;
-    op_SEM_WAIT:
+      case XOP_SEM_WAIT:
         if (!tsr_sem_try_wait(run, in, in->plan,
                               tsr_interp_read_i32(run, ((const sem_plan_t *)in->plan)->amount)))
           goto blocked;
         goto op_done;
-    op_SEM_READ: {
+      case XOP_SEM_READ: {
         int32_t *sem = tsr_sem_addr(run, in, in->plan);
         tsr_interp_put_i32(run, in, sem ? *sem : 0);
         goto op_done;
       }
-    op_DMA_START:
+      case XOP_DMA_START:
         tsr_dma_start(run, in);
         goto op_done;
-    op_DMA_WAIT: {
+      case XOP_DMA_WAIT: {
         const dma_plan_t *dp = in->plan;
         if (!tsr_sem_try_wait(run, in, &dp->sem, (int32_t)dp->bytes)) goto blocked;
         goto op_done;
       }
-    op_ASSERT:
+      case XOP_ASSERT:
         if (!*(const uint8_t *)vals[in->a]) {
           const text_plan_t *tp = in->plan;
           tsr_diag_where_t where = tsr_interp_where(run, in->site);
           if (tsr_diag_assert_failed(&run->sh->diag, &where, tp->text)) run->sh->aborted = true;
         }
         goto op_done;
-  op_done:
-    if (TSR_UNLIKELY(run->sh->aborted)) goto out;
-    continue;
+    op_done:
+        if (TSR_UNLIKELY(run->sh->aborted)) goto out;
+        continue;
 
-  /* TSR_FAM_UNARY: the kernel for the dtype, chosen by prepare.c */
-  op_NEG: op_ABS: op_SIGN: op_EXP: op_EXP2: op_LOG: op_LOG1P: op_SQRT: op_RSQRT: op_TANH:
-  op_LOGISTIC: op_SIN: op_COS: op_FLOOR: op_CEIL: op_ROUND: op_NOT: op_CLZ: op_POPCOUNT:
-#ifdef TSR_TEST_OPS /* ir/ops_test.def */
-  op_TEST_UNLOWERED:
-#endif
-    vals[in->r] = tsr_interp_result_ptr(run, in);
-    in->fn.unary(vals[in->r], vals[in->a], (size_t)in->n);
-    continue;
-  /* TSR_FAM_BINARY, TSR_FAM_COMPARE */
-  op_ADD: op_SUB: op_MUL: op_DIV: op_REM: op_MAX: op_MIN: op_POW: op_AND: op_OR: op_XOR:
-  op_SHL: op_SHRL: op_SHRA: op_EQ: op_NE: op_LT: op_LE: op_GT: op_GE:
-    vals[in->r] = tsr_interp_result_ptr(run, in);
-    in->fn.binary(vals[in->r], vals[in->a], vals[in->b], (size_t)in->n,
-                  (tsr_bcast_t)in->bcast);
-    continue;
+      /* TSR_FAM_UNARY: the kernel for the op and dtype, chosen by prepare.c */
+      case XOP_UNARY:
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        in->fn.unary(vals[in->r], vals[in->a], (size_t)in->n);
+        continue;
+      /* TSR_FAM_BINARY, TSR_FAM_COMPARE */
+      case XOP_BINARY:
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        in->fn.binary(vals[in->r], vals[in->a], vals[in->b], (size_t)in->n,
+                      (tsr_bcast_t)in->bcast);
+        continue;
+      case XOP_COUNT:
+      default:
+        tsr_interp_kernel_error(run, in->site, TSR_DIAG_INTERNAL,
+                                "internal error: bad instruction %u", in->code);
+        goto out;
+    }
   }
 out:
   run->sh->stats.ops_executed += ops;

@@ -27,9 +27,42 @@
 #include "ir/ir.h"
 #include "tessera/interp.h"
 
-/* Instruction codes: the IR opcodes, then the interpreter's own. */
+/* Instruction codes: what exec.c's loop dispatches on. prepare.c's family
+ * handlers choose them (an op of ir/ops.def compiles to one or more of
+ * these, or to none); several ops share one where exec does the same work
+ * (all unary ops are XOP_UNARY, running the block loop prepare chose). */
 enum {
-  XOP_END = TSR_OP_COUNT, /* leave exec() */
+  /* instructions of ops */
+  XOP_PROGRAM_ID,         /* r = this step's index along plan->axis */
+  XOP_NUM_PROGRAMS,       /* r = the grid's size along plan->axis */
+  XOP_DEVICE_ID,
+  XOP_CORE_ID,
+  XOP_LOAD,               /* r = the view_plan's view of a ref */
+  XOP_STORE,              /* the view of a ref = b */
+  XOP_UNARY,              /* r = fn.unary(a) */
+  XOP_BINARY,             /* r = fn.binary(a, b) (elementwise and compare) */
+  XOP_SELECT,             /* r = a ? b : c */
+  XOP_CONVERT,            /* r = a converted from dtype to rdtype */
+  XOP_IOTA,
+  XOP_STRIDED_COPY,       /* r = a through src_strides (broadcast, transpose) */
+  XOP_SLICE,
+  XOP_CONCATENATE,
+  XOP_ROLL,
+  XOP_GATHER,
+  XOP_REDUCE,             /* the reduction of opcode over plan->axes_mask */
+  XOP_ARG_REDUCE,         /* argmax/argmin (opcode) along plan->axis */
+  XOP_DOT,
+  XOP_PRINT,
+  XOP_ASSERT,
+  XOP_DMA_START,
+  XOP_DMA_WAIT,
+  XOP_SEM_SIGNAL,
+  XOP_SEM_WAIT,
+  XOP_SEM_READ,
+  XOP_BARRIER_SIGNAL,     /* core_barrier, first half: signal every other core */
+  XOP_BARRIER_WAIT,       /* core_barrier, second half: wait for cores - 1 */
+  /* the interpreter's own */
+  XOP_END,                /* leave exec() */
   XOP_JMP,                /* pc = target */
   XOP_JMP_IF_NOT,         /* if !a: pc = target */
   XOP_MOVE,               /* copy values (region arguments/results) */
@@ -38,11 +71,10 @@ enum {
   XOP_SCOPE_ENTER,        /* fresh (uninitialized) scoped buffers */
   XOP_SCOPE_EXIT,
   XOP_ALIAS,              /* vals[r] = vals[a] (reshape, bitcast) */
-  XOP_BARRIER_SIGNAL,     /* core_barrier, first half: signal every other core */
-  XOP_BARRIER_WAIT,       /* core_barrier, second half: wait for cores - 1 */
   XOP_STEP,               /* a loop iteration starts: one step (run bounds) */
   XOP_COUNT
 };
+_Static_assert(TSR_OP_COUNT <= 256, "insn_t.opcode is one byte");
 
 #define NO_VALUE UINT32_MAX
 
@@ -117,12 +149,13 @@ typedef struct text_plan {
 } text_plan_t;
 
 typedef struct insn {
-  uint16_t code;     /* tsr_opcode_t or XOP_* */
+  uint16_t code;     /* XOP_*, chosen by prepare.c's family handlers */
   uint8_t dtype;     /* operand dtype */
   uint8_t rdtype;    /* result dtype */
   uint8_t bcast;     /* tsr_bcast_t, binary ops; select: bit0 cond, bit1 a, bit2 b scalar */
   uint8_t flags;     /* TSR_OPF_* subset */
   uint8_t forward;   /* the next insn stores this result: write it in place */
+  uint8_t opcode;    /* tsr_opcode_t of the op it came from (reductions read it) */
   uint32_t site;     /* index in program->sites: where it came from */
   uint32_t r, a, b, c; /* value ids */
   uint32_t target;   /* jump target */

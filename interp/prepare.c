@@ -113,7 +113,7 @@ static void count_uses(prep_t *ps, const tsr_region_t *r) {
 static bool forwards_to_store(const prep_t *ps, const tsr_op_t *op, const insn_t *in) {
   if (!tsr_op_forward_store(op)) return false;
   if (ps->uses[op->results[0]->id] != 1) return false;
-  return in->code == op->opcode; /* not compiled to an alias */
+  return in->code != XOP_ALIAS; /* an instruction of its own */
 }
 
 static void note_value(prep_t *ps, tsr_value_t *v) {
@@ -277,12 +277,495 @@ static tsr_status_t not_implemented(const tsr_interp_program_t *p, const tsr_op_
                     tsr_dtype_name(dtype));
 }
 
-static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
+/* ---- Dispatch: per family, then per op within it ----------------------------
+ * compile_op fills what every instruction carries and calls the op's family
+ * handler from family_table (indexed by the FAMILY column, size checked
+ * against TSR_FAM_COUNT). A handler chooses the instruction code(s) exec.c
+ * runs (XOP_*). Families whose ops differ look the op up in their per-op
+ * table, expanded from that family's rows of ir/ops.def only
+ * (TSR_IF_FAMILY): a row added to such a family without its PREP_<OP>
+ * entry does not build. The elementwise and reduce families choose a block
+ * loop per op and dtype in blockops.c, and an op it lacks for one dtype is
+ * TSR_UNIMPLEMENTED naming the op, its location and the dtype. */
+
+typedef tsr_status_t prep_fn(prep_t *ps, const tsr_op_t *op, insn_t *in);
+
+/* An op's entry in its family's per-op table. */
+typedef struct prep_entry {
+  prep_fn *prep;
+  uint16_t code; /* the instruction it compiles to (XOP_*), if one */
+} prep_entry_t;
+
+/* One instruction, with what compile_op filled in. */
+static tsr_status_t prep_plain(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  return emit(ps, in, NULL);
+}
+
+static tsr_status_t prep_const(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  /* Filled once per run; no instruction. */
   tsr_interp_program_t *p = ps->p;
-  const tsr_op_info_t *info = &tsr_op_table[op->opcode];
+  uint32_t i = p->num_consts++;
+  p->const_values[i] = op->results[0]->id;
+  p->const_literals[i] = op->literal;
+  return NULL;
+}
+
+/* An axis (program_id, num_programs, iota) and the result's dims. */
+static tsr_status_t prep_axis(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+  if (!sp) return TSR_OOM();
+  sp->axis = (uint32_t)op->ints[0];
+  const tsr_type_t *t = &op->results[0]->type;
+  sp->rank = t->rank;
+  for (uint32_t i = 0; i < t->rank; i++) sp->dims[i] = t->dims[i];
+  in->plan = sp;
+  return emit(ps, in, NULL);
+}
+
+static tsr_status_t prep_access(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  tsr_interp_program_t *p = ps->p;
+  view_plan_t *vp = plan_alloc(ps, sizeof *vp);
+  if (!vp) return TSR_OOM();
+  tsr_access_view_t av;
+  if (!tsr_opview_access(op, &av)) return malformed(p, op);
+  const tsr_value_t *ref = av.ref.base.value;
+  vp->ref = p->value_ref[ref->id];
+  fill_view_at(op, vp, &ref->type, av.ref.first);
+  if (av.mask.value) vp->mask = av.mask.value->id;
+  in->dtype = ref->type.dtype;
+  if (av.stored.value) {
+    vp->value_scalar = av.stored.value->type.kind == TSR_TYPE_SCALAR;
+    in->n = 1;
+  }
+  in->plan = vp;
+  return emit(ps, in, NULL);
+}
+
+/* TSR_FAM_UNARY: the block loop for the operand dtype (blockops.c). */
+static tsr_status_t prep_unary(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  in->code = XOP_UNARY;
+  in->fn.unary = tsr_blockops_unary(op->opcode, (tsr_dtype_t)in->dtype);
+  if (!in->fn.unary) return not_implemented(ps->p, op, (tsr_dtype_t)in->dtype);
+  return emit(ps, in, NULL);
+}
+
+/* TSR_FAM_BINARY, TSR_FAM_COMPARE: the same, with scalar broadcasting. */
+static tsr_status_t prep_binary(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  in->code = XOP_BINARY;
+  in->fn.binary = tsr_blockops_binary(op->opcode, (tsr_dtype_t)in->dtype);
+  if (!in->fn.binary) return not_implemented(ps->p, op, (tsr_dtype_t)in->dtype);
+  bool as = op->operands[0]->type.kind == TSR_TYPE_SCALAR;
+  bool bs = op->operands[1]->type.kind == TSR_TYPE_SCALAR;
+  in->bcast = (uint8_t)(as && !bs ? TSR_BCAST_A_SCALAR
+                        : bs && !as ? TSR_BCAST_B_SCALAR
+                                    : TSR_BCAST_NONE);
+  return emit(ps, in, NULL);
+}
+
+static tsr_status_t prep_select(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  in->code = XOP_SELECT;
+  in->dtype = op->operands[1]->type.dtype;
+  in->bcast = (uint8_t)((op->operands[0]->type.kind == TSR_TYPE_SCALAR ? 1 : 0) |
+                        (op->operands[1]->type.kind == TSR_TYPE_SCALAR ? 2 : 0) |
+                        (op->operands[2]->type.kind == TSR_TYPE_SCALAR ? 4 : 0));
+  return emit(ps, in, NULL);
+}
+
+static tsr_status_t prep_slice(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  view_plan_t *vp = plan_alloc(ps, sizeof *vp);
+  if (!vp) return TSR_OOM();
+  tsr_slice_view_t sv;
+  if (!tsr_opview_slice(op, &sv)) return malformed(ps->p, op);
+  fill_view_at(op, vp, &sv.value.base.value->type, sv.value.first);
+  vp->ref = NO_VALUE;
+  in->plan = vp;
+  return emit(ps, in, NULL);
+}
+
+/* broadcast, transpose: a copy of the operand through strides. */
+static tsr_status_t prep_strided_copy(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+  if (!sp) return TSR_OOM();
+  const tsr_type_t *rt = &op->results[0]->type;
+  const tsr_type_t *at = &op->operands[0]->type;
+  sp->rank = rt->rank;
+  for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
+  tsr_blockops_dense_strides(sp->rank, sp->dims, sp->strides);
+  int64_t astr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(at->rank, at->dims, astr);
+  if (op->opcode == TSR_OP_TRANSPOSE) {
+    for (uint32_t i = 0; i < rt->rank; i++)
+      sp->src_strides[i] = astr[op->ints[i]];
+  } else {
+    /* numpy broadcasting: align from the right; size-1 dims repeat. */
+    uint32_t off = rt->rank - (at->kind == TSR_TYPE_SCALAR ? 0 : at->rank);
+    for (uint32_t i = 0; i < rt->rank; i++) {
+      if (at->kind == TSR_TYPE_SCALAR || i < off) {
+        sp->src_strides[i] = 0;
+      } else {
+        uint32_t j = i - off;
+        sp->src_strides[i] = at->dims[j] == 1 ? 0 : astr[j];
+      }
+    }
+  }
+  in->plan = sp;
+  return emit(ps, in, NULL);
+}
+
+static tsr_status_t prep_concatenate(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+  if (!sp) return TSR_OOM();
+  const tsr_type_t *rt = &op->results[0]->type;
+  sp->rank = rt->rank;
+  for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
+  tsr_blockops_dense_strides(sp->rank, sp->dims, sp->strides);
+  sp->axis = (uint32_t)op->ints[0];
+  sp->num_operands = op->num_operands;
+  sp->operands = ids_alloc(ps, op->num_operands);
+  sp->axis_sizes = tsr_arena_alloc_array(&ps->p->arena, op->num_operands, sizeof(int64_t));
+  if (!sp->operands || !sp->axis_sizes) return TSR_OOM();
+  for (uint32_t i = 0; i < op->num_operands; i++) {
+    sp->operands[i] = op->operands[i]->id;
+    sp->axis_sizes[i] = op->operands[i]->type.dims[sp->axis];
+  }
+  in->plan = sp;
+  return emit(ps, in, NULL);
+}
+
+/* roll, gather and the reductions: operand and result dims, and the axis
+ * or (reductions over AXES) the mask of axes. */
+static tsr_status_t prep_along_axes(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+  if (!sp) return TSR_OOM();
+  const tsr_type_t *at = &op->operands[0]->type;
+  sp->src_rank = at->rank;
+  for (uint32_t i = 0; i < at->rank; i++) sp->src_dims[i] = at->dims[i];
+  const tsr_type_t *rt = &op->results[0]->type;
+  sp->rank = rt->rank;
+  for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
+  if (tsr_op_table[op->opcode].syntax == TSR_SYN_AXES) {
+    for (uint32_t i = 0; i < op->num_ints; i++) sp->axes_mask |= 1u << op->ints[i];
+  } else {
+    sp->axis = (uint32_t)op->ints[0];
+  }
+  in->plan = sp;
+  return emit(ps, in, NULL);
+}
+
+/* TSR_FAM_REDUCE, TSR_FAM_ARG_REDUCE: the kernel for the op and dtype. */
+static tsr_status_t prep_reduce(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  in->code = tsr_op_table[op->opcode].family == TSR_FAM_REDUCE ? XOP_REDUCE : XOP_ARG_REDUCE;
+  if (!tsr_blockops_reduce_supported(op->opcode, (tsr_dtype_t)in->dtype))
+    return not_implemented(ps->p, op, (tsr_dtype_t)in->dtype);
+  return prep_along_axes(ps, op, in);
+}
+
+static tsr_status_t prep_dot(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+  if (!sp) return TSR_OOM();
+  const tsr_type_t *at = &op->operands[0]->type;
+  const tsr_type_t *bt = &op->operands[1]->type;
+  sp->m = at->dims[0];
+  sp->k = at->dims[1];
+  sp->n = (op->flags & TSR_OPF_TRANSPOSE_RHS) ? bt->dims[0] : bt->dims[1];
+  in->code = XOP_DOT;
+  in->plan = sp;
+  return emit(ps, in, NULL);
+}
+
+/* print, assert: the text and the values it shows. */
+static tsr_status_t prep_text(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  text_plan_t *tp = plan_alloc(ps, sizeof *tp);
+  if (!tp) return TSR_OOM();
+  const char *t = op->text ? op->text : "";
+  tp->text = tsr_arena_strndup(&ps->p->arena, t, strlen(t));
+  tp->count = op->num_operands;
+  tp->values = ids_alloc(ps, op->num_operands);
+  if (!tp->text || !tp->values) return TSR_OOM();
+  for (uint32_t i = 0; i < op->num_operands; i++) tp->values[i] = op->operands[i]->id;
+  in->plan = tp;
+  return emit(ps, in, NULL);
+}
+
+static tsr_status_t prep_if(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  /* JMP_IF_NOT c -> else; then; moves; JMP end; else: ...; moves; end: */
+  tsr_interp_program_t *p = ps->p;
+  uint32_t site = in->site;
+  tsr_if_view_t iv;
+  if (!tsr_opview_if(op, &iv)) return malformed(p, op);
+  const tsr_op_t *term;
+  uint32_t jf, jend;
+  insn_t j = {.code = XOP_JMP_IF_NOT, .site = site, .a = iv.cond->id};
+  TSR_RETURN_IF_ERROR(emit(ps, &j, &jf));
+  TSR_RETURN_IF_ERROR(compile_region(ps, iv.then_region, &term));
+  if (term && op->num_results)
+    TSR_RETURN_IF_ERROR(emit_moves(ps, site, op->num_results, term->operands,
+                                   op->results, NULL));
+  insn_t jmp = {.code = XOP_JMP, .site = site};
+  TSR_RETURN_IF_ERROR(emit(ps, &jmp, &jend));
+  p->code[jf].target = p->code_size;
+  TSR_RETURN_IF_ERROR(compile_region(ps, iv.else_region, &term));
+  if (term && op->num_results)
+    TSR_RETURN_IF_ERROR(emit_moves(ps, site, op->num_results, term->operands,
+                                   op->results, NULL));
+  p->code[jend].target = p->code_size;
+  return NULL;
+}
+
+static tsr_status_t prep_for(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  tsr_interp_program_t *p = ps->p;
+  uint32_t site = in->site;
+  tsr_for_view_t fv;
+  if (!tsr_opview_for(op, &fv)) return malformed(p, op);
+  const tsr_region_t *body = fv.body;
+  uint32_t carried = op->num_results;
+  TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, fv.inits, fv.carried, NULL));
+  insn_t init = {.code = XOP_FOR_INIT, .site = site, .r = fv.iv->id, .a = fv.lo->id,
+                 .b = fv.hi->id, .c = fv.step->id};
+  uint32_t pc_init;
+  TSR_RETURN_IF_ERROR(emit(ps, &init, &pc_init));
+  uint32_t body_pc = p->code_size;
+  insn_t step = {.code = XOP_STEP, .site = site}; /* each iteration */
+  TSR_RETURN_IF_ERROR(emit(ps, &step, NULL));
+  const tsr_op_t *term;
+  TSR_RETURN_IF_ERROR(compile_region(ps, body, &term));
+  if (term && carried)
+    TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, term->operands, fv.carried,
+                                   op->results));
+  insn_t next = init;
+  next.code = XOP_FOR_NEXT;
+  next.target = body_pc;
+  TSR_RETURN_IF_ERROR(emit(ps, &next, NULL));
+  p->code[pc_init].target = p->code_size;
+  return emit_moves(ps, site, carried, fv.carried, op->results, NULL);
+}
+
+static tsr_status_t prep_while(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  tsr_interp_program_t *p = ps->p;
+  uint32_t site = in->site;
+  tsr_while_view_t wv;
+  if (!tsr_opview_while(op, &wv)) return malformed(p, op);
+  const tsr_region_t *cond = wv.cond, *body = wv.body;
+  uint32_t carried = op->num_results;
+  TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, wv.inits, cond->args, NULL));
+  uint32_t cond_pc = p->code_size;
+  const tsr_op_t *cterm, *bterm;
+  TSR_RETURN_IF_ERROR(compile_region(ps, cond, &cterm));
+  if (!cterm) return TSR_STATUS(TSR_INTERNAL, "while without condition");
+  uint32_t jf;
+  insn_t j = {.code = XOP_JMP_IF_NOT, .site = site, .a = cterm->operands[0]->id};
+  TSR_RETURN_IF_ERROR(emit(ps, &j, &jf));
+  insn_t step = {.code = XOP_STEP, .site = site}; /* each iteration */
+  TSR_RETURN_IF_ERROR(emit(ps, &step, NULL));
+  TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, cond->args, body->args, NULL));
+  TSR_RETURN_IF_ERROR(compile_region(ps, body, &bterm));
+  if (bterm && carried)
+    TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, bterm->operands,
+                                   cond->args, op->results));
+  insn_t jmp = {.code = XOP_JMP, .site = site, .target = cond_pc};
+  TSR_RETURN_IF_ERROR(emit(ps, &jmp, NULL));
+  p->code[jf].target = p->code_size;
+  return emit_moves(ps, site, carried, cond->args, op->results, NULL);
+}
+
+static tsr_status_t prep_scoped(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  tsr_interp_program_t *p = ps->p;
+  uint32_t site = in->site;
+  tsr_scoped_view_t sv;
+  if (!tsr_opview_scoped(op, &sv)) return malformed(p, op);
+  const tsr_region_t *body = sv.body;
+  scope_plan_t *sp = plan_alloc(ps, sizeof *sp);
+  if (!sp) return TSR_OOM();
+  sp->count = sv.num_buffers;
+  sp->refs = ids_alloc(ps, sv.num_buffers);
+  if (!sp->refs) return TSR_OOM();
+  for (uint32_t i = 0; i < sv.num_buffers; i++)
+    sp->refs[i] = p->value_ref[sv.buffers[i]->id];
+  insn_t enter = {.code = XOP_SCOPE_ENTER, .site = site, .plan = sp};
+  TSR_RETURN_IF_ERROR(emit(ps, &enter, NULL));
+  const tsr_op_t *term;
+  TSR_RETURN_IF_ERROR(compile_region(ps, body, &term));
+  if (term && op->num_results)
+    TSR_RETURN_IF_ERROR(emit_moves(ps, site, op->num_results, term->operands,
+                                   op->results, NULL));
+  insn_t exit_in = {.code = XOP_SCOPE_EXIT, .site = site, .plan = sp};
+  return emit(ps, &exit_in, NULL);
+}
+
+/* yield, condition: read by the parent op (compile_region). */
+static tsr_status_t prep_terminator(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  return TSR_STATUS(TSR_INTERNAL, "%s:%u:%u: '%s' outside its parent op", ps->p->file,
+                    op->loc.line, op->loc.col, tsr_op_table[op->opcode].mnemonic);
+}
+
+/* The semaphore ops; a barrier is two instructions (signal, then wait). */
+static tsr_status_t prep_sem_op(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  sem_plan_t *sp = plan_alloc(ps, sizeof *sp);
+  if (!sp) return TSR_OOM();
+  tsr_sem_view_t sv;
+  if (!tsr_opview_sem(op, &sv)) return malformed(ps->p, op);
+  fill_sem(ps, op, &sv.sem, sp);
+  if (sv.amount.value) sp->amount = sv.amount.value->id;
+  if (sv.core.value) sp->core = sv.core.value->id;
+  if (sv.device.value) sp->device = sv.device.value->id;
+  in->plan = sp;
+  if (in->code == XOP_BARRIER_WAIT) {
+    insn_t signal = *in;
+    signal.code = XOP_BARRIER_SIGNAL;
+    TSR_RETURN_IF_ERROR(emit(ps, &signal, NULL));
+  }
+  return emit(ps, in, NULL);
+}
+
+static tsr_status_t prep_dma_op(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  tsr_interp_program_t *p = ps->p;
+  dma_plan_t *dp = plan_alloc(ps, sizeof *dp);
+  if (!dp) return TSR_OOM();
+  tsr_dma_view_t dv;
+  if (!tsr_opview_dma(op, &dv)) return malformed(p, op);
+  const tsr_value_t *src = dv.src.base.value, *dst = dv.dst.base.value;
+  fill_view_at(op, &dp->src, &src->type, dv.src.first);
+  fill_view_at(op, &dp->dst, &dst->type, dv.dst.first);
+  dp->src.ref = p->value_ref[src->id];
+  dp->dst.ref = p->value_ref[dst->id];
+  fill_sem(ps, op, &dv.sem, &dp->sem);
+  dp->has_send = dv.send.base.value != NULL;
+  if (dp->has_send) fill_sem(ps, op, &dv.send, &dp->send);
+  dp->add = dv.add;
+  dp->device = dv.device.value ? dv.device.value->id : NO_VALUE;
+  int64_t count = 1;
+  for (uint32_t d = 0; d < dp->dst.rank; d++)
+    if (dp->dst.idx[d].kind != TSR_INDEX_POINT) count *= dp->dst.idx[d].size;
+  dp->bytes = count * (int64_t)tsr_dtype_size((tsr_dtype_t)dst->type.dtype);
+  in->dtype = dst->type.dtype;
+  in->plan = dp;
+  return emit(ps, in, NULL);
+}
+
+/* The per-op entries of the families that have a per-op table. */
+#define PREP_PROGRAM_ID {prep_axis, XOP_PROGRAM_ID}      /* TSR_FAM_QUERY */
+#define PREP_NUM_PROGRAMS {prep_axis, XOP_NUM_PROGRAMS}
+#define PREP_DEVICE_ID {prep_plain, XOP_DEVICE_ID}
+#define PREP_CORE_ID {prep_plain, XOP_CORE_ID}
+#define PREP_LOAD {prep_access, XOP_LOAD}                /* TSR_FAM_MEMORY */
+#define PREP_STORE {prep_access, XOP_STORE}
+#define PREP_CONVERT {prep_plain, XOP_CONVERT}           /* TSR_FAM_CONVERT */
+#define PREP_BITCAST {prep_plain, XOP_ALIAS}
+#define PREP_IOTA {prep_axis, XOP_IOTA}                  /* TSR_FAM_SHAPE */
+#define PREP_BROADCAST {prep_strided_copy, XOP_STRIDED_COPY}
+#define PREP_RESHAPE {prep_plain, XOP_ALIAS}
+#define PREP_TRANSPOSE {prep_strided_copy, XOP_STRIDED_COPY}
+#define PREP_SLICE {prep_slice, XOP_SLICE}
+#define PREP_CONCATENATE {prep_concatenate, XOP_CONCATENATE}
+#define PREP_ROLL {prep_along_axes, XOP_ROLL}
+#define PREP_GATHER {prep_along_axes, XOP_GATHER}
+#define PREP_FOR {prep_for, 0}                           /* TSR_FAM_CONTROL */
+#define PREP_WHILE {prep_while, 0}
+#define PREP_IF {prep_if, 0}
+#define PREP_SCOPED {prep_scoped, 0}
+#define PREP_YIELD {prep_terminator, 0}
+#define PREP_CONDITION {prep_terminator, 0}
+#define PREP_PRINT {prep_text, XOP_PRINT}                /* TSR_FAM_DEBUG */
+#define PREP_ASSERT {prep_text, XOP_ASSERT}
+#define PREP_DMA_START {prep_dma_op, XOP_DMA_START}         /* TSR_FAM_DMA */
+#define PREP_DMA_WAIT {prep_dma_op, XOP_DMA_WAIT}
+#define PREP_SEM_SIGNAL {prep_sem_op, XOP_SEM_SIGNAL}       /* TSR_FAM_SEMAPHORE */
+#define PREP_SEM_WAIT {prep_sem_op, XOP_SEM_WAIT}
+#define PREP_SEM_READ {prep_sem_op, XOP_SEM_READ}
+#define PREP_CORE_BARRIER {prep_sem_op, XOP_BARRIER_WAIT}
+
+/* One family's per-op table (indexed by opcode; only the family's rows are
+ * set) and its handler, which family_table names. */
+#define PREP_ROW(E) [TSR_OP_##E] = PREP_##E,
+#define PER_OP_FAMILY(name)                                                  \
+  static tsr_status_t prep_##name(prep_t *ps, const tsr_op_t *op, insn_t *in) { \
+    in->code = name##_ops[op->opcode].code;                                  \
+    return name##_ops[op->opcode].prep(ps, op, in);                          \
+  }
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, QUERY, PREP_ROW, E)
+static const prep_entry_t query_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, MEMORY, PREP_ROW, E)
+static const prep_entry_t memory_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, CONVERT, PREP_ROW, E)
+static const prep_entry_t convert_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, SHAPE, PREP_ROW, E)
+static const prep_entry_t shape_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, CONTROL, PREP_ROW, E)
+static const prep_entry_t control_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, DEBUG, PREP_ROW, E)
+static const prep_entry_t debug_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, DMA, PREP_ROW, E)
+static const prep_entry_t dma_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
+  TSR_IF_FAMILY(fam, SEMAPHORE, PREP_ROW, E)
+static const prep_entry_t semaphore_ops[TSR_OP_COUNT] = {
+#include "ir/ops.def"
+};
+#undef TSR_OP
+PER_OP_FAMILY(query)
+PER_OP_FAMILY(memory)
+PER_OP_FAMILY(convert)
+PER_OP_FAMILY(shape)
+PER_OP_FAMILY(control)
+PER_OP_FAMILY(debug)
+PER_OP_FAMILY(dma)
+PER_OP_FAMILY(semaphore)
+
+/* Positional, in the order of tsr_family_t (ir/ir.h): a family added
+ * without its entry makes the table one short, which the assert rejects. */
+static prep_fn *const family_table[] = {
+    prep_const,     /* CONST */
+    prep_query,     /* QUERY */
+    prep_memory,    /* MEMORY */
+    prep_unary,     /* UNARY */
+    prep_binary,    /* BINARY */
+    prep_binary,    /* COMPARE */
+    prep_select,    /* SELECT */
+    prep_convert,   /* CONVERT */
+    prep_shape,     /* SHAPE */
+    prep_reduce,    /* REDUCE */
+    prep_reduce,    /* ARG_REDUCE */
+    prep_dot,       /* DOT */
+    prep_control,   /* CONTROL */
+    prep_debug,     /* DEBUG */
+    prep_dma,       /* DMA */
+    prep_semaphore, /* SEMAPHORE */
+};
+_Static_assert(TSR_ARRAY_SIZE(family_table) == TSR_FAM_COUNT,
+               "family_table: one prepare handler per TSR_FAM_ family");
+
+static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
   uint32_t site;
   TSR_RETURN_IF_ERROR(op_site(ps, op, &site));
-  insn_t in = {.code = (uint16_t)op->opcode, .site = site, .r = NO_VALUE,
+  insn_t in = {.site = site, .opcode = (uint8_t)op->opcode, .r = NO_VALUE,
                .a = NO_VALUE, .b = NO_VALUE, .c = NO_VALUE};
   in.flags = (uint8_t)op->flags;
   if (op->num_results) {
@@ -296,350 +779,7 @@ static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
   }
   if (op->num_operands > 1) in.b = op->operands[1]->id;
   if (op->num_operands > 2) in.c = op->operands[2]->id;
-
-  switch (op->opcode) {
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  case TSR_OP_##E:                                                    \
-    goto prep_##E;
-#include "ir/ops.def"
-#undef TSR_OP
-    case TSR_OP_COUNT: break;
-  }
-  return TSR_STATUS(TSR_INTERNAL, "bad opcode %u", (unsigned)op->opcode);
-
-  {
-    prep_CONST: {
-      /* Filled once per run; no instruction. */
-      uint32_t i = p->num_consts++;
-      p->const_values[i] = op->results[0]->id;
-      p->const_literals[i] = op->literal;
-      return NULL;
-    }
-    /* TSR_FAM_UNARY: the block loop for the operand dtype (blockops.c) */
-    prep_NEG: prep_ABS: prep_SIGN: prep_EXP: prep_EXP2: prep_LOG: prep_LOG1P: prep_SQRT:
-    prep_RSQRT: prep_TANH: prep_LOGISTIC: prep_SIN: prep_COS: prep_FLOOR: prep_CEIL:
-    prep_ROUND: prep_NOT: prep_CLZ: prep_POPCOUNT:
-#ifdef TSR_TEST_OPS /* ir/ops_test.def */
-    prep_TEST_UNLOWERED:
-#endif
-      in.fn.unary = tsr_blockops_unary(op->opcode, (tsr_dtype_t)in.dtype);
-      if (!in.fn.unary)
-        return not_implemented(p, op, (tsr_dtype_t)in.dtype);
-      return emit(ps, &in, NULL);
-    /* TSR_FAM_BINARY, TSR_FAM_COMPARE */
-    prep_ADD: prep_SUB: prep_MUL: prep_DIV: prep_REM: prep_MAX: prep_MIN: prep_POW: prep_AND:
-    prep_OR: prep_XOR: prep_SHL: prep_SHRL: prep_SHRA: prep_EQ: prep_NE: prep_LT: prep_LE:
-    prep_GT: prep_GE: {
-      in.fn.binary = tsr_blockops_binary(op->opcode, (tsr_dtype_t)in.dtype);
-      if (!in.fn.binary)
-        return not_implemented(p, op, (tsr_dtype_t)in.dtype);
-      bool as = op->operands[0]->type.kind == TSR_TYPE_SCALAR;
-      bool bs = op->operands[1]->type.kind == TSR_TYPE_SCALAR;
-      in.bcast = (uint8_t)(as && !bs ? TSR_BCAST_A_SCALAR
-                           : bs && !as ? TSR_BCAST_B_SCALAR
-                                       : TSR_BCAST_NONE);
-      return emit(ps, &in, NULL);
-    }
-    prep_PROGRAM_ID:
-    prep_NUM_PROGRAMS:
-    prep_IOTA: {
-      shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
-      if (!sp) return TSR_OOM();
-      sp->axis = (uint32_t)op->ints[0];
-      const tsr_type_t *t = &op->results[0]->type;
-      sp->rank = t->rank;
-      for (uint32_t i = 0; i < t->rank; i++) sp->dims[i] = t->dims[i];
-      in.plan = sp;
-      return emit(ps, &in, NULL);
-    }
-    prep_LOAD:
-    prep_STORE: {
-      view_plan_t *vp = plan_alloc(ps, sizeof *vp);
-      if (!vp) return TSR_OOM();
-      tsr_access_view_t av;
-      if (!tsr_opview_access(op, &av)) return malformed(p, op);
-      const tsr_value_t *ref = av.ref.base.value;
-      vp->ref = p->value_ref[ref->id];
-      fill_view_at(op, vp, &ref->type, av.ref.first);
-      if (av.mask.value) vp->mask = av.mask.value->id;
-      if (av.stored.value) {
-        vp->value_scalar = av.stored.value->type.kind == TSR_TYPE_SCALAR;
-        in.dtype = ref->type.dtype;
-        in.n = 1;
-      } else {
-        in.dtype = ref->type.dtype;
-      }
-      in.plan = vp;
-      return emit(ps, &in, NULL);
-    }
-    prep_SLICE: {
-      view_plan_t *vp = plan_alloc(ps, sizeof *vp);
-      if (!vp) return TSR_OOM();
-      tsr_slice_view_t sv;
-      if (!tsr_opview_slice(op, &sv)) return malformed(p, op);
-      fill_view_at(op, vp, &sv.value.base.value->type, sv.value.first);
-      vp->ref = NO_VALUE;
-      in.plan = vp;
-      return emit(ps, &in, NULL);
-    }
-    prep_SELECT:
-      in.dtype = op->operands[1]->type.dtype;
-      in.bcast = (uint8_t)((op->operands[0]->type.kind == TSR_TYPE_SCALAR ? 1 : 0) |
-                           (op->operands[1]->type.kind == TSR_TYPE_SCALAR ? 2 : 0) |
-                           (op->operands[2]->type.kind == TSR_TYPE_SCALAR ? 4 : 0));
-      return emit(ps, &in, NULL);
-    prep_CONVERT:
-      return emit(ps, &in, NULL);
-    prep_BITCAST:
-    prep_RESHAPE:
-      in.code = XOP_ALIAS;
-      return emit(ps, &in, NULL);
-    prep_BROADCAST:
-    prep_TRANSPOSE: {
-      shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
-      if (!sp) return TSR_OOM();
-      const tsr_type_t *rt = &op->results[0]->type;
-      const tsr_type_t *at = &op->operands[0]->type;
-      sp->rank = rt->rank;
-      for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
-      tsr_blockops_dense_strides(sp->rank, sp->dims, sp->strides);
-      int64_t astr[TSR_MAX_RANK];
-      tsr_blockops_dense_strides(at->rank, at->dims, astr);
-      if (op->opcode == TSR_OP_TRANSPOSE) {
-        for (uint32_t i = 0; i < rt->rank; i++)
-          sp->src_strides[i] = astr[op->ints[i]];
-      } else {
-        /* numpy broadcasting: align from the right; size-1 dims repeat. */
-        uint32_t off = rt->rank - (at->kind == TSR_TYPE_SCALAR ? 0 : at->rank);
-        for (uint32_t i = 0; i < rt->rank; i++) {
-          if (at->kind == TSR_TYPE_SCALAR || i < off) {
-            sp->src_strides[i] = 0;
-          } else {
-            uint32_t j = i - off;
-            sp->src_strides[i] = at->dims[j] == 1 ? 0 : astr[j];
-          }
-        }
-      }
-      in.plan = sp;
-      return emit(ps, &in, NULL);
-    }
-    prep_CONCATENATE: {
-      shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
-      if (!sp) return TSR_OOM();
-      const tsr_type_t *rt = &op->results[0]->type;
-      sp->rank = rt->rank;
-      for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
-      tsr_blockops_dense_strides(sp->rank, sp->dims, sp->strides);
-      sp->axis = (uint32_t)op->ints[0];
-      sp->num_operands = op->num_operands;
-      sp->operands = ids_alloc(ps, op->num_operands);
-      sp->axis_sizes = tsr_arena_alloc_array(&p->arena, op->num_operands, sizeof(int64_t));
-      if (!sp->operands || !sp->axis_sizes) return TSR_OOM();
-      for (uint32_t i = 0; i < op->num_operands; i++) {
-        sp->operands[i] = op->operands[i]->id;
-        sp->axis_sizes[i] = op->operands[i]->type.dims[sp->axis];
-      }
-      in.plan = sp;
-      return emit(ps, &in, NULL);
-    }
-    prep_ROLL:
-    prep_GATHER:
-    prep_ARGMAX:
-    prep_ARGMIN:
-    prep_REDUCE_SUM:
-    prep_REDUCE_MAX:
-    prep_REDUCE_MIN:
-    prep_REDUCE_PROD:
-    prep_REDUCE_AND:
-    prep_REDUCE_OR: {
-      if ((info->family == TSR_FAM_REDUCE || info->family == TSR_FAM_ARG_REDUCE) &&
-          !tsr_blockops_reduce_supported(op->opcode, (tsr_dtype_t)in.dtype))
-        return not_implemented(p, op, (tsr_dtype_t)in.dtype);
-      shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
-      if (!sp) return TSR_OOM();
-      const tsr_type_t *at = &op->operands[0]->type;
-      sp->src_rank = at->rank;
-      for (uint32_t i = 0; i < at->rank; i++) sp->src_dims[i] = at->dims[i];
-      const tsr_type_t *rt = &op->results[0]->type;
-      sp->rank = rt->rank;
-      for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
-      if (info->syntax == TSR_SYN_AXES) {
-        for (uint32_t i = 0; i < op->num_ints; i++) sp->axes_mask |= 1u << op->ints[i];
-      } else {
-        sp->axis = (uint32_t)op->ints[0];
-      }
-      in.plan = sp;
-      return emit(ps, &in, NULL);
-    }
-    prep_DOT: {
-      shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
-      if (!sp) return TSR_OOM();
-      const tsr_type_t *at = &op->operands[0]->type;
-      const tsr_type_t *bt = &op->operands[1]->type;
-      sp->m = at->dims[0];
-      sp->k = at->dims[1];
-      sp->n = (op->flags & TSR_OPF_TRANSPOSE_RHS) ? bt->dims[0] : bt->dims[1];
-      in.plan = sp;
-      return emit(ps, &in, NULL);
-    }
-    prep_PRINT:
-    prep_ASSERT: {
-      text_plan_t *tp = plan_alloc(ps, sizeof *tp);
-      if (!tp) return TSR_OOM();
-      const char *t = op->text ? op->text : "";
-      tp->text = tsr_arena_strndup(&p->arena, t, strlen(t));
-      tp->count = op->num_operands;
-      tp->values = ids_alloc(ps, op->num_operands);
-      if (!tp->text || !tp->values) return TSR_OOM();
-      for (uint32_t i = 0; i < op->num_operands; i++) tp->values[i] = op->operands[i]->id;
-      in.plan = tp;
-      return emit(ps, &in, NULL);
-    }
-    prep_IF: {
-      /* JMP_IF_NOT c -> else; then; moves; JMP end; else: ...; moves; end: */
-      tsr_if_view_t iv;
-      if (!tsr_opview_if(op, &iv)) return malformed(p, op);
-      const tsr_op_t *term;
-      uint32_t jf, jend;
-      insn_t j = {.code = XOP_JMP_IF_NOT, .site = site, .a = iv.cond->id};
-      TSR_RETURN_IF_ERROR(emit(ps, &j, &jf));
-      TSR_RETURN_IF_ERROR(compile_region(ps, iv.then_region, &term));
-      if (term && op->num_results)
-        TSR_RETURN_IF_ERROR(emit_moves(ps, site, op->num_results, term->operands,
-                                       op->results, NULL));
-      insn_t jmp = {.code = XOP_JMP, .site = site};
-      TSR_RETURN_IF_ERROR(emit(ps, &jmp, &jend));
-      p->code[jf].target = p->code_size;
-      TSR_RETURN_IF_ERROR(compile_region(ps, iv.else_region, &term));
-      if (term && op->num_results)
-        TSR_RETURN_IF_ERROR(emit_moves(ps, site, op->num_results, term->operands,
-                                       op->results, NULL));
-      p->code[jend].target = p->code_size;
-      return NULL;
-    }
-    prep_FOR: {
-      tsr_for_view_t fv;
-      if (!tsr_opview_for(op, &fv)) return malformed(p, op);
-      const tsr_region_t *body = fv.body;
-      uint32_t carried = op->num_results;
-      TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, fv.inits, fv.carried, NULL));
-      insn_t init = {.code = XOP_FOR_INIT, .site = site, .r = fv.iv->id, .a = fv.lo->id,
-                     .b = fv.hi->id, .c = fv.step->id};
-      uint32_t pc_init;
-      TSR_RETURN_IF_ERROR(emit(ps, &init, &pc_init));
-      uint32_t body_pc = p->code_size;
-      insn_t step = {.code = XOP_STEP, .site = site}; /* each iteration */
-      TSR_RETURN_IF_ERROR(emit(ps, &step, NULL));
-      const tsr_op_t *term;
-      TSR_RETURN_IF_ERROR(compile_region(ps, body, &term));
-      if (term && carried)
-        TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, term->operands, fv.carried,
-                                       op->results));
-      insn_t next = init;
-      next.code = XOP_FOR_NEXT;
-      next.target = body_pc;
-      TSR_RETURN_IF_ERROR(emit(ps, &next, NULL));
-      p->code[pc_init].target = p->code_size;
-      return emit_moves(ps, site, carried, fv.carried, op->results, NULL);
-    }
-    prep_WHILE: {
-      tsr_while_view_t wv;
-      if (!tsr_opview_while(op, &wv)) return malformed(p, op);
-      const tsr_region_t *cond = wv.cond, *body = wv.body;
-      uint32_t carried = op->num_results;
-      TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, wv.inits, cond->args, NULL));
-      uint32_t cond_pc = p->code_size;
-      const tsr_op_t *cterm, *bterm;
-      TSR_RETURN_IF_ERROR(compile_region(ps, cond, &cterm));
-      if (!cterm) return TSR_STATUS(TSR_INTERNAL, "while without condition");
-      uint32_t jf;
-      insn_t j = {.code = XOP_JMP_IF_NOT, .site = site, .a = cterm->operands[0]->id};
-      TSR_RETURN_IF_ERROR(emit(ps, &j, &jf));
-      insn_t step = {.code = XOP_STEP, .site = site}; /* each iteration */
-      TSR_RETURN_IF_ERROR(emit(ps, &step, NULL));
-      TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, cond->args, body->args, NULL));
-      TSR_RETURN_IF_ERROR(compile_region(ps, body, &bterm));
-      if (bterm && carried)
-        TSR_RETURN_IF_ERROR(emit_moves(ps, site, carried, bterm->operands,
-                                       cond->args, op->results));
-      insn_t jmp = {.code = XOP_JMP, .site = site, .target = cond_pc};
-      TSR_RETURN_IF_ERROR(emit(ps, &jmp, NULL));
-      p->code[jf].target = p->code_size;
-      return emit_moves(ps, site, carried, cond->args, op->results, NULL);
-    }
-    prep_SCOPED: {
-      tsr_scoped_view_t sv;
-      if (!tsr_opview_scoped(op, &sv)) return malformed(p, op);
-      const tsr_region_t *body = sv.body;
-      scope_plan_t *sp = plan_alloc(ps, sizeof *sp);
-      if (!sp) return TSR_OOM();
-      sp->count = sv.num_buffers;
-      sp->refs = ids_alloc(ps, sv.num_buffers);
-      if (!sp->refs) return TSR_OOM();
-      for (uint32_t i = 0; i < sv.num_buffers; i++)
-        sp->refs[i] = p->value_ref[sv.buffers[i]->id];
-      insn_t enter = {.code = XOP_SCOPE_ENTER, .site = site, .plan = sp};
-      TSR_RETURN_IF_ERROR(emit(ps, &enter, NULL));
-      const tsr_op_t *term;
-      TSR_RETURN_IF_ERROR(compile_region(ps, body, &term));
-      if (term && op->num_results)
-        TSR_RETURN_IF_ERROR(emit_moves(ps, site, op->num_results, term->operands,
-                                       op->results, NULL));
-      insn_t exit_in = {.code = XOP_SCOPE_EXIT, .site = site, .plan = sp};
-      return emit(ps, &exit_in, NULL);
-    }
-    prep_DEVICE_ID:
-    prep_CORE_ID:
-      return emit(ps, &in, NULL);
-    prep_SEM_SIGNAL:
-    prep_SEM_WAIT:
-    prep_SEM_READ:
-    prep_CORE_BARRIER: {
-      sem_plan_t *sp = plan_alloc(ps, sizeof *sp);
-      if (!sp) return TSR_OOM();
-      tsr_sem_view_t sv;
-      if (!tsr_opview_sem(op, &sv)) return malformed(p, op);
-      fill_sem(ps, op, &sv.sem, sp);
-      if (sv.amount.value) sp->amount = sv.amount.value->id;
-      if (sv.core.value) sp->core = sv.core.value->id;
-      if (sv.device.value) sp->device = sv.device.value->id;
-      in.plan = sp;
-      if (op->opcode == TSR_OP_CORE_BARRIER) {
-        in.code = XOP_BARRIER_SIGNAL;
-        TSR_RETURN_IF_ERROR(emit(ps, &in, NULL));
-        in.code = XOP_BARRIER_WAIT;
-      }
-      return emit(ps, &in, NULL);
-    }
-    prep_DMA_START:
-    prep_DMA_WAIT: {
-      dma_plan_t *dp = plan_alloc(ps, sizeof *dp);
-      if (!dp) return TSR_OOM();
-      tsr_dma_view_t dv;
-      if (!tsr_opview_dma(op, &dv)) return malformed(p, op);
-      const tsr_value_t *src = dv.src.base.value, *dst = dv.dst.base.value;
-      fill_view_at(op, &dp->src, &src->type, dv.src.first);
-      fill_view_at(op, &dp->dst, &dst->type, dv.dst.first);
-      dp->src.ref = p->value_ref[src->id];
-      dp->dst.ref = p->value_ref[dst->id];
-      fill_sem(ps, op, &dv.sem, &dp->sem);
-      dp->has_send = dv.send.base.value != NULL;
-      if (dp->has_send) fill_sem(ps, op, &dv.send, &dp->send);
-      dp->add = dv.add;
-      dp->device = dv.device.value ? dv.device.value->id : NO_VALUE;
-      int64_t count = 1;
-      for (uint32_t d = 0; d < dp->dst.rank; d++)
-        if (dp->dst.idx[d].kind != TSR_INDEX_POINT) count *= dp->dst.idx[d].size;
-      dp->bytes = count * (int64_t)tsr_dtype_size((tsr_dtype_t)dst->type.dtype);
-      in.dtype = dst->type.dtype;
-      in.plan = dp;
-      return emit(ps, &in, NULL);
-    }
-    prep_YIELD:
-    prep_CONDITION: /* read by the parent op (compile_region) */
-      return TSR_STATUS(TSR_INTERNAL, "%s:%u:%u: '%s' outside its parent op", p->file,
-                        op->loc.line, op->loc.col, info->mnemonic);
-  }
+  return family_table[tsr_op_table[op->opcode].family](ps, op, &in);
 }
 
 /* Compiles the ops of a region except its terminator, which is returned. */
