@@ -8,6 +8,7 @@
  * one above; blockops.c, bounds.c, print.c, trace.c and diag.c call no other
  * file of interp/.
  *   prepare.c   builds a program from a verified kernel
+ *   bind.c      a prepared program bound to another kernel with its bytes
  *   run.c       entry point: setup, teardown, end-of-run checks, status
  *   sched.c     the scheduler of cores; deadlock detection
  *   grid.c      one core's walk through the grid; block copies in and out
