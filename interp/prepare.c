@@ -284,16 +284,16 @@ static tsr_status_t not_implemented(const tsr_interp_program_t *p, const tsr_op_
  * compile_op fills what every instruction carries and calls the op's family
  * handler from family_table (indexed by the FAMILY column, size checked
  * against TSR_FAM_COUNT). A handler chooses the instruction code(s) exec.c
- * runs (XOP_*). Families whose ops differ look the op up in their per-op
- * table, expanded from that family's rows of ir/ops.def only
- * (TSR_IF_FAMILY): a row added to such a family without its PREP_<OP>
- * entry does not build. The elementwise and reduce families choose a block
- * loop per op and dtype in blockops.c, and an op it lacks for one dtype is
- * TSR_UNIMPLEMENTED naming the op, its location and the dtype. */
+ * runs (XOP_*). Families whose ops differ look the op up in per_op_table,
+ * expanded from those families' rows of ir/ops.def: a row added to such a
+ * family without its PREP_<OP> entry does not build. The elementwise and
+ * reduce families choose a block loop per op and dtype in blockops.c, and
+ * an op it lacks for one dtype is TSR_UNIMPLEMENTED naming the op, its
+ * location and the dtype. */
 
 typedef tsr_status_t prep_fn(prep_t *ps, const tsr_op_t *op, insn_t *in);
 
-/* An op's entry in its family's per-op table. */
+/* An op's entry in per_op_table. */
 typedef struct prep_entry {
   prep_fn *prep;
   uint16_t code; /* the instruction it compiles to (XOP_*), if one */
@@ -313,14 +313,21 @@ static tsr_status_t prep_const(prep_t *ps, const tsr_op_t *op, insn_t *in) {
   return NULL;
 }
 
-/* An axis (program_id, num_programs, iota) and the result's dims. */
-static tsr_status_t prep_axis(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+/* A shape plan holding the result's dims (NULL: out of memory). */
+static shape_plan_t *result_shape_plan(prep_t *ps, const tsr_op_t *op) {
   shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
-  if (!sp) return TSR_OOM();
-  sp->axis = (uint32_t)op->ints[0];
+  if (!sp) return NULL;
   const tsr_type_t *t = &op->results[0]->type;
   sp->rank = t->rank;
   for (uint32_t i = 0; i < t->rank; i++) sp->dims[i] = t->dims[i];
+  return sp;
+}
+
+/* An axis (program_id, num_programs, iota) and the result's dims. */
+static tsr_status_t prep_axis(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  shape_plan_t *sp = result_shape_plan(ps, op);
+  if (!sp) return TSR_OOM();
+  sp->axis = (uint32_t)op->ints[0];
   in->plan = sp;
   return emit(ps, in, NULL);
 }
@@ -387,12 +394,10 @@ static tsr_status_t prep_slice(prep_t *ps, const tsr_op_t *op, insn_t *in) {
 
 /* broadcast, transpose: a copy of the operand through strides. */
 static tsr_status_t prep_strided_copy(prep_t *ps, const tsr_op_t *op, insn_t *in) {
-  shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+  shape_plan_t *sp = result_shape_plan(ps, op);
   if (!sp) return TSR_OOM();
   const tsr_type_t *rt = &op->results[0]->type;
   const tsr_type_t *at = &op->operands[0]->type;
-  sp->rank = rt->rank;
-  for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
   tsr_blockops_dense_strides(sp->rank, sp->dims, sp->strides);
   int64_t astr[TSR_MAX_RANK];
   tsr_blockops_dense_strides(at->rank, at->dims, astr);
@@ -416,11 +421,8 @@ static tsr_status_t prep_strided_copy(prep_t *ps, const tsr_op_t *op, insn_t *in
 }
 
 static tsr_status_t prep_concatenate(prep_t *ps, const tsr_op_t *op, insn_t *in) {
-  shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+  shape_plan_t *sp = result_shape_plan(ps, op);
   if (!sp) return TSR_OOM();
-  const tsr_type_t *rt = &op->results[0]->type;
-  sp->rank = rt->rank;
-  for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
   tsr_blockops_dense_strides(sp->rank, sp->dims, sp->strides);
   sp->axis = (uint32_t)op->ints[0];
   sp->num_operands = op->num_operands;
@@ -438,14 +440,11 @@ static tsr_status_t prep_concatenate(prep_t *ps, const tsr_op_t *op, insn_t *in)
 /* roll, gather and the reductions: operand and result dims, and the axis
  * or (reductions over AXES) the mask of axes. */
 static tsr_status_t prep_along_axes(prep_t *ps, const tsr_op_t *op, insn_t *in) {
-  shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+  shape_plan_t *sp = result_shape_plan(ps, op);
   if (!sp) return TSR_OOM();
   const tsr_type_t *at = &op->operands[0]->type;
   sp->src_rank = at->rank;
   for (uint32_t i = 0; i < at->rank; i++) sp->src_dims[i] = at->dims[i];
-  const tsr_type_t *rt = &op->results[0]->type;
-  sp->rank = rt->rank;
-  for (uint32_t i = 0; i < rt->rank; i++) sp->dims[i] = rt->dims[i];
   if (tsr_op_table[op->opcode].syntax == TSR_SYN_AXES) {
     for (uint32_t i = 0; i < op->num_ints; i++) sp->axes_mask |= 1u << op->ints[i];
   } else {
@@ -677,90 +676,59 @@ static tsr_status_t prep_dma_op(prep_t *ps, const tsr_op_t *op, insn_t *in) {
 #define PREP_SEM_READ {prep_sem_op, XOP_SEM_READ}
 #define PREP_CORE_BARRIER {prep_sem_op, XOP_BARRIER_WAIT}
 
-/* One family's per-op table (indexed by opcode; only the family's rows are
- * set) and its handler, which family_table names. */
-#define PREP_ROW(E) [TSR_OP_##E] = PREP_##E,
-#define PER_OP_FAMILY(name)                                                  \
-  static tsr_status_t prep_##name(prep_t *ps, const tsr_op_t *op, insn_t *in) { \
-    in->code = name##_ops[op->opcode].code;                                  \
-    return name##_ops[op->opcode].prep(ps, op, in);                          \
-  }
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, QUERY, PREP_ROW, E)
-static const prep_entry_t query_ops[TSR_OP_COUNT] = {
+/* The per-op table of those families: one X-macro expansion of ir/ops.def
+ * in which PER_OP_<FAMILY> keeps the rows of the families listed here (a row
+ * of a family with no line here does not build either). */
+#define PER_OP_ENTRY(E) [TSR_OP_##E] = PREP_##E,
+#define PER_OP_NONE(E)
+#define PER_OP_CONST PER_OP_NONE
+#define PER_OP_QUERY PER_OP_ENTRY
+#define PER_OP_MEMORY PER_OP_ENTRY
+#define PER_OP_UNARY PER_OP_NONE /* prep_unary: blockops.c's table */
+#define PER_OP_BINARY PER_OP_NONE
+#define PER_OP_COMPARE PER_OP_NONE
+#define PER_OP_SELECT PER_OP_NONE
+#define PER_OP_CONVERT PER_OP_ENTRY
+#define PER_OP_SHAPE PER_OP_ENTRY
+#define PER_OP_REDUCE PER_OP_NONE /* prep_reduce: blockops.c's table */
+#define PER_OP_ARG_REDUCE PER_OP_NONE
+#define PER_OP_DOT PER_OP_NONE
+#define PER_OP_CONTROL PER_OP_ENTRY
+#define PER_OP_DEBUG PER_OP_ENTRY
+#define PER_OP_DMA PER_OP_ENTRY
+#define PER_OP_SEMAPHORE PER_OP_ENTRY
+static const prep_entry_t per_op_table[TSR_OP_COUNT] = {
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) PER_OP_##fam(E)
 #include "ir/ops.def"
-};
 #undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, MEMORY, PREP_ROW, E)
-static const prep_entry_t memory_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
 };
-#undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, CONVERT, PREP_ROW, E)
-static const prep_entry_t convert_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
-};
-#undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, SHAPE, PREP_ROW, E)
-static const prep_entry_t shape_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
-};
-#undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, CONTROL, PREP_ROW, E)
-static const prep_entry_t control_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
-};
-#undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, DEBUG, PREP_ROW, E)
-static const prep_entry_t debug_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
-};
-#undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, DMA, PREP_ROW, E)
-static const prep_entry_t dma_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
-};
-#undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, SEMAPHORE, PREP_ROW, E)
-static const prep_entry_t semaphore_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
-};
-#undef TSR_OP
-PER_OP_FAMILY(query)
-PER_OP_FAMILY(memory)
-PER_OP_FAMILY(convert)
-PER_OP_FAMILY(shape)
-PER_OP_FAMILY(control)
-PER_OP_FAMILY(debug)
-PER_OP_FAMILY(dma)
-PER_OP_FAMILY(semaphore)
+
+/* The handler of the families with a per-op table. */
+static tsr_status_t prep_per_op(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  const prep_entry_t *e = &per_op_table[op->opcode];
+  in->code = e->code;
+  return e->prep(ps, op, in);
+}
 
 /* Positional, in the order of tsr_family_t (ir/ir.h): a family added
  * without its entry makes the table one short, which the assert rejects. */
 static prep_fn *const family_table[] = {
     prep_const,     /* CONST */
-    prep_query,     /* QUERY */
-    prep_memory,    /* MEMORY */
+    prep_per_op,    /* QUERY */
+    prep_per_op,    /* MEMORY */
     prep_unary,     /* UNARY */
     prep_binary,    /* BINARY */
     prep_binary,    /* COMPARE */
     prep_select,    /* SELECT */
-    prep_convert,   /* CONVERT */
-    prep_shape,     /* SHAPE */
+    prep_per_op,    /* CONVERT */
+    prep_per_op,    /* SHAPE */
     prep_reduce,    /* REDUCE */
     prep_reduce,    /* ARG_REDUCE */
     prep_dot,       /* DOT */
-    prep_control,   /* CONTROL */
-    prep_debug,     /* DEBUG */
-    prep_dma,       /* DMA */
-    prep_semaphore, /* SEMAPHORE */
+    prep_per_op,    /* CONTROL */
+    prep_per_op,    /* DEBUG */
+    prep_per_op,    /* DMA */
+    prep_per_op,    /* SEMAPHORE */
 };
 _Static_assert(TSR_ARRAY_SIZE(family_table) == TSR_FAM_COUNT,
                "family_table: one prepare handler per TSR_FAM_ family");

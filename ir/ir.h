@@ -74,35 +74,6 @@ typedef enum tsr_family {
   TSR_FAM_COUNT
 } tsr_family_t;
 
-/* TSR_IF_FAMILY(fam, F, M, E) is M(E) when fam and F are the same FAMILY
- * column token (CONST, QUERY, ..) and nothing otherwise: a back end expands
- * ir/ops.def through it to build the per-op table of one family, so that a
- * row added to that family without its entry does not build. */
-#define TSR_IF_FAMILY(fam, F, M, E) TSR_FAM_IF_(TSR_FAM_SAME_(fam, F), M, E)
-#define TSR_FAM_SAME_(a, b) TSR_FAM_SECOND_(TSR_FAM_PROBE_##a##_##b, 0, ~)
-#define TSR_FAM_SECOND_(...) TSR_FAM_SECOND_I_(__VA_ARGS__)
-#define TSR_FAM_SECOND_I_(a, b, ...) b
-#define TSR_FAM_IF_(c, M, E) TSR_FAM_IF_I_(c, M, E)
-#define TSR_FAM_IF_I_(c, M, E) TSR_FAM_IF_##c(M, E)
-#define TSR_FAM_IF_1(M, E) M(E)
-#define TSR_FAM_IF_0(M, E)
-#define TSR_FAM_PROBE_CONST_CONST ~, 1
-#define TSR_FAM_PROBE_QUERY_QUERY ~, 1
-#define TSR_FAM_PROBE_MEMORY_MEMORY ~, 1
-#define TSR_FAM_PROBE_UNARY_UNARY ~, 1
-#define TSR_FAM_PROBE_BINARY_BINARY ~, 1
-#define TSR_FAM_PROBE_COMPARE_COMPARE ~, 1
-#define TSR_FAM_PROBE_SELECT_SELECT ~, 1
-#define TSR_FAM_PROBE_CONVERT_CONVERT ~, 1
-#define TSR_FAM_PROBE_SHAPE_SHAPE ~, 1
-#define TSR_FAM_PROBE_REDUCE_REDUCE ~, 1
-#define TSR_FAM_PROBE_ARG_REDUCE_ARG_REDUCE ~, 1
-#define TSR_FAM_PROBE_DOT_DOT ~, 1
-#define TSR_FAM_PROBE_CONTROL_CONTROL ~, 1
-#define TSR_FAM_PROBE_DEBUG_DEBUG ~, 1
-#define TSR_FAM_PROBE_DMA_DMA ~, 1
-#define TSR_FAM_PROBE_SEMAPHORE_SEMAPHORE ~, 1
-
 /* Op flags (the FLAGS column). */
 enum {
   TSR_F_TERMINATOR = 1u << 3,  /* ends a region */

@@ -36,13 +36,12 @@ static void count_uses(emitter_t *em, const tsr_region_t *r) {
  * ir/ops.def. family_table, indexed by the op's FAMILY column (TSR_FAM_*,
  * size checked against TSR_FAM_COUNT), names one lowering function per
  * family. Families whose ops are lowered by different functions (query,
- * memory, shape, control, debug, semaphore) look the op up in their own
- * per-op table, expanded from the rows of that family only
- * (TSR_IF_FAMILY): a row added to such a family without its LOWER_<OP>
- * entry is a build error (an undeclared identifier). The elementwise
- * families share em_op_elementwise, whose per-op code is the flt_/int_
- * labels of emit_expr.c (same rule); reduce's per-op code is RED_ in
- * emit_ops.c. What depends on the dtype and is not lowered is
+ * memory, shape, control, debug, semaphore) look the op up in
+ * per_op_table, expanded from those families' rows of ir/ops.def: a row
+ * added to such a family without its LOWER_<OP> entry is a build error
+ * (an undeclared identifier). The elementwise families share
+ * em_op_elementwise, whose per-op code is the flt_/int_ labels of
+ * emit_expr.c (same rule); reduce's per-op code is RED_ in emit_ops.c. What depends on the dtype and is not lowered is
  * TSR_UNIMPLEMENTED naming the op, its location and the cpu target
  * (em_unimplemented), never a silent default. */
 typedef void lower_fn(emitter_t *em, const tsr_op_t *op);
@@ -78,75 +77,57 @@ static void lower_terminator(emitter_t *em, const tsr_op_t *op) {}
 #define LOWER_SEM_READ em_op_sem_read
 #define LOWER_CORE_BARRIER em_op_core_barrier
 
-/* One family's per-op table (indexed by opcode; only the family's rows are
- * set) and the family's entry, which the family table names. */
-#define LOWER_ROW(E) [TSR_OP_##E] = LOWER_##E,
-#define PER_OP_FAMILY(name)                                         \
-  static void lower_##name(emitter_t *em, const tsr_op_t *op) {          \
-    name##_ops[op->opcode](em, op);                                      \
-  }
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, QUERY, LOWER_ROW, E)
-static lower_fn *const query_ops[TSR_OP_COUNT] = {
+/* The per-op table of those families: one X-macro expansion of ir/ops.def
+ * in which PER_OP_<FAMILY> keeps the rows of the families listed here (a row
+ * of a family with no line here does not build either). */
+#define PER_OP_ENTRY(E) [TSR_OP_##E] = LOWER_##E,
+#define PER_OP_NONE(E)
+#define PER_OP_CONST PER_OP_NONE
+#define PER_OP_QUERY PER_OP_ENTRY
+#define PER_OP_MEMORY PER_OP_ENTRY
+#define PER_OP_UNARY PER_OP_NONE /* em_op_elementwise: emit_expr.c's flt_/int_ */
+#define PER_OP_BINARY PER_OP_NONE
+#define PER_OP_COMPARE PER_OP_NONE
+#define PER_OP_SELECT PER_OP_NONE
+#define PER_OP_CONVERT PER_OP_NONE
+#define PER_OP_SHAPE PER_OP_ENTRY
+#define PER_OP_REDUCE PER_OP_NONE /* em_op_reduce: emit_ops.c's RED_ */
+#define PER_OP_ARG_REDUCE PER_OP_NONE
+#define PER_OP_DOT PER_OP_NONE
+#define PER_OP_CONTROL PER_OP_ENTRY
+#define PER_OP_DEBUG PER_OP_ENTRY
+#define PER_OP_DMA PER_OP_NONE
+#define PER_OP_SEMAPHORE PER_OP_ENTRY
+static lower_fn *const per_op_table[TSR_OP_COUNT] = {
+#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) PER_OP_##fam(E)
 #include "ir/ops.def"
-};
 #undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, MEMORY, LOWER_ROW, E)
-static lower_fn *const memory_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
 };
-#undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, SHAPE, LOWER_ROW, E)
-static lower_fn *const shape_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
-};
-#undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, CONTROL, LOWER_ROW, E)
-static lower_fn *const control_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
-};
-#undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, DEBUG, LOWER_ROW, E)
-static lower_fn *const debug_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
-};
-#undef TSR_OP
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) \
-  TSR_IF_FAMILY(fam, SEMAPHORE, LOWER_ROW, E)
-static lower_fn *const semaphore_ops[TSR_OP_COUNT] = {
-#include "ir/ops.def"
-};
-#undef TSR_OP
-PER_OP_FAMILY(query)
-PER_OP_FAMILY(memory)
-PER_OP_FAMILY(shape)
-PER_OP_FAMILY(control)
-PER_OP_FAMILY(debug)
-PER_OP_FAMILY(semaphore)
+
+/* The entry of the families with a per-op table. */
+static void lower_per_op(emitter_t *em, const tsr_op_t *op) {
+  per_op_table[op->opcode](em, op);
+}
 
 /* Positional, in the order of tsr_family_t (ir/ir.h): a family added
  * without its entry makes the table one short, which the assert rejects. */
 static lower_fn *const family_table[] = {
     em_op_const,         /* CONST */
-    lower_query,         /* QUERY */
-    lower_memory,        /* MEMORY */
+    lower_per_op,        /* QUERY */
+    lower_per_op,        /* MEMORY */
     em_op_elementwise,   /* UNARY */
     em_op_elementwise,   /* BINARY */
     em_op_elementwise,   /* COMPARE */
     em_op_elementwise,   /* SELECT */
     em_op_elementwise,   /* CONVERT */
-    lower_shape,         /* SHAPE */
+    lower_per_op,        /* SHAPE */
     em_op_reduce,        /* REDUCE */
     em_op_argreduce,     /* ARG_REDUCE */
     em_op_dot,           /* DOT */
-    lower_control,       /* CONTROL */
-    lower_debug,         /* DEBUG */
+    lower_per_op,        /* CONTROL */
+    lower_per_op,        /* DEBUG */
     em_op_dma,           /* DMA */
-    lower_semaphore,     /* SEMAPHORE */
+    lower_per_op,        /* SEMAPHORE */
 };
 _Static_assert(TSR_ARRAY_SIZE(family_table) == TSR_FAM_COUNT,
                "family_table: one lowering entry per TSR_FAM_ family");
