@@ -31,8 +31,9 @@
 /* Instruction codes: what exec.c's loop dispatches on. prepare.c's family
  * handlers choose them (an op of ir/ops.def compiles to one or more of
  * these, or to none); several ops share one where exec does the same work
- * (all unary ops are XOP_UNARY, running the block loop prepare chose). */
-enum {
+ * (all unary ops are XOP_UNARY, running the block loop prepare chose).
+ * exec.c's switch must name every code (-Wswitch-enum as an error there). */
+typedef enum xop {
   /* instructions of ops */
   XOP_PROGRAM_ID,         /* r = this step's index along plan->axis */
   XOP_NUM_PROGRAMS,       /* r = the grid's size along plan->axis */
@@ -74,7 +75,7 @@ enum {
   XOP_ALIAS,              /* vals[r] = vals[a] (reshape, bitcast) */
   XOP_STEP,               /* a loop iteration starts: one step (run bounds) */
   XOP_COUNT
-};
+} xop_t;
 _Static_assert(TSR_OP_COUNT <= 256, "insn_t.opcode is one byte");
 
 #define NO_VALUE UINT32_MAX
