@@ -143,11 +143,8 @@ typedef enum tsr_diagnostic_kind {
   TSR_DIAG_KIND_COUNT
 } tsr_diagnostic_kind_t;
 
-typedef enum tsr_diagnostic_severity {
-  TSR_SEVERITY_ERROR,
-  TSR_SEVERITY_WARNING,
-  TSR_SEVERITY_NOTE,
-} tsr_diagnostic_severity_t;
+/* tsr_diagnostic_severity_t and tsr_diagnostic_severity_name are in
+ * tessera/base.h: a status's records have a severity too. */
 
 /* One diagnostic: a run's records come from the run's diagnostics as they
  * are reported (every field the reporter knows), a status's are read from
@@ -182,7 +179,6 @@ typedef struct tsr_diagnostic {
 } tsr_diagnostic_t;
 
 TSR_API const char *tsr_diagnostic_kind_name(tsr_diagnostic_kind_t kind);
-TSR_API const char *tsr_diagnostic_severity_name(tsr_diagnostic_severity_t severity);
 
 /* An immutable list of diagnostics. */
 typedef struct tsr_diagnostic_list tsr_diagnostic_list_t;
