@@ -548,63 +548,6 @@ TSR_TEST(warning_record) {
   one_run_end(&r);
 }
 
-/* Parse and verify errors as records with their locations. */
-TSR_TEST(parse_and_verify_records) {
-  tsr_ir_module_t *m = NULL;
-  const char *bad = "kernel @k\n  grid(1)\n{\n  %a = bogus_op %b : f32\n}\n";
-  tsr_status_t s = tsr_ir_module_parse(TSR_SV("bad.tsr"), (tsr_string_view_t){bad, strlen(bad)},
-                                       &m);
-  TSR_CHECK(s != NULL);
-  tsr_diagnostic_list_t *list = NULL;
-  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(s, &list));
-  TSR_CHECK(tsr_diagnostic_list_count(list) >= 1);
-  const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, 0);
-  if (d) {
-    TSR_CHECK_EQ_INT(d->kind, TSR_DIAG_PARSE);
-    TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_ERROR);
-    TSR_CHECK(view_is(d->file, "bad.tsr"));
-    TSR_CHECK_EQ_INT(d->line, 4);
-    TSR_CHECK(d->col > 0);
-  }
-  tsr_diagnostic_list_destroy(list);
-  tsr_status_free(s);
-
-  const char *ill =
-      "kernel @k\n"
-      "  grid(1)\n"
-      "  out %y: f32[8, 128] vmem\n"
-      "{\n"
-      "  %a = const 1 : i32\n"
-      "  %b = const 2.0 : f32\n"
-      "  %c = add %a, %b : i32\n"
-      "}\n";
-  m = parse("ill.tsr", ill);
-  tsr_context_t *ctx = plain_context();
-  tsr_executable_t *exe = NULL;
-  s = m && ctx ? tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), NULL, &exe) : NULL;
-  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_VERIFY_ERROR);
-  TSR_CHECK(exe == NULL);
-  list = NULL;
-  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(s, &list));
-  d = tsr_diagnostic_list_get(list, 0);
-  TSR_CHECK(d != NULL);
-  if (d) {
-    printf("# %s\n", d->text.data);
-    TSR_CHECK_EQ_INT(d->kind, TSR_DIAG_VERIFY);
-    TSR_CHECK(view_is(d->file, "ill.tsr"));
-    TSR_CHECK_EQ_INT(d->line, 7);
-  }
-  tsr_diagnostic_list_destroy(list);
-  tsr_status_free(s);
-  /* No status, no records. */
-  list = NULL;
-  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(NULL, &list));
-  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 0);
-  tsr_diagnostic_list_destroy(list);
-  tsr_ir_module_destroy(m);
-  tsr_context_destroy(ctx);
-}
-
 /* The records of `s` (consumed), NULL when they cannot be made. */
 static tsr_diagnostic_list_t *records_of(tsr_status_t s) {
   tsr_diagnostic_list_t *list = NULL;
@@ -656,6 +599,30 @@ static tsr_status_t verify_text(const char *name, const char *text) {
   tsr_status_t s = m ? tsr_ir_module_verify(m) : TSR_STATUS(TSR_INTERNAL, "no module");
   tsr_ir_module_destroy(m);
   return s;
+}
+
+/* A verify error found by tsr_executable_create is a record with its
+ * location. */
+TSR_TEST(parse_and_verify_records) {
+  tsr_ir_module_t *m = parse("ill.tsr", three_bad_ops_tsr);
+  tsr_context_t *ctx = plain_context();
+  tsr_executable_t *exe = NULL;
+  tsr_status_t s =
+      m && ctx ? tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), NULL, &exe) : NULL;
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_VERIFY_ERROR);
+  TSR_CHECK(exe == NULL);
+  tsr_diagnostic_list_t *list = records_of(s);
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 3);
+  TSR_CHECK(record_is(list, 0, TSR_DIAG_VERIFY, "ill.tsr", 7, 8, "add",
+                      "'add' operand #2 (%b): expected i32, found f32"));
+  tsr_diagnostic_list_destroy(list);
+  /* No status, no records. */
+  list = NULL;
+  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(NULL, &list));
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 0);
+  tsr_diagnostic_list_destroy(list);
+  tsr_ir_module_destroy(m);
+  tsr_context_destroy(ctx);
 }
 
 /* A parse error's record, field by field (no op: the parser names none). */
