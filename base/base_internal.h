@@ -119,25 +119,69 @@ void tsr_strbuf_vprintf(tsr_strbuf_t *sb, const char *fmt, va_list ap)
 /* Moves the text out (caller frees with tsr_free); the buffer is reset. */
 char *tsr_strbuf_take(tsr_strbuf_t *sb);
 
-/* ---- Diagnostics ----------------------------------------------------------
- * A list of "file:line:col: error: msg" (or "warning: msg") lines collected by the parser, the
- * verifier and the interpreter; turned into one status at the end. */
+/* ---- Diagnostic records of a status ----------------------------------------
+ * Besides its text, a status can carry its located diagnostics as records,
+ * in the order of its lines: one per line tsr_status_make_at or a
+ * tsr_diag_list_t made, notes included. tsr_status_annotate changes the text
+ * only. runtime/diagnostic.c turns them into the public tsr_diagnostic_t. */
+typedef struct tsr_status_record {
+  tsr_diagnostic_severity_t severity;
+  bool located;        /* false: no location (a note) */
+  tsr_loc_t loc;       /* loc.file NULL: "<unknown>" in the text; strings
+                          owned by the status */
+  const char *op;      /* the op's mnemonic ("add"), "" when not known */
+  const char *text;    /* the line as the message holds it */
+  const char *message; /* the text after "severity: " (inside `text`) */
+} tsr_status_record_t;
+
+typedef struct tsr_status_records {
+  tsr_status_record_t *items;
+  size_t count, capacity;
+  tsr_arena_t arena; /* the records' strings */
+} tsr_status_records_t;
+
+size_t tsr_status_record_count(const tsr_status_t status);
+/* Borrowed, valid while the status lives; NULL past the end. */
+const tsr_status_record_t *tsr_status_record_get(const tsr_status_t status, size_t i);
+
+/* A status whose message is one located diagnostic, "FILE:LINE:COL: error:
+ * MESSAGE" (FILE "<unknown>" when loc.file is NULL), with its record; `op`
+ * (may be NULL) is the mnemonic of the op it is about. */
+tsr_status_t tsr_status_make_at(tsr_status_code_t code, const char *c_file, int c_line,
+                                tsr_loc_t loc, const char *op, const char *fmt, ...)
+    TSR_PRINTF(6, 7);
+#define TSR_STATUS_AT(code, loc, ...)                                          \
+  tsr_status_make_at((code), __FILE__, __LINE__, (loc), NULL, __VA_ARGS__)
+#define TSR_STATUS_AT_OP(code, loc, op, ...)                                   \
+  tsr_status_make_at((code), __FILE__, __LINE__, (loc), (op), __VA_ARGS__)
+
+/* ---- Diagnostic lists -----------------------------------------------------
+ * "file:line:col: error: msg" (or "warning: msg") lines collected by the
+ * parser, the verifier and the interpreter, kept as text and as records;
+ * turned into one status at the end. */
 typedef struct tsr_diag_list {
-  tsr_strbuf_t text;
+  tsr_strbuf_t text;             /* failed: out of memory (text or records) */
+  tsr_status_records_t records;  /* one per line of `text` */
   size_t count;
   size_t limit; /* 0 = unlimited; beyond it, diagnostics are counted only */
-  const char *severity; /* the word after the location: "error" (set by
-                           initialize) or "warning" */
+  tsr_diagnostic_severity_t severity; /* of the diagnostics added: error
+                                         (set by initialize) or warning */
 } tsr_diag_list_t;
 
 void tsr_diag_list_initialize(tsr_diag_list_t *list, size_t limit);
 void tsr_diag_list_deinitialize(tsr_diag_list_t *list);
 void tsr_diag_add(tsr_diag_list_t *list, tsr_loc_t loc, const char *fmt, ...)
     TSR_PRINTF(3, 4);
-void tsr_diag_vadd(tsr_diag_list_t *list, tsr_loc_t loc, const char *fmt,
-                   va_list ap) TSR_PRINTF(3, 0);
+/* tsr_diag_add with the mnemonic of the op the diagnostic is about (`op`
+ * may be NULL: not known). */
+void tsr_diag_vadd(tsr_diag_list_t *list, tsr_loc_t loc, const char *op, const char *fmt,
+                   va_list ap) TSR_PRINTF(4, 0);
+/* Appends a "note: ..." line without location (not counted, never left
+ * out), with its record. */
+void tsr_diag_note(tsr_diag_list_t *list, const char *fmt, ...) TSR_PRINTF(2, 3);
 /* NULL if the list is empty, else a status with `code` holding every line
- * (plus a "N more errors not shown" line when the limit was hit). */
+ * (plus a "N more errors not shown" note when the limit was hit) and their
+ * records, which move to it. */
 tsr_status_t tsr_diag_list_to_status(tsr_diag_list_t *list,
                                      tsr_status_code_t code);
 

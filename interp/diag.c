@@ -21,7 +21,7 @@ tsr_status_t tsr_diag_sink_initialize(tsr_diag_sink_t *sink, const char *kernel_
   sink->num_sites = num_sites;
   tsr_diag_list_initialize(&sink->errors, max_errors);
   tsr_diag_list_initialize(&sink->warnings, max_errors);
-  sink->warnings.severity = "warning";
+  sink->warnings.severity = TSR_SEVERITY_WARNING;
   tsr_arena_initialize(&sink->arena);
   sink->site_reported = tsr_calloc(num_sites + 1, 1);
   if (!sink->site_reported) {
@@ -124,10 +124,10 @@ static void keep_entry(tsr_diag_sink_t *sink, const tsr_diag_record_t *r,
 }
 
 /* A note ("note: ...") as a record at the end of `list` and, unless `to`
- * is NULL, as a line at the end of the text `to`. */
-static void add_note(tsr_diag_sink_t *sink, tsr_strbuf_t *to, tsr_diag_entries_t *list,
+ * is NULL, as a line at the end of the list `to`. */
+static void add_note(tsr_diag_sink_t *sink, tsr_diag_list_t *to, tsr_diag_entries_t *list,
                      const char *fmt, ...) TSR_PRINTF(4, 5);
-static void add_note(tsr_diag_sink_t *sink, tsr_strbuf_t *to, tsr_diag_entries_t *list,
+static void add_note(tsr_diag_sink_t *sink, tsr_diag_list_t *to, tsr_diag_entries_t *list,
                      const char *fmt, ...) {
   tsr_strbuf_t text;
   tsr_strbuf_initialize(&text);
@@ -136,10 +136,7 @@ static void add_note(tsr_diag_sink_t *sink, tsr_strbuf_t *to, tsr_diag_entries_t
   va_start(ap, fmt);
   tsr_strbuf_vprintf(&text, fmt, ap);
   va_end(ap);
-  if (to && !text.failed) {
-    tsr_strbuf_puts(to, "\n");
-    tsr_strbuf_append(to, text.data, text.size);
-  }
+  if (to && !text.failed) tsr_diag_note(to, "%s", text.data + strlen("note: "));
   tsr_diag_entry_t *e = text.failed ? NULL : new_entry(sink, list);
   if (e) {
     e->kind = TSR_DIAG_OTHER;
@@ -191,7 +188,8 @@ bool tsr_diag_vreport(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
   tsr_diag_list_t *list = warning ? &sink->warnings : &sink->errors;
   tsr_diag_add(list, where->loc, "%s", line.data ? line.data : "?");
   if (!list->limit || list->count <= list->limit)
-    keep_entry(sink, &record, list->severity, line.data ? line.data : "?");
+    keep_entry(sink, &record, tsr_diagnostic_severity_name(list->severity),
+               line.data ? line.data : "?");
   tsr_strbuf_deinitialize(&line);
   tsr_strbuf_deinitialize(&text);
   return !warning && sink->errors.count >= sink->max_errors;
@@ -214,12 +212,12 @@ tsr_status_t tsr_diag_sink_status(tsr_diag_sink_t *sink) {
   tsr_diag_list_t *e = &sink->errors;
   if (!e->count) return NULL;
   if (sink->suppressed)
-    add_note(sink, &e->text, &sink->error_entries, "%llu more occurrence%s of these errors not shown",
+    add_note(sink, e, &sink->error_entries, "%llu more occurrence%s of these errors not shown",
              (unsigned long long)sink->suppressed, sink->suppressed == 1 ? "" : "s");
   /* the note tsr_diag_list_to_status adds */
   if (e->limit && e->count > e->limit)
     add_note(sink, NULL, &sink->error_entries, "%zu more %ss not shown", e->count - e->limit,
-             e->severity);
+             tsr_diagnostic_severity_name(e->severity));
   return tsr_diag_list_to_status(e, TSR_KERNEL_ERROR);
 }
 
@@ -227,10 +225,10 @@ uint64_t tsr_diag_sink_write_warnings(tsr_diag_sink_t *sink, FILE *f) {
   tsr_diag_list_t *w = &sink->warnings;
   if (!w->count) return 0;
   if (w->limit && w->count > w->limit)
-    add_note(sink, &w->text, &sink->warning_entries, "%zu more warnings not shown",
+    add_note(sink, w, &sink->warning_entries, "%zu more warnings not shown",
              w->count - w->limit);
   if (sink->warnings_suppressed)
-    add_note(sink, &w->text, &sink->warning_entries,
+    add_note(sink, w, &sink->warning_entries,
              "%llu more occurrence%s of these warnings not shown",
              (unsigned long long)sink->warnings_suppressed,
              sink->warnings_suppressed == 1 ? "" : "s");

@@ -274,10 +274,10 @@ static tsr_status_t malformed(const tsr_interp_program_t *p, const tsr_op_t *op)
 /* An op with no interpreter kernel for its operand dtype (blockops.c). */
 static tsr_status_t not_implemented(const tsr_interp_program_t *p, const tsr_op_t *op,
                                     tsr_dtype_t dtype) {
-  return TSR_STATUS(TSR_UNIMPLEMENTED,
-                    "%s:%u:%u: error: op '%s' is not implemented in the interpreter for %s",
-                    p->file, op->loc.line, op->loc.col, tsr_op_table[op->opcode].mnemonic,
-                    tsr_dtype_name(dtype));
+  const char *m = tsr_op_table[op->opcode].mnemonic;
+  return TSR_STATUS_AT_OP(TSR_UNIMPLEMENTED, ((tsr_loc_t){p->file, op->loc.line, op->loc.col}),
+                          m, "op '%s' is not implemented in the interpreter for %s", m,
+                          tsr_dtype_name(dtype));
 }
 
 /* ---- Dispatch: per family, then per op within it ----------------------------
@@ -908,23 +908,22 @@ static tsr_status_t check_budget(prep_t *ps) {
     }
   }
   tsr_status_t s = NULL;
+  tsr_loc_t kernel_loc = {p->file, ps->k->loc.line, ps->k->loc.col};
   if (p->vmem_used > p->vmem_budget) {
     char used[32], budget[32];
     format_bytes(used, sizeof used, p->vmem_used);
     format_bytes(budget, sizeof budget, p->vmem_budget);
-    s = TSR_STATUS(TSR_RESOURCE_EXHAUSTED,
-                   "%s:%u:%u: error: kernel @%s needs %s of VMEM but chip %s has "
-                   "%s per core (%s; windowed operands are double-buffered)",
-                   p->file, ps->k->loc.line, ps->k->loc.col, p->kernel_name, used,
-                   chip, budget, detail.data ? detail.data : "");
+    s = TSR_STATUS_AT(TSR_RESOURCE_EXHAUSTED, kernel_loc,
+                      "kernel @%s needs %s of VMEM but chip %s has "
+                      "%s per core (%s; windowed operands are double-buffered)",
+                      p->kernel_name, used, chip, budget, detail.data ? detail.data : "");
   } else if (p->smem_used > p->smem_budget) {
     char used[32], budget[32];
     format_bytes(used, sizeof used, p->smem_used);
     format_bytes(budget, sizeof budget, p->smem_budget);
-    s = TSR_STATUS(TSR_RESOURCE_EXHAUSTED,
-                   "%s:%u:%u: error: kernel @%s needs %s of SMEM but chip %s has %s",
-                   p->file, ps->k->loc.line, ps->k->loc.col, p->kernel_name, used,
-                   chip, budget);
+    s = TSR_STATUS_AT(TSR_RESOURCE_EXHAUSTED, kernel_loc,
+                      "kernel @%s needs %s of SMEM but chip %s has %s", p->kernel_name, used,
+                      chip, budget);
   }
   tsr_strbuf_deinitialize(&detail);
   return s;

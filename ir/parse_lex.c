@@ -8,7 +8,7 @@ static bool vreport(parser_t *p, uint32_t line, uint32_t col, const char *fmt, v
 
 static bool vreport(parser_t *p, uint32_t line, uint32_t col, const char *fmt, va_list ap) {
   tsr_loc_t loc = {p->file, line, col};
-  tsr_diag_vadd(&p->diags, loc, fmt, ap);
+  tsr_diag_vadd(&p->diags, loc, NULL, fmt, ap);
   return false;
 }
 

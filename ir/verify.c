@@ -368,14 +368,15 @@ static NOINLINE bool check_op(verifier_t *v, const tsr_op_t *op, const region_ct
 static void verify_op(verifier_t *v, const tsr_op_t *op, const region_ctx_t *ctx) {
   if (op->opcode >= TSR_OP_COUNT) {
     vf_report(v, op->loc, "unknown opcode %u", (unsigned)op->opcode);
-    for (uint32_t i = 0; op->results && i < op->num_results; i++)
-      vf_set_vis(v, op->results[i], VIS_VISIBLE);
-    return;
+  } else {
+    const tsr_op_t *outer = v->op; /* the op whose region holds this one */
+    v->op = op;
+    bool typed;
+    bool walkable = check_op(v, op, ctx, &typed);
+    if (walkable && (tsr_op_table[op->opcode].flags & TSR_F_CONTROL))
+      verify_control(v, op, typed, ctx->depth);
+    v->op = outer;
   }
-  bool typed;
-  bool walkable = check_op(v, op, ctx, &typed);
-  if (walkable && (tsr_op_table[op->opcode].flags & TSR_F_CONTROL))
-    verify_control(v, op, typed, ctx->depth);
   for (uint32_t i = 0; op->results && i < op->num_results; i++)
     vf_set_vis(v, op->results[i], VIS_VISIBLE);
 }
@@ -473,7 +474,10 @@ static void verify_region(verifier_t *v, const tsr_region_t *r, const region_ctx
     uint32_t flags = tsr_op_table[op->opcode].flags;
     if (!(flags & TSR_F_TERMINATOR)) continue;
     if (ctx->kind == REGION_MAP && !(flags & TSR_F_MAP_OK)) continue; /* reported */
+    const tsr_op_t *owner = v->op;
+    v->op = op; /* its diagnostics are the terminator's */
     terminated |= check_terminator(v, op, ctx);
+    v->op = owner;
   }
   end_region(v, r, ctx, terminated);
 }

@@ -76,9 +76,14 @@ static const char *class_text(uint32_t flags) {
 /* ---- Diagnostics -------------------------------------------------------------- */
 
 void TSR_PRINTF(3, 4) vf_report(verifier_t *v, tsr_loc_t loc, const char *fmt, ...) {
+  /* the record names the op being verified when the diagnostic is at its
+   * location (not at a declaration or kernel it points to) */
+  const tsr_op_t *op = v->op;
+  bool at_op = op && op->opcode < TSR_OP_COUNT && op->loc.file == loc.file &&
+               op->loc.line == loc.line && op->loc.col == loc.col;
   va_list ap;
   va_start(ap, fmt);
-  tsr_diag_vadd(&v->diags, loc, fmt, ap);
+  tsr_diag_vadd(&v->diags, loc, at_op ? tsr_op_table[op->opcode].mnemonic : NULL, fmt, ap);
   va_end(ap);
 }
 

@@ -62,6 +62,8 @@ typedef struct verifier {
   value_info_t *values; /* by value id, num_values entries */
   uint32_t num_values;
   int32_t map_decl;     /* the decl whose index map is being walked, -1: body */
+  const tsr_op_t *op;   /* the op being verified (its regions' ops while
+                           they are), NULL: none; names the op of records */
 } verifier_t;
 
 /* What ends a region and what it yields. */

@@ -21,12 +21,10 @@ void em_fail(emitter_t *em, tsr_status_t status) {
 
 void em_unimplemented(emitter_t *em, const tsr_op_t *op, const char *why) {
   if (em->error) return;
-  const char *file = op->loc.file ? op->loc.file : "<unknown>";
-  em->error = TSR_STATUS(TSR_UNIMPLEMENTED,
-                         "%s:%u:%u: error: op '%s' cannot be lowered to the cpu target "
-                         "yet%s%s%s",
-                         file, op->loc.line, op->loc.col, tsr_op_table[op->opcode].mnemonic,
-                         why ? " (" : "", why ? why : "", why ? ")" : "");
+  const char *m = tsr_op_table[op->opcode].mnemonic;
+  em->error = TSR_STATUS_AT_OP(TSR_UNIMPLEMENTED, op->loc, m,
+                               "op '%s' cannot be lowered to the cpu target yet%s%s%s", m,
+                               why ? " (" : "", why ? why : "", why ? ")" : "");
 }
 
 /* ---- Text --------------------------------------------------------------------- */

@@ -50,13 +50,11 @@ tsr_status_t tsr_diagnostic_list_create(tsr_diagnostic_list_t **out_list) TSR_MU
  * (notes included). */
 tsr_status_t tsr_diagnostic_list_add_sink(tsr_diagnostic_list_t *list,
                                           const tsr_diag_sink_t *sink) TSR_MUST_USE;
-/* Appends the diagnostics of the text of a status of `code` (lines
- * "file:line:col: severity: message", or a message without location): the
- * location, severity and message of each line, the kind from `code`. For
- * failures that are not a run's kernel diagnostics (parse, verify, invalid
- * arguments). */
-tsr_status_t tsr_diagnostic_list_add_text(tsr_diagnostic_list_t *list,
-                                          tsr_status_code_t code, const char *text,
-                                          size_t size) TSR_MUST_USE;
+/* Appends the diagnostics a status carries: one per record (location,
+ * severity, op, message), or its whole message without location when it
+ * has none; the kind from its code. For failures that are not a run's
+ * kernel diagnostics (parse, verify, invalid arguments). NULL adds nothing. */
+tsr_status_t tsr_diagnostic_list_add_status(tsr_diagnostic_list_t *list,
+                                            const tsr_status_t status) TSR_MUST_USE;
 
 #endif /* TESSERA_RUNTIME_API_INTERNAL_H */

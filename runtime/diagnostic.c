@@ -1,6 +1,7 @@
 /* Diagnostic records (tessera/api.h): lists of tsr_diagnostic_t, made from
- * the records a run's diagnostics sink kept (interp/diag.h), or read from the
- * text of a status for failures before a run (parse, verify, create). */
+ * the records a run's diagnostics sink kept (interp/diag.h), or from the
+ * records a status carries (base/) for failures before a run (parse,
+ * verify, create). */
 #include <stdlib.h>
 
 #include "runtime/api_internal.h"
@@ -42,15 +43,6 @@ _Static_assert(TSR_ARRAY_SIZE(kind_names) == TSR_DIAG_KIND_COUNT,
 
 const char *tsr_diagnostic_kind_name(tsr_diagnostic_kind_t kind) {
   return (unsigned)kind < TSR_DIAG_KIND_COUNT ? kind_names[kind] : "?";
-}
-
-const char *tsr_diagnostic_severity_name(tsr_diagnostic_severity_t severity) {
-  switch (severity) {
-  case TSR_SEVERITY_ERROR: return "error";
-  case TSR_SEVERITY_WARNING: return "warning";
-  case TSR_SEVERITY_NOTE: return "note";
-  }
-  return "?";
 }
 
 tsr_status_t tsr_diagnostic_list_create(tsr_diagnostic_list_t **out_list) {
@@ -170,40 +162,13 @@ tsr_status_t tsr_diagnostic_list_add_sink(tsr_diagnostic_list_t *list,
   return NULL;
 }
 
-/* ---- Records read from the text of a status ---------------------------------------
- * Parse and verify errors reach the caller as a status whose message holds
- * "FILE:LINE:COL: SEVERITY: MESSAGE" lines (ir/ collects them as text in a
- * tsr_diag_list_t, base/), so their records are read back from those lines:
- * the location, the severity and the message; the kind comes from the
- * status code. Runs do not come here: their records are the sink's. */
-
-typedef struct cursor {
-  const char *p, *end;
-} cursor_t;
-
-static bool eat(cursor_t *c, const char *word) {
-  size_t n = strlen(word);
-  if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0) return false;
-  c->p += n;
-  return true;
-}
-
-static bool eat_int(cursor_t *c, int64_t *out) {
-  const char *q = c->p;
-  if (q >= c->end || *q < '0' || *q > '9') return false;
-  int64_t v = 0;
-  while (q < c->end && *q >= '0' && *q <= '9' && v < INT64_MAX / 16) v = v * 10 + (*q++ - '0');
-  *out = v;
-  c->p = q;
-  return true;
-}
-
-static const char *find(const char *p, const char *end, const char *needle) {
-  size_t n = strlen(needle);
-  for (; p + n <= end; p++)
-    if (memcmp(p, needle, n) == 0) return p;
-  return NULL;
-}
+/* ---- Records of a status ------------------------------------------------------------
+ * Parse and verify errors, and the other located errors made before a run,
+ * reach the caller as a status that carries one record per diagnostic line
+ * (base/base_internal.h): location, severity, op and message; the kind
+ * comes from the status code. A status without records (a message that
+ * names no location) is one record without location. Runs do not come here:
+ * their records are the sink's. */
 
 static tsr_diagnostic_kind_t kind_from_code(tsr_status_code_t code) {
   switch (code) {
@@ -220,79 +185,35 @@ static tsr_diagnostic_kind_t kind_from_code(tsr_status_code_t code) {
   }
 }
 
-
-/* "FILE:LINE:COL: SEVERITY: " at the start of the line: sets the location
- * and severity, leaves the cursor on the message. */
-static void parse_location(cursor_t *c, tsr_diagnostic_t *d, const char **file,
-                           size_t *file_len) {
-  static const struct {
-    const char *word;
-    tsr_diagnostic_severity_t severity;
-  } severities[] = {{"error: ", TSR_SEVERITY_ERROR},
-                    {"warning: ", TSR_SEVERITY_WARNING},
-                    {"note: ", TSR_SEVERITY_NOTE}};
-  for (size_t i = 0; i < TSR_ARRAY_SIZE(severities); i++) {
-    if (eat(c, severities[i].word)) { /* no location */
-      d->severity = severities[i].severity;
-      return;
-    }
-    char tag[16];
-    snprintf(tag, sizeof tag, ": %s", severities[i].word);
-    const char *at = find(c->p, c->end, tag);
-    if (!at) continue;
-    /* FILE:LINE:COL before the tag, the numbers read from the right */
-    const char *q = at;
-    int64_t nums[2] = {-1, -1};
-    size_t got = 0;
-    while (got < 2) {
-      const char *digits = q;
-      while (digits > c->p && digits[-1] >= '0' && digits[-1] <= '9') digits--;
-      if (digits == q || digits == c->p || digits[-1] != ':') break;
-      cursor_t n = {digits, q};
-      eat_int(&n, &nums[got++]);
-      q = digits - 1;
-    }
-    if (got != 2) continue;
-    *file = c->p;
-    *file_len = (size_t)(q - c->p);
-    d->line = (int32_t)nums[1];
-    d->col = (int32_t)nums[0];
-    d->severity = severities[i].severity;
-    c->p = at + strlen(tag);
-    return;
-  }
-}
-
-/* One line into one record. */
-static tsr_status_t parse_line(tsr_diagnostic_list_t *list, tsr_status_code_t code,
-                               const char *line, size_t size) {
+/* One record of a status of `code`: from `rec`, or (NULL) the whole
+ * `message` without location. */
+static tsr_status_t add_status_record(tsr_diagnostic_list_t *list, tsr_status_code_t code,
+                                      const tsr_status_record_t *rec, const char *message) {
   tsr_diagnostic_t *d = append(list);
   if (!d) return TSR_OOM();
-  d->severity = TSR_SEVERITY_ERROR;
-  cursor_t c = {line, line + size};
-  const char *file = NULL;
-  size_t file_len = 0;
-  parse_location(&c, d, &file, &file_len);
+  d->severity = rec ? rec->severity : TSR_SEVERITY_ERROR;
   d->kind = d->severity == TSR_SEVERITY_NOTE ? TSR_DIAG_OTHER : kind_from_code(code);
-  if (!keep(list, file ? file : "", file_len, &d->file) || !keep(list, "", 0, &d->kernel) ||
-      !keep(list, "", 0, &d->op) || !keep(list, "", 0, &d->buffer) ||
-      !keep(list, "", 0, &d->other_op) ||
-      !keep(list, c.p, (size_t)(line + size - c.p), &d->message) ||
-      !keep(list, line, size, &d->text))
+  if (rec && rec->located) {
+    d->line = (int32_t)rec->loc.line;
+    d->col = (int32_t)rec->loc.col;
+  }
+  if (!keep_string(list, rec ? rec->loc.file : NULL, &d->file) ||
+      !keep(list, "", 0, &d->kernel) || !keep_string(list, rec ? rec->op : NULL, &d->op) ||
+      !keep(list, "", 0, &d->buffer) || !keep(list, "", 0, &d->other_op) ||
+      !keep_string(list, rec ? rec->message : message, &d->message) ||
+      !keep_string(list, rec ? rec->text : message, &d->text))
     return TSR_OOM();
   return NULL;
 }
 
-tsr_status_t tsr_diagnostic_list_add_text(tsr_diagnostic_list_t *list,
-                                          tsr_status_code_t code, const char *text,
-                                          size_t size) {
-  const char *p = text, *end = text + size;
-  while (p < end) {
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    const char *line_end = nl ? nl : end;
-    if (line_end > p) TSR_RETURN_IF_ERROR(parse_line(list, code, p, (size_t)(line_end - p)));
-    p = nl ? nl + 1 : end;
-  }
+tsr_status_t tsr_diagnostic_list_add_status(tsr_diagnostic_list_t *list,
+                                            const tsr_status_t status) {
+  if (!status) return NULL;
+  tsr_status_code_t code = tsr_status_code(status);
+  size_t n = tsr_status_record_count(status);
+  if (!n) return add_status_record(list, code, NULL, tsr_status_message(status));
+  for (size_t i = 0; i < n; i++)
+    TSR_RETURN_IF_ERROR(add_status_record(list, code, tsr_status_record_get(status, i), NULL));
   return NULL;
 }
 
@@ -303,9 +224,7 @@ tsr_status_t tsr_diagnostic_list_create_from_status(const tsr_status_t status,
                       "tsr_diagnostic_list_create_from_status: NULL argument");
   tsr_diagnostic_list_t *list = NULL;
   TSR_RETURN_IF_ERROR(tsr_diagnostic_list_create(&list));
-  const char *message = tsr_status_message(status);
-  tsr_status_t s =
-      tsr_diagnostic_list_add_text(list, tsr_status_code(status), message, strlen(message));
+  tsr_status_t s = tsr_diagnostic_list_add_status(list, status);
   if (s) {
     tsr_diagnostic_list_destroy(list);
     return s;

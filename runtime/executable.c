@@ -200,7 +200,7 @@ static tsr_status_t make_result(const tsr_status_t status, const tsr_diag_sink_t
   /* A failure other than the kernel's diagnostics (operands that do not
    * match, a trace that cannot be written...) is one record of its own. */
   if (!s && status && r->code != TSR_KERNEL_ERROR)
-    s = tsr_diagnostic_list_add_text(r->diagnostics, r->code, message, strlen(message));
+    s = tsr_diagnostic_list_add_status(r->diagnostics, status);
   if (!s) s = tsr_diagnostic_list_add_sink(r->diagnostics, sink);
   if (s) {
     tsr_run_result_destroy(r);

@@ -143,15 +143,13 @@ typedef enum tsr_diagnostic_kind {
   TSR_DIAG_KIND_COUNT
 } tsr_diagnostic_kind_t;
 
-typedef enum tsr_diagnostic_severity {
-  TSR_SEVERITY_ERROR,
-  TSR_SEVERITY_WARNING,
-  TSR_SEVERITY_NOTE,
-} tsr_diagnostic_severity_t;
+/* tsr_diagnostic_severity_t and tsr_diagnostic_severity_name are in
+ * tessera/base.h: a status's records have a severity too. */
 
 /* One diagnostic: a run's records come from the run's diagnostics as they
- * are reported (every field the reporter knows), a status's are read from
- * its text (location, severity, message; tsr_diagnostic_list_create_from_status).
+ * are reported (every field the reporter knows), a status's from the records
+ * it was made with (location, severity, op, message;
+ * tsr_diagnostic_list_create_from_status).
  * Strings are pointer + length and also NUL-terminated;
  * an absent string is {"", 0}. Numbers are -1 (or rank 0) when unknown.
  * Fields may be appended in later versions, never reordered. */
@@ -182,7 +180,6 @@ typedef struct tsr_diagnostic {
 } tsr_diagnostic_t;
 
 TSR_API const char *tsr_diagnostic_kind_name(tsr_diagnostic_kind_t kind);
-TSR_API const char *tsr_diagnostic_severity_name(tsr_diagnostic_severity_t severity);
 
 /* An immutable list of diagnostics. */
 typedef struct tsr_diagnostic_list tsr_diagnostic_list_t;
@@ -192,9 +189,12 @@ TSR_API size_t tsr_diagnostic_list_count(const tsr_diagnostic_list_t *list);
 TSR_API const tsr_diagnostic_t *tsr_diagnostic_list_get(const tsr_diagnostic_list_t *list,
                                                         size_t i);
 /* The diagnostics a status carries (a failed parse, verify or create), one
- * per line of its message: location, severity, message and text, the kind
+ * per line of its message, made where each was reported (the text is never
+ * parsed): location, severity, op when known, message and text; the kind
  * from the status code (a run's status gives kind other: a run's records
- * are its result's). A NULL status gives an empty list. */
+ * are its result's). A status made without located diagnostics gives one
+ * record without location whose message is the whole message. A NULL
+ * status gives an empty list. */
 TSR_API tsr_status_t tsr_diagnostic_list_create_from_status(const tsr_status_t status,
                                                             tsr_diagnostic_list_t **out_list)
     TSR_MUST_USE;

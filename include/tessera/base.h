@@ -50,12 +50,28 @@ typedef enum tsr_status_code {
 /* A status is NULL on success, else a heap object owned by whoever holds it
  * (free it with tsr_status_free). It carries a code, a message (possibly
  * several diagnostic lines, each "file:line:col: error: ...") and the C
- * source location that created it. Not thread-safe to share; safe to move. */
+ * source location that created it. A status made from located diagnostics
+ * (a parse or verify error, an op a backend cannot run) also carries each of
+ * them as a record (severity, file, line, col, op, message): read them with
+ * tsr_diagnostic_list_create_from_status (tessera/api.h), never by parsing
+ * the message. Not thread-safe to share; safe to move. */
 typedef struct tsr_status *tsr_status_t;
+
+/* How serious a diagnostic is: the word after its location in the text. */
+typedef enum tsr_diagnostic_severity {
+  TSR_SEVERITY_ERROR,
+  TSR_SEVERITY_WARNING,
+  TSR_SEVERITY_NOTE,
+} tsr_diagnostic_severity_t;
+
+/* "error", "warning", "note"; "?" for a value outside the enum. */
+TSR_API const char *tsr_diagnostic_severity_name(tsr_diagnostic_severity_t severity);
 
 TSR_API tsr_status_t tsr_status_make(tsr_status_code_t code, const char *c_file,
                              int c_line, const char *fmt, ...) TSR_PRINTF(4, 5);
-/* Prepends "context: " to the message; returns the same status (NULL stays NULL). */
+/* Prepends "context: " to the message; returns the same status (NULL stays
+ * NULL). Only the text changes: the status's diagnostic records keep their
+ * own lines, without the context. */
 TSR_API tsr_status_t tsr_status_annotate(tsr_status_t status, const char *fmt, ...)
     TSR_PRINTF(2, 3);
 TSR_API tsr_status_code_t tsr_status_code(const tsr_status_t status);

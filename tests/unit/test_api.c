@@ -548,54 +548,74 @@ TSR_TEST(warning_record) {
   one_run_end(&r);
 }
 
-/* Parse and verify errors as records with their locations. */
-TSR_TEST(parse_and_verify_records) {
-  tsr_ir_module_t *m = NULL;
-  const char *bad = "kernel @k\n  grid(1)\n{\n  %a = bogus_op %b : f32\n}\n";
-  tsr_status_t s = tsr_ir_module_parse(TSR_SV("bad.tsr"), (tsr_string_view_t){bad, strlen(bad)},
-                                       &m);
-  TSR_CHECK(s != NULL);
+/* The records of `s` (consumed), NULL when they cannot be made. */
+static tsr_diagnostic_list_t *records_of(tsr_status_t s) {
   tsr_diagnostic_list_t *list = NULL;
-  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(s, &list));
-  TSR_CHECK(tsr_diagnostic_list_count(list) >= 1);
-  const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, 0);
-  if (d) {
-    TSR_CHECK_EQ_INT(d->kind, TSR_DIAG_PARSE);
-    TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_ERROR);
-    TSR_CHECK(view_is(d->file, "bad.tsr"));
-    TSR_CHECK_EQ_INT(d->line, 4);
-    TSR_CHECK(d->col > 0);
+  tsr_status_t e = tsr_diagnostic_list_create_from_status(s, &list);
+  if (e) {
+    printf("# records: %s\n", tsr_status_message(e));
+    tsr_status_free(e);
   }
-  tsr_diagnostic_list_destroy(list);
   tsr_status_free(s);
+  return list;
+}
 
-  const char *ill =
-      "kernel @k\n"
-      "  grid(1)\n"
-      "  out %y: f32[8, 128] vmem\n"
-      "{\n"
-      "  %a = const 1 : i32\n"
-      "  %b = const 2.0 : f32\n"
-      "  %c = add %a, %b : i32\n"
-      "}\n";
-  m = parse("ill.tsr", ill);
+/* Whether record i of `list` is an error of `kind` at file:line:col about
+ * `op` ("" none) saying `message`; prints what it is when not. */
+static bool record_is(const tsr_diagnostic_list_t *list, size_t i, tsr_diagnostic_kind_t kind,
+                      const char *file, int line, int col, const char *op,
+                      const char *message) {
+  const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, i);
+  if (!d) {
+    printf("# no record %zu\n", i);
+    return false;
+  }
+  bool ok = d->kind == kind && d->severity == TSR_SEVERITY_ERROR && view_is(d->file, file) &&
+            d->line == line && d->col == col && view_is(d->op, op) &&
+            view_is(d->message, message);
+  if (!ok)
+    printf("# record %zu: kind %s, %s, file '%s', %d:%d, op '%s', message '%s'\n", i,
+           tsr_diagnostic_kind_name(d->kind), tsr_diagnostic_severity_name(d->severity),
+           d->file.data, d->line, d->col, d->op.data, d->message.data);
+  return ok;
+}
+
+/* Three verify errors, one per op, at lines 7, 8 and 9. */
+static const char three_bad_ops_tsr[] =
+    "kernel @k\n"
+    "  grid(1)\n"
+    "  out %y: f32[8, 128] vmem\n"
+    "{\n"
+    "  %a = const 1 : i32\n"
+    "  %b = const 2.0 : f32\n"
+    "  %c = add %a, %b : i32\n"
+    "  %d = mul %a, %b : f32\n"
+    "  %e = exp %a : i32\n"
+    "}\n";
+
+/* The verify errors of `text` parsed as file `name`. */
+static tsr_status_t verify_text(const char *name, const char *text) {
+  tsr_ir_module_t *m = parse(name, text);
+  tsr_status_t s = m ? tsr_ir_module_verify(m) : TSR_STATUS(TSR_INTERNAL, "no module");
+  tsr_ir_module_destroy(m);
+  return s;
+}
+
+/* A verify error found by tsr_executable_create is a record with its
+ * location. */
+TSR_TEST(parse_and_verify_records) {
+  tsr_ir_module_t *m = parse("ill.tsr", three_bad_ops_tsr);
   tsr_context_t *ctx = plain_context();
   tsr_executable_t *exe = NULL;
-  s = m && ctx ? tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), NULL, &exe) : NULL;
+  tsr_status_t s =
+      m && ctx ? tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), NULL, &exe) : NULL;
   TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_VERIFY_ERROR);
   TSR_CHECK(exe == NULL);
-  list = NULL;
-  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(s, &list));
-  d = tsr_diagnostic_list_get(list, 0);
-  TSR_CHECK(d != NULL);
-  if (d) {
-    printf("# %s\n", d->text.data);
-    TSR_CHECK_EQ_INT(d->kind, TSR_DIAG_VERIFY);
-    TSR_CHECK(view_is(d->file, "ill.tsr"));
-    TSR_CHECK_EQ_INT(d->line, 7);
-  }
+  tsr_diagnostic_list_t *list = records_of(s);
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 3);
+  TSR_CHECK(record_is(list, 0, TSR_DIAG_VERIFY, "ill.tsr", 7, 8, "add",
+                      "'add' operand #2 (%b): expected i32, found f32"));
   tsr_diagnostic_list_destroy(list);
-  tsr_status_free(s);
   /* No status, no records. */
   list = NULL;
   TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(NULL, &list));
@@ -603,6 +623,127 @@ TSR_TEST(parse_and_verify_records) {
   tsr_diagnostic_list_destroy(list);
   tsr_ir_module_destroy(m);
   tsr_context_destroy(ctx);
+}
+
+/* A parse error's record, field by field (no op: the parser names none). */
+TSR_TEST(parse_error_record_fields) {
+  const char *bad = "kernel @k\n  grid(1)\n{\n  %a = bogus_op %b : f32\n}\n";
+  tsr_ir_module_t *m = NULL;
+  tsr_status_t s = tsr_ir_module_parse(TSR_SV("bad.tsr"), (tsr_string_view_t){bad, strlen(bad)},
+                                       &m);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_PARSE_ERROR);
+  tsr_diagnostic_list_t *list = records_of(s);
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 1);
+  TSR_CHECK(record_is(list, 0, TSR_DIAG_PARSE, "bad.tsr", 4, 8, "", "unknown op 'bogus_op'"));
+  const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, 0);
+  TSR_CHECK(d && view_is(d->text, "bad.tsr:4:8: error: unknown op 'bogus_op'"));
+  tsr_diagnostic_list_destroy(list);
+  tsr_ir_module_destroy(m);
+}
+
+/* Several verify errors: one record each, in the order of the text, each
+ * naming the op the verifier was checking. */
+TSR_TEST(verify_records_in_order_with_op) {
+  tsr_status_t s = verify_text("ill.tsr", three_bad_ops_tsr);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_VERIFY_ERROR);
+  TSR_CHECK_EQ_INT(tsr_status_diagnostic_count(s), 3);
+  tsr_diagnostic_list_t *list = records_of(s);
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 3);
+  TSR_CHECK(record_is(list, 0, TSR_DIAG_VERIFY, "ill.tsr", 7, 8, "add",
+                      "'add' operand #2 (%b): expected i32, found f32"));
+  TSR_CHECK(record_is(list, 1, TSR_DIAG_VERIFY, "ill.tsr", 8, 8, "mul",
+                      "'mul' operand #2 (%b): expected i32, found f32"));
+  TSR_CHECK(record_is(list, 2, TSR_DIAG_VERIFY, "ill.tsr", 9, 8, "exp",
+                      "'exp' operand #1 (%a): expected a float type, found i32"));
+  tsr_diagnostic_list_destroy(list);
+  /* A header error is about no op. */
+  s = verify_text("hdr.tsr", "kernel @k\n  grid(0)\n{\n}\n");
+  list = records_of(s);
+  const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, 0);
+  TSR_CHECK(d && d->kind == TSR_DIAG_VERIFY && view_is(d->op, "") && d->line == 1 &&
+            view_is(d->message, "kernel @k: grid dim 0 is 0, expected >= 1"));
+  tsr_diagnostic_list_destroy(list);
+}
+
+/* Records come from the source, not from the text: a file name holding
+ * ": error: " and digits is the record's file whole (reading the text back
+ * took "a.tsr" line 12 col 34 from it), and context prepended to the text
+ * by tsr_status_annotate does not leak into the file either. */
+TSR_TEST(record_file_name_that_looks_like_a_location) {
+  const char *name = "a.tsr:12:34: error: b.tsr";
+  tsr_status_t s = verify_text(name, three_bad_ops_tsr);
+  TSR_CHECK(s && strncmp(tsr_status_message(s), name, strlen(name)) == 0);
+  tsr_diagnostic_list_t *list = records_of(s);
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 3);
+  TSR_CHECK(record_is(list, 0, TSR_DIAG_VERIFY, name, 7, 8, "add",
+                      "'add' operand #2 (%b): expected i32, found f32"));
+  tsr_diagnostic_list_destroy(list);
+
+  s = tsr_status_annotate(verify_text("ill.tsr", three_bad_ops_tsr), "loading %s", "ill.tsr");
+  TSR_CHECK(s && strncmp(tsr_status_message(s), "loading ill.tsr: ill.tsr:7:8: error: ", 37) == 0);
+  list = records_of(s);
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 3);
+  TSR_CHECK(record_is(list, 0, TSR_DIAG_VERIFY, "ill.tsr", 7, 8, "add",
+                      "'add' operand #2 (%b): expected i32, found f32"));
+  const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, 0);
+  TSR_CHECK(d && view_is(d->text, "ill.tsr:7:8: error: 'add' operand #2 (%b): expected i32, "
+                                  "found f32"));
+  tsr_diagnostic_list_destroy(list);
+}
+
+/* A status made without located diagnostics is one record without location
+ * whose message is the whole message, even when its text looks located. */
+TSR_TEST(status_without_records_is_one_unlocated_record) {
+  const char *text = "f.tsr:1:2: error: made by a caller";
+  tsr_diagnostic_list_t *list = records_of(TSR_STATUS(TSR_INVALID_ARGUMENT, "%s", text));
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 1);
+  TSR_CHECK(record_is(list, 0, TSR_DIAG_INVALID_ARGUMENT, "", -1, -1, "", text));
+  tsr_diagnostic_list_destroy(list);
+}
+
+/* Past the verifier's limit of 50, the note saying how many were left out
+ * is a record of its own: one record per line of the text. */
+TSR_TEST(verify_records_past_the_limit) {
+  static char text[8192];
+  size_t size = (size_t)snprintf(text, sizeof text, "kernel @k\n  grid(1)\n{\n"
+                                                    "  %%a = const 1 : i32\n");
+  for (int i = 0; i < 52; i++)
+    size += (size_t)snprintf(text + size, sizeof text - size, "  %%v%d = exp %%a : i32\n", i);
+  snprintf(text + size, sizeof text - size, "}\n");
+  tsr_status_t s = verify_text("many.tsr", text);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_VERIFY_ERROR);
+  size_t lines = tsr_status_diagnostic_count(s);
+  TSR_CHECK_EQ_INT(lines, 51);
+  tsr_diagnostic_list_t *list = records_of(s);
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), lines);
+  TSR_CHECK(record_is(list, 49, TSR_DIAG_VERIFY, "many.tsr", 54, 10, "exp",
+                      "'exp' operand #1 (%a): expected a float type, found i32"));
+  const tsr_diagnostic_t *last = tsr_diagnostic_list_get(list, 50);
+  TSR_CHECK(last && last->severity == TSR_SEVERITY_NOTE && last->kind == TSR_DIAG_OTHER &&
+            last->line == -1 && view_is(last->message, "2 more errors not shown") &&
+            view_is(last->text, "note: 2 more errors not shown"));
+  tsr_diagnostic_list_destroy(list);
+}
+
+/* A located error of the interpreter's preparation (VMEM over the chip's
+ * budget) is a record at the kernel's location. */
+TSR_TEST(vmem_budget_record) {
+  tsr_ir_module_t *m = parse("big.tsr", "kernel @k\n  grid(1)\n  out %y: f32[65536, 4096] vmem\n"
+                                        "{\n}\n");
+  tsr_context_t *ctx = plain_context();
+  tsr_executable_t *exe = NULL;
+  tsr_status_t s =
+      m && ctx ? tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), NULL, &exe) : NULL;
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_RESOURCE_EXHAUSTED);
+  tsr_diagnostic_list_t *list = records_of(s);
+  TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 1);
+  const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, 0);
+  TSR_CHECK(d && d->kind == TSR_DIAG_VMEM_BUDGET && view_is(d->file, "big.tsr") &&
+            d->line == 1 && d->col == 8 && strncmp(d->message.data, "kernel @k needs ", 16) == 0);
+  tsr_diagnostic_list_destroy(list);
+  tsr_executable_destroy(exe);
+  tsr_context_destroy(ctx);
+  tsr_ir_module_destroy(m);
 }
 
 static char temp_root[256];
@@ -873,6 +1014,12 @@ int main(void) {
   RUN_OR_SKIP(run_stopped_record_cpu);
   RUN_OR_SKIP(warning_record);
   RUN_OR_SKIP(parse_and_verify_records);
+  RUN_OR_SKIP(parse_error_record_fields);
+  RUN_OR_SKIP(verify_records_in_order_with_op);
+  RUN_OR_SKIP(record_file_name_that_looks_like_a_location);
+  RUN_OR_SKIP(status_without_records_is_one_unlocated_record);
+  RUN_OR_SKIP(verify_records_past_the_limit);
+  RUN_OR_SKIP(vmem_budget_record);
   RUN_OR_SKIP(builder_copies_strings);
   RUN_OR_SKIP(builder_location_file_copied);
   RUN_OR_SKIP(names);
