@@ -1,5 +1,6 @@
-/* Checked allocation, the arena and the string buffer: the only places in
- * tessera that call malloc directly, so failure can be injected in tests. */
+/* Checked allocation through the current allocator, the arena and the string
+ * buffer: the only places in tessera that call malloc directly, so failure
+ * can be injected in tests and a context can bring its own allocator. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -29,30 +30,104 @@ bool tsr_mul_i64(int64_t a, int64_t b, int64_t *out) {
   return !__builtin_mul_overflow(a, b, out);
 }
 
-void *tsr_malloc(size_t size) {
-  if (should_fail()) return NULL;
-  return malloc(size ? size : 1);
+/* ---- Allocation through an allocator ----
+ * Every block starts with a header saying how to release it, so a block is
+ * freed correctly whichever allocator is current when it dies (a context's
+ * objects may be freed after the call that made them, from another thread).
+ * The allocator of a thread is the process's (malloc) unless a call bound
+ * another one (tsr_allocator_bind): the binding API binds its context's. */
+
+typedef struct header {
+  tsr_allocator_release_fn release; /* NULL: the process allocator (free) */
+  void *user;
+  size_t size;   /* bytes asked for, without the header */
+  size_t offset; /* from the start of the underlying block to the data */
+} header_t;
+
+enum { HEADER_BYTES = 32 };
+_Static_assert(sizeof(header_t) <= HEADER_BYTES, "allocation header");
+
+static _Thread_local const tsr_allocator_t *current;
+
+const tsr_allocator_t *tsr_allocator_bind(const tsr_allocator_t *allocator) {
+  const tsr_allocator_t *previous = current;
+  current = allocator && allocator->allocate ? allocator : NULL;
+  return previous;
 }
+
+const tsr_allocator_t *tsr_allocator_current(void) { return current; }
+
+static header_t *header_of(void *ptr) { return (header_t *)((char *)ptr - HEADER_BYTES); }
+
+/* `size` bytes aligned to `alignment` (a power of two >= 16) from the
+ * current allocator, with the header before them. */
+static void *allocate(size_t size, size_t alignment) {
+  if (should_fail()) return NULL;
+  size_t offset = alignment > HEADER_BYTES ? alignment : HEADER_BYTES, total;
+  if (!tsr_add_size(size, offset, &total)) return NULL;
+  const tsr_allocator_t *a = current;
+  void *block;
+  if (a) {
+    block = a->allocate(a->user, total, alignment);
+    if (block && ((uintptr_t)block & (alignment - 1))) { /* a broken allocator */
+      if (a->release) a->release(a->user, block, total);
+      block = NULL;
+    }
+  } else if (alignment <= 16) {
+    block = malloc(total);
+  } else if (posix_memalign(&block, alignment, total) != 0) {
+    block = NULL;
+  }
+  if (!block) return NULL;
+  char *data = (char *)block + offset;
+  *header_of(data) = (header_t){a ? a->release : NULL, a ? a->user : NULL, size, offset};
+  return data;
+}
+
+void *tsr_malloc(size_t size) { return allocate(size, 16); }
 
 void *tsr_calloc(size_t count, size_t size) {
   size_t total;
-  if (!tsr_mul_size(count, size, &total) || should_fail()) return NULL;
-  return calloc(total ? total : 1, 1);
-}
-
-void *tsr_realloc(void *ptr, size_t size) {
-  if (should_fail()) return NULL;
-  return realloc(ptr, size ? size : 1);
-}
-
-void *tsr_aligned_alloc(size_t alignment, size_t size) {
-  if (should_fail()) return NULL;
-  void *p = NULL;
-  if (posix_memalign(&p, alignment, size ? size : 1) != 0) return NULL;
+  if (!tsr_mul_size(count, size, &total)) return NULL;
+  void *p = allocate(total, 16);
+  if (p) memset(p, 0, total);
   return p;
 }
 
-void tsr_free(void *ptr) { free(ptr); }
+void *tsr_aligned_alloc(size_t alignment, size_t size) {
+  if (alignment < 16 || (alignment & (alignment - 1))) return NULL;
+  return allocate(size, alignment);
+}
+
+void tsr_free(void *ptr) {
+  if (!ptr) return;
+  header_t *h = header_of(ptr);
+  void *block = (char *)ptr - h->offset;
+  if (!h->release) {
+    free(block);
+  } else {
+    h->release(h->user, block, h->size + h->offset);
+  }
+}
+
+void *tsr_realloc(void *ptr, size_t size) {
+  if (!ptr) return tsr_malloc(size);
+  header_t *h = header_of(ptr);
+  if (!h->release && !current && h->offset == HEADER_BYTES) {
+    /* Both the process allocator: let it grow in place. */
+    size_t total;
+    if (should_fail() || !tsr_add_size(size, HEADER_BYTES, &total)) return NULL;
+    char *block = realloc((char *)ptr - HEADER_BYTES, total);
+    if (!block) return NULL;
+    header_of(block + HEADER_BYTES)->size = size;
+    return block + HEADER_BYTES;
+  }
+  void *p = tsr_malloc(size);
+  if (!p) return NULL;
+  memcpy(p, ptr, h->size < size ? h->size : size);
+  tsr_free(ptr);
+  return p;
+}
 
 char *tsr_strndup(const char *s, size_t n) {
   char *p = tsr_malloc(n + 1);

@@ -37,6 +37,12 @@ void *tsr_aligned_alloc(size_t alignment, size_t size); /* free with tsr_free */
 void tsr_free(void *ptr);
 char *tsr_strndup(const char *s, size_t n);
 void tsr_alloc_fail_after(long n);
+/* Makes `allocator` (borrowed; NULL or one without `allocate`: malloc) the
+ * calling thread's allocator for what follows, and returns the one it
+ * replaces, to be bound again when the caller is done. Every block records
+ * its allocator, so tsr_free needs no binding. */
+const tsr_allocator_t *tsr_allocator_bind(const tsr_allocator_t *allocator);
+const tsr_allocator_t *tsr_allocator_current(void);
 /* a*b and a+b with overflow detection: false on overflow. */
 bool tsr_mul_size(size_t a, size_t b, size_t *out);
 bool tsr_add_size(size_t a, size_t b, size_t *out);

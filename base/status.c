@@ -96,7 +96,7 @@ tsr_status_t tsr_status_annotate(tsr_status_t status, const char *fmt, ...) {
     tsr_strbuf_deinitialize(&sb);
     return status;
   }
-  free(status->message);
+  tsr_free(status->message);
   status->message = tsr_strbuf_take(&sb);
   return status;
 }
@@ -147,7 +147,7 @@ const char *tsr_status_code_name(tsr_status_code_t code) {
 
 void tsr_status_free(tsr_status_t status) {
   if (!status || status == &oom_status) return;
-  free(status->message);
+  tsr_free(status->message);
   records_deinitialize(&status->records);
   free(status);
 }

@@ -344,7 +344,7 @@ static void workdir_remove(workdir_t *w) {
   rmdir(w->dir);
 }
 
-/* Reads a whole file into a malloc'd buffer. */
+/* Reads a whole file into a buffer freed with tsr_free. */
 static tsr_status_t read_whole(const char *path, void **out_bytes, size_t *out_size) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return TSR_STATUS(TSR_IO_ERROR, "cannot open %s: %s", path, strerror(errno));
@@ -355,7 +355,7 @@ static tsr_status_t read_whole(const char *path, void **out_bytes, size_t *out_s
     return TSR_STATUS(TSR_IO_ERROR, "cannot stat %s: %s", path, strerror(err));
   }
   size_t size = (size_t)st.st_size;
-  char *bytes = malloc(size ? size : 1);
+  char *bytes = tsr_malloc(size);
   if (!bytes) {
     close(fd);
     return TSR_OOM();
@@ -367,7 +367,7 @@ static tsr_status_t read_whole(const char *path, void **out_bytes, size_t *out_s
     if (r <= 0) {
       int err = r < 0 ? errno : EIO;
       close(fd);
-      free(bytes);
+      tsr_free(bytes);
       return TSR_STATUS(TSR_IO_ERROR, "cannot read %s: %s", path, strerror(err));
     }
     done += (size_t)r;
@@ -720,7 +720,7 @@ static tsr_status_t api_compile_text(const char *text, size_t size, int opt_leve
   return compile_text(text, size, "<mlir text>", opt_level, 0, out_bytes, out_size);
 }
 
-static void api_free_text(void *p) { free(p); }
+static void api_free_text(void *p) { tsr_free(p); }
 
 static void api_free_status(tsr_status_t status) { tsr_status_free(status); }
 

@@ -179,6 +179,24 @@ TSR_API tsr_status_t tsr_npy_write_all(const char *const *paths,
                                        const tsr_array_t *const *arrays,
                                        size_t count) TSR_MUST_USE;
 
+/* ---- Allocators ------------------------------------------------------------ */
+
+/* Where tessera's own memory comes from (the kernel's buffers, prepared
+ * programs, results, ...), set per context (tessera/api.h). `allocate`
+ * returns `size` bytes aligned to `alignment` (a power of two, at least 16)
+ * or NULL; `release` gets back a block with the size it was asked for. Both
+ * may be called from any thread, also after the context that used them is
+ * destroyed (a run result outlives its context): they must stay valid until
+ * every object allocated through them is freed. Libraries tessera uses
+ * (LLVM, zstd, libsodium) keep their own allocation. */
+typedef void *(*tsr_allocator_allocate_fn)(void *user, size_t size, size_t alignment);
+typedef void (*tsr_allocator_release_fn)(void *user, void *block, size_t size);
+typedef struct tsr_allocator {
+  tsr_allocator_allocate_fn allocate; /* NULL: the process's malloc */
+  tsr_allocator_release_fn release;   /* required with allocate */
+  void *user;
+} tsr_allocator_t;
+
 /* ---- Files --------------------------------------------------------------- */
 
 /* Writes `size` bytes to `path` with the rules of tsr_npy_write (temporary

@@ -119,8 +119,10 @@ static char *print_module(const tsr_module_t *m) {
     tsr_strbuf_deinitialize(&sb);
     return NULL;
   }
-  char *text = tsr_strbuf_take(&sb);
-  return text ? text : strdup("");
+  /* a malloc'd copy: the test frees it with free() */
+  char *text = strdup(sb.data ? sb.data : "");
+  tsr_strbuf_deinitialize(&sb);
+  return text;
 }
 
 /* Parse -> print: the printed text, or NULL (reported) on a parse error. */

@@ -52,7 +52,7 @@ static char *print_text(const tsr_module_t *m) {
   tsr_strbuf_initialize(&sb);
   tsr_ir_print_module(&sb, m);
   char *t = tsr_strbuf_take(&sb);
-  return t ? t : strdup("");
+  return t ? t : tsr_strndup("", 0);
 }
 
 /* Parses and prints `text`; checks the result is `expected` and that it
