@@ -1,6 +1,7 @@
 /* Checked allocation through the current allocator, the arena and the string
  * buffer: the only places in tessera that call malloc directly, so failure
  * can be injected in tests and a context can bring its own allocator. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -56,6 +57,12 @@ const tsr_allocator_t *tsr_allocator_bind(const tsr_allocator_t *allocator) {
 }
 
 const tsr_allocator_t *tsr_allocator_current(void) { return current; }
+
+void tsr_process_once(pthread_once_t *once, void (*init)(void)) {
+  const tsr_allocator_t *previous = tsr_allocator_bind(NULL);
+  pthread_once(once, init);
+  tsr_allocator_bind(previous);
+}
 
 static header_t *header_of(void *ptr) { return (header_t *)((char *)ptr - HEADER_BYTES); }
 

@@ -4,6 +4,7 @@
 #ifndef TESSERA_BASE_INTERNAL_H
 #define TESSERA_BASE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,6 +44,10 @@ void tsr_alloc_fail_after(long n);
  * its allocator, so tsr_free needs no binding. */
 const tsr_allocator_t *tsr_allocator_bind(const tsr_allocator_t *allocator);
 const tsr_allocator_t *tsr_allocator_current(void);
+/* pthread_once(once, init) with the process's allocator bound: what
+ * process-wide state allocates outlives every context. Library code uses
+ * it for every one-time initialization. */
+void tsr_process_once(pthread_once_t *once, void (*init)(void));
 /* a*b and a+b with overflow detection: false on overflow. */
 bool tsr_mul_size(size_t a, size_t b, size_t *out);
 bool tsr_add_size(size_t a, size_t b, size_t *out);

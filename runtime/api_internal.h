@@ -38,7 +38,7 @@ struct tsr_context {
   char *cache_dir, *cache_key_file, *lower_library; /* owned copies */
   uint64_t cache_max_bytes;
   tsr_output_t output;
-  tsr_runtime_disk_binding_t disk; /* its handle is owned */
+  tsr_runtime_binding_t binding;   /* its caches (owned), allocator */
   tsr_output_target_t warning;     /* cache warnings */
   FILE *warning_stream;            /* the disk cache's warn_stream */
 };

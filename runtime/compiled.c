@@ -1,7 +1,8 @@
 /* The cpu backend in libtessera (docs/lowering.md): compiled kernels through
  * the process's caches, without a line of MLIR here.
  *
- *   memory  a process-wide tsr_memcache_t maps a key to a loaded kernel
+ *   memory  a tsr_memcache_t (the process's, or the bound context's) maps a
+ *           key to a loaded kernel
  *           (dlopen handle + entry point + operand types);
  *   disk    the disk cache maps the key to the bytes of the kernel's shared
  *           object, authenticated with the cache's key (docs/cache.md,
@@ -80,7 +81,7 @@ static void load_lower(void) {
 }
 
 tsr_status_t tsr_runtime_lower_api(const tsr_lower_api_t **out_api) {
-  pthread_once(&lower.once, load_lower);
+  tsr_process_once(&lower.once, load_lower);
   if (!lower.api) return TSR_STATUS(TSR_UNIMPLEMENTED, "%s", lower.error);
   *out_api = lower.api;
   return NULL;
@@ -202,20 +203,40 @@ typedef struct loaded {
 static struct {
   pthread_once_t once;
   tsr_memcache_t *memory; /* NULL if it could not be created */
-  atomic_uint_fast64_t compiles, load_failures;
+  _Atomic(uint64_t) compiles, load_failures;
 } g = {.once = PTHREAD_ONCE_INIT};
 
-static void initialize(void) {
+tsr_status_t tsr_runtime_kernels_create(tsr_memcache_t **out_cache) {
   tsr_memcache_options_t mo;
   tsr_memcache_options_initialize(&mo);
   /* Each loaded kernel holds a descriptor (its memfd): stay well below the
    * usual limit of 1024 open files. */
   mo.max_entries = 256;
-  tsr_status_t s = tsr_memcache_create(&mo, &g.memory);
+  return tsr_memcache_create(&mo, out_cache);
+}
+
+static void initialize(void) {
+  tsr_status_t s = tsr_runtime_kernels_create(&g.memory);
   if (s) {
     g.memory = NULL;
     tsr_status_free(s);
   }
+}
+
+/* The cache of the context bound to this thread, else the process's. */
+static tsr_memcache_t *kernels(void) {
+  tsr_runtime_binding_t *b = tsr_runtime_bound();
+  if (b && b->kernels) return b->kernels;
+  tsr_process_once(&g.once, initialize);
+  return g.memory;
+}
+
+/* Counts a compile (or a load failure) for the process and for the context
+ * bound to the thread. */
+static void count_compile(bool load_failure) {
+  tsr_runtime_binding_t *b = tsr_runtime_bound();
+  atomic_fetch_add(load_failure ? &g.load_failures : &g.compiles, 1);
+  if (b) atomic_fetch_add(load_failure ? &b->load_failures : &b->compiles, 1);
 }
 
 static void free_loaded(void *value) {
@@ -259,7 +280,7 @@ static tsr_status_t compile_and_load(const build_t *b, tsr_runtime_object_t **ou
   TSR_RETURN_IF_ERROR(tsr_runtime_lower_api(&api));
   void *bytes = NULL;
   size_t size = 0;
-  atomic_fetch_add(&g.compiles, 1);
+  count_compile(false);
   TSR_RETURN_IF_ERROR(adopt_status(api, api->compile(b->kernel, b->opt_level, &bytes, &size)));
   tsr_status_t s = tsr_runtime_object_load(bytes, size, out_object);
   if (s) {
@@ -289,7 +310,7 @@ static tsr_status_t build_loaded(void *ctx, void **out_value, size_t *out_bytes)
       if (s) {
         /* A well-formed entry whose object does not load (say, a libc
          * without a symbol it needs): compile again, replacing it. */
-        atomic_fetch_add(&g.load_failures, 1);
+        count_compile(true);
         tsr_status_free(s);
         l->object = NULL;
       }
@@ -346,14 +367,14 @@ tsr_status_t tsr_runtime_compile(const tsr_ir_kernel_t *kernel,
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "opt_level %d: expected 0 to 3", o.opt_level);
   tsr_runtime_key_t *key = NULL;
   TSR_RETURN_IF_ERROR(tsr_runtime_compiled_key_create(kernel, &o, &key));
-  pthread_once(&g.once, initialize);
-  if (!g.memory) {
+  tsr_memcache_t *memory = kernels();
+  if (!memory) {
     tsr_runtime_key_destroy(key);
     return TSR_OOM();
   }
   build_t b = {kernel, o.opt_level, tsr_runtime_key_get(key)};
   tsr_memcache_entry_t *entry = NULL;
-  tsr_status_t s = tsr_memcache_get_or_build(g.memory, b.key, build_loaded, &b,
+  tsr_status_t s = tsr_memcache_get_or_build(memory, b.key, build_loaded, &b,
                                              free_loaded, &entry, NULL);
   tsr_runtime_key_destroy(key);
   if (s) return s;
@@ -503,18 +524,30 @@ tsr_status_t tsr_runtime_lower_text(const tsr_ir_kernel_t *kernel, tsr_target_t 
 
 void tsr_runtime_text_free(char *text) { tsr_free(text); }
 
-void tsr_runtime_compiled_stats(tsr_runtime_compiled_stats_t *out) {
+void tsr_runtime_kernels_stats(tsr_runtime_binding_t *b, tsr_runtime_compiled_stats_t *out) {
   memset(out, 0, sizeof *out);
-  pthread_once(&g.once, initialize);
-  if (g.memory) {
+  tsr_memcache_t *memory = b ? b->kernels : NULL;
+  if (!b) {
+    tsr_process_once(&g.once, initialize);
+    memory = g.memory;
+  }
+  if (memory) {
     tsr_memcache_stats_t m;
-    tsr_memcache_stats(g.memory, &m);
+    tsr_memcache_stats(memory, &m);
     out->memory_hits = m.hits;
     out->memory_misses = m.misses;
     out->memory_entries = m.entries;
   }
-  tsr_runtime_disk_use(&out->disk);
-  out->compiles = atomic_load(&g.compiles);
-  out->load_failures = atomic_load(&g.load_failures);
+  if (b) {
+    tsr_runtime_disk_use_of(b->handle, b->handle && !atomic_load(&b->off), &out->disk);
+  } else {
+    tsr_runtime_disk_use(&out->disk);
+  }
+  out->compiles = atomic_load(b ? &b->compiles : &g.compiles);
+  out->load_failures = atomic_load(b ? &b->load_failures : &g.load_failures);
   out->lower_library_loaded = atomic_load(&lower.loaded);
+}
+
+void tsr_runtime_compiled_stats(tsr_runtime_compiled_stats_t *out) {
+  tsr_runtime_kernels_stats(NULL, out);
 }

@@ -83,13 +83,26 @@ static struct {
   char *path; /* NULL: the default */
 } lower = {.mutex = PTHREAD_MUTEX_INITIALIZER};
 
-static void choose_lower_library(const char *path) {
+/* Chooses `path` (NULL: the default) if nothing was chosen yet; a context
+ * that names a library other than the chosen one cannot have it. */
+static tsr_status_t choose_lower_library(const char *path) {
+  tsr_status_t s = NULL;
   pthread_mutex_lock(&lower.mutex);
   if (!lower.chosen) {
     lower.chosen = true;
     lower.path = path && *path ? tsr_strndup(path, strlen(path)) : NULL;
+    if (path && *path && !lower.path) {
+      lower.chosen = false;
+      s = TSR_OOM();
+    }
+  } else if (path && *path && (!lower.path || strcmp(path, lower.path) != 0)) {
+    s = TSR_STATUS(TSR_INVALID_ARGUMENT,
+                   "the context asks for the lowering library %s, but this process "
+                   "already chose %s (it is loaded once per process)",
+                   path, lower.path ? lower.path : "the default one");
   }
   pthread_mutex_unlock(&lower.mutex);
+  return s;
 }
 
 const char *tsr_runtime_lower_library_setting(void) {
@@ -147,14 +160,51 @@ static tsr_status_t open_disk(tsr_context_t *c) {
   o.shared = c->cache_shared;
   o.no_environment = !c->cache_environment;
   o.warn_stream = c->warning_stream;
-  tsr_status_t s = tsr_disk_cache_open(&o, &c->disk.handle);
+  tsr_status_t s = tsr_disk_cache_open(&o, &c->binding.handle);
   if (!s) return NULL;
-  c->disk.handle = NULL;
+  c->binding.handle = NULL;
   if (!c->cache_optional) return s;
   fprintf(c->warning_stream,
           "tessera: cache: cannot open the disk cache, going on without it: %s\n",
           tsr_status_message(s));
   tsr_status_free(s);
+  return NULL;
+}
+
+/* The context's own caches in memory, made with its allocator (bound). */
+static tsr_status_t create_caches(tsr_context_t *c) {
+  TSR_RETURN_IF_ERROR(tsr_runtime_programs_create(&c->binding.programs));
+  return tsr_runtime_kernels_create(&c->binding.kernels);
+}
+
+static tsr_status_t create(const tsr_context_options_t *options, tsr_context_t **out_context) {
+  tsr_context_t *c = tsr_calloc(1, sizeof *c);
+  if (!c) return TSR_OOM();
+  c->disk_cache = options->disk_cache;
+  c->cache_shared = options->cache_shared;
+  c->cache_optional = options->cache_optional;
+  c->cache_environment = options->cache_environment;
+  c->cache_max_bytes = options->cache_max_bytes;
+  c->output = options->output;
+  c->warning = tsr_output_pick(true, NULL, NULL, &c->output);
+  c->binding.allocator = options->allocator;
+  atomic_init(&c->binding.off, false);
+  atomic_init(&c->binding.compiles, 0);
+  atomic_init(&c->binding.load_failures, 0);
+  tsr_status_t s = NULL;
+  if (!copy_string(options->cache_dir, &c->cache_dir) ||
+      !copy_string(options->cache_key_file, &c->cache_key_file) ||
+      !copy_string(options->lower_library, &c->lower_library) ||
+      !(c->warning_stream = tsr_stream_open(write_warning, c)))
+    s = TSR_OOM();
+  if (!s) s = create_caches(c);
+  if (!s) s = choose_lower_library(c->lower_library);
+  if (!s) s = open_disk(c);
+  if (s) {
+    tsr_context_destroy(c);
+    return s;
+  }
+  *out_context = c;
   return NULL;
 }
 
@@ -167,30 +217,15 @@ tsr_status_t tsr_context_create(const tsr_context_options_t *options,
     tsr_context_options_initialize(&defaults);
     options = &defaults;
   }
-  tsr_context_t *c = tsr_calloc(1, sizeof *c);
-  if (!c) return TSR_OOM();
-  c->disk_cache = options->disk_cache;
-  c->cache_shared = options->cache_shared;
-  c->cache_optional = options->cache_optional;
-  c->cache_environment = options->cache_environment;
-  c->cache_max_bytes = options->cache_max_bytes;
-  c->output = options->output;
-  c->warning = tsr_output_pick(true, NULL, NULL, &c->output);
-  atomic_init(&c->disk.off, false);
-  tsr_status_t s = NULL;
-  if (!copy_string(options->cache_dir, &c->cache_dir) ||
-      !copy_string(options->cache_key_file, &c->cache_key_file) ||
-      !copy_string(options->lower_library, &c->lower_library) ||
-      !(c->warning_stream = tsr_stream_open(write_warning, c)))
-    s = TSR_OOM();
-  if (!s) s = open_disk(c);
-  if (s) {
-    tsr_context_destroy(c);
-    return s;
-  }
-  choose_lower_library(c->lower_library);
-  *out_context = c;
-  return NULL;
+  if (options->allocator.allocate && !options->allocator.release)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "tsr_context_create: the allocator has `allocate` but no `release`");
+  /* The context itself and all it holds come from its allocator. */
+  tsr_runtime_binding_t binding = {.allocator = options->allocator};
+  tsr_runtime_binding_t *previous = tsr_runtime_bind(&binding);
+  tsr_status_t s = create(options, out_context);
+  tsr_runtime_bind(previous);
+  return s;
 }
 
 tsr_status_t tsr_context_create_from_environment(tsr_context_t **out_context) {
@@ -201,19 +236,31 @@ tsr_status_t tsr_context_create_from_environment(tsr_context_t **out_context) {
 
 void tsr_context_destroy(tsr_context_t *context) {
   if (!context) return;
-  tsr_disk_cache_close(context->disk.handle);
+  tsr_runtime_binding_t *previous = tsr_runtime_bind(&context->binding);
+  tsr_memcache_destroy(context->binding.programs);
+  tsr_memcache_destroy(context->binding.kernels);
+  tsr_disk_cache_close(context->binding.handle);
   if (context->warning_stream) fclose(context->warning_stream);
   tsr_free(context->cache_dir);
   tsr_free(context->cache_key_file);
   tsr_free(context->lower_library);
   tsr_free(context);
+  tsr_runtime_bind(previous);
 }
 
 tsr_disk_cache_t *tsr_context_disk_cache(const tsr_context_t *context) {
-  return context ? context->disk.handle : NULL;
+  return context ? context->binding.handle : NULL;
 }
 
 void tsr_context_disk_use(const tsr_context_t *context, tsr_runtime_disk_use_t *out) {
-  tsr_disk_cache_t *handle = context ? context->disk.handle : NULL;
-  tsr_runtime_disk_use_of(handle, handle && !atomic_load(&context->disk.off), out);
+  tsr_disk_cache_t *handle = context ? context->binding.handle : NULL;
+  tsr_runtime_disk_use_of(handle, handle && !atomic_load(&context->binding.off), out);
+}
+
+void tsr_context_stats(const tsr_context_t *context, tsr_context_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!context) return;
+  tsr_runtime_binding_t *b = (tsr_runtime_binding_t *)&context->binding; /* counters only */
+  tsr_runtime_programs_stats(b->programs, &out->programs);
+  tsr_runtime_kernels_stats(b, &out->compiled);
 }

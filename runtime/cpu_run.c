@@ -211,6 +211,7 @@ typedef struct ccore {
 struct crun {
   const tsr_cpu_info_t *info;
   void (*entry)(void **);
+  tsr_runtime_binding_t *binding; /* the caller's, for the core threads */
   uint32_t devices, cores, n;
   uint32_t max_errors;
   FILE *out;
@@ -520,6 +521,7 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
 static void *core_main(void *p) {
   ccore_t *c = p;
   crun_t *r = c->run;
+  tsr_runtime_bind(r->binding); /* allocate as the caller's thread does */
   r->entry(c->args);
   pthread_mutex_lock(&r->mu);
   c->state = CORE_DONE;
@@ -547,6 +549,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   memset(&r, 0, sizeof r);
   r.info = info;
   r.entry = entry;
+  r.binding = tsr_runtime_bound();
   r.devices = options->devices ? options->devices : 1;
   r.cores = options->cores ? options->cores : 1;
   r.n = r.devices * r.cores;

@@ -3,7 +3,7 @@
  * TESSERA_CACHE=off. A handle that cannot be opened is reported once; after
  * a failed read or write (the handle has already warned of its first disk
  * error) the process stops using the disk. Never an error for a run.
- * A thread may use a context's disk cache instead (tsr_runtime_disk_bind). */
+ * A thread may use a context's caches and allocator instead (tsr_runtime_bind). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,18 +33,21 @@ static void open_disk(void) {
   }
 }
 
-/* The context whose disk cache this thread uses now, if any. */
-static _Thread_local tsr_runtime_disk_binding_t *bound;
+/* The context this thread works for now, if any. */
+static _Thread_local tsr_runtime_binding_t *bound;
 
-tsr_runtime_disk_binding_t *tsr_runtime_disk_bind(tsr_runtime_disk_binding_t *binding) {
-  tsr_runtime_disk_binding_t *previous = bound;
+tsr_runtime_binding_t *tsr_runtime_bind(tsr_runtime_binding_t *binding) {
+  tsr_runtime_binding_t *previous = bound;
   bound = binding;
+  tsr_allocator_bind(binding ? &binding->allocator : NULL);
   return previous;
 }
 
+tsr_runtime_binding_t *tsr_runtime_bound(void) { return bound; }
+
 tsr_disk_cache_t *tsr_runtime_disk(void) {
   if (bound) return atomic_load(&bound->off) ? NULL : bound->handle;
-  pthread_once(&g.once, open_disk);
+  tsr_process_once(&g.once, open_disk);
   return atomic_load(&g.off) ? NULL : g.handle;
 }
 

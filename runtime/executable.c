@@ -106,18 +106,16 @@ static tsr_status_t create_cpu(tsr_executable_t *e, const tsr_ir_kernel_t *kerne
   tsr_compile_options_t co;
   tsr_compile_options_initialize(&co);
   co.opt_level = o->opt_level;
-  /* The compile finds and puts the object in the context's disk cache. */
-  tsr_runtime_disk_binding_t *previous = tsr_runtime_disk_bind(&e->context->disk);
-  tsr_status_t s = tsr_runtime_compile(kernel, &co, &e->compiled);
-  tsr_runtime_disk_bind(previous);
-  return s;
+  /* The compile finds and puts the object in the context's caches (bound). */
+  return tsr_runtime_compile(kernel, &co, &e->compiled);
 }
 
-tsr_status_t tsr_executable_create(tsr_context_t *context, const tsr_ir_kernel_t *kernel,
-                                   const tsr_executable_options_t *options,
-                                   tsr_executable_t **out_executable) {
-  if (!context || !kernel || !out_executable)
-    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_executable_create: NULL argument");
+/* The calls on an executable work for its context: they run with its
+ * binding (its caches and allocator, runtime_internal.h). */
+
+static tsr_status_t create(tsr_context_t *context, const tsr_ir_kernel_t *kernel,
+                           const tsr_executable_options_t *options,
+                           tsr_executable_t **out_executable) {
   tsr_executable_options_t defaults;
   if (!options) {
     tsr_executable_options_initialize(&defaults);
@@ -154,12 +152,25 @@ tsr_status_t tsr_executable_create(tsr_context_t *context, const tsr_ir_kernel_t
   return NULL;
 }
 
+tsr_status_t tsr_executable_create(tsr_context_t *context, const tsr_ir_kernel_t *kernel,
+                                   const tsr_executable_options_t *options,
+                                   tsr_executable_t **out_executable) {
+  if (!context || !kernel || !out_executable)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_executable_create: NULL argument");
+  tsr_runtime_binding_t *previous = tsr_runtime_bind(&context->binding);
+  tsr_status_t s = create(context, kernel, options, out_executable);
+  tsr_runtime_bind(previous);
+  return s;
+}
+
 void tsr_executable_destroy(tsr_executable_t *executable) {
   if (!executable) return;
+  tsr_runtime_binding_t *previous = tsr_runtime_bind(&executable->context->binding);
   tsr_interp_program_destroy(executable->program);
   tsr_compiled_kernel_destroy(executable->compiled);
   tsr_free((char *)executable->run_options.trace_path);
   tsr_free(executable);
+  tsr_runtime_bind(previous);
 }
 
 tsr_backend_t tsr_executable_backend(const tsr_executable_t *executable) {
@@ -210,13 +221,9 @@ static tsr_status_t make_result(const tsr_status_t status, const tsr_diag_sink_t
   return NULL;
 }
 
-tsr_status_t tsr_executable_run(const tsr_executable_t *executable,
-                                tsr_array_t *const *operands, size_t num_operands,
-                                const tsr_run_options_t *run_options,
-                                tsr_run_result_t **out_result) {
-  if (!executable)
-    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_executable_run: NULL executable");
-  const tsr_executable_t *e = executable;
+static tsr_status_t execute(const tsr_executable_t *e, tsr_array_t *const *operands,
+                           size_t num_operands, const tsr_run_options_t *run_options,
+                           tsr_run_result_t **out_result) {
   const tsr_output_t *run = run_options ? &run_options->output : NULL;
   tsr_output_target_t print = tsr_output_pick(false, run, &e->output, &e->context->output);
   tsr_output_target_t warning = tsr_output_pick(true, run, &e->output, &e->context->output);
@@ -250,6 +257,18 @@ tsr_status_t tsr_executable_run(const tsr_executable_t *executable,
     }
   }
   tsr_diag_sink_deinitialize(&sink);
+  return s;
+}
+
+tsr_status_t tsr_executable_run(const tsr_executable_t *executable,
+                                tsr_array_t *const *operands, size_t num_operands,
+                                const tsr_run_options_t *run_options,
+                                tsr_run_result_t **out_result) {
+  if (!executable)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_executable_run: NULL executable");
+  tsr_runtime_binding_t *previous = tsr_runtime_bind(&executable->context->binding);
+  tsr_status_t s = execute(executable, operands, num_operands, run_options, out_result);
+  tsr_runtime_bind(previous);
   return s;
 }
 

@@ -89,7 +89,7 @@ static void make_producer(void) {
 }
 
 const char *tsr_runtime_producer(void) {
-  pthread_once(&producer_once, make_producer);
+  tsr_process_once(&producer_once, make_producer);
   return producer_text;
 }
 

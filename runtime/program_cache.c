@@ -1,5 +1,6 @@
-/* Prepared programs through the process's in-memory cache (docs/cache.md):
- * one process-wide tsr_memcache_t maps a kernel's key to its prepared
+/* Prepared programs through an in-memory cache (docs/cache.md): a
+ * tsr_memcache_t (the process's, or that of the context bound to the
+ * thread: each context has its own) maps a kernel's key to its prepared
  * program; callers get the program bound to their own kernel
  * (tsr_interp_program_bind), which holds a reference to the cache entry.
  *
@@ -19,14 +20,26 @@ static struct {
   tsr_memcache_t *memory; /* NULL if it could not be created */
 } g = {.once = PTHREAD_ONCE_INIT};
 
-static void initialize(void) {
+tsr_status_t tsr_runtime_programs_create(tsr_memcache_t **out_cache) {
   tsr_memcache_options_t mo;
   tsr_memcache_options_initialize(&mo);
-  tsr_status_t s = tsr_memcache_create(&mo, &g.memory);
+  return tsr_memcache_create(&mo, out_cache);
+}
+
+static void initialize(void) {
+  tsr_status_t s = tsr_runtime_programs_create(&g.memory);
   if (s) {
     g.memory = NULL;
     tsr_status_free(s);
   }
+}
+
+/* The cache of the context bound to this thread, else the process's. */
+static tsr_memcache_t *programs(void) {
+  tsr_runtime_binding_t *b = tsr_runtime_bound();
+  if (b && b->programs) return b->programs;
+  tsr_process_once(&g.once, initialize);
+  return g.memory;
 }
 
 typedef struct build {
@@ -67,13 +80,13 @@ tsr_status_t tsr_runtime_prepare(const tsr_ir_kernel_t *kernel,
                                  tsr_interp_program_t **out_program) {
   if (!kernel || !out_program)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_runtime_prepare: NULL argument");
-  pthread_once(&g.once, initialize);
-  if (!g.memory) return TSR_OOM();
+  tsr_memcache_t *memory = programs();
+  if (!memory) return TSR_OOM();
   tsr_runtime_key_t *key = NULL;
   TSR_RETURN_IF_ERROR(tsr_runtime_key_create(kernel, TSR_TARGET_INTERP, options, &key));
   build_t b = {kernel, options, tsr_runtime_key_get(key)};
   tsr_memcache_entry_t *entry = NULL;
-  tsr_status_t s = tsr_memcache_get_or_build(g.memory, b.key, build_program, &b,
+  tsr_status_t s = tsr_memcache_get_or_build(memory, b.key, build_program, &b,
                                              free_program, &entry, NULL);
   tsr_runtime_key_destroy(key);
   if (s) return s;
@@ -83,23 +96,26 @@ tsr_status_t tsr_runtime_prepare(const tsr_ir_kernel_t *kernel,
   return s;
 }
 
-void tsr_runtime_cache_stats(tsr_runtime_cache_stats_t *out) {
+void tsr_runtime_programs_stats(tsr_memcache_t *memory, tsr_runtime_cache_stats_t *out) {
   memset(out, 0, sizeof *out);
-  pthread_once(&g.once, initialize);
-  if (g.memory) {
-    tsr_memcache_stats_t m;
-    tsr_memcache_stats(g.memory, &m);
-    out->memory_hits = m.hits;
-    out->memory_misses = m.misses;
-    out->memory_builds = m.builds;
-    out->memory_waits = m.waits;
-    out->memory_evictions = m.evictions;
-    out->memory_entries = m.entries;
-    out->memory_bytes = m.bytes;
-  }
+  if (!memory) return;
+  tsr_memcache_stats_t m;
+  tsr_memcache_stats(memory, &m);
+  out->memory_hits = m.hits;
+  out->memory_misses = m.misses;
+  out->memory_builds = m.builds;
+  out->memory_waits = m.waits;
+  out->memory_evictions = m.evictions;
+  out->memory_entries = m.entries;
+  out->memory_bytes = m.bytes;
+}
+
+void tsr_runtime_cache_stats(tsr_runtime_cache_stats_t *out) {
+  tsr_process_once(&g.once, initialize);
+  tsr_runtime_programs_stats(g.memory, out);
 }
 
 void tsr_runtime_cache_clear(void) {
-  pthread_once(&g.once, initialize);
+  tsr_process_once(&g.once, initialize);
   if (g.memory) tsr_memcache_clear(g.memory);
 }

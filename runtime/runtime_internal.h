@@ -5,7 +5,7 @@
  *   compiled.c                   the cpu backend: compile, load, run
  *   cpu_run.c                    running compiled code on simulated cores
  *   key.c                        cache keys
- *   disk.c                       the process's disk cache
+ *   disk.c                       the process's disk cache; bindings
  *   target.c (runtime/target.h)  the host and the compiled-code target
  * program_cache.c and compiled.c make keys (key.c); key.c and compiled.c
  * read the target (target.c), which calls no other runtime file. */
@@ -13,6 +13,7 @@
 #define TESSERA_RUNTIME_INTERNAL_H
 
 #include "base/base_internal.h"
+#include "cache/memcache.h"
 #include "tessera/runtime.h"
 
 /* ---- Keys (runtime/key.c) ---- */
@@ -92,16 +93,34 @@ void tsr_runtime_disk_use_of(tsr_disk_cache_t *handle, bool enabled,
  * of its first disk error; the process stops using the disk. Frees status. */
 void tsr_runtime_disk_failed(tsr_status_t status);
 
-/* A disk cache other than the process's: a context's (runtime/context.c).
- * While bound to a thread (tsr_runtime_disk_bind), tsr_runtime_disk and
- * tsr_runtime_disk_failed in that thread use it instead of the process's. */
-typedef struct tsr_runtime_disk_binding {
-  tsr_disk_cache_t *handle; /* NULL: no disk cache */
-  _Atomic(bool) off;        /* set after the first failure */
-} tsr_runtime_disk_binding_t;
-/* Binds `binding` (NULL: the process's cache) to this thread; returns the
- * binding it replaces, for tsr_runtime_disk_bind to restore. */
-tsr_runtime_disk_binding_t *tsr_runtime_disk_bind(tsr_runtime_disk_binding_t *binding);
+/* What a context (runtime/context.c) lends the thread that works for it:
+ * its disk cache, its in-memory caches and its allocator. While bound to a
+ * thread (tsr_runtime_bind), tsr_runtime_disk, tsr_runtime_disk_failed, the
+ * program cache and the compiled kernel cache use the context's instead of
+ * the process's, and tessera allocates through its allocator. */
+typedef struct tsr_runtime_binding {
+  tsr_disk_cache_t *handle;  /* NULL: no disk cache */
+  _Atomic(bool) off;         /* set after the first disk failure */
+  tsr_memcache_t *programs;  /* prepared programs (program_cache.c) */
+  tsr_memcache_t *kernels;   /* loaded compiled kernels (compiled.c) */
+  _Atomic(uint64_t) compiles, load_failures; /* counted for this binding */
+  tsr_allocator_t allocator; /* `allocate` NULL: malloc */
+} tsr_runtime_binding_t;
+/* Binds `binding` (NULL: the process's caches and malloc) to this thread;
+ * returns the binding it replaces, for tsr_runtime_bind to restore. */
+tsr_runtime_binding_t *tsr_runtime_bind(tsr_runtime_binding_t *binding);
+/* The binding of this thread, NULL for the process's. */
+tsr_runtime_binding_t *tsr_runtime_bound(void);
+
+/* New, empty in-memory caches as the process's are configured: of prepared
+ * programs (program_cache.c) and of loaded compiled kernels (compiled.c). */
+tsr_status_t tsr_runtime_programs_create(tsr_memcache_t **out_cache) TSR_MUST_USE;
+tsr_status_t tsr_runtime_kernels_create(tsr_memcache_t **out_cache) TSR_MUST_USE;
+/* The counters of a program cache, and of a compiled kernel cache with the
+ * binding's counters (NULL binding: the process's). */
+void tsr_runtime_programs_stats(tsr_memcache_t *programs, tsr_runtime_cache_stats_t *out);
+void tsr_runtime_kernels_stats(tsr_runtime_binding_t *binding,
+                               tsr_runtime_compiled_stats_t *out);
 
 /* The lowering library to load instead of the default (compiled.c): the
  * first context's choice (runtime/context.c), else $TESSERA_LOWER_LIBRARY

@@ -88,7 +88,7 @@ static void find_lower_path(void) {
 }
 
 const char *tsr_target_lower_library_path(void) {
-  pthread_once(&lower_path_once, find_lower_path);
+  tsr_process_once(&lower_path_once, find_lower_path);
   return lower_path;
 }
 #endif /* TSR_HAVE_LOWER */
@@ -204,12 +204,12 @@ static void make_components(void) {
 }
 
 const char *tsr_target_llvm_component(void) {
-  pthread_once(&components_once, make_components);
+  tsr_process_once(&components_once, make_components);
   return llvm_component;
 }
 
 const char *tsr_target_cpu_component(void) {
-  pthread_once(&components_once, make_components);
+  tsr_process_once(&components_once, make_components);
   return cpu_component ? cpu_component : "unknown";
 }
 

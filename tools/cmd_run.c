@@ -230,10 +230,11 @@ static void print_disk_use(const tsr_runtime_disk_use_t *d) {
           d->bad_entries == 1 ? "y" : "ies");
 }
 
-/* --cache-stats: the process's cache counters, on stderr. */
-static void print_cache_stats(void) {
-  tsr_runtime_cache_stats_t c;
-  tsr_runtime_cache_stats(&c);
+/* --cache-stats: the context's cache counters, on stderr. */
+static void print_cache_stats(const tsr_context_t *ctx) {
+  tsr_context_stats_t stats;
+  tsr_context_stats(ctx, &stats);
+  const tsr_runtime_cache_stats_t c = stats.programs;
   fprintf(stderr,
           "tessera: cache stats: memory %" PRIu64 " hit%s, %" PRIu64 " miss%s, %" PRIu64
           " build%s; ",
@@ -244,10 +245,10 @@ static void print_cache_stats(void) {
 
 /* --cache-stats with --backend cpu: the disk counters are the context's. */
 static void print_compiled_cache_stats(const tsr_context_t *ctx) {
-  tsr_runtime_compiled_stats_t c;
-  tsr_runtime_compiled_stats(&c);
-  tsr_runtime_disk_use_t disk;
-  tsr_context_disk_use(ctx, &disk);
+  tsr_context_stats_t stats;
+  tsr_context_stats(ctx, &stats);
+  const tsr_runtime_compiled_stats_t c = stats.compiled;
+  const tsr_runtime_disk_use_t disk = c.disk;
   fprintf(stderr, "tessera: cache stats (cpu): memory %" PRIu64 " hit%s, %" PRIu64 " miss%s; ",
           c.memory_hits, c.memory_hits == 1 ? "" : "s", c.memory_misses,
           c.memory_misses == 1 ? "" : "es");
@@ -321,16 +322,13 @@ static int execute_run(cli_run_request_t *req) {
   executable_options(req, &eo);
   status = make_context(eo.backend, &ctx);
   double prepare_start = seconds_now();
-  tsr_runtime_compiled_stats_t before, after;
-  tsr_runtime_disk_use_t disk_before, disk_after;
-  tsr_runtime_compiled_stats(&before);
-  tsr_context_disk_use(ctx, &disk_before);
+  tsr_context_stats_t before, after;
+  tsr_context_stats(ctx, &before);
   if (!status) status = tsr_executable_create(ctx, kernel, &eo, &exe);
-  tsr_runtime_compiled_stats(&after);
-  tsr_context_disk_use(ctx, &disk_after);
-  origin = after.compiles > before.compiles       ? "compiled"
-           : disk_after.hits > disk_before.hits ? "loaded from the disk cache"
-                                                : "found in memory";
+  tsr_context_stats(ctx, &after);
+  origin = after.compiled.compiles > before.compiled.compiles     ? "compiled"
+           : after.compiled.disk.hits > before.compiled.disk.hits ? "loaded from the disk cache"
+                                                                  : "found in memory";
   double prepare_seconds = seconds_now() - prepare_start;
   if (status) {
     rc = cli_exit_code(status);
@@ -455,7 +453,7 @@ static int execute_run(cli_run_request_t *req) {
   bool cpu = eo.backend == TSR_BACKEND_CPU;
   if (req->cache_stats) {
     if (cpu) print_compiled_cache_stats(ctx);
-    else print_cache_stats();
+    else print_cache_stats(ctx);
   }
   if (status) {
     rc = interrupted ? EXIT_INTERRUPTED : EXIT_KERNEL;

@@ -43,9 +43,13 @@ typedef struct tsr_output {
 /* Configuration of the disk cache and defaults for runs, read by the library
  * instead of environment variables: a library function given a context
  * never calls getenv for configuration. Thread-safe: executables of one
- * context may be created and run from several threads at once. The caches
- * in memory (prepared programs, loaded compiled kernels) stay process-wide,
- * shared by every context; the disk cache is the context's own. */
+ * context may be created and run from several threads at once. A context
+ * has its own caches (prepared programs and loaded compiled kernels in
+ * memory, the disk cache) and allocator: the context, its executables,
+ * their runs and results are allocated through it. What stays
+ * process-wide: the lowering library (LLVM cannot be unloaded), and the
+ * older entry points without a context (tessera/runtime.h), which use the
+ * process's caches and malloc. */
 typedef struct tsr_context tsr_context_t;
 
 typedef struct tsr_context_options {
@@ -71,6 +75,9 @@ typedef struct tsr_context_options {
                                  the library is loaded once, and the first
                                  context created before that decides */
   tsr_output_t output;        /* default output of runs and cache warnings */
+  tsr_allocator_t allocator;  /* tessera's memory for the context, its
+                                 executables and runs (tessera/base.h);
+                                 zero: malloc */
 } tsr_context_options_t;
 
 /* Defaults: no disk cache, output to stderr. Reads no environment. */
@@ -91,7 +98,10 @@ TSR_API void tsr_context_options_from_environment(tsr_context_options_t *options
 /* Makes a context; copies `options` (NULL: tsr_context_options_initialize)
  * and every string in it, and opens the disk cache if asked. TSR_IO_ERROR
  * when the disk cache cannot be used (unless cache_optional);
- * TSR_INVALID_ARGUMENT when disk_cache lacks cache_dir or cache_key_file. */
+ * TSR_INVALID_ARGUMENT when disk_cache lacks cache_dir or cache_key_file,
+ * when the allocator has `allocate` without `release`, or when
+ * lower_library names another library than the one this process already
+ * chose. */
 TSR_API tsr_status_t tsr_context_create(const tsr_context_options_t *options,
                                         tsr_context_t **out_context) TSR_MUST_USE;
 /* tsr_context_options_from_environment + tsr_context_create. */
@@ -107,6 +117,14 @@ TSR_API tsr_disk_cache_t *tsr_context_disk_cache(const tsr_context_t *context);
  * use (the counters are still those of the cache). */
 TSR_API void tsr_context_disk_use(const tsr_context_t *context,
                                   tsr_runtime_disk_use_t *out_use);
+
+/* The counters of the context's caches: prepared programs (interpreter)
+ * and compiled kernels (memory, disk, compiles). */
+typedef struct tsr_context_stats {
+  tsr_runtime_cache_stats_t programs;
+  tsr_runtime_compiled_stats_t compiled;
+} tsr_context_stats_t;
+TSR_API void tsr_context_stats(const tsr_context_t *context, tsr_context_stats_t *out_stats);
 
 /* ---- Diagnostics ------------------------------------------------------------- */
 
