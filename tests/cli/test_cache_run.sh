@@ -77,6 +77,8 @@ export TESSERA_CACHE_DIR=$tmp/cache TESSERA_CACHE_KEY_FILE=$tmp/cache.key
 t run "$EX/add.tsr" --random-inputs 3 --out c=c_interp.npy --cache-stats -q
 check "interpreter: memory only, disk not used" \
   sh -c "test $rc -eq 0 && grep -q 'disk not used by the interpreter' '$tmp/err'"
+check "interpreter: one memory miss and one build (the context's cache)" \
+  grep -q 'memory 0 hits, 1 miss, 1 build;' err
 check "interpreter: no entry stored" test "$(entries "$tmp/cache")" -eq 0
 
 # Compiled kernels: the disk cache holds their shared objects.
@@ -88,8 +90,8 @@ run_add() { t run "$EX/add.tsr" --backend cpu --random-inputs 3 --out c=c.npy --
 if [[ $have_cpu -eq 0 ]]; then
 run_add
 cp c.npy c_first.npy 2>/dev/null
-check "first run: a disk miss, a put, a compile" \
-  grep -q 'disk on, 0 hits, 1 miss, 1 put, 0 bad entries; 1 compile,' err
+check "first run: a memory miss, a disk miss, a put, a compile" \
+  grep -q 'memory 0 hits, 1 miss; disk on, 0 hits, 1 miss, 1 put, 0 bad entries; 1 compile,' err
 check "first run stored one entry" test "$(entries "$tmp/cache")" -eq 1
 check "the compiled result equals the interpreter's" cmp -s c.npy c_interp.npy
 run_add
