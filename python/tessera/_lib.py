@@ -1,0 +1,114 @@
+"""Finds and opens libtessera, the C library the package binds through ctypes.
+
+Every other module of the package declares the prototypes it uses on the one
+handle this module opens (`lib()`), and turns a returned status into an
+exception with `check()`.
+
+Where the library is looked for, in order:
+  1. $TESSERA_LIBRARY: the path of libtessera.so;
+  2. the build directory of the source tree this package sits in
+     (`<tree>/build/libtessera.so`, for `pip install -e ./python`);
+  3. the system's loader (an installed prefix: `libtessera.so.0`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pathlib
+import threading
+
+__all__ = ["lib", "library_path", "check", "LibraryNotFound", "TesseraError"]
+
+
+class LibraryNotFound(ImportError):
+    """libtessera could not be found or opened."""
+
+
+class TesseraError(Exception):
+    """A tessera call failed; `code` is the status code's name (e.g.
+    "TSR_INVALID_ARGUMENT"), `message` tessera's message."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{message} [{code}]" if message else code)
+        self.code = code
+        self.message = message
+
+
+_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+_path: str | None = None
+
+
+def _candidates() -> list[tuple[str, str]]:
+    """(how it was found, path or soname), in the order they are tried."""
+    out: list[tuple[str, str]] = []
+    env = os.environ.get("TESSERA_LIBRARY")
+    if env:
+        out.append(("$TESSERA_LIBRARY", env))
+    here = pathlib.Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "meson.build").is_file() and (parent / "include" / "tessera").is_dir():
+            out.append(("the source tree's build directory", str(parent / "build" / "libtessera.so")))
+            break
+    out.append(("the system's loader", "libtessera.so.0"))
+    return out
+
+
+def _open() -> ctypes.CDLL:
+    global _lib, _path
+    tried = []
+    for how, path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append(f"{path} ({how}): no such file")
+            continue
+        try:
+            handle = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path} ({how}): {e}")
+            continue
+        _declare_base(handle)
+        _lib, _path = handle, path
+        return handle
+    raise LibraryNotFound(
+        "tessera: cannot find libtessera.so. Build it (`meson setup build && "
+        "meson compile -C build` in the source tree), or set TESSERA_LIBRARY to its "
+        "path. Tried:\n  " + "\n  ".join(tried))
+
+
+def lib() -> ctypes.CDLL:
+    """The opened library (opened on first use)."""
+    if _lib is not None:
+        return _lib
+    with _lock:
+        return _lib if _lib is not None else _open()
+
+
+def library_path() -> str:
+    """The path (or soname) libtessera was opened from."""
+    lib()
+    assert _path is not None
+    return _path
+
+
+def _declare_base(h: ctypes.CDLL) -> None:
+    h.tsr_status_code.restype = ctypes.c_int
+    h.tsr_status_code.argtypes = [ctypes.c_void_p]
+    h.tsr_status_message.restype = ctypes.c_char_p
+    h.tsr_status_message.argtypes = [ctypes.c_void_p]
+    h.tsr_status_code_name.restype = ctypes.c_char_p
+    h.tsr_status_code_name.argtypes = [ctypes.c_int]
+    h.tsr_status_free.restype = None
+    h.tsr_status_free.argtypes = [ctypes.c_void_p]
+
+
+def check(status: int | None, error: type[TesseraError] = TesseraError) -> None:
+    """Raises `error` for a failed status (a non-NULL tsr_status_t, as the
+    int ctypes gives for a c_void_p restype) and frees it; None is success."""
+    if not status:
+        return
+    h = lib()
+    code = h.tsr_status_code_name(h.tsr_status_code(status)).decode()
+    message = h.tsr_status_message(status).decode(errors="replace")
+    h.tsr_status_free(status)
+    raise error(code, message)
