@@ -151,6 +151,9 @@ typedef struct tsr_status_records {
   tsr_arena_t arena; /* the records' strings */
 } tsr_status_records_t;
 
+/* A deep copy of `status`: code, text and records (NULL stays NULL); for
+ * statuses made by another copy of base/ (the lowering library). */
+tsr_status_t tsr_status_copy(const tsr_status_t status);
 size_t tsr_status_record_count(const tsr_status_t status);
 /* Borrowed, valid while the status lives; NULL past the end. */
 const tsr_status_record_t *tsr_status_record_get(const tsr_status_t status, size_t i);

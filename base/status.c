@@ -272,3 +272,34 @@ tsr_status_t tsr_diag_list_to_status(tsr_diag_list_t *list,
                   tsr_diagnostic_severity_name(list->severity));
   return list_status(list, code, __FILE__, __LINE__);
 }
+
+tsr_status_t tsr_status_copy(const tsr_status_t status) {
+  if (!status || status == &oom_status) return status;
+  tsr_status_t s;
+  if (!status->records.count) {
+    s = tsr_status_make(status->code, status->c_file, status->c_line, "%s", status->message);
+  } else {
+    tsr_diag_list_t list;
+    tsr_diag_list_initialize(&list, 0);
+    for (size_t i = 0; i < status->records.count; i++) {
+      const tsr_status_record_t *rec = &status->records.items[i];
+      if (list.text.size) tsr_strbuf_puts(&list.text, "\n");
+      size_t start = list.text.size;
+      tsr_strbuf_puts(&list.text, rec->text);
+      keep_line(&list, rec->severity, rec->located ? &rec->loc : NULL, rec->op, start,
+                start + (size_t)(rec->message - rec->text));
+    }
+    s = list_status(&list, status->code, status->c_file, status->c_line);
+    tsr_diag_list_deinitialize(&list);
+    /* the text may have been annotated since the records were made */
+    char *message = s != &oom_status ? tsr_strndup(status->message, strlen(status->message))
+                                     : NULL;
+    if (!message) {
+      tsr_status_free(s);
+      return TSR_OOM();
+    }
+    tsr_free(s->message);
+    s->message = message;
+  }
+  return s;
+}

@@ -87,11 +87,11 @@ tsr_status_t tsr_runtime_lower_api(const tsr_lower_api_t **out_api) {
   return NULL;
 }
 
-/* A status from the library, as this library's own: the library frees its
- * original (it may be its static out-of-memory status). */
+/* A status from the library, as this library's own, records included: the
+ * library frees its original (it may be its static out-of-memory status). */
 static tsr_status_t adopt_status(const tsr_lower_api_t *api, tsr_status_t status) {
   if (!status) return NULL;
-  tsr_status_t copy = TSR_STATUS(tsr_status_code(status), "%s", tsr_status_message(status));
+  tsr_status_t copy = tsr_status_copy(status);
   api->free_status(status);
   return copy;
 }

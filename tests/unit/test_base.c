@@ -32,6 +32,34 @@ TSR_TEST(diag_list_limit) {
   tsr_diag_list_deinitialize(&d);
 }
 
+/* A copy keeps the text (annotated after the records were made) and every
+ * record: what the runtime does with statuses of the lowering library. */
+TSR_TEST(status_copy_keeps_records) {
+  tsr_loc_t loc = {"k.tsr", 7, 3};
+  tsr_status_t s = TSR_STATUS_AT_OP(TSR_UNIMPLEMENTED, loc, "exp", "no lowering for %s", "i32");
+  s = tsr_status_annotate(s, "compiling @k");
+  tsr_status_t c = tsr_status_copy(s);
+  tsr_status_free(s);
+  TSR_CHECK_EQ_INT(tsr_status_code(c), TSR_UNIMPLEMENTED);
+  TSR_CHECK_EQ_STR(tsr_status_message(c), "compiling @k: k.tsr:7:3: error: no lowering for i32");
+  TSR_CHECK_EQ_INT(tsr_status_record_count(c), 1);
+  const tsr_status_record_t *r = tsr_status_record_get(c, 0);
+  TSR_CHECK(r && r->located && r->loc.line == 7 && r->loc.col == 3);
+  if (r) {
+    TSR_CHECK_EQ_STR(r->loc.file, "k.tsr");
+    TSR_CHECK_EQ_STR(r->op, "exp");
+    TSR_CHECK_EQ_STR(r->message, "no lowering for i32");
+  }
+  tsr_status_free(c);
+  tsr_status_t plain = TSR_STATUS(TSR_IO_ERROR, "cannot read x");
+  c = tsr_status_copy(plain);
+  TSR_CHECK_EQ_STR(tsr_status_message(c), "cannot read x");
+  TSR_CHECK_EQ_INT(tsr_status_record_count(c), 0);
+  tsr_status_free(c);
+  tsr_status_free(plain);
+  TSR_CHECK(tsr_status_copy(NULL) == NULL);
+}
+
 TSR_TEST(arena_alignment_and_zero) {
   tsr_arena_t a;
   tsr_arena_initialize(&a);
@@ -120,6 +148,7 @@ int main(void) {
   TSR_RUN(status_ok_is_null);
   TSR_RUN(status_message_and_annotate);
   TSR_RUN(diag_list_limit);
+  TSR_RUN(status_copy_keeps_records);
   TSR_RUN(arena_alignment_and_zero);
   TSR_RUN(strbuf_printf_grows);
   TSR_RUN(bf16_round_to_nearest_even);
