@@ -82,6 +82,18 @@ static inline int tsr_test_done(void) {
   return tsr_test_failed_count ? 1 : 0;
 }
 
+/* True when `s` (from making a cpu executable) says this build has no cpu
+ * backend: built without MLIR, or the lowering library file is missing (the
+ * TSan build makes only the cache suite's programs). Any other failure,
+ * other TSR_UNIMPLEMENTED errors included, is the test's to report, so a
+ * lowering regression cannot pass as a skip. */
+static inline bool tsr_test_cpu_absent(const tsr_status_t s) {
+  const char *m = tsr_status_message(s);
+  return tsr_status_code(s) == TSR_UNIMPLEMENTED &&
+         (strncmp(m, "no cpu backend in this build", 28) == 0 ||
+          (strstr(m, "cannot load the lowering library") && strstr(m, "No such file")));
+}
+
 /* Reads a whole file relative to $TSR_SOURCE_ROOT (or as given if absolute).
  * Returns malloc'd text or NULL. */
 static inline char *tsr_test_read_source(const char *rel, size_t *out_len) {
