@@ -729,7 +729,7 @@ class Context:
         self._flush_warnings()
         if s:
             _sinks.pop(self._token, None)
-            _raise_status(s, CompileError, "tessera.Context")
+            _raise_status(s, TesseraError, "tessera.Context")
 
     def _flush_warnings(self) -> None:
         """Issues the cache warnings the library wrote since the last call."""
