@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import warnings
+import weakref
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import ml_dtypes
@@ -241,9 +242,10 @@ class KernelWarning(UserWarning):
     `warnings.warn` after the run; `diagnostic` is its record. `strict=True`
     makes these errors."""
 
-    def __init__(self, diagnostic: Diagnostic):
+    def __init__(self, diagnostic: Diagnostic | str):
         super().__init__(str(diagnostic))
-        self.diagnostic = diagnostic
+        self.diagnostic: Diagnostic | None = (
+            diagnostic if isinstance(diagnostic, Diagnostic) else None)
 
 
 class CacheWarning(UserWarning):
@@ -724,6 +726,7 @@ class Context:
             self._allocator = _PythonAllocator(allocator)
             o.allocator.allocate = self._allocator.allocate_fn
             o.allocator.release = self._allocator.release_fn
+        self._executables: weakref.WeakSet[Executable] = weakref.WeakSet()
         self._handle = ctypes.c_void_p()
         s = h.tsr_context_create(ctypes.byref(o), ctypes.byref(self._handle))
         self._flush_warnings()
@@ -759,10 +762,12 @@ class Context:
         return self._handle
 
     def close(self) -> None:
-        """Destroys the context (its executables must be closed or gone:
-        each Executable keeps its Context alive, so this only matters when
-        called by hand)."""
+        """Destroys the context, closing its executables first (each
+        Executable keeps its Context alive, so this only happens when called
+        by hand or at the end of a `with` block)."""
         if getattr(self, "_handle", None):
+            for exe in list(self._executables):
+                exe.close()
             _capi.lib().tsr_context_destroy(self._handle)
             self._handle = ctypes.c_void_p()
             _sinks.pop(self._token, None)
@@ -833,13 +838,15 @@ def default_context() -> Context:
 
 # ---- options -----------------------------------------------------------------------------
 
-# Options an executable is made with (the CLI's `tessera run` options, dashes
-# as underscores), and those a run may change.
+# Options an executable is made with (the fields of tsr_executable_options_t,
+# plus dma_mode for dma_eager and the output callbacks), and those a run may
+# change (tsr_run_options_t).
 _EXECUTABLE_OPTIONS = (
-    "uninit", "check", "shuffle_parallel", "chip", "max_errors", "devices", "cores",
-    "schedule_seed", "dma_mode", "detect_races", "strict", "timeout", "max_steps",
-    "cancel", "trace", "opt_level", "on_print", "on_warning")
-_RUN_OPTIONS = ("strict", "timeout", "max_steps", "cancel", "trace", "on_print",
+    "uninit", "check", "shuffle_parallel", "shuffle_seed", "chip", "max_errors", "devices",
+    "cores", "schedule_seed", "dma_eager", "dma_mode", "detect_races", "strict",
+    "timeout_seconds", "max_steps", "cancel", "trace_path", "opt_level", "on_print",
+    "on_warning")
+_RUN_OPTIONS = ("strict", "timeout_seconds", "max_steps", "cancel", "trace_path", "on_print",
                 "on_warning")
 
 
@@ -868,9 +875,9 @@ def _seconds(v: Any) -> float:
     try:
         f = float(v)
     except (TypeError, ValueError):
-        raise TypeError(f"tessera: option timeout must be a number of seconds, got {v!r}") from None
+        raise TypeError(f"tessera: option timeout_seconds must be a number, got {v!r}") from None
     if not f >= 0:
-        raise ValueError(f"tessera: option timeout must be >= 0 seconds, got {v!r}")
+        raise ValueError(f"tessera: option timeout_seconds must be >= 0, got {v!r}")
     return f
 
 
@@ -948,11 +955,9 @@ class Executable:
             elif name == "check":
                 eo.check = bool(v)
             elif name == "shuffle_parallel":
-                if v is None or v is False:
-                    eo.shuffle_parallel = False
-                else:
-                    eo.shuffle_parallel = True
-                    eo.shuffle_seed = 0 if v is True else _nonneg_int(name, v)
+                eo.shuffle_parallel = bool(v)
+            elif name == "shuffle_seed":
+                eo.shuffle_seed = _nonneg_int(name, v)
             elif name == "chip":
                 if v is not None:
                     b = str(v).encode()
@@ -971,11 +976,13 @@ class Executable:
                 eo.schedule_seed = _nonneg_int(name, v)
             elif name == "dma_mode":
                 eo.dma_eager = _choice(name, v, ("lazy", "eager")) == "eager"
+            elif name == "dma_eager":
+                eo.dma_eager = bool(v)
             elif name == "detect_races":
                 eo.detect_races = bool(v)
             elif name == "strict":
                 eo.strict = bool(v)
-            elif name == "timeout":
+            elif name == "timeout_seconds":
                 eo.timeout_seconds = 0.0 if v is None else _seconds(v)
             elif name == "max_steps":
                 eo.max_steps = 0 if v is None else _nonneg_int(name, v)
@@ -984,7 +991,7 @@ class Executable:
                     flag = _cancel_flag(v)
                     keep.append(v)
                     eo.cancel = ctypes.pointer(flag)
-            elif name == "trace":
+            elif name == "trace_path":
                 if v is not None:
                     b = os.fsencode(v)
                     keep.append(b)
@@ -1006,6 +1013,7 @@ class Executable:
         self.context._flush_warnings()
         if s:
             _raise_status(s, CompileError, f"kernel @{kernel.name}")
+        self.context._executables.add(self)
         self._prepare_binding()
 
     # -- binding -----------------------------------------------------------------
@@ -1080,10 +1088,10 @@ class Executable:
     def run(self, *inputs: Any, **run_options: Any) -> RunResult:
         """Runs the kernel and returns its outputs, warnings and counters.
 
-        run_options change this run only: strict, timeout (seconds),
-        max_steps, cancel (a CancelToken), trace (a path), on_print and
-        on_warning (callables taking text). Ctrl-C on the main thread
-        stops the run and raises KeyboardInterrupt."""
+        run_options change this run only (tsr_run_options_t): strict,
+        timeout_seconds, max_steps, cancel (a CancelToken), trace_path,
+        on_print and on_warning (callables taking text). Ctrl-C on the main
+        thread stops the run and raises KeyboardInterrupt."""
         outputs, warns, stats = self._run(inputs, run_options, want_stats=True)
         return RunResult(outputs, warns, stats)
 
@@ -1108,7 +1116,7 @@ class Executable:
         for name, v in run_options.items():
             if name == "strict":
                 ro.strict = -1 if v is None else int(bool(v))
-            elif name == "timeout":
+            elif name == "timeout_seconds":
                 ro.timeout_seconds = 0.0 if v is None else _seconds(v)
             elif name == "max_steps":
                 ro.max_steps = 0 if v is None else _nonneg_int(name, v)
@@ -1116,7 +1124,7 @@ class Executable:
                 if v is not None:
                     _cancel_flag(v)
                     cancel = v
-            elif name == "trace":
+            elif name == "trace_path":
                 if v is not None:
                     b = os.fsencode(v)
                     keep.append(b)
@@ -1235,14 +1243,16 @@ def compile(kernel: Kernel | Module, backend: str = "interp", *,
     may stand for it. Raises CompileError with the diagnostics when it
     cannot.
 
-    options (the `tessera run` options; docs/cli.md): uninit ("nan" or
-    "zero"), check (bool), shuffle_parallel (a seed, or None), chip ("v5e",
-    ...), max_errors, devices, cores, schedule_seed, dma_mode ("lazy" or
-    "eager"), detect_races, strict, timeout (seconds), max_steps, cancel (a
-    CancelToken), trace (a path for a Perfetto trace), opt_level (cpu, 0-3),
-    on_print and on_warning (callables taking text). The cpu backend uses
-    devices, cores, uninit, max_errors, opt_level and the run bounds; it
-    does not check (bounds, uninitialized reads, races).
+    options, the fields of tsr_executable_options_t (docs/api.md; their
+    meaning is that of the `tessera run` options, docs/cli.md): uninit
+    ("nan" or "zero"), check, shuffle_parallel and shuffle_seed, chip
+    ("v5e", ...), max_errors, devices, cores, schedule_seed, dma_eager (or
+    dma_mode="lazy"|"eager"), detect_races, strict, timeout_seconds,
+    max_steps, cancel (a CancelToken), trace_path (a Perfetto trace),
+    opt_level (cpu, 0-3), and on_print / on_warning (callables taking
+    text). The cpu backend uses devices, cores, uninit, max_errors,
+    opt_level and the run bounds; it does not check (bounds, uninitialized
+    reads, races).
 
     context: the Context (default: `default_context()`)."""
     return Executable(_kernel_of(kernel), backend, context=context, **options)

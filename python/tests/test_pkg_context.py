@@ -193,3 +193,12 @@ def test_library_from_the_source_tree_build(tmp_path, root):
     else:
         assert "cannot find libtessera.so" in out.stderr
         assert str(built) in out.stderr
+
+
+def test_closing_a_context_closes_its_executables():
+    with tessera.Context() as ctx:
+        exe = tessera.compile(kernel(), context=ctx)
+        x = np.ones((16, 128), np.float32)
+        np.testing.assert_array_equal(exe(x), 2 * x)
+    with pytest.raises(ValueError, match="executable is closed"):
+        exe(x)

@@ -147,7 +147,7 @@ def test_timeout_stops_the_run(root):
     spin = tessera.Module.load(root / "tests" / "cli" / "spin.tsr")["spin"]
     exe = tessera.compile(spin, on_print=lambda t: None)
     with pytest.raises(tessera.KernelError) as info:
-        exe(timeout=0.2)
+        exe(timeout_seconds=0.2)
     d = info.value.errors[0]
     assert d.kind == "run_stopped" and "timeout" in d.message
 
@@ -159,7 +159,7 @@ def test_cancel_token_from_another_thread(root):
     timer.start()
     try:
         with pytest.raises(tessera.KernelError) as info:
-            tessera.run(spin, cancel=token, timeout=30, on_print=lambda t: None)
+            tessera.run(spin, cancel=token, timeout_seconds=30, on_print=lambda t: None)
     finally:
         timer.cancel()
     assert token.cancelled
@@ -180,7 +180,7 @@ def test_ctrl_c_stops_the_run_with_keyboard_interrupt(root):
         with pytest.raises(KeyboardInterrupt):
             # the timeout only bounds a broken cancellation: it would end in
             # a KernelError, not KeyboardInterrupt
-            exe(timeout=20)
+            exe(timeout_seconds=20)
     finally:
         timer.cancel()
     # the wakeup fd was put back

@@ -244,13 +244,13 @@ def test_callback_exception_stops_the_run_and_is_raised(root):
         raise RuntimeError("callback failed on " + text.strip())
 
     with pytest.raises(RuntimeError, match="callback failed on spinning"):
-        tessera.run(spin, on_print=boom, timeout=30)
+        tessera.run(spin, on_print=boom, timeout_seconds=30)
 
 
 def test_trace_is_written(tmp_path):
     k = tessera.Module.parse(COPY.format(dt="f32"), "c.tsr")
     path = tmp_path / "run.json"
-    tessera.compile(k)(sample("f32"), trace=path)
+    tessera.compile(k)(sample("f32"), trace_path=path)
     trace = json.loads(path.read_text())
     assert trace  # a Chrome trace: a list or an object with traceEvents
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
@@ -265,3 +265,48 @@ def test_executable_describes_itself():
     exe.close()
     with pytest.raises(ValueError, match="closed"):
         exe(sample("u8"))
+
+
+UNINIT = """kernel @u
+  out %y: f32[8, 128] vmem
+  scratch %s: vmem f32[8, 128]
+{
+  %v = load %s[:, :] : f32[8, 128]
+  store %y[:, :], %v
+}
+"""
+
+ORDER = """kernel @order
+  grid(8) semantics(parallel)
+  out %y: i32[8, 128] vmem block[1, 128] map(%i) -> (%i, 0)
+  scratch %n: smem i32[1]
+{
+  %c = load %n[0] : i32
+  store %y[:, :], %c
+  %one = const 1 : i32
+  %c1 = add %c, %one : i32
+  store %n[0], %c1
+}
+"""
+
+
+def test_uninit_and_check_options_reach_the_run():
+    k = tessera.Module.parse(UNINIT, "u.tsr")["u"]
+    with pytest.warns(tessera.KernelWarning, match="uninitialized"):
+        nan = tessera.run(k)
+    assert np.isnan(nan).all()
+    with pytest.warns(tessera.KernelWarning, match="uninitialized"):
+        zero = tessera.run(k, uninit="zero")
+    assert (zero == 0).all()
+    r = tessera.compile(k, uninit="zero", check=False).run()
+    assert r.warnings == () and (r.outputs[0] == 0).all()
+
+
+def test_shuffle_options_reach_the_run():
+    k = tessera.Module.parse(ORDER, "order.tsr")["order"]
+    plain = tessera.run(k, uninit="zero", check=False)[:, 0]
+    assert list(plain) == list(range(8))  # steps in order: step i saw i before it
+    orders = {tuple(tessera.run(k, uninit="zero", check=False, shuffle_parallel=True,
+                                shuffle_seed=seed)[:, 0]) for seed in (1, 2, 3, 4)}
+    assert all(sorted(o) == list(range(8)) for o in orders)
+    assert len(orders) > 1 and orders != {tuple(range(8))}
