@@ -3,6 +3,8 @@ and the errors of each (python/tessera/_api.py)."""
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -133,3 +135,18 @@ def test_every_library_dtype_maps_to_numpy():
         assert dt.itemsize == h.tsr_dtype_size(i), name
     with pytest.raises(ValueError, match="unknown dtype 'f64'"):
         tessera.numpy_dtype("f64")
+
+
+def test_from_handle_adopts_a_module_made_in_c():
+    from tessera import _capi
+    h = _capi.lib()
+    text = ALIASED.encode()
+    name = b"made_in_c.tsr"
+    out = ctypes.c_void_p()
+    status = h.tsr_ir_module_parse(
+        _capi.StringView(ctypes.cast(name, ctypes.c_void_p), len(name)),
+        _capi.StringView(ctypes.cast(text, ctypes.c_void_p), len(text)), ctypes.byref(out))
+    assert not status
+    m = tessera.Module._from_handle(out.value, "made_in_c.tsr")
+    assert [k.name for k in m.kernels] == ["scale", "second"]
+    assert m["second"]().all()
