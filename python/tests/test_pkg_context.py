@@ -202,3 +202,35 @@ def test_closing_a_context_closes_its_executables():
         np.testing.assert_array_equal(exe(x), 2 * x)
     with pytest.raises(ValueError, match="executable is closed"):
         exe(x)
+
+
+def test_lower_library_reaches_the_cpu_backend(tmp_path):
+    """A context naming a lowering library that does not exist: compiling for
+    the cpu backend says so (in a fresh process: the choice is process-wide)."""
+    bogus = tmp_path / "libtessera-lower-missing.so"
+    code = ("import sys, tessera\n"
+            f"ctx = tessera.Context(lower_library={str(bogus)!r})\n"
+            "k = tessera.Module.parse(open(sys.argv[1]).read(), 'd.tsr').kernels[0]\n"
+            "try:\n"
+            "    tessera.compile(k, 'cpu', context=ctx)\n"
+            "except tessera.CompileError as e:\n"
+            "    print('ERROR', e.code, e)\n"
+            "else:\n"
+            "    print('COMPILED')\n")
+    src = tmp_path / "d.tsr"
+    src.write_text(DOUBLE)
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(tessera.__file__).parents[1]))
+    out = subprocess.run([sys.executable, "-c", code, str(src)], env=env, text=True,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ERROR unimplemented"), out.stdout
+    assert str(bogus) in out.stdout
+
+
+def test_module_with_one_kernel_stands_for_it():
+    m = tessera.Module.parse(DOUBLE, "double.tsr")
+    x = np.ones((16, 128), np.float32)
+    np.testing.assert_array_equal(tessera.run(m, x), 2 * x)
+    two = tessera.Module.parse(DOUBLE + DOUBLE.replace("@double", "@again"), "two.tsr")
+    with pytest.raises(ValueError, match="the module has 2 kernels"):
+        tessera.run(two, x)
