@@ -2,6 +2,7 @@
  * tiny kernel called from C, with the result destroyed after each run (as
  * the Python package does). Usage: bench_c_run KERNEL.tsr ITERATIONS BACKEND
  * [with-output]; prints "ns_per_run N". Built and run by bench_binding.py. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -10,6 +10,7 @@ C-contiguous and of the declared dtype) and turns the result's records into
 
 from __future__ import annotations
 
+import _signal  # getsignal without signal.getsignal's enum conversion (2 us)
 import codecs
 import ctypes
 import dataclasses
@@ -280,24 +281,43 @@ several threads."""
 
 class _Sink:
     """Where one run's (or one context's) text goes. C calls the trampolines
-    below with the sink's token as `user`; a callback's exception is kept,
-    the run cancelled, and the exception raised after the run."""
+    below with the sink's token as `user`. A run's sink without an
+    on_warning callback only notes that warnings came (their records are
+    read from the result); a context's keeps them for CacheWarnings. A
+    callback's exception is kept, the run cancelled, and the exception
+    raised after the run."""
 
-    __slots__ = ("on_print", "on_warning", "decoders", "error", "cancel", "lock",
-                 "cache_text")
+    __slots__ = ("on_print", "on_warning", "decoders", "error", "cancel", "warned",
+                 "keep_warnings", "cache_text")
 
     def __init__(self, on_print: PrintCallback | None, on_warning: PrintCallback | None,
-                 cancel: ctypes.c_int | None = None):
+                 cancel: ctypes.c_int | None = None, keep_warnings: bool = False):
         self.on_print = on_print
         self.on_warning = on_warning
         self.decoders: dict[str, codecs.IncrementalDecoder] = {}
         self.error: BaseException | None = None
         self.cancel = cancel
-        self.lock = threading.Lock()
+        self.warned = False
+        self.keep_warnings = keep_warnings
         self.cache_text: list[str] = []  # a context's warnings, issued later
 
+    def reset(self, on_print: PrintCallback | None, on_warning: PrintCallback | None) -> None:
+        self.on_print = on_print
+        self.on_warning = on_warning
+        self.error = None
+        self.warned = False
+        if self.decoders:
+            self.decoders.clear()
+
     def write(self, stream: str, data: bytes) -> None:
-        with self.lock:
+        if stream == "print":
+            fn = self.on_print
+        else:
+            self.warned = True
+            fn = self.on_warning
+            if fn is None and not self.keep_warnings:
+                return  # the result's records become KernelWarnings
+        with _sink_lock:  # text may come from several cores' threads
             decoder = self.decoders.get(stream)
             if decoder is None:
                 decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -305,7 +325,6 @@ class _Sink:
             text = decoder.decode(data)
             if not text or self.error is not None:
                 return
-            fn = self.on_print if stream == "print" else self.on_warning
             try:
                 if fn is not None:
                     fn(text)
@@ -319,6 +338,7 @@ class _Sink:
                     self.cancel.value = 1
 
 
+_sink_lock = threading.Lock()
 _sinks: dict[int, _Sink] = {}
 _sink_ids = itertools.count(1)
 
@@ -334,17 +354,6 @@ def _trampoline(stream: str) -> Any:
 # Kept alive for the life of the process: C holds these pointers.
 _PRINT_TRAMPOLINE = _trampoline("print")
 _WARNING_TRAMPOLINE = _trampoline("warning")
-
-
-_discard_fn: Any = None
-
-
-def _discard() -> Any:
-    """tsr_output_discard, as a tsr_output_fn value."""
-    global _discard_fn
-    if _discard_fn is None:
-        _discard_fn = _capi.output_discard()
-    return _discard_fn
 
 
 def _register(sink: _Sink) -> int:
@@ -380,16 +389,19 @@ class _Interrupts:
     """Ctrl-C during a run on the main thread: Python's C-level signal
     handler writes the signal number to the wakeup fd even while the main
     thread is inside the C call; a watcher thread reading it sets the cancel
-    flags of the runs in progress, the run stops ("run stopped: cancelled"),
-    and Python raises KeyboardInterrupt when the call returns. Only when
-    SIGINT has Python's default handler and no other wakeup fd is set (an
-    asyncio loop's): otherwise Ctrl-C waits for the run to end, as before."""
+    flag of the run in progress, the run stops ("run stopped: cancelled"),
+    and Python raises KeyboardInterrupt when the call returns.
+
+    Our wakeup fd stays installed between runs (re-installed by each run,
+    one system call), unless another is found there (an asyncio loop's):
+    then it is put back and that run is not armed. Only when SIGINT has
+    Python's default handler: otherwise Ctrl-C waits for the run's end."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.flags: list[ctypes.c_int] = []
+        self.current: ctypes.c_int | None = None  # the main thread's run's flag
         self.read_fd = self.write_fd = -1
         self.started = False
+        self.main = threading.main_thread().ident
 
     def _start(self) -> bool:
         if not self.started:
@@ -412,35 +424,29 @@ class _Interrupts:
                 return
             if not data:
                 return
-            if signal.SIGINT in data:
-                with self.lock:
-                    for flag in self.flags:
-                        flag.value = 1
+            flag = self.current
+            if signal.SIGINT in data and flag is not None:
+                flag.value = 1
 
-    def enter(self, flag: ctypes.c_int) -> int | None:
-        """Arms Ctrl-C for a run on this thread; returns the wakeup fd to put
-        back (None: not armed)."""
-        if threading.current_thread() is not threading.main_thread():
-            return None
-        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-            return None
-        if not self._start():
-            return None
+    def arm(self, flag: ctypes.c_int) -> bool:
+        """Arms Ctrl-C for a run on this thread; False when it cannot be."""
+        if threading.get_ident() != self.main or \
+                _signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return False
+        if not self.started and not self._start():
+            return False
         try:
             old = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
         except (ValueError, OSError):
-            return None
+            return False
         if old != -1 and old != self.write_fd:
             signal.set_wakeup_fd(old)  # someone else's (asyncio): leave it
-            return None
-        with self.lock:
-            self.flags.append(flag)
-        return old
+            return False
+        self.current = flag
+        return True
 
-    def leave(self, flag: ctypes.c_int, old: int) -> None:
-        with self.lock:
-            self.flags.remove(flag)
-        signal.set_wakeup_fd(old)
+    def disarm(self) -> None:
+        self.current = None
 
 
 _interrupts = _Interrupts()
@@ -716,7 +722,7 @@ class Context:
         # their own (Executable.run).
         self.on_print = on_print
         self.on_warning = on_warning
-        self._sink = _Sink(on_print, on_warning)
+        self._sink = _Sink(on_print, on_warning, keep_warnings=True)
         self._token = _register(self._sink)
         o.output.print = _PRINT_TRAMPOLINE
         o.output.warning = _WARNING_TRAMPOLINE
@@ -738,7 +744,7 @@ class Context:
         """Issues the cache warnings the library wrote since the last call."""
         sink = self._sink
         if sink.cache_text:
-            with sink.lock:
+            with _sink_lock:
                 text, sink.cache_text = "".join(sink.cache_text), []
             for line in text.splitlines():
                 if line.strip():
@@ -928,6 +934,89 @@ class RunResult:
     stats: RunStats
 
 
+_addressof = ctypes.addressof
+_char_at = ctypes.c_char.from_buffer  # a writable array's address in 0.5 us, x.ctypes.data's 1.7
+
+
+class _Slot:
+    """What one run of an executable needs in C, made once and reused by the
+    runs that find it free: the operands' tsr_array_t's (only `data` changes
+    between runs), the run options (output through the trampolines to the
+    slot's sink, the cancel flag) and the result pointer."""
+
+    def __init__(self, exe: Executable):
+        n = exe._n
+        self.arrays = (_capi.Array * n)()
+        self.ptrs = (ctypes.POINTER(_capi.Array) * n)()
+        offset = _capi.Array.data.offset
+        self.data = []
+        for i, (dtype, shape) in enumerate(exe._array_specs):
+            a = self.arrays[i]
+            a.dtype = dtype
+            a.rank = len(shape)
+            for d, extent in enumerate(shape):
+                a.dims[d] = extent
+            self.ptrs[i] = ctypes.pointer(a)
+            self.data.append(ctypes.c_void_p.from_address(ctypes.addressof(a) + offset))
+        self.flag = ctypes.c_int(0)
+        self.flag_of_run = self.flag  # a CancelToken's flag while a run uses one
+        self.sink = _Sink(None, None, self.flag)
+        self.token = _register(self.sink)
+        ro = _capi.RunOptions()
+        _capi.lib().tsr_run_options_initialize(ctypes.byref(ro))
+        ro.output.print = _PRINT_TRAMPOLINE
+        ro.output.warning = _WARNING_TRAMPOLINE
+        ro.output.user = self.token
+        cancel = exe._cancel
+        if cancel is not None:
+            self.flag_of_run = cancel._flag
+        ro.cancel = ctypes.pointer(self.flag_of_run)
+        self.ro = ro
+        self.ro_ref = ctypes.byref(ro)
+        self.pristine = bytes(ro)
+        self.pristine_flag = self.flag_of_run
+        self.keep: list[Any] = []
+        self.result = ctypes.c_void_p()
+        self.result_ref = ctypes.byref(self.result)
+
+    def apply(self, options: Mapping[str, Any], on_print: PrintCallback | None,
+              on_warning: PrintCallback | None) -> tuple[PrintCallback | None, PrintCallback | None]:
+        """Sets one run's options; returns its callbacks."""
+        ro = self.ro
+        for name, v in options.items():
+            if name == "strict":
+                ro.strict = -1 if v is None else int(bool(v))
+            elif name == "timeout_seconds":
+                ro.timeout_seconds = 0.0 if v is None else _seconds(v)
+            elif name == "max_steps":
+                ro.max_steps = 0 if v is None else _nonneg_int(name, v)
+            elif name == "cancel":
+                if v is not None:
+                    self.flag_of_run = _cancel_flag(v)
+                    self.sink.cancel = self.flag_of_run
+                    ro.cancel = ctypes.pointer(self.flag_of_run)
+            elif name == "trace_path":
+                if v is not None:
+                    b = os.fsencode(v)
+                    self.keep.append(b)
+                    ro.trace_path = b
+            elif name == "on_print":
+                on_print = _callback(name, v)
+            elif name == "on_warning":
+                on_warning = _callback(name, v)
+        return on_print, on_warning
+
+    def restore(self) -> None:
+        """Back to the executable's options after `apply`."""
+        ctypes.memmove(ctypes.addressof(self.ro), self.pristine, len(self.pristine))
+        self.flag_of_run = self.pristine_flag
+        self.sink.cancel = self.flag_of_run
+        self.keep.clear()
+
+    def close(self) -> None:
+        _sinks.pop(self.token, None)
+
+
 class Executable:
     """A kernel made ready to run on one backend (a tsr_executable_t):
     `executable(*inputs)` runs it on numpy arrays and returns its outputs.
@@ -1014,6 +1103,8 @@ class Executable:
         if s:
             _raise_status(s, CompileError, f"kernel @{kernel.name}")
         self.context._executables.add(self)
+        self._run_fn = h.tsr_executable_run
+        self._destroy_fn = h.tsr_run_result_destroy
         self._prepare_binding()
 
     # -- binding -----------------------------------------------------------------
@@ -1025,30 +1116,15 @@ class Executable:
         self.outputs = tuple(o for o in bound if o.role == "out")
         self._in_specs = [(o, o.dtype, lead + o.shape) for o in self.inputs]
         self._out_specs = [(o.dtype, lead + o.shape) for o in self.outputs]
+        self._array_specs = [(_dtype_index(o.dtype_name), lead + o.shape) for o in bound]
         self._n = len(bound)
-        self._arrays_t = _capi.Array * self._n
-        self._ptrs_t = ctypes.POINTER(_capi.Array) * self._n
-        # One set of tsr_array_t's reused by the runs that find it free (the
-        # others make their own): only `data` changes from run to run.
-        self._shared = self._new_arrays()
-        self._shared_lock = threading.Lock()
+        # Slots (a run's C structs and sink) not in use; a run takes one or
+        # makes one, and puts it back (list.pop and append are atomic).
+        self._slots: list[_Slot] = []
+        self._all_slots: weakref.WeakSet[_Slot] = weakref.WeakSet()
         names = ", ".join("%" + o.name for o in self.inputs)
         self._signature = f"kernel @{self.kernel_name} takes {len(self.inputs)} input" \
                           f"{'s' if len(self.inputs) != 1 else ''}" + (f" ({names})" if names else "")
-
-    def _new_arrays(self) -> tuple[ctypes.Array, ctypes.Array]:
-        arrays = self._arrays_t()
-        ptrs = self._ptrs_t()
-        specs = [(o.dtype_name, shape) for o, _, shape in self._in_specs] + \
-                [(o.dtype_name, shape) for o, (_, shape) in zip(self.outputs, self._out_specs)]
-        for i, (dname, shape) in enumerate(specs):
-            a = arrays[i]
-            a.dtype = _dtype_index(dname)
-            a.rank = len(shape)
-            for d, n in enumerate(shape):
-                a.dims[d] = n
-            ptrs[i] = ctypes.pointer(a)
-        return arrays, ptrs
 
     def _input(self, spec: tuple[Operand, np.dtype, tuple[int, ...]], x: Any) -> np.ndarray:
         o, dtype, shape = spec
@@ -1097,100 +1173,81 @@ class Executable:
 
     def _run(self, inputs: Sequence[Any], run_options: Mapping[str, Any],
              want_stats: bool) -> tuple[tuple[np.ndarray, ...], tuple[Diagnostic, ...], RunStats | None]:
-        h = _capi.lib()
+        # The common case (warm, no per-run options, no output, no warnings)
+        # makes two C calls: the run and the result's destroy. Each step here
+        # was timed by bench/python/bench_binding.py (docs/python.md).
         if not self._handle:
             raise ValueError("tessera: the executable is closed")
-        if run_options:
-            _check_names("tessera.Executable.run", run_options, _RUN_OPTIONS)
         if len(inputs) != len(self._in_specs):
             raise TypeError(f"{self._signature}, got {len(inputs)}")
+        if run_options:
+            _check_names("tessera.Executable.run", run_options, _RUN_OPTIONS)
         ins = [self._input(spec, x) for spec, x in zip(self._in_specs, inputs)]
         outs = [np.empty(shape, dtype) for dtype, shape in self._out_specs]
-
-        ro = _capi.RunOptions()
-        h.tsr_run_options_initialize(ctypes.byref(ro))
-        keep: list[Any] = []
-        on_print = self._on_print
-        on_warning = self._on_warning
-        cancel = self._cancel
-        for name, v in run_options.items():
-            if name == "strict":
-                ro.strict = -1 if v is None else int(bool(v))
-            elif name == "timeout_seconds":
-                ro.timeout_seconds = 0.0 if v is None else _seconds(v)
-            elif name == "max_steps":
-                ro.max_steps = 0 if v is None else _nonneg_int(name, v)
-            elif name == "cancel":
-                if v is not None:
-                    _cancel_flag(v)
-                    cancel = v
-            elif name == "trace_path":
-                if v is not None:
-                    b = os.fsencode(v)
-                    keep.append(b)
-                    ro.trace_path = b
-            elif name == "on_print":
-                on_print = _callback(name, v)
-            elif name == "on_warning":
-                on_warning = _callback(name, v)
-        if on_print is None:
-            on_print = self.context.on_print
-        if on_warning is None:
-            on_warning = self.context.on_warning
-        # The run's cancel flag: the caller's token, else one of our own that
-        # Ctrl-C and a failing callback set.
-        flag = cancel._flag if cancel is not None else ctypes.c_int(0)
-        ro.cancel = ctypes.pointer(flag)
-        sink = _Sink(on_print, on_warning, flag)
-        token = _register(sink)
-        ro.output.print = _PRINT_TRAMPOLINE
-        ro.output.user = token
-        # Warnings without a callback come back as records, issued below.
-        ro.output.warning = _WARNING_TRAMPOLINE if on_warning is not None else _discard()
-
-        shared = self._shared_lock.acquire(blocking=False)
-        arrays, ptrs = self._shared if shared else self._new_arrays()
-        result = ctypes.c_void_p()
         try:
-            for i, x in enumerate(itertools.chain(ins, outs)):
-                arrays[i].data = x.ctypes.data
-            old_fd = _interrupts.enter(flag)
+            slot = self._slots.pop()
+        except IndexError:
+            slot = _Slot(self)
+            self._all_slots.add(slot)
+        try:
+            on_print = self._on_print
+            on_warning = self._on_warning
+            if run_options:
+                on_print, on_warning = slot.apply(run_options, on_print, on_warning)
+            if on_print is None:
+                on_print = self.context.on_print
+            if on_warning is None:
+                on_warning = self.context.on_warning
+            sink = slot.sink
+            sink.reset(on_print, on_warning)
+            flag = slot.flag_of_run
+            flag.value = 0 if flag is slot.flag else flag.value
+            for field, x in zip(slot.data, itertools.chain(ins, outs)):
+                try:
+                    field.value = _addressof(_char_at(x))
+                except (TypeError, ValueError):  # read-only: numpy's way (slower)
+                    field.value = x.ctypes.data
+            armed = _interrupts.arm(flag)
             try:
-                status = h.tsr_executable_run(self._handle, ptrs, self._n, ctypes.byref(ro),
-                                              ctypes.byref(result))
+                status = self._run_fn(self._handle, slot.ptrs, self._n, slot.ro_ref,
+                                      slot.result_ref)
             finally:
-                if old_fd is not None:
-                    _interrupts.leave(flag, old_fd)
-        finally:
-            if shared:
-                self._shared_lock.release()
-            _sinks.pop(token, None)
-        try:
-            diags = ()
-            lst = h.tsr_run_result_diagnostics(result) if result.value else None
-            if lst and h.tsr_diagnostic_list_count(lst):
-                diags = _diagnostics_of_list(lst)
-            stats = None
-            if want_stats or status:
-                st = _capi.InterpStats()
+                if armed:
+                    _interrupts.disarm()
+            result = slot.result
+            try:
+                diags: tuple[Diagnostic, ...] = ()
+                stats = None
+                h = _capi.lib()
+                if (status or sink.warned) and result.value:
+                    diags = _diagnostics_of_list(h.tsr_run_result_diagnostics(result))
+                if want_stats or status:
+                    st = _capi.InterpStats()
+                    if result.value:
+                        h.tsr_run_result_stats(result, ctypes.byref(st))
+                    stats = RunStats(**_struct_dict(st))
+                if status:
+                    code = h.tsr_status_code_name(h.tsr_status_code(status)).decode()
+                    message = h.tsr_status_message(status).decode(errors="replace")
+                    h.tsr_status_free(status)
+                    status = None
+                    if sink.error is not None:
+                        raise sink.error
+                    raise KernelError(code, message, diags, stats)
+            finally:
+                if status:
+                    _capi.lib().tsr_status_free(status)
                 if result.value:
-                    h.tsr_run_result_stats(result, ctypes.byref(st))
-                stats = RunStats(**_struct_dict(st))
-            if status:
-                code = h.tsr_status_code_name(h.tsr_status_code(status)).decode()
-                message = h.tsr_status_message(status).decode(errors="replace")
-                h.tsr_status_free(status)
-                status = None
-                if sink.error is not None:
-                    raise sink.error
-                raise KernelError(code, message, diags, stats)
+                    self._destroy_fn(result)
+                    result.value = None
+            error = sink.error
+            sink.reset(None, None)  # drop the references to the callbacks
         finally:
-            if status:
-                h.tsr_status_free(status)
-            if result.value:
-                h.tsr_run_result_destroy(result)
-        if sink.error is not None:
-            raise sink.error
+            if run_options:
+                slot.restore()
+            self._slots.append(slot)
+        if error is not None:
+            raise error
         warns = tuple(d for d in diags if d.severity != "error")
         if on_warning is None:
             for d in warns:
@@ -1203,6 +1260,8 @@ class Executable:
         if getattr(self, "_handle", None):
             _capi.lib().tsr_executable_destroy(self._handle)
             self._handle = ctypes.c_void_p()
+            for slot in list(getattr(self, "_all_slots", ())):
+                slot.close()
 
     def __del__(self) -> None:
         try:

@@ -183,8 +183,21 @@ def test_ctrl_c_stops_the_run_with_keyboard_interrupt(root):
             exe(timeout_seconds=20)
     finally:
         timer.cancel()
-    # the wakeup fd was put back
-    assert signal.set_wakeup_fd(-1) == -1
+
+
+def test_another_wakeup_fd_is_left_in_place():
+    """An asyncio loop's wakeup fd is not replaced by a run's Ctrl-C arming."""
+    k = tessera.Module.parse(HALF.replace("0:8", "0:16").replace("[8, 128]", "[16, 128]"),
+                             "full.tsr")["half"]
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    old = signal.set_wakeup_fd(w)
+    try:
+        assert (tessera.run(k) == 1).all()
+        assert signal.set_wakeup_fd(old) == w
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 def test_vmem_over_budget_at_compile(root):
