@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
     ro.cancel = &cancel;
   }
   double best = 1e30;
-  for (int rep = 0; rep < 5; rep++) {
+  for (int rep = 0; rep < 15; rep++) {
     double t0 = now();
     for (long i = 0; i < iterations; i++) {
       tsr_run_result_t *result = NULL;

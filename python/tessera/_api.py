@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import warnings
 import weakref
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -392,16 +393,18 @@ class _Interrupts:
     flag of the run in progress, the run stops ("run stopped: cancelled"),
     and Python raises KeyboardInterrupt when the call returns.
 
-    Our wakeup fd stays installed between runs (re-installed by each run,
-    one system call), unless another is found there (an asyncio loop's):
-    then it is put back and that run is not armed. Only when SIGINT has
-    Python's default handler: otherwise Ctrl-C waits for the run's end."""
+    Our wakeup fd stays installed between runs, unless another is found
+    there (an asyncio loop's): then that one is put back and runs are not
+    armed. Only when SIGINT has Python's default handler: otherwise Ctrl-C
+    waits for the run's end."""
 
     def __init__(self) -> None:
         self.current: ctypes.c_int | None = None  # the main thread's run's flag
         self.read_fd = self.write_fd = -1
         self.started = False
         self.main = threading.main_thread().ident
+        self.checked = -1.0  # time.monotonic() of the last check of the wakeup fd
+        self.ours = False
 
     def _start(self) -> bool:
         if not self.started:
@@ -433,14 +436,26 @@ class _Interrupts:
         if threading.get_ident() != self.main or \
                 _signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
             return False
-        if not self.started and not self._start():
-            return False
-        try:
-            old = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
-        except (ValueError, OSError):
-            return False
-        if old != -1 and old != self.write_fd:
-            signal.set_wakeup_fd(old)  # someone else's (asyncio): leave it
+        now = time.monotonic()
+        if now - self.checked > 0.1:
+            # Is our wakeup fd (still) there? set_wakeup_fd is the only way
+            # to ask, and costs 1.4 us: done at most every 0.1 s. Between two
+            # checks another one may have been set; then a run is not
+            # cancelled by Ctrl-C (the other's owner gets the signal), but
+            # another fd is never replaced.
+            self.checked = now
+            self.ours = False
+            if not self.started and not self._start():
+                return False
+            try:
+                old = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
+            except (ValueError, OSError):
+                return False
+            if old != -1 and old != self.write_fd:
+                signal.set_wakeup_fd(old)  # someone else's (asyncio): leave it
+                return False
+            self.ours = True
+        if not self.ours:
             return False
         self.current = flag
         return True
@@ -1128,8 +1143,8 @@ class Executable:
 
     def _input(self, spec: tuple[Operand, np.dtype, tuple[int, ...]], x: Any) -> np.ndarray:
         o, dtype, shape = spec
-        if type(x) is np.ndarray and x.dtype == dtype and x.shape == shape and \
-                x.flags.c_contiguous:
+        if type(x) is np.ndarray and (x.dtype is dtype or x.dtype == dtype) and \
+                x.shape == shape and x.flags.c_contiguous:
             return x
         if not hasattr(x, "dtype"):
             # lists, Python scalars: converted to the declared dtype
@@ -1218,15 +1233,18 @@ class Executable:
             try:
                 diags: tuple[Diagnostic, ...] = ()
                 stats = None
-                h = _capi.lib()
                 if (status or sink.warned) and result.value:
-                    diags = _diagnostics_of_list(h.tsr_run_result_diagnostics(result))
+                    diags = _diagnostics_of_list(
+                        _capi.lib().tsr_run_result_diagnostics(result))
                 if want_stats or status:
                     st = _capi.InterpStats()
                     if result.value:
-                        h.tsr_run_result_stats(result, ctypes.byref(st))
-                    stats = RunStats(**_struct_dict(st))
+                        _capi.lib().tsr_run_result_stats(result, ctypes.byref(st))
+                    stats = RunStats(st.grid_steps, st.ops_executed, st.blocks_copied_in,
+                                     st.blocks_copied_out, st.bytes_copied, st.vmem_bytes,
+                                     st.warnings)
                 if status:
+                    h = _capi.lib()
                     code = h.tsr_status_code_name(h.tsr_status_code(status)).decode()
                     message = h.tsr_status_message(status).decode(errors="replace")
                     h.tsr_status_free(status)
@@ -1248,6 +1266,8 @@ class Executable:
             self._slots.append(slot)
         if error is not None:
             raise error
+        if not diags:
+            return tuple(outs), (), stats
         warns = tuple(d for d in diags if d.severity != "error")
         if on_warning is None:
             for d in warns:
