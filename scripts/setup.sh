@@ -140,10 +140,10 @@ setup_venv() {
   if ! version_at_least "$ver" 3 12; then
     # JAX 0.12 needs Python >= 3.12: take the newest JAX this Python allows.
     echo "setup.sh: ************************************************************" >&2
-    echo "setup.sh: WARNING: no Python >= 3.12 found; .venv uses $py ($ver)" >&2
-    echo "setup.sh: with jax 0.10.2, not the jax 0.12.0.1 tessera.jax is tested" >&2
-    echo "setup.sh: with (docs/jax.md). Install Python 3.12 (pyenv install 3.12)" >&2
-    echo "setup.sh: or set TESSERA_PYTHON, then rerun." >&2
+    echo "setup.sh: WARNING: .venv uses $py, Python $ver: JAX 0.12 needs" >&2
+    echo "setup.sh: Python >= 3.12, so .venv gets jax 0.10.2, not the jax 0.12.0.1" >&2
+    echo "setup.sh: tessera.jax is tested with (docs/jax.md). Install Python 3.12" >&2
+    echo "setup.sh: (pyenv install 3.12) or set TESSERA_PYTHON, then rerun." >&2
     echo "setup.sh: ************************************************************" >&2
     pins=(jax==0.10.2 jaxlib==0.10.2 ml_dtypes numpy pytest flatbuffers)
   fi
