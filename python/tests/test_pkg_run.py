@@ -310,3 +310,34 @@ def test_shuffle_options_reach_the_run():
                                 shuffle_seed=seed)[:, 0]) for seed in (1, 2, 3, 4)}
     assert all(sorted(o) == list(range(8)) for o in orders)
     assert len(orders) > 1 and orders != {tuple(range(8))}
+
+
+def test_concurrent_runs_of_one_executable(backend):
+    import threading
+    exe = tessera.compile(tessera.Module.parse(DOUBLE.format(dt="i32"), "d.tsr"), backend)
+    failures = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(25):
+            x = rng.integers(-1000, 1000, (16, 128)).astype(np.int32)
+            y = exe(x)
+            if not np.array_equal(y, 2 * x):
+                failures.append(seed)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert 1 <= len(exe._slots) <= 4  # slots were made as needed and kept
+
+
+def test_run_options_do_not_stick(root):
+    spin = tessera.Module.load(root / "tests" / "cli" / "spin.tsr")["spin"]
+    exe = tessera.compile(spin, on_print=lambda t: None, max_steps=40)
+    with pytest.raises(tessera.KernelError, match="10 steps"):
+        exe(max_steps=10)
+    with pytest.raises(tessera.KernelError, match="40 steps"):
+        exe()  # back to the executable's own bound
