@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Sets tessera up on a fresh Debian 12 machine, as root: installs the Debian
 # packages the project needs (skipped when all are installed, so reruns are
-# fast and work offline), configures and builds build/, and runs the bundled
-# matmul example in the interpreter.
+# fast and work offline), makes the Python environment .venv (a Python >= 3.12
+# with the pinned python/requirements.txt and the package, editable), then
+# configures and builds build/ and runs the bundled matmul example in the
+# interpreter and once from Python.
 #
 #   bash scripts/setup.sh              install, build, run the example
-#   bash scripts/setup.sh --deps-only  install the packages only
+#   bash scripts/setup.sh --deps-only  the packages and .venv only
+#
+# .venv's Python: pyenv's newest 3.12.x if pyenv has one (else its newest
+# 3.13+), else python3.12 / python3.13 / python3.14 on PATH, else the default
+# python3 with the newest JAX it allows (a warning says so). $TESSERA_PYTHON
+# names another interpreter. pip's cache (~/.cache/pip) is kept; a rerun with
+# the same interpreter, requirements.txt and pyproject.toml installs nothing.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -69,6 +77,123 @@ for pkg in "${PIP_PACKAGES[@]}"; do
   fi
 done
 
+# ---- the Python environment (.venv) -------------------------------------------
+# python_version PY: "3.12" for a Python that runs, else nothing.
+python_version() {
+  "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null
+}
+
+# version_at_least V MAJOR MINOR
+version_at_least() {
+  local major=${1%%.*} minor=${1#*.}
+  ((major > $2 || (major == $2 && minor >= $3)))
+}
+
+# Prints the interpreter .venv is made with.
+choose_python() {
+  if [[ -n ${TESSERA_PYTHON:-} ]]; then
+    echo "$TESSERA_PYTHON"
+    return
+  fi
+  local pyenv
+  pyenv=$(command -v pyenv || true)
+  if [[ -z $pyenv && -x ${PYENV_ROOT:-$HOME/.pyenv}/bin/pyenv ]]; then
+    pyenv=${PYENV_ROOT:-$HOME/.pyenv}/bin/pyenv
+  fi
+  if [[ -n $pyenv ]]; then
+    local v py
+    # 3.12.x first (what tessera is tested with), then the newest later one
+    for v in $("$pyenv" versions --bare 2>/dev/null | grep -E '^3\.12\.[0-9]+$' | sort -V -r) \
+             $("$pyenv" versions --bare 2>/dev/null |
+               grep -E '^3\.(1[3-9]|[2-9][0-9])\.[0-9]+$' | sort -V -r); do
+      py=$(PYENV_VERSION=$v "$pyenv" which python3 2>/dev/null) || continue
+      if [[ -x $py ]] && version_at_least "$(python_version "$py")" 3 12; then
+        echo "$py"
+        return
+      fi
+    done
+  fi
+  local name ver
+  for name in python3.12 python3.13 python3.14; do
+    ver=$(python_version "$name")
+    if [[ -n $ver ]] && version_at_least "$ver" 3 12; then
+      command -v "$name"
+      return
+    fi
+  done
+  command -v python3
+}
+
+setup_venv() {
+  local py ver requirements=python/requirements.txt
+  py=$(choose_python)
+  ver=$(python_version "$py")
+  if [[ -z $ver ]]; then
+    echo "setup.sh: no usable Python for .venv (tried $py)" >&2
+    return 1
+  fi
+  if ! version_at_least "$ver" 3 10; then
+    echo "setup.sh: .venv needs Python >= 3.10 (3.12 for JAX 0.12); $py is $ver" >&2
+    return 1
+  fi
+  local pins=()
+  if ! version_at_least "$ver" 3 12; then
+    # JAX 0.12 needs Python >= 3.12: take the newest JAX this Python allows.
+    echo "setup.sh: ************************************************************" >&2
+    echo "setup.sh: WARNING: .venv uses $py, Python $ver: JAX 0.12 needs" >&2
+    echo "setup.sh: Python >= 3.12, so .venv gets jax 0.10.2, not the jax 0.12.0.1" >&2
+    echo "setup.sh: tessera.jax is tested with (docs/jax.md). Install Python 3.12" >&2
+    echo "setup.sh: (pyenv install 3.12) or set TESSERA_PYTHON, then rerun." >&2
+    echo "setup.sh: ************************************************************" >&2
+    pins=(jax==0.10.2 jaxlib==0.10.2 ml_dtypes numpy pytest flatbuffers)
+  fi
+  # What .venv was made from (first line: the interpreter) and what was
+  # installed: a change of any of these redoes the install, a change of the
+  # interpreter makes .venv anew.
+  local stamp_file=.venv/.tessera-setup interp stamp
+  interp="python=$(readlink -f "$(command -v "$py")") version=$ver"
+  stamp="$interp
+pins=${pins[*]:-} requirements=$(sha256sum "$requirements" | cut -d' ' -f1)
+pyproject=$(sha256sum python/pyproject.toml | cut -d' ' -f1)"
+  if [[ -x .venv/bin/python && -f $stamp_file && $(cat "$stamp_file") == "$stamp" ]] &&
+     .venv/bin/python -c 'import tessera, numpy, ml_dtypes, pytest' 2>/dev/null; then
+    echo "setup.sh: .venv is up to date ($(.venv/bin/python --version 2>&1))"
+    return 0
+  fi
+  if [[ -x .venv/bin/python && -f $stamp_file && $(head -n1 "$stamp_file") == "$interp" ]]; then
+    echo "setup.sh: updating .venv (Python $ver)"
+  else
+    echo "setup.sh: making .venv with $py (Python $ver)"
+    rm -rf .venv
+    if ! "$py" -m venv .venv; then
+      if [[ $py == /usr/bin/python3* && $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+        echo "setup.sh: installing python3-venv"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv &&
+          rm -rf .venv && "$py" -m venv .venv || return 1
+      else
+        echo "setup.sh: '$py -m venv .venv' failed" >&2
+        return 1
+      fi
+    fi
+  fi
+  rm -f "$stamp_file"
+  local pip=(.venv/bin/python -m pip --disable-pip-version-check --no-input)
+  if ((${#pins[@]})); then
+    "${pip[@]}" install --quiet "${pins[@]}" || return 1
+  else
+    "${pip[@]}" install --quiet -r "$requirements" || return 1
+  fi
+  "${pip[@]}" install --quiet -e ./python || return 1
+  echo "$stamp" > "$stamp_file"
+  echo "setup.sh: .venv ready: $(.venv/bin/python --version 2>&1)," \
+       "$(.venv/bin/python -c 'import jax; print("jax", jax.__version__)' 2>/dev/null || echo "no jax")"
+}
+
+if ! setup_venv; then
+  echo "setup.sh: making .venv failed (see above)" >&2
+  exit 1
+fi
+
 if ((deps_only)); then
   exit 0
 fi
@@ -96,6 +221,20 @@ fi
 echo "setup.sh: running $example in the interpreter (checks on)"
 echo "+ build/tools/tessera run $example --random-inputs 1"
 build/tools/tessera run "$example" --random-inputs 1
+
+# ---- the example from Python ---------------------------------------------------------
+echo "setup.sh: the same kernel from Python (.venv, docs/python.md)"
+TESSERA_LIBRARY=$PWD/build/libtessera.so .venv/bin/python - "$example" <<'PY'
+import sys
+import numpy as np
+import tessera
+kernel = tessera.Module.load(sys.argv[1]).kernels[0]
+rng = np.random.default_rng(1)
+inputs = [rng.standard_normal(o.shape).astype(o.dtype) for o in kernel.inputs]
+out = tessera.run(kernel, *inputs)
+print(f"tessera.run(@{kernel.name}): {out.dtype}{list(out.shape)}, "
+      f"max |error| vs numpy {np.abs(out - inputs[0] @ inputs[1]).max():.3g}")
+PY
 if ((build_failed)); then
   echo "setup.sh: the example ran, but parts of the build failed (see above)" >&2
   exit 1

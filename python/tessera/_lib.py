@@ -26,8 +26,9 @@ class LibraryNotFound(ImportError):
 
 
 class TesseraError(Exception):
-    """A tessera call failed; `code` is the status code's name (e.g.
-    "TSR_INVALID_ARGUMENT"), `message` tessera's message."""
+    """A tessera call failed; `code` is the status code's name as
+    tsr_status_code_name gives it (e.g. "invalid argument", "kernel error"),
+    `message` tessera's message."""
 
     def __init__(self, code: str, message: str):
         super().__init__(f"{message} [{code}]" if message else code)

@@ -1,0 +1,28 @@
+"""tessera: run TPU kernels written in the Pallas model on any CPU, from Python.
+
+The numpy level (docs/python.md):
+
+    import numpy as np, tessera
+    module = tessera.Module.load("kernels/examples/add.tsr")
+    add = tessera.compile(module["add"], backend="interp", detect_races=True)
+    c = add(a, b)                     # numpy in, numpy out
+
+Kernel errors raise `tessera.KernelError` with `.diagnostics`
+(`tessera.Diagnostic` records); warnings go through `warnings.warn` as
+`tessera.KernelWarning`. The JAX bridge is `tessera.jax` (docs/jax.md).
+"""
+
+from ._lib import LibraryNotFound, TesseraError, library_path
+from ._api import (CacheWarning, CancelToken, CompileError, Context, Diagnostic,
+                   Executable, Kernel, KernelError, KernelWarning, Module, Operand,
+                   RunResult, RunStats, backend_names, compile, default_context, dtypes,
+                   numpy_dtype, run)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CacheWarning", "CancelToken", "CompileError", "Context", "Diagnostic", "Executable",
+    "Kernel", "KernelError", "KernelWarning", "LibraryNotFound", "Module", "Operand",
+    "RunResult", "RunStats", "TesseraError", "backend_names", "compile",
+    "default_context", "dtypes", "library_path", "numpy_dtype", "run",
+]

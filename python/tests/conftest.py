@@ -1,0 +1,89 @@
+"""Shared fixtures of the package's tests (python/tests). Kept small: a test
+file's own fixtures live in it.
+
+The disk cache of the default context is pointed at a directory of the test
+session (unless TESSERA_CACHE_DIR is set), so the tests never touch
+~/.cache/tessera."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import tempfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+"""The source tree (kernels/, tests/diagnostics/, include/)."""
+
+_session_dir: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _session_dir
+    if "TESSERA_CACHE_DIR" not in os.environ and os.environ.get("TESSERA_CACHE") != "off":
+        _session_dir = tempfile.mkdtemp(prefix="tessera-pytest-")
+        os.environ["TESSERA_CACHE_DIR"] = os.path.join(_session_dir, "cache")
+        os.environ["TESSERA_CACHE_KEY_FILE"] = os.path.join(_session_dir, "key", "cache.key")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _session_dir:
+        shutil.rmtree(_session_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def root() -> pathlib.Path:
+    return ROOT
+
+
+_CPU_PROBE = """kernel @probe
+  grid(2)
+  in %x: i32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)
+  out %y: i32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)
+{
+  %v = load %x[:, :] : i32[8, 128]
+  %w = add %v, %v : i32[8, 128]
+  store %y[:, :], %w
+}
+"""
+
+_cpu_reason: str | None = None
+_cpu_probed = False
+
+
+def cpu_backend_reason() -> str | None:
+    """None when the cpu backend works here; else why not. Probed by
+    compiling and running a small kernel and checking its result."""
+    global _cpu_reason, _cpu_probed
+    if not _cpu_probed:
+        import numpy as np
+        import tessera
+        _cpu_probed = True
+        try:
+            exe = tessera.compile(tessera.Module.parse(_CPU_PROBE, "probe.tsr")["probe"], "cpu")
+            x = np.arange(16 * 128, dtype=np.int32).reshape(16, 128)
+            if not np.array_equal(exe(x), 2 * x):
+                _cpu_reason = "the cpu backend computed a wrong result for a probe kernel"
+        except tessera.TesseraError as e:
+            _cpu_reason = f"no working cpu backend: {e}"
+    return _cpu_reason
+
+
+@pytest.fixture(scope="session")
+def cpu_backend() -> str:
+    """"cpu", or the test is skipped with the reason the backend cannot
+    compile and run a kernel here."""
+    reason = cpu_backend_reason()
+    if reason:
+        pytest.skip(reason)
+    return "cpu"
+
+
+@pytest.fixture(params=["interp", "cpu"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each backend in turn (cpu skipped where it does not work)."""
+    if request.param == "cpu":
+        return request.getfixturevalue("cpu_backend")
+    return "interp"
