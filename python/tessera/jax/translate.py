@@ -1,0 +1,1034 @@
+"""Translates a traced Pallas TPU kernel (the pallas_call equation) into a
+tessera IR kernel through the C builder (tessera._builder).
+
+The kernel's header comes from the grid mapping: the grid and its dimension
+semantics, scalar-prefetch operands, one in/out operand per block mapping
+(block shape, memory space, index map translated from its jaxpr), scratch,
+input/output aliases. The body is translated equation by equation; every op
+carries the equation's user Python file:line, so tessera's diagnostics name
+the user's line. A primitive (or a form of one) tessera cannot express is a
+`TranslationError` naming it and that line: never a different kernel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .. import _builder as B
+from . import _jax_internal as ji
+
+__all__ = ["TranslationError", "TranslatedKernel", "translate", "dtype_name"]
+
+
+class TranslationError(NotImplementedError):
+    """The kernel uses something tessera.jax cannot translate. `primitive`
+    names the JAX primitive, `file`/`line` the user's Python line."""
+
+    def __init__(self, message: str, primitive: str = "", file: str = "", line: int = 0):
+        where = f"{file}:{line}: " if file else ""
+        super().__init__(f"{where}tessera.jax: {message}")
+        self.primitive = primitive
+        self.file = file
+        self.line = line
+
+
+_DTYPES = {
+    "float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32",
+    "uint32": "u32", "int16": "i16", "uint16": "u16", "int8": "i8", "uint8": "u8",
+    "bool": "i1",
+}
+
+
+def dtype_name(dtype) -> str:
+    """tessera's name for a numpy/JAX dtype; ValueError for one it lacks."""
+    name = np.dtype(dtype).name if not hasattr(dtype, "name") else dtype.name
+    try:
+        return _DTYPES[str(name)]
+    except KeyError:
+        raise ValueError(f"dtype {name} (tessera has f32 bf16 f16 i32 u32 i16 u16 i8 u8 "
+                         "bool)") from None
+
+
+@dataclasses.dataclass
+class TranslatedKernel:
+    """A built module plus what running it needs."""
+    module: B.ModuleBuilder
+    name: str
+    num_prefetch: int
+    num_inputs: int
+    num_outputs: int
+    in_avals: tuple
+    out_avals: tuple
+    aliases: dict  # output index -> flat input index
+    text: str = ""
+
+
+@dataclasses.dataclass
+class RefView:
+    """A ref (or semaphore) with a view: per dimension of the base ref, a
+    point (start) or a range (start, size, stride); starts are ints or
+    Values."""
+    base: B.Value
+    dims: list  # [("point", start) | ("range", start, size, stride)]
+
+    @staticmethod
+    def whole(ref: B.Value) -> "RefView":
+        return RefView(ref, [("range", 0, d, 1) for d in ref.type.shape])
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(d[2] for d in self.dims if d[0] == "range")
+
+
+def _type_of_aval(aval) -> B.Type:
+    return B.Type.value(dtype_name(aval.dtype), aval.shape)
+
+
+_UNARY = {
+    "neg": "neg", "abs": "abs", "sign": "sign", "exp": "exp", "exp2": "exp2", "log": "log",
+    "log1p": "log1p", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh", "logistic": "logistic",
+    "sin": "sin", "cos": "cos", "floor": "floor", "ceil": "ceil", "not": "not", "clz": "clz",
+    "population_count": "popcount",
+}
+_BINARY = {
+    "add": "add", "sub": "sub", "mul": "mul", "div": "div", "rem": "rem", "max": "max",
+    "min": "min", "pow": "pow", "and": "and", "or": "or", "xor": "xor", "shift_left": "shl",
+    "shift_right_logical": "shrl", "shift_right_arithmetic": "shra", "eq": "eq", "ne": "ne",
+    "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "add_any": "add",
+}
+_REDUCE = {"reduce_sum": "reduce_sum", "reduce_max": "reduce_max", "reduce_min": "reduce_min",
+           "reduce_prod": "reduce_prod", "reduce_and": "reduce_and", "reduce_or": "reduce_or"}
+_PASSTHROUGH = {"multiple_of", "copy", "copy_p", "pvary", "optimization_barrier",
+                "stop_gradient"}
+_INLINE_CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint",
+                 "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin"}
+
+
+class _Translator:
+    def __init__(self, call: ji.PallasCall, name: str):
+        self.call = call
+        self.name = name
+        self.kernel_file = ""
+        dbg = getattr(call.jaxpr, "debug_info", None)
+        src = getattr(dbg, "func_src_info", None) or ""
+        m = re.search(r" at (.+):(\d+)$", src)
+        if m:
+            self.kernel_file = m.group(1)
+        self.mb = B.ModuleBuilder(self.kernel_file or f"<pallas kernel {name}>")
+        self.kb = self.mb.kernel(name)
+        self.loc: tuple = ()
+        self.prim = "pallas_call"
+        self.num_sems = 0
+        self.prefetch_refs: list[B.Value] = []
+
+    # ---- errors and locations ------------------------------------------------
+
+    def fail(self, message: str) -> TranslationError:
+        file, line = (self.loc[0], self.loc[1]) if self.loc else ("", 0)
+        return TranslationError(message, self.prim, file, line)
+
+    # ---- building helpers -----------------------------------------------------
+
+    def op(self, region, mnemonic, operands=(), results=(), **kw):
+        try:
+            return self.kb.op(region, mnemonic, operands, results, loc=self.loc, **kw)
+        except Exception as e:  # a builder refusal: name the user's line
+            raise self.fail(f"building `{mnemonic}` for `{self.prim}` failed: {e}") from e
+
+    def emit(self, region, mnemonic, operands, rtype: B.Type, **kw) -> B.Value:
+        return self.op(region, mnemonic, operands, [rtype], **kw)[1][0]
+
+    def const(self, region, value, t: B.Type) -> B.Value:
+        if t.dtype in B.FLOAT_DTYPES:
+            lit: Any = float(value)
+        elif t.dtype == "i1":
+            lit = int(bool(value))
+        else:
+            lit = int(value)
+        return self.op(region, "const", (), [t], literal=lit)[1][0]
+
+    def i32(self, region, x) -> B.Value:
+        """x (an int or a scalar Value) as an i32 scalar Value."""
+        if isinstance(x, B.Value):
+            if x.type.kind != "scalar":
+                raise self.fail(f"an index must be a scalar, got {x.type}")
+            if x.type.dtype != "i32":
+                return self.emit(region, "convert", [x], B.Type.value("i32", ()))
+            return x
+        return self.const(region, int(x), B.Type.value("i32", ()))
+
+    def iarith(self, region, mnemonic, a, b):
+        """a op b on index starts (ints folded, else i32 ops)."""
+        if not isinstance(a, B.Value) and not isinstance(b, B.Value):
+            return a + b if mnemonic == "add" else a * b
+        if mnemonic == "add" and not isinstance(b, B.Value) and b == 0:
+            return a
+        if mnemonic == "add" and not isinstance(a, B.Value) and a == 0:
+            return b
+        if mnemonic == "mul" and not isinstance(b, B.Value) and b == 1:
+            return a
+        if mnemonic == "mul" and not isinstance(a, B.Value) and a == 1:
+            return b
+        return self.emit(region, mnemonic, [self.i32(region, a), self.i32(region, b)],
+                         B.Type.value("i32", ()))
+
+    # ---- environment ----------------------------------------------------------
+
+    def read(self, env, region, atom) -> B.Value:
+        """A scalar/block value for a jaxpr atom (a Literal becomes a const)."""
+        if isinstance(atom, ji.Literal):
+            return self.const_array(region, atom.val, atom.aval)
+        try:
+            v = env[atom]
+        except KeyError:
+            raise self.fail(f"internal: variable {atom} is not defined") from None
+        if isinstance(v, RefView):
+            raise self.fail(f"a ref is used where a value is expected ({atom})")
+        return v
+
+    def const_array(self, region, val, aval) -> B.Value:
+        t = _type_of_aval(aval)
+        arr = np.asarray(val)
+        flat = arr.reshape(-1)
+        if flat.size == 0 or not np.all(flat == flat[0]):
+            raise self.fail("a constant array that is not a splat (capture it as an input)")
+        return self.const(region, flat[0].item(), t)
+
+    def static_int(self, env, atom):
+        """An index atom as an int when static, else its Value."""
+        if isinstance(atom, (int, np.integer)):
+            return int(atom)
+        if isinstance(atom, ji.Literal):
+            return int(atom.val)
+        if hasattr(atom, "shape") and not isinstance(atom, ji.Var) and np.ndim(atom) == 0:
+            try:
+                return int(atom)
+            except Exception:
+                pass
+        v = env.get(atom)
+        if v is None:
+            raise self.fail(f"an index ({atom}) that is not a scalar value")
+        if isinstance(v, RefView):
+            raise self.fail("a ref used as an index")
+        return v
+
+    def ref(self, env, atom) -> RefView:
+        v = env.get(atom) if isinstance(atom, ji.Var) else None
+        if not isinstance(v, RefView):
+            raise self.fail(f"expected a ref, got {atom}")
+        return v
+
+    # ---- views ---------------------------------------------------------------
+
+    def apply_transforms(self, env, region, view: RefView, transforms) -> RefView:
+        for t in transforms:
+            try:
+                dims = ji.ndindexer_dims(t)
+            except NotImplementedError as e:
+                raise self.fail(f"`{self.prim}` with {e}") from None
+            kept = [i for i, d in enumerate(view.dims) if d[0] == "range"]
+            if len(dims) != len(kept):
+                raise self.fail(f"an indexer of rank {len(dims)} on a view of rank {len(kept)}")
+            new = list(view.dims)
+            for pos, d in zip(kept, dims):
+                _, s, n, st = view.dims[pos]
+                start = self.static_int(env, d.start)
+                off = self.iarith(region, "add", s, self.iarith(region, "mul", start, st))
+                if d.kind == "point":
+                    new[pos] = ("point", off)
+                else:
+                    new[pos] = ("range", off, d.size, st * d.stride)
+            view = RefView(view.base, new)
+        return view
+
+    def indices(self, view: RefView) -> list[B.Index]:
+        out = []
+        for d, full in zip(view.dims, view.base.type.shape):
+            if d[0] == "point":
+                out.append(B.Index("point", d[1]))
+            else:
+                _, s, n, st = d
+                if isinstance(s, B.Value):
+                    out.append(B.Index("ds", s, n, st))
+                elif s == 0 and n == full and st == 1:
+                    out.append(B.Index("full", 0, full, 1))
+                else:
+                    out.append(B.Index("slice", s, n, st))
+        return out
+
+    def view_of(self, env, region, obj) -> RefView:
+        ref, transforms = ji.ref_transforms(obj)
+        return self.apply_transforms(env, region, self.ref(env, ref), transforms)
+
+    # ---- jaxprs ---------------------------------------------------------------
+
+    def run_jaxpr(self, region, jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> list:
+        """Translates `jaxpr` into `region` with constvars bound to `consts`
+        and invars to `args` (env entries); returns its outputs' entries."""
+        env: dict = {}
+        for v, c in zip(jaxpr.constvars, consts):
+            env[v] = c if isinstance(c, (B.Value, RefView)) else self.const_array(
+                region, c, ji.aval_of(v))
+        for v, a in zip(jaxpr.invars, args):
+            env[v] = a
+        used = {v for e in jaxpr.eqns for v in e.invars if isinstance(v, ji.Var)}
+        used.update(v for v in jaxpr.outvars if isinstance(v, ji.Var))
+        outer_loc, outer_prim = self.loc, self.prim
+        for eqn in jaxpr.eqns:
+            loc = ji.user_location(eqn)
+            self.loc = loc if loc[0] else outer_loc
+            self.prim = eqn.primitive.name
+            self.equation(env, region, eqn, used)
+        self.loc, self.prim = outer_loc, outer_prim
+        out = []
+        for v in jaxpr.outvars:
+            out.append(self.const_array(region, v.val, v.aval) if isinstance(v, ji.Literal)
+                       else env[v])
+        return out
+
+    def yield_(self, region, values: Sequence[B.Value]) -> None:
+        self.op(region, "yield", list(values), [])
+
+    def equation(self, env, region, eqn, used) -> None:
+        name = eqn.primitive.name
+        handler = _HANDLERS.get(name)
+        if handler is None:
+            if name in _UNARY:
+                handler = _unary
+            elif name in _BINARY:
+                handler = _binary
+            elif name in _REDUCE:
+                handler = _reduce
+            elif name in _PASSTHROUGH:
+                handler = _passthrough
+            elif name in _INLINE_CALLS:
+                handler = _inline_call
+        if handler is None:
+            raise self.fail(f"primitive `{name}` is not supported")
+        outs = handler(self, env, region, eqn, used)
+        if outs is not None:
+            for v, o in zip(eqn.outvars, outs):
+                if not isinstance(v, ji.DropVar):
+                    env[v] = o
+
+    # ---- the kernel -----------------------------------------------------------
+
+    def build(self) -> TranslatedKernel:
+        call, gm = self.call, self.call.grid_mapping
+        params = call.eqn.params
+        grid = tuple(int(g) for g in gm.grid)
+        sem = ji.dimension_semantics(params.get("compiler_params"), len(grid))
+        if isinstance(params.get("compiler_params"), dict):
+            for v in params["compiler_params"].values():
+                sem = sem or ji.dimension_semantics(v, len(grid))
+        if sem is not None:
+            if len(sem) != len(grid):
+                raise self.fail(f"dimension_semantics has {len(sem)} entries for a grid of "
+                                f"rank {len(grid)}")
+            # tessera needs the parallel dimensions to be a prefix (as Mosaic
+            # does for sharding); later ones are run as arbitrary.
+            seen_arbitrary = False
+            for i, s in enumerate(sem):
+                if s == "arbitrary":
+                    seen_arbitrary = True
+                elif seen_arbitrary:
+                    sem[i] = "arbitrary"
+        self.kb.set_grid(grid, sem)
+        nidx, nin, nout = gm.num_index_operands, gm.num_inputs, gm.num_outputs
+        aliases_in_out = dict(params.get("input_output_aliases") or ())
+        out_alias = {o: i for i, o in aliases_in_out.items()}
+        refs: list[Any] = []
+        for i in range(nidx):
+            aval = call.in_avals[i]
+            try:
+                t = B.Type.value(dtype_name(aval.dtype), aval.shape)
+            except ValueError as e:
+                raise self.fail(f"scalar prefetch operand {i}: {e}") from None
+            if t.dtype not in ("i32", "u32", "f32"):
+                raise self.fail(f"scalar prefetch operand {i} has dtype {t.dtype} "
+                                "(tessera's SMEM holds i32, u32, f32)")
+            ref, _ = self.kb.add_operand(B.ROLE_PREFETCH, f"p{i}", t, "smem")
+            self.prefetch_refs.append(ref)
+            refs.append(RefView.whole(ref))
+        maps = []
+        for k, bm in enumerate(gm.block_mappings):
+            is_out = k >= nin
+            role = B.ROLE_OUT if is_out else B.ROLE_IN
+            aval = bm.array_aval
+            try:
+                at = B.Type.value(dtype_name(aval.dtype), aval.shape)
+            except ValueError as e:
+                raise self.fail(f"{bm.origin}: {e}") from None
+            if at.kind == "scalar":
+                raise self.fail(f"{bm.origin}: rank-0 arrays as inputs or outputs "
+                                "(use a shape (1,) array)")
+            space = ji.memory_space_name(bm.transformed_block_aval)
+            if space in ("default", "vmem"):
+                space = "vmem"
+            elif space not in ("any", "hbm", "smem"):
+                raise self.fail(f"{bm.origin}: memory space {space} for a block")
+            block = None
+            if space in ("vmem", "smem"):
+                dims = ji.block_dims(bm)
+                for d in dims:
+                    if d.kind in ("element", "bounded"):
+                        raise self.fail(f"{bm.origin}: pl.{d.kind.title()} block dimensions "
+                                        "are not supported")
+                block = [B.SQUEEZED if d.kind == "squeezed" else d.size for d in dims]
+            alias = -1
+            if is_out and (k - nin) in out_alias:
+                alias = out_alias[k - nin]
+                if alias < nidx:
+                    raise self.fail("an output aliased to a scalar-prefetch operand")
+            name = f"out{k - nin}" if is_out else f"in{k}"
+            ref, imap = self.kb.add_operand(role, name, at, space, block, alias)
+            refs.append(RefView.whole(ref))
+            if imap is not None:
+                maps.append((bm, imap))
+        for i, aval in enumerate(gm.scratch_avals):
+            refs.append(RefView.whole(self.scratch(aval, f"s{i}")))
+        for bm, region in maps:
+            self.index_map(bm, region, len(grid))
+        body = self.kb.body
+        jaxpr = call.jaxpr
+        if len(jaxpr.invars) != len(refs):
+            raise self.fail(f"the kernel takes {len(jaxpr.invars)} refs, the grid mapping "
+                            f"gives {len(refs)}")
+        self.run_jaxpr(body, jaxpr, [], refs)
+        tk = TranslatedKernel(self.mb, self.name, nidx, nin, nout, call.in_avals,
+                              call.out_avals, {o: i for i, o in aliases_in_out.items()})
+        return tk
+
+    def scratch(self, aval, name: str) -> B.Value:
+        space = ji.memory_space_name(aval)
+        inner = ji.inner_aval(aval)
+        kind = ji.semaphore_kind(inner.dtype)
+        if kind is not None or space == "semaphore_mem":
+            if kind == "barrier":
+                raise self.fail("barrier semaphores are not supported")
+            t = B.Type.sem(kind == "dma_sem", inner.shape)
+        else:
+            if space in ("default", "vmem", "any"):
+                space = "vmem"
+            if space not in ("vmem", "smem"):
+                raise self.fail(f"scratch in memory space {space}")
+            try:
+                t = B.Type.ref(space, dtype_name(inner.dtype), inner.shape)
+            except ValueError as e:
+                raise self.fail(f"scratch {name}: {e}") from None
+        ref, _ = self.kb.add_operand(B.ROLE_SCRATCH, name, t)
+        return ref
+
+    def index_map(self, bm, region, grid_rank: int) -> None:
+        jaxpr, consts = ji.index_map(bm)
+        args = [self.kb.region_arg(region, i, B.Type.value("i32", ())) for i in range(grid_rank)]
+        args += [RefView.whole(r) for r in self.prefetch_refs]
+        outer = self.loc
+        self.prim = "index_map"
+        if len(jaxpr.invars) != len(args):
+            raise self.fail(f"{bm.origin}: index map takes {len(jaxpr.invars)} arguments, "
+                            f"expected {len(args)}")
+        outs = self.run_jaxpr(region, jaxpr, consts, args)
+        vals = []
+        for o in outs:
+            if isinstance(o, RefView):
+                raise self.fail(f"{bm.origin}: an index map that returns a ref")
+            vals.append(self.i32(region, o))
+        self.yield_(region, vals)
+        self.loc, self.prim = outer, "pallas_call"
+
+
+# ---- handlers -------------------------------------------------------------------
+
+def _out_type(eqn, i=0) -> B.Type:
+    return _type_of_aval(eqn.outvars[i].aval)
+
+
+def _unary(t: _Translator, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    return [t.emit(region, _UNARY[eqn.primitive.name], [x], _out_type(eqn))]
+
+
+def _binary(t: _Translator, env, region, eqn, used):
+    a, b = (t.read(env, region, v) for v in eqn.invars)
+    return [t.emit(region, _BINARY[eqn.primitive.name], [a, b], _out_type(eqn))]
+
+
+def _reduce(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    axes = tuple(eqn.params["axes"])
+    if not axes:
+        return [x]
+    return [t.emit(region, _REDUCE[eqn.primitive.name], [x], _out_type(eqn), ints=axes)]
+
+
+def _passthrough(t, env, region, eqn, used):
+    return [env[v] if isinstance(v, ji.Var) else t.read(env, region, v) for v in eqn.invars]
+
+
+def _inline_call(t, env, region, eqn, used):
+    p = eqn.params
+    sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
+    if sub is None:
+        raise t.fail(f"`{eqn.primitive.name}` without a jaxpr")
+    jaxpr, consts = ji.sub_jaxpr(sub)
+    args = [env[v] if isinstance(v, ji.Var) else t.read(env, region, v) for v in eqn.invars]
+    return t.run_jaxpr(region, jaxpr, consts, args[len(args) - len(jaxpr.invars):])
+
+
+def _program_id(t, env, region, eqn, used):
+    return [t.emit(region, "program_id", [], B.Type.value("i32", ()), ints=[eqn.params["axis"]])]
+
+
+def _num_programs(t, env, region, eqn, used):
+    return [t.emit(region, "num_programs", [], B.Type.value("i32", ()),
+                   ints=[eqn.params["axis"]])]
+
+
+def _get(t, env, region, eqn, used):
+    transforms = ji.unflatten(eqn.params["tree"], eqn.invars[1:])
+    view = t.apply_transforms(env, region, t.ref(env, eqn.invars[0]), transforms)
+    rt = _out_type(eqn)
+    if tuple(rt.shape) != view.shape:
+        raise t.fail(f"a read of shape {rt.shape} from a view of shape {view.shape}")
+    _check_loadable(t, view)
+    return [t.emit(region, "load", [view.base], rt, indices=t.indices(view))]
+
+
+def _check_loadable(t, view):
+    if view.base.type.kind != "ref":
+        raise t.fail("reading a semaphore as an array")
+    if view.base.type.space in ("any", "hbm"):
+        raise t.fail("a load or store on a ref in HBM/ANY memory (only DMAs may touch it: "
+                     "use pltpu.make_async_copy)")
+
+
+def _swap(t, env, region, eqn, used):
+    transforms = ji.unflatten(eqn.params["tree"], eqn.invars[2:])
+    view = t.apply_transforms(env, region, t.ref(env, eqn.invars[0]), transforms)
+    _check_loadable(t, view)
+    val = t.read(env, region, eqn.invars[1])
+    idx = t.indices(view)
+    old = None
+    if eqn.outvars and eqn.outvars[0] in used:
+        old = t.emit(region, "load", [view.base], _out_type(eqn), indices=idx)
+    if val.type.shape != view.shape and val.type.kind != "scalar":
+        raise t.fail(f"a store of shape {val.type.shape} to a view of shape {view.shape}")
+    t.op(region, "store", [view.base, val], [], indices=idx)
+    return [old]
+
+
+def _addupdate(t, env, region, eqn, used):
+    transforms = ji.unflatten(eqn.params["tree"], eqn.invars[2:])
+    view = t.apply_transforms(env, region, t.ref(env, eqn.invars[0]), transforms)
+    _check_loadable(t, view)
+    val = t.read(env, region, eqn.invars[1])
+    idx = t.indices(view)
+    vt = B.Type.value(view.base.type.dtype, view.shape)
+    old = t.emit(region, "load", [view.base], vt, indices=idx)
+    new = t.emit(region, "add", [old, val], vt)
+    t.op(region, "store", [view.base, new], [], indices=idx)
+    return []
+
+
+def _convert(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    rt = _out_type(eqn)
+    if rt.dtype == x.type.dtype:
+        return [x]
+    if rt.dtype == "i1":
+        zero = t.const(region, 0, B.Type.value(x.type.dtype, ()))
+        return [t.emit(region, "ne", [x, zero], rt)]
+    return [t.emit(region, "convert", [x], rt)]
+
+
+def _bitcast(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    rt = _out_type(eqn)
+    if rt.shape != x.type.shape:
+        raise t.fail("bitcast_convert_type between dtypes of different widths")
+    return [t.emit(region, "bitcast", [x], rt)]
+
+
+def _iota(t, env, region, eqn, used):
+    rt = _out_type(eqn)
+    return [t.emit(region, "iota", [], rt, ints=[eqn.params["dimension"]])]
+
+
+def _broadcast_in_dim(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    rt = _out_type(eqn)
+    if x.type.kind == "scalar":
+        return [t.emit(region, "broadcast", [x], rt)]
+    bdims = tuple(eqn.params["broadcast_dimensions"])
+    shape = [1] * rt.rank
+    for d, n in zip(bdims, x.type.shape):
+        shape[d] = n
+    if tuple(shape) != x.type.shape:
+        x = t.emit(region, "reshape", [x], B.Type.value(x.type.dtype, shape))
+    if tuple(shape) == rt.shape:
+        return [x]
+    return [t.emit(region, "broadcast", [x], rt)]
+
+
+def _reshape_to(t, region, x: B.Value, rt: B.Type) -> B.Value:
+    if rt.shape == x.type.shape:
+        return x
+    if rt.kind == "scalar":
+        return t.emit(region, "reduce_sum", [x], rt, ints=list(range(x.type.rank)))
+    if x.type.kind == "scalar":
+        return t.emit(region, "broadcast", [x], rt)
+    return t.emit(region, "reshape", [x], rt)
+
+
+def _reshape(t, env, region, eqn, used):
+    if eqn.params.get("dimensions") not in (None, ()):
+        raise t.fail("reshape with `dimensions`")
+    return [_reshape_to(t, region, t.read(env, region, eqn.invars[0]), _out_type(eqn))]
+
+
+def _squeeze(t, env, region, eqn, used):
+    return [_reshape_to(t, region, t.read(env, region, eqn.invars[0]), _out_type(eqn))]
+
+
+def _transpose(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    perm = tuple(eqn.params["permutation"])
+    if perm == tuple(range(len(perm))):
+        return [x]
+    return [t.emit(region, "transpose", [x], _out_type(eqn), ints=perm)]
+
+
+def _concatenate(t, env, region, eqn, used):
+    xs = [t.read(env, region, v) for v in eqn.invars]
+    return [t.emit(region, "concatenate", xs, _out_type(eqn), ints=[eqn.params["dimension"]])]
+
+
+def _slice(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    p = eqn.params
+    strides = p.get("strides") or (1,) * x.type.rank
+    idx = []
+    for s, e, st, n in zip(p["start_indices"], p["limit_indices"], strides, x.type.shape):
+        size = max(0, -(-(e - s) // st))
+        idx.append(B.Index("full", 0, n, 1) if (s, e, st) == (0, n, 1)
+                   else B.Index("slice", s, size, st))
+    return [t.emit(region, "slice", [x], _out_type(eqn), indices=idx)]
+
+
+def _dynamic_slice(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    starts = [t.static_int(env, v) for v in eqn.invars[1:]]
+    if any(isinstance(s, B.Value) for s in starts):
+        raise t.fail("`dynamic_slice` of a value with dynamic starts (index the ref with "
+                     "pl.ds instead)")
+    sizes = eqn.params["slice_sizes"]
+    idx = []
+    for s, n, d in zip(starts, sizes, x.type.shape):
+        s = min(max(s, 0), d - n)
+        idx.append(B.Index("full", 0, d, 1) if (s, n) == (0, d) else B.Index("slice", s, n, 1))
+    return [t.emit(region, "slice", [x], _out_type(eqn), indices=idx)]
+
+
+def _select_n(t, env, region, eqn, used):
+    pred = t.read(env, region, eqn.invars[0])
+    cases = [t.read(env, region, v) for v in eqn.invars[1:]]
+    rt = _out_type(eqn)
+    if len(cases) == 1:
+        return [cases[0]]
+    if pred.type.kind == "scalar" and rt.kind != "scalar":
+        pred = t.emit(region, "broadcast", [pred], B.Type.value(pred.type.dtype, rt.shape))
+    bt = B.Type.value("i1", pred.type.shape)
+    if pred.type.dtype == "i1":
+        if len(cases) != 2:
+            raise t.fail("select_n with a boolean predicate and more than two cases")
+        return [t.emit(region, "select", [pred, cases[1], cases[0]], rt)]
+    result = cases[0]
+    for k in range(1, len(cases)):
+        kk = t.const(region, k, B.Type.value(pred.type.dtype, ()))
+        c = t.emit(region, "eq", [pred, kk], bt)
+        result = t.emit(region, "select", [c, cases[k], result], rt)
+    return [result]
+
+
+def _clamp(t, env, region, eqn, used):
+    lo, x, hi = (t.read(env, region, v) for v in eqn.invars)
+    rt = _out_type(eqn)
+    return [t.emit(region, "min", [t.emit(region, "max", [x, lo], rt), hi], rt)]
+
+
+def _integer_pow(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    y = int(eqn.params["y"])
+    rt = _out_type(eqn)
+    if y == 0:
+        return [t.const(region, 1, rt)]
+    n, acc, base = abs(y), None, x
+    while n:
+        if n & 1:
+            acc = base if acc is None else t.emit(region, "mul", [acc, base], rt)
+        n >>= 1
+        if n:
+            base = t.emit(region, "mul", [base, base], rt)
+    if y < 0:
+        acc = t.emit(region, "div", [t.const(region, 1, B.Type.value(rt.dtype, ())), acc], rt)
+    return [acc]
+
+
+def _square(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    return [t.emit(region, "mul", [x, x], _out_type(eqn))]
+
+
+def _expm1(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    rt = _out_type(eqn)
+    e = t.emit(region, "exp", [x], rt)
+    return [t.emit(region, "sub", [e, t.const(region, 1.0, B.Type.value(rt.dtype, ()))], rt)]
+
+
+def _tan(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    rt = _out_type(eqn)
+    return [t.emit(region, "div", [t.emit(region, "sin", [x], rt),
+                                   t.emit(region, "cos", [x], rt)], rt)]
+
+
+def _is_finite(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    xt = x.type
+    d = t.emit(region, "sub", [x, x], xt)
+    return [t.emit(region, "eq", [d, t.const(region, 0.0, B.Type.value(xt.dtype, ()))],
+                   _out_type(eqn))]
+
+
+def _round(t, env, region, eqn, used):
+    method = eqn.params.get("rounding_method")
+    if int(getattr(method, "value", method) or 0) != 1:
+        raise t.fail("`round` away from zero (tessera rounds half to even: use "
+                     "jnp.round or rounding_method=TO_NEAREST_EVEN)")
+    return [t.emit(region, "round", [t.read(env, region, eqn.invars[0])], _out_type(eqn))]
+
+
+def _argminmax(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    axes = tuple(eqn.params["axes"])
+    if len(axes) != 1:
+        raise t.fail(f"`{eqn.primitive.name}` over {len(axes)} axes")
+    rt = _out_type(eqn)
+    r = t.emit(region, eqn.primitive.name, [x], B.Type.value("i32", rt.shape), ints=axes)
+    if rt.dtype != "i32":
+        r = t.emit(region, "convert", [r], rt)
+    return [r]
+
+
+def _dot_general(t, env, region, eqn, used):
+    a, b = (t.read(env, region, v) for v in eqn.invars)
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    rt = _out_type(eqn)
+    if lb or rb:
+        raise t.fail("`dot_general` with batch dimensions")
+    if a.type.rank != 2 or b.type.rank != 2:
+        raise t.fail("`dot_general` of operands that are not matrices")
+    lc, rc = tuple(lc), tuple(rc)
+    if lc == (0,):
+        m, k = a.type.shape[1], a.type.shape[0]
+        a = t.emit(region, "transpose", [a], B.Type.value(a.type.dtype, (m, k)), ints=[1, 0])
+    elif lc != (1,):
+        raise t.fail(f"`dot_general` contracting lhs dims {lc}")
+    if a.type.dtype != b.type.dtype:
+        wide = rt.dtype if rt.dtype in (a.type.dtype, b.type.dtype) else "f32"
+        a = a if a.type.dtype == wide else t.emit(region, "convert", [a],
+                                                  B.Type.value(wide, a.type.shape))
+        b = b if b.type.dtype == wide else t.emit(region, "convert", [b],
+                                                  B.Type.value(wide, b.type.shape))
+    flags = 0
+    if rc == (1,):
+        flags = B.OPF_TRANSPOSE_RHS
+    elif rc != (0,):
+        raise t.fail(f"`dot_general` contracting rhs dims {rc}")
+    return [t.emit(region, "dot", [a, b], rt, flags=flags)]
+
+
+def _cond(t, env, region, eqn, used):
+    branches = eqn.params["branches"]
+    idx = t.read(env, region, eqn.invars[0])
+    args = [env[v] if isinstance(v, ji.Var) else t.read(env, region, v) for v in eqn.invars[1:]]
+    rtypes = [_type_of_aval(v.aval) for v in eqn.outvars]
+
+    def emit(reg, bs, idx):
+        if len(bs) == 1:
+            j, c = ji.sub_jaxpr(bs[0])
+            return t.run_jaxpr(reg, j, c, args)
+        if idx.type.dtype == "i1":
+            pred = t.emit(reg, "not", [idx], B.Type.value("i1", ()))
+        else:
+            pred = t.emit(reg, "le", [idx, t.const(reg, 0, B.Type.value(idx.type.dtype, ()))],
+                          B.Type.value("i1", ()))
+        op, res = t.op(reg, "if", [pred], rtypes, flags=B.OPF_HAS_ELSE)
+        then_r, else_r = t.kb.op_region(op, 0), t.kb.op_region(op, 1)
+        outs = emit(then_r, bs[:1], idx)
+        t.yield_(then_r, [_as_value(t, then_r, o) for o in outs])
+        rest_idx = idx
+        if len(bs) > 2:
+            rest_idx = t.emit(else_r, "sub", [idx, t.const(else_r, 1, B.Type.value(
+                idx.type.dtype, ()))], idx.type)
+        outs = emit(else_r, bs[1:], rest_idx)
+        t.yield_(else_r, [_as_value(t, else_r, o) for o in outs])
+        return res
+    return emit(region, list(branches), idx)
+
+
+def _as_value(t, region, o) -> B.Value:
+    if isinstance(o, RefView):
+        raise t.fail("a control-flow region that returns a ref")
+    return o
+
+
+def _scan(t, env, region, eqn, used):
+    p = eqn.params
+    nc, nk, nx = ji.scan_groups(p)
+    jaxpr, consts = ji.sub_jaxpr(p["jaxpr"])
+    if nx:
+        raise t.fail("`scan` over arrays (xs): only loops with a carry (fori_loop) are "
+                     "supported")
+    if len(jaxpr.outvars) != nk:
+        raise t.fail("`scan` with stacked outputs (ys)")
+    args = [env[v] if isinstance(v, ji.Var) else t.read(env, region, v) for v in eqn.invars]
+    cargs, inits = args[:nc], [_as_value(t, region, a) for a in args[nc:]]
+    rtypes = [a.type for a in inits]
+    i32 = B.Type.value("i32", ())
+    lo = t.const(region, 0, i32)
+    hi = t.const(region, int(p["length"]), i32)
+    st = t.const(region, 1, i32)
+    op, res = t.op(region, "for", [lo, hi, st] + inits, rtypes, region_args=[i32] + rtypes)
+    body = t.kb.op_region(op, 0)
+    carried = [t.kb.region_arg(body, 1 + i, rt) for i, rt in enumerate(rtypes)]
+    outs = t.run_jaxpr(body, jaxpr, consts, cargs + carried)
+    t.yield_(body, [_as_value(t, body, o) for o in outs])
+    return res
+
+
+def _while(t, env, region, eqn, used):
+    p = eqn.params
+    cj, cc = ji.sub_jaxpr(p["cond_jaxpr"])
+    bj, bc = ji.sub_jaxpr(p["body_jaxpr"])
+    ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
+    args = [env[v] if isinstance(v, ji.Var) else t.read(env, region, v) for v in eqn.invars]
+    cargs, bargs = args[:ncc], args[ncc:ncc + nbc]
+    inits = [_as_value(t, region, a) for a in args[ncc + nbc:]]
+    rtypes = [a.type for a in inits]
+    op, res = t.op(region, "while", inits, rtypes, region_args=rtypes)
+    cr, br = t.kb.op_region(op, 0), t.kb.op_region(op, 1)
+    cvals = [t.kb.region_arg(cr, i, rt) for i, rt in enumerate(rtypes)]
+    (c,) = t.run_jaxpr(cr, cj, cc, cargs + cvals)
+    t.op(cr, "condition", [_as_value(t, cr, c)], [])
+    bvals = [t.kb.region_arg(br, i, rt) for i, rt in enumerate(rtypes)]
+    outs = t.run_jaxpr(br, bj, bc, bargs + bvals)
+    t.yield_(br, [_as_value(t, br, o) for o in outs])
+    return res
+
+
+def _run_scoped(t, env, region, eqn, used):
+    jaxpr, consts = ji.sub_jaxpr(eqn.params["jaxpr"])
+    outer = [env[v] if isinstance(v, ji.Var) else t.read(env, region, v) for v in eqn.invars]
+    if eqn.params.get("collective_axes"):
+        raise t.fail("run_scoped with collective_axes")
+    # Buffers become `scoped` region arguments; semaphores, which tessera
+    # keeps in kernel scratch only, become kernel scratch (each run_scoped
+    # gets its own, as fresh as Pallas's: they must be zero when it ends).
+    news: list[Any] = [None] * len(jaxpr.invars)
+    buf_types = []
+    for i, v in enumerate(jaxpr.invars):
+        aval = v.aval
+        inner = ji.inner_aval(aval)
+        space = ji.memory_space_name(aval)
+        if ji.semaphore_kind(inner.dtype) is not None or space == "semaphore_mem":
+            t.num_sems += 1
+            news[i] = RefView.whole(t.scratch(aval, f"scoped_sem{t.num_sems}"))
+        else:
+            if space in ("default", "any"):
+                space = "vmem"
+            if space not in ("vmem", "smem"):
+                raise t.fail(f"run_scoped buffer in memory space {space}")
+            buf_types.append((i, B.Type.ref(space, dtype_name(inner.dtype), inner.shape)))
+    # The jaxpr's constvars are the refs it closes over (passed as operands).
+    closed = outer[:len(jaxpr.constvars)]
+    rest = outer[len(jaxpr.constvars):]
+    del consts  # stale tracers of the closed-over refs: bound to `closed`
+    if not buf_types:
+        return t.run_jaxpr(region, jaxpr, list(closed), news)
+    rtypes = [_type_of_aval(v.aval) for v in eqn.outvars]
+    op, res = t.op(region, "scoped", [], rtypes, region_args=[bt for _, bt in buf_types])
+    body = t.kb.op_region(op, 0)
+    for j, (i, bt) in enumerate(buf_types):
+        news[i] = RefView.whole(t.kb.region_arg(body, j, bt))
+    del rest
+    outs = t.run_jaxpr(body, jaxpr, list(closed), news)
+    t.yield_(body, [_as_value(t, body, o) for o in outs])
+    return res
+
+
+def _sem_view(t, env, region, obj) -> RefView:
+    view = t.view_of(env, region, obj)
+    if view.base.type.kind != "sem":
+        raise t.fail("a DMA or semaphore op on something that is not a semaphore")
+    if any(d[0] != "point" for d in view.dims):
+        raise t.fail("a semaphore op on an array of semaphores (index it to one semaphore)")
+    return view
+
+
+def _dma_common(t, env, region, eqn):
+    src, dst, dst_sem, src_sem, device_id = ji.unflatten(eqn.params["tree"], eqn.invars)
+    return src, dst, dst_sem, src_sem, device_id
+
+
+def _device_operand(t, env, region, device_id):
+    if device_id is None:
+        return None
+    if isinstance(device_id, (tuple, list)):
+        if len(device_id) != 1:
+            raise t.fail("a mesh device id with several axes (use a logical device id)")
+        device_id = device_id[0]
+    if isinstance(device_id, dict):
+        raise t.fail("a device id given as a dict of mesh axes")
+    return t.i32(region, t.static_int(env, device_id))
+
+
+def _dma_start(t, env, region, eqn, used):
+    src, dst, dst_sem, src_sem, device_id = _dma_common(t, env, region, eqn)
+    sv, dv = t.view_of(env, region, src), t.view_of(env, region, dst)
+    semv = _sem_view(t, env, region, dst_sem)
+    flags = 0
+    fixed = [sv.base, dv.base, semv.base]
+    idx = t.indices(sv) + t.indices(dv) + t.indices(semv)
+    if src_sem is not None:
+        ssv = _sem_view(t, env, region, src_sem)
+        fixed.append(ssv.base)
+        idx += t.indices(ssv)
+        flags |= B.OPF_SEND
+    extra = []
+    dev = _device_operand(t, env, region, device_id)
+    if dev is not None:
+        extra.append(dev)
+        flags |= B.OPF_DEVICE
+    if eqn.params.get("add"):
+        flags |= B.OPF_DMA_ADD
+    ints = [len(sv.dims), len(dv.dims), len(semv.dims)]
+    t.op(region, "dma_start", fixed, [], indices=idx, extra_operands=extra, ints=ints,
+         flags=flags)
+    return []
+
+
+def _dma_wait(t, env, region, eqn, used):
+    src, dst, dst_sem, src_sem, device_id = _dma_common(t, env, region, eqn)
+    if eqn.params.get("is_wait_send"):
+        if src is None or src_sem is None:
+            raise t.fail("wait_send without a source and its semaphore")
+        sv = t.view_of(env, region, src)
+        dv, semv = sv, _sem_view(t, env, region, src_sem)
+    else:
+        dv = t.view_of(env, region, dst)
+        sv = t.view_of(env, region, src) if src is not None else dv
+        semv = _sem_view(t, env, region, dst_sem)
+    idx = t.indices(sv) + t.indices(dv) + t.indices(semv)
+    t.op(region, "dma_wait", [sv.base, dv.base, semv.base], [], indices=idx,
+         ints=[len(sv.dims), len(dv.dims), len(semv.dims)])
+    return []
+
+
+def _sem_signal(t, env, region, eqn, used):
+    ref, transforms, inc, device_id, core_index = ji.unflatten(eqn.params["args_tree"],
+                                                               eqn.invars)
+    view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
+    if view.base.type.kind != "sem":
+        raise t.fail("semaphore_signal on something that is not a semaphore")
+    amount = t.i32(region, t.static_int(env, inc))
+    extra, flags = [], 0
+    dev = _device_operand(t, env, region, device_id)
+    if dev is not None:
+        extra.append(dev)
+        flags |= B.OPF_DEVICE
+    if core_index is not None:
+        extra.append(t.i32(region, t.static_int(env, core_index)))
+        flags |= B.OPF_CORE
+    t.op(region, "sem_signal", [view.base, amount], [], indices=t.indices(view),
+         extra_operands=extra, flags=flags)
+    return []
+
+
+def _sem_wait(t, env, region, eqn, used):
+    ref, transforms, value, decrement = ji.unflatten(eqn.params["args_tree"], eqn.invars)
+    if not ji.literal_value(decrement if decrement is not None else True):
+        raise t.fail("semaphore_wait without decrement")
+    view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
+    amount = t.i32(region, t.static_int(env, value))
+    t.op(region, "sem_wait", [view.base, amount], [], indices=t.indices(view))
+    return []
+
+
+def _sem_read(t, env, region, eqn, used):
+    ref, transforms = ji.unflatten(eqn.params["args_tree"], eqn.invars)
+    view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
+    return [t.emit(region, "sem_read", [view.base], B.Type.value("i32", ()),
+                   indices=t.indices(view))]
+
+
+def _roll(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    if eqn.params.get("stride") not in (None, 0):
+        raise t.fail("pltpu.roll with a stride")
+    shift = t.i32(region, t.static_int(env, eqn.invars[1]))
+    return [t.emit(region, "roll", [x, shift], x.type, ints=[eqn.params["axis"]])]
+
+
+def _debug_print(t, env, region, eqn, used):
+    p = eqn.params
+    if p.get("static_args"):
+        raise t.fail("debug_print with static (non-array) arguments")
+    fmt = re.sub(r"\{[^{}]*\}", "{}", p["fmt"])
+    vals = [t.read(env, region, v) for v in eqn.invars]
+    t.op(region, "print", vals, [], text=fmt)
+    return []
+
+
+def _device_id(t, env, region, eqn, used):
+    return [t.emit(region, "device_id", [], B.Type.value("i32", ()))]
+
+
+_HANDLERS: dict[str, Callable] = {
+    "program_id": _program_id, "num_programs": _num_programs, "get": _get, "swap": _swap,
+    "addupdate": _addupdate, "convert_element_type": _convert,
+    "bitcast_convert_type": _bitcast, "iota": _iota, "broadcast_in_dim": _broadcast_in_dim,
+    "reshape": _reshape, "squeeze": _squeeze, "expand_dims": _squeeze,
+    "transpose": _transpose, "concatenate": _concatenate, "slice": _slice,
+    "dynamic_slice": _dynamic_slice, "select_n": _select_n, "clamp": _clamp,
+    "integer_pow": _integer_pow, "square": _square, "expm1": _expm1, "tan": _tan,
+    "is_finite": _is_finite, "round": _round, "argmax": _argminmax, "argmin": _argminmax,
+    "dot_general": _dot_general, "cond": _cond, "scan": _scan, "while": _while,
+    "run_scoped": _run_scoped, "dma_start": _dma_start, "dma_wait": _dma_wait,
+    "semaphore_signal": _sem_signal, "semaphore_wait": _sem_wait,
+    "semaphore_read": _sem_read, "roll": _roll, "debug_print": _debug_print,
+    "device_id": _device_id,
+}
+
+
+def supported_primitives() -> list[str]:
+    """The names of the JAX primitives the translator handles."""
+    return sorted(set(_HANDLERS) | set(_UNARY) | set(_BINARY) | set(_REDUCE) | _PASSTHROUGH
+                  | _INLINE_CALLS)
+
+
+def translate(call: ji.PallasCall, name: str | None = None) -> TranslatedKernel:
+    """Builds the tessera kernel of a traced pallas_call. Raises
+    TranslationError for what cannot be translated."""
+    kname = re.sub(r"[^A-Za-z0-9_]", "_", name or call.name) or "kernel"
+    if not re.match(r"[A-Za-z_]", kname):
+        kname = "k_" + kname
+    tr = _Translator(call, kname)
+    tk = tr.build()
+    return tk
