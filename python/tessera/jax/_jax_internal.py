@@ -240,7 +240,7 @@ def ndindexer_dims(idx) -> list[DimIndex]:
     dimension of the ref it indexes."""
     if not isinstance(idx, state_indexing.NDIndexer):
         raise NotImplementedError(f"a ref transform of type {type(idx).__name__}")
-    if any(not isinstance(i, state_indexing.Slice) and np.shape(_aval_shape(i))
+    if any(not isinstance(i, state_indexing.Slice) and len(_aval_shape(i)) > 0
            for i in idx.indices):
         raise NotImplementedError("indexing a ref with an array of indices (gather)")
     out = []

@@ -453,9 +453,22 @@ def _unary(t: _Translator, env, region, eqn, used):
     return [t.emit(region, _UNARY[eqn.primitive.name], [x], _out_type(eqn))]
 
 
+def _bcast(t, region, x: B.Value, shape) -> B.Value:
+    """x broadcast (numpy rules) to `shape`, when it is a block of another
+    shape (JAX's jaxprs broadcast size-1 dimensions implicitly)."""
+    shape = tuple(shape)
+    if x.type.kind == "scalar" or x.type.shape == shape:
+        return x
+    if x.type.rank != len(shape):
+        x = t.emit(region, "reshape", [x], B.Type.value(
+            x.type.dtype, (1,) * (len(shape) - x.type.rank) + x.type.shape))
+    return t.emit(region, "broadcast", [x], B.Type.value(x.type.dtype, shape))
+
+
 def _binary(t: _Translator, env, region, eqn, used):
-    a, b = (t.read(env, region, v) for v in eqn.invars)
-    return [t.emit(region, _BINARY[eqn.primitive.name], [a, b], _out_type(eqn))]
+    rt = _out_type(eqn)
+    a, b = (_bcast(t, region, t.read(env, region, v), rt.shape) for v in eqn.invars)
+    return [t.emit(region, _BINARY[eqn.primitive.name], [a, b], rt)]
 
 
 def _reduce(t, env, region, eqn, used):
@@ -635,13 +648,15 @@ def _dynamic_slice(t, env, region, eqn, used):
 
 
 def _select_n(t, env, region, eqn, used):
-    pred = t.read(env, region, eqn.invars[0])
-    cases = [t.read(env, region, v) for v in eqn.invars[1:]]
     rt = _out_type(eqn)
+    pred = t.read(env, region, eqn.invars[0])
+    cases = [_bcast(t, region, t.read(env, region, v), rt.shape) for v in eqn.invars[1:]]
     if len(cases) == 1:
         return [cases[0]]
-    if pred.type.kind == "scalar" and rt.kind != "scalar":
-        pred = t.emit(region, "broadcast", [pred], B.Type.value(pred.type.dtype, rt.shape))
+    if rt.kind != "scalar":
+        pred = _bcast(t, region, pred, rt.shape)
+        if pred.type.kind == "scalar":
+            pred = t.emit(region, "broadcast", [pred], B.Type.value(pred.type.dtype, rt.shape))
     bt = B.Type.value("i1", pred.type.shape)
     if pred.type.dtype == "i1":
         if len(cases) != 2:
@@ -656,8 +671,8 @@ def _select_n(t, env, region, eqn, used):
 
 
 def _clamp(t, env, region, eqn, used):
-    lo, x, hi = (t.read(env, region, v) for v in eqn.invars)
     rt = _out_type(eqn)
+    lo, x, hi = (_bcast(t, region, t.read(env, region, v), rt.shape) for v in eqn.invars)
     return [t.emit(region, "min", [t.emit(region, "max", [x, lo], rt), hi], rt)]
 
 
