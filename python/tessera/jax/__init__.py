@@ -87,6 +87,10 @@ def cache_clear() -> None:
 _generation = 0
 
 
+# Options of the bridge itself (not of the run).
+_BRIDGE_OPTIONS = {"numpy_outputs"}
+
+
 def _options_key(options: Mapping[str, Any]) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in options.items()))
 
@@ -112,10 +116,10 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any], name: str | Non
         tk = translate(call, name)
         try:
             text = tk.module.text()
-            in_dtypes = [dtype_name(a.dtype) for a in call.in_avals]
+            in_specs = [(a.shape, a.dtype, dtype_name(a.dtype)) for a in call.in_avals]
             out_specs = [(a.shape, a.dtype, dtype_name(a.dtype)) for a in call.out_avals]
-            runner = _run.Runner(tk.module.first_kernel(), in_dtypes, out_specs, tk.aliases,
-                                 dict(options))
+            runner = _run.Runner(tk.module.first_kernel(), in_specs, out_specs, tk.aliases,
+                                 {k: v for k, v in options.items() if k not in _BRIDGE_OPTIONS})
         finally:
             tk.module.close()  # the executable keeps nothing of the module
         prep = _Prepared(runner, call.out_tree, call.out_avals, text)
@@ -137,10 +141,15 @@ class TesseraPallasCall:
         self._options = dict(options)
         self._name = name
         self._by_shape: dict[Any, tuple[int, _Prepared]] = {}
+        self._numpy_outputs = bool(self._options.get("numpy_outputs", False))
 
     def _get(self, args, flat) -> _Prepared:
-        key = (tuple((np.shape(x), str(ji._dtype_of(x))) for x in flat),
-               jax.tree_util.tree_structure(list(args)))
+        if len(flat) == len(args):  # flat positional arrays: the common case
+            key = tuple((x.shape, x.dtype) if hasattr(x, "dtype") else
+                        (np.shape(x), ji._dtype_of(x)) for x in flat)
+        else:
+            key = (tuple((np.shape(x), ji._dtype_of(x)) for x in flat),
+                   jax.tree_util.tree_structure(list(args)))
         hit = self._by_shape.get(key)
         if hit is not None and hit[0] == _generation:
             return hit[1]
@@ -156,7 +165,9 @@ class TesseraPallasCall:
                                      vmap_method="sequential")
             return jax.tree_util.tree_unflatten(prep.out_tree, list(outs))
         outs = prep.runner(*[np.asarray(x) for x in flat])
-        return jax.tree_util.tree_unflatten(prep.out_tree, [jnp.asarray(o) for o in outs])
+        if not self._numpy_outputs:
+            outs = [jnp.asarray(o) for o in outs]
+        return jax.tree_util.tree_unflatten(prep.out_tree, outs)
 
     def lower_to_tsr(self, *args) -> str:
         """The tessera IR (.tsr text) this call runs for arguments like `args`."""
@@ -180,7 +191,9 @@ def pallas_call(kernel: Callable[..., None], out_shape: Any, *,
     options: backend ("interp", the default, with every check; or "cpu"),
     detect_races, uninit ("nan"/"zero"), shuffle_parallel, shuffle_seed,
     cores, devices, dma_mode ("eager"/"lazy"), schedule_seed, chip,
-    max_errors, strict, timeout_seconds, max_steps, trace_path, opt_level.
+    max_errors, strict, timeout_seconds, max_steps, trace_path, opt_level;
+    and numpy_outputs=True, which makes an eager call return numpy arrays
+    instead of jax arrays (saving JAX's ~70 us per output array).
 
     Returns a callable taking the kernel's operands (as the function
     pl.pallas_call returns does). Raises TranslationError (naming the

@@ -238,14 +238,17 @@ _OPTION_FIELDS = {"uninit", "check", "shuffle_parallel", "shuffle_seed", "chip",
 
 def option_names() -> list[str]:
     """The tessera options pallas_call/interpret accept."""
-    return sorted(_OPTION_FIELDS | {"backend", "dma_mode"})
+    return sorted(_OPTION_FIELDS | {"backend", "dma_mode", "numpy_outputs"})
 
 
 class Runner:
     """A prepared executable for one translated kernel."""
 
-    def __init__(self, kernel_ptr: int, in_dtypes: Sequence[str], out_specs: Sequence[tuple],
+    def __init__(self, kernel_ptr: int, in_specs: Sequence[tuple], out_specs: Sequence[tuple],
                  aliases: dict, options: dict):
+        """in_specs / out_specs: (shape, numpy dtype, tessera dtype name) per
+        operand; aliases: output index -> input index; options: tessera's
+        run options (option_names())."""
         h = _h()
         eo = _CExeOptions()
         h.tsr_executable_options_initialize(ctypes.byref(eo))
@@ -277,34 +280,58 @@ class Runner:
         if status:
             _raise_status(status, "tessera could not prepare the kernel")
         self._exe = out.value
-        self._dtypes = [B._DTYPE_INDEX[d] for d in in_dtypes]
+        self._in_specs = [(tuple(s), np.dtype(dt), B._DTYPE_INDEX[td]) for s, dt, td in in_specs]
+        self._dtypes = [t for _, _, t in self._in_specs]
         self._out_specs = [(tuple(s), np.dtype(dt), B._DTYPE_INDEX[td]) for s, dt, td in out_specs]
+        self._tls = threading.local()
         self._aliases = dict(aliases)
-        n = len(in_dtypes) + len(out_specs)
-        self._n = n
+        self._n = len(in_specs) + len(out_specs)
+
+    def _structs(self):
+        """This thread's operand structs (shapes and dtypes filled once;
+        each call only sets the data pointers)."""
+        st = getattr(self._tls, "structs", None)
+        if st is None:
+            arrays = (_CArray * self._n)()
+            ptrs = (ctypes.POINTER(_CArray) * self._n)()
+            specs = self._in_specs + [(s, d, t) for s, d, t in self._out_specs]
+            for i, (shape, _, dt) in enumerate(specs):
+                arrays[i].dtype = dt
+                arrays[i].rank = len(shape)
+                for k, d in enumerate(shape):
+                    arrays[i].dims[k] = d
+                ptrs[i] = ctypes.pointer(arrays[i])
+            st = self._tls.structs = (arrays, ptrs)
+        return st
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        """Runs on numpy arrays (one per prefetch/input operand, of the
+        declared shapes and dtypes); returns the outputs."""
         h = _h()
-        arrays = (_CArray * self._n)()
-        ptrs = (ctypes.POINTER(_CArray) * self._n)()
+        if len(inputs) != len(self._in_specs):
+            raise TypeError(f"tessera: the kernel takes {len(self._in_specs)} operands, "
+                            f"got {len(inputs)}")
+        arrays, ptrs = self._structs()
         keep = []
-        i = 0
-        for x, dt in zip(inputs, self._dtypes):
-            x = np.ascontiguousarray(x)
+        for i, (x, (shape, npdt, _)) in enumerate(zip(inputs, self._in_specs)):
+            if (type(x) is not np.ndarray or x.dtype != npdt
+                    or not x.flags.c_contiguous):
+                x = np.ascontiguousarray(x, dtype=npdt)
+            if x.shape != shape:
+                raise ValueError(f"tessera: operand {i} has shape {x.shape}, the kernel "
+                                 f"was prepared for {shape}")
             keep.append(x)
-            _fill(arrays[i], x, dt)
-            i += 1
+            arrays[i].data = x.__array_interface__["data"][0]
         outs = []
-        for j, (shape, npdt, dt) in enumerate(self._out_specs):
+        i = len(inputs)
+        for j, (shape, npdt, _) in enumerate(self._out_specs):
             if j in self._aliases:
-                o = np.array(inputs[self._aliases[j]], dtype=npdt, copy=True, order="C")
+                o = np.array(keep[self._aliases[j]], dtype=npdt, copy=True, order="C")
             else:
                 o = np.empty(shape, npdt)
             outs.append(o)
-            _fill(arrays[i], o, dt)
+            arrays[i].data = o.__array_interface__["data"][0]
             i += 1
-        for k in range(self._n):
-            ptrs[k] = ctypes.pointer(arrays[k])
         result = ctypes.c_void_p()
         status = h.tsr_executable_run(self._exe, ptrs, self._n, None, ctypes.byref(result))
         if status:
@@ -318,11 +345,12 @@ class Runner:
                 h.tsr_run_result_destroy(result.value)
             raise _make_error(code, message, diags)
         if result.value:
-            diags = _diags_of_list(h.tsr_run_result_diagnostics(result.value))
+            lst = h.tsr_run_result_diagnostics(result.value)
+            if lst and h.tsr_diagnostic_list_count(lst):
+                for d in _diags_of_list(lst):
+                    if d.severity == "warning":
+                        warnings.warn(d.text or d.message, KernelWarning, stacklevel=3)
             h.tsr_run_result_destroy(result.value)
-            for d in diags:
-                if d.severity == "warning":
-                    warnings.warn(d.text or d.message, KernelWarning, stacklevel=3)
         return outs
 
     def close(self) -> None:
