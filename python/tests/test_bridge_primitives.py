@@ -239,3 +239,17 @@ def test_bridge_index_map_arithmetic_and_smem_prefetch_in_map():
             r, c = (tbl[j] + i) % 4, 1 - j
             np.testing.assert_array_equal(got[i * 8:(i + 1) * 8, j * 128:(j + 1) * 128],
                                           x[r * 8:(r + 1) * 8, c * 128:(c + 1) * 128] + np.float32(tbl[j]))
+
+
+def test_bridge_masked_load_and_store():
+    def k(x_ref, o_ref):
+        col = jax.lax.broadcasted_iota(I32, (8, 128), 1)
+        keep = col < 100
+        o_ref[...] = jnp.zeros((8, 128), F32)
+        v = jnp.where(keep, pltpu.load(x_ref, mask=keep), -1.0)
+        pltpu.store(o_ref, v / 4.0, mask=col % 2 == 0)
+    x = _f32((8, 128))
+    got = np.asarray(run(k, sds((8, 128)), x))
+    col = np.arange(128)[None, :]
+    v = np.where(col < 100, x, -1.0) / 4
+    np.testing.assert_allclose(got, np.where(col % 2 == 0, v, 0.0), rtol=1e-6)

@@ -548,6 +548,54 @@ def _addupdate(t, env, region, eqn, used):
     return []
 
 
+def _mask_of(t, env, region, mask, shape) -> B.Value:
+    m = t.read(env, region, mask)
+    if m.type.kind == "scalar":
+        return t.emit(region, "broadcast", [m], B.Type.value("i1", shape))
+    return _bcast(t, region, m, shape)
+
+
+def _masked_load(t, env, region, eqn, used):
+    ref, transforms, mask, other = ji.unflatten(eqn.params["args_tree"], eqn.invars)
+    view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
+    _check_loadable(t, view)
+    rt = _out_type(eqn)
+    idx = t.indices(view)
+    if mask is None:
+        return [t.emit(region, "load", [view.base], rt, indices=idx)]
+    m = _mask_of(t, env, region, mask, rt.shape)
+    v = t.emit(region, "load", [view.base], rt, indices=idx, extra_operands=[m],
+               flags=B.OPF_MASK)
+    if other is not None:
+        o = _bcast(t, region, t.read(env, region, other), rt.shape)
+        v = t.emit(region, "select", [m, v, o], rt)
+    return [v]
+
+
+def _masked_swap(t, env, region, eqn, used):
+    ref, transforms, val, mask = ji.unflatten(eqn.params["args_tree"], eqn.invars)
+    view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
+    _check_loadable(t, view)
+    vt = B.Type.value(view.base.type.dtype, view.shape)
+    idx = t.indices(view)
+    v = _bcast(t, region, t.read(env, region, val), vt.shape)
+    extra, flags = [], 0
+    if mask is not None:
+        extra, flags = [_mask_of(t, env, region, mask, vt.shape)], B.OPF_MASK
+    old = None
+    if eqn.outvars and eqn.outvars[0] in used:
+        old = t.emit(region, "load", [view.base], vt, indices=idx, extra_operands=extra,
+                     flags=flags)
+    t.op(region, "store", [view.base, v], [], indices=idx, extra_operands=extra, flags=flags)
+    return [old]
+
+
+def _reciprocal(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    rt = _out_type(eqn)
+    return [t.emit(region, "div", [t.const(region, 1.0, B.Type.value(rt.dtype, ())), x], rt)]
+
+
 def _convert(t, env, region, eqn, used):
     x = t.read(env, region, eqn.invars[0])
     rt = _out_type(eqn)
@@ -1028,7 +1076,8 @@ _HANDLERS: dict[str, Callable] = {
     "run_scoped": _run_scoped, "dma_start": _dma_start, "dma_wait": _dma_wait,
     "semaphore_signal": _sem_signal, "semaphore_wait": _sem_wait,
     "semaphore_read": _sem_read, "roll": _roll, "debug_print": _debug_print,
-    "device_id": _device_id,
+    "device_id": _device_id, "masked_load": _masked_load, "masked_swap": _masked_swap,
+    "reciprocal": _reciprocal,
 }
 
 
