@@ -183,3 +183,21 @@ def test_bridge_unsupported_dtype_is_refused():
     f = tj.pallas_call(k, jax.ShapeDtypeStruct((8, 128), jnp.complex64))
     with pytest.raises(tj.TranslationError, match="complex64"):
         f(np.zeros((8, 128), np.complex64))
+
+
+# ---- pl.debug_check becomes an assert ---------------------------------------------
+
+def check_kernel(x_ref, o_ref):
+    pl.debug_check(jnp.all(x_ref[...] > 0), "x must be positive")  # CHECK
+    o_ref[...] = x_ref[...]
+
+
+def test_bridge_debug_check_fails_with_its_message_and_line():
+    with pl.enable_debug_checks(True):
+        f = tj.pallas_call(check_kernel, jax.ShapeDtypeStruct((8, 128), F32))
+        ok = np.ones((8, 128), np.float32)
+        np.testing.assert_array_equal(np.asarray(f(ok)), ok)
+        with pytest.raises(tj.KernelError) as info:
+            f(-ok)
+    d = _find(info.value.diagnostics, "assert")
+    assert d and d[0].line == line_of("CHECK") and "x must be positive" in d[0].message

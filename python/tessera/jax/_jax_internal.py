@@ -272,6 +272,32 @@ def ref_transforms(obj) -> tuple[Any, tuple]:
     return obj, ()
 
 
+def check_conditions(eqn) -> list[tuple[Any, str]]:
+    """(error predicate atom, message) per check of a checkify `check`
+    equation (pl.debug_check): the kernel fails where the predicate holds."""
+    err = eqn.params["err_tree"].unflatten(list(eqn.invars))
+    out = []
+    for effect, pred in err._pred.items():
+        message = "check failed"
+        meta = None
+        try:
+            meta = err._metadata.get(int(np.asarray(literal_value(err._code.get(effect)))))
+        except (TypeError, ValueError):
+            pass
+        if meta is not None:
+            try:  # the error class's static data holds the message string
+                data = meta.node_data()
+                aux = data[1] if data else ()
+                strings = [a for a in (aux if isinstance(aux, tuple) else (aux,))
+                           if isinstance(a, str)]
+                if strings:
+                    message = strings[-1]
+            except Exception:
+                pass
+        out.append((pred, message))
+    return out
+
+
 def literal_value(x) -> Any:
     return x.val if isinstance(x, Literal) else x
 

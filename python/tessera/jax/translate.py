@@ -1059,6 +1059,17 @@ def _debug_print(t, env, region, eqn, used):
     return []
 
 
+def _check(t, env, region, eqn, used):
+    for pred, message in ji.check_conditions(eqn):
+        bad = t.read(env, region, pred)
+        if bad.type.kind != "scalar":
+            bad = t.emit(region, "reduce_or", [bad], B.Type.value("i1", ()),
+                         ints=list(range(bad.type.rank)))
+        ok = t.emit(region, "not", [bad], B.Type.value("i1", ()))
+        t.op(region, "assert", [ok], [], text=message)
+    return []
+
+
 def _device_id(t, env, region, eqn, used):
     return [t.emit(region, "device_id", [], B.Type.value("i32", ()))]
 
@@ -1077,7 +1088,7 @@ _HANDLERS: dict[str, Callable] = {
     "semaphore_signal": _sem_signal, "semaphore_wait": _sem_wait,
     "semaphore_read": _sem_read, "roll": _roll, "debug_print": _debug_print,
     "device_id": _device_id, "masked_load": _masked_load, "masked_swap": _masked_swap,
-    "reciprocal": _reciprocal,
+    "reciprocal": _reciprocal, "check": _check, "axis_index": _device_id,
 }
 
 
