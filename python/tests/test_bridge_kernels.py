@@ -237,6 +237,26 @@ def double_buffer_ref(x):
     return x.reshape(-1, 8, 128).sum(0)
 
 
+# ---- pltpu.emit_pipeline: a pipeline of blocks over HBM refs, inside the kernel --
+
+def pipeline_kernel(x_hbm, o_hbm):
+    def inner(x_ref, o_ref):
+        o_ref[...] = jnp.sqrt(jnp.abs(x_ref[...])) + 1.0
+    pltpu.emit_pipeline(inner, grid=(x_hbm.shape[0] // 8,),
+                        in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                        out_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))])(x_hbm, o_hbm)
+
+
+def pipeline(pallas_call, x, **kw):
+    return pallas_call(pipeline_kernel, jax.ShapeDtypeStruct(x.shape, F32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec(memory_space=pl.ANY), **kw)(x)
+
+
+def pipeline_ref(x):
+    return np.sqrt(np.abs(x)) + 1.0
+
+
 # ---- aliases, iota/select and integer ops ----------------------------------------
 
 def alias_kernel(x_ref, o_ref):
@@ -295,6 +315,7 @@ CASES = {
     "scalar_prefetch": (gather, gather_ref,
                         lambda: (np.array([3, 0, 2, 2], np.int32), _f32((32, 128))), 0),
     "dma_run_scoped": (dma, dma_ref, lambda: (_f32((32, 128)),), 0),
+    "emit_pipeline": (pipeline, pipeline_ref, lambda: (_f32((32, 128)),), 1e-6),
     "double_buffer": (double_buffer, double_buffer_ref, lambda: (_f32((48, 128)),), 1e-6),
     "alias": (alias, alias_ref,
               lambda: (np.arange(16 * 128, dtype=np.int32).reshape(16, 128),), 0),
@@ -378,6 +399,14 @@ def test_bridge_cpu_backend(name):
     fn, ref, make, tol = CASES[name]
     args = make()
     _close(fn(functools.partial(tj.pallas_call, backend="cpu"), *args), ref(*args), tol)
+
+
+def test_bridge_interpret_under_jit():
+    import tessera.jax as tj
+    x = _f32((32, 128))
+    with tj.interpret():
+        out = jax.jit(lambda v: softmax(pl.pallas_call, v) * 2.0)(x)
+    _close(out, softmax_ref(x) * 2.0, 1e-6)
 
 
 def test_bridge_bf16_matmul():

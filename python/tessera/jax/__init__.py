@@ -100,7 +100,8 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any], name: str | Non
     of `args`, and translates + prepares its kernel unless an identical one
     (same kernel jaxpr and source lines, grid mapping, shapes, dtypes,
     options) is already prepared."""
-    call = ji.trace_pallas_call(jax_fn, args)
+    call = ji.trace_pallas_call(jax_fn, args, str(options.get("chip") or "v5e"),
+                                int(options.get("cores") or 1))
     params = call.eqn.params
     key = (ji.jaxpr_key_text(call.jaxpr), ji.grid_mapping_key_text(call.grid_mapping),
            repr(call.in_avals), repr(call.out_avals),

@@ -8,6 +8,7 @@ objects the translator only reads through the helpers below.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from typing import Any, Callable, Iterator, Sequence
@@ -65,12 +66,39 @@ def _find_pallas_call(jaxpr) -> Iterator[tuple[Any, Any]]:
                 yield from _find_pallas_call(sub)
 
 
-def trace_pallas_call(fn: Callable, args: Sequence[Any]) -> PallasCall:
+# tessera's chip names -> the TPU device kinds JAX knows.
+_DEVICE_KINDS = {"v2": "TPU v2", "v3": "TPU v3", "v4": "TPU v4", "v5e": "TPU v5 lite",
+                 "v5p": "TPU v5p", "v6e": "TPU v6 lite", "v7": "TPU7x", "tpu8i": "TPU8i"}
+
+
+def _chip_context(chip: str, cores: int):
+    """While tracing: make JAX's TPU queries (pltpu.get_tpu_info, which
+    emit_pipeline and others ask at trace time) answer for `chip` on a
+    machine without a TPU, unless the caller set an abstract mesh."""
+    from jax._src import mesh as mesh_lib
+    if mesh_lib.get_abstract_mesh().abstract_device is not None:
+        return contextlib.nullcontext()
+    kind = _DEVICE_KINDS.get(chip)
+    if kind is None:
+        return contextlib.nullcontext()
+    device = mesh_lib.AbstractDevice(device_kind=kind, num_cores=max(1, cores), platform="tpu")
+    return jax.sharding.use_abstract_mesh(
+        jax.sharding.AbstractMesh((), (), abstract_device=device))
+
+
+def trace_pallas_call(fn: Callable, args: Sequence[Any], chip: str = "v5e",
+                      cores: int = 1) -> PallasCall:
     """Traces `fn(*args)` (a function that makes one pallas_call) on the
-    arguments' shapes and returns that call's equation."""
+    arguments' shapes and returns that call's equation. TPU queries made
+    while tracing answer for `chip` with `cores` TensorCores."""
     structs = jax.tree_util.tree_map(
         lambda a: jax.ShapeDtypeStruct(np.shape(a), _dtype_of(a)), list(args))
-    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*structs)
+    try:
+        ctx = _chip_context(chip, cores)
+    except Exception:  # internals moved: trace without it
+        ctx = contextlib.nullcontext()
+    with ctx:
+        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*structs)
     found = list(_find_pallas_call(closed.jaxpr))
     if len(found) != 1:
         raise JaxInternalsError(

@@ -237,6 +237,8 @@ class _Translator:
             for pos, d in zip(kept, dims):
                 _, s, n, st = view.dims[pos]
                 start = self.static_int(env, d.start)
+                if isinstance(start, B.Value):
+                    start = self.i32(region, start)
                 off = self.iarith(region, "add", s, self.iarith(region, "mul", start, st))
                 if d.kind == "point":
                     new[pos] = ("point", off)
