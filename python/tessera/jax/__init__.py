@@ -220,6 +220,11 @@ def _check_options(options: Mapping[str, Any]) -> None:
     if unknown:
         raise TypeError(f"tessera.jax: unknown option(s) {', '.join(sorted(unknown))} "
                         f"(options: {', '.join(_run.option_names())})")
+    if int(options.get("devices") or 1) != 1:
+        raise NotImplementedError(
+            "tessera.jax: devices > 1 is not supported through the bridge (a pallas_call "
+            "sees one device's operands); run the kernel's .tsr (lower_to_tsr) with the "
+            "numpy API or `tessera run --devices N`")
 
 
 # ---- interpret(): every pl.pallas_call through tessera ------------------------------
