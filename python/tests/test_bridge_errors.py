@@ -201,3 +201,41 @@ def test_bridge_debug_check_fails_with_its_message_and_line():
             f(-ok)
     d = _find(info.value.diagnostics, "assert")
     assert d and d[0].line == line_of("CHECK") and "x must be positive" in d[0].message
+
+
+# ---- races and deadlocks name the lines ----------------------------------------------
+
+def race_kernel(x_hbm, o_ref, buf, sem):
+    copy = pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8), :], buf, sem)
+    copy.start()  # RACE_WRITE
+    o_ref[...] = buf[...]  # RACE_READ
+    copy.wait()
+
+
+def test_bridge_race_names_both_lines():
+    f = tj.pallas_call(race_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec((8, 128), lambda: (0, 0)),
+                       scratch_shapes=[pltpu.VMEM((8, 128), F32), pltpu.SemaphoreType.DMA],
+                       detect_races=True)
+    with pytest.raises(tj.KernelError) as info:
+        f(_x())
+    races = _find(info.value.diagnostics, "race")
+    assert races, info.value.diagnostics
+    lines = {races[0].line, races[0].other_line}
+    assert lines == {line_of("RACE_WRITE"), line_of("RACE_READ")}
+    assert races[0].file == __file__
+
+
+def deadlock_kernel(x_ref, o_ref, sem):
+    pl.semaphore_wait(sem, 1)  # DEADLOCK
+    o_ref[...] = x_ref[...]
+
+
+def test_bridge_deadlock_names_the_wait():
+    f = tj.pallas_call(deadlock_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                       scratch_shapes=[pltpu.SemaphoreType.REGULAR])
+    with pytest.raises(tj.KernelError) as info:
+        f(_x((8, 128)))
+    d = _find(info.value.diagnostics, "deadlock")
+    assert d and d[0].line == line_of("DEADLOCK") and d[0].file == __file__
