@@ -253,3 +253,15 @@ def test_bridge_masked_load_and_store():
     col = np.arange(128)[None, :]
     v = np.where(col < 100, x, -1.0) / 4
     np.testing.assert_allclose(got, np.where(col % 2 == 0, v, 0.0), rtol=1e-6)
+
+
+def test_bridge_batched_dot_and_rev():
+    def k(q_ref, k_ref, o_ref, r_ref):
+        q, kk = q_ref[...], k_ref[...]
+        o_ref[...] = jnp.einsum("bqd,bkd->bqk", q, kk, preferred_element_type=F32)
+        r_ref[...] = jnp.flip(q[0], axis=(0, 1))
+    q, kk = _f32((2, 8, 128)), _f32((2, 16, 128), 1)
+    o, r = run(k, (sds((2, 8, 16)), sds((8, 128))), q, kk)
+    np.testing.assert_allclose(np.asarray(o), np.einsum("bqd,bkd->bqk", q, kk), rtol=1e-4,
+                               atol=1e-4)
+    np.testing.assert_array_equal(np.asarray(r), q[0][::-1, ::-1])

@@ -796,7 +796,8 @@ def _dot_general(t, env, region, eqn, used):
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     rt = _out_type(eqn)
     if lb or rb:
-        raise t.fail("`dot_general` with batch dimensions")
+        return [_batched_dot(t, region, a, b, (tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)),
+                             rt)]
     if a.type.rank != 2 or b.type.rank != 2:
         raise t.fail("`dot_general` of operands that are not matrices")
     lc, rc = tuple(lc), tuple(rc)
@@ -817,6 +818,57 @@ def _dot_general(t, env, region, eqn, used):
     elif rc != (0,):
         raise t.fail(f"`dot_general` contracting rhs dims {rc}")
     return [t.emit(region, "dot", [a, b], rt, flags=flags)]
+
+
+_MAX_UNROLLED_BATCH = 64
+
+
+def _batched_dot(t, region, a, b, contracting, batch, rt) -> B.Value:
+    """dot_general with one leading batch dimension on both sides (einsum
+    'bmk,bkn->bmn' and its transposed forms), unrolled over the batch: a
+    static slice and a `dot` per batch element, concatenated."""
+    (lc, rc), (lb, rb) = contracting, batch
+    if lb != (0,) or rb != (0,) or a.type.rank != 3 or b.type.rank != 3:
+        raise t.fail("`dot_general` with batch dimensions other than one leading batch "
+                     "dimension of rank-3 operands")
+    nb = a.type.shape[0]
+    if nb > _MAX_UNROLLED_BATCH:
+        raise t.fail(f"`dot_general` with a batch of {nb} (at most {_MAX_UNROLLED_BATCH} "
+                     "are unrolled)")
+    if lc not in ((2,), (1,)) or rc not in ((1,), (2,)):
+        raise t.fail(f"`dot_general` contracting dims {lc}, {rc} with a batch dimension")
+    parts = []
+    for i in range(nb):
+        def take(x):
+            idx = [B.Index("slice", i, 1, 1)] + [B.Index("full", 0, d, 1) for d in x.type.shape[1:]]
+            s = t.emit(region, "slice", [x], B.Type.value(x.type.dtype, (1,) + x.type.shape[1:]),
+                       indices=idx)
+            return t.emit(region, "reshape", [s], B.Type.value(x.type.dtype, x.type.shape[1:]))
+        ai, bi = take(a), take(b)
+        if lc == (1,):  # a[i] is [K, M]
+            ai = t.emit(region, "transpose", [ai], B.Type.value(
+                ai.type.dtype, ai.type.shape[::-1]), ints=[1, 0])
+        flags = B.OPF_TRANSPOSE_RHS if rc == (2,) else 0
+        m, n = rt.shape[1], rt.shape[2]
+        if ai.type.dtype != bi.type.dtype:
+            ai = t.emit(region, "convert", [ai], B.Type.value(rt.dtype, ai.type.shape))
+            bi = t.emit(region, "convert", [bi], B.Type.value(rt.dtype, bi.type.shape))
+        d = t.emit(region, "dot", [ai, bi], B.Type.value(rt.dtype, (m, n)), flags=flags)
+        parts.append(t.emit(region, "reshape", [d], B.Type.value(rt.dtype, (1, m, n))))
+    if len(parts) == 1:
+        return parts[0]
+    return t.emit(region, "concatenate", parts, rt, ints=[0])
+
+
+def _rev(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    for d in eqn.params["dimensions"]:
+        n = x.type.shape[d]
+        it = B.Type.value("i32", x.type.shape)
+        idx = t.emit(region, "iota", [], it, ints=[d])
+        idx = t.emit(region, "sub", [t.const(region, n - 1, B.Type.value("i32", ())), idx], it)
+        x = t.emit(region, "gather", [x, idx], x.type, ints=[d])
+    return [x]
 
 
 def _cond(t, env, region, eqn, used):
@@ -1090,7 +1142,7 @@ _HANDLERS: dict[str, Callable] = {
     "semaphore_signal": _sem_signal, "semaphore_wait": _sem_wait,
     "semaphore_read": _sem_read, "roll": _roll, "debug_print": _debug_print,
     "device_id": _device_id, "masked_load": _masked_load, "masked_swap": _masked_swap,
-    "reciprocal": _reciprocal, "check": _check, "axis_index": _device_id,
+    "reciprocal": _reciprocal, "check": _check, "axis_index": _device_id, "rev": _rev,
 }
 
 
