@@ -239,3 +239,21 @@ def test_bridge_deadlock_names_the_wait():
         f(_x((8, 128)))
     d = _find(info.value.diagnostics, "deadlock")
     assert d and d[0].line == line_of("DEADLOCK") and d[0].file == __file__
+
+
+# ---- a block index out of range names the BlockSpec's index map ---------------------
+
+def copy_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+def test_bridge_block_index_out_of_range_names_the_index_map():
+    f = tj.pallas_call(copy_kernel, jax.ShapeDtypeStruct((16, 128), F32), grid=(2,),
+                       in_specs=[pl.BlockSpec((8, 128), lambda i: (i + 1, 0))],  # BAD_MAP
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
+    with pytest.raises(tj.KernelError) as info:
+        f(_x())
+    d = _find(info.value.diagnostics, "out_of_bounds")
+    assert d and d[0].buffer == "in0" and d[0].grid_point == (1,)
+    assert d[0].file == __file__ and d[0].line == line_of("BAD_MAP")
+    assert f"{pathlib.Path(__file__).name}:{line_of('BAD_MAP')}:" in d[0].text

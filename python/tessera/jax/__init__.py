@@ -120,7 +120,8 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any], name: str | Non
             in_specs = [(a.shape, a.dtype, dtype_name(a.dtype)) for a in call.in_avals]
             out_specs = [(a.shape, a.dtype, dtype_name(a.dtype)) for a in call.out_avals]
             runner = _run.Runner(tk.module.first_kernel(), in_specs, out_specs, tk.aliases,
-                                 {k: v for k, v in options.items() if k not in _BRIDGE_OPTIONS})
+                                 {k: v for k, v in options.items() if k not in _BRIDGE_OPTIONS},
+                                 tk.operand_locs)
         finally:
             tk.module.close()  # the executable keeps nothing of the module
         prep = _Prepared(runner, call.out_tree, call.out_avals, text)

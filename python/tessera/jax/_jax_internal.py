@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import threading
 from typing import Any, Callable, Iterator, Sequence
 
@@ -190,6 +191,28 @@ def block_dims(block_mapping) -> list[BlockDim]:
         else:
             raise JaxInternalsError(f"tessera.jax: unknown block dimension {bd!r}")
     return out
+
+
+def _src_location(debug_info) -> tuple[str, int, int] | None:
+    src = getattr(debug_info, "func_src_info", None) or ""
+    m = re.search(r" at (.+):(\d+)$", src)
+    return (m.group(1), int(m.group(2)), 1) if m else None
+
+
+def index_map_location(block_mapping) -> tuple[str, int, int] | None:
+    """(file, line, col) of a BlockSpec's index map function (the user's
+    lambda), or None."""
+    cj = block_mapping.index_map_jaxpr
+    for e in cj.jaxpr.eqns:
+        loc = user_location(e)
+        if loc[0]:
+            return loc
+    return _src_location(getattr(cj.jaxpr, "debug_info", None))
+
+
+def call_location(call: "PallasCall") -> tuple[str, int, int]:
+    """(file, line, col) of the user's pl.pallas_call(...)(...) call."""
+    return user_location(call.eqn)
 
 
 def index_map(block_mapping):

@@ -245,10 +245,12 @@ class Runner:
     """A prepared executable for one translated kernel."""
 
     def __init__(self, kernel_ptr: int, in_specs: Sequence[tuple], out_specs: Sequence[tuple],
-                 aliases: dict, options: dict):
+                 aliases: dict, options: dict, operand_locs: dict | None = None):
         """in_specs / out_specs: (shape, numpy dtype, tessera dtype name) per
         operand; aliases: output index -> input index; options: tessera's
-        run options (option_names())."""
+        run options (option_names()); operand_locs: operand name -> (file,
+        line, col) given to diagnostics tessera reports at an operand without a
+        line (block copies, index maps)."""
         h = _h()
         eo = _CExeOptions()
         h.tsr_executable_options_initialize(ctypes.byref(eo))
@@ -284,6 +286,7 @@ class Runner:
         self._dtypes = [t for _, _, t in self._in_specs]
         self._out_specs = [(tuple(s), np.dtype(dt), B._DTYPE_INDEX[td]) for s, dt, td in out_specs]
         self._tls = threading.local()
+        self._operand_locs = dict(operand_locs or {})
         self._aliases = dict(aliases)
         self._n = len(in_specs) + len(out_specs)
 
@@ -337,7 +340,7 @@ class Runner:
         if status:
             diags = []
             if result.value:
-                diags = _diags_of_list(h.tsr_run_result_diagnostics(result.value))
+                diags = self._relocate(_diags_of_list(h.tsr_run_result_diagnostics(result.value)))
             code = h.tsr_status_code_name(h.tsr_status_code(status)).decode()
             message = h.tsr_status_message(status).decode(errors="replace")
             h.tsr_status_free(status)
@@ -347,11 +350,30 @@ class Runner:
         if result.value:
             lst = h.tsr_run_result_diagnostics(result.value)
             if lst and h.tsr_diagnostic_list_count(lst):
-                for d in _diags_of_list(lst):
+                for d in self._relocate(_diags_of_list(lst)):
                     if d.severity == "warning":
                         warnings.warn(d.text or d.message, KernelWarning, stacklevel=3)
             h.tsr_run_result_destroy(result.value)
         return outs
+
+    def _relocate(self, diags: list) -> list:
+        """Gives the operand's Python location to diagnostics tessera made at
+        an operand declaration (line 0)."""
+        out = []
+        for d in diags:
+            loc = self._operand_locs.get(d.buffer) if d.line <= 0 else None
+            if loc and dataclasses.is_dataclass(d):
+                file, line, col = loc
+                text = d.text
+                prefix = f"{d.file}:{d.line}:{d.col}:"
+                if text.startswith(prefix):
+                    text = f"{file}:{line}:{col}:" + text[len(prefix):]
+                try:
+                    d = dataclasses.replace(d, file=file, line=line, col=col, text=text)
+                except (TypeError, ValueError):
+                    pass
+            out.append(d)
+        return out
 
     def close(self) -> None:
         if getattr(self, "_exe", None):

@@ -65,6 +65,10 @@ class TranslatedKernel:
     out_avals: tuple
     aliases: dict  # output index -> flat input index
     text: str = ""
+    # operand name -> (file, line, col) for diagnostics tessera reports at an
+    # operand (its block copies, index map results): the BlockSpec's index
+    # map, else the pallas_call's line.
+    operand_locs: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -124,6 +128,7 @@ class _Translator:
         self.prim = "pallas_call"
         self.num_sems = 0
         self.prefetch_refs: list[B.Value] = []
+        self.operand_locs: dict = {}
 
     # ---- errors and locations ------------------------------------------------
 
@@ -387,6 +392,8 @@ class _Translator:
                 if alias < nidx:
                     raise self.fail("an output aliased to a scalar-prefetch operand")
             name = f"out{k - nin}" if is_out else f"in{k}"
+            loc = ji.index_map_location(bm) if block is not None else None
+            self.operand_locs[name] = loc or ji.call_location(call)
             ref, imap = self.kb.add_operand(role, name, at, space, block, alias)
             refs.append(RefView.whole(ref))
             if imap is not None:
@@ -402,7 +409,8 @@ class _Translator:
                             f"gives {len(refs)}")
         self.run_jaxpr(body, jaxpr, [], refs)
         tk = TranslatedKernel(self.mb, self.name, nidx, nin, nout, call.in_avals,
-                              call.out_avals, {o: i for i, o in aliases_in_out.items()})
+                              call.out_avals, {o: i for i, o in aliases_in_out.items()},
+                              operand_locs=dict(self.operand_locs))
         return tk
 
     def scratch(self, aval, name: str) -> B.Value:
