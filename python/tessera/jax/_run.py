@@ -276,6 +276,9 @@ class Runner:
             else:
                 raise TypeError(f"tessera: unknown option {k!r} (options: "
                                 f"{', '.join(option_names())})")
+        # Warnings come back as records and go through Python's warnings:
+        # the library does not print them too.
+        eo.output.warning = ctypes.cast(h.tsr_output_discard, ctypes.c_void_p).value
         out = ctypes.c_void_p()
         status = h.tsr_executable_create(_Context.get(), kernel_ptr, ctypes.byref(eo),
                                          ctypes.byref(out))
