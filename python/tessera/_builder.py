@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from . import _lib
 
