@@ -238,3 +238,14 @@ def test_bridge_pytest_plugin_off_without_the_flag(pytester):
     pytester.makepyfile(test_suite=PLUGIN_TEST)
     result = pytester.runpytest_inprocess(*_plugin_args(), "-k", "test_ok")
     result.assert_outcomes(failed=1)  # JAX's own interpret=True: not a TesseraPallasCall
+
+
+def test_bridge_plugin_import_does_not_import_jax():
+    # pytest loads the plugin in every run: it must stay cheap without --tessera.
+    import subprocess
+    code = ("import sys, tessera.jax.pytest_plugin, tessera.jax; "
+            "assert 'jax' not in sys.modules, sorted(m for m in sys.modules if 'jax' in m)")
+    python_dir = str(pathlib.Path(__file__).resolve().parents[1])
+    env = dict(__import__("os").environ, PYTHONPATH=python_dir)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
