@@ -249,3 +249,21 @@ def test_bridge_plugin_import_does_not_import_jax():
     env = dict(__import__("os").environ, PYTHONPATH=python_dir)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_bridge_interpret_retraces_functions_jitted_outside():
+    x = np.ones((8, 128), np.float32)
+    calls = []
+
+    def fn(v):
+        calls.append(1)
+        return pl.pallas_call(double_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                              interpret=True)(v)
+    jf = jax.jit(fn)
+    jf(x)  # JAX's interpret=True, compiled and cached
+    before = tj.cache_info()["traces"]
+    with tj.interpret():
+        np.testing.assert_array_equal(np.asarray(jf(x)), 2 * x)
+    assert tj.cache_info()["traces"] == before + 1  # traced again, through tessera
+    jf(x)
+    assert len(calls) == 2  # outside again: JAX's compiled version, from its cache

@@ -215,6 +215,10 @@ def _check_options(options: Mapping[str, Any]) -> None:
 
 _active: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
     "tessera_jax_interpret", default=None)
+# A value in jax.jit's cache key: a function jitted outside interpret() is
+# traced again inside (and the other way round), so a cached compilation
+# never runs the wrong pallas_call.
+_jit_key = jax.make_user_context(None)
 _global_options: dict | None = None  # set by the pytest plugin for a whole run
 
 
@@ -234,11 +238,10 @@ class interpret(contextlib.ContextDecorator):
     made inside (in this thread, or in tasks that copied its context) runs
     through tessera, whatever its `interpret=` says. Also a decorator.
 
-    The pallas_call must be created inside: a function already compiled by
-    `jax.jit` before the block keeps its compiled kernel (call
-    `jax.clear_caches()`, or jit inside the block). JAX's own
-    `_pallas_call` is patched while any interpret() is active and restored
-    when the last one exits."""
+    The pallas_call must be created inside the block; a function jitted
+    outside is traced again inside (the options are part of jax.jit's cache
+    key). JAX's own `_pallas_call` is patched while any interpret() is
+    active and restored when the last one exits."""
 
     def __init__(self, **tessera_options: Any):
         _check_options(tessera_options)
@@ -247,11 +250,15 @@ class interpret(contextlib.ContextDecorator):
 
     def __enter__(self) -> "interpret":
         ji.install_pallas_call_hook(_hook)
-        self._tokens.append(_active.set(dict(self.options)))
+        key = _jit_key(("tessera",) + _options_key(self.options))
+        key.__enter__()
+        self._tokens.append((_active.set(dict(self.options)), key))
         return self
 
     def __exit__(self, *exc) -> None:
-        _active.reset(self._tokens.pop())
+        token, key = self._tokens.pop()
+        key.__exit__(None, None, None)
+        _active.reset(token)
         ji.remove_pallas_call_hook()
 
 
@@ -262,10 +269,13 @@ def enable_globally(**tessera_options: Any) -> Callable[[], None]:
     _check_options(tessera_options)
     ji.install_pallas_call_hook(_hook)
     _global_options = dict(tessera_options)
+    previous_key = _jit_key.get_global()
+    _jit_key.set_global(("tessera-global",) + _options_key(tessera_options))
 
     def disable() -> None:
         global _global_options
         _global_options = None
+        _jit_key.set_global(previous_key)
         ji.remove_pallas_call_hook()
     return disable
 
