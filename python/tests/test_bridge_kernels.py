@@ -393,7 +393,7 @@ def test_bridge_inside_a_larger_jax_program():
     _close(f(a, b), np.tanh(matmul_ref(a * 2.0, b)).sum(axis=0), 1e-3)
 
 
-@pytest.mark.parametrize("name", ["add", "matmul", "cond", "fori_loop"])
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_bridge_cpu_backend(name):
     import tessera.jax as tj
     fn, ref, make, tol = CASES[name]
