@@ -41,10 +41,10 @@ def test_bridge_second_call_does_no_tracing_or_translation():
     f = _double()
     x = np.ones((16, 128), np.float32)
     np.testing.assert_array_equal(np.asarray(f(x)), 2 * x)
-    assert tj.cache_info() == {"hits": 0, "misses": 1, "traces": 1, "entries": 1}
+    assert tj.cache_info() == {"hits": 0, "misses": 1, "traces": 1, "runs": 1, "entries": 1}
     for _ in range(3):
         np.testing.assert_array_equal(np.asarray(f(x + 1)), 2 * (x + 1))
-    assert tj.cache_info() == {"hits": 0, "misses": 1, "traces": 1, "entries": 1}
+    assert tj.cache_info() == {"hits": 0, "misses": 1, "traces": 1, "runs": 4, "entries": 1}
 
 
 def test_bridge_same_kernel_from_a_new_pallas_call_is_not_translated_again():
@@ -92,17 +92,18 @@ def test_bridge_jit_traces_once():
 
 def test_bridge_interpret_restores_pallas_call_on_exit():
     from jax._src.pallas import pallas_call as pc
-    original = pc._pallas_call
+    before = pc._pallas_call  # JAX's own, unless an InterpretParams hooked it for good
+    original = ji.original_pallas_call_impl()
     with tj.interpret():
         assert pc._pallas_call is not original
         with tj.interpret(backend="cpu"):  # nested
             pass
         assert pc._pallas_call is not original
-    assert pc._pallas_call is original
+    assert pc._pallas_call is before
     with pytest.raises(RuntimeError):
         with tj.interpret():
             raise RuntimeError("boom")
-    assert pc._pallas_call is original
+    assert pc._pallas_call is before
 
 
 def test_bridge_interpret_outside_the_block_is_jax():
@@ -222,6 +223,8 @@ def _plugin_args() -> list[str]:
 
 
 def test_bridge_pytest_plugin_runs_a_suite_through_tessera(pytester):
+    from jax._src.pallas import pallas_call as pc
+    before = pc._pallas_call
     pytester.makepyfile(test_suite=PLUGIN_TEST)
     result = pytester.runpytest_inprocess(*_plugin_args(), "--tessera",
                                           "--tessera-backend", "interp")
@@ -230,8 +233,7 @@ def test_bridge_pytest_plugin_runs_a_suite_through_tessera(pytester):
                if line.endswith("# the bad line"))
     result.stdout.fnmatch_lines(["*tessera diagnostics*",
                                  f"*test_suite.py:{bad}:*out of bounds*"])
-    from jax._src.pallas import pallas_call as pc
-    assert pc._pallas_call is ji.original_pallas_call_impl()  # restored after the run
+    assert pc._pallas_call is before  # restored after the run
 
 
 def test_bridge_pytest_plugin_off_without_the_flag(pytester):
@@ -253,17 +255,27 @@ def test_bridge_plugin_import_does_not_import_jax():
 
 def test_bridge_interpret_retraces_functions_jitted_outside():
     x = np.ones((8, 128), np.float32)
-    calls = []
 
     def fn(v):
-        calls.append(1)
         return pl.pallas_call(double_kernel, jax.ShapeDtypeStruct((8, 128), F32),
                               interpret=True)(v)
     jf = jax.jit(fn)
+    runs = tj.cache_info()["runs"]
     jf(x)  # JAX's interpret=True, compiled and cached
-    before = tj.cache_info()["traces"]
+    assert tj.cache_info()["runs"] == runs
     with tj.interpret():
         np.testing.assert_array_equal(np.asarray(jf(x)), 2 * x)
-    assert tj.cache_info()["traces"] == before + 1  # traced again, through tessera
-    jf(x)
-    assert len(calls) == 2  # outside again: JAX's compiled version, from its cache
+    assert tj.cache_info()["runs"] == runs + 1  # traced again, through tessera
+    np.testing.assert_array_equal(np.asarray(jf(x)), 2 * x)
+    assert tj.cache_info()["runs"] == runs + 1  # outside again: JAX's own
+
+
+def test_bridge_interpret_params_value_runs_one_call_through_tessera():
+    x = np.ones((8, 128), np.float32)
+    f = pl.pallas_call(double_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                       interpret=tj.InterpretParams(backend="cpu"))
+    assert isinstance(f, tj.TesseraPallasCall) and f._options == {"backend": "cpu"}
+    np.testing.assert_array_equal(np.asarray(f(x)), 2 * x)
+    g = pl.pallas_call(double_kernel, jax.ShapeDtypeStruct((8, 128), F32), interpret=True)
+    assert not isinstance(g, tj.TesseraPallasCall)
+    assert tj.InterpretParams(uninit="zero") == tj.InterpretParams(uninit="zero")

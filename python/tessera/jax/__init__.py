@@ -6,6 +6,8 @@ Two ways in:
   ..., **tessera_options)`: `pl.pallas_call`'s signature, plus tessera's run
   options (backend="interp"|"cpu", detect_races=True, uninit="nan",
   shuffle_parallel=..., cores=..., ...).
+* `pl.pallas_call(..., interpret=tessera.jax.InterpretParams(**options))`
+  runs that one call through tessera;
 * `with tessera.jax.interpret(**tessera_options):` makes every
   `pl.pallas_call(...)` created inside run through tessera (also through
   `pytest --tessera`, the plugin `tessera.jax.pytest_plugin`).
@@ -27,7 +29,7 @@ from typing import Any
 
 __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
            "KernelError", "lower_to_tsr", "cache_info", "cache_clear", "supported_primitives",
-           "option_names", "enable_globally"]
+           "option_names", "enable_globally", "InterpretParams"]
 
 
 def __getattr__(name: str) -> Any:

@@ -38,18 +38,20 @@ class _Prepared:
 
     def host(self, *arrays):
         """Runs on numpy arrays (the pure_callback's host function)."""
+        _stats["runs"] += 1
         return tuple(self.runner(*[np.asarray(a) for a in arrays]))
 
 
 _cache_lock = threading.RLock()
 _prepared: dict[Any, _Prepared] = {}
-_stats = {"hits": 0, "misses": 0, "traces": 0}
+_stats = {"hits": 0, "misses": 0, "traces": 0, "runs": 0}
 
 
 def cache_info() -> dict:
     """Counters of the bridge's cache: `misses` (kernels translated and
     prepared), `hits` (a traced kernel found prepared), `traces` (calls that
-    had to trace the kernel), `entries`."""
+    had to trace the kernel), `runs` (kernel runs, approximate under
+    threads), `entries`."""
     with _cache_lock:
         return dict(_stats, entries=len(_prepared))
 
@@ -149,6 +151,7 @@ class TesseraPallasCall:
             outs = jax.pure_callback(prep.host, prep.out_structs, *flat,
                                      vmap_method="sequential")
             return jax.tree_util.tree_unflatten(prep.out_tree, list(outs))
+        _stats["runs"] += 1
         outs = prep.runner(*[np.asarray(x) for x in flat])
         if not self._numpy_outputs:
             outs = [jnp.asarray(o) for o in outs]
@@ -222,7 +225,41 @@ _jit_key = jax.make_user_context(None)
 _global_options: dict | None = None  # set by the pytest plugin for a whole run
 
 
+class InterpretParams:
+    """A value for `pl.pallas_call(..., interpret=...)` that runs that one
+    pallas_call through tessera with these options:
+    `pl.pallas_call(k, shape, interpret=tessera.jax.InterpretParams(backend="cpu"))`.
+    Creating one patches JAX's `_pallas_call` for the rest of the process
+    (calls with other `interpret=` values go to JAX unchanged)."""
+
+    _hooked = False
+    _lock = threading.Lock()
+
+    def __init__(self, **tessera_options: Any):
+        _check_options(tessera_options)
+        self.options = dict(tessera_options)
+        with InterpretParams._lock:
+            if not InterpretParams._hooked:
+                ji.install_pallas_call_hook(_hook)
+                InterpretParams._hooked = True
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in sorted(self.options.items()))
+        return f"tessera.jax.InterpretParams({args})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, InterpretParams) and self.options == other.options
+
+    def __hash__(self) -> int:
+        return hash(_options_key(self.options))
+
+
 def _hook(original, kernel, out_shape, **kwargs):
+    if isinstance(kwargs.get("interpret"), InterpretParams) and not _bypass.get():
+        options = kwargs["interpret"].options
+        kwargs["interpret"] = False
+        return TesseraPallasCall(original(kernel, out_shape, **kwargs), options,
+                                 kwargs.get("name"))
     options = _active.get()
     if options is None:
         options = _global_options
