@@ -283,17 +283,23 @@ class interpret(contextlib.ContextDecorator):
     def __init__(self, **tessera_options: Any):
         _check_options(tessera_options)
         self.options = tessera_options
-        self._tokens: list = []
+        self._local = threading.local()  # a decorator may be entered by several threads
+
+    def _tokens(self) -> list:
+        tokens = getattr(self._local, "tokens", None)
+        if tokens is None:
+            tokens = self._local.tokens = []
+        return tokens
 
     def __enter__(self) -> "interpret":
         ji.install_pallas_call_hook(_hook)
         key = _jit_key(("tessera",) + _options_key(self.options))
         key.__enter__()
-        self._tokens.append((_active.set(dict(self.options)), key))
+        self._tokens().append((_active.set(dict(self.options)), key))
         return self
 
     def __exit__(self, *exc) -> None:
-        token, key = self._tokens.pop()
+        token, key = self._tokens().pop()
         key.__exit__(None, None, None)
         _active.reset(token)
         ji.remove_pallas_call_hook()
