@@ -265,3 +265,17 @@ def test_bridge_batched_dot_and_rev():
     np.testing.assert_allclose(np.asarray(o), np.einsum("bqd,bkd->bqk", q, kk), rtol=1e-4,
                                atol=1e-4)
     np.testing.assert_array_equal(np.asarray(r), q[0][::-1, ::-1])
+
+
+def test_bridge_dynamic_slice_of_a_value():
+    def k(x_ref, o_ref):
+        x = x_ref[...]
+        s = pl.program_id(0) * 3 + 1
+        o_ref[...] = jax.lax.dynamic_slice(x, (s, s * 5), (8, 64))
+    x = _f32((32, 256))
+    got = np.asarray(run(k, sds((24, 64)), x, grid=(3,),
+                         in_specs=[pl.BlockSpec((32, 256), lambda i: (0, 0))],
+                         out_specs=pl.BlockSpec((8, 64), lambda i: (i, 0))))
+    for i in range(3):
+        s = i * 3 + 1
+        np.testing.assert_array_equal(got[i * 8:(i + 1) * 8], x[s:s + 8, s * 5:s * 5 + 64])

@@ -692,16 +692,29 @@ def _slice(t, env, region, eqn, used):
 
 
 def _dynamic_slice(t, env, region, eqn, used):
+    """A slice of a value at dynamic starts: a dynamic start s (clamped to
+    [0, dim - size] as lax does) becomes a roll by -s, then a static slice
+    from 0."""
     x = t.read(env, region, eqn.invars[0])
     starts = [t.static_int(env, v) for v in eqn.invars[1:]]
-    if any(isinstance(s, B.Value) for s in starts):
-        raise t.fail("`dynamic_slice` of a value with dynamic starts (index the ref with "
-                     "pl.ds instead)")
     sizes = eqn.params["slice_sizes"]
+    i32 = B.Type.value("i32", ())
     idx = []
-    for s, n, d in zip(starts, sizes, x.type.shape):
+    for axis, (s, n, d) in enumerate(zip(starts, sizes, x.type.shape)):
+        if isinstance(s, B.Value):
+            if n == d:
+                idx.append(B.Index("full", 0, d, 1))
+                continue
+            s = t.i32(region, s)
+            s = t.emit(region, "max", [s, t.const(region, 0, i32)], i32)
+            s = t.emit(region, "min", [s, t.const(region, d - n, i32)], i32)
+            shift = t.emit(region, "neg", [s], i32)
+            x = t.emit(region, "roll", [x, shift], x.type, ints=[axis])
+            s = 0
         s = min(max(s, 0), d - n)
         idx.append(B.Index("full", 0, d, 1) if (s, n) == (0, d) else B.Index("slice", s, n, 1))
+    if all(i.kind == "full" for i in idx):
+        return [x]
     return [t.emit(region, "slice", [x], _out_type(eqn), indices=idx)]
 
 
