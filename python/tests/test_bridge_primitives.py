@@ -279,3 +279,19 @@ def test_bridge_dynamic_slice_of_a_value():
     for i in range(3):
         s = i * 3 + 1
         np.testing.assert_array_equal(got[i * 8:(i + 1) * 8], x[s:s + 8, s * 5:s * 5 + 64])
+
+
+def test_bridge_cumulative_ops():
+    def k(x_ref, i_ref, o_ref, p_ref):
+        x, i = x_ref[...], i_ref[...]
+        o_ref[0] = jnp.cumsum(i, axis=1)
+        o_ref[1] = jax.lax.cumsum(i, axis=0, reverse=True)
+        o_ref[2] = jax.lax.cummax(i, axis=1)
+        o_ref[3] = jax.lax.cummin(i, axis=1, reverse=True)
+        p_ref[...] = jnp.cumsum(x, axis=1)
+    x, i = _f32((8, 128)), _i32((8, 128))
+    o, p = run(k, (sds((4, 8, 128), I32), sds((8, 128))), x, i)
+    want = np.stack([np.cumsum(i, 1), np.cumsum(i[::-1], 0)[::-1],
+                     np.maximum.accumulate(i, 1), np.minimum.accumulate(i[:, ::-1], 1)[:, ::-1]])
+    np.testing.assert_array_equal(np.asarray(o), want)
+    np.testing.assert_allclose(np.asarray(p), np.cumsum(x, 1), rtol=1e-4, atol=1e-4)

@@ -881,6 +881,37 @@ def _batched_dot(t, region, a, b, contracting, batch, rt) -> B.Value:
     return t.emit(region, "concatenate", parts, rt, ints=[0])
 
 
+_CUMULATIVE = {"cumsum": ("add", 0), "cumprod": ("mul", 1), "cummax": ("max", None),
+               "cummin": ("min", None), "cumlogsumexp": (None, None)}
+
+
+def _cumulative(t, env, region, eqn, used):
+    """cumsum/cumprod/cummax/cummin along an axis as a log-step scan
+    (Hillis-Steele): x = x op roll(x, k) where index >= k, for k = 1, 2, 4..."""
+    mnemonic, identity = _CUMULATIVE[eqn.primitive.name]
+    if mnemonic is None:
+        raise t.fail(f"primitive `{eqn.primitive.name}` is not supported")
+    x = t.read(env, region, eqn.invars[0])
+    if x.type.kind == "scalar":
+        return [x]
+    axis, reverse = eqn.params["axis"], eqn.params.get("reverse", False)
+    n = x.type.shape[axis]
+    it = B.Type.value("i32", x.type.shape)
+    bt = B.Type.value("i1", x.type.shape)
+    pos = t.emit(region, "iota", [], it, ints=[axis])
+    if reverse:
+        pos = t.emit(region, "sub", [t.const(region, n - 1, B.Type.value("i32", ())), pos], it)
+    k = 1
+    while k < n:
+        shift = t.const(region, -k if reverse else k, B.Type.value("i32", ()))
+        moved = t.emit(region, "roll", [x, shift], x.type, ints=[axis])
+        combined = t.emit(region, mnemonic, [x, moved], x.type)
+        valid = t.emit(region, "ge", [pos, t.const(region, k, B.Type.value("i32", ()))], bt)
+        x = t.emit(region, "select", [valid, combined, x], x.type)
+        k *= 2
+    return [x]
+
+
 def _rev(t, env, region, eqn, used):
     x = t.read(env, region, eqn.invars[0])
     for d in eqn.params["dimensions"]:
@@ -1164,6 +1195,7 @@ _HANDLERS: dict[str, Callable] = {
     "semaphore_read": _sem_read, "roll": _roll, "debug_print": _debug_print,
     "device_id": _device_id, "masked_load": _masked_load, "masked_swap": _masked_swap,
     "reciprocal": _reciprocal, "check": _check, "axis_index": _device_id, "rev": _rev,
+    **{name: _cumulative for name in _CUMULATIVE},
 }
 
 
