@@ -181,8 +181,9 @@ def test_bridge_unsupported_dtype_is_refused():
     def k(x_ref, o_ref):
         o_ref[...] = x_ref[...]
     f = tj.pallas_call(k, jax.ShapeDtypeStruct((8, 128), jnp.complex64))
-    with pytest.raises(tj.TranslationError, match="complex64"):
-        f(np.zeros((8, 128), np.complex64))
+    with pytest.raises(tj.TranslationError, match="complex64") as info:
+        f(np.zeros((8, 128), np.complex64))  # COMPLEX
+    assert info.value.file == __file__ and info.value.line == line_of("COMPLEX")
 
 
 # ---- pl.debug_check becomes an assert ---------------------------------------------

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
+import sys
 import threading
 from typing import Any, Callable, Iterator, Sequence
 
@@ -56,6 +58,7 @@ class PallasCall:
     out_avals: tuple          # flat ShapedArrays
     in_avals: tuple           # flat ShapedArrays of the call's operands
     name: str
+    location: tuple = ("", 0, 0)  # the user's line that called the kernel
 
 
 def _find_pallas_call(jaxpr) -> Iterator[tuple[Any, Any]]:
@@ -115,7 +118,8 @@ def trace_pallas_call(fn: Callable, args: Sequence[Any], chip: str = "v5e",
             "tessera.jax: the kernel captures constants (arrays closed over by the kernel "
             "function); pass them as inputs instead")
     out_tree = jax.tree_util.tree_structure(out_shape)
-    return PallasCall(eqn=eqn, jaxpr=eqn.params["jaxpr"], grid_mapping=gm,
+    return PallasCall(location=caller_location(), eqn=eqn, jaxpr=eqn.params["jaxpr"],
+                      grid_mapping=gm,
                       out_tree=out_tree, out_avals=tuple(v.aval for v in eqn.outvars),
                       in_avals=tuple(v.aval for v in eqn.invars),
                       name=eqn.params.get("name") or _kernel_name(eqn))
@@ -212,7 +216,23 @@ def index_map_location(block_mapping) -> tuple[str, int, int] | None:
 
 def call_location(call: "PallasCall") -> tuple[str, int, int]:
     """(file, line, col) of the user's pl.pallas_call(...)(...) call."""
-    return user_location(call.eqn)
+    return call.location if call.location[0] else user_location(call.eqn)
+
+
+_TESSERA_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def caller_location() -> tuple[str, int, int]:
+    """(file, line, 1) of the innermost frame on the stack that is neither
+    JAX's, Python's nor tessera's: the user's line being traced or run."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        fname = frame.f_code.co_filename
+        if (not os.path.abspath(fname).startswith(_TESSERA_DIR + os.sep)
+                and source_info_util.is_user_filename(fname)):
+            return (fname, frame.f_lineno, 1)
+        frame = frame.f_back
+    return ("", 0, 0)
 
 
 def index_map(block_mapping):

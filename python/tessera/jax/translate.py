@@ -327,6 +327,8 @@ class _Translator:
     def build(self) -> TranslatedKernel:
         call, gm = self.call, self.call.grid_mapping
         params = call.eqn.params
+        loc = ji.call_location(call)
+        self.loc = loc if loc[0] else ()  # header errors name the pallas_call's line
         grid = tuple(int(g) for g in gm.grid)
         sem = ji.dimension_semantics(params.get("compiler_params"), len(grid))
         if isinstance(params.get("compiler_params"), dict):
