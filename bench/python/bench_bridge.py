@@ -150,7 +150,7 @@ def main(argv=None):
         t0 = time.perf_counter()
         jax.block_until_ready(f(*xs))
         cold = time.perf_counter() - t0
-        prep = f._get(xs, list(xs))
+        prep = f._get(xs, list(xs))[0]
         c_call, _keep = c_api_loop(prep.runner, xs)
         t_c = timed(c_call, args.repeat)
         t_runner = timed(lambda: prep.runner(*xs), args.repeat)

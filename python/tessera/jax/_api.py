@@ -18,7 +18,7 @@ from .translate import TranslationError, dtype_name, supported_primitives, trans
 
 __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
            "KernelError", "lower_to_tsr", "cache_info", "cache_clear", "supported_primitives",
-           "option_names"]
+           "option_names", "enable_globally", "InterpretParams"]
 
 KernelError = _run.KernelError
 option_names = _run.option_names
@@ -29,9 +29,8 @@ option_names = _run.option_names
 class _Prepared:
     """A translated kernel made ready to run: the runner and what a call needs."""
 
-    def __init__(self, runner: _run.Runner, out_tree, out_avals, text: str):
+    def __init__(self, runner: _run.Runner, out_avals, text: str):
         self.runner = runner
-        self.out_tree = out_tree
         self.out_avals = out_avals
         self.out_structs = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
         self.text = text
@@ -80,11 +79,13 @@ def _options_key(options: Mapping[str, Any]) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in options.items()))
 
 
-def _prepare(jax_fn: Callable, args, options: Mapping[str, Any], name: str | None) -> _Prepared:
+def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
+             name: str | None) -> tuple[_Prepared, Any]:
     """Traces `jax_fn` (a pallas_call made with interpret=False) on the shapes
     of `args`, and translates + prepares its kernel unless an identical one
     (same kernel jaxpr and source lines, grid mapping, shapes, dtypes,
-    options) is already prepared."""
+    options) is already prepared. Returns it with this call's output tree
+    (two calls of one kernel may structure their outputs differently)."""
     call = ji.trace_pallas_call(jax_fn, args, str(options.get("chip") or "v5e"),
                                 int(options.get("cores") or 1))
     params = call.eqn.params
@@ -97,8 +98,7 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any], name: str | Non
         hit = _prepared.get(key)
         if hit is not None:
             _stats["hits"] += 1
-            hit.out_tree = call.out_tree
-            return hit
+            return hit, call.out_tree
         tk = translate(call, name)
         try:
             text = tk.module.text()
@@ -109,10 +109,10 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any], name: str | Non
                                  tk.operand_locs)
         finally:
             tk.module.close()  # the executable keeps nothing of the module
-        prep = _Prepared(runner, call.out_tree, call.out_avals, text)
+        prep = _Prepared(runner, call.out_avals, text)
         _prepared[key] = prep
         _stats["misses"] += 1
-        return prep
+        return prep, call.out_tree
 
 
 # ---- The callable ----------------------------------------------------------------
@@ -127,10 +127,10 @@ class TesseraPallasCall:
         self._jax_fn = jax_fn
         self._options = dict(options)
         self._name = name
-        self._by_shape: dict[Any, tuple[int, _Prepared]] = {}
+        self._by_shape: dict[Any, tuple[int, _Prepared, Any]] = {}
         self._numpy_outputs = bool(self._options.get("numpy_outputs", False))
 
-    def _get(self, args, flat) -> _Prepared:
+    def _get(self, args, flat) -> tuple[_Prepared, Any]:
         if len(flat) == len(args):  # flat positional arrays: the common case
             key = tuple((x.shape, x.dtype) if hasattr(x, "dtype") else
                         (np.shape(x), ji._dtype_of(x)) for x in flat)
@@ -139,28 +139,28 @@ class TesseraPallasCall:
                    jax.tree_util.tree_structure(list(args)))
         hit = self._by_shape.get(key)
         if hit is not None and hit[0] == _generation:
-            return hit[1]
-        prep = _prepare(self._jax_fn, args, self._options, self._name)
-        self._by_shape[key] = (_generation, prep)
-        return prep
+            return hit[1], hit[2]
+        prep, out_tree = _prepare(self._jax_fn, args, self._options, self._name)
+        self._by_shape[key] = (_generation, prep, out_tree)
+        return prep, out_tree
 
     def __call__(self, *args):
         flat = jax.tree_util.tree_leaves(list(args))
-        prep = self._get(args, flat)
+        prep, out_tree = self._get(args, flat)
         if any(ji.is_tracer(x) for x in flat):
             outs = jax.pure_callback(prep.host, prep.out_structs, *flat,
                                      vmap_method="sequential")
-            return jax.tree_util.tree_unflatten(prep.out_tree, list(outs))
+            return jax.tree_util.tree_unflatten(out_tree, list(outs))
         _stats["runs"] += 1
         outs = prep.runner(*[np.asarray(x) for x in flat])
         if not self._numpy_outputs:
             outs = [jnp.asarray(o) for o in outs]
-        return jax.tree_util.tree_unflatten(prep.out_tree, outs)
+        return jax.tree_util.tree_unflatten(out_tree, outs)
 
     def lower_to_tsr(self, *args) -> str:
         """The tessera IR (.tsr text) this call runs for arguments like `args`."""
         flat = jax.tree_util.tree_leaves(list(args))
-        return self._get(args, flat).text
+        return self._get(args, flat)[0].text
 
 
 _bypass = contextvars.ContextVar("tessera_jax_bypass", default=False)
