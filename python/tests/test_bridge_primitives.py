@@ -295,3 +295,19 @@ def test_bridge_cumulative_ops():
                      np.maximum.accumulate(i, 1), np.minimum.accumulate(i[:, ::-1], 1)[:, ::-1]])
     np.testing.assert_array_equal(np.asarray(o), want)
     np.testing.assert_allclose(np.asarray(p), np.cumsum(x, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_bridge_jax_nn_functions_through_custom_jvp():
+    def k(x_ref, o_ref):
+        x = x_ref[...]
+        o_ref[0] = jax.nn.softmax(x, axis=-1)
+        o_ref[1] = jax.nn.relu(x) + jax.nn.gelu(x, approximate=True)
+        o_ref[2] = jax.nn.silu(x) - jax.nn.log_sigmoid(x)
+    x = _f32((8, 128))
+    got = np.asarray(run(k, sds((3, 8, 128)), x))
+    e = np.exp(x - x.max(-1, keepdims=True))
+    gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    sig = 1 / (1 + np.exp(-x))
+    want = np.stack([e / e.sum(-1, keepdims=True), np.maximum(x, 0) + gelu,
+                     x * sig - np.log(sig)])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
