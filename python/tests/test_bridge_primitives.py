@@ -311,3 +311,14 @@ def test_bridge_jax_nn_functions_through_custom_jvp():
     want = np.stack([e / e.sum(-1, keepdims=True), np.maximum(x, 0) + gelu,
                      x * sig - np.log(sig)])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_bridge_take_along_axis():
+    def k(x_ref, i_ref, o_ref):
+        x, i = x_ref[...], i_ref[...]
+        o_ref[0] = jnp.take_along_axis(x, i, axis=1, mode="promise_in_bounds")
+        o_ref[1] = jnp.take_along_axis(x, i % 8, axis=0, mode="clip")
+    x, i = _f32((8, 128)), _i32((8, 128), 2, 0, 128)
+    got = np.asarray(run(k, sds((2, 8, 128)), x, i))
+    np.testing.assert_array_equal(got[0], np.take_along_axis(x, i, 1))
+    np.testing.assert_array_equal(got[1], np.take_along_axis(x, i % 8, 0))

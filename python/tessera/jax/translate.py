@@ -914,6 +914,35 @@ def _cumulative(t, env, region, eqn, used):
     return [x]
 
 
+def _gather(t, env, region, eqn, used):
+    """lax.gather in the form jnp.take_along_axis gives (one collapsed axis,
+    every other dimension batched, slices of size 1) -> tessera `gather`."""
+    x = t.read(env, region, eqn.invars[0])
+    idx = t.read(env, region, eqn.invars[1])
+    dn = eqn.params["dimension_numbers"]
+    r = x.type.rank
+    axis = tuple(dn.collapsed_slice_dims)
+    others = tuple(d for d in range(r) if d not in axis)
+    if (len(axis) != 1 or tuple(dn.offset_dims) != () or tuple(dn.start_index_map) != axis
+            or tuple(getattr(dn, "operand_batching_dims", ())) != others
+            or tuple(getattr(dn, "start_indices_batching_dims", ())) != others
+            or tuple(eqn.params["slice_sizes"]) != (1,) * r
+            or idx.type.rank != r + 1 or idx.type.shape[-1] != 1):
+        raise t.fail("`gather` other than jnp.take_along_axis within a block")
+    rt = _out_type(eqn)
+    it = B.Type.value("i32", rt.shape)
+    idx = t.emit(region, "reshape", [idx], B.Type.value(idx.type.dtype, rt.shape))
+    if idx.type.dtype != "i32":
+        idx = t.emit(region, "convert", [idx], it)
+    if "CLIP" in str(eqn.params.get("mode")):
+        i32 = B.Type.value("i32", ())
+        idx = t.emit(region, "max", [idx, t.const(region, 0, i32)], it)
+        idx = t.emit(region, "min", [idx, t.const(region, x.type.shape[axis[0]] - 1, i32)], it)
+    # Other modes: an index out of range is a tessera kernel error (it is
+    # undefined on the TPU), never a silently different value.
+    return [t.emit(region, "gather", [x, idx], rt, ints=[axis[0]])]
+
+
 def _rev(t, env, region, eqn, used):
     x = t.read(env, region, eqn.invars[0])
     for d in eqn.params["dimensions"]:
@@ -1196,7 +1225,7 @@ _HANDLERS: dict[str, Callable] = {
     "semaphore_signal": _sem_signal, "semaphore_wait": _sem_wait,
     "semaphore_read": _sem_read, "roll": _roll, "debug_print": _debug_print,
     "device_id": _device_id, "masked_load": _masked_load, "masked_swap": _masked_swap,
-    "reciprocal": _reciprocal, "check": _check, "axis_index": _device_id, "rev": _rev,
+    "reciprocal": _reciprocal, "check": _check, "axis_index": _device_id, "rev": _rev, "gather": _gather,
     **{name: _cumulative for name in _CUMULATIVE},
 }
 
