@@ -322,3 +322,21 @@ def test_bridge_take_along_axis():
     got = np.asarray(run(k, sds((2, 8, 128)), x, i))
     np.testing.assert_array_equal(got[0], np.take_along_axis(x, i, 1))
     np.testing.assert_array_equal(got[1], np.take_along_axis(x, i % 8, 0))
+
+
+def test_bridge_narrow_prefetch_table_and_tile():
+    def k(tbl_ref, x_ref, o_ref):
+        i = pl.program_id(0)
+        scale = tbl_ref[i].astype(F32)                  # an int8 table, widened in SMEM
+        o_ref[...] = jnp.tile(x_ref[...][:, :64], (1, 2)) * scale
+    x = _f32((16, 128))
+    tbl = np.array([-3, 7], np.int8)
+    got = np.asarray(tj.pallas_call(
+        k, sds((16, 128)),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, t: (i + t[i] - t[i], 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, t: (i, 0))))(tbl, x))
+    for i in range(2):
+        blk = x[i * 8:(i + 1) * 8, :64]
+        np.testing.assert_array_equal(got[i * 8:(i + 1) * 8], np.tile(blk, (1, 2)) * tbl[i])

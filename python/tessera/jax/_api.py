@@ -103,6 +103,9 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
         try:
             text = tk.module.text()
             in_specs = [(a.shape, a.dtype, dtype_name(a.dtype)) for a in call.in_avals]
+            for i, td in enumerate(tk.prefetch_dtypes):  # widened prefetch tables
+                if td != in_specs[i][2]:
+                    in_specs[i] = (in_specs[i][0], np.dtype(np.int32), td)
             out_specs = [(a.shape, a.dtype, dtype_name(a.dtype)) for a in call.out_avals]
             runner = _run.Runner(tk.module.first_kernel(), in_specs, out_specs, tk.aliases,
                                  {k: v for k, v in options.items() if k not in _BRIDGE_OPTIONS},

@@ -69,6 +69,9 @@ class TranslatedKernel:
     # operand (its block copies, index map results): the BlockSpec's index
     # map, else the pallas_call's line.
     operand_locs: dict = dataclasses.field(default_factory=dict)
+    # tessera's dtype of each scalar-prefetch operand (narrow tables are
+    # widened to i32: the runner converts them)
+    prefetch_dtypes: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -106,6 +109,7 @@ _BINARY = {
 }
 _REDUCE = {"reduce_sum": "reduce_sum", "reduce_max": "reduce_max", "reduce_min": "reduce_min",
            "reduce_prod": "reduce_prod", "reduce_and": "reduce_and", "reduce_or": "reduce_or"}
+_WIDENED = {"i8", "i16", "u8", "u16", "i1"}
 _PASSTHROUGH = {"multiple_of", "copy", "copy_p", "pvary", "optimization_barrier",
                 "stop_gradient"}
 _INLINE_CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint",
@@ -128,6 +132,8 @@ class _Translator:
         self.prim = "pallas_call"
         self.num_sems = 0
         self.prefetch_refs: list[B.Value] = []
+        self.prefetch_dtypes: list[str] = []  # as tessera stores them
+        self.narrowed: dict[int, str] = {}    # widened ref -> the kernel's dtype
         self.operand_locs: dict = {}
 
     # ---- errors and locations ------------------------------------------------
@@ -357,11 +363,20 @@ class _Translator:
                 t = B.Type.value(dtype_name(aval.dtype), aval.shape)
             except ValueError as e:
                 raise self.fail(f"scalar prefetch operand {i}: {e}") from None
-            if t.dtype not in ("i32", "u32", "f32"):
+            narrow = None
+            if t.dtype in _WIDENED:
+                # SMEM holds 32-bit words: a narrow integer table (as Pallas
+                # kernels "downcast" SMEM data) is widened to i32 on the way
+                # in, and every read converts back to its dtype.
+                narrow, t = t.dtype, B.Type.value("i32", t.shape)
+            elif t.dtype not in ("i32", "u32", "f32"):
                 raise self.fail(f"scalar prefetch operand {i} has dtype {t.dtype} "
                                 "(tessera's SMEM holds i32, u32, f32)")
             ref, _ = self.kb.add_operand(B.ROLE_PREFETCH, f"p{i}", t, "smem")
             self.prefetch_refs.append(ref)
+            self.prefetch_dtypes.append(t.dtype)
+            if narrow:
+                self.narrowed[ref.ptr] = narrow
             refs.append(RefView.whole(ref))
         maps = []
         for k, bm in enumerate(gm.block_mappings):
@@ -412,7 +427,8 @@ class _Translator:
         self.run_jaxpr(body, jaxpr, [], refs)
         tk = TranslatedKernel(self.mb, self.name, nidx, nin, nout, call.in_avals,
                               call.out_avals, {o: i for i, o in aliases_in_out.items()},
-                              operand_locs=dict(self.operand_locs))
+                              operand_locs=dict(self.operand_locs),
+                              prefetch_dtypes=list(self.prefetch_dtypes))
         return tk
 
     def scratch(self, aval, name: str) -> B.Value:
@@ -521,6 +537,11 @@ def _get(t, env, region, eqn, used):
     if tuple(rt.shape) != view.shape:
         raise t.fail(f"a read of shape {rt.shape} from a view of shape {view.shape}")
     _check_loadable(t, view)
+    narrow = t.narrowed.get(view.base.ptr)
+    if narrow is not None:  # a widened prefetch table: read i32, convert back
+        wide = t.emit(region, "load", [view.base], B.Type.value("i32", rt.shape),
+                      indices=t.indices(view))
+        return [_convert_value(t, region, wide, rt)]
     return [t.emit(region, "load", [view.base], rt, indices=t.indices(view))]
 
 
@@ -609,14 +630,16 @@ def _reciprocal(t, env, region, eqn, used):
 
 
 def _convert(t, env, region, eqn, used):
-    x = t.read(env, region, eqn.invars[0])
-    rt = _out_type(eqn)
+    return [_convert_value(t, region, t.read(env, region, eqn.invars[0]), _out_type(eqn))]
+
+
+def _convert_value(t, region, x: B.Value, rt: B.Type) -> B.Value:
     if rt.dtype == x.type.dtype:
-        return [x]
+        return x
     if rt.dtype == "i1":
         zero = t.const(region, 0, B.Type.value(x.type.dtype, ()))
-        return [t.emit(region, "ne", [x, zero], rt)]
-    return [t.emit(region, "convert", [x], rt)]
+        return t.emit(region, "ne", [x, zero], rt)
+    return t.emit(region, "convert", [x], rt)
 
 
 def _bitcast(t, env, region, eqn, used):
@@ -943,6 +966,17 @@ def _gather(t, env, region, eqn, used):
     return [t.emit(region, "gather", [x, idx], rt, ints=[axis[0]])]
 
 
+def _tile(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    for axis, r in enumerate(eqn.params["reps"]):
+        if r > 1:
+            shape = list(x.type.shape)
+            shape[axis] *= r
+            x = t.emit(region, "concatenate", [x] * r, B.Type.value(x.type.dtype, shape),
+                       ints=[axis])
+    return [x]
+
+
 def _rev(t, env, region, eqn, used):
     x = t.read(env, region, eqn.invars[0])
     for d in eqn.params["dimensions"]:
@@ -1225,7 +1259,7 @@ _HANDLERS: dict[str, Callable] = {
     "semaphore_signal": _sem_signal, "semaphore_wait": _sem_wait,
     "semaphore_read": _sem_read, "roll": _roll, "debug_print": _debug_print,
     "device_id": _device_id, "masked_load": _masked_load, "masked_swap": _masked_swap,
-    "reciprocal": _reciprocal, "check": _check, "axis_index": _device_id, "rev": _rev, "gather": _gather,
+    "reciprocal": _reciprocal, "check": _check, "axis_index": _device_id, "rev": _rev, "gather": _gather, "tile": _tile,
     **{name: _cumulative for name in _CUMULATIVE},
 }
 
