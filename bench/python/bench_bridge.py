@@ -14,8 +14,11 @@ Rows (median of N warm calls, after 3 warm-up calls):
              returning jax arrays (cache lookup by shapes, conversions)
   eager_np   the same with numpy_outputs=True (numpy arrays back: no
              jnp.asarray of the outputs)
-  jit        the same inside jax.jit (a jax.pure_callback per call)
+  jit        the same inside jax.jit (an XLA FFI custom call per call, the
+             default)
+  jit_pcb    inside jax.jit with jit_callback="pure_callback"
   jax_interp pl.pallas_call(interpret=True) under jax.jit, for scale
+The jit columns take jax arrays (already on the CPU device); the others numpy.
 """
 
 from __future__ import annotations
@@ -142,7 +145,8 @@ def main(argv=None):
     print(f"jax {jax.__version__}, python {sys.version.split()[0]}, "
           f"library {_run._lib.library_path()}")
     print(f"{'kernel':26} {'cold':>12} {'c_api':>12} {'runner':>12} {'eager':>12} "
-          f"{'eager_np':>12} {'jit':>12} {'jax_interp':>12}  eager/c_api  eager_np/c_api")
+          f"{'eager_np':>12} {'jit':>12} {'jit_pcb':>12} {'jax_interp':>12}  eager/c_api  "
+          f"eager_np/c_api  jit/c_api")
     for name, make, inputs in CASES:
         xs = inputs()
         tj.cache_clear()
@@ -157,13 +161,17 @@ def main(argv=None):
         t_eager = timed(lambda: jax.block_until_ready(f(*xs)), args.repeat)
         fn = make(functools.partial(tj.pallas_call, numpy_outputs=True))
         t_np = timed(lambda: fn(*xs), args.repeat)
+        jxs = [jnp.asarray(x) for x in xs]  # jit columns: inputs already on the device
         jf = jax.jit(lambda *a: f(*a))
-        t_jit = timed(lambda: jax.block_until_ready(jf(*xs)), args.repeat)
+        t_jit = timed(lambda: jax.block_until_ready(jf(*jxs)), args.repeat)
+        fp = make(functools.partial(tj.pallas_call, jit_callback="pure_callback"))
+        jp = jax.jit(lambda *a: fp(*a))
+        t_pcb = timed(lambda: jax.block_until_ready(jp(*jxs)), args.repeat)
         ji = jax.jit(lambda *a: make(lambda *p, **k: pl.pallas_call(*p, interpret=True, **k))(*a))
-        t_ji = timed(lambda: jax.block_until_ready(ji(*xs)), max(10, args.repeat // 10))
+        t_ji = timed(lambda: jax.block_until_ready(ji(*jxs)), max(10, args.repeat // 10))
         print(f"{name:26} {fmt(cold):>12} {fmt(t_c):>12} {fmt(t_runner):>12} "
-              f"{fmt(t_eager):>12} {fmt(t_np):>12} {fmt(t_jit):>12} {fmt(t_ji):>12}  "
-              f"{t_eager / t_c:10.2f}x {t_np / t_c:14.2f}x")
+              f"{fmt(t_eager):>12} {fmt(t_np):>12} {fmt(t_jit):>12} {fmt(t_pcb):>12} "
+              f"{fmt(t_ji):>12}  {t_eager / t_c:10.2f}x {t_np / t_c:14.2f}x {t_jit / t_c:9.2f}x")
 
 
 if __name__ == "__main__":

@@ -279,3 +279,33 @@ def test_bridge_interpret_params_value_runs_one_call_through_tessera():
     g = pl.pallas_call(double_kernel, jax.ShapeDtypeStruct((8, 128), F32), interpret=True)
     assert not isinstance(g, tj.TesseraPallasCall)
     assert tj.InterpretParams(uninit="zero") == tj.InterpretParams(uninit="zero")
+
+
+def test_bridge_jit_runs_an_ffi_custom_call_or_a_pure_callback_on_request():
+    x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)
+    f = _double()
+    text = jax.jit(f).lower(x).as_text()
+    assert "tessera_kernel_" in text  # an XLA FFI custom call, no Python callback
+    np.testing.assert_array_equal(np.asarray(jax.jit(f)(x)), 2 * x)
+    g = _double(jit_callback="pure_callback")
+    text = jax.jit(g).lower(x).as_text()
+    assert "tessera_kernel_" not in text and "callback" in text
+    np.testing.assert_array_equal(np.asarray(jax.jit(g)(x)), 2 * x)
+    with pytest.raises(ValueError, match="jit_callback"):
+        _double(jit_callback="nope")
+
+
+def test_bridge_ffi_call_keeps_aliases_and_reports_kernel_errors():
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+    spec = pl.BlockSpec((8, 128), lambda i: (i + 1, 0))
+    f = tj.pallas_call(k, jax.ShapeDtypeStruct((16, 128), F32), grid=(1,), in_specs=[spec],
+                       out_specs=spec, input_output_aliases={0: 0})
+    x = np.ones((16, 128), np.float32)
+    out = np.asarray(jax.jit(f)(x))
+    np.testing.assert_array_equal(out[:8], x[:8])       # kept from the aliased input
+    np.testing.assert_array_equal(out[8:], x[8:] + 1)
+    bad = tj.pallas_call(k, jax.ShapeDtypeStruct((16, 128), F32), grid=(2,),
+                         in_specs=[spec], out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
+    with pytest.raises(Exception, match="out of range"):
+        jax.block_until_ready(jax.jit(bad)(x))

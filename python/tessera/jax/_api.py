@@ -29,11 +29,27 @@ option_names = _run.option_names
 class _Prepared:
     """A translated kernel made ready to run: the runner and what a call needs."""
 
-    def __init__(self, runner: _run.Runner, out_avals, text: str):
+    def __init__(self, runner: _run.Runner, out_avals, text: str, ffi_able: bool):
         self.runner = runner
         self.out_avals = out_avals
         self.out_structs = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
         self.text = text
+        self._ffi: Callable | None = None
+        self._ffi_error: BaseException | None = None if ffi_able else ValueError(
+            "operands tessera stores in another dtype (a widened prefetch table)")
+
+    def ffi(self) -> Callable | None:
+        """The kernel as an XLA FFI custom call (made on first use), or None
+        when it cannot be one (then jax.pure_callback is used)."""
+        if self._ffi is None and self._ffi_error is None:
+            with _cache_lock:
+                if self._ffi is None and self._ffi_error is None:
+                    try:
+                        from . import _ffi
+                        self._ffi = _ffi.ffi_callable(self.runner, self.out_structs, _count_run)
+                    except Exception as e:  # an XLA without this FFI: pure_callback
+                        self._ffi_error = e
+        return self._ffi
 
     def host(self, *arrays):
         """Runs on numpy arrays (the pure_callback's host function)."""
@@ -44,6 +60,10 @@ class _Prepared:
 _cache_lock = threading.RLock()
 _prepared: dict[Any, _Prepared] = {}
 _stats = {"hits": 0, "misses": 0, "traces": 0, "runs": 0}
+
+
+def _count_run() -> None:
+    _stats["runs"] += 1
 
 
 def cache_info() -> dict:
@@ -60,8 +80,8 @@ def cache_clear() -> None:
     see a new generation)."""
     global _generation
     with _cache_lock:
-        for p in _prepared.values():
-            p.runner.close()
+        # Runners are not closed here: a jitted function may still hold one
+        # (through its FFI handler or callback); they go with their last user.
         _prepared.clear()
         _generation += 1
         for k in _stats:
@@ -72,7 +92,7 @@ _generation = 0
 
 
 # Options of the bridge itself (not of the run).
-_BRIDGE_OPTIONS = {"numpy_outputs"}
+_BRIDGE_OPTIONS = {"numpy_outputs", "jit_callback"}
 
 
 def _options_key(options: Mapping[str, Any]) -> tuple:
@@ -112,7 +132,9 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
                                  tk.operand_locs)
         finally:
             tk.module.close()  # the executable keeps nothing of the module
-        prep = _Prepared(runner, call.out_avals, text)
+        ffi_able = all(np.dtype(spec[1]) == np.dtype(a.dtype)
+                       for spec, a in zip(in_specs, call.in_avals))
+        prep = _Prepared(runner, call.out_avals, text, ffi_able)
         _prepared[key] = prep
         _stats["misses"] += 1
         return prep, call.out_tree
@@ -132,6 +154,7 @@ class TesseraPallasCall:
         self._name = name
         self._by_shape: dict[Any, tuple[int, _Prepared, Any]] = {}
         self._numpy_outputs = bool(self._options.get("numpy_outputs", False))
+        self._jit_callback = self._options.get("jit_callback", "ffi")
 
     def _get(self, args, flat) -> tuple[_Prepared, Any]:
         if len(flat) == len(args):  # flat positional arrays: the common case
@@ -151,8 +174,12 @@ class TesseraPallasCall:
         flat = jax.tree_util.tree_leaves(list(args))
         prep, out_tree = self._get(args, flat)
         if any(ji.is_tracer(x) for x in flat):
-            outs = jax.pure_callback(prep.host, prep.out_structs, *flat,
-                                     vmap_method="sequential")
+            ffi = prep.ffi() if self._jit_callback == "ffi" else None
+            if ffi is not None:
+                outs = ffi(*flat)
+            else:
+                outs = jax.pure_callback(prep.host, prep.out_structs, *flat,
+                                         vmap_method="sequential")
             return jax.tree_util.tree_unflatten(out_tree, list(outs))
         _stats["runs"] += 1
         outs = prep.runner(*[np.asarray(x) for x in flat])
@@ -184,7 +211,9 @@ def pallas_call(kernel: Callable[..., None], out_shape: Any, *,
     cores, devices, dma_mode ("eager"/"lazy"), schedule_seed, chip,
     max_errors, strict, timeout_seconds, max_steps, trace_path, opt_level;
     and numpy_outputs=True, which makes an eager call return numpy arrays
-    instead of jax arrays (saving JAX's ~70 us per output array).
+    instead of jax arrays (saving JAX's ~70 us per output array), and
+    jit_callback ("ffi", the default: an XLA FFI custom call on CPU; or
+    "pure_callback"), how a call inside jax.jit runs.
 
     Returns a callable taking the kernel's operands (as the function
     pl.pallas_call returns does). Raises TranslationError (naming the
@@ -210,6 +239,8 @@ def _check_options(options: Mapping[str, Any]) -> None:
     if unknown:
         raise TypeError(f"tessera.jax: unknown option(s) {', '.join(sorted(unknown))} "
                         f"(options: {', '.join(_run.option_names())})")
+    if options.get("jit_callback", "ffi") not in ("ffi", "pure_callback"):
+        raise ValueError("tessera.jax: jit_callback is 'ffi' or 'pure_callback'")
     if int(options.get("devices") or 1) != 1:
         raise NotImplementedError(
             "tessera.jax: devices > 1 is not supported through the bridge (a pallas_call "

@@ -238,7 +238,7 @@ _OPTION_FIELDS = {"uninit", "check", "shuffle_parallel", "shuffle_seed", "chip",
 
 def option_names() -> list[str]:
     """The tessera options pallas_call/interpret accept."""
-    return sorted(_OPTION_FIELDS | {"backend", "dma_mode", "numpy_outputs"})
+    return sorted(_OPTION_FIELDS | {"backend", "dma_mode", "numpy_outputs", "jit_callback"})
 
 
 class Runner:
@@ -313,7 +313,6 @@ class Runner:
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         """Runs on numpy arrays (one per prefetch/input operand, of the
         declared shapes and dtypes); returns the outputs."""
-        h = _h()
         if len(inputs) != len(self._in_specs):
             raise TypeError(f"tessera: the kernel takes {len(self._in_specs)} operands, "
                             f"got {len(inputs)}")
@@ -338,6 +337,22 @@ class Runner:
             outs.append(o)
             arrays[i].data = o.__array_interface__["data"][0]
             i += 1
+        self._execute(ptrs)
+        return outs
+
+    def run_pointers(self, data: Sequence[int]) -> None:
+        """Runs on raw buffers (one address per operand, inputs then
+        outputs, of the prepared shapes and dtypes): the XLA FFI path."""
+        arrays, ptrs = self._structs()
+        for i, p in enumerate(data):
+            arrays[i].data = p
+        self._execute(ptrs)
+
+    def _execute(self, ptrs) -> None:
+        """Runs with the operand structs filled; raises KernelError, warns."""
+        h = _h()
+        if not self._exe:
+            raise ValueError("tessera: the kernel's executable was closed")
         result = ctypes.c_void_p()
         status = h.tsr_executable_run(self._exe, ptrs, self._n, None, ctypes.byref(result))
         if status:
@@ -355,9 +370,8 @@ class Runner:
             if lst and h.tsr_diagnostic_list_count(lst):
                 for d in self._relocate(_diags_of_list(lst)):
                     if d.severity == "warning":
-                        warnings.warn(d.text or d.message, KernelWarning, stacklevel=3)
+                        warnings.warn(d.text or d.message, KernelWarning, stacklevel=4)
             h.tsr_run_result_destroy(result.value)
-        return outs
 
     def _relocate(self, diags: list) -> list:
         """Gives the operand's Python location to diagnostics tessera made at
