@@ -14,7 +14,8 @@ Two ways in:
 
 The result is a JAX callable: called on concrete arrays it runs the kernel at
 once (a `KernelError` names the user's Python lines); under `jax.jit` (or
-`vmap`, sequentially) it becomes a `jax.pure_callback`. The kernel is traced
+`vmap`, sequentially) it becomes an XLA FFI custom call on CPU (or a
+`jax.pure_callback`, with jit_callback="pure_callback"). The kernel is traced
 to its jaxpr, translated to tessera IR (`tessera.jax.translate`) and
 prepared once per distinct kernel: later calls reuse the prepared one.
 """
