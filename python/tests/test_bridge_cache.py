@@ -205,6 +205,12 @@ def test_ok():
     assert isinstance(f, TesseraPallasCall)
     np.testing.assert_array_equal(np.asarray(f(x)), x + 1)
 
+def test_oob_under_jit():
+    f = pl.pallas_call(oob_kernel, jax.ShapeDtypeStruct((8, 128), jnp.float32), grid=(2,),
+                       in_specs=[pl.BlockSpec((16, 128), lambda i: (0, 0))],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)), interpret=True)
+    jax.block_until_ready(jax.jit(f)(np.zeros((16, 128), np.float32)))
+
 def test_oob():
     pl.pallas_call(oob_kernel, jax.ShapeDtypeStruct((8, 128), jnp.float32), grid=(2,),
                    in_specs=[pl.BlockSpec((16, 128), lambda i: (0, 0))],
@@ -228,11 +234,12 @@ def test_bridge_pytest_plugin_runs_a_suite_through_tessera(pytester):
     pytester.makepyfile(test_suite=PLUGIN_TEST)
     result = pytester.runpytest_inprocess(*_plugin_args(), "--tessera",
                                           "--tessera-backend", "interp")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=2)
     bad = next(n for n, line in enumerate(PLUGIN_TEST.lstrip("\n").splitlines(), 1)
                if line.endswith("# the bad line"))
     result.stdout.fnmatch_lines(["*tessera diagnostics*",
                                  f"*test_suite.py:{bad}:*out of bounds*"])
+    assert result.stdout.str().count("tessera diagnostics") == 2  # also the jit'ed one
     assert pc._pallas_call is before  # restored after the run
 
 

@@ -91,13 +91,13 @@ _ERROR_CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_ErrorCreateArg
 _lock = threading.Lock()
 _ids = itertools.count()
 _keep: list = []  # handlers (and their runners) live as long as the process
-_last_error = threading.local()
+_last_error: list = [None]  # XLA runs handlers on its own threads: process-wide
 
 
 def last_error() -> BaseException | None:
-    """The exception of this thread's last failed FFI run (XLA reports its
+    """The exception of the process's last failed FFI run (XLA reports its
     text; this keeps the object, with its diagnostics)."""
-    return getattr(_last_error, "value", None)
+    return _last_error[0]
 
 
 def _error(api: int, message: str) -> int:
@@ -135,7 +135,7 @@ def _make_handler(runner: _run.Runner, on_run: Callable[[], None]) -> Any:
             runner.run_pointers(ins + outs)
             return None
         except BaseException as e:  # noqa: BLE001 - reported to XLA, never raised
-            _last_error.value = e
+            _last_error[0] = e
             return _error(frame.api, str(e))
     return _HANDLER(handler)
 

@@ -15,6 +15,7 @@ loaded with `-p tessera.jax.pytest_plugin`. Options:
 from __future__ import annotations
 
 import ast
+import sys
 from typing import Any
 
 import pytest
@@ -89,12 +90,20 @@ def _diagnostics_text(exc: BaseException | None) -> str | None:
     """Tessera's diagnostics from an exception or its causes (a KernelError,
     or the text a jax.jit'ed callback carried)."""
     seen = set()
+    top = exc
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         diags = getattr(exc, "diagnostics", None)
         if diags:
             return "\n".join(getattr(d, "text", "") or getattr(d, "message", "") for d in diags)
         exc = exc.__cause__ or exc.__context__
+    # Under jax.jit the kernel ran in an XLA FFI handler: XLA's error carries
+    # the text only; the handler kept the KernelError itself.
+    ffi = sys.modules.get("tessera.jax._ffi")
+    last = ffi.last_error() if ffi is not None else None
+    diags = getattr(last, "diagnostics", None)
+    if diags and top is not None and str(last) and str(last) in str(top):
+        return "\n".join(getattr(d, "text", "") or getattr(d, "message", "") for d in diags)
     return None
 
 
