@@ -93,15 +93,30 @@ class _COpParams(ctypes.Structure):
                 ("num_region_args", ctypes.c_uint32)]
 
 
-_declared = False
+class _Functions:
+    """Private ctypes function objects of the library (see `bind`)."""
 
 
-def _h() -> ctypes.CDLL:
-    """The library with the builder's prototypes declared (once)."""
-    global _declared
+def bind(protos: dict) -> _Functions:
+    """Function objects for `protos` ({name: (restype, argtypes)}) of their
+    own, not the CDLL's shared attributes: another module of the package
+    may declare the same C function with its own ctypes structs, and
+    declarations on the shared handle would overwrite each other."""
     h = _lib.lib()
-    if _declared:
-        return h
+    fns = _Functions()
+    for name, (res, args) in protos.items():
+        setattr(fns, name, ctypes.CFUNCTYPE(res, *args)((name, h)))
+    return fns
+
+
+_fns: _Functions | None = None
+
+
+def _h() -> _Functions:
+    """The builder's C functions (bound once)."""
+    global _fns
+    if _fns is not None:
+        return _fns
     vp, sz = ctypes.c_void_p, ctypes.c_size_t
     protos = {
         "tsr_ir_module_create": (vp, [ctypes.c_char_p, ctypes.POINTER(vp)]),
@@ -123,12 +138,8 @@ def _h() -> ctypes.CDLL:
         "tsr_ir_op_region": (vp, [vp, ctypes.c_uint32]),
         "tsr_ir_region_arg": (vp, [vp, ctypes.c_uint32]),
     }
-    for name, (res, args) in protos.items():
-        fn = getattr(h, name)
-        fn.restype = res
-        fn.argtypes = args
-    _declared = True
-    return h
+    _fns = bind(protos)
+    return _fns
 
 
 @dataclasses.dataclass(frozen=True)

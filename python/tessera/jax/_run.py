@@ -128,16 +128,18 @@ class _CExeOptions(ctypes.Structure):
                 ("opt_level", ctypes.c_int), ("output", _COutput)]
 
 
-_declared = False
+_fns = None
 _decl_lock = threading.Lock()
 
 
-def _h() -> ctypes.CDLL:
-    global _declared
-    h = B._h()
-    if _declared:
-        return h
+def _h():
+    """The runner's C functions (bound once, privately: see _builder.bind)."""
+    global _fns
+    if _fns is not None:
+        return _fns
     with _decl_lock:
+        if _fns is not None:
+            return _fns
         vp, sz = ctypes.c_void_p, ctypes.c_size_t
         protos = {
             "tsr_context_create": (vp, [vp, ctypes.POINTER(vp)]),
@@ -156,14 +158,17 @@ def _h() -> ctypes.CDLL:
             "tsr_diagnostic_list_destroy": (None, [vp]),
             "tsr_diagnostic_kind_name": (ctypes.c_char_p, [ctypes.c_int]),
             "tsr_diagnostic_severity_name": (ctypes.c_char_p, [ctypes.c_int]),
-            "tsr_backend_from_name": (ctypes.c_bool, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]),
+            "tsr_backend_from_name": (ctypes.c_bool, [ctypes.c_char_p,
+                                                      ctypes.POINTER(ctypes.c_int)]),
+            "tsr_status_code": (ctypes.c_int, [vp]),
+            "tsr_status_code_name": (ctypes.c_char_p, [ctypes.c_int]),
+            "tsr_status_message": (ctypes.c_char_p, [vp]),
+            "tsr_status_free": (None, [vp]),
         }
-        for name, (res, args) in protos.items():
-            fn = getattr(h, name)
-            fn.restype = res
-            fn.argtypes = args
-        _declared = True
-    return h
+        fns = B.bind(protos)
+        fns.tsr_output_discard = ctypes.cast(_lib.lib().tsr_output_discard, ctypes.c_void_p).value
+        _fns = fns
+    return _fns
 
 
 def _diag(d: _CDiag) -> Any:
@@ -278,7 +283,7 @@ class Runner:
                                 f"{', '.join(option_names())})")
         # Warnings come back as records and go through Python's warnings:
         # the library does not print them too.
-        eo.output.warning = ctypes.cast(h.tsr_output_discard, ctypes.c_void_p).value
+        eo.output.warning = h.tsr_output_discard
         out = ctypes.c_void_p()
         status = h.tsr_executable_create(_Context.get(), kernel_ptr, ctypes.byref(eo),
                                          ctypes.byref(out))
