@@ -258,3 +258,14 @@ def test_bridge_block_index_out_of_range_names_the_index_map():
     assert d and d[0].buffer == "in0" and d[0].grid_point == (1,)
     assert d[0].file == __file__ and d[0].line == line_of("BAD_MAP")
     assert f"{pathlib.Path(__file__).name}:{line_of('BAD_MAP')}:" in d[0].text
+
+
+def test_bridge_pallas_own_errors_pass_through():
+    table = jnp.arange(8 * 128, dtype=F32).reshape(8, 128)
+
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + table   # a captured array: not an operand
+
+    f = tj.pallas_call(k, jax.ShapeDtypeStruct((8, 128), F32))
+    with pytest.raises(ValueError, match="captures constants"):
+        f(_x((8, 128)))

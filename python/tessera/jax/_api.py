@@ -106,8 +106,15 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
     (same kernel jaxpr and source lines, grid mapping, shapes, dtypes,
     options) is already prepared. Returns it with this call's output tree
     (two calls of one kernel may structure their outputs differently)."""
-    call = ji.trace_pallas_call(jax_fn, args, str(options.get("chip") or "v5e"),
-                                int(options.get("cores") or 1))
+    try:
+        call = ji.trace_pallas_call(jax_fn, args, str(options.get("chip") or "v5e"),
+                                    int(options.get("cores") or 1))
+    except TranslationError:
+        raise
+    except NotImplementedError as e:  # a pallas_call form tessera cannot take
+        file, line, _ = ji.caller_location()
+        message = str(e).removeprefix("tessera.jax: ")
+        raise TranslationError(message, "pallas_call", file, line) from None
     params = call.eqn.params
     key = (ji.jaxpr_key_text(call.jaxpr), ji.grid_mapping_key_text(call.grid_mapping),
            repr(call.in_avals), repr(call.out_avals),
