@@ -340,3 +340,17 @@ def test_bridge_narrow_prefetch_table_and_tile():
     for i in range(2):
         blk = x[i * 8:(i + 1) * 8, :64]
         np.testing.assert_array_equal(got[i * 8:(i + 1) * 8], np.tile(blk, (1, 2)) * tbl[i])
+
+
+def test_bridge_core_parallel_on_two_simulated_cores():
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 3.0
+    x = _f32((32, 128))
+    spec = pl.BlockSpec((8, 128), lambda c, i: (c * 2 + i, 0))
+    for backend in ("interp", "cpu"):
+        got = np.asarray(tj.pallas_call(
+            k, sds((32, 128)), grid=(2, 2), in_specs=[spec], out_specs=spec,
+            compiler_params=pltpu.CompilerParams(
+                dimension_semantics=("core_parallel", "arbitrary")),
+            cores=2, backend=backend)(x))
+        np.testing.assert_array_equal(got, x * 3.0)
