@@ -316,3 +316,19 @@ def test_bridge_ffi_call_keeps_aliases_and_reports_kernel_errors():
                          in_specs=[spec], out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
     with pytest.raises(Exception, match="out of range"):
         jax.block_until_ready(jax.jit(bad)(x))
+
+
+def test_bridge_pytest_plugin_passes_options(pytester):
+    pytester.makepyfile(test_opts='''
+import tessera.jax._api as api
+
+def test_options():
+    assert api._global_options == {"backend": "cpu", "detect_races": True, "max_errors": 3}
+''')
+    result = pytester.runpytest_inprocess(*_plugin_args(), "--tessera", "--tessera-backend",
+                                          "cpu", "--tessera-option", "detect_races=true",
+                                          "--tessera-option", "max_errors=3")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["tessera: every pl.pallas_call runs in tessera (*detect_races=True*"])
+    bad = pytester.runpytest_inprocess(*_plugin_args(), "--tessera", "--tessera-option", "nope=1")
+    assert bad.ret != 0
