@@ -354,3 +354,24 @@ def test_bridge_core_parallel_on_two_simulated_cores():
                 dimension_semantics=("core_parallel", "arbitrary")),
             cores=2, backend=backend)(x))
         np.testing.assert_array_equal(got, x * 3.0)
+
+
+def test_bridge_scan_over_xs_with_stacked_ys():
+    def k(x_ref, o_ref, y_ref):
+        xs = x_ref[...]                                  # (4, 8, 128)
+
+        def step(c, x):
+            c = c + x
+            return c, c.sum(axis=0)                      # ys: (4, 128)
+        total, ys = jax.lax.scan(step, jnp.zeros((8, 128), F32), xs)
+        r, _ = jax.lax.scan(lambda c, x: (c * 0.5 + x, None), jnp.zeros((8, 128), F32), xs,
+                            reverse=True)
+        o_ref[...] = total + r
+        y_ref[...] = ys
+    x = _f32((4, 8, 128))
+    o, y = run(k, (sds((8, 128)), sds((4, 128))), x)
+    r = np.zeros((8, 128), np.float32)
+    for i in reversed(range(4)):
+        r = r * 0.5 + x[i]
+    np.testing.assert_allclose(np.asarray(o), x.sum(0) + r, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(y), np.cumsum(x, 0).sum(1), rtol=1e-5, atol=1e-4)

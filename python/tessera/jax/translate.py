@@ -1024,27 +1024,63 @@ def _as_value(t, region, o) -> B.Value:
 
 
 def _scan(t, env, region, eqn, used):
+    """scan as a `for` loop: the carry is carried; an `xs` array is indexed
+    at the step (a roll and a slice of its leading axis); a stacked output
+    `ys` is carried as a whole array, the step's row selected in."""
     p = eqn.params
     nc, nk, nx = ji.scan_groups(p)
     jaxpr, consts = ji.sub_jaxpr(p["jaxpr"])
-    if nx:
-        raise t.fail("`scan` over arrays (xs): only loops with a carry (fori_loop) are "
-                     "supported")
-    if len(jaxpr.outvars) != nk:
-        raise t.fail("`scan` with stacked outputs (ys)")
+    length, reverse = int(p["length"]), bool(p.get("reverse", False))
     args = [env[v] if isinstance(v, ji.Var) else t.read(env, region, v) for v in eqn.invars]
-    cargs, inits = args[:nc], [_as_value(t, region, a) for a in args[nc:]]
-    rtypes = [a.type for a in inits]
+    cargs = args[:nc]
+    inits = [_as_value(t, region, a) for a in args[nc:nc + nk]]
+    xs = [_as_value(t, region, a) for a in args[nc + nk:]]
+    y_types = [_type_of_aval(v.aval) for v in eqn.outvars[nk:]]
+    ys0 = [t.const(region, 0, yt) for yt in y_types]
+    rtypes = [a.type for a in inits] + y_types
     i32 = B.Type.value("i32", ())
     lo = t.const(region, 0, i32)
-    hi = t.const(region, int(p["length"]), i32)
+    hi = t.const(region, length, i32)
     st = t.const(region, 1, i32)
-    op, res = t.op(region, "for", [lo, hi, st] + inits, rtypes, region_args=[i32] + rtypes)
+    op, res = t.op(region, "for", [lo, hi, st] + inits + ys0, rtypes,
+                   region_args=[i32] + rtypes)
     body = t.kb.op_region(op, 0)
+    step = t.kb.region_arg(body, 0, i32)
+    if reverse:
+        step = t.emit(body, "sub", [t.const(body, length - 1, i32), step], i32)
     carried = [t.kb.region_arg(body, 1 + i, rt) for i, rt in enumerate(rtypes)]
-    outs = t.run_jaxpr(body, jaxpr, consts, cargs + carried)
-    t.yield_(body, [_as_value(t, body, o) for o in outs])
+    x_rows = [_row(t, body, x, step) for x in xs]
+    outs = t.run_jaxpr(body, jaxpr, consts, cargs + carried[:nk] + x_rows)
+    outs = [_as_value(t, body, o) for o in outs]
+    new_ys = [_set_row(t, body, buf, y, step) for buf, y in zip(carried[nk:], outs[nk:])]
+    t.yield_(body, outs[:nk] + new_ys)
     return res
+
+
+def _row(t, region, x: B.Value, i: B.Value) -> B.Value:
+    """x[i] along the leading axis, for a dynamic i."""
+    if x.type.kind == "scalar":
+        raise t.fail("`scan` over a scalar")
+    n = x.type.shape[0]
+    rolled = t.emit(region, "roll", [x, t.emit(region, "neg", [i], i.type)], x.type, ints=[0])
+    idx = [B.Index("slice", 0, 1, 1)] + [B.Index("full", 0, d, 1) for d in x.type.shape[1:]]
+    one = t.emit(region, "slice", [rolled], B.Type.value(x.type.dtype, (1,) + x.type.shape[1:]),
+                 indices=idx) if n > 1 else rolled
+    return _reshape_to(t, region, one, B.Type.value(x.type.dtype, x.type.shape[1:]))
+
+
+def _set_row(t, region, buf: B.Value, y: B.Value, i: B.Value) -> B.Value:
+    """buf with row i (leading axis) replaced by y."""
+    shape = buf.type.shape
+    it = B.Type.value("i32", shape)
+    rows = t.emit(region, "iota", [], it, ints=[0])
+    here = t.emit(region, "eq", [rows, i], B.Type.value("i1", shape))
+    if y.type.kind == "scalar":
+        wide = t.emit(region, "broadcast", [y], buf.type)
+    else:
+        one = t.emit(region, "reshape", [y], B.Type.value(y.type.dtype, (1,) + y.type.shape))
+        wide = t.emit(region, "broadcast", [one], buf.type) if shape[0] > 1 else one
+    return t.emit(region, "select", [here, wide, buf], buf.type)
 
 
 def _while(t, env, region, eqn, used):
