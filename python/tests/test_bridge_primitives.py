@@ -375,3 +375,25 @@ def test_bridge_scan_over_xs_with_stacked_ys():
         r = r * 0.5 + x[i]
     np.testing.assert_allclose(np.asarray(o), x.sum(0) + r, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(y), np.cumsum(x, 0).sum(1), rtol=1e-5, atol=1e-4)
+
+
+def test_bridge_reads_through_a_reshaped_ref():
+    def k(x_ref, o_ref):
+        flat = x_ref.reshape(32, 128)                     # (4, 8, 128) seen as (32, 128)
+        o_ref[0:16, :] = flat[1::2, :]                    # strided rows
+        o_ref[16:24, :] = flat[pl.ds(pl.program_id(0) * 8 + 3, 8), :]
+    x = _f32((2, 4, 8, 128))
+    got = np.asarray(run(k, sds((2, 24, 128)), x, grid=(2,),
+                         in_specs=[pl.BlockSpec((None, 4, 8, 128), lambda i: (i, 0, 0, 0))],
+                         out_specs=pl.BlockSpec((None, 24, 128), lambda i: (i, 0, 0))))
+    for i in range(2):
+        flat = x[i].reshape(32, 128)
+        np.testing.assert_array_equal(got[i, :16], flat[1::2])
+        np.testing.assert_array_equal(got[i, 16:], flat[i * 8 + 3:i * 8 + 11])
+
+
+def test_bridge_store_through_a_reshaped_ref_is_refused():
+    def k(x_ref, o_ref):
+        o_ref.reshape(8 * 128)[...] = x_ref[...].reshape(8 * 128)  # RESHAPED_STORE
+    with pytest.raises(tj.TranslationError, match="reshaped ref"):
+        run(k, sds((8, 128)), _f32((8, 128)))

@@ -306,6 +306,14 @@ class DimIndex:
     stride: int = 1
 
 
+def reshape_of(transform) -> tuple[int, ...] | None:
+    """The new shape of a ref reshape transform (`ref.reshape(...)`), else
+    None."""
+    if isinstance(transform, getattr(state_types, "ReshapeTransform", ())):
+        return tuple(int(d) for d in transform.shape)
+    return None
+
+
 def ndindexer_dims(idx) -> list[DimIndex]:
     """Decodes an NDIndexer (static or pl.ds entries) into DimIndex per
     dimension of the ref it indexes."""

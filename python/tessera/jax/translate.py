@@ -81,6 +81,10 @@ class RefView:
     Values."""
     base: B.Value
     dims: list  # [("point", start) | ("range", start, size, stride)]
+    # After `ref.reshape(R)`: R, and the view's indexing of R in `rdims`
+    # (same entries as `dims`). Only reads of such views are translated.
+    reshaped: tuple | None = None
+    rdims: list | None = None
 
     @staticmethod
     def whole(ref: B.Value) -> "RefView":
@@ -88,6 +92,13 @@ class RefView:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        if self.reshaped is not None:
+            return tuple(d[2] for d in self.rdims if d[0] == "range")
+        return tuple(d[2] for d in self.dims if d[0] == "range")
+
+    @property
+    def pre_shape(self) -> tuple[int, ...]:
+        """The view's shape before its reshape."""
         return tuple(d[2] for d in self.dims if d[0] == "range")
 
 
@@ -237,16 +248,26 @@ class _Translator:
 
     def apply_transforms(self, env, region, view: RefView, transforms) -> RefView:
         for t in transforms:
+            shape = ji.reshape_of(t)
+            if shape is not None:
+                if view.reshaped is not None:
+                    raise self.fail("a ref reshaped twice")
+                if int(np.prod(shape)) != int(np.prod(view.shape)):
+                    raise self.fail(f"a reshape of a ref view of shape {view.shape} to {shape}")
+                view = RefView(view.base, view.dims, tuple(shape),
+                               [("range", 0, d, 1) for d in shape])
+                continue
             try:
                 dims = ji.ndindexer_dims(t)
             except NotImplementedError as e:
                 raise self.fail(f"`{self.prim}` with {e}") from None
-            kept = [i for i, d in enumerate(view.dims) if d[0] == "range"]
+            cur = view.rdims if view.reshaped is not None else view.dims
+            kept = [i for i, d in enumerate(cur) if d[0] == "range"]
             if len(dims) != len(kept):
                 raise self.fail(f"an indexer of rank {len(dims)} on a view of rank {len(kept)}")
-            new = list(view.dims)
+            new = list(cur)
             for pos, d in zip(kept, dims):
-                _, s, n, st = view.dims[pos]
+                _, s, n, st = cur[pos]
                 start = self.static_int(env, d.start)
                 if isinstance(start, B.Value):
                     start = self.i32(region, start)
@@ -255,10 +276,16 @@ class _Translator:
                     new[pos] = ("point", off)
                 else:
                     new[pos] = ("range", off, d.size, st * d.stride)
-            view = RefView(view.base, new)
+            if view.reshaped is not None:
+                view = RefView(view.base, view.dims, view.reshaped, new)
+            else:
+                view = RefView(view.base, new)
         return view
 
     def indices(self, view: RefView) -> list[B.Index]:
+        if view.reshaped is not None and self.prim not in ("get",):
+            raise self.fail(f"`{self.prim}` on a reshaped ref (only reads of reshaped refs "
+                            "are translated)")
         out = []
         for d, full in zip(view.dims, view.base.type.shape):
             if d[0] == "point":
@@ -537,12 +564,69 @@ def _get(t, env, region, eqn, used):
     if tuple(rt.shape) != view.shape:
         raise t.fail(f"a read of shape {rt.shape} from a view of shape {view.shape}")
     _check_loadable(t, view)
+    if view.reshaped is not None:
+        return [_get_reshaped(t, region, view, rt)]
     narrow = t.narrowed.get(view.base.ptr)
     if narrow is not None:  # a widened prefetch table: read i32, convert back
         wide = t.emit(region, "load", [view.base], B.Type.value("i32", rt.shape),
                       indices=t.indices(view))
         return [_convert_value(t, region, wide, rt)]
     return [t.emit(region, "load", [view.base], rt, indices=t.indices(view))]
+
+
+def _get_reshaped(t, region, view: RefView, rt: B.Type) -> B.Value:
+    """A read through `ref.reshape(R)[idx]`: a load of the view before the
+    reshape, masked to the elements idx selects (others are not read, so no
+    uninitialized-read reports for them), reshaped to R, then the selected
+    elements taken out of the value (a roll and a strided slice per
+    dimension)."""
+    R, S = view.reshaped, view.pre_shape
+    dt = view.base.type.dtype
+    it, bt = B.Type.value("i32", R), B.Type.value("i1", R)
+    i32 = B.Type.value("i32", ())
+    mask = None
+    for d, e in enumerate(view.rdims):
+        io = t.emit(region, "iota", [], it, ints=[d])
+        if e[0] == "point":
+            m = t.emit(region, "eq", [io, t.i32(region, e[1])], bt)
+        else:
+            _, s, n, st = e
+            if not isinstance(s, B.Value) and s == 0 and n == R[d] and st == 1:
+                continue
+            s32 = t.i32(region, s)
+            end = t.emit(region, "add", [s32, t.const(region, n * st, i32)], i32) \
+                if isinstance(s, B.Value) else t.const(region, s + n * st, i32)
+            m = t.emit(region, "and", [t.emit(region, "ge", [io, s32], bt),
+                                       t.emit(region, "lt", [io, end], bt)], bt)
+            if st > 1:
+                off = t.emit(region, "sub", [io, s32], it)
+                r = t.emit(region, "rem", [off, t.const(region, st, i32)], it)
+                m = t.emit(region, "and", [m, t.emit(region, "eq", [r, t.const(
+                    region, 0, i32)], bt)], bt)
+        mask = m if mask is None else t.emit(region, "and", [mask, m], bt)
+    vt = B.Type.value(dt, S)
+    pre = RefView(view.base, view.dims)
+    if mask is None:
+        v = t.emit(region, "load", [view.base], vt, indices=t.indices(pre))
+    else:
+        ms = t.emit(region, "reshape", [mask], B.Type.value("i1", S))
+        v = t.emit(region, "load", [view.base], vt, indices=t.indices(pre),
+                   extra_operands=[ms], flags=B.OPF_MASK)
+    v = t.emit(region, "reshape", [v], B.Type.value(dt, R)) if S != R else v
+    idx = []
+    out_shape = []
+    for d, e in enumerate(view.rdims):
+        start = e[1]
+        if not (not isinstance(start, B.Value) and start == 0):
+            shift = t.emit(region, "neg", [t.i32(region, start)], i32)
+            v = t.emit(region, "roll", [v, shift], v.type, ints=[d])
+        n, st = (1, 1) if e[0] == "point" else (e[2], e[3])
+        idx.append(B.Index("full", 0, R[d], 1) if (n, st) == (R[d], 1)
+                   else B.Index("slice", 0, n, st))
+        out_shape.append(n)
+    if any(i.kind != "full" for i in idx):
+        v = t.emit(region, "slice", [v], B.Type.value(dt, out_shape), indices=idx)
+    return _reshape_to(t, region, v, rt)
 
 
 def _check_loadable(t, view):
