@@ -1,0 +1,46 @@
+"""Run Pallas TPU kernels in tessera, unchanged (docs/jax.md).
+
+Two ways in:
+
+* `tessera.jax.pallas_call(kernel, out_shape, *, grid=..., in_specs=...,
+  ..., **tessera_options)`: `pl.pallas_call`'s signature, plus tessera's run
+  options (backend="interp"|"cpu", detect_races=True, uninit="nan",
+  shuffle_parallel=..., cores=..., ...).
+* `pl.pallas_call(..., interpret=tessera.jax.InterpretParams(**options))`
+  runs that one call through tessera;
+* `with tessera.jax.interpret(**tessera_options):` makes every
+  `pl.pallas_call(...)` created inside run through tessera (also through
+  `pytest --tessera`, the plugin `tessera.jax.pytest_plugin`).
+
+The result is a JAX callable: called on concrete arrays it runs the kernel at
+once (a `KernelError` names the user's Python lines); under `jax.jit` (or
+`vmap`, sequentially) it becomes an XLA FFI custom call on CPU (or a
+`jax.pure_callback`, with jit_callback="pure_callback"). The kernel is traced
+to its jaxpr, translated to tessera IR (`tessera.jax.translate`) and
+prepared once per distinct kernel: later calls reuse the prepared one.
+"""
+
+# This package is imported by the pytest plugin (tessera.jax.pytest_plugin)
+# in every pytest run where the package is installed: it must not import JAX
+# until something of it is used. Names resolve lazily from ._api.
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
+           "KernelError", "lower_to_tsr", "cache_info", "cache_clear", "supported_primitives",
+           "option_names", "enable_globally", "InterpretParams"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from . import _api
+        value = getattr(_api, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tessera.jax' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

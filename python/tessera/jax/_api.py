@@ -1,0 +1,370 @@
+"""The implementation of tessera.jax (imported on first use: see __init__.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import pallas as pl
+
+from . import _jax_internal as ji
+from . import _run
+from .translate import TranslationError, dtype_name, supported_primitives, translate
+
+__all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
+           "KernelError", "lower_to_tsr", "cache_info", "cache_clear", "supported_primitives",
+           "option_names", "enable_globally", "InterpretParams"]
+
+KernelError = _run.KernelError
+option_names = _run.option_names
+
+# ---- The cache of translated and prepared kernels (item 7) ---------------------
+
+
+class _Prepared:
+    """A translated kernel made ready to run: the runner and what a call needs."""
+
+    def __init__(self, runner: _run.Runner, out_avals, text: str, ffi_able: bool):
+        self.runner = runner
+        self.out_avals = out_avals
+        self.out_structs = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
+        self.text = text
+        self._ffi: Callable | None = None
+        self._ffi_error: BaseException | None = None if ffi_able else ValueError(
+            "operands tessera stores in another dtype (a widened prefetch table)")
+
+    def ffi(self) -> Callable | None:
+        """The kernel as an XLA FFI custom call (made on first use), or None
+        when it cannot be one (then jax.pure_callback is used)."""
+        if self._ffi is None and self._ffi_error is None:
+            with _cache_lock:
+                if self._ffi is None and self._ffi_error is None:
+                    try:
+                        from . import _ffi
+                        self._ffi = _ffi.ffi_callable(self.runner, self.out_structs, _count_run)
+                    except Exception as e:  # an XLA without this FFI: pure_callback
+                        self._ffi_error = e
+        return self._ffi
+
+    def host(self, *arrays):
+        """Runs on numpy arrays (the pure_callback's host function)."""
+        _stats["runs"] += 1
+        return tuple(self.runner(*[np.asarray(a) for a in arrays]))
+
+
+_cache_lock = threading.RLock()
+_prepared: dict[Any, _Prepared] = {}
+_stats = {"hits": 0, "misses": 0, "traces": 0, "runs": 0}
+
+
+def _count_run() -> None:
+    _stats["runs"] += 1
+
+
+def cache_info() -> dict:
+    """Counters of the bridge's cache: `misses` (kernels translated and
+    prepared), `hits` (a traced kernel found prepared), `traces` (calls that
+    had to trace the kernel), `runs` (kernel runs, approximate under
+    threads), `entries`."""
+    with _cache_lock:
+        return dict(_stats, entries=len(_prepared))
+
+
+def cache_clear() -> None:
+    """Forgets every prepared kernel (and the per-callable caches' entries
+    see a new generation)."""
+    global _generation
+    with _cache_lock:
+        # Runners are not closed here: a jitted function may still hold one
+        # (through its FFI handler or callback); they go with their last user.
+        _prepared.clear()
+        _generation += 1
+        for k in _stats:
+            _stats[k] = 0
+
+
+_generation = 0
+
+
+# Options of the bridge itself (not of the run).
+_BRIDGE_OPTIONS = {"numpy_outputs", "jit_callback"}
+
+
+def _options_key(options: Mapping[str, Any]) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in options.items()))
+
+
+def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
+             name: str | None) -> tuple[_Prepared, Any]:
+    """Traces `jax_fn` (a pallas_call made with interpret=False) on the shapes
+    of `args`, and translates + prepares its kernel unless an identical one
+    (same kernel jaxpr and source lines, grid mapping, shapes, dtypes,
+    options) is already prepared. Returns it with this call's output tree
+    (two calls of one kernel may structure their outputs differently)."""
+    try:
+        call = ji.trace_pallas_call(jax_fn, args, str(options.get("chip") or "v5e"),
+                                    int(options.get("cores") or 1))
+    except TranslationError:
+        raise
+    except NotImplementedError as e:  # a pallas_call form tessera cannot take
+        file, line, _ = ji.caller_location()
+        message = str(e).removeprefix("tessera.jax: ")
+        raise TranslationError(message, "pallas_call", file, line) from None
+    params = call.eqn.params
+    key = (ji.jaxpr_key_text(call.jaxpr), ji.grid_mapping_key_text(call.grid_mapping),
+           repr(call.in_avals), repr(call.out_avals),
+           repr(getattr(params.get("compiler_params"), "dimension_semantics", None)),
+           repr(params.get("input_output_aliases")), _options_key(options), name)
+    with _cache_lock:
+        _stats["traces"] += 1
+        hit = _prepared.get(key)
+        if hit is not None:
+            _stats["hits"] += 1
+            return hit, call.out_tree
+        tk = translate(call, name)
+        try:
+            text = tk.module.text()
+            in_specs = [(a.shape, a.dtype, dtype_name(a.dtype)) for a in call.in_avals]
+            for i, td in enumerate(tk.prefetch_dtypes):  # widened prefetch tables
+                if td != in_specs[i][2]:
+                    in_specs[i] = (in_specs[i][0], np.dtype(np.int32), td)
+            out_specs = [(a.shape, a.dtype, dtype_name(a.dtype)) for a in call.out_avals]
+            runner = _run.Runner(tk.module.first_kernel(), in_specs, out_specs, tk.aliases,
+                                 {k: v for k, v in options.items() if k not in _BRIDGE_OPTIONS},
+                                 tk.operand_locs)
+        finally:
+            tk.module.close()  # the executable keeps nothing of the module
+        ffi_able = all(np.dtype(spec[1]) == np.dtype(a.dtype)
+                       for spec, a in zip(in_specs, call.in_avals))
+        prep = _Prepared(runner, call.out_avals, text, ffi_able)
+        _prepared[key] = prep
+        _stats["misses"] += 1
+        return prep, call.out_tree
+
+
+# ---- The callable ----------------------------------------------------------------
+
+
+class TesseraPallasCall:
+    """What `tessera.jax.pallas_call` returns: call it like the function
+    `pl.pallas_call` returns. Keeps its prepared kernels by argument shapes
+    and dtypes, so a warm call neither traces nor translates."""
+
+    def __init__(self, jax_fn: Callable, options: Mapping[str, Any], name: str | None = None):
+        self._jax_fn = jax_fn
+        self._options = dict(options)
+        self._name = name
+        self._by_shape: dict[Any, tuple[int, _Prepared, Any]] = {}
+        self._numpy_outputs = bool(self._options.get("numpy_outputs", False))
+        self._jit_callback = self._options.get("jit_callback", "ffi")
+
+    def _get(self, args, flat) -> tuple[_Prepared, Any]:
+        if len(flat) == len(args):  # flat positional arrays: the common case
+            key = tuple((x.shape, x.dtype) if hasattr(x, "dtype") else
+                        (np.shape(x), ji._dtype_of(x)) for x in flat)
+        else:
+            key = (tuple((np.shape(x), ji._dtype_of(x)) for x in flat),
+                   jax.tree_util.tree_structure(list(args)))
+        hit = self._by_shape.get(key)
+        if hit is not None and hit[0] == _generation:
+            return hit[1], hit[2]
+        prep, out_tree = _prepare(self._jax_fn, args, self._options, self._name)
+        self._by_shape[key] = (_generation, prep, out_tree)
+        return prep, out_tree
+
+    def __call__(self, *args):
+        flat = jax.tree_util.tree_leaves(list(args))
+        prep, out_tree = self._get(args, flat)
+        if any(ji.is_tracer(x) for x in flat):
+            ffi = prep.ffi() if self._jit_callback == "ffi" else None
+            if ffi is not None:
+                outs = ffi(*flat)
+            else:
+                outs = jax.pure_callback(prep.host, prep.out_structs, *flat,
+                                         vmap_method="sequential")
+            return jax.tree_util.tree_unflatten(out_tree, list(outs))
+        _stats["runs"] += 1
+        outs = prep.runner(*[np.asarray(x) for x in flat])
+        if not self._numpy_outputs:
+            outs = [jnp.asarray(o) for o in outs]
+        return jax.tree_util.tree_unflatten(out_tree, outs)
+
+    def lower_to_tsr(self, *args) -> str:
+        """The tessera IR (.tsr text) this call runs for arguments like `args`."""
+        flat = jax.tree_util.tree_leaves(list(args))
+        return self._get(args, flat)[0].text
+
+
+_bypass = contextvars.ContextVar("tessera_jax_bypass", default=False)
+
+
+def pallas_call(kernel: Callable[..., None], out_shape: Any, *,
+                grid_spec: Any = None, grid: Any = (), in_specs: Any = pl.no_block_spec,
+                out_specs: Any = pl.no_block_spec, scratch_shapes: Any = (),
+                input_output_aliases: Mapping[int, int] = {}, debug: bool = False,
+                interpret: Any = False, name: str | None = None,
+                compiler_params: Any = None, cost_estimate: Any = None,
+                metadata: dict[str, str] | None = None,
+                **tessera_options: Any) -> TesseraPallasCall:
+    """`pl.pallas_call` run by tessera. Takes pl.pallas_call's arguments
+    (`interpret` is ignored: tessera is the interpreter) and tessera's
+    options: backend ("interp", the default, with every check; or "cpu"),
+    detect_races, uninit ("nan"/"zero"), shuffle_parallel, shuffle_seed,
+    cores, devices, dma_mode ("eager"/"lazy"), schedule_seed, chip,
+    max_errors, strict, timeout_seconds, max_steps, trace_path, opt_level;
+    and numpy_outputs=True, which makes an eager call return numpy arrays
+    instead of jax arrays (saving JAX's ~70 us per output array), and
+    jit_callback ("ffi", the default: an XLA FFI custom call on CPU; or
+    "pure_callback"), how a call inside jax.jit runs.
+
+    Returns a callable taking the kernel's operands (as the function
+    pl.pallas_call returns does). Raises TranslationError (naming the
+    primitive and the user's file:line) for what tessera cannot express, and
+    KernelError (with `.diagnostics`) when the kernel misbehaves."""
+    del interpret
+    _check_options(tessera_options)
+    token = _bypass.set(True)
+    try:
+        jax_fn = pl.pallas_call(
+            kernel, out_shape, grid_spec=grid_spec, grid=grid, in_specs=in_specs,
+            out_specs=out_specs, scratch_shapes=scratch_shapes,
+            input_output_aliases=input_output_aliases, debug=debug, interpret=False,
+            name=name, compiler_params=compiler_params, cost_estimate=cost_estimate,
+            metadata=metadata)
+    finally:
+        _bypass.reset(token)
+    return TesseraPallasCall(jax_fn, tessera_options, name)
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    unknown = set(options) - set(_run.option_names())
+    if unknown:
+        raise TypeError(f"tessera.jax: unknown option(s) {', '.join(sorted(unknown))} "
+                        f"(options: {', '.join(_run.option_names())})")
+    if options.get("jit_callback", "ffi") not in ("ffi", "pure_callback"):
+        raise ValueError("tessera.jax: jit_callback is 'ffi' or 'pure_callback'")
+    if int(options.get("devices") or 1) != 1:
+        raise NotImplementedError(
+            "tessera.jax: devices > 1 is not supported through the bridge (a pallas_call "
+            "sees one device's operands); run the kernel's .tsr (lower_to_tsr) with the "
+            "numpy API or `tessera run --devices N`")
+
+
+# ---- interpret(): every pl.pallas_call through tessera ------------------------------
+
+_active: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "tessera_jax_interpret", default=None)
+# A value in jax.jit's cache key: a function jitted outside interpret() is
+# traced again inside (and the other way round), so a cached compilation
+# never runs the wrong pallas_call.
+_jit_key = jax.make_user_context(None)
+_global_options: dict | None = None  # set by the pytest plugin for a whole run
+
+
+class InterpretParams:
+    """A value for `pl.pallas_call(..., interpret=...)` that runs that one
+    pallas_call through tessera with these options:
+    `pl.pallas_call(k, shape, interpret=tessera.jax.InterpretParams(backend="cpu"))`.
+    Creating one patches JAX's `_pallas_call` for the rest of the process
+    (calls with other `interpret=` values go to JAX unchanged)."""
+
+    _hooked = False
+    _lock = threading.Lock()
+
+    def __init__(self, **tessera_options: Any):
+        _check_options(tessera_options)
+        self.options = dict(tessera_options)
+        with InterpretParams._lock:
+            if not InterpretParams._hooked:
+                ji.install_pallas_call_hook(_hook)
+                InterpretParams._hooked = True
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in sorted(self.options.items()))
+        return f"tessera.jax.InterpretParams({args})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, InterpretParams) and self.options == other.options
+
+    def __hash__(self) -> int:
+        return hash(_options_key(self.options))
+
+
+def _hook(original, kernel, out_shape, **kwargs):
+    if isinstance(kwargs.get("interpret"), InterpretParams) and not _bypass.get():
+        options = kwargs["interpret"].options
+        kwargs["interpret"] = False
+        return TesseraPallasCall(original(kernel, out_shape, **kwargs), options,
+                                 kwargs.get("name"))
+    options = _active.get()
+    if options is None:
+        options = _global_options
+    if options is None or _bypass.get():
+        return original(kernel, out_shape, **kwargs)
+    kwargs["interpret"] = False
+    jax_fn = original(kernel, out_shape, **kwargs)
+    return TesseraPallasCall(jax_fn, options, kwargs.get("name"))
+
+
+class interpret(contextlib.ContextDecorator):
+    """`with tessera.jax.interpret(**tessera_options):` every `pl.pallas_call`
+    made inside (in this thread, or in tasks that copied its context) runs
+    through tessera, whatever its `interpret=` says. Also a decorator.
+
+    The pallas_call must be created inside the block; a function jitted
+    outside is traced again inside (the options are part of jax.jit's cache
+    key). JAX's own `_pallas_call` is patched while any interpret() is
+    active and restored when the last one exits."""
+
+    def __init__(self, **tessera_options: Any):
+        _check_options(tessera_options)
+        self.options = tessera_options
+        self._local = threading.local()  # a decorator may be entered by several threads
+
+    def _tokens(self) -> list:
+        tokens = getattr(self._local, "tokens", None)
+        if tokens is None:
+            tokens = self._local.tokens = []
+        return tokens
+
+    def __enter__(self) -> "interpret":
+        ji.install_pallas_call_hook(_hook)
+        key = _jit_key(("tessera",) + _options_key(self.options))
+        key.__enter__()
+        self._tokens().append((_active.set(dict(self.options)), key))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        token, key = self._tokens().pop()
+        key.__exit__(None, None, None)
+        _active.reset(token)
+        ji.remove_pallas_call_hook()
+
+
+def enable_globally(**tessera_options: Any) -> Callable[[], None]:
+    """Makes every pl.pallas_call in every thread run through tessera until
+    the returned function is called (what `pytest --tessera` uses)."""
+    global _global_options
+    _check_options(tessera_options)
+    ji.install_pallas_call_hook(_hook)
+    _global_options = dict(tessera_options)
+    previous_key = _jit_key.get_global()
+    _jit_key.set_global(("tessera-global",) + _options_key(tessera_options))
+
+    def disable() -> None:
+        global _global_options
+        _global_options = None
+        _jit_key.set_global(previous_key)
+        ji.remove_pallas_call_hook()
+    return disable
+
+
+def lower_to_tsr(kernel: Callable[..., None], out_shape: Any, *args, **pallas_kwargs) -> str:
+    """The .tsr text tessera runs for `pl.pallas_call(kernel, out_shape,
+    **pallas_kwargs)(*args)` (args may be arrays or jax.ShapeDtypeStructs)."""
+    return pallas_call(kernel, out_shape, **pallas_kwargs).lower_to_tsr(*args)

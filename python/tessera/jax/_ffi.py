@@ -1,0 +1,156 @@
+"""Prepared kernels as XLA FFI custom calls on CPU (what a jax.jit'ed call
+runs): a ctypes handler per kernel, registered with `jax.ffi`, that points
+tessera's operand arrays at XLA's own buffers and runs the executable — no
+copies and no Python callback machinery. Measured ~7x cheaper per call than
+`jax.pure_callback` (docs/jax.md).
+
+The handler speaks the XLA FFI C ABI (jaxlib/include/xla/ffi/api/c_api.h,
+API 0.5 in jaxlib 0.12): it answers the metadata query, ignores the stages
+before EXECUTE, and reports a failed run as an XLA FFI error carrying
+tessera's diagnostic lines. Handlers are never unregistered (XLA keeps its
+registry for the process), so they and their executables live as long as the
+process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from . import _run
+
+FFI_API_MAJOR, FFI_API_MINOR = 0, 5
+_STAGE_EXECUTE = 3
+_EXTENSION_METADATA = 1
+_ERROR_CODE_INTERNAL = 13
+
+
+class _Ext(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("type", ctypes.c_int),
+                ("next", ctypes.c_void_p)]
+
+
+class _ApiVersion(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("ext", ctypes.c_void_p),
+                ("major", ctypes.c_int), ("minor", ctypes.c_int)]
+
+
+class _Metadata(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("api_version", _ApiVersion),
+                ("traits", ctypes.c_uint32), ("state_type_id", ctypes.c_int64)]
+
+
+class _MetadataExt(ctypes.Structure):
+    _fields_ = [("base", _Ext), ("metadata", ctypes.POINTER(_Metadata))]
+
+
+class _Args(ctypes.Structure):  # XLA_FFI_Args and XLA_FFI_Rets
+    _fields_ = [("struct_size", ctypes.c_size_t), ("ext", ctypes.c_void_p),
+                ("size", ctypes.c_int64), ("types", ctypes.c_void_p),
+                ("args", ctypes.POINTER(ctypes.c_void_p))]
+
+
+class _Attrs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("ext", ctypes.c_void_p),
+                ("size", ctypes.c_int64), ("types", ctypes.c_void_p),
+                ("names", ctypes.c_void_p), ("attrs", ctypes.c_void_p)]
+
+
+class _CallFrame(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("ext", ctypes.POINTER(_Ext)),
+                ("api", ctypes.c_void_p), ("ctx", ctypes.c_void_p), ("stage", ctypes.c_int),
+                ("args", _Args), ("rets", _Args), ("attrs", _Attrs),
+                ("future", ctypes.c_void_p)]
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("ext", ctypes.c_void_p),
+                ("dtype", ctypes.c_int), ("data", ctypes.c_void_p), ("rank", ctypes.c_int64),
+                ("dims", ctypes.POINTER(ctypes.c_int64))]
+
+
+class _ErrorCreateArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("ext", ctypes.c_void_p),
+                ("message", ctypes.c_char_p), ("errc", ctypes.c_int)]
+
+
+class _ApiHead(ctypes.Structure):  # the start of XLA_FFI_Api
+    _fields_ = [("struct_size", ctypes.c_size_t), ("ext", ctypes.c_void_p),
+                ("api_version", _ApiVersion), ("internal_api", ctypes.c_void_p),
+                ("error_create", ctypes.c_void_p)]
+
+
+_HANDLER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_CallFrame))
+_ERROR_CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_ErrorCreateArgs))
+
+_lock = threading.Lock()
+_ids = itertools.count()
+_keep: list = []  # handlers (and their runners) live as long as the process
+_last_error: list = [None]  # XLA runs handlers on its own threads: process-wide
+
+
+def last_error() -> BaseException | None:
+    """The exception of the process's last failed FFI run (XLA reports its
+    text; this keeps the object, with its diagnostics)."""
+    return _last_error[0]
+
+
+def _error(api: int, message: str) -> int:
+    head = _ApiHead.from_address(api)
+    create = _ERROR_CREATE(head.error_create)
+    args = _ErrorCreateArgs(ctypes.sizeof(ctypes.c_size_t) * 3 + ctypes.sizeof(ctypes.c_int),
+                            None, message.encode(errors="replace"), _ERROR_CODE_INTERNAL)
+    return create(ctypes.byref(args))
+
+
+def _make_handler(runner: _run.Runner, on_run: Callable[[], None]) -> Any:
+    n, nin = runner._n, len(runner._in_specs)
+    aliases = dict(runner._aliases)
+    out_bytes = [int(np.prod(s)) * dt.itemsize for s, dt, _ in runner._out_specs]
+
+    def handler(frame_p):
+        frame = frame_p.contents
+        if frame.ext:
+            if frame.ext.contents.type == _EXTENSION_METADATA:
+                meta = ctypes.cast(frame.ext, ctypes.POINTER(_MetadataExt)).contents.metadata
+                meta.contents.api_version.major = FFI_API_MAJOR
+                meta.contents.api_version.minor = FFI_API_MINOR
+                meta.contents.traits = 0
+                return None
+        if frame.stage != _STAGE_EXECUTE:
+            return None
+        try:
+            ins = [ctypes.cast(frame.args.args[i], ctypes.POINTER(_Buffer)).contents.data
+                   for i in range(nin)]
+            outs = [ctypes.cast(frame.rets.args[j], ctypes.POINTER(_Buffer)).contents.data
+                    for j in range(n - nin)]
+            for j, i in aliases.items():  # an aliased output starts as its input
+                ctypes.memmove(outs[j], ins[i], out_bytes[j])
+            on_run()
+            runner.run_pointers(ins + outs)
+            return None
+        except BaseException as e:  # noqa: BLE001 - reported to XLA, never raised
+            _last_error[0] = e
+            return _error(frame.api, str(e))
+    return _HANDLER(handler)
+
+
+def ffi_callable(runner: _run.Runner, out_structs,
+                 on_run: Callable[[], None] = lambda: None) -> Callable:
+    """A function of jax arrays running `runner` as an XLA FFI custom call
+    (sequential under vmap); `on_run` is called at each run."""
+    handler = _make_handler(runner, on_run)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new(ctypes.cast(handler, ctypes.c_void_p).value, None, None)
+    with _lock:
+        name = f"tessera_kernel_{next(_ids)}"
+        jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+        _keep.append((handler, runner, capsule))
+    return jax.ffi.ffi_call(name, tuple(out_structs), vmap_method="sequential")

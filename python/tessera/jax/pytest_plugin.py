@@ -1,0 +1,117 @@
+"""pytest plugin: `pytest --tessera` runs every `pl.pallas_call` of a test run
+through tessera (tessera.jax.interpret for the whole session), and puts
+tessera's diagnostics in the report of a test that fails with a kernel error.
+
+Registered by the package (`[project.entry-points.pytest11] tessera`), or
+loaded with `-p tessera.jax.pytest_plugin`. Options:
+
+  --tessera                     turn it on (off by default: the plugin does
+                                nothing without it)
+  --tessera-backend NAME        interp (default, every check) or cpu
+  --tessera-option KEY=VALUE    any tessera run option (repeatable), e.g.
+                                detect_races=true, uninit=zero, cores=2
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from typing import Any
+
+import pytest
+
+_STATE_KEY = "_tessera_jax_disable"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tessera", "run Pallas kernels in tessera")
+    group.addoption("--tessera", action="store_true", default=False,
+                    help="run every pl.pallas_call through tessera")
+    group.addoption("--tessera-backend", default=None, metavar="NAME",
+                    help="tessera backend: interp (default) or cpu")
+    group.addoption("--tessera-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a tessera run option (repeatable), e.g. detect_races=true")
+
+
+def _parse_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def options_from_config(config: pytest.Config) -> dict:
+    """The tessera options the command line gives."""
+    options: dict[str, Any] = {}
+    backend = config.getoption("--tessera-backend")
+    if backend:
+        options["backend"] = backend
+    for item in config.getoption("--tessera-option") or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise pytest.UsageError(f"--tessera-option {item!r}: expected KEY=VALUE")
+        options[key.strip()] = _parse_value(value.strip())
+    return options
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("--tessera", default=False):
+        return
+    from tessera import jax as tessera_jax
+    try:
+        disable = tessera_jax.enable_globally(**options_from_config(config))
+    except TypeError as e:
+        raise pytest.UsageError(str(e)) from None
+    setattr(config, _STATE_KEY, disable)
+    config.addinivalue_line("markers", "tessera: run through tessera (set by --tessera)")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    disable = getattr(config, _STATE_KEY, None)
+    if disable is not None:
+        disable()
+        delattr(config, _STATE_KEY)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if getattr(config, _STATE_KEY, None) is None:
+        return None
+    opts = options_from_config(config)
+    shown = ", ".join(f"{k}={v!r}" for k, v in opts.items()) or "defaults"
+    return f"tessera: every pl.pallas_call runs in tessera ({shown})"
+
+
+def _diagnostics_text(exc: BaseException | None) -> str | None:
+    """Tessera's diagnostics from an exception or its causes (a KernelError,
+    or the text a jax.jit'ed callback carried)."""
+    seen = set()
+    top = exc
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        diags = getattr(exc, "diagnostics", None)
+        if diags:
+            return "\n".join(getattr(d, "text", "") or getattr(d, "message", "") for d in diags)
+        exc = exc.__cause__ or exc.__context__
+    # Under jax.jit the kernel ran in an XLA FFI handler: XLA's error carries
+    # the text only; the handler kept the KernelError itself.
+    ffi = sys.modules.get("tessera.jax._ffi")
+    last = ffi.last_error() if ffi is not None else None
+    diags = getattr(last, "diagnostics", None)
+    if diags and top is not None and str(last) and str(last) in str(top):
+        return "\n".join(getattr(d, "text", "") or getattr(d, "message", "") for d in diags)
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    if getattr(item.config, _STATE_KEY, None) is None or call.excinfo is None:
+        return
+    text = _diagnostics_text(call.excinfo.value)
+    if text:
+        outcome.get_result().sections.append(("tessera diagnostics", text))

@@ -1,0 +1,271 @@
+"""The JAX bridge's errors point at the user's Python lines: kernel errors
+found by tessera (out of bounds, DMAs never waited, revisited outputs,
+uninitialized reads) carry this file's line in their diagnostics, and what
+tessera cannot translate names the primitive and the line."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+jax = pytest.importorskip("jax")
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.experimental import pallas as pl  # noqa: E402
+from jax.experimental.pallas import tpu as pltpu  # noqa: E402
+
+import tessera.jax as tj  # noqa: E402
+
+F32 = jnp.float32
+
+
+def line_of(marker: str) -> int:
+    """The line of this file that ends with `# marker`."""
+    with open(__file__) as f:
+        for n, line in enumerate(f, 1):
+            if line.rstrip().endswith("# " + marker):
+                return n
+    raise LookupError(marker)
+
+
+def _x(shape=(16, 128)):
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+# ---- out of bounds -------------------------------------------------------------------
+
+def oob_kernel(x_ref, o_ref):
+    start = pl.program_id(0) * 8 + 4
+    o_ref[...] = x_ref[pl.ds(start, 8), :]  # OOB
+
+
+def run_oob(pallas_call):
+    return pallas_call(oob_kernel, jax.ShapeDtypeStruct((8, 128), F32), grid=(2,),
+                       in_specs=[pl.BlockSpec((16, 128), lambda i: (0, 0))],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)))(_x())
+
+
+def _find(diags, kind):
+    return [d for d in diags if d.kind == kind]
+
+
+def test_bridge_oob_kernel_error_names_the_python_line():
+    with pytest.raises(tj.KernelError) as info:
+        run_oob(tj.pallas_call)
+    oob = _find(info.value.diagnostics, "out_of_bounds")
+    assert oob, info.value.diagnostics
+    d = oob[0]
+    assert d.file == __file__
+    assert d.line == line_of("OOB")
+    assert d.grid_point == (1,)  # step 0 reads rows 4..12, in bounds; step 1 12..20
+    assert f"{pathlib.Path(__file__).name}:{line_of('OOB')}" in str(info.value)
+
+
+def test_bridge_oob_through_interpret_names_the_python_line():
+    with pytest.raises(tj.KernelError) as info:
+        with tj.interpret():
+            run_oob(pl.pallas_call)
+    assert any(d.line == line_of("OOB") and d.file == __file__
+               for d in _find(info.value.diagnostics, "out_of_bounds"))
+
+
+def test_bridge_oob_under_jit_reports_the_python_line():
+    f = jax.jit(lambda: run_oob(tj.pallas_call))
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(f())
+    assert f"{pathlib.Path(__file__).name}:{line_of('OOB')}" in str(info.value)
+
+
+# ---- a DMA never waited for -------------------------------------------------------
+
+def missing_wait_kernel(x_hbm, o_ref, buf, sem):
+    pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8), :], buf, sem).start()  # NO_WAIT
+    o_ref[...] = jnp.zeros_like(o_ref)
+
+
+def test_bridge_dma_never_waited_names_the_start_line():
+    f = tj.pallas_call(missing_wait_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec((8, 128), lambda: (0, 0)),
+                       scratch_shapes=[pltpu.VMEM((8, 128), F32), pltpu.SemaphoreType.DMA])
+    with pytest.raises(tj.KernelError) as info:
+        f(_x())
+    lines = {d.line for d in info.value.diagnostics if d.file == __file__}
+    assert line_of("NO_WAIT") in lines, info.value.diagnostics
+
+
+# ---- a revisited output block ----------------------------------------------------
+
+def revisit_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]  # REVISIT
+
+
+def test_bridge_revisited_output_block_is_reported():
+    # The output block index goes 0, 1, 0: block 0 is written back, then
+    # visited again.
+    f = tj.pallas_call(revisit_kernel, jax.ShapeDtypeStruct((16, 128), F32), grid=(3,),
+                       in_specs=[pl.BlockSpec((8, 128), lambda i: (0, 0))],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (i % 2, 0)))
+    with pytest.raises(tj.KernelError) as info:
+        f(_x())
+    assert _find(info.value.diagnostics, "revisit"), info.value.diagnostics
+
+
+# ---- an uninitialized read is a warning with the line --------------------------------
+
+def uninit_kernel(x_ref, o_ref, acc_ref):
+    o_ref[...] = x_ref[...] + acc_ref[...]  # UNINIT
+
+
+def test_bridge_uninitialized_read_warns_with_the_python_line():
+    f = tj.pallas_call(uninit_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                       in_specs=[pl.BlockSpec((8, 128), lambda: (0, 0))],
+                       out_specs=pl.BlockSpec((8, 128), lambda: (0, 0)),
+                       scratch_shapes=[pltpu.VMEM((8, 128), F32)])
+    with pytest.warns(UserWarning) as record:
+        out = f(_x((8, 128)))
+    assert any(f"{pathlib.Path(__file__).name}:{line_of('UNINIT')}" in str(w.message)
+               for w in record)
+    assert np.isnan(np.asarray(out)).all()  # uninitialized memory reads as NaN
+
+
+# ---- what tessera cannot translate -----------------------------------------------
+
+def unsupported_kernel(x_ref, o_ref):
+    o_ref[...] = jax.lax.erf_inv(x_ref[...])  # UNSUPPORTED
+
+
+def test_bridge_unsupported_primitive_names_it_and_the_line():
+    f = tj.pallas_call(unsupported_kernel, jax.ShapeDtypeStruct((8, 128), F32))
+    with pytest.raises(tj.TranslationError) as info:
+        f(_x((8, 128)))
+    e = info.value
+    assert e.primitive == "erf_inv"
+    assert e.file == __file__ and e.line == line_of("UNSUPPORTED")
+    assert "`erf_inv` is not supported" in str(e)
+    assert f"{__file__}:{line_of('UNSUPPORTED')}" in str(e)
+
+
+def test_bridge_unsupported_primitive_under_interpret():
+    with pytest.raises(tj.TranslationError) as info:
+        with tj.interpret():
+            pl.pallas_call(unsupported_kernel, jax.ShapeDtypeStruct((8, 128), F32))(_x((8, 128)))
+    assert info.value.line == line_of("UNSUPPORTED")
+
+
+def gather_kernel(x_ref, i_ref, o_ref):
+    o_ref[...] = x_ref[i_ref[...], :]  # GATHER
+
+
+def test_bridge_array_indexing_is_refused_with_the_line():
+    f = tj.pallas_call(gather_kernel, jax.ShapeDtypeStruct((8, 128), F32))
+    with pytest.raises(tj.TranslationError) as info:
+        f(_x((8, 128)), np.arange(8, dtype=np.int32))
+    assert info.value.line == line_of("GATHER")
+    assert "array of indices" in str(info.value)
+
+
+def test_bridge_unknown_option_is_a_type_error():
+    with pytest.raises(TypeError, match="no_such_option"):
+        tj.pallas_call(unsupported_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                       no_such_option=1)
+    with pytest.raises(TypeError, match="no_such_option"):
+        tj.interpret(no_such_option=1)
+
+
+def test_bridge_unsupported_dtype_is_refused():
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+    f = tj.pallas_call(k, jax.ShapeDtypeStruct((8, 128), jnp.complex64))
+    with pytest.raises(tj.TranslationError, match="complex64") as info:
+        f(np.zeros((8, 128), np.complex64))  # COMPLEX
+    assert info.value.file == __file__ and info.value.line == line_of("COMPLEX")
+
+
+# ---- pl.debug_check becomes an assert ---------------------------------------------
+
+def check_kernel(x_ref, o_ref):
+    pl.debug_check(jnp.all(x_ref[...] > 0), "x must be positive")  # CHECK
+    o_ref[...] = x_ref[...]
+
+
+def test_bridge_debug_check_fails_with_its_message_and_line():
+    with pl.enable_debug_checks(True):
+        f = tj.pallas_call(check_kernel, jax.ShapeDtypeStruct((8, 128), F32))
+        ok = np.ones((8, 128), np.float32)
+        np.testing.assert_array_equal(np.asarray(f(ok)), ok)
+        with pytest.raises(tj.KernelError) as info:
+            f(-ok)
+    d = _find(info.value.diagnostics, "assert")
+    assert d and d[0].line == line_of("CHECK") and "x must be positive" in d[0].message
+
+
+# ---- races and deadlocks name the lines ----------------------------------------------
+
+def race_kernel(x_hbm, o_ref, buf, sem):
+    copy = pltpu.make_async_copy(x_hbm.at[pl.ds(0, 8), :], buf, sem)
+    copy.start()  # RACE_WRITE
+    o_ref[...] = buf[...]  # RACE_READ
+    copy.wait()
+
+
+def test_bridge_race_names_both_lines():
+    f = tj.pallas_call(race_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                       out_specs=pl.BlockSpec((8, 128), lambda: (0, 0)),
+                       scratch_shapes=[pltpu.VMEM((8, 128), F32), pltpu.SemaphoreType.DMA],
+                       detect_races=True)
+    with pytest.raises(tj.KernelError) as info:
+        f(_x())
+    races = _find(info.value.diagnostics, "race")
+    assert races, info.value.diagnostics
+    lines = {races[0].line, races[0].other_line}
+    assert lines == {line_of("RACE_WRITE"), line_of("RACE_READ")}
+    assert races[0].file == __file__
+
+
+def deadlock_kernel(x_ref, o_ref, sem):
+    pl.semaphore_wait(sem, 1)  # DEADLOCK
+    o_ref[...] = x_ref[...]
+
+
+def test_bridge_deadlock_names_the_wait():
+    f = tj.pallas_call(deadlock_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                       scratch_shapes=[pltpu.SemaphoreType.REGULAR])
+    with pytest.raises(tj.KernelError) as info:
+        f(_x((8, 128)))
+    d = _find(info.value.diagnostics, "deadlock")
+    assert d and d[0].line == line_of("DEADLOCK") and d[0].file == __file__
+
+
+# ---- a block index out of range names the BlockSpec's index map ---------------------
+
+def copy_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+def test_bridge_block_index_out_of_range_names_the_index_map():
+    f = tj.pallas_call(copy_kernel, jax.ShapeDtypeStruct((16, 128), F32), grid=(2,),
+                       in_specs=[pl.BlockSpec((8, 128), lambda i: (i + 1, 0))],  # BAD_MAP
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
+    with pytest.raises(tj.KernelError) as info:
+        f(_x())
+    d = _find(info.value.diagnostics, "out_of_bounds")
+    assert d and d[0].buffer == "in0" and d[0].grid_point == (1,)
+    assert d[0].file == __file__ and d[0].line == line_of("BAD_MAP")
+    assert f"{pathlib.Path(__file__).name}:{line_of('BAD_MAP')}:" in d[0].text
+
+
+def test_bridge_pallas_own_errors_pass_through():
+    table = jnp.arange(8 * 128, dtype=F32).reshape(8, 128)
+
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + table   # a captured array: not an operand
+
+    f = tj.pallas_call(k, jax.ShapeDtypeStruct((8, 128), F32))
+    with pytest.raises(ValueError, match="captures constants"):
+        f(_x((8, 128)))

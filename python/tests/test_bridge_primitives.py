@@ -1,0 +1,399 @@
+"""One small Pallas kernel per family of primitives the bridge translates,
+run through tessera.jax.pallas_call and compared with numpy."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+jax = pytest.importorskip("jax")
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.experimental import pallas as pl  # noqa: E402
+from jax.experimental.pallas import tpu as pltpu  # noqa: E402
+
+import tessera.jax as tj  # noqa: E402
+
+F32, I32 = jnp.float32, jnp.int32
+
+
+def _f32(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _i32(shape, seed=0, lo=-100, hi=100):
+    return np.random.default_rng(seed).integers(lo, hi, shape).astype(np.int32)
+
+
+def run(kernel, out_shape, *args, **kw):
+    return tj.pallas_call(kernel, out_shape, **kw)(*args)
+
+
+def sds(shape, dtype=F32):
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+def test_bridge_unary_float_math():
+    def k(x_ref, o_ref):
+        x = x_ref[...]
+        o_ref[0] = jnp.exp(x[0]) + jnp.log(jnp.abs(x[1]) + 1.0) + jnp.sqrt(jnp.abs(x[2]))
+        o_ref[1] = jnp.tanh(x[0]) * jax.nn.sigmoid(x[1]) - jax.lax.rsqrt(jnp.abs(x[2]) + 1.0)
+        o_ref[2] = jnp.sin(x[0]) + jnp.cos(x[1]) + jnp.floor(x[2]) + jnp.ceil(x[0])
+        o_ref[3] = jnp.round(x[1] * 3.0) + jnp.sign(x[2]) + jnp.exp2(x[0]) + jnp.log1p(
+            jnp.abs(x[1]))
+        o_ref[4] = jnp.maximum(x[0], x[1]) - jnp.minimum(x[1], x[2]) + x[0] ** 3
+        o_ref[5] = jnp.clip(x[0], -0.5, 0.5) + jnp.square(x[1]) + jnp.expm1(x[2] * 0.1)
+        o_ref[6] = jnp.where(jnp.isfinite(x[0] / x[1]), x[0] / x[1], 0.0)
+        o_ref[7] = jnp.power(jnp.abs(x[2]) + 1.0, x[0]) - 1.0 / (x[1] * x[1] + 1.0)
+    x = _f32((3, 8, 128))
+    got = np.asarray(run(k, sds((8, 8, 128)), x))
+    sig = 1 / (1 + np.exp(-x[1]))
+    want = np.stack([
+        np.exp(x[0]) + np.log(np.abs(x[1]) + 1) + np.sqrt(np.abs(x[2])),
+        np.tanh(x[0]) * sig - 1 / np.sqrt(np.abs(x[2]) + 1),
+        np.sin(x[0]) + np.cos(x[1]) + np.floor(x[2]) + np.ceil(x[0]),
+        np.round(x[1] * 3) + np.sign(x[2]) + np.exp2(x[0]) + np.log1p(np.abs(x[1])),
+        np.maximum(x[0], x[1]) - np.minimum(x[1], x[2]) + x[0] ** 3,
+        np.clip(x[0], -0.5, 0.5) + x[1] ** 2 + np.expm1(x[2] * 0.1),
+        x[0] / x[1],
+        np.power(np.abs(x[2]) + 1, x[0]) - 1 / (x[1] * x[1] + 1)])
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_bridge_integer_and_bitwise_ops():
+    def k(x_ref, y_ref, o_ref):
+        x, y = x_ref[...], y_ref[...]
+        o_ref[0] = (x & y) | (x ^ 5)
+        o_ref[1] = (x << 2) + (x >> 1) + jax.lax.shift_right_logical(x, 3)
+        o_ref[2] = jnp.where(y != 0, x // jnp.where(y == 0, 1, y), 0)
+        o_ref[3] = jax.lax.rem(x, jnp.where(y == 0, 7, y)) + ~x
+        o_ref[4] = jax.lax.population_count(x) + jax.lax.clz(x)
+        o_ref[5] = jax.lax.bitcast_convert_type(x.astype(F32), I32) & 0xFF
+        o_ref[6] = (x > y).astype(I32) + (x <= y).astype(I32) * 2 + (x == y).astype(I32) * 4
+        o_ref[7] = jnp.abs(x) * jnp.sign(y) - x.astype(F32).astype(I32)
+    x, y = _i32((8, 128)), _i32((8, 128), 1, -5, 5)
+    got = np.asarray(run(k, sds((8, 8, 128), I32), x, y))
+    ysafe = np.where(y == 0, 1, y)
+    q = np.where(y != 0, np.floor_divide(x, ysafe), 0)
+    r = np.fmod(x, np.where(y == 0, 7, y))
+    u = x.view(np.uint32)
+    pop = np.array([bin(v).count("1") for v in u.ravel()]).reshape(x.shape)
+    clz = np.array([32 - int(v).bit_length() for v in u.ravel()]).reshape(x.shape)
+    want = np.stack([
+        (x & y) | (x ^ 5),
+        (x << 2) + (x >> 1) + (u >> 3).view(np.int32),
+        q, r + ~x, pop + clz,
+        x.astype(np.float32).view(np.int32) & 0xFF,
+        (x > y) + (x <= y) * 2 + (x == y) * 4,
+        np.abs(x) * np.sign(y) - x]).astype(np.int32)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_bridge_reductions_and_arg_reductions():
+    def k(x_ref, o_ref, i_ref):
+        x = x_ref[...]
+        o_ref[0, :] = jnp.sum(x, axis=0)
+        o_ref[1, :] = jnp.max(x, axis=0)
+        o_ref[2, :] = jnp.min(x, axis=0)
+        o_ref[3, :] = jnp.prod(x[:4], axis=0)
+        o_ref[4, :] = jnp.full((128,), jnp.sum(x))
+        o_ref[5, :] = jnp.any(x > 1.5, axis=0).astype(F32) + jnp.all(x > -3.0, axis=0)
+        o_ref[6:8, :] = jnp.mean(x, axis=1, keepdims=True)[:2] + jnp.zeros((2, 128), F32)
+        i_ref[0, :] = jnp.argmax(x, axis=0).astype(I32)
+        i_ref[1, :] = jnp.argmin(x, axis=0).astype(I32)
+    x = _f32((8, 128))
+    o, i = run(k, (sds((8, 128)), sds((2, 128), I32)), x)
+    want = np.stack([x.sum(0), x.max(0), x.min(0), x[:4].prod(0), np.full(128, x.sum()),
+                     (x > 1.5).any(0).astype(np.float32) + (x > -3).all(0),
+                     *np.broadcast_to(x.mean(1, keepdims=True)[:2], (2, 128))])
+    np.testing.assert_allclose(np.asarray(o), want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(np.asarray(i), np.stack([x.argmax(0), x.argmin(0)]))
+
+
+def test_bridge_shape_ops():
+    def k(x_ref, o_ref, t_ref):
+        x = x_ref[...]                                    # (8, 128)
+        o_ref[0:4, :] = x[0:8:2, :]                       # strided slice
+        o_ref[4:8, :] = jnp.concatenate([x[4:8, 64:], x[4:8, :64]], axis=1)
+        o_ref[8:16, :] = pltpu.roll(x, 3, 1)
+        o_ref[16:24, :] = x.reshape(8, 2, 64).reshape(8, 128)
+        o_ref[24:25, :] = jnp.expand_dims(jnp.squeeze(x[2:3, :], 0), 0)
+        t_ref[...] = x[:, :8].T
+    x = _f32((8, 128))
+    o, t = run(k, (sds((25, 128)), sds((8, 8))), x)
+    want = np.concatenate([x[0:8:2], np.concatenate([x[4:8, 64:], x[4:8, :64]], 1),
+                           np.roll(x, 3, 1), x, x[2:3]])
+    np.testing.assert_array_equal(np.asarray(o), want)
+    np.testing.assert_array_equal(np.asarray(t), x[:, :8].T)
+
+
+def test_bridge_iota_broadcast_and_select_n():
+    def k(x_ref, o_ref):
+        x = x_ref[...]
+        row = jax.lax.broadcasted_iota(I32, (8, 128), 0)
+        which = row % 3
+        o_ref[...] = jax.lax.select_n(which, x, x * 2.0, -x) + x[0:1, :] + x[:, 0:1]
+    x = _f32((8, 128))
+    got = np.asarray(run(k, sds((8, 128)), x))
+    which = np.arange(8)[:, None] % 3
+    want = np.choose(np.broadcast_to(which, x.shape), [x, 2 * x, -x]) + x[0:1] + x[:, 0:1]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_bridge_dot_forms():
+    def k(a_ref, b_ref, o1, o2, o3):
+        a, b = a_ref[...], b_ref[...]
+        o1[...] = jnp.dot(a, b, preferred_element_type=F32)
+        o2[...] = jax.lax.dot_general(a, b.T, (((1,), (1,)), ((), ())))   # a @ b.T.T
+        o3[...] = jax.lax.dot_general(a.T, b, (((0,), (0,)), ((), ())))   # (a.T).T @ b
+    a, b = _f32((16, 32)), _f32((32, 128), 1)
+    outs = run(k, (sds((16, 128)),) * 3, a, b)
+    for o in outs:
+        np.testing.assert_allclose(np.asarray(o), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_bridge_ref_views_strided_squeezed_and_at():
+    def k(x_ref, o_ref):
+        # a squeezed block dim: the kernel sees (16, 128)
+        v = x_ref.at[2:10]                               # a view of rows 2..10
+        o_ref[0:4, :] = v[pl.ds(1, 4, stride=2), :]      # rows 3, 5, 7, 9
+        o_ref[4, :] = x_ref[pl.program_id(0) + 1, :]
+        o_ref[5:8, :] = v.at[4:7][...]
+    x = _f32((2, 16, 128))
+    got = np.asarray(run(
+        k, sds((2, 8, 128)), x, grid=(2,),
+        in_specs=[pl.BlockSpec((None, 16, 128), lambda i: (i, 0, 0))],
+        out_specs=pl.BlockSpec((None, 8, 128), lambda i: (i, 0, 0))))
+    for i in range(2):
+        np.testing.assert_array_equal(got[i, 0:4], x[i, 3:10:2])
+        np.testing.assert_array_equal(got[i, 4], x[i, i + 1])
+        np.testing.assert_array_equal(got[i, 5:8], x[i, 6:9])
+
+
+def test_bridge_smem_scratch_semaphores_and_while():
+    def k(x_ref, o_ref, count_ref, sem):
+        count_ref[0] = 0
+
+        def cond(c):
+            return c < 5
+
+        def body(c):
+            count_ref[0] = count_ref[0] + c
+            pl.semaphore_signal(sem, 2)
+            return c + 1
+        jax.lax.while_loop(cond, body, 0)
+        pl.semaphore_wait(sem, 10)
+        left = pl.semaphore_read(sem)
+        o_ref[...] = x_ref[...] + (count_ref[0] + left).astype(F32)
+    x = _f32((8, 128))
+    got = np.asarray(run(k, sds((8, 128)), x,
+                         scratch_shapes=[pltpu.SMEM((1,), I32), pltpu.SemaphoreType.REGULAR]))
+    np.testing.assert_array_equal(got, x + 10)
+
+
+def test_bridge_debug_print_reaches_the_output(capfd):
+    def k(x_ref, o_ref):
+        pl.debug_print("step {} sees {}", pl.program_id(0), x_ref[0, 0])
+        o_ref[...] = x_ref[...]
+    x = np.full((16, 128), 3, np.int32)
+    run(k, sds((16, 128), I32), x, grid=(2,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
+    err = capfd.readouterr()
+    text = err.out + err.err
+    assert "step 0 sees 3" in text and "step 1 sees 3" in text
+
+
+def test_bridge_multiple_of_and_nested_jit():
+    @jax.jit
+    def helper(v):
+        return v * 2.0 + 1.0
+
+    def k(x_ref, o_ref):
+        i = pl.multiple_of(pl.program_id(0) * 8, 8)
+        o_ref[...] = helper(x_ref[pl.ds(i, 8), :])
+    x = _f32((16, 128))
+    got = np.asarray(run(k, sds((16, 128)), x, grid=(2,),
+                         in_specs=[pl.BlockSpec((16, 128), lambda i: (0, 0))],
+                         out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0))))
+    np.testing.assert_allclose(got, x * 2 + 1, rtol=1e-6)
+
+
+def test_bridge_index_map_arithmetic_and_smem_prefetch_in_map():
+    def k(tbl_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...] + tbl_ref[pl.program_id(1)].astype(F32)
+    x = _f32((32, 256))
+    tbl = np.array([2, 0], np.int32)
+    got = np.asarray(tj.pallas_call(
+        k, sds((16, 256)),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(2, 2),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, j, t: ((t[j] + i) % 4, 1 - j))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, j, t: (i, j))))(tbl, x))
+    for i in range(2):
+        for j in range(2):
+            r, c = (tbl[j] + i) % 4, 1 - j
+            np.testing.assert_array_equal(got[i * 8:(i + 1) * 8, j * 128:(j + 1) * 128],
+                                          x[r * 8:(r + 1) * 8, c * 128:(c + 1) * 128] + np.float32(tbl[j]))
+
+
+def test_bridge_masked_load_and_store():
+    def k(x_ref, o_ref):
+        col = jax.lax.broadcasted_iota(I32, (8, 128), 1)
+        keep = col < 100
+        o_ref[...] = jnp.zeros((8, 128), F32)
+        v = jnp.where(keep, pltpu.load(x_ref, mask=keep), -1.0)
+        pltpu.store(o_ref, v / 4.0, mask=col % 2 == 0)
+    x = _f32((8, 128))
+    got = np.asarray(run(k, sds((8, 128)), x))
+    col = np.arange(128)[None, :]
+    v = np.where(col < 100, x, -1.0) / 4
+    np.testing.assert_allclose(got, np.where(col % 2 == 0, v, 0.0), rtol=1e-6)
+
+
+def test_bridge_batched_dot_and_rev():
+    def k(q_ref, k_ref, o_ref, r_ref):
+        q, kk = q_ref[...], k_ref[...]
+        o_ref[...] = jnp.einsum("bqd,bkd->bqk", q, kk, preferred_element_type=F32)
+        r_ref[...] = jnp.flip(q[0], axis=(0, 1))
+    q, kk = _f32((2, 8, 128)), _f32((2, 16, 128), 1)
+    o, r = run(k, (sds((2, 8, 16)), sds((8, 128))), q, kk)
+    np.testing.assert_allclose(np.asarray(o), np.einsum("bqd,bkd->bqk", q, kk), rtol=1e-4,
+                               atol=1e-4)
+    np.testing.assert_array_equal(np.asarray(r), q[0][::-1, ::-1])
+
+
+def test_bridge_dynamic_slice_of_a_value():
+    def k(x_ref, o_ref):
+        x = x_ref[...]
+        s = pl.program_id(0) * 3 + 1
+        o_ref[...] = jax.lax.dynamic_slice(x, (s, s * 5), (8, 64))
+    x = _f32((32, 256))
+    got = np.asarray(run(k, sds((24, 64)), x, grid=(3,),
+                         in_specs=[pl.BlockSpec((32, 256), lambda i: (0, 0))],
+                         out_specs=pl.BlockSpec((8, 64), lambda i: (i, 0))))
+    for i in range(3):
+        s = i * 3 + 1
+        np.testing.assert_array_equal(got[i * 8:(i + 1) * 8], x[s:s + 8, s * 5:s * 5 + 64])
+
+
+def test_bridge_cumulative_ops():
+    def k(x_ref, i_ref, o_ref, p_ref):
+        x, i = x_ref[...], i_ref[...]
+        o_ref[0] = jnp.cumsum(i, axis=1)
+        o_ref[1] = jax.lax.cumsum(i, axis=0, reverse=True)
+        o_ref[2] = jax.lax.cummax(i, axis=1)
+        o_ref[3] = jax.lax.cummin(i, axis=1, reverse=True)
+        p_ref[...] = jnp.cumsum(x, axis=1)
+    x, i = _f32((8, 128)), _i32((8, 128))
+    o, p = run(k, (sds((4, 8, 128), I32), sds((8, 128))), x, i)
+    want = np.stack([np.cumsum(i, 1), np.cumsum(i[::-1], 0)[::-1],
+                     np.maximum.accumulate(i, 1), np.minimum.accumulate(i[:, ::-1], 1)[:, ::-1]])
+    np.testing.assert_array_equal(np.asarray(o), want)
+    np.testing.assert_allclose(np.asarray(p), np.cumsum(x, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_bridge_jax_nn_functions_through_custom_jvp():
+    def k(x_ref, o_ref):
+        x = x_ref[...]
+        o_ref[0] = jax.nn.softmax(x, axis=-1)
+        o_ref[1] = jax.nn.relu(x) + jax.nn.gelu(x, approximate=True)
+        o_ref[2] = jax.nn.silu(x) - jax.nn.log_sigmoid(x)
+    x = _f32((8, 128))
+    got = np.asarray(run(k, sds((3, 8, 128)), x))
+    e = np.exp(x - x.max(-1, keepdims=True))
+    gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    sig = 1 / (1 + np.exp(-x))
+    want = np.stack([e / e.sum(-1, keepdims=True), np.maximum(x, 0) + gelu,
+                     x * sig - np.log(sig)])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_bridge_take_along_axis():
+    def k(x_ref, i_ref, o_ref):
+        x, i = x_ref[...], i_ref[...]
+        o_ref[0] = jnp.take_along_axis(x, i, axis=1, mode="promise_in_bounds")
+        o_ref[1] = jnp.take_along_axis(x, i % 8, axis=0, mode="clip")
+    x, i = _f32((8, 128)), _i32((8, 128), 2, 0, 128)
+    got = np.asarray(run(k, sds((2, 8, 128)), x, i))
+    np.testing.assert_array_equal(got[0], np.take_along_axis(x, i, 1))
+    np.testing.assert_array_equal(got[1], np.take_along_axis(x, i % 8, 0))
+
+
+def test_bridge_narrow_prefetch_table_and_tile():
+    def k(tbl_ref, x_ref, o_ref):
+        i = pl.program_id(0)
+        scale = tbl_ref[i].astype(F32)                  # an int8 table, widened in SMEM
+        o_ref[...] = jnp.tile(x_ref[...][:, :64], (1, 2)) * scale
+    x = _f32((16, 128))
+    tbl = np.array([-3, 7], np.int8)
+    got = np.asarray(tj.pallas_call(
+        k, sds((16, 128)),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, t: (i + t[i] - t[i], 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, t: (i, 0))))(tbl, x))
+    for i in range(2):
+        blk = x[i * 8:(i + 1) * 8, :64]
+        np.testing.assert_array_equal(got[i * 8:(i + 1) * 8], np.tile(blk, (1, 2)) * tbl[i])
+
+
+def test_bridge_core_parallel_on_two_simulated_cores():
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 3.0
+    x = _f32((32, 128))
+    spec = pl.BlockSpec((8, 128), lambda c, i: (c * 2 + i, 0))
+    for backend in ("interp", "cpu"):
+        got = np.asarray(tj.pallas_call(
+            k, sds((32, 128)), grid=(2, 2), in_specs=[spec], out_specs=spec,
+            compiler_params=pltpu.CompilerParams(
+                dimension_semantics=("core_parallel", "arbitrary")),
+            cores=2, backend=backend)(x))
+        np.testing.assert_array_equal(got, x * 3.0)
+
+
+def test_bridge_scan_over_xs_with_stacked_ys():
+    def k(x_ref, o_ref, y_ref):
+        xs = x_ref[...]                                  # (4, 8, 128)
+
+        def step(c, x):
+            c = c + x
+            return c, c.sum(axis=0)                      # ys: (4, 128)
+        total, ys = jax.lax.scan(step, jnp.zeros((8, 128), F32), xs)
+        r, _ = jax.lax.scan(lambda c, x: (c * 0.5 + x, None), jnp.zeros((8, 128), F32), xs,
+                            reverse=True)
+        o_ref[...] = total + r
+        y_ref[...] = ys
+    x = _f32((4, 8, 128))
+    o, y = run(k, (sds((8, 128)), sds((4, 128))), x)
+    r = np.zeros((8, 128), np.float32)
+    for i in reversed(range(4)):
+        r = r * 0.5 + x[i]
+    np.testing.assert_allclose(np.asarray(o), x.sum(0) + r, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(y), np.cumsum(x, 0).sum(1), rtol=1e-5, atol=1e-4)
+
+
+def test_bridge_reads_through_a_reshaped_ref():
+    def k(x_ref, o_ref):
+        flat = x_ref.reshape(32, 128)                     # (4, 8, 128) seen as (32, 128)
+        o_ref[0:16, :] = flat[1::2, :]                    # strided rows
+        o_ref[16:24, :] = flat[pl.ds(pl.program_id(0) * 8 + 3, 8), :]
+    x = _f32((2, 4, 8, 128))
+    got = np.asarray(run(k, sds((2, 24, 128)), x, grid=(2,),
+                         in_specs=[pl.BlockSpec((None, 4, 8, 128), lambda i: (i, 0, 0, 0))],
+                         out_specs=pl.BlockSpec((None, 24, 128), lambda i: (i, 0, 0))))
+    for i in range(2):
+        flat = x[i].reshape(32, 128)
+        np.testing.assert_array_equal(got[i, :16], flat[1::2])
+        np.testing.assert_array_equal(got[i, 16:], flat[i * 8 + 3:i * 8 + 11])
+
+
+def test_bridge_store_through_a_reshaped_ref_is_refused():
+    def k(x_ref, o_ref):
+        o_ref.reshape(8 * 128)[...] = x_ref[...].reshape(8 * 128)  # RESHAPED_STORE
+    with pytest.raises(tj.TranslationError, match="reshaped ref"):
+        run(k, sds((8, 128)), _f32((8, 128)))
