@@ -51,12 +51,8 @@ def _kernel_primitives(case):
             if in_kernel:
                 names.add(eqn.primitive.name)
             inner = in_kernel or eqn.primitive.name == "pallas_call"
-            for value in eqn.params.values():
-                for sub in value if isinstance(value, (tuple, list)) else [value]:
-                    if isinstance(sub, jex_core.ClosedJaxpr):
-                        walk(sub.jaxpr, inner)
-                    elif isinstance(sub, jex_core.Jaxpr):
-                        walk(sub, inner)
+            for sub in jex_core.jaxprs_in_params(eqn.params):
+                walk(getattr(sub, "jaxpr", sub), inner)
 
     walk(closed.jaxpr, False)
     return names

@@ -106,12 +106,26 @@ def reset_jax_interpret_state() -> None:
     pltpu.reset_tpu_interpret_mode_state()
 
 
-def run(fn: Callable, pallas_call: Callable, inputs: Sequence[np.ndarray]
+#: XLA options of the oracle's compilation. XLA:CPU may keep a bf16 (or f16)
+#: intermediate in f32 (`xla_allow_excess_precision`, on by default), so a
+#: chain of bf16 ops is rounded once instead of after every op; the TPU (and
+#: tessera) round every op. With it off, JAX's TPU interpret mode rounds like
+#: the TPU and bf16 results can be compared bit for bit.
+ORACLE_COMPILER_OPTIONS = {"xla_allow_excess_precision": False}
+
+
+def run(fn: Callable, pallas_call: Callable, inputs: Sequence[np.ndarray],
+        compiler_options: dict[str, Any] | None = None
         ) -> tuple[np.ndarray, ...]:
-    """Runs `fn(pallas_call, *inputs)`; outputs as a tuple of numpy arrays."""
+    """Runs `fn(pallas_call, *inputs)`; outputs as a tuple of numpy arrays.
+    With `compiler_options`, the call is jitted and compiled with them."""
     import jax
 
-    out = fn(pallas_call, *inputs)
+    if compiler_options:
+        f = jax.jit(functools.partial(fn, pallas_call))
+        out = f.lower(*inputs).compile(compiler_options)(*inputs)
+    else:
+        out = fn(pallas_call, *inputs)
     out = jax.block_until_ready(out)
     if isinstance(out, (tuple, list)):
         return tuple(np.asarray(o) for o in out)
@@ -157,9 +171,11 @@ def mismatch(got: np.ndarray, want: np.ndarray, tolerance: Any) -> str | None:
         diff = np.abs(g - w)
         diff[np.isnan(g) & np.isnan(w)] = 0.0
         if tolerance[0] == "ulp":
-            mag = np.maximum(np.abs(g), np.abs(w))
-            ulp = np.spacing(mag.astype(got.dtype if got.dtype == np.float32
-                                        else np.float32)).astype(np.float64)
+            mag = np.maximum(np.abs(g), np.abs(w)).astype(np.float32)
+            # f32's spacing, widened to the dtype's mantissa (bf16: 7 bits,
+            # f16: 10, f32: 23)
+            mantissa = {"bfloat16": 7, "float16": 10}.get(got.dtype.name, 23)
+            ulp = np.spacing(mag).astype(np.float64) * 2.0 ** (23 - mantissa)
             bad = (diff > tolerance[1] * ulp) | nan_bad
         elif tolerance[0] == "close":
             bad = (diff > tolerance[2] + tolerance[1] * np.abs(w)) | nan_bad

@@ -29,7 +29,8 @@ def oracle(case: str):
         fn, inputs = build(case)
         pc = H.jax_tpu_interpret(**case_options(case))
         try:
-            _ORACLE[case] = (H.run(fn, pc, inputs), "ok")
+            _ORACLE[case] = (H.run(fn, pc, inputs,
+                                        H.ORACLE_COMPILER_OPTIONS), "ok")
         except Exception as exc:  # noqa: BLE001 - we classify every failure
             H.reset_jax_interpret_state()
             _ORACLE[case] = (None, "error:" + H.classify_jax_error(exc))

@@ -25,7 +25,8 @@ def indexing_kernel(x_ref, sum_ref, even_ref, row_ref, view_ref, acc_ref):
     sum_ref[...] = acc_ref[...]
     even_ref[...] = x_ref[pl.ds(0, 8, stride=2), :]      # strided
     row = x_ref[3, :]                                    # squeezed index
-    row_ref[...] = row * n.astype(jnp.float32) + i.astype(jnp.float32)
+    row_ref[...] = (row * jnp.asarray(n, jnp.float32)     # a Python int
+                    + i.astype(jnp.float32))                 # for a static grid
     lower = x_ref.at[8:16]                               # .at view
     view_ref.at[0:4][...] = lower[pl.ds(4, 4), :]        # write via a view
     view_ref.at[4:8][...] = lower.at[0:4][...]
