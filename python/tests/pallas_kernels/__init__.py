@@ -51,6 +51,7 @@ PRIMITIVES: dict[str, tuple[str, dict]] = {
     "prim_semaphore_read": ("prim_semaphore_read", {}),
     "prim_remote": ("prim_remote", {}),
     "prim_addupdate": ("prim_addupdate", {}),
+    "prim_dynamic_grid": ("prim_dynamic_grid", {}),
     "prim_debug": ("prim_debug", {}),
 }
 

@@ -13,7 +13,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 KIND = "primitives"
-PRIMITIVES = ("cond", "scan", "while", "jit", "custom_jvp_call")
+PRIMITIVES = ("cond", "scan", "while", "jit", "custom_jvp_call", "remat2")
 TOLERANCE = "exact"  # small integer-valued float arithmetic
 
 

@@ -9,7 +9,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 KIND = "primitives"
-PRIMITIVES = ("debug_print",)
+PRIMITIVES = ("debug_print", "check")
 TOLERANCE = "exact"
 
 

@@ -25,20 +25,24 @@ PRIMITIVES = (
     "is_finite",
 )
 
-# name -> (function of (x, y) with y > 0, its tolerance)
+# name -> (function of (x, y) with y > 0, its tolerance). The ulp bounds are
+# JAX's largest error on these inputs (measured against a float64 result:
+# exp 0.8, exp2 2.1, log 1.0, log1p 2.0, expm1 0.6, tanh 3.3, logistic 1.7,
+# rsqrt 1.1, sin 0.6, cos 0.5, erf 3.2, pow 0.5 ulp) plus up to 2 ulp for
+# tessera's (the C library's), rounded up: docs/jax.md.
 TRANSCENDENTAL = {
     "exp": (lambda x, y: jnp.exp(x), ("ulp", 2)),
-    "exp2": (lambda x, y: jnp.exp2(x), ("ulp", 2)),
+    "exp2": (lambda x, y: jnp.exp2(x), ("ulp", 4)),
     "log": (lambda x, y: jnp.log(y), ("ulp", 2)),
-    "log1p": (lambda x, y: jnp.log1p(y), ("ulp", 2)),
+    "log1p": (lambda x, y: jnp.log1p(y), ("ulp", 4)),
     "expm1": (lambda x, y: jnp.expm1(x), ("ulp", 2)),
-    "tanh": (lambda x, y: jnp.tanh(x), ("ulp", 4)),
+    "tanh": (lambda x, y: jnp.tanh(x), ("ulp", 6)),
     "logistic": (lambda x, y: jax.nn.sigmoid(x), ("ulp", 4)),
     "rsqrt": (lambda x, y: lax.rsqrt(y), ("ulp", 2)),
     "sin": (lambda x, y: jnp.sin(x), ("ulp", 2)),
     "cos": (lambda x, y: jnp.cos(x), ("ulp", 2)),
-    "erf": (lambda x, y: lax.erf(x), ("ulp", 4)),
-    "pow": (lambda x, y: jnp.power(y, x), ("ulp", 4)),
+    "erf": (lambda x, y: lax.erf(x), ("ulp", 6)),
+    "pow": (lambda x, y: jnp.power(y, x), ("ulp", 2)),
 }
 
 OUTPUTS = ["f_exact", "i_ops", "u_ops", "cmp_sel", "convert", "bitcast",
@@ -66,7 +70,7 @@ def elementwise_kernel(x_ref, y_ref, k_ref, j_ref, u_ref, b_ref, *out_refs):
     f[11] = jnp.sign(x)
     f[12] = jnp.sqrt(y)
     f[13] = x ** 2
-    f[14] = jnp.clip(x, -0.5, 0.5)
+    f[14] = lax.clamp(jnp.float32(-0.5), x, jnp.float32(0.5))
     f[15] = lax.rem(x, y)
     # integer ops (wrapping)
     io = outs["i_ops"]

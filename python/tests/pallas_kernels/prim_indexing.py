@@ -10,7 +10,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 KIND = "primitives"
-PRIMITIVES = ("get", "swap", "program_id", "num_programs", "multiple_of")
+PRIMITIVES = ("get", "swap", "program_id", "multiple_of")
 TOLERANCE = "exact"  # copies, one add, one multiply-add by small integers
 
 
