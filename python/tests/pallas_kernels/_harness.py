@@ -230,17 +230,29 @@ def classify_jax_error(exc: BaseException) -> str:
     return f"other: {type(exc).__name__}"
 
 
+def _kernel_error_classes() -> tuple[type, ...]:
+    classes = []
+    for modname in ("tessera", "tessera.jax"):
+        try:
+            mod = __import__(modname, fromlist=["KernelError"])
+        except ImportError:
+            continue
+        cls = getattr(mod, "KernelError", None)
+        if isinstance(cls, type) and cls not in classes:
+            classes.append(cls)
+    return tuple(classes)
+
+
 def tessera_kernel_error(exc: BaseException):
-    """The `tessera.KernelError` in `exc`'s chain, or None."""
-    try:
-        import tessera
-    except ImportError:
+    """The `tessera.KernelError` (or `tessera.jax.KernelError`, the same
+    class once the package provides it) in `exc`'s chain, or None."""
+    classes = _kernel_error_classes()
+    if not classes:
         return None
-    kernel_error = getattr(tessera, "KernelError", None)
     e: BaseException | None = exc
     seen = 0
     while e is not None and seen < 8:
-        if kernel_error is not None and isinstance(e, kernel_error):
+        if isinstance(e, classes):
             return e
         e = e.__cause__ or e.__context__
         seen += 1
