@@ -50,9 +50,11 @@ PRIMITIVES: dict[str, tuple[str, dict]] = {
     "prim_dma": ("prim_dma", {}),
     "prim_semaphore_read": ("prim_semaphore_read", {}),
     "prim_remote": ("prim_remote", {}),
+    "prim_barrier": ("prim_barrier", {}),
     "prim_addupdate": ("prim_addupdate", {}),
     "prim_dynamic_grid": ("prim_dynamic_grid", {}),
     "prim_debug": ("prim_debug", {}),
+    "prim_extra": ("prim_extra", {}),
 }
 
 #: kernels that are wrong on a TPU.

@@ -71,13 +71,25 @@ def tessera_outcome(case: str, backend: str):
     # tessera.KernelWarning (the bridge has a stand-in of the same name
     # when the package does not provide it)
     kernel_warnings = [w for w in caught
-                       if any(c.__name__ == "KernelWarning"
+                       if any(c.__name__.endswith("KernelWarning")
                               for c in w.category.__mro__)]
     if kernel_warnings:
         kinds = sorted({_warning_kind(w) for w in kernel_warnings})
         return outs, "warning:" + ",".join(kinds), "\n".join(
             str(w.message) for w in kernel_warnings)
     return outs, "ok", ""
+
+
+#: tessera's kinds that are JAX's kind (JAX says "race" for two cores
+#: writing one output block; tessera names that race core_conflict).
+SAME_KIND = {"race": {"race", "core_conflict"}}
+
+
+def same_kind_as_jax(got: str, jax_outcome: str) -> bool:
+    """`got` (tessera's) reports what JAX's `jax_outcome` reports."""
+    sev, _, kind = jax_outcome.partition(":")
+    return any(outcome_matches(got, f"{sev}:{k}")
+               for k in SAME_KIND.get(kind, {kind}))
 
 
 def outcome_matches(got: str, want: str) -> bool:

@@ -3,8 +3,9 @@
 * where="cores": two TensorCores (cores=2), a parallel grid (2) whose output
   index map is constant: both cores write output block (0, 0). JAX's TPU
   interpret mode (num_cores_or_threads=2, detect_races=True) raises "RACE
-  DETECTED"; without detection it says nothing. tessera: an error (race)
-  with detect_races, a warning (core_conflict) without.
+  DETECTED"; without detection it says nothing. tessera: an error of kind
+  core_conflict (its name for this race) with detect_races, a warning of the
+  same kind without.
 * where="dma": one core reads a VMEM buffer while a DMA into it is still in
   flight (the wait comes after the read)."""
 
@@ -27,6 +28,8 @@ def OPTIONS(where: str, detect: bool = True):
 def EXPECT(where: str, detect: bool = True):
     if not detect:
         return {"jax": "ok", "tessera": "warning:core_conflict"}
+    if where == "cores":
+        return {"jax": "error:race", "tessera": "error:core_conflict"}
     return {"jax": "error:race", "tessera": "error:race"}
 
 

@@ -31,7 +31,8 @@ def dot_reduce_kernel(a_ref, b_ref, c_ref, k_ref, dot_ref, bdot_ref,
     dot_ref[3] = jnp.dot(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16),
                          preferred_element_type=jnp.float32)
     bdot_ref[...] = lax.dot_general(                    # batched
-        c, jnp.stack([b, b * 0.5]), (((2,), (1,)), ((0,), (0,))),
+        c, jnp.concatenate([b[None], (b * 0.5)[None]]),
+        (((2,), (1,)), ((0,), (0,))),
         preferred_element_type=jnp.float32)
     ired_ref[0, :] = jnp.sum(k, axis=0)
     ired_ref[1, :] = jnp.max(k, axis=0)

@@ -1,8 +1,8 @@
 """Communication primitives on a one-device mesh (`shard_map`), so it runs
 in one process: `lax.axis_index` as the device id, a remote DMA
 (`async_remote_copy`, to the right neighbour, which is the device itself),
-a remote `semaphore_signal` (device_id=), the barrier semaphore
-(`get_barrier_semaphore`, `collective_id`)."""
+a remote `semaphore_signal` (device_id=). (The barrier semaphore is in
+prim_barrier.)"""
 
 import functools
 
@@ -15,17 +15,16 @@ from jax.experimental.pallas import tpu as pltpu
 
 KIND = "primitives"
 PRIMITIVES = ("axis_index", "dma_start", "dma_wait", "semaphore_signal",
-              "semaphore_wait", "get_barrier_semaphore")
+              "semaphore_wait")
 TOLERANCE = "exact"
 AXIS = "x"
 
 
-def remote_kernel(x_ref, o_ref, send_sem, recv_sem):
+def remote_kernel(x_ref, o_ref, send_sem, recv_sem, ready):
     me = lax.axis_index(AXIS)
     right = lax.rem(me + 1, lax.axis_size(AXIS))
-    barrier = pltpu.get_barrier_semaphore()
-    pl.semaphore_signal(barrier, 1, device_id={AXIS: right})
-    pl.semaphore_wait(barrier, 1)
+    pl.semaphore_signal(ready, 1, device_id={AXIS: right})
+    pl.semaphore_wait(ready, 1)
     copy = pltpu.async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
                                    device_id={AXIS: right})
     copy.wait()
@@ -45,8 +44,8 @@ def build():
                 in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
                 out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
                 scratch_shapes=[pltpu.SemaphoreType.DMA,
-                                pltpu.SemaphoreType.DMA],
-                compiler_params=pltpu.CompilerParams(collective_id=0),
+                                pltpu.SemaphoreType.DMA,
+                                pltpu.SemaphoreType.REGULAR],
             )(xs)
 
         return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P(AXIS),
