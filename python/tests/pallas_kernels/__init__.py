@@ -44,6 +44,7 @@ EXAMPLES: dict[str, tuple[str, dict]] = {
 PRIMITIVES: dict[str, tuple[str, dict]] = {
     "prim_indexing": ("prim_indexing", {}),
     "prim_elementwise": ("prim_elementwise", {}),
+    "prim_transcendental": ("prim_transcendental", {}),
     "prim_shape": ("prim_shape", {}),
     "prim_dot_reduce": ("prim_dot_reduce", {}),
     "prim_control": ("prim_control", {}),
