@@ -326,7 +326,7 @@ def _as_tuple(out) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(x) for x in leaves)
 
 
-def _first_line(exc: BaseException, limit: int = 160) -> str:
+def _first_line(exc: BaseException, limit: int = 300) -> str:
     """The error's message; for an error raised inside a callback (whose
     message holds a traceback), the last "SomeError: ..." line of it."""
     text = f"{type(exc).__name__}: {exc}".strip().splitlines()
@@ -334,6 +334,16 @@ def _first_line(exc: BaseException, limit: int = 160) -> str:
              if re.match(r"\s*[A-Za-z_.]*(Error|Exception)\b", ln)]
     line = inner[-1] if inner else (text[0] if text else type(exc).__name__)
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def _feature(err: str) -> str:
+    """A TranslationError's line as "what (file:line)", the file relative to
+    jax's ops/tpu."""
+    m = re.match(r"TranslationError: (\S+?):(\d+): (?:tessera\.jax: )?(.*)", err)
+    if not m:
+        return err
+    path = re.sub(r".*/pallas/ops/tpu/", "", m.group(1))
+    return f"{m.group(3)} ({path}:{m.group(2)})"
 
 
 def jax_mode(**params):
@@ -420,7 +430,7 @@ def survey_one(shipped: Shipped, backends: list[str]) -> dict[str, Any]:
             continue
         got, err = run_under(shipped, tessera_mode(backend))
         if got is None:
-            row[backend] = "missing feature: " + err
+            row[backend] = "missing feature: " + _feature(err)
         elif want is None:
             row[backend] = "translates (no oracle)"
             _, inputs, ref = shipped.make()

@@ -33,6 +33,16 @@ JAX_CANNOT_RUN: dict[str, str] = {
                               "no attribute 'indices' (a ref reshape view)",
 }
 
+#: what tessera.jax does not translate in a shipped kernel (a substring of
+#: the table's "missing feature: ..." cell; its docs/jax.md lists these):
+#: the test asserts that cell, so the day it translates the test says so.
+TESSERA_MISSING: dict[str, str] = {
+    "megablox gmm": "dynamic grid bounds",
+    "megablox tgmm": "dynamic grid bounds",
+    "random threefry": "`threefry2x32`",
+    "all_gather (4 devices)": "`get_barrier_semaphore`",
+}
+
 _ROWS: dict[str, dict] = {}
 
 
@@ -67,4 +77,8 @@ def test_jax_tpu_interpret_runs_on_cpu(name):
 def test_tessera_translates_and_matches(name, backend):
     H.bridge_module()                     # fails (or skips) without it
     status = _row(name)[backend]
+    if name in TESSERA_MISSING:
+        assert status.startswith("missing feature: ") and \
+            TESSERA_MISSING[name] in status, status
+        return
     assert status.startswith("translates, matches"), status
