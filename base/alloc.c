@@ -56,8 +56,6 @@ const tsr_allocator_t *tsr_allocator_bind(const tsr_allocator_t *allocator) {
   return previous;
 }
 
-const tsr_allocator_t *tsr_allocator_current(void) { return current; }
-
 void tsr_process_once(pthread_once_t *once, void (*init)(void)) {
   const tsr_allocator_t *previous = tsr_allocator_bind(NULL);
   pthread_once(once, init);

@@ -43,7 +43,6 @@ void tsr_alloc_fail_after(long n);
  * replaces, to be bound again when the caller is done. Every block records
  * its allocator, so tsr_free needs no binding. */
 const tsr_allocator_t *tsr_allocator_bind(const tsr_allocator_t *allocator);
-const tsr_allocator_t *tsr_allocator_current(void);
 /* pthread_once(once, init) with the process's allocator bound: what
  * process-wide state allocates outlives every context. Library code uses
  * it for every one-time initialization. */

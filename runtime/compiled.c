@@ -524,7 +524,7 @@ tsr_status_t tsr_runtime_lower_text(const tsr_ir_kernel_t *kernel, tsr_target_t 
 
 void tsr_runtime_text_free(char *text) { tsr_free(text); }
 
-void tsr_runtime_kernels_stats(tsr_runtime_binding_t *b, tsr_runtime_compiled_stats_t *out) {
+void tsr_runtime_kernels_stats(const tsr_runtime_binding_t *b, tsr_runtime_compiled_stats_t *out) {
   memset(out, 0, sizeof *out);
   tsr_memcache_t *memory = b ? b->kernels : NULL;
   if (!b) {

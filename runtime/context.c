@@ -260,7 +260,6 @@ void tsr_context_disk_use(const tsr_context_t *context, tsr_runtime_disk_use_t *
 void tsr_context_stats(const tsr_context_t *context, tsr_context_stats_t *out) {
   memset(out, 0, sizeof *out);
   if (!context) return;
-  tsr_runtime_binding_t *b = (tsr_runtime_binding_t *)&context->binding; /* counters only */
-  tsr_runtime_programs_stats(b->programs, &out->programs);
-  tsr_runtime_kernels_stats(b, &out->compiled);
+  tsr_runtime_programs_stats(context->binding.programs, &out->programs);
+  tsr_runtime_kernels_stats(&context->binding, &out->compiled);
 }

@@ -119,7 +119,7 @@ tsr_status_t tsr_runtime_kernels_create(tsr_memcache_t **out_cache) TSR_MUST_USE
 /* The counters of a program cache, and of a compiled kernel cache with the
  * binding's counters (NULL binding: the process's). */
 void tsr_runtime_programs_stats(tsr_memcache_t *programs, tsr_runtime_cache_stats_t *out);
-void tsr_runtime_kernels_stats(tsr_runtime_binding_t *binding,
+void tsr_runtime_kernels_stats(const tsr_runtime_binding_t *binding,
                                tsr_runtime_compiled_stats_t *out);
 
 /* The lowering library to load instead of the default (compiled.c): the
