@@ -1,24 +1,27 @@
 """Per-call overhead of the JAX bridge (tessera.jax) against calling the C
 API directly on the same prepared kernel, plus the first (cold) call and
-JAX's own interpret=True for scale. Figures go to docs/jax.md.
+JAX's own interpret=True and dispatch for scale. Figures go to docs/jax.md.
 
     TESSERA_LIBRARY=build/libtessera.so JAX_PLATFORMS=cpu \
         PYTHONPATH=python python bench/python/bench_bridge.py [--repeat N]
 
-Rows (median of N warm calls, after 3 warm-up calls):
+The kernels are the differential tests' (python/tests/pallas_kernels/).
+Columns (median of N warm calls, after 3 warm-up calls):
+  cold       the first call of a new callable in a warm process (trace,
+             translate, prepare, run)
   c_api      tsr_executable_run through ctypes on prebuilt tsr_array_t's
              pointing at numpy buffers: the floor a binding can reach
-  runner     the bridge's runner on numpy arrays (operand structs, output
-             allocation, the run)
-  eager      the callable tessera.jax.pallas_call returns, on numpy arrays,
-             returning jax arrays (cache lookup by shapes, conversions)
-  eager_np   the same with numpy_outputs=True (numpy arrays back: no
-             jnp.asarray of the outputs)
-  jit        the same inside jax.jit (an XLA FFI custom call per call, the
-             default)
+  eager      the callable tessera.jax.pallas_call returns, numpy arrays in,
+             jax arrays out
+  eager_jax  the same on jax arrays (on the CPU device): a JAX program's
+             eager call
+  eager_np   numpy in, numpy out (numpy_outputs=True)
+  jit        the call inside jax.jit, on jax arrays (an XLA FFI custom call,
+             the default)
   jit_pcb    inside jax.jit with jit_callback="pure_callback"
+  jax_floor  a jitted function returning its first argument, on the same
+             jax arrays: JAX's own dispatch, below which no JAX call goes
   jax_interp pl.pallas_call(interpret=True) under jax.jit, for scale
-The jit columns take jax arrays (already on the CPU device); the others numpy.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import functools
+import pathlib
 import statistics
 import sys
 import time
@@ -34,70 +38,31 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import tpu as pltpu
 
+import tessera
 import tessera.jax as tj
-from tessera.jax import _run
+from tessera import _capi
 
-F32 = jnp.float32
-
-
-def add_kernel(a_ref, b_ref, c_ref):
-    c_ref[...] = a_ref[...] + b_ref[...]
-
-
-def make_add(pallas_call, n, m, bn):
-    spec = pl.BlockSpec((bn, m), lambda i: (i, 0))
-    return pallas_call(add_kernel, jax.ShapeDtypeStruct((n, m), F32), grid=(n // bn,),
-                       in_specs=[spec, spec], out_specs=spec)
-
-
-def matmul_kernel(a_ref, b_ref, c_ref, acc_ref):
-    @pl.when(pl.program_id(2) == 0)
-    def _():
-        acc_ref[...] = jnp.zeros_like(acc_ref)
-    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=F32)
-
-    @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
-    def _():
-        c_ref[...] = acc_ref[...]
-
-
-def make_matmul(pallas_call, m, k, n, b=128):
-    return pallas_call(
-        matmul_kernel, jax.ShapeDtypeStruct((m, n), F32), grid=(m // b, n // b, k // b),
-        in_specs=[pl.BlockSpec((b, b), lambda i, j, kk: (i, kk)),
-                  pl.BlockSpec((b, b), lambda i, j, kk: (kk, j))],
-        out_specs=pl.BlockSpec((b, b), lambda i, j, kk: (i, j)),
-        scratch_shapes=[pltpu.VMEM((b, b), F32)],
-        compiler_params=pltpu.CompilerParams(
-            dimension_semantics=("parallel", "parallel", "arbitrary")))
-
-
-def softmax_kernel(x_ref, o_ref):
-    x = x_ref[...]
-    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
-    o_ref[...] = e / jnp.sum(e, axis=-1, keepdims=True)
-
-
-def make_softmax(pallas_call, n, m):
-    spec = pl.BlockSpec((8, m), lambda i: (i, 0))
-    return pallas_call(softmax_kernel, jax.ShapeDtypeStruct((n, m), F32), grid=(n // 8,),
-                       in_specs=[spec], out_specs=spec)
-
-
-def rand(*shape):
-    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python" / "tests"))
+from pallas_kernels import add, matmul, softmax  # noqa: E402
 
 CASES = [
-    ("add 8x128 (1 step)", lambda pc: make_add(pc, 8, 128, 8), lambda: (rand(8, 128),) * 2),
-    ("add 1024x512 (8 steps)", lambda pc: make_add(pc, 1024, 512, 128),
-     lambda: (rand(1024, 512), rand(1024, 512))),
-    ("matmul 256x512x256", lambda pc: make_matmul(pc, 256, 512, 256),
-     lambda: (rand(256, 512), rand(512, 256))),
-    ("softmax 64x256", lambda pc: make_softmax(pc, 64, 256), lambda: (rand(64, 256),)),
+    ("add 8x128 (1 step)", add.build(m=8, n=128, bm=8)),
+    ("add 1024x512 (8 steps)", add.build()),
+    ("matmul 256x512x256 (16 steps)", matmul.build()),
+    ("softmax 64x256 (8 steps)", softmax.build()),
 ]
+
+
+def callable_of(fn, pallas_call, inputs):
+    """The callable `pallas_call` makes inside the test kernel's `fn`."""
+    made = []
+
+    def keep(*args, **kwargs):
+        made.append(pallas_call(*args, **kwargs))
+        return made[-1]
+    fn(keep, *inputs)
+    return made[0]
 
 
 def timed(fn, repeat):
@@ -111,31 +76,34 @@ def timed(fn, repeat):
     return statistics.median(times)
 
 
-def c_api_loop(runner: _run.Runner, inputs):
+def c_api_loop(exe: tessera.Executable, inputs):
     """A closure calling tsr_executable_run directly on prebuilt arrays."""
-    h = _run._h()
-    n = runner._n
-    arrays = (_run._CArray * n)()
-    ptrs = (ctypes.POINTER(_run._CArray) * n)()
-    keep = [np.ascontiguousarray(x) for x in inputs]
-    keep += [np.empty(s, dt) for s, dt, _ in runner._out_specs]
-    dts = runner._dtypes + [d for _, _, d in runner._out_specs]
-    for i, (x, dt) in enumerate(zip(keep, dts)):
-        _run._fill(arrays[i], x, dt)
-        ptrs[i] = ctypes.pointer(arrays[i])
-    exe = runner._exe
+    h = _capi.lib()
+    arrays = [np.ascontiguousarray(x) for x in inputs]
+    arrays += [np.empty(o.shape, o.dtype) for o in exe.outputs]
+    operands = list(exe.inputs) + list(exe.outputs)
+    structs = (_capi.Array * len(arrays))()
+    ptrs = (ctypes.POINTER(_capi.Array) * len(arrays))()
+    for i, (x, o) in enumerate(zip(arrays, operands)):
+        structs[i].dtype = tessera.dtypes().index(o.dtype_name)
+        structs[i].rank = x.ndim
+        for d, extent in enumerate(x.shape):
+            structs[i].dims[d] = extent
+        structs[i].data = x.ctypes.data
+        ptrs[i] = ctypes.pointer(structs[i])
+    handle, n = exe._handle, len(arrays)
     result = ctypes.c_void_p()
     run, destroy = h.tsr_executable_run, h.tsr_run_result_destroy
 
     def call():
-        status = run(exe, ptrs, n, None, ctypes.byref(result))
-        destroy(result.value)
+        status = run(handle, ptrs, n, None, ctypes.byref(result))
+        destroy(result)
         assert not status
-    return call, keep
+    return call, arrays
 
 
 def fmt(s):
-    return f"{s * 1e6:9.1f} us" if s < 1e-3 else f"{s * 1e3:9.2f} ms"
+    return f"{s * 1e6:.1f} us" if s < 1e-3 else f"{s * 1e3:.2f} ms"
 
 
 def main(argv=None):
@@ -143,35 +111,40 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=200)
     args = ap.parse_args(argv)
     print(f"jax {jax.__version__}, python {sys.version.split()[0]}, "
-          f"library {_run._lib.library_path()}")
-    print(f"{'kernel':26} {'cold':>12} {'c_api':>12} {'runner':>12} {'eager':>12} "
-          f"{'eager_np':>12} {'jit':>12} {'jit_pcb':>12} {'jax_interp':>12}  eager/c_api  "
-          f"eager_np/c_api  jit/c_api")
-    for name, make, inputs in CASES:
-        xs = inputs()
+          f"library {tessera._lib.library_path()}")
+    cols = ["cold", "c_api", "eager", "eager_jax", "eager_np", "jit", "jit_pcb", "jax_floor",
+            "jax_interp"]
+    print("| kernel | " + " | ".join(cols) + " | eager / c_api | eager_jax / c_api | "
+          "jit / c_api |")
+    print("|---" * (len(cols) + 4) + "|")
+    for name, (fn, xs) in CASES:
         tj.cache_clear()
-        f = make(tj.pallas_call)
         t0 = time.perf_counter()
+        f = callable_of(fn, tj.pallas_call, xs)
         jax.block_until_ready(f(*xs))
-        cold = time.perf_counter() - t0
-        prep = f._get(xs, list(xs))[0]
-        c_call, _keep = c_api_loop(prep.runner, xs)
-        t_c = timed(c_call, args.repeat)
-        t_runner = timed(lambda: prep.runner(*xs), args.repeat)
-        t_eager = timed(lambda: jax.block_until_ready(f(*xs)), args.repeat)
-        fn = make(functools.partial(tj.pallas_call, numpy_outputs=True))
-        t_np = timed(lambda: fn(*xs), args.repeat)
-        jxs = [jnp.asarray(x) for x in xs]  # jit columns: inputs already on the device
-        jf = jax.jit(lambda *a: f(*a))
-        t_jit = timed(lambda: jax.block_until_ready(jf(*jxs)), args.repeat)
-        fp = make(functools.partial(tj.pallas_call, jit_callback="pure_callback"))
-        jp = jax.jit(lambda *a: fp(*a))
-        t_pcb = timed(lambda: jax.block_until_ready(jp(*jxs)), args.repeat)
-        ji = jax.jit(lambda *a: make(lambda *p, **k: pl.pallas_call(*p, interpret=True, **k))(*a))
-        t_ji = timed(lambda: jax.block_until_ready(ji(*jxs)), max(10, args.repeat // 10))
-        print(f"{name:26} {fmt(cold):>12} {fmt(t_c):>12} {fmt(t_runner):>12} "
-              f"{fmt(t_eager):>12} {fmt(t_np):>12} {fmt(t_jit):>12} {fmt(t_pcb):>12} "
-              f"{fmt(t_ji):>12}  {t_eager / t_c:10.2f}x {t_np / t_c:14.2f}x {t_jit / t_c:9.2f}x")
+        t = {"cold": time.perf_counter() - t0}
+        exe = f._get(xs, list(xs))[0].runner.executable
+        c_call, _keep = c_api_loop(exe, xs)
+        t["c_api"] = timed(c_call, args.repeat)
+        t["eager"] = timed(lambda: jax.block_until_ready(f(*xs)), args.repeat)
+        jxs = [jnp.asarray(x) for x in xs]  # on the CPU device
+        t["eager_jax"] = timed(lambda: jax.block_until_ready(f(*jxs)), args.repeat)
+        fn_np = callable_of(fn, functools.partial(tj.pallas_call, numpy_outputs=True), xs)
+        t["eager_np"] = timed(lambda: fn_np(*xs), args.repeat)
+        jf = jax.jit(f)
+        t["jit"] = timed(lambda: jax.block_until_ready(jf(*jxs)), args.repeat)
+        fp = callable_of(fn, functools.partial(tj.pallas_call, jit_callback="pure_callback"), xs)
+        jp = jax.jit(fp)
+        t["jit_pcb"] = timed(lambda: jax.block_until_ready(jp(*jxs)), args.repeat)
+        first = jax.jit(lambda *a: a[0])
+        t["jax_floor"] = timed(lambda: jax.block_until_ready(first(*jxs)), args.repeat)
+        ji = jax.jit(lambda *a: fn(functools.partial(pl.pallas_call, interpret=True), *a))
+        t["jax_interp"] = timed(lambda: jax.block_until_ready(ji(*jxs)),
+                                max(10, args.repeat // 10))
+        c = t["c_api"]
+        print(f"| {name} | " + " | ".join(fmt(t[k]) for k in cols) +
+              f" | {t['eager'] / c:.2f}x | {t['eager_jax'] / c:.2f}x | {t['jit'] / c:.2f}x |",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import ctypes
 import dataclasses
 import difflib
 import itertools
+import math
 import os
 import signal
 import sys
@@ -23,7 +24,7 @@ import threading
 import time
 import warnings
 import weakref
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -1120,6 +1121,11 @@ class Executable:
         self.context._executables.add(self)
         self._run_fn = h.tsr_executable_run
         self._destroy_fn = h.tsr_run_result_destroy
+        # Applied to a run's diagnostics before they are raised or warned
+        # (the JAX bridge gives operand records its user's Python lines).
+        self._diagnostic_hook: Callable[[Diagnostic], Diagnostic] | None = None
+        # Makes each run's output arrays (the bridge's are aligned for XLA).
+        self._empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] = np.empty
         self._prepare_binding()
 
     # -- binding -----------------------------------------------------------------
@@ -1198,7 +1204,26 @@ class Executable:
         if run_options:
             _check_names("tessera.Executable.run", run_options, _RUN_OPTIONS)
         ins = [self._input(spec, x) for spec, x in zip(self._in_specs, inputs)]
-        outs = [np.empty(shape, dtype) for dtype, shape in self._out_specs]
+        outs = [self._empty(shape, dtype) for dtype, shape in self._out_specs]
+        warns, stats = self._execute(itertools.chain(ins, outs), None, run_options, want_stats)
+        return tuple(outs), warns, stats
+
+    def _run_buffers(self, addresses: Sequence[int]) -> None:
+        """Runs on raw buffers the caller owns: one address per input, then
+        per output, of the executable's shapes and dtypes (an XLA buffer,
+        for the JAX bridge's FFI call). Raises and warns as a run does."""
+        if not self._handle:
+            raise ValueError("tessera: the executable is closed")
+        if len(addresses) != self._n:
+            raise TypeError(f"{self._signature} and gives {self._n - len(self._in_specs)} "
+                            f"outputs, got {len(addresses)} buffers")
+        self._execute((), addresses, {}, want_stats=False)
+
+    def _execute(self, arrays: Iterable[np.ndarray], addresses: Sequence[int] | None,
+                 run_options: Mapping[str, Any],
+                 want_stats: bool) -> tuple[tuple[Diagnostic, ...], RunStats | None]:
+        """Runs on `arrays` (inputs then outputs), or on `addresses` when
+        given; returns the warnings and the stats (when wanted or failed)."""
         try:
             slot = self._slots.pop()
         except IndexError:
@@ -1217,11 +1242,15 @@ class Executable:
             sink.reset(on_print, on_warning)
             flag = slot.flag_of_run
             flag.value = 0 if flag is slot.flag else flag.value
-            for field, x in zip(slot.data, itertools.chain(ins, outs)):
-                try:
-                    field.value = _addressof(_char_at(x))
-                except (TypeError, ValueError):  # read-only: numpy's way (slower)
-                    field.value = x.ctypes.data
+            if addresses is None:
+                for field, x in zip(slot.data, arrays):
+                    try:
+                        field.value = _addressof(_char_at(x))
+                    except (TypeError, ValueError):  # read-only (a jax array's view)
+                        field.value = x.__array_interface__["data"][0]
+            else:
+                for field, address in zip(slot.data, addresses):
+                    field.value = address
             armed = _interrupts.arm(flag)
             try:
                 status = self._run_fn(self._handle, slot.ptrs, self._n, slot.ro_ref,
@@ -1232,10 +1261,16 @@ class Executable:
             result = slot.result
             try:
                 diags: tuple[Diagnostic, ...] = ()
+                moved: list[tuple[str, str]] = []
                 stats = None
                 if (status or sink.warned) and result.value:
                     diags = _diagnostics_of_list(
                         _capi.lib().tsr_run_result_diagnostics(result))
+                    if self._diagnostic_hook is not None:
+                        hooked = tuple(map(self._diagnostic_hook, diags))
+                        moved = [(a.text, b.text) for a, b in zip(diags, hooked)
+                                 if a.text and a.text != b.text]
+                        diags = hooked
                 if want_stats or status:
                     st = _capi.InterpStats()
                     if result.value:
@@ -1247,6 +1282,8 @@ class Executable:
                     h = _capi.lib()
                     code = h.tsr_status_code_name(h.tsr_status_code(status)).decode()
                     message = h.tsr_status_message(status).decode(errors="replace")
+                    for before, after in moved:  # the message quotes the records
+                        message = message.replace(before, after)
                     h.tsr_status_free(status)
                     status = None
                     if sink.error is not None:
@@ -1267,13 +1304,13 @@ class Executable:
         if error is not None:
             raise error
         if not diags:
-            return tuple(outs), (), stats
+            return (), stats
         warns = tuple(d for d in diags if d.severity != "error")
         if on_warning is None:
             for d in warns:
                 if d.severity == "warning":
                     warnings.warn(KernelWarning(d), **_warn_kwargs())
-        return tuple(outs), warns, stats
+        return warns, stats
 
     def close(self) -> None:
         """Destroys the executable now (else when it is garbage)."""
@@ -1291,6 +1328,15 @@ class Executable:
 
     def __repr__(self) -> str:
         return f"<tessera.Executable @{self.kernel_name} backend={self.backend}>"
+
+
+def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype, alignment: int = 64) -> np.ndarray:
+    """np.empty whose data starts at a multiple of `alignment` bytes (numpy
+    gives 16): what XLA's CPU client needs to adopt a buffer without a copy."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    raw = np.empty(nbytes + alignment, np.uint8)
+    start = -raw.__array_interface__["data"][0] % alignment  # .ctypes costs 2 us
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
 def _warn_kwargs() -> dict[str, Any]:

@@ -258,6 +258,10 @@ def test_bridge_block_index_out_of_range_names_the_index_map():
     assert d and d[0].buffer == "in0" and d[0].grid_point == (1,)
     assert d[0].file == __file__ and d[0].line == line_of("BAD_MAP")
     assert f"{pathlib.Path(__file__).name}:{line_of('BAD_MAP')}:" in d[0].text
+    # The error's message quotes the records as the user sees them, not the
+    # declaration's missing line.
+    assert f"{pathlib.Path(__file__).name}:{line_of('BAD_MAP')}:" in str(info.value)
+    assert ":0:0:" not in str(info.value)
 
 
 def test_bridge_pallas_own_errors_pass_through():

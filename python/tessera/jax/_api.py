@@ -8,7 +8,6 @@ import threading
 from typing import Any, Callable, Mapping
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 
@@ -91,10 +90,6 @@ def cache_clear() -> None:
 _generation = 0
 
 
-# Options of the bridge itself (not of the run).
-_BRIDGE_OPTIONS = {"numpy_outputs", "jit_callback"}
-
-
 def _options_key(options: Mapping[str, Any]) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in options.items()))
 
@@ -129,18 +124,13 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
         tk = translate(call, name)
         try:
             text = tk.module.text()
-            in_specs = [(a.shape, a.dtype, dtype_name(a.dtype)) for a in call.in_avals]
-            for i, td in enumerate(tk.prefetch_dtypes):  # widened prefetch tables
-                if td != in_specs[i][2]:
-                    in_specs[i] = (in_specs[i][0], np.dtype(np.int32), td)
-            out_specs = [(a.shape, a.dtype, dtype_name(a.dtype)) for a in call.out_avals]
-            runner = _run.Runner(tk.module.first_kernel(), in_specs, out_specs, tk.aliases,
-                                 {k: v for k, v in options.items() if k not in _BRIDGE_OPTIONS},
-                                 tk.operand_locs)
+            in_dtypes = [a.dtype for a in call.in_avals]
+            runner = _run.Runner(tk.module, in_dtypes,
+                                 {k: v for k, v in options.items()
+                                  if k not in _run.BRIDGE_OPTIONS}, tk.operand_locs)
         finally:
-            tk.module.close()  # the executable keeps nothing of the module
-        ffi_able = all(np.dtype(spec[1]) == np.dtype(a.dtype)
-                       for spec, a in zip(in_specs, call.in_avals))
+            tk.module.close()  # a no-op once the runner took it
+        ffi_able = not runner._convert
         prep = _Prepared(runner, call.out_avals, text, ffi_able)
         _prepared[key] = prep
         _stats["misses"] += 1
@@ -189,9 +179,9 @@ class TesseraPallasCall:
                                          vmap_method="sequential")
             return jax.tree_util.tree_unflatten(out_tree, list(outs))
         _stats["runs"] += 1
-        outs = prep.runner(*[np.asarray(x) for x in flat])
+        outs = prep.runner(*flat)
         if not self._numpy_outputs:
-            outs = [jnp.asarray(o) for o in outs]
+            outs = ji.adopt_host_arrays(outs)
         return jax.tree_util.tree_unflatten(out_tree, outs)
 
     def lower_to_tsr(self, *args) -> str:

@@ -20,7 +20,6 @@ import threading
 from typing import Any, Callable
 
 import jax
-import numpy as np
 
 from . import _run
 
@@ -109,9 +108,7 @@ def _error(api: int, message: str) -> int:
 
 
 def _make_handler(runner: _run.Runner, on_run: Callable[[], None]) -> Any:
-    n, nin = runner._n, len(runner._in_specs)
-    aliases = dict(runner._aliases)
-    out_bytes = [int(np.prod(s)) * dt.itemsize for s, dt, _ in runner._out_specs]
+    n, nin = runner.n_operands, runner.n_inputs
 
     def handler(frame_p):
         frame = frame_p.contents
@@ -125,18 +122,18 @@ def _make_handler(runner: _run.Runner, on_run: Callable[[], None]) -> Any:
         if frame.stage != _STAGE_EXECUTE:
             return None
         try:
-            ins = [ctypes.cast(frame.args.args[i], ctypes.POINTER(_Buffer)).contents.data
-                   for i in range(nin)]
-            outs = [ctypes.cast(frame.rets.args[j], ctypes.POINTER(_Buffer)).contents.data
-                    for j in range(n - nin)]
-            for j, i in aliases.items():  # an aliased output starts as its input
-                ctypes.memmove(outs[j], ins[i], out_bytes[j])
+            # An aliased output needs no copy here: the run starts it as its
+            # input (docs/ir.md, `alias`).
+            buffers = [ctypes.cast(frame.args.args[i], ctypes.POINTER(_Buffer)).contents.data
+                       for i in range(nin)]
+            buffers += [ctypes.cast(frame.rets.args[j], ctypes.POINTER(_Buffer)).contents.data
+                        for j in range(n - nin)]
             on_run()
-            runner.run_pointers(ins + outs)
+            runner.run_buffers(buffers)
             return None
         except BaseException as e:  # noqa: BLE001 - reported to XLA, never raised
             _last_error[0] = e
-            return _error(frame.api, str(e))
+            return _error(frame.api, _run.describe(e))
     return _HANDLER(handler)
 
 
