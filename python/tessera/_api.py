@@ -1267,10 +1267,7 @@ class Executable:
                     diags = _diagnostics_of_list(
                         _capi.lib().tsr_run_result_diagnostics(result))
                     if self._diagnostic_hook is not None:
-                        hooked = tuple(map(self._diagnostic_hook, diags))
-                        moved = [(a.text, b.text) for a, b in zip(diags, hooked)
-                                 if a.text and a.text != b.text]
-                        diags = hooked
+                        diags, moved = _hooked(self._diagnostic_hook, diags)
                 if want_stats or status:
                     st = _capi.InterpStats()
                     if result.value:
@@ -1282,8 +1279,7 @@ class Executable:
                     h = _capi.lib()
                     code = h.tsr_status_code_name(h.tsr_status_code(status)).decode()
                     message = h.tsr_status_message(status).decode(errors="replace")
-                    for before, after in moved:  # the message quotes the records
-                        message = message.replace(before, after)
+                    message = _requote(message, moved)
                     h.tsr_status_free(status)
                     status = None
                     if sink.error is not None:
@@ -1328,6 +1324,22 @@ class Executable:
 
     def __repr__(self) -> str:
         return f"<tessera.Executable @{self.kernel_name} backend={self.backend}>"
+
+
+def _hooked(hook: Callable[[Diagnostic], Diagnostic], diagnostics: Sequence[Diagnostic]
+            ) -> tuple[tuple[Diagnostic, ...], list[tuple[str, str]]]:
+    """`hook` applied to each record, and the (old, new) texts it changed."""
+    out = tuple(map(hook, diagnostics))
+    return out, [(a.text, b.text) for a, b in zip(diagnostics, out)
+                 if a.text and a.text != b.text]
+
+
+def _requote(message: str, moved: Sequence[tuple[str, str]]) -> str:
+    """A status message (which quotes its records' lines) with the records'
+    changed texts."""
+    for before, after in moved:
+        message = message.replace(before, after)
+    return message
 
 
 def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype, alignment: int = 64) -> np.ndarray:

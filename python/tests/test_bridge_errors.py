@@ -264,6 +264,20 @@ def test_bridge_block_index_out_of_range_names_the_index_map():
     assert ":0:0:" not in str(info.value)
 
 
+def test_bridge_vmem_over_budget_is_a_compile_error_at_the_call():
+    import tessera
+
+    f = tj.pallas_call(copy_kernel, jax.ShapeDtypeStruct((4096, 4096), F32), chip="v5e")
+    x = np.zeros((4096, 4096), np.float32)
+    with pytest.raises(tessera.CompileError) as info:
+        f(x)  # TOO_BIG
+    d = info.value.diagnostics
+    assert [r.kind for r in d] == ["vmem_budget"]
+    assert d[0].file == __file__ and d[0].line == line_of("TOO_BIG")
+    assert f"{pathlib.Path(__file__).name}:{line_of('TOO_BIG')}:" in str(info.value)
+    assert "128.0 MiB" in str(info.value)
+
+
 def test_bridge_pallas_own_errors_pass_through():
     table = jnp.arange(8 * 128, dtype=F32).reshape(8, 128)
 

@@ -127,7 +127,8 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
             in_dtypes = [a.dtype for a in call.in_avals]
             runner = _run.Runner(tk.module, in_dtypes,
                                  {k: v for k, v in options.items()
-                                  if k not in _run.BRIDGE_OPTIONS}, tk.operand_locs)
+                                  if k not in _run.BRIDGE_OPTIONS}, tk.operand_locs,
+                                 ji.call_location(call))
         finally:
             tk.module.close()  # a no-op once the runner took it
         ffi_able = not runner._convert

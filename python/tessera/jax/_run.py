@@ -42,22 +42,30 @@ class Runner:
     """A translated kernel made ready to run on one backend."""
 
     def __init__(self, module: B.ModuleBuilder, in_dtypes: Sequence[np.dtype],
-                 options: dict, operand_locs: dict | None = None):
+                 options: dict, operand_locs: dict | None = None,
+                 kernel_loc: tuple[str, int, int] | None = None):
         """Takes over `module` (its one kernel is compiled, then the module
         goes). in_dtypes: the numpy dtype each input arrives in (a prefetch
         table tessera stores widened arrives narrower and is converted);
         options: tessera's (option_names() without the bridge's own);
         operand_locs: operand name -> (file, line, col), given to
         diagnostics tessera reports at an operand (block copies, index maps)
-        instead of its declaration, which has no line."""
+        instead of its declaration, which has no line; kernel_loc: the
+        pallas_call's, given to those about the whole kernel (VMEM over
+        budget). Raises tessera.CompileError when tessera cannot prepare it."""
         options = dict(options)
         backend = options.pop("backend", "interp")
+        self._operand_locs = dict(operand_locs or {})
+        self._kernel_loc = kernel_loc
         kernel = T.Module._from_handle(module.take(), "<jax>").kernels[0]
-        self.executable = T.compile(kernel, backend, **options)
+        try:
+            self.executable = T.compile(kernel, backend, **options)
+        except T.CompileError as e:
+            diagnostics, moved = T._hooked(self._relocate, e.diagnostics)
+            raise T.CompileError(e.code, T._requote(e.message, moved), diagnostics) from None
         self.executable._diagnostic_hook = self._relocate
         # Outputs XLA can adopt without a copy (_jax_internal.adopt_host_arrays).
         self.executable._empty = T._aligned_empty
-        self._operand_locs = dict(operand_locs or {})
         exe = self.executable
         self.n_inputs = len(exe.inputs)
         self.n_operands = exe._n
@@ -81,9 +89,12 @@ class Runner:
         self.executable._run_buffers(addresses)
 
     def _relocate(self, d: Diagnostic) -> Diagnostic:
-        """Gives the operand's Python location to a diagnostic tessera made
-        at an operand declaration (which has no line)."""
-        loc = self._operand_locs.get(d.buffer) if d.line is None and d.buffer else None
+        """Gives a diagnostic without a line (made at an operand declaration
+        or about the whole kernel) the operand's or the pallas_call's Python
+        location."""
+        if d.line is not None:
+            return d
+        loc = self._operand_locs.get(d.buffer) if d.buffer else self._kernel_loc
         if loc is None:
             return d
         file, line, col = loc
