@@ -13,6 +13,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 
 from . import _jax_internal as ji
+from . import _multi
 from . import _run
 from .translate import TranslationError, dtype_name, supported_primitives, translate
 
@@ -178,6 +179,8 @@ class TesseraPallasCall:
         return prep, out_tree
 
     def __call__(self, *args):
+        if _multi.mesh_axes() or self._options.get("devices", 1) != 1:  # several devices
+            return _multi.call(self._jax_fn, args, self._options, self._name)
         flat = jax.tree_util.tree_leaves(list(args))
         prep, out_tree = self._get(args, flat)
         if any(ji.is_tracer(x) for x in flat):
@@ -196,6 +199,8 @@ class TesseraPallasCall:
 
     def lower_to_tsr(self, *args) -> str:
         """The tessera IR (.tsr text) this call runs for arguments like `args`."""
+        if _multi.mesh_axes() or self._options.get("devices", 1) != 1:
+            return _multi.lower_to_tsr(self._jax_fn, args, self._options, self._name)
         flat = jax.tree_util.tree_leaves(list(args))
         return self._get(args, flat)[0].text
 
@@ -248,11 +253,8 @@ def _check_options(options: Mapping[str, Any]) -> None:
                         f"(options: {', '.join(_run.option_names())})")
     if options.get("jit_callback", "ffi") not in ("ffi", "pure_callback"):
         raise ValueError("tessera.jax: jit_callback is 'ffi' or 'pure_callback'")
-    if int(options.get("devices") or 1) != 1:
-        raise NotImplementedError(
-            "tessera.jax: devices > 1 is not supported through the bridge (a pallas_call "
-            "sees one device's operands); run the kernel's .tsr (lower_to_tsr) with the "
-            "numpy API or `tessera run --devices N`")
+    if options.get("devices") is not None and int(options["devices"]) < 1:
+        raise ValueError("tessera.jax: devices is the number of devices of the mesh (>= 1)")
 
 
 # ---- interpret(): every pl.pallas_call through tessera ------------------------------

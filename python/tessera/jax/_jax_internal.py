@@ -449,3 +449,13 @@ def remove_pallas_call_hook() -> None:
 
 def flatten_with_tree(x):
     return jax_tree_util.tree_flatten(x)
+
+
+# ---- Named axes (shard_map) -------------------------------------------------------
+
+
+def axis_env_sizes() -> tuple[tuple[Any, int], ...]:
+    """((axis name, size), ...) of the named axes being traced under
+    (shard_map's mesh axes), in JAX's axis-environment order: the order JAX's
+    TPU interpret mode numbers devices in (row-major). () outside any."""
+    return tuple((name, int(size)) for name, size in jax_core.get_axis_env().axis_sizes.items())
