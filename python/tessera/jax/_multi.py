@@ -141,7 +141,9 @@ class _MultiPrepared:
 
     def run(self, inputs_by_device: list) -> list[np.ndarray]:
         """One run on every device's operands (a list per device)."""
-        nin = len(inputs_by_device[0]) if inputs_by_device else 0
+        if self.n == 1:  # tessera's operands have no device dimension on one device
+            return [o[None] for o in self.runner(*inputs_by_device[0])]
+        nin = len(inputs_by_device[0])
         stacked = [np.stack([np.asarray(inputs_by_device[d][i]) for d in range(self.n)])
                    for i in range(nin)]
         return self.runner(*stacked)
@@ -183,11 +185,14 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any], name: str | Non
         tk = translate(call, name, mesh)
         try:
             text = tk.module.text()
-            in_specs = [((n, *a.shape), a.dtype, dtype_name(a.dtype)) for a in call.in_avals]
+            lead = (n,) if n > 1 else ()  # the device dimension (none on one device)
+            in_specs = [((*lead, *a.shape), a.dtype, dtype_name(a.dtype))
+                        for a in call.in_avals]
             for i, td in enumerate(tk.prefetch_dtypes):  # widened prefetch tables
                 if td != in_specs[i][2]:
                     in_specs[i] = (in_specs[i][0], np.dtype(np.int32), td)
-            out_specs = [((n, *a.shape), a.dtype, dtype_name(a.dtype)) for a in call.out_avals]
+            out_specs = [((*lead, *a.shape), a.dtype, dtype_name(a.dtype))
+                         for a in call.out_avals]
             run_options = {k: v for k, v in options.items() if k not in _BRIDGE_OPTIONS}
             run_options["devices"] = n
             runner = _run.Runner(tk.module.first_kernel(), in_specs, out_specs, tk.aliases,
