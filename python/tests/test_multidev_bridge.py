@@ -148,6 +148,34 @@ def _cases():
         return _same(twice(_tessera_call()), twice(_jax_call()))
     cases["ring_twice_in_one_program"] = ring_twice_in_one_program
 
+    def ring_check_vma():
+        # shard_map with check_vma=True: the kernel's out_shape says how the
+        # output varies (JAX's TPU interpret mode itself fails on this one:
+        # "Primitive add requires varying manual axes to match")
+        from jax.sharding import PartitionSpec as P
+        from jax.experimental import pallas as pl
+
+        def local(xs):
+            out = jax.ShapeDtypeStruct(xs.shape, xs.dtype,
+                                       manual_axis_type=jax.typeof(xs).manual_axis_type)
+            return tj.pallas_call(
+                R.ring_kernel, out_shape=out,
+                in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+                out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+                scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA,
+                                pltpu.SemaphoreType.REGULAR],
+                compiler_params=pltpu.CompilerParams(collective_id=0))(xs)
+        got = np.asarray(jax.jit(jax.shard_map(local, mesh=mesh4, in_specs=P(R.AXIS),
+                                               out_specs=P(R.AXIS)))(x))
+        return _same(got, R.ring_reference(x, NDEV))
+    cases["ring_check_vma"] = ring_check_vma
+
+    def ring_eager_shard_map():
+        # shard_map without jax.jit
+        got = R.ring(_tessera_call(), mesh4, x, jit=False)
+        return _same(np.asarray(got), R.ring_reference(x, NDEV))
+    cases["ring_eager_shard_map"] = ring_eager_shard_map
+
     mesh2d = jax.sharding.Mesh(np.array(devs[:NDEV]).reshape(2, 2), ("a", "b"))
     for backend in ("interp", "cpu"):
         def m2(backend=backend):
@@ -198,7 +226,8 @@ def _worker(names) -> dict:
 
 CASES = (["all_gather_2_interp", "all_gather_2_cpu", "all_gather_4_interp", "all_gather_4_cpu",
           "all_gather_4_races", "ring_2_interp", "ring_2_cpu", "ring_4_interp", "ring_4_cpu",
-          "ring_repeated", "ring_twice_in_one_program", "mesh2d_interp", "mesh2d_cpu",
+          "ring_repeated", "ring_twice_in_one_program", "ring_check_vma",
+          "ring_eager_shard_map", "mesh2d_interp", "mesh2d_cpu",
           "deadlock_interp", "deadlock_cpu", "devices_mismatch"])
 
 _RESULTS: dict = {}

@@ -129,6 +129,19 @@ class Rendezvous:
 # ---- Prepared multi-device kernels -------------------------------------------------
 
 
+def _struct(aval) -> Any:
+    """The callback's result type for an output: its shape and dtype, and how
+    it varies over the mesh axes when the kernel's out_shape said (shard_map
+    with check_vma=True needs it)."""
+    mat = getattr(aval, "manual_axis_type", None)
+    if mat is not None and not getattr(mat, "empty", True):
+        try:
+            return jax.ShapeDtypeStruct(aval.shape, aval.dtype, manual_axis_type=mat)
+        except TypeError:  # a jax without it
+            pass
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype)
+
+
 class _MultiPrepared:
     """A kernel translated for a mesh and prepared for `devices=N` on
     operands stacked along a leading device dimension."""
@@ -136,17 +149,25 @@ class _MultiPrepared:
     def __init__(self, runner: _run.Runner, n: int, out_avals, text: str):
         self.runner = runner
         self.n = n
-        self.out_structs = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
+        self.out_structs = tuple(_struct(a) for a in out_avals)
         self.text = text
 
     def run(self, inputs_by_device: list) -> list[np.ndarray]:
         """One run on every device's operands (a list per device)."""
-        if self.n == 1:  # tessera's operands have no device dimension on one device
-            return [o[None] for o in self.runner(*inputs_by_device[0])]
-        nin = len(inputs_by_device[0])
-        stacked = [np.stack([np.asarray(inputs_by_device[d][i]) for d in range(self.n)])
-                   for i in range(nin)]
-        return self.runner(*stacked)
+        try:
+            if self.n == 1:  # tessera's operands have no device dimension on one device
+                return [o[None] for o in self.runner(*inputs_by_device[0])]
+            nin = len(inputs_by_device[0])
+            stacked = [np.stack([np.asarray(inputs_by_device[d][i]) for d in range(self.n)])
+                       for i in range(nin)]
+            return self.runner(*stacked)
+        except _run.KernelError as e:
+            # under jax.jit the caller sees XLA's error text only; keep the
+            # error with its diagnostics where the FFI path keeps its own
+            # (the pytest plugin's "tessera diagnostics" section reads it)
+            from . import _ffi
+            _ffi._last_error[0] = e
+            raise
 
 
 _lock = threading.RLock()
