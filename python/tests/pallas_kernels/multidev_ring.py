@@ -5,8 +5,6 @@ neighbour's regular semaphore with a LOGICAL device id; a version on a 2-D
 mesh (mesh device ids as dicts and tuples, `axis_index` of each axis); and a
 kernel whose wait is never signalled (a deadlock)."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
