@@ -1,9 +1,10 @@
 """Kernels for several devices under `shard_map` (test_multidev_bridge.py):
 a ring that shifts each device's block to its right neighbour with a remote
 DMA, after a handshake on the barrier semaphore, then signals the right
-neighbour's regular semaphore with a LOGICAL device id; a version on a 2-D
-mesh (mesh device ids as dicts and tuples, `axis_index` of each axis); and a
-kernel whose wait is never signalled (a deadlock)."""
+neighbour's regular semaphore with a LOGICAL device id; a kernel on a 2-D
+mesh (a remote DMA along one axis, mesh device ids as dicts and tuples,
+`axis_index` of each axis and of both); and a kernel whose wait is never
+signalled (a deadlock)."""
 
 import jax
 import jax.numpy as jnp
@@ -61,18 +62,25 @@ def ring_reference(x, n):
     return np.concatenate([blocks[(d - 1) % n] * 2 + d for d in range(n)])
 
 
-def mesh2d_kernel(x_ref, o_ref, sem):
-    # 2-D mesh ("a", "b"): each device signals the device one step along "b"
-    # (a dict naming only "b": "a" is this device's own) and the transposed
-    # device (a tuple of both coordinates), and writes its coordinates
+def mesh2d_kernel(x_ref, o_ref, send_sem, recv_sem, sem):
+    # 2-D mesh ("a", "b"): each device copies its block to the next device
+    # along "b" (a dict naming only "b": "a" is this device's own), signals
+    # the transposed device (a tuple of both coordinates) with an amount
+    # that names the sender, and adds its coordinates to what it received
     i = lax.axis_index("a")
     j = lax.axis_index("b")
     nb = lax.axis_size("b")
-    pl.semaphore_signal(sem, 1, device_id={"b": lax.rem(j + 1, nb)})
-    pl.semaphore_signal(sem, 1, device_id=(j, i))
-    pl.semaphore_wait(sem, 2)
+    barrier = pltpu.get_barrier_semaphore()
+    pl.semaphore_signal(barrier, 1, device_id={"b": lax.rem(j + nb - 1, nb)})
+    pl.semaphore_wait(barrier, 1)
+    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
+                                        device_id={"b": lax.rem(j + 1, nb)})
+    copy.start()
+    copy.wait()
+    pl.semaphore_signal(sem, 1 + 10 * i + 100 * j, device_id=(j, i))
+    pl.semaphore_wait(sem, 1 + 10 * j + 100 * i)  # exactly what the transposed device sent
     ab = lax.axis_index(("a", "b"))
-    o_ref[...] = x_ref[...] + (100 * i + 10 * j + ab).astype(jnp.float32)
+    o_ref[...] = o_ref[...] + (100 * i + 10 * j + ab).astype(jnp.float32)
 
 
 def mesh2d(pallas_call, mesh, x):
@@ -84,7 +92,9 @@ def mesh2d(pallas_call, mesh, x):
             out_shape=jax.ShapeDtypeStruct(xs.shape, xs.dtype),
             in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
             out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
-            scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+            scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA,
+                            pltpu.SemaphoreType.REGULAR],
+            compiler_params=pltpu.CompilerParams(collective_id=0),
         )(xs)
 
     return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P(("a", "b")),
@@ -92,8 +102,10 @@ def mesh2d(pallas_call, mesh, x):
 
 
 def mesh2d_reference(x, na, nb):
+    """Device (i, j) gets device (i, j-1)'s block + 100 i + 10 j + its number."""
     blocks = np.split(x, na * nb)
-    return np.concatenate([blocks[d] + (100 * (d // nb) + 10 * (d % nb) + d)
+    return np.concatenate([blocks[(d // nb) * nb + (d % nb - 1) % nb]
+                           + (100 * (d // nb) + 10 * (d % nb) + d)
                            for d in range(na * nb)])
 
 
