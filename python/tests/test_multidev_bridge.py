@@ -176,6 +176,30 @@ def _cases():
         return _same(np.asarray(got), R.ring_reference(x, NDEV))
     cases["ring_eager_shard_map"] = ring_eager_shard_map
 
+    def ring_lower_to_tsr():
+        # the .tsr of a kernel called under shard_map (what `tessera run
+        # --devices 4` would run)
+        from jax.sharding import PartitionSpec as P
+        from jax.experimental import pallas as pl
+        texts = []
+
+        def local(xs):
+            texts.append(tj.pallas_call(
+                R.ring_kernel, out_shape=jax.ShapeDtypeStruct(xs.shape, xs.dtype),
+                in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+                out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+                scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA,
+                                pltpu.SemaphoreType.REGULAR],
+                compiler_params=pltpu.CompilerParams(collective_id=0)).lower_to_tsr(xs))
+            return xs
+        jax.make_jaxpr(jax.shard_map(local, mesh=mesh4, in_specs=P(R.AXIS),
+                                     out_specs=P(R.AXIS), check_vma=False))(x)
+        want = ["scratch %barrier: sem", "sem_signal %barrier", "= device_id : i32",
+                "send %s0 device"]
+        missing = [w for w in want if not texts or w not in texts[0]]
+        return f"missing {missing} in:\n{texts[0] if texts else ''}" if missing else ""
+    cases["ring_lower_to_tsr"] = ring_lower_to_tsr
+
     mesh2d = jax.sharding.Mesh(np.array(devs[:NDEV]).reshape(2, 2), ("a", "b"))
     for backend in ("interp", "cpu"):
         def m2(backend=backend):
@@ -227,7 +251,7 @@ def _worker(names) -> dict:
 CASES = (["all_gather_2_interp", "all_gather_2_cpu", "all_gather_4_interp", "all_gather_4_cpu",
           "all_gather_4_races", "ring_2_interp", "ring_2_cpu", "ring_4_interp", "ring_4_cpu",
           "ring_repeated", "ring_twice_in_one_program", "ring_check_vma",
-          "ring_eager_shard_map", "mesh2d_interp", "mesh2d_cpu",
+          "ring_eager_shard_map", "ring_lower_to_tsr", "mesh2d_interp", "mesh2d_cpu",
           "deadlock_interp", "deadlock_cpu", "devices_mismatch"])
 
 _RESULTS: dict = {}

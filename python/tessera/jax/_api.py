@@ -179,7 +179,7 @@ class TesseraPallasCall:
         return prep, out_tree
 
     def __call__(self, *args):
-        if _multi.mesh_axes() or self._options.get("devices", 1) != 1:  # several devices
+        if _multi.mesh_axes() or (self._options.get("devices") or 1) != 1:  # several devices
             return _multi.call(self._jax_fn, args, self._options, self._name)
         flat = jax.tree_util.tree_leaves(list(args))
         prep, out_tree = self._get(args, flat)
@@ -199,7 +199,7 @@ class TesseraPallasCall:
 
     def lower_to_tsr(self, *args) -> str:
         """The tessera IR (.tsr text) this call runs for arguments like `args`."""
-        if _multi.mesh_axes() or self._options.get("devices", 1) != 1:
+        if _multi.mesh_axes() or (self._options.get("devices") or 1) != 1:
             return _multi.lower_to_tsr(self._jax_fn, args, self._options, self._name)
         flat = jax.tree_util.tree_leaves(list(args))
         return self._get(args, flat)[0].text

@@ -154,6 +154,8 @@ class _MultiPrepared:
 
     def run(self, inputs_by_device: list) -> list[np.ndarray]:
         """One run on every device's operands (a list per device)."""
+        with _lock:
+            _stats["runs"] += 1
         try:
             if self.n == 1:  # tessera's operands have no device dimension on one device
                 return [o[None] for o in self.runner(*inputs_by_device[0])]
@@ -237,12 +239,9 @@ def _logical_device_id(mesh: tuple) -> Any:
     return dev
 
 
-def call(jax_fn: Callable, args: Sequence[Any], options: Mapping[str, Any],
-         name: str | None) -> Any:
-    """Runs a pallas_call (made with interpret=False) on the mesh being traced
-    under: each device's operands go, with the device's logical id, to a
-    host callback that meets the other devices' at a rendezvous made for this
-    call site."""
+def _mesh_checked(options: Mapping[str, Any]) -> tuple[tuple, int]:
+    """The mesh being traced under and its device count; ValueError when
+    there is none or the `devices` option says another count."""
     mesh = mesh_axes()
     n = math.prod(s for _, s in mesh) if mesh else 1
     wanted = options.get("devices")
@@ -253,6 +252,16 @@ def call(jax_fn: Callable, args: Sequence[Any], options: Mapping[str, Any],
     if wanted is not None and int(wanted) != n:
         raise ValueError(f"tessera.jax: devices={wanted}, but the kernel is called under a "
                          f"mesh of {n} devices ({', '.join(f'{a}={s}' for a, s in mesh)})")
+    return mesh, n
+
+
+def call(jax_fn: Callable, args: Sequence[Any], options: Mapping[str, Any],
+         name: str | None) -> Any:
+    """Runs a pallas_call (made with interpret=False) on the mesh being traced
+    under: each device's operands go, with the device's logical id, to a
+    host callback that meets the other devices' at a rendezvous made for this
+    call site."""
+    mesh, n = _mesh_checked(options)
     flat = jax.tree_util.tree_leaves(list(args))
     prep, out_tree = _prepare(jax_fn, args, options, name, mesh)
     where = ji.caller_location()
@@ -260,8 +269,6 @@ def call(jax_fn: Callable, args: Sequence[Any], options: Mapping[str, Any],
     rendezvous = Rendezvous(n, prep.run, what)
 
     def host(*arrays):
-        with _lock:
-            _stats["runs"] += 1
         *inputs, device = arrays
         return tuple(rendezvous.call(int(np.asarray(device)), inputs))
 
@@ -273,4 +280,4 @@ def call(jax_fn: Callable, args: Sequence[Any], options: Mapping[str, Any],
 def lower_to_tsr(jax_fn: Callable, args: Sequence[Any], options: Mapping[str, Any],
                  name: str | None) -> str:
     """The .tsr text `call` runs (with `tessera run --devices N`)."""
-    return _prepare(jax_fn, args, options, name, mesh_axes())[0].text
+    return _prepare(jax_fn, args, options, name, _mesh_checked(options)[0])[0].text
