@@ -210,6 +210,17 @@ def _cases():
                          want)
         cases[f"mesh2d_{backend}"] = m2
 
+    def combined_axes_refused():
+        try:
+            np.asarray(R.combined_axes(_tessera_call(), mesh2d, x))
+        except tj.TranslationError as e:
+            if (e.file.endswith("multidev_ring.py") and e.line == R.COMBINED_AXES_LINE
+                    and "combined axes" in str(e)):
+                return ""
+            return f"TranslationError at {e.file}:{e.line}: {e}"
+        return "no TranslationError"
+    cases["combined_axes_refused"] = combined_axes_refused
+
     for backend in ("interp", "cpu"):
         def dl(backend=backend):
             # JAX's TPU interpret mode hangs on this kernel (it has no
@@ -252,7 +263,7 @@ CASES = (["all_gather_2_interp", "all_gather_2_cpu", "all_gather_4_interp", "all
           "all_gather_4_races", "ring_2_interp", "ring_2_cpu", "ring_4_interp", "ring_4_cpu",
           "ring_repeated", "ring_twice_in_one_program", "ring_check_vma",
           "ring_eager_shard_map", "ring_lower_to_tsr", "mesh2d_interp", "mesh2d_cpu",
-          "deadlock_interp", "deadlock_cpu", "devices_mismatch"])
+          "combined_axes_refused", "deadlock_interp", "deadlock_cpu", "devices_mismatch"])
 
 _RESULTS: dict = {}
 

@@ -138,3 +138,30 @@ def deadlock(pallas_call, mesh, x):
 
     return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P(AXIS),
                                  out_specs=P(AXIS), check_vma=False))(x)
+
+
+def combined_axes_kernel(x_ref, o_ref, sem):
+    # a device id keyed by a tuple of mesh axes: tessera refuses it
+    me = lax.axis_index(("a", "b"))
+    pl.semaphore_signal(sem, 1, device_id={("a", "b"): me})
+    pl.semaphore_wait(sem, 1)
+    o_ref[...] = x_ref[...]
+
+
+COMBINED_AXES_LINE = combined_axes_kernel.__code__.co_firstlineno + 3
+
+
+def combined_axes(pallas_call, mesh, x):
+    from jax.sharding import PartitionSpec as P
+
+    def local(xs):
+        return pallas_call(
+            combined_axes_kernel,
+            out_shape=jax.ShapeDtypeStruct(xs.shape, xs.dtype),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+            out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+            scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+        )(xs)
+
+    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P(("a", "b")),
+                                 out_specs=P(("a", "b")), check_vma=False))(x)
