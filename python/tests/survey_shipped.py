@@ -309,7 +309,10 @@ SHIPPED: dict[str, Shipped] = {s.name: s for s in [
     Shipped("random philox", "random.philox", _philox),
     Shipped("random threefry", "random.threefry", _threefry),
     # JAX's default DMA mode (on_wait) leaves rows of the result NaN (never
-    # copied) here; with eager DMAs it gathers everything: the oracle is eager
+    # copied) here: at a receiver's wait it completes the most recently
+    # started DMA on that semaphore first, so a device forwards a slot whose
+    # DMA is still pending (docs/jax.md); with eager DMAs it gathers
+    # everything: the oracle is eager. tessera runs it on the 4 devices at once
     Shipped("all_gather (4 devices)", "all_gather", _all_gather, devices=4,
             jax_params={"dma_execution_mode": "eager"}),
 ]}

@@ -7,7 +7,8 @@ reference jax ships where there is one), and tessera translates each and
 matches JAX within the case's tolerance.
 
 all_gather needs 4 devices, which must be asked for before jax starts: it
-runs in a subprocess (the script itself).
+runs in a subprocess (the script itself); tessera runs it on all 4 devices
+at once (tessera.jax's rendezvous, docs/jax.md "Several devices").
 
 A missing tessera.jax fails the tessera tests; with
 TESSERA_PDIFF_ALLOW_MISSING_BRIDGE=1 they skip (only while developing)."""
@@ -40,7 +41,6 @@ TESSERA_MISSING: dict[str, str] = {
     "megablox gmm": "dynamic grid bounds",
     "megablox tgmm": "dynamic grid bounds",
     "random threefry": "`threefry2x32`",
-    "all_gather (4 devices)": "`get_barrier_semaphore`",
 }
 
 _ROWS: dict[str, dict] = {}

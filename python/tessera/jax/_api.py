@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import threading
 from typing import Any, Callable, Mapping
 
@@ -12,6 +13,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 
 from . import _jax_internal as ji
+from . import _multi
 from . import _run
 from .translate import TranslationError, dtype_name, supported_primitives, translate
 
@@ -95,7 +97,7 @@ def _options_key(options: Mapping[str, Any]) -> tuple:
 
 
 def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
-             name: str | None) -> tuple[_Prepared, Any]:
+             name: str | None, mesh: tuple | None = None) -> tuple[_Prepared, Any]:
     """Traces `jax_fn` (a pallas_call made with interpret=False) on the shapes
     of `args`, and translates + prepares its kernel unless an identical one
     (same kernel jaxpr and source lines, grid mapping, shapes, dtypes,
@@ -114,20 +116,21 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
     key = (ji.jaxpr_key_text(call.jaxpr), ji.grid_mapping_key_text(call.grid_mapping),
            repr(call.in_avals), repr(call.out_avals),
            repr(getattr(params.get("compiler_params"), "dimension_semantics", None)),
-           repr(params.get("input_output_aliases")), _options_key(options), name)
+           repr(params.get("input_output_aliases")), _options_key(options), name, mesh)
     with _cache_lock:
         _stats["traces"] += 1
         hit = _prepared.get(key)
         if hit is not None:
             _stats["hits"] += 1
             return hit, call.out_tree
-        tk = translate(call, name)
+        tk = translate(call, name, mesh)
+        run_options = {k: v for k, v in options.items() if k not in _run.BRIDGE_OPTIONS}
+        if mesh is not None:  # one run on every device of the mesh
+            run_options["devices"] = math.prod(size for _, size in mesh)
         try:
             text = tk.module.text()
             in_dtypes = [a.dtype for a in call.in_avals]
-            runner = _run.Runner(tk.module, in_dtypes,
-                                 {k: v for k, v in options.items()
-                                  if k not in _run.BRIDGE_OPTIONS}, tk.operand_locs,
+            runner = _run.Runner(tk.module, in_dtypes, run_options, tk.operand_locs,
                                  ji.call_location(call))
         finally:
             tk.module.close()  # a no-op once the runner took it
@@ -168,8 +171,23 @@ class TesseraPallasCall:
         self._by_shape[key] = (_generation, prep, out_tree)
         return prep, out_tree
 
+    def _mesh(self) -> tuple | None:
+        """The mesh the kernel runs on when several devices run it (inside
+        shard_map, or with the devices option), else None."""
+        mesh = _multi.mesh_axes()
+        wanted = self._options.get("devices")
+        if mesh or (wanted or 1) != 1:
+            _multi.devices_of(mesh, wanted)
+            return mesh
+        return None
+
     def __call__(self, *args):
         flat = jax.tree_util.tree_leaves(list(args))
+        mesh = self._mesh()
+        if mesh is not None:
+            prep, out_tree = _prepare(self._jax_fn, args, self._options, self._name, mesh)
+            return _multi.call(prep.runner, prep.out_avals, out_tree, flat, mesh, self._name,
+                               _count_run)
         prep, out_tree = self._get(args, flat)
         if any(ji.is_tracer(x) for x in flat):
             ffi = prep.ffi() if self._jit_callback == "ffi" else None
@@ -187,6 +205,9 @@ class TesseraPallasCall:
 
     def lower_to_tsr(self, *args) -> str:
         """The tessera IR (.tsr text) this call runs for arguments like `args`."""
+        mesh = self._mesh()
+        if mesh is not None:
+            return _prepare(self._jax_fn, args, self._options, self._name, mesh)[0].text
         flat = jax.tree_util.tree_leaves(list(args))
         return self._get(args, flat)[0].text
 
@@ -239,11 +260,8 @@ def _check_options(options: Mapping[str, Any]) -> None:
                         f"(options: {', '.join(_run.option_names())})")
     if options.get("jit_callback", "ffi") not in ("ffi", "pure_callback"):
         raise ValueError("tessera.jax: jit_callback is 'ffi' or 'pure_callback'")
-    if int(options.get("devices") or 1) != 1:
-        raise NotImplementedError(
-            "tessera.jax: devices > 1 is not supported through the bridge (a pallas_call "
-            "sees one device's operands); run the kernel's .tsr (lower_to_tsr) with the "
-            "numpy API or `tessera run --devices N`")
+    if options.get("devices") is not None and int(options["devices"]) < 1:
+        raise ValueError("tessera.jax: devices is the number of devices of the mesh (>= 1)")
 
 
 # ---- interpret(): every pl.pallas_call through tessera ------------------------------

@@ -475,3 +475,13 @@ def adopt_host_arrays(arrays: Sequence[np.ndarray]) -> list:
     device = list(sharding.device_set)
     return [_batched_device_put(jax_core.ShapedArray(a.shape, a.dtype), sharding, [a], device)
             for a in arrays]
+
+
+# ---- Named axes (shard_map) -------------------------------------------------------
+
+
+def axis_env_sizes() -> tuple[tuple[Any, int], ...]:
+    """((axis name, size), ...) of the named axes being traced under
+    (shard_map's mesh axes), in JAX's axis-environment order: the order JAX's
+    TPU interpret mode numbers devices in (row-major). () outside any."""
+    return tuple((name, int(size)) for name, size in jax_core.get_axis_env().axis_sizes.items())

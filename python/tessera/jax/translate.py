@@ -69,9 +69,6 @@ class TranslatedKernel:
     # operand (its block copies, index map results): the BlockSpec's index
     # map, else the pallas_call's line.
     operand_locs: dict = dataclasses.field(default_factory=dict)
-    # tessera's dtype of each scalar-prefetch operand (narrow tables are
-    # widened to i32: the runner converts them)
-    prefetch_dtypes: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -143,9 +140,13 @@ class _Translator:
         self.prim = "pallas_call"
         self.num_sems = 0
         self.prefetch_refs: list[B.Value] = []
-        self.prefetch_dtypes: list[str] = []  # as tessera stores them
         self.narrowed: dict[int, str] = {}    # widened ref -> the kernel's dtype
         self.operand_locs: dict = {}
+        # ((axis name, size), ...) of the mesh the kernel runs on (the named
+        # axes of the enclosing shard_map, in JAX's axis-environment order),
+        # or None when unknown (then `axis_index` is the device id itself).
+        self.mesh: tuple | None = None
+        self.barrier: B.Value | None = None  # the `sem` get_barrier_semaphore gives
 
     # ---- errors and locations ------------------------------------------------
 
@@ -404,7 +405,6 @@ class _Translator:
                                 "(tessera's SMEM holds i32, u32, f32)")
             ref, _ = self.kb.add_operand(B.ROLE_PREFETCH, f"p{i}", t, "smem")
             self.prefetch_refs.append(ref)
-            self.prefetch_dtypes.append(t.dtype)
             if narrow:
                 self.narrowed[ref.ptr] = narrow
             refs.append(RefView.whole(ref))
@@ -457,8 +457,7 @@ class _Translator:
         self.run_jaxpr(body, jaxpr, [], refs)
         tk = TranslatedKernel(self.mb, self.name, nidx, nin, nout, call.in_avals,
                               call.out_avals, {o: i for i, o in aliases_in_out.items()},
-                              operand_locs=dict(self.operand_locs),
-                              prefetch_dtypes=list(self.prefetch_dtypes))
+                              operand_locs=dict(self.operand_locs))
         return tk
 
     def scratch(self, aval, name: str) -> B.Value:
@@ -466,8 +465,8 @@ class _Translator:
         inner = ji.inner_aval(aval)
         kind = ji.semaphore_kind(inner.dtype)
         if kind is not None or space == "semaphore_mem":
-            if kind == "barrier":
-                raise self.fail("barrier semaphores are not supported")
+            # a barrier semaphore is an ordinary `sem` signalled across
+            # devices (docs/dma.md, "Decisions")
             t = B.Type.sem(kind == "dma_sem", inner.shape)
         else:
             if space in ("default", "vmem", "any"):
@@ -1257,16 +1256,94 @@ def _dma_common(t, env, region, eqn):
     return src, dst, dst_sem, src_sem, device_id
 
 
-def _device_operand(t, env, region, device_id):
+# Device ids. tessera's devices are numbered 0..N-1 (`device_id`); JAX's TPU
+# interpret mode numbers a mesh's devices the same way: the logical id of the
+# mesh coordinates (c0, c1, ...) over the axes (s0, s1, ...) of its axis
+# environment is row-major, sum(c_i * prod(s_{i+1:})) (jax/_src/pallas/mosaic/
+# interpret/utils.py, device_coords_to_logical_id). A coordinate is therefore
+# (id // prod(s_{i+1:})) % s_i.
+
+def _mesh(t) -> tuple:
+    if t.mesh is None:
+        raise t.fail("a mesh device id needs the mesh (call the kernel inside shard_map)")
+    return t.mesh
+
+
+def _axis_coord(t, region, axis) -> Any:
+    """This device's coordinate along the mesh axis `axis` (an i32 Value)."""
+    mesh = _mesh(t)
+    names = [n for n, _ in mesh]
+    if axis not in names:
+        raise t.fail(f"mesh axis {axis!r} is not an axis of the enclosing shard_map "
+                     f"(its axes: {', '.join(map(repr, names)) or 'none'})")
+    i = names.index(axis)
+    size = mesh[i][1]
+    inner = int(np.prod([s for _, s in mesh[i + 1:]], dtype=np.int64))
+    total = int(np.prod([s for _, s in mesh], dtype=np.int64))
+    if size == 1:
+        return 0
+    c = t.emit(region, "device_id", [], B.Type.value("i32", ()))
+    if inner != 1:
+        c = t.emit(region, "div", [c, t.i32(region, inner)], B.Type.value("i32", ()))
+    if size * inner != total:
+        c = t.emit(region, "rem", [c, t.i32(region, size)], B.Type.value("i32", ()))
+    return c
+
+
+def _logical_of_coords(t, region, coords: dict) -> Any:
+    """The logical id of mesh coordinates {axis: int or Value}; axes not
+    given are this device's own (as JAX fills them in)."""
+    mesh = _mesh(t)
+    out: Any = 0
+    stride = 1
+    for name, size in reversed(mesh):
+        c = coords[name] if name in coords else _axis_coord(t, region, name)
+        out = t.iarith(region, "add", out, t.iarith(region, "mul", c, stride))
+        stride *= size
+    return out
+
+
+def _device_operand(t, env, region, device_id, eqn=None):
+    """The i32 logical device id of a DMA's or signal's `device_id` (None
+    when the op is local)."""
     if device_id is None:
         return None
-    if isinstance(device_id, (tuple, list)):
-        if len(device_id) != 1:
-            raise t.fail("a mesh device id with several axes (use a logical device id)")
-        device_id = device_id[0]
+    kind = getattr((eqn.params if eqn is not None else {}).get("device_id_type"),
+                   "value", "mesh")
+    if kind == "logical":
+        if isinstance(device_id, (tuple, list, dict)):
+            raise t.fail("a LOGICAL device id that is not one number")
+        return t.i32(region, t.static_int(env, device_id))
+    if kind != "mesh":
+        raise t.fail(f"device id type {kind!r}")
+    if t.mesh is None:  # no mesh known: a one-axis mesh, where the id is the coordinate
+        if isinstance(device_id, dict) and len(device_id) == 1:
+            device_id = next(iter(device_id.values()))
+        if isinstance(device_id, (tuple, list)) and len(device_id) == 1:
+            device_id = device_id[0]
+        if isinstance(device_id, (tuple, list, dict)):
+            raise t.fail("a mesh device id with several axes outside shard_map")
+        return t.i32(region, t.static_int(env, device_id))
+    names = [n for n, _ in t.mesh]
     if isinstance(device_id, dict):
-        raise t.fail("a device id given as a dict of mesh axes")
-    return t.i32(region, t.static_int(env, device_id))
+        coords = {}
+        for axis, idx in device_id.items():
+            if isinstance(axis, tuple) and len(axis) == 1:
+                axis = axis[0]
+            if isinstance(axis, tuple):
+                raise t.fail(f"a mesh device id over the combined axes {axis} "
+                             "(give one coordinate per mesh axis)")
+            if axis not in names:
+                raise t.fail(f"a device id on axis {axis!r}, which is not an axis of the "
+                             f"enclosing shard_map (its axes: {', '.join(map(repr, names))})")
+            coords[axis] = t.static_int(env, idx)
+    else:
+        ids = list(device_id) if isinstance(device_id, (tuple, list)) else [device_id]
+        if len(ids) != len(names):
+            raise t.fail(f"a mesh device id of {len(ids)} coordinate(s) on a mesh of "
+                         f"{len(names)} axes ({', '.join(map(repr, names))})")
+        coords = {n: t.static_int(env, i) for n, i in zip(names, ids)}
+    return t.i32(region, _logical_of_coords(t, region, coords))
 
 
 def _dma_start(t, env, region, eqn, used):
@@ -1282,7 +1359,7 @@ def _dma_start(t, env, region, eqn, used):
         idx += t.indices(ssv)
         flags |= B.OPF_SEND
     extra = []
-    dev = _device_operand(t, env, region, device_id)
+    dev = _device_operand(t, env, region, device_id, eqn)
     if dev is not None:
         extra.append(dev)
         flags |= B.OPF_DEVICE
@@ -1296,15 +1373,15 @@ def _dma_start(t, env, region, eqn, used):
 
 def _dma_wait(t, env, region, eqn, used):
     src, dst, dst_sem, src_sem, device_id = _dma_common(t, env, region, eqn)
-    if eqn.params.get("is_wait_send"):
-        if src is None or src_sem is None:
-            raise t.fail("wait_send without a source and its semaphore")
-        sv = t.view_of(env, region, src)
-        dv, semv = sv, _sem_view(t, env, region, src_sem)
-    else:
-        dv = t.view_of(env, region, dst)
-        sv = t.view_of(env, region, src) if src is not None else dv
-        semv = _sem_view(t, env, region, dst_sem)
+    # wait_read / wait_send (is_wait_send) bind dma_wait with the copy's
+    # source and destination (and their semaphores) already swapped (jax
+    # 0.12, pallas/mosaic/primitives.py): the semaphore waited on is in the
+    # destination-semaphore slot either way, and the view is its own side's.
+    if eqn.params.get("is_wait_send") and dst_sem is None:
+        raise t.fail("wait_send without a source semaphore")
+    dv = t.view_of(env, region, dst)
+    sv = t.view_of(env, region, src) if src is not None else dv
+    semv = _sem_view(t, env, region, dst_sem)
     idx = t.indices(sv) + t.indices(dv) + t.indices(semv)
     t.op(region, "dma_wait", [sv.base, dv.base, semv.base], [], indices=idx,
          ints=[len(sv.dims), len(dv.dims), len(semv.dims)])
@@ -1319,7 +1396,7 @@ def _sem_signal(t, env, region, eqn, used):
         raise t.fail("semaphore_signal on something that is not a semaphore")
     amount = t.i32(region, t.static_int(env, inc))
     extra, flags = [], 0
-    dev = _device_operand(t, env, region, device_id)
+    dev = _device_operand(t, env, region, device_id, eqn)
     if dev is not None:
         extra.append(dev)
         flags |= B.OPF_DEVICE
@@ -1381,6 +1458,32 @@ def _device_id(t, env, region, eqn, used):
     return [t.emit(region, "device_id", [], B.Type.value("i32", ()))]
 
 
+def _axis_index(t, env, region, eqn, used):
+    names = eqn.params["axis_name"]
+    names = tuple(names) if isinstance(names, (tuple, list)) else (names,)
+    if t.mesh is None:  # no mesh known: one axis, whose index is the device id
+        if len(names) != 1:
+            raise t.fail(f"lax.axis_index over the axes {names} outside shard_map")
+        return _device_id(t, env, region, eqn, used)
+    sizes = dict(t.mesh)
+    out: Any = 0
+    stride = 1
+    for name in reversed(names):  # a tuple of axes: their combined row-major index
+        out = t.iarith(region, "add", out,
+                       t.iarith(region, "mul", _axis_coord(t, region, name), stride))
+        stride *= sizes[name]
+    return [t.i32(region, out)]
+
+
+def _barrier_semaphore(t, env, region, eqn, used):
+    # One regular semaphore per kernel, kernel scratch (so zero at the start
+    # of every run and checked to be zero at its end), signalled across
+    # devices like any other (docs/dma.md, "Decisions").
+    if t.barrier is None:
+        t.barrier, _ = t.kb.add_operand(B.ROLE_SCRATCH, "barrier", B.Type.sem(False, ()))
+    return [RefView.whole(t.barrier)]
+
+
 _HANDLERS: dict[str, Callable] = {
     "program_id": _program_id, "num_programs": _num_programs, "get": _get, "swap": _swap,
     "addupdate": _addupdate, "convert_element_type": _convert,
@@ -1395,8 +1498,9 @@ _HANDLERS: dict[str, Callable] = {
     "semaphore_signal": _sem_signal, "semaphore_wait": _sem_wait,
     "semaphore_read": _sem_read, "roll": _roll, "debug_print": _debug_print,
     "device_id": _device_id, "masked_load": _masked_load, "masked_swap": _masked_swap,
-    "reciprocal": _reciprocal, "check": _check, "axis_index": _device_id, "rev": _rev, "gather": _gather, "tile": _tile,
+    "reciprocal": _reciprocal, "check": _check, "axis_index": _axis_index, "rev": _rev, "gather": _gather, "tile": _tile,
     **{name: _cumulative for name in _CUMULATIVE},
+    "get_barrier_semaphore": _barrier_semaphore,
 }
 
 
@@ -1406,12 +1510,17 @@ def supported_primitives() -> list[str]:
                   | _INLINE_CALLS)
 
 
-def translate(call: ji.PallasCall, name: str | None = None) -> TranslatedKernel:
-    """Builds the tessera kernel of a traced pallas_call. Raises
+def translate(call: ji.PallasCall, name: str | None = None,
+              mesh: Sequence[tuple[Any, int]] | None = None) -> TranslatedKernel:
+    """Builds the tessera kernel of a traced pallas_call. `mesh`: ((axis
+    name, size), ...) of the devices it runs on, in JAX's axis-environment
+    order (what `lax.axis_index` and mesh device ids refer to); None: the
+    kernel runs on one device, `axis_index` is the device id. Raises
     TranslationError for what cannot be translated."""
     kname = re.sub(r"[^A-Za-z0-9_]", "_", name or call.name) or "kernel"
     if not re.match(r"[A-Za-z_]", kname):
         kname = "k_" + kname
     tr = _Translator(call, kname)
+    tr.mesh = tuple((n, int(s)) for n, s in mesh) if mesh is not None else None
     tk = tr.build()
     return tk

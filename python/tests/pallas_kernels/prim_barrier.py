@@ -14,9 +14,6 @@ from jax.experimental.pallas import tpu as pltpu
 KIND = "primitives"
 PRIMITIVES = ("get_barrier_semaphore", "semaphore_signal", "semaphore_wait")
 TOLERANCE = "exact"
-#: what tessera.jax does not translate (its docs/jax.md list): the test
-#: asserts a TranslationError naming it and this file's line.
-TESSERA_UNSUPPORTED = '`get_barrier_semaphore`'
 AXIS = "x"
 
 

@@ -17,9 +17,6 @@ KIND = "primitives"
 PRIMITIVES = ("axis_index", "dma_start", "dma_wait", "semaphore_signal",
               "semaphore_wait")
 TOLERANCE = "exact"
-#: what tessera.jax does not translate (its docs/jax.md list): the test
-#: asserts a TranslationError naming it and this file's line.
-TESSERA_UNSUPPORTED = 'a device id given as a dict of mesh axes'
 AXIS = "x"
 
 
