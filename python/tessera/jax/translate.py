@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import _builder as B
 from . import _jax_internal as ji
+from . import translate_math
 
 __all__ = ["TranslationError", "TranslatedKernel", "translate", "dtype_name"]
 
@@ -1397,6 +1398,7 @@ _HANDLERS: dict[str, Callable] = {
     "device_id": _device_id, "masked_load": _masked_load, "masked_swap": _masked_swap,
     "reciprocal": _reciprocal, "check": _check, "axis_index": _device_id, "rev": _rev, "gather": _gather, "tile": _tile,
     **{name: _cumulative for name in _CUMULATIVE},
+    **translate_math.HANDLERS,
 }
 
 

@@ -1,0 +1,531 @@
+"""Math and PRNG primitives the tessera IR has no op for, expanded into
+ops it has (the handlers of translate.py: `(t, env, region, eqn, used)`).
+
+* `threefry2x32`: the Threefry-2x32 block cipher (Salmon et al., "Parallel
+  random numbers: as easy as 1, 2, 3", SC'11; 20 rounds, key schedule
+  ks2 = k0 ^ k1 ^ 0x1BD11BDA, a key injection after every 4 rounds), as
+  u32 `add` (wrapping), `xor`, `shl`, `shrl`: the same bits as JAX's.
+* `erf`, `erfc`, `erf_inv`: polynomial approximations fitted for this
+  module (weighted least squares on Chebyshev nodes against scipy's float64
+  functions, reweighted towards minimax; `_fit()` regenerates the
+  coefficients), evaluated in f32 (bf16/f16 in f32, rounded once at the
+  end, as JAX does):
+  - erf(x), |x| < 1: x + x R(x^2), R of degree 7 (the small correction
+    x R keeps the rounding of the polynomial below an ulp);
+  - erfc(x), x >= 0.5, and erf(x) = 1 - erfc(x) for |x| >= 1: erfc(x) =
+    exp(-x^2) erfcx(x), erfcx (the scaled complementary function) a
+    degree-9 polynomial on each of [0.5, 1.25), [1.25, 2.5), [2.5, 5),
+    [5, 10.1] (x beyond: erfc underflows); exp(-x^2) as exp(-h^2) exp(-(x -
+    h)(x + h)) with h = x with its 12 low mantissa bits cleared, so h^2 is
+    exact (a rounded x^2 costs up to 40 ulp near x = 9);
+  - erfc(x), x < 0.5: 1 - erf(x) (2 - erfc(|x|) for x <= -1);
+  - erf_inv(x): w = -log((1 - x)(1 + x)); x + x P(w - 2.5) for w < 5, x +
+    x Q(sqrt(w) - 3.1613) beyond (the change of variable of M. Giles,
+    "Approximating the erfinv function", GPU Computing Gems, 2011, with our
+    own degree-9 fits); +-1 gives +-inf, |x| > 1 NaN.
+* inverse trigonometric and hyperbolic functions: `atan` (reduced to
+  [-tan(pi/8), tan(pi/8)] through atan(1/a) and atan((a-1)/(a+1)), then
+  z + z^3 S(z^2), S of degree 6), `atan2` (atan of min/max with the
+  quadrant and IEEE special cases: signed zeros, infinities), `asin`,
+  `acos` (atan2 of x and sqrt((1-x)(1+x))), `sinh`, `cosh` (expm1/exp, and
+  exp(a/2)^2/2 where exp(a) overflows), `asinh`, `acosh`, `atanh`
+  (log1p forms), `cbrt` (exp(log|x|/3) and a Newton step), `log2`.
+* `polynomial` (Horner, as JAX lowers it), `split` (static slices),
+  `cumlogsumexp` (a log-step scan of logaddexp).
+
+Measured errors (docs/jax.md "Tolerances") are checked by
+python/tests/test_math_prims.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import _builder as B
+from . import translate as T
+
+__all__ = ["HANDLERS"]
+
+# ---- coefficients (`_fit()` prints them) -----------------------------------
+
+# erf(x)/x - 1 = R(x^2) on |x| < 1
+_ERF_SMALL = (0.12837916612625122, -0.37612637877464294, 0.11283782869577408,
+              -0.02686544507741928, 0.005221074912697077, -0.0008484710706397891,
+              0.00011270540562691167, -9.680125913291704e-06)
+# erfcx(x) = exp(x^2) erfc(x) on [lo, next lo): (lo, centre c, P(x - c))
+_ERFCX = (
+    (0.5, 0.875, (0.4643115699291229, -0.3158338963985443, 0.18795691430568695,
+                  -0.10091439634561539, 0.049828894436359406, -0.02292580157518387,
+                  0.009913244284689426, -0.004067903384566307, 0.0016675434308126569,
+                  -0.0006164833321236074)),
+    (1.25, 1.875, (0.2694299817085266, -0.11801671981811523, 0.048148613423109055,
+                   -0.01849202997982502, 0.0067383768036961555, -0.002343318657949567,
+                   0.0007790502859279513, -0.0002503868308849633, 8.473706839140505e-05,
+                   -2.5085446395678446e-05)),
+    (2.5, 3.75, (0.14558972418308258, -0.03645625710487366, 0.008878722786903381,
+                 -0.002107280306518078, 0.0004883906804025173, -0.00011060403630835935,
+                 2.4218159524025396e-05, -5.274686373013537e-06, 1.3469508530761232e-06,
+                 -2.7796204449259676e-07)),
+    (5.0, 7.550000190734863, (0.07408816367387772, -0.009647947736084461,
+                              0.001246134052053094, -0.00015967374201864004,
+                              2.0320721887401305e-05, -2.5635638394305715e-06,
+                              3.1240844577951066e-07, -3.8916908806641004e-08,
+                              6.323446211098371e-09, -7.691564607448242e-10)),
+)
+_ERFC_MAX = 10.1          # erfc(10.1) < 2^-149: beyond, the result is 0
+# erf_inv(x)/x - 1 = P(w - 2.5) for w < 5, Q(sqrt(w) - _ERFINV_RC) beyond
+_ERFINV_W = 5.0
+_ERFINV_RC = 3.161315679550171
+_ERFINV_CENTRAL = (0.5014093518257141, 0.24664029479026794, -0.004177384078502655,
+                   -0.001252763788215816, 0.00021834221843164414, -4.950474249199033e-06,
+                   -3.462117547314847e-06, 4.633832020317641e-07, 2.318450675886652e-08,
+                   -8.590572697642074e-09)
+_ERFINV_TAIL = (1.9947799444198608, 1.0042102336883545, 0.006500991061329842,
+                -0.004780976101756096, 0.0033436317462474108, -0.0022592362947762012,
+                0.001236244454048574, -0.00033954434911720455, -0.00014160414866637439,
+                0.00011133911903016269)
+# (atan(z)/z - 1) / z^2 = S(z^2) on |z| <= tan(pi/8)
+_ATAN = (-0.3333333432674408, 0.20000144839286804, -0.1429569125175476,
+         0.11358461529016495, -0.11845970153808594, 0.21697677671909332,
+         -0.32269054651260376)
+_TAN_PI_8 = 0.41421356237309503
+_TAN_3PI_8 = 2.414213562373095
+
+
+def _fit():  # pragma: no cover - a development tool (needs scipy)
+    """Re-derives and prints the coefficients above."""
+    import numpy as np
+    from scipy import special as sp
+
+    def fit(fun, a, b, deg, rel=True, n=4000):
+        v = (a + b) / 2 + (b - a) / 2 * np.cos(np.pi * (np.arange(n) + 0.5) / n)
+        y = fun(v)
+        V = np.vander(v, deg + 1, increasing=True)
+        w = 1 / np.abs(y) if rel else np.ones_like(y)
+        lw = np.ones_like(y)
+        for _ in range(30):  # Lawson's reweighting towards the minimax fit
+            W = w * np.sqrt(lw)
+            c = np.linalg.lstsq(V * W[:, None], y * W, rcond=None)[0]
+            err = np.abs(V @ c - y) * w
+            lw = lw * err / err.max() + 1e-300
+            lw /= lw.sum()
+        return [float(np.float32(x)) for x in c], float(err.max())
+
+    def erf_over_x(t):
+        s = np.sqrt(np.maximum(t, 1e-300))
+        return np.where(t > 0, sp.erf(s) / s, 2 / np.sqrt(np.pi))
+    print("_ERF_SMALL", fit(lambda t: erf_over_x(t) - 1, 0, 1, 7, rel=False))
+    for lo, hi in [(0.5, 1.25), (1.25, 2.5), (2.5, 5), (5, _ERFC_MAX)]:
+        c0 = float(np.float32((lo + hi) / 2))
+        print("_ERFCX", lo, c0, fit(lambda s: sp.erfcx(s + c0), lo - c0, hi - c0, 9))
+
+    def erfinv_over_x(w):
+        x = np.sqrt(-np.expm1(-w))
+        return np.where(x > 0, sp.erfinv(x) / np.maximum(x, 1e-300), np.sqrt(np.pi) / 2)
+    h = _ERFINV_W / 2
+    print("_ERFINV_CENTRAL", fit(lambda v: erfinv_over_x(v + h) - 1, -h, h, 9, rel=False))
+    r0, r1 = math.sqrt(_ERFINV_W), math.sqrt(16.7)  # w <= 16.6 for |x| < 1 in f32
+    rc = float(np.float32((r0 + r1) / 2))
+    print("_ERFINV_RC", rc, "_ERFINV_TAIL",
+          fit(lambda v: erfinv_over_x((v + rc) ** 2) - 1, r0 - rc, r1 - rc, 9, rel=False))
+
+    def atan_over_z(t):
+        s = np.sqrt(np.maximum(t, 1e-300))
+        return np.where(t > 0, np.arctan(s) / s, 1.0)
+    print("_ATAN", fit(lambda t: np.where(t > 0, (atan_over_z(t) - 1) / np.where(t > 0, t, 1),
+                                          -1 / 3), 0, _TAN_PI_8 ** 2, 6))
+
+
+# ---- building helpers ----------------------------------------------------------
+
+class _E:
+    """Elementwise expression building in one region on values of one
+    shape (scalars mix with blocks; constants are scalars)."""
+
+    def __init__(self, t, region, shape, dtype="f32"):
+        self.t, self.r, self.shape, self.dtype = t, region, tuple(shape), dtype
+
+    def ty(self, dtype=None) -> B.Type:
+        return B.Type.value(dtype or self.dtype, self.shape)
+
+    def c(self, v, dtype=None) -> B.Value:
+        return self.t.const(self.r, v, B.Type.value(dtype or self.dtype, ()))
+
+    def _rt(self, args, dtype):
+        shape = ()
+        for a in args:
+            if isinstance(a, B.Value) and a.type.kind != "scalar":
+                shape = a.type.shape
+        return B.Type.value(dtype, shape)
+
+    def _v(self, a, dtype):
+        return a if isinstance(a, B.Value) else self.c(a, dtype)
+
+    def op(self, mnemonic, *args, dtype=None):
+        dt = dtype or next((a.type.dtype for a in args if isinstance(a, B.Value)), self.dtype)
+        vals = [self._v(a, dt) for a in args]
+        return self.t.emit(self.r, mnemonic, vals, self._rt(vals, dt))
+
+    def cmp(self, mnemonic, a, b):
+        dt = a.type.dtype if isinstance(a, B.Value) else b.type.dtype
+        vals = [self._v(a, dt), self._v(b, dt)]
+        return self.t.emit(self.r, mnemonic, vals, self._rt(vals, "i1"))
+
+    def full(self, a: B.Value) -> B.Value:
+        if a.type.kind == "scalar" and self.shape:
+            return self.t.emit(self.r, "broadcast", [a], B.Type.value(a.type.dtype, self.shape))
+        return a
+
+    def sel(self, c, a, b):
+        dt = next(x.type.dtype for x in (a, b) if isinstance(x, B.Value))
+        a, b = self._v(a, dt), self._v(b, dt)
+        if c.type.kind != "scalar" or a.type.kind != "scalar" or b.type.kind != "scalar":
+            c, a, b = self.full(c), self.full(a), self.full(b)
+        return self.t.emit(self.r, "select", [c, a, b], a.type)
+
+    def __getattr__(self, name):  # e.add(a, b), e.exp(a), ...
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args: self.op(name, *args)
+
+    def poly(self, coeffs, v):
+        """Horner: c0 + v (c1 + v (c2 + ...)), one mul and one add a step."""
+        acc = self.c(coeffs[-1])
+        for ci in coeffs[-2::-1]:
+            acc = self.add(self.mul(acc, v), self.c(ci))
+        return acc
+
+    def bits(self, x):
+        return self.t.emit(self.r, "bitcast", [x], B.Type.value("u32", x.type.shape))
+
+    def from_bits(self, u):
+        return self.t.emit(self.r, "bitcast", [u], B.Type.value("f32", u.type.shape))
+
+    def copysign(self, mag, sgn):
+        """|mag| with the sign bit of sgn."""
+        m = self.op("and", self.bits(mag), self.c(0x7FFFFFFF, "u32"))
+        s = self.op("and", self.bits(sgn), self.c(0x80000000, "u32"))
+        return self.from_bits(self.op("or", m, s))
+
+    def signbit(self, x):
+        return self.cmp("ne", self.op("and", self.bits(x), self.c(0x80000000, "u32")),
+                        self.c(0, "u32"))
+
+
+def _float_unary(fn):
+    """A handler for a unary float function computed in f32: bf16/f16 are
+    widened to f32 and the result rounded once, as JAX does."""
+    def handler(t, env, region, eqn, used):
+        x = t.read(env, region, eqn.invars[0])
+        rt = T._out_type(eqn)
+        if x.type.dtype not in B.FLOAT_DTYPES:
+            raise t.fail(f"`{eqn.primitive.name}` of {x.type.dtype}")
+        e = _E(t, region, x.type.shape)
+        x32 = x if x.type.dtype == "f32" else t.emit(region, "convert", [x], e.ty())
+        r = e.full(fn(e, x32))
+        return [r if rt.dtype == "f32" else t.emit(region, "convert", [r], rt)]
+    return handler
+
+
+def _float_binary(fn):
+    def handler(t, env, region, eqn, used):
+        rt = T._out_type(eqn)
+        a, b = (T._bcast(t, region, t.read(env, region, v), rt.shape) for v in eqn.invars)
+        if rt.dtype not in B.FLOAT_DTYPES:
+            raise t.fail(f"`{eqn.primitive.name}` of {rt.dtype}")
+        e = _E(t, region, rt.shape)
+        if rt.dtype != "f32":
+            a, b = (t.emit(region, "convert", [v], B.Type.value("f32", v.type.shape))
+                    for v in (a, b))
+        r = e.full(fn(e, a, b))
+        return [r if rt.dtype == "f32" else t.emit(region, "convert", [r], rt)]
+    return handler
+
+
+# ---- erf family ------------------------------------------------------------------
+
+def _exp_neg_square(e, a):
+    """exp(-a^2) without the rounding of a^2: h = a with its low 12 mantissa
+    bits cleared (h^2 is exact), a^2 = h^2 + (a - h)(a + h)."""
+    h = e.from_bits(e.op("and", e.bits(a), e.c(0xFFFFF000, "u32")))
+    lo = e.mul(e.sub(a, h), e.add(a, h))
+    return e.mul(e.exp(e.neg(e.mul(h, h))), e.exp(e.neg(lo)))
+
+
+def _erfc_tail(e, a, pieces=_ERFCX):
+    """erfc(a) for a in [0.5, _ERFC_MAX] (a clamped there by the caller)."""
+    r = None
+    for lo, c0, coeffs in pieces:
+        p = e.poly(coeffs, e.sub(a, e.c(c0)))
+        r = p if r is None else e.sel(e.cmp("ge", a, e.c(lo)), p, r)
+    return e.mul(_exp_neg_square(e, a), r)
+
+
+def _erf_small(e, x):
+    return e.add(x, e.mul(x, e.poly(_ERF_SMALL, e.mul(x, x))))
+
+
+def _erf(e, x):
+    a = e.abs(x)
+    small = _erf_small(e, x)
+    ac = e.max(e.min(a, e.c(4.0)), e.c(1.0))  # erf rounds to 1 beyond 3.92
+    big = e.sub(e.c(1.0), _erfc_tail(e, ac, _ERFCX[:3]))
+    big = e.sel(e.cmp("lt", x, e.c(0.0)), e.neg(big), big)
+    return e.sel(e.cmp("lt", a, e.c(1.0)), small, big)
+
+
+def _erfc(e, x):
+    a = e.abs(x)
+    tail = _erfc_tail(e, e.max(e.min(a, e.c(_ERFC_MAX)), e.c(0.5)))
+    near = e.sub(e.c(1.0), _erf_small(e, x))          # -1 < x < 0.5
+    neg = e.sub(e.c(2.0), tail)                        # x <= -1
+    r = e.sel(e.cmp("lt", a, e.c(1.0)), near, neg)
+    return e.sel(e.cmp("ge", x, e.c(0.5)), tail, r)
+
+
+def _erf_inv(e, x):
+    one = e.c(1.0)
+    w = e.neg(e.log(e.mul(e.sub(one, x), e.add(one, x))))
+    p = e.poly(_ERFINV_CENTRAL, e.sub(w, e.c(_ERFINV_W / 2)))
+    q = e.poly(_ERFINV_TAIL, e.sub(e.sqrt(w), e.c(_ERFINV_RC)))
+    r = e.add(x, e.mul(x, e.sel(e.cmp("lt", w, e.c(_ERFINV_W)), p, q)))
+    return e.sel(e.cmp("eq", e.abs(x), one), e.mul(x, e.c(math.inf)), r)
+
+
+# ---- trigonometric and hyperbolic -----------------------------------------------
+
+def _atan_nonneg(e, a):
+    """atan(a) for a >= 0 (NaN stays NaN; inf gives pi/2)."""
+    big = e.cmp("gt", a, e.c(_TAN_3PI_8))
+    mid = e.cmp("gt", a, e.c(_TAN_PI_8))
+    one = e.c(1.0)
+    z = e.sel(big, e.neg(e.div(one, a)),
+              e.sel(mid, e.div(e.sub(a, one), e.add(a, one)), a))
+    zz = e.mul(z, z)
+    r = e.add(z, e.mul(z, e.mul(zz, e.poly(_ATAN, zz))))
+    base = e.sel(big, e.c(math.pi / 2), e.sel(mid, e.c(math.pi / 4), e.c(0.0)))
+    return e.add(base, r)
+
+
+def _atan(e, x):
+    return e.copysign(_atan_nonneg(e, e.abs(x)), x)
+
+
+def _atan2(e, y, x):
+    ax, ay = e.abs(x), e.abs(y)
+    hi, lo = e.max(ax, ay), e.min(ax, ay)
+    q = e.div(lo, hi)
+    q = e.sel(e.cmp("eq", hi, e.c(0.0)), e.c(0.0), q)                    # 0/0
+    both_inf = e.op("and", e.cmp("eq", ax, e.c(math.inf)), e.cmp("eq", ay, e.c(math.inf)))
+    q = e.sel(both_inf, e.c(1.0), q)                                       # inf/inf
+    r = _atan_nonneg(e, q)
+    r = e.sel(e.cmp("gt", ay, ax), e.sub(e.c(math.pi / 2), r), r)
+    r = e.sel(e.signbit(x), e.sub(e.c(math.pi), r), r)
+    nan = e.op("or", e.cmp("ne", x, x), e.cmp("ne", y, y))
+    return e.sel(nan, e.add(x, y), e.copysign(r, y))
+
+
+def _sqrt_one_minus_sq(e, x):
+    one = e.c(1.0)
+    return e.sqrt(e.mul(e.sub(one, x), e.add(one, x)))
+
+
+def _asin(e, x):
+    return _atan2(e, x, _sqrt_one_minus_sq(e, x))
+
+
+def _acos(e, x):
+    return _atan2(e, _sqrt_one_minus_sq(e, x), x)
+
+
+def _expm1(e, x):
+    """Kahan's expm1: u = exp(x); (u - 1) x / log(u), x where u == 1, -1
+    where u - 1 == -1, inf where u is."""
+    u = e.exp(x)
+    one = e.c(1.0)
+    um1 = e.sub(u, one)
+    r = e.div(e.mul(um1, x), e.log(u))
+    r = e.sel(e.cmp("eq", u, one), x, r)
+    r = e.sel(e.cmp("eq", um1, e.c(-1.0)), e.c(-1.0), r)
+    return e.sel(e.cmp("eq", u, e.c(math.inf)), e.c(math.inf), r)
+
+
+def _half_exp(e, a):
+    """exp(a) / 2 for large a (exp(a) alone overflows before it does)."""
+    h = e.exp(e.mul(a, e.c(0.5)))
+    return e.mul(e.mul(h, e.c(0.5)), h)
+
+
+def _sinh(e, x):
+    a = e.abs(x)
+    m = _expm1(e, a)
+    small = e.mul(e.c(0.5), e.add(m, e.div(m, e.add(m, e.c(1.0)))))
+    r = e.sel(e.cmp("lt", a, e.c(10.0)), small, _half_exp(e, a))
+    return e.copysign(r, x)
+
+
+def _cosh(e, x):
+    a = e.abs(x)
+    u = e.exp(a)
+    small = e.mul(e.c(0.5), e.add(u, e.div(e.c(1.0), u)))
+    return e.sel(e.cmp("lt", a, e.c(10.0)), small, _half_exp(e, a))
+
+
+_LN2 = math.log(2.0)
+
+
+def _asinh(e, x):
+    a = e.abs(x)
+    one = e.c(1.0)
+    aa = e.mul(a, a)
+    small = e.log1p(e.add(a, e.div(aa, e.add(one, e.sqrt(e.add(one, aa))))))
+    large = e.add(e.log(a), e.c(_LN2))
+    return e.copysign(e.sel(e.cmp("lt", a, e.c(4096.0)), small, large), x)
+
+
+def _acosh(e, x):
+    t = e.sub(x, e.c(1.0))
+    small = e.log1p(e.add(t, e.sqrt(e.add(e.mul(t, t), e.mul(t, e.c(2.0))))))
+    large = e.add(e.log(x), e.c(_LN2))
+    r = e.sel(e.cmp("lt", x, e.c(4096.0)), small, large)
+    return e.sel(e.cmp("lt", x, e.c(1.0)), e.c(math.nan), r)
+
+
+def _atanh(e, x):
+    a = e.abs(x)
+    r = e.mul(e.c(0.5), e.log1p(e.div(e.mul(a, e.c(2.0)), e.sub(e.c(1.0), a))))
+    r = e.sel(e.cmp("gt", a, e.c(1.0)), e.c(math.nan), r)
+    return e.copysign(r, x)
+
+
+def _cbrt(e, x):
+    a = e.abs(x)
+    y = e.exp(e.mul(e.log(a), e.c(1.0 / 3.0)))
+    # one Newton step on y^3 = a: y + (a / y^2 - y) / 3
+    y1 = e.add(y, e.mul(e.sub(e.div(a, e.mul(y, y)), y), e.c(1.0 / 3.0)))
+    special = e.op("or", e.cmp("eq", a, e.c(0.0)), e.cmp("eq", a, e.c(math.inf)))
+    return e.copysign(e.sel(special, a, y1), x)
+
+
+def _log2(e, x):
+    return e.mul(e.log(x), e.c(1.0 / _LN2))
+
+
+# ---- PRNG ----------------------------------------------------------------------
+
+_THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_THREEFRY_PARITY = 0x1BD11BDA
+
+
+def _threefry2x32(t, env, region, eqn, used):
+    """threefry2x32(k0, k1, x0, x1) -> (y0, y1): the 20-round cipher on u32
+    words (wrapping adds). Operands broadcast as JAX's (size-1 dimensions);
+    an operand of one element is used as a scalar."""
+    rt = T._out_type(eqn)
+    e = _E(t, region, rt.shape, "u32")
+    ins = []
+    for v in eqn.invars:
+        x = t.read(env, region, v)
+        if x.type.dtype != "u32":
+            raise t.fail("threefry2x32 of non-u32 operands")
+        if x.type.kind != "scalar" and all(d == 1 for d in x.type.shape):
+            x = T._reshape_to(t, region, x, B.Type.value("u32", ()))
+        elif x.type.kind != "scalar":
+            x = T._bcast(t, region, x, rt.shape)
+        ins.append(x)
+    k0, k1, x0, x1 = ins
+    ks = [k0, k1, e.xor(e.xor(k0, k1), e.c(_THREEFRY_PARITY))]
+    x0, x1 = e.add(x0, ks[0]), e.add(x1, ks[1])
+    for i in range(5):
+        for r in _THREEFRY_ROTATIONS[i % 2]:
+            x0 = e.add(x0, x1)
+            x1 = e.op("or", e.shl(x1, e.c(r)), e.shrl(x1, e.c(32 - r)))
+            x1 = e.xor(x0, x1)
+        x0 = e.add(x0, ks[(i + 1) % 3])
+        x1 = e.add(x1, e.add(ks[(i + 2) % 3], e.c(i + 1)))
+    return [e.full(x0), e.full(x1)]
+
+
+# ---- other ----------------------------------------------------------------------
+
+def _polynomial(t, env, region, eqn, used):
+    """lax.polynomial(x, c0, c1, ..): Horner from the highest coefficient, a
+    mul and an add per step, as JAX lowers it (more than `unroll` (8)
+    coefficients: a scan from 0, so the first step is 0 * x + c)."""
+    rt = T._out_type(eqn)
+    x, *cs = (T._bcast(t, region, t.read(env, region, v), rt.shape) for v in eqn.invars)
+    e = _E(t, region, rt.shape, rt.dtype)
+    unroll = eqn.params.get("unroll") or 8
+    if len(cs) <= unroll:
+        acc = cs[-1]
+        rest = cs[-2::-1]
+    else:
+        acc, rest = e.c(0), cs[::-1]
+    for c in rest:
+        acc = e.add(e.mul(acc, x), c)
+    return [e.full(acc)]
+
+
+def _split(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    axis = int(eqn.params["axis"])
+    outs, start = [], 0
+    for n in eqn.params["sizes"]:
+        n = int(n)
+        idx = [B.Index("full", 0, d, 1) if i != axis else B.Index("slice", start, n, 1)
+               for i, d in enumerate(x.type.shape)]
+        shape = list(x.type.shape)
+        shape[axis] = n
+        outs.append(x if n == x.type.shape[axis] else
+                    t.emit(region, "slice", [x], B.Type.value(x.type.dtype, shape), indices=idx))
+        start += n
+    return outs
+
+
+def _logaddexp(e, a, b):
+    """log(exp(a) + exp(b)): max + log1p(exp(-|a - b|)); equal infinities
+    give that infinity (their difference is NaN)."""
+    m = e.max(a, b)
+    d = e.sub(a, b)
+    r = e.add(m, e.log1p(e.exp(e.neg(e.abs(d)))))
+    return e.sel(e.cmp("eq", a, b), e.add(a, e.c(_LN2)), r)
+
+
+def _cumlogsumexp(t, env, region, eqn, used):
+    """cumlogsumexp along an axis as a log-step (Hillis-Steele) scan of
+    logaddexp, like the other cumulative reductions."""
+    x = t.read(env, region, eqn.invars[0])
+    rt = T._out_type(eqn)
+    if x.type.kind == "scalar":
+        return [x]
+    if rt.dtype not in B.FLOAT_DTYPES:
+        raise t.fail(f"`cumlogsumexp` of {rt.dtype}")
+    e = _E(t, region, x.type.shape)
+    if x.type.dtype != "f32":
+        x = t.emit(region, "convert", [x], e.ty())
+    axis, reverse = eqn.params["axis"], eqn.params.get("reverse", False)
+    n = x.type.shape[axis]
+    i32 = B.Type.value("i32", ())
+    pos = t.emit(region, "iota", [], e.ty("i32"), ints=[axis])
+    if reverse:
+        pos = t.emit(region, "sub", [t.const(region, n - 1, i32), pos], e.ty("i32"))
+    k = 1
+    while k < n:
+        moved = t.emit(region, "roll", [x, t.const(region, -k if reverse else k, i32)],
+                       x.type, ints=[axis])
+        valid = t.emit(region, "ge", [pos, t.const(region, k, i32)], e.ty("i1"))
+        x = t.emit(region, "select", [valid, _logaddexp(e, x, moved), x], x.type)
+        k *= 2
+    return [x if rt.dtype == "f32" else t.emit(region, "convert", [x], rt)]
+
+
+HANDLERS = {
+    "threefry2x32": _threefry2x32,
+    "erf": _float_unary(_erf), "erfc": _float_unary(_erfc), "erf_inv": _float_unary(_erf_inv),
+    "atan": _float_unary(_atan), "asin": _float_unary(_asin), "acos": _float_unary(_acos),
+    "atan2": _float_binary(_atan2),
+    "sinh": _float_unary(_sinh), "cosh": _float_unary(_cosh), "asinh": _float_unary(_asinh),
+    "acosh": _float_unary(_acosh), "atanh": _float_unary(_atanh),
+    "cbrt": _float_unary(_cbrt), "log2": _float_unary(_log2),
+    "polynomial": _polynomial, "split": _split, "cumlogsumexp": _cumlogsumexp,
+}
