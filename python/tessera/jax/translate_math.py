@@ -289,6 +289,7 @@ def _erf_inv(e, x):
     p = e.poly(_ERFINV_CENTRAL, e.sub(w, e.c(_ERFINV_W / 2)))
     q = e.poly(_ERFINV_TAIL, e.sub(e.sqrt(w), e.c(_ERFINV_RC)))
     r = e.add(x, e.mul(x, e.sel(e.cmp("lt", w, e.c(_ERFINV_W)), p, q)))
+    r = e.sel(e.cmp("eq", x, e.c(0.0)), x, r)        # -0 stays -0
     return e.sel(e.cmp("eq", e.abs(x), one), e.mul(x, e.c(math.inf)), r)
 
 
