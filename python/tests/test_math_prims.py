@@ -303,6 +303,45 @@ def test_threefry_shipped_kernel_is_jax_random_bits(backend):
         H.assert_outputs_match([got], [want], "exact", f"threefry {shape}")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_random_keys_in_kernel(backend):
+    """Typed threefry keys inside a kernel: jax.random.key (from an SMEM
+    seed), wrap_key_data, split (and unstack), fold_in, key_data, bits of 32
+    and 8 bits, uniform (bit for bit), normal (through erf_inv)."""
+    H.bridge_module()
+    jax, jnp, _ = _jax()
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(k_ref, s_ref, o_ref, u_ref, n_ref, b8_ref):
+        key = jax.random.wrap_key_data(k_ref[0, :], impl="threefry2x32")
+        a, b = jax.random.split(jax.random.key(s_ref[0]))
+        c = jax.random.fold_in(a, 7)
+        o_ref[0] = jax.random.bits(key, (8, 128), jnp.uint32)
+        o_ref[1] = jax.random.bits(b, (8, 128), jnp.uint32)
+        o_ref[2] = jax.random.bits(c, (8, 128), jnp.uint32)
+        data = jax.random.key_data(jax.random.split(key, 4)).reshape(1, 8)
+        o_ref[3] = jnp.broadcast_to(data, (8, 8)).repeat(16, axis=1)
+        u_ref[...] = jax.random.uniform(key, (8, 128))
+        n_ref[...] = jax.random.normal(b, (8, 128))
+        b8_ref[...] = jax.random.bits(c, (8, 128), jnp.uint8)
+
+    outs = (jax.ShapeDtypeStruct((4, 8, 128), jnp.uint32),
+            jax.ShapeDtypeStruct((8, 128), jnp.float32),
+            jax.ShapeDtypeStruct((8, 128), jnp.float32),
+            jax.ShapeDtypeStruct((8, 128), jnp.uint8))
+    specs = [pl.BlockSpec(memory_space=pltpu.VMEM), pl.BlockSpec(memory_space=pltpu.SMEM)]
+    args = (np.array([[0x12345678, 0x9ABCDEF0]], np.uint32), np.array([-5], np.int32))
+
+    def run(pc):
+        return tuple(np.asarray(o) for o in pc(kernel, outs, in_specs=specs)(*args))
+    want = run(H.jax_tpu_interpret())
+    got = run(H.tessera_call(backend))
+    # normal = sqrt(2) erf_inv(u): erf_inv's bound vs JAX, in absolute terms
+    H.assert_outputs_match(got, want, ["exact", "exact", ("close", 0, 2e-6), "exact"],
+                           "random")
+
+
 # ---- other primitives and common kernels ----------------------------------------
 
 def _kernel_vs_jax(body, inputs, out_shapes, backend, tolerance):

@@ -418,10 +418,27 @@ _THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _THREEFRY_PARITY = 0x1BD11BDA
 
 
+def _threefry(e, k0, k1, x0, x1):
+    """The Threefry-2x32 cipher of the counter (x0, x1) under key (k0, k1):
+    the key schedule (k0, k1, k0 ^ k1 ^ parity), 5 groups of 4 rounds (add,
+    rotate left, xor), after each group the key words of the schedule and
+    the group's number added."""
+    ks = [k0, k1, e.xor(e.xor(k0, k1), e.c(_THREEFRY_PARITY))]
+    x0, x1 = e.add(x0, ks[0]), e.add(x1, ks[1])
+    for i in range(5):
+        for r in _THREEFRY_ROTATIONS[i % 2]:
+            x0 = e.add(x0, x1)
+            x1 = e.op("or", e.shl(x1, e.c(r)), e.shrl(x1, e.c(32 - r)))
+            x1 = e.xor(x0, x1)
+        x0 = e.add(x0, ks[(i + 1) % 3])
+        x1 = e.add(x1, e.add(ks[(i + 2) % 3], e.c(i + 1)))
+    return x0, x1
+
+
 def _threefry2x32(t, env, region, eqn, used):
-    """threefry2x32(k0, k1, x0, x1) -> (y0, y1): the 20-round cipher on u32
-    words (wrapping adds). Operands broadcast as JAX's (size-1 dimensions);
-    an operand of one element is used as a scalar."""
+    """threefry2x32(k0, k1, x0, x1) -> (y0, y1) on u32 words (wrapping adds).
+    Operands broadcast as JAX's (size-1 dimensions); an operand of one
+    element is used as a scalar."""
     rt = T._out_type(eqn)
     e = _E(t, region, rt.shape, "u32")
     ins = []
@@ -434,17 +451,125 @@ def _threefry2x32(t, env, region, eqn, used):
         elif x.type.kind != "scalar":
             x = T._bcast(t, region, x, rt.shape)
         ins.append(x)
-    k0, k1, x0, x1 = ins
-    ks = [k0, k1, e.xor(e.xor(k0, k1), e.c(_THREEFRY_PARITY))]
-    x0, x1 = e.add(x0, ks[0]), e.add(x1, ks[1])
-    for i in range(5):
-        for r in _THREEFRY_ROTATIONS[i % 2]:
-            x0 = e.add(x0, x1)
-            x1 = e.op("or", e.shl(x1, e.c(r)), e.shrl(x1, e.c(32 - r)))
-            x1 = e.xor(x0, x1)
-        x0 = e.add(x0, ks[(i + 1) % 3])
-        x1 = e.add(x1, e.add(ks[(i + 2) % 3], e.c(i + 1)))
-    return [e.full(x0), e.full(x1)]
+    return [e.full(y) for y in _threefry(e, *ins)]
+
+
+# Typed PRNG keys (jax.random.key / wrap_key_data inside a kernel) of the
+# threefry2x32 implementation: a key is carried as its u32 data (shape
+# key_shape + (2,)), and split / fold_in / bits are JAX's threefry functions
+# (with jax_threefry_partitionable, the default: counters are the row-major
+# index of each element).
+
+def _key_impl(t, aval) -> str:
+    impl = getattr(getattr(aval, "dtype", None), "_impl", None)
+    name = getattr(impl, "name", None)
+    if name != "threefry2x32":
+        raise t.fail(f"PRNG keys of the implementation {name!r} (tessera.jax translates "
+                     "threefry2x32 keys)")
+    import jax
+    if not jax.config.jax_threefry_partitionable:
+        raise t.fail("threefry random bits with jax_threefry_partitionable=False")
+    return name
+
+
+def _key_words(t, env, region, atom):
+    """(k0, k1) of a single key (rank-0 key array) as u32 scalars."""
+    _key_impl(t, atom.aval)
+    if tuple(atom.aval.shape) != ():
+        raise t.fail(f"an array of PRNG keys (shape {tuple(atom.aval.shape)}): tessera.jax "
+                     "translates single keys")
+    data = t.read(env, region, atom)
+    words = []
+    for i in range(2):
+        w = t.emit(region, "slice", [data], B.Type.value("u32", (1,)),
+                   indices=[B.Index("slice", i, 1, 1)])
+        words.append(T._reshape_to(t, region, w, B.Type.value("u32", ())))
+    return words
+
+
+def _linear_index(t, region, shape):
+    """The row-major index of each element of `shape`, as u32."""
+    if not shape:
+        return t.const(region, 0, B.Type.value("u32", ()))
+    it = B.Type.value("i32", shape)
+    idx, stride = None, 1
+    for d in reversed(range(len(shape))):
+        io = t.emit(region, "iota", [], it, ints=[d])
+        if stride != 1:
+            io = t.emit(region, "mul", [io, t.const(region, stride, B.Type.value("i32", ()))], it)
+        idx = io if idx is None else t.emit(region, "add", [idx, io], it)
+        stride *= shape[d]
+    return t.emit(region, "bitcast", [idx], B.Type.value("u32", shape))
+
+
+def _key_data(t, region, y0, y1, shape):
+    """The key array of shape `shape` whose words are y0, y1 (u32 of shape)."""
+    full = B.Type.value("u32", tuple(shape) + (1,))
+    parts = []
+    for y in (y0, y1):
+        if y.type.kind == "scalar":
+            parts.append(t.emit(region, "broadcast", [y], full))
+        else:
+            parts.append(t.emit(region, "reshape", [y], full))
+    return t.emit(region, "concatenate", parts, B.Type.value("u32", tuple(shape) + (2,)),
+                  ints=[len(shape)])
+
+
+def _random_wrap(t, env, region, eqn, used):
+    _key_impl(t, eqn.outvars[0].aval)
+    return [t.read(env, region, eqn.invars[0])]
+
+
+def _random_unwrap(t, env, region, eqn, used):
+    _key_impl(t, eqn.invars[0].aval)
+    return [t.read(env, region, eqn.invars[0])]
+
+
+def _random_seed(t, env, region, eqn, used):
+    """jax.random.key(seed) for a 32-bit seed: the key (0, seed's bits)."""
+    _key_impl(t, eqn.outvars[0].aval)
+    seed = t.read(env, region, eqn.invars[0])
+    if seed.type.kind != "scalar" or seed.type.dtype not in ("i32", "u32", "i16", "u16",
+                                                             "i8", "u8"):
+        raise t.fail(f"random_seed of {seed.type} (a 32-bit integer scalar is translated)")
+    # a narrower seed is sign- or zero-extended, as JAX converts it
+    wide = "i32" if seed.type.dtype.startswith("i") else "u32"
+    if seed.type.dtype != wide:
+        seed = t.emit(region, "convert", [seed], B.Type.value(wide, ()))
+    lo = seed if wide == "u32" else t.emit(region, "bitcast", [seed], B.Type.value("u32", ()))
+    return [_key_data(t, region, t.const(region, 0, B.Type.value("u32", ())), lo, ())]
+
+
+def _random_bits(t, env, region, eqn, used):
+    k0, k1 = _key_words(t, env, region, eqn.invars[0])
+    width, shape = int(eqn.params["bit_width"]), tuple(eqn.params["shape"])
+    if width not in (8, 16, 32):
+        raise t.fail(f"random_bits of {width} bits (tessera has no 64-bit integers)")
+    e = _E(t, region, shape, "u32")
+    y0, y1 = _threefry(e, k0, k1, e.c(0), _linear_index(t, region, shape))
+    bits = e.full(e.xor(y0, y1))
+    if width < 32:
+        bits = e.op("and", bits, e.c((1 << width) - 1))
+        bits = t.emit(region, "convert", [bits], B.Type.value(f"u{width}", shape))
+    return [bits]
+
+
+def _random_split(t, env, region, eqn, used):
+    k0, k1 = _key_words(t, env, region, eqn.invars[0])
+    shape = tuple(eqn.params["shape"])
+    e = _E(t, region, shape, "u32")
+    y0, y1 = _threefry(e, k0, k1, e.c(0), _linear_index(t, region, shape))
+    return [_key_data(t, region, y0, y1, shape)]
+
+
+def _random_fold_in(t, env, region, eqn, used):
+    k0, k1 = _key_words(t, env, region, eqn.invars[0])
+    msg = t.read(env, region, eqn.invars[1])
+    if msg.type.kind != "scalar" or msg.type.dtype != "u32":
+        raise t.fail(f"random_fold_in with data {msg.type} (a u32 scalar is translated)")
+    e = _E(t, region, (), "u32")
+    y0, y1 = _threefry(e, k0, k1, e.c(0), msg)
+    return [_key_data(t, region, y0, y1, ())]
 
 
 # ---- other ----------------------------------------------------------------------
@@ -480,6 +605,25 @@ def _split(t, env, region, eqn, used):
         outs.append(x if n == x.type.shape[axis] else
                     t.emit(region, "slice", [x], B.Type.value(x.type.dtype, shape), indices=idx))
         start += n
+    return outs
+
+
+def _unstack(t, env, region, eqn, used):
+    """unstack along an axis (tuple unpacking of an array, of keys too):
+    a static slice and a reshape per output."""
+    x = t.read(env, region, eqn.invars[0])
+    axis = int(eqn.params["axis"])
+    shape = x.type.shape
+    outs = []
+    for i in range(shape[axis]):
+        idx = [B.Index("full", 0, d, 1) if k != axis else B.Index("slice", i, 1, 1)
+               for k, d in enumerate(shape)]
+        one = list(shape)
+        one[axis] = 1
+        v = x if shape[axis] == 1 else t.emit(region, "slice", [x], B.Type.value(
+            x.type.dtype, one), indices=idx)
+        rest = shape[:axis] + shape[axis + 1:]
+        outs.append(T._reshape_to(t, region, v, B.Type.value(x.type.dtype, rest)))
     return outs
 
 
@@ -521,12 +665,14 @@ def _cumlogsumexp(t, env, region, eqn, used):
 
 
 HANDLERS = {
-    "threefry2x32": _threefry2x32,
+    "threefry2x32": _threefry2x32, "random_wrap": _random_wrap, "random_unwrap": _random_unwrap,
+    "random_seed": _random_seed, "random_bits": _random_bits, "random_split": _random_split,
+    "random_fold_in": _random_fold_in,
     "erf": _float_unary(_erf), "erfc": _float_unary(_erfc), "erf_inv": _float_unary(_erf_inv),
     "atan": _float_unary(_atan), "asin": _float_unary(_asin), "acos": _float_unary(_acos),
     "atan2": _float_binary(_atan2),
     "sinh": _float_unary(_sinh), "cosh": _float_unary(_cosh), "asinh": _float_unary(_asinh),
     "acosh": _float_unary(_acosh), "atanh": _float_unary(_atanh),
     "cbrt": _float_unary(_cbrt), "log2": _float_unary(_log2),
-    "polynomial": _polynomial, "split": _split, "cumlogsumexp": _cumlogsumexp,
+    "polynomial": _polynomial, "split": _split, "unstack": _unstack, "cumlogsumexp": _cumlogsumexp,
 }
