@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 
 from .. import _builder as B
-from . import translate as T
 
 __all__ = ["HANDLERS"]
 
@@ -84,6 +83,19 @@ _ERFINV_TAIL = (1.9947799444198608, 1.0042102336883545, 0.006500991061329842,
                 -0.004780976101756096, 0.0033436317462474108, -0.0022592362947762012,
                 0.001236244454048574, -0.00033954434911720455, -0.00014160414866637439,
                 0.00011133911903016269)
+# lgamma(x) = (x - 1)(x - 2) A(x - 1.75) on [0.75, 2.75), B(x - 3.625) on
+# [2.75, 4.5), Stirling's series beyond
+_LGAMMA_A = (0.4501393139362335, -0.11948160827159882, 0.044520504772663116,
+             -0.019053136929869652, 0.008775191381573677, -0.004234755411744118,
+             0.0021045850589871407, -0.0010216956725344062, 0.0005111982463859022,
+             -0.000371851259842515, 0.00021515102707780898, 2.527800461393781e-05,
+             -2.8088355975341983e-05, -7.759158324915916e-05, 4.5826258428860456e-05)
+_LGAMMA_B = (1.3414145708084106, 1.1436282396316528, 0.15868011116981506,
+             -0.016653336584568024, 0.0026018149219453335, -0.00048433689516969025,
+             9.954402776202187e-05, -2.1640275008394383e-05, 4.861933120992035e-06,
+             -1.3224429267211235e-06, 3.5930338526668493e-07)
+# B_2k / (2k (2k - 1)), k = 1..7: the series in 1/x^2 of lgamma - Stirling
+_STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 / 156)
 # (atan(z)/z - 1) / z^2 = S(z^2) on |z| <= tan(pi/8)
 _ATAN = (-0.3333333432674408, 0.20000144839286804, -0.1429569125175476,
          0.11358461529016495, -0.11845970153808594, 0.21697677671909332,
@@ -128,6 +140,9 @@ def _fit():  # pragma: no cover - a development tool (needs scipy)
     rc = float(np.float32((r0 + r1) / 2))
     print("_ERFINV_RC", rc, "_ERFINV_TAIL",
           fit(lambda v: erfinv_over_x((v + rc) ** 2) - 1, r0 - rc, r1 - rc, 9, rel=False))
+
+    print("_LGAMMA_A", fit(lambda v: sp.gammaln(v + 1.75) / ((v + 0.75) * (v - 0.25)), -1, 1, 14))
+    print("_LGAMMA_B", fit(lambda v: sp.gammaln(v + 3.625), -0.875, 0.875, 10))
 
     def atan_over_z(t):
         s = np.sqrt(np.maximum(t, 1e-300))
@@ -291,6 +306,34 @@ def _erf_inv(e, x):
     r = e.add(x, e.mul(x, e.sel(e.cmp("lt", w, e.c(_ERFINV_W)), p, q)))
     r = e.sel(e.cmp("eq", x, e.c(0.0)), x, r)        # -0 stays -0
     return e.sel(e.cmp("eq", e.abs(x), one), e.mul(x, e.c(math.inf)), r)
+
+
+def _lgamma_pos(e, z):
+    """lgamma(z) for z > 0 (0 gives inf)."""
+    small = e.cmp("lt", z, e.c(0.75))
+    y = e.sel(small, e.add(z, e.c(1.0)), z)         # lgamma(z) = lgamma(z + 1) - log z
+    a = e.mul(e.mul(e.sub(y, e.c(1.0)), e.sub(y, e.c(2.0))), e.poly(_LGAMMA_A, e.sub(y, e.c(1.75))))
+    a = e.add(a, e.c(0.0))                           # lgamma(1) is +0
+    b = e.poly(_LGAMMA_B, e.sub(y, e.c(3.625)))
+    yc = e.max(y, e.c(4.5))
+    u = e.div(e.c(1.0), yc)
+    c = e.add(e.mul(e.sub(yc, e.c(0.5)), e.sub(e.log(yc), e.c(1.0))),
+              e.add(e.c(0.5 * math.log(2 * math.pi) - 0.5), e.mul(u, e.poly(_STIRLING, e.mul(u, u)))))
+    r = e.sel(e.cmp("lt", y, e.c(2.75)), a, e.sel(e.cmp("lt", y, e.c(4.5)), b, c))
+    return e.sel(small, e.sub(r, e.log(z)), r)
+
+
+def _lgamma(e, x):
+    """lgamma for x > 0 as above; x < 0 by reflection: log(pi / |sin(pi x)|)
+    - lgamma(1 - x), with sin(pi r) of the exact r = x - round(x) (poles at
+    the non-positive integers give inf)."""
+    neg = e.cmp("lt", x, e.c(0.0))
+    pos = _lgamma_pos(e, e.sel(neg, e.sub(e.c(1.0), x), x))
+    r = e.sub(x, e.round(x))
+    s = e.abs(e.sin(e.mul(r, e.c(math.pi))))
+    refl = e.sub(e.log(e.div(e.c(math.pi), s)), pos)
+    refl = e.sel(e.cmp("eq", x, e.c(-math.inf)), e.c(math.inf), refl)
+    return e.sel(neg, refl, pos)
 
 
 # ---- trigonometric and hyperbolic -----------------------------------------------
@@ -673,6 +716,10 @@ HANDLERS = {
     "atan2": _float_binary(_atan2),
     "sinh": _float_unary(_sinh), "cosh": _float_unary(_cosh), "asinh": _float_unary(_asinh),
     "acosh": _float_unary(_acosh), "atanh": _float_unary(_atanh),
-    "cbrt": _float_unary(_cbrt), "log2": _float_unary(_log2),
+    "cbrt": _float_unary(_cbrt), "log2": _float_unary(_log2), "lgamma": _float_unary(_lgamma),
     "polynomial": _polynomial, "split": _split, "unstack": _unstack, "cumlogsumexp": _cumlogsumexp,
 }
+
+# translate.py imports this module for HANDLERS: imported last, so that
+# either module may be imported first (T is used only when translating)
+from . import translate as T  # noqa: E402
