@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import _builder as B
 
 __all__ = ["HANDLERS"]
@@ -96,6 +98,21 @@ _LGAMMA_B = (1.3414145708084106, 1.1436282396316528, 0.15868011116981506,
              -1.3224429267211235e-06, 3.5930338526668493e-07)
 # B_2k / (2k (2k - 1)), k = 1..7: the series in 1/x^2 of lgamma - Stirling
 _STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 / 156)
+# digamma(x) = (x - x0) A(x - 2) on [1, 3) (x0 its positive root, as
+# hi + lo), B(x - 4.5) on [3, 6), the asymptotic series beyond
+_DIGAMMA_ROOT = 1.4616321449683623
+_DIGAMMA_ROOT_HI = float(np.float32(_DIGAMMA_ROOT))   # y - hi is exact near the root
+_DIGAMMA_A = (0.7853075265884399, -0.26073896884918213, 0.10899996757507324,
+              -0.04954998940229416, 0.023446261882781982, -0.011349407956004143,
+              0.005560904275625944, -0.002689189976081252, 0.0013239141553640366,
+              -0.0007918257033452392, 0.0004079423670191318, -2.8754493541782722e-05,
+              4.609740699379472e-06, -0.00011874221672769636, 6.21060244156979e-05)
+_DIGAMMA_B = (1.3888709545135498, 0.24872511625289917, -0.030778441578149796,
+              0.0050536333583295345, -0.0009290697053074837, 0.00018170996918343008,
+              -3.692940663313493e-05, 7.332274435611907e-06, -1.4794544540563948e-06,
+              4.640313022719056e-07, -1.1185238690814003e-07)
+# B_2k / 2k, k = 1..6: digamma(x) = log x - 1/(2x) - sum B_2k / (2k x^2k)
+_DIGAMMA_ASYM = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760)
 # (atan(z)/z - 1) / z^2 = S(z^2) on |z| <= tan(pi/8)
 _ATAN = (-0.3333333432674408, 0.20000144839286804, -0.1429569125175476,
          0.11358461529016495, -0.11845970153808594, 0.21697677671909332,
@@ -106,7 +123,6 @@ _TAN_3PI_8 = 2.414213562373095
 
 def _fit():  # pragma: no cover - a development tool (needs scipy)
     """Re-derives and prints the coefficients above."""
-    import numpy as np
     from scipy import special as sp
 
     def fit(fun, a, b, deg, rel=True, n=4000):
@@ -143,6 +159,10 @@ def _fit():  # pragma: no cover - a development tool (needs scipy)
 
     print("_LGAMMA_A", fit(lambda v: sp.gammaln(v + 1.75) / ((v + 0.75) * (v - 0.25)), -1, 1, 14))
     print("_LGAMMA_B", fit(lambda v: sp.gammaln(v + 3.625), -0.875, 0.875, 10))
+
+    r0 = _DIGAMMA_ROOT
+    print("_DIGAMMA_A", fit(lambda v: sp.digamma(v + 2) / (v + 2 - r0), -1, 1, 14))
+    print("_DIGAMMA_B", fit(lambda v: sp.digamma(v + 4.5), -1.5, 1.5, 10))
 
     def atan_over_z(t):
         s = np.sqrt(np.maximum(t, 1e-300))
@@ -334,6 +354,36 @@ def _lgamma(e, x):
     refl = e.sub(e.log(e.div(e.c(math.pi), s)), pos)
     refl = e.sel(e.cmp("eq", x, e.c(-math.inf)), e.c(math.inf), refl)
     return e.sel(neg, refl, pos)
+
+
+def _digamma_pos(e, z):
+    """digamma(z) for z > 0."""
+    small = e.cmp("lt", z, e.c(1.0))
+    y = e.sel(small, e.add(z, e.c(1.0)), z)         # digamma(z) = digamma(z + 1) - 1/z
+    a = e.mul(e.sub(e.sub(y, e.c(_DIGAMMA_ROOT_HI)), e.c(_DIGAMMA_ROOT - _DIGAMMA_ROOT_HI)),
+              e.poly(_DIGAMMA_A, e.sub(y, e.c(2.0))))
+    b = e.poly(_DIGAMMA_B, e.sub(y, e.c(4.5)))
+    yc = e.max(y, e.c(6.0))
+    u = e.div(e.c(1.0), yc)
+    uu = e.mul(u, u)
+    c = e.sub(e.sub(e.log(yc), e.mul(u, e.c(0.5))), e.mul(uu, e.poly(_DIGAMMA_ASYM, uu)))
+    r = e.sel(e.cmp("lt", y, e.c(3.0)), a, e.sel(e.cmp("lt", y, e.c(6.0)), b, c))
+    return e.sel(small, e.sub(r, e.div(e.c(1.0), z)), r)
+
+
+def _digamma(e, x):
+    """digamma for x > 0 as above; x < 0 by reflection, digamma(1 - x) -
+    pi cos(pi r) / sin(pi r) with the exact r = x - round(x). As JAX: +-0
+    give -inf, the negative integers and -inf NaN."""
+    neg = e.cmp("lt", x, e.c(0.0))
+    pos = _digamma_pos(e, e.sel(neg, e.sub(e.c(1.0), x), x))
+    r = e.sub(x, e.round(x))
+    # cos(pi r) as sin(pi (1/2 - |r|)): exact argument where cos is small
+    cos = e.sin(e.mul(e.sub(e.c(0.5), e.abs(r)), e.c(math.pi)))
+    refl = e.sub(pos, e.div(e.mul(cos, e.c(math.pi)), e.sin(e.mul(r, e.c(math.pi)))))
+    refl = e.sel(e.cmp("eq", x, e.round(x)), e.c(math.nan), refl)   # poles, -inf
+    out = e.sel(neg, refl, pos)
+    return e.sel(e.cmp("eq", x, e.c(0.0)), e.c(-math.inf), out)
 
 
 # ---- trigonometric and hyperbolic -----------------------------------------------
@@ -717,6 +767,7 @@ HANDLERS = {
     "sinh": _float_unary(_sinh), "cosh": _float_unary(_cosh), "asinh": _float_unary(_asinh),
     "acosh": _float_unary(_acosh), "atanh": _float_unary(_atanh),
     "cbrt": _float_unary(_cbrt), "log2": _float_unary(_log2), "lgamma": _float_unary(_lgamma),
+    "digamma": _float_unary(_digamma),
     "polynomial": _polynomial, "split": _split, "unstack": _unstack, "cumlogsumexp": _cumlogsumexp,
 }
 
