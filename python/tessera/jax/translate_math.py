@@ -23,6 +23,12 @@ ops it has (the handlers of translate.py: `(t, env, region, eqn, used)`).
     x Q(sqrt(w) - 3.1613) beyond (the change of variable of M. Giles,
     "Approximating the erfinv function", GPU Computing Gems, 2011, with our
     own degree-9 fits); +-1 gives +-inf, |x| > 1 NaN.
+* `lgamma`, `digamma`: polynomials relative to their roots (1, 2; 1.4616)
+  near them, Stirling's / the asymptotic series for large x, the
+  recurrences f(x + 1) below, reflection for x < 0.
+* typed threefry PRNG keys in a kernel: `random_seed`, `random_wrap`,
+  `random_unwrap`, `random_bits`, `random_split`, `random_fold_in` (JAX's
+  threefry functions with jax_threefry_partitionable, bit for bit).
 * inverse trigonometric and hyperbolic functions: `atan` (reduced to
   [-tan(pi/8), tan(pi/8)] through atan(1/a) and atan((a-1)/(a+1)), then
   z + z^3 S(z^2), S of degree 6), `atan2` (atan of min/max with the
@@ -30,8 +36,8 @@ ops it has (the handlers of translate.py: `(t, env, region, eqn, used)`).
   `acos` (atan2 of x and sqrt((1-x)(1+x))), `sinh`, `cosh` (expm1/exp, and
   exp(a/2)^2/2 where exp(a) overflows), `asinh`, `acosh`, `atanh`
   (log1p forms), `cbrt` (exp(log|x|/3) and a Newton step), `log2`.
-* `polynomial` (Horner, as JAX lowers it), `split` (static slices),
-  `cumlogsumexp` (a log-step scan of logaddexp).
+* `polynomial` (Horner, as JAX lowers it), `split`, `unstack` (static
+  slices), `cumlogsumexp` (a log-step scan of logaddexp).
 
 Measured errors (docs/jax.md "Tolerances") are checked by
 python/tests/test_math_prims.py.
