@@ -22,7 +22,7 @@ ops it has (the handlers of translate.py: `(t, env, region, eqn, used)`).
   - erf_inv(x): w = -log((1 - x)(1 + x)); x + x P(w - 2.5) for w < 5, x +
     x Q(sqrt(w) - 3.1613) beyond (the change of variable of M. Giles,
     "Approximating the erfinv function", GPU Computing Gems, 2011, with our
-    own degree-9 fits); +-1 gives +-inf, |x| > 1 NaN.
+    own degree-9 fits); +-1 gives +-inf, |x| > 1 NaN, -0 stays -0.
 * `lgamma`, `digamma`: polynomials relative to their roots (1, 2; 1.4616)
   near them, Stirling's / the asymptotic series for large x, the
   recurrences f(x + 1) below, reflection for x < 0.
@@ -343,8 +343,9 @@ def _lgamma_pos(e, z):
     b = e.poly(_LGAMMA_B, e.sub(y, e.c(3.625)))
     yc = e.max(y, e.c(4.5))
     u = e.div(e.c(1.0), yc)
+    series = e.mul(u, e.poly(_STIRLING, e.mul(u, u)))
     c = e.add(e.mul(e.sub(yc, e.c(0.5)), e.sub(e.log(yc), e.c(1.0))),
-              e.add(e.c(0.5 * math.log(2 * math.pi) - 0.5), e.mul(u, e.poly(_STIRLING, e.mul(u, u)))))
+              e.add(e.c(0.5 * math.log(2 * math.pi) - 0.5), series))
     r = e.sel(e.cmp("lt", y, e.c(2.75)), a, e.sel(e.cmp("lt", y, e.c(4.5)), b, c))
     return e.sel(small, e.sub(r, e.log(z)), r)
 
