@@ -40,7 +40,6 @@ JAX_CANNOT_RUN: dict[str, str] = {
 TESSERA_MISSING: dict[str, str] = {
     "megablox gmm": "dynamic grid bounds",
     "megablox tgmm": "dynamic grid bounds",
-    "random threefry": "`threefry2x32`",
 }
 
 _ROWS: dict[str, dict] = {}

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import _builder as B
 from . import _jax_internal as ji
+from . import translate_math
 
 __all__ = ["TranslationError", "TranslatedKernel", "translate", "dtype_name"]
 
@@ -1501,6 +1502,7 @@ _HANDLERS: dict[str, Callable] = {
     "reciprocal": _reciprocal, "check": _check, "axis_index": _axis_index, "rev": _rev, "gather": _gather, "tile": _tile,
     **{name: _cumulative for name in _CUMULATIVE},
     "get_barrier_semaphore": _barrier_semaphore,
+    **translate_math.HANDLERS,
 }
 
 
