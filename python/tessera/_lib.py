@@ -46,7 +46,10 @@ def _candidates() -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     env = os.environ.get("TESSERA_LIBRARY")
     if env:
-        out.append(("$TESSERA_LIBRARY", env))
+        # Absolute: the library finds its lowering library beside itself
+        # from the path it was opened by (a relative one names the
+        # installed library's place instead).
+        out.append(("$TESSERA_LIBRARY", os.path.abspath(env) if os.sep in env else env))
     here = pathlib.Path(__file__).resolve()
     for parent in here.parents:
         if (parent / "meson.build").is_file() and (parent / "include" / "tessera").is_dir():

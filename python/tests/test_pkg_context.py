@@ -195,6 +195,24 @@ def test_library_from_the_source_tree_build(tmp_path, root):
         assert str(built) in out.stderr
 
 
+def test_library_given_by_a_relative_path_finds_its_cpu_backend(tmp_path, root):
+    """TESSERA_LIBRARY relative to the working directory: the library still
+    finds the lowering library beside itself (it was looked for at the
+    installed place, from the relative path the library was opened by)."""
+    built = pathlib.Path(tessera.library_path())
+    env = dict(os.environ, PYTHONPATH=str(root / "python"),
+               TESSERA_LIBRARY=os.path.relpath(built, tmp_path))
+    env.pop("TESSERA_LOWER_LIBRARY", None)
+    code = ("import numpy as np, tessera\n"
+            f"k = tessera.Module.parse({DOUBLE!r})\n"
+            "x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)\n"
+            "print(bool((tessera.run(k, x, backend='cpu') == 2 * x).all()))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, text=True,
+                         capture_output=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
+
+
 def test_closing_a_context_closes_its_executables():
     with tessera.Context() as ctx:
         exe = tessera.compile(kernel(), context=ctx)
