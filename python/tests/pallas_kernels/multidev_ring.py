@@ -109,10 +109,6 @@ def mesh2d_reference(x, na, nb):
                            for d in range(na * nb)])
 
 
-#: the line of deadlock_kernel's wait (the diagnostic must name it)
-DEADLOCK_LINE = None
-
-
 def deadlock_kernel(x_ref, o_ref, sem):
     me = lax.axis_index(AXIS)
     right = lax.rem(me + 1, lax.axis_size(AXIS))
@@ -121,23 +117,30 @@ def deadlock_kernel(x_ref, o_ref, sem):
     o_ref[...] = x_ref[...]
 
 
+#: the line of deadlock_kernel's wait (the diagnostic must name it)
 DEADLOCK_LINE = deadlock_kernel.__code__.co_firstlineno + 4
 
 
-def deadlock(pallas_call, mesh, x):
+def _one_block_on_mesh(pallas_call, kernel, mesh, axes, x):
+    """`kernel` (one VMEM block in, one out, one regular semaphore) on every
+    device of `mesh`, x sharded over `axes`."""
     from jax.sharding import PartitionSpec as P
 
     def local(xs):
         return pallas_call(
-            deadlock_kernel,
+            kernel,
             out_shape=jax.ShapeDtypeStruct(xs.shape, xs.dtype),
             in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
             out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
             scratch_shapes=[pltpu.SemaphoreType.REGULAR],
         )(xs)
 
-    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P(AXIS),
-                                 out_specs=P(AXIS), check_vma=False))(x)
+    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P(axes),
+                                 out_specs=P(axes), check_vma=False))(x)
+
+
+def deadlock(pallas_call, mesh, x):
+    return _one_block_on_mesh(pallas_call, deadlock_kernel, mesh, AXIS, x)
 
 
 def combined_axes_kernel(x_ref, o_ref, sem):
@@ -152,16 +155,4 @@ COMBINED_AXES_LINE = combined_axes_kernel.__code__.co_firstlineno + 3
 
 
 def combined_axes(pallas_call, mesh, x):
-    from jax.sharding import PartitionSpec as P
-
-    def local(xs):
-        return pallas_call(
-            combined_axes_kernel,
-            out_shape=jax.ShapeDtypeStruct(xs.shape, xs.dtype),
-            in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
-            out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
-            scratch_shapes=[pltpu.SemaphoreType.REGULAR],
-        )(xs)
-
-    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P(("a", "b")),
-                                 out_specs=P(("a", "b")), check_vma=False))(x)
+    return _one_block_on_mesh(pallas_call, combined_axes_kernel, mesh, ("a", "b"), x)
