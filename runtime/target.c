@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,19 @@ bool tsr_target_code_path(char *buf, size_t size) {
   if (!dladdr((void *)tsr_target_code_path, &info) || !info.dli_fname) return false;
   if (info.dli_fname[0] == '/') {
     int n = snprintf(buf, size, "%s", info.dli_fname);
+    return n > 0 && (size_t)n < size;
+  }
+  /* A library dlopen'd by a relative path ("build/libtessera.so"): dladdr
+   * gives that path, relative to the working directory of the dlopen. (The
+   * main program's argv[0] is not trusted so: the process may have left
+   * the directory it names a file in.) */
+  Dl_info main_info;
+  const void *main_phdr = (const void *)getauxval(AT_PHDR);
+  bool in_main = main_phdr && dladdr(main_phdr, &main_info) &&
+                 main_info.dli_fbase == info.dli_fbase;
+  char resolved[PATH_MAX];
+  if (!in_main && realpath(info.dli_fname, resolved)) {
+    int n = snprintf(buf, size, "%s", resolved);
     return n > 0 && (size_t)n < size;
   }
   /* The main program: dladdr gives its argv[0] ("tessera" when found

@@ -213,6 +213,26 @@ def test_library_given_by_a_relative_path_finds_its_cpu_backend(tmp_path, root):
     assert out.stdout.strip() == "True"
 
 
+def test_library_loaded_by_a_relative_path_finds_its_cpu_backend(tmp_path, root):
+    """The C library itself, dlopen'd by a relative path (as a C program or
+    another binding might): it resolves that path to find the lowering
+    library beside itself, not at the installed place. The package's own
+    open then finds the library already loaded under its relative name."""
+    built = pathlib.Path(tessera.library_path())
+    env = dict(os.environ, PYTHONPATH=str(root / "python"), TESSERA_LIBRARY=str(built))
+    env.pop("TESSERA_LOWER_LIBRARY", None)
+    code = ("import ctypes, numpy as np\n"
+            f"ctypes.CDLL({os.path.relpath(built, tmp_path)!r}, mode=ctypes.RTLD_GLOBAL)\n"
+            "import tessera\n"
+            f"k = tessera.Module.parse({DOUBLE!r})\n"
+            "x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)\n"
+            "print(bool((tessera.run(k, x, backend='cpu') == 2 * x).all()))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, text=True,
+                         capture_output=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
+
+
 def test_closing_a_context_closes_its_executables():
     with tessera.Context() as ctx:
         exe = tessera.compile(kernel(), context=ctx)
