@@ -159,24 +159,11 @@ void tpu_op_device_id(tpu_emitter_t *em, const tsr_op_t *op) {
 }
 
 void tpu_op_core_id(tpu_emitter_t *em, const tsr_op_t *op) {
-  /* Pallas gives the core index of a core_parallel grid as that grid
-   * index; tessera's core_id is the core the kernel runs on. */
-  uint32_t g;
-  for (g = 0; g < em->kernel->grid_rank; g++)
-    if (em->kernel->semantics[g] == TSR_DIM_CORE_PARALLEL) break;
-  if (g < em->kernel->grid_rank) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%%$g%u", g);
-    tpu_set_name(em, op->results[0], buf);
-    return;
-  }
-  if (em->chip->cores <= 1) {
+  /* One TensorCore: core 0. Megacore chips: the TensorCore's index. */
+  if (em->chip->cores <= 1)
     tpu_line(em, "%s = arith.constant 0 : i32", result_name(em, op, 0));
-    return;
-  }
-  tpu_unimplemented(em, op,
-                    "on a chip with %u TensorCores the core index is only known as the "
-                    "index of a core_parallel grid dimension", em->chip->cores);
+  else
+    tpu_line(em, "%s = tpu.core_id : i32", result_name(em, op, 0));
 }
 
 /* ---- Memory --------------------------------------------------------------------------- */
@@ -591,8 +578,8 @@ void tpu_op_slice(tpu_emitter_t *em, const tsr_op_t *op) {
   (void)kept;
   const char *t = tpu_tmp(em);
   tpu_line(em,
-           "%s = vector.extract_strided_slice %s {offsets = [%s], sizes = [%s], strides = [%s]} "
-           ": %s to %s",
+           "%s = \"vector.extract_strided_slice\"(%s) <{offsets = [%s], sizes = [%s], strides = "
+           "[%s]}> : (%s) -> %s",
            t, tpu_name(em, x), offs, sizes, strides, tpu_type(a, xt),
            tpu_vector(b, xt->dtype, xt->rank, view));
   int64_t rd[TSR_MAX_RANK];
