@@ -158,12 +158,41 @@ void tpu_op_device_id(tpu_emitter_t *em, const tsr_op_t *op) {
   tpu_line(em, "%s = tpu.device_id : i32", result_name(em, op, 0));
 }
 
+/* This core's index as tessera defines it (ir/ir.h, tsr_ir_core_split):
+ * the split grid dims (the core_parallel one, else the leading parallel
+ * ones) flattened, divided by ceil(points / cores). Mosaic has no core id
+ * op on TensorCores (tpu.core_id is for SparseCores): on one core it is 0. */
+static const char *core_index(tpu_emitter_t *em) {
+  const tsr_kernel_t *k = em->kernel;
+  uint32_t cores = em->chip->cores;
+  tsr_ir_core_split_t split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
+  if (cores <= 1 || split.first == split.end) return i32_const(em, 0);
+  const char *flat = NULL;
+  char flat_buf[32];
+  for (uint32_t g = split.first; g < split.end; g++) {
+    char gname[32];
+    snprintf(gname, sizeof gname, "%%$g%u", g);
+    if (!flat) {
+      snprintf(flat_buf, sizeof flat_buf, "%s", gname);
+    } else {
+      const char *dim = i32_const(em, k->grid[g]);
+      const char *m = tpu_tmp(em);
+      tpu_line(em, "%s = arith.muli %s, %s : i32", m, flat_buf, dim);
+      const char *a = tpu_tmp(em);
+      tpu_line(em, "%s = arith.addi %s, %s : i32", a, m, gname);
+      snprintf(flat_buf, sizeof flat_buf, "%s", a);
+    }
+    flat = flat_buf;
+  }
+  uint64_t chunk = (split.points + cores - 1) / cores;
+  const char *c = i32_const(em, (int64_t)chunk);
+  const char *r = tpu_tmp(em);
+  tpu_line(em, "%s = arith.divsi %s, %s : i32", r, flat_buf, c);
+  return r;
+}
+
 void tpu_op_core_id(tpu_emitter_t *em, const tsr_op_t *op) {
-  /* One TensorCore: core 0. Megacore chips: the TensorCore's index. */
-  if (em->chip->cores <= 1)
-    tpu_line(em, "%s = arith.constant 0 : i32", result_name(em, op, 0));
-  else
-    tpu_line(em, "%s = tpu.core_id : i32", result_name(em, op, 0));
+  tpu_set_name(em, op->results[0], core_index(em));
 }
 
 /* ---- Memory --------------------------------------------------------------------------- */
@@ -1040,10 +1069,10 @@ void tpu_op_core_barrier(tpu_emitter_t *em, const tsr_op_t *op) {
    * cores - 1 signals: what pltpu's core barrier does with a regular
    * semaphore. */
   const char *one = i32_const(em, 1);
+  char me[32];
+  snprintf(me, sizeof me, "%s", core_index(em));
   for (uint32_t c = 0; c < cores; c++) {
     const char *cid = i32_const(em, c);
-    const char *me = tpu_tmp(em);
-    tpu_line(em, "%s = tpu.core_id : i32", me);
     const char *ne = tpu_tmp(em);
     tpu_line(em, "%s = arith.cmpi ne, %s, %s : i32", ne, me, cid);
     tpu_line(em, "scf.if %s {", ne);
