@@ -273,13 +273,15 @@ void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
     return;
   }
   starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
-  const char *vec = tpu_tmp(em);
-  tpu_line(em, "%s = vector.load %s[%s] : %s, %s", vec, tpu_name(em, v.ref.base.value), idx,
-           tpu_type(a, ref), tpu_vector(b, ref->dtype, ref->rank, view));
   int64_t rd[TSR_MAX_RANK];
   uint32_t rr = value_dims(rt, rd);
-  const char *r = reshape_to(em, vec, ref->dtype, ref->rank, view, rr, rd);
-  tpu_set_name(em, op->results[0], r);
+  /* Points load a block with 1s there, then drop them (vector.shape_cast). */
+  bool direct = rr == ref->rank && !memcmp(rd, view, sizeof(int64_t) * rr);
+  const char *vec = direct ? result_name(em, op, 0) : tpu_tmp(em);
+  tpu_line(em, "%s = vector.load %s[%s] : %s, %s", vec, tpu_name(em, v.ref.base.value), idx,
+           tpu_type(a, ref), tpu_vector(b, ref->dtype, ref->rank, view));
+  if (!direct)
+    tpu_set_name(em, op->results[0], reshape_to(em, vec, ref->dtype, ref->rank, view, rr, rd));
 }
 
 void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
