@@ -242,6 +242,24 @@ static void starts_text(tpu_emitter_t *em, const tsr_op_t *op, const tsr_index_t
   if (at >= size) tpu_fail(em, TSR_STATUS(TSR_INTERNAL, "tpu emitter: index list too long"));
 }
 
+/* The element type of memory of `dtype`: i1 is stored as i32. */
+static tsr_dtype_t memory_dtype(tsr_dtype_t dtype) {
+  return dtype == TSR_DTYPE_I1 ? TSR_DTYPE_I32 : dtype;
+}
+
+/* "{strides = array<i32: s0, s1>}" of a view, and whether any is not 1. */
+static bool view_strides(const tsr_index_t *ix, uint32_t n, char *buf, size_t size) {
+  size_t at = (size_t)snprintf(buf, size, "{strides = array<i32");
+  bool strided = false;
+  for (uint32_t i = 0; i < n && at < size; i++) {
+    int64_t st = ix[i].kind == TSR_INDEX_SLICE || ix[i].kind == TSR_INDEX_DS ? ix[i].stride : 1;
+    strided |= st != 1;
+    at += (size_t)snprintf(buf + at, size - at, "%s %lld", i ? "," : ":", (long long)st);
+  }
+  if (at < size) snprintf(buf + at, size - at, ">}");
+  return strided;
+}
+
 void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_access_view_t v;
   if (!tsr_opview_access(op, &v)) {
@@ -250,7 +268,7 @@ void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
   }
   const tsr_type_t *ref = &v.ref.base.value->type;
   const tsr_type_t *rt = &op->results[0]->type;
-  char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], strides[256];
   if (ref->space == TSR_SPACE_SMEM) {
     /* SMEM holds scalars: memref.load (the verifier allows nothing else). */
     starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
@@ -258,30 +276,46 @@ void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
              tpu_name(em, v.ref.base.value), idx, tpu_type(a, ref));
     return;
   }
-  if (v.mask.slot >= 0) {
-    tpu_unimplemented(em, op, "masked loads are not emitted yet");
-    return;
-  }
   if (ref->rank == 0) {
     tpu_unimplemented(em, op, "a rank-0 VMEM ref has no vector load");
     return;
   }
-  int64_t view[TSR_MAX_RANK], kept[TSR_MAX_RANK];
-  uint32_t nk;
-  if (!view_shape(v.ref.indices, v.ref.count, ref, view, kept, &nk)) {
-    tpu_unimplemented(em, op, "strided loads (tpu.strided_load) are not emitted yet");
+  if (ref->dtype == TSR_DTYPE_F16) {
+    tpu_unimplemented(em, op, "TPUs have no f16 vector loads (libtpu: \"Invalid vector type "
+                              "for load\"); keep f16 data in HBM or use bf16/f32");
     return;
   }
+  /* A mask only says which elements need not be read: masked-off ones are
+   * uninitialized (docs/ir.md), and reading them from VMEM is harmless, so
+   * a masked load is a plain load. */
+  int64_t view[TSR_MAX_RANK], rd[TSR_MAX_RANK];
+  for (uint32_t i = 0; i < v.ref.count; i++) {
+    const tsr_index_t *ix = &v.ref.indices[i];
+    view[i] = ix->kind == TSR_INDEX_FULL ? ref->dims[i] : ix->kind == TSR_INDEX_POINT ? 1 : ix->size;
+  }
+  bool strided = view_strides(v.ref.indices, v.ref.count, strides, sizeof strides);
   starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
-  int64_t rd[TSR_MAX_RANK];
   uint32_t rr = value_dims(rt, rd);
-  /* Points load a block with 1s there, then drop them (vector.shape_cast). */
-  bool direct = rr == ref->rank && !memcmp(rd, view, sizeof(int64_t) * rr);
+  tsr_dtype_t md = memory_dtype(ref->dtype);
+  /* Points load a block with 1s there, then drop them (vector.shape_cast);
+   * i1 memory is i32, compared with 0. */
+  bool direct = md == rt->dtype && rr == ref->rank && !memcmp(rd, view, sizeof(int64_t) * rr);
   const char *vec = direct ? result_name(em, op, 0) : tpu_tmp(em);
-  tpu_line(em, "%s = vector.load %s[%s] : %s, %s", vec, tpu_name(em, v.ref.base.value), idx,
-           tpu_type(a, ref), tpu_vector(b, ref->dtype, ref->rank, view));
-  if (!direct)
-    tpu_set_name(em, op->results[0], reshape_to(em, vec, ref->dtype, ref->rank, view, rr, rd));
+  if (strided)
+    tpu_line(em, "%s = tpu.strided_load %s[%s] %s : %s, %s", vec, tpu_name(em, v.ref.base.value),
+             idx, strides, tpu_type(a, ref), tpu_vector(b, md, ref->rank, view));
+  else
+    tpu_line(em, "%s = vector.load %s[%s] : %s, %s", vec, tpu_name(em, v.ref.base.value), idx,
+             tpu_type(a, ref), tpu_vector(b, md, ref->rank, view));
+  if (direct) return;
+  const char *r = reshape_to(em, vec, md, ref->rank, view, rr, rd);
+  if (md != rt->dtype) {
+    tsr_type_t it = with_dtype(rt, md);
+    const char *z = constant(em, &it, 0.0, 0);
+    tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", result_name(em, op, 0), r, z, tpu_type(a, &it));
+    return;
+  }
+  tpu_set_name(em, op->results[0], r);
 }
 
 void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
@@ -292,38 +326,65 @@ void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
   }
   const tsr_type_t *ref = &v.ref.base.value->type;
   const tsr_value_t *val = v.stored.value;
-  char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX], strides[256];
   if (ref->space == TSR_SPACE_SMEM) {
     starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
     tpu_line(em, "memref.store %s, %s[%s] : %s", tpu_name(em, val),
              tpu_name(em, v.ref.base.value), idx, tpu_type(a, ref));
     return;
   }
-  if (v.mask.slot >= 0) {
-    tpu_unimplemented(em, op, "masked stores are not emitted yet");
-    return;
-  }
   if (ref->rank == 0) {
     tpu_unimplemented(em, op, "a rank-0 VMEM ref has no vector store");
     return;
   }
-  int64_t view[TSR_MAX_RANK], kept[TSR_MAX_RANK];
-  uint32_t nk;
-  if (!view_shape(v.ref.indices, v.ref.count, ref, view, kept, &nk)) {
-    tpu_unimplemented(em, op, "strided stores (tpu.strided_store) are not emitted yet");
+  if (ref->dtype == TSR_DTYPE_F16) {
+    tpu_unimplemented(em, op, "TPUs have no f16 vector stores; keep f16 data in HBM or use "
+                              "bf16/f32");
+    return;
+  }
+  int64_t view[TSR_MAX_RANK];
+  for (uint32_t i = 0; i < v.ref.count; i++) {
+    const tsr_index_t *ix = &v.ref.indices[i];
+    view[i] = ix->kind == TSR_INDEX_FULL ? ref->dims[i] : ix->kind == TSR_INDEX_POINT ? 1 : ix->size;
+  }
+  bool strided = view_strides(v.ref.indices, v.ref.count, strides, sizeof strides);
+  if (strided && v.mask.slot >= 0) {
+    tpu_unimplemented(em, op, "masked strided stores have no Mosaic form");
     return;
   }
   starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
   int64_t vd[TSR_MAX_RANK];
   uint32_t vr = value_dims(&val->type, vd);
-  const char *s = tpu_name(em, val);
-  if (vr == 0) /* a scalar stored to every element */
-    s = reshape_to(em, s, ref->dtype, 0, vd, ref->rank, view);
-  else
-    s = reshape_to(em, s, ref->dtype, vr, vd, ref->rank, view);
+  const char *s = reshape_to(em, tpu_name(em, val), ref->dtype, vr, vd, ref->rank, view);
+  tsr_dtype_t md = memory_dtype(ref->dtype);
+  if (md != ref->dtype) { /* i1 stored as i32 */
+    tsr_type_t from = with_dtype(&val->type, TSR_DTYPE_I1), to;
+    from.kind = TSR_TYPE_VECTOR;
+    from.rank = ref->rank;
+    memcpy(from.dims, view, sizeof(int64_t) * ref->rank);
+    to = with_dtype(&from, md);
+    const char *e = tpu_tmp(em);
+    tpu_line(em, "%s = arith.extui %s : %s to %s", e, s, tpu_type(a, &from), tpu_type(b, &to));
+    s = e;
+  }
+  tpu_vector(b, md, ref->rank, view);
+  if (strided) {
+    tpu_line(em, "tpu.strided_store %s[%s], %s %s : %s, %s", tpu_name(em, v.ref.base.value), idx,
+             s, strides, tpu_type(a, ref), b);
+    return;
+  }
+  if (v.mask.slot >= 0) {
+    const tsr_value_t *mv = v.mask.value;
+    int64_t md_dims[TSR_MAX_RANK];
+    uint32_t mr = value_dims(&mv->type, md_dims);
+    const char *m = reshape_to(em, tpu_name(em, mv), TSR_DTYPE_I1, mr, md_dims, ref->rank, view);
+    tpu_line(em, "tpu.vector_store %s[%s], %s masked %s {strides = array<i32>} : %s, %s, %s",
+             tpu_name(em, v.ref.base.value), idx, s, m, tpu_type(a, ref), b,
+             tpu_vector(c, TSR_DTYPE_I1, ref->rank, view));
+    return;
+  }
   tpu_line(em, "tpu.vector_store %s[%s], %s {strides = array<i32>} : %s, %s,",
-           tpu_name(em, v.ref.base.value), idx, s, tpu_type(a, ref),
-           tpu_vector(b, ref->dtype, ref->rank, view));
+           tpu_name(em, v.ref.base.value), idx, s, tpu_type(a, ref), b);
 }
 
 /* ---- Elementwise ---------------------------------------------------------------------- */
@@ -481,6 +542,12 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
   }
   case TSR_FAM_UNARY: case TSR_FAM_BINARY: {
     tsr_dtype_t d = rt->dtype;
+    if (rt->kind == TSR_TYPE_VECTOR && (d == TSR_DTYPE_I8 || d == TSR_DTYPE_U8)) {
+      /* libtpu: "Only vector<i16> and vector<i32> are supported". */
+      tpu_unimplemented(em, op, "TPU vector arithmetic takes 16- and 32-bit integers, not %s; "
+                                "convert to i32 first", tsr_dtype_name(d));
+      return;
+    }
     const char *a = operand_as(em, op->operands[0], rt);
     const char *b = op->num_operands > 1 ? operand_as(em, op->operands[1], rt) : NULL;
     const char *name = simple_op(op->opcode, d);
@@ -655,7 +722,28 @@ void tpu_op_roll(tpu_emitter_t *em, const tsr_op_t *op) {
 }
 
 void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
-  tpu_unimplemented(em, op, "gather (tpu.dynamic_gather) is not emitted yet");
+  const tsr_value_t *x = op->operands[0], *idx = op->operands[1];
+  int64_t axis = op->ints[0];
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX];
+  tpu_type(a, &x->type);
+  tpu_type(b, &idx->type);
+  if (idx->type.dtype != TSR_DTYPE_I32) {
+    tpu_unimplemented(em, op, "gather indices must be i32 on TPU");
+    return;
+  }
+  /* As Pallas's take_along_axis: negative indices count from the end. */
+  const char *z = constant(em, &idx->type, 0.0, 0);
+  const char *n = constant(em, &idx->type, 0.0, x->type.dims[axis]);
+  const char *neg = tpu_tmp(em);
+  tpu_line(em, "%s = arith.cmpi slt, %s, %s : %s", neg, tpu_name(em, idx), z, b);
+  const char *up = tpu_tmp(em);
+  tpu_line(em, "%s = arith.addi %s, %s : %s", up, tpu_name(em, idx), n, b);
+  const char *fixed = tpu_tmp(em);
+  tsr_type_t ct = with_dtype(&idx->type, TSR_DTYPE_I1);
+  tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", fixed, neg, up, tpu_name(em, idx),
+           tpu_type(c, &ct), b);
+  tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s", result_name(em, op, 0),
+           tpu_name(em, x), fixed, (long long)axis, a, b, tpu_type(c, &op->results[0]->type));
 }
 
 /* ---- Reductions and dot ------------------------------------------------------------------ */
@@ -700,7 +788,16 @@ void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
 }
 
 void tpu_op_argreduce(tpu_emitter_t *em, const tsr_op_t *op) {
-  tpu_unimplemented(em, op, "argmax/argmin (tpu.reduce_index) are not emitted yet");
+  const tsr_value_t *x = op->operands[0];
+  const char *kind = op->opcode == TSR_OP_ARGMAX ? "arg_max" : op->opcode == TSR_OP_ARGMIN ? "arg_min" : NULL;
+  if (!kind || x->type.kind != TSR_TYPE_VECTOR) {
+    tpu_unimplemented(em, op, "no TPU index reduction for this operand");
+    return;
+  }
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  tpu_line(em, "%s = tpu.reduce_index %s {axis = %lld : i32, kind = #tpu.reduction_kind<%s>} : %s -> %s",
+           result_name(em, op, 0), tpu_name(em, x), (long long)op->ints[0], kind,
+           tpu_type(a, &x->type), tpu_type(b, &op->results[0]->type));
 }
 
 void tpu_op_dot(tpu_emitter_t *em, const tsr_op_t *op) {

@@ -243,22 +243,93 @@ TSR_TEST(unsupported_op_is_located) {
   check_record(s, TSR_UNIMPLEMENTED, 14, "dma_start", "cannot be emitted for TPU");
   tsr_ir_module_destroy(m);
 
-  m = parse_text("argmax.tsr", "kernel @k\n"
+  m = parse_source("tests/diagnostics/ok/disjoint_strided_dmas.tsr");
+  if (m) {
+    s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
+    check_record(s, TSR_UNIMPLEMENTED, 9, "dma_start", "strided DMA views");
+    tsr_ir_module_destroy(m);
+  }
+  /* dtypes TPUs cannot do: i8 vector arithmetic, f16 vector loads */
+  m = parse_text("dtypes.tsr", "kernel @k\n"
                                "  grid(1)\n"
-                               "  in %x: f32[8, 128] vmem\n"
-                               "  out %y: i32[8, 128] vmem\n"
+                               "  in %x: i8[32, 128] vmem\n"
+                               "  in %h: f16[16, 128] vmem\n"
+                               "  out %y: i8[32, 128] vmem\n"
                                "{\n"
-                               "  %v = load %x[:, :] : f32[8, 128]\n"
-                               "  %a = argmax %v axis 1 : i32[8]\n"
-                               "  %b = reshape %a : i32[8, 1]\n"
-                               "  %c = broadcast %b : i32[8, 128]\n"
-                               "  store %y[:, :], %c\n"
+                               "  %v = load %x[:, :] : i8[32, 128]\n"
+                               "  %w = add %v, %v : i8[32, 128]\n"
+                               "  store %y[:, :], %w\n"
+                               "  %f = load %h[:, :] : f16[16, 128]\n"
                                "}\n");
   if (m) {
     s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
-    check_record(s, TSR_UNIMPLEMENTED, 7, "argmax", "argmax");
+    check_record(s, TSR_UNIMPLEMENTED, 8, "add", "not i8");
     tsr_ir_module_destroy(m);
   }
+  m = parse_text("f16.tsr", "kernel @k\n"
+                            "  grid(1)\n"
+                            "  in %h: f16[16, 128] vmem\n"
+                            "  out %y: f32[16, 128] vmem\n"
+                            "{\n"
+                            "  %f = load %h[:, :] : f16[16, 128]\n"
+                            "  %g = convert %f : f32[16, 128]\n"
+                            "  store %y[:, :], %g\n"
+                            "}\n");
+  if (m) {
+    s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
+    check_record(s, TSR_UNIMPLEMENTED, 6, "load", "no f16 vector loads");
+    tsr_ir_module_destroy(m);
+  }
+}
+
+/* Ops beyond the examples, in the spelling of Pallas's own modules. */
+TSR_TEST(more_ops) {
+  tsr_ir_module_t *m = parse_text("more.tsr",
+      "kernel @k\n"
+      "  grid(1)\n"
+      "  in %x: f32[16, 128] vmem\n"
+      "  in %i: i32[8, 128] vmem\n"
+      "  in %b: i1[8, 128] vmem\n"
+      "  out %y: f32[16, 128] vmem\n"
+      "  out %z: i32[8, 128] vmem\n"
+      "{\n"
+      "  %v = load %x[0:16:2, :] : f32[8, 128]\n"
+      "  %j = load %i[:, :] : i32[8, 128]\n"
+      "  %g = gather %v, %j axis 1 : f32[8, 128]\n"
+      "  %a = argmax %g axis 1 : i32[8]\n"
+      "  %a2 = reshape %a : i32[8, 1]\n"
+      "  %ab = broadcast %a2 : i32[8, 128]\n"
+      "  store %z[:, :], %ab\n"
+      "  %m = load %b[:, :] : i1[8, 128]\n"
+      "  store %y[0:8, :], %g mask %m\n"
+      "  store %y[1:16:2, :], %v\n"
+      "  %one = const 1 : i32\n"
+      "  %r = roll %v, %one axis 1 : f32[8, 128]\n"
+      "  %t = transpose %r [1, 0] : f32[128, 8]\n"
+      "  %io = iota 0 : f32[8, 128]\n"
+      "}\n");
+  if (!m) return;
+  char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), "v6e", &t));
+  if (t) {
+    CHECK_HAS(t, "tpu.strided_load %x[");
+    CHECK_HAS(t, "{strides = array<i32: 2, 1>} : memref<16x128xf32, #tpu.memory_space<vmem>>, "
+                 "vector<8x128xf32>");
+    CHECK_HAS(t, "tpu.strided_store %y[");
+    CHECK_HAS(t, "tpu.dynamic_gather %v[");
+    CHECK_HAS(t, "tpu.reduce_index %g {axis = 1 : i32, kind = #tpu.reduction_kind<arg_max>} : "
+                 "vector<8x128xf32> -> vector<8xi32>");
+    /* i1 memory is i32, as Pallas stores bool arrays */
+    CHECK_HAS(t, "%b: memref<8x128xi32, #tpu.memory_space<vmem>>");
+    CHECK_HAS(t, "arith.cmpi ne, %");
+    CHECK_HAS(t, " masked %m {strides = array<i32>}");
+    CHECK_HAS(t, "\"tpu.dynamic_rotate\"(%v, %");
+    CHECK_HAS(t, "vector.transpose %r, [1, 0] : vector<8x128xf32> to vector<128x8xf32>");
+    CHECK_HAS(t, "tpu.iota {dimensions = array<i32: 0>} : vector<8x128xi32>");
+    CHECK_HAS(t, "arith.sitofp");
+  }
+  tsr_ir_string_free(t);
+  tsr_ir_module_destroy(m);
 }
 
 /* One kernel with one operand declaration per case. */
@@ -398,6 +469,7 @@ int main(void) {
   TSR_RUN(every_example_emits);
   TSR_RUN(dma_and_semaphores);
   TSR_RUN(unsupported_op_is_located);
+  TSR_RUN(more_ops);
   TSR_RUN(layout_rules);
   TSR_RUN(chips);
   TSR_RUN(cache_hit);
