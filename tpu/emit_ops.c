@@ -11,6 +11,9 @@
 #include "ir/opview.h"
 #include "tpu/tpu_internal.h"
 
+/* A string buffer's text, "" if it failed (the failure is reported after). */
+#define SB(sb) ((sb).data ? (sb).data : "")
+
 /* ---- Helpers ------------------------------------------------------------------------ */
 
 /* Names result `i` of `op` "%<tessera name>" and returns it. */
@@ -697,7 +700,7 @@ void tpu_op_concatenate(tpu_emitter_t *em, const tsr_op_t *op) {
   if (args.failed || types.failed) tpu_fail(em, TSR_OOM());
   else
     tpu_line(em, "%s = \"tpu.concatenate\"(%s) <{dimension = %lld : i32}> : (%s) -> %s",
-             result_name(em, op, 0), args.data, (long long)op->ints[0], types.data,
+             result_name(em, op, 0), SB(args), (long long)op->ints[0], SB(types),
              tpu_type(ty, &op->results[0]->type));
   tsr_strbuf_deinitialize(&args);
   tsr_strbuf_deinitialize(&types);
@@ -884,9 +887,10 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
       tsr_strbuf_printf(&fw, "%s%s", i ? ", " : "", tpu_name(em, r->args[i]));
     type_list(em, &ft, r->args, r->num_args);
     if (r->num_args)
-      tpu_line(em, "scf.condition(%s) %s : %s", tpu_name(em, op->operands[0]), fw.data, ft.data);
+      tpu_line(em, "scf.condition(%s) %s : %s", tpu_name(em, op->operands[0]), SB(fw), SB(ft));
     else
       tpu_line(em, "scf.condition(%s)", tpu_name(em, op->operands[0]));
+    if (fw.failed || ft.failed) tpu_fail(em, TSR_OOM());
     tsr_strbuf_deinitialize(&fw);
     tsr_strbuf_deinitialize(&ft);
   } else if (parent->opcode == TSR_OP_SCOPED) {
@@ -930,7 +934,7 @@ void tpu_op_for(tpu_emitter_t *em, const tsr_op_t *op) {
   if (v.num_carried)
     tpu_line(em, "%sscf.for %s = %s to %s step %s iter_args(%s) -> (%s) : i32 {", lhs,
              tpu_name(em, v.iv), tpu_name(em, v.lo), tpu_name(em, v.hi), tpu_name(em, v.step),
-             iter.data, types.data);
+             SB(iter), SB(types));
   else
     tpu_line(em, "scf.for %s = %s to %s step %s : i32 {", tpu_name(em, v.iv), tpu_name(em, v.lo),
              tpu_name(em, v.hi), tpu_name(em, v.step));
@@ -990,7 +994,7 @@ void tpu_op_if(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_initialize(&types);
   type_list(em, &types, op->results, op->num_results);
   if (op->num_results)
-    tpu_line(em, "%sscf.if %s -> (%s) {", lhs, tpu_name(em, v.cond), types.data);
+    tpu_line(em, "%sscf.if %s -> (%s) {", lhs, tpu_name(em, v.cond), SB(types));
   else
     tpu_line(em, "scf.if %s {", tpu_name(em, v.cond));
   emit_body(em, v.then_region, false, "");

@@ -4,6 +4,7 @@
  * no TPU form and for each layout rule of `tessera check --target tpu`,
  * and the disk cache's hit. That the text parses and compiles with
  * jaxlib and libtpu is proved by the Python suite (docs/tpu.md). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -462,6 +463,79 @@ TSR_TEST(cache_hit) {
   tsr_context_destroy(ctx);
 }
 
+/* An allocator that fails every allocation past a budget. */
+typedef struct budget {
+  atomic_long allocations, live_bytes;
+  long limit; /* < 0: no limit */
+} budget_t;
+
+static void *budget_allocate(void *user, size_t size, size_t alignment) {
+  budget_t *b = user;
+  if (b->limit >= 0 && atomic_load(&b->allocations) >= b->limit) return NULL;
+  void *p = NULL;
+  if (posix_memalign(&p, alignment, size ? size : 1) != 0) return NULL;
+  atomic_fetch_add(&b->allocations, 1);
+  atomic_fetch_add(&b->live_bytes, (long)size);
+  return p;
+}
+
+static void budget_release(void *user, void *block, size_t size) {
+  budget_t *b = user;
+  atomic_fetch_sub(&b->live_bytes, (long)size);
+  free(block);
+}
+
+/* Every allocation of an emission failing in turn: an out-of-memory status
+ * (never a crash, a partial text or another error), and nothing left
+ * allocated. */
+TSR_TEST(out_of_memory_is_clean) {
+  static const char *const files[] = {"kernels/examples/matmul.tsr",
+                                      "tests/diagnostics/ok/scoped_sync_copy.tsr",
+                                      "tests/diagnostics/ok/double_buffered_loop.tsr"};
+  for (size_t f = 0; f < 3; f++) {
+    tsr_ir_module_t *m = parse_source(files[f]);
+    budget_t b = {0};
+    b.limit = -1;
+    tsr_context_options_t co;
+    tsr_context_options_initialize(&co);
+    co.allocator.allocate = budget_allocate;
+    co.allocator.release = budget_release;
+    co.allocator.user = &b;
+    tsr_context_t *ctx = NULL;
+    TSR_CHECK_OK(tsr_context_create(&co, &ctx));
+    if (!m || !ctx) {
+      tsr_context_destroy(ctx);
+      tsr_ir_module_destroy(m);
+      continue;
+    }
+    long base_live = atomic_load(&b.live_bytes);
+    bool done = false;
+    long failures = 0;
+    for (long n = 0; n < 5000 && !done; n++) {
+      b.limit = atomic_load(&b.allocations) + n;
+      char *t = NULL;
+      tsr_status_t s = tsr_tpu_emit(ctx, tsr_ir_module_kernel(m, 0), NULL, &t);
+      b.limit = -1;
+      if (!s) {
+        done = true;
+        TSR_CHECK(t != NULL);
+      } else {
+        TSR_CHECK(t == NULL);
+        failures++;
+        if (tsr_status_code(s) != TSR_OUT_OF_MEMORY)
+          TSR_FAIL_AT("%s, budget %ld: %s", files[f], n, tsr_status_message(s));
+      }
+      tsr_status_free(s);
+      tsr_ir_string_free(t);
+      TSR_CHECK_EQ_INT(atomic_load(&b.live_bytes), base_live);
+    }
+    TSR_CHECK(done);
+    TSR_CHECK(failures > 10); /* the emission allocates through the context */
+    tsr_context_destroy(ctx);
+    tsr_ir_module_destroy(m);
+  }
+}
+
 int main(void) {
   TSR_RUN(add_module_shape);
   TSR_RUN(matmul_module_shape);
@@ -473,5 +547,6 @@ int main(void) {
   TSR_RUN(layout_rules);
   TSR_RUN(chips);
   TSR_RUN(cache_hit);
+  TSR_RUN(out_of_memory_is_clean);
   return tsr_test_done();
 }
