@@ -1086,6 +1086,26 @@ static const char *view_memref(tpu_emitter_t *em, const tsr_op_t *op, const tsr_
   return q;
 }
 
+typedef struct send_search {
+  const tsr_value_t *sem;
+  bool found;
+} send_search_t;
+
+static void find_send(void *ctx, const tsr_op_t *op, uint32_t position) {
+  send_search_t *s = ctx;
+  tsr_dma_view_t v;
+  if (op->opcode == TSR_OP_DMA_START && tsr_opview_dma(op, &v) && v.send.base.slot >= 0 &&
+      v.send.base.value == s->sem)
+    s->found = true;
+}
+
+/* Whether `sem` is the `send` semaphore of some dma_start of the kernel. */
+static bool is_send_semaphore(const tsr_kernel_t *kernel, const tsr_value_t *sem) {
+  send_search_t s = {sem, false};
+  tsr_ir_walk_ops(kernel, find_send, &s);
+  return s.found;
+}
+
 void tpu_op_dma(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_dma_view_t v;
   if (!tsr_opview_dma(op, &v)) {
@@ -1102,12 +1122,20 @@ void tpu_op_dma(tpu_emitter_t *em, const tsr_op_t *op) {
   const char *sem = dst ? view_memref(em, op, &v.sem, mt) : NULL;
   if (!sem) return;
   if (op->opcode == TSR_OP_DMA_WAIT) {
-    /* As the captured Pallas modules: the destination's semaphore counts
-     * the bytes of the destination view. */
-    tpu_line(em,
-             "tpu.wait_dma source(%s : %s) target(%s : %s) target_semaphore(%s : %s) "
-             "{wait_target = true}",
-             src, st, dst, dt, sem, mt);
+    /* As the captured Pallas modules: a wait on the semaphore some
+     * dma_start signals when its source has been read (`send`) is the
+     * sender's wait (wait_target = false, the semaphore as the source's);
+     * any other wait is for the destination's bytes. */
+    if (is_send_semaphore(em->kernel, v.sem.base.value))
+      tpu_line(em,
+               "tpu.wait_dma source(%s : %s) target(%s : %s) source_semaphore(%s : %s) "
+               "{wait_target = false}",
+               src, st, dst, dt, sem, mt);
+    else
+      tpu_line(em,
+               "tpu.wait_dma source(%s : %s) target(%s : %s) target_semaphore(%s : %s) "
+               "{wait_target = true}",
+               src, st, dst, dt, sem, mt);
     return;
   }
   char sendpart[640] = "", devpart[128] = "";

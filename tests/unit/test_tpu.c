@@ -187,6 +187,11 @@ TSR_TEST(dma_and_semaphores) {
     CHECK_HAS(t, "tpu.device_id : i32");
     CHECK_HAS(t, "source_semaphore(");
     CHECK_HAS(t, "device_id(%");
+    /* the wait on the send semaphore is the sender's, as Pallas's wait_send */
+    CHECK_HAS(t, "source_semaphore(%send : memref<!tpu.dma_semaphore, "
+                 "#tpu.memory_space<semaphore_mem>>) {wait_target = false}");
+    CHECK_HAS(t, "target_semaphore(%recv : memref<!tpu.dma_semaphore, "
+                 "#tpu.memory_space<semaphore_mem>>) {wait_target = true}");
     tsr_ir_string_free(t);
   }
   static const char *const ok[] = {
