@@ -288,6 +288,57 @@ TSR_TEST(unsupported_op_is_located) {
   }
 }
 
+/* What Mosaic cannot reduce or compare directly is rewritten into what it
+ * can (libtpu: "Unsupported reduction kind", "Unsupported comparison
+ * direction: une", "failed to legalize operation 'arith.maxui'"), or is a
+ * located error. */
+TSR_TEST(rewritten_for_mosaic) {
+  tsr_ir_module_t *m = parse_text("rewrite.tsr",
+      "kernel @k\n"
+      "  grid(1)\n"
+      "  in %x: f32[8, 128] vmem\n"
+      "  in %q: u32[8, 128] vmem\n"
+      "  out %y: u32[8, 128] vmem\n"
+      "{\n"
+      "  %v = load %x[:, :] : f32[8, 128]\n"
+      "  %u = load %q[:, :] : u32[8, 128]\n"
+      "  %ne = ne %v, %v : i1[8, 128]\n"
+      "  %all = reduce_and %ne axes [1] : i1[8]\n"
+      "  %mx = reduce_max %u axes [1] : u32[8]\n"
+      "  %mn = min %u, %u : u32[8, 128]\n"
+      "  store %y[:, :], %mn\n"
+      "}\n");
+  if (!m) return;
+  char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+  if (t) {
+    TSR_CHECK(!strstr(t, "une"));
+    CHECK_HAS(t, "arith.cmpf oeq, %v, %v");
+    CHECK_HAS(t, "vector.multi_reduction <minsi>");
+    TSR_CHECK_EQ_INT(count(t, "vector.multi_reduction <maxsi>"), 1);
+    TSR_CHECK(!strstr(t, "maxui") && !strstr(t, "minui"));
+    CHECK_HAS(t, "arith.minsi");
+    CHECK_HAS(t, "dense<-2147483648> : vector<8x128xi32>");
+  }
+  tsr_ir_string_free(t);
+  tsr_ir_module_destroy(m);
+  m = parse_text("prod.tsr", "kernel @k\n"
+                             "  grid(1)\n"
+                             "  in %x: f32[8, 128] vmem\n"
+                             "  out %y: f32[8, 128] vmem\n"
+                             "{\n"
+                             "  %v = load %x[:, :] : f32[8, 128]\n"
+                             "  %p = reduce_prod %v axes [0, 1] : f32\n"
+                             "  store %y[:, :], %p\n"
+                             "}\n");
+  if (m) {
+    t = NULL;
+    check_record(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t), TSR_UNIMPLEMENTED, 7,
+                 "reduce_prod", "no prod reduction of f32");
+    tsr_ir_module_destroy(m);
+  }
+}
+
 /* Ops beyond the examples, in the spelling of Pallas's own modules. */
 TSR_TEST(more_ops) {
   tsr_ir_module_t *m = parse_text("more.tsr",
@@ -549,6 +600,7 @@ int main(void) {
   TSR_RUN(dma_and_semaphores);
   TSR_RUN(unsupported_op_is_located);
   TSR_RUN(more_ops);
+  TSR_RUN(rewritten_for_mosaic);
   TSR_RUN(layout_rules);
   TSR_RUN(chips);
   TSR_RUN(cache_hit);
