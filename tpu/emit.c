@@ -347,14 +347,6 @@ static void emit_module(tpu_emitter_t *em) {
     const tsr_decl_t *d = &k->decls[i];
     num_prefetch += d->role == TSR_ROLE_PREFETCH;
     num_scratch += d->role == TSR_ROLE_SCRATCH;
-    if (d->role == TSR_ROLE_PREFETCH && d->ref->type.rank == 0) {
-      /* A rank-0 scalar prefetch is a memref<1xi32> in SMEM in Pallas. */
-      tsr_loc_t loc = d->loc;
-      tpu_fail(em, TSR_STATUS_AT(TSR_UNIMPLEMENTED, loc,
-                                 "prefetch '%%%s': a rank-0 scalar prefetch has no TPU form "
-                                 "yet; declare it as i32[1]", d->ref->name));
-      break;
-    }
     const tsr_type_t *t = &d->ref->type;
     tsr_strbuf_printf(&sig, "%s%s: %s", nargs++ ? ", " : "", em->names[d->ref->id],
                       tpu_type(ty, t));
