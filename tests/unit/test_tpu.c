@@ -439,6 +439,18 @@ TSR_TEST(layout_rules) {
                  "without a grid");
     tsr_ir_module_destroy(m);
   }
+  /* libtpu's chip-dependent rule: one core_parallel index per TensorCore */
+  m = parse_text("cores.tsr", "kernel @k\n"
+                              "  grid(2, 4) semantics(core_parallel, arbitrary)\n"
+                              "  in %x: f32[64, 128] vmem block[8, 128] map(%c, %i) -> (%c, 0)\n"
+                              "{\n"
+                              "}\n");
+  if (m) {
+    check_record(tsr_tpu_check(tsr_ir_module_kernel(m, 0), "v5e"), TSR_VERIFY_ERROR, 1, NULL,
+                 "core_parallel with 2 indices, but v5e has 1 TensorCore");
+    TSR_CHECK_OK(tsr_tpu_check(tsr_ir_module_kernel(m, 0), "v5p"));
+    tsr_ir_module_destroy(m);
+  }
   /* accepted: what Pallas accepts */
   layout_case("in %x: f32[64, 512] vmem block[8, 128] map(%i) -> (%i, 0)", NULL, 0, NULL);
   layout_case("in %x: f32[60, 300] vmem block[60, 300] map(%i) -> (0, 0)", NULL, 0, NULL);
