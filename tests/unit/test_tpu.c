@@ -112,6 +112,29 @@ TSR_TEST(prefetch_and_reductions) {
     CHECK_HAS(t, "memref.load %tbl[");
     tsr_ir_string_free(t);
   }
+  /* a rank-0 scalar prefetch: a rank-0 SMEM memref */
+  tsr_ir_module_t *m = parse_text("p0.tsr",
+      "kernel @p0\n"
+      "  grid(4)\n"
+      "  prefetch %n: i32\n"
+      "  in %x: f32[32, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "  out %y: f32[32, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "{\n"
+      "  %k = load %n[] : i32\n"
+      "  %f = convert %k : f32\n"
+      "  %v = load %x[:, :] : f32[8, 128]\n"
+      "  %r = mul %v, %f : f32[8, 128]\n"
+      "  store %y[:, :], %r\n"
+      "}\n");
+  if (m) {
+    t = NULL;
+    TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+    CHECK_HAS(t, "(%$g0: i32, %n: memref<i32, #tpu.memory_space<smem>>, %x: ");
+    CHECK_HAS(t, "%k = memref.load %n[] : memref<i32, #tpu.memory_space<smem>>");
+    CHECK_HAS(t, "%f = arith.sitofp %k : i32 to f32");
+    tsr_ir_string_free(t);
+    tsr_ir_module_destroy(m);
+  }
   t = emit_source("kernels/examples/softmax.tsr", NULL, NULL);
   if (t) {
     CHECK_HAS(t, "vector.multi_reduction <maximumf>, %v, %");
