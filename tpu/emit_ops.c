@@ -591,8 +591,6 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       return;
     }
     if (op->opcode == TSR_OP_SIGN) { /* a > 0 ? 1 : a < 0 ? -1 : a (keeps 0 and NaN) */
-      tsr_type_t ct = with_dtype(rt, TSR_DTYPE_I1);
-      (void)ct;
       const char *z = constant(em, rt, 0.0, 0);
       const char *one = constant(em, rt, 1.0, 1);
       const char *mone = constant(em, rt, -1.0, -1);
@@ -691,7 +689,7 @@ void tpu_op_slice(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *x = op->operands[0];
   const tsr_type_t *xt = &x->type;
   char offs[256] = "", sizes[256] = "", strides[256] = "", a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
-  int64_t view[TSR_MAX_RANK], kept[TSR_MAX_RANK];
+  int64_t view[TSR_MAX_RANK];
   size_t ao = 0, as = 0, at = 0;
   for (uint32_t i = 0; i < op->num_indices; i++) {
     const tsr_index_t *ix = &op->indices[i];
@@ -707,7 +705,6 @@ void tpu_op_slice(tpu_emitter_t *em, const tsr_op_t *op) {
     as += (size_t)snprintf(sizes + as, sizeof sizes - as, "%s%lld", i ? ", " : "", (long long)size);
     at += (size_t)snprintf(strides + at, sizeof strides - at, "%s1", i ? ", " : "");
   }
-  (void)kept;
   const char *t = tpu_tmp(em);
   tpu_line(em,
            "%s = \"vector.extract_strided_slice\"(%s) <{offsets = [%s], sizes = [%s], strides = "
@@ -952,7 +949,7 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
   const char *v = vals.data ? vals.data : "", *t = types.data ? types.data : "";
   bool any = op->num_operands > first;
   if (!parent) { /* an index map: its transform function returns */
-    tpu_line(em, "return %s : %s", v, t);
+    if (em->in_transform) tpu_line(em, "return %s : %s", v, t);
   } else if (op->opcode == TSR_OP_CONDITION) {
     /* scf.condition forwards the carried values (the condition region's
      * arguments) to the body, and gives them as the results at the end. */
