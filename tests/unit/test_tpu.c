@@ -486,6 +486,29 @@ TSR_TEST(layout_rules) {
   layout_case("in %x: i32[3, 5] smem", NULL, 0, NULL); /* SMEM, trivial window */
 }
 
+/* A kernel named like a transform function keeps the module's symbols
+ * unique. */
+TSR_TEST(kernel_named_transform) {
+  char *src = tsr_test_read_source("kernels/examples/add.tsr", NULL);
+  if (!src) return;
+  char *at = strstr(src, "@add");
+  TSR_CHECK(at != NULL);
+  char text[2048];
+  if (at) snprintf(text, sizeof text, "%.*s@transform_1%s", (int)(at - src), src, at + 4);
+  free(src);
+  tsr_ir_module_t *m = at ? parse_text("t1.tsr", text) : NULL;
+  if (!m) return;
+  char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+  if (t) {
+    TSR_CHECK_EQ_INT(count(t, "func.func @transform_1("), 1);
+    CHECK_HAS(t, "func.func @window_transform_1(");
+    CHECK_HAS(t, "transform_indices = @window_transform_0");
+  }
+  tsr_ir_string_free(t);
+  tsr_ir_module_destroy(m);
+}
+
 TSR_TEST(chips) {
   tsr_ir_module_t *m = parse_source("kernels/examples/add.tsr");
   if (!m) return;
@@ -637,6 +660,7 @@ int main(void) {
   TSR_RUN(more_ops);
   TSR_RUN(rewritten_for_mosaic);
   TSR_RUN(layout_rules);
+  TSR_RUN(kernel_named_transform);
   TSR_RUN(chips);
   TSR_RUN(cache_hit);
   TSR_RUN(out_of_memory_is_clean);
