@@ -345,6 +345,44 @@ TSR_TEST(rewritten_for_mosaic) {
   }
   tsr_ir_string_free(t);
   tsr_ir_module_destroy(m);
+  /* the MXU accumulates in 32 bits: a bf16 dot is an f32 one rounded;
+   * i32 inputs have no MXU form */
+  m = parse_text("dots.tsr", "kernel @k\n"
+                             "  grid(1)\n"
+                             "  in %a: bf16[16, 128] vmem\n"
+                             "  in %n: i32[8, 128] vmem\n"
+                             "  out %y: bf16[16, 128] vmem\n"
+                             "{\n"
+                             "  %x = load %a[:, :] : bf16[16, 128]\n"
+                             "  %t = transpose %x [1, 0] : bf16[128, 16]\n"
+                             "  %p = dot %x, %t : bf16[16, 16]\n"
+                             "  %v = load %n[:, :] : i32[8, 128]\n"
+                             "  %ok = convert %v : i1[8, 128]\n"
+                             "}\n");
+  if (m) {
+    t = NULL;
+    TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+    CHECK_HAS(t, ": vector<16x128xbf16>, vector<128x16xbf16>, vector<16x16xf32> -> vector<16x16xf32>");
+    CHECK_HAS(t, "%p = arith.truncf %");
+    TSR_CHECK(t && !strstr(t, "une"));
+    tsr_ir_string_free(t);
+    tsr_ir_module_destroy(m);
+  }
+  m = parse_text("idot.tsr", "kernel @k\n"
+                             "  grid(1)\n"
+                             "  in %a: i32[8, 128] vmem\n"
+                             "  out %y: i32[8, 8] vmem\n"
+                             "{\n"
+                             "  %x = load %a[:, :] : i32[8, 128]\n"
+                             "  %p = dot %x, %x transpose_rhs : i32[8, 8]\n"
+                             "  store %y[:, :], %p\n"
+                             "}\n");
+  if (m) {
+    t = NULL;
+    check_record(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t), TSR_UNIMPLEMENTED, 7,
+                 "dot", "floats and 8-bit integers, not i32");
+    tsr_ir_module_destroy(m);
+  }
   m = parse_text("prod.tsr", "kernel @k\n"
                              "  grid(1)\n"
                              "  in %x: f32[8, 128] vmem\n"
