@@ -1,5 +1,6 @@
 /* tessera lower: prints a kernel lowered to MLIR for the CPU, as generated
- * (--stage mlir) or after the pass pipeline (--stage llvm). */
+ * (--stage mlir) or after the pass pipeline (--stage llvm), or as a Mosaic
+ * TPU module (--target tpu, docs/tpu.md). */
 #include <string.h>
 
 #include "tools/cli.h"
@@ -15,9 +16,11 @@ const char cmd_lower_help[] =
     "or enabled, docs/lowering.md).\n"
     "\n"
     "Options:\n"
-    "  --target cpu         the target (cpu only, the default)\n"
-    "  --stage mlir|llvm    mlir (default): the generated module; llvm: after\n"
-    "                       the pass pipeline to the LLVM dialect\n"
+    "  --target cpu|tpu     the target (default cpu)\n"
+    "  --chip CHIP          tpu: the chip, one of v2 v3 v4 v5e v5p v6e v7x\n"
+    "                       tpu7x (default v5e)\n"
+    "  --stage mlir|llvm    cpu: mlir (default): the generated module; llvm:\n"
+    "                       after the pass pipeline to the LLVM dialect\n"
     "  -k, --kernel NAME    the kernel (needed if FILE has several)\n"
     "  -h, --help           show this help\n"
     "\n"
@@ -28,20 +31,29 @@ const char cmd_lower_help[] =
     "Exit status: 0 success; 1 parse, verify or lowering errors; 2 usage\n"
     "errors.\n"
     "\n"
+    "With --target tpu it prints the kernel as a Mosaic TPU MLIR module laid\n"
+    "out as Pallas's TPU lowering lays it out (docs/tpu.md): text made by\n"
+    "libtessera itself, no LLVM/MLIR needed. The kernel is verified and\n"
+    "checked against Pallas's TPU layout rules first (as 'tessera check\n"
+    "--target tpu'); an op with no TPU form yet is an error naming it.\n"
+    "\n"
     "Examples:\n"
     "  tessera lower kernels/examples/add.tsr\n"
-    "  tessera lower kernels/examples/matmul.tsr --stage llvm\n";
+    "  tessera lower kernels/examples/matmul.tsr --stage llvm\n"
+    "  tessera lower --target tpu --chip v6e kernels/examples/matmul.tsr\n";
 
 int cmd_lower(int argc, char **argv) {
-  enum { LOWER_HELP, LOWER_TARGET, LOWER_STAGE, LOWER_KERNEL };
+  enum { LOWER_HELP, LOWER_TARGET, LOWER_STAGE, LOWER_KERNEL, LOWER_CHIP };
   static const cli_option_t options[] = {
       {"help", 'h', false, LOWER_HELP},
       {"target", 0, true, LOWER_TARGET},
+      {"chip", 0, true, LOWER_CHIP},
       {"stage", 0, true, LOWER_STAGE},
       {"kernel", 'k', true, LOWER_KERNEL},
       {NULL, 0, false, 0},
   };
-  const char *file = NULL, *kernel_name = NULL, *stage = "mlir";
+  const char *file = NULL, *kernel_name = NULL, *stage = "mlir", *chip = NULL;
+  bool tpu = false, stage_given = false;
   cli_arg_iter_t it = {"lower", argc, argv, 1, false};
   const char *value;
   int id;
@@ -53,13 +65,18 @@ int cmd_lower(int argc, char **argv) {
       fputs(cmd_lower_help, stdout);
       return EXIT_OK;
     case LOWER_TARGET:
-      if (strcmp(value, "cpu") != 0)
-        return cli_usage_error("lower", "--target expects cpu, got '%s'", value);
+      if (strcmp(value, "cpu") != 0 && strcmp(value, "tpu") != 0)
+        return cli_usage_error("lower", "--target expects cpu or tpu, got '%s'", value);
+      tpu = strcmp(value, "tpu") == 0;
+      break;
+    case LOWER_CHIP:
+      chip = value;
       break;
     case LOWER_STAGE:
       if (strcmp(value, "mlir") != 0 && strcmp(value, "llvm") != 0)
         return cli_usage_error("lower", "--stage expects mlir or llvm, got '%s'", value);
       stage = value;
+      stage_given = true;
       break;
     case LOWER_KERNEL:
       kernel_name = value[0] == '@' ? value + 1 : value;
@@ -72,6 +89,9 @@ int cmd_lower(int argc, char **argv) {
     }
   }
   if (!file) return cli_usage_error("lower", "missing the kernel file (FILE.tsr)");
+  if (tpu && stage_given)
+    return cli_usage_error("lower", "--stage applies to --target cpu only");
+  if (!tpu && chip) return cli_usage_error("lower", "--chip applies to --target tpu only");
   tsr_ir_module_t *module = NULL;
   tsr_status_t status = cli_load_module(file, false, &module);
   if (status) {
@@ -89,7 +109,14 @@ int cmd_lower(int argc, char **argv) {
     return rc;
   }
   char *text = NULL;
-  status = tsr_runtime_lower_text(kernel, TSR_TARGET_CPU, stage, &text);
+  if (tpu) {
+    tsr_context_t *context = NULL;
+    status = tsr_context_create_from_environment(&context);
+    if (!status) status = tsr_tpu_emit(context, kernel, chip, &text);
+    tsr_context_destroy(context);
+  } else {
+    status = tsr_runtime_lower_text(kernel, TSR_TARGET_CPU, stage, &text);
+  }
   int rc = EXIT_OK;
   if (status) {
     rc = cli_exit_code(status);

@@ -325,6 +325,44 @@ TSR_API const tsr_diagnostic_list_t *tsr_run_result_diagnostics(const tsr_run_re
 TSR_API void tsr_run_result_stats(const tsr_run_result_t *result,
                                   tsr_interp_stats_t *out_stats);
 
+/* ---- TPU (Mosaic) --------------------------------------------------------------- */
+
+/* Emits `kernel` as a Mosaic TPU MLIR module in text form, laid out as
+ * Pallas's TPU lowering lays it out (docs/tpu.md): one func.func for the
+ * kernel (grid indices, scalar-prefetch refs in SMEM, windowed operands,
+ * scratch and semaphores) with dimension_semantics, iteration_bounds,
+ * scalar_prefetch, scratch_operands, tpu.core_type and window_params,
+ * and one func.func @transform_i per windowed operand. Pre-serialization
+ * form (tpu.* op names, no stable_mosaic version): what
+ * jax._src.tpu_custom_call.as_tpu_kernel takes. Text only: no MLIR is
+ * linked or run.
+ *
+ * `chip`: NULL is "v5e"; one of v2, v3, v4, v5e, v5p, v6e, v7x, tpu7x
+ * (TSR_INVALID_ARGUMENT otherwise). `context` may be NULL (no cache); with
+ * a disk cache, the text is cached under the canonical kernel bytes, the
+ * target "tpu", the chip, the emitter's version and the tessera build
+ * (docs/cache.md), and a hit returns the stored text. *out_text is freed
+ * with tsr_ir_string_free.
+ *
+ * The kernel is verified (TSR_VERIFY_ERROR), then checked against the
+ * block-shape rules Pallas's TPU lowering enforces (TSR_VERIFY_ERROR, as
+ * tsr_tpu_check); an op, dtype or shape with no TPU form yet is
+ * TSR_UNIMPLEMENTED. Each failure carries located diagnostic records
+ * (file:line:col, op) naming what and why:
+ * tsr_diagnostic_list_create_from_status. Thread-safe for distinct
+ * kernels (a module belongs to one thread at a time). */
+TSR_API tsr_status_t tsr_tpu_emit(tsr_context_t *context, const tsr_ir_kernel_t *kernel,
+                                  const char *chip, char **out_text) TSR_MUST_USE;
+
+/* Verifies `kernel` and checks it against Pallas's TPU layout rules for
+ * `chip` (NULL: "v5e"; docs/tpu.md, "Layout rules"): the last two block
+ * dims divisible by 8 and 128 or equal to the array's, 1-D blocks, no
+ * windowing without a grid. NULL when they hold; TSR_VERIFY_ERROR with one
+ * located diagnostic per broken rule; TSR_INVALID_ARGUMENT for an unknown
+ * chip. What Pallas accepts passes. */
+TSR_API tsr_status_t tsr_tpu_check(const tsr_ir_kernel_t *kernel, const char *chip)
+    TSR_MUST_USE;
+
 /* ---- Memory -------------------------------------------------------------------- */
 
 /* Frees a buffer or string the library handed out through an out-parameter

@@ -1,0 +1,108 @@
+/* The TPU chips tessera emits for, and the block-shape rules Pallas's TPU
+ * lowering checks before it writes a module (jax/_src/pallas/mosaic/
+ * lowering.py, _check_block_mappings; docs/tpu.md, "Layout rules"), as
+ * tessera's own located diagnostics. Every rule here is one Pallas
+ * enforces: a kernel Pallas accepts passes. */
+#include <stdio.h>
+
+#include "tpu/tpu_internal.h"
+
+/* cores: the TensorCores of one device that a core_parallel grid dimension
+ * is split over (megacore chips); VMEM per core (tpu_info). */
+static const tpu_chip_t chips[] = {
+    {"v2", 1, 16ll << 20},  {"v3", 1, 16ll << 20},  {"v4", 2, 16ll << 20},
+    {"v5e", 1, 128ll << 20}, {"v5p", 2, 64ll << 20}, {"v6e", 1, 128ll << 20},
+    {"v7x", 2, 64ll << 20}, {"tpu7x", 2, 64ll << 20},
+};
+
+const tpu_chip_t *tpu_chip_find(const char *name) {
+  for (size_t i = 0; i < TSR_ARRAY_SIZE(chips); i++)
+    if (!strcmp(chips[i].name, name)) return &chips[i];
+  return NULL;
+}
+
+const char *tpu_chip_names(void) { return "v2, v3, v4, v5e, v5p, v6e, v7x, tpu7x"; }
+
+static bool yields_zeros(const tsr_region_t *map) {
+  const tsr_op_t *y = map->last;
+  if (!y || y->opcode != TSR_OP_YIELD) return false;
+  for (uint32_t i = 0; i < y->num_operands; i++) {
+    const tsr_op_t *def = y->operands[i]->def;
+    if (!def || def->opcode != TSR_OP_CONST || def->literal.i != 0) return false;
+  }
+  return true;
+}
+
+bool tpu_decl_trivial_window(const tsr_decl_t *d) {
+  for (uint32_t i = 0; i < d->array.rank; i++) {
+    int64_t b = d->block[i] == TSR_SQUEEZED ? 1 : d->block[i];
+    if (b != d->array.dims[i]) return false;
+  }
+  return !d->index_map || yields_zeros(d->index_map);
+}
+
+static const char *role_name(tsr_role_t r) {
+  return r == TSR_ROLE_IN ? "in" : r == TSR_ROLE_OUT ? "out" : "operand";
+}
+
+static void check_decl(tsr_diag_list_t *list, const tsr_kernel_t *k, const tsr_decl_t *d) {
+  tsr_space_t space = d->ref->type.space;
+  if (space == TSR_SPACE_ANY || space == TSR_SPACE_HBM) return; /* no window */
+  bool trivial = tpu_decl_trivial_window(d);
+  if (space == TSR_SPACE_SMEM && trivial) return;
+  const char *what = role_name(d->role), *name = d->ref->name;
+  if (k->grid_rank == 0 && !trivial) {
+    tsr_diag_add(list, d->loc,
+                 "%s '%%%s': a kernel without a grid takes only whole arrays at block index 0 "
+                 "on TPU (Pallas: \"Non-trivial windowing is not supported for grid-free "
+                 "pallas_call\")", what, name);
+    return;
+  }
+  uint32_t rank = d->array.rank;
+  if (rank == 0) return;
+  int64_t bs[TSR_MAX_RANK];
+  for (uint32_t i = 0; i < rank; i++) bs[i] = d->block[i] == TSR_SQUEEZED ? 1 : d->block[i];
+  const int64_t *as = d->array.dims;
+  if (rank >= 2) {
+    int64_t b0 = bs[rank - 1], a0 = as[rank - 1], b1 = bs[rank - 2], a1 = as[rank - 2];
+    bool lane_ok = b0 == a0 || b0 % 128 == 0, sub_ok = b1 == a1 || b1 % 8 == 0;
+    if (!lane_ok)
+      tsr_diag_add(list, d->loc,
+                   "%s '%%%s': block dim %u is %lld, which TPUs cannot tile: the last block "
+                   "dim must be a multiple of 128 or equal the array's (%lld)",
+                   what, name, rank - 1, (long long)b0, (long long)a0);
+    if (!sub_ok)
+      tsr_diag_add(list, d->loc,
+                   "%s '%%%s': block dim %u is %lld, which TPUs cannot tile: the second-to-last "
+                   "block dim must be a multiple of 8 or equal the array's (%lld)",
+                   what, name, rank - 2, (long long)b1, (long long)a1);
+    return;
+  }
+  /* Rank 1: the whole array, a multiple of 8 x 128 elements, or a power
+   * of two of at least one packed row (128 x 32 / bitwidth). */
+  int64_t b0 = bs[0], a0 = as[0];
+  tsr_dtype_t dt = d->array.dtype;
+  int64_t bitwidth = dt == TSR_DTYPE_I1 ? 32 : (int64_t)tsr_dtype_size(dt) * 8;
+  int64_t min_tiling = 128 * (32 / bitwidth);
+  bool pow2 = b0 > 0 && (b0 & (b0 - 1)) == 0;
+  if (!(b0 == a0 || b0 % 1024 == 0 || (b0 >= min_tiling && pow2)))
+    tsr_diag_add(list, d->loc,
+                 "%s '%%%s': 1-D block of %lld elements, which TPUs cannot tile: it must equal "
+                 "the array (%lld), be a multiple of 1024 (8 x 128), or be a power of two of "
+                 "at least %lld (128 x 32 / %lld bits)",
+                 what, name, (long long)b0, (long long)a0, (long long)min_tiling,
+                 (long long)bitwidth);
+}
+
+tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip) {
+  (void)chip; /* the rules are the same on every chip Pallas supports */
+  tsr_diag_list_t list;
+  tsr_diag_list_initialize(&list, 0);
+  for (uint32_t i = 0; i < kernel->num_decls; i++) {
+    const tsr_decl_t *d = &kernel->decls[i];
+    if (d->role == TSR_ROLE_IN || d->role == TSR_ROLE_OUT) check_decl(&list, kernel, d);
+  }
+  tsr_status_t st = tsr_diag_list_to_status(&list, TSR_VERIFY_ERROR);
+  tsr_diag_list_deinitialize(&list);
+  return st;
+}

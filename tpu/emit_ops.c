@@ -1,0 +1,1068 @@
+/* One function per op family of ir/ops.def, writing the ops Pallas's TPU
+ * lowering writes for the same primitive (docs/tpu.md, "Op spellings"):
+ * arith/math for elementwise ops, vector.load / tpu.vector_store for VMEM,
+ * memref.load/store for SMEM scalars, vector.multi_reduction, tpu.matmul,
+ * tpu.iota, tpu.dynamic_rotate, scf for control flow, tpu.region for
+ * scoped scratch, tpu.enqueue_dma / tpu.wait_dma with tpu.memref_slice,
+ * tpu.sem_*. What has no form here is tpu_unimplemented, located. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "ir/opview.h"
+#include "tpu/tpu_internal.h"
+
+/* ---- Helpers ------------------------------------------------------------------------ */
+
+/* Names result `i` of `op` "%<tessera name>" and returns it. */
+static const char *result_name(tpu_emitter_t *em, const tsr_op_t *op, uint32_t i) {
+  const tsr_value_t *r = op->results[i];
+  char buf[512];
+  snprintf(buf, sizeof buf, "%%%s", r->name);
+  tpu_set_name(em, r, buf);
+  return tpu_name(em, r);
+}
+
+/* Makes `v` (already named) another name for `alias` (no op emitted). */
+static void alias_value(tpu_emitter_t *em, const tsr_value_t *v, const tsr_value_t *alias) {
+  tpu_set_name(em, v, tpu_name(em, alias));
+}
+
+static bool is_float(tsr_dtype_t d) { return tsr_dtype_class(d) == TSR_CLASS_FLOAT; }
+static bool is_uint(tsr_dtype_t d) { return tsr_dtype_class(d) == TSR_CLASS_UINT; }
+static bool is_bool(tsr_dtype_t d) { return d == TSR_DTYPE_I1; }
+static uint32_t bits_of(tsr_dtype_t d) { return d == TSR_DTYPE_I1 ? 1 : (uint32_t)tsr_dtype_size(d) * 8; }
+
+/* The literal of `dtype` holding the number `value` (integers) or `fvalue`
+ * (floats): floats as their exact bit pattern in hex. */
+static void literal_text(char *buf, size_t n, tsr_dtype_t dtype, double fvalue, int64_t value) {
+  if (is_float(dtype)) {
+    float f = (float)fvalue;
+    if (dtype == TSR_DTYPE_F32)
+      snprintf(buf, n, "0x%08" PRIX32, tsr_f32_bits(f));
+    else if (dtype == TSR_DTYPE_BF16)
+      snprintf(buf, n, "0x%04X", (unsigned)tsr_f32_to_bf16(f));
+    else
+      snprintf(buf, n, "0x%04X", (unsigned)tsr_f32_to_f16(f));
+  } else if (is_bool(dtype)) {
+    snprintf(buf, n, "%s", value ? "true" : "false");
+  } else {
+    uint32_t b = bits_of(dtype);
+    uint64_t u = (uint64_t)value & (b == 64 ? ~0ull : ((1ull << b) - 1));
+    int64_t s = (u >> (b - 1)) & 1 ? (int64_t)(u | ~((1ull << b) - 1)) : (int64_t)u;
+    snprintf(buf, n, "%" PRId64, s);
+  }
+}
+
+/* `%t = arith.constant LIT : T` for a scalar or splat of `type`'s dtype
+ * and shape; returns %t. */
+static const char *constant(tpu_emitter_t *em, const tsr_type_t *type, double f, int64_t i) {
+  char lit[64], ty[TPU_TYPE_MAX];
+  literal_text(lit, sizeof lit, type->dtype, f, i);
+  const char *t = tpu_tmp(em);
+  if (type->kind == TSR_TYPE_VECTOR)
+    tpu_line(em, "%s = arith.constant dense<%s> : %s", t, lit, tpu_type(ty, type));
+  else
+    tpu_line(em, "%s = arith.constant %s : %s", t, lit, tpu_elem(type->dtype));
+  return t;
+}
+
+static tsr_type_t with_dtype(const tsr_type_t *shape, tsr_dtype_t dtype) {
+  tsr_type_t t = *shape;
+  t.dtype = dtype;
+  return t;
+}
+
+static const char *index_const(tpu_emitter_t *em, int64_t v) {
+  const char *t = tpu_tmp(em);
+  tpu_line(em, "%s = arith.constant %lld : index", t, (long long)v);
+  return t;
+}
+
+static const char *i32_const(tpu_emitter_t *em, int64_t v) {
+  const char *t = tpu_tmp(em);
+  tpu_line(em, "%s = arith.constant %lld : i32", t, (long long)v);
+  return t;
+}
+
+/* `v` as a value of `target`'s shape: a scalar operand of a block op is
+ * broadcast (vector.broadcast), as Pallas does. */
+static const char *operand_as(tpu_emitter_t *em, const tsr_value_t *v, const tsr_type_t *target) {
+  const char *name = tpu_name(em, v);
+  if (v->type.kind != TSR_TYPE_SCALAR || target->kind != TSR_TYPE_VECTOR) return name;
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  tsr_type_t vt = with_dtype(target, v->type.dtype);
+  const char *t = tpu_tmp(em);
+  tpu_line(em, "%s = vector.broadcast %s : %s to %s", t, name, tpu_type(a, &v->type),
+           tpu_type(b, &vt));
+  return t;
+}
+
+/* The shape of the block a value has, rank 0 for a scalar. */
+static uint32_t value_dims(const tsr_type_t *t, int64_t *dims) {
+  if (t->kind != TSR_TYPE_VECTOR) return 0;
+  memcpy(dims, t->dims, sizeof(int64_t) * t->rank);
+  return t->rank;
+}
+
+/* Reshapes `name` of type `from` (a vector or scalar) to `to`, emitting
+ * vector.shape_cast / vector.extract / vector.broadcast as needed. */
+static const char *reshape_to(tpu_emitter_t *em, const char *name, tsr_dtype_t dtype,
+                              uint32_t from_rank, const int64_t *from, uint32_t to_rank,
+                              const int64_t *to) {
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  if (from_rank == to_rank && !memcmp(from, to, sizeof(int64_t) * from_rank)) return name;
+  const char *t = tpu_tmp(em);
+  if (from_rank == 0) {
+    tpu_line(em, "%s = vector.broadcast %s : %s to %s", t, name, tpu_elem(dtype),
+             tpu_vector(b, dtype, to_rank, to));
+  } else if (to_rank == 0) {
+    char idx[64] = "";
+    size_t at = 0;
+    for (uint32_t i = 0; i < from_rank && at < sizeof idx; i++)
+      at += (size_t)snprintf(idx + at, sizeof idx - at, "%s0", i ? ", " : "");
+    tpu_line(em, "%s = vector.extract %s[%s] : %s from %s", t, name, idx, tpu_elem(dtype),
+             tpu_vector(a, dtype, from_rank, from));
+  } else {
+    tpu_line(em, "%s = vector.shape_cast %s : %s to %s", t, name,
+             tpu_vector(a, dtype, from_rank, from), tpu_vector(b, dtype, to_rank, to));
+  }
+  return t;
+}
+
+/* ---- Constants and queries ----------------------------------------------------------- */
+
+void tpu_op_const(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_type_t *t = &op->results[0]->type;
+  char lit[64], ty[TPU_TYPE_MAX];
+  literal_text(lit, sizeof lit, t->dtype, op->literal.f, op->literal.i);
+  const char *r = result_name(em, op, 0);
+  if (t->kind == TSR_TYPE_VECTOR)
+    tpu_line(em, "%s = arith.constant dense<%s> : %s", r, lit, tpu_type(ty, t));
+  else
+    tpu_line(em, "%s = arith.constant %s : %s", r, lit, tpu_elem(t->dtype));
+}
+
+void tpu_op_program_id(tpu_emitter_t *em, const tsr_op_t *op) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%%$g%lld", (long long)op->ints[0]);
+  tpu_set_name(em, op->results[0], buf);
+}
+
+void tpu_op_num_programs(tpu_emitter_t *em, const tsr_op_t *op) {
+  /* Pallas folds num_programs of a static grid to a constant. */
+  tpu_line(em, "%s = arith.constant %lld : i32", result_name(em, op, 0),
+           (long long)em->kernel->grid[op->ints[0]]);
+}
+
+void tpu_op_device_id(tpu_emitter_t *em, const tsr_op_t *op) {
+  tpu_line(em, "%s = tpu.device_id : i32", result_name(em, op, 0));
+}
+
+void tpu_op_core_id(tpu_emitter_t *em, const tsr_op_t *op) {
+  /* Pallas gives the core index of a core_parallel grid as that grid
+   * index; tessera's core_id is the core the kernel runs on. */
+  uint32_t g;
+  for (g = 0; g < em->kernel->grid_rank; g++)
+    if (em->kernel->semantics[g] == TSR_DIM_CORE_PARALLEL) break;
+  if (g < em->kernel->grid_rank) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%%$g%u", g);
+    tpu_set_name(em, op->results[0], buf);
+    return;
+  }
+  if (em->chip->cores <= 1) {
+    tpu_line(em, "%s = arith.constant 0 : i32", result_name(em, op, 0));
+    return;
+  }
+  tpu_unimplemented(em, op,
+                    "on a chip with %u TensorCores the core index is only known as the "
+                    "index of a core_parallel grid dimension", em->chip->cores);
+}
+
+/* ---- Memory --------------------------------------------------------------------------- */
+
+/* The shape of a view with its point indices kept as 1 (view_dims) and
+ * dropped (out_dims); false if a strided index makes it a strided access. */
+static bool view_shape(const tsr_index_t *ix, uint32_t n, const tsr_type_t *ref,
+                       int64_t *view_dims, int64_t *kept, uint32_t *num_kept) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    int64_t size;
+    switch (ix[i].kind) {
+    case TSR_INDEX_FULL: size = ref->dims[i]; break;
+    case TSR_INDEX_POINT: size = 1; break;
+    default:
+      if (ix[i].stride != 1) return false;
+      size = ix[i].size;
+    }
+    view_dims[i] = size;
+    if (ix[i].kind != TSR_INDEX_POINT) kept[k++] = size;
+  }
+  *num_kept = k;
+  return true;
+}
+
+/* The start of each index as an `index` (vector.load, memref.load) or i32
+ * (tpu.memref_slice) value, comma-separated into buf. */
+static void starts_text(tpu_emitter_t *em, const tsr_op_t *op, const tsr_index_t *ix, uint32_t n,
+                        bool as_i32, char *buf, size_t size) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const char *s;
+    tsr_value_t *dyn = tsr_opview_index_start(op, &ix[i]);
+    if (dyn) {
+      s = tpu_name(em, dyn);
+      if (!as_i32) {
+        const char *t = tpu_tmp(em);
+        tpu_line(em, "%s = arith.index_cast %s : i32 to index", t, s);
+        s = t;
+      }
+    } else {
+      s = as_i32 ? i32_const(em, ix[i].start) : index_const(em, ix[i].start);
+    }
+    if (at < size) at += (size_t)snprintf(buf + at, size - at, "%s%s", i ? ", " : "", s);
+  }
+  if (at >= size) tpu_fail(em, TSR_STATUS(TSR_INTERNAL, "tpu emitter: index list too long"));
+}
+
+void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_access_view_t v;
+  if (!tsr_opview_access(op, &v)) {
+    tpu_unimplemented(em, op, "malformed load");
+    return;
+  }
+  const tsr_type_t *ref = &v.ref.base.value->type;
+  const tsr_type_t *rt = &op->results[0]->type;
+  char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  if (ref->space == TSR_SPACE_SMEM) {
+    /* SMEM holds scalars: memref.load (the verifier allows nothing else). */
+    starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
+    tpu_line(em, "%s = memref.load %s[%s] : %s", result_name(em, op, 0),
+             tpu_name(em, v.ref.base.value), idx, tpu_type(a, ref));
+    return;
+  }
+  if (v.mask.slot >= 0) {
+    tpu_unimplemented(em, op, "masked loads are not emitted yet");
+    return;
+  }
+  if (ref->rank == 0) {
+    tpu_unimplemented(em, op, "a rank-0 VMEM ref has no vector load");
+    return;
+  }
+  int64_t view[TSR_MAX_RANK], kept[TSR_MAX_RANK];
+  uint32_t nk;
+  if (!view_shape(v.ref.indices, v.ref.count, ref, view, kept, &nk)) {
+    tpu_unimplemented(em, op, "strided loads (tpu.strided_load) are not emitted yet");
+    return;
+  }
+  starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
+  const char *vec = tpu_tmp(em);
+  tpu_line(em, "%s = vector.load %s[%s] : %s, %s", vec, tpu_name(em, v.ref.base.value), idx,
+           tpu_type(a, ref), tpu_vector(b, ref->dtype, ref->rank, view));
+  int64_t rd[TSR_MAX_RANK];
+  uint32_t rr = value_dims(rt, rd);
+  const char *r = reshape_to(em, vec, ref->dtype, ref->rank, view, rr, rd);
+  tpu_set_name(em, op->results[0], r);
+}
+
+void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_access_view_t v;
+  if (!tsr_opview_access(op, &v)) {
+    tpu_unimplemented(em, op, "malformed store");
+    return;
+  }
+  const tsr_type_t *ref = &v.ref.base.value->type;
+  const tsr_value_t *val = v.stored.value;
+  char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  if (ref->space == TSR_SPACE_SMEM) {
+    starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
+    tpu_line(em, "memref.store %s, %s[%s] : %s", tpu_name(em, val),
+             tpu_name(em, v.ref.base.value), idx, tpu_type(a, ref));
+    return;
+  }
+  if (v.mask.slot >= 0) {
+    tpu_unimplemented(em, op, "masked stores are not emitted yet");
+    return;
+  }
+  if (ref->rank == 0) {
+    tpu_unimplemented(em, op, "a rank-0 VMEM ref has no vector store");
+    return;
+  }
+  int64_t view[TSR_MAX_RANK], kept[TSR_MAX_RANK];
+  uint32_t nk;
+  if (!view_shape(v.ref.indices, v.ref.count, ref, view, kept, &nk)) {
+    tpu_unimplemented(em, op, "strided stores (tpu.strided_store) are not emitted yet");
+    return;
+  }
+  starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
+  int64_t vd[TSR_MAX_RANK];
+  uint32_t vr = value_dims(&val->type, vd);
+  const char *s = tpu_name(em, val);
+  if (vr == 0) /* a scalar stored to every element */
+    s = reshape_to(em, s, ref->dtype, 0, vd, ref->rank, view);
+  else
+    s = reshape_to(em, s, ref->dtype, vr, vd, ref->rank, view);
+  tpu_line(em, "tpu.vector_store %s[%s], %s {strides = array<i32>} : %s, %s,",
+           tpu_name(em, v.ref.base.value), idx, s, tpu_type(a, ref),
+           tpu_vector(b, ref->dtype, ref->rank, view));
+}
+
+/* ---- Elementwise ---------------------------------------------------------------------- */
+
+/* The arith/math op of a one-op unary or binary tessera op for a dtype
+ * class, NULL when it takes several ops or has none. */
+static const char *simple_op(tsr_opcode_t opc, tsr_dtype_t d) {
+  bool f = is_float(d), u = is_uint(d);
+  switch (opc) {
+  case TSR_OP_ABS: return f ? "math.absf" : "math.absi";
+  case TSR_OP_EXP: return "math.exp";
+  case TSR_OP_EXP2: return "math.exp2";
+  case TSR_OP_LOG: return "math.log";
+  case TSR_OP_LOG1P: return "math.log1p";
+  case TSR_OP_SQRT: return "math.sqrt";
+  case TSR_OP_RSQRT: return "math.rsqrt";
+  case TSR_OP_TANH: return "math.tanh";
+  case TSR_OP_SIN: return "math.sin";
+  case TSR_OP_COS: return "math.cos";
+  case TSR_OP_FLOOR: return "math.floor";
+  case TSR_OP_CEIL: return "math.ceil";
+  case TSR_OP_ROUND: return "math.roundeven";
+  case TSR_OP_CLZ: return "math.ctlz";
+  case TSR_OP_POPCOUNT: return "math.ctpop";
+  case TSR_OP_NEG: return f ? "arith.negf" : NULL;
+  case TSR_OP_ADD: return f ? "arith.addf" : "arith.addi";
+  case TSR_OP_SUB: return f ? "arith.subf" : "arith.subi";
+  case TSR_OP_MUL: return f ? "arith.mulf" : "arith.muli";
+  case TSR_OP_DIV: return f ? "arith.divf" : u ? "arith.divui" : "arith.divsi";
+  case TSR_OP_REM: return f ? "arith.remf" : u ? "arith.remui" : "arith.remsi";
+  case TSR_OP_MAX: return f ? "arith.maximumf" : u ? "arith.maxui" : "arith.maxsi";
+  case TSR_OP_MIN: return f ? "arith.minimumf" : u ? "arith.minui" : "arith.minsi";
+  case TSR_OP_POW: return "math.powf";
+  case TSR_OP_AND: return "arith.andi";
+  case TSR_OP_OR: return "arith.ori";
+  case TSR_OP_XOR: return "arith.xori";
+  case TSR_OP_SHL: return "arith.shli";
+  case TSR_OP_SHRL: return "arith.shrui";
+  case TSR_OP_SHRA: return "arith.shrsi";
+  default: return NULL;
+  }
+}
+
+static const char *cmp_predicate(tsr_opcode_t opc, tsr_dtype_t d) {
+  bool f = is_float(d), s = tsr_dtype_class(d) == TSR_CLASS_SINT;
+  switch (opc) {
+  case TSR_OP_EQ: return f ? "oeq" : "eq";
+  case TSR_OP_NE: return f ? "une" : "ne";
+  case TSR_OP_LT: return f ? "olt" : s ? "slt" : "ult";
+  case TSR_OP_LE: return f ? "ole" : s ? "sle" : "ule";
+  case TSR_OP_GT: return f ? "ogt" : s ? "sgt" : "ugt";
+  case TSR_OP_GE: return f ? "oge" : s ? "sge" : "uge";
+  default: return NULL;
+  }
+}
+
+static void emit_compare(tpu_emitter_t *em, const char *r, tsr_opcode_t opc, const char *a,
+                         const char *b, const tsr_type_t *operand_type) {
+  char ty[TPU_TYPE_MAX];
+  tpu_line(em, "%s = %s %s, %s, %s : %s", r, is_float(operand_type->dtype) ? "arith.cmpf" : "arith.cmpi",
+           cmp_predicate(opc, operand_type->dtype), a, b, tpu_type(ty, operand_type));
+}
+
+/* The select of `c` (i1 scalar or of T's shape) between a and b of type T. */
+static void emit_select(tpu_emitter_t *em, const char *r, const char *c, bool vector_cond,
+                        const char *a, const char *b, const tsr_type_t *t) {
+  char ty[TPU_TYPE_MAX], ct[TPU_TYPE_MAX];
+  if (vector_cond) {
+    tsr_type_t cond = with_dtype(t, TSR_DTYPE_I1);
+    tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", r, c, a, b, tpu_type(ct, &cond),
+             tpu_type(ty, t));
+  } else {
+    tpu_line(em, "%s = arith.select %s, %s, %s : %s", r, c, a, b, tpu_type(ty, t));
+  }
+}
+
+/* convert: value conversion between any two dtypes (docs/ir.md). */
+static void emit_convert(tpu_emitter_t *em, const tsr_op_t *op, const char *r, const char *a,
+                         const tsr_type_t *from, const tsr_type_t *to) {
+  char x[TPU_TYPE_MAX], y[TPU_TYPE_MAX];
+  tsr_dtype_t fd = from->dtype, td = to->dtype;
+  const char *ft = tpu_type(x, from), *tt = tpu_type(y, to);
+  if (!strcmp(tpu_elem(fd), tpu_elem(td))) { /* i32 <-> u32: the same bits */
+    tpu_set_name(em, op->results[0], a);
+    return;
+  }
+  if (is_bool(td)) { /* x != 0 */
+    const char *z = constant(em, from, 0.0, 0);
+    tpu_line(em, "%s = %s %s, %s : %s", r, is_float(fd) ? "arith.cmpf une," : "arith.cmpi ne,",
+             a, z, ft);
+    return;
+  }
+  const char *opname = NULL;
+  if (is_float(fd) && is_float(td))
+    opname = bits_of(td) > bits_of(fd) ? "arith.extf" : "arith.truncf";
+  else if (is_float(fd))
+    opname = is_uint(td) ? "arith.fptoui" : "arith.fptosi";
+  else if (is_float(td))
+    opname = is_uint(fd) || is_bool(fd) ? "arith.uitofp" : "arith.sitofp";
+  else if (bits_of(td) > bits_of(fd))
+    opname = is_uint(fd) || is_bool(fd) ? "arith.extui" : "arith.extsi";
+  else
+    opname = "arith.trunci";
+  if (is_float(fd) && is_float(td) && bits_of(td) == bits_of(fd)) { /* bf16 <-> f16 */
+    tsr_type_t mid = with_dtype(from, TSR_DTYPE_F32);
+    char m[TPU_TYPE_MAX];
+    const char *t = tpu_tmp(em);
+    tpu_line(em, "%s = arith.extf %s : %s to %s", t, a, ft, tpu_type(m, &mid));
+    tpu_line(em, "%s = arith.truncf %s : %s to %s", r, t, m, tt);
+    return;
+  }
+  tpu_line(em, "%s = %s %s : %s to %s", r, opname, a, ft, tt);
+}
+
+
+void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_type_t *rt = &op->results[0]->type;
+  const tsr_op_info_t *info = &tsr_op_table[op->opcode];
+  char ty[TPU_TYPE_MAX];
+  switch (info->family) {
+  case TSR_FAM_SELECT: {
+    const tsr_value_t *c = op->operands[0];
+    const char *cn = tpu_name(em, c);
+    const char *a = operand_as(em, op->operands[1], rt);
+    const char *b = operand_as(em, op->operands[2], rt);
+    emit_select(em, result_name(em, op, 0), cn, c->type.kind == TSR_TYPE_VECTOR, a, b, rt);
+    return;
+  }
+  case TSR_FAM_COMPARE: {
+    const tsr_value_t *x = op->operands[0], *y = op->operands[1];
+    tsr_type_t ot = with_dtype(rt, x->type.dtype);
+    if (!cmp_predicate(op->opcode, ot.dtype)) break;
+    const char *a = operand_as(em, x, &ot), *b = operand_as(em, y, &ot);
+    emit_compare(em, result_name(em, op, 0), op->opcode, a, b, &ot);
+    return;
+  }
+  case TSR_FAM_CONVERT: {
+    const tsr_value_t *x = op->operands[0];
+    const char *a = tpu_name(em, x);
+    const char *r = result_name(em, op, 0);
+    if (op->opcode == TSR_OP_CONVERT) {
+      emit_convert(em, op, r, a, &x->type, rt);
+      return;
+    }
+    if (op->opcode == TSR_OP_BITCAST) {
+      char ft[TPU_TYPE_MAX];
+      if (!strcmp(tpu_type(ft, &x->type), tpu_type(ty, rt))) {
+        tpu_set_name(em, op->results[0], a);
+        return;
+      }
+      tpu_line(em, "%s = arith.bitcast %s : %s to %s", r, a, ft, ty);
+      return;
+    }
+    break;
+  }
+  case TSR_FAM_UNARY: case TSR_FAM_BINARY: {
+    tsr_dtype_t d = rt->dtype;
+    const char *a = operand_as(em, op->operands[0], rt);
+    const char *b = op->num_operands > 1 ? operand_as(em, op->operands[1], rt) : NULL;
+    const char *name = simple_op(op->opcode, d);
+    bool f = is_float(d);
+    if (op->opcode == TSR_OP_NOT) { /* xor with all ones */
+      const char *ones = constant(em, rt, 0.0, -1);
+      tpu_line(em, "%s = arith.xori %s, %s : %s", result_name(em, op, 0), a, ones, tpu_type(ty, rt));
+      return;
+    }
+    if (op->opcode == TSR_OP_NEG && !f) { /* 0 - a */
+      const char *z = constant(em, rt, 0.0, 0);
+      tpu_line(em, "%s = arith.subi %s, %s : %s", result_name(em, op, 0), z, a, tpu_type(ty, rt));
+      return;
+    }
+    if (op->opcode == TSR_OP_LOGISTIC) { /* 1 / (1 + exp(-a)), as jax.nn.sigmoid */
+      const char *n = tpu_tmp(em);
+      tpu_line(em, "%s = arith.negf %s : %s", n, a, tpu_type(ty, rt));
+      const char *e = tpu_tmp(em);
+      tpu_line(em, "%s = math.exp %s : %s", e, n, ty);
+      const char *one = constant(em, rt, 1.0, 1);
+      const char *s = tpu_tmp(em);
+      tpu_line(em, "%s = arith.addf %s, %s : %s", s, one, e, ty);
+      tpu_line(em, "%s = arith.divf %s, %s : %s", result_name(em, op, 0), one, s, ty);
+      return;
+    }
+    if (op->opcode == TSR_OP_SIGN) { /* a > 0 ? 1 : a < 0 ? -1 : a (keeps 0 and NaN) */
+      tsr_type_t ct = with_dtype(rt, TSR_DTYPE_I1);
+      (void)ct;
+      const char *z = constant(em, rt, 0.0, 0);
+      const char *one = constant(em, rt, 1.0, 1);
+      const char *mone = constant(em, rt, -1.0, -1);
+      const char *gt = tpu_tmp(em);
+      emit_compare(em, gt, TSR_OP_GT, a, z, rt);
+      const char *lt = tpu_tmp(em);
+      emit_compare(em, lt, TSR_OP_LT, a, z, rt);
+      const char *m = tpu_tmp(em);
+      emit_select(em, m, lt, rt->kind == TSR_TYPE_VECTOR, mone, a, rt);
+      emit_select(em, result_name(em, op, 0), gt, rt->kind == TSR_TYPE_VECTOR, one, m, rt);
+      return;
+    }
+    if (!name) break;
+    if (!f && (op->opcode == TSR_OP_POW || !strncmp(name, "math.", 5)) &&
+        op->opcode != TSR_OP_ABS && op->opcode != TSR_OP_CLZ && op->opcode != TSR_OP_POPCOUNT)
+      break;
+    if (b)
+      tpu_line(em, "%s = %s %s, %s : %s", result_name(em, op, 0), name, a, b, tpu_type(ty, rt));
+    else
+      tpu_line(em, "%s = %s %s : %s", result_name(em, op, 0), name, a, tpu_type(ty, rt));
+    return;
+  }
+  default:
+    break;
+  }
+  tpu_unimplemented(em, op, "no TPU form for %s", tsr_dtype_name(rt->dtype));
+}
+
+/* ---- Shapes ------------------------------------------------------------------------------ */
+
+void tpu_op_iota(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_type_t *rt = &op->results[0]->type;
+  tsr_type_t it = with_dtype(rt, TSR_DTYPE_I32);
+  char ty[TPU_TYPE_MAX];
+  if (rt->dtype == TSR_DTYPE_I32 || rt->dtype == TSR_DTYPE_U32) {
+    tpu_line(em, "%s = tpu.iota {dimensions = array<i32: %lld>} : %s", result_name(em, op, 0),
+             (long long)op->ints[0], tpu_type(ty, rt));
+    return;
+  }
+  const char *t = tpu_tmp(em);
+  tpu_line(em, "%s = tpu.iota {dimensions = array<i32: %lld>} : %s", t, (long long)op->ints[0],
+           tpu_type(ty, &it));
+  emit_convert(em, op, result_name(em, op, 0), t, &it, rt);
+}
+
+void tpu_op_broadcast(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *x = op->operands[0];
+  const tsr_type_t *rt = &op->results[0]->type;
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  if (tsr_type_equal(&x->type, rt)) {
+    alias_value(em, op->results[0], x);
+    return;
+  }
+  tpu_line(em, "%s = vector.broadcast %s : %s to %s", result_name(em, op, 0), tpu_name(em, x),
+           tpu_type(a, &x->type), tpu_type(b, rt));
+}
+
+void tpu_op_reshape(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *x = op->operands[0];
+  const tsr_type_t *rt = &op->results[0]->type;
+  int64_t fd[TSR_MAX_RANK], td[TSR_MAX_RANK];
+  uint32_t fr = value_dims(&x->type, fd), tr = value_dims(rt, td);
+  const char *r = reshape_to(em, tpu_name(em, x), rt->dtype, fr, fd, tr, td);
+  tpu_set_name(em, op->results[0], r);
+}
+
+void tpu_op_transpose(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *x = op->operands[0];
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], perm[128] = "";
+  size_t at = 0;
+  for (uint32_t i = 0; i < op->num_ints && at < sizeof perm; i++)
+    at += (size_t)snprintf(perm + at, sizeof perm - at, "%s%lld", i ? ", " : "",
+                           (long long)op->ints[i]);
+  tpu_line(em, "%s = vector.transpose %s, [%s] : %s to %s", result_name(em, op, 0),
+           tpu_name(em, x), perm, tpu_type(a, &x->type), tpu_type(b, &op->results[0]->type));
+}
+
+void tpu_op_slice(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *x = op->operands[0];
+  const tsr_type_t *xt = &x->type;
+  char offs[256] = "", sizes[256] = "", strides[256] = "", a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  int64_t view[TSR_MAX_RANK], kept[TSR_MAX_RANK];
+  size_t ao = 0, as = 0, at = 0;
+  for (uint32_t i = 0; i < op->num_indices; i++) {
+    const tsr_index_t *ix = &op->indices[i];
+    int64_t start = ix->kind == TSR_INDEX_FULL ? 0 : ix->start;
+    int64_t size = ix->kind == TSR_INDEX_FULL ? xt->dims[i] : ix->kind == TSR_INDEX_POINT ? 1 : ix->size;
+    int64_t stride = ix->kind == TSR_INDEX_SLICE || ix->kind == TSR_INDEX_DS ? ix->stride : 1;
+    if (stride != 1) {
+      tpu_unimplemented(em, op, "strided slices are not emitted yet");
+      return;
+    }
+    view[i] = size;
+    ao += (size_t)snprintf(offs + ao, sizeof offs - ao, "%s%lld", i ? ", " : "", (long long)start);
+    as += (size_t)snprintf(sizes + as, sizeof sizes - as, "%s%lld", i ? ", " : "", (long long)size);
+    at += (size_t)snprintf(strides + at, sizeof strides - at, "%s1", i ? ", " : "");
+  }
+  (void)kept;
+  const char *t = tpu_tmp(em);
+  tpu_line(em,
+           "%s = vector.extract_strided_slice %s {offsets = [%s], sizes = [%s], strides = [%s]} "
+           ": %s to %s",
+           t, tpu_name(em, x), offs, sizes, strides, tpu_type(a, xt),
+           tpu_vector(b, xt->dtype, xt->rank, view));
+  int64_t rd[TSR_MAX_RANK];
+  uint32_t rr = value_dims(&op->results[0]->type, rd);
+  tpu_set_name(em, op->results[0], reshape_to(em, t, xt->dtype, xt->rank, view, rr, rd));
+}
+
+void tpu_op_concatenate(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_strbuf_t args, types;
+  tsr_strbuf_initialize(&args);
+  tsr_strbuf_initialize(&types);
+  char ty[TPU_TYPE_MAX];
+  for (uint32_t i = 0; i < op->num_operands; i++) {
+    tsr_strbuf_printf(&args, "%s%s", i ? ", " : "", tpu_name(em, op->operands[i]));
+    tsr_strbuf_printf(&types, "%s%s", i ? ", " : "", tpu_type(ty, &op->operands[i]->type));
+  }
+  if (args.failed || types.failed) tpu_fail(em, TSR_OOM());
+  else
+    tpu_line(em, "%s = \"tpu.concatenate\"(%s) <{dimension = %lld : i32}> : (%s) -> %s",
+             result_name(em, op, 0), args.data, (long long)op->ints[0], types.data,
+             tpu_type(ty, &op->results[0]->type));
+  tsr_strbuf_deinitialize(&args);
+  tsr_strbuf_deinitialize(&types);
+}
+
+void tpu_op_roll(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *x = op->operands[0], *shift = op->operands[1];
+  int64_t axis = op->ints[0], n = x->type.dims[axis];
+  char ty[TPU_TYPE_MAX];
+  /* tessera's shift may be negative or exceed n; tpu.dynamic_rotate is
+   * jnp.roll for 0 <= shift < n: ((shift % n) + n) % n. */
+  const char *cn = i32_const(em, n);
+  const char *m1 = tpu_tmp(em);
+  tpu_line(em, "%s = arith.remsi %s, %s : i32", m1, tpu_name(em, shift), cn);
+  const char *p = tpu_tmp(em);
+  tpu_line(em, "%s = arith.addi %s, %s : i32", p, m1, cn);
+  const char *amt = tpu_tmp(em);
+  tpu_line(em, "%s = arith.remsi %s, %s : i32", amt, p, cn);
+  tpu_type(ty, &x->type);
+  tpu_line(em, "%s = \"tpu.dynamic_rotate\"(%s, %s) <{dimension = %lld : si32}> : (%s, i32) -> %s",
+           result_name(em, op, 0), tpu_name(em, x), amt, (long long)axis, ty, ty);
+}
+
+void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
+  tpu_unimplemented(em, op, "gather (tpu.dynamic_gather) is not emitted yet");
+}
+
+/* ---- Reductions and dot ------------------------------------------------------------------ */
+
+void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *x = op->operands[0];
+  const tsr_type_t *rt = &op->results[0]->type;
+  tsr_dtype_t d = x->type.dtype;
+  bool f = is_float(d), u = is_uint(d);
+  const char *kind = NULL;
+  double fi = 0;
+  int64_t ii = 0;
+  switch (op->opcode) {
+  case TSR_OP_REDUCE_SUM: kind = "add"; break;
+  case TSR_OP_REDUCE_PROD: kind = "mul"; fi = 1; ii = 1; break;
+  case TSR_OP_REDUCE_MAX:
+    kind = f ? "maximumf" : u ? "maxui" : "maxsi";
+    fi = -__builtin_inf();
+    ii = u ? 0 : -(1ll << (bits_of(d) - 1));
+    break;
+  case TSR_OP_REDUCE_MIN:
+    kind = f ? "minimumf" : u ? "minui" : "minsi";
+    fi = __builtin_inf();
+    ii = u ? -1 : (1ll << (bits_of(d) - 1)) - 1;
+    break;
+  case TSR_OP_REDUCE_AND: kind = "and"; ii = -1; break;
+  case TSR_OP_REDUCE_OR: kind = "or"; break;
+  default: break;
+  }
+  if (!kind || (is_bool(d) && strcmp(kind, "and") && strcmp(kind, "or"))) {
+    tpu_unimplemented(em, op, "no TPU reduction for %s", tsr_dtype_name(d));
+    return;
+  }
+  const char *acc = constant(em, rt, fi, ii);
+  char dims[128] = "", a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  size_t at = 0;
+  for (uint32_t i = 0; i < op->num_ints && at < sizeof dims; i++)
+    at += (size_t)snprintf(dims + at, sizeof dims - at, "%s%lld", i ? ", " : "",
+                           (long long)op->ints[i]);
+  tpu_line(em, "%s = vector.multi_reduction <%s>, %s, %s [%s] : %s to %s", result_name(em, op, 0),
+           kind, tpu_name(em, x), acc, dims, tpu_type(a, &x->type), tpu_type(b, rt));
+}
+
+void tpu_op_argreduce(tpu_emitter_t *em, const tsr_op_t *op) {
+  tpu_unimplemented(em, op, "argmax/argmin (tpu.reduce_index) are not emitted yet");
+}
+
+void tpu_op_dot(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *x = op->operands[0], *y = op->operands[1];
+  const tsr_value_t *acc = op->num_operands > 2 ? op->operands[2] : NULL;
+  const tsr_type_t *rt = &op->results[0]->type;
+  if (x->type.rank != 2 || y->type.rank != 2) {
+    tpu_unimplemented(em, op, "only 2-D dots are emitted");
+    return;
+  }
+  bool trans = (op->flags & TSR_OPF_TRANSPOSE_RHS) != 0;
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX];
+  /* As Pallas: a zero accumulator, then the add of the tessera
+   * accumulator in the result dtype. */
+  const char *zero = constant(em, rt, 0.0, 0);
+  const char *p = acc ? tpu_tmp(em) : result_name(em, op, 0);
+  tpu_line(em,
+           "%s = tpu.matmul %s, %s, %s {dimension_numbers = #tpu.dot_dimension_numbers<[1], "
+           "[%d], [0], [%d], [0, 0, 1, %d], [], []>, transpose_lhs_hint = false} : %s, %s, %s -> %s",
+           p, tpu_name(em, x), tpu_name(em, y), zero, trans ? 1 : 0, trans ? 0 : 1, trans ? 0 : 1,
+           tpu_type(a, &x->type), tpu_type(b, &y->type), tpu_type(c, rt), c);
+  if (acc)
+    tpu_line(em, "%s = %s %s, %s : %s", result_name(em, op, 0),
+             is_float(rt->dtype) ? "arith.addf" : "arith.addi", tpu_name(em, acc), p, c);
+}
+
+/* ---- Control flow --------------------------------------------------------------------------- */
+
+/* Names the results of a control op: "%name" for one, "%$N#i" for several
+ * (MLIR's multi-result form); returns the text before " = ", "" for none. */
+static void control_results(tpu_emitter_t *em, const tsr_op_t *op, char *lhs, size_t n) {
+  lhs[0] = 0;
+  if (op->num_results == 0) return;
+  if (op->num_results == 1) {
+    snprintf(lhs, n, "%s = ", result_name(em, op, 0));
+    return;
+  }
+  char base[32];
+  snprintf(base, sizeof base, "%s", tpu_tmp(em));
+  snprintf(lhs, n, "%s:%u = ", base, op->num_results);
+  for (uint32_t i = 0; i < op->num_results; i++) {
+    char r[48];
+    snprintf(r, sizeof r, "%s#%u", base, i);
+    tpu_set_name(em, op->results[i], r);
+  }
+}
+
+static void type_list(tpu_emitter_t *em, tsr_strbuf_t *sb, tsr_value_t *const *vals, uint32_t n) {
+  char ty[TPU_TYPE_MAX];
+  for (uint32_t i = 0; i < n; i++)
+    tsr_strbuf_printf(sb, "%s%s", i ? ", " : "", tpu_type(ty, &vals[i]->type));
+}
+
+static void name_args(tpu_emitter_t *em, const tsr_region_t *r, uint32_t first) {
+  for (uint32_t i = first; i < r->num_args; i++) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%%%s", r->args[i]->name);
+    tpu_set_name(em, r->args[i], buf);
+  }
+}
+
+/* The terminator of a region, read by its parent op. */
+void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_op_t *parent = op->parent ? op->parent->parent_op : NULL;
+  tsr_strbuf_t vals, types;
+  tsr_strbuf_initialize(&vals);
+  tsr_strbuf_initialize(&types);
+  uint32_t first = op->opcode == TSR_OP_CONDITION ? 1 : 0;
+  for (uint32_t i = first; i < op->num_operands; i++)
+    tsr_strbuf_printf(&vals, "%s%s", i > first ? ", " : "", tpu_name(em, op->operands[i]));
+  type_list(em, &types, op->operands + first, op->num_operands - first);
+  const char *v = vals.data ? vals.data : "", *t = types.data ? types.data : "";
+  bool any = op->num_operands > first;
+  if (!parent) { /* an index map: its transform function returns */
+    tpu_line(em, "return %s : %s", v, t);
+  } else if (op->opcode == TSR_OP_CONDITION) {
+    /* scf.condition forwards the carried values (the condition region's
+     * arguments) to the body, and gives them as the results at the end. */
+    tsr_strbuf_t fw, ft;
+    tsr_strbuf_initialize(&fw);
+    tsr_strbuf_initialize(&ft);
+    const tsr_region_t *r = op->parent;
+    for (uint32_t i = 0; i < r->num_args; i++)
+      tsr_strbuf_printf(&fw, "%s%s", i ? ", " : "", tpu_name(em, r->args[i]));
+    type_list(em, &ft, r->args, r->num_args);
+    if (r->num_args)
+      tpu_line(em, "scf.condition(%s) %s : %s", tpu_name(em, op->operands[0]), fw.data, ft.data);
+    else
+      tpu_line(em, "scf.condition(%s)", tpu_name(em, op->operands[0]));
+    tsr_strbuf_deinitialize(&fw);
+    tsr_strbuf_deinitialize(&ft);
+  } else if (parent->opcode == TSR_OP_SCOPED) {
+    tpu_line(em, any ? "tpu.yield %s : %s" : "tpu.yield", v, t);
+  } else if (any || parent->opcode == TSR_OP_WHILE) {
+    tpu_line(em, any ? "scf.yield %s : %s" : "scf.yield", v, t);
+  }
+  if (vals.failed || types.failed) tpu_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&vals);
+  tsr_strbuf_deinitialize(&types);
+}
+
+static void emit_body(tpu_emitter_t *em, const tsr_region_t *r, bool need_terminator,
+                      const char *terminator) {
+  em->indent++;
+  tpu_emit_region(em, r);
+  const tsr_op_t *t = tpu_terminator(r);
+  if (TPU_OK(em)) {
+    if (t) tpu_op_terminator(em, t);
+    else if (need_terminator) tpu_line(em, "%s", terminator);
+  }
+  em->indent--;
+}
+
+void tpu_op_for(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_for_view_t v;
+  if (!tsr_opview_for(op, &v)) {
+    tpu_unimplemented(em, op, "malformed for");
+    return;
+  }
+  char lhs[64];
+  name_args(em, v.body, 0);
+  tsr_strbuf_t iter, types;
+  tsr_strbuf_initialize(&iter);
+  tsr_strbuf_initialize(&types);
+  for (uint32_t i = 0; i < v.num_carried; i++)
+    tsr_strbuf_printf(&iter, "%s%s = %s", i ? ", " : "", tpu_name(em, v.carried[i]),
+                      tpu_name(em, v.inits[i]));
+  type_list(em, &types, v.carried, v.num_carried);
+  control_results(em, op, lhs, sizeof lhs);
+  if (v.num_carried)
+    tpu_line(em, "%sscf.for %s = %s to %s step %s iter_args(%s) -> (%s) : i32 {", lhs,
+             tpu_name(em, v.iv), tpu_name(em, v.lo), tpu_name(em, v.hi), tpu_name(em, v.step),
+             iter.data, types.data);
+  else
+    tpu_line(em, "scf.for %s = %s to %s step %s : i32 {", tpu_name(em, v.iv), tpu_name(em, v.lo),
+             tpu_name(em, v.hi), tpu_name(em, v.step));
+  if (iter.failed || types.failed) tpu_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&iter);
+  tsr_strbuf_deinitialize(&types);
+  emit_body(em, v.body, false, "");
+  tpu_line(em, "}");
+}
+
+void tpu_op_while(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_while_view_t v;
+  if (!tsr_opview_while(op, &v)) {
+    tpu_unimplemented(em, op, "malformed while");
+    return;
+  }
+  char lhs[64];
+  name_args(em, v.cond, 0);
+  tsr_strbuf_t init, types;
+  tsr_strbuf_initialize(&init);
+  tsr_strbuf_initialize(&types);
+  for (uint32_t i = 0; i < v.num_inits; i++)
+    tsr_strbuf_printf(&init, "%s%s = %s", i ? ", " : "", tpu_name(em, v.cond->args[i]),
+                      tpu_name(em, v.inits[i]));
+  type_list(em, &types, v.cond->args, v.cond->num_args);
+  control_results(em, op, lhs, sizeof lhs);
+  const char *ts = types.data ? types.data : "";
+  tpu_line(em, "%sscf.while (%s) : (%s) -> (%s) {", lhs, init.data ? init.data : "", ts, ts);
+  emit_body(em, v.cond, false, "");
+  /* The body's block arguments: the same names in a sibling region. */
+  name_args(em, v.body, 0);
+  tsr_strbuf_t args;
+  tsr_strbuf_initialize(&args);
+  char ty[TPU_TYPE_MAX];
+  for (uint32_t i = 0; i < v.body->num_args; i++)
+    tsr_strbuf_printf(&args, "%s%s: %s", i ? ", " : "", tpu_name(em, v.body->args[i]),
+                      tpu_type(ty, &v.body->args[i]->type));
+  tpu_line(em, "} do {");
+  tpu_line(em, "^bb0(%s):", args.data ? args.data : "");
+  emit_body(em, v.body, true, "scf.yield");
+  tpu_line(em, "}");
+  if (init.failed || types.failed || args.failed) tpu_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&init);
+  tsr_strbuf_deinitialize(&types);
+  tsr_strbuf_deinitialize(&args);
+}
+
+void tpu_op_if(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_if_view_t v;
+  if (!tsr_opview_if(op, &v)) {
+    tpu_unimplemented(em, op, "malformed if");
+    return;
+  }
+  char lhs[64];
+  control_results(em, op, lhs, sizeof lhs);
+  tsr_strbuf_t types;
+  tsr_strbuf_initialize(&types);
+  type_list(em, &types, op->results, op->num_results);
+  if (op->num_results)
+    tpu_line(em, "%sscf.if %s -> (%s) {", lhs, tpu_name(em, v.cond), types.data);
+  else
+    tpu_line(em, "scf.if %s {", tpu_name(em, v.cond));
+  emit_body(em, v.then_region, false, "");
+  bool has_else = op->num_results || (v.else_region && v.else_region->first);
+  if (has_else) {
+    tpu_line(em, "} else {");
+    emit_body(em, v.else_region, false, "");
+  }
+  tpu_line(em, "}");
+  if (types.failed) tpu_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&types);
+}
+
+void tpu_op_scoped(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_scoped_view_t v;
+  if (!tsr_opview_scoped(op, &v)) {
+    tpu_unimplemented(em, op, "malformed scoped");
+    return;
+  }
+  for (uint32_t i = 0; i < v.num_buffers; i++)
+    if (v.buffers[i]->type.kind != TSR_TYPE_REF) {
+      tpu_unimplemented(em, op, "scoped semaphores are not emitted yet");
+      return;
+    }
+  char lhs[64];
+  control_results(em, op, lhs, sizeof lhs);
+  tsr_strbuf_t types;
+  tsr_strbuf_initialize(&types);
+  type_list(em, &types, op->results, op->num_results);
+  tpu_line(em, "%s\"tpu.region\"() ({", lhs);
+  em->indent++;
+  name_args(em, v.body, 0);
+  char ty[TPU_TYPE_MAX];
+  for (uint32_t i = 0; i < v.num_buffers; i++)
+    tpu_line(em, "%s = memref.alloca() : %s", tpu_name(em, v.buffers[i]),
+             tpu_type(ty, &v.buffers[i]->type));
+  em->indent--;
+  emit_body(em, v.body, true, "tpu.yield");
+  tpu_line(em, "}) : () -> (%s)", types.data ? types.data : "");
+  if (types.failed) tpu_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&types);
+}
+
+/* ---- Debugging ------------------------------------------------------------------------------ */
+
+/* Pallas drops debug prints on TPU unless asked (docs/tpu.md): so does
+ * tessera, leaving a comment. */
+void tpu_op_print(tpu_emitter_t *em, const tsr_op_t *op) {
+  tpu_line(em, "// print dropped on TPU");
+}
+
+void tpu_op_assert(tpu_emitter_t *em, const tsr_op_t *op) {
+  tpu_line(em, "// assert dropped on TPU (no runtime checks in Mosaic kernels)");
+}
+
+/* ---- DMAs and semaphores ------------------------------------------------------------------------ */
+
+/* A memref for a view of a ref or semaphore: the ref itself when every
+ * index is ':', else tpu.memref_slice (i32 starts) then tpu.memref_squeeze
+ * for the point indices. Writes its type to ty; returns its name or NULL
+ * (unimplemented: strided). */
+static const char *view_memref(tpu_emitter_t *em, const tsr_op_t *op, const tsr_opview_ref_t *r,
+                               char *ty) {
+  const tsr_type_t *t = &r->base.value->type;
+  const char *name = tpu_name(em, r->base.value);
+  bool full = true;
+  for (uint32_t i = 0; i < r->count; i++) full &= r->indices[i].kind == TSR_INDEX_FULL;
+  if (full) {
+    tpu_type(ty, t);
+    return name;
+  }
+  int64_t view[TSR_MAX_RANK], kept[TSR_MAX_RANK];
+  uint32_t nk;
+  if (!view_shape(r->indices, r->count, t, view, kept, &nk)) {
+    tpu_unimplemented(em, op, "strided DMA views are not emitted yet");
+    return NULL;
+  }
+  char idx[1024], from[TPU_TYPE_MAX];
+  starts_text(em, op, r->indices, r->count, true, idx, sizeof idx);
+  const char *s = tpu_tmp(em);
+  tpu_memref(ty, t, t->rank, view);
+  tpu_line(em, "%s = tpu.memref_slice %s[%s] : %s -> %s", s, name, idx, tpu_type(from, t), ty);
+  if (nk == t->rank) return s;
+  const char *q = tpu_tmp(em);
+  char sq[TPU_TYPE_MAX];
+  tpu_memref(sq, t, nk, kept);
+  tpu_line(em, "%s = tpu.memref_squeeze %s : %s -> %s", q, s, ty, sq);
+  memcpy(ty, sq, TPU_TYPE_MAX);
+  return q;
+}
+
+void tpu_op_dma(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_dma_view_t v;
+  if (!tsr_opview_dma(op, &v)) {
+    tpu_unimplemented(em, op, "malformed DMA");
+    return;
+  }
+  if (v.add) {
+    tpu_unimplemented(em, op, "DMA 'add' has no Mosaic form");
+    return;
+  }
+  char st[TPU_TYPE_MAX], dt[TPU_TYPE_MAX], mt[TPU_TYPE_MAX], ssty[TPU_TYPE_MAX];
+  const char *src = view_memref(em, op, &v.src, st);
+  const char *dst = src ? view_memref(em, op, &v.dst, dt) : NULL;
+  const char *sem = dst ? view_memref(em, op, &v.sem, mt) : NULL;
+  if (!sem) return;
+  if (op->opcode == TSR_OP_DMA_WAIT) {
+    /* As the captured Pallas modules: the destination's semaphore counts
+     * the bytes of the destination view. */
+    tpu_line(em,
+             "tpu.wait_dma source(%s : %s) target(%s : %s) target_semaphore(%s : %s) "
+             "{wait_target = true}",
+             src, st, dst, dt, sem, mt);
+    return;
+  }
+  char sendpart[640] = "", devpart[128] = "";
+  if (v.send.base.slot >= 0) {
+    const char *ss = view_memref(em, op, &v.send, ssty);
+    if (!ss) return;
+    snprintf(sendpart, sizeof sendpart, " source_semaphore(%s : %s)", ss, ssty);
+  }
+  if (v.device.slot >= 0) snprintf(devpart, sizeof devpart, " device_id(%s)", tpu_name(em, v.device.value));
+  tpu_line(em, "tpu.enqueue_dma source(%s : %s) target(%s : %s)%s target_semaphore(%s : %s)%s", src,
+           st, dst, dt, sendpart, sem, mt, devpart);
+}
+
+static const char *sem_of(tpu_emitter_t *em, const tsr_op_t *op, tsr_sem_view_t *v, char *ty) {
+  if (!tsr_opview_sem(op, v)) {
+    tpu_unimplemented(em, op, "malformed semaphore op");
+    return NULL;
+  }
+  return view_memref(em, op, &v->sem, ty);
+}
+
+void tpu_op_sem_signal(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_sem_view_t v;
+  char ty[TPU_TYPE_MAX], extra[256] = "";
+  const char *s = sem_of(em, op, &v, ty);
+  if (!s) return;
+  size_t at = 0;
+  if (v.device.slot >= 0)
+    at += (size_t)snprintf(extra + at, sizeof extra - at, " device_id %s", tpu_name(em, v.device.value));
+  if (v.core.slot >= 0)
+    snprintf(extra + at, sizeof extra - at, " core_id %s", tpu_name(em, v.core.value));
+  tpu_line(em, "tpu.sem_signal %s, %s%s : %s", s, tpu_name(em, v.amount.value), extra, ty);
+}
+
+void tpu_op_sem_wait(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_sem_view_t v;
+  char ty[TPU_TYPE_MAX];
+  const char *s = sem_of(em, op, &v, ty);
+  if (!s) return;
+  tpu_line(em, "tpu.sem_wait %s, %s : %s", s, tpu_name(em, v.amount.value), ty);
+}
+
+void tpu_op_sem_read(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_sem_view_t v;
+  char ty[TPU_TYPE_MAX];
+  const char *s = sem_of(em, op, &v, ty);
+  if (!s) return;
+  tpu_line(em, "%s = tpu.sem_read %s : %s -> i32", result_name(em, op, 0), s, ty);
+}
+
+void tpu_op_core_barrier(tpu_emitter_t *em, const tsr_op_t *op) {
+  tsr_sem_view_t v;
+  char ty[TPU_TYPE_MAX];
+  const char *s = sem_of(em, op, &v, ty);
+  if (!s) return;
+  uint32_t cores = em->chip->cores;
+  if (cores <= 1) {
+    tpu_line(em, "// core_barrier: one TensorCore on %s, nothing to wait for", em->chip->name);
+    return;
+  }
+  /* Every core signals each other core's semaphore once, then waits for
+   * cores - 1 signals: what pltpu's core barrier does with a regular
+   * semaphore. */
+  const char *one = i32_const(em, 1);
+  for (uint32_t c = 0; c < cores; c++) {
+    const char *cid = i32_const(em, c);
+    const char *me = tpu_tmp(em);
+    tpu_line(em, "%s = tpu.core_id : i32", me);
+    const char *ne = tpu_tmp(em);
+    tpu_line(em, "%s = arith.cmpi ne, %s, %s : i32", ne, me, cid);
+    tpu_line(em, "scf.if %s {", ne);
+    tpu_line(em, "  tpu.sem_signal %s, %s core_id %s : %s", s, one, cid, ty);
+    tpu_line(em, "}");
+  }
+  const char *n = i32_const(em, cores - 1);
+  tpu_line(em, "tpu.sem_wait %s, %s : %s", s, n, ty);
+}
