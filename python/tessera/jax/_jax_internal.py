@@ -495,8 +495,9 @@ def axis_env_sizes() -> tuple[tuple[Any, int], ...]:
 # a TPU topology without a TPU (deviceless ahead-of-time compilation).
 
 #: tessera's chip names -> the topology names libtpu's deviceless compiler knows.
+#: (tessera's emitter knows v7x as tpu7x too.)
 TPU_TOPOLOGIES = {"v3": "v3:1x1", "v4": "v4:1x1x1", "v5e": "v5e:1x1", "v5p": "v5p:1x1x1",
-                  "v6e": "v6e:1x1", "v7": "tpu7x:1x1x1"}
+                  "v6e": "v6e:1x1", "v7x": "tpu7x:1x1x1", "tpu7x": "tpu7x:1x1x1"}
 
 
 def mosaic_export_version() -> int:

@@ -31,7 +31,7 @@ if str(TESTS) not in sys.path:
 
 #: The chips every kernel is compiled for (tessera's chip names; libtpu's
 #: topologies: tessera.jax._jax_internal.TPU_TOPOLOGIES).
-CHIPS = ("v5e", "v6e", "v4", "v5p", "v7")
+CHIPS = ("v5e", "v6e", "v4", "v5p", "v7x")
 
 #: The correct kernels of the tree.
 KERNEL_DIRS = ("kernels/examples", "tests/diagnostics/ok")
