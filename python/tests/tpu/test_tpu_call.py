@@ -132,3 +132,33 @@ def test_parse_mosaic_reports_mlir_errors():
     with pytest.raises(ji.MosaicParseError, match="tpu.no_such_op"):
         ji.parse_mosaic('module {\n func.func @k() {\n "tpu.no_such_op"() : () -> ()\n'
                         ' return\n }\n}\n')
+
+
+_NO_MOSAIC = ("tests/diagnostics/ok/dma_add_accumulate.tsr", "dma_add_accumulate")
+
+
+def test_to_mosaic_failure_is_located():
+    k = _kernel(_NO_MOSAIC[1], _NO_MOSAIC[0])
+    with pytest.raises(tessera.CompileError) as info:
+        k.to_mosaic("v5e")
+    errors = [d for d in info.value.diagnostics if d.severity == "error"]
+    assert errors, info.value
+    d = errors[0]
+    assert d.file and d.file.endswith("dma_add_accumulate.tsr")
+    assert d.line and d.line > 0 and d.op == "dma_start"
+    assert "no Mosaic form" in d.message
+
+
+def test_tpu_call_of_a_kernel_tessera_cannot_emit():
+    k = _kernel(_NO_MOSAIC[1], _NO_MOSAIC[0])
+    call = tj.tpu_call(k, chip="v5e")
+    # on CPU it runs in tessera: the TPU lowering is never built ...
+    xs = _inputs(k)
+    got = call(*xs)
+    want = tessera.run(k, *xs)
+    for g, w in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_array_equal(np.asarray(g), w)
+    # ... and lowering it for TPU gives the emitter's located error
+    with pytest.raises(tessera.CompileError, match="no Mosaic form"):
+        jax.export.export(jax.jit(call), platforms=["tpu"])(*call.in_structs)
