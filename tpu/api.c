@@ -17,9 +17,9 @@ static tsr_status_t find_chip(const char *chip, const tpu_chip_t **out) {
 }
 
 TSR_API tsr_status_t tsr_tpu_check(const tsr_ir_kernel_t *kernel, const char *chip) {
-  if (!kernel) return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_tpu_check: no kernel");
   const tpu_chip_t *c = NULL;
   TSR_RETURN_IF_ERROR(find_chip(chip, &c));
+  if (!kernel) return NULL; /* the chip name only */
   TSR_RETURN_IF_ERROR(tsr_ir_verify_kernel(kernel));
   return tpu_check_kernel(kernel, c);
 }

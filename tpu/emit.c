@@ -118,7 +118,9 @@ const char *tpu_memref(char *buf, const tsr_type_t *t, uint32_t rank, const int6
              "!tpu.%s, #tpu.memory_space<semaphore_mem>>",
              t->dtype == TSR_SEM_DMA ? "dma_semaphore" : "semaphore");
   else
-    snprintf(buf + at, TPU_TYPE_MAX - at, "%s, #tpu.memory_space<%s>>", tpu_elem(t->dtype),
+    /* i1 memory is i32, as Pallas stores bool arrays (BOOL_MEMREF_TYPE). */
+    snprintf(buf + at, TPU_TYPE_MAX - at, "%s, #tpu.memory_space<%s>>",
+             t->dtype == TSR_DTYPE_I1 ? "i32" : tpu_elem(t->dtype),
              space_attr(t->space));
   return buf;
 }
@@ -354,12 +356,6 @@ static void emit_module(tpu_emitter_t *em) {
       break;
     }
     const tsr_type_t *t = &d->ref->type;
-    if (t->kind == TSR_TYPE_REF && t->dtype == TSR_DTYPE_I1) {
-      tpu_fail(em, TSR_STATUS_AT(TSR_UNIMPLEMENTED, d->loc,
-                                 "operand '%%%s': i1 memory has no TPU form yet (Pallas "
-                                 "stores bool arrays as i32)", d->ref->name));
-      break;
-    }
     tsr_strbuf_printf(&sig, "%s%s: %s", nargs++ ? ", " : "", em->names[d->ref->id],
                       tpu_type(ty, t));
   }

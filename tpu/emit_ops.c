@@ -158,25 +158,41 @@ void tpu_op_device_id(tpu_emitter_t *em, const tsr_op_t *op) {
   tpu_line(em, "%s = tpu.device_id : i32", result_name(em, op, 0));
 }
 
+/* This core's index as tessera defines it (ir/ir.h, tsr_ir_core_split):
+ * the split grid dims (the core_parallel one, else the leading parallel
+ * ones) flattened, divided by ceil(points / cores). Mosaic has no core id
+ * op on TensorCores (tpu.core_id is for SparseCores): on one core it is 0. */
+static const char *core_index(tpu_emitter_t *em) {
+  const tsr_kernel_t *k = em->kernel;
+  uint32_t cores = em->chip->cores;
+  tsr_ir_core_split_t split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
+  if (cores <= 1 || split.first == split.end) return i32_const(em, 0);
+  const char *flat = NULL;
+  char flat_buf[32];
+  for (uint32_t g = split.first; g < split.end; g++) {
+    char gname[32];
+    snprintf(gname, sizeof gname, "%%$g%u", g);
+    if (!flat) {
+      snprintf(flat_buf, sizeof flat_buf, "%s", gname);
+    } else {
+      const char *dim = i32_const(em, k->grid[g]);
+      const char *m = tpu_tmp(em);
+      tpu_line(em, "%s = arith.muli %s, %s : i32", m, flat_buf, dim);
+      const char *a = tpu_tmp(em);
+      tpu_line(em, "%s = arith.addi %s, %s : i32", a, m, gname);
+      snprintf(flat_buf, sizeof flat_buf, "%s", a);
+    }
+    flat = flat_buf;
+  }
+  uint64_t chunk = (split.points + cores - 1) / cores;
+  const char *c = i32_const(em, (int64_t)chunk);
+  const char *r = tpu_tmp(em);
+  tpu_line(em, "%s = arith.divsi %s, %s : i32", r, flat_buf, c);
+  return r;
+}
+
 void tpu_op_core_id(tpu_emitter_t *em, const tsr_op_t *op) {
-  /* Pallas gives the core index of a core_parallel grid as that grid
-   * index; tessera's core_id is the core the kernel runs on. */
-  uint32_t g;
-  for (g = 0; g < em->kernel->grid_rank; g++)
-    if (em->kernel->semantics[g] == TSR_DIM_CORE_PARALLEL) break;
-  if (g < em->kernel->grid_rank) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%%$g%u", g);
-    tpu_set_name(em, op->results[0], buf);
-    return;
-  }
-  if (em->chip->cores <= 1) {
-    tpu_line(em, "%s = arith.constant 0 : i32", result_name(em, op, 0));
-    return;
-  }
-  tpu_unimplemented(em, op,
-                    "on a chip with %u TensorCores the core index is only known as the "
-                    "index of a core_parallel grid dimension", em->chip->cores);
+  tpu_set_name(em, op->results[0], core_index(em));
 }
 
 /* ---- Memory --------------------------------------------------------------------------- */
@@ -226,6 +242,24 @@ static void starts_text(tpu_emitter_t *em, const tsr_op_t *op, const tsr_index_t
   if (at >= size) tpu_fail(em, TSR_STATUS(TSR_INTERNAL, "tpu emitter: index list too long"));
 }
 
+/* The element type of memory of `dtype`: i1 is stored as i32. */
+static tsr_dtype_t memory_dtype(tsr_dtype_t dtype) {
+  return dtype == TSR_DTYPE_I1 ? TSR_DTYPE_I32 : dtype;
+}
+
+/* "{strides = array<i32: s0, s1>}" of a view, and whether any is not 1. */
+static bool view_strides(const tsr_index_t *ix, uint32_t n, char *buf, size_t size) {
+  size_t at = (size_t)snprintf(buf, size, "{strides = array<i32");
+  bool strided = false;
+  for (uint32_t i = 0; i < n && at < size; i++) {
+    int64_t st = ix[i].kind == TSR_INDEX_SLICE || ix[i].kind == TSR_INDEX_DS ? ix[i].stride : 1;
+    strided |= st != 1;
+    at += (size_t)snprintf(buf + at, size - at, "%s %lld", i ? "," : ":", (long long)st);
+  }
+  if (at < size) snprintf(buf + at, size - at, ">}");
+  return strided;
+}
+
 void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_access_view_t v;
   if (!tsr_opview_access(op, &v)) {
@@ -234,7 +268,7 @@ void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
   }
   const tsr_type_t *ref = &v.ref.base.value->type;
   const tsr_type_t *rt = &op->results[0]->type;
-  char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], strides[256];
   if (ref->space == TSR_SPACE_SMEM) {
     /* SMEM holds scalars: memref.load (the verifier allows nothing else). */
     starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
@@ -242,27 +276,45 @@ void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
              tpu_name(em, v.ref.base.value), idx, tpu_type(a, ref));
     return;
   }
-  if (v.mask.slot >= 0) {
-    tpu_unimplemented(em, op, "masked loads are not emitted yet");
-    return;
-  }
   if (ref->rank == 0) {
     tpu_unimplemented(em, op, "a rank-0 VMEM ref has no vector load");
     return;
   }
-  int64_t view[TSR_MAX_RANK], kept[TSR_MAX_RANK];
-  uint32_t nk;
-  if (!view_shape(v.ref.indices, v.ref.count, ref, view, kept, &nk)) {
-    tpu_unimplemented(em, op, "strided loads (tpu.strided_load) are not emitted yet");
+  if (ref->dtype == TSR_DTYPE_F16) {
+    tpu_unimplemented(em, op, "TPUs have no f16 vector loads (libtpu: \"Invalid vector type "
+                              "for load\"); keep f16 data in HBM or use bf16/f32");
     return;
   }
+  /* A mask only says which elements need not be read: masked-off ones are
+   * uninitialized (docs/ir.md), and reading them from VMEM is harmless, so
+   * a masked load is a plain load. */
+  int64_t view[TSR_MAX_RANK], rd[TSR_MAX_RANK];
+  for (uint32_t i = 0; i < v.ref.count; i++) {
+    const tsr_index_t *ix = &v.ref.indices[i];
+    view[i] = ix->kind == TSR_INDEX_FULL ? ref->dims[i] : ix->kind == TSR_INDEX_POINT ? 1 : ix->size;
+  }
+  bool strided = view_strides(v.ref.indices, v.ref.count, strides, sizeof strides);
   starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
-  const char *vec = tpu_tmp(em);
-  tpu_line(em, "%s = vector.load %s[%s] : %s, %s", vec, tpu_name(em, v.ref.base.value), idx,
-           tpu_type(a, ref), tpu_vector(b, ref->dtype, ref->rank, view));
-  int64_t rd[TSR_MAX_RANK];
   uint32_t rr = value_dims(rt, rd);
-  const char *r = reshape_to(em, vec, ref->dtype, ref->rank, view, rr, rd);
+  tsr_dtype_t md = memory_dtype(ref->dtype);
+  /* Points load a block with 1s there, then drop them (vector.shape_cast);
+   * i1 memory is i32, compared with 0. */
+  bool direct = md == rt->dtype && rr == ref->rank && !memcmp(rd, view, sizeof(int64_t) * rr);
+  const char *vec = direct ? result_name(em, op, 0) : tpu_tmp(em);
+  if (strided)
+    tpu_line(em, "%s = tpu.strided_load %s[%s] %s : %s, %s", vec, tpu_name(em, v.ref.base.value),
+             idx, strides, tpu_type(a, ref), tpu_vector(b, md, ref->rank, view));
+  else
+    tpu_line(em, "%s = vector.load %s[%s] : %s, %s", vec, tpu_name(em, v.ref.base.value), idx,
+             tpu_type(a, ref), tpu_vector(b, md, ref->rank, view));
+  if (direct) return;
+  const char *r = reshape_to(em, vec, md, ref->rank, view, rr, rd);
+  if (md != rt->dtype) {
+    tsr_type_t it = with_dtype(rt, md);
+    const char *z = constant(em, &it, 0.0, 0);
+    tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", result_name(em, op, 0), r, z, tpu_type(a, &it));
+    return;
+  }
   tpu_set_name(em, op->results[0], r);
 }
 
@@ -274,38 +326,65 @@ void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
   }
   const tsr_type_t *ref = &v.ref.base.value->type;
   const tsr_value_t *val = v.stored.value;
-  char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX], strides[256];
   if (ref->space == TSR_SPACE_SMEM) {
     starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
     tpu_line(em, "memref.store %s, %s[%s] : %s", tpu_name(em, val),
              tpu_name(em, v.ref.base.value), idx, tpu_type(a, ref));
     return;
   }
-  if (v.mask.slot >= 0) {
-    tpu_unimplemented(em, op, "masked stores are not emitted yet");
-    return;
-  }
   if (ref->rank == 0) {
     tpu_unimplemented(em, op, "a rank-0 VMEM ref has no vector store");
     return;
   }
-  int64_t view[TSR_MAX_RANK], kept[TSR_MAX_RANK];
-  uint32_t nk;
-  if (!view_shape(v.ref.indices, v.ref.count, ref, view, kept, &nk)) {
-    tpu_unimplemented(em, op, "strided stores (tpu.strided_store) are not emitted yet");
+  if (ref->dtype == TSR_DTYPE_F16) {
+    tpu_unimplemented(em, op, "TPUs have no f16 vector stores; keep f16 data in HBM or use "
+                              "bf16/f32");
+    return;
+  }
+  int64_t view[TSR_MAX_RANK];
+  for (uint32_t i = 0; i < v.ref.count; i++) {
+    const tsr_index_t *ix = &v.ref.indices[i];
+    view[i] = ix->kind == TSR_INDEX_FULL ? ref->dims[i] : ix->kind == TSR_INDEX_POINT ? 1 : ix->size;
+  }
+  bool strided = view_strides(v.ref.indices, v.ref.count, strides, sizeof strides);
+  if (strided && v.mask.slot >= 0) {
+    tpu_unimplemented(em, op, "masked strided stores have no Mosaic form");
     return;
   }
   starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
   int64_t vd[TSR_MAX_RANK];
   uint32_t vr = value_dims(&val->type, vd);
-  const char *s = tpu_name(em, val);
-  if (vr == 0) /* a scalar stored to every element */
-    s = reshape_to(em, s, ref->dtype, 0, vd, ref->rank, view);
-  else
-    s = reshape_to(em, s, ref->dtype, vr, vd, ref->rank, view);
+  const char *s = reshape_to(em, tpu_name(em, val), ref->dtype, vr, vd, ref->rank, view);
+  tsr_dtype_t md = memory_dtype(ref->dtype);
+  if (md != ref->dtype) { /* i1 stored as i32 */
+    tsr_type_t from = with_dtype(&val->type, TSR_DTYPE_I1), to;
+    from.kind = TSR_TYPE_VECTOR;
+    from.rank = ref->rank;
+    memcpy(from.dims, view, sizeof(int64_t) * ref->rank);
+    to = with_dtype(&from, md);
+    const char *e = tpu_tmp(em);
+    tpu_line(em, "%s = arith.extui %s : %s to %s", e, s, tpu_type(a, &from), tpu_type(b, &to));
+    s = e;
+  }
+  tpu_vector(b, md, ref->rank, view);
+  if (strided) {
+    tpu_line(em, "tpu.strided_store %s[%s], %s %s : %s, %s", tpu_name(em, v.ref.base.value), idx,
+             s, strides, tpu_type(a, ref), b);
+    return;
+  }
+  if (v.mask.slot >= 0) {
+    const tsr_value_t *mv = v.mask.value;
+    int64_t md_dims[TSR_MAX_RANK];
+    uint32_t mr = value_dims(&mv->type, md_dims);
+    const char *m = reshape_to(em, tpu_name(em, mv), TSR_DTYPE_I1, mr, md_dims, ref->rank, view);
+    tpu_line(em, "tpu.vector_store %s[%s], %s masked %s {strides = array<i32>} : %s, %s, %s",
+             tpu_name(em, v.ref.base.value), idx, s, m, tpu_type(a, ref), b,
+             tpu_vector(c, TSR_DTYPE_I1, ref->rank, view));
+    return;
+  }
   tpu_line(em, "tpu.vector_store %s[%s], %s {strides = array<i32>} : %s, %s,",
-           tpu_name(em, v.ref.base.value), idx, s, tpu_type(a, ref),
-           tpu_vector(b, ref->dtype, ref->rank, view));
+           tpu_name(em, v.ref.base.value), idx, s, tpu_type(a, ref), b);
 }
 
 /* ---- Elementwise ---------------------------------------------------------------------- */
@@ -463,6 +542,12 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
   }
   case TSR_FAM_UNARY: case TSR_FAM_BINARY: {
     tsr_dtype_t d = rt->dtype;
+    if (rt->kind == TSR_TYPE_VECTOR && (d == TSR_DTYPE_I8 || d == TSR_DTYPE_U8)) {
+      /* libtpu: "Only vector<i16> and vector<i32> are supported". */
+      tpu_unimplemented(em, op, "TPU vector arithmetic takes 16- and 32-bit integers, not %s; "
+                                "convert to i32 first", tsr_dtype_name(d));
+      return;
+    }
     const char *a = operand_as(em, op->operands[0], rt);
     const char *b = op->num_operands > 1 ? operand_as(em, op->operands[1], rt) : NULL;
     const char *name = simple_op(op->opcode, d);
@@ -591,8 +676,8 @@ void tpu_op_slice(tpu_emitter_t *em, const tsr_op_t *op) {
   (void)kept;
   const char *t = tpu_tmp(em);
   tpu_line(em,
-           "%s = vector.extract_strided_slice %s {offsets = [%s], sizes = [%s], strides = [%s]} "
-           ": %s to %s",
+           "%s = \"vector.extract_strided_slice\"(%s) <{offsets = [%s], sizes = [%s], strides = "
+           "[%s]}> : (%s) -> %s",
            t, tpu_name(em, x), offs, sizes, strides, tpu_type(a, xt),
            tpu_vector(b, xt->dtype, xt->rank, view));
   int64_t rd[TSR_MAX_RANK];
@@ -637,7 +722,28 @@ void tpu_op_roll(tpu_emitter_t *em, const tsr_op_t *op) {
 }
 
 void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
-  tpu_unimplemented(em, op, "gather (tpu.dynamic_gather) is not emitted yet");
+  const tsr_value_t *x = op->operands[0], *idx = op->operands[1];
+  int64_t axis = op->ints[0];
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX];
+  tpu_type(a, &x->type);
+  tpu_type(b, &idx->type);
+  if (idx->type.dtype != TSR_DTYPE_I32) {
+    tpu_unimplemented(em, op, "gather indices must be i32 on TPU");
+    return;
+  }
+  /* As Pallas's take_along_axis: negative indices count from the end. */
+  const char *z = constant(em, &idx->type, 0.0, 0);
+  const char *n = constant(em, &idx->type, 0.0, x->type.dims[axis]);
+  const char *neg = tpu_tmp(em);
+  tpu_line(em, "%s = arith.cmpi slt, %s, %s : %s", neg, tpu_name(em, idx), z, b);
+  const char *up = tpu_tmp(em);
+  tpu_line(em, "%s = arith.addi %s, %s : %s", up, tpu_name(em, idx), n, b);
+  const char *fixed = tpu_tmp(em);
+  tsr_type_t ct = with_dtype(&idx->type, TSR_DTYPE_I1);
+  tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", fixed, neg, up, tpu_name(em, idx),
+           tpu_type(c, &ct), b);
+  tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s", result_name(em, op, 0),
+           tpu_name(em, x), fixed, (long long)axis, a, b, tpu_type(c, &op->results[0]->type));
 }
 
 /* ---- Reductions and dot ------------------------------------------------------------------ */
@@ -682,7 +788,16 @@ void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
 }
 
 void tpu_op_argreduce(tpu_emitter_t *em, const tsr_op_t *op) {
-  tpu_unimplemented(em, op, "argmax/argmin (tpu.reduce_index) are not emitted yet");
+  const tsr_value_t *x = op->operands[0];
+  const char *kind = op->opcode == TSR_OP_ARGMAX ? "arg_max" : op->opcode == TSR_OP_ARGMIN ? "arg_min" : NULL;
+  if (!kind || x->type.kind != TSR_TYPE_VECTOR) {
+    tpu_unimplemented(em, op, "no TPU index reduction for this operand");
+    return;
+  }
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  tpu_line(em, "%s = tpu.reduce_index %s {axis = %lld : i32, kind = #tpu.reduction_kind<%s>} : %s -> %s",
+           result_name(em, op, 0), tpu_name(em, x), (long long)op->ints[0], kind,
+           tpu_type(a, &x->type), tpu_type(b, &op->results[0]->type));
 }
 
 void tpu_op_dot(tpu_emitter_t *em, const tsr_op_t *op) {
@@ -1053,10 +1168,10 @@ void tpu_op_core_barrier(tpu_emitter_t *em, const tsr_op_t *op) {
    * cores - 1 signals: what pltpu's core barrier does with a regular
    * semaphore. */
   const char *one = i32_const(em, 1);
+  char me[32];
+  snprintf(me, sizeof me, "%s", core_index(em));
   for (uint32_t c = 0; c < cores; c++) {
     const char *cid = i32_const(em, c);
-    const char *me = tpu_tmp(em);
-    tpu_line(em, "%s = tpu.core_id : i32", me);
     const char *ne = tpu_tmp(em);
     tpu_line(em, "%s = arith.cmpi ne, %s, %s : i32", ne, me, cid);
     tpu_line(em, "scf.if %s {", ne);

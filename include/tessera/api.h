@@ -359,7 +359,8 @@ TSR_API tsr_status_t tsr_tpu_emit(tsr_context_t *context, const tsr_ir_kernel_t 
  * dims divisible by 8 and 128 or equal to the array's, 1-D blocks, no
  * windowing without a grid. NULL when they hold; TSR_VERIFY_ERROR with one
  * located diagnostic per broken rule; TSR_INVALID_ARGUMENT for an unknown
- * chip. What Pallas accepts passes. */
+ * chip (a NULL kernel checks only the chip name). What Pallas accepts
+ * passes. */
 TSR_API tsr_status_t tsr_tpu_check(const tsr_ir_kernel_t *kernel, const char *chip)
     TSR_MUST_USE;
 

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The TPU target of the CLI (docs/tpu.md), in TAP: `tessera lower --target
+# tpu` prints a Mosaic module laid out as Pallas's (checked by shape here;
+# jaxlib and libtpu check the text in the Python suite), `--target cpu`
+# keeps its options, `tessera check --target tpu` reports Pallas's layout
+# rules located, and usage errors. Needs $TESSERA and $TSR_SOURCE_ROOT.
+set -u
+
+T=${TESSERA:?TESSERA must name the tessera binary}
+SRC=${TSR_SOURCE_ROOT:?TSR_SOURCE_ROOT must name the source tree}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-tpu-cli-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+source "$SRC/tests/cli/tap.sh"
+
+E=$SRC/kernels/examples
+
+# expect DESC STATUS FILE PATTERN: exit status and an extended regex in FILE.
+expect() {
+  local desc=$1 want=$2 file=$3 pattern=$4
+  if [[ $rc != "$want" ]]; then
+    fail "$desc" "expected exit status $want, got $rc" "stdout: $(head -c 800 "$tmp/out")" \
+      "stderr: $(head -c 800 "$tmp/err")"
+  elif ! grep -qE -- "$pattern" "$tmp/$file"; then
+    fail "$desc" "$file does not match /$pattern/" "$file: $(head -c 800 "$tmp/$file")"
+  else
+    pass "$desc"
+  fi
+}
+
+t lower --target tpu "$E/add.tsr"
+expect "lower --target tpu prints the kernel function" 0 out \
+  '^  func.func @add\(%\$g0: i32, %a: memref<128x512xf32, #tpu.memory_space<vmem>>'
+expect "the module has one transform function per windowed operand" 0 out \
+  '^  func.func @transform_2\(%i: i32\) -> \(i32, i32\) \{'
+t lower --target tpu --chip v6e "$E/reduce.tsr" --kernel colsum
+expect "--kernel and --chip" 0 out 'func.func @colsum\(%\$g0: i32, %\$g1: i32'
+expect "reductions as vector.multi_reduction" 0 out 'vector.multi_reduction <add>, %v'
+t lower --target tpu "$E/matmul.tsr"
+expect "matmul as tpu.matmul, control flow as scf.if" 0 out 'tpu.matmul %x, %y'
+t lower --target tpu --chip v9 "$E/add.tsr"
+expect "an unknown chip is a usage error" 2 err "unknown TPU chip 'v9'"
+t lower --target tpu --stage llvm "$E/add.tsr"
+expect "--stage is for the cpu target" 2 err 'cpu only'
+t lower --chip v5e "$E/add.tsr"
+expect "--chip is for the tpu target" 2 err 'tpu only'
+t lower --target gpu "$E/add.tsr"
+expect "--target expects cpu or tpu" 2 err "expects cpu or tpu, got 'gpu'"
+t lower --target tpu "$SRC/tests/diagnostics/ok/dma_add_accumulate.tsr"
+expect "an op with no TPU form is a located error naming it" 1 err \
+  'dma_add_accumulate.tsr:14:5: error: op .dma_start. cannot be emitted for TPU \(v5e\)'
+t lower --target tpu "$SRC/tests/cli/tpu_layout.tsr"
+expect "lower applies the layout rules" 1 err 'tpu_layout.tsr:7:6: error: in .%x.'
+t lower --help
+expect "lower --help names the tpu target" 0 out '--target cpu\|tpu'
+
+t check --target tpu "$E"/*.tsr "$SRC"/tests/diagnostics/ok/*.tsr
+expect "every example and catalog kernel passes the TPU layout rules" 0 out 'add.tsr: ok'
+t check "$SRC/tests/cli/tpu_layout.tsr"
+expect "without --target tpu the kernel is valid" 0 out 'ok \(1 kernel\)'
+t check --target tpu --chip v6e "$SRC/tests/cli/tpu_layout.tsr"
+expect "check --target tpu: the last block dim" 1 err \
+  'tpu_layout.tsr:7:6: error: in .%x.: block dim 1 is 100, which TPUs cannot tile: the last block dim must be a multiple of 128'
+expect "check --target tpu: the second-to-last block dim" 1 err \
+  'tpu_layout.tsr:8:7: error: out .%y.: block dim 0 is 12, .*multiple of 8'
+t check --target tpu --chip v9 "$E/add.tsr"
+expect "check: an unknown chip is a usage error" 2 err "unknown TPU chip 'v9'"
+t check --target cpu "$E/add.tsr"
+expect "check --target expects tpu" 2 err "expects tpu"
+t check --help
+expect "check --help names --target tpu" 0 out '--target tpu'
+
+echo "1..$n"

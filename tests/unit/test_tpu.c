@@ -1,0 +1,477 @@
+/* The Mosaic TPU emitter (tpu/, docs/tpu.md) through the public API:
+ * the module's structure for the example kernels (signature order,
+ * attributes, transform functions, key ops), located errors for what has
+ * no TPU form and for each layout rule of `tessera check --target tpu`,
+ * and the disk cache's hit. That the text parses and compiles with
+ * jaxlib and libtpu is proved by the Python suite (docs/tpu.md). */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "tests/harness.h"
+
+static tsr_ir_module_t *parse_text(const char *name, const char *text) {
+  tsr_ir_module_t *m = NULL;
+  tsr_string_view_t fn = {name, strlen(name)}, tx = {text, strlen(text)};
+  TSR_CHECK_OK(tsr_ir_module_parse(fn, tx, &m));
+  return m;
+}
+
+static tsr_ir_module_t *parse_source(const char *rel) {
+  char *text = tsr_test_read_source(rel, NULL);
+  TSR_CHECK(text != NULL);
+  if (!text) return NULL;
+  tsr_ir_module_t *m = parse_text(rel, text);
+  free(text);
+  return m;
+}
+
+/* The emitted text of the kernel `name` (NULL: the first) of `rel`. */
+static char *emit_source(const char *rel, const char *name, const char *chip) {
+  tsr_ir_module_t *m = parse_source(rel);
+  if (!m) return NULL;
+  tsr_ir_kernel_t *k = name ? tsr_ir_module_find_kernel(m, (tsr_string_view_t){name, strlen(name)})
+                            : tsr_ir_module_kernel(m, 0);
+  char *text = NULL;
+  TSR_CHECK(k != NULL);
+  if (k) TSR_CHECK_OK(tsr_tpu_emit(NULL, k, chip, &text));
+  tsr_ir_module_destroy(m);
+  return text;
+}
+
+static int count(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  return n;
+}
+
+#define CHECK_HAS(text, needle)                                                \
+  do {                                                                         \
+    if (!(text) || !strstr((text), (needle)))                                  \
+      TSR_FAIL_AT("missing '%s' in:\n%s", (needle), (text) ? (text) : "(null)"); \
+  } while (0)
+
+TSR_TEST(add_module_shape) {
+  char *t = emit_source("kernels/examples/add.tsr", NULL, NULL);
+  if (!t) return;
+  TSR_CHECK(strncmp(t, "module {\n", 9) == 0);
+  /* grid index, then the three windowed operands as VMEM blocks */
+  CHECK_HAS(t, "func.func @add(%$g0: i32, %a: memref<128x512xf32, #tpu.memory_space<vmem>>, "
+               "%b: memref<128x512xf32, #tpu.memory_space<vmem>>, "
+               "%c: memref<128x512xf32, #tpu.memory_space<vmem>>) attributes {");
+  CHECK_HAS(t, "dimension_semantics = [#tpu.dimension_semantics<parallel>], "
+               "iteration_bounds = array<i64: 8>, scalar_prefetch = 0 : i64, "
+               "scratch_operands = 0 : i64, tpu.core_type = #tpu.core_type<tc>, window_params = "
+               "[{transform_indices = @transform_0, window_bounds = array<i64: 128, 512>}, "
+               "{transform_indices = @transform_1, window_bounds = array<i64: 128, 512>}, "
+               "{transform_indices = @transform_2, window_bounds = array<i64: 128, 512>}]}");
+  CHECK_HAS(t, "func.func @transform_0(%i: i32) -> (i32, i32) {");
+  CHECK_HAS(t, "return %i, %");
+  TSR_CHECK_EQ_INT(count(t, "func.func @transform_"), 3);
+  TSR_CHECK_EQ_INT(count(t, "vector.load %"), 2);
+  CHECK_HAS(t, "arith.addf");
+  CHECK_HAS(t, "tpu.vector_store %c[");
+  /* each op's lines start with its location */
+  CHECK_HAS(t, "// kernels/examples/add.tsr:9:8: add");
+  tsr_ir_string_free(t);
+}
+
+TSR_TEST(matmul_module_shape) {
+  char *t = emit_source("kernels/examples/matmul.tsr", NULL, "v6e");
+  if (!t) return;
+  CHECK_HAS(t, "func.func @matmul(%$g0: i32, %$g1: i32, %$g2: i32, %a: ");
+  /* scratch comes last, after the windowed operands */
+  CHECK_HAS(t, "%c: memref<128x128xf32, #tpu.memory_space<vmem>>, "
+               "%acc: memref<128x128xf32, #tpu.memory_space<vmem>>) attributes");
+  CHECK_HAS(t, "dimension_semantics = [#tpu.dimension_semantics<parallel>, "
+               "#tpu.dimension_semantics<parallel>, #tpu.dimension_semantics<arbitrary>]");
+  CHECK_HAS(t, "iteration_bounds = array<i64: 2, 2, 4>");
+  CHECK_HAS(t, "scratch_operands = 1 : i64");
+  CHECK_HAS(t, "tpu.matmul %x, %y, %");
+  CHECK_HAS(t, "dimension_numbers = #tpu.dot_dimension_numbers<[1], [0], [0], [1], [0, 0, 1, 1], "
+               "[], []>, transpose_lhs_hint = false");
+  TSR_CHECK_EQ_INT(count(t, "scf.if %"), 2);
+  /* num_programs is folded to the grid size, as Pallas does */
+  CHECK_HAS(t, "%nk = arith.constant 4 : i32");
+  /* the index maps: (i, k), (k, j), (i, j) */
+  CHECK_HAS(t, "func.func @transform_0(%i: i32, %j: i32, %k: i32) -> (i32, i32) {\n"
+               "    return %i, %k : i32, i32");
+  CHECK_HAS(t, "func.func @transform_1(%i: i32, %j: i32, %k: i32) -> (i32, i32) {\n"
+               "    return %k, %j : i32, i32");
+  tsr_ir_string_free(t);
+}
+
+TSR_TEST(prefetch_and_reductions) {
+  char *t = emit_source("kernels/examples/gather_prefetch.tsr", NULL, NULL);
+  if (t) {
+    /* scalar prefetch: SMEM, right after the grid indices, and an argument
+     * of every transform function */
+    CHECK_HAS(t, "(%$g0: i32, %tbl: memref<8xi32, #tpu.memory_space<smem>>, %x: ");
+    CHECK_HAS(t, "scalar_prefetch = 1 : i64");
+    CHECK_HAS(t, "func.func @transform_0(%i: i32, %tbl: memref<8xi32, #tpu.memory_space<smem>>)");
+    CHECK_HAS(t, "memref.load %tbl[");
+    tsr_ir_string_free(t);
+  }
+  t = emit_source("kernels/examples/softmax.tsr", NULL, NULL);
+  if (t) {
+    CHECK_HAS(t, "vector.multi_reduction <maximumf>, %v, %");
+    CHECK_HAS(t, "[1] : vector<8x256xf32> to vector<8xf32>");
+    CHECK_HAS(t, "vector.multi_reduction <add>, %e");
+    CHECK_HAS(t, "vector.shape_cast %m : vector<8xf32> to vector<8x1xf32>");
+    CHECK_HAS(t, "vector.broadcast");
+    CHECK_HAS(t, "math.exp %d : vector<8x256xf32>");
+    CHECK_HAS(t, "arith.divf %e, %sb");
+    tsr_ir_string_free(t);
+  }
+  t = emit_source("kernels/examples/int_hash.tsr", NULL, NULL);
+  if (t) {
+    CHECK_HAS(t, "arith.shrui");
+    CHECK_HAS(t, "arith.remsi");
+    CHECK_HAS(t, "arith.divsi");
+    CHECK_HAS(t, "vector.multi_reduction <minsi>");
+    CHECK_HAS(t, "arith.constant -1640531535 : i32");
+    tsr_ir_string_free(t);
+  }
+  t = emit_source("kernels/examples/bf16_axpy.tsr", NULL, NULL);
+  if (t) {
+    CHECK_HAS(t, "arith.constant 0x3E9A : bf16"); /* 0.3 in bf16, exact bits */
+    CHECK_HAS(t, "arith.extf %r : vector<16x256xbf16> to vector<16x256xf32>");
+    tsr_ir_string_free(t);
+  }
+}
+
+TSR_TEST(every_example_emits) {
+  static const char *const files[] = {
+      "kernels/examples/add.tsr",    "kernels/examples/bf16_axpy.tsr",
+      "kernels/examples/gather_prefetch.tsr", "kernels/examples/int_hash.tsr",
+      "kernels/examples/matmul.tsr", "kernels/examples/ragged.tsr",
+      "kernels/examples/reduce.tsr", "kernels/examples/softmax.tsr",
+  };
+  static const char *const chips[] = {"v5e", "v6e", "v5p"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    tsr_ir_module_t *m = parse_source(files[f]);
+    if (!m) continue;
+    for (size_t k = 0; k < tsr_ir_module_kernel_count(m); k++)
+      for (size_t c = 0; c < 3; c++) {
+        char *t = NULL;
+        tsr_status_t s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, k), chips[c], &t);
+        if (s) TSR_FAIL_AT("%s on %s: %s", files[f], chips[c], tsr_status_message(s));
+        tsr_status_free(s);
+        if (t) CHECK_HAS(t, "tpu.core_type = #tpu.core_type<tc>");
+        tsr_ir_string_free(t);
+      }
+    tsr_ir_module_destroy(m);
+  }
+}
+
+TSR_TEST(dma_and_semaphores) {
+  char *t = emit_source("tests/diagnostics/ok/scoped_sync_copy.tsr", NULL, NULL);
+  if (t) {
+    /* an `any` operand: whole array, empty window params */
+    CHECK_HAS(t, "%x: memref<32x128xf32, #tpu.memory_space<any>>");
+    CHECK_HAS(t, "window_params = [{}, {transform_indices = @transform_1");
+    CHECK_HAS(t, "%sem: memref<!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>");
+    CHECK_HAS(t, "\"tpu.region\"() ({");
+    CHECK_HAS(t, "%buf = memref.alloca() : memref<8x128xf32, #tpu.memory_space<vmem>>");
+    CHECK_HAS(t, "tpu.memref_slice %x[%off, %");
+    CHECK_HAS(t, "tpu.enqueue_dma source(%");
+    CHECK_HAS(t, "target(%buf : memref<8x128xf32, #tpu.memory_space<vmem>>) "
+                 "target_semaphore(%sem : ");
+    CHECK_HAS(t, "tpu.wait_dma source(");
+    CHECK_HAS(t, "tpu.yield %");
+    CHECK_HAS(t, "}) : () -> (vector<8x128xf32>)");
+    tsr_ir_string_free(t);
+  }
+  t = emit_source("tests/diagnostics/ok/remote_right_permute.tsr", NULL, NULL);
+  if (t) {
+    CHECK_HAS(t, "tpu.device_id : i32");
+    CHECK_HAS(t, "source_semaphore(");
+    CHECK_HAS(t, "device_id(%");
+    tsr_ir_string_free(t);
+  }
+  static const char *const ok[] = {
+      "barrier_ring_vmem_output", "core_barrier_exchange", "core_handshake",
+      "core_reduction_handshake", "double_buffered_loop",  "double_buffered_pipeline",
+      "dynamic_sem_array",        "one_wait_two_dmas",     "paged_gather_smem_table",
+      "parallel_cores_manual_dma", "remote_right_permute", "ring_all_gather",
+      "scoped_sync_copy",
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/diagnostics/ok/%s.tsr", ok[i]);
+    for (int chip = 0; chip < 2; chip++) {
+      char *u = emit_source(rel, NULL, chip ? "v5p" : "v5e");
+      TSR_CHECK(u != NULL);
+      tsr_ir_string_free(u);
+    }
+  }
+  /* on a megacore chip, core_barrier signals the other core */
+  t = emit_source("tests/diagnostics/ok/core_barrier_exchange.tsr", NULL, "v5p");
+  if (t) {
+    CHECK_HAS(t, "tpu.sem_signal %bar, %");
+    CHECK_HAS(t, " core_id %");
+    tsr_ir_string_free(t);
+  }
+}
+
+/* The first diagnostic record of a status: its line, col and op. */
+static void check_record(tsr_status_t s, tsr_status_code_t code, int line, const char *op,
+                         const char *text) {
+  if (tsr_status_code(s) != code)
+    TSR_FAIL_AT("expected %s, got %s: %s", tsr_status_code_name(code),
+                tsr_status_code_name(tsr_status_code(s)), tsr_status_message(s));
+  tsr_diagnostic_list_t *list = NULL;
+  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(s, &list));
+  const tsr_diagnostic_t *d = list ? tsr_diagnostic_list_get(list, 0) : NULL;
+  TSR_CHECK(d != NULL);
+  if (d) {
+    TSR_CHECK_EQ_INT(d->line, line);
+    TSR_CHECK(d->col > 0);
+    if (op) TSR_CHECK_EQ_STR(d->op.data, op);
+    if (!strstr(d->message.data, text))
+      TSR_FAIL_AT("message '%s' lacks '%s'", d->message.data, text);
+  }
+  tsr_diagnostic_list_destroy(list);
+  tsr_status_free(s);
+}
+
+TSR_TEST(unsupported_op_is_located) {
+  tsr_ir_module_t *m = parse_source("tests/diagnostics/ok/dma_add_accumulate.tsr");
+  if (!m) return;
+  char *t = NULL;
+  tsr_status_t s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
+  TSR_CHECK(t == NULL);
+  check_record(s, TSR_UNIMPLEMENTED, 14, "dma_start", "cannot be emitted for TPU");
+  tsr_ir_module_destroy(m);
+
+  m = parse_source("tests/diagnostics/ok/disjoint_strided_dmas.tsr");
+  if (m) {
+    s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
+    check_record(s, TSR_UNIMPLEMENTED, 9, "dma_start", "strided DMA views");
+    tsr_ir_module_destroy(m);
+  }
+  /* dtypes TPUs cannot do: i8 vector arithmetic, f16 vector loads */
+  m = parse_text("dtypes.tsr", "kernel @k\n"
+                               "  grid(1)\n"
+                               "  in %x: i8[32, 128] vmem\n"
+                               "  in %h: f16[16, 128] vmem\n"
+                               "  out %y: i8[32, 128] vmem\n"
+                               "{\n"
+                               "  %v = load %x[:, :] : i8[32, 128]\n"
+                               "  %w = add %v, %v : i8[32, 128]\n"
+                               "  store %y[:, :], %w\n"
+                               "  %f = load %h[:, :] : f16[16, 128]\n"
+                               "}\n");
+  if (m) {
+    s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
+    check_record(s, TSR_UNIMPLEMENTED, 8, "add", "not i8");
+    tsr_ir_module_destroy(m);
+  }
+  m = parse_text("f16.tsr", "kernel @k\n"
+                            "  grid(1)\n"
+                            "  in %h: f16[16, 128] vmem\n"
+                            "  out %y: f32[16, 128] vmem\n"
+                            "{\n"
+                            "  %f = load %h[:, :] : f16[16, 128]\n"
+                            "  %g = convert %f : f32[16, 128]\n"
+                            "  store %y[:, :], %g\n"
+                            "}\n");
+  if (m) {
+    s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
+    check_record(s, TSR_UNIMPLEMENTED, 6, "load", "no f16 vector loads");
+    tsr_ir_module_destroy(m);
+  }
+}
+
+/* Ops beyond the examples, in the spelling of Pallas's own modules. */
+TSR_TEST(more_ops) {
+  tsr_ir_module_t *m = parse_text("more.tsr",
+      "kernel @k\n"
+      "  grid(1)\n"
+      "  in %x: f32[16, 128] vmem\n"
+      "  in %i: i32[8, 128] vmem\n"
+      "  in %b: i1[8, 128] vmem\n"
+      "  out %y: f32[16, 128] vmem\n"
+      "  out %z: i32[8, 128] vmem\n"
+      "{\n"
+      "  %v = load %x[0:16:2, :] : f32[8, 128]\n"
+      "  %j = load %i[:, :] : i32[8, 128]\n"
+      "  %g = gather %v, %j axis 1 : f32[8, 128]\n"
+      "  %a = argmax %g axis 1 : i32[8]\n"
+      "  %a2 = reshape %a : i32[8, 1]\n"
+      "  %ab = broadcast %a2 : i32[8, 128]\n"
+      "  store %z[:, :], %ab\n"
+      "  %m = load %b[:, :] : i1[8, 128]\n"
+      "  store %y[0:8, :], %g mask %m\n"
+      "  store %y[1:16:2, :], %v\n"
+      "  %one = const 1 : i32\n"
+      "  %r = roll %v, %one axis 1 : f32[8, 128]\n"
+      "  %t = transpose %r [1, 0] : f32[128, 8]\n"
+      "  %io = iota 0 : f32[8, 128]\n"
+      "}\n");
+  if (!m) return;
+  char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), "v6e", &t));
+  if (t) {
+    CHECK_HAS(t, "tpu.strided_load %x[");
+    CHECK_HAS(t, "{strides = array<i32: 2, 1>} : memref<16x128xf32, #tpu.memory_space<vmem>>, "
+                 "vector<8x128xf32>");
+    CHECK_HAS(t, "tpu.strided_store %y[");
+    CHECK_HAS(t, "tpu.dynamic_gather %v[");
+    CHECK_HAS(t, "tpu.reduce_index %g {axis = 1 : i32, kind = #tpu.reduction_kind<arg_max>} : "
+                 "vector<8x128xf32> -> vector<8xi32>");
+    /* i1 memory is i32, as Pallas stores bool arrays */
+    CHECK_HAS(t, "%b: memref<8x128xi32, #tpu.memory_space<vmem>>");
+    CHECK_HAS(t, "arith.cmpi ne, %");
+    CHECK_HAS(t, " masked %m {strides = array<i32>}");
+    CHECK_HAS(t, "\"tpu.dynamic_rotate\"(%v, %");
+    CHECK_HAS(t, "vector.transpose %r, [1, 0] : vector<8x128xf32> to vector<128x8xf32>");
+    CHECK_HAS(t, "tpu.iota {dimensions = array<i32: 0>} : vector<8x128xi32>");
+    CHECK_HAS(t, "arith.sitofp");
+  }
+  tsr_ir_string_free(t);
+  tsr_ir_module_destroy(m);
+}
+
+/* One kernel with one operand declaration per case. */
+static void layout_case(const char *decl, const char *chip, int expect_error, const char *text) {
+  char src[1024];
+  snprintf(src, sizeof src,
+           "kernel @k\n"
+           "  grid(4)\n"
+           "  %s\n"
+           "{\n"
+           "}\n",
+           decl);
+  tsr_ir_module_t *m = parse_text("layout.tsr", src);
+  if (!m) return;
+  tsr_ir_kernel_t *k = tsr_ir_module_kernel(m, 0);
+  tsr_status_t s = tsr_tpu_check(k, chip);
+  if (expect_error) {
+    check_record(s, TSR_VERIFY_ERROR, 3, NULL, text);
+    char *t = NULL;
+    s = tsr_tpu_emit(NULL, k, chip, &t); /* emission checks the same rules */
+    TSR_CHECK(t == NULL);
+    check_record(s, TSR_VERIFY_ERROR, 3, NULL, text);
+  } else {
+    if (s) TSR_FAIL_AT("'%s' rejected: %s", decl, tsr_status_message(s));
+    tsr_status_free(s);
+  }
+  tsr_ir_module_destroy(m);
+}
+
+TSR_TEST(layout_rules) {
+  /* the last block dim: a multiple of 128 or the array's */
+  layout_case("in %x: f32[64, 512] vmem block[16, 100] map(%i) -> (%i, 0)", NULL, 1,
+              "last block dim must be a multiple of 128");
+  /* the second-to-last: a multiple of 8 or the array's */
+  layout_case("in %x: f32[64, 512] vmem block[12, 128] map(%i) -> (%i, 0)", NULL, 1,
+              "second-to-last block dim must be a multiple of 8");
+  /* a squeezed second-to-last dim counts as 1 (Pallas rejects it too) */
+  layout_case("out %y: f32[64, 512] vmem block[squeezed, 512] map(%i) -> (%i, 0)", "v6e", 1,
+              "second-to-last");
+  /* 1-D: the array, a multiple of 1024, or a power of two >= 128 * packing */
+  layout_case("in %x: f32[4096] vmem block[640] map(%i) -> (%i)", NULL, 1, "1-D block of 640");
+  layout_case("in %x: bf16[4096] vmem block[128] map(%i) -> (%i)", NULL, 1, "at least 256");
+  /* a kernel without a grid takes whole arrays only */
+  tsr_ir_module_t *m = parse_text("gridless.tsr", "kernel @k\n"
+                                                  "  in %x: f32[64, 128] vmem block[8, 128]\n"
+                                                  "{\n"
+                                                  "}\n");
+  if (m) {
+    check_record(tsr_tpu_check(tsr_ir_module_kernel(m, 0), NULL), TSR_VERIFY_ERROR, 2, NULL,
+                 "without a grid");
+    tsr_ir_module_destroy(m);
+  }
+  /* accepted: what Pallas accepts */
+  layout_case("in %x: f32[64, 512] vmem block[8, 128] map(%i) -> (%i, 0)", NULL, 0, NULL);
+  layout_case("in %x: f32[60, 300] vmem block[60, 300] map(%i) -> (0, 0)", NULL, 0, NULL);
+  layout_case("in %x: f32[4, 8, 128] vmem block[squeezed, 8, 128] map(%i) -> (%i, 0, 0)", NULL,
+              0, NULL);
+  layout_case("in %x: f32[4096] vmem block[128] map(%i) -> (%i)", NULL, 0, NULL);
+  layout_case("in %x: bf16[4096] vmem block[256] map(%i) -> (%i)", NULL, 0, NULL);
+  layout_case("in %x: f32[4096] vmem block[2048] map(%i) -> (%i)", NULL, 0, NULL);
+  layout_case("in %x: f32[100, 100] any", NULL, 0, NULL);
+  layout_case("in %x: i32[3, 5] smem", NULL, 0, NULL); /* SMEM, trivial window */
+}
+
+TSR_TEST(chips) {
+  tsr_ir_module_t *m = parse_source("kernels/examples/add.tsr");
+  if (!m) return;
+  char *t = (char *)"untouched";
+  TSR_CHECK_STATUS(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), "v9", &t),
+                   TSR_INVALID_ARGUMENT);
+  TSR_CHECK(strcmp(t, "untouched") == 0);
+  TSR_CHECK_STATUS(tsr_tpu_check(NULL, "v9"), TSR_INVALID_ARGUMENT);
+  TSR_CHECK_OK(tsr_tpu_check(NULL, "v6e"));
+  TSR_CHECK_OK(tsr_tpu_check(tsr_ir_module_kernel(m, 0), NULL));
+  tsr_ir_module_destroy(m);
+}
+
+static char temp_root[256];
+
+TSR_TEST(cache_hit) {
+  const char *build = getenv("TSR_BUILD_ROOT");
+  snprintf(temp_root, sizeof temp_root, "%s/test-tpu-XXXXXX", build ? build : "/tmp");
+  TSR_CHECK(mkdtemp(temp_root) != NULL);
+  char dir[512], key[512];
+  snprintf(dir, sizeof dir, "%s/cache", temp_root);
+  snprintf(key, sizeof key, "%s/cache.key", temp_root);
+  tsr_context_options_t co;
+  tsr_context_options_initialize(&co);
+  co.disk_cache = true;
+  co.cache_dir = dir;
+  co.cache_key_file = key;
+  tsr_context_t *ctx = NULL;
+  TSR_CHECK_OK(tsr_context_create(&co, &ctx));
+  tsr_ir_module_t *m = parse_source("kernels/examples/matmul.tsr");
+  if (!ctx || !m) {
+    tsr_context_destroy(ctx);
+    tsr_ir_module_destroy(m);
+    return;
+  }
+  tsr_ir_kernel_t *k = tsr_ir_module_kernel(m, 0);
+  tsr_disk_cache_t *disk = tsr_context_disk_cache(ctx);
+  TSR_CHECK(disk != NULL);
+  char *first = NULL, *second = NULL, *other = NULL, *uncached = NULL;
+  tsr_disk_cache_stats_t st;
+  TSR_CHECK_OK(tsr_tpu_emit(ctx, k, "v5e", &first));
+  tsr_disk_cache_stats(disk, &st);
+  TSR_CHECK_EQ_INT(st.misses, 1);
+  TSR_CHECK_EQ_INT(st.puts, 1);
+  TSR_CHECK_EQ_INT(st.hits, 0);
+  TSR_CHECK_OK(tsr_tpu_emit(ctx, k, "v5e", &second));
+  tsr_disk_cache_stats(disk, &st);
+  TSR_CHECK_EQ_INT(st.hits, 1);
+  TSR_CHECK_EQ_INT(st.puts, 1);
+  TSR_CHECK(first && second && strcmp(first, second) == 0);
+  /* another chip is another key */
+  TSR_CHECK_OK(tsr_tpu_emit(ctx, k, "v6e", &other));
+  tsr_disk_cache_stats(disk, &st);
+  TSR_CHECK_EQ_INT(st.misses, 2);
+  TSR_CHECK_EQ_INT(st.puts, 2);
+  /* without a context: the same text, no cache */
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, k, "v5e", &uncached));
+  TSR_CHECK(first && uncached && strcmp(first, uncached) == 0);
+  tsr_disk_cache_stats(disk, &st);
+  TSR_CHECK_EQ_INT(st.hits + st.misses, 3);
+  tsr_ir_string_free(first);
+  tsr_ir_string_free(second);
+  tsr_ir_string_free(other);
+  tsr_ir_string_free(uncached);
+  tsr_ir_module_destroy(m);
+  tsr_context_destroy(ctx);
+}
+
+int main(void) {
+  TSR_RUN(add_module_shape);
+  TSR_RUN(matmul_module_shape);
+  TSR_RUN(prefetch_and_reductions);
+  TSR_RUN(every_example_emits);
+  TSR_RUN(dma_and_semaphores);
+  TSR_RUN(unsupported_op_is_located);
+  TSR_RUN(more_ops);
+  TSR_RUN(layout_rules);
+  TSR_RUN(chips);
+  TSR_RUN(cache_hit);
+  return tsr_test_done();
+}
