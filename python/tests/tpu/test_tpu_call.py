@@ -78,16 +78,46 @@ def test_tpu_export_does_not_run_on_cpu():
         exported.call(*_inputs(_kernel()))
 
 
-@pytest.mark.parametrize("file,name", [("kernels/examples/add.tsr", "add"),
-                                       ("kernels/examples/matmul.tsr", "matmul")])
+CPU_KERNELS = [("kernels/examples/add.tsr", "add"), ("kernels/examples/matmul.tsr", "matmul"),
+               ("kernels/examples/gather_prefetch.tsr", "gather_prefetch"),  # prefetch
+               ("kernels/examples/int_hash.tsr", "int_hash"),                # 3 outputs
+               ("kernels/examples/bf16_axpy.tsr", "bf16_axpy")]
+
+
+def _valid_inputs(k):
+    xs = _inputs(k)
+    for i, o in enumerate(k.inputs):
+        if o.role == "prefetch":  # block indices of gather_prefetch's %x (8 blocks)
+            xs[i] = (np.arange(np.prod(o.shape)) * 3 % 8).reshape(o.shape).astype(o.dtype)
+        elif np.dtype(o.dtype).kind in "iu":
+            xs[i] = np.random.default_rng(i).integers(-1000, 1000, o.shape).astype(o.dtype)
+    return xs
+
+
+@pytest.mark.parametrize("file,name", CPU_KERNELS, ids=[n for _, n in CPU_KERNELS])
 def test_tpu_call_runs_in_tessera_on_cpu(file, name):
     k = _kernel(name, file)
-    xs = _inputs(k)
-    got = np.asarray(tj.tpu_call(k, chip="v5e")(*xs))
+    xs = _valid_inputs(k)
+    got = tj.tpu_call(k, chip="v5e")(*xs)
+    got = got if isinstance(got, tuple) else (got,)
     want = tessera.run(k, *xs)
-    np.testing.assert_array_equal(got, want)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want) == len(k.outputs)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w)
     if name == "add":
-        np.testing.assert_array_equal(got, xs[0] + xs[1])
+        np.testing.assert_array_equal(np.asarray(got[0]), xs[0] + xs[1])
+
+
+@pytest.mark.parametrize("file,name", CPU_KERNELS, ids=[n for _, n in CPU_KERNELS])
+def test_tpu_call_exports_for_tpu_and_compiles(file, name):
+    k = _kernel(name, file)
+    call = tj.tpu_call(k, chip="v6e")
+    exported = jax.export.export(jax.jit(call), platforms=["tpu"])(*call.in_structs)
+    back = jax.export.deserialize(exported.serialize())
+    assert len(back.out_avals) == len(k.outputs)
+    assert [c["kernel_name"] for c in ji.tpu_custom_calls(back.mlir_module())] == [name]
+    ji.compile_for_device(back.call, call.in_structs, ji.tpu_device("v6e"))
 
 
 def test_tpu_call_on_cpu_under_jit_with_other_ops():
