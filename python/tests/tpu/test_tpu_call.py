@@ -192,3 +192,14 @@ def test_tpu_call_of_a_kernel_tessera_cannot_emit():
     # ... and lowering it for TPU gives the emitter's located error
     with pytest.raises(tessera.CompileError, match="no Mosaic form"):
         jax.export.export(jax.jit(call), platforms=["tpu"])(*call.in_structs)
+
+
+def test_tpu_call_of_an_aliased_output():
+    k = tessera.Module.load(P.ROOT / "tests/cli/alias.tsr")["inc_top"]
+    call = tj.tpu_call(k, chip="v5e")
+    assert call.aliases == ((0, 0),)
+    exported = jax.export.export(jax.jit(call), platforms=["tpu"])(*call.in_structs)
+    assert "output_operand_aliases" in exported.mlir_module()
+    ji.compile_for_device(exported.call, call.in_structs, ji.tpu_device("v5e"))
+    x = _inputs(k)[0]
+    np.testing.assert_array_equal(np.asarray(call(x)), tessera.run(k, x))
