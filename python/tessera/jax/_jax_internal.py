@@ -580,14 +580,12 @@ def serialize_mosaic(module, version: int | None = None) -> bytes:
 
 
 def mosaic_kernel(module, out_structs, *, kernel_name: str,
-                  input_output_aliases: tuple[tuple[int, int], ...] = (),
-                  has_communication_hint: bool = False) -> Callable:
+                  input_output_aliases: tuple[tuple[int, int], ...] = ()) -> Callable:
     """A JAX-callable running Mosaic `module` as a `tpu_custom_call` (only TPU
     has a lowering for it): JAX's own wrapper, the one Pallas's lowering uses,
     which serialises the module with `mosaic-serde` at the version the
     lowering asks for (mosaic_export_version() when exporting or without a
     TPU backend) and writes the backend config."""
-    del has_communication_hint  # the wrapper finds communication itself
     from jax._src import tpu_custom_call as tcc
     out_type = tuple(out_structs) if len(out_structs) != 1 else out_structs[0]
     return tcc.as_tpu_kernel(module, out_type, kernel_name=kernel_name,

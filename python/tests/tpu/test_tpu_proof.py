@@ -26,17 +26,18 @@ def test_kernel_compiles_for_chip(path, name, chip):
             f"{path} @{name} on {chip}: fails at {outcome.stage}:\n{outcome.message}\n"
             f"(a kernel that cannot pass is a row of {P.DOC.name}'s table)")
     else:
+        got = "compiles" if outcome.stage == "ok" else f"fails at {outcome.stage}"
         assert outcome.stage == row.stage and row.reason in outcome.message, (
             f"{path} @{name} on {chip}: docs/tpu.md says it fails at {row.stage} with "
-            f"{row.reason!r}; it {'compiles' if outcome.stage == 'ok' else 'fails at ' + outcome.stage}"
-            f":\n{outcome.message}")
+            f"{row.reason!r}; it {got}:\n{outcome.message}")
 
 
 def test_table_rows_name_kernels_and_chips_of_the_tree():
     known = set(P.kernels())
     rows = P.table()
     for row in rows:
-        assert (row.file, row.kernel) in known, f"docs/tpu.md: no kernel @{row.kernel} in {row.file}"
+        assert (row.file, row.kernel) in known, \
+            f"docs/tpu.md: no kernel @{row.kernel} in {row.file}"
         assert row.chips and set(row.chips) <= set(P.CHIPS), f"docs/tpu.md: chips {row.chips}"
         assert row.stage in ("emit", "parse", "compile"), f"docs/tpu.md: stage {row.stage!r}"
         assert row.reason, f"docs/tpu.md: the row of @{row.kernel} gives no reason"

@@ -85,7 +85,6 @@ def compile_mosaic(text: str, in_structs, out_structs, name: str, chip: str,
     """Parses + verifies Mosaic `text`, wraps it as a tpu_custom_call and
     compiles it with libtpu for `chip`; returns the compile's seconds.
     Raises MosaicParseError (parse) or libtpu's error (compile)."""
-    import jax
     from tessera.jax import _jax_internal as ji
     module = ji.parse_mosaic(text)
     call = ji.mosaic_kernel(module, tuple(out_structs), kernel_name=name,
@@ -93,7 +92,6 @@ def compile_mosaic(text: str, in_structs, out_structs, name: str, chip: str,
     device = ji.tpu_device(chip)
     start = time.perf_counter()
     ji.compile_for_device(lambda *a: call(*a), in_structs, device)
-    del jax
     return time.perf_counter() - start
 
 
