@@ -405,7 +405,7 @@ static void emit_module(tpu_emitter_t *em) {
     tpu_line(em, "module {");
     em->indent++;
     tpu_line(em, "func.func @%s(%s) attributes {%s} {", k->name, sig.data ? sig.data : "",
-             attrs.data);
+             attrs.data ? attrs.data : "");
     em->indent++;
     tpu_emit_region(em, &k->body);
     tpu_line(em, "return");

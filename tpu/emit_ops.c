@@ -11,6 +11,9 @@
 #include "ir/opview.h"
 #include "tpu/tpu_internal.h"
 
+/* A string buffer's text, "" if it failed (the failure is reported after). */
+#define SB(sb) ((sb).data ? (sb).data : "")
+
 /* ---- Helpers ------------------------------------------------------------------------ */
 
 /* Names result `i` of `op` "%<tessera name>" and returns it. */
@@ -61,6 +64,8 @@ static const char *constant(tpu_emitter_t *em, const tsr_type_t *type, double f,
   const char *t = tpu_tmp(em);
   if (type->kind == TSR_TYPE_VECTOR)
     tpu_line(em, "%s = arith.constant dense<%s> : %s", t, lit, tpu_type(ty, type));
+  else if (type->dtype == TSR_DTYPE_I1) /* `true` is typed already */
+    tpu_line(em, "%s = arith.constant %s", t, lit);
   else
     tpu_line(em, "%s = arith.constant %s : %s", t, lit, tpu_elem(type->dtype));
   return t;
@@ -138,6 +143,8 @@ void tpu_op_const(tpu_emitter_t *em, const tsr_op_t *op) {
   const char *r = result_name(em, op, 0);
   if (t->kind == TSR_TYPE_VECTOR)
     tpu_line(em, "%s = arith.constant dense<%s> : %s", r, lit, tpu_type(ty, t));
+  else if (t->dtype == TSR_DTYPE_I1)
+    tpu_line(em, "%s = arith.constant %s", r, lit);
   else
     tpu_line(em, "%s = arith.constant %s : %s", r, lit, tpu_elem(t->dtype));
 }
@@ -415,8 +422,8 @@ static const char *simple_op(tsr_opcode_t opc, tsr_dtype_t d) {
   case TSR_OP_MUL: return f ? "arith.mulf" : "arith.muli";
   case TSR_OP_DIV: return f ? "arith.divf" : u ? "arith.divui" : "arith.divsi";
   case TSR_OP_REM: return f ? "arith.remf" : u ? "arith.remui" : "arith.remsi";
-  case TSR_OP_MAX: return f ? "arith.maximumf" : u ? "arith.maxui" : "arith.maxsi";
-  case TSR_OP_MIN: return f ? "arith.minimumf" : u ? "arith.minui" : "arith.minsi";
+  case TSR_OP_MAX: return f ? "arith.maximumf" : u ? NULL : "arith.maxsi";
+  case TSR_OP_MIN: return f ? "arith.minimumf" : u ? NULL : "arith.minsi";
   case TSR_OP_POW: return "math.powf";
   case TSR_OP_AND: return "arith.andi";
   case TSR_OP_OR: return "arith.ori";
@@ -444,6 +451,16 @@ static const char *cmp_predicate(tsr_opcode_t opc, tsr_dtype_t d) {
 static void emit_compare(tpu_emitter_t *em, const char *r, tsr_opcode_t opc, const char *a,
                          const char *b, const tsr_type_t *operand_type) {
   char ty[TPU_TYPE_MAX];
+  if (opc == TSR_OP_NE && is_float(operand_type->dtype)) {
+    /* libtpu has no `une` ("Unsupported comparison direction"): not oeq,
+     * which is true for NaN as tessera's ne. */
+    const char *eq = tpu_tmp(em);
+    tpu_line(em, "%s = arith.cmpf oeq, %s, %s : %s", eq, a, b, tpu_type(ty, operand_type));
+    tsr_type_t bt = with_dtype(operand_type, TSR_DTYPE_I1);
+    const char *ones = constant(em, &bt, 0.0, 1);
+    tpu_line(em, "%s = arith.xori %s, %s : %s", r, eq, ones, tpu_type(ty, &bt));
+    return;
+  }
   tpu_line(em, "%s = %s %s, %s, %s : %s", r, is_float(operand_type->dtype) ? "arith.cmpf" : "arith.cmpi",
            cmp_predicate(opc, operand_type->dtype), a, b, tpu_type(ty, operand_type));
 }
@@ -588,6 +605,23 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       emit_select(em, result_name(em, op, 0), gt, rt->kind == TSR_TYPE_VECTOR, one, m, rt);
       return;
     }
+    if ((op->opcode == TSR_OP_MAX || op->opcode == TSR_OP_MIN) && is_uint(d) &&
+        d == TSR_DTYPE_U32) {
+      /* libtpu cannot legalize arith.maxui/minui (and MLIR folds a
+       * compare-and-select into them): flip the sign bit around the
+       * signed op, which orders the flipped values as unsigned ones. */
+      const char *sign = constant(em, rt, 0.0, -2147483647ll - 1);
+      char fa[32], fb[32], m[32];
+      snprintf(fa, sizeof fa, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.xori %s, %s : %s", fa, a, sign, tpu_type(ty, rt));
+      snprintf(fb, sizeof fb, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.xori %s, %s : %s", fb, b, sign, ty);
+      snprintf(m, sizeof m, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = %s %s, %s : %s", m, op->opcode == TSR_OP_MAX ? "arith.maxsi" : "arith.minsi",
+               fa, fb, ty);
+      tpu_line(em, "%s = arith.xori %s, %s : %s", result_name(em, op, 0), m, sign, ty);
+      return;
+    }
     if (!name) break;
     if (!f && (op->opcode == TSR_OP_POW || !strncmp(name, "math.", 5)) &&
         op->opcode != TSR_OP_ABS && op->opcode != TSR_OP_CLZ && op->opcode != TSR_OP_POPCOUNT)
@@ -697,7 +731,7 @@ void tpu_op_concatenate(tpu_emitter_t *em, const tsr_op_t *op) {
   if (args.failed || types.failed) tpu_fail(em, TSR_OOM());
   else
     tpu_line(em, "%s = \"tpu.concatenate\"(%s) <{dimension = %lld : i32}> : (%s) -> %s",
-             result_name(em, op, 0), args.data, (long long)op->ints[0], types.data,
+             result_name(em, op, 0), SB(args), (long long)op->ints[0], SB(types),
              tpu_type(ty, &op->results[0]->type));
   tsr_strbuf_deinitialize(&args);
   tsr_strbuf_deinitialize(&types);
@@ -748,43 +782,89 @@ void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
 
 /* ---- Reductions and dot ------------------------------------------------------------------ */
 
-void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
+/* vector.multi_reduction of `x` (named xs, of x's shape with dtype xd)
+ * over op's axes into `r` of rt's shape with dtype xd. */
+static void multi_reduction(tpu_emitter_t *em, const tsr_op_t *op, const char *r, const char *kind,
+                            const char *xs, tsr_dtype_t xd, double fi, int64_t ii) {
   const tsr_value_t *x = op->operands[0];
-  const tsr_type_t *rt = &op->results[0]->type;
-  tsr_dtype_t d = x->type.dtype;
-  bool f = is_float(d), u = is_uint(d);
-  const char *kind = NULL;
-  double fi = 0;
-  int64_t ii = 0;
-  switch (op->opcode) {
-  case TSR_OP_REDUCE_SUM: kind = "add"; break;
-  case TSR_OP_REDUCE_PROD: kind = "mul"; fi = 1; ii = 1; break;
-  case TSR_OP_REDUCE_MAX:
-    kind = f ? "maximumf" : u ? "maxui" : "maxsi";
-    fi = -__builtin_inf();
-    ii = u ? 0 : -(1ll << (bits_of(d) - 1));
-    break;
-  case TSR_OP_REDUCE_MIN:
-    kind = f ? "minimumf" : u ? "minui" : "minsi";
-    fi = __builtin_inf();
-    ii = u ? -1 : (1ll << (bits_of(d) - 1)) - 1;
-    break;
-  case TSR_OP_REDUCE_AND: kind = "and"; ii = -1; break;
-  case TSR_OP_REDUCE_OR: kind = "or"; break;
-  default: break;
-  }
-  if (!kind || (is_bool(d) && strcmp(kind, "and") && strcmp(kind, "or"))) {
-    tpu_unimplemented(em, op, "no TPU reduction for %s", tsr_dtype_name(d));
-    return;
-  }
-  const char *acc = constant(em, rt, fi, ii);
+  tsr_type_t xt = with_dtype(&x->type, xd), rt = with_dtype(&op->results[0]->type, xd);
+  const char *acc = constant(em, &rt, fi, ii);
   char dims[128] = "", a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
   size_t at = 0;
   for (uint32_t i = 0; i < op->num_ints && at < sizeof dims; i++)
     at += (size_t)snprintf(dims + at, sizeof dims - at, "%s%lld", i ? ", " : "",
                            (long long)op->ints[i]);
-  tpu_line(em, "%s = vector.multi_reduction <%s>, %s, %s [%s] : %s to %s", result_name(em, op, 0),
-           kind, tpu_name(em, x), acc, dims, tpu_type(a, &x->type), tpu_type(b, rt));
+  tpu_line(em, "%s = vector.multi_reduction <%s>, %s, %s [%s] : %s to %s", r, kind, xs, acc, dims,
+           tpu_type(a, &xt), tpu_type(b, &rt));
+}
+
+/* Mosaic reduces with add, max and min only, and integers only as signed
+ * 32-bit (libtpu: "Only sum, maxsi and minsi ... i32 reductions
+ * supported"; "Unsupported reduction kind"). i1 and/or become min/max of
+ * the bits as i32; u32 max/min flip the sign bit around a signed one. */
+void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *x = op->operands[0];
+  const tsr_type_t *rt = &op->results[0]->type;
+  tsr_dtype_t d = x->type.dtype;
+  bool f = is_float(d);
+  const int64_t imin = -2147483647ll - 1, imax = 2147483647ll;
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  if (is_bool(d) && (op->opcode == TSR_OP_REDUCE_AND || op->opcode == TSR_OP_REDUCE_OR)) {
+    bool is_and = op->opcode == TSR_OP_REDUCE_AND;
+    tsr_type_t xi = with_dtype(&x->type, TSR_DTYPE_I32), ri = with_dtype(rt, TSR_DTYPE_I32);
+    const char *bits = tpu_tmp(em);
+    tpu_line(em, "%s = arith.extui %s : %s to %s", bits, tpu_name(em, x), tpu_type(a, &x->type),
+             tpu_type(b, &xi));
+    const char *red = tpu_tmp(em);
+    char redname[32];
+    snprintf(redname, sizeof redname, "%s", red);
+    multi_reduction(em, op, redname, is_and ? "minsi" : "maxsi", bits, TSR_DTYPE_I32, 0,
+                    is_and ? imax : imin);
+    const char *z = constant(em, &ri, 0.0, 0);
+    tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", result_name(em, op, 0), redname, z,
+             tpu_type(a, &ri));
+    return;
+  }
+  bool i32 = d == TSR_DTYPE_I32, u32 = d == TSR_DTYPE_U32;
+  switch (op->opcode) {
+  case TSR_OP_REDUCE_SUM:
+    if (f || i32 || u32) { /* a sum's bits do not depend on signedness */
+      multi_reduction(em, op, result_name(em, op, 0), "add", tpu_name(em, x), d, 0, 0);
+      return;
+    }
+    break;
+  case TSR_OP_REDUCE_MAX: case TSR_OP_REDUCE_MIN: {
+    bool max = op->opcode == TSR_OP_REDUCE_MAX;
+    if (f || i32) {
+      multi_reduction(em, op, result_name(em, op, 0),
+                      f ? (max ? "maximumf" : "minimumf") : (max ? "maxsi" : "minsi"),
+                      tpu_name(em, x), d, max ? -__builtin_inf() : __builtin_inf(),
+                      max ? imin : imax);
+      return;
+    }
+    if (u32) {
+      const char *sx = constant(em, &x->type, 0.0, imin);
+      const char *flipped = tpu_tmp(em);
+      char fl[32];
+      snprintf(fl, sizeof fl, "%s", flipped);
+      tpu_line(em, "%s = arith.xori %s, %s : %s", fl, tpu_name(em, x), sx, tpu_type(a, &x->type));
+      const char *red = tpu_tmp(em);
+      char rn[32];
+      snprintf(rn, sizeof rn, "%s", red);
+      multi_reduction(em, op, rn, max ? "maxsi" : "minsi", fl, d, 0, max ? imin : imax);
+      const char *sr = constant(em, rt, 0.0, imin);
+      tpu_line(em, "%s = arith.xori %s, %s : %s", result_name(em, op, 0), rn, sr, tpu_type(a, rt));
+      return;
+    }
+    break;
+  }
+  default:
+    break;
+  }
+  tpu_unimplemented(em, op,
+                    "Mosaic reduces f32/bf16 and i32 with add, max and min only (and i1 "
+                    "with and/or); no %s reduction of %s",
+                    tsr_op_table[op->opcode].mnemonic + 7, tsr_dtype_name(d));
 }
 
 void tpu_op_argreduce(tpu_emitter_t *em, const tsr_op_t *op) {
@@ -884,9 +964,10 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
       tsr_strbuf_printf(&fw, "%s%s", i ? ", " : "", tpu_name(em, r->args[i]));
     type_list(em, &ft, r->args, r->num_args);
     if (r->num_args)
-      tpu_line(em, "scf.condition(%s) %s : %s", tpu_name(em, op->operands[0]), fw.data, ft.data);
+      tpu_line(em, "scf.condition(%s) %s : %s", tpu_name(em, op->operands[0]), SB(fw), SB(ft));
     else
       tpu_line(em, "scf.condition(%s)", tpu_name(em, op->operands[0]));
+    if (fw.failed || ft.failed) tpu_fail(em, TSR_OOM());
     tsr_strbuf_deinitialize(&fw);
     tsr_strbuf_deinitialize(&ft);
   } else if (parent->opcode == TSR_OP_SCOPED) {
@@ -930,7 +1011,7 @@ void tpu_op_for(tpu_emitter_t *em, const tsr_op_t *op) {
   if (v.num_carried)
     tpu_line(em, "%sscf.for %s = %s to %s step %s iter_args(%s) -> (%s) : i32 {", lhs,
              tpu_name(em, v.iv), tpu_name(em, v.lo), tpu_name(em, v.hi), tpu_name(em, v.step),
-             iter.data, types.data);
+             SB(iter), SB(types));
   else
     tpu_line(em, "scf.for %s = %s to %s step %s : i32 {", tpu_name(em, v.iv), tpu_name(em, v.lo),
              tpu_name(em, v.hi), tpu_name(em, v.step));
@@ -990,7 +1071,7 @@ void tpu_op_if(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_initialize(&types);
   type_list(em, &types, op->results, op->num_results);
   if (op->num_results)
-    tpu_line(em, "%sscf.if %s -> (%s) {", lhs, tpu_name(em, v.cond), types.data);
+    tpu_line(em, "%sscf.if %s -> (%s) {", lhs, tpu_name(em, v.cond), SB(types));
   else
     tpu_line(em, "scf.if %s {", tpu_name(em, v.cond));
   emit_body(em, v.then_region, false, "");
@@ -1082,6 +1163,26 @@ static const char *view_memref(tpu_emitter_t *em, const tsr_op_t *op, const tsr_
   return q;
 }
 
+typedef struct send_search {
+  const tsr_value_t *sem;
+  bool found;
+} send_search_t;
+
+static void find_send(void *ctx, const tsr_op_t *op, uint32_t position) {
+  send_search_t *s = ctx;
+  tsr_dma_view_t v;
+  if (op->opcode == TSR_OP_DMA_START && tsr_opview_dma(op, &v) && v.send.base.slot >= 0 &&
+      v.send.base.value == s->sem)
+    s->found = true;
+}
+
+/* Whether `sem` is the `send` semaphore of some dma_start of the kernel. */
+static bool is_send_semaphore(const tsr_kernel_t *kernel, const tsr_value_t *sem) {
+  send_search_t s = {sem, false};
+  tsr_ir_walk_ops(kernel, find_send, &s);
+  return s.found;
+}
+
 void tpu_op_dma(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_dma_view_t v;
   if (!tsr_opview_dma(op, &v)) {
@@ -1098,12 +1199,20 @@ void tpu_op_dma(tpu_emitter_t *em, const tsr_op_t *op) {
   const char *sem = dst ? view_memref(em, op, &v.sem, mt) : NULL;
   if (!sem) return;
   if (op->opcode == TSR_OP_DMA_WAIT) {
-    /* As the captured Pallas modules: the destination's semaphore counts
-     * the bytes of the destination view. */
-    tpu_line(em,
-             "tpu.wait_dma source(%s : %s) target(%s : %s) target_semaphore(%s : %s) "
-             "{wait_target = true}",
-             src, st, dst, dt, sem, mt);
+    /* As the captured Pallas modules: a wait on the semaphore some
+     * dma_start signals when its source has been read (`send`) is the
+     * sender's wait (wait_target = false, the semaphore as the source's);
+     * any other wait is for the destination's bytes. */
+    if (is_send_semaphore(em->kernel, v.sem.base.value))
+      tpu_line(em,
+               "tpu.wait_dma source(%s : %s) target(%s : %s) source_semaphore(%s : %s) "
+               "{wait_target = false}",
+               src, st, dst, dt, sem, mt);
+    else
+      tpu_line(em,
+               "tpu.wait_dma source(%s : %s) target(%s : %s) target_semaphore(%s : %s) "
+               "{wait_target = true}",
+               src, st, dst, dt, sem, mt);
     return;
   }
   char sendpart[640] = "", devpart[128] = "";

@@ -54,8 +54,8 @@ check "--stage llvm prints the LLVM dialect" grep -q 'llvm.func @_mlir_ciface_ts
 check "... and nothing else" test "$(grep -c 'vector\.\|scf\.\|memref\.\|arith\.' out)" -eq 0
 t lower "$EX/add.tsr" --stage asm
 check "--stage asm is a usage error" test "$rc" -eq 2
-t lower "$EX/add.tsr" --target tpu
-check "--target tpu is a usage error" test "$rc" -eq 2
+t lower "$EX/add.tsr" --target gpu
+check "--target gpu is a usage error" test "$rc" -eq 2
 t lower "$EX/reduce.tsr"
 check "several kernels need --kernel" test "$rc" -eq 2 -a -s err
 t lower "$EX/reduce.tsr" --kernel colmax

@@ -4,6 +4,7 @@
  * no TPU form and for each layout rule of `tessera check --target tpu`,
  * and the disk cache's hit. That the text parses and compiles with
  * jaxlib and libtpu is proved by the Python suite (docs/tpu.md). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -186,6 +187,11 @@ TSR_TEST(dma_and_semaphores) {
     CHECK_HAS(t, "tpu.device_id : i32");
     CHECK_HAS(t, "source_semaphore(");
     CHECK_HAS(t, "device_id(%");
+    /* the wait on the send semaphore is the sender's, as Pallas's wait_send */
+    CHECK_HAS(t, "source_semaphore(%send : memref<!tpu.dma_semaphore, "
+                 "#tpu.memory_space<semaphore_mem>>) {wait_target = false}");
+    CHECK_HAS(t, "target_semaphore(%recv : memref<!tpu.dma_semaphore, "
+                 "#tpu.memory_space<semaphore_mem>>) {wait_target = true}");
     tsr_ir_string_free(t);
   }
   static const char *const ok[] = {
@@ -278,6 +284,57 @@ TSR_TEST(unsupported_op_is_located) {
   if (m) {
     s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
     check_record(s, TSR_UNIMPLEMENTED, 6, "load", "no f16 vector loads");
+    tsr_ir_module_destroy(m);
+  }
+}
+
+/* What Mosaic cannot reduce or compare directly is rewritten into what it
+ * can (libtpu: "Unsupported reduction kind", "Unsupported comparison
+ * direction: une", "failed to legalize operation 'arith.maxui'"), or is a
+ * located error. */
+TSR_TEST(rewritten_for_mosaic) {
+  tsr_ir_module_t *m = parse_text("rewrite.tsr",
+      "kernel @k\n"
+      "  grid(1)\n"
+      "  in %x: f32[8, 128] vmem\n"
+      "  in %q: u32[8, 128] vmem\n"
+      "  out %y: u32[8, 128] vmem\n"
+      "{\n"
+      "  %v = load %x[:, :] : f32[8, 128]\n"
+      "  %u = load %q[:, :] : u32[8, 128]\n"
+      "  %ne = ne %v, %v : i1[8, 128]\n"
+      "  %all = reduce_and %ne axes [1] : i1[8]\n"
+      "  %mx = reduce_max %u axes [1] : u32[8]\n"
+      "  %mn = min %u, %u : u32[8, 128]\n"
+      "  store %y[:, :], %mn\n"
+      "}\n");
+  if (!m) return;
+  char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+  if (t) {
+    TSR_CHECK(!strstr(t, "une"));
+    CHECK_HAS(t, "arith.cmpf oeq, %v, %v");
+    CHECK_HAS(t, "vector.multi_reduction <minsi>");
+    TSR_CHECK_EQ_INT(count(t, "vector.multi_reduction <maxsi>"), 1);
+    TSR_CHECK(!strstr(t, "maxui") && !strstr(t, "minui"));
+    CHECK_HAS(t, "arith.minsi");
+    CHECK_HAS(t, "dense<-2147483648> : vector<8x128xi32>");
+  }
+  tsr_ir_string_free(t);
+  tsr_ir_module_destroy(m);
+  m = parse_text("prod.tsr", "kernel @k\n"
+                             "  grid(1)\n"
+                             "  in %x: f32[8, 128] vmem\n"
+                             "  out %y: f32[8, 128] vmem\n"
+                             "{\n"
+                             "  %v = load %x[:, :] : f32[8, 128]\n"
+                             "  %p = reduce_prod %v axes [0, 1] : f32\n"
+                             "  store %y[:, :], %p\n"
+                             "}\n");
+  if (m) {
+    t = NULL;
+    check_record(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t), TSR_UNIMPLEMENTED, 7,
+                 "reduce_prod", "no prod reduction of f32");
     tsr_ir_module_destroy(m);
   }
 }
@@ -462,6 +519,79 @@ TSR_TEST(cache_hit) {
   tsr_context_destroy(ctx);
 }
 
+/* An allocator that fails every allocation past a budget. */
+typedef struct budget {
+  atomic_long allocations, live_bytes;
+  long limit; /* < 0: no limit */
+} budget_t;
+
+static void *budget_allocate(void *user, size_t size, size_t alignment) {
+  budget_t *b = user;
+  if (b->limit >= 0 && atomic_load(&b->allocations) >= b->limit) return NULL;
+  void *p = NULL;
+  if (posix_memalign(&p, alignment, size ? size : 1) != 0) return NULL;
+  atomic_fetch_add(&b->allocations, 1);
+  atomic_fetch_add(&b->live_bytes, (long)size);
+  return p;
+}
+
+static void budget_release(void *user, void *block, size_t size) {
+  budget_t *b = user;
+  atomic_fetch_sub(&b->live_bytes, (long)size);
+  free(block);
+}
+
+/* Every allocation of an emission failing in turn: an out-of-memory status
+ * (never a crash, a partial text or another error), and nothing left
+ * allocated. */
+TSR_TEST(out_of_memory_is_clean) {
+  static const char *const files[] = {"kernels/examples/matmul.tsr",
+                                      "tests/diagnostics/ok/scoped_sync_copy.tsr",
+                                      "tests/diagnostics/ok/double_buffered_loop.tsr"};
+  for (size_t f = 0; f < 3; f++) {
+    tsr_ir_module_t *m = parse_source(files[f]);
+    budget_t b = {0};
+    b.limit = -1;
+    tsr_context_options_t co;
+    tsr_context_options_initialize(&co);
+    co.allocator.allocate = budget_allocate;
+    co.allocator.release = budget_release;
+    co.allocator.user = &b;
+    tsr_context_t *ctx = NULL;
+    TSR_CHECK_OK(tsr_context_create(&co, &ctx));
+    if (!m || !ctx) {
+      tsr_context_destroy(ctx);
+      tsr_ir_module_destroy(m);
+      continue;
+    }
+    long base_live = atomic_load(&b.live_bytes);
+    bool done = false;
+    long failures = 0;
+    for (long n = 0; n < 5000 && !done; n++) {
+      b.limit = atomic_load(&b.allocations) + n;
+      char *t = NULL;
+      tsr_status_t s = tsr_tpu_emit(ctx, tsr_ir_module_kernel(m, 0), NULL, &t);
+      b.limit = -1;
+      if (!s) {
+        done = true;
+        TSR_CHECK(t != NULL);
+      } else {
+        TSR_CHECK(t == NULL);
+        failures++;
+        if (tsr_status_code(s) != TSR_OUT_OF_MEMORY)
+          TSR_FAIL_AT("%s, budget %ld: %s", files[f], n, tsr_status_message(s));
+      }
+      tsr_status_free(s);
+      tsr_ir_string_free(t);
+      TSR_CHECK_EQ_INT(atomic_load(&b.live_bytes), base_live);
+    }
+    TSR_CHECK(done);
+    TSR_CHECK(failures > 10); /* the emission allocates through the context */
+    tsr_context_destroy(ctx);
+    tsr_ir_module_destroy(m);
+  }
+}
+
 int main(void) {
   TSR_RUN(add_module_shape);
   TSR_RUN(matmul_module_shape);
@@ -470,8 +600,10 @@ int main(void) {
   TSR_RUN(dma_and_semaphores);
   TSR_RUN(unsupported_op_is_located);
   TSR_RUN(more_ops);
+  TSR_RUN(rewritten_for_mosaic);
   TSR_RUN(layout_rules);
   TSR_RUN(chips);
   TSR_RUN(cache_hit);
+  TSR_RUN(out_of_memory_is_clean);
   return tsr_test_done();
 }
