@@ -169,9 +169,10 @@ def pallas_examples() -> dict[str, tuple[str, dict]]:
 
 
 def pallas_case(case: str):
-    """(module, fn, inputs) of one of pallas_kernels.EXAMPLES."""
-    from pallas_kernels import EXAMPLES
-    mod_name, kwargs = EXAMPLES[case]
+    """(module, fn, inputs) of one of pallas_kernels.ALL (EXAMPLES,
+    PRIMITIVES, ...)."""
+    from pallas_kernels import ALL
+    mod_name, kwargs = ALL[case]
     mod = importlib.import_module(f"pallas_kernels.{mod_name}")
     fn, inputs = mod.build(**kwargs)
     return mod, fn, inputs
@@ -197,6 +198,11 @@ def pallas_mosaic(case: str) -> dict:
     return dict(text=ji.mosaic_text(module), kernel_name=calls[0]["kernel_name"],
                 config=calls[0]["config"], in_structs=structs, out_structs=outs,
                 lower_s=lower_s, exported=exported)
+
+
+def pallas_primitives() -> dict[str, tuple[str, dict]]:
+    from pallas_kernels import PRIMITIVES
+    return dict(PRIMITIVES)
 
 
 def pallas_to_tsr(case: str) -> str:
