@@ -71,6 +71,9 @@ def test_round_trip_pallas_to_tsr_to_mosaic_compiles(case, chip):
     m = _pallas(case)
     assert [(s.shape, s.dtype) for s in call.in_structs] == \
         [(s.shape, s.dtype) for s in m["in_structs"]]
+    # through the bridge too, the module has Pallas's signature and attributes
+    ours, theirs = P.structure(text), P.structure(m["text"])
+    assert {k: ours.get(k) for k in P.SHARED} == {k: theirs.get(k) for k in P.SHARED}
     assert P.compile_mosaic(text, call.in_structs, call.out_structs, kernel.name, chip,
                             call.aliases) > 0
 
