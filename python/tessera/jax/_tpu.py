@@ -100,8 +100,8 @@ class TpuCall:
     def _cpu_kernel(self) -> Callable:
         if self.cpu == "error":
             raise NotImplementedError(
-                f"tessera.jax.tpu_call(@{self.kernel.name}): lowered for a platform other "
-                "than TPU with cpu='error' (cpu='tessera' runs it in tessera)")
+                f"tessera.jax.tpu_call(@{self.kernel.name}): lowered for CPU with "
+                "cpu='error' (cpu='tessera' runs it in tessera)")
         with self._lock:
             if self._cpu is None:
                 from . import _ffi
@@ -165,7 +165,8 @@ def tpu_call(kernel: T.Kernel | T.Module, *, chip: str = "v5e", cpu: str = "tess
     Pallas embeds its kernels. Elsewhere, with cpu="tessera" (the default),
     the kernel runs in tessera (an XLA FFI call on CPU; `tessera_options` are
     tessera.compile's: backend="interp"|"cpu", detect_races, ...);
-    cpu="error" makes lowering for any platform but TPU raise.
+    cpu="error" makes the CPU lowering raise NotImplementedError. Other
+    platforms (GPUs) have no lowering.
 
     Emission errors (tessera.CompileError with located diagnostics) are
     raised when the call is first lowered for TPU."""
