@@ -203,3 +203,14 @@ def test_tpu_call_of_an_aliased_output():
     ji.compile_for_device(exported.call, call.in_structs, ji.tpu_device("v5e"))
     x = _inputs(k)[0]
     np.testing.assert_array_equal(np.asarray(call(x)), tessera.run(k, x))
+
+
+def test_to_mosaic_with_a_context_uses_its_disk_cache(tmp_path):
+    k = _kernel("matmul", "kernels/examples/matmul.tsr")
+    with tessera.Context(disk_cache=True, cache_dir=tmp_path / "cache",
+                         cache_key_file=tmp_path / "key") as ctx:
+        first = k.to_mosaic("v6e", context=ctx)
+        second = k.to_mosaic("v6e", context=ctx)
+        disk = ctx.stats()["compiled"]["disk"]
+    assert first == second == k.to_mosaic("v6e")
+    assert disk["puts"] == 1 and disk["hits"] == 1, disk
