@@ -7,12 +7,15 @@
 
 #include "tpu/tpu_internal.h"
 
-/* cores: the TensorCores of one device that a core_parallel grid dimension
- * is split over (megacore chips); VMEM per core (tpu_info). */
+/* cores: the TensorCores of one device that Mosaic splits a core_parallel
+ * grid dimension over, as libtpu 0.0.50 reports them for a one-chip
+ * topology ("Core-parallel dimension 0 has iteration bound: 2, which is
+ * greater than the number of active cores: 1" on every chip but v5p);
+ * VMEM per core (tpu_info). */
 static const tpu_chip_t chips[] = {
-    {"v2", 1, 16ll << 20},  {"v3", 1, 16ll << 20},  {"v4", 2, 16ll << 20},
+    {"v2", 1, 16ll << 20},  {"v3", 1, 16ll << 20},  {"v4", 1, 16ll << 20},
     {"v5e", 1, 128ll << 20}, {"v5p", 2, 64ll << 20}, {"v6e", 1, 128ll << 20},
-    {"v7x", 2, 64ll << 20}, {"tpu7x", 2, 64ll << 20},
+    {"v7x", 1, 64ll << 20}, {"tpu7x", 1, 64ll << 20},
 };
 
 const tpu_chip_t *tpu_chip_find(const char *name) {
@@ -95,9 +98,18 @@ static void check_decl(tsr_diag_list_t *list, const tsr_kernel_t *k, const tsr_d
 }
 
 tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip) {
-  (void)chip; /* the rules are the same on every chip Pallas supports */
   tsr_diag_list_t list;
   tsr_diag_list_initialize(&list, 0);
+  /* The one chip-dependent rule, libtpu's: a core_parallel dimension runs
+   * one index per TensorCore. */
+  for (uint32_t g = 0; g < kernel->grid_rank; g++)
+    if (kernel->semantics[g] == TSR_DIM_CORE_PARALLEL && kernel->grid[g] > (int64_t)chip->cores)
+      tsr_diag_add(&list, kernel->loc,
+                   "kernel '@%s': grid dimension %u is core_parallel with %lld indices, but %s "
+                   "has %u TensorCore%s per device to run them on (libtpu: \"Core-parallel "
+                   "dimension has iteration bound greater than the number of active cores\")",
+                   kernel->name, g, (long long)kernel->grid[g], chip->name, chip->cores,
+                   chip->cores == 1 ? "" : "s");
   for (uint32_t i = 0; i < kernel->num_decls; i++) {
     const tsr_decl_t *d = &kernel->decls[i];
     if (d->role == TSR_ROLE_IN || d->role == TSR_ROLE_OUT) check_decl(&list, kernel, d);

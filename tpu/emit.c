@@ -267,6 +267,13 @@ static void window_bounds(const tsr_decl_t *d, int64_t *out) {
     out[i] = d->block[i] == TSR_SQUEEZED ? 1 : d->block[i];
 }
 
+/* The transform functions are @transform_N as in Pallas, unless the
+ * kernel itself is named so (then @window_transform_N): the symbols of a
+ * module are unique. */
+static const char *transform_prefix(const tsr_kernel_t *k) {
+  return strncmp(k->name, "transform_", 10) == 0 ? "window_transform_" : "transform_";
+}
+
 /* One func.func @transform_N per windowed operand: the index map with the
  * grid indices and the scalar-prefetch refs as arguments, returning one
  * i32 block index per array dimension. */
@@ -301,7 +308,7 @@ static void emit_transform(tpu_emitter_t *em, const tsr_decl_t *d, uint32_t numb
   tsr_strbuf_t res;
   tsr_strbuf_initialize(&res);
   for (uint32_t i = 0; i < d->array.rank; i++) tsr_strbuf_printf(&res, "%si32", i ? ", " : "");
-  tpu_line(em, "func.func @transform_%u(%s) -> (%s) {", number, sig.data ? sig.data : "",
+  tpu_line(em, "func.func @%s%u(%s) -> (%s) {", transform_prefix(k), number, sig.data ? sig.data : "",
            res.data ? res.data : "");
   em->indent++;
   em->in_transform = true;
@@ -347,14 +354,6 @@ static void emit_module(tpu_emitter_t *em) {
     const tsr_decl_t *d = &k->decls[i];
     num_prefetch += d->role == TSR_ROLE_PREFETCH;
     num_scratch += d->role == TSR_ROLE_SCRATCH;
-    if (d->role == TSR_ROLE_PREFETCH && d->ref->type.rank == 0) {
-      /* A rank-0 scalar prefetch is a memref<1xi32> in SMEM in Pallas. */
-      tsr_loc_t loc = d->loc;
-      tpu_fail(em, TSR_STATUS_AT(TSR_UNIMPLEMENTED, loc,
-                                 "prefetch '%%%s': a rank-0 scalar prefetch has no TPU form "
-                                 "yet; declare it as i32[1]", d->ref->name));
-      break;
-    }
     const tsr_type_t *t = &d->ref->type;
     tsr_strbuf_printf(&sig, "%s%s: %s", nargs++ ? ", " : "", em->names[d->ref->id],
                       tpu_type(ty, t));
@@ -390,8 +389,8 @@ static void emit_module(tpu_emitter_t *em) {
         /* Pallas single-buffers trivially windowed VMEM operands. */
         if (d->ref->type.space == TSR_SPACE_VMEM && tpu_decl_trivial_window(d))
           tsr_strbuf_puts(&attrs, "pipeline_mode = #tpu.pipeline_mode<synchronous>, ");
-        tsr_strbuf_printf(&attrs, "transform_indices = @transform_%u, window_bounds = array<i64",
-                          w);
+        tsr_strbuf_printf(&attrs, "transform_indices = @%s%u, window_bounds = array<i64",
+                          transform_prefix(k), w);
         for (uint32_t j = 0; j < d->array.rank; j++)
           tsr_strbuf_printf(&attrs, "%s %lld", j ? "," : ":", (long long)wb[j]);
         tsr_strbuf_puts(&attrs, ">}");

@@ -490,8 +490,9 @@ static void emit_convert(tpu_emitter_t *em, const tsr_op_t *op, const char *r, c
   }
   if (is_bool(td)) { /* x != 0 */
     const char *z = constant(em, from, 0.0, 0);
-    tpu_line(em, "%s = %s %s, %s : %s", r, is_float(fd) ? "arith.cmpf une," : "arith.cmpi ne,",
-             a, z, ft);
+    char zn[32];
+    snprintf(zn, sizeof zn, "%s", z);
+    emit_compare(em, r, TSR_OP_NE, a, zn, from);
     return;
   }
   const char *opname = NULL;
@@ -591,8 +592,6 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       return;
     }
     if (op->opcode == TSR_OP_SIGN) { /* a > 0 ? 1 : a < 0 ? -1 : a (keeps 0 and NaN) */
-      tsr_type_t ct = with_dtype(rt, TSR_DTYPE_I1);
-      (void)ct;
       const char *z = constant(em, rt, 0.0, 0);
       const char *one = constant(em, rt, 1.0, 1);
       const char *mone = constant(em, rt, -1.0, -1);
@@ -691,7 +690,7 @@ void tpu_op_slice(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *x = op->operands[0];
   const tsr_type_t *xt = &x->type;
   char offs[256] = "", sizes[256] = "", strides[256] = "", a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
-  int64_t view[TSR_MAX_RANK], kept[TSR_MAX_RANK];
+  int64_t view[TSR_MAX_RANK];
   size_t ao = 0, as = 0, at = 0;
   for (uint32_t i = 0; i < op->num_indices; i++) {
     const tsr_index_t *ix = &op->indices[i];
@@ -707,7 +706,6 @@ void tpu_op_slice(tpu_emitter_t *em, const tsr_op_t *op) {
     as += (size_t)snprintf(sizes + as, sizeof sizes - as, "%s%lld", i ? ", " : "", (long long)size);
     at += (size_t)snprintf(strides + at, sizeof strides - at, "%s1", i ? ", " : "");
   }
-  (void)kept;
   const char *t = tpu_tmp(em);
   tpu_line(em,
            "%s = \"vector.extract_strided_slice\"(%s) <{offsets = [%s], sizes = [%s], strides = "
@@ -888,20 +886,43 @@ void tpu_op_dot(tpu_emitter_t *em, const tsr_op_t *op) {
     tpu_unimplemented(em, op, "only 2-D dots are emitted");
     return;
   }
+  tsr_dtype_t in = x->type.dtype;
+  if (!is_float(in) && bits_of(in) != 8) {
+    /* libtpu: "Bad lhs/rhs type: 'vector<..xi32>'" */
+    tpu_unimplemented(em, op, "the MXU multiplies floats and 8-bit integers, not %s",
+                      tsr_dtype_name(in));
+    return;
+  }
+  if (!is_float(rt->dtype) && bits_of(rt->dtype) != 32) {
+    tpu_unimplemented(em, op, "an integer dot accumulates in 32 bits on TPU, not %s",
+                      tsr_dtype_name(rt->dtype));
+    return;
+  }
   bool trans = (op->flags & TSR_OPF_TRANSPOSE_RHS) != 0;
-  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX];
-  /* As Pallas: a zero accumulator, then the add of the tessera
-   * accumulator in the result dtype. */
-  const char *zero = constant(em, rt, 0.0, 0);
-  const char *p = acc ? tpu_tmp(em) : result_name(em, op, 0);
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX], d[TPU_TYPE_MAX];
+  /* The MXU accumulates in 32 bits ("Expected matmul acc to be 32-bit"):
+   * a 16-bit float result is the f32 product rounded once, as Pallas's
+   * preferred_element_type. As Pallas: a zero accumulator, then the add
+   * of the tessera accumulator in the result dtype. */
+  bool narrow = is_float(rt->dtype) && bits_of(rt->dtype) == 16;
+  tsr_type_t mt = narrow ? with_dtype(rt, TSR_DTYPE_F32) : *rt;
+  const char *zero = constant(em, &mt, 0.0, 0);
+  char p[32];
+  snprintf(p, sizeof p, "%s", (acc || narrow) ? tpu_tmp(em) : result_name(em, op, 0));
   tpu_line(em,
            "%s = tpu.matmul %s, %s, %s {dimension_numbers = #tpu.dot_dimension_numbers<[1], "
            "[%d], [0], [%d], [0, 0, 1, %d], [], []>, transpose_lhs_hint = false} : %s, %s, %s -> %s",
            p, tpu_name(em, x), tpu_name(em, y), zero, trans ? 1 : 0, trans ? 0 : 1, trans ? 0 : 1,
-           tpu_type(a, &x->type), tpu_type(b, &y->type), tpu_type(c, rt), c);
+           tpu_type(a, &x->type), tpu_type(b, &y->type), tpu_type(c, &mt), c);
+  tpu_type(d, rt);
+  if (narrow) {
+    const char *r = acc ? tpu_tmp(em) : result_name(em, op, 0);
+    tpu_line(em, "%s = arith.truncf %s : %s to %s", r, p, c, d);
+    snprintf(p, sizeof p, "%s", r);
+  }
   if (acc)
     tpu_line(em, "%s = %s %s, %s : %s", result_name(em, op, 0),
-             is_float(rt->dtype) ? "arith.addf" : "arith.addi", tpu_name(em, acc), p, c);
+             is_float(rt->dtype) ? "arith.addf" : "arith.addi", tpu_name(em, acc), p, d);
 }
 
 /* ---- Control flow --------------------------------------------------------------------------- */
@@ -952,7 +973,7 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
   const char *v = vals.data ? vals.data : "", *t = types.data ? types.data : "";
   bool any = op->num_operands > first;
   if (!parent) { /* an index map: its transform function returns */
-    tpu_line(em, "return %s : %s", v, t);
+    if (em->in_transform) tpu_line(em, "return %s : %s", v, t);
   } else if (op->opcode == TSR_OP_CONDITION) {
     /* scf.condition forwards the carried values (the condition region's
      * arguments) to the body, and gives them as the results at the end. */

@@ -67,7 +67,11 @@ for arg in sys.argv[1:]:
                 k = tpu_custom_call.as_tpu_kernel(mod, tuple(outs) if len(outs) != 1 else outs[0], kernel_name=name)
             args = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=SingleDeviceSharding(dev)) for s in ins]
             t = time.time()
-            jax.jit(lambda *a: k(*a)).trace(*args).lower().compile()
+            # Outputs placed on the chip too: a kernel without inputs is compiled
+            # for the topology, not for the host.
+            outs_sh = [SingleDeviceSharding(dev)] * len(outs)
+            jit = jax.jit(lambda *a: k(*a), out_shardings=outs_sh[0] if len(outs) == 1 else tuple(outs_sh))
+            jit.trace(*args).lower().compile()
             print(f"OK {arg} {chip} {1000*(time.time()-t):.0f} ms")
         except Exception as e:
             print(f"COMPILE-FAIL {arg} {chip}: {str(e)[:1500]}"); fail += 1

@@ -112,6 +112,29 @@ TSR_TEST(prefetch_and_reductions) {
     CHECK_HAS(t, "memref.load %tbl[");
     tsr_ir_string_free(t);
   }
+  /* a rank-0 scalar prefetch: a rank-0 SMEM memref */
+  tsr_ir_module_t *m = parse_text("p0.tsr",
+      "kernel @p0\n"
+      "  grid(4)\n"
+      "  prefetch %n: i32\n"
+      "  in %x: f32[32, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "  out %y: f32[32, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "{\n"
+      "  %k = load %n[] : i32\n"
+      "  %f = convert %k : f32\n"
+      "  %v = load %x[:, :] : f32[8, 128]\n"
+      "  %r = mul %v, %f : f32[8, 128]\n"
+      "  store %y[:, :], %r\n"
+      "}\n");
+  if (m) {
+    t = NULL;
+    TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+    CHECK_HAS(t, "(%$g0: i32, %n: memref<i32, #tpu.memory_space<smem>>, %x: ");
+    CHECK_HAS(t, "%k = memref.load %n[] : memref<i32, #tpu.memory_space<smem>>");
+    CHECK_HAS(t, "%f = arith.sitofp %k : i32 to f32");
+    tsr_ir_string_free(t);
+    tsr_ir_module_destroy(m);
+  }
   t = emit_source("kernels/examples/softmax.tsr", NULL, NULL);
   if (t) {
     CHECK_HAS(t, "vector.multi_reduction <maximumf>, %v, %");
@@ -322,6 +345,44 @@ TSR_TEST(rewritten_for_mosaic) {
   }
   tsr_ir_string_free(t);
   tsr_ir_module_destroy(m);
+  /* the MXU accumulates in 32 bits: a bf16 dot is an f32 one rounded;
+   * i32 inputs have no MXU form */
+  m = parse_text("dots.tsr", "kernel @k\n"
+                             "  grid(1)\n"
+                             "  in %a: bf16[16, 128] vmem\n"
+                             "  in %n: i32[8, 128] vmem\n"
+                             "  out %y: bf16[16, 128] vmem\n"
+                             "{\n"
+                             "  %x = load %a[:, :] : bf16[16, 128]\n"
+                             "  %t = transpose %x [1, 0] : bf16[128, 16]\n"
+                             "  %p = dot %x, %t : bf16[16, 16]\n"
+                             "  %v = load %n[:, :] : i32[8, 128]\n"
+                             "  %ok = convert %v : i1[8, 128]\n"
+                             "}\n");
+  if (m) {
+    t = NULL;
+    TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+    CHECK_HAS(t, ": vector<16x128xbf16>, vector<128x16xbf16>, vector<16x16xf32> -> vector<16x16xf32>");
+    CHECK_HAS(t, "%p = arith.truncf %");
+    TSR_CHECK(t && !strstr(t, "une"));
+    tsr_ir_string_free(t);
+    tsr_ir_module_destroy(m);
+  }
+  m = parse_text("idot.tsr", "kernel @k\n"
+                             "  grid(1)\n"
+                             "  in %a: i32[8, 128] vmem\n"
+                             "  out %y: i32[8, 8] vmem\n"
+                             "{\n"
+                             "  %x = load %a[:, :] : i32[8, 128]\n"
+                             "  %p = dot %x, %x transpose_rhs : i32[8, 8]\n"
+                             "  store %y[:, :], %p\n"
+                             "}\n");
+  if (m) {
+    t = NULL;
+    check_record(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t), TSR_UNIMPLEMENTED, 7,
+                 "dot", "floats and 8-bit integers, not i32");
+    tsr_ir_module_destroy(m);
+  }
   m = parse_text("prod.tsr", "kernel @k\n"
                              "  grid(1)\n"
                              "  in %x: f32[8, 128] vmem\n"
@@ -439,6 +500,18 @@ TSR_TEST(layout_rules) {
                  "without a grid");
     tsr_ir_module_destroy(m);
   }
+  /* libtpu's chip-dependent rule: one core_parallel index per TensorCore */
+  m = parse_text("cores.tsr", "kernel @k\n"
+                              "  grid(2, 4) semantics(core_parallel, arbitrary)\n"
+                              "  in %x: f32[64, 128] vmem block[8, 128] map(%c, %i) -> (%c, 0)\n"
+                              "{\n"
+                              "}\n");
+  if (m) {
+    check_record(tsr_tpu_check(tsr_ir_module_kernel(m, 0), "v5e"), TSR_VERIFY_ERROR, 1, NULL,
+                 "core_parallel with 2 indices, but v5e has 1 TensorCore");
+    TSR_CHECK_OK(tsr_tpu_check(tsr_ir_module_kernel(m, 0), "v5p"));
+    tsr_ir_module_destroy(m);
+  }
   /* accepted: what Pallas accepts */
   layout_case("in %x: f32[64, 512] vmem block[8, 128] map(%i) -> (%i, 0)", NULL, 0, NULL);
   layout_case("in %x: f32[60, 300] vmem block[60, 300] map(%i) -> (0, 0)", NULL, 0, NULL);
@@ -449,6 +522,29 @@ TSR_TEST(layout_rules) {
   layout_case("in %x: f32[4096] vmem block[2048] map(%i) -> (%i)", NULL, 0, NULL);
   layout_case("in %x: f32[100, 100] any", NULL, 0, NULL);
   layout_case("in %x: i32[3, 5] smem", NULL, 0, NULL); /* SMEM, trivial window */
+}
+
+/* A kernel named like a transform function keeps the module's symbols
+ * unique. */
+TSR_TEST(kernel_named_transform) {
+  char *src = tsr_test_read_source("kernels/examples/add.tsr", NULL);
+  if (!src) return;
+  char *at = strstr(src, "@add");
+  TSR_CHECK(at != NULL);
+  char text[2048];
+  if (at) snprintf(text, sizeof text, "%.*s@transform_1%s", (int)(at - src), src, at + 4);
+  free(src);
+  tsr_ir_module_t *m = at ? parse_text("t1.tsr", text) : NULL;
+  if (!m) return;
+  char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+  if (t) {
+    TSR_CHECK_EQ_INT(count(t, "func.func @transform_1("), 1);
+    CHECK_HAS(t, "func.func @window_transform_1(");
+    CHECK_HAS(t, "transform_indices = @window_transform_0");
+  }
+  tsr_ir_string_free(t);
+  tsr_ir_module_destroy(m);
 }
 
 TSR_TEST(chips) {
@@ -602,6 +698,7 @@ int main(void) {
   TSR_RUN(more_ops);
   TSR_RUN(rewritten_for_mosaic);
   TSR_RUN(layout_rules);
+  TSR_RUN(kernel_named_transform);
   TSR_RUN(chips);
   TSR_RUN(cache_hit);
   TSR_RUN(out_of_memory_is_clean);
