@@ -355,6 +355,9 @@ tsr_status_t tsr_ir_build_op(tsr_ir_kernel_t *kernel, tsr_ir_region_t *region,
       /* while: both regions see the carried values under the same names
        * (they are distinct values, each visible only in its region). */
       const char *n = params->region_arg_names ? params->region_arg_names[i] : NULL;
+      /* Unnamed, the body's take the condition's names too: the printer
+       * declares a while's carried names once (`iter(%a = ...)`). */
+      if (!n && r == 1) n = op->regions[0].args[i]->name;
       TSR_RETURN_IF_ERROR(tsr_value_create(kernel, &params->region_arg_types[i], n,
                                            n ? strlen(n) : 0,
                                            &op->regions[r].args[i]));

@@ -14,6 +14,10 @@
 # python3 with the newest JAX it allows (a warning says so). $TESSERA_PYTHON
 # names another interpreter. pip's cache (~/.cache/pip) is kept; a rerun with
 # the same interpreter, requirements.txt and pyproject.toml installs nothing.
+# libtpu (python/requirements-tpu.txt, the TPU proof tests' compiler) is
+# installed with --no-deps from a wheel kept in pip's cache directory, under
+# tessera-wheels/: downloaded once, reused by later runs and new .venvs
+# (TESSERA_NO_LIBTPU=1 skips it; the TPU suite then fails, saying why).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -124,8 +128,29 @@ choose_python() {
   command -v python3
 }
 
+# install_libtpu PIP...: installs python/requirements-tpu.txt's pinned libtpu
+# with --no-deps from tessera-wheels/ in pip's cache directory, downloading the
+# wheel there first if it is not there yet.
+install_libtpu() {
+  local pin wheels name version
+  pin=$(grep -E '^libtpu==' "$tpu_requirements")
+  version=${pin#libtpu==}
+  wheels="$("$@" cache dir 2>/dev/null || echo "$HOME/.cache/pip")/tessera-wheels"
+  mkdir -p "$wheels" || return 1
+  name=$(ls "$wheels"/libtpu-"$version"-*.whl 2>/dev/null | head -n1)
+  if [[ -z $name ]]; then
+    echo "setup.sh: downloading $pin (214 MB) into $wheels"
+    "$@" download --quiet --no-deps --only-binary=:all: -d "$wheels" "$pin" || return 1
+    name=$(ls "$wheels"/libtpu-"$version"-*.whl 2>/dev/null | head -n1)
+    [[ -n $name ]] || return 1
+  else
+    echo "setup.sh: $pin from $name (cached)"
+  fi
+  "$@" install --quiet --no-deps --no-index "$name"
+}
+
 setup_venv() {
-  local py ver requirements=python/requirements.txt
+  local py ver requirements=python/requirements.txt tpu_requirements=python/requirements-tpu.txt
   py=$(choose_python)
   ver=$(python_version "$py")
   if [[ -z $ver ]]; then
@@ -150,13 +175,19 @@ setup_venv() {
   # What .venv was made from (first line: the interpreter) and what was
   # installed: a change of any of these redoes the install, a change of the
   # interpreter makes .venv anew.
-  local stamp_file=.venv/.tessera-setup interp stamp
+  local stamp_file=.venv/.tessera-setup interp stamp want_libtpu=1 check=tessera,numpy,ml_dtypes,pytest
+  if [[ -n ${TESSERA_NO_LIBTPU:-} || $(uname -s -m) != "Linux x86_64" ]] || ((${#pins[@]})); then
+    want_libtpu=0  # x86-64 Linux only, and pinned for JAX 0.12
+  else
+    check+=,libtpu
+  fi
   interp="python=$(readlink -f "$(command -v "$py")") version=$ver"
   stamp="$interp
 pins=${pins[*]:-} requirements=$(sha256sum "$requirements" | cut -d' ' -f1)
-pyproject=$(sha256sum python/pyproject.toml | cut -d' ' -f1)"
+pyproject=$(sha256sum python/pyproject.toml | cut -d' ' -f1)
+libtpu=$want_libtpu $(sha256sum "$tpu_requirements" | cut -d' ' -f1)"
   if [[ -x .venv/bin/python && -f $stamp_file && $(cat "$stamp_file") == "$stamp" ]] &&
-     .venv/bin/python -c 'import tessera, numpy, ml_dtypes, pytest' 2>/dev/null; then
+     .venv/bin/python -c "import $check" 2>/dev/null; then
     echo "setup.sh: .venv is up to date ($(.venv/bin/python --version 2>&1))"
     return 0
   fi
@@ -184,6 +215,12 @@ pyproject=$(sha256sum python/pyproject.toml | cut -d' ' -f1)"
     "${pip[@]}" install --quiet -r "$requirements" || return 1
   fi
   "${pip[@]}" install --quiet -e ./python || return 1
+  if ((want_libtpu)) && ! install_libtpu "${pip[@]}"; then
+    # Not fatal: the C and Python suites still run; the TPU suite fails, and
+    # the next run tries again (the stamp says libtpu is missing).
+    echo "setup.sh: WARNING: installing libtpu failed; the TPU proof tests will fail" >&2
+    stamp="${stamp%$'\n'libtpu=*}"$'\n'"libtpu=failed"
+  fi
   echo "$stamp" > "$stamp_file"
   echo "setup.sh: .venv ready: $(.venv/bin/python --version 2>&1)," \
        "$(.venv/bin/python -c 'import jax; print("jax", jax.__version__)' 2>/dev/null || echo "no jax")"

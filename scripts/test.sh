@@ -8,8 +8,12 @@
 #                A test program joins it by being registered with
 #                suite : 'cache' in tests/meson.build.
 #   python/tests the Python package's pytest suite, in .venv (made by
-#                setup.sh --deps-only), on build-ci/libtessera.so
-# and prints totals over the four runs; the last line is "N passed, N failed"
+#                setup.sh --deps-only), on build-ci/libtessera.so (without
+#                python/tests/tpu)
+#   python/tests/tpu  the TPU proof (docs/tpu.md, "Proved with libtpu"): every
+#                kernel's Mosaic module compiled by libtpu for TPU chips,
+#                its own pytest run after the others
+# and prints totals over the five runs; the last line is "N passed, N failed"
 # (each TAP case and each pytest test counts once; skips are counted apart).
 # Sanitizers stop at their first report (halt_on_error) and fail the test.
 # Exit status 1 if anything failed (a build failure counts as a failure).
@@ -113,24 +117,39 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 # - errors - skipped (errors include collection errors); a run that could not
 # start, ended otherwise than "tests ran" (exit status 0 or 1; 5 is "no tests
 # collected") or left no report counts one more failure.
-pytest_xml=build-ci/pytest-junit.xml
-rm -f "$pytest_xml"
-echo "=== python/tests: pytest"
-if [[ ! -x .venv/bin/python ]]; then
-  extra_failures+=("python/tests: .venv/bin/python is missing (scripts/setup.sh --deps-only)")
-elif [[ ! -f build-ci/libtessera.so ]]; then
-  extra_failures+=("python/tests: build-ci/libtessera.so was not built")
-else
-  pytest_status=0
-  TESSERA_LIBRARY=$PWD/build-ci/libtessera.so JAX_PLATFORMS=cpu \
-    timeout 3600 .venv/bin/python -m pytest python/tests -q -p no:cacheprovider \
-    --junitxml="$pytest_xml" || pytest_status=$?
-  if ((pytest_status != 0 && pytest_status != 1)); then
-    extra_failures+=("python/tests: pytest exited with status $pytest_status")
-  elif [[ ! -f $pytest_xml ]]; then
-    extra_failures+=("python/tests: pytest wrote no report")
+# pytest_suite NAME XML PYTEST-ARGS...: one pytest run, counted from XML.
+pytest_suite() {
+  local name=$1 xml=$2
+  shift 2
+  rm -f "$xml"
+  echo "=== $name: pytest"
+  if [[ ! -x .venv/bin/python ]]; then
+    extra_failures+=("$name: .venv/bin/python is missing (scripts/setup.sh --deps-only)")
+    return
+  elif [[ ! -f build-ci/libtessera.so ]]; then
+    extra_failures+=("$name: build-ci/libtessera.so was not built")
+    return
   fi
-fi
+  local status=0 start=$SECONDS
+  TESSERA_LIBRARY=$PWD/build-ci/libtessera.so JAX_PLATFORMS=cpu TPU_SKIP_MDS_QUERY=1 \
+    timeout 3600 .venv/bin/python -m pytest "$@" -q -p no:cacheprovider \
+    --junitxml="$xml" || status=$?
+  echo "=== $name: $((SECONDS - start)) s"
+  if ((status != 0 && status != 1)); then
+    extra_failures+=("$name: pytest exited with status $status")
+  elif [[ ! -f $xml ]]; then
+    extra_failures+=("$name: pytest wrote no report")
+  fi
+}
+
+pytest_xml=build-ci/pytest-junit.xml
+pytest_suite python/tests "$pytest_xml" python/tests --ignore=python/tests/tpu
+
+# The TPU proof: its own run (libtpu takes ~420 MB and its own start-up; the
+# suites above never wait on it). JAX_PLATFORMS=cpu: libtpu compiles for
+# TPU topologies without a TPU (deviceless ahead-of-time compilation).
+tpu_xml=build-ci/pytest-tpu-junit.xml
+pytest_suite python/tests/tpu "$tpu_xml" python/tests/tpu
 
 count_args=()
 for f in "${extra_failures[@]+"${extra_failures[@]}"}"; do
@@ -141,13 +160,14 @@ echo "=== totals"
 # "N passed, N failed") are printed again below with pytest's counts added.
 c_totals=$(python3 scripts/count-tests.py "${count_args[@]+"${count_args[@]}"}" \
   build-ci build-asan build-tsan)
-exec python3 - "$pytest_xml" "$c_totals" <<'PY'
+exec python3 - "$c_totals" python/tests "$pytest_xml" python/tests/tpu "$tpu_xml" <<'PY'
 import os
 import re
 import sys
 import xml.etree.ElementTree as ET
 
-xml_path, c_totals = sys.argv[1], sys.argv[2]
+c_totals = sys.argv[1]
+reports = list(zip(sys.argv[2::2], sys.argv[3::2]))  # (suite name, JUnit XML)
 lines = c_totals.splitlines()
 m = re.fullmatch(r"(\d+) passed, (\d+) failed", lines[-1] if lines else "")
 k = re.fullmatch(r"skipped: (\d+)", lines[-2] if len(lines) > 1 else "")
@@ -159,29 +179,30 @@ else:
     print("\n".join(lines[:-2]))
     passed, failed, skipped = int(m[1]), int(m[2]), int(k[1])
 
-py = None
-if os.path.exists(xml_path):
-    try:
-        root = ET.parse(xml_path).getroot()
-        suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-        tests = sum(int(s.get("tests", 0)) for s in suites)
-        bad = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
-        skips = sum(int(s.get("skipped", 0)) for s in suites)
-        py = (tests - bad - skips, bad, skips)
-        failing = [f"{c.get('classname')}::{c.get('name')}" for c in root.iter("testcase")
-                   if c.find("failure") is not None or c.find("error") is not None]
-    except (ET.ParseError, ValueError, OSError) as e:
-        print(f"FAILED: python/tests: unreadable pytest report {xml_path}: {e}")
-        failed += 1
-if py is None and not os.path.exists(xml_path):
-    print("python/tests: no pytest report (its failure is counted above)")
-elif py is not None:
-    print(f"python/tests: {py[0]} passed, {py[1]} failed, {py[2]} skipped")
-    for name in failing:
-        print(f"FAILED: python/tests: {name}")
-    passed += py[0]
-    failed += py[1]
-    skipped += py[2]
+for suite, xml_path in reports:
+    py = None
+    if os.path.exists(xml_path):
+        try:
+            root = ET.parse(xml_path).getroot()
+            suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+            tests = sum(int(s.get("tests", 0)) for s in suites)
+            bad = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+            skips = sum(int(s.get("skipped", 0)) for s in suites)
+            py = (tests - bad - skips, bad, skips)
+            failing = [f"{c.get('classname')}::{c.get('name')}" for c in root.iter("testcase")
+                       if c.find("failure") is not None or c.find("error") is not None]
+        except (ET.ParseError, ValueError, OSError) as e:
+            print(f"FAILED: {suite}: unreadable pytest report {xml_path}: {e}")
+            failed += 1
+    if py is None and not os.path.exists(xml_path):
+        print(f"{suite}: no pytest report (its failure is counted above)")
+    elif py is not None:
+        print(f"{suite}: {py[0]} passed, {py[1]} failed, {py[2]} skipped")
+        for name in failing:
+            print(f"FAILED: {suite}: {name}")
+        passed += py[0]
+        failed += py[1]
+        skipped += py[2]
 print(f"skipped: {skipped}")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -655,6 +655,28 @@ class Kernel:
         """The kernel's canonical text."""
         return _take_string(_capi.lib().tsr_ir_kernel_print(self._handle))
 
+    def to_mosaic(self, chip: str | None = "v5e", *, context: Context | None = None) -> str:
+        """The kernel as a Mosaic TPU MLIR module for `chip` (tessera's chip
+        names: v5e, v6e, ...; None is v5e): the text `tessera lower --target
+        tpu` prints (tsr_tpu_emit, docs/tpu.md). With a `context`, the module
+        goes through that context's disk cache (keyed by kernel, target tpu
+        and chip); without one it is emitted anew (~0.05-0.2 ms, cheaper than
+        a disk hit). Raises CompileError with located diagnostics for what
+        the chip or the emitter cannot do."""
+        h = _capi.lib()
+        if not hasattr(h, "tsr_tpu_emit"):
+            raise CompileError("unsupported", "tessera: this libtessera has no TPU emitter "
+                               "(tsr_tpu_emit); rebuild it from a tree with tpu/")
+        b = None if chip is None else str(chip).encode()
+        out = ctypes.c_void_p()
+        ctx = context._live() if context is not None else None
+        s = h.tsr_tpu_emit(ctx, self._handle, b, ctypes.byref(out))
+        if context is not None:
+            context._flush_warnings()
+        if s:
+            _raise_status(s, CompileError, f"kernel @{self.name}")
+        return _take_string(out.value)
+
     def compile(self, backend: str = "interp", **options: Any) -> Executable:
         """`tessera.compile(self, backend, **options)`."""
         return compile(self, backend, **options)

@@ -266,6 +266,10 @@ def _declare(h: ctypes.CDLL) -> None:
     _fn(h, "tsr_run_result_diagnostics", c_void_p, c_void_p)
     _fn(h, "tsr_run_result_stats", None, c_void_p, P(InterpStats))
     _fn(h, "tsr_interp_chip_vmem_bytes", c_bool, c_char_p, P(c_uint64))
+    # tpu.h (a library built before the TPU emitter has none: Kernel.to_mosaic
+    # says so)
+    if hasattr(h, "tsr_tpu_emit"):
+        _fn(h, "tsr_tpu_emit", status, c_void_p, c_void_p, c_char_p, P(c_void_p))
 
 
 def output_discard() -> ctypes._CFuncPtr:

@@ -12,6 +12,10 @@ Two ways in:
   `pl.pallas_call(...)` created inside run through tessera (also through
   `pytest --tessera`, the plugin `tessera.jax.pytest_plugin`).
 
+And out, to a TPU: `tessera.jax.tpu_call(kernel, chip="v5e")` makes a .tsr
+kernel a JAX callable that is a Mosaic `tpu_custom_call` on TPU (as Pallas
+emits it) and runs in tessera on CPU (docs/tpu.md).
+
 The result is a JAX callable: called on concrete arrays it runs the kernel at
 once (a `KernelError` names the user's Python lines); under `jax.jit` (or
 `vmap`, sequentially) it becomes an XLA FFI custom call on CPU (or a
@@ -30,10 +34,18 @@ from typing import Any
 
 __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
            "KernelError", "lower_to_tsr", "cache_info", "cache_clear", "supported_primitives",
-           "option_names", "enable_globally", "InterpretParams"]
+           "option_names", "enable_globally", "InterpretParams",
+           "tpu_call", "TpuCall", "mosaic_module", "chips"]
+
+_TPU_NAMES = ("tpu_call", "TpuCall", "mosaic_module", "chips")
 
 
 def __getattr__(name: str) -> Any:
+    if name in _TPU_NAMES:
+        from . import _tpu
+        value = getattr(_tpu, name)
+        globals()[name] = value
+        return value
     if name in __all__:
         from . import _api
         value = getattr(_api, name)

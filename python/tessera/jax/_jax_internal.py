@@ -485,3 +485,192 @@ def axis_env_sizes() -> tuple[tuple[Any, int], ...]:
     (shard_map's mesh axes), in JAX's axis-environment order: the order JAX's
     TPU interpret mode numbers devices in (row-major). () outside any."""
     return tuple((name, int(size)) for name, size in jax_core.get_axis_env().axis_sizes.items())
+
+
+# ---- Mosaic TPU modules and libtpu (tessera.jax.tpu, docs/tpu.md) ------------------
+#
+# jaxlib's MLIR bindings with the TPU dialect parse and verify Mosaic text;
+# `mosaic-serde` is the stable-Mosaic serialisation pass Pallas runs before it
+# embeds a module in a `tpu_custom_call`; libtpu (when installed) compiles for
+# a TPU topology without a TPU (deviceless ahead-of-time compilation).
+
+#: tessera's chip names -> the topology names libtpu's deviceless compiler knows.
+#: (tessera's emitter knows v7x as tpu7x too.)
+TPU_TOPOLOGIES = {"v3": "v3:1x1", "v4": "v4:1x1x1", "v5e": "v5e:1x1", "v5p": "v5p:1x1x1",
+                  "v6e": "v6e:1x1", "v7x": "tpu7x:1x1x1", "tpu7x": "tpu7x:1x1x1"}
+
+
+def mosaic_export_version() -> int:
+    """The stable-Mosaic version Pallas serialises at when no TPU backend is
+    present or when exporting (forward compatibility): what JAX itself puts
+    in an exported `tpu_custom_call`."""
+    from jax._src import tpu_custom_call as tcc
+    return int(tcc._FWD_COMPAT_VERSION)
+
+
+def mosaic_context():
+    """A fresh MLIR context with JAX's dialects and the TPU dialect registered."""
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib import tpu as jax_tpu
+    ctx = jax_mlir.make_ir_context()
+    jax_tpu.register_dialect(ctx)
+    return ctx
+
+
+class MosaicParseError(ValueError):
+    """jaxlib's MLIR parser or verifier rejected a Mosaic module; the message
+    holds MLIR's diagnostics (line:col in the module text)."""
+
+
+def parse_mosaic(text: str | bytes, ctx=None, *, serialized: bool = False):
+    """Parses Mosaic text (or bytecode) in `ctx` (a new mosaic_context() if
+    None) and verifies it; with serialized=True the input is the wire form
+    (`stable_mosaic.*` ops) and is deserialised first. Returns the ir.Module.
+    Raises MosaicParseError with MLIR's messages."""
+    from jaxlib.mlir import ir
+    from jaxlib.mlir import passmanager
+    ctx = ctx if ctx is not None else mosaic_context()
+    with ctx, ir.Location.unknown():
+        previous = ctx.allow_unregistered_dialects
+        ctx.allow_unregistered_dialects = serialized
+        try:
+            try:
+                module = ir.Module.parse(text)
+                if serialized:
+                    passmanager.PassManager.parse(
+                        "builtin.module(mosaic-serde{serialize=false})").run(module.operation)
+                    ctx.allow_unregistered_dialects = False
+                if not module.operation.verify():
+                    raise MosaicParseError("the module does not verify")
+            except ir.MLIRError as e:
+                raise MosaicParseError(str(e)) from None
+        finally:
+            ctx.allow_unregistered_dialects = previous
+    return module
+
+
+def mosaic_text(module) -> str:
+    """A module's text as MLIR prints it."""
+    return module.operation.get_asm(enable_debug_info=False)
+
+
+def serialize_mosaic(module, version: int | None = None) -> bytes:
+    """The bytes Pallas embeds: the module after `mosaic-serde{serialize=true
+    target-version=N}` (ops renamed `stable_mosaic.*`, the version attribute
+    added, newer ops downgraded), written as MLIR bytecode (format version 0).
+    `module` is not changed."""
+    import io
+    from jaxlib.mlir import ir
+    from jaxlib.mlir import passmanager
+    version = mosaic_export_version() if version is None else int(version)
+    ctx = module.context
+    with ctx, ir.Location.unknown():
+        clone = module.operation.clone()
+        previous = ctx.allow_unregistered_dialects
+        ctx.allow_unregistered_dialects = True
+        try:
+            passmanager.PassManager.parse(
+                f"builtin.module(mosaic-serde{{serialize=true target-version={version}}})"
+            ).run(clone)
+        finally:
+            ctx.allow_unregistered_dialects = previous
+        buf = io.BytesIO()
+        clone.write_bytecode(buf, desired_version=0)
+    return buf.getvalue()
+
+
+def mosaic_kernel(module, out_structs, *, kernel_name: str,
+                  input_output_aliases: tuple[tuple[int, int], ...] = ()) -> Callable:
+    """A JAX-callable running Mosaic `module` as a `tpu_custom_call` (only TPU
+    has a lowering for it): JAX's own wrapper, the one Pallas's lowering uses,
+    which serialises the module with `mosaic-serde` at the version the
+    lowering asks for (mosaic_export_version() when exporting or without a
+    TPU backend) and writes the backend config."""
+    from jax._src import tpu_custom_call as tcc
+    out_type = tuple(out_structs) if len(out_structs) != 1 else out_structs[0]
+    return tcc.as_tpu_kernel(module, out_type, kernel_name=kernel_name,
+                             input_output_aliases=tuple(input_output_aliases))
+
+
+def tpu_custom_calls(mlir_module_text: str) -> list[dict]:
+    """The `tpu_custom_call`s of a StableHLO module's text (what
+    `jax.export(...).mlir_module()` gives): for each, `kernel_name`,
+    `config` (the backend config's JSON) and `body` (the decoded bytes)."""
+    import base64
+    import json
+    from jaxlib.mlir import ir
+    ctx = mosaic_context()
+    found: list[dict] = []
+    with ctx, ir.Location.unknown():
+        module = ir.Module.parse(mlir_module_text)
+
+        def walk(op) -> None:
+            for region in op.regions:
+                for block in region.blocks:
+                    for inner in block.operations:
+                        attrs = inner.operation.attributes
+                        if (inner.operation.name == "stablehlo.custom_call"
+                                and "call_target_name" in attrs
+                                and ir.StringAttr(attrs["call_target_name"]).value
+                                == "tpu_custom_call"):
+                            config = json.loads(ir.StringAttr(attrs["backend_config"]).value)
+                            name = (ir.StringAttr(attrs["kernel_name"]).value
+                                    if "kernel_name" in attrs else None)
+                            found.append({
+                                "kernel_name": name, "config": config,
+                                "body": base64.b64decode(
+                                    config["custom_call_config"]["body"])})
+                        walk(inner.operation)
+
+        walk(module.operation)
+    return found
+
+
+def tpu_device(chip: str):
+    """The first device of a one-chip TPU topology for `chip` (tessera's chip
+    names: TPU_TOPOLOGIES), from libtpu without a TPU (deviceless AOT).
+    Needs libtpu installed and JAX_PLATFORMS=cpu; TPU_SKIP_MDS_QUERY=1 keeps
+    libtpu from asking a metadata server."""
+    if chip not in TPU_TOPOLOGIES:
+        raise ValueError(f"no TPU topology for chip {chip!r} "
+                         f"(chips: {', '.join(TPU_TOPOLOGIES)})")
+    os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+    from jax.experimental import topologies
+    topo = _TOPOLOGIES.get(chip)
+    if topo is None:
+        topo = _TOPOLOGIES[chip] = topologies.get_topology_desc(TPU_TOPOLOGIES[chip],
+                                                                platform="tpu")
+    return topo.devices[0]
+
+
+_TOPOLOGIES: dict[str, Any] = {}
+
+
+def compile_for_device(fn: Callable, arg_structs, device):
+    """Compiles jax.jit(fn) ahead of time for `device` (a tpu_device())
+    with arguments shaped like `arg_structs`; returns the jax Compiled."""
+    from jax.sharding import SingleDeviceSharding
+    sharding = SingleDeviceSharding(device)
+    args = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in arg_structs]
+    return jax.jit(fn).trace(*args).lower().compile()
+
+
+def platform_primitive(name: str, *, abstract_eval: Callable,
+                       lowerings: dict[str, Callable]) -> Any:
+    """A JAX primitive with multiple results whose lowering depends on the
+    platform: `lowerings` maps a platform ("tpu", "cpu") to a function of
+    (params, *args) -> outputs traced as JAX code at lowering time, so only the
+    target platform's is ever built (an export for TPU never builds the CPU
+    one, a CPU call never builds the TPU one). Params: `call`, an object
+    passed to abstract_eval(call) -> avals and to the lowerings."""
+    from jax._src import dispatch
+    from jax._src.interpreters import mlir as jax_mlir
+    prim = jax_core.Primitive(name)
+    prim.multiple_results = True
+    prim.def_impl(lambda *args, call: dispatch.apply_primitive(prim, *args, call=call))
+    prim.def_abstract_eval(lambda *avals, call: abstract_eval(call))
+    for platform, fn in lowerings.items():
+        def rule(ctx, *args, call, fn=fn):
+            return jax_mlir.lower_fun(lambda *a: fn(call, *a), multiple_results=True)(ctx, *args)
+        jax_mlir.register_lowering(prim, rule, platform=platform)
+    return prim

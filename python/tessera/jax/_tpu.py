@@ -1,0 +1,176 @@
+"""tessera kernels as JAX callables that run on a TPU (docs/tpu.md, "Proved
+with libtpu").
+
+`tpu_call(kernel, chip=...)` makes a JAX-callable of a .tsr kernel. Lowered
+for TPU it is what Pallas emits for a `pallas_call`: tessera's Mosaic module
+(`Kernel.to_mosaic(chip)`, parsed and verified by jaxlib's MLIR with the TPU
+dialect) in a `tpu_custom_call`, serialised as MLIR bytecode after the
+`mosaic-serde` pass at the version JAX's own lowering asks for. Lowered for
+CPU it runs the kernel in tessera (an XLA FFI custom call, the path
+`tessera.jax.pallas_call` takes under jax.jit). Each platform's lowering is
+built only when a computation is lowered for that platform: a kernel
+tessera cannot emit for TPU still runs on CPU, and a TPU export never
+prepares the CPU executable.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+from .. import _api as T
+from . import _jax_internal as ji
+
+__all__ = ["tpu_call", "TpuCall", "mosaic_module", "chips"]
+
+
+def chips() -> tuple[str, ...]:
+    """The chips tpu_call and the libtpu proof know (tessera's chip names)."""
+    return tuple(ji.TPU_TOPOLOGIES)
+
+
+def mosaic_module(kernel: T.Kernel, chip: str = "v5e", ctx=None):
+    """tessera's Mosaic module of `kernel` for `chip`, parsed and verified by
+    jaxlib's MLIR with the TPU dialect (an ir.Module in `ctx`, a new context
+    if None). Raises tessera.CompileError (emission) or
+    _jax_internal.MosaicParseError (jaxlib rejects the text)."""
+    return ji.parse_mosaic(kernel.to_mosaic(chip), ctx)
+
+
+class _ExecutableRunner:
+    """A tessera Executable in the shape tessera.jax._ffi runs (inputs then
+    outputs as raw buffers)."""
+
+    def __init__(self, exe: T.Executable):
+        self.executable = exe
+        self.n_inputs = len(exe.inputs)
+        self.n_operands = exe._n
+
+    def run_buffers(self, addresses: Sequence[int]) -> None:
+        self.executable._run_buffers(addresses)
+
+
+class TpuCall:
+    """What tpu_call returns: call it on arrays (one per prefetch/input
+    operand of the kernel, in order); returns the outputs (one array, or a
+    tuple when the kernel has several)."""
+
+    def __init__(self, kernel: T.Kernel, chip: str, cpu: str, options: dict):
+        if chip not in ji.TPU_TOPOLOGIES:
+            raise ValueError(f"tessera.jax.tpu_call: unknown chip {chip!r} "
+                             f"(chips: {', '.join(ji.TPU_TOPOLOGIES)})")
+        if cpu not in ("tessera", "error"):
+            raise ValueError(f"tessera.jax.tpu_call: cpu={cpu!r} (expected 'tessera' or 'error')")
+        self.kernel = kernel
+        self.chip = chip
+        self.cpu = cpu
+        self.options = dict(options)
+        self.in_structs = tuple(jax.ShapeDtypeStruct(o.shape, o.dtype) for o in kernel.inputs)
+        self.out_structs = tuple(jax.ShapeDtypeStruct(o.shape, o.dtype) for o in kernel.outputs)
+        names = [o.name for o in kernel.inputs]
+        self.aliases = tuple((names.index(o.alias), j) for j, o in enumerate(kernel.outputs)
+                             if o.alias is not None)
+        self._lock = threading.Lock()
+        self._tpu: Callable | None = None
+        self._cpu: Callable | None = None
+        self._jitted = jax.jit(self._bind)
+
+    # The primitive's params must hash; one TpuCall is one kernel.
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def mosaic(self) -> str:
+        """The Mosaic text the TPU lowering embeds."""
+        return self.kernel.to_mosaic(self.chip)
+
+    def _tpu_kernel(self) -> Callable:
+        with self._lock:
+            if self._tpu is None:
+                module = mosaic_module(self.kernel, self.chip)
+                self._tpu = ji.mosaic_kernel(module, self.out_structs,
+                                             kernel_name=self.kernel.name,
+                                             input_output_aliases=self.aliases)
+            return self._tpu
+
+    def _cpu_kernel(self) -> Callable:
+        if self.cpu == "error":
+            raise NotImplementedError(
+                f"tessera.jax.tpu_call(@{self.kernel.name}): lowered for CPU with "
+                "cpu='error' (cpu='tessera' runs it in tessera)")
+        with self._lock:
+            if self._cpu is None:
+                from . import _ffi
+                options = dict(self.options)
+                backend = options.pop("backend", "interp")
+                exe = T.compile(self.kernel, backend, **options)
+                self._cpu = _ffi.ffi_callable(_ExecutableRunner(exe), self.out_structs)
+            return self._cpu
+
+    def _bind(self, *args):
+        if len(args) != len(self.in_structs):
+            raise TypeError(f"tessera.jax.tpu_call(@{self.kernel.name}): takes "
+                            f"{len(self.in_structs)} arrays, got {len(args)}")
+        for i, (x, s) in enumerate(zip(args, self.in_structs)):
+            if tuple(x.shape) != tuple(s.shape) or np.dtype(x.dtype) != np.dtype(s.dtype):
+                raise TypeError(
+                    f"tessera.jax.tpu_call(@{self.kernel.name}): argument {i} "
+                    f"(%{self.kernel.inputs[i].name}) is {np.dtype(x.dtype)}{list(x.shape)}, "
+                    f"the kernel takes {np.dtype(s.dtype)}{list(s.shape)}")
+        outs = _primitive().bind(*args, call=self)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def __call__(self, *args):
+        return self._jitted(*args)
+
+    def __repr__(self) -> str:
+        return f"<tessera.jax.tpu_call @{self.kernel.name} chip={self.chip}>"
+
+
+def _tpu_lowering(call: TpuCall, *args):
+    outs = call._tpu_kernel()(*args)
+    return list(outs) if isinstance(outs, (tuple, list)) else [outs]
+
+
+def _cpu_lowering(call: TpuCall, *args):
+    return list(call._cpu_kernel()(*args))
+
+
+_prim = None
+_prim_lock = threading.Lock()
+
+
+def _primitive():
+    global _prim
+    with _prim_lock:
+        if _prim is None:
+            _prim = ji.platform_primitive(
+                "tessera_tpu_call",
+                abstract_eval=lambda call: [jax.core.ShapedArray(s.shape, s.dtype)
+                                            for s in call.out_structs],
+                lowerings={"tpu": _tpu_lowering, "cpu": _cpu_lowering})
+        return _prim
+
+
+def tpu_call(kernel: T.Kernel | T.Module, *, chip: str = "v5e", cpu: str = "tessera",
+             **tessera_options: Any) -> TpuCall:
+    """A JAX-callable of a tessera kernel (a Kernel, or a Module of one).
+
+    On TPU (and in `jax.export(..., platforms=["tpu"])`) it is a
+    `tpu_custom_call` of tessera's Mosaic module for `chip`, embedded as
+    Pallas embeds its kernels. Elsewhere, with cpu="tessera" (the default),
+    the kernel runs in tessera (an XLA FFI call on CPU; `tessera_options` are
+    tessera.compile's: backend="interp"|"cpu", detect_races, ...);
+    cpu="error" makes the CPU lowering raise NotImplementedError. Other
+    platforms (GPUs) have no lowering.
+
+    Emission errors (tessera.CompileError with located diagnostics) are
+    raised when the call is first lowered for TPU."""
+    kernel = T._kernel_of(kernel)
+    T._check_names("tessera.jax.tpu_call", tessera_options,
+                   ("backend", *T._EXECUTABLE_OPTIONS))
+    return TpuCall(kernel, chip, cpu, tessera_options)
