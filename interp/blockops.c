@@ -438,10 +438,10 @@ tsr_binary_fn tsr_blockops_binary(tsr_opcode_t op, tsr_dtype_t dtype) {
 
 /* Typed loops for element sizes 1, 2 and 4 (every dtype); other sizes go
  * through memcpy. The block-block case loads both sides and blends with a
- * mask so that the compiler vectorises it: `cond[i] ? x[i] : y[i]` stayed a
- * scalar branchy loop, 39% of the instructions of
- * bench/kernels/small_blocks.tsr under callgrind (docs/benchmarks.md,
- * issue 14). */
+ * mask, which the compiler can vectorise: `cond[i] ? x[i] : y[i]` stayed a
+ * scalar branchy loop at 6.5 instructions an element, 39% of
+ * bench/kernels/small_blocks.tsr under callgrind; the blend takes 2.6
+ * (docs/benchmarks.md, issue 14). */
 #define SELECT_LOOP(T)                                                         \
   do {                                                                         \
     T *d = dst;                                                                \
