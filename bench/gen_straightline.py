@@ -6,7 +6,7 @@ against kernel size; docs/benchmarks.md). Prints the kernel on stdout.
 Usage: bench/gen_straightline.py N > sort_N.tsr
 
 Each compare-exchange step of the network, written as a straightforward port
-of a Pallas bitonic sort does it (every mask computed inline, 17 ops):
+of a Pallas bitonic sort does it (every mask computed inline, 16 ops):
 iota, and, eq for "lane has bit j clear" and "lane is in an ascending run",
 two rolls for the partners at +j and -j, select, min, max, select. A full
 sort of 128 lanes is 28 steps; after each full sort the block is negated so
