@@ -71,10 +71,10 @@ static void register_everything(void) {
 
 /* Phases of a compile, timed when $TESSERA_LOWER_TIMING is set (one line
  * per compile on stderr; docs/lowering.md). */
-enum { PHASE_EMIT, PHASE_PARSE, PHASE_PIPELINE, PHASE_TRANSLATE, PHASE_CODEGEN,
-       PHASE_LINK, PHASE_COUNT };
+enum { PHASE_EMIT, PHASE_PARSE, PHASE_PIPELINE, PHASE_TRANSLATE, PHASE_OPTIMIZE,
+       PHASE_CODEGEN, PHASE_LINK, PHASE_COUNT };
 static const char *const phase_names[PHASE_COUNT] = {
-    "emit", "parse", "pipeline", "translate+optimize", "codegen", "link"};
+    "emit", "parse", "pipeline", "translate", "optimize", "codegen", "link"};
 
 typedef struct session {
   MlirContext context;
@@ -573,8 +573,9 @@ static tsr_status_t compile_to_object(session_t *s, const char *source, MlirModu
     LLVMTargetDataRef layout = LLVMCreateTargetDataLayout(tm);
     LLVMSetModuleDataLayout(m, layout);
     LLVMDisposeTargetData(layout);
-    status = optimize(m, tm, opt_level, source);
     phase_done(s, PHASE_TRANSLATE);
+    status = optimize(m, tm, opt_level, source);
+    phase_done(s, PHASE_OPTIMIZE);
   }
   if (!status) {
     char *error = NULL;
