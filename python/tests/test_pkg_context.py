@@ -195,22 +195,28 @@ def test_library_from_the_source_tree_build(tmp_path, root):
         assert str(built) in out.stderr
 
 
+def _doubles_on_cpu_in_a_subprocess(cwd: pathlib.Path, root: pathlib.Path, library: str,
+                                    prelude: str = "") -> None:
+    """Runs DOUBLE on the cpu backend in a new process (in `cwd`, with
+    TESSERA_LIBRARY=`library`, after `prelude`) and checks its result."""
+    env = dict(os.environ, PYTHONPATH=str(root / "python"), TESSERA_LIBRARY=library)
+    env.pop("TESSERA_LOWER_LIBRARY", None)
+    code = (prelude + "import numpy as np, tessera\n"
+            f"k = tessera.Module.parse({DOUBLE!r})\n"
+            "x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)\n"
+            "print(bool((tessera.run(k, x, backend='cpu') == 2 * x).all()))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, text=True,
+                         capture_output=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
+
+
 def test_library_given_by_a_relative_path_finds_its_cpu_backend(tmp_path, root):
     """TESSERA_LIBRARY relative to the working directory: the library still
     finds the lowering library beside itself (it was looked for at the
     installed place, from the relative path the library was opened by)."""
     built = pathlib.Path(tessera.library_path())
-    env = dict(os.environ, PYTHONPATH=str(root / "python"),
-               TESSERA_LIBRARY=os.path.relpath(built, tmp_path))
-    env.pop("TESSERA_LOWER_LIBRARY", None)
-    code = ("import numpy as np, tessera\n"
-            f"k = tessera.Module.parse({DOUBLE!r})\n"
-            "x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)\n"
-            "print(bool((tessera.run(k, x, backend='cpu') == 2 * x).all()))\n")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, text=True,
-                         capture_output=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "True"
+    _doubles_on_cpu_in_a_subprocess(tmp_path, root, os.path.relpath(built, tmp_path))
 
 
 def test_library_loaded_by_a_relative_path_finds_its_cpu_backend(tmp_path, root):
@@ -219,18 +225,9 @@ def test_library_loaded_by_a_relative_path_finds_its_cpu_backend(tmp_path, root)
     library beside itself, not at the installed place. The package's own
     open then finds the library already loaded under its relative name."""
     built = pathlib.Path(tessera.library_path())
-    env = dict(os.environ, PYTHONPATH=str(root / "python"), TESSERA_LIBRARY=str(built))
-    env.pop("TESSERA_LOWER_LIBRARY", None)
-    code = ("import ctypes, numpy as np\n"
-            f"ctypes.CDLL({os.path.relpath(built, tmp_path)!r}, mode=ctypes.RTLD_GLOBAL)\n"
-            "import tessera\n"
-            f"k = tessera.Module.parse({DOUBLE!r})\n"
-            "x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)\n"
-            "print(bool((tessera.run(k, x, backend='cpu') == 2 * x).all()))\n")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, text=True,
-                         capture_output=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "True"
+    prelude = ("import ctypes\n"
+               f"ctypes.CDLL({os.path.relpath(built, tmp_path)!r}, mode=ctypes.RTLD_GLOBAL)\n")
+    _doubles_on_cpu_in_a_subprocess(tmp_path, root, str(built), prelude)
 
 
 def test_closing_a_context_closes_its_executables():
