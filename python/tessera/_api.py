@@ -738,24 +738,20 @@ class Context:
             keep.append(b)
             return b
 
-        if disk_cache is not None:
-            o.disk_cache = bool(disk_cache)
-        if cache_dir is not None:
-            o.cache_dir = path(cache_dir)
-        if cache_key_file is not None:
-            o.cache_key_file = path(cache_key_file)
+        # Only what was given overrides the defaults (or the environment's).
+        for field, flag in (("disk_cache", disk_cache), ("cache_shared", cache_shared),
+                            ("cache_optional", cache_optional),
+                            ("cache_environment", cache_environment)):
+            if flag is not None:
+                setattr(o, field, bool(flag))
+        for field, p in (("cache_dir", cache_dir), ("cache_key_file", cache_key_file),
+                         ("lower_library", lower_library)):
+            if p is not None:
+                setattr(o, field, path(p))
         if cache_max_bytes is not None:
             if cache_max_bytes < 0:
                 raise ValueError("tessera: cache_max_bytes must be >= 0 (0: 1 GiB)")
             o.cache_max_bytes = int(cache_max_bytes)
-        if cache_shared is not None:
-            o.cache_shared = bool(cache_shared)
-        if cache_optional is not None:
-            o.cache_optional = bool(cache_optional)
-        if cache_environment is not None:
-            o.cache_environment = bool(cache_environment)
-        if lower_library is not None:
-            o.lower_library = path(lower_library)
         # The context's own text (cache warnings) goes to its sink; runs set
         # their own (Executable.run).
         self.on_print = on_print
@@ -1369,7 +1365,7 @@ def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype, alignment: int = 64)
     gives 16): what XLA's CPU client needs to adopt a buffer without a copy."""
     nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + alignment, np.uint8)
-    start = -raw.__array_interface__["data"][0] % alignment  # .ctypes costs 2 us
+    start = -raw.__array_interface__["data"][0] % alignment  # .ctypes makes an object
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 

@@ -47,7 +47,8 @@ class _Prepared:
                 if self._ffi is None and self._ffi_error is None:
                     try:
                         from . import _ffi
-                        self._ffi = _ffi.ffi_callable(self.runner, self.out_structs, _count_run)
+                        self._ffi = _ffi.ffi_callable(self.runner.executable, self.out_structs,
+                                                      _count_run)
                     except Exception as e:  # an XLA without this FFI: pure_callback
                         self._ffi_error = e
         return self._ffi

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import jax
 
+from .. import _api as T
 from . import _run
 
 FFI_API_MAJOR, FFI_API_MINOR = 0, 5
@@ -89,7 +90,7 @@ _ERROR_CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_ErrorCreateArg
 
 _lock = threading.Lock()
 _ids = itertools.count()
-_keep: list = []  # handlers (and their runners) live as long as the process
+_keep: list = []  # handlers (and their executables) live as long as the process
 _last_error: list = [None]  # XLA runs handlers on its own threads: process-wide
 
 
@@ -107,8 +108,8 @@ def _error(api: int, message: str) -> int:
     return create(ctypes.byref(args))
 
 
-def _make_handler(runner: _run.Runner, on_run: Callable[[], None]) -> Any:
-    n, nin = runner.n_operands, runner.n_inputs
+def _make_handler(executable: T.Executable, on_run: Callable[[], None]) -> Any:
+    n, nin = executable._n, len(executable.inputs)
 
     def handler(frame_p):
         frame = frame_p.contents
@@ -129,7 +130,7 @@ def _make_handler(runner: _run.Runner, on_run: Callable[[], None]) -> Any:
             buffers += [ctypes.cast(frame.rets.args[j], ctypes.POINTER(_Buffer)).contents.data
                         for j in range(n - nin)]
             on_run()
-            runner.run_buffers(buffers)
+            executable._run_buffers(buffers)
             return None
         except BaseException as e:  # noqa: BLE001 - reported to XLA, never raised
             _last_error[0] = e
@@ -137,11 +138,12 @@ def _make_handler(runner: _run.Runner, on_run: Callable[[], None]) -> Any:
     return _HANDLER(handler)
 
 
-def ffi_callable(runner: _run.Runner, out_structs,
+def ffi_callable(executable: T.Executable, out_structs,
                  on_run: Callable[[], None] = lambda: None) -> Callable:
-    """A function of jax arrays running `runner` as an XLA FFI custom call
+    """A function of jax arrays running `executable` (on XLA's buffers, with
+    its diagnostic hook) as an XLA FFI custom call
     (sequential under vmap); `on_run` is called at each run."""
-    handler = _make_handler(runner, on_run)
+    handler = _make_handler(executable, on_run)
     new = ctypes.pythonapi.PyCapsule_New
     new.restype = ctypes.py_object
     new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
@@ -149,5 +151,5 @@ def ffi_callable(runner: _run.Runner, out_structs,
     with _lock:
         name = f"tessera_kernel_{next(_ids)}"
         jax.ffi.register_ffi_target(name, capsule, platform="cpu")
-        _keep.append((handler, runner, capsule))
+        _keep.append((handler, executable, capsule))
     return jax.ffi.ffi_call(name, tuple(out_structs), vmap_method="sequential")

@@ -66,27 +66,18 @@ class Runner:
         self.executable._diagnostic_hook = self._relocate
         # Outputs XLA can adopt without a copy (_jax_internal.adopt_host_arrays).
         self.executable._empty = T._aligned_empty
-        exe = self.executable
-        self.n_inputs = len(exe.inputs)
-        self.n_operands = exe._n
-        self.in_dtypes = [np.dtype(d) for d in in_dtypes]
-        self._convert = [i for i, (o, d) in enumerate(zip(exe.inputs, self.in_dtypes))
-                         if o.dtype != d]
+        # The inputs arriving in another dtype than tessera stores them in.
+        self._convert = [i for i, (o, d) in enumerate(zip(self.executable.inputs, in_dtypes))
+                         if o.dtype != np.dtype(d)]
 
     def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
         """Runs on arrays (one per prefetch/input operand, of the prepared
         shapes); returns the outputs."""
-        if self._convert:
+        if self._convert and len(inputs) == len(self.executable.inputs):
             inputs = list(inputs)
             for i in self._convert:
-                if i < len(inputs):
-                    inputs[i] = np.asarray(inputs[i], dtype=self.executable.inputs[i].dtype)
-        outs = self.executable._run(inputs, {}, want_stats=False)[0]
-        return outs
-
-    def run_buffers(self, addresses: Sequence[int]) -> None:
-        """Runs on raw buffers (inputs then outputs): the XLA FFI path."""
-        self.executable._run_buffers(addresses)
+                inputs[i] = np.asarray(inputs[i], dtype=self.executable.inputs[i].dtype)
+        return self.executable._run(inputs, {}, want_stats=False)[0]
 
     def _relocate(self, d: Diagnostic) -> Diagnostic:
         """Gives a diagnostic without a line (made at an operand declaration
@@ -106,6 +97,3 @@ class Runner:
                 rest = rest.lstrip("0123456789").removeprefix(":")
             text = f"{file}:{line}:{col}: " + rest.lstrip()
         return dataclasses.replace(d, file=file, line=line, col=col, text=text)
-
-    def close(self) -> None:
-        self.executable.close()

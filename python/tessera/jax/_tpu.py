@@ -16,7 +16,7 @@ prepares the CPU executable.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -38,19 +38,6 @@ def mosaic_module(kernel: T.Kernel, chip: str = "v5e", ctx=None):
     if None). Raises tessera.CompileError (emission) or
     _jax_internal.MosaicParseError (jaxlib rejects the text)."""
     return ji.parse_mosaic(kernel.to_mosaic(chip), ctx)
-
-
-class _ExecutableRunner:
-    """A tessera Executable in the shape tessera.jax._ffi runs (inputs then
-    outputs as raw buffers)."""
-
-    def __init__(self, exe: T.Executable):
-        self.executable = exe
-        self.n_inputs = len(exe.inputs)
-        self.n_operands = exe._n
-
-    def run_buffers(self, addresses: Sequence[int]) -> None:
-        self.executable._run_buffers(addresses)
 
 
 class TpuCall:
@@ -108,7 +95,7 @@ class TpuCall:
                 options = dict(self.options)
                 backend = options.pop("backend", "interp")
                 exe = T.compile(self.kernel, backend, **options)
-                self._cpu = _ffi.ffi_callable(_ExecutableRunner(exe), self.out_structs)
+                self._cpu = _ffi.ffi_callable(exe, self.out_structs)
             return self._cpu
 
     def _bind(self, *args):
