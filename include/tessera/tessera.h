@@ -34,6 +34,7 @@
 #include "tessera/cache.h"
 #include "tessera/interp.h"
 #include "tessera/ir.h"
+#include "tessera/kernels.h"
 #include "tessera/runtime.h"
 
 #endif /* TESSERA_TESSERA_H */
