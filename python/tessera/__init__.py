@@ -17,6 +17,11 @@ from ._api import (CacheWarning, CancelToken, CompileError, Context, Diagnostic,
                    Executable, Kernel, KernelError, KernelWarning, Module, Operand,
                    RunResult, RunStats, backend_names, compile, default_context, dtypes,
                    numpy_dtype, run)
+# The library's reductions and scans. sum/max/min are tessera.sum etc. but
+# stay out of __all__, so `from tessera import *` never shadows the builtins.
+from ._reduce import (argmax, argmin, cummax, cummin, cumprod, cumsum, cumulative,
+                      logsumexp, mean, prod, reduce, var)
+from ._reduce import max, min, sum  # noqa: A004
 
 __version__ = "0.1.0"
 
@@ -25,4 +30,6 @@ __all__ = [
     "Kernel", "KernelError", "KernelWarning", "LibraryNotFound", "Module", "Operand",
     "RunResult", "RunStats", "TesseraError", "backend_names", "compile",
     "default_context", "dtypes", "library_path", "numpy_dtype", "run",
+    "argmax", "argmin", "cummax", "cummin", "cumprod", "cumsum", "cumulative", "logsumexp",
+    "mean", "prod", "reduce", "var",
 ]
