@@ -268,8 +268,8 @@ static void store_result(reduce_gen_t *g, tsr_ir_value_t *y, tsr_ir_value_t *res
                          uint32_t orank, const int32_t *osrc, uint32_t krank,
                          tsr_dtype_t out_dtype) {
   kb_t *b = g->b;
-  if (orank == 0) {
-    kb_store_all(b, y, result);
+  if (orank == 1 && osrc[0] < 0 && krank == 0 && y && y->type.space == TSR_SPACE_SMEM) {
+    kb_store(b, y, (tsr_ir_index_t[]){kb_point(0)}, 1, NULL, 0, result);
     return;
   }
   int64_t odims[TSR_MAX_RANK];
@@ -315,6 +315,14 @@ tsr_status_t tsr_kernels_reduce(const tsr_kernels_reduce_params_t *p,
       odims[orank] = 1;
       osrc[orank++] = -1;
     }
+  }
+
+  /* A reduction to one number without keepdims gives shape (1,): kernel
+   * operands have rank >= 1. */
+  if (orank == 0) {
+    odims[0] = 1;
+    osrc[0] = -1;
+    orank = 1;
   }
 
   /* Block granules: Pallas's rules for the input and the output. */
@@ -373,9 +381,11 @@ tsr_status_t tsr_kernels_reduce(const tsr_kernels_reduce_params_t *p,
   for (uint32_t d = 0; d < r; d++) isrc[d] = (int32_t)d;
   tsr_ir_value_t *x = ru_operand(&b, &g.l, TSR_ROLE_IN, "x", p->dtype, r, p->dims, isrc,
                                  TSR_SPACE_VMEM);
-  /* A scalar result lives in SMEM when SMEM can hold its dtype (32 bits). */
-  tsr_ir_space_t ospace =
-      orank == 0 && tsr_dtype_size(out_dtype) == 4 ? TSR_SPACE_SMEM : TSR_SPACE_VMEM;
+  /* A one-element result lives in SMEM when SMEM can hold its dtype (32
+   * bits), as a Pallas kernel would write a scalar. */
+  tsr_ir_space_t ospace = orank == 1 && osrc[0] < 0 && tsr_dtype_size(out_dtype) == 4
+                              ? TSR_SPACE_SMEM
+                              : TSR_SPACE_VMEM;
   tsr_ir_value_t *y = ru_operand(&b, &g.l, TSR_ROLE_OUT, "y", out_dtype, orank, odims, osrc, ospace);
 
   /* Reduced dims walked by the grid: the accumulators live in scratch. */

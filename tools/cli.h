@@ -30,8 +30,10 @@ int cmd_fmt(int argc, char **argv);     /* cmd_fmt.c */
 int cmd_ops(int argc, char **argv);     /* cmd_ops.c */
 int cmd_lower(int argc, char **argv);   /* cmd_lower.c */
 int cmd_cache(int argc, char **argv);   /* cmd_cache.c: docs/cache.md, "Command line" */
+int cmd_reduce(int argc, char **argv);  /* cmd_reduce.c: the library's reductions */
+int cmd_cumsum(int argc, char **argv);  /* cmd_reduce.c: the library's scans */
 extern const char cmd_run_help[], cmd_hash_help[], cmd_check_help[], cmd_fmt_help[],
-    cmd_ops_help[], cmd_lower_help[], cmd_cache_help[];
+    cmd_ops_help[], cmd_lower_help[], cmd_cache_help[], cmd_reduce_help[], cmd_cumsum_help[];
 
 /* ---- Helpers (cli_util.c) ------------------------------------------------------ */
 

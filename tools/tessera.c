@@ -55,6 +55,8 @@ static const command_t commands[] = {
     {"hash", cmd_hash, cmd_hash_help},
     {"lower", cmd_lower, cmd_lower_help},
     {"cache", cmd_cache, cmd_cache_help},
+    {"reduce", cmd_reduce, cmd_reduce_help},
+    {"cumsum", cmd_cumsum, cmd_cumsum_help},
 };
 
 static const command_t *find_command(const char *name) {

@@ -113,7 +113,11 @@ TSR_API tsr_status_t tsr_kernels_cumulative(const tsr_kernels_cumulative_params_
  * numpy/jax.numpy with the same name; bf16/f16 accumulate in f32 and the
  * result has the input dtype (argmax/argmin: i32, first occurrence, NaN
  * the maximum). Operands: in x, out y (the reduced shape; with keepdims
- * the reduced axes stay as size 1). */
+ * the reduced axes stay as size 1; a reduction of every axis without
+ * keepdims gives shape (1,), in SMEM for 32-bit results, since kernel
+ * operands have rank >= 1). Sums and products of integers wrap in the
+ * input dtype (numpy with dtype=x.dtype; jax.numpy.sum promotes i8/i16 to
+ * i32 instead: convert first to get that). */
 typedef struct tsr_kernels_reduce_params {
   tsr_kernels_op_t op;
   uint32_t rank;
