@@ -13,6 +13,7 @@
  * it. docs/kernels.md, "Cumulative ops and reductions". */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels/reduce_util.h"
 
@@ -75,8 +76,71 @@ static tsr_status_t check_params(const tsr_kernels_reduce_params_t *p) {
   return NULL;
 }
 
+/* The static slice [start, stop) of `v` (dims `dims`) along `axis`. */
+static tsr_ir_value_t *slice_axis(kb_t *b, tsr_ir_value_t *v, uint32_t rank, const int64_t *dims,
+                                  uint32_t axis, int64_t start, int64_t stop) {
+  tsr_ir_index_t idx[TSR_MAX_RANK];
+  int64_t rdims[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < rank; d++) {
+    idx[d] = d == axis ? kb_slice(start, stop) : kb_slice(0, dims[d]);
+    rdims[d] = d == axis ? stop - start : dims[d];
+  }
+  tsr_ir_type_t t = kb_vec(v ? (tsr_dtype_t)v->type.dtype : TSR_DTYPE_F32, rank, rdims);
+  tsr_ir_op_params_t p = {.mnemonic = "slice", .operands = &v, .num_operands = 1,
+                          .result_types = &t, .num_results = 1, .indices = idx,
+                          .num_indices = rank};
+  return kb_op(b, &p, NULL);
+}
+
+/* The product over the reduced axes without reduce_prod, which Mosaic does
+ * not have: along each reduced axis of the last two (lanes, sublanes) a
+ * log-step prefix product (roll, select, mul) whose last element is the
+ * product; along a leading axis, halves multiplied together (the odd
+ * element kept apart and multiplied in at the end). Every reduced axis
+ * ends with size 1, dropped by a reduce_max of one element (exact). */
+static tsr_ir_value_t *product(reduce_gen_t *g, tsr_ir_value_t *v) {
+  kb_t *b = g->b;
+  uint32_t r = g->l.rank;
+  int64_t dims[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < r; d++) dims[d] = g->l.blocks[d];
+  for (uint32_t i = 0; i < g->num_red; i++) {
+    uint32_t axis = (uint32_t)g->red_axes[i];
+    int64_t n = dims[axis];
+    if (n == 1) continue;
+    tsr_ir_type_t t = kb_vec(g->acc, r, dims);
+    if (axis + 2 >= r) {
+      tsr_ir_value_t *pos = kb_iota(b, kb_vec(TSR_DTYPE_I32, r, dims), axis);
+      tsr_ir_value_t *one = ru_identity(b, TSR_KERNELS_PROD, t);
+      for (int64_t step = 1; step < n; step *= 2) {
+        tsr_ir_value_t *rolled = kb_roll(b, v, kb_i32(b, step), axis);
+        tsr_ir_value_t *take = kb_compare(b, "ge", pos, kb_i32(b, step));
+        v = kb_binary(b, "mul", v, kb_select(b, take, rolled, one));
+      }
+      v = slice_axis(b, v, r, dims, axis, n - 1, n);
+    } else {
+      tsr_ir_value_t *extra = NULL;
+      while (n > 1) {
+        int64_t h = n / 2;
+        if (n % 2) {
+          tsr_ir_value_t *odd = slice_axis(b, v, r, dims, axis, n - 1, n);
+          extra = extra ? kb_binary(b, "mul", extra, odd) : odd;
+        }
+        tsr_ir_value_t *lo = slice_axis(b, v, r, dims, axis, 0, h);
+        tsr_ir_value_t *hi = slice_axis(b, v, r, dims, axis, h, 2 * h);
+        dims[axis] = h;
+        v = kb_binary(b, "mul", lo, hi);
+        n = h;
+      }
+      if (extra) v = kb_binary(b, "mul", v, extra);
+    }
+    dims[axis] = 1;
+  }
+  return kb_reduce(b, "reduce_max", v, g->red_axes, g->num_red, g->part_t);
+}
+
 /* The partial of this block's reduced axes: a value of part_t. */
 static tsr_ir_value_t *reduce_block(reduce_gen_t *g, const char *mnemonic, tsr_ir_value_t *v) {
+  if (strcmp(mnemonic, "reduce_prod") == 0) return product(g, v);
   return kb_reduce(g->b, mnemonic, v, g->red_axes, g->num_red, g->part_t);
 }
 
