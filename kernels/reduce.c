@@ -405,9 +405,42 @@ tsr_status_t tsr_kernels_reduce(const tsr_kernels_reduce_params_t *p,
   }
   g.l.rank = r;
   for (uint32_t d = 0; d < r; d++) g.l.dims[d] = p->dims[d];
+  /* When the last dim is kept, the cpu backend sums each output vector
+   * over the block's reduced rows, output vector by output vector: rows
+   * far apart in memory are as many strided streams, and the accumulator
+   * (the kept part of the block) is read and written once per step. A
+   * (128, 4096) f32 block reduced over its rows ran at 8 GB/s, an (8, 4096)
+   * one at 24-28 GB/s (docs/benchmarks.md, "Issue 14: the library's scans
+   * and reductions"). So the kept part of a block is held to 16 Ki elements
+   * (64 KiB in f32) and the reduced rows to 8 when a row is 8 KiB or more,
+   * else to 256 KiB of rows; the VMEM budget bounds the whole block. */
   int64_t per_element = 2 * (int64_t)tsr_dtype_size(p->dtype) + 24;
-  ru_choose_blocks(r, p->dims, granule, ru_block_limit(p->vmem_budget_bytes, per_element),
-                   g.l.blocks);
+  int64_t limit = ru_block_limit(p->vmem_budget_bytes, per_element);
+  int64_t cap_dims[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < r; d++) cap_dims[d] = p->dims[d];
+  if (r >= 2 && !g.reduced[r - 1]) {
+    int64_t least = 1; /* the reduced dims at their smallest block */
+    for (uint32_t d = 0; d < r; d++)
+      if (g.reduced[d]) {
+        cap_dims[d] = p->dims[d] < granule[d] ? p->dims[d] : granule[d];
+        least *= cap_dims[d];
+      }
+    int64_t kept_limit = (int64_t)16384 * least;
+    ru_choose_blocks(r, cap_dims, granule, kept_limit < limit ? kept_limit : limit, g.l.blocks);
+    int64_t inner = 4;
+    for (uint32_t d = 0; d < r; d++)
+      if (!g.reduced[d]) cap_dims[d] = g.l.blocks[d];
+    for (uint32_t d = r; d-- > 0 && !g.reduced[d];) inner *= g.l.blocks[d];
+    int64_t rows = inner >= 8192 ? 8 : 262144 / inner;
+    for (uint32_t d = r; d-- > 0;) {
+      if (!g.reduced[d]) continue;
+      int64_t cap = p->dims[d] <= rows ? p->dims[d] : rows / granule[d] * granule[d];
+      if (cap < granule[d]) cap = p->dims[d] < granule[d] ? p->dims[d] : granule[d];
+      cap_dims[d] = cap;
+      rows = rows / cap > 1 ? rows / cap : 1;
+    }
+  }
+  ru_choose_blocks(r, cap_dims, granule, limit, g.l.blocks);
   uint32_t order[TSR_MAX_RANK], n = 0, kept = 0;
   for (uint32_t d = 0; d < r; d++)
     if (!g.reduced[d]) order[n++] = d;

@@ -17,9 +17,16 @@
 
 #include "kernels/reduce_util.h"
 
-/* The in-block scan's reach along a lane or sublane axis: log2 of it is the
- * number of passes per block. */
-enum { SCAN_BLOCK = 256 };
+/* The in-block scan's reach along the lane and the sublane axis (log2 of
+ * it is the number of passes per block), and the most elements of a block:
+ * each pass reads and writes the whole block, which the cpu backend keeps
+ * in memory, so blocks that stay in L1/L2 across the passes win. Measured on
+ * a 4096 x 4096 f32 cumsum (cpu backend, docs/benchmarks.md): along the
+ * last axis (1024, 256) blocks 229 ms, (64, 256) 61-90 ms, (16, 256) 48-53
+ * ms, (8, 256) 40 ms; along the first, (256, 4096) 201 ms, (128, 256) 44
+ * ms, (8, 2048) 59 ms (the machine was shared: +-20%). */
+enum { SCAN_LANES = 256, SCAN_SUBLANES = 128 };
+static const int64_t SCAN_LANE_BLOCK = 4096, SCAN_SUBLANE_BLOCK = 32768;
 
 static tsr_status_t check_params(const tsr_kernels_cumulative_params_t *p, uint32_t *out_axis) {
   if (p->op != TSR_KERNELS_SUM && p->op != TSR_KERNELS_PROD && p->op != TSR_KERNELS_MAX &&
@@ -100,20 +107,22 @@ tsr_status_t tsr_kernels_cumulative(const tsr_kernels_cumulative_params_t *p,
     granule[r - 1] = 128;
     granule[r - 2] = 8;
   }
-  /* The scan axis's block: up to SCAN_BLOCK on the last two dims (or of
+  /* The scan axis's block: up to SCAN_LANES/SUBLANES on the last two dims (or of
    * a rank-1 array: the whole array up to its granule, a multiple of it
    * beyond), 1 on a leading dim. The other dims share the budget. */
   int64_t along;
   if (r == 1 || axis + 2 >= r) {
-    int64_t reach = granule[axis] > SCAN_BLOCK ? granule[axis] : SCAN_BLOCK;
+    int64_t most = axis + 1 == r ? SCAN_LANES : SCAN_SUBLANES;
+    int64_t reach = granule[axis] > most ? granule[axis] : most;
     along = dims[axis] <= reach ? dims[axis] : reach;
   } else {
     along = 1;
   }
   dims[axis] = along;
   int64_t per_element = 2 * 2 * (int64_t)tsr_dtype_size(p->dtype) + 24;
-  ru_choose_blocks(r, dims, granule, ru_block_limit(p->vmem_budget_bytes, per_element),
-                   l.blocks);
+  int64_t limit = ru_block_limit(p->vmem_budget_bytes, per_element);
+  int64_t small = axis + 1 == r ? SCAN_LANE_BLOCK : SCAN_SUBLANE_BLOCK;
+  ru_choose_blocks(r, dims, granule, limit < small ? limit : small, l.blocks);
   l.blocks[axis] = along;
   l.reversed[axis] = p->reverse;
   uint32_t order[TSR_MAX_RANK], n = 0;
