@@ -14,7 +14,9 @@ Two ways in:
 
 And out, to a TPU: `tessera.jax.tpu_call(kernel, chip="v5e")` makes a .tsr
 kernel a JAX callable that is a Mosaic `tpu_custom_call` on TPU (as Pallas
-emits it) and runs in tessera on CPU (docs/tpu.md).
+emits it) and runs in tessera on CPU (docs/tpu.md). The kernel library's
+reductions and scans the same way: `tessera.jax.reduce(x, "sum", axis=0)`,
+`tessera.jax.cumsum(x, axis=-1)` (docs/jax.md).
 
 The result is a JAX callable: called on concrete arrays it runs the kernel at
 once (a `KernelError` names the user's Python lines); under `jax.jit` (or
@@ -35,15 +37,22 @@ from typing import Any
 __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
            "KernelError", "lower_to_tsr", "cache_info", "cache_clear", "supported_primitives",
            "option_names", "enable_globally", "InterpretParams",
-           "tpu_call", "TpuCall", "mosaic_module", "chips"]
+           "tpu_call", "TpuCall", "mosaic_module", "chips",
+           "reduce", "cumsum", "cumulative"]
 
 _TPU_NAMES = ("tpu_call", "TpuCall", "mosaic_module", "chips")
+_REDUCE_NAMES = ("reduce", "cumsum", "cumulative")
 
 
 def __getattr__(name: str) -> Any:
     if name in _TPU_NAMES:
         from . import _tpu
         value = getattr(_tpu, name)
+        globals()[name] = value
+        return value
+    if name in _REDUCE_NAMES:
+        from . import _reduce
+        value = getattr(_reduce, name)
         globals()[name] = value
         return value
     if name in __all__:
