@@ -12,6 +12,7 @@
  * scalars for a full reduction); the last step of an output block writes
  * it. docs/kernels.md, "Cumulative ops and reductions". */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -185,9 +186,17 @@ static void partials(reduce_gen_t *g, tsr_ir_value_t *a, tsr_ir_value_t *count,
   case TSR_KERNELS_ARGMAX:
   case TSR_KERNELS_ARGMIN: {
     uint32_t axis = (uint32_t)g->red_axes[0];
+    /* The first index holding the extreme, or the first NaN: the lowest
+     * index where x equals the max (min) or is NaN (then the max is NaN).
+     * Not `argmax`: Mosaic's tpu.reduce_index takes f32/bf16 only, and its
+     * NaN rule is the TPU's (docs/tpu.md). */
     out[0] = reduce_block(g, ru_reduce_name(g->op), a);
-    tsr_ir_value_t *local = kb_reduce(b, g->op == TSR_KERNELS_ARGMAX ? "argmax" : "argmin", a,
-                                      &g->red_axes[0], 1, kb_retype(g->part_t, TSR_DTYPE_I32));
+    tsr_ir_type_t it = kb_retype(g->block_t, TSR_DTYPE_I32);
+    tsr_ir_value_t *hit = kb_compare(b, "eq", a, spread(g, out[0]));
+    if (ru_is_float(g->acc)) hit = kb_binary(b, "or", hit, kb_compare(b, "ne", a, a));
+    tsr_ir_value_t *where = kb_select(b, hit, kb_iota(b, it, axis), kb_const_i(b, it, INT32_MAX));
+    tsr_ir_value_t *local = kb_reduce(b, "reduce_min", where, &g->red_axes[0], 1,
+                                      kb_retype(g->part_t, TSR_DTYPE_I32));
     tsr_ir_value_t *start = kb_binary(b, "mul", ru_block_index(b, &g->l, axis),
                                       kb_i32(b, g->l.blocks[axis]));
     out[1] = kb_binary(b, "add", local, g->part_t.kind == TSR_TYPE_SCALAR
