@@ -332,8 +332,7 @@ static tsr_ir_value_t *finish(reduce_gen_t *g, tsr_ir_value_t **st, tsr_ir_value
     r = st[0];
     break;
   }
-  if (g->p->dtype == g->acc) return r;
-  return kb_convert(b, r, g->p->dtype);
+  return ru_from_acc(b, r, g->p->dtype, g->op);
 }
 
 /* The result (part_t) into the output block (of rank orank). */
@@ -514,7 +513,7 @@ tsr_status_t tsr_kernels_reduce(const tsr_kernels_reduce_params_t *p,
   /* The block in acc, padding set to the identity. */
   g.mask = ru_valid_mask(&b, &g.l);
   tsr_ir_value_t *a = ru_load_block(&b, &g.l, x, g.mask);
-  if (p->dtype != g.acc) a = kb_convert(&b, a, g.acc);
+  a = ru_to_acc(&b, a, p->dtype, g.op);
   if (g.mask) {
     tsr_kernels_op_t pad_op = g.op;
     if (g.op == TSR_KERNELS_MEAN || g.op == TSR_KERNELS_VARIANCE) pad_op = TSR_KERNELS_SUM;

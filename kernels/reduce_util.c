@@ -7,8 +7,25 @@
 bool ru_is_float(tsr_dtype_t dtype) { return tsr_dtype_class(dtype) == TSR_CLASS_FLOAT; }
 
 tsr_dtype_t ru_acc_dtype(tsr_dtype_t dtype) {
-  if (ru_is_float(dtype)) return TSR_DTYPE_F32;
-  return dtype == TSR_DTYPE_U32 ? TSR_DTYPE_U32 : TSR_DTYPE_I32;
+  return ru_is_float(dtype) ? TSR_DTYPE_F32 : TSR_DTYPE_I32;
+}
+
+static bool orders(tsr_kernels_op_t op) {
+  return op == TSR_KERNELS_MAX || op == TSR_KERNELS_MIN || op == TSR_KERNELS_ARGMAX ||
+         op == TSR_KERNELS_ARGMIN;
+}
+
+tsr_ir_value_t *ru_to_acc(kb_t *b, tsr_ir_value_t *v, tsr_dtype_t dtype, tsr_kernels_op_t op) {
+  if (dtype != TSR_DTYPE_U32) return dtype == ru_acc_dtype(dtype) ? v : kb_convert(b, v, ru_acc_dtype(dtype));
+  v = kb_bitcast(b, v, TSR_DTYPE_I32);
+  if (!orders(op)) return v;
+  return kb_binary(b, "xor", v, kb_const_i(b, kb_type_of(v), INT32_MIN));
+}
+
+tsr_ir_value_t *ru_from_acc(kb_t *b, tsr_ir_value_t *v, tsr_dtype_t dtype, tsr_kernels_op_t op) {
+  if (dtype != TSR_DTYPE_U32) return dtype == ru_acc_dtype(dtype) ? v : kb_convert(b, v, dtype);
+  if (orders(op)) v = kb_binary(b, "xor", v, kb_const_i(b, kb_type_of(v), INT32_MIN));
+  return kb_bitcast(b, v, TSR_DTYPE_U32);
 }
 
 tsr_ir_value_t *ru_identity(kb_t *b, tsr_kernels_op_t op, tsr_ir_type_t type) {

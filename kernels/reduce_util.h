@@ -9,11 +9,19 @@
 
 #define RU_DEFAULT_VMEM_BUDGET ((int64_t)16 << 20)
 
-/* f32 for floats, u32 for u32, i32 for the other integers and i1: every
- * op of a kernel is done in 32 bits (libtpu has no i8 vector arithmetic,
- * and bf16 sums lose everything past 8 bits). Narrow integer sums and
- * products wrap when converted back, exactly as in the narrow dtype. */
+/* f32 for floats, i32 for integers and i1: every op of a kernel is done in
+ * 32 bits (libtpu has no i8 vector arithmetic, and bf16 sums lose
+ * everything past 8 bits). Narrow integer sums and products wrap when
+ * converted back, exactly as in the narrow dtype. */
 tsr_dtype_t ru_acc_dtype(tsr_dtype_t dtype);
+/* A value of `dtype` into the accumulation dtype and back. u32 travels as
+ * its bits in i32 (sums and products wrap the same), with the sign bit
+ * flipped for the ordering ops (max, min, arg*) so that signed order is
+ * unsigned order: Mosaic cannot legalize arith.minui/maxui, and its
+ * canonicalizer turns the emitter's flip-minsi-flip of u32 back into one
+ * (libtpu: "failed to legalize operation 'arith.minui'"). */
+tsr_ir_value_t *ru_to_acc(kb_t *b, tsr_ir_value_t *v, tsr_dtype_t dtype, tsr_kernels_op_t op);
+tsr_ir_value_t *ru_from_acc(kb_t *b, tsr_ir_value_t *v, tsr_dtype_t dtype, tsr_kernels_op_t op);
 bool ru_is_float(tsr_dtype_t dtype);
 
 /* The identity of SUM/PROD/MAX/MIN (and of ARGMAX/ARGMIN: MAX's, MIN's)

@@ -151,7 +151,7 @@ tsr_status_t tsr_kernels_cumulative(const tsr_kernels_cumulative_params_t *p,
   tsr_ir_type_t block_t = kb_vec(acc, r, l.blocks);
   tsr_ir_value_t *mask = ru_valid_mask(&b, &l);
   tsr_ir_value_t *v = ru_load_block(&b, &l, x, mask);
-  if (p->dtype != acc) v = kb_convert(&b, v, acc);
+  v = ru_to_acc(&b, v, p->dtype, op);
   /* Padding lies after the valid elements along the axis: it reaches them
    * only in a reversed scan, where it must be the identity. */
   if (mask && p->reverse) v = kb_select(&b, mask, v, ru_identity(&b, op, block_t));
@@ -180,7 +180,7 @@ tsr_status_t tsr_kernels_cumulative(const tsr_kernels_cumulative_params_t *p,
     kb_store_all(&b, carry, len > 1 ? slice_one(&b, v, r, l.blocks, axis, p->reverse ? 0 : len - 1)
                                     : v);
   }
-  if (p->dtype != acc) v = kb_convert(&b, v, p->dtype);
+  v = ru_from_acc(&b, v, p->dtype, op);
   kb_store_all(&b, y, v);
   return kb_finish(&b, out_module);
 }

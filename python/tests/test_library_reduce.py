@@ -294,6 +294,15 @@ def test_jax_reduce_and_cumsum_under_jit():
                                   jax.lax.cummax(jnp.asarray(x), axis=0))
 
 
+def test_jax_bools_go_through_int32():
+    x = data((40, 300), np.dtype(np.bool_), "max")
+    np.testing.assert_array_equal(tj.reduce(x, "max", axis=1), x.any(1))
+    np.testing.assert_array_equal(tj.reduce(x, "argmin", axis=0), x.argmin(0))
+    got = tj.cumsum(x, axis=1, op="max")
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, np.maximum.accumulate(x, 1))
+
+
 def test_jax_reduce_cpu_backend(cpu_backend):
     x = data((64, 257), np.dtype(np.float32), "max")
     np.testing.assert_array_equal(tj.reduce(x, "max", axis=1, backend=cpu_backend),
