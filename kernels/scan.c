@@ -119,13 +119,11 @@ tsr_status_t tsr_kernels_cumulative(const tsr_kernels_cumulative_params_t *p,
     along = 1;
   }
   dims[axis] = along;
-  int64_t granule_axis = granule[axis];
   granule[axis] = along; /* the block starts (and stays) at `along` there */
   int64_t per_element = 2 * 2 * (int64_t)tsr_dtype_size(p->dtype) + 24;
   int64_t limit = ru_block_limit(p->vmem_budget_bytes, per_element);
   int64_t small = axis + 1 == r ? SCAN_LANE_BLOCK : SCAN_SUBLANE_BLOCK;
   ru_choose_blocks(r, dims, granule, limit < small ? limit : small, l.blocks);
-  granule[axis] = granule_axis;
   l.blocks[axis] = along;
   l.reversed[axis] = p->reverse;
   uint32_t order[TSR_MAX_RANK], n = 0;

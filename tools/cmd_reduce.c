@@ -255,9 +255,7 @@ int cmd_reduce(int argc, char **argv) {
     return EXIT_USAGE;
   }
   tsr_ir_module_t *module = NULL;
-  int64_t shape[TSR_MAX_RANK];
   uint32_t rank = in.rank;
-  memcpy(shape, in.dims, sizeof shape);
   tsr_kernels_reduce_params_t p;
   tsr_kernels_reduce_params_initialize(&p);
   p.op = req.op;
@@ -305,7 +303,6 @@ int cmd_reduce(int argc, char **argv) {
   }
   if (!rc) rc = finish(&req, &out);
 done:
-  (void)shape;
   tsr_ir_module_destroy(module);
   tsr_array_deinitialize(&in);
   tsr_array_deinitialize(&out);
