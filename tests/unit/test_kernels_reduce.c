@@ -138,13 +138,10 @@ static void fill(tsr_array_t *a, tsr_kernels_op_t op, bool nan) {
   if (nan && n > 0) set_f(a, rnd((uint32_t)n), NAN);
 }
 
+static tsr_context_t *ctx; /* made and destroyed by main */
+
 static tsr_status_t run(tsr_ir_module_t *m, tsr_backend_t backend, tsr_array_t *in,
                         tsr_array_t *out) {
-  static tsr_context_t *ctx;
-  if (!ctx) {
-    tsr_status_t s = tsr_context_create(NULL, &ctx);
-    if (s) return s;
-  }
   tsr_executable_options_t eo;
   tsr_executable_options_initialize(&eo);
   eo.backend = backend;
@@ -594,8 +591,8 @@ TSR_TEST(generation_is_deterministic) {
  * python/tests/tpu/test_library_reduce.py), f16 excepted: TPUs have no f16
  * vector loads. */
 TSR_TEST(kernel_classes_emit_mosaic) {
-  tsr_context_t *ctx = NULL;
-  TSR_CHECK_OK(tsr_context_create(NULL, &ctx));
+  tsr_context_t *tpu_ctx = NULL;
+  TSR_CHECK_OK(tsr_context_create(NULL, &tpu_ctx));
   for (int op = 0; op < TSR_KERNELS_OP_COUNT; op++)
     for (int axes = 1; axes <= 3; axes++) {
       tsr_kernels_reduce_params_t p;
@@ -606,7 +603,7 @@ TSR_TEST(kernel_classes_emit_mosaic) {
       tsr_ir_module_t *m = NULL;
       TSR_CHECK_OK(tsr_kernels_reduce(&p, &m));
       char *text = NULL;
-      if (m) TSR_CHECK_OK(tsr_tpu_emit(ctx, tsr_ir_module_kernel(m, 0), "v6e", &text));
+      if (m) TSR_CHECK_OK(tsr_tpu_emit(tpu_ctx, tsr_ir_module_kernel(m, 0), "v6e", &text));
       TSR_CHECK(!m || (text && strstr(text, "tpu.core_type")));
       tsr_ir_string_free(text);
       tsr_ir_module_destroy(m);
@@ -619,18 +616,24 @@ TSR_TEST(kernel_classes_emit_mosaic) {
     tsr_ir_module_t *m = NULL;
     TSR_CHECK_OK(tsr_kernels_cumulative(&q, &m));
     char *text = NULL;
-    if (m) TSR_CHECK_OK(tsr_tpu_emit(ctx, tsr_ir_module_kernel(m, 0), "v5e", &text));
+    if (m) TSR_CHECK_OK(tsr_tpu_emit(tpu_ctx, tsr_ir_module_kernel(m, 0), "v5e", &text));
     TSR_CHECK(!m || text);
     tsr_ir_string_free(text);
     tsr_ir_module_destroy(m);
   }
-  tsr_context_destroy(ctx);
+  tsr_context_destroy(tpu_ctx);
 }
 
 int main(void) {
   /* TSR_TEST_SEED varies the random cases (a failure prints its case). */
   const char *seed = getenv("TSR_TEST_SEED");
   if (seed) rng_state ^= strtoull(seed, NULL, 10) * 0x2545f4914f6cdd1du;
+  tsr_status_t s = tsr_context_create(NULL, &ctx);
+  if (s) {
+    printf("Bail out! context: %s\n", tsr_status_message(s));
+    tsr_status_free(s);
+    return 1;
+  }
   TSR_RUN(parameters_refused_by_name);
   TSR_RUN(generation_is_deterministic);
   TSR_RUN(argmax_nan_and_first_occurrence);
@@ -640,5 +643,6 @@ int main(void) {
   TSR_RUN(random_reductions_cpu_and_interp);
   TSR_RUN(random_scans_cpu_and_interp);
   TSR_RUN(kernel_classes_emit_mosaic);
+  tsr_context_destroy(ctx);
   return tsr_test_done();
 }
