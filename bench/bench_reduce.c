@@ -179,22 +179,22 @@ static void colsum_plain(void *p) {
     for (size_t c = 0; c < N; c++) d->out[c] += d->f[r * N + c];
 }
 
-/* Column sums, 8 rows at a time per strip of 1024 columns (in L1). */
+/* Column sums: 8 whole rows at a time (8 sequential streams) added into
+ * the N-float accumulator (16 KiB, in L1). Strips of 1024 columns walked
+ * over all rows (4 rows a step) ran at 15.6-17 GB/s, this at 22-24. */
 static void colsum_best(void *p) {
   data_t *d = p;
-  enum { STRIP = 1024 };
-  for (size_t c0 = 0; c0 < N; c0 += STRIP) {
-    for (size_t c = c0; c < c0 + STRIP; c += 8) _mm256_store_ps(d->out + c, _mm256_setzero_ps());
-    for (size_t r = 0; r < N; r += 4)
-      for (size_t c = c0; c < c0 + STRIP; c += 8) {
-        __m256 s = _mm256_add_ps(_mm256_load_ps(d->f + r * N + c),
-                                 _mm256_load_ps(d->f + (r + 1) * N + c));
-        __m256 t = _mm256_add_ps(_mm256_load_ps(d->f + (r + 2) * N + c),
-                                 _mm256_load_ps(d->f + (r + 3) * N + c));
-        _mm256_store_ps(d->out + c, _mm256_add_ps(_mm256_load_ps(d->out + c),
-                                                  _mm256_add_ps(s, t)));
-      }
-  }
+  for (size_t c = 0; c < N; c += 8) _mm256_store_ps(d->out + c, _mm256_setzero_ps());
+  for (size_t r = 0; r < N; r += 8)
+    for (size_t c = 0; c < N; c += 8) {
+      const float *x = d->f + r * N + c;
+      __m256 s0 = _mm256_add_ps(_mm256_load_ps(x), _mm256_load_ps(x + N));
+      __m256 s1 = _mm256_add_ps(_mm256_load_ps(x + 2 * N), _mm256_load_ps(x + 3 * N));
+      __m256 s2 = _mm256_add_ps(_mm256_load_ps(x + 4 * N), _mm256_load_ps(x + 5 * N));
+      __m256 s3 = _mm256_add_ps(_mm256_load_ps(x + 6 * N), _mm256_load_ps(x + 7 * N));
+      __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+      _mm256_store_ps(d->out + c, _mm256_add_ps(_mm256_load_ps(d->out + c), s));
+    }
 }
 
 /* cumsum along rows: the sequential scan (what numpy does). */
