@@ -25,6 +25,8 @@ const char cmd_reduce_help[] =
     "                       compiled to native code (docs/lowering.md)\n"
     "  --vmem-budget BYTES  VMEM the kernel's blocks may use (default 16 MiB);\n"
     "                       smaller budgets give smaller blocks, more grid steps\n"
+    "  --print-kernel       print the generated kernel (.tsr) instead of running\n"
+    "                       it (for tessera check/lower --target tpu, run, ...)\n"
     "\n"
     "The result has IN's dtype (argmax/argmin: int32); integer sums and products\n"
     "wrap in that dtype, bf16/f16 accumulate in f32. mean, var and logsumexp\n"
@@ -49,6 +51,7 @@ const char cmd_cumsum_help[] =
     "  -o, --output FILE    write the result as .npy (default: print it)\n"
     "  --backend B          interp (default) or cpu\n"
     "  --vmem-budget BYTES  VMEM the kernel's blocks may use (default 16 MiB)\n"
+    "  --print-kernel       print the generated kernel (.tsr) instead of running it\n"
     "\n"
     "Integers wrap in IN's dtype; bf16/f16 sums and products accumulate in f32.\n"
     "\n"
@@ -57,7 +60,7 @@ const char cmd_cumsum_help[] =
     "  tessera cumsum x.npy --op max --reverse\n";
 
 enum { OPT_OUTPUT = 1, OPT_OP, OPT_AXES, OPT_AXIS, OPT_KEEPDIMS, OPT_REVERSE, OPT_BACKEND,
-       OPT_BUDGET, OPT_HELP };
+       OPT_BUDGET, OPT_PRINT_KERNEL, OPT_HELP };
 
 typedef struct request {
   const char *cmd;
@@ -65,6 +68,7 @@ typedef struct request {
   tsr_kernels_op_t op;
   const char *axes; /* reduce: the --axes text; cumsum: --axis */
   bool keepdims, reverse;
+  bool print_kernel;
   tsr_backend_t backend;
   int64_t budget;
 } request_t;
@@ -110,6 +114,7 @@ static int parse_args(int argc, char **argv, bool cumsum, request_t *req) {
       {"axes", 0, true, OPT_AXES},         {"axis", 0, true, OPT_AXIS},
       {"keepdims", 0, false, OPT_KEEPDIMS}, {"reverse", 0, false, OPT_REVERSE},
       {"backend", 0, true, OPT_BACKEND},   {"vmem-budget", 0, true, OPT_BUDGET},
+      {"print-kernel", 0, false, OPT_PRINT_KERNEL},
       {"help", 'h', false, OPT_HELP},      {NULL, 0, false, 0}};
   cli_arg_iter_t it = {req->cmd, argc, argv, 1, false};
   const char *value = NULL;
@@ -161,6 +166,7 @@ static int parse_args(int argc, char **argv, bool cumsum, request_t *req) {
       req->budget = (int64_t)v;
       break;
     }
+    case OPT_PRINT_KERNEL: req->print_kernel = true; break;
     case OPT_HELP:
       fputs(cumsum ? cmd_cumsum_help : cmd_reduce_help, stdout);
       return -1;
@@ -235,6 +241,18 @@ static int finish(const request_t *req, tsr_array_t *out) {
   return EXIT_OK;
 }
 
+/* --print-kernel: the module's text on stdout. */
+static int print_kernel(const char *cmd, const tsr_ir_module_t *module) {
+  char *text = tsr_ir_module_print(module);
+  if (!text) {
+    fprintf(stderr, "tessera %s: out of memory printing the kernel\n", cmd);
+    return EXIT_FAILED;
+  }
+  fputs(text, stdout);
+  tsr_ir_string_free(text);
+  return EXIT_OK;
+}
+
 static int generator_error(const char *cmd, tsr_status_t s) {
   /* Parameters the library refuses are the user's: a usage error. */
   int rc = tsr_status_code(s) == TSR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_KERNEL;
@@ -291,6 +309,10 @@ int cmd_reduce(int argc, char **argv) {
   s = tsr_kernels_reduce(&p, &module);
   if (s) {
     rc = generator_error("reduce", s);
+    goto done;
+  }
+  if (req.print_kernel) {
+    rc = print_kernel("reduce", module);
     goto done;
   }
   rc = run_kernel(&req, module, &in, &out);
@@ -357,8 +379,8 @@ int cmd_cumsum(int argc, char **argv) {
     rc = generator_error("cumsum", s);
     goto done;
   }
-  rc = run_kernel(&req, module, &in, &out);
-  if (!rc) rc = finish(&req, &out);
+  rc = req.print_kernel ? print_kernel("cumsum", module) : run_kernel(&req, module, &in, &out);
+  if (!rc && !req.print_kernel) rc = finish(&req, &out);
 done:
   tsr_ir_module_destroy(module);
   tsr_array_deinitialize(&in);

@@ -143,6 +143,24 @@ t reduce "$tmp/x.npy" --op min
 if [[ $rc == 0 ]] && grep -q '%y: f32' "$tmp/out"; then pass "without -o the result is printed"
 else fail "without -o the result is printed" "$(head -c 600 "$tmp/out")"; fi
 
+# ---- the generated kernel ------------------------------------------------------
+t reduce "$tmp/x.npy" --op var --axes 1 --vmem-budget 20000 --print-kernel
+cp "$tmp/out" "$tmp/var.tsr"
+if [[ $rc == 0 ]] && grep -q '^kernel @reduce_var' "$tmp/var.tsr" && grep -q 'scratch %count' "$tmp/var.tsr"; then
+  pass "--print-kernel prints the kernel (a multi-step var)"
+else
+  fail "--print-kernel prints the kernel (a multi-step var)" "$(head -c 600 "$tmp/out")" "$(head -c 600 "$tmp/err")"
+fi
+t check --target tpu "$tmp/var.tsr"
+expect "the printed kernel passes check --target tpu" 0
+t run "$tmp/var.tsr" --in x="$tmp/x.npy" --out y="$tmp/v2.npy"
+check "the printed kernel runs to numpy's var (keepdims False)" "
+y = np.load('v2.npy'); x = np.load('x.npy').astype(np.float64)
+if y.shape != (5, 7) or not np.allclose(y, x.var(1), rtol=1e-4): print(y.shape)"
+t cumsum "$tmp/x.npy" --axis 0 --reverse --print-kernel
+if [[ $rc == 0 ]] && grep -q '^kernel @cumsum_reverse' "$tmp/out"; then pass "cumsum --print-kernel"
+else fail "cumsum --print-kernel" "$(head -c 600 "$tmp/out")"; fi
+
 # ---- errors -------------------------------------------------------------------
 t reduce "$tmp/x.npy" --op median
 expect "unknown op: usage error naming the ops" 2 "unknown op.*logsumexp"

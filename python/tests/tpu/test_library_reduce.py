@@ -30,6 +30,14 @@ for op in OPS:
 CLASSES += [
     ("reduce", dict(op="sum", shape=(256, 1024), dtype="f32", axes=[0, 1], keepdims=False)),
     ("reduce", dict(op="sum", shape=(16, 1024), dtype="f32", axes=[1], keepdims=True)),
+    # 64 MiB with the default budget: the benchmarks' blocks ((128, 4096), (8, 4096), ...)
+    ("reduce", dict(op="sum", shape=(4096, 4096), dtype="f32", axes=[0, 1], keepdims=True)),
+    ("reduce", dict(op="sum", shape=(4096, 4096), dtype="f32", axes=[0], keepdims=True)),
+    ("reduce", dict(op="var", shape=(4096, 4096), dtype="f32", axes=[1], keepdims=True)),
+    ("reduce", dict(op="prod", shape=(4096, 4096), dtype="f32", axes=[1], keepdims=True)),
+    ("reduce", dict(op="sum", shape=(4096, 8192), dtype="bf16", axes=[0, 1], keepdims=True)),
+    ("cumulative", dict(op="sum", shape=(4096, 4096), dtype="f32", axis=1)),
+    ("cumulative", dict(op="sum", shape=(4096, 4096), dtype="f32", axis=0)),
 ]
 for dt in ["bf16", "i32", "u32", "i16", "u16", "i8", "u8"]:
     for op in ["sum", "prod", "max", "argmin"] + (["mean"] if dt == "bf16" else []):
