@@ -6,8 +6,8 @@
  * walks the kept dims' blocks first (parallel) and the reduced dims'
  * blocks last (arbitrary), so every output block is finished by
  * consecutive steps. Each step reduces its block over the reduced axes in
- * 32 bits (f32 for floats, i32/u32 for integers), with padded elements of
- * an edge block replaced by the op's identity, and combines the partial
+ * 32 bits (f32 for floats, i32 for integers: reduce_util.h), with padded
+ * elements of an edge block replaced by the op's identity, and combines the partial
  * into accumulators in scratch (VMEM of the kept block shape, or SMEM
  * scalars for a full reduction); the last step of an output block writes
  * it. docs/kernels.md, "Cumulative ops and reductions". */
