@@ -7,6 +7,10 @@ The numpy level (docs/python.md):
     add = tessera.compile(module["add"], backend="interp", detect_races=True)
     c = add(a, b)                     # numpy in, numpy out
 
+The kernel library's reductions and scans take numpy arrays directly:
+`tessera.reduce(x, "sum", axis=0)`, `tessera.sum`, `tessera.argmax`, ...,
+`tessera.cumsum(x, axis=-1)` (docs/python.md).
+
 Kernel errors raise `tessera.KernelError` with `.diagnostics`
 (`tessera.Diagnostic` records); warnings go through `warnings.warn` as
 `tessera.KernelWarning`. The JAX bridge is `tessera.jax` (docs/jax.md).
