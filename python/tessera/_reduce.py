@@ -91,8 +91,11 @@ def reduce(x: Any, op: str, *, axis: Any = None, keepdims: bool = False,
     if x.size == 0:
         raise ValueError("tessera: reduction of an empty array")
     arg = op in ("argmax", "argmin")
-    if arg and axis is None:
-        out_shape: tuple[int, ...] = (1,) * x.ndim if keepdims else ()
+    if x.ndim == 0 and axis is None:  # numpy: a 0-d array reduces as one element
+        out_shape: tuple[int, ...] = ()
+        x, axes = x.reshape(1), (0,)
+    elif arg and axis is None:
+        out_shape = (1,) * x.ndim if keepdims else ()
         x, axes = x.reshape(-1), (0,)
     else:
         axes = _axes(axis, x.ndim)

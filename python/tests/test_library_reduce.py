@@ -131,6 +131,8 @@ def test_keepdims_and_scalar_results(keepdims):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     s = tessera.sum(x)
     assert isinstance(s, np.float32)                      # a numpy scalar, as numpy's
+    assert tessera.max(np.float32(2.5)) == 2.5            # a 0-d array: one element
+    assert tessera.argmax(np.array(7, np.int32)) == 0
 
 
 def test_argmax_nan_and_ties_follow_jax_numpy():
