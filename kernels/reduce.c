@@ -491,7 +491,8 @@ tsr_status_t tsr_kernels_reduce(const tsr_kernels_reduce_params_t *p,
   tsr_ir_space_t ospace = orank == 1 && osrc[0] < 0 && tsr_dtype_size(out_dtype) == 4
                               ? TSR_SPACE_SMEM
                               : TSR_SPACE_VMEM;
-  tsr_ir_value_t *y = ru_operand(&b, &g.l, TSR_ROLE_OUT, "y", out_dtype, orank, odims, osrc, ospace);
+  tsr_ir_value_t *y =
+      ru_operand(&b, &g.l, TSR_ROLE_OUT, "y", out_dtype, orank, odims, osrc, ospace);
 
   /* Reduced dims walked by the grid: the accumulators live in scratch. */
   bool multi = false;

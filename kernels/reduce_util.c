@@ -16,7 +16,8 @@ static bool orders(tsr_kernels_op_t op) {
 }
 
 tsr_ir_value_t *ru_to_acc(kb_t *b, tsr_ir_value_t *v, tsr_dtype_t dtype, tsr_kernels_op_t op) {
-  if (dtype != TSR_DTYPE_U32) return dtype == ru_acc_dtype(dtype) ? v : kb_convert(b, v, ru_acc_dtype(dtype));
+  tsr_dtype_t acc = ru_acc_dtype(dtype);
+  if (dtype != TSR_DTYPE_U32) return dtype == acc ? v : kb_convert(b, v, acc);
   v = kb_bitcast(b, v, TSR_DTYPE_I32);
   if (!orders(op)) return v;
   return kb_binary(b, "xor", v, kb_const_i(b, kb_type_of(v), INT32_MIN));

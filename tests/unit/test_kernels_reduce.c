@@ -306,15 +306,17 @@ static void check_reduce(const tsr_kernels_reduce_params_t *p, const tsr_array_t
       switch (op) {
       case TSR_KERNELS_SUM: want = fs[o], tol = t * (mag[o] + 1); break;
       case TSR_KERNELS_PROD: want = fs[o], tol = t * fabs(fs[o]); break;
-      case TSR_KERNELS_MEAN: want = fs[o] / (double)per, tol = t * (mag[o] / (double)per + 1); break;
+      case TSR_KERNELS_MEAN:
+        want = fs[o] / (double)per, tol = t * (mag[o] / (double)per + 1);
+        break;
       case TSR_KERNELS_VARIANCE: want = f2[o] / (double)per, tol = t * (want + 1) * 4; break;
       case TSR_KERNELS_LOGSUMEXP: want = fm[o] + log(f2[o]), tol = t * (fabs(want) + 1); break;
       default: want = fm[o]; break; /* max, min: exact */
       }
       got = get_f(out, o);
     } else {
-      want = op == TSR_KERNELS_SUM || op == TSR_KERNELS_PROD ? (double)wrap(p->dtype, (uint64_t)is[o])
-                                                             : fm[o];
+      bool wraps = op == TSR_KERNELS_SUM || op == TSR_KERNELS_PROD;
+      want = wraps ? (double)wrap(p->dtype, (uint64_t)is[o]) : fm[o];
       got = (double)get_i(out, o);
     }
     if (p->dtype == TSR_DTYPE_F16 && fabs(want) >= 65520) want = copysign(INFINITY, want);
