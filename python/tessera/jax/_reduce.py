@@ -62,6 +62,7 @@ def reduce(x: Any, op: str, axis: Any = None, keepdims: bool = False, *, chip: s
     if op not in R.REDUCE_OPS:
         raise ValueError(f"tessera.jax.reduce: unknown op {op!r}; known: "
                          f"{', '.join(R.REDUCE_OPS)}")
+    x = jnp.asarray(x)
     if np.dtype(x.dtype) == np.bool_ and op in ("max", "min", "argmax", "argmin"):
         # libtpu takes no bool operands in a tpu_custom_call: int32 around it.
         r = reduce(jnp.asarray(x, jnp.int32), op, axis, keepdims, chip=chip, cpu=cpu,
@@ -99,6 +100,7 @@ def cumulative(x: Any, op: str = "sum", axis: int | None = -1, reverse: bool = F
     if op not in R.SCAN_OPS:
         raise ValueError(f"tessera.jax.cumulative: unknown op {op!r}; known: "
                          f"{', '.join(R.SCAN_OPS)}")
+    x = jnp.asarray(x)
     if np.dtype(x.dtype) == np.bool_ and op in ("max", "min"):
         return cumulative(jnp.asarray(x, jnp.int32), op, axis, reverse, chip=chip, cpu=cpu,
                           vmem_budget_bytes=vmem_budget_bytes, **tessera_options) != 0
