@@ -237,9 +237,25 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   if (!em.error && (em.pro.failed || em.body.failed || em.epi.failed || header.failed))
     em_fail(&em, TSR_OOM());
   if (!em.error) {
-    const tsr_strbuf_t *parts[] = {&header, &em.pro, &em.body, &em.epi};
+    /* The frame of small buffers (em_buffer), allocated before the
+     * prologue's views into it and freed last. */
+    tsr_strbuf_t frame, frame_end;
+    tsr_strbuf_initialize(&frame);
+    tsr_strbuf_initialize(&frame_end);
+    if (em.frame_bytes > 0) {
+      tsr_strbuf_printf(&frame,
+                        "    %%tsr_frame_size = arith.constant %lld : index\n"
+                        "    %%tsr_frame = memref.alloc(%%tsr_frame_size) {alignment = 64 : i64} "
+                        ": memref<?xi8>\n",
+                        (long long)em.frame_bytes);
+      tsr_strbuf_puts(&frame_end, "    memref.dealloc %tsr_frame : memref<?xi8>\n");
+    }
+    const tsr_strbuf_t *parts[] = {&header, &frame, &em.pro, &em.body, &em.epi, &frame_end};
     for (size_t i = 0; i < TSR_ARRAY_SIZE(parts); i++)
       if (parts[i]->size) tsr_strbuf_append(out, parts[i]->data, parts[i]->size);
+    if (frame.failed || frame_end.failed) em_fail(&em, TSR_OOM());
+    tsr_strbuf_deinitialize(&frame);
+    tsr_strbuf_deinitialize(&frame_end);
     tsr_strbuf_puts(out, "    return\n  }\n");
     if (em.need_log1pf) tsr_strbuf_puts(out, "  func.func private @log1pf(f32) -> f32\n");
     tsr_strbuf_puts(out, "}\n");

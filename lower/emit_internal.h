@@ -38,6 +38,13 @@
  * (interp/blockops.c) uses 16 lanes, and using the same lanes and the same
  * combining tree makes float sums bitwise equal to the interpreter's. */
 #define EM_LANES 16
+/* Buffers of at most this many bytes are slots of one allocation, the
+ * frame, instead of allocations of their own (em_buffer): the generated
+ * function then holds one pointer for them all rather than one per buffer
+ * live from its prologue to its end (issue 14: the register allocator's
+ * time grew with their number), and a split part takes the frame and the
+ * slots' offsets as arguments (lower/split.c). */
+#define EM_FRAME_MAX_BUFFER (1 << 20)
 /* Rows of the dot micro-kernel (6 x 16 f32 accumulators: 12 AVX2 registers). */
 #define EM_DOT_ROWS 6
 
@@ -170,6 +177,7 @@ struct emitter {
   prolog_const_t *consts;
   uint32_t num_consts, consts_capacity;
   uint32_t num_keys;  /* for fresh view keys */
+  int64_t frame_bytes; /* size of the frame of small buffers (em_buffer) */
   const tsr_region_t *region; /* the IR region being emitted */
   /* Returned by ex_new when memory runs out (em->error is then set): a
    * splat that no traversal recurses into, so that the op being emitted can
@@ -262,8 +270,8 @@ uint32_t em_add_root(emitter_t *em, ssa_t name, tsr_dtype_t dtype, uint32_t rank
 ssa_t em_root_base(emitter_t *em, uint32_t root);
 /* i64: the address of element `off` (index) of root. */
 ssa_t em_root_address(emitter_t *em, uint32_t root, ssa_t off);
-/* A new dense buffer (memref.alloc in the prologue, dealloc at the end) and
- * its view. */
+/* A new dense buffer and its view: a slot of the frame (EM_FRAME_MAX_BUFFER
+ * bytes or less), else memref.alloc in the prologue and dealloc at the end. */
 view_t em_buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims);
 /* Emits the memref of `v` (reinterpret_cast of its root) at this point. */
 void em_view_materialize(emitter_t *em, view_t *v);

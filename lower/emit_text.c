@@ -458,9 +458,25 @@ view_t em_buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t 
   snprintf(name.s, sizeof name.s, "%%b%u", em->num_roots);
   uint32_t root = em_add_root(em, name, dtype, rank, dims);
   tstr_t rt = em_root_type(em, root);
-  tsr_strbuf_printf(&em->pro, "    %s = memref.alloc() {alignment = 64 : i64} : %s\n",
-                    name.s, rt.s);
-  tsr_strbuf_printf(&em->epi, "    memref.dealloc %s : %s\n", name.s, rt.s);
+  int64_t bytes = tsr_dtype_size(dtype);
+  for (uint32_t d = 0; d < rank; d++) bytes *= dims[d];
+  if (rank > 0 && bytes <= EM_FRAME_MAX_BUFFER) {
+    /* A slot of the frame (tsr_lower_emit_mlir allocates it): one pointer
+     * for all buffers, and their offsets are i64 constants, which the
+     * splitter passes to parts as arguments (lower/split.c), so that parts
+     * differing only in which buffers they use are one function. */
+    int64_t off = (em->frame_bytes + 63) / 64 * 64;
+    em->frame_bytes = off + bytes;
+    ssa_t c = em_cint(em, "i64", 0, off);
+    ssa_t oi = em_fresh(em);
+    tsr_strbuf_printf(&em->pro, "    %s = arith.index_cast %s : i64 to index\n", oi.s, c.s);
+    tsr_strbuf_printf(&em->pro, "    %s = memref.view %%tsr_frame[%s][] : memref<?xi8> to %s\n",
+                      name.s, oi.s, rt.s);
+  } else {
+    tsr_strbuf_printf(&em->pro, "    %s = memref.alloc() {alignment = 64 : i64} : %s\n",
+                      name.s, rt.s);
+    tsr_strbuf_printf(&em->epi, "    memref.dealloc %s : %s\n", name.s, rt.s);
+  }
   int64_t strides[TSR_MAX_RANK];
   em_dense_strides(rank, dims, strides);
   tsr_strbuf_t *saved = em->cur;
