@@ -242,7 +242,13 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
     tsr_strbuf_t frame, frame_end;
     tsr_strbuf_initialize(&frame);
     tsr_strbuf_initialize(&frame_end);
-    if (em.frame_bytes > 0) {
+    if (em.frame_bytes > 0 && em.frame_bytes <= EM_FRAME_STACK_MAX) {
+      tsr_strbuf_printf(&frame,
+                        "    %%tsr_frame_size = arith.constant %lld : index\n"
+                        "    %%tsr_frame = memref.alloca(%%tsr_frame_size) {alignment = 64 : i64} "
+                        ": memref<?xi8>\n",
+                        (long long)em.frame_bytes);
+    } else if (em.frame_bytes > 0) {
       tsr_strbuf_printf(&frame,
                         "    %%tsr_frame_size = arith.constant %lld : index\n"
                         "    %%tsr_frame = memref.alloc(%%tsr_frame_size) {alignment = 64 : i64} "

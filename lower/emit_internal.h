@@ -45,6 +45,11 @@
  * time grew with their number), and a split part takes the frame and the
  * slots' offsets as arguments (lower/split.c). */
 #define EM_FRAME_MAX_BUFFER (1 << 20)
+/* A frame of at most this many bytes is on the stack (threads have 8 MiB):
+ * freed and allocated again by every call, a malloc'ed frame of some
+ * hundreds of KiB is mmap'ed and page-faulted each time (the 450-op sort:
+ * median 72 -> 134 us a call). */
+#define EM_FRAME_STACK_MAX (1 << 20)
 /* Rows of the dot micro-kernel (6 x 16 f32 accumulators: 12 AVX2 registers). */
 #define EM_DOT_ROWS 6
 

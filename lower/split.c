@@ -294,6 +294,16 @@ static MlirValue inside_value(inside_t *in, MlirValue v) {
   return w;
 }
 
+/* Replaces each operand of op that is an input by its value inside. */
+static MlirWalkResult rename_operands(MlirOperation op, void *user) {
+  inside_t *in = user;
+  for (intptr_t k = 0; k < mlirOperationGetNumOperands(op); k++) {
+    int32_t i = posmap_get(&in->map, mlirOperationGetOperand(op, k).ptr);
+    if (i >= 0) mlirOperationSetOperand(op, k, VEC_AT(in->vals, MlirValue, i));
+  }
+  return MlirWalkResultAdvance;
+}
+
 /* Moves ops [lo, hi] of the block into a new function and calls it there. */
 static void outline_chunk(splitter_t *s, MlirOperation *ops) {
   MlirContext ctx = s->ctx;
@@ -310,10 +320,14 @@ static void outline_chunk(splitter_t *s, MlirOperation *ops) {
   ok = ok && !c.failed;
   /* Inside: arguments and clones for the inputs. */
   for (size_t i = 0; ok && i < c.inputs.n; i++) {
-    MlirValue v = VEC_AT(c.inputs, MlirValue, i);
-    MlirValue w = inside_value(&in, v);
-    ok = !in.failed && replace_uses(s, v, w, true);
+    inside_value(&in, VEC_AT(c.inputs, MlirValue, i));
+    ok = !in.failed;
   }
+  /* The chunk's operands, not the inputs' uses: a constant or the frame has
+   * uses all over the kernel, and visiting them for each part made the
+   * split quadratic. */
+  for (int32_t i = s->lo; ok && i <= s->hi; i++)
+    mlirOperationWalk(ops[i], rename_operands, &in, MlirWalkPreOrder);
   for (int32_t i = s->lo; ok && i <= s->hi; i++) {
     for (intptr_t r = 0; ok && r < mlirOperationGetNumResults(ops[i]); r++) {
       MlirValue v = mlirOperationGetResult(ops[i], r);
@@ -555,8 +569,16 @@ static bool hoist_constants(MlirOperation func) {
 
 static void append_text(MlirStringRef text, void *user) {
   vec_t *v = user;
-  for (size_t i = 0; i < text.length; i++)
-    if (!vec_push(v, &text.data[i])) return;
+  if (v->n + text.length > v->cap) {
+    size_t cap = v->cap ? v->cap : 4096;
+    while (cap < v->n + text.length) cap *= 2;
+    void *d = realloc(v->data, cap);
+    if (!d) return; /* the text is cut short: it then equals no other */
+    v->data = d;
+    v->cap = cap;
+  }
+  memcpy((char *)v->data + v->n, text.data, text.length);
+  v->n += text.length;
 }
 
 static bool merge_equal_parts(splitter_t *s) {
