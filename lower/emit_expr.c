@@ -670,8 +670,56 @@ static bool fuses(const tsr_op_t *u, const tsr_value_t *v) {
 
 /* Whether the block result of `op`, computed by `e`, stays an expression
  * that its only user evaluates (fusion). */
+/* Op nodes of e, counting up to `limit` (a tree: a value used twice inside
+ * it is counted twice). */
+static uint32_t count_op_nodes(const expr_t *e, uint32_t limit) {
+  uint32_t n = e->kind == EX_OP;
+  if (e->kind == EX_MEM && e->mask) n += count_op_nodes(e->mask, limit);
+  for (uint32_t i = 0; i < e->nargs && n <= limit; i++)
+    n += count_op_nodes(e->args[i], limit - n);
+  return n;
+}
+
+/* Expressions of at most this many op nodes stay lazy when every use is an
+ * elementwise op or a store's value within the next EM_RECOMPUTE_WINDOW ops
+ * of their region: each user computes them again, one vector at a time,
+ * instead of a loop nest writing them to a buffer that the users read back.
+ * A bitonic compare-exchange step (its lane masks and the partner select,
+ * each used twice) went from 5 loop nests to 1 (docs/benchmarks.md, issue 14). */
+#define EM_RECOMPUTE_NODES 4
+#define EM_RECOMPUTE_WINDOW 32
+
+static bool recompute_ok(const emitter_t *em, const tsr_op_t *op, const expr_t *e) {
+  const tsr_value_t *r = op->results[0];
+  if (ex_has_mutable(e) || count_op_nodes(e, EM_RECOMPUTE_NODES) > EM_RECOMPUTE_NODES)
+    return false;
+  uint32_t found = 0, window = 0;
+  for (const tsr_op_t *u = op->next; u && window < EM_RECOMPUTE_WINDOW; u = u->next, window++) {
+    bool uses_r = false;
+    for (uint32_t i = 0; i < u->num_operands; i++) uses_r |= u->operands[i] == r;
+    if (!uses_r) continue;
+    switch (tsr_op_table[u->opcode].rule) {
+      case TSR_RULE_ELEMWISE:
+      case TSR_RULE_COMPARE:
+      case TSR_RULE_SELECT:
+      case TSR_RULE_CONVERT:
+      case TSR_RULE_BITCAST:
+        if (u->results[0]->type.kind != TSR_TYPE_VECTOR) return false;
+        break;
+      case TSR_RULE_STORE:
+        if (u->operands[0] == r) return false;
+        break;
+      default: return false;
+    }
+    for (uint32_t i = 0; i < u->num_operands; i++) found += u->operands[i] == r;
+    if (found == em->uses[r->id]) return true;
+  }
+  return false;
+}
+
 bool em_lazy_ok(emitter_t *em, const tsr_op_t *op, const expr_t *e) {
   const tsr_value_t *r = op->results[0];
+  if (em->uses[r->id] > 1) return recompute_ok(em, op, e);
   if (em->uses[r->id] != 1) return false;
   const tsr_op_t *u = em->user[r->id];
   if (!u || u->parent != op->parent || !fuses(u, r)) return false;
