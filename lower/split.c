@@ -49,11 +49,16 @@ static bool clone_into_part(MlirOperation op) {
   return mlirTypeIsAIndex(t) || mlirTypeIsAVector(t) || !name_is(op, "arith.constant");
 }
 
-/* Operand-less stack allocations of the function's entry: pinned there (a
- * part's would die with its call). */
+/* Stack allocations stay where they are, in any block: in a part, one would
+ * die with its call (the frame of small buffers is one). */
+static bool is_alloca(MlirOperation op) {
+  return name_is(op, "memref.alloca") || name_is(op, "llvm.alloca");
+}
+
+/* Operand-less stack allocations of the function's entry, hoisted with the
+ * constants. */
 static bool is_entry_alloca(MlirOperation op) {
-  return mlirOperationGetNumOperands(op) == 0 &&
-         (name_is(op, "memref.alloca") || name_is(op, "llvm.alloca"));
+  return mlirOperationGetNumOperands(op) == 0 && is_alloca(op);
 }
 
 /* ---- An op -> position map (open addressing on the pointer) ------------------- */
@@ -495,7 +500,8 @@ static void split_block(splitter_t *s, MlirBlock block) {
   size_t chunk = 0;
   for (int32_t i = 0; i <= (int32_t)ops.n && !s->failed; i++) {
     bool end = i == (int32_t)ops.n;
-    bool pinned = !end && (is_constant(o[i]) || sz[i] > s->params.max_part_ops ||
+    bool pinned = !end && (is_constant(o[i]) || is_alloca(o[i]) ||
+                           sz[i] > s->params.max_part_ops ||
                            (entry && is_pinned_at_entry(o[i])));
     if (start >= 0 && (end || pinned || chunk + sz[i] > s->params.max_part_ops)) {
       if (chunk >= s->params.min_part_ops) {
