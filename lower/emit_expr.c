@@ -429,7 +429,22 @@ static ssa_t iota_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const n
   return em_bcast(em, v, em_compute(e->dtype), n->lanes);
 }
 
+static ssa_t ex_read_node(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n);
+
+/* Within one position of a fused store (store_body), a node read twice (a
+ * value recomputed by several users, em_lazy_ok) is computed once: the
+ * first read's SSA value is reused. Only there: the body reads everything
+ * before its one write, so no read can see a different memory. */
 ssa_t ex_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n) {
+  if (!em->memo_on || e->kind == EX_SCALAR) return ex_read_node(em, e, idx, n);
+  for (uint32_t i = 0; i < em->memo_count; i++)
+    if (em->memo[i].e == e) return em->memo[i].value;
+  ssa_t v = ex_read_node(em, e, idx, n);
+  if (em->memo_count < EM_MEMO) em->memo[em->memo_count++] = (struct em_memo){e, v};
+  return v;
+}
+
+static ssa_t ex_read_node(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n) {
   if (!EM_OK(em)) return (ssa_t){"%oom"};
   switch (e->kind) {
     case EX_SCALAR: return em_bcast(em, e->scalar, em_compute(e->dtype), n->lanes);
@@ -537,9 +552,13 @@ typedef struct store_ctx {
 
 static void store_body(emitter_t *em, const nest_t *n, void *p) {
   store_ctx_t *c = p;
+  em->memo_on = true;
+  em->memo_count = 0;
   ssa_t v = ex_read(em, c->e, n->idx, n);
+  ssa_t m;
+  if (c->mask) m = ex_read(em, c->mask, n->idx, n);
+  em->memo_on = false;
   if (c->mask) {
-    ssa_t m = ex_read(em, c->mask, n->idx, n);
     em_mem_write(em, c->dst, c->e->dtype, n->idx, n, v, &m);
   } else {
     em_mem_write(em, c->dst, c->e->dtype, n->idx, n, v, NULL);

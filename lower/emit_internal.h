@@ -50,6 +50,8 @@
  * hundreds of KiB is mmap'ed and page-faulted each time (the 450-op sort:
  * median 72 -> 134 us a call). */
 #define EM_FRAME_STACK_MAX (1 << 20)
+/* Nodes remembered per position of a fused store (ex_read). */
+#define EM_MEMO 32
 /* Rows of the dot micro-kernel (6 x 16 f32 accumulators: 12 AVX2 registers). */
 #define EM_DOT_ROWS 6
 
@@ -183,6 +185,13 @@ struct emitter {
   uint32_t num_consts, consts_capacity;
   uint32_t num_keys;  /* for fresh view keys */
   int64_t frame_bytes; /* size of the frame of small buffers (em_buffer) */
+  /* Nodes already read at the current position of a fused store (ex_read). */
+  bool memo_on;
+  uint32_t memo_count;
+  struct em_memo {
+    const expr_t *e;
+    ssa_t value;
+  } memo[EM_MEMO];
   const tsr_region_t *region; /* the IR region being emitted */
   /* Returned by ex_new when memory runs out (em->error is then set): a
    * splat that no traversal recurses into, so that the op being emitted can

@@ -876,6 +876,18 @@ static void roll_body(emitter_t *em, const nest_t *n, void *p) {
   em_mem_write(em, c->dst, c->dtype, n->idx, n, v, NULL);
 }
 
+typedef struct roll_copy_ctx {
+  const view_t *src, *halves;
+  tsr_dtype_t dtype;
+} roll_copy_ctx_t;
+
+static void roll_copy_body(emitter_t *em, const nest_t *n, void *p) {
+  roll_copy_ctx_t *c = p;
+  ssa_t v = em_mem_read(em, c->src, c->dtype, n->idx, n, NULL, NULL);
+  em_mem_write(em, &c->halves[0], c->dtype, n->idx, n, v, NULL);
+  em_mem_write(em, &c->halves[1], c->dtype, n->idx, n, v, NULL);
+}
+
 /* A roll along the last axis with vectors: the rows are copied twice, side
  * by side, into a buffer of rows of 2 x len, and the result is the view of
  * the `len` elements starting at len - shift in each doubled row, which its
@@ -890,11 +902,14 @@ static view_t roll_last_doubled(emitter_t *em, const view_t *src, tsr_dtype_t dt
   for (uint32_t d = 0; d < rank; d++) dims[d] = src->dims[d];
   dims[rank - 1] = 2 * len;
   view_t dbl = em_buffer(em, dtype, rank, dims);
-  for (int half = 0; half < 2; half++) {
-    view_t part = em_view_make(em, dbl.root, em_iaddc(em, dbl.off, half * len), rank,
-                               src->dims, dbl.strides, NULL);
-    ex_store(em, mem_expr(em, *src, dtype), &part, NULL);
-  }
+  view_t halves[2];
+  for (int half = 0; half < 2; half++)
+    halves[half] = em_view_make(em, dbl.root, em_iaddc(em, dbl.off, half * len), rank,
+                                src->dims, dbl.strides, NULL);
+  roll_copy_ctx_t c = {.src = src, .halves = halves, .dtype = dtype};
+  dimv_t ext[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < rank; d++) ext[d] = em_dimc(src->dims[d]);
+  em_nest(em, rank, ext, em_pick_lanes(len), roll_copy_body, &c);
   ssa_t start = em_op2(em, "arith.subi", em_cidx(em, len), shift, "index");
   return em_view_make(em, dbl.root, em_iadd(em, dbl.off, start), rank, src->dims, dbl.strides,
                       em_key(em, "R%u", dbl.root));
