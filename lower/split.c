@@ -268,7 +268,24 @@ typedef struct inside {
   bool failed;
 } inside_t;
 
+/* A scalar constant passed as an argument (clone_into_part). */
+static bool is_passed_constant(MlirValue v) {
+  return mlirValueIsAOpResult(v) && is_constant(mlirOpResultGetOwner(v)) &&
+         !clone_into_part(mlirOpResultGetOwner(v));
+}
+
+/* A new argument of the part for v. */
+static MlirValue new_argument(inside_t *in, MlirValue v) {
+  if (!vec_push(&in->args, &v)) in->failed = true;
+  return mlirBlockAddArgument(in->body, mlirValueGetType(v), in->loc);
+}
+
 static MlirValue inside_value(inside_t *in, MlirValue v) {
+  /* Each use of a scalar constant is an argument of its own: the emitter
+   * shares one SSA value between equal constants, and parts whose
+   * constants coincide differently (k = j = 4 in one step, k = 8, j = 4 in
+   * the next) would otherwise differ in their arguments. */
+  if (is_passed_constant(v)) return new_argument(in, v);
   int32_t i = posmap_get(&in->map, v.ptr);
   if (i >= 0) return VEC_AT(in->vals, MlirValue, i);
   MlirValue w;
@@ -280,8 +297,7 @@ static MlirValue inside_value(inside_t *in, MlirValue v) {
     mlirBlockAppendOwnedOperation(in->body, copy);
     w = mlirOperationGetResult(copy, mlirOpResultGetResultNumber(v));
   } else {
-    w = mlirBlockAddArgument(in->body, mlirValueGetType(v), in->loc);
-    if (!vec_push(&in->args, &v)) in->failed = true;
+    w = new_argument(in, v);
   }
   if (in->vals.n * 2 + 16 > in->map.cap) {
     posmap_t bigger;
@@ -303,7 +319,12 @@ static MlirValue inside_value(inside_t *in, MlirValue v) {
 static MlirWalkResult rename_operands(MlirOperation op, void *user) {
   inside_t *in = user;
   for (intptr_t k = 0; k < mlirOperationGetNumOperands(op); k++) {
-    int32_t i = posmap_get(&in->map, mlirOperationGetOperand(op, k).ptr);
+    MlirValue v = mlirOperationGetOperand(op, k);
+    if (is_passed_constant(v)) {
+      mlirOperationSetOperand(op, k, new_argument(in, v));
+      continue;
+    }
+    int32_t i = posmap_get(&in->map, v.ptr);
     if (i >= 0) mlirOperationSetOperand(op, k, VEC_AT(in->vals, MlirValue, i));
   }
   return MlirWalkResultAdvance;
@@ -325,7 +346,8 @@ static void outline_chunk(splitter_t *s, MlirOperation *ops) {
   ok = ok && !c.failed;
   /* Inside: arguments and clones for the inputs. */
   for (size_t i = 0; ok && i < c.inputs.n; i++) {
-    inside_value(&in, VEC_AT(c.inputs, MlirValue, i));
+    MlirValue v = VEC_AT(c.inputs, MlirValue, i);
+    if (!is_passed_constant(v)) inside_value(&in, v); /* those: per use, below */
     ok = !in.failed;
   }
   /* The chunk's operands, not the inputs' uses: a constant or the frame has

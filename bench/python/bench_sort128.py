@@ -154,7 +154,7 @@ def process_ms(argv: list[str], env: dict, repeat: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def tsr_rows(tessera: str, repeat: int) -> list[tuple[str, float]]:
+def tsr_rows(tessera_bin: str, repeat: int) -> list[tuple[str, float]]:
     """`tessera run` whole processes and the compiled kernel's warm call."""
     import numpy as np
 
@@ -168,7 +168,7 @@ def tsr_rows(tessera: str, repeat: int) -> list[tuple[str, float]]:
                             "450"], check=True, stdout=f)
         x = inputs()
         np.save(os.path.join(tmp, "x.npy"), x)
-        run = [tessera, "run", kernel, "--in", f"x={os.path.join(tmp, 'x.npy')}",
+        run = [tessera_bin, "run", kernel, "--in", f"x={os.path.join(tmp, 'x.npy')}",
                "--out", f"y={os.path.join(tmp, 'y.npy')}", "-q"]
         env = dict(os.environ, TESSERA_CACHE_DIR=os.path.join(tmp, "cache"))
         rows.append(("tessera run, interpreter (whole process)", process_ms(run, env, repeat)))
