@@ -279,6 +279,7 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   tsr_free(em.sem_slot);
   tsr_free(em.roots);
   tsr_free(em.consts);
+  tsr_free(em.const_index);
   tsr_arena_deinitialize(&em.arena);
   return em.error;
 }

@@ -183,6 +183,8 @@ struct emitter {
   uint32_t num_roots, roots_capacity;
   prolog_const_t *consts;
   uint32_t num_consts, consts_capacity;
+  uint32_t *const_index;     /* hash index of consts (emit_text.c) */
+  uint32_t const_index_cap;  /* a power of two, or 0 */
   uint32_t num_keys;  /* for fresh view keys */
   int64_t frame_bytes; /* size of the frame of small buffers (em_buffer) */
   /* Nodes already read at the current position of a fused store (ex_read). */

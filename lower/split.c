@@ -40,13 +40,16 @@ static bool is_constant(MlirOperation op) {
           name_is(op, "llvm.mlir.constant") || name_is(op, "llvm.mlir.zero"));
 }
 
+typedef struct splitter splitter_t;
+
 /* A constant that a part copies rather than takes as an argument: an index
  * (loop bounds, offsets: the code wants them known) or a vector. Scalar
  * integers and floats are arguments, so that parts differing only in them
  * (the k and j of a bitonic step) are one function. */
-static bool clone_into_part(MlirOperation op) {
+static bool clone_into_part(bool clone_scalars, MlirOperation op) {
   MlirType t = mlirValueGetType(mlirOperationGetResult(op, 0));
-  return mlirTypeIsAIndex(t) || mlirTypeIsAVector(t) || !name_is(op, "arith.constant");
+  return clone_scalars || mlirTypeIsAIndex(t) || mlirTypeIsAVector(t) ||
+         !name_is(op, "arith.constant");
 }
 
 /* Stack allocations stay where they are, in any block: in a part, one would
@@ -112,7 +115,7 @@ typedef struct part_fn {
   size_t text_size;
 } part_fn_t;
 
-typedef struct splitter {
+struct splitter {
   MlirContext ctx;
   MlirBlock module_body;
   tsr_lower_split_params_t params;
@@ -120,11 +123,12 @@ typedef struct splitter {
   part_fn_t *parts;
   uint32_t num_parts, parts_cap;
   bool failed; /* out of memory */
+  bool clone_scalars; /* the second pass: scalar constants copied, not passed */
   /* The block being split and its ops' positions. */
   MlirBlock block;
   posmap_t pos;
   int32_t lo, hi; /* the chunk: positions [lo, hi] */
-} splitter_t;
+};
 
 typedef struct vec {
   void *data;
@@ -250,8 +254,8 @@ static MlirNamedAttribute named(MlirContext ctx, const char *name, MlirAttribute
  * result as one: constants of index and vector types, and views (a frame
  * slot, a reinterpret_cast), so that a part takes the frame and scalar
  * offsets, not one memref per buffer. All are pure and cheap. */
-static bool is_cloned(MlirOperation op) {
-  if (is_constant(op)) return clone_into_part(op);
+static bool is_cloned(const splitter_t *s, MlirOperation op) {
+  if (is_constant(op)) return clone_into_part(s->clone_scalars, op);
   return name_is(op, "arith.index_cast") || name_is(op, "memref.view") ||
          name_is(op, "memref.reinterpret_cast");
 }
@@ -269,9 +273,9 @@ typedef struct inside {
 } inside_t;
 
 /* A scalar constant passed as an argument (clone_into_part). */
-static bool is_passed_constant(MlirValue v) {
+static bool is_passed_constant(const splitter_t *s, MlirValue v) {
   return mlirValueIsAOpResult(v) && is_constant(mlirOpResultGetOwner(v)) &&
-         !clone_into_part(mlirOpResultGetOwner(v));
+         !clone_into_part(s->clone_scalars, mlirOpResultGetOwner(v));
 }
 
 /* A new argument of the part for v. */
@@ -285,11 +289,11 @@ static MlirValue inside_value(inside_t *in, MlirValue v) {
    * shares one SSA value between equal constants, and parts whose
    * constants coincide differently (k = j = 4 in one step, k = 8, j = 4 in
    * the next) would otherwise differ in their arguments. */
-  if (is_passed_constant(v)) return new_argument(in, v);
+  if (is_passed_constant(in->s, v)) return new_argument(in, v);
   int32_t i = posmap_get(&in->map, v.ptr);
   if (i >= 0) return VEC_AT(in->vals, MlirValue, i);
   MlirValue w;
-  if (mlirValueIsAOpResult(v) && is_cloned(mlirOpResultGetOwner(v))) {
+  if (mlirValueIsAOpResult(v) && is_cloned(in->s, mlirOpResultGetOwner(v))) {
     MlirOperation def = mlirOpResultGetOwner(v);
     MlirOperation copy = mlirOperationClone(def);
     for (intptr_t k = 0; k < mlirOperationGetNumOperands(def) && !in->failed; k++)
@@ -320,7 +324,7 @@ static MlirWalkResult rename_operands(MlirOperation op, void *user) {
   inside_t *in = user;
   for (intptr_t k = 0; k < mlirOperationGetNumOperands(op); k++) {
     MlirValue v = mlirOperationGetOperand(op, k);
-    if (is_passed_constant(v)) {
+    if (is_passed_constant(in->s, v)) {
       mlirOperationSetOperand(op, k, new_argument(in, v));
       continue;
     }
@@ -347,7 +351,7 @@ static void outline_chunk(splitter_t *s, MlirOperation *ops) {
   /* Inside: arguments and clones for the inputs. */
   for (size_t i = 0; ok && i < c.inputs.n; i++) {
     MlirValue v = VEC_AT(c.inputs, MlirValue, i);
-    if (!is_passed_constant(v)) inside_value(&in, v); /* those: per use, below */
+    if (!is_passed_constant(s, v)) inside_value(&in, v); /* those: per use, below */
     ok = !in.failed;
   }
   /* The chunk's operands, not the inputs' uses: a constant or the frame has
@@ -477,9 +481,9 @@ static bool cut_candidate(MlirOperation *ops, int32_t i) {
 /* Ops of the function's entry block that stay there: allocations and
  * deallocations (a part's stack allocation would die with its call; moving
  * them gains nothing), and the views a part recomputes (is_cloned). */
-static bool is_pinned_at_entry(MlirOperation op) {
+static bool is_pinned_at_entry(const splitter_t *s, MlirOperation op) {
   return is_entry_alloca(op) || name_is(op, "memref.alloc") || name_is(op, "memref.dealloc") ||
-         is_cloned(op);
+         is_cloned(s, op);
 }
 
 static void split_block(splitter_t *s, MlirBlock block) {
@@ -524,7 +528,7 @@ static void split_block(splitter_t *s, MlirBlock block) {
     bool end = i == (int32_t)ops.n;
     bool pinned = !end && (is_constant(o[i]) || is_alloca(o[i]) ||
                            sz[i] > s->params.max_part_ops ||
-                           (entry && is_pinned_at_entry(o[i])));
+                           (entry && is_pinned_at_entry(s, o[i])));
     if (start >= 0 && (end || pinned || chunk + sz[i] > s->params.max_part_ops)) {
       if (chunk >= s->params.min_part_ops) {
         s->lo = start;
@@ -672,6 +676,18 @@ bool tsr_lower_split_module(MlirContext ctx, MlirModule module, const char *func
       ok = !s.failed;
     }
     if (ok && params->merge) ok = merge_equal_parts(&s);
+    /* Second pass: what is left of a long block is mostly calls of parts;
+     * one basic block of thousands of calls, each with its arguments,
+     * made instruction selection super-linear (30k ops: codegen 1.46 s
+     * for 1870 calls against 0.25 s for 623), so runs of calls become
+     * parts too, their scalar constants copied in (they are not merged). */
+    if (ok && params->max_calls > 0) {
+      s.clone_scalars = true;
+      s.params.max_part_ops = params->max_calls;
+      s.params.min_part_ops = params->max_calls / 4 + 1;
+      split_regions(&s, func);
+      ok = !s.failed;
+    }
   }
   for (uint32_t i = 0; i < s.num_parts; i++) free(s.parts[i].text);
   free(s.parts);

@@ -13,6 +13,9 @@ typedef struct tsr_lower_split_params {
   size_t max_part_ops;   /* a part holds at most this many ops (nested ones counted) */
   size_t min_part_ops;   /* and at least this many (shorter runs stay in place) */
   bool merge;            /* parts equal as text are one function */
+  size_t max_calls;      /* then, blocks still longer than this (calls of parts,
+                            mostly) are split again into parts of at most this
+                            many ops; 0: not */
 } tsr_lower_split_params_t;
 
 typedef struct tsr_lower_split_stats {
