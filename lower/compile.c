@@ -3,8 +3,9 @@
  * dialect -> LLVM IR with a packed entry point -> LLVM's optimizations and a
  * position-independent object for the host CPU -> `cc -shared` -> the bytes
  * of a shared object the runtime keeps and loads. Every MLIR and LLVM call of
- * tessera is in this file; MLIR diagnostics are captured by a handler and
- * become the text of tessera statuses. */
+ * tessera is in this file but the splitting of long kernels (lower/split.c);
+ * MLIR diagnostics are captured by a handler and become the text of tessera
+ * statuses. */
 #define _GNU_SOURCE /* mkdtemp, posix_spawn file actions */
 #include <errno.h>
 #include <fcntl.h>
