@@ -30,6 +30,31 @@ static void count_uses(emitter_t *em, const tsr_region_t *r) {
   }
 }
 
+/* The last users: for each value, the op of its home region (where it is
+ * defined) that holds its last use, itself or in a nested region; frame
+ * slots are released after it (em_hold). */
+static const tsr_region_t *home_of(const tsr_value_t *v) {
+  return v->def ? v->def->parent : v->owner;
+}
+
+static void note_uses(emitter_t *em, const tsr_region_t *home, const tsr_op_t *top,
+                      const tsr_op_t *op) {
+  for (uint32_t i = 0; i < op->num_operands; i++) {
+    const tsr_value_t *w = op->operands[i];
+    if (home_of(w) == home) em->last_user[w->id] = top;
+  }
+  for (uint32_t i = 0; i < op->num_regions; i++)
+    for (const tsr_op_t *o = op->regions[i].first; o; o = o->next) note_uses(em, home, top, o);
+}
+
+static void find_last_users(emitter_t *em, const tsr_region_t *r) {
+  if (!r) return;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    note_uses(em, r, op, op);
+    for (uint32_t i = 0; i < op->num_regions; i++) find_last_users(em, &op->regions[i]);
+  }
+}
+
 /* ---- Dispatch ------------------------------------------------------------------------------- */
 
 /* The code generator's one op dispatch, in two levels read from
@@ -151,7 +176,10 @@ static void emit_op(emitter_t *em, const tsr_op_t *op) {
 }
 
 static void emit_region(emitter_t *em, const tsr_region_t *r) {
-  for (const tsr_op_t *op = r->first; op && EM_OK(em); op = op->next) emit_op(em, op);
+  for (const tsr_op_t *op = r->first; op && EM_OK(em); op = op->next) {
+    emit_op(em, op);
+    em_release_after(em, op);
+  }
 }
 
 /* ---- The function ----------------------------------------------------------------------------- */
@@ -227,10 +255,12 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   em.uses = tsr_calloc(n, sizeof *em.uses);
   em.user = tsr_calloc(n, sizeof *em.user);
   em.stored = tsr_calloc(n, sizeof *em.stored);
-  if (!em.vals || !em.uses || !em.user || !em.stored) {
+  em.last_user = tsr_calloc(n, sizeof *em.last_user);
+  if (!em.vals || !em.uses || !em.user || !em.stored || !em.last_user) {
     em_fail(&em, TSR_OOM());
   } else {
     count_uses(&em, &kernel->body);
+    find_last_users(&em, &kernel->body);
     for (uint32_t i = 0; i < kernel->num_decls; i++) count_uses(&em, kernel->decls[i].index_map);
     if (em_number_sites(&em)) emit_kernel(&em, &header);
   }
@@ -275,6 +305,10 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   tsr_free(em.uses);
   tsr_free(em.user);
   tsr_free(em.stored);
+  tsr_free(em.last_user);
+  tsr_free(em.slots);
+  tsr_free(em.free_slots);
+  tsr_free(em.slot_refs);
   tsr_free(em.sites);
   tsr_free(em.sem_slot);
   tsr_free(em.roots);

@@ -583,6 +583,12 @@ view_t em_materialize(emitter_t *em, const expr_t *e) {
   return v;
 }
 
+view_t em_materialize_value(emitter_t *em, const expr_t *e) {
+  view_t v = em_value_buffer(em, e->dtype, e->rank, e->dims);
+  ex_store(em, e, &v, NULL);
+  return v;
+}
+
 view_t em_value_view(emitter_t *em, const tsr_value_t *v) {
   vinfo_t *vi = &em->vals[v->id];
   if (vi->kind == VK_MEM) return vi->mem;
@@ -592,14 +598,15 @@ view_t em_value_view(emitter_t *em, const tsr_value_t *v) {
     memset(&none, 0, sizeof none);
     return none;
   }
-  view_t m = em_materialize(em, e);
   /* Cache it when this point dominates every later use: the value's own
-   * region (its other uses are there or nested). */
+   * region (its other uses are there or nested); then the buffer is the
+   * value's own, released after its last use. */
   const tsr_region_t *home = v->def ? v->def->parent : v->owner;
-  if (home == em->region) {
-    vi->kind = VK_MEM;
-    vi->mem = m;
-  }
+  if (home != em->region) return em_materialize(em, e);
+  view_t m = em_materialize_value(em, e);
+  vi->kind = VK_MEM;
+  vi->mem = m;
+  em_hold(em, v, m.root);
   return m;
 }
 

@@ -901,7 +901,7 @@ static view_t roll_last_doubled(emitter_t *em, const view_t *src, tsr_dtype_t dt
   int64_t dims[TSR_MAX_RANK];
   for (uint32_t d = 0; d < rank; d++) dims[d] = src->dims[d];
   dims[rank - 1] = 2 * len;
-  view_t dbl = em_buffer(em, dtype, rank, dims);
+  view_t dbl = em_value_buffer(em, dtype, rank, dims);
   view_t halves[2];
   for (int half = 0; half < 2; half++)
     halves[half] = em_view_make(em, dbl.root, em_iaddc(em, dbl.off, half * len), rank,

@@ -493,7 +493,46 @@ view_t em_view_make(emitter_t *em, uint32_t root, ssa_t off, uint32_t rank,
   return v;
 }
 
+/* A frame slot of `bytes`: a released one of that size, else a new one at
+ * the frame's end. UINT32_MAX when memory runs out. */
+static uint32_t frame_slot(emitter_t *em, int64_t bytes, bool releasable) {
+  if (releasable) {
+    for (uint32_t i = em->num_free; i-- > 0;) {
+      uint32_t k = em->free_slots[i];
+      if (em->slots[k].bytes != bytes) continue;
+      em->free_slots[i] = em->free_slots[--em->num_free];
+      em->slots[k].region = NULL;
+      em->slots[k].refs = 0;
+      em->slots[k].pinned = false;
+      return k;
+    }
+  }
+  if (em->num_slots == em->slots_cap) {
+    uint32_t cap = em->slots_cap ? 2 * em->slots_cap : 64;
+    frame_slot_t *s = tsr_realloc(em->slots, (size_t)cap * sizeof *s);
+    if (!s) return UINT32_MAX;
+    em->slots = s;
+    em->slots_cap = cap;
+  }
+  int64_t off = (em->frame_bytes + 63) / 64 * 64;
+  em->frame_bytes = off + bytes;
+  em->slots[em->num_slots] = (frame_slot_t){.off = off, .bytes = bytes, .releasable = releasable};
+  return em->num_slots++;
+}
+
+static view_t buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims,
+                     bool releasable);
+
 view_t em_buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims) {
+  return buffer(em, dtype, rank, dims, false);
+}
+
+view_t em_value_buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims) {
+  return buffer(em, dtype, rank, dims, true);
+}
+
+static view_t buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims,
+                     bool releasable) {
   ssa_t name;
   snprintf(name.s, sizeof name.s, "%%b%u", em->num_roots);
   uint32_t root = em_add_root(em, name, dtype, rank, dims);
@@ -505,9 +544,14 @@ view_t em_buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t 
      * for all buffers, and their offsets are i64 constants, which the
      * splitter passes to parts as arguments (lower/split.c), so that parts
      * differing only in which buffers they use are one function. */
-    int64_t off = (em->frame_bytes + 63) / 64 * 64;
-    em->frame_bytes = off + bytes;
-    ssa_t c = em_cint(em, "i64", 0, off);
+    uint32_t slot = frame_slot(em, bytes, releasable);
+    if (slot == UINT32_MAX || root >= em->num_roots) {
+      em_fail(em, TSR_OOM());
+      slot = 0;
+    } else {
+      em->roots[root].slot = slot + 1;
+    }
+    ssa_t c = em_cint(em, "i64", 0, em->num_slots ? em->slots[slot].off : 0);
     ssa_t oi = em_fresh(em);
     tsr_strbuf_printf(&em->pro, "    %s = arith.index_cast %s : i64 to index\n", oi.s, c.s);
     tsr_strbuf_printf(&em->pro, "    %s = memref.view %%tsr_frame[%s][] : memref<?xi8> to %s\n",
@@ -843,4 +887,75 @@ void em_nest(emitter_t *em, uint32_t rank, const dimv_t *ext, uint32_t lanes,
     em_close(em, "}");
   }
   while (opened-- > 0) em_close(em, "}");
+}
+
+/* ---- Frame slots' lifetimes -------------------------------------------------- */
+
+static bool push_ref(emitter_t *em, slot_ref_t r) {
+  if (em->num_slot_refs == em->slot_refs_cap) {
+    uint32_t cap = em->slot_refs_cap ? 2 * em->slot_refs_cap : 64;
+    slot_ref_t *p = tsr_realloc(em->slot_refs, (size_t)cap * sizeof *p);
+    if (!p) return false;
+    em->slot_refs = p;
+    em->slot_refs_cap = cap;
+  }
+  em->slot_refs[em->num_slot_refs++] = r;
+  return true;
+}
+
+void em_hold(emitter_t *em, const tsr_value_t *v, uint32_t root) {
+  if (root >= em->num_roots || !em->roots[root].slot || !em->last_user) return;
+  uint32_t k = em->roots[root].slot - 1;
+  frame_slot_t *s = &em->slots[k];
+  if (!s->releasable || s->pinned) return;
+  const tsr_region_t *home = v->def ? v->def->parent : v->owner;
+  const tsr_op_t *after = em->last_user[v->id];
+  if (!after && v->def) after = v->def; /* no use: dead after its definition */
+  if (!s->region) s->region = home;
+  /* A holder of another region (a loop's result holding its carry, ...) or
+   * without an op to release it after: the slot is kept for good. */
+  if (!home || home != s->region || !after) {
+    s->pinned = true;
+    return;
+  }
+  if (!push_ref(em, (slot_ref_t){after, k})) {
+    em_fail(em, TSR_OOM());
+    return;
+  }
+  s->refs++;
+}
+
+static void hold_leaves(emitter_t *em, const tsr_value_t *v, const expr_t *e) {
+  if (!e) return;
+  if (e->kind == EX_MEM || e->kind == EX_BCAST) em_hold(em, v, e->mem.root);
+  if (e->kind == EX_MEM) hold_leaves(em, v, e->mask);
+  for (uint32_t i = 0; i < e->nargs; i++) hold_leaves(em, v, e->args[i]);
+}
+
+void em_hold_expr(emitter_t *em, const tsr_value_t *v, const expr_t *e) {
+  hold_leaves(em, v, e);
+}
+
+void em_release_after(emitter_t *em, const tsr_op_t *op) {
+  for (uint32_t i = 0; i < em->num_slot_refs;) {
+    slot_ref_t r = em->slot_refs[i];
+    if (r.after != op) {
+      i++;
+      continue;
+    }
+    em->slot_refs[i] = em->slot_refs[--em->num_slot_refs];
+    frame_slot_t *s = &em->slots[r.slot];
+    if (--s->refs > 0 || s->pinned) continue;
+    if (em->num_free == em->free_cap) {
+      uint32_t cap = em->free_cap ? 2 * em->free_cap : 64;
+      uint32_t *f = tsr_realloc(em->free_slots, (size_t)cap * sizeof *f);
+      if (!f) {
+        em_fail(em, TSR_OOM());
+        return;
+      }
+      em->free_slots = f;
+      em->free_cap = cap;
+    }
+    em->free_slots[em->num_free++] = r.slot;
+  }
 }
