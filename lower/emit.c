@@ -39,9 +39,13 @@ static const tsr_region_t *home_of(const tsr_value_t *v) {
 
 static void note_uses(emitter_t *em, const tsr_region_t *home, const tsr_op_t *top,
                       const tsr_op_t *op) {
+  bool term = tsr_op_table[op->opcode].flags & TSR_F_TERMINATOR;
   for (uint32_t i = 0; i < op->num_operands; i++) {
     const tsr_value_t *w = op->operands[i];
     if (home_of(w) == home) em->last_user[w->id] = top;
+    /* A region's results may be its yielded values themselves (a scoped
+     * region's are): what a terminator uses is never released. */
+    if (term) em->escapes[w->id] = true;
   }
   for (uint32_t i = 0; i < op->num_regions; i++)
     for (const tsr_op_t *o = op->regions[i].first; o; o = o->next) note_uses(em, home, top, o);
@@ -256,7 +260,8 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   em.user = tsr_calloc(n, sizeof *em.user);
   em.stored = tsr_calloc(n, sizeof *em.stored);
   em.last_user = tsr_calloc(n, sizeof *em.last_user);
-  if (!em.vals || !em.uses || !em.user || !em.stored || !em.last_user) {
+  em.escapes = tsr_calloc(n, sizeof *em.escapes);
+  if (!em.vals || !em.uses || !em.user || !em.stored || !em.last_user || !em.escapes) {
     em_fail(&em, TSR_OOM());
   } else {
     count_uses(&em, &kernel->body);
@@ -306,6 +311,7 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   tsr_free(em.user);
   tsr_free(em.stored);
   tsr_free(em.last_user);
+  tsr_free(em.escapes);
   tsr_free(em.slots);
   tsr_free(em.free_slots);
   tsr_free(em.slot_refs);

@@ -214,6 +214,7 @@ struct emitter {
   uint32_t num_slot_refs, slot_refs_cap;
   const tsr_op_t **last_user; /* per value id: the op of its home region that
                                  holds its last use (emit.c), or NULL */
+  bool *escapes;              /* per value id: a terminator uses it */
   /* Nodes already read at the current position of a fused store (ex_read). */
   bool memo_on;
   uint32_t memo_count;

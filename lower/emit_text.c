@@ -914,7 +914,7 @@ void em_hold(emitter_t *em, const tsr_value_t *v, uint32_t root) {
   if (!s->region) s->region = home;
   /* A holder of another region (a loop's result holding its carry, ...) or
    * without an op to release it after: the slot is kept for good. */
-  if (!home || home != s->region || !after) {
+  if (!home || home != s->region || !after || em->escapes[v->id]) {
     s->pinned = true;
     return;
   }
