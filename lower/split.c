@@ -9,7 +9,6 @@
  * compile.c calls tsr_lower_split_module. */
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include <mlir-c/BuiltinAttributes.h>
 #include <mlir-c/BuiltinTypes.h>
@@ -75,14 +74,14 @@ typedef struct posmap {
 static bool posmap_init(posmap_t *m, size_t n) {
   m->cap = 16;
   while (m->cap < 2 * n + 16) m->cap *= 2;
-  m->keys = calloc(m->cap, sizeof *m->keys);
-  m->vals = calloc(m->cap, sizeof *m->vals);
+  m->keys = tsr_calloc(m->cap, sizeof *m->keys);
+  m->vals = tsr_calloc(m->cap, sizeof *m->vals);
   return m->keys && m->vals;
 }
 
 static void posmap_free(posmap_t *m) {
-  free(m->keys);
-  free(m->vals);
+  tsr_free(m->keys);
+  tsr_free(m->vals);
 }
 
 static size_t slot_of(const posmap_t *m, const void *k) {
@@ -138,7 +137,7 @@ typedef struct vec {
 static bool vec_push(vec_t *v, const void *x) {
   if (v->n == v->cap) {
     size_t cap = v->cap ? 2 * v->cap : 16;
-    void *d = realloc(v->data, cap * v->elem);
+    void *d = tsr_realloc(v->data, cap * v->elem);
     if (!d) return false;
     v->data = d;
     v->cap = cap;
@@ -232,7 +231,7 @@ static bool replace_uses(splitter_t *s, MlirValue v, MlirValue with, bool inside
   for (MlirOpOperand u = mlirValueGetFirstUse(v); !mlirOpOperandIsNull(u);
        u = mlirOpOperandGetNextUse(u))
     if (op_in_chunk(s, mlirOpOperandGetOwner(u)) == inside && !vec_push(&uses, &u)) {
-      free(uses.data);
+      tsr_free(uses.data);
       return false;
     }
   for (size_t i = 0; i < uses.n; i++) {
@@ -240,7 +239,7 @@ static bool replace_uses(splitter_t *s, MlirValue v, MlirValue with, bool inside
     mlirOperationSetOperand(mlirOpOperandGetOwner(u),
                             (intptr_t)mlirOpOperandGetOperandNumber(u), with);
   }
-  free(uses.data);
+  tsr_free(uses.data);
   return true;
 }
 
@@ -371,8 +370,8 @@ static void outline_chunk(splitter_t *s, MlirOperation *ops) {
       }
     }
   }
-  in_types = malloc((in.args.n + 1) * sizeof *in_types);
-  out_types = malloc((outputs.n + 1) * sizeof *out_types);
+  in_types = tsr_malloc((in.args.n + 1) * sizeof *in_types);
+  out_types = tsr_malloc((outputs.n + 1) * sizeof *out_types);
   if (!ok || !in_types || !out_types) {
     s->failed = true;
     goto done;
@@ -430,7 +429,7 @@ static void outline_chunk(splitter_t *s, MlirOperation *ops) {
   part_fn_t p = {.func = func, .call = call};
   if (s->num_parts == s->parts_cap) {
     uint32_t cap = s->parts_cap ? 2 * s->parts_cap : 64;
-    part_fn_t *bigger = realloc(s->parts, cap * sizeof *bigger);
+    part_fn_t *bigger = tsr_realloc(s->parts, cap * sizeof *bigger);
     if (!bigger) {
       s->failed = true;
       goto done;
@@ -442,12 +441,12 @@ static void outline_chunk(splitter_t *s, MlirOperation *ops) {
   s->stats.parts++;
 done:
   if (!mlirBlockIsNull(in.body)) mlirBlockDestroy(in.body);
-  free(in_types);
-  free(out_types);
-  free(outputs.data);
-  free(c.inputs.data);
-  free(in.vals.data);
-  free(in.args.data);
+  tsr_free(in_types);
+  tsr_free(out_types);
+  tsr_free(outputs.data);
+  tsr_free(c.inputs.data);
+  tsr_free(in.vals.data);
+  tsr_free(in.args.data);
   posmap_free(&c.seen);
   posmap_free(&in.map);
 }
@@ -553,8 +552,8 @@ static void split_block(splitter_t *s, MlirBlock block) {
   s->pos = saved_pos;
   s->block = saved_block;
 done:
-  free(ops.data);
-  free(sizes.data);
+  tsr_free(ops.data);
+  tsr_free(sizes.data);
 }
 
 /* ---- Hoisting constants and entry allocations ---------------------------------------- */
@@ -585,7 +584,7 @@ static bool hoist_constants(MlirOperation func) {
     if (is_entry_alloca(op) && !vec_push(&h.ops, &op)) h.failed = true;
   mlirOperationWalk(func, collect_constants, &h, MlirWalkPreOrder);
   if (h.failed) {
-    free(h.ops.data);
+    tsr_free(h.ops.data);
     return false;
   }
   MlirOperation anchor = mlirBlockGetFirstOperation(entry);
@@ -593,7 +592,7 @@ static bool hoist_constants(MlirOperation func) {
     MlirOperation op = VEC_AT(h.ops, MlirOperation, i);
     if (!mlirOperationEqual(op, anchor)) mlirOperationMoveBefore(op, anchor);
   }
-  free(h.ops.data);
+  tsr_free(h.ops.data);
   return true;
 }
 
@@ -604,7 +603,7 @@ static void append_text(MlirStringRef text, void *user) {
   if (v->n + text.length > v->cap) {
     size_t cap = v->cap ? v->cap : 4096;
     while (cap < v->n + text.length) cap *= 2;
-    void *d = realloc(v->data, cap);
+    void *d = tsr_realloc(v->data, cap);
     if (!d) return; /* the text is cut short: it then equals no other */
     v->data = d;
     v->cap = cap;
@@ -639,7 +638,7 @@ static bool merge_equal_parts(splitter_t *s) {
       mlirOperationSetAttributeByName(p->call, mlirStringRefCreateFromCString("callee"), target);
       mlirOperationDestroy(p->func);
       p->func = (MlirOperation){NULL};
-      free(p->text);
+      tsr_free(p->text);
       p->text = NULL;
       s->stats.merged++;
       break;
@@ -689,8 +688,8 @@ bool tsr_lower_split_module(MlirContext ctx, MlirModule module, const char *func
       ok = !s.failed;
     }
   }
-  for (uint32_t i = 0; i < s.num_parts; i++) free(s.parts[i].text);
-  free(s.parts);
+  for (uint32_t i = 0; i < s.num_parts; i++) tsr_free(s.parts[i].text);
+  tsr_free(s.parts);
   if (out_stats) *out_stats = s.stats;
   return ok;
 }
