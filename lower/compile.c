@@ -3,8 +3,9 @@
  * dialect -> LLVM IR with a packed entry point -> LLVM's optimizations and a
  * position-independent object for the host CPU -> `cc -shared` -> the bytes
  * of a shared object the runtime keeps and loads. Every MLIR and LLVM call of
- * tessera is in this file; MLIR diagnostics are captured by a handler and
- * become the text of tessera statuses. */
+ * tessera is in this file but the splitting of long kernels (lower/split.c);
+ * MLIR diagnostics are captured by a handler and become the text of tessera
+ * statuses. */
 #define _GNU_SOURCE /* mkdtemp, posix_spawn file actions */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,7 @@
 #include <mlir-c/Target/LLVMIR.h>
 
 #include "lower/lower_internal.h"
+#include "lower/split.h"
 
 extern char **environ;
 
@@ -71,10 +73,10 @@ static void register_everything(void) {
 
 /* Phases of a compile, timed when $TESSERA_LOWER_TIMING is set (one line
  * per compile on stderr; docs/lowering.md). */
-enum { PHASE_EMIT, PHASE_PARSE, PHASE_PIPELINE, PHASE_TRANSLATE, PHASE_OPTIMIZE,
-       PHASE_CODEGEN, PHASE_LINK, PHASE_COUNT };
+enum { PHASE_EMIT, PHASE_PARSE, PHASE_SPLIT, PHASE_PIPELINE, PHASE_TRANSLATE,
+       PHASE_OPTIMIZE, PHASE_CODEGEN, PHASE_LINK, PHASE_COUNT };
 static const char *const phase_names[PHASE_COUNT] = {
-    "emit", "parse", "pipeline", "translate", "optimize", "codegen", "link"};
+    "emit", "parse", "split", "pipeline", "translate", "optimize", "codegen", "link"};
 
 typedef struct session {
   MlirContext context;
@@ -86,6 +88,7 @@ typedef struct session {
   uint32_t errors;
   double phase_ms[PHASE_COUNT];
   double mark; /* when the current phase began */
+  tsr_lower_split_stats_t split; /* what splitting the kernel did */
 } session_t;
 
 static double now_ms(void) {
@@ -112,7 +115,10 @@ static void report_timing(const session_t *s, const char *source) {
                   s->phase_ms[p], p + 1 < PHASE_COUNT ? "," : "");
     total += s->phase_ms[p];
   }
-  fprintf(stderr, "%s; total %.2f ms\n", line, total);
+  fprintf(stderr, "%s; total %.2f ms", line, total);
+  if (s->split.parts)
+    fprintf(stderr, "; %u parts, %u of them merged", s->split.parts, s->split.merged);
+  fprintf(stderr, "\n");
 }
 
 static void append_string(MlirStringRef text, void *user) {
@@ -247,6 +253,28 @@ static MlirWalkResult find_leftover(MlirOperation op, void *user) {
   return MlirWalkResultInterrupt;
 }
 
+/* How long kernels are split (lower/split.h). $TESSERA_LOWER_SPLIT=N sets
+ * the part size (0: no splitting), for tests that split small kernels; the
+ * results are the same either way, only the compile time differs. Sizes in
+ * MLIR ops, nested ones counted (docs/lowering.md, "Long kernels"). */
+static tsr_lower_split_params_t split_params(void) {
+  tsr_lower_split_params_t p = {
+      .min_kernel_ops = 2000, .max_part_ops = 400, .min_part_ops = 60, .merge = true,
+      .max_calls = 200};
+  const char *env = getenv("TESSERA_LOWER_SPLIT");
+  if (env && *env) {
+    long n = strtol(env, NULL, 10);
+    if (n <= 0) {
+      p.min_kernel_ops = SIZE_MAX;
+    } else {
+      p.max_part_ops = (size_t)n;
+      p.min_part_ops = (size_t)n / 8 + 1;
+      p.min_kernel_ops = 0;
+    }
+  }
+  return p;
+}
+
 /* Parses `text` (named `source` in diagnostics: generated MLIR has no file
  * of its own, and `tessera lower --stage mlir` prints the same lines) into
  * a module, runs the pipeline and checks that only LLVM dialect ops remain.
@@ -272,6 +300,12 @@ static tsr_status_t parse_and_lower(session_t *s, const char *source, const char
     *out_module = module;
     return NULL;
   }
+  tsr_lower_split_params_t split = split_params();
+  if (!tsr_lower_split_module(s->context, module, TSR_LOWER_KERNEL_FUNC, &split, &s->split)) {
+    mlirModuleDestroy(module);
+    return TSR_OOM();
+  }
+  phase_done(s, PHASE_SPLIT);
   MlirPassManager pm = mlirPassManagerCreate(s->context);
   tsr_strbuf_t pipeline_errors;
   tsr_strbuf_initialize(&pipeline_errors);
@@ -490,7 +524,10 @@ static void keep_one_body(LLVMModuleRef m) {
   for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f)) {
     if (LLVMIsDeclaration(f) || value_named(f, TSR_LOWER_KERNEL_SYMBOL)) continue;
     LLVMSetLinkage(f, LLVMInternalLinkage);
-    if (value_named(f, TSR_LOWER_KERNEL_FUNC)) {
+    size_t length = 0;
+    const char *name = LLVMGetValueName2(f, &length);
+    bool part = length > 9 && memcmp(name, "tsr_part_", 9) == 0;
+    if (part || value_named(f, TSR_LOWER_KERNEL_FUNC)) {
       unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", strlen("noinline"));
       LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
                               LLVMCreateEnumAttribute(ctx, noinline, 0));

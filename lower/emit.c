@@ -30,6 +30,35 @@ static void count_uses(emitter_t *em, const tsr_region_t *r) {
   }
 }
 
+/* The last users: for each value, the op of its home region (where it is
+ * defined) that holds its last use, itself or in a nested region; frame
+ * slots are released after it (em_hold). */
+static const tsr_region_t *home_of(const tsr_value_t *v) {
+  return v->def ? v->def->parent : v->owner;
+}
+
+static void note_uses(emitter_t *em, const tsr_region_t *home, const tsr_op_t *top,
+                      const tsr_op_t *op) {
+  bool term = tsr_op_table[op->opcode].flags & TSR_F_TERMINATOR;
+  for (uint32_t i = 0; i < op->num_operands; i++) {
+    const tsr_value_t *w = op->operands[i];
+    if (home_of(w) == home) em->last_user[w->id] = top;
+    /* A region's results may be its yielded values themselves (a scoped
+     * region's are): what a terminator uses is never released. */
+    if (term) em->escapes[w->id] = true;
+  }
+  for (uint32_t i = 0; i < op->num_regions; i++)
+    for (const tsr_op_t *o = op->regions[i].first; o; o = o->next) note_uses(em, home, top, o);
+}
+
+static void find_last_users(emitter_t *em, const tsr_region_t *r) {
+  if (!r) return;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    note_uses(em, r, op, op);
+    for (uint32_t i = 0; i < op->num_regions; i++) find_last_users(em, &op->regions[i]);
+  }
+}
+
 /* ---- Dispatch ------------------------------------------------------------------------------- */
 
 /* The code generator's one op dispatch, in two levels read from
@@ -151,7 +180,10 @@ static void emit_op(emitter_t *em, const tsr_op_t *op) {
 }
 
 static void emit_region(emitter_t *em, const tsr_region_t *r) {
-  for (const tsr_op_t *op = r->first; op && EM_OK(em); op = op->next) emit_op(em, op);
+  for (const tsr_op_t *op = r->first; op && EM_OK(em); op = op->next) {
+    emit_op(em, op);
+    em_release_after(em, op);
+  }
 }
 
 /* ---- The function ----------------------------------------------------------------------------- */
@@ -227,19 +259,44 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   em.uses = tsr_calloc(n, sizeof *em.uses);
   em.user = tsr_calloc(n, sizeof *em.user);
   em.stored = tsr_calloc(n, sizeof *em.stored);
-  if (!em.vals || !em.uses || !em.user || !em.stored) {
+  em.last_user = tsr_calloc(n, sizeof *em.last_user);
+  em.escapes = tsr_calloc(n, sizeof *em.escapes);
+  if (!em.vals || !em.uses || !em.user || !em.stored || !em.last_user || !em.escapes) {
     em_fail(&em, TSR_OOM());
   } else {
     count_uses(&em, &kernel->body);
+    find_last_users(&em, &kernel->body);
     for (uint32_t i = 0; i < kernel->num_decls; i++) count_uses(&em, kernel->decls[i].index_map);
     if (em_number_sites(&em)) emit_kernel(&em, &header);
   }
   if (!em.error && (em.pro.failed || em.body.failed || em.epi.failed || header.failed))
     em_fail(&em, TSR_OOM());
   if (!em.error) {
-    const tsr_strbuf_t *parts[] = {&header, &em.pro, &em.body, &em.epi};
+    /* The frame of small buffers (em_buffer), allocated before the
+     * prologue's views into it and freed last. */
+    tsr_strbuf_t frame, frame_end;
+    tsr_strbuf_initialize(&frame);
+    tsr_strbuf_initialize(&frame_end);
+    if (em.frame_bytes > 0 && em.frame_bytes <= EM_FRAME_STACK_MAX) {
+      tsr_strbuf_printf(&frame,
+                        "    %%tsr_frame_size = arith.constant %lld : index\n"
+                        "    %%tsr_frame = memref.alloca(%%tsr_frame_size) {alignment = 64 : i64} "
+                        ": memref<?xi8>\n",
+                        (long long)em.frame_bytes);
+    } else if (em.frame_bytes > 0) {
+      tsr_strbuf_printf(&frame,
+                        "    %%tsr_frame_size = arith.constant %lld : index\n"
+                        "    %%tsr_frame = memref.alloc(%%tsr_frame_size) {alignment = 64 : i64} "
+                        ": memref<?xi8>\n",
+                        (long long)em.frame_bytes);
+      tsr_strbuf_puts(&frame_end, "    memref.dealloc %tsr_frame : memref<?xi8>\n");
+    }
+    const tsr_strbuf_t *parts[] = {&header, &frame, &em.pro, &em.body, &em.epi, &frame_end};
     for (size_t i = 0; i < TSR_ARRAY_SIZE(parts); i++)
       if (parts[i]->size) tsr_strbuf_append(out, parts[i]->data, parts[i]->size);
+    if (frame.failed || frame_end.failed) em_fail(&em, TSR_OOM());
+    tsr_strbuf_deinitialize(&frame);
+    tsr_strbuf_deinitialize(&frame_end);
     tsr_strbuf_puts(out, "    return\n  }\n");
     if (em.need_log1pf) tsr_strbuf_puts(out, "  func.func private @log1pf(f32) -> f32\n");
     tsr_strbuf_puts(out, "}\n");
@@ -253,10 +310,16 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   tsr_free(em.uses);
   tsr_free(em.user);
   tsr_free(em.stored);
+  tsr_free(em.last_user);
+  tsr_free(em.escapes);
+  tsr_free(em.slots);
+  tsr_free(em.free_slots);
+  tsr_free(em.slot_refs);
   tsr_free(em.sites);
   tsr_free(em.sem_slot);
   tsr_free(em.roots);
   tsr_free(em.consts);
+  tsr_free(em.const_index);
   tsr_arena_deinitialize(&em.arena);
   return em.error;
 }

@@ -390,7 +390,7 @@ void em_op_scoped(emitter_t *em, const tsr_op_t *op) {
     const tsr_value_t *v = term->operands[i];
     vinfo_t *vi = em_vi(em, v);
     if (vi->kind == VK_LAZY) {
-      em_set_mem(em, op->results[i], em_materialize(em, vi->expr));
+      em_set_mem(em, op->results[i], em_materialize_value(em, vi->expr));
     } else {
       em->vals[op->results[i]->id] = *vi;
     }

@@ -429,7 +429,22 @@ static ssa_t iota_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const n
   return em_bcast(em, v, em_compute(e->dtype), n->lanes);
 }
 
+static ssa_t ex_read_node(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n);
+
+/* Within one position of a fused store (store_body), a node read twice (a
+ * value recomputed by several users, em_lazy_ok) is computed once: the
+ * first read's SSA value is reused. Only there: the body reads everything
+ * before its one write, so no read can see a different memory. */
 ssa_t ex_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n) {
+  if (!em->memo_on || e->kind == EX_SCALAR) return ex_read_node(em, e, idx, n);
+  for (uint32_t i = 0; i < em->memo_count; i++)
+    if (em->memo[i].e == e) return em->memo[i].value;
+  ssa_t v = ex_read_node(em, e, idx, n);
+  if (em->memo_count < EM_MEMO) em->memo[em->memo_count++] = (struct em_memo){e, v};
+  return v;
+}
+
+static ssa_t ex_read_node(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n) {
   if (!EM_OK(em)) return (ssa_t){"%oom"};
   switch (e->kind) {
     case EX_SCALAR: return em_bcast(em, e->scalar, em_compute(e->dtype), n->lanes);
@@ -537,9 +552,13 @@ typedef struct store_ctx {
 
 static void store_body(emitter_t *em, const nest_t *n, void *p) {
   store_ctx_t *c = p;
+  em->memo_on = true;
+  em->memo_count = 0;
   ssa_t v = ex_read(em, c->e, n->idx, n);
+  ssa_t m;
+  if (c->mask) m = ex_read(em, c->mask, n->idx, n);
+  em->memo_on = false;
   if (c->mask) {
-    ssa_t m = ex_read(em, c->mask, n->idx, n);
     em_mem_write(em, c->dst, c->e->dtype, n->idx, n, v, &m);
   } else {
     em_mem_write(em, c->dst, c->e->dtype, n->idx, n, v, NULL);
@@ -564,6 +583,12 @@ view_t em_materialize(emitter_t *em, const expr_t *e) {
   return v;
 }
 
+view_t em_materialize_value(emitter_t *em, const expr_t *e) {
+  view_t v = em_value_buffer(em, e->dtype, e->rank, e->dims);
+  ex_store(em, e, &v, NULL);
+  return v;
+}
+
 view_t em_value_view(emitter_t *em, const tsr_value_t *v) {
   vinfo_t *vi = &em->vals[v->id];
   if (vi->kind == VK_MEM) return vi->mem;
@@ -573,14 +598,15 @@ view_t em_value_view(emitter_t *em, const tsr_value_t *v) {
     memset(&none, 0, sizeof none);
     return none;
   }
-  view_t m = em_materialize(em, e);
   /* Cache it when this point dominates every later use: the value's own
-   * region (its other uses are there or nested). */
+   * region (its other uses are there or nested); then the buffer is the
+   * value's own, released after its last use. */
   const tsr_region_t *home = v->def ? v->def->parent : v->owner;
-  if (home == em->region) {
-    vi->kind = VK_MEM;
-    vi->mem = m;
-  }
+  if (home != em->region) return em_materialize(em, e);
+  view_t m = em_materialize_value(em, e);
+  vi->kind = VK_MEM;
+  vi->mem = m;
+  em_hold(em, v, m.root);
   return m;
 }
 
@@ -670,8 +696,56 @@ static bool fuses(const tsr_op_t *u, const tsr_value_t *v) {
 
 /* Whether the block result of `op`, computed by `e`, stays an expression
  * that its only user evaluates (fusion). */
+/* Op nodes of e, counting up to `limit` (a tree: a value used twice inside
+ * it is counted twice). */
+static uint32_t count_op_nodes(const expr_t *e, uint32_t limit) {
+  uint32_t n = e->kind == EX_OP;
+  if (e->kind == EX_MEM && e->mask) n += count_op_nodes(e->mask, limit);
+  for (uint32_t i = 0; i < e->nargs && n <= limit; i++)
+    n += count_op_nodes(e->args[i], limit - n);
+  return n;
+}
+
+/* Expressions of at most this many op nodes stay lazy when every use is an
+ * elementwise op or a store's value within the next EM_RECOMPUTE_WINDOW ops
+ * of their region: each user computes them again, one vector at a time,
+ * instead of a loop nest writing them to a buffer that the users read back.
+ * A bitonic compare-exchange step (its lane masks and the partner select,
+ * each used twice) went from 5 loop nests to 1 (docs/benchmarks.md, issue 14). */
+#define EM_RECOMPUTE_NODES 4
+#define EM_RECOMPUTE_WINDOW 32
+
+static bool recompute_ok(const emitter_t *em, const tsr_op_t *op, const expr_t *e) {
+  const tsr_value_t *r = op->results[0];
+  if (ex_has_mutable(e) || count_op_nodes(e, EM_RECOMPUTE_NODES) > EM_RECOMPUTE_NODES)
+    return false;
+  uint32_t found = 0, window = 0;
+  for (const tsr_op_t *u = op->next; u && window < EM_RECOMPUTE_WINDOW; u = u->next, window++) {
+    bool uses_r = false;
+    for (uint32_t i = 0; i < u->num_operands; i++) uses_r |= u->operands[i] == r;
+    if (!uses_r) continue;
+    switch (tsr_op_table[u->opcode].rule) {
+      case TSR_RULE_ELEMWISE:
+      case TSR_RULE_COMPARE:
+      case TSR_RULE_SELECT:
+      case TSR_RULE_CONVERT:
+      case TSR_RULE_BITCAST:
+        if (u->results[0]->type.kind != TSR_TYPE_VECTOR) return false;
+        break;
+      case TSR_RULE_STORE:
+        if (u->operands[0] == r) return false;
+        break;
+      default: return false;
+    }
+    for (uint32_t i = 0; i < u->num_operands; i++) found += u->operands[i] == r;
+    if (found == em->uses[r->id]) return true;
+  }
+  return false;
+}
+
 bool em_lazy_ok(emitter_t *em, const tsr_op_t *op, const expr_t *e) {
   const tsr_value_t *r = op->results[0];
+  if (em->uses[r->id] > 1) return recompute_ok(em, op, e);
   if (em->uses[r->id] != 1) return false;
   const tsr_op_t *u = em->user[r->id];
   if (!u || u->parent != op->parent || !fuses(u, r)) return false;

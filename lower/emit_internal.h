@@ -38,6 +38,20 @@
  * (interp/blockops.c) uses 16 lanes, and using the same lanes and the same
  * combining tree makes float sums bitwise equal to the interpreter's. */
 #define EM_LANES 16
+/* Buffers of at most this many bytes are slots of one allocation, the
+ * frame, instead of allocations of their own (em_buffer): the generated
+ * function then holds one pointer for them all rather than one per buffer
+ * live from its prologue to its end (issue 14: the register allocator's
+ * time grew with their number), and a split part takes the frame and the
+ * slots' offsets as arguments (lower/split.c). */
+#define EM_FRAME_MAX_BUFFER (1 << 20)
+/* A frame of at most this many bytes is on the stack (threads have 8 MiB):
+ * freed and allocated again by every call, a malloc'ed frame of some
+ * hundreds of KiB is mmap'ed and page-faulted each time (the 450-op sort:
+ * median 72 -> 134 us a call). */
+#define EM_FRAME_STACK_MAX (1 << 20)
+/* Nodes remembered per position of a fused store (ex_read). */
+#define EM_MEMO 32
 /* Rows of the dot micro-kernel (6 x 16 f32 accumulators: 12 AVX2 registers). */
 #define EM_DOT_ROWS 6
 
@@ -63,7 +77,26 @@ typedef struct root {
   bool stacked;  /* an operand: the memref has a leading dimension of the
                     run's devices, and this core's slice starts at `base` */
   ssa_t base;    /* index: element offset of this device's slice (stacked) */
+  uint32_t slot; /* its frame slot + 1, or 0 (not in the frame) */
 } root_t;
+
+/* A slot of the frame of small buffers (em_buffer). A value's own buffer
+ * (em_value_buffer) is released once every value holding a view of it or an
+ * expression reading it has had its last use (em_hold, em_release_after),
+ * and its slot serves a later buffer of the same size. */
+typedef struct frame_slot {
+  int64_t off, bytes;
+  const tsr_region_t *region; /* where its holders are defined (the first's) */
+  uint32_t refs;              /* holders not yet past their last use */
+  bool releasable;            /* a value's own buffer */
+  bool pinned;                /* held from two regions, or past any op: kept */
+} frame_slot_t;
+
+/* A holder's claim on a slot until `after` has been emitted. */
+typedef struct slot_ref {
+  const tsr_op_t *after;
+  uint32_t slot;
+} slot_ref_t;
 
 /* A view: `rank` dims with static element strides at a dynamic element
  * offset into a root, and its memref value in the text (a
@@ -169,7 +202,26 @@ struct emitter {
   uint32_t num_roots, roots_capacity;
   prolog_const_t *consts;
   uint32_t num_consts, consts_capacity;
+  uint32_t *const_index;     /* hash index of consts (emit_text.c) */
+  uint32_t const_index_cap;  /* a power of two, or 0 */
   uint32_t num_keys;  /* for fresh view keys */
+  int64_t frame_bytes; /* size of the frame of small buffers (em_buffer) */
+  frame_slot_t *slots;
+  uint32_t num_slots, slots_cap;
+  uint32_t *free_slots; /* released slots, for reuse */
+  uint32_t num_free, free_cap;
+  slot_ref_t *slot_refs;
+  uint32_t num_slot_refs, slot_refs_cap;
+  const tsr_op_t **last_user; /* per value id: the op of its home region that
+                                 holds its last use (emit.c), or NULL */
+  bool *escapes;              /* per value id: a terminator uses it */
+  /* Nodes already read at the current position of a fused store (ex_read). */
+  bool memo_on;
+  uint32_t memo_count;
+  struct em_memo {
+    const expr_t *e;
+    ssa_t value;
+  } memo[EM_MEMO];
   const tsr_region_t *region; /* the IR region being emitted */
   /* Returned by ex_new when memory runs out (em->error is then set): a
    * splat that no traversal recurses into, so that the op being emitted can
@@ -262,9 +314,19 @@ uint32_t em_add_root(emitter_t *em, ssa_t name, tsr_dtype_t dtype, uint32_t rank
 ssa_t em_root_base(emitter_t *em, uint32_t root);
 /* i64: the address of element `off` (index) of root. */
 ssa_t em_root_address(emitter_t *em, uint32_t root, ssa_t off);
-/* A new dense buffer (memref.alloc in the prologue, dealloc at the end) and
- * its view. */
+/* A new dense buffer and its view: a slot of the frame (EM_FRAME_MAX_BUFFER
+ * bytes or less), else memref.alloc in the prologue and dealloc at the end. */
 view_t em_buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims);
+/* A value's own dense buffer: as em_buffer, but its frame slot is released
+ * after the last use of the values that hold it (em_hold), and reused. */
+view_t em_value_buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims);
+/* v holds `root` (a view of it, or an expression reading it) until its last
+ * use; nothing for roots that are not releasable frame slots. */
+void em_hold(emitter_t *em, const tsr_value_t *v, uint32_t root);
+/* v holds the roots of every memory leaf of e. */
+void em_hold_expr(emitter_t *em, const tsr_value_t *v, const expr_t *e);
+/* Called by the driver after each op: releases the claims that end there. */
+void em_release_after(emitter_t *em, const tsr_op_t *op);
 /* Emits the memref of `v` (reinterpret_cast of its root) at this point. */
 void em_view_materialize(emitter_t *em, view_t *v);
 /* A view from a root-relative offset, dims and strides (emitted here). */
@@ -359,12 +421,16 @@ static inline void em_set_mem(emitter_t *em, const tsr_value_t *v, view_t m) {
   vinfo_t *vi = em_vi(em, v);
   vi->kind = VK_MEM;
   vi->mem = m;
+  em_hold(em, v, m.root);
 }
 static inline void em_set_lazy(emitter_t *em, const tsr_value_t *v, expr_t *e) {
   vinfo_t *vi = em_vi(em, v);
   vi->kind = VK_LAZY;
   vi->expr = e;
+  em_hold_expr(em, v, e);
 }
+/* e computed into a value's own buffer (em_value_buffer). */
+view_t em_materialize_value(emitter_t *em, const expr_t *e);
 /* A dense view of v's elements (copying when v's view is strided). */
 view_t em_dense_view_of(emitter_t *em, const tsr_value_t *v);
 /* Whether the block result of `op`, computed by `e`, stays an expression

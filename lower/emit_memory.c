@@ -185,7 +185,7 @@ view_t em_result_dest(emitter_t *em, const tsr_op_t *op, bool inputs_mutable) {
       return v;
     }
   }
-  view_t b = em_buffer(em, (tsr_dtype_t)r->type.dtype, r->type.rank, r->type.dims);
+  view_t b = em_value_buffer(em, (tsr_dtype_t)r->type.dtype, r->type.rank, r->type.dims);
   em_set_mem(em, r, b);
   return b;
 }
@@ -256,7 +256,7 @@ void em_op_load(emitter_t *em, const tsr_op_t *op) {
   if (em_lazy_ok(em, op, e))
     em_set_lazy(em, r, e);
   else
-    em_set_mem(em, r, em_materialize(em, e));
+    em_set_mem(em, r, em_materialize_value(em, e));
 }
 
 void em_op_store(emitter_t *em, const tsr_op_t *op) {

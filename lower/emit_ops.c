@@ -876,6 +876,45 @@ static void roll_body(emitter_t *em, const nest_t *n, void *p) {
   em_mem_write(em, c->dst, c->dtype, n->idx, n, v, NULL);
 }
 
+typedef struct roll_copy_ctx {
+  const view_t *src, *halves;
+  tsr_dtype_t dtype;
+} roll_copy_ctx_t;
+
+static void roll_copy_body(emitter_t *em, const nest_t *n, void *p) {
+  roll_copy_ctx_t *c = p;
+  ssa_t v = em_mem_read(em, c->src, c->dtype, n->idx, n, NULL, NULL);
+  em_mem_write(em, &c->halves[0], c->dtype, n->idx, n, v, NULL);
+  em_mem_write(em, &c->halves[1], c->dtype, n->idx, n, v, NULL);
+}
+
+/* A roll along the last axis with vectors: the rows are copied twice, side
+ * by side, into a buffer of rows of 2 x len, and the result is the view of
+ * the `len` elements starting at len - shift in each doubled row, which its
+ * users read with (unaligned) vector loads. Two vector copies instead of a
+ * scalar nest with a wrap-around per element (the 450-op bitonic sort's 56
+ * rolls of (8,128) f32: docs/benchmarks.md, issue 14). shift: index in
+ * [0, len). The buffer is the value's own, written here only. */
+static view_t roll_last_doubled(emitter_t *em, const view_t *src, tsr_dtype_t dtype,
+                                int64_t len, ssa_t shift) {
+  uint32_t rank = src->rank;
+  int64_t dims[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < rank; d++) dims[d] = src->dims[d];
+  dims[rank - 1] = 2 * len;
+  view_t dbl = em_value_buffer(em, dtype, rank, dims);
+  view_t halves[2];
+  for (int half = 0; half < 2; half++)
+    halves[half] = em_view_make(em, dbl.root, em_iaddc(em, dbl.off, half * len), rank,
+                                src->dims, dbl.strides, NULL);
+  roll_copy_ctx_t c = {.src = src, .halves = halves, .dtype = dtype};
+  dimv_t ext[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < rank; d++) ext[d] = em_dimc(src->dims[d]);
+  em_nest(em, rank, ext, em_pick_lanes(len), roll_copy_body, &c);
+  ssa_t start = em_op2(em, "arith.subi", em_cidx(em, len), shift, "index");
+  return em_view_make(em, dbl.root, em_iadd(em, dbl.off, start), rank, src->dims, dbl.strides,
+                      em_key(em, "R%u", dbl.root));
+}
+
 void em_op_roll(emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *a = op->operands[0], *r = result0(op);
   roll_ctx_t c;
@@ -893,9 +932,13 @@ void em_op_roll(emitter_t *em, const tsr_op_t *op) {
   ssa_t mw = em_op2(em, "arith.addi", m, len, "i32");
   m = em_select(em, neg, mw, m, "i32", 0, false);
   c.shift = em_idx_of_i32(em, m);
+  uint32_t rank = r->type.rank, lanes = 0;
+  if (c.axis + 1 == rank && c.len >= 2 * EM_LANES && src.strides[rank - 1] == 1) {
+    em_set_mem(em, r, roll_last_doubled(em, &src, c.dtype, c.len, c.shift));
+    return;
+  }
   view_t dst = em_result_dest(em, op, false);
   c.dst = &dst;
-  uint32_t rank = r->type.rank, lanes = 0;
   dimv_t ext[TSR_MAX_RANK];
   for (uint32_t d = 0; d < rank; d++) ext[d] = em_dimc(r->type.dims[d]);
   if (c.axis + 1 < rank && src.strides[rank - 1] == 1 && dst.strides[rank - 1] == 1)

@@ -158,11 +158,47 @@ tstr_t em_view_type(const emitter_t *em, const view_t *v) {
 
 /* A value of the prologue, `%kN = OP TEXT : TYPE`, defined once per
  * (op, type, text). */
+static uint64_t key_hash(const char *key) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char *p = (const unsigned char *)key; *p; p++) h = (h ^ *p) * 1099511628211ull;
+  return h;
+}
+
+/* The constants' hash index (open addressing over em->consts, slots hold
+ * index + 1): a linear search made emission quadratic once every frame slot
+ * had an offset constant of its own (30k ops: 0.49 s). Rebuilt at twice
+ * the constants' capacity. */
+static bool const_index_insert(emitter_t *em, uint32_t i) {
+  if (2 * (em->num_consts + 1) > em->const_index_cap) {
+    uint32_t cap = em->const_index_cap ? 2 * em->const_index_cap : 256;
+    uint32_t *t = tsr_calloc(cap, sizeof *t);
+    if (!t) return false;
+    tsr_free(em->const_index);
+    em->const_index = t;
+    em->const_index_cap = cap;
+    for (uint32_t j = 0; j < em->num_consts; j++) {
+      uint32_t h = (uint32_t)key_hash(em->consts[j].key) & (cap - 1);
+      while (t[h]) h = (h + 1) & (cap - 1);
+      t[h] = j + 1;
+    }
+    if (i < em->num_consts) return true; /* i was among them */
+  }
+  uint32_t h = (uint32_t)key_hash(em->consts[i].key) & (em->const_index_cap - 1);
+  while (em->const_index[h]) h = (h + 1) & (em->const_index_cap - 1);
+  em->const_index[h] = i + 1;
+  return true;
+}
+
 static ssa_t prologue_def(emitter_t *em, const char *type, const char *literal, const char *op) {
   char key[512];
   snprintf(key, sizeof key, "%s|%s|%s", op, type, literal);
-  for (uint32_t i = 0; i < em->num_consts; i++)
-    if (strcmp(em->consts[i].key, key) == 0) return em->consts[i].name;
+  if (em->const_index_cap) {
+    uint32_t h = (uint32_t)key_hash(key) & (em->const_index_cap - 1);
+    for (; em->const_index[h]; h = (h + 1) & (em->const_index_cap - 1)) {
+      uint32_t i = em->const_index[h] - 1;
+      if (strcmp(em->consts[i].key, key) == 0) return em->consts[i].name;
+    }
+  }
   ssa_t name;
   snprintf(name.s, sizeof name.s, "%%k%u", em->num_consts);
   if (em->num_consts == em->consts_capacity) {
@@ -182,6 +218,10 @@ static ssa_t prologue_def(emitter_t *em, const char *type, const char *literal, 
   }
   em->consts[em->num_consts].key = k;
   em->consts[em->num_consts].name = name;
+  if (!const_index_insert(em, em->num_consts)) {
+    em_fail(em, TSR_OOM());
+    return name;
+  }
   em->num_consts++;
   if (strcmp(type, "i1") == 0 && strcmp(op, "arith.constant") == 0) /* true/false are typed */
     tsr_strbuf_printf(&em->pro, "    %s = arith.constant %s\n", name.s, literal);
@@ -453,14 +493,74 @@ view_t em_view_make(emitter_t *em, uint32_t root, ssa_t off, uint32_t rank,
   return v;
 }
 
+/* A frame slot of `bytes`: a released one of that size, else a new one at
+ * the frame's end. UINT32_MAX when memory runs out. */
+static uint32_t frame_slot(emitter_t *em, int64_t bytes, bool releasable) {
+  if (releasable) {
+    for (uint32_t i = em->num_free; i-- > 0;) {
+      uint32_t k = em->free_slots[i];
+      if (em->slots[k].bytes != bytes) continue;
+      em->free_slots[i] = em->free_slots[--em->num_free];
+      em->slots[k].region = NULL;
+      em->slots[k].refs = 0;
+      em->slots[k].pinned = false;
+      return k;
+    }
+  }
+  if (em->num_slots == em->slots_cap) {
+    uint32_t cap = em->slots_cap ? 2 * em->slots_cap : 64;
+    frame_slot_t *s = tsr_realloc(em->slots, (size_t)cap * sizeof *s);
+    if (!s) return UINT32_MAX;
+    em->slots = s;
+    em->slots_cap = cap;
+  }
+  int64_t off = (em->frame_bytes + 63) / 64 * 64;
+  em->frame_bytes = off + bytes;
+  em->slots[em->num_slots] = (frame_slot_t){.off = off, .bytes = bytes, .releasable = releasable};
+  return em->num_slots++;
+}
+
+static view_t buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims,
+                     bool releasable);
+
 view_t em_buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims) {
+  return buffer(em, dtype, rank, dims, false);
+}
+
+view_t em_value_buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims) {
+  return buffer(em, dtype, rank, dims, true);
+}
+
+static view_t buffer(emitter_t *em, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims,
+                     bool releasable) {
   ssa_t name;
   snprintf(name.s, sizeof name.s, "%%b%u", em->num_roots);
   uint32_t root = em_add_root(em, name, dtype, rank, dims);
   tstr_t rt = em_root_type(em, root);
-  tsr_strbuf_printf(&em->pro, "    %s = memref.alloc() {alignment = 64 : i64} : %s\n",
-                    name.s, rt.s);
-  tsr_strbuf_printf(&em->epi, "    memref.dealloc %s : %s\n", name.s, rt.s);
+  int64_t bytes = tsr_dtype_size(dtype);
+  for (uint32_t d = 0; d < rank; d++) bytes *= dims[d];
+  if (rank > 0 && bytes <= EM_FRAME_MAX_BUFFER) {
+    /* A slot of the frame (tsr_lower_emit_mlir allocates it): one pointer
+     * for all buffers, and their offsets are i64 constants, which the
+     * splitter passes to parts as arguments (lower/split.c), so that parts
+     * differing only in which buffers they use are one function. */
+    uint32_t slot = frame_slot(em, bytes, releasable);
+    if (slot == UINT32_MAX || root >= em->num_roots) {
+      em_fail(em, TSR_OOM());
+      slot = 0;
+    } else {
+      em->roots[root].slot = slot + 1;
+    }
+    ssa_t c = em_cint(em, "i64", 0, em->num_slots ? em->slots[slot].off : 0);
+    ssa_t oi = em_fresh(em);
+    tsr_strbuf_printf(&em->pro, "    %s = arith.index_cast %s : i64 to index\n", oi.s, c.s);
+    tsr_strbuf_printf(&em->pro, "    %s = memref.view %%tsr_frame[%s][] : memref<?xi8> to %s\n",
+                      name.s, oi.s, rt.s);
+  } else {
+    tsr_strbuf_printf(&em->pro, "    %s = memref.alloc() {alignment = 64 : i64} : %s\n",
+                      name.s, rt.s);
+    tsr_strbuf_printf(&em->epi, "    memref.dealloc %s : %s\n", name.s, rt.s);
+  }
   int64_t strides[TSR_MAX_RANK];
   em_dense_strides(rank, dims, strides);
   tsr_strbuf_t *saved = em->cur;
@@ -787,4 +887,75 @@ void em_nest(emitter_t *em, uint32_t rank, const dimv_t *ext, uint32_t lanes,
     em_close(em, "}");
   }
   while (opened-- > 0) em_close(em, "}");
+}
+
+/* ---- Frame slots' lifetimes -------------------------------------------------- */
+
+static bool push_ref(emitter_t *em, slot_ref_t r) {
+  if (em->num_slot_refs == em->slot_refs_cap) {
+    uint32_t cap = em->slot_refs_cap ? 2 * em->slot_refs_cap : 64;
+    slot_ref_t *p = tsr_realloc(em->slot_refs, (size_t)cap * sizeof *p);
+    if (!p) return false;
+    em->slot_refs = p;
+    em->slot_refs_cap = cap;
+  }
+  em->slot_refs[em->num_slot_refs++] = r;
+  return true;
+}
+
+void em_hold(emitter_t *em, const tsr_value_t *v, uint32_t root) {
+  if (root >= em->num_roots || !em->roots[root].slot || !em->last_user) return;
+  uint32_t k = em->roots[root].slot - 1;
+  frame_slot_t *s = &em->slots[k];
+  if (!s->releasable || s->pinned) return;
+  const tsr_region_t *home = v->def ? v->def->parent : v->owner;
+  const tsr_op_t *after = em->last_user[v->id];
+  if (!after && v->def) after = v->def; /* no use: dead after its definition */
+  if (!s->region) s->region = home;
+  /* A holder of another region (a loop's result holding its carry, ...) or
+   * without an op to release it after: the slot is kept for good. */
+  if (!home || home != s->region || !after || em->escapes[v->id]) {
+    s->pinned = true;
+    return;
+  }
+  if (!push_ref(em, (slot_ref_t){after, k})) {
+    em_fail(em, TSR_OOM());
+    return;
+  }
+  s->refs++;
+}
+
+static void hold_leaves(emitter_t *em, const tsr_value_t *v, const expr_t *e) {
+  if (!e) return;
+  if (e->kind == EX_MEM || e->kind == EX_BCAST) em_hold(em, v, e->mem.root);
+  if (e->kind == EX_MEM) hold_leaves(em, v, e->mask);
+  for (uint32_t i = 0; i < e->nargs; i++) hold_leaves(em, v, e->args[i]);
+}
+
+void em_hold_expr(emitter_t *em, const tsr_value_t *v, const expr_t *e) {
+  hold_leaves(em, v, e);
+}
+
+void em_release_after(emitter_t *em, const tsr_op_t *op) {
+  for (uint32_t i = 0; i < em->num_slot_refs;) {
+    slot_ref_t r = em->slot_refs[i];
+    if (r.after != op) {
+      i++;
+      continue;
+    }
+    em->slot_refs[i] = em->slot_refs[--em->num_slot_refs];
+    frame_slot_t *s = &em->slots[r.slot];
+    if (--s->refs > 0 || s->pinned) continue;
+    if (em->num_free == em->free_cap) {
+      uint32_t cap = em->free_cap ? 2 * em->free_cap : 64;
+      uint32_t *f = tsr_realloc(em->free_slots, (size_t)cap * sizeof *f);
+      if (!f) {
+        em_fail(em, TSR_OOM());
+        return;
+      }
+      em->free_slots = f;
+      em->free_cap = cap;
+    }
+    em->free_slots[em->num_free++] = r.slot;
+  }
 }
