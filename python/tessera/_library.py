@@ -125,7 +125,9 @@ def generate(entry: str, **values: Any) -> Kernel:
     fn, _ = _entry(entry)
     p = params(entry, **values)
     out = c_void_p()
-    _raise_status(fn(ctypes.byref(p), ctypes.byref(out)))
+    status = fn(ctypes.byref(p), ctypes.byref(out))
+    if status:
+        _raise_status(status)
     module = Module._from_handle(out.value, f"tessera/kernels/{entry}")
     return module.kernels[0]
 

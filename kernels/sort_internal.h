@@ -1,0 +1,84 @@
+/* The sorting network shared by kernels/sort.c and kernels/topk.c: how a
+ * sort along one axis is tiled into blocks, the order-preserving i32 keys,
+ * and the bitonic network on a block (docs/kernels.md, "Sort and top-k").
+ * Internal to libtessera's kernel library. */
+#ifndef TESSERA_KERNELS_SORT_INTERNAL_H
+#define TESSERA_KERNELS_SORT_INTERNAL_H
+
+#include "kernels/kbuild.h"
+
+/* How a sort along `axis` of an array is cut into blocks: the whole axis
+ * (padded to the power of two `p`) in every block, the other dimensions
+ * tiled (the last two by multiples of 128 and 8, the others squeezed), a
+ * grid over the tiles, all parallel. */
+typedef struct sort_layout {
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+  uint32_t axis;                /* normalised */
+  int64_t n;                    /* dims[axis] */
+  int64_t p;                    /* the network's length: a power of two >= n */
+  int64_t block[TSR_MAX_RANK];  /* TSR_SQUEEZED where squeezed */
+  uint32_t grid_rank;
+  int64_t grid[TSR_MAX_RANK];
+  uint32_t grid_dim_of[TSR_MAX_RANK]; /* array dim -> grid dim (non-axis dims) */
+  uint32_t vis_rank;            /* the block as the body sees it (rank >= 2) */
+  int64_t vis[TSR_MAX_RANK];
+  uint32_t vis_axis;
+  bool reshape_1d;              /* a rank-1 block seen as (1, p) */
+} sort_layout_t;
+
+/* Plans the layout; `bytes_per_position` is what one position of a block
+ * costs in VMEM (operands double-buffered plus the network's values).
+ * `entry` names the generator in messages. TSR_INVALID_ARGUMENT for a bad
+ * shape or axis, TSR_UNIMPLEMENTED when even the smallest block is over
+ * `budget`. */
+tsr_status_t sort_layout_plan(uint32_t rank, const int64_t *dims, int32_t axis,
+                              int64_t bytes_per_position, int64_t budget, const char *entry,
+                              sort_layout_t *out);
+
+/* Declares an in/out operand of the layout; `axis_size` > 0 replaces the
+ * axis's extent (top-k's outputs: the array and its block take k). */
+tsr_ir_value_t *sort_operand(kb_t *b, const sort_layout_t *l, tsr_ir_role_t role,
+                             const char *name, tsr_dtype_t dtype, int64_t axis_size);
+/* Loads a whole block as the network's (vis) shape; stores one back. */
+tsr_ir_value_t *sort_load(kb_t *b, const sort_layout_t *l, tsr_ir_value_t *ref);
+void sort_store(kb_t *b, const sort_layout_t *l, tsr_ir_value_t *ref, tsr_ir_value_t *value);
+
+/* Key orders. */
+typedef enum sort_order {
+  SORT_ORDER_LAX,   /* jax.lax.sort: NaNs (either sign) after +inf */
+  SORT_ORDER_TOTAL, /* the IEEE total order of the bits (jax.lax.top_k):
+                       -NaN < -inf < ... < -0 < +0 < ... < +inf < NaN */
+} sort_order_t;
+
+/* The i32 key of a block `v` of `dtype` (any of the library's dtypes but
+ * i1): signed comparison of keys is the order. `canonical`: keys of equal
+ * values are equal (-0.0 == +0.0, all NaNs one key; not invertible);
+ * else invertible (sort_from_key). `descending` reverses the order. */
+tsr_ir_value_t *sort_key(kb_t *b, tsr_ir_value_t *v, tsr_dtype_t dtype, sort_order_t order,
+                         bool canonical, bool descending);
+tsr_ir_value_t *sort_from_key(kb_t *b, tsr_ir_value_t *key, tsr_dtype_t dtype,
+                              sort_order_t order, bool descending);
+/* A block as i32 bits carried through the network, and back. */
+tsr_ir_value_t *sort_to_payload(kb_t *b, tsr_ir_value_t *v, tsr_dtype_t dtype);
+tsr_ir_value_t *sort_from_payload(kb_t *b, tsr_ir_value_t *v, tsr_dtype_t dtype);
+
+enum { SORT_MAX_ARRAYS = 16 };
+
+/* Sorts the i32 blocks arrays[0..m) (vis shape) in place along the layout's
+ * axis with a bitonic network in loops (the shifts are values, so the body
+ * is the same ~10 + 4m ops for any length): ascending by the first `nk`
+ * arrays compared lexicographically; the others follow. Positions >= n
+ * must already hold keys that sort last. */
+void sort_network(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint32_t m,
+                  uint32_t nk);
+
+/* The index of each position along the axis (i32, vis shape). */
+tsr_ir_value_t *sort_positions(kb_t *b, const sort_layout_t *l);
+/* `key` where the position is < n, INT32_MAX in the padding. */
+tsr_ir_value_t *sort_pad_key(kb_t *b, const sort_layout_t *l, tsr_ir_value_t *positions,
+                             tsr_ir_value_t *key);
+
+bool sort_dtype_supported(tsr_dtype_t dtype);
+
+#endif /* TESSERA_KERNELS_SORT_INTERNAL_H */
