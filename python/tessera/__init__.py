@@ -18,11 +18,13 @@ from ._api import (CacheWarning, CancelToken, CompileError, Context, Diagnostic,
                    RunResult, RunStats, backend_names, compile, default_context, dtypes,
                    numpy_dtype, run)
 
+from ._sort import argsort, sort, sort_multiple, top_k
+
 __version__ = "0.1.0"
 
 __all__ = [
     "CacheWarning", "CancelToken", "CompileError", "Context", "Diagnostic", "Executable",
-    "Kernel", "KernelError", "KernelWarning", "LibraryNotFound", "Module", "Operand",
+    "Kernel", "KernelError", "argsort", "sort", "sort_multiple", "top_k", "KernelWarning", "LibraryNotFound", "Module", "Operand",
     "RunResult", "RunStats", "TesseraError", "backend_names", "compile",
     "default_context", "dtypes", "library_path", "numpy_dtype", "run",
 ]
