@@ -334,7 +334,8 @@ void sort_network(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint
   tsr_ir_value_t *cur[SORT_MAX_ARRAYS];
   for (uint32_t a = 0; a < m; a++) cur[a] = kb_for_carried(&outer, a);
   tsr_ir_value_t *k = kb_binary(b, "shl", one, lk);
-  tsr_ir_value_t *desc = kb_compare(b, "ne", kb_binary(b, "and", pos, k), zero);
+  tsr_ir_value_t *asc = kb_compare(b, "eq", kb_binary(b, "and", pos, k), zero);
+  tsr_ir_value_t *desc = minmax ? NULL : kb_unary(b, "not", asc);
   tsr_ir_value_t *lk_minus_1 = kb_binary(b, "sub", lk, one);
 
   kb_for_t inner = kb_begin_for(b, zero, lk, cur, m);
@@ -345,7 +346,9 @@ void sort_network(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint
   tsr_ir_value_t *j = kb_binary(b, "shl", one, kb_binary(b, "sub", lk_minus_1, t));
   tsr_ir_value_t *up = kb_binary(b, "sub", kb_i32(b, l->p), j);
   tsr_ir_value_t *lower = kb_compare(b, "eq", kb_binary(b, "and", pos, j), zero);
-  tsr_ir_value_t *want_min = kb_binary(b, "xor", lower, desc);
+  /* i1 logic, no select of i1 blocks: Mosaic cannot lay those out
+   * ("Invalid input layout" on the arith.extsi it makes of them). */
+  tsr_ir_value_t *want_max = kb_binary(b, "xor", lower, asc);
   for (uint32_t a = 0; a < m; a++) {
     tsr_ir_value_t *above = kb_roll(b, x[a], up, ax); /* x[i + j] */
     tsr_ir_value_t *below = kb_roll(b, x[a], j, ax);  /* x[i - j] */
@@ -354,11 +357,13 @@ void sort_network(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint
   if (minmax) {
     tsr_ir_value_t *lo = kb_binary(b, "min", x[0], partner[0]);
     tsr_ir_value_t *hi = kb_binary(b, "max", x[0], partner[0]);
-    next[0] = kb_select(b, want_min, lo, hi);
+    next[0] = kb_select(b, want_max, hi, lo);
   } else {
     tsr_ir_value_t *partner_less = lex_less(b, partner, x, nk);
     tsr_ir_value_t *self_less = lex_less(b, x, partner, nk);
-    tsr_ir_value_t *take = kb_select(b, want_min, partner_less, self_less);
+    tsr_ir_value_t *want_min = kb_binary(b, "xor", lower, desc);
+    tsr_ir_value_t *take = kb_binary(b, "or", kb_binary(b, "and", want_min, partner_less),
+                                     kb_binary(b, "and", want_max, self_less));
     for (uint32_t a = 0; a < m; a++) next[a] = kb_select(b, take, partner[a], x[a]);
   }
   kb_end_for(b, &inner, next, m);
