@@ -24,6 +24,8 @@ static const char main_help[] =
     "  hash    print the cache key of each kernel (--explain: its parts)\n"
     "  lower   print a kernel lowered to MLIR for the CPU (--stage mlir|llvm)\n"
     "  cache   the disk cache: stats, clear, verify\n"
+    "  sort    sort .npy arrays along an axis (argsort, several keys, stable)\n"
+    "  topk    the k largest (or smallest) elements of a .npy array and where\n"
     "  help    show the help of a command: tessera help run\n"
     "\n"
     "Options:\n"
@@ -55,6 +57,8 @@ static const command_t commands[] = {
     {"hash", cmd_hash, cmd_hash_help},
     {"lower", cmd_lower, cmd_lower_help},
     {"cache", cmd_cache, cmd_cache_help},
+    {"sort", cmd_sort, cmd_sort_help},
+    {"topk", cmd_topk, cmd_topk_help},
 };
 
 static const command_t *find_command(const char *name) {
