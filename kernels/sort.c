@@ -297,8 +297,8 @@ tsr_ir_value_t *sort_pad_key(kb_t *b, const sort_layout_t *l, tsr_ir_value_t *po
 /* ---- the network ---- */
 
 /* a < b lexicographically over the first nk arrays. */
-static tsr_ir_value_t *lex_less(kb_t *b, tsr_ir_value_t *const *a, tsr_ir_value_t *const *c,
-                                uint32_t nk) {
+tsr_ir_value_t *sort_lex_less(kb_t *b, tsr_ir_value_t *const *a, tsr_ir_value_t *const *c,
+                              uint32_t nk) {
   tsr_ir_value_t *r = kb_compare(b, "lt", a[nk - 1], c[nk - 1]);
   for (uint32_t k = nk - 1; k-- > 0;) {
     tsr_ir_value_t *tie = kb_binary(b, "and", kb_compare(b, "eq", a[k], c[k]), r);
@@ -315,6 +315,11 @@ static tsr_ir_value_t *lex_less(kb_t *b, tsr_ir_value_t *const *a, tsr_ir_value_
  * dynamic shifts, so one loop body serves every stage. */
 void sort_network(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint32_t m,
                   uint32_t nk) {
+  sort_network_levels(b, l, arrays, m, nk, 1);
+}
+
+void sort_network_levels(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint32_t m,
+                         uint32_t nk, int64_t first_level) {
   if (l->p <= 1 || !kb_ok(b)) return;
   if (m > SORT_MAX_ARRAYS) {
     kb_fail(b, TSR_STATUS(TSR_UNIMPLEMENTED, "sort: %u arrays in the network (at most %d)", m,
@@ -329,7 +334,7 @@ void sort_network(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint
   /* A single key without followers: min and max instead of compares. */
   bool minmax = nk == 1 && m == 1;
 
-  kb_for_t outer = kb_begin_for(b, one, kb_i32(b, levels + 1), arrays, m);
+  kb_for_t outer = kb_begin_for(b, kb_i32(b, first_level), kb_i32(b, levels + 1), arrays, m);
   tsr_ir_value_t *lk = kb_for_iv(&outer);
   tsr_ir_value_t *cur[SORT_MAX_ARRAYS];
   for (uint32_t a = 0; a < m; a++) cur[a] = kb_for_carried(&outer, a);
@@ -359,8 +364,8 @@ void sort_network(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint
     tsr_ir_value_t *hi = kb_binary(b, "max", x[0], partner[0]);
     next[0] = kb_select(b, want_max, hi, lo);
   } else {
-    tsr_ir_value_t *partner_less = lex_less(b, partner, x, nk);
-    tsr_ir_value_t *self_less = lex_less(b, x, partner, nk);
+    tsr_ir_value_t *partner_less = sort_lex_less(b, partner, x, nk);
+    tsr_ir_value_t *self_less = sort_lex_less(b, x, partner, nk);
     tsr_ir_value_t *want_min = kb_binary(b, "xor", lower, desc);
     tsr_ir_value_t *take = kb_binary(b, "or", kb_binary(b, "and", want_min, partner_less),
                                      kb_binary(b, "and", want_max, self_less));
@@ -399,6 +404,9 @@ tsr_status_t tsr_kernels_sort(const tsr_kernels_sort_params_t *params,
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "sort: params and out_module must not be NULL");
   tsr_status_t s = check_params(params);
   if (s) return s;
+  int64_t merge_block = 0;
+  if (sort_merge_wanted(params, &merge_block))
+    return sort_merge_generate(params, merge_block, out_module);
   const uint32_t n_ops = params->num_operands, nk_user = params->num_keys;
   /* Arrays of the network: keys first (the user's, then maybe the index),
    * then payloads. A float key is canonical (-0.0 == +0.0, one NaN) when

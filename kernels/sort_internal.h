@@ -72,6 +72,23 @@ enum { SORT_MAX_ARRAYS = 16 };
  * must already hold keys that sort last. */
 void sort_network(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint32_t m,
                   uint32_t nk);
+/* The network's levels first_level..log2(p) only: with first_level =
+ * log2(p), the last merge (every run ascending, min to the lower position,
+ * no exchange on ties): it sorts a block whose two halves are a bitonic
+ * sequence. */
+void sort_network_levels(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint32_t m,
+                         uint32_t nk, int64_t first_level);
+/* a < c lexicographically over the first nk arrays (i1). */
+tsr_ir_value_t *sort_lex_less(kb_t *b, tsr_ir_value_t *const *a, tsr_ir_value_t *const *c,
+                              uint32_t nk);
+
+/* The multi-block sort (kernels/sort_merge.c) of rows longer than a block:
+ * blocks sorted in VMEM, then merged through HBM by DMAs. */
+tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_t block,
+                                 tsr_ir_module_t **out_module);
+/* Whether tsr_kernels_sort takes the multi-block path, and its block (a
+ * power of two), for these params. */
+bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_block);
 
 /* The index of each position along the axis (i32, vis shape). */
 tsr_ir_value_t *sort_positions(kb_t *b, const sort_layout_t *l);
