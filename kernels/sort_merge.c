@@ -159,9 +159,11 @@ static void load_arrays(merge_t *g, int set, tsr_ir_value_t *c, bool phase1, arr
     out->value_from[i] = g->canonical[i] ? -1 : (int32_t)(out->m - 1);
     out->from_key[i] = !g->canonical[i];
   }
-  if (index_key) {
+  if (index_key) { /* padding last also among equal keys (its stored index is stale) */
     out->index_at = (int32_t)out->m;
-    out->a[out->m++] = index;
+    out->a[out->m++] = phase1 ? index : kb_select(b, pad, kb_const_i(b, index ? index->type :
+                                                  tsr_ir_type_scalar(TSR_DTYPE_I32), INT32_MAX),
+                                                  index);
   }
   out->nk = out->m;
   for (uint32_t i = 0; i < g->n_ops; i++) {
