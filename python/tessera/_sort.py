@@ -55,13 +55,17 @@ def _run_sort(operands: Sequence[np.ndarray], num_keys: int, axis: int, descendi
     dtypes = [_dtype_name(o, f"operand {i}") for i, o in enumerate(operands)]
     if not 1 <= num_keys <= len(operands):
         raise ValueError(f"tessera: num_keys must be 1..{len(operands)}, got {num_keys}")
+    # Stable sorts ask for the indices too: rows longer than a block keep
+    # the input positions there between merge passes (docs/kernels.md).
+    with_indices = bool(return_indices or stable)
     exe = _library.executable("sort", backend, context, shape=shape, dtypes=dtypes,
                               num_keys=num_keys, axis=_normalise_axis(axis, len(shape)),
                               descending=bool(descending), stable=bool(stable),
-                              return_indices=bool(return_indices),
+                              return_indices=with_indices,
                               vmem_budget_bytes=int(vmem_budget_bytes))
     out = exe(*operands)
-    return out if isinstance(out, tuple) else (out,)
+    out = out if isinstance(out, tuple) else (out,)
+    return out if return_indices or not with_indices else out[:-1]
 
 
 def sort(x: Any, *, axis: int = -1, descending: bool = False, stable: bool = False,

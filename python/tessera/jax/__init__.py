@@ -35,15 +35,21 @@ from typing import Any
 __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
            "KernelError", "lower_to_tsr", "cache_info", "cache_clear", "supported_primitives",
            "option_names", "enable_globally", "InterpretParams",
-           "tpu_call", "TpuCall", "mosaic_module", "chips"]
+           "tpu_call", "TpuCall", "mosaic_module", "chips", "sort", "argsort", "top_k"]
 
 _TPU_NAMES = ("tpu_call", "TpuCall", "mosaic_module", "chips")
+_SORT_NAMES = ("sort", "argsort", "top_k")
 
 
 def __getattr__(name: str) -> Any:
     if name in _TPU_NAMES:
         from . import _tpu
         value = getattr(_tpu, name)
+        globals()[name] = value
+        return value
+    if name in _SORT_NAMES:
+        from . import _sort
+        value = getattr(_sort, name)
         globals()[name] = value
         return value
     if name in __all__:
