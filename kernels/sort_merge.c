@@ -76,14 +76,14 @@ typedef struct merge {
   tsr_ir_value_t *buf[2][TSR_KERNELS_MAX_OPERANDS], *idx_buf[2];
   tsr_ir_value_t *sem;
   tsr_ir_value_t *lead[TSR_MAX_RANK]; /* program ids of the leading dims */
-  /* A block in the network is (R, L) = (B / L, L), column-major: element
-   * e at (e mod R, e / R), so partners at distances below R are rolls
-   * along the rows (sublanes) and the others, after a transpose to
+  /* A block in the network is (R, L) = (128, B / 128), column-major:
+   * element e at (e mod R, e / R), so partners at distances below R are
+   * rolls along the rows (sublanes) and the others, after a transpose to
    * (L, R), rolls along that one's rows too: never along the lanes. */
   int64_t rows, lanes;
   int log_r;
   tsr_ir_value_t *pos, *pos_t; /* e in the (R, L) and (L, R) layouts */
-  tsr_ir_value_t *rev_r, *rev_l; /* R-1-row, L-1-lane: a block reversed */
+  tsr_ir_value_t *row_iota, *rev_l; /* the row; L-1-lane: a block reversed */
   bool canonical[TSR_KERNELS_MAX_OPERANDS];
   uint32_t payloads;
   bool padded;
@@ -231,10 +231,18 @@ static void net_levels(merge_t *g, tsr_ir_value_t **arrays, uint32_t m, uint32_t
   for (uint32_t a = 0; a < m; a++) arrays[a] = kb_for_result(&level, a);
 }
 
-/* A block reversed (element e to B-1-e): both axes of (R, L). */
+/* A block reversed (element e to B-1-e): both axes of (R, L). The rows by
+ * a swap network (row ^ (R-1) as one exchange per bit, rolls along the
+ * rows), the lanes by a gather within a row: Mosaic gathers within one
+ * vreg only ("Multiple source vregs along gather dimension" across rows). */
 static tsr_ir_value_t *reverse(merge_t *g, tsr_ir_value_t *v) {
   kb_t *b = &g->b;
-  if (g->rows > 1) v = kb_gather(b, v, g->rev_r, 0);
+  for (int64_t bit = 1; bit < g->rows; bit <<= 1) {
+    tsr_ir_value_t *clear = kb_compare(b, "eq", kb_binary(b, "and", g->row_iota, kb_i32(b, bit)),
+                                       kb_i32(b, 0));
+    v = kb_select(b, clear, kb_roll(b, v, kb_i32(b, g->rows - bit), 0),
+                  kb_roll(b, v, kb_i32(b, bit), 0));
+  }
   if (g->lanes > 1) v = kb_gather(b, v, g->rev_l, 1);
   return v;
 }
@@ -344,8 +352,10 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   if (g.nk_user + g.payloads + 1 > SORT_MAX_ARRAYS)
     return TSR_STATUS(TSR_UNIMPLEMENTED, "sort: %u operands with these options need more than "
                       "the %d arrays the network carries", g.n_ops, SORT_MAX_ARRAYS);
-  g.lanes = block < 128 ? block : 128;
-  g.rows = block / g.lanes;
+  /* R = 128 rows: loading is then a reshape to (B/128, 128), which keeps
+   * the lanes whole (Mosaic refuses other shape casts), and a transpose. */
+  g.rows = block < 128 ? block : 128;
+  g.lanes = block / g.rows;
   g.log_r = log2_of(g.rows);
   kb_t *b = &g.b;
   kb_begin(b, "sort");
@@ -397,7 +407,7 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
                     kb_binary(b, "mul", kb_iota(b, rl_t, 1), kb_const_i(b, rl_t, g.rows)));
   g.pos_t = kb_binary(b, "add", kb_iota(b, lr_t, 1),
                       kb_binary(b, "mul", kb_iota(b, lr_t, 0), kb_const_i(b, lr_t, g.rows)));
-  g.rev_r = kb_binary(b, "sub", kb_const_i(b, rl_t, g.rows - 1), kb_iota(b, rl_t, 0));
+  g.row_iota = kb_iota(b, rl_t, 0);
   g.rev_l = kb_binary(b, "sub", kb_const_i(b, rl_t, g.lanes - 1), kb_iota(b, rl_t, 1));
   int64_t blocks = g.full_blocks + (g.rem ? 1 : 0);
   int log_b = log2_of(block), levels = log2_of(g.p);

@@ -47,12 +47,13 @@ CASES = {
 
 #: Cases libtpu or the emitter refuses, with a substring of the error.
 #: The multi-block sort (kernels/sort_merge.c) does not compile for TPUs
-#: yet: its flip step reverses a block with a `gather`, which Mosaic lowers
-#: within one vreg only, and its DMAs take a row of a 2-D HBM array by a
-#: point index, which Mosaic wants aligned to the HBM tiling. docs/kernels.md.
+#: yet: its DMAs' dynamic offsets (block c at c * B) are not proved aligned
+#: (Pallas's pl.multiple_of, tpu.assume_multiple, has no tessera op), and a
+#: row of a 2-D HBM array taken by a point index is not aligned to the HBM
+#: tiling. docs/kernels.md, "Not covered".
 XFAIL: dict[str, tuple[str, str]] = {
     "sort_multiblock": ("compile", "Offsets along tiled dimensions must be aligned to tiles"),
-    "sort_multiblock_rank1_stable": ("compile", "Multiple source vregs along gather dimension"),
+    "sort_multiblock_rank1_stable": ("compile", "multiple of the word size"),
 }
 
 
