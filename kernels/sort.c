@@ -321,6 +321,16 @@ void sort_network(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint
 void sort_network_levels(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint32_t m,
                          uint32_t nk, int64_t first_level) {
   if (l->p <= 1 || !kb_ok(b)) return;
+  if (l->vis_axis + 1 == l->vis_rank && sort_tile_fits(l->p, l->vis_rank - 1)) {
+    /* rows on the lanes: as (128, p/128) tiles, no roll along the lanes */
+    sort_tile_t t;
+    sort_tile_init(b, &t, l->vis_rank - 1, l->vis, l->p);
+    for (uint32_t a = 0; a < m; a++) arrays[a] = sort_tile_from_line(b, &t, arrays[a]);
+    sort_tile_levels(b, &t, arrays, m, nk, first_level);
+    for (uint32_t a = 0; a < m; a++)
+      arrays[a] = sort_tile_to_line(b, &t, arrays[a], vis_type(l, TSR_DTYPE_I32));
+    return;
+  }
   if (m > SORT_MAX_ARRAYS) {
     kb_fail(b, TSR_STATUS(TSR_UNIMPLEMENTED, "sort: %u arrays in the network (at most %d)", m,
                           SORT_MAX_ARRAYS));

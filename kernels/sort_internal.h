@@ -82,6 +82,35 @@ void sort_network_levels(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **array
 tsr_ir_value_t *sort_lex_less(kb_t *b, tsr_ir_value_t *const *a, tsr_ir_value_t *const *c,
                               uint32_t nk);
 
+/* A line of p positions (p a power of two >= 256) as a column-major
+ * (R, L) = (128, p/128) tile behind `lead` dims (kernels/sort_tile.c):
+ * position e at row e mod R, lane e / R. Exchanges at distances below R
+ * are rolls along the rows; the others, rolls along the rows of the
+ * transposed tile: no roll along the lanes, which the cpu backend's
+ * lowering makes a scalar loop, and for Mosaic the load is a reshape that
+ * keeps the lanes whole then a transpose. */
+typedef struct sort_tile {
+  uint32_t rank;               /* lead rank + 2 */
+  int64_t dims[TSR_MAX_RANK];  /* lead..., R, L */
+  int64_t p, rows, lanes;
+  int log_r;
+  tsr_ir_value_t *pos, *pos_t; /* positions in the (R, L) and (L, R) layouts */
+  tsr_ir_value_t *row_iota;    /* the row, (R, L) layout */
+} sort_tile_t;
+
+bool sort_tile_fits(int64_t p, uint32_t lead_rank);
+void sort_tile_init(kb_t *b, sort_tile_t *t, uint32_t lead_rank, const int64_t *lead,
+                    int64_t p);
+/* (lead..., p) -> (lead..., R, L); and back to `line` (its dtype is v's). */
+tsr_ir_value_t *sort_tile_from_line(kb_t *b, const sort_tile_t *t, tsr_ir_value_t *v);
+tsr_ir_value_t *sort_tile_to_line(kb_t *b, const sort_tile_t *t, tsr_ir_value_t *v,
+                                  tsr_ir_type_t line);
+/* Transposes the last two dims. */
+tsr_ir_value_t *sort_tile_transpose(kb_t *b, tsr_ir_value_t *v);
+/* The network's levels first_level..log2(p) on tiles. */
+void sort_tile_levels(kb_t *b, const sort_tile_t *t, tsr_ir_value_t **arrays, uint32_t m,
+                      uint32_t nk, int64_t first_level);
+
 /* The multi-block sort (kernels/sort_merge.c) of rows longer than a block:
  * blocks sorted in VMEM, then merged through HBM by DMAs. */
 tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_t block,

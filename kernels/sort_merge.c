@@ -76,14 +76,8 @@ typedef struct merge {
   tsr_ir_value_t *buf[2][TSR_KERNELS_MAX_OPERANDS], *idx_buf[2];
   tsr_ir_value_t *sem;
   tsr_ir_value_t *lead[TSR_MAX_RANK]; /* program ids of the leading dims */
-  /* A block in the network is (R, L) = (128, B / 128), column-major:
-   * element e at (e mod R, e / R), so partners at distances below R are
-   * rolls along the rows (sublanes) and the others, after a transpose to
-   * (L, R), rolls along that one's rows too: never along the lanes. */
-  int64_t rows, lanes;
-  int log_r;
-  tsr_ir_value_t *pos, *pos_t; /* e in the (R, L) and (L, R) layouts */
-  tsr_ir_value_t *row_iota, *rev_l; /* the row; L-1-lane: a block reversed */
+  sort_tile_t tile;      /* a block in the network: (128, B/128), sort_tile.c */
+  tsr_ir_value_t *rev_l; /* L-1-lane: a block's lanes reversed */
   bool canonical[TSR_KERNELS_MAX_OPERANDS];
   uint32_t payloads;
   bool padded;
@@ -141,94 +135,14 @@ static void move_block(merge_t *g, int set, tsr_ir_value_t *c, bool to_vmem, boo
   }
 }
 
-static tsr_ir_value_t *transpose(kb_t *b, tsr_ir_value_t *v) {
-  if (!v) return NULL;
-  int64_t dims[2] = {v->type.dims[1], v->type.dims[0]}, perm[2] = {1, 0};
-  tsr_ir_type_t t = kb_vec((tsr_dtype_t)v->type.dtype, 2, dims);
-  tsr_ir_op_params_t p = {.mnemonic = "transpose", .operands = &v, .num_operands = 1,
-                          .result_types = &t, .num_results = 1, .ints = perm, .num_ints = 2};
-  return kb_op(b, &p, NULL);
-}
-
-/* (1, B) as loaded -> the network's (R, L), and back. */
+/* (1, B) as loaded -> the network's (R, L) tile, and back. */
 static tsr_ir_value_t *to_net(merge_t *g, tsr_ir_value_t *v) {
-  if (!v) return NULL;
-  int64_t lr[2] = {g->lanes, g->rows};
-  return transpose(&g->b, kb_reshape(&g->b, v, kb_vec((tsr_dtype_t)v->type.dtype, 2, lr)));
+  return sort_tile_from_line(&g->b, &g->tile, v);
 }
 
 static tsr_ir_value_t *from_net(merge_t *g, tsr_ir_value_t *v) {
-  if (!v) return NULL;
   int64_t one_b[2] = {1, g->block};
-  return kb_reshape(&g->b, transpose(&g->b, v), kb_vec((tsr_dtype_t)v->type.dtype, 2, one_b));
-}
-
-/* One compare-exchange stage of distance `shift` along axis 0 of `x`
- * (pos: the elements' positions in x's layout; j: the distance in
- * positions; asc: the ascending runs' mask in x's layout). */
-static void stage(merge_t *g, tsr_ir_value_t **x, uint32_t m, uint32_t nk, tsr_ir_value_t *pos,
-                  tsr_ir_value_t *asc, tsr_ir_value_t *j, tsr_ir_value_t *shift, int64_t len) {
-  kb_t *b = &g->b;
-  tsr_ir_value_t *zero = kb_i32(b, 0);
-  tsr_ir_value_t *up = kb_binary(b, "sub", kb_i32(b, len), shift);
-  tsr_ir_value_t *lower = kb_compare(b, "eq", kb_binary(b, "and", pos, j), zero);
-  tsr_ir_value_t *want_max = kb_binary(b, "xor", lower, asc);
-  tsr_ir_value_t *partner[SORT_MAX_ARRAYS + 2] = {0};
-  for (uint32_t a = 0; a < m; a++)
-    partner[a] = kb_select(b, lower, kb_roll(b, x[a], up, 0), kb_roll(b, x[a], shift, 0));
-  if (m == 1 && nk == 1) {
-    x[0] = kb_select(b, want_max, kb_binary(b, "max", x[0], partner[0]),
-                     kb_binary(b, "min", x[0], partner[0]));
-    return;
-  }
-  tsr_ir_value_t *want_min = kb_unary(b, "not", want_max);
-  tsr_ir_value_t *take = kb_binary(b, "or", kb_binary(b, "and", want_min,
-                                                      sort_lex_less(b, partner, x, nk)),
-                                   kb_binary(b, "and", want_max, sort_lex_less(b, x, partner, nk)));
-  for (uint32_t a = 0; a < m; a++) x[a] = kb_select(b, take, partner[a], x[a]);
-}
-
-/* The bitonic network's levels first..log B on a block's arrays (R, L):
- * per level, the distances >= R on the transposed arrays, then the others. */
-static void net_levels(merge_t *g, tsr_ir_value_t **arrays, uint32_t m, uint32_t nk,
-                       int first) {
-  kb_t *b = &g->b;
-  if (!kb_ok(b) || g->block <= 1) return;
-  int log_b = log2_of(g->block);
-  tsr_ir_value_t *one = kb_i32(b, 1), *zero = kb_i32(b, 0), *log_r = kb_i32(b, g->log_r);
-  kb_for_t level = kb_begin_for(b, kb_i32(b, first), kb_i32(b, log_b + 1), arrays, m);
-  tsr_ir_value_t *lk = kb_for_iv(&level);
-  tsr_ir_value_t *x[SORT_MAX_ARRAYS + 2] = {0};
-  for (uint32_t a = 0; a < m; a++) x[a] = kb_for_carried(&level, a);
-  tsr_ir_value_t *k = kb_binary(b, "shl", one, lk);
-  tsr_ir_value_t *asc = kb_compare(b, "eq", kb_binary(b, "and", g->pos, k), zero);
-  tsr_ir_value_t *asc_t = kb_compare(b, "eq", kb_binary(b, "and", g->pos_t, k), zero);
-  tsr_ir_value_t *big = kb_binary(b, "max", kb_binary(b, "sub", lk, log_r), zero);
-  tsr_ir_value_t *lk1 = kb_binary(b, "sub", lk, one);
-  /* distances j >= R: rows of the transposed arrays, by j / R */
-  if (g->lanes > 1) {
-    for (uint32_t a = 0; a < m; a++) x[a] = transpose(b, x[a]);
-    kb_for_t loop = kb_begin_for(b, zero, big, x, m);
-    tsr_ir_value_t *t = kb_for_iv(&loop), *y[SORT_MAX_ARRAYS + 2] = {0};
-    for (uint32_t a = 0; a < m; a++) y[a] = kb_for_carried(&loop, a);
-    tsr_ir_value_t *jlog = kb_binary(b, "sub", lk1, t);
-    stage(g, y, m, nk, g->pos_t, asc_t, kb_binary(b, "shl", one, jlog),
-          kb_binary(b, "shl", one, kb_binary(b, "sub", jlog, log_r)), g->lanes);
-    kb_end_for(b, &loop, y, m);
-    for (uint32_t a = 0; a < m; a++) x[a] = transpose(b, kb_for_result(&loop, a));
-  }
-  /* distances j < R: rows, by j */
-  if (g->rows > 1) {
-    kb_for_t loop = kb_begin_for(b, big, lk, x, m);
-    tsr_ir_value_t *t = kb_for_iv(&loop), *y[SORT_MAX_ARRAYS + 2] = {0};
-    for (uint32_t a = 0; a < m; a++) y[a] = kb_for_carried(&loop, a);
-    tsr_ir_value_t *j = kb_binary(b, "shl", one, kb_binary(b, "sub", lk1, t));
-    stage(g, y, m, nk, g->pos, asc, j, j, g->rows);
-    kb_end_for(b, &loop, y, m);
-    for (uint32_t a = 0; a < m; a++) x[a] = kb_for_result(&loop, a);
-  }
-  kb_end_for(b, &level, x, m);
-  for (uint32_t a = 0; a < m; a++) arrays[a] = kb_for_result(&level, a);
+  return sort_tile_to_line(&g->b, &g->tile, v, kb_vec(TSR_DTYPE_I32, 2, one_b));
 }
 
 /* A block reversed (element e to B-1-e): both axes of (R, L). The rows by
@@ -237,13 +151,14 @@ static void net_levels(merge_t *g, tsr_ir_value_t **arrays, uint32_t m, uint32_t
  * vreg only ("Multiple source vregs along gather dimension" across rows). */
 static tsr_ir_value_t *reverse(merge_t *g, tsr_ir_value_t *v) {
   kb_t *b = &g->b;
-  for (int64_t bit = 1; bit < g->rows; bit <<= 1) {
-    tsr_ir_value_t *clear = kb_compare(b, "eq", kb_binary(b, "and", g->row_iota, kb_i32(b, bit)),
+  const sort_tile_t *t = &g->tile;
+  for (int64_t bit = 1; bit < t->rows; bit <<= 1) {
+    tsr_ir_value_t *clear = kb_compare(b, "eq", kb_binary(b, "and", t->row_iota, kb_i32(b, bit)),
                                        kb_i32(b, 0));
-    v = kb_select(b, clear, kb_roll(b, v, kb_i32(b, g->rows - bit), 0),
+    v = kb_select(b, clear, kb_roll(b, v, kb_i32(b, t->rows - bit), 0),
                   kb_roll(b, v, kb_i32(b, bit), 0));
   }
-  if (g->lanes > 1) v = kb_gather(b, v, g->rev_l, 1);
+  if (t->lanes > 1) v = kb_gather(b, v, g->rev_l, 1);
   return v;
 }
 
@@ -253,7 +168,7 @@ static void load_arrays(merge_t *g, int set, tsr_ir_value_t *c, bool phase1, arr
   kb_t *b = &g->b;
   const tsr_kernels_sort_params_t *p = g->params;
   move_block(g, set, c, true, phase1);
-  tsr_ir_value_t *gpos = kb_binary(b, "add", g->pos, kb_binary(b, "mul", c, kb_i32(b, g->block)));
+  tsr_ir_value_t *gpos = kb_binary(b, "add", g->tile.pos, kb_binary(b, "mul", c, kb_i32(b, g->block)));
   tsr_ir_value_t *pad = kb_compare(b, "ge", gpos, kb_i32(b, g->n));
   tsr_ir_value_t *vals[TSR_KERNELS_MAX_OPERANDS];
   for (uint32_t i = 0; i < g->n_ops; i++) vals[i] = to_net(g, kb_load_all(b, g->buf[set][i]));
@@ -352,11 +267,6 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   if (g.nk_user + g.payloads + 1 > SORT_MAX_ARRAYS)
     return TSR_STATUS(TSR_UNIMPLEMENTED, "sort: %u operands with these options need more than "
                       "the %d arrays the network carries", g.n_ops, SORT_MAX_ARRAYS);
-  /* R = 128 rows: loading is then a reshape to (B/128, 128), which keeps
-   * the lanes whole (Mosaic refuses other shape casts), and a transpose. */
-  g.rows = block < 128 ? block : 128;
-  g.lanes = block / g.rows;
-  g.log_r = log2_of(g.rows);
   kb_t *b = &g.b;
   kb_begin(b, "sort");
   int64_t grid[TSR_MAX_RANK];
@@ -401,14 +311,9 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
       kb_store_all(b, g.idx_buf[set], kb_const_i(b, kb_vec(TSR_DTYPE_I32, 2, buf_dims), 0));
   }
   for (uint32_t d = 0; d + 1 < g.rank; d++) g.lead[d] = kb_program_id(b, d);
-  int64_t rl[2] = {g.rows, g.lanes}, lr[2] = {g.lanes, g.rows};
-  tsr_ir_type_t rl_t = kb_vec(TSR_DTYPE_I32, 2, rl), lr_t = kb_vec(TSR_DTYPE_I32, 2, lr);
-  g.pos = kb_binary(b, "add", kb_iota(b, rl_t, 0),
-                    kb_binary(b, "mul", kb_iota(b, rl_t, 1), kb_const_i(b, rl_t, g.rows)));
-  g.pos_t = kb_binary(b, "add", kb_iota(b, lr_t, 1),
-                      kb_binary(b, "mul", kb_iota(b, lr_t, 0), kb_const_i(b, lr_t, g.rows)));
-  g.row_iota = kb_iota(b, rl_t, 0);
-  g.rev_l = kb_binary(b, "sub", kb_const_i(b, rl_t, g.lanes - 1), kb_iota(b, rl_t, 1));
+  sort_tile_init(b, &g.tile, 0, NULL, block);
+  tsr_ir_type_t rl_t = kb_vec(TSR_DTYPE_I32, 2, g.tile.dims);
+  g.rev_l = kb_binary(b, "sub", kb_const_i(b, rl_t, g.tile.lanes - 1), kb_iota(b, rl_t, 1));
   int64_t blocks = g.full_blocks + (g.rem ? 1 : 0);
   int log_b = log2_of(block), levels = log2_of(g.p);
   arrays_t lo, hi;
@@ -417,7 +322,7 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   kb_for_t loop = begin_blocks(&g);
   tsr_ir_value_t *c = kb_for_iv(&loop);
   load_arrays(&g, 0, c, true, &lo);
-  net_levels(&g, lo.a, lo.m, lo.nk, 1);
+  sort_tile_levels(b, &g.tile, lo.a, lo.m, lo.nk, 1);
   store_arrays(&g, 0, c, &lo);
   kb_end_for(b, &loop, NULL, 0);
 
@@ -465,7 +370,7 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   loop = begin_blocks(&g);
   c = kb_for_iv(&loop);
   load_arrays(&g, 0, c, false, &lo);
-  net_levels(&g, lo.a, lo.m, lo.nk, log_b);
+  sort_tile_levels(b, &g.tile, lo.a, lo.m, lo.nk, log_b);
   store_arrays(&g, 0, c, &lo);
   kb_end_for(b, &loop, NULL, 0);
   kb_end_for(b, &level, NULL, 0);

@@ -78,7 +78,7 @@ def check_unstable(got, x, axis, descending=False):
 
 
 SHAPES = [(1,), (7,), (128,), (300,), (1, 1), (5, 1), (3, 17), (16, 128), (9, 200),
-          (2, 3, 33), (4, 5, 6)]
+          (2, 3, 33), (4, 5, 6), (2, 2100)]
 
 
 @pytest.mark.parametrize("dt", ALL, ids=str)

@@ -303,12 +303,29 @@ TSR_TEST(rows_longer_than_a_block_interp) {
   check_sort(&two, TSR_BACKEND_INTERP);
 }
 
+static void check_topk(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims, int32_t axis,
+                       int64_t k, bool smallest, tsr_backend_t backend);
+
+/* Rows of 2048 and more in one block: the (128, p/128) tiles. */
+TSR_TEST(tiled_rows_interp) {
+  sort_case_t cases[] = {
+      {2, {3, 2048, 0}, -1, 1, 1, {TSR_DTYPE_F32}, false, false, false, 0},
+      {2, {2, 2500, 0}, -1, 2, 1, {TSR_DTYPE_BF16, TSR_DTYPE_I8}, true, true, true, 0},
+      {1, {4097, 0, 0}, 0, 1, 1, {TSR_DTYPE_U32}, false, true, true, 0},
+      {3, {2, 2, 3000}, -1, 2, 2, {TSR_DTYPE_I16, TSR_DTYPE_F32}, false, false, true, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_sort(&cases[i], TSR_BACKEND_INTERP);
+  check_topk(TSR_DTYPE_F32, 2, (int64_t[]){3, 2100}, -1, 9, false, TSR_BACKEND_INTERP);
+}
+
 TSR_TEST(both_backends_agree_cpu) {
   sort_case_t cases[] = {
       {2, {5, 300, 0}, -1, 1, 1, {TSR_DTYPE_F32}, false, true, true, 0},
       {1, {128, 0, 0}, 0, 1, 1, {TSR_DTYPE_F32}, false, false, false, 0},
       {2, {40, 3, 0}, 0, 2, 1, {TSR_DTYPE_BF16, TSR_DTYPE_U32}, true, true, true, 0},
       {1, {1000, 0, 0}, 0, 1, 1, {TSR_DTYPE_I16}, true, true, true, 8192},
+      {2, {2, 2500, 0}, -1, 2, 1, {TSR_DTYPE_F32, TSR_DTYPE_I32}, false, true, true, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !skip_reason; i++)
     check_sort(&cases[i], TSR_BACKEND_CPU);
@@ -534,6 +551,7 @@ int main(void) {
   TSR_RUN(unstable_every_dtype_interp);
   TSR_RUN(random_shapes_and_axes_interp);
   TSR_RUN(rows_longer_than_a_block_interp);
+  TSR_RUN(tiled_rows_interp);
   TSR_RUN(nan_and_signed_zero_placement);
   TSR_RUN(topk_every_dtype_interp);
   TSR_RUN(bad_parameters_are_named);

@@ -18,6 +18,9 @@ CHIPS = ("v5e", "v6e")
 CASES = {
     "sort_f32_row128": ("sort", dict(shape=(1, 128), dtypes=["f32"])),
     "sort_f32_rows": ("sort", dict(shape=(64, 256), dtypes=["f32"])),
+    "sort_f32_tiles": ("sort", dict(shape=(16, 4096), dtypes=["f32"])),
+    "sort_kv_tiles_rank1": ("sort", dict(shape=(8192,), dtypes=["i32", "bf16"], stable=True,
+                                         return_indices=True)),
     "sort_f32_rank1": ("sort", dict(shape=(1024,), dtypes=["f32"])),
     "sort_f32_rank1_padded": ("sort", dict(shape=(1000,), dtypes=["f32"])),
     "sort_f32_padded": ("sort", dict(shape=(16, 300), dtypes=["f32"])),
@@ -41,6 +44,7 @@ CASES = {
     "sort_multiblock_rank1_stable": ("sort", dict(shape=(40000,), dtypes=["f32", "i32"],
                                                   stable=True, return_indices=True)),
     "topk_f32": ("topk", dict(shape=(8, 128), dtype="f32", k=8)),
+    "topk_tiles": ("topk", dict(shape=(32, 2048), dtype="f32", k=10)),
     "topk_rank1": ("topk", dict(shape=(1024,), dtype="f32", k=16)),
     "topk_bf16_smallest": ("topk", dict(shape=(16, 256), dtype="bf16", k=5, smallest=True)),
 }
