@@ -341,8 +341,8 @@ void sort_network_levels(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **array
   tsr_ir_value_t *pos = sort_positions(b, l);
   tsr_ir_value_t *one = kb_i32(b, 1), *zero = kb_i32(b, 0);
   int64_t ax = l->vis_axis;
-  /* A single key without followers: min and max instead of compares. */
-  bool minmax = nk == 1 && m == 1;
+  /* A single key: min and max instead of compares. */
+  bool minmax = nk == 1;
 
   kb_for_t outer = kb_begin_for(b, kb_i32(b, first_level), kb_i32(b, levels + 1), arrays, m);
   tsr_ir_value_t *lk = kb_for_iv(&outer);
@@ -369,10 +369,12 @@ void sort_network_levels(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **array
     tsr_ir_value_t *below = kb_roll(b, x[a], j, ax);  /* x[i - j] */
     partner[a] = kb_select(b, lower, above, below);
   }
-  if (minmax) {
+  if (minmax) { /* one key: min/max, and the others follow where it changed */
     tsr_ir_value_t *lo = kb_binary(b, "min", x[0], partner[0]);
     tsr_ir_value_t *hi = kb_binary(b, "max", x[0], partner[0]);
     next[0] = kb_select(b, want_max, hi, lo);
+    tsr_ir_value_t *take = m > 1 ? kb_compare(b, "ne", next[0], x[0]) : NULL;
+    for (uint32_t a = 1; a < m; a++) next[a] = kb_select(b, take, partner[a], x[a]);
   } else {
     tsr_ir_value_t *partner_less = sort_lex_less(b, partner, x, nk);
     tsr_ir_value_t *self_less = sort_lex_less(b, x, partner, nk);

@@ -93,9 +93,14 @@ static void stage(kb_t *b, tsr_ir_value_t **x, uint32_t m, uint32_t nk, uint32_t
   tsr_ir_value_t *partner[SORT_MAX_ARRAYS + 2] = {0};
   for (uint32_t a = 0; a < m; a++)
     partner[a] = kb_select(b, lower, kb_roll(b, x[a], up, ax), kb_roll(b, x[a], shift, ax));
-  if (m == 1 && nk == 1) {
-    x[0] = kb_select(b, want_max, kb_binary(b, "max", x[0], partner[0]),
-                     kb_binary(b, "min", x[0], partner[0]));
+  if (nk == 1) { /* one key: min/max, and the others follow where it changed */
+    tsr_ir_value_t *key = kb_select(b, want_max, kb_binary(b, "max", x[0], partner[0]),
+                                    kb_binary(b, "min", x[0], partner[0]));
+    if (m > 1) {
+      tsr_ir_value_t *take = kb_compare(b, "ne", key, x[0]);
+      for (uint32_t a = 1; a < m; a++) x[a] = kb_select(b, take, partner[a], x[a]);
+    }
+    x[0] = key;
     return;
   }
   tsr_ir_value_t *want_min = kb_unary(b, "not", want_max);
