@@ -290,7 +290,10 @@ int cmd_sort(int argc, char **argv) {
   p.axis = (int32_t)req.axis;
   p.descending = req.descending;
   p.stable = req.stable;
-  p.return_indices = req.argsort || req.indices;
+  bool want_indices = req.argsort || req.indices;
+  /* Stable sorts of rows longer than a block keep the input positions in
+   * the indices output between merge passes: ask for it, drop it. */
+  p.return_indices = want_indices || req.stable;
   p.vmem_budget_bytes = (int64_t)req.budget;
   tsr_status_t s = tsr_kernels_sort(&p, &module);
   if (s) {
@@ -311,7 +314,7 @@ int cmd_sort(int argc, char **argv) {
       names[count] = sorted_names[i];
       outs[count++] = &arrays[n + i];
     }
-  if (p.return_indices) {
+  if (want_indices) {
     paths[count] = req.argsort ? (req.num_outs ? req.outs[0] : NULL) : req.indices;
     names[count] = "indices";
     outs[count++] = &arrays[2 * n];

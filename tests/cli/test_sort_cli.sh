@@ -86,6 +86,9 @@ check "NaNs last, -0.0 and +0.0 in input order" \
 t sort "$tmp/u8.npy" -o "$tmp/su8.npy" --vmem-budget 8192
 check "sort u8 over several blocks (--vmem-budget)" 'np.array_equal(L("su8.npy"), np.sort(L("u8.npy")))'
 
+t sort "$tmp/u8.npy" -o "$tmp/su8.npy" --vmem-budget 8192 --stable --descending
+check "stable descending over several blocks" 'np.array_equal(L("su8.npy"), np.sort(L("u8.npy"))[::-1])'
+
 t sort "$tmp/x.npy"
 if [[ $rc == 0 ]] && grep -q '%sorted0: f32\[4, 300\]' "$tmp/out"; then pass "sort prints without -o"; else fail "sort prints without -o" $(context); fi
 
