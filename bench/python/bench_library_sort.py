@@ -80,6 +80,18 @@ def sort128(tmp):
         exe(x)
         row(f"{backend}, warm call in-process", timed(lambda: exe(x), 300))
     row("numpy.sort", timed(lambda: np.sort(x), 1000))
+    import jax
+    import jax.numpy as jnp
+    import tessera.jax as tj
+    xa = jnp.asarray(x)
+    for backend in ["interp", "cpu"]:
+        f = jax.jit(lambda a, backend=backend: tj.sort(a, backend=backend))
+        jax.block_until_ready(f(xa))
+        row(f"tessera.jax.sort under jax.jit (backend {backend}), warm",
+            timed(lambda: jax.block_until_ready(f(xa)), 300), "the JAX bridge (XLA FFI call)")
+    g = jax.jit(lambda a: jax.lax.sort(a))
+    jax.block_until_ready(g(xa))
+    row("jax.lax.sort under jax.jit, CPU", timed(lambda: jax.block_until_ready(g(xa)), 300))
 
 
 def sort1m():
@@ -111,6 +123,12 @@ def sort1m():
             print(f"| Highway vqsort, {kind} | {float(out[3]):.3f} | | best of 10, C++ |")
     else:
         print("| Highway vqsort | | | not built (libhwy-dev missing) |")
+    with tempfile.TemporaryDirectory() as d:
+        src = pathlib.Path(d) / "x1m.npy"
+        np.save(src, x)
+        row("tessera cpu backend, f32, whole process, cold (`TESSERA_CACHE=off`)",
+            process([TESSERA, "sort", src, "-o", pathlib.Path(d) / "y.npy", "--backend", "cpu"],
+                    env={"TESSERA_CACHE": "off"}, reps=2), "compile included")
     ix = _library.executable("sort", "interp", shape=(n,), dtypes=["f32"])
     row("tessera interpreter, f32", timed(lambda: ix(x), 1))
 
