@@ -441,6 +441,11 @@ tsr_status_t tsr_kernels_sort(const tsr_kernels_sort_params_t *params,
   int64_t per_position = 2 * (2 * dims_bytes + (params->return_indices ? 4 : 0)) + 4 * 3 * m_max;
   s = sort_layout_plan(params->rank, params->dims, params->axis, per_position,
                        params->vmem_budget_bytes, "sort", &l);
+  if (s && tsr_status_code(s) == TSR_UNIMPLEMENTED &&
+      sort_merge_wanted_forced(params, &merge_block)) { /* over the budget: merge */
+    tsr_status_free(s);
+    return sort_merge_generate(params, merge_block, out_module);
+  }
   if (s) return s;
   bool padded = l.p != l.n;
   bool index_key = params->stable || (padded && (payloads > 0 || params->return_indices));

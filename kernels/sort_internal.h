@@ -118,6 +118,9 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
 /* Whether tsr_kernels_sort takes the multi-block path, and its block (a
  * power of two), for these params. */
 bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_block);
+/* The merge's block when one block does not fit the budget: true for the
+ * last axis and rows of 256 positions or more (blocks of p/2 at most). */
+bool sort_merge_wanted_forced(const tsr_kernels_sort_params_t *params, int64_t *out_block);
 
 /* The index of each position along the axis (i32, vis shape). */
 tsr_ir_value_t *sort_positions(kb_t *b, const sort_layout_t *l);

@@ -67,6 +67,21 @@ bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_blo
   return true;
 }
 
+bool sort_merge_wanted_forced(const tsr_kernels_sort_params_t *params, int64_t *out_block) {
+  if (params->rank < 1 || params->rank > TSR_MAX_RANK) return false;
+  int32_t axis = params->axis < 0 ? params->axis + (int32_t)params->rank : params->axis;
+  if (axis != (int32_t)params->rank - 1 || params->dims[axis] < 1) return false;
+  int64_t p = pow2_at_least(params->dims[axis]);
+  if (p < 2 * MERGE_BLOCK_MIN) return false;
+  int64_t budget = params->vmem_budget_bytes > 0 ? params->vmem_budget_bytes : DEFAULT_BUDGET;
+  int64_t arrays = 2 * (int64_t)params->num_operands + 2;
+  int64_t per_position = 2 * operand_bytes(params) + 2 * 12 * arrays;
+  int64_t block = p / 2 < MERGE_BLOCK_MAX ? p / 2 : MERGE_BLOCK_MAX;
+  while (block > MERGE_BLOCK_MIN && block * per_position > budget) block /= 2;
+  *out_block = block;
+  return true;
+}
+
 typedef struct merge {
   kb_t b;
   const tsr_kernels_sort_params_t *params;
