@@ -24,6 +24,17 @@ TSR_API tsr_status_t tsr_tpu_check(const tsr_ir_kernel_t *kernel, const char *ch
   return tpu_check_kernel(kernel, c);
 }
 
+TSR_API tsr_status_t tsr_tpu_vmem(const tsr_ir_kernel_t *kernel, const char *chip,
+                                  tsr_tpu_vmem_t *out_vmem) {
+  const tpu_chip_t *c = NULL;
+  TSR_RETURN_IF_ERROR(find_chip(chip, &c));
+  if (!kernel) return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_tpu_vmem: no kernel");
+  TSR_RETURN_IF_ERROR(tsr_ir_verify_kernel(kernel));
+  *out_vmem = (tsr_tpu_vmem_t){tpu_vmem_need(kernel), c->scoped_vmem_bytes,
+                               c->vmem_bytes - TPU_VMEM_RESERVED};
+  return NULL;
+}
+
 /* The key material (the encoding of runtime/key.c: name, NUL, 8-byte
  * little-endian length, bytes, per component): the canonical kernel, the
  * target "tpu", the chip, the emitter's version and the producer (this

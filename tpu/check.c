@@ -11,11 +11,15 @@
  * grid dimension over, as libtpu 0.0.50 reports them for a one-chip
  * topology ("Core-parallel dimension 0 has iteration bound: 2, which is
  * greater than the number of active cores: 1" on every chip but v5p);
- * VMEM per core (tpu_info). */
+ * VMEM per core (tpu_info); the scoped VMEM a kernel gets when the call
+ * sets no vmem_limit_bytes, measured with libtpu 0.0.50 (docs/tpu.md,
+ * "VMEM"): v5e 16 MiB (24 MiB of windows fail), v6e and v7x 32 MiB (32
+ * compile, 48 fail); v5p and v2/v3 are not measured and take 16 MiB. */
 static const tpu_chip_t chips[] = {
-    {"v2", 1, 16ll << 20},  {"v3", 1, 16ll << 20},  {"v4", 1, 16ll << 20},
-    {"v5e", 1, 128ll << 20}, {"v5p", 2, 64ll << 20}, {"v6e", 1, 128ll << 20},
-    {"v7x", 1, 64ll << 20}, {"tpu7x", 1, 64ll << 20},
+    {"v2", 1, 16ll << 20, 16ll << 20},   {"v3", 1, 16ll << 20, 16ll << 20},
+    {"v4", 1, 16ll << 20, 16ll << 20},   {"v5e", 1, 128ll << 20, 16ll << 20},
+    {"v5p", 2, 64ll << 20, 16ll << 20},  {"v6e", 1, 128ll << 20, 32ll << 20},
+    {"v7x", 1, 64ll << 20, 32ll << 20},  {"tpu7x", 1, 64ll << 20, 32ll << 20},
 };
 
 const tpu_chip_t *tpu_chip_find(const char *name) {
@@ -42,6 +46,48 @@ bool tpu_decl_trivial_window(const tsr_decl_t *d) {
     if (b != d->array.dims[i]) return false;
   }
   return !d->index_map || yields_zeros(d->index_map);
+}
+
+/* Bytes of one buffer of `dtype` and `dims` in VMEM: the last dim padded to
+ * 128 lanes, the one before to 8 sublanes of 32-bit words (16 for 16-bit
+ * types, 32 for 8-bit); rank 1 is one row of sublanes. */
+static int64_t padded_bytes(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims) {
+  int64_t size = (int64_t)tsr_dtype_size(dtype), bytes = size;
+  int64_t sublanes = 8 * (4 / (size < 4 ? size : 4));
+  for (uint32_t i = 0; i < rank; i++) {
+    int64_t d = dims[i] == TSR_SQUEEZED ? 1 : dims[i];
+    if (i == rank - 1) d = (d + 127) / 128 * 128;
+    if (i + 2 == rank) d = (d + sublanes - 1) / sublanes * sublanes;
+    bytes *= d;
+  }
+  return bytes;
+}
+
+static void add_scoped(void *p, const tsr_op_t *op, uint32_t position) {
+  (void)position;
+  int64_t *total = p;
+  if (op->opcode != TSR_OP_SCOPED || !op->num_regions) return;
+  const tsr_region_t *r = &op->regions[0];
+  for (uint32_t i = 0; i < r->num_args; i++) {
+    const tsr_type_t *t = &r->args[i]->type;
+    if (t->kind == TSR_TYPE_REF && t->space == TSR_SPACE_VMEM)
+      *total += padded_bytes((tsr_dtype_t)t->dtype, t->rank, t->dims);
+  }
+}
+
+int64_t tpu_vmem_need(const tsr_kernel_t *kernel) {
+  int64_t total = 0;
+  for (uint32_t i = 0; i < kernel->num_decls; i++) {
+    const tsr_decl_t *d = &kernel->decls[i];
+    const tsr_type_t *t = &d->ref->type;
+    if (t->kind != TSR_TYPE_REF || t->space != TSR_SPACE_VMEM) continue;
+    if (d->role == TSR_ROLE_SCRATCH)
+      total += padded_bytes((tsr_dtype_t)t->dtype, t->rank, t->dims);
+    else if (d->role == TSR_ROLE_IN || d->role == TSR_ROLE_OUT)
+      total += 2 * padded_bytes((tsr_dtype_t)d->array.dtype, d->array.rank, d->block);
+  }
+  tsr_ir_walk_ops(kernel, add_scoped, &total);
+  return total;
 }
 
 static const char *role_name(tsr_role_t r) {
@@ -114,6 +160,18 @@ tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip
     const tsr_decl_t *d = &kernel->decls[i];
     if (d->role == TSR_ROLE_IN || d->role == TSR_ROLE_OUT) check_decl(&list, kernel, d);
   }
+  /* More VMEM than the chip has: no vmem_limit_bytes makes it compile
+   * (libtpu: "Ran out of memory in memory space vmem"). Over the default
+   * scoped limit but within the chip is fine: tpu_call sets the limit. */
+  int64_t need = tpu_vmem_need(kernel);
+  if (need > chip->vmem_bytes - TPU_VMEM_RESERVED)
+    tsr_diag_add(&list, kernel->loc,
+                 "kernel '@%s' needs %.1f MiB of VMEM (windowed operands double-buffered, "
+                 "scratch, scoped buffers, padded to (8, 128) tiles) but %s has %lld MiB per "
+                 "core (libtpu: \"Ran out of memory in memory space vmem\"): use smaller "
+                 "blocks",
+                 kernel->name, (double)need / (1 << 20), chip->name,
+                 (long long)(chip->vmem_bytes >> 20));
   tsr_status_t st = tsr_diag_list_to_status(&list, TSR_VERIFY_ERROR);
   tsr_diag_list_deinitialize(&list);
   return st;

@@ -22,7 +22,12 @@ typedef struct tpu_chip {
   const char *name;     /* "v5e" */
   uint32_t cores;       /* TensorCores per chip that Mosaic shards over */
   int64_t vmem_bytes;   /* per core */
+  int64_t scoped_vmem_bytes; /* what a kernel may use without vmem_limit_bytes */
 } tpu_chip_t;
+
+/* VMEM libtpu keeps for itself on every chip measured: "Used 128.00M of
+ * 127.94M vmem" (v6e), "64.00M of 63.94M" (v7x). */
+#define TPU_VMEM_RESERVED (64ll << 10)
 
 /* NULL if `name` is not a chip tessera knows. */
 const tpu_chip_t *tpu_chip_find(const char *name);
@@ -34,6 +39,11 @@ const char *tpu_chip_names(void);
  * TSR_VERIFY_ERROR. The kernel must have verified. */
 tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip)
     TSR_MUST_USE;
+/* The VMEM the kernel keeps live on a TPU, as Mosaic lays it out: each
+ * windowed operand double-buffered, scratch and scoped buffers, every
+ * buffer padded to whole (8 x packing, 128) tiles; an upper bound (scoped
+ * buffers all counted live at once). */
+int64_t tpu_vmem_need(const tsr_kernel_t *kernel);
 /* Whether operand `decl` has a trivial window: block = array and an index
  * map yielding constant zeros (or none). */
 bool tpu_decl_trivial_window(const tsr_decl_t *decl);

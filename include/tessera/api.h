@@ -357,12 +357,29 @@ TSR_API tsr_status_t tsr_tpu_emit(tsr_context_t *context, const tsr_ir_kernel_t 
 /* Verifies `kernel` and checks it against Pallas's TPU layout rules for
  * `chip` (NULL: "v5e"; docs/tpu.md, "Layout rules"): the last two block
  * dims divisible by 8 and 128 or equal to the array's, 1-D blocks, no
- * windowing without a grid. NULL when they hold; TSR_VERIFY_ERROR with one
+ * windowing without a grid, no more VMEM than the chip has (see
+ * tsr_tpu_vmem). NULL when they hold; TSR_VERIFY_ERROR with one
  * located diagnostic per broken rule; TSR_INVALID_ARGUMENT for an unknown
  * chip (a NULL kernel checks only the chip name). What Pallas accepts
  * passes. */
 TSR_API tsr_status_t tsr_tpu_check(const tsr_ir_kernel_t *kernel, const char *chip)
     TSR_MUST_USE;
+
+/* The VMEM `kernel` keeps live on `chip` (NULL: "v5e"), as Mosaic lays it
+ * out: windowed operands double-buffered, scratch and scoped buffers, each
+ * padded to whole (8, 128) tiles (an upper bound); the scoped VMEM libtpu
+ * gives a kernel whose call sets no vmem_limit_bytes; and the chip's VMEM
+ * per core. A kernel needing more than the default needs a
+ * vmem_limit_bytes of at least `need_bytes` (tessera.jax.tpu_call sets
+ * it); more than `capacity_bytes` does not compile (tsr_tpu_check).
+ * docs/tpu.md, "VMEM". */
+typedef struct tsr_tpu_vmem {
+  int64_t need_bytes;
+  int64_t default_limit_bytes;
+  int64_t capacity_bytes;
+} tsr_tpu_vmem_t;
+TSR_API tsr_status_t tsr_tpu_vmem(const tsr_ir_kernel_t *kernel, const char *chip,
+                                  tsr_tpu_vmem_t *out_vmem) TSR_MUST_USE;
 
 /* ---- Memory -------------------------------------------------------------------- */
 

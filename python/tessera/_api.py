@@ -677,6 +677,22 @@ class Kernel:
             _raise_status(s, CompileError, f"kernel @{self.name}")
         return _take_string(out.value)
 
+    def tpu_vmem(self, chip: str | None = "v5e") -> dict[str, int]:
+        """The VMEM this kernel keeps live on a TPU `chip` (tsr_tpu_vmem,
+        docs/tpu.md "VMEM"): `need_bytes` (windows double-buffered, scratch,
+        scoped buffers, padded to (8, 128) tiles), `default_limit_bytes` (what
+        libtpu gives a call without vmem_limit_bytes) and `capacity_bytes`."""
+        h = _capi.lib()
+        if not hasattr(h, "tsr_tpu_vmem"):
+            raise CompileError("unsupported", "tessera: this libtessera has no tsr_tpu_vmem")
+        out = _capi.TpuVmem()
+        b = None if chip is None else str(chip).encode()
+        s = h.tsr_tpu_vmem(self._handle, b, ctypes.byref(out))
+        if s:
+            _raise_status(s, CompileError, f"kernel @{self.name}")
+        return {"need_bytes": out.need_bytes, "default_limit_bytes": out.default_limit_bytes,
+                "capacity_bytes": out.capacity_bytes}
+
     def compile(self, backend: str = "interp", **options: Any) -> Executable:
         """`tessera.compile(self, backend, **options)`."""
         return compile(self, backend, **options)

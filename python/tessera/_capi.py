@@ -210,6 +210,11 @@ def lib() -> ctypes.CDLL:
     return h
 
 
+class TpuVmem(Structure):
+    _fields_ = [("need_bytes", c_int64), ("default_limit_bytes", c_int64),
+                ("capacity_bytes", c_int64)]
+
+
 def _fn(h: ctypes.CDLL, name: str, restype, *argtypes) -> None:
     f = getattr(h, name)
     f.restype = restype
@@ -270,6 +275,8 @@ def _declare(h: ctypes.CDLL) -> None:
     # says so)
     if hasattr(h, "tsr_tpu_emit"):
         _fn(h, "tsr_tpu_emit", status, c_void_p, c_void_p, c_char_p, P(c_void_p))
+    if hasattr(h, "tsr_tpu_vmem"):
+        _fn(h, "tsr_tpu_vmem", status, c_void_p, c_char_p, P(TpuVmem))
 
 
 def output_discard() -> ctypes._CFuncPtr:

@@ -560,6 +560,54 @@ TSR_TEST(chips) {
   tsr_ir_module_destroy(m);
 }
 
+/* tsr_tpu_vmem: windows twice, scratch and scoped buffers once, each padded
+ * to (8 x packing, 128) tiles; tsr_tpu_check refuses more than the chip has. */
+TSR_TEST(vmem_need_and_capacity) {
+  tsr_ir_module_t *m = parse_text("vmem.tsr",
+      "kernel @vmem\n"
+      "  grid(2)\n"
+      "  in %x: bf16[16, 100] vmem block[8, 100] map(%i) -> (%i, 0)\n"
+      "  in %w: f32[4, 8, 256] vmem block[squeezed, 8, 256] map(%i) -> (%i, 0, 0)\n"
+      "  out %y: bf16[16, 100] vmem block[8, 100] map(%i) -> (%i, 0)\n"
+      "  scratch %s: vmem f32[3, 5]\n"
+      "{\n"
+      "  %v = load %x[:, :] : bf16[8, 100]\n"
+      "  %m = scoped(%buf: vmem i8[40, 200]) : bf16[8, 100] {\n"
+      "    yield %v\n"
+      "  }\n"
+      "  store %y[:, :], %m\n"
+      "}\n");
+  if (!m) return;
+  tsr_tpu_vmem_t v = {0};
+  TSR_CHECK_OK(tsr_tpu_vmem(tsr_ir_module_kernel(m, 0), "v6e", &v));
+  /* x and y: 2 x bf16 (16, 128); w: 2 x f32 (8, 256); s: f32 (8, 128);
+   * buf: i8 (64, 256). */
+  int64_t want = 2 * 2 * (16 * 128 * 2) + 2 * (8 * 256 * 4) + 8 * 128 * 4 + 64 * 256;
+  TSR_CHECK_EQ_INT(v.need_bytes, want);
+  TSR_CHECK_EQ_INT(v.default_limit_bytes, 32ll << 20);
+  TSR_CHECK(v.capacity_bytes < (128ll << 20) && v.capacity_bytes > (127ll << 20));
+  TSR_CHECK_STATUS(tsr_tpu_vmem(tsr_ir_module_kernel(m, 0), "v9", &v), TSR_INVALID_ARGUMENT);
+  tsr_ir_module_destroy(m);
+
+  /* 32 MiB of windows: over v4's 16 MiB (an error at the kernel), within
+   * v5e's 128 MiB (the call raises vmem_limit_bytes). */
+  m = parse_text("big.tsr",
+      "kernel @big\n"
+      "  grid(2)\n"
+      "  in %x: f32[2048, 2048] vmem block[1024, 2048] map(%i) -> (%i, 0)\n"
+      "  out %y: f32[2048, 2048] vmem block[1024, 2048] map(%i) -> (%i, 0)\n"
+      "{\n"
+      "  %v = load %x[:, :] : f32[1024, 2048]\n"
+      "  store %y[:, :], %v\n"
+      "}\n");
+  if (!m) return;
+  const tsr_ir_kernel_t *k = tsr_ir_module_kernel(m, 0);
+  TSR_CHECK_OK(tsr_tpu_check(k, "v5e"));
+  tsr_status_t s = tsr_tpu_check(k, "v4");
+  check_record(s, TSR_VERIFY_ERROR, 1, NULL, "needs 32.0 MiB of VMEM");
+  tsr_ir_module_destroy(m);
+}
+
 static char temp_root[256];
 
 TSR_TEST(cache_hit) {
@@ -700,6 +748,7 @@ int main(void) {
   TSR_RUN(layout_rules);
   TSR_RUN(kernel_named_transform);
   TSR_RUN(chips);
+  TSR_RUN(vmem_need_and_capacity);
   TSR_RUN(cache_hit);
   TSR_RUN(out_of_memory_is_clean);
   return tsr_test_done();

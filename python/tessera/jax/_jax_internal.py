@@ -583,16 +583,19 @@ def serialize_mosaic(module, version: int | None = None) -> bytes:
 
 
 def mosaic_kernel(module, out_structs, *, kernel_name: str,
-                  input_output_aliases: tuple[tuple[int, int], ...] = ()) -> Callable:
+                  input_output_aliases: tuple[tuple[int, int], ...] = (),
+                  vmem_limit_bytes: int | None = None) -> Callable:
     """A JAX-callable running Mosaic `module` as a `tpu_custom_call` (only TPU
     has a lowering for it): JAX's own wrapper, the one Pallas's lowering uses,
     which serialises the module with `mosaic-serde` at the version the
     lowering asks for (mosaic_export_version() when exporting or without a
-    TPU backend) and writes the backend config."""
+    TPU backend) and writes the backend config (with `vmem_limit_bytes`,
+    the scoped VMEM the kernel may use, as Pallas's CompilerParams sets)."""
     from jax._src import tpu_custom_call as tcc
     out_type = tuple(out_structs) if len(out_structs) != 1 else out_structs[0]
     return tcc.as_tpu_kernel(module, out_type, kernel_name=kernel_name,
-                             input_output_aliases=tuple(input_output_aliases))
+                             input_output_aliases=tuple(input_output_aliases),
+                             vmem_limit_bytes=vmem_limit_bytes)
 
 
 def tpu_custom_calls(mlir_module_text: str) -> list[dict]:

@@ -71,6 +71,21 @@ class TpuCall:
     def __eq__(self, other: object) -> bool:
         return self is other
 
+    @property
+    def vmem_limit_bytes(self) -> int | None:
+        """The vmem_limit_bytes the TPU call sets: None while the kernel
+        fits libtpu's default scoped VMEM for the chip; above it, what the
+        kernel needs plus 1/8 (at least 4 MiB) for Mosaic's own scratch,
+        rounded up to a MiB and at most the chip's VMEM (docs/tpu.md,
+        "VMEM")."""
+        vmem = self.kernel.tpu_vmem(self.chip)
+        need = vmem["need_bytes"]
+        if need <= vmem["default_limit_bytes"]:
+            return None
+        mib = 1 << 20
+        limit = (need + max(need // 8, 4 * mib) + mib - 1) // mib * mib
+        return min(limit, vmem["capacity_bytes"])
+
     def mosaic(self) -> str:
         """The Mosaic text the TPU lowering embeds."""
         return self.kernel.to_mosaic(self.chip)
@@ -81,7 +96,8 @@ class TpuCall:
                 module = mosaic_module(self.kernel, self.chip)
                 self._tpu = ji.mosaic_kernel(module, self.out_structs,
                                              kernel_name=self.kernel.name,
-                                             input_output_aliases=self.aliases)
+                                             input_output_aliases=self.aliases,
+                                             vmem_limit_bytes=self.vmem_limit_bytes)
             return self._tpu
 
     def _cpu_kernel(self) -> Callable:

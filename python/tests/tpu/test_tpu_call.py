@@ -214,3 +214,47 @@ def test_to_mosaic_with_a_context_uses_its_disk_cache(tmp_path):
         disk = ctx.stats()["compiled"]["disk"]
     assert first == second == k.to_mosaic("v6e")
     assert disk["puts"] == 1 and disk["hits"] == 1, disk
+
+
+def _copy_kernel(rows: int):
+    """A copy with two (rows, 2048) f32 windows: 4 x rows x 8 KiB of VMEM."""
+    text = (f"kernel @copy\n  grid(2)\n"
+            f"  in %x: f32[{2 * rows}, 2048] vmem block[{rows}, 2048] map(%i) -> (%i, 0)\n"
+            f"  out %y: f32[{2 * rows}, 2048] vmem block[{rows}, 2048] map(%i) -> (%i, 0)\n"
+            f"{{\n  %v = load %x[:, :] : f32[{rows}, 2048]\n  store %y[:, :], %v\n}}\n")
+    return tessera.Module.parse(text, "copy.tsr")["copy"]
+
+
+def test_tpu_vmem_counts_double_buffered_windows():
+    v = _copy_kernel(1024).tpu_vmem("v5e")
+    assert v["need_bytes"] == 4 * 1024 * 2048 * 4
+    assert v["default_limit_bytes"] == 16 << 20
+    assert (127 << 20) < v["capacity_bytes"] <= 128 << 20
+
+
+def test_tpu_call_raises_the_vmem_limit_a_big_kernel_needs():
+    """32 MiB of windows: more than libtpu's default scoped VMEM on v5e (16
+    MiB), which refuses the bare module; tpu_call sets vmem_limit_bytes and
+    the same module compiles."""
+    from tessera.jax import _tpu
+    k = _copy_kernel(1024)
+    call = tj.tpu_call(k, chip="v5e")
+    assert call.vmem_limit_bytes is not None and call.vmem_limit_bytes >= 32 << 20
+    ji.compile_for_device(call, call.in_structs, ji.tpu_device("v5e"))
+    bare = ji.mosaic_kernel(_tpu.mosaic_module(k, "v5e"), call.out_structs, kernel_name="copy")
+    with pytest.raises(Exception, match="(?i)vmem"):
+        ji.compile_for_device(bare, call.in_structs, ji.tpu_device("v5e"))
+
+
+def test_tpu_call_keeps_the_default_for_kernels_that_fit():
+    assert tj.tpu_call(_kernel(), chip="v5e").vmem_limit_bytes is None
+    assert tj.tpu_call(_copy_kernel(768), chip="v6e").vmem_limit_bytes is None  # 24 of 32 MiB
+
+
+def test_more_vmem_than_the_chip_has_is_a_located_compile_error():
+    k = _copy_kernel(1024)  # 32 MiB: v4 has 16
+    with pytest.raises(tessera.CompileError) as e:
+        k.to_mosaic("v4")
+    d = e.value.diagnostics[0]
+    assert d.file == "copy.tsr" and d.line == 1 and "needs 32.0 MiB of VMEM" in d.text
+    assert k.to_mosaic("v5e").startswith("module")
