@@ -24,7 +24,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CacheWarning", "CancelToken", "CompileError", "Context", "Diagnostic", "Executable",
-    "Kernel", "KernelError", "argsort", "sort", "sort_multiple", "top_k", "KernelWarning", "LibraryNotFound", "Module", "Operand",
+    "Kernel", "KernelError", "KernelWarning", "LibraryNotFound", "Module", "Operand",
     "RunResult", "RunStats", "TesseraError", "backend_names", "compile",
     "default_context", "dtypes", "library_path", "numpy_dtype", "run",
+    # the kernel library (docs/python.md, "Sort and top-k")
+    "argsort", "sort", "sort_multiple", "top_k",
 ]
