@@ -320,13 +320,19 @@ void sort_network(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint
 
 void sort_network_levels(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint32_t m,
                          uint32_t nk, int64_t first_level) {
+  sort_network_range(b, l, arrays, m, nk, first_level, 0, 0, true);
+}
+
+void sort_network_range(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint32_t m,
+                        uint32_t nk, int64_t first_level, int64_t last_level, int64_t dir_bit,
+                        bool tiles) {
   if (l->p <= 1 || !kb_ok(b)) return;
-  if (l->vis_axis + 1 == l->vis_rank && sort_tile_fits(l->p, l->vis_rank - 1)) {
+  if (tiles && l->vis_axis + 1 == l->vis_rank && sort_tile_fits(l->p, l->vis_rank - 1)) {
     /* rows on the lanes: as (128, p/128) tiles, no roll along the lanes */
     sort_tile_t t;
     sort_tile_init(b, &t, l->vis_rank - 1, l->vis, l->p);
     for (uint32_t a = 0; a < m; a++) arrays[a] = sort_tile_from_line(b, &t, arrays[a]);
-    sort_tile_levels(b, &t, arrays, m, nk, first_level);
+    sort_tile_range(b, &t, arrays, m, nk, first_level, last_level, dir_bit);
     for (uint32_t a = 0; a < m; a++)
       arrays[a] = sort_tile_to_line(b, &t, arrays[a], vis_type(l, TSR_DTYPE_I32));
     return;
@@ -344,11 +350,12 @@ void sort_network_levels(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **array
   /* A single key: min and max instead of compares. */
   bool minmax = nk == 1;
 
-  kb_for_t outer = kb_begin_for(b, kb_i32(b, first_level), kb_i32(b, levels + 1), arrays, m);
+  if (last_level <= 0 || last_level > levels) last_level = levels;
+  kb_for_t outer = kb_begin_for(b, kb_i32(b, first_level), kb_i32(b, last_level + 1), arrays, m);
   tsr_ir_value_t *lk = kb_for_iv(&outer);
   tsr_ir_value_t *cur[SORT_MAX_ARRAYS];
   for (uint32_t a = 0; a < m; a++) cur[a] = kb_for_carried(&outer, a);
-  tsr_ir_value_t *k = kb_binary(b, "shl", one, lk);
+  tsr_ir_value_t *k = dir_bit > 0 ? kb_i32(b, dir_bit) : kb_binary(b, "shl", one, lk);
   tsr_ir_value_t *asc = kb_compare(b, "eq", kb_binary(b, "and", pos, k), zero);
   tsr_ir_value_t *desc = minmax ? NULL : kb_unary(b, "not", asc);
   tsr_ir_value_t *lk_minus_1 = kb_binary(b, "sub", lk, one);

@@ -78,6 +78,13 @@ void sort_network(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint
  * sequence. */
 void sort_network_levels(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint32_t m,
                          uint32_t nk, int64_t first_level);
+/* Levels first..last (last <= 0: log2(p)) of the network on the layout's
+ * axis; `dir_bit` > 0 replaces the runs' direction bit (bit k of the
+ * position) by that bit for every level of the range; `tiles`: may use
+ * sort_tile_t when the row is long enough. */
+void sort_network_range(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, uint32_t m,
+                        uint32_t nk, int64_t first_level, int64_t last_level, int64_t dir_bit,
+                        bool tiles);
 /* a < c lexicographically over the first nk arrays (i1). */
 tsr_ir_value_t *sort_lex_less(kb_t *b, tsr_ir_value_t *const *a, tsr_ir_value_t *const *c,
                               uint32_t nk);
@@ -110,6 +117,10 @@ tsr_ir_value_t *sort_tile_transpose(kb_t *b, tsr_ir_value_t *v);
 /* The network's levels first_level..log2(p) on tiles. */
 void sort_tile_levels(kb_t *b, const sort_tile_t *t, tsr_ir_value_t **arrays, uint32_t m,
                       uint32_t nk, int64_t first_level);
+/* Levels first..last (last <= 0: log2(p)), `dir_bit` as in
+ * sort_network_range. */
+void sort_tile_range(kb_t *b, const sort_tile_t *t, tsr_ir_value_t **arrays, uint32_t m,
+                     uint32_t nk, int64_t first_level, int64_t last_level, int64_t dir_bit);
 
 /* The multi-block sort (kernels/sort_merge.c) of rows longer than a block:
  * blocks sorted in VMEM, then merged through HBM by DMAs. */

@@ -112,6 +112,11 @@ static void stage(kb_t *b, tsr_ir_value_t **x, uint32_t m, uint32_t nk, uint32_t
 
 void sort_tile_levels(kb_t *b, const sort_tile_t *t, tsr_ir_value_t **arrays, uint32_t m,
                       uint32_t nk, int64_t first_level) {
+  sort_tile_range(b, t, arrays, m, nk, first_level, 0, 0);
+}
+
+void sort_tile_range(kb_t *b, const sort_tile_t *t, tsr_ir_value_t **arrays, uint32_t m,
+                     uint32_t nk, int64_t first_level, int64_t last_level, int64_t dir_bit) {
   if (!kb_ok(b) || t->p <= 1) return;
   if (m > SORT_MAX_ARRAYS + 2) {
     kb_fail(b, TSR_STATUS(TSR_UNIMPLEMENTED, "sort: %u arrays in the network", m));
@@ -120,11 +125,12 @@ void sort_tile_levels(kb_t *b, const sort_tile_t *t, tsr_ir_value_t **arrays, ui
   uint32_t ax = t->rank - 2;
   int log_p = log2_of(t->p);
   tsr_ir_value_t *one = kb_i32(b, 1), *zero = kb_i32(b, 0), *log_r = kb_i32(b, t->log_r);
-  kb_for_t level = kb_begin_for(b, kb_i32(b, first_level), kb_i32(b, log_p + 1), arrays, m);
+  if (last_level <= 0 || last_level > log_p) last_level = log_p;
+  kb_for_t level = kb_begin_for(b, kb_i32(b, first_level), kb_i32(b, last_level + 1), arrays, m);
   tsr_ir_value_t *lk = kb_for_iv(&level);
   tsr_ir_value_t *x[SORT_MAX_ARRAYS + 2] = {0};
   for (uint32_t a = 0; a < m; a++) x[a] = kb_for_carried(&level, a);
-  tsr_ir_value_t *k = kb_binary(b, "shl", one, lk);
+  tsr_ir_value_t *k = dir_bit > 0 ? kb_i32(b, dir_bit) : kb_binary(b, "shl", one, lk);
   tsr_ir_value_t *asc = kb_compare(b, "eq", kb_binary(b, "and", t->pos, k), zero);
   tsr_ir_value_t *asc_t = kb_compare(b, "eq", kb_binary(b, "and", t->pos_t, k), zero);
   tsr_ir_value_t *big = kb_binary(b, "max", kb_binary(b, "sub", lk, log_r), zero);

@@ -180,7 +180,8 @@ def test_special_floats_placement():
 
 @pytest.mark.parametrize("dt", ALL, ids=str)
 @pytest.mark.parametrize("shape,k", [((10,), 1), ((10,), 10), ((3, 200), 7), ((128,), 64),
-                                     ((2, 5, 9), 4)], ids=str)
+                                     ((2, 5, 9), 4), ((2, 1000), 9), ((3000,), 1),
+                                     ((2, 4096), 100)], ids=str)
 def test_top_k_matches_lax(dt, shape, k):
     rng = np.random.default_rng(17)
     x = random_array(rng, shape, dt)

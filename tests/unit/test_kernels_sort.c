@@ -317,6 +317,10 @@ TSR_TEST(tiled_rows_interp) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_sort(&cases[i], TSR_BACKEND_INTERP);
   check_topk(TSR_DTYPE_F32, 2, (int64_t[]){3, 2100}, -1, 9, false, TSR_BACKEND_INTERP);
+  /* the folding (partial) network: rows at least 4 x pow2(k) long */
+  check_topk(TSR_DTYPE_BF16, 2, (int64_t[]){2, 1000}, -1, 5, false, TSR_BACKEND_INTERP);
+  check_topk(TSR_DTYPE_I16, 1, (int64_t[]){700}, 0, 1, true, TSR_BACKEND_INTERP);
+  check_topk(TSR_DTYPE_U8, 2, (int64_t[]){2, 513}, -1, 64, false, TSR_BACKEND_INTERP);
 }
 
 TSR_TEST(both_backends_agree_cpu) {
@@ -448,6 +452,7 @@ TSR_TEST(topk_every_dtype_interp) {
 
 TSR_TEST(topk_cpu) {
   check_topk(TSR_DTYPE_F32, 2, (int64_t[]){4, 130}, -1, 10, false, TSR_BACKEND_CPU);
+  check_topk(TSR_DTYPE_F32, 2, (int64_t[]){2, 3000}, -1, 17, false, TSR_BACKEND_CPU);
 }
 
 /* ---- parameters ---- */

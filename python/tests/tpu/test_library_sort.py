@@ -44,7 +44,9 @@ CASES = {
     "sort_multiblock_rank1_stable": ("sort", dict(shape=(40000,), dtypes=["f32", "i32"],
                                                   stable=True, return_indices=True)),
     "topk_f32": ("topk", dict(shape=(8, 128), dtype="f32", k=8)),
-    "topk_tiles": ("topk", dict(shape=(32, 2048), dtype="f32", k=10)),
+    "topk_tiles": ("topk", dict(shape=(8, 2048), dtype="f32", k=300)),
+    "topk_fold": ("topk", dict(shape=(8, 1024), dtype="f32", k=8)),
+    "topk_fold_tiles": ("topk", dict(shape=(8, 4096), dtype="i32", k=20)),
     "topk_rank1": ("topk", dict(shape=(1024,), dtype="f32", k=16)),
     "topk_bf16_smallest": ("topk", dict(shape=(16, 256), dtype="bf16", k=5, smallest=True)),
 }
