@@ -307,3 +307,25 @@ kb_for_t kb_begin_if(kb_t *b, tsr_ir_value_t *cond) {
 }
 
 void kb_end_if(kb_t *b, kb_for_t *branch) { b->region = branch->outer; }
+
+void kb_dma(kb_t *b, const char *mnemonic, tsr_ir_value_t *src, const tsr_ir_index_t *src_idx,
+            uint32_t n_src, tsr_ir_value_t *dst, const tsr_ir_index_t *dst_idx, uint32_t n_dst,
+            tsr_ir_value_t *sem, tsr_ir_value_t *const *starts, uint32_t num_starts) {
+  enum { MAX_STARTS = 2 * TSR_MAX_RANK };
+  if (num_starts > MAX_STARTS || n_src > TSR_MAX_RANK || n_dst > TSR_MAX_RANK) {
+    kb_fail(b, TSR_STATUS(TSR_INTERNAL, "kernels: a DMA with %u starts", num_starts));
+    return;
+  }
+  tsr_ir_value_t *ops[3 + MAX_STARTS] = {src, dst, sem};
+  for (uint32_t i = 0; i < num_starts; i++) ops[3 + i] = starts[i];
+  tsr_ir_index_t idx[2 * TSR_MAX_RANK];
+  uint32_t n = 0;
+  for (uint32_t d = 0; d < n_src; d++) idx[n++] = src_idx[d];
+  for (uint32_t d = 0; d < n_dst; d++) idx[n++] = dst_idx[d];
+  for (uint32_t d = 0; d < n; d++)
+    if (idx[d].operand >= 0) idx[d].operand += 3; /* after src, dst and the semaphore */
+  int64_t counts[3] = {n_src, n_dst, 0};
+  tsr_ir_op_params_t p = {.mnemonic = mnemonic, .operands = ops, .num_operands = 3 + num_starts,
+                          .indices = idx, .num_indices = n, .ints = counts, .num_ints = 3};
+  kb_op(b, &p, NULL);
+}

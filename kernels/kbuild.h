@@ -125,4 +125,13 @@ tsr_ir_value_t *kb_for_result(const kb_for_t *loop, uint32_t i);
 kb_for_t kb_begin_if(kb_t *b, tsr_ir_value_t *cond);
 void kb_end_if(kb_t *b, kb_for_t *branch);
 
+/* ---- DMAs ---- */
+/* `dma_start` (or `dma_wait`, by `mnemonic`) of the view src[src_idx] to
+ * dst[dst_idx] on the DMA semaphore `sem` (rank 0: no index). Dynamic
+ * starts of both views are in `starts`, referenced by the indices'
+ * `operand` as 0, 1, ... */
+void kb_dma(kb_t *b, const char *mnemonic, tsr_ir_value_t *src, const tsr_ir_index_t *src_idx,
+            uint32_t n_src, tsr_ir_value_t *dst, const tsr_ir_index_t *dst_idx, uint32_t n_dst,
+            tsr_ir_value_t *sem, tsr_ir_value_t *const *starts, uint32_t num_starts);
+
 #endif /* TESSERA_KERNELS_KBUILD_H */

@@ -32,8 +32,11 @@ int cmd_lower(int argc, char **argv);   /* cmd_lower.c */
 int cmd_cache(int argc, char **argv);   /* cmd_cache.c: docs/cache.md, "Command line" */
 int cmd_reduce(int argc, char **argv);  /* cmd_reduce.c: the library's reductions */
 int cmd_cumsum(int argc, char **argv);  /* cmd_reduce.c: the library's scans */
+int cmd_sort(int argc, char **argv);    /* cmd_sort.c: the library's sort */
+int cmd_topk(int argc, char **argv);    /* cmd_sort.c: the library's top-k */
 extern const char cmd_run_help[], cmd_hash_help[], cmd_check_help[], cmd_fmt_help[],
-    cmd_ops_help[], cmd_lower_help[], cmd_cache_help[], cmd_reduce_help[], cmd_cumsum_help[];
+    cmd_ops_help[], cmd_lower_help[], cmd_cache_help[], cmd_reduce_help[], cmd_cumsum_help[],
+    cmd_sort_help[], cmd_topk_help[];
 
 /* ---- Helpers (cli_util.c) ------------------------------------------------------ */
 

@@ -24,6 +24,8 @@ static const char main_help[] =
     "  hash    print the cache key of each kernel (--explain: its parts)\n"
     "  lower   print a kernel lowered to MLIR for the CPU (--stage mlir|llvm)\n"
     "  cache   the disk cache: stats, clear, verify\n"
+    "  sort    sort .npy arrays along an axis (argsort, several keys, stable)\n"
+    "  topk    the k largest (or smallest) elements of a .npy array and where\n"
     "  help    show the help of a command: tessera help run\n"
     "\n"
     "Options:\n"
@@ -57,6 +59,8 @@ static const command_t commands[] = {
     {"cache", cmd_cache, cmd_cache_help},
     {"reduce", cmd_reduce, cmd_reduce_help},
     {"cumsum", cmd_cumsum, cmd_cumsum_help},
+    {"sort", cmd_sort, cmd_sort_help},
+    {"topk", cmd_topk, cmd_topk_help},
 };
 
 static const command_t *find_command(const char *name) {

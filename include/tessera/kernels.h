@@ -27,12 +27,17 @@ extern "C" {
 
 /* ---- sort ----------------------------------------------------------------
  * Sorts `num_operands` arrays of one shape along `axis`, ordered by the
- * first `num_keys` of them compared lexicographically, as jax.lax.sort:
- * floats in the total order -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf <
- * NaN (NaNs last ascending, first descending); `stable` keeps equal keys in
- * their input order. Operands: in x0..x{n-1}, out y0..y{n-1}, then, with
- * `return_indices`, out `indices` (i32: each element's position along the
- * axis in the input; argsort). */
+ * first `num_keys` of them compared lexicographically, as jax.lax.sort
+ * (checked against it): floats -inf < ... < +inf < NaN, where -0.0 and
+ * +0.0 are equal and so are all NaNs, of either sign (NaNs last ascending,
+ * first descending); `stable` keeps equal keys in their input order, also
+ * descending (as jax.numpy.argsort(stable=True, descending=True)); without
+ * it equal keys come in any order. Operands: in x0..x{n-1}, out
+ * y0..y{n-1}, then, with `return_indices`, out `indices` (i32: each
+ * element's position along the axis in the input; argsort). Rows longer
+ * than a block (the last axis only) are merged through HBM; a stable sort
+ * of those needs `return_indices` (TSR_UNIMPLEMENTED otherwise). dtypes:
+ * f32, bf16, f16, i32, u32, i16, u16, i8, u8. */
 typedef struct tsr_kernels_sort_params {
   uint32_t rank;
   int64_t dims[TSR_MAX_RANK];
@@ -54,9 +59,10 @@ TSR_API tsr_status_t tsr_kernels_sort(const tsr_kernels_sort_params_t *params,
 
 /* ---- top-k ---------------------------------------------------------------
  * The k largest (or smallest) elements along `axis` and their positions,
- * as jax.lax.top_k: sorted, ties by lower index first, NaN greater than
- * every number. Operands: in x, out values (dtype, axis of size k), out
- * indices (i32, same shape). */
+ * as jax.lax.top_k (checked against it): sorted, ties by lower index
+ * first, in the IEEE total order of the bits (-NaN < -inf < ... < -0.0 <
+ * +0.0 < ... < +inf < +NaN, NaN payloads ordered). Operands: in x, out
+ * values (dtype, axis of size k), out indices (i32, same shape). */
 typedef struct tsr_kernels_topk_params {
   uint32_t rank;
   int64_t dims[TSR_MAX_RANK];

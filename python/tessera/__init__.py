@@ -27,6 +27,8 @@ from ._reduce import (argmax, argmin, cummax, cummin, cumprod, cumsum, cumulativ
                       logsumexp, mean, prod, reduce, var)
 from ._reduce import max, min, sum  # noqa: A004
 
+from ._sort import argsort, sort, sort_multiple, top_k
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -34,6 +36,8 @@ __all__ = [
     "Kernel", "KernelError", "KernelWarning", "LibraryNotFound", "Module", "Operand",
     "RunResult", "RunStats", "TesseraError", "backend_names", "compile",
     "default_context", "dtypes", "library_path", "numpy_dtype", "run",
+    # the kernel library (docs/python.md)
     "argmax", "argmin", "cummax", "cummin", "cumprod", "cumsum", "cumulative", "logsumexp",
     "mean", "prod", "reduce", "var",
+    "argsort", "sort", "sort_multiple", "top_k",
 ]

@@ -38,10 +38,11 @@ __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
            "KernelError", "lower_to_tsr", "cache_info", "cache_clear", "supported_primitives",
            "option_names", "enable_globally", "InterpretParams",
            "tpu_call", "TpuCall", "mosaic_module", "chips",
-           "reduce", "cumsum", "cumulative"]
+           "reduce", "cumsum", "cumulative", "sort", "argsort", "top_k"]
 
 _TPU_NAMES = ("tpu_call", "TpuCall", "mosaic_module", "chips")
 _REDUCE_NAMES = ("reduce", "cumsum", "cumulative")
+_SORT_NAMES = ("sort", "argsort", "top_k")
 
 
 def __getattr__(name: str) -> Any:
@@ -53,6 +54,11 @@ def __getattr__(name: str) -> Any:
     if name in _REDUCE_NAMES:
         from . import _reduce
         value = getattr(_reduce, name)
+        globals()[name] = value
+        return value
+    if name in _SORT_NAMES:
+        from . import _sort
+        value = getattr(_sort, name)
         globals()[name] = value
         return value
     if name in __all__:

@@ -1,0 +1,393 @@
+/* The multi-block sort: rows longer than one VMEM block (or than
+ * MERGE_BLOCK_MAX positions) are sorted block by block in VMEM and merged
+ * through HBM, every block moved by DMAs (docs/kernels.md, "Rows longer
+ * than a block").
+ *
+ * The network is the bitonic sort in its "flip" form, where every
+ * compare-exchange puts the smaller element at the lower position and
+ * exchanges only when strictly smaller: then padding keys (the largest)
+ * at positions >= n never move, so blocks past the data are never stored
+ * and the last block is moved at its own (static) size. Per merge level
+ * K = 2B, 4B, .., p (B the block):
+ *   1. flip: block c of each lower half against its mirror block
+ *      c ^ (K/B - 1), element e against element B-1-e (a gather reverses);
+ *   2. half-cleaners across blocks: c against c + j/B for j = K/4 .. B;
+ *   3. half-cleaners inside each block (j = B/2 .. 1): the network's last
+ *      level on the block.
+ * Stable sorts carry the input position as the last key, stored between
+ * passes in the `indices` output (so they need return_indices). */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/sort_internal.h"
+
+/* Positions per block at most: a block's arrays stay in a CPU's L2, and a
+ * VMEM block stays small. */
+#define MERGE_BLOCK_MAX ((int64_t)1 << 13)
+#define MERGE_BLOCK_MIN ((int64_t)128)
+#define DEFAULT_BUDGET ((int64_t)16 << 20)
+
+static int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+static int log2_of(int64_t p) {
+  int l = 0;
+  while (((int64_t)1 << l) < p) l++;
+  return l;
+}
+
+/* VMEM a position costs in the single-block layout and in a merge block. */
+static int64_t operand_bytes(const tsr_kernels_sort_params_t *p) {
+  int64_t bytes = p->return_indices ? 4 : 0;
+  for (uint32_t i = 0; i < p->num_operands && i < TSR_KERNELS_MAX_OPERANDS; i++)
+    bytes += (int64_t)tsr_dtype_size(p->dtypes[i]);
+  return bytes;
+}
+
+bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_block) {
+  if (params->rank < 1 || params->rank > TSR_MAX_RANK) return false;
+  int32_t axis = params->axis < 0 ? params->axis + (int32_t)params->rank : params->axis;
+  if (axis != (int32_t)params->rank - 1) return false;
+  int64_t n = params->dims[axis];
+  if (n < 1) return false;
+  int64_t p = pow2_at_least(n);
+  int64_t budget = params->vmem_budget_bytes > 0 ? params->vmem_budget_bytes : DEFAULT_BUDGET;
+  int64_t arrays = 2 * (int64_t)params->num_operands + 2;
+  int64_t single = p * (4 * operand_bytes(params) + 12 * arrays);
+  if (p <= MERGE_BLOCK_MAX && single <= budget) return false;
+  /* Two blocks of each operand in scratch, the network's values. */
+  int64_t per_position = 2 * operand_bytes(params) + 2 * 12 * arrays;
+  int64_t block = MERGE_BLOCK_MAX;
+  while (block > MERGE_BLOCK_MIN && block * per_position > budget) block /= 2;
+  if (block >= p) return false;
+  *out_block = block;
+  return true;
+}
+
+bool sort_merge_wanted_forced(const tsr_kernels_sort_params_t *params, int64_t *out_block) {
+  if (params->rank < 1 || params->rank > TSR_MAX_RANK) return false;
+  int32_t axis = params->axis < 0 ? params->axis + (int32_t)params->rank : params->axis;
+  if (axis != (int32_t)params->rank - 1 || params->dims[axis] < 1) return false;
+  int64_t p = pow2_at_least(params->dims[axis]);
+  if (p < 2 * MERGE_BLOCK_MIN) return false;
+  int64_t budget = params->vmem_budget_bytes > 0 ? params->vmem_budget_bytes : DEFAULT_BUDGET;
+  int64_t arrays = 2 * (int64_t)params->num_operands + 2;
+  int64_t per_position = 2 * operand_bytes(params) + 2 * 12 * arrays;
+  int64_t block = p / 2 < MERGE_BLOCK_MAX ? p / 2 : MERGE_BLOCK_MAX;
+  while (block > MERGE_BLOCK_MIN && block * per_position > budget) block /= 2;
+  *out_block = block;
+  return true;
+}
+
+typedef struct merge {
+  kb_t b;
+  const tsr_kernels_sort_params_t *params;
+  uint32_t rank, n_ops, nk_user;
+  int64_t n, p, block, full_blocks, rem;
+  tsr_ir_value_t *in[TSR_KERNELS_MAX_OPERANDS], *out[TSR_KERNELS_MAX_OPERANDS], *idx_out;
+  tsr_ir_value_t *buf[2][TSR_KERNELS_MAX_OPERANDS], *idx_buf[2];
+  tsr_ir_value_t *sem;
+  tsr_ir_value_t *lead[TSR_MAX_RANK]; /* program ids of the leading dims */
+  sort_tile_t tile;      /* a block in the network: (128, B/128), sort_tile.c */
+  tsr_ir_value_t *rev_l; /* L-1-lane: a block's lanes reversed */
+  bool canonical[TSR_KERNELS_MAX_OPERANDS];
+  uint32_t payloads;
+  bool padded;
+} merge_t;
+
+/* The arrays of one block in the network: keys, [index key], payloads,
+ * [index payload]; value_from/from_key say where each operand's values
+ * come back from. */
+typedef struct arrays {
+  tsr_ir_value_t *a[SORT_MAX_ARRAYS + 2];
+  uint32_t m, nk;
+  int32_t value_from[TSR_KERNELS_MAX_OPERANDS];
+  bool from_key[TSR_KERNELS_MAX_OPERANDS];
+  int32_t index_at;
+} arrays_t;
+
+/* DMAs between HBM row block c (start = c * B, `size` positions) and the
+ * VMEM buffer's first `size` positions, started and waited. */
+static void dma_block(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem, bool to_vmem,
+                      tsr_ir_value_t *start, int64_t size) {
+  kb_t *b = &g->b;
+  tsr_ir_index_t hidx[TSR_MAX_RANK], vidx[2] = {kb_point(0), kb_slice(0, size)};
+  tsr_ir_value_t *starts[TSR_MAX_RANK];
+  for (uint32_t d = 0; d + 1 < g->rank; d++) {
+    hidx[d] = (tsr_ir_index_t){TSR_INDEX_POINT, (int32_t)d, 0, 0, 1, 1};
+    starts[d] = g->lead[d];
+  }
+  hidx[g->rank - 1] = kb_ds((int32_t)(g->rank - 1), size);
+  starts[g->rank - 1] = start;
+  for (int pass = 0; pass < 2; pass++) {
+    const char *op = pass == 0 ? "dma_start" : "dma_wait";
+    if (to_vmem)
+      kb_dma(b, op, hbm, hidx, g->rank, vmem, vidx, 2, g->sem, starts, g->rank);
+    else
+      kb_dma(b, op, vmem, vidx, 2, hbm, hidx, g->rank, g->sem, starts, g->rank);
+  }
+}
+
+/* Moves block c (dynamic) of every stored array between HBM and the
+ * buffers of `set`: full blocks at size B, the last one at its size. */
+static void move_block(merge_t *g, int set, tsr_ir_value_t *c, bool to_vmem, bool from_inputs) {
+  kb_t *b = &g->b;
+  tsr_ir_value_t *start = kb_binary(b, "mul", c, kb_i32(b, g->block));
+  for (int part = 0; part < 2; part++) {
+    int64_t size = part == 0 ? g->block : g->rem;
+    if (part == 0 && g->full_blocks == 0) continue;
+    if (part == 1 && g->rem == 0) continue;
+    tsr_ir_value_t *cond = kb_compare(b, part == 0 ? "lt" : "eq", c, kb_i32(b, g->full_blocks));
+    kb_for_t branch = kb_begin_if(b, cond);
+    for (uint32_t i = 0; i < g->n_ops; i++)
+      dma_block(g, to_vmem && from_inputs ? g->in[i] : g->out[i], g->buf[set][i], to_vmem,
+                start, size);
+    if (g->idx_out && !from_inputs) dma_block(g, g->idx_out, g->idx_buf[set], to_vmem, start, size);
+    kb_end_if(b, &branch);
+  }
+}
+
+/* (1, B) as loaded -> the network's (R, L) tile, and back. */
+static tsr_ir_value_t *to_net(merge_t *g, tsr_ir_value_t *v) {
+  return sort_tile_from_line(&g->b, &g->tile, v);
+}
+
+static tsr_ir_value_t *from_net(merge_t *g, tsr_ir_value_t *v) {
+  int64_t one_b[2] = {1, g->block};
+  return sort_tile_to_line(&g->b, &g->tile, v, kb_vec(TSR_DTYPE_I32, 2, one_b));
+}
+
+/* A block reversed (element e to B-1-e): both axes of (R, L). The rows by
+ * a swap network (row ^ (R-1) as one exchange per bit, rolls along the
+ * rows), the lanes by a gather within a row: Mosaic gathers within one
+ * vreg only ("Multiple source vregs along gather dimension" across rows). */
+static tsr_ir_value_t *reverse(merge_t *g, tsr_ir_value_t *v) {
+  kb_t *b = &g->b;
+  const sort_tile_t *t = &g->tile;
+  for (int64_t bit = 1; bit < t->rows; bit <<= 1) {
+    tsr_ir_value_t *clear = kb_compare(b, "eq", kb_binary(b, "and", t->row_iota, kb_i32(b, bit)),
+                                       kb_i32(b, 0));
+    v = kb_select(b, clear, kb_roll(b, v, kb_i32(b, t->rows - bit), 0),
+                  kb_roll(b, v, kb_i32(b, bit), 0));
+  }
+  if (t->lanes > 1) v = kb_gather(b, v, g->rev_l, 1);
+  return v;
+}
+
+/* Loads block c into the network's arrays (phase 1: from the inputs, with
+ * the positions as indices). */
+static void load_arrays(merge_t *g, int set, tsr_ir_value_t *c, bool phase1, arrays_t *out) {
+  kb_t *b = &g->b;
+  const tsr_kernels_sort_params_t *p = g->params;
+  move_block(g, set, c, true, phase1);
+  tsr_ir_value_t *gpos = kb_binary(b, "add", g->tile.pos, kb_binary(b, "mul", c, kb_i32(b, g->block)));
+  tsr_ir_value_t *pad = kb_compare(b, "ge", gpos, kb_i32(b, g->n));
+  tsr_ir_value_t *vals[TSR_KERNELS_MAX_OPERANDS];
+  for (uint32_t i = 0; i < g->n_ops; i++) vals[i] = to_net(g, kb_load_all(b, g->buf[set][i]));
+  bool has_index = phase1 ? (p->return_indices || p->stable || (g->padded && g->payloads > 0))
+                          : p->return_indices;
+  bool index_key = p->stable || (phase1 && g->padded && (g->payloads > 0 || p->return_indices));
+  tsr_ir_value_t *index = !has_index ? NULL
+                          : phase1  ? gpos
+                                    : to_net(g, kb_load_all(b, g->idx_buf[set]));
+  memset(out, 0, sizeof *out);
+  out->index_at = -1;
+  for (uint32_t i = 0; i < g->nk_user; i++) {
+    tsr_ir_value_t *key = sort_key(b, vals[i], p->dtypes[i], SORT_ORDER_LAX, g->canonical[i],
+                                   p->descending);
+    out->a[out->m++] = kb_select(b, pad, kb_const_i(b, key ? key->type : tsr_ir_type_scalar(
+                                                        TSR_DTYPE_I32), INT32_MAX), key);
+    out->value_from[i] = g->canonical[i] ? -1 : (int32_t)(out->m - 1);
+    out->from_key[i] = !g->canonical[i];
+  }
+  if (index_key) { /* padding last also among equal keys (its stored index is stale) */
+    out->index_at = (int32_t)out->m;
+    out->a[out->m++] = phase1 ? index : kb_select(b, pad, kb_const_i(b, index ? index->type :
+                                                  tsr_ir_type_scalar(TSR_DTYPE_I32), INT32_MAX),
+                                                  index);
+  }
+  out->nk = out->m;
+  for (uint32_t i = 0; i < g->n_ops; i++) {
+    if (i < g->nk_user && !g->canonical[i]) continue;
+    out->value_from[i] = (int32_t)out->m;
+    out->from_key[i] = false;
+    out->a[out->m++] = sort_to_payload(b, vals[i], p->dtypes[i]);
+  }
+  if (has_index && out->index_at < 0) {
+    out->index_at = (int32_t)out->m;
+    out->a[out->m++] = index;
+  }
+}
+
+static void store_arrays(merge_t *g, int set, tsr_ir_value_t *c, const arrays_t *a) {
+  kb_t *b = &g->b;
+  const tsr_kernels_sort_params_t *p = g->params;
+  for (uint32_t i = 0; i < g->n_ops; i++) {
+    tsr_ir_value_t *v = a->a[a->value_from[i]];
+    v = a->from_key[i] ? sort_from_key(b, v, p->dtypes[i], SORT_ORDER_LAX, p->descending)
+                       : sort_from_payload(b, v, p->dtypes[i]);
+    kb_store_all(b, g->buf[set][i], from_net(g, v));
+  }
+  if (g->idx_out) kb_store_all(b, g->idx_buf[set], from_net(g, a->a[a->index_at]));
+  move_block(g, set, c, false, false);
+}
+
+/* lo/hi exchange: hi's element goes low where it is strictly smaller. */
+static void exchange(merge_t *g, arrays_t *lo, arrays_t *hi) {
+  kb_t *b = &g->b;
+  tsr_ir_value_t *take = sort_lex_less(b, hi->a, lo->a, lo->nk);
+  for (uint32_t a = 0; a < lo->m; a++) {
+    tsr_ir_value_t *l = kb_select(b, take, hi->a[a], lo->a[a]);
+    hi->a[a] = kb_select(b, take, lo->a[a], hi->a[a]);
+    lo->a[a] = l;
+  }
+}
+
+/* `for c in [0, blocks)` around the caller's body; returns the loop. */
+static kb_for_t begin_blocks(merge_t *g) {
+  kb_t *b = &g->b;
+  int64_t blocks = g->full_blocks + (g->rem ? 1 : 0);
+  return kb_begin_for(b, kb_i32(b, 0), kb_i32(b, blocks), NULL, 0);
+}
+
+tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_t block,
+                                 tsr_ir_module_t **out_module) {
+  merge_t g;
+  memset(&g, 0, sizeof g);
+  g.params = params;
+  g.rank = params->rank;
+  g.n_ops = params->num_operands;
+  g.nk_user = params->num_keys;
+  g.n = params->dims[g.rank - 1];
+  g.p = pow2_at_least(g.n);
+  g.block = block;
+  g.full_blocks = g.n / block;
+  g.rem = g.n % block;
+  g.padded = g.p != g.n;
+  if (params->stable && !params->return_indices)
+    return TSR_STATUS(TSR_UNIMPLEMENTED,
+                      "sort: a stable sort of rows longer than a block (%lld positions here) "
+                      "keeps the input positions in the indices output: set return_indices",
+                      (long long)block);
+  for (uint32_t i = 0; i < g.nk_user; i++) {
+    tsr_dtype_t dt = params->dtypes[i];
+    bool is_float = dt == TSR_DTYPE_F32 || dt == TSR_DTYPE_BF16 || dt == TSR_DTYPE_F16;
+    g.canonical[i] = is_float && (params->stable || i + 1 < g.nk_user);
+    if (g.canonical[i]) g.payloads++;
+  }
+  g.payloads += g.n_ops - g.nk_user;
+  if (g.nk_user + g.payloads + 1 > SORT_MAX_ARRAYS)
+    return TSR_STATUS(TSR_UNIMPLEMENTED, "sort: %u operands with these options need more than "
+                      "the %d arrays the network carries", g.n_ops, SORT_MAX_ARRAYS);
+  kb_t *b = &g.b;
+  kb_begin(b, "sort");
+  int64_t grid[TSR_MAX_RANK];
+  uint32_t grid_rank = 0;
+  tsr_ir_dim_semantics_t sem[TSR_MAX_RANK];
+  for (uint32_t d = 0; d + 1 < g.rank; d++) grid[grid_rank++] = params->dims[d];
+  if (grid_rank == 0) grid[grid_rank++] = 1;
+  for (uint32_t d = 0; d < grid_rank; d++) sem[d] = TSR_DIM_PARALLEL;
+  kb_grid(b, grid_rank, grid, sem);
+  char name[24];
+  for (uint32_t i = 0; i < g.n_ops; i++) {
+    snprintf(name, sizeof name, "x%u", i);
+    g.in[i] = kb_operand(b, TSR_ROLE_IN, name, params->dtypes[i], g.rank, params->dims,
+                         TSR_SPACE_ANY, NULL, NULL);
+  }
+  for (uint32_t i = 0; i < g.n_ops; i++) {
+    snprintf(name, sizeof name, "y%u", i);
+    g.out[i] = kb_operand(b, TSR_ROLE_OUT, name, params->dtypes[i], g.rank, params->dims,
+                          TSR_SPACE_ANY, NULL, NULL);
+  }
+  if (params->return_indices)
+    g.idx_out = kb_operand(b, TSR_ROLE_OUT, "indices", TSR_DTYPE_I32, g.rank, params->dims,
+                           TSR_SPACE_ANY, NULL, NULL);
+  int64_t buf_dims[2] = {1, block};
+  for (int set = 0; set < 2; set++) {
+    for (uint32_t i = 0; i < g.n_ops; i++) {
+      snprintf(name, sizeof name, "%s%u", set ? "hi" : "lo", i);
+      g.buf[set][i] = kb_scratch(b, name, TSR_SPACE_VMEM, params->dtypes[i], 2, buf_dims);
+    }
+    if (g.idx_out)
+      g.idx_buf[set] = kb_scratch(b, set ? "hi_index" : "lo_index", TSR_SPACE_VMEM,
+                                  TSR_DTYPE_I32, 2, buf_dims);
+  }
+  g.sem = kb_scratch_sem(b, "sem", TSR_SEM_DMA, 0, NULL);
+
+  /* Buffers start defined: the last block's DMAs fill only its head. */
+  for (int set = 0; set < 2; set++) {
+    for (uint32_t i = 0; i < g.n_ops; i++)
+      kb_store_all(b, g.buf[set][i],
+                   kb_const_i(b, kb_vec(params->dtypes[i], 2, buf_dims), 0));
+    if (g.idx_out)
+      kb_store_all(b, g.idx_buf[set], kb_const_i(b, kb_vec(TSR_DTYPE_I32, 2, buf_dims), 0));
+  }
+  for (uint32_t d = 0; d + 1 < g.rank; d++) g.lead[d] = kb_program_id(b, d);
+  sort_tile_init(b, &g.tile, 0, NULL, block);
+  tsr_ir_type_t rl_t = kb_vec(TSR_DTYPE_I32, 2, g.tile.dims);
+  g.rev_l = kb_binary(b, "sub", kb_const_i(b, rl_t, g.tile.lanes - 1), kb_iota(b, rl_t, 1));
+  int64_t blocks = g.full_blocks + (g.rem ? 1 : 0);
+  int log_b = log2_of(block), levels = log2_of(g.p);
+  arrays_t lo, hi;
+
+  /* 1. Every block sorted in VMEM. */
+  kb_for_t loop = begin_blocks(&g);
+  tsr_ir_value_t *c = kb_for_iv(&loop);
+  load_arrays(&g, 0, c, true, &lo);
+  sort_tile_levels(b, &g.tile, lo.a, lo.m, lo.nk, 1);
+  store_arrays(&g, 0, c, &lo);
+  kb_end_for(b, &loop, NULL, 0);
+
+  /* 2. Merge levels K = 2^lk, lk = log B + 1 .. log p. */
+  kb_for_t level = kb_begin_for(b, kb_i32(b, log_b + 1), kb_i32(b, levels + 1), NULL, 0);
+  tsr_ir_value_t *lk = kb_for_iv(&level);
+  tsr_ir_value_t *one = kb_i32(b, 1), *zero = kb_i32(b, 0), *nblocks = kb_i32(b, blocks);
+  tsr_ir_value_t *kc = kb_binary(b, "shl", one, kb_binary(b, "sub", lk, kb_i32(b, log_b)));
+  tsr_ir_value_t *half = kb_binary(b, "shra", kc, one);
+  /* 2a. flip */
+  loop = begin_blocks(&g);
+  c = kb_for_iv(&loop);
+  tsr_ir_value_t *c2 = kb_binary(b, "xor", c, kb_binary(b, "sub", kc, one));
+  tsr_ir_value_t *is_lower = kb_compare(b, "eq", kb_binary(b, "and", c, half), zero);
+  kb_for_t branch = kb_begin_if(b, kb_binary(b, "and", is_lower,
+                                             kb_compare(b, "lt", c2, nblocks)));
+  load_arrays(&g, 0, c, false, &lo);
+  load_arrays(&g, 1, c2, false, &hi);
+  for (uint32_t a = 0; a < hi.m; a++) hi.a[a] = reverse(&g, hi.a[a]);
+  exchange(&g, &lo, &hi);
+  for (uint32_t a = 0; a < hi.m; a++) hi.a[a] = reverse(&g, hi.a[a]);
+  store_arrays(&g, 0, c, &lo);
+  store_arrays(&g, 1, c2, &hi);
+  kb_end_if(b, &branch);
+  kb_end_for(b, &loop, NULL, 0);
+  /* 2b. half-cleaners across blocks: distance jc = 2^(lk - 2 - log B - t) blocks */
+  kb_for_t steps = kb_begin_for(b, zero, kb_binary(b, "sub", lk, kb_i32(b, 1 + log_b)), NULL, 0);
+  tsr_ir_value_t *t = kb_for_iv(&steps);
+  tsr_ir_value_t *jc = kb_binary(
+      b, "shl", one, kb_binary(b, "sub", kb_binary(b, "sub", lk, kb_i32(b, 2 + log_b)), t));
+  loop = begin_blocks(&g);
+  c = kb_for_iv(&loop);
+  c2 = kb_binary(b, "add", c, jc);
+  is_lower = kb_compare(b, "eq", kb_binary(b, "and", c, jc), zero);
+  branch = kb_begin_if(b, kb_binary(b, "and", is_lower, kb_compare(b, "lt", c2, nblocks)));
+  load_arrays(&g, 0, c, false, &lo);
+  load_arrays(&g, 1, c2, false, &hi);
+  exchange(&g, &lo, &hi);
+  store_arrays(&g, 0, c, &lo);
+  store_arrays(&g, 1, c2, &hi);
+  kb_end_if(b, &branch);
+  kb_end_for(b, &loop, NULL, 0);
+  kb_end_for(b, &steps, NULL, 0);
+  /* 2c. half-cleaners inside each block */
+  loop = begin_blocks(&g);
+  c = kb_for_iv(&loop);
+  load_arrays(&g, 0, c, false, &lo);
+  sort_tile_levels(b, &g.tile, lo.a, lo.m, lo.nk, log_b);
+  store_arrays(&g, 0, c, &lo);
+  kb_end_for(b, &loop, NULL, 0);
+  kb_end_for(b, &level, NULL, 0);
+  return kb_finish(b, out_module);
+}
