@@ -45,11 +45,14 @@
  * time grew with their number), and a split part takes the frame and the
  * slots' offsets as arguments (lower/split.c). */
 #define EM_FRAME_MAX_BUFFER (1 << 20)
-/* A frame of at most this many bytes is on the stack (threads have 8 MiB):
- * freed and allocated again by every call, a malloc'ed frame of some
- * hundreds of KiB is mmap'ed and page-faulted each time (the 450-op sort:
- * median 72 -> 134 us a call). */
-#define EM_FRAME_STACK_MAX (1 << 20)
+/* A frame of at most this many bytes is on the stack: freed and allocated
+ * again by every call, a malloc'ed frame of some hundreds of KiB is
+ * mmap'ed and page-faulted each time (the 450-op sort before slots were
+ * reused, 569 KiB: median 72 -> 134 us a call). 256 KiB, not more: a kernel
+ * may run on a thread with a smaller stack than the main thread's 8 MiB (a
+ * host callback's, an embedder's); with slots reused the library's sorts
+ * need 24 KiB. */
+#define EM_FRAME_STACK_MAX (256 << 10)
 /* Nodes remembered per position of a fused store (ex_read). */
 #define EM_MEMO 32
 /* Rows of the dot micro-kernel (6 x 16 f32 accumulators: 12 AVX2 registers). */
