@@ -7,70 +7,10 @@
  * deterministic generation and Mosaic emission of each kernel class. */
 #include <math.h>
 
+#include "array_values.h"
 #include "harness.h"
 
 /* ---- element access -------------------------------------------------- */
-
-static uint16_t to_f16(float v) { /* exact for the values generated here */
-  if (v == 0) return signbit(v) ? 0x8000 : 0;
-  uint32_t b;
-  memcpy(&b, &v, 4);
-  uint32_t sign = (b >> 16) & 0x8000, exp = (b >> 23) & 0xff, man = b & 0x7fffff;
-  return (uint16_t)(sign | ((exp - 127 + 15) << 10) | (man >> 13));
-}
-
-static double from_f16(uint16_t h) {
-  int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  double v = exp == 0 ? ldexp(man, -24) : exp == 31 ? (man ? NAN : INFINITY)
-                                                     : ldexp(man + 1024, exp - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-static double get_f(const tsr_array_t *a, int64_t i) {
-  switch (a->dtype) {
-  case TSR_DTYPE_F32: return ((const float *)a->data)[i];
-  case TSR_DTYPE_BF16: {
-    uint32_t b = (uint32_t)((const uint16_t *)a->data)[i] << 16;
-    float v;
-    memcpy(&v, &b, 4);
-    return v;
-  }
-  case TSR_DTYPE_F16: return from_f16(((const uint16_t *)a->data)[i]);
-  default: return 0;
-  }
-}
-
-static int64_t get_i(const tsr_array_t *a, int64_t i) {
-  switch (a->dtype) {
-  case TSR_DTYPE_I32: return ((const int32_t *)a->data)[i];
-  case TSR_DTYPE_U32: return ((const uint32_t *)a->data)[i];
-  case TSR_DTYPE_I16: return ((const int16_t *)a->data)[i];
-  case TSR_DTYPE_U16: return ((const uint16_t *)a->data)[i];
-  case TSR_DTYPE_I8: return ((const int8_t *)a->data)[i];
-  case TSR_DTYPE_U8: return ((const uint8_t *)a->data)[i];
-  case TSR_DTYPE_I1: return ((const uint8_t *)a->data)[i];
-  default: return 0;
-  }
-}
-
-static void set_f(tsr_array_t *a, int64_t i, float v) {
-  uint32_t b;
-  memcpy(&b, &v, 4);
-  if (a->dtype == TSR_DTYPE_F32) ((float *)a->data)[i] = v;
-  else if (a->dtype == TSR_DTYPE_BF16) ((uint16_t *)a->data)[i] = (uint16_t)(b >> 16);
-  else ((uint16_t *)a->data)[i] = to_f16(v);
-}
-
-static void set_i(tsr_array_t *a, int64_t i, int64_t v) {
-  switch (a->dtype) {
-  case TSR_DTYPE_I32: ((int32_t *)a->data)[i] = (int32_t)v; break;
-  case TSR_DTYPE_U32: ((uint32_t *)a->data)[i] = (uint32_t)v; break;
-  case TSR_DTYPE_I16: ((int16_t *)a->data)[i] = (int16_t)v; break;
-  case TSR_DTYPE_U16: ((uint16_t *)a->data)[i] = (uint16_t)v; break;
-  case TSR_DTYPE_I8: ((int8_t *)a->data)[i] = (int8_t)v; break;
-  default: ((uint8_t *)a->data)[i] = (uint8_t)v; break;
-  }
-}
 
 /* v wrapped to `dtype`'s width and signedness. */
 static int64_t wrap(tsr_dtype_t dtype, uint64_t v) {
@@ -127,15 +67,15 @@ static void fill(tsr_array_t *a, tsr_kernels_op_t op, bool nan) {
         static const float f[] = {2, 0.5f, -1};
         v = rnd((uint32_t)(n / 30 + 2)) == 0 ? f[rnd(3)] : 1.0f;
       }
-      set_f(a, i, v);
+      tv_set_float(a, i, v);
     } else if (a->dtype == TSR_DTYPE_I1) {
-      set_i(a, i, rnd(4) == 0);
+      tv_set_int(a, i, rnd(4) == 0);
     } else {
       int64_t v = op == TSR_KERNELS_PROD ? (int64_t)rnd(5) - 1 : (int64_t)rnd(1u << 30) - (1 << 29);
-      set_i(a, i, wrap(a->dtype, (uint64_t)v));
+      tv_set_int(a, i, wrap(a->dtype, (uint64_t)v));
     }
   }
-  if (nan && n > 0) set_f(a, rnd((uint32_t)n), NAN);
+  if (nan && n > 0) tv_set_float(a, rnd((uint32_t)n), NAN);
 }
 
 static tsr_context_t *ctx; /* made and destroyed by main */
@@ -185,11 +125,11 @@ static bool run_both(tsr_ir_module_t *m, tsr_array_t *in, tsr_array_t *out, bool
     int64_t n = tsr_array_element_count(out), bad = 0;
     for (int64_t i = 0; i < n; i++) {
       if (is_float(oi.dtype)) {
-        double x = get_f(out, i), y = get_f(&c, i);
+        double x = tv_get(out, i), y = tv_get(&c, i);
         bad += !(x == y || (isnan(x) && isnan(y)) ||
                  fabs(x - y) <= tolerance(oi.dtype) * (1 + fabs(x)));
       } else {
-        bad += get_i(out, i) != get_i(&c, i);
+        bad += tv_get_int(out, i) != tv_get_int(&c, i);
       }
     }
     if (bad) TSR_FAIL_AT("%s: cpu differs from interp in %lld elements", what, (long long)bad);
@@ -257,7 +197,7 @@ static void check_reduce(const tsr_kernels_reduce_params_t *p, const tsr_array_t
   for (int64_t i = 0; i < total; i++) {
     int64_t o = oi_of[i];
     if (fl) {
-      double v = get_f(in, i);
+      double v = tv_get(in, i);
       if (!seen[o]) {
         fs[o] = op == TSR_KERNELS_PROD ? 1 : 0;
         fm[o] = v;
@@ -271,7 +211,7 @@ static void check_reduce(const tsr_kernels_reduce_params_t *p, const tsr_array_t
         best[o] = ax_of[i];
       }
     } else {
-      int64_t v = get_i(in, i);
+      int64_t v = tv_get_int(in, i);
       if (!seen[o]) {
         is[o] = op == TSR_KERNELS_PROD ? 1 : 0;
         fm[o] = (double)v;
@@ -291,7 +231,7 @@ static void check_reduce(const tsr_kernels_reduce_params_t *p, const tsr_array_t
   double *f2 = calloc((size_t)nout, sizeof *f2);
   for (int64_t i = 0; i < total && fl; i++) {
     int64_t o = oi_of[i];
-    double v = get_f(in, i), mean = fs[o] / (double)per;
+    double v = tv_get(in, i), mean = fs[o] / (double)per;
     f2[o] += op == TSR_KERNELS_VARIANCE ? (v - mean) * (v - mean) : exp(v - fm[o]);
   }
   int64_t bad = 0, first = -1;
@@ -313,11 +253,11 @@ static void check_reduce(const tsr_kernels_reduce_params_t *p, const tsr_array_t
       case TSR_KERNELS_LOGSUMEXP: want = fm[o] + log(f2[o]), tol = t * (fabs(want) + 1); break;
       default: want = fm[o]; break; /* max, min: exact */
       }
-      got = get_f(out, o);
+      got = tv_get(out, o);
     } else {
       bool wraps = op == TSR_KERNELS_SUM || op == TSR_KERNELS_PROD;
       want = wraps ? (double)wrap(p->dtype, (uint64_t)is[o]) : fm[o];
-      got = (double)get_i(out, o);
+      got = (double)tv_get_int(out, o);
     }
     if (p->dtype == TSR_DTYPE_F16 && fabs(want) >= 65520) want = copysign(INFINITY, want);
     bool ok = got == want || (isnan(got) && isnan(want)) || fabs(got - want) <= tol;
@@ -391,7 +331,7 @@ static void check_scan(const tsr_kernels_cumulative_params_t *p, const tsr_array
         int64_t i = (o * n + k) * inner + j;
         double got, want;
         if (fl) {
-          double v = get_f(in, i);
+          double v = tv_get(in, i);
           if (k0 == 0) acc = v;
           else if (p->op == TSR_KERNELS_SUM) acc += v;
           else if (p->op == TSR_KERNELS_PROD) acc *= v;
@@ -400,18 +340,18 @@ static void check_scan(const tsr_kernels_cumulative_params_t *p, const tsr_array
           mag += fabs(v);
           want = acc;
           if (p->dtype == TSR_DTYPE_F16 && fabs(want) >= 65520) want = copysign(INFINITY, want);
-          got = get_f(out, i);
+          got = tv_get(out, i);
           if (!(got == want || fabs(got - want) <= tol * (p->op == TSR_KERNELS_SUM ? mag + 1
                                                                                  : fabs(want))))
             bad++;
         } else {
-          int64_t v = get_i(in, i);
+          int64_t v = tv_get_int(in, i);
           if (k0 == 0) iacc = v;
           else if (p->op == TSR_KERNELS_SUM) iacc = wrap(p->dtype, (uint64_t)iacc + (uint64_t)v);
           else if (p->op == TSR_KERNELS_PROD) iacc = wrap(p->dtype, (uint64_t)iacc * (uint64_t)v);
           else if (p->op == TSR_KERNELS_MAX) iacc = v > iacc ? v : iacc;
           else iacc = v < iacc ? v : iacc;
-          bad += get_i(out, i) != iacc;
+          bad += tv_get_int(out, i) != iacc;
         }
       }
     }

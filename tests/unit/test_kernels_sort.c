@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "array_values.h"
 #include "harness.h"
 #include "tessera/kernels.h"
 
@@ -20,38 +21,6 @@ static uint32_t rnd(void) {
   rng_state ^= rng_state >> 17;
   rng_state ^= rng_state << 5;
   return rng_state;
-}
-
-static float bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  float v;
-  if (exp == 0) v = ldexpf((float)man, -24);
-  else if (exp == 31) v = man ? NAN : INFINITY;
-  else v = ldexpf((float)(man | 0x400), (int)exp - 25);
-  return sign ? -v : v;
-}
-
-/* Element i of an array as a double (NaN for NaNs). */
-static double value_at(const tsr_array_t *a, int64_t i) {
-  switch (a->dtype) {
-  case TSR_DTYPE_F32: return ((const float *)a->data)[i];
-  case TSR_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)a->data)[i]);
-  case TSR_DTYPE_F16: return f16_to_f32(((const uint16_t *)a->data)[i]);
-  case TSR_DTYPE_I32: return ((const int32_t *)a->data)[i];
-  case TSR_DTYPE_U32: return ((const uint32_t *)a->data)[i];
-  case TSR_DTYPE_I16: return ((const int16_t *)a->data)[i];
-  case TSR_DTYPE_U16: return ((const uint16_t *)a->data)[i];
-  case TSR_DTYPE_I8: return ((const int8_t *)a->data)[i];
-  case TSR_DTYPE_U8: return ((const uint8_t *)a->data)[i];
-  default: return 0;
-  }
 }
 
 /* jax.lax.sort's comparison: NaNs (any sign) above everything and equal,
@@ -131,8 +100,8 @@ static int ref_cmp(const void *pa, const void *pb) {
   int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
   const ref_ctx_t *r = the_ref;
   for (uint32_t k = 0; k < r->nk; k++) {
-    int c = lax_cmp(value_at(&r->ops[k], r->base + a * r->stride),
-                    value_at(&r->ops[k], r->base + b * r->stride));
+    int c = lax_cmp(tv_get(&r->ops[k], r->base + a * r->stride),
+                    tv_get(&r->ops[k], r->base + b * r->stride));
     if (c) return r->descending ? -c : c;
   }
   return (a > b) - (a < b);
@@ -206,7 +175,7 @@ static void check_sort(const sort_case_t *c, tsr_backend_t backend) {
             bad += memcmp(want, got, sz) != 0;
           } else if (k < c->num_keys) {
             /* the sorted keys equal the reference's up to lax equality */
-            bad += lax_cmp(value_at(&arrays[k], from), value_at(&arrays[n + k], at)) != 0;
+            bad += lax_cmp(tv_get(&arrays[k], from), tv_get(&arrays[n + k], at)) != 0;
           }
         }
         if (c->indices) {
@@ -417,7 +386,7 @@ static void check_topk(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims, in
           if (dtype == TSR_DTYPE_F32) key = (int32_t)(bits ^ ((bits >> 31) ? 0x7fffffffu : 0));
           else if (dtype == TSR_DTYPE_BF16 || dtype == TSR_DTYPE_F16)
             key = (int16_t)(bits ^ ((bits >> 15) ? 0x7fffu : 0));
-          else key = (int64_t)value_at(&x, base + j * stride);
+          else key = (int64_t)tv_get(&x, base + j * stride);
           if (smallest) key = -key;
           if (best < 0 || key > best_key) {
             best = j;
