@@ -118,8 +118,9 @@ TSR_API tsr_status_t tsr_kernels_cumulative(const tsr_kernels_cumulative_params_
 /* Reduction over the axes in `axes_mask` (bit d: axis d; 0: all axes), as
  * numpy/jax.numpy with the same name; bf16/f16 accumulate in f32 and the
  * result has the input dtype (argmax/argmin: i32, one axis, the first
- * occurrence, or the first NaN if there is one, as jax.numpy). Operands: in x, out y (the reduced shape; with keepdims
- * the reduced axes stay as size 1; a reduction of every axis without
+ * occurrence, or the first NaN if there is one, as jax.numpy). Operands:
+ * in x, out y (the reduced shape; with keepdims the reduced axes stay as
+ * size 1; a reduction of every axis without
  * keepdims gives shape (1,), in SMEM for 32-bit results, since kernel
  * operands have rank >= 1). Sums and products of integers wrap in the
  * input dtype (numpy with dtype=x.dtype; jax.numpy.sum promotes i8/i16 to
