@@ -1,6 +1,6 @@
 /* Program preparation: turns a verified kernel into a flat instruction array
- * with jumps for control flow, a value table (each value's own buffer in a
- * per-run frame), a ref table (blocks, scratch, scoped buffers) and one plan
+ * with jumps for control flow, a value table (each value's buffer in a
+ * per-run frame, shared by values whose lives do not overlap), a ref table (blocks, scratch, scoped buffers) and one plan
  * per kernel operand for the grid pipeline. Everything the run needs is
  * copied into the program's arena, so the module can be destroyed.
  * Dispatch (compile_op): per family through family_table (size checked
@@ -770,6 +770,258 @@ static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
   return NULL;
 }
 
+/* ---- Frame slots: values share buffers when their lives do not overlap ------
+ * A value's buffer in the frame is reused once the value's last use has run,
+ * so a straight-line kernel's frame holds its live values only, not one
+ * buffer per value (the 6,484-op small-block kernel of docs/benchmarks.md:
+ * 22.5 MiB of frame, written once each, a page fault per 4 KiB). Lives are
+ * intervals over a pre-order numbering of the body's ops: an op with
+ * regions has a start (where its operands are read and its results and
+ * region arguments are defined) and an end (after its regions, where its
+ * results are written by the moves that leave them). The intervals are
+ * closed, so a result never shares a buffer with an operand of its own op.
+ * What extends a life:
+ *  - a use inside a loop (for, while) of a value defined outside it: the
+ *    value lives to the end of the outermost such loop (every iteration
+ *    reads it);
+ *  - a loop's operands (its bounds and step are read at every iteration),
+ *    the arguments of a loop's regions and the results of any op with
+ *    regions: they live to the op's end at least (the moves that leave a
+ *    loop use its results as temporaries);
+ *  - an alias (reshape, bitcast: XOP_ALIAS reads another value's buffer):
+ *    its root value, whose buffer it reads, lives as long as the alias.
+ * Consts (filled once per run), index-map values (evaluated between the
+ * body's runs) and anything else outside the body keep buffers of their
+ * own. The other ways a value can point at memory that is not its own
+ * buffer do not involve the frame: a load borrowing a ref's memory and a
+ * result forwarded into a store's target point into VMEM, and moves copy
+ * into their destinations' own buffers. */
+
+typedef struct loop_frame {
+  uint32_t start, end;
+  const struct loop_frame *outer;
+} loop_frame_t;
+
+typedef struct liveness {
+  uint32_t *def;       /* value id -> position of its definition; 0: not in the body */
+  uint32_t *last;      /* value id -> position of its last use (>= def) */
+  uint32_t *root;      /* value id -> the value whose buffer it reads */
+  uint32_t *loop_end;  /* k-th loop in walk order -> its end position */
+  uint32_t clock, loops;
+  bool uses;           /* second pass: record definitions and uses */
+} liveness_t;
+
+/* reshape, bitcast: the result is the operand's buffer (XOP_ALIAS). */
+static bool aliases_operand(const tsr_op_t *op) {
+  return family_table[tsr_op_table[op->opcode].family] == prep_per_op &&
+         per_op_table[op->opcode].code == XOP_ALIAS;
+}
+
+static void live_define(liveness_t *lv, const tsr_value_t *v, uint32_t pos) {
+  lv->def[v->id] = pos;
+  lv->last[v->id] = pos;
+}
+
+static void live_use(liveness_t *lv, const tsr_value_t *v, uint32_t pos,
+                     const loop_frame_t *loops) {
+  uint32_t d = lv->def[v->id];
+  if (!d) return; /* a buffer of its own */
+  for (const loop_frame_t *f = loops; f && f->start > d; f = f->outer) pos = f->end;
+  if (pos > lv->last[v->id]) lv->last[v->id] = pos;
+}
+
+/* Two passes over the same numbering: the first finds where each loop ends,
+ * the second records definitions and uses with the enclosing loops known. */
+static void live_walk(liveness_t *lv, const tsr_region_t *r, const loop_frame_t *loops) {
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    uint32_t pos = ++lv->clock;
+    bool loop = op->opcode == TSR_OP_FOR || op->opcode == TSR_OP_WHILE;
+    uint32_t loop_index = loop ? lv->loops++ : 0;
+    if (lv->uses) {
+      if (!loop)
+        for (uint32_t i = 0; i < op->num_operands; i++)
+          live_use(lv, op->operands[i], pos, loops);
+      if (op->opcode != TSR_OP_CONST) {
+        for (uint32_t i = 0; i < op->num_results; i++) {
+          live_define(lv, op->results[i], pos);
+          if (aliases_operand(op)) lv->root[op->results[i]->id] = lv->root[op->operands[0]->id];
+        }
+        for (uint32_t i = 0; i < op->num_regions; i++)
+          for (uint32_t a = 0; a < op->regions[i].num_args; a++)
+            live_define(lv, op->regions[i].args[a], pos);
+      }
+    }
+    if (!op->num_regions) continue;
+    loop_frame_t frame = {pos, lv->uses ? lv->loop_end[loop_index] : 0, loops};
+    for (uint32_t i = 0; i < op->num_regions; i++)
+      live_walk(lv, &op->regions[i], loop ? &frame : loops);
+    uint32_t end = ++lv->clock;
+    if (!lv->uses) {
+      if (loop) lv->loop_end[loop_index] = end;
+      continue;
+    }
+    if (loop)
+      for (uint32_t i = 0; i < op->num_operands; i++) live_use(lv, op->operands[i], end, loops);
+    for (uint32_t i = 0; i < op->num_results; i++) live_use(lv, op->results[i], end, loops);
+    for (uint32_t i = 0; i < op->num_regions; i++)
+      for (uint32_t a = 0; a < op->regions[i].num_args; a++)
+        live_use(lv, op->regions[i].args[a], end, loops);
+  }
+}
+
+static uint32_t count_loops(const tsr_region_t *r) {
+  uint32_t n = 0;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    if (op->opcode == TSR_OP_FOR || op->opcode == TSR_OP_WHILE) n++;
+    for (uint32_t i = 0; i < op->num_regions; i++) n += count_loops(&op->regions[i]);
+  }
+  return n;
+}
+
+/* The bytes a value's buffer takes in the frame (0: it has none). */
+static uint64_t slot_bytes(const tsr_value_t *v) {
+  if (!v || v->type.kind == TSR_TYPE_REF || v->type.kind == TSR_TYPE_SEM) return 0;
+  uint64_t bytes = (uint64_t)tsr_type_element_count(&v->type) *
+                   tsr_dtype_size((tsr_dtype_t)v->type.dtype);
+  return align64(bytes < 8 ? 8 : bytes);
+}
+
+static int compare_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The index of `bytes` in the sorted sizes. */
+static uint32_t size_class(const uint64_t *sizes, uint32_t n, uint64_t bytes) {
+  uint32_t lo = 0, hi = n;
+  while (lo + 1 < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (sizes[mid] <= bytes) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+/* Fills p->values (dtype, bytes, offset) and p->frame_bytes. Buffers of
+ * the same size are reused in last-in first-out order. */
+static tsr_status_t assign_frame_slots(prep_t *ps) {
+  tsr_interp_program_t *p = ps->p;
+  const tsr_kernel_t *k = ps->k;
+  uint32_t n = k->num_values;
+  tsr_status_t s = NULL;
+  liveness_t lv = {0};
+  uint32_t nloops = count_loops(&k->body);
+  lv.def = tsr_calloc(n + 1, sizeof *lv.def);
+  lv.last = tsr_calloc(n + 1, sizeof *lv.last);
+  lv.root = tsr_calloc(n + 1, sizeof *lv.root);
+  lv.loop_end = tsr_calloc(nloops + 1, sizeof *lv.loop_end);
+  uint64_t *sizes = tsr_calloc(n + 1, sizeof *sizes);
+  uint32_t *cls = tsr_calloc(n + 1, sizeof *cls);       /* value -> size class */
+  uint32_t *count = tsr_calloc(n + 1, sizeof *count);   /* class -> values, then free */
+  uint32_t *base = tsr_calloc(n + 1, sizeof *base);     /* class -> first stack entry */
+  uint64_t *stack = tsr_calloc(n + 1, sizeof *stack);   /* free offsets, per class */
+  uint32_t *by_def = NULL, *by_last = NULL, *def_next = NULL, *last_next = NULL;
+  if (!lv.def || !lv.last || !lv.root || !lv.loop_end || !sizes || !cls || !count ||
+      !base || !stack) {
+    s = TSR_OOM();
+    goto done;
+  }
+  for (uint32_t i = 0; i < n; i++) lv.root[i] = i;
+  live_walk(&lv, &k->body, NULL);
+  uint32_t positions = lv.clock;
+  lv.clock = 0;
+  lv.loops = 0;
+  lv.uses = true;
+  live_walk(&lv, &k->body, NULL);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t r = lv.root[i];
+    if (r != i && lv.def[i] && lv.def[r] && lv.last[i] > lv.last[r]) lv.last[r] = lv.last[i];
+  }
+
+  /* Values, and the buffers of those outside the body (consts, index maps). */
+  uint64_t off = 0;
+  uint32_t nsizes = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const tsr_value_t *v = ps->by_id[i];
+    uint64_t bytes = slot_bytes(v);
+    if (!bytes) continue;
+    value_info_t *vi = &p->values[i];
+    vi->dtype = v->type.dtype;
+    vi->vector = v->type.kind == TSR_TYPE_VECTOR;
+    vi->bytes = (uint64_t)tsr_type_element_count(&v->type) *
+                tsr_dtype_size((tsr_dtype_t)v->type.dtype);
+    if (!lv.def[i]) {
+      vi->offset = off;
+      off += bytes;
+    } else if (lv.root[i] == i) {
+      sizes[nsizes++] = bytes;
+    }
+  }
+  /* Size classes of the body's buffers. */
+  qsort(sizes, nsizes, sizeof *sizes, compare_u64);
+  uint32_t nclasses = 0;
+  for (uint32_t i = 0; i < nsizes; i++)
+    if (!nclasses || sizes[nclasses - 1] != sizes[i]) sizes[nclasses++] = sizes[i];
+  for (uint32_t i = 0; i < n; i++) {
+    if (!lv.def[i] || lv.root[i] != i || !slot_bytes(ps->by_id[i])) continue;
+    cls[i] = size_class(sizes, nclasses, slot_bytes(ps->by_id[i]));
+    count[cls[i]]++;
+  }
+  for (uint32_t c = 1; c < nclasses; c++) base[c] = base[c - 1] + count[c - 1];
+  memset(count, 0, (size_t)(n + 1) * sizeof *count);
+
+  /* Definitions and last uses by position (linked lists). */
+  by_def = tsr_calloc(positions + 2, sizeof *by_def);
+  by_last = tsr_calloc(positions + 2, sizeof *by_last);
+  def_next = tsr_calloc(n + 1, sizeof *def_next);
+  last_next = tsr_calloc(n + 1, sizeof *last_next);
+  if (!by_def || !by_last || !def_next || !last_next) {
+    s = TSR_OOM();
+    goto done;
+  }
+  for (uint32_t i = n; i-- > 0;) { /* ids ascending within a position */
+    if (!lv.def[i] || lv.root[i] != i || !slot_bytes(ps->by_id[i])) continue;
+    def_next[i] = by_def[lv.def[i]];
+    by_def[lv.def[i]] = i + 1;
+    last_next[i] = by_last[lv.last[i]];
+    by_last[lv.last[i]] = i + 1;
+  }
+  for (uint32_t pos = 1; pos <= positions; pos++) {
+    for (uint32_t e = by_def[pos]; e; e = def_next[e - 1]) {
+      uint32_t c = cls[e - 1];
+      value_info_t *vi = &p->values[e - 1];
+      if (count[c]) {
+        vi->offset = stack[base[c] + --count[c]];
+      } else {
+        vi->offset = off;
+        off += sizes[c];
+      }
+    }
+    for (uint32_t e = by_last[pos]; e; e = last_next[e - 1]) {
+      uint32_t c = cls[e - 1];
+      stack[base[c] + count[c]++] = p->values[e - 1].offset;
+    }
+  }
+  /* Aliases point at their root's buffer (they never write one). */
+  for (uint32_t i = 0; i < n; i++)
+    if (lv.root[i] != i) p->values[i].offset = p->values[lv.root[i]].offset;
+  p->frame_bytes = off;
+done:
+  tsr_free(lv.def);
+  tsr_free(lv.last);
+  tsr_free(lv.root);
+  tsr_free(lv.loop_end);
+  tsr_free(sizes);
+  tsr_free(cls);
+  tsr_free(count);
+  tsr_free(base);
+  tsr_free(stack);
+  tsr_free(by_def);
+  tsr_free(by_last);
+  tsr_free(def_next);
+  tsr_free(last_next);
+  return s;
+}
+
 static uint32_t count_consts(const tsr_region_t *r) {
   uint32_t n = 0;
   for (const tsr_op_t *op = r->first; op; op = op->next) {
@@ -969,20 +1221,7 @@ static tsr_status_t prepare(prep_t *ps) {
     if (k->decls[i].index_map) walk_region_values(ps, k->decls[i].index_map);
   }
   walk_region_values(ps, &k->body);
-  uint64_t off = 0;
-  for (uint32_t i = 0; i < k->num_values; i++) {
-    const tsr_value_t *v = ps->by_id[i];
-    value_info_t *vi = &p->values[i];
-    if (!v || v->type.kind == TSR_TYPE_REF || v->type.kind == TSR_TYPE_SEM) continue;
-    vi->dtype = v->type.dtype;
-    vi->vector = v->type.kind == TSR_TYPE_VECTOR;
-    uint64_t bytes = (uint64_t)tsr_type_element_count(&v->type) *
-                     tsr_dtype_size((tsr_dtype_t)v->type.dtype);
-    vi->bytes = bytes;
-    vi->offset = off;
-    off = align64(off + (bytes < 8 ? 8 : bytes));
-  }
-  p->frame_bytes = off;
+  TSR_RETURN_IF_ERROR(assign_frame_slots(ps));
 
   /* Refs: decls, then scoped buffers. */
   uint32_t max_refs = k->num_decls + count_scoped(&k->body);
