@@ -29,6 +29,7 @@ typedef struct prep {
   uint32_t *uses;      /* value id -> number of operand uses */
   op_position_t *positions; /* op -> pre-order position (site_t) */
   op_position_t *position_pool;
+  const char *op_what[TSR_OP_COUNT]; /* per opcode: its sites' text, or NULL */
 } prep_t;
 
 /* ---- Sites: ops are numbered by tsr_ir_walk_ops (ir/walk.c) ---------------- */
@@ -63,9 +64,10 @@ static tsr_status_t emit(prep_t *ps, const insn_t *in, uint32_t *out_pc) {
   return NULL;
 }
 
-static tsr_status_t add_site(prep_t *ps, tsr_loc_t loc, const char *what,
-                             site_origin_t origin, uint32_t index, uint32_t sub,
-                             uint32_t *out_site) {
+/* A site whose `what` is already in the program's arena. */
+static tsr_status_t add_site_owned(prep_t *ps, tsr_loc_t loc, const char *what,
+                                   site_origin_t origin, uint32_t index, uint32_t sub,
+                                   uint32_t *out_site) {
   tsr_interp_program_t *p = ps->p;
   if (p->num_sites == p->sites_capacity) {
     uint32_t cap = p->sites_capacity ? p->sites_capacity * 2 : 64;
@@ -78,13 +80,20 @@ static tsr_status_t add_site(prep_t *ps, tsr_loc_t loc, const char *what,
   s->loc.file = p->file;
   s->loc.line = loc.line;
   s->loc.col = loc.col;
-  s->what = tsr_arena_strndup(&p->arena, what, strlen(what));
-  if (!s->what) return TSR_OOM();
+  s->what = what;
   s->origin = (uint8_t)origin;
   s->index = index;
   s->sub = sub;
   *out_site = p->num_sites++;
   return NULL;
+}
+
+static tsr_status_t add_site(prep_t *ps, tsr_loc_t loc, const char *what,
+                             site_origin_t origin, uint32_t index, uint32_t sub,
+                             uint32_t *out_site) {
+  const char *copy = tsr_arena_strndup(&ps->p->arena, what, strlen(what));
+  if (!copy) return TSR_OOM();
+  return add_site_owned(ps, loc, copy, origin, index, sub, out_site);
 }
 
 static void *plan_alloc(prep_t *ps, size_t size) {
@@ -200,10 +209,16 @@ static uint32_t count_scoped(const tsr_region_t *r) {
 static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
                                    const tsr_op_t **out_term);
 
+/* An op's site; its text ('add') is made once per opcode and shared. */
 static tsr_status_t op_site(prep_t *ps, const tsr_op_t *op, uint32_t *site) {
-  char what[48];
-  tsr_diag_format_op(what, sizeof what, op->opcode);
-  return add_site(ps, op->loc, what, SITE_OP, op_position(ps, op), 0, site);
+  const char *what = ps->op_what[op->opcode];
+  if (!what) {
+    char text[48];
+    tsr_diag_format_op(text, sizeof text, op->opcode);
+    what = ps->op_what[op->opcode] = tsr_arena_strndup(&ps->p->arena, text, strlen(text));
+    if (!what) return TSR_OOM();
+  }
+  return add_site_owned(ps, op->loc, what, SITE_OP, op_position(ps, op), 0, site);
 }
 
 static tsr_status_t emit_moves(prep_t *ps, uint32_t site, uint32_t count,
@@ -886,19 +901,22 @@ static uint64_t slot_bytes(const tsr_value_t *v) {
   return align64(bytes < 8 ? 8 : bytes);
 }
 
-static int compare_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
+/* Size classes: an open-addressed table from a buffer size to its class
+ * (a qsort of the sizes cost as much as the rest of preparing). */
+typedef struct size_classes {
+  uint64_t *key;    /* size, 0 = empty */
+  uint32_t *index;  /* its class */
+  uint32_t mask, count;
+} size_classes_t;
 
-/* The index of `bytes` in the sorted sizes. */
-static uint32_t size_class(const uint64_t *sizes, uint32_t n, uint64_t bytes) {
-  uint32_t lo = 0, hi = n;
-  while (lo + 1 < hi) {
-    uint32_t mid = (lo + hi) / 2;
-    if (sizes[mid] <= bytes) lo = mid; else hi = mid;
+static uint32_t size_class_of(size_classes_t *sc, uint64_t bytes) {
+  uint32_t h = (uint32_t)((bytes >> 6) * 0x9e3779b1u) & sc->mask;
+  while (sc->key[h] && sc->key[h] != bytes) h = (h + 1) & sc->mask;
+  if (!sc->key[h]) {
+    sc->key[h] = bytes;
+    sc->index[h] = sc->count++;
   }
-  return lo;
+  return sc->index[h];
 }
 
 /* Fills p->values (dtype, bytes, offset) and p->frame_bytes. Buffers of
@@ -914,14 +932,20 @@ static tsr_status_t assign_frame_slots(prep_t *ps) {
   lv.last = tsr_calloc(n + 1, sizeof *lv.last);
   lv.root = tsr_calloc(n + 1, sizeof *lv.root);
   lv.loop_end = tsr_calloc(nloops + 1, sizeof *lv.loop_end);
-  uint64_t *sizes = tsr_calloc(n + 1, sizeof *sizes);
+  uint64_t *sizes = tsr_calloc(n + 1, sizeof *sizes);  /* class -> bytes */
   uint32_t *cls = tsr_calloc(n + 1, sizeof *cls);       /* value -> size class */
   uint32_t *count = tsr_calloc(n + 1, sizeof *count);   /* class -> values, then free */
   uint32_t *base = tsr_calloc(n + 1, sizeof *base);     /* class -> first stack entry */
   uint64_t *stack = tsr_calloc(n + 1, sizeof *stack);   /* free offsets, per class */
+  size_classes_t sc = {0};
+  uint32_t table = 16;
+  while (table < 2 * n) table *= 2;
+  sc.key = tsr_calloc(table, sizeof *sc.key);
+  sc.index = tsr_calloc(table, sizeof *sc.index);
+  sc.mask = table - 1;
   uint32_t *by_def = NULL, *by_last = NULL, *def_next = NULL, *last_next = NULL;
   if (!lv.def || !lv.last || !lv.root || !lv.loop_end || !sizes || !cls || !count ||
-      !base || !stack) {
+      !base || !stack || !sc.key || !sc.index) {
     s = TSR_OOM();
     goto done;
   }
@@ -939,7 +963,6 @@ static tsr_status_t assign_frame_slots(prep_t *ps) {
 
   /* Values, and the buffers of those outside the body (consts, index maps). */
   uint64_t off = 0;
-  uint32_t nsizes = 0;
   for (uint32_t i = 0; i < n; i++) {
     const tsr_value_t *v = ps->by_id[i];
     uint64_t bytes = slot_bytes(v);
@@ -952,20 +975,17 @@ static tsr_status_t assign_frame_slots(prep_t *ps) {
     if (!lv.def[i]) {
       vi->offset = off;
       off += bytes;
-    } else if (lv.root[i] == i) {
-      sizes[nsizes++] = bytes;
     }
   }
   /* Size classes of the body's buffers. */
-  qsort(sizes, nsizes, sizeof *sizes, compare_u64);
-  uint32_t nclasses = 0;
-  for (uint32_t i = 0; i < nsizes; i++)
-    if (!nclasses || sizes[nclasses - 1] != sizes[i]) sizes[nclasses++] = sizes[i];
   for (uint32_t i = 0; i < n; i++) {
     if (!lv.def[i] || lv.root[i] != i || !slot_bytes(ps->by_id[i])) continue;
-    cls[i] = size_class(sizes, nclasses, slot_bytes(ps->by_id[i]));
+    uint64_t bytes = slot_bytes(ps->by_id[i]);
+    cls[i] = size_class_of(&sc, bytes);
+    sizes[cls[i]] = bytes;
     count[cls[i]]++;
   }
+  uint32_t nclasses = sc.count;
   for (uint32_t c = 1; c < nclasses; c++) base[c] = base[c - 1] + count[c - 1];
   memset(count, 0, (size_t)(n + 1) * sizeof *count);
 
@@ -1015,6 +1035,8 @@ done:
   tsr_free(count);
   tsr_free(base);
   tsr_free(stack);
+  tsr_free(sc.key);
+  tsr_free(sc.index);
   tsr_free(by_def);
   tsr_free(by_last);
   tsr_free(def_next);

@@ -266,6 +266,12 @@ bool vf_check_def(verifier_t *v, tsr_loc_t loc, const char *what,
   return true;
 }
 
+bool vf_def_fine(verifier_t *v, const tsr_value_t *value) {
+  value_info_t *vi = vf_info_of(v, value);
+  tbuf_t why = {.len = 0};
+  return vi && vi->vis == VIS_UNREACHED && vf_type_wellformed(&value->type, &why);
+}
+
 void vf_set_vis(verifier_t *v, const tsr_value_t *value, vis_t vis) {
   value_info_t *vi = vf_info_of(v, value);
   if (vi && vi->zone != ZONE_KERNEL) vi->vis = (uint8_t)vis;
