@@ -28,7 +28,7 @@ static bool parse_dims(parser_t *p, uint32_t *out_rank, int64_t *dims) {
 }
 
 static bool dtype_of(const token_t *t, tsr_dtype_t *out) {
-  return t->kind == TOK_IDENT && tsr_dtype_from_name(t->text, t->len, out);
+  return t->kind == TOK_IDENT && ps_dtype_lookup(t->text, t->len, out);
 }
 
 /* DTYPE or DTYPE[dims]: a scalar or block type. */
@@ -54,9 +54,12 @@ bool ps_parse_type(parser_t *p, tsr_type_t *out) {
   uint32_t rank = 0;
   int64_t dims[TSR_MAX_RANK];
   tsr_space_t space;
+  tsr_dtype_t dtype;
+  /* Most types are value types: their dtype names are no space or
+   * semaphore names, so looking them up first changes nothing else. */
+  if (dtype_of(&t, &dtype)) return ps_parse_value_type(p, "a type", out);
   if (tsr_space_from_name(t.text, t.len, &space)) {
     ps_next(p);
-    tsr_dtype_t dtype;
     if (!dtype_of(&p->tok, &dtype))
       return ps_expected(p, "an element type after the memory space");
     ps_next(p);
@@ -71,11 +74,8 @@ bool ps_parse_type(parser_t *p, tsr_type_t *out) {
                         dims);
     return true;
   }
-  tsr_dtype_t dtype;
-  if (!dtype_of(&t, &dtype))
-    return ps_error_at(p, t.line, t.col, "unknown type '%.*s'",
-                       (int)TSR_MIN(t.len, 40), t.text);
-  return ps_parse_value_type(p, "a type", out);
+  return ps_error_at(p, t.line, t.col, "unknown type '%.*s'", (int)TSR_MIN(t.len, 40),
+                     t.text);
 }
 
 /* ": T, T, .." for an op with results (exactly one type per result name). */
