@@ -985,7 +985,7 @@ static size_t count_of(uint32_t rank, const int64_t *dims) {
 
 TSR_TEST(iota_every_dim) {
   const int64_t dims[3] = {3, 4, 5};
-  const tsr_dtype_t dts[] = {TSR_DTYPE_I32, TSR_DTYPE_F32, TSR_DTYPE_BF16, TSR_DTYPE_I8,
+  const tsr_dtype_t dts[] = {TSR_DTYPE_I32, TSR_DTYPE_U32, TSR_DTYPE_F32, TSR_DTYPE_BF16, TSR_DTYPE_I8,
                              TSR_DTYPE_U16, TSR_DTYPE_F16};
   for (size_t t = 0; t < TSR_ARRAY_SIZE(dts); t++)
     for (uint32_t dim = 0; dim < 3; dim++) {
