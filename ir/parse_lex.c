@@ -364,7 +364,9 @@ bool ps_int_value(const token_t *t, int64_t *out) {
     int c = (unsigned char)*s;
     uint64_t d = is_digit(c) ? (uint64_t)(c - '0')
                              : (uint64_t)((c | 0x20) - 'a' + 10);
-    if (v > (UINT64_MAX - d) / base) return false;
+    /* the division only near the top (an int per dim made it a third of
+     * the cost of reading a type) */
+    if (v >= (UINT64_MAX - 15) / 16 && v > (UINT64_MAX - d) / base) return false;
     v = v * base + d;
   }
   if (neg) {
