@@ -12,40 +12,50 @@
  * table's effects. */
 #include <stdio.h>
 
-#include "base/hashtable.h"
 #include "interp/interp_internal.h"
 #include "ir/opview.h"
-
-typedef struct op_position {
-  const tsr_op_t *op;
-  uint32_t position;
-  UT_hash_handle hh;
-} op_position_t;
 
 typedef struct prep {
   tsr_interp_program_t *p;
   const tsr_kernel_t *k;
   tsr_value_t **by_id; /* value id -> value */
   uint32_t *uses;      /* value id -> number of operand uses */
-  op_position_t *positions; /* op -> pre-order position (site_t) */
-  op_position_t *position_pool;
+  uint32_t next_position; /* pre-order position (site_t) of the next op compiled */
+  const tsr_op_t **scoped_ops; /* the scoped ops and their positions, */
+  uint32_t *scoped_positions;  /* for the sites of their buffers */
+  uint32_t num_scoped_ops;
   const char *op_what[TSR_OP_COUNT]; /* per opcode: its sites' text, or NULL */
 } prep_t;
 
-/* ---- Sites: ops are numbered by tsr_ir_walk_ops (ir/walk.c) ---------------- */
+/* ---- Sites: ops are numbered by tsr_ir_walk_ops (ir/walk.c) ----------------
+ * in pre-order, the index maps' ops first (in declaration order), then the
+ * body's, terminators included. compile_region numbers the ops it visits
+ * in the same order (regions in order, each op before its regions), so an
+ * op's position is a counter there (a hash table from op to position was
+ * 5% of preparing a 7k-op kernel); prepare() checks the count. */
 
-static void note_position(void *ctx, const tsr_op_t *op, uint32_t position) {
-  prep_t *ps = ctx;
-  op_position_t *e = &ps->position_pool[position];
-  e->op = op;
-  e->position = position;
-  HASH_ADD_PTR(ps->positions, op, e);
+/* The number of ops tsr_ir_walk_ops visits in a region. */
+static uint32_t count_walked(const tsr_region_t *r) {
+  uint32_t n = 0;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    n++;
+    for (uint32_t i = 0; i < op->num_regions; i++) n += count_walked(&op->regions[i]);
+  }
+  return n;
 }
 
-static uint32_t op_position(const prep_t *ps, const tsr_op_t *op) {
-  op_position_t *e;
-  HASH_FIND_PTR(ps->positions, &op, e);
-  return e ? e->position : UINT32_MAX;
+static void note_scoped(void *ctx, const tsr_op_t *op, uint32_t position) {
+  prep_t *ps = ctx;
+  if (op->opcode != TSR_OP_SCOPED) return;
+  ps->scoped_ops[ps->num_scoped_ops] = op;
+  ps->scoped_positions[ps->num_scoped_ops++] = position;
+}
+
+/* The position of a scoped op (the site of its buffers). */
+static uint32_t scoped_position(const prep_t *ps, const tsr_op_t *op) {
+  for (uint32_t i = 0; i < ps->num_scoped_ops; i++)
+    if (ps->scoped_ops[i] == op) return ps->scoped_positions[i];
+  return UINT32_MAX;
 }
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
@@ -172,7 +182,7 @@ static tsr_status_t add_ref(prep_t *ps, const tsr_value_t *v, tsr_role_t role,
     uint32_t arg = 0;
     while (arg < v->owner->num_args && v->owner->args[arg] != v) arg++;
     TSR_RETURN_IF_ERROR(add_site(ps, scope->loc, what, SITE_SCOPED,
-                                 op_position(ps, scope), arg, &ri->site));
+                                 scoped_position(ps, scope), arg, &ri->site));
   }
   p->value_ref[v->id] = p->num_refs;
   *out_ref = p->num_refs++;
@@ -195,6 +205,15 @@ static void mark_written(prep_t *ps, const tsr_region_t *r) {
   }
 }
 
+static uint32_t count_scoped_ops(const tsr_region_t *r) {
+  uint32_t n = 0;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    if (op->opcode == TSR_OP_SCOPED) n++;
+    for (uint32_t i = 0; i < op->num_regions; i++) n += count_scoped_ops(&op->regions[i]);
+  }
+  return n;
+}
+
 static uint32_t count_scoped(const tsr_region_t *r) {
   uint32_t n = 0;
   for (const tsr_op_t *op = r->first; op; op = op->next) {
@@ -210,7 +229,8 @@ static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
                                    const tsr_op_t **out_term);
 
 /* An op's site; its text ('add') is made once per opcode and shared. */
-static tsr_status_t op_site(prep_t *ps, const tsr_op_t *op, uint32_t *site) {
+static tsr_status_t op_site(prep_t *ps, const tsr_op_t *op, uint32_t position,
+                            uint32_t *site) {
   const char *what = ps->op_what[op->opcode];
   if (!what) {
     char text[48];
@@ -218,7 +238,7 @@ static tsr_status_t op_site(prep_t *ps, const tsr_op_t *op, uint32_t *site) {
     what = ps->op_what[op->opcode] = tsr_arena_strndup(&ps->p->arena, text, strlen(text));
     if (!what) return TSR_OOM();
   }
-  return add_site_owned(ps, op->loc, what, SITE_OP, op_position(ps, op), 0, site);
+  return add_site_owned(ps, op->loc, what, SITE_OP, position, 0, site);
 }
 
 static tsr_status_t emit_moves(prep_t *ps, uint32_t site, uint32_t count,
@@ -748,9 +768,9 @@ static prep_fn *const family_table[] = {
 _Static_assert(TSR_ARRAY_SIZE(family_table) == TSR_FAM_COUNT,
                "family_table: one prepare handler per TSR_FAM_ family");
 
-static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
+static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op, uint32_t position) {
   uint32_t site;
-  TSR_RETURN_IF_ERROR(op_site(ps, op, &site));
+  TSR_RETURN_IF_ERROR(op_site(ps, op, position, &site));
   insn_t in = {.site = site, .opcode = (uint8_t)op->opcode, .r = NO_VALUE,
                .a = NO_VALUE, .b = NO_VALUE, .c = NO_VALUE};
   in.flags = (uint8_t)op->flags;
@@ -773,12 +793,13 @@ static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
                                    const tsr_op_t **out_term) {
   *out_term = NULL;
   for (const tsr_op_t *op = r->first; op; op = op->next) {
+    uint32_t position = ps->next_position++;
     if (tsr_op_table[op->opcode].flags & TSR_F_TERMINATOR) {
       *out_term = op;
       continue;
     }
     uint32_t before = ps->p->code_size;
-    TSR_RETURN_IF_ERROR(compile_op(ps, op));
+    TSR_RETURN_IF_ERROR(compile_op(ps, op, position));
     if (ps->p->code_size == before + 1 && forwards_to_store(ps, op, &ps->p->code[before]))
       ps->p->code[before].forward = 1;
   }
@@ -1104,6 +1125,9 @@ static tsr_status_t plan_index_map(prep_t *ps, const tsr_decl_t *d,
   for (uint32_t a = 0; a < map->num_args; a++) op->map_args[a] = map->args[a]->id;
   for (uint32_t i = 0; i < op->array_rank; i++) op->map_results[i] = yield->operands[i]->id;
   op->map_pc = ps->p->code_size;
+  ps->next_position = 0; /* the walk numbers the index maps first */
+  for (uint32_t i = 0; i < op->decl; i++)
+    if (ps->k->decls[i].index_map) ps->next_position += count_walked(ps->k->decls[i].index_map);
   const tsr_op_t *term;
   TSR_RETURN_IF_ERROR(compile_region(ps, map, &term));
   insn_t end = {.code = XOP_END, .site = op->site};
@@ -1233,8 +1257,11 @@ static tsr_status_t prepare(prep_t *ps) {
 
   /* Op positions, for sites. */
   p->num_walked_ops = tsr_ir_walk_ops(k, NULL, NULL);
-  ps->position_pool = tsr_calloc(p->num_walked_ops + 1, sizeof *ps->position_pool);
-  if (!ps->position_pool) return TSR_OOM();
+  uint32_t nscoped = count_scoped_ops(&k->body);
+  ps->scoped_ops = tsr_calloc(nscoped + 1, sizeof *ps->scoped_ops);
+  ps->scoped_positions = tsr_calloc(nscoped + 1, sizeof *ps->scoped_positions);
+  if (!ps->scoped_ops || !ps->scoped_positions) return TSR_OOM();
+  if (nscoped) tsr_ir_walk_ops(k, note_scoped, ps);
   /* The code and the sites at about their final sizes: grown by doubling,
    * their copies were a third of the page faults of preparing a 7k-op
    * kernel. An instruction per op, up to 7 more per op with regions (the
@@ -1255,7 +1282,6 @@ static tsr_status_t prepare(prep_t *ps) {
     if (!p->sites) return TSR_OOM();
     p->sites_capacity = (uint32_t)sites;
   }
-  tsr_ir_walk_ops(k, note_position, ps);
 
   /* Values. */
   p->num_values = k->num_values;
@@ -1363,8 +1389,12 @@ static tsr_status_t prepare(prep_t *ps) {
   p->const_literals = tsr_arena_alloc_array(A, nconst + 1, sizeof *p->const_literals);
   if (!p->const_values || !p->const_literals) return TSR_OOM();
   p->body_pc = 0;
+  ps->next_position = p->num_walked_ops - count_walked(&k->body);
   const tsr_op_t *term;
   TSR_RETURN_IF_ERROR(compile_region(ps, &k->body, &term));
+  if (ps->next_position != p->num_walked_ops)
+    return TSR_STATUS(TSR_INTERNAL, "prepare: %u ops compiled in the walk's order, %u walked",
+                      ps->next_position, p->num_walked_ops);
   uint32_t end_site;
   TSR_RETURN_IF_ERROR(add_site(ps, k->loc, "kernel", SITE_KERNEL, 0, 0, &end_site));
   TSR_RETURN_IF_ERROR(add_site(ps, k->loc, "the grid step", SITE_KERNEL, 0, 0, &p->grid_site));
@@ -1396,8 +1426,8 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
   tsr_status_t s = prepare(&ps);
   tsr_free(ps.by_id);
   tsr_free(ps.uses);
-  HASH_CLEAR(hh, ps.positions);
-  tsr_free(ps.position_pool);
+  tsr_free(ps.scoped_ops);
+  tsr_free(ps.scoped_positions);
   if (s) {
     tsr_interp_program_destroy(p);
     return s;

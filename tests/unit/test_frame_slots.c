@@ -406,6 +406,104 @@ TSR_TEST(nested_loops_and_while_conditions) {
   teardown(&f);
 }
 
+/* Preparation numbers an op's site by a counter in compile order, which
+ * must be the pre-order position tsr_ir_walk_ops gives it (program binding
+ * finds the same op in another kernel by it): index maps (compiled after
+ * the body, numbered first), nested regions, terminators, scoped ops. */
+typedef struct walked {
+  uint32_t line[64], col[64];
+  uint32_t count;
+} walked_t;
+
+static void note_walked(void *ctx, const tsr_op_t *op, uint32_t position) {
+  walked_t *w = ctx;
+  if (position < 64) {
+    w->line[position] = op->loc.line;
+    w->col[position] = op->loc.col;
+  }
+  w->count++;
+}
+
+TSR_TEST(op_sites_are_walk_positions) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(2, 2) semantics(arbitrary, arbitrary)\n"
+      "  in %x: f32[16, 128] vmem block[8, 128] map(%i, %j) {\n"
+      "    %z = const 0 : i32\n"
+      "    %s = add %i, %z : i32\n"
+      "    yield %s, %z\n"
+      "  }\n"
+      "  in %y: f32[16, 128] vmem block[8, 128] map(%i, %j) {\n"
+      "    %z0 = const 0 : i32\n"
+      "    %t = mul %i, %j : i32\n"
+      "    %u = sub %t, %t : i32\n"
+      "    %v = add %u, %i : i32\n"
+      "    yield %v, %z0\n"
+      "  }\n"
+      "  out %o: f32[16, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0)\n"
+      "{\n"
+      "  %zero = const 0 : i32\n"
+      "  %one = const 1 : i32\n"
+      "  %two = const 2 : i32\n"
+      "  %a = load %x[:, :] : f32[8, 128]\n"
+      "  %r = for %k = %zero to %two step %one iter(%c = %a) : f32[8, 128] {\n"
+      "    %w = while iter(%n = %zero) : i32 {\n"
+      "      %more = lt %n, %one : i1\n"
+      "      condition %more\n"
+      "    } do {\n"
+      "      %n1 = add %n, %one : i32\n"
+      "      yield %n1\n"
+      "    }\n"
+      "    %d = add %c, %c : f32[8, 128]\n"
+      "    yield %d\n"
+      "  }\n"
+      "  %first = eq %k0, %zero : i1\n"
+      "  %q = scoped(%buf: vmem f32[8, 128]) : f32[8, 128] {\n"
+      "    store %buf[:, :], %r\n"
+      "    %l = load %buf[:, :] : f32[8, 128]\n"
+      "    yield %l\n"
+      "  }\n"
+      "  %b = load %y[:, :] : f32[8, 128]\n"
+      "  %e = add %q, %b : f32[8, 128]\n"
+      "  store %o[:, :], %e\n"
+      "}\n";
+  /* %k0: the grid index, from program_id */
+  char fixed[4096];
+  const char *at = strstr(text, "  %first");
+  size_t head = (size_t)(at - text);
+  snprintf(fixed, sizeof fixed, "%.*s  %%k0 = program_id 0 : i32\n%s", (int)head, text, at);
+  fixture_t f;
+  tsr_status_t s = setup(&f, fixed, NULL);
+  if (s) {
+    TSR_FAIL_AT("%s", tsr_status_message(s));
+    tsr_status_free(s);
+    teardown(&f);
+    return;
+  }
+  walked_t w = {{0}, {0}, 0};
+  tsr_ir_walk_ops(tsr_ir_module_kernel(f.module, 0), note_walked, &w);
+  const tsr_interp_program_t *p = f.program;
+  uint32_t op_sites = 0, scoped_sites = 0;
+  for (uint32_t i = 0; i < p->num_sites; i++) {
+    const site_t *site = &p->sites[i];
+    if (site->origin != SITE_OP && site->origin != SITE_SCOPED) continue;
+    if (site->index >= w.count || site->index >= 64) {
+      TSR_FAIL_AT("site %u: position %u of %u", i, site->index, w.count);
+      continue;
+    }
+    if (site->loc.line != w.line[site->index] || site->loc.col != w.col[site->index])
+      TSR_FAIL_AT("site %u (%s): at %u:%u, the op at position %u is at %u:%u", i, site->what,
+                  site->loc.line, site->loc.col, site->index, w.line[site->index],
+                  w.col[site->index]);
+    if (site->origin == SITE_OP) op_sites++;
+    else scoped_sites++;
+  }
+  TSR_CHECK(op_sites >= 20);
+  TSR_CHECK_EQ_INT(scoped_sites, 1);
+  TSR_CHECK_OK(run(&f));
+  teardown(&f);
+}
+
 /* ---- Random kernels: loops, ifs, whiles and aliases nested at random ---- */
 
 typedef struct gen {
@@ -599,6 +697,7 @@ int main(void) {
   TSR_RUN(forwarded_stores_and_values_around_them);
   TSR_RUN(aliases_keep_their_root_buffer_alive);
   TSR_RUN(nested_loops_and_while_conditions);
+  TSR_RUN(op_sites_are_walk_positions);
   TSR_RUN(random_kernels_match_one_buffer_per_value);
   return tsr_test_done();
 }
