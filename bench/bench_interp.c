@@ -4,6 +4,8 @@
  * 64 MiB f32 arrays in GB/s next to memcpy. Method: docs/benchmarks.md.
  *
  * Usage: bench_interp [--tessera PATH] [--quick]
+ *        bench_interp --kernel FILE.tsr [--reps N]: one kernel's load,
+ *        prepare, first and later runs, per op executed (issue 14).
  * Kernel files are read from $TSR_SOURCE_ROOT/bench/kernels (default: the
  * source tree this was built from). */
 #include <errno.h>
@@ -50,11 +52,9 @@ typedef struct bench_kernel {
   uint64_t bytes_in, bytes_out; /* sizes of the input and output arrays */
 } bench_kernel_t;
 
-static void bench_kernel_open(const char *file, const char *name, bool check,
-                              bench_kernel_t *bk) {
+static void bench_kernel_open_path(const char *path, const char *name, bool check,
+                                   bench_kernel_t *bk) {
   memset(bk, 0, sizeof *bk);
-  char path[4096];
-  kernel_path(path, sizeof path, file);
   die_on_error(tsr_runtime_load_file(path, &bk->module), path);
   die_on_error(tsr_runtime_select_kernel(bk->module, name, &bk->kernel), name);
   size_t count = tsr_ir_kernel_operand_count(bk->kernel);
@@ -78,6 +78,13 @@ static void bench_kernel_open(const char *file, const char *name, bool check,
   options.check = check;
   die_on_error(tsr_interp_program_prepare(bk->kernel, &options, &bk->program),
                name);
+}
+
+static void bench_kernel_open(const char *file, const char *name, bool check,
+                              bench_kernel_t *bk) {
+  char path[4096];
+  kernel_path(path, sizeof path, file);
+  bench_kernel_open_path(path, name, check, bk);
 }
 
 static void bench_kernel_close(bench_kernel_t *bk) {
@@ -274,18 +281,63 @@ static void bench_bandwidth(bool quick) {
     }
 }
 
+/* ---- --kernel FILE: one kernel's phases, per op -------------------------- */
+
+/* Load (parse + verify), prepare, the first run (fresh run memory, as in a
+ * `tessera run` process) and the best and mean of `reps` later runs, each
+ * also per op executed (issue 14: small blocks; docs/benchmarks.md). */
+static void bench_one_kernel(const char *path, int reps) {
+  double t0 = now_seconds();
+  bench_kernel_t bk;
+  memset(&bk, 0, sizeof bk);
+  die_on_error(tsr_runtime_load_file(path, &bk.module), path);
+  double t_load = now_seconds() - t0;
+  tsr_ir_module_destroy(bk.module);
+  t0 = now_seconds();
+  bench_kernel_open_path(path, NULL, true, &bk);
+  double t_open = now_seconds() - t0; /* load + arrays + prepare */
+  tsr_interp_stats_t stats;
+  t0 = now_seconds();
+  die_on_error(tsr_interp_program_run(bk.program, bk.ptrs, bk.num_operands, &stats), "run");
+  double t_first = now_seconds() - t0;
+  timing_t t = time_runs(&bk, reps, &stats);
+  double ops = (double)stats.ops_executed;
+  printf("kernel %s: %llu ops executed, %llu grid steps\n", path,
+         (unsigned long long)stats.ops_executed, (unsigned long long)stats.grid_steps);
+  printf("  load (parse + verify)        %10.3f ms\n", t_load * 1e3);
+  printf("  load + inputs + prepare      %10.3f ms\n", t_open * 1e3);
+  printf("  first run                    %10.3f ms  %8.3f us/op\n", t_first * 1e3,
+         t_first / ops * 1e6);
+  printf("  later runs, best of %-6d   %10.3f ms  %8.3f us/op\n", reps, t.best * 1e3,
+         t.best / ops * 1e6);
+  printf("  later runs, mean             %10.3f ms  %8.3f us/op\n", t.mean * 1e3,
+         t.mean / ops * 1e6);
+  bench_kernel_close(&bk);
+}
+
 int main(int argc, char **argv) {
-  const char *tessera = NULL;
+  const char *tessera = NULL, *kernel = NULL;
   bool quick = false;
+  int reps = 20;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--tessera") == 0 && i + 1 < argc) {
       tessera = argv[++i];
+    } else if (strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
+      kernel = argv[++i];
+    } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+      reps = atoi(argv[++i]);
+      if (reps < 1) reps = 1;
     } else if (strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else {
-      fprintf(stderr, "usage: %s [--tessera PATH] [--quick]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--tessera PATH] [--quick]\n"
+                      "       %s --kernel FILE.tsr [--reps N]\n", argv[0], argv[0]);
       return 2;
     }
+  }
+  if (kernel) {
+    bench_one_kernel(kernel, reps);
+    return 0;
   }
   printf("tessera %s interpreter benchmarks (times: best of N runs after one "
          "warm-up)\n", TSR_VERSION_STRING);

@@ -342,6 +342,48 @@ static inline float f64_to_f32_odd(double d) {
   X(EQ, __VA_ARGS__) X(NE, __VA_ARGS__) X(LT, __VA_ARGS__)                     \
   X(LE, __VA_ARGS__) X(GT, __VA_ARGS__) X(GE, __VA_ARGS__)
 
+/* ==== Wide loops ==============================================================
+ * The build is generic x86-64 (SSE2: 4 lanes, no per-lane variable shifts,
+ * blends as and/andnot/or). On x86-64 the elementwise loops of the 32-bit
+ * and i1 dtypes (the vreg-sized blocks of TPU kernels), the compares and
+ * select are also built for AVX2 (8 lanes, vpsllvd/vpsrlvd, vblendvps), and
+ * chosen at preparation when the CPU has it (tsr_blockops_binary).
+ * They are the same C under another target attribute: no fast-math, and
+ * ISO C (-std=c11) leaves floating-point contraction off, and AVX2 alone
+ * has no FMA, so results are the same bit for bit (the NaN payloads and
+ * -0.0 of min/max, shifts by the width or more giving 0 or the sign fill);
+ * tests/unit/test_blockops.c compares both builds of every such op on
+ * special values. Measured on the issue-14 kernels (docs/benchmarks.md).
+ * AVX-512 is not built: no machine here has it to test the result. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(TSR_NO_WIDE_LOOPS)
+#define TSR_WIDE_LOOPS 1
+#define WIDE_TARGET __attribute__((target("avx2")))
+#define WIDE_YES(...) __VA_ARGS__
+#else
+#define TSR_WIDE_LOOPS 0
+#define WIDE_YES(...)
+#endif
+#define WIDE_NO(...)
+#define WIDE_f32 WIDE_YES
+#define WIDE_bf16 WIDE_NO
+#define WIDE_f16 WIDE_NO
+#define WIDE_i32 WIDE_YES
+#define WIDE_u32 WIDE_YES
+#define WIDE_i16 WIDE_NO
+#define WIDE_u16 WIDE_NO
+#define WIDE_i8 WIDE_NO
+#define WIDE_u8 WIDE_NO
+#define WIDE_i1 WIDE_YES
+
+/* Whether this CPU runs the wide loops (AVX2, enabled by the OS). */
+static bool wide_cpu(void) {
+#if TSR_WIDE_LOOPS
+  return __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
+
 /* The loops. Plain indexed loops the vectorizer handles; no restrict on the
  * operands, so dst may be exactly a or b (in-place; the vectorized loop is
  * versioned on a runtime overlap check, which passes for dst == a). Partial
@@ -384,17 +426,28 @@ static inline float f64_to_f32_odd(double d) {
   }                                                                            \
   }
 
-#define GEN_BINARY(OP, DE, DN, ST, CT, SZ, CL)                                 \
-  static void binary_##OP##_##DN(void *dst, const void *pa, const void *pb,    \
-                                 size_t count, tsr_bcast_t bcast) {            \
+/* Each binary and compare loop is built once for the baseline ISA and,
+ * for the dtypes WIDE_<dtype> names, once more for AVX2 (binary_*_wide,
+ * see "Wide loops" below): the same C, so the same results. */
+#define GEN_BINARY_FN(NAME, ATTR, OP, DN, ST, CT, SZ, CL)                      \
+  ATTR static void NAME(void *dst, const void *pa, const void *pb,             \
+                        size_t count, tsr_bcast_t bcast) {                     \
     BINARY_LOOPS(ST, ST, CT, CL, DN,                                           \
                  STORE(CL, DN, B_##CL##_##OP(a, b, CT, SZ)))                   \
   }
-#define GEN_COMPARE(OP, DE, DN, ST, CT, SZ, CL)                                \
-  static void binary_##OP##_##DN(void *dst, const void *pa, const void *pb,    \
-                                 size_t count, tsr_bcast_t bcast) {            \
+#define GEN_COMPARE_FN(NAME, ATTR, OP, DN, ST, CT, SZ, CL)                     \
+  ATTR static void NAME(void *dst, const void *pa, const void *pb,             \
+                        size_t count, tsr_bcast_t bcast) {                     \
     BINARY_LOOPS(uint8_t, ST, CT, CL, DN, CMP_##OP(a, b))                      \
   }
+#define GEN_BINARY(OP, DE, DN, ST, CT, SZ, CL)                                 \
+  GEN_BINARY_FN(binary_##OP##_##DN, , OP, DN, ST, CT, SZ, CL)                  \
+  WIDE_##DN(GEN_BINARY_FN(binary_##OP##_##DN##_wide, WIDE_TARGET, OP, DN, ST,  \
+                          CT, SZ, CL))
+#define GEN_COMPARE(OP, DE, DN, ST, CT, SZ, CL)                                \
+  GEN_COMPARE_FN(binary_##OP##_##DN, , OP, DN, ST, CT, SZ, CL)                 \
+  WIDE_##DN(GEN_COMPARE_FN(binary_##OP##_##DN##_wide, WIDE_TARGET, OP, DN, ST, \
+                           CT, SZ, CL))
 
 #define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
   CL##_UNARY_OPS(GEN_UNARY, DE, DN, ST, CT, SZ, CL)                            \
@@ -417,6 +470,17 @@ static const tsr_binary_fn binary_table[TSR_OP_COUNT][TSR_DTYPE_COUNT] = {
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 };
+#if TSR_WIDE_LOOPS
+#define WIDE_ENTRY(OP, DE, DN, ...)                                            \
+  [TSR_OP_##OP][TSR_DTYPE_##DE] = binary_##OP##_##DN##_wide,
+#define WIDE_ENTRIES(OP, DE, DN, ...) WIDE_##DN(WIDE_ENTRY(OP, DE, DN))
+static const tsr_binary_fn binary_wide_table[TSR_OP_COUNT][TSR_DTYPE_COUNT] = {
+#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
+  CL##_BINARY_OPS(WIDE_ENTRIES, DE, DN) COMPARE_OPS(WIDE_ENTRIES, DE, DN)
+#include "tessera/dtypes.def"
+#undef TSR_DTYPE
+};
+#endif
 
 tsr_unary_fn tsr_blockops_unary(tsr_opcode_t op, tsr_dtype_t dtype) {
   if ((unsigned)op >= TSR_OP_COUNT || (unsigned)dtype >= TSR_DTYPE_COUNT)
@@ -426,13 +490,25 @@ tsr_unary_fn tsr_blockops_unary(tsr_opcode_t op, tsr_dtype_t dtype) {
   return unary_table[op][dtype];
 }
 
-tsr_binary_fn tsr_blockops_binary(tsr_opcode_t op, tsr_dtype_t dtype) {
+tsr_binary_fn tsr_blockops_binary_variant(tsr_opcode_t op, tsr_dtype_t dtype, bool wide) {
   if ((unsigned)op >= TSR_OP_COUNT || (unsigned)dtype >= TSR_DTYPE_COUNT)
     return NULL;
   if (tsr_op_table[op].syntax != TSR_SYN_BINARY || !tsr_op_flags_accept(tsr_op_table[op].flags, dtype))
     return NULL;
+#if TSR_WIDE_LOOPS
+  if (wide) return wide_cpu() ? binary_wide_table[op][dtype] : NULL;
+#else
+  if (wide) return NULL;
+#endif
   return binary_table[op][dtype];
 }
+
+tsr_binary_fn tsr_blockops_binary(tsr_opcode_t op, tsr_dtype_t dtype) {
+  tsr_binary_fn wide = tsr_blockops_binary_variant(op, dtype, true);
+  return wide ? wide : tsr_blockops_binary_variant(op, dtype, false);
+}
+
+bool tsr_blockops_wide_available(void) { return wide_cpu(); }
 
 /* ==== select and fill ======================================================== */
 
@@ -463,9 +539,28 @@ tsr_binary_fn tsr_blockops_binary(tsr_opcode_t op, tsr_dtype_t dtype) {
     }                                                                          \
   } while (0)
 
-void tsr_blockops_select(size_t elem_size, void *dst, const uint8_t *cond,
-                         bool cond_scalar, const void *a, bool a_scalar,
-                         const void *b, bool b_scalar, size_t n) {
+#if TSR_WIDE_LOOPS
+WIDE_TARGET static void select_wide(size_t elem_size, void *dst, const uint8_t *cond,
+                                    const void *a, bool a_scalar, const void *b,
+                                    bool b_scalar, size_t n) {
+  switch (elem_size) {
+  case 1: SELECT_LOOP(uint8_t); return;
+  case 2: SELECT_LOOP(uint16_t); return;
+  default: SELECT_LOOP(uint32_t); return;
+  }
+}
+#endif
+
+void tsr_blockops_select_variant(bool wide, size_t elem_size, void *dst, const uint8_t *cond,
+                                 bool cond_scalar, const void *a, bool a_scalar,
+                                 const void *b, bool b_scalar, size_t n) {
+#if TSR_WIDE_LOOPS
+  if (wide && !cond_scalar && elem_size <= 4 && (elem_size & (elem_size - 1)) == 0 &&
+      wide_cpu()) {
+    select_wide(elem_size, dst, cond, a, a_scalar, b, b_scalar, n);
+    return;
+  }
+#endif
   if (cond_scalar) {
     const void *src = cond[0] ? a : b;
     if (cond[0] ? a_scalar : b_scalar)
@@ -487,6 +582,13 @@ void tsr_blockops_select(size_t elem_size, void *dst, const uint8_t *cond,
                             : (b_scalar ? y : y + i * elem_size);
     memmove(d + i * elem_size, s, elem_size);
   }
+}
+
+void tsr_blockops_select(size_t elem_size, void *dst, const uint8_t *cond,
+                         bool cond_scalar, const void *a, bool a_scalar,
+                         const void *b, bool b_scalar, size_t n) {
+  tsr_blockops_select_variant(true, elem_size, dst, cond, cond_scalar, a, a_scalar, b,
+                              b_scalar, n);
 }
 
 #define FILL_LOOP(T)                                                           \
@@ -685,11 +787,31 @@ void tsr_blockops_iota(tsr_dtype_t dtype, void *dst, uint32_t rank,
    * then copies of it: filling every slice run by run made one call per
    * element along the last dim (bench_blockops, iota f32 [4096,4096]
    * dim 1: 0.5 GB/s (134 ms) -> 12 GB/s (5.6 ms), as dim 0). */
-  for (size_t j = 0; j < len; j++) {
-    unsigned char elem[8];
-    int64_t v = (int64_t)j;
-    convert_table[dtype].from_i64(elem, &v, 1);
-    tsr_blockops_fill(es, d + j * inner * es, elem, inner);
+  if ((dtype == TSR_DTYPE_I32 || dtype == TSR_DTYPE_U32) && len <= INT32_MAX) {
+    /* The common 32-bit case directly (j is exact, so it equals the
+     * conversion below): an iota along the last axis of an (8,128) block
+     * was 128 conversions and fills of one element, 20% of
+     * bench/kernels/small_blocks.tsr under callgrind. */
+    int32_t *p = dst;
+    if (inner == 1) /* its own loop, which vectorizes */
+      for (size_t j = 0; j < len; j++) p[j] = (int32_t)j;
+    else
+      for (size_t j = 0; j < len; j++)
+        for (size_t k = 0; k < inner; k++) p[j * inner + k] = (int32_t)j;
+  } else if (dtype == TSR_DTYPE_F32 && len <= ((size_t)1 << 24)) {
+    float *p = dst;
+    if (inner == 1)
+      for (size_t j = 0; j < len; j++) p[j] = (float)j;
+    else
+      for (size_t j = 0; j < len; j++)
+        for (size_t k = 0; k < inner; k++) p[j * inner + k] = (float)j;
+  } else {
+    for (size_t j = 0; j < len; j++) {
+      unsigned char elem[8];
+      int64_t v = (int64_t)j;
+      convert_table[dtype].from_i64(elem, &v, 1);
+      tsr_blockops_fill(es, d + j * inner * es, elem, inner);
+    }
   }
   for (size_t o = 1; o < outer; o++) memcpy(d + o * slice, d, slice);
 }

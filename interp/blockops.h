@@ -33,11 +33,25 @@ typedef void (*tsr_binary_fn)(void *dst, const void *a, const void *b, size_t n,
  * NaN. abs(INT_MIN) = INT_MIN. */
 tsr_unary_fn tsr_blockops_unary(tsr_opcode_t op, tsr_dtype_t dtype);
 tsr_binary_fn tsr_blockops_binary(tsr_opcode_t op, tsr_dtype_t dtype);
+/* The baseline build of the loop (wide false) or its AVX2 build (wide
+ * true: NULL where there is none: other targets, a CPU without AVX2, the
+ * dtypes it is not built for). tsr_blockops_binary answers the wide one
+ * where there is one. For tests that compare the two. */
+tsr_binary_fn tsr_blockops_binary_variant(tsr_opcode_t op, tsr_dtype_t dtype, bool wide);
+/* Whether the AVX2 builds exist and this CPU runs them. */
+bool tsr_blockops_wide_available(void);
 
-/* dst[i] = cond[i] ? a[i] : b[i]; any of cond/a/b may be a scalar (flag). */
+/* dst[i] = cond[i] ? a[i] : b[i]; any of cond/a/b may be a scalar (flag).
+ * Runs the AVX2 build of the loop when the CPU has it. */
 void tsr_blockops_select(size_t elem_size, void *dst, const uint8_t *cond,
                          bool cond_scalar, const void *a, bool a_scalar,
                          const void *b, bool b_scalar, size_t n);
+/* The same with the build chosen: wide asks for the AVX2 one, which is
+ * used where it exists and runs (tsr_blockops_wide_available; element
+ * sizes 1, 2 and 4). For tests. */
+void tsr_blockops_select_variant(bool wide, size_t elem_size, void *dst, const uint8_t *cond,
+                                 bool cond_scalar, const void *a, bool a_scalar,
+                                 const void *b, bool b_scalar, size_t n);
 
 /* Value conversion. float->int truncates toward zero and saturates, NaN -> 0;
  * int->float and float->narrower float round to nearest-even; x -> i1 is

@@ -189,7 +189,9 @@ typedef struct site {
 } site_t;
 
 typedef struct value_info {
-  uint64_t offset; /* own buffer in the frame */
+  uint64_t offset; /* its buffer in the frame: shared with the values whose
+                      lives do not overlap its own (prepare.c, frame slots);
+                      an alias's is its root's */
   uint64_t bytes;
   uint8_t dtype;
   bool vector;
@@ -432,7 +434,7 @@ static inline int32_t tsr_interp_read_i32(const run_t *run, uint32_t value) {
   return v;
 }
 
-/* A value's own buffer in the frame. */
+/* A value's buffer in the frame (see value_info_t.offset). */
 static inline void *tsr_interp_own(const run_t *run, uint32_t value) {
   return run->frame + run->p->values[value].offset;
 }

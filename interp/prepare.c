@@ -1,6 +1,6 @@
 /* Program preparation: turns a verified kernel into a flat instruction array
- * with jumps for control flow, a value table (each value's own buffer in a
- * per-run frame), a ref table (blocks, scratch, scoped buffers) and one plan
+ * with jumps for control flow, a value table (each value's buffer in a
+ * per-run frame, shared by values whose lives do not overlap), a ref table (blocks, scratch, scoped buffers) and one plan
  * per kernel operand for the grid pipeline. Everything the run needs is
  * copied into the program's arena, so the module can be destroyed.
  * Dispatch (compile_op): per family through family_table (size checked
@@ -12,39 +12,50 @@
  * table's effects. */
 #include <stdio.h>
 
-#include "base/hashtable.h"
 #include "interp/interp_internal.h"
 #include "ir/opview.h"
-
-typedef struct op_position {
-  const tsr_op_t *op;
-  uint32_t position;
-  UT_hash_handle hh;
-} op_position_t;
 
 typedef struct prep {
   tsr_interp_program_t *p;
   const tsr_kernel_t *k;
   tsr_value_t **by_id; /* value id -> value */
   uint32_t *uses;      /* value id -> number of operand uses */
-  op_position_t *positions; /* op -> pre-order position (site_t) */
-  op_position_t *position_pool;
+  uint32_t next_position; /* pre-order position (site_t) of the next op compiled */
+  const tsr_op_t **scoped_ops; /* the scoped ops and their positions, */
+  uint32_t *scoped_positions;  /* for the sites of their buffers */
+  uint32_t num_scoped_ops;
+  const char *op_what[TSR_OP_COUNT]; /* per opcode: its sites' text, or NULL */
 } prep_t;
 
-/* ---- Sites: ops are numbered by tsr_ir_walk_ops (ir/walk.c) ---------------- */
+/* ---- Sites: ops are numbered by tsr_ir_walk_ops (ir/walk.c) ----------------
+ * in pre-order, the index maps' ops first (in declaration order), then the
+ * body's, terminators included. compile_region numbers the ops it visits
+ * in the same order (regions in order, each op before its regions), so an
+ * op's position is a counter there (a hash table from op to position was
+ * 5% of preparing a 7k-op kernel); prepare() checks the count. */
 
-static void note_position(void *ctx, const tsr_op_t *op, uint32_t position) {
-  prep_t *ps = ctx;
-  op_position_t *e = &ps->position_pool[position];
-  e->op = op;
-  e->position = position;
-  HASH_ADD_PTR(ps->positions, op, e);
+/* The number of ops tsr_ir_walk_ops visits in a region. */
+static uint32_t count_walked(const tsr_region_t *r) {
+  uint32_t n = 0;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    n++;
+    for (uint32_t i = 0; i < op->num_regions; i++) n += count_walked(&op->regions[i]);
+  }
+  return n;
 }
 
-static uint32_t op_position(const prep_t *ps, const tsr_op_t *op) {
-  op_position_t *e;
-  HASH_FIND_PTR(ps->positions, &op, e);
-  return e ? e->position : UINT32_MAX;
+static void note_scoped(void *ctx, const tsr_op_t *op, uint32_t position) {
+  prep_t *ps = ctx;
+  if (op->opcode != TSR_OP_SCOPED) return;
+  ps->scoped_ops[ps->num_scoped_ops] = op;
+  ps->scoped_positions[ps->num_scoped_ops++] = position;
+}
+
+/* The position of a scoped op (the site of its buffers). */
+static uint32_t scoped_position(const prep_t *ps, const tsr_op_t *op) {
+  for (uint32_t i = 0; i < ps->num_scoped_ops; i++)
+    if (ps->scoped_ops[i] == op) return ps->scoped_positions[i];
+  return UINT32_MAX;
 }
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
@@ -63,9 +74,10 @@ static tsr_status_t emit(prep_t *ps, const insn_t *in, uint32_t *out_pc) {
   return NULL;
 }
 
-static tsr_status_t add_site(prep_t *ps, tsr_loc_t loc, const char *what,
-                             site_origin_t origin, uint32_t index, uint32_t sub,
-                             uint32_t *out_site) {
+/* A site whose `what` is already in the program's arena. */
+static tsr_status_t add_site_owned(prep_t *ps, tsr_loc_t loc, const char *what,
+                                   site_origin_t origin, uint32_t index, uint32_t sub,
+                                   uint32_t *out_site) {
   tsr_interp_program_t *p = ps->p;
   if (p->num_sites == p->sites_capacity) {
     uint32_t cap = p->sites_capacity ? p->sites_capacity * 2 : 64;
@@ -78,13 +90,20 @@ static tsr_status_t add_site(prep_t *ps, tsr_loc_t loc, const char *what,
   s->loc.file = p->file;
   s->loc.line = loc.line;
   s->loc.col = loc.col;
-  s->what = tsr_arena_strndup(&p->arena, what, strlen(what));
-  if (!s->what) return TSR_OOM();
+  s->what = what;
   s->origin = (uint8_t)origin;
   s->index = index;
   s->sub = sub;
   *out_site = p->num_sites++;
   return NULL;
+}
+
+static tsr_status_t add_site(prep_t *ps, tsr_loc_t loc, const char *what,
+                             site_origin_t origin, uint32_t index, uint32_t sub,
+                             uint32_t *out_site) {
+  const char *copy = tsr_arena_strndup(&ps->p->arena, what, strlen(what));
+  if (!copy) return TSR_OOM();
+  return add_site_owned(ps, loc, copy, origin, index, sub, out_site);
 }
 
 static void *plan_alloc(prep_t *ps, size_t size) {
@@ -163,7 +182,7 @@ static tsr_status_t add_ref(prep_t *ps, const tsr_value_t *v, tsr_role_t role,
     uint32_t arg = 0;
     while (arg < v->owner->num_args && v->owner->args[arg] != v) arg++;
     TSR_RETURN_IF_ERROR(add_site(ps, scope->loc, what, SITE_SCOPED,
-                                 op_position(ps, scope), arg, &ri->site));
+                                 scoped_position(ps, scope), arg, &ri->site));
   }
   p->value_ref[v->id] = p->num_refs;
   *out_ref = p->num_refs++;
@@ -186,6 +205,15 @@ static void mark_written(prep_t *ps, const tsr_region_t *r) {
   }
 }
 
+static uint32_t count_scoped_ops(const tsr_region_t *r) {
+  uint32_t n = 0;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    if (op->opcode == TSR_OP_SCOPED) n++;
+    for (uint32_t i = 0; i < op->num_regions; i++) n += count_scoped_ops(&op->regions[i]);
+  }
+  return n;
+}
+
 static uint32_t count_scoped(const tsr_region_t *r) {
   uint32_t n = 0;
   for (const tsr_op_t *op = r->first; op; op = op->next) {
@@ -200,10 +228,17 @@ static uint32_t count_scoped(const tsr_region_t *r) {
 static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
                                    const tsr_op_t **out_term);
 
-static tsr_status_t op_site(prep_t *ps, const tsr_op_t *op, uint32_t *site) {
-  char what[48];
-  tsr_diag_format_op(what, sizeof what, op->opcode);
-  return add_site(ps, op->loc, what, SITE_OP, op_position(ps, op), 0, site);
+/* An op's site; its text ('add') is made once per opcode and shared. */
+static tsr_status_t op_site(prep_t *ps, const tsr_op_t *op, uint32_t position,
+                            uint32_t *site) {
+  const char *what = ps->op_what[op->opcode];
+  if (!what) {
+    char text[48];
+    tsr_diag_format_op(text, sizeof text, op->opcode);
+    what = ps->op_what[op->opcode] = tsr_arena_strndup(&ps->p->arena, text, strlen(text));
+    if (!what) return TSR_OOM();
+  }
+  return add_site_owned(ps, op->loc, what, SITE_OP, position, 0, site);
 }
 
 static tsr_status_t emit_moves(prep_t *ps, uint32_t site, uint32_t count,
@@ -733,9 +768,9 @@ static prep_fn *const family_table[] = {
 _Static_assert(TSR_ARRAY_SIZE(family_table) == TSR_FAM_COUNT,
                "family_table: one prepare handler per TSR_FAM_ family");
 
-static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op) {
+static tsr_status_t compile_op(prep_t *ps, const tsr_op_t *op, uint32_t position) {
   uint32_t site;
-  TSR_RETURN_IF_ERROR(op_site(ps, op, &site));
+  TSR_RETURN_IF_ERROR(op_site(ps, op, position, &site));
   insn_t in = {.site = site, .opcode = (uint8_t)op->opcode, .r = NO_VALUE,
                .a = NO_VALUE, .b = NO_VALUE, .c = NO_VALUE};
   in.flags = (uint8_t)op->flags;
@@ -758,16 +793,285 @@ static tsr_status_t compile_region(prep_t *ps, const tsr_region_t *r,
                                    const tsr_op_t **out_term) {
   *out_term = NULL;
   for (const tsr_op_t *op = r->first; op; op = op->next) {
+    uint32_t position = ps->next_position++;
     if (tsr_op_table[op->opcode].flags & TSR_F_TERMINATOR) {
       *out_term = op;
       continue;
     }
     uint32_t before = ps->p->code_size;
-    TSR_RETURN_IF_ERROR(compile_op(ps, op));
+    TSR_RETURN_IF_ERROR(compile_op(ps, op, position));
     if (ps->p->code_size == before + 1 && forwards_to_store(ps, op, &ps->p->code[before]))
       ps->p->code[before].forward = 1;
   }
   return NULL;
+}
+
+/* ---- Frame slots: values share buffers when their lives do not overlap ------
+ * A value's buffer in the frame is reused once the value's last use has run,
+ * so a straight-line kernel's frame holds its live values only, not one
+ * buffer per value (the 6,484-op small-block kernel of docs/benchmarks.md:
+ * 22.5 MiB of frame, written once each, a page fault per 4 KiB). Lives are
+ * intervals over a pre-order numbering of the body's ops: an op with
+ * regions has a start (where its operands are read and its results and
+ * region arguments are defined) and an end (after its regions, where its
+ * results are written by the moves that leave them). The intervals are
+ * closed, so a result never shares a buffer with an operand of its own op.
+ * What extends a life:
+ *  - a use inside a loop (for, while) of a value defined outside it: the
+ *    value lives to the end of the outermost such loop (every iteration
+ *    reads it);
+ *  - a loop's operands (its bounds and step are read at every iteration),
+ *    the arguments of a loop's regions and the results of any op with
+ *    regions: they live to the op's end at least (the moves that leave a
+ *    loop use its results as temporaries);
+ *  - an alias (reshape, bitcast: XOP_ALIAS reads another value's buffer):
+ *    its root value, whose buffer it reads, lives as long as the alias.
+ * Consts (filled once per run), index-map values (evaluated between the
+ * body's runs) and anything else outside the body keep buffers of their
+ * own. The other ways a value can point at memory that is not its own
+ * buffer do not involve the frame: a load borrowing a ref's memory and a
+ * result forwarded into a store's target point into VMEM, and moves copy
+ * into their destinations' own buffers. */
+
+typedef struct loop_frame {
+  uint32_t start, end;
+  const struct loop_frame *outer;
+} loop_frame_t;
+
+typedef struct liveness {
+  uint32_t *def;       /* value id -> position of its definition; 0: not in the body */
+  uint32_t *last;      /* value id -> position of its last use (>= def) */
+  uint32_t *root;      /* value id -> the value whose buffer it reads */
+  uint32_t *loop_end;  /* k-th loop in walk order -> its end position */
+  uint32_t clock, loops;
+  bool uses;           /* second pass: record definitions and uses */
+} liveness_t;
+
+/* reshape, bitcast: the result is the operand's buffer (XOP_ALIAS). */
+static bool aliases_operand(const tsr_op_t *op) {
+  return family_table[tsr_op_table[op->opcode].family] == prep_per_op &&
+         per_op_table[op->opcode].code == XOP_ALIAS;
+}
+
+static void live_define(liveness_t *lv, const tsr_value_t *v, uint32_t pos) {
+  lv->def[v->id] = pos;
+  lv->last[v->id] = pos;
+}
+
+static void live_use(liveness_t *lv, const tsr_value_t *v, uint32_t pos,
+                     const loop_frame_t *loops) {
+  uint32_t d = lv->def[v->id];
+  if (!d) return; /* a buffer of its own */
+  for (const loop_frame_t *f = loops; f && f->start > d; f = f->outer) pos = f->end;
+  if (pos > lv->last[v->id]) lv->last[v->id] = pos;
+}
+
+/* Two passes over the same numbering: the first finds where each loop ends,
+ * the second records definitions and uses with the enclosing loops known. */
+static void live_walk(liveness_t *lv, const tsr_region_t *r, const loop_frame_t *loops) {
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    uint32_t pos = ++lv->clock;
+    bool loop = op->opcode == TSR_OP_FOR || op->opcode == TSR_OP_WHILE;
+    uint32_t loop_index = loop ? lv->loops++ : 0;
+    if (lv->uses) {
+      if (!loop)
+        for (uint32_t i = 0; i < op->num_operands; i++)
+          live_use(lv, op->operands[i], pos, loops);
+      if (op->opcode != TSR_OP_CONST) {
+        for (uint32_t i = 0; i < op->num_results; i++) {
+          live_define(lv, op->results[i], pos);
+          if (aliases_operand(op)) lv->root[op->results[i]->id] = lv->root[op->operands[0]->id];
+        }
+        for (uint32_t i = 0; i < op->num_regions; i++)
+          for (uint32_t a = 0; a < op->regions[i].num_args; a++)
+            live_define(lv, op->regions[i].args[a], pos);
+      }
+    }
+    if (!op->num_regions) continue;
+    loop_frame_t frame = {pos, lv->uses ? lv->loop_end[loop_index] : 0, loops};
+    for (uint32_t i = 0; i < op->num_regions; i++)
+      live_walk(lv, &op->regions[i], loop ? &frame : loops);
+    uint32_t end = ++lv->clock;
+    if (!lv->uses) {
+      if (loop) lv->loop_end[loop_index] = end;
+      continue;
+    }
+    if (loop)
+      for (uint32_t i = 0; i < op->num_operands; i++) live_use(lv, op->operands[i], end, loops);
+    for (uint32_t i = 0; i < op->num_results; i++) live_use(lv, op->results[i], end, loops);
+    for (uint32_t i = 0; i < op->num_regions; i++)
+      for (uint32_t a = 0; a < op->regions[i].num_args; a++)
+        live_use(lv, op->regions[i].args[a], end, loops);
+  }
+}
+
+static uint32_t count_region_ops(const tsr_region_t *r) {
+  uint32_t n = 0;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    if (op->num_regions) n++;
+    for (uint32_t i = 0; i < op->num_regions; i++) n += count_region_ops(&op->regions[i]);
+  }
+  return n;
+}
+
+static uint32_t count_loops(const tsr_region_t *r) {
+  uint32_t n = 0;
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    if (op->opcode == TSR_OP_FOR || op->opcode == TSR_OP_WHILE) n++;
+    for (uint32_t i = 0; i < op->num_regions; i++) n += count_loops(&op->regions[i]);
+  }
+  return n;
+}
+
+/* The bytes a value's buffer takes in the frame (0: it has none). */
+static uint64_t slot_bytes(const tsr_value_t *v) {
+  if (!v || v->type.kind == TSR_TYPE_REF || v->type.kind == TSR_TYPE_SEM) return 0;
+  uint64_t bytes = (uint64_t)tsr_type_element_count(&v->type) *
+                   tsr_dtype_size((tsr_dtype_t)v->type.dtype);
+  return align64(bytes < 8 ? 8 : bytes);
+}
+
+/* Size classes: an open-addressed table from a buffer size to its class
+ * (a qsort of the sizes cost as much as the rest of preparing). */
+typedef struct size_classes {
+  uint64_t *key;    /* size, 0 = empty */
+  uint32_t *index;  /* its class */
+  uint32_t mask, count;
+} size_classes_t;
+
+static uint32_t size_class_of(size_classes_t *sc, uint64_t bytes) {
+  uint32_t h = (uint32_t)((bytes >> 6) * 0x9e3779b1u) & sc->mask;
+  while (sc->key[h] && sc->key[h] != bytes) h = (h + 1) & sc->mask;
+  if (!sc->key[h]) {
+    sc->key[h] = bytes;
+    sc->index[h] = sc->count++;
+  }
+  return sc->index[h];
+}
+
+/* Fills p->values (dtype, bytes, offset) and p->frame_bytes. Buffers of
+ * the same size are reused in last-in first-out order. */
+static tsr_status_t assign_frame_slots(prep_t *ps) {
+  tsr_interp_program_t *p = ps->p;
+  const tsr_kernel_t *k = ps->k;
+  uint32_t n = k->num_values;
+  tsr_status_t s = NULL;
+  liveness_t lv = {0};
+  uint32_t nloops = count_loops(&k->body);
+  lv.def = tsr_calloc(n + 1, sizeof *lv.def);
+  lv.last = tsr_calloc(n + 1, sizeof *lv.last);
+  lv.root = tsr_calloc(n + 1, sizeof *lv.root);
+  lv.loop_end = tsr_calloc(nloops + 1, sizeof *lv.loop_end);
+  uint64_t *sizes = tsr_calloc(n + 1, sizeof *sizes);  /* class -> bytes */
+  uint32_t *cls = tsr_calloc(n + 1, sizeof *cls);       /* value -> size class */
+  uint32_t *count = tsr_calloc(n + 1, sizeof *count);   /* class -> values, then free */
+  uint32_t *base = tsr_calloc(n + 1, sizeof *base);     /* class -> first stack entry */
+  uint64_t *stack = tsr_calloc(n + 1, sizeof *stack);   /* free offsets, per class */
+  size_classes_t sc = {0};
+  uint32_t table = 16;
+  while (table < 2 * n) table *= 2;
+  sc.key = tsr_calloc(table, sizeof *sc.key);
+  sc.index = tsr_calloc(table, sizeof *sc.index);
+  sc.mask = table - 1;
+  uint32_t *by_def = NULL, *by_last = NULL, *def_next = NULL, *last_next = NULL;
+  if (!lv.def || !lv.last || !lv.root || !lv.loop_end || !sizes || !cls || !count ||
+      !base || !stack || !sc.key || !sc.index) {
+    s = TSR_OOM();
+    goto done;
+  }
+  for (uint32_t i = 0; i < n; i++) lv.root[i] = i;
+  live_walk(&lv, &k->body, NULL);
+  uint32_t positions = lv.clock;
+  lv.clock = 0;
+  lv.loops = 0;
+  lv.uses = true;
+  live_walk(&lv, &k->body, NULL);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t r = lv.root[i];
+    if (r != i && lv.def[i] && lv.def[r] && lv.last[i] > lv.last[r]) lv.last[r] = lv.last[i];
+  }
+
+  /* Values, and the buffers of those outside the body (consts, index maps). */
+  uint64_t off = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const tsr_value_t *v = ps->by_id[i];
+    uint64_t bytes = slot_bytes(v);
+    if (!bytes) continue;
+    value_info_t *vi = &p->values[i];
+    vi->dtype = v->type.dtype;
+    vi->vector = v->type.kind == TSR_TYPE_VECTOR;
+    vi->bytes = (uint64_t)tsr_type_element_count(&v->type) *
+                tsr_dtype_size((tsr_dtype_t)v->type.dtype);
+    if (!lv.def[i]) {
+      vi->offset = off;
+      off += bytes;
+    }
+  }
+  /* Size classes of the body's buffers. */
+  for (uint32_t i = 0; i < n; i++) {
+    if (!lv.def[i] || lv.root[i] != i || !slot_bytes(ps->by_id[i])) continue;
+    uint64_t bytes = slot_bytes(ps->by_id[i]);
+    cls[i] = size_class_of(&sc, bytes);
+    sizes[cls[i]] = bytes;
+    count[cls[i]]++;
+  }
+  uint32_t nclasses = sc.count;
+  for (uint32_t c = 1; c < nclasses; c++) base[c] = base[c - 1] + count[c - 1];
+  memset(count, 0, (size_t)(n + 1) * sizeof *count);
+
+  /* Definitions and last uses by position (linked lists). */
+  by_def = tsr_calloc(positions + 2, sizeof *by_def);
+  by_last = tsr_calloc(positions + 2, sizeof *by_last);
+  def_next = tsr_calloc(n + 1, sizeof *def_next);
+  last_next = tsr_calloc(n + 1, sizeof *last_next);
+  if (!by_def || !by_last || !def_next || !last_next) {
+    s = TSR_OOM();
+    goto done;
+  }
+  for (uint32_t i = n; i-- > 0;) { /* ids ascending within a position */
+    if (!lv.def[i] || lv.root[i] != i || !slot_bytes(ps->by_id[i])) continue;
+    def_next[i] = by_def[lv.def[i]];
+    by_def[lv.def[i]] = i + 1;
+    last_next[i] = by_last[lv.last[i]];
+    by_last[lv.last[i]] = i + 1;
+  }
+  for (uint32_t pos = 1; pos <= positions; pos++) {
+    for (uint32_t e = by_def[pos]; e; e = def_next[e - 1]) {
+      uint32_t c = cls[e - 1];
+      value_info_t *vi = &p->values[e - 1];
+      if (count[c]) {
+        vi->offset = stack[base[c] + --count[c]];
+      } else {
+        vi->offset = off;
+        off += sizes[c];
+      }
+    }
+    for (uint32_t e = by_last[pos]; e; e = last_next[e - 1]) {
+      uint32_t c = cls[e - 1];
+      stack[base[c] + count[c]++] = p->values[e - 1].offset;
+    }
+  }
+  /* Aliases point at their root's buffer (they never write one). */
+  for (uint32_t i = 0; i < n; i++)
+    if (lv.root[i] != i) p->values[i].offset = p->values[lv.root[i]].offset;
+  p->frame_bytes = off;
+done:
+  tsr_free(lv.def);
+  tsr_free(lv.last);
+  tsr_free(lv.root);
+  tsr_free(lv.loop_end);
+  tsr_free(sizes);
+  tsr_free(cls);
+  tsr_free(count);
+  tsr_free(base);
+  tsr_free(stack);
+  tsr_free(sc.key);
+  tsr_free(sc.index);
+  tsr_free(by_def);
+  tsr_free(by_last);
+  tsr_free(def_next);
+  tsr_free(last_next);
+  return s;
 }
 
 static uint32_t count_consts(const tsr_region_t *r) {
@@ -821,6 +1125,9 @@ static tsr_status_t plan_index_map(prep_t *ps, const tsr_decl_t *d,
   for (uint32_t a = 0; a < map->num_args; a++) op->map_args[a] = map->args[a]->id;
   for (uint32_t i = 0; i < op->array_rank; i++) op->map_results[i] = yield->operands[i]->id;
   op->map_pc = ps->p->code_size;
+  ps->next_position = 0; /* the walk numbers the index maps first */
+  for (uint32_t i = 0; i < op->decl; i++)
+    if (ps->k->decls[i].index_map) ps->next_position += count_walked(ps->k->decls[i].index_map);
   const tsr_op_t *term;
   TSR_RETURN_IF_ERROR(compile_region(ps, map, &term));
   insn_t end = {.code = XOP_END, .site = op->site};
@@ -950,9 +1257,31 @@ static tsr_status_t prepare(prep_t *ps) {
 
   /* Op positions, for sites. */
   p->num_walked_ops = tsr_ir_walk_ops(k, NULL, NULL);
-  ps->position_pool = tsr_calloc(p->num_walked_ops + 1, sizeof *ps->position_pool);
-  if (!ps->position_pool) return TSR_OOM();
-  tsr_ir_walk_ops(k, note_position, ps);
+  uint32_t nscoped = count_scoped_ops(&k->body);
+  ps->scoped_ops = tsr_calloc(nscoped + 1, sizeof *ps->scoped_ops);
+  ps->scoped_positions = tsr_calloc(nscoped + 1, sizeof *ps->scoped_positions);
+  if (!ps->scoped_ops || !ps->scoped_positions) return TSR_OOM();
+  if (nscoped) tsr_ir_walk_ops(k, note_scoped, ps);
+  /* The code and the sites at about their final sizes: grown by doubling,
+   * their copies were a third of the page faults of preparing a 7k-op
+   * kernel. An instruction per op, up to 7 more per op with regions (the
+   * moves, jumps and steps of loops), an end per index map; a site per op
+   * and 2 per declaration. Growth still handles any excess. */
+  uint64_t insns = (uint64_t)p->num_walked_ops + 7ull * count_region_ops(&k->body) +
+                   k->num_decls + 2;
+  for (uint32_t i = 0; i < k->num_decls; i++)
+    if (k->decls[i].index_map) insns += 7ull * count_region_ops(k->decls[i].index_map);
+  if (insns < UINT32_MAX / 2) {
+    p->code = tsr_malloc((size_t)insns * sizeof *p->code);
+    if (!p->code) return TSR_OOM();
+    p->code_capacity = (uint32_t)insns;
+  }
+  uint64_t sites = (uint64_t)p->num_walked_ops + 2ull * k->num_decls + 4;
+  if (sites < UINT32_MAX / 2) {
+    p->sites = tsr_malloc((size_t)sites * sizeof *p->sites);
+    if (!p->sites) return TSR_OOM();
+    p->sites_capacity = (uint32_t)sites;
+  }
 
   /* Values. */
   p->num_values = k->num_values;
@@ -969,20 +1298,7 @@ static tsr_status_t prepare(prep_t *ps) {
     if (k->decls[i].index_map) walk_region_values(ps, k->decls[i].index_map);
   }
   walk_region_values(ps, &k->body);
-  uint64_t off = 0;
-  for (uint32_t i = 0; i < k->num_values; i++) {
-    const tsr_value_t *v = ps->by_id[i];
-    value_info_t *vi = &p->values[i];
-    if (!v || v->type.kind == TSR_TYPE_REF || v->type.kind == TSR_TYPE_SEM) continue;
-    vi->dtype = v->type.dtype;
-    vi->vector = v->type.kind == TSR_TYPE_VECTOR;
-    uint64_t bytes = (uint64_t)tsr_type_element_count(&v->type) *
-                     tsr_dtype_size((tsr_dtype_t)v->type.dtype);
-    vi->bytes = bytes;
-    vi->offset = off;
-    off = align64(off + (bytes < 8 ? 8 : bytes));
-  }
-  p->frame_bytes = off;
+  TSR_RETURN_IF_ERROR(assign_frame_slots(ps));
 
   /* Refs: decls, then scoped buffers. */
   uint32_t max_refs = k->num_decls + count_scoped(&k->body);
@@ -1073,8 +1389,12 @@ static tsr_status_t prepare(prep_t *ps) {
   p->const_literals = tsr_arena_alloc_array(A, nconst + 1, sizeof *p->const_literals);
   if (!p->const_values || !p->const_literals) return TSR_OOM();
   p->body_pc = 0;
+  ps->next_position = p->num_walked_ops - count_walked(&k->body);
   const tsr_op_t *term;
   TSR_RETURN_IF_ERROR(compile_region(ps, &k->body, &term));
+  if (ps->next_position != p->num_walked_ops)
+    return TSR_STATUS(TSR_INTERNAL, "prepare: %u ops compiled in the walk's order, %u walked",
+                      ps->next_position, p->num_walked_ops);
   uint32_t end_site;
   TSR_RETURN_IF_ERROR(add_site(ps, k->loc, "kernel", SITE_KERNEL, 0, 0, &end_site));
   TSR_RETURN_IF_ERROR(add_site(ps, k->loc, "the grid step", SITE_KERNEL, 0, 0, &p->grid_site));
@@ -1106,8 +1426,8 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
   tsr_status_t s = prepare(&ps);
   tsr_free(ps.by_id);
   tsr_free(ps.uses);
-  HASH_CLEAR(hh, ps.positions);
-  tsr_free(ps.position_pool);
+  tsr_free(ps.scoped_ops);
+  tsr_free(ps.scoped_positions);
   if (s) {
     tsr_interp_program_destroy(p);
     return s;

@@ -45,13 +45,15 @@ static void run_memory_free(run_memory_t *m, uint32_t num_operands) {
   tsr_free(m);
 }
 
-/* The value frame: one buffer per value, so a long straight-line kernel has
- * a large one (6,484 ops on (8,128) blocks: 22.5 MiB) and its first run took
- * a page fault per 4 KiB touched (7,671 faults, 22.7 ms of system time in a
- * 39.5 ms process). Frames of 2 MiB or more are 2 MiB-aligned and advised as
- * transparent huge pages where Linux offers them, which halved that run
- * (22.4 -> 10.6 ms; issue 14 in docs/benchmarks.md); the advice only changes
- * how the kernel backs the memory. */
+/* The value frame. When it held one buffer per value, a long straight-line
+ * kernel had a large one (6,484 ops on (8,128) blocks: 22.5 MiB) and its
+ * first run took a page fault per 4 KiB touched (7,671 faults, 22.7 ms of
+ * system time in a 39.5 ms process). Frames of 2 MiB or more are 2 MiB-aligned
+ * and advised as transparent huge pages where Linux offers them, which halved
+ * that run (22.4 -> 10.6 ms; issue 14 in docs/benchmarks.md); the advice only
+ * changes how the kernel backs the memory. Values now share buffers when their
+ * lives do not overlap (prepare.c), so such frames are rare (that kernel's is
+ * 65 KiB now); large live blocks still make one. */
 static uint8_t *frame_alloc(uint64_t bytes) {
   const uint64_t huge = (uint64_t)2 << 20;
   if (bytes < huge) return tsr_aligned_alloc(64, bytes + 64);

@@ -96,6 +96,7 @@ tsr_status_t tsr_ir_parse(const char *filename, const char *text, size_t len,
   tsr_arena_initialize(&p.scratch);
   tsr_diag_list_initialize(&p.diags, MAX_DIAGNOSTICS);
   parse_module(&p);
+  ps_free_spares(&p);
   HASH_CLEAR(hh, p.table);
   HASH_CLEAR(hh, p.kernel_names);
   tsr_arena_deinitialize(&p.scratch);

@@ -102,6 +102,20 @@ typedef struct parser {
   bool skipping;        /* skipping after an error: lexer errors are noise */
   symbol_t *kernel_table; /* in a general index map (which has its own table):
                              the kernel's; NULL elsewhere */
+  /* Buffers of finished op lines' arrays, reused by the next lines (a
+   * malloc and free per array and line was a tenth of the parse). */
+  struct { void *data; size_t bytes; } spare[16];
+  uint32_t num_spare;
+  /* The last block types read (ps_parse_value_type): their text in the
+   * source (ending in ']', on one line) and the type, for the next ones
+   * spelled the same (reading "f32[8, 128]" on every line was a quarter of
+   * the parse of a 7k-line kernel). Replaced round robin. */
+  struct {
+    const char *text;
+    size_t len;
+    tsr_type_t type;
+  } recent_types[4];
+  uint32_t next_recent_type;
 } parser_t;
 
 typedef struct vec {
@@ -129,7 +143,6 @@ typedef struct op_line {
   token_t mnemonic;
   tsr_opcode_t opcode;
   tsr_op_t *op;     /* once created */
-  symbol_t *names_seen; /* result and region-arg names of this line */
 } op_line_t;
 
 /* ---- parse_lex.c ---------------------------------------------------------- */
@@ -148,6 +161,13 @@ bool ps_expect_line_end(parser_t *p);
 void ps_skip_line(parser_t *p);
 bool ps_int_value(const token_t *t, int64_t *out);
 bool ps_parse_int(parser_t *p, const char *what, int64_t *out);
+
+/* The opcode of a mnemonic (TSR_OP_COUNT if none), and the dtype of a
+ * dtype name: tsr_op_lookup and tsr_dtype_from_name through a table built
+ * once per process (their linear scans with strlen were a tenth of the
+ * parse of a 7k-line kernel). */
+tsr_opcode_t ps_op_lookup(const char *text, size_t len);
+bool ps_dtype_lookup(const char *text, size_t len, tsr_dtype_t *out);
 
 /* Token tests and optional tokens (inline: called per token). */
 static inline bool tok_is(const token_t *t, const char *word) {
@@ -190,7 +210,10 @@ const tsr_decl_t *ps_find_decl(parser_t *p, symbol_t *table, const token_t *t);
 bool ps_check_fresh(parser_t *p, const token_t *t);
 bool ps_parse_use(parser_t *p, const char *what, tsr_value_t **out);
 bool ps_vec_push(parser_t *p, vec_t *v, const void *elem, size_t size);
-void ps_op_line_free(op_line_t *l);
+/* Gives the line's arrays back to the parser (for the next lines). */
+void ps_op_line_free(parser_t *p, op_line_t *l);
+/* Frees the parser's spare arrays. */
+void ps_free_spares(parser_t *p);
 bool ps_push_value(parser_t *p, vec_t *v, tsr_value_t *value);
 bool ps_parse_new_name(parser_t *p, op_line_t *l, vec_t *names, const char *what);
 

@@ -49,14 +49,29 @@ bool ps_check(parser_t *p, tsr_status_t s) {
   return false;
 }
 
-static bool is_digit(int c) { return c >= '0' && c <= '9'; }
-static bool is_hex(int c) {
-  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+/* Character classes by table (the lexer asks per character). */
+enum { C_DIGIT = 1, C_HEX = 2, C_START = 4 };
+#define DIGITS_(x) ['0' + (x)] = C_DIGIT | C_HEX
+#define HEXL_(x) ['a' + (x)] = C_HEX | C_START, ['A' + (x)] = C_HEX | C_START
+#define LETTER_(x) ['g' + (x)] = C_START, ['G' + (x)] = C_START
+static const uint8_t char_class[256] = {
+    DIGITS_(0), DIGITS_(1), DIGITS_(2), DIGITS_(3), DIGITS_(4),  DIGITS_(5),  DIGITS_(6),
+    DIGITS_(7), DIGITS_(8), DIGITS_(9), HEXL_(0),   HEXL_(1),    HEXL_(2),    HEXL_(3),
+    HEXL_(4),   HEXL_(5),   LETTER_(0), LETTER_(1), LETTER_(2),  LETTER_(3),  LETTER_(4),
+    LETTER_(5), LETTER_(6), LETTER_(7), LETTER_(8), LETTER_(9),  LETTER_(10), LETTER_(11),
+    LETTER_(12), LETTER_(13), LETTER_(14), LETTER_(15), LETTER_(16), LETTER_(17),
+    LETTER_(18), LETTER_(19), ['_'] = C_START,
+};
+#undef DIGITS_
+#undef HEXL_
+#undef LETTER_
+
+static inline bool is_digit(int c) { return (char_class[c & 0xff] & C_DIGIT) != 0; }
+static inline bool is_hex(int c) { return (char_class[c & 0xff] & C_HEX) != 0; }
+static inline bool is_ident_start(int c) { return (char_class[c & 0xff] & C_START) != 0; }
+static inline bool is_ident_char(int c) {
+  return (char_class[c & 0xff] & (C_START | C_DIGIT)) != 0;
 }
-static bool is_ident_start(int c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-static bool is_ident_char(int c) { return is_ident_start(c) || is_digit(c); }
 
 /* Characters that can start a token (or separate them). */
 static bool starts_token(const char *s, const char *end) {
@@ -349,7 +364,9 @@ bool ps_int_value(const token_t *t, int64_t *out) {
     int c = (unsigned char)*s;
     uint64_t d = is_digit(c) ? (uint64_t)(c - '0')
                              : (uint64_t)((c | 0x20) - 'a' + 10);
-    if (v > (UINT64_MAX - d) / base) return false;
+    /* the division only near the top (an int per dim made it a third of
+     * the cost of reading a type) */
+    if (v >= (UINT64_MAX - 15) / 16 && v > (UINT64_MAX - d) / base) return false;
     v = v * base + d;
   }
   if (neg) {
@@ -369,5 +386,71 @@ bool ps_parse_int(parser_t *p, const char *what, int64_t *out) {
                        "integer literal '%.*s' does not fit in 64 bits",
                        (int)TSR_MIN(p->tok.len, 40), p->tok.text);
   ps_next(p);
+  return true;
+}
+
+/* ---- Mnemonics and dtype names ----------------------------------------------
+ * Open-addressed tables built once per process from the op table and the
+ * dtype list; they answer as tsr_op_lookup and tsr_dtype_from_name do. */
+
+enum { NAME_SLOTS = 512 }; /* a power of two, over twice the ops and dtypes */
+_Static_assert(TSR_OP_COUNT + TSR_DTYPE_COUNT < NAME_SLOTS / 2, "NAME_SLOTS too small");
+
+typedef struct name_slot {
+  const char *name; /* NULL: empty */
+  uint8_t len;
+  uint8_t is_dtype;
+  uint16_t code;    /* opcode or dtype */
+} name_slot_t;
+
+static name_slot_t name_slots[NAME_SLOTS];
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static uint32_t name_hash(const char *text, size_t len, bool is_dtype) {
+  return (tsr_fnv1a32(text, len) + (is_dtype ? 0x9e3779b9u : 0)) & (NAME_SLOTS - 1);
+}
+
+static void name_insert(const char *name, bool is_dtype, uint16_t code) {
+  size_t len = strlen(name);
+  uint32_t h = name_hash(name, len, is_dtype);
+  while (name_slots[h].name) h = (h + 1) & (NAME_SLOTS - 1);
+  name_slots[h] = (name_slot_t){name, (uint8_t)len, is_dtype, code};
+}
+
+static void names_init(void) {
+  for (int i = TSR_OP_COUNT - 1; i >= 0; i--) {
+    const char *m = tsr_op_table[i].mnemonic;
+    if (m && strlen(m) < 256) name_insert(m, false, (uint16_t)i);
+  }
+  for (int i = TSR_DTYPE_COUNT - 1; i >= 0; i--) {
+    const char *d = tsr_dtype_name((tsr_dtype_t)i);
+    if (d && strlen(d) < 256) name_insert(d, true, (uint16_t)i);
+  }
+}
+
+static const name_slot_t *name_find(const char *text, size_t len, bool is_dtype) {
+  tsr_process_once(&names_once, names_init);
+  if (len >= 256) return NULL;
+  const name_slot_t *found = NULL;
+  for (uint32_t h = name_hash(text, len, is_dtype); name_slots[h].name;
+       h = (h + 1) & (NAME_SLOTS - 1)) {
+    const name_slot_t *s = &name_slots[h];
+    /* the lowest code, as the linear scans answer (were a name listed twice) */
+    if (s->is_dtype == is_dtype && s->len == len && memcmp(s->name, text, len) == 0 &&
+        (!found || s->code < found->code))
+      found = s;
+  }
+  return found;
+}
+
+tsr_opcode_t ps_op_lookup(const char *text, size_t len) {
+  const name_slot_t *s = name_find(text, len, false);
+  return s ? (tsr_opcode_t)s->code : TSR_OP_COUNT;
+}
+
+bool ps_dtype_lookup(const char *text, size_t len, tsr_dtype_t *out) {
+  const name_slot_t *s = name_find(text, len, true);
+  if (!s) return false;
+  *out = (tsr_dtype_t)s->code;
   return true;
 }

@@ -388,7 +388,7 @@ static bool parse_op(parser_t *p, tsr_region_t *region, op_line_t *l) {
   }
   if (!at(p, TOK_IDENT)) return ps_expected(p, "an op");
   l->mnemonic = p->tok;
-  l->opcode = tsr_op_lookup(p->tok.text, p->tok.len);
+  l->opcode = ps_op_lookup(p->tok.text, p->tok.len);
   if (l->opcode == TSR_OP_COUNT)
     return ps_error_at(p, p->tok.line, p->tok.col, "unknown op '%.*s'",
                        (int)TSR_MIN(p->tok.len, 40), p->tok.text);
@@ -444,5 +444,5 @@ static void parse_op_line(parser_t *p, tsr_region_t *region) {
     }
     ps_skip_line(p);
   }
-  ps_op_line_free(&l);
+  ps_op_line_free(p, &l);
 }

@@ -107,27 +107,49 @@ bool ps_parse_use(parser_t *p, const char *what, tsr_value_t **out) {
 
 bool ps_vec_push(parser_t *p, vec_t *v, const void *elem, size_t size) {
   if (v->count == v->capacity) {
-    uint32_t cap = v->capacity ? v->capacity * 2 : 8;
-    size_t bytes;
-    if (cap < v->capacity || !tsr_mul_size(cap, size, &bytes)) return ps_oom(p);
-    void *d = tsr_realloc(v->data, bytes);
-    if (!d) return ps_oom(p);
-    v->data = d;
-    v->capacity = cap;
+    if (!v->data && p->num_spare && p->spare[p->num_spare - 1].bytes / size >= 8) {
+      p->num_spare--;
+      v->data = p->spare[p->num_spare].data;
+      v->capacity = (uint32_t)TSR_MIN(p->spare[p->num_spare].bytes / size, UINT32_MAX / 2);
+    } else {
+      uint32_t cap = v->capacity ? v->capacity * 2 : 8;
+      size_t bytes;
+      if (cap < v->capacity || !tsr_mul_size(cap, size, &bytes)) return ps_oom(p);
+      void *d = tsr_realloc(v->data, bytes);
+      if (!d) return ps_oom(p);
+      v->data = d;
+      v->capacity = cap;
+    }
   }
   memcpy((char *)v->data + (size_t)v->count * size, elem, size);
   v->count++;
   return true;
 }
 
-void ps_op_line_free(op_line_t *l) {
-  tsr_free(l->names.data);
-  tsr_free(l->operands.data);
-  tsr_free(l->dyn.data);
-  tsr_free(l->types.data);
-  tsr_free(l->arg_names.data);
-  tsr_free(l->arg_types.data);
-  HASH_CLEAR(hh, l->names_seen);
+static void give_back(parser_t *p, vec_t *v, size_t size) {
+  if (!v->data) return;
+  if (p->num_spare < TSR_ARRAY_SIZE(p->spare)) {
+    p->spare[p->num_spare].data = v->data;
+    p->spare[p->num_spare].bytes = (size_t)v->capacity * size;
+    p->num_spare++;
+  } else {
+    tsr_free(v->data);
+  }
+  v->data = NULL;
+}
+
+void ps_op_line_free(parser_t *p, op_line_t *l) {
+  give_back(p, &l->names, sizeof(token_t));
+  give_back(p, &l->operands, sizeof(tsr_value_t *));
+  give_back(p, &l->dyn, sizeof(tsr_value_t *));
+  give_back(p, &l->types, sizeof(tsr_type_t));
+  give_back(p, &l->arg_names, sizeof(token_t));
+  give_back(p, &l->arg_types, sizeof(tsr_type_t));
+}
+
+void ps_free_spares(parser_t *p) {
+  for (uint32_t i = 0; i < p->num_spare; i++) tsr_free(p->spare[i].data);
+  p->num_spare = 0;
 }
 
 bool ps_push_value(parser_t *p, vec_t *v, tsr_value_t *value) {
@@ -136,14 +158,23 @@ bool ps_push_value(parser_t *p, vec_t *v, tsr_value_t *value) {
 
 /* A region-argument or result name must be new in the kernel and within
  * its own line; claims it for the line. */
+static const token_t *find_name(const vec_t *names, const token_t *t) {
+  for (uint32_t i = 0; i < names->count; i++) {
+    const token_t *o = &VEC_AT(*names, token_t, i);
+    if (o->len == t->len && memcmp(o->text, t->text, t->len) == 0) return o;
+  }
+  return NULL;
+}
+
+/* The line's names so far are those in l->names and l->arg_names (a name is
+ * added to one of them once checked here). */
 static bool check_fresh_in_line(parser_t *p, op_line_t *l, const token_t *t) {
-  symbol_t *o = NULL;
-  HASH_FIND(hh, l->names_seen, t->text + 1, t->len - 1, o);
+  const token_t *o = find_name(&l->names, t);
+  if (!o) o = find_name(&l->arg_names, t);
   if (o)
     return ps_error_at(p, t->line, t->col, "redefinition of %.*s (first defined at %u:%u)",
                        (int)t->len, t->text, o->line, o->col);
-  return ps_check_fresh(p, t) &&
-         ps_table_add(p, &l->names_seen, t->text + 1, t->len - 1, t->line, t->col);
+  return ps_check_fresh(p, t);
 }
 
 /* A %name the line defines (a result or region argument; `what` for the

@@ -5,8 +5,9 @@
 
 /* ---- Types ----------------------------------------------------------------- */
 
-/* "[d0, d1, ..]" (current token '['): 1..TSR_MAX_RANK dims, each >= 1. */
-static bool parse_dims(parser_t *p, uint32_t *out_rank, int64_t *dims) {
+/* "[d0, d1, ..]" (current token '['): 1..TSR_MAX_RANK dims, each >= 1.
+ * *out_end: just after the ']'. */
+static bool parse_dims(parser_t *p, uint32_t *out_rank, int64_t *dims, const char **out_end) {
   ps_next(p);
   uint32_t n = 0;
   for (;;) {
@@ -20,6 +21,7 @@ static bool parse_dims(parser_t *p, uint32_t *out_rank, int64_t *dims) {
       return ps_error_at(p, t.line, t.col, "more than %d dimensions", TSR_MAX_RANK);
     dims[n++] = d;
     if (accept(p, TOK_COMMA)) continue;
+    *out_end = p->tok.text + 1;
     if (accept(p, TOK_RBRACKET)) break;
     return ps_expected(p, "',' or ']' after a dimension");
   }
@@ -28,11 +30,25 @@ static bool parse_dims(parser_t *p, uint32_t *out_rank, int64_t *dims) {
 }
 
 static bool dtype_of(const token_t *t, tsr_dtype_t *out) {
-  return t->kind == TOK_IDENT && tsr_dtype_from_name(t->text, t->len, out);
+  return t->kind == TOK_IDENT && ps_dtype_lookup(t->text, t->len, out);
 }
 
 /* DTYPE or DTYPE[dims]: a scalar or block type. */
 bool ps_parse_value_type(parser_t *p, const char *what, tsr_type_t *out) {
+  const token_t first = p->tok;
+  /* The same bytes as a block type read before are the same tokens up to
+   * its ']' (which ends a token whatever follows), and that type was read
+   * without error: take it, and lex on from after the ']'. */
+  const size_t left = (size_t)(p->end - first.text);
+  for (uint32_t i = 0; first.kind == TOK_IDENT && i < TSR_ARRAY_SIZE(p->recent_types); i++) {
+    size_t n = p->recent_types[i].len;
+    if (n && left >= n && memcmp(first.text, p->recent_types[i].text, n) == 0) {
+      *out = p->recent_types[i].type;
+      p->pos = first.text + n;
+      ps_next(p);
+      return true;
+    }
+  }
   tsr_dtype_t dtype;
   if (!dtype_of(&p->tok, &dtype)) return ps_expected(p, what);
   ps_next(p);
@@ -42,8 +58,13 @@ bool ps_parse_value_type(parser_t *p, const char *what, tsr_type_t *out) {
   }
   uint32_t rank;
   int64_t dims[TSR_MAX_RANK];
-  if (!parse_dims(p, &rank, dims)) return false;
+  const char *end = NULL;
+  if (!parse_dims(p, &rank, dims, &end)) return false;
   *out = tsr_type_vector(dtype, rank, dims);
+  uint32_t slot = p->next_recent_type++ % TSR_ARRAY_SIZE(p->recent_types);
+  p->recent_types[slot].text = first.text;
+  p->recent_types[slot].len = (size_t)(end - first.text);
+  p->recent_types[slot].type = *out;
   return true;
 }
 
@@ -54,28 +75,30 @@ bool ps_parse_type(parser_t *p, tsr_type_t *out) {
   uint32_t rank = 0;
   int64_t dims[TSR_MAX_RANK];
   tsr_space_t space;
+  tsr_dtype_t dtype;
+  /* Most types are value types: their dtype names are no space or
+   * semaphore names, so looking them up first changes nothing else. */
+  if (dtype_of(&t, &dtype)) return ps_parse_value_type(p, "a type", out);
   if (tsr_space_from_name(t.text, t.len, &space)) {
     ps_next(p);
-    tsr_dtype_t dtype;
     if (!dtype_of(&p->tok, &dtype))
       return ps_expected(p, "an element type after the memory space");
     ps_next(p);
-    if (at(p, TOK_LBRACKET) && !parse_dims(p, &rank, dims)) return false;
+    const char *end;
+    if (at(p, TOK_LBRACKET) && !parse_dims(p, &rank, dims, &end)) return false;
     *out = tsr_type_ref(space, dtype, rank, dims);
     return true;
   }
   if (tok_is(&t, "sem") || tok_is(&t, "dma_sem")) {
     ps_next(p);
-    if (at(p, TOK_LBRACKET) && !parse_dims(p, &rank, dims)) return false;
+    const char *end;
+    if (at(p, TOK_LBRACKET) && !parse_dims(p, &rank, dims, &end)) return false;
     *out = tsr_type_sem(tok_is(&t, "sem") ? TSR_SEM_REGULAR : TSR_SEM_DMA, rank,
                         dims);
     return true;
   }
-  tsr_dtype_t dtype;
-  if (!dtype_of(&t, &dtype))
-    return ps_error_at(p, t.line, t.col, "unknown type '%.*s'",
-                       (int)TSR_MIN(t.len, 40), t.text);
-  return ps_parse_value_type(p, "a type", out);
+  return ps_error_at(p, t.line, t.col, "unknown type '%.*s'", (int)TSR_MIN(t.len, 40),
+                     t.text);
 }
 
 /* ": T, T, .." for an op with results (exactly one type per result name). */

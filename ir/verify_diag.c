@@ -105,7 +105,9 @@ void TSR_PRINTF(3, 4) vf_kreport(verifier_t *v, tsr_loc_t loc, const char *fmt, 
  * value or VMEM/SMEM ref, 2^40 bytes per HBM ref). If not and `why` is
  * given, says why. */
 bool vf_type_wellformed(const tsr_type_t *t, tbuf_t *why) {
-  tbuf_t scratch = {.len = 0};
+  tbuf_t scratch; /* not zeroed: 232 bytes per call on every definition */
+  scratch.len = 0;
+  scratch.s[0] = 0;
   if (!why) why = &scratch;
   if (t->kind > TSR_TYPE_SEM) {
     vf_bput(why, "invalid type: unknown type kind %u", t->kind);
@@ -264,6 +266,11 @@ bool vf_check_def(verifier_t *v, tsr_loc_t loc, const char *what,
     return false;
   }
   return true;
+}
+
+bool vf_def_fine(verifier_t *v, const tsr_value_t *value) {
+  value_info_t *vi = vf_info_of(v, value);
+  return vi && vi->vis == VIS_UNREACHED && vf_type_wellformed(&value->type, NULL);
 }
 
 void vf_set_vis(verifier_t *v, const tsr_value_t *value, vis_t vis) {

@@ -170,6 +170,9 @@ bool vf_check_use(verifier_t *v, const tsr_op_t *op, uint32_t i);
 /* Checks a definition (`what` names it in messages): of this kernel, defined
  * once, well typed. Returns whether its type may be inspected. */
 bool vf_check_def(verifier_t *v, tsr_loc_t loc, const char *what, const tsr_value_t *value);
+/* Whether vf_check_def would accept `value` (without reporting anything): the
+ * callers format their `what` only when it would not. */
+bool vf_def_fine(verifier_t *v, const tsr_value_t *value);
 void vf_set_vis(verifier_t *v, const tsr_value_t *value, vis_t vis);
 
 /* ---- Checks the rules share (verify_diag.c) ---------------------------------------- */

@@ -571,6 +571,103 @@ TSR_TEST(binary_ops_against_reference) {
   TSR_CHECK(combos > 150);
 }
 
+/* The AVX2 builds of the binary, compare and select loops (blockops.c,
+ * "Wide loops") give the same bytes as the baseline builds: every pair of
+ * special values (NaN payloads, -0.0, infinities, shift amounts from 0
+ * past the width and negative), random blocks of several lengths, every
+ * broadcast, in place. Where there are no wide builds (another target, a
+ * CPU without AVX2) the lookups must say so. */
+static unsigned char wide_d[MAXN * 4];
+
+TSR_TEST(wide_loops_match_the_baseline_bit_for_bit) {
+  static const tsr_bcast_t modes[] = {TSR_BCAST_NONE, TSR_BCAST_A_SCALAR, TSR_BCAST_B_SCALAR};
+  bool available = tsr_blockops_wide_available();
+  int compared = 0;
+  for (int o = 0; o < TSR_OP_COUNT; o++) {
+    tsr_opcode_t op = (tsr_opcode_t)o;
+    for (int d = 0; d < NDTYPES; d++) {
+      tsr_dtype_t dt = (tsr_dtype_t)d;
+      tsr_binary_fn base = tsr_blockops_binary_variant(op, dt, false);
+      tsr_binary_fn wide = tsr_blockops_binary_variant(op, dt, true);
+      if (!base || !wide) {
+        if (wide) TSR_FAIL_AT("%s %s: a wide loop without a baseline one",
+                              tsr_op_table[op].mnemonic, tsr_dtype_name(dt));
+        continue;
+      }
+      if (!available) TSR_FAIL_AT("a wide loop although the CPU has none");
+      if (tsr_blockops_binary(op, dt) != wide) TSR_FAIL_AT("the wide loop is not the one used");
+      compared++;
+      size_t rsize = tsr_dtype_size(is_compare(op) ? TSR_DTYPE_I1 : dt);
+      size_t ns = num_specials(dt);
+      for (int round = 0; round < 8; round++) {
+        size_t n;
+        tsr_bcast_t mode = modes[round % 3];
+        if (round == 0) { /* every pair of specials */
+          n = ns * ns;
+          for (size_t i = 0; i < n; i++) {
+            put(dt, buf_a, i, special(dt, i / ns));
+            put(dt, buf_b, i, special(dt, i % ns));
+          }
+          mode = TSR_BCAST_NONE;
+        } else {
+          n = sizes[round % TSR_ARRAY_SIZE(sizes)];
+          fill_data(dt, buf_a, n, (size_t)round);
+          fill_data(dt, buf_b, n, (size_t)round + 5);
+        }
+        memset(buf_d, 0xcd, sizeof buf_d);
+        memset(wide_d, 0xcd, sizeof wide_d);
+        base(buf_d, buf_a, buf_b, n, mode);
+        wide(wide_d, buf_a, buf_b, n, mode);
+        if (memcmp(buf_d, wide_d, (n + 1) * rsize)) {
+          TSR_FAIL_AT("%s %s n=%zu bcast=%d: wide and baseline differ",
+                      tsr_op_table[op].mnemonic, tsr_dtype_name(dt), n, (int)mode);
+          break;
+        }
+        if (!is_compare(op) && mode == TSR_BCAST_NONE) { /* in place */
+          memcpy(wide_d, buf_a, n * rsize);
+          wide(wide_d, wide_d, buf_b, n, mode);
+          if (memcmp(buf_d, wide_d, n * rsize)) {
+            TSR_FAIL_AT("%s %s n=%zu: wide in place differs", tsr_op_table[op].mnemonic,
+                        tsr_dtype_name(dt), n);
+            break;
+          }
+        }
+      }
+    }
+  }
+  if (available) TSR_CHECK(compared >= 40);
+  /* select: every element size, mask and scalar case. */
+  static const size_t es[] = {1, 2, 4, 8};
+  for (size_t e = 0; e < TSR_ARRAY_SIZE(es); e++) {
+    for (int sc = 0; sc < 8; sc++) {
+      size_t n = 1000;
+      for (size_t i = 0; i < n * es[e]; i++) {
+        buf_a[i] = (unsigned char)rng();
+        buf_b[i] = (unsigned char)rng();
+      }
+      uint8_t cond[1000];
+      for (size_t i = 0; i < n; i++) cond[i] = (uint8_t)(rng() % 3 == 0 ? rng() : 0);
+      memset(buf_d, 0xcd, sizeof buf_d);
+      memset(wide_d, 0xcd, sizeof wide_d);
+      tsr_blockops_select_variant(false, es[e], buf_d, cond, sc & 1, buf_a, sc & 2, buf_b,
+                                  sc & 4, n);
+      tsr_blockops_select_variant(true, es[e], wide_d, cond, sc & 1, buf_a, sc & 2, buf_b,
+                                  sc & 4, n);
+      if (memcmp(buf_d, wide_d, (n + 1) * es[e]))
+        TSR_FAIL_AT("select size %zu case %d: wide and baseline differ", es[e], sc);
+      for (size_t i = 0; i < n; i++) { /* and both are right */
+        bool c = cond[(sc & 1) ? 0 : i] != 0;
+        const unsigned char *want = c ? buf_a + ((sc & 2) ? 0 : i * es[e])
+                                      : buf_b + ((sc & 4) ? 0 : i * es[e]);
+        if (memcmp(buf_d + i * es[e], want, es[e])) {
+          TSR_FAIL_AT("select size %zu case %d: element %zu wrong", es[e], sc, i);
+          break;
+        }
+      }
+    }
+  }
+}
+
 /* Hand-picked integer and float corner cases, spelled out. */
 TSR_TEST(integer_corner_cases) {
   tsr_binary_fn div = tsr_blockops_binary(TSR_OP_DIV, TSR_DTYPE_I32);
@@ -888,7 +985,7 @@ static size_t count_of(uint32_t rank, const int64_t *dims) {
 
 TSR_TEST(iota_every_dim) {
   const int64_t dims[3] = {3, 4, 5};
-  const tsr_dtype_t dts[] = {TSR_DTYPE_I32, TSR_DTYPE_F32, TSR_DTYPE_BF16, TSR_DTYPE_I8,
+  const tsr_dtype_t dts[] = {TSR_DTYPE_I32, TSR_DTYPE_U32, TSR_DTYPE_F32, TSR_DTYPE_BF16, TSR_DTYPE_I8,
                              TSR_DTYPE_U16, TSR_DTYPE_F16};
   for (size_t t = 0; t < TSR_ARRAY_SIZE(dts); t++)
     for (uint32_t dim = 0; dim < 3; dim++) {
@@ -1567,5 +1664,6 @@ int main(void) {
   TSR_RUN(dot_accumulates_in_place);
   TSR_RUN(roll_any_shift);
   TSR_RUN(gather_in_and_out_of_range);
+  TSR_RUN(wide_loops_match_the_baseline_bit_for_bit);
   return tsr_test_done();
 }

@@ -772,6 +772,67 @@ TSR_TEST(multiple_errors_are_collected) {
 
 /* ---- The builder prints like the parser ------------------------------------------ */
 
+/* Block types spelled like one read before are taken from the parser's
+ * recent types (ir/parse_value.c): a type whose text extends or differs
+ * from a recent one after its prefix, other spacing, more types than the
+ * cache holds, and the same error twice (once read, once after a recent
+ * type) must read as without it. */
+TSR_TEST(recent_block_types_read_as_the_first) {
+  check_prints_as("kernel @k\n"
+                  "  in %x: f32[8, 128] vmem\n"
+                  "{\n"
+                  "  %a = load %x[:, :] : f32[8, 128]\n"
+                  "  %b = reshape %a : f32[8,128, 1]\n"
+                  "  %c = reshape %b : f32[ 8, 128 ]\n"
+                  "  %d = reshape %c : f32[1024]\n"
+                  "  %e = reshape %d : f32[8, 128]\n"
+                  "  %f = reshape %e : f32[4, 256]\n"
+                  "  %g = reshape %f : f32[2, 512]\n"
+                  "  %h = reshape %g : f32[1, 1024]\n"
+                  "  %i = reshape %h : f32[8, 128] // a comment after\n"
+                  "  %j = bitcast %i : i32[8, 128]\n"
+                  "  %k = reshape %j : i32[8, 128, 1]\n"
+                  "  %l = reshape %k : i32[8, 128]\n"
+                  "}\n",
+                  "kernel @k\n"
+                  "  in %x: f32[8, 128] vmem\n"
+                  "{\n"
+                  "  %a = load %x[:, :] : f32[8, 128]\n"
+                  "  %b = reshape %a : f32[8, 128, 1]\n"
+                  "  %c = reshape %b : f32[8, 128]\n"
+                  "  %d = reshape %c : f32[1024]\n"
+                  "  %e = reshape %d : f32[8, 128]\n"
+                  "  %f = reshape %e : f32[4, 256]\n"
+                  "  %g = reshape %f : f32[2, 512]\n"
+                  "  %h = reshape %g : f32[1, 1024]\n"
+                  "  %i = reshape %h : f32[8, 128]\n"
+                  "  %j = bitcast %i : i32[8, 128]\n"
+                  "  %k = reshape %j : i32[8, 128, 1]\n"
+                  "  %l = reshape %k : i32[8, 128]\n"
+                  "}\n");
+  char *errors = parse_errors("kernel @k\n"
+                              "  in %x: f32[8, 128] vmem\n"
+                              "{\n"
+                              "  %a = load %x[:, :] : f32[8, 128]x\n"
+                              "  %b = load %x[:, :] : f32[8, 128]x\n"
+                              "  %c = load %x[:, :] : f32[8, 128]]\n"
+                              "}\n");
+  TSR_CHECK(errors != NULL);
+  if (errors) {
+    TSR_CHECK(strstr(errors, "t.tsr:4:35:") != NULL);
+    TSR_CHECK(strstr(errors, "t.tsr:5:35:") != NULL);
+    TSR_CHECK(strstr(errors, "t.tsr:6:35:") != NULL);
+    /* the same message for the line read and the lines after it */
+    const char *l4 = strstr(errors, "t.tsr:4:35:"), *l5 = strstr(errors, "t.tsr:5:35:");
+    if (l4 && l5) {
+      const char *e4 = strchr(l4, '\n'), *e5 = strchr(l5, '\n');
+      size_t n4 = e4 ? (size_t)(e4 - l4) : strlen(l4), n5 = e5 ? (size_t)(e5 - l5) : strlen(l5);
+      TSR_CHECK(n4 == n5 && memcmp(l4 + 11, l5 + 11, n4 - 11) == 0);
+    }
+    free(errors);
+  }
+}
+
 static const char matmul_text[] =
     "kernel @matmul\n"
     "  grid(4, 4, 8) semantics(parallel, parallel, arbitrary)\n"
@@ -1292,6 +1353,7 @@ int main(void) {
   TSR_RUN(error_messages);
   TSR_RUN(header_errors);
   TSR_RUN(multiple_errors_are_collected);
+  TSR_RUN(recent_block_types_read_as_the_first);
   TSR_RUN(builder_matmul_prints_like_the_text);
   TSR_RUN(canonicalizes_layout);
   TSR_RUN(allocation_failure);
