@@ -222,4 +222,21 @@ static inline uint16_t tsr_f32_to_bf16(float f) {
 float tsr_f16_to_f32(uint16_t h);
 uint16_t tsr_f32_to_f16(float f);
 
+/* ---- TPU chips (chips.c) --------------------------------------------------- */
+
+typedef struct tsr_chip {
+  const char *name;          /* "v5e" */
+  const char *aliases;       /* other names, space-separated ("v7 tpu7x"), or "" */
+  int64_t vmem_bytes;        /* per core */
+  int64_t smem_bytes;
+  int64_t scoped_vmem_bytes; /* what a kernel may use without vmem_limit_bytes */
+  uint32_t cores;            /* TensorCores per chip that Mosaic shards over */
+  bool mosaic;               /* the TPU emitter targets it */
+} tsr_chip_t;
+
+/* The chip called `name` (or one of its aliases); NULL if unknown. */
+const tsr_chip_t *tsr_chip_find(const char *name);
+/* The known names for messages; with mosaic_only, those the emitter takes. */
+const char *tsr_chip_names(bool mosaic_only);
+
 #endif /* TESSERA_BASE_INTERNAL_H */

@@ -1136,25 +1136,13 @@ static tsr_status_t plan_index_map(prep_t *ps, const tsr_decl_t *d,
 
 /* ---- Chips ---- */
 
-static const struct {
-  const char *name;
-  uint64_t vmem, smem;
-} chips[] = {
-    {"v2", 16ull << 20, 16ull << 10},  {"v3", 16ull << 20, 16ull << 10},
-    {"v4", 16ull << 20, 1ull << 20},   {"v5e", 128ull << 20, 1ull << 20},
-    {"v6e", 128ull << 20, 1ull << 20}, {"v5p", 64ull << 20, 1ull << 20},
-    {"v7", 64ull << 20, 1ull << 20},   {"tpu8i", 192ull << 20, 1ull << 20},
-};
-
+/* The chips are base/chips.c's, shared with the Mosaic emitter. */
 static bool chip_budget(const char *chip, uint64_t *vmem, uint64_t *smem) {
-  for (size_t i = 0; i < TSR_ARRAY_SIZE(chips); i++) {
-    if (strcmp(chips[i].name, chip) == 0) {
-      *vmem = chips[i].vmem;
-      *smem = chips[i].smem;
-      return true;
-    }
-  }
-  return false;
+  const tsr_chip_t *c = tsr_chip_find(chip);
+  if (!c) return false;
+  *vmem = (uint64_t)c->vmem_bytes;
+  *smem = (uint64_t)c->smem_bytes;
+  return true;
 }
 
 bool tsr_interp_chip_vmem_bytes(const char *chip, uint64_t *out_bytes) {
@@ -1187,8 +1175,8 @@ static tsr_status_t check_budget(prep_t *ps) {
   const char *chip = p->options.chip ? p->options.chip : "v5e";
   if (!chip_budget(chip, &p->vmem_budget, &p->smem_budget))
     return TSR_STATUS(TSR_INVALID_ARGUMENT,
-                      "unknown chip '%s' (known: v2 v3 v4 v5e v5p v6e v7 tpu8i)",
-                      chip);
+                      "unknown chip '%s' (known: %s)", chip,
+                      tsr_chip_names(false));
   tsr_strbuf_t detail;
   tsr_strbuf_initialize(&detail);
   for (uint32_t i = 0; i < p->num_refs; i++) {

@@ -170,8 +170,8 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
       uint64_t bytes;
       if (!tsr_interp_chip_vmem_bytes(value, &bytes))
         return cli_usage_error(cmd,
-                               "unknown chip '%s' (known: v2 v3 v4 v5e v5p v6e v7 "
-                               "tpu8i)",
+                               "unknown chip '%s' (known: v2 v3 v4 v5e v5p v6e v7x "
+                               "(v7, tpu7x) tpu8i)",
                                value);
       req->options.chip = value;
       break;

@@ -8,10 +8,10 @@
 
 static tsr_status_t find_chip(const char *chip, const tpu_chip_t **out) {
   const char *name = chip ? chip : "v5e";
-  const tpu_chip_t *c = tpu_chip_find(name);
-  if (!c)
+  const tpu_chip_t *c = tsr_chip_find(name);
+  if (!c || !c->mosaic)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown TPU chip '%s' (known: %s)", name,
-                      tpu_chip_names());
+                      tsr_chip_names(true));
   *out = c;
   return NULL;
 }

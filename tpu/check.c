@@ -1,34 +1,11 @@
-/* The TPU chips tessera emits for, and the block-shape rules Pallas's TPU
- * lowering checks before it writes a module (jax/_src/pallas/mosaic/
- * lowering.py, _check_block_mappings; docs/tpu.md, "Layout rules"), as
+/* The block-shape rules Pallas's TPU lowering checks before it writes a
+ * module (jax/_src/pallas/mosaic/lowering.py, _check_block_mappings;
+ * docs/tpu.md, "Layout rules"), and the chip's VMEM, as
  * tessera's own located diagnostics. Every rule here is one Pallas
  * enforces: a kernel Pallas accepts passes. */
 #include <stdio.h>
 
 #include "tpu/tpu_internal.h"
-
-/* cores: the TensorCores of one device that Mosaic splits a core_parallel
- * grid dimension over, as libtpu 0.0.50 reports them for a one-chip
- * topology ("Core-parallel dimension 0 has iteration bound: 2, which is
- * greater than the number of active cores: 1" on every chip but v5p);
- * VMEM per core (tpu_info); the scoped VMEM a kernel gets when the call
- * sets no vmem_limit_bytes, measured with libtpu 0.0.50 (docs/tpu.md,
- * "VMEM"): v5e 16 MiB (24 MiB of windows fail), v6e and v7x 32 MiB (32
- * compile, 48 fail); v5p and v2/v3 are not measured and take 16 MiB. */
-static const tpu_chip_t chips[] = {
-    {"v2", 1, 16ll << 20, 16ll << 20},   {"v3", 1, 16ll << 20, 16ll << 20},
-    {"v4", 1, 16ll << 20, 16ll << 20},   {"v5e", 1, 128ll << 20, 16ll << 20},
-    {"v5p", 2, 64ll << 20, 16ll << 20},  {"v6e", 1, 128ll << 20, 32ll << 20},
-    {"v7x", 1, 64ll << 20, 32ll << 20},  {"tpu7x", 1, 64ll << 20, 32ll << 20},
-};
-
-const tpu_chip_t *tpu_chip_find(const char *name) {
-  for (size_t i = 0; i < TSR_ARRAY_SIZE(chips); i++)
-    if (!strcmp(chips[i].name, name)) return &chips[i];
-  return NULL;
-}
-
-const char *tpu_chip_names(void) { return "v2, v3, v4, v5e, v5p, v6e, v7x, tpu7x"; }
 
 static bool yields_zeros(const tsr_region_t *map) {
   const tsr_op_t *y = map->last;

@@ -16,23 +16,15 @@
  * the cache key (tpu/api.c). */
 #define TSR_TPU_EMITTER_VERSION 1
 
-/* ---- Chips (check.c) ---- */
+/* ---- Chips ---- */
 
-typedef struct tpu_chip {
-  const char *name;     /* "v5e" */
-  uint32_t cores;       /* TensorCores per chip that Mosaic shards over */
-  int64_t vmem_bytes;   /* per core */
-  int64_t scoped_vmem_bytes; /* what a kernel may use without vmem_limit_bytes */
-} tpu_chip_t;
+/* The chips are base/chips.c's (tsr_chip_t); the emitter takes those
+ * marked `mosaic`. */
+typedef tsr_chip_t tpu_chip_t;
 
 /* VMEM libtpu keeps for itself on every chip measured: "Used 128.00M of
  * 127.94M vmem" (v6e), "64.00M of 63.94M" (v7x). */
 #define TPU_VMEM_RESERVED (64ll << 10)
-
-/* NULL if `name` is not a chip tessera knows. */
-const tpu_chip_t *tpu_chip_find(const char *name);
-/* The known chip names, comma-separated, for messages. */
-const char *tpu_chip_names(void);
 
 /* Pallas's TPU lowering rules for `kernel`'s block specs (docs/tpu.md,
  * "Layout rules"): every broken rule is one located diagnostic; NULL or

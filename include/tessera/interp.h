@@ -34,7 +34,7 @@ typedef struct tsr_interp_options {
   bool shuffle_parallel;     /* permute parallel grid dims; default false */
   uint64_t shuffle_seed;
   const char *chip;          /* VMEM budget: "v2" "v3" "v4" "v5e" "v5p" "v6e"
-                                "v7" "tpu8i"; default "v5e" (128 MiB) */
+                                "v7x" ("v7", "tpu7x") "tpu8i"; default "v5e" (128 MiB) */
   uint32_t max_errors;       /* diagnostics kept per run; default 20 */
   FILE *print_stream;        /* `print` output; default stderr */
   uint32_t devices;          /* simulated devices; default 1. With more than

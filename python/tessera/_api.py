@@ -1102,7 +1102,7 @@ class Executable:
                     b = str(v).encode()
                     if not h.tsr_interp_chip_vmem_bytes(b, ctypes.byref(ctypes.c_uint64())):
                         raise ValueError(f"tessera: unknown chip {v!r} (chips: v2, v3, v4, v5e, "
-                                         "v5p, v6e, v7, tpu8i)")
+                                         "v5p, v6e, v7x (v7, tpu7x), tpu8i)")
                     keep.append(b)
                     eo.chip = b
             elif name == "max_errors":

@@ -557,6 +557,22 @@ TSR_TEST(chips) {
   TSR_CHECK_STATUS(tsr_tpu_check(NULL, "v9"), TSR_INVALID_ARGUMENT);
   TSR_CHECK_OK(tsr_tpu_check(NULL, "v6e"));
   TSR_CHECK_OK(tsr_tpu_check(tsr_ir_module_kernel(m, 0), NULL));
+  /* One chip table for the interpreter and the emitter: v7x is also v7
+   * and tpu7x to both; tpu8i is the interpreter's only. */
+  tsr_tpu_vmem_t v7x = {0}, alias = {0};
+  uint64_t interp_v7x = 0, interp_alias = 0;
+  TSR_CHECK_OK(tsr_tpu_vmem(tsr_ir_module_kernel(m, 0), "v7x", &v7x));
+  TSR_CHECK(tsr_interp_chip_vmem_bytes("v7x", &interp_v7x));
+  TSR_CHECK_EQ_INT((int64_t)interp_v7x, 64ll << 20);
+  for (int i = 0; i < 2; i++) {
+    const char *name = i ? "tpu7x" : "v7";
+    TSR_CHECK_OK(tsr_tpu_vmem(tsr_ir_module_kernel(m, 0), name, &alias));
+    TSR_CHECK_EQ_INT(alias.capacity_bytes, v7x.capacity_bytes);
+    TSR_CHECK(tsr_interp_chip_vmem_bytes(name, &interp_alias));
+    TSR_CHECK_EQ_INT((int64_t)interp_alias, (int64_t)interp_v7x);
+  }
+  TSR_CHECK(tsr_interp_chip_vmem_bytes("tpu8i", &interp_alias));
+  TSR_CHECK_STATUS(tsr_tpu_check(NULL, "tpu8i"), TSR_INVALID_ARGUMENT);
   tsr_ir_module_destroy(m);
 }
 

@@ -72,7 +72,8 @@ def _find_pallas_call(jaxpr) -> Iterator[tuple[Any, Any]]:
 
 # tessera's chip names -> the TPU device kinds JAX knows.
 _DEVICE_KINDS = {"v2": "TPU v2", "v3": "TPU v3", "v4": "TPU v4", "v5e": "TPU v5 lite",
-                 "v5p": "TPU v5p", "v6e": "TPU v6 lite", "v7": "TPU7x", "tpu8i": "TPU8i"}
+                 "v5p": "TPU v5p", "v6e": "TPU v6 lite", "v7x": "TPU7x", "v7": "TPU7x", "tpu7x": "TPU7x",
+                 "tpu8i": "TPU8i"}
 
 
 def _chip_context(chip: str, cores: int):
