@@ -12,35 +12,13 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-cli-XXXXXX")
 trap 'umount "$tmp/tiny" 2>/dev/null; rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
 
-# A python with numpy: Debian's python3-numpy lives in /usr/bin/python3, which
-# may not be the first python3 on PATH.
-PY=
-for cand in python3 /usr/bin/python3; do
-  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import numpy' 2>/dev/null; then
-    PY=$cand
-    break
-  fi
-done
-
 source "${TSR_SOURCE_ROOT:?}/tests/cli/tap.sh"
+find_numpy_python
 
 # t_in FILE ARGS...: the same with stdin from FILE.
 t_in() { local f=$1; shift; "$T" "$@" >"$tmp/out" 2>"$tmp/err" <"$f"; rc=$?; }
 
 context() { echo "exit status $rc" "stdout: $(head -c 1500 "$tmp/out")" "stderr: $(head -c 1500 "$tmp/err")"; }
-
-# expect DESC STATUS [grep-pattern-for-stderr]
-expect() {
-  local desc=$1 want=$2 pattern=${3-}
-  if [[ $rc != "$want" ]]; then
-    fail "$desc" "expected exit status $want, got $rc" "stdout: $(head -c 1500 "$tmp/out")" \
-      "stderr: $(head -c 1500 "$tmp/err")"
-  elif [[ -n $pattern ]] && ! grep -qE -- "$pattern" "$tmp/err"; then
-    fail "$desc" "stderr does not match /$pattern/" "stderr: $(head -c 1500 "$tmp/err")"
-  else
-    pass "$desc"
-  fi
-}
 
 # ok_if DESC COMMAND...: passes if the command succeeds.
 ok_if() {

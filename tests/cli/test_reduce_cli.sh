@@ -11,13 +11,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-reduce-cli-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 source "${TSR_SOURCE_ROOT:?}/tests/cli/tap.sh"
 
-PY=
-for cand in python3 /usr/bin/python3; do
-  if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import numpy' 2>/dev/null; then
-    PY=$cand
-    break
-  fi
-done
+find_numpy_python
 if [[ -z $PY ]]; then
   fail "a python3 with numpy" "none of python3, /usr/bin/python3 imports numpy"
   echo "1..$n"
@@ -25,19 +19,6 @@ if [[ -z $PY ]]; then
 fi
 py() { (cd "$tmp" && "$PY" -c "import numpy as np, sys
 $1"); }
-
-# expect DESC STATUS [pattern for stderr]
-expect() {
-  local desc=$1 want=$2 pattern=${3-}
-  if [[ $rc != "$want" ]]; then
-    fail "$desc" "expected exit status $want, got $rc" "stdout: $(head -c 800 "$tmp/out")" \
-      "stderr: $(head -c 800 "$tmp/err")"
-  elif [[ -n $pattern ]] && ! grep -qE -- "$pattern" "$tmp/err"; then
-    fail "$desc" "stderr does not match /$pattern/" "stderr: $(head -c 800 "$tmp/err")"
-  else
-    pass "$desc"
-  fi
-}
 
 # check DESC PYTHON: passes when the python check prints nothing and succeeds.
 check() {
