@@ -55,6 +55,10 @@ def _run_sort(operands: Sequence[np.ndarray], num_keys: int, axis: int, descendi
     dtypes = [_dtype_name(o, f"operand {i}") for i, o in enumerate(operands)]
     if not 1 <= num_keys <= len(operands):
         raise ValueError(f"tessera: num_keys must be 1..{len(operands)}, got {num_keys}")
+    if 0 in shape:  # nothing to order: empty results, as numpy.sort and jax.lax.sort give
+        _normalise_axis(axis, len(shape))
+        empty = tuple(o.copy() for o in operands)
+        return empty + (np.zeros(shape, np.int32),) if return_indices else empty
     # Stable sorts ask for the indices too: rows longer than a block keep
     # the input positions there between merge passes (docs/kernels.md).
     with_indices = bool(return_indices or stable)

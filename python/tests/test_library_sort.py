@@ -304,3 +304,15 @@ def test_jax_sort_exports_for_tpu():
     x = jnp.zeros((8, 128), jnp.float32)
     exported = jax.export.export(jax.jit(lambda a: tj.sort(a)), platforms=["tpu"])(x)
     assert "tpu_custom_call" in exported.mlir_module()
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5)])
+def test_empty_arrays_sort_to_empty_arrays(shape):
+    x = np.zeros(shape, np.float32)
+    assert tessera.sort(x).shape == shape and tessera.sort(x).dtype == np.float32
+    i = tessera.argsort(x)
+    assert i.shape == shape and i.dtype == np.int32
+    a, b, idx = tessera.sort_multiple([x, x.astype(np.int32)], return_indices=True)
+    assert a.shape == b.shape == idx.shape == shape
+    with pytest.raises(ValueError, match="axis 2"):
+        tessera.sort(x, axis=2)
