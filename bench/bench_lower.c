@@ -36,22 +36,7 @@ static double best_once(void (*fn)(void *), void *ctx, int reps) {
   return best_per_call(fn, ctx, 1, reps);
 }
 
-static float *alloc_floats(size_t n) {
-  float *p = aligned_alloc(64, n * sizeof(float));
-  if (!p) {
-    perror("aligned_alloc");
-    exit(1);
-  }
-  return p;
-}
-
-static void fill(float *p, size_t n, unsigned seed) {
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; i++) {
-    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-    p[i] = (float)(x >> 8) / (float)(1 << 24) * 2.0f - 1.0f;
-  }
-}
+static float *floats(size_t n) { return bench_alloc(n * sizeof(float)); }
 
 /* ---- C references ---------------------------------------------------------- */
 
@@ -271,10 +256,10 @@ int main(int argc, char **argv) {
   }
   int reps = quick ? 2 : 7;
   setenv("TESSERA_CACHE", "off", 1); /* every compile here is cold */
-  arrays_t x = {alloc_floats((size_t)N * N), alloc_floats((size_t)N * N),
-                alloc_floats((size_t)N * N), alloc_floats(N), 0};
-  fill(x.a, (size_t)N * N, 1);
-  fill(x.b, (size_t)N * N, 2);
+  arrays_t x = {floats((size_t)N * N), floats((size_t)N * N),
+                floats((size_t)N * N), floats(N), 0};
+  bench_fill(x.a, (size_t)N * N, 1);
+  bench_fill(x.b, (size_t)N * N, 2);
   memset(x.c, 0, (size_t)N * N * sizeof(float));
   const double big = (double)N * N * sizeof(float);
 
@@ -379,10 +364,10 @@ int main(int argc, char **argv) {
   }
 
   printf("== matmul %d^3 f32 (GFLOP/s)\n", MM);
-  matmul_t m = {alloc_floats((size_t)MM * MM), alloc_floats((size_t)MM * MM),
-                alloc_floats((size_t)MM * MM)};
-  fill(m.a, (size_t)MM * MM, 3);
-  fill(m.b, (size_t)MM * MM, 4);
+  matmul_t m = {floats((size_t)MM * MM), floats((size_t)MM * MM),
+                floats((size_t)MM * MM)};
+  bench_fill(m.a, (size_t)MM * MM, 3);
+  bench_fill(m.b, (size_t)MM * MM, 4);
   const double flop = 2.0 * MM * MM * MM;
   double t_naive = best_once(ref_matmul_naive, &m, 1);
   printf("  %-34s %9.2f ms %8.2f GFLOP/s\n", "C, naive i-j-k", t_naive * 1e3, flop / t_naive * 1e-9);

@@ -30,23 +30,6 @@ static const size_t COUNT = (size_t)N * N;
 static int reps = 15, no_interp;
 static const char *only; /* run the cases whose name contains it */
 
-static void *alloc_bytes(size_t n) {
-  void *p = aligned_alloc(64, n);
-  if (!p) {
-    perror("aligned_alloc");
-    exit(1);
-  }
-  return p;
-}
-
-static void fill(float *p, size_t n, unsigned seed) {
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; i++) {
-    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-    p[i] = (float)(x >> 8) / (float)(1 << 24) * 2.0f - 1.0f;
-  }
-}
-
 typedef struct data {
   float *f;       /* 4096 x 4096 f32 */
   uint16_t *h;    /* 4096 x 8192 bf16 (the same 64 MiB) */
@@ -259,11 +242,11 @@ int main(int argc, char **argv) {
     }
   }
   data_t d = {0};
-  d.f = alloc_bytes(COUNT * 4);
-  d.h = alloc_bytes(COUNT * 4);
-  d.out = alloc_bytes(N * 4);
-  d.scan = alloc_bytes(COUNT * 4);
-  fill(d.f, COUNT, 1);
+  d.f = bench_alloc(COUNT * 4);
+  d.h = bench_alloc(COUNT * 4);
+  d.out = bench_alloc(N * 4);
+  d.scan = bench_alloc(COUNT * 4);
+  bench_fill(d.f, COUNT, 1);
   for (size_t i = 0; i < 2 * COUNT; i++) { /* bf16 of values in [-1, 1) */
     uint32_t bits;
     float v = d.f[i / 2] * (i % 2 ? 0.5f : 1.0f);

@@ -4,6 +4,7 @@
 #ifndef TESSERA_BENCH_UTIL_H
 #define TESSERA_BENCH_UTIL_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -35,6 +36,26 @@ static inline double best_per_call(void (*fn)(void *), void *ctx, long iters, in
     if (t < best) best = t;
   }
   return best;
+}
+
+/* n bytes aligned to 64 (a cache line); exits when out of memory. */
+static inline void *bench_alloc(size_t n) {
+  void *p = aligned_alloc(64, (n + 63) / 64 * 64);
+  if (!p) {
+    perror(BENCH_NAME ": aligned_alloc");
+    exit(1);
+  }
+  return p;
+}
+
+/* n pseudo-random floats in [-1, 1) from `seed` (xorshift32): the same
+ * data in every run and every benchmark. */
+static inline void bench_fill(float *p, size_t n, unsigned seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    p[i] = (float)(x >> 8) / (float)(1 << 24) * 2.0f - 1.0f;
+  }
 }
 
 #endif /* TESSERA_BENCH_UTIL_H */
