@@ -305,6 +305,18 @@ def test_jax_bools_go_through_int32():
     np.testing.assert_array_equal(got, np.maximum.accumulate(x, 1))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint8, np.uint16, np.bool_])
+@pytest.mark.parametrize("op", ["sum", "prod"])
+def test_jax_sums_of_narrow_integers_promote_as_jax_numpy(dtype, op):
+    """jnp.sum(int8) is int32 (no wrap at 127): tessera.jax.reduce the same."""
+    rng = np.random.default_rng(3)
+    x = (rng.integers(0, 2, (4, 300)) if dtype == np.bool_ else
+         rng.integers(1, 4, (4, 300)) * (100 if op == "sum" else 1)).astype(dtype)
+    got, want = tj.reduce(x, op, axis=1), getattr(jnp, op)(jnp.asarray(x), axis=1)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 def test_jax_reduce_cpu_backend(cpu_backend):
     x = data((64, 257), np.dtype(np.float32), "max")
     np.testing.assert_array_equal(tj.reduce(x, "max", axis=1, backend=cpu_backend),

@@ -50,12 +50,19 @@ def _dtype_name(x: Any) -> str:
         raise TypeError(f"tessera.jax: dtype {dt} is not supported") from None
 
 
+# jax.numpy's sum and prod accumulate bool and narrow integers in 32 bits.
+_PROMOTED = {np.dtype(np.bool_): np.int32, np.dtype(np.int8): np.int32,
+             np.dtype(np.int16): np.int32, np.dtype(np.uint8): np.uint32,
+             np.dtype(np.uint16): np.uint32}
+
+
 def reduce(x: Any, op: str, axis: Any = None, keepdims: bool = False, *, chip: str = "v5e",
            cpu: str = "tessera", vmem_budget_bytes: int = 0, **tessera_options: Any) -> Any:
     """`op` ("sum", "prod", "max", "min", "argmax", "argmin", "mean",
     "var", "logsumexp") of `x` over `axis` as jax.numpy's function of that
     name (argmax/argmin: one axis, None = flattened; results in x's dtype,
-    argmax/argmin int32, integer sums wrapping in x's dtype). On a TPU: the
+    argmax/argmin int32; sums and products of bool and 8/16-bit integers in
+    int32/uint32, as jax.numpy promotes them). On a TPU: the
     library kernel's Mosaic for `chip`; elsewhere tessera
     (`tessera_options`: backend="interp"|"cpu", ...; cpu="error" refuses)."""
     import jax.numpy as jnp
@@ -68,6 +75,8 @@ def reduce(x: Any, op: str, axis: Any = None, keepdims: bool = False, *, chip: s
         r = reduce(jnp.asarray(x, jnp.int32), op, axis, keepdims, chip=chip, cpu=cpu,
                    vmem_budget_bytes=vmem_budget_bytes, **tessera_options)
         return r if op.startswith("arg") else r != 0
+    if op in ("sum", "prod") and np.dtype(x.dtype) in _PROMOTED:
+        x = jnp.asarray(x, _PROMOTED[np.dtype(x.dtype)])  # jnp.sum(int8) is int32
     dtype = _dtype_name(x)
     shape0 = tuple(x.shape)
     if 0 in shape0:
