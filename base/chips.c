@@ -7,7 +7,8 @@
 /* vmem/smem: per core (tpu_info). scoped_vmem: what libtpu 0.0.50 gives a
  * kernel whose call sets no vmem_limit_bytes, measured by compiling copy
  * kernels of growing windows (docs/tpu.md, "VMEM"): v5e 16 MiB, v6e and v7x
- * 32 MiB; the others are not measured and take 16 MiB. cores: the
+ * 32 MiB; v2, v3, v4 and v5p are not measured and take 16 MiB (tpu8i's
+ * is not used: the emitter does not target it). cores: the
  * TensorCores of one device that Mosaic splits a core_parallel grid
  * dimension over, as libtpu reports them for a one-chip topology
  * ("Core-parallel dimension 0 has iteration bound: 2, which is greater than
