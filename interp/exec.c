@@ -15,6 +15,7 @@
  * corrupt codes. */
 #include <stdio.h>
 
+#include "base/sort.h"
 #include "interp/interp_internal.h"
 
 typedef struct print_ctx {
@@ -392,6 +393,26 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
                        "gather index %d at %s is out of range [0, %lld) along axis %u",
                        ((const int32_t *)vals[in->b])[bad], at,
                        (long long)sp->src_dims[sp->axis], sp->axis);
+          tsr_interp_fill_uninit(run, (tsr_dtype_t)in->rdtype, vals[in->r], (uint64_t)in->n);
+        }
+        goto op_done;
+      }
+      case XOP_SORT:
+      case XOP_ARGSORT: {
+        const shape_plan_t *sp = in->plan;
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        const void *keys[TSR_SORT_MAX_KEYS];
+        uint32_t nk = TSR_MIN(sp->num_operands, (uint32_t)TSR_SORT_MAX_KEYS);
+        for (uint32_t i = 0; i < nk; i++) keys[i] = vals[sp->operands[i]];
+        tsr_status_t st =
+            in->code == XOP_SORT
+                ? tsr_sort_block(sp->dtypes[0], vals[in->r], keys[0], sp->rank, sp->dims, sp->axis)
+                : tsr_argsort_block(nk, sp->dtypes, keys, vals[in->r], sp->rank, sp->dims,
+                                    sp->axis);
+        if (st) {
+          tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_MEMORY, "%s",
+                                  tsr_status_message(st));
+          tsr_status_free(st);
           tsr_interp_fill_uninit(run, (tsr_dtype_t)in->rdtype, vals[in->r], (uint64_t)in->n);
         }
         goto op_done;

@@ -51,6 +51,8 @@ typedef enum xop {
   XOP_CONCATENATE,
   XOP_ROLL,
   XOP_GATHER,
+  XOP_SORT,               /* r = a sorted along plan->axis (base/sort.h) */
+  XOP_ARGSORT,            /* r = the order of plan->operands along plan->axis */
   XOP_REDUCE,             /* the reduction of opcode over plan->axes_mask */
   XOP_ARG_REDUCE,         /* argmax/argmin (opcode) along plan->axis */
   XOP_DOT,
@@ -109,7 +111,8 @@ typedef struct shape_plan {
   uint32_t axis;            /* roll/gather/argmax/concatenate/iota */
   uint32_t axes_mask;       /* reductions */
   int64_t m, k, n;          /* dot */
-  uint32_t *operands;       /* concatenate: value ids */
+  uint32_t *operands;       /* concatenate, argsort: value ids */
+  tsr_dtype_t *dtypes;      /* argsort: each key's dtype */
   int64_t *axis_sizes;      /* concatenate: each operand's size along axis */
   uint32_t num_operands;
 } shape_plan_t;

@@ -472,6 +472,23 @@ static tsr_status_t prep_concatenate(prep_t *ps, const tsr_op_t *op, insn_t *in)
   return emit(ps, in, NULL);
 }
 
+/* sort and argsort: the block's dims, the axis, and (argsort) the keys. */
+static tsr_status_t prep_sort(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  shape_plan_t *sp = result_shape_plan(ps, op);
+  if (!sp) return TSR_OOM();
+  sp->axis = (uint32_t)op->ints[0];
+  sp->num_operands = op->num_operands;
+  sp->operands = ids_alloc(ps, op->num_operands);
+  sp->dtypes = tsr_arena_alloc_array(&ps->p->arena, op->num_operands, sizeof *sp->dtypes);
+  if (!sp->operands || !sp->dtypes) return TSR_OOM();
+  for (uint32_t i = 0; i < op->num_operands; i++) {
+    sp->operands[i] = op->operands[i]->id;
+    sp->dtypes[i] = (tsr_dtype_t)op->operands[i]->type.dtype;
+  }
+  in->plan = sp;
+  return emit(ps, in, NULL);
+}
+
 /* roll, gather and the reductions: operand and result dims, and the axis
  * or (reductions over AXES) the mask of axes. */
 static tsr_status_t prep_along_axes(prep_t *ps, const tsr_op_t *op, insn_t *in) {
@@ -696,6 +713,8 @@ static tsr_status_t prep_dma_op(prep_t *ps, const tsr_op_t *op, insn_t *in) {
 #define PREP_CONCATENATE {prep_concatenate, XOP_CONCATENATE}
 #define PREP_ROLL {prep_along_axes, XOP_ROLL}
 #define PREP_GATHER {prep_along_axes, XOP_GATHER}
+#define PREP_SORT {prep_sort, XOP_SORT}
+#define PREP_ARGSORT {prep_sort, XOP_ARGSORT}
 #define PREP_FOR {prep_for, 0}                           /* TSR_FAM_CONTROL */
 #define PREP_WHILE {prep_while, 0}
 #define PREP_IF {prep_if, 0}

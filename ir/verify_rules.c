@@ -239,6 +239,42 @@ static void rule_gather(verifier_t *v, const tsr_op_t *op) {
   vf_expect_result(v, op, 0, &want, " (operand #1's dtype, the indices' shape)");
 }
 
+/* sort: one block, sorted along the axis; its type. */
+static void rule_sort(verifier_t *v, const tsr_op_t *op) {
+  if (!vf_expect_block(v, op, 0)) return;
+  const tsr_type_t *a = &op->operands[0]->type;
+  int64_t axis;
+  if (!vf_expect_axis(v, op, a->rank, &axis)) return;
+  vf_expect_result(v, op, 0, a, " (the type of operand #1)");
+}
+
+/* argsort: keys of one shape (any dtypes); i32 positions of that shape. */
+static void rule_argsort(verifier_t *v, const tsr_op_t *op) {
+  for (uint32_t i = 0; i < op->num_operands; i++)
+    if (!vf_expect_block(v, op, i)) return;
+  const tsr_type_t *first = &op->operands[0]->type;
+  int64_t axis;
+  if (!vf_expect_axis(v, op, first->rank, &axis)) return;
+  for (uint32_t i = 1; i < op->num_operands; i++) {
+    const tsr_type_t *t = &op->operands[i]->type;
+    bool same = t->rank == first->rank;
+    for (uint32_t d = 0; same && d < t->rank; d++) same = t->dims[d] == first->dims[d];
+    if (!same) {
+      vf_report(v, op->loc,
+                "'argsort' operand #%u (%%%s): expected the shape of operand #1 (%s), found %s",
+                i + 1, vname(op->operands[i]), TYPE_TEXT(first), TYPE_TEXT(t));
+      return;
+    }
+  }
+  if (first->dims[axis] > INT32_MAX) {
+    vf_report(v, op->loc, "'argsort' along axis %lld of %lld elements: positions must fit in i32",
+              (long long)axis, (long long)first->dims[axis]);
+    return;
+  }
+  tsr_type_t want = same_shape(first, TSR_DTYPE_I32);
+  vf_expect_result(v, op, 0, &want, " (i32, the shape of the keys)");
+}
+
 /* The operand's type without the dims flagged in `drop` (a scalar if none
  * are left), with dtype `dtype`. */
 static tsr_type_t drop_dims(const tsr_type_t *a, const bool *drop, uint32_t dtype) {
@@ -397,6 +433,8 @@ NOINLINE void vf_apply_rule(verifier_t *v, const tsr_op_t *op) {
     case TSR_RULE_CONCATENATE: rule_concatenate(v, op); break;
     case TSR_RULE_ROLL: rule_roll(v, op); break;
     case TSR_RULE_GATHER: rule_gather(v, op); break;
+    case TSR_RULE_SORT: rule_sort(v, op); break;
+    case TSR_RULE_ARGSORT: rule_argsort(v, op); break;
     case TSR_RULE_REDUCE: rule_reduce(v, op, info->flags); break;
     case TSR_RULE_ARG_REDUCE: rule_arg_reduce(v, op, info->flags); break;
     case TSR_RULE_DOT: rule_dot(v, op); break;

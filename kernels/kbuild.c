@@ -179,6 +179,16 @@ tsr_ir_value_t *kb_gather(kb_t *b, tsr_ir_value_t *a, tsr_ir_value_t *index, int
   return build(b, "gather", t, ai, 2, &axis, 1);
 }
 
+tsr_ir_value_t *kb_sort(kb_t *b, tsr_ir_value_t *a, int64_t axis) {
+  return build(b, "sort", type_or_scalar(a), &a, 1, &axis, 1);
+}
+
+tsr_ir_value_t *kb_argsort(kb_t *b, tsr_ir_value_t *const *keys, uint32_t n, int64_t axis) {
+  tsr_ir_type_t t = n && keys[0] ? kb_retype(keys[0]->type, TSR_DTYPE_I32)
+                                 : tsr_ir_type_scalar(TSR_DTYPE_I32);
+  return build(b, "argsort", t, keys, n, &axis, 1);
+}
+
 tsr_ir_value_t *kb_reduce(kb_t *b, const char *mnemonic, tsr_ir_value_t *a, const int64_t *axes,
                           uint32_t num_axes, tsr_ir_type_t result) {
   return build(b, mnemonic, result, &a, 1, axes, num_axes);

@@ -70,6 +70,9 @@ tsr_ir_value_t *kb_reshape(kb_t *b, tsr_ir_value_t *a, tsr_ir_type_t type);
 /* roll by a scalar i32 shift along `axis` (r[i] = a[i - shift]). */
 tsr_ir_value_t *kb_roll(kb_t *b, tsr_ir_value_t *a, tsr_ir_value_t *shift, int64_t axis);
 tsr_ir_value_t *kb_gather(kb_t *b, tsr_ir_value_t *a, tsr_ir_value_t *index, int64_t axis);
+/* sort, argsort (interpreter and cpu only: no Mosaic form) */
+tsr_ir_value_t *kb_sort(kb_t *b, tsr_ir_value_t *a, int64_t axis);
+tsr_ir_value_t *kb_argsort(kb_t *b, tsr_ir_value_t *const *keys, uint32_t n, int64_t axis);
 /* reduce_<op> / argmax / argmin over `axes` into `result` type. */
 tsr_ir_value_t *kb_reduce(kb_t *b, const char *mnemonic, tsr_ir_value_t *a, const int64_t *axes,
                           uint32_t num_axes, tsr_ir_type_t result);

@@ -406,6 +406,9 @@ static tsr_status_t check_params(const tsr_kernels_sort_params_t *p) {
   if (p->num_keys < 1 || p->num_keys > p->num_operands)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "sort: num_keys must be 1..num_operands (%u), got %u",
                       p->num_operands, p->num_keys);
+  if (p->target != TSR_KERNELS_FOR_TPU && p->target != TSR_KERNELS_FOR_HOST)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "sort: target must be TSR_KERNELS_FOR_TPU or "
+                      "TSR_KERNELS_FOR_HOST, got %d", (int)p->target);
   for (uint32_t i = 0; i < p->num_operands; i++) {
     if ((unsigned)p->dtypes[i] >= TSR_DTYPE_COUNT)
       return TSR_STATUS(TSR_INVALID_ARGUMENT, "sort: dtypes[%u] is not a dtype (%d)", i,
@@ -423,6 +426,7 @@ tsr_status_t tsr_kernels_sort(const tsr_kernels_sort_params_t *params,
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "sort: params and out_module must not be NULL");
   tsr_status_t s = check_params(params);
   if (s) return s;
+  if (params->target == TSR_KERNELS_FOR_HOST) return sort_host_generate(params, out_module);
   int64_t merge_block = 0;
   if (sort_merge_wanted(params, &merge_block))
     return sort_merge_generate(params, merge_block, out_module);

@@ -122,6 +122,11 @@ void sort_tile_levels(kb_t *b, const sort_tile_t *t, tsr_ir_value_t **arrays, ui
 void sort_tile_range(kb_t *b, const sort_tile_t *t, tsr_ir_value_t **arrays, uint32_t m,
                      uint32_t nk, int64_t first_level, int64_t last_level, int64_t dir_bit);
 
+/* tsr_kernels_sort for TSR_KERNELS_FOR_HOST (kernels/sort_host.c): the sort
+ * and argsort ops on one block. */
+tsr_status_t sort_host_generate(const tsr_kernels_sort_params_t *params,
+                                tsr_ir_module_t **out_module);
+
 /* The multi-block sort (kernels/sort_merge.c) of rows longer than a block:
  * blocks sorted in VMEM, then merged through HBM by DMAs. */
 tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_t block,

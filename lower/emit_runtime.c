@@ -11,6 +11,7 @@
 #include "lower/emit_internal.h"
 #include "lower/emit_runtime.h"
 #include "lower/lower_api.h"
+#include "base/sort.h"
 
 /* ---- Sites and semaphore slots ---------------------------------------------------------------- */
 
@@ -392,4 +393,35 @@ void em_op_assert(emitter_t *em, const tsr_op_t *op) {
   em_open(em, "scf.if %s {", failed.s);
   (void)rt_call(em, TSR_RT_ASSERT, c64(em, em_site_of(em, op)), c64(em, 0), c64(em, 0), c64(em, 0));
   em_close(em, "}");
+}
+
+/* sort, argsort: the keys in dense buffers and the result in its own (so
+ * they never overlap), described to the runtime, which sorts. */
+void em_op_sort(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *r = op->results[0];
+  const uint32_t keys = op->num_operands, rank = r->type.rank;
+  const uint32_t words = TSR_RSORT_DIMS + rank + 2 * keys;
+  ssa_t desc = em_fresh(em);
+  tsr_strbuf_printf(&em->pro, "    %s = memref.alloca() : memref<%uxi64>\n", desc.s, words);
+  int64_t head[TSR_RSORT_DIMS + TSR_MAX_RANK];
+  head[TSR_RSORT_ARGSORT] = op->opcode == TSR_OP_ARGSORT;
+  head[TSR_RSORT_RANK] = rank;
+  head[TSR_RSORT_AXIS] = op->ints[0];
+  head[TSR_RSORT_KEYS] = keys;
+  for (uint32_t d = 0; d < rank; d++) head[TSR_RSORT_DIMS + d] = r->type.dims[d];
+  ssa_t at[TSR_RSORT_DIMS + TSR_MAX_RANK + 2 * TSR_SORT_MAX_KEYS];
+  for (uint32_t i = 0; i < TSR_RSORT_DIMS + rank; i++) at[i] = c64(em, head[i]);
+  for (uint32_t k = 0; k < keys; k++) {
+    const tsr_value_t *v = op->operands[k];
+    view_t w = em_dense_view_of(em, v);
+    at[TSR_RSORT_DIMS + rank + 2 * k] = c64(em, v->type.dtype);
+    at[TSR_RSORT_DIMS + rank + 2 * k + 1] = em_root_address(em, w.root, w.off);
+  }
+  view_t dst = em_result_dest(em, op, true);
+  at[TSR_RSORT_DST] = em_root_address(em, dst.root, dst.off);
+  for (uint32_t i = 0; i < words; i++)
+    em_line(em, "memref.store %s, %s[%s] : memref<%uxi64>", at[i].s, desc.s, em_cidx(em, i).s,
+            words);
+  ssa_t a = em_cast(em, "arith.index_cast", alloca_address(em, desc, words), "index", "i64");
+  (void)rt_call(em, TSR_RT_SORT, c64(em, em_site_of(em, op)), a, c64(em, 0), c64(em, 0));
 }

@@ -98,7 +98,19 @@ typedef enum tsr_lower_rt_call {
                         budget left after this step (>= 0: go on), or -1: a
                         run bound is reached or the run is abandoned, and the
                         code leaves every loop */
+  TSR_RT_SORT,       /* a = site, b = address of a sort laid out as i64s (below):
+                        the sort and argsort ops (base/sort.h) */
 } tsr_lower_rt_call_t;
+
+/* A sort or argsort op, as i64s: dense blocks of the result's dims. */
+enum {
+  TSR_RSORT_ARGSORT, /* 1: argsort (dst is i32 positions), 0: sort (one key) */
+  TSR_RSORT_RANK,
+  TSR_RSORT_AXIS,
+  TSR_RSORT_KEYS,    /* how many keys */
+  TSR_RSORT_DST,     /* address of the result's first element */
+  TSR_RSORT_DIMS     /* RANK dims, then per key its tsr_dtype_t and address */
+};
 
 /* A DMA into another core's memory (`dma_start .. device %d`), as i64s:
  * the copy (or add) and both semaphore signals are done by the runtime. */

@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "base/sort.h"
 #include "interp/blockops.h"
 #include "interp/interp_runtime.h"
 #include "ir/ir.h"
@@ -454,6 +455,29 @@ static int64_t take_steps(ccore_t *c, uint32_t site, int64_t point) {
   return -1;
 }
 
+/* TSR_RT_SORT: the sort or argsort op `d` describes (lower_api.h). */
+static void sort_call(ccore_t *c, uint32_t site, const int64_t *d) {
+  const uint32_t rank = (uint32_t)d[TSR_RSORT_RANK], keys = (uint32_t)d[TSR_RSORT_KEYS];
+  const int64_t *dims = d + TSR_RSORT_DIMS, *key = dims + rank;
+  tsr_dtype_t dtypes[TSR_SORT_MAX_KEYS];
+  const void *src[TSR_SORT_MAX_KEYS];
+  for (uint32_t k = 0; k < keys && k < TSR_SORT_MAX_KEYS; k++) {
+    dtypes[k] = (tsr_dtype_t)key[2 * k];
+    src[k] = (const void *)(uintptr_t)key[2 * k + 1];
+  }
+  void *dst = (void *)(uintptr_t)d[TSR_RSORT_DST];
+  const uint32_t axis = (uint32_t)d[TSR_RSORT_AXIS];
+  tsr_status_t st = d[TSR_RSORT_ARGSORT]
+                        ? tsr_argsort_block(TSR_MIN(keys, (uint32_t)TSR_SORT_MAX_KEYS), dtypes,
+                                            src, dst, rank, dims, axis)
+                        : tsr_sort_block(dtypes[0], dst, src[0], rank, dims, axis);
+  if (!st) return;
+  pthread_mutex_lock(&c->run->mu);
+  kernel_error(c, site, TSR_DIAG_OUT_OF_MEMORY, "%s", tsr_status_message(st));
+  pthread_mutex_unlock(&c->run->mu);
+  tsr_status_free(st);
+}
+
 static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
                             int64_t d) {
   ccore_t *me = ctx;
@@ -462,7 +486,8 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
    * out of range (not from tessera's code generator) becomes site 0. */
   const uint64_t slot = (uint64_t)a & 0xffffffffu;
   const bool site_only = call == TSR_RT_PRINT || call == TSR_RT_ASSERT ||
-                         call == TSR_RT_REMOTE_DMA || call == TSR_RT_STEP;
+                         call == TSR_RT_REMOTE_DMA || call == TSR_RT_STEP ||
+                         call == TSR_RT_SORT;
   uint64_t site64 = site_only ? (uint64_t)a : (uint64_t)a >> 32;
   const uint32_t site = site64 < r->info->num_sites ||
                                 (call == TSR_RT_STEP && site64 == r->info->num_sites)
@@ -484,6 +509,10 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
   }
   if (call == TSR_RT_REMOTE_DMA) {
     remote_dma(me, site, (const int64_t *)(uintptr_t)b);
+    return 0;
+  }
+  if (call == TSR_RT_SORT) {
+    sort_call(me, site, (const int64_t *)(uintptr_t)b);
     return 0;
   }
   pthread_mutex_lock(&r->mu);

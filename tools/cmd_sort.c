@@ -28,7 +28,10 @@ const char cmd_sort_help[] =
     "  --indices FILE       also write the indices (int32) to FILE\n"
     "  --keys N             how many of the inputs are keys (default 1)\n"
     "  --backend B          interp (default) or cpu (compiled, cached on disk)\n"
-    "  --vmem-budget BYTES  the VMEM a block may use (default 16 MiB)\n"
+    "  --target T           host (default): the fastest kernel for this machine,\n"
+    "                       the sort and argsort ops (Highway's vqsort); tpu:\n"
+    "                       the network kernel a TPU runs (Mosaic compiles it)\n"
+    "  --vmem-budget BYTES  --target tpu: the VMEM a block may use (default 16 MiB)\n"
     "  -h, --help           show this help\n"
     "\n"
     "dtypes: f32, bf16 (.npy <V2, as ml_dtypes writes it), f16, i32, u32, i16,\n"
@@ -62,7 +65,7 @@ const char cmd_topk_help[] =
 
 enum {
   OPT_HELP = 1, OPT_OUT, OPT_AXIS, OPT_DESCENDING, OPT_STABLE, OPT_ARGSORT, OPT_INDICES,
-  OPT_KEYS, OPT_BACKEND, OPT_BUDGET, OPT_K, OPT_SMALLEST,
+  OPT_KEYS, OPT_BACKEND, OPT_BUDGET, OPT_K, OPT_SMALLEST, OPT_TARGET,
 };
 
 static const cli_option_t sort_options[] = {
@@ -71,6 +74,7 @@ static const cli_option_t sort_options[] = {
     {"stable", 0, false, OPT_STABLE},   {"argsort", 0, false, OPT_ARGSORT},
     {"indices", 0, true, OPT_INDICES},  {"keys", 0, true, OPT_KEYS},
     {"backend", 0, true, OPT_BACKEND},  {"vmem-budget", 0, true, OPT_BUDGET},
+    {"target", 0, true, OPT_TARGET},
     {NULL, 0, false, 0},
 };
 
@@ -94,6 +98,7 @@ typedef struct request {
   bool have_k;
   uint64_t budget;
   tsr_backend_t backend;
+  tsr_kernels_target_t target;
 } request_t;
 
 static bool parse_axis(const char *s, int64_t *out) {
@@ -110,6 +115,7 @@ static int parse_args(const char *cmd, int argc, char **argv, request_t *req) {
   req->axis = -1;
   req->keys = 1;
   req->backend = TSR_BACKEND_INTERP;
+  req->target = TSR_KERNELS_FOR_HOST;
   bool topk = strcmp(cmd, "topk") == 0;
   cli_arg_iter_t it = {cmd, argc, argv, 1, false};
   const char *v = NULL;
@@ -156,6 +162,11 @@ static int parse_args(const char *cmd, int argc, char **argv, request_t *req) {
     case OPT_BUDGET:
       if (!cli_parse_u64(v, &req->budget) || req->budget > ((uint64_t)1 << 40))
         return cli_usage_error(cmd, "--vmem-budget takes a byte count, not '%s'", v);
+      break;
+    case OPT_TARGET:
+      if (strcmp(v, "host") == 0) req->target = TSR_KERNELS_FOR_HOST;
+      else if (strcmp(v, "tpu") == 0) req->target = TSR_KERNELS_FOR_TPU;
+      else return cli_usage_error(cmd, "--target takes host or tpu, not '%s'", v);
       break;
     case OPT_BACKEND:
       if (!tsr_backend_from_name(v, &req->backend))
@@ -291,9 +302,11 @@ int cmd_sort(int argc, char **argv) {
   p.descending = req.descending;
   p.stable = req.stable;
   bool want_indices = req.argsort || req.indices;
-  /* Stable sorts of rows longer than a block keep the input positions in
-   * the indices output between merge passes: ask for it, drop it. */
-  p.return_indices = want_indices || req.stable;
+  p.target = req.target;
+  /* Stable network sorts of rows longer than a block keep the input
+   * positions in the indices output between merge passes: ask for it, drop
+   * it. */
+  p.return_indices = want_indices || (req.stable && req.target == TSR_KERNELS_FOR_TPU);
   p.vmem_budget_bytes = (int64_t)req.budget;
   tsr_status_t s = tsr_kernels_sort(&p, &module);
   if (s) {

@@ -158,6 +158,8 @@ const char *tpu_type(char *buf, const tsr_type_t *t) {
 #define TPU_CONCATENATE tpu_op_concatenate
 #define TPU_ROLL tpu_op_roll
 #define TPU_GATHER tpu_op_gather
+#define TPU_SORT tpu_op_sort
+#define TPU_ARGSORT tpu_op_sort
 #define TPU_FOR tpu_op_for /* TSR_FAM_CONTROL */
 #define TPU_WHILE tpu_op_while
 #define TPU_IF tpu_op_if

@@ -753,6 +753,15 @@ void tpu_op_roll(tpu_emitter_t *em, const tsr_op_t *op) {
            result_name(em, op, 0), tpu_name(em, x), amt, (long long)axis, ty, ty);
 }
 
+/* sort, argsort: Mosaic sorts only on SparseCore (tpu.sort); a TensorCore
+ * kernel sorts with a network (the library's tsr_kernels_sort). */
+void tpu_op_sort(tpu_emitter_t *em, const tsr_op_t *op) {
+  tpu_unimplemented(em, op,
+                    "'%s' has no TensorCore lowering in Mosaic (tpu.sort is SparseCore-only); "
+                    "sort with a network, as tsr_kernels_sort's kernels do",
+                    tsr_op_table[op->opcode].mnemonic);
+}
+
 void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *x = op->operands[0], *idx = op->operands[1];
   int64_t axis = op->ints[0];

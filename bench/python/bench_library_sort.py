@@ -65,9 +65,13 @@ def sort128(tmp):
         process([TESSERA, "sort", src, "-o", tmp / "y128.npy"], reps=20))
     row("interpreter, whole process, printing the result",
         process([TESSERA, "sort", src], reps=40))
-    row("cpu backend, whole process, cold (`TESSERA_CACHE=off`)",
-        process([TESSERA, "sort", src, "-o", shm / "y128.npy", "--backend", "cpu"],
-                env={"TESSERA_CACHE": "off"}, reps=5), "compile included")
+    for target in ["host", "tpu"]:
+        row(f"cpu backend, {target} kernel, whole process, cold (`TESSERA_CACHE=off`)",
+            process([TESSERA, "sort", src, "-o", shm / "y128.npy", "--backend", "cpu",
+                     "--target", target], env={"TESSERA_CACHE": "off"}, reps=5),
+            "compile included")
+    row("interpreter, tpu kernel, whole process",
+        process([TESSERA, "sort", src, "-o", shm / "y128.npy", "--target", "tpu"], reps=40))
     with tempfile.TemporaryDirectory() as cache:
         env = {"TESSERA_CACHE_DIR": cache}
         subprocess.run([TESSERA, "sort", src, "-o", shm / "y128.npy", "--backend", "cpu"],
@@ -76,9 +80,11 @@ def sort128(tmp):
             process([TESSERA, "sort", src, "-o", shm / "y128.npy", "--backend", "cpu"],
                     env=env, reps=20))
     for backend in ["interp", "cpu"]:
-        exe = _library.executable("sort", backend, shape=(128,), dtypes=["f32"])
-        exe(x)
-        row(f"{backend}, warm call in-process", timed(lambda: exe(x), 300))
+        for target in ["host", "tpu"]:
+            exe = _library.executable("sort", backend, shape=(128,), dtypes=["f32"],
+                                      target=_library.TARGETS[target])
+            exe(x)
+            row(f"{backend}, {target} kernel, warm call in-process", timed(lambda: exe(x), 300))
     row("numpy.sort", timed(lambda: np.sort(x), 1000))
     import jax
     import jax.numpy as jnp
@@ -102,17 +108,19 @@ def sort1m():
     v = np.arange(n, dtype=np.uint32)
     print("\n### Sort of 1M f32 and 1M (u32 key, u32 value)\n")
     print("| what | min ms | median ms | note |\n|---|---:|---:|---|")
-    t = time.perf_counter()
-    exe = _library.executable("sort", "cpu", shape=(n,), dtypes=["f32"])
-    prep = time.perf_counter() - t
-    y = exe(x)
-    assert np.array_equal(y, np.sort(x))
-    row("tessera cpu backend, f32", timed(lambda: exe(x), 5),
-        f"prepare {prep * 1e3:.0f} ms (cold compile or cache hit)")
-    kv = _library.executable("sort", "cpu", shape=(n,), dtypes=["u32", "u32"])
-    sk, sv = kv(k, v)
-    assert np.array_equal(sk, np.sort(k)) and np.array_equal(k[sv], sk)
-    row("tessera cpu backend, (key, value)", timed(lambda: kv(k, v), 5))
+    for target in ["host", "tpu"]:
+        tgt = _library.TARGETS[target]
+        t = time.perf_counter()
+        exe = _library.executable("sort", "cpu", shape=(n,), dtypes=["f32"], target=tgt)
+        prep = time.perf_counter() - t
+        y = exe(x)
+        assert np.array_equal(y, np.sort(x))
+        row(f"tessera cpu backend, {target} kernel, f32", timed(lambda: exe(x), 5),
+            f"prepare {prep * 1e3:.0f} ms (cold compile or cache hit)")
+        kv = _library.executable("sort", "cpu", shape=(n,), dtypes=["u32", "u32"], target=tgt)
+        sk, sv = kv(k, v)
+        assert np.array_equal(sk, np.sort(k)) and np.array_equal(k[sv], sk)
+        row(f"tessera cpu backend, {target} kernel, (key, value)", timed(lambda: kv(k, v), 5))
     row("numpy.sort, f32", timed(lambda: np.sort(x), 10))
     row("numpy, (key, value): argsort + 2 takes",
         timed(lambda: (lambda i: (k[i], v[i]))(np.argsort(k)), 10))
@@ -126,11 +134,19 @@ def sort1m():
     with tempfile.TemporaryDirectory() as d:
         src = pathlib.Path(d) / "x1m.npy"
         np.save(src, x)
-        row("tessera cpu backend, f32, whole process, cold (`TESSERA_CACHE=off`)",
-            process([TESSERA, "sort", src, "-o", pathlib.Path(d) / "y.npy", "--backend", "cpu"],
-                    env={"TESSERA_CACHE": "off"}, reps=2), "compile included")
-    ix = _library.executable("sort", "interp", shape=(n,), dtypes=["f32"])
-    row("tessera interpreter, f32", timed(lambda: ix(x), 1))
+        for target in ["host", "tpu"]:
+            row(f"tessera cpu backend, {target} kernel, f32, whole process, cold "
+                "(`TESSERA_CACHE=off`)",
+                process([TESSERA, "sort", src, "-o", pathlib.Path(d) / "y.npy", "--backend",
+                         "cpu", "--target", target], env={"TESSERA_CACHE": "off"}, reps=2),
+                "compile and .npy files included")
+            row(f"tessera interpreter, {target} kernel, f32, whole process",
+                process([TESSERA, "sort", src, "-o", pathlib.Path(d) / "y.npy", "--target",
+                         target], reps=2 if target == "tpu" else 10),
+                ".npy files included")
+    ix = _library.executable("sort", "interp", shape=(n,), dtypes=["f32"],
+                             target=_library.TARGETS["host"])
+    row("tessera interpreter, host kernel, f32", timed(lambda: ix(x), 5))
 
 
 def topk():

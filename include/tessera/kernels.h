@@ -38,6 +38,18 @@ extern "C" {
  * than a block (the last axis only) are merged through HBM; a stable sort
  * of those needs `return_indices` (TSR_UNIMPLEMENTED otherwise). dtypes:
  * f32, bf16, f16, i32, u32, i16, u16, i8, u8. */
+/* Where a kernel is meant to run. TSR_KERNELS_FOR_TPU (the default): a
+ * kernel Mosaic compiles for a TPU, which tessera's interpreter and cpu
+ * backend run as well: sorts are networks. TSR_KERNELS_FOR_HOST: the
+ * interpreter and the cpu backend only, as fast as they go: sorts use the
+ * `sort` and `argsort` ops (Highway's vqsort), which have no TensorCore
+ * lowering; `vmem_budget_bytes` does not apply (the whole array is one
+ * block). */
+typedef enum tsr_kernels_target {
+  TSR_KERNELS_FOR_TPU,
+  TSR_KERNELS_FOR_HOST,
+} tsr_kernels_target_t;
+
 typedef struct tsr_kernels_sort_params {
   uint32_t rank;
   int64_t dims[TSR_MAX_RANK];
@@ -49,6 +61,7 @@ typedef struct tsr_kernels_sort_params {
   bool stable;
   bool return_indices;
   int64_t vmem_budget_bytes; /* VMEM the kernel may use; 0: the default, 16 MiB */
+  tsr_kernels_target_t target; /* default TSR_KERNELS_FOR_TPU */
 } tsr_kernels_sort_params_t;
 
 /* Defaults: rank 0 (set it), one operand, one key, axis -1, ascending,

@@ -30,7 +30,10 @@ class SortParams(Structure):
                 ("num_operands", c_uint32), ("dtypes", c_int * MAX_OPERANDS),
                 ("num_keys", c_uint32), ("axis", c_int32), ("descending", c_bool),
                 ("stable", c_bool), ("return_indices", c_bool),
-                ("vmem_budget_bytes", c_int64)]
+                ("vmem_budget_bytes", c_int64), ("target", c_int)]
+
+# tsr_kernels_target_t: what a generated kernel is for.
+TARGETS = {"tpu": 0, "host": 1}
 
 
 class TopkParams(Structure):

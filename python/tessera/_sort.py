@@ -46,7 +46,7 @@ def _normalise_axis(axis: int, ndim: int) -> int:
 
 def _run_sort(operands: Sequence[np.ndarray], num_keys: int, axis: int, descending: bool,
               stable: bool, return_indices: bool, backend: str, context: Context | None,
-              vmem_budget_bytes: int) -> tuple[np.ndarray, ...]:
+              vmem_budget_bytes: int, target: str) -> tuple[np.ndarray, ...]:
     shape = operands[0].shape
     for i, o in enumerate(operands):
         if o.shape != shape:
@@ -59,14 +59,17 @@ def _run_sort(operands: Sequence[np.ndarray], num_keys: int, axis: int, descendi
         _normalise_axis(axis, len(shape))
         empty = tuple(o.copy() for o in operands)
         return empty + (np.zeros(shape, np.int32),) if return_indices else empty
-    # Stable sorts ask for the indices too: rows longer than a block keep
-    # the input positions there between merge passes (docs/kernels.md).
-    with_indices = bool(return_indices or stable)
+    if target not in _library.TARGETS:
+        raise ValueError(f"tessera: target must be 'host' or 'tpu', got {target!r}")
+    # Stable network sorts ask for the indices too: rows longer than a block
+    # keep the input positions there between merge passes (docs/kernels.md).
+    with_indices = bool(return_indices or (stable and target == "tpu"))
     exe = _library.executable("sort", backend, context, shape=shape, dtypes=dtypes,
                               num_keys=num_keys, axis=_normalise_axis(axis, len(shape)),
                               descending=bool(descending), stable=bool(stable),
                               return_indices=with_indices,
-                              vmem_budget_bytes=int(vmem_budget_bytes))
+                              vmem_budget_bytes=int(vmem_budget_bytes),
+                              target=_library.TARGETS[target])
     out = exe(*operands)
     out = out if isinstance(out, tuple) else (out,)
     return out if return_indices or not with_indices else out[:-1]
@@ -74,40 +77,43 @@ def _run_sort(operands: Sequence[np.ndarray], num_keys: int, axis: int, descendi
 
 def sort(x: Any, *, axis: int = -1, descending: bool = False, stable: bool = False,
          backend: str = "interp", context: Context | None = None,
-         vmem_budget_bytes: int = 0) -> np.ndarray:
+         vmem_budget_bytes: int = 0, target: str = "host") -> np.ndarray:
     """`x` sorted along `axis` (a new array). `descending` reverses the order
     (NaNs first); `stable` keeps equal elements (-0.0 and +0.0, NaNs) in
-    their input order. `backend`: "interp" or "cpu"."""
+    their input order. `backend`: "interp" or "cpu". `target`: "host" (the
+    fastest kernel here: the sort/argsort ops), or "tpu" (the network kernel
+    a TPU runs; `vmem_budget_bytes` sizes its blocks)."""
     a = _as_array(x, "x")
     return _run_sort([a], 1, axis, descending, stable, False, backend, context,
-                     vmem_budget_bytes)[0]
+                     vmem_budget_bytes, target)[0]
 
 
 def argsort(x: Any, *, axis: int = -1, descending: bool = False, stable: bool = False,
             backend: str = "interp", context: Context | None = None,
-            vmem_budget_bytes: int = 0) -> np.ndarray:
+            vmem_budget_bytes: int = 0, target: str = "host") -> np.ndarray:
     """The int32 indices that sort `x` along `axis` (numpy.argsort's
     meaning; with `stable`, equal elements keep their input order, also when
-    descending, as jax.numpy.argsort(stable=True, descending=True))."""
+    descending, as jax.numpy.argsort(stable=True, descending=True)).
+    `target` as for `sort`."""
     a = _as_array(x, "x")
     return _run_sort([a], 1, axis, descending, stable, True, backend, context,
-                     vmem_budget_bytes)[-1]
+                     vmem_budget_bytes, target)[-1]
 
 
 def sort_multiple(operands: Sequence[Any], *, num_keys: int = 1, axis: int = -1,
                   descending: bool = False, stable: bool = False,
                   return_indices: bool = False, backend: str = "interp",
                   context: Context | None = None,
-                  vmem_budget_bytes: int = 0) -> tuple[np.ndarray, ...]:
+                  vmem_budget_bytes: int = 0, target: str = "host") -> tuple[np.ndarray, ...]:
     """Sorts several arrays of one shape together along `axis`, ordered by
     the first `num_keys` compared lexicographically (jax.lax.sort with a
     tuple); returns one sorted array per operand, then the int32 indices
-    with `return_indices`. At most 8 operands."""
+    with `return_indices`. At most 8 operands. `target` as for `sort`."""
     arrays = [_as_array(o, f"operand {i}") for i, o in enumerate(operands)]
     if not 1 <= len(arrays) <= _library.MAX_OPERANDS:
         raise ValueError(f"tessera: 1..{_library.MAX_OPERANDS} operands, got {len(arrays)}")
     return _run_sort(arrays, num_keys, axis, descending, stable, return_indices, backend,
-                     context, vmem_budget_bytes)
+                     context, vmem_budget_bytes, target)
 
 
 def top_k(x: Any, k: int, *, axis: int = -1, smallest: bool = False,

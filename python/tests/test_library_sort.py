@@ -77,67 +77,74 @@ def check_unstable(got, x, axis, descending=False):
     np.testing.assert_array_equal(np.sort(bits(got), axis), np.sort(bits(x), axis))
 
 
+@pytest.fixture(params=["host", "tpu"])
+def target(request):
+    """Both kernels of a sort: the host one (the sort/argsort ops) and the
+    network a TPU runs."""
+    return request.param
+
+
 SHAPES = [(1,), (7,), (128,), (300,), (1, 1), (5, 1), (3, 17), (16, 128), (9, 200),
           (2, 3, 33), (4, 5, 6), (2, 2100)]
 
 
 @pytest.mark.parametrize("dt", ALL, ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_sort_stable_matches_lax(dt, shape):
+def test_sort_stable_matches_lax(dt, shape, target):
     rng = np.random.default_rng(hash((str(dt), shape)) % 2**32)
     x = random_array(rng, shape, dt)
-    got = tessera.sort(x, stable=True)
+    got = tessera.sort(x, stable=True, target=target)
     ref = np.asarray(jax.lax.sort(jnp.asarray(x), is_stable=True))
     assert got.dtype == x.dtype and got.shape == x.shape
     np.testing.assert_array_equal(bits(got), bits(ref))
 
 
 @pytest.mark.parametrize("dt", ALL, ids=str)
-def test_sort_unstable_and_descending(dt):
+def test_sort_unstable_and_descending(dt, target):
     rng = np.random.default_rng(7)
     for shape in [(3, 17), (1000,), (8, 64)]:
         x = random_array(rng, shape, dt)
-        check_unstable(tessera.sort(x), x, -1)
-        check_unstable(tessera.sort(x, descending=True), x, -1, descending=True)
+        check_unstable(tessera.sort(x, target=target), x, -1)
+        check_unstable(tessera.sort(x, descending=True, target=target), x, -1, descending=True)
 
 
 @pytest.mark.parametrize("dt", ALL, ids=str)
 @pytest.mark.parametrize("descending", [False, True])
-def test_argsort_stable_matches_jnp(dt, descending):
+def test_argsort_stable_matches_jnp(dt, descending, target):
     rng = np.random.default_rng(11)
     for shape in [(37,), (4, 100), (2, 3, 5)]:
         x = random_array(rng, shape, dt)
-        got = tessera.argsort(x, stable=True, descending=descending)
+        got = tessera.argsort(x, stable=True, descending=descending, target=target)
         ref = np.asarray(jnp.argsort(jnp.asarray(x), stable=True, descending=descending))
         assert got.dtype == np.int32
         np.testing.assert_array_equal(got, ref)
-        v = tessera.sort(x, stable=True, descending=descending)
+        v = tessera.sort(x, stable=True, descending=descending, target=target)
         np.testing.assert_array_equal(bits(v), bits(np.take_along_axis(x, ref, -1)))
 
 
-def test_argsort_unstable_is_a_sorting_permutation():
+def test_argsort_unstable_is_a_sorting_permutation(target):
     rng = np.random.default_rng(3)
     x = random_array(rng, (6, 77), np.dtype(np.float32))
-    idx = tessera.argsort(x)
+    idx = tessera.argsort(x, target=target)
     assert (np.sort(idx, -1) == np.arange(77)).all()
     check_unstable(np.take_along_axis(x, idx, -1), x, -1)
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -2])
-def test_sort_other_axes(axis):
+def test_sort_other_axes(axis, target):
     rng = np.random.default_rng(5)
     for dt in [np.dtype(np.float32), np.dtype(np.int16), BF16]:
         x = random_array(rng, (9, 20, 130), dt)
-        got = tessera.sort(x, axis=axis, stable=True)
+        got = tessera.sort(x, axis=axis, stable=True, target=target)
         ref = np.asarray(jax.lax.sort(jnp.asarray(x), dimension=axis % 3, is_stable=True))
         np.testing.assert_array_equal(bits(got), bits(ref))
-        idx = tessera.argsort(x, axis=axis, stable=True, descending=True)
+        idx = tessera.argsort(x, axis=axis, stable=True, descending=True, target=target)
         np.testing.assert_array_equal(
             idx, np.asarray(jnp.argsort(jnp.asarray(x), axis=axis, stable=True,
                                         descending=True)))
 
 
-def test_sort_multiple_lexicographic_matches_lax():
+def test_sort_multiple_lexicographic_matches_lax(target):
     rng = np.random.default_rng(9)
     for shape in [(50,), (3, 129), (16, 8)]:
         k1 = random_array(rng, shape, np.dtype(np.float32))
@@ -145,7 +152,7 @@ def test_sort_multiple_lexicographic_matches_lax():
         v1 = random_array(rng, shape, BF16)
         v2 = rng.integers(0, 2**32, size=shape, dtype=np.uint64).astype(np.uint32)
         got = tessera.sort_multiple((k1, k2, v1, v2), num_keys=2, stable=True,
-                                    return_indices=True)
+                                    return_indices=True, target=target)
         ref = jax.lax.sort((jnp.asarray(k1), jnp.asarray(k2), jnp.asarray(v1),
                             jnp.asarray(v2), jnp.broadcast_to(
                                 jnp.arange(shape[-1], dtype=jnp.int32), shape)),
@@ -155,11 +162,11 @@ def test_sort_multiple_lexicographic_matches_lax():
             np.testing.assert_array_equal(bits(g), bits(np.asarray(r)))
 
 
-def test_key_value_unstable_keeps_pairs():
+def test_key_value_unstable_keeps_pairs(target):
     rng = np.random.default_rng(13)
     k = rng.integers(0, 20, size=(4, 333)).astype(np.int32)
     v = np.arange(4 * 333, dtype=np.float32).reshape(4, 333)
-    sk, sv = tessera.sort_multiple((k, v))
+    sk, sv = tessera.sort_multiple((k, v), target=target)
     np.testing.assert_array_equal(sk, np.sort(k, -1))
     # each value still sits with its key
     flat_k = k.reshape(-1)
@@ -167,14 +174,14 @@ def test_key_value_unstable_keeps_pairs():
     np.testing.assert_array_equal(np.sort(sv, -1), v)
 
 
-def test_special_floats_placement():
+def test_special_floats_placement(target):
     x = specials(np.dtype(np.float32))
-    got = tessera.sort(x, stable=True)
+    got = tessera.sort(x, stable=True, target=target)
     ref = np.asarray(jax.lax.sort(jnp.asarray(x), is_stable=True))
     np.testing.assert_array_equal(bits(got), bits(ref))
     # NaNs of both signs last, the zeros in input order
     assert np.isnan(got[-2:]).all() and not np.isnan(got[:-2]).any()
-    d = tessera.sort(x, stable=True, descending=True)
+    d = tessera.sort(x, stable=True, descending=True, target=target)
     assert np.isnan(d[:2]).all() and not np.isnan(d[2:]).any()
 
 
@@ -220,23 +227,50 @@ def test_rows_longer_than_a_block():
     rng = np.random.default_rng(37)
     for dt in [np.dtype(np.float32), BF16, np.dtype(np.uint16)]:
         x = random_array(rng, (2, 3001), dt)
-        got = tessera.sort(x, stable=True, vmem_budget_bytes=8192)
+        got = tessera.sort(x, stable=True, vmem_budget_bytes=8192, target="tpu")
         ref = np.asarray(jax.lax.sort(jnp.asarray(x), is_stable=True))
         np.testing.assert_array_equal(bits(got), bits(ref))
-        check_unstable(tessera.sort(x, descending=True, vmem_budget_bytes=8192), x, -1,
+        check_unstable(tessera.sort(x, descending=True, vmem_budget_bytes=8192, target="tpu"), x, -1,
                        descending=True)
     k = rng.integers(0, 50, size=5000).astype(np.int32)
     v = rng.standard_normal(5000).astype(np.float32)
     sk, sv, idx = tessera.sort_multiple((k, v), stable=True, return_indices=True,
-                                        vmem_budget_bytes=8192)
+                                        vmem_budget_bytes=8192, target="tpu")
     ref = np.argsort(k, kind="stable")
     np.testing.assert_array_equal(idx, ref)
     np.testing.assert_array_equal(sv, v[ref])
 
 
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_host_target_sorts_long_rows(backend, request):
+    """The host kernel is one block of any size: 100001 positions, no merge."""
+    if backend == "cpu":
+        request.getfixturevalue("cpu_backend")
+    rng = np.random.default_rng(41)
+    x = random_array(rng, (2, 100001), np.dtype(np.float32))
+    got = tessera.sort(x, stable=True, backend=backend)
+    ref = np.asarray(jax.lax.sort(jnp.asarray(x), is_stable=True))
+    np.testing.assert_array_equal(bits(got), bits(ref))
+    idx = tessera.argsort(x, stable=True, descending=True, backend=backend)
+    np.testing.assert_array_equal(
+        idx, np.asarray(jnp.argsort(jnp.asarray(x), stable=True, descending=True)))
+    k = rng.integers(0, 9, size=70001).astype(np.uint8)
+    v = rng.standard_normal(70001).astype(np.float32)
+    sk, sv = tessera.sort_multiple((k, v), stable=True, backend=backend)
+    ref = np.argsort(k, kind="stable")
+    np.testing.assert_array_equal(sk, k[ref])
+    np.testing.assert_array_equal(bits(sv), bits(v[ref]))
+
+
+def test_target_must_be_host_or_tpu():
+    with pytest.raises(ValueError, match="target must be 'host' or 'tpu'"):
+        tessera.sort(np.zeros(4, np.float32), target="gpu")
+
+
 def test_other_axes_over_budget_are_unimplemented_not_wrong():
     with pytest.raises(tessera.CompileError, match="vmem_budget_bytes"):
-        tessera.sort(np.zeros((4096, 2), np.float32), axis=0, vmem_budget_bytes=1024)
+        tessera.sort(np.zeros((4096, 2), np.float32), axis=0, vmem_budget_bytes=1024,
+                     target="tpu")
 
 
 @pytest.fixture(scope="module")
@@ -250,16 +284,16 @@ def cpu_backend():
     return "cpu"
 
 
-def test_cpu_backend_matches_interpreter(cpu_backend):
+def test_cpu_backend_matches_interpreter(cpu_backend, target):
     rng = np.random.default_rng(23)
     for dt, shape in [(np.dtype(np.float32), (5, 300)), (BF16, (128,)),
                       (np.dtype(np.uint8), (3, 17))]:
         x = random_array(rng, shape, dt)
         for kw in [dict(stable=True), dict(descending=True)]:
-            a = tessera.sort(x, backend="cpu", **kw)
-            b = tessera.sort(x, backend="interp", **kw)
+            a = tessera.sort(x, backend="cpu", **kw, target=target)
+            b = tessera.sort(x, backend="interp", **kw, target=target)
             np.testing.assert_array_equal(bits(a), bits(b))
-        np.testing.assert_array_equal(tessera.argsort(x, stable=True, backend="cpu"),
+        np.testing.assert_array_equal(tessera.argsort(x, stable=True, backend="cpu", target=target),
                                       np.asarray(jnp.argsort(jnp.asarray(x), stable=True)))
     x = random_array(rng, (4, 50), np.dtype(np.float32))
     v, i = tessera.top_k(x, 6, backend="cpu")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `tessera sort` and `tessera topk` (docs/cli.md), in TAP: sorted outputs,
 # several inputs with --keys, --argsort and --indices, --descending,
-# --stable, --axis, top-k with --smallest, the cpu backend when built, and
+# --stable, --axis, --target host and tpu, top-k with --smallest, the cpu
+# backend when built, and
 # the usage errors (missing file, wrong dtype, k out of range, output
 # counts). .npy files are made and checked with python3 + numpy. Needs
 # $TESSERA and $TSR_SOURCE_ROOT.
@@ -65,11 +66,20 @@ t sort "$tmp/nan.npy" -o "$tmp/sn.npy" --stable
 check "NaNs last, -0.0 and +0.0 in input order" \
   'np.array_equal(L("sn.npy")[:4].view(np.uint32), np.array([-np.inf, 1, -0.0, 0.0], np.float32)[[0,2,3,1]].view(np.uint32)) and np.isnan(L("sn.npy")[4:]).all()'
 
-t sort "$tmp/u8.npy" -o "$tmp/su8.npy" --vmem-budget 8192
-check "sort u8 over several blocks (--vmem-budget)" 'np.array_equal(L("su8.npy"), np.sort(L("u8.npy")))'
+t sort "$tmp/u8.npy" -o "$tmp/su8.npy" --vmem-budget 8192 --target tpu
+check "sort u8 over several blocks (--target tpu --vmem-budget)" 'np.array_equal(L("su8.npy"), np.sort(L("u8.npy")))'
 
-t sort "$tmp/u8.npy" -o "$tmp/su8.npy" --vmem-budget 8192 --stable --descending
+t sort "$tmp/u8.npy" -o "$tmp/su8.npy" --vmem-budget 8192 --stable --descending --target tpu
 check "stable descending over several blocks" 'np.array_equal(L("su8.npy"), np.sort(L("u8.npy"))[::-1])'
+
+for target in host tpu; do
+  t sort "$tmp/k.npy" "$tmp/v.npy" -o "$tmp/sk.npy" -o "$tmp/sv.npy" --stable --descending --target $target
+  check "sort two inputs --stable --descending --target $target" \
+    'np.array_equal(L("sv.npy"), np.take_along_axis(L("v.npy"), np.argsort(-L("k.npy"), -1, kind="stable"), -1))'
+done
+
+t sort "$tmp/x.npy" -o "$tmp/m.npy" --target gpu
+expect "--target takes host or tpu" 2 "--target takes host or tpu"
 
 t sort "$tmp/x.npy"
 if [[ $rc == 0 ]] && grep -q '%sorted0: f32\[4, 300\]' "$tmp/out"; then pass "sort prints without -o"; else fail "sort prints without -o" $(context); fi

@@ -48,7 +48,7 @@ BITS = {"f32": 32, "bf16": 16, "f16": 16, "i32": 32, "u32": 32, "i16": 16, "u16"
 # and load_ops checks it against the table.
 STRUCTURAL = ["const", "load", "store", "program_id", "num_programs", "select", "convert",
               "bitcast", "iota", "broadcast", "reshape", "transpose", "slice", "concatenate",
-              "roll", "gather", "dot", "for", "while", "if", "scoped", "yield", "condition",
+              "roll", "gather", "sort", "argsort", "dot", "for", "while", "if", "scoped", "yield", "condition",
               "print", "assert", "dma_start", "dma_wait", "sem_signal", "sem_wait", "sem_read"]
 # Ops of the table's groups left out for some element classes: op -> (classes,
 # why). The generator needs none today (every op takes all values of its
@@ -265,9 +265,9 @@ def gen_op(g, shape, scratch, grid_rank):
         ["unary", "binary", "scalar_binary", "compare_select", "convert", "bitcast", "const",
          "iota", "reduce", "argreduce", "transpose", "reshape", "roll", "rotate", "gather",
          "dot", "for", "while", "if", "scratch", "masked_load", "dma", "semaphore", "query",
-         "print", "scoped"],
+         "print", "scoped", "sort"],
         weights=[10, 12, 6, 6, 6, 3, 2, 2, 6, 2, 2, 2, 2, 2, 2, 2, 3, 2, 3, 2, 2, 2, 1, 1, 1,
-                 2])[0]
+                 2, 1])[0]
     T = lambda dt: ty(dt, shape)
     rank = len(shape)
     if kind == "unary":
@@ -441,6 +441,22 @@ def gen_op(g, shape, scratch, grid_rank):
         v = g.fresh()
         g.emit("%s = gather %s, %s axis %d : %s" % (v, a, rev, ax, T(dt)))
         g.pool.append((v, dt))
+    elif kind == "sort":
+        # argsort by integer keys only: float keys one rounding apart on the
+        # two backends may order differently, which is not a difference
+        if not shape:
+            return
+        ax = r.randrange(rank)
+        a, dt = g.pick()
+        v = g.fresh()
+        g.emit("%s = sort %s axis %d : %s" % (v, a, ax, T(dt)))
+        g.pool.append((v, dt))
+        keys = [g.pick(lambda t: cls(t) in ("sint", "uint", "bool")) for _ in range(r.randint(1, 2))]
+        keys = [k for k in keys if k]
+        if keys:
+            p = g.fresh()
+            g.emit("%s = argsort %s axis %d : %s" % (p, ", ".join(k[0] for k in keys), ax, T("i32")))
+            g.pool.append((p, "i32"))
     elif kind == "dot":
         if rank != 2:
             return

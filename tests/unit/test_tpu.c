@@ -309,6 +309,31 @@ TSR_TEST(unsupported_op_is_located) {
     check_record(s, TSR_UNIMPLEMENTED, 6, "load", "no f16 vector loads");
     tsr_ir_module_destroy(m);
   }
+  /* sort and argsort: no TensorCore sort in Mosaic */
+  for (int arg = 0; arg < 2; arg++) {
+    m = parse_text("sort.tsr", arg ? "kernel @k\n"
+                                     "  in %x: f32[8, 128] vmem\n"
+                                     "  out %y: i32[8, 128] vmem\n"
+                                     "{\n"
+                                     "  %v = load %x[:, :] : f32[8, 128]\n"
+                                     "  %s = argsort %v axis 1 : i32[8, 128]\n"
+                                     "  store %y[:, :], %s\n"
+                                     "}\n"
+                                   : "kernel @k\n"
+                                     "  in %x: f32[8, 128] vmem\n"
+                                     "  out %y: f32[8, 128] vmem\n"
+                                     "{\n"
+                                     "  %v = load %x[:, :] : f32[8, 128]\n"
+                                     "  %s = sort %v axis 1 : f32[8, 128]\n"
+                                     "  store %y[:, :], %s\n"
+                                     "}\n");
+    if (m) {
+      s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
+      check_record(s, TSR_UNIMPLEMENTED, 6, arg ? "argsort" : "sort",
+                   "no TensorCore lowering in Mosaic");
+      tsr_ir_module_destroy(m);
+    }
+  }
 }
 
 /* What Mosaic cannot reduce or compare directly is rewritten into what it

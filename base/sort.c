@@ -1,0 +1,284 @@
+/* Sorting blocks along one axis in jax.lax.sort's order (base/sort.h), on
+ * Highway's vqsort (base/vqsort.h), which is neither stable nor aware of
+ * that order. So:
+ * - i32, u32, i16, u16 are sorted as they are: equal keys are equal bits,
+ *   so stability cannot show; 8-bit types and i1 by counting;
+ * - f32, bf16, f16: as unsigned keys whose integer order is the order
+ *   wanted (the sign-magnitude flip; both zeros on +0.0's key, every NaN on
+ *   the largest), then back to floats; the runs of zeros and of NaNs are
+ *   rewritten from the input in input order. (vqsort's own float sort is
+ *   not used: Highway 1.0.3 gives +inf back as the largest finite float.)
+ * - argsort: 64-bit items (key << 32 | position) sorted as integers, which
+ *   is stable since no two items are equal; several keys by sorting by the
+ *   last first, each pass keyed by the position in the order so far. */
+#include "base/sort.h"
+
+#include <limits.h>
+
+#include "base/vqsort.h"
+
+/* ---- Keys --------------------------------------------------------------------------------- */
+
+static uint32_t key_bits(tsr_dtype_t dtype) {
+  switch (tsr_dtype_size(dtype)) {
+    case 4: return 32;
+    case 2: return 16;
+    default: return 8;
+  }
+}
+
+/* Branch-free (the signs of sorted data are a coin toss). */
+static inline uint32_t key_f32(uint32_t b) {
+  uint32_t mag = b & 0x7fffffffu, neg = (uint32_t)((int32_t)b >> 31);
+  uint32_t k = b ^ (neg | 0x80000000u);
+  k = mag > 0x7f800000u ? 0xffffffffu : k;
+  return mag == 0 ? 0x80000000u : k;
+}
+
+static inline uint32_t f32_of_key(uint32_t k) {
+  uint32_t pos = (uint32_t)((int32_t)k >> 31);
+  return k ^ (~pos | 0x80000000u);
+}
+
+/* bf16 and f16: `inf` is the magnitude bits of infinity. */
+static inline uint32_t key_half(uint32_t b, uint32_t inf) {
+  uint32_t mag = b & 0x7fffu;
+  if (mag > inf) return 0xffffu;
+  if (mag == 0) return 0x8000u;
+  return (b & 0x8000u) ? (~b & 0xffffu) : b | 0x8000u;
+}
+
+/* The key of element `i` of `src`, of type `dtype`. */
+static inline uint32_t key_at(tsr_dtype_t dtype, const void *src, int64_t i) {
+  switch (dtype) {
+    case TSR_DTYPE_F32: return key_f32(((const uint32_t *)src)[i]);
+    case TSR_DTYPE_BF16: return key_half(((const uint16_t *)src)[i], 0x7f80u);
+    case TSR_DTYPE_F16: return key_half(((const uint16_t *)src)[i], 0x7c00u);
+    case TSR_DTYPE_I32: return ((const uint32_t *)src)[i] ^ 0x80000000u;
+    case TSR_DTYPE_U32: return ((const uint32_t *)src)[i];
+    case TSR_DTYPE_I16: return ((const uint16_t *)src)[i] ^ 0x8000u;
+    case TSR_DTYPE_U16: return ((const uint16_t *)src)[i];
+    case TSR_DTYPE_I8: return ((const uint8_t *)src)[i] ^ 0x80u;
+    default: return ((const uint8_t *)src)[i];
+  }
+}
+
+/* The element bits of a key (for the floats: of a key that is neither a
+ * zero's nor a NaN's; those are put back from the input). */
+static inline uint32_t bits_of_key(tsr_dtype_t dtype, uint32_t k) {
+  switch (dtype) {
+    case TSR_DTYPE_F32: return f32_of_key(k);
+    case TSR_DTYPE_BF16:
+    case TSR_DTYPE_F16: return (k & 0x8000u) ? k & 0x7fffu : ~k & 0xffffu;
+    case TSR_DTYPE_I32: return k ^ 0x80000000u;
+    case TSR_DTYPE_I16: return k ^ 0x8000u;
+    case TSR_DTYPE_I8: return k ^ 0x80u;
+    default: return k;
+  }
+}
+
+static inline void store_bits(size_t size, void *dst, int64_t i, uint32_t b) {
+  switch (size) {
+    case 4: ((uint32_t *)dst)[i] = b; break;
+    case 2: ((uint16_t *)dst)[i] = (uint16_t)b; break;
+    default: ((uint8_t *)dst)[i] = (uint8_t)b; break;
+  }
+}
+
+static inline uint32_t load_bits(size_t size, const void *src, int64_t i) {
+  switch (size) {
+    case 4: return ((const uint32_t *)src)[i];
+    case 2: return ((const uint16_t *)src)[i];
+    default: return ((const uint8_t *)src)[i];
+  }
+}
+
+/* ---- One line -------------------------------------------------------------------------------- */
+
+/* A block as lines along `axis`: `outer` x `inner` lines of `n` elements
+ * `inner` apart. */
+typedef struct lines {
+  int64_t outer, n, inner;
+} lines_t;
+
+static lines_t lines_of(uint32_t rank, const int64_t *dims, uint32_t axis) {
+  lines_t l = {1, dims[axis], 1};
+  for (uint32_t d = 0; d < axis; d++) l.outer *= dims[d];
+  for (uint32_t d = axis + 1; d < rank; d++) l.inner *= dims[d];
+  return l;
+}
+
+int64_t tsr_sort_count(uint32_t rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (uint32_t d = 0; d < rank; d++) n *= dims[d];
+  return n;
+}
+
+/* Overwrites the runs [zero_at, ..) and [nan_at, ..) of `work` (dense) with
+ * the zeros and the NaNs of the line of `src`, in input order. */
+static void put_back_classes(tsr_dtype_t dtype, void *work, const void *src, int64_t off,
+                             int64_t stride, int64_t n, int64_t zero_at, int64_t nan_at) {
+  const size_t size = tsr_dtype_size(dtype);
+  const uint32_t bits = key_bits(dtype);
+  const uint32_t zero_key = 1u << (bits - 1), nan_key = (uint32_t)((1ull << bits) - 1);
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t k = key_at(dtype, src, off + i * stride);
+    if (k == zero_key) store_bits(size, work, zero_at++, load_bits(size, src, off + i * stride));
+    else if (k == nan_key) store_bits(size, work, nan_at++, load_bits(size, src, off + i * stride));
+  }
+}
+
+/* Sorts the line of `src` at `off` into `work` (n dense elements). */
+static bool sort_line(tsr_dtype_t dtype, void *work, const void *src, int64_t off, int64_t stride,
+                      int64_t n) {
+  const size_t size = tsr_dtype_size(dtype);
+  switch (dtype) {
+    case TSR_DTYPE_F32: {
+      uint32_t *w = work;
+      int64_t below_zero = 0, zeros = 0, nans = 0;
+      for (int64_t i = 0; i < n; i++) {
+        uint32_t k = key_f32(((const uint32_t *)src)[off + i * stride]);
+        w[i] = k;
+        below_zero += k < 0x80000000u;
+        zeros += k == 0x80000000u;
+        nans += k == 0xffffffffu;
+      }
+      if (!tsr_vqsort_u32(w, (size_t)n)) return false;
+      for (int64_t i = 0; i < n; i++) w[i] = f32_of_key(w[i]);
+      if (zeros || nans) put_back_classes(dtype, work, src, off, stride, n, below_zero, n - nans);
+      return true;
+    }
+    case TSR_DTYPE_BF16:
+    case TSR_DTYPE_F16: {
+      uint16_t *w = work;
+      int64_t below_zero = 0, zeros = 0, nans = 0;
+      for (int64_t i = 0; i < n; i++) {
+        uint32_t k = key_at(dtype, src, off + i * stride);
+        w[i] = (uint16_t)k;
+        below_zero += k < 0x8000u;
+        zeros += k == 0x8000u;
+        nans += k == 0xffffu;
+      }
+      if (!tsr_vqsort_u16(w, (size_t)n)) return false;
+      for (int64_t i = 0; i < n; i++) w[i] = (uint16_t)bits_of_key(dtype, w[i]);
+      if (zeros || nans) put_back_classes(dtype, work, src, off, stride, n, below_zero, n - nans);
+      return true;
+    }
+    case TSR_DTYPE_I32:
+    case TSR_DTYPE_U32:
+    case TSR_DTYPE_I16:
+    case TSR_DTYPE_U16:
+      for (int64_t i = 0; i < n; i++) store_bits(size, work, i, load_bits(size, src, off + i * stride));
+      switch (dtype) {
+        case TSR_DTYPE_I32: return tsr_vqsort_i32(work, (size_t)n);
+        case TSR_DTYPE_U32: return tsr_vqsort_u32(work, (size_t)n);
+        case TSR_DTYPE_I16: return tsr_vqsort_i16(work, (size_t)n);
+        default: return tsr_vqsort_u16(work, (size_t)n);
+      }
+    default: { /* i8, u8, i1: by counting */
+      int64_t count[256] = {0};
+      for (int64_t i = 0; i < n; i++) count[key_at(dtype, src, off + i * stride)]++;
+      int64_t at = 0;
+      for (uint32_t k = 0; k < 256; k++)
+        for (int64_t c = 0; c < count[k]; c++) store_bits(size, work, at++, bits_of_key(dtype, k));
+      return true;
+    }
+  }
+}
+
+/* ---- Blocks ---------------------------------------------------------------------------------- */
+
+tsr_status_t tsr_sort_block(tsr_dtype_t dtype, void *dst, const void *src, uint32_t rank,
+                            const int64_t *dims, uint32_t axis) {
+  if (tsr_sort_count(rank, dims) == 0) return NULL;
+  const lines_t l = lines_of(rank, dims, axis);
+  const size_t size = tsr_dtype_size(dtype);
+  /* a line along the last axis is sorted where it goes; others through a
+   * dense copy */
+  void *work = l.inner == 1 ? NULL : tsr_malloc((size_t)l.n * size);
+  if (l.inner != 1 && !work)
+    return TSR_OOM_BYTES((uint64_t)l.n * size, "sorting a line of %lld elements", (long long)l.n);
+  bool ok = true;
+  for (int64_t o = 0; o < l.outer && ok; o++) {
+    for (int64_t j = 0; j < l.inner && ok; j++) {
+      const int64_t off = o * l.n * l.inner + j;
+      void *w = work ? work : (char *)dst + (size_t)off * size;
+      ok = sort_line(dtype, w, src, off, l.inner, l.n);
+      if (work)
+        for (int64_t i = 0; i < l.n; i++)
+          store_bits(size, dst, off + i * l.inner, load_bits(size, work, i));
+    }
+  }
+  tsr_free(work);
+  return ok ? NULL : TSR_OOM();
+}
+
+/* items[i] = key of the line's element at (p ? p[i] : i), << 32 | i */
+static void fill_items(tsr_dtype_t dtype, uint64_t *items, const void *src, int64_t off,
+                       int64_t stride, int64_t n, const uint32_t *p) {
+#define FILL(KEY)                                                                                 \
+  do {                                                                                            \
+    if (!p && stride == 1)                                                                        \
+      for (int64_t i = 0; i < n; i++) {                                                           \
+        int64_t at_ = off + i;                                                                    \
+        items[i] = (uint64_t)(KEY) << 32 | (uint64_t)i;                                           \
+      }                                                                                           \
+    else                                                                                          \
+      for (int64_t i = 0; i < n; i++) {                                                           \
+        int64_t at_ = off + (p ? (int64_t)p[i] : i) * stride;                                     \
+        items[i] = (uint64_t)(KEY) << 32 | (uint64_t)i;                                           \
+      }                                                                                           \
+  } while (0)
+  switch (dtype) {
+    case TSR_DTYPE_F32: FILL(key_f32(((const uint32_t *)src)[at_])); break;
+    case TSR_DTYPE_I32: FILL(((const uint32_t *)src)[at_] ^ 0x80000000u); break;
+    case TSR_DTYPE_U32: FILL(((const uint32_t *)src)[at_]); break;
+    default: FILL(key_at(dtype, src, at_)); break;
+  }
+#undef FILL
+}
+
+tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
+                               const void *const *keys, int32_t *dst, uint32_t rank,
+                               const int64_t *dims, uint32_t axis) {
+  if (tsr_sort_count(rank, dims) == 0) return NULL;
+  const lines_t l = lines_of(rank, dims, axis);
+  if (l.n > INT32_MAX)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "argsort of lines of %lld elements: the positions do not fit in i32",
+                      (long long)l.n);
+  uint64_t *items = tsr_malloc((size_t)l.n * sizeof *items);
+  uint32_t *perm = num_keys > 1 ? tsr_malloc(2 * (size_t)l.n * sizeof *perm) : NULL;
+  if (!items || (num_keys > 1 && !perm)) {
+    tsr_free(items);
+    tsr_free(perm);
+    return TSR_OOM_BYTES((uint64_t)l.n * 16, "sorting a line of %lld elements", (long long)l.n);
+  }
+  bool ok = true;
+  for (int64_t o = 0; o < l.outer && ok; o++) {
+    for (int64_t j = 0; j < l.inner && ok; j++) {
+      const int64_t off = o * l.n * l.inner + j, stride = l.inner;
+      uint32_t *p = perm, *next = perm + l.n;
+      for (uint32_t q = num_keys; q-- > 0 && ok;) {
+        const bool first = q + 1 == num_keys;
+        fill_items(dtypes[q], items, keys[q], off, stride, l.n, first ? NULL : p);
+        ok = tsr_vqsort_u64(items, (size_t)l.n);
+        if (q == 0) break;
+        for (int64_t i = 0; i < l.n; i++) {
+          uint32_t at = (uint32_t)items[i];
+          next[i] = first ? at : p[at];
+        }
+        uint32_t *t = p;
+        p = next;
+        next = t;
+      }
+      if (num_keys == 1)
+        for (int64_t i = 0; i < l.n; i++) dst[off + i * stride] = (int32_t)(uint32_t)items[i];
+      else
+        for (int64_t i = 0; i < l.n; i++) dst[off + i * stride] = (int32_t)p[(uint32_t)items[i]];
+    }
+  }
+  tsr_free(items);
+  tsr_free(perm);
+  return ok ? NULL : TSR_OOM();
+}

@@ -1,0 +1,35 @@
+/* Sorting blocks along one axis in jax.lax.sort's order: the `sort` and
+ * `argsort` ops of the interpreter and the cpu backend share these.
+ *
+ * The order: integers by value (i1 as 0 < 1); floats by value with -0.0 ==
+ * +0.0 and every NaN, of either sign, after +inf and equal to the others.
+ * Every sort is stable: equal keys keep their input order, so -0.0 and +0.0,
+ * and NaNs with different payloads, come out in the order they went in.
+ *
+ * Lines are sorted by Highway's vqsort (base/sort.c says how its unstable
+ * sort is made stable and given this order). Blocks are dense, row-major;
+ * `axis` is the one sorted along. Not a public header. */
+#ifndef TESSERA_BASE_SORT_H
+#define TESSERA_BASE_SORT_H
+
+#include "base/base_internal.h"
+
+/* The most keys an argsort takes (ir/ops.def's row says the same). */
+#define TSR_SORT_MAX_KEYS 16
+
+/* The number of elements of the block. */
+int64_t tsr_sort_count(uint32_t rank, const int64_t *dims);
+
+/* dst = src sorted along `axis`. dst and src must not overlap. NULL or
+ * TSR_OUT_OF_MEMORY for the scratch space. */
+tsr_status_t tsr_sort_block(tsr_dtype_t dtype, void *dst, const void *src, uint32_t rank,
+                            const int64_t *dims, uint32_t axis);
+
+/* dst[.., i, ..] = the stable permutation that sorts each line along `axis`
+ * lexicographically by keys[0], then keys[1], ... (all of shape `dims`):
+ * the position in the line of the i-th smallest element. */
+tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
+                               const void *const *keys, int32_t *dst, uint32_t rank,
+                               const int64_t *dims, uint32_t axis);
+
+#endif /* TESSERA_BASE_SORT_H */

@@ -1,0 +1,225 @@
+/* base/sort.c (the sort and argsort ops) against a reference written from
+ * jax.lax.sort's definition with float arithmetic, not bit keys: a stable
+ * sort whose comparison puts NaNs last and equal, and -0.0 == +0.0. Every
+ * dtype, lines along every axis, rows of 1 to 3000 elements, several keys,
+ * inputs full of ties, both zeros and NaNs of both signs. */
+#include <math.h>
+
+#include "base/sort.h"
+#include "harness.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+static const tsr_dtype_t all_dtypes[] = {TSR_DTYPE_F32, TSR_DTYPE_BF16, TSR_DTYPE_F16,
+                                         TSR_DTYPE_I32, TSR_DTYPE_U32,  TSR_DTYPE_I16,
+                                         TSR_DTYPE_U16, TSR_DTYPE_I8,   TSR_DTYPE_U8,
+                                         TSR_DTYPE_I1};
+
+/* Element i as its bits, and as a number (NaN for NaNs). */
+static uint32_t bits_at(tsr_dtype_t dt, const void *p, int64_t i) {
+  switch (tsr_dtype_size(dt)) {
+    case 4: return ((const uint32_t *)p)[i];
+    case 2: return ((const uint16_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];
+  }
+}
+
+static double value_at(tsr_dtype_t dt, const void *p, int64_t i) {
+  uint32_t b = bits_at(dt, p, i);
+  switch (dt) {
+    case TSR_DTYPE_F32: {
+      float f;
+      memcpy(&f, &b, 4);
+      return f;
+    }
+    case TSR_DTYPE_BF16: return tsr_bf16_to_f32((uint16_t)b);
+    case TSR_DTYPE_F16: return tsr_f16_to_f32((uint16_t)b);
+    case TSR_DTYPE_I32: return (int32_t)b;
+    case TSR_DTYPE_I16: return (int16_t)b;
+    case TSR_DTYPE_I8: return (int8_t)b;
+    default: return b;
+  }
+}
+
+/* lax.sort's comparison of two numbers: -1, 0, 1 (NaNs last, all equal). */
+static int lax_compare(double a, double b) {
+  if (isnan(a) || isnan(b)) return isnan(a) - isnan(b);
+  return (a > b) - (a < b);
+}
+
+/* Random data with many ties; floats also get both zeros and NaNs of both
+ * signs. */
+static void fill(tsr_dtype_t dt, void *p, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = rnd();
+    uint32_t b = (uint32_t)(r >> 32);
+    int pick = (int)(r % 10);
+    if (dt == TSR_DTYPE_F32) {
+      float f = (float)((int)(b % 9) - 4) * 0.5f;
+      uint32_t fb;
+      memcpy(&fb, &f, 4);
+      uint32_t special[] = {0x80000000u, 0x00000000u, 0x7fc00000u, 0xffc00001u, 0x7f800000u,
+                            0xff800000u};
+      if (pick < 3) fb = special[b % 6];
+      if (pick == 3) fb = b; /* anything, NaNs and subnormals included */
+      ((uint32_t *)p)[i] = fb;
+    } else if (dt == TSR_DTYPE_BF16 || dt == TSR_DTYPE_F16) {
+      uint16_t hb = dt == TSR_DTYPE_BF16 ? tsr_f32_to_bf16((float)((int)(b % 9) - 4))
+                                         : tsr_f32_to_f16((float)((int)(b % 9) - 4));
+      uint16_t bf_special[] = {0x8000, 0x0000, 0x7fc1, 0xffc0, 0x7f80, 0xff80};
+      uint16_t h_special[] = {0x8000, 0x0000, 0x7e01, 0xfe00, 0x7c00, 0xfc00};
+      if (pick < 3) hb = dt == TSR_DTYPE_BF16 ? bf_special[b % 6] : h_special[b % 6];
+      if (pick == 3) hb = (uint16_t)b;
+      ((uint16_t *)p)[i] = hb;
+    } else if (dt == TSR_DTYPE_I1) {
+      ((uint8_t *)p)[i] = (uint8_t)(b & 1);
+    } else {
+      uint32_t v = pick < 5 ? b % 5 : b; /* ties, and the whole range */
+      if (pick == 5) v = (b & 1) ? 0xffffffffu >> (32 - 8 * tsr_dtype_size(dt)) : 0; /* the ends */
+      if (pick == 6) v = (0xffffffffu >> (33 - 8 * tsr_dtype_size(dt))) + (b & 1);
+      switch (tsr_dtype_size(dt)) {
+        case 4: ((uint32_t *)p)[i] = v; break;
+        case 2: ((uint16_t *)p)[i] = (uint16_t)v; break;
+        default: ((uint8_t *)p)[i] = (uint8_t)v; break;
+      }
+    }
+  }
+}
+
+/* The reference: the stable order of line (off, stride, n) of the keys, by
+ * insertion with lax_compare. */
+static void reference_order(uint32_t nk, const tsr_dtype_t *dts, const void *const *keys,
+                            int64_t off, int64_t stride, int64_t n, int32_t *order) {
+  for (int64_t i = 0; i < n; i++) {
+    int64_t j = i;
+    for (; j > 0; j--) {
+      int c = 0;
+      for (uint32_t k = 0; k < nk && c == 0; k++)
+        c = lax_compare(value_at(dts[k], keys[k], off + order[j - 1] * stride),
+                        value_at(dts[k], keys[k], off + i * stride));
+      if (c <= 0) break;
+      order[j] = order[j - 1];
+    }
+    order[j] = (int32_t)i;
+  }
+}
+
+typedef struct shape {
+  uint32_t rank, axis;
+  int64_t dims[3];
+} shape_t;
+
+static const shape_t shapes[] = {
+    {1, 0, {1}},          {1, 0, {2}},         {1, 0, {33}},         {1, 0, {3000}},
+    {2, 1, {8, 128}},     {2, 0, {8, 128}},    {2, 1, {3, 257}},     {2, 0, {65, 3}},
+    {3, 1, {2, 40, 3}},   {3, 2, {2, 3, 100}}, {3, 0, {17, 2, 2}},   {2, 1, {4, 1}},
+};
+
+static void line_geometry(const shape_t *s, int64_t *outer, int64_t *n, int64_t *inner) {
+  *outer = 1;
+  *inner = 1;
+  *n = s->dims[s->axis];
+  for (uint32_t d = 0; d < s->axis; d++) *outer *= s->dims[d];
+  for (uint32_t d = s->axis + 1; d < s->rank; d++) *inner *= s->dims[d];
+}
+
+TSR_TEST(sort_matches_the_reference_bit_for_bit) {
+  for (size_t di = 0; di < sizeof all_dtypes / sizeof *all_dtypes; di++) {
+    tsr_dtype_t dt = all_dtypes[di];
+    size_t es = tsr_dtype_size(dt);
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+      const shape_t *s = &shapes[si];
+      int64_t count = tsr_sort_count(s->rank, s->dims), outer, n, inner;
+      line_geometry(s, &outer, &n, &inner);
+      void *src = malloc((size_t)count * es), *dst = malloc((size_t)count * es);
+      int32_t *order = malloc((size_t)n * sizeof *order);
+      fill(dt, src, count);
+      tsr_status_t st = tsr_sort_block(dt, dst, src, s->rank, s->dims, s->axis);
+      TSR_CHECK(st == NULL);
+      tsr_status_free(st);
+      int bad = 0;
+      for (int64_t o = 0; o < outer && !bad; o++)
+        for (int64_t j = 0; j < inner && !bad; j++) {
+          int64_t off = o * n * inner + j;
+          const void *k = src;
+          reference_order(1, &dt, &k, off, inner, n, order);
+          for (int64_t i = 0; i < n && !bad; i++) {
+            uint32_t want = bits_at(dt, src, off + order[i] * inner);
+            uint32_t got = bits_at(dt, dst, off + i * inner);
+            if (want != got) {
+              TSR_FAIL_AT("%s shape #%zu line %lld position %lld: 0x%x, expected 0x%x",
+                          tsr_dtype_name(dt), si, (long long)off, (long long)i, got, want);
+              bad = 1;
+            }
+          }
+        }
+      free(src);
+      free(dst);
+      free(order);
+    }
+  }
+}
+
+TSR_TEST(argsort_matches_the_reference_with_several_keys) {
+  for (uint32_t nk = 1; nk <= 3; nk++) {
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+      const shape_t *s = &shapes[si];
+      int64_t count = tsr_sort_count(s->rank, s->dims), outer, n, inner;
+      line_geometry(s, &outer, &n, &inner);
+      tsr_dtype_t dts[3];
+      void *keys[3];
+      for (uint32_t k = 0; k < nk; k++) {
+        dts[k] = all_dtypes[rnd() % (sizeof all_dtypes / sizeof *all_dtypes)];
+        keys[k] = malloc((size_t)count * tsr_dtype_size(dts[k]));
+        fill(dts[k], keys[k], count);
+      }
+      int32_t *dst = malloc((size_t)count * sizeof *dst), *order = malloc((size_t)n * sizeof *order);
+      tsr_status_t st = tsr_argsort_block(nk, dts, (const void *const *)keys, dst, s->rank,
+                                          s->dims, s->axis);
+      TSR_CHECK(st == NULL);
+      tsr_status_free(st);
+      int bad = 0;
+      for (int64_t o = 0; o < outer && !bad; o++)
+        for (int64_t j = 0; j < inner && !bad; j++) {
+          int64_t off = o * n * inner + j;
+          reference_order(nk, dts, (const void *const *)keys, off, inner, n, order);
+          for (int64_t i = 0; i < n && !bad; i++)
+            if (dst[off + i * inner] != order[i]) {
+              TSR_FAIL_AT("%u keys (%s first), shape #%zu line %lld position %lld: %d, "
+                          "expected %d",
+                          nk, tsr_dtype_name(dts[0]), si, (long long)off, (long long)i,
+                          dst[off + i * inner], order[i]);
+              bad = 1;
+            }
+        }
+      for (uint32_t k = 0; k < nk; k++) free(keys[k]);
+      free(dst);
+      free(order);
+    }
+  }
+}
+
+TSR_TEST(empty_blocks_are_left_alone) {
+  int64_t dims[2] = {0, 5};
+  float x = 1.0f, y = 2.0f;
+  TSR_CHECK(tsr_sort_block(TSR_DTYPE_F32, &y, &x, 2, dims, 1) == NULL);
+  TSR_CHECK(y == 2.0f);
+  int32_t p = 7;
+  tsr_dtype_t dt = TSR_DTYPE_F32;
+  const void *k = &x;
+  TSR_CHECK(tsr_argsort_block(1, &dt, &k, &p, 2, dims, 0) == NULL);
+  TSR_CHECK_EQ_INT(p, 7);
+}
+
+int main(void) {
+  TSR_RUN(sort_matches_the_reference_bit_for_bit);
+  TSR_RUN(argsort_matches_the_reference_with_several_keys);
+  TSR_RUN(empty_blocks_are_left_alone);
+  return tsr_test_done();
+}
