@@ -350,3 +350,14 @@ def test_empty_arrays_sort_to_empty_arrays(shape):
     assert a.shape == b.shape == idx.shape == shape
     with pytest.raises(ValueError, match="axis 2"):
         tessera.sort(x, axis=2)
+
+
+def test_jax_sort_runs_the_host_kernel_on_cpu_and_the_network_for_tpu():
+    from tessera.jax import _sort as js
+    from tessera import _library
+    params = (("shape", (4, 300)), ("dtypes", ("f32",)), ("axis", 1), ("descending", False),
+              ("stable", True), ("return_indices", True))
+    call = js._call("sort", "v5e", (), params)
+    assert "argsort" in call.cpu_kernel.text
+    assert "argsort" not in call.kernel.text and " sort " not in call.kernel.text
+    assert call.kernel.text == _library.generate("sort", **dict(params)).text

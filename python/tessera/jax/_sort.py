@@ -3,8 +3,9 @@ as JAX functions (docs/jax.md, "Sort and top-k"). Each call generates the
 library kernel for the array's shape and dtype (memoised) and calls it
 through `tessera.jax.tpu_call`: on a TPU (and in `jax.export(...,
 platforms=["tpu"])`) it is the kernel's Mosaic `tpu_custom_call`; on CPU
-it runs in tessera (backend="interp" or "cpu"). They work on concrete
-arrays and under `jax.jit`."""
+it runs in tessera (backend="interp" or "cpu"), sorts with the library's
+host kernel (the sort and argsort ops) rather than the TPU's network. They
+work on concrete arrays and under `jax.jit`."""
 
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ def _dtype_name(x: Any) -> str:
 def _call(entry: str, chip: str, options: tuple, params: tuple) -> Any:
     from ._tpu import tpu_call
     kernel = _library.generate(entry, **dict(params))
-    return tpu_call(kernel, chip=chip, **dict(options))
+    # Off a TPU, sorts run the library's host kernel (the sort/argsort ops),
+    # not the network the TPU needs (docs/kernels.md, "Two kernels").
+    cpu_kernel = (_library.generate(entry, **dict(params), target=_library.TARGETS["host"])
+                  if entry == "sort" else None)
+    return tpu_call(kernel, chip=chip, cpu_kernel=cpu_kernel, **dict(options))
 
 
 def _axis(axis: int, ndim: int) -> int:
@@ -45,7 +50,7 @@ def _sort(x: Any, axis: int, descending: bool, stable: bool, indices: bool, chip
           options: dict) -> Any:
     if x.ndim == 0:
         raise ValueError("tessera.jax: sorting needs at least one dimension")
-    with_indices = bool(indices or stable)  # stable rows over a block keep them there
+    with_indices = bool(indices or stable)  # stable network rows over a block keep them there
     params = (("shape", tuple(x.shape)), ("dtypes", (_dtype_name(x),)),
               ("axis", _axis(axis, x.ndim)), ("descending", bool(descending)),
               ("stable", bool(stable)), ("return_indices", with_indices))

@@ -45,13 +45,23 @@ class TpuCall:
     operand of the kernel, in order); returns the outputs (one array, or a
     tuple when the kernel has several)."""
 
-    def __init__(self, kernel: T.Kernel, chip: str, cpu: str, options: dict):
+    def __init__(self, kernel: T.Kernel, chip: str, cpu: str, options: dict,
+                 cpu_kernel: T.Kernel | None = None):
         if chip not in ji.TPU_TOPOLOGIES:
             raise ValueError(f"tessera.jax.tpu_call: unknown chip {chip!r} "
                              f"(chips: {', '.join(ji.TPU_TOPOLOGIES)})")
         if cpu not in ("tessera", "error"):
             raise ValueError(f"tessera.jax.tpu_call: cpu={cpu!r} (expected 'tessera' or 'error')")
         self.kernel = kernel
+        self.cpu_kernel = cpu_kernel or kernel
+        if cpu_kernel is not None:
+            def sig(k):
+                return ([(o.shape, np.dtype(o.dtype)) for o in k.inputs],
+                        [(o.shape, np.dtype(o.dtype)) for o in k.outputs])
+            if sig(cpu_kernel) != sig(kernel):
+                raise ValueError(f"tessera.jax.tpu_call(@{kernel.name}): cpu_kernel "
+                                 f"@{cpu_kernel.name} takes or gives other operands "
+                                 f"({sig(cpu_kernel)} against {sig(kernel)})")
         self.chip = chip
         self.cpu = cpu
         self.options = dict(options)
@@ -110,7 +120,7 @@ class TpuCall:
                 from . import _ffi
                 options = dict(self.options)
                 backend = options.pop("backend", "interp")
-                exe = T.compile(self.kernel, backend, **options)
+                exe = T.compile(self.cpu_kernel, backend, **options)
                 self._cpu = _ffi.ffi_callable(exe, self.out_structs)
             return self._cpu
 
@@ -160,6 +170,7 @@ def _primitive():
 
 
 def tpu_call(kernel: T.Kernel | T.Module, *, chip: str = "v5e", cpu: str = "tessera",
+             cpu_kernel: T.Kernel | T.Module | None = None,
              **tessera_options: Any) -> TpuCall:
     """A JAX-callable of a tessera kernel (a Kernel, or a Module of one).
 
@@ -169,11 +180,14 @@ def tpu_call(kernel: T.Kernel | T.Module, *, chip: str = "v5e", cpu: str = "tess
     the kernel runs in tessera (an XLA FFI call on CPU; `tessera_options` are
     tessera.compile's: backend="interp"|"cpu", detect_races, ...);
     cpu="error" makes the CPU lowering raise NotImplementedError. Other
-    platforms (GPUs) have no lowering.
+    platforms (GPUs) have no lowering. `cpu_kernel`: a kernel with the same
+    operands to run there instead, e.g. a faster one Mosaic cannot emit (the
+    library's host sorts).
 
     Emission errors (tessera.CompileError with located diagnostics) are
     raised when the call is first lowered for TPU."""
     kernel = T._kernel_of(kernel)
     T._check_names("tessera.jax.tpu_call", tessera_options,
                    ("backend", *T._EXECUTABLE_OPTIONS))
-    return TpuCall(kernel, chip, cpu, tessera_options)
+    return TpuCall(kernel, chip, cpu, tessera_options,
+                   T._kernel_of(cpu_kernel) if cpu_kernel is not None else None)

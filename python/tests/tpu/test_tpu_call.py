@@ -258,3 +258,29 @@ def test_more_vmem_than_the_chip_has_is_a_located_compile_error():
     d = e.value.diagnostics[0]
     assert d.file == "copy.tsr" and d.line == 1 and "needs 32.0 MiB of VMEM" in d.text
     assert k.to_mosaic("v5e").startswith("module")
+
+
+def _scale_kernel(factor: float, shape=(8, 128)):
+    rows, cols = shape
+    text = (f"kernel @scale\n  in %x: f32[{rows}, {cols}] vmem\n"
+            f"  out %y: f32[{rows}, {cols}] vmem\n"
+            f"{{\n  %v = load %x[:, :] : f32[{rows}, {cols}]\n  %c = const {factor} : f32\n"
+            f"  %w = mul %v, %c : f32[{rows}, {cols}]\n  store %y[:, :], %w\n}}\n")
+    return tessera.Module.parse(text, "scale.tsr")["scale"]
+
+
+def test_tpu_call_cpu_kernel_runs_on_cpu_and_the_kernel_on_tpu():
+    """cpu_kernel replaces the kernel on CPU only; the TPU lowering keeps the
+    kernel's Mosaic."""
+    call = tj.tpu_call(_scale_kernel(2.0), cpu_kernel=_scale_kernel(3.0))
+    x = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+    np.testing.assert_array_equal(np.asarray(jax.jit(call)(x)), x * 3)
+    assert "3.0" not in call.mosaic() and call.mosaic() == _scale_kernel(2.0).to_mosaic("v5e")
+    exported = jax.export.export(jax.jit(call), platforms=["tpu"])(
+        jax.ShapeDtypeStruct(x.shape, x.dtype))
+    assert "tpu_custom_call" in exported.mlir_module()
+
+
+def test_tpu_call_cpu_kernel_must_take_the_same_operands():
+    with pytest.raises(ValueError, match="cpu_kernel @scale takes or gives other operands"):
+        tj.tpu_call(_scale_kernel(2.0), cpu_kernel=_scale_kernel(3.0, (16, 128)))
