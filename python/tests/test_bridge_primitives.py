@@ -397,3 +397,27 @@ def test_bridge_store_through_a_reshaped_ref_is_refused():
         o_ref.reshape(8 * 128)[...] = x_ref[...].reshape(8 * 128)  # RESHAPED_STORE
     with pytest.raises(tj.TranslationError, match="reshaped ref"):
         run(k, sds((8, 128)), _f32((8, 128)))
+
+
+def test_bridge_sort_inside_a_kernel():
+    """jnp.sort / jnp.argsort / lax.sort of a tuple in a kernel body, as
+    Pallas's interpret=True runs them (no TPU lowers them): the sort and
+    argsort ops, against numpy's stable sorts."""
+    def k(x_ref, k_ref, s_ref, a_ref, c_ref, v_ref):
+        x = x_ref[...]
+        s_ref[...] = jnp.sort(x, axis=1)
+        a_ref[...] = jnp.argsort(x, axis=0, stable=True)
+        keys = k_ref[...]
+        c_ref[...], v_ref[...] = jax.lax.sort((keys, x), dimension=1, num_keys=1,
+                                              is_stable=True)
+    x = _f32((8, 128))
+    x[0, :5] = [np.nan, -0.0, 0.0, np.inf, -np.nan]
+    keys = _i32((8, 128), 1, 0, 4)
+    s, a, c, v = run(k, (sds((8, 128)), sds((8, 128), I32), sds((8, 128), I32),
+                         sds((8, 128))), x, keys)
+    ref = np.asarray(jax.lax.sort(jnp.asarray(x), dimension=1, is_stable=True))
+    np.testing.assert_array_equal(np.asarray(s).view(np.uint32), ref.view(np.uint32))
+    np.testing.assert_array_equal(np.asarray(a), np.argsort(x, axis=0, kind="stable"))
+    order = np.argsort(keys, axis=1, kind="stable")
+    np.testing.assert_array_equal(np.asarray(c), np.take_along_axis(keys, order, 1))
+    np.testing.assert_array_equal(np.asarray(v), np.take_along_axis(x, order, 1))

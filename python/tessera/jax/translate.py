@@ -1088,6 +1088,20 @@ def _rev(t, env, region, eqn, used):
     return [x]
 
 
+def _sort(t, env, region, eqn, used):
+    """lax.sort (jnp.sort, jnp.argsort, lax.sort of a tuple): the `sort` op
+    for one operand, else an `argsort` of the keys and a gather of each
+    operand; both stable, as is_stable=False permits. Mosaic has no
+    TensorCore sort, so `interpret=True` runs these kernels and a TPU does
+    not: tessera runs them and `check --target tpu` says why not."""
+    xs = [t.read(env, region, v) for v in eqn.invars]
+    dim, nk = eqn.params["dimension"], eqn.params["num_keys"]
+    if len(xs) == 1:
+        return [t.emit(region, "sort", xs, xs[0].type, ints=[dim])]
+    order = t.emit(region, "argsort", xs[:nk], B.Type.value("i32", xs[0].type.shape), ints=[dim])
+    return [t.emit(region, "gather", [x, order], x.type, ints=[dim]) for x in xs]
+
+
 def _cond(t, env, region, eqn, used):
     branches = eqn.params["branches"]
     idx = t.read(env, region, eqn.invars[0])
@@ -1499,7 +1513,7 @@ _HANDLERS: dict[str, Callable] = {
     "semaphore_signal": _sem_signal, "semaphore_wait": _sem_wait,
     "semaphore_read": _sem_read, "roll": _roll, "debug_print": _debug_print,
     "device_id": _device_id, "masked_load": _masked_load, "masked_swap": _masked_swap,
-    "reciprocal": _reciprocal, "check": _check, "axis_index": _axis_index, "rev": _rev, "gather": _gather, "tile": _tile,
+    "reciprocal": _reciprocal, "check": _check, "axis_index": _axis_index, "rev": _rev, "gather": _gather, "sort": _sort, "tile": _tile,
     **{name: _cumulative for name in _CUMULATIVE},
     "get_barrier_semaphore": _barrier_semaphore,
     **translate_math.HANDLERS,
