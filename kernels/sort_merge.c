@@ -47,6 +47,25 @@ static int64_t operand_bytes(const tsr_kernels_sort_params_t *p) {
   return bytes;
 }
 
+/* Rows of the second-to-last dim moved per grid step: a TPU tiles an HBM
+ * array's last two dims (sublanes x lanes, 8 rows of 32-bit elements, 16 of
+ * 16-bit, 32 of 8-bit; fewer when the array has fewer rows), and a DMA must
+ * start on a tile's row, so one row taken by a point index is refused
+ * ("Offsets along tiled dimensions must be aligned to tiles"). A step takes
+ * the rows of one tile of the narrowest operand (a multiple of every
+ * operand's tile), or all rows when there are no more; 1 for rank 1. */
+static int64_t rows_per_step(const tsr_kernels_sort_params_t *p) {
+  if (p->rank < 2) return 1;
+  size_t narrowest = 4; /* the indices, if any, are i32 */
+  for (uint32_t i = 0; i < p->num_operands && i < TSR_KERNELS_MAX_OPERANDS; i++) {
+    size_t size = tsr_dtype_size(p->dtypes[i]);
+    if (size >= 1 && size < narrowest) narrowest = size;
+  }
+  int64_t tile = 8 * (int64_t)(4 / narrowest);
+  int64_t rows = p->dims[p->rank - 2];
+  return rows < tile ? (rows > 0 ? rows : 1) : tile;
+}
+
 bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_block) {
   if (params->rank < 1 || params->rank > TSR_MAX_RANK) return false;
   int32_t axis = params->axis < 0 ? params->axis + (int32_t)params->rank : params->axis;
@@ -58,8 +77,9 @@ bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_blo
   int64_t arrays = 2 * (int64_t)params->num_operands + 2;
   int64_t single = p * (4 * operand_bytes(params) + 12 * arrays);
   if (p <= MERGE_BLOCK_MAX && single <= budget) return false;
-  /* Two blocks of each operand in scratch, the network's values. */
-  int64_t per_position = 2 * operand_bytes(params) + 2 * 12 * arrays;
+  /* Two blocks of each operand in scratch, the network's values, for
+   * each row of a step. */
+  int64_t per_position = (2 * operand_bytes(params) + 2 * 12 * arrays) * rows_per_step(params);
   int64_t block = MERGE_BLOCK_MAX;
   while (block > MERGE_BLOCK_MIN && block * per_position > budget) block /= 2;
   if (block >= p) return false;
@@ -75,7 +95,7 @@ bool sort_merge_wanted_forced(const tsr_kernels_sort_params_t *params, int64_t *
   if (p < 2 * MERGE_BLOCK_MIN) return false;
   int64_t budget = params->vmem_budget_bytes > 0 ? params->vmem_budget_bytes : DEFAULT_BUDGET;
   int64_t arrays = 2 * (int64_t)params->num_operands + 2;
-  int64_t per_position = 2 * operand_bytes(params) + 2 * 12 * arrays;
+  int64_t per_position = (2 * operand_bytes(params) + 2 * 12 * arrays) * rows_per_step(params);
   int64_t block = p / 2 < MERGE_BLOCK_MAX ? p / 2 : MERGE_BLOCK_MAX;
   while (block > MERGE_BLOCK_MIN && block * per_position > budget) block /= 2;
   *out_block = block;
@@ -90,7 +110,12 @@ typedef struct merge {
   tsr_ir_value_t *in[TSR_KERNELS_MAX_OPERANDS], *out[TSR_KERNELS_MAX_OPERANDS], *idx_out;
   tsr_ir_value_t *buf[2][TSR_KERNELS_MAX_OPERANDS], *idx_buf[2];
   tsr_ir_value_t *sem;
-  tsr_ir_value_t *lead[TSR_MAX_RANK]; /* program ids of the leading dims */
+  tsr_ir_value_t *lead[TSR_MAX_RANK]; /* program ids of the dims before the rows */
+  /* The rows (second-to-last dim) a step moves: rows_per_step() of them
+   * from row group_start (a multiple of rows_step), rows_rem in the last
+   * group when they do not divide; rank 1: one row. */
+  int64_t rows_step, full_groups, rows_rem;
+  tsr_ir_value_t *group, *group_start; /* NULL with one group */
   sort_tile_t tile;      /* a block in the network: (128, B/128), sort_tile.c */
   tsr_ir_value_t *rev_l; /* L-1-lane: a block's lanes reversed */
   bool canonical[TSR_KERNELS_MAX_OPERANDS];
@@ -109,55 +134,83 @@ typedef struct arrays {
   int32_t index_at;
 } arrays_t;
 
-/* DMAs between HBM row block c (start = c * B, `size` positions) and the
- * VMEM buffer's first `size` positions, started and waited. */
+/* DMAs between HBM column block `start` (`size` positions) of `rows` rows
+ * from the step's first row and the head of the VMEM buffer, started and
+ * waited. */
 static void dma_block(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem, bool to_vmem,
-                      tsr_ir_value_t *start, int64_t size) {
+                      tsr_ir_value_t *start, int64_t size, int64_t rows) {
   kb_t *b = &g->b;
+  uint32_t r = g->rank, n = 0;
   tsr_ir_index_t hidx[TSR_MAX_RANK], vidx[2] = {kb_point(0), kb_slice(0, size)};
   tsr_ir_value_t *starts[TSR_MAX_RANK];
-  for (uint32_t d = 0; d + 1 < g->rank; d++) {
-    hidx[d] = (tsr_ir_index_t){TSR_INDEX_POINT, (int32_t)d, 0, 0, 1, 1};
-    starts[d] = g->lead[d];
+  for (uint32_t d = 0; d + 2 < r; d++) {
+    hidx[d] = (tsr_ir_index_t){TSR_INDEX_POINT, (int32_t)n, 0, 0, 1, 1};
+    starts[n++] = g->lead[d];
   }
-  hidx[g->rank - 1] = kb_ds((int32_t)(g->rank - 1), size);
-  starts[g->rank - 1] = start;
+  if (r >= 2) {
+    if (g->group_start) {
+      hidx[r - 2] = kb_ds((int32_t)n, rows);
+      starts[n++] = g->group_start;
+    } else {
+      hidx[r - 2] = kb_slice(0, rows);
+    }
+    vidx[0] = kb_slice(0, rows);
+  }
+  hidx[r - 1] = kb_ds((int32_t)n, size);
+  starts[n++] = start;
   for (int pass = 0; pass < 2; pass++) {
     const char *op = pass == 0 ? "dma_start" : "dma_wait";
     if (to_vmem)
-      kb_dma(b, op, hbm, hidx, g->rank, vmem, vidx, 2, g->sem, starts, g->rank);
+      kb_dma(b, op, hbm, hidx, r, vmem, vidx, 2, g->sem, starts, n);
     else
-      kb_dma(b, op, vmem, vidx, 2, hbm, hidx, g->rank, g->sem, starts, g->rank);
+      kb_dma(b, op, vmem, vidx, 2, hbm, hidx, r, g->sem, starts, n);
   }
 }
 
-/* Moves block c (dynamic) of every stored array between HBM and the
- * buffers of `set`: full blocks at size B, the last one at its size. */
+/* Moves column block c (dynamic) of the step's rows of every stored array
+ * between HBM and the buffers of `set`: full blocks at size B from
+ * `multiple_of c * B, B` (what proves a TPU's DMA offsets aligned), the
+ * last one at its size from its static start; the same for the rows,
+ * full groups and the last one. */
 static void move_block(merge_t *g, int set, tsr_ir_value_t *c, bool to_vmem, bool from_inputs) {
   kb_t *b = &g->b;
-  tsr_ir_value_t *start = kb_binary(b, "mul", c, kb_i32(b, g->block));
-  for (int part = 0; part < 2; part++) {
-    int64_t size = part == 0 ? g->block : g->rem;
-    if (part == 0 && g->full_blocks == 0) continue;
-    if (part == 1 && g->rem == 0) continue;
-    tsr_ir_value_t *cond = kb_compare(b, part == 0 ? "lt" : "eq", c, kb_i32(b, g->full_blocks));
-    kb_for_t branch = kb_begin_if(b, cond);
-    for (uint32_t i = 0; i < g->n_ops; i++)
-      dma_block(g, to_vmem && from_inputs ? g->in[i] : g->out[i], g->buf[set][i], to_vmem,
-                start, size);
-    if (g->idx_out && !from_inputs) dma_block(g, g->idx_out, g->idx_buf[set], to_vmem, start, size);
-    kb_end_if(b, &branch);
+  tsr_ir_value_t *full_start =
+      g->full_blocks ? kb_multiple_of(b, kb_binary(b, "mul", c, kb_i32(b, g->block)), g->block)
+                     : NULL;
+  for (int row_part = 0; row_part < 2; row_part++) {
+    int64_t rows = row_part == 0 ? g->rows_step : g->rows_rem;
+    if ((row_part == 0 && g->full_groups == 0) || (row_part == 1 && g->rows_rem == 0)) continue;
+    tsr_ir_value_t *row_cond =
+        !g->rows_rem ? NULL
+                     : kb_compare(b, row_part == 0 ? "lt" : "eq", g->group,
+                                  kb_i32(b, g->full_groups));
+    for (int part = 0; part < 2; part++) {
+      int64_t size = part == 0 ? g->block : g->rem;
+      if (part == 0 && g->full_blocks == 0) continue;
+      if (part == 1 && g->rem == 0) continue;
+      tsr_ir_value_t *cond =
+          kb_compare(b, part == 0 ? "lt" : "eq", c, kb_i32(b, g->full_blocks));
+      if (row_cond) cond = kb_binary(b, "and", row_cond, cond);
+      tsr_ir_value_t *start = part == 0 ? full_start : kb_i32(b, g->full_blocks * g->block);
+      kb_for_t branch = kb_begin_if(b, cond);
+      for (uint32_t i = 0; i < g->n_ops; i++)
+        dma_block(g, to_vmem && from_inputs ? g->in[i] : g->out[i], g->buf[set][i], to_vmem,
+                  start, size, rows);
+      if (g->idx_out && !from_inputs)
+        dma_block(g, g->idx_out, g->idx_buf[set], to_vmem, start, size, rows);
+      kb_end_if(b, &branch);
+    }
   }
 }
 
-/* (1, B) as loaded -> the network's (R, L) tile, and back. */
+/* (rows, B) as loaded -> the network's ([rows,] 128, L) tile, and back. */
 static tsr_ir_value_t *to_net(merge_t *g, tsr_ir_value_t *v) {
   return sort_tile_from_line(&g->b, &g->tile, v);
 }
 
 static tsr_ir_value_t *from_net(merge_t *g, tsr_ir_value_t *v) {
-  int64_t one_b[2] = {1, g->block};
-  return sort_tile_to_line(&g->b, &g->tile, v, kb_vec(TSR_DTYPE_I32, 2, one_b));
+  int64_t line[2] = {g->rows_step, g->block};
+  return sort_tile_to_line(&g->b, &g->tile, v, kb_vec(TSR_DTYPE_I32, 2, line));
 }
 
 /* A block reversed (element e to B-1-e): both axes of (R, L). The rows by
@@ -167,13 +220,14 @@ static tsr_ir_value_t *from_net(merge_t *g, tsr_ir_value_t *v) {
 static tsr_ir_value_t *reverse(merge_t *g, tsr_ir_value_t *v) {
   kb_t *b = &g->b;
   const sort_tile_t *t = &g->tile;
+  uint32_t ax = t->rank - 2; /* the tile's rows; its lanes are ax + 1 */
   for (int64_t bit = 1; bit < t->rows; bit <<= 1) {
     tsr_ir_value_t *clear = kb_compare(b, "eq", kb_binary(b, "and", t->row_iota, kb_i32(b, bit)),
                                        kb_i32(b, 0));
-    v = kb_select(b, clear, kb_roll(b, v, kb_i32(b, t->rows - bit), 0),
-                  kb_roll(b, v, kb_i32(b, bit), 0));
+    v = kb_select(b, clear, kb_roll(b, v, kb_i32(b, t->rows - bit), ax),
+                  kb_roll(b, v, kb_i32(b, bit), ax));
   }
-  if (t->lanes > 1) v = kb_gather(b, v, g->rev_l, 1);
+  if (t->lanes > 1) v = kb_gather(b, v, g->rev_l, ax + 1);
   return v;
 }
 
@@ -287,7 +341,13 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   int64_t grid[TSR_MAX_RANK];
   uint32_t grid_rank = 0;
   tsr_ir_dim_semantics_t sem[TSR_MAX_RANK];
-  for (uint32_t d = 0; d + 1 < g.rank; d++) grid[grid_rank++] = params->dims[d];
+  g.rows_step = rows_per_step(params);
+  int64_t rows = g.rank >= 2 ? params->dims[g.rank - 2] : 1;
+  g.full_groups = rows / g.rows_step;
+  g.rows_rem = rows % g.rows_step;
+  int64_t groups = g.full_groups + (g.rows_rem ? 1 : 0);
+  for (uint32_t d = 0; d + 2 < g.rank; d++) grid[grid_rank++] = params->dims[d];
+  if (groups > 1) grid[grid_rank++] = groups;
   if (grid_rank == 0) grid[grid_rank++] = 1;
   for (uint32_t d = 0; d < grid_rank; d++) sem[d] = TSR_DIM_PARALLEL;
   kb_grid(b, grid_rank, grid, sem);
@@ -305,7 +365,7 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   if (params->return_indices)
     g.idx_out = kb_operand(b, TSR_ROLE_OUT, "indices", TSR_DTYPE_I32, g.rank, params->dims,
                            TSR_SPACE_ANY, NULL, NULL);
-  int64_t buf_dims[2] = {1, block};
+  int64_t buf_dims[2] = {g.rows_step, block};
   for (int set = 0; set < 2; set++) {
     for (uint32_t i = 0; i < g.n_ops; i++) {
       snprintf(name, sizeof name, "%s%u", set ? "hi" : "lo", i);
@@ -325,10 +385,18 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
     if (g.idx_out)
       kb_store_all(b, g.idx_buf[set], kb_const_i(b, kb_vec(TSR_DTYPE_I32, 2, buf_dims), 0));
   }
-  for (uint32_t d = 0; d + 1 < g.rank; d++) g.lead[d] = kb_program_id(b, d);
-  sort_tile_init(b, &g.tile, 0, NULL, block);
-  tsr_ir_type_t rl_t = kb_vec(TSR_DTYPE_I32, 2, g.tile.dims);
-  g.rev_l = kb_binary(b, "sub", kb_const_i(b, rl_t, g.tile.lanes - 1), kb_iota(b, rl_t, 1));
+  uint32_t lead_rank = 0;
+  for (uint32_t d = 0; d + 2 < g.rank; d++) g.lead[d] = kb_program_id(b, lead_rank++);
+  if (groups > 1) {
+    g.group = kb_program_id(b, lead_rank);
+    g.group_start = kb_multiple_of(b, kb_binary(b, "mul", g.group, kb_i32(b, g.rows_step)),
+                                   g.rows_step);
+  }
+  /* One row: the (128, L) tile; several: (rows, 128, L). */
+  sort_tile_init(b, &g.tile, g.rows_step > 1 ? 1 : 0, &g.rows_step, block);
+  tsr_ir_type_t rl_t = kb_vec(TSR_DTYPE_I32, g.tile.rank, g.tile.dims);
+  g.rev_l = kb_binary(b, "sub", kb_const_i(b, rl_t, g.tile.lanes - 1),
+                      kb_iota(b, rl_t, g.tile.rank - 1));
   int64_t blocks = g.full_blocks + (g.rem ? 1 : 0);
   int log_b = log2_of(block), levels = log2_of(g.p);
   arrays_t lo, hi;
