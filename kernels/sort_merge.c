@@ -15,7 +15,12 @@
  *   3. half-cleaners inside each block (j = B/2 .. 1): the network's last
  *      level on the block.
  * Stable sorts carry the input position as the last key, stored between
- * passes in the `indices` output (so they need return_indices). */
+ * passes in the `indices` output (so they need return_indices).
+ *
+ * For a TPU, every DMA moves whole HBM tiles: a grid step takes the rows
+ * of one tile at once (rows_per_step), and the offsets are multiple_of
+ * values that libtpu can prove aligned; the network runs on one row at a
+ * time from a (rows, 1, B) copy of the buffers. */
 #include <stdio.h>
 #include <string.h>
 
