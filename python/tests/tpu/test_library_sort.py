@@ -48,6 +48,8 @@ CASES = {
     "sort_multiblock_bf16_rank3": ("sort", dict(shape=(2, 16, 4096), dtypes=["bf16", "i32"],
                                                 return_indices=True,
                                                 vmem_budget_bytes=1 << 19)),
+    "sort_multiblock_default_budget": ("sort", dict(shape=(8, 65536), dtypes=["f32"])),
+    "sort_multiblock_1m": ("sort", dict(shape=(1 << 20,), dtypes=["f32"])),
     "sort_multiblock_ragged_length": ("sort", dict(shape=(2, 5000), dtypes=["f32"],
                                                    vmem_budget_bytes=1 << 16)),
     "sort_multiblock_ragged_rows": ("sort", dict(shape=(19, 2048), dtypes=["f32"],
