@@ -396,8 +396,27 @@ static kb_for_t begin_blocks(merge_t *g) {
   return kb_begin_for(b, kb_i32(b, 0), kb_i32(b, blocks), NULL, 0);
 }
 
+/* Whether a stable sort gives the same outputs as an unstable one: when
+ * every operand is a key and of an integer dtype, keys that compare equal
+ * are equal in every bit, so their order cannot be seen. (Float keys
+ * compare -0.0 equal to +0.0 and all NaNs equal; payloads differ.) */
+static bool stability_unobservable(const tsr_kernels_sort_params_t *p) {
+  if (p->return_indices || p->num_keys != p->num_operands) return false;
+  for (uint32_t i = 0; i < p->num_operands && i < TSR_KERNELS_MAX_OPERANDS; i++) {
+    tsr_dtype_class_t c = tsr_dtype_class(p->dtypes[i]);
+    if (c != TSR_CLASS_SINT && c != TSR_CLASS_UINT) return false;
+  }
+  return true;
+}
+
 tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_t block,
                                  tsr_ir_module_t **out_module) {
+  tsr_kernels_sort_params_t unstable;
+  if (params->stable && stability_unobservable(params)) {
+    unstable = *params;
+    unstable.stable = false; /* the same outputs, without the positions */
+    params = &unstable;
+  }
   merge_t g;
   memset(&g, 0, sizeof g);
   g.params = params;
@@ -413,7 +432,8 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   if (params->stable && !params->return_indices)
     return TSR_STATUS(TSR_UNIMPLEMENTED,
                       "sort: a stable sort of rows longer than a block (%lld positions here) "
-                      "keeps the input positions in the indices output: set return_indices",
+                      "keeps the input positions in the indices output: set return_indices "
+                      "(not needed when every operand is an integer key)",
                       (long long)block);
   for (uint32_t i = 0; i < g.nk_user; i++) {
     tsr_dtype_t dt = params->dtypes[i];

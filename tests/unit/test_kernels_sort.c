@@ -287,6 +287,34 @@ TSR_TEST(multi_block_row_groups_interp) {
     check_sort(&cases[i], TSR_BACKEND_INTERP);
 }
 
+/* A stable multi-block sort without the indices output: when every operand
+ * is an integer key, equal keys are equal bits and the unstable network
+ * gives the stable result (checked bit for bit against the stable
+ * reference); with a float key or a payload it still needs the indices. */
+static void expect_error(tsr_status_t s, tsr_status_code_t code, const char *needle);
+
+TSR_TEST(multi_block_stable_integer_keys_without_indices) {
+  sort_case_t cases[] = {
+      {2, {3, 1000, 0}, -1, 1, 1, {TSR_DTYPE_I32}, false, true, false, 8192},
+      {1, {700, 0, 0}, 0, 2, 2, {TSR_DTYPE_U8, TSR_DTYPE_I16}, true, true, false, 8192},
+      {2, {10, 300, 0}, -1, 1, 1, {TSR_DTYPE_U32}, true, true, false, 8192},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_sort(&cases[i], TSR_BACKEND_INTERP);
+  tsr_kernels_sort_params_t p;
+  tsr_kernels_sort_params_initialize(&p);
+  p.rank = 1;
+  p.dims[0] = 1000;
+  p.num_operands = 2;
+  p.dtypes[0] = TSR_DTYPE_I32;
+  p.dtypes[1] = TSR_DTYPE_I32; /* a payload: its order among equal keys shows */
+  p.stable = true;
+  p.vmem_budget_bytes = 8192;
+  tsr_ir_module_t *m = NULL;
+  expect_error(tsr_kernels_sort(&p, &m), TSR_UNIMPLEMENTED, "return_indices");
+  TSR_CHECK(m == NULL);
+}
+
 static void check_topk(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims, int32_t axis,
                        int64_t k, bool smallest, tsr_backend_t backend);
 
@@ -316,6 +344,7 @@ TSR_TEST(both_backends_agree_cpu) {
       {2, {2, 2500, 0}, -1, 2, 1, {TSR_DTYPE_F32, TSR_DTYPE_I32}, false, true, true, 0},
       {2, {19, 300, 0}, -1, 1, 1, {TSR_DTYPE_F32}, true, false, false, 8192},
       {3, {2, 9, 500}, -1, 2, 1, {TSR_DTYPE_I16, TSR_DTYPE_F32}, false, true, true, 8192},
+      {2, {9, 400, 0}, -1, 1, 1, {TSR_DTYPE_I32}, true, true, false, 8192},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !skip_reason; i++)
     check_sort(&cases[i], TSR_BACKEND_CPU);
@@ -543,6 +572,7 @@ int main(void) {
   TSR_RUN(random_shapes_and_axes_interp);
   TSR_RUN(rows_longer_than_a_block_interp);
   TSR_RUN(multi_block_row_groups_interp);
+  TSR_RUN(multi_block_stable_integer_keys_without_indices);
   TSR_RUN(tiled_rows_interp);
   TSR_RUN(nan_and_signed_zero_placement);
   TSR_RUN(topk_every_dtype_interp);
