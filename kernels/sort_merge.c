@@ -52,11 +52,12 @@ static int64_t operand_bytes(const tsr_kernels_sort_params_t *p) {
   return bytes;
 }
 
-/* Rows of the second-to-last dim moved per grid step: a TPU tiles an HBM
- * array's last two dims (sublanes x lanes, 8 rows of 32-bit elements, 16 of
- * 16-bit, 32 of 8-bit; fewer when the array has fewer rows), and a DMA must
- * start on a tile's row, so one row taken by a point index is refused
- * ("Offsets along tiled dimensions must be aligned to tiles"). A step takes
+/* Rows of the second-to-last dim moved per grid step. A TPU tiles an HBM
+ * array's last two dims (8 x 128 for 32-bit elements, 16 rows of 16-bit,
+ * 32 of 8-bit; as many rows as the array has below that: (2, 128) for a
+ * (2, 5000) f32 array), and libtpu refused the DMA of one row of it at a
+ * dynamic row ("Offsets along tiled dimensions must be aligned to tiles")
+ * and of a last, partial group of rows ("Slice sizes ..."). A step takes
  * the rows of one tile of the narrowest operand (a multiple of every
  * operand's tile), or all rows when there are no more; 1 for rank 1. */
 static int64_t rows_per_step(const tsr_kernels_sort_params_t *p) {
@@ -183,12 +184,13 @@ static void dma_block(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem, boo
   }
 }
 
+static void stage_rows(merge_t *g, int set, bool to_rows, bool indices);
+
 /* Moves column block c (dynamic) of the step's rows of every stored array
  * between HBM and the buffers of `set`: full blocks at size B from
  * `multiple_of c * B, B` (what proves a TPU's DMA offsets aligned), the
  * last one at its size from its static start; the same for the rows,
  * full groups and the last one. */
-static void stage_rows(merge_t *g, int set, bool to_rows, bool indices);
 
 static void move_block(merge_t *g, int set, tsr_ir_value_t *c, bool to_vmem, bool from_inputs) {
   kb_t *b = &g->b;
@@ -323,7 +325,8 @@ static void load_arrays(merge_t *g, int set, tsr_ir_value_t *c, bool phase1, arr
   tsr_ir_value_t *gpos = kb_binary(b, "add", g->tile.pos, kb_binary(b, "mul", c, kb_i32(b, g->block)));
   tsr_ir_value_t *pad = kb_compare(b, "ge", gpos, kb_i32(b, g->n));
   tsr_ir_value_t *vals[TSR_KERNELS_MAX_OPERANDS];
-  for (uint32_t i = 0; i < g->n_ops; i++) vals[i] = to_net(g, load_row(g, g->buf[set][i], g->rows_buf[set][i]));
+  for (uint32_t i = 0; i < g->n_ops; i++)
+    vals[i] = to_net(g, load_row(g, g->buf[set][i], g->rows_buf[set][i]));
   bool has_index = phase1 ? (p->return_indices || p->stable || (g->padded && g->payloads > 0))
                           : p->return_indices;
   bool index_key = p->stable || (phase1 && g->padded && (g->payloads > 0 || p->return_indices));
