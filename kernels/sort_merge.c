@@ -31,6 +31,7 @@
 #define MERGE_BLOCK_MAX ((int64_t)1 << 13)
 #define MERGE_BLOCK_MIN ((int64_t)128)
 #define DEFAULT_BUDGET ((int64_t)16 << 20)
+#define ROWS_WHOLE ((int64_t)64)
 
 static int64_t pow2_at_least(int64_t n) {
   int64_t p = 1;
@@ -69,7 +70,13 @@ static int64_t rows_per_step(const tsr_kernels_sort_params_t *p) {
   }
   int64_t tile = 8 * (int64_t)(4 / narrowest);
   int64_t rows = p->dims[p->rank - 2];
-  return rows < tile ? (rows > 0 ? rows : 1) : tile;
+  if (rows < 1) return 1;
+  /* Up to ROWS_WHOLE rows that tiles do not divide: all of them (one DMA
+   * of whole dims), which keeps the block at its largest under the
+   * default budget; more: tiles, and the last group is partial (which a
+   * TPU refuses, docs/kernels.md "Not covered"). */
+  if (rows <= tile || (rows % tile != 0 && rows <= ROWS_WHOLE)) return rows;
+  return tile;
 }
 
 /* VMEM per position of a block: two blocks of each operand in scratch for

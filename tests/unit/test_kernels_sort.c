@@ -273,8 +273,9 @@ TSR_TEST(rows_longer_than_a_block_interp) {
 }
 
 /* The multi-block sort moves the rows of one HBM tile per step (8 rows of
- * 32-bit operands, 16 of 16-bit, 32 of 8-bit; all rows when fewer): full
- * groups, a partial last group, rank 3 (a leading grid dim). */
+ * 32-bit operands, 16 of 16-bit, 32 of 8-bit; all rows when fewer, or
+ * when tiles do not divide them and they are at most 64): one group, full
+ * groups, a partial last group (67 rows), rank 3 (a leading grid dim). */
 TSR_TEST(multi_block_row_groups_interp) {
   sort_case_t cases[] = {
       {2, {8, 300, 0}, -1, 1, 1, {TSR_DTYPE_F32}, false, false, false, 8192},
@@ -282,6 +283,8 @@ TSR_TEST(multi_block_row_groups_interp) {
       {3, {2, 11, 260}, -1, 2, 1, {TSR_DTYPE_I32, TSR_DTYPE_BF16}, false, true, true, 8192},
       {2, {35, 129, 0}, -1, 2, 2, {TSR_DTYPE_U8, TSR_DTYPE_I16}, true, true, true, 8192},
       {2, {17, 1000, 0}, -1, 1, 1, {TSR_DTYPE_BF16}, false, true, true, 8192},
+      {2, {67, 130, 0}, -1, 2, 1, {TSR_DTYPE_F32, TSR_DTYPE_U16}, true, true, true, 8192},
+      {2, {72, 200, 0}, -1, 1, 1, {TSR_DTYPE_I32}, false, false, false, 8192},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_sort(&cases[i], TSR_BACKEND_INTERP);
