@@ -60,7 +60,8 @@ static int64_t operand_bytes(const tsr_kernels_sort_params_t *p) {
  * dynamic row ("Offsets along tiled dimensions must be aligned to tiles")
  * and of a last, partial group of rows ("Slice sizes ..."). A step takes
  * the rows of one tile of the narrowest operand (a multiple of every
- * operand's tile), or all rows when there are no more; 1 for rank 1. */
+ * operand's tile), or all rows when there are no more (and, below
+ * ROWS_WHOLE, when tiles do not divide them); 1 for rank 1. */
 static int64_t rows_per_step(const tsr_kernels_sort_params_t *p) {
   if (p->rank < 2) return 1;
   size_t narrowest = 4; /* the indices, if any, are i32 */
