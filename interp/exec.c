@@ -478,6 +478,21 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
           if (tsr_diag_assert_failed(&run->sh->diag, &where, tp->text)) run->sh->aborted = true;
         }
         goto op_done;
+      case XOP_MULTIPLE_OF: {
+        /* Mosaic assumes the value is a multiple (tpu.assume_multiple): one
+         * that is not makes a wrong kernel on a TPU (e.g. a misaligned DMA),
+         * so the interpreter checks the promise. */
+        int64_t multiple = *(const int64_t *)in->plan;
+        int32_t raw = tsr_interp_read_i32(run, in->a);
+        int64_t value = in->dtype == TSR_DTYPE_U32 ? (int64_t)(uint32_t)raw : (int64_t)raw;
+        if (value % multiple != 0)
+          tsr_interp_kernel_error(run, in->site, TSR_DIAG_BAD_VALUE,
+                                  "%lld is not a multiple of %lld: the kernel promises it is "
+                                  "(pl.multiple_of), and a TPU assumes it",
+                                  (long long)value, (long long)multiple);
+        tsr_interp_put_i32(run, in, raw);
+        goto op_done;
+      }
     op_done:
         if (TSR_UNLIKELY(run->sh->aborted)) goto out;
         continue;

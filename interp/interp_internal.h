@@ -58,6 +58,8 @@ typedef enum xop {
   XOP_DOT,
   XOP_PRINT,
   XOP_ASSERT,
+  XOP_MULTIPLE_OF,        /* r = a; a kernel error unless a is a multiple of
+                             *(const int64_t *)plan */
   XOP_DMA_START,
   XOP_DMA_WAIT,
   XOP_SEM_SIGNAL,

@@ -528,6 +528,15 @@ static tsr_status_t prep_dot(prep_t *ps, const tsr_op_t *op, insn_t *in) {
 }
 
 /* print, assert: the text and the values it shows. */
+/* multiple_of: the multiple, for the check exec.c makes. */
+static tsr_status_t prep_multiple_of(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  int64_t *multiple = plan_alloc(ps, sizeof *multiple);
+  if (!multiple) return TSR_OOM();
+  *multiple = op->ints[0];
+  in->plan = multiple;
+  return emit(ps, in, NULL);
+}
+
 static tsr_status_t prep_text(prep_t *ps, const tsr_op_t *op, insn_t *in) {
   text_plan_t *tp = plan_alloc(ps, sizeof *tp);
   if (!tp) return TSR_OOM();
@@ -723,6 +732,7 @@ static tsr_status_t prep_dma_op(prep_t *ps, const tsr_op_t *op, insn_t *in) {
 #define PREP_CONDITION {prep_terminator, 0}
 #define PREP_PRINT {prep_text, XOP_PRINT}                /* TSR_FAM_DEBUG */
 #define PREP_ASSERT {prep_text, XOP_ASSERT}
+#define PREP_MULTIPLE_OF {prep_multiple_of, XOP_MULTIPLE_OF} /* TSR_FAM_HINT */
 #define PREP_DMA_START {prep_dma_op, XOP_DMA_START}         /* TSR_FAM_DMA */
 #define PREP_DMA_WAIT {prep_dma_op, XOP_DMA_WAIT}
 #define PREP_SEM_SIGNAL {prep_sem_op, XOP_SEM_SIGNAL}       /* TSR_FAM_SEMAPHORE */
@@ -751,6 +761,7 @@ static tsr_status_t prep_dma_op(prep_t *ps, const tsr_op_t *op, insn_t *in) {
 #define PER_OP_DEBUG PER_OP_ENTRY
 #define PER_OP_DMA PER_OP_ENTRY
 #define PER_OP_SEMAPHORE PER_OP_ENTRY
+#define PER_OP_HINT PER_OP_ENTRY
 static const prep_entry_t per_op_table[TSR_OP_COUNT] = {
 #define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) PER_OP_##fam(E)
 #include "ir/ops.def"
@@ -783,6 +794,7 @@ static prep_fn *const family_table[] = {
     prep_per_op,    /* DEBUG */
     prep_per_op,    /* DMA */
     prep_per_op,    /* SEMAPHORE */
+    prep_per_op,    /* HINT */
 };
 _Static_assert(TSR_ARRAY_SIZE(family_table) == TSR_FAM_COUNT,
                "family_table: one prepare handler per TSR_FAM_ family");

@@ -37,6 +37,7 @@ typedef enum tsr_syntax {
   TSR_SYN_ASSERT,   /* assert %c, "text" */
   TSR_SYN_DMA,      /* dma_start/dma_wait %src[..] -> %dst[..], %sem[..] .. */
   TSR_SYN_SEM,      /* sem_* %sem[..], %n .. */
+  TSR_SYN_VALUE_INT, /* %r = op %a, N : T           (multiple_of) */
 } tsr_syntax_t;
 
 /* The verifier's type rule for an op. */
@@ -49,6 +50,7 @@ typedef enum tsr_rule {
   TSR_RULE_FOR, TSR_RULE_WHILE, TSR_RULE_IF, TSR_RULE_SCOPED, TSR_RULE_YIELD,
   TSR_RULE_CONDITION, TSR_RULE_PRINT, TSR_RULE_ASSERT, TSR_RULE_DMA,
   TSR_RULE_SEMAPHORE, TSR_RULE_ID_QUERY, TSR_RULE_SORT, TSR_RULE_ARGSORT,
+  TSR_RULE_MULTIPLE_OF,
   TSR_RULE_RESERVED, /* no type rule: the op is TSR_F_RESERVED */
 } tsr_rule_t;
 
@@ -71,6 +73,8 @@ typedef enum tsr_family {
   TSR_FAM_DEBUG,      /* print, assert */
   TSR_FAM_DMA,        /* dma_start, dma_wait */
   TSR_FAM_SEMAPHORE,  /* signal, wait, read, barrier */
+  TSR_FAM_HINT,       /* the operand's value, with a property back ends may
+                         assume: multiple_of */
   TSR_FAM_COUNT
 } tsr_family_t;
 

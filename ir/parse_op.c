@@ -317,6 +317,13 @@ static bool parse_op_body(parser_t *p, op_line_t *l) {
       if (!ps_parse_int(p, "an axis", &l->ints[0])) return false;
       l->num_ints = 1;
       return ps_parse_result_types(p, l);
+    case TSR_SYN_VALUE_INT:
+      if (!ps_parse_use(p, "a value", &v) || !ps_push_value(p, &l->operands, v))
+        return false;
+      if (!ps_expect(p, TOK_COMMA, "',' and an integer")) return false;
+      if (!ps_parse_int(p, "an integer", &l->ints[0])) return false;
+      l->num_ints = 1;
+      return ps_parse_result_types(p, l);
     case TSR_SYN_AXES:
       if (!ps_parse_use(p, "a value", &v) || !ps_push_value(p, &l->operands, v))
         return false;

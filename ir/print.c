@@ -344,6 +344,11 @@ static void put_op(tsr_strbuf_t *sb, const tsr_op_t *op, int depth) {
       put_operands(sb, op, 0, op->num_operands);
       tsr_strbuf_printf(sb, " axis %lld", (long long)int_attr(op, 0));
       break;
+    case TSR_SYN_VALUE_INT:
+      tsr_strbuf_puts(sb, " ");
+      put_operands(sb, op, 0, op->num_operands);
+      tsr_strbuf_printf(sb, ", %lld", (long long)int_attr(op, 0));
+      break;
     case TSR_SYN_AXES:
       tsr_strbuf_puts(sb, " ");
       put_operand(sb, op, 0);

@@ -279,9 +279,13 @@ static NOINLINE bool check_arity(verifier_t *v, const tsr_op_t *op) {
     vf_report(v, op->loc, "'%s' is malformed: a count is set but its array is missing", m);
     ok = false;
   }
-  if ((info->syntax == TSR_SYN_INT_ATTR || info->syntax == TSR_SYN_AXIS) && op->num_ints != 1) {
+  if ((info->syntax == TSR_SYN_INT_ATTR || info->syntax == TSR_SYN_AXIS ||
+       info->syntax == TSR_SYN_VALUE_INT) && op->num_ints != 1) {
     vf_report(v, op->loc, "'%s' needs 1 %s attribute, found %u", m,
-              op->opcode == TSR_OP_IOTA ? "dimension" : "axis", op->num_ints);
+              op->opcode == TSR_OP_IOTA         ? "dimension"
+              : info->syntax == TSR_SYN_VALUE_INT ? "integer"
+                                                  : "axis",
+              op->num_ints);
     ok = false;
   }
   return ok;

@@ -377,6 +377,25 @@ static void rule_grid_query(verifier_t *v, const tsr_op_t *op) {
   vf_expect_result(v, op, 0, &i32, "");
 }
 
+/* multiple_of: a scalar i32 or u32 (an index, an offset), the result of
+ * its type, and a multiple in [1, 2^31 - 1] (what a 32-bit value can be a
+ * positive multiple of, and what Mosaic's tpu.assume_multiple takes). */
+static void rule_multiple_of(verifier_t *v, const tsr_op_t *op) {
+  const tsr_type_t *a = &op->operands[0]->type;
+  if (a->kind != TSR_TYPE_SCALAR || (a->dtype != TSR_DTYPE_I32 && a->dtype != TSR_DTYPE_U32)) {
+    vf_report(v, op->loc, "'multiple_of' operand #1 (%%%s): expected a scalar i32 or u32, found %s",
+              vname(op->operands[0]), TYPE_TEXT(a));
+    return;
+  }
+  int64_t n = op->ints[0];
+  if (n < 1 || n > INT32_MAX) {
+    vf_report(v, op->loc, "'multiple_of' multiple %lld is out of range: expected 1 to %d",
+              (long long)n, INT32_MAX);
+    return;
+  }
+  vf_expect_result(v, op, 0, a, " (the type of operand #1)");
+}
+
 static void rule_const(verifier_t *v, const tsr_op_t *op) {
   const tsr_type_t *r = &op->results[0]->type;
   const char *dt = tsr_dtype_name((tsr_dtype_t)r->dtype);
@@ -446,6 +465,7 @@ NOINLINE void vf_apply_rule(verifier_t *v, const tsr_op_t *op) {
     }
     case TSR_RULE_DMA: vf_rule_dma(v, op); break;
     case TSR_RULE_SEMAPHORE: vf_rule_semaphore(v, op); break;
+    case TSR_RULE_MULTIPLE_OF: rule_multiple_of(v, op); break;
     case TSR_RULE_ID_QUERY: {
       tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32);
       vf_expect_result(v, op, 0, &i32, "");

@@ -339,3 +339,8 @@ void kb_dma(kb_t *b, const char *mnemonic, tsr_ir_value_t *src, const tsr_ir_ind
                           .indices = idx, .num_indices = n, .ints = counts, .num_ints = 3};
   kb_op(b, &p, NULL);
 }
+
+tsr_ir_value_t *kb_multiple_of(kb_t *b, tsr_ir_value_t *a, int64_t multiple) {
+  if (!a) return NULL;
+  return build(b, "multiple_of", a->type, &a, 1, &multiple, 1);
+}

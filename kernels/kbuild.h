@@ -137,4 +137,11 @@ void kb_dma(kb_t *b, const char *mnemonic, tsr_ir_value_t *src, const tsr_ir_ind
             uint32_t n_src, tsr_ir_value_t *dst, const tsr_ir_index_t *dst_idx, uint32_t n_dst,
             tsr_ir_value_t *sem, tsr_ir_value_t *const *starts, uint32_t num_starts);
 
+/* ---- hints ---- */
+/* `multiple_of %a, multiple`: a (a scalar i32 or u32), promised to be a
+ * multiple of `multiple` (Pallas's pl.multiple_of): Mosaic then proves
+ * the alignment of DMA and load offsets computed from it; the interpreter
+ * reports a kernel error where the promise is broken. */
+tsr_ir_value_t *kb_multiple_of(kb_t *b, tsr_ir_value_t *a, int64_t multiple);
+
 #endif /* TESSERA_KERNELS_KBUILD_H */

@@ -15,7 +15,12 @@
  *   3. half-cleaners inside each block (j = B/2 .. 1): the network's last
  *      level on the block.
  * Stable sorts carry the input position as the last key, stored between
- * passes in the `indices` output (so they need return_indices). */
+ * passes in the `indices` output (so they need return_indices).
+ *
+ * For a TPU, every DMA moves whole HBM tiles: a grid step takes the rows
+ * of one tile at once (rows_per_step), and the offsets are multiple_of
+ * values that libtpu can prove aligned; the network runs on one row at a
+ * time from a (rows, 1, B) copy of the buffers. */
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +31,7 @@
 #define MERGE_BLOCK_MAX ((int64_t)1 << 13)
 #define MERGE_BLOCK_MIN ((int64_t)128)
 #define DEFAULT_BUDGET ((int64_t)16 << 20)
+#define ROWS_WHOLE ((int64_t)64)
 
 static int64_t pow2_at_least(int64_t n) {
   int64_t p = 1;
@@ -47,6 +53,42 @@ static int64_t operand_bytes(const tsr_kernels_sort_params_t *p) {
   return bytes;
 }
 
+/* Rows of the second-to-last dim moved per grid step. A TPU tiles an HBM
+ * array's last two dims (8 x 128 for 32-bit elements, 16 rows of 16-bit,
+ * 32 of 8-bit; as many rows as the array has below that: (2, 128) for a
+ * (2, 5000) f32 array), and libtpu refused the DMA of one row of it at a
+ * dynamic row ("Offsets along tiled dimensions must be aligned to tiles")
+ * and of a last, partial group of rows ("Slice sizes ..."). A step takes
+ * the rows of one tile of the narrowest operand (a multiple of every
+ * operand's tile), or all rows when there are no more (and, below
+ * ROWS_WHOLE, when tiles do not divide them); 1 for rank 1. */
+static int64_t rows_per_step(const tsr_kernels_sort_params_t *p) {
+  if (p->rank < 2) return 1;
+  size_t narrowest = 4; /* the indices, if any, are i32 */
+  for (uint32_t i = 0; i < p->num_operands && i < TSR_KERNELS_MAX_OPERANDS; i++) {
+    size_t size = tsr_dtype_size(p->dtypes[i]);
+    if (size >= 1 && size < narrowest) narrowest = size;
+  }
+  int64_t tile = 8 * (int64_t)(4 / narrowest);
+  int64_t rows = p->dims[p->rank - 2];
+  if (rows < 1) return 1;
+  /* Up to ROWS_WHOLE rows that tiles do not divide: all of them (one DMA
+   * of whole dims), which keeps the block at its largest under the
+   * default budget; more: tiles, and the last group is partial (which a
+   * TPU refuses, docs/kernels.md "Not covered"). */
+  if (rows <= tile || (rows % tile != 0 && rows <= ROWS_WHOLE)) return rows;
+  return tile;
+}
+
+/* VMEM per position of a block: two blocks of each operand in scratch for
+ * each row of a step (twice with several rows: the (rows, 1, B) copies),
+ * and the network's values of one row. */
+static int64_t merge_bytes_per_position(const tsr_kernels_sort_params_t *params,
+                                        int64_t arrays) {
+  int64_t rows = rows_per_step(params);
+  return 2 * operand_bytes(params) * rows * (rows > 1 ? 2 : 1) + 2 * 12 * arrays;
+}
+
 bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_block) {
   if (params->rank < 1 || params->rank > TSR_MAX_RANK) return false;
   int32_t axis = params->axis < 0 ? params->axis + (int32_t)params->rank : params->axis;
@@ -58,8 +100,7 @@ bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_blo
   int64_t arrays = 2 * (int64_t)params->num_operands + 2;
   int64_t single = p * (4 * operand_bytes(params) + 12 * arrays);
   if (p <= MERGE_BLOCK_MAX && single <= budget) return false;
-  /* Two blocks of each operand in scratch, the network's values. */
-  int64_t per_position = 2 * operand_bytes(params) + 2 * 12 * arrays;
+  int64_t per_position = merge_bytes_per_position(params, arrays);
   int64_t block = MERGE_BLOCK_MAX;
   while (block > MERGE_BLOCK_MIN && block * per_position > budget) block /= 2;
   if (block >= p) return false;
@@ -75,7 +116,7 @@ bool sort_merge_wanted_forced(const tsr_kernels_sort_params_t *params, int64_t *
   if (p < 2 * MERGE_BLOCK_MIN) return false;
   int64_t budget = params->vmem_budget_bytes > 0 ? params->vmem_budget_bytes : DEFAULT_BUDGET;
   int64_t arrays = 2 * (int64_t)params->num_operands + 2;
-  int64_t per_position = 2 * operand_bytes(params) + 2 * 12 * arrays;
+  int64_t per_position = merge_bytes_per_position(params, arrays);
   int64_t block = p / 2 < MERGE_BLOCK_MAX ? p / 2 : MERGE_BLOCK_MAX;
   while (block > MERGE_BLOCK_MIN && block * per_position > budget) block /= 2;
   *out_block = block;
@@ -89,8 +130,17 @@ typedef struct merge {
   int64_t n, p, block, full_blocks, rem;
   tsr_ir_value_t *in[TSR_KERNELS_MAX_OPERANDS], *out[TSR_KERNELS_MAX_OPERANDS], *idx_out;
   tsr_ir_value_t *buf[2][TSR_KERNELS_MAX_OPERANDS], *idx_buf[2];
+  /* With several rows per step, the buffers again as (rows, 1, B): the
+   * network's row is a dynamic index on their leading dim. */
+  tsr_ir_value_t *rows_buf[2][TSR_KERNELS_MAX_OPERANDS], *idx_rows_buf[2];
   tsr_ir_value_t *sem;
-  tsr_ir_value_t *lead[TSR_MAX_RANK]; /* program ids of the leading dims */
+  tsr_ir_value_t *lead[TSR_MAX_RANK]; /* program ids of the dims before the rows */
+  /* The rows (second-to-last dim) a step moves: rows_per_step() of them
+   * from row group_start (a multiple of rows_step), rows_rem in the last
+   * group when they do not divide; rank 1: one row. */
+  int64_t rows_step, full_groups, rows_rem;
+  tsr_ir_value_t *group, *group_start; /* NULL with one group */
+  tsr_ir_value_t *row; /* the buffers' row the network is on; NULL: one row */
   sort_tile_t tile;      /* a block in the network: (128, B/128), sort_tile.c */
   tsr_ir_value_t *rev_l; /* L-1-lane: a block's lanes reversed */
   bool canonical[TSR_KERNELS_MAX_OPERANDS];
@@ -109,55 +159,152 @@ typedef struct arrays {
   int32_t index_at;
 } arrays_t;
 
-/* DMAs between HBM row block c (start = c * B, `size` positions) and the
- * VMEM buffer's first `size` positions, started and waited. */
+/* DMAs between HBM column block `start` (`size` positions) of `rows` rows
+ * from the step's first row and the head of the VMEM buffer, started and
+ * waited. */
 static void dma_block(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem, bool to_vmem,
-                      tsr_ir_value_t *start, int64_t size) {
+                      tsr_ir_value_t *start, int64_t size, int64_t rows) {
   kb_t *b = &g->b;
+  uint32_t r = g->rank, n = 0;
   tsr_ir_index_t hidx[TSR_MAX_RANK], vidx[2] = {kb_point(0), kb_slice(0, size)};
   tsr_ir_value_t *starts[TSR_MAX_RANK];
-  for (uint32_t d = 0; d + 1 < g->rank; d++) {
-    hidx[d] = (tsr_ir_index_t){TSR_INDEX_POINT, (int32_t)d, 0, 0, 1, 1};
-    starts[d] = g->lead[d];
+  for (uint32_t d = 0; d + 2 < r; d++) {
+    hidx[d] = (tsr_ir_index_t){TSR_INDEX_POINT, (int32_t)n, 0, 0, 1, 1};
+    starts[n++] = g->lead[d];
   }
-  hidx[g->rank - 1] = kb_ds((int32_t)(g->rank - 1), size);
-  starts[g->rank - 1] = start;
+  if (r >= 2) {
+    if (g->group_start) {
+      hidx[r - 2] = kb_ds((int32_t)n, rows);
+      starts[n++] = g->group_start;
+    } else {
+      hidx[r - 2] = kb_slice(0, rows);
+    }
+    vidx[0] = kb_slice(0, rows);
+  }
+  hidx[r - 1] = kb_ds((int32_t)n, size);
+  starts[n++] = start;
   for (int pass = 0; pass < 2; pass++) {
     const char *op = pass == 0 ? "dma_start" : "dma_wait";
     if (to_vmem)
-      kb_dma(b, op, hbm, hidx, g->rank, vmem, vidx, 2, g->sem, starts, g->rank);
+      kb_dma(b, op, hbm, hidx, r, vmem, vidx, 2, g->sem, starts, n);
     else
-      kb_dma(b, op, vmem, vidx, 2, hbm, hidx, g->rank, g->sem, starts, g->rank);
+      kb_dma(b, op, vmem, vidx, 2, hbm, hidx, r, g->sem, starts, n);
   }
 }
 
-/* Moves block c (dynamic) of every stored array between HBM and the
- * buffers of `set`: full blocks at size B, the last one at its size. */
+static void stage_rows(merge_t *g, int set, bool to_rows, bool indices);
+
+/* Moves column block c (dynamic) of the step's rows of every stored array
+ * between HBM and the buffers of `set`: full blocks at size B from
+ * `multiple_of c * B, B` (what proves a TPU's DMA offsets aligned), the
+ * last one at its size from its static start; the same for the rows,
+ * full groups and the last one. */
+
 static void move_block(merge_t *g, int set, tsr_ir_value_t *c, bool to_vmem, bool from_inputs) {
   kb_t *b = &g->b;
-  tsr_ir_value_t *start = kb_binary(b, "mul", c, kb_i32(b, g->block));
-  for (int part = 0; part < 2; part++) {
-    int64_t size = part == 0 ? g->block : g->rem;
-    if (part == 0 && g->full_blocks == 0) continue;
-    if (part == 1 && g->rem == 0) continue;
-    tsr_ir_value_t *cond = kb_compare(b, part == 0 ? "lt" : "eq", c, kb_i32(b, g->full_blocks));
-    kb_for_t branch = kb_begin_if(b, cond);
-    for (uint32_t i = 0; i < g->n_ops; i++)
-      dma_block(g, to_vmem && from_inputs ? g->in[i] : g->out[i], g->buf[set][i], to_vmem,
-                start, size);
-    if (g->idx_out && !from_inputs) dma_block(g, g->idx_out, g->idx_buf[set], to_vmem, start, size);
-    kb_end_if(b, &branch);
+  if (!to_vmem) stage_rows(g, set, false, true);
+  tsr_ir_value_t *full_start =
+      g->full_blocks ? kb_multiple_of(b, kb_binary(b, "mul", c, kb_i32(b, g->block)), g->block)
+                     : NULL;
+  for (int row_part = 0; row_part < 2; row_part++) {
+    int64_t rows = row_part == 0 ? g->rows_step : g->rows_rem;
+    if ((row_part == 0 && g->full_groups == 0) || (row_part == 1 && g->rows_rem == 0)) continue;
+    tsr_ir_value_t *row_cond =
+        !g->rows_rem ? NULL
+                     : kb_compare(b, row_part == 0 ? "lt" : "eq", g->group,
+                                  kb_i32(b, g->full_groups));
+    for (int part = 0; part < 2; part++) {
+      int64_t size = part == 0 ? g->block : g->rem;
+      if (part == 0 && g->full_blocks == 0) continue;
+      if (part == 1 && g->rem == 0) continue;
+      tsr_ir_value_t *cond =
+          kb_compare(b, part == 0 ? "lt" : "eq", c, kb_i32(b, g->full_blocks));
+      if (row_cond) cond = kb_binary(b, "and", row_cond, cond);
+      tsr_ir_value_t *start = part == 0 ? full_start : kb_i32(b, g->full_blocks * g->block);
+      kb_for_t branch = kb_begin_if(b, cond);
+      for (uint32_t i = 0; i < g->n_ops; i++)
+        dma_block(g, to_vmem && from_inputs ? g->in[i] : g->out[i], g->buf[set][i], to_vmem,
+                  start, size, rows);
+      if (g->idx_out && !from_inputs)
+        dma_block(g, g->idx_out, g->idx_buf[set], to_vmem, start, size, rows);
+      kb_end_if(b, &branch);
+    }
+  }
+  if (to_vmem) stage_rows(g, set, true, !from_inputs);
+}
+
+/* The buffers of `set` copied to their (rows, 1, B) form (to_rows) or
+ * back, with the indices' if `indices`; nothing with one row per step.
+ * A copy per block moved: the cpu backend's reshapes are views. */
+static void stage_rows(merge_t *g, int set, bool to_rows, bool indices) {
+  kb_t *b = &g->b;
+  if (g->rows_step == 1) return;
+  for (uint32_t i = 0; i <= g->n_ops; i++) {
+    tsr_ir_value_t *flat = i < g->n_ops ? g->buf[set][i] : g->idx_buf[set];
+    tsr_ir_value_t *rows = i < g->n_ops ? g->rows_buf[set][i] : g->idx_rows_buf[set];
+    if (i == g->n_ops && (!indices || !flat)) break;
+    tsr_ir_value_t *from = to_rows ? flat : rows, *to = to_rows ? rows : flat;
+    tsr_ir_type_t t = kb_vec((tsr_dtype_t)to->type.dtype, to->type.rank, to->type.dims);
+    kb_store_all(b, to, kb_reshape(b, kb_load_all(b, from), t));
   }
 }
 
-/* (1, B) as loaded -> the network's (R, L) tile, and back. */
+/* A buffer's row (1, B) as loaded -> the network's (128, L) tile, and
+ * back. */
 static tsr_ir_value_t *to_net(merge_t *g, tsr_ir_value_t *v) {
   return sort_tile_from_line(&g->b, &g->tile, v);
 }
 
 static tsr_ir_value_t *from_net(merge_t *g, tsr_ir_value_t *v) {
-  int64_t one_b[2] = {1, g->block};
-  return sort_tile_to_line(&g->b, &g->tile, v, kb_vec(TSR_DTYPE_I32, 2, one_b));
+  int64_t line[2] = {1, g->block};
+  return sort_tile_to_line(&g->b, &g->tile, v, kb_vec(TSR_DTYPE_I32, 2, line));
+}
+
+/* Row g->row as (1, B): `rows[%row, :, :]` of the (rows, 1, B) buffer
+ * (a TPU cannot prove a dynamic row of the (rows, B) one aligned to its
+ * 8-row tiles), or the whole (1, B) buffer with one row per step. */
+static tsr_ir_value_t *load_row(merge_t *g, tsr_ir_value_t *flat, tsr_ir_value_t *rows) {
+  if (!g->row) return kb_load_all(&g->b, flat);
+  tsr_ir_index_t idx[3] = {kb_point(0), kb_slice(0, 1), kb_slice(0, g->block)};
+  idx[0].operand = 0;
+  int64_t dims[2] = {1, g->block};
+  return kb_load(&g->b, rows, idx, 3, &g->row, 1,
+                 kb_vec((tsr_dtype_t)rows->type.dtype, 2, dims));
+}
+
+static void store_row(merge_t *g, tsr_ir_value_t *flat, tsr_ir_value_t *rows,
+                      tsr_ir_value_t *v) {
+  if (!g->row) {
+    kb_store_all(&g->b, flat, v);
+    return;
+  }
+  tsr_ir_index_t idx[3] = {kb_point(0), kb_slice(0, 1), kb_slice(0, g->block)};
+  idx[0].operand = 0;
+  kb_store(&g->b, rows, idx, 3, &g->row, 1, v);
+}
+
+/* `for row in [0, rows of this group)` around the network on the rows
+ * the step moved (sets g->row; none with one row per step). The network
+ * runs on one row at a time: its working set stays a block (the cpu
+ * backend's speed, docs/kernels.md), where the DMAs move the rows of a
+ * tile at once (the TPU's rule). */
+static kb_for_t begin_rows(merge_t *g) {
+  kb_t *b = &g->b;
+  kb_for_t none = {NULL, b->region};
+  if (g->rows_step == 1) return none;
+  tsr_ir_value_t *hi = kb_i32(b, g->rows_step);
+  if (g->rows_rem)
+    hi = kb_select(b, kb_compare(b, "eq", g->group, kb_i32(b, g->full_groups)),
+                   kb_i32(b, g->rows_rem), hi);
+  kb_for_t loop = kb_begin_for(b, kb_i32(b, 0), hi, NULL, 0);
+  g->row = kb_for_iv(&loop);
+  return loop;
+}
+
+static void end_rows(merge_t *g, kb_for_t *loop) {
+  if (g->rows_step == 1) return;
+  kb_end_for(&g->b, loop, NULL, 0);
+  g->row = NULL;
 }
 
 /* A block reversed (element e to B-1-e): both axes of (R, L). The rows by
@@ -167,13 +314,14 @@ static tsr_ir_value_t *from_net(merge_t *g, tsr_ir_value_t *v) {
 static tsr_ir_value_t *reverse(merge_t *g, tsr_ir_value_t *v) {
   kb_t *b = &g->b;
   const sort_tile_t *t = &g->tile;
+  uint32_t ax = t->rank - 2; /* the tile's rows; its lanes are ax + 1 */
   for (int64_t bit = 1; bit < t->rows; bit <<= 1) {
     tsr_ir_value_t *clear = kb_compare(b, "eq", kb_binary(b, "and", t->row_iota, kb_i32(b, bit)),
                                        kb_i32(b, 0));
-    v = kb_select(b, clear, kb_roll(b, v, kb_i32(b, t->rows - bit), 0),
-                  kb_roll(b, v, kb_i32(b, bit), 0));
+    v = kb_select(b, clear, kb_roll(b, v, kb_i32(b, t->rows - bit), ax),
+                  kb_roll(b, v, kb_i32(b, bit), ax));
   }
-  if (t->lanes > 1) v = kb_gather(b, v, g->rev_l, 1);
+  if (t->lanes > 1) v = kb_gather(b, v, g->rev_l, ax + 1);
   return v;
 }
 
@@ -182,17 +330,17 @@ static tsr_ir_value_t *reverse(merge_t *g, tsr_ir_value_t *v) {
 static void load_arrays(merge_t *g, int set, tsr_ir_value_t *c, bool phase1, arrays_t *out) {
   kb_t *b = &g->b;
   const tsr_kernels_sort_params_t *p = g->params;
-  move_block(g, set, c, true, phase1);
   tsr_ir_value_t *gpos = kb_binary(b, "add", g->tile.pos, kb_binary(b, "mul", c, kb_i32(b, g->block)));
   tsr_ir_value_t *pad = kb_compare(b, "ge", gpos, kb_i32(b, g->n));
   tsr_ir_value_t *vals[TSR_KERNELS_MAX_OPERANDS];
-  for (uint32_t i = 0; i < g->n_ops; i++) vals[i] = to_net(g, kb_load_all(b, g->buf[set][i]));
+  for (uint32_t i = 0; i < g->n_ops; i++)
+    vals[i] = to_net(g, load_row(g, g->buf[set][i], g->rows_buf[set][i]));
   bool has_index = phase1 ? (p->return_indices || p->stable || (g->padded && g->payloads > 0))
                           : p->return_indices;
   bool index_key = p->stable || (phase1 && g->padded && (g->payloads > 0 || p->return_indices));
   tsr_ir_value_t *index = !has_index ? NULL
                           : phase1  ? gpos
-                                    : to_net(g, kb_load_all(b, g->idx_buf[set]));
+                                    : to_net(g, load_row(g, g->idx_buf[set], g->idx_rows_buf[set]));
   memset(out, 0, sizeof *out);
   out->index_at = -1;
   for (uint32_t i = 0; i < g->nk_user; i++) {
@@ -222,17 +370,17 @@ static void load_arrays(merge_t *g, int set, tsr_ir_value_t *c, bool phase1, arr
   }
 }
 
-static void store_arrays(merge_t *g, int set, tsr_ir_value_t *c, const arrays_t *a) {
+static void store_arrays(merge_t *g, int set, const arrays_t *a) {
   kb_t *b = &g->b;
   const tsr_kernels_sort_params_t *p = g->params;
   for (uint32_t i = 0; i < g->n_ops; i++) {
     tsr_ir_value_t *v = a->a[a->value_from[i]];
     v = a->from_key[i] ? sort_from_key(b, v, p->dtypes[i], SORT_ORDER_LAX, p->descending)
                        : sort_from_payload(b, v, p->dtypes[i]);
-    kb_store_all(b, g->buf[set][i], from_net(g, v));
+    store_row(g, g->buf[set][i], g->rows_buf[set][i], from_net(g, v));
   }
-  if (g->idx_out) kb_store_all(b, g->idx_buf[set], from_net(g, a->a[a->index_at]));
-  move_block(g, set, c, false, false);
+  if (g->idx_out)
+    store_row(g, g->idx_buf[set], g->idx_rows_buf[set], from_net(g, a->a[a->index_at]));
 }
 
 /* lo/hi exchange: hi's element goes low where it is strictly smaller. */
@@ -246,6 +394,12 @@ static void exchange(merge_t *g, arrays_t *lo, arrays_t *hi) {
   }
 }
 
+/* Blocks c (buffers 0) and c2 (buffers 1) in, or out. */
+static void move_pair(merge_t *g, tsr_ir_value_t *c, tsr_ir_value_t *c2, bool to_vmem) {
+  move_block(g, 0, c, to_vmem, false);
+  move_block(g, 1, c2, to_vmem, false);
+}
+
 /* `for c in [0, blocks)` around the caller's body; returns the loop. */
 static kb_for_t begin_blocks(merge_t *g) {
   kb_t *b = &g->b;
@@ -253,8 +407,27 @@ static kb_for_t begin_blocks(merge_t *g) {
   return kb_begin_for(b, kb_i32(b, 0), kb_i32(b, blocks), NULL, 0);
 }
 
+/* Whether a stable sort gives the same outputs as an unstable one: when
+ * every operand is a key and of an integer dtype, keys that compare equal
+ * are equal in every bit, so their order cannot be seen. (Float keys
+ * compare -0.0 equal to +0.0 and all NaNs equal; payloads differ.) */
+static bool stability_unobservable(const tsr_kernels_sort_params_t *p) {
+  if (p->return_indices || p->num_keys != p->num_operands) return false;
+  for (uint32_t i = 0; i < p->num_operands && i < TSR_KERNELS_MAX_OPERANDS; i++) {
+    tsr_dtype_class_t c = tsr_dtype_class(p->dtypes[i]);
+    if (c != TSR_CLASS_SINT && c != TSR_CLASS_UINT) return false;
+  }
+  return true;
+}
+
 tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_t block,
                                  tsr_ir_module_t **out_module) {
+  tsr_kernels_sort_params_t unstable;
+  if (params->stable && stability_unobservable(params)) {
+    unstable = *params;
+    unstable.stable = false; /* the same outputs, without the positions */
+    params = &unstable;
+  }
   merge_t g;
   memset(&g, 0, sizeof g);
   g.params = params;
@@ -270,7 +443,8 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   if (params->stable && !params->return_indices)
     return TSR_STATUS(TSR_UNIMPLEMENTED,
                       "sort: a stable sort of rows longer than a block (%lld positions here) "
-                      "keeps the input positions in the indices output: set return_indices",
+                      "keeps the input positions in the indices output: set return_indices "
+                      "(not needed when every operand is an integer key)",
                       (long long)block);
   for (uint32_t i = 0; i < g.nk_user; i++) {
     tsr_dtype_t dt = params->dtypes[i];
@@ -287,7 +461,13 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   int64_t grid[TSR_MAX_RANK];
   uint32_t grid_rank = 0;
   tsr_ir_dim_semantics_t sem[TSR_MAX_RANK];
-  for (uint32_t d = 0; d + 1 < g.rank; d++) grid[grid_rank++] = params->dims[d];
+  g.rows_step = rows_per_step(params);
+  int64_t rows = g.rank >= 2 ? params->dims[g.rank - 2] : 1;
+  g.full_groups = rows / g.rows_step;
+  g.rows_rem = rows % g.rows_step;
+  int64_t groups = g.full_groups + (g.rows_rem ? 1 : 0);
+  for (uint32_t d = 0; d + 2 < g.rank; d++) grid[grid_rank++] = params->dims[d];
+  if (groups > 1) grid[grid_rank++] = groups;
   if (grid_rank == 0) grid[grid_rank++] = 1;
   for (uint32_t d = 0; d < grid_rank; d++) sem[d] = TSR_DIM_PARALLEL;
   kb_grid(b, grid_rank, grid, sem);
@@ -305,7 +485,7 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   if (params->return_indices)
     g.idx_out = kb_operand(b, TSR_ROLE_OUT, "indices", TSR_DTYPE_I32, g.rank, params->dims,
                            TSR_SPACE_ANY, NULL, NULL);
-  int64_t buf_dims[2] = {1, block};
+  int64_t buf_dims[2] = {g.rows_step, block};
   for (int set = 0; set < 2; set++) {
     for (uint32_t i = 0; i < g.n_ops; i++) {
       snprintf(name, sizeof name, "%s%u", set ? "hi" : "lo", i);
@@ -314,6 +494,16 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
     if (g.idx_out)
       g.idx_buf[set] = kb_scratch(b, set ? "hi_index" : "lo_index", TSR_SPACE_VMEM,
                                   TSR_DTYPE_I32, 2, buf_dims);
+  }
+  int64_t rows_dims[3] = {g.rows_step, 1, block};
+  for (int set = 0; set < 2 && g.rows_step > 1; set++) {
+    for (uint32_t i = 0; i < g.n_ops; i++) {
+      snprintf(name, sizeof name, "%s_rows%u", set ? "hi" : "lo", i);
+      g.rows_buf[set][i] = kb_scratch(b, name, TSR_SPACE_VMEM, params->dtypes[i], 3, rows_dims);
+    }
+    if (g.idx_out)
+      g.idx_rows_buf[set] = kb_scratch(b, set ? "hi_index_rows" : "lo_index_rows",
+                                       TSR_SPACE_VMEM, TSR_DTYPE_I32, 3, rows_dims);
   }
   g.sem = kb_scratch_sem(b, "sem", TSR_SEM_DMA, 0, NULL);
 
@@ -324,11 +514,25 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
                    kb_const_i(b, kb_vec(params->dtypes[i], 2, buf_dims), 0));
     if (g.idx_out)
       kb_store_all(b, g.idx_buf[set], kb_const_i(b, kb_vec(TSR_DTYPE_I32, 2, buf_dims), 0));
+    /* the rows of a last, partial group past its rows are copied unsorted */
+    for (uint32_t i = 0; i < g.n_ops && g.rows_buf[set][i]; i++)
+      kb_store_all(b, g.rows_buf[set][i],
+                   kb_const_i(b, kb_vec(params->dtypes[i], 3, rows_dims), 0));
+    if (g.idx_rows_buf[set])
+      kb_store_all(b, g.idx_rows_buf[set],
+                   kb_const_i(b, kb_vec(TSR_DTYPE_I32, 3, rows_dims), 0));
   }
-  for (uint32_t d = 0; d + 1 < g.rank; d++) g.lead[d] = kb_program_id(b, d);
+  uint32_t lead_rank = 0;
+  for (uint32_t d = 0; d + 2 < g.rank; d++) g.lead[d] = kb_program_id(b, lead_rank++);
+  if (groups > 1) {
+    g.group = kb_program_id(b, lead_rank);
+    g.group_start = kb_multiple_of(b, kb_binary(b, "mul", g.group, kb_i32(b, g.rows_step)),
+                                   g.rows_step);
+  }
   sort_tile_init(b, &g.tile, 0, NULL, block);
-  tsr_ir_type_t rl_t = kb_vec(TSR_DTYPE_I32, 2, g.tile.dims);
-  g.rev_l = kb_binary(b, "sub", kb_const_i(b, rl_t, g.tile.lanes - 1), kb_iota(b, rl_t, 1));
+  tsr_ir_type_t rl_t = kb_vec(TSR_DTYPE_I32, g.tile.rank, g.tile.dims);
+  g.rev_l = kb_binary(b, "sub", kb_const_i(b, rl_t, g.tile.lanes - 1),
+                      kb_iota(b, rl_t, g.tile.rank - 1));
   int64_t blocks = g.full_blocks + (g.rem ? 1 : 0);
   int log_b = log2_of(block), levels = log2_of(g.p);
   arrays_t lo, hi;
@@ -336,9 +540,13 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   /* 1. Every block sorted in VMEM. */
   kb_for_t loop = begin_blocks(&g);
   tsr_ir_value_t *c = kb_for_iv(&loop);
+  move_block(&g, 0, c, true, true);
+  kb_for_t row_loop = begin_rows(&g);
   load_arrays(&g, 0, c, true, &lo);
   sort_tile_levels(b, &g.tile, lo.a, lo.m, lo.nk, 1);
-  store_arrays(&g, 0, c, &lo);
+  store_arrays(&g, 0, &lo);
+  end_rows(&g, &row_loop);
+  move_block(&g, 0, c, false, false);
   kb_end_for(b, &loop, NULL, 0);
 
   /* 2. Merge levels K = 2^lk, lk = log B + 1 .. log p. */
@@ -354,13 +562,17 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   tsr_ir_value_t *is_lower = kb_compare(b, "eq", kb_binary(b, "and", c, half), zero);
   kb_for_t branch = kb_begin_if(b, kb_binary(b, "and", is_lower,
                                              kb_compare(b, "lt", c2, nblocks)));
+  move_pair(&g, c, c2, true);
+  row_loop = begin_rows(&g);
   load_arrays(&g, 0, c, false, &lo);
   load_arrays(&g, 1, c2, false, &hi);
   for (uint32_t a = 0; a < hi.m; a++) hi.a[a] = reverse(&g, hi.a[a]);
   exchange(&g, &lo, &hi);
   for (uint32_t a = 0; a < hi.m; a++) hi.a[a] = reverse(&g, hi.a[a]);
-  store_arrays(&g, 0, c, &lo);
-  store_arrays(&g, 1, c2, &hi);
+  store_arrays(&g, 0, &lo);
+  store_arrays(&g, 1, &hi);
+  end_rows(&g, &row_loop);
+  move_pair(&g, c, c2, false);
   kb_end_if(b, &branch);
   kb_end_for(b, &loop, NULL, 0);
   /* 2b. half-cleaners across blocks: distance jc = 2^(lk - 2 - log B - t) blocks */
@@ -373,20 +585,28 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   c2 = kb_binary(b, "add", c, jc);
   is_lower = kb_compare(b, "eq", kb_binary(b, "and", c, jc), zero);
   branch = kb_begin_if(b, kb_binary(b, "and", is_lower, kb_compare(b, "lt", c2, nblocks)));
+  move_pair(&g, c, c2, true);
+  row_loop = begin_rows(&g);
   load_arrays(&g, 0, c, false, &lo);
   load_arrays(&g, 1, c2, false, &hi);
   exchange(&g, &lo, &hi);
-  store_arrays(&g, 0, c, &lo);
-  store_arrays(&g, 1, c2, &hi);
+  store_arrays(&g, 0, &lo);
+  store_arrays(&g, 1, &hi);
+  end_rows(&g, &row_loop);
+  move_pair(&g, c, c2, false);
   kb_end_if(b, &branch);
   kb_end_for(b, &loop, NULL, 0);
   kb_end_for(b, &steps, NULL, 0);
   /* 2c. half-cleaners inside each block */
   loop = begin_blocks(&g);
   c = kb_for_iv(&loop);
+  move_block(&g, 0, c, true, false);
+  row_loop = begin_rows(&g);
   load_arrays(&g, 0, c, false, &lo);
   sort_tile_levels(b, &g.tile, lo.a, lo.m, lo.nk, log_b);
-  store_arrays(&g, 0, c, &lo);
+  store_arrays(&g, 0, &lo);
+  end_rows(&g, &row_loop);
+  move_block(&g, 0, c, false, false);
   kb_end_for(b, &loop, NULL, 0);
   kb_end_for(b, &level, NULL, 0);
   return kb_finish(b, out_module);

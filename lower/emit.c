@@ -103,6 +103,7 @@ static void lower_terminator(emitter_t *em, const tsr_op_t *op) {}
 #define LOWER_CONDITION lower_terminator
 #define LOWER_PRINT em_op_print             /* TSR_FAM_DEBUG */
 #define LOWER_ASSERT em_op_assert
+#define LOWER_MULTIPLE_OF em_op_multiple_of /* TSR_FAM_HINT */
 #define LOWER_SEM_SIGNAL em_op_sem_signal   /* TSR_FAM_SEMAPHORE */
 #define LOWER_SEM_WAIT em_op_sem_wait
 #define LOWER_SEM_READ em_op_sem_read
@@ -129,6 +130,7 @@ static void lower_terminator(emitter_t *em, const tsr_op_t *op) {}
 #define PER_OP_DEBUG PER_OP_ENTRY
 #define PER_OP_DMA PER_OP_NONE
 #define PER_OP_SEMAPHORE PER_OP_ENTRY
+#define PER_OP_HINT PER_OP_ENTRY
 static lower_fn *const per_op_table[TSR_OP_COUNT] = {
 #define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) PER_OP_##fam(E)
 #include "ir/ops.def"
@@ -159,14 +161,16 @@ static lower_fn *const family_table[] = {
     lower_per_op,        /* DEBUG */
     em_op_dma,           /* DMA */
     lower_per_op,        /* SEMAPHORE */
+    lower_per_op,        /* HINT */
 };
 _Static_assert(TSR_ARRAY_SIZE(family_table) == TSR_FAM_COUNT,
                "family_table: one lowering entry per TSR_FAM_ family");
 
-/* Ops that make no code of their own (constants, queries, terminators) get
+/* Ops that make no code of their own (constants, queries, hints, terminators) get
  * no location line. */
 static bool makes_code(const tsr_op_info_t *info) {
   return info->family != TSR_FAM_CONST && info->family != TSR_FAM_QUERY &&
+         info->family != TSR_FAM_HINT &&
          !(info->flags & TSR_F_TERMINATOR);
 }
 

@@ -23,6 +23,7 @@ void em_op_program_id(emitter_t *em, const tsr_op_t *op);
 void em_op_num_programs(emitter_t *em, const tsr_op_t *op);
 void em_op_device_id(emitter_t *em, const tsr_op_t *op);
 void em_op_core_id(emitter_t *em, const tsr_op_t *op);
+void em_op_multiple_of(emitter_t *em, const tsr_op_t *op);
 
 /* emit_ops.c */
 void em_op_reduce(emitter_t *em, const tsr_op_t *op);

@@ -86,6 +86,7 @@ static ssa_t unlowered(emitter_t *em, tsr_opcode_t opcode, const char *types, ss
 #define ELEMWISE_DEBUG(X, E)
 #define ELEMWISE_DMA(X, E)
 #define ELEMWISE_SEMAPHORE(X, E)
+#define ELEMWISE_HINT(X, E)
 
 static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t lanes) {
   tstr_t t = em_vtype("f32", lanes);

@@ -172,3 +172,11 @@ void em_op_device_id(emitter_t *em, const tsr_op_t *op) {
 void em_op_core_id(emitter_t *em, const tsr_op_t *op) {
   em_set_scalar(em, op->results[0], em->core);
 }
+
+/* ---- Hints ------------------------------------------------------------------------------ */
+
+/* multiple_of: the operand itself. The interpreter checks the promise;
+ * compiled code for a CPU has nothing to gain from it. */
+void em_op_multiple_of(emitter_t *em, const tsr_op_t *op) {
+  em_set_scalar(em, op->results[0], em_scalar(em, op->operands[0]));
+}

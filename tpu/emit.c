@@ -168,6 +168,7 @@ const char *tpu_type(char *buf, const tsr_type_t *t) {
 #define TPU_CONDITION tpu_op_terminator
 #define TPU_PRINT tpu_op_print /* TSR_FAM_DEBUG */
 #define TPU_ASSERT tpu_op_assert
+#define TPU_MULTIPLE_OF tpu_op_multiple_of /* TSR_FAM_HINT */
 #define TPU_SEM_SIGNAL tpu_op_sem_signal /* TSR_FAM_SEMAPHORE */
 #define TPU_SEM_WAIT tpu_op_sem_wait
 #define TPU_SEM_READ tpu_op_sem_read
@@ -191,6 +192,7 @@ const char *tpu_type(char *buf, const tsr_type_t *t) {
 #define PER_OP_DEBUG PER_OP_ENTRY
 #define PER_OP_DMA PER_OP_NONE
 #define PER_OP_SEMAPHORE PER_OP_ENTRY
+#define PER_OP_HINT PER_OP_ENTRY
 static tpu_op_fn *const per_op_table[TSR_OP_COUNT] = {
 #define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) PER_OP_##fam(E)
 #include "ir/ops.def"
@@ -221,6 +223,7 @@ static tpu_op_fn *const family_table[] = {
     emit_per_op,        /* DEBUG */
     tpu_op_dma,         /* DMA */
     emit_per_op,        /* SEMAPHORE */
+    emit_per_op,        /* HINT */
 };
 _Static_assert(TSR_ARRAY_SIZE(family_table) == TSR_FAM_COUNT,
                "family_table: one TPU entry per TSR_FAM_ family");

@@ -202,6 +202,14 @@ void tpu_op_core_id(tpu_emitter_t *em, const tsr_op_t *op) {
   tpu_set_name(em, op->results[0], core_index(em));
 }
 
+/* multiple_of: Mosaic's tpu.assume_multiple (what pl.multiple_of lowers
+ * to), which proves the alignment of the dynamic offsets computed from it. */
+void tpu_op_multiple_of(tpu_emitter_t *em, const tsr_op_t *op) {
+  const char *a = tpu_name(em, op->operands[0]);
+  tpu_line(em, "%s = tpu.assume_multiple %s, %lld : i32", result_name(em, op, 0), a,
+           (long long)op->ints[0]);
+}
+
 /* ---- Memory --------------------------------------------------------------------------- */
 
 /* The shape of a view with its point indices kept as 1 (view_dims) and

@@ -102,6 +102,6 @@ tpu_op_fn tpu_op_const, tpu_op_program_id, tpu_op_num_programs, tpu_op_device_id
     tpu_op_roll, tpu_op_gather, tpu_op_reduce, tpu_op_argreduce, tpu_op_dot, tpu_op_for,
     tpu_op_while, tpu_op_if, tpu_op_scoped, tpu_op_terminator, tpu_op_print, tpu_op_assert,
     tpu_op_dma, tpu_op_sem_signal, tpu_op_sem_wait, tpu_op_sem_read, tpu_op_core_barrier,
-    tpu_op_sort;
+    tpu_op_sort, tpu_op_multiple_of;
 
 #endif /* TESSERA_TPU_TPU_INTERNAL_H */

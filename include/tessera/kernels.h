@@ -36,7 +36,9 @@ extern "C" {
  * y0..y{n-1}, then, with `return_indices`, out `indices` (i32: each
  * element's position along the axis in the input; argsort). Rows longer
  * than a block (the last axis only) are merged through HBM; a stable sort
- * of those needs `return_indices` (TSR_UNIMPLEMENTED otherwise). dtypes:
+ * of those needs `return_indices` (TSR_UNIMPLEMENTED otherwise), unless
+ * every operand is a key of an integer dtype (then equal keys are equal
+ * bits and stability cannot be seen). dtypes:
  * f32, bf16, f16, i32, u32, i16, u16, i8, u8. */
 /* Where a kernel is meant to run. TSR_KERNELS_FOR_TPU (the default): a
  * kernel Mosaic compiles for a TPU, which tessera's interpreter and cpu

@@ -223,6 +223,32 @@ def test_bridge_multiple_of_and_nested_jit():
     np.testing.assert_allclose(got, x * 2 + 1, rtol=1e-6)
 
 
+def test_bridge_multiple_of_becomes_the_op_and_is_checked():
+    """pl.multiple_of is kept as `multiple_of` (Mosaic's tpu.assume_multiple
+    on a TPU), one op per multiple, and a broken promise is a kernel error
+    at its line, as it would be a wrong kernel on a TPU."""
+    def k(x_ref, o_ref):
+        i = pl.multiple_of(pl.program_id(0) * 8, (8, 4))
+        o_ref[...] = x_ref[pl.ds(i, 8), :]
+
+    def bad(x_ref, o_ref):
+        i = pl.multiple_of(pl.program_id(0) * 4, 8)  # BAD_HINT: 4 at step 1
+        o_ref[...] = x_ref[pl.ds(i, 8), :]
+    x = _f32((16, 128))
+    kw = dict(grid=(2,), in_specs=[pl.BlockSpec((16, 128), lambda i: (0, 0))],
+              out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
+    text = tj.lower_to_tsr(k, sds((16, 128)), sds((16, 128)), **kw)
+    hints = [ln.split("=", 1)[1].split(":")[0].split(",")[1].strip()
+             for ln in text.splitlines() if "multiple_of" in ln]
+    assert hints == ["8", "4"], text
+    np.testing.assert_array_equal(np.asarray(run(k, sds((16, 128)), x, **kw)), x)
+    with pytest.raises(tj.KernelError) as info:
+        run(bad, sds((16, 128)), x, **kw)
+    d = [d for d in info.value.diagnostics if d.kind == "bad_value"]
+    assert d and d[0].grid_point == (1,), info.value.diagnostics
+    assert "4 is not a multiple of 8" in d[0].text
+
+
 def test_bridge_index_map_arithmetic_and_smem_prefetch_in_map():
     def k(tbl_ref, x_ref, o_ref):
         o_ref[...] = x_ref[...] + tbl_ref[pl.program_id(1)].astype(F32)

@@ -48,8 +48,9 @@ BITS = {"f32": 32, "bf16": 16, "f16": 16, "i32": 32, "u32": 32, "i16": 16, "u16"
 # and load_ops checks it against the table.
 STRUCTURAL = ["const", "load", "store", "program_id", "num_programs", "select", "convert",
               "bitcast", "iota", "broadcast", "reshape", "transpose", "slice", "concatenate",
-              "roll", "gather", "sort", "argsort", "dot", "for", "while", "if", "scoped", "yield", "condition",
-              "print", "assert", "dma_start", "dma_wait", "sem_signal", "sem_wait", "sem_read"]
+              "roll", "gather", "sort", "argsort", "dot", "for", "while", "if", "scoped", "yield",
+              "condition", "print", "assert", "dma_start", "dma_wait", "sem_signal", "sem_wait",
+              "sem_read", "multiple_of"]
 # Ops of the table's groups left out for some element classes: op -> (classes,
 # why). The generator needs none today (every op takes all values of its
 # classes: log of a negative is NaN on both backends); load_ops checks each
@@ -647,6 +648,12 @@ def gen_op(g, shape, scratch, grid_rank):
             g.emit("%s = lt %s, %s : i1" % (ok, p, n))
             g.emit('assert %s, "program_id %d stays below num_programs"' % (ok, ax))
             g.scalars.append((n, "i32"))
+            # a promise that holds (no draw: the stream of the rest is kept)
+            k, kc, pk, h = ax + 2, g.fresh("c"), g.fresh(), g.fresh()
+            g.emit("%s = const %d : i32" % (kc, k))
+            g.emit("%s = mul %s, %s : i32" % (pk, p, kc))
+            g.emit("%s = multiple_of %s, %d : i32" % (h, pk, k))
+            g.scalars.append((h, "i32"))
         else:
             q, op = g.fresh(), r.choice(GROUPS["id_query"])
             g.emit("%s = %s : i32" % (q, op))

@@ -272,6 +272,52 @@ TSR_TEST(rows_longer_than_a_block_interp) {
   check_sort(&two, TSR_BACKEND_INTERP);
 }
 
+/* The multi-block sort moves the rows of one HBM tile per step (8 rows of
+ * 32-bit operands, 16 of 16-bit, 32 of 8-bit; all rows when fewer, or
+ * when tiles do not divide them and they are at most 64): one group, full
+ * groups, a partial last group (67 rows), rank 3 (a leading grid dim). */
+TSR_TEST(multi_block_row_groups_interp) {
+  sort_case_t cases[] = {
+      {2, {8, 300, 0}, -1, 1, 1, {TSR_DTYPE_F32}, false, false, false, 8192},
+      {2, {19, 200, 0}, -1, 1, 1, {TSR_DTYPE_F32}, true, false, true, 8192},
+      {3, {2, 11, 260}, -1, 2, 1, {TSR_DTYPE_I32, TSR_DTYPE_BF16}, false, true, true, 8192},
+      {2, {35, 129, 0}, -1, 2, 2, {TSR_DTYPE_U8, TSR_DTYPE_I16}, true, true, true, 8192},
+      {2, {17, 1000, 0}, -1, 1, 1, {TSR_DTYPE_BF16}, false, true, true, 8192},
+      {2, {67, 130, 0}, -1, 2, 1, {TSR_DTYPE_F32, TSR_DTYPE_U16}, true, true, true, 8192},
+      {2, {72, 200, 0}, -1, 1, 1, {TSR_DTYPE_I32}, false, false, false, 8192},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_sort(&cases[i], TSR_BACKEND_INTERP);
+}
+
+/* A stable multi-block sort without the indices output: when every operand
+ * is an integer key, equal keys are equal bits and the unstable network
+ * gives the stable result (checked bit for bit against the stable
+ * reference); with a float key or a payload it still needs the indices. */
+static void expect_error(tsr_status_t s, tsr_status_code_t code, const char *needle);
+
+TSR_TEST(multi_block_stable_integer_keys_without_indices) {
+  sort_case_t cases[] = {
+      {2, {3, 1000, 0}, -1, 1, 1, {TSR_DTYPE_I32}, false, true, false, 8192},
+      {1, {700, 0, 0}, 0, 2, 2, {TSR_DTYPE_U8, TSR_DTYPE_I16}, true, true, false, 8192},
+      {2, {10, 300, 0}, -1, 1, 1, {TSR_DTYPE_U32}, true, true, false, 8192},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_sort(&cases[i], TSR_BACKEND_INTERP);
+  tsr_kernels_sort_params_t p;
+  tsr_kernels_sort_params_initialize(&p);
+  p.rank = 1;
+  p.dims[0] = 1000;
+  p.num_operands = 2;
+  p.dtypes[0] = TSR_DTYPE_I32;
+  p.dtypes[1] = TSR_DTYPE_I32; /* a payload: its order among equal keys shows */
+  p.stable = true;
+  p.vmem_budget_bytes = 8192;
+  tsr_ir_module_t *m = NULL;
+  expect_error(tsr_kernels_sort(&p, &m), TSR_UNIMPLEMENTED, "return_indices");
+  TSR_CHECK(m == NULL);
+}
+
 static void check_topk(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims, int32_t axis,
                        int64_t k, bool smallest, tsr_backend_t backend);
 
@@ -299,6 +345,9 @@ TSR_TEST(both_backends_agree_cpu) {
       {2, {40, 3, 0}, 0, 2, 1, {TSR_DTYPE_BF16, TSR_DTYPE_U32}, true, true, true, 0},
       {1, {1000, 0, 0}, 0, 1, 1, {TSR_DTYPE_I16}, true, true, true, 8192},
       {2, {2, 2500, 0}, -1, 2, 1, {TSR_DTYPE_F32, TSR_DTYPE_I32}, false, true, true, 0},
+      {2, {19, 300, 0}, -1, 1, 1, {TSR_DTYPE_F32}, true, false, false, 8192},
+      {3, {2, 9, 500}, -1, 2, 1, {TSR_DTYPE_I16, TSR_DTYPE_F32}, false, true, true, 8192},
+      {2, {9, 400, 0}, -1, 1, 1, {TSR_DTYPE_I32}, true, true, false, 8192},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !skip_reason; i++)
     check_sort(&cases[i], TSR_BACKEND_CPU);
@@ -525,6 +574,8 @@ int main(void) {
   TSR_RUN(unstable_every_dtype_interp);
   TSR_RUN(random_shapes_and_axes_interp);
   TSR_RUN(rows_longer_than_a_block_interp);
+  TSR_RUN(multi_block_row_groups_interp);
+  TSR_RUN(multi_block_stable_integer_keys_without_indices);
   TSR_RUN(tiled_rows_interp);
   TSR_RUN(nan_and_signed_zero_placement);
   TSR_RUN(topk_every_dtype_interp);

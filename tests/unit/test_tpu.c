@@ -450,6 +450,11 @@ TSR_TEST(more_ops) {
       "  %r = roll %v, %one axis 1 : f32[8, 128]\n"
       "  %t = transpose %r [1, 0] : f32[128, 8]\n"
       "  %io = iota 0 : f32[8, 128]\n"
+      "  %eight = const 8 : i32\n"
+      "  %off = mul %one, %eight : i32\n"
+      "  %at = multiple_of %off, 8 : i32\n"
+      "  %w = load %x[ds(%at, 8), :] : f32[8, 128]\n"
+      "  store %y[8:16, :], %w\n"
       "}\n");
   if (!m) return;
   char *t = NULL;
@@ -470,6 +475,8 @@ TSR_TEST(more_ops) {
     CHECK_HAS(t, "vector.transpose %r, [1, 0] : vector<8x128xf32> to vector<128x8xf32>");
     CHECK_HAS(t, "tpu.iota {dimensions = array<i32: 0>} : vector<8x128xi32>");
     CHECK_HAS(t, "arith.sitofp");
+    /* pl.multiple_of's op, what proves the dynamic offset aligned */
+    CHECK_HAS(t, "%at = tpu.assume_multiple %off, 8 : i32");
   }
   tsr_ir_string_free(t);
   tsr_ir_module_destroy(m);

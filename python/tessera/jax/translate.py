@@ -119,8 +119,7 @@ _BINARY = {
 _REDUCE = {"reduce_sum": "reduce_sum", "reduce_max": "reduce_max", "reduce_min": "reduce_min",
            "reduce_prod": "reduce_prod", "reduce_and": "reduce_and", "reduce_or": "reduce_or"}
 _WIDENED = {"i8", "i16", "u8", "u16", "i1"}
-_PASSTHROUGH = {"multiple_of", "copy", "copy_p", "pvary", "optimization_barrier",
-                "stop_gradient"}
+_PASSTHROUGH = {"copy", "copy_p", "pvary", "optimization_barrier", "stop_gradient"}
 _INLINE_CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint",
                  "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin"}
 
@@ -148,6 +147,7 @@ class _Translator:
         # or None when unknown (then `axis_index` is the device id itself).
         self.mesh: tuple | None = None
         self.barrier: B.Value | None = None  # the `sem` get_barrier_semaphore gives
+        self.in_index_map = False  # translating an index map (only `map` ops there)
 
     # ---- errors and locations ------------------------------------------------
 
@@ -490,7 +490,11 @@ class _Translator:
         if len(jaxpr.invars) != len(args):
             raise self.fail(f"{bm.origin}: index map takes {len(jaxpr.invars)} arguments, "
                             f"expected {len(args)}")
-        outs = self.run_jaxpr(region, jaxpr, consts, args)
+        self.in_index_map = True
+        try:
+            outs = self.run_jaxpr(region, jaxpr, consts, args)
+        finally:
+            self.in_index_map = False
         vals = []
         for o in outs:
             if isinstance(o, RefView):
@@ -539,6 +543,21 @@ def _reduce(t, env, region, eqn, used):
 
 def _passthrough(t, env, region, eqn, used):
     return [env[v] if isinstance(v, ji.Var) else t.read(env, region, v) for v in eqn.invars]
+
+
+def _multiple_of(t, env, region, eqn, used):
+    """pl.multiple_of on a scalar i32/u32: one `multiple_of` op per multiple
+    (as Pallas's lowering makes one tpu.assume_multiple each), so that the
+    kernel keeps the hint for Mosaic and the interpreter checks it. Literals,
+    blocks and index maps (where only `map` ops may appear) pass through."""
+    x = _passthrough(t, env, region, eqn, used)[0]
+    if (t.in_index_map or not isinstance(x, B.Value) or x.type.kind != "scalar"
+            or x.type.dtype not in ("i32", "u32")):
+        return [x]
+    for multiple in eqn.params.get("values", ()):
+        if 1 <= int(multiple) <= 2**31 - 1:
+            x = t.emit(region, "multiple_of", [x], x.type, ints=[int(multiple)])
+    return [x]
 
 
 def _inline_call(t, env, region, eqn, used):
@@ -1516,6 +1535,7 @@ _HANDLERS: dict[str, Callable] = {
     "reciprocal": _reciprocal, "check": _check, "axis_index": _axis_index, "rev": _rev, "gather": _gather, "sort": _sort, "tile": _tile,
     **{name: _cumulative for name in _CUMULATIVE},
     "get_barrier_semaphore": _barrier_semaphore,
+    "multiple_of": _multiple_of,
     **translate_math.HANDLERS,
 }
 
