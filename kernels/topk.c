@@ -87,6 +87,192 @@ static void fold_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, 
   if (width > kk) sort_network_range(b, &cur, arrays, 2, 2, 1, 0, 0, true);
 }
 
+/* The block's candidates, sorted (best first): `arrays` (key, position) of
+ * the layout's vis shape, both i32, distinct as pairs, are sorted (or
+ * folded, when the row on the lanes is at least 4K long) and cut to their
+ * first `width` positions (width <= l->p). */
+static void block_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, int64_t kk,
+                       int64_t width) {
+  if (l->vis_axis + 1 == l->vis_rank && 4 * kk <= l->p && l->p >= 256)
+    fold_topk(b, l, arrays, kk); /* a partial network */
+  else
+    sort_network(b, l, arrays, 2, 2);
+  for (int a = 0; a < 2; a++) arrays[a] = first_k(b, l, arrays[a], width);
+}
+
+static int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+/* `v` (vis shape, `width` on the axis) followed by `extra` positions of
+ * `fill` along the axis. */
+static tsr_ir_value_t *pad_axis(kb_t *b, const sort_layout_t *l, tsr_ir_value_t *v,
+                                int64_t extra, int64_t fill) {
+  if (!v || extra <= 0) return v;
+  int64_t dims[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < l->vis_rank; d++) dims[d] = v->type.dims[d];
+  dims[l->vis_axis] = extra;
+  tsr_ir_value_t *pad = kb_const_i(b, kb_vec(TSR_DTYPE_I32, l->vis_rank, dims), fill);
+  dims[l->vis_axis] += v->type.dims[l->vis_axis];
+  tsr_ir_type_t t = kb_vec(TSR_DTYPE_I32, l->vis_rank, dims);
+  tsr_ir_value_t *ops[2] = {v, pad};
+  int64_t axis = l->vis_axis;
+  tsr_ir_op_params_t p = {.mnemonic = "concatenate", .operands = ops, .num_operands = 2,
+                          .result_types = &t, .num_results = 1, .ints = &axis, .num_ints = 1};
+  return kb_op(b, &p, NULL);
+}
+
+#define DEFAULT_BUDGET ((int64_t)16 << 20)
+/* The longest block of a multi-block top-k (positions along the row). */
+#define MAX_BLOCK ((int64_t)1 << 13)
+
+/* Top-k of rows longer than a block (the last axis): a grid over the
+ * row's blocks (the last grid dim, arbitrary) after the other dims'
+ * tiles. Each step takes its block's best K (sorted, best first) and
+ * merges them into a running top K in VMEM scratch: the scratch holds the
+ * running best sorted worst first, as (not key, not position) ascending
+ * (the same network sorts both); the elementwise lexicographic minimum of
+ * the block's candidates (ascending) and the running best (descending) is
+ * the best K of both as a bitonic sequence, which the network's last level
+ * sorts. The last step sorts it best first and writes the outputs. */
+static tsr_status_t topk_blocks(const tsr_kernels_topk_params_t *params, const sort_layout_t *row,
+                                int64_t kk, tsr_ir_module_t **out_module) {
+  int64_t bytes = (int64_t)tsr_dtype_size(params->dtype);
+  int64_t per_position = 2 * (2 * bytes + 4) + 4 * 3 * 2;
+  int64_t budget = params->vmem_budget_bytes ? params->vmem_budget_bytes : DEFAULT_BUDGET;
+  int64_t n = row->n;
+  /* The block: the longest power of two of at most MAX_BLOCK and p/2 whose
+   * layout fits the budget with the running best (its 2 arrays, the merge's
+   * values); at least 128 positions (Pallas's lane rule) whatever the
+   * budget. */
+  int64_t block = MAX_BLOCK < row->p / 2 ? MAX_BLOCK : row->p / 2;
+  sort_layout_t l;
+  int64_t dims[TSR_MAX_RANK];
+  memcpy(dims, params->dims, sizeof dims);
+  int64_t best_bytes = kk * 4 * 2 * 6; /* per row: the running best and the merge */
+  for (;;) {
+    dims[row->axis] = block;
+    int64_t left = budget - best_bytes;
+    tsr_status_t s = left > 0 ? sort_layout_plan(params->rank, dims, params->axis, per_position,
+                                                 left, "topk", &l)
+                              : TSR_STATUS(TSR_UNIMPLEMENTED, "over");
+    if (!s) break;
+    tsr_status_free(s);
+    if (block <= 128) { /* over the budget: the smallest block */
+      s = sort_layout_plan(params->rank, dims, params->axis, per_position,
+                           per_position * block * 8, "topk", &l); /* 8 rows at most */
+      if (s) return s;
+      break;
+    }
+    block /= 2;
+  }
+  /* The smallest layout tiles every other dim by 8 rows at most: check the
+   * running best against the budget (or the default, under a smaller one). */
+  int64_t lead = 1;
+  for (uint32_t d = 0; d < l.vis_rank; d++)
+    if (d != l.vis_axis) lead *= l.vis[d];
+  int64_t cap = budget > DEFAULT_BUDGET ? budget : DEFAULT_BUDGET;
+  if (lead * best_bytes > cap)
+    return TSR_STATUS(TSR_UNIMPLEMENTED,
+                      "topk: k = %lld keeps a running top-%lld of about %lld bytes of VMEM per "
+                      "block of rows, more than vmem_budget_bytes (%lld) allows",
+                      (long long)params->k, (long long)kk, (long long)(lead * best_bytes),
+                      (long long)cap);
+  int64_t steps = (n + block - 1) / block;
+  int64_t width = kk < block ? kk : block; /* the block's candidates */
+
+  kb_t b;
+  kb_begin(&b, "topk");
+  tsr_ir_dim_semantics_t sem[TSR_MAX_RANK + 1];
+  int64_t grid[TSR_MAX_RANK + 1];
+  for (uint32_t d = 0; d < l.grid_rank; d++) {
+    sem[d] = TSR_DIM_PARALLEL;
+    grid[d] = l.grid[d];
+  }
+  /* rank 1: the plan's grid is one dummy dim of 1, which the steps take */
+  uint32_t step_dim = params->rank == 1 ? 0 : l.grid_rank;
+  sem[step_dim] = TSR_DIM_ARBITRARY;
+  grid[step_dim] = steps;
+  kb_grid(&b, step_dim + 1, grid, sem);
+  /* Operands: x by (tiles..., step); the outputs by (tiles..., 0). */
+  tsr_ir_value_t *refs[3];
+  static const char *const names[3] = {"x", "values", "indices"};
+  for (int o = 0; o < 3; o++) {
+    int64_t adims[TSR_MAX_RANK], ablock[TSR_MAX_RANK];
+    memcpy(adims, params->dims, sizeof adims);
+    memcpy(ablock, l.block, sizeof ablock);
+    if (o > 0) adims[l.axis] = ablock[l.axis] = params->k;
+    tsr_ir_region_t *map = NULL;
+    refs[o] = kb_operand(&b, o ? TSR_ROLE_OUT : TSR_ROLE_IN, names[o],
+                         o == 2 ? TSR_DTYPE_I32 : params->dtype, l.rank, adims, TSR_SPACE_VMEM,
+                         ablock, &map);
+    if (!refs[o] || !map) continue;
+    tsr_ir_region_t *body = b.region;
+    b.region = map;
+    tsr_ir_value_t *yields[TSR_MAX_RANK];
+    tsr_ir_value_t *zero = kb_i32(&b, 0);
+    for (uint32_t d = 0; d < l.rank; d++)
+      yields[d] = d != l.axis        ? tsr_ir_region_arg(map, l.grid_dim_of[d])
+                  : o == 0           ? tsr_ir_region_arg(map, step_dim)
+                                     : zero;
+    kb_yield(&b, yields, l.rank);
+    b.region = body;
+  }
+  int64_t acc_dims[TSR_MAX_RANK];
+  memcpy(acc_dims, l.vis, sizeof acc_dims);
+  acc_dims[l.vis_axis] = kk;
+  tsr_ir_value_t *acc_ref[2] = {
+      kb_scratch(&b, "best_key", TSR_SPACE_VMEM, TSR_DTYPE_I32, l.vis_rank, acc_dims),
+      kb_scratch(&b, "best_pos", TSR_SPACE_VMEM, TSR_DTYPE_I32, l.vis_rank, acc_dims)};
+
+  tsr_ir_value_t *step = kb_program_id(&b, step_dim);
+  /* The first step: the running best is all padding (INT32_MAX, INT32_MAX),
+   * stored as its complement. */
+  kb_for_t first = kb_begin_if(&b, kb_compare(&b, "eq", step, kb_i32(&b, 0)));
+  for (int a = 0; a < 2; a++)
+    kb_store_all(&b, acc_ref[a],
+                 kb_const_i(&b, kb_vec(TSR_DTYPE_I32, l.vis_rank, acc_dims), INT32_MIN));
+  kb_end_if(&b, &first);
+
+  /* The block's keys at their positions in the row; past n, padding. */
+  tsr_ir_value_t *pos = kb_binary(&b, "add", sort_positions(&b, &l),
+                                  kb_binary(&b, "mul", step, kb_i32(&b, block)));
+  tsr_ir_value_t *key = sort_key(&b, sort_load(&b, &l, refs[0]), params->dtype,
+                                 SORT_ORDER_TOTAL, false, !params->smallest);
+  if (n % block) {
+    tsr_ir_value_t *pad = kb_compare(&b, "ge", pos, kb_i32(&b, n));
+    key = kb_select(&b, pad, kb_const_i(&b, kb_type_of(key), INT32_MAX), key);
+  }
+  tsr_ir_value_t *cand[2] = {key, pos};
+  block_topk(&b, &l, cand, kk, width);
+  for (int a = 0; a < 2; a++) cand[a] = pad_axis(&b, &l, cand[a], kk - width, INT32_MAX);
+
+  /* Merge: the best K of both, bitonic. */
+  tsr_ir_value_t *best[2];
+  for (int a = 0; a < 2; a++) best[a] = kb_unary(&b, "not", kb_load_all(&b, acc_ref[a]));
+  tsr_ir_value_t *take = sort_lex_less(&b, cand, best, 2);
+  tsr_ir_value_t *merged[2], *flipped[2];
+  for (int a = 0; a < 2; a++) {
+    merged[a] = kb_select(&b, take, cand[a], best[a]);
+    flipped[a] = kb_unary(&b, "not", merged[a]);
+  }
+  sort_layout_t kl = narrowed(&l, kk);
+  int lk = log2_of(kk);
+  sort_network_range(&b, &kl, flipped, 2, 2, lk, lk, 0, true);
+  for (int a = 0; a < 2; a++) kb_store_all(&b, acc_ref[a], flipped[a]);
+
+  kb_for_t last = kb_begin_if(&b, kb_compare(&b, "eq", step, kb_i32(&b, steps - 1)));
+  sort_network_range(&b, &kl, merged, 2, 2, lk, lk, 0, true);
+  tsr_ir_value_t *v = sort_from_key(&b, first_k(&b, &kl, merged[0], params->k), params->dtype,
+                                    SORT_ORDER_TOTAL, !params->smallest);
+  sort_store(&b, &kl, refs[1], v);
+  sort_store(&b, &kl, refs[2], first_k(&b, &kl, merged[1], params->k));
+  kb_end_if(&b, &last);
+  return kb_finish(&b, out_module);
+}
+
 tsr_status_t tsr_kernels_topk(const tsr_kernels_topk_params_t *params,
                               tsr_ir_module_t **out_module) {
   if (!params || !out_module)
@@ -98,14 +284,24 @@ tsr_status_t tsr_kernels_topk(const tsr_kernels_topk_params_t *params,
     return TSR_STATUS(TSR_UNIMPLEMENTED, "topk: dtype is %s; the library sorts f32, bf16, f16, "
                       "i32, u32, i16, u16, i8 and u8", tsr_dtype_name(params->dtype));
   int64_t bytes = (int64_t)tsr_dtype_size(params->dtype);
-  sort_layout_t l;
-  tsr_status_t s = sort_layout_plan(params->rank, params->dims, params->axis,
-                                    2 * (2 * bytes + 4) + 4 * 3 * 2, params->vmem_budget_bytes,
-                                    "topk", &l);
+  /* The row as one block (INT64_MAX: the budget is checked below). */
+  sort_layout_t row;
+  tsr_status_t s = sort_layout_plan(params->rank, params->dims, params->axis, 1, INT64_MAX / 4,
+                                    "topk", &row);
   if (s) return s;
-  if (params->k < 1 || params->k > l.n)
+  if (params->k < 1 || params->k > row.n)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "topk: k must be 1..%lld (the axis's length), got %lld",
-                      (long long)l.n, (long long)params->k);
+                      (long long)row.n, (long long)params->k);
+  int64_t kk = pow2_at_least(params->k);
+  sort_layout_t l;
+  s = sort_layout_plan(params->rank, params->dims, params->axis,
+                       2 * (2 * bytes + 4) + 4 * 3 * 2, params->vmem_budget_bytes, "topk", &l);
+  if (s && tsr_status_code(s) == TSR_UNIMPLEMENTED && row.axis + 1 == row.rank &&
+      row.p >= 256) { /* over the budget: blocks along the row */
+    tsr_status_free(s);
+    return topk_blocks(params, &row, kk, out_module);
+  }
+  if (s) return s;
   kb_t b;
   kb_begin(&b, "topk");
   tsr_ir_dim_semantics_t sem[TSR_MAX_RANK];
@@ -119,15 +315,10 @@ tsr_status_t tsr_kernels_topk(const tsr_kernels_topk_params_t *params,
   tsr_ir_value_t *key = sort_key(&b, sort_load(&b, &l, x), params->dtype, SORT_ORDER_TOTAL,
                                  false, !params->smallest);
   tsr_ir_value_t *arrays[2] = {sort_pad_key(&b, &l, pos, key), pos};
-  int64_t kk = 1;
-  while (kk < params->k) kk <<= 1;
-  if (l.vis_axis + 1 == l.vis_rank && 4 * kk <= l.p && l.p >= 256)
-    fold_topk(&b, &l, arrays, kk); /* a partial network */
-  else
-    sort_network(&b, &l, arrays, 2, 2);
-  tsr_ir_value_t *v = sort_from_key(&b, first_k(&b, &l, arrays[0], params->k), params->dtype,
-                                    SORT_ORDER_TOTAL, !params->smallest);
+  block_topk(&b, &l, arrays, kk, params->k);
+  tsr_ir_value_t *v = sort_from_key(&b, arrays[0], params->dtype, SORT_ORDER_TOTAL,
+                                    !params->smallest);
   sort_store(&b, &l, values, v);
-  sort_store(&b, &l, indices, first_k(&b, &l, arrays[1], params->k));
+  sort_store(&b, &l, indices, arrays[1]);
   return kb_finish(&b, out_module);
 }
