@@ -87,12 +87,167 @@ static void fold_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, 
   if (width > kk) sort_network_range(b, &cur, arrays, 2, 2, 1, 0, 0, true);
 }
 
+/* ---- the column network: rows on the lanes as (lead..., L, 128) ----
+ *
+ * Top-k needs the best K, not an order of the block, so the block's
+ * positions may sit anywhere: a row of p = 128 L positions is reshaped
+ * (row-major, the lanes kept whole, as Mosaic wants) to L rows of 128
+ * lanes, and each lane is a column of L elements. Every exchange is along
+ * the rows (a roll along the second-minor axis: vectorized on the cpu
+ * backend, sublane rotates on a TPU) and every fold is a static slice:
+ *  1. runs of K along each column are sorted (the bitonic levels 1..log2 K);
+ *  2. the rows are folded, L -> L/2 -> .. -> K: the lexicographic min of the
+ *     lower and upper halves (an ascending run against a descending one
+ *     keeps the best K of both, bitonic), then the network's last level
+ *     (half-cleaners at distances K/2..1) sorts the runs again, the new
+ *     halves in opposite directions;
+ *  3. the lanes are folded the same way, 128 -> 64 -> .. -> 1 (slices of
+ *     lanes; libtpu compiles them);
+ * leaving (lead..., K, 1): the best K, best first. Keys and positions are
+ * distinct as pairs, so "partner before me" decides an exchange alone. */
+
+typedef struct columns {
+  uint32_t rank;              /* lead rank + 2 */
+  int64_t dims[TSR_MAX_RANK]; /* lead..., rows, lanes */
+} columns_t;
+
+static tsr_ir_value_t *col_slice(kb_t *b, tsr_ir_value_t *v, uint32_t axis, int64_t start,
+                                 int64_t stop) {
+  if (!v) return NULL;
+  uint32_t r = v->type.rank;
+  tsr_ir_index_t idx[TSR_MAX_RANK];
+  int64_t dims[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < r; d++) {
+    dims[d] = v->type.dims[d];
+    idx[d] = (tsr_ir_index_t){TSR_INDEX_FULL, -1, 0, dims[d], dims[d], 1};
+  }
+  idx[axis] = kb_slice(start, stop);
+  dims[axis] = stop - start;
+  tsr_ir_type_t t = kb_vec((tsr_dtype_t)v->type.dtype, r, dims);
+  tsr_ir_op_params_t p = {.mnemonic = "slice", .operands = &v, .num_operands = 1,
+                          .result_types = &t, .num_results = 1, .indices = idx,
+                          .num_indices = r};
+  return kb_op(b, &p, NULL);
+}
+
+/* (key, position) pairs: a before c (i1). */
+static tsr_ir_value_t *pair_less(kb_t *b, tsr_ir_value_t *const *a, tsr_ir_value_t *const *c) {
+  tsr_ir_value_t *tie = kb_binary(b, "and", kb_compare(b, "eq", a[0], c[0]),
+                                  kb_compare(b, "lt", a[1], c[1]));
+  return kb_binary(b, "or", kb_compare(b, "lt", a[0], c[0]), tie);
+}
+
+static tsr_ir_value_t *iota_of(kb_t *b, const columns_t *c, uint32_t axis) {
+  return kb_iota(b, kb_vec(TSR_DTYPE_I32, c->rank, c->dims), axis);
+}
+
+/* `iota & bit == 0` (i1). */
+static tsr_ir_value_t *bit_clear(kb_t *b, tsr_ir_value_t *iota, tsr_ir_value_t *bit) {
+  return kb_compare(b, "eq", kb_binary(b, "and", iota, bit), kb_i32(b, 0));
+}
+
+/* Exchanges at distances 2^(lk-1) .. 1 along the rows (a `for` over the
+ * distance), ascending where `asc`, descending elsewhere. */
+static void col_stages(kb_t *b, const columns_t *c, tsr_ir_value_t **x, tsr_ir_value_t *row,
+                       tsr_ir_value_t *asc, tsr_ir_value_t *lk) {
+  uint32_t ax = c->rank - 2;
+  tsr_ir_value_t *one = kb_i32(b, 1);
+  kb_for_t loop = kb_begin_for(b, kb_i32(b, 0), lk, x, 2);
+  tsr_ir_value_t *t = kb_for_iv(&loop);
+  tsr_ir_value_t *y[2] = {kb_for_carried(&loop, 0), kb_for_carried(&loop, 1)};
+  tsr_ir_value_t *j = kb_binary(b, "shl", one,
+                                kb_binary(b, "sub", kb_binary(b, "sub", lk, one), t));
+  tsr_ir_value_t *up = kb_binary(b, "sub", kb_i32(b, c->dims[ax]), j);
+  tsr_ir_value_t *lower = bit_clear(b, row, j);
+  tsr_ir_value_t *want_max = kb_binary(b, "xor", lower, asc);
+  tsr_ir_value_t *partner[2];
+  for (int a = 0; a < 2; a++)
+    partner[a] = kb_select(b, lower, kb_roll(b, y[a], up, ax), kb_roll(b, y[a], j, ax));
+  /* distinct pairs: the partner wins when it is smaller and the min is
+   * wanted, or larger and the max is */
+  tsr_ir_value_t *take = kb_binary(b, "xor", pair_less(b, partner, y), want_max);
+  for (int a = 0; a < 2; a++) y[a] = kb_select(b, take, partner[a], y[a]);
+  kb_end_for(b, &loop, y, 2);
+  for (int a = 0; a < 2; a++) x[a] = kb_for_result(&loop, a);
+}
+
+/* The fold along `axis`: the lexicographic min of the two halves. */
+static void col_fold(kb_t *b, columns_t *c, tsr_ir_value_t **x, uint32_t axis) {
+  int64_t half = c->dims[axis] / 2;
+  tsr_ir_value_t *lo[2], *hi[2];
+  for (int a = 0; a < 2; a++) {
+    lo[a] = col_slice(b, x[a], axis, 0, half);
+    hi[a] = col_slice(b, x[a], axis, half, 2 * half);
+  }
+  tsr_ir_value_t *take = pair_less(b, hi, lo);
+  for (int a = 0; a < 2; a++) x[a] = kb_select(b, take, hi[a], lo[a]);
+  c->dims[axis] = half;
+}
+
+/* Whether the column network takes this layout's blocks for K. */
+static bool columns_fit(const sort_layout_t *l, int64_t kk) {
+  return l->vis_axis + 1 == l->vis_rank && l->vis_rank + 1 <= TSR_MAX_RANK && l->p >= 256 &&
+         l->p / 128 >= kk;
+}
+
+/* arrays (vis shape) -> the best K, best first ((vis, K on the axis)). */
+static void columns_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays,
+                         int64_t kk) {
+  columns_t c = {l->vis_rank + 1, {0}};
+  for (uint32_t d = 0; d + 1 < l->vis_rank; d++) c.dims[d] = l->vis[d];
+  uint32_t rows_ax = c.rank - 2, lanes_ax = c.rank - 1;
+  c.dims[rows_ax] = l->p / 128;
+  c.dims[lanes_ax] = 128;
+  tsr_ir_type_t t = kb_vec(TSR_DTYPE_I32, c.rank, c.dims);
+  tsr_ir_value_t *x[2] = {kb_reshape(b, arrays[0], t), kb_reshape(b, arrays[1], t)};
+  int lk = log2_of(kk);
+  /* 1. runs of K: levels 1..lk-1 by the run pairs, level lk by the fold's
+   * direction (the row halves', or the lane halves' when L = K) */
+  tsr_ir_value_t *row = iota_of(b, &c, rows_ax);
+  tsr_ir_value_t *one = kb_i32(b, 1);
+  if (lk > 1) {
+    kb_for_t level = kb_begin_for(b, one, kb_i32(b, lk), x, 2);
+    tsr_ir_value_t *lv = kb_for_iv(&level);
+    tsr_ir_value_t *y[2] = {kb_for_carried(&level, 0), kb_for_carried(&level, 1)};
+    col_stages(b, &c, y, row, bit_clear(b, row, kb_binary(b, "shl", one, lv)), lv);
+    kb_end_for(b, &level, y, 2);
+    for (int a = 0; a < 2; a++) x[a] = kb_for_result(&level, a);
+  }
+  for (;;) { /* 2. and 3. */
+    bool on_rows = c.dims[rows_ax] > kk;
+    int64_t width = on_rows ? c.dims[rows_ax] : c.dims[lanes_ax];
+    tsr_ir_value_t *asc;
+    if (width == 1) {
+      asc = kb_const_i(b, kb_vec(TSR_DTYPE_I1, c.rank, c.dims), 1);
+    } else {
+      tsr_ir_value_t *iota = on_rows ? row : iota_of(b, &c, lanes_ax);
+      asc = bit_clear(b, iota, kb_i32(b, width / 2));
+    }
+    if (lk > 0) col_stages(b, &c, x, row, asc, kb_i32(b, lk));
+    if (width == 1) break;
+    col_fold(b, &c, x, on_rows ? rows_ax : lanes_ax);
+    row = iota_of(b, &c, rows_ax);
+  }
+  for (int a = 0; a < 2; a++) {
+    int64_t dims[TSR_MAX_RANK];
+    memcpy(dims, l->vis, sizeof dims);
+    dims[l->vis_axis] = kk;
+    arrays[a] = kb_reshape(b, x[a], kb_vec(TSR_DTYPE_I32, l->vis_rank, dims));
+  }
+}
+
 /* The block's candidates, sorted (best first): `arrays` (key, position) of
  * the layout's vis shape, both i32, distinct as pairs, are sorted (or
  * folded, when the row on the lanes is at least 4K long) and cut to their
  * first `width` positions (width <= l->p). */
 static void block_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, int64_t kk,
                        int64_t width) {
+  if (columns_fit(l, kk)) {
+    columns_topk(b, l, arrays, kk);
+    sort_layout_t kl = narrowed(l, kk);
+    for (int a = 0; a < 2; a++) arrays[a] = first_k(b, &kl, arrays[a], width);
+    return;
+  }
   if (l->vis_axis + 1 == l->vis_rank && 4 * kk <= l->p && l->p >= 256)
     fold_topk(b, l, arrays, kk); /* a partial network */
   else
