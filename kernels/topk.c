@@ -456,6 +456,15 @@ tsr_status_t tsr_kernels_topk(const tsr_kernels_topk_params_t *params,
     tsr_status_free(s);
     return topk_blocks(params, &row, kk, out_module);
   }
+  if (s && tsr_status_code(s) == TSR_UNIMPLEMENTED) {
+    tsr_status_t named = TSR_STATUS(
+        TSR_UNIMPLEMENTED,
+        "topk: axis %u (%lld positions) needs more VMEM than vmem_budget_bytes (%lld) for one "
+        "block; only the last axis is cut into blocks (move the axis last first)",
+        row.axis, (long long)row.n, (long long)params->vmem_budget_bytes);
+    tsr_status_free(s);
+    return named;
+  }
   if (s) return s;
   kb_t b;
   kb_begin(&b, "topk");
