@@ -184,6 +184,154 @@ static void col_fold(kb_t *b, columns_t *c, tsr_ir_value_t **x, uint32_t axis) {
   c->dims[axis] = half;
 }
 
+/* Steps 2 and 3 of the column network from `x` (rows sorted in runs of K,
+ * each run in the direction the next fold wants; with `first_sorted` the
+ * runs need no re-sorting before the first fold), ending with the best K
+ * of each row in arrays (vis shape, K on the axis). */
+static void columns_finish(kb_t *b, const sort_layout_t *l, columns_t *cp, tsr_ir_value_t **x,
+                           int64_t kk, tsr_ir_value_t *row, bool first_sorted,
+                           tsr_ir_value_t **arrays) {
+  columns_t c = *cp;
+  uint32_t rows_ax = c.rank - 2, lanes_ax = c.rank - 1;
+  int lk = log2_of(kk);
+  for (;;) {
+    bool on_rows = c.dims[rows_ax] > kk;
+    int64_t width = on_rows ? c.dims[rows_ax] : c.dims[lanes_ax];
+    tsr_ir_value_t *asc;
+    if (width == 1) {
+      asc = kb_const_i(b, kb_vec(TSR_DTYPE_I1, c.rank, c.dims), 1);
+    } else {
+      tsr_ir_value_t *iota = on_rows ? row : iota_of(b, &c, lanes_ax);
+      asc = bit_clear(b, iota, kb_i32(b, width / 2));
+    }
+    if (lk > 0 && !first_sorted) col_stages(b, &c, x, row, asc, kb_i32(b, lk));
+    first_sorted = false;
+    if (width == 1) break;
+    col_fold(b, &c, x, on_rows ? rows_ax : lanes_ax);
+    row = iota_of(b, &c, rows_ax);
+  }
+  for (int a = 0; a < 2; a++) {
+    int64_t dims[TSR_MAX_RANK];
+    memcpy(dims, l->vis, sizeof dims);
+    dims[l->vis_axis] = kk;
+    arrays[a] = kb_reshape(b, x[a], kb_vec(TSR_DTYPE_I32, l->vis_rank, dims));
+  }
+}
+
+/* ---- slabs: the column network unrolled over the row's 128-lane slices ----
+ *
+ * With 8 rows or more in a block, the slices x[..., 128 r : 128 (r + 1)]
+ * of a block are whole vregs (8, 128) on a TPU and 1024-element vectors on
+ * a CPU; with L of them, each (row, lane) is a column of L elements, one
+ * per slab. The column network's steps 1 and 2 then need no roll, no
+ * direction mask and no loop: every compare-exchange is between two slabs
+ * named at generation time, min to the lower. Runs are sorted ascending in
+ * the network's "flip" form (the first stage of each level pairs i with
+ * its mirror), folds pair slab i of one run with slab K-1-i of the other
+ * (the mirror: an ascending run against its reverse). The K slabs left are
+ * then the rows of a (lead..., K, 128) tile, the upper 64 lanes' columns
+ * reversed, and step 3 folds the lanes as the column network does. */
+
+/* slab[lo], slab[hi] = the smaller and larger (key, position) pair. */
+static void slab_exchange(kb_t *b, tsr_ir_value_t **key, tsr_ir_value_t **pos, int64_t lo,
+                          int64_t hi) {
+  tsr_ir_value_t *l[2] = {key[lo], pos[lo]}, *h[2] = {key[hi], pos[hi]};
+  tsr_ir_value_t *swap = pair_less(b, h, l);
+  key[lo] = kb_select(b, swap, h[0], l[0]);
+  pos[lo] = kb_select(b, swap, h[1], l[1]);
+  key[hi] = kb_select(b, swap, l[0], h[0]);
+  pos[hi] = kb_select(b, swap, l[1], h[1]);
+}
+
+/* Half-cleaners at distances size/2 .. 1 on the runs of `size` slabs from
+ * `first` to `first + count`. */
+static void slab_clean(kb_t *b, tsr_ir_value_t **key, tsr_ir_value_t **pos, int64_t first,
+                       int64_t count, int64_t size) {
+  for (int64_t j = size / 2; j >= 1; j /= 2)
+    for (int64_t r = first; r < first + count; r++)
+      if (!(r & j)) slab_exchange(b, key, pos, r, r + j);
+}
+
+/* Compare-exchanges of the slab network for L slabs and K (its size in
+ * ops is about 9 times this). */
+static int64_t slab_exchanges(int64_t slabs, int64_t kk) {
+  int lk = log2_of(kk);
+  int64_t n = slabs / 2 * lk * (lk + 1) / 2;
+  for (int64_t runs = slabs / kk; runs > 1; runs /= 2) n += runs / 2 * kk * (1 + lk) / 2;
+  return n;
+}
+
+enum { MAX_SLABS = 64, MAX_SLAB_EXCHANGES = 400 };
+
+static bool slabs_fit(const sort_layout_t *l, int64_t kk) {
+  int64_t lead = 1;
+  for (uint32_t d = 0; d < l->vis_rank; d++)
+    if (d != l->vis_axis) lead *= l->vis[d];
+  int64_t slabs = l->p / 128;
+  return l->vis_axis + 1 == l->vis_rank && l->vis_rank + 1 <= TSR_MAX_RANK && lead >= 8 &&
+         slabs >= 2 && slabs >= kk && slabs <= MAX_SLABS &&
+         slab_exchanges(slabs, kk) <= MAX_SLAB_EXCHANGES;
+}
+
+static void slabs_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, int64_t kk) {
+  int64_t slabs = l->p / 128;
+  uint32_t ax = l->vis_axis;
+  tsr_ir_value_t *key[MAX_SLABS], *pos[MAX_SLABS];
+  for (int64_t r = 0; r < slabs; r++) {
+    key[r] = col_slice(b, arrays[0], ax, 128 * r, 128 * (r + 1));
+    pos[r] = col_slice(b, arrays[1], ax, 128 * r, 128 * (r + 1));
+  }
+  /* 1. runs of K, ascending (the flip form) */
+  for (int64_t size = 2; size <= kk; size *= 2) {
+    for (int64_t s = 0; s < slabs; s += size)
+      for (int64_t i = 0; i < size / 2; i++) slab_exchange(b, key, pos, s + i, s + size - 1 - i);
+    for (int64_t s = 0; s < slabs; s += size) slab_clean(b, key, pos, s, size, size / 2);
+  }
+  /* 2. fold the runs: run g against the mirror of run g + runs/2 */
+  for (int64_t runs = slabs / kk; runs > 1; runs /= 2) {
+    for (int64_t g = 0; g < runs / 2; g++) {
+      int64_t a0 = g * kk, b0 = (g + runs / 2) * kk;
+      for (int64_t i = 0; i < kk; i++) {
+        tsr_ir_value_t *lo[2] = {key[a0 + i], pos[a0 + i]};
+        tsr_ir_value_t *hi[2] = {key[b0 + kk - 1 - i], pos[b0 + kk - 1 - i]};
+        tsr_ir_value_t *take = pair_less(b, hi, lo);
+        key[a0 + i] = kb_select(b, take, hi[0], lo[0]);
+        pos[a0 + i] = kb_select(b, take, hi[1], lo[1]);
+      }
+      slab_clean(b, key, pos, a0, kk, kk);
+    }
+    /* the runs kept are 0 .. runs/2 - 1: already in place */
+  }
+  /* 3. the K slabs as rows, the upper lanes' columns descending */
+  columns_t c = {l->vis_rank + 1, {0}};
+  for (uint32_t d = 0; d + 1 < l->vis_rank; d++) c.dims[d] = l->vis[d];
+  uint32_t rows_ax = c.rank - 2;
+  c.dims[rows_ax] = kk;
+  c.dims[rows_ax + 1] = 128;
+  tsr_ir_value_t *x[2];
+  tsr_ir_value_t *lane = kb_iota(b, kb_type_of(key[0]), ax);
+  tsr_ir_value_t *upper = kb_compare(b, "ge", lane, kb_i32(b, 64));
+  for (int a = 0; a < 2; a++) {
+    tsr_ir_value_t **s = a ? pos : key;
+    tsr_ir_value_t *parts[MAX_SLABS];
+    for (int64_t i = 0; i < kk; i++) parts[i] = kb_select(b, upper, s[kk - 1 - i], s[i]);
+    tsr_ir_value_t *line = parts[0];
+    if (kk > 1) {
+      int64_t dims[TSR_MAX_RANK];
+      memcpy(dims, l->vis, sizeof dims);
+      dims[ax] = 128 * kk;
+      tsr_ir_type_t t = kb_vec(TSR_DTYPE_I32, l->vis_rank, dims);
+      int64_t axis = ax;
+      tsr_ir_op_params_t p = {.mnemonic = "concatenate", .operands = parts,
+                              .num_operands = (uint32_t)kk, .result_types = &t,
+                              .num_results = 1, .ints = &axis, .num_ints = 1};
+      line = kb_op(b, &p, NULL);
+    }
+    x[a] = kb_reshape(b, line, kb_vec(TSR_DTYPE_I32, c.rank, c.dims));
+  }
+  columns_finish(b, l, &c, x, kk, iota_of(b, &c, rows_ax), true, arrays);
+}
+
 /* Whether the column network takes this layout's blocks for K. */
 static bool columns_fit(const sort_layout_t *l, int64_t kk) {
   return l->vis_axis + 1 == l->vis_rank && l->vis_rank + 1 <= TSR_MAX_RANK && l->p >= 256 &&
@@ -213,27 +361,7 @@ static void columns_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **array
     kb_end_for(b, &level, y, 2);
     for (int a = 0; a < 2; a++) x[a] = kb_for_result(&level, a);
   }
-  for (;;) { /* 2. and 3. */
-    bool on_rows = c.dims[rows_ax] > kk;
-    int64_t width = on_rows ? c.dims[rows_ax] : c.dims[lanes_ax];
-    tsr_ir_value_t *asc;
-    if (width == 1) {
-      asc = kb_const_i(b, kb_vec(TSR_DTYPE_I1, c.rank, c.dims), 1);
-    } else {
-      tsr_ir_value_t *iota = on_rows ? row : iota_of(b, &c, lanes_ax);
-      asc = bit_clear(b, iota, kb_i32(b, width / 2));
-    }
-    if (lk > 0) col_stages(b, &c, x, row, asc, kb_i32(b, lk));
-    if (width == 1) break;
-    col_fold(b, &c, x, on_rows ? rows_ax : lanes_ax);
-    row = iota_of(b, &c, rows_ax);
-  }
-  for (int a = 0; a < 2; a++) {
-    int64_t dims[TSR_MAX_RANK];
-    memcpy(dims, l->vis, sizeof dims);
-    dims[l->vis_axis] = kk;
-    arrays[a] = kb_reshape(b, x[a], kb_vec(TSR_DTYPE_I32, l->vis_rank, dims));
-  }
+  columns_finish(b, l, &c, x, kk, row, false, arrays);
 }
 
 /* The block's candidates, sorted (best first): `arrays` (key, position) of
@@ -242,8 +370,11 @@ static void columns_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **array
  * first `width` positions (width <= l->p). */
 static void block_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, int64_t kk,
                        int64_t width) {
-  if (columns_fit(l, kk)) {
-    columns_topk(b, l, arrays, kk);
+  if (slabs_fit(l, kk) || columns_fit(l, kk)) {
+    if (slabs_fit(l, kk))
+      slabs_topk(b, l, arrays, kk);
+    else
+      columns_topk(b, l, arrays, kk);
     sort_layout_t kl = narrowed(l, kk);
     for (int a = 0; a < 2; a++) arrays[a] = first_k(b, &kl, arrays[a], width);
     return;
