@@ -279,10 +279,12 @@ static bool slabs_fit(const sort_layout_t *l, int64_t kk) {
          slab_exchanges(slabs, kk) <= MAX_SLAB_EXCHANGES;
 }
 
-static void slabs_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, int64_t kk) {
+/* Steps 1 and 2: arrays (vis shape) -> key[0..K), pos[0..K): the slabs
+ * of each column's best K, ascending. */
+static void slabs_columns(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, int64_t kk,
+                          tsr_ir_value_t **key, tsr_ir_value_t **pos) {
   int64_t slabs = l->p / 128;
   uint32_t ax = l->vis_axis;
-  tsr_ir_value_t *key[MAX_SLABS], *pos[MAX_SLABS];
   for (int64_t r = 0; r < slabs; r++) {
     key[r] = col_slice(b, arrays[0], ax, 128 * r, 128 * (r + 1));
     pos[r] = col_slice(b, arrays[1], ax, 128 * r, 128 * (r + 1));
@@ -308,6 +310,27 @@ static void slabs_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays,
     }
     /* the runs kept are 0 .. runs/2 - 1: already in place */
   }
+}
+
+/* Fold the column's best K (ascending slabs) `other` into `key`/`pos`
+ * (ascending): the mirror fold and half-cleaners. */
+static void slabs_merge(kb_t *b, tsr_ir_value_t **key, tsr_ir_value_t **pos,
+                        tsr_ir_value_t **other_key, tsr_ir_value_t **other_pos, int64_t kk) {
+  for (int64_t i = 0; i < kk; i++) {
+    tsr_ir_value_t *lo[2] = {key[i], pos[i]};
+    tsr_ir_value_t *hi[2] = {other_key[kk - 1 - i], other_pos[kk - 1 - i]};
+    tsr_ir_value_t *take = pair_less(b, hi, lo);
+    key[i] = kb_select(b, take, hi[0], lo[0]);
+    pos[i] = kb_select(b, take, hi[1], lo[1]);
+  }
+  slab_clean(b, key, pos, 0, kk, kk);
+}
+
+/* Step 3: K ascending slabs -> the best K of each row in arrays (vis
+ * shape, K on the axis). */
+static void slabs_finish(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **key,
+                         tsr_ir_value_t **pos, int64_t kk, tsr_ir_value_t **arrays) {
+  uint32_t ax = l->vis_axis;
   /* 3. the K slabs as rows, the upper lanes' columns descending */
   columns_t c = {l->vis_rank + 1, {0}};
   for (uint32_t d = 0; d + 1 < l->vis_rank; d++) c.dims[d] = l->vis[d];
@@ -336,6 +359,12 @@ static void slabs_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays,
     x[a] = kb_reshape(b, line, kb_vec(TSR_DTYPE_I32, c.rank, c.dims));
   }
   columns_finish(b, l, &c, x, kk, iota_of(b, &c, rows_ax), true, arrays);
+}
+
+static void slabs_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, int64_t kk) {
+  tsr_ir_value_t *key[MAX_SLABS], *pos[MAX_SLABS];
+  slabs_columns(b, l, arrays, kk, key, pos);
+  slabs_finish(b, l, key, pos, kk, arrays);
 }
 
 /* Whether the column network takes this layout's blocks for K. */
@@ -518,20 +547,25 @@ static tsr_status_t topk_blocks(const tsr_kernels_topk_params_t *params, const s
     kb_yield(&b, yields, l.rank);
     b.region = body;
   }
+  /* With slabs, the running best is each column's best K (K slabs side by
+   * side): a step merges its block's columns, and only the last step folds
+   * the lanes (top-16 of (128, 100000) f32, cpu backend: 231 ms with a
+   * running best per row, 74 ms per column). */
+  bool slab_best = slabs_fit(&l, kk);
   int64_t acc_dims[TSR_MAX_RANK];
   memcpy(acc_dims, l.vis, sizeof acc_dims);
-  acc_dims[l.vis_axis] = kk;
+  acc_dims[l.vis_axis] = slab_best ? 128 * kk : kk;
   tsr_ir_value_t *acc_ref[2] = {
       kb_scratch(&b, "best_key", TSR_SPACE_VMEM, TSR_DTYPE_I32, l.vis_rank, acc_dims),
       kb_scratch(&b, "best_pos", TSR_SPACE_VMEM, TSR_DTYPE_I32, l.vis_rank, acc_dims)};
 
   tsr_ir_value_t *step = kb_program_id(&b, step_dim);
   /* The first step: the running best is all padding (INT32_MAX, INT32_MAX),
-   * stored as its complement. */
+   * stored as its complement for a running best per row. */
   kb_for_t first = kb_begin_if(&b, kb_compare(&b, "eq", step, kb_i32(&b, 0)));
   for (int a = 0; a < 2; a++)
-    kb_store_all(&b, acc_ref[a],
-                 kb_const_i(&b, kb_vec(TSR_DTYPE_I32, l.vis_rank, acc_dims), INT32_MIN));
+    kb_store_all(&b, acc_ref[a], kb_const_i(&b, kb_vec(TSR_DTYPE_I32, l.vis_rank, acc_dims),
+                                            slab_best ? INT32_MAX : INT32_MIN));
   kb_end_if(&b, &first);
 
   /* The block's keys at their positions in the row; past n, padding. */
@@ -544,6 +578,39 @@ static tsr_status_t topk_blocks(const tsr_kernels_topk_params_t *params, const s
     key = kb_select(&b, pad, kb_const_i(&b, kb_type_of(key), INT32_MAX), key);
   }
   tsr_ir_value_t *cand[2] = {key, pos};
+  if (slab_best) {
+    tsr_ir_value_t *ck[MAX_SLABS], *cp[MAX_SLABS], *bk[MAX_SLABS], *bp[MAX_SLABS];
+    slabs_columns(&b, &l, cand, kk, ck, cp);
+    tsr_ir_value_t *best_all[2] = {kb_load_all(&b, acc_ref[0]), kb_load_all(&b, acc_ref[1])};
+    for (int64_t i = 0; i < kk; i++) {
+      bk[i] = col_slice(&b, best_all[0], l.vis_axis, 128 * i, 128 * (i + 1));
+      bp[i] = col_slice(&b, best_all[1], l.vis_axis, 128 * i, 128 * (i + 1));
+    }
+    slabs_merge(&b, bk, bp, ck, cp, kk);
+    for (int a = 0; a < 2; a++) {
+      tsr_ir_value_t **sl = a ? bp : bk;
+      tsr_ir_value_t *joined = sl[0];
+      if (kk > 1) {
+        tsr_ir_type_t t = kb_vec(TSR_DTYPE_I32, l.vis_rank, acc_dims);
+        int64_t axis = l.vis_axis;
+        tsr_ir_op_params_t p = {.mnemonic = "concatenate", .operands = sl,
+                                .num_operands = (uint32_t)kk, .result_types = &t,
+                                .num_results = 1, .ints = &axis, .num_ints = 1};
+        joined = kb_op(&b, &p, NULL);
+      }
+      kb_store_all(&b, acc_ref[a], joined);
+    }
+    kb_for_t last = kb_begin_if(&b, kb_compare(&b, "eq", step, kb_i32(&b, steps - 1)));
+    tsr_ir_value_t *out[2];
+    slabs_finish(&b, &l, bk, bp, kk, out);
+    sort_layout_t kl = narrowed(&l, kk);
+    tsr_ir_value_t *v = sort_from_key(&b, first_k(&b, &kl, out[0], params->k), params->dtype,
+                                      SORT_ORDER_TOTAL, !params->smallest);
+    sort_store(&b, &kl, refs[1], v);
+    sort_store(&b, &kl, refs[2], first_k(&b, &kl, out[1], params->k));
+    kb_end_if(&b, &last);
+    return kb_finish(&b, out_module);
+  }
   block_topk(&b, &l, cand, kk, width);
   for (int a = 0; a < 2; a++) cand[a] = pad_axis(&b, &l, cand[a], kk - width, INT32_MAX);
 

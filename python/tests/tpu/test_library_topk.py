@@ -26,6 +26,9 @@ CASES = {
     "blocks_k1": dict(shape=(8, 1000), dtype="i32", k=1, vmem_budget_bytes=8192),
     "blocks_bf16_smallest": dict(shape=(16, 3000), dtype="bf16", k=5, smallest=True,
                                  vmem_budget_bytes=1 << 16),
+    "blocks_slabs": dict(shape=(128, 20000), dtype="f32", k=16),
+    "blocks_slabs_k32": dict(shape=(9, 30000), dtype="i32", k=32),
+    "blocks_columns_few_rows": dict(shape=(2, 50000), dtype="f32", k=8),
     "blocks_rank3": dict(shape=(2, 8, 2000), dtype="f32", k=10, vmem_budget_bytes=1 << 15),
 }
 
