@@ -1,9 +1,10 @@
 """The kernel library's top-k (kernels/topk.c) emitted as Mosaic and
-compiled by libtpu for v5e and v6e, one case per kernel class: rows in one
-block (sorted or folded), and rows longer than a block (a grid over the
-row's blocks with a running top-k in VMEM scratch): k below a block, k
-above one, one row and many, rank 1, padded last blocks, 16-bit floats,
-the smallest; the default budget's blocks and small budgets' ones."""
+compiled by libtpu for v5e and v6e, one case per kernel class: one block
+(sorted, folded, slabs), and rows longer than a block (a grid over the
+row's blocks with a running top-k in VMEM scratch, per row, or per column
+with slabs): k below a block and above one, one row and many, rank 1 and
+3, padded last blocks, 16-bit floats, the smallest, the default budget's
+blocks and small budgets' ones."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ CHIPS = ("v5e", "v6e")
 #: name -> params of tessera._library.generate("topk", ...).
 CASES = {
     "one_block_sorted": dict(shape=(8, 128), dtype="f32", k=8),
-    "one_block_folded": dict(shape=(8, 4096), dtype="i32", k=20),
+    "one_block_slabs": dict(shape=(8, 4096), dtype="i32", k=20),
+    "one_block_columns": dict(shape=(2, 8192), dtype="f32", k=16),
+    "one_block_folded": dict(shape=(8, 1024), dtype="f32", k=16),
     "blocks_rows": dict(shape=(16, 5000), dtype="f32", k=16, vmem_budget_bytes=1 << 16),
     "blocks_one_row_long": dict(shape=(1, 100000), dtype="f32", k=16),
     "blocks_rank1": dict(shape=(100000,), dtype="f32", k=16),
