@@ -271,23 +271,67 @@ static int64_t lead_of(const sort_layout_t *l) {
   return lead;
 }
 
+/* Slabs of a block: with 8 rows or more, its 128-lane slices (lead...,
+ * 128), L = p / 128 of them; with fewer, its (p / 128, 128) tile cut in
+ * 8-row slices (lead..., 8, 128), p / 1024 of them, which fold their
+ * sublanes before the lanes. */
+static int64_t slab_rows(const sort_layout_t *l) { return lead_of(l) >= 8 ? 0 : 8; }
+
+static int64_t slab_count(const sort_layout_t *l) {
+  return slab_rows(l) ? l->p / 1024 : l->p / 128;
+}
+
 static bool slabs_fit(const sort_layout_t *l, int64_t kk) {
-  int64_t lead = lead_of(l);
-  int64_t slabs = l->p / 128;
-  return l->vis_axis + 1 == l->vis_rank && l->vis_rank + 1 <= TSR_MAX_RANK && lead >= 8 &&
+  int64_t slabs = slab_count(l);
+  return l->vis_axis + 1 == l->vis_rank && l->vis_rank + 1 <= TSR_MAX_RANK &&
          slabs >= 2 && slabs >= kk && slabs <= MAX_SLABS &&
          slab_exchanges(slabs, kk) <= MAX_SLAB_EXCHANGES;
+}
+
+/* The block's tile (lead..., p / 128, 128) type (sublane slabs). */
+static tsr_ir_type_t slab_tile_type(const sort_layout_t *l, int64_t rows) {
+  int64_t dims[TSR_MAX_RANK];
+  for (uint32_t d = 0; d + 1 < l->vis_rank; d++) dims[d] = l->vis[d];
+  dims[l->vis_rank - 1] = rows;
+  dims[l->vis_rank] = 128;
+  return kb_vec(TSR_DTYPE_I32, l->vis_rank + 1, dims);
+}
+
+/* Slab i of `v`: lanes (vis shape) or rows of the tile (vis_rank + 1). */
+static tsr_ir_value_t *slab_at(kb_t *b, const sort_layout_t *l, tsr_ir_value_t *v, int64_t i) {
+  int64_t r = slab_rows(l);
+  if (!r) return col_slice(b, v, l->vis_axis, 128 * i, 128 * (i + 1));
+  return col_slice(b, v, l->vis_rank - 1, r * i, r * (i + 1));
+}
+
+/* The `n` slabs side by side (lanes, or the tile's rows). */
+static tsr_ir_value_t *slab_join(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **slabs,
+                                 int64_t n) {
+  if (n == 1 || !slabs[0]) return slabs[0];
+  const tsr_ir_value_t *first = slabs[0];
+  int64_t dims[TSR_MAX_RANK];
+  uint32_t rank = first->type.rank;
+  memcpy(dims, first->type.dims, rank * sizeof *dims);
+  int64_t axis = slab_rows(l) ? rank - 2 : rank - 1;
+  dims[axis] *= n;
+  tsr_ir_type_t t = kb_vec(TSR_DTYPE_I32, rank, dims);
+  tsr_ir_op_params_t p = {.mnemonic = "concatenate", .operands = slabs,
+                          .num_operands = (uint32_t)n, .result_types = &t, .num_results = 1,
+                          .ints = &axis, .num_ints = 1};
+  return kb_op(b, &p, NULL);
 }
 
 /* Steps 1 and 2: arrays (vis shape) -> key[0..K), pos[0..K): the slabs
  * of each column's best K, ascending. */
 static void slabs_columns(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, int64_t kk,
                           tsr_ir_value_t **key, tsr_ir_value_t **pos) {
-  int64_t slabs = l->p / 128;
-  uint32_t ax = l->vis_axis;
+  int64_t slabs = slab_count(l);
+  tsr_ir_value_t *src[2] = {arrays[0], arrays[1]};
+  if (slab_rows(l))
+    for (int a = 0; a < 2; a++) src[a] = kb_reshape(b, arrays[a], slab_tile_type(l, l->p / 128));
   for (int64_t r = 0; r < slabs; r++) {
-    key[r] = col_slice(b, arrays[0], ax, 128 * r, 128 * (r + 1));
-    pos[r] = col_slice(b, arrays[1], ax, 128 * r, 128 * (r + 1));
+    key[r] = slab_at(b, l, src[0], r);
+    pos[r] = slab_at(b, l, src[1], r);
   }
   /* 1. runs of K, ascending (the flip form) */
   for (int64_t size = 2; size <= kk; size *= 2) {
@@ -330,7 +374,19 @@ static void slabs_merge(kb_t *b, tsr_ir_value_t **key, tsr_ir_value_t **pos,
  * shape, K on the axis). */
 static void slabs_finish(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **key,
                          tsr_ir_value_t **pos, int64_t kk, tsr_ir_value_t **arrays) {
-  uint32_t ax = l->vis_axis;
+  /* sublane slabs: fold the sublanes, 8 -> 1, each (sublane, lane) column
+   * against its mirror in the upper sublanes */
+  for (int64_t r = slab_rows(l); r > 1; r /= 2) {
+    uint32_t sub = l->vis_rank - 1;
+    tsr_ir_value_t *hk[MAX_SLABS], *hp[MAX_SLABS];
+    for (int64_t i = 0; i < kk; i++) {
+      hk[i] = col_slice(b, key[i], sub, r / 2, r);
+      hp[i] = col_slice(b, pos[i], sub, r / 2, r);
+      key[i] = col_slice(b, key[i], sub, 0, r / 2);
+      pos[i] = col_slice(b, pos[i], sub, 0, r / 2);
+    }
+    slabs_merge(b, key, pos, hk, hp, kk);
+  }
   /* 3. the K slabs as rows, the upper lanes' columns descending */
   columns_t c = {l->vis_rank + 1, {0}};
   for (uint32_t d = 0; d + 1 < l->vis_rank; d++) c.dims[d] = l->vis[d];
@@ -338,25 +394,13 @@ static void slabs_finish(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **key,
   c.dims[rows_ax] = kk;
   c.dims[rows_ax + 1] = 128;
   tsr_ir_value_t *x[2];
-  tsr_ir_value_t *lane = kb_iota(b, kb_type_of(key[0]), ax);
+  tsr_ir_value_t *lane = kb_iota(b, kb_type_of(key[0]), key[0] ? key[0]->type.rank - 1 : 0);
   tsr_ir_value_t *upper = kb_compare(b, "ge", lane, kb_i32(b, 64));
   for (int a = 0; a < 2; a++) {
-    tsr_ir_value_t **s = a ? pos : key;
+    tsr_ir_value_t **sl = a ? pos : key;
     tsr_ir_value_t *parts[MAX_SLABS];
-    for (int64_t i = 0; i < kk; i++) parts[i] = kb_select(b, upper, s[kk - 1 - i], s[i]);
-    tsr_ir_value_t *line = parts[0];
-    if (kk > 1) {
-      int64_t dims[TSR_MAX_RANK];
-      memcpy(dims, l->vis, sizeof dims);
-      dims[ax] = 128 * kk;
-      tsr_ir_type_t t = kb_vec(TSR_DTYPE_I32, l->vis_rank, dims);
-      int64_t axis = ax;
-      tsr_ir_op_params_t p = {.mnemonic = "concatenate", .operands = parts,
-                              .num_operands = (uint32_t)kk, .result_types = &t,
-                              .num_results = 1, .ints = &axis, .num_ints = 1};
-      line = kb_op(b, &p, NULL);
-    }
-    x[a] = kb_reshape(b, line, kb_vec(TSR_DTYPE_I32, c.rank, c.dims));
+    for (int64_t i = 0; i < kk; i++) parts[i] = kb_select(b, upper, sl[kk - 1 - i], sl[i]);
+    x[a] = kb_reshape(b, slab_join(b, l, parts, kk), kb_vec(TSR_DTYPE_I32, c.rank, c.dims));
   }
   columns_finish(b, l, &c, x, kk, iota_of(b, &c, rows_ax), true, arrays);
 }
@@ -458,42 +502,69 @@ static tsr_ir_value_t *pad_axis(kb_t *b, const sort_layout_t *l, tsr_ir_value_t 
  * the block's candidates (ascending) and the running best (descending) is
  * the best K of both as a bitonic sequence, which the network's last level
  * sorts. The last step sorts it best first and writes the outputs. */
+/* A layout whose tiles of the other dims reach past a dim shorter than
+ * their quantum (8 rows of a 3-row array) takes the dim whole instead:
+ * sort_layout_plan rounds a tile it must shrink up to the quantum, which
+ * pads the block with rows of nothing. */
+static void whole_small_dims(sort_layout_t *l) {
+  uint32_t v = 0;
+  for (uint32_t d = 0; d < l->rank; d++) {
+    if (l->block[d] == TSR_SQUEEZED) continue;
+    if (d != l->axis && l->block[d] > l->dims[d]) {
+      l->block[d] = l->dims[d];
+      l->vis[v] = l->dims[d];
+      l->grid[l->grid_dim_of[d]] = 1;
+    }
+    v++;
+  }
+}
+
 static tsr_status_t topk_blocks(const tsr_kernels_topk_params_t *params, const sort_layout_t *row,
                                 int64_t kk, tsr_ir_module_t **out_module) {
   int64_t bytes = (int64_t)tsr_dtype_size(params->dtype);
   int64_t per_position = 2 * (2 * bytes + 4) + 4 * 3 * 2;
   int64_t budget = params->vmem_budget_bytes ? params->vmem_budget_bytes : DEFAULT_BUDGET;
   int64_t n = row->n;
-  /* The block: the longest power of two of at most MAX_BLOCK and p/2 whose
-   * layout fits the budget with the running best (its 2 arrays, the merge's
-   * values); at least 128 positions (Pallas's lane rule) whatever the
-   * budget. */
-  int64_t block = MAX_BLOCK < row->p / 2 ? MAX_BLOCK : row->p / 2;
+  /* The block: first the longest power of two of at most 65536 and p/2
+   * that fits the budget with the running best (its 2 arrays, the merge's
+   * values) and that the slab network takes (top-16 of (128, 100000) f32
+   * on the cpu backend: blocks of 8192 by the column network 700 ms, of
+   * 4096 by slabs 231 ms); else the longest of at most MAX_BLOCK that fits;
+   * at least 128 positions (Pallas's lane rule) whatever the budget. */
   sort_layout_t l;
   int64_t dims[TSR_MAX_RANK];
   memcpy(dims, params->dims, sizeof dims);
   int64_t best_bytes = kk * 4 * 2 * 6; /* per row: the running best and the merge */
-  for (;;) {
-    dims[row->axis] = block;
-    int64_t left = budget - best_bytes;
+  int64_t left = budget - best_bytes;
+  int64_t block = 0;
+  for (int64_t b = row->p / 2 < 65536 ? row->p / 2 : 65536; b >= 256 && left > 0; b /= 2) {
+    dims[row->axis] = b;
+    tsr_status_t s = sort_layout_plan(params->rank, dims, params->axis, per_position, left,
+                                      "topk", &l);
+    if (!s) whole_small_dims(&l);
+    bool ok = !s && slabs_fit(&l, kk);
+    tsr_status_free(s);
+    if (ok) {
+      block = b;
+      break;
+    }
+  }
+  for (int64_t b = MAX_BLOCK < row->p / 2 ? MAX_BLOCK : row->p / 2; !block; b /= 2) {
+    dims[row->axis] = b;
     tsr_status_t s = left > 0 ? sort_layout_plan(params->rank, dims, params->axis, per_position,
                                                  left, "topk", &l)
                               : TSR_STATUS(TSR_UNIMPLEMENTED, "over");
-    /* with 8 rows or more, a block the slab network takes (top-16 of (128,
-     * 100000) f32 on the cpu backend: blocks of 8192 by the column network
-     * 700 ms, of 4096 by slabs 231 ms) */
-    if (!s && lead_of(&l) >= 8 && !slabs_fit(&l, kk) && block / 2 >= 128 * kk &&
-        block / 2 >= 256)
-      s = TSR_STATUS(TSR_UNIMPLEMENTED, "not slabs");
-    if (!s) break;
-    tsr_status_free(s);
-    if (block <= 128) { /* over the budget: the smallest block */
-      s = sort_layout_plan(params->rank, dims, params->axis, per_position,
-                           per_position * block * 8, "topk", &l); /* 8 rows at most */
-      if (s) return s;
+    if (!s) {
+      block = b;
       break;
     }
-    block /= 2;
+    tsr_status_free(s);
+    if (b <= 128) { /* over the budget: the smallest block, 8 rows at most */
+      s = sort_layout_plan(params->rank, dims, params->axis, per_position,
+                           per_position * b * 8, "topk", &l);
+      if (s) return s;
+      block = b;
+    }
   }
   /* The smallest layout tiles every other dim by 8 rows at most: check the
    * running best against the budget (or the default, under a smaller one). */
@@ -555,16 +626,22 @@ static tsr_status_t topk_blocks(const tsr_kernels_topk_params_t *params, const s
   int64_t acc_dims[TSR_MAX_RANK];
   memcpy(acc_dims, l.vis, sizeof acc_dims);
   acc_dims[l.vis_axis] = slab_best ? 128 * kk : kk;
+  uint32_t acc_rank = l.vis_rank;
+  if (slab_best && slab_rows(&l)) { /* K sublane slabs: (lead..., 8 K, 128) */
+    tsr_ir_type_t t = slab_tile_type(&l, slab_rows(&l) * kk);
+    acc_rank = t.rank;
+    memcpy(acc_dims, t.dims, acc_rank * sizeof *acc_dims);
+  }
   tsr_ir_value_t *acc_ref[2] = {
-      kb_scratch(&b, "best_key", TSR_SPACE_VMEM, TSR_DTYPE_I32, l.vis_rank, acc_dims),
-      kb_scratch(&b, "best_pos", TSR_SPACE_VMEM, TSR_DTYPE_I32, l.vis_rank, acc_dims)};
+      kb_scratch(&b, "best_key", TSR_SPACE_VMEM, TSR_DTYPE_I32, acc_rank, acc_dims),
+      kb_scratch(&b, "best_pos", TSR_SPACE_VMEM, TSR_DTYPE_I32, acc_rank, acc_dims)};
 
   tsr_ir_value_t *step = kb_program_id(&b, step_dim);
   /* The first step: the running best is all padding (INT32_MAX, INT32_MAX),
    * stored as its complement for a running best per row. */
   kb_for_t first = kb_begin_if(&b, kb_compare(&b, "eq", step, kb_i32(&b, 0)));
   for (int a = 0; a < 2; a++)
-    kb_store_all(&b, acc_ref[a], kb_const_i(&b, kb_vec(TSR_DTYPE_I32, l.vis_rank, acc_dims),
+    kb_store_all(&b, acc_ref[a], kb_const_i(&b, kb_vec(TSR_DTYPE_I32, acc_rank, acc_dims),
                                             slab_best ? INT32_MAX : INT32_MIN));
   kb_end_if(&b, &first);
 
@@ -583,23 +660,12 @@ static tsr_status_t topk_blocks(const tsr_kernels_topk_params_t *params, const s
     slabs_columns(&b, &l, cand, kk, ck, cp);
     tsr_ir_value_t *best_all[2] = {kb_load_all(&b, acc_ref[0]), kb_load_all(&b, acc_ref[1])};
     for (int64_t i = 0; i < kk; i++) {
-      bk[i] = col_slice(&b, best_all[0], l.vis_axis, 128 * i, 128 * (i + 1));
-      bp[i] = col_slice(&b, best_all[1], l.vis_axis, 128 * i, 128 * (i + 1));
+      bk[i] = slab_at(&b, &l, best_all[0], i);
+      bp[i] = slab_at(&b, &l, best_all[1], i);
     }
     slabs_merge(&b, bk, bp, ck, cp, kk);
-    for (int a = 0; a < 2; a++) {
-      tsr_ir_value_t **sl = a ? bp : bk;
-      tsr_ir_value_t *joined = sl[0];
-      if (kk > 1) {
-        tsr_ir_type_t t = kb_vec(TSR_DTYPE_I32, l.vis_rank, acc_dims);
-        int64_t axis = l.vis_axis;
-        tsr_ir_op_params_t p = {.mnemonic = "concatenate", .operands = sl,
-                                .num_operands = (uint32_t)kk, .result_types = &t,
-                                .num_results = 1, .ints = &axis, .num_ints = 1};
-        joined = kb_op(&b, &p, NULL);
-      }
-      kb_store_all(&b, acc_ref[a], joined);
-    }
+    kb_store_all(&b, acc_ref[0], slab_join(&b, &l, bk, kk));
+    kb_store_all(&b, acc_ref[1], slab_join(&b, &l, bp, kk));
     kb_for_t last = kb_begin_if(&b, kb_compare(&b, "eq", step, kb_i32(&b, steps - 1)));
     tsr_ir_value_t *out[2];
     slabs_finish(&b, &l, bk, bp, kk, out);

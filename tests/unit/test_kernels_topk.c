@@ -200,6 +200,8 @@ TSR_TEST(one_block) {
       {TSR_DTYPE_F32, 3, {4, 20, 3}, 1, 5, false, 0, 0},
       {TSR_DTYPE_U8, 2, {2, 513}, -1, 64, false, 0, 0},
       {TSR_DTYPE_F32, 2, {2, 300}, -1, 300, false, 0, 0}, /* k = the whole row */
+      {TSR_DTYPE_BF16, 2, {2, 8192}, -1, 4, false, 0, 0},  /* sublane slabs */
+      {TSR_DTYPE_I16, 2, {16, 2048}, -1, 16, false, 0, 4}, /* lane slabs */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     TSR_CHECK_EQ_INT(check(&cases[i]) == 1, 1);
@@ -218,6 +220,8 @@ TSR_TEST(rows_longer_than_a_block) {
       {TSR_DTYPE_F32, 2, {3, 20000}, -1, 16, false, 1 << 16, 0}, /* L > K per block */
       {TSR_DTYPE_F16, 2, {3, 9000}, -1, 8, true, 1 << 17, 5},
       {TSR_DTYPE_F32, 2, {3, 70001}, -1, 64, false, 0, 0}, /* over the default budget */
+      {TSR_DTYPE_F32, 2, {2, 40000}, -1, 16, false, 0, 3},  /* sublane slabs, per column */
+      {TSR_DTYPE_U32, 2, {16, 9000}, -1, 8, false, 0, 0},   /* lane slabs, per column */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     TSR_CHECK_EQ_INT(check(&cases[i]) == 2, 1);

@@ -31,7 +31,9 @@ CASES = {
                                  vmem_budget_bytes=1 << 16),
     "blocks_slabs": dict(shape=(128, 20000), dtype="f32", k=16),
     "blocks_slabs_k32": dict(shape=(9, 30000), dtype="i32", k=32),
-    "blocks_columns_few_rows": dict(shape=(2, 50000), dtype="f32", k=8),
+    "blocks_columns_few_rows": dict(shape=(2, 50000), dtype="f32", k=64),
+    "blocks_sublane_slabs": dict(shape=(3, 70001), dtype="f32", k=16),
+    "one_block_sublane_slabs": dict(shape=(2, 8192), dtype="bf16", k=4),
     "blocks_rank3": dict(shape=(2, 8, 2000), dtype="f32", k=10, vmem_budget_bytes=1 << 15),
 }
 
