@@ -197,15 +197,15 @@ enum { NUM_DTYPES = sizeof all_dtypes / sizeof all_dtypes[0] };
 /* One block per row: sorted rows, the folding network, the columns. */
 TSR_TEST(one_block) {
   const topk_case_t cases[] = {
-      {TSR_DTYPE_F32, 2, {3, 50}, -1, 7, false, 0, 0},
-      {TSR_DTYPE_F32, 2, {8, 4096}, -1, 16, false, 0, 0},
+      {TSR_DTYPE_F32, 2, {3, 50}, -1, 7, false, 0, 0, false},
+      {TSR_DTYPE_F32, 2, {8, 4096}, -1, 16, false, 0, 0, false},
       {TSR_DTYPE_F32, 2, {9, 2048}, -1, 16, false, 0, 3, true},
-      {TSR_DTYPE_I32, 2, {4, 3000}, -1, 20, true, 0, 0},
-      {TSR_DTYPE_BF16, 1, {5000}, 0, 33, false, 0, 0},
-      {TSR_DTYPE_F32, 3, {4, 20, 3}, 1, 5, false, 0, 0},
-      {TSR_DTYPE_U8, 2, {2, 513}, -1, 64, false, 0, 0},
-      {TSR_DTYPE_F32, 2, {2, 300}, -1, 300, false, 0, 0}, /* k = the whole row */
-      {TSR_DTYPE_BF16, 2, {2, 8192}, -1, 4, false, 0, 0},  /* sublane slabs */
+      {TSR_DTYPE_I32, 2, {4, 3000}, -1, 20, true, 0, 0, false},
+      {TSR_DTYPE_BF16, 1, {5000}, 0, 33, false, 0, 0, false},
+      {TSR_DTYPE_F32, 3, {4, 20, 3}, 1, 5, false, 0, 0, false},
+      {TSR_DTYPE_U8, 2, {2, 513}, -1, 64, false, 0, 0, false},
+      {TSR_DTYPE_F32, 2, {2, 300}, -1, 300, false, 0, 0, false}, /* k = the whole row */
+      {TSR_DTYPE_BF16, 2, {2, 8192}, -1, 4, false, 0, 0, false},  /* sublane slabs */
       {TSR_DTYPE_I16, 2, {16, 2048}, -1, 16, false, 0, 4, true}, /* lane slabs */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -215,17 +215,17 @@ TSR_TEST(one_block) {
 /* Rows longer than a block: the grid over the row's blocks. */
 TSR_TEST(rows_longer_than_a_block) {
   const topk_case_t cases[] = {
-      {TSR_DTYPE_F32, 2, {2, 1000}, -1, 5, false, 8192, 0},
-      {TSR_DTYPE_F32, 2, {3, 3001}, -1, 16, false, 8192, 2},  /* heavy ties */
-      {TSR_DTYPE_F32, 1, {1000}, 0, 1, false, 8192, 0},       /* k = 1 */
-      {TSR_DTYPE_F32, 2, {2, 700}, -1, 700, false, 8192, 0},  /* k = the whole row */
-      {TSR_DTYPE_F32, 2, {2, 3000}, -1, 300, false, 8192, 0}, /* k > a block (128) */
-      {TSR_DTYPE_I32, 2, {9, 2049}, -1, 1, true, 8192, 0},
-      {TSR_DTYPE_BF16, 3, {2, 3, 999}, -1, 7, false, 8192, 0},
-      {TSR_DTYPE_F32, 2, {3, 20000}, -1, 16, false, 1 << 16, 0}, /* L > K per block */
-      {TSR_DTYPE_F16, 2, {3, 9000}, -1, 8, true, 1 << 17, 5},
-      {TSR_DTYPE_F32, 2, {3, 70001}, -1, 64, false, 0, 0}, /* over the default budget */
-      {TSR_DTYPE_F32, 2, {2, 40000}, -1, 16, false, 0, 3},  /* sublane slabs, per column */
+      {TSR_DTYPE_F32, 2, {2, 1000}, -1, 5, false, 8192, 0, false},
+      {TSR_DTYPE_F32, 2, {3, 3001}, -1, 16, false, 8192, 2, false},  /* heavy ties */
+      {TSR_DTYPE_F32, 1, {1000}, 0, 1, false, 8192, 0, false},       /* k = 1 */
+      {TSR_DTYPE_F32, 2, {2, 700}, -1, 700, false, 8192, 0, false},  /* k = the whole row */
+      {TSR_DTYPE_F32, 2, {2, 3000}, -1, 300, false, 8192, 0, false}, /* k > a block (128) */
+      {TSR_DTYPE_I32, 2, {9, 2049}, -1, 1, true, 8192, 0, false},
+      {TSR_DTYPE_BF16, 3, {2, 3, 999}, -1, 7, false, 8192, 0, false},
+      {TSR_DTYPE_F32, 2, {3, 20000}, -1, 16, false, 1 << 16, 0, false}, /* L > K per block */
+      {TSR_DTYPE_F16, 2, {3, 9000}, -1, 8, true, 1 << 17, 5, false},
+      {TSR_DTYPE_F32, 2, {3, 70001}, -1, 64, false, 0, 0, false}, /* over the default budget */
+      {TSR_DTYPE_F32, 2, {2, 40000}, -1, 16, false, 0, 3, false},  /* sublane slabs, per column */
       {TSR_DTYPE_U32, 2, {16, 9000}, -1, 8, false, 0, 0, true}, /* lane slabs, per column */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -235,7 +235,7 @@ TSR_TEST(rows_longer_than_a_block) {
 /* Every dtype through the blocks, ties and specials included. */
 TSR_TEST(every_dtype_in_blocks) {
   for (int d = 0; d < NUM_DTYPES; d++) {
-    topk_case_t c = {all_dtypes[d], 2, {3, 1500}, -1, 9, d % 2 == 1, 8192, 0};
+    topk_case_t c = {all_dtypes[d], 2, {3, 1500}, -1, 9, d % 2 == 1, 8192, 0, false};
     TSR_CHECK_EQ_INT(check(&c), 2);
   }
 }
@@ -244,7 +244,7 @@ TSR_TEST(every_dtype_in_blocks) {
 TSR_TEST(random_long_rows) {
   for (int t = 0; t < 10; t++) {
     topk_case_t c = {all_dtypes[rnd() % NUM_DTYPES], 2, {1 + rnd() % 9, 0}, -1, 0, rnd() % 2,
-                     0, 2 + (int)(rnd() % 30)};
+                     0, 2 + (int)(rnd() % 30), false};
     c.dims[1] = 257 + rnd() % 6000;
     c.k = 1 + rnd() % (t % 3 == 0 ? c.dims[1] : 70);
     c.budget = (int64_t[]){8192, 1 << 15, 1 << 17}[rnd() % 3];
