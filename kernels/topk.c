@@ -1,9 +1,11 @@
 /* tsr_kernels_topk: the k largest (or smallest) elements along an axis and
- * their indices, as jax.lax.top_k (tessera/kernels.h): the sort network of
- * sort_internal.h on (key, position), descending by the key in the IEEE
- * total order, ties by lower position, then the first k positions; rows
- * on the lanes at least 4k long are folded (fold_topk) instead of fully
- * sorted. */
+ * their indices, as jax.lax.top_k (tessera/kernels.h), on (key, position)
+ * pairs: the key in the IEEE total order, ties by lower position. A block
+ * keeps its best K by the slab network (unrolled over 128-lane or 8-row
+ * slices), the column network (loops on an (L, 128) tile), the folding
+ * network or a full sort, whichever fits; rows longer than a block run as
+ * a grid over the row's blocks with a running best K in VMEM scratch.
+ * docs/kernels.md, "Top-k". */
 #include <string.h>
 
 #include "kernels/sort_internal.h"
