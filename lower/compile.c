@@ -29,6 +29,7 @@
 #include <mlir-c/RegisterEverything.h>
 #include <mlir-c/Target/LLVMIR.h>
 
+#include "lower/link.h"
 #include "lower/lower_internal.h"
 #include "lower/split.h"
 
@@ -73,10 +74,10 @@ static void register_everything(void) {
 
 /* Phases of a compile, timed when $TESSERA_LOWER_TIMING is set (one line
  * per compile on stderr; docs/lowering.md). */
-enum { PHASE_EMIT, PHASE_PARSE, PHASE_SPLIT, PHASE_PIPELINE, PHASE_TRANSLATE,
+enum { PHASE_EMIT, PHASE_SETUP, PHASE_PARSE, PHASE_SPLIT, PHASE_PIPELINE, PHASE_TRANSLATE,
        PHASE_OPTIMIZE, PHASE_CODEGEN, PHASE_LINK, PHASE_COUNT };
 static const char *const phase_names[PHASE_COUNT] = {
-    "emit", "parse", "split", "pipeline", "translate", "optimize", "codegen", "link"};
+    "emit", "setup", "parse", "split", "pipeline", "translate", "optimize", "codegen", "link"};
 
 typedef struct session {
   MlirContext context;
@@ -89,6 +90,7 @@ typedef struct session {
   double phase_ms[PHASE_COUNT];
   double mark; /* when the current phase began */
   tsr_lower_split_stats_t split; /* what splitting the kernel did */
+  char linked_by[300]; /* "" (the in-process linker), or "cc: why" */
 } session_t;
 
 static double now_ms(void) {
@@ -116,6 +118,7 @@ static void report_timing(const session_t *s, const char *source) {
     total += s->phase_ms[p];
   }
   fprintf(stderr, "%s; total %.2f ms", line, total);
+  if (s->linked_by[0]) fprintf(stderr, "; linked by %s", s->linked_by);
   if (s->split.parts)
     fprintf(stderr, "; %u parts, %u of them merged", s->split.parts, s->split.merged);
   fprintf(stderr, "\n");
@@ -206,6 +209,7 @@ static void session_begin(session_t *s) {
   s->context = mlirContextCreateWithRegistry(registry, /*threadingEnabled=*/false);
   mlirRegisterAllLLVMTranslations(s->context);
   mlirContextAttachDiagnosticHandler(s->context, on_diagnostic, s, NULL);
+  phase_done(s, PHASE_SETUP);
 }
 
 static void session_end(session_t *s) {
@@ -307,6 +311,8 @@ static tsr_status_t parse_and_lower(session_t *s, const char *source, const char
   }
   phase_done(s, PHASE_SPLIT);
   MlirPassManager pm = mlirPassManagerCreate(s->context);
+  if (getenv("H16_PASSTIMING")) mlirPassManagerEnableTiming(pm);
+  if (getenv("H16_NOVERIFY")) mlirPassManagerEnableVerifier(pm, false);
   tsr_strbuf_t pipeline_errors;
   tsr_strbuf_initialize(&pipeline_errors);
   tsr_status_t status = NULL;
@@ -566,7 +572,7 @@ static tsr_status_t create_target_machine(int opt_level, LLVMTargetMachineRef *o
                                                LLVMCodeGenLevelAggressive};
   LLVMTargetMachineRef tm =
       LLVMCreateTargetMachine(target, host_triple, host_cpu, host_features,
-                              levels[opt_level], LLVMRelocPIC, LLVMCodeModelDefault);
+                              levels[getenv("H16_CG") ? atoi(getenv("H16_CG")) : opt_level], LLVMRelocPIC, LLVMCodeModelDefault);
   if (!tm) return TSR_STATUS(TSR_INTERNAL, "LLVM cannot create a target machine for %s", host_cpu);
   *out_tm = tm;
   return NULL;
@@ -579,7 +585,7 @@ static tsr_status_t create_target_machine(int opt_level, LLVMTargetMachineRef *o
 static tsr_status_t optimize(LLVMModuleRef m, LLVMTargetMachineRef tm, int opt_level,
                              const char *source) {
   char passes[32];
-  snprintf(passes, sizeof passes, "default<O%d>", opt_level);
+  snprintf(passes, sizeof passes, "default<O%d>", getenv("H16_OPT") ? atoi(getenv("H16_OPT")) : opt_level);
   LLVMPassBuilderOptionsRef options = LLVMCreatePassBuilderOptions();
   LLVMPassBuilderOptionsSetLoopUnrolling(options, 0);
   LLVMErrorRef error = LLVMRunPasses(m, passes, tm, options);
@@ -637,10 +643,43 @@ static tsr_status_t compile_to_object(session_t *s, const char *source, MlirModu
   return status;
 }
 
+/* How the object becomes a shared object: $TESSERA_LOWER_LINK is `cc` (always
+ * the C compiler driver), `internal` (always the in-process linker,
+ * lower/link.c: an object it does not handle is an error) or unset (the
+ * in-process linker, `cc` for what it does not handle). */
+typedef enum { LINK_AUTO, LINK_CC, LINK_INTERNAL } link_mode_t;
+
+static link_mode_t link_mode(void) {
+  const char *env = getenv("TESSERA_LOWER_LINK");
+  if (env && strcmp(env, "cc") == 0) return LINK_CC;
+  if (env && strcmp(env, "internal") == 0) return LINK_INTERNAL;
+  return LINK_AUTO;
+}
+
 static tsr_status_t compile_module(session_t *s, const char *source, MlirModule module,
                                    int opt_level, void **out_bytes, size_t *out_size) {
   LLVMMemoryBufferRef object = NULL;
   TSR_RETURN_IF_ERROR(compile_to_object(s, source, module, opt_level, &object));
+  link_mode_t mode = link_mode();
+  if (mode != LINK_CC) {
+    char why[256];
+    tsr_status_t status =
+        tsr_lower_link_shared(LLVMGetBufferStart(object), LLVMGetBufferSize(object),
+                              out_bytes, out_size, why, sizeof why);
+    if (status || *out_bytes || mode == LINK_INTERNAL) {
+      LLVMDisposeMemoryBuffer(object);
+      phase_done(s, PHASE_LINK);
+      if (!status && !*out_bytes)
+        status = TSR_STATUS(TSR_UNIMPLEMENTED,
+                            "%s: the in-process linker does not handle this object (%s); "
+                            "TESSERA_LOWER_LINK=internal forbids linking it with cc",
+                            source, why);
+      return status;
+    }
+    snprintf(s->linked_by, sizeof s->linked_by, "cc: %s", why);
+  } else {
+    snprintf(s->linked_by, sizeof s->linked_by, "cc");
+  }
   workdir_t w;
   tsr_status_t status = workdir_create(&w);
   if (!status) {
@@ -648,6 +687,7 @@ static tsr_status_t compile_module(session_t *s, const char *source, MlirModule 
     if (fd < 0 || !tsr_write_all(fd, LLVMGetBufferStart(object), LLVMGetBufferSize(object)))
       status = TSR_STATUS(TSR_IO_ERROR, "cannot write %s: %s", w.object, strerror(errno));
     if (fd >= 0) close(fd);
+    if (getenv("H16_DUMPOBJ")) { char c[9000]; snprintf(c, sizeof c, "cp %s %s/$(date +%%s%%N).o", w.object, getenv("H16_DUMPOBJ")); if (system(c)) {} }
     if (!status) status = link_shared(&w);
     if (!status) status = read_whole(w.shared, out_bytes, out_size);
     workdir_remove(&w);
