@@ -311,7 +311,6 @@ static tsr_status_t parse_and_lower(session_t *s, const char *source, const char
   }
   phase_done(s, PHASE_SPLIT);
   MlirPassManager pm = mlirPassManagerCreate(s->context);
-  if (getenv("H16_PASSTIMING")) mlirPassManagerEnableTiming(pm);
   if (getenv("H16_NOVERIFY")) mlirPassManagerEnableVerifier(pm, false);
   tsr_strbuf_t pipeline_errors;
   tsr_strbuf_initialize(&pipeline_errors);
@@ -572,7 +571,7 @@ static tsr_status_t create_target_machine(int opt_level, LLVMTargetMachineRef *o
                                                LLVMCodeGenLevelAggressive};
   LLVMTargetMachineRef tm =
       LLVMCreateTargetMachine(target, host_triple, host_cpu, host_features,
-                              levels[getenv("H16_CG") ? atoi(getenv("H16_CG")) : opt_level], LLVMRelocPIC, LLVMCodeModelDefault);
+                              levels[opt_level], LLVMRelocPIC, LLVMCodeModelDefault);
   if (!tm) return TSR_STATUS(TSR_INTERNAL, "LLVM cannot create a target machine for %s", host_cpu);
   *out_tm = tm;
   return NULL;
@@ -585,7 +584,7 @@ static tsr_status_t create_target_machine(int opt_level, LLVMTargetMachineRef *o
 static tsr_status_t optimize(LLVMModuleRef m, LLVMTargetMachineRef tm, int opt_level,
                              const char *source) {
   char passes[32];
-  snprintf(passes, sizeof passes, "default<O%d>", getenv("H16_OPT") ? atoi(getenv("H16_OPT")) : opt_level);
+  snprintf(passes, sizeof passes, "default<O%d>", opt_level);
   LLVMPassBuilderOptionsRef options = LLVMCreatePassBuilderOptions();
   LLVMPassBuilderOptionsSetLoopUnrolling(options, 0);
   LLVMErrorRef error = LLVMRunPasses(m, passes, tm, options);
@@ -687,7 +686,6 @@ static tsr_status_t compile_module(session_t *s, const char *source, MlirModule 
     if (fd < 0 || !tsr_write_all(fd, LLVMGetBufferStart(object), LLVMGetBufferSize(object)))
       status = TSR_STATUS(TSR_IO_ERROR, "cannot write %s: %s", w.object, strerror(errno));
     if (fd >= 0) close(fd);
-    if (getenv("H16_DUMPOBJ")) { char c[9000]; snprintf(c, sizeof c, "cp %s %s/$(date +%%s%%N).o", w.object, getenv("H16_DUMPOBJ")); if (system(c)) {} }
     if (!status) status = link_shared(&w);
     if (!status) status = read_whole(w.shared, out_bytes, out_size);
     workdir_remove(&w);

@@ -30,11 +30,16 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define PAGE 4096u
 /* DWARF pointer encodings of .eh_frame (the LSB's, not in <elf.h>). */
@@ -46,24 +51,124 @@ enum { DW_EH_PE_udata4 = 0x03, DW_EH_PE_sdata4 = 0x0b, DW_EH_PE_pcrel = 0x10,
 
 /* ---- Where undefined symbols come from ----------------------------------------- */
 
+/* libm's functions are referenced with the version its default definition
+ * has (expf@GLIBC_2.27), as ld records them from -l:libm.so.6: an
+ * unversioned reference would bind to the oldest version instead, and
+ * glibc's oldest fmodf, say, is the SVID wrapper, whose NaNs differ. libc's
+ * are left unversioned (they bind to the oldest), as `cc -nostdlib` left
+ * them. The versions come from the libm.so.6 file this process loaded. */
+typedef struct versioned {
+  char *name;
+  const char *version; /* points into `versions` */
+} versioned_t;
+
 static pthread_once_t libs_once = PTHREAD_ONCE_INIT;
 static void *libc_handle, *libm_handle;
+static versioned_t *libm_symbols; /* sorted by name */
+static size_t num_libm_symbols;
+static char *libm_versions; /* the version names, NUL-separated */
+
+static int compare_versioned(const void *a, const void *b) {
+  return strcmp(((const versioned_t *)a)->name, ((const versioned_t *)b)->name);
+}
+
+/* Reads the default version of every function libm defines from `path`. */
+static void read_libm_versions(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  struct stat st;
+  void *map = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && st.st_size > (off_t)sizeof(Elf64_Ehdr))
+    map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return;
+  const uint8_t *b = map;
+  size_t size = (size_t)st.st_size;
+  const Elf64_Ehdr *eh = map;
+  const Elf64_Shdr *sh = NULL, *dynsym = NULL, *versym = NULL, *verdef = NULL;
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_ident[EI_CLASS] == ELFCLASS64 &&
+      eh->e_shentsize == sizeof(Elf64_Shdr) && eh->e_shoff < size &&
+      (size - eh->e_shoff) / sizeof(Elf64_Shdr) >= eh->e_shnum)
+    sh = (const Elf64_Shdr *)(b + eh->e_shoff);
+  for (uint32_t i = 0; sh && i < eh->e_shnum; i++) {
+    if (sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset) sh = NULL;
+    else if (sh[i].sh_type == SHT_DYNSYM) dynsym = &sh[i];
+    else if (sh[i].sh_type == SHT_GNU_versym) versym = &sh[i];
+    else if (sh[i].sh_type == SHT_GNU_verdef) verdef = &sh[i];
+  }
+  if (!sh || !dynsym || !versym || !verdef || dynsym->sh_link >= eh->e_shnum) goto out;
+  const Elf64_Shdr *strs = &sh[dynsym->sh_link];
+  const char *str = (const char *)b + strs->sh_offset;
+  size_t nsyms = dynsym->sh_size / sizeof(Elf64_Sym);
+  if (versym->sh_size / 2 < nsyms) goto out;
+  /* Version index -> name, from the definitions. */
+  const char *names[64] = {NULL};
+  size_t at = verdef->sh_offset, versions_size = 0;
+  for (uint32_t n = 0; n < verdef->sh_info && at + sizeof(Elf64_Verdef) <= size; n++) {
+    const Elf64_Verdef *vd = (const Elf64_Verdef *)(b + at);
+    if (vd->vd_cnt && at + vd->vd_aux + sizeof(Elf64_Verdaux) <= size) {
+      const Elf64_Verdaux *aux = (const Elf64_Verdaux *)(b + at + vd->vd_aux);
+      if (vd->vd_ndx < 64 && aux->vda_name < strs->sh_size) {
+        names[vd->vd_ndx] = str + aux->vda_name;
+        versions_size += strlen(names[vd->vd_ndx]) + 1;
+      }
+    }
+    if (!vd->vd_next) break;
+    at += vd->vd_next;
+  }
+  libm_versions = malloc(versions_size ? versions_size : 1);
+  const char *copied[64] = {NULL};
+  size_t put = 0;
+  for (int v = 0; libm_versions && v < 64; v++)
+    if (names[v]) {
+      size_t len = strlen(names[v]) + 1;
+      memcpy(libm_versions + put, names[v], len);
+      copied[v] = libm_versions + put;
+      put += len;
+    }
+  libm_symbols = libm_versions ? calloc(nsyms ? nsyms : 1, sizeof *libm_symbols) : NULL;
+  const Elf64_Sym *syms = (const Elf64_Sym *)(b + dynsym->sh_offset);
+  const uint16_t *vs = (const uint16_t *)(b + versym->sh_offset);
+  for (size_t i = 1; libm_symbols && i < nsyms; i++) {
+    uint16_t v = vs[i];
+    if ((v & 0x8000) || v < 2 || v >= 64 || !copied[v] || syms[i].st_shndx == SHN_UNDEF ||
+        syms[i].st_name >= strs->sh_size)
+      continue;
+    char *name = strdup(str + syms[i].st_name);
+    if (!name) break;
+    libm_symbols[num_libm_symbols++] = (versioned_t){name, copied[v]};
+  }
+  if (libm_symbols) qsort(libm_symbols, num_libm_symbols, sizeof *libm_symbols, compare_versioned);
+out:
+  munmap(map, size);
+}
 
 static void open_libs(void) {
   /* Both are loaded in any process that loads LLVM: RTLD_NOLOAD only takes a
-   * handle (never closed: they stay loaded anyway). */
+   * handle (never closed: they stay loaded anyway; the table above is kept
+   * for the process's life too). */
   libc_handle = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
   libm_handle = dlopen("libm.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  struct link_map *map = NULL;
+  if (libm_handle && dlinfo(libm_handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name)
+    read_libm_versions(map->l_name);
 }
 
 typedef enum { FROM_NOWHERE, FROM_LIBC, FROM_LIBM } provider_t;
 
-static provider_t provider_of(const char *name) {
+/* Where `name` comes from; for libm, *out_version is its version. */
+static provider_t provider_of(const char *name, const char **out_version) {
   pthread_once(&libs_once, open_libs);
   if (libc_handle && dlsym(libc_handle, name)) return FROM_LIBC;
   /* libm's scope includes libc: libc is asked first. */
-  if (libm_handle && dlsym(libm_handle, name)) return FROM_LIBM;
-  return FROM_NOWHERE;
+  if (!libm_handle || !dlsym(libm_handle, name)) return FROM_NOWHERE;
+  versioned_t key = {(char *)name, NULL};
+  const versioned_t *found =
+      libm_symbols ? bsearch(&key, libm_symbols, num_libm_symbols, sizeof key, compare_versioned)
+                   : NULL;
+  if (!found) return FROM_NOWHERE;
+  *out_version = found->version;
+  return FROM_LIBM;
 }
 
 /* ---- The input --------------------------------------------------------------------- */
@@ -89,6 +194,8 @@ typedef struct symbol_use {
   int32_t stub;    /* stub number, or -1 */
   uint32_t dynsym; /* 0: none */
   provider_t from;
+  const char *version; /* FROM_LIBM: its version */
+  uint16_t version_index; /* in .gnu.version: 2.. for libm's */
 } symbol_use_t;
 
 typedef struct linker {
@@ -269,7 +376,7 @@ static bool scan_relocations(linker_t *l) {
       if (undefined && u->from == FROM_NOWHERE) {
         const char *name = symbol_name(in, sym);
         if (!name || !*name) return unsupported(l, "undefined symbol without a name");
-        u->from = provider_of(name);
+        u->from = provider_of(name, &u->version);
         if (u->from == FROM_NOWHERE)
           return unsupported(l, "%s is defined by neither libc nor libm", name);
         if (u->from == FROM_LIBM) l->need_libm = true;
@@ -446,10 +553,12 @@ static uint32_t sysv_hash(const char *name) {
 }
 
 /* Output sections other than the object's, in order. */
-enum { OUT_HASH, OUT_DYNSYM, OUT_DYNSTR, OUT_RELA, OUT_EH_HDR, OUT_STUBS, OUT_DYNAMIC,
-       OUT_GOT, OUT_SYNTH_COUNT };
+enum { OUT_HASH, OUT_DYNSYM, OUT_DYNSTR, OUT_VERSYM, OUT_VERNEED, OUT_RELA, OUT_EH_HDR,
+       OUT_STUBS, OUT_DYNAMIC, OUT_GOT, OUT_SYNTH_COUNT };
 static const char *const synth_names[OUT_SYNTH_COUNT] = {
-    ".hash", ".dynsym", ".dynstr", ".rela.dyn", ".eh_frame_hdr", ".plt", ".dynamic", ".got"};
+    ".hash", ".dynsym", ".dynstr", ".gnu.version", ".gnu.version_r", ".rela.dyn",
+    ".eh_frame_hdr", ".plt", ".dynamic", ".got"};
+#define MAX_VERSIONS 16
 
 typedef struct out_section {
   const char *name;
@@ -475,10 +584,30 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
   const char libm_name[] = "libm.so.6";
   uint64_t libm_offset = dynstr_size;
   if (l->need_libm) dynstr_size += sizeof libm_name;
+  /* The versions of libm's functions, numbered from 2 in .gnu.version. */
+  const char *versions[MAX_VERSIONS];
+  uint64_t version_offsets[MAX_VERSIONS];
+  uint32_t num_versions = 0;
+  for (size_t i = 1; i < in->num_syms; i++) {
+    symbol_use_t *u = &l->use[i];
+    if (u->from != FROM_LIBM) continue;
+    uint32_t v = 0;
+    while (v < num_versions && strcmp(versions[v], u->version) != 0) v++;
+    if (v == num_versions) {
+      if (num_versions == MAX_VERSIONS) {
+        unsupported(l, "more than %d versions of libm's functions", MAX_VERSIONS);
+        return NULL;
+      }
+      versions[num_versions] = u->version;
+      version_offsets[num_versions++] = dynstr_size;
+      dynstr_size += strlen(u->version) + 1;
+    }
+    u->version_index = (uint16_t)(2 + v);
+  }
 
   uint32_t nbucket = l->num_dynsyms;
   uint64_t hash_size = (2 + (uint64_t)nbucket + l->num_dynsyms) * 4;
-  uint32_t num_dynamic = 10 + (l->need_libm ? 1 : 0); /* entries, DT_NULL included */
+  uint32_t num_dynamic = 10 + (l->need_libm ? 4 : 0); /* entries, DT_NULL included */
 
   uint32_t fde_count = 0;
   bool eh_hdr = false;
@@ -504,6 +633,10 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
   PLACE(OUT_HASH, hash_size, 8);
   PLACE(OUT_DYNSYM, (uint64_t)l->num_dynsyms * sizeof(Elf64_Sym), 8);
   PLACE(OUT_DYNSTR, dynstr_size, 1);
+  if (num_versions) {
+    PLACE(OUT_VERSYM, (uint64_t)l->num_dynsyms * 2, 2);
+    PLACE(OUT_VERNEED, sizeof(Elf64_Verneed) + (uint64_t)num_versions * sizeof(Elf64_Vernaux), 8);
+  }
   PLACE(OUT_RELA, (uint64_t)l->num_got * sizeof(Elf64_Rela), 8);
   uint64_t seg_start[SEG_COUNT], seg_file_end[SEG_COUNT], seg_mem_end[SEG_COUNT];
   seg_start[SEG_RO] = 0;
@@ -584,6 +717,16 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
   sections[1 + OUT_DYNSYM].entsize = sizeof(Elf64_Sym);
   sections[1 + OUT_DYNSTR].type = SHT_STRTAB;
   sections[1 + OUT_DYNSTR].flags = SHF_ALLOC;
+  if (num_versions) {
+    sections[1 + OUT_VERSYM].type = SHT_GNU_versym;
+    sections[1 + OUT_VERSYM].flags = SHF_ALLOC;
+    sections[1 + OUT_VERSYM].link = 1 + OUT_DYNSYM;
+    sections[1 + OUT_VERSYM].entsize = 2;
+    sections[1 + OUT_VERNEED].type = SHT_GNU_verneed;
+    sections[1 + OUT_VERNEED].flags = SHF_ALLOC;
+    sections[1 + OUT_VERNEED].link = 1 + OUT_DYNSTR;
+    sections[1 + OUT_VERNEED].info = 1;
+  }
   sections[1 + OUT_RELA].type = SHT_RELA;
   sections[1 + OUT_RELA].flags = SHF_ALLOC;
   sections[1 + OUT_RELA].link = 1 + OUT_DYNSYM;
@@ -731,6 +874,25 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
     buckets[b] = d;
   }
   if (l->need_libm) memcpy(dynstr + libm_offset, libm_name, sizeof libm_name);
+  if (num_versions) {
+    uint16_t *versym = (uint16_t *)(bytes + synth[OUT_VERSYM].addr);
+    for (uint32_t d = 1; d < l->num_dynsyms; d++) {
+      const symbol_use_t *u = &l->use[l->dynsym_order[d]];
+      versym[d] = u->from == FROM_LIBM ? u->version_index : 1; /* 1: global, unversioned */
+    }
+    uint8_t *p = bytes + synth[OUT_VERNEED].addr;
+    Elf64_Verneed need = {.vn_version = VER_NEED_CURRENT, .vn_cnt = (uint16_t)num_versions,
+                          .vn_file = (uint32_t)libm_offset, .vn_aux = sizeof need, .vn_next = 0};
+    memcpy(p, &need, sizeof need);
+    for (uint32_t v = 0; v < num_versions; v++) {
+      memcpy(dynstr + version_offsets[v], versions[v], strlen(versions[v]) + 1);
+      Elf64_Vernaux aux = {.vna_hash = sysv_hash(versions[v]), .vna_flags = 0,
+                           .vna_other = (uint16_t)(2 + v),
+                           .vna_name = (uint32_t)version_offsets[v],
+                           .vna_next = v + 1 < num_versions ? sizeof aux : 0};
+      memcpy(p + sizeof need + v * sizeof aux, &aux, sizeof aux);
+    }
+  }
 
   /* .got and .rela.dyn */
   Elf64_Rela *rela = (Elf64_Rela *)(bytes + synth[OUT_RELA].addr);
@@ -768,6 +930,11 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
   dyn[nd++] = (Elf64_Dyn){DT_RELASZ, {synth[OUT_RELA].size}};
   dyn[nd++] = (Elf64_Dyn){DT_RELAENT, {sizeof(Elf64_Rela)}};
   dyn[nd++] = (Elf64_Dyn){DT_RELACOUNT, {num_relative}};
+  if (num_versions) {
+    dyn[nd++] = (Elf64_Dyn){DT_VERSYM, {synth[OUT_VERSYM].addr}};
+    dyn[nd++] = (Elf64_Dyn){DT_VERNEED, {synth[OUT_VERNEED].addr}};
+    dyn[nd++] = (Elf64_Dyn){DT_VERNEEDNUM, {1}};
+  }
   dyn[nd++] = (Elf64_Dyn){DT_NULL, {0}};
 
   /* .eh_frame_hdr */
@@ -904,7 +1071,7 @@ tsr_status_t tsr_lower_link_shared(const void *object, size_t size, void **out_b
   if (!l.segment || !l.address || !l.use) {
     status = TSR_OOM();
   } else {
-    for (size_t i = 0; i < l.in.num_syms; i++) l.use[i] = (symbol_use_t){-1, -1, 0, FROM_NOWHERE};
+    for (size_t i = 0; i < l.in.num_syms; i++) l.use[i] = (symbol_use_t){-1, -1, 0, FROM_NOWHERE, NULL, 0};
     if (place_sections(&l) && scan_relocations(&l)) {
       if (!number_dynsyms(&l)) {
         if (!l.unsupported) status = TSR_OOM();

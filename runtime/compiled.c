@@ -56,7 +56,7 @@ static void load_lower(void) {
    * scope (and out of the compiled kernels' symbol resolution). */
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  void *handle = dlopen(path, (getenv("H16_NOW") ? RTLD_NOW : RTLD_LAZY) | RTLD_LOCAL);
+  void *handle = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   const char *timing = getenv("TESSERA_LOWER_TIMING");
   if (timing && *timing && strcmp(timing, "0") != 0)
