@@ -1,9 +1,10 @@
 /* The compiler of the lowering library (docs/lowering.md): MLIR text in the
  * upstream dialects -> the pass pipeline (TSR_LOWER_CPU_PIPELINE) -> the LLVM
  * dialect -> LLVM IR with a packed entry point -> LLVM's optimizations and a
- * position-independent object for the host CPU -> `cc -shared` -> the bytes
- * of a shared object the runtime keeps and loads. Every MLIR and LLVM call of
- * tessera is in this file but the splitting of long kernels (lower/split.c);
+ * position-independent object for the host CPU -> a shared object, linked in
+ * process by lower/link.c (by `cc -shared` for what it does not handle) -> the
+ * bytes the runtime keeps and loads. Every MLIR and LLVM call of tessera is in
+ * this file but the splitting of long kernels (lower/split.c);
  * MLIR diagnostics are captured by a handler and become the text of tessera
  * statuses. */
 #define _GNU_SOURCE /* mkdtemp, posix_spawn file actions */
@@ -453,7 +454,8 @@ static tsr_status_t read_whole(const char *path, void **out_bytes, size_t *out_s
   return NULL;
 }
 
-/* Links the object into a shared object with the C compiler driver:
+/* Links the object into a shared object with the C compiler driver, for
+ * objects the in-process linker (lower/link.c) does not handle:
  * `cc -shared -nostartfiles -nostdlib k.o --as-needed -l:libm.so.6 -lgcc`.
  * libgcc for helpers LLVM may call (such as f16 conversions on CPUs without
  * F16C), libm when the code calls it. No start files (the object has no

@@ -43,8 +43,12 @@
 
 #define PAGE 4096u
 /* DWARF pointer encodings of .eh_frame (the LSB's, not in <elf.h>). */
-enum { DW_EH_PE_udata4 = 0x03, DW_EH_PE_sdata4 = 0x0b, DW_EH_PE_pcrel = 0x10,
-       DW_EH_PE_datarel = 0x30 };
+enum {
+  DW_EH_PE_udata4 = 0x03,
+  DW_EH_PE_sdata4 = 0x0b,
+  DW_EH_PE_pcrel = 0x10,
+  DW_EH_PE_datarel = 0x30
+};
 #ifndef SHT_X86_64_UNWIND
 #define SHT_X86_64_UNWIND 0x70000001
 #endif
@@ -91,12 +95,18 @@ static void read_libm_versions(const char *path) {
       (size - eh->e_shoff) / sizeof(Elf64_Shdr) >= eh->e_shnum)
     sh = (const Elf64_Shdr *)(b + eh->e_shoff);
   for (uint32_t i = 0; sh && i < eh->e_shnum; i++) {
-    if (sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset) sh = NULL;
-    else if (sh[i].sh_type == SHT_DYNSYM) dynsym = &sh[i];
-    else if (sh[i].sh_type == SHT_GNU_versym) versym = &sh[i];
-    else if (sh[i].sh_type == SHT_GNU_verdef) verdef = &sh[i];
+    if (sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset)
+      sh = NULL;
+    else if (sh[i].sh_type == SHT_DYNSYM)
+      dynsym = &sh[i];
+    else if (sh[i].sh_type == SHT_GNU_versym)
+      versym = &sh[i];
+    else if (sh[i].sh_type == SHT_GNU_verdef)
+      verdef = &sh[i];
   }
-  if (!sh || !dynsym || !versym || !verdef || dynsym->sh_link >= eh->e_shnum) goto out;
+  if (!sh || !dynsym || !versym || !verdef || dynsym->sh_link >= eh->e_shnum ||
+      dynsym->sh_offset % 8 || versym->sh_offset % 2 || verdef->sh_offset % 4)
+    goto out;
   const Elf64_Shdr *strs = &sh[dynsym->sh_link];
   const char *str = (const char *)b + strs->sh_offset;
   size_t nsyms = dynsym->sh_size / sizeof(Elf64_Sym);
@@ -106,14 +116,14 @@ static void read_libm_versions(const char *path) {
   size_t at = verdef->sh_offset, versions_size = 0;
   for (uint32_t n = 0; n < verdef->sh_info && at + sizeof(Elf64_Verdef) <= size; n++) {
     const Elf64_Verdef *vd = (const Elf64_Verdef *)(b + at);
-    if (vd->vd_cnt && at + vd->vd_aux + sizeof(Elf64_Verdaux) <= size) {
+    if (vd->vd_cnt && vd->vd_aux % 4 == 0 && at + vd->vd_aux + sizeof(Elf64_Verdaux) <= size) {
       const Elf64_Verdaux *aux = (const Elf64_Verdaux *)(b + at + vd->vd_aux);
       if (vd->vd_ndx < 64 && aux->vda_name < strs->sh_size) {
         names[vd->vd_ndx] = str + aux->vda_name;
         versions_size += strlen(names[vd->vd_ndx]) + 1;
       }
     }
-    if (!vd->vd_next) break;
+    if (!vd->vd_next || vd->vd_next % 4) break;
     at += vd->vd_next;
   }
   libm_versions = malloc(versions_size ? versions_size : 1);
@@ -179,10 +189,10 @@ typedef struct input {
   const uint8_t *bytes;
   size_t size;
   const Elf64_Ehdr *eh;
-  const Elf64_Shdr *sh;   /* e_shnum of them */
-  const Elf64_Sym *syms;  /* the symbol table */
+  const Elf64_Shdr *sh;  /* e_shnum of them */
+  const Elf64_Sym *syms; /* the symbol table */
   size_t num_syms;
-  const char *strtab;     /* its names */
+  const char *strtab; /* its names */
   size_t strtab_size;
   const char *shstrtab;
   size_t shstrtab_size;
@@ -194,7 +204,7 @@ typedef struct symbol_use {
   int32_t stub;    /* stub number, or -1 */
   uint32_t dynsym; /* 0: none */
   provider_t from;
-  const char *version; /* FROM_LIBM: its version */
+  const char *version;    /* FROM_LIBM: its version */
   uint16_t version_index; /* in .gnu.version: 2.. for libm's */
 } symbol_use_t;
 
@@ -210,7 +220,7 @@ typedef struct linker {
   uint32_t num_got, num_stubs, num_dynsyms, num_exports;
   uint32_t *dynsym_order; /* .dynsym index -> object symbol index */
   bool need_libm;
-  uint32_t eh_frame;      /* the input .eh_frame section, 0 if none (or several) */
+  uint32_t eh_frame; /* the input .eh_frame section, 0 if none (or several) */
   uint32_t num_fdes;
 } linker_t;
 
@@ -252,8 +262,7 @@ static bool read_input(linker_t *l, const void *object, size_t size) {
       eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_type != ET_REL)
     return unsupported(l, "not a 64-bit little-endian ELF relocatable object");
   if (eh->e_machine != EM_X86_64)
-    return unsupported(l, "ELF machine %u: the in-process linker does x86-64 only",
-                       eh->e_machine);
+    return unsupported(l, "ELF machine %u: the in-process linker does x86-64 only", eh->e_machine);
   if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shnum == 0 ||
       !in_range(in, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)) ||
       eh->e_shoff % 8 != 0 || eh->e_shstrndx >= eh->e_shnum)
@@ -276,9 +285,8 @@ static bool read_input(linker_t *l, const void *object, size_t size) {
   }
   if (!symtab) return unsupported(l, "no symbol table");
   const Elf64_Shdr *st = &in->sh[symtab];
-  if (st->sh_entsize != sizeof(Elf64_Sym) || st->sh_offset % 8 != 0 ||
-      st->sh_link == 0 || st->sh_link >= eh->e_shnum ||
-      in->sh[st->sh_link].sh_type != SHT_STRTAB)
+  if (st->sh_entsize != sizeof(Elf64_Sym) || st->sh_offset % 8 != 0 || st->sh_link == 0 ||
+      st->sh_link >= eh->e_shnum || in->sh[st->sh_link].sh_type != SHT_STRTAB)
     return unsupported(l, "malformed symbol table");
   in->syms = (const Elf64_Sym *)(in->bytes + st->sh_offset);
   in->num_syms = st->sh_size / sizeof(Elf64_Sym);
@@ -300,8 +308,7 @@ static bool place_sections(linker_t *l) {
     if (!(s->sh_flags & SHF_ALLOC)) continue;
     if (s->sh_flags & (SHF_TLS | SHF_GROUP))
       return unsupported(l, "section %s is TLS or in a group", section_name(in, i));
-    if (s->sh_type != SHT_PROGBITS && s->sh_type != SHT_NOBITS &&
-        s->sh_type != SHT_X86_64_UNWIND)
+    if (s->sh_type != SHT_PROGBITS && s->sh_type != SHT_NOBITS && s->sh_type != SHT_X86_64_UNWIND)
       return unsupported(l, "section %s of type %#x", section_name(in, i), s->sh_type);
     l->segment[i] = (s->sh_flags & SHF_EXECINSTR) ? SEG_TEXT
                     : (s->sh_flags & SHF_WRITE)   ? SEG_DATA
@@ -328,15 +335,12 @@ static const Elf64_Sym *reloc_symbol(linker_t *l, const Elf64_Rela *r, uint32_t 
   return &l->in.syms[index];
 }
 
-static bool is_defined(const Elf64_Sym *s) {
-  return s->st_shndx != SHN_UNDEF;
-}
+static bool is_defined(const Elf64_Sym *s) { return s->st_shndx != SHN_UNDEF; }
 
 /* Relocation sections that apply to placed sections. */
 static bool applies(const linker_t *l, uint32_t i) {
   const Elf64_Shdr *s = &l->in.sh[i];
-  return s->sh_type == SHT_RELA && s->sh_info < l->in.eh->e_shnum &&
-         l->segment[s->sh_info] >= 0;
+  return s->sh_type == SHT_RELA && s->sh_info < l->in.eh->e_shnum && l->segment[s->sh_info] >= 0;
 }
 
 static bool check_rela(linker_t *l, uint32_t i) {
@@ -366,7 +370,8 @@ static bool scan_relocations(linker_t *l) {
       const Elf64_Sym *sym = reloc_symbol(l, &r[k], &index);
       if (!sym) return false;
       symbol_use_t *u = &l->use[index];
-      if (sym->st_shndx == SHN_COMMON || (sym->st_shndx >= SHN_LORESERVE && sym->st_shndx != SHN_ABS))
+      if (sym->st_shndx == SHN_COMMON ||
+          (sym->st_shndx >= SHN_LORESERVE && sym->st_shndx != SHN_ABS))
         return unsupported(l, "symbol in a special section");
       if (is_defined(sym) && sym->st_shndx != SHN_ABS &&
           (sym->st_shndx >= in->eh->e_shnum || l->segment[sym->st_shndx] < 0))
@@ -400,8 +405,7 @@ static bool scan_relocations(linker_t *l) {
           if (u->got < 0) u->got = (int32_t)l->num_got++;
           break;
         default:
-          return unsupported(l, "relocation type %u in %s", type,
-                             section_name(in, s->sh_info));
+          return unsupported(l, "relocation type %u in %s", type, section_name(in, s->sh_info));
       }
     }
   }
@@ -466,8 +470,8 @@ static int cie_encoding(const uint8_t *cie, size_t size) {
   const uint8_t *nul = memchr(p, 0, (size_t)(end - p));
   if (!nul) return -1;
   p = nul + 1;
-  read_uleb(&p, end);      /* code alignment */
-  read_uleb(&p, end);      /* data alignment (sleb: same length) */
+  read_uleb(&p, end); /* code alignment */
+  read_uleb(&p, end); /* data alignment (sleb: same length) */
   if (version == 1) {
     p++;
   } else {
@@ -553,11 +557,22 @@ static uint32_t sysv_hash(const char *name) {
 }
 
 /* Output sections other than the object's, in order. */
-enum { OUT_HASH, OUT_DYNSYM, OUT_DYNSTR, OUT_VERSYM, OUT_VERNEED, OUT_RELA, OUT_EH_HDR,
-       OUT_STUBS, OUT_DYNAMIC, OUT_GOT, OUT_SYNTH_COUNT };
+enum {
+  OUT_HASH,
+  OUT_DYNSYM,
+  OUT_DYNSTR,
+  OUT_VERSYM,
+  OUT_VERNEED,
+  OUT_RELA,
+  OUT_EH_HDR,
+  OUT_STUBS,
+  OUT_DYNAMIC,
+  OUT_GOT,
+  OUT_SYNTH_COUNT
+};
 static const char *const synth_names[OUT_SYNTH_COUNT] = {
-    ".hash", ".dynsym", ".dynstr", ".gnu.version", ".gnu.version_r", ".rela.dyn",
-    ".eh_frame_hdr", ".plt", ".dynamic", ".got"};
+    ".hash",     ".dynsym",       ".dynstr", ".gnu.version", ".gnu.version_r",
+    ".rela.dyn", ".eh_frame_hdr", ".plt",    ".dynamic",     ".got"};
 #define MAX_VERSIONS 16
 
 typedef struct out_section {
@@ -568,8 +583,12 @@ typedef struct out_section {
 
 static void put_sym(Elf64_Sym *out, uint32_t name, unsigned char info, uint16_t shndx,
                     uint64_t value, uint64_t size) {
-  *out = (Elf64_Sym){.st_name = name, .st_info = info, .st_other = STV_DEFAULT,
-                     .st_shndx = shndx, .st_value = value, .st_size = size};
+  *out = (Elf64_Sym){.st_name = name,
+                     .st_info = info,
+                     .st_other = STV_DEFAULT,
+                     .st_shndx = shndx,
+                     .st_value = value,
+                     .st_size = size};
 }
 
 static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
@@ -622,13 +641,13 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
   out_section_t synth[OUT_SYNTH_COUNT];
   memset(synth, 0, sizeof synth);
   uint64_t at = sizeof(Elf64_Ehdr) + num_phdrs * sizeof(Elf64_Phdr);
-#define PLACE(i, sz, al)              \
-  do {                                \
-    at = align_up(at, (al));          \
-    synth[i].addr = at;               \
-    synth[i].size = (sz);             \
-    synth[i].align = (al);            \
-    at += (sz);                       \
+#define PLACE(i, sz, al)     \
+  do {                       \
+    at = align_up(at, (al)); \
+    synth[i].addr = at;      \
+    synth[i].size = (sz);    \
+    synth[i].align = (al);   \
+    at += (sz);              \
   } while (0)
   PLACE(OUT_HASH, hash_size, 8);
   PLACE(OUT_DYNSYM, (uint64_t)l->num_dynsyms * sizeof(Elf64_Sym), 8);
@@ -701,10 +720,14 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
     if (l->segment[i] < 0) continue;
     const Elf64_Shdr *s = &in->sh[i];
     out_index[i] = (uint16_t)k;
-    sections[k++] = (out_section_t){.name = section_name(in, i), .type = s->sh_type,
-                                    .flags = s->sh_flags & (SHF_ALLOC | SHF_WRITE | SHF_EXECINSTR | SHF_MERGE | SHF_STRINGS),
-                                    .addr = l->address[i], .size = s->sh_size,
-                                    .align = s->sh_addralign, .entsize = s->sh_entsize};
+    sections[k++] = (out_section_t){
+        .name = section_name(in, i),
+        .type = s->sh_type,
+        .flags = s->sh_flags & (SHF_ALLOC | SHF_WRITE | SHF_EXECINSTR | SHF_MERGE | SHF_STRINGS),
+        .addr = l->address[i],
+        .size = s->sh_size,
+        .align = s->sh_addralign,
+        .entsize = s->sh_entsize};
   }
   /* Output section numbers of the synthetic ones: 1 + their enum value. */
   sections[1 + OUT_HASH].type = SHT_HASH;
@@ -755,9 +778,8 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
       unsigned type = ELF64_ST_TYPE(s->st_info);
       bool local = ELF64_ST_BIND(s->st_info) == STB_LOCAL;
       const char *name = symbol_name(in, s);
-      if ((type != STT_FUNC && type != STT_OBJECT) || !name || !*name ||
-          s->st_shndx == SHN_UNDEF || s->st_shndx >= nsec || l->segment[s->st_shndx] < 0 ||
-          local != (pass == 0))
+      if ((type != STT_FUNC && type != STT_OBJECT) || !name || !*name || s->st_shndx == SHN_UNDEF ||
+          s->st_shndx >= nsec || l->segment[s->st_shndx] < 0 || local != (pass == 0))
         continue;
       local_syms[num_symtab++] = (uint32_t)i;
       if (local) num_local++;
@@ -788,7 +810,8 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
     const symbol_use_t *u = &l->use[i];
     if (u->stub < 0) continue;
     uint8_t *p = bytes + stubs + (uint64_t)u->stub * 8;
-    int32_t rel = (int32_t)((int64_t)(got + (uint64_t)u->got * 8) - (int64_t)(stubs + (uint64_t)u->stub * 8 + 6));
+    int32_t rel = (int32_t)((int64_t)(got + (uint64_t)u->got * 8) -
+                            (int64_t)(stubs + (uint64_t)u->stub * 8 + 6));
     p[0] = 0xff;
     p[1] = 0x25;
     memcpy(p + 2, &rel, 4);
@@ -881,12 +904,16 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
       versym[d] = u->from == FROM_LIBM ? u->version_index : 1; /* 1: global, unversioned */
     }
     uint8_t *p = bytes + synth[OUT_VERNEED].addr;
-    Elf64_Verneed need = {.vn_version = VER_NEED_CURRENT, .vn_cnt = (uint16_t)num_versions,
-                          .vn_file = (uint32_t)libm_offset, .vn_aux = sizeof need, .vn_next = 0};
+    Elf64_Verneed need = {.vn_version = VER_NEED_CURRENT,
+                          .vn_cnt = (uint16_t)num_versions,
+                          .vn_file = (uint32_t)libm_offset,
+                          .vn_aux = sizeof need,
+                          .vn_next = 0};
     memcpy(p, &need, sizeof need);
     for (uint32_t v = 0; v < num_versions; v++) {
       memcpy(dynstr + version_offsets[v], versions[v], strlen(versions[v]) + 1);
-      Elf64_Vernaux aux = {.vna_hash = sysv_hash(versions[v]), .vna_flags = 0,
+      Elf64_Vernaux aux = {.vna_hash = sysv_hash(versions[v]),
+                           .vna_flags = 0,
                            .vna_other = (uint16_t)(2 + v),
                            .vna_name = (uint32_t)version_offsets[v],
                            .vna_next = v + 1 < num_versions ? sizeof aux : 0};
@@ -957,7 +984,8 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
     memcpy(p + 4, &frame_rel, 4);
     memcpy(p + 8, &count, 4);
     for (uint32_t f = 0; f < count; f++) {
-      int32_t pair[2] = {(int32_t)(table[f][0] - (int64_t)hdr), (int32_t)(table[f][1] - (int64_t)hdr)};
+      int32_t pair[2] = {(int32_t)(table[f][0] - (int64_t)hdr),
+                         (int32_t)(table[f][1] - (int64_t)hdr)};
       memcpy(p + 12 + 8 * f, pair, 8);
     }
     tsr_free(table);
@@ -977,13 +1005,18 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
     symtab[t].st_other = s->st_other;
     str_at += len + 1;
   }
-  sections[k] = (out_section_t){.name = ".symtab", .type = SHT_SYMTAB, .addr = 0,
-                                .size = (uint64_t)num_symtab * sizeof(Elf64_Sym), .align = 8,
-                                .entsize = sizeof(Elf64_Sym), .link = k + 1, .info = num_local};
-  sections[k + 1] = (out_section_t){.name = ".strtab", .type = SHT_STRTAB, .size = strtab_size,
-                                    .align = 1};
-  sections[k + 2] = (out_section_t){.name = ".shstrtab", .type = SHT_STRTAB,
-                                    .size = shstrtab_size, .align = 1};
+  sections[k] = (out_section_t){.name = ".symtab",
+                                .type = SHT_SYMTAB,
+                                .addr = 0,
+                                .size = (uint64_t)num_symtab * sizeof(Elf64_Sym),
+                                .align = 8,
+                                .entsize = sizeof(Elf64_Sym),
+                                .link = k + 1,
+                                .info = num_local};
+  sections[k + 1] =
+      (out_section_t){.name = ".strtab", .type = SHT_STRTAB, .size = strtab_size, .align = 1};
+  sections[k + 2] =
+      (out_section_t){.name = ".shstrtab", .type = SHT_STRTAB, .size = shstrtab_size, .align = 1};
   k += 3;
 
   /* .shstrtab and the section headers */
@@ -998,10 +1031,16 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
     if (o->type == SHT_SYMTAB) offset = symtab_at;
     if (s == k - 2) offset = strtab_at;
     if (s == k - 1) offset = shstrtab_at;
-    shdr[s] = (Elf64_Shdr){.sh_name = (uint32_t)str_at, .sh_type = o->type,
-                           .sh_flags = o->flags, .sh_addr = o->addr, .sh_offset = offset,
-                           .sh_size = o->size, .sh_link = o->link, .sh_info = o->info,
-                           .sh_addralign = o->align, .sh_entsize = o->entsize};
+    shdr[s] = (Elf64_Shdr){.sh_name = (uint32_t)str_at,
+                           .sh_type = o->type,
+                           .sh_flags = o->flags,
+                           .sh_addr = o->addr,
+                           .sh_offset = offset,
+                           .sh_size = o->size,
+                           .sh_link = o->link,
+                           .sh_info = o->info,
+                           .sh_addralign = o->align,
+                           .sh_entsize = o->entsize};
     str_at += len + 1;
   }
 
@@ -1026,21 +1065,32 @@ static tsr_status_t emit(linker_t *l, void **out_bytes, size_t *out_size) {
   Elf64_Phdr *ph = (Elf64_Phdr *)(bytes + sizeof(Elf64_Ehdr));
   static const uint32_t seg_flags[SEG_COUNT] = {PF_R, PF_R | PF_X, PF_R | PF_W};
   for (int sgi = 0; sgi < SEG_COUNT; sgi++)
-    ph[sgi] = (Elf64_Phdr){.p_type = PT_LOAD, .p_flags = seg_flags[sgi],
-                           .p_offset = seg_start[sgi], .p_vaddr = seg_start[sgi],
+    ph[sgi] = (Elf64_Phdr){.p_type = PT_LOAD,
+                           .p_flags = seg_flags[sgi],
+                           .p_offset = seg_start[sgi],
+                           .p_vaddr = seg_start[sgi],
                            .p_paddr = seg_start[sgi],
                            .p_filesz = seg_file_end[sgi] - seg_start[sgi],
-                           .p_memsz = seg_mem_end[sgi] - seg_start[sgi], .p_align = PAGE};
-  ph[3] = (Elf64_Phdr){.p_type = PT_DYNAMIC, .p_flags = PF_R | PF_W,
-                       .p_offset = synth[OUT_DYNAMIC].addr, .p_vaddr = synth[OUT_DYNAMIC].addr,
-                       .p_paddr = synth[OUT_DYNAMIC].addr, .p_filesz = synth[OUT_DYNAMIC].size,
-                       .p_memsz = synth[OUT_DYNAMIC].size, .p_align = 8};
+                           .p_memsz = seg_mem_end[sgi] - seg_start[sgi],
+                           .p_align = PAGE};
+  ph[3] = (Elf64_Phdr){.p_type = PT_DYNAMIC,
+                       .p_flags = PF_R | PF_W,
+                       .p_offset = synth[OUT_DYNAMIC].addr,
+                       .p_vaddr = synth[OUT_DYNAMIC].addr,
+                       .p_paddr = synth[OUT_DYNAMIC].addr,
+                       .p_filesz = synth[OUT_DYNAMIC].size,
+                       .p_memsz = synth[OUT_DYNAMIC].size,
+                       .p_align = 8};
   ph[4] = (Elf64_Phdr){.p_type = PT_GNU_STACK, .p_flags = PF_R | PF_W, .p_align = 16};
   if (eh_hdr)
-    ph[5] = (Elf64_Phdr){.p_type = PT_GNU_EH_FRAME, .p_flags = PF_R,
-                         .p_offset = synth[OUT_EH_HDR].addr, .p_vaddr = synth[OUT_EH_HDR].addr,
-                         .p_paddr = synth[OUT_EH_HDR].addr, .p_filesz = synth[OUT_EH_HDR].size,
-                         .p_memsz = synth[OUT_EH_HDR].size, .p_align = 4};
+    ph[5] = (Elf64_Phdr){.p_type = PT_GNU_EH_FRAME,
+                         .p_flags = PF_R,
+                         .p_offset = synth[OUT_EH_HDR].addr,
+                         .p_vaddr = synth[OUT_EH_HDR].addr,
+                         .p_paddr = synth[OUT_EH_HDR].addr,
+                         .p_filesz = synth[OUT_EH_HDR].size,
+                         .p_memsz = synth[OUT_EH_HDR].size,
+                         .p_align = 4};
 
   *out_bytes = bytes;
   *out_size = file_size;
@@ -1071,7 +1121,8 @@ tsr_status_t tsr_lower_link_shared(const void *object, size_t size, void **out_b
   if (!l.segment || !l.address || !l.use) {
     status = TSR_OOM();
   } else {
-    for (size_t i = 0; i < l.in.num_syms; i++) l.use[i] = (symbol_use_t){-1, -1, 0, FROM_NOWHERE, NULL, 0};
+    for (size_t i = 0; i < l.in.num_syms; i++)
+      l.use[i] = (symbol_use_t){-1, -1, 0, FROM_NOWHERE, NULL, 0};
     if (place_sections(&l) && scan_relocations(&l)) {
       if (!number_dynsyms(&l)) {
         if (!l.unsupported) status = TSR_OOM();

@@ -19,7 +19,6 @@
  * `why_size` bytes) says why, and the caller links with `cc`. On success
  * *out_bytes is freed with tsr_free. A status only for out of memory. */
 tsr_status_t tsr_lower_link_shared(const void *object, size_t size, void **out_bytes,
-                                   size_t *out_size, char *why, size_t why_size)
-    TSR_MUST_USE;
+                                   size_t *out_size, char *why, size_t why_size) TSR_MUST_USE;
 
 #endif /* TESSERA_LOWER_LINK_H */

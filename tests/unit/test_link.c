@@ -109,7 +109,7 @@ TSR_TEST(gcc_object_links_loads_and_runs) {
     return;
   }
   float (*link_exp)(float) = (float (*)(float))dlsym(h, "link_exp");
-  size_t (*link_copy)(char *) = (size_t (*)(char *))dlsym(h, "link_copy");
+  size_t (*link_copy)(char *) = (size_t(*)(char *))dlsym(h, "link_copy");
   void *(*link_strlen)(void) = (void *(*)(void))dlsym(h, "link_strlen");
   int (*link_sum)(void) = (int (*)(void))dlsym(h, "link_sum");
   int *counter = dlsym(h, "counter");
