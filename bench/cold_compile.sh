@@ -13,10 +13,13 @@
 #                so the compile and the write of the cache entry are in;
 #       off      TESSERA_CACHE=off (compile, no cache);
 #       hit      the entry on disk (no LLVM loaded);
+#   - dlopen of the build's libtessera-lower.so alone in a fresh process,
+#     RTLD_NOW (as the runtime did before session 19) and RTLD_LAZY (after);
 #   - the median of each phase over RUNS cold runs with TESSERA_LOWER_TIMING=1
 #     (docs/lowering.md): loading the lowering library (with libMLIR and
 #     libLLVM), then the compile's phases.
-# Requires hyperfine and python3 (no numpy: the input .npy is written by hand).
+# Requires hyperfine, cc and python3 (no numpy: the input .npy is written by
+# hand).
 set -euo pipefail
 runs=${RUNS:-30}
 [[ $# -eq 0 ]] && set -- build
@@ -35,6 +38,26 @@ with open(sys.argv[1], "wb") as f:
     f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
     f.write(struct.pack("<128f", *[random.gauss(0, 1) for _ in range(128)]))
 EOF
+
+# A process that only dlopens the lowering library (with libLLVM, and libMLIR
+# where it is not linked in), RTLD_NOW or RTLD_LAZY as the mode says.
+cat >"$tmp/dlopen_time.c" <<'EOF'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+int main(int argc, char **argv) {
+  struct timespec a, b;
+  if (argc != 3) return 2;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  void *h = dlopen(argv[1], (strcmp(argv[2], "lazy") ? RTLD_NOW : RTLD_LAZY) | RTLD_LOCAL);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  if (!h) return 1;
+  printf("%.3f\n", (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6);
+  return 0;
+}
+EOF
+cc -O2 -o "$tmp/dlopen_time" "$tmp/dlopen_time.c" -ldl
 
 summary() { # hyperfine JSON -> "min median mean" in ms
   python3 -c '
@@ -58,6 +81,11 @@ for build in "$@"; do
   hyperfine -N -w 3 -r "$runs" --export-json "$tmp/hit.json" \
     "env TESSERA_CACHE_DIR=$cache $t sort $tmp/x.npy -o $out --backend cpu" >/dev/null 2>&1
   echo "hit (entry on disk): $(summary "$tmp/hit.json")"
+  for mode in now lazy; do
+    for ((i = 0; i < runs; i++)); do "$tmp/dlopen_time" "$build/libtessera-lower.so" $mode; done |
+      python3 -c 'import statistics, sys; t = [float(l) for l in sys.stdin]
+print("dlopen of libtessera-lower.so alone, RTLD_%s: min %.1f  median %.1f ms" % (sys.argv[1].upper(), min(t), statistics.median(t)))' $mode
+  done
   : >"$tmp/phases"
   for ((i = 0; i < runs; i++)); do
     rm -rf "$cache"
