@@ -3,8 +3,8 @@
  * lower/ is the only place that includes mlir-c/ or llvm-c/. It is built as a
  * separate shared library, libtessera-lower.so, which the runtime opens with
  * dlopen only when a compiled backend is asked for, so that the interpreter
- * path never loads LLVM (loading the library, with MLIR linked in and
- * libLLVM.so, costs 13-19 ms and ~80 MB per process; docs/lowering.md). The
+ * path never loads LLVM (loading the library, MLIR and LLVM linked in,
+ * costs 6-10 ms and ~80 MB per process; docs/lowering.md). The
  * library exports one symbol, tsr_lower_get_api, returning the table below.
  *
  * Both sides are built from this tree: kernels cross the boundary as the IR

@@ -54,10 +54,10 @@ static void load_lower(void) {
   const char *path = tsr_target_lower_library_path();
   /* RTLD_LOCAL: MLIR's and LLVM's symbols stay out of the process's global
    * scope (and out of the compiled kernels' symbol resolution). RTLD_LAZY:
-   * function relocations are bound when first called, not all at load (1-2
-   * ms now that MLIR is linked into the library; 10-15 ms with libMLIR.so;
-   * docs/lowering.md, "The dlopen boundary"). The time it takes is printed
-   * with the compile's phases under TESSERA_LOWER_TIMING. */
+   * function relocations are bound when first called, not all at load
+   * (10-15 ms with libMLIR.so; little since MLIR and LLVM are linked into
+   * the library; docs/lowering.md, "The dlopen boundary"). The time it
+   * takes is printed with the compile's phases under TESSERA_LOWER_TIMING. */
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   void *handle = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
