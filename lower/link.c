@@ -256,6 +256,8 @@ static bool read_input(linker_t *l, const void *object, size_t size) {
   in->bytes = object;
   in->size = size;
   if (size < sizeof(Elf64_Ehdr)) return unsupported(l, "not an ELF object");
+  /* The headers are read in place (LLVM's buffers are malloc'd). */
+  if ((uintptr_t)object % 8 != 0) return unsupported(l, "object not 8-byte aligned in memory");
   const Elf64_Ehdr *eh = object;
   in->eh = eh;
   if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
