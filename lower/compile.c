@@ -1,9 +1,10 @@
 /* The compiler of the lowering library (docs/lowering.md): MLIR text in the
  * upstream dialects -> the pass pipeline (TSR_LOWER_CPU_PIPELINE) -> the LLVM
  * dialect -> LLVM IR with a packed entry point -> LLVM's optimizations and a
- * position-independent object for the host CPU -> `cc -shared` -> the bytes
- * of a shared object the runtime keeps and loads. Every MLIR and LLVM call of
- * tessera is in this file but the splitting of long kernels (lower/split.c);
+ * position-independent object for the host CPU -> a shared object, linked in
+ * process by lower/link.c (by `cc -shared` for what it does not handle) -> the
+ * bytes the runtime keeps and loads. Every MLIR and LLVM call of tessera is in
+ * this file but the splitting of long kernels (lower/split.c);
  * MLIR diagnostics are captured by a handler and become the text of tessera
  * statuses. */
 #define _GNU_SOURCE /* mkdtemp, posix_spawn file actions */
@@ -23,12 +24,18 @@
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <llvm/Config/llvm-config.h>
+#include <mlir-c/Conversion.h>
 #include <mlir-c/Diagnostics.h>
+#include <mlir-c/Dialect/Arith.h>
+#include <mlir-c/Dialect/MemRef.h>
+#include <mlir-c/Dialect/Vector.h>
 #include <mlir-c/IR.h>
 #include <mlir-c/Pass.h>
 #include <mlir-c/RegisterEverything.h>
 #include <mlir-c/Target/LLVMIR.h>
+#include <mlir-c/Transforms.h>
 
+#include "lower/link.h"
 #include "lower/lower_internal.h"
 #include "lower/split.h"
 
@@ -46,7 +53,7 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
 #endif
 
 /* ---- Process-wide registration ------------------------------------------------
- * Passes are registered once per process (mlirRegisterAllPasses: 4-10 ms,
+ * Passes are registered once per process (those of the pipeline only,
  * global); the dialect registry is built once and copied into each context. */
 
 static pthread_once_t registration_once = PTHREAD_ONCE_INIT;
@@ -55,8 +62,34 @@ static MlirDialectRegistry registry;
 static char *host_triple, *host_cpu, *host_features;
 static bool have_native_target;
 
+/* The passes of TSR_LOWER_CPU_PIPELINE, one by one: mlirRegisterAllPasses
+ * builds an instance of each of MLIR's ~400 passes, 2.5-10 ms of a cold
+ * compile, against ~0.1 ms for these. A pass added to the pipeline must be
+ * added here (the pipeline then fails to parse, naming it: every compile
+ * test fails). */
+static void register_passes(void) {
+  mlirRegisterArithArithExpandOpsPass();                   /* arith-expand */
+  mlirRegisterVectorLowerVectorMultiReduction();           /* lower-vector-multi-reduction */
+  mlirRegisterConversionConvertVectorToSCF();              /* convert-vector-to-scf */
+  mlirRegisterConversionLowerAffinePass();                 /* lower-affine */
+  mlirRegisterConversionSCFToControlFlowPass();            /* convert-scf-to-cf */
+  mlirRegisterTransformsCanonicalizer();                   /* canonicalize */
+  mlirRegisterTransformsCSE();                             /* cse */
+  mlirRegisterConversionConvertMathToLLVMPass();           /* convert-math-to-llvm */
+  mlirRegisterConversionConvertMathToLibmPass();           /* convert-math-to-libm */
+  mlirRegisterConversionConvertVectorToLLVMPass();         /* convert-vector-to-llvm */
+  mlirRegisterMemRefExpandStridedMetadataPass();           /* expand-strided-metadata */
+  mlirRegisterConversionFinalizeMemRefToLLVMConversionPass(); /* finalize-memref-to-llvm */
+  mlirRegisterConversionConvertFuncToLLVMPass();           /* convert-func-to-llvm */
+  mlirRegisterConversionArithToLLVMConversionPass();       /* convert-arith-to-llvm */
+  mlirRegisterConversionConvertIndexToLLVMPass();          /* convert-index-to-llvm */
+  mlirRegisterConversionConvertControlFlowToLLVMPass();    /* convert-cf-to-llvm */
+  mlirRegisterConversionUBToLLVMConversionPass();          /* convert-ub-to-llvm */
+  mlirRegisterConversionReconcileUnrealizedCastsPass();    /* reconcile-unrealized-casts */
+}
+
 static void register_everything(void) {
-  mlirRegisterAllPasses();
+  register_passes();
   registry = mlirDialectRegistryCreate();
   mlirRegisterAllDialects(registry);
   have_native_target = !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
@@ -73,10 +106,10 @@ static void register_everything(void) {
 
 /* Phases of a compile, timed when $TESSERA_LOWER_TIMING is set (one line
  * per compile on stderr; docs/lowering.md). */
-enum { PHASE_EMIT, PHASE_PARSE, PHASE_SPLIT, PHASE_PIPELINE, PHASE_TRANSLATE,
+enum { PHASE_EMIT, PHASE_SETUP, PHASE_PARSE, PHASE_SPLIT, PHASE_PIPELINE, PHASE_TRANSLATE,
        PHASE_OPTIMIZE, PHASE_CODEGEN, PHASE_LINK, PHASE_COUNT };
 static const char *const phase_names[PHASE_COUNT] = {
-    "emit", "parse", "split", "pipeline", "translate", "optimize", "codegen", "link"};
+    "emit", "setup", "parse", "split", "pipeline", "translate", "optimize", "codegen", "link"};
 
 typedef struct session {
   MlirContext context;
@@ -89,6 +122,7 @@ typedef struct session {
   double phase_ms[PHASE_COUNT];
   double mark; /* when the current phase began */
   tsr_lower_split_stats_t split; /* what splitting the kernel did */
+  char linked_by[300]; /* "" (the in-process linker), or "cc: why" */
 } session_t;
 
 static double now_ms(void) {
@@ -116,6 +150,7 @@ static void report_timing(const session_t *s, const char *source) {
     total += s->phase_ms[p];
   }
   fprintf(stderr, "%s; total %.2f ms", line, total);
+  if (s->linked_by[0]) fprintf(stderr, "; linked by %s", s->linked_by);
   if (s->split.parts)
     fprintf(stderr, "; %u parts, %u of them merged", s->split.parts, s->split.merged);
   fprintf(stderr, "\n");
@@ -206,6 +241,7 @@ static void session_begin(session_t *s) {
   s->context = mlirContextCreateWithRegistry(registry, /*threadingEnabled=*/false);
   mlirRegisterAllLLVMTranslations(s->context);
   mlirContextAttachDiagnosticHandler(s->context, on_diagnostic, s, NULL);
+  phase_done(s, PHASE_SETUP);
 }
 
 static void session_end(session_t *s) {
@@ -307,6 +343,10 @@ static tsr_status_t parse_and_lower(session_t *s, const char *source, const char
   }
   phase_done(s, PHASE_SPLIT);
   MlirPassManager pm = mlirPassManagerCreate(s->context);
+  /* The parser verified the module; the pass manager would verify it again
+   * after each of the ~20 passes (2-3 ms of a small kernel's cold compile).
+   * It is verified once, after the last pass, instead. */
+  mlirPassManagerEnableVerifier(pm, false);
   tsr_strbuf_t pipeline_errors;
   tsr_strbuf_initialize(&pipeline_errors);
   tsr_status_t status = NULL;
@@ -319,6 +359,8 @@ static tsr_status_t parse_and_lower(session_t *s, const char *source, const char
   } else if (mlirLogicalResultIsFailure(
                  mlirPassManagerRunOnOp(pm, mlirModuleGetOperation(module)))) {
     status = session_failure(s, source, "the pass pipeline to the LLVM dialect failed");
+  } else if (!mlirOperationVerify(mlirModuleGetOperation(module))) {
+    status = session_failure(s, source, "the pass pipeline made a module that does not verify");
   } else {
     leftover_t l = {{NULL}, {NULL}, false, false};
     mlirOperationWalk(mlirModuleGetOperation(module), find_leftover, &l, MlirWalkPreOrder);
@@ -412,7 +454,8 @@ static tsr_status_t read_whole(const char *path, void **out_bytes, size_t *out_s
   return NULL;
 }
 
-/* Links the object into a shared object with the C compiler driver:
+/* Links the object into a shared object with the C compiler driver, for
+ * objects the in-process linker (lower/link.c) does not handle:
  * `cc -shared -nostartfiles -nostdlib k.o --as-needed -l:libm.so.6 -lgcc`.
  * libgcc for helpers LLVM may call (such as f16 conversions on CPUs without
  * F16C), libm when the code calls it. No start files (the object has no
@@ -637,10 +680,43 @@ static tsr_status_t compile_to_object(session_t *s, const char *source, MlirModu
   return status;
 }
 
+/* How the object becomes a shared object: $TESSERA_LOWER_LINK is `cc` (always
+ * the C compiler driver), `internal` (always the in-process linker,
+ * lower/link.c: an object it does not handle is an error) or unset (the
+ * in-process linker, `cc` for what it does not handle). */
+typedef enum { LINK_AUTO, LINK_CC, LINK_INTERNAL } link_mode_t;
+
+static link_mode_t link_mode(void) {
+  const char *env = getenv("TESSERA_LOWER_LINK");
+  if (env && strcmp(env, "cc") == 0) return LINK_CC;
+  if (env && strcmp(env, "internal") == 0) return LINK_INTERNAL;
+  return LINK_AUTO;
+}
+
 static tsr_status_t compile_module(session_t *s, const char *source, MlirModule module,
                                    int opt_level, void **out_bytes, size_t *out_size) {
   LLVMMemoryBufferRef object = NULL;
   TSR_RETURN_IF_ERROR(compile_to_object(s, source, module, opt_level, &object));
+  link_mode_t mode = link_mode();
+  if (mode != LINK_CC) {
+    char why[256];
+    tsr_status_t status =
+        tsr_lower_link_shared(LLVMGetBufferStart(object), LLVMGetBufferSize(object),
+                              out_bytes, out_size, why, sizeof why);
+    if (status || *out_bytes || mode == LINK_INTERNAL) {
+      LLVMDisposeMemoryBuffer(object);
+      phase_done(s, PHASE_LINK);
+      if (!status && !*out_bytes)
+        status = TSR_STATUS(TSR_UNIMPLEMENTED,
+                            "%s: the in-process linker does not handle this object (%s); "
+                            "TESSERA_LOWER_LINK=internal forbids linking it with cc",
+                            source, why);
+      return status;
+    }
+    snprintf(s->linked_by, sizeof s->linked_by, "cc: %s", why);
+  } else {
+    snprintf(s->linked_by, sizeof s->linked_by, "cc");
+  }
   workdir_t w;
   tsr_status_t status = workdir_create(&w);
   if (!status) {

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache/memcache.h"
@@ -52,8 +53,19 @@ static void load_lower(void) {
 #if TSR_HAVE_LOWER
   const char *path = tsr_target_lower_library_path();
   /* RTLD_LOCAL: MLIR's and LLVM's symbols stay out of the process's global
-   * scope (and out of the compiled kernels' symbol resolution). */
-  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+   * scope (and out of the compiled kernels' symbol resolution). RTLD_LAZY:
+   * function relocations are bound when first called, not all at load
+   * (10-15 ms with libMLIR.so; little since MLIR and LLVM are linked into
+   * the library; docs/lowering.md, "The dlopen boundary"). The time it
+   * takes is printed with the compile's phases under TESSERA_LOWER_TIMING. */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  void *handle = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  const char *timing = getenv("TESSERA_LOWER_TIMING");
+  if (timing && *timing && strcmp(timing, "0") != 0)
+    fprintf(stderr, "tessera: load %s: %.2f ms\n", path,
+            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
   if (!handle) {
     snprintf(lower.error, sizeof lower.error,
              "cannot load the lowering library (set TESSERA_LOWER_LIBRARY to "
