@@ -1,9 +1,8 @@
 /* The compiler of the lowering library (docs/lowering.md): MLIR text in the
  * upstream dialects -> the pass pipeline (TSR_LOWER_CPU_PIPELINE) -> the LLVM
  * dialect -> LLVM IR with a packed entry point -> LLVM's optimizations and a
- * position-independent object for the host CPU -> a shared object, linked in
- * process by lower/link.c (by `cc -shared` for what it does not handle) -> the
- * bytes the runtime keeps and loads. Every MLIR and LLVM call of tessera is in
+ * position-independent object for the host CPU -> `cc -shared` -> the bytes
+ * of a shared object the runtime keeps and loads. Every MLIR and LLVM call of tessera is in
  * this file but the splitting of long kernels (lower/split.c);
  * MLIR diagnostics are captured by a handler and become the text of tessera
  * statuses. */
@@ -35,7 +34,6 @@
 #include <mlir-c/Target/LLVMIR.h>
 #include <mlir-c/Transforms.h>
 
-#include "lower/link.h"
 #include "lower/lower_internal.h"
 #include "lower/split.h"
 
@@ -122,7 +120,6 @@ typedef struct session {
   double phase_ms[PHASE_COUNT];
   double mark; /* when the current phase began */
   tsr_lower_split_stats_t split; /* what splitting the kernel did */
-  char linked_by[300]; /* "" (the in-process linker), or "cc: why" */
 } session_t;
 
 static double now_ms(void) {
@@ -150,7 +147,6 @@ static void report_timing(const session_t *s, const char *source) {
     total += s->phase_ms[p];
   }
   fprintf(stderr, "%s; total %.2f ms", line, total);
-  if (s->linked_by[0]) fprintf(stderr, "; linked by %s", s->linked_by);
   if (s->split.parts)
     fprintf(stderr, "; %u parts, %u of them merged", s->split.parts, s->split.merged);
   fprintf(stderr, "\n");
@@ -454,8 +450,7 @@ static tsr_status_t read_whole(const char *path, void **out_bytes, size_t *out_s
   return NULL;
 }
 
-/* Links the object into a shared object with the C compiler driver, for
- * objects the in-process linker (lower/link.c) does not handle:
+/* Links the object into a shared object with the C compiler driver:
  * `cc -shared -nostartfiles -nostdlib k.o --as-needed -l:libm.so.6 -lgcc`.
  * libgcc for helpers LLVM may call (such as f16 conversions on CPUs without
  * F16C), libm when the code calls it. No start files (the object has no
@@ -680,43 +675,10 @@ static tsr_status_t compile_to_object(session_t *s, const char *source, MlirModu
   return status;
 }
 
-/* How the object becomes a shared object: $TESSERA_LOWER_LINK is `cc` (always
- * the C compiler driver), `internal` (always the in-process linker,
- * lower/link.c: an object it does not handle is an error) or unset (the
- * in-process linker, `cc` for what it does not handle). */
-typedef enum { LINK_AUTO, LINK_CC, LINK_INTERNAL } link_mode_t;
-
-static link_mode_t link_mode(void) {
-  const char *env = getenv("TESSERA_LOWER_LINK");
-  if (env && strcmp(env, "cc") == 0) return LINK_CC;
-  if (env && strcmp(env, "internal") == 0) return LINK_INTERNAL;
-  return LINK_AUTO;
-}
-
 static tsr_status_t compile_module(session_t *s, const char *source, MlirModule module,
                                    int opt_level, void **out_bytes, size_t *out_size) {
   LLVMMemoryBufferRef object = NULL;
   TSR_RETURN_IF_ERROR(compile_to_object(s, source, module, opt_level, &object));
-  link_mode_t mode = link_mode();
-  if (mode != LINK_CC) {
-    char why[256];
-    tsr_status_t status =
-        tsr_lower_link_shared(LLVMGetBufferStart(object), LLVMGetBufferSize(object),
-                              out_bytes, out_size, why, sizeof why);
-    if (status || *out_bytes || mode == LINK_INTERNAL) {
-      LLVMDisposeMemoryBuffer(object);
-      phase_done(s, PHASE_LINK);
-      if (!status && !*out_bytes)
-        status = TSR_STATUS(TSR_UNIMPLEMENTED,
-                            "%s: the in-process linker does not handle this object (%s); "
-                            "TESSERA_LOWER_LINK=internal forbids linking it with cc",
-                            source, why);
-      return status;
-    }
-    snprintf(s->linked_by, sizeof s->linked_by, "cc: %s", why);
-  } else {
-    snprintf(s->linked_by, sizeof s->linked_by, "cc");
-  }
   workdir_t w;
   tsr_status_t status = workdir_create(&w);
   if (!status) {
