@@ -27,6 +27,24 @@ static int tsr_test_count, tsr_test_failed_count, tsr_test_case_failed;
     fflush(stdout);                                                            \
   } while (0)
 
+/* A case sets this when it cannot run here (TSR_RUN_OR_SKIP reports a TAP
+ * skip then). */
+static const char *tsr_test_skip_reason __attribute__((unused));
+
+/* TSR_RUN, with a TAP skip when the case set tsr_test_skip_reason. */
+#define TSR_RUN_OR_SKIP(name)                                                  \
+  do {                                                                         \
+    tsr_test_skip_reason = NULL;                                               \
+    tsr_test_case_failed = 0;                                                  \
+    test_##name();                                                             \
+    tsr_test_count++;                                                          \
+    if (tsr_test_case_failed) tsr_test_failed_count++;                         \
+    printf("%s %d - %s%s%s\n", tsr_test_case_failed ? "not ok" : "ok",         \
+           tsr_test_count, #name, tsr_test_skip_reason ? " # SKIP " : "",      \
+           tsr_test_skip_reason ? tsr_test_skip_reason : "");                  \
+    fflush(stdout);                                                            \
+  } while (0)
+
 #define TSR_FAIL_AT(...)                                                       \
   do {                                                                         \
     printf("# %s:%d: ", __FILE__, __LINE__);                                   \
@@ -92,6 +110,20 @@ static inline bool tsr_test_cpu_absent(const tsr_status_t s) {
   return tsr_status_code(s) == TSR_UNIMPLEMENTED &&
          (strncmp(m, "no cpu backend in this build", 28) == 0 ||
           (strstr(m, "cannot load the lowering library") && strstr(m, "No such file")));
+}
+
+/* Runs the module's first kernel on `backend` in `ctx` with `ops`. */
+static inline tsr_status_t tsr_test_run_module(tsr_context_t *ctx, tsr_ir_module_t *m,
+                                               tsr_backend_t backend, tsr_array_t **ops,
+                                               size_t n) {
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.backend = backend;
+  tsr_executable_t *exe = NULL;
+  tsr_status_t s = tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), &eo, &exe);
+  if (!s) s = tsr_executable_run(exe, ops, n, NULL, NULL);
+  tsr_executable_destroy(exe);
+  return s;
 }
 
 /* Reads a whole file relative to $TSR_SOURCE_ROOT (or as given if absolute).

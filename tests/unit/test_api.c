@@ -9,21 +9,7 @@
 
 #include "tests/harness.h"
 
-static const char *skip_reason; /* set by a case that cannot run here */
 
-/* TSR_RUN, with a TAP skip when the case set skip_reason. */
-#define RUN_OR_SKIP(name)                                                      \
-  do {                                                                         \
-    skip_reason = NULL;                                                        \
-    tsr_test_case_failed = 0;                                                  \
-    test_##name();                                                             \
-    tsr_test_count++;                                                          \
-    if (tsr_test_case_failed) tsr_test_failed_count++;                         \
-    printf("%s %d - %s%s%s\n", tsr_test_case_failed ? "not ok" : "ok",         \
-           tsr_test_count, #name, skip_reason ? " # SKIP " : "",               \
-           skip_reason ? skip_reason : "");                                    \
-    fflush(stdout);                                                            \
-  } while (0)
 
 static const char scale_tsr[] =
     "kernel @scale\n"
@@ -90,7 +76,7 @@ static void run_scale(tsr_backend_t backend) {
   tsr_executable_t *exe = NULL;
   tsr_status_t s = tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), &eo, &exe);
   if (s && backend == TSR_BACKEND_CPU && tsr_test_cpu_absent(s)) {
-    skip_reason = "no cpu backend in this build";
+    tsr_test_skip_reason = "no cpu backend in this build";
     tsr_status_free(s);
     goto done_early;
   }
@@ -289,7 +275,7 @@ static const char oob_tsr[] =
     "}\n";
 
 /* One run of a kernel (catalog file `rel`, or `text` named `rel`) on
- * `backend` with `eo` and `ro`: the result, or NULL with skip_reason set
+ * `backend` with `eo` and `ro`: the result, or NULL with tsr_test_skip_reason set
  * when the build has no cpu backend. */
 typedef struct one_run {
   tsr_context_t *ctx;
@@ -322,7 +308,7 @@ static void one_run_start(one_run_t *r, const char *rel, const char *text,
   tsr_ir_kernel_t *k = tsr_ir_module_kernel(m, 0);
   tsr_status_t s = tsr_executable_create(r->ctx, k, eo, &r->exe);
   if (s && eo->backend == TSR_BACKEND_CPU && tsr_test_cpu_absent(s))
-    skip_reason = "no cpu backend in this build";
+    tsr_test_skip_reason = "no cpu backend in this build";
   else
     TSR_CHECK_OK(s);
   tsr_status_free(s);
@@ -420,7 +406,7 @@ static void deadlock_record(tsr_backend_t backend) {
   const tsr_diagnostic_list_t *list = one_run_go(&r, NULL);
   if (r.exe) TSR_CHECK_EQ_INT(r.code, TSR_KERNEL_ERROR);
   const tsr_diagnostic_t *d = find_kind(list, TSR_DIAG_DEADLOCK);
-  TSR_CHECK(d != NULL || skip_reason);
+  TSR_CHECK(d != NULL || tsr_test_skip_reason);
   if (d) {
     TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_ERROR);
     TSR_CHECK_EQ_INT(d->line, 21);
@@ -486,7 +472,7 @@ static void run_stopped_record(tsr_backend_t backend) {
   const tsr_diagnostic_list_t *list = one_run_go(&r, &ro);
   if (r.exe) TSR_CHECK_EQ_INT(r.code, TSR_KERNEL_ERROR);
   const tsr_diagnostic_t *d = find_kind(list, TSR_DIAG_RUN_STOPPED);
-  TSR_CHECK(d != NULL || skip_reason);
+  TSR_CHECK(d != NULL || tsr_test_skip_reason);
   if (d) {
     TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_ERROR);
     TSR_CHECK(view_is(d->kernel, "scale"));
@@ -1003,27 +989,27 @@ TSR_TEST(names) {
 
 int main(void) {
   make_temp_root();
-  RUN_OR_SKIP(flow_interp);
-  RUN_OR_SKIP(flow_cpu);
-  RUN_OR_SKIP(kernel_error_records);
-  RUN_OR_SKIP(out_of_bounds_record);
-  RUN_OR_SKIP(deadlock_record_interp);
-  RUN_OR_SKIP(deadlock_record_cpu);
-  RUN_OR_SKIP(race_record_second_access);
-  RUN_OR_SKIP(run_stopped_record_interp);
-  RUN_OR_SKIP(run_stopped_record_cpu);
-  RUN_OR_SKIP(warning_record);
-  RUN_OR_SKIP(parse_and_verify_records);
-  RUN_OR_SKIP(parse_error_record_fields);
-  RUN_OR_SKIP(verify_records_in_order_with_op);
-  RUN_OR_SKIP(record_file_name_that_looks_like_a_location);
-  RUN_OR_SKIP(status_without_records_is_one_unlocated_record);
-  RUN_OR_SKIP(verify_records_past_the_limit);
-  RUN_OR_SKIP(vmem_budget_record);
-  RUN_OR_SKIP(builder_copies_strings);
-  RUN_OR_SKIP(builder_location_file_copied);
-  RUN_OR_SKIP(names);
+  TSR_RUN_OR_SKIP(flow_interp);
+  TSR_RUN_OR_SKIP(flow_cpu);
+  TSR_RUN_OR_SKIP(kernel_error_records);
+  TSR_RUN_OR_SKIP(out_of_bounds_record);
+  TSR_RUN_OR_SKIP(deadlock_record_interp);
+  TSR_RUN_OR_SKIP(deadlock_record_cpu);
+  TSR_RUN_OR_SKIP(race_record_second_access);
+  TSR_RUN_OR_SKIP(run_stopped_record_interp);
+  TSR_RUN_OR_SKIP(run_stopped_record_cpu);
+  TSR_RUN_OR_SKIP(warning_record);
+  TSR_RUN_OR_SKIP(parse_and_verify_records);
+  TSR_RUN_OR_SKIP(parse_error_record_fields);
+  TSR_RUN_OR_SKIP(verify_records_in_order_with_op);
+  TSR_RUN_OR_SKIP(record_file_name_that_looks_like_a_location);
+  TSR_RUN_OR_SKIP(status_without_records_is_one_unlocated_record);
+  TSR_RUN_OR_SKIP(verify_records_past_the_limit);
+  TSR_RUN_OR_SKIP(vmem_budget_record);
+  TSR_RUN_OR_SKIP(builder_copies_strings);
+  TSR_RUN_OR_SKIP(builder_location_file_copied);
+  TSR_RUN_OR_SKIP(names);
   /* Last: it changes the environment. */
-  RUN_OR_SKIP(context_ignores_environment);
+  TSR_RUN_OR_SKIP(context_ignores_environment);
   return tsr_test_done();
 }

@@ -11,7 +11,6 @@
 #include "harness.h"
 #include "tessera/kernels.h"
 
-static const char *skip_reason;
 
 /* ---- a reference: the order of jax.lax.sort / jax.lax.top_k on one element ---- */
 
@@ -42,14 +41,7 @@ static size_t bytes_at(const tsr_array_t *a, int64_t i, void *out) {
 static tsr_context_t *ctx;
 
 static tsr_status_t run(tsr_ir_module_t *m, tsr_backend_t backend, tsr_array_t **ops, size_t n) {
-  tsr_executable_options_t eo;
-  tsr_executable_options_initialize(&eo);
-  eo.backend = backend;
-  tsr_executable_t *exe = NULL;
-  tsr_status_t s = tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), &eo, &exe);
-  if (!s) s = tsr_executable_run(exe, ops, n, NULL, NULL);
-  tsr_executable_destroy(exe);
-  return s;
+  return tsr_test_run_module(ctx, m, backend, ops, n);
 }
 
 static void fill(tsr_array_t *a, int distinct) {
@@ -146,7 +138,7 @@ static void check_sort(const sort_case_t *c, tsr_backend_t backend) {
   for (uint32_t i = 0; i < n; i++) fill(&arrays[i], i == 0 ? 9 : 5);
   tsr_status_t s = run(m, backend, ptrs, total);
   if (s && backend == TSR_BACKEND_CPU && tsr_test_cpu_absent(s)) {
-    skip_reason = "no cpu backend in this build";
+    tsr_test_skip_reason = "no cpu backend in this build";
     tsr_status_free(s);
   } else {
     TSR_CHECK_OK(s);
@@ -349,7 +341,7 @@ TSR_TEST(both_backends_agree_cpu) {
       {3, {2, 9, 500}, -1, 2, 1, {TSR_DTYPE_I16, TSR_DTYPE_F32}, false, true, true, 8192},
       {2, {9, 400, 0}, -1, 1, 1, {TSR_DTYPE_I32}, true, true, false, 8192},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !skip_reason; i++)
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !tsr_test_skip_reason; i++)
     check_sort(&cases[i], TSR_BACKEND_CPU);
 }
 
@@ -405,7 +397,7 @@ static void check_topk(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims, in
   tsr_array_t *ops[] = {&x, &v, &i};
   tsr_status_t s = run(m, backend, ops, 3);
   if (s && backend == TSR_BACKEND_CPU && tsr_test_cpu_absent(s)) {
-    skip_reason = "no cpu backend in this build";
+    tsr_test_skip_reason = "no cpu backend in this build";
     tsr_status_free(s);
   } else {
     TSR_CHECK_OK(s);
@@ -554,18 +546,6 @@ TSR_TEST(generation_is_deterministic) {
   tsr_ir_module_destroy(b);
 }
 
-/* TSR_RUN, with a TAP skip when the case set skip_reason. */
-#define RUN_OR_SKIP(name)                                                                  \
-  do {                                                                                     \
-    skip_reason = NULL;                                                                    \
-    tsr_test_case_failed = 0;                                                              \
-    test_##name();                                                                         \
-    tsr_test_count++;                                                                      \
-    if (tsr_test_case_failed) tsr_test_failed_count++;                                     \
-    printf("%s %d - %s%s%s\n", tsr_test_case_failed ? "not ok" : "ok", tsr_test_count,     \
-           #name, skip_reason ? " # SKIP " : "", skip_reason ? skip_reason : "");           \
-    fflush(stdout);                                                                        \
-  } while (0)
 
 int main(void) {
   TSR_CHECK_OK(tsr_context_create(NULL, &ctx));
@@ -581,8 +561,8 @@ int main(void) {
   TSR_RUN(topk_every_dtype_interp);
   TSR_RUN(bad_parameters_are_named);
   TSR_RUN(generation_is_deterministic);
-  RUN_OR_SKIP(both_backends_agree_cpu);
-  RUN_OR_SKIP(topk_cpu);
+  TSR_RUN_OR_SKIP(both_backends_agree_cpu);
+  TSR_RUN_OR_SKIP(topk_cpu);
   tsr_context_destroy(ctx);
   return tsr_test_done();
 }

@@ -14,7 +14,6 @@
 #include "tessera/kernels.h"
 
 static tsr_context_t *ctx;
-static const char *skip_reason;
 
 static uint32_t rng_state = 2024;
 static uint32_t rnd(void) {
@@ -80,14 +79,7 @@ static int by_rank(const void *pa, const void *pb) {
 }
 
 static tsr_status_t run(tsr_ir_module_t *m, tsr_backend_t backend, tsr_array_t **ops, size_t n) {
-  tsr_executable_options_t eo;
-  tsr_executable_options_initialize(&eo);
-  eo.backend = backend;
-  tsr_executable_t *exe = NULL;
-  tsr_status_t s = tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), &eo, &exe);
-  if (!s) s = tsr_executable_run(exe, ops, n, NULL, NULL);
-  tsr_executable_destroy(exe);
-  return s;
+  return tsr_test_run_module(ctx, m, backend, ops, n);
 }
 
 typedef struct topk_case {
@@ -147,7 +139,7 @@ static uint32_t check(const topk_case_t *c) {
     tsr_array_t *ops[] = {&x, &v[b], &i[b]};
     tsr_status_t s = run(m, b ? TSR_BACKEND_CPU : TSR_BACKEND_INTERP, ops, 3);
     if (s && b == 1 && tsr_test_cpu_absent(s)) {
-      skip_reason = "no cpu backend in this build";
+      tsr_test_skip_reason = "no cpu backend in this build";
       tsr_status_free(s);
       break;
     }
@@ -355,24 +347,13 @@ TSR_TEST(uncovered_is_named) {
   TSR_CHECK(m == NULL);
 }
 
-#define RUN_OR_SKIP(name)                                                                  \
-  do {                                                                                     \
-    skip_reason = NULL;                                                                    \
-    tsr_test_case_failed = 0;                                                              \
-    test_##name();                                                                         \
-    tsr_test_count++;                                                                      \
-    if (tsr_test_case_failed) tsr_test_failed_count++;                                     \
-    printf("%s %d - %s%s%s\n", tsr_test_case_failed ? "not ok" : "ok", tsr_test_count,     \
-           #name, skip_reason ? " # SKIP " : "", skip_reason ? skip_reason : "");           \
-    fflush(stdout);                                                                        \
-  } while (0)
 
 int main(void) {
   TSR_CHECK_OK(tsr_context_create(NULL, &ctx));
-  RUN_OR_SKIP(one_block);
-  RUN_OR_SKIP(rows_longer_than_a_block);
-  RUN_OR_SKIP(every_dtype_in_blocks);
-  RUN_OR_SKIP(random_long_rows);
+  TSR_RUN_OR_SKIP(one_block);
+  TSR_RUN_OR_SKIP(rows_longer_than_a_block);
+  TSR_RUN_OR_SKIP(every_dtype_in_blocks);
+  TSR_RUN_OR_SKIP(random_long_rows);
   TSR_RUN(nan_and_signed_zero_in_blocks);
   TSR_RUN(uncovered_is_named);
   tsr_context_destroy(ctx);
