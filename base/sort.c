@@ -1,6 +1,7 @@
-/* Sorting blocks along one axis in jax.lax.sort's order (base/sort.h), on
- * Highway's vqsort (base/vqsort.h), which is neither stable nor aware of
- * that order. So:
+/* Sorting blocks along one axis in jax.lax.sort's order (base/sort.h). Lines
+ * of up to SHORT_LINE elements are sorted by a merge sort of (key << 32 |
+ * position) items, the keys below. Longer ones on Highway's vqsort
+ * (base/vqsort.h), which is neither stable nor aware of that order. So:
  * - i32, u32, i16, u16 are sorted as they are: equal keys are equal bits,
  *   so stability cannot show; 8-bit types and i1 by counting;
  * - f32, bf16, f16: as unsigned keys whose integer order is the order
@@ -15,9 +16,61 @@
  *   last first, each pass keyed by the position in the order so far. */
 #include "base/sort.h"
 
+#include <dlfcn.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 
-#include "base/vqsort.h"
+#include "base/base_config.h"
+#include "base/module.h"
+
+/* ---- Highway's vqsort, loaded on first use ----------------------------------------------- */
+
+/* libtessera-vqsort.so ($TESSERA_VQSORT_LIBRARY, else beside this build or
+ * installation): libhwy calibrates a timer when it is loaded, ~5 ms that
+ * every tessera process paid when it was linked in. */
+static struct vqsort_api {
+  bool (*f32)(float *, size_t);
+  bool (*i32)(int32_t *, size_t);
+  bool (*u32)(uint32_t *, size_t);
+  bool (*i16)(int16_t *, size_t);
+  bool (*u16)(uint16_t *, size_t);
+  bool (*u64)(uint64_t *, size_t);
+  char error[4400];
+} vq;
+static pthread_once_t vq_once = PTHREAD_ONCE_INIT;
+
+static void vq_load(void) {
+  char path[4096];
+  tsr_module_path(getenv("TESSERA_VQSORT_LIBRARY"), TSR_BASE_BUILD_ROOT, TSR_VQSORT_BUILD_PATH,
+                  TSR_VQSORT_INSTALL_PATH, path, sizeof path);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(vq.error, sizeof vq.error,
+             "cannot load Highway's sort (set TESSERA_VQSORT_LIBRARY to another): %s",
+             dlerror());
+    return;
+  }
+  struct vqsort_api a;
+  *(void **)&a.f32 = dlsym(h, "tsr_vqsort_f32");
+  *(void **)&a.i32 = dlsym(h, "tsr_vqsort_i32");
+  *(void **)&a.u32 = dlsym(h, "tsr_vqsort_u32");
+  *(void **)&a.i16 = dlsym(h, "tsr_vqsort_i16");
+  *(void **)&a.u16 = dlsym(h, "tsr_vqsort_u16");
+  *(void **)&a.u64 = dlsym(h, "tsr_vqsort_u64");
+  if (!a.f32 || !a.i32 || !a.u32 || !a.i16 || !a.u16 || !a.u64) {
+    snprintf(vq.error, sizeof vq.error, "%s lacks the tsr_vqsort_ functions", path);
+    return;
+  }
+  a.error[0] = 0;
+  vq = a;
+}
+
+/* NULL when vqsort is there, else TSR_UNIMPLEMENTED saying why. */
+static tsr_status_t vq_ready(void) {
+  tsr_process_once(&vq_once, vq_load);
+  return vq.f32 ? NULL : TSR_STATUS(TSR_UNIMPLEMENTED, "sort: %s", vq.error);
+}
 
 /* ---- Keys --------------------------------------------------------------------------------- */
 
@@ -148,7 +201,7 @@ static bool sort_line(tsr_dtype_t dtype, void *work, const void *src, int64_t of
       }
       if (!nans && !infs) { /* vqsort's float order is lax.sort's but for the zeros */
         for (int64_t i = 0; i < n; i++) w[i] = s[i * stride];
-        if (!tsr_vqsort_f32((float *)work, (size_t)n)) return false;
+        if (!vq.f32((float *)work, (size_t)n)) return false;
         if (zeros) put_back_classes(dtype, work, src, off, stride, n, below_zero, n);
         return true;
       }
@@ -160,7 +213,7 @@ static bool sort_line(tsr_dtype_t dtype, void *work, const void *src, int64_t of
         zeros += k == 0x80000000u;
         nans += k == 0xffffffffu;
       }
-      if (!tsr_vqsort_u32(w, (size_t)n)) return false;
+      if (!vq.u32(w, (size_t)n)) return false;
       for (int64_t i = 0; i < n; i++) w[i] = f32_of_key(w[i]);
       if (zeros || nans) put_back_classes(dtype, work, src, off, stride, n, below_zero, n - nans);
       return true;
@@ -176,7 +229,7 @@ static bool sort_line(tsr_dtype_t dtype, void *work, const void *src, int64_t of
         zeros += k == 0x8000u;
         nans += k == 0xffffu;
       }
-      if (!tsr_vqsort_u16(w, (size_t)n)) return false;
+      if (!vq.u16(w, (size_t)n)) return false;
       for (int64_t i = 0; i < n; i++) w[i] = (uint16_t)bits_of_key(dtype, w[i]);
       if (zeros || nans) put_back_classes(dtype, work, src, off, stride, n, below_zero, n - nans);
       return true;
@@ -187,10 +240,10 @@ static bool sort_line(tsr_dtype_t dtype, void *work, const void *src, int64_t of
     case TSR_DTYPE_U16:
       for (int64_t i = 0; i < n; i++) store_bits(size, work, i, load_bits(size, src, off + i * stride));
       switch (dtype) {
-        case TSR_DTYPE_I32: return tsr_vqsort_i32(work, (size_t)n);
-        case TSR_DTYPE_U32: return tsr_vqsort_u32(work, (size_t)n);
-        case TSR_DTYPE_I16: return tsr_vqsort_i16(work, (size_t)n);
-        default: return tsr_vqsort_u16(work, (size_t)n);
+        case TSR_DTYPE_I32: return vq.i32(work, (size_t)n);
+        case TSR_DTYPE_U32: return vq.u32(work, (size_t)n);
+        case TSR_DTYPE_I16: return vq.i16(work, (size_t)n);
+        default: return vq.u16(work, (size_t)n);
       }
     default: { /* i8, u8, i1: by counting */
       int64_t count[256] = {0};
@@ -205,10 +258,68 @@ static bool sort_line(tsr_dtype_t dtype, void *work, const void *src, int64_t of
 
 /* ---- Blocks ---------------------------------------------------------------------------------- */
 
+/* Lines of at most this many elements are sorted here, by a merge sort of
+ * (key << 32 | position) items, so that small sorts never load Highway
+ * (whose load costs more than they do). */
+enum { SHORT_LINE = 2048 };
+
+/* Sorts `n` distinct items ascending, through `tmp` (n more): insertion
+ * into runs of 16, then merges. Returns where the result is, a or tmp. */
+static uint64_t *merge_sort_items(uint64_t *a, uint64_t *tmp, int64_t n) {
+  for (int64_t r = 0; r < n; r += 16) {
+    int64_t end = r + 16 < n ? r + 16 : n;
+    for (int64_t i = r + 1; i < end; i++) {
+      uint64_t x = a[i];
+      int64_t j = i;
+      for (; j > r && a[j - 1] > x; j--) a[j] = a[j - 1];
+      a[j] = x;
+    }
+  }
+  for (int64_t w = 16; w < n; w *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * w) {
+      int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+      int64_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) tmp[k++] = a[i] <= a[j] ? a[i++] : a[j++];
+      while (i < mid) tmp[k++] = a[i++];
+      while (j < hi) tmp[k++] = a[j++];
+    }
+    uint64_t *t = a;
+    a = tmp;
+    tmp = t;
+  }
+  return a;
+}
+
+/* items[i] = key of the line's element at (p ? p[i] : i), << 32 | i */
+static void fill_items(tsr_dtype_t dtype, uint64_t *items, const void *src, int64_t off,
+                       int64_t stride, int64_t n, const uint32_t *p);
+
+/* A short line: its elements in the order of their sorted items. */
+static tsr_status_t sort_short_lines(tsr_dtype_t dtype, void *dst, const void *src,
+                                     const lines_t *l) {
+  const size_t size = tsr_dtype_size(dtype);
+  uint64_t *items = tsr_malloc(2 * (size_t)l->n * sizeof *items);
+  if (!items) return TSR_OOM();
+  for (int64_t o = 0; o < l->outer; o++) {
+    for (int64_t j = 0; j < l->inner; j++) {
+      const int64_t off = o * l->n * l->inner + j, stride = l->inner;
+      fill_items(dtype, items, src, off, stride, l->n, NULL);
+      const uint64_t *s = merge_sort_items(items, items + l->n, l->n);
+      for (int64_t i = 0; i < l->n; i++)
+        store_bits(size, dst, off + i * stride,
+                   load_bits(size, src, off + (int64_t)(uint32_t)s[i] * stride));
+    }
+  }
+  tsr_free(items);
+  return NULL;
+}
+
 tsr_status_t tsr_sort_block(tsr_dtype_t dtype, void *dst, const void *src, uint32_t rank,
                             const int64_t *dims, uint32_t axis) {
   if (tsr_sort_count(rank, dims) == 0) return NULL;
   const lines_t l = lines_of(rank, dims, axis);
+  if (l.n <= SHORT_LINE) return sort_short_lines(dtype, dst, src, &l);
+  TSR_RETURN_IF_ERROR(vq_ready());
   const size_t size = tsr_dtype_size(dtype);
   /* a line along the last axis is sorted where it goes; others through a
    * dense copy */
@@ -230,7 +341,6 @@ tsr_status_t tsr_sort_block(tsr_dtype_t dtype, void *dst, const void *src, uint3
   return ok ? NULL : TSR_OOM();
 }
 
-/* items[i] = key of the line's element at (p ? p[i] : i), << 32 | i */
 static void fill_items(tsr_dtype_t dtype, uint64_t *items, const void *src, int64_t off,
                        int64_t stride, int64_t n, const uint32_t *p) {
 #define FILL(KEY)                                                                                 \
@@ -260,11 +370,13 @@ tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
                                const int64_t *dims, uint32_t axis) {
   if (tsr_sort_count(rank, dims) == 0) return NULL;
   const lines_t l = lines_of(rank, dims, axis);
+  const bool short_line = l.n <= SHORT_LINE;
+  if (!short_line) TSR_RETURN_IF_ERROR(vq_ready());
   if (l.n > INT32_MAX)
     return TSR_STATUS(TSR_INVALID_ARGUMENT,
                       "argsort of lines of %lld elements: the positions do not fit in i32",
                       (long long)l.n);
-  uint64_t *items = tsr_malloc((size_t)l.n * sizeof *items);
+  uint64_t *items = tsr_malloc((short_line ? 2 : 1) * (size_t)l.n * sizeof *items);
   uint32_t *perm = num_keys > 1 ? tsr_malloc(2 * (size_t)l.n * sizeof *perm) : NULL;
   if (!items || (num_keys > 1 && !perm)) {
     tsr_free(items);
@@ -279,7 +391,12 @@ tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
       for (uint32_t q = num_keys; q-- > 0 && ok;) {
         const bool first = q + 1 == num_keys;
         fill_items(dtypes[q], items, keys[q], off, stride, l.n, first ? NULL : p);
-        ok = tsr_vqsort_u64(items, (size_t)l.n);
+        if (short_line) {
+          const uint64_t *s = merge_sort_items(items, items + l.n, l.n);
+          if (s != items) memcpy(items, s, (size_t)l.n * sizeof *items);
+        } else {
+          ok = vq.u64(items, (size_t)l.n);
+        }
         if (q == 0) break;
         for (int64_t i = 0; i < l.n; i++) {
           uint32_t at = (uint32_t)items[i];

@@ -6,8 +6,9 @@
  * Every sort is stable: equal keys keep their input order, so -0.0 and +0.0,
  * and NaNs with different payloads, come out in the order they went in.
  *
- * Lines are sorted by Highway's vqsort (base/sort.c says how its unstable
- * sort is made stable and given this order). Blocks are dense, row-major;
+ * Lines of up to 2048 elements are sorted by a merge sort here; longer ones
+ * by Highway's vqsort, loaded on first use (base/sort.c says how its
+ * unstable sort is made stable and given this order). Blocks are dense, row-major;
  * `axis` is the one sorted along. Not a public header. */
 #ifndef TESSERA_BASE_SORT_H
 #define TESSERA_BASE_SORT_H

@@ -1,7 +1,8 @@
 // The C side's door to Highway's vqsort (Debian libhwy-dev), the vectorized
 // sort base/sort.c builds on: ascending, in place, not stable (sort.c makes
-// every use stable). One hwy::Sorter per thread keeps its buffers. False
-// when the sorter could not be made (out of memory).
+// every use stable). Built as the module libtessera-vqsort.so, which
+// base/sort.c loads when a sort first runs. One hwy::Sorter per thread keeps
+// its buffers. False when the sorter could not be made (out of memory).
 #include <hwy/contrib/sort/vqsort.h>
 
 #include <cstddef>

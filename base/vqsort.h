@@ -1,6 +1,7 @@
 /* Highway's vqsort for C (base/vqsort.cc): ascending, in place, not stable.
- * False when the sorter's buffers could not be allocated. Not a public
- * header. */
+ * False when the sorter's buffers could not be allocated. The module
+ * libtessera-vqsort.so exports these; base/sort.c looks them up with dlsym
+ * when a sort first runs. Not a public header. */
 #ifndef TESSERA_BASE_VQSORT_H
 #define TESSERA_BASE_VQSORT_H
 

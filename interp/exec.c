@@ -410,8 +410,11 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
                 : tsr_argsort_block(nk, sp->dtypes, keys, vals[in->r], sp->rank, sp->dims,
                                     sp->axis);
         if (st) {
-          tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_MEMORY, "%s",
-                                  tsr_status_message(st));
+          tsr_interp_kernel_error(run, in->site,
+                                  tsr_status_code(st) == TSR_OUT_OF_MEMORY
+                                      ? TSR_DIAG_OUT_OF_MEMORY
+                                      : TSR_DIAG_UNIMPLEMENTED,
+                                  "%s", tsr_status_message(st));
           tsr_status_free(st);
           tsr_interp_fill_uninit(run, (tsr_dtype_t)in->rdtype, vals[in->r], (uint64_t)in->n);
         }

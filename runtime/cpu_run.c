@@ -473,7 +473,10 @@ static void sort_call(ccore_t *c, uint32_t site, const int64_t *d) {
                         : tsr_sort_block(dtypes[0], dst, src[0], rank, dims, axis);
   if (!st) return;
   pthread_mutex_lock(&c->run->mu);
-  kernel_error(c, site, TSR_DIAG_OUT_OF_MEMORY, "%s", tsr_status_message(st));
+  kernel_error(c, site,
+               tsr_status_code(st) == TSR_OUT_OF_MEMORY ? TSR_DIAG_OUT_OF_MEMORY
+                                                        : TSR_DIAG_UNIMPLEMENTED,
+               "%s", tsr_status_message(st));
   pthread_mutex_unlock(&c->run->mu);
   tsr_status_free(st);
 }

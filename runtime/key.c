@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "base/module.h"
 #include "ir/ir.h"
 #include "runtime/runtime_internal.h"
 #include "runtime/target.h"
@@ -79,7 +80,7 @@ static void make_producer(void) {
   char build[128] = "unknown";
   char path[4096];
   struct stat sb;
-  if (tsr_target_code_path(path, sizeof path) && stat(path, &sb) == 0)
+  if (tsr_code_path(path, sizeof path) && stat(path, &sb) == 0)
     snprintf(build, sizeof build, "%" PRIx64 ":%" PRIx64 ":%" PRId64 ":%" PRId64 ".%09ld",
              (uint64_t)sb.st_dev, (uint64_t)sb.st_ino, (int64_t)sb.st_size,
              (int64_t)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);

@@ -19,6 +19,7 @@
 #include <cpuid.h>
 #endif
 
+#include "base/module.h"
 #include "lower/lower_api.h"
 #include "lower/lower_config.h"
 #include "runtime/runtime_internal.h"
@@ -30,36 +31,6 @@ void tsr_compile_options_initialize(tsr_compile_options_t *options) {
    * ran within noise of each other (O3: 10% faster on a 1024^3 matmul) and
    * O2 compiled in 50-200 ms (docs/lowering.md, "Figures"). */
   options->opt_level = 2;
-}
-
-/* ---- The file holding this code ---------------------------------------------------- */
-
-bool tsr_target_code_path(char *buf, size_t size) {
-  Dl_info info;
-  if (!dladdr((void *)tsr_target_code_path, &info) || !info.dli_fname) return false;
-  if (info.dli_fname[0] == '/') {
-    int n = snprintf(buf, size, "%s", info.dli_fname);
-    return n > 0 && (size_t)n < size;
-  }
-  /* A library dlopen'd by a relative path ("build/libtessera.so"): dladdr
-   * gives that path, relative to the working directory of the dlopen. (The
-   * main program's argv[0] is not trusted so: the process may have left
-   * the directory it names a file in.) */
-  Dl_info main_info;
-  const void *main_phdr = (const void *)getauxval(AT_PHDR);
-  bool in_main = main_phdr && dladdr(main_phdr, &main_info) &&
-                 main_info.dli_fbase == info.dli_fbase;
-  char resolved[PATH_MAX];
-  if (!in_main && realpath(info.dli_fname, resolved)) {
-    int n = snprintf(buf, size, "%s", resolved);
-    return n > 0 && (size_t)n < size;
-  }
-  /* The main program: dladdr gives its argv[0] ("tessera" when found
-   * through PATH, or relative to a working directory since left). */
-  ssize_t n = readlink("/proc/self/exe", buf, size - 1);
-  if (n <= 0) return false;
-  buf[n] = 0;
-  return true;
 }
 
 #if TSR_HAVE_LOWER
@@ -87,18 +58,8 @@ static pthread_once_t lower_path_once = PTHREAD_ONCE_INIT;
  * holding this code (the tessera executable or libtessera) lives in the
  * build tree; else the installed one. */
 static void find_lower_path(void) {
-  const char *env = tsr_runtime_lower_library_setting();
-  if (env && *env) {
-    snprintf(lower_path, sizeof lower_path, "%s", env);
-    return;
-  }
-  const char *path = TSR_LOWER_INSTALL_PATH;
-  char code[4096];
-  size_t root = strlen(TSR_BUILD_ROOT);
-  if (tsr_target_code_path(code, sizeof code) && strncmp(code, TSR_BUILD_ROOT, root) == 0 &&
-      code[root] == '/')
-    path = TSR_LOWER_BUILD_PATH;
-  snprintf(lower_path, sizeof lower_path, "%s", path);
+  tsr_module_path(tsr_runtime_lower_library_setting(), TSR_BUILD_ROOT, TSR_LOWER_BUILD_PATH,
+                  TSR_LOWER_INSTALL_PATH, lower_path, sizeof lower_path);
 }
 
 const char *tsr_target_lower_library_path(void) {

@@ -10,10 +10,6 @@
 
 struct tsr_lower_api;
 
-/* The absolute path of the file holding tessera's code: the shared library,
- * or the executable it is linked into. false if unknown. */
-bool tsr_target_code_path(char *buf, size_t size);
-
 /* Where the lowering library is: $TESSERA_LOWER_LIBRARY; else the build
  * tree's library when the file holding this code lives in the build tree;
  * else the installed one. Computed once per process. Only in builds with the

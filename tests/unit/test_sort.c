@@ -1,7 +1,8 @@
 /* base/sort.c (the sort and argsort ops) against a reference written from
  * jax.lax.sort's definition with float arithmetic, not bit keys: a stable
  * sort whose comparison puts NaNs last and equal, and -0.0 == +0.0. Every
- * dtype, lines along every axis, rows of 1 to 3000 elements, several keys,
+ * dtype, lines along every axis, rows of 1 to 20000 elements (short ones
+ * merge-sorted, long ones on vqsort), several keys,
  * inputs full of ties, both zeros and NaNs of both signs. */
 #include <math.h>
 
@@ -96,22 +97,34 @@ static void fill(tsr_dtype_t dt, void *p, int64_t n) {
   }
 }
 
-/* The reference: the stable order of line (off, stride, n) of the keys, by
- * insertion with lax_compare. */
+/* The reference: the stable order of line (off, stride, n) of the keys:
+ * qsort by lax_compare of each key in turn, then by position. */
+static struct {
+  uint32_t nk;
+  const tsr_dtype_t *dts;
+  const void *const *keys;
+  int64_t off, stride;
+} ref;
+
+static int ref_compare(const void *pa, const void *pb) {
+  int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+  for (uint32_t k = 0; k < ref.nk; k++) {
+    int c = lax_compare(value_at(ref.dts[k], ref.keys[k], ref.off + a * ref.stride),
+                        value_at(ref.dts[k], ref.keys[k], ref.off + b * ref.stride));
+    if (c) return c;
+  }
+  return (a > b) - (a < b);
+}
+
 static void reference_order(uint32_t nk, const tsr_dtype_t *dts, const void *const *keys,
                             int64_t off, int64_t stride, int64_t n, int32_t *order) {
-  for (int64_t i = 0; i < n; i++) {
-    int64_t j = i;
-    for (; j > 0; j--) {
-      int c = 0;
-      for (uint32_t k = 0; k < nk && c == 0; k++)
-        c = lax_compare(value_at(dts[k], keys[k], off + order[j - 1] * stride),
-                        value_at(dts[k], keys[k], off + i * stride));
-      if (c <= 0) break;
-      order[j] = order[j - 1];
-    }
-    order[j] = (int32_t)i;
-  }
+  ref.nk = nk;
+  ref.dts = dts;
+  ref.keys = keys;
+  ref.off = off;
+  ref.stride = stride;
+  for (int64_t i = 0; i < n; i++) order[i] = (int32_t)i;
+  qsort(order, (size_t)n, sizeof *order, ref_compare);
 }
 
 typedef struct shape {
@@ -123,6 +136,9 @@ static const shape_t shapes[] = {
     {1, 0, {1}},          {1, 0, {2}},         {1, 0, {33}},         {1, 0, {3000}},
     {2, 1, {8, 128}},     {2, 0, {8, 128}},    {2, 1, {3, 257}},     {2, 0, {65, 3}},
     {3, 1, {2, 40, 3}},   {3, 2, {2, 3, 100}}, {3, 0, {17, 2, 2}},   {2, 1, {4, 1}},
+    {1, 0, {2048}},       {2, 1, {3, 1500}},
+    /* longer than base/sort.c's SHORT_LINE: Highway's vqsort */
+    {1, 0, {20000}},      {2, 1, {2, 4100}},   {2, 0, {2500, 3}},
 };
 
 static void line_geometry(const shape_t *s, int64_t *outer, int64_t *n, int64_t *inner) {
