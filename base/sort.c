@@ -192,26 +192,24 @@ static bool sort_line(tsr_dtype_t dtype, void *work, const void *src, int64_t of
       uint32_t *w = work;
       int64_t below_zero = 0, zeros = 0, nans = 0, infs = 0;
       const uint32_t *s = (const uint32_t *)src + off;
-      for (int64_t i = 0; i < n; i++) { /* read only: what the line holds */
+      for (int64_t i = 0; i < n; i++) { /* the line into work, and what it holds */
         uint32_t b = s[i * stride], mag = b & 0x7fffffffu;
+        w[i] = b;
         nans += mag > 0x7f800000u;
         infs += mag == 0x7f800000u;
         zeros += mag == 0;
         below_zero += (b >> 31) & (mag != 0);
       }
       if (!nans && !infs) { /* vqsort's float order is lax.sort's but for the zeros */
-        for (int64_t i = 0; i < n; i++) w[i] = s[i * stride];
         if (!vq.f32((float *)work, (size_t)n)) return false;
         if (zeros) put_back_classes(dtype, work, src, off, stride, n, below_zero, n);
         return true;
       }
-      below_zero = zeros = nans = 0;
+      below_zero = 0;
       for (int64_t i = 0; i < n; i++) {
-        uint32_t k = key_f32(((const uint32_t *)src)[off + i * stride]);
+        uint32_t k = key_f32(w[i]);
         w[i] = k;
         below_zero += k < 0x80000000u;
-        zeros += k == 0x80000000u;
-        nans += k == 0xffffffffu;
       }
       if (!vq.u32(w, (size_t)n)) return false;
       for (int64_t i = 0; i < n; i++) w[i] = f32_of_key(w[i]);
