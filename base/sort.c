@@ -192,9 +192,30 @@ static bool sort_line(tsr_dtype_t dtype, void *work, const void *src, int64_t of
       uint32_t *w = work;
       int64_t below_zero = 0, zeros = 0, nans = 0, infs = 0;
       const uint32_t *s = (const uint32_t *)src + off;
-      for (int64_t i = 0; i < n; i++) { /* the line into work, and what it holds */
-        uint32_t b = s[i * stride], mag = b & 0x7fffffffu;
-        w[i] = b;
+      /* the line into work, and what it holds: in chunks of 64, whose
+       * fixed trip count lets -O2's cost model vectorize the counting (a
+       * scalar loop took 1.4 of the 8 ms of a 1M sort) */
+      int64_t at = 0;
+      if (stride == 1) {
+        memcpy(w, s, (size_t)n * sizeof *w);
+        for (; at + 64 <= n; at += 64) {
+          uint32_t cn = 0, ci = 0, cz = 0, cb = 0;
+          for (int k = 0; k < 64; k++) {
+            uint32_t b = w[at + k], mag = b & 0x7fffffffu;
+            cn += mag > 0x7f800000u;
+            ci += mag == 0x7f800000u;
+            cz += mag == 0;
+            cb += (b >> 31) & (mag != 0);
+          }
+          nans += cn;
+          infs += ci;
+          zeros += cz;
+          below_zero += cb;
+        }
+      }
+      for (; at < n; at++) {
+        uint32_t b = s[at * stride], mag = b & 0x7fffffffu;
+        w[at] = b;
         nans += mag > 0x7f800000u;
         infs += mag == 0x7f800000u;
         zeros += mag == 0;
