@@ -184,6 +184,9 @@ static int parse_args(const char *cmd, int argc, char **argv, request_t *req) {
   if (req->keys > req->num_ins)
     return cli_usage_error(cmd, "--keys %llu but %zu input%s", (unsigned long long)req->keys,
                            req->num_ins, req->num_ins == 1 ? "" : "s");
+  if (req->budget && req->target != TSR_KERNELS_FOR_TPU)
+    return cli_usage_error(cmd, "--vmem-budget sizes the blocks of --target tpu sorts; the host "
+                           "sort is one block");
   if (req->argsort && req->num_outs > 1)
     return cli_usage_error(cmd, "--argsort writes one output (the indices), got %zu -o",
                            req->num_outs);

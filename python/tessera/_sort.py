@@ -61,6 +61,9 @@ def _run_sort(operands: Sequence[np.ndarray], num_keys: int, axis: int, descendi
         return empty + (np.zeros(shape, np.int32),) if return_indices else empty
     if target not in _library.TARGETS:
         raise ValueError(f"tessera: target must be 'host' or 'tpu', got {target!r}")
+    if vmem_budget_bytes and target != "tpu":
+        raise ValueError("tessera: vmem_budget_bytes sizes the blocks of target='tpu' sorts; "
+                         "the host sort is one block")
     # Stable network sorts ask for the indices too: rows longer than a block
     # keep the input positions there between merge passes (docs/kernels.md).
     with_indices = bool(return_indices or (stable and target == "tpu"))

@@ -265,6 +265,8 @@ def test_host_target_sorts_long_rows(backend, request):
 def test_target_must_be_host_or_tpu():
     with pytest.raises(ValueError, match="target must be 'host' or 'tpu'"):
         tessera.sort(np.zeros(4, np.float32), target="gpu")
+    with pytest.raises(ValueError, match="vmem_budget_bytes sizes the blocks of target='tpu'"):
+        tessera.sort(np.zeros(4, np.float32), vmem_budget_bytes=8192)
 
 
 def test_other_axes_over_budget_are_unimplemented_not_wrong():

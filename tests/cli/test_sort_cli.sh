@@ -80,6 +80,8 @@ done
 
 t sort "$tmp/x.npy" -o "$tmp/m.npy" --target gpu
 expect "--target takes host or tpu" 2 "--target takes host or tpu"
+t sort "$tmp/x.npy" -o "$tmp/m.npy" --vmem-budget 8192
+expect "--vmem-budget without --target tpu" 2 "sizes the blocks of --target tpu"
 
 t sort "$tmp/x.npy"
 if [[ $rc == 0 ]] && grep -q '%sorted0: f32\[4, 300\]' "$tmp/out"; then pass "sort prints without -o"; else fail "sort prints without -o" $(context); fi
