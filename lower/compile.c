@@ -291,7 +291,7 @@ static MlirWalkResult find_leftover(MlirOperation op, void *user) {
  * MLIR ops, nested ones counted (docs/lowering.md, "Long kernels"). */
 static tsr_lower_split_params_t split_params(void) {
   tsr_lower_split_params_t p = {
-      .min_kernel_ops = 2000, .max_part_ops = 400, .min_part_ops = 60, .merge = true,
+      .min_kernel_ops = 2000, .max_part_ops = 100, .min_part_ops = 12, .merge = true,
       .max_calls = 200};
   const char *env = getenv("TESSERA_LOWER_SPLIT");
   if (env && *env) {

@@ -185,11 +185,28 @@ static void emit_op(emitter_t *em, const tsr_op_t *op) {
   family_table[info->family](em, op);
 }
 
+/* Families whose ops may join or pass the pending group of elementwise
+ * results (em_group_add): they emit no loop nest of their own. Any other op
+ * may read or write what the group writes, so the group is emitted first. */
+static bool passes_group(const tsr_op_info_t *info) {
+  switch (info->family) {
+    case TSR_FAM_UNARY:
+    case TSR_FAM_BINARY:
+    case TSR_FAM_COMPARE:
+    case TSR_FAM_SELECT:
+    case TSR_FAM_CONVERT:
+    case TSR_FAM_CONST: return true;
+    default: return false;
+  }
+}
+
 static void emit_region(emitter_t *em, const tsr_region_t *r) {
   for (const tsr_op_t *op = r->first; op && EM_OK(em); op = op->next) {
+    if (!passes_group(&tsr_op_table[op->opcode])) em_group_flush(em);
     emit_op(em, op);
     em_release_after(em, op);
   }
+  em_group_flush(em);
 }
 
 /* ---- The function ----------------------------------------------------------------------------- */
@@ -320,6 +337,7 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) 
   tsr_free(em.escapes);
   tsr_free(em.slots);
   tsr_free(em.free_slots);
+  tsr_free(em.held_slots);
   tsr_free(em.slot_refs);
   tsr_free(em.sites);
   tsr_free(em.sem_slot);

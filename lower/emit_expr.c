@@ -445,13 +445,26 @@ ssa_t ex_read(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n)
   return v;
 }
 
+static void remember_load(emitter_t *em, const view_t *v, tsr_dtype_t dtype, ssa_t value) {
+  if (em->loads_count < EM_MEMO)
+    em->loads[em->loads_count++] = (struct em_load){.view = *v, .dtype = dtype, .value = value};
+}
+
 static ssa_t ex_read_node(emitter_t *em, const expr_t *e, const ssa_t *idx, const nest_t *n) {
   if (!EM_OK(em)) return (ssa_t){"%oom"};
   switch (e->kind) {
     case EX_SCALAR: return em_bcast(em, e->scalar, em_compute(e->dtype), n->lanes);
     case EX_IOTA: return iota_read(em, e, idx, n);
     case EX_MEM: {
-      if (!e->mask) return em_mem_read(em, &e->mem, e->dtype, idx, n, NULL, NULL);
+      if (!e->mask) {
+        if (!em->memo_on) return em_mem_read(em, &e->mem, e->dtype, idx, n, NULL, NULL);
+        for (uint32_t i = 0; i < em->loads_count; i++)
+          if (em->loads[i].dtype == e->dtype && em_view_same(&em->loads[i].view, &e->mem))
+            return em->loads[i].value;
+        ssa_t v = em_mem_read(em, &e->mem, e->dtype, idx, n, NULL, NULL);
+        remember_load(em, &e->mem, e->dtype, v);
+        return v;
+      }
       ssa_t m = ex_read(em, e->mask, idx, n);
       ssa_t pt = em_uninit(em, e->dtype, n->lanes);
       return em_mem_read(em, &e->mem, e->dtype, idx, n, &m, &pt);
@@ -546,6 +559,21 @@ bool ex_reads_root(const expr_t *e, uint32_t root) {
   }
 }
 
+/* Whether some memory leaf of a is a leaf of b too (same root). */
+static bool ex_shares_leaf(const expr_t *a, const expr_t *b) {
+  switch (a->kind) {
+    case EX_MEM:
+      if (ex_reads_root(b, a->mem.root)) return true;
+      return a->mask && ex_shares_leaf(a->mask, b);
+    case EX_BCAST: return ex_reads_root(b, a->mem.root);
+    case EX_OP:
+      for (uint32_t i = 0; i < a->nargs; i++)
+        if (ex_shares_leaf(a->args[i], b)) return true;
+      return false;
+    default: return false;
+  }
+}
+
 typedef struct store_ctx {
   const expr_t *e, *mask;
   const view_t *dst;
@@ -555,6 +583,7 @@ static void store_body(emitter_t *em, const nest_t *n, void *p) {
   store_ctx_t *c = p;
   em->memo_on = true;
   em->memo_count = 0;
+  em->loads_count = 0;
   ssa_t v = ex_read(em, c->e, n->idx, n);
   ssa_t m;
   if (c->mask) m = ex_read(em, c->mask, n->idx, n);
@@ -576,6 +605,76 @@ void ex_store(emitter_t *em, const expr_t *e, const view_t *dst, const expr_t *m
     lanes = em_pick_lanes(dst->dims[dst->rank - 1]);
   store_ctx_t c = {.e = e, .mask = mask, .dst = dst};
   em_nest(em, dst->rank, ext, lanes, store_body, &c);
+}
+
+/* One position of the group's nest: every member in op order, each written
+ * before the next reads it (a later member reads an earlier one's buffer
+ * through the same dense view, so at this very position). Nodes read by
+ * several members are computed once (the memo): no member writes memory
+ * that another reads elsewhere than at its own position, since a slot
+ * released while the group is pending is not reused before it is emitted
+ * (em_release_after). */
+static void group_body(emitter_t *em, const nest_t *n, void *p) {
+  (void)p;
+  em->memo_on = true;
+  em->memo_count = 0;
+  em->loads_count = 0;
+  for (uint32_t i = 0; i < em->group.n; i++) {
+    const expr_t *e = em->group.e[i];
+    ssa_t v = ex_read(em, e, n->idx, n);
+    em_mem_write(em, &em->group.dst[i], e->dtype, n->idx, n, v, NULL);
+    /* Reading it back gives v again, except for the 16-bit floats, whose
+     * compute values are wider than what is stored. */
+    if (e->dtype != TSR_DTYPE_BF16 && e->dtype != TSR_DTYPE_F16)
+      remember_load(em, &em->group.dst[i], e->dtype, v);
+  }
+  em->memo_on = false;
+}
+
+void em_group_flush(emitter_t *em) {
+  struct em_group *g = &em->group;
+  if (g->n && EM_OK(em)) {
+    const view_t *d = &g->dst[0];
+    dimv_t ext[TSR_MAX_RANK];
+    for (uint32_t k = 0; k < d->rank; k++) ext[k] = em_dimc(d->dims[k]);
+    em_nest(em, d->rank, ext, g->lanes, group_body, NULL);
+  }
+  g->n = 0;
+  em_release_held(em);
+}
+
+static uint32_t store_lanes(const expr_t *e, const view_t *dst) {
+  return dst->rank > 0 && dst->strides[dst->rank - 1] == 1 && ex_vectorizable(e)
+             ? em_pick_lanes(dst->dims[dst->rank - 1])
+             : 0;
+}
+
+/* Whether e reads memory that the pending group writes or reads. */
+static bool touches_group(const emitter_t *em, const expr_t *e) {
+  const struct em_group *g = &em->group;
+  for (uint32_t i = 0; i < g->n; i++)
+    if (ex_reads_root(e, g->dst[i].root) || ex_shares_leaf(e, g->e[i])) return true;
+  return false;
+}
+
+view_t em_group_add(emitter_t *em, const expr_t *e) {
+  struct em_group *g = &em->group;
+  view_t v = em_value_buffer(em, e->dtype, e->rank, e->dims);
+  uint32_t lanes = store_lanes(e, &v);
+  /* A result joins the group when it has the group's shape and reads what
+   * the group writes or reads (a compare-exchange: the mask, then the
+   * selects reading it and the same operands). Unrelated results start a
+   * group of their own: groups are then the same from one repetition of a
+   * pattern to the next, which lets the splitter's parts be equal. */
+  bool fits = g->n > 0 && g->n < EM_GROUP && lanes == g->lanes &&
+              g->dst[0].rank == v.rank;
+  for (uint32_t k = 0; fits && k < v.rank; k++) fits = g->dst[0].dims[k] == v.dims[k];
+  if (fits) fits = touches_group(em, e);
+  if (!fits) em_group_flush(em);
+  g->lanes = lanes;
+  g->e[g->n] = e;
+  g->dst[g->n++] = v;
+  return v;
 }
 
 view_t em_materialize(emitter_t *em, const expr_t *e) {

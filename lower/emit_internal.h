@@ -55,6 +55,8 @@
 #define EM_FRAME_STACK_MAX (256 << 10)
 /* Nodes remembered per position of a fused store (ex_read). */
 #define EM_MEMO 32
+/* Elementwise results of one shape computed in one loop nest (em_group_add). */
+#define EM_GROUP 16
 /* Rows of the dot micro-kernel (6 x 16 f32 accumulators: 12 AVX2 registers). */
 #define EM_DOT_ROWS 6
 
@@ -213,6 +215,8 @@ struct emitter {
   uint32_t num_slots, slots_cap;
   uint32_t *free_slots; /* released slots, for reuse */
   uint32_t num_free, free_cap;
+  uint32_t *held_slots; /* released while a group is pending: reused after it */
+  uint32_t num_held, held_cap;
   slot_ref_t *slot_refs;
   uint32_t num_slot_refs, slot_refs_cap;
   const tsr_op_t **last_user; /* per value id: the op of its home region that
@@ -225,6 +229,23 @@ struct emitter {
     const expr_t *e;
     ssa_t value;
   } memo[EM_MEMO];
+  /* Memory read at the current position, by view: a leaf read by several
+   * nodes or group members is loaded once; a group member's result is
+   * forwarded to later members that read its buffer (group_body). */
+  uint32_t loads_count;
+  struct em_load {
+    view_t view;
+    tsr_dtype_t dtype;
+    ssa_t value;
+  } loads[EM_MEMO];
+  /* Elementwise results of one shape waiting to be computed in one loop
+   * nest, in op order (em_group_add, em_group_flush). */
+  struct em_group {
+    uint32_t n;
+    uint32_t lanes;
+    const expr_t *e[EM_GROUP];
+    view_t dst[EM_GROUP];
+  } group;
   const tsr_region_t *region; /* the IR region being emitted */
   /* Returned by ex_new when memory runs out (em->error is then set): a
    * splat that no traversal recurses into, so that the op being emitted can
@@ -330,6 +351,8 @@ void em_hold(emitter_t *em, const tsr_value_t *v, uint32_t root);
 void em_hold_expr(emitter_t *em, const tsr_value_t *v, const expr_t *e);
 /* Called by the driver after each op: releases the claims that end there. */
 void em_release_after(emitter_t *em, const tsr_op_t *op);
+/* Makes the slots released while a group was pending reusable (em_group_flush). */
+void em_release_held(emitter_t *em);
 /* Emits the memref of `v` (reinterpret_cast of its root) at this point. */
 void em_view_materialize(emitter_t *em, view_t *v);
 /* A view from a root-relative offset, dims and strides (emitted here). */
@@ -386,6 +409,14 @@ expr_t *ex_squeeze(emitter_t *em, const expr_t *e);
 view_t em_value_view(emitter_t *em, const tsr_value_t *v);
 /* Stores an expression into a new dense buffer. */
 view_t em_materialize(emitter_t *em, const expr_t *e);
+/* e computed into a value's own new buffer, as em_materialize_value, but in
+ * the loop nest of the pending group of such results of its shape: the
+ * results of consecutive elementwise ops (a compare-exchange's mask and
+ * selects) are one nest (docs/lowering_codegen.md, "Values, buffers and
+ * fusion"). The driver flushes the group before any other op. */
+view_t em_group_add(emitter_t *em, const expr_t *e);
+/* Emits the pending group's loop nest, if any. */
+void em_group_flush(emitter_t *em);
 
 /* Elementwise semantics on compute values (scalars or vectors). */
 ssa_t em_elementwise(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype,

@@ -936,6 +936,21 @@ void em_hold_expr(emitter_t *em, const tsr_value_t *v, const expr_t *e) {
   hold_leaves(em, v, e);
 }
 
+static bool push_slot(emitter_t *em, uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t slot) {
+  if (*n == *cap) {
+    uint32_t c = *cap ? 2 * *cap : 64;
+    uint32_t *f = tsr_realloc(*a, (size_t)c * sizeof *f);
+    if (!f) {
+      em_fail(em, TSR_OOM());
+      return false;
+    }
+    *a = f;
+    *cap = c;
+  }
+  (*a)[(*n)++] = slot;
+  return true;
+}
+
 void em_release_after(emitter_t *em, const tsr_op_t *op) {
   for (uint32_t i = 0; i < em->num_slot_refs;) {
     slot_ref_t r = em->slot_refs[i];
@@ -946,16 +961,17 @@ void em_release_after(emitter_t *em, const tsr_op_t *op) {
     em->slot_refs[i] = em->slot_refs[--em->num_slot_refs];
     frame_slot_t *s = &em->slots[r.slot];
     if (--s->refs > 0 || s->pinned) continue;
-    if (em->num_free == em->free_cap) {
-      uint32_t cap = em->free_cap ? 2 * em->free_cap : 64;
-      uint32_t *f = tsr_realloc(em->free_slots, (size_t)cap * sizeof *f);
-      if (!f) {
-        em_fail(em, TSR_OOM());
-        return;
-      }
-      em->free_slots = f;
-      em->free_cap = cap;
-    }
-    em->free_slots[em->num_free++] = r.slot;
+    /* While a group is pending its members are not computed yet: a slot
+     * read by one of them must not be written by a later one's buffer. */
+    bool ok = em->group.n
+                  ? push_slot(em, &em->held_slots, &em->num_held, &em->held_cap, r.slot)
+                  : push_slot(em, &em->free_slots, &em->num_free, &em->free_cap, r.slot);
+    if (!ok) return;
   }
+}
+
+void em_release_held(emitter_t *em) {
+  for (uint32_t i = 0; i < em->num_held; i++)
+    if (!push_slot(em, &em->free_slots, &em->num_free, &em->free_cap, em->held_slots[i])) return;
+  em->num_held = 0;
 }

@@ -36,7 +36,7 @@ void em_op_elementwise(emitter_t *em, const tsr_op_t *op) {
   if (em_lazy_ok(em, op, e))
     em_set_lazy(em, r, e);
   else
-    em_set_mem(em, r, em_materialize_value(em, e));
+    em_set_mem(em, r, em_group_add(em, e));
 }
 
 void em_op_const(emitter_t *em, const tsr_op_t *op) {
