@@ -133,6 +133,9 @@ typedef struct merge {
   /* With several rows per step, the buffers again as (rows, 1, B): the
    * network's row is a dynamic index on their leading dim. */
   tsr_ir_value_t *rows_buf[2][TSR_KERNELS_MAX_OPERANDS], *idx_rows_buf[2];
+  /* A last block of rem positions that is not a multiple of 128: its DMAs
+   * go through buffers of exactly (rows, rem) (see move_block). */
+  tsr_ir_value_t *tail[TSR_KERNELS_MAX_OPERANDS], *idx_tail;
   tsr_ir_value_t *sem;
   tsr_ir_value_t *lead[TSR_MAX_RANK]; /* program ids of the dims before the rows */
   /* The rows (second-to-last dim) a step moves: rows_per_step() of them
@@ -160,10 +163,13 @@ typedef struct arrays {
 } arrays_t;
 
 /* DMAs between HBM column block `start` (`size` positions) of `rows` rows
- * from the step's first row and the head of the VMEM buffer, started and
- * waited. */
+ * and the head of the VMEM buffer, started and waited. The rows are the
+ * step's group from `multiple_of g * rows_step` (full groups), or the
+ * last, partial group from its static first row (`last_group`): libtpu
+ * takes a DMA slice that ends at the array's edge when its start is
+ * static, not at a dynamic one. */
 static void dma_block(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem, bool to_vmem,
-                      tsr_ir_value_t *start, int64_t size, int64_t rows) {
+                      tsr_ir_value_t *start, int64_t size, int64_t rows, bool last_group) {
   kb_t *b = &g->b;
   uint32_t r = g->rank, n = 0;
   tsr_ir_index_t hidx[TSR_MAX_RANK], vidx[2] = {kb_point(0), kb_slice(0, size)};
@@ -173,7 +179,10 @@ static void dma_block(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem, boo
     starts[n++] = g->lead[d];
   }
   if (r >= 2) {
-    if (g->group_start) {
+    if (last_group) {
+      int64_t first = g->full_groups * g->rows_step;
+      hidx[r - 2] = kb_slice(first, first + rows);
+    } else if (g->group_start) {
       hidx[r - 2] = kb_ds((int32_t)n, rows);
       starts[n++] = g->group_start;
     } else {
@@ -190,6 +199,36 @@ static void dma_block(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem, boo
     else
       kb_dma(b, op, vmem, vidx, 2, hbm, hidx, r, g->sem, starts, n);
   }
+}
+
+/* The last block through its tail buffer: the buffer's (rows, rem) head
+ * copied to the tail buffer (to_tail) or back, by a vector load and a
+ * (masked) store. */
+static void copy_tail(merge_t *g, tsr_ir_value_t *buf, tsr_ir_value_t *tail, bool to_tail) {
+  kb_t *b = &g->b;
+  tsr_ir_index_t idx[2] = {kb_slice(0, g->rows_step), kb_slice(0, g->rem)};
+  if (to_tail)
+    kb_store_all(b, tail, kb_load(b, buf, idx, 2, NULL, 0,
+                                  kb_vec((tsr_dtype_t)tail->type.dtype, 2, tail->type.dims)));
+  else
+    kb_store(b, buf, idx, 2, NULL, 0, kb_load_all(b, tail));
+}
+
+/* One array's block between HBM and buffer `vmem`: directly, or for a
+ * last block with a tail buffer through it (a TPU's DMA moves whole VMEM
+ * tiles: libtpu refuses the DMA of the (rows, rem) head of a (rows, B)
+ * buffer, "Slice sizes along tiled dimensions must be aligned to tiles",
+ * and takes the one of the whole (rows, rem) buffer). */
+static void move_array(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem,
+                       tsr_ir_value_t *tail, bool to_vmem, tsr_ir_value_t *start, int64_t size,
+                       int64_t rows, bool last_group) {
+  if (!tail) {
+    dma_block(g, hbm, vmem, to_vmem, start, size, rows, last_group);
+    return;
+  }
+  if (!to_vmem) copy_tail(g, vmem, tail, true);
+  dma_block(g, hbm, tail, to_vmem, start, size, rows, last_group);
+  if (to_vmem) copy_tail(g, vmem, tail, false);
 }
 
 static void stage_rows(merge_t *g, int set, bool to_rows, bool indices);
@@ -222,11 +261,13 @@ static void move_block(merge_t *g, int set, tsr_ir_value_t *c, bool to_vmem, boo
       if (row_cond) cond = kb_binary(b, "and", row_cond, cond);
       tsr_ir_value_t *start = part == 0 ? full_start : kb_i32(b, g->full_blocks * g->block);
       kb_for_t branch = kb_begin_if(b, cond);
+      bool last_group = row_part == 1, tail = part == 1 && g->tail[0];
       for (uint32_t i = 0; i < g->n_ops; i++)
-        dma_block(g, to_vmem && from_inputs ? g->in[i] : g->out[i], g->buf[set][i], to_vmem,
-                  start, size, rows);
+        move_array(g, to_vmem && from_inputs ? g->in[i] : g->out[i], g->buf[set][i],
+                   tail ? g->tail[i] : NULL, to_vmem, start, size, rows, last_group);
       if (g->idx_out && !from_inputs)
-        dma_block(g, g->idx_out, g->idx_buf[set], to_vmem, start, size, rows);
+        move_array(g, g->idx_out, g->idx_buf[set], tail ? g->idx_tail : NULL, to_vmem, start,
+                   size, rows, last_group);
       kb_end_if(b, &branch);
     }
   }
@@ -505,6 +546,15 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
       g.idx_rows_buf[set] = kb_scratch(b, set ? "hi_index_rows" : "lo_index_rows",
                                        TSR_SPACE_VMEM, TSR_DTYPE_I32, 3, rows_dims);
   }
+  int64_t tail_dims[2] = {g.rows_step, g.rem};
+  if (g.rem % MERGE_BLOCK_MIN != 0) {
+    for (uint32_t i = 0; i < g.n_ops; i++) {
+      snprintf(name, sizeof name, "tail%u", i);
+      g.tail[i] = kb_scratch(b, name, TSR_SPACE_VMEM, params->dtypes[i], 2, tail_dims);
+    }
+    if (g.idx_out)
+      g.idx_tail = kb_scratch(b, "tail_index", TSR_SPACE_VMEM, TSR_DTYPE_I32, 2, tail_dims);
+  }
   g.sem = kb_scratch_sem(b, "sem", TSR_SEM_DMA, 0, NULL);
 
   /* Buffers start defined: the last block's DMAs fill only its head. */
@@ -522,6 +572,11 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
       kb_store_all(b, g.idx_rows_buf[set],
                    kb_const_i(b, kb_vec(TSR_DTYPE_I32, 3, rows_dims), 0));
   }
+  /* a last, partial group fills only the tail buffers' first rows */
+  for (uint32_t i = 0; i < g.n_ops && g.tail[i]; i++)
+    kb_store_all(b, g.tail[i], kb_const_i(b, kb_vec(params->dtypes[i], 2, tail_dims), 0));
+  if (g.idx_tail)
+    kb_store_all(b, g.idx_tail, kb_const_i(b, kb_vec(TSR_DTYPE_I32, 2, tail_dims), 0));
   uint32_t lead_rank = 0;
   for (uint32_t d = 0; d + 2 < g.rank; d++) g.lead[d] = kb_program_id(b, lead_rank++);
   if (groups > 1) {
