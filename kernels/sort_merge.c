@@ -133,9 +133,10 @@ typedef struct merge {
   /* With several rows per step, the buffers again as (rows, 1, B): the
    * network's row is a dynamic index on their leading dim. */
   tsr_ir_value_t *rows_buf[2][TSR_KERNELS_MAX_OPERANDS], *idx_rows_buf[2];
-  /* A last block of rem positions that is not a multiple of 128: its DMAs
-   * go through buffers of exactly (rows, rem) (see move_block). */
-  tsr_ir_value_t *tail[TSR_KERNELS_MAX_OPERANDS], *idx_tail;
+  /* Transit buffers of exactly (rows, size) for the DMAs whose VMEM side
+   * would not be whole tiles, by [last row group][last block] (move_array);
+   * NULL where the buffers' head is moved directly. The indices' last. */
+  tsr_ir_value_t *transit[2][2][TSR_KERNELS_MAX_OPERANDS + 1];
   tsr_ir_value_t *sem;
   tsr_ir_value_t *lead[TSR_MAX_RANK]; /* program ids of the dims before the rows */
   /* The rows (second-to-last dim) a step moves: rows_per_step() of them
@@ -201,34 +202,49 @@ static void dma_block(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem, boo
   }
 }
 
-/* The last block through its tail buffer: the buffer's (rows, rem) head
- * copied to the tail buffer (to_tail) or back, by a vector load and a
+/* A transit buffer's (rows, size) as the head of a block buffer, copied
+ * to the transit buffer (to_transit) or back, by a vector load and a
  * (masked) store. */
-static void copy_tail(merge_t *g, tsr_ir_value_t *buf, tsr_ir_value_t *tail, bool to_tail) {
+static void copy_transit(merge_t *g, tsr_ir_value_t *buf, tsr_ir_value_t *transit,
+                         bool to_transit) {
   kb_t *b = &g->b;
-  tsr_ir_index_t idx[2] = {kb_slice(0, g->rows_step), kb_slice(0, g->rem)};
-  if (to_tail)
-    kb_store_all(b, tail, kb_load(b, buf, idx, 2, NULL, 0,
-                                  kb_vec((tsr_dtype_t)tail->type.dtype, 2, tail->type.dims)));
+  tsr_ir_index_t idx[2] = {kb_slice(0, transit->type.dims[0]),
+                           kb_slice(0, transit->type.dims[1])};
+  if (to_transit)
+    kb_store_all(b, transit,
+                 kb_load(b, buf, idx, 2, NULL, 0,
+                         kb_vec((tsr_dtype_t)transit->type.dtype, 2, transit->type.dims)));
   else
-    kb_store(b, buf, idx, 2, NULL, 0, kb_load_all(b, tail));
+    kb_store(b, buf, idx, 2, NULL, 0, kb_load_all(b, transit));
 }
 
-/* One array's block between HBM and buffer `vmem`: directly, or for a
- * last block with a tail buffer through it (a TPU's DMA moves whole VMEM
- * tiles: libtpu refuses the DMA of the (rows, rem) head of a (rows, B)
- * buffer, "Slice sizes along tiled dimensions must be aligned to tiles",
- * and takes the one of the whole (rows, rem) buffer). */
+/* One array's block between HBM and buffer `vmem`: directly, or through a
+ * transit buffer. A TPU's DMA moves whole VMEM tiles: libtpu refuses the
+ * DMA of a (2, 392) head of a (2, 512) f32 buffer ("Slice sizes along
+ * tiled dimensions must be aligned to tiles") and of 6 rows of a (32, 128)
+ * i8 one (not "aligned to the unit subtile (4)"), and takes the DMA of the
+ * whole (2, 392) or (6, 128) buffer, with the HBM slice ending at the
+ * array's edge. */
 static void move_array(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem,
-                       tsr_ir_value_t *tail, bool to_vmem, tsr_ir_value_t *start, int64_t size,
-                       int64_t rows, bool last_group) {
-  if (!tail) {
+                       tsr_ir_value_t *transit, bool to_vmem, tsr_ir_value_t *start,
+                       int64_t size, int64_t rows, bool last_group) {
+  if (!transit) {
     dma_block(g, hbm, vmem, to_vmem, start, size, rows, last_group);
     return;
   }
-  if (!to_vmem) copy_tail(g, vmem, tail, true);
-  dma_block(g, hbm, tail, to_vmem, start, size, rows, last_group);
-  if (to_vmem) copy_tail(g, vmem, tail, false);
+  if (!to_vmem) copy_transit(g, vmem, transit, true);
+  dma_block(g, hbm, transit, to_vmem, start, size, rows, last_group);
+  if (to_vmem) copy_transit(g, vmem, transit, false);
+}
+
+/* Whether the (rows, size) head of a (rows_step, B) buffer of `dtype` is
+ * not whole tiles for a DMA: lanes not a multiple of 128, or a last
+ * group's rows not a multiple of the dtype's packing (2 rows of 16-bit
+ * elements, 4 of 8-bit, in a sublane). */
+static bool needs_transit(const merge_t *g, tsr_dtype_t dtype, int64_t rows, int64_t size) {
+  size_t bytes = tsr_dtype_size(dtype);
+  int64_t packing = bytes >= 1 && bytes < 4 ? (int64_t)(4 / bytes) : 1;
+  return size % MERGE_BLOCK_MIN != 0 || (rows < g->rows_step && rows % packing != 0);
 }
 
 static void stage_rows(merge_t *g, int set, bool to_rows, bool indices);
@@ -261,13 +277,14 @@ static void move_block(merge_t *g, int set, tsr_ir_value_t *c, bool to_vmem, boo
       if (row_cond) cond = kb_binary(b, "and", row_cond, cond);
       tsr_ir_value_t *start = part == 0 ? full_start : kb_i32(b, g->full_blocks * g->block);
       kb_for_t branch = kb_begin_if(b, cond);
-      bool last_group = row_part == 1, tail = part == 1 && g->tail[0];
+      bool last_group = row_part == 1;
+      tsr_ir_value_t **transit = g->transit[row_part][part];
       for (uint32_t i = 0; i < g->n_ops; i++)
         move_array(g, to_vmem && from_inputs ? g->in[i] : g->out[i], g->buf[set][i],
-                   tail ? g->tail[i] : NULL, to_vmem, start, size, rows, last_group);
+                   transit[i], to_vmem, start, size, rows, last_group);
       if (g->idx_out && !from_inputs)
-        move_array(g, g->idx_out, g->idx_buf[set], tail ? g->idx_tail : NULL, to_vmem, start,
-                   size, rows, last_group);
+        move_array(g, g->idx_out, g->idx_buf[set], transit[g->n_ops], to_vmem, start, size,
+                   rows, last_group);
       kb_end_if(b, &branch);
     }
   }
@@ -546,14 +563,22 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
       g.idx_rows_buf[set] = kb_scratch(b, set ? "hi_index_rows" : "lo_index_rows",
                                        TSR_SPACE_VMEM, TSR_DTYPE_I32, 3, rows_dims);
   }
-  int64_t tail_dims[2] = {g.rows_step, g.rem};
-  if (g.rem % MERGE_BLOCK_MIN != 0) {
-    for (uint32_t i = 0; i < g.n_ops; i++) {
-      snprintf(name, sizeof name, "tail%u", i);
-      g.tail[i] = kb_scratch(b, name, TSR_SPACE_VMEM, params->dtypes[i], 2, tail_dims);
+  for (int row_part = 0; row_part < 2; row_part++) {
+    for (int part = 0; part < 2; part++) {
+      int64_t dims[2] = {row_part ? g.rows_rem : g.rows_step, part ? g.rem : block};
+      if (dims[0] == 0 || dims[1] == 0 || (row_part == 0 && g.full_groups == 0) ||
+          (part == 0 && g.full_blocks == 0))
+        continue;
+      for (uint32_t i = 0; i <= g.n_ops; i++) {
+        tsr_dtype_t dt = i < g.n_ops ? params->dtypes[i] : TSR_DTYPE_I32;
+        if ((i == g.n_ops && !g.idx_out) || !needs_transit(&g, dt, dims[0], dims[1])) continue;
+        if (i < g.n_ops)
+          snprintf(name, sizeof name, "transit%d%d_%u", row_part, part, i);
+        else
+          snprintf(name, sizeof name, "transit%d%d_index", row_part, part);
+        g.transit[row_part][part][i] = kb_scratch(b, name, TSR_SPACE_VMEM, dt, 2, dims);
+      }
     }
-    if (g.idx_out)
-      g.idx_tail = kb_scratch(b, "tail_index", TSR_SPACE_VMEM, TSR_DTYPE_I32, 2, tail_dims);
   }
   g.sem = kb_scratch_sem(b, "sem", TSR_SEM_DMA, 0, NULL);
 
@@ -572,11 +597,6 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
       kb_store_all(b, g.idx_rows_buf[set],
                    kb_const_i(b, kb_vec(TSR_DTYPE_I32, 3, rows_dims), 0));
   }
-  /* a last, partial group fills only the tail buffers' first rows */
-  for (uint32_t i = 0; i < g.n_ops && g.tail[i]; i++)
-    kb_store_all(b, g.tail[i], kb_const_i(b, kb_vec(params->dtypes[i], 2, tail_dims), 0));
-  if (g.idx_tail)
-    kb_store_all(b, g.idx_tail, kb_const_i(b, kb_vec(TSR_DTYPE_I32, 2, tail_dims), 0));
   uint32_t lead_rank = 0;
   for (uint32_t d = 0; d + 2 < g.rank; d++) g.lead[d] = kb_program_id(b, lead_rank++);
   if (groups > 1) {
