@@ -20,7 +20,9 @@
  * For a TPU, every DMA moves whole HBM tiles: a grid step takes the rows
  * of one tile at once (rows_per_step), and the offsets are multiple_of
  * values that libtpu can prove aligned; the network runs on one row at a
- * time from a (rows, 1, B) copy of the buffers. */
+ * time from a (rows, 1, B) copy of the buffers. A ragged last block or
+ * row group (ending at the array's edge) is moved from a static start
+ * into a VMEM buffer of its exact shape (move_array). */
 #include <stdio.h>
 #include <string.h>
 
@@ -74,8 +76,9 @@ static int64_t rows_per_step(const tsr_kernels_sort_params_t *p) {
   if (rows < 1) return 1;
   /* Up to ROWS_WHOLE rows that tiles do not divide: all of them (one DMA
    * of whole dims), which keeps the block at its largest under the
-   * default budget; more: tiles, and the last group is partial (which a
-   * TPU refuses, docs/kernels.md "Not covered"). */
+   * default budget; more: tiles, and the last group is partial (moved
+   * from its static first row, through transit buffers where its rows are
+   * not whole packed sublanes: move_array). */
   if (rows <= tile || (rows % tile != 0 && rows <= ROWS_WHOLE)) return rows;
   return tile;
 }
