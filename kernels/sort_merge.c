@@ -92,6 +92,48 @@ static int64_t merge_bytes_per_position(const tsr_kernels_sort_params_t *params,
   return 2 * operand_bytes(params) * rows * (rows > 1 ? 2 : 1) + 2 * 12 * arrays;
 }
 
+/* Whether the (rows, size) head of a (rows_step, B) buffer of `dtype` is
+ * not whole tiles for a DMA: lanes not a multiple of 128, or a last
+ * group's rows not a multiple of the dtype's packing (2 rows of 16-bit
+ * elements, 4 of 8-bit, in a sublane). Such a DMA goes through a transit
+ * buffer of exactly (rows, size) (move_array). */
+static bool needs_transit(tsr_dtype_t dtype, int64_t rows_step, int64_t rows, int64_t size) {
+  size_t bytes = tsr_dtype_size(dtype);
+  int64_t packing = bytes >= 1 && bytes < 4 ? (int64_t)(4 / bytes) : 1;
+  return size % MERGE_BLOCK_MIN != 0 || (rows < rows_step && rows % packing != 0);
+}
+
+/* The (rows, size) of the transit buffers of [last row group][last
+ * block] with blocks of `block` positions; {0, 0} where there is no such
+ * DMA. */
+static void transit_dims(const tsr_kernels_sort_params_t *p, int64_t block, int row_part,
+                         int part, int64_t dims[2]) {
+  int64_t step = rows_per_step(p), rows = p->rank >= 2 ? p->dims[p->rank - 2] : 1;
+  int64_t n = p->dims[p->rank - 1];
+  dims[0] = row_part ? rows % step : step;
+  dims[1] = part ? n % block : block;
+  if (dims[0] == 0 || dims[1] == 0 || (row_part == 0 && rows / step == 0) ||
+      (part == 0 && n / block == 0))
+    dims[0] = dims[1] = 0;
+}
+
+/* VMEM of the transit buffers with blocks of `block` positions. */
+static int64_t transit_bytes(const tsr_kernels_sort_params_t *p, int64_t block) {
+  int64_t total = 0, step = rows_per_step(p), dims[2];
+  for (int row_part = 0; row_part < 2; row_part++) {
+    for (int part = 0; part < 2; part++) {
+      transit_dims(p, block, row_part, part, dims);
+      for (uint32_t i = 0; i <= p->num_operands && i <= TSR_KERNELS_MAX_OPERANDS; i++) {
+        if (i == p->num_operands && !p->return_indices) continue;
+        tsr_dtype_t dt = i < p->num_operands ? p->dtypes[i] : TSR_DTYPE_I32;
+        if (dims[0] && needs_transit(dt, step, dims[0], dims[1]))
+          total += dims[0] * dims[1] * (int64_t)tsr_dtype_size(dt);
+      }
+    }
+  }
+  return total;
+}
+
 bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_block) {
   if (params->rank < 1 || params->rank > TSR_MAX_RANK) return false;
   int32_t axis = params->axis < 0 ? params->axis + (int32_t)params->rank : params->axis;
@@ -105,7 +147,8 @@ bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_blo
   if (p <= MERGE_BLOCK_MAX && single <= budget) return false;
   int64_t per_position = merge_bytes_per_position(params, arrays);
   int64_t block = MERGE_BLOCK_MAX;
-  while (block > MERGE_BLOCK_MIN && block * per_position > budget) block /= 2;
+  while (block > MERGE_BLOCK_MIN && block * per_position + transit_bytes(params, block) > budget)
+    block /= 2;
   if (block >= p) return false;
   *out_block = block;
   return true;
@@ -121,7 +164,8 @@ bool sort_merge_wanted_forced(const tsr_kernels_sort_params_t *params, int64_t *
   int64_t arrays = 2 * (int64_t)params->num_operands + 2;
   int64_t per_position = merge_bytes_per_position(params, arrays);
   int64_t block = p / 2 < MERGE_BLOCK_MAX ? p / 2 : MERGE_BLOCK_MAX;
-  while (block > MERGE_BLOCK_MIN && block * per_position > budget) block /= 2;
+  while (block > MERGE_BLOCK_MIN && block * per_position + transit_bytes(params, block) > budget)
+    block /= 2;
   *out_block = block;
   return true;
 }
@@ -238,16 +282,6 @@ static void move_array(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem,
   if (!to_vmem) copy_transit(g, vmem, transit, true);
   dma_block(g, hbm, transit, to_vmem, start, size, rows, last_group);
   if (to_vmem) copy_transit(g, vmem, transit, false);
-}
-
-/* Whether the (rows, size) head of a (rows_step, B) buffer of `dtype` is
- * not whole tiles for a DMA: lanes not a multiple of 128, or a last
- * group's rows not a multiple of the dtype's packing (2 rows of 16-bit
- * elements, 4 of 8-bit, in a sublane). */
-static bool needs_transit(const merge_t *g, tsr_dtype_t dtype, int64_t rows, int64_t size) {
-  size_t bytes = tsr_dtype_size(dtype);
-  int64_t packing = bytes >= 1 && bytes < 4 ? (int64_t)(4 / bytes) : 1;
-  return size % MERGE_BLOCK_MIN != 0 || (rows < g->rows_step && rows % packing != 0);
 }
 
 static void stage_rows(merge_t *g, int set, bool to_rows, bool indices);
@@ -568,13 +602,12 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   }
   for (int row_part = 0; row_part < 2; row_part++) {
     for (int part = 0; part < 2; part++) {
-      int64_t dims[2] = {row_part ? g.rows_rem : g.rows_step, part ? g.rem : block};
-      if (dims[0] == 0 || dims[1] == 0 || (row_part == 0 && g.full_groups == 0) ||
-          (part == 0 && g.full_blocks == 0))
-        continue;
-      for (uint32_t i = 0; i <= g.n_ops; i++) {
+      int64_t dims[2];
+      transit_dims(params, block, row_part, part, dims);
+      for (uint32_t i = 0; i <= g.n_ops && dims[0]; i++) {
         tsr_dtype_t dt = i < g.n_ops ? params->dtypes[i] : TSR_DTYPE_I32;
-        if ((i == g.n_ops && !g.idx_out) || !needs_transit(&g, dt, dims[0], dims[1])) continue;
+        if ((i == g.n_ops && !g.idx_out) || !needs_transit(dt, g.rows_step, dims[0], dims[1]))
+          continue;
         if (i < g.n_ops)
           snprintf(name, sizeof name, "transit%d%d_%u", row_part, part, i);
         else
