@@ -20,7 +20,9 @@
  * For a TPU, every DMA moves whole HBM tiles: a grid step takes the rows
  * of one tile at once (rows_per_step), and the offsets are multiple_of
  * values that libtpu can prove aligned; the network runs on one row at a
- * time from a (rows, 1, B) copy of the buffers. */
+ * time from a (rows, 1, B) copy of the buffers. A ragged last block or
+ * row group (ending at the array's edge) is moved from a static start
+ * into a VMEM buffer of its exact shape (move_array). */
 #include <stdio.h>
 #include <string.h>
 
@@ -74,8 +76,9 @@ static int64_t rows_per_step(const tsr_kernels_sort_params_t *p) {
   if (rows < 1) return 1;
   /* Up to ROWS_WHOLE rows that tiles do not divide: all of them (one DMA
    * of whole dims), which keeps the block at its largest under the
-   * default budget; more: tiles, and the last group is partial (which a
-   * TPU refuses, docs/kernels.md "Not covered"). */
+   * default budget; more: tiles, and the last group is partial (moved
+   * from its static first row, through transit buffers where its rows are
+   * not whole packed sublanes: move_array). */
   if (rows <= tile || (rows % tile != 0 && rows <= ROWS_WHOLE)) return rows;
   return tile;
 }
@@ -87,6 +90,48 @@ static int64_t merge_bytes_per_position(const tsr_kernels_sort_params_t *params,
                                         int64_t arrays) {
   int64_t rows = rows_per_step(params);
   return 2 * operand_bytes(params) * rows * (rows > 1 ? 2 : 1) + 2 * 12 * arrays;
+}
+
+/* Whether the (rows, size) head of a (rows_step, B) buffer of `dtype` is
+ * not whole tiles for a DMA: lanes not a multiple of 128, or a last
+ * group's rows not a multiple of the dtype's packing (2 rows of 16-bit
+ * elements, 4 of 8-bit, in a sublane). Such a DMA goes through a transit
+ * buffer of exactly (rows, size) (move_array). */
+static bool needs_transit(tsr_dtype_t dtype, int64_t rows_step, int64_t rows, int64_t size) {
+  size_t bytes = tsr_dtype_size(dtype);
+  int64_t packing = bytes >= 1 && bytes < 4 ? (int64_t)(4 / bytes) : 1;
+  return size % MERGE_BLOCK_MIN != 0 || (rows < rows_step && rows % packing != 0);
+}
+
+/* The (rows, size) of the transit buffers of [last row group][last
+ * block] with blocks of `block` positions; {0, 0} where there is no such
+ * DMA. */
+static void transit_dims(const tsr_kernels_sort_params_t *p, int64_t block, int row_part,
+                         int part, int64_t dims[2]) {
+  int64_t step = rows_per_step(p), rows = p->rank >= 2 ? p->dims[p->rank - 2] : 1;
+  int64_t n = p->dims[p->rank - 1];
+  dims[0] = row_part ? rows % step : step;
+  dims[1] = part ? n % block : block;
+  if (dims[0] == 0 || dims[1] == 0 || (row_part == 0 && rows / step == 0) ||
+      (part == 0 && n / block == 0))
+    dims[0] = dims[1] = 0;
+}
+
+/* VMEM of the transit buffers with blocks of `block` positions. */
+static int64_t transit_bytes(const tsr_kernels_sort_params_t *p, int64_t block) {
+  int64_t total = 0, step = rows_per_step(p), dims[2];
+  for (int row_part = 0; row_part < 2; row_part++) {
+    for (int part = 0; part < 2; part++) {
+      transit_dims(p, block, row_part, part, dims);
+      for (uint32_t i = 0; i <= p->num_operands && i <= TSR_KERNELS_MAX_OPERANDS; i++) {
+        if (i == p->num_operands && !p->return_indices) continue;
+        tsr_dtype_t dt = i < p->num_operands ? p->dtypes[i] : TSR_DTYPE_I32;
+        if (dims[0] && needs_transit(dt, step, dims[0], dims[1]))
+          total += dims[0] * dims[1] * (int64_t)tsr_dtype_size(dt);
+      }
+    }
+  }
+  return total;
 }
 
 bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_block) {
@@ -102,7 +147,8 @@ bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_blo
   if (p <= MERGE_BLOCK_MAX && single <= budget) return false;
   int64_t per_position = merge_bytes_per_position(params, arrays);
   int64_t block = MERGE_BLOCK_MAX;
-  while (block > MERGE_BLOCK_MIN && block * per_position > budget) block /= 2;
+  while (block > MERGE_BLOCK_MIN && block * per_position + transit_bytes(params, block) > budget)
+    block /= 2;
   if (block >= p) return false;
   *out_block = block;
   return true;
@@ -118,7 +164,8 @@ bool sort_merge_wanted_forced(const tsr_kernels_sort_params_t *params, int64_t *
   int64_t arrays = 2 * (int64_t)params->num_operands + 2;
   int64_t per_position = merge_bytes_per_position(params, arrays);
   int64_t block = p / 2 < MERGE_BLOCK_MAX ? p / 2 : MERGE_BLOCK_MAX;
-  while (block > MERGE_BLOCK_MIN && block * per_position > budget) block /= 2;
+  while (block > MERGE_BLOCK_MIN && block * per_position + transit_bytes(params, block) > budget)
+    block /= 2;
   *out_block = block;
   return true;
 }
@@ -133,6 +180,10 @@ typedef struct merge {
   /* With several rows per step, the buffers again as (rows, 1, B): the
    * network's row is a dynamic index on their leading dim. */
   tsr_ir_value_t *rows_buf[2][TSR_KERNELS_MAX_OPERANDS], *idx_rows_buf[2];
+  /* Transit buffers of exactly (rows, size) for the DMAs whose VMEM side
+   * would not be whole tiles, by [last row group][last block] (move_array);
+   * NULL where the buffers' head is moved directly. The indices' last. */
+  tsr_ir_value_t *transit[2][2][TSR_KERNELS_MAX_OPERANDS + 1];
   tsr_ir_value_t *sem;
   tsr_ir_value_t *lead[TSR_MAX_RANK]; /* program ids of the dims before the rows */
   /* The rows (second-to-last dim) a step moves: rows_per_step() of them
@@ -160,10 +211,13 @@ typedef struct arrays {
 } arrays_t;
 
 /* DMAs between HBM column block `start` (`size` positions) of `rows` rows
- * from the step's first row and the head of the VMEM buffer, started and
- * waited. */
+ * and the head of the VMEM buffer, started and waited. The rows are the
+ * step's group from `multiple_of g * rows_step` (full groups), or the
+ * last, partial group from its static first row (`last_group`): libtpu
+ * takes a DMA slice that ends at the array's edge when its start is
+ * static, not at a dynamic one. */
 static void dma_block(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem, bool to_vmem,
-                      tsr_ir_value_t *start, int64_t size, int64_t rows) {
+                      tsr_ir_value_t *start, int64_t size, int64_t rows, bool last_group) {
   kb_t *b = &g->b;
   uint32_t r = g->rank, n = 0;
   tsr_ir_index_t hidx[TSR_MAX_RANK], vidx[2] = {kb_point(0), kb_slice(0, size)};
@@ -173,7 +227,10 @@ static void dma_block(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem, boo
     starts[n++] = g->lead[d];
   }
   if (r >= 2) {
-    if (g->group_start) {
+    if (last_group) {
+      int64_t first = g->full_groups * g->rows_step;
+      hidx[r - 2] = kb_slice(first, first + rows);
+    } else if (g->group_start) {
       hidx[r - 2] = kb_ds((int32_t)n, rows);
       starts[n++] = g->group_start;
     } else {
@@ -190,6 +247,41 @@ static void dma_block(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem, boo
     else
       kb_dma(b, op, vmem, vidx, 2, hbm, hidx, r, g->sem, starts, n);
   }
+}
+
+/* A transit buffer's (rows, size) as the head of a block buffer, copied
+ * to the transit buffer (to_transit) or back, by a vector load and a
+ * (masked) store. */
+static void copy_transit(merge_t *g, tsr_ir_value_t *buf, tsr_ir_value_t *transit,
+                         bool to_transit) {
+  kb_t *b = &g->b;
+  tsr_ir_index_t idx[2] = {kb_slice(0, transit->type.dims[0]),
+                           kb_slice(0, transit->type.dims[1])};
+  if (to_transit)
+    kb_store_all(b, transit,
+                 kb_load(b, buf, idx, 2, NULL, 0,
+                         kb_vec((tsr_dtype_t)transit->type.dtype, 2, transit->type.dims)));
+  else
+    kb_store(b, buf, idx, 2, NULL, 0, kb_load_all(b, transit));
+}
+
+/* One array's block between HBM and buffer `vmem`: directly, or through a
+ * transit buffer. A TPU's DMA moves whole VMEM tiles: libtpu refuses the
+ * DMA of a (2, 392) head of a (2, 512) f32 buffer ("Slice sizes along
+ * tiled dimensions must be aligned to tiles") and of 6 rows of a (32, 128)
+ * i8 one (not "aligned to the unit subtile (4)"), and takes the DMA of the
+ * whole (2, 392) or (6, 128) buffer, with the HBM slice ending at the
+ * array's edge. */
+static void move_array(merge_t *g, tsr_ir_value_t *hbm, tsr_ir_value_t *vmem,
+                       tsr_ir_value_t *transit, bool to_vmem, tsr_ir_value_t *start,
+                       int64_t size, int64_t rows, bool last_group) {
+  if (!transit) {
+    dma_block(g, hbm, vmem, to_vmem, start, size, rows, last_group);
+    return;
+  }
+  if (!to_vmem) copy_transit(g, vmem, transit, true);
+  dma_block(g, hbm, transit, to_vmem, start, size, rows, last_group);
+  if (to_vmem) copy_transit(g, vmem, transit, false);
 }
 
 static void stage_rows(merge_t *g, int set, bool to_rows, bool indices);
@@ -222,11 +314,14 @@ static void move_block(merge_t *g, int set, tsr_ir_value_t *c, bool to_vmem, boo
       if (row_cond) cond = kb_binary(b, "and", row_cond, cond);
       tsr_ir_value_t *start = part == 0 ? full_start : kb_i32(b, g->full_blocks * g->block);
       kb_for_t branch = kb_begin_if(b, cond);
+      bool last_group = row_part == 1;
+      tsr_ir_value_t **transit = g->transit[row_part][part];
       for (uint32_t i = 0; i < g->n_ops; i++)
-        dma_block(g, to_vmem && from_inputs ? g->in[i] : g->out[i], g->buf[set][i], to_vmem,
-                  start, size, rows);
+        move_array(g, to_vmem && from_inputs ? g->in[i] : g->out[i], g->buf[set][i],
+                   transit[i], to_vmem, start, size, rows, last_group);
       if (g->idx_out && !from_inputs)
-        dma_block(g, g->idx_out, g->idx_buf[set], to_vmem, start, size, rows);
+        move_array(g, g->idx_out, g->idx_buf[set], transit[g->n_ops], to_vmem, start, size,
+                   rows, last_group);
       kb_end_if(b, &branch);
     }
   }
@@ -504,6 +599,22 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
     if (g.idx_out)
       g.idx_rows_buf[set] = kb_scratch(b, set ? "hi_index_rows" : "lo_index_rows",
                                        TSR_SPACE_VMEM, TSR_DTYPE_I32, 3, rows_dims);
+  }
+  for (int row_part = 0; row_part < 2; row_part++) {
+    for (int part = 0; part < 2; part++) {
+      int64_t dims[2];
+      transit_dims(params, block, row_part, part, dims);
+      for (uint32_t i = 0; i <= g.n_ops && dims[0]; i++) {
+        tsr_dtype_t dt = i < g.n_ops ? params->dtypes[i] : TSR_DTYPE_I32;
+        if ((i == g.n_ops && !g.idx_out) || !needs_transit(dt, g.rows_step, dims[0], dims[1]))
+          continue;
+        if (i < g.n_ops)
+          snprintf(name, sizeof name, "transit%d%d_%u", row_part, part, i);
+        else
+          snprintf(name, sizeof name, "transit%d%d_index", row_part, part);
+        g.transit[row_part][part][i] = kb_scratch(b, name, TSR_SPACE_VMEM, dt, 2, dims);
+      }
+    }
   }
   g.sem = kb_scratch_sem(b, "sem", TSR_SEM_DMA, 0, NULL);
 

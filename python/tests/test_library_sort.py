@@ -241,6 +241,42 @@ def test_rows_longer_than_a_block():
     np.testing.assert_array_equal(sv, v[ref])
 
 
+RAGGED = [np.dtype(np.float32), BF16, np.dtype(np.int32), np.dtype(np.uint32)]
+
+
+@pytest.mark.parametrize("dt, backend", [(dt, "interp") for dt in RAGGED] +
+                         [(np.dtype(np.float32), "cpu")], ids=str)
+def test_ragged_rows_longer_than_a_block_match_lax(dt, backend, request):
+    """The network a TPU runs (target="tpu"), its multi-block form under a
+    small budget, on ragged shapes: lengths not a multiple of 128 (the last
+    block through transit buffers of its exact size), more than 64 rows
+    that tiles do not divide (a partial last row group), rank 1. Exact
+    against jax.lax.sort / jnp.argsort: stable values and indices bit for
+    bit (NaNs of both signs, -0.0 and +0.0 in input order), unstable keys
+    canonically equal and the same multiset, ascending and descending.
+    The cpu backend (a compile per kernel) on one f32 shape only."""
+    if backend == "cpu":
+        request.getfixturevalue("cpu_backend")
+    rng = np.random.default_rng(53)
+    kw = dict(vmem_budget_bytes=8192, target="tpu", backend=backend)
+    shapes = [(67, 300), (2, 1000), (1001,), (70, 129)] if backend == "interp" else [(67, 300)]
+    for shape in shapes:
+        x = random_array(rng, shape, dt)
+        for descending in (False, True):
+            ref = np.asarray(jnp.argsort(jnp.asarray(x), stable=True, descending=descending))
+            got = tessera.argsort(x, stable=True, descending=descending, **kw)
+            assert got.dtype == np.int32
+            np.testing.assert_array_equal(got, ref)
+            np.testing.assert_array_equal(bits(tessera.sort(x, stable=True,
+                                                            descending=descending, **kw)),
+                                          bits(np.take_along_axis(x, ref, -1)))
+            check_unstable(tessera.sort(x, descending=descending, **kw), x, -1,
+                           descending=descending)
+            idx = tessera.argsort(x, descending=descending, **kw)
+            assert (np.sort(idx, -1) == np.arange(shape[-1])).all()
+            check_unstable(np.take_along_axis(x, idx, -1), x, -1, descending=descending)
+
+
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
 def test_host_target_sorts_long_rows(backend, request):
     """The host kernel is one block of any size: 100001 positions, no merge."""

@@ -277,6 +277,12 @@ TSR_TEST(multi_block_row_groups_interp) {
       {2, {17, 1000, 0}, -1, 1, 1, {TSR_DTYPE_BF16}, false, true, true, 8192},
       {2, {67, 130, 0}, -1, 2, 1, {TSR_DTYPE_F32, TSR_DTYPE_U16}, true, true, true, 8192},
       {2, {72, 200, 0}, -1, 1, 1, {TSR_DTYPE_I32}, false, false, false, 8192},
+      /* a partial last group of 16-bit tiles (16-row groups, 6 rows
+       * last) and a last block of 44 positions (transit buffers) */
+      {2, {70, 300, 0}, -1, 1, 1, {TSR_DTYPE_BF16}, true, true, true, 8192},
+      {3, {2, 67, 257}, -1, 2, 1, {TSR_DTYPE_F32, TSR_DTYPE_I8}, false, false, true, 8192},
+      /* 3 rows of i8 in the last group, whole blocks: transit buffers */
+      {2, {67, 256, 0}, -1, 1, 1, {TSR_DTYPE_I8}, true, false, false, 8192},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_sort(&cases[i], TSR_BACKEND_INTERP);
@@ -340,6 +346,10 @@ TSR_TEST(both_backends_agree_cpu) {
       {2, {19, 300, 0}, -1, 1, 1, {TSR_DTYPE_F32}, true, false, false, 8192},
       {3, {2, 9, 500}, -1, 2, 1, {TSR_DTYPE_I16, TSR_DTYPE_F32}, false, true, true, 8192},
       {2, {9, 400, 0}, -1, 1, 1, {TSR_DTYPE_I32}, true, true, false, 8192},
+      /* ragged rows (a partial last group) and length (tail buffers) */
+      {2, {67, 300, 0}, -1, 1, 1, {TSR_DTYPE_F32}, true, true, true, 8192},
+      {2, {70, 129, 0}, -1, 2, 1, {TSR_DTYPE_BF16, TSR_DTYPE_U32}, false, false, false, 8192},
+      {2, {67, 200, 0}, -1, 2, 1, {TSR_DTYPE_I8, TSR_DTYPE_F32}, false, true, true, 8192},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !tsr_test_skip_reason; i++)
     check_sort(&cases[i], TSR_BACKEND_CPU);
