@@ -14,12 +14,10 @@
  * - argsort: 64-bit items (key << 32 | position) sorted as integers, which
  *   is stable since no two items are equal; several keys by sorting by the
  *   last first, each pass keyed by the position in the order so far. */
-#define _DEFAULT_SOURCE /* madvise's MADV_HUGEPAGE */
 #include "base/sort.h"
 
 #include <dlfcn.h>
 #include <limits.h>
-#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -72,27 +70,6 @@ static void vq_load(void) {
 static tsr_status_t vq_ready(void) {
   tsr_process_once(&vq_once, vq_load);
   return vq.f32 ? NULL : TSR_STATUS(TSR_UNIMPLEMENTED, "sort: %s", vq.error);
-}
-
-/* ---- Scratch -------------------------------------------------------------------------------- */
-
-/* tsr_malloc for the scratch of long lines, whose 2 MiB-aligned interior is
- * asked to be backed by huge pages (numpy does the same for its arrays): a
- * fresh 8 MiB block, as the items of a 1M argsort, otherwise costs 2048
- * page faults per call (perf: with the result's, a quarter of the 1M
- * (key, value) sort's time was in the kernel). Only a hint, where the
- * system has transparent huge pages in `madvise` mode or `always`. */
-static void *scratch_malloc(size_t size) {
-  void *p = tsr_malloc(size);
-#ifdef MADV_HUGEPAGE
-  enum { HUGE = 2u << 20 };
-  if (p && size >= 2 * (size_t)HUGE) {
-    uintptr_t lo = ((uintptr_t)p + HUGE - 1) & ~(uintptr_t)(HUGE - 1);
-    uintptr_t hi = ((uintptr_t)p + size) & ~(uintptr_t)(HUGE - 1);
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-  }
-#endif
-  return p;
 }
 
 /* ---- Keys --------------------------------------------------------------------------------- */
@@ -387,7 +364,7 @@ tsr_status_t tsr_sort_block(tsr_dtype_t dtype, void *dst, const void *src, uint3
   const size_t size = tsr_dtype_size(dtype);
   /* a line along the last axis is sorted where it goes; others through a
    * dense copy */
-  void *work = l.inner == 1 ? NULL : scratch_malloc((size_t)l.n * size);
+  void *work = l.inner == 1 ? NULL : tsr_malloc((size_t)l.n * size);
   if (l.inner != 1 && !work)
     return TSR_OOM_BYTES((uint64_t)l.n * size, "sorting a line of %lld elements", (long long)l.n);
   bool ok = true;
@@ -440,8 +417,8 @@ tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
     return TSR_STATUS(TSR_INVALID_ARGUMENT,
                       "argsort of lines of %lld elements: the positions do not fit in i32",
                       (long long)l.n);
-  uint64_t *items = scratch_malloc((short_line ? 2 : 1) * (size_t)l.n * sizeof *items);
-  uint32_t *perm = num_keys > 1 ? scratch_malloc(2 * (size_t)l.n * sizeof *perm) : NULL;
+  uint64_t *items = tsr_malloc((short_line ? 2 : 1) * (size_t)l.n * sizeof *items);
+  uint32_t *perm = num_keys > 1 ? tsr_malloc(2 * (size_t)l.n * sizeof *perm) : NULL;
   if (!items || (num_keys > 1 && !perm)) {
     tsr_free(items);
     tsr_free(perm);
