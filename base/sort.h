@@ -28,7 +28,8 @@ tsr_status_t tsr_sort_block(tsr_dtype_t dtype, void *dst, const void *src, uint3
 
 /* dst[.., i, ..] = the stable permutation that sorts each line along `axis`
  * lexicographically by keys[0], then keys[1], ... (all of shape `dims`):
- * the position in the line of the i-th smallest element. */
+ * the position in the line of the i-th smallest element. dst must not
+ * overlap a key. */
 tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
                                const void *const *keys, int32_t *dst, uint32_t rank,
                                const int64_t *dims, uint32_t axis);

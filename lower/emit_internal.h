@@ -482,6 +482,10 @@ view_t em_ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint3
 /* Where op's block result goes: a dense buffer, or the view of the store
  * that follows it (store forwarding). Sets the result's vinfo. */
 view_t em_result_dest(emitter_t *em, const tsr_op_t *op, bool inputs_mutable);
+/* The same for an op whose runtime call reads the dense views srcs[0..n)
+ * while it writes a dense result (sort, argsort): the store's view only when
+ * it is dense and shares no root with a source. */
+view_t em_result_dest_call(emitter_t *em, const tsr_op_t *op, const view_t *srcs, uint32_t n);
 /* Whether the first op of `body` that touches `ref` stores all of it,
  * unmasked and outside control flow (then its fill can be skipped). */
 bool em_first_touch_stores_all(const tsr_region_t *body, const tsr_value_t *ref);

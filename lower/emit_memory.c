@@ -172,22 +172,43 @@ static expr_t *range_mask(emitter_t *em, const tsr_op_t *op, const window_range_
 
 /* The store that follows `op` and writes its block result, if the result
  * can be computed directly into the stored view (store forwarding). */
-view_t em_result_dest(emitter_t *em, const tsr_op_t *op, bool inputs_mutable) {
+/* The view of the unmasked store that directly follows `op` and is the only
+ * use of its result, if there is one (and it is not a point). */
+static bool store_after(emitter_t *em, const tsr_op_t *op, view_t *out) {
   const tsr_value_t *r = op->results[0];
   const tsr_op_t *s = op->next;
-  if (!inputs_mutable && em->uses[r->id] == 1 && s && s->opcode == TSR_OP_STORE &&
-      !(s->flags & TSR_OPF_MASK) && s->operands[1] == r &&
-      em_vi(em, s->operands[0])->kind == VK_REF) {
+  if (em->uses[r->id] == 1 && s && s->opcode == TSR_OP_STORE && !(s->flags & TSR_OPF_MASK) &&
+      s->operands[1] == r && em_vi(em, s->operands[0])->kind == VK_REF) {
     bool pts;
-    view_t v = ref_view(em, s, &em_vi(em, s->operands[0])->mem, &pts, NULL);
-    if (!pts && v.rank == r->type.rank) {
-      em_set_mem(em, r, v);
-      return v;
-    }
+    *out = ref_view(em, s, &em_vi(em, s->operands[0])->mem, &pts, NULL);
+    return !pts && out->rank == r->type.rank;
   }
+  return false;
+}
+
+/* The result's own buffer (no store forwarding). */
+static view_t own_dest(emitter_t *em, const tsr_value_t *r) {
   view_t b = em_value_buffer(em, (tsr_dtype_t)r->type.dtype, r->type.rank, r->type.dims);
   em_set_mem(em, r, b);
   return b;
+}
+
+view_t em_result_dest(emitter_t *em, const tsr_op_t *op, bool inputs_mutable) {
+  view_t v;
+  if (!inputs_mutable && store_after(em, op, &v)) {
+    em_set_mem(em, op->results[0], v);
+    return v;
+  }
+  return own_dest(em, op->results[0]);
+}
+
+view_t em_result_dest_call(emitter_t *em, const tsr_op_t *op, const view_t *srcs, uint32_t n) {
+  view_t v;
+  if (!store_after(em, op, &v) || !em_view_is_dense(&v)) return own_dest(em, op->results[0]);
+  for (uint32_t i = 0; i < n; i++)
+    if (srcs[i].root == v.root) return own_dest(em, op->results[0]);
+  em_set_mem(em, op->results[0], v);
+  return v;
 }
 
 /* ---- Memory ops ---------------------------------------------------------------------- */

@@ -395,8 +395,11 @@ void em_op_assert(emitter_t *em, const tsr_op_t *op) {
   em_close(em, "}");
 }
 
-/* sort, argsort: the keys in dense buffers and the result in its own (so
- * they never overlap), described to the runtime, which sorts. */
+/* sort, argsort: the keys in dense views and the result in the store that
+ * follows (store forwarding: no copy of the sorted block), or in a buffer
+ * of its own when that store's view is strided or shares a root with a key
+ * (the runtime's sort reads its keys while it writes), described to the
+ * runtime, which sorts. */
 void em_op_sort(emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *r = op->results[0];
   const uint32_t keys = op->num_operands, rank = r->type.rank;
@@ -411,13 +414,14 @@ void em_op_sort(emitter_t *em, const tsr_op_t *op) {
   for (uint32_t d = 0; d < rank; d++) head[TSR_RSORT_DIMS + d] = r->type.dims[d];
   ssa_t at[TSR_RSORT_DIMS + TSR_MAX_RANK + 2 * TSR_SORT_MAX_KEYS];
   for (uint32_t i = 0; i < TSR_RSORT_DIMS + rank; i++) at[i] = c64(em, head[i]);
+  view_t w[TSR_SORT_MAX_KEYS];
   for (uint32_t k = 0; k < keys; k++) {
     const tsr_value_t *v = op->operands[k];
-    view_t w = em_dense_view_of(em, v);
+    w[k] = em_dense_view_of(em, v);
     at[TSR_RSORT_DIMS + rank + 2 * k] = c64(em, v->type.dtype);
-    at[TSR_RSORT_DIMS + rank + 2 * k + 1] = em_root_address(em, w.root, w.off);
+    at[TSR_RSORT_DIMS + rank + 2 * k + 1] = em_root_address(em, w[k].root, w[k].off);
   }
-  view_t dst = em_result_dest(em, op, true);
+  view_t dst = em_result_dest_call(em, op, w, keys);
   at[TSR_RSORT_DST] = em_root_address(em, dst.root, dst.off);
   for (uint32_t i = 0; i < words; i++)
     em_line(em, "memref.store %s, %s[%s] : memref<%uxi64>", at[i].s, desc.s, em_cidx(em, i).s,

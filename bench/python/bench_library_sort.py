@@ -5,6 +5,9 @@ top-k"). Run from the source tree with the build in build/:
     TESSERA_LIBRARY=$PWD/build/libtessera.so PYTHONPATH=$PWD/python \\
         JAX_PLATFORMS=cpu .venv/bin/python bench/python/bench_library_sort.py
 
+`bench_library_sort.py 1m [ROUNDS]` times only the 1M sorts, interleaved
+round by round with numpy's (for a shared machine).
+
 Whole-process figures run build/tools/tessera as a subprocess; warm
 figures call a prepared executable in this process (the array conversion
 included, as a user pays it); every figure is the minimum (and the median)
@@ -176,7 +179,57 @@ def topk():
     row("jax.lax.top_k, jit, CPU", timed(lambda: jax.block_until_ready(f(xa)), 20))
 
 
+def sort1m_interleaved(rounds):
+    """The 1M rows alone, for comparing tessera with numpy on a shared
+    machine: `rounds` rounds, each timing every contender once in turn, so
+    that load affects them alike; min and median over the rounds."""
+    n = 1 << 20
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(n).astype(np.float32)
+    k = rng.integers(0, 2**32, size=n, dtype=np.uint64).astype(np.uint32)
+    v = np.arange(n, dtype=np.uint32)
+    host = _library.TARGETS["host"]
+    f32 = {b: _library.executable("sort", b, shape=(n,), dtypes=["f32"], target=host)
+           for b in ["cpu", "interp"]}
+    kv = {b: _library.executable("sort", b, shape=(n,), dtypes=["u32", "u32"], target=host)
+          for b in ["cpu", "interp"]}
+    for b in f32:
+        assert np.array_equal(f32[b](x), np.sort(x))
+        sk, sv = kv[b](k, v)
+        assert np.array_equal(sk, np.sort(k)) and np.array_equal(k[sv], sk)
+    runs = {
+        "tessera cpu backend, host kernel, f32": lambda: f32["cpu"](x),
+        "tessera interpreter, host kernel, f32": lambda: f32["interp"](x),
+        "numpy.sort, f32": lambda: np.sort(x),
+        "tessera cpu backend, host kernel, (key, value)": lambda: kv["cpu"](k, v),
+        "tessera interpreter, host kernel, (key, value)": lambda: kv["interp"](k, v),
+        "numpy, (key, value): argsort + 2 takes":
+            lambda: (lambda i: (k[i], v[i]))(np.argsort(k)),
+    }
+    ts = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            t = time.perf_counter()
+            fn()
+            ts[name].append(time.perf_counter() - t)
+    print(f"\n### Sort of 1M, {rounds} interleaved rounds\n")
+    print("| what | min ms | median ms | note |\n|---|---:|---:|---|")
+    for name, t in ts.items():
+        row(name, (min(t) * 1e3, statistics.median(t) * 1e3))
+    if VQSORT.exists():
+        for kind in ["f32", "kv"]:
+            out = subprocess.run([VQSORT, kind, str(n), "10"], check=True, capture_output=True,
+                                 text=True).stdout.split()
+            print(f"| Highway vqsort, {kind} | {float(out[3]):.3f} | | best of 10, C++ |")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "1m":
+        print(f"numpy {np.__version__}; load {os.getloadavg()[0]:.2f}; "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+        sort1m_interleaved(int(sys.argv[2]) if len(sys.argv) > 2 else 100)
+        print(f"\nload at the end {os.getloadavg()[0]:.2f}")
+        return
     print(f"tessera {TESSERA}; numpy {np.__version__}; {os.cpu_count()} CPUs; "
           f"load {os.getloadavg()[0]:.2f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     with tempfile.TemporaryDirectory() as d:

@@ -399,3 +399,50 @@ def test_jax_sort_runs_the_host_kernel_on_cpu_and_the_network_for_tpu():
     assert "argsort" in call.cpu_kernel.text
     assert "argsort" not in call.kernel.text and " sort " not in call.kernel.text
     assert call.kernel.text == _library.generate("sort", **dict(params)).text
+
+
+# ---- where the sort ops write (store forwarding) ----
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+@pytest.mark.parametrize("finite", [False, True], ids=["specials", "finite"])
+def test_sort_ops_write_into_their_store(backend, finite, root, request):
+    """tests/lower/lower_sort_dest.tsr: sort and argsort results written
+    straight into the stored block, a row range of a larger one, and, when
+    the store is strided, the result used twice or the key a load of the ref
+    stored to, through their own buffers; every output against jax.lax.sort
+    and jnp.argsort. `finite`: no NaN or infinity, with zeros of both signs
+    (vqsort sorts those as floats, sort.c puts the zeros back)."""
+    if backend == "cpu":
+        request.getfixturevalue("cpu_backend")
+    kernel = tessera.Module.load(root / "tests" / "lower" / "lower_sort_dest.tsr")["sort_dest"]
+    rng = np.random.default_rng(61)
+    if finite:
+        x = rng.standard_normal((8, 3000)).astype(np.float32)
+        x.reshape(-1)[rng.integers(0, x.size, 200)] = np.float32(-0.0)
+        x.reshape(-1)[rng.integers(0, x.size, 200)] = np.float32(0.0)
+    else:
+        x = random_array(rng, (8, 3000), np.dtype(np.float32))
+    k = rng.integers(-40, 40, size=(8, 3000)).astype(np.int32)
+    a, b, c, d, e, f, g, p, q = kernel.compile(backend)(x, k)
+
+    def lax_sort(v, axis=1):
+        return np.asarray(jax.lax.sort(jnp.asarray(v), dimension=axis, is_stable=True))
+
+    s = lax_sort(x)
+    for got in (a, b, c):
+        np.testing.assert_array_equal(bits(got), bits(s))
+    np.testing.assert_array_equal(bits(d), bits(-s))
+    for blk in range(2):
+        rows = slice(4 * blk, 4 * blk + 4)
+        e_blk = e[8 * blk: 8 * blk + 8]
+        np.testing.assert_array_equal(bits(e_blk[5:7]), bits(s[rows][2:4]))
+        assert not e_blk[[0, 1, 2, 3, 4, 7]].any()
+        np.testing.assert_array_equal(bits(f[rows, 3000:4500]), bits(lax_sort(x[rows, 0::2])))
+        assert not f[rows, :3000].any() and not f[rows, 4500:].any()
+        np.testing.assert_array_equal(bits(g[rows]), bits(lax_sort(x[rows], axis=0)))
+        order = np.asarray(jax.lax.sort((jnp.asarray(x[rows]), jnp.asarray(k[rows]),
+                                         jnp.broadcast_to(jnp.arange(3000, dtype=jnp.int32),
+                                                          (4, 3000))),
+                                        dimension=1, is_stable=True, num_keys=2)[2])
+        np.testing.assert_array_equal(q[rows], order)
+    np.testing.assert_array_equal(p, np.argsort(k, axis=1, kind="stable"))
