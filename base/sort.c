@@ -183,29 +183,33 @@ static void put_back_classes(tsr_dtype_t dtype, void *work, const void *src, int
   }
 }
 
-/* w[i] = s[i * stride] for i < n, and whether some element is a NaN or an
- * infinity (a magnitude of at least 0x7f800000 carries into bit 31 once
- * 0x00800000 is added): one pass, which with stride 1 goes in chunks whose
- * fixed trip count lets -O2's cost model vectorize it. Where the zeros and
- * NaNs go is found after the sort, by binary search. */
-static bool copy_f32_has_nonfinite(uint32_t *restrict w, const uint32_t *restrict s,
-                                   int64_t stride, int64_t n) {
+/* w[i] = s[i * stride] for i < n, and whether some element is a NaN, an
+ * infinity, a zero or a subnormal: the elements vqsort's float sort may
+ * misplace (Highway 1.0.3 sorted +inf as the largest finite float, and put
+ * zeros before tiny negatives now and then: tests/unit/test_sort.c saw it
+ * in about 3% of runs, its pivots being random). For a magnitude m, m +
+ * 0x00800000 carries into bit 31 when m is 0x7f800000 or more (inf, NaN),
+ * and m - 0x00800000 borrows into it when m is below 0x00800000 (zero,
+ * subnormal). One pass, which with stride 1 goes in chunks whose fixed trip
+ * count lets -O2's cost model vectorize it. */
+static bool copy_f32_has_special(uint32_t *restrict w, const uint32_t *restrict s,
+                                 int64_t stride, int64_t n) {
   uint32_t any = 0;
   int64_t at = 0;
   if (stride == 1)
     for (; at + 64 <= n; at += 64) {
       uint32_t c = 0;
       for (int k = 0; k < 64; k++) {
-        uint32_t b = s[at + k];
+        uint32_t b = s[at + k], m = b & 0x7fffffffu;
         w[at + k] = b;
-        c |= (b & 0x7fffffffu) + 0x00800000u;
+        c |= (m + 0x00800000u) | (m - 0x00800000u);
       }
       any |= c;
     }
   for (; at < n; at++) {
-    uint32_t b = s[at * stride];
+    uint32_t b = s[at * stride], m = b & 0x7fffffffu;
     w[at] = b;
-    any |= (b & 0x7fffffffu) + 0x00800000u;
+    any |= (m + 0x00800000u) | (m - 0x00800000u);
   }
   return any >> 31;
 }
@@ -221,17 +225,6 @@ static int64_t lower_bound_u32(const uint32_t *w, int64_t n, uint32_t k) {
   return lo;
 }
 
-/* The first i < n with f[i] not below zero (f ascending, no NaN), else n. */
-static int64_t first_not_negative(const float *f, int64_t n) {
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (f[mid] < 0.0f) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 /* Sorts the line of `src` at `off` into `work` (n dense elements). */
 static bool sort_line(tsr_dtype_t dtype, void *work, const void *src, int64_t off, int64_t stride,
                       int64_t n) {
@@ -240,14 +233,8 @@ static bool sort_line(tsr_dtype_t dtype, void *work, const void *src, int64_t of
     case TSR_DTYPE_F32: {
       uint32_t *w = work;
       const uint32_t *s = (const uint32_t *)src + off;
-      if (!copy_f32_has_nonfinite(w, s, stride, n)) {
-        /* vqsort's float order is lax.sort's but for the zeros */
-        if (!vq.f32((float *)work, (size_t)n)) return false;
-        int64_t zero_at = first_not_negative(work, n);
-        if (zero_at < n && ((const float *)work)[zero_at] == 0.0f)
-          put_back_classes(dtype, work, src, off, stride, n, zero_at, n);
-        return true;
-      }
+      if (!copy_f32_has_special(w, s, stride, n)) /* normal numbers: lax.sort's order */
+        return vq.f32((float *)work, (size_t)n);
       for (int64_t i = 0; i < n; i++) w[i] = key_f32(w[i]);
       if (!vq.u32(w, (size_t)n)) return false;
       /* both zeros have the key 0x80000000, every NaN 0xffffffff (+inf's
