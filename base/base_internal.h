@@ -198,6 +198,13 @@ void tsr_diag_note(tsr_diag_list_t *list, const char *fmt, ...) TSR_PRINTF(2, 3)
 tsr_status_t tsr_diag_list_to_status(tsr_diag_list_t *list,
                                      tsr_status_code_t code);
 
+/* The number of elements of a shape (1 for rank 0). */
+static inline int64_t tsr_dims_count(uint32_t rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (uint32_t i = 0; i < rank; i++) n *= dims[i];
+  return n;
+}
+
 /* ---- 16-bit floats --------------------------------------------------------
  * Conversions with round-to-nearest-even, NaN preserved (quietened). */
 static inline uint32_t tsr_f32_bits(float f) {

@@ -83,9 +83,7 @@ uint16_t tsr_f32_to_f16(float f) {
 /* ---- Arrays ---- */
 
 int64_t tsr_array_element_count(const tsr_array_t *array) {
-  int64_t n = 1;
-  for (uint32_t i = 0; i < array->rank; i++) n *= array->dims[i];
-  return n;
+  return tsr_dims_count(array->rank, array->dims);
 }
 
 size_t tsr_array_byte_size(const tsr_array_t *array) {

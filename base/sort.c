@@ -7,10 +7,9 @@
  * - f32, bf16, f16: as unsigned keys whose integer order is the order
  *   wanted (the sign-magnitude flip; both zeros on +0.0's key, every NaN on
  *   the largest), then back to floats; the runs of zeros and of NaNs are
- *   rewritten from the input in input order. f32 lines without NaNs or
- *   infinities skip the keys: vqsort sorts them as floats (Highway 1.0.3
- *   gives +inf back as the largest finite float, so not those), and only
- *   the zeros are rewritten.
+ *   rewritten from the input in input order. f32 lines of normal numbers
+ *   only skip the keys: vqsort sorts them as floats (copy_f32_has_special
+ *   says why not the others).
  * - argsort: 64-bit items (key << 32 | position) sorted as integers, which
  *   is stable since no two items are equal; several keys by sorting by the
  *   last first, each pass keyed by the position in the order so far. */
@@ -161,12 +160,6 @@ static lines_t lines_of(uint32_t rank, const int64_t *dims, uint32_t axis) {
   for (uint32_t d = 0; d < axis; d++) l.outer *= dims[d];
   for (uint32_t d = axis + 1; d < rank; d++) l.inner *= dims[d];
   return l;
-}
-
-int64_t tsr_sort_count(uint32_t rank, const int64_t *dims) {
-  int64_t n = 1;
-  for (uint32_t d = 0; d < rank; d++) n *= dims[d];
-  return n;
 }
 
 /* Overwrites the runs [zero_at, ..) and [nan_at, ..) of `work` (dense) with
@@ -344,7 +337,7 @@ static tsr_status_t sort_short_lines(tsr_dtype_t dtype, void *dst, const void *s
 
 tsr_status_t tsr_sort_block(tsr_dtype_t dtype, void *dst, const void *src, uint32_t rank,
                             const int64_t *dims, uint32_t axis) {
-  if (tsr_sort_count(rank, dims) == 0) return NULL;
+  if (tsr_dims_count(rank, dims) == 0) return NULL;
   const lines_t l = lines_of(rank, dims, axis);
   if (l.n <= SHORT_LINE) return sort_short_lines(dtype, dst, src, &l);
   TSR_RETURN_IF_ERROR(vq_ready());
@@ -396,7 +389,7 @@ static void fill_items(tsr_dtype_t dtype, uint64_t *items, const void *src, int6
 tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
                                const void *const *keys, int32_t *dst, uint32_t rank,
                                const int64_t *dims, uint32_t axis) {
-  if (tsr_sort_count(rank, dims) == 0) return NULL;
+  if (tsr_dims_count(rank, dims) == 0) return NULL;
   const lines_t l = lines_of(rank, dims, axis);
   const bool short_line = l.n <= SHORT_LINE;
   if (!short_line) TSR_RETURN_IF_ERROR(vq_ready());
@@ -443,4 +436,11 @@ tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
   tsr_free(items);
   tsr_free(perm);
   return ok ? NULL : TSR_OOM();
+}
+
+tsr_status_t tsr_sort_op(bool argsort, uint32_t num_keys, const tsr_dtype_t *dtypes,
+                         const void *const *keys, void *dst, uint32_t rank, const int64_t *dims,
+                         uint32_t axis) {
+  return argsort ? tsr_argsort_block(num_keys, dtypes, keys, dst, rank, dims, axis)
+                 : tsr_sort_block(dtypes[0], dst, keys[0], rank, dims, axis);
 }

@@ -38,11 +38,7 @@ bool tsr_type_equal(const tsr_type_t *a, const tsr_type_t *b) {
   return true;
 }
 
-int64_t tsr_type_element_count(const tsr_type_t *t) {
-  int64_t n = 1;
-  for (uint32_t i = 0; i < t->rank; i++) n *= t->dims[i];
-  return n;
-}
+int64_t tsr_type_element_count(const tsr_type_t *t) { return tsr_dims_count(t->rank, t->dims); }
 
 static const char *const space_names[TSR_SPACE_COUNT] = {"any", "hbm", "vmem",
                                                          "smem"};

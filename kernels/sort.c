@@ -40,9 +40,8 @@ static int64_t tile(int64_t dim, int64_t want, int64_t quantum) {
   return t < quantum ? quantum : t;
 }
 
-tsr_status_t sort_layout_plan(uint32_t rank, const int64_t *dims, int32_t axis,
-                              int64_t bytes_per_position, int64_t budget, const char *entry,
-                              sort_layout_t *out) {
+tsr_status_t sort_check_shape(uint32_t rank, const int64_t *dims, int32_t axis,
+                              const char *entry) {
   if (rank < 1 || rank > TSR_MAX_RANK)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "%s: rank must be 1..%d, got %u", entry,
                       TSR_MAX_RANK, rank);
@@ -53,6 +52,13 @@ tsr_status_t sort_layout_plan(uint32_t rank, const int64_t *dims, int32_t axis,
   if (axis < -(int32_t)rank || axis >= (int32_t)rank)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "%s: axis %d is out of range for rank %u", entry,
                       axis, rank);
+  return NULL;
+}
+
+tsr_status_t sort_layout_plan(uint32_t rank, const int64_t *dims, int32_t axis,
+                              int64_t bytes_per_position, int64_t budget, const char *entry,
+                              sort_layout_t *out) {
+  TSR_RETURN_IF_ERROR(sort_check_shape(rank, dims, axis, entry));
   if (budget < 0)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "%s: vmem_budget_bytes must be >= 0, got %lld",
                       entry, (long long)budget);

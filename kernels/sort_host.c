@@ -13,16 +13,7 @@
 tsr_status_t sort_host_generate(const tsr_kernels_sort_params_t *params,
                                 tsr_ir_module_t **out_module) {
   const uint32_t rank = params->rank, n_ops = params->num_operands;
-  if (rank < 1 || rank > TSR_MAX_RANK)
-    return TSR_STATUS(TSR_INVALID_ARGUMENT, "sort: rank must be 1..%d, got %u", TSR_MAX_RANK,
-                      rank);
-  for (uint32_t d = 0; d < rank; d++)
-    if (params->dims[d] < 1 || params->dims[d] > ((int64_t)1 << 31))
-      return TSR_STATUS(TSR_INVALID_ARGUMENT, "sort: dims[%u] must be 1..2^31, got %lld", d,
-                        (long long)params->dims[d]);
-  if (params->axis < -(int32_t)rank || params->axis >= (int32_t)rank)
-    return TSR_STATUS(TSR_INVALID_ARGUMENT, "sort: axis %d is out of range for rank %u",
-                      params->axis, rank);
+  TSR_RETURN_IF_ERROR(sort_check_shape(rank, params->dims, params->axis, "sort"));
   const int64_t axis = params->axis < 0 ? params->axis + (int64_t)rank : params->axis;
   kb_t b;
   kb_begin(&b, "sort");

@@ -27,6 +27,11 @@ typedef struct sort_layout {
   bool reshape_1d;              /* a rank-1 block seen as (1, p) */
 } sort_layout_t;
 
+/* TSR_INVALID_ARGUMENT naming `entry` unless rank is 1..TSR_MAX_RANK, every
+ * dim 1..2^31 and axis in -rank..rank-1. */
+tsr_status_t sort_check_shape(uint32_t rank, const int64_t *dims, int32_t axis,
+                              const char *entry);
+
 /* Plans the layout; `bytes_per_position` is what one position of a block
  * costs in VMEM (operands double-buffered plus the network's values).
  * `entry` names the generator in messages. TSR_INVALID_ARGUMENT for a bad

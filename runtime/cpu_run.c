@@ -467,10 +467,8 @@ static void sort_call(ccore_t *c, uint32_t site, const int64_t *d) {
   }
   void *dst = (void *)(uintptr_t)d[TSR_RSORT_DST];
   const uint32_t axis = (uint32_t)d[TSR_RSORT_AXIS];
-  tsr_status_t st = d[TSR_RSORT_ARGSORT]
-                        ? tsr_argsort_block(TSR_MIN(keys, (uint32_t)TSR_SORT_MAX_KEYS), dtypes,
-                                            src, dst, rank, dims, axis)
-                        : tsr_sort_block(dtypes[0], dst, src[0], rank, dims, axis);
+  tsr_status_t st = tsr_sort_op(d[TSR_RSORT_ARGSORT] != 0, TSR_MIN(keys, (uint32_t)TSR_SORT_MAX_KEYS),
+                                dtypes, src, dst, rank, dims, axis);
   if (!st) return;
   pthread_mutex_lock(&c->run->mu);
   kernel_error(c, site,

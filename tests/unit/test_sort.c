@@ -157,7 +157,7 @@ TSR_TEST(sort_matches_the_reference_bit_for_bit) {
     size_t es = tsr_dtype_size(dt);
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
       const shape_t *s = &shapes[si];
-      int64_t count = tsr_sort_count(s->rank, s->dims), outer, n, inner;
+      int64_t count = tsr_dims_count(s->rank, s->dims), outer, n, inner;
       line_geometry(s, &outer, &n, &inner);
       void *src = malloc((size_t)count * es), *dst = malloc((size_t)count * es);
       int32_t *order = malloc((size_t)n * sizeof *order);
@@ -207,7 +207,7 @@ TSR_TEST(argsort_matches_the_reference_with_several_keys) {
   for (uint32_t nk = 1; nk <= 3; nk++) {
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
       const shape_t *s = &shapes[si];
-      int64_t count = tsr_sort_count(s->rank, s->dims), outer, n, inner;
+      int64_t count = tsr_dims_count(s->rank, s->dims), outer, n, inner;
       line_geometry(s, &outer, &n, &inner);
       tsr_dtype_t dts[3];
       void *keys[3];
