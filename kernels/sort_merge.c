@@ -103,35 +103,44 @@ static bool needs_transit(tsr_dtype_t dtype, int64_t rows_step, int64_t rows, in
   return size % MERGE_BLOCK_MIN != 0 || (rows < rows_step && rows % packing != 0);
 }
 
-/* The (rows, size) of the transit buffers of [last row group][last
- * block] with blocks of `block` positions; {0, 0} where there is no such
- * DMA. */
-static void transit_dims(const tsr_kernels_sort_params_t *p, int64_t block, int row_part,
-                         int part, int64_t dims[2]) {
+/* Whether array i (the operands, then the indices: i == num_operands) needs
+ * a transit buffer for the DMAs of [last row group][last block] with blocks
+ * of `block` positions; if so its dtype and (rows, size). */
+static bool transit_of(const tsr_kernels_sort_params_t *p, int64_t block, int row_part, int part,
+                       uint32_t i, tsr_dtype_t *dtype, int64_t dims[2]) {
+  if (i == p->num_operands && !p->return_indices) return false;
   int64_t step = rows_per_step(p), rows = p->rank >= 2 ? p->dims[p->rank - 2] : 1;
   int64_t n = p->dims[p->rank - 1];
   dims[0] = row_part ? rows % step : step;
   dims[1] = part ? n % block : block;
   if (dims[0] == 0 || dims[1] == 0 || (row_part == 0 && rows / step == 0) ||
       (part == 0 && n / block == 0))
-    dims[0] = dims[1] = 0;
+    return false;
+  *dtype = i < p->num_operands ? p->dtypes[i] : TSR_DTYPE_I32;
+  return needs_transit(*dtype, step, dims[0], dims[1]);
 }
 
 /* VMEM of the transit buffers with blocks of `block` positions. */
 static int64_t transit_bytes(const tsr_kernels_sort_params_t *p, int64_t block) {
-  int64_t total = 0, step = rows_per_step(p), dims[2];
-  for (int row_part = 0; row_part < 2; row_part++) {
-    for (int part = 0; part < 2; part++) {
-      transit_dims(p, block, row_part, part, dims);
-      for (uint32_t i = 0; i <= p->num_operands && i <= TSR_KERNELS_MAX_OPERANDS; i++) {
-        if (i == p->num_operands && !p->return_indices) continue;
-        tsr_dtype_t dt = i < p->num_operands ? p->dtypes[i] : TSR_DTYPE_I32;
-        if (dims[0] && needs_transit(dt, step, dims[0], dims[1]))
+  int64_t total = 0, dims[2];
+  tsr_dtype_t dt;
+  for (int row_part = 0; row_part < 2; row_part++)
+    for (int part = 0; part < 2; part++)
+      for (uint32_t i = 0; i <= p->num_operands; i++)
+        if (transit_of(p, block, row_part, part, i, &dt, dims))
           total += dims[0] * dims[1] * (int64_t)tsr_dtype_size(dt);
-      }
-    }
-  }
   return total;
+}
+
+/* The longest block of at most `start` positions (halving, not below
+ * MERGE_BLOCK_MIN) whose scratch fits the budget. */
+static int64_t block_for_budget(const tsr_kernels_sort_params_t *params, int64_t start) {
+  int64_t budget = params->vmem_budget_bytes > 0 ? params->vmem_budget_bytes : DEFAULT_BUDGET;
+  int64_t per_position = merge_bytes_per_position(params, 2 * (int64_t)params->num_operands + 2);
+  int64_t block = start;
+  while (block > MERGE_BLOCK_MIN && block * per_position + transit_bytes(params, block) > budget)
+    block /= 2;
+  return block;
 }
 
 bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_block) {
@@ -145,10 +154,7 @@ bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_blo
   int64_t arrays = 2 * (int64_t)params->num_operands + 2;
   int64_t single = p * (4 * operand_bytes(params) + 12 * arrays);
   if (p <= MERGE_BLOCK_MAX && single <= budget) return false;
-  int64_t per_position = merge_bytes_per_position(params, arrays);
-  int64_t block = MERGE_BLOCK_MAX;
-  while (block > MERGE_BLOCK_MIN && block * per_position + transit_bytes(params, block) > budget)
-    block /= 2;
+  int64_t block = block_for_budget(params, MERGE_BLOCK_MAX);
   if (block >= p) return false;
   *out_block = block;
   return true;
@@ -160,13 +166,7 @@ bool sort_merge_wanted_forced(const tsr_kernels_sort_params_t *params, int64_t *
   if (axis != (int32_t)params->rank - 1 || params->dims[axis] < 1) return false;
   int64_t p = pow2_at_least(params->dims[axis]);
   if (p < 2 * MERGE_BLOCK_MIN) return false;
-  int64_t budget = params->vmem_budget_bytes > 0 ? params->vmem_budget_bytes : DEFAULT_BUDGET;
-  int64_t arrays = 2 * (int64_t)params->num_operands + 2;
-  int64_t per_position = merge_bytes_per_position(params, arrays);
-  int64_t block = p / 2 < MERGE_BLOCK_MAX ? p / 2 : MERGE_BLOCK_MAX;
-  while (block > MERGE_BLOCK_MIN && block * per_position + transit_bytes(params, block) > budget)
-    block /= 2;
-  *out_block = block;
+  *out_block = block_for_budget(params, p / 2 < MERGE_BLOCK_MAX ? p / 2 : MERGE_BLOCK_MAX);
   return true;
 }
 
@@ -602,12 +602,10 @@ tsr_status_t sort_merge_generate(const tsr_kernels_sort_params_t *params, int64_
   }
   for (int row_part = 0; row_part < 2; row_part++) {
     for (int part = 0; part < 2; part++) {
-      int64_t dims[2];
-      transit_dims(params, block, row_part, part, dims);
-      for (uint32_t i = 0; i <= g.n_ops && dims[0]; i++) {
-        tsr_dtype_t dt = i < g.n_ops ? params->dtypes[i] : TSR_DTYPE_I32;
-        if ((i == g.n_ops && !g.idx_out) || !needs_transit(dt, g.rows_step, dims[0], dims[1]))
-          continue;
+      for (uint32_t i = 0; i <= g.n_ops; i++) {
+        int64_t dims[2];
+        tsr_dtype_t dt;
+        if (!transit_of(params, block, row_part, part, i, &dt, dims)) continue;
         if (i < g.n_ops)
           snprintf(name, sizeof name, "transit%d%d_%u", row_part, part, i);
         else

@@ -2,8 +2,8 @@
  * upstream dialects -> the pass pipeline (TSR_LOWER_CPU_PIPELINE) -> the LLVM
  * dialect -> LLVM IR with a packed entry point -> LLVM's optimizations and a
  * position-independent object for the host CPU -> `cc -shared` -> the bytes
- * of a shared object the runtime keeps and loads. Every MLIR and LLVM call of tessera is in
- * this file but the splitting of long kernels (lower/split.c);
+ * of a shared object the runtime keeps and loads. Every MLIR and LLVM call of
+ * tessera is in this file but the splitting of long kernels (lower/split.c);
  * MLIR diagnostics are captured by a handler and become the text of tessera
  * statuses. */
 #define _GNU_SOURCE /* mkdtemp, posix_spawn file actions */
