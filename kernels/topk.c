@@ -323,6 +323,20 @@ static tsr_ir_value_t *slab_join(kb_t *b, const sort_layout_t *l, tsr_ir_value_t
   return kb_op(b, &p, NULL);
 }
 
+/* Fold the column's best K (ascending slabs) `other` into `key`/`pos`
+ * (ascending): the mirror fold and half-cleaners. */
+static void slabs_merge(kb_t *b, tsr_ir_value_t **key, tsr_ir_value_t **pos,
+                        tsr_ir_value_t **other_key, tsr_ir_value_t **other_pos, int64_t kk) {
+  for (int64_t i = 0; i < kk; i++) {
+    tsr_ir_value_t *lo[2] = {key[i], pos[i]};
+    tsr_ir_value_t *hi[2] = {other_key[kk - 1 - i], other_pos[kk - 1 - i]};
+    tsr_ir_value_t *take = pair_less(b, hi, lo);
+    key[i] = kb_select(b, take, hi[0], lo[0]);
+    pos[i] = kb_select(b, take, hi[1], lo[1]);
+  }
+  slab_clean(b, key, pos, 0, kk, kk);
+}
+
 /* Steps 1 and 2: arrays (vis shape) -> key[0..K), pos[0..K): the slabs
  * of each column's best K, ascending. */
 static void slabs_columns(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, int64_t kk,
@@ -341,35 +355,13 @@ static void slabs_columns(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arra
       for (int64_t i = 0; i < size / 2; i++) slab_exchange(b, key, pos, s + i, s + size - 1 - i);
     for (int64_t s = 0; s < slabs; s += size) slab_clean(b, key, pos, s, size, size / 2);
   }
-  /* 2. fold the runs: run g against the mirror of run g + runs/2 */
-  for (int64_t runs = slabs / kk; runs > 1; runs /= 2) {
+  /* 2. fold the runs: run g against the mirror of run g + runs/2 (the
+   * runs kept, 0 .. runs/2 - 1, are already in place) */
+  for (int64_t runs = slabs / kk; runs > 1; runs /= 2)
     for (int64_t g = 0; g < runs / 2; g++) {
       int64_t a0 = g * kk, b0 = (g + runs / 2) * kk;
-      for (int64_t i = 0; i < kk; i++) {
-        tsr_ir_value_t *lo[2] = {key[a0 + i], pos[a0 + i]};
-        tsr_ir_value_t *hi[2] = {key[b0 + kk - 1 - i], pos[b0 + kk - 1 - i]};
-        tsr_ir_value_t *take = pair_less(b, hi, lo);
-        key[a0 + i] = kb_select(b, take, hi[0], lo[0]);
-        pos[a0 + i] = kb_select(b, take, hi[1], lo[1]);
-      }
-      slab_clean(b, key, pos, a0, kk, kk);
+      slabs_merge(b, key + a0, pos + a0, key + b0, pos + b0, kk);
     }
-    /* the runs kept are 0 .. runs/2 - 1: already in place */
-  }
-}
-
-/* Fold the column's best K (ascending slabs) `other` into `key`/`pos`
- * (ascending): the mirror fold and half-cleaners. */
-static void slabs_merge(kb_t *b, tsr_ir_value_t **key, tsr_ir_value_t **pos,
-                        tsr_ir_value_t **other_key, tsr_ir_value_t **other_pos, int64_t kk) {
-  for (int64_t i = 0; i < kk; i++) {
-    tsr_ir_value_t *lo[2] = {key[i], pos[i]};
-    tsr_ir_value_t *hi[2] = {other_key[kk - 1 - i], other_pos[kk - 1 - i]};
-    tsr_ir_value_t *take = pair_less(b, hi, lo);
-    key[i] = kb_select(b, take, hi[0], lo[0]);
-    pos[i] = kb_select(b, take, hi[1], lo[1]);
-  }
-  slab_clean(b, key, pos, 0, kk, kk);
 }
 
 /* Step 3: K ascending slabs -> the best K of each row in arrays (vis
