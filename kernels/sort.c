@@ -6,7 +6,6 @@
 
 #include "kernels/sort_internal.h"
 
-#define DEFAULT_BUDGET ((int64_t)16 << 20)
 /* Positions per block the layout aims at when it may choose (the non-axis
  * tiles grow until a block holds about this many): big enough that a
  * block's ops amortise their dispatch, small enough to stay in a CPU's L2. */
@@ -21,12 +20,6 @@ bool sort_dtype_supported(tsr_dtype_t dtype) {
   default:
     return false;
   }
-}
-
-static int64_t pow2_at_least(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
 }
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -62,7 +55,7 @@ tsr_status_t sort_layout_plan(uint32_t rank, const int64_t *dims, int32_t axis,
   if (budget < 0)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "%s: vmem_budget_bytes must be >= 0, got %lld",
                       entry, (long long)budget);
-  if (budget == 0) budget = DEFAULT_BUDGET;
+  if (budget == 0) budget = SORT_DEFAULT_BUDGET;
   sort_layout_t l;
   memset(&l, 0, sizeof l);
   l.rank = rank;

@@ -7,6 +7,22 @@
 
 #include "kernels/kbuild.h"
 
+/* The VMEM a sort or top-k block may use when vmem_budget_bytes is 0. */
+#define SORT_DEFAULT_BUDGET ((int64_t)16 << 20)
+
+/* The least power of two >= n (1 for n <= 1), and its exponent. */
+static inline int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+static inline int log2_of(int64_t p) {
+  int l = 0;
+  while (((int64_t)1 << l) < p) l++;
+  return l;
+}
+
 /* How a sort along `axis` of an array is cut into blocks: the whole axis
  * (padded to the power of two `p`) in every block, the other dimensions
  * tiled (the last two by multiples of 128 and 8, the others squeezed), a

@@ -32,20 +32,7 @@
  * VMEM block stays small. */
 #define MERGE_BLOCK_MAX ((int64_t)1 << 13)
 #define MERGE_BLOCK_MIN ((int64_t)128)
-#define DEFAULT_BUDGET ((int64_t)16 << 20)
 #define ROWS_WHOLE ((int64_t)64)
-
-static int64_t pow2_at_least(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-
-static int log2_of(int64_t p) {
-  int l = 0;
-  while (((int64_t)1 << l) < p) l++;
-  return l;
-}
 
 /* VMEM a position costs in the single-block layout and in a merge block. */
 static int64_t operand_bytes(const tsr_kernels_sort_params_t *p) {
@@ -135,7 +122,8 @@ static int64_t transit_bytes(const tsr_kernels_sort_params_t *p, int64_t block) 
 /* The longest block of at most `start` positions (halving, not below
  * MERGE_BLOCK_MIN) whose scratch fits the budget. */
 static int64_t block_for_budget(const tsr_kernels_sort_params_t *params, int64_t start) {
-  int64_t budget = params->vmem_budget_bytes > 0 ? params->vmem_budget_bytes : DEFAULT_BUDGET;
+  int64_t budget =
+      params->vmem_budget_bytes > 0 ? params->vmem_budget_bytes : SORT_DEFAULT_BUDGET;
   int64_t per_position = merge_bytes_per_position(params, 2 * (int64_t)params->num_operands + 2);
   int64_t block = start;
   while (block > MERGE_BLOCK_MIN && block * per_position + transit_bytes(params, block) > budget)
@@ -150,7 +138,8 @@ bool sort_merge_wanted(const tsr_kernels_sort_params_t *params, int64_t *out_blo
   int64_t n = params->dims[axis];
   if (n < 1) return false;
   int64_t p = pow2_at_least(n);
-  int64_t budget = params->vmem_budget_bytes > 0 ? params->vmem_budget_bytes : DEFAULT_BUDGET;
+  int64_t budget =
+      params->vmem_budget_bytes > 0 ? params->vmem_budget_bytes : SORT_DEFAULT_BUDGET;
   int64_t arrays = 2 * (int64_t)params->num_operands + 2;
   int64_t single = p * (4 * operand_bytes(params) + 12 * arrays);
   if (p <= MERGE_BLOCK_MAX && single <= budget) return false;

@@ -8,12 +8,6 @@
 
 enum { TILE_ROWS = 128 };
 
-static int log2_of(int64_t p) {
-  int l = 0;
-  while (((int64_t)1 << l) < p) l++;
-  return l;
-}
-
 tsr_ir_value_t *sort_tile_transpose(kb_t *b, tsr_ir_value_t *v) {
   if (!v) return NULL;
   uint32_t r = v->type.rank;

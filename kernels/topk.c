@@ -40,12 +40,6 @@ static tsr_ir_value_t *slice_axis(kb_t *b, const sort_layout_t *l, tsr_ir_value_
   return kb_op(b, &p, NULL);
 }
 
-static int log2_of(int64_t p) {
-  int l = 0;
-  while (((int64_t)1 << l) < p) l++;
-  return l;
-}
-
 /* The layout narrowed to `width` positions along the axis. */
 static sort_layout_t narrowed(const sort_layout_t *l, int64_t width) {
   sort_layout_t n = *l;
@@ -443,8 +437,9 @@ static void columns_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **array
  * first `width` positions (width <= l->p). */
 static void block_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays, int64_t kk,
                        int64_t width) {
-  if (slabs_fit(l, kk) || columns_fit(l, kk)) {
-    if (slabs_fit(l, kk))
+  bool slabs = slabs_fit(l, kk);
+  if (slabs || columns_fit(l, kk)) {
+    if (slabs)
       slabs_topk(b, l, arrays, kk);
     else
       columns_topk(b, l, arrays, kk);
@@ -457,12 +452,6 @@ static void block_topk(kb_t *b, const sort_layout_t *l, tsr_ir_value_t **arrays,
   else
     sort_network(b, l, arrays, 2, 2);
   for (int a = 0; a < 2; a++) arrays[a] = first_k(b, l, arrays[a], width);
-}
-
-static int64_t pow2_at_least(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
 }
 
 /* `v` (vis shape, `width` on the axis) followed by `extra` positions of
@@ -483,7 +472,6 @@ static tsr_ir_value_t *pad_axis(kb_t *b, const sort_layout_t *l, tsr_ir_value_t 
   return kb_op(b, &p, NULL);
 }
 
-#define DEFAULT_BUDGET ((int64_t)16 << 20)
 /* The longest block of a multi-block top-k (positions along the row). */
 #define MAX_BLOCK ((int64_t)1 << 13)
 
@@ -517,7 +505,7 @@ static tsr_status_t topk_blocks(const tsr_kernels_topk_params_t *params, const s
                                 int64_t kk, tsr_ir_module_t **out_module) {
   int64_t bytes = (int64_t)tsr_dtype_size(params->dtype);
   int64_t per_position = 2 * (2 * bytes + 4) + 4 * 3 * 2;
-  int64_t budget = params->vmem_budget_bytes ? params->vmem_budget_bytes : DEFAULT_BUDGET;
+  int64_t budget = params->vmem_budget_bytes ? params->vmem_budget_bytes : SORT_DEFAULT_BUDGET;
   int64_t n = row->n;
   /* The block: first the longest power of two of at most 65536 and p/2
    * that fits the budget with the running best (its 2 arrays, the merge's
@@ -565,7 +553,7 @@ static tsr_status_t topk_blocks(const tsr_kernels_topk_params_t *params, const s
   int64_t lead = 1;
   for (uint32_t d = 0; d < l.vis_rank; d++)
     if (d != l.vis_axis) lead *= l.vis[d];
-  int64_t cap = budget > DEFAULT_BUDGET ? budget : DEFAULT_BUDGET;
+  int64_t cap = budget > SORT_DEFAULT_BUDGET ? budget : SORT_DEFAULT_BUDGET;
   if (lead * best_bytes > cap)
     return TSR_STATUS(TSR_UNIMPLEMENTED,
                       "topk: k = %lld keeps a running top-%lld of about %lld bytes of VMEM per "
