@@ -623,10 +623,9 @@ static void group_body(emitter_t *em, const nest_t *n, void *p) {
     const expr_t *e = em->group.e[i];
     ssa_t v = ex_read(em, e, n->idx, n);
     em_mem_write(em, &em->group.dst[i], e->dtype, n->idx, n, v, NULL);
-    /* Reading it back gives v again, except for the 16-bit floats, whose
-     * compute values are wider than what is stored. */
-    if (e->dtype != TSR_DTYPE_BF16 && e->dtype != TSR_DTYPE_F16)
-      remember_load(em, &em->group.dst[i], e->dtype, v);
+    /* Reading it back gives v again: compute values of 16-bit floats are
+     * kept in their dtype's value set (em_round). */
+    remember_load(em, &em->group.dst[i], e->dtype, v);
   }
   em->memo_on = false;
 }
