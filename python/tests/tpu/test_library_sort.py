@@ -69,10 +69,9 @@ CASES = {
     "sort_multiblock_ragged_kv_i8": ("sort", dict(shape=(70, 3000), dtypes=["i16", "i8"],
                                                   return_indices=True,
                                                   vmem_budget_bytes=1 << 16)),
-    "topk_f32": ("topk", dict(shape=(8, 128), dtype="f32", k=8)),
+    # top-k cases that test_library_topk.py does not have (its own are not repeated)
     "topk_tiles": ("topk", dict(shape=(8, 2048), dtype="f32", k=300)),
     "topk_fold": ("topk", dict(shape=(8, 1024), dtype="f32", k=8)),
-    "topk_fold_tiles": ("topk", dict(shape=(8, 4096), dtype="i32", k=20)),
     "topk_rank1": ("topk", dict(shape=(1024,), dtype="f32", k=16)),
     "topk_bf16_smallest": ("topk", dict(shape=(16, 256), dtype="bf16", k=5, smallest=True)),
 }
