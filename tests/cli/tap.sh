@@ -5,6 +5,11 @@
 #   expect DESC STATUS [PATTERN]: the last t exited with STATUS and, given a
 #     PATTERN, its stderr matches it (scripts checking more define their own)
 #   find_numpy_python: PY is a python3 that imports numpy, or empty
+#   require_numpy_python: the same; without one, a failure, the plan, exit 1
+#   context: the last t's exit status, stdout and stderr, one per line
+#   check_npy DESC PYTHON-EXPR: the last t exited 0 and the expression is
+#     true, run by $PY in $tmp with numpy as np, L = np.load and the Python
+#     definitions in $NPY_CHECK_DEFS (a script's own helpers, if any)
 # The script prints the plan ("1..$n") at its end.
 n=0
 pass() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -41,4 +46,31 @@ find_numpy_python() {
       return
     fi
   done
+}
+
+require_numpy_python() {
+  find_numpy_python
+  if [[ -z $PY ]]; then
+    fail "python3 with numpy" "no python3 can import numpy: the CLI tests need it"
+    echo "1..$n"
+    exit 1
+  fi
+}
+
+context() {
+  printf '%s\n' "exit status $rc" "stdout: $(head -c 800 "$tmp/out")" \
+    "stderr: $(head -c 800 "$tmp/err")"
+}
+
+check_npy() {
+  local desc=$1 expr=$2
+  if [[ $rc != 0 ]]; then
+    fail "$desc" "$(context)"
+  elif ! (cd "$tmp" && "$PY" -c "import numpy as np, sys; L = np.load
+${NPY_CHECK_DEFS-}
+sys.exit(0 if ($expr) else 1)"); then
+    fail "$desc" "the result does not satisfy: $expr" "$(context)"
+  else
+    pass "$desc"
+  fi
 }

@@ -11,12 +11,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-reduce-cli-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 source "${TSR_SOURCE_ROOT:?}/tests/cli/tap.sh"
 
-find_numpy_python
-if [[ -z $PY ]]; then
-  fail "a python3 with numpy" "none of python3, /usr/bin/python3 imports numpy"
-  echo "1..$n"
-  exit 1
-fi
+require_numpy_python
 py() { (cd "$tmp" && "$PY" -c "import numpy as np, sys
 $1"); }
 

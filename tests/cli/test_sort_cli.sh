@@ -14,28 +14,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-sort-cli-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 source "$SRC/tests/cli/tap.sh"
 
-find_numpy_python
-if [[ -z $PY ]]; then
-  fail "python3 with numpy" "no python3 can import numpy: the CLI tests need it"
-  echo "1..$n"
-  exit 1
-fi
-
-context() { echo "exit status $rc" "stdout: $(head -c 800 "$tmp/out")" "stderr: $(head -c 800 "$tmp/err")"; }
-
-# check DESC PYTHON-EXPR: passes when tessera exited 0 and the expression
-# (numpy as np, files in d) is true.
-check() {
-  local desc=$1 expr=$2
-  if [[ $rc != 0 ]]; then
-    fail "$desc" $(context)
-  elif ! (cd "$tmp" && "$PY" -c "import numpy as np, sys; L = np.load
-sys.exit(0 if ($expr) else 1)"); then
-    fail "$desc" "the result does not satisfy: $expr" "$(context)"
-  else
-    pass "$desc"
-  fi
-}
+require_numpy_python
 
 (cd "$tmp" && "$PY" -c '
 import numpy as np
@@ -49,32 +28,32 @@ np.save("f64.npy", np.zeros(5))
 ')
 
 t sort "$tmp/x.npy" -o "$tmp/s.npy"
-check "sort f32 rows" 'np.array_equal(L("s.npy"), np.sort(L("x.npy"), -1))'
+check_npy "sort f32 rows" 'np.array_equal(L("s.npy"), np.sort(L("x.npy"), -1))'
 
 t sort "$tmp/x.npy" -o "$tmp/s.npy" --descending --axis 0
-check "sort --descending --axis 0" 'np.array_equal(L("s.npy"), np.flip(np.sort(L("x.npy"), 0), 0))'
+check_npy "sort --descending --axis 0" 'np.array_equal(L("s.npy"), np.flip(np.sort(L("x.npy"), 0), 0))'
 
 t sort "$tmp/k.npy" "$tmp/v.npy" -o "$tmp/sk.npy" -o "$tmp/sv.npy" --stable --indices "$tmp/i.npy"
-check "sort two inputs --stable --indices" \
+check_npy "sort two inputs --stable --indices" \
   'np.array_equal(L("i.npy"), np.argsort(L("k.npy"), -1, kind="stable")) and np.array_equal(L("sv.npy"), np.take_along_axis(L("v.npy"), L("i.npy"), -1)) and np.array_equal(L("sk.npy"), np.sort(L("k.npy"), -1))'
 
 t sort "$tmp/k.npy" "$tmp/v.npy" --keys 2 --argsort -o "$tmp/a.npy" --stable
-check "sort --keys 2 --argsort" \
+check_npy "sort --keys 2 --argsort" \
   'np.array_equal(L("a.npy"), np.lexsort((L("v.npy"), L("k.npy")), -1))'
 
 t sort "$tmp/nan.npy" -o "$tmp/sn.npy" --stable
-check "NaNs last, -0.0 and +0.0 in input order" \
+check_npy "NaNs last, -0.0 and +0.0 in input order" \
   'np.array_equal(L("sn.npy")[:4].view(np.uint32), np.array([-np.inf, 1, -0.0, 0.0], np.float32)[[0,2,3,1]].view(np.uint32)) and np.isnan(L("sn.npy")[4:]).all()'
 
 t sort "$tmp/u8.npy" -o "$tmp/su8.npy" --vmem-budget 8192 --target tpu
-check "sort u8 over several blocks (--target tpu --vmem-budget)" 'np.array_equal(L("su8.npy"), np.sort(L("u8.npy")))'
+check_npy "sort u8 over several blocks (--target tpu --vmem-budget)" 'np.array_equal(L("su8.npy"), np.sort(L("u8.npy")))'
 
 t sort "$tmp/u8.npy" -o "$tmp/su8.npy" --vmem-budget 8192 --stable --descending --target tpu
-check "stable descending over several blocks" 'np.array_equal(L("su8.npy"), np.sort(L("u8.npy"))[::-1])'
+check_npy "stable descending over several blocks" 'np.array_equal(L("su8.npy"), np.sort(L("u8.npy"))[::-1])'
 
 for target in host tpu; do
   t sort "$tmp/k.npy" "$tmp/v.npy" -o "$tmp/sk.npy" -o "$tmp/sv.npy" --stable --descending --target $target
-  check "sort two inputs --stable --descending --target $target" \
+  check_npy "sort two inputs --stable --descending --target $target" \
     'np.array_equal(L("sv.npy"), np.take_along_axis(L("v.npy"), np.argsort(-L("k.npy"), -1, kind="stable"), -1))'
 done
 
@@ -84,20 +63,20 @@ t sort "$tmp/x.npy" -o "$tmp/m.npy" --vmem-budget 8192
 expect "--vmem-budget without --target tpu" 2 "sizes the blocks of --target tpu"
 
 t sort "$tmp/x.npy"
-if [[ $rc == 0 ]] && grep -q '%sorted0: f32\[4, 300\]' "$tmp/out"; then pass "sort prints without -o"; else fail "sort prints without -o" $(context); fi
+if [[ $rc == 0 ]] && grep -q '%sorted0: f32\[4, 300\]' "$tmp/out"; then pass "sort prints without -o"; else fail "sort prints without -o" "$(context)"; fi
 
 t topk "$tmp/x.npy" -k 5 -o "$tmp/tv.npy" --indices "$tmp/ti.npy"
-check "topk values and indices" \
+check_npy "topk values and indices" \
   'np.array_equal(L("ti.npy"), np.argsort(-L("x.npy"), -1, kind="stable")[:, :5]) and np.array_equal(L("tv.npy"), np.take_along_axis(L("x.npy"), L("ti.npy"), -1))'
 
 t topk "$tmp/u8.npy" -k 3 --smallest -o "$tmp/tv.npy"
-check "topk --smallest" 'np.array_equal(L("tv.npy"), np.sort(L("u8.npy"))[:3])'
+check_npy "topk --smallest" 'np.array_equal(L("tv.npy"), np.sort(L("u8.npy"))[:3])'
 
 t sort "$tmp/x.npy" -o "$tmp/c.npy" --backend cpu
 if [[ $rc == 1 ]] && grep -q "no cpu backend" "$tmp/err"; then
   skip "sort --backend cpu" "no cpu backend in this build"
 else
-  check "sort --backend cpu" 'np.array_equal(L("c.npy"), np.sort(L("x.npy"), -1))'
+  check_npy "sort --backend cpu" 'np.array_equal(L("c.npy"), np.sort(L("x.npy"), -1))'
 fi
 
 t sort "$tmp/missing.npy" -o "$tmp/m.npy"
@@ -117,6 +96,6 @@ expect "--axis out of range" 2 "axis"
 t sort "$tmp/x.npy" "$tmp/u8.npy"
 expect "inputs of different shapes" 2 "share one shape"
 t sort --help
-if [[ $rc == 0 ]] && grep -q -- "--argsort" "$tmp/out" && grep -q -- "--keys" "$tmp/out"; then pass "sort --help"; else fail "sort --help" $(context); fi
+if [[ $rc == 0 ]] && grep -q -- "--argsort" "$tmp/out" && grep -q -- "--keys" "$tmp/out"; then pass "sort --help"; else fail "sort --help" "$(context)"; fi
 
 echo "1..$n"

@@ -13,31 +13,12 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-topk-cli-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 source "$SRC/tests/cli/tap.sh"
 
-find_numpy_python
-if [[ -z $PY ]]; then
-  fail "python3 with numpy" "no python3 can import numpy: the CLI tests need it"
-  echo "1..$n"
-  exit 1
-fi
+require_numpy_python
 
-context() { echo "exit status $rc" "stdout: $(head -c 800 "$tmp/out")" "stderr: $(head -c 800 "$tmp/err")"; }
-
-# check DESC PYTHON-EXPR: passes when tessera exited 0 and the expression
-# (numpy as np, L = np.load, top(x, k) the reference indices) is true.
-check() {
-  local desc=$1 expr=$2
-  if [[ $rc != 0 ]]; then
-    fail "$desc" $(context)
-  elif ! (cd "$tmp" && "$PY" -c "import numpy as np, sys; L = np.load
-def top(x, k, smallest=False):
+# top(x, k, smallest) for check_npy: the reference indices
+NPY_CHECK_DEFS='def top(x, k, smallest=False):
     key = np.where(np.isnan(x), np.inf, x).astype(np.float64)  # +NaN above +inf
-    return np.argsort(key if smallest else -key, -1, kind='stable')[..., :k]
-sys.exit(0 if ($expr) else 1)"); then
-    fail "$desc" "the result does not satisfy: $expr" "$(context)"
-  else
-    pass "$desc"
-  fi
-}
+    return np.argsort(key if smallest else -key, -1, kind="stable")[..., :k]'
 
 (cd "$tmp" && "$PY" -c '
 import numpy as np
@@ -56,19 +37,19 @@ for backend in interp cpu; do
     skip "topk --backend cpu" "no cpu backend in this build"
     continue
   fi
-  check "topk of a row of 100000 ($backend)" \
+  check_npy "topk of a row of 100000 ($backend)" \
     'np.array_equal(L("i.npy"), top(L("row.npy"), 16)) and np.array_equal(L("v.npy"), np.take_along_axis(L("row.npy"), L("i.npy"), -1))'
   t topk "$tmp/rows.npy" -k 40 -o "$tmp/v.npy" --indices "$tmp/i.npy" --backend $backend
-  check "topk of 3 rows of 70001, ties and a NaN ($backend)" \
+  check_npy "topk of 3 rows of 70001, ties and a NaN ($backend)" \
     'np.array_equal(L("i.npy"), top(L("rows.npy"), 40)) and L("i.npy")[1, 0] == 60000'
 done
 
 t topk "$tmp/i32.npy" -k 300 --smallest -o "$tmp/v.npy" --indices "$tmp/i.npy" --vmem-budget 8192
-check "topk --smallest, k larger than a block (--vmem-budget 8192)" \
+check_npy "topk --smallest, k larger than a block (--vmem-budget 8192)" \
   'np.array_equal(L("i.npy"), np.argsort(L("i32.npy"), kind="stable")[:300])'
 
 t topk "$tmp/i32.npy" -k 1 -o "$tmp/v.npy" --indices "$tmp/i.npy" --vmem-budget 8192
-check "topk -k 1 over many blocks" 'L("i.npy")[0] == np.argmax(L("i32.npy"))'
+check_npy "topk -k 1 over many blocks" 'L("i.npy")[0] == np.argmax(L("i32.npy"))'
 
 t topk "$tmp/tall.npy" -k 3 --axis 0 --vmem-budget 8192
 expect "another axis than the last over the budget" 2 "only the last axis is cut into blocks"

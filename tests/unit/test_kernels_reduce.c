@@ -9,6 +9,7 @@
 
 #include "array_values.h"
 #include "harness.h"
+#include "random_values.h"
 
 /* ---- element access -------------------------------------------------- */
 
@@ -36,8 +37,7 @@ static double tolerance(tsr_dtype_t d) {
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 static uint32_t rnd(uint32_t n) {
-  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-  return (uint32_t)((rng_state >> 11) % n);
+  return (uint32_t)((tsr_test_xorshift64(&rng_state) >> 11) % n);
 }
 
 static const tsr_dtype_t all_dtypes[] = {

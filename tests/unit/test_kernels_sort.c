@@ -9,18 +9,14 @@
 
 #include "array_values.h"
 #include "harness.h"
+#include "random_values.h"
 #include "tessera/kernels.h"
 
 
 /* ---- a reference: the order of jax.lax.sort / jax.lax.top_k on one element ---- */
 
 static uint32_t rng_state = 12345;
-static uint32_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 17;
-  rng_state ^= rng_state << 5;
-  return rng_state;
-}
+static uint32_t rnd(void) { return tsr_test_xorshift32(&rng_state); }
 
 /* jax.lax.sort's comparison: NaNs (any sign) above everything and equal,
  * -0.0 == +0.0. */
@@ -44,38 +40,11 @@ static tsr_status_t run(tsr_ir_module_t *m, tsr_backend_t backend, tsr_array_t *
   return tsr_test_run_module(ctx, m, backend, ops, n);
 }
 
-static void fill(tsr_array_t *a, int distinct) {
-  int64_t count = tsr_array_element_count(a);
-  for (int64_t i = 0; i < count; i++) {
-    uint32_t r = rnd();
-    int v = (int)(r % (uint32_t)distinct) - distinct / 2;
-    switch (a->dtype) {
-    case TSR_DTYPE_F32: {
-      float f = (float)v / 2;
-      uint32_t special = r >> 24;
-      if (special < 6) f = (float[]){NAN, -NAN, 0.0f, -0.0f, INFINITY, -INFINITY}[special];
-      ((float *)a->data)[i] = f;
-      break;
-    }
-    case TSR_DTYPE_BF16: case TSR_DTYPE_F16: {
-      /* bit patterns of small values, zeros of both signs and NaNs */
-      static const uint16_t bf[] = {0x3f80, 0xbf80, 0x0000, 0x8000, 0x7fc0, 0xffc0, 0x7f80,
-                                    0x4000, 0xc040, 0x3f00};
-      static const uint16_t hf[] = {0x3c00, 0xbc00, 0x0000, 0x8000, 0x7e00, 0xfe00, 0x7c00,
-                                    0x4000, 0xc200, 0x3800};
-      ((uint16_t *)a->data)[i] = (a->dtype == TSR_DTYPE_BF16 ? bf : hf)[r % 10];
-      break;
-    }
-    case TSR_DTYPE_I32: ((int32_t *)a->data)[i] = (r & 1) ? (int32_t)r : v; break;
-    case TSR_DTYPE_U32: ((uint32_t *)a->data)[i] = (r & 1) ? r : (uint32_t)v; break;
-    case TSR_DTYPE_I16: ((int16_t *)a->data)[i] = (int16_t)((r & 1) ? (int16_t)r : v); break;
-    case TSR_DTYPE_U16: ((uint16_t *)a->data)[i] = (uint16_t)r; break;
-    case TSR_DTYPE_I8: ((int8_t *)a->data)[i] = (int8_t)r; break;
-    case TSR_DTYPE_U8: ((uint8_t *)a->data)[i] = (uint8_t)(v & 0xff); break;
-    default: break;
-    }
-  }
-}
+/* Random elements from a few distinct values (ties), with specials. */
+static const tsr_test_fill_t fill_mix = {
+    .f32_divisor = 2, .f32_special_shift = 24, .half_patterns = 10,
+    .i32 = TSR_TEST_INT_MIXED, .u32 = TSR_TEST_INT_MIXED, .i16 = TSR_TEST_INT_MIXED,
+    .u16 = TSR_TEST_INT_WIDE, .i8 = TSR_TEST_INT_WIDE, .u8 = TSR_TEST_INT_TIES};
 
 /* ---- the sort reference: stable, by keys then input position ---- */
 
@@ -135,7 +104,8 @@ static void check_sort(const sort_case_t *c, tsr_backend_t backend) {
     TSR_CHECK_OK(tsr_array_initialize(dt, c->rank, c->dims, &arrays[i]));
     ptrs[i] = &arrays[i];
   }
-  for (uint32_t i = 0; i < n; i++) fill(&arrays[i], i == 0 ? 9 : 5);
+  for (uint32_t i = 0; i < n; i++)
+    tsr_test_fill_random(&arrays[i], i == 0 ? 9 : 5, &fill_mix, &rng_state);
   tsr_status_t s = run(m, backend, ptrs, total);
   if (s && backend == TSR_BACKEND_CPU && tsr_test_cpu_absent(s)) {
     tsr_test_skip_reason = "no cpu backend in this build";
@@ -403,7 +373,7 @@ static void check_topk(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims, in
   TSR_CHECK_OK(tsr_array_initialize(dtype, rank, dims, &x));
   TSR_CHECK_OK(tsr_array_initialize(dtype, rank, odims, &v));
   TSR_CHECK_OK(tsr_array_initialize(TSR_DTYPE_I32, rank, odims, &i));
-  fill(&x, 7);
+  tsr_test_fill_random(&x, 7, &fill_mix, &rng_state);
   tsr_array_t *ops[] = {&x, &v, &i};
   tsr_status_t s = run(m, backend, ops, 3);
   if (s && backend == TSR_BACKEND_CPU && tsr_test_cpu_absent(s)) {

@@ -11,50 +11,21 @@
 
 #include "array_values.h"
 #include "harness.h"
+#include "random_values.h"
 #include "tessera/kernels.h"
 
 static tsr_context_t *ctx;
 
 static uint32_t rng_state = 2024;
-static uint32_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 17;
-  rng_state ^= rng_state << 5;
-  return rng_state;
-}
+static uint32_t rnd(void) { return tsr_test_xorshift32(&rng_state); }
 
-/* Random elements from a few distinct values (ties), with specials. */
-static void fill(tsr_array_t *a, int distinct) {
-  int64_t count = tsr_array_element_count(a);
-  for (int64_t i = 0; i < count; i++) {
-    uint32_t r = rnd();
-    int v = (int)(r % (uint32_t)distinct) - distinct / 2;
-    switch (a->dtype) {
-    case TSR_DTYPE_F32: {
-      float f = (float)v / 4;
-      uint32_t special = r >> 25;
-      if (special < 6) f = (float[]){NAN, -NAN, 0.0f, -0.0f, INFINITY, -INFINITY}[special];
-      ((float *)a->data)[i] = f;
-      break;
-    }
-    case TSR_DTYPE_BF16: case TSR_DTYPE_F16: {
-      static const uint16_t bf[] = {0x3f80, 0xbf80, 0x0000, 0x8000, 0x7fc0, 0xffc0, 0x7f80,
-                                    0x4000, 0xc040, 0x3f00, 0x7fc1, 0xff80};
-      static const uint16_t hf[] = {0x3c00, 0xbc00, 0x0000, 0x8000, 0x7e00, 0xfe00, 0x7c00,
-                                    0x4000, 0xc200, 0x3800, 0x7e01, 0xfc00};
-      ((uint16_t *)a->data)[i] = (a->dtype == TSR_DTYPE_BF16 ? bf : hf)[r % 12];
-      break;
-    }
-    case TSR_DTYPE_I32: ((int32_t *)a->data)[i] = (r & 1) ? (int32_t)r : v; break;
-    case TSR_DTYPE_U32: ((uint32_t *)a->data)[i] = (r & 1) ? r : (uint32_t)v; break;
-    case TSR_DTYPE_I16: ((int16_t *)a->data)[i] = (int16_t)v; break;
-    case TSR_DTYPE_U16: ((uint16_t *)a->data)[i] = (uint16_t)(r & 1 ? r : (uint32_t)v); break;
-    case TSR_DTYPE_I8: ((int8_t *)a->data)[i] = (int8_t)v; break;
-    case TSR_DTYPE_U8: ((uint8_t *)a->data)[i] = (uint8_t)r; break;
-    default: break;
-    }
-  }
-}
+/* Random elements from a few distinct values (ties), with specials; 8- and
+ * 16-bit signed integers from the distinct values only, so that their
+ * top-k is ties. */
+static const tsr_test_fill_t fill_mix = {
+    .f32_divisor = 4, .f32_special_shift = 25, .half_patterns = 12,
+    .i32 = TSR_TEST_INT_MIXED, .u32 = TSR_TEST_INT_MIXED, .i16 = TSR_TEST_INT_TIES,
+    .u16 = TSR_TEST_INT_MIXED, .i8 = TSR_TEST_INT_TIES, .u8 = TSR_TEST_INT_WIDE};
 
 /* The total-order key of element i (larger is better). */
 static int64_t total_key(const tsr_array_t *a, int64_t i) {
@@ -121,7 +92,7 @@ static uint32_t check(const topk_case_t *c) {
   odims[ax] = c->k;
   tsr_array_t x, v[2], i[2];
   TSR_CHECK_OK(tsr_array_initialize(c->dtype, c->rank, c->dims, &x));
-  fill(&x, c->distinct ? c->distinct : 9);
+  tsr_test_fill_random(&x, c->distinct ? c->distinct : 9, &fill_mix, &rng_state);
   int64_t len = c->dims[ax], stride = 1, outer = 1;
   for (uint32_t d = ax + 1; d < c->rank; d++) stride *= c->dims[d];
   for (uint32_t d = 0; d < c->rank; d++)

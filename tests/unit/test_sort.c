@@ -8,14 +8,10 @@
 
 #include "base/sort.h"
 #include "harness.h"
+#include "random_values.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
+static uint64_t rnd(void) { return tsr_test_xorshift64(&rng_state); }
 
 static const tsr_dtype_t all_dtypes[] = {TSR_DTYPE_F32, TSR_DTYPE_BF16, TSR_DTYPE_F16,
                                          TSR_DTYPE_I32, TSR_DTYPE_U32,  TSR_DTYPE_I16,

@@ -65,30 +65,10 @@ def _id(entry: str, p: dict) -> str:
 CELLS = [(e, p, c) for e, p in CLASSES for c in CHIPS]
 
 
-def _prove(entry: str, params: dict, chip: str) -> P.Outcome:
-    import tessera
-    from tessera import _library
-    from tessera.jax import _jax_internal as ji
-    from tessera.jax import _tpu
-    k = _library.generate(entry, **params)
-    try:
-        text = k.to_mosaic(chip)
-    except tessera.CompileError as e:
-        return P.Outcome("emit", "\n".join(d.text for d in e.diagnostics) or str(e))
-    call = _tpu.tpu_call(k, chip=chip, cpu="error")
-    try:
-        P.compile_mosaic(text, call.in_structs, call.out_structs, k.name, chip, call.aliases)
-    except ji.MosaicParseError as e:
-        return P.Outcome("parse", str(e))
-    except Exception as e:  # noqa: BLE001 - libtpu's errors have no common type
-        return P.Outcome("compile", f"{type(e).__name__}: {e}")
-    return P.Outcome("ok")
-
-
 @pytest.mark.parametrize("entry,params,chip", CELLS,
                          ids=[f"{_id(e, p)}-{c}" for e, p, c in CELLS])
 def test_library_kernel_compiles_for_chip(entry, params, chip):
-    outcome = _prove(entry, params, chip)
+    outcome = P.prove_library(entry, params, chip)
     assert outcome.stage == "ok", f"fails at {outcome.stage}:\n{outcome.message[:2000]}"
 
 
@@ -96,7 +76,7 @@ def test_library_kernel_compiles_for_chip(entry, params, chip):
 def test_f16_stops_at_emission_naming_the_load(chip):
     for entry, params in [("reduce", dict(op="sum", shape=(64, 256), dtype="f16", axes=[1])),
                           ("cumulative", dict(op="sum", shape=(64, 256), dtype="f16"))]:
-        outcome = _prove(entry, params, chip)
+        outcome = P.prove_library(entry, params, chip)
         assert outcome.stage == "emit" and "no f16 vector loads" in outcome.message, outcome
 
 

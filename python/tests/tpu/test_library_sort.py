@@ -12,11 +12,10 @@ from __future__ import annotations
 import pytest
 
 import tpu_proof
-from tessera import _library
 
 CHIPS = ("v5e", "v6e")
 
-#: name -> (entry, params). Cases listed in XFAIL are asserted to fail.
+#: name -> (entry, params) of tessera._library.generate.
 CASES = {
     "sort_f32_row128": ("sort", dict(shape=(1, 128), dtypes=["f32"])),
     "sort_f32_rows": ("sort", dict(shape=(64, 256), dtypes=["f32"])),
@@ -70,57 +69,23 @@ CASES = {
     "sort_multiblock_ragged_kv_i8": ("sort", dict(shape=(70, 3000), dtypes=["i16", "i8"],
                                                   return_indices=True,
                                                   vmem_budget_bytes=1 << 16)),
-    "topk_f32": ("topk", dict(shape=(8, 128), dtype="f32", k=8)),
+    # top-k cases that test_library_topk.py does not have (its own are not repeated)
     "topk_tiles": ("topk", dict(shape=(8, 2048), dtype="f32", k=300)),
     "topk_fold": ("topk", dict(shape=(8, 1024), dtype="f32", k=8)),
-    "topk_fold_tiles": ("topk", dict(shape=(8, 4096), dtype="i32", k=20)),
     "topk_rank1": ("topk", dict(shape=(1024,), dtype="f32", k=16)),
     "topk_bf16_smallest": ("topk", dict(shape=(16, 256), dtype="bf16", k=5, smallest=True)),
 }
 
-#: Cases libtpu or the emitter refuses, with a substring of the error
-#: (none now). The multi-block sort's ragged classes (a row length that is
-#: not a multiple of 128, a partial last row group) were refused ("Slice
-#: sizes along tiled dimensions must be aligned to tiles") until their
-#: DMAs went through tail buffers of the last block's exact size and
-#: from a static first row (kernels/sort_merge.c; docs/kernels.md).
-XFAIL: dict[str, tuple[str, str]] = {}
-
 
 def prove(name: str, chip: str) -> tpu_proof.Outcome:
-    import time
-
-    import tessera
-    from tessera.jax import _jax_internal as ji
-    from tessera.jax import _tpu
-    entry, params = CASES[name]
-    k = _library.generate(entry, **params)
-    start = time.perf_counter()
-    try:
-        text = k.to_mosaic(chip)
-    except tessera.CompileError as e:
-        return tpu_proof.Outcome("emit", str(e))
-    emit_s = time.perf_counter() - start
-    call = _tpu.tpu_call(k, chip=chip, cpu="error")
-    try:
-        compile_s = tpu_proof.compile_mosaic(text, call.in_structs, call.out_structs,
-                                             entry, chip, call.aliases)
-    except ji.MosaicParseError as e:
-        return tpu_proof.Outcome("parse", str(e), emit_s)
-    except Exception as e:  # noqa: BLE001 - libtpu's errors have no common type
-        return tpu_proof.Outcome("compile", f"{type(e).__name__}: {e}", emit_s)
-    return tpu_proof.Outcome("ok", "", emit_s, compile_s)
+    return tpu_proof.prove_library(*CASES[name], chip)
 
 
 @pytest.mark.parametrize("chip", CHIPS)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_library_sort_compiles(name, chip):
     out = prove(name, chip)
-    if name in XFAIL:
-        stage, reason = XFAIL[name]
-        assert out.stage == stage and reason in out.message, out
-    else:
-        assert out.stage == "ok", f"{out.stage}: {out.message[:2000]}"
+    assert out.stage == "ok", f"{out.stage}: {out.message[:2000]}"
 
 
 #: What tessera.jax's sort, argsort and top_k send to a TPU for rows

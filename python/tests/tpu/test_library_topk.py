@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 import tpu_proof
-from tessera import _library
 
 CHIPS = ("v5e", "v6e")
 
@@ -39,27 +38,7 @@ CASES = {
 
 
 def prove(name: str, chip: str) -> tpu_proof.Outcome:
-    import time
-
-    import tessera
-    from tessera.jax import _jax_internal as ji
-    from tessera.jax import _tpu
-    k = _library.generate("topk", **CASES[name])
-    start = time.perf_counter()
-    try:
-        text = k.to_mosaic(chip)
-    except tessera.CompileError as e:
-        return tpu_proof.Outcome("emit", str(e))
-    emit_s = time.perf_counter() - start
-    call = _tpu.tpu_call(k, chip=chip, cpu="error")
-    try:
-        compile_s = tpu_proof.compile_mosaic(text, call.in_structs, call.out_structs,
-                                             "topk", chip, call.aliases)
-    except ji.MosaicParseError as e:
-        return tpu_proof.Outcome("parse", str(e), emit_s)
-    except Exception as e:  # noqa: BLE001 - libtpu's errors have no common type
-        return tpu_proof.Outcome("compile", f"{type(e).__name__}: {e}", emit_s)
-    return tpu_proof.Outcome("ok", "", emit_s, compile_s)
+    return tpu_proof.prove_library("topk", CASES[name], chip)
 
 
 @pytest.mark.parametrize("chip", CHIPS)

@@ -119,6 +119,32 @@ def prove(path: str, name: str, chip: str) -> Outcome:
     return Outcome("ok", "", emit_s, compile_s)
 
 
+def prove_library(entry: str, params: dict, chip: str) -> Outcome:
+    """Generates the kernel library's `entry` kernel with `params`
+    (tessera._library.generate), then emits, parses, verifies and compiles
+    it for one chip. An emitter's failure carries its diagnostics' text."""
+    import tessera
+    from tessera import _library
+    from tessera.jax import _jax_internal as ji
+    from tessera.jax import _tpu
+    k = _library.generate(entry, **params)
+    start = time.perf_counter()
+    try:
+        text = k.to_mosaic(chip)
+    except tessera.CompileError as e:
+        return Outcome("emit", "\n".join(d.text for d in e.diagnostics) or str(e))
+    emit_s = time.perf_counter() - start
+    call = _tpu.tpu_call(k, chip=chip, cpu="error")
+    try:
+        compile_s = compile_mosaic(text, call.in_structs, call.out_structs, k.name, chip,
+                                   call.aliases)
+    except ji.MosaicParseError as e:
+        return Outcome("parse", str(e), emit_s)
+    except Exception as e:  # noqa: BLE001 - libtpu's errors have no common type
+        return Outcome("compile", f"{type(e).__name__}: {e}", emit_s)
+    return Outcome("ok", "", emit_s, compile_s)
+
+
 # ---- The table of docs/tpu.md ------------------------------------------------------
 
 
