@@ -95,6 +95,24 @@ static const char *tsr_test_skip_reason __attribute__((unused));
     tsr_status_free(tsr_s_);                                                   \
   } while (0)
 
+/* Checks that a status is an error with `code` whose message contains
+ * `words` (what a refused parameter must name); frees it. */
+#define TSR_CHECK_ERROR(expr, code, words)                                     \
+  do {                                                                         \
+    tsr_status_t tsr_s_ = (expr);                                              \
+    const char *tsr_w_ = (words);                                              \
+    if (!tsr_s_)                                                               \
+      TSR_FAIL_AT("%s: expected %s, got success", #expr,                       \
+                  tsr_status_code_name(code));                                 \
+    else if (tsr_status_code(tsr_s_) != (code) ||                              \
+             !strstr(tsr_status_message(tsr_s_), tsr_w_))                      \
+      TSR_FAIL_AT("%s: expected %s naming '%s', got %s: %s", #expr,            \
+                  tsr_status_code_name(code), tsr_w_,                          \
+                  tsr_status_code_name(tsr_status_code(tsr_s_)),               \
+                  tsr_status_message(tsr_s_));                                 \
+    tsr_status_free(tsr_s_);                                                   \
+  } while (0)
+
 static inline int tsr_test_done(void) {
   printf("1..%d\n", tsr_test_count);
   return tsr_test_failed_count ? 1 : 0;

@@ -134,9 +134,4 @@ def test_jax_sort_exports_and_compiles(name, chip):
 
 
 if __name__ == "__main__":
-    import sys
-    for name in sorted(CASES):
-        for chip in CHIPS:
-            o = prove(name, chip)
-            print(f"{name:28} {chip} {o.stage:8} {o.compile_s:6.3f} {o.message[:300]!r}")
-            sys.stdout.flush()
+    tpu_proof.report(CASES, prove, CHIPS)

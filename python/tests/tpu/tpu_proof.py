@@ -157,6 +157,16 @@ class Row:
     reason: str              # a substring of the failure's message
 
 
+def report(cases, prove, chips) -> None:
+    """Prints each library case's outcome per chip (a test file's __main__)."""
+    import sys
+    for name in sorted(cases):
+        for chip in chips:
+            o = prove(name, chip)
+            print(f"{name:28} {chip} {o.stage:8} {o.compile_s:6.3f} {o.message[:300]!r}")
+            sys.stdout.flush()
+
+
 def table() -> list[Row]:
     """The rows of docs/tpu.md's table of kernels not proved:
     | `file` | `@kernel` | chips (all, or v5e, v6e) | stage | `reason` | why |"""
