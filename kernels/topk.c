@@ -501,6 +501,16 @@ static void whole_small_dims(sort_layout_t *l) {
   }
 }
 
+/* The last step's outputs: the first k of the best K (key, position),
+ * best first, as values (refs[1]) and indices (refs[2]). */
+static void store_best(kb_t *b, const sort_layout_t *kl, const tsr_kernels_topk_params_t *params,
+                       tsr_ir_value_t *const *refs, tsr_ir_value_t *const *best) {
+  tsr_ir_value_t *v = sort_from_key(b, first_k(b, kl, best[0], params->k), params->dtype,
+                                    SORT_ORDER_TOTAL, !params->smallest);
+  sort_store(b, kl, refs[1], v);
+  sort_store(b, kl, refs[2], first_k(b, kl, best[1], params->k));
+}
+
 static tsr_status_t topk_blocks(const tsr_kernels_topk_params_t *params, const sort_layout_t *row,
                                 int64_t kk, tsr_ir_module_t **out_module) {
   int64_t bytes = (int64_t)tsr_dtype_size(params->dtype);
@@ -652,10 +662,7 @@ static tsr_status_t topk_blocks(const tsr_kernels_topk_params_t *params, const s
     tsr_ir_value_t *out[2];
     slabs_finish(&b, &l, bk, bp, kk, out);
     sort_layout_t kl = narrowed(&l, kk);
-    tsr_ir_value_t *v = sort_from_key(&b, first_k(&b, &kl, out[0], params->k), params->dtype,
-                                      SORT_ORDER_TOTAL, !params->smallest);
-    sort_store(&b, &kl, refs[1], v);
-    sort_store(&b, &kl, refs[2], first_k(&b, &kl, out[1], params->k));
+    store_best(&b, &kl, params, refs, out);
     kb_end_if(&b, &last);
     return kb_finish(&b, out_module);
   }
@@ -678,10 +685,7 @@ static tsr_status_t topk_blocks(const tsr_kernels_topk_params_t *params, const s
 
   kb_for_t last = kb_begin_if(&b, kb_compare(&b, "eq", step, kb_i32(&b, steps - 1)));
   sort_network_range(&b, &kl, merged, 2, 2, lk, lk, 0, true);
-  tsr_ir_value_t *v = sort_from_key(&b, first_k(&b, &kl, merged[0], params->k), params->dtype,
-                                    SORT_ORDER_TOTAL, !params->smallest);
-  sort_store(&b, &kl, refs[1], v);
-  sort_store(&b, &kl, refs[2], first_k(&b, &kl, merged[1], params->k));
+  store_best(&b, &kl, params, refs, merged);
   kb_end_if(&b, &last);
   return kb_finish(&b, out_module);
 }
