@@ -120,6 +120,7 @@ typedef struct session {
   double phase_ms[PHASE_COUNT];
   double mark; /* when the current phase began */
   tsr_lower_split_stats_t split; /* what splitting the kernel did */
+  const char *cpu; /* the LLVM CPU code is generated for; NULL: the host's */
 } session_t;
 
 static double now_ms(void) {
@@ -585,9 +586,12 @@ static void on_llvm_diagnostic(LLVMDiagnosticInfoRef info, void *user) {
   s->errors++;
 }
 
-/* A target machine for the host CPU at `opt_level`, position-independent
- * code (the object goes into a shared object). */
-static tsr_status_t create_target_machine(int opt_level, LLVMTargetMachineRef *out_tm) {
+/* A target machine at `opt_level` for `cpu` with its features and no
+ * others (NULL: the host CPU with every feature LLVM detects),
+ * position-independent code (the object goes into a shared object). The
+ * triple is the host's: the object runs in this process. */
+static tsr_status_t create_target_machine(int opt_level, const char *cpu,
+                                          LLVMTargetMachineRef *out_tm) {
   if (!have_native_target)
     return TSR_STATUS(TSR_INTERNAL, "this LLVM has no code generator for the host (%s)",
                       host_triple);
@@ -602,10 +606,12 @@ static tsr_status_t create_target_machine(int opt_level, LLVMTargetMachineRef *o
   static const LLVMCodeGenOptLevel levels[] = {LLVMCodeGenLevelNone, LLVMCodeGenLevelLess,
                                                LLVMCodeGenLevelDefault,
                                                LLVMCodeGenLevelAggressive};
-  LLVMTargetMachineRef tm =
-      LLVMCreateTargetMachine(target, host_triple, host_cpu, host_features,
-                              levels[opt_level], LLVMRelocPIC, LLVMCodeModelDefault);
-  if (!tm) return TSR_STATUS(TSR_INTERNAL, "LLVM cannot create a target machine for %s", host_cpu);
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(
+      target, host_triple, cpu ? cpu : host_cpu, cpu ? "" : host_features, levels[opt_level],
+      LLVMRelocPIC, LLVMCodeModelDefault);
+  if (!tm)
+    return TSR_STATUS(TSR_INTERNAL, "LLVM cannot create a target machine for %s",
+                      cpu ? cpu : host_cpu);
   *out_tm = tm;
   return NULL;
 }
@@ -635,7 +641,7 @@ static tsr_status_t optimize(LLVMModuleRef m, LLVMTargetMachineRef tm, int opt_l
 static tsr_status_t compile_to_object(session_t *s, const char *source, MlirModule module,
                                       int opt_level, LLVMMemoryBufferRef *out_object) {
   LLVMTargetMachineRef tm = NULL;
-  TSR_RETURN_IF_ERROR(create_target_machine(opt_level, &tm));
+  TSR_RETURN_IF_ERROR(create_target_machine(opt_level, s->cpu, &tm));
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMContextSetDiagnosticHandler(ctx, on_llvm_diagnostic, s);
   tsr_status_t status = NULL;
@@ -704,11 +710,12 @@ static tsr_status_t check_opt_level(int opt_level) {
 
 /* `emit_ms`: how long generating the text took, for the timing line. */
 static tsr_status_t compile_text(const char *text, size_t size, const char *source,
-                                 int opt_level, double emit_ms, void **out_bytes,
-                                 size_t *out_size) {
+                                 int opt_level, const char *cpu, double emit_ms,
+                                 void **out_bytes, size_t *out_size) {
   TSR_RETURN_IF_ERROR(check_opt_level(opt_level));
   session_t s;
   session_begin(&s);
+  s.cpu = cpu;
   s.phase_ms[PHASE_EMIT] = emit_ms;
   MlirModule module;
   tsr_status_t status = parse_and_lower(&s, source, text, size, true, &module);
@@ -769,7 +776,7 @@ static tsr_status_t api_emit(const tsr_kernel_t *kernel, const char *stage,
   return *out_text ? NULL : TSR_OOM();
 }
 
-static tsr_status_t api_compile(const tsr_kernel_t *kernel, int opt_level,
+static tsr_status_t api_compile(const tsr_kernel_t *kernel, int opt_level, const char *cpu,
                                 void **out_bytes, size_t *out_size) {
   if (!kernel || !out_bytes || !out_size)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_lower compile: NULL argument");
@@ -782,7 +789,7 @@ static tsr_status_t api_compile(const tsr_kernel_t *kernel, int opt_level,
   if (!status) {
     char source[256];
     source_name(kernel, source, sizeof source);
-    status = compile_text(text.data, text.size, source, opt_level, emit_ms, out_bytes,
+    status = compile_text(text.data, text.size, source, opt_level, cpu, emit_ms, out_bytes,
                           out_size);
   }
   tsr_strbuf_deinitialize(&text);
@@ -790,10 +797,10 @@ static tsr_status_t api_compile(const tsr_kernel_t *kernel, int opt_level,
 }
 
 static tsr_status_t api_compile_text(const char *text, size_t size, int opt_level,
-                                     void **out_bytes, size_t *out_size) {
+                                     const char *cpu, void **out_bytes, size_t *out_size) {
   if (!text || !out_bytes || !out_size)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_lower compile_text: NULL argument");
-  return compile_text(text, size, "<mlir text>", opt_level, 0, out_bytes, out_size);
+  return compile_text(text, size, "<mlir text>", opt_level, cpu, 0, out_bytes, out_size);
 }
 
 static void api_free_text(void *p) { tsr_free(p); }

@@ -311,8 +311,6 @@ ssa_t em_uninit(emitter_t *em, tsr_dtype_t dtype, uint32_t lanes);
 /* Plain ops: "%r = NAME %a, %b : TYPE". */
 ssa_t em_op1(emitter_t *em, const char *name, ssa_t a, const char *type);
 ssa_t em_op2(emitter_t *em, const char *name, ssa_t a, ssa_t b, const char *type);
-ssa_t em_opf2(emitter_t *em, const char *name, ssa_t a, ssa_t b, const char *type,
-              const char *attrs);
 ssa_t em_cmp(emitter_t *em, const char *kind, const char *pred, ssa_t a, ssa_t b,
              const char *type); /* kind: "cmpi"/"cmpf" */
 ssa_t em_select(emitter_t *em, ssa_t c, ssa_t a, ssa_t b, const char *elem,

@@ -552,9 +552,11 @@ static void dot_tile(emitter_t *em, const nest_t *n, dot_ctx_t *c) {
     ssa_t av = em_mem_read(em, &c->a, c->acc_dtype, aidx, &sn, NULL, NULL);
     av = em_bcast(em, av, el, n->lanes);
     if (f) {
-      /* contract: fused multiply-add where the target has it (docs) */
-      ssa_t prod = em_opf2(em, "arith.mulf", av, bv, vt.s, "fastmath<contract>");
-      next[r] = em_opf2(em, "arith.addf", args[r], prod, vt.s, "fastmath<contract>");
+      /* A multiply, then an add: no contraction into an fma, which only
+       * some CPUs have, so the sums are the same on every host, and the
+       * interpreter's (it adds in the same k order). */
+      ssa_t prod = em_op2(em, "arith.mulf", av, bv, vt.s);
+      next[r] = em_op2(em, "arith.addf", args[r], prod, vt.s);
     } else {
       ssa_t prod = em_op2(em, "arith.muli", av, bv, vt.s);
       next[r] = em_op2(em, "arith.addi", args[r], prod, vt.s);

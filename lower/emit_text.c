@@ -338,13 +338,6 @@ ssa_t em_op2(emitter_t *em, const char *name, ssa_t a, ssa_t b, const char *type
   return r;
 }
 
-ssa_t em_opf2(emitter_t *em, const char *name, ssa_t a, ssa_t b, const char *type,
-              const char *attrs) {
-  ssa_t r = em_fresh(em);
-  em_line(em, "%s = %s %s, %s %s : %s", r.s, name, a.s, b.s, attrs, type);
-  return r;
-}
-
 ssa_t em_cmp(emitter_t *em, const char *kind, const char *pred, ssa_t a, ssa_t b,
              const char *type) {
   ssa_t r = em_fresh(em);

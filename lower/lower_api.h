@@ -16,7 +16,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 3
+#define TSR_LOWER_ABI_VERSION 4
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
@@ -144,8 +144,11 @@ typedef struct tsr_lower_api {
 
   /* Compiles the kernel to a position-independent shared object (the bytes
    * of a .so file) exporting TSR_LOWER_KERNEL_SYMBOL. opt_level 0..3.
+   * `cpu`: the LLVM CPU to generate code for, with that CPU's features and
+   * no others ("x86-64-v3"; the runtime's choice, runtime/target.h), or NULL
+   * for the host as LLVM detects it (every feature it has).
    * *out_bytes is freed with free_text. */
-  tsr_status_t (*compile)(const tsr_kernel_t *kernel, int opt_level,
+  tsr_status_t (*compile)(const tsr_kernel_t *kernel, int opt_level, const char *cpu,
                           void **out_bytes, size_t *out_size);
 
   void (*free_text)(void *p);
@@ -165,7 +168,7 @@ typedef struct tsr_lower_api {
   /* Tests only: compile() from MLIR text in the upstream dialects instead of
    * a kernel (the same pipeline, object and link steps). */
   tsr_status_t (*compile_text)(const char *mlir_text, size_t size, int opt_level,
-                               void **out_bytes, size_t *out_size);
+                               const char *cpu, void **out_bytes, size_t *out_size);
 } tsr_lower_api_t;
 
 /* A fingerprint of the IR structs' layout and of the op and dtype tables'

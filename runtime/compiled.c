@@ -293,7 +293,10 @@ static tsr_status_t compile_and_load(const build_t *b, tsr_runtime_object_t **ou
   void *bytes = NULL;
   size_t size = 0;
   count_compile(false);
-  TSR_RETURN_IF_ERROR(adopt_status(api, api->compile(b->kernel, b->opt_level, &bytes, &size)));
+  tsr_target_code_t code;
+  TSR_RETURN_IF_ERROR(tsr_target_code(&code));
+  TSR_RETURN_IF_ERROR(
+      adopt_status(api, api->compile(b->kernel, b->opt_level, code.cpu, &bytes, &size)));
   tsr_status_t s = tsr_runtime_object_load(bytes, size, out_object);
   if (s) {
     api->free_text(bytes);

@@ -236,6 +236,8 @@ tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
     return TSR_STATUS(TSR_UNIMPLEMENTED,
                       "no cpu backend in this build: tessera was built without "
                       "MLIR/LLVM 22 (meson -Dmlir=disabled, or LLVM 22 was not found)");
+  tsr_target_code_t code;
+  TSR_RETURN_IF_ERROR(tsr_target_code(&code));
   tsr_compile_options_t o;
   if (options) {
     o = *options;
@@ -250,8 +252,7 @@ tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
   const char *producer = tsr_runtime_producer();
   add_component(k, "tessera", producer, strlen(producer));
   add_component(k, "llvm", llvm, strlen(llvm));
-  const char *cpu = tsr_target_cpu_component();
-  add_component(k, "cpu", cpu, strlen(cpu));
+  add_component(k, "cpu", code.component, strlen(code.component));
   return key_finish(k, out_key);
 }
 

@@ -183,6 +183,64 @@ const char *tsr_target_llvm_component(void) {
   return llvm_component;
 }
 
+/* The code target. Generated code is only as host-independent as the
+ * instructions it may use: a result that differs between two CPUs cannot be
+ * tested on one CI machine. So on x86-64 the cpu backend compiles for one
+ * of two fixed feature sets, never for the host's own list: x86-64-v3 (AVX2,
+ * FMA, F16C, BMI1/2, LZCNT, MOVBE) where the CPU has all of it, else the
+ * x86-64 baseline (SSE2). The suite runs its kernels at both levels on one
+ * machine and compares them bit for bit (tests/lower/test_cpu_targets.sh);
+ * AVX-512 is not used, as no CI machine here can run it (docs/lowering.md,
+ * "Target features"). $TESSERA_CPU_TARGET chooses a level by name, or
+ * "native": every feature of the host, keyed by the host's whole identity,
+ * results not covered by that test. */
+static const char *const x86_levels[] = {"x86-64", "x86-64-v2", "x86-64-v3"};
+
+static bool x86_level_supported(const char *level) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (strcmp(level, "x86-64-v3") == 0) return __builtin_cpu_supports("x86-64-v3");
+  if (strcmp(level, "x86-64-v2") == 0) return __builtin_cpu_supports("x86-64-v2");
+  return strcmp(level, "x86-64") == 0;
+#else
+  (void)level;
+  return false;
+#endif
+}
+
+tsr_status_t tsr_target_code(tsr_target_code_t *out) {
+  const char *setting = getenv("TESSERA_CPU_TARGET");
+  if (!setting || !*setting || strcmp(setting, "auto") == 0) {
+#if defined(__x86_64__)
+    out->cpu = x86_level_supported("x86-64-v3") ? "x86-64-v3" : "x86-64";
+    out->component = out->cpu;
+#else
+    out->cpu = NULL;
+    out->component = tsr_target_cpu_component();
+#endif
+    return NULL;
+  }
+  if (strcmp(setting, "native") == 0) {
+    out->cpu = NULL;
+    tsr_process_once(&components_once, make_components);
+    out->component = cpu_component ? cpu_component : "unknown";
+    return NULL;
+  }
+  for (size_t i = 0; i < sizeof x86_levels / sizeof x86_levels[0]; i++) {
+    if (strcmp(setting, x86_levels[i]) != 0) continue;
+    if (!x86_level_supported(setting))
+      return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                        "TESSERA_CPU_TARGET=%s: this CPU cannot run code for %s", setting,
+                        setting);
+    out->cpu = out->component = x86_levels[i];
+    return NULL;
+  }
+  return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                    "TESSERA_CPU_TARGET=%s: expected auto, native, x86-64, x86-64-v2 or "
+                    "x86-64-v3",
+                    setting);
+}
+
 const char *tsr_target_cpu_component(void) {
   tsr_process_once(&components_once, make_components);
   return cpu_component ? cpu_component : "unknown";

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "tessera/base.h"
+
 struct tsr_lower_api;
 
 /* Where the lowering library is: $TESSERA_LOWER_LIBRARY; else the build
@@ -21,9 +23,23 @@ const char *tsr_target_lower_library_path(void);
  * library, and the pass pipeline; computed once per process without loading
  * any of them. NULL when this build has no compiled backend. */
 const char *tsr_target_llvm_component(void);
-/* The "cpu" component: the host CPU as LLVM's host detection sees it (on
- * x86, the vendor and the cpuid leaves and XCR0 bits it reads). */
+/* The host CPU as LLVM's host detection sees it (on x86, the vendor and
+ * the cpuid leaves and XCR0 bits it reads): the "cpu" key component of code
+ * compiled for every feature of the host. */
 const char *tsr_target_cpu_component(void);
+
+/* What the cpu backend generates code for (runtime/target.c says why). */
+typedef struct tsr_target_code {
+  const char *cpu;       /* the LLVM CPU, its features only ("x86-64-v3"); NULL:
+                            the host, every feature LLVM detects */
+  const char *component; /* the "cpu" component of compiled kernels' keys */
+} tsr_target_code_t;
+
+/* The code target, from $TESSERA_CPU_TARGET (read at each call): unset or
+ * "auto" (x86-64-v3 where the CPU has it, else x86-64; elsewhere the host),
+ * "native", or a level the CPU can run ("x86-64", "x86-64-v2",
+ * "x86-64-v3"). TSR_INVALID_ARGUMENT for another value. Static strings. */
+tsr_status_t tsr_target_code(tsr_target_code_t *out) TSR_MUST_USE;
 
 /* Whether the lowering library at `path` speaks this tessera's lowering ABI
  * (ABI version and IR layout); if not, writes why into `why`. Only in builds

@@ -12,6 +12,12 @@
 # reports an error for is a SKIP (its outputs mean nothing); a kernel of the
 # tree, a failure. Needs $TESSERA, $TSR_SOURCE_ROOT and python3 with numpy.
 #
+# With $DIFF_CPU_TARGET set (a level of TESSERA_CPU_TARGET, docs/lowering.md),
+# the reference run is not the interpreter but the cpu backend with code for
+# that level, and every output must equal the host level's bit for bit
+# (floats too; any NaN equals any NaN): the generated code's results must not
+# depend on the CPU features it may use.
+#
 #   test_differential.sh [RANDOM_COUNT [SEED]]   (default 0 random kernels)
 set -u
 
@@ -45,6 +51,7 @@ compare() {
 import sys, os
 import numpy as np, ml_dtypes
 a_dir, b_dir = sys.argv[1:3]
+exact = bool(os.environ.get("DIFF_CPU_TARGET"))
 bad = []
 names = sorted(os.listdir(a_dir))
 if names != sorted(os.listdir(b_dir)):
@@ -55,6 +62,16 @@ for name in names:
         a = a.view(ml_dtypes.bfloat16); b = b.view(ml_dtypes.bfloat16)
     if a.shape != b.shape:
         bad.append(f"{name}: shape {a.shape} vs {b.shape}"); continue
+    if exact:
+        x = a.view(f"u{a.dtype.itemsize}") if a.dtype.kind in "fV" else a
+        y = b.view(f"u{b.dtype.itemsize}") if b.dtype.kind in "fV" else b
+        differ = x != y
+        if a.dtype.kind in "fV":
+            differ &= ~(np.isnan(a.astype(np.float32)) & np.isnan(b.astype(np.float32)))
+        if differ.any():
+            i = tuple(int(v) for v in np.argwhere(differ)[0])
+            bad.append(f"{name}: {differ.sum()} elements differ, first at {i}: {a[i]!r} vs {b[i]!r}")
+        continue
     if a.dtype.kind in "iub":
         if not np.array_equal(a, b):
             i = np.argwhere(a != b)[0]
@@ -79,8 +96,13 @@ check_kernel() {
   local desc="${file#"$SRC"/} @$kernel${*:+ $*}"
   local dir_i=$tmp/i dir_c=$tmp/c
   rm -rf "$dir_i" "$dir_c"
-  "$T" run "$file" --kernel "$kernel" --random-inputs 5 --out-dir "$dir_i" -q "$@" \
-    >"$tmp/out_i" 2>"$tmp/err_i"
+  if [[ -n ${DIFF_CPU_TARGET:-} ]]; then
+    TESSERA_CPU_TARGET=$DIFF_CPU_TARGET "$T" run "$file" --kernel "$kernel" --backend cpu \
+      --random-inputs 5 --out-dir "$dir_i" -q "$@" >"$tmp/out_i" 2>"$tmp/err_i"
+  else
+    "$T" run "$file" --kernel "$kernel" --random-inputs 5 --out-dir "$dir_i" -q "$@" \
+      >"$tmp/out_i" 2>"$tmp/err_i"
+  fi
   local rc_i=$?
   "$T" run "$file" --kernel "$kernel" --backend cpu --random-inputs 5 --out-dir "$dir_c" -q "$@" \
     >"$tmp/out_c" 2>"$tmp/err_c"

@@ -336,6 +336,21 @@ check "the cpu key differs from the interpreter's" test "$k_interp" != "$k_cpu"
 k_cpu2=$("$T" hash "$EX/add.tsr" --target cpu --uninit zero --detect-races | cut -d' ' -f1)
 check "interpreter options do not change the cpu key" test "$k_cpu" = "$k_cpu2"
 
+# The code target: a fixed feature level, not the host's own list.
+if [[ $(uname -m) == x86_64 ]]; then
+  t hash "$EX/add.tsr" --target cpu --explain
+  check "the cpu component names an x86-64 level" grep -qE '^  cpu +[0-9a-f]{32} +[0-9]+ bytes  x86-64(-v3)?$' out
+  k_base=$(TESSERA_CPU_TARGET=x86-64 "$T" hash "$EX/add.tsr" --target cpu | cut -d' ' -f1)
+  k_native=$(TESSERA_CPU_TARGET=native "$T" hash "$EX/add.tsr" --target cpu | cut -d' ' -f1)
+  check "each level has its own key" \
+    test "$k_base" != "$k_native" -a "$k_cpu" != "$k_native"
+  TESSERA_CPU_TARGET=x86-64 t run "$EX/add.tsr" --backend cpu --random-inputs 1 --out-dir base -q
+  check "code for the x86-64 baseline runs" test "$rc" -eq 0 -a -s base/c.npy
+  TESSERA_CPU_TARGET=x86-64-v4 t run "$EX/add.tsr" --backend cpu --random-inputs 1 -q
+  check "an unknown level is refused, naming the known ones" \
+    grep -q 'TESSERA_CPU_TARGET=x86-64-v4: expected auto, native, x86-64, x86-64-v2 or x86-64-v3' err
+fi
+
 # ---- no lowering library ---------------------------------------------------------
 
 TESSERA_LOWER_LIBRARY=$tmp/missing.so TESSERA_CACHE=off t run "$EX/add.tsr" --random-inputs 1 --backend cpu

@@ -229,7 +229,7 @@ TSR_TEST(mlir_text_compiles_loads_and_runs) {
   if (!api) return;
   void *bytes = NULL;
   size_t size = 0;
-  tsr_status_t s = api->compile_text(tanh_mlir, sizeof tanh_mlir - 1, 2, &bytes, &size);
+  tsr_status_t s = api->compile_text(tanh_mlir, sizeof tanh_mlir - 1, 2, NULL, &bytes, &size);
   TSR_CHECK(!s);
   if (s) {
     printf("# %s\n", tsr_status_message(s));
@@ -277,7 +277,7 @@ TSR_TEST(mlir_diagnostics_become_statuses) {
       "}\n";
   void *bytes = NULL;
   size_t size = 0;
-  tsr_status_t s = api->compile_text(bad, sizeof bad - 1, 2, &bytes, &size);
+  tsr_status_t s = api->compile_text(bad, sizeof bad - 1, 2, NULL, &bytes, &size);
   TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_INTERNAL);
   /* located in the text, with MLIR's message, and the kernel op the line
    * was generated for (the emitter's comment above it) */
@@ -296,7 +296,7 @@ TSR_TEST(mlir_diagnostics_become_statuses) {
       "    return\n"
       "  }\n"
       "}\n";
-  s = api->compile_text(linalg, sizeof linalg - 1, 2, &bytes, &size);
+  s = api->compile_text(linalg, sizeof linalg - 1, 2, NULL, &bytes, &size);
   TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_INTERNAL);
   TSR_CHECK(strstr(tsr_status_message(s),
                    "<mlir text>:4:5: error: op 'linalg.fill' is left after the pass pipeline") !=
@@ -305,7 +305,7 @@ TSR_TEST(mlir_diagnostics_become_statuses) {
     printf("# %s\n", tsr_status_message(s));
     api->free_status(s);
   }
-  TSR_CHECK_STATUS(api->compile_text(tanh_mlir, sizeof tanh_mlir - 1, 7, &bytes, &size),
+  TSR_CHECK_STATUS(api->compile_text(tanh_mlir, sizeof tanh_mlir - 1, 7, NULL, &bytes, &size),
                    TSR_INVALID_ARGUMENT);
 }
 
