@@ -24,6 +24,19 @@ exec </dev/null
 
 extra_failures=()
 
+# The host, so that a failure can be tied to it: results must not depend on
+# the CPU (docs/lowering.md, "Target features"), and when they do, the CPU
+# model and its vector features are the first thing to compare.
+host_cpu() {
+  local model flags
+  model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n1)
+  flags=$(sed -n 's/^flags[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n1 |
+    tr ' ' '\n' | grep -E '^(sse4_2|avx|avx2|fma|f16c|avx512.*|amx.*|avx_vnni.*)$' | tr '\n' ' ')
+  echo "test.sh: host: ${model:-$(uname -m)}, $(nproc) cores"
+  echo "test.sh: vector features: ${flags:-none listed}"
+}
+host_cpu
+
 if ! bash scripts/setup.sh --deps-only; then
   echo "test.sh: installing the dependencies failed" >&2
   echo "0 passed, 1 failed"
