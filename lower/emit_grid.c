@@ -114,8 +114,7 @@ static void copy_body(emitter_t *em, const nest_t *n, void *p) {
     ssa_t z = strcmp(el, "f32") == 0 ? em_cf32(em, n->lanes, 0.0f) : em_cint(em, el, n->lanes, 0);
     em_line(em, "%s = vector.maskedload %s[%s], %s, %s : %s, vector<%uxi1>, %s into %s", v.s,
             c->src->name.s, il, n->mask.s, z.s, st.s, n->lanes, vt.s, vt.s);
-    em_line(em, "vector.maskedstore %s[%s], %s, %s : %s, vector<%uxi1>, %s", c->dst->name.s,
-            il, n->mask.s, v.s, dt.s, n->lanes, vt.s);
+    em_masked_store(em, c->dst, el, n->idx, n->lanes, v, n->mask, n->tail);
   } else {
     em_line(em, "%s = vector.load %s[%s] : %s, %s", v.s, c->src->name.s, il, st.s, vt.s);
     em_line(em, "vector.store %s, %s[%s] : %s, %s", v.s, c->dst->name.s, il, dt.s, vt.s);

@@ -178,6 +178,7 @@ typedef struct nest {
   uint32_t lanes;          /* 0: scalar; else vectors of `lanes` along the last dim */
   bool masked;             /* vector tail: only `mask` lanes are valid */
   ssa_t mask;              /* vector<lanes x i1> */
+  uint32_t tail;           /* masked by a constant mask: its leading valid lanes; else 0 */
 } nest_t;
 
 typedef void (*nest_body_fn)(emitter_t *em, const nest_t *n, void *ctx);
@@ -368,6 +369,13 @@ ssa_t em_mem_read(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t
                   const nest_t *n, ssa_t *extra_mask, ssa_t *passthru);
 void em_mem_write(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t *idx,
                   const nest_t *n, ssa_t value, ssa_t *extra_mask);
+/* Stores the lanes of `raw` (storage type `storage`, n->lanes lanes) that
+ * `mask` enables at idx, the lanes along v's last dim. A constant tail mask
+ * is passed as tail > 0 (its leading valid lanes). Elements narrower than 32
+ * bits are stored one by one, never with vector.maskedstore (emit_text.c
+ * says why). */
+void em_masked_store(emitter_t *em, const view_t *v, const char *storage, const ssa_t *idx,
+                     uint32_t lanes, ssa_t raw, ssa_t mask, uint32_t tail);
 ssa_t em_to_compute(emitter_t *em, tsr_dtype_t dtype, ssa_t raw, uint32_t lanes);
 ssa_t em_to_storage(emitter_t *em, tsr_dtype_t dtype, ssa_t value, uint32_t lanes);
 

@@ -264,6 +264,7 @@ static ssa_t lane_reduce(emitter_t *em, reduce_ctx_t *c, ssa_t *idx) {
   if (rem > 0) {
     idx[c->n - 1] = em_cidx(em, main);
     n.masked = true;
+    n.tail = (uint32_t)rem;
     n.mask = em_fresh(em);
     em_line(em, "%s = vector.constant_mask [%lld] : vector<%uxi1>", n.mask.s, (long long)rem, L);
     ssa_t v = ex_read(em, c->in, idx, &n);

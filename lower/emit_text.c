@@ -787,10 +787,58 @@ void em_mem_write(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t
   tstr_t vst = em_vtype(em_storage(dtype), lanes);
   ssa_t mask;
   if (access_mask(em, n, extra_mask, &mask))
-    em_line(em, "vector.maskedstore %s[%s], %s, %s : %s, vector<%uxi1>, %s", v->name.s, il,
-            mask.s, raw.s, vt.s, lanes, vst.s);
+    em_masked_store(em, v, em_storage(dtype), idx, lanes, raw, mask,
+                    extra_mask ? 0 : n->tail);
   else
     em_line(em, "vector.store %s, %s[%s] : %s, %s", raw.s, v->name.s, il, vt.s, vst.s);
+}
+
+/* Why narrow elements are stored one by one: LLVM 22's x86 back end, on
+ * AVX-512 hosts, turns a vector of 8- or 16-bit elements truncated from 32
+ * bits and stored under a constant mask with one valid lane into a scalar
+ * store of the untruncated 32-bit lane (a truncating masked store reduced to
+ * a plain one): 2 or 3 bytes past the element, past the end of the buffer
+ * for a tail of one element. Every value of a narrow dtype is computed in 32
+ * bits and truncated on its way to memory (em_to_storage), and a mask that
+ * is not constant here may become one after LLVM's optimizations, so no
+ * masked vector store of a narrow element is emitted at all. Without
+ * AVX-512 LLVM stores such vectors lane by lane anyway (AVX2 has masked
+ * stores of 32- and 64-bit elements only), so only AVX-512 hosts give up
+ * speed: on tails and masked stores of narrow dtypes. */
+void em_masked_store(emitter_t *em, const view_t *v, const char *storage, const ssa_t *idx,
+                     uint32_t lanes, ssa_t raw, ssa_t mask, uint32_t tail) {
+  char il[512];
+  idx_list(il, sizeof il, v->rank, idx);
+  tstr_t vt = em_view_type(em, v), vst = em_vtype(storage, lanes);
+  if (strcmp(storage, "i8") != 0 && strcmp(storage, "i16") != 0) {
+    em_line(em, "vector.maskedstore %s[%s], %s, %s : %s, vector<%uxi1>, %s", v->name.s, il,
+            mask.s, raw.s, vt.s, lanes, vst.s);
+    return;
+  }
+  const uint32_t k = v->rank - 1;
+  ssa_t at[TSR_MAX_RANK];
+  memcpy(at, idx, v->rank * sizeof *at);
+  if (tail) { /* a constant mask of `tail` leading lanes: those, unconditionally */
+    for (uint32_t l = 0; l < tail && l < lanes; l++) {
+      ssa_t e = em_fresh(em);
+      em_line(em, "%s = vector.extract %s[%u] : %s from %s", e.s, raw.s, l, storage, vst.s);
+      at[k] = em_iaddc(em, idx[k], l);
+      idx_list(il, sizeof il, v->rank, at);
+      em_line(em, "memref.store %s, %s[%s] : %s", e.s, v->name.s, il, vt.s);
+    }
+    return;
+  }
+  ssa_t l = em_for_open(em, em_dimc(0), em_dimc(lanes), 1);
+  ssa_t on = em_fresh(em);
+  em_line(em, "%s = vector.extract %s[%s] : i1 from vector<%uxi1>", on.s, mask.s, l.s, lanes);
+  em_open(em, "scf.if %s {", on.s);
+  ssa_t e = em_fresh(em);
+  em_line(em, "%s = vector.extract %s[%s] : %s from %s", e.s, raw.s, l.s, storage, vst.s);
+  at[k] = em_iadd(em, idx[k], l);
+  idx_list(il, sizeof il, v->rank, at);
+  em_line(em, "memref.store %s, %s[%s] : %s", e.s, v->name.s, il, vt.s);
+  em_close(em, "}");
+  em_close(em, "}");
 }
 
 /* ---- Loop nests ------------------------------------------------------------------------------ */
@@ -856,6 +904,7 @@ void em_nest(emitter_t *em, uint32_t rank, const dimv_t *ext, uint32_t lanes,
     if (rem > 0) {
       n.idx[k] = em_cidx(em, main);
       n.masked = true;
+      n.tail = (uint32_t)rem;
       n.mask = em_fresh(em);
       em_line(em, "%s = vector.constant_mask [%lld] : vector<%uxi1>", n.mask.s, (long long)rem,
               lanes);

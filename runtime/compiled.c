@@ -473,6 +473,31 @@ tsr_status_t tsr_compiled_kernel_run_with(const tsr_compiled_kernel_t *kernel,
                       tsr_cpu_info_operand_name(kernel->info, i), want, got,
                       a && !a->data ? " without data" : "");
   }
+  /* With TESSERA_GUARD, the code runs on guarded copies of the arrays. */
+  tsr_guard_set_t *guard = NULL;
+  tsr_array_t guarded_small[8], *guarded = guarded_small;
+  tsr_array_t *guarded_ptrs_small[8], **guarded_ptrs = guarded_ptrs_small;
+  if (tsr_guard_enabled()) {
+    bool out_small[8], *is_output = out_small;
+    if (l->num_operands > 8) {
+      guarded = tsr_malloc(l->num_operands * sizeof *guarded);
+      guarded_ptrs = tsr_malloc(l->num_operands * sizeof *guarded_ptrs);
+      is_output = tsr_malloc(l->num_operands * sizeof *is_output);
+    }
+    tsr_status_t s = !guarded || !guarded_ptrs || !is_output ? TSR_OOM() : NULL;
+    for (uint32_t i = 0; !s && i < l->num_operands; i++) {
+      is_output[i] = tsr_cpu_info_operand_is_output(kernel->info, i);
+      guarded_ptrs[i] = &guarded[i];
+    }
+    if (!s) s = tsr_guard_set_create(operands, l->num_operands, is_output, guarded, &guard);
+    if (is_output != out_small) tsr_free(is_output);
+    if (s) {
+      if (guarded != guarded_small) tsr_free(guarded);
+      if (guarded_ptrs != guarded_ptrs_small) tsr_free(guarded_ptrs);
+      return s;
+    }
+    operands = guarded_ptrs;
+  }
   descriptor_t small[8];
   descriptor_t *descs = small;
   void *small_args[2 * 8];
@@ -483,6 +508,9 @@ tsr_status_t tsr_compiled_kernel_run_with(const tsr_compiled_kernel_t *kernel,
     if (!descs || !args) {
       tsr_free(descs);
       tsr_free(args);
+      tsr_guard_set_destroy(guard);
+      if (guarded != guarded_small) tsr_free(guarded);
+      if (guarded_ptrs != guarded_ptrs_small) tsr_free(guarded_ptrs);
       return TSR_OOM();
     }
   }
@@ -512,6 +540,27 @@ tsr_status_t tsr_compiled_kernel_run_with(const tsr_compiled_kernel_t *kernel,
     tsr_free(descs);
     tsr_free(args);
   }
+  if (guard) {
+    const char *names_small[8], **names = names_small;
+    if (l->num_operands > 8) names = tsr_malloc(l->num_operands * sizeof *names);
+    if (!names) {
+      tsr_guard_set_destroy(guard);
+      tsr_status_free(s);
+      s = TSR_OOM();
+    } else {
+      for (uint32_t i = 0; i < l->num_operands; i++)
+        names[i] = tsr_cpu_info_operand_name(kernel->info, i);
+      tsr_status_t overrun =
+          tsr_guard_set_finish(guard, tsr_cpu_info_kernel_name(kernel->info), names);
+      if (overrun) { /* the overrun first: whatever else went wrong may follow from it */
+        tsr_status_free(s);
+        s = overrun;
+      }
+      if (names != names_small) tsr_free(names);
+    }
+  }
+  if (guarded != guarded_small) tsr_free(guarded);
+  if (guarded_ptrs != guarded_ptrs_small) tsr_free(guarded_ptrs);
   return s;
 }
 

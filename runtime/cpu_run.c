@@ -63,6 +63,7 @@ struct tsr_cpu_info {
   const char **operand_names;
   int32_t *alias;
   bool *fill_at_start; /* an hbm/any output */
+  bool *is_output;
   uint32_t num_operands;
   bool failed;
 };
@@ -125,13 +126,16 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   int32_t *operand_of = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *operand_of);
   info->fill_at_start =
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->fill_at_start);
-  if (!info->alias || !info->operand_names || !operand_of || !info->fill_at_start)
+  info->is_output = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->is_output);
+  if (!info->alias || !info->operand_names || !operand_of || !info->fill_at_start ||
+      !info->is_output)
     info->failed = true;
   for (uint32_t i = 0; !info->failed && i < k->num_decls; i++) {
     const tsr_decl_t *d = &k->decls[i];
     operand_of[i] = -1;
     if (d->role == TSR_ROLE_SCRATCH) continue;
     operand_of[i] = (int32_t)info->num_operands;
+    info->is_output[info->num_operands] = d->role == TSR_ROLE_OUT;
     info->fill_at_start[info->num_operands] =
         d->role == TSR_ROLE_OUT && d->ref->type.space != TSR_SPACE_VMEM &&
         d->ref->type.space != TSR_SPACE_SMEM;
@@ -165,6 +169,10 @@ const char *tsr_cpu_info_kernel_name(const tsr_cpu_info_t *info) { return info->
 
 const char *tsr_cpu_info_operand_name(const tsr_cpu_info_t *info, uint32_t i) {
   return i < info->num_operands ? info->operand_names[i] : "?";
+}
+
+bool tsr_cpu_info_operand_is_output(const tsr_cpu_info_t *info, uint32_t i) {
+  return i < info->num_operands && info->is_output[i];
 }
 
 void tsr_cpu_info_destroy(tsr_cpu_info_t *info) {

@@ -4,6 +4,7 @@
  *   runtime.c, program_cache.c   loading kernels; the interpreter's programs
  *   compiled.c                   the cpu backend: compile, load, run
  *   cpu_run.c                    running compiled code on simulated cores
+ *   guard.c                      guard bytes around a compiled run's arrays
  *   key.c                        cache keys
  *   disk.c                       the process's disk cache; bindings
  *   target.c (runtime/target.h)  the host and the compiled-code target
@@ -66,6 +67,32 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
                               tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
                               const tsr_interp_options_t *options,
                               struct tsr_diag_sink *out_diag) TSR_MUST_USE;
+/* Whether the i-th non-scratch operand is an output. */
+bool tsr_cpu_info_operand_is_output(const tsr_cpu_info_t *info, uint32_t i);
+
+/* ---- Guard bytes around a compiled run's arrays (runtime/guard.c) ---- */
+
+/* Whether $TESSERA_GUARD is set (and neither empty nor "0"): compiled runs
+ * then go through a guard set (docs/lowering.md, "Guard bytes"). Read at
+ * each call. */
+bool tsr_guard_enabled(void);
+/* Copies of `operands` (operands sharing data share one copy), each between
+ * guard bytes: out_arrays[i] is operands[i] with its data replaced by its
+ * copy's. is_output[i]: copied back by tsr_guard_set_finish. */
+typedef struct tsr_guard_set tsr_guard_set_t;
+tsr_status_t tsr_guard_set_create(tsr_array_t *const *operands, uint32_t num,
+                                  const bool *is_output, tsr_array_t *out_arrays,
+                                  tsr_guard_set_t **out_set) TSR_MUST_USE;
+/* Checks every guard (and that the copies of arrays no output shares are
+ * unchanged), copies the outputs back and destroys the set: TSR_INTERNAL
+ * naming each operand (names[i]) written outside, with the bytes
+ * overwritten. */
+tsr_status_t tsr_guard_set_finish(tsr_guard_set_t *set, const char *kernel,
+                                  const char *const *names) TSR_MUST_USE;
+void tsr_guard_set_destroy(tsr_guard_set_t *set);
+/* "f16[2, 129]" */
+void tsr_guard_format_type(char *buf, size_t size, const tsr_array_t *array);
+
 /* tsr_compiled_kernel_run, moving the run's diagnostics sink (its records)
  * to *out_diag when not NULL (interp/diag.h: tsr_diag_sink_move); the
  * caller deinitializes it while `kernel` lives. */

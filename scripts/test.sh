@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # THE test command. Installs missing packages (scripts/setup.sh --deps-only),
 # then builds and runs:
+# Compiled kernels run with guard bytes around their arrays (TESSERA_GUARD=1:
+# meson test's default setup, tests/meson.build, and the pytest runs below).
 #   build-ci/    the whole suite, debugoptimized, warnings are errors
 #   build-asan/  the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   build-tsan/  suite 'cache' only (the multi-threaded code), under
@@ -145,6 +147,7 @@ pytest_suite() {
   fi
   local status=0 start=$SECONDS
   TESSERA_LIBRARY=$PWD/build-ci/libtessera.so JAX_PLATFORMS=cpu TPU_SKIP_MDS_QUERY=1 \
+    TESSERA_GUARD=1 \
     timeout 3600 .venv/bin/python -m pytest "$@" -q -p no:cacheprovider \
     --junitxml="$xml" || status=$?
   echo "=== $name: $((SECONDS - start)) s"

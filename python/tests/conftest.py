@@ -3,7 +3,9 @@ file's own fixtures live in it.
 
 The disk cache of the default context is pointed at a directory of the test
 session (unless TESSERA_CACHE_DIR is set), so the tests never touch
-~/.cache/tessera."""
+~/.cache/tessera. Compiled kernels run on guarded copies of their arrays
+(TESSERA_GUARD=1 unless set: docs/lowering.md, "Guard bytes"), so a write of
+compiled code past an array fails the test that made it."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ _session_dir: str | None = None
 
 def pytest_configure(config: pytest.Config) -> None:
     global _session_dir
+    os.environ.setdefault("TESSERA_GUARD", "1")
     if "TESSERA_CACHE_DIR" not in os.environ and os.environ.get("TESSERA_CACHE") != "off":
         _session_dir = tempfile.mkdtemp(prefix="tessera-pytest-")
         os.environ["TESSERA_CACHE_DIR"] = os.path.join(_session_dir, "cache")

@@ -14,7 +14,8 @@ written before it is read. With --tessera, each file is checked with
 `tessera check` and the script fails if one does not verify.
 
 What the kernels contain: 1-3 inputs and 1-3 outputs of one array shape
-(rank 1-3, padded or not, squeezed leading dims), on a grid with one axis per
+(rank 1-3, padded or not, squeezed leading dims, odd last dims up to 129:
+every vector tail), on a grid with one axis per
 blocked dimension (the first one sometimes walked backwards); a body of random elementwise ops over all dtypes (with
 scalar operands and constants), comparisons and selects, conversions and
 bitcasts, reductions and arg-reductions broadcast back, transposes, reshapes,
@@ -151,7 +152,11 @@ def gen_kernel(rng, name):
     block, nblocks, array = [], [], []
     for d in range(rank):
         inner = d == rank - 1
-        b = r.choice([1, 3, 8, 16, 24, 37, 48, 128] if inner else [1, 2, 4, 5, 8])
+        # inner blocks: every tail a vector loop can leave (one element
+        # included: 17, 129 and the odd draws of 1..99), for every dtype
+        b = r.choice([1, 3, 8, 16, 17, 24, 37, 48, 128, 129, 0] if inner else [1, 2, 4, 5, 8])
+        if b == 0:
+            b = 2 * r.randint(0, 49) + 1
         nb = r.choice([1, 1, 2, 3])
         pad = r.randint(1, b - 1) if b > 1 and nb > 1 and r.random() < 0.4 else 0
         block.append(b)
