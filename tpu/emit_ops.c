@@ -393,6 +393,24 @@ void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
     int64_t md_dims[TSR_MAX_RANK];
     uint32_t mr = value_dims(&mv->type, md_dims);
     const char *m = reshape_to(em, tpu_name(em, mv), TSR_DTYPE_I1, mr, md_dims, ref->rank, view);
+    if (bits_of(md) != 32) {
+      /* Mosaic masks 32-bit stores only ("Not implemented: masked store
+       * with non-32-bit element type"): read the view, select the stored
+       * elements in, write it whole. The same bytes end up in VMEM; only a
+       * DMA writing the masked-off elements meanwhile would tell, and that
+       * races with the store in tessera's model too. */
+      char mn[512], old[32], sel[32];
+      snprintf(mn, sizeof mn, "%s", m);
+      snprintf(old, sizeof old, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = vector.load %s[%s] : %s, %s", old, tpu_name(em, v.ref.base.value), idx,
+               tpu_type(a, ref), b);
+      snprintf(sel, sizeof sel, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", sel, mn, s, old,
+               tpu_vector(c, TSR_DTYPE_I1, ref->rank, view), b);
+      tpu_line(em, "tpu.vector_store %s[%s], %s {strides = array<i32>} : %s, %s,",
+               tpu_name(em, v.ref.base.value), idx, sel, tpu_type(a, ref), b);
+      return;
+    }
     tpu_line(em, "tpu.vector_store %s[%s], %s masked %s {strides = array<i32>} : %s, %s, %s",
              tpu_name(em, v.ref.base.value), idx, s, m, tpu_type(a, ref), b,
              tpu_vector(c, TSR_DTYPE_I1, ref->rank, view));
@@ -503,6 +521,15 @@ static void emit_convert(tpu_emitter_t *em, const tsr_op_t *op, const char *r, c
     emit_compare(em, r, TSR_OP_NE, a, zn, from);
     return;
   }
+  if (is_bool(fd) && !is_float(td) && bits_of(td) < 32) {
+    /* MLIR folds extui i1 -> i32 -> trunci into one extension i1 -> i8,
+     * which libtpu refuses ("Invalid input layout"): select 1 or 0. */
+    char c1[32];
+    snprintf(c1, sizeof c1, "%s", constant(em, to, 0.0, 1));
+    const char *c0 = constant(em, to, 0.0, 0);
+    emit_select(em, r, a, from->kind == TSR_TYPE_VECTOR, c1, c0, to);
+    return;
+  }
   const char *opname = NULL;
   if (is_float(fd) && is_float(td))
     opname = bits_of(td) > bits_of(fd) ? "arith.extf" : "arith.truncf";
@@ -525,6 +552,44 @@ static void emit_convert(tpu_emitter_t *em, const tsr_op_t *op, const char *r, c
   tpu_line(em, "%s = %s %s : %s to %s", r, opname, a, ft, tt);
 }
 
+/* A 16-bit op libtpu does not legalize on every block shape, computed in
+ * 32 bits and narrowed, which gives the same bits: bf16 `rem`
+ * ("failed to legalize arith.remf"; the remainder of two bf16 values is
+ * exact in bf16), and i16/u16 `rem`, `div` (arith.remsi fails on 3-D
+ * blocks), `clz` and `popcount` ("failed to legalize math.ctlz/ctpop"),
+ * extended by sign or zero as the dtype's class says. */
+static void widened_16(tpu_emitter_t *em, const tsr_op_t *op, const char *a, const char *b,
+                       const tsr_type_t *rt) {
+  tsr_dtype_t d = rt->dtype;
+  bool f = is_float(d), u = is_uint(d);
+  tsr_type_t wt = with_dtype(rt, f ? TSR_DTYPE_F32 : TSR_DTYPE_I32);
+  char nt[TPU_TYPE_MAX], wty[TPU_TYPE_MAX], wa[32], wb[32] = "", w[32];
+  tpu_type(nt, rt);
+  tpu_type(wty, &wt);
+  const char *ext = f ? "arith.extf" : u || op->opcode == TSR_OP_CLZ ||
+                                       op->opcode == TSR_OP_POPCOUNT ? "arith.extui" : "arith.extsi";
+  snprintf(wa, sizeof wa, "%s", tpu_tmp(em));
+  tpu_line(em, "%s = %s %s : %s to %s", wa, ext, a, nt, wty);
+  if (b) {
+    snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = %s %s : %s to %s", wb, ext, b, nt, wty);
+  }
+  snprintf(w, sizeof w, "%s", tpu_tmp(em));
+  const char *name = simple_op(op->opcode, d);
+  if (b)
+    tpu_line(em, "%s = %s %s, %s : %s", w, name, wa, wb, wty);
+  else
+    tpu_line(em, "%s = %s %s : %s", w, name, wa, wty);
+  if (op->opcode == TSR_OP_CLZ) { /* 16 more leading zeros in 32 bits */
+    char sixteen[32];
+    snprintf(sixteen, sizeof sixteen, "%s", constant(em, &wt, 0.0, 16));
+    const char *t = tpu_tmp(em);
+    tpu_line(em, "%s = arith.subi %s, %s : %s", t, w, sixteen, wty);
+    snprintf(w, sizeof w, "%s", t);
+  }
+  tpu_line(em, "%s = %s %s : %s to %s", result_name(em, op, 0), f ? "arith.truncf" : "arith.trunci",
+           w, wty, nt);
+}
 
 void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_type_t *rt = &op->results[0]->type;
@@ -629,6 +694,13 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       tpu_line(em, "%s = arith.xori %s, %s : %s", result_name(em, op, 0), m, sign, ty);
       return;
     }
+    if (rt->kind == TSR_TYPE_VECTOR && bits_of(d) == 16 &&
+        ((f && op->opcode == TSR_OP_REM) ||
+         (!f && (op->opcode == TSR_OP_REM || op->opcode == TSR_OP_DIV ||
+                 op->opcode == TSR_OP_CLZ || op->opcode == TSR_OP_POPCOUNT)))) {
+      widened_16(em, op, a, b, rt);
+      return;
+    }
     if (!name) break;
     if (!f && (op->opcode == TSR_OP_POW || !strncmp(name, "math.", 5)) &&
         op->opcode != TSR_OP_ABS && op->opcode != TSR_OP_CLZ && op->opcode != TSR_OP_POPCOUNT)
@@ -647,10 +719,40 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
 
 /* ---- Shapes ------------------------------------------------------------------------------ */
 
+/* Mosaic has no 1-D form of some ops (tpu.iota: "iota rank below 2D
+ * unsupported"; tpu.dynamic_rotate: "Unsupported 1D shape";
+ * tpu.reduce_index: no scalar result): they take a (1, n) block, as
+ * Pallas's reduce_index lowering does. Writes (1, n) to dims for a 1-D
+ * type and returns 2, else copies the shape. */
+static uint32_t at_least_2d(const tsr_type_t *t, int64_t *dims) {
+  if (t->rank == 1) {
+    dims[0] = 1;
+    dims[1] = t->dims[0];
+    return 2;
+  }
+  return value_dims(t, dims);
+}
+
 void tpu_op_iota(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_type_t *rt = &op->results[0]->type;
   tsr_type_t it = with_dtype(rt, TSR_DTYPE_I32);
   char ty[TPU_TYPE_MAX];
+  if (rt->rank == 1) {
+    int64_t d2[2];
+    at_least_2d(rt, d2);
+    const char *t2 = tpu_tmp(em);
+    tpu_line(em, "%s = tpu.iota {dimensions = array<i32: 1>} : %s", t2,
+             tpu_vector(ty, TSR_DTYPE_I32, 2, d2));
+    const char *flat = reshape_to(em, t2, TSR_DTYPE_I32, 2, d2, 1, rt->dims);
+    if (rt->dtype == TSR_DTYPE_I32 || rt->dtype == TSR_DTYPE_U32) {
+      tpu_set_name(em, op->results[0], flat);
+      return;
+    }
+    char fn[32];
+    snprintf(fn, sizeof fn, "%s", flat);
+    emit_convert(em, op, result_name(em, op, 0), fn, &it, rt);
+    return;
+  }
   if (rt->dtype == TSR_DTYPE_I32 || rt->dtype == TSR_DTYPE_U32) {
     tpu_line(em, "%s = tpu.iota {dimensions = array<i32: %lld>} : %s", result_name(em, op, 0),
              (long long)op->ints[0], tpu_type(ty, rt));
@@ -690,6 +792,22 @@ void tpu_op_transpose(tpu_emitter_t *em, const tsr_op_t *op) {
   for (uint32_t i = 0; i < op->num_ints && at < sizeof perm; i++)
     at += (size_t)snprintf(perm + at, sizeof perm - at, "%s%lld", i ? ", " : "",
                            (long long)op->ints[i]);
+  if (is_bool(x->type.dtype)) {
+    /* libtpu cannot relayout i1 blocks ("changeBitwidth when src bitwidth
+     * and dst bitwidth differs too much"): transpose them as i32. */
+    const tsr_type_t *rt = &op->results[0]->type;
+    tsr_type_t xi = with_dtype(&x->type, TSR_DTYPE_I32), ri = with_dtype(rt, TSR_DTYPE_I32);
+    char bits[32], tr[32];
+    snprintf(bits, sizeof bits, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.extui %s : %s to %s", bits, tpu_name(em, x), tpu_type(a, &x->type),
+             tpu_type(b, &xi));
+    snprintf(tr, sizeof tr, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = vector.transpose %s, [%s] : %s to %s", tr, bits, perm, b,
+             tpu_type(a, &ri));
+    const char *z = constant(em, &ri, 0.0, 0);
+    tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", result_name(em, op, 0), tr, z, a);
+    return;
+  }
   tpu_line(em, "%s = vector.transpose %s, [%s] : %s to %s", result_name(em, op, 0),
            tpu_name(em, x), perm, tpu_type(a, &x->type), tpu_type(b, &op->results[0]->type));
 }
@@ -756,6 +874,22 @@ void tpu_op_roll(tpu_emitter_t *em, const tsr_op_t *op) {
   tpu_line(em, "%s = arith.addi %s, %s : i32", p, m1, cn);
   const char *amt = tpu_tmp(em);
   tpu_line(em, "%s = arith.remsi %s, %s : i32", amt, p, cn);
+  if (x->type.rank == 1) { /* rotated as a (1, n) block (at_least_2d) */
+    char amt_name[32], flat[32];
+    snprintf(amt_name, sizeof amt_name, "%s", amt);
+    int64_t d2[2];
+    at_least_2d(&x->type, d2);
+    const char *s2 = reshape_to(em, tpu_name(em, x), x->type.dtype, 1, x->type.dims, 2, d2);
+    char s2n[512];
+    snprintf(s2n, sizeof s2n, "%s", s2);
+    tpu_vector(ty, x->type.dtype, 2, d2);
+    snprintf(flat, sizeof flat, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = \"tpu.dynamic_rotate\"(%s, %s) <{dimension = 1 : si32}> : (%s, i32) -> %s",
+             flat, s2n, amt_name, ty, ty);
+    tpu_set_name(em, op->results[0],
+                 reshape_to(em, flat, x->type.dtype, 2, d2, 1, x->type.dims));
+    return;
+  }
   tpu_type(ty, &x->type);
   tpu_line(em, "%s = \"tpu.dynamic_rotate\"(%s, %s) <{dimension = %lld : si32}> : (%s, i32) -> %s",
            result_name(em, op, 0), tpu_name(em, x), amt, (long long)axis, ty, ty);
@@ -780,6 +914,12 @@ void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
     tpu_unimplemented(em, op, "gather indices must be i32 on TPU");
     return;
   }
+  if (axis + 2 < (int64_t)x->type.rank) {
+    tpu_unimplemented(em, op, "Mosaic gathers along the last two dims only (libtpu: "
+                              "\"DynamicGatherOp only implemented for last two dimensions\"), "
+                              "not dim %lld of a rank-%u block", (long long)axis, x->type.rank);
+    return;
+  }
   /* As Pallas's take_along_axis: negative indices count from the end. */
   const char *z = constant(em, &idx->type, 0.0, 0);
   const char *n = constant(em, &idx->type, 0.0, x->type.dims[axis]);
@@ -791,8 +931,42 @@ void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_type_t ct = with_dtype(&idx->type, TSR_DTYPE_I1);
   tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", fixed, neg, up, tpu_name(em, idx),
            tpu_type(c, &ct), b);
-  tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s", result_name(em, op, 0),
-           tpu_name(em, x), fixed, (long long)axis, a, b, tpu_type(c, &op->results[0]->type));
+  tsr_dtype_t d = x->type.dtype;
+  if (bits_of(d) == 32) {
+    tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s",
+             result_name(em, op, 0), tpu_name(em, x), fixed, (long long)axis, a, b,
+             tpu_type(c, &op->results[0]->type));
+    return;
+  }
+  /* The data must have the indices' width ("Gather indices and result
+   * have different bitwidths"; i1: "Only 8-, 16- or 32-bit gathers"): it
+   * is gathered widened to 32 bits and narrowed back, the same values. */
+  char fx[32], wide[32], g[32], wt_s[TPU_TYPE_MAX];
+  snprintf(fx, sizeof fx, "%s", fixed);
+  tsr_type_t wt = with_dtype(&x->type, is_float(d) ? TSR_DTYPE_F32 : TSR_DTYPE_I32);
+  tpu_type(wt_s, &wt);
+  snprintf(wide, sizeof wide, "%s", tpu_tmp(em));
+  if (is_bool(d)) {
+    char one[32];
+    snprintf(one, sizeof one, "%s", constant(em, &wt, 0.0, 1));
+    const char *zero = constant(em, &wt, 0.0, 0);
+    emit_select(em, wide, tpu_name(em, x), true, one, zero, &wt);
+  } else {
+    tpu_line(em, "%s = %s %s : %s to %s", wide,
+             is_float(d) ? "arith.extf" : is_uint(d) ? "arith.extui" : "arith.extsi",
+             tpu_name(em, x), a, wt_s);
+  }
+  snprintf(g, sizeof g, "%s", tpu_tmp(em));
+  tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s", g, wide, fx,
+           (long long)axis, wt_s, b, wt_s);
+  const char *r = result_name(em, op, 0);
+  if (is_bool(d)) {
+    const char *zw = constant(em, &wt, 0.0, 0);
+    tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", r, g, zw, wt_s);
+  } else {
+    tpu_line(em, "%s = %s %s : %s to %s", r, is_float(d) ? "arith.truncf" : "arith.trunci", g,
+             wt_s, a);
+  }
 }
 
 /* ---- Reductions and dot ------------------------------------------------------------------ */
@@ -882,17 +1056,89 @@ void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
                     tsr_op_table[op->opcode].mnemonic + 7, tsr_dtype_name(d));
 }
 
+/* argmax/argmin. Floats: tpu.reduce_index, of f32 (bf16 is extended
+ * first, exactly: v5e has no bf16 index reduction, libtpu aborts with
+ * "Operation not supported: kVectorMaxIndexReduceBf16", and a bf16 one
+ * would give i16). Integers, which tpu.reduce_index does not take ("Only
+ * f32 and bf16 input is supported"): the extreme value by
+ * vector.multi_reduction over the values widened to i32 (u32 with the sign
+ * bit flipped), then the least index holding it: the first, as tessera
+ * defines it. A 1-D operand is reduced as a (1, n) block. */
 void tpu_op_argreduce(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *x = op->operands[0];
-  const char *kind = op->opcode == TSR_OP_ARGMAX ? "arg_max" : op->opcode == TSR_OP_ARGMIN ? "arg_min" : NULL;
-  if (!kind || x->type.kind != TSR_TYPE_VECTOR) {
+  bool max = op->opcode == TSR_OP_ARGMAX;
+  if ((!max && op->opcode != TSR_OP_ARGMIN) || x->type.kind != TSR_TYPE_VECTOR) {
     tpu_unimplemented(em, op, "no TPU index reduction for this operand");
     return;
   }
-  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
-  tpu_line(em, "%s = tpu.reduce_index %s {axis = %lld : i32, kind = #tpu.reduction_kind<%s>} : %s -> %s",
-           result_name(em, op, 0), tpu_name(em, x), (long long)op->ints[0], kind,
-           tpu_type(a, &x->type), tpu_type(b, &op->results[0]->type));
+  tsr_dtype_t d = x->type.dtype;
+  int64_t dims[TSR_MAX_RANK], kept[TSR_MAX_RANK], ones[TSR_MAX_RANK];
+  uint32_t rank = at_least_2d(&x->type, dims);
+  int64_t axis = op->ints[0] + (x->type.rank == 1 ? 1 : 0);
+  uint32_t nk = 0;
+  for (uint32_t i = 0; i < rank; i++) {
+    if ((int64_t)i != axis) kept[nk++] = dims[i];
+    ones[i] = (int64_t)i == axis ? 1 : dims[i];
+  }
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX], xs[512], idx[32];
+  snprintf(xs, sizeof xs, "%s",
+           reshape_to(em, tpu_name(em, x), d, x->type.rank, x->type.dims, rank, dims));
+  tpu_vector(b, TSR_DTYPE_I32, nk, kept);
+  if (is_float(d)) {
+    tpu_vector(a, TSR_DTYPE_F32, rank, dims);
+    if (d != TSR_DTYPE_F32) {
+      const char *e = tpu_tmp(em);
+      tpu_line(em, "%s = arith.extf %s : %s to %s", e, xs, tpu_vector(c, d, rank, dims), a);
+      snprintf(xs, sizeof xs, "%s", e);
+    }
+    snprintf(idx, sizeof idx, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = tpu.reduce_index %s {axis = %lld : i32, kind = #tpu.reduction_kind<%s>} : "
+                 "%s -> %s",
+             idx, xs, (long long)axis, max ? "arg_max" : "arg_min", a, b);
+  } else {
+    const int64_t imin = -2147483647ll - 1, imax = 2147483647ll;
+    tsr_type_t wt = {.kind = TSR_TYPE_VECTOR, .dtype = TSR_DTYPE_I32, .rank = rank};
+    memcpy(wt.dims, dims, sizeof(int64_t) * rank);
+    tpu_vector(a, TSR_DTYPE_I32, rank, dims);
+    if (bits_of(d) < 32) {
+      const char *e = tpu_tmp(em);
+      tpu_line(em, "%s = %s %s : %s to %s", e, is_uint(d) ? "arith.extui" : "arith.extsi", xs,
+               tpu_vector(c, d, rank, dims), a);
+      snprintf(xs, sizeof xs, "%s", e);
+    } else if (is_uint(d)) { /* orders u32 as signed i32 */
+      char sign[32];
+      snprintf(sign, sizeof sign, "%s", constant(em, &wt, 0.0, imin));
+      const char *e = tpu_tmp(em);
+      tpu_line(em, "%s = arith.xori %s, %s : %s", e, xs, sign, a);
+      snprintf(xs, sizeof xs, "%s", e);
+    }
+    char acc[32], ext[32], eq[32], io[32], big[32], sel[32];
+    snprintf(acc, sizeof acc, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.constant dense<%lld> : %s", acc, (long long)(max ? imin : imax), b);
+    snprintf(ext, sizeof ext, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = vector.multi_reduction <%s>, %s, %s [%lld] : %s to %s", ext,
+             max ? "maxsi" : "minsi", xs, acc, (long long)axis, a, b);
+    const char *k1 = reshape_to(em, ext, TSR_DTYPE_I32, nk, kept, rank, ones);
+    const char *bc = tpu_tmp(em);
+    tpu_line(em, "%s = vector.broadcast %s : %s to %s", bc, k1,
+             tpu_vector(c, TSR_DTYPE_I32, rank, ones), a);
+    snprintf(eq, sizeof eq, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.cmpi eq, %s, %s : %s", eq, xs, bc, a);
+    snprintf(io, sizeof io, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = tpu.iota {dimensions = array<i32: %lld>} : %s", io, (long long)axis, a);
+    snprintf(big, sizeof big, "%s", constant(em, &wt, 0.0, imax));
+    snprintf(sel, sizeof sel, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", sel, eq, io, big,
+             tpu_vector(c, TSR_DTYPE_I1, rank, dims), a);
+    snprintf(acc, sizeof acc, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.constant dense<%lld> : %s", acc, (long long)imax, b);
+    snprintf(idx, sizeof idx, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = vector.multi_reduction <minsi>, %s, %s [%lld] : %s to %s", idx, sel, acc,
+             (long long)axis, a, b);
+  }
+  int64_t rd[TSR_MAX_RANK];
+  uint32_t rr = value_dims(&op->results[0]->type, rd);
+  tpu_set_name(em, op->results[0], reshape_to(em, idx, TSR_DTYPE_I32, nk, kept, rr, rd));
 }
 
 void tpu_op_dot(tpu_emitter_t *em, const tsr_op_t *op) {
@@ -1045,17 +1291,37 @@ void tpu_op_for(tpu_emitter_t *em, const tsr_op_t *op) {
     tsr_strbuf_printf(&iter, "%s%s = %s", i ? ", " : "", tpu_name(em, v.carried[i]),
                       tpu_name(em, v.inits[i]));
   type_list(em, &types, v.carried, v.num_carried);
+  /* libtpu's range analysis fails on a loop from a negative constant
+   * ("RET_CHECK failure (.../range_simplifier.cc:696) range.IsValid()"):
+   * such a loop counts from 0 to hi - lo, its variable being j + lo (the
+   * same values, unless hi - lo overflows i32: 2^31 iterations). */
+  const tsr_op_t *lo_def = v.lo->def;
+  bool shifted = lo_def && lo_def->opcode == TSR_OP_CONST && lo_def->literal.i < 0;
+  char iv[512], lo[512], hi[512];
+  snprintf(iv, sizeof iv, "%s", tpu_name(em, v.iv));
+  snprintf(lo, sizeof lo, "%s", tpu_name(em, v.lo));
+  snprintf(hi, sizeof hi, "%s", tpu_name(em, v.hi));
+  if (shifted) {
+    const char *n = tpu_tmp(em);
+    tpu_line(em, "%s = arith.subi %s, %s : i32", n, hi, lo);
+    snprintf(hi, sizeof hi, "%s", n);
+    snprintf(lo, sizeof lo, "%s", i32_const(em, 0));
+    snprintf(iv, sizeof iv, "%s", tpu_tmp(em));
+  }
   control_results(em, op, lhs, sizeof lhs);
   if (v.num_carried)
-    tpu_line(em, "%sscf.for %s = %s to %s step %s iter_args(%s) -> (%s) : i32 {", lhs,
-             tpu_name(em, v.iv), tpu_name(em, v.lo), tpu_name(em, v.hi), tpu_name(em, v.step),
-             SB(iter), SB(types));
+    tpu_line(em, "%sscf.for %s = %s to %s step %s iter_args(%s) -> (%s) : i32 {", lhs, iv, lo, hi,
+             tpu_name(em, v.step), SB(iter), SB(types));
   else
-    tpu_line(em, "scf.for %s = %s to %s step %s : i32 {", tpu_name(em, v.iv), tpu_name(em, v.lo),
-             tpu_name(em, v.hi), tpu_name(em, v.step));
+    tpu_line(em, "scf.for %s = %s to %s step %s : i32 {", iv, lo, hi, tpu_name(em, v.step));
   if (iter.failed || types.failed) tpu_fail(em, TSR_OOM());
   tsr_strbuf_deinitialize(&iter);
   tsr_strbuf_deinitialize(&types);
+  if (shifted) {
+    em->indent++;
+    tpu_line(em, "%s = arith.addi %s, %s : i32", tpu_name(em, v.iv), iv, tpu_name(em, v.lo));
+    em->indent--;
+  }
   emit_body(em, v.body, false, "");
   tpu_line(em, "}");
 }
