@@ -136,6 +136,16 @@ tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip
   for (uint32_t i = 0; i < kernel->num_decls; i++) {
     const tsr_decl_t *d = &kernel->decls[i];
     if (d->role == TSR_ROLE_IN || d->role == TSR_ROLE_OUT) check_decl(&list, kernel, d);
+    /* libtpu's, for every memory space: "Only arguments with float8...,
+     * bfloat16 or 32-bit element types are supported" (16- and 8-bit
+     * integers are taken). */
+    const tsr_type_t *t = &d->ref->type;
+    if (t->kind == TSR_TYPE_REF && t->dtype == TSR_DTYPE_F16)
+      tsr_diag_add(&list, d->loc,
+                   "%s '%%%s': an f16 operand, which TPU kernels cannot take (libtpu: \"Only "
+                   "arguments with float8..., bfloat16 or 32-bit element types are "
+                   "supported\"): pass bf16 or f32",
+                   d->role == TSR_ROLE_SCRATCH ? "scratch" : role_name(d->role), d->ref->name);
   }
   /* More VMEM than the chip has: no vmem_limit_bytes makes it compile
    * (libtpu: "Ran out of memory in memory space vmem"). Over the default

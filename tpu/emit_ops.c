@@ -77,6 +77,27 @@ static tsr_type_t with_dtype(const tsr_type_t *shape, tsr_dtype_t dtype) {
   return t;
 }
 
+/* libtpu moves i1 blocks badly: a select, broadcast or concatenation of
+ * them fails ("Invalid input layout" on the extension MLIR rewrites a
+ * select of i1 into, "changeBitwidth when src bitwidth and dst bitwidth
+ * differs too much", "Invalid vector register cast"). Such ops move the
+ * bits as i32 (bits_i32), and the result is compared with 0 (bits_i1). */
+static const char *bits_i32(tpu_emitter_t *em, const char *v, const tsr_type_t *t) {
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  tsr_type_t wt = with_dtype(t, TSR_DTYPE_I32);
+  const char *r = tpu_tmp(em);
+  tpu_line(em, "%s = arith.extui %s : %s to %s", r, v, tpu_type(a, t), tpu_type(b, &wt));
+  return r;
+}
+
+static void bits_i1(tpu_emitter_t *em, const char *r, const char *v, const tsr_type_t *t) {
+  char a[TPU_TYPE_MAX], vn[32];
+  tsr_type_t wt = with_dtype(t, TSR_DTYPE_I32);
+  snprintf(vn, sizeof vn, "%s", v);
+  const char *z = constant(em, &wt, 0.0, 0);
+  tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", r, vn, z, tpu_type(a, &wt));
+}
+
 static const char *index_const(tpu_emitter_t *em, int64_t v) {
   const char *t = tpu_tmp(em);
   tpu_line(em, "%s = arith.constant %lld : index", t, (long long)v);
@@ -601,6 +622,17 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
     const char *cn = tpu_name(em, c);
     const char *a = operand_as(em, op->operands[1], rt);
     const char *b = operand_as(em, op->operands[2], rt);
+    if (is_bool(rt->dtype) && rt->kind == TSR_TYPE_VECTOR) { /* see bits_i32 */
+      char wa[32], wb[32], w[32];
+      tsr_type_t wt = with_dtype(rt, TSR_DTYPE_I32);
+      snprintf(wb, sizeof wb, "%s", b);
+      snprintf(wa, sizeof wa, "%s", bits_i32(em, a, rt));
+      snprintf(wb, sizeof wb, "%s", bits_i32(em, wb, rt));
+      snprintf(w, sizeof w, "%s", tpu_tmp(em));
+      emit_select(em, w, cn, c->type.kind == TSR_TYPE_VECTOR, wa, wb, &wt);
+      bits_i1(em, result_name(em, op, 0), w, rt);
+      return;
+    }
     emit_select(em, result_name(em, op, 0), cn, c->type.kind == TSR_TYPE_VECTOR, a, b, rt);
     return;
   }
@@ -609,6 +641,20 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
     tsr_type_t ot = with_dtype(rt, x->type.dtype);
     if (!cmp_predicate(op->opcode, ot.dtype)) break;
     const char *a = operand_as(em, x, &ot), *b = operand_as(em, y, &ot);
+    if (is_bool(ot.dtype) && ot.kind == TSR_TYPE_VECTOR) {
+      /* MLIR rewrites a compare of i1 blocks into an extension of i1 that
+       * libtpu refuses ("Invalid input layout"): compare the bits as i32. */
+      tsr_type_t wt = with_dtype(&ot, TSR_DTYPE_I32);
+      char wa[32], wb[32], bt[TPU_TYPE_MAX], wty[TPU_TYPE_MAX];
+      tpu_type(bt, &ot);
+      tpu_type(wty, &wt);
+      snprintf(wa, sizeof wa, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.extui %s : %s to %s", wa, a, bt, wty);
+      snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.extui %s : %s to %s", wb, b, bt, wty);
+      emit_compare(em, result_name(em, op, 0), op->opcode, wa, wb, &wt);
+      return;
+    }
     emit_compare(em, result_name(em, op, 0), op->opcode, a, b, &ot);
     return;
   }
@@ -772,6 +818,20 @@ void tpu_op_broadcast(tpu_emitter_t *em, const tsr_op_t *op) {
     alias_value(em, op->results[0], x);
     return;
   }
+  if (is_bool(rt->dtype)) { /* see bits_i32 */
+    tsr_type_t xt = with_dtype(&x->type, TSR_DTYPE_I32), wt = with_dtype(rt, TSR_DTYPE_I32);
+    char xi[32], w[32];
+    if (x->type.kind == TSR_TYPE_VECTOR) {
+      snprintf(xi, sizeof xi, "%s", bits_i32(em, tpu_name(em, x), &x->type));
+    } else {
+      snprintf(xi, sizeof xi, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.extui %s : i1 to i32", xi, tpu_name(em, x));
+    }
+    snprintf(w, sizeof w, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = vector.broadcast %s : %s to %s", w, xi, tpu_type(a, &xt), tpu_type(b, &wt));
+    bits_i1(em, result_name(em, op, 0), w, rt);
+    return;
+  }
   tpu_line(em, "%s = vector.broadcast %s : %s to %s", result_name(em, op, 0), tpu_name(em, x),
            tpu_type(a, &x->type), tpu_type(b, rt));
 }
@@ -848,15 +908,23 @@ void tpu_op_concatenate(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_initialize(&args);
   tsr_strbuf_initialize(&types);
   char ty[TPU_TYPE_MAX];
+  const tsr_type_t *rt = &op->results[0]->type;
+  bool bits = is_bool(rt->dtype); /* see bits_i32 */
   for (uint32_t i = 0; i < op->num_operands; i++) {
-    tsr_strbuf_printf(&args, "%s%s", i ? ", " : "", tpu_name(em, op->operands[i]));
-    tsr_strbuf_printf(&types, "%s%s", i ? ", " : "", tpu_type(ty, &op->operands[i]->type));
+    const tsr_type_t *t = &op->operands[i]->type;
+    tsr_type_t wt = with_dtype(t, TSR_DTYPE_I32);
+    tsr_strbuf_printf(&args, "%s%s", i ? ", " : "",
+                      bits ? bits_i32(em, tpu_name(em, op->operands[i]), t)
+                           : tpu_name(em, op->operands[i]));
+    tsr_strbuf_printf(&types, "%s%s", i ? ", " : "", tpu_type(ty, bits ? &wt : t));
   }
+  tsr_type_t wr = with_dtype(rt, TSR_DTYPE_I32);
+  const char *w = bits ? tpu_tmp(em) : result_name(em, op, 0);
   if (args.failed || types.failed) tpu_fail(em, TSR_OOM());
   else
-    tpu_line(em, "%s = \"tpu.concatenate\"(%s) <{dimension = %lld : i32}> : (%s) -> %s",
-             result_name(em, op, 0), SB(args), (long long)op->ints[0], SB(types),
-             tpu_type(ty, &op->results[0]->type));
+    tpu_line(em, "%s = \"tpu.concatenate\"(%s) <{dimension = %lld : i32}> : (%s) -> %s", w,
+             SB(args), (long long)op->ints[0], SB(types), tpu_type(ty, bits ? &wr : rt));
+  if (bits && TPU_OK(em)) bits_i1(em, result_name(em, op, 0), w, rt);
   tsr_strbuf_deinitialize(&args);
   tsr_strbuf_deinitialize(&types);
 }
