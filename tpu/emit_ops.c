@@ -976,8 +976,6 @@ void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *x = op->operands[0], *idx = op->operands[1];
   int64_t axis = op->ints[0];
   char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX];
-  tpu_type(a, &x->type);
-  tpu_type(b, &idx->type);
   if (idx->type.dtype != TSR_DTYPE_I32) {
     tpu_unimplemented(em, op, "gather indices must be i32 on TPU");
     return;
@@ -988,53 +986,65 @@ void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
                               "not dim %lld of a rank-%u block", (long long)axis, x->type.rank);
     return;
   }
+  /* A 1-D gather is a (1, n) one (at_least_2d; libtpu: "Invalid input
+   * layout" for 1-D). */
+  bool flat = x->type.rank == 1;
+  tsr_type_t xt = x->type, it = idx->type;
+  char xs[512], is[512];
+  snprintf(xs, sizeof xs, "%s", tpu_name(em, x));
+  snprintf(is, sizeof is, "%s", tpu_name(em, idx));
+  if (flat) {
+    xt.rank = it.rank = at_least_2d(&x->type, xt.dims);
+    memcpy(it.dims, xt.dims, sizeof xt.dims);
+    snprintf(xs, sizeof xs, "%s", reshape_to(em, xs, xt.dtype, 1, x->type.dims, 2, xt.dims));
+    snprintf(is, sizeof is, "%s", reshape_to(em, is, it.dtype, 1, idx->type.dims, 2, it.dims));
+    axis = 1;
+  }
+  tpu_type(a, &xt);
+  tpu_type(b, &it);
   /* As Pallas's take_along_axis: negative indices count from the end. */
-  const char *z = constant(em, &idx->type, 0.0, 0);
-  const char *n = constant(em, &idx->type, 0.0, x->type.dims[axis]);
-  const char *neg = tpu_tmp(em);
-  tpu_line(em, "%s = arith.cmpi slt, %s, %s : %s", neg, tpu_name(em, idx), z, b);
-  const char *up = tpu_tmp(em);
-  tpu_line(em, "%s = arith.addi %s, %s : %s", up, tpu_name(em, idx), n, b);
-  const char *fixed = tpu_tmp(em);
-  tsr_type_t ct = with_dtype(&idx->type, TSR_DTYPE_I1);
-  tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", fixed, neg, up, tpu_name(em, idx),
-           tpu_type(c, &ct), b);
-  tsr_dtype_t d = x->type.dtype;
-  if (bits_of(d) == 32) {
-    tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s",
-             result_name(em, op, 0), tpu_name(em, x), fixed, (long long)axis, a, b,
-             tpu_type(c, &op->results[0]->type));
-    return;
-  }
-  /* The data must have the indices' width ("Gather indices and result
-   * have different bitwidths"; i1: "Only 8-, 16- or 32-bit gathers"): it
-   * is gathered widened to 32 bits and narrowed back, the same values. */
-  char fx[32], wide[32], g[32], wt_s[TPU_TYPE_MAX];
-  snprintf(fx, sizeof fx, "%s", fixed);
-  tsr_type_t wt = with_dtype(&x->type, is_float(d) ? TSR_DTYPE_F32 : TSR_DTYPE_I32);
-  tpu_type(wt_s, &wt);
-  snprintf(wide, sizeof wide, "%s", tpu_tmp(em));
-  if (is_bool(d)) {
-    char one[32];
-    snprintf(one, sizeof one, "%s", constant(em, &wt, 0.0, 1));
-    const char *zero = constant(em, &wt, 0.0, 0);
-    emit_select(em, wide, tpu_name(em, x), true, one, zero, &wt);
-  } else {
-    tpu_line(em, "%s = %s %s : %s to %s", wide,
-             is_float(d) ? "arith.extf" : is_uint(d) ? "arith.extui" : "arith.extsi",
-             tpu_name(em, x), a, wt_s);
-  }
+  char z[32], n[32], neg[32], up[32], fixed[32];
+  snprintf(z, sizeof z, "%s", constant(em, &it, 0.0, 0));
+  snprintf(n, sizeof n, "%s", constant(em, &it, 0.0, xt.dims[axis]));
+  snprintf(neg, sizeof neg, "%s", tpu_tmp(em));
+  tpu_line(em, "%s = arith.cmpi slt, %s, %s : %s", neg, is, z, b);
+  snprintf(up, sizeof up, "%s", tpu_tmp(em));
+  tpu_line(em, "%s = arith.addi %s, %s : %s", up, is, n, b);
+  snprintf(fixed, sizeof fixed, "%s", tpu_tmp(em));
+  tsr_type_t ct = with_dtype(&it, TSR_DTYPE_I1);
+  tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", fixed, neg, up, is, tpu_type(c, &ct), b);
+  tsr_dtype_t d = xt.dtype;
+  char g[32];
   snprintf(g, sizeof g, "%s", tpu_tmp(em));
-  tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s", g, wide, fx,
-           (long long)axis, wt_s, b, wt_s);
-  const char *r = result_name(em, op, 0);
-  if (is_bool(d)) {
-    const char *zw = constant(em, &wt, 0.0, 0);
-    tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", r, g, zw, wt_s);
+  if (bits_of(d) == 32) {
+    tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s", g, xs, fixed,
+             (long long)axis, a, b, a);
   } else {
-    tpu_line(em, "%s = %s %s : %s to %s", r, is_float(d) ? "arith.truncf" : "arith.trunci", g,
-             wt_s, a);
+    /* The data must have the indices' width ("Gather indices and result
+     * have different bitwidths"; i1: "Only 8-, 16- or 32-bit gathers"): it
+     * is gathered widened to 32 bits and narrowed back, the same values. */
+    char wide[32], wg[32], wt_s[TPU_TYPE_MAX];
+    tsr_type_t wt = with_dtype(&xt, is_float(d) ? TSR_DTYPE_F32 : TSR_DTYPE_I32);
+    tpu_type(wt_s, &wt);
+    if (is_bool(d)) {
+      snprintf(wide, sizeof wide, "%s", bits_i32(em, xs, &xt));
+    } else {
+      snprintf(wide, sizeof wide, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = %s %s : %s to %s", wide,
+               is_float(d) ? "arith.extf" : is_uint(d) ? "arith.extui" : "arith.extsi", xs, a,
+               wt_s);
+    }
+    snprintf(wg, sizeof wg, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s", wg, wide, fixed,
+             (long long)axis, wt_s, b, wt_s);
+    if (is_bool(d))
+      bits_i1(em, g, wg, &xt);
+    else
+      tpu_line(em, "%s = %s %s : %s to %s", g, is_float(d) ? "arith.truncf" : "arith.trunci", wg,
+               wt_s, a);
   }
+  const tsr_type_t *rt = &op->results[0]->type;
+  tpu_set_name(em, op->results[0], reshape_to(em, g, d, xt.rank, xt.dims, rt->rank, rt->dims));
 }
 
 /* ---- Reductions and dot ------------------------------------------------------------------ */

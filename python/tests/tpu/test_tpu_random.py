@@ -1,0 +1,150 @@
+"""Random kernels of tests/lower/random_kernels.py on v5e and v6e: a kernel
+tessera emits for TPU must parse, verify and compile with libtpu (the path
+of tpu_proof.compile_mosaic, wrapped as tpu_call wraps it); a kernel it does
+not emit must say why with located diagnostics (FILE:LINE:COL naming the op
+or operand), and `tsr_tpu_check` (`tessera check --target tpu`) must refuse
+it the same way. The seed set is fixed, so a failure names the kernel to
+regenerate: `random_kernels.py --seed S --count N --out DIR`.
+
+All kernels share this one process: libtpu starts once, and each compile
+costs 40-150 ms; most kernels stop at emission (their block shapes are
+random, and Pallas's tiling rules refuse most), which costs well under a
+millisecond.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+
+import tpu_proof as P
+
+sys.path.insert(0, str(P.ROOT / "tests" / "lower"))
+import random_kernels as RK  # noqa: E402
+
+#: (seed, count): the kernels rand_SEED_I for I < count.
+SEEDS = ((1, 100), (2, 100), (3, 100), (4, 100))
+CHIPS = ("v5e", "v6e")
+
+#: Kernels of the set that emit and libtpu still refuses, by kernel and chip:
+#: (stage, a substring of the error). Each is asserted, so an entry goes
+#: stale (and fails) the day its kernel compiles. "abort" is not run:
+#: libtpu aborts the process on it (a failed CHECK in its layout inference).
+NOT_YET = {
+    # an i1 block made by comparing 16-bit blocks, carried through a loop
+    ("rand_1_12", "v5e"): ("abort", "Check failed: arr.size() >= layout_rank(implicit_dim)"),
+    ("rand_1_12", "v6e"): ("compile", "failed to legalize operation 'scf.yield'"),
+    # relayouts between i1 and 8/16-bit blocks
+    ("rand_3_1", "v5e"): ("compile", "changeBitwidth when src bitwidth and dst bitwidth"),
+    ("rand_3_1", "v6e"): ("compile", "changeBitwidth when src bitwidth and dst bitwidth"),
+    ("rand_4_55", "v5e"): ("compile", "changeBitwidth when src bitwidth and dst bitwidth"),
+    ("rand_4_55", "v6e"): ("compile", "changeBitwidth when src bitwidth and dst bitwidth"),
+    # max of i16 blocks in the packed layout
+    ("rand_4_18", "v5e"): ("compile", "failed to legalize operation 'arith.maxsi'"),
+    ("rand_4_18", "v6e"): ("compile", "failed to legalize operation 'arith.maxsi'"),
+    # a (1, 48) i32 operand: XLA tiles it T(1,128), Mosaic T(128)
+    ("rand_4_3", "v5e"): ("compile", "does not match Mosaic layout"),
+    ("rand_4_3", "v6e"): ("compile", "does not match Mosaic layout"),
+}
+
+#: file:line:col: error: ... naming the op ("op 'x'") or the operand ("in '%x'").
+LOCATED = re.compile(r"^\S+\.tsr:\d+:\d+: error: (op '\w+'|(in|out|scratch|operand) '%\w+'|"
+                     r"kernel '@\w+')")
+
+
+def _tessera_cli() -> str:
+    cli = os.environ.get("TESSERA")
+    if not cli:
+        lib = os.environ.get("TESSERA_LIBRARY", "")
+        cli = str(pathlib.Path(lib).resolve().parent / "tools" / "tessera") if lib else ""
+    if not cli or not os.path.exists(cli):
+        pytest.fail("the generator reads the op table from the tessera CLI: set $TESSERA, or "
+                    "$TESSERA_LIBRARY to a build's libtessera.so with tools/tessera beside it",
+                    pytrace=False)
+    return cli
+
+
+@pytest.fixture(scope="module")
+def kernel_dir(tmp_path_factory):
+    RK.load_ops(_tessera_cli())
+    out = tmp_path_factory.mktemp("random_tpu")
+    for seed, count in SEEDS:
+        for i in range(count):
+            name = "rand_%d_%d" % (seed, i)
+            rng = random.Random("%d/%d" % (seed, i))
+            (out / (name + ".tsr")).write_text(RK.gen_kernel(rng, name))
+    return out
+
+
+def _names():
+    return ["rand_%d_%d" % (seed, i) for seed, count in SEEDS for i in range(count)]
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+def test_random_kernels_compile_or_are_refused_located(kernel_dir, chip):
+    import tessera
+    from tessera.jax import _jax_internal as ji
+    from tessera.jax import _tpu
+    failures = []
+    emitted = refused = compiled_not = 0
+    refusals: dict[str, str] = {}
+    for name in _names():
+        path = kernel_dir / (name + ".tsr")
+        k = tessera.Module.load(path)[name]
+        try:
+            text = k.to_mosaic(chip)
+        except tessera.CompileError as e:
+            refused += 1
+            texts = [d.text for d in e.diagnostics]
+            if not texts or not all(LOCATED.match(t) for t in texts):
+                failures.append(f"{name}: refused without a located diagnostic: {texts or e}")
+            refusals[str(path)] = texts[0] if texts else ""
+            continue
+        emitted += 1
+        known = NOT_YET.get((name, chip))
+        if known and known[0] == "abort":
+            compiled_not += 1
+            continue
+        call = _tpu.tpu_call(k, chip=chip, cpu="error")
+        try:
+            P.compile_mosaic(text, call.in_structs, call.out_structs, name, chip, call.aliases)
+            stage, message = "ok", ""
+        except ji.MosaicParseError as e:
+            stage, message = "parse", str(e)
+        except Exception as e:  # noqa: BLE001 - libtpu's errors have no common type
+            stage, message = "compile", f"{type(e).__name__}: {e}"
+        if known:
+            if stage != known[0] or known[1] not in message:
+                failures.append(f"{name}: NOT_YET says it fails at {known[0]} with "
+                                f"{known[1]!r}; it " + ("compiles" if stage == "ok" else
+                                                        f"fails at {stage}: {message[:300]}"))
+            else:
+                compiled_not += 1
+        elif stage != "ok":
+            failures.append(f"{name}: {'jaxlib' if stage == 'parse' else 'libtpu'} refuses "
+                            f"it: {P._first_lines(message, 4)}")
+    # `tessera check --target tpu` refuses each of them with the same error
+    # (and accepts the others: it runs the emitter too).
+    check = subprocess.run([_tessera_cli(), "check", "--target", "tpu", "--chip", chip, "-q",
+                            *(str(kernel_dir / (n + ".tsr")) for n in _names())],
+                           capture_output=True, text=True)
+    said = set(check.stderr.splitlines())
+    for path, first in refusals.items():
+        if first not in said:
+            failures.append(f"{path}: to_mosaic says {first!r}; check --target tpu does not")
+    located_files = {line.split(":", 1)[0] for line in said if LOCATED.match(line)}
+    extra = located_files - set(refusals)
+    if extra:
+        failures.append(f"check --target tpu refuses kernels that emit: {sorted(extra)}")
+    print(f"{chip}: {emitted} emitted ({emitted - compiled_not} compile), {refused} refused "
+          f"with located errors, {len(failures)} failures")
+    assert not failures, (f"{chip}: {len(failures)} of {len(_names())} random kernels "
+                          f"(files in {kernel_dir}):\n" + "\n".join(failures))
+    # The set exercises the compiler, not only the refusals.
+    assert emitted >= 25, f"{chip}: only {emitted} random kernels emit"
