@@ -1014,8 +1014,8 @@ void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_type_t ct = with_dtype(&it, TSR_DTYPE_I1);
   tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", fixed, neg, up, is, tpu_type(c, &ct), b);
   tsr_dtype_t d = xt.dtype;
-  char g[32];
-  snprintf(g, sizeof g, "%s", tpu_tmp(em));
+  char g[512];
+  snprintf(g, sizeof g, "%s", flat ? tpu_tmp(em) : result_name(em, op, 0));
   if (bits_of(d) == 32) {
     tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s", g, xs, fixed,
              (long long)axis, a, b, a);
@@ -1043,8 +1043,7 @@ void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
       tpu_line(em, "%s = %s %s : %s to %s", g, is_float(d) ? "arith.truncf" : "arith.trunci", wg,
                wt_s, a);
   }
-  const tsr_type_t *rt = &op->results[0]->type;
-  tpu_set_name(em, op->results[0], reshape_to(em, g, d, xt.rank, xt.dims, rt->rank, rt->dims));
+  if (flat) tpu_set_name(em, op->results[0], reshape_to(em, g, d, 2, xt.dims, 1, x->type.dims));
 }
 
 /* ---- Reductions and dot ------------------------------------------------------------------ */
