@@ -54,6 +54,12 @@ for op in ["sum", "prod", "max", "min"]:
                                                reverse=reverse, vmem_budget_bytes=20000)))
 for dt in ["bf16", "i32", "u32", "i16", "u16", "i8", "u8"]:
     CLASSES.append(("cumulative", dict(op="sum", shape=(64, 300), dtype=dt, axis=1)))
+# Rank 1: Mosaic has no 1-D tpu.iota ("iota rank below 2D unsupported") nor
+# 1-D index reduction; tessera emits them on (1, n) blocks.
+for op, dt in [("sum", "f32"), ("max", "i32"), ("min", "bf16")]:
+    CLASSES.append(("cumulative", dict(op=op, shape=(1000,), dtype=dt, axis=0)))
+for op, dt in [("argmax", "f32"), ("argmin", "bf16"), ("argmax", "i32"), ("argmin", "u16")]:
+    CLASSES.append(("reduce", dict(op=op, shape=(1000,), dtype=dt, axes=[0], keepdims=True)))
 
 
 def _id(entry: str, p: dict) -> str:
