@@ -577,8 +577,10 @@ static void emit_convert(tpu_emitter_t *em, const tsr_op_t *op, const char *r, c
  * 32 bits and narrowed, which gives the same bits: bf16 `rem`
  * ("failed to legalize arith.remf"; the remainder of two bf16 values is
  * exact in bf16), and i16/u16 `rem`, `div` (arith.remsi fails on 3-D
- * blocks), `clz` and `popcount` ("failed to legalize math.ctlz/ctpop"),
- * extended by sign or zero as the dtype's class says. */
+ * blocks), `max`, `min` ("failed to legalize operation 'arith.maxsi'" on
+ * an (8, 4, 24) i16 block; libtpu has no arith.maxui at all), `clz` and
+ * `popcount` ("failed to legalize math.ctlz/ctpop"), extended by sign or
+ * zero as the dtype's class says. */
 static void widened_16(tpu_emitter_t *em, const tsr_op_t *op, const char *a, const char *b,
                        const tsr_type_t *rt) {
   tsr_dtype_t d = rt->dtype;
@@ -597,7 +599,27 @@ static void widened_16(tpu_emitter_t *em, const tsr_op_t *op, const char *a, con
   }
   snprintf(w, sizeof w, "%s", tpu_tmp(em));
   const char *name = simple_op(op->opcode, d);
-  if (b)
+  if (op->opcode == TSR_OP_MAX || op->opcode == TSR_OP_MIN) {
+    /* MLIR narrows trunci(maxsi(ext a, ext b)) back to an i16 maxsi: the
+     * extremum is taken without one. With d = a - b (exact in i32),
+     * p = d & ~(d >> 31) is max(d, 0): max = b + p, min = a - p. */
+    char dd[32], sg[32], ns[32], pp[32];
+    snprintf(dd, sizeof dd, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.subi %s, %s : %s", dd, wa, wb, wty);
+    char c31[32], ones[32];
+    snprintf(c31, sizeof c31, "%s", constant(em, &wt, 0.0, 31));
+    snprintf(ones, sizeof ones, "%s", constant(em, &wt, 0.0, -1));
+    snprintf(sg, sizeof sg, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.shrsi %s, %s : %s", sg, dd, c31, wty);
+    snprintf(ns, sizeof ns, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.xori %s, %s : %s", ns, sg, ones, wty);
+    snprintf(pp, sizeof pp, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.andi %s, %s : %s", pp, dd, ns, wty);
+    if (op->opcode == TSR_OP_MAX)
+      tpu_line(em, "%s = arith.addi %s, %s : %s", w, wb, pp, wty);
+    else
+      tpu_line(em, "%s = arith.subi %s, %s : %s", w, wa, pp, wty);
+  } else if (b)
     tpu_line(em, "%s = %s %s, %s : %s", w, name, wa, wb, wty);
   else
     tpu_line(em, "%s = %s %s : %s", w, name, wa, wty);
@@ -743,6 +765,7 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
     if (rt->kind == TSR_TYPE_VECTOR && bits_of(d) == 16 &&
         ((f && op->opcode == TSR_OP_REM) ||
          (!f && (op->opcode == TSR_OP_REM || op->opcode == TSR_OP_DIV ||
+                 op->opcode == TSR_OP_MAX || op->opcode == TSR_OP_MIN ||
                  op->opcode == TSR_OP_CLZ || op->opcode == TSR_OP_POPCOUNT)))) {
       widened_16(em, op, a, b, rt);
       return;
@@ -942,25 +965,39 @@ void tpu_op_roll(tpu_emitter_t *em, const tsr_op_t *op) {
   tpu_line(em, "%s = arith.addi %s, %s : i32", p, m1, cn);
   const char *amt = tpu_tmp(em);
   tpu_line(em, "%s = arith.remsi %s, %s : i32", amt, p, cn);
+  char amt_name[32], src[512];
+  snprintf(amt_name, sizeof amt_name, "%s", amt);
+  /* i1 blocks are rotated as i32 (libtpu: "changeBitwidth when src
+   * bitwidth and dst bitwidth differs too much"; see bits_i32). */
+  bool bits = is_bool(x->type.dtype);
+  tsr_type_t xt = with_dtype(&x->type, bits ? TSR_DTYPE_I32 : x->type.dtype);
+  snprintf(src, sizeof src, "%s",
+           bits ? bits_i32(em, tpu_name(em, x), &x->type) : tpu_name(em, x));
+  char rotated[512];
   if (x->type.rank == 1) { /* rotated as a (1, n) block (at_least_2d) */
-    char amt_name[32], flat[32];
-    snprintf(amt_name, sizeof amt_name, "%s", amt);
+    char flat[32];
     int64_t d2[2];
     at_least_2d(&x->type, d2);
-    const char *s2 = reshape_to(em, tpu_name(em, x), x->type.dtype, 1, x->type.dims, 2, d2);
+    const char *s2 = reshape_to(em, src, xt.dtype, 1, xt.dims, 2, d2);
     char s2n[512];
     snprintf(s2n, sizeof s2n, "%s", s2);
-    tpu_vector(ty, x->type.dtype, 2, d2);
+    tpu_vector(ty, xt.dtype, 2, d2);
     snprintf(flat, sizeof flat, "%s", tpu_tmp(em));
     tpu_line(em, "%s = \"tpu.dynamic_rotate\"(%s, %s) <{dimension = 1 : si32}> : (%s, i32) -> %s",
              flat, s2n, amt_name, ty, ty);
-    tpu_set_name(em, op->results[0],
-                 reshape_to(em, flat, x->type.dtype, 2, d2, 1, x->type.dims));
-    return;
+    snprintf(rotated, sizeof rotated, "%s", reshape_to(em, flat, xt.dtype, 2, d2, 1, xt.dims));
+  } else {
+    snprintf(rotated, sizeof rotated, "%s", bits ? tpu_tmp(em) : result_name(em, op, 0));
+    tpu_type(ty, &xt);
+    tpu_line(em,
+             "%s = \"tpu.dynamic_rotate\"(%s, %s) <{dimension = %lld : si32}> : (%s, i32) -> %s",
+             rotated, src, amt_name, (long long)axis, ty, ty);
+    if (!bits) return;
   }
-  tpu_type(ty, &x->type);
-  tpu_line(em, "%s = \"tpu.dynamic_rotate\"(%s, %s) <{dimension = %lld : si32}> : (%s, i32) -> %s",
-           result_name(em, op, 0), tpu_name(em, x), amt, (long long)axis, ty, ty);
+  if (bits)
+    bits_i1(em, result_name(em, op, 0), rotated, &x->type);
+  else
+    tpu_set_name(em, op->results[0], rotated);
 }
 
 /* sort, argsort: Mosaic sorts only on SparseCore (tpu.sort); a TensorCore
@@ -1267,13 +1304,76 @@ void tpu_op_dot(tpu_emitter_t *em, const tsr_op_t *op) {
 
 /* ---- Control flow --------------------------------------------------------------------------- */
 
+/* Some blocks cross region boundaries (the values a loop carries, the
+ * results of if and scoped) in another form, restored inside and after:
+ * i1 blocks as i32, compared with 0 (libtpu cannot carry an i1 block
+ * through a loop: v6e "failed to legalize operation 'scf.yield'", v5e
+ * aborts the process in its layout inference), and 1-D 8- and 16-bit
+ * blocks as (1, n) ones (v5e aborts the process on a loop carrying a
+ * 1-D u16 or bf16 block it adds to: "Check failed: arr.size() >=
+ * layout_rank(implicit_dim)"). */
+static bool crosses_as_i32(const tsr_type_t *t) {
+  return t->kind == TSR_TYPE_VECTOR && is_bool(t->dtype);
+}
+
+static bool crosses_as_2d(const tsr_type_t *t) {
+  return t->kind == TSR_TYPE_VECTOR && t->rank == 1 && !is_bool(t->dtype) &&
+         bits_of(t->dtype) < 32;
+}
+
+/* The type a value has where it crosses a region boundary. */
+static const char *crossing_type(char *buf, const tsr_type_t *t) {
+  tsr_type_t ct = with_dtype(t, crosses_as_i32(t) ? TSR_DTYPE_I32 : t->dtype);
+  if (crosses_as_2d(t)) ct.rank = at_least_2d(t, ct.dims);
+  return tpu_type(buf, &ct);
+}
+
+/* The name of `v` as it crosses a region boundary, emitting the change. */
+static const char *crossing_value(tpu_emitter_t *em, const tsr_value_t *v) {
+  const tsr_type_t *t = &v->type;
+  if (crosses_as_i32(t)) return bits_i32(em, tpu_name(em, v), t);
+  if (crosses_as_2d(t)) {
+    int64_t d2[2];
+    at_least_2d(t, d2);
+    return reshape_to(em, tpu_name(em, v), t->dtype, 1, t->dims, 2, d2);
+  }
+  return tpu_name(em, v);
+}
+
+/* `v`, which crossed a boundary in its crossing form under its current
+ * name, in its own type. */
+static void arrived(tpu_emitter_t *em, const tsr_value_t *v) {
+  const tsr_type_t *t = &v->type;
+  char crossed[64];
+  snprintf(crossed, sizeof crossed, "%s", tpu_name(em, v));
+  if (crosses_as_i32(t)) {
+    char r[512];
+    snprintf(r, sizeof r, "%%%s", v->name);
+    bits_i1(em, r, crossed, t);
+    tpu_set_name(em, v, r);
+  } else if (crosses_as_2d(t)) {
+    int64_t d2[2];
+    at_least_2d(t, d2);
+    tpu_set_name(em, v, reshape_to(em, crossed, t->dtype, 2, d2, 1, t->dims));
+  }
+}
+
 /* Names the results of a control op: "%name" for one, "%$N#i" for several
- * (MLIR's multi-result form); returns the text before " = ", "" for none. */
+ * (MLIR's multi-result form); returns the text before " = ", "" for none.
+ * A result that crosses in another form gets a temporary name, restored
+ * after the op by control_results_arrived. */
 static void control_results(tpu_emitter_t *em, const tsr_op_t *op, char *lhs, size_t n) {
   lhs[0] = 0;
   if (op->num_results == 0) return;
   if (op->num_results == 1) {
-    snprintf(lhs, n, "%s = ", result_name(em, op, 0));
+    const tsr_type_t *rt = &op->results[0]->type;
+    if (crosses_as_i32(rt) || crosses_as_2d(rt)) {
+      const char *t = tpu_tmp(em);
+      tpu_set_name(em, op->results[0], t);
+      snprintf(lhs, n, "%s = ", t);
+    } else {
+      snprintf(lhs, n, "%s = ", result_name(em, op, 0));
+    }
     return;
   }
   char base[32];
@@ -1286,16 +1386,28 @@ static void control_results(tpu_emitter_t *em, const tsr_op_t *op, char *lhs, si
   }
 }
 
-static void type_list(tpu_emitter_t *em, tsr_strbuf_t *sb, tsr_value_t *const *vals, uint32_t n) {
-  char ty[TPU_TYPE_MAX];
-  for (uint32_t i = 0; i < n; i++)
-    tsr_strbuf_printf(sb, "%s%s", i ? ", " : "", tpu_type(ty, &vals[i]->type));
+/* After a control op: its results that left it in another form. */
+static void control_results_arrived(tpu_emitter_t *em, const tsr_op_t *op) {
+  for (uint32_t i = 0; i < op->num_results && TPU_OK(em); i++) arrived(em, op->results[i]);
 }
 
+static void type_list(tpu_emitter_t *em, tsr_strbuf_t *sb, tsr_value_t *const *vals, uint32_t n) {
+  (void)em;
+  char ty[TPU_TYPE_MAX];
+  for (uint32_t i = 0; i < n; i++)
+    tsr_strbuf_printf(sb, "%s%s", i ? ", " : "", crossing_type(ty, &vals[i]->type));
+}
+
+/* Names a region's arguments: their tessera names, or a temporary for an
+ * block that crosses in another form (emit_body restores it). */
 static void name_args(tpu_emitter_t *em, const tsr_region_t *r, uint32_t first) {
   for (uint32_t i = first; i < r->num_args; i++) {
     char buf[512];
-    snprintf(buf, sizeof buf, "%%%s", r->args[i]->name);
+    const tsr_type_t *t = &r->args[i]->type;
+    if (crosses_as_i32(t) || crosses_as_2d(t))
+      snprintf(buf, sizeof buf, "%s", tpu_tmp(em));
+    else
+      snprintf(buf, sizeof buf, "%%%s", r->args[i]->name);
     tpu_set_name(em, r->args[i], buf);
   }
 }
@@ -1308,7 +1420,8 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_initialize(&types);
   uint32_t first = op->opcode == TSR_OP_CONDITION ? 1 : 0;
   for (uint32_t i = first; i < op->num_operands; i++)
-    tsr_strbuf_printf(&vals, "%s%s", i > first ? ", " : "", tpu_name(em, op->operands[i]));
+    tsr_strbuf_printf(&vals, "%s%s", i > first ? ", " : "",
+                      parent ? crossing_value(em, op->operands[i]) : tpu_name(em, op->operands[i]));
   type_list(em, &types, op->operands + first, op->num_operands - first);
   const char *v = vals.data ? vals.data : "", *t = types.data ? types.data : "";
   bool any = op->num_operands > first;
@@ -1322,7 +1435,7 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
     tsr_strbuf_initialize(&ft);
     const tsr_region_t *r = op->parent;
     for (uint32_t i = 0; i < r->num_args; i++)
-      tsr_strbuf_printf(&fw, "%s%s", i ? ", " : "", tpu_name(em, r->args[i]));
+      tsr_strbuf_printf(&fw, "%s%s", i ? ", " : "", crossing_value(em, r->args[i]));
     type_list(em, &ft, r->args, r->num_args);
     if (r->num_args)
       tpu_line(em, "scf.condition(%s) %s : %s", tpu_name(em, op->operands[0]), SB(fw), SB(ft));
@@ -1344,6 +1457,7 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
 static void emit_body(tpu_emitter_t *em, const tsr_region_t *r, bool need_terminator,
                       const char *terminator) {
   em->indent++;
+  for (uint32_t i = 0; i < r->num_args && TPU_OK(em); i++) arrived(em, r->args[i]);
   tpu_emit_region(em, r);
   const tsr_op_t *t = tpu_terminator(r);
   if (TPU_OK(em)) {
@@ -1366,7 +1480,7 @@ void tpu_op_for(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_initialize(&types);
   for (uint32_t i = 0; i < v.num_carried; i++)
     tsr_strbuf_printf(&iter, "%s%s = %s", i ? ", " : "", tpu_name(em, v.carried[i]),
-                      tpu_name(em, v.inits[i]));
+                      crossing_value(em, v.inits[i]));
   type_list(em, &types, v.carried, v.num_carried);
   /* libtpu's range analysis fails on a loop from a negative constant
    * ("RET_CHECK failure (.../range_simplifier.cc:696) range.IsValid()"):
@@ -1401,6 +1515,7 @@ void tpu_op_for(tpu_emitter_t *em, const tsr_op_t *op) {
   }
   emit_body(em, v.body, false, "");
   tpu_line(em, "}");
+  control_results_arrived(em, op);
 }
 
 void tpu_op_while(tpu_emitter_t *em, const tsr_op_t *op) {
@@ -1416,7 +1531,7 @@ void tpu_op_while(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_initialize(&types);
   for (uint32_t i = 0; i < v.num_inits; i++)
     tsr_strbuf_printf(&init, "%s%s = %s", i ? ", " : "", tpu_name(em, v.cond->args[i]),
-                      tpu_name(em, v.inits[i]));
+                      crossing_value(em, v.inits[i]));
   type_list(em, &types, v.cond->args, v.cond->num_args);
   control_results(em, op, lhs, sizeof lhs);
   const char *ts = types.data ? types.data : "";
@@ -1429,11 +1544,12 @@ void tpu_op_while(tpu_emitter_t *em, const tsr_op_t *op) {
   char ty[TPU_TYPE_MAX];
   for (uint32_t i = 0; i < v.body->num_args; i++)
     tsr_strbuf_printf(&args, "%s%s: %s", i ? ", " : "", tpu_name(em, v.body->args[i]),
-                      tpu_type(ty, &v.body->args[i]->type));
+                      crossing_type(ty, &v.body->args[i]->type));
   tpu_line(em, "} do {");
   tpu_line(em, "^bb0(%s):", args.data ? args.data : "");
   emit_body(em, v.body, true, "scf.yield");
   tpu_line(em, "}");
+  control_results_arrived(em, op);
   if (init.failed || types.failed || args.failed) tpu_fail(em, TSR_OOM());
   tsr_strbuf_deinitialize(&init);
   tsr_strbuf_deinitialize(&types);
@@ -1462,6 +1578,7 @@ void tpu_op_if(tpu_emitter_t *em, const tsr_op_t *op) {
     emit_body(em, v.else_region, false, "");
   }
   tpu_line(em, "}");
+  control_results_arrived(em, op);
   if (types.failed) tpu_fail(em, TSR_OOM());
   tsr_strbuf_deinitialize(&types);
 }
@@ -1492,6 +1609,7 @@ void tpu_op_scoped(tpu_emitter_t *em, const tsr_op_t *op) {
   em->indent--;
   emit_body(em, v.body, true, "tpu.yield");
   tpu_line(em, "}) : () -> (%s)", types.data ? types.data : "");
+  control_results_arrived(em, op);
   if (types.failed) tpu_fail(em, TSR_OOM());
   tsr_strbuf_deinitialize(&types);
 }

@@ -32,27 +32,6 @@ import random_kernels as RK  # noqa: E402
 SEEDS = ((1, 100), (2, 100), (3, 100), (4, 100))
 CHIPS = ("v5e", "v6e")
 
-#: Kernels of the set that emit and libtpu still refuses, by kernel and chip:
-#: (stage, a substring of the error). Each is asserted, so an entry goes
-#: stale (and fails) the day its kernel compiles. "abort" is not run:
-#: libtpu aborts the process on it (a failed CHECK in its layout inference).
-NOT_YET = {
-    # an i1 block made by comparing 16-bit blocks, carried through a loop
-    ("rand_1_12", "v5e"): ("abort", "Check failed: arr.size() >= layout_rank(implicit_dim)"),
-    ("rand_1_12", "v6e"): ("compile", "failed to legalize operation 'scf.yield'"),
-    # relayouts between i1 and 8/16-bit blocks
-    ("rand_3_1", "v5e"): ("compile", "changeBitwidth when src bitwidth and dst bitwidth"),
-    ("rand_3_1", "v6e"): ("compile", "changeBitwidth when src bitwidth and dst bitwidth"),
-    ("rand_4_55", "v5e"): ("compile", "changeBitwidth when src bitwidth and dst bitwidth"),
-    ("rand_4_55", "v6e"): ("compile", "changeBitwidth when src bitwidth and dst bitwidth"),
-    # max of i16 blocks in the packed layout
-    ("rand_4_18", "v5e"): ("compile", "failed to legalize operation 'arith.maxsi'"),
-    ("rand_4_18", "v6e"): ("compile", "failed to legalize operation 'arith.maxsi'"),
-    # a (1, 48) i32 operand: XLA tiles it T(1,128), Mosaic T(128)
-    ("rand_4_3", "v5e"): ("compile", "does not match Mosaic layout"),
-    ("rand_4_3", "v6e"): ("compile", "does not match Mosaic layout"),
-}
-
 #: file:line:col: error: ... naming the op ("op 'x'") or the operand ("in '%x'").
 LOCATED = re.compile(r"^\S+\.tsr:\d+:\d+: error: (op '\w+'|(in|out|scratch|operand) '%\w+'|"
                      r"kernel '@\w+')")
@@ -92,7 +71,7 @@ def test_random_kernels_compile_or_are_refused_located(kernel_dir, chip):
     from tessera.jax import _jax_internal as ji
     from tessera.jax import _tpu
     failures = []
-    emitted = refused = compiled_not = 0
+    emitted = refused = 0
     refusals: dict[str, str] = {}
     for name in _names():
         path = kernel_dir / (name + ".tsr")
@@ -107,10 +86,6 @@ def test_random_kernels_compile_or_are_refused_located(kernel_dir, chip):
             refusals[str(path)] = texts[0] if texts else ""
             continue
         emitted += 1
-        known = NOT_YET.get((name, chip))
-        if known and known[0] == "abort":
-            compiled_not += 1
-            continue
         call = _tpu.tpu_call(k, chip=chip, cpu="error")
         try:
             P.compile_mosaic(text, call.in_structs, call.out_structs, name, chip, call.aliases)
@@ -119,14 +94,7 @@ def test_random_kernels_compile_or_are_refused_located(kernel_dir, chip):
             stage, message = "parse", str(e)
         except Exception as e:  # noqa: BLE001 - libtpu's errors have no common type
             stage, message = "compile", f"{type(e).__name__}: {e}"
-        if known:
-            if stage != known[0] or known[1] not in message:
-                failures.append(f"{name}: NOT_YET says it fails at {known[0]} with "
-                                f"{known[1]!r}; it " + ("compiles" if stage == "ok" else
-                                                        f"fails at {stage}: {message[:300]}"))
-            else:
-                compiled_not += 1
-        elif stage != "ok":
+        if stage != "ok":
             failures.append(f"{name}: {'jaxlib' if stage == 'parse' else 'libtpu'} refuses "
                             f"it: {P._first_lines(message, 4)}")
     # `tessera check --target tpu` refuses each of them with the same error
@@ -142,7 +110,7 @@ def test_random_kernels_compile_or_are_refused_located(kernel_dir, chip):
     extra = located_files - set(refusals)
     if extra:
         failures.append(f"check --target tpu refuses kernels that emit: {sorted(extra)}")
-    print(f"{chip}: {emitted} emitted ({emitted - compiled_not} compile), {refused} refused "
+    print(f"{chip}: {emitted} emitted and compiled, {refused} refused "
           f"with located errors, {len(failures)} failures")
     assert not failures, (f"{chip}: {len(failures)} of {len(_names())} random kernels "
                           f"(files in {kernel_dir}):\n" + "\n".join(failures))
