@@ -1023,6 +1023,17 @@ void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
                               "not dim %lld of a rank-%u block", (long long)axis, x->type.rank);
     return;
   }
+  /* Mosaic gathers within one vreg along the gathered dim (libtpu: "Not
+   * implemented: Multiple source vregs along gather dimension"): at most
+   * 128 lanes along the last dim, 8 sublanes of 32 bits (the data is
+   * gathered as 32 bits) along the one before. */
+  int64_t along = x->type.dims[axis], most = axis + 1 == (int64_t)x->type.rank ? 128 : 8;
+  if (along > most) {
+    tpu_unimplemented(em, op, "Mosaic gathers within one vreg (libtpu: \"Multiple source vregs "
+                              "along gather dimension\"): dim %lld has %lld elements, more than "
+                              "%lld", (long long)axis, (long long)along, (long long)most);
+    return;
+  }
   /* A 1-D gather is a (1, n) one (at_least_2d; libtpu: "Invalid input
    * layout" for 1-D). */
   bool flat = x->type.rank == 1;
@@ -1129,6 +1140,26 @@ void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
     return;
   }
   bool i32 = d == TSR_DTYPE_I32, u32 = d == TSR_DTYPE_U32;
+  if (f && bits_of(d) == 16 &&
+      (op->opcode == TSR_OP_REDUCE_SUM || op->opcode == TSR_OP_REDUCE_MAX ||
+       op->opcode == TSR_OP_REDUCE_MIN)) {
+    /* bf16 is reduced extended to f32 and rounded once, as tessera
+     * defines reductions (docs/semantics.md); to a scalar, libtpu takes
+     * no other ("Only 32-bit scalar vector.extracts supported"). */
+    bool max = op->opcode == TSR_OP_REDUCE_MAX, sum = op->opcode == TSR_OP_REDUCE_SUM;
+    tsr_type_t xw = with_dtype(&x->type, TSR_DTYPE_F32);
+    char wide[32], red[32];
+    snprintf(wide, sizeof wide, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.extf %s : %s to %s", wide, tpu_name(em, x), tpu_type(a, &x->type),
+             tpu_type(b, &xw));
+    snprintf(red, sizeof red, "%s", tpu_tmp(em));
+    multi_reduction(em, op, red, sum ? "add" : max ? "maximumf" : "minimumf", wide,
+                    TSR_DTYPE_F32, sum ? 0.0 : max ? -__builtin_inf() : __builtin_inf(), 0);
+    tsr_type_t rw = with_dtype(rt, TSR_DTYPE_F32);
+    tpu_line(em, "%s = arith.truncf %s : %s to %s", result_name(em, op, 0), red,
+             tpu_type(a, &rw), tpu_type(b, rt));
+    return;
+  }
   switch (op->opcode) {
   case TSR_OP_REDUCE_SUM:
     if (f || i32 || u32) { /* a sum's bits do not depend on signedness */
