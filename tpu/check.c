@@ -89,18 +89,6 @@ static void check_decl(tsr_diag_list_t *list, const tsr_kernel_t *k, const tsr_d
   int64_t bs[TSR_MAX_RANK];
   for (uint32_t i = 0; i < rank; i++) bs[i] = d->block[i] == TSR_SQUEEZED ? 1 : d->block[i];
   const int64_t *as = d->array.dims;
-  uint32_t kept = 0;
-  for (uint32_t i = 0; i < rank; i++) kept += d->block[i] != TSR_SQUEEZED;
-  if (rank >= 2 && kept == 1 && space == TSR_SPACE_VMEM)
-    /* Mosaic lays a 1-D block out T(128) while XLA tiles the array in 2-D
-     * (T(1,128) for (1, 48), T(8,128) for (8, 1)); Pallas's module of such
-     * a block is refused the same way. */
-    tsr_diag_add(list, d->loc,
-                 "%s '%%%s': squeezing a rank-%u array's block down to one dim leaves a 1-D "
-                 "block, which libtpu lays out differently from the array (libtpu: \"XLA "
-                 "layout ... does not match Mosaic layout\"): keep one of the last two dims as "
-                 "a block dim of 1 instead of squeezed",
-                 what, name, rank);
   if (rank >= 2) {
     int64_t b0 = bs[rank - 1], a0 = as[rank - 1], b1 = bs[rank - 2], a1 = as[rank - 2];
     bool lane_ok = b0 == a0 || b0 % 128 == 0, sub_ok = b1 == a1 || b1 % 8 == 0;
@@ -114,6 +102,18 @@ static void check_decl(tsr_diag_list_t *list, const tsr_kernel_t *k, const tsr_d
                    "%s '%%%s': block dim %u is %lld, which TPUs cannot tile: the second-to-last "
                    "block dim must be a multiple of 8 or equal the array's (%lld)",
                    what, name, rank - 2, (long long)b1, (long long)a1);
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < rank; i++) kept += d->block[i] != TSR_SQUEEZED;
+    if (lane_ok && sub_ok && kept == 1 && space == TSR_SPACE_VMEM)
+      /* Mosaic lays a 1-D block out T(128) while XLA tiles the array in 2-D
+       * (T(1,128) for (1, 48), T(8,128) for (8, 1)); Pallas's module of such
+       * a block is refused the same way. */
+      tsr_diag_add(list, d->loc,
+                   "%s '%%%s': squeezing a rank-%u array's block down to one dim leaves a 1-D "
+                   "block, which libtpu lays out differently from the array (libtpu: \"XLA "
+                   "layout ... does not match Mosaic layout\"): keep one of the last two dims as "
+                   "a block dim of 1 instead of squeezed",
+                   what, name, rank);
     return;
   }
   /* Rank 1: the whole array, a multiple of 8 x 128 elements, or a power

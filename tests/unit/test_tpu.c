@@ -536,6 +536,12 @@ TSR_TEST(layout_rules) {
   /* a squeezed second-to-last dim counts as 1 (Pallas rejects it too) */
   layout_case("out %y: f32[64, 512] vmem block[squeezed, 512] map(%i) -> (%i, 0)", "v6e", 1,
               "second-to-last");
+  /* squeezed to a 1-D block of a rank-2 array, whole otherwise: libtpu
+   * refuses the operand's layout (as Pallas's module of it) */
+  layout_case("in %x: i32[4, 1, 48] vmem block[squeezed, squeezed, 48] map(%i) -> (%i, 0, 0)",
+              NULL, 1, "leaves a 1-D block");
+  layout_case("out %y: f32[8, 1] vmem block[8, squeezed] map(%i) -> (0, 0)", "v6e", 1,
+              "does not match Mosaic layout");
   /* 1-D: the array, a multiple of 1024, or a power of two >= 128 * packing */
   layout_case("in %x: f32[4096] vmem block[640] map(%i) -> (%i)", NULL, 1, "1-D block of 640");
   layout_case("in %x: bf16[4096] vmem block[128] map(%i) -> (%i)", NULL, 1, "at least 256");
