@@ -21,7 +21,14 @@ TSR_API tsr_status_t tsr_tpu_check(const tsr_ir_kernel_t *kernel, const char *ch
   TSR_RETURN_IF_ERROR(find_chip(chip, &c));
   if (!kernel) return NULL; /* the chip name only */
   TSR_RETURN_IF_ERROR(tsr_ir_verify_kernel(kernel));
-  return tpu_check_kernel(kernel, c);
+  TSR_RETURN_IF_ERROR(tpu_check_kernel(kernel, c));
+  /* What the emitter cannot write (an op with no Mosaic form, located) is
+   * the check's error too: a kernel passes exactly when tsr_tpu_emit
+   * would give a module. Emission takes well under a millisecond. */
+  char *text = NULL;
+  TSR_RETURN_IF_ERROR(tpu_emit_kernel(kernel, c, &text));
+  tsr_free(text);
+  return NULL;
 }
 
 TSR_API tsr_status_t tsr_tpu_vmem(const tsr_ir_kernel_t *kernel, const char *chip,

@@ -102,6 +102,18 @@ static void check_decl(tsr_diag_list_t *list, const tsr_kernel_t *k, const tsr_d
                    "%s '%%%s': block dim %u is %lld, which TPUs cannot tile: the second-to-last "
                    "block dim must be a multiple of 8 or equal the array's (%lld)",
                    what, name, rank - 2, (long long)b1, (long long)a1);
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < rank; i++) kept += d->block[i] != TSR_SQUEEZED;
+    if (lane_ok && sub_ok && kept == 1 && space == TSR_SPACE_VMEM)
+      /* Mosaic lays a 1-D block out T(128) while XLA tiles the array in 2-D
+       * (T(1,128) for (1, 48), T(8,128) for (8, 1)); Pallas's module of such
+       * a block is refused the same way. */
+      tsr_diag_add(list, d->loc,
+                   "%s '%%%s': squeezing a rank-%u array's block down to one dim leaves a 1-D "
+                   "block, which libtpu lays out differently from the array (libtpu: \"XLA "
+                   "layout ... does not match Mosaic layout\"): keep one of the last two dims as "
+                   "a block dim of 1 instead of squeezed",
+                   what, name, rank);
     return;
   }
   /* Rank 1: the whole array, a multiple of 8 x 128 elements, or a power
@@ -136,6 +148,16 @@ tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip
   for (uint32_t i = 0; i < kernel->num_decls; i++) {
     const tsr_decl_t *d = &kernel->decls[i];
     if (d->role == TSR_ROLE_IN || d->role == TSR_ROLE_OUT) check_decl(&list, kernel, d);
+    /* libtpu's, for every memory space: "Only arguments with float8...,
+     * bfloat16 or 32-bit element types are supported" (16- and 8-bit
+     * integers are taken). */
+    const tsr_type_t *t = &d->ref->type;
+    if (t->kind == TSR_TYPE_REF && t->dtype == TSR_DTYPE_F16)
+      tsr_diag_add(&list, d->loc,
+                   "%s '%%%s': an f16 operand, which TPU kernels cannot take (libtpu: \"Only "
+                   "arguments with float8..., bfloat16 or 32-bit element types are "
+                   "supported\"): pass bf16 or f32",
+                   d->role == TSR_ROLE_SCRATCH ? "scratch" : role_name(d->role), d->ref->name);
   }
   /* More VMEM than the chip has: no vmem_limit_bytes makes it compile
    * (libtpu: "Ran out of memory in memory space vmem"). Over the default

@@ -233,6 +233,20 @@ static void emit_op(tpu_emitter_t *em, const tsr_op_t *op) {
   if (info->flags & TSR_F_TERMINATOR) return; /* read by the parent op */
   if (op->loc.file && !strpbrk(op->loc.file, "\r\n") && info->family != TSR_FAM_CONST)
     tpu_line(em, "// %s:%u:%u: %s", op->loc.file, op->loc.line, op->loc.col, info->mnemonic);
+  /* libtpu makes no f16 vectors: every truncf/sitofp to one fails to
+   * legalize ("tpu.pack_subelements" to f16, v5e and v6e alike), so an op
+   * with an f16 block result cannot be emitted. Loads and stores say why
+   * in their own words. */
+  if (op->opcode != TSR_OP_LOAD)
+    for (uint32_t i = 0; i < op->num_results; i++) {
+      const tsr_type_t *t = &op->results[i]->type;
+      if (t->kind == TSR_TYPE_VECTOR && t->dtype == TSR_DTYPE_F16) {
+        tpu_unimplemented(em, op, "TPUs have no f16 vector values (libtpu cannot pack f16 "
+                                  "vectors: \"failed to legalize tpu.pack_subelements\"); "
+                                  "compute in bf16 or f32");
+        return;
+      }
+    }
   family_table[info->family](em, op);
 }
 

@@ -77,6 +77,27 @@ static tsr_type_t with_dtype(const tsr_type_t *shape, tsr_dtype_t dtype) {
   return t;
 }
 
+/* libtpu moves i1 blocks badly: a select, broadcast or concatenation of
+ * them fails ("Invalid input layout" on the extension MLIR rewrites a
+ * select of i1 into, "changeBitwidth when src bitwidth and dst bitwidth
+ * differs too much", "Invalid vector register cast"). Such ops move the
+ * bits as i32 (bits_i32), and the result is compared with 0 (bits_i1). */
+static const char *bits_i32(tpu_emitter_t *em, const char *v, const tsr_type_t *t) {
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
+  tsr_type_t wt = with_dtype(t, TSR_DTYPE_I32);
+  const char *r = tpu_tmp(em);
+  tpu_line(em, "%s = arith.extui %s : %s to %s", r, v, tpu_type(a, t), tpu_type(b, &wt));
+  return r;
+}
+
+static void bits_i1(tpu_emitter_t *em, const char *r, const char *v, const tsr_type_t *t) {
+  char a[TPU_TYPE_MAX], vn[32];
+  tsr_type_t wt = with_dtype(t, TSR_DTYPE_I32);
+  snprintf(vn, sizeof vn, "%s", v);
+  const char *z = constant(em, &wt, 0.0, 0);
+  tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", r, vn, z, tpu_type(a, &wt));
+}
+
 static const char *index_const(tpu_emitter_t *em, int64_t v) {
   const char *t = tpu_tmp(em);
   tpu_line(em, "%s = arith.constant %lld : index", t, (long long)v);
@@ -393,6 +414,24 @@ void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
     int64_t md_dims[TSR_MAX_RANK];
     uint32_t mr = value_dims(&mv->type, md_dims);
     const char *m = reshape_to(em, tpu_name(em, mv), TSR_DTYPE_I1, mr, md_dims, ref->rank, view);
+    if (bits_of(md) != 32) {
+      /* Mosaic masks 32-bit stores only ("Not implemented: masked store
+       * with non-32-bit element type"): read the view, select the stored
+       * elements in, write it whole. The same bytes end up in VMEM; only a
+       * DMA writing the masked-off elements meanwhile would tell, and that
+       * races with the store in tessera's model too. */
+      char mn[512], old[32], sel[32];
+      snprintf(mn, sizeof mn, "%s", m);
+      snprintf(old, sizeof old, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = vector.load %s[%s] : %s, %s", old, tpu_name(em, v.ref.base.value), idx,
+               tpu_type(a, ref), b);
+      snprintf(sel, sizeof sel, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", sel, mn, s, old,
+               tpu_vector(c, TSR_DTYPE_I1, ref->rank, view), b);
+      tpu_line(em, "tpu.vector_store %s[%s], %s {strides = array<i32>} : %s, %s,",
+               tpu_name(em, v.ref.base.value), idx, sel, tpu_type(a, ref), b);
+      return;
+    }
     tpu_line(em, "tpu.vector_store %s[%s], %s masked %s {strides = array<i32>} : %s, %s, %s",
              tpu_name(em, v.ref.base.value), idx, s, m, tpu_type(a, ref), b,
              tpu_vector(c, TSR_DTYPE_I1, ref->rank, view));
@@ -503,6 +542,15 @@ static void emit_convert(tpu_emitter_t *em, const tsr_op_t *op, const char *r, c
     emit_compare(em, r, TSR_OP_NE, a, zn, from);
     return;
   }
+  if (is_bool(fd) && !is_float(td) && bits_of(td) < 32) {
+    /* MLIR folds extui i1 -> i32 -> trunci into one extension i1 -> i8,
+     * which libtpu refuses ("Invalid input layout"): select 1 or 0. */
+    char c1[32];
+    snprintf(c1, sizeof c1, "%s", constant(em, to, 0.0, 1));
+    const char *c0 = constant(em, to, 0.0, 0);
+    emit_select(em, r, a, from->kind == TSR_TYPE_VECTOR, c1, c0, to);
+    return;
+  }
   const char *opname = NULL;
   if (is_float(fd) && is_float(td))
     opname = bits_of(td) > bits_of(fd) ? "arith.extf" : "arith.truncf";
@@ -525,6 +573,66 @@ static void emit_convert(tpu_emitter_t *em, const tsr_op_t *op, const char *r, c
   tpu_line(em, "%s = %s %s : %s to %s", r, opname, a, ft, tt);
 }
 
+/* A 16-bit op libtpu does not legalize on every block shape, computed in
+ * 32 bits and narrowed, which gives the same bits: bf16 `rem`
+ * ("failed to legalize arith.remf"; the remainder of two bf16 values is
+ * exact in bf16), and i16/u16 `rem`, `div` (arith.remsi fails on 3-D
+ * blocks), `max`, `min` ("failed to legalize operation 'arith.maxsi'" on
+ * an (8, 4, 24) i16 block; libtpu has no arith.maxui at all), `clz` and
+ * `popcount` ("failed to legalize math.ctlz/ctpop"), extended by sign or
+ * zero as the dtype's class says. */
+static void widened_16(tpu_emitter_t *em, const tsr_op_t *op, const char *a, const char *b,
+                       const tsr_type_t *rt) {
+  tsr_dtype_t d = rt->dtype;
+  bool f = is_float(d), u = is_uint(d);
+  tsr_type_t wt = with_dtype(rt, f ? TSR_DTYPE_F32 : TSR_DTYPE_I32);
+  char nt[TPU_TYPE_MAX], wty[TPU_TYPE_MAX], wa[32], wb[32] = "", w[32];
+  tpu_type(nt, rt);
+  tpu_type(wty, &wt);
+  const char *ext = f ? "arith.extf" : u || op->opcode == TSR_OP_CLZ ||
+                                       op->opcode == TSR_OP_POPCOUNT ? "arith.extui" : "arith.extsi";
+  snprintf(wa, sizeof wa, "%s", tpu_tmp(em));
+  tpu_line(em, "%s = %s %s : %s to %s", wa, ext, a, nt, wty);
+  if (b) {
+    snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = %s %s : %s to %s", wb, ext, b, nt, wty);
+  }
+  snprintf(w, sizeof w, "%s", tpu_tmp(em));
+  const char *name = simple_op(op->opcode, d);
+  if (op->opcode == TSR_OP_MAX || op->opcode == TSR_OP_MIN) {
+    /* MLIR narrows trunci(maxsi(ext a, ext b)) back to an i16 maxsi: the
+     * extremum is taken without one. With d = a - b (exact in i32),
+     * p = d & ~(d >> 31) is max(d, 0): max = b + p, min = a - p. */
+    char dd[32], sg[32], ns[32], pp[32];
+    snprintf(dd, sizeof dd, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.subi %s, %s : %s", dd, wa, wb, wty);
+    char c31[32], ones[32];
+    snprintf(c31, sizeof c31, "%s", constant(em, &wt, 0.0, 31));
+    snprintf(ones, sizeof ones, "%s", constant(em, &wt, 0.0, -1));
+    snprintf(sg, sizeof sg, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.shrsi %s, %s : %s", sg, dd, c31, wty);
+    snprintf(ns, sizeof ns, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.xori %s, %s : %s", ns, sg, ones, wty);
+    snprintf(pp, sizeof pp, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.andi %s, %s : %s", pp, dd, ns, wty);
+    if (op->opcode == TSR_OP_MAX)
+      tpu_line(em, "%s = arith.addi %s, %s : %s", w, wb, pp, wty);
+    else
+      tpu_line(em, "%s = arith.subi %s, %s : %s", w, wa, pp, wty);
+  } else if (b)
+    tpu_line(em, "%s = %s %s, %s : %s", w, name, wa, wb, wty);
+  else
+    tpu_line(em, "%s = %s %s : %s", w, name, wa, wty);
+  if (op->opcode == TSR_OP_CLZ) { /* 16 more leading zeros in 32 bits */
+    char sixteen[32];
+    snprintf(sixteen, sizeof sixteen, "%s", constant(em, &wt, 0.0, 16));
+    const char *t = tpu_tmp(em);
+    tpu_line(em, "%s = arith.subi %s, %s : %s", t, w, sixteen, wty);
+    snprintf(w, sizeof w, "%s", t);
+  }
+  tpu_line(em, "%s = %s %s : %s to %s", result_name(em, op, 0), f ? "arith.truncf" : "arith.trunci",
+           w, wty, nt);
+}
 
 void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_type_t *rt = &op->results[0]->type;
@@ -536,6 +644,17 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
     const char *cn = tpu_name(em, c);
     const char *a = operand_as(em, op->operands[1], rt);
     const char *b = operand_as(em, op->operands[2], rt);
+    if (is_bool(rt->dtype) && rt->kind == TSR_TYPE_VECTOR) { /* see bits_i32 */
+      char wa[32], wb[32], w[32];
+      tsr_type_t wt = with_dtype(rt, TSR_DTYPE_I32);
+      snprintf(wb, sizeof wb, "%s", b);
+      snprintf(wa, sizeof wa, "%s", bits_i32(em, a, rt));
+      snprintf(wb, sizeof wb, "%s", bits_i32(em, wb, rt));
+      snprintf(w, sizeof w, "%s", tpu_tmp(em));
+      emit_select(em, w, cn, c->type.kind == TSR_TYPE_VECTOR, wa, wb, &wt);
+      bits_i1(em, result_name(em, op, 0), w, rt);
+      return;
+    }
     emit_select(em, result_name(em, op, 0), cn, c->type.kind == TSR_TYPE_VECTOR, a, b, rt);
     return;
   }
@@ -544,6 +663,20 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
     tsr_type_t ot = with_dtype(rt, x->type.dtype);
     if (!cmp_predicate(op->opcode, ot.dtype)) break;
     const char *a = operand_as(em, x, &ot), *b = operand_as(em, y, &ot);
+    if (is_bool(ot.dtype) && ot.kind == TSR_TYPE_VECTOR) {
+      /* MLIR rewrites a compare of i1 blocks into an extension of i1 that
+       * libtpu refuses ("Invalid input layout"): compare the bits as i32. */
+      tsr_type_t wt = with_dtype(&ot, TSR_DTYPE_I32);
+      char wa[32], wb[32], bt[TPU_TYPE_MAX], wty[TPU_TYPE_MAX];
+      tpu_type(bt, &ot);
+      tpu_type(wty, &wt);
+      snprintf(wa, sizeof wa, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.extui %s : %s to %s", wa, a, bt, wty);
+      snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.extui %s : %s to %s", wb, b, bt, wty);
+      emit_compare(em, result_name(em, op, 0), op->opcode, wa, wb, &wt);
+      return;
+    }
     emit_compare(em, result_name(em, op, 0), op->opcode, a, b, &ot);
     return;
   }
@@ -629,6 +762,14 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       tpu_line(em, "%s = arith.xori %s, %s : %s", result_name(em, op, 0), m, sign, ty);
       return;
     }
+    if (rt->kind == TSR_TYPE_VECTOR && bits_of(d) == 16 &&
+        ((f && op->opcode == TSR_OP_REM) ||
+         (!f && (op->opcode == TSR_OP_REM || op->opcode == TSR_OP_DIV ||
+                 op->opcode == TSR_OP_MAX || op->opcode == TSR_OP_MIN ||
+                 op->opcode == TSR_OP_CLZ || op->opcode == TSR_OP_POPCOUNT)))) {
+      widened_16(em, op, a, b, rt);
+      return;
+    }
     if (!name) break;
     if (!f && (op->opcode == TSR_OP_POW || !strncmp(name, "math.", 5)) &&
         op->opcode != TSR_OP_ABS && op->opcode != TSR_OP_CLZ && op->opcode != TSR_OP_POPCOUNT)
@@ -647,10 +788,40 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
 
 /* ---- Shapes ------------------------------------------------------------------------------ */
 
+/* Mosaic has no 1-D form of some ops (tpu.iota: "iota rank below 2D
+ * unsupported"; tpu.dynamic_rotate: "Unsupported 1D shape";
+ * tpu.reduce_index: no scalar result): they take a (1, n) block, as
+ * Pallas's reduce_index lowering does. Writes (1, n) to dims for a 1-D
+ * type and returns 2, else copies the shape. */
+static uint32_t at_least_2d(const tsr_type_t *t, int64_t *dims) {
+  if (t->rank == 1) {
+    dims[0] = 1;
+    dims[1] = t->dims[0];
+    return 2;
+  }
+  return value_dims(t, dims);
+}
+
 void tpu_op_iota(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_type_t *rt = &op->results[0]->type;
   tsr_type_t it = with_dtype(rt, TSR_DTYPE_I32);
   char ty[TPU_TYPE_MAX];
+  if (rt->rank == 1) {
+    int64_t d2[2];
+    at_least_2d(rt, d2);
+    const char *t2 = tpu_tmp(em);
+    tpu_line(em, "%s = tpu.iota {dimensions = array<i32: 1>} : %s", t2,
+             tpu_vector(ty, TSR_DTYPE_I32, 2, d2));
+    const char *flat = reshape_to(em, t2, TSR_DTYPE_I32, 2, d2, 1, rt->dims);
+    if (rt->dtype == TSR_DTYPE_I32 || rt->dtype == TSR_DTYPE_U32) {
+      tpu_set_name(em, op->results[0], flat);
+      return;
+    }
+    char fn[32];
+    snprintf(fn, sizeof fn, "%s", flat);
+    emit_convert(em, op, result_name(em, op, 0), fn, &it, rt);
+    return;
+  }
   if (rt->dtype == TSR_DTYPE_I32 || rt->dtype == TSR_DTYPE_U32) {
     tpu_line(em, "%s = tpu.iota {dimensions = array<i32: %lld>} : %s", result_name(em, op, 0),
              (long long)op->ints[0], tpu_type(ty, rt));
@@ -668,6 +839,20 @@ void tpu_op_broadcast(tpu_emitter_t *em, const tsr_op_t *op) {
   char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
   if (tsr_type_equal(&x->type, rt)) {
     alias_value(em, op->results[0], x);
+    return;
+  }
+  if (is_bool(rt->dtype)) { /* see bits_i32 */
+    tsr_type_t xt = with_dtype(&x->type, TSR_DTYPE_I32), wt = with_dtype(rt, TSR_DTYPE_I32);
+    char xi[32], w[32];
+    if (x->type.kind == TSR_TYPE_VECTOR) {
+      snprintf(xi, sizeof xi, "%s", bits_i32(em, tpu_name(em, x), &x->type));
+    } else {
+      snprintf(xi, sizeof xi, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.extui %s : i1 to i32", xi, tpu_name(em, x));
+    }
+    snprintf(w, sizeof w, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = vector.broadcast %s : %s to %s", w, xi, tpu_type(a, &xt), tpu_type(b, &wt));
+    bits_i1(em, result_name(em, op, 0), w, rt);
     return;
   }
   tpu_line(em, "%s = vector.broadcast %s : %s to %s", result_name(em, op, 0), tpu_name(em, x),
@@ -690,6 +875,22 @@ void tpu_op_transpose(tpu_emitter_t *em, const tsr_op_t *op) {
   for (uint32_t i = 0; i < op->num_ints && at < sizeof perm; i++)
     at += (size_t)snprintf(perm + at, sizeof perm - at, "%s%lld", i ? ", " : "",
                            (long long)op->ints[i]);
+  if (is_bool(x->type.dtype)) {
+    /* libtpu cannot relayout i1 blocks ("changeBitwidth when src bitwidth
+     * and dst bitwidth differs too much"): transpose them as i32. */
+    const tsr_type_t *rt = &op->results[0]->type;
+    tsr_type_t xi = with_dtype(&x->type, TSR_DTYPE_I32), ri = with_dtype(rt, TSR_DTYPE_I32);
+    char bits[32], tr[32];
+    snprintf(bits, sizeof bits, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.extui %s : %s to %s", bits, tpu_name(em, x), tpu_type(a, &x->type),
+             tpu_type(b, &xi));
+    snprintf(tr, sizeof tr, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = vector.transpose %s, [%s] : %s to %s", tr, bits, perm, b,
+             tpu_type(a, &ri));
+    const char *z = constant(em, &ri, 0.0, 0);
+    tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", result_name(em, op, 0), tr, z, a);
+    return;
+  }
   tpu_line(em, "%s = vector.transpose %s, [%s] : %s to %s", result_name(em, op, 0),
            tpu_name(em, x), perm, tpu_type(a, &x->type), tpu_type(b, &op->results[0]->type));
 }
@@ -730,15 +931,23 @@ void tpu_op_concatenate(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_initialize(&args);
   tsr_strbuf_initialize(&types);
   char ty[TPU_TYPE_MAX];
+  const tsr_type_t *rt = &op->results[0]->type;
+  bool bits = is_bool(rt->dtype); /* see bits_i32 */
   for (uint32_t i = 0; i < op->num_operands; i++) {
-    tsr_strbuf_printf(&args, "%s%s", i ? ", " : "", tpu_name(em, op->operands[i]));
-    tsr_strbuf_printf(&types, "%s%s", i ? ", " : "", tpu_type(ty, &op->operands[i]->type));
+    const tsr_type_t *t = &op->operands[i]->type;
+    tsr_type_t wt = with_dtype(t, TSR_DTYPE_I32);
+    tsr_strbuf_printf(&args, "%s%s", i ? ", " : "",
+                      bits ? bits_i32(em, tpu_name(em, op->operands[i]), t)
+                           : tpu_name(em, op->operands[i]));
+    tsr_strbuf_printf(&types, "%s%s", i ? ", " : "", tpu_type(ty, bits ? &wt : t));
   }
+  tsr_type_t wr = with_dtype(rt, TSR_DTYPE_I32);
+  const char *w = bits ? tpu_tmp(em) : result_name(em, op, 0);
   if (args.failed || types.failed) tpu_fail(em, TSR_OOM());
   else
-    tpu_line(em, "%s = \"tpu.concatenate\"(%s) <{dimension = %lld : i32}> : (%s) -> %s",
-             result_name(em, op, 0), SB(args), (long long)op->ints[0], SB(types),
-             tpu_type(ty, &op->results[0]->type));
+    tpu_line(em, "%s = \"tpu.concatenate\"(%s) <{dimension = %lld : i32}> : (%s) -> %s", w,
+             SB(args), (long long)op->ints[0], SB(types), tpu_type(ty, bits ? &wr : rt));
+  if (bits && TPU_OK(em)) bits_i1(em, result_name(em, op, 0), w, rt);
   tsr_strbuf_deinitialize(&args);
   tsr_strbuf_deinitialize(&types);
 }
@@ -756,9 +965,39 @@ void tpu_op_roll(tpu_emitter_t *em, const tsr_op_t *op) {
   tpu_line(em, "%s = arith.addi %s, %s : i32", p, m1, cn);
   const char *amt = tpu_tmp(em);
   tpu_line(em, "%s = arith.remsi %s, %s : i32", amt, p, cn);
-  tpu_type(ty, &x->type);
-  tpu_line(em, "%s = \"tpu.dynamic_rotate\"(%s, %s) <{dimension = %lld : si32}> : (%s, i32) -> %s",
-           result_name(em, op, 0), tpu_name(em, x), amt, (long long)axis, ty, ty);
+  char amt_name[32], src[512];
+  snprintf(amt_name, sizeof amt_name, "%s", amt);
+  /* i1 blocks are rotated as i32 (libtpu: "changeBitwidth when src
+   * bitwidth and dst bitwidth differs too much"; see bits_i32). */
+  bool bits = is_bool(x->type.dtype);
+  tsr_type_t xt = with_dtype(&x->type, bits ? TSR_DTYPE_I32 : x->type.dtype);
+  snprintf(src, sizeof src, "%s",
+           bits ? bits_i32(em, tpu_name(em, x), &x->type) : tpu_name(em, x));
+  char rotated[512];
+  if (x->type.rank == 1) { /* rotated as a (1, n) block (at_least_2d) */
+    char flat[32];
+    int64_t d2[2];
+    at_least_2d(&x->type, d2);
+    const char *s2 = reshape_to(em, src, xt.dtype, 1, xt.dims, 2, d2);
+    char s2n[512];
+    snprintf(s2n, sizeof s2n, "%s", s2);
+    tpu_vector(ty, xt.dtype, 2, d2);
+    snprintf(flat, sizeof flat, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = \"tpu.dynamic_rotate\"(%s, %s) <{dimension = 1 : si32}> : (%s, i32) -> %s",
+             flat, s2n, amt_name, ty, ty);
+    snprintf(rotated, sizeof rotated, "%s", reshape_to(em, flat, xt.dtype, 2, d2, 1, xt.dims));
+  } else {
+    snprintf(rotated, sizeof rotated, "%s", bits ? tpu_tmp(em) : result_name(em, op, 0));
+    tpu_type(ty, &xt);
+    tpu_line(em,
+             "%s = \"tpu.dynamic_rotate\"(%s, %s) <{dimension = %lld : si32}> : (%s, i32) -> %s",
+             rotated, src, amt_name, (long long)axis, ty, ty);
+    if (!bits) return;
+  }
+  if (bits)
+    bits_i1(em, result_name(em, op, 0), rotated, &x->type);
+  else
+    tpu_set_name(em, op->results[0], rotated);
 }
 
 /* sort, argsort: Mosaic sorts only on SparseCore (tpu.sort); a TensorCore
@@ -774,25 +1013,85 @@ void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *x = op->operands[0], *idx = op->operands[1];
   int64_t axis = op->ints[0];
   char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX];
-  tpu_type(a, &x->type);
-  tpu_type(b, &idx->type);
   if (idx->type.dtype != TSR_DTYPE_I32) {
     tpu_unimplemented(em, op, "gather indices must be i32 on TPU");
     return;
   }
+  if (axis + 2 < (int64_t)x->type.rank) {
+    tpu_unimplemented(em, op, "Mosaic gathers along the last two dims only (libtpu: "
+                              "\"DynamicGatherOp only implemented for last two dimensions\"), "
+                              "not dim %lld of a rank-%u block", (long long)axis, x->type.rank);
+    return;
+  }
+  /* Mosaic gathers within one vreg along the gathered dim (libtpu: "Not
+   * implemented: Multiple source vregs along gather dimension"): at most
+   * 128 lanes along the last dim, 8 sublanes of 32 bits (the data is
+   * gathered as 32 bits) along the one before. */
+  int64_t along = x->type.dims[axis], most = axis + 1 == (int64_t)x->type.rank ? 128 : 8;
+  if (along > most) {
+    tpu_unimplemented(em, op, "Mosaic gathers within one vreg (libtpu: \"Multiple source vregs "
+                              "along gather dimension\"): dim %lld has %lld elements, more than "
+                              "%lld", (long long)axis, (long long)along, (long long)most);
+    return;
+  }
+  /* A 1-D gather is a (1, n) one (at_least_2d; libtpu: "Invalid input
+   * layout" for 1-D). */
+  bool flat = x->type.rank == 1;
+  tsr_type_t xt = x->type, it = idx->type;
+  char xs[512], is[512];
+  snprintf(xs, sizeof xs, "%s", tpu_name(em, x));
+  snprintf(is, sizeof is, "%s", tpu_name(em, idx));
+  if (flat) {
+    xt.rank = it.rank = at_least_2d(&x->type, xt.dims);
+    memcpy(it.dims, xt.dims, sizeof xt.dims);
+    snprintf(xs, sizeof xs, "%s", reshape_to(em, xs, xt.dtype, 1, x->type.dims, 2, xt.dims));
+    snprintf(is, sizeof is, "%s", reshape_to(em, is, it.dtype, 1, idx->type.dims, 2, it.dims));
+    axis = 1;
+  }
+  tpu_type(a, &xt);
+  tpu_type(b, &it);
   /* As Pallas's take_along_axis: negative indices count from the end. */
-  const char *z = constant(em, &idx->type, 0.0, 0);
-  const char *n = constant(em, &idx->type, 0.0, x->type.dims[axis]);
-  const char *neg = tpu_tmp(em);
-  tpu_line(em, "%s = arith.cmpi slt, %s, %s : %s", neg, tpu_name(em, idx), z, b);
-  const char *up = tpu_tmp(em);
-  tpu_line(em, "%s = arith.addi %s, %s : %s", up, tpu_name(em, idx), n, b);
-  const char *fixed = tpu_tmp(em);
-  tsr_type_t ct = with_dtype(&idx->type, TSR_DTYPE_I1);
-  tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", fixed, neg, up, tpu_name(em, idx),
-           tpu_type(c, &ct), b);
-  tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s", result_name(em, op, 0),
-           tpu_name(em, x), fixed, (long long)axis, a, b, tpu_type(c, &op->results[0]->type));
+  char z[32], n[32], neg[32], up[32], fixed[32];
+  snprintf(z, sizeof z, "%s", constant(em, &it, 0.0, 0));
+  snprintf(n, sizeof n, "%s", constant(em, &it, 0.0, xt.dims[axis]));
+  snprintf(neg, sizeof neg, "%s", tpu_tmp(em));
+  tpu_line(em, "%s = arith.cmpi slt, %s, %s : %s", neg, is, z, b);
+  snprintf(up, sizeof up, "%s", tpu_tmp(em));
+  tpu_line(em, "%s = arith.addi %s, %s : %s", up, is, n, b);
+  snprintf(fixed, sizeof fixed, "%s", tpu_tmp(em));
+  tsr_type_t ct = with_dtype(&it, TSR_DTYPE_I1);
+  tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", fixed, neg, up, is, tpu_type(c, &ct), b);
+  tsr_dtype_t d = xt.dtype;
+  char g[512];
+  snprintf(g, sizeof g, "%s", flat ? tpu_tmp(em) : result_name(em, op, 0));
+  if (bits_of(d) == 32) {
+    tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s", g, xs, fixed,
+             (long long)axis, a, b, a);
+  } else {
+    /* The data must have the indices' width ("Gather indices and result
+     * have different bitwidths"; i1: "Only 8-, 16- or 32-bit gathers"): it
+     * is gathered widened to 32 bits and narrowed back, the same values. */
+    char wide[32], wg[32], wt_s[TPU_TYPE_MAX];
+    tsr_type_t wt = with_dtype(&xt, is_float(d) ? TSR_DTYPE_F32 : TSR_DTYPE_I32);
+    tpu_type(wt_s, &wt);
+    if (is_bool(d)) {
+      snprintf(wide, sizeof wide, "%s", bits_i32(em, xs, &xt));
+    } else {
+      snprintf(wide, sizeof wide, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = %s %s : %s to %s", wide,
+               is_float(d) ? "arith.extf" : is_uint(d) ? "arith.extui" : "arith.extsi", xs, a,
+               wt_s);
+    }
+    snprintf(wg, sizeof wg, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = tpu.dynamic_gather %s[%s] in [%lld] : %s, %s -> %s", wg, wide, fixed,
+             (long long)axis, wt_s, b, wt_s);
+    if (is_bool(d))
+      bits_i1(em, g, wg, &xt);
+    else
+      tpu_line(em, "%s = %s %s : %s to %s", g, is_float(d) ? "arith.truncf" : "arith.trunci", wg,
+               wt_s, a);
+  }
+  if (flat) tpu_set_name(em, op->results[0], reshape_to(em, g, d, 2, xt.dims, 1, x->type.dims));
 }
 
 /* ---- Reductions and dot ------------------------------------------------------------------ */
@@ -841,6 +1140,26 @@ void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
     return;
   }
   bool i32 = d == TSR_DTYPE_I32, u32 = d == TSR_DTYPE_U32;
+  if (f && bits_of(d) == 16 &&
+      (op->opcode == TSR_OP_REDUCE_SUM || op->opcode == TSR_OP_REDUCE_MAX ||
+       op->opcode == TSR_OP_REDUCE_MIN)) {
+    /* bf16 is reduced extended to f32 and rounded once, as tessera
+     * defines reductions (docs/semantics.md); to a scalar, libtpu takes
+     * no other ("Only 32-bit scalar vector.extracts supported"). */
+    bool max = op->opcode == TSR_OP_REDUCE_MAX, sum = op->opcode == TSR_OP_REDUCE_SUM;
+    tsr_type_t xw = with_dtype(&x->type, TSR_DTYPE_F32);
+    char wide[32], red[32];
+    snprintf(wide, sizeof wide, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.extf %s : %s to %s", wide, tpu_name(em, x), tpu_type(a, &x->type),
+             tpu_type(b, &xw));
+    snprintf(red, sizeof red, "%s", tpu_tmp(em));
+    multi_reduction(em, op, red, sum ? "add" : max ? "maximumf" : "minimumf", wide,
+                    TSR_DTYPE_F32, sum ? 0.0 : max ? -__builtin_inf() : __builtin_inf(), 0);
+    tsr_type_t rw = with_dtype(rt, TSR_DTYPE_F32);
+    tpu_line(em, "%s = arith.truncf %s : %s to %s", result_name(em, op, 0), red,
+             tpu_type(a, &rw), tpu_type(b, rt));
+    return;
+  }
   switch (op->opcode) {
   case TSR_OP_REDUCE_SUM:
     if (f || i32 || u32) { /* a sum's bits do not depend on signedness */
@@ -882,17 +1201,89 @@ void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
                     tsr_op_table[op->opcode].mnemonic + 7, tsr_dtype_name(d));
 }
 
+/* argmax/argmin. Floats: tpu.reduce_index, of f32 (bf16 is extended
+ * first, exactly: v5e has no bf16 index reduction, libtpu aborts with
+ * "Operation not supported: kVectorMaxIndexReduceBf16", and a bf16 one
+ * would give i16). Integers, which tpu.reduce_index does not take ("Only
+ * f32 and bf16 input is supported"): the extreme value by
+ * vector.multi_reduction over the values widened to i32 (u32 with the sign
+ * bit flipped), then the least index holding it: the first, as tessera
+ * defines it. A 1-D operand is reduced as a (1, n) block. */
 void tpu_op_argreduce(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *x = op->operands[0];
-  const char *kind = op->opcode == TSR_OP_ARGMAX ? "arg_max" : op->opcode == TSR_OP_ARGMIN ? "arg_min" : NULL;
-  if (!kind || x->type.kind != TSR_TYPE_VECTOR) {
+  bool max = op->opcode == TSR_OP_ARGMAX;
+  if ((!max && op->opcode != TSR_OP_ARGMIN) || x->type.kind != TSR_TYPE_VECTOR) {
     tpu_unimplemented(em, op, "no TPU index reduction for this operand");
     return;
   }
-  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
-  tpu_line(em, "%s = tpu.reduce_index %s {axis = %lld : i32, kind = #tpu.reduction_kind<%s>} : %s -> %s",
-           result_name(em, op, 0), tpu_name(em, x), (long long)op->ints[0], kind,
-           tpu_type(a, &x->type), tpu_type(b, &op->results[0]->type));
+  tsr_dtype_t d = x->type.dtype;
+  int64_t dims[TSR_MAX_RANK], kept[TSR_MAX_RANK], ones[TSR_MAX_RANK];
+  uint32_t rank = at_least_2d(&x->type, dims);
+  int64_t axis = op->ints[0] + (x->type.rank == 1 ? 1 : 0);
+  uint32_t nk = 0;
+  for (uint32_t i = 0; i < rank; i++) {
+    if ((int64_t)i != axis) kept[nk++] = dims[i];
+    ones[i] = (int64_t)i == axis ? 1 : dims[i];
+  }
+  char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX], xs[512], idx[32];
+  snprintf(xs, sizeof xs, "%s",
+           reshape_to(em, tpu_name(em, x), d, x->type.rank, x->type.dims, rank, dims));
+  tpu_vector(b, TSR_DTYPE_I32, nk, kept);
+  if (is_float(d)) {
+    tpu_vector(a, TSR_DTYPE_F32, rank, dims);
+    if (d != TSR_DTYPE_F32) {
+      const char *e = tpu_tmp(em);
+      tpu_line(em, "%s = arith.extf %s : %s to %s", e, xs, tpu_vector(c, d, rank, dims), a);
+      snprintf(xs, sizeof xs, "%s", e);
+    }
+    snprintf(idx, sizeof idx, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = tpu.reduce_index %s {axis = %lld : i32, kind = #tpu.reduction_kind<%s>} : "
+                 "%s -> %s",
+             idx, xs, (long long)axis, max ? "arg_max" : "arg_min", a, b);
+  } else {
+    const int64_t imin = -2147483647ll - 1, imax = 2147483647ll;
+    tsr_type_t wt = {.kind = TSR_TYPE_VECTOR, .dtype = TSR_DTYPE_I32, .rank = rank};
+    memcpy(wt.dims, dims, sizeof(int64_t) * rank);
+    tpu_vector(a, TSR_DTYPE_I32, rank, dims);
+    if (bits_of(d) < 32) {
+      const char *e = tpu_tmp(em);
+      tpu_line(em, "%s = %s %s : %s to %s", e, is_uint(d) ? "arith.extui" : "arith.extsi", xs,
+               tpu_vector(c, d, rank, dims), a);
+      snprintf(xs, sizeof xs, "%s", e);
+    } else if (is_uint(d)) { /* orders u32 as signed i32 */
+      char sign[32];
+      snprintf(sign, sizeof sign, "%s", constant(em, &wt, 0.0, imin));
+      const char *e = tpu_tmp(em);
+      tpu_line(em, "%s = arith.xori %s, %s : %s", e, xs, sign, a);
+      snprintf(xs, sizeof xs, "%s", e);
+    }
+    char acc[32], ext[32], eq[32], io[32], big[32], sel[32];
+    snprintf(acc, sizeof acc, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.constant dense<%lld> : %s", acc, (long long)(max ? imin : imax), b);
+    snprintf(ext, sizeof ext, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = vector.multi_reduction <%s>, %s, %s [%lld] : %s to %s", ext,
+             max ? "maxsi" : "minsi", xs, acc, (long long)axis, a, b);
+    const char *k1 = reshape_to(em, ext, TSR_DTYPE_I32, nk, kept, rank, ones);
+    const char *bc = tpu_tmp(em);
+    tpu_line(em, "%s = vector.broadcast %s : %s to %s", bc, k1,
+             tpu_vector(c, TSR_DTYPE_I32, rank, ones), a);
+    snprintf(eq, sizeof eq, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.cmpi eq, %s, %s : %s", eq, xs, bc, a);
+    snprintf(io, sizeof io, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = tpu.iota {dimensions = array<i32: %lld>} : %s", io, (long long)axis, a);
+    snprintf(big, sizeof big, "%s", constant(em, &wt, 0.0, imax));
+    snprintf(sel, sizeof sel, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", sel, eq, io, big,
+             tpu_vector(c, TSR_DTYPE_I1, rank, dims), a);
+    snprintf(acc, sizeof acc, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.constant dense<%lld> : %s", acc, (long long)imax, b);
+    snprintf(idx, sizeof idx, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = vector.multi_reduction <minsi>, %s, %s [%lld] : %s to %s", idx, sel, acc,
+             (long long)axis, a, b);
+  }
+  int64_t rd[TSR_MAX_RANK];
+  uint32_t rr = value_dims(&op->results[0]->type, rd);
+  tpu_set_name(em, op->results[0], reshape_to(em, idx, TSR_DTYPE_I32, nk, kept, rr, rd));
 }
 
 void tpu_op_dot(tpu_emitter_t *em, const tsr_op_t *op) {
@@ -944,13 +1335,76 @@ void tpu_op_dot(tpu_emitter_t *em, const tsr_op_t *op) {
 
 /* ---- Control flow --------------------------------------------------------------------------- */
 
+/* Some blocks cross region boundaries (the values a loop carries, the
+ * results of if and scoped) in another form, restored inside and after:
+ * i1 blocks as i32, compared with 0 (libtpu cannot carry an i1 block
+ * through a loop: v6e "failed to legalize operation 'scf.yield'", v5e
+ * aborts the process in its layout inference), and 1-D 8- and 16-bit
+ * blocks as (1, n) ones (v5e aborts the process on a loop carrying a
+ * 1-D u16 or bf16 block it adds to: "Check failed: arr.size() >=
+ * layout_rank(implicit_dim)"). */
+static bool crosses_as_i32(const tsr_type_t *t) {
+  return t->kind == TSR_TYPE_VECTOR && is_bool(t->dtype);
+}
+
+static bool crosses_as_2d(const tsr_type_t *t) {
+  return t->kind == TSR_TYPE_VECTOR && t->rank == 1 && !is_bool(t->dtype) &&
+         bits_of(t->dtype) < 32;
+}
+
+/* The type a value has where it crosses a region boundary. */
+static const char *crossing_type(char *buf, const tsr_type_t *t) {
+  tsr_type_t ct = with_dtype(t, crosses_as_i32(t) ? TSR_DTYPE_I32 : t->dtype);
+  if (crosses_as_2d(t)) ct.rank = at_least_2d(t, ct.dims);
+  return tpu_type(buf, &ct);
+}
+
+/* The name of `v` as it crosses a region boundary, emitting the change. */
+static const char *crossing_value(tpu_emitter_t *em, const tsr_value_t *v) {
+  const tsr_type_t *t = &v->type;
+  if (crosses_as_i32(t)) return bits_i32(em, tpu_name(em, v), t);
+  if (crosses_as_2d(t)) {
+    int64_t d2[2];
+    at_least_2d(t, d2);
+    return reshape_to(em, tpu_name(em, v), t->dtype, 1, t->dims, 2, d2);
+  }
+  return tpu_name(em, v);
+}
+
+/* `v`, which crossed a boundary in its crossing form under its current
+ * name, in its own type. */
+static void arrived(tpu_emitter_t *em, const tsr_value_t *v) {
+  const tsr_type_t *t = &v->type;
+  char crossed[64];
+  snprintf(crossed, sizeof crossed, "%s", tpu_name(em, v));
+  if (crosses_as_i32(t)) {
+    char r[512];
+    snprintf(r, sizeof r, "%%%s", v->name);
+    bits_i1(em, r, crossed, t);
+    tpu_set_name(em, v, r);
+  } else if (crosses_as_2d(t)) {
+    int64_t d2[2];
+    at_least_2d(t, d2);
+    tpu_set_name(em, v, reshape_to(em, crossed, t->dtype, 2, d2, 1, t->dims));
+  }
+}
+
 /* Names the results of a control op: "%name" for one, "%$N#i" for several
- * (MLIR's multi-result form); returns the text before " = ", "" for none. */
+ * (MLIR's multi-result form); returns the text before " = ", "" for none.
+ * A result that crosses in another form gets a temporary name, restored
+ * after the op by control_results_arrived. */
 static void control_results(tpu_emitter_t *em, const tsr_op_t *op, char *lhs, size_t n) {
   lhs[0] = 0;
   if (op->num_results == 0) return;
   if (op->num_results == 1) {
-    snprintf(lhs, n, "%s = ", result_name(em, op, 0));
+    const tsr_type_t *rt = &op->results[0]->type;
+    if (crosses_as_i32(rt) || crosses_as_2d(rt)) {
+      const char *t = tpu_tmp(em);
+      tpu_set_name(em, op->results[0], t);
+      snprintf(lhs, n, "%s = ", t);
+    } else {
+      snprintf(lhs, n, "%s = ", result_name(em, op, 0));
+    }
     return;
   }
   char base[32];
@@ -963,16 +1417,28 @@ static void control_results(tpu_emitter_t *em, const tsr_op_t *op, char *lhs, si
   }
 }
 
-static void type_list(tpu_emitter_t *em, tsr_strbuf_t *sb, tsr_value_t *const *vals, uint32_t n) {
-  char ty[TPU_TYPE_MAX];
-  for (uint32_t i = 0; i < n; i++)
-    tsr_strbuf_printf(sb, "%s%s", i ? ", " : "", tpu_type(ty, &vals[i]->type));
+/* After a control op: its results that left it in another form. */
+static void control_results_arrived(tpu_emitter_t *em, const tsr_op_t *op) {
+  for (uint32_t i = 0; i < op->num_results && TPU_OK(em); i++) arrived(em, op->results[i]);
 }
 
+static void type_list(tpu_emitter_t *em, tsr_strbuf_t *sb, tsr_value_t *const *vals, uint32_t n) {
+  (void)em;
+  char ty[TPU_TYPE_MAX];
+  for (uint32_t i = 0; i < n; i++)
+    tsr_strbuf_printf(sb, "%s%s", i ? ", " : "", crossing_type(ty, &vals[i]->type));
+}
+
+/* Names a region's arguments: their tessera names, or a temporary for an
+ * block that crosses in another form (emit_body restores it). */
 static void name_args(tpu_emitter_t *em, const tsr_region_t *r, uint32_t first) {
   for (uint32_t i = first; i < r->num_args; i++) {
     char buf[512];
-    snprintf(buf, sizeof buf, "%%%s", r->args[i]->name);
+    const tsr_type_t *t = &r->args[i]->type;
+    if (crosses_as_i32(t) || crosses_as_2d(t))
+      snprintf(buf, sizeof buf, "%s", tpu_tmp(em));
+    else
+      snprintf(buf, sizeof buf, "%%%s", r->args[i]->name);
     tpu_set_name(em, r->args[i], buf);
   }
 }
@@ -985,7 +1451,8 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_initialize(&types);
   uint32_t first = op->opcode == TSR_OP_CONDITION ? 1 : 0;
   for (uint32_t i = first; i < op->num_operands; i++)
-    tsr_strbuf_printf(&vals, "%s%s", i > first ? ", " : "", tpu_name(em, op->operands[i]));
+    tsr_strbuf_printf(&vals, "%s%s", i > first ? ", " : "",
+                      parent ? crossing_value(em, op->operands[i]) : tpu_name(em, op->operands[i]));
   type_list(em, &types, op->operands + first, op->num_operands - first);
   const char *v = vals.data ? vals.data : "", *t = types.data ? types.data : "";
   bool any = op->num_operands > first;
@@ -999,7 +1466,7 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
     tsr_strbuf_initialize(&ft);
     const tsr_region_t *r = op->parent;
     for (uint32_t i = 0; i < r->num_args; i++)
-      tsr_strbuf_printf(&fw, "%s%s", i ? ", " : "", tpu_name(em, r->args[i]));
+      tsr_strbuf_printf(&fw, "%s%s", i ? ", " : "", crossing_value(em, r->args[i]));
     type_list(em, &ft, r->args, r->num_args);
     if (r->num_args)
       tpu_line(em, "scf.condition(%s) %s : %s", tpu_name(em, op->operands[0]), SB(fw), SB(ft));
@@ -1021,6 +1488,7 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
 static void emit_body(tpu_emitter_t *em, const tsr_region_t *r, bool need_terminator,
                       const char *terminator) {
   em->indent++;
+  for (uint32_t i = 0; i < r->num_args && TPU_OK(em); i++) arrived(em, r->args[i]);
   tpu_emit_region(em, r);
   const tsr_op_t *t = tpu_terminator(r);
   if (TPU_OK(em)) {
@@ -1043,21 +1511,42 @@ void tpu_op_for(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_initialize(&types);
   for (uint32_t i = 0; i < v.num_carried; i++)
     tsr_strbuf_printf(&iter, "%s%s = %s", i ? ", " : "", tpu_name(em, v.carried[i]),
-                      tpu_name(em, v.inits[i]));
+                      crossing_value(em, v.inits[i]));
   type_list(em, &types, v.carried, v.num_carried);
+  /* libtpu's range analysis fails on a loop from a negative constant
+   * ("RET_CHECK failure (.../range_simplifier.cc:696) range.IsValid()"):
+   * such a loop counts from 0 to hi - lo, its variable being j + lo (the
+   * same values, unless hi - lo overflows i32: 2^31 iterations). */
+  const tsr_op_t *lo_def = v.lo->def;
+  bool shifted = lo_def && lo_def->opcode == TSR_OP_CONST && lo_def->literal.i < 0;
+  char iv[512], lo[512], hi[512];
+  snprintf(iv, sizeof iv, "%s", tpu_name(em, v.iv));
+  snprintf(lo, sizeof lo, "%s", tpu_name(em, v.lo));
+  snprintf(hi, sizeof hi, "%s", tpu_name(em, v.hi));
+  if (shifted) {
+    const char *n = tpu_tmp(em);
+    tpu_line(em, "%s = arith.subi %s, %s : i32", n, hi, lo);
+    snprintf(hi, sizeof hi, "%s", n);
+    snprintf(lo, sizeof lo, "%s", i32_const(em, 0));
+    snprintf(iv, sizeof iv, "%s", tpu_tmp(em));
+  }
   control_results(em, op, lhs, sizeof lhs);
   if (v.num_carried)
-    tpu_line(em, "%sscf.for %s = %s to %s step %s iter_args(%s) -> (%s) : i32 {", lhs,
-             tpu_name(em, v.iv), tpu_name(em, v.lo), tpu_name(em, v.hi), tpu_name(em, v.step),
-             SB(iter), SB(types));
+    tpu_line(em, "%sscf.for %s = %s to %s step %s iter_args(%s) -> (%s) : i32 {", lhs, iv, lo, hi,
+             tpu_name(em, v.step), SB(iter), SB(types));
   else
-    tpu_line(em, "scf.for %s = %s to %s step %s : i32 {", tpu_name(em, v.iv), tpu_name(em, v.lo),
-             tpu_name(em, v.hi), tpu_name(em, v.step));
+    tpu_line(em, "scf.for %s = %s to %s step %s : i32 {", iv, lo, hi, tpu_name(em, v.step));
   if (iter.failed || types.failed) tpu_fail(em, TSR_OOM());
   tsr_strbuf_deinitialize(&iter);
   tsr_strbuf_deinitialize(&types);
+  if (shifted) {
+    em->indent++;
+    tpu_line(em, "%s = arith.addi %s, %s : i32", tpu_name(em, v.iv), iv, tpu_name(em, v.lo));
+    em->indent--;
+  }
   emit_body(em, v.body, false, "");
   tpu_line(em, "}");
+  control_results_arrived(em, op);
 }
 
 void tpu_op_while(tpu_emitter_t *em, const tsr_op_t *op) {
@@ -1073,7 +1562,7 @@ void tpu_op_while(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_initialize(&types);
   for (uint32_t i = 0; i < v.num_inits; i++)
     tsr_strbuf_printf(&init, "%s%s = %s", i ? ", " : "", tpu_name(em, v.cond->args[i]),
-                      tpu_name(em, v.inits[i]));
+                      crossing_value(em, v.inits[i]));
   type_list(em, &types, v.cond->args, v.cond->num_args);
   control_results(em, op, lhs, sizeof lhs);
   const char *ts = types.data ? types.data : "";
@@ -1086,11 +1575,12 @@ void tpu_op_while(tpu_emitter_t *em, const tsr_op_t *op) {
   char ty[TPU_TYPE_MAX];
   for (uint32_t i = 0; i < v.body->num_args; i++)
     tsr_strbuf_printf(&args, "%s%s: %s", i ? ", " : "", tpu_name(em, v.body->args[i]),
-                      tpu_type(ty, &v.body->args[i]->type));
+                      crossing_type(ty, &v.body->args[i]->type));
   tpu_line(em, "} do {");
   tpu_line(em, "^bb0(%s):", args.data ? args.data : "");
   emit_body(em, v.body, true, "scf.yield");
   tpu_line(em, "}");
+  control_results_arrived(em, op);
   if (init.failed || types.failed || args.failed) tpu_fail(em, TSR_OOM());
   tsr_strbuf_deinitialize(&init);
   tsr_strbuf_deinitialize(&types);
@@ -1119,6 +1609,7 @@ void tpu_op_if(tpu_emitter_t *em, const tsr_op_t *op) {
     emit_body(em, v.else_region, false, "");
   }
   tpu_line(em, "}");
+  control_results_arrived(em, op);
   if (types.failed) tpu_fail(em, TSR_OOM());
   tsr_strbuf_deinitialize(&types);
 }
@@ -1149,6 +1640,7 @@ void tpu_op_scoped(tpu_emitter_t *em, const tsr_op_t *op) {
   em->indent--;
   emit_body(em, v.body, true, "tpu.yield");
   tpu_line(em, "}) : () -> (%s)", types.data ? types.data : "");
+  control_results_arrived(em, op);
   if (types.failed) tpu_fail(em, TSR_OOM());
   tsr_strbuf_deinitialize(&types);
 }

@@ -358,9 +358,12 @@ TSR_API tsr_status_t tsr_tpu_emit(tsr_context_t *context, const tsr_ir_kernel_t 
  * `chip` (NULL: "v5e"; docs/tpu.md, "Layout rules"): the last two block
  * dims divisible by 8 and 128 or equal to the array's, 1-D blocks, no
  * windowing without a grid, no more VMEM than the chip has (see
- * tsr_tpu_vmem). NULL when they hold; TSR_VERIFY_ERROR with one
- * located diagnostic per broken rule; TSR_INVALID_ARGUMENT for an unknown
- * chip (a NULL kernel checks only the chip name). What Pallas accepts
+ * tsr_tpu_vmem), no f16 operands (libtpu's rule). NULL when they hold;
+ * TSR_VERIFY_ERROR with one located diagnostic per broken rule;
+ * TSR_INVALID_ARGUMENT for an unknown chip (a NULL kernel checks only the
+ * chip name). Then the module is emitted and dropped: what tsr_tpu_emit
+ * cannot emit is its located TSR_UNIMPLEMENTED here too, so a kernel
+ * passes exactly when tsr_tpu_emit gives a module. What Pallas accepts
  * passes. */
 TSR_API tsr_status_t tsr_tpu_check(const tsr_ir_kernel_t *kernel, const char *chip)
     TSR_MUST_USE;

@@ -3,7 +3,7 @@
 (tests/lower/test_differential.sh): compiled and interpreted results of each
 must agree.
 
-    random_kernels.py --count N --seed S --out DIR [--tessera PATH]
+    random_kernels.py --count N --seed S --out DIR [--tessera PATH] [--tpu-tiles]
 
 writes DIR/rand_S_I.tsr (one kernel @rand_S_I each, I = 0..N-1); the same
 seed and op table always give the same files. The op list comes from
@@ -145,25 +145,55 @@ class Gen:
         return v
 
 
-def gen_kernel(rng, name):
+def tpu_block(r, rank, d):
+    """(block dim, number of blocks) for dim d that Pallas's TPU tiling
+    takes (docs/tpu.md, "Layout rules"): the last two block dims are
+    multiples of (8, 128) or the whole array; a 1-D block is the whole
+    array (see below)."""
+    if rank == 1:
+        # the whole array, of at most 128 elements: libtpu fails on longer
+        # 1-D blocks in ways Pallas's modules share (docs/tpu.md)
+        return r.choice([8, 37, 100, 128]), 1
+    if d == rank - 1:
+        if r.random() < 0.5:
+            return r.choice([3, 16, 48, 128, 200]), 1
+        return r.choice([128, 256]), r.choice([2, 3])
+    if d == rank - 2:
+        if r.random() < 0.5:
+            return r.choice([1, 2, 5, 8, 16]), 1
+        return r.choice([8, 16]), r.choice([2, 3])
+    return r.choice([1, 2, 4]), r.choice([1, 1, 2, 3])
+
+
+def gen_kernel(rng, name, tpu_tiles=False):
+    """One kernel @name drawn from rng. tpu_tiles: block shapes TPUs can
+    tile (tpu_block), so that most kernels get past Pallas's layout rules
+    and exercise the TPU emitter; a block squeezed to 1-D from a 2-D array
+    still occurs now and then (check --target tpu refuses it)."""
     g = Gen(rng, name)
     r = rng
     rank = r.choice([1, 2, 2, 2, 3])
     block, nblocks, array = [], [], []
     for d in range(rank):
         inner = d == rank - 1
-        # inner blocks: every tail a vector loop can leave (one element
-        # included: 17, 129 and the odd draws of 1..99), for every dtype
-        b = r.choice([1, 3, 8, 16, 17, 24, 37, 48, 128, 129, 0] if inner else [1, 2, 4, 5, 8])
-        if b == 0:
-            b = 2 * r.randint(0, 49) + 1
-        nb = r.choice([1, 1, 2, 3])
+        if tpu_tiles:
+            b, nb = tpu_block(r, rank, d)
+        else:
+            # inner blocks: every tail a vector loop can leave (one element
+            # included: 17, 129 and the odd draws of 1..99), for every dtype
+            b = r.choice([1, 3, 8, 16, 17, 24, 37, 48, 128, 129, 0] if inner else [1, 2, 4, 5, 8])
+            if b == 0:
+                b = 2 * r.randint(0, 49) + 1
+            nb = r.choice([1, 1, 2, 3])
         pad = r.randint(1, b - 1) if b > 1 and nb > 1 and r.random() < 0.4 else 0
         block.append(b)
         nblocks.append(nb)
         array.append(nb * b - pad)
-    # a leading dim of block 1 may be squeezed
-    squeezed = [rank > 1 and d == 0 and block[d] == 1 and r.random() < 0.5 for d in range(rank)]
+    # a leading dim of block 1 may be squeezed (rarely, for TPU tiles, when
+    # that leaves a 1-D block)
+    p_squeeze = 0.1 if tpu_tiles and rank == 2 else 0.5
+    squeezed = [rank > 1 and d == 0 and block[d] == 1 and r.random() < p_squeeze
+                for d in range(rank)]
     shape = [block[d] for d in range(rank) if not squeezed[d]]  # the ref shape
     axes = [d for d in range(rank) if nblocks[d] > 1]
     grid = [nblocks[d] for d in axes]
@@ -691,6 +721,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tessera", help="check each kernel with `TESSERA check`")
+    ap.add_argument("--tpu-tiles", action="store_true",
+                    help="block shapes TPUs can tile (the last two dims multiples of "
+                         "(8, 128) or whole)")
     args = ap.parse_args()
     tessera = args.tessera or os.environ.get("TESSERA")
     if not tessera:
@@ -703,7 +736,7 @@ def main():
         rng = random.Random("%d/%d" % (args.seed, i))
         path = os.path.join(args.out, name + ".tsr")
         with open(path, "w") as f:
-            f.write(gen_kernel(rng, name))
+            f.write(gen_kernel(rng, name, tpu_tiles=args.tpu_tiles))
         if args.tessera:
             p = subprocess.run([args.tessera, "check", path], capture_output=True, text=True)
             if p.returncode != 0:

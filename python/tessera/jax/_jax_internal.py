@@ -592,11 +592,30 @@ def mosaic_kernel(module, out_structs, *, kernel_name: str,
     lowering asks for (mosaic_export_version() when exporting or without a
     TPU backend) and writes the backend config (with `vmem_limit_bytes`,
     the scoped VMEM the kernel may use, as Pallas's CompilerParams sets)."""
+    import jax.numpy as jnp
     from jax._src import tpu_custom_call as tcc
-    out_type = tuple(out_structs) if len(out_structs) != 1 else out_structs[0]
-    return tcc.as_tpu_kernel(module, out_type, kernel_name=kernel_name,
+    # A bool operand's Mosaic memref is i32 (docs/tpu.md, "i1 memory"): it
+    # crosses the call as int32 and outputs are turned back, as Pallas's
+    # pallas_call does; a `pred` operand is refused by libtpu ("Only
+    # arguments with ... 32-bit element types", or its XLA tiling does not
+    # match Mosaic's).
+    is_bool = [np.dtype(s.dtype) == np.bool_ for s in out_structs]
+    wire = tuple(jax.ShapeDtypeStruct(s.shape, jnp.int32) if b else s
+                 for s, b in zip(out_structs, is_bool))
+    call = tcc.as_tpu_kernel(module, wire if len(wire) != 1 else wire[0],
+                             kernel_name=kernel_name,
                              input_output_aliases=tuple(input_output_aliases),
                              vmem_limit_bytes=vmem_limit_bytes)
+
+    def run(*args):
+        args = [a.astype(jnp.int32) if np.dtype(a.dtype) == np.bool_ else a for a in args]
+        outs = call(*args)
+        single = len(wire) == 1
+        outs = (outs,) if single else tuple(outs)
+        outs = tuple(o.astype(jnp.bool_) if b else o for o, b in zip(outs, is_bool))
+        return outs[0] if single else outs
+
+    return run
 
 
 def tpu_custom_calls(mlir_module_text: str) -> list[dict]:
