@@ -64,8 +64,9 @@ def _merge(shape: Sequence[int], axes: Sequence[int]) -> tuple[tuple[int, ...], 
         else:
             dims.append(n)
             kinds.append(red)
-    if not dims:
-        dims, kinds = [1], [True]
+    if True not in kinds:  # every reduced dim has size 1: reduce one of them
+        dims.append(1)
+        kinds.append(True)
     if len(dims) == 1:
         dims.insert(0, 1)
         kinds.insert(0, False)
