@@ -217,7 +217,10 @@ def call(runner: _run.Runner, out_avals: Sequence[Any], out_tree: Any, flat: Seq
 
     def host(*arrays):
         *inputs, device = arrays
-        return tuple(rendezvous.call(int(np.asarray(device)), inputs))
+        try:
+            return tuple(rendezvous.call(int(np.asarray(device)), inputs))
+        except KeyboardInterrupt:  # every device gets the run's error
+            raise RuntimeError(_run.INTERRUPTED) from None
 
     outs = jax.pure_callback(host, tuple(_struct(a) for a in out_avals), *flat,
                              _logical_device_id(mesh), vmap_method="sequential")
