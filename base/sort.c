@@ -408,7 +408,9 @@ tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
   for (int64_t o = 0; o < l.outer && ok; o++) {
     for (int64_t j = 0; j < l.inner && ok; j++) {
       const int64_t off = o * l.n * l.inner + j, stride = l.inner;
-      uint32_t *p = perm, *next = perm + l.n;
+      /* perm's two halves; a one-key argsort has no perm (no offset from a
+         null pointer: that is undefined even when never dereferenced) */
+      uint32_t *p = perm, *next = perm ? perm + l.n : NULL;
       for (uint32_t q = num_keys; q-- > 0 && ok;) {
         const bool first = q + 1 == num_keys;
         fill_items(dtypes[q], items, keys[q], off, stride, l.n, first ? NULL : p);

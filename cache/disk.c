@@ -156,16 +156,21 @@ static tsr_status_t check_owner(const tsr_disk_cache_t *cache, int fd, const cha
   return NULL;
 }
 
-/* Makes the directories, opens the format directory (checking both) and
- * loads the key. */
+/* Makes the cache directory, checks it, then makes and opens the format
+ * directory from its descriptor (checking it too) and loads the key. Nothing
+ * is written into a directory before its check: a refused directory (another
+ * user's, say) is left as it was. */
 static tsr_status_t open_dirs(tsr_disk_cache_t *cache, const char *key_file) {
-  TSR_RETURN_IF_ERROR(tsr_cache_make_dirs(cache->format_dir, cache->dir_mode,
+  TSR_RETURN_IF_ERROR(tsr_cache_make_dirs(cache->dir, cache->dir_mode,
                                           "the cache directory", cache->dir));
   int dir_fd = open(cache->dir, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
   if (dir_fd < 0)
     return TSR_STATUS(TSR_IO_ERROR, "cannot open the cache directory %s: %s", cache->dir,
                       strerror(errno));
   tsr_status_t s = check_owner(cache, dir_fd, cache->dir);
+  if (!s && mkdirat(dir_fd, FORMAT_DIR, cache->dir_mode) != 0 && errno != EEXIST)
+    s = TSR_STATUS(TSR_IO_ERROR, "cannot create the cache directory %s: cannot create %s: %s",
+                   cache->dir, cache->format_dir, strerror(errno));
   if (!s) {
     cache->format_fd = openat(dir_fd, FORMAT_DIR,
                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);

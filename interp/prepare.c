@@ -133,8 +133,18 @@ static void count_uses(prep_t *ps, const tsr_region_t *r) {
  * jump) writing a fresh result qualify: which ops may, and the shape of the
  * store, the op table says (tsr_op_forward_store). */
 static bool forwards_to_store(const prep_t *ps, const tsr_op_t *op, const insn_t *in) {
-  if (!tsr_op_forward_store(op)) return false;
+  const tsr_op_t *st = tsr_op_forward_store(op);
+  if (!st) return false;
   if (ps->uses[op->results[0]->id] != 1) return false;
+  /* Not an op that reads the ref it would write (a load of an output block
+   * stored back into it): a store covering a fresh output block skips the
+   * block's fill (tsr_interp_exec's prepare_forward), which the load must
+   * see. */
+  int32_t read[2];
+  uint32_t n = tsr_op_read_refs(op, read);
+  uint32_t dst = ps->p->value_ref[st->operands[tsr_op_written_ref(st)]->id];
+  for (uint32_t i = 0; i < n; i++)
+    if (ps->p->value_ref[op->operands[read[i]]->id] == dst) return false;
   return in->code != XOP_ALIAS; /* an instruction of its own */
 }
 

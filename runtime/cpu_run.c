@@ -62,7 +62,7 @@ struct tsr_cpu_info {
   /* per operand (non-scratch decl): its name, the input it aliases or -1 */
   const char **operand_names;
   int32_t *alias;
-  bool *fill_at_start; /* an hbm/any output */
+  bool *fill_at_start; /* an hbm/any output, or a windowed one the grid cannot cover */
   bool *is_output;
   uint32_t num_operands;
   bool failed;
@@ -112,6 +112,28 @@ static void count_sem(void *ctx, const tsr_value_t *ref, uint64_t first) {
   (*(uint32_t *)ctx)++;
 }
 
+/* Whether some elements of windowed output `d` are certainly in no block
+ * the grid visits: the grid has fewer steps than the array has blocks (or
+ * the index map is all zeros over several blocks). Those elements are
+ * filled with the uninitialized value before the run, as the interpreter
+ * fills every element no step wrote; blocks give the rest theirs. An index
+ * map that visits some blocks twice and others never, over as many steps as
+ * blocks, is not seen here (docs/lowering.md, "Not checked"). */
+static bool output_not_covered(const tsr_kernel_t *k, const tsr_decl_t *d) {
+  uint64_t steps = 1, blocks = 1;
+  for (uint32_t i = 0; i < k->grid_rank; i++) {
+    if (k->grid[i] <= 0) return false; /* no step runs: nothing to fill for */
+    steps = steps > UINT64_MAX / (uint64_t)k->grid[i] ? UINT64_MAX : steps * (uint64_t)k->grid[i];
+  }
+  for (uint32_t i = 0; i < d->array.rank; i++) {
+    int64_t b = d->block[i] == TSR_SQUEEZED ? 1 : d->block[i];
+    if (b <= 0) return false;
+    uint64_t n = (uint64_t)((d->array.dims[i] + b - 1) / b);
+    blocks = n && blocks > UINT64_MAX / n ? UINT64_MAX : blocks * n;
+  }
+  return blocks > 1 && (!d->index_map || steps < blocks);
+}
+
 tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   tsr_cpu_info_t *info = tsr_calloc(1, sizeof *info);
   if (!info) return TSR_OOM();
@@ -136,9 +158,9 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
     if (d->role == TSR_ROLE_SCRATCH) continue;
     operand_of[i] = (int32_t)info->num_operands;
     info->is_output[info->num_operands] = d->role == TSR_ROLE_OUT;
+    bool windowed = d->ref->type.space == TSR_SPACE_VMEM || d->ref->type.space == TSR_SPACE_SMEM;
     info->fill_at_start[info->num_operands] =
-        d->role == TSR_ROLE_OUT && d->ref->type.space != TSR_SPACE_VMEM &&
-        d->ref->type.space != TSR_SPACE_SMEM;
+        d->role == TSR_ROLE_OUT && (!windowed || output_not_covered(k, d));
     info->operand_names[info->num_operands] = info_strdup(info, d->ref->name);
     info->alias[info->num_operands++] =
         d->role == TSR_ROLE_OUT && d->alias >= 0 ? operand_of[d->alias] : -1;
@@ -636,7 +658,9 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   }
   /* An aliased output starts as a copy of its input, before any core runs;
    * an unwindowed (hbm/any) output, which only DMAs write, holds the
-   * uninitialized value (windowed ones get it block by block). */
+   * uninitialized value, and so does a windowed one whose blocks the grid
+   * cannot all visit (output_not_covered; the others get it block by
+   * block). */
   for (uint32_t i = 0; i < num_memrefs && i < info->num_operands; i++) {
     int32_t a = info->alias[i];
     if (a >= 0 && operands[i]->data != operands[a]->data)

@@ -287,3 +287,54 @@ def test_bridge_pallas_own_errors_pass_through():
     f = tj.pallas_call(k, jax.ShapeDtypeStruct((8, 128), F32))
     with pytest.raises(ValueError, match="captures constants"):
         f(_x((8, 128)))
+
+
+# ---- Ctrl-C inside jax.jit ------------------------------------------------------------
+
+_CTRL_C_SCRIPT = r'''
+import json, os, signal, sys, threading
+import numpy as np, jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+import tessera.jax as tj
+
+def spin(x_ref, o_ref):
+    pl.debug_print("started")
+    n = jax.lax.while_loop(lambda c: c >= 0, lambda c: c + 1, jnp.int32(0))  # endless
+    o_ref[...] = x_ref[...] + n.astype(jnp.float32)
+
+def ctrl_c(text):  # Ctrl-C once the run has started, from outside the run
+    if "started" in text:
+        threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGINT)).start()
+
+call = tj.pallas_call(spin, jax.ShapeDtypeStruct((8, 128), jnp.float32), on_print=ctrl_c,
+                      timeout_seconds=600, jit_callback=sys.argv[1], backend=sys.argv[2])
+try:
+    np.asarray(jax.jit(call)(np.zeros((8, 128), np.float32)))
+    print(json.dumps({"error": None}))
+except BaseException as e:
+    print(json.dumps({"error": type(e).__name__, "message": str(e)}))
+'''
+
+
+@pytest.mark.parametrize("jit_callback,backend", [("ffi", "interp"), ("pure_callback", "interp"),
+                                                  ("ffi", "cpu")])
+def test_bridge_ctrl_c_under_jit_says_the_run_was_interrupted(tmp_path, jit_callback, backend):
+    # A subprocess: the SIGINT must not reach pytest. The kernel runs until
+    # Ctrl-C stops it (its 600 s timeout is past the subprocess's).
+    import json
+    import os
+    import subprocess
+
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(_CTRL_C_SCRIPT)
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([str(pathlib.Path(__file__).resolve().parents[1]),
+                                           os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(script), jit_callback, backend],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["error"] == "JaxRuntimeError", out
+    assert "tessera.jax: the kernel's run was interrupted (Ctrl-C" in out["message"], out
+    if jit_callback == "ffi":  # XLA's status code says it too
+        assert out["message"].startswith("CANCELLED: "), out

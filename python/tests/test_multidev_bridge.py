@@ -70,6 +70,7 @@ def _all_gather(n, mode):
 def _cases():
     """name -> function returning "" (passed) or what went wrong."""
     import jax
+    import jax.numpy as jnp
     from jax.experimental.pallas import tpu as pltpu
 
     import tessera.jax as tj
@@ -238,6 +239,62 @@ def _cases():
             return "no error"
         cases[f"deadlock_{backend}"] = dl
 
+    def skipped_invocation_does_not_poison_the_next():
+        # device 1 skips the kernel in one invocation (a cond on axis_index):
+        # that invocation fails with the rendezvous error on the devices that
+        # came; the next ones, where every device calls the kernel, must pair
+        # the devices' calls again and succeed
+        from jax.sharding import PartitionSpec as P
+        from jax.experimental import pallas as pl
+        from tessera.jax import _multi
+
+        traces = []
+
+        def local(xs, skip):
+            traces.append(1)
+            call = tj.pallas_call(
+                R.ring_kernel, out_shape=jax.ShapeDtypeStruct(xs.shape, xs.dtype),
+                in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+                out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+                scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA,
+                                pltpu.SemaphoreType.REGULAR],
+                compiler_params=pltpu.CompilerParams(collective_id=0))
+            absent = jnp.logical_and(skip[0], jax.lax.axis_index(R.AXIS) == 1)
+            return jax.lax.cond(absent, lambda v: v, call, xs)
+
+        saved = _multi.RENDEZVOUS_TIMEOUT
+        _multi.RENDEZVOUS_TIMEOUT = 1.0           # read when the call site is traced
+        try:
+            f = jax.jit(jax.shard_map(local, mesh=mesh4, in_specs=(P(R.AXIS), P()),
+                                      out_specs=P(R.AXIS), check_vma=False))
+            want = R.ring_reference(x, NDEV)
+            first = np.asarray(f(x, np.array([False])))
+            if _same(first, want):
+                return "before the failure: " + _same(first, want)
+            try:
+                np.asarray(f(x, np.array([True])))
+                return "the invocation device 1 skipped did not fail"
+            except Exception as e:  # noqa: BLE001 - the error is the result
+                if "device(s) 1 of 4 did not call it within 1 s" not in str(e):
+                    return f"skipped invocation: {type(e).__name__}: {str(e)[-600:]}"
+            traced = len(traces)
+            for attempt in range(2):
+                try:
+                    got = np.asarray(f(x, np.array([False])))
+                except Exception as e:  # noqa: BLE001 - reported
+                    return f"good invocation {attempt + 1}: {type(e).__name__}: {str(e)[-600:]}"
+                if _same(got, want):
+                    return f"good invocation {attempt + 1}: " + _same(got, want)
+            # not traced again: the good invocations met at the rendezvous
+            # that failed
+            if len(traces) != traced:
+                return f"traced again ({len(traces) - traced} times) after the failure"
+            return ""
+        finally:
+            _multi.RENDEZVOUS_TIMEOUT = saved
+    cases["skipped_invocation_does_not_poison_the_next"] = \
+        skipped_invocation_does_not_poison_the_next
+
     def devices_mismatch():
         try:
             np.asarray(R.ring(_tessera_call(devices=2), mesh4, x))
@@ -263,7 +320,8 @@ CASES = (["all_gather_2_interp", "all_gather_2_cpu", "all_gather_4_interp", "all
           "all_gather_4_races", "ring_2_interp", "ring_2_cpu", "ring_4_interp", "ring_4_cpu",
           "ring_repeated", "ring_twice_in_one_program", "ring_check_vma",
           "ring_eager_shard_map", "ring_lower_to_tsr", "mesh2d_interp", "mesh2d_cpu",
-          "combined_axes_refused", "deadlock_interp", "deadlock_cpu", "devices_mismatch"])
+          "combined_axes_refused", "deadlock_interp", "deadlock_cpu", "devices_mismatch",
+          "skipped_invocation_does_not_poison_the_next"])
 
 _RESULTS: dict = {}
 
@@ -368,9 +426,61 @@ def test_rendezvous_times_out_naming_the_missing_device():
     for r in res:
         assert isinstance(r, _multi.RendezvousError), r
         assert "device(s) 1 of 3 did not call it" in str(r), str(r)
-    # the late device gets the same error instead of waiting again
-    late = _threads(rv, [(1, [np.zeros(1)])])[0]
-    assert isinstance(late, _multi.RendezvousError) and "device(s) 1 of 3" in str(late)
+
+
+def test_rendezvous_failed_invocation_does_not_poison_the_next():
+    # device 1 skips call 1; every device makes call 2, which must pair the
+    # devices' second calls with device 1's first (its count moved past the
+    # failed invocation) and run
+    from tessera.jax import _multi
+
+    runs = []
+
+    def run(inputs):
+        runs.append([float(x[0][0]) for x in inputs])
+        return [np.stack([x[0] for x in inputs])]
+
+    rv = _rendezvous(3, run, timeout=0.5)
+    failed = _threads(rv, [(0, [np.array([1.0])]), (2, [np.array([3.0])])])
+    assert all(isinstance(r, _multi.RendezvousError) and "call 1 of the kernel: device(s) 1 "
+               "of 3" in str(r) for r in failed), failed
+    rv._timeout = 30.0
+    for k in (2, 3):
+        res = _threads(rv, [(d, [np.array([10.0 * k + d])]) for d in (1, 0, 2)])
+        assert [r if isinstance(r, BaseException) else float(r[0][0]) for r in res] == \
+            [10.0 * k + 1, 10.0 * k, 10.0 * k + 2]
+    assert runs == [[20.0, 21.0, 22.0], [30.0, 31.0, 32.0]]
+    assert not rv._open                        # nothing left behind
+
+
+def test_rendezvous_waits_for_a_run_longer_than_its_timeout():
+    # the timeout bounds the wait for the other devices, not the kernel's
+    # run: device 0 arrives first and waits while device 1 runs the kernel
+    # for 0.6 s, three times the timeout
+    def run(inputs):
+        threading.Event().wait(0.6)
+        return [np.stack([x[0] for x in inputs])]
+
+    rv = _rendezvous(2, run, timeout=0.2)
+    results = [None]
+
+    def dev0():
+        try:
+            results[0] = rv.call(0, [np.array([1.0])])
+        except BaseException as e:  # noqa: BLE001
+            results[0] = e
+    t = threading.Thread(target=dev0)
+    t.start()
+    with rv._cond:                             # nothing notifies an arrival: poll
+        for _ in range(6000):
+            if 0 in rv._open:
+                break
+            rv._cond.wait(0.01)
+        assert 0 in rv._open
+    out1 = rv.call(1, [np.array([2.0])])
+    t.join(60)
+    assert isinstance(results[0], list), results[0]
+    assert float(results[0][0][0]) == 1.0 and float(out1[0][0]) == 2.0
 
 
 def test_rendezvous_rejects_a_device_out_of_range():

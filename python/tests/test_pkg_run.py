@@ -302,6 +302,54 @@ def test_uninit_and_check_options_reach_the_run():
     assert r.warnings == () and (r.outputs[0] == 0).all()
 
 
+# Every way a kernel meets fresh memory: an output element no grid step's
+# block covers (%never: 2 blocks, 1 step), an output block loaded and stored
+# back before anything wrote it (%back), and a scratch buffer (%fresh).
+UNINIT_EVERYWHERE = """kernel @u
+  grid(1) semantics(arbitrary)
+  out %never: {dt}[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)
+  out %back: {dt}[8, 128] vmem block[8, 128] map(%i) -> (0, 0)
+  out %fresh: {dt}[8, 128] vmem block[8, 128] map(%i) -> (0, 0)
+  scratch %s: vmem {dt}[8, 128]
+{{
+  %z = const {zero} : {dt}[8, 128]
+  store %never[:, :], %z
+  %b = load %back[:, :] : {dt}[8, 128]
+  store %back[:, :], %b
+  %v = load %s[:, :] : {dt}[8, 128]
+  store %fresh[:, :], %v
+}}
+"""
+
+# The uninitialized value of each dtype under uninit="nan" (docs/semantics.md,
+# "Memory and checks"), as bits: JAX's TPU interpret mode's (NaN, the
+# integer maximum, True).
+UNINIT_BITS = {"f32": 0x7FC00000, "bf16": 0x7FC0, "f16": 0x7E00, "i32": 2**31 - 1,
+               "u32": 2**32 - 1, "i16": 2**15 - 1, "u16": 2**16 - 1, "i8": 127, "u8": 255,
+               "i1": 1}
+
+
+@pytest.mark.parametrize("dt", sorted(UNINIT_BITS))
+@pytest.mark.parametrize("check", [True, False])
+def test_every_dtype_uninitialized_value_on_both_backends(backend, dt, check):
+    import warnings
+    zero = "false" if dt == "i1" else "0.0" if dt in ("f32", "bf16", "f16") else "0"
+    k = tessera.Module.parse(UNINIT_EVERYWHERE.format(dt=dt, zero=zero), "u.tsr")["u"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tessera.KernelWarning)
+        never, back, fresh = tessera.compile(k, backend, check=check)()
+    want = UNINIT_BITS[dt]
+
+    def bits(a):
+        a = np.ascontiguousarray(a)
+        return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[a.itemsize]).astype(np.int64)
+    assert (bits(never[:8]) == 0).all()
+    for name, got in (("never-covered block", never[8:]), ("block stored back", back),
+                      ("scratch", fresh)):
+        got = np.unique(bits(got))
+        assert list(got) == [want], f"{dt} {name}: {[hex(g) for g in got]}, want {want:#x}"
+
+
 def test_shuffle_options_reach_the_run():
     k = tessera.Module.parse(ORDER, "order.tsr")["order"]
     plain = tessera.run(k, uninit="zero", check=False)[:, 0]

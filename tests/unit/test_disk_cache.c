@@ -1383,6 +1383,42 @@ TSR_TEST(directory_owner_and_mode) {
   free(dir);
 }
 
+/* Whether directory `path` has no entries (and exists). */
+static bool is_empty_dir(const char *path) {
+  DIR *d = opendir(path);
+  if (!d) return false;
+  bool empty = true;
+  for (struct dirent *e; empty && (e = readdir(d));)
+    empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+  closedir(d);
+  return empty;
+}
+
+/* A refused cache directory is refused before anything is written into it:
+ * no v2/ is made in another user's directory, or in one others may write. */
+TSR_TEST(refused_directories_are_left_unchanged) {
+  char *dir = make_temp_dir();
+  char path[4300];
+  pathf(path, sizeof path, "%s/open", dir);
+  TSR_CHECK(mkdir(path, 0700) == 0);
+  TSR_CHECK(chmod(path, 0777) == 0); /* the umask would have hidden it */
+  check_refused(try_open(path, false, NULL), "has mode 0777, writable by others");
+  TSR_CHECK(is_empty_dir(path));
+  if (geteuid() == 0) {
+    pathf(path, sizeof path, "%s/theirs", dir);
+    TSR_CHECK(mkdir(path, 0700) == 0);
+    TSR_CHECK(chown(path, 65534, 65534) == 0);
+    check_refused(try_open(path, false, NULL), "belongs to uid 65534, not to this user");
+    TSR_CHECK(is_empty_dir(path));
+    struct stat st;
+    TSR_CHECK(stat(path, &st) == 0 && st.st_uid == 65534 && (st.st_mode & 07777) == 0700);
+  } else {
+    printf("# not root: another user's directory cannot be made here\n");
+  }
+  remove_tree(dir);
+  free(dir);
+}
+
 /* The key file: made 0600 in a 0700 directory on first use; refused when
  * others may use it, when it is another user's (unless shared), not a
  * regular file (a FIFO must not hang the open) or not 32 bytes. */
@@ -1648,6 +1684,7 @@ int main(void) {
   TSR_RUN(unusable_directories_fail_cleanly);
   TSR_RUN(symlinked_buckets_are_never_followed);
   TSR_RUN(directory_owner_and_mode);
+  TSR_RUN(refused_directories_are_left_unchanged);
   TSR_RUN(key_file_checks);
   TSR_RUN(allocation_failures);
   TSR_RUN(directory_from_options_and_environment);

@@ -647,6 +647,41 @@ TSR_TEST(forwarded_partial_store_keeps_the_rest_uninitialized) {
   teardown(&f);
 }
 
+/* A load of a fresh output block stored back into it (what a Pallas
+ * `o_ref[...] = o_ref[...]` becomes) reads the uninitialized value: the
+ * store covering the whole block once made the load skip the block's fill,
+ * and it read whatever the output array held. With and without checks. */
+TSR_TEST(output_block_loaded_and_stored_back_holds_the_uninitialized_value) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(2) semantics(arbitrary)\n"
+      "  out %o: i32[32, 128] vmem block[16, 128] map(%i) -> (%i, 0)\n"
+      "{\n"
+      "  %v = load %o[:, :] : i32[16, 128]\n"
+      "  store %o[:, :], %v\n"
+      "}\n";
+  for (int check = 0; check < 2; check++) {
+    tsr_interp_options_t o;
+    tsr_interp_options_initialize(&o);
+    o.check = check;
+    FILE *warnings = tmpfile();
+    o.warning_stream = warnings;
+    fixture_t f;
+    TSR_CHECK_OK(setup(&f, text, &o));
+    int32_t *out = f.arrays[0].data;
+    for (int i = 0; i < 32 * 128; i++) out[i] = 0x5a5a5a5a; /* not the fill */
+    TSR_CHECK_OK(run(&f));
+    int bad = 0;
+    for (int i = 0; i < 32 * 128 && !bad; i++)
+      if (out[i] != INT32_MAX) {
+        TSR_FAIL_AT("check=%d: element %d is %d, not INT32_MAX", check, i, out[i]);
+        bad = 1;
+      }
+    teardown(&f);
+    if (warnings) fclose(warnings);
+  }
+}
+
 /* The store after a forwarded op reports its own out-of-bounds error once. */
 TSR_TEST(forwarded_store_out_of_bounds_reported_once) {
   const char *text =
@@ -793,6 +828,7 @@ int main(void) {
   TSR_RUN(hbm_operand_has_no_block_buffer);
   TSR_RUN(shape_ops_match_references);
   TSR_RUN(forwarded_partial_store_keeps_the_rest_uninitialized);
+  TSR_RUN(output_block_loaded_and_stored_back_holds_the_uninitialized_value);
   TSR_RUN(forwarded_store_out_of_bounds_reported_once);
   TSR_RUN(reused_run_memory_starts_fresh);
   return tsr_test_done();

@@ -238,6 +238,31 @@ TSR_TEST(argsort_matches_the_reference_with_several_keys) {
   }
 }
 
+/* A one-key argsort has no permutation buffer: it once took an offset from
+ * that null pointer (undefined behaviour, whether or not it is used; clang's
+ * UBSan reports it, gcc 12's does not see it). Lines short and long (the
+ * merge sort and vqsort), descending i32 keys: the result is the reversal. */
+TSR_TEST(one_key_argsort_uses_no_permutation) {
+  const int64_t lengths[] = {5, 3000};
+  for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++) {
+    const int64_t n = lengths[li];
+    int32_t *key = malloc((size_t)n * sizeof *key), *dst = malloc((size_t)n * sizeof *dst);
+    for (int64_t i = 0; i < n; i++) key[i] = (int32_t)(n - i) - 7;
+    const tsr_dtype_t dt = TSR_DTYPE_I32;
+    const void *k = key;
+    int64_t dims[1] = {n};
+    TSR_CHECK_OK(tsr_argsort_block(1, &dt, &k, dst, 1, dims, 0));
+    for (int64_t i = 0; i < n; i++)
+      if (dst[i] != (int32_t)(n - 1 - i)) {
+        TSR_FAIL_AT("line of %lld: position %lld is %d, expected %lld", (long long)n,
+                    (long long)i, dst[i], (long long)(n - 1 - i));
+        break;
+      }
+    free(key);
+    free(dst);
+  }
+}
+
 TSR_TEST(empty_blocks_are_left_alone) {
   int64_t dims[2] = {0, 5};
   float x = 1.0f, y = 2.0f;
@@ -254,6 +279,7 @@ int main(void) {
   TSR_RUN(sort_matches_the_reference_bit_for_bit);
   TSR_RUN(finite_f32_lines_match_the_reference);
   TSR_RUN(normal_f32_lines_match_the_reference);
+  TSR_RUN(one_key_argsort_uses_no_permutation);
   TSR_RUN(argsort_matches_the_reference_with_several_keys);
   TSR_RUN(empty_blocks_are_left_alone);
   return tsr_test_done();

@@ -56,7 +56,10 @@ class _Prepared:
     def host(self, *arrays):
         """Runs on numpy arrays (the pure_callback's host function)."""
         _stats["runs"] += 1
-        return tuple(self.runner(*[np.asarray(a) for a in arrays]))
+        try:
+            return tuple(self.runner(*[np.asarray(a) for a in arrays]))
+        except KeyboardInterrupt:  # JAX would show it as an empty traceback line
+            raise RuntimeError(_run.INTERRUPTED) from None
 
 
 _cache_lock = threading.RLock()

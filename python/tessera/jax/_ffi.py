@@ -27,6 +27,7 @@ from . import _run
 FFI_API_MAJOR, FFI_API_MINOR = 0, 5
 _STAGE_EXECUTE = 3
 _EXTENSION_METADATA = 1
+_ERROR_CODE_CANCELLED = 1
 _ERROR_CODE_INTERNAL = 13
 
 
@@ -100,11 +101,11 @@ def last_error() -> BaseException | None:
     return _last_error[0]
 
 
-def _error(api: int, message: str) -> int:
+def _error(api: int, message: str, code: int = _ERROR_CODE_INTERNAL) -> int:
     head = _ApiHead.from_address(api)
     create = _ERROR_CREATE(head.error_create)
     args = _ErrorCreateArgs(ctypes.sizeof(ctypes.c_size_t) * 3 + ctypes.sizeof(ctypes.c_int),
-                            None, message.encode(errors="replace"), _ERROR_CODE_INTERNAL)
+                            None, message.encode(errors="replace"), code)
     return create(ctypes.byref(args))
 
 
@@ -133,8 +134,14 @@ def _make_handler(executable: T.Executable, on_run: Callable[[], None]) -> Any:
             executable._run_buffers(buffers)
             return None
         except BaseException as e:  # noqa: BLE001 - reported to XLA, never raised
+            # (an exception leaving a ctypes callback is printed and dropped,
+            # and XLA would take the call for a success). Ctrl-C, the
+            # KeyboardInterrupt raised once the run has stopped, is reported
+            # as XLA's CANCELLED with a message saying so (docs/jax.md).
             _last_error[0] = e
-            return _error(frame.api, _run.describe(e))
+            code = _ERROR_CODE_CANCELLED if isinstance(e, KeyboardInterrupt) \
+                else _ERROR_CODE_INTERNAL
+            return _error(frame.api, _run.describe(e), code)
     return _HANDLER(handler)
 
 

@@ -64,9 +64,13 @@ class Rendezvous:
     one call site in order, and every device of an SPMD program makes the
     same calls), so invocations need no id from XLA. The last device to
     arrive runs `run(inputs_by_device)` in its own thread and every call
-    gets `outputs[i][d]`. A call waits at most `timeout` seconds; then the
-    invocation fails for every device, naming the ones that never came.
-    Thread-safe."""
+    gets `outputs[i][d]`. A call waits at most `timeout` seconds for the
+    others to arrive (the run itself is bounded by its own options); then
+    the invocation fails for every device that came, naming the ones that
+    did not, and the count of each device that did not is moved past it, so
+    that its next call belongs to the next invocation: a device that skipped
+    the kernel (a `lax.cond` on `axis_index`) fails that one invocation, not
+    every later one. Thread-safe."""
 
     def __init__(self, n: int, run: Callable[[list], Sequence[np.ndarray]],
                  what: str, timeout: float | None = None):
@@ -88,10 +92,9 @@ class Rendezvous:
             inv = self._open.get(k)
             if inv is None:
                 inv = self._open[k] = _Invocation(self.n)
-            if not inv.done:
-                inv.inputs[device] = inputs
-                inv.arrived += 1
-            last = inv.arrived == self.n and not inv.done
+            inv.inputs[device] = inputs
+            inv.arrived += 1
+            last = inv.arrived == self.n
         if last:
             try:
                 inv.outputs = list(self._run(inv.inputs))
@@ -103,24 +106,39 @@ class Rendezvous:
                 self._cond.notify_all()
         else:
             with self._cond:
-                if not self._cond.wait_for(lambda: inv.done, self._timeout):
-                    missing = [d for d in range(self.n) if inv.inputs[d] is None]
-                    inv.error = RendezvousError(
-                        f"tessera.jax: {self._what}: call {k + 1} of the kernel: device(s) "
-                        f"{', '.join(map(str, missing))} of {self.n} did not call it within "
-                        f"{self._timeout:g} s (every device of the mesh must run the "
-                        "kernel the same number of times)")
-                    inv.done = True
-                    inv.inputs = []
-                    self._cond.notify_all()
+                complete = lambda: inv.done or inv.arrived == self.n  # noqa: E731
+                if self._cond.wait_for(complete, self._timeout):
+                    # every device came: the last one is running the kernel
+                    self._cond.wait_for(lambda: inv.done)
+                else:
+                    self._fail(k, inv)
         with self._cond:
             inv.taken += 1
-            if inv.taken == self.n:
+            if inv.taken == inv.arrived:
                 self._open.pop(k, None)
         if inv.error is not None:
             raise inv.error
         assert inv.outputs is not None
         return [o[device] for o in inv.outputs]
+
+    def _fail(self, k: int, inv: _Invocation) -> None:
+        """Invocation k timed out with devices missing: it fails for the ones
+        that came, and no device joins it any more (called with the lock
+        held). Each missing device's next call is counted in invocation k + 1:
+        XLA gives no invocation id to tell a device that skipped the kernel
+        from one later than the timeout, and a skipped call (a cond on
+        axis_index) is the case that must not fail every later invocation."""
+        missing = [d for d in range(self.n) if inv.inputs[d] is None]
+        inv.error = RendezvousError(
+            f"tessera.jax: {self._what}: call {k + 1} of the kernel: device(s) "
+            f"{', '.join(map(str, missing))} of {self.n} did not call it within "
+            f"{self._timeout:g} s (every device of the mesh must run the "
+            "kernel the same number of times)")
+        for d in missing:
+            self._calls[d] = max(self._calls[d], k + 1)
+        inv.done = True
+        inv.inputs = []
+        self._cond.notify_all()
 
 
 # ---- Prepared multi-device kernels -------------------------------------------------
@@ -199,7 +217,10 @@ def call(runner: _run.Runner, out_avals: Sequence[Any], out_tree: Any, flat: Seq
 
     def host(*arrays):
         *inputs, device = arrays
-        return tuple(rendezvous.call(int(np.asarray(device)), inputs))
+        try:
+            return tuple(rendezvous.call(int(np.asarray(device)), inputs))
+        except KeyboardInterrupt:  # every device gets the run's error
+            raise RuntimeError(_run.INTERRUPTED) from None
 
     outs = jax.pure_callback(host, tuple(_struct(a) for a in out_avals), *flat,
                              _logical_device_id(mesh), vmap_method="sequential")

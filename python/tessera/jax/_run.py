@@ -30,9 +30,18 @@ def option_names() -> list[str]:
     return sorted({"backend", *T._EXECUTABLE_OPTIONS, *BRIDGE_OPTIONS})
 
 
+#: the message of a run inside jax.jit stopped by Ctrl-C (docs/jax.md,
+#: "Ctrl-C"): JAX raises what a host call reports as its own runtime error,
+#: so the KeyboardInterrupt cannot reach the caller as one
+INTERRUPTED = ("tessera.jax: the kernel's run was interrupted (Ctrl-C: a KeyboardInterrupt "
+               "during a call inside jax.jit, which JAX reports as this error)")
+
+
 def describe(error: BaseException) -> str:
     """An error's message with its diagnostics' lines: the text XLA shows
     when a run inside jax.jit fails."""
+    if isinstance(error, KeyboardInterrupt):  # its own text is empty
+        return INTERRUPTED
     lines = [str(error)]
     lines += [d.text for d in getattr(error, "diagnostics", ()) if d.text]
     return "\n".join(lines)
