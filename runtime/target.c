@@ -196,12 +196,35 @@ const char *tsr_target_llvm_component(void) {
  * results not covered by that test. */
 static const char *const x86_levels[] = {"x86-64", "x86-64-v2", "x86-64-v3"};
 
+/* Whether this CPU (and its OS, for the AVX state) runs code of an x86-64
+ * level: the feature bits of the psABI's level definitions, read with
+ * cpuid (compilers' __builtin_cpu_supports knows the level names only in
+ * newer versions). */
 static bool x86_level_supported(const char *level) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (strcmp(level, "x86-64-v3") == 0) return __builtin_cpu_supports("x86-64-v3");
-  if (strcmp(level, "x86-64-v2") == 0) return __builtin_cpu_supports("x86-64-v2");
-  return strcmp(level, "x86-64") == 0;
+#if defined(__x86_64__)
+  if (strcmp(level, "x86-64") == 0) return true;
+  unsigned max = 0, a, b, c1 = 0, d, c7 = 0, b7 = 0, ce = 0;
+  __cpuid(0, max, b, c1, d);
+  __cpuid(1, a, b, c1, d);
+  if (max >= 7) __cpuid_count(7, 0, a, b7, c7, d);
+  unsigned ext = 0;
+  __cpuid(0x80000000, ext, b, c7, d);
+  if (ext >= 0x80000001) __cpuid(0x80000001, a, b, ce, d);
+#define BIT(r, n) (((r) >> (n)) & 1u)
+  bool v2 = BIT(c1, 0) && BIT(c1, 9) && BIT(c1, 13) && BIT(c1, 19) && BIT(c1, 20) &&
+            BIT(c1, 23) && BIT(ce, 0); /* SSE3 SSSE3 CX16 SSE4.1 SSE4.2 POPCNT LAHF */
+  if (strcmp(level, "x86-64-v2") == 0) return v2;
+  bool os_avx = false;
+  if (BIT(c1, 27)) { /* OSXSAVE: XCR0 says whether the OS saves the SSE and AVX state */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    os_avx = (lo & 6u) == 6u;
+  }
+  bool v3 = v2 && os_avx && BIT(c1, 28) && BIT(c1, 12) && BIT(c1, 29) && BIT(c1, 22) &&
+            BIT(b7, 5) && BIT(b7, 3) && BIT(b7, 8) && BIT(ce, 5);
+  /* AVX FMA F16C MOVBE AVX2 BMI1 BMI2 LZCNT */
+#undef BIT
+  return strcmp(level, "x86-64-v3") == 0 && v3;
 #else
   (void)level;
   return false;

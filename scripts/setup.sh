@@ -25,6 +25,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PACKAGES=(build-essential meson ninja-build pkg-config uthash-dev
           libxxhash-dev libzstd-dev libsodium-dev python3 python3-numpy python3-pip
           hyperfine valgrind
+          # the suite's second UndefinedBehaviorSanitizer build (scripts/test.sh)
+          clang
           # Highway's vqsort for bench/bench_vqsort.cc (docs/benchmarks.md)
           libhwy-dev
           # LLVM/MLIR 22 for the cpu backend (docs/lowering.md), from

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # THE test command. Installs missing packages (scripts/setup.sh --deps-only),
 # then builds and runs:
-# Compiled kernels run with guard bytes around their arrays (TESSERA_GUARD=1:
-# meson test's default setup, tests/meson.build, and the pytest runs below).
 #   build-ci/    the whole suite, debugoptimized, warnings are errors
 #   build-asan/  the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   build-clang/ the same built with clang under its UndefinedBehaviorSanitizer
+#                (it sees what gcc's does not, such as an offset added to a
+#                null pointer), without the cpu backend (-Dmlir=disabled)
 #   build-tsan/  suite 'cache' only (the multi-threaded code), under
 #                ThreadSanitizer; only the programs that suite needs are built.
 #                A test program joins it by being registered with
@@ -15,7 +16,9 @@
 #   python/tests/tpu  the TPU proof (docs/tpu.md, "Proved with libtpu"): every
 #                kernel's Mosaic module compiled by libtpu for TPU chips,
 #                its own pytest run after the others
-# and prints totals over the five runs; the last line is "N passed, N failed"
+# Compiled kernels run with guard bytes around their arrays (TESSERA_GUARD=1:
+# meson test's default setup, tests/meson.build, and the pytest runs below).
+# Prints totals over the six runs; the last line is "N passed, N failed"
 # (each TAP case and each pytest test counts once; skips are counted apart).
 # Sanitizers stop at their first report (halt_on_error) and fail the test.
 # Exit status 1 if anything failed (a build failure counts as a failure).
@@ -120,6 +123,11 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     --buildtype=debugoptimized -Db_sanitize=address,undefined \
     -Db_lundef=false --werror
 
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 CC=clang \
+  suite build-clang -- \
+    --buildtype=debugoptimized -Dmlir=disabled -Db_sanitize=undefined \
+    -Db_lundef=false --werror
+
 # ThreadSanitizer exits with status 66 at its first report, which meson
 # counts as a failed test. second_deadlock_stack: lock-order reports show
 # where both locks were taken.
@@ -175,7 +183,7 @@ echo "=== totals"
 # count-tests.py totals the meson logs; its last two lines ("skipped: N",
 # "N passed, N failed") are printed again below with pytest's counts added.
 c_totals=$(python3 scripts/count-tests.py "${count_args[@]+"${count_args[@]}"}" \
-  build-ci build-asan build-tsan)
+  build-ci build-asan build-clang build-tsan)
 exec python3 - "$c_totals" python/tests "$pytest_xml" python/tests/tpu "$tpu_xml" <<'PY'
 import os
 import re
