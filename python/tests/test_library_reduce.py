@@ -190,6 +190,24 @@ def test_backends_agree(op, backend):
         assert_close(got, reference(x, op, axis), x.dtype, op)
 
 
+@pytest.mark.parametrize("op", ["sum", "min", "mean", "var", "argmax", "logsumexp"])
+@pytest.mark.parametrize("shape,axis", [((2, 1, 17), 1), ((2, 1, 1, 17), (1, 2)),
+                                        ((1, 5), 0), ((3, 1), (1,))])
+def test_reducing_only_size_one_dims(op, shape, axis):
+    # Every reduced dim has size 1: the result is the input, reshaped
+    # (numpy's, with var 0 and argmax 0).
+    x = data(shape, np.dtype(np.float32), op)
+    if op == "argmax" and isinstance(axis, tuple):  # one axis, as numpy
+        return
+    ref = {"sum": np.sum, "min": np.min, "mean": np.mean, "var": np.var,
+           "argmax": np.argmax, "logsumexp": lambda a, axis: np.log(np.sum(np.exp(a), axis=axis))}
+    want = ref[op](x.astype(np.float64), axis=axis)
+    for backend in ("interp", "cpu"):
+        got = tessera.reduce(x, op, axis=axis, backend=backend)
+        assert np.shape(got) == np.shape(want)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_reduce_errors():
     x = np.ones((3, 4), np.float32)
     with pytest.raises(ValueError, match="unknown reduction"):
