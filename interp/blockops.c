@@ -1353,15 +1353,20 @@ void tsr_blockops_argreduce(tsr_opcode_t op, tsr_dtype_t dtype, int32_t *dst,
  *   panel = acc (converted) or 0; for k ascending: panel[r][j] += a[r][k] * b[k][j]
  * i-k-j order with a contiguous inner j loop over 4 rows at once, so each
  * b row loaded serves 4 multiply-adds per element. Every output element is
- * init + sum over k in ascending order, each step rounded to f32 (no FMA
- * contraction: ISO C mode). If a temporary cannot be allocated, a slow
- * loop computes the same values in the same order. */
+ * init, then for k ascending s = fmaf(a, b, s): a fused multiply-add, rounded
+ * once to f32, as the compiled code's (lower/emit_ops.c) and XLA:CPU's, on
+ * every host (libm's fmaf where the CPU has no FMA). If a temporary cannot
+ * be allocated, a slow loop computes the same values in the same order. */
 #define DOT_MR 4
 #define DOT_NB 256
 
-#define GEN_DOT_PANEL(NAME, AT)                                                \
-  static void NAME(AT *panel, const AT *a, size_t lda, const AT *b,            \
-                   size_t ldb, size_t len_k, size_t rows, size_t nb) {         \
+/* One step of an accumulator: f32 takes the fused multiply-add (one
+ * rounding), integers wrap. */
+#define DOT_STEP_F(s, a, b) fmaf((a), (b), (s))
+#define DOT_STEP_U(s, a, b) ((s) + (a) * (b))
+#define GEN_DOT_PANEL(NAME, ATTR, AT, STEP)                                    \
+  ATTR static void NAME(AT *panel, const AT *a, size_t lda, const AT *b,       \
+                        size_t ldb, size_t len_k, size_t rows, size_t nb) {    \
     if (rows == DOT_MR) {                                                      \
       AT *restrict p0 = panel, *restrict p1 = panel + DOT_NB;                  \
       AT *restrict p2 = panel + 2 * DOT_NB, *restrict p3 = panel + 3 * DOT_NB; \
@@ -1371,10 +1376,10 @@ void tsr_blockops_argreduce(tsr_opcode_t op, tsr_dtype_t dtype, int32_t *dst,
         const AT *restrict br = b + k * ldb;                                   \
         for (size_t j = 0; j < nb; j++) {                                      \
           const AT bv = br[j];                                                 \
-          p0[j] += a0 * bv;                                                    \
-          p1[j] += a1 * bv;                                                    \
-          p2[j] += a2 * bv;                                                    \
-          p3[j] += a3 * bv;                                                    \
+          p0[j] = STEP(p0[j], a0, bv);                                         \
+          p1[j] = STEP(p1[j], a1, bv);                                         \
+          p2[j] = STEP(p2[j], a2, bv);                                         \
+          p3[j] = STEP(p3[j], a3, bv);                                         \
         }                                                                      \
       }                                                                        \
       return;                                                                  \
@@ -1384,12 +1389,29 @@ void tsr_blockops_argreduce(tsr_opcode_t op, tsr_dtype_t dtype, int32_t *dst,
       for (size_t k = 0; k < len_k; k++) {                                     \
         const AT ar = a[r * lda + k];                                          \
         const AT *restrict br = b + k * ldb;                                   \
-        for (size_t j = 0; j < nb; j++) p[j] += ar * br[j];                    \
+        for (size_t j = 0; j < nb; j++) p[j] = STEP(p[j], ar, br[j]);          \
       }                                                                        \
     }                                                                          \
   }
-GEN_DOT_PANEL(dot_panel_f32, float)
-GEN_DOT_PANEL(dot_panel_u32, uint32_t)
+GEN_DOT_PANEL(dot_panel_f32, , float, DOT_STEP_F)
+GEN_DOT_PANEL(dot_panel_u32, , uint32_t, DOT_STEP_U)
+#if TSR_WIDE_LOOPS
+/* The same loop where the CPU has FMA: fmaf becomes the instruction (the
+ * baseline build calls libm's fmaf, exact but slow). Same results. */
+GEN_DOT_PANEL(dot_panel_f32_fma, __attribute__((target("avx2,fma"))), float, DOT_STEP_F)
+#endif
+
+typedef void (*dot_panel_f32_fn)(float *, const float *, size_t, const float *, size_t, size_t,
+                                 size_t, size_t);
+
+static dot_panel_f32_fn dot_panel_f32_choice;
+
+static void choose_dot_panel(void) {
+  dot_panel_f32_choice = dot_panel_f32;
+#if TSR_WIDE_LOOPS
+  if (wide_cpu() && __builtin_cpu_supports("fma")) dot_panel_f32_choice = dot_panel_f32_fma;
+#endif
+}
 
 /* dtype -> 4-byte accumulator type: f32 for floats, uint32 (sign-extended
  * for signed) for integers and i1. */
@@ -1427,7 +1449,7 @@ static void dot_slow(tsr_dtype_t out_dtype, char *dst, tsr_dtype_t in_dtype,
           float av, bv;
           to_acc(&av, a + (i * k + kk) * ies, 1);
           to_acc(&bv, b + bi * ies, 1);
-          sf += av * bv;
+          sf = DOT_STEP_F(sf, av, bv);
         } else {
           uint32_t av, bv;
           to_acc(&av, a + (i * k + kk) * ies, 1);
@@ -1508,6 +1530,9 @@ void tsr_blockops_dot(tsr_dtype_t out_dtype, void *dst, tsr_dtype_t in_dtype,
     uint32_t u[DOT_MR * DOT_NB];
   } panel;
   const bool f32_acc = acc_dtype == TSR_DTYPE_F32;
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  tsr_process_once(&once, choose_dot_panel);
+  const dot_panel_f32_fn panel_f32 = dot_panel_f32_choice;
   char *d = dst;
   const char *c = acc;
   for (size_t j0 = 0; j0 < N; j0 += DOT_NB) {
@@ -1524,8 +1549,7 @@ void tsr_blockops_dot(tsr_dtype_t out_dtype, void *dst, tsr_dtype_t in_dtype,
           for (size_t j = 0; j < nb; j++) panel.u[r * DOT_NB + j] = 0;
       }
       if (f32_acc)
-        dot_panel_f32(panel.f, (const float *)A + i0 * K, K, (const float *)B + j0, N, K,
-                      rows, nb);
+        panel_f32(panel.f, (const float *)A + i0 * K, K, (const float *)B + j0, N, K, rows, nb);
       else
         dot_panel_u32(panel.u, (const uint32_t *)A + i0 * K, K, (const uint32_t *)B + j0, N,
                       K, rows, nb);

@@ -553,11 +553,12 @@ static void dot_tile(emitter_t *em, const nest_t *n, dot_ctx_t *c) {
     ssa_t av = em_mem_read(em, &c->a, c->acc_dtype, aidx, &sn, NULL, NULL);
     av = em_bcast(em, av, el, n->lanes);
     if (f) {
-      /* A multiply, then an add: no contraction into an fma, which only
-       * some CPUs have, so the sums are the same on every host, and the
-       * interpreter's (it adds in the same k order). */
-      ssa_t prod = em_op2(em, "arith.mulf", av, bv, vt.s);
-      next[r] = em_op2(em, "arith.addf", args[r], prod, vt.s);
+      /* The fused multiply-add, rounded once, written out (math.fma, not a
+       * contraction LLVM may or may not make): an FMA instruction at
+       * x86-64-v3, libm's exact fmaf at the baseline, so the sums are the
+       * same on every host and equal the interpreter's (same k order). */
+      next[r] = em_fresh(em);
+      em_line(em, "%s = math.fma %s, %s, %s : %s", next[r].s, av.s, bv.s, args[r].s, vt.s);
     } else {
       ssa_t prod = em_op2(em, "arith.muli", av, bv, vt.s);
       next[r] = em_op2(em, "arith.addi", args[r], prod, vt.s);

@@ -1476,7 +1476,7 @@ static double ref_dot_elem(tsr_dtype_t out_dt, tsr_dtype_t in_dt, const void *a,
     for (size_t kk = 0; kk < k; kk++) {
       float av = (float)get(in_dt, a, i * k + kk);
       float bv = (float)get(in_dt, b, transpose_rhs ? j * k + kk : kk * n + j);
-      s = s + av * bv;
+      s = fmaf(av, bv, s); /* one rounding per step, as both back ends */
     }
     return ref_convert(out_dt, TSR_DTYPE_F32, s);
   }
