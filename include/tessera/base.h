@@ -201,7 +201,10 @@ typedef struct tsr_allocator {
 
 /* Writes `size` bytes to `path` with the rules of tsr_npy_write (temporary
  * file + rename for a regular or new file, keeping its mode; symlinks
- * followed; devices and FIFOs written directly). */
+ * followed, except one in a sticky world-writable directory that belongs
+ * neither to the caller nor to the directory's owner; devices and FIFOs
+ * written directly, a FIFO without a reader an error rather than a wait).
+ * docs/cli.md, "Outputs". */
 TSR_API tsr_status_t tsr_file_write(const char *path, const void *data,
                                     size_t size) TSR_MUST_USE;
 
