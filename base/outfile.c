@@ -3,8 +3,8 @@
  * renamed over it once every file of the batch is complete; a symlink is
  * followed and the file it names is replaced (the link stays), unless
  * another user planted it in a sticky directory (/tmp); a character device
- * or FIFO (/dev/stdout, a pipe) is written directly, never waiting for a
- * FIFO's reader. */
+ * or FIFO (/dev/stdout, a pipe) is written directly (waiting for a FIFO's
+ * reader, unless the caller cannot wait: a run's trace). */
 #define _XOPEN_SOURCE 700 /* S_ISVTX */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +23,7 @@ struct tsr_outfile {
   char *tmp;        /* the temporary file beside `target`; NULL for a stream */
   int fd;           /* -1 when closed */
   bool stream;      /* a character device or FIFO, written in place */
+  bool no_wait;     /* a FIFO nobody reads is an error, not a wait */
   bool created;     /* `target` did not exist before */
   bool renamed;     /* the temporary file is in place */
   dev_t dev;        /* of an existing regular target, to find duplicates */
@@ -214,10 +215,11 @@ static tsr_status_t outfile_open(tsr_outfile_t *f, const char *path) {
 
 tsr_status_t tsr_outfile_write(tsr_outfile_t *f, const void *data, size_t size) {
   if (f->fd < 0 && f->stream) {
-    /* O_NONBLOCK: a FIFO nobody reads is an error now, not a run that never
-     * ends. Writes then block as usual. */
+    /* no_wait: O_NONBLOCK, so that a FIFO nobody reads is an error now
+     * rather than a run that never ends; writes then block as usual. */
+    int nonblock = f->no_wait ? O_NONBLOCK : 0;
     do {
-      f->fd = open(f->path, O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+      f->fd = open(f->path, O_WRONLY | O_NOCTTY | O_CLOEXEC | nonblock);
     } while (f->fd < 0 && errno == EINTR);
     if (f->fd < 0 && errno == ENXIO)
       return TSR_STATUS(TSR_IO_ERROR, "%s: cannot open for writing: no process reads the "
@@ -225,8 +227,8 @@ tsr_status_t tsr_outfile_write(tsr_outfile_t *f, const void *data, size_t size) 
     if (f->fd < 0)
       return TSR_STATUS(TSR_IO_ERROR, "%s: cannot open for writing: %s", f->path,
                         strerror(errno));
-    int flags = fcntl(f->fd, F_GETFL);
-    if (flags < 0 || fcntl(f->fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+    int flags = nonblock ? fcntl(f->fd, F_GETFL) : 0;
+    if (nonblock && (flags < 0 || fcntl(f->fd, F_SETFL, flags & ~O_NONBLOCK) < 0))
       return TSR_STATUS(TSR_IO_ERROR, "%s: cannot make it blocking: %s", f->path,
                         strerror(errno));
   }
@@ -289,14 +291,17 @@ static tsr_status_t check_distinct(const tsr_outfile_t *files, size_t count) {
   return NULL;
 }
 
-tsr_status_t tsr_outfiles_write(const char *const *paths, size_t count,
+static tsr_status_t write_batch(const char *const *paths, size_t count, bool no_wait,
                                 tsr_outfile_fill_fn fill, void *ctx) {
   tsr_outfile_t *files = tsr_calloc(count + 1, sizeof *files);
   if (!files) return TSR_OOM();
   for (size_t i = 0; i < count; i++) files[i].fd = -1;
   tsr_status_t s = NULL;
   size_t opened = 0;
-  for (; opened < count && !s; opened++) s = outfile_open(&files[opened], paths[opened]);
+  for (; opened < count && !s; opened++) {
+    s = outfile_open(&files[opened], paths[opened]);
+    files[opened].no_wait = no_wait;
+  }
   if (!s) s = check_distinct(files, count);
   /* Files first, streams after them: a stream cannot be taken back, so it is
    * written only once every file is complete; renames come last. */
@@ -326,6 +331,11 @@ tsr_status_t tsr_outfiles_write(const char *const *paths, size_t count,
   return s;
 }
 
+tsr_status_t tsr_outfiles_write(const char *const *paths, size_t count,
+                                tsr_outfile_fill_fn fill, void *ctx) {
+  return write_batch(paths, count, false, fill, ctx);
+}
+
 static tsr_status_t fill_bytes(void *ctx, size_t index, tsr_outfile_t *f) {
   (void)index;
   const tsr_string_view_t *text = ctx;
@@ -336,5 +346,12 @@ tsr_status_t tsr_file_write(const char *path, const void *data, size_t size) {
   if (!path || (size && !data))
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_file_write: NULL argument");
   tsr_string_view_t text = {data, size};
-  return tsr_outfiles_write(&path, 1, fill_bytes, &text);
+  return write_batch(&path, 1, false, fill_bytes, &text);
+}
+
+tsr_status_t tsr_file_write_no_wait(const char *path, const void *data, size_t size) {
+  if (!path || (size && !data))
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_file_write_no_wait: NULL argument");
+  tsr_string_view_t text = {data, size};
+  return write_batch(&path, 1, true, fill_bytes, &text);
 }

@@ -6,7 +6,6 @@
 #include <stdio.h>
 
 #include "interp/interp_internal.h"
-#include "tessera/base.h"
 
 void tsr_trace_event(shared_t *sh, const char *name, uint32_t device, uint32_t tid,
                         uint64_t start, uint64_t end, const char *args_json) {
@@ -24,7 +23,8 @@ tsr_status_t tsr_trace_write(shared_t *sh) {
   if (sh->trace.failed) return TSR_OOM();
   /* The whole file in memory, then written as --out writes (base/outfile.c):
    * a temporary file renamed into place, no link planted by another user
-   * followed, no wait for a FIFO's reader. */
+   * followed; and no wait for a FIFO's reader, which nothing (no cancel
+   * flag, no Ctrl-C of a Python caller) could end. */
   tsr_strbuf_t text;
   tsr_strbuf_initialize(&text);
   tsr_strbuf_printf(&text, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"kernel\":\"%s\","
@@ -42,7 +42,8 @@ tsr_status_t tsr_trace_write(shared_t *sh) {
   }
   tsr_strbuf_append(&text, sh->trace.data ? sh->trace.data : "", sh->trace.size);
   tsr_strbuf_puts(&text, "\n]}\n");
-  tsr_status_t s = text.failed ? TSR_OOM() : tsr_file_write(sh->trace_path, text.data, text.size);
+  tsr_status_t s = text.failed ? TSR_OOM()
+                                : tsr_file_write_no_wait(sh->trace_path, text.data, text.size);
   tsr_strbuf_deinitialize(&text);
   return s;
 }

@@ -167,8 +167,8 @@ TSR_API tsr_status_t tsr_npy_read(const char *path, int expect_dtype,
  * replaced (the link stays), unless it lies in a sticky world-writable
  * directory and belongs neither to the caller nor to the directory's owner
  * (then it is an error); a character device or FIFO (/dev/stdout, a pipe)
- * is written directly, a FIFO without a reader being an error rather than a
- * wait; a directory, socket or block device is an error. */
+ * is written directly (a FIFO planted so is an error too); a directory,
+ * socket or block device is an error. */
 TSR_API tsr_status_t tsr_npy_write(const char *path, const tsr_array_t *array)
     TSR_MUST_USE;
 /* Writes arrays[i] to paths[i] as tsr_npy_write does, all or nothing: every
