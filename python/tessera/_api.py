@@ -835,12 +835,8 @@ class Context:
                          ("lower_library", lower_library)):
             if p is not None:
                 setattr(o, field, path(field, p))
-        if cache_max_bytes is not None:
-            if not isinstance(cache_max_bytes, bool) and isinstance(cache_max_bytes, int) \
-                    and cache_max_bytes < 0:
-                raise ValueError("tessera: cache_max_bytes must be >= 0 (0: 1 GiB)")
-            _capi.set_checked(o, "cache_max_bytes", cache_max_bytes,
-                              "tessera.Context: cache_max_bytes")
+        if cache_max_bytes is not None:  # 0: 1 GiB
+            _int_option(o, "cache_max_bytes", "cache_max_bytes", cache_max_bytes)
         # The context's own text (cache warnings) goes to its sink; runs set
         # their own (Executable.run).
         self.on_print = on_print
@@ -893,7 +889,9 @@ class Context:
     def close(self) -> None:
         """Destroys the context, closing its executables first (each
         Executable keeps its Context alive, so this only happens when called
-        by hand or at the end of a `with` block)."""
+        by hand or at the end of a `with` block). Runs in progress end
+        normally: the C context is freed after the last of them
+        (Executable.close)."""
         if getattr(self, "_handle", None):
             for exe in list(self._executables):
                 exe.close()
@@ -1213,13 +1211,11 @@ class Executable:
                 _int_option(eo, "opt_level", name, v)
             elif name in ("on_print", "on_warning"):
                 _callback(name, v)
-        self._keep = keep  # what eo's pointers point at (the cancel token)
+        self._keep = keep  # what eo's pointers point at (strings C copies)
         self._devices = devices
         self._on_print = options.get("on_print")
         self._on_warning = options.get("on_warning")
         self._cancel = options.get("cancel")
-        # Runs write their text to a sink chosen per run; the executable's own
-        # output stays unset (the run's wins).
         # close() during runs leaves the destroy to the last of them. A run
         # appends to `_active`, then looks at `_closed`; close() sets
         # `_closed`, then looks at `_active`: whatever the interleaving, a
@@ -1229,6 +1225,8 @@ class Executable:
         self._active: list[None] = []
         self._closed = False
         self._destroy_once = [True]
+        # Runs write their text to a sink chosen per run; the executable's own
+        # output stays unset (the run's wins).
         self._handle = ctypes.c_void_p()
         s = h.tsr_executable_create(self.context._live(), kernel._handle, ctypes.byref(eo),
                                     ctypes.byref(self._handle))
