@@ -91,6 +91,11 @@ tsr_status_t tsr_outfiles_write(const char *const *paths, size_t count,
 /* Appends to an output, inside `fill`. */
 tsr_status_t tsr_outfile_write(tsr_outfile_t *file, const void *data,
                                size_t size) TSR_MUST_USE;
+/* tsr_file_write for a caller that must not wait (a run writing its trace,
+ * which nothing could interrupt then): a FIFO that no process reads is
+ * TSR_IO_ERROR instead of a wait for a reader. */
+tsr_status_t tsr_file_write_no_wait(const char *path, const void *data,
+                                    size_t size) TSR_MUST_USE;
 
 /* ---- Arena --------------------------------------------------------------
  * Bump allocator; everything allocated dies with tsr_arena_deinitialize.

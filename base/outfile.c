@@ -1,8 +1,11 @@
 /* Writing user files (run outputs, fmt -i) safely and all or nothing: a
  * regular file, or a new one, is written to a temporary file beside it and
  * renamed over it once every file of the batch is complete; a symlink is
- * followed and the file it names is replaced (the link stays); a character
- * device or FIFO (/dev/stdout, a pipe) is written directly. */
+ * followed and the file it names is replaced (the link stays), unless
+ * another user planted it in a sticky directory (/tmp); a character device
+ * or FIFO (/dev/stdout, a pipe) is written directly (waiting for a FIFO's
+ * reader, unless the caller cannot wait: a run's trace). */
+#define _XOPEN_SOURCE 700 /* S_ISVTX */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -20,6 +23,7 @@ struct tsr_outfile {
   char *tmp;        /* the temporary file beside `target`; NULL for a stream */
   int fd;           /* -1 when closed */
   bool stream;      /* a character device or FIFO, written in place */
+  bool no_wait;     /* a FIFO nobody reads is an error, not a wait */
   bool created;     /* `target` did not exist before */
   bool renamed;     /* the temporary file is in place */
   dev_t dev;        /* of an existing regular target, to find duplicates */
@@ -60,45 +64,77 @@ static char *dir_of(const char *path) {
   return tsr_strndup(path, slash == path ? 1 : (size_t)(slash - path));
 }
 
+/* Whether following the link `link` (lstat'ed as `st`) is refused: it lies
+ * in a sticky, world-writable directory (/tmp) and belongs neither to us nor
+ * to the directory's owner, the rule of Linux's fs.protected_symlinks, which
+ * a process may run without (a container, another kernel). Else anyone
+ * could point a name another user's run writes to at that user's files.
+ * Writes the directory to `out_dir` (owned) when refused. */
+static bool planted(const char *link, const struct stat *st, char **out_dir) {
+  if (st->st_uid == geteuid()) return false;
+  char *dir = dir_of(link);
+  struct stat d;
+  bool refused = dir && stat(dir, &d) == 0 && (d.st_mode & S_ISVTX) &&
+                 (d.st_mode & S_IWOTH) && d.st_uid != st->st_uid;
+  if (refused) {
+    *out_dir = dir;
+  } else {
+    tsr_free(dir);
+  }
+  return refused;
+}
+
 /* `path` with every symlink in its last component followed, even a dangling
- * one (its target is then the file to create). NULL with errno set on
- * failure (ELOOP for a cycle, ENOMEM). */
-static char *follow_links(const char *path) {
+ * one (its target is then the file to create), into *out_target (owned).
+ * A link planted by another user in a sticky directory is not followed. */
+static tsr_status_t follow_links(const char *path, char **out_target) {
   char *cur = tsr_strndup(path, strlen(path));
-  for (int hops = 0; cur && hops <= MAX_LINK_HOPS; hops++) {
+  if (!cur) return TSR_OOM();
+  for (int hops = 0; hops <= MAX_LINK_HOPS; hops++) {
     struct stat st;
-    if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
+    if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) {
+      *out_target = cur;
+      return NULL;
+    }
+    char *dir = NULL;
+    if (planted(cur, &st, &dir)) {
+      tsr_status_t s = TSR_STATUS(TSR_IO_ERROR,
+                                  "%s: not following the symbolic link %s: it belongs to "
+                                  "uid %u, in the sticky directory %s, which is neither "
+                                  "yours nor theirs (another user may have planted it)",
+                                  path, cur, (unsigned)st.st_uid, dir);
+      tsr_free(dir);
+      tsr_free(cur);
+      return s;
+    }
     size_t cap = (size_t)st.st_size + 2;
     char *link = tsr_malloc(cap);
     ssize_t len = link ? readlink(cur, link, cap) : -1;
     if (len < 0 || (size_t)len >= cap) { /* failed, or changed meanwhile */
-      int err = link ? (len < 0 ? errno : EAGAIN) : ENOMEM;
-      tsr_free(link);
+      int err = len < 0 ? errno : EAGAIN;
       tsr_free(cur);
-      errno = err;
-      return NULL;
+      if (!link) return TSR_OOM();
+      tsr_free(link);
+      return TSR_STATUS(TSR_IO_ERROR, "%s: cannot follow the link: %s", path, strerror(err));
     }
     link[len] = 0;
     tsr_strbuf_t next;
     tsr_strbuf_initialize(&next);
     if (link[0] != '/') {
-      char *dir = dir_of(cur);
-      tsr_strbuf_printf(&next, "%s/", dir ? dir : ".");
-      if (!dir) next.failed = true;
-      tsr_free(dir);
+      char *dir_of_link = dir_of(cur);
+      tsr_strbuf_printf(&next, "%s/", dir_of_link ? dir_of_link : ".");
+      if (!dir_of_link) next.failed = true;
+      tsr_free(dir_of_link);
     }
     tsr_strbuf_puts(&next, link);
     tsr_free(link);
     tsr_free(cur);
     cur = next.failed ? NULL : tsr_strbuf_take(&next);
     tsr_strbuf_deinitialize(&next);
-    if (!cur) errno = ENOMEM;
+    if (!cur) return TSR_OOM();
   }
-  if (cur) {
-    tsr_free(cur);
-    errno = ELOOP;
-  }
-  return NULL;
+  tsr_free(cur);
+  return TSR_STATUS(TSR_IO_ERROR, "%s: cannot follow the link: %s", path, strerror(ELOOP));
 }
 
 static const char *file_kind(mode_t mode) {
@@ -118,8 +154,24 @@ static tsr_status_t outfile_open(tsr_outfile_t *f, const char *path) {
   bool exists = stat(path, &st) == 0;
   if (!exists && errno != ENOENT)
     return TSR_STATUS(TSR_IO_ERROR, "%s: cannot write: %s", path, strerror(errno));
+  TSR_RETURN_IF_ERROR(follow_links(path, &f->target));
   if (exists && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
-    f->stream = true; /* opened when written, through `path` itself */
+    /* The target's name may not be one (/dev/stdout ends in a link to
+     * "pipe:[...]"): the stream is opened through `path`, and a FIFO found
+     * under its target's name is checked as a link is. */
+    struct stat fifo;
+    char *dir = NULL;
+    if (lstat(f->target, &fifo) == 0 && S_ISFIFO(fifo.st_mode) &&
+        planted(f->target, &fifo, &dir)) {
+      tsr_status_t s = TSR_STATUS(TSR_IO_ERROR,
+                                  "%s: not writing to the FIFO %s: it belongs to uid %u, in "
+                                  "the sticky directory %s, which is neither yours nor theirs "
+                                  "(another user may have planted it)",
+                                  path, f->target, (unsigned)fifo.st_uid, dir);
+      tsr_free(dir);
+      return s;
+    }
+    f->stream = true; /* opened when written */
     return NULL;
   }
   if (exists && !S_ISREG(st.st_mode))
@@ -127,11 +179,6 @@ static tsr_status_t outfile_open(tsr_outfile_t *f, const char *path) {
                       "%s: is %s; tessera writes regular files, character "
                       "devices and FIFOs only",
                       path, file_kind(st.st_mode));
-  f->target = follow_links(path);
-  if (!f->target)
-    return errno == ENOMEM ? TSR_OOM()
-                           : TSR_STATUS(TSR_IO_ERROR, "%s: cannot follow the link: %s",
-                                        path, strerror(errno));
   f->created = !exists;
   f->dev = exists ? st.st_dev : 0;
   f->ino = exists ? st.st_ino : 0;
@@ -168,11 +215,21 @@ static tsr_status_t outfile_open(tsr_outfile_t *f, const char *path) {
 
 tsr_status_t tsr_outfile_write(tsr_outfile_t *f, const void *data, size_t size) {
   if (f->fd < 0 && f->stream) {
+    /* no_wait: O_NONBLOCK, so that a FIFO nobody reads is an error now
+     * rather than a run that never ends; writes then block as usual. */
+    int nonblock = f->no_wait ? O_NONBLOCK : 0;
     do {
-      f->fd = open(f->path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+      f->fd = open(f->path, O_WRONLY | O_NOCTTY | O_CLOEXEC | nonblock);
     } while (f->fd < 0 && errno == EINTR);
+    if (f->fd < 0 && errno == ENXIO)
+      return TSR_STATUS(TSR_IO_ERROR, "%s: cannot open for writing: no process reads the "
+                        "FIFO (tessera does not wait for one)", f->path);
     if (f->fd < 0)
       return TSR_STATUS(TSR_IO_ERROR, "%s: cannot open for writing: %s", f->path,
+                        strerror(errno));
+    int flags = nonblock ? fcntl(f->fd, F_GETFL) : 0;
+    if (nonblock && (flags < 0 || fcntl(f->fd, F_SETFL, flags & ~O_NONBLOCK) < 0))
+      return TSR_STATUS(TSR_IO_ERROR, "%s: cannot make it blocking: %s", f->path,
                         strerror(errno));
   }
   if (!tsr_write_all(f->fd, data, size))
@@ -234,14 +291,17 @@ static tsr_status_t check_distinct(const tsr_outfile_t *files, size_t count) {
   return NULL;
 }
 
-tsr_status_t tsr_outfiles_write(const char *const *paths, size_t count,
+static tsr_status_t write_batch(const char *const *paths, size_t count, bool no_wait,
                                 tsr_outfile_fill_fn fill, void *ctx) {
   tsr_outfile_t *files = tsr_calloc(count + 1, sizeof *files);
   if (!files) return TSR_OOM();
   for (size_t i = 0; i < count; i++) files[i].fd = -1;
   tsr_status_t s = NULL;
   size_t opened = 0;
-  for (; opened < count && !s; opened++) s = outfile_open(&files[opened], paths[opened]);
+  for (; opened < count && !s; opened++) {
+    s = outfile_open(&files[opened], paths[opened]);
+    files[opened].no_wait = no_wait;
+  }
   if (!s) s = check_distinct(files, count);
   /* Files first, streams after them: a stream cannot be taken back, so it is
    * written only once every file is complete; renames come last. */
@@ -271,6 +331,11 @@ tsr_status_t tsr_outfiles_write(const char *const *paths, size_t count,
   return s;
 }
 
+tsr_status_t tsr_outfiles_write(const char *const *paths, size_t count,
+                                tsr_outfile_fill_fn fill, void *ctx) {
+  return write_batch(paths, count, false, fill, ctx);
+}
+
 static tsr_status_t fill_bytes(void *ctx, size_t index, tsr_outfile_t *f) {
   (void)index;
   const tsr_string_view_t *text = ctx;
@@ -281,5 +346,12 @@ tsr_status_t tsr_file_write(const char *path, const void *data, size_t size) {
   if (!path || (size && !data))
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_file_write: NULL argument");
   tsr_string_view_t text = {data, size};
-  return tsr_outfiles_write(&path, 1, fill_bytes, &text);
+  return write_batch(&path, 1, false, fill_bytes, &text);
+}
+
+tsr_status_t tsr_file_write_no_wait(const char *path, const void *data, size_t size) {
+  if (!path || (size && !data))
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_file_write_no_wait: NULL argument");
+  tsr_string_view_t text = {data, size};
+  return write_batch(&path, 1, true, fill_bytes, &text);
 }

@@ -498,8 +498,9 @@ void tsr_interp_kernel_report_detail(run_t *run, uint32_t site, const tsr_diag_d
 void tsr_trace_event(shared_t *sh, const char *name, uint32_t device, uint32_t tid,
                      uint64_t start, uint64_t end, const char *args_json);
 void tsr_trace_dma(shared_t *sh, const dma_record_t *r);
-/* Writes the trace to sh->trace_path; false on failure. */
-bool tsr_trace_write(shared_t *sh);
+/* Writes the trace to sh->trace_path as run outputs are written
+ * (tsr_file_write): TSR_IO_ERROR naming the path and why on failure. */
+tsr_status_t tsr_trace_write(shared_t *sh) TSR_MUST_USE;
 
 /* ---- race.c: the detector ---- */
 

@@ -346,15 +346,22 @@ tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
                                             sh.cores, p->options.max_errors, ro->strict);
   if (!s) s = run_setup(&sh, operands);
   if (!s) tsr_interp_run_all(&sh);
-  bool trace_ok = s || !sh.tracing || tsr_trace_write(&sh);
+  tsr_status_t trace = s || !sh.tracing ? NULL : tsr_trace_write(&sh);
   if (!s && !sh.aborted) tsr_dma_check_end(&sh);
   if (!s && !sh.aborted && p->options.check)
     for (uint32_t d = 0; d < sh.devices; d++) tsr_grid_check_outputs(&sh.core[d * sh.cores]);
   if (!s) s = tsr_diag_sink_status(&sh.diag);
   sh.stats.warnings = tsr_diag_sink_write_warnings(
       &sh.diag, ro->warning_stream ? ro->warning_stream : stderr);
-  if (!s && !trace_ok)
-    s = TSR_STATUS(TSR_IO_ERROR, "cannot write the trace to %s", ro->trace_path);
+  if (!s && trace) {
+    /* The file's message starts with the path, which ours names first. */
+    const char *why = tsr_status_message(trace);
+    size_t n = strlen(ro->trace_path);
+    if (strncmp(why, ro->trace_path, n) == 0 && strncmp(why + n, ": ", 2) == 0) why += n + 2;
+    s = TSR_STATUS(tsr_status_code(trace), "cannot write the trace to %s: %s", ro->trace_path,
+                   why);
+  }
+  tsr_status_free(trace);
   sh.stats.vmem_bytes = p->vmem_used;
   if (out_stats) *out_stats = sh.stats;
   if (out_diag) tsr_diag_sink_move(&sh.diag, out_diag);

@@ -18,27 +18,34 @@ void tsr_trace_event(shared_t *sh, const char *name, uint32_t device, uint32_t t
                     args_json ? ",\"args\":" : "", args_json ? args_json : "");
 }
 
-bool tsr_trace_write(shared_t *sh) {
+tsr_status_t tsr_trace_write(shared_t *sh) {
   const tsr_interp_program_t *p = sh->p;
-  if (sh->trace.failed) return false;
-  FILE *f = fopen(sh->trace_path, "w");
-  if (!f) return false;
-  fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"kernel\":\"%s\","
-             "\"time\":\"simulated: 1 unit = 1 instruction\"},\"traceEvents\":[\n",
-          p->kernel_name);
+  if (sh->trace.failed) return TSR_OOM();
+  /* The whole file in memory, then written as --out writes (base/outfile.c):
+   * a temporary file renamed into place, no link planted by another user
+   * followed; and no wait for a FIFO's reader, which nothing (no cancel
+   * flag, no Ctrl-C of a Python caller) could end. */
+  tsr_strbuf_t text;
+  tsr_strbuf_initialize(&text);
+  tsr_strbuf_printf(&text, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"kernel\":\"%s\","
+                           "\"time\":\"simulated: 1 unit = 1 instruction\"},\"traceEvents\":[\n",
+                    p->kernel_name);
   for (uint32_t d = 0; d < sh->devices; d++) {
-    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,"
-               "\"args\":{\"name\":\"device %u\"}},\n", d, d);
+    tsr_strbuf_printf(&text, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,"
+                             "\"args\":{\"name\":\"device %u\"}},\n", d, d);
     for (uint32_t c = 0; c < sh->cores; c++)
-      fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,"
-                 "\"args\":{\"name\":\"core %u\"}},\n"
-                 "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,"
-                 "\"args\":{\"name\":\"core %u DMA engine\"}},\n",
-              d, c, c, d, 1000 + c, c);
+      tsr_strbuf_printf(&text, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,"
+                               "\"args\":{\"name\":\"core %u\"}},\n"
+                               "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,"
+                               "\"args\":{\"name\":\"core %u DMA engine\"}},\n",
+                        d, c, c, d, 1000 + c, c);
   }
-  fwrite(sh->trace.data ? sh->trace.data : "", 1, sh->trace.size, f);
-  fprintf(f, "\n]}\n");
-  return fclose(f) == 0;
+  tsr_strbuf_append(&text, sh->trace.data ? sh->trace.data : "", sh->trace.size);
+  tsr_strbuf_puts(&text, "\n]}\n");
+  tsr_status_t s = text.failed ? TSR_OOM()
+                                : tsr_file_write_no_wait(sh->trace_path, text.data, text.size);
+  tsr_strbuf_deinitialize(&text);
+  return s;
 }
 
 void tsr_trace_dma(shared_t *sh, const dma_record_t *r) {

@@ -33,7 +33,11 @@ void tsr_output_target_write(const tsr_output_target_t *target, const char *text
 typedef void (*tsr_stream_write_fn)(void *cookie, const char *text, size_t size);
 FILE *tsr_stream_open(tsr_stream_write_fn write, void *cookie);
 
+/* A context is freed when its creator's tsr_context_destroy and every
+ * executable made from it have let it go (each executable holds a
+ * reference), in whichever order they come. */
 struct tsr_context {
+  _Atomic(uint32_t) references;    /* the creator's, one per executable */
   bool disk_cache, cache_shared, cache_optional, cache_environment;
   char *cache_dir, *cache_key_file, *lower_library; /* owned copies */
   uint64_t cache_max_bytes;
@@ -42,6 +46,11 @@ struct tsr_context {
   tsr_output_target_t warning;     /* cache warnings */
   FILE *warning_stream;            /* the disk cache's warn_stream */
 };
+
+/* Takes and lets go of a reference to `context` (tsr_context_destroy lets go
+ * of the creator's); the last one frees it. */
+void tsr_context_retain(tsr_context_t *context);
+void tsr_context_release(tsr_context_t *context);
 
 /* ---- Diagnostic lists (runtime/diagnostic.c) ---- */
 

@@ -180,6 +180,7 @@ static tsr_status_t create_caches(tsr_context_t *c) {
 static tsr_status_t create(const tsr_context_options_t *options, tsr_context_t **out_context) {
   tsr_context_t *c = tsr_calloc(1, sizeof *c);
   if (!c) return TSR_OOM();
+  atomic_init(&c->references, 1);
   c->disk_cache = options->disk_cache;
   c->cache_shared = options->cache_shared;
   c->cache_optional = options->cache_optional;
@@ -234,8 +235,9 @@ tsr_status_t tsr_context_create_from_environment(tsr_context_t **out_context) {
   return tsr_context_create(&options, out_context);
 }
 
-void tsr_context_destroy(tsr_context_t *context) {
-  if (!context) return;
+/* Frees the context and all it holds, with its own binding (its allocator
+ * and caches) and the caller's put back. */
+static void context_free(tsr_context_t *context) {
   tsr_runtime_binding_t *previous = tsr_runtime_bind(&context->binding);
   tsr_memcache_destroy(context->binding.programs);
   tsr_memcache_destroy(context->binding.kernels);
@@ -247,6 +249,18 @@ void tsr_context_destroy(tsr_context_t *context) {
   tsr_free(context);
   tsr_runtime_bind(previous);
 }
+
+void tsr_context_retain(tsr_context_t *context) {
+  atomic_fetch_add_explicit(&context->references, 1, memory_order_relaxed);
+}
+
+void tsr_context_release(tsr_context_t *context) {
+  if (context &&
+      atomic_fetch_sub_explicit(&context->references, 1, memory_order_acq_rel) == 1)
+    context_free(context);
+}
+
+void tsr_context_destroy(tsr_context_t *context) { tsr_context_release(context); }
 
 tsr_disk_cache_t *tsr_context_disk_cache(const tsr_context_t *context) {
   return context ? context->binding.handle : NULL;

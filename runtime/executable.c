@@ -4,11 +4,21 @@
  * diagnostics sink. Output reaches the caller's callbacks through FILE *
  * streams made per run; options that may change per run are passed per run
  * (tsr_interp_program_run_with). */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "runtime/api_internal.h"
 
+/* Lifetime: tsr_executable_destroy lets go of the creator's reference and
+ * every run holds one while it runs, so an executable destroyed during a
+ * run (from another thread, or from the run's own output callback) is
+ * freed when the last run ends, never under one. The executable holds a
+ * reference to its context, which so outlives it whatever the order of
+ * their destroys. */
 struct tsr_executable {
+  /* Changed by runs of a `const tsr_executable_t *`: the count is not part
+   * of what the executable is. */
+  _Atomic(uint32_t) references;
   tsr_context_t *context;
   tsr_backend_t backend;
   /* What every run starts from (the per-run fields: bounds, strict, trace,
@@ -123,6 +133,8 @@ static tsr_status_t create(tsr_context_t *context, const tsr_ir_kernel_t *kernel
   }
   tsr_executable_t *e = tsr_calloc(1, sizeof *e);
   if (!e) return TSR_OOM();
+  atomic_init(&e->references, 1);
+  tsr_context_retain(context);
   e->context = context;
   e->backend = options->backend;
   e->output = options->output;
@@ -163,14 +175,28 @@ tsr_status_t tsr_executable_create(tsr_context_t *context, const tsr_ir_kernel_t
   return s;
 }
 
-void tsr_executable_destroy(tsr_executable_t *executable) {
-  if (!executable) return;
-  tsr_runtime_binding_t *previous = tsr_runtime_bind(&executable->context->binding);
+/* Frees the executable (with its context's binding: the program goes back
+ * to the context's caches), then lets go of its context, which may free it
+ * too. */
+static void executable_free(tsr_executable_t *executable) {
+  tsr_context_t *context = executable->context;
+  tsr_runtime_binding_t *previous = tsr_runtime_bind(&context->binding);
   tsr_interp_program_destroy(executable->program);
   tsr_compiled_kernel_destroy(executable->compiled);
   tsr_free((char *)executable->run_options.trace_path);
   tsr_free(executable);
   tsr_runtime_bind(previous);
+  tsr_context_release(context);
+}
+
+static void executable_release(const tsr_executable_t *executable) {
+  tsr_executable_t *e = (tsr_executable_t *)executable;
+  if (atomic_fetch_sub_explicit(&e->references, 1, memory_order_acq_rel) == 1)
+    executable_free(e);
+}
+
+void tsr_executable_destroy(tsr_executable_t *executable) {
+  if (executable) executable_release(executable);
 }
 
 tsr_backend_t tsr_executable_backend(const tsr_executable_t *executable) {
@@ -266,9 +292,12 @@ tsr_status_t tsr_executable_run(const tsr_executable_t *executable,
                                 tsr_run_result_t **out_result) {
   if (!executable)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_executable_run: NULL executable");
+  atomic_fetch_add_explicit(&((tsr_executable_t *)executable)->references, 1,
+                            memory_order_relaxed);
   tsr_runtime_binding_t *previous = tsr_runtime_bind(&executable->context->binding);
   tsr_status_t s = execute(executable, operands, num_operands, run_options, out_result);
   tsr_runtime_bind(previous);
+  executable_release(executable);
   return s;
 }
 

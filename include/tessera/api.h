@@ -107,7 +107,11 @@ TSR_API tsr_status_t tsr_context_create(const tsr_context_options_t *options,
 /* tsr_context_options_from_environment + tsr_context_create. */
 TSR_API tsr_status_t tsr_context_create_from_environment(tsr_context_t **out_context)
     TSR_MUST_USE;
-/* Executables made from the context must be destroyed first. */
+/* Lets go of the context. Its executables need not be destroyed first:
+ * each holds a reference to the context, which is freed (its caches, disk
+ * cache handle and memory) when the last of them is destroyed, or now when
+ * none is left. The handle must not be used after this call (also not to
+ * make executables), except through the executables that hold it. */
 TSR_API void tsr_context_destroy(tsr_context_t *context);
 /* The context's disk cache (borrowed), NULL when it has none: for its
  * directory, key file and statistics (tessera/cache.h). */
@@ -262,8 +266,9 @@ TSR_API void tsr_executable_options_initialize(tsr_executable_options_t *options
 
 /* A kernel made ready to run on one backend. Immutable; runs may be
  * concurrent (thread-safe). Borrows nothing from the kernel or the options
- * (the module may be destroyed right after); keeps a pointer to `context`,
- * which must outlive it. */
+ * (the module may be destroyed right after); holds a reference to
+ * `context`, which so lives until the executable is freed (the two may be
+ * destroyed in either order). */
 typedef struct tsr_executable tsr_executable_t;
 
 /* Verifies and prepares (interp) or compiles (cpu) `kernel` through the
@@ -277,6 +282,12 @@ TSR_API tsr_status_t tsr_executable_create(tsr_context_t *context,
                                            const tsr_executable_options_t *options,
                                            tsr_executable_t **out_executable)
     TSR_MUST_USE;
+/* Lets go of the executable. Runs in progress (on other threads, or the
+ * run whose output callback calls this) are not disturbed: the executable
+ * is freed when the last of them returns, or now when none is running. A
+ * run must not start after this call: the caller orders its own calls
+ * (a run begun before it, by the caller's synchronization, is one in
+ * progress). */
 TSR_API void tsr_executable_destroy(tsr_executable_t *executable);
 TSR_API tsr_backend_t tsr_executable_backend(const tsr_executable_t *executable);
 

@@ -164,9 +164,11 @@ TSR_API tsr_status_t tsr_npy_read(const char *path, int expect_dtype,
 /* Writes `array` to `path` atomically (temporary file + rename): on failure
  * nothing is left at `path`. bf16 is written as <V2 (numpy has no bf16).
  * A regular file keeps its mode; a symlink is followed and the file it names
- * replaced (the link stays); a character device or FIFO (/dev/stdout, a
- * pipe) is written directly; a directory, socket or block device is an
- * error. */
+ * replaced (the link stays), unless it lies in a sticky world-writable
+ * directory and belongs neither to the caller nor to the directory's owner
+ * (then it is an error); a character device or FIFO (/dev/stdout, a pipe)
+ * is written directly (a FIFO planted so is an error too); a directory,
+ * socket or block device is an error. */
 TSR_API tsr_status_t tsr_npy_write(const char *path, const tsr_array_t *array)
     TSR_MUST_USE;
 /* Writes arrays[i] to paths[i] as tsr_npy_write does, all or nothing: every
@@ -200,8 +202,9 @@ typedef struct tsr_allocator {
 /* ---- Files --------------------------------------------------------------- */
 
 /* Writes `size` bytes to `path` with the rules of tsr_npy_write (temporary
- * file + rename for a regular or new file, keeping its mode; symlinks
- * followed; devices and FIFOs written directly). */
+ * file + rename for a regular or new file, keeping its mode; links planted
+ * in sticky directories refused; devices and FIFOs written directly).
+ * docs/cli.md, "Outputs". */
 TSR_API tsr_status_t tsr_file_write(const char *path, const void *data,
                                     size_t size) TSR_MUST_USE;
 

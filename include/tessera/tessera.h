@@ -11,8 +11,12 @@
  * - Everything passed in is copied or only read during the call: strings
  *   (also the builder's names, texts and loc.file), arrays of parameters,
  *   options. Exceptions say so: tsr_cache_key_make borrows its bytes, a
- *   tsr_executable_t keeps a pointer to its tsr_context_t, an executable
- *   run reads and writes the operands' data during the call.
+ *   tsr_executable_t holds a reference to its tsr_context_t (either may be
+ *   destroyed first), an executable run reads and writes the operands'
+ *   data during the call.
+ * - A `destroy` never frees an object under a call in progress on it where
+ *   the object's header allows that call to overlap (tsr_executable_destroy
+ *   during runs): the object goes when the call ends.
  * - What comes out is borrowed from the object that returned it and valid
  *   as long as that object ("get" functions, names, messages, diagnostic
  *   records), unless it comes through an out-parameter such as

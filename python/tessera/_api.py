@@ -18,6 +18,7 @@ import difflib
 import itertools
 import math
 import os
+import select
 import signal
 import sys
 import threading
@@ -286,11 +287,16 @@ class _Sink:
     below with the sink's token as `user`. A run's sink without an
     on_warning callback only notes that warnings came (their records are
     read from the result); a context's keeps them for CacheWarnings. A
-    callback's exception is kept, the run cancelled, and the exception
-    raised after the run."""
+    callback's exception is kept, the run cancelled (through `cancel`, the
+    package's own flag of the run, never a user's CancelToken), and the
+    exception raised after the run.
+
+    The callbacks are called holding no lock: one may run a kernel itself
+    (which prints through another sink, or this one), or block, without
+    stopping the other runs' output."""
 
     __slots__ = ("on_print", "on_warning", "decoders", "error", "cancel", "warned",
-                 "keep_warnings", "cache_text")
+                 "keep_warnings", "cache_text", "lock")
 
     def __init__(self, on_print: PrintCallback | None, on_warning: PrintCallback | None,
                  cancel: ctypes.c_int | None = None, keep_warnings: bool = False):
@@ -302,6 +308,9 @@ class _Sink:
         self.warned = False
         self.keep_warnings = keep_warnings
         self.cache_text: list[str] = []  # a context's warnings, issued later
+        # Text may come from several cores' threads: the decoders' state and
+        # `error` change under this lock, the callbacks run outside it.
+        self.lock = threading.Lock()
 
     def reset(self, on_print: PrintCallback | None, on_warning: PrintCallback | None) -> None:
         self.on_print = on_print
@@ -319,7 +328,7 @@ class _Sink:
             fn = self.on_warning
             if fn is None and not self.keep_warnings:
                 return  # the result's records become KernelWarnings
-        with _sink_lock:  # text may come from several cores' threads
+        with self.lock:
             decoder = self.decoders.get(stream)
             if decoder is None:
                 decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -327,20 +336,22 @@ class _Sink:
             text = decoder.decode(data)
             if not text or self.error is not None:
                 return
-            try:
-                if fn is not None:
-                    fn(text)
-                elif stream == "print":
-                    sys.stdout.write(text)
-                else:
-                    self.cache_text.append(text)
-            except BaseException as e:  # raised again after the run
-                self.error = e
-                if self.cancel is not None:
-                    self.cancel.value = 1
+            if fn is None and stream != "print":
+                self.cache_text.append(text)
+                return
+        try:
+            if fn is not None:
+                fn(text)
+            else:
+                sys.stdout.write(text)
+        except BaseException as e:  # raised again after the run
+            with self.lock:
+                if self.error is None:
+                    self.error = e
+            if self.cancel is not None:
+                self.cancel.value = 1
 
 
-_sink_lock = threading.Lock()
 _sinks: dict[int, _Sink] = {}
 _sink_ids = itertools.count(1)
 
@@ -368,23 +379,46 @@ def _register(sink: _Sink) -> int:
 
 
 class CancelToken:
-    """A flag a run polls (with its timeout): `cancel()` from another thread
-    stops the runs given `cancel=token` soon after, with a KernelError whose
-    diagnostic says "run stopped: cancelled". Reusable after `reset()`."""
+    """`cancel()` from another thread stops the runs given `cancel=token`
+    soon after, with a KernelError whose diagnostic says "run stopped:
+    cancelled"; a run started with a cancelled token stops at once. Only
+    `cancel()` sets it (not a callback's exception, not Ctrl-C, which stop
+    their own run). Reusable after `reset()`."""
 
     def __init__(self) -> None:
-        self._flag = ctypes.c_int(0)
+        self._set = False
+        # The flags of the runs using the token (each run polls a flag of
+        # the package's own, so that what else stops a run leaves the token
+        # alone), keyed by id.
+        self._runs: dict[int, ctypes.c_int] = {}
+        self._lock = threading.Lock()
 
     def cancel(self) -> None:
         """Asks the runs using this token to stop."""
-        self._flag.value = 1
+        with self._lock:
+            self._set = True
+            for flag in self._runs.values():
+                flag.value = 1
 
     def reset(self) -> None:
-        self._flag.value = 0
+        """Lets later runs with the token run (runs it stopped stay stopped)."""
+        with self._lock:
+            self._set = False
 
     @property
     def cancelled(self) -> bool:
-        return bool(self._flag.value)
+        return self._set
+
+    def _attach(self, flag: ctypes.c_int) -> None:
+        """A run polling `flag` starts with this token."""
+        with self._lock:
+            self._runs[id(flag)] = flag
+            if self._set:
+                flag.value = 1
+
+    def _detach(self, flag: ctypes.c_int) -> None:
+        with self._lock:
+            self._runs.pop(id(flag), None)
 
 
 class _Interrupts:
@@ -397,7 +431,14 @@ class _Interrupts:
     Our wakeup fd stays installed between runs, unless another is found
     there (an asyncio loop's): then that one is put back and runs are not
     armed. Only when SIGINT has Python's default handler: otherwise Ctrl-C
-    waits for the run's end."""
+    waits for the run's end.
+
+    A Ctrl-C between runs (at a prompt, in an `except KeyboardInterrupt`)
+    also writes to the fd; Python raised its KeyboardInterrupt then, and it
+    is not for the next run. So the watcher only waits in poll() without the
+    lock, then reads and acts under `lock`, and `arm` drops what the pipe
+    holds under the same lock before it sets the run's flag: a byte read
+    after that came during the run."""
 
     def __init__(self) -> None:
         self.current: ctypes.c_int | None = None  # the main thread's run's flag
@@ -406,31 +447,54 @@ class _Interrupts:
         self.main = threading.main_thread().ident
         self.checked = -1.0  # time.monotonic() of the last check of the wakeup fd
         self.ours = False
+        self.lock = threading.Lock()
+        self.pending: Any = None  # arm's select.poll of read_fd (the main thread's)
 
     def _start(self) -> bool:
         if not self.started:
             try:
                 r, w = os.pipe()
                 os.set_blocking(w, False)
+                os.set_blocking(r, False)
             except OSError:
                 return False
             self.read_fd, self.write_fd = r, w
+            self.pending = select.poll()
+            self.pending.register(r, select.POLLIN)
             threading.Thread(target=self._watch, name="tessera-interrupts",
                              daemon=True).start()
             self.started = True
         return True
 
-    def _watch(self) -> None:
+    def _drain(self) -> bytes | None:
+        """What the pipe holds (under `lock`); None once it is closed."""
+        data = b""
         while True:
             try:
-                data = os.read(self.read_fd, 64)
+                chunk = os.read(self.read_fd, 64)
+            except BlockingIOError:
+                return data
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            data += chunk
+
+    def _watch(self) -> None:
+        ready = select.poll()  # its own: a poll object is not for two threads
+        ready.register(self.read_fd, select.POLLIN)
+        while True:
+            try:
+                ready.poll()
             except OSError:
                 return
-            if not data:
-                return
-            flag = self.current
-            if signal.SIGINT in data and flag is not None:
-                flag.value = 1
+            with self.lock:
+                data = self._drain()
+                if data is None:
+                    return
+                flag = self.current
+                if signal.SIGINT in data and flag is not None:
+                    flag.value = 1
 
     def arm(self, flag: ctypes.c_int) -> bool:
         """Arms Ctrl-C for a run on this thread; False when it cannot be."""
@@ -458,11 +522,17 @@ class _Interrupts:
             self.ours = True
         if not self.ours:
             return False
-        self.current = flag
+        with self.lock:
+            if self.pending.poll(0):
+                self._drain()  # a Ctrl-C of before this run
+            self.current = flag
         return True
 
     def disarm(self) -> None:
-        self.current = None
+        # Under the lock: once this returns, the watcher no longer sets the
+        # flag (which the run's slot reuses).
+        with self.lock:
+            self.current = None
 
 
 _interrupts = _Interrupts()
@@ -530,7 +600,7 @@ class Module:
         `verify()`). Raises CompileError (code "parse error") with a
         Diagnostic per error; `filename` names the text in them."""
         data = text.encode() if isinstance(text, str) else bytes(text)
-        fname = os.fsencode(filename)
+        fname = _capi.c_bytes_of(filename, "tessera: filename")
         h = _capi.lib()
         out = ctypes.c_void_p()
         s = h.tsr_ir_module_parse(_capi.StringView(ctypes.cast(fname, ctypes.c_void_p), len(fname)),
@@ -546,7 +616,8 @@ class Module:
         (code "I/O error" when the file cannot be read)."""
         h = _capi.lib()
         out = ctypes.c_void_p()
-        s = h.tsr_ir_module_parse_file(os.fsencode(path), ctypes.byref(out))
+        s = h.tsr_ir_module_parse_file(_capi.c_bytes_of(path, "tessera: path"),
+                                       ctypes.byref(out))
         if s:
             _raise_status(s)
         return cls._from_handle(out.value, os.fspath(path))
@@ -667,7 +738,7 @@ class Kernel:
         if not hasattr(h, "tsr_tpu_emit"):
             raise CompileError("unsupported", "tessera: this libtessera has no TPU emitter "
                                "(tsr_tpu_emit); rebuild it from a tree with tpu/")
-        b = None if chip is None else str(chip).encode()
+        b = None if chip is None else _capi.c_bytes_of(str(chip), "tessera: chip")
         out = ctypes.c_void_p()
         ctx = context._live() if context is not None else None
         s = h.tsr_tpu_emit(ctx, self._handle, b, ctypes.byref(out))
@@ -686,7 +757,7 @@ class Kernel:
         if not hasattr(h, "tsr_tpu_vmem"):
             raise CompileError("unsupported", "tessera: this libtessera has no tsr_tpu_vmem")
         out = _capi.TpuVmem()
-        b = None if chip is None else str(chip).encode()
+        b = None if chip is None else _capi.c_bytes_of(str(chip), "tessera: chip")
         s = h.tsr_tpu_vmem(self._handle, b, ctypes.byref(out))
         if s:
             _raise_status(s, CompileError, f"kernel @{self.name}")
@@ -749,8 +820,8 @@ class Context:
         # until tsr_context_create has copied them.
         keep: list[bytes] = []
 
-        def path(p: str | os.PathLike[str]) -> bytes:
-            b = os.fsencode(p)
+        def path(field: str, p: str | os.PathLike[str]) -> bytes:
+            b = _capi.c_bytes_of(p, f"tessera.Context: {field}")
             keep.append(b)
             return b
 
@@ -763,11 +834,9 @@ class Context:
         for field, p in (("cache_dir", cache_dir), ("cache_key_file", cache_key_file),
                          ("lower_library", lower_library)):
             if p is not None:
-                setattr(o, field, path(p))
-        if cache_max_bytes is not None:
-            if cache_max_bytes < 0:
-                raise ValueError("tessera: cache_max_bytes must be >= 0 (0: 1 GiB)")
-            o.cache_max_bytes = int(cache_max_bytes)
+                setattr(o, field, path(field, p))
+        if cache_max_bytes is not None:  # 0: 1 GiB
+            _int_option(o, "cache_max_bytes", "cache_max_bytes", cache_max_bytes)
         # The context's own text (cache warnings) goes to its sink; runs set
         # their own (Executable.run).
         self.on_print = on_print
@@ -794,7 +863,7 @@ class Context:
         """Issues the cache warnings the library wrote since the last call."""
         sink = self._sink
         if sink.cache_text:
-            with _sink_lock:
+            with sink.lock:
                 text, sink.cache_text = "".join(sink.cache_text), []
             for line in text.splitlines():
                 if line.strip():
@@ -820,7 +889,9 @@ class Context:
     def close(self) -> None:
         """Destroys the context, closing its executables first (each
         Executable keeps its Context alive, so this only happens when called
-        by hand or at the end of a `with` block)."""
+        by hand or at the end of a `with` block). Runs in progress end
+        normally: the C context is freed after the last of them
+        (Executable.close)."""
         if getattr(self, "_handle", None):
             for exe in list(self._executables):
                 exe.close()
@@ -918,12 +989,17 @@ def _check_names(where: str, options: Mapping[str, Any], known: Sequence[str]) -
             raise _unknown_option(where, name, known)
 
 
-def _nonneg_int(name: str, v: Any, *, positive: bool = False) -> int:
+def _int_option(struct: ctypes.Structure, field: str, name: str, v: Any, *,
+                positive: bool = False) -> int:
+    """Sets option `name` into `struct.field` and returns it: TypeError for a
+    non-integer, ValueError below 0 (or 1), OverflowError above what the C
+    field holds (_capi.c_int_of)."""
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"tessera: option {name} must be an int, got {v!r}")
     v = int(v)
     if v < (1 if positive else 0):
         raise ValueError(f"tessera: option {name} must be {'>= 1' if positive else '>= 0'}, got {v}")
+    _capi.set_checked(struct, field, v, f"tessera: option {name}")
     return v
 
 
@@ -937,10 +1013,10 @@ def _seconds(v: Any) -> float:
     return f
 
 
-def _cancel_flag(v: Any) -> ctypes.c_int:
+def _cancel_token(v: Any) -> CancelToken:
     if not isinstance(v, CancelToken):
         raise TypeError(f"tessera: option cancel must be a tessera.CancelToken, got {v!r}")
-    return v._flag
+    return v
 
 
 def _callback(name: str, v: Any) -> PrintCallback | None:
@@ -992,7 +1068,11 @@ class _Slot:
     """What one run of an executable needs in C, made once and reused by the
     runs that find it free: the operands' tsr_array_t's (only `data` changes
     between runs), the run options (output through the trampolines to the
-    slot's sink, the cancel flag) and the result pointer."""
+    slot's sink, the cancel flag) and the result pointer.
+
+    The run polls the slot's own flag, which the package sets (a callback's
+    exception, Ctrl-C) and a CancelToken given to the run sets through
+    CancelToken._attach: stopping one run never cancels the user's token."""
 
     def __init__(self, exe: Executable):
         n = exe._n
@@ -1009,7 +1089,7 @@ class _Slot:
             self.ptrs[i] = ctypes.pointer(a)
             self.data.append(ctypes.c_void_p.from_address(ctypes.addressof(a) + offset))
         self.flag = ctypes.c_int(0)
-        self.flag_of_run = self.flag  # a CancelToken's flag while a run uses one
+        self.cancel: CancelToken | None = exe._cancel  # this run's token
         self.sink = _Sink(None, None, self.flag)
         self.token = _register(self.sink)
         ro = _capi.RunOptions()
@@ -1017,14 +1097,11 @@ class _Slot:
         ro.output.print = _PRINT_TRAMPOLINE
         ro.output.warning = _WARNING_TRAMPOLINE
         ro.output.user = self.token
-        cancel = exe._cancel
-        if cancel is not None:
-            self.flag_of_run = cancel._flag
-        ro.cancel = ctypes.pointer(self.flag_of_run)
+        ro.cancel = ctypes.pointer(self.flag)
         self.ro = ro
         self.ro_ref = ctypes.byref(ro)
         self.pristine = bytes(ro)
-        self.pristine_flag = self.flag_of_run
+        self.pristine_cancel = self.cancel
         self.keep: list[Any] = []
         self.result = ctypes.c_void_p()
         self.result_ref = ctypes.byref(self.result)
@@ -1039,15 +1116,13 @@ class _Slot:
             elif name == "timeout_seconds":
                 ro.timeout_seconds = 0.0 if v is None else _seconds(v)
             elif name == "max_steps":
-                ro.max_steps = 0 if v is None else _nonneg_int(name, v)
+                _int_option(ro, "max_steps", name, 0 if v is None else v)
             elif name == "cancel":
                 if v is not None:
-                    self.flag_of_run = _cancel_flag(v)
-                    self.sink.cancel = self.flag_of_run
-                    ro.cancel = ctypes.pointer(self.flag_of_run)
+                    self.cancel = _cancel_token(v)
             elif name == "trace_path":
                 if v is not None:
-                    b = os.fsencode(v)
+                    b = _capi.c_bytes_of(v, "tessera: option trace_path")
                     self.keep.append(b)
                     ro.trace_path = b
             elif name == "on_print":
@@ -1059,8 +1134,7 @@ class _Slot:
     def restore(self) -> None:
         """Back to the executable's options after `apply`."""
         ctypes.memmove(ctypes.addressof(self.ro), self.pristine, len(self.pristine))
-        self.flag_of_run = self.pristine_flag
-        self.sink.cancel = self.flag_of_run
+        self.cancel = self.pristine_cancel
         self.keep.clear()
 
     def close(self) -> None:
@@ -1096,23 +1170,23 @@ class Executable:
             elif name == "shuffle_parallel":
                 eo.shuffle_parallel = bool(v)
             elif name == "shuffle_seed":
-                eo.shuffle_seed = _nonneg_int(name, v)
+                _int_option(eo, "shuffle_seed", name, v)
             elif name == "chip":
                 if v is not None:
-                    b = str(v).encode()
+                    b = _capi.c_bytes_of(str(v), "tessera: option chip")
                     if not h.tsr_interp_chip_vmem_bytes(b, ctypes.byref(ctypes.c_uint64())):
                         raise ValueError(f"tessera: unknown chip {v!r} (chips: v2, v3, v4, v5e, "
                                          "v5p, v6e, v7x (v7, tpu7x), tpu8i)")
                     keep.append(b)
                     eo.chip = b
             elif name == "max_errors":
-                eo.max_errors = _nonneg_int(name, v, positive=True)
+                _int_option(eo, "max_errors", name, v, positive=True)
             elif name == "devices":
-                devices = eo.devices = _nonneg_int(name, v, positive=True)
+                devices = _int_option(eo, "devices", name, v, positive=True)
             elif name == "cores":
-                eo.cores = _nonneg_int(name, v, positive=True)
+                _int_option(eo, "cores", name, v, positive=True)
             elif name == "schedule_seed":
-                eo.schedule_seed = _nonneg_int(name, v)
+                _int_option(eo, "schedule_seed", name, v)
             elif name == "dma_mode":
                 eo.dma_eager = _choice(name, v, ("lazy", "eager")) == "eager"
             elif name == "dma_eager":
@@ -1124,26 +1198,33 @@ class Executable:
             elif name == "timeout_seconds":
                 eo.timeout_seconds = 0.0 if v is None else _seconds(v)
             elif name == "max_steps":
-                eo.max_steps = 0 if v is None else _nonneg_int(name, v)
+                _int_option(eo, "max_steps", name, 0 if v is None else v)
             elif name == "cancel":
                 if v is not None:
-                    flag = _cancel_flag(v)
-                    keep.append(v)
-                    eo.cancel = ctypes.pointer(flag)
+                    _cancel_token(v)  # runs poll their own flags (_Slot)
             elif name == "trace_path":
                 if v is not None:
-                    b = os.fsencode(v)
+                    b = _capi.c_bytes_of(v, "tessera: option trace_path")
                     keep.append(b)
                     eo.trace_path = b
             elif name == "opt_level":
-                eo.opt_level = _nonneg_int(name, v)
+                _int_option(eo, "opt_level", name, v)
             elif name in ("on_print", "on_warning"):
                 _callback(name, v)
-        self._keep = keep  # what eo's pointers point at (the cancel token)
+        self._keep = keep  # what eo's pointers point at (strings C copies)
         self._devices = devices
         self._on_print = options.get("on_print")
         self._on_warning = options.get("on_warning")
         self._cancel = options.get("cancel")
+        # close() during runs leaves the destroy to the last of them. A run
+        # appends to `_active`, then looks at `_closed`; close() sets
+        # `_closed`, then looks at `_active`: whatever the interleaving, a
+        # run that goes on is seen by close(), or it sees `_closed` itself.
+        # (list.append and pop are atomic: no lock, which cost a measurable
+        # part of a warm call.) `_destroy_once` makes the destroy happen once.
+        self._active: list[None] = []
+        self._closed = False
+        self._destroy_once = [True]
         # Runs write their text to a sink chosen per run; the executable's own
         # output stays unset (the run's wins).
         self._handle = ctypes.c_void_p()
@@ -1231,7 +1312,7 @@ class Executable:
         # The common case (warm, no per-run options, no output, no warnings)
         # makes two C calls: the run and the result's destroy. Each step here
         # was timed by bench/python/bench_binding.py (docs/python.md).
-        if not self._handle:
+        if self._closed:
             raise ValueError("tessera: the executable is closed")
         if len(inputs) != len(self._in_specs):
             raise TypeError(f"{self._signature}, got {len(inputs)}")
@@ -1246,7 +1327,7 @@ class Executable:
         """Runs on raw buffers the caller owns: one address per input, then
         per output, of the executable's shapes and dtypes (an XLA buffer,
         for the JAX bridge's FFI call). Raises and warns as a run does."""
-        if not self._handle:
+        if self._closed:
             raise ValueError("tessera: the executable is closed")
         if len(addresses) != self._n:
             raise TypeError(f"{self._signature} and gives {self._n - len(self._in_specs)} "
@@ -1258,11 +1339,26 @@ class Executable:
                  want_stats: bool) -> tuple[tuple[Diagnostic, ...], RunStats | None]:
         """Runs on `arrays` (inputs then outputs), or on `addresses` when
         given; returns the warnings and the stats (when wanted or failed)."""
+        active = self._active
+        active.append(None)
+        try:
+            if self._closed:
+                raise ValueError("tessera: the executable is closed")
+            return self._execute_slot(arrays, addresses, run_options, want_stats)
+        finally:
+            active.pop()
+            if self._closed and not active:
+                self._destroy()
+
+    def _execute_slot(self, arrays: Iterable[np.ndarray], addresses: Sequence[int] | None,
+                      run_options: Mapping[str, Any],
+                      want_stats: bool) -> tuple[tuple[Diagnostic, ...], RunStats | None]:
         try:
             slot = self._slots.pop()
         except IndexError:
             slot = _Slot(self)
             self._all_slots.add(slot)
+        token = None
         try:
             on_print = self._on_print
             on_warning = self._on_warning
@@ -1274,8 +1370,11 @@ class Executable:
                 on_warning = self.context.on_warning
             sink = slot.sink
             sink.reset(on_print, on_warning)
-            flag = slot.flag_of_run
-            flag.value = 0 if flag is slot.flag else flag.value
+            flag = slot.flag
+            flag.value = 0
+            token = slot.cancel
+            if token is not None:
+                token._attach(flag)
             if addresses is None:
                 for field, x in zip(slot.data, arrays):
                     try:
@@ -1328,6 +1427,8 @@ class Executable:
             error = sink.error
             sink.reset(None, None)  # drop the references to the callbacks
         finally:
+            if token is not None:
+                token._detach(slot.flag)
             if run_options:
                 slot.restore()
             self._slots.append(slot)
@@ -1343,12 +1444,26 @@ class Executable:
         return warns, stats
 
     def close(self) -> None:
-        """Destroys the executable now (else when it is garbage)."""
-        if getattr(self, "_handle", None):
-            _capi.lib().tsr_executable_destroy(self._handle)
-            self._handle = ctypes.c_void_p()
-            for slot in list(getattr(self, "_all_slots", ())):
-                slot.close()
+        """Destroys the executable now (else when it is garbage). From another
+        thread, or a callback, while runs are in progress: returns at once,
+        the runs end normally and the last one destroys it; runs started
+        after close() raise ValueError."""
+        if not hasattr(self, "_destroy_once"):  # __init__ failed before it was set
+            return
+        self._closed = True
+        if not self._active:
+            self._destroy()
+
+    def _destroy(self) -> None:
+        try:
+            self._destroy_once.pop()
+        except IndexError:
+            return
+        handle, self._handle = self._handle, ctypes.c_void_p()
+        if handle:
+            _capi.lib().tsr_executable_destroy(handle)
+        for slot in list(getattr(self, "_all_slots", ())):
+            slot.close()
 
     def __del__(self) -> None:
         try:

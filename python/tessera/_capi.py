@@ -10,13 +10,84 @@ compares them with the C compiler's offsets.
 from __future__ import annotations
 
 import ctypes
+import functools
+import operator
+import os
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p, c_double,
                     c_int, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64,
                     c_void_p)
+from typing import Any
 
 from . import _lib
 
 MAX_RANK = 6  # TSR_MAX_RANK
+
+
+# ---- Checked conversions ------------------------------------------------------------
+# ctypes keeps the low bits of an int too large for its C type (2**64 + 1 is
+# stored as 1) and C reads a string up to its first NUL (b"/tmp/a\0/etc/x" is
+# "/tmp/a"). Every integer and string the package hands to C goes through
+# these two instead, which raise as Python's own conversions do.
+
+
+@functools.cache
+def int_range(ctype: type) -> tuple[int, int]:
+    """The values a ctypes integer type holds: (min, max)."""
+    bits = 8 * ctypes.sizeof(ctype)
+    if ctype(-1).value < 0:
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+def c_int_of(ctype: type, value: Any, what: str) -> int:
+    """`value` as an int that `ctype` holds unchanged: TypeError for what is
+    not an integer (floats, and bools, which are surely a mistake here),
+    OverflowError outside the type's range."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, got {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, got {value!r}") from None
+    lo, hi = int_range(ctype)
+    if not lo <= v <= hi:
+        raise OverflowError(f"{what} = {v} is out of range: it must be in [{lo}, {hi}]")
+    return v
+
+
+def c_bytes_of(value: Any, what: str) -> bytes:
+    """A path (str, bytes or os.PathLike) or name as the NUL-terminated bytes
+    C reads: ValueError for an embedded NUL, as open() raises."""
+    try:
+        b = os.fsencode(value)
+    except TypeError:
+        raise TypeError(f"{what} must be a str, bytes or os.PathLike, got {value!r}") from None
+    if b"\0" in b:
+        raise ValueError(f"{what}: embedded null byte")
+    return b
+
+
+def set_checked(struct: ctypes.Structure, name: str, value: Any, what: str | None = None) -> None:
+    """struct.name = value, an integer field through c_int_of and a string
+    field (char *) through c_bytes_of. The caller keeps a string's bytes
+    alive while C may read them (ctypes keeps no reference)."""
+    ctype = _field_types(type(struct))[name]
+    if ctype in _INTEGER_TYPES:
+        value = c_int_of(ctype, value, what or name)
+    elif ctype is c_char_p and value is not None:
+        value = c_bytes_of(value, what or name)
+    setattr(struct, name, value)
+
+
+_INTEGER_TYPES = frozenset({c_int, c_int32, c_int64, c_uint8, c_uint32, c_uint64, c_size_t,
+                            ctypes.c_uint16, ctypes.c_int16, ctypes.c_int8, ctypes.c_long,
+                            ctypes.c_ulong, ctypes.c_uint, ctypes.c_longlong,
+                            ctypes.c_ulonglong})
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, type]:
+    return dict(cls._fields_)
 
 # tsr_output_fn: void (*)(void *user, const char *text, size_t size). The text
 # is not NUL-terminated, so it arrives as a pointer, read with string_at.

@@ -80,7 +80,7 @@ def _shape_into(p: Any, shape: Sequence[int]) -> None:
         raise ValueError(f"tessera: rank {len(shape)} is more than the library's {MAX_RANK}")
     p.rank = len(shape)
     for i, d in enumerate(shape):
-        p.dims[i] = d
+        p.dims[i] = _capi.c_int_of(c_int64, d, "tessera: a dimension")
 
 
 def _set(p: Any, name: str, value: Any) -> None:
@@ -107,7 +107,7 @@ def _set(p: Any, name: str, value: Any) -> None:
     else:
         if name not in dict(p._fields_):
             raise TypeError(f"tessera: {type(p).__name__} has no parameter {name!r}")
-        setattr(p, name, value)
+        _capi.set_checked(p, name, value, f"tessera: {name}")
 
 
 def params(entry: str, **values: Any) -> Structure:

@@ -4,8 +4,10 @@ deadlocks, bounded and cancelled runs, Ctrl-C."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
+import sys
 import threading
 import warnings
 
@@ -183,6 +185,74 @@ def test_ctrl_c_stops_the_run_with_keyboard_interrupt(root):
             exe(timeout_seconds=20)
     finally:
         timer.cancel()
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs POSIX signals")
+def test_ctrl_c_between_runs_does_not_stop_the_next_run(root):
+    """A Ctrl-C outside a run (at a prompt, in an except clause) raised its
+    KeyboardInterrupt then; the byte it left for the run watcher is not a
+    cancel of the next run. That run ends at its step bound instead."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT has a handler of the test runner's")
+    spin = tessera.Module.load(root / "tests" / "cli" / "spin.tsr")["spin"]
+    exe = tessera.compile(spin, on_print=lambda t: None)
+    with pytest.raises(tessera.KernelError):
+        exe(max_steps=10)  # a run on the main thread: the watcher is armed since
+    # The watcher thread gets the signal's byte only when this thread lets go
+    # of the GIL. raise(3) through PyDLL keeps it (signal.raise_signal does
+    # not), and a long switch interval keeps it until the next run releases
+    # it: the byte is read during that run, not whenever the scheduler
+    # switches, as at a prompt that kept the GIL.
+    raise_ = getattr(ctypes.PyDLL(None), "raise")
+    raise_.argtypes = [ctypes.c_int]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000)
+    try:
+        for _ in range(2):
+            with pytest.raises(KeyboardInterrupt):
+                raise_(signal.SIGINT)
+            with pytest.raises(tessera.KernelError) as info:
+                exe(max_steps=20_000_000)
+            assert "run stopped after 20000000 steps" in info.value.errors[0].message
+    finally:
+        sys.setswitchinterval(interval)
+
+
+@pytest.mark.parametrize("given_to", ["run", "executable"])
+def test_callback_exception_leaves_the_cancel_token_alone(root, given_to):
+    """A callback's exception stops its run through the package's own flag:
+    the user's CancelToken stays unset and later runs with it run."""
+    spin = tessera.Module.load(root / "tests" / "cli" / "spin.tsr")["spin"]
+    token = tessera.CancelToken()
+
+    def boom(text):
+        raise RuntimeError("callback failed")
+
+    # The step bound only ends a run the exception failed to stop.
+    options = {"cancel": token, "on_print": boom, "max_steps": 50_000_000}
+    exe = tessera.compile(spin, **(options if given_to == "executable" else {}))
+    with pytest.raises(RuntimeError, match="callback failed"):
+        exe(**(options if given_to == "run" else {}))
+    assert not token.cancelled
+    full = tessera.Module.parse(HALF.replace("0:8", "0:16").replace("[8, 128]", "[16, 128]"),
+                                "full.tsr")["half"]
+    assert (tessera.run(full, cancel=token) == 1).all()
+    with pytest.raises(tessera.KernelError) as info:
+        exe(max_steps=1000, on_print=lambda t: None, cancel=token)
+    assert "1000 steps" in info.value.errors[0].message
+
+
+def test_cancelled_token_stops_a_run_it_is_given_later(root):
+    spin = tessera.Module.load(root / "tests" / "cli" / "spin.tsr")["spin"]
+    token = tessera.CancelToken()
+    token.cancel()
+    with pytest.raises(tessera.KernelError) as info:
+        tessera.run(spin, cancel=token, timeout_seconds=60, on_print=lambda t: None)
+    assert "cancelled" in info.value.errors[0].message
+    token.reset()
+    with pytest.raises(tessera.KernelError) as info:
+        tessera.run(spin, cancel=token, max_steps=1000, on_print=lambda t: None)
+    assert "1000 steps" in info.value.errors[0].message
 
 
 def test_another_wakeup_fd_is_left_in_place():

@@ -4,6 +4,10 @@ backends: results, every dtype, input checking, options, output callbacks."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import ml_dtypes
 import numpy as np
@@ -255,6 +259,107 @@ def test_trace_is_written(tmp_path):
     assert trace  # a Chrome trace: a list or an object with traceEvents
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     assert len(events) > 0
+
+
+def test_trace_replaces_its_file_by_a_rename(tmp_path):
+    """As --out writes: a temporary file renamed into place (another name of
+    the old file keeps its bytes), not the old file truncated in place."""
+    k = tessera.Module.parse(COPY.format(dt="f32"), "c.tsr")
+    path = tmp_path / "run.json"
+    path.write_text("old")
+    os.link(path, tmp_path / "hardlink")
+    tessera.compile(k)(sample("f32"), trace_path=path)
+    assert (tmp_path / "hardlink").read_text() == "old"
+    assert json.loads(path.read_text())["traceEvents"]
+
+
+def test_trace_to_a_fifo_without_reader_fails_at_once(tmp_path):
+    """(In a child process: before, the run waited for a reader forever.)"""
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    script = textwrap.dedent(f"""
+        import numpy as np, tessera
+        k = tessera.Module.parse({COPY.format(dt="f32")!r}, "c.tsr")
+        try:
+            tessera.compile(k)(np.zeros((16, 128), np.float32), trace_path={str(fifo)!r})
+        except tessera.KernelError as e:
+            print(e.message)
+        """)
+    try:
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run waited for the FIFO's reader")
+    assert "no process reads the FIFO" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "lchown"), reason="needs lchown")
+def test_trace_does_not_follow_a_link_another_user_planted(tmp_path):
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    victim = tmp_path / "victim"
+    victim.write_text("victim")
+    planted = sticky / "trace.json"
+    planted.symlink_to(victim)
+    try:
+        os.lchown(planted, 4242, 4242)
+    except PermissionError:
+        pytest.skip("making a link of another user needs chown")
+    k = tessera.Module.parse(COPY.format(dt="f32"), "c.tsr")
+    with pytest.raises(tessera.KernelError, match="not following the symbolic link"):
+        tessera.compile(k)(sample("f32"), trace_path=planted)
+    assert victim.read_text() == "victim"
+
+
+@pytest.mark.parametrize("option, value, error", [
+    ("max_steps", 2**64 + 1, OverflowError),
+    ("shuffle_seed", 2**64, OverflowError),
+    ("schedule_seed", -1, ValueError),
+    ("max_errors", 2**32 + 1, OverflowError),
+    ("devices", 2**32 + 1, OverflowError),
+    ("cores", 2**32 + 1, OverflowError),
+    ("opt_level", 2**31, OverflowError),
+    ("cores", 2.0, TypeError),
+    ("trace_path", "/tmp/a\0/etc/x", ValueError),
+    ("chip", "v5e\0junk", ValueError),
+])
+def test_options_c_cannot_hold_are_refused(option, value, error):
+    """ctypes would keep an integer's low bits (2**64 + 1 runs with a bound of
+    1) and C would stop a string at its NUL: refused as open() refuses."""
+    k = tessera.Module.parse(COPY.format(dt="f32"), "c.tsr")
+    with pytest.raises(error, match=option):
+        tessera.compile(k, **{option: value})
+
+
+@pytest.mark.parametrize("option, value, error", [
+    ("max_steps", 2**64 + 1, OverflowError),
+    ("trace_path", "/tmp/a\0/etc/x", ValueError),
+])
+def test_run_options_c_cannot_hold_are_refused(option, value, error):
+    k = tessera.Module.parse(COPY.format(dt="f32"), "c.tsr")
+    exe = tessera.compile(k)
+    with pytest.raises(error, match=option):
+        exe(sample("f32"), **{option: value})
+
+
+@pytest.mark.parametrize("where", ["cache_dir", "cache_key_file", "lower_library",
+                                   "cache_max_bytes", "Module.load", "Module.parse",
+                                   "vmem_budget_bytes"])
+def test_values_c_cannot_hold_are_refused_everywhere(tmp_path, where):
+    nul = str(tmp_path / "a\0b")
+    with pytest.raises((ValueError, OverflowError)):
+        if where == "cache_max_bytes":
+            tessera.Context(cache_max_bytes=2**64)
+        elif where.startswith("cache") or where == "lower_library":
+            tessera.Context(**{where: nul})
+        elif where == "Module.load":
+            tessera.Module.load(nul)
+        elif where == "Module.parse":
+            tessera.Module.parse(COPY.format(dt="f32"), nul)
+        else:
+            tessera.sort(np.zeros((8, 128), np.float32), target="tpu",
+                         vmem_budget_bytes=2**64 + 2**20)
 
 
 def test_executable_describes_itself():

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `tessera run --trace`: the file is valid Chrome trace JSON with the events
 # docs/dma.md promises (grid steps per core, DMAs with bytes on the DMA
-# engine tracks, waits), also after a deadlock; an unwritable path fails.
+# engine tracks, waits), also after a deadlock; an unwritable path fails;
+# the file is written as --out writes one (a temporary file renamed into
+# place, no link or FIFO another user planted in a sticky directory, no
+# wait for a FIFO's reader).
 set -uo pipefail
 root=${TSR_SOURCE_ROOT:?}
 tessera=${TESSERA:?}
@@ -58,5 +61,58 @@ PY
   --trace "$tmp/no/such/dir/t.json" >/dev/null 2>"$tmp/bad.err"
 check "an unwritable trace path exits 1" test $? -eq 1
 check "and says which path" grep -q "cannot write the trace to $tmp/no/such/dir/t.json" "$tmp/bad.err"
+skip() { # description, reason
+  n=$((n + 1))
+  echo "ok $n - $1 # SKIP $2"
+}
+valid_trace() { python3 -c 'import json, sys; json.load(open(sys.argv[1]))["traceEvents"]' "$1"; }
+trace() { # path; the exit status of a run tracing to it (124: it hung)
+  timeout 120 "$tessera" run ok/one_wait_two_dmas.tsr --random-inputs 1 -q --trace "$1" \
+    >/dev/null 2>"$tmp/last.err"
+}
+
+echo old >"$tmp/t.json"
+ln "$tmp/t.json" "$tmp/t.hardlink"
+trace "$tmp/t.json"
+check "a trace over an existing file exits 0" test $? -eq 0
+check "and replaces it by a rename (a hard link to it keeps the old bytes)" \
+  test "$(cat "$tmp/t.hardlink")" = old
+check "with the trace" valid_trace "$tmp/t.json"
+
+"$tessera" run ok/one_wait_two_dmas.tsr --random-inputs 1 -q --trace /dev/stdout 2>/dev/null |
+  python3 -c 'import json, sys; json.JSONDecoder().raw_decode(sys.stdin.read())[0]["traceEvents"]'
+check "a trace to /dev/stdout (a pipe) is written into the pipe, before the outputs" test $? -eq 0
+
+mkfifo "$tmp/fifo"
+trace "$tmp/fifo"
+check "a trace to a FIFO nobody reads fails at once instead of waiting" test $? -eq 1
+check "and says so" grep -q "no process reads the FIFO" "$tmp/last.err"
+
+# Links and FIFOs in a sticky, world-writable directory (/tmp) that belong
+# to another user are not followed or written (what fs.protected_symlinks
+# does, in case the kernel does not): making them needs chown.
+mkdir -m 1777 "$tmp/sticky"
+echo victim >"$tmp/victim"
+ln -s "$tmp/victim" "$tmp/sticky/planted.json"
+mkfifo "$tmp/sticky/planted.fifo"
+if chown -h 4242:4242 "$tmp/sticky/planted.json" "$tmp/sticky/planted.fifo" 2>/dev/null; then
+  trace "$tmp/sticky/planted.json"
+  check "a link another user planted in a sticky directory is refused" test $? -eq 1
+  check "the file it names is left alone" test "$(cat "$tmp/victim")" = victim
+  check "and the refusal says why" grep -q "not following the symbolic link" "$tmp/last.err"
+  trace "$tmp/sticky/planted.fifo"
+  check "a FIFO another user planted there is refused" test $? -eq 1
+  check "and the refusal says why" grep -q "not writing to the FIFO" "$tmp/last.err"
+else
+  for what in "a planted link is refused" "its file is left alone" "the refusal says why" \
+      "a planted FIFO is refused" "the refusal says why"; do
+    skip "$what" "chown to another user is not allowed here"
+  done
+fi
+ln -s "$tmp/victim" "$tmp/sticky/mine.json"
+trace "$tmp/sticky/mine.json"
+check "our own link in a sticky directory is followed" valid_trace "$tmp/victim"
+check "and stays a link" test -L "$tmp/sticky/mine.json"
+
 echo "1..$n"
 [[ $fails == 0 ]]

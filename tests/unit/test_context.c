@@ -1,7 +1,9 @@
 /* Unit tests for what a context owns (tessera/api.h): its allocator, which
  * every allocation of its executables, runs and results goes through (and
  * whose failures are out-of-memory errors, never crashes), and its own
- * in-memory caches, which other contexts and the process do not share.
+ * in-memory caches, which other contexts and the process do not share; and
+ * its and its executables' lifetimes (destroyed during a run, or in either
+ * order: never freed under a user).
  * Suite 'cache': it also runs under ASan and TSan (core threads of the cpu
  * backend allocate through the context's allocator). */
 #include <pthread.h>
@@ -253,6 +255,182 @@ TSR_TEST(compiled_caches_are_the_contexts) {
   tsr_ir_module_destroy(m);
 }
 
+/* ---- Lifetimes: destroys during a run, and in either order ---------------- */
+
+static const char twice_printing_tsr[] =
+    "kernel @twice\n"
+    "  grid(4) semantics(parallel)\n"
+    "  in %x: f32[32, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+    "  out %y: f32[32, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+    "{\n"
+    "  %i = program_id 0 : i32\n"
+    "  print \"step {}\", %i\n"
+    "  %v = load %x[:, :] : f32[8, 128]\n"
+    "  %w = add %v, %v : f32[8, 128]\n"
+    "  store %y[:, :], %w\n"
+    "}\n";
+
+/* A run held inside its first `print`: the callback says it is there and
+ * waits to be let go; with `destroy_inside`, the callback itself destroys
+ * the executable and the context instead. */
+typedef struct held_run {
+  pthread_mutex_t mutex;
+  pthread_cond_t changed;
+  bool inside, released, destroy_inside;
+  tsr_executable_t *exe;
+  tsr_context_t *ctx;
+  counting_t *counts;
+  long releases_before, releases_after; /* around the destroys, under the run */
+  tsr_status_t status;
+  bool doubled;
+} held_run_t;
+
+static void hold_on_print(void *user, const char *text, size_t size) {
+  (void)text;
+  (void)size;
+  held_run_t *h = user;
+  pthread_mutex_lock(&h->mutex);
+  bool first = !h->inside;
+  h->inside = true;
+  pthread_cond_broadcast(&h->changed);
+  if (first && h->destroy_inside) {
+    h->releases_before = atomic_load(&h->counts->releases);
+    tsr_executable_destroy(h->exe);
+    tsr_context_destroy(h->ctx);
+    h->releases_after = atomic_load(&h->counts->releases);
+  }
+  while (!h->released && !h->destroy_inside) pthread_cond_wait(&h->changed, &h->mutex);
+  pthread_mutex_unlock(&h->mutex);
+}
+
+static void *run_held(void *arg) {
+  held_run_t *h = arg;
+  int64_t dims[2] = {32, 128};
+  tsr_array_t x, y;
+  memset(&x, 0, sizeof x);
+  memset(&y, 0, sizeof y);
+  tsr_status_t s = tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &x);
+  if (!s) s = tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &y);
+  if (!s) {
+    for (int i = 0; i < 32 * 128; i++) ((float *)x.data)[i] = (float)i;
+    tsr_array_t *operands[] = {&x, &y};
+    tsr_run_options_t ro;
+    tsr_run_options_initialize(&ro);
+    ro.output.print = hold_on_print;
+    ro.output.user = h;
+    tsr_run_result_t *result = NULL;
+    s = tsr_executable_run(h->exe, operands, 2, &ro, &result);
+    tsr_run_result_destroy(result);
+  }
+  h->doubled = !s;
+  for (int i = 0; !s && i < 32 * 128; i++)
+    h->doubled = h->doubled && ((float *)y.data)[i] == 2.0f * (float)i;
+  tsr_array_deinitialize(&x);
+  tsr_array_deinitialize(&y);
+  h->status = s;
+  return NULL;
+}
+
+/* tsr_executable_destroy and tsr_context_destroy while a run of the
+ * executable is in progress, from another thread or from the run's own
+ * output callback: nothing of the context or the executable is released
+ * under the run (the count of releases does not move), the run ends with
+ * the right result, and once it has ended everything is released. */
+static void destroy_during_a_run(tsr_backend_t backend, bool from_the_callback) {
+  tsr_ir_module_t *m = NULL;
+  TSR_CHECK_OK(tsr_ir_module_parse(
+      (tsr_string_view_t){"twice.tsr", 9},
+      (tsr_string_view_t){twice_printing_tsr, strlen(twice_printing_tsr)}, &m));
+  counting_t c;
+  counting_initialize(&c, -1);
+  held_run_t h;
+  memset(&h, 0, sizeof h);
+  pthread_mutex_init(&h.mutex, NULL);
+  pthread_cond_init(&h.changed, NULL);
+  h.counts = &c;
+  h.destroy_inside = from_the_callback;
+  TSR_CHECK_OK(context_with(&c, &h.ctx));
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.backend = backend;
+  if (m && h.ctx) TSR_CHECK_OK(tsr_executable_create(h.ctx, tsr_ir_module_kernel(m, 0), &eo, &h.exe));
+  tsr_ir_module_destroy(m);
+  if (!h.exe) {
+    tsr_context_destroy(h.ctx);
+    return;
+  }
+  pthread_t runner;
+  TSR_CHECK(pthread_create(&runner, NULL, run_held, &h) == 0);
+  if (!from_the_callback) {
+    pthread_mutex_lock(&h.mutex);
+    while (!h.inside) pthread_cond_wait(&h.changed, &h.mutex);
+    pthread_mutex_unlock(&h.mutex);
+    h.releases_before = atomic_load(&c.releases);
+    tsr_executable_destroy(h.exe);
+    tsr_context_destroy(h.ctx);
+    h.releases_after = atomic_load(&c.releases);
+    pthread_mutex_lock(&h.mutex);
+    h.released = true;
+    pthread_cond_broadcast(&h.changed);
+    pthread_mutex_unlock(&h.mutex);
+  }
+  pthread_join(runner, NULL);
+  TSR_CHECK(h.inside);
+  TSR_CHECK_EQ_INT(h.releases_after, h.releases_before);
+  TSR_CHECK_OK(h.status);
+  TSR_CHECK(h.doubled);
+  TSR_CHECK_EQ_INT(atomic_load(&c.live_bytes), 0);
+  TSR_CHECK_EQ_INT(atomic_load(&c.releases), atomic_load(&c.allocations));
+  pthread_cond_destroy(&h.changed);
+  pthread_mutex_destroy(&h.mutex);
+}
+
+TSR_TEST(destroy_during_an_interp_run_from_another_thread) {
+  destroy_during_a_run(TSR_BACKEND_INTERP, false);
+}
+TSR_TEST(destroy_during_an_interp_run_from_its_callback) {
+  destroy_during_a_run(TSR_BACKEND_INTERP, true);
+}
+TSR_TEST(destroy_during_a_cpu_run_from_another_thread) {
+  destroy_during_a_run(TSR_BACKEND_CPU, false);
+}
+TSR_TEST(destroy_during_a_cpu_run_from_its_callback) {
+  destroy_during_a_run(TSR_BACKEND_CPU, true);
+}
+
+/* The context destroyed before its executable: nothing is released until
+ * the executable goes, and the executable still runs meanwhile. */
+TSR_TEST(context_destroyed_before_its_executable) {
+  tsr_ir_module_t *m = parse_twice();
+  counting_t c;
+  counting_initialize(&c, -1);
+  tsr_context_t *ctx = NULL;
+  TSR_CHECK_OK(context_with(&c, &ctx));
+  tsr_executable_t *exe = NULL;
+  if (m && ctx) TSR_CHECK_OK(tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), NULL, &exe));
+  tsr_ir_module_destroy(m);
+  long releases = atomic_load(&c.releases);
+  tsr_context_destroy(ctx);
+  TSR_CHECK_EQ_INT(atomic_load(&c.releases), releases);
+  if (exe) {
+    int64_t dims[2] = {32, 128};
+    tsr_array_t x, y;
+    TSR_CHECK_OK(tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &x));
+    TSR_CHECK_OK(tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &y));
+    for (int i = 0; i < 32 * 128; i++) ((float *)x.data)[i] = (float)i;
+    tsr_array_t *operands[] = {&x, &y};
+    tsr_run_result_t *result = NULL;
+    TSR_CHECK_OK(tsr_executable_run(exe, operands, 2, NULL, &result));
+    TSR_CHECK(((float *)y.data)[5] == 10.0f);
+    tsr_run_result_destroy(result);
+    tsr_array_deinitialize(&x);
+    tsr_array_deinitialize(&y);
+  }
+  tsr_executable_destroy(exe);
+  TSR_CHECK_EQ_INT(atomic_load(&c.live_bytes), 0);
+  TSR_CHECK_EQ_INT(atomic_load(&c.releases), atomic_load(&c.allocations));
+}
+
 /* Why the cpu backend cannot run here (tsr_test_cpu_absent), or NULL when
  * it can: a failure of another kind runs the cpu cases, which report it. */
 static const char *cpu_missing(void) {
@@ -296,10 +474,19 @@ int main(void) {
   if (!no_cpu) {
     TSR_RUN(allocator_cpu_two_cores);
     TSR_RUN(compiled_caches_are_the_contexts);
+    TSR_RUN(destroy_during_a_cpu_run_from_another_thread);
+    TSR_RUN(destroy_during_a_cpu_run_from_its_callback);
   } else {
     printf("ok %d - allocator_cpu_two_cores # SKIP %s\n", ++tsr_test_count, no_cpu);
     printf("ok %d - compiled_caches_are_the_contexts # SKIP %s\n", ++tsr_test_count, no_cpu);
+    printf("ok %d - destroy_during_a_cpu_run_from_another_thread # SKIP %s\n", ++tsr_test_count,
+           no_cpu);
+    printf("ok %d - destroy_during_a_cpu_run_from_its_callback # SKIP %s\n", ++tsr_test_count,
+           no_cpu);
   }
+  TSR_RUN(destroy_during_an_interp_run_from_another_thread);
+  TSR_RUN(destroy_during_an_interp_run_from_its_callback);
+  TSR_RUN(context_destroyed_before_its_executable);
   TSR_RUN(allocator_failure_is_out_of_memory);
   TSR_RUN(allocate_without_release_is_invalid);
   TSR_RUN(caches_are_the_contexts);

@@ -657,6 +657,31 @@ TSR_TEST(write_into_a_fifo) {
   tsr_array_deinitialize(&a);
 }
 
+/* A link in a sticky, world-writable directory (/tmp) that belongs to
+ * another user than us and the directory's owner may have been planted to
+ * make us overwrite a file of ours: not followed, whatever the kernel's
+ * fs.protected_symlinks. Making such a link needs chown. */
+TSR_TEST(write_refuses_a_link_planted_in_a_sticky_directory) {
+  const char *dir = tmp_path("sticky");
+  TSR_CHECK(mkdir(dir, 0777) == 0 && chmod(dir, 01777) == 0);
+  char victim[4096], planted[4096];
+  snprintf(victim, sizeof victim, "%s", tmp_path("victim"));
+  snprintf(planted, sizeof planted, "%s", tmp_path("sticky/planted"));
+  write_bytes(victim, "mine", 4);
+  TSR_CHECK(symlink(victim, planted) == 0);
+  if (lchown(planted, 4242, 4242) != 0) {
+    tsr_test_skip_reason = "making a link of another user needs chown";
+    return;
+  }
+  TSR_CHECK_ERROR(tsr_file_write(planted, "theirs", 6), TSR_IO_ERROR,
+                  "not following the symbolic link");
+  TSR_CHECK(same_file_contents(victim, "mine", 4));
+  /* Ours there is followed. */
+  TSR_CHECK(unlink(planted) == 0 && symlink(victim, planted) == 0);
+  TSR_CHECK_OK(tsr_file_write(planted, "ours", 4));
+  TSR_CHECK(same_file_contents(victim, "ours", 4));
+}
+
 TSR_TEST(write_through_a_symlink_replaces_its_target) {
   tsr_array_t a = small_array();
   size_t want_size = 0;
@@ -770,6 +795,7 @@ int main(void) {
   TSR_RUN(write_into_a_character_device);
   TSR_RUN(write_into_a_fifo);
   TSR_RUN(write_through_a_symlink_replaces_its_target);
+  TSR_RUN_OR_SKIP(write_refuses_a_link_planted_in_a_sticky_directory);
   TSR_RUN(write_refuses_directories);
   TSR_RUN(write_all_is_all_or_nothing);
   char cmd[4200];
