@@ -1443,6 +1443,75 @@ static void name_args(tpu_emitter_t *em, const tsr_region_t *r, uint32_t first) 
   }
 }
 
+/* An if with block results: MLIR's canonicalizer turns an scf.if whose
+ * yields are defined outside it into an arith.select on the scalar
+ * condition, and libtpu cannot lay out a select of blocks on a scalar
+ * ("Null layout / non-vector operand in elementwise operation"). Mosaic
+ * fixes such selects in its own canonicalization, but it folds again
+ * after that (x % x of 16-bit data to 0, say), so an if whose branches
+ * only become constants late is still turned into one, for any dtype.
+ * Stores are never folded away: each block result goes through a VMEM
+ * buffer of a tpu.region (as `scoped` buffers do), stored by the
+ * branches and loaded after the if, which keeps only its scalar results.
+ * The cost: a store and a load of each block. */
+typedef struct tpu_if_frame {
+  const tsr_op_t *op;
+  uint32_t buffers;          /* result i (a block) is the buffer %$<buffers + i> */
+  char zero[32];             /* the index 0 of the buffers' views */
+  struct tpu_if_frame *outer;
+} tpu_if_frame_t;
+
+static const tpu_if_frame_t *if_frame_of(const tpu_emitter_t *em, const tsr_op_t *op) {
+  for (const tpu_if_frame_t *f = em->ifs; f; f = f->outer)
+    if (f->op == op) return f;
+  return NULL;
+}
+
+static bool is_block(const tsr_value_t *v) { return v->type.kind == TSR_TYPE_VECTOR; }
+
+/* The VMEM buffer holding a block result in its crossing form. */
+static const char *if_buffer_type(char *buf, const tsr_value_t *v) {
+  tsr_type_t t = with_dtype(&v->type, crosses_as_i32(&v->type) ? TSR_DTYPE_I32 : v->type.dtype);
+  if (crosses_as_2d(&v->type)) t.rank = at_least_2d(&v->type, t.dims);
+  t.kind = TSR_TYPE_REF;
+  t.space = TSR_SPACE_VMEM;
+  return tpu_type(buf, &t);
+}
+
+static const char *zero_indices(char *buf, size_t n, const char *zero, const tsr_value_t *v) {
+  uint32_t rank = crosses_as_2d(&v->type) ? 2 : v->type.rank;
+  size_t at = 0;
+  buf[0] = 0;
+  for (uint32_t d = 0; d < rank && at < n; d++)
+    at += (size_t)snprintf(buf + at, n - at, "%s%s", d ? ", " : "", zero);
+  return buf;
+}
+
+/* A branch's yield: its blocks stored, its scalars yielded. */
+static void if_yield(tpu_emitter_t *em, const tpu_if_frame_t *f, const tsr_op_t *yield) {
+  tsr_strbuf_t vals, types;
+  tsr_strbuf_initialize(&vals);
+  tsr_strbuf_initialize(&types);
+  char ty[TPU_TYPE_MAX], mt[TPU_TYPE_MAX], idx[256];
+  for (uint32_t i = 0; i < yield->num_operands; i++) {
+    const tsr_value_t *v = yield->operands[i];
+    char val[512];
+    snprintf(val, sizeof val, "%s", crossing_value(em, v));
+    if (is_block(v)) {
+      tpu_line(em, "tpu.vector_store %%$%u[%s], %s {strides = array<i32>} : %s, %s,",
+               f->buffers + i, zero_indices(idx, sizeof idx, f->zero, v), val,
+               if_buffer_type(mt, v), crossing_type(ty, &v->type));
+      continue;
+    }
+    tsr_strbuf_printf(&vals, "%s%s", vals.size ? ", " : "", val);
+    tsr_strbuf_printf(&types, "%s%s", types.size ? ", " : "", crossing_type(ty, &v->type));
+  }
+  if (vals.size) tpu_line(em, "scf.yield %s : %s", SB(vals), SB(types));
+  if (vals.failed || types.failed) tpu_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&vals);
+  tsr_strbuf_deinitialize(&types);
+}
+
 /* The terminator of a region, read by its parent op. */
 void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_op_t *parent = op->parent ? op->parent->parent_op : NULL;
@@ -1477,6 +1546,8 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
     tsr_strbuf_deinitialize(&ft);
   } else if (parent->opcode == TSR_OP_SCOPED) {
     tpu_line(em, any ? "tpu.yield %s : %s" : "tpu.yield", v, t);
+  } else if (parent->opcode == TSR_OP_IF && if_frame_of(em, parent)) {
+    if_yield(em, if_frame_of(em, parent), op);
   } else if (any || parent->opcode == TSR_OP_WHILE) {
     tpu_line(em, any ? "scf.yield %s : %s" : "scf.yield", v, t);
   }
@@ -1587,12 +1658,88 @@ void tpu_op_while(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_deinitialize(&args);
 }
 
+/* An if with block results (see tpu_if_frame_t):
+ *   %r:n = "tpu.region"() ({
+ *     %$b = memref.alloca() : memref<..>          one per block result
+ *     %$s:k = scf.if %c -> (scalars) { ... tpu.vector_store %$b ... scf.yield }
+ *     %$l = vector.load %$b[..]
+ *     tpu.yield (the results in order)
+ *   }) : () -> (..) */
+static void emit_if_through_vmem(tpu_emitter_t *em, const tsr_op_t *op, const tsr_if_view_t *v) {
+  tpu_if_frame_t frame = {.op = op, .outer = em->ifs};
+  char lhs[64], ty[TPU_TYPE_MAX], mt[TPU_TYPE_MAX], idx[256];
+  control_results(em, op, lhs, sizeof lhs);
+  tsr_strbuf_t types, scalar_types, results;
+  tsr_strbuf_initialize(&types);
+  tsr_strbuf_initialize(&scalar_types);
+  tsr_strbuf_initialize(&results);
+  type_list(em, &types, op->results, op->num_results);
+  tpu_line(em, "%s\"tpu.region\"() ({", lhs);
+  em->indent++;
+  frame.buffers = em->next_tmp;
+  em->next_tmp += op->num_results;
+  uint32_t num_scalars = 0;
+  for (uint32_t i = 0; i < op->num_results; i++) {
+    if (is_block(op->results[i]))
+      tpu_line(em, "%%$%u = memref.alloca() : %s", frame.buffers + i,
+               if_buffer_type(mt, op->results[i]));
+    else
+      tsr_strbuf_printf(&scalar_types, "%s%s", num_scalars++ ? ", " : "",
+                        crossing_type(ty, &op->results[i]->type));
+  }
+  snprintf(frame.zero, sizeof frame.zero, "%s", index_const(em, 0));
+  char scalars[32] = "";
+  if (num_scalars) {
+    snprintf(scalars, sizeof scalars, "%s", tpu_tmp(em));
+    if (num_scalars == 1)
+      tpu_line(em, "%s = scf.if %s -> (%s) {", scalars, tpu_name(em, v->cond), SB(scalar_types));
+    else
+      tpu_line(em, "%s:%u = scf.if %s -> (%s) {", scalars, num_scalars, tpu_name(em, v->cond),
+               SB(scalar_types));
+  } else {
+    tpu_line(em, "scf.if %s {", tpu_name(em, v->cond));
+  }
+  em->ifs = &frame;
+  emit_body(em, v->then_region, false, "");
+  tpu_line(em, "} else {");
+  emit_body(em, v->else_region, false, "");
+  em->ifs = frame.outer;
+  tpu_line(em, "}");
+  for (uint32_t i = 0, s = 0; i < op->num_results; i++) {
+    const tsr_value_t *r = op->results[i];
+    if (is_block(r)) {
+      const char *l = tpu_tmp(em);
+      tpu_line(em, "%s = vector.load %%$%u[%s] : %s, %s", l, frame.buffers + i,
+               zero_indices(idx, sizeof idx, frame.zero, r), if_buffer_type(mt, r),
+               crossing_type(ty, &r->type));
+      tsr_strbuf_printf(&results, "%s%s", i ? ", " : "", l);
+    } else if (num_scalars == 1) {
+      tsr_strbuf_printf(&results, "%s%s", i ? ", " : "", scalars);
+    } else {
+      tsr_strbuf_printf(&results, "%s%s#%u", i ? ", " : "", scalars, s++);
+    }
+  }
+  tpu_line(em, "tpu.yield %s : %s", SB(results), SB(types));
+  em->indent--;
+  tpu_line(em, "}) : () -> (%s)", SB(types));
+  control_results_arrived(em, op);
+  if (types.failed || scalar_types.failed || results.failed) tpu_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&types);
+  tsr_strbuf_deinitialize(&scalar_types);
+  tsr_strbuf_deinitialize(&results);
+}
+
 void tpu_op_if(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_if_view_t v;
   if (!tsr_opview_if(op, &v)) {
     tpu_unimplemented(em, op, "malformed if");
     return;
   }
+  for (uint32_t i = 0; i < op->num_results; i++)
+    if (is_block(op->results[i])) {
+      emit_if_through_vmem(em, op, &v);
+      return;
+    }
   char lhs[64];
   control_results(em, op, lhs, sizeof lhs);
   tsr_strbuf_t types;

@@ -499,6 +499,65 @@ TSR_TEST(more_ops) {
   tsr_ir_module_destroy(m);
 }
 
+/* An if with block results: MLIR turns an scf.if whose yields are (or
+ * fold to) values defined outside it into an arith.select on its scalar
+ * condition, which libtpu cannot lay out ("Null layout / non-vector
+ * operand in elementwise operation"), and Mosaic folds late enough that
+ * its own fix of such selects comes too soon (x % x of u16 data). The
+ * blocks go through VMEM buffers of a tpu.region instead; scalars stay
+ * results of the scf.if. */
+TSR_TEST(if_blocks_go_through_vmem) {
+  tsr_ir_module_t *m = parse_text("if.tsr",
+      "kernel @k\n"
+      "  grid(2)\n"
+      "  in %x: u16[16, 128] vmem\n"
+      "  out %y: u16[16, 128] vmem\n"
+      "  out %z: i32[16, 128] vmem\n"
+      "{\n"
+      "  %a = load %x[:, :] : u16[16, 128]\n"
+      "  %r = rem %a, %a : u16[16, 128]\n"
+      "  %p = program_id 0 : i32\n"
+      "  %c0 = const 0 : i32\n"
+      "  %b = eq %p, %c0 : i1\n"
+      "  %v, %n, %m = if %b : u16[16, 128], i32, i1[16, 128] {\n"
+      "    %w = not %r : u16[16, 128]\n"
+      "    %t = lt %w, %r : i1[16, 128]\n"
+      "    yield %w, %p, %t\n"
+      "  } else {\n"
+      "    %f = ge %r, %a : i1[16, 128]\n"
+      "    yield %r, %c0, %f\n"
+      "  }\n"
+      "  store %y[:, :], %v\n"
+      "  %nb = broadcast %n : i32[16, 128]\n"
+      "  %mi = convert %m : i32[16, 128]\n"
+      "  %s = add %nb, %mi : i32[16, 128]\n"
+      "  store %z[:, :], %s\n"
+      "}\n");
+  if (!m) return;
+  char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+  if (t) {
+    TSR_CHECK(!strstr(t, "scf.if %b -> (vector<")); /* no scf.if yields a block */
+    CHECK_HAS(t, "\"tpu.region\"() ({");
+    TSR_CHECK_EQ_INT(count(t, "memref.alloca() : memref<16x128xi16, #tpu.memory_space<vmem>>"), 1);
+    /* the i1 block in its crossing form, i32 */
+    TSR_CHECK_EQ_INT(count(t, "memref.alloca() : memref<16x128xi32, #tpu.memory_space<vmem>>"), 1);
+    CHECK_HAS(t, "= scf.if %b -> (i32) {");
+    /* each branch stores both blocks */
+    TSR_CHECK_EQ_INT(count(t, "{strides = array<i32>} : memref<16x128xi16, "
+                              "#tpu.memory_space<vmem>>, vector<16x128xi16>,"), 2 + 1);
+    TSR_CHECK_EQ_INT(count(t, "{strides = array<i32>} : memref<16x128xi32, "
+                              "#tpu.memory_space<vmem>>, vector<16x128xi32>,"), 2 + 1);
+    CHECK_HAS(t, "}) : () -> (vector<16x128xi16>, i32, vector<16x128xi32>)");
+  }
+  tsr_ir_string_free(t);
+  /* the buffers count in the kernel's VMEM: a 16x128 u16 one and an i32 one */
+  tsr_tpu_vmem_t vmem = {0};
+  TSR_CHECK_OK(tsr_tpu_vmem(tsr_ir_module_kernel(m, 0), "v5e", &vmem));
+  TSR_CHECK_EQ_INT(vmem.need_bytes, 2 * 2 * 16 * 128 * 2 + 2 * 16 * 128 * 4 + 16 * 128 * 2 + 16 * 128 * 4);
+  tsr_ir_module_destroy(m);
+}
+
 /* One kernel with one operand declaration per case. */
 static void layout_case(const char *decl, const char *chip, int expect_error, const char *text) {
   char src[1024];
@@ -816,6 +875,7 @@ int main(void) {
   TSR_RUN(unsupported_op_is_located);
   TSR_RUN(more_ops);
   TSR_RUN(rewritten_for_mosaic);
+  TSR_RUN(if_blocks_go_through_vmem);
   TSR_RUN(layout_rules);
   TSR_RUN(kernel_named_transform);
   TSR_RUN(chips);
