@@ -123,6 +123,48 @@ static const char *operand_as(tpu_emitter_t *em, const tsr_value_t *v, const tsr
   return t;
 }
 
+/* A 1-D block of 8- or 16-bit elements longer than one vreg row: libtpu
+ * cannot select such blocks by a mask made from a 1-D iota (a (1, n)
+ * tpu.iota, shape-cast) and compared in 32 bits ("Not implemented:
+ * Sublane broadcast", v5e and v6e, from 129 elements on); in 32 bits it
+ * can. */
+static bool narrow_long_1d(const tsr_type_t *t) {
+  return t->kind == TSR_TYPE_VECTOR && t->rank == 1 && t->dims[0] > 128 && !is_bool(t->dtype) &&
+         bits_of(t->dtype) < 32;
+}
+
+/* The select of `c` (i1 scalar or of T's shape) between a and b of type T. */
+static void emit_select(tpu_emitter_t *em, const char *r, const char *c, bool vector_cond,
+                        const char *a, const char *b, const tsr_type_t *t) {
+  char ty[TPU_TYPE_MAX], ct[TPU_TYPE_MAX];
+  if (vector_cond && narrow_long_1d(t)) { /* in 32 bits, the same values */
+    bool f = is_float(t->dtype);
+    tsr_type_t wt = with_dtype(t, f ? TSR_DTYPE_F32 : TSR_DTYPE_I32);
+    char wty[TPU_TYPE_MAX], rn[512], cn[512], wa[32], wb[32], w[32];
+    snprintf(rn, sizeof rn, "%s", r);
+    snprintf(cn, sizeof cn, "%s", c);
+    tpu_type(ty, t);
+    tpu_type(wty, &wt);
+    snprintf(wa, sizeof wa, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = %s %s : %s to %s", wa, f ? "arith.extf" : "arith.extui", a, ty, wty);
+    snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = %s %s : %s to %s", wb, f ? "arith.extf" : "arith.extui", b, ty, wty);
+    snprintf(w, sizeof w, "%s", tpu_tmp(em));
+    tsr_type_t cond = with_dtype(t, TSR_DTYPE_I1);
+    tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", w, cn, wa, wb, tpu_type(ct, &cond),
+             wty);
+    tpu_line(em, "%s = %s %s : %s to %s", rn, f ? "arith.truncf" : "arith.trunci", w, wty, ty);
+    return;
+  }
+  if (vector_cond) {
+    tsr_type_t cond = with_dtype(t, TSR_DTYPE_I1);
+    tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", r, c, a, b, tpu_type(ct, &cond),
+             tpu_type(ty, t));
+  } else {
+    tpu_line(em, "%s = arith.select %s, %s, %s : %s", r, c, a, b, tpu_type(ty, t));
+  }
+}
+
 /* The shape of the block a value has, rank 0 for a scalar. */
 static uint32_t value_dims(const tsr_type_t *t, int64_t *dims) {
   if (t->kind != TSR_TYPE_VECTOR) return 0;
@@ -426,8 +468,9 @@ void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
       tpu_line(em, "%s = vector.load %s[%s] : %s, %s", old, tpu_name(em, v.ref.base.value), idx,
                tpu_type(a, ref), b);
       snprintf(sel, sizeof sel, "%s", tpu_tmp(em));
-      tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", sel, mn, s, old,
-               tpu_vector(c, TSR_DTYPE_I1, ref->rank, view), b);
+      tsr_type_t vt = {.kind = TSR_TYPE_VECTOR, .dtype = md, .rank = ref->rank};
+      memcpy(vt.dims, view, sizeof(int64_t) * ref->rank);
+      emit_select(em, sel, mn, true, s, old, &vt);
       tpu_line(em, "tpu.vector_store %s[%s], %s {strides = array<i32>} : %s, %s,",
                tpu_name(em, v.ref.base.value), idx, sel, tpu_type(a, ref), b);
       return;
@@ -510,19 +553,6 @@ static void emit_compare(tpu_emitter_t *em, const char *r, tsr_opcode_t opc, con
   }
   tpu_line(em, "%s = %s %s, %s, %s : %s", r, is_float(operand_type->dtype) ? "arith.cmpf" : "arith.cmpi",
            cmp_predicate(opc, operand_type->dtype), a, b, tpu_type(ty, operand_type));
-}
-
-/* The select of `c` (i1 scalar or of T's shape) between a and b of type T. */
-static void emit_select(tpu_emitter_t *em, const char *r, const char *c, bool vector_cond,
-                        const char *a, const char *b, const tsr_type_t *t) {
-  char ty[TPU_TYPE_MAX], ct[TPU_TYPE_MAX];
-  if (vector_cond) {
-    tsr_type_t cond = with_dtype(t, TSR_DTYPE_I1);
-    tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", r, c, a, b, tpu_type(ct, &cond),
-             tpu_type(ty, t));
-  } else {
-    tpu_line(em, "%s = arith.select %s, %s, %s : %s", r, c, a, b, tpu_type(ty, t));
-  }
 }
 
 /* convert: value conversion between any two dtypes (docs/ir.md). */
@@ -915,14 +945,33 @@ void tpu_op_slice(tpu_emitter_t *em, const tsr_op_t *op) {
     as += (size_t)snprintf(sizes + as, sizeof sizes - as, "%s%lld", i ? ", " : "", (long long)size);
     at += (size_t)snprintf(strides + at, sizeof strides - at, "%s1", i ? ", " : "");
   }
+  /* i1 as i32 (see bits_i32): v6e cannot slice a 1-D mask of a bf16
+   * compare from lane 128 on ("Input offsets outside of the first tile") */
+  bool bits = is_bool(xt->dtype);
+  tsr_type_t wt = with_dtype(xt, TSR_DTYPE_I32);
+  const char *src = bits ? bits_i32(em, tpu_name(em, x), xt) : tpu_name(em, x);
   const char *t = tpu_tmp(em);
   tpu_line(em,
            "%s = \"vector.extract_strided_slice\"(%s) <{offsets = [%s], sizes = [%s], strides = "
            "[%s]}> : (%s) -> %s",
-           t, tpu_name(em, x), offs, sizes, strides, tpu_type(a, xt),
-           tpu_vector(b, xt->dtype, xt->rank, view));
+           t, src, offs, sizes, strides, tpu_type(a, bits ? &wt : xt),
+           tpu_vector(b, bits ? TSR_DTYPE_I32 : xt->dtype, xt->rank, view));
   int64_t rd[TSR_MAX_RANK];
   uint32_t rr = value_dims(&op->results[0]->type, rd);
+  if (bits) {
+    char wn[32], r[512];
+    snprintf(wn, sizeof wn, "%s", reshape_to(em, t, TSR_DTYPE_I32, xt->rank, view, rr, rd));
+    tsr_type_t rt = op->results[0]->type;
+    if (rt.kind == TSR_TYPE_VECTOR) {
+      snprintf(r, sizeof r, "%s", result_name(em, op, 0));
+      bits_i1(em, r, wn, &rt);
+    } else { /* a point slice: the element */
+      snprintf(r, sizeof r, "%s", result_name(em, op, 0));
+      const char *z = i32_const(em, 0);
+      tpu_line(em, "%s = arith.cmpi ne, %s, %s : i32", r, wn, z);
+    }
+    return;
+  }
   tpu_set_name(em, op->results[0], reshape_to(em, t, xt->dtype, xt->rank, view, rr, rd));
 }
 
