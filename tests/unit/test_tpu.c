@@ -558,6 +558,45 @@ TSR_TEST(if_blocks_go_through_vmem) {
   tsr_ir_module_destroy(m);
 }
 
+/* 1-D blocks longer than 128: libtpu cannot select 16-bit data by a
+ * mask from a 1-D iota compared in 32 bits ("Sublane broadcast"), nor
+ * (v6e) slice a bf16 compare's mask from lane 128 on ("Input offsets
+ * outside of the first tile"): the select is in 32 bits, the i1 slice in
+ * i32. */
+TSR_TEST(long_1d_blocks) {
+  tsr_ir_module_t *m = parse_text("long1d.tsr",
+      "kernel @k\n"
+      "  in %x: u16[256] vmem\n"
+      "  in %h: bf16[256] vmem\n"
+      "  out %y: u16[256] vmem\n"
+      "  out %z: i32[128] vmem\n"
+      "{\n"
+      "  %a = load %x[:] : u16[256]\n"
+      "  %i = iota 0 : i32[256]\n"
+      "  %c5 = const 5 : i32\n"
+      "  %m = lt %i, %c5 : i1[256]\n"
+      "  store %y[:], %a mask %m\n"
+      "  %d = load %h[:] : bf16[256]\n"
+      "  %e = eq %d, %d : i1[256]\n"
+      "  %s = slice %e [128:256] : i1[128]\n"
+      "  %v = convert %s : i32[128]\n"
+      "  store %z[:], %v\n"
+      "}\n");
+  if (!m) return;
+  char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), "v6e", &t));
+  if (t) {
+    CHECK_HAS(t, "arith.extui %a : vector<256xi16> to vector<256xi32>");
+    CHECK_HAS(t, " : vector<256xi1>, vector<256xi32>");
+    TSR_CHECK(!strstr(t, " : vector<256xi1>, vector<256xi16>"));
+    CHECK_HAS(t, "arith.trunci %");
+    CHECK_HAS(t, "<{offsets = [128], sizes = [128], strides = [1]}> : (vector<256xi32>) -> "
+                 "vector<128xi32>");
+  }
+  tsr_ir_string_free(t);
+  tsr_ir_module_destroy(m);
+}
+
 /* One kernel with one operand declaration per case. */
 static void layout_case(const char *decl, const char *chip, int expect_error, const char *text) {
   char src[1024];
@@ -876,6 +915,7 @@ int main(void) {
   TSR_RUN(more_ops);
   TSR_RUN(rewritten_for_mosaic);
   TSR_RUN(if_blocks_go_through_vmem);
+  TSR_RUN(long_1d_blocks);
   TSR_RUN(layout_rules);
   TSR_RUN(kernel_named_transform);
   TSR_RUN(chips);
