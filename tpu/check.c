@@ -43,6 +43,15 @@ static int64_t padded_bytes(tsr_dtype_t dtype, uint32_t rank, const int64_t *dim
 static void add_scoped(void *p, const tsr_op_t *op, uint32_t position) {
   (void)position;
   int64_t *total = p;
+  if (op->opcode == TSR_OP_IF) { /* block results go through VMEM buffers (emit_ops.c) */
+    for (uint32_t i = 0; i < op->num_results; i++) {
+      const tsr_type_t *t = &op->results[i]->type;
+      if (t->kind == TSR_TYPE_VECTOR)
+        *total += padded_bytes(t->dtype == TSR_DTYPE_I1 ? TSR_DTYPE_I32 : (tsr_dtype_t)t->dtype,
+                               t->rank, t->dims);
+    }
+    return;
+  }
   if (op->opcode != TSR_OP_SCOPED || !op->num_regions) return;
   const tsr_region_t *r = &op->regions[0];
   for (uint32_t i = 0; i < r->num_args; i++) {

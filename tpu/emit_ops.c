@@ -123,6 +123,48 @@ static const char *operand_as(tpu_emitter_t *em, const tsr_value_t *v, const tsr
   return t;
 }
 
+/* A 1-D block of 8- or 16-bit elements longer than one vreg row: libtpu
+ * cannot select such blocks by a mask made from a 1-D iota (a (1, n)
+ * tpu.iota, shape-cast) and compared in 32 bits ("Not implemented:
+ * Sublane broadcast", v5e and v6e, from 129 elements on); in 32 bits it
+ * can. */
+static bool narrow_long_1d(const tsr_type_t *t) {
+  return t->kind == TSR_TYPE_VECTOR && t->rank == 1 && t->dims[0] > 128 && !is_bool(t->dtype) &&
+         bits_of(t->dtype) < 32;
+}
+
+/* The select of `c` (i1 scalar or of T's shape) between a and b of type T. */
+static void emit_select(tpu_emitter_t *em, const char *r, const char *c, bool vector_cond,
+                        const char *a, const char *b, const tsr_type_t *t) {
+  char ty[TPU_TYPE_MAX], ct[TPU_TYPE_MAX];
+  if (vector_cond && narrow_long_1d(t)) { /* in 32 bits, the same values */
+    bool f = is_float(t->dtype);
+    tsr_type_t wt = with_dtype(t, f ? TSR_DTYPE_F32 : TSR_DTYPE_I32);
+    char wty[TPU_TYPE_MAX], rn[512], cn[512], wa[32], wb[32], w[32];
+    snprintf(rn, sizeof rn, "%s", r);
+    snprintf(cn, sizeof cn, "%s", c);
+    tpu_type(ty, t);
+    tpu_type(wty, &wt);
+    snprintf(wa, sizeof wa, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = %s %s : %s to %s", wa, f ? "arith.extf" : "arith.extui", a, ty, wty);
+    snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = %s %s : %s to %s", wb, f ? "arith.extf" : "arith.extui", b, ty, wty);
+    snprintf(w, sizeof w, "%s", tpu_tmp(em));
+    tsr_type_t cond = with_dtype(t, TSR_DTYPE_I1);
+    tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", w, cn, wa, wb, tpu_type(ct, &cond),
+             wty);
+    tpu_line(em, "%s = %s %s : %s to %s", rn, f ? "arith.truncf" : "arith.trunci", w, wty, ty);
+    return;
+  }
+  if (vector_cond) {
+    tsr_type_t cond = with_dtype(t, TSR_DTYPE_I1);
+    tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", r, c, a, b, tpu_type(ct, &cond),
+             tpu_type(ty, t));
+  } else {
+    tpu_line(em, "%s = arith.select %s, %s, %s : %s", r, c, a, b, tpu_type(ty, t));
+  }
+}
+
 /* The shape of the block a value has, rank 0 for a scalar. */
 static uint32_t value_dims(const tsr_type_t *t, int64_t *dims) {
   if (t->kind != TSR_TYPE_VECTOR) return 0;
@@ -426,8 +468,9 @@ void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
       tpu_line(em, "%s = vector.load %s[%s] : %s, %s", old, tpu_name(em, v.ref.base.value), idx,
                tpu_type(a, ref), b);
       snprintf(sel, sizeof sel, "%s", tpu_tmp(em));
-      tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", sel, mn, s, old,
-               tpu_vector(c, TSR_DTYPE_I1, ref->rank, view), b);
+      tsr_type_t vt = {.kind = TSR_TYPE_VECTOR, .dtype = md, .rank = ref->rank};
+      memcpy(vt.dims, view, sizeof(int64_t) * ref->rank);
+      emit_select(em, sel, mn, true, s, old, &vt);
       tpu_line(em, "tpu.vector_store %s[%s], %s {strides = array<i32>} : %s, %s,",
                tpu_name(em, v.ref.base.value), idx, sel, tpu_type(a, ref), b);
       return;
@@ -510,19 +553,6 @@ static void emit_compare(tpu_emitter_t *em, const char *r, tsr_opcode_t opc, con
   }
   tpu_line(em, "%s = %s %s, %s, %s : %s", r, is_float(operand_type->dtype) ? "arith.cmpf" : "arith.cmpi",
            cmp_predicate(opc, operand_type->dtype), a, b, tpu_type(ty, operand_type));
-}
-
-/* The select of `c` (i1 scalar or of T's shape) between a and b of type T. */
-static void emit_select(tpu_emitter_t *em, const char *r, const char *c, bool vector_cond,
-                        const char *a, const char *b, const tsr_type_t *t) {
-  char ty[TPU_TYPE_MAX], ct[TPU_TYPE_MAX];
-  if (vector_cond) {
-    tsr_type_t cond = with_dtype(t, TSR_DTYPE_I1);
-    tpu_line(em, "%s = arith.select %s, %s, %s : %s, %s", r, c, a, b, tpu_type(ct, &cond),
-             tpu_type(ty, t));
-  } else {
-    tpu_line(em, "%s = arith.select %s, %s, %s : %s", r, c, a, b, tpu_type(ty, t));
-  }
 }
 
 /* convert: value conversion between any two dtypes (docs/ir.md). */
@@ -915,14 +945,33 @@ void tpu_op_slice(tpu_emitter_t *em, const tsr_op_t *op) {
     as += (size_t)snprintf(sizes + as, sizeof sizes - as, "%s%lld", i ? ", " : "", (long long)size);
     at += (size_t)snprintf(strides + at, sizeof strides - at, "%s1", i ? ", " : "");
   }
+  /* i1 as i32 (see bits_i32): v6e cannot slice a 1-D mask of a bf16
+   * compare from lane 128 on ("Input offsets outside of the first tile") */
+  bool bits = is_bool(xt->dtype);
+  tsr_type_t wt = with_dtype(xt, TSR_DTYPE_I32);
+  const char *src = bits ? bits_i32(em, tpu_name(em, x), xt) : tpu_name(em, x);
   const char *t = tpu_tmp(em);
   tpu_line(em,
            "%s = \"vector.extract_strided_slice\"(%s) <{offsets = [%s], sizes = [%s], strides = "
            "[%s]}> : (%s) -> %s",
-           t, tpu_name(em, x), offs, sizes, strides, tpu_type(a, xt),
-           tpu_vector(b, xt->dtype, xt->rank, view));
+           t, src, offs, sizes, strides, tpu_type(a, bits ? &wt : xt),
+           tpu_vector(b, bits ? TSR_DTYPE_I32 : xt->dtype, xt->rank, view));
   int64_t rd[TSR_MAX_RANK];
   uint32_t rr = value_dims(&op->results[0]->type, rd);
+  if (bits) {
+    char wn[32], r[512];
+    snprintf(wn, sizeof wn, "%s", reshape_to(em, t, TSR_DTYPE_I32, xt->rank, view, rr, rd));
+    tsr_type_t rt = op->results[0]->type;
+    if (rt.kind == TSR_TYPE_VECTOR) {
+      snprintf(r, sizeof r, "%s", result_name(em, op, 0));
+      bits_i1(em, r, wn, &rt);
+    } else { /* a point slice: the element */
+      snprintf(r, sizeof r, "%s", result_name(em, op, 0));
+      const char *z = i32_const(em, 0);
+      tpu_line(em, "%s = arith.cmpi ne, %s, %s : i32", r, wn, z);
+    }
+    return;
+  }
   tpu_set_name(em, op->results[0], reshape_to(em, t, xt->dtype, xt->rank, view, rr, rd));
 }
 
@@ -1443,6 +1492,75 @@ static void name_args(tpu_emitter_t *em, const tsr_region_t *r, uint32_t first) 
   }
 }
 
+/* An if with block results: MLIR's canonicalizer turns an scf.if whose
+ * yields are defined outside it into an arith.select on the scalar
+ * condition, and libtpu cannot lay out a select of blocks on a scalar
+ * ("Null layout / non-vector operand in elementwise operation"). Mosaic
+ * fixes such selects in its own canonicalization, but it folds again
+ * after that (x % x of 16-bit data to 0, say), so an if whose branches
+ * only become constants late is still turned into one, for any dtype.
+ * Stores are never folded away: each block result goes through a VMEM
+ * buffer of a tpu.region (as `scoped` buffers do), stored by the
+ * branches and loaded after the if, which keeps only its scalar results.
+ * The cost: a store and a load of each block. */
+typedef struct tpu_if_frame {
+  const tsr_op_t *op;
+  uint32_t buffers;          /* result i (a block) is the buffer %$<buffers + i> */
+  char zero[32];             /* the index 0 of the buffers' views */
+  struct tpu_if_frame *outer;
+} tpu_if_frame_t;
+
+static const tpu_if_frame_t *if_frame_of(const tpu_emitter_t *em, const tsr_op_t *op) {
+  for (const tpu_if_frame_t *f = em->ifs; f; f = f->outer)
+    if (f->op == op) return f;
+  return NULL;
+}
+
+static bool is_block(const tsr_value_t *v) { return v->type.kind == TSR_TYPE_VECTOR; }
+
+/* The VMEM buffer holding a block result in its crossing form. */
+static const char *if_buffer_type(char *buf, const tsr_value_t *v) {
+  tsr_type_t t = with_dtype(&v->type, crosses_as_i32(&v->type) ? TSR_DTYPE_I32 : v->type.dtype);
+  if (crosses_as_2d(&v->type)) t.rank = at_least_2d(&v->type, t.dims);
+  t.kind = TSR_TYPE_REF;
+  t.space = TSR_SPACE_VMEM;
+  return tpu_type(buf, &t);
+}
+
+static const char *zero_indices(char *buf, size_t n, const char *zero, const tsr_value_t *v) {
+  uint32_t rank = crosses_as_2d(&v->type) ? 2 : v->type.rank;
+  size_t at = 0;
+  buf[0] = 0;
+  for (uint32_t d = 0; d < rank && at < n; d++)
+    at += (size_t)snprintf(buf + at, n - at, "%s%s", d ? ", " : "", zero);
+  return buf;
+}
+
+/* A branch's yield: its blocks stored, its scalars yielded. */
+static void if_yield(tpu_emitter_t *em, const tpu_if_frame_t *f, const tsr_op_t *yield) {
+  tsr_strbuf_t vals, types;
+  tsr_strbuf_initialize(&vals);
+  tsr_strbuf_initialize(&types);
+  char ty[TPU_TYPE_MAX], mt[TPU_TYPE_MAX], idx[256];
+  for (uint32_t i = 0; i < yield->num_operands; i++) {
+    const tsr_value_t *v = yield->operands[i];
+    char val[512];
+    snprintf(val, sizeof val, "%s", crossing_value(em, v));
+    if (is_block(v)) {
+      tpu_line(em, "tpu.vector_store %%$%u[%s], %s {strides = array<i32>} : %s, %s,",
+               f->buffers + i, zero_indices(idx, sizeof idx, f->zero, v), val,
+               if_buffer_type(mt, v), crossing_type(ty, &v->type));
+      continue;
+    }
+    tsr_strbuf_printf(&vals, "%s%s", vals.size ? ", " : "", val);
+    tsr_strbuf_printf(&types, "%s%s", types.size ? ", " : "", crossing_type(ty, &v->type));
+  }
+  if (vals.size) tpu_line(em, "scf.yield %s : %s", SB(vals), SB(types));
+  if (vals.failed || types.failed) tpu_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&vals);
+  tsr_strbuf_deinitialize(&types);
+}
+
 /* The terminator of a region, read by its parent op. */
 void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_op_t *parent = op->parent ? op->parent->parent_op : NULL;
@@ -1477,6 +1595,8 @@ void tpu_op_terminator(tpu_emitter_t *em, const tsr_op_t *op) {
     tsr_strbuf_deinitialize(&ft);
   } else if (parent->opcode == TSR_OP_SCOPED) {
     tpu_line(em, any ? "tpu.yield %s : %s" : "tpu.yield", v, t);
+  } else if (parent->opcode == TSR_OP_IF && if_frame_of(em, parent)) {
+    if_yield(em, if_frame_of(em, parent), op);
   } else if (any || parent->opcode == TSR_OP_WHILE) {
     tpu_line(em, any ? "scf.yield %s : %s" : "scf.yield", v, t);
   }
@@ -1587,12 +1707,88 @@ void tpu_op_while(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_deinitialize(&args);
 }
 
+/* An if with block results (see tpu_if_frame_t):
+ *   %r:n = "tpu.region"() ({
+ *     %$b = memref.alloca() : memref<..>          one per block result
+ *     %$s:k = scf.if %c -> (scalars) { ... tpu.vector_store %$b ... scf.yield }
+ *     %$l = vector.load %$b[..]
+ *     tpu.yield (the results in order)
+ *   }) : () -> (..) */
+static void emit_if_through_vmem(tpu_emitter_t *em, const tsr_op_t *op, const tsr_if_view_t *v) {
+  tpu_if_frame_t frame = {.op = op, .outer = em->ifs};
+  char lhs[64], ty[TPU_TYPE_MAX], mt[TPU_TYPE_MAX], idx[256];
+  control_results(em, op, lhs, sizeof lhs);
+  tsr_strbuf_t types, scalar_types, results;
+  tsr_strbuf_initialize(&types);
+  tsr_strbuf_initialize(&scalar_types);
+  tsr_strbuf_initialize(&results);
+  type_list(em, &types, op->results, op->num_results);
+  tpu_line(em, "%s\"tpu.region\"() ({", lhs);
+  em->indent++;
+  frame.buffers = em->next_tmp;
+  em->next_tmp += op->num_results;
+  uint32_t num_scalars = 0;
+  for (uint32_t i = 0; i < op->num_results; i++) {
+    if (is_block(op->results[i]))
+      tpu_line(em, "%%$%u = memref.alloca() : %s", frame.buffers + i,
+               if_buffer_type(mt, op->results[i]));
+    else
+      tsr_strbuf_printf(&scalar_types, "%s%s", num_scalars++ ? ", " : "",
+                        crossing_type(ty, &op->results[i]->type));
+  }
+  snprintf(frame.zero, sizeof frame.zero, "%s", index_const(em, 0));
+  char scalars[32] = "";
+  if (num_scalars) {
+    snprintf(scalars, sizeof scalars, "%s", tpu_tmp(em));
+    if (num_scalars == 1)
+      tpu_line(em, "%s = scf.if %s -> (%s) {", scalars, tpu_name(em, v->cond), SB(scalar_types));
+    else
+      tpu_line(em, "%s:%u = scf.if %s -> (%s) {", scalars, num_scalars, tpu_name(em, v->cond),
+               SB(scalar_types));
+  } else {
+    tpu_line(em, "scf.if %s {", tpu_name(em, v->cond));
+  }
+  em->ifs = &frame;
+  emit_body(em, v->then_region, false, "");
+  tpu_line(em, "} else {");
+  emit_body(em, v->else_region, false, "");
+  em->ifs = frame.outer;
+  tpu_line(em, "}");
+  for (uint32_t i = 0, s = 0; i < op->num_results; i++) {
+    const tsr_value_t *r = op->results[i];
+    if (is_block(r)) {
+      const char *l = tpu_tmp(em);
+      tpu_line(em, "%s = vector.load %%$%u[%s] : %s, %s", l, frame.buffers + i,
+               zero_indices(idx, sizeof idx, frame.zero, r), if_buffer_type(mt, r),
+               crossing_type(ty, &r->type));
+      tsr_strbuf_printf(&results, "%s%s", i ? ", " : "", l);
+    } else if (num_scalars == 1) {
+      tsr_strbuf_printf(&results, "%s%s", i ? ", " : "", scalars);
+    } else {
+      tsr_strbuf_printf(&results, "%s%s#%u", i ? ", " : "", scalars, s++);
+    }
+  }
+  tpu_line(em, "tpu.yield %s : %s", SB(results), SB(types));
+  em->indent--;
+  tpu_line(em, "}) : () -> (%s)", SB(types));
+  control_results_arrived(em, op);
+  if (types.failed || scalar_types.failed || results.failed) tpu_fail(em, TSR_OOM());
+  tsr_strbuf_deinitialize(&types);
+  tsr_strbuf_deinitialize(&scalar_types);
+  tsr_strbuf_deinitialize(&results);
+}
+
 void tpu_op_if(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_if_view_t v;
   if (!tsr_opview_if(op, &v)) {
     tpu_unimplemented(em, op, "malformed if");
     return;
   }
+  for (uint32_t i = 0; i < op->num_results; i++)
+    if (is_block(op->results[i])) {
+      emit_if_through_vmem(em, op, &v);
+      return;
+    }
   char lhs[64];
   control_results(em, op, lhs, sizeof lhs);
   tsr_strbuf_t types;

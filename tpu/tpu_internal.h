@@ -14,7 +14,7 @@
 
 /* Bumped whenever the emitted text changes for the same kernel: part of
  * the cache key (tpu/api.c). */
-#define TSR_TPU_EMITTER_VERSION 3
+#define TSR_TPU_EMITTER_VERSION 4
 
 /* ---- Chips ---- */
 
@@ -32,7 +32,8 @@ typedef tsr_chip_t tpu_chip_t;
 tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip)
     TSR_MUST_USE;
 /* The VMEM the kernel keeps live on a TPU, as Mosaic lays it out: each
- * windowed operand double-buffered, scratch and scoped buffers, every
+ * windowed operand double-buffered, scratch, scoped buffers and the
+ * buffers that carry the block results of ifs (emit_ops.c), every
  * buffer padded to whole (8 x packing, 128) tiles; an upper bound (scoped
  * buffers all counted live at once). */
 int64_t tpu_vmem_need(const tsr_kernel_t *kernel);
@@ -59,6 +60,7 @@ typedef struct tpu_emitter {
   char ring[16][32];     /* short names handed out by tmp() */
   uint32_t ring_next;
   bool in_transform;     /* emitting an index map: yield is func.return */
+  struct tpu_if_frame *ifs; /* the ifs being emitted whose blocks go through VMEM */
   tsr_status_t error;    /* first failure; emission stops */
 } tpu_emitter_t;
 

@@ -151,9 +151,8 @@ def tpu_block(r, rank, d):
     multiples of (8, 128) or the whole array; a 1-D block is the whole
     array (see below)."""
     if rank == 1:
-        # the whole array, of at most 128 elements: libtpu fails on longer
-        # 1-D blocks in ways Pallas's modules share (docs/tpu.md)
-        return r.choice([8, 37, 100, 128]), 1
+        # the whole array
+        return r.choice([8, 37, 100, 128, 200, 256, 300, 1024, 2048]), 1
     if d == rank - 1:
         if r.random() < 0.5:
             return r.choice([3, 16, 48, 128, 200]), 1

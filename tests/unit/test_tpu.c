@@ -499,6 +499,104 @@ TSR_TEST(more_ops) {
   tsr_ir_module_destroy(m);
 }
 
+/* An if with block results: MLIR turns an scf.if whose yields are (or
+ * fold to) values defined outside it into an arith.select on its scalar
+ * condition, which libtpu cannot lay out ("Null layout / non-vector
+ * operand in elementwise operation"), and Mosaic folds late enough that
+ * its own fix of such selects comes too soon (x % x of u16 data). The
+ * blocks go through VMEM buffers of a tpu.region instead; scalars stay
+ * results of the scf.if. */
+TSR_TEST(if_blocks_go_through_vmem) {
+  tsr_ir_module_t *m = parse_text("if.tsr",
+      "kernel @k\n"
+      "  grid(2)\n"
+      "  in %x: u16[16, 128] vmem\n"
+      "  out %y: u16[16, 128] vmem\n"
+      "  out %z: i32[16, 128] vmem\n"
+      "{\n"
+      "  %a = load %x[:, :] : u16[16, 128]\n"
+      "  %r = rem %a, %a : u16[16, 128]\n"
+      "  %p = program_id 0 : i32\n"
+      "  %c0 = const 0 : i32\n"
+      "  %b = eq %p, %c0 : i1\n"
+      "  %v, %n, %m = if %b : u16[16, 128], i32, i1[16, 128] {\n"
+      "    %w = not %r : u16[16, 128]\n"
+      "    %t = lt %w, %r : i1[16, 128]\n"
+      "    yield %w, %p, %t\n"
+      "  } else {\n"
+      "    %f = ge %r, %a : i1[16, 128]\n"
+      "    yield %r, %c0, %f\n"
+      "  }\n"
+      "  store %y[:, :], %v\n"
+      "  %nb = broadcast %n : i32[16, 128]\n"
+      "  %mi = convert %m : i32[16, 128]\n"
+      "  %s = add %nb, %mi : i32[16, 128]\n"
+      "  store %z[:, :], %s\n"
+      "}\n");
+  if (!m) return;
+  char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+  if (t) {
+    TSR_CHECK(!strstr(t, "scf.if %b -> (vector<")); /* no scf.if yields a block */
+    CHECK_HAS(t, "\"tpu.region\"() ({");
+    TSR_CHECK_EQ_INT(count(t, "memref.alloca() : memref<16x128xi16, #tpu.memory_space<vmem>>"), 1);
+    /* the i1 block in its crossing form, i32 */
+    TSR_CHECK_EQ_INT(count(t, "memref.alloca() : memref<16x128xi32, #tpu.memory_space<vmem>>"), 1);
+    CHECK_HAS(t, "= scf.if %b -> (i32) {");
+    /* each branch stores both blocks */
+    TSR_CHECK_EQ_INT(count(t, "{strides = array<i32>} : memref<16x128xi16, "
+                              "#tpu.memory_space<vmem>>, vector<16x128xi16>,"), 2 + 1);
+    TSR_CHECK_EQ_INT(count(t, "{strides = array<i32>} : memref<16x128xi32, "
+                              "#tpu.memory_space<vmem>>, vector<16x128xi32>,"), 2 + 1);
+    CHECK_HAS(t, "}) : () -> (vector<16x128xi16>, i32, vector<16x128xi32>)");
+  }
+  tsr_ir_string_free(t);
+  /* the buffers count in the kernel's VMEM: a 16x128 u16 one and an i32 one */
+  tsr_tpu_vmem_t vmem = {0};
+  TSR_CHECK_OK(tsr_tpu_vmem(tsr_ir_module_kernel(m, 0), "v5e", &vmem));
+  TSR_CHECK_EQ_INT(vmem.need_bytes, 2 * 2 * 16 * 128 * 2 + 2 * 16 * 128 * 4 + 16 * 128 * 2 + 16 * 128 * 4);
+  tsr_ir_module_destroy(m);
+}
+
+/* 1-D blocks longer than 128: libtpu cannot select 16-bit data by a
+ * mask from a 1-D iota compared in 32 bits ("Sublane broadcast"), nor
+ * (v6e) slice a bf16 compare's mask from lane 128 on ("Input offsets
+ * outside of the first tile"): the select is in 32 bits, the i1 slice in
+ * i32. */
+TSR_TEST(long_1d_blocks) {
+  tsr_ir_module_t *m = parse_text("long1d.tsr",
+      "kernel @k\n"
+      "  in %x: u16[256] vmem\n"
+      "  in %h: bf16[256] vmem\n"
+      "  out %y: u16[256] vmem\n"
+      "  out %z: i32[128] vmem\n"
+      "{\n"
+      "  %a = load %x[:] : u16[256]\n"
+      "  %i = iota 0 : i32[256]\n"
+      "  %c5 = const 5 : i32\n"
+      "  %m = lt %i, %c5 : i1[256]\n"
+      "  store %y[:], %a mask %m\n"
+      "  %d = load %h[:] : bf16[256]\n"
+      "  %e = eq %d, %d : i1[256]\n"
+      "  %s = slice %e [128:256] : i1[128]\n"
+      "  %v = convert %s : i32[128]\n"
+      "  store %z[:], %v\n"
+      "}\n");
+  if (!m) return;
+  char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), "v6e", &t));
+  if (t) {
+    CHECK_HAS(t, "arith.extui %a : vector<256xi16> to vector<256xi32>");
+    CHECK_HAS(t, " : vector<256xi1>, vector<256xi32>");
+    TSR_CHECK(!strstr(t, " : vector<256xi1>, vector<256xi16>"));
+    CHECK_HAS(t, "arith.trunci %");
+    CHECK_HAS(t, "<{offsets = [128], sizes = [128], strides = [1]}> : (vector<256xi32>) -> "
+                 "vector<128xi32>");
+  }
+  tsr_ir_string_free(t);
+  tsr_ir_module_destroy(m);
+}
+
 /* One kernel with one operand declaration per case. */
 static void layout_case(const char *decl, const char *chip, int expect_error, const char *text) {
   char src[1024];
@@ -816,6 +914,8 @@ int main(void) {
   TSR_RUN(unsupported_op_is_located);
   TSR_RUN(more_ops);
   TSR_RUN(rewritten_for_mosaic);
+  TSR_RUN(if_blocks_go_through_vmem);
+  TSR_RUN(long_1d_blocks);
   TSR_RUN(layout_rules);
   TSR_RUN(kernel_named_transform);
   TSR_RUN(chips);

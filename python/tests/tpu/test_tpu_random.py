@@ -36,16 +36,6 @@ SEEDS = ((1, 100), (2, 100), (3, 100), (4, 100))
 TILED_SEEDS = ((5, 100), (6, 100), (7, 100), (8, 100))
 CHIPS = ("v5e", "v6e")
 
-#: Kernels that emit and libtpu still refuses, by kernel and chip: (a
-#: substring of the error). Each is asserted, so an entry goes stale (and
-#: fails) the day its kernel compiles. rand_7_44: MLIR turns an scf.if
-#: yielding i16 blocks into an arith.select of them on a scalar i1, which
-#: libtpu cannot lay out (yielding them as i32 is folded back the same way).
-NOT_YET = {
-    ("rand_7_44", "v5e"): "Null layout / non-vector operand in elementwise operation",
-    ("rand_7_44", "v6e"): "Null layout / non-vector operand in elementwise operation",
-}
-
 #: file:line:col: error: ... naming the op ("op 'x'") or the operand ("in '%x'").
 LOCATED = re.compile(r"^\S+\.tsr:\d+:\d+: error: (op '\w+'|(in|out|scratch|operand) '%\w+'|"
                      r"kernel '@\w+')")
@@ -86,7 +76,7 @@ def test_random_kernels_compile_or_are_refused_located(kernel_dir, chip):
     from tessera.jax import _jax_internal as ji
     from tessera.jax import _tpu
     failures = []
-    emitted = refused = emitted_tiled = not_yet = 0
+    emitted = refused = emitted_tiled = compiled = 0
     tiled = set(_names(TILED_SEEDS))
     refusals: dict[str, str] = {}
     for name in _names():
@@ -111,14 +101,8 @@ def test_random_kernels_compile_or_are_refused_located(kernel_dir, chip):
             stage, message = "parse", str(e)
         except Exception as e:  # noqa: BLE001 - libtpu's errors have no common type
             stage, message = "compile", f"{type(e).__name__}: {e}"
-        known = NOT_YET.get((name, chip))
-        if known:
-            if stage == "ok" or known not in message:
-                failures.append(f"{name}: NOT_YET says libtpu refuses it with {known!r}; it "
-                                + ("compiles" if stage == "ok" else
-                                   f"fails at {stage}: {message[:300]}"))
-            not_yet += 1
-        elif stage != "ok":
+        compiled += stage == "ok"
+        if stage != "ok":
             failures.append(f"{name}: {'jaxlib' if stage == 'parse' else 'libtpu'} refuses "
                             f"it: {P._first_lines(message, 4)}")
     # `tessera check --target tpu` refuses each of them with the same error
@@ -135,7 +119,7 @@ def test_random_kernels_compile_or_are_refused_located(kernel_dir, chip):
     if extra:
         failures.append(f"check --target tpu refuses kernels that emit: {sorted(extra)}")
     print(f"{chip}: {emitted} emitted ({emitted_tiled} of TPU tiles), "
-          f"{emitted - not_yet} compiled, {refused} refused "
+          f"{compiled} compiled, {refused} refused "
           f"with located errors, {len(failures)} failures")
     assert not failures, (f"{chip}: {len(failures)} of {len(_names())} random kernels "
                           f"(files in {kernel_dir}):\n" + "\n".join(failures))
