@@ -123,21 +123,24 @@ static const char *operand_as(tpu_emitter_t *em, const tsr_value_t *v, const tsr
   return t;
 }
 
-/* A 1-D block of 8- or 16-bit elements longer than one vreg row: libtpu
- * cannot select such blocks by a mask made from a 1-D iota (a (1, n)
- * tpu.iota, shape-cast) and compared in 32 bits ("Not implemented:
- * Sublane broadcast", v5e and v6e, from 129 elements on); in 32 bits it
- * can. */
-static bool narrow_long_1d(const tsr_type_t *t) {
-  return t->kind == TSR_TYPE_VECTOR && t->rank == 1 && t->dims[0] > 128 && !is_bool(t->dtype) &&
-         bits_of(t->dtype) < 32;
+/* A block of 8- or 16-bit elements whose rows are longer than one vreg row
+ * and fewer than a vreg's 8 sublanes (1-D blocks included): libtpu cannot
+ * select such blocks by a mask compared in 32 bits (an iota's, say: "Not
+ * implemented: Sublane broadcast", v5e and v6e; (1, 2, 129), (1, 2, 256),
+ * (1, 1, 256) and 1-D from 129 elements on fail, (1, 2, 128) and
+ * (1, 8, 256) compile); in 32 bits it can. */
+static bool narrow_short_rows(const tsr_type_t *t) {
+  if (t->kind != TSR_TYPE_VECTOR || t->rank == 0 || is_bool(t->dtype) || bits_of(t->dtype) >= 32)
+    return false;
+  int64_t rows = t->rank >= 2 ? t->dims[t->rank - 2] : 1;
+  return t->dims[t->rank - 1] > 128 && rows < 8;
 }
 
 /* The select of `c` (i1 scalar or of T's shape) between a and b of type T. */
 static void emit_select(tpu_emitter_t *em, const char *r, const char *c, bool vector_cond,
                         const char *a, const char *b, const tsr_type_t *t) {
   char ty[TPU_TYPE_MAX], ct[TPU_TYPE_MAX];
-  if (vector_cond && narrow_long_1d(t)) { /* in 32 bits, the same values */
+  if (vector_cond && narrow_short_rows(t)) { /* in 32 bits, the same values */
     bool f = is_float(t->dtype);
     tsr_type_t wt = with_dtype(t, f ? TSR_DTYPE_F32 : TSR_DTYPE_I32);
     char wty[TPU_TYPE_MAX], rn[512], cn[512], wa[32], wb[32], w[32];
