@@ -1404,12 +1404,12 @@ GEN_DOT_PANEL(dot_panel_f32_fma, __attribute__((target("avx2,fma"))), float, DOT
 typedef void (*dot_panel_f32_fn)(float *, const float *, size_t, const float *, size_t, size_t,
                                  size_t, size_t);
 
-static dot_panel_f32_fn dot_panel_f32_choice;
+static dot_panel_f32_fn dot_panel_f32_wide;
 
-static void choose_dot_panel(void) {
-  dot_panel_f32_choice = dot_panel_f32;
+static void find_dot_panel_wide(void) {
+  dot_panel_f32_wide = dot_panel_f32;
 #if TSR_WIDE_LOOPS
-  if (wide_cpu() && __builtin_cpu_supports("fma")) dot_panel_f32_choice = dot_panel_f32_fma;
+  if (wide_cpu() && __builtin_cpu_supports("fma")) dot_panel_f32_wide = dot_panel_f32_fma;
 #endif
 }
 
@@ -1466,6 +1466,12 @@ static void dot_slow(tsr_dtype_t out_dtype, char *dst, tsr_dtype_t in_dtype,
 void tsr_blockops_dot(tsr_dtype_t out_dtype, void *dst, tsr_dtype_t in_dtype,
                       const void *a, const void *b, const void *acc, int64_t m,
                       int64_t k, int64_t n, bool transpose_rhs) {
+  tsr_blockops_dot_variant(true, out_dtype, dst, in_dtype, a, b, acc, m, k, n, transpose_rhs);
+}
+
+void tsr_blockops_dot_variant(bool wide, tsr_dtype_t out_dtype, void *dst, tsr_dtype_t in_dtype,
+                              const void *a, const void *b, const void *acc, int64_t m,
+                              int64_t k, int64_t n, bool transpose_rhs) {
   if (m <= 0 || n <= 0) return;
   const size_t M = (size_t)m, K = (size_t)TSR_MAX(k, 0), N = (size_t)n;
   const tsr_dtype_class_t cls = tsr_dtype_class(in_dtype);
@@ -1531,8 +1537,8 @@ void tsr_blockops_dot(tsr_dtype_t out_dtype, void *dst, tsr_dtype_t in_dtype,
   } panel;
   const bool f32_acc = acc_dtype == TSR_DTYPE_F32;
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  tsr_process_once(&once, choose_dot_panel);
-  const dot_panel_f32_fn panel_f32 = dot_panel_f32_choice;
+  tsr_process_once(&once, find_dot_panel_wide);
+  const dot_panel_f32_fn panel_f32 = wide ? dot_panel_f32_wide : dot_panel_f32;
   char *d = dst;
   const char *c = acc;
   for (size_t j0 = 0; j0 < N; j0 += DOT_NB) {

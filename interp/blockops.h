@@ -117,6 +117,12 @@ void tsr_blockops_argreduce(tsr_opcode_t op, tsr_dtype_t dtype, int32_t *dst,
 void tsr_blockops_dot(tsr_dtype_t out_dtype, void *dst, tsr_dtype_t in_dtype,
                       const void *a, const void *b, const void *acc, int64_t m,
                       int64_t k, int64_t n, bool transpose_rhs);
+/* The same with the build of the f32 loop chosen: wide asks for the
+ * AVX2+FMA one, used where it exists and runs, else the baseline one
+ * (libm's fmaf). For tests that compare the two. */
+void tsr_blockops_dot_variant(bool wide, tsr_dtype_t out_dtype, void *dst, tsr_dtype_t in_dtype,
+                              const void *a, const void *b, const void *acc, int64_t m,
+                              int64_t k, int64_t n, bool transpose_rhs);
 
 /* dst = roll of src by `shift` along axis: dst[.., i, ..] = src[.., (i - shift)
  * mod dims[axis], ..] (jnp.roll); any shift, negative included. */

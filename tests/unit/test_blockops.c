@@ -1545,6 +1545,24 @@ TSR_TEST(dot_against_naive_loops) {
   check_dot(TSR_DTYPE_U32, TSR_DTYPE_U32, 5, 17, 9, false, true, true, -1, &reports);
 }
 
+/* The AVX2+FMA build of the f32 loop and the baseline one (libm's fmaf)
+ * give the same bits: a host without FMA computes what this one does. */
+TSR_TEST(dot_wide_build_matches_the_baseline_bit_for_bit) {
+  static const size_t shapes[][3] = {{1, 1, 1}, {5, 17, 9}, {4, 300, 259}, {9, 31, 300}};
+  for (size_t s = 0; s < TSR_ARRAY_SIZE(shapes); s++) {
+    size_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
+    fill_dot_data(TSR_DTYPE_F32, dot_a, m * k, false);
+    fill_dot_data(TSR_DTYPE_F32, dot_b, k * n, false);
+    fill_dot_data(TSR_DTYPE_F32, dot_acc, m * n, false);
+    tsr_blockops_dot_variant(false, TSR_DTYPE_F32, dot_out, TSR_DTYPE_F32, dot_a, dot_b,
+                             dot_acc, (int64_t)m, (int64_t)k, (int64_t)n, false);
+    tsr_blockops_dot_variant(true, TSR_DTYPE_F32, dot_out2, TSR_DTYPE_F32, dot_a, dot_b,
+                             dot_acc, (int64_t)m, (int64_t)k, (int64_t)n, false);
+    if (memcmp(dot_out, dot_out2, m * n * 4) != 0)
+      TSR_FAIL_AT("dot %zux%zux%zu: the wide build differs from the baseline", m, k, n);
+  }
+}
+
 TSR_TEST(dot_allocation_failure_same_result) {
   /* The first or second temporary fails: the slow path gives the same bits. */
   int reports = 0;
@@ -1660,6 +1678,7 @@ int main(void) {
   TSR_RUN(reduce_order_and_specials);
   TSR_RUN(argreduce_ties_and_nan);
   TSR_RUN(dot_against_naive_loops);
+  TSR_RUN(dot_wide_build_matches_the_baseline_bit_for_bit);
   TSR_RUN(dot_allocation_failure_same_result);
   TSR_RUN(dot_accumulates_in_place);
   TSR_RUN(roll_any_shift);
