@@ -37,13 +37,23 @@ static void free_arrays(arrays_t *t) {
   for (int i = 0; i < 3; i++) tsr_array_deinitialize(&t->a[i]);
 }
 
+/* The arrays and their guarded copies: false (a failure recorded) if they
+ * cannot be made. */
+static bool guard_arrays(arrays_t *t, tsr_array_t copies[3], tsr_guard_set_t **set) {
+  *set = NULL;
+  if (!make_arrays(t)) {
+    TSR_FAIL_AT("cannot make the test's arrays");
+    return false;
+  }
+  TSR_CHECK_OK(tsr_guard_set_create(t->p, 3, t->is_output, copies, set));
+  return *set != NULL;
+}
+
 TSR_TEST(clean_run_passes_and_copies_outputs_back) {
   arrays_t t;
-  TSR_CHECK(make_arrays(&t));
   tsr_array_t copies[3];
-  tsr_guard_set_t *set = NULL;
-  TSR_CHECK_OK(tsr_guard_set_create(t.p, 3, t.is_output, copies, &set));
-  if (!set) return;
+  tsr_guard_set_t *set;
+  if (!guard_arrays(&t, copies, &set)) return;
   TSR_CHECK(copies[2].data != t.a[2].data);
   TSR_CHECK(((uintptr_t)copies[0].data & 63) == 0); /* aligned as callers' arrays */
   for (int i = 0; i < 129; i++) /* y = x + 1, every element and nothing else */
@@ -57,11 +67,9 @@ TSR_TEST(clean_run_passes_and_copies_outputs_back) {
 
 TSR_TEST(word_store_of_the_last_f16_element_names_the_two_bytes_past_the_end) {
   arrays_t t;
-  TSR_CHECK(make_arrays(&t));
   tsr_array_t copies[3];
-  tsr_guard_set_t *set = NULL;
-  TSR_CHECK_OK(tsr_guard_set_create(t.p, 3, t.is_output, copies, &set));
-  if (!set) return;
+  tsr_guard_set_t *set;
+  if (!guard_arrays(&t, copies, &set)) return;
   uint32_t word = 0x12345678u; /* element 128 stored as 32 bits: bytes 256..259 */
   memcpy((uint8_t *)copies[2].data + 256, &word, 4);
   TSR_CHECK_ERROR(tsr_guard_set_finish(set, "copy", t.names), TSR_INTERNAL,
@@ -73,11 +81,9 @@ TSR_TEST(word_store_of_the_last_f16_element_names_the_two_bytes_past_the_end) {
 
 TSR_TEST(every_operand_written_outside_is_named) {
   arrays_t t;
-  TSR_CHECK(make_arrays(&t));
   tsr_array_t copies[3];
-  tsr_guard_set_t *set = NULL;
-  TSR_CHECK_OK(tsr_guard_set_create(t.p, 3, t.is_output, copies, &set));
-  if (!set) return;
+  tsr_guard_set_t *set;
+  if (!guard_arrays(&t, copies, &set)) return;
   ((uint8_t *)copies[1].data)[-3] ^= 0xff; /* before %k */
   ((uint8_t *)copies[1].data)[15 + 40] ^= 0xff; /* far past it */
   ((uint16_t *)copies[0].data)[7] = 0; /* into input %x */
