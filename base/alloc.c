@@ -1,6 +1,7 @@
 /* Checked allocation through the current allocator, the arena and the string
  * buffer: the only places in tessera that call malloc directly, so failure
  * can be injected in tests and a context can bring its own allocator. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,4 +269,11 @@ char *tsr_strbuf_take(tsr_strbuf_t *sb) {
   if (!p) p = tsr_strndup("", 0);
   memset(sb, 0, sizeof *sb);
   return p;
+}
+
+void tsr_format_bytes(char *buf, size_t size, uint64_t bytes) {
+  if (bytes < 1024) snprintf(buf, size, "%" PRIu64 " B", bytes);
+  else if (bytes < (uint64_t)1 << 20) snprintf(buf, size, "%.1f KiB", (double)bytes / 1024.0);
+  else if (bytes < (uint64_t)1 << 30) snprintf(buf, size, "%.1f MiB", (double)bytes / 1048576.0);
+  else snprintf(buf, size, "%.2f GiB", (double)bytes / 1073741824.0);
 }

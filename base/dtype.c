@@ -35,51 +35,6 @@ bool tsr_dtype_from_name(const char *name, size_t len, tsr_dtype_t *out_dtype) {
   return false;
 }
 
-float tsr_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else { /* subnormal: normalise */
-    int e = -1;
-    do {
-      e++;
-      man <<= 1;
-    } while (!(man & 0x400u));
-    bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
-  }
-  return tsr_bits_f32(bits);
-}
-
-uint16_t tsr_f32_to_f16(float f) {
-  uint32_t u = tsr_f32_bits(f);
-  uint32_t sign = (u >> 16) & 0x8000u;
-  uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
-  if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow: inf */
-  if (abs >= 0x38800000u) { /* normal half */
-    uint32_t r = abs - 0x38000000u;          /* rebias exponent 127 -> 15 */
-    r += 0x0fffu + ((r >> 13) & 1u);          /* round to nearest even */
-    return (uint16_t)(sign | (r >> 13));
-  }
-  if (abs < 0x33000000u) return (uint16_t)sign; /* rounds to zero */
-  /* subnormal half: value = man * 2^-24 */
-  uint32_t exp = abs >> 23;
-  uint32_t man = (abs & 0x7fffffu) | 0x800000u;
-  uint32_t shift = 126 - exp; /* 14..24 */
-  uint32_t half = man >> shift;
-  uint32_t rem = man & ((1u << shift) - 1);
-  uint32_t mid = 1u << (shift - 1);
-  if (rem > mid || (rem == mid && (half & 1u))) half++;
-  return (uint16_t)(sign | half);
-}
-
 /* ---- Arrays ---- */
 
 int64_t tsr_array_element_count(const tsr_array_t *array) {

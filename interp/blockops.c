@@ -55,42 +55,8 @@
 #define STORE_f32(v) (v)
 #define LOAD_bf16(x) tsr_bf16_to_f32(x)
 #define STORE_bf16(v) tsr_f32_to_bf16(v)
-#define LOAD_f16(x) f16_to_f32_vec(x)
-#define STORE_f16(v) f32_to_f16_vec(v)
-
-/* f16 <-> f32 with the same results as tsr_f16_to_f32 / tsr_f32_to_f16
- * (the test checks every f16 value and f32 values around every f16
- * exponent), written with bit masks so that loops over them vectorize
- * (with ?: GCC 12 made branches and did not vectorize): the
- * library's versions are out of line with branches, and add f16 ran at
- * 0.9 GB/s with them (64 MiB arrays, memcpy 19 GB/s). */
-static inline uint32_t select_bits(uint32_t mask, uint32_t yes, uint32_t no) {
-  return (yes & mask) | (no & ~mask);
-}
-static inline float f16_to_f32_vec(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
-  /* Finite: em << 13 read as f32 is the f16 value times 2^-112, also for
-   * subnormals (an f32 subnormal), so one exact multiply rebiases it. */
-  const float finite = tsr_bits_f32(em << 13) * 0x1p112f;
-  const uint32_t special = 0x7f800000u | (em << 13) |
-                           ((uint32_t)((em & 0x3ffu) != 0) << 22); /* quiet NaN */
-  const uint32_t is_special = 0u - (uint32_t)(em >= 0x7c00u);
-  return tsr_bits_f32(sign | select_bits(is_special, special, tsr_f32_bits(finite)));
-}
-static inline uint16_t f32_to_f16_vec(float f) {
-  const uint32_t u = tsr_f32_bits(f), sign = (u >> 16) & 0x8000u;
-  const uint32_t a = u & 0x7fffffffu;
-  const uint32_t nan_h = 0x7e00u | ((a >> 13) & 0x3ffu);
-  const uint32_t r = a - 0x38000000u; /* rebias 127 -> 15 (normal range) */
-  const uint32_t normal_h = (r + 0x0fffu + ((r >> 13) & 1u)) >> 13;
-  /* Subnormal f16: the ulp of 0.5f is 2^-24, the f16 subnormal step, so
-   * |f| + 0.5f rounds |f| * 2^24 to nearest even into the low bits. */
-  const uint32_t sub_h = tsr_f32_bits(tsr_bits_f32(a) + 0.5f) - 0x3f000000u;
-  uint32_t h = select_bits(0u - (uint32_t)(a >= 0x38800000u), normal_h, sub_h);
-  h = select_bits(0u - (uint32_t)(a >= 0x477ff000u), 0x7c00u, h); /* to inf */
-  h = select_bits(0u - (uint32_t)(a > 0x7f800000u), nan_h, h);
-  return (uint16_t)(sign | h);
-}
+#define LOAD_f16(x) tsr_f16_to_f32(x)
+#define STORE_f16(v) tsr_f32_to_f16(v)
 
 /* Integer dtypes are at most 32 bits wide: integer arithmetic is done in
  * uint32_t (wrapping, no UB) and narrowed on store. Narrowing an

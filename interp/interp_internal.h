@@ -8,6 +8,8 @@
  * one above; blockops.c, bounds.c, print.c, trace.c and diag.c call no other
  * file of interp/.
  *   prepare.c   builds a program from a verified kernel
+ *   frame.c     where each value's buffer sits in the run's frame
+ *   budget.c    the chip's VMEM and SMEM against what a program keeps live
  *   bind.c      a prepared program bound to another kernel with its bytes
  *   run.c       entry point: setup, teardown, end-of-run checks, status
  *   sched.c     the scheduler of cores; deadlock detection
@@ -195,7 +197,7 @@ typedef struct site {
 
 typedef struct value_info {
   uint64_t offset; /* its buffer in the frame: shared with the values whose
-                      lives do not overlap its own (prepare.c, frame slots);
+                      lives do not overlap its own (frame.c);
                       an alias's is its root's */
   uint64_t bytes;
   uint8_t dtype;
@@ -492,6 +494,25 @@ void tsr_interp_kernel_report_detail(run_t *run, uint32_t site, const tsr_diag_d
   tsr_interp_kernel_report(run, site, kind, TSR_DIAG_ERROR, __VA_ARGS__)
 #define tsr_interp_kernel_warning(run, site, kind, ...) \
   tsr_interp_kernel_report(run, site, kind, TSR_DIAG_WARNING, __VA_ARGS__)
+
+/* ---- frame.c ---- */
+
+/* Fills p->values (dtype, bytes, offset) and p->frame_bytes for kernel k,
+ * whose values by_id holds by id. A value's buffer is reused once its last
+ * use has run (buffers of one size in last-in first-out order);
+ * alias_ops[opcode] says the op's result reads its first operand's buffer
+ * (XOP_ALIAS), so that buffer lives as long as the alias. */
+tsr_status_t tsr_interp_assign_frame_slots(tsr_interp_program_t *p, const tsr_kernel_t *k,
+                                           tsr_value_t *const *by_id,
+                                           const bool *alias_ops) TSR_MUST_USE;
+
+/* ---- budget.c ---- */
+
+/* Sets p's VMEM and SMEM budgets from p->options.chip and what it uses
+ * (windowed operands double-buffered, scratch and scoped buffers all live
+ * at once: an upper bound). TSR_RESOURCE_EXHAUSTED at kernel_loc, with what
+ * takes the memory, when over; TSR_INVALID_ARGUMENT for an unknown chip. */
+tsr_status_t tsr_interp_check_budget(tsr_interp_program_t *p, tsr_loc_t kernel_loc) TSR_MUST_USE;
 
 /* ---- trace.c ---- */
 

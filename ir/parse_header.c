@@ -149,16 +149,10 @@ static bool parse_grid(parser_t *p) {
   if (!accept(p, TOK_RPAREN)) {
     for (;;) {
       const token_t t = p->tok;
-      uint8_t sem;
-      if (tok_is(&t, "parallel"))
-        sem = TSR_DIM_PARALLEL;
-      else if (tok_is(&t, "arbitrary"))
-        sem = TSR_DIM_ARBITRARY;
-      else if (tok_is(&t, "core_parallel"))
-        sem = TSR_DIM_CORE_PARALLEL;
-      else
+      tsr_ir_dim_semantics_t sem;
+      if (t.kind != TOK_IDENT || !tsr_ir_dim_semantics_from_name(t.text, t.len, &sem))
         return ps_expected(p, "'parallel', 'arbitrary' or 'core_parallel'");
-      if (n < TSR_MAX_RANK) k->semantics[n] = sem;
+      if (n < TSR_MAX_RANK) k->semantics[n] = (uint8_t)sem;
       n++;
       ps_next(p);
       if (accept(p, TOK_COMMA)) continue;

@@ -442,11 +442,8 @@ static const char *role_name(tsr_role_t role) {
 }
 
 static const char *semantics_name(uint8_t s) {
-  switch (s) {
-    case TSR_DIM_PARALLEL: return "parallel";
-    case TSR_DIM_CORE_PARALLEL: return "core_parallel";
-    default: return "arbitrary";
-  }
+  const char *name = tsr_ir_dim_semantics_name((tsr_ir_dim_semantics_t)s);
+  return name ? name : "arbitrary";
 }
 
 static void put_decl(tsr_strbuf_t *sb, const tsr_kernel_t *k, const tsr_decl_t *d) {

@@ -10,8 +10,8 @@ static const char *role_name(uint32_t role) {
 }
 
 static const char *semantics_name(uint32_t s) {
-  static const char *const names[] = {"arbitrary", "parallel", "core_parallel"};
-  return s < TSR_ARRAY_SIZE(names) ? names[s] : "?";
+  const char *name = tsr_ir_dim_semantics_name((tsr_ir_dim_semantics_t)s);
+  return name ? name : "?";
 }
 void vf_verify_grid(verifier_t *v) {
   const tsr_kernel_t *k = v->kernel;

@@ -413,7 +413,10 @@ void em_op_sort(emitter_t *em, const tsr_op_t *op) {
   head[TSR_RSORT_KEYS] = keys;
   for (uint32_t d = 0; d < rank; d++) head[TSR_RSORT_DIMS + d] = r->type.dims[d];
   ssa_t at[TSR_RSORT_DIMS + TSR_MAX_RANK + 2 * TSR_SORT_MAX_KEYS];
-  for (uint32_t i = 0; i < TSR_RSORT_DIMS + rank; i++) at[i] = c64(em, head[i]);
+  /* The destination's slot is an address, filled below: a constant of its
+   * (unset) head word would put stack bytes into the module's text. */
+  for (uint32_t i = 0; i < TSR_RSORT_DIMS + rank; i++)
+    if (i != TSR_RSORT_DST) at[i] = c64(em, head[i]);
   view_t w[TSR_SORT_MAX_KEYS];
   for (uint32_t k = 0; k < keys; k++) {
     const tsr_value_t *v = op->operands[k];

@@ -105,8 +105,6 @@ void cli_format_type(char *buf, size_t size, tsr_dtype_t dtype, uint32_t rank,
 void cli_format_shape(char *buf, size_t size, uint32_t rank, const int64_t *dims);
 /* "%NAME: TYPE", the elements as numpy shows them, then statistics. */
 void cli_print_array(FILE *out, const char *name, const tsr_array_t *a);
-/* "512 B", "3.4 KiB", "12.0 MiB", "1.50 GiB". */
-void cli_format_bytes(char *buf, size_t size, uint64_t bytes);
 
 /* ---- The options of run and hash (run_options.c) ------------------------------ */
 

@@ -244,11 +244,3 @@ void cli_print_array(FILE *out, const char *name, const tsr_array_t *a) {
   }
 }
 
-void cli_format_bytes(char *buf, size_t size, uint64_t bytes) {
-  if (bytes < 1024) snprintf(buf, size, "%" PRIu64 " B", bytes);
-  else if (bytes < (uint64_t)1 << 20) snprintf(buf, size, "%.1f KiB", bytes / 1024.0);
-  else if (bytes < (uint64_t)1 << 30)
-    snprintf(buf, size, "%.1f MiB", bytes / (1024.0 * 1024.0));
-  else snprintf(buf, size, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-}
-

@@ -61,8 +61,8 @@ static int run_stats(tsr_disk_cache_t *cache) {
   tsr_status_t status = tsr_disk_cache_scan(cache, &st);
   if (status) return fail(status, EXIT_FAILED);
   char size[32], limit[32];
-  cli_format_bytes(size, sizeof size, st.bytes);
-  cli_format_bytes(limit, sizeof limit, st.max_bytes);
+  tsr_format_bytes(size, sizeof size, st.bytes);
+  tsr_format_bytes(limit, sizeof limit, st.max_bytes);
   printf("directory:   %s\n", tsr_disk_cache_dir(cache));
   printf("entries:     %" PRIu64 "\n", st.entries);
   printf("size:        %s (%" PRIu64 " bytes)\n", size, st.bytes);

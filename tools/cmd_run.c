@@ -507,8 +507,8 @@ static int execute_run(cli_run_request_t *req) {
             origin, prepare_seconds * 1e3, run_seconds * 1e3);
   } else if (!req->quiet) {
     char copied[32], vmem[32];
-    cli_format_bytes(copied, sizeof copied, stats.bytes_copied);
-    cli_format_bytes(vmem, sizeof vmem, stats.vmem_bytes);
+    tsr_format_bytes(copied, sizeof copied, stats.bytes_copied);
+    tsr_format_bytes(vmem, sizeof vmem, stats.vmem_bytes);
 #define PLURAL(n) ((n) == 1 ? "" : "s")
     fprintf(stderr,
             "tessera: @%s: %" PRIu64 " grid step%s, %" PRIu64 " op%s, %" PRIu64

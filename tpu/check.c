@@ -172,14 +172,17 @@ tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip
    * (libtpu: "Ran out of memory in memory space vmem"). Over the default
    * scoped limit but within the chip is fine: tpu_call sets the limit. */
   int64_t need = tpu_vmem_need(kernel);
-  if (need > chip->vmem_bytes - TPU_VMEM_RESERVED)
+  if (need > chip->vmem_bytes - TPU_VMEM_RESERVED) {
+    char need_text[32], chip_text[32];
+    tsr_format_bytes(need_text, sizeof need_text, (uint64_t)need);
+    tsr_format_bytes(chip_text, sizeof chip_text, (uint64_t)chip->vmem_bytes);
     tsr_diag_add(&list, kernel->loc,
-                 "kernel '@%s' needs %.1f MiB of VMEM (windowed operands double-buffered, "
-                 "scratch, scoped buffers, padded to (8, 128) tiles) but %s has %lld MiB per "
+                 "kernel '@%s' needs %s of VMEM (windowed operands double-buffered, "
+                 "scratch, scoped buffers, padded to (8, 128) tiles) but %s has %s per "
                  "core (libtpu: \"Ran out of memory in memory space vmem\"): use smaller "
                  "blocks",
-                 kernel->name, (double)need / (1 << 20), chip->name,
-                 (long long)(chip->vmem_bytes >> 20));
+                 kernel->name, need_text, chip->name, chip_text);
+  }
   tsr_status_t st = tsr_diag_list_to_status(&list, TSR_VERIFY_ERROR);
   tsr_diag_list_deinitialize(&list);
   return st;

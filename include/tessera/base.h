@@ -112,6 +112,11 @@ TSR_API tsr_dtype_class_t tsr_dtype_class(tsr_dtype_t dtype);
 /* Looks a dtype up by its name ("f32", "bf16", ...); false if unknown. */
 TSR_API bool tsr_dtype_from_name(const char *name, size_t len, tsr_dtype_t *out_dtype);
 
+/* A byte count as tessera's messages state sizes: "512 B", "3.4 KiB",
+ * "12.0 MiB", "1.50 GiB" (binary units); public so that the CLI and the
+ * library's diagnostics print sizes alike. */
+TSR_API void tsr_format_bytes(char *buf, size_t size, uint64_t bytes);
+
 /* ---- Strings and locations --------------------------------------------- */
 
 /* Strings cross the API as pointer + length; data need not be NUL-terminated. */

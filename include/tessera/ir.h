@@ -96,6 +96,13 @@ typedef enum tsr_ir_dim_semantics {
   TSR_DIM_CORE_PARALLEL,
 } tsr_ir_dim_semantics_t;
 
+/* "arbitrary", "parallel", "core_parallel" (as kernels, Pallas and Mosaic
+ * spell them); NULL for a value out of range. */
+TSR_API const char *tsr_ir_dim_semantics_name(tsr_ir_dim_semantics_t semantics);
+/* The semantics of a name of tsr_ir_dim_semantics_name; false if unknown. */
+TSR_API bool tsr_ir_dim_semantics_from_name(const char *name, size_t len,
+                                            tsr_ir_dim_semantics_t *out_semantics);
+
 #define TSR_SQUEEZED ((int64_t)-1) /* a squeezed block dimension */
 
 /* What a caller needs to know about one kernel operand (prefetch/in/out/
