@@ -428,8 +428,11 @@ class Translator:
             if len(sem) != len(grid):
                 raise self.fail(f"dimension_semantics has {len(sem)} entries for a grid of "
                                 f"rank {len(grid)}")
-            # tessera needs the parallel dimensions to be a prefix (as Mosaic
-            # does for sharding); later ones are run as arbitrary.
+            # tessera's verifier wants the parallel dimensions first (as
+            # Mosaic shards the leading ones); Pallas takes any order, and
+            # running a parallel dimension in order is always correct, so
+            # one after an arbitrary dimension is translated as arbitrary
+            # rather than refused (docs/jax.md, "What is translated").
             seen_arbitrary = False
             for i, s in enumerate(sem):
                 if s == "arbitrary":
@@ -453,9 +456,6 @@ class Translator:
                 # kernels "downcast" SMEM data) is widened to i32 on the way
                 # in, and every read converts back to its dtype.
                 narrow, t = t.dtype, B.Type.value("i32", t.shape)
-            elif t.dtype not in ("i32", "u32", "f32"):
-                raise self.fail(f"scalar prefetch operand {i} has dtype {t.dtype} "
-                                "(tessera's SMEM holds i32, u32, f32)")
             ref, _ = self.kb.add_operand(B.ROLE_PREFETCH, f"p{i}", t, "smem")
             self.prefetch_refs.append(ref)
             if narrow:
@@ -489,8 +489,6 @@ class Translator:
             alias = -1
             if is_out and (k - nin) in out_alias:
                 alias = out_alias[k - nin]
-                if alias < nidx:
-                    raise self.fail("an output aliased to a scalar-prefetch operand")
             name = f"out{k - nin}" if is_out else f"in{k}"
             loc = ji.index_map_location(bm) if block is not None else None
             self.operand_locs[name] = loc or ji.call_location(call)

@@ -18,15 +18,6 @@ from .translate_core import VIEW_OPS, RefView, register
 _DEVICE_OPS = ("device_id", "div", "rem", "add", "mul", "convert")
 
 
-def _sem_view(t, env, region, obj) -> RefView:
-    view = t.view_of(env, region, obj)
-    if view.base.type.kind != "sem":
-        raise t.fail("a DMA or semaphore op on something that is not a semaphore")
-    if any(d[0] != "point" for d in view.dims):
-        raise t.fail("a semaphore op on an array of semaphores (index it to one semaphore)")
-    return view
-
-
 def _dma_common(t, env, region, eqn):
     src, dst, dst_sem, src_sem, device_id = ji.unflatten(eqn.params["tree"], eqn.invars)
     return src, dst, dst_sem, src_sem, device_id
@@ -127,12 +118,12 @@ def _device_operand(t, env, region, device_id, eqn=None):
 def _dma_start(t, env, region, eqn, used):
     src, dst, dst_sem, src_sem, device_id = _dma_common(t, env, region, eqn)
     sv, dv = t.view_of(env, region, src), t.view_of(env, region, dst)
-    semv = _sem_view(t, env, region, dst_sem)
+    semv = t.view_of(env, region, dst_sem)
     flags = 0
     fixed = [sv.base, dv.base, semv.base]
     idx = t.indices(sv) + t.indices(dv) + t.indices(semv)
     if src_sem is not None:
-        ssv = _sem_view(t, env, region, src_sem)
+        ssv = t.view_of(env, region, src_sem)
         fixed.append(ssv.base)
         idx += t.indices(ssv)
         flags |= B.OPF_SEND
@@ -160,7 +151,7 @@ def _dma_wait(t, env, region, eqn, used):
         raise t.fail("wait_send without a source semaphore")
     dv = t.view_of(env, region, dst)
     sv = t.view_of(env, region, src) if src is not None else dv
-    semv = _sem_view(t, env, region, dst_sem)
+    semv = t.view_of(env, region, dst_sem)
     idx = t.indices(sv) + t.indices(dv) + t.indices(semv)
     t.op(region, "dma_wait", [sv.base, dv.base, semv.base], [], indices=idx,
          ints=[len(sv.dims), len(dv.dims), len(semv.dims)])
@@ -172,8 +163,6 @@ def _sem_signal(t, env, region, eqn, used):
     ref, transforms, inc, device_id, core_index = ji.unflatten(eqn.params["args_tree"],
                                                                eqn.invars)
     view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
-    if view.base.type.kind != "sem":
-        raise t.fail("semaphore_signal on something that is not a semaphore")
     amount = t.i32(region, t.static_int(env, inc))
     extra, flags = [], 0
     dev = _device_operand(t, env, region, device_id, eqn)

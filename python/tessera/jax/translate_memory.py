@@ -20,9 +20,6 @@ def _get(t, env, region, eqn, used):
     transforms = ji.unflatten(eqn.params["tree"], eqn.invars[1:])
     view = t.apply_transforms(env, region, t.ref(env, eqn.invars[0]), transforms)
     rt = out_type(eqn)
-    if tuple(rt.shape) != view.shape:
-        raise t.fail(f"a read of shape {rt.shape} from a view of shape {view.shape}")
-    _check_loadable(t, view)
     if view.reshaped is not None:
         return [_get_reshaped(t, region, view, rt)]
     narrow = t.narrowed.get(view.base.ptr)
@@ -88,26 +85,15 @@ def _get_reshaped(t, region, view: RefView, rt: B.Type) -> B.Value:
     return reshape_to(t, region, v, rt)
 
 
-def _check_loadable(t, view):
-    if view.base.type.kind != "ref":
-        raise t.fail("reading a semaphore as an array")
-    if view.base.type.space in ("any", "hbm"):
-        raise t.fail("a load or store on a ref in HBM/ANY memory (only DMAs may touch it: "
-                     "use pltpu.make_async_copy)")
-
-
 @register("swap", emits=("load", "store", *VIEW_OPS))
 def _swap(t, env, region, eqn, used):
     transforms = ji.unflatten(eqn.params["tree"], eqn.invars[2:])
     view = t.apply_transforms(env, region, t.ref(env, eqn.invars[0]), transforms)
-    _check_loadable(t, view)
     val = t.read(env, region, eqn.invars[1])
     idx = t.indices(view)
     old = None
     if eqn.outvars and eqn.outvars[0] in used:
         old = t.emit(region, "load", [view.base], out_type(eqn), indices=idx)
-    if val.type.shape != view.shape and val.type.kind != "scalar":
-        raise t.fail(f"a store of shape {val.type.shape} to a view of shape {view.shape}")
     t.op(region, "store", [view.base, val], [], indices=idx)
     return [old]
 
@@ -116,7 +102,6 @@ def _swap(t, env, region, eqn, used):
 def _addupdate(t, env, region, eqn, used):
     transforms = ji.unflatten(eqn.params["tree"], eqn.invars[2:])
     view = t.apply_transforms(env, region, t.ref(env, eqn.invars[0]), transforms)
-    _check_loadable(t, view)
     val = t.read(env, region, eqn.invars[1])
     idx = t.indices(view)
     vt = B.Type.value(view.base.type.dtype, view.shape)
@@ -137,7 +122,6 @@ def _mask_of(t, env, region, mask, shape) -> B.Value:
 def _masked_load(t, env, region, eqn, used):
     ref, transforms, mask, other = ji.unflatten(eqn.params["args_tree"], eqn.invars)
     view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
-    _check_loadable(t, view)
     rt = out_type(eqn)
     idx = t.indices(view)
     if mask is None:
@@ -155,7 +139,6 @@ def _masked_load(t, env, region, eqn, used):
 def _masked_swap(t, env, region, eqn, used):
     ref, transforms, val, mask = ji.unflatten(eqn.params["args_tree"], eqn.invars)
     view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
-    _check_loadable(t, view)
     vt = B.Type.value(view.base.type.dtype, view.shape)
     idx = t.indices(view)
     v = bcast(t, region, t.read(env, region, val), vt.shape)
