@@ -5,7 +5,9 @@ The disk cache of the default context is pointed at a directory of the test
 session (unless TESSERA_CACHE_DIR is set), so the tests never touch
 ~/.cache/tessera. Compiled kernels run on guarded copies of their arrays
 (TESSERA_GUARD=1 unless set: docs/lowering.md, "Guard bytes"), so a write of
-compiled code past an array fails the test that made it."""
+compiled code past an array fails the test that made it. The JAX bridge's
+translation rules are held to the IR ops they declare
+(TESSERA_JAX_CHECK_EMITS=1 unless set)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,10 @@ _session_dir: str | None = None
 def pytest_configure(config: pytest.Config) -> None:
     global _session_dir
     os.environ.setdefault("TESSERA_GUARD", "1")
+    # every op a tessera.jax translation rule builds must be one its `emits`
+    # declares (python/tessera/jax/translate_core.py): the op coverage of
+    # tessera.jax.translate.ir_op_coverage() is read from those
+    os.environ.setdefault("TESSERA_JAX_CHECK_EMITS", "1")
     if "TESSERA_CACHE_DIR" not in os.environ and os.environ.get("TESSERA_CACHE") != "off":
         _session_dir = tempfile.mkdtemp(prefix="tessera-pytest-")
         os.environ["TESSERA_CACHE_DIR"] = os.path.join(_session_dir, "cache")

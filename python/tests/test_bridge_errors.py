@@ -278,6 +278,56 @@ def test_bridge_vmem_over_budget_is_a_compile_error_at_the_call():
     assert "128.0 MiB" in str(info.value)
 
 
+# ---- what tessera's verifier rejects (ir/verify*.c), at the user's line -------------
+
+def hbm_load_kernel(x_hbm, o_ref):
+    o_ref[...] = x_hbm[...]  # HBM_LOAD
+
+
+def test_bridge_load_from_an_hbm_ref_is_the_verifiers_error_at_the_line():
+    import tessera
+
+    f = tj.pallas_call(hbm_load_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)])
+    with pytest.raises(tessera.CompileError) as info:
+        f(_x((8, 128)))
+    d = info.value.diagnostics
+    assert d and d[0].file == __file__ and d[0].line == line_of("HBM_LOAD")
+    assert "any refs cannot be loaded directly, only DMA'd" in d[0].text
+
+
+def prefetch_kernel(p_ref, x_ref, o_ref):
+    o_ref[...] = x_ref[...] + p_ref[0].astype(F32)
+
+
+def test_bridge_bf16_prefetch_is_the_verifiers_error_at_the_call():
+    import tessera
+
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(1,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i, p: (0, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, p: (0, 0)))
+    f = tj.pallas_call(prefetch_kernel, jax.ShapeDtypeStruct((8, 128), F32), grid_spec=spec)
+    with pytest.raises(tessera.CompileError) as info:
+        f(jnp.ones((4,), jnp.bfloat16), _x((8, 128)))  # BF16_PREFETCH
+    d = info.value.diagnostics
+    assert d[0].file == __file__ and d[0].line == line_of("BF16_PREFETCH")
+    assert "scalar prefetch holds i32, u32 or f32, found bf16[4]" in d[0].text
+
+
+def test_bridge_parallel_dim_after_arbitrary_runs_as_arbitrary():
+    # The verifier wants parallel dimensions first; Pallas does not, so the
+    # translator runs such a dimension in order instead of refusing it.
+    spec = pl.BlockSpec((8, 128), lambda i, j: (i, 0))
+    f = tj.pallas_call(copy_kernel, jax.ShapeDtypeStruct((16, 128), F32), grid=(2, 2),
+                       in_specs=[spec], out_specs=spec,
+                       compiler_params=pltpu.CompilerParams(
+                           dimension_semantics=("arbitrary", "parallel")))
+    x = _x()
+    assert "semantics(arbitrary, arbitrary)" in f.lower_to_tsr(x)
+    np.testing.assert_array_equal(np.asarray(f(x)), x)
+
+
 def test_bridge_pallas_own_errors_pass_through():
     table = jnp.arange(8 * 128, dtype=F32).reshape(8, 128)
 

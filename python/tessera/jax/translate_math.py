@@ -1,5 +1,5 @@
 """Math and PRNG primitives the tessera IR has no op for, expanded into
-ops it has (the handlers of translate.py: `(t, env, region, eqn, used)`).
+ops it has (rules of the registry of translate_core.py).
 
 * `threefry2x32`: the Threefry-2x32 block cipher (Salmon et al., "Parallel
   random numbers: as easy as 1, 2, 3", SC'11; 20 rounds, key schedule
@@ -50,8 +50,7 @@ import math
 import numpy as np
 
 from .. import _builder as B
-
-__all__ = ["HANDLERS"]
+from .translate_core import BCAST_OPS, RESHAPE_OPS, bcast, out_type, register, reshape_to
 
 # ---- coefficients (`_fit()` prints them) -----------------------------------
 
@@ -253,34 +252,52 @@ class _E:
                         self.c(0, "u32"))
 
 
-def _float_unary(fn):
-    """A handler for a unary float function computed in f32: bf16/f16 are
+#: what the f32 expressions of this module build besides a function's own
+#: transcendental ops: arithmetic, comparisons, selects, the bit operations
+#: on f32 patterns, broadcasts of scalars, the conversions of bf16/f16
+_F32_OPS = ("convert", "broadcast", "select", "bitcast", "and", "or", "add", "sub", "mul",
+            "div", "neg", "abs", "max", "min", "eq", "ne", "lt", "le", "gt", "ge")
+
+
+def _float_unary(name: str, *ops: str):
+    """Decorator: fn(e, x), an f32 expression, is the rule of the unary
+    float primitive `name` (which builds _F32_OPS and `ops`): bf16/f16 are
     widened to f32 and the result rounded once, as JAX does."""
-    def handler(t, env, region, eqn, used):
-        x = t.read(env, region, eqn.invars[0])
-        rt = T._out_type(eqn)
-        if x.type.dtype not in B.FLOAT_DTYPES:
-            raise t.fail(f"`{eqn.primitive.name}` of {x.type.dtype}")
-        e = _E(t, region, x.type.shape)
-        x32 = x if x.type.dtype == "f32" else t.emit(region, "convert", [x], e.ty())
-        r = e.full(fn(e, x32))
-        return [r if rt.dtype == "f32" else t.emit(region, "convert", [r], rt)]
-    return handler
+    def add(fn):
+        def handler(t, env, region, eqn, used):
+            x = t.read(env, region, eqn.invars[0])
+            rt = out_type(eqn)
+            if x.type.dtype not in B.FLOAT_DTYPES:
+                raise t.fail(f"`{eqn.primitive.name}` of {x.type.dtype}")
+            e = _E(t, region, x.type.shape)
+            x32 = x if x.type.dtype == "f32" else t.emit(region, "convert", [x], e.ty())
+            r = e.full(fn(e, x32))
+            return [r if rt.dtype == "f32" else t.emit(region, "convert", [r], rt)]
+        handler.__qualname__ = f"_float_unary({fn.__name__})"
+        register(name, emits=_F32_OPS + ops)(handler)
+        return fn
+    return add
 
 
-def _float_binary(fn):
-    def handler(t, env, region, eqn, used):
-        rt = T._out_type(eqn)
-        a, b = (T._bcast(t, region, t.read(env, region, v), rt.shape) for v in eqn.invars)
-        if rt.dtype not in B.FLOAT_DTYPES:
-            raise t.fail(f"`{eqn.primitive.name}` of {rt.dtype}")
-        e = _E(t, region, rt.shape)
-        if rt.dtype != "f32":
-            a, b = (t.emit(region, "convert", [v], B.Type.value("f32", v.type.shape))
-                    for v in (a, b))
-        r = e.full(fn(e, a, b))
-        return [r if rt.dtype == "f32" else t.emit(region, "convert", [r], rt)]
-    return handler
+def _float_binary(name: str, *ops: str):
+    """Decorator: fn(e, a, b) is the rule of the binary float primitive
+    `name`, as _float_unary (operands broadcast as JAX's)."""
+    def add(fn):
+        def handler(t, env, region, eqn, used):
+            rt = out_type(eqn)
+            a, b = (bcast(t, region, t.read(env, region, v), rt.shape) for v in eqn.invars)
+            if rt.dtype not in B.FLOAT_DTYPES:
+                raise t.fail(f"`{eqn.primitive.name}` of {rt.dtype}")
+            e = _E(t, region, rt.shape)
+            if rt.dtype != "f32":
+                a, b = (t.emit(region, "convert", [v], B.Type.value("f32", v.type.shape))
+                        for v in (a, b))
+            r = e.full(fn(e, a, b))
+            return [r if rt.dtype == "f32" else t.emit(region, "convert", [r], rt)]
+        handler.__qualname__ = f"_float_binary({fn.__name__})"
+        register(name, emits=_F32_OPS + BCAST_OPS + ops)(handler)
+        return fn
+    return add
 
 
 # ---- erf family ------------------------------------------------------------------
@@ -306,6 +323,7 @@ def _erf_small(e, x):
     return e.add(x, e.mul(x, e.poly(_ERF_SMALL, e.mul(x, x))))
 
 
+@_float_unary("erf", "exp")
 def _erf(e, x):
     a = e.abs(x)
     small = _erf_small(e, x)
@@ -315,6 +333,7 @@ def _erf(e, x):
     return e.sel(e.cmp("lt", a, e.c(1.0)), small, big)
 
 
+@_float_unary("erfc", "exp")
 def _erfc(e, x):
     a = e.abs(x)
     tail = _erfc_tail(e, e.max(e.min(a, e.c(_ERFC_MAX)), e.c(0.5)))
@@ -324,6 +343,7 @@ def _erfc(e, x):
     return e.sel(e.cmp("ge", x, e.c(0.5)), tail, r)
 
 
+@_float_unary("erf_inv", "log", "sqrt")
 def _erf_inv(e, x):
     one = e.c(1.0)
     w = e.neg(e.log(e.mul(e.sub(one, x), e.add(one, x))))
@@ -350,6 +370,7 @@ def _lgamma_pos(e, z):
     return e.sel(small, e.sub(r, e.log(z)), r)
 
 
+@_float_unary("lgamma", "log", "round", "sin")
 def _lgamma(e, x):
     """lgamma for x > 0 as above; x < 0 by reflection: log(pi / |sin(pi x)|)
     - lgamma(1 - x), with sin(pi r) of the exact r = x - round(x) (poles at
@@ -378,6 +399,7 @@ def _digamma_pos(e, z):
     return e.sel(small, e.sub(r, e.div(e.c(1.0), z)), r)
 
 
+@_float_unary("digamma", "log", "round", "sin")
 def _digamma(e, x):
     """digamma for x > 0 as above; x < 0 by reflection, digamma(1 - x) -
     pi cos(pi r) / sin(pi r) with the exact r = x - round(x). As JAX: +-0
@@ -408,10 +430,12 @@ def _atan_nonneg(e, a):
     return e.add(base, r)
 
 
+@_float_unary("atan")
 def _atan(e, x):
     return e.copysign(_atan_nonneg(e, e.abs(x)), x)
 
 
+@_float_binary("atan2")
 def _atan2(e, y, x):
     ax, ay = e.abs(x), e.abs(y)
     hi, lo = e.max(ax, ay), e.min(ax, ay)
@@ -431,10 +455,12 @@ def _sqrt_one_minus_sq(e, x):
     return e.sqrt(e.mul(e.sub(one, x), e.add(one, x)))
 
 
+@_float_unary("asin", "sqrt")
 def _asin(e, x):
     return _atan2(e, x, _sqrt_one_minus_sq(e, x))
 
 
+@_float_unary("acos", "sqrt")
 def _acos(e, x):
     return _atan2(e, _sqrt_one_minus_sq(e, x), x)
 
@@ -457,6 +483,7 @@ def _half_exp(e, a):
     return e.mul(e.mul(h, e.c(0.5)), h)
 
 
+@_float_unary("sinh", "exp", "log")
 def _sinh(e, x):
     a = e.abs(x)
     m = _expm1(e, a)
@@ -465,6 +492,7 @@ def _sinh(e, x):
     return e.copysign(r, x)
 
 
+@_float_unary("cosh", "exp")
 def _cosh(e, x):
     a = e.abs(x)
     u = e.exp(a)
@@ -475,6 +503,7 @@ def _cosh(e, x):
 _LN2 = math.log(2.0)
 
 
+@_float_unary("asinh", "log1p", "sqrt", "log")
 def _asinh(e, x):
     a = e.abs(x)
     one = e.c(1.0)
@@ -484,6 +513,7 @@ def _asinh(e, x):
     return e.copysign(e.sel(e.cmp("lt", a, e.c(4096.0)), small, large), x)
 
 
+@_float_unary("acosh", "log1p", "sqrt", "log")
 def _acosh(e, x):
     t = e.sub(x, e.c(1.0))
     small = e.log1p(e.add(t, e.sqrt(e.add(e.mul(t, t), e.mul(t, e.c(2.0))))))
@@ -492,6 +522,7 @@ def _acosh(e, x):
     return e.sel(e.cmp("lt", x, e.c(1.0)), e.c(math.nan), r)
 
 
+@_float_unary("atanh", "log1p")
 def _atanh(e, x):
     a = e.abs(x)
     r = e.mul(e.c(0.5), e.log1p(e.div(e.mul(a, e.c(2.0)), e.sub(e.c(1.0), a))))
@@ -499,6 +530,7 @@ def _atanh(e, x):
     return e.copysign(r, x)
 
 
+@_float_unary("cbrt", "exp", "log")
 def _cbrt(e, x):
     a = e.abs(x)
     y = e.exp(e.mul(e.log(a), e.c(1.0 / 3.0)))
@@ -508,6 +540,7 @@ def _cbrt(e, x):
     return e.copysign(e.sel(special, a, y1), x)
 
 
+@_float_unary("log2", "log")
 def _log2(e, x):
     return e.mul(e.log(x), e.c(1.0 / _LN2))
 
@@ -516,6 +549,10 @@ def _log2(e, x):
 
 _THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _THREEFRY_PARITY = 0x1BD11BDA
+#: what the cipher builds (on u32 words)
+_THREEFRY_OPS = ("add", "xor", "or", "shl", "shrl", "broadcast")
+#: what reading a key's words, counting elements and making keys build
+_KEY_OPS = ("slice", *RESHAPE_OPS, "concatenate", "iota", "mul", "add", "bitcast", "xor", "and")
 
 
 def _threefry(e, k0, k1, x0, x1):
@@ -535,11 +572,12 @@ def _threefry(e, k0, k1, x0, x1):
     return x0, x1
 
 
+@register("threefry2x32", emits=(*_THREEFRY_OPS, *RESHAPE_OPS, *BCAST_OPS))
 def _threefry2x32(t, env, region, eqn, used):
     """threefry2x32(k0, k1, x0, x1) -> (y0, y1) on u32 words (wrapping adds).
     Operands broadcast as JAX's (size-1 dimensions); an operand of one
     element is used as a scalar."""
-    rt = T._out_type(eqn)
+    rt = out_type(eqn)
     e = _E(t, region, rt.shape, "u32")
     ins = []
     for v in eqn.invars:
@@ -547,9 +585,9 @@ def _threefry2x32(t, env, region, eqn, used):
         if x.type.dtype != "u32":
             raise t.fail("threefry2x32 of non-u32 operands")
         if x.type.kind != "scalar" and all(d == 1 for d in x.type.shape):
-            x = T._reshape_to(t, region, x, B.Type.value("u32", ()))
+            x = reshape_to(t, region, x, B.Type.value("u32", ()))
         elif x.type.kind != "scalar":
-            x = T._bcast(t, region, x, rt.shape)
+            x = bcast(t, region, x, rt.shape)
         ins.append(x)
     return [e.full(y) for y in _threefry(e, *ins)]
 
@@ -583,7 +621,7 @@ def _key_words(t, env, region, atom):
     for i in range(2):
         w = t.emit(region, "slice", [data], B.Type.value("u32", (1,)),
                    indices=[B.Index("slice", i, 1, 1)])
-        words.append(T._reshape_to(t, region, w, B.Type.value("u32", ())))
+        words.append(reshape_to(t, region, w, B.Type.value("u32", ())))
     return words
 
 
@@ -615,16 +653,19 @@ def _key_data(t, region, y0, y1, shape):
                   ints=[len(shape)])
 
 
+@register("random_wrap")
 def _random_wrap(t, env, region, eqn, used):
     _key_impl(t, eqn.outvars[0].aval)
     return [t.read(env, region, eqn.invars[0])]
 
 
+@register("random_unwrap")
 def _random_unwrap(t, env, region, eqn, used):
     _key_impl(t, eqn.invars[0].aval)
     return [t.read(env, region, eqn.invars[0])]
 
 
+@register("random_seed", emits=("convert", "bitcast", *_KEY_OPS))
 def _random_seed(t, env, region, eqn, used):
     """jax.random.key(seed) for a 32-bit seed: the key (0, seed's bits)."""
     _key_impl(t, eqn.outvars[0].aval)
@@ -640,6 +681,7 @@ def _random_seed(t, env, region, eqn, used):
     return [_key_data(t, region, t.const(region, 0, B.Type.value("u32", ())), lo, ())]
 
 
+@register("random_bits", emits=(*_THREEFRY_OPS, *_KEY_OPS, "convert"))
 def _random_bits(t, env, region, eqn, used):
     k0, k1 = _key_words(t, env, region, eqn.invars[0])
     width, shape = int(eqn.params["bit_width"]), tuple(eqn.params["shape"])
@@ -654,6 +696,7 @@ def _random_bits(t, env, region, eqn, used):
     return [bits]
 
 
+@register("random_split", emits=(*_THREEFRY_OPS, *_KEY_OPS))
 def _random_split(t, env, region, eqn, used):
     k0, k1 = _key_words(t, env, region, eqn.invars[0])
     shape = tuple(eqn.params["shape"])
@@ -662,6 +705,7 @@ def _random_split(t, env, region, eqn, used):
     return [_key_data(t, region, y0, y1, shape)]
 
 
+@register("random_fold_in", emits=(*_THREEFRY_OPS, *_KEY_OPS))
 def _random_fold_in(t, env, region, eqn, used):
     k0, k1 = _key_words(t, env, region, eqn.invars[0])
     msg = t.read(env, region, eqn.invars[1])
@@ -674,12 +718,13 @@ def _random_fold_in(t, env, region, eqn, used):
 
 # ---- other ----------------------------------------------------------------------
 
+@register("polynomial", emits=("add", "mul", *BCAST_OPS))
 def _polynomial(t, env, region, eqn, used):
     """lax.polynomial(x, c0, c1, ..): Horner from the highest coefficient, a
     mul and an add per step, as JAX lowers it (more than `unroll` (8)
     coefficients: a scan from 0, so the first step is 0 * x + c)."""
-    rt = T._out_type(eqn)
-    x, *cs = (T._bcast(t, region, t.read(env, region, v), rt.shape) for v in eqn.invars)
+    rt = out_type(eqn)
+    x, *cs = (bcast(t, region, t.read(env, region, v), rt.shape) for v in eqn.invars)
     e = _E(t, region, rt.shape, rt.dtype)
     unroll = eqn.params.get("unroll") or 8
     if len(cs) <= unroll:
@@ -692,6 +737,7 @@ def _polynomial(t, env, region, eqn, used):
     return [e.full(acc)]
 
 
+@register("split", emits=("slice",))
 def _split(t, env, region, eqn, used):
     x = t.read(env, region, eqn.invars[0])
     axis = int(eqn.params["axis"])
@@ -708,6 +754,7 @@ def _split(t, env, region, eqn, used):
     return outs
 
 
+@register("unstack", emits=("slice", *RESHAPE_OPS))
 def _unstack(t, env, region, eqn, used):
     """unstack along an axis (tuple unpacking of an array, of keys too):
     a static slice and a reshape per output."""
@@ -723,8 +770,12 @@ def _unstack(t, env, region, eqn, used):
         v = x if shape[axis] == 1 else t.emit(region, "slice", [x], B.Type.value(
             x.type.dtype, one), indices=idx)
         rest = shape[:axis] + shape[axis + 1:]
-        outs.append(T._reshape_to(t, region, v, B.Type.value(x.type.dtype, rest)))
+        outs.append(reshape_to(t, region, v, B.Type.value(x.type.dtype, rest)))
     return outs
+
+
+#: what _logaddexp builds
+_LOGADDEXP_OPS = ("max", "sub", "add", "log1p", "exp", "neg", "abs", "eq", "broadcast")
 
 
 def _logaddexp(e, a, b):
@@ -736,11 +787,13 @@ def _logaddexp(e, a, b):
     return e.sel(e.cmp("eq", a, b), e.add(a, e.c(_LN2)), r)
 
 
+@register("cumlogsumexp", emits=("convert", "iota", "sub", "roll", "ge", "select",
+                                  *_LOGADDEXP_OPS))
 def _cumlogsumexp(t, env, region, eqn, used):
     """cumlogsumexp along an axis as a log-step (Hillis-Steele) scan of
     logaddexp, like the other cumulative reductions."""
     x = t.read(env, region, eqn.invars[0])
-    rt = T._out_type(eqn)
+    rt = out_type(eqn)
     if x.type.kind == "scalar":
         return [x]
     if rt.dtype not in B.FLOAT_DTYPES:
@@ -763,21 +816,3 @@ def _cumlogsumexp(t, env, region, eqn, used):
         k *= 2
     return [x if rt.dtype == "f32" else t.emit(region, "convert", [x], rt)]
 
-
-HANDLERS = {
-    "threefry2x32": _threefry2x32, "random_wrap": _random_wrap, "random_unwrap": _random_unwrap,
-    "random_seed": _random_seed, "random_bits": _random_bits, "random_split": _random_split,
-    "random_fold_in": _random_fold_in,
-    "erf": _float_unary(_erf), "erfc": _float_unary(_erfc), "erf_inv": _float_unary(_erf_inv),
-    "atan": _float_unary(_atan), "asin": _float_unary(_asin), "acos": _float_unary(_acos),
-    "atan2": _float_binary(_atan2),
-    "sinh": _float_unary(_sinh), "cosh": _float_unary(_cosh), "asinh": _float_unary(_asinh),
-    "acosh": _float_unary(_acosh), "atanh": _float_unary(_atanh),
-    "cbrt": _float_unary(_cbrt), "log2": _float_unary(_log2), "lgamma": _float_unary(_lgamma),
-    "digamma": _float_unary(_digamma),
-    "polynomial": _polynomial, "split": _split, "unstack": _unstack, "cumlogsumexp": _cumlogsumexp,
-}
-
-# translate.py imports this module for HANDLERS: imported last, so that
-# either module may be imported first (T is used only when translating)
-from . import translate as T  # noqa: E402

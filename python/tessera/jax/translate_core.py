@@ -1,0 +1,602 @@
+"""The core of the Pallas-to-tessera translator: the translator's state and
+environment, the helpers every rule uses (building ops at the user's line,
+reading atoms, ref views, running sub-jaxprs), the kernel header (grid,
+operands, index maps, scratch), and the one registry of primitive rules.
+
+Rules live in the translate_* modules, one per family of primitives, and
+import only this module; translate.py imports them all (which registers
+them) and is the package's entry. A rule is a function `(t, env, region,
+eqn, used) -> outputs` registered with `@register(primitive, ...,
+emits=(ir ops..))`: it translates the equation `eqn` into `region` with the
+Translator `t`, reading its inputs from `env` (jaxpr variable -> Value or
+RefView); `used` is the set of variables the jaxpr reads, and the returned
+list (or None) gives the equation's outputs. `emits` names the IR ops it may
+build (besides `const`): the op coverage of translate.ir_op_coverage() is
+read from it, and under the test suite (TESSERA_JAX_CHECK_EMITS=1) an op a
+rule builds without declaring it is an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from .. import _builder as B
+from . import _jax_internal as ji
+
+__all__ = ["TranslationError", "TranslatedKernel", "RefView", "Translator", "Rule",
+           "register", "rules", "dtype_name", "type_of_aval", "out_type", "bcast",
+           "reshape_to", "convert_value", "as_value", "VIEW_OPS", "BCAST_OPS", "RESHAPE_OPS",
+           "HEADER_EMITS", "IMPLICIT_EMITS"]
+
+
+class TranslationError(NotImplementedError):
+    """The kernel uses something tessera.jax cannot translate. `primitive`
+    names the JAX primitive, `file`/`line` the user's Python line."""
+
+    def __init__(self, message: str, primitive: str = "", file: str = "", line: int = 0):
+        where = f"{file}:{line}: " if file else ""
+        super().__init__(f"{where}tessera.jax: {message}")
+        self.primitive = primitive
+        self.file = file
+        self.line = line
+
+
+# where users import it from (and tracebacks name it as before the split)
+TranslationError.__module__ = "tessera.jax.translate"
+
+
+_DTYPES = {
+    "float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32",
+    "uint32": "u32", "int16": "i16", "uint16": "u16", "int8": "i8", "uint8": "u8",
+    "bool": "i1",
+}
+
+
+def dtype_name(dtype) -> str:
+    """tessera's name for a numpy/JAX dtype; ValueError for one it lacks."""
+    name = np.dtype(dtype).name if not hasattr(dtype, "name") else dtype.name
+    try:
+        return _DTYPES[str(name)]
+    except KeyError:
+        raise ValueError(f"dtype {name} (tessera has f32 bf16 f16 i32 u32 i16 u16 i8 u8 "
+                         "bool)") from None
+
+
+@dataclasses.dataclass
+class TranslatedKernel:
+    """A built module plus what running it needs."""
+    module: B.ModuleBuilder
+    name: str
+    num_prefetch: int
+    num_inputs: int
+    num_outputs: int
+    in_avals: tuple
+    out_avals: tuple
+    aliases: dict  # output index -> flat input index
+    text: str = ""
+    # operand name -> (file, line, col) for diagnostics tessera reports at an
+    # operand (its block copies, index map results): the BlockSpec's index
+    # map, else the pallas_call's line.
+    operand_locs: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class RefView:
+    """A ref (or semaphore) with a view: per dimension of the base ref, a
+    point (start) or a range (start, size, stride); starts are ints or
+    Values."""
+    base: B.Value
+    dims: list  # [("point", start) | ("range", start, size, stride)]
+    # After `ref.reshape(R)`: R, and the view's indexing of R in `rdims`
+    # (same entries as `dims`). Only reads of such views are translated.
+    reshaped: tuple | None = None
+    rdims: list | None = None
+
+    @staticmethod
+    def whole(ref: B.Value) -> "RefView":
+        return RefView(ref, [("range", 0, d, 1) for d in ref.type.shape])
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self.reshaped is not None:
+            return tuple(d[2] for d in self.rdims if d[0] == "range")
+        return tuple(d[2] for d in self.dims if d[0] == "range")
+
+    @property
+    def pre_shape(self) -> tuple[int, ...]:
+        """The view's shape before its reshape."""
+        return tuple(d[2] for d in self.dims if d[0] == "range")
+
+
+def type_of_aval(aval) -> B.Type:
+    """tessera's value type of a JAX aval."""
+    return B.Type.value(dtype_name(aval.dtype), aval.shape)
+
+
+# ---- the registry of rules -------------------------------------------------------
+
+#: what every rule may emit without declaring it: literals and constants
+IMPLICIT_EMITS = frozenset({"const"})
+#: what reading a ref through its view may emit (index arithmetic on i32
+#: starts, an index converted to i32): rules that index refs declare these
+VIEW_OPS = ("add", "mul", "convert")
+#: what `bcast` (JAX's implicit broadcasting of size-1 dimensions) emits
+BCAST_OPS = ("reshape", "broadcast")
+#: what `reshape_to` emits
+RESHAPE_OPS = ("reshape", "broadcast", "reduce_sum")
+#: ops the kernel header builds outside any rule, by the pseudo-primitive
+#: the translator is in: an index map's results converted to i32, yielded
+HEADER_EMITS = {"index_map": frozenset({"yield", "convert"}), "pallas_call": frozenset()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """How one JAX primitive is translated."""
+    primitive: str
+    handler: Callable  # (t, env, region, eqn, used) -> list of outputs | None
+    emits: frozenset   # the IR ops it may build (besides IMPLICIT_EMITS)
+    where: str         # module.function, for messages
+
+
+_RULES: dict[str, Rule] = {}
+
+
+def register(*primitives: str, emits: Iterable[str] = ()) -> Callable:
+    """Decorator: the function translates each of `primitives` (JAX's
+    names) and may build the IR ops `emits`. A family of primitives that
+    differ only in the IR op they map to registers one closure per member
+    (`register(name, emits=(op,))(make_rule(op))`). A primitive registered
+    twice is an error when the second module is imported."""
+    emits = frozenset(emits)
+
+    def add(handler: Callable) -> Callable:
+        where = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__qualname__}"
+        for p in primitives:
+            old = _RULES.get(p)
+            if old is not None:
+                raise ValueError(f"tessera.jax: primitive `{p}` is registered twice "
+                                 f"({old.where} and {where})")
+            _RULES[p] = Rule(p, handler, emits, where)
+        return handler
+    return add
+
+
+def rules() -> dict[str, Rule]:
+    """The registered rules by primitive name (a copy)."""
+    return dict(_RULES)
+
+
+# ---- the translator ----------------------------------------------------------------
+
+#: prefetch dtypes tessera's SMEM holds widened to i32 (see Translator.build)
+_WIDENED = {"i8", "i16", "u8", "u16", "i1"}
+
+
+class Translator:
+    """The state of one kernel's translation (one per `translate` call)."""
+
+    def __init__(self, call: ji.PallasCall, name: str):
+        self.call = call
+        self.name = name
+        self.kernel_file = ""
+        dbg = getattr(call.jaxpr, "debug_info", None)
+        src = getattr(dbg, "func_src_info", None) or ""
+        m = re.search(r" at (.+):(\d+)$", src)
+        if m:
+            self.kernel_file = m.group(1)
+        self.mb = B.ModuleBuilder(self.kernel_file or f"<pallas kernel {name}>")
+        self.kb = self.mb.kernel(name)
+        self.loc: tuple = ()
+        self.prim = "pallas_call"
+        self.num_sems = 0
+        self.prefetch_refs: list[B.Value] = []
+        self.narrowed: dict[int, str] = {}    # widened ref -> the kernel's dtype
+        self.operand_locs: dict = {}
+        # ((axis name, size), ...) of the mesh the kernel runs on (the named
+        # axes of the enclosing shard_map, in JAX's axis-environment order),
+        # or None when unknown (then `axis_index` is the device id itself).
+        self.mesh: tuple | None = None
+        self.barrier: B.Value | None = None  # the `sem` get_barrier_semaphore gives
+        self.in_index_map = False  # translating an index map (only `map` ops there)
+        # the test suite checks each rule builds only the ops it declares
+        self.check_emits = os.environ.get("TESSERA_JAX_CHECK_EMITS") == "1"
+
+    # ---- errors and locations ------------------------------------------------
+
+    def fail(self, message: str) -> TranslationError:
+        file, line = (self.loc[0], self.loc[1]) if self.loc else ("", 0)
+        return TranslationError(message, self.prim, file, line)
+
+    # ---- building helpers -----------------------------------------------------
+
+    def op(self, region, mnemonic, operands=(), results=(), **kw):
+        if self.check_emits and mnemonic not in IMPLICIT_EMITS:
+            rule = _RULES.get(self.prim)
+            declared = rule.emits if rule is not None else HEADER_EMITS.get(self.prim, ())
+            if mnemonic not in declared:
+                raise self.fail(f"internal: the rule of `{self.prim}` built `{mnemonic}`, "
+                                "which its `emits` does not declare")
+        try:
+            return self.kb.op(region, mnemonic, operands, results, loc=self.loc, **kw)
+        except Exception as e:  # a builder refusal: name the user's line
+            raise self.fail(f"building `{mnemonic}` for `{self.prim}` failed: {e}") from e
+
+    def emit(self, region, mnemonic, operands, rtype: B.Type, **kw) -> B.Value:
+        return self.op(region, mnemonic, operands, [rtype], **kw)[1][0]
+
+    def const(self, region, value, t: B.Type) -> B.Value:
+        if t.dtype in B.FLOAT_DTYPES:
+            lit: Any = float(value)
+        elif t.dtype == "i1":
+            lit = int(bool(value))
+        else:
+            lit = int(value)
+        return self.op(region, "const", (), [t], literal=lit)[1][0]
+
+    def i32(self, region, x) -> B.Value:
+        """x (an int or a scalar Value) as an i32 scalar Value."""
+        if isinstance(x, B.Value):
+            if x.type.kind != "scalar":
+                raise self.fail(f"an index must be a scalar, got {x.type}")
+            if x.type.dtype != "i32":
+                return self.emit(region, "convert", [x], B.Type.value("i32", ()))
+            return x
+        return self.const(region, int(x), B.Type.value("i32", ()))
+
+    def iarith(self, region, mnemonic, a, b):
+        """a op b on index starts (ints folded, else i32 ops)."""
+        if not isinstance(a, B.Value) and not isinstance(b, B.Value):
+            return a + b if mnemonic == "add" else a * b
+        if mnemonic == "add" and not isinstance(b, B.Value) and b == 0:
+            return a
+        if mnemonic == "add" and not isinstance(a, B.Value) and a == 0:
+            return b
+        if mnemonic == "mul" and not isinstance(b, B.Value) and b == 1:
+            return a
+        if mnemonic == "mul" and not isinstance(a, B.Value) and a == 1:
+            return b
+        return self.emit(region, mnemonic, [self.i32(region, a), self.i32(region, b)],
+                         B.Type.value("i32", ()))
+
+    # ---- environment ----------------------------------------------------------
+
+    def read(self, env, region, atom) -> B.Value:
+        """A scalar/block value for a jaxpr atom (a Literal becomes a const)."""
+        if isinstance(atom, ji.Literal):
+            return self.const_array(region, atom.val, atom.aval)
+        try:
+            v = env[atom]
+        except KeyError:
+            raise self.fail(f"internal: variable {atom} is not defined") from None
+        if isinstance(v, RefView):
+            raise self.fail(f"a ref is used where a value is expected ({atom})")
+        return v
+
+    def const_array(self, region, val, aval) -> B.Value:
+        t = type_of_aval(aval)
+        arr = np.asarray(val)
+        flat = np.ascontiguousarray(arr.reshape(-1))
+        # a splat is one bit pattern repeated: compared as bytes, so that a
+        # NaN splat is one (NaN != NaN) and 0.0 and -0.0 are not
+        raw = flat.view(np.uint8).reshape(flat.size, -1) if flat.size else flat
+        if flat.size == 0 or not np.all(raw == raw[0]):
+            raise self.fail("a constant array that is not a splat (capture it as an input)")
+        return self.const(region, flat[0].item(), t)
+
+    def static_int(self, env, atom):
+        """An index atom as an int when static, else its Value."""
+        if isinstance(atom, (int, np.integer)):
+            return int(atom)
+        if isinstance(atom, ji.Literal):
+            return int(atom.val)
+        if hasattr(atom, "shape") and not isinstance(atom, ji.Var) and np.ndim(atom) == 0:
+            try:
+                return int(atom)
+            except Exception:
+                pass
+        v = env.get(atom)
+        if v is None:
+            raise self.fail(f"an index ({atom}) that is not a scalar value")
+        if isinstance(v, RefView):
+            raise self.fail("a ref used as an index")
+        return v
+
+    def ref(self, env, atom) -> RefView:
+        v = env.get(atom) if isinstance(atom, ji.Var) else None
+        if not isinstance(v, RefView):
+            raise self.fail(f"expected a ref, got {atom}")
+        return v
+
+    # ---- views ---------------------------------------------------------------
+
+    def apply_transforms(self, env, region, view: RefView, transforms) -> RefView:
+        for t in transforms:
+            shape = ji.reshape_of(t)
+            if shape is not None:
+                if view.reshaped is not None:
+                    raise self.fail("a ref reshaped twice")
+                if int(np.prod(shape)) != int(np.prod(view.shape)):
+                    raise self.fail(f"a reshape of a ref view of shape {view.shape} to {shape}")
+                view = RefView(view.base, view.dims, tuple(shape),
+                               [("range", 0, d, 1) for d in shape])
+                continue
+            try:
+                dims = ji.ndindexer_dims(t)
+            except NotImplementedError as e:
+                raise self.fail(f"`{self.prim}` with {e}") from None
+            cur = view.rdims if view.reshaped is not None else view.dims
+            kept = [i for i, d in enumerate(cur) if d[0] == "range"]
+            if len(dims) != len(kept):
+                raise self.fail(f"an indexer of rank {len(dims)} on a view of rank {len(kept)}")
+            new = list(cur)
+            for pos, d in zip(kept, dims):
+                _, s, n, st = cur[pos]
+                start = self.static_int(env, d.start)
+                if isinstance(start, B.Value):
+                    start = self.i32(region, start)
+                off = self.iarith(region, "add", s, self.iarith(region, "mul", start, st))
+                if d.kind == "point":
+                    new[pos] = ("point", off)
+                else:
+                    new[pos] = ("range", off, d.size, st * d.stride)
+            if view.reshaped is not None:
+                view = RefView(view.base, view.dims, view.reshaped, new)
+            else:
+                view = RefView(view.base, new)
+        return view
+
+    def indices(self, view: RefView) -> list[B.Index]:
+        if view.reshaped is not None and self.prim not in ("get",):
+            raise self.fail(f"`{self.prim}` on a reshaped ref (only reads of reshaped refs "
+                            "are translated)")
+        out = []
+        for d, full in zip(view.dims, view.base.type.shape):
+            if d[0] == "point":
+                out.append(B.Index("point", d[1]))
+            else:
+                _, s, n, st = d
+                if isinstance(s, B.Value):
+                    out.append(B.Index("ds", s, n, st))
+                elif s == 0 and n == full and st == 1:
+                    out.append(B.Index("full", 0, full, 1))
+                else:
+                    out.append(B.Index("slice", s, n, st))
+        return out
+
+    def view_of(self, env, region, obj) -> RefView:
+        ref, transforms = ji.ref_transforms(obj)
+        return self.apply_transforms(env, region, self.ref(env, ref), transforms)
+
+    # ---- jaxprs ---------------------------------------------------------------
+
+    def run_jaxpr(self, region, jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> list:
+        """Translates `jaxpr` into `region` with constvars bound to `consts`
+        and invars to `args` (env entries); returns its outputs' entries."""
+        env: dict = {}
+        for v, c in zip(jaxpr.constvars, consts):
+            env[v] = c if isinstance(c, (B.Value, RefView)) else self.const_array(
+                region, c, ji.aval_of(v))
+        for v, a in zip(jaxpr.invars, args):
+            env[v] = a
+        used = {v for e in jaxpr.eqns for v in e.invars if isinstance(v, ji.Var)}
+        used.update(v for v in jaxpr.outvars if isinstance(v, ji.Var))
+        outer_loc, outer_prim = self.loc, self.prim
+        for eqn in jaxpr.eqns:
+            loc = ji.user_location(eqn)
+            self.loc = loc if loc[0] else outer_loc
+            self.prim = eqn.primitive.name
+            self.equation(env, region, eqn, used)
+        self.loc, self.prim = outer_loc, outer_prim
+        out = []
+        for v in jaxpr.outvars:
+            out.append(self.const_array(region, v.val, v.aval) if isinstance(v, ji.Literal)
+                       else env[v])
+        return out
+
+    def yield_(self, region, values: Sequence[B.Value]) -> None:
+        self.op(region, "yield", list(values), [])
+
+    def equation(self, env, region, eqn, used) -> None:
+        name = eqn.primitive.name
+        rule = _RULES.get(name)
+        if rule is None:
+            raise self.fail(f"primitive `{name}` is not supported")
+        outs = rule.handler(self, env, region, eqn, used)
+        if outs is not None:
+            for v, o in zip(eqn.outvars, outs):
+                if not isinstance(v, ji.DropVar):
+                    env[v] = o
+
+    # ---- the kernel -----------------------------------------------------------
+
+    def build(self) -> TranslatedKernel:
+        call, gm = self.call, self.call.grid_mapping
+        params = call.eqn.params
+        loc = ji.call_location(call)
+        self.loc = loc if loc[0] else ()  # header errors name the pallas_call's line
+        grid = tuple(int(g) for g in gm.grid)
+        sem = ji.dimension_semantics(params.get("compiler_params"), len(grid))
+        if isinstance(params.get("compiler_params"), dict):
+            for v in params["compiler_params"].values():
+                sem = sem or ji.dimension_semantics(v, len(grid))
+        if sem is not None:
+            if len(sem) != len(grid):
+                raise self.fail(f"dimension_semantics has {len(sem)} entries for a grid of "
+                                f"rank {len(grid)}")
+            # tessera's verifier wants the parallel dimensions first (as
+            # Mosaic shards the leading ones); Pallas takes any order, and
+            # running a parallel dimension in order is always correct, so
+            # one after an arbitrary dimension is translated as arbitrary
+            # rather than refused (docs/jax.md, "What is translated").
+            seen_arbitrary = False
+            for i, s in enumerate(sem):
+                if s == "arbitrary":
+                    seen_arbitrary = True
+                elif seen_arbitrary:
+                    sem[i] = "arbitrary"
+        self.kb.set_grid(grid, sem)
+        nidx, nin, nout = gm.num_index_operands, gm.num_inputs, gm.num_outputs
+        aliases_in_out = dict(params.get("input_output_aliases") or ())
+        out_alias = {o: i for i, o in aliases_in_out.items()}
+        refs: list[Any] = []
+        for i in range(nidx):
+            aval = call.in_avals[i]
+            try:
+                t = B.Type.value(dtype_name(aval.dtype), aval.shape)
+            except ValueError as e:
+                raise self.fail(f"scalar prefetch operand {i}: {e}") from None
+            narrow = None
+            if t.dtype in _WIDENED:
+                # SMEM holds 32-bit words: a narrow integer table (as Pallas
+                # kernels "downcast" SMEM data) is widened to i32 on the way
+                # in, and every read converts back to its dtype.
+                narrow, t = t.dtype, B.Type.value("i32", t.shape)
+            ref, _ = self.kb.add_operand(B.ROLE_PREFETCH, f"p{i}", t, "smem")
+            self.prefetch_refs.append(ref)
+            if narrow:
+                self.narrowed[ref.ptr] = narrow
+            refs.append(RefView.whole(ref))
+        maps = []
+        for k, bm in enumerate(gm.block_mappings):
+            is_out = k >= nin
+            role = B.ROLE_OUT if is_out else B.ROLE_IN
+            aval = bm.array_aval
+            try:
+                at = B.Type.value(dtype_name(aval.dtype), aval.shape)
+            except ValueError as e:
+                raise self.fail(f"{bm.origin}: {e}") from None
+            if at.kind == "scalar":
+                raise self.fail(f"{bm.origin}: rank-0 arrays as inputs or outputs "
+                                "(use a shape (1,) array)")
+            space = ji.memory_space_name(bm.transformed_block_aval)
+            if space in ("default", "vmem"):
+                space = "vmem"
+            elif space not in ("any", "hbm", "smem"):
+                raise self.fail(f"{bm.origin}: memory space {space} for a block")
+            block = None
+            if space in ("vmem", "smem"):
+                dims = ji.block_dims(bm)
+                for d in dims:
+                    if d.kind in ("element", "bounded"):
+                        raise self.fail(f"{bm.origin}: pl.{d.kind.title()} block dimensions "
+                                        "are not supported")
+                block = [B.SQUEEZED if d.kind == "squeezed" else d.size for d in dims]
+            alias = -1
+            if is_out and (k - nin) in out_alias:
+                alias = out_alias[k - nin]
+            name = f"out{k - nin}" if is_out else f"in{k}"
+            loc = ji.index_map_location(bm) if block is not None else None
+            self.operand_locs[name] = loc or ji.call_location(call)
+            ref, imap = self.kb.add_operand(role, name, at, space, block, alias)
+            refs.append(RefView.whole(ref))
+            if imap is not None:
+                maps.append((bm, imap))
+        for i, aval in enumerate(gm.scratch_avals):
+            refs.append(RefView.whole(self.scratch(aval, f"s{i}")))
+        for bm, region in maps:
+            self.index_map(bm, region, len(grid))
+        body = self.kb.body
+        jaxpr = call.jaxpr
+        if len(jaxpr.invars) != len(refs):
+            raise self.fail(f"the kernel takes {len(jaxpr.invars)} refs, the grid mapping "
+                            f"gives {len(refs)}")
+        self.run_jaxpr(body, jaxpr, [], refs)
+        tk = TranslatedKernel(self.mb, self.name, nidx, nin, nout, call.in_avals,
+                              call.out_avals, {o: i for i, o in aliases_in_out.items()},
+                              operand_locs=dict(self.operand_locs))
+        return tk
+
+    def scratch(self, aval, name: str) -> B.Value:
+        space = ji.memory_space_name(aval)
+        inner = ji.inner_aval(aval)
+        kind = ji.semaphore_kind(inner.dtype)
+        if kind is not None or space == "semaphore_mem":
+            # a barrier semaphore is an ordinary `sem` signalled across
+            # devices (docs/dma.md, "Decisions")
+            t = B.Type.sem(kind == "dma_sem", inner.shape)
+        else:
+            if space in ("default", "vmem", "any"):
+                space = "vmem"
+            if space not in ("vmem", "smem"):
+                raise self.fail(f"scratch in memory space {space}")
+            try:
+                t = B.Type.ref(space, dtype_name(inner.dtype), inner.shape)
+            except ValueError as e:
+                raise self.fail(f"scratch {name}: {e}") from None
+        ref, _ = self.kb.add_operand(B.ROLE_SCRATCH, name, t)
+        return ref
+
+    def index_map(self, bm, region, grid_rank: int) -> None:
+        jaxpr, consts = ji.index_map(bm)
+        args = [self.kb.region_arg(region, i, B.Type.value("i32", ())) for i in range(grid_rank)]
+        args += [RefView.whole(r) for r in self.prefetch_refs]
+        outer = self.loc
+        self.prim = "index_map"
+        if len(jaxpr.invars) != len(args):
+            raise self.fail(f"{bm.origin}: index map takes {len(jaxpr.invars)} arguments, "
+                            f"expected {len(args)}")
+        self.in_index_map = True
+        try:
+            outs = self.run_jaxpr(region, jaxpr, consts, args)
+        finally:
+            self.in_index_map = False
+        vals = []
+        for o in outs:
+            if isinstance(o, RefView):
+                raise self.fail(f"{bm.origin}: an index map that returns a ref")
+            vals.append(self.i32(region, o))
+        self.yield_(region, vals)
+        self.loc, self.prim = outer, "pallas_call"
+
+
+# ---- helpers of the rules ---------------------------------------------------------
+
+def out_type(eqn, i=0) -> B.Type:
+    """The type of the equation's output i."""
+    return type_of_aval(eqn.outvars[i].aval)
+
+
+def bcast(t, region, x: B.Value, shape) -> B.Value:
+    """x broadcast (numpy rules) to `shape`, when it is a block of another
+    shape (JAX's jaxprs broadcast size-1 dimensions implicitly)."""
+    shape = tuple(shape)
+    if x.type.kind == "scalar" or x.type.shape == shape:
+        return x
+    if x.type.rank != len(shape):
+        x = t.emit(region, "reshape", [x], B.Type.value(
+            x.type.dtype, (1,) * (len(shape) - x.type.rank) + x.type.shape))
+    return t.emit(region, "broadcast", [x], B.Type.value(x.type.dtype, shape))
+
+
+def reshape_to(t, region, x: B.Value, rt: B.Type) -> B.Value:
+    """x (of as many elements) as a value of type rt: a reshape, or a
+    scalar's broadcast, or a one-element block's sum to a scalar."""
+    if rt.shape == x.type.shape:
+        return x
+    if rt.kind == "scalar":
+        return t.emit(region, "reduce_sum", [x], rt, ints=list(range(x.type.rank)))
+    if x.type.kind == "scalar":
+        return t.emit(region, "broadcast", [x], rt)
+    return t.emit(region, "reshape", [x], rt)
+
+
+def convert_value(t, region, x: B.Value, rt: B.Type) -> B.Value:
+    """x converted to rt's dtype as JAX converts (to bool: x != 0)."""
+    if rt.dtype == x.type.dtype:
+        return x
+    if rt.dtype == "i1":
+        zero = t.const(region, 0, B.Type.value(x.type.dtype, ()))
+        return t.emit(region, "ne", [x, zero], rt)
+    return t.emit(region, "convert", [x], rt)
+
+
+def as_value(t, region, o) -> B.Value:
+    """A region's result, which must be a value (not a ref)."""
+    if isinstance(o, RefView):
+        raise t.fail("a control-flow region that returns a ref")
+    return o

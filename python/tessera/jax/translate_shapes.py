@@ -1,0 +1,162 @@
+"""Shape primitives: iota, broadcasts, reshapes (squeeze, expand_dims),
+transpose, concatenate (tile), static and dynamic slices, pltpu.roll, rev
+and the take_along_axis form of gather."""
+
+from __future__ import annotations
+
+from .. import _builder as B
+from .translate_core import RESHAPE_OPS, out_type, register, reshape_to
+
+
+@register("iota", emits=("iota",))
+def _iota(t, env, region, eqn, used):
+    rt = out_type(eqn)
+    return [t.emit(region, "iota", [], rt, ints=[eqn.params["dimension"]])]
+
+
+@register("broadcast_in_dim", emits=("broadcast", "reshape"))
+def _broadcast_in_dim(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    rt = out_type(eqn)
+    if x.type.kind == "scalar":
+        return [t.emit(region, "broadcast", [x], rt)]
+    bdims = tuple(eqn.params["broadcast_dimensions"])
+    shape = [1] * rt.rank
+    for d, n in zip(bdims, x.type.shape):
+        shape[d] = n
+    if tuple(shape) != x.type.shape:
+        x = t.emit(region, "reshape", [x], B.Type.value(x.type.dtype, shape))
+    if tuple(shape) == rt.shape:
+        return [x]
+    return [t.emit(region, "broadcast", [x], rt)]
+
+
+@register("reshape", emits=RESHAPE_OPS)
+def _reshape(t, env, region, eqn, used):
+    if eqn.params.get("dimensions") not in (None, ()):
+        raise t.fail("reshape with `dimensions`")
+    return [reshape_to(t, region, t.read(env, region, eqn.invars[0]), out_type(eqn))]
+
+
+@register("squeeze", "expand_dims", emits=RESHAPE_OPS)
+def _squeeze(t, env, region, eqn, used):
+    return [reshape_to(t, region, t.read(env, region, eqn.invars[0]), out_type(eqn))]
+
+
+@register("transpose", emits=("transpose",))
+def _transpose(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    perm = tuple(eqn.params["permutation"])
+    if perm == tuple(range(len(perm))):
+        return [x]
+    return [t.emit(region, "transpose", [x], out_type(eqn), ints=perm)]
+
+
+@register("concatenate", emits=("concatenate",))
+def _concatenate(t, env, region, eqn, used):
+    xs = [t.read(env, region, v) for v in eqn.invars]
+    return [t.emit(region, "concatenate", xs, out_type(eqn), ints=[eqn.params["dimension"]])]
+
+
+@register("slice", emits=("slice",))
+def _slice(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    p = eqn.params
+    strides = p.get("strides") or (1,) * x.type.rank
+    idx = []
+    for s, e, st, n in zip(p["start_indices"], p["limit_indices"], strides, x.type.shape):
+        size = max(0, -(-(e - s) // st))
+        idx.append(B.Index("full", 0, n, 1) if (s, e, st) == (0, n, 1)
+                   else B.Index("slice", s, size, st))
+    return [t.emit(region, "slice", [x], out_type(eqn), indices=idx)]
+
+
+@register("dynamic_slice", emits=("slice", "roll", "max", "min", "neg", "convert"))
+def _dynamic_slice(t, env, region, eqn, used):
+    """A slice of a value at dynamic starts: a dynamic start s (clamped to
+    [0, dim - size] as lax does) becomes a roll by -s, then a static slice
+    from 0."""
+    x = t.read(env, region, eqn.invars[0])
+    starts = [t.static_int(env, v) for v in eqn.invars[1:]]
+    sizes = eqn.params["slice_sizes"]
+    i32 = B.Type.value("i32", ())
+    idx = []
+    for axis, (s, n, d) in enumerate(zip(starts, sizes, x.type.shape)):
+        if isinstance(s, B.Value):
+            if n == d:
+                idx.append(B.Index("full", 0, d, 1))
+                continue
+            s = t.i32(region, s)
+            s = t.emit(region, "max", [s, t.const(region, 0, i32)], i32)
+            s = t.emit(region, "min", [s, t.const(region, d - n, i32)], i32)
+            shift = t.emit(region, "neg", [s], i32)
+            x = t.emit(region, "roll", [x, shift], x.type, ints=[axis])
+            s = 0
+        s = min(max(s, 0), d - n)
+        idx.append(B.Index("full", 0, d, 1) if (s, n) == (0, d) else B.Index("slice", s, n, 1))
+    if all(i.kind == "full" for i in idx):
+        return [x]
+    return [t.emit(region, "slice", [x], out_type(eqn), indices=idx)]
+
+
+@register("roll", emits=("roll", "convert"))
+def _roll(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    if eqn.params.get("stride") not in (None, 0):
+        raise t.fail("pltpu.roll with a stride")
+    shift = t.i32(region, t.static_int(env, eqn.invars[1]))
+    return [t.emit(region, "roll", [x, shift], x.type, ints=[eqn.params["axis"]])]
+
+
+@register("gather", emits=("gather", "reshape", "convert", "max", "min"))
+def _gather(t, env, region, eqn, used):
+    """lax.gather in the form jnp.take_along_axis gives (one collapsed axis,
+    every other dimension batched, slices of size 1) -> tessera `gather`."""
+    x = t.read(env, region, eqn.invars[0])
+    idx = t.read(env, region, eqn.invars[1])
+    dn = eqn.params["dimension_numbers"]
+    r = x.type.rank
+    axis = tuple(dn.collapsed_slice_dims)
+    others = tuple(d for d in range(r) if d not in axis)
+    if (len(axis) != 1 or tuple(dn.offset_dims) != () or tuple(dn.start_index_map) != axis
+            or tuple(getattr(dn, "operand_batching_dims", ())) != others
+            or tuple(getattr(dn, "start_indices_batching_dims", ())) != others
+            or tuple(eqn.params["slice_sizes"]) != (1,) * r
+            or idx.type.rank != r + 1 or idx.type.shape[-1] != 1):
+        raise t.fail("`gather` other than jnp.take_along_axis within a block")
+    rt = out_type(eqn)
+    it = B.Type.value("i32", rt.shape)
+    idx = t.emit(region, "reshape", [idx], B.Type.value(idx.type.dtype, rt.shape))
+    if idx.type.dtype != "i32":
+        idx = t.emit(region, "convert", [idx], it)
+    if "CLIP" in str(eqn.params.get("mode")):
+        i32 = B.Type.value("i32", ())
+        idx = t.emit(region, "max", [idx, t.const(region, 0, i32)], it)
+        idx = t.emit(region, "min", [idx, t.const(region, x.type.shape[axis[0]] - 1, i32)], it)
+    # Other modes: an index out of range is a tessera kernel error (it is
+    # undefined on the TPU), never a silently different value.
+    return [t.emit(region, "gather", [x, idx], rt, ints=[axis[0]])]
+
+
+@register("tile", emits=("concatenate",))
+def _tile(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    for axis, r in enumerate(eqn.params["reps"]):
+        if r > 1:
+            shape = list(x.type.shape)
+            shape[axis] *= r
+            x = t.emit(region, "concatenate", [x] * r, B.Type.value(x.type.dtype, shape),
+                       ints=[axis])
+    return [x]
+
+
+@register("rev", emits=("iota", "sub", "gather"))
+def _rev(t, env, region, eqn, used):
+    x = t.read(env, region, eqn.invars[0])
+    for d in eqn.params["dimensions"]:
+        n = x.type.shape[d]
+        it = B.Type.value("i32", x.type.shape)
+        idx = t.emit(region, "iota", [], it, ints=[d])
+        idx = t.emit(region, "sub", [t.const(region, n - 1, B.Type.value("i32", ())), idx], it)
+        x = t.emit(region, "gather", [x, idx], x.type, ints=[d])
+    return [x]
