@@ -5,7 +5,7 @@
  *
  * Usage: bench_interp [--tessera PATH] [--quick]
  *        bench_interp --kernel FILE.tsr [--reps N]: one kernel's load,
- *        prepare, first and later runs, per op executed (issue 14).
+ *        prepare, first and later runs, per op executed.
  * Kernel files are read from $TSR_SOURCE_ROOT/bench/kernels (default: the
  * source tree this was built from). */
 #include <errno.h>
@@ -285,7 +285,7 @@ static void bench_bandwidth(bool quick) {
 
 /* Load (parse + verify), prepare, the first run (fresh run memory, as in a
  * `tessera run` process) and the best and mean of `reps` later runs, each
- * also per op executed (issue 14: small blocks; docs/benchmarks.md). */
+ * also per op executed (docs/benchmarks.md, "Small blocks in the interpreter"). */
 static void bench_one_kernel(const char *path, int reps) {
   double t0 = now_seconds();
   bench_kernel_t bk;

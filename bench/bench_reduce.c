@@ -1,8 +1,8 @@
 /* The kernel library's reductions and cumulative sum (kernels/reduce.c,
  * kernels/scan.c) over 64 MiB arrays, compiled (cpu backend) and
  * interpreted, next to the best C this program's author could write for the
- * same job, compiled with -O3 -march=native (docs/benchmarks.md, "Issue 14:
- * the library's scans and reductions").
+ * same job, compiled with -O3 -march=native (docs/benchmarks.md, "The
+ * library's scans and reductions").
  *
  * Usage: bench_reduce [--quick] [--no-interp] [--reps N] [--only TEXT]
  * Each figure is the best of N runs (default 15; --quick 3), the C loops and

@@ -1,5 +1,5 @@
 // Highway's vqsort on the inputs of bench/python/bench_library_sort.py, for
-// docs/benchmarks.md ("Issue 14: the library's sort and top-k"): the best
+// docs/benchmarks.md ("The library's sort and top-k"): the best
 // of REPS sorts of N random f32 keys, or of N (u32 key, u32 value) pairs
 // (hwy::K32V32), each sort on a fresh copy of the same data. Prints
 // "vqsort KIND N BEST_MS". Built only when libhwy-contrib is found.

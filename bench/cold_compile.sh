@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The cold compile of a small kernel, whole process (issue 14: "sort of 128
+# The cold compile of a small kernel, whole process (the target: "sort of 128
 # f32, CPU backend cold <= 100 ms"): `tessera sort x.npy -o OUT --backend cpu`
 # with an empty disk cache, for each build directory given (default: build),
 # one after the other in the same run, so that builds can be compared under
-# the same machine load. docs/benchmarks.md, "Issue 14, session 19".
+# the same machine load. docs/benchmarks.md, "Cold cpu compile of a small kernel".
 #
 #   bench/cold_compile.sh [BUILD_DIR ...]     RUNS=30 by default
 #
@@ -14,7 +14,7 @@
 #       off      TESSERA_CACHE=off (compile, no cache);
 #       hit      the entry on disk (no LLVM loaded);
 #   - dlopen of the build's libtessera-lower.so alone in a fresh process,
-#     RTLD_NOW (as the runtime did before session 19) and RTLD_LAZY (after);
+#     RTLD_NOW (as the runtime once did) and RTLD_LAZY (as it does now);
 #   - the median of each phase over RUNS cold runs with TESSERA_LOWER_TIMING=1
 #     (docs/lowering.md): loading the lowering library (with libMLIR and
 #     libLLVM), then the compile's phases.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 item 4: cold CPU-backend compile time against kernel size, per
+# Cold CPU-backend compile time against kernel size, per
 # phase. Generates straight-line bitonic-sort kernels of N ops
 # (bench/gen_straightline.py), compiles each once with the disk cache off and
 # prints the phase line of $TESSERA_LOWER_TIMING (docs/lowering.md) and the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates the issue-14 small-block benchmark kernels on (8,128) f32/i32 blocks.
+"""Generates the small-block benchmark kernels on (8,128) f32/i32 blocks.
 
 A bitonic-sort-like compare-exchange body (iota, and/shl/shrl/xor/or, ne/lt,
 roll, select, min, max), either in a `for` loop (--loop N iterations: the run

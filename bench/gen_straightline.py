@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates a straight-line .tsr kernel of exactly N ops in the shape of a
-bitonic sort network on one (8,128) f32 block (issue 14 item 4: compile time
-against kernel size; docs/benchmarks.md). Prints the kernel on stdout.
+bitonic sort network on one (8,128) f32 block (docs/benchmarks.md, "Compile
+time against kernel size"). Prints the kernel on stdout.
 
 Usage: bench/gen_straightline.py N > sort_N.tsr
 

@@ -319,7 +319,7 @@ static inline float f64_to_f32_odd(double d) {
  * has no FMA, so results are the same bit for bit (the NaN payloads and
  * -0.0 of min/max, shifts by the width or more giving 0 or the sign fill);
  * tests/unit/test_blockops.c compares both builds of every such op on
- * special values. Measured on the issue-14 kernels (docs/benchmarks.md).
+ * special values. Measured on the small-block kernels (docs/benchmarks.md).
  * AVX-512 is not built: no machine here has it to test the result. */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(TSR_NO_WIDE_LOOPS)
 #define TSR_WIDE_LOOPS 1
@@ -483,7 +483,7 @@ bool tsr_blockops_wide_available(void) { return wide_cpu(); }
  * mask, which the compiler can vectorise: `cond[i] ? x[i] : y[i]` stayed a
  * scalar branchy loop at 6.5 instructions an element, 39% of
  * bench/kernels/small_blocks.tsr under callgrind; the blend takes 2.6
- * (docs/benchmarks.md, issue 14). */
+ * (docs/benchmarks.md, "Small blocks in the interpreter"). */
 #define SELECT_LOOP(T)                                                         \
   do {                                                                         \
     T *d = dst;                                                                \

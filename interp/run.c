@@ -50,7 +50,7 @@ static void run_memory_free(run_memory_t *m, uint32_t num_operands) {
  * first run took a page fault per 4 KiB touched (7,671 faults, 22.7 ms of
  * system time in a 39.5 ms process). Frames of 2 MiB or more are 2 MiB-aligned
  * and advised as transparent huge pages where Linux offers them, which halved
- * that run (22.4 -> 10.6 ms; issue 14 in docs/benchmarks.md); the advice only
+ * that run (22.4 -> 10.6 ms; small blocks in docs/benchmarks.md); the advice only
  * changes how the kernel backs the memory. Values now share buffers when their
  * lives do not overlap (prepare.c), so such frames are rare (that kernel's is
  * 65 KiB now); large live blocks still make one. */

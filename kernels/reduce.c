@@ -418,8 +418,8 @@ tsr_status_t tsr_kernels_reduce(const tsr_kernels_reduce_params_t *p,
    * far apart in memory are as many strided streams, and the accumulator
    * (the kept part of the block) is read and written once per step. A
    * (128, 4096) f32 block reduced over its rows ran at 8 GB/s, an (8, 4096)
-   * one at 24-28 GB/s (docs/benchmarks.md, "Issue 14: the library's scans
-   * and reductions"). So the kept part of a block is held to 16 Ki elements
+   * one at 24-28 GB/s (docs/benchmarks.md, "The library's scans and
+   * reductions"). So the kept part of a block is held to 16 Ki elements
    * (64 KiB in f32) and the reduced rows to 8 when a row is 8 KiB or more,
    * else to 256 KiB of rows; the VMEM budget bounds the whole block. */
   int64_t per_element = 2 * (int64_t)tsr_dtype_size(p->dtype) + 24;

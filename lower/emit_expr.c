@@ -810,7 +810,7 @@ static uint32_t count_op_nodes(const expr_t *e, uint32_t limit) {
  * of their region: each user computes them again, one vector at a time,
  * instead of a loop nest writing them to a buffer that the users read back.
  * A bitonic compare-exchange step (its lane masks and the partner select,
- * each used twice) went from 5 loop nests to 1 (docs/benchmarks.md, issue 14). */
+ * each used twice) went from 5 loop nests to 1 (docs/benchmarks.md, "After the fix"). */
 #define EM_RECOMPUTE_NODES 4
 #define EM_RECOMPUTE_WINDOW 32
 

@@ -41,7 +41,7 @@
 /* Buffers of at most this many bytes are slots of one allocation, the
  * frame, instead of allocations of their own (em_buffer): the generated
  * function then holds one pointer for them all rather than one per buffer
- * live from its prologue to its end (issue 14: the register allocator's
+ * live from its prologue to its end (docs/benchmarks.md: the register allocator's
  * time grew with their number), and a split part takes the frame and the
  * slots' offsets as arguments (lower/split.c). */
 #define EM_FRAME_MAX_BUFFER (1 << 20)

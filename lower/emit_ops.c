@@ -897,7 +897,7 @@ static void roll_copy_body(emitter_t *em, const nest_t *n, void *p) {
  * the `len` elements starting at len - shift in each doubled row, which its
  * users read with (unaligned) vector loads. Two vector copies instead of a
  * scalar nest with a wrap-around per element (the 450-op bitonic sort's 56
- * rolls of (8,128) f32: docs/benchmarks.md, issue 14). shift: index in
+ * rolls of (8,128) f32: docs/benchmarks.md, "After the fix"). shift: index in
  * [0, len). The buffer is the value's own, written here only. */
 static view_t roll_last_doubled(emitter_t *em, const view_t *src, tsr_dtype_t dtype,
                                 int64_t len, ssa_t shift) {

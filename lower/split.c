@@ -1,5 +1,5 @@
-/* Splitting long kernel bodies into functions of bounded size (issue 14
- * item 4; docs/lowering.md, "Long kernels"). Runs on the parsed MLIR module
+/* Splitting long kernel bodies into functions of bounded size, so that
+ * compile time stays linear (docs/lowering.md, "Long kernels"). Runs on the parsed MLIR module
  * before the pass pipeline: runs of consecutive ops of a long block move into
  * private functions `tsr_part_N`, called where they were, with the values they
  * use from outside as arguments and the values used after them as results.

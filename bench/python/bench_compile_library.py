@@ -1,5 +1,5 @@
 """Cold cpu-backend compile time of the kernel library's kernel classes
-(issue 14 item 4: compile time against kernel size), for docs/benchmarks.md.
+(compile time against kernel size), for docs/benchmarks.md.
 Each class's kernel is generated (tessera._library), written as .tsr, and
 compiled once per repetition by `tessera run --backend cpu` with the disk
 cache off and $TESSERA_LOWER_TIMING on. Printed per class: its ops, the

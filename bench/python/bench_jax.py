@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 12 item 9: tessera's example kernels, written in Pallas
+"""tessera's example kernels, written in Pallas
 (python/tests/pallas_kernels/), under JAX's TPU interpret mode
 (`interpret=pltpu.InterpretParams()`), JAX's HLO interpreter
 (`interpret=True`) and tessera (`tessera.jax.pallas_call`, backends interp

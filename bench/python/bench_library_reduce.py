@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The kernel library's reductions and cumulative sums from Python, next to
-numpy and JAX on this CPU (docs/benchmarks.md, "Issue 14: the library's
-scans and reductions").
+numpy and JAX on this CPU (docs/benchmarks.md, "The library's scans and
+reductions").
 
     TESSERA_LIBRARY=build/libtessera.so JAX_PLATFORMS=cpu \\
         /work/venv312/bin/python bench/python/bench_library_reduce.py [--reps N]

@@ -1,6 +1,6 @@
 """The kernel library's sort and top-k against numpy, Highway's vqsort and
-jax.lax.top_k, for docs/benchmarks.md ("Issue 14: the library's sort and
-top-k"). Run from the source tree with the build in build/:
+jax.lax.top_k, for docs/benchmarks.md ("The library's sort and top-k").
+Run from the source tree with the build in build/:
 
     TESSERA_LIBRARY=$PWD/build/libtessera.so PYTHONPATH=$PWD/python \\
         JAX_PLATFORMS=cpu .venv/bin/python bench/python/bench_library_sort.py

@@ -1,6 +1,6 @@
 """Top-k of the kernel library (kernels/topk.c) next to numpy and
-jax.lax.top_k on CPU, for docs/benchmarks.md ("Issue 14, session 19:
-top-k"). Run from the source tree with the build in build/:
+jax.lax.top_k on CPU, for docs/benchmarks.md ("Top-k, second round").
+Run from the source tree with the build in build/:
 
     TESSERA_LIBRARY=$PWD/build/libtessera.so PYTHONPATH=$PWD/python \\
         JAX_PLATFORMS=cpu .venv/bin/python bench/python/bench_library_topk.py

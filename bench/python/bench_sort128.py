@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 14 (item 6 and the benchmark list): a bitonic sort of one (8, 128)
-f32 block (each of the 8 rows of 128 lanes sorted ascending; one vreg),
+"""A bitonic sort of one (8, 128) f32 block (each of the 8 rows of 128
+lanes sorted ascending; one vreg),
 written as a Pallas user would (tallax-style compare-exchange steps with
 iota, pltpu.roll, where, minimum, maximum), timed
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 13 item 8: tessera's Mosaic emission and libtpu's compile of it,
+"""tessera's Mosaic emission and libtpu's compile of it,
 next to Pallas's own lowering and compile of the same kernel, per example
 kernel (the ones python/tests/pallas_kernels rewrites in Pallas) and chip.
 Prints a markdown table (milliseconds, the minimum of --repeat runs, in one

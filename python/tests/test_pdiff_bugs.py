@@ -1,5 +1,5 @@
 """Differential tests of behaviour on kernels that are wrong on a TPU
-(issue 12 item 8): out of bounds (index map, pl.ds), a revisited output
+(docs/jax.md, "Behaviour on bugs"): out of bounds (index map, pl.ds), a revisited output
 block, races (two cores on one output block, a read under an in-flight DMA;
 race detection on), a deadlock, an uninitialized read.
 

@@ -1,4 +1,4 @@
-"""Differential tests (issue 12 item 8): tessera's example kernels
+"""Differential tests (docs/jax.md, "Validated against JAX"): tessera's example kernels
 (kernels/examples/*.tsr) rewritten in Pallas, run under JAX's TPU interpret
 mode (the oracle) and through tessera.jax.pallas_call (interpreter and cpu
 backend), compared exactly for integers and within the tolerances of

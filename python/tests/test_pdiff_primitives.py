@@ -1,5 +1,5 @@
-"""Differential tests (issue 12 item 8) of kernels written to cover every
-primitive of item 5 (python/tests/pallas_kernels/prim_*.py): JAX's TPU
+"""Differential tests (docs/jax.md, "Validated against JAX") of kernels written to cover every
+primitive of ITEM5_PRIMITIVES (python/tests/pallas_kernels/prim_*.py): JAX's TPU
 interpret mode vs tessera.jax.pallas_call. Where JAX's TPU interpret mode
 cannot run a kernel (`JAX_TPU_INTERPRET` in its module says why), tessera is
 compared with the module's numpy reference instead, and a test pins JAX's
@@ -22,7 +22,7 @@ NO_JAX_CASES = [c for c in CASES if c not in JAX_CASES]
 REF_CASES = [c for c in JAX_CASES
              if getattr(pk.module(c), "reference", None) is not None]
 
-#: every primitive issue 12 item 5 names, as the kernel jaxpr spells it
+#: every primitive the bridge must translate, as the kernel jaxpr spells it
 #: (expand_dims is a broadcast_in_dim; fori_loop a scan or a while;
 #: `jax.jit` inside a kernel a jit; switch a cond with several branches).
 ITEM5_PRIMITIVES = {
@@ -61,7 +61,7 @@ def _kernel_primitives(case):
 
 
 def test_primitives_of_item5_covered():
-    """The prim_* kernels together contain every primitive of item 5, and
+    """The prim_* kernels together contain every primitive of ITEM5_PRIMITIVES, and
     each contains those its module's PRIMITIVES says."""
     seen = set()
     for case in CASES:

@@ -1,6 +1,6 @@
 """The kernels jax ships under jax.experimental.pallas.ops.tpu (jax
 0.12.0.1), at small shapes, through JAX's TPU interpret mode and through
-tessera (issue 12 item 8). survey_shipped.py holds the cases and prints the
+tessera (differential tests). survey_shipped.py holds the cases and prints the
 table of docs/jax.md ("Shipped kernels"); these tests assert its cells:
 JAX's TPU interpret mode runs each kernel on CPU (and agrees with the
 reference jax ships where there is one), and tessera translates each and

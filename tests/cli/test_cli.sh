@@ -262,7 +262,7 @@ expect "a kernel error exits 1" 1 'error: '
 ok_if "every diagnostic is printed" test "$(grep -c 'error: ' "$tmp/err")" -ge 2
 ok_if "nothing is written after a kernel error (--out)" absent "$tmp/kerr.npy"
 ok_if "nothing is written after a kernel error (--out-dir)" absent "$tmp/kerr_dir"
-# ---- run: warnings (issue 10: legal but suspicious kernels exit 0; --strict: 1) ---------------
+# ---- run: warnings (legal but suspicious kernels exit 0; --strict: 1) -------------------------
 W=$SRC/tests/diagnostics/warnings
 t run "$W/output_never_written.tsr" --random-inputs 1 --out-dir "$tmp/warn_dir" -q
 expect "an output never fully written is a warning: exit 0" 0 \

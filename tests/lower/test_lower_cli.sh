@@ -117,7 +117,7 @@ t run "$EX/add.tsr" --random-inputs 1 --devices 2 --out-dir d_cpu --backend cpu 
 check "--devices 2: every device runs its slice, as in the interpreter" \
   same_outputs d_interp d_cpu
 
-# Blocks larger than their arrays (issue 10, item 11): both backends pad them
+# Blocks larger than their arrays: both backends pad them
 # like edge blocks and give the same bits.
 for k in short_array gmm_small_k narrow_output; do
   t run "$SRC/tests/lower/big_blocks.tsr" --kernel $k --random-inputs 2 --out-dir "big_i_$k" -q
@@ -128,7 +128,7 @@ for k in short_array gmm_small_k narrow_output; do
     same_outputs "big_i_$k" "big_c_$k"
 done
 
-# core_parallel dims are split across cores (issue 10, item 12): each kernel
+# core_parallel dims are split across cores: each kernel
 # asserts that core c runs index c of its core_parallel dim, so both backends
 # must run it clean on 2 and 3 cores, with the same outputs; on one core the
 # asserts fail (the checks can fail).

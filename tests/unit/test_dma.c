@@ -167,7 +167,7 @@ TSR_TEST(two_cores_writing_one_output_block) {
       "  %z = const 1.0 : f32[8, 128]\n"
       "  store %o[:, :], %z\n"
       "}\n";
-  /* Issue 10, item 10: a warning; with --detect-races a race, an error. */
+  /* A warning; with --detect-races a race, an error. */
   tsr_interp_options_t o = opts(1, 2, false);
   const char *needles[] = {"out %o: output block [0, 0] is written by core 1 at step 1 "
                            "and by core 0 in steps 0..0",
@@ -185,7 +185,7 @@ TSR_TEST(two_cores_writing_one_output_block) {
   teardown(&f);
 }
 
-/* Issue 10, item 12: a core_parallel dim is split across the cores (one
+/* A core_parallel dim is split across the cores (one
  * index per core when its size is the core count; a spare core idles), and
  * it is that dim, not a leading parallel one, that is split. */
 TSR_TEST(core_parallel_dims_are_split_across_cores) {

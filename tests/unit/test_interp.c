@@ -265,7 +265,7 @@ TSR_TEST(uninitialized_scratch_read_is_reported) {
       "  %v = load %s[:, :] : f32[8, 128]\n"
       "  store %o[:, :], %v\n"
       "}\n";
-  /* A warning, not an error (issue 10, item 8): reading garbage is legal on
+  /* A warning, not an error: reading garbage is legal on
    * a TPU, only a result computed from it is wrong; under either fill. */
   const char *needles[] = {"test.tsr:7:", "'load'", "read of uninitialized memory",
                            "%s[4, 0]", NULL};
@@ -308,7 +308,7 @@ TSR_TEST(never_written_output_is_reported) {
       "  %h = const 1.0 : f32[8, 64]\n"
       "  store %o[:, 0:64], %h\n"
       "}\n";
-  /* A warning (issue 10, item 7): Pallas leaves such elements as they were. */
+  /* A warning: Pallas leaves such elements as they were. */
   const char *needles[] = {"out %o", "1024 of 2048 output elements were never written",
                            "first at [0, 64]", NULL};
   free(expect_kernel_warning(text, NULL, needles));

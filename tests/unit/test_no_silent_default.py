@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""No silent default (issue 11): an op without a cpu lowering is a build error.
+"""No silent default: an op without a cpu lowering is a build error.
 
 The back ends dispatch per family (a table indexed by the FAMILY column),
 then per op through tables expanded from that family's rows of ir/ops.def

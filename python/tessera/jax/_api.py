@@ -24,7 +24,7 @@ __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
 KernelError = _run.KernelError
 option_names = _run.option_names
 
-# ---- The cache of translated and prepared kernels (item 7) ---------------------
+# ---- The cache of translated and prepared kernels ------------------------------
 
 
 class _Prepared:

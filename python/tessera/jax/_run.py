@@ -4,7 +4,7 @@ user's Python lines on diagnostics tessera makes at an operand, prefetch
 tables tessera stores widened, and a run on XLA's buffers (the FFI call).
 
 A `Runner` is made once per translated kernel and reused by every call
-(item 7): a warm call costs the package's run and nothing more.
+(docs/jax.md, "Performance"): a warm call costs the package's run and nothing more.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""tessera's Python TPU path (issue 13 item 3): Kernel.to_mosaic (the C
+"""tessera's Python TPU path (docs/tpu.md): Kernel.to_mosaic (the C
 API tsr_tpu_emit through ctypes) and tessera.jax.tpu_call, a JAX-callable
 that is a Pallas-style `tpu_custom_call` when lowered for TPU and runs in
 tessera on CPU."""

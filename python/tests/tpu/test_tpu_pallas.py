@@ -1,5 +1,5 @@
 """Pallas's own modules of the examples (python/tests/pallas_kernels, the
-.tsr examples rewritten in Pallas) and tessera's (issue 13 items 6, 7):
+.tsr examples rewritten in Pallas) and tessera's (docs/tpu.md, "Compared with Pallas"):
 
 * the harness itself: Pallas's module, captured with jax.export for TPU,
   decoded, parsed, re-wrapped and compiled by libtpu for every chip;

@@ -1,4 +1,4 @@
-"""The TPU proof (issue 13 items 5-7; docs/tpu.md "Proved with libtpu"):
+"""The TPU proof (docs/tpu.md, "Proved with libtpu"):
 tessera's Mosaic module of a kernel, parsed and verified by jaxlib's MLIR
 with the TPU dialect, wrapped as a `tpu_custom_call` and compiled ahead of
 time by libtpu for a TPU chip, without a TPU. Shared by the tests of this
@@ -196,7 +196,7 @@ def expected(path: str, name: str, chip: str) -> Row | None:
     return None
 
 
-# ---- Pallas's modules (items 6, 7) -----------------------------------------------------
+# ---- Pallas's modules ------------------------------------------------------------------
 
 
 def pallas_examples() -> dict[str, tuple[str, dict]]:
@@ -260,7 +260,7 @@ def pallas_to_tsr(case: str) -> str:
     return texts[0]
 
 
-# ---- Structure of a Mosaic module (item 6) -------------------------------------------
+# ---- Structure of a Mosaic module ----------------------------------------------------
 
 
 def structure(text: str) -> dict[str, Any]:
