@@ -1,5 +1,5 @@
 /* One function per op family of ir/ops.def, writing the ops Pallas's TPU
- * lowering writes for the same primitive (docs/tpu.md, "Op spellings"):
+ * lowering writes for the same primitive (docs/tpu.md, "Conventions followed"):
  * arith/math for elementwise ops, vector.load / tpu.vector_store for VMEM,
  * memref.load/store for SMEM scalars, vector.multi_reduction, tpu.matmul,
  * tpu.iota, tpu.dynamic_rotate, scf for control flow, tpu.region for

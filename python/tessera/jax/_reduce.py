@@ -1,5 +1,5 @@
 """The kernel library's reductions and scans as JAX functions (docs/jax.md,
-"Library reductions and scans").
+"4. The kernel library").
 
 `tessera.jax.reduce(x, op, axis=..., keepdims=...)` and
 `tessera.jax.cumsum(x, axis=..., reverse=..., op=...)` take a JAX (or

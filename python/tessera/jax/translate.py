@@ -11,7 +11,7 @@ the user's line. A primitive (or a form of one) tessera cannot express is a
 
 This module is the package's entry: the translator's core and its registry
 are translate_core.py; the rules, one module per family of primitives,
-register themselves when imported below (docs/jax.md, "Adding a primitive").
+register themselves when imported below (docs/jax.md, "The translator's rules").
 """
 
 from __future__ import annotations
