@@ -1,5 +1,5 @@
 """Differential tests (docs/jax.md, "Validated against JAX") of kernels written to cover every
-primitive of ITEM5_PRIMITIVES (python/tests/pallas_kernels/prim_*.py): JAX's TPU
+primitive of LISTED_PRIMITIVES (python/tests/pallas_kernels/prim_*.py): JAX's TPU
 interpret mode vs tessera.jax.pallas_call. Where JAX's TPU interpret mode
 cannot run a kernel (`JAX_TPU_INTERPRET` in its module says why), tessera is
 compared with the module's numpy reference instead, and a test pins JAX's
@@ -25,7 +25,7 @@ REF_CASES = [c for c in JAX_CASES
 #: every primitive the bridge must translate, as the kernel jaxpr spells it
 #: (expand_dims is a broadcast_in_dim; fori_loop a scan or a while;
 #: `jax.jit` inside a kernel a jit; switch a cond with several branches).
-ITEM5_PRIMITIVES = {
+LISTED_PRIMITIVES = {
     "get", "swap", "addupdate", "program_id", "num_programs", "add", "sub",
     "mul", "div", "neg", "exp", "eq", "lt", "select_n",
     "convert_element_type", "bitcast_convert_type", "iota",
@@ -60,8 +60,8 @@ def _kernel_primitives(case):
     return names
 
 
-def test_primitives_of_item5_covered():
-    """The prim_* kernels together contain every primitive of ITEM5_PRIMITIVES, and
+def test_listed_primitives_covered():
+    """The prim_* kernels together contain every primitive of LISTED_PRIMITIVES, and
     each contains those its module's PRIMITIVES says."""
     seen = set()
     for case in CASES:
@@ -69,7 +69,7 @@ def test_primitives_of_item5_covered():
         declared = set(pk.attr(case, "PRIMITIVES", ()))
         assert declared <= names, f"{case}: missing {sorted(declared - names)}"
         seen |= names
-    assert ITEM5_PRIMITIVES <= seen, sorted(ITEM5_PRIMITIVES - seen)
+    assert LISTED_PRIMITIVES <= seen, sorted(LISTED_PRIMITIVES - seen)
 
 
 @pytest.mark.parametrize("case", REF_CASES)

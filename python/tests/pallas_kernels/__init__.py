@@ -40,7 +40,7 @@ EXAMPLES: dict[str, tuple[str, dict]] = {
     "bf16_axpy": ("bf16_axpy", {}),
 }
 
-#: kernels written to cover every primitive of ITEM5_PRIMITIVES (test_pdiff_primitives.py).
+#: kernels written to cover every primitive of LISTED_PRIMITIVES (test_pdiff_primitives.py).
 PRIMITIVES: dict[str, tuple[str, dict]] = {
     "prim_indexing": ("prim_indexing", {}),
     "prim_elementwise": ("prim_elementwise", {}),

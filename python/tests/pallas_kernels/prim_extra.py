@@ -1,5 +1,5 @@
 """Primitives Pallas TPU kernels use that are not on the bridge's list
-(ITEM5_PRIMITIVES): `rev` (jnp.flip), `dynamic_update_slice`, `stack`
+(LISTED_PRIMITIVES): `rev` (jnp.flip), `dynamic_update_slice`, `stack`
 (jnp.stack), `remat2` (jax.checkpoint), `erf` (within 6 ulp: JAX's is
 3.2 ulp from the exact value here)."""
 
