@@ -96,14 +96,21 @@ static tsr_status_t create(tsr_context_t *context, const tsr_ir_kernel_t *kernel
       return TSR_OOM();
     }
   }
-  tsr_status_t s;
-  if (options->backend == TSR_BACKEND_INTERP) {
-    s = create_interp(e, kernel);
-  } else if (options->backend == TSR_BACKEND_CPU) {
-    s = create_cpu(e, kernel, options);
-  } else {
-    s = TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown backend %d", (int)options->backend);
+  /* A switch without default: a backend added to tsr_backend_t without its
+   * case here is a -Wswitch warning (an error under --werror). */
+  tsr_status_t s = NULL;
+  bool known = false;
+  switch (options->backend) {
+    case TSR_BACKEND_INTERP:
+      s = create_interp(e, kernel);
+      known = true;
+      break;
+    case TSR_BACKEND_CPU:
+      s = create_cpu(e, kernel, options);
+      known = true;
+      break;
   }
+  if (!known) s = TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown backend %d", (int)options->backend);
   e->run_options.chip = NULL; /* the caller's: the program has its own copy */
   if (s) {
     tsr_executable_destroy(e);

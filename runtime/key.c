@@ -183,8 +183,10 @@ const char *tsr_backend_name(tsr_backend_t backend) {
   return "?";
 }
 
+/* Every backend tsr_backend_name names (it names the values of the enum,
+ * which count from 0). */
 bool tsr_backend_from_name(const char *name, tsr_backend_t *out_backend) {
-  for (int b = TSR_BACKEND_INTERP; b <= TSR_BACKEND_CPU; b++) {
+  for (int b = 0; strcmp(tsr_backend_name((tsr_backend_t)b), "?") != 0; b++) {
     if (name && strcmp(name, tsr_backend_name((tsr_backend_t)b)) == 0) {
       *out_backend = (tsr_backend_t)b;
       return true;

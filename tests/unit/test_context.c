@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "runtime/runtime_internal.h" /* the process's cache, which contexts leave alone */
 #include "tests/harness.h"
 
 static const char twice_tsr[] =
