@@ -21,6 +21,7 @@ from ._output import (_PRINT_TRAMPOLINE, _WARNING_TRAMPOLINE, PrintCallback, _re
 if TYPE_CHECKING:
     from ._executable import Executable
 
+
 class Context:
     """A tsr_context_t: the disk cache of compiled kernels, the lowering
     library, the default output, the allocator, and in-memory caches of

@@ -28,6 +28,7 @@ from ._options import (_EXECUTABLE_OPTIONS, _RUN_OPTIONS, _callback, _cancel_tok
 from ._output import (_PRINT_TRAMPOLINE, _WARNING_TRAMPOLINE, CancelToken, PrintCallback,
                       _interrupts, _register, _Sink, _sinks)
 
+
 @dataclasses.dataclass(frozen=True)
 class RunStats:
     """Counters of a run (the interpreter's; the cpu backend leaves them 0)."""

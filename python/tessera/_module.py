@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 _SPACE_NAMES = tuple(_capi.SPACES)  # by tsr_ir_space_t value
 
+
 @dataclasses.dataclass(frozen=True)
 class Operand:
     """One operand of a kernel, as declared."""
