@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "cache/memcache.h"
+#include "interp/interp_runtime.h"
 #include "ir/ir.h"
+#include "runtime/runtime_internal.h"
 #include "tessera/tessera.h"
 
 #define BENCH_NAME "bench_cache"
@@ -62,7 +64,7 @@ static void canon_once(void *p) {
 static void key_once(void *p) {
   kernel_ctx_t *c = p;
   tsr_runtime_key_t *key = NULL;
-  die_on_error(tsr_runtime_key_create(c->kernel, TSR_TARGET_INTERP, NULL, &key), "key");
+  die_on_error(tsr_runtime_key_create(c->kernel, NULL, &key), "key");
   tsr_runtime_key_destroy(key);
 }
 
@@ -300,7 +302,7 @@ static void bench_verdict(void) {
     tsr_ir_module_t *m = load_example(examples[e]);
     kernel_ctx_t k = {tsr_ir_module_kernel(m, 0), 0};
     tsr_runtime_key_t *key = NULL;
-    die_on_error(tsr_runtime_key_create(k.kernel, TSR_TARGET_INTERP, NULL, &key), "key");
+    die_on_error(tsr_runtime_key_create(k.kernel, NULL, &key), "key");
     disk_ctx_t c = {cache, *tsr_runtime_key_get(key), sizeof record - 1};
     die_on_error(tsr_disk_cache_put(cache, &c.key, record, sizeof record - 1), "disk put");
     long iters = quick ? 2000 : 20000;

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "interp/interp_runtime.h"
 #include "tessera/tessera.h"
 
 #define BENCH_NAME "bench_interp"

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "interp/interp_runtime.h"
+#include "runtime/runtime_internal.h"
 #include "tessera/tessera.h"
 
 #define BENCH_NAME "bench_lower"

@@ -196,7 +196,7 @@ static tsr_executable_t *prepare(tsr_context_t *ctx, tsr_ir_module_t *m, tsr_bac
   tsr_executable_options_t eo;
   tsr_executable_options_initialize(&eo);
   eo.backend = backend;
-  eo.check = false;
+  eo.run.check = false;
   tsr_executable_t *exe = NULL;
   double t0 = now_seconds();
   die_on_error(tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), &eo, &exe), "prepare");

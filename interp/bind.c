@@ -132,13 +132,11 @@ tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
   atomic_init(&q->spare, NULL);
   tsr_status_t s = rebind(q, kernel, b.ops);
   tsr_free(b.ops);
-  /* Options: the prepared program's semantics, but the caller's streams,
-   * trace and bounds (what changes only how a run reports or stops). */
+  /* Options: the prepared program's semantics, but the caller's trace,
+   * strictness and bounds (what changes only how a run reports or stops). */
   tsr_interp_options_t caller;
   if (options) caller = *options;
   else tsr_interp_options_initialize(&caller);
-  q->options.print_stream = caller.print_stream;
-  q->options.warning_stream = caller.warning_stream;
   q->options.strict = caller.strict;
   q->options.timeout_seconds = caller.timeout_seconds;
   q->options.max_steps = caller.max_steps;

@@ -1,8 +1,10 @@
-/* What the runtime (runtime/) uses of the interpreter, and nothing more: the
- * bounds of a run, the diagnostics sink and the `print` formatter shared by
- * both backends, binding a cached program to a kernel, and running it with
- * per-run options. The rest of the
- * interpreter's internals (interp/interp_internal.h) stay private to interp/. */
+/* What the runtime (runtime/) uses of the interpreter, and nothing more:
+ * preparing and running programs, the bounds of a run, the diagnostics
+ * sink and the `print` formatter shared by both backends, binding a cached
+ * program to a kernel, and running it with per-run options. Callers outside
+ * the library go through executables (tessera/api.h); the tests and
+ * benchmarks use this header directly. The rest of the interpreter's
+ * internals (interp/interp_internal.h) stay private to interp/. */
 #ifndef TESSERA_INTERP_RUNTIME_H
 #define TESSERA_INTERP_RUNTIME_H
 
@@ -13,10 +15,37 @@
 #include "ir/ir.h"
 #include "tessera/interp.h"
 
+/* A kernel prepared for the interpreter. Prepare once, run many: a program
+ * is immutable after preparation and may be run by several threads at once
+ * (each run has its own memories). */
+typedef struct tsr_interp_program tsr_interp_program_t;
+
+/* Prepares `kernel` (which must belong to a verified module) for running:
+ * resolves values to slots, compiles index maps, lays out buffers and checks
+ * the VMEM budget (TSR_RESOURCE_EXHAUSTED). The program copies what it needs:
+ * the module may be destroyed afterwards. `options` may be NULL (defaults). */
+tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
+                                        const tsr_interp_options_t *options,
+                                        tsr_interp_program_t **out_program) TSR_MUST_USE;
+void tsr_interp_program_destroy(tsr_interp_program_t *program);
+
+/* Runs the program with the run-time options it was prepared (or bound)
+ * with, its text to stderr. `operands` holds one array per non-scratch
+ * operand, in declaration order (prefetch, in, out), with the declared
+ * dtype and shape (TSR_INVALID_ARGUMENT otherwise). Inputs are read;
+ * outputs are overwritten with the kernel's results (an aliased output
+ * starts as a copy of its input). Kernel errors give TSR_KERNEL_ERROR
+ * carrying every diagnostic (up to max_errors); outputs are then
+ * unspecified. `out_stats` may be NULL. Thread-safe for concurrent runs of
+ * one program. */
+tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
+                                    tsr_array_t *const *operands, size_t num_operands,
+                                    tsr_interp_stats_t *out_stats) TSR_MUST_USE;
+
 /* Makes a program that runs `prepared`'s code for `kernel`, which must have
  * the same canonical bytes as the kernel it was prepared from, with the
- * semantic options of `prepared` and the print stream and trace path of
- * `options` (may be NULL). Its diagnostics name `kernel`'s file, kernel,
+ * semantic options of `prepared` and the run-time ones (trace path, strict,
+ * bounds) of `options` (may be NULL). Its diagnostics name `kernel`'s file, kernel,
  * values and locations. `prepared` must outlive the result; `release` (may be
  * NULL) is called with `release_ctx` when the result is destroyed.
  * TSR_INTERNAL if the kernel's shape does not match. */
@@ -30,7 +59,7 @@ tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
 /* What a run may set apart from the program it runs: its bounds, its
  * strictness, its trace and where its text goes. The runtime passes them
  * per run (tessera/api.h's executables); tsr_interp_program_run takes them
- * from the program's options. */
+ * from the program's options, with no streams (stderr). */
 typedef struct tsr_interp_run_options {
   FILE *print_stream;         /* NULL: stderr */
   FILE *warning_stream;       /* NULL: stderr */
@@ -41,7 +70,7 @@ typedef struct tsr_interp_run_options {
   const char *trace_path;     /* NULL: no trace */
 } tsr_interp_run_options_t;
 
-/* The run options a program's options give. */
+/* The run options `options` give, with no streams (stderr). */
 void tsr_interp_run_options_of(const tsr_interp_options_t *options,
                                tsr_interp_run_options_t *out);
 

@@ -290,8 +290,6 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
 void tsr_interp_run_options_of(const tsr_interp_options_t *options,
                                tsr_interp_run_options_t *out) {
   *out = (tsr_interp_run_options_t){
-      .print_stream = options->print_stream,
-      .warning_stream = options->warning_stream,
       .strict = options->strict,
       .timeout_seconds = options->timeout_seconds,
       .max_steps = options->max_steps,

@@ -436,12 +436,13 @@ typedef struct descriptor {
 tsr_status_t tsr_compiled_kernel_run(const tsr_compiled_kernel_t *kernel,
                                      tsr_array_t *const *operands, size_t num_operands,
                                      const tsr_interp_options_t *options) {
-  return tsr_compiled_kernel_run_with(kernel, operands, num_operands, options, NULL);
+  return tsr_compiled_kernel_run_with(kernel, operands, num_operands, options, NULL, NULL);
 }
 
 tsr_status_t tsr_compiled_kernel_run_with(const tsr_compiled_kernel_t *kernel,
                                           tsr_array_t *const *operands, size_t num_operands,
                                           const tsr_interp_options_t *options,
+                                          FILE *print_stream,
                                           struct tsr_diag_sink *out_diag) {
   if (!kernel) return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_compiled_kernel_run: NULL kernel");
   const loaded_t *l = kernel->loaded;
@@ -535,7 +536,7 @@ tsr_status_t tsr_compiled_kernel_run_with(const tsr_compiled_kernel_t *kernel,
     args[i] = &desc_ptrs[i];
   }
   tsr_status_t s = tsr_cpu_run_with(tsr_runtime_object_entry(l->object), kernel->info, operands,
-                                    args, l->num_operands, options, out_diag);
+                                    args, l->num_operands, options, print_stream, out_diag);
   if (descs != small) {
     tsr_free(descs);
     tsr_free(args);
@@ -566,13 +567,13 @@ tsr_status_t tsr_compiled_kernel_run_with(const tsr_compiled_kernel_t *kernel,
 
 /* ---- Text of the stages --------------------------------------------------------------------- */
 
-tsr_status_t tsr_runtime_lower_text(const tsr_ir_kernel_t *kernel, tsr_target_t target,
+tsr_status_t tsr_runtime_lower_text(const tsr_ir_kernel_t *kernel, tsr_backend_t backend,
                                     const char *stage, char **out_text) {
   if (!kernel || !stage || !out_text)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_runtime_lower_text: NULL argument");
-  if (target != TSR_TARGET_CPU)
+  if (backend != TSR_BACKEND_CPU)
     return TSR_STATUS(TSR_UNIMPLEMENTED, "no lowering to the %s target in this build",
-                      tsr_runtime_target_name(target));
+                      tsr_backend_name(backend));
   if (strcmp(stage, "mlir") != 0 && strcmp(stage, "llvm") != 0)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown stage '%s' (expected mlir or llvm)",
                       stage);

@@ -594,12 +594,13 @@ static void *core_main(void *p) {
 tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
                          tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
                          const tsr_interp_options_t *options) {
-  return tsr_cpu_run_with(entry, info, operands, args, num_memrefs, options, NULL);
+  return tsr_cpu_run_with(entry, info, operands, args, num_memrefs, options, NULL, NULL);
 }
 
 tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info,
                               tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
-                              const tsr_interp_options_t *options, tsr_diag_sink_t *out_diag) {
+                              const tsr_interp_options_t *options, FILE *print_stream,
+                              tsr_diag_sink_t *out_diag) {
   tsr_interp_options_t defaults;
   if (!options) {
     tsr_interp_options_initialize(&defaults);
@@ -614,7 +615,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   r.cores = options->cores ? options->cores : 1;
   r.n = r.devices * r.cores;
   r.max_errors = options->max_errors ? options->max_errors : 20;
-  r.out = options->print_stream ? options->print_stream : stderr;
+  r.out = print_stream ? print_stream : stderr;
   r.core = tsr_calloc(r.n, sizeof *r.core);
   r.sems = tsr_calloc((size_t)r.n * (info->slots ? info->slots : 1), sizeof *r.sems);
   const uint32_t nargs = num_memrefs + 6;

@@ -36,72 +36,20 @@ struct tsr_run_result {
   tsr_interp_stats_t stats;
 };
 
-const char *tsr_backend_name(tsr_backend_t backend) {
-  switch (backend) {
-  case TSR_BACKEND_INTERP: return "interp";
-  case TSR_BACKEND_CPU: return "cpu";
-  }
-  return "?";
-}
-
-bool tsr_backend_from_name(const char *name, tsr_backend_t *out_backend) {
-  for (int b = TSR_BACKEND_INTERP; b <= TSR_BACKEND_CPU; b++) {
-    if (name && strcmp(name, tsr_backend_name((tsr_backend_t)b)) == 0) {
-      *out_backend = (tsr_backend_t)b;
-      return true;
-    }
-  }
-  return false;
-}
+uint32_t tsr_abi_version(void) { return TSR_ABI_VERSION; }
 
 void tsr_executable_options_initialize(tsr_executable_options_t *options) {
   memset(options, 0, sizeof *options);
-  tsr_interp_options_t io;
-  tsr_interp_options_initialize(&io);
+  options->backend = TSR_BACKEND_INTERP;
+  tsr_interp_options_initialize(&options->run);
   tsr_compile_options_t co;
   tsr_compile_options_initialize(&co);
-  options->backend = TSR_BACKEND_INTERP;
-  options->uninit = io.uninit;
-  options->check = io.check;
-  options->shuffle_parallel = io.shuffle_parallel;
-  options->shuffle_seed = io.shuffle_seed;
-  options->chip = NULL;
-  options->max_errors = io.max_errors;
-  options->devices = io.devices;
-  options->cores = io.cores;
-  options->schedule_seed = io.schedule_seed;
-  options->dma_eager = io.dma_eager;
-  options->detect_races = io.detect_races;
-  options->strict = io.strict;
-  options->timeout_seconds = io.timeout_seconds;
-  options->max_steps = io.max_steps;
   options->opt_level = co.opt_level;
 }
 
 void tsr_run_options_initialize(tsr_run_options_t *options) {
   memset(options, 0, sizeof *options);
   options->strict = -1;
-}
-
-/* The interpreter's options for `o` (strings borrowed from `o`). */
-static void to_interp_options(const tsr_executable_options_t *o, tsr_interp_options_t *io) {
-  tsr_interp_options_initialize(io);
-  io->uninit = o->uninit;
-  io->check = o->check;
-  io->shuffle_parallel = o->shuffle_parallel;
-  io->shuffle_seed = o->shuffle_seed;
-  if (o->chip) io->chip = o->chip;
-  io->max_errors = o->max_errors;
-  io->devices = o->devices;
-  io->cores = o->cores;
-  io->schedule_seed = o->schedule_seed;
-  io->dma_eager = o->dma_eager;
-  io->detect_races = o->detect_races;
-  io->strict = o->strict;
-  io->timeout_seconds = o->timeout_seconds;
-  io->max_steps = o->max_steps;
-  io->cancel = o->cancel;
-  io->trace_path = o->trace_path;
 }
 
 static tsr_status_t create_interp(tsr_executable_t *e, const tsr_ir_kernel_t *kernel) {
@@ -138,23 +86,31 @@ static tsr_status_t create(tsr_context_t *context, const tsr_ir_kernel_t *kernel
   e->context = context;
   e->backend = options->backend;
   e->output = options->output;
-  to_interp_options(options, &e->run_options);
+  e->run_options = options->run;
   e->run_options.trace_path = NULL;
-  if (options->trace_path) {
-    e->run_options.trace_path = tsr_strndup(options->trace_path, strlen(options->trace_path));
+  if (options->run.trace_path) {
+    e->run_options.trace_path =
+        tsr_strndup(options->run.trace_path, strlen(options->run.trace_path));
     if (!e->run_options.trace_path) {
       tsr_executable_destroy(e);
       return TSR_OOM();
     }
   }
-  tsr_status_t s;
-  if (options->backend == TSR_BACKEND_INTERP) {
-    s = create_interp(e, kernel);
-  } else if (options->backend == TSR_BACKEND_CPU) {
-    s = create_cpu(e, kernel, options);
-  } else {
-    s = TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown backend %d", (int)options->backend);
+  /* A switch without default: a backend added to tsr_backend_t without its
+   * case here is a -Wswitch warning (an error under --werror). */
+  tsr_status_t s = NULL;
+  bool known = false;
+  switch (options->backend) {
+    case TSR_BACKEND_INTERP:
+      s = create_interp(e, kernel);
+      known = true;
+      break;
+    case TSR_BACKEND_CPU:
+      s = create_cpu(e, kernel, options);
+      known = true;
+      break;
   }
+  if (!known) s = TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown backend %d", (int)options->backend);
   e->run_options.chip = NULL; /* the caller's: the program has its own copy */
   if (s) {
     tsr_executable_destroy(e);
@@ -256,24 +212,27 @@ static tsr_status_t execute(const tsr_executable_t *e, tsr_array_t *const *opera
   tsr_interp_options_t o;
   run_options_for(e, run_options, &o);
   /* Streams per run: the cpu backend prints from one thread per core. */
-  o.print_stream = tsr_stream_open(write_target, &print);
-  o.warning_stream = tsr_stream_open(write_target, &warning);
+  FILE *print_stream = tsr_stream_open(write_target, &print);
+  FILE *warning_stream = tsr_stream_open(write_target, &warning);
   tsr_interp_stats_t stats;
   memset(&stats, 0, sizeof stats);
   tsr_diag_sink_t sink;
   memset(&sink, 0, sizeof sink);
   tsr_status_t s;
-  if (!o.print_stream || !o.warning_stream) {
+  if (!print_stream || !warning_stream) {
     s = TSR_OOM();
   } else if (e->program) {
     tsr_interp_run_options_t ro;
     tsr_interp_run_options_of(&o, &ro);
+    ro.print_stream = print_stream;
+    ro.warning_stream = warning_stream;
     s = tsr_interp_program_run_with(e->program, operands, num_operands, &ro, &stats, &sink);
   } else {
-    s = tsr_compiled_kernel_run_with(e->compiled, operands, num_operands, &o, &sink);
+    s = tsr_compiled_kernel_run_with(e->compiled, operands, num_operands, &o, print_stream,
+                                     &sink);
   }
-  if (o.print_stream) fclose(o.print_stream);
-  if (o.warning_stream) fclose(o.warning_stream);
+  if (print_stream) fclose(print_stream);
+  if (warning_stream) fclose(warning_stream);
   if (out_result) {
     *out_result = NULL;
     tsr_status_t r = make_result(s, &sink, &stats, out_result);

@@ -2,7 +2,8 @@
  * of named components, each written as name, NUL, 8-byte length, bytes:
  *
  *   kernel   the canonical bytes (ir/canon.c)
- *   target   "interp" or "cpu" (later "tpu")
+ *   target   the backend's name: "interp" or "cpu" (tsr_backend_name; the
+ *            TPU emitter's keys say "tpu", tpu/api.c)
  *   options  interp: the options that change what a run does or reports
  *   compile  cpu: the compile options, as text
  *   tessera  the producer: version, canonical format, a fingerprint of the op
@@ -100,17 +101,16 @@ static const char *uninit_name(tsr_uninit_mode_t m) {
   return m == TSR_UNINIT_ZERO ? "zero" : "nan";
 }
 
-/* Every option but the run-time ones: the print and warning streams, the
- * trace path, strict, the timeout, max_steps and the cancel flag (where output
- * goes and when a run stops do not change what the program is; bind supplies
- * them), defaults filled in, so that an unset field and its default give the
+/* Every option but the run-time ones: the trace path, strict, the timeout,
+ * max_steps and the cancel flag (where a trace goes and when a run stops do
+ * not change what the program is; bind supplies them), defaults filled in, so that an unset field and its default give the
  * same key. */
 /* A tripwire for new options (on LP64 hosts): each new field of
  * tsr_interp_options_t is either semantic (add it to key_options below and
  * to encode_options) or run-time (copy it in tsr_interp_program_bind and
  * clear it in program_cache.c), then update the size here (HACKING.md,
  * "A run option"). */
-_Static_assert(sizeof(void *) != 8 || sizeof(tsr_interp_options_t) == 112,
+_Static_assert(sizeof(void *) != 8 || sizeof(tsr_interp_options_t) == 96,
                "tsr_interp_options_t changed: is the new option part of the key?");
 
 typedef struct key_options {
@@ -175,19 +175,20 @@ static void describe_options(const uint8_t *bytes, size_t size, char *out,
 
 /* ---- Keys ------------------------------------------------------------------------ */
 
-const char *tsr_runtime_target_name(tsr_target_t target) {
-  switch (target) {
-    case TSR_TARGET_INTERP: return "interp";
-    case TSR_TARGET_CPU: return "cpu";
-    case TSR_TARGET_TPU: return "tpu";
+const char *tsr_backend_name(tsr_backend_t backend) {
+  switch (backend) {
+    case TSR_BACKEND_INTERP: return "interp";
+    case TSR_BACKEND_CPU: return "cpu";
   }
   return "?";
 }
 
-bool tsr_runtime_target_from_name(const char *name, tsr_target_t *out_target) {
-  for (int t = TSR_TARGET_INTERP; t <= TSR_TARGET_TPU; t++) {
-    if (strcmp(name, tsr_runtime_target_name((tsr_target_t)t)) == 0) {
-      *out_target = (tsr_target_t)t;
+/* Every backend tsr_backend_name names (it names the values of the enum,
+ * which count from 0). */
+bool tsr_backend_from_name(const char *name, tsr_backend_t *out_backend) {
+  for (int b = 0; strcmp(tsr_backend_name((tsr_backend_t)b), "?") != 0; b++) {
+    if (name && strcmp(name, tsr_backend_name((tsr_backend_t)b)) == 0) {
+      *out_backend = (tsr_backend_t)b;
       return true;
     }
   }
@@ -196,7 +197,7 @@ bool tsr_runtime_target_from_name(const char *name, tsr_target_t *out_target) {
 
 /* A key with the kernel and target components, to which the caller adds
  * the target's own. */
-static tsr_status_t key_begin(const tsr_ir_kernel_t *kernel, tsr_target_t target,
+static tsr_status_t key_begin(const tsr_ir_kernel_t *kernel, tsr_backend_t backend,
                               tsr_runtime_key_t **out_key) {
   tsr_runtime_key_t *k = tsr_calloc(1, sizeof *k);
   if (!k) return TSR_OOM();
@@ -206,7 +207,7 @@ static tsr_status_t key_begin(const tsr_ir_kernel_t *kernel, tsr_target_t target
   tsr_status_t s = tsr_ir_canon_kernel(kernel, &canon, &canon_size);
   if (!s) {
     add_component(k, "kernel", canon, canon_size);
-    const char *name = tsr_runtime_target_name(target);
+    const char *name = tsr_backend_name(backend);
     add_component(k, "target", name, strlen(name));
   }
   tsr_free(canon);
@@ -245,7 +246,7 @@ tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
     tsr_compile_options_initialize(&o);
   }
   tsr_runtime_key_t *k = NULL;
-  TSR_RETURN_IF_ERROR(key_begin(kernel, TSR_TARGET_CPU, &k));
+  TSR_RETURN_IF_ERROR(key_begin(kernel, TSR_BACKEND_CPU, &k));
   char text[64];
   int n = snprintf(text, sizeof text, "opt_level=%d", o.opt_level);
   add_component(k, "compile", text, (size_t)n);
@@ -256,25 +257,36 @@ tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
   return key_finish(k, out_key);
 }
 
-tsr_status_t tsr_runtime_key_create(const tsr_ir_kernel_t *kernel, tsr_target_t target,
-                                    const tsr_interp_options_t *options,
-                                    tsr_runtime_key_t **out_key) {
-  if (!kernel || !out_key)
-    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_runtime_key_create: NULL argument");
-  if (target == TSR_TARGET_CPU) return tsr_runtime_compiled_key_create(kernel, NULL, out_key);
-  if (target != TSR_TARGET_INTERP)
-    return TSR_STATUS(TSR_UNIMPLEMENTED,
-                      "no %s backend in this build: keys need its compiler's "
-                      "version and target features",
-                      tsr_runtime_target_name(target));
+tsr_status_t tsr_runtime_interp_key_create(const tsr_ir_kernel_t *kernel,
+                                           const tsr_interp_options_t *options,
+                                           tsr_runtime_key_t **out_key) {
   tsr_runtime_key_t *k = NULL;
-  TSR_RETURN_IF_ERROR(key_begin(kernel, target, &k));
+  TSR_RETURN_IF_ERROR(key_begin(kernel, TSR_BACKEND_INTERP, &k));
   key_options_t o = key_options(options);
   uint8_t buf[160];
   add_component(k, "options", buf, encode_options(&o, buf, sizeof buf));
   const char *producer = tsr_runtime_producer();
   add_component(k, "tessera", producer, strlen(producer));
   return key_finish(k, out_key);
+}
+
+tsr_status_t tsr_runtime_key_create(const tsr_ir_kernel_t *kernel,
+                                    const tsr_executable_options_t *options,
+                                    tsr_runtime_key_t **out_key) {
+  if (!kernel || !out_key)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_runtime_key_create: NULL argument");
+  if (!options) return tsr_runtime_interp_key_create(kernel, NULL, out_key);
+  switch (options->backend) {
+    case TSR_BACKEND_INTERP:
+      return tsr_runtime_interp_key_create(kernel, &options->run, out_key);
+    case TSR_BACKEND_CPU: {
+      tsr_compile_options_t co;
+      tsr_compile_options_initialize(&co);
+      co.opt_level = options->opt_level;
+      return tsr_runtime_compiled_key_create(kernel, &co, out_key);
+    }
+  }
+  return TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown backend %d", (int)options->backend);
 }
 
 void tsr_runtime_key_destroy(tsr_runtime_key_t *key) {

@@ -52,16 +52,14 @@ typedef struct build {
 static tsr_status_t build_program(void *ctx, void **out_value, size_t *out_bytes) {
   build_t *b = ctx;
   TSR_RETURN_IF_ERROR(tsr_ir_verify_kernel(b->kernel));
-  /* The cached program keeps no stream, trace path or cancel flag: bind
-   * supplies them with the caller's other run-time options. */
+  /* The cached program keeps no trace path or cancel flag: bind supplies
+   * them with the caller's other run-time options. */
   tsr_interp_options_t o;
   if (b->options) {
     o = *b->options;
   } else {
     tsr_interp_options_initialize(&o);
   }
-  o.print_stream = NULL;
-  o.warning_stream = NULL;
   o.trace_path = NULL;
   o.cancel = NULL;
   tsr_interp_program_t *p = NULL;
@@ -83,7 +81,7 @@ tsr_status_t tsr_runtime_prepare(const tsr_ir_kernel_t *kernel,
   tsr_memcache_t *memory = programs();
   if (!memory) return TSR_OOM();
   tsr_runtime_key_t *key = NULL;
-  TSR_RETURN_IF_ERROR(tsr_runtime_key_create(kernel, TSR_TARGET_INTERP, options, &key));
+  TSR_RETURN_IF_ERROR(tsr_runtime_interp_key_create(kernel, options, &key));
   build_t b = {kernel, options, tsr_runtime_key_get(key)};
   tsr_memcache_entry_t *entry = NULL;
   tsr_status_t s = tsr_memcache_get_or_build(memory, b.key, build_program, &b,

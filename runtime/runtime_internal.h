@@ -5,7 +5,7 @@
  *   compiled.c                   the cpu backend: compile, load, run
  *   cpu_run.c                    running compiled code on simulated cores
  *   guard.c                      guard bytes around a compiled run's arrays
- *   key.c                        cache keys
+ *   key.c                        cache keys; backend names
  *   disk.c                       the process's disk cache; bindings
  *   target.c (runtime/target.h)  the host and the compiled-code target
  * program_cache.c and compiled.c make keys (key.c); key.c and compiled.c
@@ -13,9 +13,83 @@
 #ifndef TESSERA_RUNTIME_INTERNAL_H
 #define TESSERA_RUNTIME_INTERNAL_H
 
+#include <stdio.h>
+
 #include "base/base_internal.h"
 #include "cache/memcache.h"
 #include "tessera/runtime.h"
+
+/* The entry points below the executables (runtime/executable.c): programs
+ * and compiled kernels through the caches of the context bound to the
+ * thread (tsr_runtime_bind), else the process's. Tests and benchmarks call
+ * them directly; everyone else runs kernels through tessera/api.h. */
+
+/* ---- Prepared programs through the cache (runtime/program_cache.c) ---- */
+
+/* interp/interp_runtime.h */
+typedef struct tsr_interp_program tsr_interp_program_t;
+
+/* Prepares `kernel` for the interpreter through the in-memory cache. On a
+ * hit, verification and preparation are skipped: the cached program is
+ * bound to this kernel's names and locations (diagnostics point into this
+ * kernel's file) and to the run-time fields of `options` (may be NULL). On
+ * a miss the kernel is verified and prepared, once even when several
+ * threads ask at the same time. The result is destroyed with
+ * tsr_interp_program_destroy. Thread-safe. The interpreter keeps nothing on
+ * disk (docs/cache.md says why). */
+tsr_status_t tsr_runtime_prepare(const tsr_ir_kernel_t *kernel,
+                                 const tsr_interp_options_t *options,
+                                 tsr_interp_program_t **out_program) TSR_MUST_USE;
+/* The process's cache of prepared programs: its counters, and dropping its
+ * entries (programs in use live on). */
+void tsr_runtime_cache_stats(tsr_runtime_cache_stats_t *out_stats);
+void tsr_runtime_cache_clear(void);
+
+/* ---- Compiled kernels: the cpu backend (runtime/compiled.c) ---- */
+
+/* Options that change the code compiled for a kernel (part of its key). */
+typedef struct tsr_compile_options {
+  int opt_level; /* LLVM optimization level, 0 to 3; default 2 */
+} tsr_compile_options_t;
+
+/* runtime/target.c */
+void tsr_compile_options_initialize(tsr_compile_options_t *options);
+
+/* A kernel compiled to native code for the host CPU and loaded in this
+ * process. Immutable; runs may be concurrent. */
+typedef struct tsr_compiled_kernel tsr_compiled_kernel_t;
+
+/* Compiles `kernel` for the host CPU through the caches: a kernel with the
+ * same key (tsr_runtime_compiled_key_create) is found in memory, else its
+ * shared object is loaded from the disk cache without running MLIR or
+ * loading LLVM, else the lowering library compiles it, once even when
+ * several threads ask at the same time, and the object goes to the disk
+ * cache. The kernel is verified before it is compiled. `options` may be
+ * NULL (defaults). The result does not borrow from `kernel`. Thread-safe.
+ * Errors as tsr_runtime_lower_text's (tessera/runtime.h). */
+tsr_status_t tsr_runtime_compile(const tsr_ir_kernel_t *kernel,
+                                 const tsr_compile_options_t *options,
+                                 tsr_compiled_kernel_t **out_kernel) TSR_MUST_USE;
+void tsr_compiled_kernel_destroy(tsr_compiled_kernel_t *kernel);
+
+/* Runs the compiled kernel, its `print` output to stderr. `operands` as for
+ * tsr_interp_program_run: one array per non-scratch operand in declaration
+ * order with the declared dtype and shape, with a leading dimension of
+ * options->devices when that is more than 1 (TSR_INVALID_ARGUMENT
+ * otherwise, naming the operand). Outputs are overwritten; an aliased
+ * output is first set to a copy of its input, as the interpreter does.
+ * `options` may be NULL; tsr_executable_options_t says which fields a
+ * compiled run uses (one thread per simulated core; parallel grid
+ * dimensions split as the interpreter splits them). The compiled code does
+ * no checks (bounds, uninitialized reads, races), but assertions,
+ * deadlocks and signals to cores that do not exist are TSR_KERNEL_ERROR
+ * with the interpreter's messages. Thread-safe. */
+tsr_status_t tsr_compiled_kernel_run(const tsr_compiled_kernel_t *kernel,
+                                     tsr_array_t *const *operands, size_t num_operands,
+                                     const tsr_interp_options_t *options) TSR_MUST_USE;
+
+/* The process's compiled-kernel caches' counters. */
+void tsr_runtime_compiled_stats(tsr_runtime_compiled_stats_t *out_stats);
 
 /* ---- Keys (runtime/key.c) ---- */
 
@@ -23,6 +97,11 @@
  * every key (runtime/key.c). Computed once per process. */
 const char *tsr_runtime_producer(void);
 
+/* The key of `kernel` prepared for the interpreter with `options` (NULL:
+ * defaults): its semantic fields only. */
+tsr_status_t tsr_runtime_interp_key_create(const tsr_ir_kernel_t *kernel,
+                                           const tsr_interp_options_t *options,
+                                           tsr_runtime_key_t **out_key) TSR_MUST_USE;
 /* The key of `kernel` compiled for the host CPU with `options` (NULL:
  * defaults). TSR_UNIMPLEMENTED without a compiled backend. */
 tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
@@ -53,7 +132,8 @@ const char *tsr_cpu_info_kernel_name(const tsr_cpu_info_t *info);
 /* The i-th non-scratch operand's name. */
 const char *tsr_cpu_info_operand_name(const tsr_cpu_info_t *info, uint32_t i);
 /* Runs the kernel's entry point on options->devices x options->cores
- * threads (one call in this thread for one core). args: the packed
+ * threads (one call in this thread for one core), `print` output to
+ * `print_stream` (tsr_cpu_run_with; NULL: stderr). args: the packed
  * arguments of the memrefs (lower_api.h), made from `operands`; each core
  * gets its own copy with its six scalars after them. Aliased outputs are
  * first set to their inputs. Kernel errors (assertions, deadlocks, signals
@@ -65,7 +145,7 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
 struct tsr_diag_sink;
 tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info,
                               tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
-                              const tsr_interp_options_t *options,
+                              const tsr_interp_options_t *options, FILE *print_stream,
                               struct tsr_diag_sink *out_diag) TSR_MUST_USE;
 /* Whether the i-th non-scratch operand is an output. */
 bool tsr_cpu_info_operand_is_output(const tsr_cpu_info_t *info, uint32_t i);
@@ -93,12 +173,14 @@ void tsr_guard_set_destroy(tsr_guard_set_t *set);
 /* "f16[2, 129]" */
 void tsr_guard_format_type(char *buf, size_t size, const tsr_array_t *array);
 
-/* tsr_compiled_kernel_run, moving the run's diagnostics sink (its records)
- * to *out_diag when not NULL (interp/diag.h: tsr_diag_sink_move); the
- * caller deinitializes it while `kernel` lives. */
+/* tsr_compiled_kernel_run with `print` output to `print_stream` (NULL:
+ * stderr), moving the run's diagnostics sink (its records) to *out_diag
+ * when not NULL (interp/diag.h: tsr_diag_sink_move); the caller
+ * deinitializes it while `kernel` lives. */
 tsr_status_t tsr_compiled_kernel_run_with(const tsr_compiled_kernel_t *kernel,
                                           tsr_array_t *const *operands, size_t num_operands,
                                           const tsr_interp_options_t *options,
+                                          FILE *print_stream,
                                           struct tsr_diag_sink *out_diag) TSR_MUST_USE;
 
 /* The lowering library's API table, loading it on first use (thread-safe);

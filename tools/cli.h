@@ -125,8 +125,10 @@ typedef struct cli_run_request {
   bool quiet;
   bool cache_stats; /* run: print the cache counters */
   bool explain;     /* hash: each component's hash */
-  tsr_target_t target;  /* hash: --target; run: --backend */
-  tsr_interp_options_t options;
+  /* What the executable is made with (run), or whose key is printed
+   * (hash): the backend from --backend (run) or --target (hash), the rest
+   * from the run options. */
+  tsr_executable_options_t options;
 } cli_run_request_t;
 
 /* Parses the arguments of `cmd` ("run" or "hash", which share one option

@@ -64,7 +64,7 @@ int cmd_hash(int argc, char **argv) {
     tsr_ir_kernel_t *kernel = tsr_ir_module_kernel(module, i);
     if (only && kernel != only) continue;
     tsr_runtime_key_t *key = NULL;
-    status = tsr_runtime_key_create(kernel, req.target, &req.options, &key);
+    status = tsr_runtime_key_create(kernel, &req.options, &key);
     if (status) {
       rc = tsr_status_code(status) == TSR_UNIMPLEMENTED ? EXIT_USAGE
                                                         : cli_exit_code(status);

@@ -115,7 +115,7 @@ int cmd_lower(int argc, char **argv) {
     if (!status) status = tsr_tpu_emit(context, kernel, chip, &text);
     tsr_context_destroy(context);
   } else {
-    status = tsr_runtime_lower_text(kernel, TSR_TARGET_CPU, stage, &text);
+    status = tsr_runtime_lower_text(kernel, TSR_BACKEND_CPU, stage, &text);
   }
   int rc = EXIT_OK;
   if (status) {

@@ -258,28 +258,6 @@ static void print_compiled_cache_stats(const tsr_context_t *ctx) {
           c.load_failures == 1 ? "" : "s", c.lower_library_loaded ? "loaded" : "not loaded");
 }
 
-/* The executable's options for the parsed run options. */
-static void executable_options(const cli_run_request_t *req, tsr_executable_options_t *eo) {
-  const tsr_interp_options_t *o = &req->options;
-  tsr_executable_options_initialize(eo);
-  eo->backend = req->target == TSR_TARGET_CPU ? TSR_BACKEND_CPU : TSR_BACKEND_INTERP;
-  eo->uninit = o->uninit;
-  eo->check = o->check;
-  eo->shuffle_parallel = o->shuffle_parallel;
-  eo->shuffle_seed = o->shuffle_seed;
-  eo->chip = o->chip;
-  eo->max_errors = o->max_errors;
-  eo->devices = o->devices;
-  eo->cores = o->cores;
-  eo->schedule_seed = o->schedule_seed;
-  eo->dma_eager = o->dma_eager;
-  eo->detect_races = o->detect_races;
-  eo->strict = o->strict;
-  eo->timeout_seconds = o->timeout_seconds;
-  eo->max_steps = o->max_steps;
-  eo->trace_path = o->trace_path;
-}
-
 /* The context the environment configures; the interpreter uses no disk
  * cache, so an interpreter run does not open one. */
 static tsr_status_t make_context(tsr_backend_t backend, tsr_context_t **out) {
@@ -301,8 +279,8 @@ static int execute_run(cli_run_request_t *req) {
   tsr_array_t **ptrs = NULL;
   size_t n = 0;
 
-  /* Parsed only: tsr_runtime_prepare (and the cpu backend's compile)
-   * verifies the kernel unless this process prepared it already. */
+  /* Parsed only: tsr_executable_create verifies the kernel unless the
+   * context's cache has it already. */
   tsr_status_t status = cli_load_module(req->file, false, &module);
   if (status) {
     rc = cli_exit_code(status);
@@ -318,13 +296,12 @@ static int execute_run(cli_run_request_t *req) {
     goto done;
   }
   const char *kname = tsr_ir_kernel_name(kernel);
-  tsr_executable_options_t eo;
-  executable_options(req, &eo);
-  status = make_context(eo.backend, &ctx);
+  const tsr_executable_options_t *eo = &req->options;
+  status = make_context(eo->backend, &ctx);
   double prepare_start = seconds_now();
   tsr_context_stats_t before, after;
   tsr_context_stats(ctx, &before);
-  if (!status) status = tsr_executable_create(ctx, kernel, &eo, &exe);
+  if (!status) status = tsr_executable_create(ctx, kernel, eo, &exe);
   tsr_context_stats(ctx, &after);
   origin = after.compiled.compiles > before.compiled.compiles     ? "compiled"
            : after.compiled.disk.hits > before.compiled.disk.hits ? "loaded from the disk cache"
@@ -343,7 +320,7 @@ static int execute_run(cli_run_request_t *req) {
     tsr_ir_operand_info_t info;
     tsr_ir_kernel_operand_info(kernel, i, &info);
     if (info.role == TSR_ROLE_SCRATCH) continue;
-    if (req->options.devices > 1) {
+    if (req->options.run.devices > 1) {
       /* One slice per device: a leading dimension of size devices. */
       if (info.rank + 1 > TSR_MAX_RANK) {
         rc = cli_usage_error("run", "operand %%%s has rank %u: with --devices it would "
@@ -352,7 +329,7 @@ static int execute_run(cli_run_request_t *req) {
         goto done;
       }
       memmove(info.dims + 1, info.dims, info.rank * sizeof info.dims[0]);
-      info.dims[0] = req->options.devices;
+      info.dims[0] = req->options.run.devices;
       info.rank++;
     }
     infos[n++] = info;
@@ -450,7 +427,7 @@ static int execute_run(cli_run_request_t *req) {
   sigaction(SIGINT, &old_int, NULL);
   double run_seconds = seconds_now() - start;
   double elapsed = run_seconds + prepare_seconds;
-  bool cpu = eo.backend == TSR_BACKEND_CPU;
+  bool cpu = eo->backend == TSR_BACKEND_CPU;
   if (req->cache_stats) {
     if (cpu) print_compiled_cache_stats(ctx);
     else print_cache_stats(ctx);

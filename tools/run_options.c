@@ -91,7 +91,7 @@ static void free_bindings(cli_binding_t *b, size_t n) {
 int cli_parse_run_args(const char *cmd, int argc, char **argv,
                        cli_run_request_t *req) {
   memset(req, 0, sizeof *req);
-  tsr_interp_options_initialize(&req->options);
+  tsr_executable_options_initialize(&req->options);
   req->ins = cli_calloc((size_t)argc, sizeof *req->ins);
   req->outs = cli_calloc((size_t)argc, sizeof *req->outs);
   cli_arg_iter_t it = {cmd, argc, argv, 1, false};
@@ -151,8 +151,8 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
       req->random_seed = n;
       break;
     case RUN_UNINIT:
-      if (strcmp(value, "nan") == 0) req->options.uninit = TSR_UNINIT_NAN;
-      else if (strcmp(value, "zero") == 0) req->options.uninit = TSR_UNINIT_ZERO;
+      if (strcmp(value, "nan") == 0) req->options.run.uninit = TSR_UNINIT_NAN;
+      else if (strcmp(value, "zero") == 0) req->options.run.uninit = TSR_UNINIT_ZERO;
       else
         return cli_usage_error(cmd, "--uninit expects 'nan' or 'zero', got '%s'",
                                value);
@@ -163,8 +163,8 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
                                "--shuffle-parallel expects a non-negative integer "
                                "seed, got '%s'",
                                value);
-      req->options.shuffle_parallel = true;
-      req->options.shuffle_seed = n;
+      req->options.run.shuffle_parallel = true;
+      req->options.run.shuffle_seed = n;
       break;
     case RUN_CHIP: {
       uint64_t bytes;
@@ -173,21 +173,21 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
                                "unknown chip '%s' (known: v2 v3 v4 v5e v5p v6e v7x "
                                "(v7, tpu7x) tpu8i)",
                                value);
-      req->options.chip = value;
+      req->options.run.chip = value;
       break;
     }
     case RUN_CHECK:
-      req->options.check = true;
+      req->options.run.check = true;
       break;
     case RUN_NO_CHECK:
-      req->options.check = false;
+      req->options.run.check = false;
       break;
     case RUN_MAX_ERRORS:
       if (!cli_parse_u64(value, &n) || n == 0 || n > UINT32_MAX)
         return cli_usage_error(cmd,
                                "--max-errors expects a positive integer, got '%s'",
                                value);
-      req->options.max_errors = (uint32_t)n;
+      req->options.run.max_errors = (uint32_t)n;
       break;
     case RUN_QUIET:
       req->quiet = true;
@@ -198,13 +198,13 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
         return cli_usage_error(cmd, "--%s expects an integer from 1 to 64, got '%s'",
                                id == RUN_DEVICES ? "devices" : "cores", value);
       if (id == RUN_DEVICES)
-        req->options.devices = (uint32_t)n;
+        req->options.run.devices = (uint32_t)n;
       else
-        req->options.cores = (uint32_t)n;
+        req->options.run.cores = (uint32_t)n;
       break;
     case RUN_DMA_MODE:
-      if (strcmp(value, "eager") == 0) req->options.dma_eager = true;
-      else if (strcmp(value, "lazy") == 0) req->options.dma_eager = false;
+      if (strcmp(value, "eager") == 0) req->options.run.dma_eager = true;
+      else if (strcmp(value, "lazy") == 0) req->options.run.dma_eager = false;
       else
         return cli_usage_error(cmd, "--dma-mode expects 'eager' or 'lazy', got '%s'",
                                value);
@@ -214,13 +214,13 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
         return cli_usage_error(cmd,
                                "--schedule-seed expects a non-negative integer, got '%s'",
                                value);
-      req->options.schedule_seed = n;
+      req->options.run.schedule_seed = n;
       break;
     case RUN_TRACE:
-      req->options.trace_path = value;
+      req->options.run.trace_path = value;
       break;
     case RUN_DETECT_RACES:
-      req->options.detect_races = true;
+      req->options.run.detect_races = true;
       break;
     case RUN_CACHE_STATS:
       req->cache_stats = true;
@@ -229,18 +229,13 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
       req->explain = true;
       break;
     case RUN_TARGET:
-      if (!tsr_runtime_target_from_name(value, &req->target))
-        return cli_usage_error(cmd, "--target expects interp, cpu or tpu, got '%s'",
-                               value);
-      break;
     case RUN_BACKEND:
-      if (strcmp(value, "interp") == 0) req->target = TSR_TARGET_INTERP;
-      else if (strcmp(value, "cpu") == 0) req->target = TSR_TARGET_CPU;
-      else
-        return cli_usage_error(cmd, "--backend expects interp or cpu, got '%s'", value);
+      if (!tsr_backend_from_name(value, &req->options.backend))
+        return cli_usage_error(cmd, "--%s expects interp or cpu, got '%s'",
+                               option_name(id), value);
       break;
     case RUN_STRICT:
-      req->options.strict = true;
+      req->options.run.strict = true;
       break;
     case RUN_TIMEOUT: {
       char *end = NULL;
@@ -249,28 +244,28 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
       if (errno || end == value || *end || !(t > 0) || t > 1e9)
         return cli_usage_error(cmd, "--timeout expects a positive number of seconds, got '%s'",
                                value);
-      req->options.timeout_seconds = t;
+      req->options.run.timeout_seconds = t;
       break;
     }
     case RUN_MAX_STEPS:
       if (!cli_parse_u64(value, &n) || n == 0)
         return cli_usage_error(cmd, "--max-steps expects a positive integer, got '%s'", value);
-      req->options.max_steps = n;
+      req->options.run.max_steps = n;
       break;
     default:
       return cli_usage_error(cmd, "internal error: option %d", id);
     }
   }
-  uint32_t devices = req->options.devices ? req->options.devices : 1;
-  uint32_t cores = req->options.cores ? req->options.cores : 1;
+  uint32_t devices = req->options.run.devices ? req->options.run.devices : 1;
+  uint32_t cores = req->options.run.cores ? req->options.run.cores : 1;
   if ((uint64_t)devices * cores > TSR_INTERP_MAX_CORES)
     return cli_usage_error(cmd,
                            "--devices %u x --cores %u is %" PRIu64 " simulated cores; a run "
                            "has at most %d",
                            devices, cores, (uint64_t)devices * cores, TSR_INTERP_MAX_CORES);
   if (!req->file) return cli_usage_error(cmd, "missing the kernel file (FILE.tsr)");
-  if (strcmp(cmd, "run") == 0 && req->target == TSR_TARGET_CPU) {
-    if (req->options.trace_path)
+  if (strcmp(cmd, "run") == 0 && req->options.backend == TSR_BACKEND_CPU) {
+    if (req->options.run.trace_path)
       return cli_usage_error(cmd, "--trace needs the interpreter: the cpu backend "
                              "runs native code, which it cannot trace");
   }

@@ -1,8 +1,9 @@
-/* tessera's binding-facing API: a context (configuration instead of
- * environment variables), one executable handle for every backend, run
- * results with structured diagnostics, and output through callbacks instead
- * of FILE *. Made for ctypes/cffi: plain structs, enums, function pointers
- * and opaque handles only. Walkthrough with a complete example: docs/api.md. */
+/* tessera's API: a context (configuration instead of environment
+ * variables), one executable handle for every backend (the one way to run a
+ * kernel), run results with structured diagnostics, output through
+ * callbacks instead of FILE *, and the Mosaic TPU emitter. Made for
+ * ctypes/cffi too: plain structs, enums, function pointers and opaque
+ * handles only. Walkthrough with a complete example: docs/api.md. */
 #ifndef TESSERA_API_H
 #define TESSERA_API_H
 
@@ -10,11 +11,29 @@
 #include "tessera/cache.h"
 #include "tessera/interp.h"
 #include "tessera/ir.h"
-#include "tessera/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- ABI version ------------------------------------------------------------ */
+
+/* The version of the binary interface of the public headers (tessera/),
+ * as a binding sees it. Bump it with any change that makes code built
+ * against the old headers misread the library: a field of a struct added,
+ * removed, retyped or moved (structs a binding mirrors, such as the option
+ * structs, tsr_diagnostic_t or the kernel library's parameters, included);
+ * an enum constant renumbered, or added to an enum a binding mirrors
+ * (dtypes, backends, status codes, diagnostic kinds...); a function's
+ * parameters or result changed, or a function removed. A new function or a
+ * new struct alone needs no bump. python/tessera/_capi.py's ABI_VERSION
+ * follows it (python/tests/test_pkg_layout.py compares the two, and the
+ * package refuses to load a library whose tsr_abi_version() differs). */
+#define TSR_ABI_VERSION 1
+
+/* TSR_ABI_VERSION of the library's build: a binding compares it with the
+ * version it was written for before it calls anything else. */
+TSR_API uint32_t tsr_abi_version(void);
 
 /* ---- Output ---------------------------------------------------------------- */
 
@@ -47,9 +66,7 @@ typedef struct tsr_output {
  * has its own caches (prepared programs and loaded compiled kernels in
  * memory, the disk cache) and allocator: the context, its executables,
  * their runs and results are allocated through it. What stays
- * process-wide: the lowering library (LLVM cannot be unloaded), and the
- * older entry points without a context (tessera/runtime.h), which use the
- * process's caches and malloc. */
+ * process-wide: the lowering library (LLVM cannot be unloaded). */
 typedef struct tsr_context tsr_context_t;
 
 typedef struct tsr_context_options {
@@ -83,8 +100,7 @@ typedef struct tsr_context_options {
 /* Defaults: no disk cache, output to stderr. Reads no environment. */
 TSR_API void tsr_context_options_initialize(tsr_context_options_t *options);
 
-/* The options the environment gives, as the CLI and the old entry points
- * use them: no disk cache under TESSERA_CACHE=off (also 0, false, no);
+/* The options the environment gives, as the CLI uses them: no disk cache under TESSERA_CACHE=off (also 0, false, no);
  * cache_environment set, so that the disk cache reads TESSERA_CACHE_DIR
  * (else $XDG_CACHE_HOME/tessera, else ~/.cache/tessera),
  * TESSERA_CACHE_KEY_FILE (else $XDG_CONFIG_HOME/tessera/cache.key, else
@@ -116,11 +132,36 @@ TSR_API void tsr_context_destroy(tsr_context_t *context);
 /* The context's disk cache (borrowed), NULL when it has none: for its
  * directory, key file and statistics (tessera/cache.h). */
 TSR_API tsr_disk_cache_t *tsr_context_disk_cache(const tsr_context_t *context);
-/* The counters of the context's disk cache (tessera/runtime.h); `enabled`
- * is false when it has none, or after a failed read or write stopped its
- * use (the counters are still those of the cache). */
+
+/* The counters of a disk cache as a context used it (the cpu backend's
+ * compiled objects). */
+typedef struct tsr_runtime_disk_use {
+  bool enabled; /* false: no disk cache, or a failed read or write stopped
+                   its use */
+  uint64_t hits, misses, puts, bad_entries, errors;
+} tsr_runtime_disk_use_t;
+
+/* The counters of the context's disk cache; `enabled` is false when it has
+ * none, or after a failed read or write stopped its use (the counters are
+ * still those of the cache). */
 TSR_API void tsr_context_disk_use(const tsr_context_t *context,
                                   tsr_runtime_disk_use_t *out_use);
+
+typedef struct tsr_runtime_cache_stats {
+  /* the in-memory cache of prepared programs */
+  uint64_t memory_hits, memory_misses, memory_builds, memory_waits,
+      memory_evictions, memory_entries, memory_bytes;
+} tsr_runtime_cache_stats_t;
+
+typedef struct tsr_runtime_compiled_stats {
+  /* the in-memory cache of loaded compiled kernels */
+  uint64_t memory_hits, memory_misses, memory_entries;
+  tsr_runtime_disk_use_t disk; /* shared objects are among its entries */
+  uint64_t compiles;      /* kernels the lowering library compiled */
+  uint64_t load_failures; /* cached objects that did not load (compiled again) */
+  bool lower_library_loaded; /* this process opened libtessera-lower.so
+                                (and with it MLIR and LLVM) */
+} tsr_runtime_compiled_stats_t;
 
 /* The counters of the context's caches: prepared programs (interpreter)
  * and compiled kernels (memory, disk, compiles). */
@@ -224,44 +265,37 @@ TSR_API void tsr_diagnostic_list_destroy(tsr_diagnostic_list_t *list);
 
 /* ---- Executables -------------------------------------------------------------- */
 
+/* Where an executable runs a kernel: the one list of backends (the cache
+ * key's "target" component is its name, tsr_backend_name). */
 typedef enum tsr_backend {
   TSR_BACKEND_INTERP, /* the interpreter: every check (docs/semantics.md) */
   TSR_BACKEND_CPU,    /* native code through MLIR/LLVM (docs/lowering.md):
                          no bounds, uninitialized or race checks */
 } tsr_backend_t;
 
+/* "interp", "cpu"; "?" for another value. */
 TSR_API const char *tsr_backend_name(tsr_backend_t backend);
 TSR_API bool tsr_backend_from_name(const char *name, tsr_backend_t *out_backend);
 
-/* What an executable is made with; the fields' meanings are those of
- * tsr_interp_options_t (tessera/interp.h), with paths and callbacks instead
- * of FILE *. The cpu backend uses devices, cores, uninit, max_errors and
- * opt_level and ignores the checks. */
+/* What an executable is made with. */
 typedef struct tsr_executable_options {
-  tsr_backend_t backend;     /* default TSR_BACKEND_INTERP */
-  tsr_uninit_mode_t uninit;
-  bool check;
-  bool shuffle_parallel;
-  uint64_t shuffle_seed;
-  const char *chip;          /* NULL: "v5e" */
-  uint32_t max_errors;
-  uint32_t devices;
-  uint32_t cores;
-  uint64_t schedule_seed;
-  bool dma_eager;
-  bool detect_races;
-  bool strict;
-  double timeout_seconds;    /* these four are defaults of the runs, which */
-  uint64_t max_steps;        /* tsr_run_options_t may change */
-  const volatile int *cancel; /* see tsr_interp_options_t */
-  const char *trace_path;    /* interpreter: a Chrome trace of every run */
-  int opt_level;             /* cpu: LLVM optimization level 0-3; default 2 */
-  tsr_output_t output;       /* default output of runs; NULL functions:
-                                the context's */
+  tsr_backend_t backend;    /* default TSR_BACKEND_INTERP */
+  tsr_interp_options_t run; /* what its runs do (tessera/interp.h), with
+                               tsr_interp_options_initialize's defaults.
+                               The interpreter reads every field; the cpu
+                               backend devices, cores, uninit, max_errors,
+                               strict and the bounds (timeout_seconds,
+                               max_steps, cancel), and ignores the checks
+                               and trace_path. The run-time fields are the
+                               defaults of the runs, which tsr_run_options_t
+                               may change. */
+  int opt_level;            /* cpu: LLVM optimization level 0-3; default 2 */
+  tsr_output_t output;      /* default output of runs; NULL functions:
+                               the context's */
 } tsr_executable_options_t;
 
-/* The defaults of tsr_interp_options_initialize and
- * tsr_compile_options_initialize, backend interp, no output set. */
+/* Backend interp, tsr_interp_options_initialize's run options, opt_level
+ * 2, no output set. */
 TSR_API void tsr_executable_options_initialize(tsr_executable_options_t *options);
 
 /* A kernel made ready to run on one backend. Immutable; runs may be
@@ -272,11 +306,12 @@ TSR_API void tsr_executable_options_initialize(tsr_executable_options_t *options
 typedef struct tsr_executable tsr_executable_t;
 
 /* Verifies and prepares (interp) or compiles (cpu) `kernel` through the
- * process's caches and the context's disk cache. `options` may be NULL
- * (defaults). Errors: TSR_VERIFY_ERROR, TSR_RESOURCE_EXHAUSTED (VMEM budget),
- * TSR_UNIMPLEMENTED (no cpu backend in this build, or an op it cannot
- * lower), TSR_INVALID_ARGUMENT; tsr_diagnostic_list_create_from_status
- * gives their records. */
+ * context's caches (in memory, and its disk cache for compiled code) under
+ * the key tsr_runtime_key_create gives (tessera/runtime.h). `options` may
+ * be NULL (defaults). Errors: TSR_VERIFY_ERROR, TSR_RESOURCE_EXHAUSTED
+ * (VMEM budget), TSR_UNIMPLEMENTED (no cpu backend in this build, or an op
+ * it cannot lower), TSR_INVALID_ARGUMENT;
+ * tsr_diagnostic_list_create_from_status gives their records. */
 TSR_API tsr_status_t tsr_executable_create(tsr_context_t *context,
                                            const tsr_ir_kernel_t *kernel,
                                            const tsr_executable_options_t *options,

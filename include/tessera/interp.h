@@ -1,17 +1,15 @@
-/* tessera interpreter: runs a verified kernel over simulated TPU memories
- * (HBM, VMEM, SMEM) with Pallas TPU grid semantics, checking for
- * out-of-bounds accesses, uninitialized reads, revisited output blocks and
- * VMEM over budget. Semantics: docs/semantics.md.
- *
- * Prepare once, run many: a program is immutable after preparation and may be
- * run by several threads at once (each run has its own memories). */
+/* tessera interpreter: what a run does and what it counted. The options of
+ * a run (tsr_interp_options_t) are the `run` field of
+ * tsr_executable_options_t (tessera/api.h), the one way to run a kernel on
+ * every backend: the interpreter, which runs a verified kernel over
+ * simulated TPU memories (HBM, VMEM, SMEM) with Pallas TPU grid semantics,
+ * checking for out-of-bounds accesses, uninitialized reads, revisited
+ * output blocks and VMEM over budget, reads them all; the cpu backend the
+ * subset tsr_executable_options_t names. Semantics: docs/semantics.md. */
 #ifndef TESSERA_INTERP_H
 #define TESSERA_INTERP_H
 
-#include <stdio.h>
-
 #include "tessera/base.h"
-#include "tessera/ir.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,7 +34,6 @@ typedef struct tsr_interp_options {
   const char *chip;          /* VMEM budget: "v2" "v3" "v4" "v5e" "v5p" "v6e"
                                 "v7x" ("v7", "tpu7x") "tpu8i"; default "v5e" (128 MiB) */
   uint32_t max_errors;       /* diagnostics kept per run; default 20 */
-  FILE *print_stream;        /* `print` output; default stderr */
   uint32_t devices;          /* simulated devices; default 1. With more than
                                 one, every operand array has a leading
                                 dimension of this size (one slice per device) */
@@ -47,15 +44,17 @@ typedef struct tsr_interp_options {
   bool dma_eager;            /* DMAs copy at start (default: lazily, at the
                                 wait that needs them) */
   bool detect_races;         /* happens-before race detection (docs/dma.md) */
+  /* The fields above change what a run computes or reports: they are part
+   * of a kernel's cache key (runtime/key.c). Those below change only where
+   * a run's trace goes and when it stops, and tsr_run_options_t may set
+   * them per run. */
   const char *trace_path;    /* if set, a Chrome/Perfetto trace of the run is
                                 written there (also after kernel errors) */
   /* Severities (docs/semantics.md): errors are kernels that are wrong on a
    * TPU and fail the run; warnings are what Pallas allows but looks
-   * suspicious: they are written to warning_stream and the run succeeds. */
+   * suspicious: they are reported (tsr_output_t's warning function, and
+   * the run result's records) and the run succeeds. */
   bool strict;               /* warnings are errors; default false */
-  FILE *warning_stream;      /* where warnings go ("file:line:col: warning:
-                                ..." lines, at the end of the run); default
-                                stderr */
   /* Bounds on a run; 0 means none. Reaching one ends the run with a kernel
    * error naming the op, location and grid point where it stopped. */
   double timeout_seconds;    /* wall-clock limit */
@@ -72,18 +71,8 @@ TSR_API void tsr_interp_options_initialize(tsr_interp_options_t *options);
 /* VMEM bytes per core of a chip; false if the chip is unknown. */
 TSR_API bool tsr_interp_chip_vmem_bytes(const char *chip, uint64_t *out_bytes);
 
-typedef struct tsr_interp_program tsr_interp_program_t;
-
-/* Prepares `kernel` (which must belong to a verified module) for running:
- * resolves values to slots, compiles index maps, lays out buffers and checks
- * the VMEM budget (TSR_RESOURCE_EXHAUSTED). The program copies what it needs:
- * the module may be destroyed afterwards. */
-TSR_API tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
-                                        const tsr_interp_options_t *options,
-                                        tsr_interp_program_t **out_program)
-    TSR_MUST_USE;
-TSR_API void tsr_interp_program_destroy(tsr_interp_program_t *program);
-
+/* What a run counted (tsr_run_result_stats; the cpu backend leaves them
+ * zero). */
 typedef struct tsr_interp_stats {
   uint64_t grid_steps;
   uint64_t ops_executed;
@@ -93,18 +82,6 @@ typedef struct tsr_interp_stats {
   uint64_t vmem_bytes;   /* VMEM in use: double-buffered blocks + scratch */
   uint64_t warnings;     /* warnings reported (not errors under strict) */
 } tsr_interp_stats_t;
-
-/* Runs the program. `operands` holds one array per non-scratch operand, in
- * declaration order (prefetch, in, out), with the declared dtype and shape
- * (TSR_INVALID_ARGUMENT otherwise). Inputs are read; outputs are
- * overwritten with the kernel's results (an aliased output starts as a copy of
- * its input). Kernel errors give TSR_KERNEL_ERROR carrying every diagnostic
- * (up to max_errors); outputs are then unspecified. `out_stats` may be NULL.
- * Thread-safe for concurrent runs of one program. */
-TSR_API tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
-                                    tsr_array_t *const *operands,
-                                    size_t num_operands,
-                                    tsr_interp_stats_t *out_stats) TSR_MUST_USE;
 
 #ifdef __cplusplus
 }

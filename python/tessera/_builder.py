@@ -13,7 +13,7 @@ import ctypes
 import dataclasses
 from typing import Sequence
 
-from . import _lib
+from . import _capi, _lib
 
 __all__ = [
     "MAX_RANK", "SQUEEZED", "DTYPES", "Type", "Value", "Region", "Index",
@@ -22,75 +22,40 @@ __all__ = [
     "OPF_HAS_ELSE", "OPF_DMA_ADD", "OPF_DEVICE", "OPF_CORE", "OPF_SEND",
 ]
 
-MAX_RANK = 6
-SQUEEZED = -1
+# The constants and structs of ir.h, mirrored in _capi (where
+# python/tests/test_pkg_layout.py checks them against the header).
+MAX_RANK = _capi.MAX_RANK
+SQUEEZED = _capi.SQUEEZED
 
-# tsr_dtype_t, in the order of include/tessera/dtypes.def.
-DTYPES = ("f32", "bf16", "f16", "i32", "u32", "i16", "u16", "i8", "u8", "i1")
+DTYPES = _capi.DTYPES
 _DTYPE_INDEX = {name: i for i, name in enumerate(DTYPES)}
 FLOAT_DTYPES = frozenset({"f32", "bf16", "f16"})
 SINT_DTYPES = frozenset({"i32", "i16", "i8"})
 UINT_DTYPES = frozenset({"u32", "u16", "u8"})
 
-# tsr_ir_type_kind_t, tsr_ir_space_t, tsr_ir_sem_kind_t, tsr_ir_role_t,
-# tsr_ir_dim_semantics_t, tsr_ir_index_kind_t
-KIND_SCALAR, KIND_VECTOR, KIND_REF, KIND_SEM = range(4)
-SPACES = {"any": 0, "hbm": 1, "vmem": 2, "smem": 3}
-SEM_REGULAR, SEM_DMA = 0, 1
-ROLE_PREFETCH, ROLE_IN, ROLE_OUT, ROLE_SCRATCH = range(4)
-SEMANTICS = {"arbitrary": 0, "parallel": 1, "core_parallel": 2}
-INDEX_FULL, INDEX_POINT, INDEX_SLICE, INDEX_DS = range(4)
+KIND_SCALAR, KIND_VECTOR, KIND_REF, KIND_SEM = (_capi.TYPE_KINDS[k] for k in
+                                                ("scalar", "vector", "ref", "sem"))
+SPACES = _capi.SPACES
+SEM_REGULAR, SEM_DMA = _capi.SEM_KINDS["regular"], _capi.SEM_KINDS["dma"]
+ROLE_PREFETCH, ROLE_IN, ROLE_OUT, ROLE_SCRATCH = range(len(_capi.ROLES))
+SEMANTICS = _capi.SEMANTICS
+INDEX_FULL, INDEX_POINT, INDEX_SLICE, INDEX_DS = (_capi.INDEX_KINDS[k] for k in
+                                                  ("full", "point", "slice", "ds"))
 
-OPF_MASK = 1 << 0
-OPF_TRANSPOSE_RHS = 1 << 1
-OPF_HAS_ELSE = 1 << 2
-OPF_DMA_ADD = 1 << 3
-OPF_DEVICE = 1 << 4
-OPF_CORE = 1 << 5
-OPF_SEND = 1 << 6
+OPF_MASK = _capi.OP_FLAGS["mask"]
+OPF_TRANSPOSE_RHS = _capi.OP_FLAGS["transpose_rhs"]
+OPF_HAS_ELSE = _capi.OP_FLAGS["has_else"]
+OPF_DMA_ADD = _capi.OP_FLAGS["dma_add"]
+OPF_DEVICE = _capi.OP_FLAGS["device"]
+OPF_CORE = _capi.OP_FLAGS["core"]
+OPF_SEND = _capi.OP_FLAGS["send"]
 
-
-class _CType(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_uint8), ("dtype", ctypes.c_uint8),
-                ("space", ctypes.c_uint8), ("rank", ctypes.c_uint8),
-                ("dims", ctypes.c_int64 * MAX_RANK)]
-
-
-class _CIndex(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_uint8), ("operand", ctypes.c_int32),
-                ("start", ctypes.c_int64), ("stop", ctypes.c_int64),
-                ("size", ctypes.c_int64), ("stride", ctypes.c_int64)]
-
-
-class _CLiteral(ctypes.Union):
-    _fields_ = [("f", ctypes.c_double), ("i", ctypes.c_int64)]
-
-
-class _CLoc(ctypes.Structure):
-    _fields_ = [("file", ctypes.c_char_p), ("line", ctypes.c_uint32),
-                ("col", ctypes.c_uint32)]
-
-
-class _COperandParams(ctypes.Structure):
-    _fields_ = [("role", ctypes.c_int), ("name", ctypes.c_char_p),
-                ("array", _CType), ("space", ctypes.c_int),
-                ("block", ctypes.POINTER(ctypes.c_int64)), ("alias", ctypes.c_int32)]
-
-
-class _COpParams(ctypes.Structure):
-    _fields_ = [("mnemonic", ctypes.c_char_p), ("loc", _CLoc),
-                ("operands", ctypes.POINTER(ctypes.c_void_p)),
-                ("num_operands", ctypes.c_uint32),
-                ("result_types", ctypes.POINTER(_CType)),
-                ("result_names", ctypes.POINTER(ctypes.c_char_p)),
-                ("num_results", ctypes.c_uint32),
-                ("indices", ctypes.POINTER(_CIndex)), ("num_indices", ctypes.c_uint32),
-                ("ints", ctypes.POINTER(ctypes.c_int64)), ("num_ints", ctypes.c_uint32),
-                ("literal", _CLiteral), ("text", ctypes.c_char_p),
-                ("flags", ctypes.c_uint32),
-                ("region_arg_types", ctypes.POINTER(_CType)),
-                ("region_arg_names", ctypes.POINTER(ctypes.c_char_p)),
-                ("num_region_args", ctypes.c_uint32)]
+_CType = _capi.IrType
+_CIndex = _capi.IrIndex
+_CLiteral = _capi.IrLiteral
+_CLoc = _capi.Loc
+_COperandParams = _capi.IrOperandParams
+_COpParams = _capi.IrOpParams
 
 
 class _Functions:

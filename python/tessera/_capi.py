@@ -1,10 +1,16 @@
-"""ctypes mirrors of the structs of tessera/api.h, ir.h and base.h that the
-numpy-level API uses, and the prototypes of the functions it calls, declared
-once on the library `_lib.lib()` opens.
+"""ctypes mirrors of tessera's public headers (include/tessera/): every
+struct and union the package passes to or reads from C, every enum
+constant and define it relies on, and the prototypes of the functions it
+calls, declared once on the library `_lib.lib()` opens.
 
-The layouts follow the headers field by field (structs in the public headers
-are append-only: a field is never reordered); tests/test_pkg_layout.py
-compares them with the C compiler's offsets.
+Every mirror lives here and names what it mirrors: a struct its C type in
+`_c_name_`, a constant its C name in `C_CONSTANTS` (through `_enum` and
+`_constant`). python/tests/test_pkg_layout.py finds them all and compares
+each struct's size and field offsets, its field names, and each constant's
+value with the C compiler's; a mirror of something the headers lack fails
+it by name. The TSR_ABI_VERSION these mirrors follow is `_lib.ABI_VERSION`
+(checked against the library's tsr_abi_version() when `_lib` opens it): a
+change to a mirror goes with a bump of it and of the header's.
 """
 
 from __future__ import annotations
@@ -13,15 +19,66 @@ import ctypes
 import functools
 import operator
 import os
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p, c_double,
+from ctypes import (CFUNCTYPE, POINTER, Structure, Union, c_bool, c_char, c_char_p, c_double,
                     c_int, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64,
                     c_void_p)
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from . import _lib
 
-MAX_RANK = 6  # TSR_MAX_RANK
+# ---- Constants ---------------------------------------------------------------------
+# C name -> value of every constant mirrored below, for the layout test.
+C_CONSTANTS: dict[str, int] = {}
 
+
+def _constant(c_name: str, value: int) -> int:
+    """`value`, recorded as the mirror of C constant `c_name`."""
+    C_CONSTANTS[c_name] = value
+    return value
+
+
+def _enum(names: Sequence[str] | Mapping[str, str], prefix: str = "") -> dict[str, int]:
+    """{name: value} of an enum whose constants count from 0 in this order:
+    a sequence of names whose C constants are `prefix` + NAME, or a mapping
+    of name -> C constant."""
+    c_names = names if isinstance(names, Mapping) else {n: prefix + n.upper() for n in names}
+    return {name: _constant(c_name, value) for value, (name, c_name) in enumerate(c_names.items())}
+
+
+ABI_VERSION = _constant("TSR_ABI_VERSION", _lib.ABI_VERSION)
+MAX_RANK = _constant("TSR_MAX_RANK", 6)
+SQUEEZED = _constant("TSR_SQUEEZED", -1)          # a squeezed block dimension
+KERNELS_MAX_OPERANDS = _constant("TSR_KERNELS_MAX_OPERANDS", 8)
+
+# base.h
+STATUS_CODES = _enum(("ok", "invalid_argument", "parse_error", "verify_error", "kernel_error",
+                      "io_error", "format_error", "not_found", "out_of_memory",
+                      "resource_exhausted", "unimplemented", "internal"), "TSR_")
+STATUS_KERNEL_ERROR = STATUS_CODES["kernel_error"]
+SEVERITIES = tuple(_enum(("error", "warning", "note"), "TSR_SEVERITY_"))
+# tsr_dtype_t, in the order of include/tessera/dtypes.def.
+DTYPES = tuple(_enum(("f32", "bf16", "f16", "i32", "u32", "i16", "u16", "i8", "u8", "i1"),
+                     "TSR_DTYPE_"))
+# ir.h
+TYPE_KINDS = _enum(("scalar", "vector", "ref", "sem"), "TSR_TYPE_")
+SPACES = _enum(("any", "hbm", "vmem", "smem"), "TSR_SPACE_")
+SEM_KINDS = _enum(("regular", "dma"), "TSR_SEM_")
+INDEX_KINDS = _enum(("full", "point", "slice", "ds"), "TSR_INDEX_")
+ROLES = tuple(_enum(("prefetch", "in", "out", "scratch"), "TSR_ROLE_"))
+SEMANTICS = _enum(("arbitrary", "parallel", "core_parallel"), "TSR_DIM_")
+OP_FLAGS = {name: _constant("TSR_OPF_" + name.upper(), 1 << bit) for bit, name in enumerate(
+    ("mask", "transpose_rhs", "has_else", "dma_add", "device", "core", "send"))}
+# interp.h
+UNINIT = _enum(("nan", "zero"), "TSR_UNINIT_")
+# api.h
+BACKENDS = _enum(("interp", "cpu"), "TSR_BACKEND_")
+# kernels.h
+KERNELS_TARGETS = _enum({"tpu": "TSR_KERNELS_FOR_TPU", "host": "TSR_KERNELS_FOR_HOST"})
+KERNELS_OPS = _enum({"sum": "TSR_KERNELS_SUM", "prod": "TSR_KERNELS_PROD",
+                     "max": "TSR_KERNELS_MAX", "min": "TSR_KERNELS_MIN",
+                     "argmax": "TSR_KERNELS_ARGMAX", "argmin": "TSR_KERNELS_ARGMIN",
+                     "mean": "TSR_KERNELS_MEAN", "var": "TSR_KERNELS_VARIANCE",
+                     "logsumexp": "TSR_KERNELS_LOGSUMEXP"})
 
 # ---- Checked conversions ------------------------------------------------------------
 # ctypes keeps the low bits of an int too large for its C type (2**64 + 1 is
@@ -89,6 +146,10 @@ _INTEGER_TYPES = frozenset({c_int, c_int32, c_int64, c_uint8, c_uint32, c_uint64
 def _field_types(cls: type) -> dict[str, type]:
     return dict(cls._fields_)
 
+# ---- Structs ------------------------------------------------------------------------
+# Each names the C type it mirrors in `_c_name_`; fields in the header's order
+# and with its names (structs in the public headers are append-only).
+
 # tsr_output_fn: void (*)(void *user, const char *text, size_t size). The text
 # is not NUL-terminated, so it arrives as a pointer, read with string_at.
 OUTPUT_FN = CFUNCTYPE(None, c_void_p, POINTER(c_char), c_size_t)
@@ -98,7 +159,7 @@ RELEASE_FN = CFUNCTYPE(None, c_void_p, c_void_p, c_size_t)
 
 
 class StringView(Structure):
-    """tsr_string_view_t"""
+    _c_name_ = "tsr_string_view_t"
     _fields_ = [("data", c_void_p), ("size", c_size_t)]
 
     def text(self) -> str:
@@ -107,18 +168,120 @@ class StringView(Structure):
         return ctypes.string_at(self.data, self.size).decode("utf-8", errors="replace")
 
 
-class Output(Structure):
-    """tsr_output_t"""
-    _fields_ = [("print", OUTPUT_FN), ("warning", OUTPUT_FN), ("user", c_void_p)]
+class Loc(Structure):
+    _c_name_ = "tsr_loc_t"
+    _fields_ = [("file", c_char_p), ("line", c_uint32), ("col", c_uint32)]
+
+
+class Array(Structure):
+    _c_name_ = "tsr_array_t"
+    _fields_ = [("dtype", c_int), ("rank", c_uint32), ("dims", c_int64 * MAX_RANK),
+                ("data", c_void_p)]
 
 
 class Allocator(Structure):
-    """tsr_allocator_t"""
+    _c_name_ = "tsr_allocator_t"
     _fields_ = [("allocate", ALLOCATE_FN), ("release", RELEASE_FN), ("user", c_void_p)]
 
 
+# ir.h
+
+class IrType(Structure):
+    _c_name_ = "tsr_ir_type_t"
+    _fields_ = [("kind", c_uint8), ("dtype", c_uint8), ("space", c_uint8), ("rank", c_uint8),
+                ("dims", c_int64 * MAX_RANK)]
+
+
+class IrIndex(Structure):
+    _c_name_ = "tsr_ir_index_t"
+    _fields_ = [("kind", c_uint8), ("operand", c_int32), ("start", c_int64),
+                ("stop", c_int64), ("size", c_int64), ("stride", c_int64)]
+
+
+class IrLiteral(Union):
+    _c_name_ = "tsr_ir_literal_t"
+    _fields_ = [("f", c_double), ("i", c_int64)]
+
+
+class OperandInfo(Structure):
+    _c_name_ = "tsr_ir_operand_info_t"
+    _fields_ = [
+        ("name", c_char_p),
+        ("role", c_int),
+        ("dtype", c_int),
+        ("rank", c_uint32),
+        ("dims", c_int64 * MAX_RANK),
+        ("space", c_int),
+        ("alias", c_int32),
+    ]
+
+
+class IrOperandParams(Structure):
+    _c_name_ = "tsr_ir_operand_params_t"
+    _fields_ = [("role", c_int), ("name", c_char_p), ("array", IrType), ("space", c_int),
+                ("block", POINTER(c_int64)), ("alias", c_int32)]
+
+
+class IrOpParams(Structure):
+    _c_name_ = "tsr_ir_op_params_t"
+    _fields_ = [("mnemonic", c_char_p), ("loc", Loc),
+                ("operands", POINTER(c_void_p)), ("num_operands", c_uint32),
+                ("result_types", POINTER(IrType)), ("result_names", POINTER(c_char_p)),
+                ("num_results", c_uint32),
+                ("indices", POINTER(IrIndex)), ("num_indices", c_uint32),
+                ("ints", POINTER(c_int64)), ("num_ints", c_uint32),
+                ("literal", IrLiteral), ("text", c_char_p), ("flags", c_uint32),
+                ("region_arg_types", POINTER(IrType)),
+                ("region_arg_names", POINTER(c_char_p)),
+                ("num_region_args", c_uint32)]
+
+
+# interp.h
+
+class InterpOptions(Structure):
+    _c_name_ = "tsr_interp_options_t"
+    _fields_ = [
+        ("uninit", c_int),
+        ("check", c_bool),
+        ("shuffle_parallel", c_bool),
+        ("shuffle_seed", c_uint64),
+        ("chip", c_char_p),
+        ("max_errors", c_uint32),
+        ("devices", c_uint32),
+        ("cores", c_uint32),
+        ("schedule_seed", c_uint64),
+        ("dma_eager", c_bool),
+        ("detect_races", c_bool),
+        ("trace_path", c_char_p),
+        ("strict", c_bool),
+        ("timeout_seconds", c_double),
+        ("max_steps", c_uint64),
+        ("cancel", POINTER(c_int)),
+    ]
+
+
+class InterpStats(Structure):
+    _c_name_ = "tsr_interp_stats_t"
+    _fields_ = [
+        ("grid_steps", c_uint64),
+        ("ops_executed", c_uint64),
+        ("blocks_copied_in", c_uint64),
+        ("blocks_copied_out", c_uint64),
+        ("bytes_copied", c_uint64),
+        ("vmem_bytes", c_uint64),
+        ("warnings", c_uint64),
+    ]
+
+
+# api.h
+
+class Output(Structure):
+    _c_name_ = "tsr_output_t"
+    _fields_ = [("print", OUTPUT_FN), ("warning", OUTPUT_FN), ("user", c_void_p)]
+
+
 class ContextOptions(Structure):
-    """tsr_context_options_t"""
+    _c_name_ = "tsr_context_options_t"
     _fields_ = [
         ("disk_cache", c_bool),
         ("cache_dir", c_char_p),
@@ -133,64 +296,39 @@ class ContextOptions(Structure):
     ]
 
 
-class ExecutableOptions(Structure):
-    """tsr_executable_options_t"""
+class DiskUse(Structure):
+    _c_name_ = "tsr_runtime_disk_use_t"
+    _fields_ = [("enabled", c_bool), ("hits", c_uint64), ("misses", c_uint64),
+                ("puts", c_uint64), ("bad_entries", c_uint64), ("errors", c_uint64)]
+
+
+class ProgramCacheStats(Structure):
+    _c_name_ = "tsr_runtime_cache_stats_t"
+    _fields_ = [(n, c_uint64) for n in (
+        "memory_hits", "memory_misses", "memory_builds", "memory_waits",
+        "memory_evictions", "memory_entries", "memory_bytes")]
+
+
+class CompiledStats(Structure):
+    _c_name_ = "tsr_runtime_compiled_stats_t"
     _fields_ = [
-        ("backend", c_int),
-        ("uninit", c_int),
-        ("check", c_bool),
-        ("shuffle_parallel", c_bool),
-        ("shuffle_seed", c_uint64),
-        ("chip", c_char_p),
-        ("max_errors", c_uint32),
-        ("devices", c_uint32),
-        ("cores", c_uint32),
-        ("schedule_seed", c_uint64),
-        ("dma_eager", c_bool),
-        ("detect_races", c_bool),
-        ("strict", c_bool),
-        ("timeout_seconds", c_double),
-        ("max_steps", c_uint64),
-        ("cancel", POINTER(c_int)),
-        ("trace_path", c_char_p),
-        ("opt_level", c_int),
-        ("output", Output),
+        ("memory_hits", c_uint64),
+        ("memory_misses", c_uint64),
+        ("memory_entries", c_uint64),
+        ("disk", DiskUse),
+        ("compiles", c_uint64),
+        ("load_failures", c_uint64),
+        ("lower_library_loaded", c_bool),
     ]
 
 
-class RunOptions(Structure):
-    """tsr_run_options_t"""
-    _fields_ = [
-        ("output", Output),
-        ("strict", c_int),
-        ("timeout_seconds", c_double),
-        ("max_steps", c_uint64),
-        ("cancel", POINTER(c_int)),
-        ("trace_path", c_char_p),
-    ]
-
-
-class Array(Structure):
-    """tsr_array_t"""
-    _fields_ = [("dtype", c_int), ("rank", c_uint32), ("dims", c_int64 * MAX_RANK),
-                ("data", c_void_p)]
-
-
-class OperandInfo(Structure):
-    """tsr_ir_operand_info_t"""
-    _fields_ = [
-        ("name", c_char_p),
-        ("role", c_int),
-        ("dtype", c_int),
-        ("rank", c_uint32),
-        ("dims", c_int64 * MAX_RANK),
-        ("space", c_int),
-        ("alias", c_int32),
-    ]
+class ContextStats(Structure):
+    _c_name_ = "tsr_context_stats_t"
+    _fields_ = [("programs", ProgramCacheStats), ("compiled", CompiledStats)]
 
 
 class DiagnosticRecord(Structure):
-    """tsr_diagnostic_t"""
+    _c_name_ = "tsr_diagnostic_t"
     _fields_ = [
         ("kind", c_int),
         ("severity", c_int),
@@ -216,57 +354,67 @@ class DiagnosticRecord(Structure):
     ]
 
 
-class InterpStats(Structure):
-    """tsr_interp_stats_t"""
+class ExecutableOptions(Structure):
+    _c_name_ = "tsr_executable_options_t"
     _fields_ = [
-        ("grid_steps", c_uint64),
-        ("ops_executed", c_uint64),
-        ("blocks_copied_in", c_uint64),
-        ("blocks_copied_out", c_uint64),
-        ("bytes_copied", c_uint64),
-        ("vmem_bytes", c_uint64),
-        ("warnings", c_uint64),
+        ("backend", c_int),
+        ("run", InterpOptions),
+        ("opt_level", c_int),
+        ("output", Output),
     ]
 
 
-class DiskUse(Structure):
-    """tsr_runtime_disk_use_t"""
-    _fields_ = [("enabled", c_bool), ("hits", c_uint64), ("misses", c_uint64),
-                ("puts", c_uint64), ("bad_entries", c_uint64), ("errors", c_uint64)]
-
-
-class ProgramCacheStats(Structure):
-    """tsr_runtime_cache_stats_t"""
-    _fields_ = [(n, c_uint64) for n in (
-        "memory_hits", "memory_misses", "memory_builds", "memory_waits",
-        "memory_evictions", "memory_entries", "memory_bytes")]
-
-
-class CompiledStats(Structure):
-    """tsr_runtime_compiled_stats_t"""
+class RunOptions(Structure):
+    _c_name_ = "tsr_run_options_t"
     _fields_ = [
-        ("memory_hits", c_uint64),
-        ("memory_misses", c_uint64),
-        ("memory_entries", c_uint64),
-        ("disk", DiskUse),
-        ("compiles", c_uint64),
-        ("load_failures", c_uint64),
-        ("lower_library_loaded", c_bool),
+        ("output", Output),
+        ("strict", c_int),
+        ("timeout_seconds", c_double),
+        ("max_steps", c_uint64),
+        ("cancel", POINTER(c_int)),
+        ("trace_path", c_char_p),
     ]
 
 
-class ContextStats(Structure):
-    """tsr_context_stats_t"""
-    _fields_ = [("programs", ProgramCacheStats), ("compiled", CompiledStats)]
+class TpuVmem(Structure):
+    _c_name_ = "tsr_tpu_vmem_t"
+    _fields_ = [("need_bytes", c_int64), ("default_limit_bytes", c_int64),
+                ("capacity_bytes", c_int64)]
 
 
-# Enums (values from the headers).
-BACKENDS = {"interp": 0, "cpu": 1}                       # tsr_backend_t
-UNINIT = {"nan": 0, "zero": 1}                           # tsr_uninit_mode_t
-ROLES = ("prefetch", "in", "out", "scratch")             # tsr_ir_role_t
-SPACES = ("any", "hbm", "vmem", "smem")                  # tsr_ir_space_t
-SEVERITIES = ("error", "warning", "note")                # tsr_diagnostic_severity_t
-STATUS_KERNEL_ERROR = 4                                  # TSR_KERNEL_ERROR
+# kernels.h
+
+class SortParams(Structure):
+    _c_name_ = "tsr_kernels_sort_params_t"
+    _fields_ = [("rank", c_uint32), ("dims", c_int64 * MAX_RANK),
+                ("num_operands", c_uint32), ("dtypes", c_int * KERNELS_MAX_OPERANDS),
+                ("num_keys", c_uint32), ("axis", c_int32), ("descending", c_bool),
+                ("stable", c_bool), ("return_indices", c_bool),
+                ("vmem_budget_bytes", c_int64), ("target", c_int)]
+
+
+class TopkParams(Structure):
+    _c_name_ = "tsr_kernels_topk_params_t"
+    _fields_ = [("rank", c_uint32), ("dims", c_int64 * MAX_RANK), ("dtype", c_int),
+                ("k", c_int64), ("axis", c_int32), ("smallest", c_bool),
+                ("vmem_budget_bytes", c_int64)]
+
+
+class CumulativeParams(Structure):
+    _c_name_ = "tsr_kernels_cumulative_params_t"
+    _fields_ = [("op", c_int), ("rank", c_uint32), ("dims", c_int64 * MAX_RANK),
+                ("dtype", c_int), ("axis", c_int32), ("reverse", c_bool),
+                ("vmem_budget_bytes", c_int64)]
+
+
+class ReduceParams(Structure):
+    _c_name_ = "tsr_kernels_reduce_params_t"
+    _fields_ = [("op", c_int), ("rank", c_uint32), ("dims", c_int64 * MAX_RANK),
+                ("dtype", c_int), ("axes_mask", c_uint32), ("keepdims", c_bool),
+                ("vmem_budget_bytes", c_int64)]
+
+
+# ---- Functions ----------------------------------------------------------------------
 
 _declared = False
 
@@ -279,11 +427,6 @@ def lib() -> ctypes.CDLL:
         _declare(h)
         _declared = True
     return h
-
-
-class TpuVmem(Structure):
-    _fields_ = [("need_bytes", c_int64), ("default_limit_bytes", c_int64),
-                ("capacity_bytes", c_int64)]
 
 
 def _fn(h: ctypes.CDLL, name: str, restype, *argtypes) -> None:

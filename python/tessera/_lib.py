@@ -1,8 +1,11 @@
-"""Finds and opens libtessera, the C library the package binds through ctypes.
+"""Finds and opens libtessera, the C library the package binds through ctypes,
+and checks that it speaks the ABI the package's mirrors were written for
+(tsr_abi_version() against ABI_VERSION) before anything else calls it.
 
-Every other module of the package declares the prototypes it uses on the one
-handle this module opens (`lib()`), and turns a returned status into an
-exception with `check()`.
+The prototypes are declared elsewhere: `_capi` declares those of the
+numpy-level API on the one handle this module opens (`lib()`), `_builder`
+binds function objects of its own. `check()` turns a returned status into
+an exception.
 
 Where the library is looked for, in order:
   1. $TESSERA_LIBRARY: the path of libtessera.so;
@@ -18,11 +21,21 @@ import os
 import pathlib
 import threading
 
-__all__ = ["lib", "library_path", "check", "LibraryNotFound", "TesseraError"]
+__all__ = ["lib", "library_path", "check", "ABI_VERSION", "LibraryNotFound", "LibraryMismatch",
+           "TesseraError"]
+
+# TSR_ABI_VERSION (include/tessera/api.h) of the headers the package's
+# mirrors (_capi.py) follow; bumped together with them.
+ABI_VERSION = 1
 
 
 class LibraryNotFound(ImportError):
     """libtessera could not be found or opened."""
+
+
+class LibraryMismatch(ImportError):
+    """libtessera was found, but its ABI version is not the package's: it was
+    built from another version of tessera."""
 
 
 class TesseraError(Exception):
@@ -71,6 +84,7 @@ def _open() -> ctypes.CDLL:
         except OSError as e:
             tried.append(f"{path} ({how}): {e}")
             continue
+        _check_abi(handle, path, how)
         _declare_base(handle)
         _lib, _path = handle, path
         return handle
@@ -78,6 +92,29 @@ def _open() -> ctypes.CDLL:
         "tessera: cannot find libtessera.so. Build it (`meson setup build && "
         "meson compile -C build` in the source tree), or set TESSERA_LIBRARY to its "
         "path. Tried:\n  " + "\n  ".join(tried))
+
+
+def _check_abi(handle: ctypes.CDLL, path: str, how: str) -> None:
+    """Raises LibraryMismatch unless the library at `path` has the ABI
+    version the package was written for: calling into a library whose
+    structs the mirrors misdescribe would read and write the wrong bytes."""
+    try:
+        fn = handle.tsr_abi_version
+    except AttributeError:
+        version = None
+    else:
+        fn.restype = ctypes.c_uint32
+        fn.argtypes = []
+        version = fn()
+    if version == ABI_VERSION:
+        return
+    has = "no ABI version (no tsr_abi_version: it predates them)" if version is None \
+        else f"ABI version {version}"
+    raise LibraryMismatch(
+        f"tessera: {path} ({how}) has {has}, but this tessera package "
+        f"({os.path.dirname(os.path.abspath(__file__))}) needs ABI version {ABI_VERSION}: "
+        "build libtessera from the same tree as the package, or set TESSERA_LIBRARY to a "
+        "matching build.")
 
 
 def lib() -> ctypes.CDLL:

@@ -13,46 +13,26 @@ from __future__ import annotations
 import collections
 import ctypes
 import threading
-from ctypes import POINTER, Structure, c_bool, c_int, c_int32, c_int64, c_uint32, c_void_p
+from ctypes import POINTER, Structure, c_int64, c_void_p
 from typing import Any, Sequence
 
 from . import _capi
 from ._api import Context, Executable, Kernel, Module, _dtype_index, _raise_status, default_context
 
-MAX_RANK = 6
-MAX_OPERANDS = 8
+MAX_RANK = _capi.MAX_RANK
+MAX_OPERANDS = _capi.KERNELS_MAX_OPERANDS
 
-OPS = ("sum", "prod", "max", "min", "argmax", "argmin", "mean", "var", "logsumexp")
+# tsr_kernels_op_t, by index.
+OPS = tuple(_capi.KERNELS_OPS)
 
-
-class SortParams(Structure):
-    _fields_ = [("rank", c_uint32), ("dims", c_int64 * MAX_RANK),
-                ("num_operands", c_uint32), ("dtypes", c_int * MAX_OPERANDS),
-                ("num_keys", c_uint32), ("axis", c_int32), ("descending", c_bool),
-                ("stable", c_bool), ("return_indices", c_bool),
-                ("vmem_budget_bytes", c_int64), ("target", c_int)]
+# The params structs of kernels.h (mirrored in _capi).
+SortParams = _capi.SortParams
+TopkParams = _capi.TopkParams
+CumulativeParams = _capi.CumulativeParams
+ReduceParams = _capi.ReduceParams
 
 # tsr_kernels_target_t: what a generated kernel is for.
-TARGETS = {"tpu": 0, "host": 1}
-
-
-class TopkParams(Structure):
-    _fields_ = [("rank", c_uint32), ("dims", c_int64 * MAX_RANK), ("dtype", c_int),
-                ("k", c_int64), ("axis", c_int32), ("smallest", c_bool),
-                ("vmem_budget_bytes", c_int64)]
-
-
-class CumulativeParams(Structure):
-    _fields_ = [("op", c_int), ("rank", c_uint32), ("dims", c_int64 * MAX_RANK),
-                ("dtype", c_int), ("axis", c_int32), ("reverse", c_bool),
-                ("vmem_budget_bytes", c_int64)]
-
-
-class ReduceParams(Structure):
-    _fields_ = [("op", c_int), ("rank", c_uint32), ("dims", c_int64 * MAX_RANK),
-                ("dtype", c_int), ("axes_mask", c_uint32), ("keepdims", c_bool),
-                ("vmem_budget_bytes", c_int64)]
-
+TARGETS = _capi.KERNELS_TARGETS
 
 _STRUCTS = {"sort": SortParams, "topk": TopkParams, "cumulative": CumulativeParams,
             "reduce": ReduceParams}

@@ -53,12 +53,11 @@ int main(int argc, char **argv) {
   size_t len = strlen(argv[1]);
   if (len > 4 && strcmp(argv[1] + len - 4, ".tsr") == 0) {
     /* The options of `tessera run` without options. */
-    tsr_interp_options_t options;
-    tsr_interp_options_initialize(&options);
+    tsr_executable_options_t options;
+    tsr_executable_options_initialize(&options);
     status = tsr_ir_module_parse_file(argv[1], &module);
     if (!status)
-      status = tsr_runtime_key_create(tsr_ir_module_kernel(module, 0), TSR_TARGET_INTERP,
-                                      &options, &runtime_key);
+      status = tsr_runtime_key_create(tsr_ir_module_kernel(module, 0), &options, &runtime_key);
     if (!status) key = *tsr_runtime_key_get(runtime_key);
   } else {
     /* The entry header keeps the key material's length at byte 64 and the

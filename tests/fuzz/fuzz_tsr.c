@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "interp/interp_runtime.h"
 #include "ir/ir.h"
 #include "tests/harness.h"
 
@@ -79,7 +80,6 @@ static void try_run(const tsr_ir_kernel_t *k, outcome_t *out) {
   tsr_interp_options_t opts;
   tsr_interp_options_initialize(&opts);
   FILE *sink = fopen("/dev/null", "w");
-  opts.print_stream = sink;
   tsr_interp_program_t *prog = NULL;
   tsr_status_t s = tsr_interp_program_prepare(k, &opts, &prog);
   if (!s) {
@@ -90,7 +90,10 @@ static void try_run(const tsr_ir_kernel_t *k, outcome_t *out) {
     tsr_interp_stats_t st = {0};
     (void)st;
     if (!has_while) {
-      s = tsr_interp_program_run(prog, ptrs, count, &st);
+      tsr_interp_run_options_t ro;
+      tsr_interp_run_options_of(&opts, &ro);
+      ro.print_stream = sink;
+      s = tsr_interp_program_run_with(prog, ptrs, count, &ro, &st, NULL);
       out->ran++;
       if (s && !diag_ok(s) && tsr_status_code(s) != TSR_INVALID_ARGUMENT)
         out->bad_diagnostics++;

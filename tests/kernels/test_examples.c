@@ -21,6 +21,7 @@
 #include <ctype.h>
 #include <math.h>
 
+#include "interp/interp_runtime.h"
 #include "tests/harness.h"
 
 #define MAX_OPERANDS 8
@@ -152,20 +153,32 @@ static const run_config_t kRunConfigs[] = {
     {"shuffle_parallel", TSR_UNINIT_NAN, true},
 };
 
-/* Prepares with `options` and runs once. Outputs are first filled with 0xff
- * bytes (NaN / -1), so an element the kernel fails to write shows up. */
-static tsr_status_t prepare_and_run(const bound_kernel_t *bk,
-                                    const tsr_interp_options_t *options,
-                                    tsr_interp_stats_t *out_stats) {
+/* Prepares with `options` and runs once, warnings to `warning_stream`
+ * (NULL: stderr). Outputs are first filled with 0xff bytes (NaN / -1), so
+ * an element the kernel fails to write shows up. */
+static tsr_status_t prepare_and_run_to(const bound_kernel_t *bk,
+                                       const tsr_interp_options_t *options,
+                                       FILE *warning_stream, tsr_interp_stats_t *out_stats) {
   for (size_t i = 0; i < bk->num_operands; i++)
     if (bk->info[i].role == TSR_ROLE_OUT)
       memset(bk->arrays[i].data, 0xff, tsr_array_byte_size(&bk->arrays[i]));
   tsr_interp_program_t *program = NULL;
   TSR_RETURN_IF_ERROR(tsr_interp_program_prepare(bk->kernel, options, &program));
+  tsr_interp_options_t defaults;
+  tsr_interp_options_initialize(&defaults);
+  tsr_interp_run_options_t ro;
+  tsr_interp_run_options_of(options ? options : &defaults, &ro);
+  ro.warning_stream = warning_stream;
   tsr_status_t s =
-      tsr_interp_program_run(program, bk->ptrs, bk->num_operands, out_stats);
+      tsr_interp_program_run_with(program, bk->ptrs, bk->num_operands, &ro, out_stats, NULL);
   tsr_interp_program_destroy(program);
   return s;
+}
+
+static tsr_status_t prepare_and_run(const bound_kernel_t *bk,
+                                    const tsr_interp_options_t *options,
+                                    tsr_interp_stats_t *out_stats) {
+  return prepare_and_run_to(bk, options, NULL, out_stats);
 }
 
 static void config_options(const run_config_t *config,
@@ -682,8 +695,7 @@ TSR_TEST(warning_uninitialized_scratch_read) {
     FILE *stream = tmpfile();
     TSR_CHECK(stream != NULL);
     if (!stream) break;
-    options.warning_stream = stream;
-    TSR_CHECK_OK(prepare_and_run(&bk, &options, NULL));
+    TSR_CHECK_OK(prepare_and_run_to(&bk, &options, stream, NULL));
     char text[4096] = {0};
     rewind(stream);
     size_t n = fread(text, 1, sizeof text - 1, stream);
@@ -692,7 +704,6 @@ TSR_TEST(warning_uninitialized_scratch_read) {
     CHECK_MENTIONS(text, "warning:");
     CHECK_MENTIONS(text, "stale");
     CHECK_MENTIONS(text, "uninit");
-    options.warning_stream = NULL;
     options.strict = true;
     tsr_status_t s = expect_failure("tests/kernels/uninit_scratch.tsr", "uninit_scratch",
                                     &options, TSR_KERNEL_ERROR);

@@ -1,9 +1,12 @@
 /* A test fixture for interpreter tests: parse, verify and prepare an inline
  * kernel, make zeroed arrays for its operands (with a leading device
- * dimension when options.devices > 1), run, and check diagnostics. */
+ * dimension when options.devices > 1), run, and check diagnostics. It
+ * drives the interpreter directly (interp/interp_runtime.h), below the
+ * executables. */
 #ifndef TESSERA_TESTS_INTERP_FIXTURE_H
 #define TESSERA_TESTS_INTERP_FIXTURE_H
 
+#include "interp/interp_runtime.h"
 #include "tests/harness.h"
 
 typedef struct fixture {
@@ -13,6 +16,10 @@ typedef struct fixture {
   tsr_array_t *ptrs[16];
   size_t count;
   tsr_interp_stats_t stats;
+  tsr_interp_options_t options; /* what setup() prepared with */
+  /* Where run() writes `print` output and warnings; NULL: stderr. Set
+   * after setup(). */
+  FILE *print_stream, *warning_stream;
 } fixture_t;
 
 /* Parses, verifies and prepares `text`; makes one array per operand (inputs
@@ -30,6 +37,7 @@ static inline tsr_status_t setup(fixture_t *f, const char *text,
   tsr_interp_options_t opts;
   tsr_interp_options_initialize(&opts);
   if (options) opts = *options;
+  f->options = opts;
   s = tsr_interp_program_prepare(k, &opts, &f->program);
   if (s) return s;
   for (size_t i = 0; i < tsr_ir_kernel_operand_count(k); i++) {
@@ -51,7 +59,11 @@ static inline tsr_status_t setup(fixture_t *f, const char *text,
 }
 
 static inline tsr_status_t run(fixture_t *f) {
-  return tsr_interp_program_run(f->program, f->ptrs, f->count, &f->stats);
+  tsr_interp_run_options_t ro;
+  tsr_interp_run_options_of(&f->options, &ro);
+  ro.print_stream = f->print_stream;
+  ro.warning_stream = f->warning_stream;
+  return tsr_interp_program_run_with(f->program, f->ptrs, f->count, &ro, &f->stats, NULL);
 }
 
 static inline void teardown(fixture_t *f) {
@@ -95,11 +107,11 @@ static inline char *expect_kernel_warning(const char *text, const tsr_interp_opt
     TSR_FAIL_AT("tmpfile: cannot make a warning stream");
     return NULL;
   }
-  o.warning_stream = stream;
   o.strict = false;
   fixture_t f;
   char *warnings = NULL;
   tsr_status_t s = setup(&f, text, &o);
+  f.warning_stream = stream;
   if (!s) s = run(&f);
   if (s) {
     TSR_FAIL_AT("expected a run with warnings, got %s: %s",
@@ -119,7 +131,6 @@ static inline char *expect_kernel_warning(const char *text, const tsr_interp_opt
   }
   teardown(&f);
   fclose(stream);
-  o.warning_stream = NULL;
   o.strict = true;
   s = setup(&f, text, &o);
   if (!s) s = run(&f);

@@ -181,7 +181,7 @@ TSR_TEST(kernel_error_records) {
   const char *rel = "bugs/read_dst_before_wait.tsr";
   tsr_executable_options_t eo;
   tsr_executable_options_initialize(&eo);
-  eo.detect_races = true;
+  eo.run.detect_races = true;
   captured_t warned = {0};
   eo.output.warning = capture; /* the executable's default */
   eo.output.user = &warned;
@@ -317,9 +317,9 @@ static void one_run_start(one_run_t *r, const char *rel, const char *text,
     tsr_ir_operand_info_t info;
     tsr_ir_kernel_operand_info(k, i, &info);
     if (info.role == TSR_ROLE_SCRATCH) continue;
-    if (eo->devices > 1) { /* a leading dimension of devices */
+    if (eo->run.devices > 1) { /* a leading dimension of devices */
       memmove(info.dims + 1, info.dims, info.rank * sizeof info.dims[0]);
-      info.dims[0] = eo->devices;
+      info.dims[0] = eo->run.devices;
       info.rank++;
     }
     TSR_CHECK_OK(tsr_runtime_random_array(&info, 1, &r->arrays[r->n]));
@@ -400,7 +400,7 @@ static void deadlock_record(tsr_backend_t backend) {
   tsr_executable_options_t eo;
   tsr_executable_options_initialize(&eo);
   eo.backend = backend;
-  eo.cores = 2;
+  eo.run.cores = 2;
   one_run_t r;
   one_run_start(&r, "bugs/deadlock_never_signalled.tsr", NULL, &eo);
   const tsr_diagnostic_list_t *list = one_run_go(&r, NULL);
@@ -429,8 +429,8 @@ TSR_TEST(deadlock_record_cpu) { deadlock_record(TSR_BACKEND_CPU); }
 TSR_TEST(race_record_second_access) {
   tsr_executable_options_t eo;
   tsr_executable_options_initialize(&eo);
-  eo.cores = 2;
-  eo.detect_races = true;
+  eo.run.cores = 2;
+  eo.run.detect_races = true;
   one_run_t r;
   one_run_start(&r, "bugs/core_reduction_no_barrier.tsr", NULL, &eo);
   const tsr_diagnostic_list_t *list = one_run_go(&r, NULL);

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "runtime/runtime_internal.h" /* the process's cache, which contexts leave alone */
 #include "tests/harness.h"
 
 static const char twice_tsr[] =
@@ -88,7 +89,7 @@ static tsr_status_t create_and_run(tsr_context_t *ctx, const tsr_ir_kernel_t *ke
   tsr_executable_options_t eo;
   tsr_executable_options_initialize(&eo);
   eo.backend = backend;
-  eo.cores = cores;
+  eo.run.cores = cores;
   tsr_executable_t *exe = NULL;
   tsr_status_t s = tsr_executable_create(ctx, kernel, &eo, &exe);
   if (s) return s;

@@ -97,9 +97,8 @@ static tsr_status_t run(void (*entry)(void **), uint32_t devices, uint32_t cores
   tsr_interp_options_initialize(&o);
   o.devices = devices;
   o.cores = cores;
-  o.print_stream = print_stream;
   void *args[1] = {NULL};
-  return tsr_cpu_run(entry, info, NULL, args, 0, &o);
+  return tsr_cpu_run_with(entry, info, NULL, args, 0, &o, print_stream, NULL);
 }
 
 /* ---- A ring: every core hands a value to the next one, many times ------- */

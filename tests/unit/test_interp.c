@@ -502,11 +502,9 @@ TSR_TEST(print_writes_one_call_per_line) {
   write_counter_t wc;
   TSR_CHECK(write_counter_open(&wc));
   if (!wc.stream) return;
-  tsr_interp_options_t o;
-  tsr_interp_options_initialize(&o);
-  o.print_stream = wc.stream;
   fixture_t f;
-  tsr_status_t s = setup(&f, text, &o);
+  tsr_status_t s = setup(&f, text, NULL);
+  f.print_stream = wc.stream;
   TSR_CHECK_OK(s);
   if (!s) TSR_CHECK_OK(run(&f));
   teardown(&f);
@@ -621,8 +619,8 @@ TSR_TEST(forwarded_partial_store_keeps_the_rest_uninitialized) {
   tsr_interp_options_initialize(&o);
   fixture_t f;
   FILE *warnings = tmpfile();
-  o.warning_stream = warnings;
   TSR_CHECK_OK(setup(&f, text, &o));
+  f.warning_stream = warnings;
   fill_iota_f32(&f.arrays[0]);
   TSR_CHECK_OK(run(&f));
   TSR_CHECK_EQ_INT(f.stats.warnings, 2);
@@ -636,7 +634,6 @@ TSR_TEST(forwarded_partial_store_keeps_the_rest_uninitialized) {
   expect_kernel_error(run(&f), needles);
   teardown(&f);
   if (warnings) fclose(warnings);
-  o.warning_stream = NULL;
   o.strict = false;
   o.check = false;
   TSR_CHECK_OK(setup(&f, text, &o));
@@ -665,9 +662,9 @@ TSR_TEST(output_block_loaded_and_stored_back_holds_the_uninitialized_value) {
     tsr_interp_options_initialize(&o);
     o.check = check;
     FILE *warnings = tmpfile();
-    o.warning_stream = warnings;
     fixture_t f;
     TSR_CHECK_OK(setup(&f, text, &o));
+    f.warning_stream = warnings;
     int32_t *out = f.arrays[0].data;
     for (int i = 0; i < 32 * 128; i++) out[i] = 0x5a5a5a5a; /* not the fill */
     TSR_CHECK_OK(run(&f));

@@ -85,7 +85,7 @@ static tsr_status_t run(tsr_ir_module_t *m, tsr_backend_t backend, tsr_array_t *
   tsr_executable_options_t eo;
   tsr_executable_options_initialize(&eo);
   eo.backend = backend;
-  eo.strict = true; /* a warning (an uninitialized read) fails the case */
+  eo.run.strict = true; /* a warning (an uninitialized read) fails the case */
   tsr_executable_t *exe = NULL;
   tsr_status_t s = tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), &eo, &exe);
   if (!s) {

@@ -194,7 +194,7 @@ static bool find_entry_in(const char *dir, const char *hex, const char *bucket, 
 
 static bool find_entry(const tsr_ir_kernel_t *k, char *out, size_t size) {
   tsr_runtime_key_t *key = NULL;
-  tsr_status_t s = tsr_runtime_key_create(k, TSR_TARGET_CPU, NULL, &key);
+  tsr_status_t s = tsr_runtime_compiled_key_create(k, NULL, &key);
   if (s) {
     tsr_status_free(s);
     return false;
@@ -605,18 +605,19 @@ TSR_TEST(lower_text_stages) {
     return;
   }
   char *text = NULL;
-  TSR_CHECK_OK(tsr_runtime_lower_text(k, TSR_TARGET_CPU, "mlir", &text));
+  TSR_CHECK_OK(tsr_runtime_lower_text(k, TSR_BACKEND_CPU, "mlir", &text));
   TSR_CHECK(text && strstr(text, "func.func @" TSR_LOWER_KERNEL_FUNC "("));
   TSR_CHECK(text && strstr(text, "llvm.emit_c_interface"));
   tsr_runtime_text_free(text);
   text = NULL;
-  TSR_CHECK_OK(tsr_runtime_lower_text(k, TSR_TARGET_CPU, "llvm", &text));
+  TSR_CHECK_OK(tsr_runtime_lower_text(k, TSR_BACKEND_CPU, "llvm", &text));
   TSR_CHECK(text && strstr(text, "llvm.func @_mlir_ciface_" TSR_LOWER_KERNEL_FUNC "("));
   TSR_CHECK(text && !strstr(text, "vector.") && !strstr(text, "scf.") && !strstr(text, "memref."));
   tsr_runtime_text_free(text);
-  TSR_CHECK_STATUS(tsr_runtime_lower_text(k, TSR_TARGET_CPU, "asm", &text),
+  TSR_CHECK_STATUS(tsr_runtime_lower_text(k, TSR_BACKEND_CPU, "asm", &text),
                    TSR_INVALID_ARGUMENT);
-  TSR_CHECK_STATUS(tsr_runtime_lower_text(k, TSR_TARGET_TPU, "mlir", &text), TSR_UNIMPLEMENTED);
+  TSR_CHECK_STATUS(tsr_runtime_lower_text(k, TSR_BACKEND_INTERP, "mlir", &text),
+                   TSR_UNIMPLEMENTED);
   tsr_ir_module_destroy(m);
 }
 
@@ -658,7 +659,7 @@ TSR_TEST(unloadable_entry_is_compiled_again) {
     return;
   }
   tsr_runtime_key_t *key = NULL;
-  TSR_CHECK_OK(tsr_runtime_key_create(k, TSR_TARGET_CPU, NULL, &key));
+  TSR_CHECK_OK(tsr_runtime_compiled_key_create(k, NULL, &key));
   tsr_disk_cache_options_t o;
   tsr_disk_cache_options_initialize(&o);
   tsr_disk_cache_t *disk = NULL;

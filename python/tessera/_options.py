@@ -1,0 +1,81 @@
+"""The options of `tessera.compile` and of a run: their names, and the
+checks that turn a keyword argument into a field of
+tsr_executable_options_t or tsr_run_options_t."""
+
+from __future__ import annotations
+
+import ctypes
+import difflib
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import _capi
+from ._output import CancelToken, PrintCallback
+
+# Options an executable is made with (the fields of tsr_executable_options_t's
+# `run`, a tsr_interp_options_t, and its opt_level, plus dma_mode for
+# dma_eager and the output callbacks), and those a run may change
+# (tsr_run_options_t).
+_EXECUTABLE_OPTIONS = (
+    "uninit", "check", "shuffle_parallel", "shuffle_seed", "chip", "max_errors", "devices",
+    "cores", "schedule_seed", "dma_eager", "dma_mode", "detect_races", "strict",
+    "timeout_seconds", "max_steps", "cancel", "trace_path", "opt_level", "on_print",
+    "on_warning")
+_RUN_OPTIONS = ("strict", "timeout_seconds", "max_steps", "cancel", "trace_path", "on_print",
+                "on_warning")
+
+
+def _unknown_option(where: str, name: str, known: Sequence[str]) -> TypeError:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return TypeError(f"{where}: unknown option {name!r}{hint} (options: {', '.join(known)})")
+
+
+def _check_names(where: str, options: Mapping[str, Any], known: Sequence[str]) -> None:
+    for name in options:
+        if name not in known:
+            raise _unknown_option(where, name, known)
+
+
+def _int_option(struct: ctypes.Structure, field: str, name: str, v: Any, *,
+                positive: bool = False) -> int:
+    """Sets option `name` into `struct.field` and returns it: TypeError for a
+    non-integer, ValueError below 0 (or 1), OverflowError above what the C
+    field holds (_capi.c_int_of)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"tessera: option {name} must be an int, got {v!r}")
+    v = int(v)
+    if v < (1 if positive else 0):
+        raise ValueError(f"tessera: option {name} must be {'>= 1' if positive else '>= 0'}, got {v}")
+    _capi.set_checked(struct, field, v, f"tessera: option {name}")
+    return v
+
+
+def _seconds(v: Any) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise TypeError(f"tessera: option timeout_seconds must be a number, got {v!r}") from None
+    if not f >= 0:
+        raise ValueError(f"tessera: option timeout_seconds must be >= 0, got {v!r}")
+    return f
+
+
+def _cancel_token(v: Any) -> CancelToken:
+    if not isinstance(v, CancelToken):
+        raise TypeError(f"tessera: option cancel must be a tessera.CancelToken, got {v!r}")
+    return v
+
+
+def _callback(name: str, v: Any) -> PrintCallback | None:
+    if v is not None and not callable(v):
+        raise TypeError(f"tessera: option {name} must be callable(text), got {v!r}")
+    return v
+
+
+def _choice(name: str, v: Any, choices: Sequence[str]) -> str:
+    if v not in choices:
+        raise ValueError(f"tessera: option {name} must be one of {', '.join(map(repr, choices))}, "
+                         f"got {v!r}")
+    return v
