@@ -15,9 +15,11 @@
 /* The emitter's one op dispatch, the two levels of ir/dispatch.h, as in
  * lower/emit.c: family_table, then per_op_table for the families whose ops
  * are emitted by different functions (TPU_<OP>: a row without its entry
- * does not build). Within a family, an op or dtype without a TPU form is a
- * located TSR_UNIMPLEMENTED naming the op (tpu_unimplemented), never a
- * silent default. */
+ * does not build). Every op also has its row of ir/ops_tpu.def (an op
+ * without one does not build): the MLIR spellings its family's function
+ * reads, or its refusal, reported by the walk before any dispatch. Within a
+ * family, an op or dtype without a TPU form is a located TSR_UNIMPLEMENTED
+ * naming the op (tpu_unimplemented), never a silent default. */
 #define TPU_PROGRAM_ID tpu_op_program_id /* TSR_FAM_QUERY */
 #define TPU_NUM_PROGRAMS tpu_op_num_programs
 #define TPU_DEVICE_ID tpu_op_device_id
@@ -32,8 +34,8 @@
 #define TPU_CONCATENATE tpu_op_concatenate
 #define TPU_ROLL tpu_op_roll
 #define TPU_GATHER tpu_op_gather
-#define TPU_SORT tpu_op_sort
-#define TPU_ARGSORT tpu_op_sort
+#define TPU_SORT tpu_op_refused /* refused by ir/ops_tpu.def */
+#define TPU_ARGSORT tpu_op_refused
 #define TPU_FOR tpu_op_for /* TSR_FAM_CONTROL */
 #define TPU_WHILE tpu_op_while
 #define TPU_IF tpu_op_if

@@ -132,10 +132,23 @@ const char *tpu_type(char *buf, const tsr_type_t *t) {
   }
 }
 
+/* ---- The op table's TPU column ----------------------------------------------------- */
+
+const char *tpu_spelling(tsr_opcode_t opcode, tsr_dtype_t dtype) {
+  int c = is_float(dtype)                               ? TSR_TPU_FLOAT
+          : tsr_dtype_class(dtype) == TSR_CLASS_SINT ? TSR_TPU_SINT
+                                                      : TSR_TPU_UINT;
+  return tsr_op_tpu_table[opcode].spelling[c];
+}
+
+void tpu_op_refused(tpu_emitter_t *em, const tsr_op_t *op) {
+  tpu_unimplemented(em, op, "%s", tsr_op_tpu_table[op->opcode].refusal);
+}
+
 /* ---- The walk ------------------------------------------------------------------------------ */
 
 /* One op: its location comment, then its emission through the dispatch
- * table (emit.c). */
+ * table (emit.c), unless ir/ops_tpu.def refuses it. */
 static void emit_op(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_op_info_t *info = &tsr_op_table[op->opcode];
   if (info->flags & TSR_F_TERMINATOR) return; /* read by the parent op */
@@ -155,6 +168,10 @@ static void emit_op(tpu_emitter_t *em, const tsr_op_t *op) {
         return;
       }
     }
+  if (tsr_op_tpu_table[op->opcode].refusal) {
+    tpu_op_refused(em, op);
+    return;
+  }
   em->families[info->family](em, op);
 }
 

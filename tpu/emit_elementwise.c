@@ -1,8 +1,9 @@
 /* Scalars and elementwise ops for the TPU (tpu/emit_internal.h): const,
  * the grid, device and core queries, multiple_of (tpu.assume_multiple), and
- * the unary, binary, compare, select and convert families as arith/math
- * ops, as Pallas's TPU lowering writes them (docs/tpu.md, "Conventions
- * followed"), with libtpu's gaps filled by equivalent compositions. */
+ * the unary, binary, compare, select and convert families as the arith/math
+ * ops of their rows of ir/ops_tpu.def, as Pallas's TPU lowering writes them
+ * (docs/tpu.md, "Conventions followed"), with libtpu's gaps filled by
+ * equivalent compositions. */
 #include <stdio.h>
 
 #include "tpu/emit_internal.h"
@@ -61,45 +62,6 @@ static const char *operand_as(tpu_emitter_t *em, const tsr_value_t *v, const tsr
   return t;
 }
 
-/* The arith/math op of a one-op unary or binary tessera op for a dtype
- * class, NULL when it takes several ops or has none. */
-static const char *simple_op(tsr_opcode_t opc, tsr_dtype_t d) {
-  bool f = is_float(d), u = is_uint(d);
-  switch (opc) {
-  case TSR_OP_ABS: return f ? "math.absf" : "math.absi";
-  case TSR_OP_EXP: return "math.exp";
-  case TSR_OP_EXP2: return "math.exp2";
-  case TSR_OP_LOG: return "math.log";
-  case TSR_OP_LOG1P: return "math.log1p";
-  case TSR_OP_SQRT: return "math.sqrt";
-  case TSR_OP_RSQRT: return "math.rsqrt";
-  case TSR_OP_TANH: return "math.tanh";
-  case TSR_OP_SIN: return "math.sin";
-  case TSR_OP_COS: return "math.cos";
-  case TSR_OP_FLOOR: return "math.floor";
-  case TSR_OP_CEIL: return "math.ceil";
-  case TSR_OP_ROUND: return "math.roundeven";
-  case TSR_OP_CLZ: return "math.ctlz";
-  case TSR_OP_POPCOUNT: return "math.ctpop";
-  case TSR_OP_NEG: return f ? "arith.negf" : NULL;
-  case TSR_OP_ADD: return f ? "arith.addf" : "arith.addi";
-  case TSR_OP_SUB: return f ? "arith.subf" : "arith.subi";
-  case TSR_OP_MUL: return f ? "arith.mulf" : "arith.muli";
-  case TSR_OP_DIV: return f ? "arith.divf" : u ? "arith.divui" : "arith.divsi";
-  case TSR_OP_REM: return f ? "arith.remf" : u ? "arith.remui" : "arith.remsi";
-  case TSR_OP_MAX: return f ? "arith.maximumf" : u ? NULL : "arith.maxsi";
-  case TSR_OP_MIN: return f ? "arith.minimumf" : u ? NULL : "arith.minsi";
-  case TSR_OP_POW: return "math.powf";
-  case TSR_OP_AND: return "arith.andi";
-  case TSR_OP_OR: return "arith.ori";
-  case TSR_OP_XOR: return "arith.xori";
-  case TSR_OP_SHL: return "arith.shli";
-  case TSR_OP_SHRL: return "arith.shrui";
-  case TSR_OP_SHRA: return "arith.shrsi";
-  default: return NULL;
-  }
-}
-
 /* A 16-bit op libtpu does not legalize on every block shape, computed in
  * 32 bits and narrowed, which gives the same bits: bf16 `rem`
  * ("failed to legalize arith.remf"; the remainder of two bf16 values is
@@ -125,7 +87,7 @@ static void widened_16(tpu_emitter_t *em, const tsr_op_t *op, const char *a, con
     tpu_line(em, "%s = %s %s : %s to %s", wb, ext, b, nt, wty);
   }
   snprintf(w, sizeof w, "%s", tpu_tmp(em));
-  const char *name = simple_op(op->opcode, d);
+  const char *name = tpu_spelling(op->opcode, d);
   if (op->opcode == TSR_OP_MAX || op->opcode == TSR_OP_MIN) {
     /* MLIR narrows trunci(maxsi(ext a, ext b)) back to an i16 maxsi: the
      * extremum is taken without one. With d = a - b (exact in i32),
@@ -188,7 +150,6 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
   case TSR_FAM_COMPARE: {
     const tsr_value_t *x = op->operands[0], *y = op->operands[1];
     tsr_type_t ot = with_dtype(rt, x->type.dtype);
-    if (!tpu_cmp_predicate(op->opcode, ot.dtype)) break;
     const char *a = operand_as(em, x, &ot), *b = operand_as(em, y, &ot);
     if (is_bool(ot.dtype) && ot.kind == TSR_TYPE_VECTOR) {
       /* MLIR rewrites a compare of i1 blocks into an extension of i1 that
@@ -201,10 +162,10 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       tpu_line(em, "%s = arith.extui %s : %s to %s", wa, a, bt, wty);
       snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
       tpu_line(em, "%s = arith.extui %s : %s to %s", wb, b, bt, wty);
-      tpu_compare(em, tpu_result_name(em, op, 0), op->opcode, wa, wb, &wt);
+      if (!tpu_compare(em, tpu_result_name(em, op, 0), op->opcode, wa, wb, &wt)) break;
       return;
     }
-    tpu_compare(em, tpu_result_name(em, op, 0), op->opcode, a, b, &ot);
+    if (!tpu_compare(em, tpu_result_name(em, op, 0), op->opcode, a, b, &ot)) break;
     return;
   }
   case TSR_FAM_CONVERT: {
@@ -236,7 +197,7 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
     }
     const char *a = operand_as(em, op->operands[0], rt);
     const char *b = op->num_operands > 1 ? operand_as(em, op->operands[1], rt) : NULL;
-    const char *name = simple_op(op->opcode, d);
+    const char *name = tpu_spelling(op->opcode, d);
     bool f = is_float(d);
     if (op->opcode == TSR_OP_NOT) { /* xor with all ones */
       const char *ones = tpu_constant(em, rt, 0.0, -1);
@@ -264,9 +225,9 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       const char *one = tpu_constant(em, rt, 1.0, 1);
       const char *mone = tpu_constant(em, rt, -1.0, -1);
       const char *gt = tpu_tmp(em);
-      tpu_compare(em, gt, TSR_OP_GT, a, z, rt);
+      if (!tpu_compare(em, gt, TSR_OP_GT, a, z, rt)) break;
       const char *lt = tpu_tmp(em);
-      tpu_compare(em, lt, TSR_OP_LT, a, z, rt);
+      if (!tpu_compare(em, lt, TSR_OP_LT, a, z, rt)) break;
       const char *m = tpu_tmp(em);
       tpu_select(em, m, lt, rt->kind == TSR_TYPE_VECTOR, mone, a, rt);
       tpu_select(em, tpu_result_name(em, op, 0), gt, rt->kind == TSR_TYPE_VECTOR, one, m, rt);
@@ -276,7 +237,8 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
         d == TSR_DTYPE_U32) {
       /* libtpu cannot legalize arith.maxui/minui (and MLIR folds a
        * compare-and-select into them): flip the sign bit around the
-       * signed op, which orders the flipped values as unsigned ones. */
+       * signed op (the op's i32 spelling), which orders the flipped values
+       * as unsigned ones. */
       const char *sign = tpu_constant(em, rt, 0.0, -2147483647ll - 1);
       char fa[32], fb[32], m[32];
       snprintf(fa, sizeof fa, "%s", tpu_tmp(em));
@@ -284,8 +246,7 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       snprintf(fb, sizeof fb, "%s", tpu_tmp(em));
       tpu_line(em, "%s = arith.xori %s, %s : %s", fb, b, sign, ty);
       snprintf(m, sizeof m, "%s", tpu_tmp(em));
-      tpu_line(em, "%s = %s %s, %s : %s", m, op->opcode == TSR_OP_MAX ? "arith.maxsi" : "arith.minsi",
-               fa, fb, ty);
+      tpu_line(em, "%s = %s %s, %s : %s", m, tpu_spelling(op->opcode, TSR_DTYPE_I32), fa, fb, ty);
       tpu_line(em, "%s = arith.xori %s, %s : %s", tpu_result_name(em, op, 0), m, sign, ty);
       return;
     }
@@ -298,9 +259,6 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       return;
     }
     if (!name) break;
-    if (!f && (op->opcode == TSR_OP_POW || !strncmp(name, "math.", 5)) &&
-        op->opcode != TSR_OP_ABS && op->opcode != TSR_OP_CLZ && op->opcode != TSR_OP_POPCOUNT)
-      break;
     if (b)
       tpu_line(em, "%s = %s %s, %s : %s", tpu_result_name(em, op, 0), name, a, b, tpu_type(ty, rt));
     else

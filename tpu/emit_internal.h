@@ -14,7 +14,7 @@
  *                       as i32, selects, compares, conversions, reshapes,
  *                       the core index
  *   emit_base.c         text, names, types, failures, and the walk over a
- *                       region's ops
+ *                       region's ops, the op table's TPU column
  *
  * The four op files do not call each other. The walk (tpu_emit_region,
  * which control flow uses for its bodies) reaches the op files only through
@@ -92,6 +92,14 @@ void tpu_fail(tpu_emitter_t *em, tsr_status_t status);
 void tpu_unimplemented(tpu_emitter_t *em, const tsr_op_t *op, const char *fmt, ...)
     TSR_PRINTF(3, 4);
 
+/* The MLIR spelling of `opcode` for operands of `dtype` from its row of
+ * ir/ops_tpu.def (tsr_op_tpu_table); NULL where that class has none. */
+const char *tpu_spelling(tsr_opcode_t opcode, tsr_dtype_t dtype);
+/* The located error of an op that ir/ops_tpu.def refuses, with its reason:
+ * reported by the walk before any dispatch, so also the per-op entry of
+ * such ops (never reached). */
+tpu_op_fn tpu_op_refused;
+
 /* Emits the ops of a region (not its terminator: the parent reads it),
  * each through em->families. */
 void tpu_emit_region(tpu_emitter_t *em, const tsr_region_t *region);
@@ -125,11 +133,11 @@ const char *tpu_reshape_to(tpu_emitter_t *em, const char *name, tsr_dtype_t dtyp
 /* The shape an op without a 1-D form in Mosaic takes: (1, n) for a 1-D
  * type (returns 2), else the type's shape. */
 uint32_t tpu_at_least_2d(const tsr_type_t *t, int64_t *dims);
-/* r = (a OPC b) for the comparison opcode `opc` on operands of type t. */
-void tpu_compare(tpu_emitter_t *em, const char *r, tsr_opcode_t opc, const char *a,
-                 const char *b, const tsr_type_t *operand_type);
-/* The cmpf/cmpi predicate of comparison `opc` for dtype `d`. */
-const char *tpu_cmp_predicate(tsr_opcode_t opc, tsr_dtype_t d);
+/* r = (a OPC b) for the comparison opcode `opc` on operands of type t;
+ * false (nothing written) when ir/ops_tpu.def gives no predicate for the
+ * operands' class and none is composed here. */
+bool tpu_compare(tpu_emitter_t *em, const char *r, tsr_opcode_t opc, const char *a,
+                 const char *b, const tsr_type_t *operand_type) TSR_MUST_USE;
 /* r = convert(a) from `from` to `to` (tessera's `convert`); names op's
  * result after `a` when the bits do not change. */
 void tpu_convert(tpu_emitter_t *em, const tsr_op_t *op, const char *r, const char *a,
@@ -144,7 +152,7 @@ tpu_op_fn tpu_op_const, tpu_op_program_id, tpu_op_num_programs, tpu_op_device_id
 tpu_op_fn tpu_op_load, tpu_op_store, tpu_op_dma, tpu_op_sem_signal, tpu_op_sem_wait,
     tpu_op_sem_read, tpu_op_core_barrier; /* emit_memory.c */
 tpu_op_fn tpu_op_iota, tpu_op_broadcast, tpu_op_reshape, tpu_op_transpose, tpu_op_slice,
-    tpu_op_concatenate, tpu_op_roll, tpu_op_gather, tpu_op_sort, tpu_op_reduce,
+    tpu_op_concatenate, tpu_op_roll, tpu_op_gather, tpu_op_reduce,
     tpu_op_argreduce, tpu_op_dot; /* emit_shape.c */
 tpu_op_fn tpu_op_for, tpu_op_while, tpu_op_if, tpu_op_scoped, tpu_op_terminator,
     tpu_op_print, tpu_op_assert; /* emit_control.c */

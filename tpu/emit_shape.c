@@ -1,7 +1,9 @@
 /* Shapes, reductions and dot for the TPU (tpu/emit_internal.h): iota,
  * broadcast, reshape, transpose, slice, concatenate, roll
- * (tpu.dynamic_rotate), gather (tpu.dynamic_gather), sort (refused),
- * vector.multi_reduction, tpu.reduce_index and tpu.matmul. */
+ * (tpu.dynamic_rotate), gather (tpu.dynamic_gather), the reductions
+ * (vector.multi_reduction, tpu.reduce_index, of the kinds their rows of
+ * ir/ops_tpu.def name) and dot (tpu.matmul). sort and argsort are refused
+ * by their rows. */
 #include <stdio.h>
 
 #include "tpu/emit_internal.h"
@@ -228,15 +230,6 @@ void tpu_op_roll(tpu_emitter_t *em, const tsr_op_t *op) {
     tpu_set_name(em, op->results[0], rotated);
 }
 
-/* sort, argsort: Mosaic sorts only on SparseCore (tpu.sort); a TensorCore
- * kernel sorts with a network (the library's tsr_kernels_sort). */
-void tpu_op_sort(tpu_emitter_t *em, const tsr_op_t *op) {
-  tpu_unimplemented(em, op,
-                    "'%s' has no TensorCore lowering in Mosaic (tpu.sort is SparseCore-only); "
-                    "sort with a network, as tsr_kernels_sort's kernels do",
-                    tsr_op_table[op->opcode].mnemonic);
-}
-
 void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *x = op->operands[0], *idx = op->operands[1];
   int64_t axis = op->ints[0];
@@ -340,16 +333,29 @@ static void multi_reduction(tpu_emitter_t *em, const tsr_op_t *op, const char *r
            tpu_type(a, &xt), tpu_type(b, &rt));
 }
 
+/* The identity of reduction `opc`, its accumulator's first value, for
+ * floats (*f) and 32-bit integers (*i). */
+static void identity(tsr_opcode_t opc, double *f, int64_t *i) {
+  const int64_t imin = -2147483647ll - 1, imax = 2147483647ll;
+  bool max = opc == TSR_OP_REDUCE_MAX || opc == TSR_OP_REDUCE_OR;
+  *f = opc == TSR_OP_REDUCE_SUM ? 0.0 : max ? -__builtin_inf() : __builtin_inf();
+  *i = opc == TSR_OP_REDUCE_SUM ? 0 : max ? imin : imax;
+}
+
 /* Mosaic reduces with add, max and min only, and integers only as signed
  * 32-bit (libtpu: "Only sum, maxsi and minsi ... i32 reductions
- * supported"; "Unsupported reduction kind"). i1 and/or become min/max of
- * the bits as i32; u32 max/min flip the sign bit around a signed one. */
+ * supported"; "Unsupported reduction kind"): the kinds of the op's row of
+ * ir/ops_tpu.def, for floats and 32-bit integers. i1 and/or become min/max
+ * of the bits as i32; u32 max/min, which have no kind of their own, the
+ * signed kind between sign-bit flips. */
 void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_value_t *x = op->operands[0];
   const tsr_type_t *rt = &op->results[0]->type;
   tsr_dtype_t d = x->type.dtype;
   bool f = is_float(d);
-  const int64_t imin = -2147483647ll - 1, imax = 2147483647ll;
+  double fi;
+  int64_t ii;
+  identity(op->opcode, &fi, &ii);
   char a[TPU_TYPE_MAX], b[TPU_TYPE_MAX];
   if (is_bool(d) && (op->opcode == TSR_OP_REDUCE_AND || op->opcode == TSR_OP_REDUCE_OR)) {
     bool is_and = op->opcode == TSR_OP_REDUCE_AND;
@@ -360,68 +366,48 @@ void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
     const char *red = tpu_tmp(em);
     char redname[32];
     snprintf(redname, sizeof redname, "%s", red);
-    multi_reduction(em, op, redname, is_and ? "minsi" : "maxsi", bits, TSR_DTYPE_I32, 0,
-                    is_and ? imax : imin);
+    multi_reduction(em, op, redname, is_and ? "minsi" : "maxsi", bits, TSR_DTYPE_I32, 0, ii);
     const char *z = tpu_constant(em, &ri, 0.0, 0);
     tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", tpu_result_name(em, op, 0), redname, z,
              tpu_type(a, &ri));
     return;
   }
-  bool i32 = d == TSR_DTYPE_I32, u32 = d == TSR_DTYPE_U32;
-  if (f && bits_of(d) == 16 &&
-      (op->opcode == TSR_OP_REDUCE_SUM || op->opcode == TSR_OP_REDUCE_MAX ||
-       op->opcode == TSR_OP_REDUCE_MIN)) {
+  const char *kind = tpu_spelling(op->opcode, d);
+  if (kind && f && bits_of(d) == 16) {
     /* bf16 is reduced extended to f32 and rounded once, as tessera
      * defines reductions (docs/semantics.md); to a scalar, libtpu takes
      * no other ("Only 32-bit scalar vector.extracts supported"). */
-    bool max = op->opcode == TSR_OP_REDUCE_MAX, sum = op->opcode == TSR_OP_REDUCE_SUM;
     tsr_type_t xw = with_dtype(&x->type, TSR_DTYPE_F32);
     char wide[32], red[32];
     snprintf(wide, sizeof wide, "%s", tpu_tmp(em));
     tpu_line(em, "%s = arith.extf %s : %s to %s", wide, tpu_name(em, x), tpu_type(a, &x->type),
              tpu_type(b, &xw));
     snprintf(red, sizeof red, "%s", tpu_tmp(em));
-    multi_reduction(em, op, red, sum ? "add" : max ? "maximumf" : "minimumf", wide,
-                    TSR_DTYPE_F32, sum ? 0.0 : max ? -__builtin_inf() : __builtin_inf(), 0);
+    multi_reduction(em, op, red, kind, wide, TSR_DTYPE_F32, fi, 0);
     tsr_type_t rw = with_dtype(rt, TSR_DTYPE_F32);
     tpu_line(em, "%s = arith.truncf %s : %s to %s", tpu_result_name(em, op, 0), red,
              tpu_type(a, &rw), tpu_type(b, rt));
     return;
   }
-  switch (op->opcode) {
-  case TSR_OP_REDUCE_SUM:
-    if (f || i32 || u32) { /* a sum's bits do not depend on signedness */
-      multi_reduction(em, op, tpu_result_name(em, op, 0), "add", tpu_name(em, x), d, 0, 0);
-      return;
-    }
-    break;
-  case TSR_OP_REDUCE_MAX: case TSR_OP_REDUCE_MIN: {
-    bool max = op->opcode == TSR_OP_REDUCE_MAX;
-    if (f || i32) {
-      multi_reduction(em, op, tpu_result_name(em, op, 0),
-                      f ? (max ? "maximumf" : "minimumf") : (max ? "maxsi" : "minsi"),
-                      tpu_name(em, x), d, max ? -__builtin_inf() : __builtin_inf(),
-                      max ? imin : imax);
-      return;
-    }
-    if (u32) {
-      const char *sx = tpu_constant(em, &x->type, 0.0, imin);
-      const char *flipped = tpu_tmp(em);
-      char fl[32];
-      snprintf(fl, sizeof fl, "%s", flipped);
-      tpu_line(em, "%s = arith.xori %s, %s : %s", fl, tpu_name(em, x), sx, tpu_type(a, &x->type));
-      const char *red = tpu_tmp(em);
-      char rn[32];
-      snprintf(rn, sizeof rn, "%s", red);
-      multi_reduction(em, op, rn, max ? "maxsi" : "minsi", fl, d, 0, max ? imin : imax);
-      const char *sr = tpu_constant(em, rt, 0.0, imin);
-      tpu_line(em, "%s = arith.xori %s, %s : %s", tpu_result_name(em, op, 0), rn, sr, tpu_type(a, rt));
-      return;
-    }
-    break;
+  if (kind && (f || bits_of(d) == 32)) {
+    multi_reduction(em, op, tpu_result_name(em, op, 0), kind, tpu_name(em, x), d, fi, ii);
+    return;
   }
-  default:
-    break;
+  const char *signed_kind = tpu_spelling(op->opcode, TSR_DTYPE_I32);
+  if (!kind && signed_kind && d == TSR_DTYPE_U32) {
+    const int64_t imin = -2147483647ll - 1;
+    const char *sx = tpu_constant(em, &x->type, 0.0, imin);
+    const char *flipped = tpu_tmp(em);
+    char fl[32];
+    snprintf(fl, sizeof fl, "%s", flipped);
+    tpu_line(em, "%s = arith.xori %s, %s : %s", fl, tpu_name(em, x), sx, tpu_type(a, &x->type));
+    const char *red = tpu_tmp(em);
+    char rn[32];
+    snprintf(rn, sizeof rn, "%s", red);
+    multi_reduction(em, op, rn, signed_kind, fl, d, 0, ii);
+    const char *sr = tpu_constant(em, rt, 0.0, imin);
+    tpu_line(em, "%s = arith.xori %s, %s : %s", tpu_result_name(em, op, 0), rn, sr, tpu_type(a, rt));
+    return;
   }
   tpu_unimplemented(em, op,
                     "Mosaic reduces f32/bf16 and i32 with add, max and min only (and i1 "
@@ -467,7 +453,7 @@ void tpu_op_argreduce(tpu_emitter_t *em, const tsr_op_t *op) {
     snprintf(idx, sizeof idx, "%s", tpu_tmp(em));
     tpu_line(em, "%s = tpu.reduce_index %s {axis = %lld : i32, kind = #tpu.reduction_kind<%s>} : "
                  "%s -> %s",
-             idx, xs, (long long)axis, max ? "arg_max" : "arg_min", a, b);
+             idx, xs, (long long)axis, tpu_spelling(op->opcode, d), a, b);
   } else {
     const int64_t imin = -2147483647ll - 1, imax = 2147483647ll;
     tsr_type_t wt = {.kind = TSR_TYPE_VECTOR, .dtype = TSR_DTYPE_I32, .rank = rank};

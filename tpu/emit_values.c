@@ -176,34 +176,26 @@ uint32_t tpu_at_least_2d(const tsr_type_t *t, int64_t *dims) {
   return tpu_value_dims(t, dims);
 }
 
-const char *tpu_cmp_predicate(tsr_opcode_t opc, tsr_dtype_t d) {
-  bool f = is_float(d), s = tsr_dtype_class(d) == TSR_CLASS_SINT;
-  switch (opc) {
-  case TSR_OP_EQ: return f ? "oeq" : "eq";
-  case TSR_OP_NE: return f ? "une" : "ne";
-  case TSR_OP_LT: return f ? "olt" : s ? "slt" : "ult";
-  case TSR_OP_LE: return f ? "ole" : s ? "sle" : "ule";
-  case TSR_OP_GT: return f ? "ogt" : s ? "sgt" : "ugt";
-  case TSR_OP_GE: return f ? "oge" : s ? "sge" : "uge";
-  default: return NULL;
-  }
-}
-
-void tpu_compare(tpu_emitter_t *em, const char *r, tsr_opcode_t opc, const char *a,
+bool tpu_compare(tpu_emitter_t *em, const char *r, tsr_opcode_t opc, const char *a,
                  const char *b, const tsr_type_t *operand_type) {
   char ty[TPU_TYPE_MAX];
-  if (opc == TSR_OP_NE && is_float(operand_type->dtype)) {
+  bool f = is_float(operand_type->dtype);
+  if (opc == TSR_OP_NE && f) {
     /* libtpu has no `une` ("Unsupported comparison direction"): not oeq,
      * which is true for NaN as tessera's ne. */
     const char *eq = tpu_tmp(em);
-    tpu_line(em, "%s = arith.cmpf oeq, %s, %s : %s", eq, a, b, tpu_type(ty, operand_type));
+    tpu_line(em, "%s = arith.cmpf %s, %s, %s : %s", eq, tpu_spelling(TSR_OP_EQ, operand_type->dtype),
+             a, b, tpu_type(ty, operand_type));
     tsr_type_t bt = with_dtype(operand_type, TSR_DTYPE_I1);
     const char *ones = tpu_constant(em, &bt, 0.0, 1);
     tpu_line(em, "%s = arith.xori %s, %s : %s", r, eq, ones, tpu_type(ty, &bt));
-    return;
+    return true;
   }
-  tpu_line(em, "%s = %s %s, %s, %s : %s", r, is_float(operand_type->dtype) ? "arith.cmpf" : "arith.cmpi",
-           tpu_cmp_predicate(opc, operand_type->dtype), a, b, tpu_type(ty, operand_type));
+  const char *predicate = tpu_spelling(opc, operand_type->dtype);
+  if (!predicate) return false;
+  tpu_line(em, "%s = %s %s, %s, %s : %s", r, f ? "arith.cmpf" : "arith.cmpi", predicate, a, b,
+           tpu_type(ty, operand_type));
+  return true;
 }
 
 /* convert: value conversion between any two dtypes (docs/ir.md). */
@@ -220,7 +212,8 @@ void tpu_convert(tpu_emitter_t *em, const tsr_op_t *op, const char *r, const cha
     const char *z = tpu_constant(em, from, 0.0, 0);
     char zn[32];
     snprintf(zn, sizeof zn, "%s", z);
-    tpu_compare(em, r, TSR_OP_NE, a, zn, from);
+    if (!tpu_compare(em, r, TSR_OP_NE, a, zn, from))
+      tpu_unimplemented(em, op, "no TPU form for %s", tsr_dtype_name(fd));
     return;
   }
   if (is_bool(fd) && !is_float(td) && bits_of(td) < 32) {
