@@ -10,7 +10,7 @@
 #include "ir/dispatch.h"
 #include "tpu/emit_internal.h"
 
-/* ---- Dispatch ------------------------------------------------------------------------------ */
+/* ---- Dispatch ------------------------------------------------------------------ */
 
 /* The emitter's one op dispatch, the two levels of ir/dispatch.h, as in
  * lower/emit.c: family_table, then per_op_table for the families whose ops
@@ -84,7 +84,7 @@ static tpu_op_fn *const family_table[] = {
 };
 TSR_DISPATCH_CHECK_FAMILIES(family_table);
 
-/* ---- The module --------------------------------------------------------------------- */
+/* ---- The module ---------------------------------------------------------------- */
 
 static bool windowed(const tsr_decl_t *d) {
   return (d->role == TSR_ROLE_IN || d->role == TSR_ROLE_OUT);
@@ -149,8 +149,8 @@ static void emit_transform(tpu_emitter_t *em, const tsr_decl_t *d, uint32_t numb
   tsr_strbuf_t res;
   tsr_strbuf_initialize(&res);
   for (uint32_t i = 0; i < d->array.rank; i++) tsr_strbuf_printf(&res, "%si32", i ? ", " : "");
-  tpu_line(em, "func.func @%s%u(%s) -> (%s) {", transform_prefix(k), number, sig.data ? sig.data : "",
-           res.data ? res.data : "");
+  tpu_line(em, "func.func @%s%u(%s) -> (%s) {", transform_prefix(k), number,
+           sig.data ? sig.data : "", res.data ? res.data : "");
   em->indent++;
   em->in_transform = true;
   if (map) {
@@ -162,7 +162,8 @@ static void emit_transform(tpu_emitter_t *em, const tsr_decl_t *d, uint32_t numb
     tpu_line(em, "%s = arith.constant 0 : i32", zero);
     tsr_strbuf_t ret;
     tsr_strbuf_initialize(&ret);
-    for (uint32_t i = 0; i < d->array.rank; i++) tsr_strbuf_printf(&ret, "%s%s", i ? ", " : "", zero);
+    for (uint32_t i = 0; i < d->array.rank; i++)
+      tsr_strbuf_printf(&ret, "%s%s", i ? ", " : "", zero);
     tpu_line(em, "return %s : %s", ret.data ? ret.data : "", res.data ? res.data : "");
     tsr_strbuf_deinitialize(&ret);
   }

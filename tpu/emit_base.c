@@ -1,7 +1,8 @@
 /* What every file of the TPU emitter uses (the bottom of the layers of
  * tpu/emit_internal.h): the text and its names, the MLIR spelling of types,
- * failures, and the walk over a region's ops, each dispatched through the
- * family table emit.c installs. */
+ * failures, the lookups of the op table's TPU column (ir/ops_tpu.def), and
+ * the walk over a region's ops, each dispatched through the family table
+ * emit.c installs. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -67,7 +68,7 @@ void tpu_set_name(tpu_emitter_t *em, const tsr_value_t *v, const char *name) {
   em->names[v->id] = copy;
 }
 
-/* ---- Types ------------------------------------------------------------------------ */
+/* ---- Types --------------------------------------------------------------------- */
 
 const char *tpu_elem(tsr_dtype_t dtype) {
   switch (dtype) {
@@ -132,12 +133,11 @@ const char *tpu_type(char *buf, const tsr_type_t *t) {
   }
 }
 
-/* ---- The op table's TPU column ----------------------------------------------------- */
+/* ---- The op table's TPU column ------------------------------------------------- */
 
 const char *tpu_spelling(tsr_opcode_t opcode, tsr_dtype_t dtype) {
-  int c = is_float(dtype)                               ? TSR_TPU_FLOAT
-          : tsr_dtype_class(dtype) == TSR_CLASS_SINT ? TSR_TPU_SINT
-                                                      : TSR_TPU_UINT;
+  int c = is_float(dtype) ? TSR_TPU_FLOAT
+          : tsr_dtype_class(dtype) == TSR_CLASS_SINT ? TSR_TPU_SINT : TSR_TPU_UINT;
   return tsr_op_tpu_table[opcode].spelling[c];
 }
 
@@ -145,7 +145,7 @@ void tpu_op_refused(tpu_emitter_t *em, const tsr_op_t *op) {
   tpu_unimplemented(em, op, "%s", tsr_op_tpu_table[op->opcode].refusal);
 }
 
-/* ---- The walk ------------------------------------------------------------------------------ */
+/* ---- The walk ------------------------------------------------------------------ */
 
 /* One op: its location comment, then its emission through the dispatch
  * table (emit.c), unless ir/ops_tpu.def refuses it. */

@@ -8,7 +8,7 @@
 #include "ir/opview.h"
 #include "tpu/emit_internal.h"
 
-/* ---- Control flow --------------------------------------------------------------------------- */
+/* ---- Control flow -------------------------------------------------------------- */
 
 /* Some blocks cross region boundaries (the values a loop carries, the
  * results of if and scoped) in another form, restored inside and after:
@@ -467,7 +467,7 @@ void tpu_op_scoped(tpu_emitter_t *em, const tsr_op_t *op) {
   tsr_strbuf_deinitialize(&types);
 }
 
-/* ---- Debugging ------------------------------------------------------------------------------ */
+/* ---- Debugging ----------------------------------------------------------------- */
 
 /* Pallas drops debug prints on TPU unless asked (docs/tpu.md): so does
  * tessera, leaving a comment. */

@@ -8,6 +8,8 @@
 
 #include "tpu/emit_internal.h"
 
+/* ---- Constants and queries ----------------------------------------------------- */
+
 void tpu_op_const(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_type_t *t = &op->results[0]->type;
   char lit[64], ty[TPU_TYPE_MAX];
@@ -49,6 +51,8 @@ void tpu_op_multiple_of(tpu_emitter_t *em, const tsr_op_t *op) {
            (long long)op->ints[0]);
 }
 
+/* ---- Elementwise --------------------------------------------------------------- */
+
 /* `v` as a value of `target`'s shape: a scalar operand of a block op is
  * broadcast (vector.broadcast), as Pallas does. */
 static const char *operand_as(tpu_emitter_t *em, const tsr_value_t *v, const tsr_type_t *target) {
@@ -78,8 +82,10 @@ static void widened_16(tpu_emitter_t *em, const tsr_op_t *op, const char *a, con
   char nt[TPU_TYPE_MAX], wty[TPU_TYPE_MAX], wa[32], wb[32] = "", w[32];
   tpu_type(nt, rt);
   tpu_type(wty, &wt);
-  const char *ext = f ? "arith.extf" : u || op->opcode == TSR_OP_CLZ ||
-                                       op->opcode == TSR_OP_POPCOUNT ? "arith.extui" : "arith.extsi";
+  const char *ext = f ? "arith.extf"
+                    : u || op->opcode == TSR_OP_CLZ || op->opcode == TSR_OP_POPCOUNT
+                        ? "arith.extui"
+                        : "arith.extsi";
   snprintf(wa, sizeof wa, "%s", tpu_tmp(em));
   tpu_line(em, "%s = %s %s : %s to %s", wa, ext, a, nt, wty);
   if (b) {
@@ -119,8 +125,8 @@ static void widened_16(tpu_emitter_t *em, const tsr_op_t *op, const char *a, con
     tpu_line(em, "%s = arith.subi %s, %s : %s", t, w, sixteen, wty);
     snprintf(w, sizeof w, "%s", t);
   }
-  tpu_line(em, "%s = %s %s : %s to %s", tpu_result_name(em, op, 0), f ? "arith.truncf" : "arith.trunci",
-           w, wty, nt);
+  tpu_line(em, "%s = %s %s : %s to %s", tpu_result_name(em, op, 0),
+           f ? "arith.truncf" : "arith.trunci", w, wty, nt);
 }
 
 void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
@@ -201,12 +207,14 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
     bool f = is_float(d);
     if (op->opcode == TSR_OP_NOT) { /* xor with all ones */
       const char *ones = tpu_constant(em, rt, 0.0, -1);
-      tpu_line(em, "%s = arith.xori %s, %s : %s", tpu_result_name(em, op, 0), a, ones, tpu_type(ty, rt));
+      tpu_line(em, "%s = arith.xori %s, %s : %s", tpu_result_name(em, op, 0), a, ones,
+               tpu_type(ty, rt));
       return;
     }
     if (op->opcode == TSR_OP_NEG && !f) { /* 0 - a */
       const char *z = tpu_constant(em, rt, 0.0, 0);
-      tpu_line(em, "%s = arith.subi %s, %s : %s", tpu_result_name(em, op, 0), z, a, tpu_type(ty, rt));
+      tpu_line(em, "%s = arith.subi %s, %s : %s", tpu_result_name(em, op, 0), z, a,
+               tpu_type(ty, rt));
       return;
     }
     if (op->opcode == TSR_OP_LOGISTIC) { /* 1 / (1 + exp(-a)), as jax.nn.sigmoid */

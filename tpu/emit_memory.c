@@ -7,7 +7,7 @@
 #include "ir/opview.h"
 #include "tpu/emit_internal.h"
 
-/* ---- Memory --------------------------------------------------------------------------- */
+/* ---- Memory -------------------------------------------------------------------- */
 
 /* The shape of a view with its point indices kept as 1 (view_dims) and
  * dropped (out_dims); false if a strided index makes it a strided access. */
@@ -103,7 +103,9 @@ void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
   int64_t view[TSR_MAX_RANK], rd[TSR_MAX_RANK];
   for (uint32_t i = 0; i < v.ref.count; i++) {
     const tsr_index_t *ix = &v.ref.indices[i];
-    view[i] = ix->kind == TSR_INDEX_FULL ? ref->dims[i] : ix->kind == TSR_INDEX_POINT ? 1 : ix->size;
+    view[i] = ix->kind == TSR_INDEX_FULL    ? ref->dims[i]
+              : ix->kind == TSR_INDEX_POINT ? 1
+                                            : ix->size;
   }
   bool strided = view_strides(v.ref.indices, v.ref.count, strides, sizeof strides);
   starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
@@ -124,7 +126,8 @@ void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
   if (md != rt->dtype) {
     tsr_type_t it = with_dtype(rt, md);
     const char *z = tpu_constant(em, &it, 0.0, 0);
-    tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", tpu_result_name(em, op, 0), r, z, tpu_type(a, &it));
+    tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", tpu_result_name(em, op, 0), r, z,
+             tpu_type(a, &it));
     return;
   }
   tpu_set_name(em, op->results[0], r);
@@ -157,7 +160,9 @@ void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
   int64_t view[TSR_MAX_RANK];
   for (uint32_t i = 0; i < v.ref.count; i++) {
     const tsr_index_t *ix = &v.ref.indices[i];
-    view[i] = ix->kind == TSR_INDEX_FULL ? ref->dims[i] : ix->kind == TSR_INDEX_POINT ? 1 : ix->size;
+    view[i] = ix->kind == TSR_INDEX_FULL    ? ref->dims[i]
+              : ix->kind == TSR_INDEX_POINT ? 1
+                                            : ix->size;
   }
   bool strided = view_strides(v.ref.indices, v.ref.count, strides, sizeof strides);
   if (strided && v.mask.slot >= 0) {
@@ -189,7 +194,8 @@ void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
     const tsr_value_t *mv = v.mask.value;
     int64_t md_dims[TSR_MAX_RANK];
     uint32_t mr = tpu_value_dims(&mv->type, md_dims);
-    const char *m = tpu_reshape_to(em, tpu_name(em, mv), TSR_DTYPE_I1, mr, md_dims, ref->rank, view);
+    const char *m =
+        tpu_reshape_to(em, tpu_name(em, mv), TSR_DTYPE_I1, mr, md_dims, ref->rank, view);
     if (bits_of(md) != 32) {
       /* Mosaic masks 32-bit stores only ("Not implemented: masked store
        * with non-32-bit element type"): read the view, select the stored
@@ -218,7 +224,7 @@ void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
            tpu_name(em, v.ref.base.value), idx, s, tpu_type(a, ref), b);
 }
 
-/* ---- DMAs and semaphores ------------------------------------------------------------------------ */
+/* ---- DMAs and semaphores ------------------------------------------------------- */
 
 /* A memref for a view of a ref or semaphore: the ref itself when every
  * index is ':', else tpu.memref_slice (i32 starts) then tpu.memref_squeeze
@@ -312,7 +318,8 @@ void tpu_op_dma(tpu_emitter_t *em, const tsr_op_t *op) {
     if (!ss) return;
     snprintf(sendpart, sizeof sendpart, " source_semaphore(%s : %s)", ss, ssty);
   }
-  if (v.device.slot >= 0) snprintf(devpart, sizeof devpart, " device_id(%s)", tpu_name(em, v.device.value));
+  if (v.device.slot >= 0)
+    snprintf(devpart, sizeof devpart, " device_id(%s)", tpu_name(em, v.device.value));
   tpu_line(em, "tpu.enqueue_dma source(%s : %s) target(%s : %s)%s target_semaphore(%s : %s)%s", src,
            st, dst, dt, sendpart, sem, mt, devpart);
 }
@@ -332,7 +339,8 @@ void tpu_op_sem_signal(tpu_emitter_t *em, const tsr_op_t *op) {
   if (!s) return;
   size_t at = 0;
   if (v.device.slot >= 0)
-    at += (size_t)snprintf(extra + at, sizeof extra - at, " device_id %s", tpu_name(em, v.device.value));
+    at += (size_t)snprintf(extra + at, sizeof extra - at, " device_id %s",
+                           tpu_name(em, v.device.value));
   if (v.core.slot >= 0)
     snprintf(extra + at, sizeof extra - at, " core_id %s", tpu_name(em, v.core.value));
   tpu_line(em, "tpu.sem_signal %s, %s%s : %s", s, tpu_name(em, v.amount.value), extra, ty);

@@ -8,6 +8,8 @@
 
 #include "tpu/emit_internal.h"
 
+/* ---- Shapes -------------------------------------------------------------------- */
+
 /* Makes `v` (already named) another name for `alias` (no op emitted). */
 static void alias_value(tpu_emitter_t *em, const tsr_value_t *v, const tsr_value_t *alias) {
   tpu_set_name(em, v, tpu_name(em, alias));
@@ -115,7 +117,9 @@ void tpu_op_slice(tpu_emitter_t *em, const tsr_op_t *op) {
   for (uint32_t i = 0; i < op->num_indices; i++) {
     const tsr_index_t *ix = &op->indices[i];
     int64_t start = ix->kind == TSR_INDEX_FULL ? 0 : ix->start;
-    int64_t size = ix->kind == TSR_INDEX_FULL ? xt->dims[i] : ix->kind == TSR_INDEX_POINT ? 1 : ix->size;
+    int64_t size = ix->kind == TSR_INDEX_FULL    ? xt->dims[i]
+                   : ix->kind == TSR_INDEX_POINT ? 1
+                                                 : ix->size;
     int64_t stride = ix->kind == TSR_INDEX_SLICE || ix->kind == TSR_INDEX_DS ? ix->stride : 1;
     if (stride != 1) {
       tpu_unimplemented(em, op, "strided slices are not emitted yet");
@@ -315,7 +319,7 @@ void tpu_op_gather(tpu_emitter_t *em, const tsr_op_t *op) {
   if (flat) tpu_set_name(em, op->results[0], tpu_reshape_to(em, g, d, 2, xt.dims, 1, x->type.dims));
 }
 
-/* ---- Reductions and dot ------------------------------------------------------------------ */
+/* ---- Reductions and dot -------------------------------------------------------- */
 
 /* vector.multi_reduction of `x` (named xs, of x's shape with dtype xd)
  * over op's axes into `r` of rt's shape with dtype xd. */
@@ -406,7 +410,8 @@ void tpu_op_reduce(tpu_emitter_t *em, const tsr_op_t *op) {
     snprintf(rn, sizeof rn, "%s", red);
     multi_reduction(em, op, rn, signed_kind, fl, d, 0, ii);
     const char *sr = tpu_constant(em, rt, 0.0, imin);
-    tpu_line(em, "%s = arith.xori %s, %s : %s", tpu_result_name(em, op, 0), rn, sr, tpu_type(a, rt));
+    tpu_line(em, "%s = arith.xori %s, %s : %s", tpu_result_name(em, op, 0), rn, sr,
+             tpu_type(a, rt));
     return;
   }
   tpu_unimplemented(em, op,
@@ -531,11 +536,12 @@ void tpu_op_dot(tpu_emitter_t *em, const tsr_op_t *op) {
   const char *zero = tpu_constant(em, &mt, 0.0, 0);
   char p[32];
   snprintf(p, sizeof p, "%s", (acc || narrow) ? tpu_tmp(em) : tpu_result_name(em, op, 0));
-  tpu_line(em,
-           "%s = tpu.matmul %s, %s, %s {dimension_numbers = #tpu.dot_dimension_numbers<[1], "
-           "[%d], [0], [%d], [0, 0, 1, %d], [], []>, transpose_lhs_hint = false} : %s, %s, %s -> %s",
-           p, tpu_name(em, x), tpu_name(em, y), zero, trans ? 1 : 0, trans ? 0 : 1, trans ? 0 : 1,
-           tpu_type(a, &x->type), tpu_type(b, &y->type), tpu_type(c, &mt), c);
+  tpu_line(
+      em,
+      "%s = tpu.matmul %s, %s, %s {dimension_numbers = #tpu.dot_dimension_numbers<[1], "
+      "[%d], [0], [%d], [0, 0, 1, %d], [], []>, transpose_lhs_hint = false} : %s, %s, %s -> %s",
+      p, tpu_name(em, x), tpu_name(em, y), zero, trans ? 1 : 0, trans ? 0 : 1, trans ? 0 : 1,
+      tpu_type(a, &x->type), tpu_type(b, &y->type), tpu_type(c, &mt), c);
   tpu_type(d, rt);
   if (narrow) {
     const char *r = acc ? tpu_tmp(em) : tpu_result_name(em, op, 0);

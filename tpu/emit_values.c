@@ -184,8 +184,8 @@ bool tpu_compare(tpu_emitter_t *em, const char *r, tsr_opcode_t opc, const char 
     /* libtpu has no `une` ("Unsupported comparison direction"): not oeq,
      * which is true for NaN as tessera's ne. */
     const char *eq = tpu_tmp(em);
-    tpu_line(em, "%s = arith.cmpf %s, %s, %s : %s", eq, tpu_spelling(TSR_OP_EQ, operand_type->dtype),
-             a, b, tpu_type(ty, operand_type));
+    tpu_line(em, "%s = arith.cmpf %s, %s, %s : %s", eq,
+             tpu_spelling(TSR_OP_EQ, operand_type->dtype), a, b, tpu_type(ty, operand_type));
     tsr_type_t bt = with_dtype(operand_type, TSR_DTYPE_I1);
     const char *ones = tpu_constant(em, &bt, 0.0, 1);
     tpu_line(em, "%s = arith.xori %s, %s : %s", r, eq, ones, tpu_type(ty, &bt));
