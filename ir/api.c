@@ -215,6 +215,7 @@ bool tsr_ir_op_info(size_t opcode, tsr_ir_op_info_t *out_info) {
       .num_results = op->num_results,
       .num_regions = op->num_regions,
       .synopsis = op->synopsis,
+      .tpu_refusal = tsr_op_tpu_table[opcode].refusal,
   };
   return true;
 }

@@ -140,6 +140,17 @@ typedef struct tsr_op_info {
 } tsr_op_info_t;
 
 extern const tsr_op_info_t tsr_op_table[TSR_OP_COUNT];
+/* The op table's TPU column (ir/ops_tpu.def): how the Mosaic TPU emitter
+ * takes each op. Emitted ops have refusal NULL and their MLIR spelling per
+ * element class (NULL where the class has no one-op form, and for ops
+ * emitted by code of their own); refused ops have refusal, the reason of
+ * their located error. */
+enum { TSR_TPU_FLOAT, TSR_TPU_SINT, TSR_TPU_UINT, TSR_TPU_CLASSES }; /* i1: UINT */
+typedef struct tsr_op_tpu {
+  const char *spelling[TSR_TPU_CLASSES];
+  const char *refusal;
+} tsr_op_tpu_t;
+extern const tsr_op_tpu_t tsr_op_tpu_table[TSR_OP_COUNT];
 /* TSR_OP_COUNT if unknown. */
 tsr_opcode_t tsr_op_lookup(const char *mnemonic, size_t len);
 /* Whether op-table flags (TSR_F_FLT/INT/BOOL) accept elements of `dtype`'s

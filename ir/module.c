@@ -13,6 +13,33 @@ const tsr_op_info_t tsr_op_table[TSR_OP_COUNT] = {
 #undef TSR_OP
 };
 
+/* The TPU column, from ir/ops_tpu.def (its top says why it is a file of its
+ * own). Complete by construction: each row declares tsr_tpu_row_<OP> (a
+ * second row for one op redeclares it), and every op of ir/ops.def names
+ * its row below, so an op without one does not build. */
+#define TSR_TPU_OP(E, s) TSR_TPU_BY_CLASS(E, s, s, s)
+#define TSR_TPU_CODE(E) TSR_TPU_BY_CLASS(E, NULL, NULL, NULL)
+enum {
+#define TSR_TPU_BY_CLASS(E, f, s, u) tsr_tpu_row_##E,
+#define TSR_TPU_REFUSE(E, why) tsr_tpu_row_##E,
+#include "ir/ops_tpu.def"
+#undef TSR_TPU_BY_CLASS
+#undef TSR_TPU_REFUSE
+};
+#define TSR_OP(E, ...) enum { tsr_tpu_row_of_##E = tsr_tpu_row_##E };
+#include "ir/ops.def"
+#undef TSR_OP
+
+const tsr_op_tpu_t tsr_op_tpu_table[TSR_OP_COUNT] = {
+#define TSR_TPU_BY_CLASS(E, f, s, u) [TSR_OP_##E] = {{f, s, u}, NULL},
+#define TSR_TPU_REFUSE(E, why) [TSR_OP_##E] = {{NULL, NULL, NULL}, why},
+#include "ir/ops_tpu.def"
+#undef TSR_TPU_BY_CLASS
+#undef TSR_TPU_REFUSE
+};
+#undef TSR_TPU_OP
+#undef TSR_TPU_CODE
+
 tsr_opcode_t tsr_op_lookup(const char *mnemonic, size_t len) {
   for (int i = 0; i < TSR_OP_COUNT; i++) {
     const char *m = tsr_op_table[i].mnemonic;

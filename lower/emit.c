@@ -7,6 +7,7 @@
  * interpreter's (docs/semantics.md). */
 #include <stdio.h>
 
+#include "ir/dispatch.h"
 #include "ir/ir.h"
 #include "lower/emit_dispatch.h"
 #include "lower/emit_internal.h"
@@ -61,17 +62,13 @@ static void find_last_users(emitter_t *em, const tsr_region_t *r) {
 
 /* ---- Dispatch ------------------------------------------------------------------------------- */
 
-/* The code generator's one op dispatch, in two levels read from
- * ir/ops.def. family_table, indexed by the op's FAMILY column (TSR_FAM_*,
- * size checked against TSR_FAM_COUNT), names one lowering function per
- * family. Families whose ops are lowered by different functions (query,
- * memory, shape, control, debug, semaphore) look the op up in
- * per_op_table, expanded from those families' rows of ir/ops.def: a row
- * added to such a family without its LOWER_<OP> entry is a build error
- * (an undeclared identifier). The elementwise families share
- * em_op_elementwise, whose per-op code is the flt_/int_ labels of
- * emit_expr.c (same rule); reduce's per-op code is RED_ in emit_ops.c. What depends on the dtype and is not lowered is
- * TSR_UNIMPLEMENTED naming the op, its location and the cpu target
+/* The code generator's one op dispatch, the two levels of ir/dispatch.h:
+ * family_table, then per_op_table for the families whose ops are lowered
+ * by different functions (LOWER_<OP>: a row without its entry does not
+ * build). The elementwise families share em_op_elementwise, whose per-op
+ * code is the flt_/int_ labels of emit_expr.c (same rule); reduce's per-op
+ * code is RED_ in emit_ops.c. What depends on the dtype and is not lowered
+ * is TSR_UNIMPLEMENTED naming the op, its location and the cpu target
  * (em_unimplemented), never a silent default. */
 typedef void lower_fn(emitter_t *em, const tsr_op_t *op);
 
@@ -109,30 +106,9 @@ static void lower_terminator(emitter_t *em, const tsr_op_t *op) {}
 #define LOWER_SEM_READ em_op_sem_read
 #define LOWER_CORE_BARRIER em_op_core_barrier
 
-/* The per-op table of those families: one X-macro expansion of ir/ops.def
- * in which PER_OP_<FAMILY> keeps the rows of the families listed here (a row
- * of a family with no line here does not build either). */
-#define PER_OP_ENTRY(E) [TSR_OP_##E] = LOWER_##E,
-#define PER_OP_NONE(E)
-#define PER_OP_CONST PER_OP_NONE
-#define PER_OP_QUERY PER_OP_ENTRY
-#define PER_OP_MEMORY PER_OP_ENTRY
-#define PER_OP_UNARY PER_OP_NONE /* em_op_elementwise: emit_expr.c's flt_/int_ */
-#define PER_OP_BINARY PER_OP_NONE
-#define PER_OP_COMPARE PER_OP_NONE
-#define PER_OP_SELECT PER_OP_NONE
-#define PER_OP_CONVERT PER_OP_NONE
-#define PER_OP_SHAPE PER_OP_ENTRY
-#define PER_OP_REDUCE PER_OP_NONE /* em_op_reduce: emit_ops.c's RED_ */
-#define PER_OP_ARG_REDUCE PER_OP_NONE
-#define PER_OP_DOT PER_OP_NONE
-#define PER_OP_CONTROL PER_OP_ENTRY
-#define PER_OP_DEBUG PER_OP_ENTRY
-#define PER_OP_DMA PER_OP_NONE
-#define PER_OP_SEMAPHORE PER_OP_ENTRY
-#define PER_OP_HINT PER_OP_ENTRY
+#define TSR_DISPATCH_PREFIX LOWER_
 static lower_fn *const per_op_table[TSR_OP_COUNT] = {
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) PER_OP_##fam(E)
+#define TSR_OP TSR_DISPATCH_PER_OP
 #include "ir/ops.def"
 #undef TSR_OP
 };
@@ -142,8 +118,7 @@ static void lower_per_op(emitter_t *em, const tsr_op_t *op) {
   per_op_table[op->opcode](em, op);
 }
 
-/* Positional, in the order of tsr_family_t (ir/ir.h): a family added
- * without its entry makes the table one short, which the assert rejects. */
+/* Positional, in the order of tsr_family_t (ir/dispatch.h). */
 static lower_fn *const family_table[] = {
     em_op_const,         /* CONST */
     lower_per_op,        /* QUERY */
@@ -163,8 +138,7 @@ static lower_fn *const family_table[] = {
     lower_per_op,        /* SEMAPHORE */
     lower_per_op,        /* HINT */
 };
-_Static_assert(TSR_ARRAY_SIZE(family_table) == TSR_FAM_COUNT,
-               "family_table: one lowering entry per TSR_FAM_ family");
+TSR_DISPATCH_CHECK_FAMILIES(family_table);
 
 /* Ops that make no code of their own (constants, queries, hints, terminators) get
  * no location line. */

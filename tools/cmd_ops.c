@@ -21,7 +21,9 @@ const char cmd_ops_help[] =
     "               FAMILY columns, lower case), min_operands, max_operands\n"
     "               (-1: variadic),\n"
     "               results (-1: as many as the op declares), regions, flags\n"
-    "               and effects (lists of the names below) and synopsis\n"
+    "               and effects (lists of the names below), tpu (\"emit\", or\n"
+    "               \"refuse: WHY\" for an op the Mosaic TPU emitter never\n"
+    "               emits) and synopsis\n"
     "  -h, --help   show this help\n"
     "\n"
     "Flags: pure (no effect but reading its operands; derived from the\n"
@@ -67,16 +69,18 @@ typedef struct op_row {
   tsr_ir_op_info_t info;
   char flags[256]; /* space-separated, as tsr_ir_op_flag_names writes them */
   char effects[256]; /* ... tsr_ir_op_effect_names */
+  char tpu[512];     /* "emit" or "refuse: WHY" (info.tpu_refusal) */
 } op_row_t;
 
-typedef enum { FIELD_TEXT, FIELD_NAME, FIELD_INT, FIELD_WORDS } field_kind_t;
+typedef enum { FIELD_TEXT, FIELD_NAME, FIELD_INT, FIELD_WORDS, FIELD_CHARS } field_kind_t;
 
 /* The fields of each op's object, in order: adding one is one line here
  * (and, for a new column of the table, one member of tsr_ir_op_info_t). */
 static const struct {
   const char *key;
   field_kind_t kind; /* TEXT: a string; NAME: a string in lower case; INT: an
-                        int32_t; WORDS: a list of the space-separated words */
+                        int32_t; WORDS: a list of the space-separated words;
+                        CHARS: a string held in the row */
   size_t offset;     /* in op_row_t */
 } json_fields[] = {
     {"mnemonic", FIELD_TEXT, offsetof(op_row_t, info.mnemonic)},
@@ -89,6 +93,7 @@ static const struct {
     {"regions", FIELD_INT, offsetof(op_row_t, info.num_regions)},
     {"flags", FIELD_WORDS, offsetof(op_row_t, flags)},
     {"effects", FIELD_WORDS, offsetof(op_row_t, effects)},
+    {"tpu", FIELD_CHARS, offsetof(op_row_t, tpu)},
     {"synopsis", FIELD_TEXT, offsetof(op_row_t, info.synopsis)},
 };
 
@@ -126,6 +131,10 @@ static void print_json(size_t count) {
     tsr_ir_op_info(op, &row.info);
     tsr_ir_op_flag_names(op, row.flags, sizeof row.flags);
     tsr_ir_op_effect_names(op, row.effects, sizeof row.effects);
+    if (row.info.tpu_refusal)
+      snprintf(row.tpu, sizeof row.tpu, "refuse: %s", row.info.tpu_refusal);
+    else
+      snprintf(row.tpu, sizeof row.tpu, "emit");
     fputs("  {", stdout);
     for (size_t f = 0; f < sizeof json_fields / sizeof json_fields[0]; f++) {
       const char *at = (const char *)&row + json_fields[f].offset;
@@ -142,6 +151,9 @@ static void print_json(size_t count) {
         break;
       case FIELD_WORDS:
         put_json_words(at);
+        break;
+      case FIELD_CHARS:
+        put_json_string(at, strlen(at), false);
         break;
       }
     }

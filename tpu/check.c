@@ -43,7 +43,7 @@ static int64_t padded_bytes(tsr_dtype_t dtype, uint32_t rank, const int64_t *dim
 static void add_scoped(void *p, const tsr_op_t *op, uint32_t position) {
   (void)position;
   int64_t *total = p;
-  if (op->opcode == TSR_OP_IF) { /* block results go through VMEM buffers (emit_ops.c) */
+  if (op->opcode == TSR_OP_IF) { /* block results go through VMEM buffers (emit_control.c) */
     for (uint32_t i = 0; i < op->num_results; i++) {
       const tsr_type_t *t = &op->results[i]->type;
       if (t->kind == TSR_TYPE_VECTOR)

@@ -1,149 +1,25 @@
 /* The Mosaic TPU module of a kernel, as Pallas lays it out (docs/tpu.md,
  * pallas-tpu conventions): the kernel func.func (grid indices, scalar
  * prefetch, windowed operands, scratch) with its attributes, one
- * func.func @transform_i per windowed operand, and the one op dispatch by
- * family read from ir/ops.def. Also the text plumbing of tpu/. */
+ * func.func @transform_i per windowed operand, and the op dispatch: the
+ * tables, read from ir/ops.def, through which emit_base.c's walk emits
+ * every op (the top of the layers of tpu/emit_internal.h). */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "tpu/tpu_internal.h"
+#include "ir/dispatch.h"
+#include "tpu/emit_internal.h"
 
-/* ---- Text and names ------------------------------------------------------------ */
+/* ---- Dispatch ------------------------------------------------------------------ */
 
-void tpu_line(tpu_emitter_t *em, const char *fmt, ...) {
-  for (int i = 0; i < em->indent; i++) tsr_strbuf_append(em->out, "  ", 2);
-  va_list ap;
-  va_start(ap, fmt);
-  tsr_strbuf_vprintf(em->out, fmt, ap);
-  va_end(ap);
-  tsr_strbuf_append(em->out, "\n", 1);
-}
-
-const char *tpu_tmp(tpu_emitter_t *em) {
-  char *slot = em->ring[em->ring_next++ % TSR_ARRAY_SIZE(em->ring)];
-  snprintf(slot, sizeof em->ring[0], "%%$%u", em->next_tmp++);
-  return slot;
-}
-
-void tpu_fail(tpu_emitter_t *em, tsr_status_t status) {
-  if (!status) return;
-  if (em->error) {
-    tsr_status_free(status);
-    return;
-  }
-  em->error = status;
-}
-
-void tpu_unimplemented(tpu_emitter_t *em, const tsr_op_t *op, const char *fmt, ...) {
-  if (em->error) return;
-  char why[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, sizeof why, fmt, ap);
-  va_end(ap);
-  const char *m = tsr_op_table[op->opcode].mnemonic;
-  em->error = TSR_STATUS_AT_OP(TSR_UNIMPLEMENTED, op->loc, m,
-                               "op '%s' cannot be emitted for TPU (%s): %s", m,
-                               em->chip->name, why);
-}
-
-const char *tpu_name(tpu_emitter_t *em, const tsr_value_t *v) {
-  if (v && v->id < em->num_names && em->names[v->id]) return em->names[v->id];
-  tpu_fail(em, TSR_STATUS(TSR_INTERNAL, "tpu emitter: value '%%%s' has no name",
-                          v && v->name ? v->name : "?"));
-  return "%?";
-}
-
-void tpu_set_name(tpu_emitter_t *em, const tsr_value_t *v, const char *name) {
-  if (v->id >= em->num_names) {
-    tpu_fail(em, TSR_STATUS(TSR_INTERNAL, "tpu emitter: value id out of range"));
-    return;
-  }
-  char *copy = tsr_strndup(name, strlen(name));
-  if (!copy) {
-    tpu_fail(em, TSR_OOM());
-    return;
-  }
-  tsr_free(em->names[v->id]);
-  em->names[v->id] = copy;
-}
-
-/* ---- Types ------------------------------------------------------------------------ */
-
-const char *tpu_elem(tsr_dtype_t dtype) {
-  switch (dtype) {
-  case TSR_DTYPE_F32: return "f32";
-  case TSR_DTYPE_BF16: return "bf16";
-  case TSR_DTYPE_F16: return "f16";
-  case TSR_DTYPE_I32: case TSR_DTYPE_U32: return "i32";
-  case TSR_DTYPE_I16: case TSR_DTYPE_U16: return "i16";
-  case TSR_DTYPE_I8: case TSR_DTYPE_U8: return "i8";
-  case TSR_DTYPE_I1: return "i1";
-  default: return "?";
-  }
-}
-
-static size_t put_dims(char *buf, size_t at, uint32_t rank, const int64_t *dims) {
-  for (uint32_t i = 0; i < rank && at < TPU_TYPE_MAX; i++)
-    at += (size_t)snprintf(buf + at, TPU_TYPE_MAX - at, "%lldx", (long long)dims[i]);
-  return at < TPU_TYPE_MAX ? at : TPU_TYPE_MAX - 1;
-}
-
-const char *tpu_vector(char *buf, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims) {
-  if (rank == 0) {
-    snprintf(buf, TPU_TYPE_MAX, "%s", tpu_elem(dtype));
-    return buf;
-  }
-  size_t at = (size_t)snprintf(buf, TPU_TYPE_MAX, "vector<");
-  at = put_dims(buf, at, rank, dims);
-  snprintf(buf + at, TPU_TYPE_MAX - at, "%s>", tpu_elem(dtype));
-  return buf;
-}
-
-static const char *space_attr(tsr_space_t space) {
-  switch (space) {
-  case TSR_SPACE_ANY: return "any";
-  case TSR_SPACE_HBM: return "hbm";
-  case TSR_SPACE_VMEM: return "vmem";
-  case TSR_SPACE_SMEM: return "smem";
-  default: return "?";
-  }
-}
-
-const char *tpu_memref(char *buf, const tsr_type_t *t, uint32_t rank, const int64_t *dims) {
-  size_t at = (size_t)snprintf(buf, TPU_TYPE_MAX, "memref<");
-  at = put_dims(buf, at, rank, dims);
-  if (t->kind == TSR_TYPE_SEM)
-    snprintf(buf + at, TPU_TYPE_MAX - at,
-             "!tpu.%s, #tpu.memory_space<semaphore_mem>>",
-             t->dtype == TSR_SEM_DMA ? "dma_semaphore" : "semaphore");
-  else
-    /* i1 memory is i32, as Pallas stores bool arrays (BOOL_MEMREF_TYPE). */
-    snprintf(buf + at, TPU_TYPE_MAX - at, "%s, #tpu.memory_space<%s>>",
-             t->dtype == TSR_DTYPE_I1 ? "i32" : tpu_elem(t->dtype),
-             space_attr(t->space));
-  return buf;
-}
-
-const char *tpu_type(char *buf, const tsr_type_t *t) {
-  switch (t->kind) {
-  case TSR_TYPE_SCALAR: return tpu_vector(buf, t->dtype, 0, NULL);
-  case TSR_TYPE_VECTOR: return tpu_vector(buf, t->dtype, t->rank, t->dims);
-  default: return tpu_memref(buf, t, t->rank, t->dims);
-  }
-}
-
-/* ---- Dispatch ------------------------------------------------------------------------ */
-
-/* The emitter's one op dispatch, in two levels read from ir/ops.def, as in
- * interp/prepare.c and lower/emit.c: family_table, indexed by the op's
- * FAMILY column (size checked against TSR_FAM_COUNT), names one function
- * per family; the families whose ops are emitted by different functions
- * look the op up in per_op_table, expanded from their rows of ir/ops.def:
- * a row added to such a family without its TPU_<OP> entry does not build
- * (an undeclared identifier). Within a family, an op or dtype without a
- * TPU form is a located TSR_UNIMPLEMENTED naming the op (tpu_unimplemented),
- * never a silent default. */
+/* The emitter's one op dispatch, the two levels of ir/dispatch.h, as in
+ * lower/emit.c: family_table, then per_op_table for the families whose ops
+ * are emitted by different functions (TPU_<OP>: a row without its entry
+ * does not build). Every op also has its row of ir/ops_tpu.def (an op
+ * without one does not build): the MLIR spellings its family's function
+ * reads, or its refusal, reported by the walk before any dispatch. Within a
+ * family, an op or dtype without a TPU form is a located TSR_UNIMPLEMENTED
+ * naming the op (tpu_unimplemented), never a silent default. */
 #define TPU_PROGRAM_ID tpu_op_program_id /* TSR_FAM_QUERY */
 #define TPU_NUM_PROGRAMS tpu_op_num_programs
 #define TPU_DEVICE_ID tpu_op_device_id
@@ -158,8 +34,8 @@ const char *tpu_type(char *buf, const tsr_type_t *t) {
 #define TPU_CONCATENATE tpu_op_concatenate
 #define TPU_ROLL tpu_op_roll
 #define TPU_GATHER tpu_op_gather
-#define TPU_SORT tpu_op_sort
-#define TPU_ARGSORT tpu_op_sort
+#define TPU_SORT tpu_op_refused /* refused by ir/ops_tpu.def */
+#define TPU_ARGSORT tpu_op_refused
 #define TPU_FOR tpu_op_for /* TSR_FAM_CONTROL */
 #define TPU_WHILE tpu_op_while
 #define TPU_IF tpu_op_if
@@ -174,38 +50,19 @@ const char *tpu_type(char *buf, const tsr_type_t *t) {
 #define TPU_SEM_READ tpu_op_sem_read
 #define TPU_CORE_BARRIER tpu_op_core_barrier
 
-#define PER_OP_ENTRY(E) [TSR_OP_##E] = TPU_##E,
-#define PER_OP_NONE(E)
-#define PER_OP_CONST PER_OP_NONE
-#define PER_OP_QUERY PER_OP_ENTRY
-#define PER_OP_MEMORY PER_OP_ENTRY
-#define PER_OP_UNARY PER_OP_NONE /* tpu_op_elementwise: emit_ops.c's tables */
-#define PER_OP_BINARY PER_OP_NONE
-#define PER_OP_COMPARE PER_OP_NONE
-#define PER_OP_SELECT PER_OP_NONE
-#define PER_OP_CONVERT PER_OP_NONE
-#define PER_OP_SHAPE PER_OP_ENTRY
-#define PER_OP_REDUCE PER_OP_NONE
-#define PER_OP_ARG_REDUCE PER_OP_NONE
-#define PER_OP_DOT PER_OP_NONE
-#define PER_OP_CONTROL PER_OP_ENTRY
-#define PER_OP_DEBUG PER_OP_ENTRY
-#define PER_OP_DMA PER_OP_NONE
-#define PER_OP_SEMAPHORE PER_OP_ENTRY
-#define PER_OP_HINT PER_OP_ENTRY
+#define TSR_DISPATCH_PREFIX TPU_
 static tpu_op_fn *const per_op_table[TSR_OP_COUNT] = {
-#define TSR_OP(E, m, syn, rule, fam, mino, maxo, nres, nreg, flags, text) PER_OP_##fam(E)
+#define TSR_OP TSR_DISPATCH_PER_OP
 #include "ir/ops.def"
 #undef TSR_OP
 };
 
-/* The entry of the families with a per-op table (every row has one: a
- * missing TPU_<OP> does not build). */
+/* The entry of the families with a per-op table. */
 static void emit_per_op(tpu_emitter_t *em, const tsr_op_t *op) {
   per_op_table[op->opcode](em, op);
 }
 
-/* Positional, in the order of tsr_family_t (ir/ir.h). */
+/* Positional, in the order of tsr_family_t (ir/dispatch.h). */
 static tpu_op_fn *const family_table[] = {
     tpu_op_const,       /* CONST */
     emit_per_op,        /* QUERY */
@@ -225,41 +82,9 @@ static tpu_op_fn *const family_table[] = {
     emit_per_op,        /* SEMAPHORE */
     emit_per_op,        /* HINT */
 };
-_Static_assert(TSR_ARRAY_SIZE(family_table) == TSR_FAM_COUNT,
-               "family_table: one TPU entry per TSR_FAM_ family");
+TSR_DISPATCH_CHECK_FAMILIES(family_table);
 
-static void emit_op(tpu_emitter_t *em, const tsr_op_t *op) {
-  const tsr_op_info_t *info = &tsr_op_table[op->opcode];
-  if (info->flags & TSR_F_TERMINATOR) return; /* read by the parent op */
-  if (op->loc.file && !strpbrk(op->loc.file, "\r\n") && info->family != TSR_FAM_CONST)
-    tpu_line(em, "// %s:%u:%u: %s", op->loc.file, op->loc.line, op->loc.col, info->mnemonic);
-  /* libtpu makes no f16 vectors: every truncf/sitofp to one fails to
-   * legalize ("tpu.pack_subelements" to f16, v5e and v6e alike), so an op
-   * with an f16 block result cannot be emitted. Loads and stores say why
-   * in their own words. */
-  if (op->opcode != TSR_OP_LOAD)
-    for (uint32_t i = 0; i < op->num_results; i++) {
-      const tsr_type_t *t = &op->results[i]->type;
-      if (t->kind == TSR_TYPE_VECTOR && t->dtype == TSR_DTYPE_F16) {
-        tpu_unimplemented(em, op, "TPUs have no f16 vector values (libtpu cannot pack f16 "
-                                  "vectors: \"failed to legalize tpu.pack_subelements\"); "
-                                  "compute in bf16 or f32");
-        return;
-      }
-    }
-  family_table[info->family](em, op);
-}
-
-void tpu_emit_region(tpu_emitter_t *em, const tsr_region_t *region) {
-  for (const tsr_op_t *op = region->first; op && TPU_OK(em); op = op->next) emit_op(em, op);
-}
-
-const tsr_op_t *tpu_terminator(const tsr_region_t *region) {
-  const tsr_op_t *last = region->last;
-  return last && (tsr_op_table[last->opcode].flags & TSR_F_TERMINATOR) ? last : NULL;
-}
-
-/* ---- The module --------------------------------------------------------------------- */
+/* ---- The module ---------------------------------------------------------------- */
 
 static bool windowed(const tsr_decl_t *d) {
   return (d->role == TSR_ROLE_IN || d->role == TSR_ROLE_OUT);
@@ -324,8 +149,8 @@ static void emit_transform(tpu_emitter_t *em, const tsr_decl_t *d, uint32_t numb
   tsr_strbuf_t res;
   tsr_strbuf_initialize(&res);
   for (uint32_t i = 0; i < d->array.rank; i++) tsr_strbuf_printf(&res, "%si32", i ? ", " : "");
-  tpu_line(em, "func.func @%s%u(%s) -> (%s) {", transform_prefix(k), number, sig.data ? sig.data : "",
-           res.data ? res.data : "");
+  tpu_line(em, "func.func @%s%u(%s) -> (%s) {", transform_prefix(k), number,
+           sig.data ? sig.data : "", res.data ? res.data : "");
   em->indent++;
   em->in_transform = true;
   if (map) {
@@ -337,7 +162,8 @@ static void emit_transform(tpu_emitter_t *em, const tsr_decl_t *d, uint32_t numb
     tpu_line(em, "%s = arith.constant 0 : i32", zero);
     tsr_strbuf_t ret;
     tsr_strbuf_initialize(&ret);
-    for (uint32_t i = 0; i < d->array.rank; i++) tsr_strbuf_printf(&ret, "%s%s", i ? ", " : "", zero);
+    for (uint32_t i = 0; i < d->array.rank; i++)
+      tsr_strbuf_printf(&ret, "%s%s", i ? ", " : "", zero);
     tpu_line(em, "return %s : %s", ret.data ? ret.data : "", res.data ? res.data : "");
     tsr_strbuf_deinitialize(&ret);
   }
@@ -444,7 +270,8 @@ tsr_status_t tpu_emit_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip,
                              char **out_text) {
   tsr_strbuf_t out;
   tsr_strbuf_initialize(&out);
-  tpu_emitter_t em = {.kernel = kernel, .chip = chip, .out = &out};
+  tpu_emitter_t em = {
+      .kernel = kernel, .chip = chip, .families = family_table, .out = &out};
   em.num_names = kernel->num_values;
   em.names = tsr_calloc(em.num_names ? em.num_names : 1, sizeof *em.names);
   if (!em.names) return TSR_OOM();

@@ -180,6 +180,9 @@ typedef struct tsr_ir_op_info {
   int32_t num_results;  /* -1: as many as the op declares */
   int32_t num_regions;
   const char *synopsis;
+  const char *tpu_refusal; /* NULL: the Mosaic TPU emitter (tsr_tpu_emit) has
+                              the op; else why it never emits it, the reason
+                              of its located error (ir/ops_tpu.def) */
 } tsr_ir_op_info_t;
 /* Fills *out_info for `opcode`; false (and *out_info untouched) if
  * opcode >= tsr_ir_op_count(). */
