@@ -6,7 +6,8 @@
  * opened as a regular file only. Safe between threads and processes:
  * readers take no locks. This file holds the handle: options, open and
  * close, get and put; the entry format is in entry.c, the size estimate,
- * cleanup and the maintenance commands in maintain.c (layers: disk_internal.h). */
+ * cleanup, the counters and the maintenance commands in maintain.c (layers:
+ * disk_internal.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -255,18 +256,6 @@ const char *tsr_disk_cache_key_file(const tsr_disk_cache_t *cache) {
 }
 
 void tsr_disk_cache_free(void *payload) { tsr_free(payload); }
-
-void tsr_disk_cache_stats(const tsr_disk_cache_t *cache,
-                          tsr_disk_cache_stats_t *out_stats) {
-  memset(out_stats, 0, sizeof *out_stats);
-  out_stats->hits = atomic_load(&cache->hits);
-  out_stats->misses = atomic_load(&cache->misses);
-  out_stats->puts = atomic_load(&cache->puts);
-  out_stats->bad_entries = atomic_load(&cache->bad_entries);
-  out_stats->evictions = atomic_load(&cache->evictions);
-  out_stats->errors = atomic_load(&cache->errors);
-  out_stats->max_bytes = cache->max_bytes;
-}
 
 /* ---- get and put ----------------------------------------------------------- */
 

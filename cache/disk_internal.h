@@ -9,7 +9,7 @@
  *   1 entry.c      the entry format: header layout, MAC, compression;
  *                  building an entry's header, reading and validating one
  *   2 maintain.c   the size estimate, walking the directory, cleanup
- *                  (approximate LRU), scan, clear and verify
+ *                  (approximate LRU), the counters, scan, clear and verify
  *   3 disk.c       the handle: options, open and close, get and put
  * The static inline helpers below belong to no layer. */
 #ifndef TSR_CACHE_DISK_INTERNAL_H

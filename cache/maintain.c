@@ -1,6 +1,7 @@
 /* Keeping the disk cache in shape (cache/disk_internal.h): the running size
- * estimate, walking the directory, cleanup (approximate LRU) after puts, and
- * the maintenance commands scan, clear and verify. */
+ * estimate, walking the directory, cleanup (approximate LRU) after puts, the
+ * counters (tsr_disk_cache_stats) and the maintenance commands scan, clear
+ * and verify. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -350,7 +351,21 @@ void dc_cleanup(tsr_disk_cache_t *cache) {
   unlock_cleanup(lock);
 }
 
-/* ---- scan, clear, verify ------------------------------------------------------ */
+/* ---- counters, scan, clear, verify ---------------------------------------------- */
+
+/* Here, not in disk.c with the handle: scan starts from the counters, and
+ * disk.c calls this file (cleanup after puts), never the other way. */
+void tsr_disk_cache_stats(const tsr_disk_cache_t *cache,
+                          tsr_disk_cache_stats_t *out_stats) {
+  memset(out_stats, 0, sizeof *out_stats);
+  out_stats->hits = atomic_load(&cache->hits);
+  out_stats->misses = atomic_load(&cache->misses);
+  out_stats->puts = atomic_load(&cache->puts);
+  out_stats->bad_entries = atomic_load(&cache->bad_entries);
+  out_stats->evictions = atomic_load(&cache->evictions);
+  out_stats->errors = atomic_load(&cache->errors);
+  out_stats->max_bytes = cache->max_bytes;
+}
 
 static void count_item(tsr_disk_cache_t *cache, void *ctx,
                        const walk_item_t *item) {

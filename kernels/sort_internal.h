@@ -1,7 +1,16 @@
 /* The sorting network shared by kernels/sort.c and kernels/topk.c: how a
  * sort along one axis is tiled into blocks, the order-preserving i32 keys,
  * and the bitonic network on a block (docs/kernels.md, "Sort and top-k").
- * Internal to libtessera's kernel library. */
+ * Internal to libtessera's kernel library.
+ *
+ * Layers: a file calls the files below it only, never one above it or
+ * another of its own line; kbuild.c and library.c are below them all.
+ *   sort.c, topk.c            the entry points: tsr_kernels_sort, _topk
+ *   sort_host.c, sort_merge.c the host sort (sort and argsort ops); rows
+ *                             longer than a block, merged through HBM
+ *   sort_net.c                block layouts, operands, the network on a block
+ *   sort_tile.c               the network on a row laid out as tiles
+ *   sort_keys.c               keys, payloads, padding keys, the order */
 #ifndef TESSERA_KERNELS_SORT_INTERNAL_H
 #define TESSERA_KERNELS_SORT_INTERNAL_H
 

@@ -2,11 +2,11 @@
  * environment variables (disk cache, lowering library, default output), and
  * output callbacks behind FILE * streams for the parts that write to one. */
 #define _GNU_SOURCE /* fopencookie */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "runtime/api_internal.h"
+#include "runtime/target.h"
 
 /* ---- Output ------------------------------------------------------------------ */
 
@@ -71,51 +71,6 @@ FILE *tsr_stream_open(tsr_stream_write_fn write, void *cookie) {
 }
 
 void tsr_free_buffer(void *buffer) { tsr_free(buffer); }
-
-/* ---- The lowering library's path ------------------------------------------------ */
-
-/* The library is loaded once per process (LLVM cannot be unloaded), so its
- * path is process-wide: the first context decides, or the environment when
- * the library is looked for before any context exists. */
-static struct {
-  pthread_mutex_t mutex;
-  bool chosen;
-  char *path; /* NULL: the default */
-} lower = {.mutex = PTHREAD_MUTEX_INITIALIZER};
-
-/* Chooses `path` (NULL: the default) if nothing was chosen yet; a context
- * that names a library other than the chosen one cannot have it. */
-static tsr_status_t choose_lower_library(const char *path) {
-  tsr_status_t s = NULL;
-  pthread_mutex_lock(&lower.mutex);
-  if (!lower.chosen) {
-    lower.chosen = true;
-    lower.path = path && *path ? tsr_strndup(path, strlen(path)) : NULL;
-    if (path && *path && !lower.path) {
-      lower.chosen = false;
-      s = TSR_OOM();
-    }
-  } else if (path && *path && (!lower.path || strcmp(path, lower.path) != 0)) {
-    s = TSR_STATUS(TSR_INVALID_ARGUMENT,
-                   "the context asks for the lowering library %s, but this process "
-                   "already chose %s (it is loaded once per process)",
-                   path, lower.path ? lower.path : "the default one");
-  }
-  pthread_mutex_unlock(&lower.mutex);
-  return s;
-}
-
-const char *tsr_runtime_lower_library_setting(void) {
-  pthread_mutex_lock(&lower.mutex);
-  if (!lower.chosen) {
-    const char *env = getenv("TESSERA_LOWER_LIBRARY");
-    lower.chosen = true;
-    lower.path = env && *env ? tsr_strndup(env, strlen(env)) : NULL;
-  }
-  const char *path = lower.path;
-  pthread_mutex_unlock(&lower.mutex);
-  return path;
-}
 
 /* ---- Options --------------------------------------------------------------------- */
 
@@ -199,7 +154,7 @@ static tsr_status_t create(const tsr_context_options_t *options, tsr_context_t *
       !(c->warning_stream = tsr_stream_open(write_warning, c)))
     s = TSR_OOM();
   if (!s) s = create_caches(c);
-  if (!s) s = choose_lower_library(c->lower_library);
+  if (!s) s = tsr_target_choose_lower_library(c->lower_library);
   if (!s) s = open_disk(c);
   if (s) {
     tsr_context_destroy(c);

@@ -231,10 +231,4 @@ void tsr_runtime_programs_stats(tsr_memcache_t *programs, tsr_runtime_cache_stat
 void tsr_runtime_kernels_stats(const tsr_runtime_binding_t *binding,
                                tsr_runtime_compiled_stats_t *out);
 
-/* The lowering library to load instead of the default (compiled.c): the
- * first context's choice (runtime/context.c), else $TESSERA_LOWER_LIBRARY
- * when no context was made before the library was looked for. NULL or ""
- * for the default. */
-const char *tsr_runtime_lower_library_setting(void);
-
 #endif /* TESSERA_RUNTIME_INTERNAL_H */

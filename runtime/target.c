@@ -1,9 +1,10 @@
 /* The host and the compiled-code target (runtime/target.h): where tessera's
- * code and the lowering library are, the identity of the host CPU and of the
- * LLVM build (key components of compiled kernels), the lowering ABI a loaded
- * library must speak, and the defaults of compile options. Used by the keys
- * (runtime/key.c) and the compiled backend (runtime/compiled.c); calls
- * neither. */
+ * code and the lowering library are (and which library a context chose),
+ * the identity of the host CPU and of the LLVM build (key components of
+ * compiled kernels), the lowering ABI a loaded library must speak, and the
+ * defaults of compile options. Used by the keys (runtime/key.c), the
+ * compiled backend (runtime/compiled.c) and contexts (runtime/context.c);
+ * calls none of them. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -33,6 +34,39 @@ void tsr_compile_options_initialize(tsr_compile_options_t *options) {
   options->opt_level = 2;
 }
 
+/* ---- Which lowering library ------------------------------------------------------ */
+
+/* The library is loaded once per process (LLVM cannot be unloaded), so its
+ * path is process-wide: the first context decides, or the environment when
+ * the library is looked for before any context exists. Kept here, beside
+ * the code that finds the library, so that contexts (runtime/context.c)
+ * call down into this file and this file calls no other runtime file. */
+static struct {
+  pthread_mutex_t mutex;
+  bool chosen;
+  char *path; /* NULL: the default */
+} lower_choice = {.mutex = PTHREAD_MUTEX_INITIALIZER};
+
+tsr_status_t tsr_target_choose_lower_library(const char *path) {
+  tsr_status_t s = NULL;
+  pthread_mutex_lock(&lower_choice.mutex);
+  if (!lower_choice.chosen) {
+    lower_choice.chosen = true;
+    lower_choice.path = path && *path ? tsr_strndup(path, strlen(path)) : NULL;
+    if (path && *path && !lower_choice.path) {
+      lower_choice.chosen = false;
+      s = TSR_OOM();
+    }
+  } else if (path && *path && (!lower_choice.path || strcmp(path, lower_choice.path) != 0)) {
+    s = TSR_STATUS(TSR_INVALID_ARGUMENT,
+                   "the context asks for the lowering library %s, but this process "
+                   "already chose %s (it is loaded once per process)",
+                   path, lower_choice.path ? lower_choice.path : "the default one");
+  }
+  pthread_mutex_unlock(&lower_choice.mutex);
+  return s;
+}
+
 #if TSR_HAVE_LOWER
 /* ---- File identities ------------------------------------------------------------ */
 
@@ -50,15 +84,30 @@ static void append_file_identity(tsr_strbuf_t *sb, const char *path) {
 
 /* ---- Where the lowering library is ---------------------------------------------- */
 
+/* The lowering library to load instead of the default: the first context's
+ * choice, else $TESSERA_LOWER_LIBRARY when no context was made before the
+ * library was looked for. NULL for the default. */
+static const char *lower_library_setting(void) {
+  pthread_mutex_lock(&lower_choice.mutex);
+  if (!lower_choice.chosen) {
+    const char *env = getenv("TESSERA_LOWER_LIBRARY");
+    lower_choice.chosen = true;
+    lower_choice.path = env && *env ? tsr_strndup(env, strlen(env)) : NULL;
+  }
+  const char *path = lower_choice.path;
+  pthread_mutex_unlock(&lower_choice.mutex);
+  return path;
+}
+
 static char lower_path[4096];
 static pthread_once_t lower_path_once = PTHREAD_ONCE_INIT;
 
-/* tsr_runtime_lower_library_setting (a context's choice or
- * $TESSERA_LOWER_LIBRARY); else the build tree's library when the file
- * holding this code (the tessera executable or libtessera) lives in the
- * build tree; else the installed one. */
+/* lower_library_setting (a context's choice or $TESSERA_LOWER_LIBRARY);
+ * else the build tree's library when the file holding this code (the
+ * tessera executable or libtessera) lives in the build tree; else the
+ * installed one. */
 static void find_lower_path(void) {
-  tsr_module_path(tsr_runtime_lower_library_setting(), TSR_BUILD_ROOT, TSR_LOWER_BUILD_PATH,
+  tsr_module_path(lower_library_setting(), TSR_BUILD_ROOT, TSR_LOWER_BUILD_PATH,
                   TSR_LOWER_INSTALL_PATH, lower_path, sizeof lower_path);
 }
 

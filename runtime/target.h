@@ -1,7 +1,8 @@
 /* The host and the compiled-code target, as both the cache key
  * (runtime/key.c) and the loader of compiled code (runtime/compiled.c) see
  * them: where tessera's code and its lowering library are, the host CPU, the
- * LLVM build and the lowering ABI. Library-internal; runtime/target.c. */
+ * LLVM build and the lowering ABI; and the contexts' choice of lowering
+ * library (runtime/context.c). Library-internal; runtime/target.c. */
 #ifndef TESSERA_RUNTIME_TARGET_H
 #define TESSERA_RUNTIME_TARGET_H
 
@@ -12,10 +13,17 @@
 
 struct tsr_lower_api;
 
-/* Where the lowering library is: $TESSERA_LOWER_LIBRARY; else the build
- * tree's library when the file holding this code lives in the build tree;
- * else the installed one. Computed once per process. Only in builds with the
- * compiled backend (TSR_HAVE_LOWER). */
+/* Chooses the lowering library at `path` (NULL or "": the default) for the
+ * process, if nothing was chosen yet: a context's choice
+ * (runtime/context.c). TSR_INVALID_ARGUMENT when another library was chosen
+ * before (the library is loaded once per process). */
+tsr_status_t tsr_target_choose_lower_library(const char *path) TSR_MUST_USE;
+
+/* Where the lowering library is: the one chosen by the first context, else
+ * $TESSERA_LOWER_LIBRARY; else the build tree's library when the file
+ * holding this code lives in the build tree; else the installed one.
+ * Computed once per process. Only in builds with the compiled backend
+ * (TSR_HAVE_LOWER). */
 const char *tsr_target_lower_library_path(void);
 
 /* The "llvm" component of compiled kernels' keys: LLVM's version, the
