@@ -117,27 +117,6 @@ void tsr_ir_kernel_operand_info(const tsr_ir_kernel_t *kernel, size_t i,
 
 size_t tsr_ir_op_count(void) { return TSR_OP_COUNT; }
 
-static const char *const dim_semantics_names[] = {
-    [TSR_DIM_ARBITRARY] = "arbitrary",
-    [TSR_DIM_PARALLEL] = "parallel",
-    [TSR_DIM_CORE_PARALLEL] = "core_parallel",
-};
-
-const char *tsr_ir_dim_semantics_name(tsr_ir_dim_semantics_t semantics) {
-  return (size_t)semantics < TSR_ARRAY_SIZE(dim_semantics_names)
-             ? dim_semantics_names[semantics] : NULL;
-}
-
-bool tsr_ir_dim_semantics_from_name(const char *name, size_t len,
-                                    tsr_ir_dim_semantics_t *out_semantics) {
-  for (size_t i = 0; i < TSR_ARRAY_SIZE(dim_semantics_names); i++)
-    if (strlen(dim_semantics_names[i]) == len && memcmp(dim_semantics_names[i], name, len) == 0) {
-      *out_semantics = (tsr_ir_dim_semantics_t)i;
-      return true;
-    }
-  return false;
-}
-
 const char *tsr_ir_op_mnemonic(size_t opcode) {
   return opcode < TSR_OP_COUNT ? tsr_op_table[opcode].mnemonic : NULL;
 }

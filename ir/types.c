@@ -1,4 +1,5 @@
-/* Type constructors, equality and printing. */
+/* Type constructors, equality and printing; the names of the grid's
+ * dimension semantics. */
 #include <math.h>
 
 #include "ir/ir.h"
@@ -96,4 +97,25 @@ double tsr_literal_round(double v, tsr_dtype_t dtype) {
     case TSR_DTYPE_F16: return (double)tsr_f16_to_f32(tsr_f32_to_f16(f));
     default: return (double)f;
   }
+}
+
+static const char *const dim_semantics_names[] = {
+    [TSR_DIM_ARBITRARY] = "arbitrary",
+    [TSR_DIM_PARALLEL] = "parallel",
+    [TSR_DIM_CORE_PARALLEL] = "core_parallel",
+};
+
+const char *tsr_ir_dim_semantics_name(tsr_ir_dim_semantics_t semantics) {
+  return (size_t)semantics < TSR_ARRAY_SIZE(dim_semantics_names)
+             ? dim_semantics_names[semantics] : NULL;
+}
+
+bool tsr_ir_dim_semantics_from_name(const char *name, size_t len,
+                                    tsr_ir_dim_semantics_t *out_semantics) {
+  for (size_t i = 0; i < TSR_ARRAY_SIZE(dim_semantics_names); i++)
+    if (strlen(dim_semantics_names[i]) == len && memcmp(dim_semantics_names[i], name, len) == 0) {
+      *out_semantics = (tsr_ir_dim_semantics_t)i;
+      return true;
+    }
+  return false;
 }

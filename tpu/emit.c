@@ -94,14 +94,6 @@ static bool unwindowed_space(const tsr_decl_t *d) {
   return d->ref->type.space == TSR_SPACE_ANY || d->ref->type.space == TSR_SPACE_HBM;
 }
 
-static const char *semantics_name(uint8_t s) {
-  switch (s) {
-  case TSR_DIM_PARALLEL: return "parallel";
-  case TSR_DIM_CORE_PARALLEL: return "core_parallel";
-  default: return "arbitrary";
-  }
-}
-
 /* The block dims of a windowed operand, squeezed ones as 1 (window_bounds). */
 static void window_bounds(const tsr_decl_t *d, int64_t *out) {
   for (uint32_t i = 0; i < d->array.rank; i++)
@@ -204,7 +196,7 @@ static void emit_module(tpu_emitter_t *em) {
   tsr_strbuf_puts(&attrs, "dimension_semantics = [");
   for (uint32_t g = 0; g < k->grid_rank; g++)
     tsr_strbuf_printf(&attrs, "%s#tpu.dimension_semantics<%s>", g ? ", " : "",
-                      semantics_name(k->semantics[g]));
+                      tsr_ir_dim_semantics_name((tsr_ir_dim_semantics_t)k->semantics[g]));
   tsr_strbuf_puts(&attrs, "]");
   if (k->grid_rank) {
     tsr_strbuf_puts(&attrs, ", iteration_bounds = array<i64");
