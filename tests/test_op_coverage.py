@@ -9,19 +9,26 @@ case each) is used in each place of PLACES:
                 with the same count and seed), and
   tpu           a kernel of the above, or of random_kernels.py --tpu-tiles (same
                 count and seed), that the Mosaic TPU emitter emits (`tessera
-                check --target tpu`, chip v5e): the op's TPU code runs,
+                check --target tpu`, chip v5e): the op's TPU code runs, and
+  jax           a rule of the JAX translator's registry that declares it builds
+                the op (tessera.jax.translate.ir_op_coverage(), read with
+                $TESSERA_JAX_PYTHON, a Python with jax: the rules' `emits`,
+                which the Python suite checks against what they build),
 unless EXCEPTIONS says why it cannot be, or, for tpu, the op's "tpu" in
 `tessera ops --json` is "refuse: WHY" (its row of ir/ops_tpu.def declares that
 the TPU emitter never emits it); an exception for an op not in the table, or for
 an op now covered there, fails too. Every op's "tpu" must be "emit" or
-"refuse: WHY". A row added to ir/ops.def without kernels that use it fails
+"refuse: WHY"; for jax, the translator's NEVER_PRODUCED names the op with
+its reason. A row added to ir/ops.def without kernels that use it fails
 here, by name (without its row of ir/ops_tpu.def, or its TPU_<OP> entry, it
 does not build: tests/unit/test_no_silent_default.py).
 
     test_op_coverage.py [RANDOM_COUNT [SEED]]   (default 200 1, as meson runs
                                                  test_differential)
-Needs $TESSERA and $TSR_SOURCE_ROOT.
+Needs $TESSERA, $TSR_SOURCE_ROOT and $TESSERA_JAX_PYTHON (meson sets them;
+without a Python that imports jax the jax place fails, naming why).
 """
+import json
 import os
 import subprocess
 import sys
@@ -98,16 +105,38 @@ def tpu_refusal(row):
     return t[len(REFUSE):] if t.startswith(REFUSE) else None
 
 
+# The translator's declared reasons, filled by jax() (which runs first).
+NEVER_PRODUCED = {}
+
+
+def jax(ctx):
+    python = os.environ.get("TESSERA_JAX_PYTHON", "")
+    code = ("import json, tessera.jax.translate as T; "
+            "print(json.dumps([T.ir_op_coverage(), T.NEVER_PRODUCED]))")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ctx.src, "python"), JAX_PLATFORMS="cpu")
+    try:
+        p = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env)
+        produced, never = json.loads(p.stdout) if p.returncode == 0 else ({}, {})
+        why = p.stderr[-1500:]
+    except (OSError, ValueError) as e:
+        produced, never, why = {}, {}, str(e)
+    ctx.case(bool(produced), "the JAX translator's coverage (%s)" % (python or
+             "$TESSERA_JAX_PYTHON unset: run scripts/setup.sh, which makes .venv"), why)
+    NEVER_PRODUCED.update(never)
+    where = os.path.join(ctx.src, "python", "tessera", "jax")
+    return {op: "%s (rules: %s)" % (where, prims) for op, prims in produced.items()}
+
+
 # The places an op must be used in, in order: (name, its ops as {op: file},
 # the op's declared reason not to be there or None). Each function runs once
 # per test, after those before it (tpu reads random's kernels). A new place
-# (the JAX translator's, say) is one entry here; its exceptions go in
-# EXCEPTIONS, by its name.
+# is one entry here; its exceptions go in EXCEPTIONS, by its name.
 PLACES = [
     ("golden", golden, None),
     ("differential", differential, None),
     ("random", random, None),
     ("tpu", tpu, tpu_refusal),
+    ("jax", jax, lambda row: NEVER_PRODUCED.get(row["mnemonic"])),
 ]
 
 
