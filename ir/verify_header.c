@@ -9,6 +9,18 @@ static const char *role_name(uint32_t role) {
   return role < TSR_ARRAY_SIZE(names) ? names[role] : "operand";
 }
 
+/* The verifier's rule on the order of the grid's semantics: once a dim is
+ * arbitrary, every later dim is (Mosaic shards the leading parallel dims). */
+static bool may_follow_arbitrary(uint32_t s) { return s == TSR_DIM_ARBITRARY; }
+
+void tsr_ir_dim_semantics_order(uint32_t rank, tsr_ir_dim_semantics_t *semantics) {
+  bool arbitrary = false;
+  for (uint32_t i = 0; i < rank; i++) {
+    if (arbitrary && !may_follow_arbitrary(semantics[i])) semantics[i] = TSR_DIM_ARBITRARY;
+    arbitrary = arbitrary || semantics[i] == TSR_DIM_ARBITRARY;
+  }
+}
+
 static const char *semantics_name(uint32_t s) {
   const char *name = tsr_ir_dim_semantics_name((tsr_ir_dim_semantics_t)s);
   return name ? name : "?";
@@ -43,7 +55,7 @@ void vf_verify_grid(verifier_t *v) {
                  first_core_parallel, i);
     } else if (s == TSR_DIM_ARBITRARY) {
       if (first_arbitrary < 0) first_arbitrary = (int32_t)i;
-    } else if (first_arbitrary >= 0) {
+    } else if (first_arbitrary >= 0 && !may_follow_arbitrary(s)) {
       vf_kreport(v, k->loc,
                  "grid dim %u is %s but follows arbitrary dim %d; parallel dims must come "
                  "first (as in Pallas)",

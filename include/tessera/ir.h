@@ -102,6 +102,12 @@ TSR_API const char *tsr_ir_dim_semantics_name(tsr_ir_dim_semantics_t semantics);
 /* The semantics of a name of tsr_ir_dim_semantics_name; false if unknown. */
 TSR_API bool tsr_ir_dim_semantics_from_name(const char *name, size_t len,
                                             tsr_ir_dim_semantics_t *out_semantics);
+/* Rewrites the semantics of a grid of `rank` dims into the order the
+ * verifier accepts: a parallel or core_parallel dim after an arbitrary one
+ * becomes arbitrary. Pallas takes any order, and running a parallel dim in
+ * order is always correct, so a translator from Pallas calls this rather
+ * than knowing the verifier's rule. */
+TSR_API void tsr_ir_dim_semantics_order(uint32_t rank, tsr_ir_dim_semantics_t *semantics);
 
 #define TSR_SQUEEZED ((int64_t)-1) /* a squeezed block dimension */
 

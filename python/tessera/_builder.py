@@ -95,6 +95,7 @@ def _h() -> _Functions:
         "tsr_ir_kernel_create": (vp, [vp, ctypes.c_char_p, ctypes.POINTER(vp)]),
         "tsr_ir_kernel_set_grid": (vp, [vp, ctypes.c_uint32, ctypes.POINTER(ctypes.c_int64),
                                         ctypes.POINTER(ctypes.c_int)]),
+        "tsr_ir_dim_semantics_order": (None, [ctypes.c_uint32, ctypes.POINTER(ctypes.c_int)]),
         "tsr_ir_kernel_add_operand": (vp, [vp, ctypes.POINTER(_COperandParams),
                                            ctypes.POINTER(vp), ctypes.POINTER(vp)]),
         "tsr_ir_kernel_body": (vp, [vp]),
@@ -303,6 +304,16 @@ class KernelBuilder:
         if semantics is not None:
             cs = (ctypes.c_int * max(1, n))(*[SEMANTICS[s] for s in semantics])
         _lib.check(_h().tsr_ir_kernel_set_grid(self.ptr, n, cd, cs))
+
+    @staticmethod
+    def ordered_semantics(semantics: Sequence[str]) -> list[str]:
+        """`semantics` in the order the verifier accepts: a parallel dim after
+        an arbitrary one becomes arbitrary (tsr_ir_dim_semantics_order)."""
+        n = len(semantics)
+        cs = (ctypes.c_int * max(1, n))(*[SEMANTICS[s] for s in semantics])
+        _h().tsr_ir_dim_semantics_order(n, cs)
+        names = {v: k for k, v in SEMANTICS.items()}
+        return [names[cs[i]] for i in range(n)]
 
     def add_operand(self, role: int, name: str, array: Type, space: str = "vmem",
                     block: Sequence[int] | None = None,

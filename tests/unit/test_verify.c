@@ -219,6 +219,43 @@ TSR_TEST(builder_matmul_verifies) {
   tsr_ir_module_destroy(m.module);
 }
 
+/* Every order of the three semantics over a 3-dim grid: the order
+ * tsr_ir_dim_semantics_order makes verifies, keeps what was already in order
+ * and makes only dims after an arbitrary one arbitrary; the raw order
+ * verifies exactly when it was already in order. */
+TSR_TEST(dim_semantics_order_is_the_verifiers) {
+  for (int code = 0; code < 27; code++) {
+    tsr_ir_dim_semantics_t raw[3] = {code % 3, code / 3 % 3, code / 9};
+    tsr_ir_dim_semantics_t ordered[3] = {raw[0], raw[1], raw[2]};
+    tsr_ir_dim_semantics_order(3, ordered);
+    bool in_order = true, arbitrary = false;
+    for (int i = 0; i < 3; i++) {
+      if (arbitrary && raw[i] != TSR_DIM_ARBITRARY) in_order = false;
+      TSR_CHECK_EQ_INT(ordered[i], arbitrary ? TSR_DIM_ARBITRARY : raw[i]);
+      arbitrary = arbitrary || raw[i] == TSR_DIM_ARBITRARY;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+      const tsr_ir_dim_semantics_t *sem = pass ? ordered : raw;
+      int cores = (sem[0] == TSR_DIM_CORE_PARALLEL) + (sem[1] == TSR_DIM_CORE_PARALLEL) +
+                  (sem[2] == TSR_DIM_CORE_PARALLEL);
+      tsr_ir_module_t *module;
+      tsr_ir_kernel_t *k;
+      TSR_CHECK_OK(tsr_ir_module_create("s.tsr", &module));
+      TSR_CHECK_OK(tsr_ir_kernel_create(module, "k", &k));
+      int64_t grid[3] = {2, 2, 2};
+      TSR_CHECK_OK(tsr_ir_kernel_set_grid(k, 3, grid, sem));
+      tsr_status_t s = tsr_ir_module_verify(module);
+      /* Two core_parallel dims are an error of their own, in any order. */
+      bool want_ok = cores < 2 && (pass || in_order);
+      if (want_ok != (s == NULL))
+        TSR_FAIL_AT("semantics %d %d %d (%s): %s", raw[0], raw[1], raw[2],
+                    pass ? "ordered" : "raw", s ? tsr_status_message(s) : "verifies");
+      tsr_status_free(s);
+      tsr_ir_module_destroy(module);
+    }
+  }
+}
+
 /* for with a carried value, while, scoped, select, reduce: all valid. */
 TSR_TEST(builder_control_flow_verifies) {
   mm_t m = mm_header("k");
@@ -1119,5 +1156,6 @@ int main(void) {
   TSR_RUN(every_op_with_odd_operands_does_not_crash);
   TSR_RUN(derived_queries_follow_the_effects_of_every_op);
   TSR_RUN(written_and_read_refs_and_store_forwarding);
+  TSR_RUN(dim_semantics_order_is_the_verifiers);
   return tsr_test_done();
 }

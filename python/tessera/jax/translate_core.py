@@ -428,17 +428,12 @@ class Translator:
             if len(sem) != len(grid):
                 raise self.fail(f"dimension_semantics has {len(sem)} entries for a grid of "
                                 f"rank {len(grid)}")
-            # tessera's verifier wants the parallel dimensions first (as
-            # Mosaic shards the leading ones); Pallas takes any order, and
-            # running a parallel dimension in order is always correct, so
-            # one after an arbitrary dimension is translated as arbitrary
-            # rather than refused (docs/jax.md, "What is translated").
-            seen_arbitrary = False
-            for i, s in enumerate(sem):
-                if s == "arbitrary":
-                    seen_arbitrary = True
-                elif seen_arbitrary:
-                    sem[i] = "arbitrary"
+            # Pallas takes the dims' semantics in any order, tessera's
+            # verifier wants the parallel ones first: the library rewrites
+            # them into its order (a parallel dim after an arbitrary one runs
+            # in order, which is always correct; docs/jax.md, "What is
+            # translated").
+            sem = self.kb.ordered_semantics(sem)
         self.kb.set_grid(grid, sem)
         nidx, nin, nout = gm.num_index_operands, gm.num_inputs, gm.num_outputs
         aliases_in_out = dict(params.get("input_output_aliases") or ())
