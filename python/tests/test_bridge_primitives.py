@@ -447,3 +447,27 @@ def test_bridge_sort_inside_a_kernel():
     order = np.argsort(keys, axis=1, kind="stable")
     np.testing.assert_array_equal(np.asarray(c), np.take_along_axis(keys, order, 1))
     np.testing.assert_array_equal(np.asarray(v), np.take_along_axis(x, order, 1))
+
+
+def _jax_interpret(kernel, out_shape, *args, **kw):
+    """The same pallas_call run by JAX's own TPU interpret mode (the oracle)."""
+    return pl.pallas_call(kernel, out_shape, interpret=pltpu.InterpretParams(), **kw)(*args)
+
+
+def test_bridge_axis_index_of_a_named_grid_axis_is_the_grid_step():
+    """lax.axis_index of a grid dimension's name is that dimension's
+    program_id (not the device id); a tuple of names is their row-major
+    index. Two grids naming their dimensions the other way round are two
+    different kernels (not one cached translation)."""
+    def k(x_ref, o_ref):
+        i, j = jax.lax.axis_index("i"), jax.lax.axis_index("j")
+        ij = jax.lax.axis_index(("i", "j"))
+        o_ref[...] = x_ref[...] + (i * 10 + j + 100 * pl.program_id(1)
+                                   + 1000 * ij).astype(F32)
+    x = _f32((16, 256))
+    for grid in ((("i", 2), ("j", 2)), (("j", 2), ("i", 2))):
+        spec = pl.BlockSpec((8, 128), lambda a, b: (a, b))
+        gs = pl.GridSpec(grid=grid, in_specs=[spec], out_specs=spec)
+        want = np.asarray(_jax_interpret(k, sds(x.shape), x, grid_spec=gs))
+        got = np.asarray(run(k, sds(x.shape), x, grid_spec=gs))
+        np.testing.assert_array_equal(got, want)

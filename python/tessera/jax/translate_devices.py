@@ -201,21 +201,40 @@ def _device_id(t, env, region, eqn, used):
     return [t.emit(region, "device_id", [], B.Type.value("i32", ()))]
 
 
-@register("axis_index", emits=_DEVICE_OPS)
+def _grid_axes(t) -> dict:
+    """{name: (dimension, size)} of the grid's named dimensions (a grid given
+    as ((name, size), ...)). The names index the whole grid, vmapped
+    dimensions included, as tessera's grid is the whole grid."""
+    gm = t.call.grid_mapping
+    names = getattr(gm, "grid_names", None) or ()
+    return {n: (d, int(s)) for d, (n, s) in enumerate(zip(names, gm.grid)) if n is not None}
+
+
+@register("axis_index", emits=(*_DEVICE_OPS, "program_id"))
 def _axis_index(t, env, region, eqn, used):
     names = eqn.params["axis_name"]
     names = tuple(names) if isinstance(names, (tuple, list)) else (names,)
-    if t.mesh is None:  # no mesh known: one axis, whose index is the device id
+    # A name of the grid's is the grid step's index along that dimension
+    # (what program_id gives), not a device's coordinate: a named grid puts
+    # its names in the axis environment the kernel is traced in, and Mosaic
+    # and JAX's interpret mode both read them from the grid first.
+    grid_axes = _grid_axes(t)
+    if t.mesh is None and not any(n in grid_axes for n in names):
+        # no mesh known: one axis, whose index is the device id
         if len(names) != 1:
             raise t.fail(f"lax.axis_index over the axes {names} outside shard_map")
         return _device_id(t, env, region, eqn, used)
-    sizes = dict(t.mesh)
+    sizes = dict(t.mesh or ())
     out: Any = 0
     stride = 1
     for name in reversed(names):  # a tuple of axes: their combined row-major index
-        out = t.iarith(region, "add", out,
-                       t.iarith(region, "mul", _axis_coord(t, region, name), stride))
-        stride *= sizes[name]
+        if name in grid_axes:
+            dim, size = grid_axes[name]
+            c = t.emit(region, "program_id", [], B.Type.value("i32", ()), ints=[dim])
+        else:
+            c, size = _axis_coord(t, region, name), sizes[name]
+        out = t.iarith(region, "add", out, t.iarith(region, "mul", c, stride))
+        stride *= size
     return [t.i32(region, out)]
 
 
