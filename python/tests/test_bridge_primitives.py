@@ -471,3 +471,23 @@ def test_bridge_axis_index_of_a_named_grid_axis_is_the_grid_step():
         want = np.asarray(_jax_interpret(k, sds(x.shape), x, grid_spec=gs))
         got = np.asarray(run(k, sds(x.shape), x, grid_spec=gs))
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [F32, jnp.bfloat16])
+def test_bridge_pow_of_a_float_base_and_an_integer_exponent(backend, dtype):
+    """lax.pow(float, int) is the float power of the exponent converted to
+    the base's dtype, as JAX computes it: 0**0 == nan**0 == 1, negative
+    exponents, infinities, signs of odd powers, overflow (results clear of
+    f32 subnormals, which XLA:CPU flushes to zero)."""
+    def k(x_ref, y_ref, o_ref):
+        o_ref[...] = jax.lax.pow(x_ref[...], y_ref[...])
+    xs = [0, -0.0, 2, -2, 0.5, -3, np.inf, -np.inf, np.nan, 1, -1, 1e-20, 3.3, 10, 0, -0.0,
+          2, 2, -1.5, 7]
+    ys = [0, 0, -3, 3, 5, -2, -1, 2, 0, 1000, 7, -3, 4, 40, -1, -3, -120, 127, 9, -1]
+    base = np.resize(np.array(xs, np.float32), (8, 128)) * np.float32(
+        1 + np.arange(8)[:, None] % 2)  # the second row's bases doubled
+    x = np.asarray(jnp.asarray(base, dtype))
+    y = np.resize(np.array(ys, np.int32), (8, 128))
+    want = np.asarray(_jax_interpret(k, sds(x.shape, dtype), x, y))
+    got = np.asarray(run(k, sds(x.shape, dtype), x, y, backend=backend))
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))

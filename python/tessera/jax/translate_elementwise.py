@@ -34,7 +34,7 @@ for _name, _mnemonic in _UNARY.items():
 #: tessera op: name -> op; size-1 dimensions broadcast implicitly, as in JAX
 _BINARY = {
     "add": "add", "sub": "sub", "mul": "mul", "div": "div", "rem": "rem", "max": "max",
-    "min": "min", "pow": "pow", "and": "and", "or": "or", "xor": "xor", "shift_left": "shl",
+    "min": "min", "and": "and", "or": "or", "xor": "xor", "shift_left": "shl",
     "shift_right_logical": "shrl", "shift_right_arithmetic": "shra", "eq": "eq", "ne": "ne",
     "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "add_any": "add",
 }
@@ -50,6 +50,20 @@ def _binary_rule(mnemonic: str):
 
 for _name, _mnemonic in _BINARY.items():
     register(_name, emits=(_mnemonic, *BCAST_OPS))(_binary_rule(_mnemonic))
+
+
+@register("pow", emits=("pow", "convert", *BCAST_OPS))
+def _pow(t, env, region, eqn, used):
+    # lax.pow takes an integer exponent of a float base; JAX lowers it by
+    # converting the exponent to the base's dtype (rounding a large one, as
+    # that conversion does) and taking the float power, so pow(0, 0) is 1
+    # and a negative exponent is the reciprocal power. tessera's pow wants
+    # operands of one dtype: the same conversion, then its pow.
+    rt = out_type(eqn)
+    a, b = (bcast(t, region, t.read(env, region, v), rt.shape) for v in eqn.invars)
+    if b.type.dtype != rt.dtype:
+        b = convert_value(t, region, b, B.Type.value(rt.dtype, b.type.shape))
+    return [t.emit(region, "pow", [a, b], rt)]
 
 
 @register("convert_element_type", emits=("convert", "ne"))
