@@ -491,3 +491,31 @@ def test_bridge_pow_of_a_float_base_and_an_integer_exponent(backend, dtype):
     want = np.asarray(_jax_interpret(k, sds(x.shape, dtype), x, y))
     got = np.asarray(run(k, sds(x.shape, dtype), x, y, backend=backend))
     np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+def test_bridge_64_bit_operands_are_canonicalized_as_jax_does():
+    """With x64 off JAX takes an int64 / uint64 / float64 numpy operand as
+    int32 / uint32 / float32 (wrapping, rounding): the same operands give
+    tessera the same kernel and results, and no warning (JAX gives none)."""
+    import warnings
+
+    def k(s_ref, x_ref, u_ref, f_ref, o_ref, g_ref):
+        o_ref[...] = x_ref[...] * s_ref[0] + (u_ref[...] >> 1).astype(I32)
+        g_ref[...] = f_ref[...] * 3.0
+    spec = pl.BlockSpec((8, 128), lambda i, s: (0, 0))
+    gs = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(1,),
+                                      in_specs=[spec] * 3, out_specs=[spec] * 2)
+    s = np.array([3])  # int64, as numpy makes it
+    x = np.arange(8 * 128, dtype=np.int64).reshape(8, 128) + (1 << 33) - 500
+    u = np.arange(8 * 128, dtype=np.uint64).reshape(8, 128) * 12345
+    f = np.linspace(-2, 2, 8 * 128).reshape(8, 128) + 1e-9  # float64
+    out = (sds((8, 128), I32), sds((8, 128), F32))
+    want = _jax_interpret(k, out, s, x, u, f, grid_spec=gs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = run(k, out, s, x, u, f, grid_spec=gs)
+        text = tj.pallas_call(k, out, grid_spec=gs).lower_to_tsr(s, x, u, f)
+    for g, w in zip(got, want):
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert "in %in0: i32" in text and "in %in1: u32" in text and "in %in2: f32" in text

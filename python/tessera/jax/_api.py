@@ -150,6 +150,31 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
 # ---- The callable ----------------------------------------------------------------
 
 
+def _canonical(args: tuple, flat: list) -> tuple[tuple, list]:
+    """args (and their leaves, flat) with each 64-bit numpy array or Python
+    scalar in the dtype JAX takes it as: with jax_enable_x64 off, JAX
+    canonicalizes an operand's int64 to int32, uint64 to uint32, float64 to
+    float32 and complex128 to complex64 (wrapping and rounding as numpy's
+    conversion does), and so a Pallas kernel called with them sees the
+    narrow dtype. Unchanged (the same objects) when no leaf is converted."""
+    changed = False
+    for i, x in enumerate(flat):
+        dt = getattr(x, "dtype", None)
+        if dt is None:  # a Python scalar (int -> int64, float -> float64 in numpy)
+            dt = np.asarray(x).dtype
+        elif not isinstance(dt, np.dtype) or dt.itemsize != 8:
+            continue
+        want = jax.dtypes.canonicalize_dtype(dt)
+        if want != dt:
+            if not changed:
+                flat, changed = list(flat), True
+            flat[i] = np.asarray(x, dtype=want)
+    if changed:
+        args = tuple(jax.tree_util.tree_unflatten(
+            jax.tree_util.tree_structure(list(args)), flat))
+    return args, flat
+
+
 class TesseraPallasCall:
     """What `tessera.jax.pallas_call` returns: call it like the function
     `pl.pallas_call` returns. Keeps its prepared kernels by argument shapes
@@ -188,7 +213,7 @@ class TesseraPallasCall:
         return None
 
     def __call__(self, *args):
-        flat = jax.tree_util.tree_leaves(list(args))
+        args, flat = _canonical(args, jax.tree_util.tree_leaves(list(args)))
         mesh = self._mesh()
         if mesh is not None:
             prep, out_tree = _prepare(self._jax_fn, args, self._options, self._name, mesh)
@@ -211,10 +236,10 @@ class TesseraPallasCall:
 
     def lower_to_tsr(self, *args) -> str:
         """The tessera IR (.tsr text) this call runs for arguments like `args`."""
+        args, flat = _canonical(args, jax.tree_util.tree_leaves(list(args)))
         mesh = self._mesh()
         if mesh is not None:
             return _prepare(self._jax_fn, args, self._options, self._name, mesh)[0].text
-        flat = jax.tree_util.tree_leaves(list(args))
         return self._get(args, flat)[0].text
 
 
