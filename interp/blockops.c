@@ -28,6 +28,7 @@
 #include "interp/blockops.h"
 
 #include <assert.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -591,7 +592,12 @@ void tsr_blockops_fill(size_t elem_size, void *dst, const void *elem, size_t n) 
 #define FROM_F32_FLOAT(DN, CT, SZ, v) STORE_FLOAT(DN, v)
 #define FROM_F32_SINT(DN, CT, SZ, v) ((CT)f32_to_sint(v, SMIN32(SZ), (int32_t)SMAX(SZ)))
 #define FROM_F32_UINT(DN, CT, SZ, v) ((CT)f32_to_uint(v, UMASK(SZ)))
-#define FROM_F32_BOOL(DN, CT, SZ, v) ((CT)((v) != 0))
+/* Float -> i1 is "neither zero nor an f32 subnormal" (NaN is true), as
+ * XLA:CPU (which evaluates x != 0 with denormals treated as zero) and a TPU
+ * (whose VPU flushes f32 subnormals) compute it; numpy's x != 0 says true
+ * for a subnormal. bf16 subnormals are f32 subnormals; f16's are f32
+ * normals, so they stay true. */
+#define FROM_F32_BOOL(DN, CT, SZ, v) ((CT)!(fabsf(v) < FLT_MIN))
 #define FROM_I64_FLOAT(DN, CT, SZ, v)                                          \
   STORE_FLOAT(DN, (SZ) == 4 ? (float)(v) : i64_to_f32_odd(v))
 #define FROM_I64_SINT(DN, CT, SZ, v) ((CT)(uint32_t)(v))

@@ -300,7 +300,12 @@ ssa_t em_convert(emitter_t *em, ssa_t x, tsr_dtype_t from, tsr_dtype_t to, uint3
   tstr_t xt = em_vtype(em_compute(from), lanes), rt = em_vtype(em_compute(to), lanes);
   if (fc == TSR_CLASS_FLOAT) {
     if (tc == TSR_CLASS_FLOAT) return em_round(em, x, to, lanes);
-    if (tc == TSR_CLASS_BOOL) return em_cmp(em, "cmpf", "une", x, em_cf32(em, lanes, 0.0f), ft.s);
+    if (tc == TSR_CLASS_BOOL) {
+      /* |x| >= FLT_MIN or NaN ("uge"): an f32 subnormal is false, as XLA:CPU
+       * and a TPU compute it (interp/blockops.c, FROM_F32_BOOL). */
+      ssa_t m = em_op1(em, "math.absf", x, ft.s);
+      return em_cmp(em, "cmpf", "uge", m, em_cf32_bits(em, lanes, 0x00800000u), ft.s);
+    }
     /* truncate toward zero, saturate, NaN -> 0 (interp f32_to_sint/uint) */
     const uint32_t bits = em_int_bits(to);
     tstr_t i32t = em_vtype("i32", lanes);

@@ -208,7 +208,10 @@ void tpu_convert(tpu_emitter_t *em, const tsr_op_t *op, const char *r, const cha
     tpu_set_name(em, op->results[0], a);
     return;
   }
-  if (is_bool(td)) { /* x != 0 */
+  if (is_bool(td)) {
+    /* x != 0, as Pallas lowers it: the TPU treats an f32 subnormal as zero
+     * here, which gives tessera's float -> i1 (docs/semantics.md,
+     * "Numerics") with no code of its own. */
     const char *z = tpu_constant(em, from, 0.0, 0);
     char zn[32];
     snprintf(zn, sizeof zn, "%s", z);

@@ -18,6 +18,7 @@ import numpy as np  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
 from jax.experimental.pallas import tpu as pltpu  # noqa: E402
 
+import tessera  # noqa: E402
 import tessera.jax as tj  # noqa: E402
 
 F32 = jnp.float32
@@ -131,6 +132,29 @@ def test_bridge_uninitialized_read_warns_with_the_python_line():
     assert any(f"{pathlib.Path(__file__).name}:{line_of('UNINIT')}" in str(w.message)
                for w in record)
     assert np.isnan(np.asarray(out)).all()  # uninitialized memory reads as NaN
+
+
+# ---- an operand without a BlockSpec: its warning names the pallas_call ---------------
+
+def half_written_kernel(x_ref, o_ref):
+    o_ref[0:4, :] = x_ref[0:4, :]
+
+
+def test_bridge_warning_on_an_operand_without_blockspec_names_the_call():
+    # Pallas gives such an operand its default index map, defined in JAX's
+    # pallas/core.py: the warning must name the user's pallas_call instead.
+    # (The interpreter checks unwritten outputs; the cpu backend does not.)
+    f = tj.pallas_call(half_written_kernel, jax.ShapeDtypeStruct((8, 128), F32))
+    with pytest.warns(tessera.KernelWarning) as record:
+        f(_x((8, 128)))  # NO_BLOCKSPEC
+    unwritten = [w.message.diagnostic for w in record
+                 if isinstance(w.message, tessera.KernelWarning) and w.message.diagnostic
+                 and w.message.diagnostic.kind == "output_unwritten"]
+    assert unwritten, [str(w.message) for w in record]
+    d = unwritten[0]
+    assert (d.file, d.line) == (__file__, line_of("NO_BLOCKSPEC")), d
+    assert "pallas/core.py" not in str(record[0].message)
+    assert f"{pathlib.Path(__file__).name}:{line_of('NO_BLOCKSPEC')}:" in d.text
 
 
 # ---- what tessera cannot translate -----------------------------------------------

@@ -64,6 +64,34 @@ def test_bridge_unary_float_math():
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_bridge_float_to_bool_of_subnormals_matches_jax(backend):
+    # XLA:CPU (so JAX, and Pallas's interpret mode) converts an f32 or bf16
+    # subnormal to False, where numpy says True; f16 subnormals are f32
+    # normals, True in both (docs/semantics.md, "Numerics").
+    import ml_dtypes
+    f32 = np.array([1e-40, -1e-40, 1.4e-45, 1.1754942e-38, 0.0, -0.0, 1.1754944e-38,
+                    -3.0, np.nan, np.inf, -np.inf, 1.0], np.float32)
+    bf16 = np.array([0x0001, 0x8001, 0x007f, 0x0000, 0x8000, 0x0080, 0x3f80, 0x7fc0,
+                     0x7f80, 0xff80, 0x0040, 0x8040], np.uint16).view(ml_dtypes.bfloat16)
+    f16 = np.array([0x0001, 0x8001, 0x03ff, 0x0000, 0x8000, 0x0400, 0x3c00, 0x7e00,
+                    0x7c00, 0xfc00, 0x0200, 0x8200], np.uint16).view(np.float16)
+
+    def k(a_ref, b_ref, c_ref, o_ref):
+        o_ref[0] = a_ref[...].astype(jnp.bool_).astype(I32)
+        o_ref[1] = b_ref[...].astype(jnp.bool_).astype(I32)
+        o_ref[2] = c_ref[...].astype(jnp.bool_).astype(I32)
+
+    args = [np.resize(v, (8, 128)) for v in (f32, bf16, f16)]
+    got = np.asarray(run(k, sds((3, 8, 128), I32), *args, backend=backend))
+    want = np.asarray(pl.pallas_call(k, sds((3, 8, 128), I32), interpret=True)(*args))
+    np.testing.assert_array_equal(got, want)
+    assert not got[0, 0, :4].any() and not got[1, 0, :5].any()  # subnormals and zeros
+    assert got[2, 0, :3].all()  # f16 subnormals
+    np.testing.assert_array_equal(
+        got, np.stack([np.asarray(jnp.asarray(a).astype(bool)) for a in args]).astype(np.int32))
+
+
 def test_bridge_integer_and_bitwise_ops():
     def k(x_ref, y_ref, o_ref):
         x, y = x_ref[...], y_ref[...]

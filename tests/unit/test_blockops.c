@@ -749,7 +749,8 @@ TSR_TEST(float_corner_cases) {
 
 /* Reference value conversion from src to dst (v is a src value). */
 static double ref_convert(tsr_dtype_t dst, tsr_dtype_t src, double v) {
-  if (is_bool(dst)) return v != 0; /* NaN != 0 */
+  /* Float -> i1: neither zero nor an f32 subnormal, NaN true (XLA:CPU, TPU). */
+  if (is_bool(dst)) return is_float(src) ? !(fabs(v) < FLT_MIN) : v != 0;
   if (is_float(dst)) return to_dtype(dst, v); /* exact source, one rounding */
   if (is_float(src)) {
     if (isnan(v)) return 0;
@@ -827,6 +828,34 @@ TSR_TEST(convert_rounding_and_saturation) {
   uint8_t w8;
   tsr_blockops_convert(TSR_DTYPE_U8, &w8, TSR_DTYPE_I32, &w, 1);
   TSR_CHECK_EQ_INT(w8, 44);
+}
+
+/* Float -> i1 is "neither zero nor an f32 subnormal", as XLA:CPU and a TPU
+ * compute it (numpy says true for a subnormal); NaN and inf are true. */
+TSR_TEST(convert_float_to_bool_subnormals) {
+  const float f[] = {1e-40f, -1e-40f, 0x1p-149f, 0x1.fffffcp-127f /* largest subnormal */,
+                     0.0f, -0.0f, FLT_MIN, -FLT_MIN, 1.0f, -2.5f, NAN, -NAN,
+                     INFINITY, -INFINITY};
+  const uint8_t want[] = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+  enum { N = sizeof f / sizeof f[0] };
+  uint8_t b[N];
+  tsr_blockops_convert(TSR_DTYPE_I1, b, TSR_DTYPE_F32, f, N);
+  for (int i = 0; i < N; i++) TSR_CHECK_EQ_INT(b[i], want[i]);
+  /* bf16: its subnormals are f32 subnormals. */
+  const uint16_t bf[] = {0x0001, 0x8001, 0x007f /* largest subnormal */, 0x0000, 0x8000,
+                         0x0080 /* FLT_MIN */, 0x3f80, 0x7fc0, 0x7f80, 0xff80};
+  const uint8_t bwant[] = {0, 0, 0, 0, 0, 1, 1, 1, 1, 1};
+  enum { NB = sizeof bf / sizeof bf[0] };
+  uint8_t bb[NB];
+  tsr_blockops_convert(TSR_DTYPE_I1, bb, TSR_DTYPE_BF16, bf, NB);
+  for (int i = 0; i < NB; i++) TSR_CHECK_EQ_INT(bb[i], bwant[i]);
+  /* f16: its subnormals are f32 normals (2^-24 and up), so they are true. */
+  const uint16_t hf[] = {0x0001, 0x8001, 0x03ff, 0x0000, 0x8000, 0x3c00, 0x7e00, 0x7c00};
+  const uint8_t hwant[] = {1, 1, 1, 0, 0, 1, 1, 1};
+  enum { NH = sizeof hf / sizeof hf[0] };
+  uint8_t hb[NH];
+  tsr_blockops_convert(TSR_DTYPE_I1, hb, TSR_DTYPE_F16, hf, NH);
+  for (int i = 0; i < NH; i++) TSR_CHECK_EQ_INT(hb[i], hwant[i]);
 }
 
 /* f16 <-> f32 written plainly, with branches: the reference the base
@@ -1720,6 +1749,7 @@ int main(void) {
   TSR_RUN(float_corner_cases);
   TSR_RUN(convert_every_pair);
   TSR_RUN(convert_rounding_and_saturation);
+  TSR_RUN(convert_float_to_bool_subnormals);
   TSR_RUN(f16_every_value_round_trips);
   TSR_RUN(uninit_values);
   TSR_RUN(literals);

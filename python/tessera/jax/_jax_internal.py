@@ -199,14 +199,19 @@ def block_dims(block_mapping) -> list[BlockDim]:
 
 
 def _src_location(debug_info) -> tuple[str, int, int] | None:
+    """Where a traced function was defined, if that is the user's code: an
+    operand without a BlockSpec gets Pallas's default index map, defined in
+    JAX's own sources, which would name no line of the user's."""
     src = getattr(debug_info, "func_src_info", None) or ""
     m = re.search(r" at (.+):(\d+)$", src)
-    return (m.group(1), int(m.group(2)), 1) if m else None
+    if not m or not source_info_util.is_user_filename(m.group(1)):
+        return None
+    return (m.group(1), int(m.group(2)), 1)
 
 
 def index_map_location(block_mapping) -> tuple[str, int, int] | None:
     """(file, line, col) of a BlockSpec's index map function (the user's
-    lambda), or None."""
+    lambda), or None (no BlockSpec: the caller names the pallas_call)."""
     cj = block_mapping.index_map_jaxpr
     for e in cj.jaxpr.eqns:
         loc = user_location(e)

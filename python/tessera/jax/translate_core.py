@@ -581,10 +581,12 @@ def reshape_to(t, region, x: B.Value, rt: B.Type) -> B.Value:
 
 
 def convert_value(t, region, x: B.Value, rt: B.Type) -> B.Value:
-    """x converted to rt's dtype as JAX converts (to bool: x != 0)."""
+    """x converted to rt's dtype as JAX converts (an integer to bool: x != 0;
+    a float to bool: `convert`, which says False for a subnormal as XLA does,
+    where `ne` would say True; docs/semantics.md, "Numerics")."""
     if rt.dtype == x.type.dtype:
         return x
-    if rt.dtype == "i1":
+    if rt.dtype == "i1" and x.type.dtype not in B.FLOAT_DTYPES:
         zero = t.const(region, 0, B.Type.value(x.type.dtype, ()))
         return t.emit(region, "ne", [x, zero], rt)
     return t.emit(region, "convert", [x], rt)
