@@ -290,8 +290,7 @@ static void fill_view_at(const tsr_op_t *op, view_plan_t *vp, const tsr_type_t *
     v->value = ix->operand >= 0 ? op->operands[ix->operand]->id : NO_VALUE;
     v->start = ix->kind == TSR_INDEX_FULL ? 0 : ix->start;
     v->stride = ix->kind == TSR_INDEX_FULL || ix->stride < 1 ? 1 : ix->stride;
-    v->size = ix->kind == TSR_INDEX_FULL ? viewed->dims[d]
-              : ix->kind == TSR_INDEX_POINT ? 1 : ix->size;
+    v->size = tsr_index_extent(ix, viewed->dims[d]);
   }
 }
 

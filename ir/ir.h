@@ -198,6 +198,13 @@ typedef tsr_ir_index_kind_t tsr_index_kind_t;
 typedef tsr_ir_role_t tsr_role_t;
 typedef tsr_ir_dim_semantics_t tsr_dim_semantics_t;
 
+/* How many elements an index takes along a dimension of `dim` elements:
+ * all of it (FULL), one (POINT: the dimension is dropped), or its size
+ * (SLICE, DS). The one rule every view, load, store and slice uses. */
+static inline int64_t tsr_index_extent(const tsr_index_t *ix, int64_t dim) {
+  return ix->kind == TSR_INDEX_FULL ? dim : ix->kind == TSR_INDEX_POINT ? 1 : ix->size;
+}
+
 tsr_type_t tsr_type_scalar(tsr_dtype_t dtype);
 tsr_type_t tsr_type_vector(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims);
 tsr_type_t tsr_type_ref(tsr_space_t space, tsr_dtype_t dtype, uint32_t rank,

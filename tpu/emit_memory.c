@@ -103,9 +103,7 @@ void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
   int64_t view[TSR_MAX_RANK], rd[TSR_MAX_RANK];
   for (uint32_t i = 0; i < v.ref.count; i++) {
     const tsr_index_t *ix = &v.ref.indices[i];
-    view[i] = ix->kind == TSR_INDEX_FULL    ? ref->dims[i]
-              : ix->kind == TSR_INDEX_POINT ? 1
-                                            : ix->size;
+    view[i] = tsr_index_extent(ix, ref->dims[i]);
   }
   bool strided = view_strides(v.ref.indices, v.ref.count, strides, sizeof strides);
   starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
@@ -160,9 +158,7 @@ void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
   int64_t view[TSR_MAX_RANK];
   for (uint32_t i = 0; i < v.ref.count; i++) {
     const tsr_index_t *ix = &v.ref.indices[i];
-    view[i] = ix->kind == TSR_INDEX_FULL    ? ref->dims[i]
-              : ix->kind == TSR_INDEX_POINT ? 1
-                                            : ix->size;
+    view[i] = tsr_index_extent(ix, ref->dims[i]);
   }
   bool strided = view_strides(v.ref.indices, v.ref.count, strides, sizeof strides);
   if (strided && v.mask.slot >= 0) {

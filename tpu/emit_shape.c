@@ -117,9 +117,7 @@ void tpu_op_slice(tpu_emitter_t *em, const tsr_op_t *op) {
   for (uint32_t i = 0; i < op->num_indices; i++) {
     const tsr_index_t *ix = &op->indices[i];
     int64_t start = ix->kind == TSR_INDEX_FULL ? 0 : ix->start;
-    int64_t size = ix->kind == TSR_INDEX_FULL    ? xt->dims[i]
-                   : ix->kind == TSR_INDEX_POINT ? 1
-                                                 : ix->size;
+    int64_t size = tsr_index_extent(ix, xt->dims[i]);
     int64_t stride = ix->kind == TSR_INDEX_SLICE || ix->kind == TSR_INDEX_DS ? ix->stride : 1;
     if (stride != 1) {
       tpu_unimplemented(em, op, "strided slices are not emitted yet");

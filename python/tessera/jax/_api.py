@@ -120,9 +120,7 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
     key = (ji.jaxpr_key_text(call.jaxpr), ji.grid_mapping_key_text(call.grid_mapping),
            repr(call.in_avals), repr(call.out_avals),
            repr(getattr(params.get("compiler_params"), "dimension_semantics", None)),
-           repr(params.get("input_output_aliases")), _options_key(options), name, mesh,
-           # a named grid's names say which grid dimension lax.axis_index reads
-           repr(getattr(call.grid_mapping, "grid_names", None)))
+           repr(params.get("input_output_aliases")), _options_key(options), name, mesh)
     with _cache_lock:
         _stats["traces"] += 1
         hit = _prepared.get(key)

@@ -411,7 +411,9 @@ def jaxpr_key_text(jaxpr) -> str:
 
 
 def grid_mapping_key_text(gm) -> str:
-    parts = [repr(tuple(gm.grid)), str(gm.num_index_operands), str(gm.num_inputs),
+    # The grid's names say which dimension lax.axis_index reads.
+    parts = [repr(tuple(gm.grid)), repr(getattr(gm, "grid_names", None)),
+             str(gm.num_index_operands), str(gm.num_inputs),
              str(gm.num_outputs), str(gm.num_scratch_operands), repr(gm.scratch_avals)]
     for bm in gm.block_mappings:
         parts.append(f"{bm.block_shape}|{bm.array_aval}|{bm.transformed_block_aval}|"
