@@ -357,6 +357,53 @@ TSR_TEST(unsupported_op_is_located) {
  * can (libtpu: "Unsupported reduction kind", "Unsupported comparison
  * direction: une", "failed to legalize operation 'arith.maxui'"), or is a
  * located error. */
+/* Rank-0 inputs and outputs: in SMEM a rank-0 memref read and written with
+ * memref.load/store (as Pallas lowers a ()-shaped SMEM block); in VMEM
+ * Mosaic has no vector load or store of a rank-0 ref, so it is refused,
+ * located. */
+TSR_TEST(rank0_operands) {
+  tsr_ir_module_t *m = parse_text("r0.tsr",
+      "kernel @r0\n"
+      "  grid(4)\n"
+      "  in %n: f32 smem\n"
+      "  in %x: f32[32, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "  out %y: f32[32, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "  out %s: f32 smem\n"
+      "{\n"
+      "  %k = load %n[] : f32\n"
+      "  %v = load %x[:, :] : f32[8, 128]\n"
+      "  %b = broadcast %k : f32[8, 128]\n"
+      "  %r = mul %v, %b : f32[8, 128]\n"
+      "  store %y[:, :], %r\n"
+      "  %k2 = add %k, %k : f32\n"
+      "  store %s[], %k2\n"
+      "}\n");
+  if (m) {
+    char *t = NULL;
+    TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+    CHECK_HAS(t, "%n: memref<f32, #tpu.memory_space<smem>>");
+    CHECK_HAS(t, "%k = memref.load %n[] : memref<f32, #tpu.memory_space<smem>>");
+    CHECK_HAS(t, "memref.store %k2, %s[] : memref<f32, #tpu.memory_space<smem>>");
+    tsr_ir_string_free(t);
+    tsr_ir_module_destroy(m);
+  }
+  m = parse_text("r0v.tsr",
+      "kernel @r0v\n"
+      "  in %x: f32 vmem\n"
+      "  out %y: f32 vmem\n"
+      "{\n"
+      "  %v = load %x[] : f32\n"
+      "  store %y[], %v\n"
+      "}\n");
+  if (m) {
+    char *t = NULL;
+    tsr_status_t s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
+    TSR_CHECK(t == NULL);
+    check_record(s, TSR_UNIMPLEMENTED, 5, "load", "a rank-0 VMEM ref has no vector load");
+    tsr_ir_module_destroy(m);
+  }
+}
+
 TSR_TEST(rewritten_for_mosaic) {
   tsr_ir_module_t *m = parse_text("rewrite.tsr",
       "kernel @k\n"
@@ -940,6 +987,7 @@ int main(void) {
   TSR_RUN(add_module_shape);
   TSR_RUN(matmul_module_shape);
   TSR_RUN(prefetch_and_reductions);
+  TSR_RUN(rank0_operands);
   TSR_RUN(every_example_emits);
   TSR_RUN(dma_and_semaphores);
   TSR_RUN(unsupported_op_is_located);
