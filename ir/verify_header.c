@@ -66,15 +66,15 @@ void vf_verify_grid(verifier_t *v) {
   if (overflow) vf_kreport(v, k->loc, "the grid has more than 2^63 steps");
 }
 
-/* The whole array of a prefetch/in/out decl: a block type (or a scalar
- * for prefetch), dims >= 1, at most 2^40 bytes. */
+/* The whole array of a prefetch/in/out decl: a block type or a scalar
+ * dtype (a rank-0 array, as a Pallas kernel may take and return), dims >= 1,
+ * at most 2^40 bytes. */
 static bool verify_array(verifier_t *v, const tsr_decl_t *d, const char *role,
                          const char *name) {
   const tsr_type_t *t = &d->array;
-  bool scalar_ok = d->role == TSR_ROLE_PREFETCH;
-  if (t->kind != TSR_TYPE_VECTOR && !(scalar_ok && t->kind == TSR_TYPE_SCALAR)) {
-    vf_kreport(v, d->loc, "%s %%%s: expected an array type DTYPE[DIMS]%s, found %s", role, name,
-               scalar_ok ? " or a scalar dtype" : "", TYPE_TEXT(t));
+  if (t->kind != TSR_TYPE_VECTOR && t->kind != TSR_TYPE_SCALAR) {
+    vf_kreport(v, d->loc, "%s %%%s: expected an array type DTYPE[DIMS] or a scalar dtype, found %s",
+               role, name, TYPE_TEXT(t));
     return false;
   }
   if (t->rank > TSR_MAX_RANK || t->dtype >= TSR_DTYPE_COUNT ||

@@ -82,10 +82,30 @@ static const char *role_name(tsr_role_t r) {
 
 static void check_decl(tsr_diag_list_t *list, const tsr_kernel_t *k, const tsr_decl_t *d) {
   tsr_space_t space = d->ref->type.space;
+  const char *what = role_name(d->role), *name = d->ref->name;
+  if (d->array.rank == 0 && space != TSR_SPACE_SMEM) {
+    /* Pallas's TPU lowering takes a rank-0 array only as an SMEM block
+     * (jax/_src/pallas/mosaic/lowering.py, _check_block_mappings). */
+    tsr_diag_add(list, d->loc,
+                 "%s '%%%s': a rank-0 array is an SMEM block on TPU (Pallas: \"The Pallas TPU "
+                 "lowering currently supports only blocks of rank >= 1\"); put it in smem",
+                 what, name);
+    return;
+  }
+  if (d->array.rank == 0 && k->grid_rank > 0) {
+    /* A kernel with a grid gives each operand a window; libtpu has none of
+     * rank 0 (Mosaic: "Failed to set window params for input N: Scalar
+     * windows not implemented"). A grid-free kernel takes it. */
+    tsr_diag_add(list, d->loc,
+                 "%s '%%%s': a rank-0 array in a kernel with a grid has a rank-0 window, which "
+                 "Mosaic does not implement (\"Scalar windows not implemented\"); only a "
+                 "grid-free kernel takes one on TPU",
+                 what, name);
+    return;
+  }
   if (space == TSR_SPACE_ANY || space == TSR_SPACE_HBM) return; /* no window */
   bool trivial = tpu_decl_trivial_window(d);
   if (space == TSR_SPACE_SMEM && trivial) return;
-  const char *what = role_name(d->role), *name = d->ref->name;
   if (k->grid_rank == 0 && !trivial) {
     tsr_diag_add(list, d->loc,
                  "%s '%%%s': a kernel without a grid takes only whole arrays at block index 0 "

@@ -156,7 +156,10 @@ static void emit_transform(tpu_emitter_t *em, const tsr_decl_t *d, uint32_t numb
     tsr_strbuf_initialize(&ret);
     for (uint32_t i = 0; i < d->array.rank; i++)
       tsr_strbuf_printf(&ret, "%s%s", i ? ", " : "", zero);
-    tpu_line(em, "return %s : %s", ret.data ? ret.data : "", res.data ? res.data : "");
+    if (d->array.rank == 0) /* a rank-0 array: no block indices */
+      tpu_line(em, "return");
+    else
+      tpu_line(em, "return %s : %s", ret.data ? ret.data : "", res.data ? res.data : "");
     tsr_strbuf_deinitialize(&ret);
   }
   em->in_transform = false;

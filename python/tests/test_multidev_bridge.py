@@ -302,6 +302,34 @@ def _cases():
             return "" if "devices=2" in str(e) and "4 devices" in str(e) else str(e)
         return "no error"
     cases["devices_mismatch"] = devices_mismatch
+
+    for backend in ("interp", "cpu"):
+        def mesh_kernel(backend=backend):
+            # pl.kernel over two TensorCores inside shard_map over NDEV
+            # devices: one tessera run, each (device, core) its own rows
+            from jax import lax
+            from jax._src import shard_map
+            from jax.experimental import pallas as pl
+            P = jax.sharding.PartitionSpec
+            mesh = jax.sharding.Mesh(np.array(devs[:NDEV]), ("x",))
+            xs = np.random.default_rng(11).standard_normal((NDEV * 16, 128)).astype(np.float32)
+            xd = jax.device_put(xs, jax.sharding.NamedSharding(mesh, P("x")))
+            with tj.interpret(backend=backend):
+                @pl.kernel(mesh=pltpu.TensorCoreMesh(axis_name="core", num_cores=2),
+                           out_type=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+                           scratch_types=[pltpu.VMEM((8, 128), jnp.float32),
+                                          pltpu.SemaphoreType.DMA])
+                def k(x_ref, o_ref, v, sem):
+                    c, d = lax.axis_index("core"), lax.axis_index("x")
+                    pltpu.async_copy(x_ref.at[pl.ds(c * 8, 8)], v, sem).wait()
+                    v[...] = v[...] * 2 + (d * 10 + c).astype(jnp.float32)
+                    pltpu.async_copy(v, o_ref.at[pl.ds(c * 8, 8)], sem).wait()
+                got = jax.jit(shard_map.shard_map(k, mesh=mesh, in_specs=P("x"),
+                                                  out_specs=P("x"), check_vma=False))(xd)
+            row = np.arange(NDEV * 16)
+            want = xs * 2 + ((row // 16) * 10 + (row % 16) // 8)[:, None].astype(np.float32)
+            return _same(np.asarray(got), want)
+        cases[f"mesh_kernel_{backend}"] = mesh_kernel
     return cases
 
 
@@ -321,7 +349,8 @@ CASES = (["all_gather_2_interp", "all_gather_2_cpu", "all_gather_4_interp", "all
           "ring_repeated", "ring_twice_in_one_program", "ring_check_vma",
           "ring_eager_shard_map", "ring_lower_to_tsr", "mesh2d_interp", "mesh2d_cpu",
           "combined_axes_refused", "deadlock_interp", "deadlock_cpu", "devices_mismatch",
-          "skipped_invocation_does_not_poison_the_next"])
+          "skipped_invocation_does_not_poison_the_next", "mesh_kernel_interp",
+          "mesh_kernel_cpu"])
 
 _RESULTS: dict = {}
 

@@ -76,6 +76,41 @@ TSR_TEST(resident_output_accumulates) {
   teardown(&f);
 }
 
+/* Rank-0 arrays as inputs and outputs (a Pallas kernel may take and return
+ * them): the whole array is the block at every step, in vmem or smem. */
+TSR_TEST(rank0_inputs_and_outputs) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(3) semantics(arbitrary)\n"
+      "  in %x: f32 vmem\n"
+      "  in %n: i32 smem\n"
+      "  in %a: f32[24, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "  out %y: f32 smem\n"
+      "  out %m: i32 vmem\n"
+      "{\n"
+      "  %i = program_id 0 : i32\n"
+      "  %x0 = load %x[] : f32\n"
+      "  %n0 = load %n[] : i32\n"
+      "  %e = load %a[0, 5] : f32\n"
+      "  %s = mul %x0, %e : f32\n"
+      "  store %y[], %s\n"
+      "  %t = mul %n0, %i : i32\n"
+      "  store %m[], %t\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  TSR_CHECK_EQ_INT((int)f.arrays[0].rank, 0);
+  TSR_CHECK_EQ_INT((int)f.arrays[4].rank, 0);
+  f32(&f, 0)[0] = 1.5f;
+  i32(&f, 1)[0] = -7;
+  fill_iota_f32(&f.arrays[2]);
+  TSR_CHECK_OK(run(&f));
+  /* the last step (2) wins: its block starts at row 16 */
+  TSR_CHECK(f32(&f, 3)[0] == 1.5f * (float)(16 * 128 + 5));
+  TSR_CHECK_EQ_INT(i32(&f, 4)[0], -7 * 2);
+  teardown(&f);
+}
+
 TSR_TEST(revisited_output_block_is_an_error) {
   const char *text =
       "kernel @k\n"
@@ -804,6 +839,7 @@ int main(void) {
   TSR_RUN(inputs_copied_only_when_block_changes);
   TSR_RUN(resident_output_accumulates);
   TSR_RUN(revisited_output_block_is_an_error);
+  TSR_RUN(rank0_inputs_and_outputs);
   TSR_RUN(shuffled_parallel_order_is_seeded);
   TSR_RUN(aliased_output_starts_from_input);
   TSR_RUN(ragged_edges_are_padded_and_not_written_back);

@@ -357,6 +357,77 @@ TSR_TEST(unsupported_op_is_located) {
  * can (libtpu: "Unsupported reduction kind", "Unsupported comparison
  * direction: une", "failed to legalize operation 'arith.maxui'"), or is a
  * located error. */
+/* Rank-0 inputs and outputs: in SMEM of a grid-free kernel a rank-0 memref
+ * read and written with memref.load/store (as Pallas lowers a ()-shaped
+ * SMEM block; libtpu compiles it); in VMEM Pallas's TPU lowering refuses
+ * the block, and with a grid libtpu has no rank-0 window: both refused,
+ * located at the operand. */
+TSR_TEST(rank0_operands) {
+  tsr_ir_module_t *m = parse_text("r0.tsr",
+      "kernel @r0\n"
+      "  in %n: f32 smem\n"
+      "  in %x: f32[8, 128] vmem\n"
+      "  out %y: f32[8, 128] vmem\n"
+      "  out %s: f32 smem\n"
+      "{\n"
+      "  %k = load %n[] : f32\n"
+      "  %v = load %x[:, :] : f32[8, 128]\n"
+      "  %b = broadcast %k : f32[8, 128]\n"
+      "  %r = mul %v, %b : f32[8, 128]\n"
+      "  store %y[:, :], %r\n"
+      "  %k2 = add %k, %k : f32\n"
+      "  store %s[], %k2\n"
+      "}\n");
+  if (m) {
+    char *t = NULL;
+    TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+    CHECK_HAS(t, "%n: memref<f32, #tpu.memory_space<smem>>");
+    CHECK_HAS(t, "%k = memref.load %n[] : memref<f32, #tpu.memory_space<smem>>");
+    CHECK_HAS(t, "memref.store %k2, %s[] : memref<f32, #tpu.memory_space<smem>>");
+    tsr_ir_string_free(t);
+    tsr_ir_module_destroy(m);
+  }
+  /* with a grid the rank-0 operand has a rank-0 window, which libtpu does
+   * not implement: check refuses it at its decl, and in VMEM too */
+  m = parse_text("r0g.tsr",
+      "kernel @r0g\n"
+      "  grid(2)\n"
+      "  in %n: f32 smem\n"
+      "  in %v: f32 vmem\n"
+      "  out %y: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "{\n"
+      "  %k = load %n[] : f32\n"
+      "  %b = broadcast %k : f32[8, 128]\n"
+      "  store %y[:, :], %b\n"
+      "}\n");
+  if (m) {
+    tsr_status_t s = tsr_tpu_check(tsr_ir_module_kernel(m, 0), NULL);
+    TSR_CHECK(s != NULL);
+    const char *msg = s ? tsr_status_message(s) : "";
+    if (!strstr(msg, "r0g.tsr:3:6: error: in '%n': a rank-0 array in a kernel with a grid"))
+      TSR_FAIL_AT("missing the smem refusal in:\n%s", msg);
+    if (!strstr(msg, "r0g.tsr:4:6: error: in '%v': a rank-0 array is an SMEM block on TPU"))
+      TSR_FAIL_AT("missing the vmem refusal in:\n%s", msg);
+    tsr_status_free(s);
+    tsr_ir_module_destroy(m);
+  }
+  m = parse_text("r0v.tsr",
+      "kernel @r0v\n"
+      "  in %x: f32 vmem\n"
+      "  out %y: f32 vmem\n"
+      "{\n"
+      "  %v = load %x[] : f32\n"
+      "  store %y[], %v\n"
+      "}\n");
+  if (m) {
+    char *t = NULL;
+    tsr_status_t s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
+    TSR_CHECK(t == NULL);
+    check_record(s, TSR_VERIFY_ERROR, 2, NULL, "a rank-0 array is an SMEM block on TPU");
+    tsr_ir_module_destroy(m);
+  }
+}
+
 TSR_TEST(rewritten_for_mosaic) {
   tsr_ir_module_t *m = parse_text("rewrite.tsr",
       "kernel @k\n"
@@ -940,6 +1011,7 @@ int main(void) {
   TSR_RUN(add_module_shape);
   TSR_RUN(matmul_module_shape);
   TSR_RUN(prefetch_and_reductions);
+  TSR_RUN(rank0_operands);
   TSR_RUN(every_example_emits);
   TSR_RUN(dma_and_semaphores);
   TSR_RUN(unsupported_op_is_located);

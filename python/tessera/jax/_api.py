@@ -319,7 +319,7 @@ class InterpretParams:
         self.options = dict(tessera_options)
         with InterpretParams._lock:
             if not InterpretParams._hooked:
-                ji.install_pallas_call_hook(_hook)
+                ji.install_pallas_call_hook(_hook, _mpmd_hook)
                 InterpretParams._hooked = True
 
     def __repr__(self) -> str:
@@ -349,6 +349,32 @@ def _hook(original, kernel, out_shape, **kwargs):
     return TesseraPallasCall(jax_fn, options, kwargs.get("name"))
 
 
+def _mpmd_hook(original_bind, *args, **params):
+    """A kernel over a mesh (`pl.kernel`, `pl.core_map`) run by tessera
+    when a pallas_call made here would be: as the pallas_call JAX lowers it
+    to on a CPU (docs/jax.md, "Kernels over a mesh"), on as many simulated
+    cores as the mesh's core axis has."""
+    interp = params.get("interpret")
+    if isinstance(interp, InterpretParams) and not _bypass.get():
+        options = interp.options
+    else:
+        options = _active.get()
+        if options is None:
+            options = _global_options
+    if options is None or _bypass.get():
+        return original_bind(*args, **params)
+    try:
+        mk = ji.mesh_kernel(args, params)
+    except NotImplementedError as e:
+        file, line, _ = ji.caller_location()
+        raise TranslationError(str(e).removeprefix("tessera.jax: "), "pl.kernel", file,
+                               line) from None
+    outs = TesseraPallasCall(mk.fn, dict(options, cores=mk.cores), mk.name)(*mk.values)
+    for ref, k in mk.written:
+        ji.write_ref(ref, outs[k])
+    return list(outs[:mk.num_outputs])
+
+
 class interpret(contextlib.ContextDecorator):
     """`with tessera.jax.interpret(**tessera_options):` every `pl.pallas_call`
     made inside (in this thread, or in tasks that copied its context) runs
@@ -371,7 +397,7 @@ class interpret(contextlib.ContextDecorator):
         return tokens
 
     def __enter__(self) -> "interpret":
-        ji.install_pallas_call_hook(_hook)
+        ji.install_pallas_call_hook(_hook, _mpmd_hook)
         key = _jit_key(("tessera",) + _options_key(self.options))
         key.__enter__()
         self._tokens().append((_active.set(dict(self.options)), key))
@@ -389,7 +415,7 @@ def enable_globally(**tessera_options: Any) -> Callable[[], None]:
     the returned function is called (what `pytest --tessera` uses)."""
     global _global_options
     _check_options(tessera_options)
-    ji.install_pallas_call_hook(_hook)
+    ji.install_pallas_call_hook(_hook, _mpmd_hook)
     _global_options = dict(tessera_options)
     previous_key = _jit_key.get_global()
     _jit_key.set_global(("tessera-global",) + _options_key(tessera_options))

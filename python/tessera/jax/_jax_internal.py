@@ -433,17 +433,24 @@ def original_pallas_call_impl() -> Callable:
     return _original_pallas_call
 
 
-def install_pallas_call_hook(hook: Callable) -> None:
+def install_pallas_call_hook(hook: Callable, mpmd_hook: Callable | None = None) -> None:
     """Makes every `pl.pallas_call(...)` go through `hook(original, kernel,
     out_shape, **kwargs)`, whoever imported it: `pl.pallas_call` reads the
     module global `_pallas_call` at each call, so patching that one name
-    catches every spelling. Reference-counted; undone by remove."""
+    catches every spelling. With `mpmd_hook`, every kernel over a mesh
+    (`pl.kernel`, `pl.core_map`: both bind JAX's `mpmd_map` primitive) goes
+    through `mpmd_hook(original_bind, *args, **params)` too.
+    Reference-counted; undone by remove."""
     global _patch_depth
     with _patch_lock:
         if _patch_depth == 0:
             def patched(kernel, out_shape, **kwargs):
                 return hook(_original_pallas_call, kernel, out_shape, **kwargs)
             pallas_call_module._pallas_call = patched
+            if mpmd_hook is not None and _mpmd_map_p is not None:
+                def patched_bind(*args, **params):
+                    return mpmd_hook(_original_mpmd_bind, *args, **params)
+                _mpmd_map_p.bind = patched_bind
         _patch_depth += 1
 
 
@@ -453,6 +460,149 @@ def remove_pallas_call_hook() -> None:
         _patch_depth -= 1
         if _patch_depth == 0:
             pallas_call_module._pallas_call = _original_pallas_call
+            if _mpmd_map_p is not None and "bind" in vars(_mpmd_map_p):
+                del _mpmd_map_p.bind
+
+
+# ---- Kernels over a mesh: pl.kernel and pl.core_map --------------------------------
+#
+# Both bind `mpmd_map` with one (mesh, kernel jaxpr) pair; the jaxpr's refs are
+# [operands..., closed-over refs..., outputs..., scratch...]. On a CPU JAX
+# lowers it as a pallas_call over the grid `mesh.shape.items()` (a named grid:
+# lax.axis_index of the core axis is the grid index) whose operands stay in
+# the mesh's default memory space (jax/_src/pallas/mpmd.py,
+# _mpmd_map_fallback_lowering). tessera takes that same pallas_call, with the
+# core dimension `core_parallel` so that each simulated core runs one index.
+
+try:
+    from jax._src.pallas import mpmd as _mpmd
+    _mpmd_map_p = _mpmd.mpmd_map_p
+    _original_mpmd_bind = _mpmd_map_p.bind
+except (ImportError, AttributeError):  # pragma: no cover - another JAX
+    _mpmd = _mpmd_map_p = _original_mpmd_bind = None
+
+
+@dataclasses.dataclass
+class MeshKernel:
+    """A pl.kernel / pl.core_map call as a pallas_call over the mesh."""
+    fn: Callable          # fn(*values) -> list of outputs: binds the pallas_call
+    values: list          # the operands (a ref operand read into its value)
+    written: list         # (ref, index of its output) of each ref the kernel writes
+    num_outputs: int      # the kernel's own outputs (before the written refs')
+    cores: int            # the size of the mesh's core axis
+    name: str | None
+
+
+def _is_ref(x) -> bool:
+    return isinstance(jax_core.typeof(x), state_types.AbstractRef)
+
+
+def mesh_kernel(args: Sequence[Any], params: dict) -> MeshKernel:
+    """The pallas_call equivalent of one `mpmd_map` bind (NotImplementedError
+    for the forms tessera does not take)."""
+    from jax._src import api_util
+    from jax._src.interpreters import partial_eval as pe
+    from jax._src.state import types as state
+    jaxprs, meshes = params["jaxprs"], params["meshes"]
+    if len(jaxprs) != 1 or params.get("external_meshes"):
+        raise NotImplementedError("tessera.jax: a kernel over several meshes (MPMD)")
+    [jaxpr], [mesh] = jaxprs, meshes
+    if jaxpr.constvars:
+        raise NotImplementedError("tessera.jax: a mesh kernel with constants")
+    axes = list(mesh.shape.items())
+    if len(axes) != 1 or type(mesh).__name__ != "TensorCoreMesh":
+        raise NotImplementedError(
+            f"tessera.jax: a kernel over a {type(mesh).__name__} of axes "
+            f"{[a for a, _ in axes]} (tessera takes a TensorCoreMesh)")
+    (axis, cores), = axes
+    out_avals = list(params["out_avals"])
+    n_in, n_out = len(args), len(out_avals)
+    aliases = dict(params.get("input_output_aliases") or {})
+    if aliases:
+        raise NotImplementedError("tessera.jax: input_output_aliases of a mesh kernel")
+    in_index = {v: i for i, v in enumerate(jaxpr.invars)}
+    written = sorted({in_index[e.input] for e in jaxpr.effects
+                      if isinstance(e, (state.WriteEffect, state.AccumEffect))
+                      and in_index.get(e.input, n_in) < n_in and _is_ref(args[in_index[e.input]])})
+    for i, a in enumerate(args):
+        if isinstance(a, state_types.TransformedRef):
+            raise NotImplementedError(f"tessera.jax: operand {i} of a mesh kernel is a view "
+                                      "of a ref (pass the whole ref)")
+    all_avals = [v.aval for v in jaxpr.invars]
+    in_avals, out_ref_avals, scratch_avals = (all_avals[:n_in], all_avals[n_in:n_in + n_out],
+                                              all_avals[n_in + n_out:])
+    new_out_avals = [in_avals[i] for i in written]
+
+    # A ref the kernel writes becomes an output aliased to its operand, and
+    # the body writes that output (which starts as the operand's contents).
+    def body(*refs):
+        ins = list(refs[:n_in])
+        outs = refs[n_in:n_in + n_out]
+        new_outs = refs[n_in + n_out:n_in + n_out + len(written)]
+        scratch = refs[n_in + n_out + len(written):]
+        for j, i in enumerate(written):
+            ins[i] = new_outs[j]
+        jax_core.eval_jaxpr(jaxpr, (), *ins, *outs, *scratch)
+        return ()
+
+    tracing_avals = in_avals + out_ref_avals + new_out_avals + scratch_avals
+    debug = api_util.debug_info("mesh kernel", body, tracing_avals, {},
+                                sourceinfo=jaxpr.debug_info.func_src_info)
+    with _mpmd.mpmd_map_tracing_context(mesh, (mesh,)):
+        closed, _ = pe.trace_to_jaxpr(body, _flat_avals(tracing_avals), debug)
+    new_jaxpr = closed if isinstance(closed, Jaxpr) else closed.jaxpr
+
+    def space(aval):
+        ms = getattr(aval, "memory_space", None)
+        return ms if ms is not None and not isinstance(ms, jax_core.MemorySpace) \
+            else mesh.default_memory_space
+
+    value_avals = [a.inner_aval for a in in_avals]
+    all_out = [a.inner_aval for a in out_ref_avals + new_out_avals]
+    grid_spec = pallas_core.GridSpec(
+        grid=((axis, cores),),
+        in_specs=tuple(pallas_core.BlockSpec(memory_space=space(a)) for a in in_avals),
+        out_specs=tuple(pallas_core.BlockSpec(memory_space=space(a))
+                        for a in out_ref_avals + new_out_avals),
+        scratch_shapes=tuple(pallas_core.MemoryRef(a.inner_aval, a.memory_space)
+                             for a in scratch_avals))
+    in_tree = jax.tree_util.tree_structure(tuple(value_avals))
+    out_tree = jax.tree_util.tree_structure(tuple(all_out))
+    _, grid_mapping = pallas_core.get_grid_mapping(
+        grid_spec, value_avals, in_tree, [f"args[{i}]" for i in range(n_in)],
+        all_out, out_tree, [f"outputs[{i}]" for i in range(len(all_out))],
+        debug=params.get("debug", False))
+    cp = params.get("compiler_params")
+    if cp is None:
+        from jax._src.pallas.mosaic import core as mosaic_core
+        cp = mosaic_core.CompilerParams()
+    if hasattr(cp, "replace"):
+        cp = cp.replace(dimension_semantics=("core_parallel",))
+    call_aliases = tuple((i, n_out + j) for j, i in enumerate(written))
+    metadata = params.get("metadata")
+    name = params.get("name")
+
+    def fn(*values):
+        return pallas_call_module.pallas_call_p.bind(
+            *values, out_avals=tuple(all_out), jaxpr=new_jaxpr, debug=False,
+            interpret=False, grid_mapping=grid_mapping, mesh=None,
+            input_output_aliases=call_aliases, compiler_params=cp,
+            cost_estimate=params.get("cost_estimate"), metadata=metadata, name=name)
+
+    values = [a[...] if _is_ref(a) else a for a in args]
+    return MeshKernel(fn=fn, values=values, written=[(args[i], n_out + j)
+                                                     for j, i in enumerate(written)],
+                      num_outputs=n_out, cores=int(cores), name=name)
+
+
+def _flat_avals(avals):
+    from jax._src import flattree as ft
+    return ft.flatten_args(*avals)
+
+
+def write_ref(ref, value) -> None:
+    """ref[...] = value (a kernel's write back into a ref it was given)."""
+    ref[...] = value
 
 
 def flatten_with_tree(x):

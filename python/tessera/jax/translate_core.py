@@ -465,16 +465,15 @@ class Translator:
                 at = B.Type.value(dtype_name(aval.dtype), aval.shape)
             except ValueError as e:
                 raise self.fail(f"{bm.origin}: {e}") from None
-            if at.kind == "scalar":
-                raise self.fail(f"{bm.origin}: rank-0 arrays as inputs or outputs "
-                                "(use a shape (1,) array)")
             space = ji.memory_space_name(bm.transformed_block_aval)
             if space in ("default", "vmem"):
                 space = "vmem"
             elif space not in ("any", "hbm", "smem"):
                 raise self.fail(f"{bm.origin}: memory space {space} for a block")
             block = None
-            if space in ("vmem", "smem"):
+            # A rank-0 array is its own (only) block at every grid step: no
+            # block line, no index map.
+            if space in ("vmem", "smem") and at.kind != "scalar":
                 dims = ji.block_dims(bm)
                 for d in dims:
                     if d.kind in ("element", "bounded"):
