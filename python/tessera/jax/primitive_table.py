@@ -67,7 +67,9 @@ _REASONS = {
     "layout_constraint": "a layout annotation: outside a kernel only",
     "relayout": "a layout annotation: outside a kernel only",
     "inspect_sharding": "a sharding query: outside a kernel only",
-    "mpmd_map": "an MPMD program over devices: outside a kernel",
+    "mpmd_map": "what pl.kernel and pl.core_map bind: not inside a kernel; where it is "
+                "bound, under interpret()/--tessera, it runs as a pallas_call on simulated "
+                "cores (\"Kernels over a mesh\")",
     "emit_pipeline": "traced away: pltpu.emit_pipeline becomes loops and DMAs before "
                      "tessera sees the kernel",
 }
