@@ -127,7 +127,7 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
         if hit is not None:
             _stats["hits"] += 1
             return hit, call.out_tree
-        tk = translate(call, name, mesh)
+        tk = translate(call, name, mesh, numerics=str(options.get("numerics") or "cpu"))
         run_options = {k: v for k, v in options.items() if k not in _run.BRIDGE_OPTIONS}
         if mesh is not None:  # one run on every device of the mesh
             run_options["devices"] = math.prod(size for _, size in mesh)
@@ -289,6 +289,9 @@ def _check_options(options: Mapping[str, Any]) -> None:
                         f"(options: {', '.join(_run.option_names())})")
     if options.get("jit_callback", "ffi") not in ("ffi", "pure_callback"):
         raise ValueError("tessera.jax: jit_callback is 'ffi' or 'pure_callback'")
+    if options.get("numerics", "cpu") not in ("cpu", "tpu"):
+        raise ValueError("tessera.jax: numerics is 'cpu' (f32 dots exact in f32, as XLA:CPU) "
+                         "or 'tpu' (f32 dot operands rounded as a TPU's MXU does)")
     if options.get("devices") is not None and int(options["devices"]) < 1:
         raise ValueError("tessera.jax: devices is the number of devices of the mesh (>= 1)")
 

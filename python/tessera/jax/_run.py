@@ -22,7 +22,10 @@ KernelWarning = T.KernelWarning
 Diagnostic = T.Diagnostic
 
 # Options of the bridge itself, not of the run (see tessera.jax.pallas_call).
-BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback")
+#: numerics: "cpu" (the default: f32 dots exact in f32, as XLA:CPU) or
+#: "tpu" (f32 dot operands rounded as a TPU's MXU does at the dot's
+#: precision; translate_linalg.py): a translation option, not a run option
+BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback", "numerics")
 
 
 def option_names() -> list[str]:

@@ -9,7 +9,9 @@ loaded with `-p tessera.jax.pytest_plugin`. Options:
                                 nothing without it)
   --tessera-backend NAME        interp (default, every check) or cpu
   --tessera-option KEY=VALUE    any tessera run option (repeatable), e.g.
-                                detect_races=true, uninit=zero, cores=2
+                                detect_races=true, uninit=zero, cores=2,
+                                numerics=tpu (f32 dots rounded as a TPU's MXU
+                                does; docs/jax.md)
 """
 
 from __future__ import annotations

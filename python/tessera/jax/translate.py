@@ -69,15 +69,19 @@ def ir_op_coverage() -> dict[str, str]:
 
 
 def translate(call: ji.PallasCall, name: str | None = None,
-              mesh: Sequence[tuple[Any, int]] | None = None) -> TranslatedKernel:
+              mesh: Sequence[tuple[Any, int]] | None = None,
+              numerics: str = "cpu") -> TranslatedKernel:
     """Builds the tessera kernel of a traced pallas_call. `mesh`: ((axis
     name, size), ...) of the devices it runs on, in JAX's axis-environment
     order (what `lax.axis_index` and mesh device ids refer to); None: the
-    kernel runs on one device, `axis_index` is the device id. Raises
+    kernel runs on one device, `axis_index` is the device id. `numerics`:
+    "cpu" (f32 dots exact in f32) or "tpu" (f32 dot operands rounded to
+    bf16 passes as a TPU's MXU does at each dot's precision). Raises
     TranslationError for what cannot be translated."""
     kname = re.sub(r"[^A-Za-z0-9_]", "_", name or call.name) or "kernel"
     if not re.match(r"[A-Za-z_]", kname):
         kname = "k_" + kname
     tr = Translator(call, kname)
     tr.mesh = tuple((n, int(s)) for n, s in mesh) if mesh is not None else None
+    tr.numerics = numerics
     return tr.build()

@@ -201,6 +201,7 @@ class Translator:
         # axes of the enclosing shard_map, in JAX's axis-environment order),
         # or None when unknown (then `axis_index` is the device id itself).
         self.mesh: tuple | None = None
+        self.numerics = "cpu"  # or "tpu": f32 dots as a TPU's MXU rounds them
         self.barrier: B.Value | None = None  # the `sem` get_barrier_semaphore gives
         self.in_index_map = False  # translating an index map (only `map` ops there)
         # the test suite checks each rule builds only the ops it declares

@@ -1,12 +1,12 @@
 """Reductions, cumulative reductions, matrix products and sorts:
 reduce_* (a family registered by a loop), argmax/argmin, cumsum/cumprod/
 cummax/cummin (log-step scans; cumlogsumexp is translate_math.py's),
-dot_general (with one leading batch dimension unrolled) and sort."""
+dot_general (any dimension numbers, as rank-2 dots) and sort."""
 
 from __future__ import annotations
 
 from .. import _builder as B
-from .translate_core import out_type, register
+from .translate_core import out_type, register, reshape_to
 
 
 #: JAX's reductions over axes that are one tessera op: name -> op
@@ -42,74 +42,150 @@ def _argminmax(t, env, region, eqn, used):
 
 
 @register("dot_general", emits=("dot", "transpose", "convert", "slice", "reshape",
-                                 "concatenate"))
+                                 "concatenate", "reduce_sum", "broadcast", "sub"))
 def _dot_general(t, env, region, eqn, used):
+    """Any dot_general as the IR's `dot`: each operand transposed (only
+    where its dims are not already in order) to batch, free, contracting
+    (lhs) and batch, contracting, free (rhs, or batch, free, contracting
+    with `transpose_rhs`), reshaped to [B, M, K] x [B, K, N] (the free and
+    contracting dims each flattened: a vector operand is one row or one
+    column), then one rank-2 `dot` per batch element (a single batch is no
+    slice at all), and the product reshaped to JAX's batch, lhs free, rhs
+    free. This is XLA's own canonical form of a dot (DotDecomposer)."""
     a, b = (t.read(env, region, v) for v in eqn.invars)
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lc, rc, lb, rb = tuple(lc), tuple(rc), tuple(lb), tuple(rb)
     rt = out_type(eqn)
-    if lb or rb:
-        return [_batched_dot(t, region, a, b, (tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)),
-                             rt)]
-    if a.type.rank != 2 or b.type.rank != 2:
-        raise t.fail("`dot_general` of operands that are not matrices")
-    lc, rc = tuple(lc), tuple(rc)
-    if lc == (0,):
-        m, k = a.type.shape[1], a.type.shape[0]
-        a = t.emit(region, "transpose", [a], B.Type.value(a.type.dtype, (m, k)), ints=[1, 0])
-    elif lc != (1,):
-        raise t.fail(f"`dot_general` contracting lhs dims {lc}")
-    if a.type.dtype != b.type.dtype:
-        wide = rt.dtype if rt.dtype in (a.type.dtype, b.type.dtype) else "f32"
-        a = a if a.type.dtype == wide else t.emit(region, "convert", [a],
-                                                  B.Type.value(wide, a.type.shape))
-        b = b if b.type.dtype == wide else t.emit(region, "convert", [b],
-                                                  B.Type.value(wide, b.type.shape))
-    flags = 0
-    if rc == (1,):
-        flags = B.OPF_TRANSPOSE_RHS
-    elif rc != (0,):
-        raise t.fail(f"`dot_general` contracting rhs dims {rc}")
-    return [t.emit(region, "dot", [a, b], rt, flags=flags)]
+    ashape, bshape = tuple(a.type.shape), tuple(b.type.shape)
+    lf = tuple(d for d in range(len(ashape)) if d not in lc and d not in lb)
+    rf = tuple(d for d in range(len(bshape)) if d not in rc and d not in rb)
+
+    def prod(dims, shape):
+        n = 1
+        for d in dims:
+            n *= shape[d]
+        return n
+
+    nb, m, k, n = prod(lb, ashape), prod(lf, ashape), prod(lc, ashape), prod(rf, bshape)
+    # the rhs as [B, K, N], or as [B, N, K] with transpose_rhs where that
+    # needs no transpose (q.k^T: the contracting dims last)
+    trans = rb + rf + rc == tuple(range(len(bshape))) and rb + rc + rf != rb + rf + rc
+    a = _permute(t, region, a, lb + lf + lc)
+    b = _permute(t, region, b, rb + rf + rc if trans else rb + rc + rf)
+    ins = _dot_input_dtype(a.type.dtype, b.type.dtype, rt.dtype)
+    acc = "i32" if ins not in B.FLOAT_DTYPES else (rt.dtype if rt.dtype in B.FLOAT_DTYPES
+                                                    else "f32")
+    lead = (nb,) if nb != 1 else ()
+    a = _as(t, region, a, ins, lead + (m, k))
+    b = _as(t, region, b, ins, lead + ((n, k) if trans else (k, n)))
+    flags = B.OPF_TRANSPOSE_RHS if trans else 0
+    pieces = _mxu_pieces(eqn.params.get("precision")) if t.numerics == "tpu" and ins == "f32" \
+        else 0
+    if nb == 1:
+        d = _dot2(t, region, a, b, B.Type.value(acc, (m, n)), flags, pieces)
+    else:
+        if nb > _MAX_UNROLLED_BATCH:
+            raise t.fail(f"`dot_general` with a batch of {nb} (at most {_MAX_UNROLLED_BATCH} "
+                         "are unrolled)")
+        parts = []
+        for i in range(nb):
+            ai, bi = _batch_row(t, region, a, i), _batch_row(t, region, b, i)
+            di = _dot2(t, region, ai, bi, B.Type.value(acc, (m, n)), flags, pieces)
+            parts.append(t.emit(region, "reshape", [di], B.Type.value(acc, (1, m, n))))
+        d = t.emit(region, "concatenate", parts, B.Type.value(acc, (nb, m, n)), ints=[0])
+    if acc != rt.dtype:
+        d = t.emit(region, "convert", [d], B.Type.value(rt.dtype, d.type.shape))
+    return [reshape_to(t, region, d, rt)]
 
 
 _MAX_UNROLLED_BATCH = 64
 
 
-def _batched_dot(t, region, a, b, contracting, batch, rt) -> B.Value:
-    """dot_general with one leading batch dimension on both sides (einsum
-    'bmk,bkn->bmn' and its transposed forms), unrolled over the batch: a
-    static slice and a `dot` per batch element, concatenated."""
-    (lc, rc), (lb, rb) = contracting, batch
-    if lb != (0,) or rb != (0,) or a.type.rank != 3 or b.type.rank != 3:
-        raise t.fail("`dot_general` with batch dimensions other than one leading batch "
-                     "dimension of rank-3 operands")
-    nb = a.type.shape[0]
-    if nb > _MAX_UNROLLED_BATCH:
-        raise t.fail(f"`dot_general` with a batch of {nb} (at most {_MAX_UNROLLED_BATCH} "
-                     "are unrolled)")
-    if lc not in ((2,), (1,)) or rc not in ((1,), (2,)):
-        raise t.fail(f"`dot_general` contracting dims {lc}, {rc} with a batch dimension")
-    parts = []
-    for i in range(nb):
-        def take(x):
-            idx = [B.Index("slice", i, 1, 1)] + [B.Index("full", 0, d, 1) for d in x.type.shape[1:]]
-            s = t.emit(region, "slice", [x], B.Type.value(x.type.dtype, (1,) + x.type.shape[1:]),
-                       indices=idx)
-            return t.emit(region, "reshape", [s], B.Type.value(x.type.dtype, x.type.shape[1:]))
-        ai, bi = take(a), take(b)
-        if lc == (1,):  # a[i] is [K, M]
-            ai = t.emit(region, "transpose", [ai], B.Type.value(
-                ai.type.dtype, ai.type.shape[::-1]), ints=[1, 0])
-        flags = B.OPF_TRANSPOSE_RHS if rc == (2,) else 0
-        m, n = rt.shape[1], rt.shape[2]
-        if ai.type.dtype != bi.type.dtype:
-            ai = t.emit(region, "convert", [ai], B.Type.value(rt.dtype, ai.type.shape))
-            bi = t.emit(region, "convert", [bi], B.Type.value(rt.dtype, bi.type.shape))
-        d = t.emit(region, "dot", [ai, bi], B.Type.value(rt.dtype, (m, n)), flags=flags)
-        parts.append(t.emit(region, "reshape", [d], B.Type.value(rt.dtype, (1, m, n))))
-    if len(parts) == 1:
-        return parts[0]
-    return t.emit(region, "concatenate", parts, rt, ints=[0])
+def _mxu_pieces(precision) -> int:
+    """numerics="tpu": how many bf16 pieces a TPU splits each f32 operand
+    of a dot into at this `precision` (lax.Precision per operand, the
+    higher of the two, or a DotAlgorithmPreset): DEFAULT one (one bf16
+    pass), HIGH two (bf16x3), HIGHEST three (bf16x6); 0: exact f32."""
+    if precision is None:
+        return 1
+    names = [getattr(p, "name", str(p)).upper()
+             for p in (precision if isinstance(precision, (tuple, list)) else (precision,))]
+    if any("X6" in n for n in names) or "HIGHEST" in names:
+        return 3
+    if any("X3" in n for n in names) or "HIGH" in names:
+        return 2
+    if any(n.startswith(("F32_F32", "TF32", "F64")) for n in names):
+        return 0
+    return 1
+
+
+def _dot2(t, region, a: B.Value, b: B.Value, rt: B.Type, flags: int, pieces: int) -> B.Value:
+    """One rank-2 `dot`, or with `pieces` (numerics="tpu", f32 operands) the
+    sum of bf16 passes a TPU's MXU makes: each operand split into bf16
+    pieces (x0 = bf16(x), x1 = bf16(x - x0), x2 = bf16(x - x0 - x1), each
+    rounded to nearest even), and the products of the pairs (i, j) with
+    i + j < pieces, each exact in f32 and accumulated in f32, the smallest
+    (largest i + j) first, through the dot's accumulator operand."""
+    if not pieces:
+        return t.emit(region, "dot", [a, b], rt, flags=flags)
+
+    def split(x):
+        out, rest = [], x
+        for i in range(pieces):
+            p = t.emit(region, "convert", [rest], B.Type.value("bf16", x.type.shape))
+            out.append(p)
+            if i + 1 < pieces:
+                back = t.emit(region, "convert", [p], x.type)
+                rest = t.emit(region, "sub", [rest, back], x.type)
+        return out
+
+    xs, ys = split(a), split(b)
+    pairs = sorted(((i, j) for i in range(pieces) for j in range(pieces) if i + j < pieces),
+                   key=lambda ij: (-(ij[0] + ij[1]), ij[0]))
+    f32 = B.Type.value("f32", rt.shape)
+    d = None
+    for i, j in pairs:
+        d = t.emit(region, "dot", [xs[i], ys[j]] + ([d] if d is not None else []), f32,
+                   flags=flags)
+    return d if rt.dtype == "f32" else t.emit(region, "convert", [d], rt)
+
+
+def _dot_input_dtype(x: str, y: str, out: str) -> str:
+    """The dtype both operands of the `dot` take: theirs if they agree and
+    the result's class allows it (an integer dot accumulates in i32, so a
+    float result of integer operands takes float operands), else the
+    result's dtype when it is one of theirs, else f32."""
+    fx, fy, fo = x in B.FLOAT_DTYPES, y in B.FLOAT_DTYPES, out in B.FLOAT_DTYPES
+    if x == y and (fx == fo or fx):
+        return x
+    if out in (x, y):
+        return out
+    return "f32" if fx or fy or fo else "i32"
+
+
+def _permute(t, region, x: B.Value, perm) -> B.Value:
+    if perm == tuple(range(x.type.rank)):
+        return x
+    shape = tuple(x.type.shape[d] for d in perm)
+    return t.emit(region, "transpose", [x], B.Type.value(x.type.dtype, shape), ints=list(perm))
+
+
+def _as(t, region, x: B.Value, dtype: str, shape) -> B.Value:
+    """x converted to dtype and reshaped to shape (neither if it already is)."""
+    shape = tuple(shape)
+    if x.type.dtype != dtype:
+        x = t.emit(region, "convert", [x], B.Type.value(dtype, x.type.shape))
+    if tuple(x.type.shape) != shape:
+        x = t.emit(region, "reshape", [x], B.Type.value(dtype, shape))
+    return x
+
+
+def _batch_row(t, region, x: B.Value, i: int) -> B.Value:
+    """x[i] of a [B, R, C] value, as [R, C]: a static slice and a reshape."""
+    idx = [B.Index("slice", i, 1, 1)] + [B.Index("full", 0, d, 1) for d in x.type.shape[1:]]
+    s = t.emit(region, "slice", [x], B.Type.value(x.type.dtype, (1,) + tuple(x.type.shape[1:])),
+               indices=idx)
+    return t.emit(region, "reshape", [s], B.Type.value(x.type.dtype, tuple(x.type.shape[1:])))
 
 
 #: the cumulative reductions: name -> the tessera op combining two elements
