@@ -5,7 +5,7 @@ and the take_along_axis form of gather."""
 from __future__ import annotations
 
 from .. import _builder as B
-from .translate_core import RESHAPE_OPS, out_type, register, reshape_to
+from .translate_core import BCAST_OPS, RESHAPE_OPS, bcast, out_type, register, reshape_to
 
 
 @register("iota", emits=("iota",))
@@ -29,6 +29,17 @@ def _broadcast_in_dim(t, env, region, eqn, used):
     if tuple(shape) == rt.shape:
         return [x]
     return [t.emit(region, "broadcast", [x], rt)]
+
+
+@register("broadcast_to", emits=BCAST_OPS)
+def _broadcast_to(t, env, region, eqn, used):
+    """Pallas's own broadcast (numpy rules), which NDIndexer applies to the
+    arrays and scalars indexing a ref so that they share one shape."""
+    x = t.read(env, region, eqn.invars[0])
+    rt = out_type(eqn)
+    if x.type.kind == "scalar":
+        return [t.emit(region, "broadcast", [x], rt)]
+    return [bcast(t, region, x, rt.shape)]
 
 
 @register("reshape", emits=RESHAPE_OPS)
