@@ -53,6 +53,7 @@ typedef enum xop {
   XOP_CONCATENATE,
   XOP_ROLL,
   XOP_GATHER,
+  XOP_SCATTER,            /* r = a, then b's positions along plan->axis set to c */
   XOP_SORT,               /* r = a sorted along plan->axis (base/sort.h) */
   XOP_ARGSORT,            /* r = the order of plan->operands along plan->axis */
   XOP_REDUCE,             /* the reduction of opcode over plan->axes_mask */

@@ -183,12 +183,54 @@ def _get_reshaped(t, region, view: RefView, rt: B.Type) -> B.Value:
     return reshape_to(t, region, v, rt)
 
 
-@register("swap", emits=("load", "store", *VIEW_OPS))
+def _scatter_view(t, env, region, view: RefView, whole: B.Value, val: B.Value) -> B.Value:
+    """The view loaded whole along its indexed dimensions with `val` written
+    where `x_ref[idx] = val` writes: the IR's scatter, along the one indexed
+    axis or of the flattened view by flat positions (see gather_indices)."""
+    rshape = _indexed_shape(view)
+    val = bcast(t, region, val, rshape)
+    if val.type.kind == "scalar":
+        val = t.emit(region, "broadcast", [val], B.Type.value(val.type.dtype, rshape))
+    axis, idx = gather_indices(t, env, region, view, rshape)
+    if axis is not None:
+        return t.emit(region, "scatter", [whole, idx, val], whole.type, ints=[axis])
+    dt = whole.type.dtype
+    n = int(np.prod(whole.type.shape))
+    m = int(np.prod(rshape))
+    flat = reshape_to(t, region, whole, B.Type.value(dt, (n,)))
+    fidx = reshape_to(t, region, idx, B.Type.value("i32", (m,)))
+    fval = reshape_to(t, region, val, B.Type.value(dt, (m,)))
+    s = t.emit(region, "scatter", [flat, fidx, fval], flat.type, ints=[0])
+    return reshape_to(t, region, s, whole.type)
+
+
+def _indexed_shape(view: RefView) -> tuple:
+    """The shape of `x_ref[idx]` for a view indexed by arrays (numpy's rule,
+    as _array_positions places its dimensions)."""
+    nb = len(view.index_shape)
+    ords = sorted(view.arrays)
+    first = ords[0] if ords == list(range(ords[0], ords[-1] + 1)) else 0
+    rest = [n for k, n in enumerate(view.shape) if k not in view.arrays]
+    return tuple(rest[:first]) + tuple(view.index_shape) + tuple(rest[first:])
+
+
+@register("swap", emits=("load", "store", "scatter", *VIEW_OPS, *_BY_ARRAYS))
 def _swap(t, env, region, eqn, used):
     transforms = ji.unflatten(eqn.params["tree"], eqn.invars[2:])
     view = t.apply_transforms(env, region, t.ref(env, eqn.invars[0]), transforms)
     val = t.read(env, region, eqn.invars[1])
     idx = t.indices(view)
+    if view.arrays:
+        # x_ref[idx] = val: read the view whole along the indexed dimensions,
+        # scatter, write it back (the old values, when used, gathered first)
+        wt = B.Type.value(view.base.type.dtype, view.shape)
+        whole = t.emit(region, "load", [view.base], wt, indices=idx)
+        old = None
+        if eqn.outvars and eqn.outvars[0] in used:
+            old = _gather_view(t, env, region, view, whole, out_type(eqn))
+        new = _scatter_view(t, env, region, view, whole, val)
+        t.op(region, "store", [view.base, new], [], indices=idx)
+        return [old]
     old = None
     if eqn.outvars and eqn.outvars[0] in used:
         old = t.emit(region, "load", [view.base], out_type(eqn), indices=idx)
