@@ -603,3 +603,27 @@ def test_bridge_ref_write_through_arrays_of_indices(backend):
     np.testing.assert_array_equal(np.asarray(o), want_o)
     np.testing.assert_array_equal(np.asarray(p), want_p)
     np.testing.assert_array_equal(np.asarray(q), want_q)
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_bridge_value_scatter_at_set(backend):
+    # x.at[idx].set(u) on values (lax.scatter): static points and slices,
+    # arrays of indices, a negative one, one past the end dropped (jnp's
+    # default) or clamped (mode="clip"); compared with JAX itself
+    x = _f32((8, 16), seed=5)
+    idx = np.array([3, -1, 20, 5], np.int32)
+
+    def body(x, i):
+        y = jnp.zeros_like(x)
+        y = y.at[:, 0].set(x[:, 1])
+        y = y.at[:, 2:].set(x[:, 1:-1])
+        y = y.at[-1].set(x[0] * 3.0)
+        return (y, x.at[i].set(x[:4] + 10.0), x.at[i, 1:3].set(-1.0, mode="drop"),
+                x.at[i[:2], 5].set(x[0, :2], mode="clip"))
+
+    def k(x_ref, i_ref, *o_refs):
+        for o, v in zip(o_refs, body(x_ref[...], i_ref[...])):
+            o[...] = v
+    got = tj.pallas_call(k, (sds((8, 16)),) * 4, backend=backend)(x, idx)
+    for g, w in zip(got, body(jnp.asarray(x), jnp.asarray(idx))):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
