@@ -724,6 +724,7 @@ static tsr_status_t prep_dma_op(prep_t *ps, const tsr_op_t *op, insn_t *in) {
   for (uint32_t d = 0; d < dp->dst.rank; d++)
     if (dp->dst.idx[d].kind != TSR_INDEX_POINT) count *= dp->dst.idx[d].size;
   dp->bytes = count * (int64_t)tsr_dtype_size((tsr_dtype_t)dst->type.dtype);
+  dp->signal = dv.sem.base.value->type.dtype == TSR_SEM_REGULAR ? 1 : dp->bytes;
   in->dtype = dst->type.dtype;
   in->plan = dp;
   return emit(ps, in, NULL);

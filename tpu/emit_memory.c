@@ -3,6 +3,7 @@
  * (tpu.enqueue_dma / tpu.wait_dma over tpu.memref_slice views) and
  * semaphores (tpu.sem_*, the core barrier). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ir/opview.h"
 #include "tpu/emit_internal.h"
@@ -284,6 +285,15 @@ void tpu_op_dma(tpu_emitter_t *em, const tsr_op_t *op) {
   }
   if (v.add) {
     tpu_unimplemented(em, op, "DMA 'add' has no Mosaic form");
+    return;
+  }
+  /* A DMA signalling a regular semaphore: TPU v6 and later only (Pallas
+   * skips its own test of it before v6: "Regular semaphores in DMAs
+   * require TPU v6+"). The chip's generation is its name's number. */
+  if (op->opcode == TSR_OP_DMA_START && v.sem.base.value->type.dtype == TSR_SEM_REGULAR &&
+      atoi(em->chip->name + 1) < 6) {
+    tpu_unimplemented(em, op, "a DMA signalling a regular semaphore needs TPU v6 or later, not %s",
+                      em->chip->name);
     return;
   }
   char st[TPU_TYPE_MAX], dt[TPU_TYPE_MAX], mt[TPU_TYPE_MAX], ssty[TPU_TYPE_MAX];

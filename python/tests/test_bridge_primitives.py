@@ -627,3 +627,23 @@ def test_bridge_value_scatter_at_set(backend):
     got = tj.pallas_call(k, (sds((8, 16)),) * 4, backend=backend)(x, idx)
     for g, w in zip(got, body(jnp.asarray(x), jnp.asarray(idx))):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_bridge_dma_signalling_a_regular_semaphore(backend):
+    # async_copy whose completion signals a regular semaphore (by one; TPU
+    # v6+), waited for with pl.semaphore_wait; two DMAs, one wait for both
+    x = _f32((16, 128), seed=6)
+
+    def k(x_hbm, y_hbm):
+        def body(buf, sem):
+            pltpu.async_copy(x_hbm.at[0:8], buf, sem)
+            pl.semaphore_wait(sem)
+            buf[...] = buf[...] * 2.0 + 1.0
+            pltpu.async_copy(buf, y_hbm.at[0:8], sem)
+            pltpu.async_copy(x_hbm.at[8:16], y_hbm.at[8:16], sem)
+            pl.semaphore_wait(sem, 2)
+        pl.run_scoped(body, pltpu.VMEM((8, 128), F32), pltpu.SemaphoreType.REGULAR)
+    any_spec = pl.BlockSpec(memory_space=pl.ANY)
+    y = run(k, sds((16, 128)), x, in_specs=[any_spec], out_specs=any_spec, backend=backend)
+    np.testing.assert_array_equal(np.asarray(y), np.concatenate([x[:8] * 2 + 1, x[8:]]))
