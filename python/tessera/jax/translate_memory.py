@@ -183,25 +183,23 @@ def _get_reshaped(t, region, view: RefView, rt: B.Type) -> B.Value:
     return reshape_to(t, region, v, rt)
 
 
-def _scatter_view(t, env, region, view: RefView, whole: B.Value, val: B.Value) -> B.Value:
-    """The view loaded whole along its indexed dimensions with `val` written
-    where `x_ref[idx] = val` writes: the IR's scatter, along the one indexed
-    axis or of the flattened view by flat positions (see gather_indices)."""
-    rshape = _indexed_shape(view)
-    val = bcast(t, region, val, rshape)
+def _scatter_into(t, region, base: B.Value, axis, idx: B.Value, val: B.Value) -> B.Value:
+    """`base` (a block of the view's shape) with `val` (of the indexed
+    shape) put where gather_indices's (axis, idx) point: the IR's scatter,
+    along the axis or of the flattened block by flat positions."""
+    val = bcast(t, region, val, idx.type.shape)
     if val.type.kind == "scalar":
-        val = t.emit(region, "broadcast", [val], B.Type.value(val.type.dtype, rshape))
-    axis, idx = gather_indices(t, env, region, view, rshape)
+        val = t.emit(region, "broadcast", [val], B.Type.value(val.type.dtype, idx.type.shape))
     if axis is not None:
-        return t.emit(region, "scatter", [whole, idx, val], whole.type, ints=[axis])
-    dt = whole.type.dtype
-    n = int(np.prod(whole.type.shape))
-    m = int(np.prod(rshape))
-    flat = reshape_to(t, region, whole, B.Type.value(dt, (n,)))
+        return t.emit(region, "scatter", [base, idx, val], base.type, ints=[axis])
+    dt = base.type.dtype
+    n = int(np.prod(base.type.shape))
+    m = int(np.prod(idx.type.shape))
+    flat = reshape_to(t, region, base, B.Type.value(dt, (n,)))
     fidx = reshape_to(t, region, idx, B.Type.value("i32", (m,)))
     fval = reshape_to(t, region, val, B.Type.value(dt, (m,)))
     s = t.emit(region, "scatter", [flat, fidx, fval], flat.type, ints=[0])
-    return reshape_to(t, region, s, whole.type)
+    return reshape_to(t, region, s, base.type)
 
 
 def _indexed_shape(view: RefView) -> tuple:
@@ -221,15 +219,22 @@ def _swap(t, env, region, eqn, used):
     val = t.read(env, region, eqn.invars[1])
     idx = t.indices(view)
     if view.arrays:
-        # x_ref[idx] = val: read the view whole along the indexed dimensions,
-        # scatter, write it back (the old values, when used, gathered first)
+        # x_ref[idx] = val: a masked store of the view (whole along the
+        # indexed dimensions) of the values scattered into a block, the mask
+        # the same scatter of `true`s: only the elements written are
+        # touched (nothing is read: the rest may never have been written)
         wt = B.Type.value(view.base.type.dtype, view.shape)
-        whole = t.emit(region, "load", [view.base], wt, indices=idx)
         old = None
         if eqn.outvars and eqn.outvars[0] in used:
+            whole = t.emit(region, "load", [view.base], wt, indices=idx)
             old = _gather_view(t, env, region, view, whole, out_type(eqn))
-        new = _scatter_view(t, env, region, view, whole, val)
-        t.op(region, "store", [view.base, new], [], indices=idx)
+        axis, at = gather_indices(t, env, region, view, _indexed_shape(view))
+        new = _scatter_into(t, region, t.const(region, 0, wt), axis, at, val)
+        bt = B.Type.value("i1", view.shape)
+        mask = _scatter_into(t, region, t.const(region, 0, bt), axis, at,
+                             t.const(region, 1, B.Type.value("i1", ())))
+        t.op(region, "store", [view.base, new], [], indices=idx, extra_operands=[mask],
+             flags=B.OPF_MASK)
         return [old]
     old = None
     if eqn.outvars and eqn.outvars[0] in used:
