@@ -264,10 +264,13 @@ static void check_record(tsr_status_t s, tsr_status_code_t code, int line, const
 }
 
 /* A DMA signalling a regular semaphore: Mosaic's enqueue_dma with a
- * !tpu.semaphore on v6 and later; before v6, a located refusal. */
-TSR_TEST(dma_with_regular_semaphore_v6_only) {
-  const char *rel = "tests/lower/lower_memory.tsr";
-  char *t = emit_source(rel, "dma_regular_semaphore", "v6e");
+ * !tpu.semaphore on v5p and v6 on (libtpu compiles it); on v5e, a located
+ * refusal. */
+TSR_TEST(dma_with_regular_semaphore_not_on_v5e) {
+  const char *rel = "tests/diagnostics/ok/dma_regular_semaphore.tsr";
+  char *t = emit_source(rel, "dma_regular_semaphore", "v5p");
+  free(t);
+  t = emit_source(rel, "dma_regular_semaphore", "v6e");
   if (t) {
     TSR_CHECK_EQ_INT(count(t, "tpu.enqueue_dma"), 3);
     TSR_CHECK_EQ_INT(count(t, "target_semaphore(%$"), 3);
@@ -283,7 +286,7 @@ TSR_TEST(dma_with_regular_semaphore_v6_only) {
     t = NULL;
     tsr_status_t s = tsr_tpu_emit(NULL, k, "v5e", &t);
     TSR_CHECK(t == NULL);
-    check_record(s, TSR_UNIMPLEMENTED, 172, "dma_start", "needs TPU v6 or later, not v5e");
+    check_record(s, TSR_UNIMPLEMENTED, 15, "dma_start", "not supported on v5e");
   }
   tsr_ir_module_destroy(m);
 }
@@ -968,7 +971,7 @@ int main(void) {
   TSR_RUN(every_example_emits);
   TSR_RUN(dma_and_semaphores);
   TSR_RUN(unsupported_op_is_located);
-  TSR_RUN(dma_with_regular_semaphore_v6_only);
+  TSR_RUN(dma_with_regular_semaphore_not_on_v5e);
   TSR_RUN(more_ops);
   TSR_RUN(rewritten_for_mosaic);
   TSR_RUN(if_blocks_go_through_vmem);
