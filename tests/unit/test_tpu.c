@@ -269,13 +269,13 @@ static void check_record(tsr_status_t s, tsr_status_code_t code, int line, const
 TSR_TEST(dma_with_regular_semaphore_not_on_v5e) {
   const char *rel = "tests/diagnostics/ok/dma_regular_semaphore.tsr";
   char *t = emit_source(rel, "dma_regular_semaphore", "v5p");
-  free(t);
+  tsr_ir_string_free(t);
   t = emit_source(rel, "dma_regular_semaphore", "v6e");
   if (t) {
     TSR_CHECK_EQ_INT(count(t, "tpu.enqueue_dma"), 3);
     TSR_CHECK_EQ_INT(count(t, "target_semaphore(%$"), 3);
     TSR_CHECK_EQ_INT(count(t, "memref<!tpu.semaphore, #tpu.memory_space<semaphore_mem>>)\n"), 3);
-    free(t);
+    tsr_ir_string_free(t);
   }
   tsr_ir_module_t *m = parse_source(rel);
   if (!m) return;
