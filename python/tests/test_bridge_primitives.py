@@ -367,6 +367,21 @@ def test_bridge_jax_nn_functions_through_custom_jvp():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_bridge_checkpoint_and_checkpoint_name(backend):
+    # jax.checkpoint carries its jaxpr (`remat2` in this jax) and
+    # checkpoint_name is the identity primitive `name`: both run in a kernel
+    # as they do outside one.
+    from jax.ad_checkpoint import checkpoint_name
+
+    def k(x_ref, o_ref):
+        f = jax.checkpoint(lambda v: jnp.sin(v) * 2)
+        o_ref[...] = checkpoint_name(f(x_ref[...]), "h") + 1
+    x = _f32((8, 128))
+    got = np.asarray(run(k, sds((8, 128)), x, backend=backend))
+    np.testing.assert_allclose(got, np.sin(x) * 2 + 1, rtol=1e-6, atol=1e-6)
+
+
 def test_bridge_take_along_axis():
     def k(x_ref, i_ref, o_ref):
         x, i = x_ref[...], i_ref[...]

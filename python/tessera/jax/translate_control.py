@@ -15,13 +15,18 @@ from .translate_core import (RESHAPE_OPS, RefView, as_value, dtype_name, registe
                              type_of_aval)
 
 
-@register("copy", "copy_p", "pvary", "optimization_barrier", "stop_gradient")
+# Identities in a kernel: copies, autodiff and sharding annotations
+# (`checkpoint_name` is the primitive `name`).
+@register("copy", "copy_p", "pvary", "optimization_barrier", "stop_gradient", "name")
 def _passthrough(t, env, region, eqn, used):
     return [env[v] if isinstance(v, ji.Var) else t.read(env, region, v) for v in eqn.invars]
 
 
-@register("pjit", "jit", "closed_call", "core_call", "remat", "checkpoint",
-          "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin")
+# Calls, and what carries a jaxpr to run as it is (jax.checkpoint is `remat2`
+# in some jax versions, `checkpoint`/`remat` in others; `core.closed_call`
+# is `eval_jaxpr`).
+@register("pjit", "jit", "closed_call", "eval_jaxpr", "core_call", "remat", "remat2",
+          "checkpoint", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin")
 def _inline_call(t, env, region, eqn, used):
     p = eqn.params
     sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
