@@ -19,8 +19,8 @@ every vector tail), on a grid with one axis per
 blocked dimension (the first one sometimes walked backwards); a body of random elementwise ops over all dtypes (with
 scalar operands and constants), comparisons and selects, conversions and
 bitcasts, reductions and arg-reductions broadcast back, transposes, reshapes,
-rolls, gathers and scatters, slices and concatenations, integer dots, for loops with one
-or two block carries (two: yielded swapped), while loops with a counter, ifs
+rolls, gathers (some scattered back), slices and concatenations, integer dots,
+for loops with one or two block carries (two: yielded swapped), while loops with a counter, ifs
 with block results, scratch round trips, local DMAs (plain and accumulating)
 and semaphores, masked loads and stores. No float dot (the compiled dot uses
 fused multiply-adds) and nothing that needs several cores or devices.

@@ -208,9 +208,9 @@ def _scatter(t, env, region, eqn, used):
                 s = t.emit(region, "broadcast", [s], ut)
             hi = oshape[d] - wsize[d]
             if drop:
-                good = t.emit(region, "and", [t.emit(region, "ge", [s, t.const(region, 0, i32)], bt),
-                                              t.emit(region, "le", [s, t.const(region, hi, i32)], bt)],
-                              bt)
+                lo_ok = t.emit(region, "ge", [s, t.const(region, 0, i32)], bt)
+                hi_ok = t.emit(region, "le", [s, t.const(region, hi, i32)], bt)
+                good = t.emit(region, "and", [lo_ok, hi_ok], bt)
                 ok = good if ok is None else t.emit(region, "and", [ok, good], bt)
             else:
                 s = t.emit(region, "max", [s, t.const(region, 0, i32)], ut)
@@ -237,7 +237,8 @@ def _scatter(t, env, region, eqn, used):
     fu = reshape_to(t, region, bcast(t, region, upd, ushape), B.Type.value(dt, (m,)))
     r = t.emit(region, "scatter", [fx, fi, fu], fx.type, ints=[0])
     if ok is not None:
-        r = t.emit(region, "slice", [r], B.Type.value(dt, (n,)), indices=[B.Index("slice", 0, n, 1)])
+        r = t.emit(region, "slice", [r], B.Type.value(dt, (n,)),
+                   indices=[B.Index("slice", 0, n, 1)])
     return [reshape_to(t, region, r, x.type)]
 
 
