@@ -1607,6 +1607,29 @@ int64_t tsr_blockops_gather(size_t elem_size, void *dst, const void *src,
   return -1;
 }
 
+/* put_along_axis; dst already holds the operand. The writes go in idx's
+ * row-major order, so of a repeated index the last wins. */
+int64_t tsr_blockops_scatter(size_t elem_size, void *dst, const void *upd,
+                             const int32_t *idx, uint32_t rank,
+                             const int64_t *dims, uint32_t axis,
+                             int64_t dst_axis_size) {
+  size_t outer, inner;
+  const size_t len = split_at_axis(rank, dims, axis, &outer, &inner);
+  char *d = dst;
+  const char *u = upd;
+  for (size_t o = 0; o < outer; o++)
+    for (size_t i = 0; i < len; i++) {
+      const size_t p = (o * len + i) * inner;
+      for (size_t j = 0; j < inner; j++) {
+        const int32_t v = idx[p + j];
+        if (v < 0 || v >= dst_axis_size) return (int64_t)(p + j);
+        memcpy(d + ((o * (size_t)dst_axis_size + (size_t)v) * inner + j) * elem_size,
+               u + (p + j) * elem_size, elem_size);
+      }
+    }
+  return -1;
+}
+
 bool tsr_blockops_add_into(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims, void *dst,
                            const int64_t *dst_strides, const void *src,
                            const int64_t *src_strides) {

@@ -140,4 +140,15 @@ int64_t tsr_blockops_gather(size_t elem_size, void *dst, const void *src,
                             const int64_t *dims, uint32_t axis,
                             int64_t src_axis_size);
 
+/* put_along_axis, gather's inverse: dst[.., idx[.., i, ..], ..] = upd[.., i, ..]
+ * along axis, in idx's row-major order (of a repeated index the last write
+ * wins); idx and upd have shape dims; dst (which holds the operand) has
+ * shape dims except along axis, where its size is dst_axis_size. Returns -1
+ * if every index is in [0, dst_axis_size), else the flat position in idx of
+ * the first bad one (the writes before it are done). */
+int64_t tsr_blockops_scatter(size_t elem_size, void *dst, const void *upd,
+                             const int32_t *idx, uint32_t rank,
+                             const int64_t *dims, uint32_t axis,
+                             int64_t dst_axis_size);
+
 #endif /* TESSERA_INTERP_BLOCKOPS_H */

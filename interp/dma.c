@@ -134,7 +134,7 @@ static void dma_finish(shared_t *sh, dma_record_t *r) {
       vclock_t *sc = tsr_race_sem_clock(sh, sems[i]);
       if (sc) tsr_vc_join(sc, &r->vc);
     }
-    sem_add(issuer, r->site, sems[i], r->bytes);
+    sem_add(issuer, r->site, sems[i], i == 1 ? r->signal : r->bytes);
   }
   tsr_vc_free(&r->vc);
 }
@@ -204,6 +204,7 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
   r.dtype = in->dtype;
   r.add = dp->add;
   r.bytes = dp->bytes;
+  r.signal = dp->signal;
   r.sem = sem;
   r.send = send;
   r.dst_name = run->p->refs[dp->dst.ref].name;

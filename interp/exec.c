@@ -397,6 +397,26 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
         }
         goto op_done;
       }
+      case XOP_SCATTER: {
+        const shape_plan_t *sp = in->plan;
+        size_t es = tsr_dtype_size((tsr_dtype_t)in->rdtype);
+        vals[in->r] = tsr_interp_result_ptr(run, in);
+        memmove(vals[in->r], vals[in->a], (size_t)in->n * es);
+        int64_t bad = tsr_blockops_scatter(es, vals[in->r], vals[in->c], vals[in->b], sp->rank,
+                                           sp->dims, sp->axis, sp->src_dims[sp->axis]);
+        if (bad >= 0) {
+          int64_t idx[TSR_MAX_RANK];
+          char at[96];
+          tsr_interp_unflatten(bad, sp->rank, sp->dims, idx);
+          tsr_diag_format_dims(at, sizeof at, idx, sp->rank);
+          tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
+                       "scatter index %d at %s is out of range [0, %lld) along axis %u",
+                       ((const int32_t *)vals[in->b])[bad], at,
+                       (long long)sp->src_dims[sp->axis], sp->axis);
+          tsr_interp_fill_uninit(run, (tsr_dtype_t)in->rdtype, vals[in->r], (uint64_t)in->n);
+        }
+        goto op_done;
+      }
       case XOP_SORT:
       case XOP_ARGSORT: {
         const shape_plan_t *sp = in->plan;

@@ -53,6 +53,7 @@ typedef enum xop {
   XOP_CONCATENATE,
   XOP_ROLL,
   XOP_GATHER,
+  XOP_SCATTER,            /* r = a, then b's positions along plan->axis set to c */
   XOP_SORT,               /* r = a sorted along plan->axis (base/sort.h) */
   XOP_ARGSORT,            /* r = the order of plan->operands along plan->axis */
   XOP_REDUCE,             /* the reduction of opcode over plan->axes_mask */
@@ -137,6 +138,8 @@ typedef struct dma_plan {
   bool has_send, add;
   uint32_t device; /* value id or NO_VALUE */
   int64_t bytes;   /* of the dst view */
+  int64_t signal;  /* what completion adds to sem: the bytes for a dma_sem,
+                      1 for a regular sem (TPU v6+ DMAs signal one) */
 } dma_plan_t;
 
 typedef struct move_plan {
@@ -382,6 +385,7 @@ typedef struct dma_record {
   bool skipped;               /* a view was out of bounds: no copy, but the
                                  semaphores are signalled */
   int64_t bytes;
+  int64_t signal;             /* added to sem on completion (dma_plan_t) */
   int32_t *sem, *send;        /* destination and (optional) send semaphores */
   uint64_t start_tick;        /* trace */
   const char *dst_name;

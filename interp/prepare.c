@@ -516,6 +516,20 @@ static tsr_status_t prep_along_axes(prep_t *ps, const tsr_op_t *op, insn_t *in) 
   return emit(ps, in, NULL);
 }
 
+/* scatter: the indices' dims (the loop), the operand's (the result's), the axis. */
+static tsr_status_t prep_scatter(prep_t *ps, const tsr_op_t *op, insn_t *in) {
+  shape_plan_t *sp = plan_alloc(ps, sizeof *sp);
+  if (!sp) return TSR_OOM();
+  const tsr_type_t *it = &op->operands[1]->type, *at = &op->operands[0]->type;
+  sp->rank = it->rank;
+  for (uint32_t i = 0; i < it->rank; i++) sp->dims[i] = it->dims[i];
+  sp->src_rank = at->rank;
+  for (uint32_t i = 0; i < at->rank; i++) sp->src_dims[i] = at->dims[i];
+  sp->axis = (uint32_t)op->ints[0];
+  in->plan = sp;
+  return emit(ps, in, NULL);
+}
+
 /* TSR_FAM_REDUCE, TSR_FAM_ARG_REDUCE: the kernel for the op and dtype. */
 static tsr_status_t prep_reduce(prep_t *ps, const tsr_op_t *op, insn_t *in) {
   in->code = tsr_op_table[op->opcode].family == TSR_FAM_REDUCE ? XOP_REDUCE : XOP_ARG_REDUCE;
@@ -710,6 +724,7 @@ static tsr_status_t prep_dma_op(prep_t *ps, const tsr_op_t *op, insn_t *in) {
   for (uint32_t d = 0; d < dp->dst.rank; d++)
     if (dp->dst.idx[d].kind != TSR_INDEX_POINT) count *= dp->dst.idx[d].size;
   dp->bytes = count * (int64_t)tsr_dtype_size((tsr_dtype_t)dst->type.dtype);
+  dp->signal = dv.sem.base.value->type.dtype == TSR_SEM_REGULAR ? 1 : dp->bytes;
   in->dtype = dst->type.dtype;
   in->plan = dp;
   return emit(ps, in, NULL);
@@ -732,6 +747,7 @@ static tsr_status_t prep_dma_op(prep_t *ps, const tsr_op_t *op, insn_t *in) {
 #define PREP_CONCATENATE {prep_concatenate, XOP_CONCATENATE}
 #define PREP_ROLL {prep_along_axes, XOP_ROLL}
 #define PREP_GATHER {prep_along_axes, XOP_GATHER}
+#define PREP_SCATTER {prep_scatter, XOP_SCATTER}
 #define PREP_SORT {prep_sort, XOP_SORT}
 #define PREP_ARGSORT {prep_sort, XOP_ARGSORT}
 #define PREP_FOR {prep_for, 0}                           /* TSR_FAM_CONTROL */

@@ -239,6 +239,35 @@ static void rule_gather(verifier_t *v, const tsr_op_t *op) {
   vf_expect_result(v, op, 0, &want, " (operand #1's dtype, the indices' shape)");
 }
 
+/* scatter %a, %idx, %u axis N: gather's inverse; idx as gather's, u of
+ * idx's shape and a's dtype, the result a's type. */
+static void rule_scatter(verifier_t *v, const tsr_op_t *op) {
+  if (!vf_expect_block(v, op, 0)) return;
+  const tsr_type_t *a = &op->operands[0]->type, *idx = &op->operands[1]->type;
+  int64_t axis;
+  if (!vf_expect_axis(v, op, a->rank, &axis)) return;
+  if (idx->kind != TSR_TYPE_VECTOR || idx->dtype != TSR_DTYPE_I32 || idx->rank != a->rank) {
+    vf_report(v, op->loc,
+              "'scatter' operand #2 (%%%s, the indices): expected an i32 block of rank %u, found %s",
+              vname(op->operands[1]), a->rank, TYPE_TEXT(idx));
+    return;
+  }
+  for (uint32_t d = 0; d < a->rank; d++) {
+    if ((int64_t)d != axis && idx->dims[d] != a->dims[d]) {
+      vf_report(v, op->loc,
+                "'scatter' operand #2 (%%%s, the indices): dim %u is %lld, expected %lld (as "
+                "operand #1; only axis %lld may differ)",
+                vname(op->operands[1]), d, (long long)idx->dims[d], (long long)a->dims[d],
+                (long long)axis);
+      return;
+    }
+  }
+  tsr_type_t upd = same_shape(idx, a->dtype);
+  if (!vf_expect_operand(v, op, 2, &upd, ", the updates: operand #1's dtype, the indices' shape"))
+    return;
+  vf_expect_result(v, op, 0, a, " (the type of operand #1)");
+}
+
 /* sort: one block, sorted along the axis; its type. */
 static void rule_sort(verifier_t *v, const tsr_op_t *op) {
   if (!vf_expect_block(v, op, 0)) return;
@@ -452,6 +481,7 @@ NOINLINE void vf_apply_rule(verifier_t *v, const tsr_op_t *op) {
     case TSR_RULE_CONCATENATE: rule_concatenate(v, op); break;
     case TSR_RULE_ROLL: rule_roll(v, op); break;
     case TSR_RULE_GATHER: rule_gather(v, op); break;
+    case TSR_RULE_SCATTER: rule_scatter(v, op); break;
     case TSR_RULE_SORT: rule_sort(v, op); break;
     case TSR_RULE_ARGSORT: rule_argsort(v, op); break;
     case TSR_RULE_REDUCE: rule_reduce(v, op, info->flags); break;

@@ -452,7 +452,11 @@ void vf_rule_dma(verifier_t *v, const tsr_op_t *op) {
   bool src_ok = check_dma_view(v, op, &parts[0], first_dyn, end_dyn, &src_view);
   bool dst_ok = check_dma_view(v, op, &parts[1], first_dyn, end_dyn, &dst_view);
   bool ok = src_ok && dst_ok;
-  ok &= check_semaphore(v, op, &parts[2], TSR_SEM_DMA, false, first_dyn, end_dyn);
+  /* A DMA may signal a regular semaphore on completion (by 1: Pallas on
+   * TPU v6+, waited for with sem_wait); dma_wait counts a DMA semaphore's
+   * bytes, so it takes a dma_sem only. */
+  ok &= check_semaphore(v, op, &parts[2], TSR_SEM_DMA, op->opcode == TSR_OP_DMA_START, first_dyn,
+                        end_dyn);
   if (send) ok &= check_semaphore(v, op, &parts[3], TSR_SEM_DMA, false, first_dyn, end_dyn);
   if (src_ok && dst_ok) {
     const tsr_value_t *src = dma.src.base.value, *dst = dma.dst.base.value;

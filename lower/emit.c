@@ -90,6 +90,7 @@ static void lower_terminator(emitter_t *em, const tsr_op_t *op) {}
 #define LOWER_CONCATENATE em_op_concatenate
 #define LOWER_ROLL em_op_roll
 #define LOWER_GATHER em_op_gather
+#define LOWER_SCATTER em_op_scatter
 #define LOWER_SORT em_op_sort
 #define LOWER_ARGSORT em_op_sort
 #define LOWER_FOR em_op_for                 /* TSR_FAM_CONTROL */

@@ -33,6 +33,7 @@ void em_op_transpose(emitter_t *em, const tsr_op_t *op);
 void em_op_concatenate(emitter_t *em, const tsr_op_t *op);
 void em_op_roll(emitter_t *em, const tsr_op_t *op);
 void em_op_gather(emitter_t *em, const tsr_op_t *op);
+void em_op_scatter(emitter_t *em, const tsr_op_t *op);
 void em_op_sort(emitter_t *em, const tsr_op_t *op);
 
 /* emit_runtime.c */

@@ -988,3 +988,48 @@ void em_op_gather(emitter_t *em, const tsr_op_t *op) {
   for (uint32_t d = 0; d < r->type.rank; d++) ext[d] = em_dimc(r->type.dims[d]);
   em_nest(em, r->type.rank, ext, 0, gather_body, &c);
 }
+
+/* scatter: the operand copied into the result, then each update written at
+ * its index along the axis, in the indices' row-major order (a scalar loop
+ * nest: of a repeated index the last write wins, as in the interpreter). */
+typedef struct scatter_ctx {
+  const view_t *dst;
+  const expr_t *idx, *upd;
+  tsr_dtype_t dtype;
+  uint32_t axis;
+  int64_t dst_len;
+} scatter_ctx_t;
+
+static void scatter_body(emitter_t *em, const nest_t *n, void *p) {
+  scatter_ctx_t *c = p;
+  ssa_t i = ex_read(em, c->idx, n->idx, n);
+  /* out-of-range indices are kernel errors in the interpreter: clamp */
+  i = em_op2(em, "arith.maxsi", i, em_cint(em, "i32", 0, 0), "i32");
+  i = em_op2(em, "arith.minsi", i, em_cint(em, "i32", 0, c->dst_len - 1), "i32");
+  ssa_t didx[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < n->rank; d++) didx[d] = n->idx[d];
+  didx[c->axis] = em_idx_of_i32(em, i);
+  ssa_t v = ex_read(em, c->upd, n->idx, n);
+  em_mem_write(em, c->dst, c->dtype, didx, n, v, NULL);
+}
+
+void em_op_scatter(emitter_t *em, const tsr_op_t *op) {
+  const tsr_value_t *a = op->operands[0], *idx = op->operands[1];
+  scatter_ctx_t c;
+  memset(&c, 0, sizeof c);
+  expr_t *ae = operand_expr(em, a);
+  c.idx = operand_expr(em, idx);
+  c.upd = operand_expr(em, op->operands[2]);
+  if (!ae || !c.idx || !c.upd) return;
+  c.dtype = (tsr_dtype_t)a->type.dtype;
+  c.axis = (uint32_t)op->ints[0];
+  c.dst_len = a->type.dims[c.axis];
+  /* its own buffer: the updates are written after the copy, so no operand
+   * may read what the copy wrote */
+  view_t dst = em_result_dest(em, op, true);
+  c.dst = &dst;
+  ex_store(em, ae, &dst, NULL);
+  dimv_t ext[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < idx->type.rank; d++) ext[d] = em_dimc(idx->type.dims[d]);
+  em_nest(em, idx->type.rank, ext, 0, scatter_body, &c);
+}

@@ -263,7 +263,12 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
   vinfo_t *sv = em_vi(em, src), *dv = em_vi(em, dst);
   bool dpts, spts;
   ssa_t dpoints[TSR_MAX_RANK], spoints[TSR_MAX_RANK];
+  const bool regular = sem->type.dtype == TSR_SEM_REGULAR;
   if (op->opcode == TSR_OP_DMA_START && dma.device.value) {
+    if (regular) {
+      em_unimplemented(em, op, "a remote DMA signalling a regular semaphore");
+      return;
+    }
     remote_dma(em, op, &dma);
     return;
   }
@@ -310,7 +315,9 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
     }
     ex_store(em, e, &dvw, NULL);
   }
-  (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, dma.sem.first), bytes, none, none);
+  /* a regular semaphore counts DMAs (1 each), a DMA semaphore bytes */
+  (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, dma.sem.first), regular ? c64(em, 1) : bytes,
+                none, none);
   if (dma.send.base.value)
     (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, dma.send.base.value, dma.send.first), bytes,
                   none, none);

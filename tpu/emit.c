@@ -34,6 +34,7 @@
 #define TPU_CONCATENATE tpu_op_concatenate
 #define TPU_ROLL tpu_op_roll
 #define TPU_GATHER tpu_op_gather
+#define TPU_SCATTER tpu_op_refused /* refused by ir/ops_tpu.def */
 #define TPU_SORT tpu_op_refused /* refused by ir/ops_tpu.def */
 #define TPU_ARGSORT tpu_op_refused
 #define TPU_FOR tpu_op_for /* TSR_FAM_CONTROL */

@@ -3,6 +3,8 @@
  * (tpu.enqueue_dma / tpu.wait_dma over tpu.memref_slice views) and
  * semaphores (tpu.sem_*, the core barrier). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ir/opview.h"
 #include "tpu/emit_internal.h"
@@ -284,6 +286,19 @@ void tpu_op_dma(tpu_emitter_t *em, const tsr_op_t *op) {
   }
   if (v.add) {
     tpu_unimplemented(em, op, "DMA 'add' has no Mosaic form");
+    return;
+  }
+  /* A DMA signalling a regular semaphore: libtpu compiles it for v5p, v6e
+   * and v7x and refuses it for v4 and v5e ("Regular semaphores in
+   * EnqueueDMA are not supported on this target"; Pallas's own test of it
+   * asks for v6+). The chip's generation is its name's number. */
+  if (op->opcode == TSR_OP_DMA_START && v.sem.base.value->type.dtype == TSR_SEM_REGULAR &&
+      atoi(em->chip->name + 1) < 6 && strcmp(em->chip->name, "v5p") != 0) {
+    tpu_unimplemented(em, op,
+                      "a DMA signalling a regular semaphore is not supported on %s (libtpu: "
+                      "\"Regular semaphores in EnqueueDMA are not supported on this target\"; "
+                      "v5p and v6 on have them)",
+                      em->chip->name);
     return;
   }
   char st[TPU_TYPE_MAX], dt[TPU_TYPE_MAX], mt[TPU_TYPE_MAX], ssty[TPU_TYPE_MAX];

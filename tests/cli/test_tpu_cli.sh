@@ -70,13 +70,21 @@ expect "lower --help names the tpu target" 0 out '--target cpu\|tpu'
 
 emittable=()
 for f in "$E"/*.tsr "$SRC"/tests/diagnostics/ok/*.tsr; do
-  case $f in */dma_add_accumulate.tsr|*/disjoint_strided_dmas.tsr) ;; *) emittable+=("$f") ;; esac
+  case $f in
+    */dma_add_accumulate.tsr|*/disjoint_strided_dmas.tsr|*/dma_regular_semaphore.tsr) ;;
+    *) emittable+=("$f") ;;
+  esac
 done
 t check --target tpu "${emittable[@]}"
 expect "every example and catalog kernel Mosaic can take passes check --target tpu" 0 out 'add.tsr: ok'
 t check --target tpu "$SRC/tests/diagnostics/ok/dma_add_accumulate.tsr"
 expect "check --target tpu refuses what lower --target tpu cannot emit, located" 1 err \
   'dma_add_accumulate.tsr:14:5: error: op .dma_start. cannot be emitted for TPU \(v5e\)'
+t check --target tpu --chip v6e "$SRC/tests/diagnostics/ok/dma_regular_semaphore.tsr"
+expect "check --target tpu: a DMA signalling a regular semaphore on v6e" 0 out 'ok \(1 kernel\)'
+t check --target tpu "$SRC/tests/diagnostics/ok/dma_regular_semaphore.tsr"
+expect "check --target tpu: a DMA signalling a regular semaphore is refused on v5e, located" 1 err \
+  'dma_regular_semaphore.tsr:15:3: error: op .dma_start. cannot be emitted for TPU \(v5e\): a DMA signalling a regular semaphore is not supported on v5e'
 t check "$L"
 expect "without --target tpu the kernel is valid" 0 out 'ok \(1 kernel\)'
 t check --target tpu --chip v6e "$L"

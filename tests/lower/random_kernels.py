@@ -19,8 +19,8 @@ every vector tail), on a grid with one axis per
 blocked dimension (the first one sometimes walked backwards); a body of random elementwise ops over all dtypes (with
 scalar operands and constants), comparisons and selects, conversions and
 bitcasts, reductions and arg-reductions broadcast back, transposes, reshapes,
-rolls, gathers, slices and concatenations, integer dots, for loops with one
-or two block carries (two: yielded swapped), while loops with a counter, ifs
+rolls, gathers (some scattered back), slices and concatenations, integer dots,
+for loops with one or two block carries (two: yielded swapped), while loops with a counter, ifs
 with block results, scratch round trips, local DMAs (plain and accumulating)
 and semaphores, masked loads and stores. No float dot (the compiled dot uses
 fused multiply-adds) and nothing that needs several cores or devices.
@@ -49,7 +49,7 @@ BITS = {"f32": 32, "bf16": 16, "f16": 16, "i32": 32, "u32": 32, "i16": 16, "u16"
 # and load_ops checks it against the table.
 STRUCTURAL = ["const", "load", "store", "program_id", "num_programs", "select", "convert",
               "bitcast", "iota", "broadcast", "reshape", "transpose", "slice", "concatenate",
-              "roll", "gather", "sort", "argsort", "dot", "for", "while", "if", "scoped", "yield",
+              "roll", "gather", "scatter", "sort", "argsort", "dot", "for", "while", "if", "scoped", "yield",
               "condition", "print", "assert", "dma_start", "dma_wait", "sem_signal", "sem_wait",
               "sem_read", "multiple_of"]
 # Ops of the table's groups left out for some element classes: op -> (classes,
@@ -476,6 +476,23 @@ def gen_op(g, shape, scratch, grid_rank):
         v = g.fresh()
         g.emit("%s = gather %s, %s axis %d : %s" % (v, a, rev, ax, T(dt)))
         g.pool.append((v, dt))
+        # and, half the time, back with scatter (not always: Mosaic has no
+        # scatter, and gathers must reach the TPU emitter): positions
+        # (i * 3) mod n along the axis, repeated ones when 3 divides n (the
+        # last update wins)
+        if r.random() < 0.5:
+            return
+        three = g.fresh("c")
+        g.emit("%s = const 3 : i32" % three)
+        nn = g.fresh("c")
+        g.emit("%s = const %d : i32" % (nn, shape[ax]))
+        m3 = g.fresh()
+        g.emit("%s = mul %s, %s : %s" % (m3, io, three, T("i32")))
+        pos = g.fresh()
+        g.emit("%s = rem %s, %s : %s" % (pos, m3, nn, T("i32")))
+        s = g.fresh()
+        g.emit("%s = scatter %s, %s, %s axis %d : %s" % (s, v, pos, a, ax, T(dt)))
+        g.pool.append((s, dt))
     elif kind == "sort":
         # argsort by integer keys only: float keys one rounding apart on the
         # two backends may order differently, which is not a difference

@@ -2,7 +2,7 @@
  * against a scalar reference computed here independently (in double, then
  * rounded to f32 and to the dtype), conversions between every pair of
  * dtypes, strided copies, reductions over every axis subset, argmax/argmin,
- * dot, roll, gather, iota, select, fill, uninit values and literals. */
+ * dot, roll, gather, scatter, iota, select, fill, uninit values and literals. */
 #include <float.h>
 #include <math.h>
 
@@ -1741,6 +1741,45 @@ TSR_TEST(gather_in_and_out_of_range) {
     }
 }
 
+/* put_along_axis against a naive loop, a repeated index keeping the last
+ * update, and the first bad index in flat order reported. */
+TSR_TEST(scatter_in_and_out_of_range) {
+  const int64_t dims[3] = {3, 5, 4};
+  const int64_t dst_axis[3] = {2, 6, 3};
+  const size_t ess[] = {1, 2, 4, 3};
+  int32_t idx[60];
+  for (size_t e = 0; e < TSR_ARRAY_SIZE(ess); e++)
+    for (uint32_t axis = 0; axis < 3; axis++) {
+      size_t es = ess[e];
+      int64_t ddims[3] = {dims[0], dims[1], dims[2]};
+      ddims[axis] = dst_axis[axis];
+      size_t dn = count_of(3, ddims);
+      for (size_t i = 0; i < dn * es; i++) buf_d[i] = (unsigned char)rng();
+      memcpy(buf_b, buf_d, dn * es); /* the expected result, by the naive loop */
+      for (size_t i = 0; i < 60 * es; i++) buf_a[i] = (unsigned char)rng();
+      for (size_t i = 0; i < 60; i++) idx[i] = (int32_t)(rng() % (uint64_t)dst_axis[axis]);
+      int64_t dst_st[3];
+      tsr_blockops_dense_strides(3, ddims, dst_st);
+      for (size_t i = 0; i < 60; i++) {
+        int64_t ii[3];
+        unflatten(i, 3, dims, ii);
+        ii[axis] = idx[i];
+        size_t at = (size_t)(ii[0] * dst_st[0] + ii[1] * dst_st[1] + ii[2] * dst_st[2]);
+        memcpy(buf_b + at * es, buf_a + i * es, es);
+      }
+      TSR_CHECK_EQ_INT(tsr_blockops_scatter(es, buf_d, buf_a, idx, 3, dims, axis, dst_axis[axis]),
+                       -1);
+      if (memcmp(buf_d, buf_b, dn * es) != 0) TSR_FAIL_AT("scatter es=%zu axis %u", es, axis);
+      idx[41] = (int32_t)dst_axis[axis];
+      idx[17] = -1;
+      TSR_CHECK_EQ_INT(tsr_blockops_scatter(es, buf_d, buf_a, idx, 3, dims, axis, dst_axis[axis]),
+                       17);
+      idx[17] = 0;
+      TSR_CHECK_EQ_INT(tsr_blockops_scatter(es, buf_d, buf_a, idx, 3, dims, axis, dst_axis[axis]),
+                       41);
+    }
+}
+
 int main(void) {
   TSR_RUN(lookup_tables_follow_the_op_table);
   TSR_RUN(unary_ops_against_reference);
@@ -1768,6 +1807,7 @@ int main(void) {
   TSR_RUN(dot_accumulates_in_place);
   TSR_RUN(roll_any_shift);
   TSR_RUN(gather_in_and_out_of_range);
+  TSR_RUN(scatter_in_and_out_of_range);
   TSR_RUN(wide_loops_match_the_baseline_bit_for_bit);
   return tsr_test_done();
 }

@@ -263,6 +263,34 @@ static void check_record(tsr_status_t s, tsr_status_code_t code, int line, const
   tsr_status_free(s);
 }
 
+/* A DMA signalling a regular semaphore: Mosaic's enqueue_dma with a
+ * !tpu.semaphore on v5p and v6 on (libtpu compiles it); on v5e, a located
+ * refusal. */
+TSR_TEST(dma_with_regular_semaphore_not_on_v5e) {
+  const char *rel = "tests/diagnostics/ok/dma_regular_semaphore.tsr";
+  char *t = emit_source(rel, "dma_regular_semaphore", "v5p");
+  tsr_ir_string_free(t);
+  t = emit_source(rel, "dma_regular_semaphore", "v6e");
+  if (t) {
+    TSR_CHECK_EQ_INT(count(t, "tpu.enqueue_dma"), 3);
+    TSR_CHECK_EQ_INT(count(t, "target_semaphore(%$"), 3);
+    TSR_CHECK_EQ_INT(count(t, "memref<!tpu.semaphore, #tpu.memory_space<semaphore_mem>>)\n"), 3);
+    tsr_ir_string_free(t);
+  }
+  tsr_ir_module_t *m = parse_source(rel);
+  if (!m) return;
+  tsr_ir_kernel_t *k = tsr_ir_module_find_kernel(
+      m, (tsr_string_view_t){"dma_regular_semaphore", strlen("dma_regular_semaphore")});
+  TSR_CHECK(k != NULL);
+  if (k) {
+    t = NULL;
+    tsr_status_t s = tsr_tpu_emit(NULL, k, "v5e", &t);
+    TSR_CHECK(t == NULL);
+    check_record(s, TSR_UNIMPLEMENTED, 15, "dma_start", "not supported on v5e");
+  }
+  tsr_ir_module_destroy(m);
+}
+
 TSR_TEST(unsupported_op_is_located) {
   tsr_ir_module_t *m = parse_source("tests/diagnostics/ok/dma_add_accumulate.tsr");
   if (!m) return;
@@ -1015,6 +1043,7 @@ int main(void) {
   TSR_RUN(every_example_emits);
   TSR_RUN(dma_and_semaphores);
   TSR_RUN(unsupported_op_is_located);
+  TSR_RUN(dma_with_regular_semaphore_not_on_v5e);
   TSR_RUN(more_ops);
   TSR_RUN(rewritten_for_mosaic);
   TSR_RUN(if_blocks_go_through_vmem);

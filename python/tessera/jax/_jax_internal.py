@@ -304,8 +304,10 @@ def unflatten(tree, leaves: Sequence[Any]) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class DimIndex:
-    """One dimension of an NDIndexer: a point (start) or a slice
-    (start, size, stride). `start` is an int, a Var or a Literal."""
+    """One dimension of an NDIndexer: a point (start), a slice
+    (start, size, stride) or an array of indices ("array": `start` is the
+    array, already broadcast by JAX to the indexer's common shape).
+    `start` is an int, a Var or a Literal."""
     kind: str
     start: Any
     size: int = 1
@@ -325,9 +327,6 @@ def ndindexer_dims(idx) -> list[DimIndex]:
     dimension of the ref it indexes."""
     if not isinstance(idx, state_indexing.NDIndexer):
         raise NotImplementedError(f"a ref transform of type {type(idx).__name__}")
-    if any(not isinstance(i, state_indexing.Slice) and len(_aval_shape(i)) > 0
-           for i in idx.indices):
-        raise NotImplementedError("indexing a ref with an array of indices (gather)")
     out = []
     for i in idx.indices:
         if isinstance(i, state_indexing.Slice):
@@ -338,9 +337,16 @@ def ndindexer_dims(idx) -> list[DimIndex]:
                 else:
                     raise NotImplementedError("a pl.ds with a dynamic size")
             out.append(DimIndex("slice", i.start, int(size), int(i.stride)))
+        elif len(_aval_shape(i)) > 0:
+            out.append(DimIndex("array", i))
         else:
             out.append(DimIndex("point", i))
     return out
+
+
+def index_shape(idx) -> tuple:
+    """The common (broadcast) shape of an NDIndexer's arrays of indices."""
+    return tuple(idx.int_indexer_shape)
 
 
 def _aval_shape(x) -> tuple:

@@ -96,6 +96,14 @@ class RefView:
     # (same entries as `dims`). Only reads of such views are translated.
     reshaped: tuple | None = None
     rdims: list | None = None
+    # After an indexer with arrays of indices (`x_ref[idx]`, a gather or a
+    # scatter): per kept dimension of the view that an array indexes, its
+    # ordinal among the kept dimensions -> the array's atom (all of JAX's
+    # broadcast shape `index_shape`). Those dimensions stay whole ranges in
+    # `dims`: the view is loaded (or stored) whole along them, and the
+    # arrays pick elements within it (translate_memory.py).
+    arrays: dict | None = None
+    index_shape: tuple = ()
 
     @staticmethod
     def whole(ref: B.Value) -> "RefView":
@@ -334,8 +342,16 @@ class Translator:
             kept = [i for i, d in enumerate(cur) if d[0] == "range"]
             if len(dims) != len(kept):
                 raise self.fail(f"an indexer of rank {len(dims)} on a view of rank {len(kept)}")
+            if view.arrays:
+                raise self.fail("a ref view of a ref indexed by an array of indices")
             new = list(cur)
+            arrays = {}
             for pos, d in zip(kept, dims):
+                if d.kind == "array":
+                    if view.reshaped is not None:
+                        raise self.fail("an array of indices into a reshaped ref")
+                    arrays[pos] = d.start
+                    continue
                 _, s, n, st = cur[pos]
                 start = self.static_int(env, d.start)
                 if isinstance(start, B.Value):
@@ -349,12 +365,21 @@ class Translator:
                 view = RefView(view.base, view.dims, view.reshaped, new)
             else:
                 view = RefView(view.base, new)
+            if arrays:
+                # ordinals among the kept dimensions after the points of
+                # this indexer dropped theirs
+                left = [i for i, d in enumerate(new) if d[0] == "range"]
+                view.arrays = {left.index(p): a for p, a in arrays.items()}
+                view.index_shape = tuple(int(n) for n in ji.index_shape(t))
         return view
 
     def indices(self, view: RefView) -> list[B.Index]:
         if view.reshaped is not None and self.prim not in ("get",):
             raise self.fail(f"`{self.prim}` on a reshaped ref (only reads of reshaped refs "
                             "are translated)")
+        if view.arrays and self.prim not in ("get", "swap"):
+            raise self.fail(f"`{self.prim}` through an array of indices (only reads and "
+                            "writes of such views are translated)")
         out = []
         for d, full in zip(view.dims, view.base.type.shape):
             if d[0] == "point":

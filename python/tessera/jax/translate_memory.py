@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _builder as B
 from . import _jax_internal as ji
 from .translate_core import (BCAST_OPS, RESHAPE_OPS, VIEW_OPS, RefView, bcast, convert_value,
@@ -13,21 +15,117 @@ from .translate_core import (BCAST_OPS, RESHAPE_OPS, VIEW_OPS, RefView, bcast, c
 
 #: what a read through a reshaped ref builds besides the load and reshapes
 _GET_RESHAPED = ("iota", "eq", "ge", "lt", "and", "sub", "rem", "roll", "neg", "slice")
+#: what indexing a ref by arrays of indices builds besides loads and stores
+_BY_ARRAYS = ("gather", "iota", "lt", "add", "mul", "select", "max", "min", "convert",
+              *BCAST_OPS)
 
 
-@register("get", emits=("load", "ne", *VIEW_OPS, *RESHAPE_OPS, *_GET_RESHAPED))
+@register("get", emits=("load", "ne", *VIEW_OPS, *RESHAPE_OPS, *_GET_RESHAPED, *_BY_ARRAYS))
 def _get(t, env, region, eqn, used):
     transforms = ji.unflatten(eqn.params["tree"], eqn.invars[1:])
     view = t.apply_transforms(env, region, t.ref(env, eqn.invars[0]), transforms)
     rt = out_type(eqn)
     if view.reshaped is not None:
         return [_get_reshaped(t, region, view, rt)]
+    if view.arrays:
+        whole = t.emit(region, "load", [view.base], B.Type.value(rt.dtype, view.shape),
+                       indices=t.indices(view))
+        return [_gather_view(t, env, region, view, whole, rt)]
     narrow = t.narrowed.get(view.base.ptr)
     if narrow is not None:  # a widened prefetch table: read i32, convert back
         wide = t.emit(region, "load", [view.base], B.Type.value("i32", rt.shape),
                       indices=t.indices(view))
         return [convert_value(t, region, wide, rt)]
     return [t.emit(region, "load", [view.base], rt, indices=t.indices(view))]
+
+
+def _array_positions(view: RefView, rshape) -> tuple[list, int]:
+    """Where the dimensions of `x_ref[idx]` go, by numpy's rule: the arrays'
+    common shape B in place of the indexed dimensions when they are
+    adjacent, else first; the sliced dimensions in order around it. Returns
+    the result axis of each sliced dimension (None for an indexed one) and
+    B's first axis."""
+    nb, n = len(view.index_shape), len(view.shape)
+    ords = sorted(view.arrays)
+    first = ords[0] if ords == list(range(ords[0], ords[-1] + 1)) else 0
+    axes, q = [], 0
+    for k in range(n):
+        if k in view.arrays:
+            axes.append(None)
+        else:
+            axes.append(q + nb if q >= first else q)
+            q += 1
+    assert len(rshape) == q + nb
+    return axes, first
+
+
+def _index_along(t, env, region, view: RefView, k: int, rshape, first: int) -> B.Value:
+    """The i32 indices into dimension k of the view that the array indexing
+    it gives, negative ones counted from the end and the others clamped into
+    the dimension (as jnp indexing does), broadcast to the result's shape."""
+    a = t.read(env, region, view.arrays[k])
+    bshape = view.index_shape
+    it = B.Type.value("i32", bshape)
+    if a.type.dtype != "i32":
+        a = t.emit(region, "convert", [a], it)
+    a = bcast(t, region, a, bshape)
+    i32 = B.Type.value("i32", ())
+    n = view.shape[k]
+    neg = t.emit(region, "lt", [a, t.const(region, 0, i32)], B.Type.value("i1", bshape))
+    a = t.emit(region, "select", [neg, t.emit(region, "add", [a, t.const(region, n, i32)], it),
+                                  a], it)
+    # Out of range after that: clamped into the dimension, as JAX reads it
+    # (jnp indexing's gather); the flat positions below must never let an
+    # index run into the next row.
+    a = t.emit(region, "max", [a, t.const(region, 0, i32)], it)
+    a = t.emit(region, "min", [a, t.const(region, n - 1, i32)], it)
+    shape = [1] * len(rshape)
+    shape[first:first + len(bshape)] = bshape
+    if tuple(shape) != tuple(bshape):
+        a = t.emit(region, "reshape", [a], B.Type.value("i32", shape))
+    if tuple(shape) != tuple(rshape):
+        a = t.emit(region, "broadcast", [a], B.Type.value("i32", rshape))
+    return a
+
+
+def gather_indices(t, env, region, view: RefView, rshape) -> tuple[int | None, B.Value]:
+    """The IR's gather indices for reading `view` (loaded whole along the
+    indexed dimensions) as `x_ref[idx]` of shape rshape: (axis, indices of
+    shape rshape) when one dimension is indexed by a 1-D array (a gather
+    along that axis, Mosaic's tpu.dynamic_gather), else (None, the flat
+    row-major positions into the view, of shape rshape)."""
+    axes, first = _array_positions(view, rshape)
+    if len(view.arrays) == 1 and len(view.index_shape) == 1:
+        (k,) = view.arrays
+        return k, _index_along(t, env, region, view, k, rshape, first)
+    it = B.Type.value("i32", rshape)
+    i32 = B.Type.value("i32", ())
+    flat, stride = None, 1
+    for k in reversed(range(len(view.shape))):
+        if axes[k] is None:
+            c = _index_along(t, env, region, view, k, rshape, first)
+        else:
+            c = t.emit(region, "iota", [], it, ints=[axes[k]])
+        if stride != 1:
+            c = t.emit(region, "mul", [c, t.const(region, stride, i32)], it)
+        flat = c if flat is None else t.emit(region, "add", [flat, c], it)
+        stride *= view.shape[k]
+    return None, flat
+
+
+def _gather_view(t, env, region, view: RefView, whole: B.Value, rt: B.Type) -> B.Value:
+    """`x_ref[idx]` from the view loaded whole along its indexed dimensions:
+    the IR's gather along the one indexed axis, or of the flattened view by
+    flat positions (several arrays, or arrays of rank > 1)."""
+    axis, idx = gather_indices(t, env, region, view, rt.shape)
+    if axis is not None:
+        return t.emit(region, "gather", [whole, idx], rt, ints=[axis])
+    n = int(np.prod(whole.type.shape))
+    m = int(np.prod(rt.shape))
+    flat = reshape_to(t, region, whole, B.Type.value(rt.dtype, (n,)))
+    fidx = reshape_to(t, region, idx, B.Type.value("i32", (m,)))
+    g = t.emit(region, "gather", [flat, fidx], B.Type.value(rt.dtype, (m,)), ints=[0])
+    return reshape_to(t, region, g, rt)
 
 
 def _get_reshaped(t, region, view: RefView, rt: B.Type) -> B.Value:
@@ -85,12 +183,59 @@ def _get_reshaped(t, region, view: RefView, rt: B.Type) -> B.Value:
     return reshape_to(t, region, v, rt)
 
 
-@register("swap", emits=("load", "store", *VIEW_OPS))
+def _scatter_into(t, region, base: B.Value, axis, idx: B.Value, val: B.Value) -> B.Value:
+    """`base` (a block of the view's shape) with `val` (of the indexed
+    shape) put where gather_indices's (axis, idx) point: the IR's scatter,
+    along the axis or of the flattened block by flat positions."""
+    val = bcast(t, region, val, idx.type.shape)
+    if val.type.kind == "scalar":
+        val = t.emit(region, "broadcast", [val], B.Type.value(val.type.dtype, idx.type.shape))
+    if axis is not None:
+        return t.emit(region, "scatter", [base, idx, val], base.type, ints=[axis])
+    dt = base.type.dtype
+    n = int(np.prod(base.type.shape))
+    m = int(np.prod(idx.type.shape))
+    flat = reshape_to(t, region, base, B.Type.value(dt, (n,)))
+    fidx = reshape_to(t, region, idx, B.Type.value("i32", (m,)))
+    fval = reshape_to(t, region, val, B.Type.value(dt, (m,)))
+    s = t.emit(region, "scatter", [flat, fidx, fval], flat.type, ints=[0])
+    return reshape_to(t, region, s, base.type)
+
+
+def _indexed_shape(view: RefView) -> tuple:
+    """The shape of `x_ref[idx]` for a view indexed by arrays (numpy's rule,
+    as _array_positions places its dimensions)."""
+    nb = len(view.index_shape)
+    ords = sorted(view.arrays)
+    first = ords[0] if ords == list(range(ords[0], ords[-1] + 1)) else 0
+    rest = [n for k, n in enumerate(view.shape) if k not in view.arrays]
+    return tuple(rest[:first]) + tuple(view.index_shape) + tuple(rest[first:])
+
+
+@register("swap", emits=("load", "store", "scatter", *VIEW_OPS, *_BY_ARRAYS))
 def _swap(t, env, region, eqn, used):
     transforms = ji.unflatten(eqn.params["tree"], eqn.invars[2:])
     view = t.apply_transforms(env, region, t.ref(env, eqn.invars[0]), transforms)
     val = t.read(env, region, eqn.invars[1])
     idx = t.indices(view)
+    if view.arrays:
+        # x_ref[idx] = val: a masked store of the view (whole along the
+        # indexed dimensions) of the values scattered into a block, the mask
+        # the same scatter of `true`s: only the elements written are
+        # touched (nothing is read: the rest may never have been written)
+        wt = B.Type.value(view.base.type.dtype, view.shape)
+        old = None
+        if eqn.outvars and eqn.outvars[0] in used:
+            whole = t.emit(region, "load", [view.base], wt, indices=idx)
+            old = _gather_view(t, env, region, view, whole, out_type(eqn))
+        axis, at = gather_indices(t, env, region, view, _indexed_shape(view))
+        new = _scatter_into(t, region, t.const(region, 0, wt), axis, at, val)
+        bt = B.Type.value("i1", view.shape)
+        mask = _scatter_into(t, region, t.const(region, 0, bt), axis, at,
+                             t.const(region, 1, B.Type.value("i1", ())))
+        t.op(region, "store", [view.base, new], [], indices=idx, extra_operands=[mask],
+             flags=B.OPF_MASK)
+        return [old]
     old = None
     if eqn.outvars and eqn.outvars[0] in used:
         old = t.emit(region, "load", [view.base], out_type(eqn), indices=idx)

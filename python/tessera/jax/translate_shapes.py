@@ -4,8 +4,10 @@ and the take_along_axis form of gather."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _builder as B
-from .translate_core import RESHAPE_OPS, out_type, register, reshape_to
+from .translate_core import BCAST_OPS, RESHAPE_OPS, bcast, out_type, register, reshape_to
 
 
 @register("iota", emits=("iota",))
@@ -29,6 +31,17 @@ def _broadcast_in_dim(t, env, region, eqn, used):
     if tuple(shape) == rt.shape:
         return [x]
     return [t.emit(region, "broadcast", [x], rt)]
+
+
+@register("broadcast_to", emits=BCAST_OPS)
+def _broadcast_to(t, env, region, eqn, used):
+    """Pallas's own broadcast (numpy rules), which NDIndexer applies to the
+    arrays and scalars indexing a ref so that they share one shape."""
+    x = t.read(env, region, eqn.invars[0])
+    rt = out_type(eqn)
+    if x.type.kind == "scalar":
+        return [t.emit(region, "broadcast", [x], rt)]
+    return [bcast(t, region, x, rt.shape)]
 
 
 @register("reshape", emits=RESHAPE_OPS)
@@ -136,6 +149,97 @@ def _gather(t, env, region, eqn, used):
     # Other modes: an index out of range is a tessera kernel error (it is
     # undefined on the TPU), never a silently different value.
     return [t.emit(region, "gather", [x, idx], rt, ints=[axis[0]])]
+
+
+@register("scatter", emits=("scatter", "iota", "slice", "reshape", "broadcast", "convert",
+                             "add", "mul", "max", "min", "ge", "le", "and", "select",
+                             "concatenate"))
+def _scatter(t, env, region, eqn, used):
+    """lax.scatter (`x.at[idx].set(u)` on a value) -> the IR's scatter of
+    the flattened operand at each update element's flat position. Windows
+    out of range are dropped (FILL_OR_DROP, jnp's default for updates: they
+    go to one extra element past the end, cut off after) or clamped into
+    the operand (CLIP, PROMISE_IN_BOUNDS)."""
+    x = t.read(env, region, eqn.invars[0])
+    ind = t.read(env, region, eqn.invars[1])
+    upd = t.read(env, region, eqn.invars[2])
+    dn = eqn.params["dimension_numbers"]
+    if tuple(getattr(dn, "operand_batching_dims", ())) or eqn.params.get("update_jaxpr"):
+        raise t.fail("`scatter` with batching dimensions or a combiner")
+    oshape, ushape = x.type.shape, tuple(eqn.invars[2].aval.shape)
+    wdims = tuple(dn.update_window_dims)
+    inserted = tuple(dn.inserted_window_dims)
+    sdod = tuple(dn.scatter_dims_to_operand_dims)
+    # the window's size along each operand dimension, and which update
+    # dimension walks it
+    win_of = {}
+    it = iter(wdims)
+    for d in range(len(oshape)):
+        if d not in inserted:
+            win_of[d] = next(it)
+    wsize = [ushape[win_of[d]] if d in win_of else 1 for d in range(len(oshape))]
+    batch = [i for i in range(len(ushape)) if i not in wdims]
+    i32 = B.Type.value("i32", ())
+    ut = B.Type.value("i32", ushape)
+    bshape = tuple(ushape[i] for i in batch)
+    if ind.type.kind != "scalar" and ind.type.dtype != "i32":
+        ind = t.emit(region, "convert", [ind], B.Type.value("i32", ind.type.shape))
+    # indices: batch dims then the index vector (JAX's canonical form)
+    ishape = ind.type.shape
+    if tuple(ishape[:-1]) != bshape or ishape[-1] != len(sdod):
+        raise t.fail("`scatter` whose indices are not (batch.., index vector)")
+    flat = None
+    ok = None
+    stride = 1
+    drop = "FILL_OR_DROP" in str(eqn.params.get("mode"))
+    bt = B.Type.value("i1", ushape)
+    for d in reversed(range(len(oshape))):
+        pos = None
+        if d in sdod:
+            j = sdod.index(d)
+            sl = [B.Index("full", 0, n, 1) for n in ishape[:-1]] + [B.Index("slice", j, 1, 1)]
+            s = t.emit(region, "slice", [ind], B.Type.value("i32", ishape[:-1] + (1,)),
+                       indices=sl)
+            shape = [1] * len(ushape)
+            for i, b in zip(batch, bshape):
+                shape[i] = b
+            s = t.emit(region, "reshape", [s], B.Type.value("i32", shape))
+            if tuple(shape) != ushape:
+                s = t.emit(region, "broadcast", [s], ut)
+            hi = oshape[d] - wsize[d]
+            if drop:
+                lo_ok = t.emit(region, "ge", [s, t.const(region, 0, i32)], bt)
+                hi_ok = t.emit(region, "le", [s, t.const(region, hi, i32)], bt)
+                good = t.emit(region, "and", [lo_ok, hi_ok], bt)
+                ok = good if ok is None else t.emit(region, "and", [ok, good], bt)
+            else:
+                s = t.emit(region, "max", [s, t.const(region, 0, i32)], ut)
+                s = t.emit(region, "min", [s, t.const(region, hi, i32)], ut)
+            pos = s
+        if d in win_of:
+            w = t.emit(region, "iota", [], ut, ints=[win_of[d]])
+            pos = w if pos is None else t.emit(region, "add", [pos, w], ut)
+        if pos is not None:
+            if stride != 1:
+                pos = t.emit(region, "mul", [pos, t.const(region, stride, i32)], ut)
+            flat = pos if flat is None else t.emit(region, "add", [flat, pos], ut)
+        stride *= oshape[d]
+    n, m = int(np.prod(oshape)), int(np.prod(ushape))
+    if flat is None:
+        flat = t.const(region, 0, ut)
+    dt = x.type.dtype
+    fx = reshape_to(t, region, x, B.Type.value(dt, (n,)))
+    if ok is not None:  # dropped windows write one element past the end
+        flat = t.emit(region, "select", [ok, flat, t.const(region, n, i32)], ut)
+        fx = t.emit(region, "concatenate", [fx, t.const(region, 0, B.Type.value(dt, (1,)))],
+                    B.Type.value(dt, (n + 1,)), ints=[0])
+    fi = reshape_to(t, region, flat, B.Type.value("i32", (m,)))
+    fu = reshape_to(t, region, bcast(t, region, upd, ushape), B.Type.value(dt, (m,)))
+    r = t.emit(region, "scatter", [fx, fi, fu], fx.type, ints=[0])
+    if ok is not None:
+        r = t.emit(region, "slice", [r], B.Type.value(dt, (n,)),
+                   indices=[B.Index("slice", 0, n, 1)])
+    return [reshape_to(t, region, r, x.type)]
 
 
 @register("tile", emits=("concatenate",))
