@@ -1564,6 +1564,48 @@ void tsr_blockops_roll(size_t elem_size, void *dst, const void *src,
   }
 }
 
+void tsr_blockops_roll_strided(size_t elem_size, void *dst, const void *src,
+                               uint32_t rank, const int64_t *dims, uint32_t axis,
+                               int64_t shift, int64_t stride, uint32_t stride_axis) {
+  size_t outer, inner;
+  const size_t len = split_at_axis(rank, dims, axis, &outer, &inner);
+  if (len == 0 || outer == 0 || inner == 0) return;
+  const int64_t n = (int64_t)len;
+  /* The shift of slice k, taken mod n term by term (no overflow: each term
+   * is below n, and n is a block dimension). */
+  int64_t s0 = shift % n, st = stride % n;
+  if (s0 < 0) s0 += n;
+  /* The stride axis's index from an outer or inner position: its extent and
+   * the product of the extents after it within that part. */
+  size_t k_div = 1;
+  const size_t k_len = (size_t)dims[stride_axis];
+  for (uint32_t d = stride_axis + 1; d < (stride_axis < axis ? axis : rank); d++)
+    k_div *= (size_t)dims[d];
+  const char *sp = src;
+  char *dp = dst;
+  const size_t row = inner * elem_size;
+  for (size_t o = 0; o < outer; o++) {
+    const char *so = sp + o * len * row;
+    char *dout = dp + o * len * row;
+    if (stride_axis < axis) { /* one shift per outer position: whole rows */
+      const size_t k = (o / k_div) % k_len;
+      const size_t us = (size_t)((s0 + (int64_t)(k % len) * st) % n);
+      memcpy(dout + us * row, so, (len - us) * row);
+      memcpy(dout, so + (len - us) * row, us * row);
+      continue;
+    }
+    for (size_t j = 0; j < inner; j++) { /* one shift per inner position */
+      const size_t k = (j / k_div) % k_len;
+      const size_t us = (size_t)((s0 + (int64_t)(k % len) * st) % n);
+      for (size_t i = 0; i < len; i++) {
+        const size_t from = i >= us ? i - us : i + len - us;
+        memcpy(dout + (i * inner + j) * elem_size, so + (from * inner + j) * elem_size,
+               elem_size);
+      }
+    }
+  }
+}
+
 #define GATHER_LOOP(T)                                                         \
   do {                                                                         \
     T *d = dst;                                                                \

@@ -1704,6 +1704,43 @@ TSR_TEST(roll_any_shift) {
       }
 }
 
+/* pltpu.roll's stride: the slice at index k along stride_axis is rolled by
+ * shift + k * stride, every (axis, stride_axis) pair of a rank-3 block. */
+TSR_TEST(roll_strided) {
+  const int64_t dims[3] = {3, 7, 4};
+  const int64_t shifts[] = {0, 1, -1, 6, -13, 100};
+  const int64_t strides[] = {0, 1, 2, 7, 9};
+  const size_t ess[] = {1, 2, 4, 3};
+  int64_t st[3];
+  tsr_blockops_dense_strides(3, dims, st);
+  for (size_t e = 0; e < TSR_ARRAY_SIZE(ess); e++)
+    for (uint32_t axis = 0; axis < 3; axis++)
+      for (uint32_t sax = 0; sax < 3; sax++) {
+        if (sax == axis) continue;
+        for (size_t s = 0; s < TSR_ARRAY_SIZE(shifts); s++)
+          for (size_t k = 0; k < TSR_ARRAY_SIZE(strides); k++) {
+            size_t es = ess[e], n = 84;
+            for (size_t i = 0; i < n * es; i++) buf_a[i] = (unsigned char)rng();
+            tsr_blockops_roll_strided(es, buf_d, buf_a, 3, dims, axis, shifts[s], strides[k],
+                                      sax);
+            int64_t len = dims[axis];
+            for (size_t i = 0; i < n; i++) {
+              int64_t idx[3];
+              unflatten(i, 3, dims, idx);
+              int64_t sh = (shifts[s] + idx[sax] * strides[k]) % len;
+              int64_t from = ((idx[axis] - sh) % len + len) % len;
+              size_t src = i + (size_t)((from - idx[axis]) * st[axis]);
+              if (memcmp(buf_d + i * es, buf_a + src * es, es) != 0) {
+                TSR_FAIL_AT("strided roll es=%zu axis %u stride_axis %u shift %lld stride %lld "
+                            "at %zu", es, axis, sax, (long long)shifts[s],
+                            (long long)strides[k], i);
+                return;
+              }
+            }
+          }
+      }
+}
+
 TSR_TEST(gather_in_and_out_of_range) {
   const int64_t dims[3] = {3, 5, 4};
   const int64_t src_axis[3] = {2, 6, 3};
@@ -1767,6 +1804,7 @@ int main(void) {
   TSR_RUN(dot_allocation_failure_same_result);
   TSR_RUN(dot_accumulates_in_place);
   TSR_RUN(roll_any_shift);
+  TSR_RUN(roll_strided);
   TSR_RUN(gather_in_and_out_of_range);
   TSR_RUN(wide_loops_match_the_baseline_bit_for_bit);
   return tsr_test_done();

@@ -101,11 +101,14 @@ def _dynamic_slice(t, env, region, eqn, used):
 
 @register("roll", emits=("roll", "convert"))
 def _roll(t, env, region, eqn, used):
+    """pltpu.roll; with stride/stride_axis, the slice k along stride_axis is
+    rolled by shift + k * stride (the IR's roll carries both)."""
     x = t.read(env, region, eqn.invars[0])
-    if eqn.params.get("stride") not in (None, 0):
-        raise t.fail("pltpu.roll with a stride")
     shift = t.i32(region, t.static_int(env, eqn.invars[1]))
-    return [t.emit(region, "roll", [x, shift], x.type, ints=[eqn.params["axis"]])]
+    ints = [eqn.params["axis"]]
+    if eqn.params.get("stride") is not None:
+        ints += [eqn.params["stride"], eqn.params["stride_axis"]]
+    return [t.emit(region, "roll", [x, shift], x.type, ints=ints)]
 
 
 @register("gather", emits=("gather", "reshape", "convert", "max", "min"))
