@@ -90,3 +90,48 @@ def test_roll_with_stride_bool_and_bf16(backend):
     want_o = _strided_roll(np.asarray(jnp.asarray(x).astype(jnp.bfloat16)), 9, 1, 1, 0)
     np.testing.assert_array_equal(np.asarray(o), want_o)
     np.testing.assert_array_equal(np.asarray(b), _strided_roll(x > 0, 3, 0, 5, 1).astype(np.int32))
+
+
+# ---- nextafter -------------------------------------------------------------
+
+def _nextafter_operands(dtype):
+    """Every pair of interesting values: zeros of both signs, the smallest
+    and largest subnormals and normals, infinities, NaN, ordinary values."""
+    info = jnp.finfo(dtype)
+    vals = [0.0, -0.0, float(info.smallest_subnormal), -float(info.smallest_subnormal),
+            float(info.tiny), -float(info.tiny), float(info.max), -float(info.max),
+            np.inf, -np.inf, np.nan, 1.0, -1.0, 3.2, -5.1, 1e-3]
+    x = np.array(vals, np.float32)
+    a, b = np.meshgrid(x, x)
+    n = a.size
+    pad = -n % 128
+    a = np.concatenate([a.ravel(), np.full(pad, 2.0, np.float32)]).reshape(-1, 128)
+    b = np.concatenate([b.ravel(), np.full(pad, -2.0, np.float32)]).reshape(-1, 128)
+    return jnp.asarray(a).astype(dtype), jnp.asarray(b).astype(dtype)
+
+
+def _bits(x):
+    x = np.asarray(x)
+    return x.view(np.uint32 if x.dtype.itemsize == 4 else np.uint16)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
+def test_nextafter_bits_match_jax(backend, dtype):
+    a, b = _nextafter_operands(dtype)
+
+    def k(a_ref, b_ref, o_ref):
+        o_ref[...] = jnp.nextafter(a_ref[...], b_ref[...])
+    got = run(k, sds(a.shape, dtype), a, b, backend=backend)
+    want = jax.jit(jnp.nextafter)(a, b)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nextafter_scalar_operand_broadcast(backend):
+    x = _f32((8, 128))
+
+    def k(x_ref, o_ref):
+        o_ref[...] = jnp.nextafter(x_ref[...], jnp.float32(np.inf))
+    got = run(k, sds((8, 128)), x, backend=backend)
+    np.testing.assert_array_equal(_bits(got), _bits(jnp.nextafter(x, np.float32(np.inf))))

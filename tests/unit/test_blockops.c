@@ -481,6 +481,30 @@ TSR_TEST(unary_ops_against_reference) {
   TSR_CHECK(combos > 80);
 }
 
+/* nextafter of dtype dt from its format (p significand bits, smallest
+ * normal exponent emin, largest finite value): one ulp of a away from
+ * zero, or toward it (half an ulp below a power of two). a == b as
+ * XLA:CPU compares: f32 (and bf16) subnormals are zeros. */
+static double ref_nextafter(tsr_dtype_t dt, double a, double b) {
+  if (isnan(a) || isnan(b)) return NAN;
+  const bool daz = dt != TSR_DTYPE_F16;
+  if (a == b || (daz && fabs(a) < FLT_MIN && fabs(b) < FLT_MIN)) return b;
+  const int p = dt == TSR_DTYPE_F32 ? 24 : dt == TSR_DTYPE_BF16 ? 8 : 11;
+  const int emin = dt == TSR_DTYPE_F16 ? -14 : -126;
+  const double maxv = dt == TSR_DTYPE_F32 ? FLT_MAX : dt == TSR_DTYPE_BF16 ? BF16_MAX : 65504.0;
+  if (isinf(a)) return copysign(maxv, a);
+  if (a == 0) return copysign(ldexp(1, emin - p + 1), b);
+  const bool away = (b > a) == (a > 0);
+  int k;
+  const double m = frexp(fabs(a), &k);
+  const double tiny = ldexp(1, emin);
+  double ulp = fabs(a) < tiny ? ldexp(1, emin - p + 1) : ldexp(1, k - p);
+  if (!away && m == 0.5 && fabs(a) > tiny) ulp /= 2;
+  double r = fabs(a) + (away ? ulp : -ulp);
+  if (r > maxv) r = INFINITY;
+  return copysign(r, a);
+}
+
 /* One binary op over n elements in a broadcast mode against the reference. */
 static void check_binary(tsr_opcode_t op, tsr_dtype_t dt, tsr_binary_fn fn, size_t n,
                          tsr_bcast_t mode, int *reports, const char *what) {
@@ -495,6 +519,8 @@ static void check_binary(tsr_opcode_t op, tsr_dtype_t dt, tsr_binary_fn fn, size
     double expect;
     if (cmp)
       expect = ref_compare(op, a, b);
+    else if (op == TSR_OP_NEXTAFTER)
+      expect = ref_nextafter(dt, a, b);
     else if (is_float(dt))
       expect = via_f32(dt, ref_binary_float(op, a, b, &kind));
     else

@@ -37,6 +37,7 @@ _BINARY = {
     "min": "min", "and": "and", "or": "or", "xor": "xor", "shift_left": "shl",
     "shift_right_logical": "shrl", "shift_right_arithmetic": "shra", "eq": "eq", "ne": "ne",
     "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "add_any": "add",
+    "nextafter": "nextafter",
 }
 
 
