@@ -135,3 +135,41 @@ def test_nextafter_scalar_operand_broadcast(backend):
         o_ref[...] = jnp.nextafter(x_ref[...], jnp.float32(np.inf))
     got = run(k, sds((8, 128)), x, backend=backend)
     np.testing.assert_array_equal(_bits(got), _bits(jnp.nextafter(x, np.float32(np.inf))))
+
+
+# ---- lax.pad / jnp.pad -----------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("config", [
+    ((2, 3, 0), (0, 0, 0)), ((0, 0, 0), (5, 100, 0)), ((1, 1, 1), (0, 0, 2)),
+    ((-2, 1, 0), (3, -4, 0)), ((0, -1, 2), (-1, 2, 1)), ((0, 0, 0), (0, 0, 0))])
+def test_lax_pad_matches_jax(backend, config):
+    x = _f32((8, 24))
+
+    def k(x_ref, o_ref):
+        o_ref[...] = lax.pad(x_ref[...], jnp.float32(-1.5), config)
+    want = lax.pad(jnp.asarray(x), jnp.float32(-1.5), config)
+    got = run(k, sds(want.shape), x, backend=backend)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_jnp_pad_traced_value_and_bf16(backend):
+    # The pad value read from SMEM (a traced scalar), and jnp.pad of a bf16
+    # block with a constant, as sort/top-k kernels pad their tiles.
+    x = _f32((8, 100), 2)
+
+    def k(v_ref, x_ref, o_ref, b_ref):
+        v = x_ref[...]
+        o_ref[...] = lax.pad(v, v_ref[0], ((1, 2, 0), (0, 28, 0)))
+        b_ref[...] = jnp.pad(v.astype(jnp.bfloat16), ((0, 0), (3, 25)), constant_values=7)
+    pv = np.array([2.25], np.float32)
+    o, b = run(k, (sds((11, 128)), sds((8, 128), jnp.bfloat16)), pv, x, backend=backend,
+               in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
+                         pl.BlockSpec(memory_space=pltpu.VMEM)])
+    np.testing.assert_array_equal(np.asarray(o),
+                                  np.asarray(lax.pad(jnp.asarray(x), jnp.float32(2.25),
+                                                     ((1, 2, 0), (0, 28, 0)))))
+    np.testing.assert_array_equal(
+        np.asarray(b), np.asarray(jnp.pad(jnp.asarray(x).astype(jnp.bfloat16), ((0, 0), (3, 25)),
+                                          constant_values=7)))
