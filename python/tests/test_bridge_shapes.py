@@ -173,3 +173,57 @@ def test_jnp_pad_traced_value_and_bf16(backend):
     np.testing.assert_array_equal(
         np.asarray(b), np.asarray(jnp.pad(jnp.asarray(x).astype(jnp.bfloat16), ((0, 0), (3, 25)),
                                           constant_values=7)))
+
+
+# ---- bitcasts, stack, platform_dependent -----------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bitcast_convert_type_changing_width(backend):
+    x = _f32((8, 128), 3)
+    h = np.random.default_rng(4).integers(-30000, 30000, (8, 128, 2)).astype(np.int16)
+
+    def k(x_ref, h_ref, a_ref, b_ref, c_ref):
+        a_ref[...] = lax.bitcast_convert_type(x_ref[...], jnp.int16)        # adds a dim
+        b_ref[...] = lax.bitcast_convert_type(h_ref[...], jnp.float32)      # drops it
+        c_ref[...] = lax.bitcast_convert_type(x_ref[...], jnp.bfloat16).astype(jnp.float32)
+    a, b, c = run(k, (sds((8, 128, 2), jnp.int16), sds((8, 128)), sds((8, 128, 2))), x, h,
+                  backend=backend)
+    jx, jh = jnp.asarray(x), jnp.asarray(h)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(lax.bitcast_convert_type(jx, jnp.int16)))
+    np.testing.assert_array_equal(np.asarray(b).view(np.uint32),
+                                  np.asarray(lax.bitcast_convert_type(jh, jnp.float32)).view(np.uint32))
+    np.testing.assert_array_equal(
+        np.asarray(c), np.asarray(lax.bitcast_convert_type(jx, jnp.bfloat16).astype(jnp.float32)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dim", [-2, -1])
+def test_pltpu_bitcast_packs_along_dim(backend, dim):
+    x = np.random.default_rng(5).integers(-2**31, 2**31 - 1, (16, 128)).astype(np.int32)
+    narrow = (32, 128) if dim == -2 else (16, 256)
+
+    def k(x_ref, a_ref, b_ref):
+        y = pltpu.bitcast(x_ref[...], jnp.int16, dim=dim)
+        a_ref[...] = y
+        b_ref[...] = pltpu.bitcast(y, jnp.int32, dim=dim)
+    a, b = run(k, (sds(narrow, jnp.int16), sds((16, 128), jnp.int32)), x, backend=backend)
+    # Pallas's own definition of pltpu.bitcast, evaluated by JAX outside a kernel
+    from jax._src.pallas.mosaic import primitives as tpu_prims
+    want = jax.jit(lambda v: tpu_prims.bitcast(v, jnp.int16, dim=dim))(jnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(b), x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stack_and_platform_dependent(backend):
+    x = _f32((8, 128), 6)
+
+    def k(x_ref, s_ref, p_ref):
+        v = x_ref[...]
+        s_ref[...] = jnp.stack([v, v * 2.0, -v], axis=1)
+        # The branch JAX's TPU interpret mode takes (it runs on the CPU).
+        p_ref[...] = lax.platform_dependent(v, cpu=lambda a: a + 1.0, tpu=lambda a: a * 2.0,
+                                            default=lambda a: a - 1.0)
+    s, p = run(k, (sds((8, 3, 128)), sds((8, 128))), x, backend=backend)
+    np.testing.assert_array_equal(np.asarray(s), np.stack([x, x * 2, -x], axis=1))
+    np.testing.assert_array_equal(np.asarray(p), x + 1.0)

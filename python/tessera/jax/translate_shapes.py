@@ -111,6 +111,20 @@ def _roll(t, env, region, eqn, used):
     return [t.emit(region, "roll", [x, shift], x.type, ints=ints)]
 
 
+@register("stack", emits=("concatenate", "reshape", "broadcast"))
+def _stack(t, env, region, eqn, used):
+    """lax's stack: each operand with a unit axis at `axis`, concatenated."""
+    rt = out_type(eqn)
+    axis = eqn.params["axis"]
+    unit = list(rt.shape)
+    unit[axis] = 1
+    xs = [reshape_to(t, region, t.read(env, region, v), B.Type.value(rt.dtype, tuple(unit)))
+          for v in eqn.invars]
+    if len(xs) == 1:
+        return xs
+    return [t.emit(region, "concatenate", xs, rt, ints=[axis])]
+
+
 @register("pad", emits=("slice", "concatenate", "broadcast", "reshape"))
 def _pad(t, env, region, eqn, used):
     """lax.pad (jnp.pad's constant mode), one dimension at a time as lax
