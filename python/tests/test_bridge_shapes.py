@@ -227,3 +227,16 @@ def test_stack_and_platform_dependent(backend):
     s, p = run(k, (sds((8, 3, 128)), sds((8, 128))), x, backend=backend)
     np.testing.assert_array_equal(np.asarray(s), np.stack([x, x * 2, -x], axis=1))
     np.testing.assert_array_equal(np.asarray(p), x + 1.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_state_broadcast_to(backend):
+    # Pallas's equal-rank broadcast primitive (what Triton-style kernels use)
+    from jax._src.state.primitives import broadcast_to
+    x = _f32((1, 128), 8)
+
+    def k(x_ref, o_ref):
+        o_ref[...] = broadcast_to(x_ref[...], (8, 128)) + broadcast_to(x_ref[0:1, 0:1], (8, 128))
+    got = run(k, sds((8, 128)), x, backend=backend)
+    want = np.broadcast_to(x, (8, 128)) + x[0, 0]
+    np.testing.assert_array_equal(np.asarray(got), want)

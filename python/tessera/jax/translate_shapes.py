@@ -5,7 +5,7 @@ and the take_along_axis form of gather."""
 from __future__ import annotations
 
 from .. import _builder as B
-from .translate_core import RESHAPE_OPS, out_type, register, reshape_to
+from .translate_core import BCAST_OPS, RESHAPE_OPS, bcast, out_type, register, reshape_to
 
 
 @register("iota", emits=("iota",))
@@ -109,6 +109,12 @@ def _roll(t, env, region, eqn, used):
     if eqn.params.get("stride") is not None:
         ints += [eqn.params["stride"], eqn.params["stride_axis"]]
     return [t.emit(region, "roll", [x, shift], x.type, ints=ints)]
+
+
+@register("broadcast_to", emits=BCAST_OPS)
+def _broadcast_to(t, env, region, eqn, used):
+    """Pallas's equal-rank broadcast (state's broadcast_to): numpy rules."""
+    return [bcast(t, region, t.read(env, region, eqn.invars[0]), eqn.params["shape"])]
 
 
 @register("stack", emits=("concatenate", "reshape", "broadcast"))
