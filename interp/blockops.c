@@ -423,6 +423,33 @@ static bool wide_cpu(void) {
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 
+/* nextafter on the storage bits, as XLA expands it (and Pallas's TPU
+ * lowering): NaN (the dtype's quiet NaN) if either operand is NaN, b if
+ * a == b as floats, the smallest subnormal of b's sign from a zero, else
+ * a's bits one step toward b. a == b is XLA:CPU's float compare, which
+ * takes f32 subnormals (so bf16's) as zeros, as a TPU does: magnitudes
+ * below `tiny` (f32/bf16: the smallest normal; f16: 1, its subnormals
+ * being f32 normals) are equal. The bits of a dtype of `sign`'s width (its
+ * sign bit), `inf` its +infinity. */
+static inline uint32_t nextafter_bits(uint32_t from, uint32_t to, uint32_t sign, uint32_t inf,
+                                      uint32_t qnan, uint32_t tiny) {
+  const uint32_t fa = from & (sign - 1u), ta = to & (sign - 1u);
+  if (fa > inf || ta > inf) return qnan;
+  if (from == to || (fa < tiny && ta < tiny)) return to;
+  if (fa == 0) return (to & sign) | 1u;
+  return fa > ta || ((from ^ to) & sign) ? from - 1u : from + 1u;
+}
+#define GEN_NEXTAFTER(DN, ST, SIGN, INF, QNAN, TINY)                           \
+  static void binary_NEXTAFTER_##DN(void *dst, const void *pa, const void *pb, \
+                                    size_t count, tsr_bcast_t bcast) {         \
+    BINARY_LOOPS(ST, ST, uint32_t, UINT, DN,                                   \
+                 nextafter_bits(a, b, SIGN, INF, QNAN, TINY))                  \
+  }
+/* f32 read as its uint32_t bits (the same storage size) */
+GEN_NEXTAFTER(f32, uint32_t, 0x80000000u, 0x7f800000u, 0x7fc00000u, 0x00800000u)
+GEN_NEXTAFTER(bf16, uint16_t, 0x8000u, 0x7f80u, 0x7fc0u, 0x0080u)
+GEN_NEXTAFTER(f16, uint16_t, 0x8000u, 0x7c00u, 0x7e00u, 1u)
+
 /* Lookup tables [op][dtype], filled from the same lists. */
 #define UNARY_ENTRY(OP, DE, DN, ...) [TSR_OP_##OP][TSR_DTYPE_##DE] = unary_##OP##_##DN,
 #define BINARY_ENTRY(OP, DE, DN, ...) [TSR_OP_##OP][TSR_DTYPE_##DE] = binary_##OP##_##DN,
@@ -436,6 +463,9 @@ static const tsr_binary_fn binary_table[TSR_OP_COUNT][TSR_DTYPE_COUNT] = {
   CL##_BINARY_OPS(BINARY_ENTRY, DE, DN) COMPARE_OPS(BINARY_ENTRY, DE, DN)
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
+    [TSR_OP_NEXTAFTER][TSR_DTYPE_F32] = binary_NEXTAFTER_f32,
+    [TSR_OP_NEXTAFTER][TSR_DTYPE_BF16] = binary_NEXTAFTER_bf16,
+    [TSR_OP_NEXTAFTER][TSR_DTYPE_F16] = binary_NEXTAFTER_f16,
 };
 #if TSR_WIDE_LOOPS
 #define WIDE_ENTRY(OP, DE, DN, ...)                                            \
@@ -1561,6 +1591,48 @@ void tsr_blockops_roll(size_t elem_size, void *dst, const void *src,
     char *dout = dp + o * len * row;
     memcpy(dout + us * row, so, (len - us) * row);
     memcpy(dout, so + (len - us) * row, us * row);
+  }
+}
+
+void tsr_blockops_roll_strided(size_t elem_size, void *dst, const void *src,
+                               uint32_t rank, const int64_t *dims, uint32_t axis,
+                               int64_t shift, int64_t stride, uint32_t stride_axis) {
+  size_t outer, inner;
+  const size_t len = split_at_axis(rank, dims, axis, &outer, &inner);
+  if (len == 0 || outer == 0 || inner == 0) return;
+  const int64_t n = (int64_t)len;
+  /* The shift of slice k, taken mod n term by term (no overflow: each term
+   * is below n, and n is a block dimension). */
+  int64_t s0 = shift % n, st = stride % n;
+  if (s0 < 0) s0 += n;
+  /* The stride axis's index from an outer or inner position: its extent and
+   * the product of the extents after it within that part. */
+  size_t k_div = 1;
+  const size_t k_len = (size_t)dims[stride_axis];
+  for (uint32_t d = stride_axis + 1; d < (stride_axis < axis ? axis : rank); d++)
+    k_div *= (size_t)dims[d];
+  const char *sp = src;
+  char *dp = dst;
+  const size_t row = inner * elem_size;
+  for (size_t o = 0; o < outer; o++) {
+    const char *so = sp + o * len * row;
+    char *dout = dp + o * len * row;
+    if (stride_axis < axis) { /* one shift per outer position: whole rows */
+      const size_t k = (o / k_div) % k_len;
+      const size_t us = (size_t)((s0 + (int64_t)(k % len) * st) % n);
+      memcpy(dout + us * row, so, (len - us) * row);
+      memcpy(dout, so + (len - us) * row, us * row);
+      continue;
+    }
+    for (size_t j = 0; j < inner; j++) { /* one shift per inner position */
+      const size_t k = (j / k_div) % k_len;
+      const size_t us = (size_t)((s0 + (int64_t)(k % len) * st) % n);
+      for (size_t i = 0; i < len; i++) {
+        const size_t from = i >= us ? i - us : i + len - us;
+        memcpy(dout + (i * inner + j) * elem_size, so + (from * inner + j) * elem_size,
+               elem_size);
+      }
+    }
   }
 }
 

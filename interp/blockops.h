@@ -126,6 +126,11 @@ void tsr_blockops_dot_variant(bool wide, tsr_dtype_t out_dtype, void *dst, tsr_d
 
 /* dst = roll of src by `shift` along axis: dst[.., i, ..] = src[.., (i - shift)
  * mod dims[axis], ..] (jnp.roll); any shift, negative included. */
+/* The strided roll (pltpu.roll's stride, stride_axis): the slice at index k
+ * along stride_axis is rolled along axis by shift + k * stride. */
+void tsr_blockops_roll_strided(size_t elem_size, void *dst, const void *src,
+                               uint32_t rank, const int64_t *dims, uint32_t axis,
+                               int64_t shift, int64_t stride, uint32_t stride_axis);
 void tsr_blockops_roll(size_t elem_size, void *dst, const void *src,
                        uint32_t rank, const int64_t *dims, uint32_t axis,
                        int64_t shift);

@@ -372,9 +372,15 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
       case XOP_ROLL: {
         const shape_plan_t *sp = in->plan;
         vals[in->r] = tsr_interp_result_ptr(run, in);
-        tsr_blockops_roll(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
-                          vals[in->a], sp->src_rank, sp->src_dims, sp->axis,
-                          tsr_interp_read_i32(run, in->b));
+        if (sp->stride)
+          tsr_blockops_roll_strided(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
+                                    vals[in->a], sp->src_rank, sp->src_dims, sp->axis,
+                                    tsr_interp_read_i32(run, in->b), sp->stride,
+                                    sp->stride_axis);
+        else
+          tsr_blockops_roll(tsr_dtype_size((tsr_dtype_t)in->rdtype), vals[in->r],
+                            vals[in->a], sp->src_rank, sp->src_dims, sp->axis,
+                            tsr_interp_read_i32(run, in->b));
         goto op_done;
       }
       case XOP_GATHER: {

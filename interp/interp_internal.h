@@ -114,6 +114,9 @@ typedef struct shape_plan {
   uint32_t src_rank;
   int64_t src_dims[TSR_MAX_RANK];
   uint32_t axis;            /* roll/gather/argmax/concatenate/iota */
+  uint32_t stride_axis;     /* roll with a stride: the axis whose index k adds
+                               k * stride to the shift */
+  int64_t stride;           /* roll: 0 without a stride */
   uint32_t axes_mask;       /* reductions */
   int64_t m, k, n;          /* dot */
   uint32_t *operands;       /* concatenate, argsort: value ids */

@@ -511,6 +511,10 @@ static tsr_status_t prep_along_axes(prep_t *ps, const tsr_op_t *op, insn_t *in) 
     for (uint32_t i = 0; i < op->num_ints; i++) sp->axes_mask |= 1u << op->ints[i];
   } else {
     sp->axis = (uint32_t)op->ints[0];
+    if (op->opcode == TSR_OP_ROLL && op->num_ints == 3) {
+      sp->stride = op->ints[1];
+      sp->stride_axis = (uint32_t)op->ints[2];
+    }
   }
   in->plan = sp;
   return emit(ps, in, NULL);

@@ -316,6 +316,14 @@ static bool parse_op_body(parser_t *p, op_line_t *l) {
       if (!ps_expect_word(p, "axis", "',' or 'axis'")) return false;
       if (!ps_parse_int(p, "an axis", &l->ints[0])) return false;
       l->num_ints = 1;
+      /* roll's optional stride: each slice along stride_axis rolled by
+       * shift + its index * stride (pltpu.roll's stride, stride_axis). */
+      if (info->rule == TSR_RULE_ROLL && accept_word(p, "stride")) {
+        if (!ps_parse_int(p, "a stride", &l->ints[1])) return false;
+        if (!ps_expect_word(p, "stride_axis", "'stride_axis'")) return false;
+        if (!ps_parse_int(p, "a stride axis", &l->ints[2])) return false;
+        l->num_ints = 3;
+      }
       return ps_parse_result_types(p, l);
     case TSR_SYN_VALUE_INT:
       if (!ps_parse_use(p, "a value", &v) || !ps_push_value(p, &l->operands, v))

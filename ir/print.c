@@ -343,6 +343,9 @@ static void put_op(tsr_strbuf_t *sb, const tsr_op_t *op, int depth) {
       tsr_strbuf_puts(sb, " ");
       put_operands(sb, op, 0, op->num_operands);
       tsr_strbuf_printf(sb, " axis %lld", (long long)int_attr(op, 0));
+      if (op->opcode == TSR_OP_ROLL && op->num_ints == 3)
+        tsr_strbuf_printf(sb, " stride %lld stride_axis %lld", (long long)int_attr(op, 1),
+                          (long long)int_attr(op, 2));
       break;
     case TSR_SYN_VALUE_INT:
       tsr_strbuf_puts(sb, " ");

@@ -280,7 +280,8 @@ static NOINLINE bool check_arity(verifier_t *v, const tsr_op_t *op) {
     ok = false;
   }
   if ((info->syntax == TSR_SYN_INT_ATTR || info->syntax == TSR_SYN_AXIS ||
-       info->syntax == TSR_SYN_VALUE_INT) && op->num_ints != 1) {
+       info->syntax == TSR_SYN_VALUE_INT) && op->num_ints != 1 &&
+      !(op->opcode == TSR_OP_ROLL && op->num_ints == 3)) {
     vf_report(v, op->loc, "'%s' needs 1 %s attribute, found %u", m,
               op->opcode == TSR_OP_IOTA         ? "dimension"
               : info->syntax == TSR_SYN_VALUE_INT ? "integer"

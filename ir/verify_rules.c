@@ -211,6 +211,20 @@ static void rule_roll(verifier_t *v, const tsr_op_t *op) {
   if (!vf_expect_axis(v, op, a->rank, &axis)) return;
   tsr_type_t i32 = tsr_type_scalar(TSR_DTYPE_I32);
   if (!vf_expect_operand(v, op, 1, &i32, ", the shift")) return;
+  if (op->num_ints == 3) { /* stride S stride_axis D */
+    const int64_t stride = op->ints[1], sax = op->ints[2];
+    if (stride < 0) {
+      vf_report(v, op->loc, "'roll' stride %lld is negative", (long long)stride);
+      return;
+    }
+    if (sax < 0 || sax >= (int64_t)a->rank || sax == axis) {
+      vf_report(v, op->loc,
+                "'roll' stride_axis %lld: expected an axis of the rank-%u operand other than "
+                "the rolled axis %lld",
+                (long long)sax, a->rank, (long long)axis);
+      return;
+    }
+  }
   vf_expect_result(v, op, 0, a, " (the type of operand #1)");
 }
 

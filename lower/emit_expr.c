@@ -51,6 +51,48 @@ ssa_t em_libm_call(emitter_t *em, const char *name, ssa_t x, uint32_t lanes) {
 /* An elementwise opcode with no lowering for its element type: an error
  * naming the op and its location (never a result), and a placeholder value
  * so that the op being emitted can finish before emission stops. */
+/* interp/blockops.c nextafter_bits on the dtype's storage bits (in i32):
+ * f32 values are their bits; bf16/f16 compute values (f32) go to their
+ * 16 storage bits and back, so that the step is one ulp of the dtype. */
+static ssa_t em_nextafter(emitter_t *em, tsr_dtype_t dtype, const ssa_t *a, uint32_t lanes) {
+  tstr_t F = em_vtype("f32", lanes), I = em_vtype("i32", lanes), S = em_vtype("i16", lanes);
+  const bool wide = dtype == TSR_DTYPE_F32;
+  const int64_t sign = wide ? 0x80000000ll : 0x8000, inf = wide ? 0x7f800000 : dtype == TSR_DTYPE_BF16 ? 0x7f80 : 0x7c00;
+  const int64_t qnan = wide ? 0x7fc00000 : dtype == TSR_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
+  const int64_t tiny = wide ? 0x00800000 : dtype == TSR_DTYPE_BF16 ? 0x0080 : 1;
+  ssa_t x[2];
+  for (int i = 0; i < 2; i++)
+    x[i] = wide ? em_cast(em, "arith.bitcast", a[i], F.s, I.s)
+                : em_cast(em, "arith.extui", em_to_storage(em, dtype, a[i], lanes), S.s, I.s);
+  ssa_t mask = em_cint(em, "i32", lanes, (int32_t)(sign - 1)), cinf = em_cint(em, "i32", lanes, inf);
+  ssa_t csign = em_cint(em, "i32", lanes, (int32_t)(uint32_t)sign);
+  ssa_t zero = em_cint(em, "i32", lanes, 0), one = em_cint(em, "i32", lanes, 1);
+  ssa_t fa = em_op2(em, "arith.andi", x[0], mask, I.s);
+  ssa_t ta = em_op2(em, "arith.andi", x[1], mask, I.s);
+  ssa_t nan = em_op2(em, "arith.ori", em_cmp(em, "cmpi", "sgt", fa, cinf, I.s),
+                     em_cmp(em, "cmpi", "sgt", ta, cinf, I.s), em_vtype("i1", lanes).s);
+  ssa_t diff_sign = em_cmp(em, "cmpi", "ne",
+                           em_op2(em, "arith.andi", em_op2(em, "arith.xori", x[0], x[1], I.s),
+                                  csign, I.s), zero, I.s);
+  ssa_t smaller = em_op2(em, "arith.ori", em_cmp(em, "cmpi", "sgt", fa, ta, I.s), diff_sign,
+                         em_vtype("i1", lanes).s);
+  ssa_t r = em_op2(em, "arith.addi", x[0],
+                   em_select(em, smaller, em_cint(em, "i32", lanes, -1), one, "i32", lanes, true),
+                   I.s);
+  ssa_t from_zero = em_op2(em, "arith.ori", em_op2(em, "arith.andi", x[1], csign, I.s), one, I.s);
+  r = em_select(em, em_cmp(em, "cmpi", "eq", fa, zero, I.s), from_zero, r, "i32", lanes, true);
+  /* a == b as XLA:CPU compares floats: f32 (bf16) subnormals are zeros */
+  ssa_t ctiny = em_cint(em, "i32", lanes, tiny);
+  ssa_t both_tiny = em_op2(em, "arith.andi", em_cmp(em, "cmpi", "slt", fa, ctiny, I.s),
+                           em_cmp(em, "cmpi", "slt", ta, ctiny, I.s), em_vtype("i1", lanes).s);
+  ssa_t eq = em_op2(em, "arith.ori", em_cmp(em, "cmpi", "eq", x[0], x[1], I.s), both_tiny,
+                    em_vtype("i1", lanes).s);
+  r = em_select(em, eq, x[1], r, "i32", lanes, true);
+  r = em_select(em, nan, em_cint(em, "i32", lanes, qnan), r, "i32", lanes, true);
+  if (wide) return em_cast(em, "arith.bitcast", r, I.s, F.s);
+  return em_to_compute(em, dtype, em_cast(em, "arith.trunci", r, I.s, S.s), lanes);
+}
+
 static ssa_t unlowered(emitter_t *em, tsr_opcode_t opcode, const char *types, ssa_t placeholder) {
   char why[96];
   snprintf(why, sizeof why, "'%s' has no lowering for %s", tsr_op_table[opcode].mnemonic, types);
@@ -144,6 +186,7 @@ static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t l
     flt_MAX: return em_fmax(em, a[0], a[1], lanes, true);
     flt_MIN: return em_fmax(em, a[0], a[1], lanes, false);
     flt_POW: return em_op2(em, "math.powf", a[0], a[1], T);
+    flt_NEXTAFTER: return em_nextafter(em, TSR_DTYPE_F32, a, lanes);
     flt_EQ: return em_cmp(em, "cmpf", "oeq", a[0], a[1], T);
     flt_NE: return em_cmp(em, "cmpf", "une", a[0], a[1], T);
     flt_LT: return em_cmp(em, "cmpf", "olt", a[0], a[1], T);
@@ -242,6 +285,7 @@ static ssa_t int_op(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype, const ssa
     int_GE: return em_cmp(em, "cmpi", s ? "sge" : "uge", a[0], a[1], T);
     int_EXP: int_EXP2: int_LOG: int_LOG1P: int_SQRT: int_RSQRT: int_TANH:
     int_LOGISTIC: int_SIN: int_COS: int_FLOOR: int_CEIL: int_ROUND: int_POW:
+    int_NEXTAFTER:
     return unlowered(em, op, b1 ? "i1" : "integers", a[0]);
   }
 }
@@ -253,6 +297,8 @@ static bool is_compare(tsr_opcode_t op) {
 ssa_t em_elementwise(emitter_t *em, tsr_opcode_t op, tsr_dtype_t dtype,
                      const ssa_t *args, uint32_t lanes) {
   if (!em_is_float(dtype)) return int_op(em, op, dtype, args, lanes);
+  /* steps of the dtype's own ulp: exact, no rounding after */
+  if (op == TSR_OP_NEXTAFTER) return em_nextafter(em, dtype, args, lanes);
   ssa_t r = float_op(em, op, args, lanes);
   return is_compare(op) ? r : em_round(em, r, dtype, lanes);
 }

@@ -865,14 +865,22 @@ typedef struct roll_ctx {
   uint32_t axis;
   int64_t len;
   ssa_t shift; /* in [0, len), index */
+  int64_t stride; /* the stride mod len: slice k along stride_axis is rolled
+                     by shift + k * stride; 0 without one */
+  uint32_t stride_axis;
 } roll_ctx_t;
 
 static void roll_body(emitter_t *em, const nest_t *n, void *p) {
   roll_ctx_t *c = p;
   ssa_t idx[TSR_MAX_RANK];
   for (uint32_t d = 0; d < n->rank; d++) idx[d] = n->idx[d];
+  ssa_t shift = c->shift;
+  if (c->stride) /* (shift + k * stride) mod len: both terms below len */
+    shift = em_op2(em, "arith.remui",
+                   em_iadd(em, shift, em_imulc(em, n->idx[c->stride_axis], c->stride)),
+                   em_cidx(em, c->len), "index");
   /* src index (i - shift) mod len */
-  ssa_t j = em_op2(em, "arith.subi", n->idx[c->axis], c->shift, "index");
+  ssa_t j = em_op2(em, "arith.subi", n->idx[c->axis], shift, "index");
   ssa_t neg = em_cmp(em, "cmpi", "slt", j, em_cidx(em, 0), "index");
   ssa_t jw = em_iaddc(em, j, c->len);
   idx[c->axis] = em_select(em, neg, jw, j, "index", 0, false);
@@ -936,8 +944,12 @@ void em_op_roll(emitter_t *em, const tsr_op_t *op) {
   ssa_t mw = em_op2(em, "arith.addi", m, len, "i32");
   m = em_select(em, neg, mw, m, "i32", 0, false);
   c.shift = em_idx_of_i32(em, m);
+  if (op->num_ints == 3) {
+    c.stride = c.len ? op->ints[1] % c.len : 0;
+    c.stride_axis = (uint32_t)op->ints[2];
+  }
   uint32_t rank = r->type.rank, lanes = 0;
-  if (c.axis + 1 == rank && c.len >= 2 * EM_LANES && src.strides[rank - 1] == 1) {
+  if (!c.stride && c.axis + 1 == rank && c.len >= 2 * EM_LANES && src.strides[rank - 1] == 1) {
     em_set_mem(em, r, roll_last_doubled(em, &src, c.dtype, c.len, c.shift));
     return;
   }
@@ -945,7 +957,9 @@ void em_op_roll(emitter_t *em, const tsr_op_t *op) {
   c.dst = &dst;
   dimv_t ext[TSR_MAX_RANK];
   for (uint32_t d = 0; d < rank; d++) ext[d] = em_dimc(r->type.dims[d]);
-  if (c.axis + 1 < rank && src.strides[rank - 1] == 1 && dst.strides[rank - 1] == 1)
+  /* Vectors along the last axis need one shift for all their lanes. */
+  if (c.axis + 1 < rank && src.strides[rank - 1] == 1 && dst.strides[rank - 1] == 1 &&
+      !(c.stride && c.stride_axis + 1 == rank))
     lanes = em_pick_lanes(r->type.dims[rank - 1]);
   em_nest(em, rank, ext, lanes, roll_body, &c);
 }

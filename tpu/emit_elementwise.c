@@ -129,6 +129,96 @@ static void widened_16(tpu_emitter_t *em, const tsr_op_t *op, const char *a, con
            f ? "arith.truncf" : "arith.trunci", w, wty, nt);
 }
 
+/* nextafter as Pallas lowers it on a TPU (pallas utils'
+ * nextafter_lowering_helper): integer steps on the f32 bits, NaN if either
+ * operand is NaN, b if equal (subnormals equal to zeros, as XLA:CPU and a
+ * TPU compare f32), the smallest subnormal of b's sign from a zero
+ * (interp/blockops.c nextafter_bits). Pallas takes f32
+ * only: bf16 and f16 are the located error Pallas gives. */
+static void nextafter_f32(tpu_emitter_t *em, const tsr_op_t *op, const char *a, const char *b,
+                          const tsr_type_t *rt) {
+  if (rt->dtype != TSR_DTYPE_F32) {
+    tpu_unimplemented(em, op, "Pallas's TPU nextafter takes f32 only, not %s",
+                      tsr_dtype_name(rt->dtype));
+    return;
+  }
+  tsr_type_t it = with_dtype(rt, TSR_DTYPE_I32);
+  char ft[TPU_TYPE_MAX], ity[TPU_TYPE_MAX];
+  tpu_type(ft, rt);
+  tpu_type(ity, &it);
+  const bool vec = rt->kind == TSR_TYPE_VECTOR;
+  char x[32], y[32], mask[32], inf[32], sign[32], zero[32], one[32], mone[32], qnan[32];
+  char fa[32], ta[32], n1[32], n2[32], nan[32], xo[32], ds[32], dsn[32], gt[32], sm[32];
+  char step[32], r1[32], ysg[32], fz[32], r2[32], eq[32], r3[32], ri[32];
+#define TMP(buf) snprintf(buf, sizeof buf, "%s", tpu_tmp(em))
+#define CONST(buf, v) snprintf(buf, sizeof buf, "%s", tpu_constant(em, &it, 0.0, v))
+  TMP(x);
+  tpu_line(em, "%s = arith.bitcast %s : %s to %s", x, a, ft, ity);
+  TMP(y);
+  tpu_line(em, "%s = arith.bitcast %s : %s to %s", y, b, ft, ity);
+  CONST(mask, 0x7fffffff);
+  CONST(inf, 0x7f800000);
+  CONST(sign, -2147483647ll - 1);
+  CONST(zero, 0);
+  CONST(one, 1);
+  CONST(mone, -1);
+  CONST(qnan, 0x7fc00000);
+  TMP(fa);
+  tpu_line(em, "%s = arith.andi %s, %s : %s", fa, x, mask, ity);
+  TMP(ta);
+  tpu_line(em, "%s = arith.andi %s, %s : %s", ta, y, mask, ity);
+  TMP(n1);
+  tpu_line(em, "%s = arith.cmpi sgt, %s, %s : %s", n1, fa, inf, ity);
+  TMP(n2);
+  tpu_line(em, "%s = arith.cmpi sgt, %s, %s : %s", n2, ta, inf, ity);
+  char bt[TPU_TYPE_MAX];
+  tsr_type_t b1 = with_dtype(rt, TSR_DTYPE_I1);
+  tpu_type(bt, &b1);
+  TMP(nan);
+  tpu_line(em, "%s = arith.ori %s, %s : %s", nan, n1, n2, bt);
+  TMP(xo);
+  tpu_line(em, "%s = arith.xori %s, %s : %s", xo, x, y, ity);
+  TMP(ds);
+  tpu_line(em, "%s = arith.andi %s, %s : %s", ds, xo, sign, ity);
+  TMP(dsn);
+  tpu_line(em, "%s = arith.cmpi ne, %s, %s : %s", dsn, ds, zero, ity);
+  TMP(gt);
+  tpu_line(em, "%s = arith.cmpi sgt, %s, %s : %s", gt, fa, ta, ity);
+  TMP(sm);
+  tpu_line(em, "%s = arith.ori %s, %s : %s", sm, gt, dsn, bt);
+  TMP(step);
+  tpu_select(em, step, sm, vec, mone, one, &it);
+  TMP(r1);
+  tpu_line(em, "%s = arith.addi %s, %s : %s", r1, x, step, ity);
+  TMP(ysg);
+  tpu_line(em, "%s = arith.andi %s, %s : %s", ysg, y, sign, ity);
+  TMP(fz);
+  tpu_line(em, "%s = arith.ori %s, %s : %s", fz, ysg, one, ity);
+  char az[32], tiny[32], st1[32], st2[32], bst[32], beq[32];
+  TMP(az);
+  tpu_line(em, "%s = arith.cmpi eq, %s, %s : %s", az, fa, zero, ity);
+  TMP(r2);
+  tpu_select(em, r2, az, vec, fz, r1, &it);
+  CONST(tiny, 0x00800000);
+  TMP(st1);
+  tpu_line(em, "%s = arith.cmpi slt, %s, %s : %s", st1, fa, tiny, ity);
+  TMP(st2);
+  tpu_line(em, "%s = arith.cmpi slt, %s, %s : %s", st2, ta, tiny, ity);
+  TMP(bst);
+  tpu_line(em, "%s = arith.andi %s, %s : %s", bst, st1, st2, bt);
+  TMP(beq);
+  tpu_line(em, "%s = arith.cmpi eq, %s, %s : %s", beq, x, y, ity);
+  TMP(eq);
+  tpu_line(em, "%s = arith.ori %s, %s : %s", eq, beq, bst, bt);
+  TMP(r3);
+  tpu_select(em, r3, eq, vec, y, r2, &it);
+  TMP(ri);
+  tpu_select(em, ri, nan, vec, qnan, r3, &it);
+  tpu_line(em, "%s = arith.bitcast %s : %s to %s", tpu_result_name(em, op, 0), ri, ity, ft);
+#undef TMP
+#undef CONST
+}
+
 void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_type_t *rt = &op->results[0]->type;
   const tsr_op_info_t *info = &tsr_op_table[op->opcode];
@@ -256,6 +346,10 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       snprintf(m, sizeof m, "%s", tpu_tmp(em));
       tpu_line(em, "%s = %s %s, %s : %s", m, tpu_spelling(op->opcode, TSR_DTYPE_I32), fa, fb, ty);
       tpu_line(em, "%s = arith.xori %s, %s : %s", tpu_result_name(em, op, 0), m, sign, ty);
+      return;
+    }
+    if (op->opcode == TSR_OP_NEXTAFTER) {
+      nextafter_f32(em, op, a, b, rt);
       return;
     }
     if (rt->kind == TSR_TYPE_VECTOR && bits_of(d) == 16 &&

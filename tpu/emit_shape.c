@@ -221,9 +221,15 @@ void tpu_op_roll(tpu_emitter_t *em, const tsr_op_t *op) {
   } else {
     snprintf(rotated, sizeof rotated, "%s", bits ? tpu_tmp(em) : tpu_result_name(em, op, 0));
     tpu_type(ty, &xt);
+    /* A stride (rank >= 2 only: its axis differs from the rolled one):
+     * Mosaic's stride and stride_dimension, pltpu.roll's own lowering. */
+    char stride[96] = "";
+    if (op->num_ints == 3)
+      snprintf(stride, sizeof stride, ", stride = %lld : si32, stride_dimension = %lld : si32",
+               (long long)op->ints[1], (long long)op->ints[2]);
     tpu_line(em,
-             "%s = \"tpu.dynamic_rotate\"(%s, %s) <{dimension = %lld : si32}> : (%s, i32) -> %s",
-             rotated, src, amt_name, (long long)axis, ty, ty);
+             "%s = \"tpu.dynamic_rotate\"(%s, %s) <{dimension = %lld : si32%s}> : (%s, i32) -> %s",
+             rotated, src, amt_name, (long long)axis, stride, ty, ty);
     if (!bits) return;
   }
   if (bits)

@@ -481,6 +481,30 @@ TSR_TEST(unary_ops_against_reference) {
   TSR_CHECK(combos > 80);
 }
 
+/* nextafter of dtype dt from its format (p significand bits, smallest
+ * normal exponent emin, largest finite value): one ulp of a away from
+ * zero, or toward it (half an ulp below a power of two). a == b as
+ * XLA:CPU compares: f32 (and bf16) subnormals are zeros. */
+static double ref_nextafter(tsr_dtype_t dt, double a, double b) {
+  if (isnan(a) || isnan(b)) return NAN;
+  const bool daz = dt != TSR_DTYPE_F16;
+  if (a == b || (daz && fabs(a) < FLT_MIN && fabs(b) < FLT_MIN)) return b;
+  const int p = dt == TSR_DTYPE_F32 ? 24 : dt == TSR_DTYPE_BF16 ? 8 : 11;
+  const int emin = dt == TSR_DTYPE_F16 ? -14 : -126;
+  const double maxv = dt == TSR_DTYPE_F32 ? FLT_MAX : dt == TSR_DTYPE_BF16 ? BF16_MAX : 65504.0;
+  if (isinf(a)) return copysign(maxv, a);
+  if (a == 0) return copysign(ldexp(1, emin - p + 1), b);
+  const bool away = (b > a) == (a > 0);
+  int k;
+  const double m = frexp(fabs(a), &k);
+  const double tiny = ldexp(1, emin);
+  double ulp = fabs(a) < tiny ? ldexp(1, emin - p + 1) : ldexp(1, k - p);
+  if (!away && m == 0.5 && fabs(a) > tiny) ulp /= 2;
+  double r = fabs(a) + (away ? ulp : -ulp);
+  if (r > maxv) r = INFINITY;
+  return copysign(r, a);
+}
+
 /* One binary op over n elements in a broadcast mode against the reference. */
 static void check_binary(tsr_opcode_t op, tsr_dtype_t dt, tsr_binary_fn fn, size_t n,
                          tsr_bcast_t mode, int *reports, const char *what) {
@@ -495,6 +519,8 @@ static void check_binary(tsr_opcode_t op, tsr_dtype_t dt, tsr_binary_fn fn, size
     double expect;
     if (cmp)
       expect = ref_compare(op, a, b);
+    else if (op == TSR_OP_NEXTAFTER)
+      expect = ref_nextafter(dt, a, b);
     else if (is_float(dt))
       expect = via_f32(dt, ref_binary_float(op, a, b, &kind));
     else
@@ -1704,6 +1730,43 @@ TSR_TEST(roll_any_shift) {
       }
 }
 
+/* pltpu.roll's stride: the slice at index k along stride_axis is rolled by
+ * shift + k * stride, every (axis, stride_axis) pair of a rank-3 block. */
+TSR_TEST(roll_strided) {
+  const int64_t dims[3] = {3, 7, 4};
+  const int64_t shifts[] = {0, 1, -1, 6, -13, 100};
+  const int64_t strides[] = {0, 1, 2, 7, 9};
+  const size_t ess[] = {1, 2, 4, 3};
+  int64_t st[3];
+  tsr_blockops_dense_strides(3, dims, st);
+  for (size_t e = 0; e < TSR_ARRAY_SIZE(ess); e++)
+    for (uint32_t axis = 0; axis < 3; axis++)
+      for (uint32_t sax = 0; sax < 3; sax++) {
+        if (sax == axis) continue;
+        for (size_t s = 0; s < TSR_ARRAY_SIZE(shifts); s++)
+          for (size_t k = 0; k < TSR_ARRAY_SIZE(strides); k++) {
+            size_t es = ess[e], n = 84;
+            for (size_t i = 0; i < n * es; i++) buf_a[i] = (unsigned char)rng();
+            tsr_blockops_roll_strided(es, buf_d, buf_a, 3, dims, axis, shifts[s], strides[k],
+                                      sax);
+            int64_t len = dims[axis];
+            for (size_t i = 0; i < n; i++) {
+              int64_t idx[3];
+              unflatten(i, 3, dims, idx);
+              int64_t sh = (shifts[s] + idx[sax] * strides[k]) % len;
+              int64_t from = ((idx[axis] - sh) % len + len) % len;
+              size_t src = i + (size_t)((from - idx[axis]) * st[axis]);
+              if (memcmp(buf_d + i * es, buf_a + src * es, es) != 0) {
+                TSR_FAIL_AT("strided roll es=%zu axis %u stride_axis %u shift %lld stride %lld "
+                            "at %zu", es, axis, sax, (long long)shifts[s],
+                            (long long)strides[k], i);
+                return;
+              }
+            }
+          }
+      }
+}
+
 TSR_TEST(gather_in_and_out_of_range) {
   const int64_t dims[3] = {3, 5, 4};
   const int64_t src_axis[3] = {2, 6, 3};
@@ -1806,6 +1869,7 @@ int main(void) {
   TSR_RUN(dot_allocation_failure_same_result);
   TSR_RUN(dot_accumulates_in_place);
   TSR_RUN(roll_any_shift);
+  TSR_RUN(roll_strided);
   TSR_RUN(gather_in_and_out_of_range);
   TSR_RUN(scatter_in_and_out_of_range);
   TSR_RUN(wide_loops_match_the_baseline_bit_for_bit);

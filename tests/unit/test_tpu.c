@@ -563,8 +563,10 @@ TSR_TEST(more_ops) {
       "  store %y[0:8, :], %g mask %m\n"
       "  store %y[1:16:2, :], %v\n"
       "  %one = const 1 : i32\n"
-      "  %r = roll %v, %one axis 1 : f32[8, 128]\n"
-      "  %t = transpose %r [1, 0] : f32[128, 8]\n"
+      "  %r0 = roll %v, %one axis 1 : f32[8, 128]\n"
+      "  %r = roll %r0, %one axis 1 stride 3 stride_axis 0 : f32[8, 128]\n"
+      "  %na = nextafter %r, %v : f32[8, 128]\n"
+      "  %t = transpose %na [1, 0] : f32[128, 8]\n"
       "  %io = iota 0 : f32[8, 128]\n"
       "  %eight = const 8 : i32\n"
       "  %off = mul %one, %eight : i32\n"
@@ -588,7 +590,13 @@ TSR_TEST(more_ops) {
     CHECK_HAS(t, "arith.cmpi ne, %");
     CHECK_HAS(t, " masked %m {strides = array<i32>}");
     CHECK_HAS(t, "\"tpu.dynamic_rotate\"(%v, %");
-    CHECK_HAS(t, "vector.transpose %r, [1, 0] : vector<8x128xf32> to vector<128x8xf32>");
+    /* pltpu.roll's stride, as Pallas lowers it */
+    CHECK_HAS(t, "\"tpu.dynamic_rotate\"(%r0, %");
+    CHECK_HAS(t, "<{dimension = 1 : si32, stride = 3 : si32, stride_dimension = 0 : si32}>");
+    /* nextafter: integer steps on the f32 bits, as Pallas lowers it */
+    CHECK_HAS(t, "arith.bitcast %r : vector<8x128xf32> to vector<8x128xi32>");
+    CHECK_HAS(t, "%na = arith.bitcast %");
+    CHECK_HAS(t, "vector.transpose %na, [1, 0] : vector<8x128xf32> to vector<128x8xf32>");
     CHECK_HAS(t, "tpu.iota {dimensions = array<i32: 0>} : vector<8x128xi32>");
     CHECK_HAS(t, "arith.sitofp");
     /* pl.multiple_of's op, what proves the dynamic offset aligned */

@@ -64,11 +64,35 @@ def _multiple_of(t, env, region, eqn, used):
     return [x]
 
 
+def _platform_branch(platforms) -> int:
+    """The branch of lax.platform_dependent that JAX's TPU interpret mode
+    takes: it evaluates the kernel on the CPU, so the branch naming "cpu",
+    else the default (None); with neither (that mode then fails), the one
+    naming a TPU ("mosaic", "tpu"), else the first."""
+    platforms = list(platforms)
+    for want in ("cpu", None, "mosaic", "tpu"):
+        for i, ps in enumerate(platforms):
+            if (ps is None) if want is None else (ps is not None and want in ps):
+                return i
+    return 0
+
+
+@register("platform_index", emits=())
+def _platform_index(t, env, region, eqn, used):
+    i32 = B.Type.value("i32", ())
+    return [t.const(region, _platform_branch(eqn.params["platforms"]), i32)]
+
+
 @register("cond", emits=("if", "yield", "not", "le", "sub"))
 def _cond(t, env, region, eqn, used):
     branches = eqn.params["branches"]
-    idx = t.read(env, region, eqn.invars[0])
     args = [env[v] if isinstance(v, ji.Var) else t.read(env, region, v) for v in eqn.invars[1:]]
+    if eqn.params.get("branches_platforms") is not None:
+        # lax.platform_dependent: one branch, chosen now; the others (a
+        # TPU-only lowering, say) are not translated.
+        j, c = ji.sub_jaxpr(branches[_platform_branch(eqn.params["branches_platforms"])])
+        return t.run_jaxpr(region, j, c, args)
+    idx = t.read(env, region, eqn.invars[0])
     rtypes = [type_of_aval(v.aval) for v in eqn.outvars]
 
     def emit(reg, bs, idx):

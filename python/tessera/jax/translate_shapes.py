@@ -114,11 +114,90 @@ def _dynamic_slice(t, env, region, eqn, used):
 
 @register("roll", emits=("roll", "convert"))
 def _roll(t, env, region, eqn, used):
+    """pltpu.roll; with stride/stride_axis, the slice k along stride_axis is
+    rolled by shift + k * stride (the IR's roll carries both)."""
     x = t.read(env, region, eqn.invars[0])
-    if eqn.params.get("stride") not in (None, 0):
-        raise t.fail("pltpu.roll with a stride")
     shift = t.i32(region, t.static_int(env, eqn.invars[1]))
-    return [t.emit(region, "roll", [x, shift], x.type, ints=[eqn.params["axis"]])]
+    ints = [eqn.params["axis"]]
+    if eqn.params.get("stride") is not None:
+        ints += [eqn.params["stride"], eqn.params["stride_axis"]]
+    return [t.emit(region, "roll", [x, shift], x.type, ints=ints)]
+
+
+@register("broadcast_to", emits=BCAST_OPS)
+def _broadcast_to(t, env, region, eqn, used):
+    """Pallas's equal-rank broadcast (state's broadcast_to): numpy rules."""
+    return [bcast(t, region, t.read(env, region, eqn.invars[0]), eqn.params["shape"])]
+
+
+@register("stack", emits=("concatenate", "reshape", "broadcast"))
+def _stack(t, env, region, eqn, used):
+    """lax's stack: each operand with a unit axis at `axis`, concatenated."""
+    rt = out_type(eqn)
+    axis = eqn.params["axis"]
+    unit = list(rt.shape)
+    unit[axis] = 1
+    xs = [reshape_to(t, region, t.read(env, region, v), B.Type.value(rt.dtype, tuple(unit)))
+          for v in eqn.invars]
+    if len(xs) == 1:
+        return xs
+    return [t.emit(region, "concatenate", xs, rt, ints=[axis])]
+
+
+@register("pad", emits=("slice", "concatenate", "broadcast", "reshape"))
+def _pad(t, env, region, eqn, used):
+    """lax.pad (jnp.pad's constant mode), one dimension at a time as lax
+    defines it: interior padding (each element followed by `interior`
+    fills: a unit axis after the dimension, concatenated with the fills,
+    merged back and the trailing fills sliced off), then negative low/high
+    crop (a slice) and positive ones add fills (a concatenation). The fill
+    is the pad value broadcast, a traced scalar or a constant. An expansion
+    into existing ops, not an op of its own: each dimension costs a copy."""
+    x = t.read(env, region, eqn.invars[0])
+    if x.type.kind == "scalar":
+        return [x]
+    value = t.read(env, region, eqn.invars[1])
+    dtype = x.type.dtype
+
+    def fill(shape):
+        return t.emit(region, "broadcast", [value], B.Type.value(dtype, tuple(shape)))
+
+    def full(n):
+        return B.Index("full", 0, n, 1)
+
+    for d, (lo, hi, interior) in enumerate(eqn.params["padding_config"]):
+        shape = list(x.type.shape)
+        n = shape[d]
+        if interior and n > 1:
+            unit = shape[:d + 1] + [1] + shape[d + 1:]
+            x = t.emit(region, "reshape", [x], B.Type.value(dtype, tuple(unit)))
+            gaps = shape[:d + 1] + [interior] + shape[d + 1:]
+            x = t.emit(region, "concatenate", [x, fill(gaps)],
+                       B.Type.value(dtype, tuple(shape[:d + 1] + [1 + interior] + shape[d + 1:])),
+                       ints=[d + 1])
+            merged = shape[:d] + [n * (1 + interior)] + shape[d + 1:]
+            x = t.emit(region, "reshape", [x], B.Type.value(dtype, tuple(merged)))
+            n = n + (n - 1) * interior
+            shape = merged[:d] + [n] + merged[d + 1:]
+            idx = [full(k) for k in merged]
+            idx[d] = B.Index("slice", 0, n, 1)
+            x = t.emit(region, "slice", [x], B.Type.value(dtype, tuple(shape)), indices=idx)
+        if lo < 0 or hi < 0:
+            start, stop = max(-lo, 0), n - max(-hi, 0)
+            idx = [full(k) for k in shape]
+            idx[d] = B.Index("slice", start, stop - start, 1)
+            shape[d] = stop - start
+            x = t.emit(region, "slice", [x], B.Type.value(dtype, tuple(shape)), indices=idx)
+        parts = []
+        if lo > 0:
+            parts.append(fill(shape[:d] + [lo] + shape[d + 1:]))
+        parts.append(x)
+        if hi > 0:
+            parts.append(fill(shape[:d] + [hi] + shape[d + 1:]))
+        if len(parts) > 1:
+            shape[d] += max(lo, 0) + max(hi, 0)
+            x = t.emit(region, "concatenate", parts, B.Type.value(dtype, tuple(shape)), ints=[d])
+    return [x]
 
 
 @register("gather", emits=("gather", "reshape", "convert", "max", "min"))
