@@ -14,12 +14,14 @@ from jax.experimental import pallas as pl
 
 from . import _jax_internal as ji
 from . import _multi
+from . import _params
 from . import _run
 from .translate import TranslationError, dtype_name, supported_primitives, translate
 
 __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
            "KernelError", "lower_to_tsr", "cache_info", "cache_clear", "supported_primitives",
-           "option_names", "enable_globally", "InterpretParams"]
+           "option_names", "enable_globally", "InterpretParams", "collected_warnings",
+           "clear_collected_warnings"]
 
 KernelError = _run.KernelError
 option_names = _run.option_names
@@ -69,6 +71,53 @@ _stats = {"hits": 0, "misses": 0, "traces": 0, "runs": 0}
 
 def _count_run() -> None:
     _stats["runs"] += 1
+
+
+# ---- Warnings JAX's interpret mode would not give ---------------------------------
+#
+# Under interpret() and `pytest --tessera` (option warnings="collect", their
+# default) a run's warnings are kept here instead of going through Python's
+# `warnings`: JAX's suites run with warnings as errors, and a warning JAX's own
+# interpret mode does not give would fail a test that passes under JAX. The
+# pytest plugin shows them in its terminal summary. warnings="python" (and
+# strict=True, which makes them errors) restores the usual behaviour.
+
+_collected: dict[str, int] = {}
+_collected_lock = threading.Lock()
+
+
+def _collect_warning(text: str) -> None:
+    for line in text.splitlines():
+        if line.strip():
+            with _collected_lock:
+                _collected[line] = _collected.get(line, 0) + 1
+
+
+def collected_warnings() -> dict[str, int]:
+    """The warnings collected under warnings="collect" (each line of text
+    with how many times it was given), oldest first."""
+    with _collected_lock:
+        return dict(_collected)
+
+
+def clear_collected_warnings() -> None:
+    with _collected_lock:
+        _collected.clear()
+
+
+def _report_notes(notes: list[str], options: Mapping[str, Any]) -> None:
+    """The bridge's own warnings (JAX InterpretParams fields not honoured):
+    collected or warned as the run's warnings would be."""
+    for n in _params.unreported(notes):
+        text = f"tessera.jax: InterpretParams.{n}"
+        if options.get("warnings", "python") == "collect":
+            _collect_warning(text)
+        else:
+            import warnings
+            warnings.warn(text, T_KernelWarning, stacklevel=4)
+
+
+T_KernelWarning = _run.KernelWarning
 
 
 def cache_info() -> dict:
@@ -129,6 +178,8 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
             return hit, call.out_tree
         tk = translate(call, name, mesh)
         run_options = {k: v for k, v in options.items() if k not in _run.BRIDGE_OPTIONS}
+        if options.get("warnings") == "collect" and run_options.get("on_warning") is None:
+            run_options["on_warning"] = _collect_warning
         if mesh is not None:  # one run on every device of the mesh
             run_options["devices"] = math.prod(size for _, size in mesh)
         try:
@@ -287,6 +338,8 @@ def _check_options(options: Mapping[str, Any]) -> None:
     if unknown:
         raise TypeError(f"tessera.jax: unknown option(s) {', '.join(sorted(unknown))} "
                         f"(options: {', '.join(_run.option_names())})")
+    if options.get("warnings", "python") not in ("python", "collect"):
+        raise ValueError("tessera.jax: warnings is 'python' or 'collect'")
     if options.get("jit_callback", "ffi") not in ("ffi", "pure_callback"):
         raise ValueError("tessera.jax: jit_callback is 'ffi' or 'pure_callback'")
     if options.get("devices") is not None and int(options["devices"]) < 1:
@@ -344,9 +397,25 @@ def _hook(original, kernel, out_shape, **kwargs):
         options = _global_options
     if options is None or _bypass.get():
         return original(kernel, out_shape, **kwargs)
+    options = _interpret_options(options, kwargs.get("interpret"))
     kwargs["interpret"] = False
     jax_fn = original(kernel, out_shape, **kwargs)
     return TesseraPallasCall(jax_fn, options, kwargs.get("name"))
+
+
+def _interpret_options(options: Mapping[str, Any], jax_interpret: Any) -> dict:
+    """The options of a pallas_call under interpret mode: warnings are
+    collected unless asked otherwise, and what the call's JAX
+    `pltpu.InterpretParams` asks for (races, uninitialized memory, cores,
+    DMA mode, seed: _params.py) under tessera's own options, which win."""
+    merged: dict[str, Any] = {"warnings": "collect"}
+    if _params.is_jax_params(jax_interpret):
+        mapped, notes = _params.options_of(jax_interpret)
+        merged.update(mapped)
+        if notes:
+            _report_notes(notes, {**merged, **options})
+    merged.update(options)
+    return merged
 
 
 class interpret(contextlib.ContextDecorator):

@@ -16,13 +16,14 @@ import numpy as np
 
 from .. import _api as T
 from .. import _builder as B
+from . import _jax_errors
 
 KernelError = T.KernelError
 KernelWarning = T.KernelWarning
 Diagnostic = T.Diagnostic
 
 # Options of the bridge itself, not of the run (see tessera.jax.pallas_call).
-BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback")
+BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback", "warnings")
 
 
 def option_names() -> list[str]:
@@ -67,12 +68,18 @@ class Runner:
         self._operand_locs = dict(operand_locs or {})
         self._kernel_loc = kernel_loc
         kernel = T.Module._from_handle(module.take(), "<jax>").kernels[0]
+        # Operand names by role: which side of a copy left its bounds, and an
+        # output's position, in the errors JAX's interpret mode would raise.
+        self._in_names = [o.name for o in kernel.operands if o.role not in ("out", "scratch")]
+        self._out_names = [o.name for o in kernel.operands if o.role == "out"]
         try:
             self.executable = T.compile(kernel, backend, **options)
         except T.CompileError as e:
             diagnostics, moved = T._hooked(self._relocate, e.diagnostics)
-            raise T.CompileError(e.code, T._requote(e.message, moved), diagnostics) from None
+            raise self.as_jax(T.CompileError(e.code, T._requote(e.message, moved),
+                                             diagnostics)) from None
         self.executable._diagnostic_hook = self._relocate
+        self.executable._error_hook = self.as_jax  # the FFI call's errors (_ffi.py)
         # Outputs XLA can adopt without a copy (_jax_internal.adopt_host_arrays).
         self.executable._empty = T._aligned_empty
         # The inputs arriving in another dtype than tessera stores them in.
@@ -86,7 +93,16 @@ class Runner:
             inputs = list(inputs)
             for i in self._convert:
                 inputs[i] = np.asarray(inputs[i], dtype=self.executable.inputs[i].dtype)
-        return self.executable._run(inputs, {}, want_stats=False)[0]
+        try:
+            return self.executable._run(inputs, {}, want_stats=False)[0]
+        except KernelError as e:
+            raise self.as_jax(e) from None
+
+    def as_jax(self, error: BaseException) -> BaseException:
+        """`error` as the exception JAX's TPU interpret mode raises for the
+        same fault (still a tessera error with its diagnostics;
+        _jax_errors.py), or itself."""
+        return _jax_errors.as_jax(error, self._in_names, self._out_names)
 
     def _relocate(self, d: Diagnostic) -> Diagnostic:
         """Gives a diagnostic without a line (made at an operand declaration

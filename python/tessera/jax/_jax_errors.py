@@ -1,0 +1,105 @@
+"""tessera's errors as the exceptions JAX's TPU interpret mode raises for the
+same fault: a test written for JAX (`assertRaisesRegex(IndexError,
+"Out-of-bounds read")`) passes under tessera too, and still sees tessera's
+located diagnostic after JAX's phrase.
+
+The exception keeps tessera's class (KernelError or CompileError, with its
+`.diagnostics`) and adds JAX's (IndexError, ValueError, RuntimeError); its
+message is JAX's phrase, then tessera's message. The mapping, by the first
+error diagnostic's kind and op, is documented in docs/jax.md ("Errors as
+JAX raises them").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from .. import _api as T
+
+_classes: dict[tuple[type, type], type] = {}
+
+
+def _combined(tessera_cls: type, jax_cls: type) -> type:
+    """A class that is both `tessera_cls` and `jax_cls` (made once)."""
+    key = (tessera_cls, jax_cls)
+    cls = _classes.get(key)
+    if cls is None:
+        cls = type(f"{tessera_cls.__name__}As{jax_cls.__name__}", (tessera_cls, jax_cls),
+                   {"__module__": __name__, "__str__": tessera_cls.__str__})
+        _classes[key] = cls
+    return cls
+
+
+_BLOCK_INDEX = re.compile(r"block index (\[[^\]]*\])")
+
+
+def _grid_text(point: tuple[int, ...] | None) -> str:
+    return "(" + ", ".join(map(str, point or ())) + ("," if point and len(point) == 1 else "") + ")"
+
+
+def phrase(d: T.Diagnostic, inputs: Sequence[str], outputs: Sequence[str]
+           ) -> tuple[type, str] | None:
+    """JAX's exception class and the phrase its interpret mode starts its
+    message with, for the fault `d` reports; None when JAX has none."""
+    op = d.op or ""
+    buffer = d.buffer or ""
+    if d.kind == "out_of_bounds":
+        if op.startswith(("in %", "out %")):  # a block copy of the pipeline
+            role, _, name = op.partition(" %")
+            m = _BLOCK_INDEX.search(d.message)
+            bi = m.group(1) if m else "?"
+            which = "input" if role == "in" else "output"
+            return IndexError, (f'Out-of-bounds block index {bi} for {which} "{name}" in '
+                                f"iteration {_grid_text(d.grid_point)}")
+        if op == "load":
+            return IndexError, f"Out-of-bounds read of %{buffer}"
+        if op in ("store", "swap"):
+            if "mask" in d.message:
+                return ValueError, f"Out-of-bounds masked swap of %{buffer}"
+            return ValueError, f"Out-of-bounds swap of %{buffer}"
+        if op.startswith("dma"):
+            # The operand's role says which side of the copy left its bounds
+            # (a scratch buffer may be either: tessera's message says which
+            # index and shape).
+            if buffer in inputs:
+                return IndexError, f"Out-of-bounds read of %{buffer}"
+            if buffer in outputs:
+                return ValueError, f"Out-of-bounds write of %{buffer}"
+            return IndexError, f"Out-of-bounds DMA access of %{buffer}"
+        return None
+    if d.kind == "revisit" and op.startswith("out %"):
+        name = op.partition(" %")[2]
+        m = _BLOCK_INDEX.search(d.message) or re.search(r"output block (\[[^\]]*\])", d.message)
+        k = outputs.index(name) if name in outputs else "?"
+        return RuntimeError, (f"Revisited block {m.group(1) if m else '?'} of output {k} in "
+                              f"iteration {_grid_text(d.grid_point)}")
+    if d.kind == "race":
+        return RuntimeError, "RACE DETECTED"
+    if "hbm refs cannot be" in d.message:
+        return ValueError, ("Buffers with a memory space of HBM or ANY cannot be referenced "
+                            "directly. Instead, use `pltpu.sync_copy` or `pltpu.async_copy`.")
+    return None
+
+
+def as_jax(error: BaseException, inputs: Sequence[str], outputs: Sequence[str]) -> BaseException:
+    """`error` (a KernelError or CompileError) as the exception JAX raises
+    for its first error, or `error` itself when JAX has no counterpart."""
+    if not isinstance(error, (T.KernelError, T.CompileError)) or isinstance(
+            error, tuple(c for _, c in _classes)):
+        return error
+    first = next((d for d in error.diagnostics if d.severity == "error"), None)
+    if first is None:
+        return error
+    got = phrase(first, inputs, outputs)
+    if got is None:
+        return error
+    jax_cls, text = got
+    cls = _combined(type(error), jax_cls)
+    message = f"{text}: {error.message}"
+    if isinstance(error, T.KernelError):
+        new = cls(error.code, message, error.diagnostics, error.stats)
+    else:
+        new = cls(error.code, message, error.diagnostics)
+    new.__traceback__ = error.__traceback__
+    return new
