@@ -176,7 +176,8 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
         if hit is not None:
             _stats["hits"] += 1
             return hit, call.out_tree
-        tk = translate(call, name, mesh)
+        tk = translate(call, name, mesh,
+                       bounds_at_run=(options.get("backend") or "interp") == "interp")
         run_options = {k: v for k, v in options.items() if k not in _run.BRIDGE_OPTIONS}
         if options.get("warnings") == "collect" and run_options.get("on_warning") is None:
             run_options["on_warning"] = _collect_warning

@@ -12,6 +12,7 @@ JAX raises them").
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Sequence
 
@@ -31,6 +32,8 @@ def _combined(tessera_cls: type, jax_cls: type) -> type:
     return cls
 
 
+_STATIC_BOUNDS = re.compile(r"'(\w+)' index \d+ of %(\w+): .*(out of range for dimension|"
+                            r"exceeds dimension|starts before 0)")
 _BLOCK_INDEX = re.compile(r"block index (\[[^\]]*\])")
 
 
@@ -44,6 +47,13 @@ def phrase(d: T.Diagnostic, inputs: Sequence[str], outputs: Sequence[str]
     message with, for the fault `d` reports; None when JAX has none."""
     op = d.op or ""
     buffer = d.buffer or ""
+    if d.kind == "verify":
+        # A static index outside its ref, found before the run: the same
+        # fault as at run time.
+        m = _STATIC_BOUNDS.match(d.message)
+        if m is not None:
+            op, buffer = m.group(1), m.group(2)
+            d = dataclasses.replace(d, kind="out_of_bounds", op=op, buffer=buffer)
     if d.kind == "out_of_bounds":
         if op.startswith(("in %", "out %")):  # a block copy of the pipeline
             role, _, name = op.partition(" %")
@@ -59,9 +69,13 @@ def phrase(d: T.Diagnostic, inputs: Sequence[str], outputs: Sequence[str]
                 return ValueError, f"Out-of-bounds masked swap of %{buffer}"
             return ValueError, f"Out-of-bounds swap of %{buffer}"
         if op.startswith("dma"):
-            # The operand's role says which side of the copy left its bounds
-            # (a scratch buffer may be either: tessera's message says which
-            # index and shape).
+            # The interpreter's message names the side of the copy that left
+            # its ref; a verify error (a static index) names the operand, whose
+            # role says it when it is an input or an output.
+            if "(the DMA's source)" in d.message:
+                return IndexError, f"Out-of-bounds read of %{buffer}"
+            if "(the DMA's destination)" in d.message:
+                return ValueError, f"Out-of-bounds write of %{buffer}"
             if buffer in inputs:
                 return IndexError, f"Out-of-bounds read of %{buffer}"
             if buffer in outputs:

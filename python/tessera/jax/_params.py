@@ -81,10 +81,15 @@ def _dma_mode(v: Any) -> dict | str:
 
 
 def _random_seed(v: Any) -> dict | str:
-    # JAX permutes the grid's parallel dimensions only when given a seed.
+    # JAX permutes the grid's parallel dimensions with jax.random (seed 0
+    # when none is given); tessera's shuffle_parallel permutes them with its
+    # own generator, so the same seed would give another order: the grid is
+    # run in order unless tessera's options ask for a shuffle.
     if v is None:
         return {}
-    return {"shuffle_parallel": True, "shuffle_seed": int(v) & (2**64 - 1)}
+    return (f"random_seed={v!r} is not honoured: parallel grid dimensions run in order "
+            "(tessera's shuffle_parallel/shuffle_seed options permute them, in another "
+            "order than JAX's)")
 
 
 def _grid_point_recorder(v: Any) -> dict | str:

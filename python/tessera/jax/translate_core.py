@@ -85,6 +85,11 @@ class TranslatedKernel:
     operand_locs: dict = dataclasses.field(default_factory=dict)
 
 
+def _static_in_bounds(start: int, size: int, stride: int, dim: int) -> bool:
+    """Whether `size` elements from `start` by `stride` lie in [0, dim)."""
+    return start >= 0 and size >= 1 and start + (size - 1) * stride < dim
+
+
 @dataclasses.dataclass
 class RefView:
     """A ref (or semaphore) with a view: per dimension of the base ref, a
@@ -193,6 +198,7 @@ class Translator:
         self.kb = self.mb.kernel(name)
         self.loc: tuple = ()
         self.prim = "pallas_call"
+        self.bounds_at_run = False  # translate()'s option
         self.num_sems = 0
         self.prefetch_refs: list[B.Value] = []
         self.narrowed: dict[int, str] = {}    # widened ref -> the kernel's dtype
@@ -340,6 +346,16 @@ class Translator:
                 if isinstance(start, B.Value):
                     start = self.i32(region, start)
                 off = self.iarith(region, "add", s, self.iarith(region, "mul", start, st))
+                if (self.bounds_at_run and view.reshaped is None
+                        and not isinstance(off, B.Value)
+                        and not _static_in_bounds(off, 1 if d.kind == "point" else d.size,
+                                                  st * (1 if d.kind == "point" else d.stride),
+                                                  view.base.type.shape[pos])):
+                    # A static index outside the ref: checked when the access
+                    # runs (an index operand), as JAX's interpret mode does,
+                    # so a kernel's first fault in program order is the one
+                    # reported, not every static one before the run.
+                    off = self.const(region, int(off), B.Type.value("i32", ()))
                 if d.kind == "point":
                     new[pos] = ("point", off)
                 else:
