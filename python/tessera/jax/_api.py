@@ -49,8 +49,15 @@ class _Prepared:
                 if self._ffi is None and self._ffi_error is None:
                     try:
                         from . import _ffi
+                        on_run = _count_run
+                        if self.runner.jax_state:
+                            before = self.runner.before_run
+
+                            def on_run() -> None:
+                                _count_run()
+                                before()
                         self._ffi = _ffi.ffi_callable(self.runner.executable, self.out_structs,
-                                                      _count_run)
+                                                      on_run)
                     except Exception as e:  # an XLA without this FFI: pure_callback
                         self._ffi_error = e
         return self._ffi
@@ -179,6 +186,8 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
         tk = translate(call, name, mesh,
                        bounds_at_run=(options.get("backend") or "interp") == "interp")
         run_options = {k: v for k, v in options.items() if k not in _run.BRIDGE_OPTIONS}
+        if options.get("jax_state"):
+            run_options["jax_state"] = True  # taken by the Runner
         if options.get("warnings") == "collect" and run_options.get("on_warning") is None:
             run_options["on_warning"] = _collect_warning
         if mesh is not None:  # one run on every device of the mesh
@@ -413,6 +422,7 @@ def _interpret_options(options: Mapping[str, Any], jax_interpret: Any) -> dict:
     if _params.is_jax_params(jax_interpret):
         mapped, notes = _params.options_of(jax_interpret)
         merged.update(mapped)
+        merged["jax_state"] = True
         if notes:
             _report_notes(notes, {**merged, **options})
     merged.update(options)

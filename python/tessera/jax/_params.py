@@ -163,3 +163,29 @@ def unreported(notes: list[str]) -> list[str]:
                 _warned.add(key)
                 out.append(n)
     return out
+
+
+# ---- JAX's interpret-mode state a test reads after a run ---------------------------
+
+
+def reset_races(on_race: str = "raise") -> None:
+    """As JAX's interpret mode does at each TPU-interpreted call: a fresh
+    race-detection state in `interpret_pallas_call.races`, which tests read
+    (`races.races_found`) after the call."""
+    try:
+        from jax._src.pallas.mosaic.interpret import interpret_pallas_call as mi
+        from jax._src.pallas.mosaic.interpret.race_detection_state import RaceDetectionState
+    except ImportError:  # pragma: no cover - an older jax
+        return
+    mi.races = RaceDetectionState(on_race=on_race)
+
+
+def note_race() -> None:
+    """A run found a race: `races.races_found` becomes True."""
+    try:
+        from jax._src.pallas.mosaic.interpret import interpret_pallas_call as mi
+    except ImportError:  # pragma: no cover
+        return
+    if mi.races is None:
+        reset_races()
+    mi.races.races_found = True

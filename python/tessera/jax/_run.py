@@ -23,7 +23,7 @@ KernelWarning = T.KernelWarning
 Diagnostic = T.Diagnostic
 
 # Options of the bridge itself, not of the run (see tessera.jax.pallas_call).
-BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback", "warnings")
+BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback", "warnings", "jax_state")
 
 
 def option_names() -> list[str]:
@@ -65,6 +65,9 @@ class Runner:
         budget). Raises tessera.CompileError when tessera cannot prepare it."""
         options = dict(options)
         backend = options.pop("backend", "interp")
+        # Runs of a pallas_call made with JAX's InterpretParams keep JAX's
+        # interpret-mode state that tests read (races.races_found) current.
+        self.jax_state = bool(options.pop("jax_state", False))
         self._operand_locs = dict(operand_locs or {})
         self._kernel_loc = kernel_loc
         kernel = T.Module._from_handle(module.take(), "<jax>").kernels[0]
@@ -93,15 +96,26 @@ class Runner:
             inputs = list(inputs)
             for i in self._convert:
                 inputs[i] = np.asarray(inputs[i], dtype=self.executable.inputs[i].dtype)
+        if self.jax_state:
+            self.before_run()
         try:
             return self.executable._run(inputs, {}, want_stats=False)[0]
         except KernelError as e:
             raise self.as_jax(e) from None
 
+    def before_run(self) -> None:
+        """What JAX's interpret mode resets at each call (_params.py)."""
+        from . import _params
+        _params.reset_races()
+
     def as_jax(self, error: BaseException) -> BaseException:
         """`error` as the exception JAX's TPU interpret mode raises for the
         same fault (still a tessera error with its diagnostics;
         _jax_errors.py), or itself."""
+        if self.jax_state and any(getattr(d, "kind", None) == "race"
+                                  for d in getattr(error, "diagnostics", ())):
+            from . import _params
+            _params.note_race()
         return _jax_errors.as_jax(error, self._in_names, self._out_names)
 
     def _relocate(self, d: Diagnostic) -> Diagnostic:
