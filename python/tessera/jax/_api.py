@@ -196,7 +196,7 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
             text = tk.module.text()
             in_dtypes = [a.dtype for a in call.in_avals]
             runner = _run.Runner(tk.module, in_dtypes, run_options, tk.operand_locs,
-                                 ji.call_location(call))
+                                 ji.call_location(call), tk.prims_at)
         finally:
             tk.module.close()  # a no-op once the runner took it
         ffi_able = not runner._convert

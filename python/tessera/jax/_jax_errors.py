@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .. import _api as T
 
@@ -41,8 +41,8 @@ def _grid_text(point: tuple[int, ...] | None) -> str:
     return "(" + ", ".join(map(str, point or ())) + ("," if point and len(point) == 1 else "") + ")"
 
 
-def phrase(d: T.Diagnostic, inputs: Sequence[str], outputs: Sequence[str]
-           ) -> tuple[type, str] | None:
+def phrase(d: T.Diagnostic, inputs: Sequence[str], outputs: Sequence[str],
+           prims_at: Mapping | None = None) -> tuple[type, str] | None:
     """JAX's exception class and the phrase its interpret mode starts its
     message with, for the fault `d` reports; None when JAX has none."""
     op = d.op or ""
@@ -90,13 +90,19 @@ def phrase(d: T.Diagnostic, inputs: Sequence[str], outputs: Sequence[str]
                               f"iteration {_grid_text(d.grid_point)}")
     if d.kind == "race":
         return RuntimeError, "RACE DETECTED"
-    if "hbm refs cannot be" in d.message:
-        return ValueError, ("Buffers with a memory space of HBM or ANY cannot be referenced "
+    if re.search(r"\b(hbm|any) refs cannot be", d.message):
+        m = re.match(r"'(\w+)'", d.message)
+        prim = (prims_at or {}).get((d.line, d.col, m.group(1) if m else op))
+        # JAX names the primitive: get/swap for ref[...] reads and writes,
+        # load/store for pltpu.load/pltpu.store.
+        head = f"{prim}_p: " if prim else ""
+        return ValueError, (head + "Buffers with a memory space of HBM or ANY cannot be referenced "
                             "directly. Instead, use `pltpu.sync_copy` or `pltpu.async_copy`.")
     return None
 
 
-def as_jax(error: BaseException, inputs: Sequence[str], outputs: Sequence[str]) -> BaseException:
+def as_jax(error: BaseException, inputs: Sequence[str], outputs: Sequence[str],
+           prims_at: Mapping | None = None) -> BaseException:
     """`error` (a KernelError or CompileError) as the exception JAX raises
     for its first error, or `error` itself when JAX has no counterpart."""
     if not isinstance(error, (T.KernelError, T.CompileError)) or isinstance(
@@ -105,7 +111,7 @@ def as_jax(error: BaseException, inputs: Sequence[str], outputs: Sequence[str]) 
     first = next((d for d in error.diagnostics if d.severity == "error"), None)
     if first is None:
         return error
-    got = phrase(first, inputs, outputs)
+    got = phrase(first, inputs, outputs, prims_at)
     if got is None:
         return error
     jax_cls, text = got

@@ -53,7 +53,8 @@ class Runner:
 
     def __init__(self, module: B.ModuleBuilder, in_dtypes: Sequence[np.dtype],
                  options: dict, operand_locs: dict | None = None,
-                 kernel_loc: tuple[str, int, int] | None = None):
+                 kernel_loc: tuple[str, int, int] | None = None,
+                 prims_at: dict | None = None):
         """Takes over `module` (its one kernel is compiled, then the module
         goes). in_dtypes: the numpy dtype each input arrives in (a prefetch
         table tessera stores widened arrives narrower and is converted);
@@ -62,7 +63,10 @@ class Runner:
         diagnostics tessera reports at an operand (block copies, index maps)
         instead of its declaration, which has no line; kernel_loc: the
         pallas_call's, given to those about the whole kernel (VMEM over
-        budget). Raises tessera.CompileError when tessera cannot prepare it."""
+        budget); prims_at: (line, col, mnemonic) -> the JAX primitive that
+        built that load or store (named in JAX's errors). Raises
+        tessera.CompileError when tessera cannot prepare it."""
+        self._prims_at = dict(prims_at or {})
         options = dict(options)
         backend = options.pop("backend", "interp")
         # Runs of a pallas_call made with JAX's InterpretParams keep JAX's
@@ -116,7 +120,7 @@ class Runner:
                                   for d in getattr(error, "diagnostics", ())):
             from . import _params
             _params.note_race()
-        return _jax_errors.as_jax(error, self._in_names, self._out_names)
+        return _jax_errors.as_jax(error, self._in_names, self._out_names, self._prims_at)
 
     def _relocate(self, d: Diagnostic) -> Diagnostic:
         """Gives a diagnostic without a line (made at an operand declaration

@@ -83,6 +83,9 @@ class TranslatedKernel:
     # operand (its block copies, index map results): the BlockSpec's index
     # map, else the pallas_call's line.
     operand_locs: dict = dataclasses.field(default_factory=dict)
+    # (line, col, mnemonic) -> the JAX primitive whose translation built that
+    # load or store there: JAX names it in its errors ("get_p: ...").
+    prims_at: dict = dataclasses.field(default_factory=dict)
 
 
 def _static_in_bounds(start: int, size: int, stride: int, dim: int) -> bool:
@@ -203,6 +206,7 @@ class Translator:
         self.prefetch_refs: list[B.Value] = []
         self.narrowed: dict[int, str] = {}    # widened ref -> the kernel's dtype
         self.operand_locs: dict = {}
+        self.prims_at: dict = {}
         # ((axis name, size), ...) of the mesh the kernel runs on (the named
         # axes of the enclosing shard_map, in JAX's axis-environment order),
         # or None when unknown (then `axis_index` is the device id itself).
@@ -227,6 +231,8 @@ class Translator:
             if mnemonic not in declared:
                 raise self.fail(f"internal: the rule of `{self.prim}` built `{mnemonic}`, "
                                 "which its `emits` does not declare")
+        if mnemonic in ("load", "store") and len(self.loc) >= 3:
+            self.prims_at.setdefault((self.loc[1], self.loc[2], mnemonic), self.prim)
         try:
             return self.kb.op(region, mnemonic, operands, results, loc=self.loc, **kw)
         except Exception as e:  # a builder refusal: name the user's line
@@ -519,7 +525,8 @@ class Translator:
         self.run_jaxpr(body, jaxpr, [], refs)
         tk = TranslatedKernel(self.mb, self.name, nidx, nin, nout, call.in_avals,
                               call.out_avals, {o: i for i, o in aliases_in_out.items()},
-                              operand_locs=dict(self.operand_locs))
+                              operand_locs=dict(self.operand_locs),
+                              prims_at=dict(self.prims_at))
         return tk
 
     def scratch(self, aval, name: str) -> B.Value:
