@@ -21,17 +21,36 @@ from .. import _api as T
 _classes: dict[tuple[type, type], type] = {}
 
 
-def _combined(tessera_cls: type, jax_cls: type) -> type:
-    """A class that is both `tessera_cls` and `jax_cls` (made once)."""
-    key = (tessera_cls, jax_cls)
+def _runtime_error() -> type | None:
+    try:
+        import jax
+        return jax.errors.JaxRuntimeError
+    except (ImportError, AttributeError):  # pragma: no cover - an older jax
+        return None
+
+
+def _combined(tessera_cls: type, jax_cls: type, at_run: bool) -> type:
+    """A class that is `tessera_cls` and `jax_cls`, and JAX's
+    JaxRuntimeError when JAX finds the fault while the kernel runs (its
+    interpret mode raises `jax_cls` in a host callback, which reaches the
+    caller as a JaxRuntimeError). Made once per combination."""
+    key = (tessera_cls, jax_cls, at_run)
     cls = _classes.get(key)
     if cls is None:
-        cls = type(f"{tessera_cls.__name__}As{jax_cls.__name__}", (tessera_cls, jax_cls),
+        bases: tuple = (tessera_cls, jax_cls)
+        wrapper = _runtime_error() if at_run else None
+        if wrapper is not None and issubclass(wrapper, jax_cls):
+            bases = (tessera_cls, wrapper)  # JaxRuntimeError is a RuntimeError
+        elif wrapper is not None and not issubclass(jax_cls, wrapper):
+            bases += (wrapper,)
+        cls = type(f"{tessera_cls.__name__}As{jax_cls.__name__}", bases,
                    {"__module__": __name__, "__str__": tessera_cls.__str__})
         _classes[key] = cls
     return cls
 
 
+_HBM_TAIL = ("Buffers with a memory space of HBM or ANY cannot be referenced directly. "
+             "Instead, use `pltpu.sync_copy` or `pltpu.async_copy`.")
 _STATIC_BOUNDS = re.compile(r"'(\w+)' index \d+ of %(\w+): .*(out of range for dimension|"
                             r"exceeds dimension|starts before 0)")
 _BLOCK_INDEX = re.compile(r"block index (\[[^\]]*\])")
@@ -96,8 +115,7 @@ def phrase(d: T.Diagnostic, inputs: Sequence[str], outputs: Sequence[str],
         # JAX names the primitive: get/swap for ref[...] reads and writes,
         # load/store for pltpu.load/pltpu.store.
         head = f"{prim}_p: " if prim else ""
-        return ValueError, (head + "Buffers with a memory space of HBM or ANY cannot be referenced "
-                            "directly. Instead, use `pltpu.sync_copy` or `pltpu.async_copy`.")
+        return ValueError, head + _HBM_TAIL
     return None
 
 
@@ -106,7 +124,7 @@ def as_jax(error: BaseException, inputs: Sequence[str], outputs: Sequence[str],
     """`error` (a KernelError or CompileError) as the exception JAX raises
     for its first error, or `error` itself when JAX has no counterpart."""
     if not isinstance(error, (T.KernelError, T.CompileError)) or isinstance(
-            error, tuple(c for _, c in _classes)):
+            error, tuple(_classes.values())):
         return error
     first = next((d for d in error.diagnostics if d.severity == "error"), None)
     if first is None:
@@ -115,7 +133,8 @@ def as_jax(error: BaseException, inputs: Sequence[str], outputs: Sequence[str],
     if got is None:
         return error
     jax_cls, text = got
-    cls = _combined(type(error), jax_cls)
+    # Only a direct access of an HBM ref is found by JAX while tracing.
+    cls = _combined(type(error), jax_cls, at_run=not text.endswith(_HBM_TAIL))
     message = f"{text}: {error.message}"
     if isinstance(error, T.KernelError):
         new = cls(error.code, message, error.diagnostics, error.stats)
