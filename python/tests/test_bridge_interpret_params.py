@@ -333,3 +333,36 @@ def test_plugin_warnings_on_request(pytester, mode):
     result = pytester.runpytest_inprocess(*_plugin_args(), "--tessera",
                                           f"--tessera-warnings={mode}")
     result.assert_outcomes(failed=1)
+
+
+# ---- pl.debug_check in an index map ---------------------------------------------------
+
+def checked_call(limit, interpret=False):
+    def index_map(i):
+        pl.debug_check(i < limit, "block index past the limit")  # the check
+        return (i, 0)
+
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+    return lambda x: pl.pallas_call(
+        k, jax.ShapeDtypeStruct((32, 128), F32), grid=(4,),
+        in_specs=[pl.BlockSpec((8, 128), index_map)],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), interpret=interpret)(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_debug_check_in_an_index_map(backend):
+    from jax._src import config
+    x = np.arange(32 * 128, dtype=np.float32).reshape(32, 128)
+    with config.jax_pallas_enable_debug_checks(True):
+        want = np.asarray(jax.jit(checked_call(4, pltpu.InterpretParams()))(x))  # JAX's
+        with tj.interpret(backend=backend):
+            np.testing.assert_array_equal(np.asarray(checked_call(4)(x)), want)
+            with pytest.raises(tj.KernelError) as info:
+                checked_call(3)(x)
+    d = next(d for d in info.value.diagnostics if d.kind == "assert")
+    assert "block index past the limit" in d.message
+    assert d.grid_point == (3,)
+    with open(__file__) as f:
+        line = next(n for n, t in enumerate(f, 1) if t.rstrip().endswith("# the check"))
+    assert d.line == line
