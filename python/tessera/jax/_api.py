@@ -319,6 +319,8 @@ def pallas_call(kernel: Callable[..., None], out_shape: Any, *,
     detect_races, uninit ("nan"/"zero"), shuffle_parallel, shuffle_seed,
     cores, devices, dma_mode ("eager"/"lazy"), schedule_seed, chip,
     max_errors, strict, timeout_seconds, max_steps, trace_path, opt_level;
+    warnings ("python", the default here: KernelWarnings; or "collect",
+    interpret mode's default: kept for collected_warnings());
     and numpy_outputs=True, which makes an eager call return numpy arrays
     instead of jax arrays (saving JAX's ~70 us per output array), and
     jit_callback ("ffi", the default: an XLA FFI custom call on CPU; or

@@ -24,11 +24,14 @@ Diagnostic = T.Diagnostic
 
 # Options of the bridge itself, not of the run (see tessera.jax.pallas_call).
 BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback", "warnings", "jax_state")
+# Set by the bridge itself (a call made with JAX's InterpretParams), not by users.
+_INTERNAL_OPTIONS = ("jax_state",)
 
 
 def option_names() -> list[str]:
     """The tessera options pallas_call/interpret accept."""
-    return sorted({"backend", *T._EXECUTABLE_OPTIONS, *BRIDGE_OPTIONS})
+    return sorted({"backend", *T._EXECUTABLE_OPTIONS, *BRIDGE_OPTIONS} -
+                  set(_INTERNAL_OPTIONS))
 
 
 #: the message of a run inside jax.jit stopped by Ctrl-C (docs/jax.md,
