@@ -168,8 +168,11 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
   /* An out-of-bounds view is reported and the copy skipped, but the DMA
    * still signals its semaphores: its wait then goes on, and the one root
    * cause gives one diagnostic, not a follow-on deadlock. */
-  bool skipped = !dma_view(run, run, in, &dp->src, &sv, so, ss) ||
-                 !dma_view(run, dst_core, in, &dp->dst, &dv, dso, dss);
+  run->view_side = "source";
+  bool skipped = !dma_view(run, run, in, &dp->src, &sv, so, ss);
+  run->view_side = "destination";
+  skipped = skipped || !dma_view(run, dst_core, in, &dp->dst, &dv, dso, dss);
+  run->view_side = NULL;
   if (!skipped && sv.shadow) {
     int64_t bad = tsr_view_first_unwritten(&sv);
     if (bad >= 0) {

@@ -372,6 +372,9 @@ typedef struct run {
   vclock_t vc;          /* race detection: this core's clock */
   uint64_t step_tick;   /* trace: when the current step began */
   uint64_t wait_tick;   /* trace: when the current wait blocked, or 0 */
+  const char *view_side; /* "source" / "destination" while a DMA resolves a
+                            view: its out-of-bounds message says which side
+                            (a read or a write) left its ref; else NULL */
 } run_t;
 
 /* A DMA in flight (lazy mode), with its views resolved at dma_start. */

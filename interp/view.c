@@ -68,7 +68,9 @@ bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
       if (quiet) return false;
       char shape[96], what_name[96];
       tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);
-      if (ref_name)
+      if (ref_name && run->view_side)
+        snprintf(what_name, sizeof what_name, "%%%s (the DMA's %s)", ref_name, run->view_side);
+      else if (ref_name)
         snprintf(what_name, sizeof what_name, "%%%s", ref_name);
       else
         snprintf(what_name, sizeof what_name, "the value");

@@ -142,7 +142,8 @@ def test_bridge_interpret_passes_options():
     x = np.ones((16, 128), np.float32)
     with tj.interpret(backend="cpu"):
         f = pl.pallas_call(double_kernel, jax.ShapeDtypeStruct((16, 128), F32))
-    assert f._options == {"backend": "cpu"}
+    # interpret mode collects warnings JAX would not give (docs/jax.md)
+    assert f._options == {"backend": "cpu", "warnings": "collect"}
     np.testing.assert_array_equal(np.asarray(f(x)), 2 * x)
 
 

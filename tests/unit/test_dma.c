@@ -302,8 +302,9 @@ TSR_TEST(out_of_range_device_and_dma_bounds) {
   tsr_interp_options_t o = opts(1, 1, false);
   fixture_t f;
   TSR_CHECK_OK(setup(&f, text, &o));
+  /* the message names the side of the copy that left its ref (a read) */
   const char *needles[] = {"'dma_start': slice 5:9:1 out of bounds for dimension 0 of "
-                           "%x (shape [8, 128])",
+                           "%x (the DMA's source) (shape [8, 128])",
                            NULL};
   expect_kernel_error(run(&f), needles);
   teardown(&f);
@@ -326,8 +327,38 @@ TSR_TEST(out_of_range_device_and_dma_bounds) {
   teardown(&f);
 }
 
+/* A DMA whose destination view leaves its ref says so (a write, where the
+ * source side says "source": a read); the copy is skipped, nothing of the
+ * destination's neighbours changes, and its wait goes on. */
+TSR_TEST(dma_out_of_bounds_names_the_destination) {
+  const char *text =
+      "kernel @k\n"
+      "  in %x: f32[8, 128] any\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "  scratch %t: vmem f32[8, 128]\n"
+      "  scratch %s: dma_sem\n"
+      "{\n"
+      "  %six = const 6 : i32\n"
+      "  dma_start %x[0:4, :] -> %t[ds(%six, 4), :], %s\n"
+      "  dma_wait %x[0:4, :] -> %t[0:4, :], %s\n"
+      "  %z = const 0.0 : f32[8, 128]\n"
+      "  store %o[:, :], %z\n"
+      "}\n";
+  for (int eager = 0; eager < 2; eager++) {
+    tsr_interp_options_t o = opts(1, 1, eager != 0);
+    fixture_t f;
+    TSR_CHECK_OK(setup(&f, text, &o));
+    const char *needles[] = {"'dma_start': slice 6:10:1 out of bounds for dimension 0 of "
+                             "%t (the DMA's destination) (shape [8, 128])",
+                             NULL};
+    expect_kernel_error(run(&f), needles);
+    teardown(&f);
+  }
+}
+
 int main(void) {
   TSR_RUN(local_dma_copies_in_both_modes);
+  TSR_RUN(dma_out_of_bounds_names_the_destination);
   TSR_RUN(read_before_wait_and_missing_wait);
   TSR_RUN(one_wait_covers_two_dmas);
   TSR_RUN(dma_add_accumulates);

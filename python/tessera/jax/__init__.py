@@ -10,7 +10,11 @@ Two ways in:
   runs that one call through tessera;
 * `with tessera.jax.interpret(**tessera_options):` makes every
   `pl.pallas_call(...)` created inside run through tessera (also through
-  `pytest --tessera`, the plugin `tessera.jax.pytest_plugin`).
+  `pytest --tessera`, the plugin `tessera.jax.pytest_plugin`). A call's
+  JAX `pltpu.InterpretParams` is honoured there (races, uninitialized
+  memory, cores, DMA mode...); errors are raised as JAX's interpret mode
+  raises them, and warnings JAX would not give are collected
+  (`collected_warnings()`) instead of raised.
 
 And out, to a TPU: `tessera.jax.tpu_call(kernel, chip="v5e")` makes a .tsr
 kernel a JAX callable that is a Mosaic `tpu_custom_call` on TPU (as Pallas
@@ -36,7 +40,8 @@ from typing import Any
 
 __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
            "KernelError", "lower_to_tsr", "cache_info", "cache_clear", "supported_primitives",
-           "option_names", "enable_globally", "InterpretParams",
+           "option_names", "enable_globally", "InterpretParams", "collected_warnings",
+           "clear_collected_warnings",
            "tpu_call", "TpuCall", "mosaic_module", "chips",
            "reduce", "cumsum", "cumulative", "sort", "argsort", "top_k"]
 

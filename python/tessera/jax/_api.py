@@ -14,12 +14,14 @@ from jax.experimental import pallas as pl
 
 from . import _jax_internal as ji
 from . import _multi
+from . import _params
 from . import _run
 from .translate import TranslationError, dtype_name, supported_primitives, translate
 
 __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
            "KernelError", "lower_to_tsr", "cache_info", "cache_clear", "supported_primitives",
-           "option_names", "enable_globally", "InterpretParams"]
+           "option_names", "enable_globally", "InterpretParams", "collected_warnings",
+           "clear_collected_warnings"]
 
 KernelError = _run.KernelError
 option_names = _run.option_names
@@ -47,8 +49,15 @@ class _Prepared:
                 if self._ffi is None and self._ffi_error is None:
                     try:
                         from . import _ffi
+                        on_run = _count_run
+                        if self.runner.jax_state:
+                            before = self.runner.before_run
+
+                            def on_run() -> None:
+                                _count_run()
+                                before()
                         self._ffi = _ffi.ffi_callable(self.runner.executable, self.out_structs,
-                                                      _count_run)
+                                                      on_run)
                     except Exception as e:  # an XLA without this FFI: pure_callback
                         self._ffi_error = e
         return self._ffi
@@ -69,6 +78,53 @@ _stats = {"hits": 0, "misses": 0, "traces": 0, "runs": 0}
 
 def _count_run() -> None:
     _stats["runs"] += 1
+
+
+# ---- Warnings JAX's interpret mode would not give ---------------------------------
+#
+# Under interpret() and `pytest --tessera` (option warnings="collect", their
+# default) a run's warnings are kept here instead of going through Python's
+# `warnings`: JAX's suites run with warnings as errors, and a warning JAX's own
+# interpret mode does not give would fail a test that passes under JAX. The
+# pytest plugin shows them in its terminal summary. warnings="python" (and
+# strict=True, which makes them errors) restores the usual behaviour.
+
+_collected: dict[str, int] = {}
+_collected_lock = threading.Lock()
+
+
+def _collect_warning(text: str) -> None:
+    for line in text.splitlines():
+        if line.strip():
+            with _collected_lock:
+                _collected[line] = _collected.get(line, 0) + 1
+
+
+def collected_warnings() -> dict[str, int]:
+    """The warnings collected under warnings="collect" (each line of text
+    with how many times it was given), oldest first."""
+    with _collected_lock:
+        return dict(_collected)
+
+
+def clear_collected_warnings() -> None:
+    with _collected_lock:
+        _collected.clear()
+
+
+def _report_notes(notes: list[str], options: Mapping[str, Any]) -> None:
+    """The bridge's own warnings (JAX InterpretParams fields not honoured):
+    collected or warned as the run's warnings would be."""
+    for n in _params.unreported(notes):
+        text = f"tessera.jax: InterpretParams.{n}"
+        if options.get("warnings", "python") == "collect":
+            _collect_warning(text)
+        else:
+            import warnings
+            warnings.warn(text, T_KernelWarning, stacklevel=4)
+
+
+T_KernelWarning = _run.KernelWarning
 
 
 def cache_info() -> dict:
@@ -127,15 +183,20 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
         if hit is not None:
             _stats["hits"] += 1
             return hit, call.out_tree
-        tk = translate(call, name, mesh, numerics=str(options.get("numerics") or "cpu"))
+        tk = translate(call, name, mesh, numerics=str(options.get("numerics") or "cpu"),
+                       bounds_at_run=(options.get("backend") or "interp") == "interp")
         run_options = {k: v for k, v in options.items() if k not in _run.BRIDGE_OPTIONS}
+        if options.get("jax_state"):
+            run_options["jax_state"] = True  # taken by the Runner
+        if options.get("warnings") == "collect" and run_options.get("on_warning") is None:
+            run_options["on_warning"] = _collect_warning
         if mesh is not None:  # one run on every device of the mesh
             run_options["devices"] = math.prod(size for _, size in mesh)
         try:
             text = tk.module.text()
             in_dtypes = [a.dtype for a in call.in_avals]
             runner = _run.Runner(tk.module, in_dtypes, run_options, tk.operand_locs,
-                                 ji.call_location(call))
+                                 ji.call_location(call), tk.prims_at)
         finally:
             tk.module.close()  # a no-op once the runner took it
         ffi_able = not runner._convert
@@ -258,6 +319,8 @@ def pallas_call(kernel: Callable[..., None], out_shape: Any, *,
     detect_races, uninit ("nan"/"zero"), shuffle_parallel, shuffle_seed,
     cores, devices, dma_mode ("eager"/"lazy"), schedule_seed, chip,
     max_errors, strict, timeout_seconds, max_steps, trace_path, opt_level;
+    warnings ("python", the default here: KernelWarnings; or "collect",
+    interpret mode's default: kept for collected_warnings());
     and numpy_outputs=True, which makes an eager call return numpy arrays
     instead of jax arrays (saving JAX's ~70 us per output array), and
     jit_callback ("ffi", the default: an XLA FFI custom call on CPU; or
@@ -287,6 +350,8 @@ def _check_options(options: Mapping[str, Any]) -> None:
     if unknown:
         raise TypeError(f"tessera.jax: unknown option(s) {', '.join(sorted(unknown))} "
                         f"(options: {', '.join(_run.option_names())})")
+    if options.get("warnings", "python") not in ("python", "collect"):
+        raise ValueError("tessera.jax: warnings is 'python' or 'collect'")
     if options.get("jit_callback", "ffi") not in ("ffi", "pure_callback"):
         raise ValueError("tessera.jax: jit_callback is 'ffi' or 'pure_callback'")
     if options.get("numerics", "cpu") not in ("cpu", "tpu"):
@@ -347,6 +412,7 @@ def _hook(original, kernel, out_shape, **kwargs):
         options = _global_options
     if options is None or _bypass.get():
         return original(kernel, out_shape, **kwargs)
+    options = _interpret_options(options, kwargs.get("interpret"))
     kwargs["interpret"] = False
     jax_fn = original(kernel, out_shape, **kwargs)
     return TesseraPallasCall(jax_fn, options, kwargs.get("name"))
@@ -366,6 +432,8 @@ def _mpmd_hook(original_bind, *args, **params):
             options = _global_options
     if options is None or _bypass.get():
         return original_bind(*args, **params)
+    if not isinstance(interp, InterpretParams):
+        options = _interpret_options(options, interp)
     try:
         mk = ji.mesh_kernel(args, params)
     except NotImplementedError as e:
@@ -376,6 +444,22 @@ def _mpmd_hook(original_bind, *args, **params):
     for ref, k in mk.written:
         ji.write_ref(ref, outs[k])
     return list(outs[:mk.num_outputs])
+
+
+def _interpret_options(options: Mapping[str, Any], jax_interpret: Any) -> dict:
+    """The options of a pallas_call under interpret mode: warnings are
+    collected unless asked otherwise, and what the call's JAX
+    `pltpu.InterpretParams` asks for (races, uninitialized memory, cores,
+    DMA mode, seed: _params.py) under tessera's own options, which win."""
+    merged: dict[str, Any] = {"warnings": "collect"}
+    if _params.is_jax_params(jax_interpret):
+        mapped, notes = _params.options_of(jax_interpret)
+        merged.update(mapped)
+        merged["jax_state"] = True
+        if notes:
+            _report_notes(notes, {**merged, **options})
+    merged.update(options)
+    return merged
 
 
 class interpret(contextlib.ContextDecorator):

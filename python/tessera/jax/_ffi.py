@@ -138,6 +138,12 @@ def _make_handler(executable: T.Executable, on_run: Callable[[], None]) -> Any:
             # and XLA would take the call for a success). Ctrl-C, the
             # KeyboardInterrupt raised once the run has stopped, is reported
             # as XLA's CANCELLED with a message saying so (docs/jax.md).
+            hook = getattr(executable, "_error_hook", None)
+            if hook is not None:  # JAX's phrase first (_jax_errors.py)
+                try:
+                    e = hook(e)
+                except Exception:  # noqa: BLE001 - never let it leave the handler
+                    pass
             _last_error[0] = e
             code = _ERROR_CODE_CANCELLED if isinstance(e, KeyboardInterrupt) \
                 else _ERROR_CODE_INTERNAL

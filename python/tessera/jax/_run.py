@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import _api as T
 from .. import _builder as B
+from . import _jax_errors
 
 KernelError = T.KernelError
 KernelWarning = T.KernelWarning
@@ -25,12 +26,15 @@ Diagnostic = T.Diagnostic
 #: numerics: "cpu" (the default: f32 dots exact in f32, as XLA:CPU) or
 #: "tpu" (f32 dot operands rounded as a TPU's MXU does at the dot's
 #: precision; translate_linalg.py): a translation option, not a run option
-BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback", "numerics")
+BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback", "numerics", "warnings", "jax_state")
+# Set by the bridge itself (a call made with JAX's InterpretParams), not by users.
+_INTERNAL_OPTIONS = ("jax_state",)
 
 
 def option_names() -> list[str]:
     """The tessera options pallas_call/interpret accept."""
-    return sorted({"backend", *T._EXECUTABLE_OPTIONS, *BRIDGE_OPTIONS})
+    return sorted({"backend", *T._EXECUTABLE_OPTIONS, *BRIDGE_OPTIONS} -
+                  set(_INTERNAL_OPTIONS))
 
 
 #: the message of a run inside jax.jit stopped by Ctrl-C (docs/jax.md,
@@ -55,7 +59,8 @@ class Runner:
 
     def __init__(self, module: B.ModuleBuilder, in_dtypes: Sequence[np.dtype],
                  options: dict, operand_locs: dict | None = None,
-                 kernel_loc: tuple[str, int, int] | None = None):
+                 kernel_loc: tuple[str, int, int] | None = None,
+                 prims_at: dict | None = None):
         """Takes over `module` (its one kernel is compiled, then the module
         goes). in_dtypes: the numpy dtype each input arrives in (a prefetch
         table tessera stores widened arrives narrower and is converted);
@@ -64,18 +69,30 @@ class Runner:
         diagnostics tessera reports at an operand (block copies, index maps)
         instead of its declaration, which has no line; kernel_loc: the
         pallas_call's, given to those about the whole kernel (VMEM over
-        budget). Raises tessera.CompileError when tessera cannot prepare it."""
+        budget); prims_at: (line, col, mnemonic) -> the JAX primitive that
+        built that load or store (named in JAX's errors). Raises
+        tessera.CompileError when tessera cannot prepare it."""
+        self._prims_at = dict(prims_at or {})
         options = dict(options)
         backend = options.pop("backend", "interp")
+        # Runs of a pallas_call made with JAX's InterpretParams keep JAX's
+        # interpret-mode state that tests read (races.races_found) current.
+        self.jax_state = bool(options.pop("jax_state", False))
         self._operand_locs = dict(operand_locs or {})
         self._kernel_loc = kernel_loc
         kernel = T.Module._from_handle(module.take(), "<jax>").kernels[0]
+        # Operand names by role: which side of a copy left its bounds, and an
+        # output's position, in the errors JAX's interpret mode would raise.
+        self._in_names = [o.name for o in kernel.operands if o.role not in ("out", "scratch")]
+        self._out_names = [o.name for o in kernel.operands if o.role == "out"]
         try:
             self.executable = T.compile(kernel, backend, **options)
         except T.CompileError as e:
             diagnostics, moved = T._hooked(self._relocate, e.diagnostics)
-            raise T.CompileError(e.code, T._requote(e.message, moved), diagnostics) from None
+            raise self.as_jax(T.CompileError(e.code, T._requote(e.message, moved),
+                                             diagnostics)) from None
         self.executable._diagnostic_hook = self._relocate
+        self.executable._error_hook = self.as_jax  # the FFI call's errors (_ffi.py)
         # Outputs XLA can adopt without a copy (_jax_internal.adopt_host_arrays).
         self.executable._empty = T._aligned_empty
         # The inputs arriving in another dtype than tessera stores them in.
@@ -89,7 +106,27 @@ class Runner:
             inputs = list(inputs)
             for i in self._convert:
                 inputs[i] = np.asarray(inputs[i], dtype=self.executable.inputs[i].dtype)
-        return self.executable._run(inputs, {}, want_stats=False)[0]
+        if self.jax_state:
+            self.before_run()
+        try:
+            return self.executable._run(inputs, {}, want_stats=False)[0]
+        except KernelError as e:
+            raise self.as_jax(e) from None
+
+    def before_run(self) -> None:
+        """What JAX's interpret mode resets at each call (_params.py)."""
+        from . import _params
+        _params.reset_races()
+
+    def as_jax(self, error: BaseException) -> BaseException:
+        """`error` as the exception JAX's TPU interpret mode raises for the
+        same fault (still a tessera error with its diagnostics;
+        _jax_errors.py), or itself."""
+        if self.jax_state and any(getattr(d, "kind", None) == "race"
+                                  for d in getattr(error, "diagnostics", ())):
+            from . import _params
+            _params.note_race()
+        return _jax_errors.as_jax(error, self._in_names, self._out_names, self._prims_at)
 
     def _relocate(self, d: Diagnostic) -> Diagnostic:
         """Gives a diagnostic without a line (made at an operand declaration

@@ -12,6 +12,15 @@ loaded with `-p tessera.jax.pytest_plugin`. Options:
                                 detect_races=true, uninit=zero, cores=2,
                                 numerics=tpu (f32 dots rounded as a TPU's MXU
                                 does; docs/jax.md)
+  --tessera-warnings MODE       collect (default): tessera's warnings are
+                                shown in the terminal summary, not raised
+                                through `warnings` (JAX's suites make
+                                warnings errors, and JAX's interpret mode
+                                gives none of them); python: issued as
+                                KernelWarnings; strict: they fail the run
+
+A pallas_call's JAX `pltpu.InterpretParams` is honoured (docs/jax.md, "JAX's
+InterpretParams"); --tessera-option values win over it.
 """
 
 from __future__ import annotations
@@ -33,6 +42,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="tessera backend: interp (default) or cpu")
     group.addoption("--tessera-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a tessera run option (repeatable), e.g. detect_races=true")
+    group.addoption("--tessera-warnings", default="collect",
+                    choices=("collect", "python", "strict"),
+                    help="tessera's warnings: collect (shown in the summary; default), "
+                         "python (KernelWarnings) or strict (errors)")
 
 
 def _parse_value(text: str) -> Any:
@@ -58,6 +71,11 @@ def options_from_config(config: pytest.Config) -> dict:
         if not sep:
             raise pytest.UsageError(f"--tessera-option {item!r}: expected KEY=VALUE")
         options[key.strip()] = _parse_value(value.strip())
+    mode = config.getoption("--tessera-warnings", default="collect") or "collect"
+    if mode == "strict":  # collect is interpret mode's default
+        options.setdefault("strict", True)
+    if mode != "collect":
+        options.setdefault("warnings", "python")
     return options
 
 
@@ -117,3 +135,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     text = _diagnostics_text(call.excinfo.value)
     if text:
         outcome.get_result().sections.append(("tessera diagnostics", text))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """The warnings tessera collected (--tessera-warnings=collect): what a
+    kernel did that is legal but suspicious, which JAX's interpret mode
+    would not have warned about."""
+    if getattr(config, _STATE_KEY, None) is None:
+        return
+    from tessera.jax import _api
+    collected = _api.collected_warnings()
+    if not collected:
+        return
+    terminalreporter.section("tessera warnings (collected; --tessera-warnings=python "
+                             "raises them)")
+    for text, count in collected.items():
+        terminalreporter.line(f"{text}" + (f"  [x{count}]" if count > 1 else ""))

@@ -70,18 +70,24 @@ def ir_op_coverage() -> dict[str, str]:
 
 def translate(call: ji.PallasCall, name: str | None = None,
               mesh: Sequence[tuple[Any, int]] | None = None,
-              numerics: str = "cpu") -> TranslatedKernel:
+              numerics: str = "cpu", *, bounds_at_run: bool = False) -> TranslatedKernel:
     """Builds the tessera kernel of a traced pallas_call. `mesh`: ((axis
     name, size), ...) of the devices it runs on, in JAX's axis-environment
     order (what `lax.axis_index` and mesh device ids refer to); None: the
     kernel runs on one device, `axis_index` is the device id. `numerics`:
     "cpu" (f32 dots exact in f32) or "tpu" (f32 dot operands rounded to
     bf16 passes as a TPU's MXU does at each dot's precision). Raises
-    TranslationError for what cannot be translated."""
+    TranslationError for what cannot be translated. bounds_at_run: a
+    static index outside its ref becomes an index operand, checked when the
+    access runs (the interpreter checks every access; JAX's interpret mode
+    reports a kernel's first fault in program order), instead of a verify
+    error before the run (what a backend without run-time bounds checks
+    needs)."""
     kname = re.sub(r"[^A-Za-z0-9_]", "_", name or call.name) or "kernel"
     if not re.match(r"[A-Za-z_]", kname):
         kname = "k_" + kname
     tr = Translator(call, kname)
     tr.mesh = tuple((n, int(s)) for n, s in mesh) if mesh is not None else None
     tr.numerics = numerics
+    tr.bounds_at_run = bounds_at_run
     return tr.build()

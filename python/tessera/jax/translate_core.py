@@ -83,6 +83,14 @@ class TranslatedKernel:
     # operand (its block copies, index map results): the BlockSpec's index
     # map, else the pallas_call's line.
     operand_locs: dict = dataclasses.field(default_factory=dict)
+    # (line, col, mnemonic) -> the JAX primitive whose translation built that
+    # load or store there: JAX names it in its errors ("get_p: ...").
+    prims_at: dict = dataclasses.field(default_factory=dict)
+
+
+def _static_in_bounds(start: int, size: int, stride: int, dim: int) -> bool:
+    """Whether `size` elements from `start` by `stride` lie in [0, dim)."""
+    return start >= 0 and size >= 1 and start + (size - 1) * stride < dim
 
 
 @dataclasses.dataclass
@@ -201,10 +209,12 @@ class Translator:
         self.kb = self.mb.kernel(name)
         self.loc: tuple = ()
         self.prim = "pallas_call"
+        self.bounds_at_run = False  # translate()'s option
         self.num_sems = 0
         self.prefetch_refs: list[B.Value] = []
         self.narrowed: dict[int, str] = {}    # widened ref -> the kernel's dtype
         self.operand_locs: dict = {}
+        self.prims_at: dict = {}
         # ((axis name, size), ...) of the mesh the kernel runs on (the named
         # axes of the enclosing shard_map, in JAX's axis-environment order),
         # or None when unknown (then `axis_index` is the device id itself).
@@ -230,6 +240,8 @@ class Translator:
             if mnemonic not in declared:
                 raise self.fail(f"internal: the rule of `{self.prim}` built `{mnemonic}`, "
                                 "which its `emits` does not declare")
+        if mnemonic in ("load", "store") and len(self.loc) >= 3:
+            self.prims_at.setdefault((self.loc[1], self.loc[2], mnemonic), self.prim)
         try:
             return self.kb.op(region, mnemonic, operands, results, loc=self.loc, **kw)
         except Exception as e:  # a builder refusal: name the user's line
@@ -357,6 +369,16 @@ class Translator:
                 if isinstance(start, B.Value):
                     start = self.i32(region, start)
                 off = self.iarith(region, "add", s, self.iarith(region, "mul", start, st))
+                if (self.bounds_at_run and view.reshaped is None
+                        and not isinstance(off, B.Value)
+                        and not _static_in_bounds(off, 1 if d.kind == "point" else d.size,
+                                                  st * (1 if d.kind == "point" else d.stride),
+                                                  view.base.type.shape[pos])):
+                    # A static index outside the ref: checked when the access
+                    # runs (an index operand), as JAX's interpret mode does,
+                    # so a kernel's first fault in program order is the one
+                    # reported, not every static one before the run.
+                    off = self.const(region, int(off), B.Type.value("i32", ()))
                 if d.kind == "point":
                     new[pos] = ("point", off)
                 else:
@@ -528,7 +550,8 @@ class Translator:
         self.run_jaxpr(body, jaxpr, [], refs)
         tk = TranslatedKernel(self.mb, self.name, nidx, nin, nout, call.in_avals,
                               call.out_avals, {o: i for i, o in aliases_in_out.items()},
-                              operand_locs=dict(self.operand_locs))
+                              operand_locs=dict(self.operand_locs),
+                              prims_at=dict(self.prims_at))
         return tk
 
     def scratch(self, aval, name: str) -> B.Value:

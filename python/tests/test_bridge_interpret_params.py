@@ -1,0 +1,368 @@
+"""tessera as a drop-in for JAX's TPU interpret mode: a pallas_call's JAX
+`pltpu.InterpretParams` is honoured under `tessera.jax.interpret()` (with
+tessera's own options winning), faults raise what JAX's interpret mode
+raises (its exception type and phrase, then tessera's located diagnostic),
+and warnings JAX would not give are collected instead of raised. Each
+expectation is JAX's own behaviour, computed here by running the same
+kernel under JAX's interpret mode; both backends."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import sys
+import warnings
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+jax = pytest.importorskip("jax")
+
+import dataclasses  # noqa: E402
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.experimental import pallas as pl  # noqa: E402
+from jax.experimental.pallas import tpu as pltpu  # noqa: E402
+
+import tessera.jax as tj  # noqa: E402
+from tessera.jax import _params  # noqa: E402
+
+mosaic_interpret = pytest.importorskip(
+    "jax._src.pallas.mosaic.interpret.interpret_pallas_call")
+
+F32 = jnp.float32
+BACKENDS = ["interp", "cpu"]
+
+pytestmark = pytest.mark.filterwarnings("error")  # as JAX's own suites run
+
+
+def jax_error(fn) -> BaseException:
+    """What JAX's own interpret mode raises for `fn()` (outside tessera)."""
+    try:
+        jax.block_until_ready(fn())
+    except Exception as e:  # noqa: BLE001 - compared below
+        pltpu.reset_tpu_interpret_mode_state()
+        return e
+    raise AssertionError("JAX's interpret mode raised nothing")
+
+
+def tessera_error(fn, **options) -> BaseException:
+    with tj.interpret(**options):
+        try:
+            jax.block_until_ready(fn())
+        except Exception as e:  # noqa: BLE001 - compared below
+            return e
+    raise AssertionError("tessera raised nothing")
+
+
+# ---- the mapping of InterpretParams' fields ------------------------------------------
+
+def test_params_every_field_of_the_installed_jax_is_mapped_or_named():
+    names = {f.name for f in dataclasses.fields(pltpu.InterpretParams)}
+    assert names <= set(_params._FIELDS), names - set(_params._FIELDS)
+    options, notes = _params.options_of(pltpu.InterpretParams())
+    # JAX's defaults are tessera's defaults
+    assert options == {"detect_races": False, "uninit": "nan", "dma_mode": "lazy"}
+    assert notes == []
+
+
+def test_params_fields_map_to_tessera_options():
+    options, notes = _params.options_of(pltpu.InterpretParams(
+        detect_races=True, uninitialized_memory="zero", num_cores_or_threads=2,
+        dma_execution_mode="eager"))
+    assert options == {"detect_races": True, "uninit": "zero", "cores": 2, "dma_mode": "eager"}
+    assert notes == []
+    assert _params.options_of(pltpu.InterpretParams(dma_execution_mode="on_wait"))[0][
+        "dma_mode"] == "lazy"
+    _, notes = _params.options_of(pltpu.InterpretParams(
+        skip_floating_point_ops=True, vector_clock_size=8, buffer_bounds="padded"))
+    assert len(notes) == 3 and all("not honoured" in n or "no meaning" in n for n in notes)
+
+
+def uninit_kernel(o_ref, s_ref):
+    o_ref[...] = s_ref[...]
+
+
+def uninit_call(interpret):
+    return pl.pallas_call(uninit_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                          scratch_shapes=[pltpu.VMEM((8, 128), F32)], interpret=interpret)()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fill", ["nan", "zero"])
+def test_params_uninitialized_memory_is_honoured(backend, fill):
+    want = np.asarray(uninit_call(pltpu.InterpretParams(uninitialized_memory=fill)))
+    with tj.interpret(backend=backend):
+        got = np.asarray(uninit_call(pltpu.InterpretParams(uninitialized_memory=fill)))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(want)], want[~np.isnan(want)])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_params_tessera_options_win(backend):
+    with tj.interpret(backend=backend, uninit="nan"):
+        got = np.asarray(uninit_call(pltpu.InterpretParams(uninitialized_memory="zero")))
+    assert np.isnan(got).all()
+
+
+def test_params_unhonoured_field_is_reported_once():
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+    x = np.ones((8, 128), np.float32)
+    tj.clear_collected_warnings()
+    _params._warned.clear()
+    params = pltpu.InterpretParams(vector_clock_size=64)
+    with tj.interpret():
+        for _ in range(2):
+            y = pl.pallas_call(k, jax.ShapeDtypeStruct((8, 128), F32), interpret=params)(x)
+            np.testing.assert_array_equal(np.asarray(y), 2 * x)
+    notes = [t for t in tj.collected_warnings() if "vector_clock_size" in t]
+    assert len(notes) == 1 and tj.collected_warnings()[notes[0]] == 1
+
+
+# ---- errors as JAX raises them -------------------------------------------------------
+
+def oob_index_kernel(i_ref, x_ref, o_ref):
+    o_ref[0] = x_ref[i_ref[0]]
+
+
+def oob_index_call():
+    return pl.pallas_call(
+        oob_index_kernel, jax.ShapeDtypeStruct((1,), jnp.int32),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)] * 2,
+        out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+        interpret=pltpu.InterpretParams())(jnp.array([7], jnp.int32),
+                                           jnp.arange(5, dtype=jnp.int32))
+
+
+def test_errors_out_of_bounds_read_is_jax_index_error():
+    want = jax_error(oob_index_call)
+    assert "IndexError: Out-of-bounds read" in str(want)
+    got = tessera_error(oob_index_call)
+    assert isinstance(got, IndexError) and isinstance(got, tj.KernelError)
+    assert isinstance(got, type(want))  # JAX's wrapper of a host callback's error
+    assert str(got).startswith("Out-of-bounds read")
+    assert f"{pathlib.Path(__file__).name}:" in str(got)  # tessera's located diagnostic
+    assert got.diagnostics[0].kind == "out_of_bounds"
+
+
+def dma_write_first_kernel(x_ref, o_ref, s_ref):
+    pltpu.sync_copy(x_ref.at[0], s_ref.at[10])  # the first fault: a write
+    o_ref[0, :] = s_ref[10, :]
+
+
+def dma_write_first_call():
+    return jax.jit(lambda x: pl.pallas_call(
+        dma_write_first_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.HBM)],
+        out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+        scratch_shapes=[pltpu.VMEM((10, 128), F32)],
+        interpret=pltpu.InterpretParams())(x))(jnp.zeros((8, 128), F32))
+
+
+def test_errors_first_fault_in_program_order_is_the_dma_write():
+    # Both the DMA's destination and the later load are out of bounds with
+    # static indices: JAX reports the write, which runs first.
+    want = jax_error(dma_write_first_call)
+    assert "Out-of-bounds write" in str(want)
+    got = tessera_error(dma_write_first_call)
+    assert "Out-of-bounds write" in str(got) and "Out-of-bounds read" not in str(got)
+    assert "DMA's destination" in str(got)
+
+
+def test_errors_static_out_of_bounds_on_cpu_backend_is_found_before_the_run():
+    # The cpu backend checks no bounds while running: the static index is
+    # refused before the run, with JAX's phrase for the access.
+    got = tessera_error(dma_write_first_call, backend="cpu")
+    assert isinstance(got, tj.CompileError if hasattr(tj, "CompileError") else Exception)
+    assert re.search("Out-of-bounds (read|write)", str(got))
+
+
+def revisit_call():
+    return jax.jit(lambda: pl.pallas_call(
+        lambda x_ref, o1_ref, o2_ref: None,
+        out_shape=[jax.ShapeDtypeStruct((16, 256), F32)] * 2, grid=(4, 4),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.HBM)],
+        out_specs=[pl.BlockSpec((4, 128), lambda i, j: (i, j // 2)),
+                   pl.BlockSpec((4, 128), lambda i, j: (j // 2, i % 2))],
+        interpret=pltpu.InterpretParams())(jnp.zeros((8, 128))))()
+
+
+@pytest.mark.parametrize("backend", ["interp"])  # the cpu backend does not check revisits
+def test_errors_revisited_output_block_names_output_and_iteration(backend):
+    want = jax_error(revisit_call)
+    m = re.search(r"Revisited block .* of output (\d+) in iteration (\(\d+, \d+\))", str(want))
+    assert m
+    got = tessera_error(revisit_call, backend=backend)
+    assert re.search(rf"Revisited block .* of output {m.group(1)} in iteration "
+                     rf"{re.escape(m.group(2))}", str(got)), str(got)
+    assert isinstance(got, RuntimeError)
+
+
+def hbm_load_call():
+    return pl.pallas_call(
+        lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...]),
+        jax.ShapeDtypeStruct((8, 128), F32),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.HBM)],
+        out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+        interpret=pltpu.InterpretParams())(jnp.zeros((8, 128), F32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_errors_direct_hbm_access_is_jax_value_error(backend):
+    want = jax_error(hbm_load_call)
+    assert isinstance(want, ValueError)
+    got = tessera_error(hbm_load_call, backend=backend)
+    assert isinstance(got, ValueError)
+    head = str(want).split(":")[0]  # JAX names the primitive (get_p)
+    assert str(got).startswith(head + ":"), (str(got), str(want))
+
+
+def test_errors_direct_pallas_call_keeps_tessera_error():
+    # tessera.jax.pallas_call raises the same JAX-flavoured KernelError.
+    f = tj.pallas_call(oob_index_kernel, jax.ShapeDtypeStruct((1,), jnp.int32),
+                       in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)] * 2,
+                       out_specs=pl.BlockSpec(memory_space=pltpu.SMEM))
+    with pytest.raises(tj.KernelError) as info:
+        f(np.array([7], np.int32), np.arange(5, dtype=np.int32))
+    assert isinstance(info.value, IndexError)
+
+
+# ---- warnings JAX would not give -----------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_warnings_are_collected_under_interpret(backend):
+    tj.clear_collected_warnings()
+    with tj.interpret(backend=backend):
+        uninit_call(pltpu.InterpretParams())  # filterwarnings=error: would fail
+    if backend == "interp":  # the cpu backend has no shadow memory
+        assert any("uninitialized" in t for t in tj.collected_warnings())
+
+
+def test_warnings_python_mode_raises_them():
+    with tj.interpret(warnings="python"):
+        with pytest.raises(tj.KernelWarning if hasattr(tj, "KernelWarning") else Warning):
+            uninit_call(pltpu.InterpretParams())
+
+
+def test_warnings_direct_pallas_call_warns_as_before():
+    f = tj.pallas_call(uninit_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                       scratch_shapes=[pltpu.VMEM((8, 128), F32)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f()
+    assert any("uninitialized" in str(w.message) for w in caught)
+
+
+# ---- JAX's interpret-mode state -------------------------------------------------------
+
+def race_kernel(x_ref, o_ref, t_ref, sem):
+    copy = pltpu.make_async_copy(x_ref, t_ref, sem)
+    copy.start()
+    o_ref[...] = t_ref[...] + 1.0  # races with the DMA's write of t_ref
+    copy.wait()
+
+
+def no_race_kernel(x_ref, o_ref, t_ref, sem):
+    copy = pltpu.make_async_copy(x_ref, t_ref, sem)
+    copy.start()
+    copy.wait()
+    o_ref[...] = t_ref[...] + 1.0
+
+
+def race_call(kernel):
+    x = jnp.zeros((8, 128), F32)
+    return pl.pallas_call(
+        kernel, jax.ShapeDtypeStruct((8, 128), F32),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.HBM)],
+        scratch_shapes=[pltpu.VMEM((8, 128), F32), pltpu.SemaphoreType.DMA],
+        interpret=pltpu.InterpretParams(detect_races=True))(x)
+
+
+def test_state_races_found_follows_the_run():
+    with tj.interpret():
+        y = race_call(no_race_kernel)
+        np.testing.assert_array_equal(np.asarray(y), 1.0)
+        assert mosaic_interpret.races is not None
+        assert not mosaic_interpret.races.races_found
+        with pytest.raises(tj.KernelError) as info:
+            jax.block_until_ready(race_call(race_kernel))
+        assert any(d.kind == "race" for d in info.value.diagnostics)
+        assert mosaic_interpret.races.races_found
+        race_call(no_race_kernel)  # each call starts afresh, as in JAX
+        assert not mosaic_interpret.races.races_found
+
+
+# ---- the pytest plugin -----------------------------------------------------------------
+
+pytest_plugins = ["pytester"]
+
+PLUGIN_SUITE = '''
+import jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+def kernel(o_ref, s_ref):
+    o_ref[...] = s_ref[...]
+
+def test_reads_scratch_never_written():
+    pl.pallas_call(kernel, jax.ShapeDtypeStruct((8, 128), jnp.float32),
+                   scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)],
+                   interpret=pltpu.InterpretParams())()
+'''
+
+
+def _plugin_args() -> list[str]:
+    from importlib.metadata import entry_points
+    if any(ep.value == "tessera.jax.pytest_plugin" for ep in entry_points(group="pytest11")):
+        return ["-W", "error"]
+    return ["-p", "tessera.jax.pytest_plugin", "-W", "error"]
+
+
+def test_plugin_collects_warnings_into_the_summary(pytester):
+    pytester.makepyfile(test_suite=PLUGIN_SUITE)
+    result = pytester.runpytest_inprocess(*_plugin_args(), "--tessera")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*tessera warnings*", "*uninitialized*"])
+
+
+@pytest.mark.parametrize("mode", ["python", "strict"])
+def test_plugin_warnings_on_request(pytester, mode):
+    pytester.makepyfile(test_suite=PLUGIN_SUITE)
+    result = pytester.runpytest_inprocess(*_plugin_args(), "--tessera",
+                                          f"--tessera-warnings={mode}")
+    result.assert_outcomes(failed=1)
+
+
+# ---- pl.debug_check in an index map ---------------------------------------------------
+
+def checked_call(limit, interpret=False):
+    def index_map(i):
+        pl.debug_check(i < limit, "block index past the limit")  # the check
+        return (i, 0)
+
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+    return lambda x: pl.pallas_call(
+        k, jax.ShapeDtypeStruct((32, 128), F32), grid=(4,),
+        in_specs=[pl.BlockSpec((8, 128), index_map)],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)), interpret=interpret)(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_debug_check_in_an_index_map(backend):
+    from jax._src import config
+    x = np.arange(32 * 128, dtype=np.float32).reshape(32, 128)
+    with config.jax_pallas_enable_debug_checks(True):
+        want = np.asarray(jax.jit(checked_call(4, pltpu.InterpretParams()))(x))  # JAX's
+        with tj.interpret(backend=backend):
+            np.testing.assert_array_equal(np.asarray(checked_call(4)(x)), want)
+            with pytest.raises(tj.KernelError) as info:
+                checked_call(3)(x)
+    d = next(d for d in info.value.diagnostics if d.kind == "assert")
+    assert "block index past the limit" in d.message
+    assert d.grid_point == (3,)
+    with open(__file__) as f:
+        line = next(n for n, t in enumerate(f, 1) if t.rstrip().endswith("# the check"))
+    assert d.line == line
