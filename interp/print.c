@@ -18,6 +18,10 @@ static void print_element(tsr_strbuf_t *sb, tsr_dtype_t dt, const void *p) {
     case TSR_DTYPE_I8: { int8_t x; memcpy(&x, p, 1); tsr_strbuf_printf(sb, "%d", x); break; }
     case TSR_DTYPE_U8: { uint8_t x; memcpy(&x, p, 1); tsr_strbuf_printf(sb, "%u", x); break; }
     case TSR_DTYPE_I1: tsr_strbuf_puts(sb, *(const uint8_t *)p ? "true" : "false"); break;
+    case TSR_DTYPE_I4: case TSR_DTYPE_I2: { int8_t x; memcpy(&x, p, 1); tsr_strbuf_printf(sb, "%d", x); break; }
+    case TSR_DTYPE_U4: case TSR_DTYPE_U2: { uint8_t x; memcpy(&x, p, 1); tsr_strbuf_printf(sb, "%u", x); break; }
+    case TSR_DTYPE_F8E4M3FN: tsr_strbuf_printf(sb, "%g", (double)tsr_f8e4m3fn_to_f32(*(const uint8_t *)p)); break;
+    case TSR_DTYPE_F8E5M2: tsr_strbuf_printf(sb, "%g", (double)tsr_f8e5m2_to_f32(*(const uint8_t *)p)); break;
     default: tsr_strbuf_puts(sb, "?"); break;
   }
 }
