@@ -43,12 +43,12 @@
  * until it has one). */
 #define LOAD(CL, DN, x) LOAD_##CL(DN, x)
 #define LOAD_FLOAT(DN, x) LOAD_##DN(x)
-#define LOAD_SINT(DN, x) (x)
+#define LOAD_SINT(DN, x) EXT_##DN(x)
 #define LOAD_UINT(DN, x) (x)
 #define LOAD_BOOL(DN, x) (x)
 #define STORE(CL, DN, NB, v) STORE_##CL(DN, NB, v)
 #define STORE_FLOAT(DN, NB, v) STORE_##DN(v)
-#define STORE_SINT(DN, NB, v) WRAP_SINT(NB, v)
+#define STORE_SINT(DN, NB, v) PACK_SINT(NB, v)
 #define STORE_UINT(DN, NB, v) WRAP_UINT(NB, v)
 #define STORE_BOOL(DN, NB, v) (v)
 
@@ -68,8 +68,8 @@
  * out-of-range value to a signed type is implementation-defined in C (not
  * undefined); GCC and Clang define it as modulo 2^N, which is the wrapping
  * semantics we want. The sub-byte integers (NB, the value's width, below 8)
- * are narrowed further on store by WRAP_INT: sign- or zero-extended from NB
- * bits in their byte. The expression tables below take NB, the width in
+ * are narrowed further on store to their low NB bits (PACK_SINT, WRAP_UINT)
+ * and sign-extended on load (EXT_). The expression tables below take NB, the width in
  * bits, not the storage size. */
 #define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL)                                  \
   _Static_assert(BY <= 4 && sizeof(ST) == BY && NB <= 8 * BY, #DN ": storage size");
@@ -83,11 +83,25 @@
 /* A value of an NB-bit integer dtype from any wider one: the low NB bits,
  * sign- or zero-extended (the identity for NB >= 8, where the storage
  * type's own narrowing does it). */
-#define WRAP_SINT(NB, v)                                                       \
-  ((NB) >= 8 ? (int32_t)(v)                                                    \
-             : (int32_t)((((uint32_t)(v) & UMASK(NB)) ^ (1u << ((NB) - 1))) -  \
-                         (1u << ((NB) - 1))))
+#define PACK_SINT(NB, v)                                                       \
+  ((NB) >= 8 ? (int32_t)(v) : (int32_t)((uint32_t)(v) & UMASK(NB)))
 #define WRAP_UINT(NB, v) ((uint32_t)(v) & UMASK(NB))
+/* A stored signed value, sign-extended to its compute type: the sub-byte
+ * ones are stored as ml_dtypes stores them, their bits in the low bits of
+ * the byte and zeros above (int4 -2 is 0x0e), so that host arrays pass
+ * unchanged. */
+#define SEXT8(x, NB) ((int8_t)(((uint32_t)(x) ^ (1u << ((NB) - 1))) - (1u << ((NB) - 1))))
+#define EXT_i32(x) (x)
+#define EXT_i16(x) (x)
+#define EXT_i8(x) (x)
+#define EXT_i4(x) SEXT8((x) & 0xfu, 4)
+#define EXT_i2(x) SEXT8((x) & 0x3u, 2)
+#define EXT_u32(x) (x)
+#define EXT_u16(x) (x)
+#define EXT_u8(x) (x)
+#define EXT_u4(x) (x)
+#define EXT_u2(x) (x)
+#define EXT_i1(x) (x)
 
 /* ==== Scalar helpers ========================================================= */
 
@@ -611,7 +625,7 @@ void tsr_blockops_fill(size_t elem_size, void *dst, const void *elem, size_t n) 
  * Integer -> narrower integer wraps (modulo 2^N), as XLA and numpy. */
 #define TO_F32(CL, DN, CT, NB, x) ((float)LOAD(CL, DN, x))
 #define FROM_F32_FLOAT(DN, CT, NB, v) STORE_FLOAT(DN, NB, v)
-#define FROM_F32_SINT(DN, CT, NB, v) ((CT)f32_to_sint(v, SMIN32(NB), (int32_t)SMAX(NB)))
+#define FROM_F32_SINT(DN, CT, NB, v) ((CT)PACK_SINT(NB, f32_to_sint(v, SMIN32(NB), (int32_t)SMAX(NB))))
 #define FROM_F32_UINT(DN, CT, NB, v) ((CT)f32_to_uint(v, UMASK(NB)))
 /* Float -> i1 is "neither zero nor an f32 subnormal" (NaN is true), as
  * XLA:CPU (which evaluates x != 0 with denormals treated as zero) and a TPU
@@ -621,7 +635,7 @@ void tsr_blockops_fill(size_t elem_size, void *dst, const void *elem, size_t n) 
 #define FROM_F32_BOOL(DN, CT, NB, v) ((CT)!(fabsf(v) < FLT_MIN))
 #define FROM_I64_FLOAT(DN, CT, NB, v)                                          \
   STORE_FLOAT(DN, NB, (NB) == 32 ? (float)(v) : i64_to_f32_odd(v))
-#define FROM_I64_SINT(DN, CT, NB, v) ((CT)WRAP_SINT(NB, (uint32_t)(v)))
+#define FROM_I64_SINT(DN, CT, NB, v) ((CT)PACK_SINT(NB, (uint32_t)(v)))
 #define FROM_I64_UINT(DN, CT, NB, v) ((CT)WRAP_UINT(NB, (uint32_t)(v)))
 #define FROM_I64_BOOL(DN, CT, NB, v) ((CT)((v) != 0))
 
@@ -633,7 +647,7 @@ typedef void (*convert_fn)(void *dst, const void *src, size_t n);
   static void NAME##_##DN(void *dst, const void *src, size_t count) {          \
     T *d = dst;                                                                \
     const ST *s = src;                                                         \
-    for (size_t i = 0; i < count; i++) d[i] = (T)s[i];                         \
+    for (size_t i = 0; i < count; i++) d[i] = (T)EXT_##DN(s[i]);               \
   }
 #define GEN_WIDEN_FLOAT(DN, ST)
 #define GEN_WIDEN_INT(DN, ST)                                                  \

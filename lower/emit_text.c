@@ -783,8 +783,7 @@ ssa_t em_to_storage(emitter_t *em, tsr_dtype_t dtype, ssa_t value, uint32_t lane
     case TSR_DTYPE_I1:
       return em_cast(em, "arith.extui", value, em_vtype("i1", lanes).s, st.s);
     case TSR_DTYPE_I4:
-    case TSR_DTYPE_I2:
-      return em_cast(em, "arith.extsi", value, em_vtype(em_compute(dtype), lanes).s, st.s);
+    case TSR_DTYPE_I2: /* the low bits, zeros above: ml_dtypes' layout */
     case TSR_DTYPE_U4:
     case TSR_DTYPE_U2:
       return em_cast(em, "arith.extui", value, em_vtype(em_compute(dtype), lanes).s, st.s);

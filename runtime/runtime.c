@@ -171,8 +171,9 @@ tsr_status_t tsr_runtime_random_array(const tsr_ir_operand_info_t *info,
     case TSR_DTYPE_I4:
     case TSR_DTYPE_I2: {
       const int64_t half = (int64_t)1 << (tsr_dtype_bits(info->dtype) - 1);
-      TSR_STORE(int8_t, prefetch ? TSR_MIN(signed_value, half - 1)
-                                 : (int64_t)(range201 % (uint64_t)(2 * half)) - half);
+      const int64_t v = prefetch ? TSR_MIN(signed_value, half - 1)
+                                 : (int64_t)(range201 % (uint64_t)(2 * half)) - half;
+      TSR_STORE(uint8_t, (uint64_t)v & (uint64_t)(2 * half - 1)); /* as ml_dtypes: low bits */
       break;
     }
     case TSR_DTYPE_U4:

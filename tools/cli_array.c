@@ -46,7 +46,10 @@ static double element(const tsr_array_t *a, int64_t i) {
   case TSR_DTYPE_I8: return ((const int8_t *)a->data)[i];
   case TSR_DTYPE_U8: return ((const uint8_t *)a->data)[i];
   case TSR_DTYPE_I1: return ((const uint8_t *)a->data)[i] != 0;
-  case TSR_DTYPE_I4: case TSR_DTYPE_I2: return ((const int8_t *)a->data)[i];
+  case TSR_DTYPE_I4: case TSR_DTYPE_I2: { /* the low bits of the byte, as ml_dtypes */
+    int w = (int)tsr_dtype_bits(a->dtype), x = ((const uint8_t *)a->data)[i] & ((1 << w) - 1);
+    return x >= 1 << (w - 1) ? x - (1 << w) : x;
+  }
   case TSR_DTYPE_U4: case TSR_DTYPE_U2: return ((const uint8_t *)a->data)[i];
   case TSR_DTYPE_F8E4M3FN: return f8_to_float(((const uint8_t *)a->data)[i], 3, 7, false);
   case TSR_DTYPE_F8E5M2: return f8_to_float(((const uint8_t *)a->data)[i], 2, 15, true);

@@ -134,7 +134,11 @@ static double get(tsr_dtype_t dt, const void *p, size_t i) {
   case TSR_DTYPE_I8: { int8_t x; memcpy(&x, b, 1); return x; }
   case TSR_DTYPE_U8: return b[0];
   case TSR_DTYPE_I1: return b[0];
-  case TSR_DTYPE_I4: case TSR_DTYPE_I2: { int8_t x; memcpy(&x, b, 1); return x; }
+  case TSR_DTYPE_I4: case TSR_DTYPE_I2: { /* ml_dtypes' layout: the low bits, zeros above */
+    int w = width(dt);
+    TSR_CHECK(b[0] >> w == 0);
+    return (b[0] >> (w - 1)) ? (double)b[0] - ldexp(1.0, w) : (double)b[0];
+  }
   case TSR_DTYPE_U4: case TSR_DTYPE_U2: return b[0];
   case TSR_DTYPE_F8E4M3FN: return f8_decode(b[0], 3, 7, false);
   case TSR_DTYPE_F8E5M2: return f8_decode(b[0], 2, 15, true);
@@ -162,7 +166,7 @@ static void put(tsr_dtype_t dt, void *p, size_t i, double v) {
   case TSR_DTYPE_I8: { int8_t x = (int8_t)v; memcpy(b, &x, 1); return; }
   case TSR_DTYPE_U8: b[0] = (uint8_t)v; return;
   case TSR_DTYPE_I1: b[0] = v != 0; return;
-  case TSR_DTYPE_I4: case TSR_DTYPE_I2: { int8_t x = (int8_t)v; memcpy(b, &x, 1); return; }
+  case TSR_DTYPE_I4: case TSR_DTYPE_I2: b[0] = (uint8_t)((int64_t)v & ((1 << width(dt)) - 1)); return;
   case TSR_DTYPE_U4: case TSR_DTYPE_U2: b[0] = (uint8_t)v; return;
   case TSR_DTYPE_F8E4M3FN: b[0] = f8_encode(v, 3, 7, false); return;
   case TSR_DTYPE_F8E5M2: b[0] = f8_encode(v, 2, 15, true); return;
