@@ -207,7 +207,7 @@ bool vf_verify_decl(verifier_t *v, uint32_t di, int32_t *aliased_by) {
     vf_kreport(v, d->loc, "%s %%%s: block %s", role, name, why.s);
     return false;
   }
-  if (space == TSR_SPACE_SMEM && d->role != TSR_ROLE_PREFETCH && !is_32bit(at->dtype))
+  if (space == TSR_SPACE_SMEM && d->role != TSR_ROLE_PREFETCH && !smem_dtype_ok(at->dtype))
     vf_kreport(v, d->loc,
                "%s %%%s: smem holds " SMEM_DTYPES_TEXT ", found %s", role, name,
                TYPE_TEXT(at));
