@@ -266,6 +266,59 @@ static inline uint16_t tsr_f32_to_f16(float f) {
   return (uint16_t)(sign | h);
 }
 
+/* ---- 8-bit floats ------------------------------------------------------------
+ * float8_e4m3fn (bias 7, 3 mantissa bits, no infinity, S1111111 is NaN, max
+ * 448) and float8_e5m2 (bias 15, 2 mantissa bits, IEEE infinities and NaNs,
+ * max 57344), converted as ml_dtypes does: from f32 rounding to nearest
+ * even once, subnormals kept; what rounds beyond the largest finite value
+ * is NaN for e4m3fn (it has no infinity) and infinity for e5m2; NaN stays
+ * NaN with its sign (e4m3fn S1111111, e5m2 S1111110). `mbits` mantissa
+ * bits, `bias`; `min_normal` is the f32 bits of 2^(1-bias). */
+static inline uint8_t tsr_f32_to_f8(float f, uint32_t mbits, uint32_t bias,
+                                    uint32_t overflow_bits, uint32_t overflow_h,
+                                    uint32_t nan_h) {
+  const uint32_t u = tsr_f32_bits(f), sign = (u >> 24) & 0x80u;
+  const uint32_t a = u & 0x7fffffffu, shift = 23u - mbits;
+  const uint32_t r = a - ((127u - bias) << 23); /* rebias (normal range) */
+  const uint32_t normal_h = (r + ((1u << (shift - 1)) - 1u) + ((r >> shift) & 1u)) >> shift;
+  /* Subnormal: the ulp of 2^(1-bias) * 2^shift is the subnormal step, so
+   * adding that power of two rounds |f| into the low bits (as f16 above). */
+  const float magic = tsr_bits_f32((128u - bias + shift) << 23);
+  const uint32_t sub_h = tsr_f32_bits(tsr_bits_f32(a) + magic) - tsr_f32_bits(magic);
+  uint32_t h = tsr_select_bits(0u - (uint32_t)(a >= ((128u - bias) << 23)), normal_h, sub_h);
+  h = tsr_select_bits(0u - (uint32_t)(a >= overflow_bits), overflow_h, h);
+  h = tsr_select_bits(0u - (uint32_t)(a > 0x7f800000u), nan_h, h);
+  return (uint8_t)(sign | h);
+}
+/* 8-bit float bits to f32 (exact): the magnitude bits placed under f32's
+ * exponent read as a (possibly subnormal) f32 are the value times
+ * 2^-(127-bias) shifted, so one exact multiply rebiases them. */
+static inline float tsr_f8_to_f32(uint8_t h, uint32_t mbits, uint32_t bias, bool is_special,
+                                  uint32_t special_bits) {
+  const uint32_t sign = (uint32_t)(h & 0x80u) << 24, em = h & 0x7fu;
+  const float finite = tsr_bits_f32(em << (23u - mbits)) *
+                       tsr_bits_f32((127u + 127u - bias) << 23);
+  return tsr_bits_f32(sign | (is_special ? special_bits : tsr_f32_bits(finite)));
+}
+static inline float tsr_f8e4m3fn_to_f32(uint8_t h) {
+  return tsr_f8_to_f32(h, 3, 7, (h & 0x7fu) == 0x7fu, 0x7fc00000u);
+}
+static inline uint8_t tsr_f32_to_f8e4m3fn(float f) {
+  /* 464 (0x43e80000), halfway between 448 and the NaN pattern, rounds to
+   * even (448); anything above it is NaN. */
+  return tsr_f32_to_f8(f, 3, 7, 0x43e80001u, 0x7fu, 0x7fu);
+}
+static inline float tsr_f8e5m2_to_f32(uint8_t h) {
+  const uint32_t em = h & 0x7fu;
+  return tsr_f8_to_f32(h, 2, 15, em >= 0x7cu,
+                       0x7f800000u | ((em & 3u) << 21) | ((uint32_t)((em & 3u) != 0) << 22));
+}
+static inline uint8_t tsr_f32_to_f8e5m2(float f) {
+  /* 61440 (0x47700000), halfway between 57344 and 2^16, rounds to even:
+   * up, to infinity. */
+  return tsr_f32_to_f8(f, 2, 15, 0x47700000u, 0x7cu, 0x7eu);
+}
+
 /* ---- TPU chips (chips.c) --------------------------------------------------- */
 
 typedef struct tsr_chip {

@@ -7,9 +7,10 @@
 static const struct {
   const char *name;
   size_t size;
+  uint32_t bits;
   tsr_dtype_class_t cls;
 } dtype_info[] = {
-#define TSR_DTYPE(E, n, st, ct, bytes, cls) {#n, bytes, TSR_CLASS_##cls},
+#define TSR_DTYPE(E, n, st, ct, bytes, bits, cls) {#n, bytes, bits, TSR_CLASS_##cls},
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 };
@@ -20,6 +21,7 @@ const char *tsr_dtype_name(tsr_dtype_t dtype) {
   return (unsigned)dtype < TSR_DTYPE_COUNT ? dtype_info[dtype].name : "?";
 }
 size_t tsr_dtype_size(tsr_dtype_t dtype) { return dtype_info[dtype].size; }
+uint32_t tsr_dtype_bits(tsr_dtype_t dtype) { return dtype_info[dtype].bits; }
 tsr_dtype_class_t tsr_dtype_class(tsr_dtype_t dtype) {
   return dtype_info[dtype].cls;
 }

@@ -15,19 +15,24 @@
 #endif
 
 /* The descriptor each dtype is written with. bf16 has no numpy dtype: it is
- * written as raw 2-byte voids (ml_dtypes users view it as bfloat16). */
+ * written as raw 2-byte voids (ml_dtypes users view it as bfloat16); the
+ * ml_dtypes 1-byte types (int4, uint4, int2, uint2, float8_e4m3fn,
+ * float8_e5m2: one value per byte) likewise as raw 1-byte voids. */
 static const char *const npy_descr[TSR_DTYPE_COUNT] = {
     [TSR_DTYPE_F32] = "<f4", [TSR_DTYPE_BF16] = "<V2", [TSR_DTYPE_F16] = "<f2",
     [TSR_DTYPE_I32] = "<i4", [TSR_DTYPE_U32] = "<u4",  [TSR_DTYPE_I16] = "<i2",
     [TSR_DTYPE_U16] = "<u2", [TSR_DTYPE_I8] = "|i1",   [TSR_DTYPE_U8] = "|u1",
-    [TSR_DTYPE_I1] = "|b1",
+    [TSR_DTYPE_I1] = "|b1",  [TSR_DTYPE_I4] = "|V1",   [TSR_DTYPE_U4] = "|V1",
+    [TSR_DTYPE_I2] = "|V1",  [TSR_DTYPE_U2] = "|V1",   [TSR_DTYPE_F8E4M3FN] = "|V1",
+    [TSR_DTYPE_F8E5M2] = "|V1",
 };
 _Static_assert(TSR_ARRAY_SIZE(npy_descr) == TSR_DTYPE_COUNT,
                "one .npy descriptor per dtype");
 
 #define NPY_SUPPORTED_LIST                                                     \
   "<f4 f32, <V2 (or <u2 read as bf16) bf16, <f2 f16, <i4 i32, <u4 u32, "       \
-  "<i2 i16, <u2 u16, |i1 i8, |u1 u8, |b1 i1"
+  "<i2 i16, <u2 u16, |i1 i8, |u1 u8, |b1 i1, |V1 (read as the expected "   \
+  "one of) i4 u4 i2 u2 f8e4m3fn f8e5m2"
 
 enum {
   NPY_MAGIC_LEN = 6,
@@ -38,8 +43,9 @@ static const char npy_magic[NPY_MAGIC_LEN] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
 /* What a file's descriptor says, before it is matched against a request. */
 typedef struct npy_kind {
-  tsr_dtype_t dtype; /* what the bytes hold; V2 maps to bf16 */
+  tsr_dtype_t dtype; /* what the bytes hold; V2 maps to bf16, V1 to u8 */
   bool is_void2;     /* written as V2 (raw 2 bytes) */
+  bool is_void1;     /* written as V1 (raw bytes of an ml_dtypes 1-byte type) */
 } npy_kind_t;
 
 /* Maps a descriptor such as "<f4" or "|b1" to a dtype. `descr` is the text
@@ -70,7 +76,7 @@ static tsr_status_t parse_descr(const char *path, const char *descr,
       {'f', 4, TSR_DTYPE_F32}, {'f', 2, TSR_DTYPE_F16}, {'i', 4, TSR_DTYPE_I32},
       {'u', 4, TSR_DTYPE_U32}, {'i', 2, TSR_DTYPE_I16}, {'u', 2, TSR_DTYPE_U16},
       {'i', 1, TSR_DTYPE_I8},  {'u', 1, TSR_DTYPE_U8},  {'b', 1, TSR_DTYPE_I1},
-      {'V', 2, TSR_DTYPE_BF16},
+      {'V', 2, TSR_DTYPE_BF16}, {'V', 1, TSR_DTYPE_U8},
   };
   for (size_t i = 0; i < TSR_ARRAY_SIZE(kinds); i++) {
     if (kinds[i].kind != kind || kinds[i].size != size) continue;
@@ -83,7 +89,8 @@ static tsr_status_t parse_descr(const char *path, const char *descr,
                         "a.astype('<%c%d'))",
                         path, descr, kind, size);
     out_kind->dtype = kinds[i].dtype;
-    out_kind->is_void2 = kind == 'V';
+    out_kind->is_void2 = kind == 'V' && size == 2;
+    out_kind->is_void1 = kind == 'V' && size == 1;
     return NULL;
   }
   return TSR_STATUS(TSR_FORMAT_ERROR,
@@ -285,7 +292,8 @@ static tsr_status_t parse_header(const char *path, const char *text,
 
 static const char *dtype_descr_hint(tsr_dtype_t dtype) {
   return dtype == TSR_DTYPE_BF16 ? "<V2, or <u2 holding bf16 bits"
-                                 : npy_descr[dtype];
+         : npy_descr[dtype][1] == 'V' ? "|V1, raw bytes of the ml_dtypes type"
+                                      : npy_descr[dtype];
 }
 
 /* Reads up to n bytes; returns how many were read (short only at EOF/error). */
@@ -431,7 +439,7 @@ static tsr_status_t read_open_file(const char *path, FILE *f, int expect_dtype,
   tsr_free(header);
   if (status) return status;
 
-  npy_kind_t kind = {TSR_DTYPE_F32, false};
+  npy_kind_t kind = {TSR_DTYPE_F32, false, false};
   TSR_RETURN_IF_ERROR(parse_descr(path, h.descr, &kind));
   tsr_dtype_t dtype = kind.dtype;
   if (expect_dtype >= 0) {
@@ -439,14 +447,17 @@ static tsr_status_t read_open_file(const char *path, FILE *f, int expect_dtype,
       return TSR_STATUS(TSR_INVALID_ARGUMENT, "bad expected dtype %d",
                         expect_dtype);
     tsr_dtype_t want = (tsr_dtype_t)expect_dtype;
-    bool ok = kind.dtype == want ||
-              (want == TSR_DTYPE_BF16 && kind.dtype == TSR_DTYPE_U16);
+    const bool want_void1 = npy_descr[want][1] == 'V' && tsr_dtype_size(want) == 1;
+    bool ok = (kind.dtype == want && !kind.is_void1) ||
+              (want == TSR_DTYPE_BF16 && kind.dtype == TSR_DTYPE_U16) ||
+              (want_void1 && kind.is_void1);
     if (!ok)
       return TSR_STATUS(TSR_FORMAT_ERROR,
                         "%s: dtype %s (%s) does not match: expected %s (%s)",
                         path, h.descr,
-                        kind.is_void2 ? "raw 2-byte values, read as bf16"
-                                      : tsr_dtype_name(kind.dtype),
+                        kind.is_void2   ? "raw 2-byte values, read as bf16"
+                        : kind.is_void1 ? "raw 1-byte values"
+                                        : tsr_dtype_name(kind.dtype),
                         tsr_dtype_name(want), dtype_descr_hint(want));
     dtype = want;
   }

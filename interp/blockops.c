@@ -43,14 +43,14 @@
  * until it has one). */
 #define LOAD(CL, DN, x) LOAD_##CL(DN, x)
 #define LOAD_FLOAT(DN, x) LOAD_##DN(x)
-#define LOAD_SINT(DN, x) (x)
+#define LOAD_SINT(DN, x) EXT_##DN(x)
 #define LOAD_UINT(DN, x) (x)
 #define LOAD_BOOL(DN, x) (x)
-#define STORE(CL, DN, v) STORE_##CL(DN, v)
-#define STORE_FLOAT(DN, v) STORE_##DN(v)
-#define STORE_SINT(DN, v) (v)
-#define STORE_UINT(DN, v) (v)
-#define STORE_BOOL(DN, v) (v)
+#define STORE(CL, DN, NB, v) STORE_##CL(DN, NB, v)
+#define STORE_FLOAT(DN, NB, v) STORE_##DN(v)
+#define STORE_SINT(DN, NB, v) PACK_SINT(NB, v)
+#define STORE_UINT(DN, NB, v) WRAP_UINT(NB, v)
+#define STORE_BOOL(DN, NB, v) (v)
 
 #define LOAD_f32(x) (x)
 #define STORE_f32(v) (v)
@@ -58,21 +58,50 @@
 #define STORE_bf16(v) tsr_f32_to_bf16(v)
 #define LOAD_f16(x) tsr_f16_to_f32(x)
 #define STORE_f16(v) tsr_f32_to_f16(v)
+#define LOAD_f8e4m3fn(x) tsr_f8e4m3fn_to_f32(x)
+#define STORE_f8e4m3fn(v) tsr_f32_to_f8e4m3fn(v)
+#define LOAD_f8e5m2(x) tsr_f8e5m2_to_f32(x)
+#define STORE_f8e5m2(v) tsr_f32_to_f8e5m2(v)
 
 /* Integer dtypes are at most 32 bits wide: integer arithmetic is done in
  * uint32_t (wrapping, no UB) and narrowed on store. Narrowing an
  * out-of-range value to a signed type is implementation-defined in C (not
  * undefined); GCC and Clang define it as modulo 2^N, which is the wrapping
- * semantics we want. */
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
-  _Static_assert(SZ <= 4 && sizeof(ST) == SZ, #DN ": storage size");
+ * semantics we want. The sub-byte integers (NB, the value's width, below 8)
+ * are narrowed further on store to their low NB bits (PACK_SINT, WRAP_UINT)
+ * and sign-extended on load (EXT_). The expression tables below take NB, the width in
+ * bits, not the storage size. */
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL)                                  \
+  _Static_assert(BY <= 4 && sizeof(ST) == BY && NB <= 8 * BY, #DN ": storage size");
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 
-#define IBITS(SZ) (8u * (uint32_t)(SZ))
-#define UMASK(SZ) ((uint32_t)(0xffffffffu >> (32u - IBITS(SZ))))
-#define SMAX(SZ) (UMASK(SZ) >> 1)
-#define SMIN32(SZ) (-(int32_t)SMAX(SZ) - 1)
+#define IBITS(NB) ((uint32_t)(NB))
+#define UMASK(NB) ((uint32_t)(0xffffffffu >> (32u - IBITS(NB))))
+#define SMAX(NB) (UMASK(NB) >> 1)
+#define SMIN32(NB) (-(int32_t)SMAX(NB) - 1)
+/* A value of an NB-bit integer dtype from any wider one: the low NB bits,
+ * sign- or zero-extended (the identity for NB >= 8, where the storage
+ * type's own narrowing does it). */
+#define PACK_SINT(NB, v)                                                       \
+  ((NB) >= 8 ? (int32_t)(v) : (int32_t)((uint32_t)(v) & UMASK(NB)))
+#define WRAP_UINT(NB, v) ((uint32_t)(v) & UMASK(NB))
+/* A stored signed value, sign-extended to its compute type: the sub-byte
+ * ones are stored as ml_dtypes stores them, their bits in the low bits of
+ * the byte and zeros above (int4 -2 is 0x0e), so that host arrays pass
+ * unchanged. */
+#define SEXT8(x, NB) ((int8_t)(((uint32_t)(x) ^ (1u << ((NB) - 1))) - (1u << ((NB) - 1))))
+#define EXT_i32(x) (x)
+#define EXT_i16(x) (x)
+#define EXT_i8(x) (x)
+#define EXT_i4(x) SEXT8((x) & 0xfu, 4)
+#define EXT_i2(x) SEXT8((x) & 0x3u, 2)
+#define EXT_u32(x) (x)
+#define EXT_u16(x) (x)
+#define EXT_u8(x) (x)
+#define EXT_u4(x) (x)
+#define EXT_u2(x) (x)
+#define EXT_i1(x) (x)
 
 /* ==== Scalar helpers ========================================================= */
 
@@ -183,27 +212,27 @@ static inline float f64_to_f32_odd(double d) {
 }
 
 /* ==== Elementwise ops ========================================================
- * Expressions per (class, op): U_<class>_<op>(a, CT, SZ) for unary ops and
- * B_<class>_<op>(a, b, CT, SZ) for binary ones, on compute-type values. The
+ * Expressions per (class, op): U_<class>_<op>(a, CT, NB) for unary ops and
+ * B_<class>_<op>(a, b, CT, NB) for binary ones, on compute-type values. The
  * <CLASS>_UNARY_OPS / _BINARY_OPS lists say which ops a class implements;
  * the lookup functions additionally consult the op table's class flags. */
 
-#define U_FLOAT_NEG(a, CT, SZ) (-(a))
-#define U_FLOAT_ABS(a, CT, SZ) fabsf(a)
-#define U_FLOAT_SIGN(a, CT, SZ) ((a) > 0 ? 1.0f : (a) < 0 ? -1.0f : (a))
-#define U_FLOAT_EXP(a, CT, SZ) expf(a)
-#define U_FLOAT_EXP2(a, CT, SZ) exp2f(a)
-#define U_FLOAT_LOG(a, CT, SZ) logf(a)
-#define U_FLOAT_LOG1P(a, CT, SZ) log1pf(a)
-#define U_FLOAT_SQRT(a, CT, SZ) sqrtf(a)
-#define U_FLOAT_RSQRT(a, CT, SZ) (1.0f / sqrtf(a))
-#define U_FLOAT_TANH(a, CT, SZ) tanhf(a)
-#define U_FLOAT_LOGISTIC(a, CT, SZ) logistic_f(a)
-#define U_FLOAT_SIN(a, CT, SZ) sinf(a)
-#define U_FLOAT_COS(a, CT, SZ) cosf(a)
-#define U_FLOAT_FLOOR(a, CT, SZ) floorf(a)
-#define U_FLOAT_CEIL(a, CT, SZ) ceilf(a)
-#define U_FLOAT_ROUND(a, CT, SZ) nearbyintf(a) /* default mode: half to even */
+#define U_FLOAT_NEG(a, CT, NB) (-(a))
+#define U_FLOAT_ABS(a, CT, NB) fabsf(a)
+#define U_FLOAT_SIGN(a, CT, NB) ((a) > 0 ? 1.0f : (a) < 0 ? -1.0f : (a))
+#define U_FLOAT_EXP(a, CT, NB) expf(a)
+#define U_FLOAT_EXP2(a, CT, NB) exp2f(a)
+#define U_FLOAT_LOG(a, CT, NB) logf(a)
+#define U_FLOAT_LOG1P(a, CT, NB) log1pf(a)
+#define U_FLOAT_SQRT(a, CT, NB) sqrtf(a)
+#define U_FLOAT_RSQRT(a, CT, NB) (1.0f / sqrtf(a))
+#define U_FLOAT_TANH(a, CT, NB) tanhf(a)
+#define U_FLOAT_LOGISTIC(a, CT, NB) logistic_f(a)
+#define U_FLOAT_SIN(a, CT, NB) sinf(a)
+#define U_FLOAT_COS(a, CT, NB) cosf(a)
+#define U_FLOAT_FLOOR(a, CT, NB) floorf(a)
+#define U_FLOAT_CEIL(a, CT, NB) ceilf(a)
+#define U_FLOAT_ROUND(a, CT, NB) nearbyintf(a) /* default mode: half to even */
 #define FLOAT_UNARY_OPS(X, ...)                                                \
   X(NEG, __VA_ARGS__) X(ABS, __VA_ARGS__) X(SIGN, __VA_ARGS__)                 \
   X(EXP, __VA_ARGS__) X(EXP2, __VA_ARGS__) X(LOG, __VA_ARGS__)                 \
@@ -212,21 +241,21 @@ static inline float f64_to_f32_odd(double d) {
   X(COS, __VA_ARGS__) X(FLOOR, __VA_ARGS__) X(CEIL, __VA_ARGS__)               \
   X(ROUND, __VA_ARGS__) TEST_FLOAT_UNARY_OPS(X, __VA_ARGS__)
 #ifdef TSR_TEST_OPS /* ir/ops_test.def: interpreted, deliberately not lowered */
-#define U_FLOAT_TEST_UNLOWERED(a, CT, SZ) (a)
+#define U_FLOAT_TEST_UNLOWERED(a, CT, NB) (a)
 #define TEST_FLOAT_UNARY_OPS(X, ...) X(TEST_UNLOWERED, __VA_ARGS__)
 #else
 #define TEST_FLOAT_UNARY_OPS(X, ...)
 #endif
 
-#define U_SINT_NEG(a, CT, SZ) ((CT)(0u - (uint32_t)(a)))
-#define U_SINT_ABS(a, CT, SZ) ((a) < 0 ? (CT)(0u - (uint32_t)(a)) : (a))
-#define U_SINT_SIGN(a, CT, SZ) ((CT)(((a) > 0) - ((a) < 0)))
-#define U_SINT_NOT(a, CT, SZ) ((CT)~(uint32_t)(a))
-#define U_SINT_CLZ(a, CT, SZ) ((CT)clz_bits((uint32_t)(a) & UMASK(SZ), IBITS(SZ)))
-#define U_SINT_POPCOUNT(a, CT, SZ) ((CT)popcount32((uint32_t)(a) & UMASK(SZ)))
+#define U_SINT_NEG(a, CT, NB) ((CT)(0u - (uint32_t)(a)))
+#define U_SINT_ABS(a, CT, NB) ((a) < 0 ? (CT)(0u - (uint32_t)(a)) : (a))
+#define U_SINT_SIGN(a, CT, NB) ((CT)(((a) > 0) - ((a) < 0)))
+#define U_SINT_NOT(a, CT, NB) ((CT)~(uint32_t)(a))
+#define U_SINT_CLZ(a, CT, NB) ((CT)clz_bits((uint32_t)(a) & UMASK(NB), IBITS(NB)))
+#define U_SINT_POPCOUNT(a, CT, NB) ((CT)popcount32((uint32_t)(a) & UMASK(NB)))
 #define U_UINT_NEG U_SINT_NEG
-#define U_UINT_ABS(a, CT, SZ) (a)
-#define U_UINT_SIGN(a, CT, SZ) ((CT)((a) != 0))
+#define U_UINT_ABS(a, CT, NB) (a)
+#define U_UINT_SIGN(a, CT, NB) ((CT)((a) != 0))
 #define U_UINT_NOT U_SINT_NOT
 #define U_UINT_CLZ U_SINT_CLZ
 #define U_UINT_POPCOUNT U_SINT_POPCOUNT
@@ -235,40 +264,40 @@ static inline float f64_to_f32_odd(double d) {
   X(NOT, __VA_ARGS__) X(CLZ, __VA_ARGS__) X(POPCOUNT, __VA_ARGS__)
 #define UINT_UNARY_OPS SINT_UNARY_OPS
 
-#define U_BOOL_NOT(a, CT, SZ) ((CT)((a) == 0))
+#define U_BOOL_NOT(a, CT, NB) ((CT)((a) == 0))
 #define BOOL_UNARY_OPS(X, ...) X(NOT, __VA_ARGS__)
 
-#define B_FLOAT_ADD(a, b, CT, SZ) ((a) + (b))
-#define B_FLOAT_SUB(a, b, CT, SZ) ((a) - (b))
-#define B_FLOAT_MUL(a, b, CT, SZ) ((a) * (b))
-#define B_FLOAT_DIV(a, b, CT, SZ) ((a) / (b))
-#define B_FLOAT_REM(a, b, CT, SZ) fmodf(a, b)
-#define B_FLOAT_MAX(a, b, CT, SZ) max_f(a, b)
-#define B_FLOAT_MIN(a, b, CT, SZ) min_f(a, b)
-#define B_FLOAT_POW(a, b, CT, SZ) powf(a, b)
+#define B_FLOAT_ADD(a, b, CT, NB) ((a) + (b))
+#define B_FLOAT_SUB(a, b, CT, NB) ((a) - (b))
+#define B_FLOAT_MUL(a, b, CT, NB) ((a) * (b))
+#define B_FLOAT_DIV(a, b, CT, NB) ((a) / (b))
+#define B_FLOAT_REM(a, b, CT, NB) fmodf(a, b)
+#define B_FLOAT_MAX(a, b, CT, NB) max_f(a, b)
+#define B_FLOAT_MIN(a, b, CT, NB) min_f(a, b)
+#define B_FLOAT_POW(a, b, CT, NB) powf(a, b)
 #define FLOAT_BINARY_OPS(X, ...)                                               \
   X(ADD, __VA_ARGS__) X(SUB, __VA_ARGS__) X(MUL, __VA_ARGS__)                  \
   X(DIV, __VA_ARGS__) X(REM, __VA_ARGS__) X(MAX, __VA_ARGS__)                  \
   X(MIN, __VA_ARGS__) X(POW, __VA_ARGS__)
 
-#define B_SINT_ADD(a, b, CT, SZ) ((CT)((uint32_t)(a) + (uint32_t)(b)))
-#define B_SINT_SUB(a, b, CT, SZ) ((CT)((uint32_t)(a) - (uint32_t)(b)))
-#define B_SINT_MUL(a, b, CT, SZ) ((CT)((uint32_t)(a) * (uint32_t)(b)))
-#define B_SINT_DIV(a, b, CT, SZ) ((CT)sdiv(a, b, SMIN32(SZ)))
-#define B_SINT_REM(a, b, CT, SZ) ((CT)srem(a, b, SMIN32(SZ)))
-#define B_SINT_MAX(a, b, CT, SZ) ((a) > (b) ? (a) : (b))
-#define B_SINT_MIN(a, b, CT, SZ) ((a) < (b) ? (a) : (b))
-#define B_SINT_AND(a, b, CT, SZ) ((CT)((uint32_t)(a) & (uint32_t)(b)))
-#define B_SINT_OR(a, b, CT, SZ) ((CT)((uint32_t)(a) | (uint32_t)(b)))
-#define B_SINT_XOR(a, b, CT, SZ) ((CT)((uint32_t)(a) ^ (uint32_t)(b)))
-#define SHIFT_AMOUNT(b, SZ) ((uint32_t)(b) & UMASK(SZ)) /* taken as unsigned */
-#define B_SINT_SHL(a, b, CT, SZ)                                               \
-  ((CT)shl_bits((uint32_t)(a), SHIFT_AMOUNT(b, SZ), IBITS(SZ)))
-#define B_SINT_SHRL(a, b, CT, SZ)                                              \
-  ((CT)shrl_bits((uint32_t)(a) & UMASK(SZ), SHIFT_AMOUNT(b, SZ), IBITS(SZ)))
-#define B_SINT_SHRA(a, b, CT, SZ)                                              \
-  ((CT)(uint32_t)shra_bits(sext_bits((uint32_t)(a) & UMASK(SZ), IBITS(SZ)),    \
-                           SHIFT_AMOUNT(b, SZ), IBITS(SZ)))
+#define B_SINT_ADD(a, b, CT, NB) ((CT)((uint32_t)(a) + (uint32_t)(b)))
+#define B_SINT_SUB(a, b, CT, NB) ((CT)((uint32_t)(a) - (uint32_t)(b)))
+#define B_SINT_MUL(a, b, CT, NB) ((CT)((uint32_t)(a) * (uint32_t)(b)))
+#define B_SINT_DIV(a, b, CT, NB) ((CT)sdiv(a, b, SMIN32(NB)))
+#define B_SINT_REM(a, b, CT, NB) ((CT)srem(a, b, SMIN32(NB)))
+#define B_SINT_MAX(a, b, CT, NB) ((a) > (b) ? (a) : (b))
+#define B_SINT_MIN(a, b, CT, NB) ((a) < (b) ? (a) : (b))
+#define B_SINT_AND(a, b, CT, NB) ((CT)((uint32_t)(a) & (uint32_t)(b)))
+#define B_SINT_OR(a, b, CT, NB) ((CT)((uint32_t)(a) | (uint32_t)(b)))
+#define B_SINT_XOR(a, b, CT, NB) ((CT)((uint32_t)(a) ^ (uint32_t)(b)))
+#define SHIFT_AMOUNT(b, NB) ((uint32_t)(b) & UMASK(NB)) /* taken as unsigned */
+#define B_SINT_SHL(a, b, CT, NB)                                               \
+  ((CT)shl_bits((uint32_t)(a), SHIFT_AMOUNT(b, NB), IBITS(NB)))
+#define B_SINT_SHRL(a, b, CT, NB)                                              \
+  ((CT)shrl_bits((uint32_t)(a) & UMASK(NB), SHIFT_AMOUNT(b, NB), IBITS(NB)))
+#define B_SINT_SHRA(a, b, CT, NB)                                              \
+  ((CT)(uint32_t)shra_bits(sext_bits((uint32_t)(a) & UMASK(NB), IBITS(NB)),    \
+                           SHIFT_AMOUNT(b, NB), IBITS(NB)))
 #define SINT_BINARY_OPS(X, ...)                                                \
   X(ADD, __VA_ARGS__) X(SUB, __VA_ARGS__) X(MUL, __VA_ARGS__)                  \
   X(DIV, __VA_ARGS__) X(REM, __VA_ARGS__) X(MAX, __VA_ARGS__)                  \
@@ -279,8 +308,8 @@ static inline float f64_to_f32_odd(double d) {
 #define B_UINT_ADD B_SINT_ADD
 #define B_UINT_SUB B_SINT_SUB
 #define B_UINT_MUL B_SINT_MUL
-#define B_UINT_DIV(a, b, CT, SZ) ((b) == 0 ? (CT)UMASK(SZ) : (CT)((a) / (b)))
-#define B_UINT_REM(a, b, CT, SZ) ((b) == 0 ? (a) : (CT)((a) % (b)))
+#define B_UINT_DIV(a, b, CT, NB) ((b) == 0 ? (CT)UMASK(NB) : (CT)((a) / (b)))
+#define B_UINT_REM(a, b, CT, NB) ((b) == 0 ? (a) : (CT)((a) % (b)))
 #define B_UINT_MAX B_SINT_MAX
 #define B_UINT_MIN B_SINT_MIN
 #define B_UINT_AND B_SINT_AND
@@ -291,9 +320,9 @@ static inline float f64_to_f32_odd(double d) {
 #define B_UINT_SHRA B_SINT_SHRA /* the bit pattern taken as signed, as XLA */
 #define UINT_BINARY_OPS SINT_BINARY_OPS
 
-#define B_BOOL_AND(a, b, CT, SZ) ((CT)((a) & (b)))
-#define B_BOOL_OR(a, b, CT, SZ) ((CT)((a) | (b)))
-#define B_BOOL_XOR(a, b, CT, SZ) ((CT)((a) ^ (b)))
+#define B_BOOL_AND(a, b, CT, NB) ((CT)((a) & (b)))
+#define B_BOOL_OR(a, b, CT, NB) ((CT)((a) | (b)))
+#define B_BOOL_XOR(a, b, CT, NB) ((CT)((a) ^ (b)))
 #define BOOL_BINARY_OPS(X, ...)                                                \
   X(AND, __VA_ARGS__) X(OR, __VA_ARGS__) X(XOR, __VA_ARGS__)
 
@@ -341,6 +370,12 @@ static inline float f64_to_f32_odd(double d) {
 #define WIDE_i8 WIDE_NO
 #define WIDE_u8 WIDE_NO
 #define WIDE_i1 WIDE_YES
+#define WIDE_i4 WIDE_NO
+#define WIDE_u4 WIDE_NO
+#define WIDE_i2 WIDE_NO
+#define WIDE_u2 WIDE_NO
+#define WIDE_f8e4m3fn WIDE_NO
+#define WIDE_f8e5m2 WIDE_NO
 
 /* Whether this CPU runs the wide loops (AVX2, enabled by the OS). */
 static bool wide_cpu(void) {
@@ -355,13 +390,13 @@ static bool wide_cpu(void) {
  * operands, so dst may be exactly a or b (in-place; the vectorized loop is
  * versioned on a runtime overlap check, which passes for dst == a). Partial
  * overlap is not allowed. One loop per broadcast case. */
-#define GEN_UNARY(OP, DE, DN, ST, CT, SZ, CL)                                  \
+#define GEN_UNARY(OP, DE, DN, ST, CT, NB, CL)                                  \
   static void unary_##OP##_##DN(void *dst, const void *src, size_t count) {    \
     ST *d = dst;                                                               \
     const ST *x = src;                                                         \
     for (size_t i = 0; i < count; i++) {                                       \
       const CT a = LOAD(CL, DN, x[i]);                                         \
-      d[i] = (ST)STORE(CL, DN, U_##CL##_##OP(a, CT, SZ));                      \
+      d[i] = (ST)STORE(CL, DN, NB, U_##CL##_##OP(a, CT, NB));                      \
     }                                                                          \
   }
 
@@ -396,30 +431,30 @@ static bool wide_cpu(void) {
 /* Each binary and compare loop is built once for the baseline ISA and,
  * for the dtypes WIDE_<dtype> names, once more for AVX2 (binary_*_wide,
  * see "Wide loops" below): the same C, so the same results. */
-#define GEN_BINARY_FN(NAME, ATTR, OP, DN, ST, CT, SZ, CL)                      \
+#define GEN_BINARY_FN(NAME, ATTR, OP, DN, ST, CT, NB, CL)                      \
   ATTR static void NAME(void *dst, const void *pa, const void *pb,             \
                         size_t count, tsr_bcast_t bcast) {                     \
     BINARY_LOOPS(ST, ST, CT, CL, DN,                                           \
-                 STORE(CL, DN, B_##CL##_##OP(a, b, CT, SZ)))                   \
+                 STORE(CL, DN, NB, B_##CL##_##OP(a, b, CT, NB)))                   \
   }
-#define GEN_COMPARE_FN(NAME, ATTR, OP, DN, ST, CT, SZ, CL)                     \
+#define GEN_COMPARE_FN(NAME, ATTR, OP, DN, ST, CT, NB, CL)                     \
   ATTR static void NAME(void *dst, const void *pa, const void *pb,             \
                         size_t count, tsr_bcast_t bcast) {                     \
     BINARY_LOOPS(uint8_t, ST, CT, CL, DN, CMP_##OP(a, b))                      \
   }
-#define GEN_BINARY(OP, DE, DN, ST, CT, SZ, CL)                                 \
-  GEN_BINARY_FN(binary_##OP##_##DN, , OP, DN, ST, CT, SZ, CL)                  \
+#define GEN_BINARY(OP, DE, DN, ST, CT, NB, CL)                                 \
+  GEN_BINARY_FN(binary_##OP##_##DN, , OP, DN, ST, CT, NB, CL)                  \
   WIDE_##DN(GEN_BINARY_FN(binary_##OP##_##DN##_wide, WIDE_TARGET, OP, DN, ST,  \
-                          CT, SZ, CL))
-#define GEN_COMPARE(OP, DE, DN, ST, CT, SZ, CL)                                \
-  GEN_COMPARE_FN(binary_##OP##_##DN, , OP, DN, ST, CT, SZ, CL)                 \
+                          CT, NB, CL))
+#define GEN_COMPARE(OP, DE, DN, ST, CT, NB, CL)                                \
+  GEN_COMPARE_FN(binary_##OP##_##DN, , OP, DN, ST, CT, NB, CL)                 \
   WIDE_##DN(GEN_COMPARE_FN(binary_##OP##_##DN##_wide, WIDE_TARGET, OP, DN, ST, \
-                           CT, SZ, CL))
+                           CT, NB, CL))
 
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
-  CL##_UNARY_OPS(GEN_UNARY, DE, DN, ST, CT, SZ, CL)                            \
-  CL##_BINARY_OPS(GEN_BINARY, DE, DN, ST, CT, SZ, CL)                          \
-  COMPARE_OPS(GEN_COMPARE, DE, DN, ST, CT, SZ, CL)
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL)                                      \
+  CL##_UNARY_OPS(GEN_UNARY, DE, DN, ST, CT, NB, CL)                            \
+  CL##_BINARY_OPS(GEN_BINARY, DE, DN, ST, CT, NB, CL)                          \
+  COMPARE_OPS(GEN_COMPARE, DE, DN, ST, CT, NB, CL)
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 
@@ -454,12 +489,12 @@ GEN_NEXTAFTER(f16, uint16_t, 0x8000u, 0x7c00u, 0x7e00u, 1u)
 #define UNARY_ENTRY(OP, DE, DN, ...) [TSR_OP_##OP][TSR_DTYPE_##DE] = unary_##OP##_##DN,
 #define BINARY_ENTRY(OP, DE, DN, ...) [TSR_OP_##OP][TSR_DTYPE_##DE] = binary_##OP##_##DN,
 static const tsr_unary_fn unary_table[TSR_OP_COUNT][TSR_DTYPE_COUNT] = {
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL) CL##_UNARY_OPS(UNARY_ENTRY, DE, DN)
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL) CL##_UNARY_OPS(UNARY_ENTRY, DE, DN)
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 };
 static const tsr_binary_fn binary_table[TSR_OP_COUNT][TSR_DTYPE_COUNT] = {
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL)                                      \
   CL##_BINARY_OPS(BINARY_ENTRY, DE, DN) COMPARE_OPS(BINARY_ENTRY, DE, DN)
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
@@ -472,7 +507,7 @@ static const tsr_binary_fn binary_table[TSR_OP_COUNT][TSR_DTYPE_COUNT] = {
   [TSR_OP_##OP][TSR_DTYPE_##DE] = binary_##OP##_##DN##_wide,
 #define WIDE_ENTRIES(OP, DE, DN, ...) WIDE_##DN(WIDE_ENTRY(OP, DE, DN))
 static const tsr_binary_fn binary_wide_table[TSR_OP_COUNT][TSR_DTYPE_COUNT] = {
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL)                                      \
   CL##_BINARY_OPS(WIDE_ENTRIES, DE, DN) COMPARE_OPS(WIDE_ENTRIES, DE, DN)
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
@@ -618,21 +653,21 @@ void tsr_blockops_fill(size_t elem_size, void *dst, const void *elem, size_t n) 
  * so S -> D is one pass when S or D is f32 and two passes over a small
  * stack chunk otherwise; each result is rounded exactly once.
  * Integer -> narrower integer wraps (modulo 2^N), as XLA and numpy. */
-#define TO_F32(CL, DN, CT, SZ, x) ((float)LOAD(CL, DN, x))
-#define FROM_F32_FLOAT(DN, CT, SZ, v) STORE_FLOAT(DN, v)
-#define FROM_F32_SINT(DN, CT, SZ, v) ((CT)f32_to_sint(v, SMIN32(SZ), (int32_t)SMAX(SZ)))
-#define FROM_F32_UINT(DN, CT, SZ, v) ((CT)f32_to_uint(v, UMASK(SZ)))
+#define TO_F32(CL, DN, CT, NB, x) ((float)LOAD(CL, DN, x))
+#define FROM_F32_FLOAT(DN, CT, NB, v) STORE_FLOAT(DN, NB, v)
+#define FROM_F32_SINT(DN, CT, NB, v) ((CT)PACK_SINT(NB, f32_to_sint(v, SMIN32(NB), (int32_t)SMAX(NB))))
+#define FROM_F32_UINT(DN, CT, NB, v) ((CT)f32_to_uint(v, UMASK(NB)))
 /* Float -> i1 is "neither zero nor an f32 subnormal" (NaN is true), as
  * XLA:CPU (which evaluates x != 0 with denormals treated as zero) and a TPU
  * (whose VPU flushes f32 subnormals) compute it; numpy's x != 0 says true
  * for a subnormal. bf16 subnormals are f32 subnormals; f16's are f32
  * normals, so they stay true. */
-#define FROM_F32_BOOL(DN, CT, SZ, v) ((CT)!(fabsf(v) < FLT_MIN))
-#define FROM_I64_FLOAT(DN, CT, SZ, v)                                          \
-  STORE_FLOAT(DN, (SZ) == 4 ? (float)(v) : i64_to_f32_odd(v))
-#define FROM_I64_SINT(DN, CT, SZ, v) ((CT)(uint32_t)(v))
-#define FROM_I64_UINT(DN, CT, SZ, v) ((CT)(uint32_t)(v))
-#define FROM_I64_BOOL(DN, CT, SZ, v) ((CT)((v) != 0))
+#define FROM_F32_BOOL(DN, CT, NB, v) ((CT)!(fabsf(v) < FLT_MIN))
+#define FROM_I64_FLOAT(DN, CT, NB, v)                                          \
+  STORE_FLOAT(DN, NB, (NB) == 32 ? (float)(v) : i64_to_f32_odd(v))
+#define FROM_I64_SINT(DN, CT, NB, v) ((CT)PACK_SINT(NB, (uint32_t)(v)))
+#define FROM_I64_UINT(DN, CT, NB, v) ((CT)WRAP_UINT(NB, (uint32_t)(v)))
+#define FROM_I64_BOOL(DN, CT, NB, v) ((CT)((v) != 0))
 
 typedef void (*convert_fn)(void *dst, const void *src, size_t n);
 
@@ -642,7 +677,7 @@ typedef void (*convert_fn)(void *dst, const void *src, size_t n);
   static void NAME##_##DN(void *dst, const void *src, size_t count) {          \
     T *d = dst;                                                                \
     const ST *s = src;                                                         \
-    for (size_t i = 0; i < count; i++) d[i] = (T)s[i];                         \
+    for (size_t i = 0; i < count; i++) d[i] = (T)EXT_##DN(s[i]);               \
   }
 #define GEN_WIDEN_FLOAT(DN, ST)
 #define GEN_WIDEN_INT(DN, ST)                                                  \
@@ -651,23 +686,23 @@ typedef void (*convert_fn)(void *dst, const void *src, size_t n);
 #define GEN_WIDEN_UINT GEN_WIDEN_INT
 #define GEN_WIDEN_BOOL GEN_WIDEN_INT
 
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL)                                      \
   static void to_f32_##DN(void *dst, const void *src, size_t count) {          \
     float *d = dst;                                                            \
     const ST *s = src;                                                         \
-    for (size_t i = 0; i < count; i++) d[i] = TO_F32(CL, DN, CT, SZ, s[i]);    \
+    for (size_t i = 0; i < count; i++) d[i] = TO_F32(CL, DN, CT, NB, s[i]);    \
   }                                                                            \
   static void from_f32_##DN(void *dst, const void *src, size_t count) {        \
     ST *d = dst;                                                               \
     const float *s = src;                                                      \
     for (size_t i = 0; i < count; i++)                                         \
-      d[i] = (ST)FROM_F32_##CL(DN, CT, SZ, s[i]);                              \
+      d[i] = (ST)FROM_F32_##CL(DN, CT, NB, s[i]);                              \
   }                                                                            \
   static void from_i64_##DN(void *dst, const void *src, size_t count) {        \
     ST *d = dst;                                                               \
     const int64_t *s = src;                                                    \
     for (size_t i = 0; i < count; i++)                                         \
-      d[i] = (ST)FROM_I64_##CL(DN, CT, SZ, s[i]);                              \
+      d[i] = (ST)FROM_I64_##CL(DN, CT, NB, s[i]);                              \
   }                                                                            \
   GEN_WIDEN_##CL(DN, ST)
 #include "tessera/dtypes.def"
@@ -680,7 +715,7 @@ typedef void (*convert_fn)(void *dst, const void *src, size_t n);
 static const struct {
   convert_fn to_f32, from_f32, to_i64, from_i64;
 } convert_table[] = {
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL)                                      \
   [TSR_DTYPE_##DE] = {to_f32_##DN, from_f32_##DN, TO_I64_ENTRY_##CL(DN),       \
                       from_i64_##DN},
 #include "tessera/dtypes.def"
@@ -739,10 +774,10 @@ static size_t split_at_axis(uint32_t rank, const int64_t *dims, uint32_t axis,
   return (size_t)dims[axis];
 }
 
-#define UNINIT_FLOAT(DN, CT, SZ) STORE_FLOAT(DN, NAN)
-#define UNINIT_SINT(DN, CT, SZ) ((CT)SMAX(SZ))
-#define UNINIT_UINT(DN, CT, SZ) ((CT)UMASK(SZ))
-#define UNINIT_BOOL(DN, CT, SZ) ((CT)1)
+#define UNINIT_FLOAT(DN, CT, NB) STORE_FLOAT(DN, NB, NAN)
+#define UNINIT_SINT(DN, CT, NB) ((CT)SMAX(NB))
+#define UNINIT_UINT(DN, CT, NB) ((CT)UMASK(NB))
+#define UNINIT_BOOL(DN, CT, NB) ((CT)1)
 
 void tsr_blockops_uninit_value(tsr_dtype_t dtype, tsr_uninit_mode_t mode,
                                void *out_elem) {
@@ -751,9 +786,9 @@ void tsr_blockops_uninit_value(tsr_dtype_t dtype, tsr_uninit_mode_t mode,
     return;
   }
   switch (dtype) {
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL)                                      \
   case TSR_DTYPE_##DE: {                                                       \
-    const ST v = (ST)UNINIT_##CL(DN, CT, SZ);                                  \
+    const ST v = (ST)UNINIT_##CL(DN, CT, NB);                                  \
     memcpy(out_elem, &v, sizeof v);                                            \
     return;                                                                    \
   }
@@ -974,7 +1009,7 @@ void tsr_blockops_copy(size_t elem_size, uint32_t rank, const int64_t *dims,
 }
 
 /* ==== Reductions ===============================================================
- * Per (op, class): R_<class>_<op>(acc, x, CT, SZ) combines, I_<class>_<op>
+ * Per (op, class): R_<class>_<op>(acc, x, CT, NB) combines, I_<class>_<op>
  * is the identity. Accumulators have the compute type (f32 for bf16/f16).
  *
  * Order (float results depend on it). After dropping unit dims and merging
@@ -989,14 +1024,14 @@ void tsr_blockops_copy(size_t elem_size, uint32_t rank, const int64_t *dims,
  * a sum of -0.0s is +0.0, as XLA with init 0) and bf16/f16 round once at
  * the end. Integer results do not depend on the order (wrapping), nor do
  * max/min (NaN propagates; -0 < +0). */
-#define R_FLOAT_SUM(acc, x, CT, SZ) ((acc) + (x))
-#define R_FLOAT_PROD(acc, x, CT, SZ) ((acc) * (x))
-#define R_FLOAT_MAX(acc, x, CT, SZ) max_f(acc, x)
-#define R_FLOAT_MIN(acc, x, CT, SZ) min_f(acc, x)
-#define I_FLOAT_SUM(CT, SZ) 0.0f
-#define I_FLOAT_PROD(CT, SZ) 1.0f
-#define I_FLOAT_MAX(CT, SZ) (-INFINITY)
-#define I_FLOAT_MIN(CT, SZ) INFINITY
+#define R_FLOAT_SUM(acc, x, CT, NB) ((acc) + (x))
+#define R_FLOAT_PROD(acc, x, CT, NB) ((acc) * (x))
+#define R_FLOAT_MAX(acc, x, CT, NB) max_f(acc, x)
+#define R_FLOAT_MIN(acc, x, CT, NB) min_f(acc, x)
+#define I_FLOAT_SUM(CT, NB) 0.0f
+#define I_FLOAT_PROD(CT, NB) 1.0f
+#define I_FLOAT_MAX(CT, NB) (-INFINITY)
+#define I_FLOAT_MIN(CT, NB) INFINITY
 #define FLOAT_REDUCE_OPS(X, ...)                                               \
   X(SUM, __VA_ARGS__) X(MAX, __VA_ARGS__) X(MIN, __VA_ARGS__) X(PROD, __VA_ARGS__)
 
@@ -1006,12 +1041,12 @@ void tsr_blockops_copy(size_t elem_size, uint32_t rank, const int64_t *dims,
 #define R_SINT_MIN B_SINT_MIN
 #define R_SINT_AND B_SINT_AND
 #define R_SINT_OR B_SINT_OR
-#define I_SINT_SUM(CT, SZ) ((CT)0)
-#define I_SINT_PROD(CT, SZ) ((CT)1)
-#define I_SINT_MAX(CT, SZ) ((CT)SMIN32(SZ))
-#define I_SINT_MIN(CT, SZ) ((CT)SMAX(SZ))
-#define I_SINT_AND(CT, SZ) ((CT)-1)
-#define I_SINT_OR(CT, SZ) ((CT)0)
+#define I_SINT_SUM(CT, NB) ((CT)0)
+#define I_SINT_PROD(CT, NB) ((CT)1)
+#define I_SINT_MAX(CT, NB) ((CT)SMIN32(NB))
+#define I_SINT_MIN(CT, NB) ((CT)SMAX(NB))
+#define I_SINT_AND(CT, NB) ((CT)-1)
+#define I_SINT_OR(CT, NB) ((CT)0)
 #define SINT_REDUCE_OPS(X, ...)                                                \
   X(SUM, __VA_ARGS__) X(MAX, __VA_ARGS__) X(MIN, __VA_ARGS__)                  \
   X(PROD, __VA_ARGS__) X(AND, __VA_ARGS__) X(OR, __VA_ARGS__)
@@ -1022,18 +1057,18 @@ void tsr_blockops_copy(size_t elem_size, uint32_t rank, const int64_t *dims,
 #define R_UINT_MIN B_UINT_MIN
 #define R_UINT_AND B_UINT_AND
 #define R_UINT_OR B_UINT_OR
-#define I_UINT_SUM(CT, SZ) ((CT)0)
-#define I_UINT_PROD(CT, SZ) ((CT)1)
-#define I_UINT_MAX(CT, SZ) ((CT)0)
-#define I_UINT_MIN(CT, SZ) ((CT)UMASK(SZ))
-#define I_UINT_AND(CT, SZ) ((CT)UMASK(SZ))
-#define I_UINT_OR(CT, SZ) ((CT)0)
+#define I_UINT_SUM(CT, NB) ((CT)0)
+#define I_UINT_PROD(CT, NB) ((CT)1)
+#define I_UINT_MAX(CT, NB) ((CT)0)
+#define I_UINT_MIN(CT, NB) ((CT)UMASK(NB))
+#define I_UINT_AND(CT, NB) ((CT)UMASK(NB))
+#define I_UINT_OR(CT, NB) ((CT)0)
 #define UINT_REDUCE_OPS SINT_REDUCE_OPS
 
 #define R_BOOL_AND B_BOOL_AND
 #define R_BOOL_OR B_BOOL_OR
-#define I_BOOL_AND(CT, SZ) ((CT)1)
-#define I_BOOL_OR(CT, SZ) ((CT)0)
+#define I_BOOL_AND(CT, NB) ((CT)1)
+#define I_BOOL_OR(CT, NB) ((CT)0)
 #define BOOL_REDUCE_OPS(X, ...) X(AND, __VA_ARGS__) X(OR, __VA_ARGS__)
 
 #define REDUCE_LANES 16
@@ -1052,28 +1087,28 @@ typedef struct reduce_impl {
   bool acc_is_storage; /* accumulators have the storage type: use dst */
 } reduce_impl_t;
 
-#define GEN_REDUCE(OP, DE, DN, ST, CT, SZ, CL)                                 \
+#define GEN_REDUCE(OP, DE, DN, ST, CT, NB, CL)                                 \
   static void red_init_##OP##_##DN(void *acc, size_t count) {                  \
     CT *a = acc;                                                               \
-    for (size_t i = 0; i < count; i++) a[i] = I_##CL##_##OP(CT, SZ);           \
+    for (size_t i = 0; i < count; i++) a[i] = I_##CL##_##OP(CT, NB);           \
   }                                                                            \
   static void red_rows_##OP##_##DN(void *acc, const void *src, size_t count) { \
     CT *a = acc;                                                               \
     const ST *s = src;                                                         \
     for (size_t i = 0; i < count; i++)                                         \
-      a[i] = R_##CL##_##OP(a[i], LOAD(CL, DN, s[i]), CT, SZ);                  \
+      a[i] = R_##CL##_##OP(a[i], LOAD(CL, DN, s[i]), CT, NB);                  \
   }                                                                            \
   static inline CT red_lane_##OP##_##DN(const ST *s, size_t c) {               \
     CT l[REDUCE_LANES];                                                        \
-    for (size_t j = 0; j < REDUCE_LANES; j++) l[j] = I_##CL##_##OP(CT, SZ);    \
+    for (size_t j = 0; j < REDUCE_LANES; j++) l[j] = I_##CL##_##OP(CT, NB);    \
     size_t i = 0;                                                              \
     for (; i + REDUCE_LANES <= c; i += REDUCE_LANES)                           \
       for (size_t j = 0; j < REDUCE_LANES; j++)                                \
-        l[j] = R_##CL##_##OP(l[j], LOAD(CL, DN, s[i + j]), CT, SZ);            \
+        l[j] = R_##CL##_##OP(l[j], LOAD(CL, DN, s[i + j]), CT, NB);            \
     for (size_t j = 0; i + j < c; j++)                                         \
-      l[j] = R_##CL##_##OP(l[j], LOAD(CL, DN, s[i + j]), CT, SZ);              \
+      l[j] = R_##CL##_##OP(l[j], LOAD(CL, DN, s[i + j]), CT, NB);              \
     for (size_t w = REDUCE_LANES / 2; w > 0; w /= 2)                           \
-      for (size_t j = 0; j < w; j++) l[j] = R_##CL##_##OP(l[j], l[j + w], CT, SZ); \
+      for (size_t j = 0; j < w; j++) l[j] = R_##CL##_##OP(l[j], l[j + w], CT, NB); \
     return l[0];                                                               \
   }                                                                            \
   static void red_lanes_##OP##_##DN(void *acc, const void *src,                \
@@ -1082,28 +1117,28 @@ typedef struct reduce_impl {
     CT *a = acc;                                                               \
     const ST *s = src;                                                         \
     for (size_t j = 0; j < count; j++)                                         \
-      a[j] = R_##CL##_##OP(a[j], red_lane_##OP##_##DN(s + base[j], c), CT, SZ); \
+      a[j] = R_##CL##_##OP(a[j], red_lane_##OP##_##DN(s + base[j], c), CT, NB); \
   }                                                                            \
   static void red_finish_##OP##_##DN(void *dst, const void *acc, size_t count) { \
     ST *d = dst;                                                               \
     const CT *a = acc;                                                         \
-    for (size_t i = 0; i < count; i++) d[i] = (ST)STORE(CL, DN, a[i]);         \
+    for (size_t i = 0; i < count; i++) d[i] = (ST)STORE(CL, DN, NB, a[i]);         \
   }
 
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
-  CL##_REDUCE_OPS(GEN_REDUCE, DE, DN, ST, CT, SZ, CL)
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL)                                      \
+  CL##_REDUCE_OPS(GEN_REDUCE, DE, DN, ST, CT, NB, CL)
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 
 enum { RED_SUM, RED_MAX, RED_MIN, RED_PROD, RED_AND, RED_OR, RED_COUNT };
 
-#define REDUCE_ENTRY(OP, DE, DN, ST, CT, SZ, CL)                               \
+#define REDUCE_ENTRY(OP, DE, DN, ST, CT, NB, CL)                               \
   [RED_##OP][TSR_DTYPE_##DE] = {red_init_##OP##_##DN, red_rows_##OP##_##DN,    \
                                 red_lanes_##OP##_##DN, red_finish_##OP##_##DN, \
-                                sizeof(CT) == sizeof(ST)},
+                                sizeof(CT) == sizeof(ST) && ((NB) >= 8 || (NB) == 1)},
 static const reduce_impl_t reduce_table[RED_COUNT][TSR_DTYPE_COUNT] = {
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL)                                      \
-  CL##_REDUCE_OPS(REDUCE_ENTRY, DE, DN, ST, CT, SZ, CL)
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL)                                      \
+  CL##_REDUCE_OPS(REDUCE_ENTRY, DE, DN, ST, CT, NB, CL)
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 };
@@ -1122,7 +1157,7 @@ static int reduce_index(tsr_opcode_t op) {
 
 /* Accumulator chunk, big enough for REDUCE_CHUNK values of any compute type. */
 union acc_chunk {
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL) CT DN[REDUCE_CHUNK];
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL) CT DN[REDUCE_CHUNK];
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 };
@@ -1260,7 +1295,7 @@ void tsr_blockops_reduce(tsr_opcode_t op, tsr_dtype_t dtype, void *dst,
 #define ARG_TAKE(OP, CL, v, best)                                              \
   (!IS_NAN_##CL(best) && (IS_NAN_##CL(v) || BETTER_##OP(v, best)))
 
-#define GEN_ARG(OP, DE, DN, ST, CT, SZ, CL)                                    \
+#define GEN_ARG(OP, DE, DN, ST, CT, NB, CL)                                    \
   static void arg_##OP##_##DN(int32_t *dst, const void *src, size_t outer,     \
                               size_t len, size_t inner) {                      \
     const ST *s = src;                                                         \
@@ -1306,7 +1341,7 @@ void tsr_blockops_reduce(tsr_opcode_t op, tsr_dtype_t dtype, void *dst,
     }                                                                          \
   }
 
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL) CL##_ARG_OPS(GEN_ARG, DE, DN, ST, CT, SZ, CL)
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL) CL##_ARG_OPS(GEN_ARG, DE, DN, ST, CT, NB, CL)
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 
@@ -1315,7 +1350,7 @@ typedef void (*arg_fn)(int32_t *dst, const void *src, size_t outer, size_t len,
 #define ARG_ENTRY(OP, DE, DN, ...)                                            \
   [TSR_OP_##OP == TSR_OP_ARGMIN][TSR_DTYPE_##DE] = arg_##OP##_##DN,
 static const arg_fn arg_table[2][TSR_DTYPE_COUNT] = {
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL) CL##_ARG_OPS(ARG_ENTRY, DE, DN)
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL) CL##_ARG_OPS(ARG_ENTRY, DE, DN)
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 };
@@ -1422,7 +1457,7 @@ static void find_dot_panel_wide(void) {
 #define TO_ACC_UINT(DN) to_u32_##DN
 #define TO_ACC_BOOL(DN) to_u32_##DN
 static const convert_fn to_acc_table[] = {
-#define TSR_DTYPE(DE, DN, ST, CT, SZ, CL) [TSR_DTYPE_##DE] = TO_ACC_##CL(DN),
+#define TSR_DTYPE(DE, DN, ST, CT, BY, NB, CL) [TSR_DTYPE_##DE] = TO_ACC_##CL(DN),
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 };

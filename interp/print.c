@@ -18,6 +18,14 @@ static void print_element(tsr_strbuf_t *sb, tsr_dtype_t dt, const void *p) {
     case TSR_DTYPE_I8: { int8_t x; memcpy(&x, p, 1); tsr_strbuf_printf(sb, "%d", x); break; }
     case TSR_DTYPE_U8: { uint8_t x; memcpy(&x, p, 1); tsr_strbuf_printf(sb, "%u", x); break; }
     case TSR_DTYPE_I1: tsr_strbuf_puts(sb, *(const uint8_t *)p ? "true" : "false"); break;
+    case TSR_DTYPE_I4: case TSR_DTYPE_I2: { /* the low bits of the byte, as ml_dtypes */
+      int w = (int)tsr_dtype_bits(dt), x = *(const uint8_t *)p & ((1 << w) - 1);
+      tsr_strbuf_printf(sb, "%d", x >= 1 << (w - 1) ? x - (1 << w) : x);
+      break;
+    }
+    case TSR_DTYPE_U4: case TSR_DTYPE_U2: { uint8_t x; memcpy(&x, p, 1); tsr_strbuf_printf(sb, "%u", x); break; }
+    case TSR_DTYPE_F8E4M3FN: tsr_strbuf_printf(sb, "%g", (double)tsr_f8e4m3fn_to_f32(*(const uint8_t *)p)); break;
+    case TSR_DTYPE_F8E5M2: tsr_strbuf_printf(sb, "%g", (double)tsr_f8e5m2_to_f32(*(const uint8_t *)p)); break;
     default: tsr_strbuf_puts(sb, "?"); break;
   }
 }

@@ -157,7 +157,8 @@ bool ps_convert_literal(parser_t *p, const token_t *t, bool neg,
                            dname, ps_describe(t, buf, sizeof buf));
       }
       double r = tsr_literal_round(v, dtype);
-      if (isinf(r) && !isinf(v))
+      /* f8e4m3fn has no infinity: what overflows it is NaN */
+      if ((isinf(r) && !isinf(v)) || (isnan(r) && !isnan(v)))
         return ps_error_at(p, t->line, t->col,
                            "float literal %.*s is out of range for %s",
                            (int)TSR_MIN(t->len, 40), t->text, dname);
@@ -179,7 +180,7 @@ bool ps_convert_literal(parser_t *p, const token_t *t, bool neg,
                            ps_describe(t, buf, sizeof buf));
       int64_t v;
       bool fits = ps_int_value(t, &v);
-      int bits = (int)tsr_dtype_size(dtype) * 8;
+      int bits = (int)tsr_dtype_bits(dtype);
       int64_t lo, hi;
       if (tsr_dtype_class(dtype) == TSR_CLASS_SINT) {
         lo = -((int64_t)1 << (bits - 1));

@@ -95,6 +95,8 @@ double tsr_literal_round(double v, tsr_dtype_t dtype) {
   switch (dtype) {
     case TSR_DTYPE_BF16: return (double)tsr_bf16_to_f32(tsr_f32_to_bf16(f));
     case TSR_DTYPE_F16: return (double)tsr_f16_to_f32(tsr_f32_to_f16(f));
+    case TSR_DTYPE_F8E4M3FN: return (double)tsr_f8e4m3fn_to_f32(tsr_f32_to_f8e4m3fn(f));
+    case TSR_DTYPE_F8E5M2: return (double)tsr_f8e5m2_to_f32(tsr_f32_to_f8e5m2(f));
     default: return (double)f;
   }
 }

@@ -209,9 +209,9 @@ static NOINLINE void check_control(verifier_t *v, const tsr_op_t *op, bool typed
           vf_report(v, op->loc,
                     "'scoped' argument #%u (%%%s): a vmem buffer needs rank >= 1", i + 1,
                     vname(a));
-        } else if (t->space == TSR_SPACE_SMEM && !is_32bit(t->dtype)) {
+        } else if (t->space == TSR_SPACE_SMEM && !smem_dtype_ok(t->dtype)) {
           vf_report(v, op->loc,
-                    "'scoped' argument #%u (%%%s): smem holds 32-bit elements (i32, u32, f32), "
+                    "'scoped' argument #%u (%%%s): smem holds " SMEM_DTYPES_TEXT ", "
                     "found %s",
                     i + 1, vname(a), TYPE_TEXT(t));
         }

@@ -117,9 +117,9 @@ static void verify_scratch(verifier_t *v, const tsr_decl_t *d, const char *name)
                name, tsr_space_name((tsr_space_t)t->space));
   } else if (t->space == TSR_SPACE_VMEM && t->rank == 0) {
     vf_kreport(v, d->loc, "scratch %%%s: vmem scratch needs rank >= 1", name);
-  } else if (t->space == TSR_SPACE_SMEM && !is_32bit(t->dtype)) {
+  } else if (t->space == TSR_SPACE_SMEM && !smem_dtype_ok(t->dtype)) {
     vf_kreport(v, d->loc,
-               "scratch %%%s: smem holds 32-bit elements (i32, u32, f32), found %s", name,
+               "scratch %%%s: smem holds " SMEM_DTYPES_TEXT ", found %s", name,
                TYPE_TEXT(t));
   }
   if (d->has_block || d->index_map)
@@ -153,8 +153,8 @@ bool vf_verify_decl(verifier_t *v, uint32_t di, int32_t *aliased_by) {
   const tsr_type_t *at = &d->array;
   const tsr_type_t *rt = &d->ref->type;
   if (d->role == TSR_ROLE_PREFETCH) {
-    if (!is_32bit(at->dtype))
-      vf_kreport(v, d->loc, "prefetch %%%s: scalar prefetch holds i32, u32 or f32, found %s", name,
+    if (!smem_dtype_ok(at->dtype))
+      vf_kreport(v, d->loc, "prefetch %%%s: scalar prefetch holds " SMEM_DTYPES_TEXT ", found %s", name,
                  TYPE_TEXT(at));
     if (d->has_block || d->index_map)
       vf_kreport(v, d->loc, "prefetch %%%s cannot have a block or index map", name);
@@ -207,9 +207,9 @@ bool vf_verify_decl(verifier_t *v, uint32_t di, int32_t *aliased_by) {
     vf_kreport(v, d->loc, "%s %%%s: block %s", role, name, why.s);
     return false;
   }
-  if (space == TSR_SPACE_SMEM && d->role != TSR_ROLE_PREFETCH && !is_32bit(at->dtype))
+  if (space == TSR_SPACE_SMEM && d->role != TSR_ROLE_PREFETCH && !smem_dtype_ok(at->dtype))
     vf_kreport(v, d->loc,
-               "%s %%%s: smem holds 32-bit elements (i32, u32, f32), found %s", role, name,
+               "%s %%%s: smem holds " SMEM_DTYPES_TEXT ", found %s", role, name,
                TYPE_TEXT(at));
   if (d->role == TSR_ROLE_OUT && d->alias != -1) {
     int32_t a = d->alias;

@@ -127,9 +127,14 @@ static inline bool is_i32_scalar(const tsr_type_t *t) {
   return t->kind == TSR_TYPE_SCALAR && t->dtype == TSR_DTYPE_I32;
 }
 
-static inline bool is_32bit(uint32_t dtype) {
-  return dtype == TSR_DTYPE_I32 || dtype == TSR_DTYPE_U32 || dtype == TSR_DTYPE_F32;
+/* What smem may hold. A TPU's smem is 32-bit words, but Pallas keeps
+ * narrower scalars there (bf16, i16 and i8 scalar prefetch, loaded and
+ * stored one scalar at a time) and i1 as an i32 word each; the sub-byte
+ * dtypes have no scalar form on a TPU. */
+static inline bool smem_dtype_ok(uint32_t dtype) {
+  return dtype == TSR_DTYPE_I1 || tsr_dtype_bits((tsr_dtype_t)dtype) >= 8;
 }
+#define SMEM_DTYPES_TEXT "8-, 16- or 32-bit elements or i1"
 
 static inline tsr_dtype_class_t dclass(uint32_t dtype) {
   return tsr_dtype_class((tsr_dtype_t)dtype);

@@ -65,10 +65,12 @@ static void rule_cast(verifier_t *v, const tsr_op_t *op, bool bitcast) {
               TYPE_TEXT(a), TYPE_TEXT(r));
     return;
   }
-  size_t as = tsr_dtype_size((tsr_dtype_t)a->dtype), rs = tsr_dtype_size((tsr_dtype_t)r->dtype);
+  /* by the value's width: i4 and i8 both take a byte of a host array, but
+   * reinterpreting one as the other has no meaning */
+  uint32_t as = tsr_dtype_bits((tsr_dtype_t)a->dtype), rs = tsr_dtype_bits((tsr_dtype_t)r->dtype);
   if (as != rs)
     vf_report(v, op->loc,
-              "'%s' result #1 (%%%s): expected a %zu-byte dtype (as operand #1, %s), found %s",
+              "'%s' result #1 (%%%s): expected a %u-bit dtype (as operand #1, %s), found %s",
               m, vname(op->results[0]), as, TYPE_TEXT(a), TYPE_TEXT(r));
 }
 
@@ -443,23 +445,23 @@ static void rule_const(verifier_t *v, const tsr_op_t *op) {
   const tsr_type_t *r = &op->results[0]->type;
   const char *dt = tsr_dtype_name((tsr_dtype_t)r->dtype);
   if (dclass(r->dtype) == TSR_CLASS_FLOAT) {
-    double x = op->literal.f, max = r->dtype == TSR_DTYPE_F16    ? 65504.0
-                                    : r->dtype == TSR_DTYPE_BF16 ? 0x1.fep127
-                                                                 : (double)FLT_MAX;
+    double x = op->literal.f, max = r->dtype == TSR_DTYPE_F16        ? 65504.0
+                                    : r->dtype == TSR_DTYPE_BF16     ? 0x1.fep127
+                                    : r->dtype == TSR_DTYPE_F8E4M3FN ? 448.0
+                                    : r->dtype == TSR_DTYPE_F8E5M2   ? 57344.0
+                                                                     : (double)FLT_MAX;
     if (isfinite(x) && fabs(x) > max)
       vf_report(v, op->loc, "'const' literal %g does not fit in %s (largest finite value %g)", x,
                 dt, max);
     return;
   }
-  int64_t lo, hi;
-  switch ((tsr_dtype_t)r->dtype) {
-    case TSR_DTYPE_I32: lo = INT32_MIN; hi = INT32_MAX; break;
-    case TSR_DTYPE_U32: lo = 0; hi = UINT32_MAX; break;
-    case TSR_DTYPE_I16: lo = INT16_MIN; hi = INT16_MAX; break;
-    case TSR_DTYPE_U16: lo = 0; hi = UINT16_MAX; break;
-    case TSR_DTYPE_I8: lo = INT8_MIN; hi = INT8_MAX; break;
-    case TSR_DTYPE_U8: lo = 0; hi = UINT8_MAX; break;
-    default: lo = 0; hi = 1; break; /* i1 */
+  int64_t lo = 0, hi = 1; /* i1 */
+  const uint32_t bits = tsr_dtype_bits((tsr_dtype_t)r->dtype);
+  if (dclass(r->dtype) == TSR_CLASS_SINT) {
+    lo = -((int64_t)1 << (bits - 1));
+    hi = ((int64_t)1 << (bits - 1)) - 1;
+  } else if (dclass(r->dtype) == TSR_CLASS_UINT) {
+    hi = (int64_t)(((uint64_t)1 << bits) - 1);
   }
   int64_t x = op->literal.i;
   if (x < lo || x > hi)

@@ -237,8 +237,8 @@ void vf_rule_memory(verifier_t *v, const tsr_op_t *op, bool is_load) {
   }
   bool smem = rt->space == TSR_SPACE_SMEM;
   bool ok = true;
-  if (smem && !is_32bit(rt->dtype)) {
-    vf_report(v, op->loc, "'%s' %s %%%s: smem refs hold 32-bit elements (i32, u32, f32), found %s",
+  if (smem && !smem_dtype_ok(rt->dtype)) {
+    vf_report(v, op->loc, "'%s' %s %%%s: smem refs hold " SMEM_DTYPES_TEXT ", found %s",
               m, dir, vname(ref), TYPE_TEXT(rt));
     ok = false;
   }
@@ -347,8 +347,8 @@ static bool check_dma_view(verifier_t *v, const tsr_op_t *op, const view_part_t 
               part->view.base.slot + 1, vname(ref), part->what, TYPE_TEXT(rt));
     return false;
   }
-  if (rt->space == TSR_SPACE_SMEM && !is_32bit(rt->dtype)) {
-    vf_report(v, op->loc, "'%s' %s %%%s: smem refs hold 32-bit elements (i32, u32, f32), found %s",
+  if (rt->space == TSR_SPACE_SMEM && !smem_dtype_ok(rt->dtype)) {
+    vf_report(v, op->loc, "'%s' %s %%%s: smem refs hold " SMEM_DTYPES_TEXT ", found %s",
               m, part->what, vname(ref), TYPE_TEXT(rt));
     return false;
   }

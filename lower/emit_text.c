@@ -87,9 +87,7 @@ const char *em_key(emitter_t *em, const char *fmt, ...) {
 bool em_is_float(tsr_dtype_t dtype) { return tsr_dtype_class(dtype) == TSR_CLASS_FLOAT; }
 bool em_is_signed(tsr_dtype_t dtype) { return tsr_dtype_class(dtype) == TSR_CLASS_SINT; }
 
-uint32_t em_int_bits(tsr_dtype_t dtype) {
-  return dtype == TSR_DTYPE_I1 ? 1u : 8u * (uint32_t)tsr_dtype_size(dtype);
-}
+uint32_t em_int_bits(tsr_dtype_t dtype) { return tsr_dtype_bits(dtype); }
 
 const char *em_storage(tsr_dtype_t dtype) {
   switch (tsr_dtype_size(dtype)) {
@@ -101,8 +99,14 @@ const char *em_storage(tsr_dtype_t dtype) {
 
 const char *em_compute(tsr_dtype_t dtype) {
   if (em_is_float(dtype)) return "f32";
-  if (dtype == TSR_DTYPE_I1) return "i1";
-  return em_storage(dtype);
+  /* i1, and the sub-byte integers: computed at their own width, so that
+   * arithmetic wraps as theirs does; stored one per byte (extended). */
+  switch (tsr_dtype_bits(dtype)) {
+    case 1: return "i1";
+    case 2: return "i2";
+    case 4: return "i4";
+    default: return em_storage(dtype);
+  }
 }
 
 tstr_t em_vtype(const char *elem, uint32_t lanes) {
@@ -636,6 +640,72 @@ static ssa_t f32_to_f16_bits(emitter_t *em, ssa_t f, uint32_t lanes) {
   return em_op2(em, "arith.ori", sign, h, it.s);
 }
 
+/* 8-bit float bits (zero-extended in i32) to f32, as tsr_f8_to_f32
+ * (base/base_internal.h). */
+static ssa_t f8_bits_to_f32(emitter_t *em, tsr_dtype_t dtype, ssa_t h, uint32_t lanes) {
+  tstr_t it = em_vtype("i32", lanes), ft = em_vtype("f32", lanes);
+  const bool e4m3 = dtype == TSR_DTYPE_F8E4M3FN;
+  const uint32_t mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+#define C(v) em_cint(em, "i32", lanes, (int64_t)(v))
+  ssa_t sign = em_op2(em, "arith.andi", h, C(0x80), it.s);
+  sign = em_op2(em, "arith.shli", sign, C(24), it.s);
+  ssa_t e = em_op2(em, "arith.andi", h, C(0x7f), it.s);
+  ssa_t sh = em_op2(em, "arith.shli", e, C(23 - mbits), it.s);
+  ssa_t fin = em_cast(em, "arith.bitcast", sh, it.s, ft.s);
+  fin = em_op2(em, "arith.mulf", fin, em_cf32_bits(em, lanes, (254u - bias) << 23), ft.s);
+  ssa_t bits = em_cast(em, "arith.bitcast", fin, ft.s, it.s);
+  if (e4m3) {
+    ssa_t is_nan = em_cmp(em, "cmpi", "eq", e, C(0x7f), it.s);
+    bits = em_select(em, is_nan, C(0x7fc00000), bits, "i32", lanes, true);
+  } else {
+    ssa_t mant = em_op2(em, "arith.andi", e, C(3), it.s);
+    ssa_t nz = em_cmp(em, "cmpi", "ne", mant, C(0), it.s);
+    ssa_t q = em_select(em, nz, C(1 << 22), C(0), "i32", lanes, true);
+    ssa_t special = em_op2(em, "arith.shli", mant, C(21), it.s);
+    special = em_op2(em, "arith.ori", special, C(0x7f800000), it.s);
+    special = em_op2(em, "arith.ori", special, q, it.s);
+    ssa_t is_special = em_cmp(em, "cmpi", "uge", e, C(0x7c), it.s);
+    bits = em_select(em, is_special, special, bits, "i32", lanes, true);
+  }
+#undef C
+  bits = em_op2(em, "arith.ori", bits, sign, it.s);
+  return em_cast(em, "arith.bitcast", bits, it.s, ft.s);
+}
+
+/* f32 to 8-bit float bits (in i32), as tsr_f32_to_f8 (base/base_internal.h):
+ * nearest even, subnormals kept, overflow to NaN (e4m3fn) or inf (e5m2). */
+static ssa_t f32_to_f8_bits(emitter_t *em, tsr_dtype_t dtype, ssa_t f, uint32_t lanes) {
+  tstr_t it = em_vtype("i32", lanes), ft = em_vtype("f32", lanes);
+  const bool e4m3 = dtype == TSR_DTYPE_F8E4M3FN;
+  const uint32_t mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, shift = 23 - mbits;
+  const uint32_t overflow_bits = e4m3 ? 0x43e80001u : 0x47700000u;
+  const uint32_t overflow_h = e4m3 ? 0x7fu : 0x7cu, nan_h = e4m3 ? 0x7fu : 0x7eu;
+#define C(v) em_cint(em, "i32", lanes, (int64_t)(v))
+  ssa_t u = em_cast(em, "arith.bitcast", f, ft.s, it.s);
+  ssa_t sign = em_op2(em, "arith.shrui", u, C(24), it.s);
+  sign = em_op2(em, "arith.andi", sign, C(0x80), it.s);
+  ssa_t a = em_op2(em, "arith.andi", u, C(0x7fffffff), it.s);
+  ssa_t r = em_op2(em, "arith.subi", a, C((127u - bias) << 23), it.s);
+  ssa_t lsb = em_op2(em, "arith.shrui", r, C(shift), it.s);
+  lsb = em_op2(em, "arith.andi", lsb, C(1), it.s);
+  ssa_t normal = em_op2(em, "arith.addi", r, C((1u << (shift - 1)) - 1u), it.s);
+  normal = em_op2(em, "arith.addi", normal, lsb, it.s);
+  normal = em_op2(em, "arith.shrui", normal, C(shift), it.s);
+  const uint32_t magic = (128u - bias + shift) << 23;
+  ssa_t af = em_cast(em, "arith.bitcast", a, it.s, ft.s);
+  ssa_t sub = em_op2(em, "arith.addf", af, em_cf32_bits(em, lanes, magic), ft.s);
+  sub = em_cast(em, "arith.bitcast", sub, ft.s, it.s);
+  sub = em_op2(em, "arith.subi", sub, C(magic), it.s);
+  ssa_t c1 = em_cmp(em, "cmpi", "uge", a, C((128u - bias) << 23), it.s);
+  ssa_t h = em_select(em, c1, normal, sub, "i32", lanes, true);
+  ssa_t c2 = em_cmp(em, "cmpi", "uge", a, C(overflow_bits), it.s);
+  h = em_select(em, c2, C(overflow_h), h, "i32", lanes, true);
+  ssa_t c3 = em_cmp(em, "cmpi", "ugt", a, C(0x7f800000), it.s);
+  h = em_select(em, c3, C(nan_h), h, "i32", lanes, true);
+#undef C
+  return em_op2(em, "arith.ori", sign, h, it.s);
+}
+
 ssa_t em_round(emitter_t *em, ssa_t x, tsr_dtype_t dtype, uint32_t lanes) {
   tstr_t it = em_vtype("i32", lanes), ft = em_vtype("f32", lanes);
   if (dtype == TSR_DTYPE_BF16) {
@@ -658,6 +728,8 @@ ssa_t em_round(emitter_t *em, ssa_t x, tsr_dtype_t dtype, uint32_t lanes) {
     ssa_t h = f32_to_f16_bits(em, x, lanes);
     return f16_bits_to_f32(em, h, lanes);
   }
+  if (dtype == TSR_DTYPE_F8E4M3FN || dtype == TSR_DTYPE_F8E5M2)
+    return f8_bits_to_f32(em, dtype, f32_to_f8_bits(em, dtype, x, lanes), lanes);
   return x;
 }
 
@@ -673,8 +745,18 @@ ssa_t em_to_compute(emitter_t *em, tsr_dtype_t dtype, ssa_t raw, uint32_t lanes)
       ssa_t w = em_cast(em, "arith.extui", raw, st.s, it.s);
       return f16_bits_to_f32(em, w, lanes);
     }
+    case TSR_DTYPE_F8E4M3FN:
+    case TSR_DTYPE_F8E5M2: {
+      ssa_t w = em_cast(em, "arith.extui", raw, st.s, it.s);
+      return f8_bits_to_f32(em, dtype, w, lanes);
+    }
     case TSR_DTYPE_I1:
       return em_cmp(em, "cmpi", "ne", raw, em_cint(em, "i8", lanes, 0), st.s);
+    case TSR_DTYPE_I4:
+    case TSR_DTYPE_U4:
+    case TSR_DTYPE_I2:
+    case TSR_DTYPE_U2: /* stored extended in a byte: its low bits */
+      return em_cast(em, "arith.trunci", raw, st.s, em_vtype(em_compute(dtype), lanes).s);
     default: return raw;
   }
 }
@@ -693,8 +775,18 @@ ssa_t em_to_storage(emitter_t *em, tsr_dtype_t dtype, ssa_t value, uint32_t lane
       ssa_t h = f32_to_f16_bits(em, value, lanes);
       return em_cast(em, "arith.trunci", h, it.s, st.s);
     }
+    case TSR_DTYPE_F8E4M3FN:
+    case TSR_DTYPE_F8E5M2: {
+      ssa_t h = f32_to_f8_bits(em, dtype, value, lanes);
+      return em_cast(em, "arith.trunci", h, it.s, st.s);
+    }
     case TSR_DTYPE_I1:
       return em_cast(em, "arith.extui", value, em_vtype("i1", lanes).s, st.s);
+    case TSR_DTYPE_I4:
+    case TSR_DTYPE_I2: /* the low bits, zeros above: ml_dtypes' layout */
+    case TSR_DTYPE_U4:
+    case TSR_DTYPE_U2:
+      return em_cast(em, "arith.extui", value, em_vtype(em_compute(dtype), lanes).s, st.s);
     default: return value;
   }
 }

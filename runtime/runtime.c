@@ -167,6 +167,25 @@ tsr_status_t tsr_runtime_random_array(const tsr_ir_operand_info_t *info,
     case TSR_DTYPE_I1:
       TSR_STORE(uint8_t, x >> 63);
       break;
+    /* the narrow dtypes: the same draws, reduced to their range */
+    case TSR_DTYPE_I4:
+    case TSR_DTYPE_I2: {
+      const int64_t half = (int64_t)1 << (tsr_dtype_bits(info->dtype) - 1);
+      const int64_t v = prefetch ? TSR_MIN(signed_value, half - 1)
+                                 : (int64_t)(range201 % (uint64_t)(2 * half)) - half;
+      TSR_STORE(uint8_t, (uint64_t)v & (uint64_t)(2 * half - 1)); /* as ml_dtypes: low bits */
+      break;
+    }
+    case TSR_DTYPE_U4:
+    case TSR_DTYPE_U2:
+      TSR_STORE(uint8_t, unsigned_value % (1u << tsr_dtype_bits(info->dtype)));
+      break;
+    case TSR_DTYPE_F8E4M3FN: /* whole numbers or f32 values rounded */
+      TSR_STORE(uint8_t, tsr_f32_to_f8e4m3fn(float_value));
+      break;
+    case TSR_DTYPE_F8E5M2:
+      TSR_STORE(uint8_t, tsr_f32_to_f8e5m2(float_value));
+      break;
 #undef TSR_STORE
     default:
       tsr_array_deinitialize(&array);

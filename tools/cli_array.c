@@ -18,6 +18,17 @@ static float half_to_float(uint16_t h) {
   return sign ? -mag : mag;
 }
 
+/* float8_e4m3fn (no infinity, S1111111 NaN) or float8_e5m2 (IEEE-like). */
+static float f8_to_float(uint8_t h, unsigned mbits, int bias, bool ieee) {
+  unsigned sign = h >> 7, exp = (h & 0x7fu) >> mbits, man = h & ((1u << mbits) - 1);
+  float mag;
+  if (ieee && exp == (0x7fu >> mbits)) mag = man ? NAN : INFINITY;
+  else if (!ieee && (h & 0x7fu) == 0x7fu) mag = NAN;
+  else if (exp == 0) mag = ldexpf((float)man, 1 - bias - (int)mbits);
+  else mag = ldexpf((float)(man | (1u << mbits)), (int)exp - bias - (int)mbits);
+  return sign ? -mag : mag;
+}
+
 static double element(const tsr_array_t *a, int64_t i) {
   switch (a->dtype) {
   case TSR_DTYPE_F32: return ((const float *)a->data)[i];
@@ -35,6 +46,13 @@ static double element(const tsr_array_t *a, int64_t i) {
   case TSR_DTYPE_I8: return ((const int8_t *)a->data)[i];
   case TSR_DTYPE_U8: return ((const uint8_t *)a->data)[i];
   case TSR_DTYPE_I1: return ((const uint8_t *)a->data)[i] != 0;
+  case TSR_DTYPE_I4: case TSR_DTYPE_I2: { /* the low bits of the byte, as ml_dtypes */
+    int w = (int)tsr_dtype_bits(a->dtype), x = ((const uint8_t *)a->data)[i] & ((1 << w) - 1);
+    return x >= 1 << (w - 1) ? x - (1 << w) : x;
+  }
+  case TSR_DTYPE_U4: case TSR_DTYPE_U2: return ((const uint8_t *)a->data)[i];
+  case TSR_DTYPE_F8E4M3FN: return f8_to_float(((const uint8_t *)a->data)[i], 3, 7, false);
+  case TSR_DTYPE_F8E5M2: return f8_to_float(((const uint8_t *)a->data)[i], 2, 15, true);
   default: return 0;
   }
 }

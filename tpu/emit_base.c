@@ -79,6 +79,11 @@ const char *tpu_elem(tsr_dtype_t dtype) {
   case TSR_DTYPE_I16: case TSR_DTYPE_U16: return "i16";
   case TSR_DTYPE_I8: case TSR_DTYPE_U8: return "i8";
   case TSR_DTYPE_I1: return "i1";
+  /* Mosaic packs these in VMEM (8 i4 / 16 i2 per 32-bit word of a vreg) */
+  case TSR_DTYPE_I4: case TSR_DTYPE_U4: return "i4";
+  case TSR_DTYPE_I2: case TSR_DTYPE_U2: return "i2";
+  case TSR_DTYPE_F8E4M3FN: return "f8E4M3FN";
+  case TSR_DTYPE_F8E5M2: return "f8E5M2";
   default: return "?";
   }
 }

@@ -84,8 +84,17 @@ void tpu_op_load(tpu_emitter_t *em, const tsr_op_t *op) {
   const tsr_type_t *rt = &op->results[0]->type;
   char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], strides[256];
   if (ref->space == TSR_SPACE_SMEM) {
-    /* SMEM holds scalars: memref.load (the verifier allows nothing else). */
+    /* SMEM holds scalars: memref.load (the verifier allows nothing else).
+     * An i1 is an i32 word there, as Pallas keeps bools: compared with 0. */
     starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
+    if (ref->dtype == TSR_DTYPE_I1) {
+      const char *w = tpu_tmp(em), *zero = tpu_tmp(em);
+      tpu_line(em, "%s = memref.load %s[%s] : %s", w, tpu_name(em, v.ref.base.value), idx,
+               tpu_type(a, ref));
+      tpu_line(em, "%s = arith.constant 0 : i32", zero);
+      tpu_line(em, "%s = arith.cmpi ne, %s, %s : i32", tpu_result_name(em, op, 0), w, zero);
+      return;
+    }
     tpu_line(em, "%s = memref.load %s[%s] : %s", tpu_result_name(em, op, 0),
              tpu_name(em, v.ref.base.value), idx, tpu_type(a, ref));
     return;
@@ -144,7 +153,13 @@ void tpu_op_store(tpu_emitter_t *em, const tsr_op_t *op) {
   char idx[1024], a[TPU_TYPE_MAX], b[TPU_TYPE_MAX], c[TPU_TYPE_MAX], strides[256];
   if (ref->space == TSR_SPACE_SMEM) {
     starts_text(em, op, v.ref.indices, v.ref.count, false, idx, sizeof idx);
-    tpu_line(em, "memref.store %s, %s[%s] : %s", tpu_name(em, val),
+    const char *stored = tpu_name(em, val);
+    if (ref->dtype == TSR_DTYPE_I1) { /* an i32 word in SMEM, as Pallas keeps bools */
+      const char *w = tpu_tmp(em);
+      tpu_line(em, "%s = arith.extui %s : i1 to i32", w, stored);
+      stored = w;
+    }
+    tpu_line(em, "memref.store %s, %s[%s] : %s", stored,
              tpu_name(em, v.ref.base.value), idx, tpu_type(a, ref));
     return;
   }

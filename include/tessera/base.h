@@ -93,7 +93,7 @@ TSR_API void tsr_status_free(tsr_status_t status);
 /* ---- Element types ----------------------------------------------------- */
 
 typedef enum tsr_dtype {
-#define TSR_DTYPE(E, n, st, ct, bytes, cls) TSR_DTYPE_##E,
+#define TSR_DTYPE(E, n, st, ct, bytes, bits, cls) TSR_DTYPE_##E,
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
   TSR_DTYPE_COUNT
@@ -108,6 +108,8 @@ typedef enum tsr_dtype_class {
 
 TSR_API const char *tsr_dtype_name(tsr_dtype_t dtype);
 TSR_API size_t tsr_dtype_size(tsr_dtype_t dtype);
+/* The width of a value in bits: 4 for i4 (stored one per byte), 1 for i1. */
+TSR_API uint32_t tsr_dtype_bits(tsr_dtype_t dtype);
 TSR_API tsr_dtype_class_t tsr_dtype_class(tsr_dtype_t dtype);
 /* Looks a dtype up by its name ("f32", "bf16", ...); false if unknown. */
 TSR_API bool tsr_dtype_from_name(const char *name, size_t len, tsr_dtype_t *out_dtype);

@@ -29,9 +29,9 @@ SQUEEZED = _capi.SQUEEZED
 
 DTYPES = _capi.DTYPES
 _DTYPE_INDEX = {name: i for i, name in enumerate(DTYPES)}
-FLOAT_DTYPES = frozenset({"f32", "bf16", "f16"})
-SINT_DTYPES = frozenset({"i32", "i16", "i8"})
-UINT_DTYPES = frozenset({"u32", "u16", "u8"})
+FLOAT_DTYPES = frozenset({"f32", "bf16", "f16", "f8e4m3fn", "f8e5m2"})
+SINT_DTYPES = frozenset({"i32", "i16", "i8", "i4", "i2"})
+UINT_DTYPES = frozenset({"u32", "u16", "u8", "u4", "u2"})
 
 KIND_SCALAR, KIND_VECTOR, KIND_REF, KIND_SEM = (_capi.TYPE_KINDS[k] for k in
                                                 ("scalar", "vector", "ref", "sem"))

@@ -57,8 +57,8 @@ STATUS_CODES = _enum(("ok", "invalid_argument", "parse_error", "verify_error", "
 STATUS_KERNEL_ERROR = STATUS_CODES["kernel_error"]
 SEVERITIES = tuple(_enum(("error", "warning", "note"), "TSR_SEVERITY_"))
 # tsr_dtype_t, in the order of include/tessera/dtypes.def.
-DTYPES = tuple(_enum(("f32", "bf16", "f16", "i32", "u32", "i16", "u16", "i8", "u8", "i1"),
-                     "TSR_DTYPE_"))
+DTYPES = tuple(_enum(("f32", "bf16", "f16", "i32", "u32", "i16", "u16", "i8", "u8", "i1",
+                      "i4", "u4", "i2", "u2", "f8e4m3fn", "f8e5m2"), "TSR_DTYPE_"))
 # ir.h
 TYPE_KINDS = _enum(("scalar", "vector", "ref", "sem"), "TSR_TYPE_")
 SPACES = _enum(("any", "hbm", "vmem", "smem"), "TSR_SPACE_")

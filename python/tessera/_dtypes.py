@@ -11,7 +11,9 @@ import numpy as np
 from . import _capi
 
 # How each tessera dtype is held in numpy. bf16 is ml_dtypes.bfloat16 (the
-# same 16-bit patterns tessera stores), i1 is bool (bytes 0 or 1).
+# same 16-bit patterns tessera stores), i1 is bool (bytes 0 or 1); the
+# sub-byte integers and 8-bit floats are ml_dtypes' types, which hold one
+# value per byte exactly as tessera stores them (int4 -2 is the byte 0x0e).
 _NUMPY_DTYPES: dict[str, np.dtype] = {
     "f32": np.dtype(np.float32),
     "bf16": np.dtype(ml_dtypes.bfloat16),
@@ -23,6 +25,12 @@ _NUMPY_DTYPES: dict[str, np.dtype] = {
     "i8": np.dtype(np.int8),
     "u8": np.dtype(np.uint8),
     "i1": np.dtype(np.bool_),
+    "i4": np.dtype(ml_dtypes.int4),
+    "u4": np.dtype(ml_dtypes.uint4),
+    "i2": np.dtype(ml_dtypes.int2),
+    "u2": np.dtype(ml_dtypes.uint2),
+    "f8e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
 
 _dtype_list: list[str] | None = None

@@ -330,7 +330,9 @@ def prefetch_kernel(p_ref, x_ref, o_ref):
     o_ref[...] = x_ref[...] + p_ref[0].astype(F32)
 
 
-def test_bridge_bf16_prefetch_is_the_verifiers_error_at_the_call():
+def test_bridge_int4_prefetch_is_the_verifiers_error_at_the_call():
+    # bf16, i16 and i8 scalar prefetch are Pallas's (SMEM scalars); a
+    # sub-byte dtype has no scalar form in SMEM.
     import tessera
 
     spec = pltpu.PrefetchScalarGridSpec(
@@ -339,10 +341,10 @@ def test_bridge_bf16_prefetch_is_the_verifiers_error_at_the_call():
         out_specs=pl.BlockSpec((8, 128), lambda i, p: (0, 0)))
     f = tj.pallas_call(prefetch_kernel, jax.ShapeDtypeStruct((8, 128), F32), grid_spec=spec)
     with pytest.raises(tessera.CompileError) as info:
-        f(jnp.ones((4,), jnp.bfloat16), _x((8, 128)))  # BF16_PREFETCH
+        f(jnp.ones((4,), jnp.int4), _x((8, 128)))  # INT4_PREFETCH
     d = info.value.diagnostics
-    assert d[0].file == __file__ and d[0].line == line_of("BF16_PREFETCH")
-    assert "scalar prefetch holds i32, u32 or f32, found bf16[4]" in d[0].text
+    assert d[0].file == __file__ and d[0].line == line_of("INT4_PREFETCH")
+    assert "scalar prefetch holds 8-, 16- or 32-bit elements or i1, found i4[4]" in d[0].text
 
 
 def test_bridge_parallel_dim_after_arbitrary_runs_as_arbitrary():

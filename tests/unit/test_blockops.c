@@ -21,7 +21,7 @@
 static bool is_float(tsr_dtype_t dt) { return tsr_dtype_class(dt) == TSR_CLASS_FLOAT; }
 static bool is_sint(tsr_dtype_t dt) { return tsr_dtype_class(dt) == TSR_CLASS_SINT; }
 static bool is_bool(tsr_dtype_t dt) { return tsr_dtype_class(dt) == TSR_CLASS_BOOL; }
-static int width(tsr_dtype_t dt) { return (int)tsr_dtype_size(dt) * 8; }
+static int width(tsr_dtype_t dt) { return (int)tsr_dtype_bits(dt); }
 
 /* Round-to-nearest-even of v to a binary format with p significand bits,
  * minimum normal exponent emin and largest finite value maxf. */
@@ -54,6 +54,11 @@ static double to_dtype(tsr_dtype_t dt, double v) {
   case TSR_DTYPE_F32: return isnan(v) ? v : (double)(float)v;
   case TSR_DTYPE_BF16: return round_format(v, 8, -126, BF16_MAX);
   case TSR_DTYPE_F16: return round_format(v, 11, -14, 65504.0);
+  case TSR_DTYPE_F8E4M3FN: { /* no infinity: what overflows is NaN */
+    double r = round_format(v, 4, -6, 448.0);
+    return isinf(r) ? NAN : r;
+  }
+  case TSR_DTYPE_F8E5M2: return round_format(v, 3, -14, 57344.0);
   default: return wrap_int(dt, (int64_t)v);
   }
 }
@@ -86,6 +91,28 @@ static double f16_decode(uint16_t h) {
   return (h & 0x8000) ? -v : v;
 }
 
+/* 8-bit floats with `mbits` mantissa bits and exponent bias `bias`; `ieee`:
+ * e5m2's infinities and NaNs, else e4m3fn's S1111111 NaN and no infinity. */
+static uint8_t f8_encode(double v, int mbits, int bias, bool ieee) { /* v exact */
+  uint8_t s = signbit(v) ? 0x80 : 0;
+  if (isnan(v)) return (uint8_t)(s | (ieee ? 0x7e : 0x7f));
+  v = fabs(v);
+  if (isinf(v)) return (uint8_t)(s | 0x7c);
+  if (v < ldexp(1.0, 1 - bias)) return (uint8_t)(s | (uint8_t)ldexp(v, bias - 1 + mbits));
+  int e;
+  double m = frexp(v, &e); /* v = m * 2^e, m in [0.5, 1) */
+  return (uint8_t)(s | (uint8_t)((e - 1 + bias) << mbits) |
+                   (uint8_t)(ldexp(m, mbits + 1) - ldexp(1.0, mbits)));
+}
+static double f8_decode(uint8_t h, int mbits, int bias, bool ieee) {
+  int e = (h & 0x7f) >> mbits, m = h & ((1 << mbits) - 1);
+  double v = ieee && e == (0x7f >> mbits)   ? (m ? NAN : INFINITY)
+             : !ieee && (h & 0x7f) == 0x7f ? NAN
+             : e == 0                      ? ldexp(m, 1 - bias - mbits)
+                                           : ldexp((1 << mbits) + m, e - bias - mbits);
+  return (h & 0x80) ? -v : v;
+}
+
 /* Element i of a dtype buffer as a double, and back (v must be exact). */
 static double get(tsr_dtype_t dt, const void *p, size_t i) {
   const unsigned char *b = (const unsigned char *)p + i * tsr_dtype_size(dt);
@@ -107,6 +134,14 @@ static double get(tsr_dtype_t dt, const void *p, size_t i) {
   case TSR_DTYPE_I8: { int8_t x; memcpy(&x, b, 1); return x; }
   case TSR_DTYPE_U8: return b[0];
   case TSR_DTYPE_I1: return b[0];
+  case TSR_DTYPE_I4: case TSR_DTYPE_I2: { /* ml_dtypes' layout: the low bits, zeros above */
+    int w = width(dt);
+    TSR_CHECK(b[0] >> w == 0);
+    return (b[0] >> (w - 1)) ? (double)b[0] - ldexp(1.0, w) : (double)b[0];
+  }
+  case TSR_DTYPE_U4: case TSR_DTYPE_U2: return b[0];
+  case TSR_DTYPE_F8E4M3FN: return f8_decode(b[0], 3, 7, false);
+  case TSR_DTYPE_F8E5M2: return f8_decode(b[0], 2, 15, true);
   case TSR_DTYPE_COUNT: break;
   }
   return NAN;
@@ -131,6 +166,10 @@ static void put(tsr_dtype_t dt, void *p, size_t i, double v) {
   case TSR_DTYPE_I8: { int8_t x = (int8_t)v; memcpy(b, &x, 1); return; }
   case TSR_DTYPE_U8: b[0] = (uint8_t)v; return;
   case TSR_DTYPE_I1: b[0] = v != 0; return;
+  case TSR_DTYPE_I4: case TSR_DTYPE_I2: b[0] = (uint8_t)((int64_t)v & ((1 << width(dt)) - 1)); return;
+  case TSR_DTYPE_U4: case TSR_DTYPE_U2: b[0] = (uint8_t)v; return;
+  case TSR_DTYPE_F8E4M3FN: b[0] = f8_encode(v, 3, 7, false); return;
+  case TSR_DTYPE_F8E5M2: b[0] = f8_encode(v, 2, 15, true); return;
   case TSR_DTYPE_COUNT: break;
   }
 }
@@ -285,13 +324,13 @@ static double ref_unary_int(tsr_opcode_t op, tsr_dtype_t dt, int64_t a, ref_kind
     int64_t u = bits_of(dt, a);
     int n = 0;
     for (int b = width(dt) - 1; b >= 0 && !((u >> b) & 1); b--) n++;
-    return n;
+    return wrap_int(dt, n); /* clz(0) of i2 is 2, which wraps to -2 */
   }
   case TSR_OP_POPCOUNT: {
     int64_t u = bits_of(dt, a);
     int n = 0;
     for (int b = 0; b < width(dt); b++) n += (int)((u >> b) & 1);
-    return n;
+    return wrap_int(dt, n);
   }
   default: *kind = NO_REF; return 0;
   }
@@ -999,8 +1038,10 @@ TSR_TEST(uninit_values) {
       [TSR_DTYPE_F32] = 0x7fc00000u, [TSR_DTYPE_BF16] = 0x7fc0, [TSR_DTYPE_F16] = 0x7e00,
       [TSR_DTYPE_I32] = 0x7fffffff,  [TSR_DTYPE_U32] = 0xffffffffu, [TSR_DTYPE_I16] = 0x7fff,
       [TSR_DTYPE_U16] = 0xffff,      [TSR_DTYPE_I8] = 0x7f,          [TSR_DTYPE_U8] = 0xff,
-      [TSR_DTYPE_I1] = 1};
-  _Static_assert(TSR_DTYPE_COUNT == 10, "add the new dtype's uninit value here");
+      [TSR_DTYPE_I1] = 1,            [TSR_DTYPE_I4] = 0x07,          [TSR_DTYPE_U4] = 0x0f,
+      [TSR_DTYPE_I2] = 0x01,         [TSR_DTYPE_U2] = 0x03,          [TSR_DTYPE_F8E4M3FN] = 0x7f,
+      [TSR_DTYPE_F8E5M2] = 0x7e};
+  _Static_assert(TSR_DTYPE_COUNT == 16, "add the new dtype's uninit value here");
   for (int d = 0; d < NDTYPES; d++) {
     tsr_dtype_t dt = (tsr_dtype_t)d;
     unsigned char e[8];
@@ -1425,7 +1466,7 @@ TSR_TEST(reduce_every_axis_subset) {
       }
     }
   }
-  TSR_CHECK_EQ_INT(combos, 4 * 3 + 6 * 6 + 2);
+  TSR_CHECK_EQ_INT(combos, 4 * 5 + 6 * 10 + 2); /* float, integer and i1 dtypes */
 }
 
 TSR_TEST(reduce_large_and_higher_rank) {

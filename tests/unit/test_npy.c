@@ -130,7 +130,10 @@ TSR_TEST(round_trip_every_dtype_and_rank) {
           tsr_status_free(s);
           continue;
         }
-        TSR_CHECK_EQ_INT(b.dtype, d);
+        /* the ml_dtypes 1-byte types are written as raw bytes (|V1): read
+         * without a dtype asked for, they are u8 */
+        const bool void1 = d >= TSR_DTYPE_I4;
+        TSR_CHECK_EQ_INT(b.dtype, pass || !void1 ? d : TSR_DTYPE_U8);
         TSR_CHECK_EQ_INT(b.rank, rank);
         for (uint32_t i = 0; i < rank; i++) TSR_CHECK_EQ_INT(b.dims[i], dims[i]);
         TSR_CHECK(memcmp(a.data, b.data, tsr_array_byte_size(&a)) == 0);

@@ -53,7 +53,8 @@ TranslationError.__module__ = "tessera.jax.translate"
 _DTYPES = {
     "float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32",
     "uint32": "u32", "int16": "i16", "uint16": "u16", "int8": "i8", "uint8": "u8",
-    "bool": "i1",
+    "bool": "i1", "int4": "i4", "uint4": "u4", "int2": "i2", "uint2": "u2",
+    "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2",
 }
 
 
@@ -64,7 +65,7 @@ def dtype_name(dtype) -> str:
         return _DTYPES[str(name)]
     except KeyError:
         raise ValueError(f"dtype {name} (tessera has f32 bf16 f16 i32 u32 i16 u16 i8 u8 "
-                         "bool)") from None
+                         "bool int4 uint4 int2 uint2 float8_e4m3fn float8_e5m2)") from None
 
 
 @dataclasses.dataclass
