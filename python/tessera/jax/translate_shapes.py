@@ -124,12 +124,6 @@ def _roll(t, env, region, eqn, used):
     return [t.emit(region, "roll", [x, shift], x.type, ints=ints)]
 
 
-@register("broadcast_to", emits=BCAST_OPS)
-def _broadcast_to(t, env, region, eqn, used):
-    """Pallas's equal-rank broadcast (state's broadcast_to): numpy rules."""
-    return [bcast(t, region, t.read(env, region, eqn.invars[0]), eqn.params["shape"])]
-
-
 @register("stack", emits=("concatenate", "reshape", "broadcast"))
 def _stack(t, env, region, eqn, used):
     """lax's stack: each operand with a unit axis at `axis`, concatenated."""
