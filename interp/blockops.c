@@ -484,6 +484,11 @@ static inline uint32_t nextafter_bits(uint32_t from, uint32_t to, uint32_t sign,
 GEN_NEXTAFTER(f32, uint32_t, 0x80000000u, 0x7f800000u, 0x7fc00000u, 0x00800000u)
 GEN_NEXTAFTER(bf16, uint16_t, 0x8000u, 0x7f80u, 0x7fc0u, 0x0080u)
 GEN_NEXTAFTER(f16, uint16_t, 0x8000u, 0x7c00u, 0x7e00u, 1u)
+/* The 8-bit floats compare as f32s in XLA, where their subnormals are
+ * normals (tiny 1: only zeros are equal). e4m3fn has no infinity: its
+ * largest finite magnitude (0x7e) bounds the numbers, 0x7f is NaN. */
+GEN_NEXTAFTER(f8e4m3fn, uint8_t, 0x80u, 0x7eu, 0x7fu, 1u)
+GEN_NEXTAFTER(f8e5m2, uint8_t, 0x80u, 0x7cu, 0x7eu, 1u)
 
 /* Lookup tables [op][dtype], filled from the same lists. */
 #define UNARY_ENTRY(OP, DE, DN, ...) [TSR_OP_##OP][TSR_DTYPE_##DE] = unary_##OP##_##DN,
@@ -501,6 +506,8 @@ static const tsr_binary_fn binary_table[TSR_OP_COUNT][TSR_DTYPE_COUNT] = {
     [TSR_OP_NEXTAFTER][TSR_DTYPE_F32] = binary_NEXTAFTER_f32,
     [TSR_OP_NEXTAFTER][TSR_DTYPE_BF16] = binary_NEXTAFTER_bf16,
     [TSR_OP_NEXTAFTER][TSR_DTYPE_F16] = binary_NEXTAFTER_f16,
+    [TSR_OP_NEXTAFTER][TSR_DTYPE_F8E4M3FN] = binary_NEXTAFTER_f8e4m3fn,
+    [TSR_OP_NEXTAFTER][TSR_DTYPE_F8E5M2] = binary_NEXTAFTER_f8e5m2,
 };
 #if TSR_WIDE_LOOPS
 #define WIDE_ENTRY(OP, DE, DN, ...)                                            \

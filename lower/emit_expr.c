@@ -52,14 +52,24 @@ ssa_t em_libm_call(emitter_t *em, const char *name, ssa_t x, uint32_t lanes) {
  * naming the op and its location (never a result), and a placeholder value
  * so that the op being emitted can finish before emission stops. */
 /* interp/blockops.c nextafter_bits on the dtype's storage bits (in i32):
- * f32 values are their bits; bf16/f16 compute values (f32) go to their
- * 16 storage bits and back, so that the step is one ulp of the dtype. */
+ * f32 values are their bits; the narrower floats' compute values (f32) go
+ * to their storage bits and back, so that the step is one ulp of the dtype.
+ * The constants are blockops.c's: the sign bit, +infinity (e4m3fn: its
+ * largest finite magnitude), the quiet NaN, and the magnitude below which
+ * XLA:CPU's compare takes values as zeros. */
 static ssa_t em_nextafter(emitter_t *em, tsr_dtype_t dtype, const ssa_t *a, uint32_t lanes) {
-  tstr_t F = em_vtype("f32", lanes), I = em_vtype("i32", lanes), S = em_vtype("i16", lanes);
+  int64_t sign, inf, qnan, tiny;
+  switch (dtype) {
+  case TSR_DTYPE_BF16: sign = 0x8000, inf = 0x7f80, qnan = 0x7fc0, tiny = 0x0080; break;
+  case TSR_DTYPE_F16: sign = 0x8000, inf = 0x7c00, qnan = 0x7e00, tiny = 1; break;
+  case TSR_DTYPE_F8E4M3FN: sign = 0x80, inf = 0x7e, qnan = 0x7f, tiny = 1; break;
+  case TSR_DTYPE_F8E5M2: sign = 0x80, inf = 0x7c, qnan = 0x7e, tiny = 1; break;
+  default: sign = 0x80000000ll, inf = 0x7f800000, qnan = 0x7fc00000, tiny = 0x00800000; break;
+  }
   const bool wide = dtype == TSR_DTYPE_F32;
-  const int64_t sign = wide ? 0x80000000ll : 0x8000, inf = wide ? 0x7f800000 : dtype == TSR_DTYPE_BF16 ? 0x7f80 : 0x7c00;
-  const int64_t qnan = wide ? 0x7fc00000 : dtype == TSR_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
-  const int64_t tiny = wide ? 0x00800000 : dtype == TSR_DTYPE_BF16 ? 0x0080 : 1;
+  char storage[8];
+  snprintf(storage, sizeof storage, "i%u", tsr_dtype_bits(dtype));
+  tstr_t F = em_vtype("f32", lanes), I = em_vtype("i32", lanes), S = em_vtype(storage, lanes);
   ssa_t x[2];
   for (int i = 0; i < 2; i++)
     x[i] = wide ? em_cast(em, "arith.bitcast", a[i], F.s, I.s)

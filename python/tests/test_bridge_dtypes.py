@@ -131,6 +131,23 @@ def test_bridge_f8_arithmetic_rounds_back_as_jax(backend, dtype):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ("float8_e4m3fn", "float8_e5m2"))
+def test_bridge_f8_nextafter_every_bit_pattern_as_jax(backend, dtype):
+    # Each of the 256 patterns stepped toward a shuffled one: NaNs, zeros of
+    # both signs, subnormals and (e5m2) infinities, bit for bit as JAX.
+    dt = getattr(jnp, dtype)
+
+    def k(a_ref, b_ref, o_ref):
+        o_ref[...] = jnp.nextafter(a_ref[...], b_ref[...])
+    bits = np.tile(np.arange(256, dtype=np.uint8), 4)
+    a = bits.reshape(8, 128).view(dt)
+    b = np.random.default_rng(3).permutation(bits).reshape(8, 128).view(dt)
+    want = np.asarray(jnp.nextafter(jnp.asarray(a), jnp.asarray(b))).view(np.uint8)
+    got = tj.pallas_call(k, jax.ShapeDtypeStruct(a.shape, dt), backend=backend)(a, b)
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint8), want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype,index", [(jnp.bfloat16, 129), (jnp.int16, 257),
                                          (jnp.int8, 597), (jnp.float32, 3)])
 def test_bridge_narrow_scalar_prefetch_reads_its_element(backend, dtype, index):
