@@ -523,14 +523,21 @@ TSR_TEST(unary_ops_against_reference) {
 /* nextafter of dtype dt from its format (p significand bits, smallest
  * normal exponent emin, largest finite value): one ulp of a away from
  * zero, or toward it (half an ulp below a power of two). a == b as
- * XLA:CPU compares: f32 (and bf16) subnormals are zeros. */
+ * XLA:CPU compares: f32 (and bf16) subnormals are zeros; f16's and the
+ * 8-bit floats' are f32 normals. */
 static double ref_nextafter(tsr_dtype_t dt, double a, double b) {
   if (isnan(a) || isnan(b)) return NAN;
-  const bool daz = dt != TSR_DTYPE_F16;
+  const bool daz = dt == TSR_DTYPE_F32 || dt == TSR_DTYPE_BF16;
   if (a == b || (daz && fabs(a) < FLT_MIN && fabs(b) < FLT_MIN)) return b;
-  const int p = dt == TSR_DTYPE_F32 ? 24 : dt == TSR_DTYPE_BF16 ? 8 : 11;
-  const int emin = dt == TSR_DTYPE_F16 ? -14 : -126;
-  const double maxv = dt == TSR_DTYPE_F32 ? FLT_MAX : dt == TSR_DTYPE_BF16 ? BF16_MAX : 65504.0;
+  int p = 24, emin = -126;
+  double maxv = FLT_MAX;
+  switch (dt) {
+  case TSR_DTYPE_BF16: p = 8, maxv = BF16_MAX; break;
+  case TSR_DTYPE_F16: p = 11, emin = -14, maxv = 65504.0; break;
+  case TSR_DTYPE_F8E4M3FN: p = 4, emin = -6, maxv = 448.0; break;
+  case TSR_DTYPE_F8E5M2: p = 3, emin = -14, maxv = 57344.0; break;
+  default: break;
+  }
   if (isinf(a)) return copysign(maxv, a);
   if (a == 0) return copysign(ldexp(1, emin - p + 1), b);
   const bool away = (b > a) == (a > 0);
@@ -540,7 +547,7 @@ static double ref_nextafter(tsr_dtype_t dt, double a, double b) {
   double ulp = fabs(a) < tiny ? ldexp(1, emin - p + 1) : ldexp(1, k - p);
   if (!away && m == 0.5 && fabs(a) > tiny) ulp /= 2;
   double r = fabs(a) + (away ? ulp : -ulp);
-  if (r > maxv) r = INFINITY;
+  if (r > maxv) r = dt == TSR_DTYPE_F8E4M3FN ? NAN : INFINITY; /* e4m3fn has no infinity */
   return copysign(r, a);
 }
 
