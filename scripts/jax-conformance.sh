@@ -21,7 +21,8 @@
 #   -k EXPR         passed to pytest (select tests by name)
 # JAX_COMMIT names the checkout's commit when it is not a git work tree.
 # Needs .venv (scripts/setup.sh) with absl-py and hypothesis, which JAX's test
-# utilities import (installed on first use) and a built build/libtessera.so.
+# utilities import (installed on first use) and a built build/libtessera.so
+# (or TESSERA_LIBRARY naming another build's).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -52,7 +53,7 @@ files=("$@"); [ ${#files[@]} -gt 0 ] || files=("${default_files[@]}")
 [ -d "$src/tests/pallas" ] || { echo "jax-conformance.sh: $src/tests/pallas: no such directory (a jax-ml/jax checkout?)" >&2; exit 2; }
 
 py=$root/.venv/bin/python
-lib=$root/build/libtessera.so
+lib=${TESSERA_LIBRARY:-$root/build/libtessera.so}
 [ -x "$py" ] || { echo "jax-conformance.sh: $py missing: run scripts/setup.sh" >&2; exit 2; }
 [ -f "$lib" ] || { echo "jax-conformance.sh: $lib missing: run scripts/setup.sh" >&2; exit 2; }
 "$py" -c "import absl, hypothesis" 2>/dev/null || "$py" -m pip install -q absl-py hypothesis
