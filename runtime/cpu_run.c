@@ -122,7 +122,7 @@ static void count_sem(void *ctx, const tsr_value_t *ref, uint64_t first) {
 static bool output_not_covered(const tsr_kernel_t *k, const tsr_decl_t *d) {
   uint64_t steps = 1, blocks = 1;
   for (uint32_t i = 0; i < k->grid_rank; i++) {
-    if (k->grid[i] <= 0) return false; /* no step runs: nothing to fill for */
+    if (k->grid[i] <= 0) return false; /* no step runs (or dynamic): nothing to fill for */
     steps = steps > UINT64_MAX / (uint64_t)k->grid[i] ? UINT64_MAX : steps * (uint64_t)k->grid[i];
   }
   for (uint32_t i = 0; i < d->array.rank; i++) {
