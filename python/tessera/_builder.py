@@ -26,6 +26,7 @@ __all__ = [
 # python/tests/test_pkg_layout.py checks them against the header).
 MAX_RANK = _capi.MAX_RANK
 SQUEEZED = _capi.SQUEEZED
+GRID_DYNAMIC = -1  # TSR_GRID_DYNAMIC: a grid dim set_grid_bound names
 
 DTYPES = _capi.DTYPES
 _DTYPE_INDEX = {name: i for i, name in enumerate(DTYPES)}

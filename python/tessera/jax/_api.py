@@ -269,7 +269,12 @@ def pallas_call(kernel: Callable[..., None], out_shape: Any, *,
     KernelError (with `.diagnostics`) when the kernel misbehaves."""
     del interpret
     _check_options(tessera_options)
-    dynamic = ji.split_dynamic_grid({"grid_spec": grid_spec, "grid": grid})
+    kwargs = dict(grid_spec=grid_spec, grid=grid, in_specs=in_specs,
+                  out_specs=out_specs, scratch_shapes=scratch_shapes,
+                  input_output_aliases=input_output_aliases, debug=debug,
+                  interpret=False, name=name, compiler_params=compiler_params,
+                  cost_estimate=cost_estimate, metadata=metadata)
+    dynamic = ji.split_dynamic_grid(kwargs)
     if dynamic is not None:
         def original(kernel, out_shape, **kw):
             token = _bypass.set(True)
@@ -277,11 +282,6 @@ def pallas_call(kernel: Callable[..., None], out_shape: Any, *,
                 return pl.pallas_call(kernel, out_shape, **kw)
             finally:
                 _bypass.reset(token)
-        kwargs = dict(grid_spec=grid_spec, grid=grid, in_specs=in_specs,
-                      out_specs=out_specs, scratch_shapes=scratch_shapes,
-                      input_output_aliases=input_output_aliases, debug=debug,
-                      interpret=False, name=name, compiler_params=compiler_params,
-                      cost_estimate=cost_estimate, metadata=metadata)
         return _dynamic_grid_call(original, kernel, out_shape, kwargs, tessera_options,
                                   *dynamic)
     token = _bypass.set(True)
