@@ -240,15 +240,6 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
 }
 
 tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) {
-  /* The loop nest, the cores' shares and num_programs are built from the
-   * grid's extents as constants; a run-time extent needs them computed from
-   * the prefetch operand when the run starts. */
-  if (tsr_ir_kernel_has_dynamic_grid(kernel))
-    return TSR_STATUS_AT(TSR_UNIMPLEMENTED, kernel->loc,
-                         "kernel @%s has a dynamic grid extent (a grid dim named by a "
-                         "prefetch operand): not implemented in the cpu backend yet; the "
-                         "interpreter runs it",
-                         kernel->name);
   emitter_t em;
   memset(&em, 0, sizeof em);
   em.k = kernel;
