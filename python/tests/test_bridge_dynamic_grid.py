@@ -149,3 +149,26 @@ def test_dynamic_extent_with_scalar_prefetch(backend):
     for i in range(steps):
         want[8 * i:8 * i + 8] = x[8 * idx[i]:8 * idx[i] + 8] + idx[i]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_extent_with_an_aliased_input(backend):
+    # Pallas numbers input_output_aliases without the dynamic bounds.
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...] + s_ref[0].astype(jnp.float32) + \
+            pl.num_programs(0).astype(jnp.float32)
+
+    def call(n, s, x):
+        return tj.pallas_call(
+            kernel, jax.ShapeDtypeStruct(x.shape, x.dtype),
+            grid_spec=pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, grid=(n,),
+                in_specs=[pl.BlockSpec(x.shape, lambda i, s: (0, 0))],
+                out_specs=pl.BlockSpec(x.shape, lambda i, s: (0, 0))),
+            input_output_aliases={1: 0}, backend=backend)(s, x)
+
+    x = np.random.default_rng(5).integers(-9, 9, (16, 128)).astype(np.float32)
+    s = np.array([3], np.int32)
+    got = np.asarray(jax.jit(call)(np.int32(4), s, x))
+    # the input block is read once, before the first step: x + 3 + 4
+    np.testing.assert_array_equal(got, x + 3 + 4)

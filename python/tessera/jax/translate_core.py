@@ -468,7 +468,11 @@ class Translator:
         self.kb.set_grid(grid, sem)
         nidx, nin, nout = gm.num_index_operands, gm.num_inputs, gm.num_outputs
         ndyn = len(dynamic)
-        aliases_in_out = dict(params.get("input_output_aliases") or ())
+        # Pallas numbers aliased inputs without the dynamic bounds (its TPU
+        # lowering shifts them by their count): here they are decls before
+        # the prefetch and in operands.
+        aliases_in_out = {i + ndyn: o for i, o in
+                          dict(params.get("input_output_aliases") or ()).items()}
         out_alias = {o: i for i, o in aliases_in_out.items()}
         for n, d in enumerate(dynamic):
             aval = call.in_avals[n]
