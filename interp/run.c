@@ -238,6 +238,14 @@ static tsr_status_t read_grid(shared_t *sh, tsr_array_t *const *operands) {
     }
     sh->total_steps *= (uint64_t)sh->grid[d];
   }
+  int64_t steps = 1;
+  for (uint32_t d = 0; d < p->grid_rank; d++)
+    if (!tsr_mul_i64(steps, sh->grid[d], &steps)) {
+      const tsr_loc_t loc = {p->file, p->loc.line, p->loc.col};
+      return TSR_STATUS_AT(TSR_KERNEL_ERROR, loc,
+                           "kernel @%s: the grid's dynamic extents make more than 2^63 steps",
+                           p->kernel_name);
+    }
   sh->split = tsr_ir_core_split(p->grid_rank, sh->grid, p->semantics);
   return NULL;
 }

@@ -634,6 +634,12 @@ static tsr_status_t read_grid(const tsr_cpu_info_t *info, tsr_array_t *const *op
     r->grid[d] = first;
     dynamic = true;
   }
+  int64_t steps = 1;
+  for (uint32_t d = 0; d < info->grid_rank; d++)
+    if (!tsr_mul_i64(steps, r->grid[d], &steps))
+      return TSR_STATUS_AT(TSR_KERNEL_ERROR, loc,
+                           "kernel @%s: the grid's dynamic extents make more than 2^63 steps",
+                           info->kernel_name);
   if (dynamic) r->split = tsr_ir_core_split(info->grid_rank, r->grid, info->semantics);
   return NULL;
 }
