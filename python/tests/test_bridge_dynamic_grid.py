@@ -172,3 +172,29 @@ def test_dynamic_extent_with_an_aliased_input(backend):
     got = np.asarray(jax.jit(call)(np.int32(4), s, x))
     # the input block is read once, before the first step: x + 3 + 4
     np.testing.assert_array_equal(got, x + 3 + 4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_named_grid_static_and_dynamic(backend):
+    # A named grid dim is (name, size): static sizes stay static, a traced
+    # one is a dynamic bound.
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + jnp.asarray(pl.num_programs(1), jnp.float32)
+
+    def call(n, x):
+        return tj.pallas_call(
+            kernel, jax.ShapeDtypeStruct((16, 256), jnp.float32),
+            grid=(("i", 2), ("j", n)),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, j: (i, j))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, j)),
+            backend=backend)(x)
+
+    x = np.random.default_rng(6).integers(-9, 9, (16, 256)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(call(2, x)), x + 2)
+    assert "grid(2, 2)" in tj.pallas_call(
+        lambda x_ref, o_ref: None, jax.ShapeDtypeStruct((16, 256), jnp.float32),
+        grid=(("i", 2), ("j", 2)),
+        in_specs=[pl.BlockSpec((8, 128), lambda i, j: (i, j))],
+        out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, j)),
+        backend=backend).lower_to_tsr(x)
+    np.testing.assert_array_equal(np.asarray(jax.jit(call)(np.int32(2), x)), x + 2)

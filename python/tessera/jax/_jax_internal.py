@@ -142,14 +142,17 @@ def split_dynamic_grid(kwargs: dict):
         return None
     if not isinstance(grid, (tuple, list)):
         grid = (grid,)
-    dyn = [i for i, g in enumerate(grid) if not isinstance(g, int)]
+
+    def size(g):  # a named dim is (name, size)
+        return g[1] if isinstance(g, tuple) and len(g) == 2 and isinstance(g[0], str) else g
+    dyn = [i for i, g in enumerate(grid) if not isinstance(size(g), int)]
     if not dyn:
         return None
 
     def rebuild(values: Sequence[Any]) -> dict:
         new = list(grid)
         for i, v in zip(dyn, values):
-            new[i] = v
+            new[i] = (grid[i][0], v) if size(grid[i]) is not grid[i] else v
         kw = dict(kwargs)
         if spec is not None:
             s = copy.copy(spec)
@@ -158,7 +161,7 @@ def split_dynamic_grid(kwargs: dict):
         else:
             kw["grid"] = tuple(new)
         return kw
-    return tuple(grid[i] for i in dyn), rebuild
+    return tuple(size(grid[i]) for i in dyn), rebuild
 
 
 def _kernel_name(eqn) -> str:
