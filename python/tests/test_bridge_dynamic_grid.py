@@ -198,3 +198,16 @@ def test_named_grid_static_and_dynamic(backend):
         out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, j)),
         backend=backend).lower_to_tsr(x)
     np.testing.assert_array_equal(np.asarray(jax.jit(call)(np.int32(2), x)), x + 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_extents_overflowing_the_step_count_are_a_kernel_error(backend):
+    def kernel(o_ref):
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    n = jnp.int32(2**31 - 1)
+    with pytest.raises(tj.KernelError) as info:
+        tj.pallas_call(kernel, jax.ShapeDtypeStruct((8, 128), jnp.float32), grid=(n, n, n),
+                       out_specs=pl.BlockSpec((8, 128), lambda i, j, k: (0, 0)),
+                       backend=backend)()
+    assert "2^63 steps" in str(info.value), str(info.value)

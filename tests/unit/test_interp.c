@@ -415,6 +415,27 @@ TSR_TEST(dynamic_grid_extent_is_read_at_run_start) {
   teardown(&f);
 }
 
+/* Run-time extents whose product overflows the step count: the kernel's
+ * error, before any step. */
+TSR_TEST(dynamic_grid_overflow_is_an_error) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(%a, %b, %c)\n"
+      "  prefetch %a: i32\n"
+      "  prefetch %b: i32\n"
+      "  prefetch %c: i32\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  for (int i = 0; i < 3; i++) i32(&f, (size_t)i)[0] = INT32_MAX;
+  const char *needles[] = {"test.tsr:1:8", "more than 2^63 steps", NULL};
+  expect_kernel_error(run(&f), needles);
+  TSR_CHECK_EQ_INT(f.stats.grid_steps, 0);
+  teardown(&f);
+}
+
 TSR_TEST(dynamic_grid_round_trips_and_is_checked) {
   tsr_ir_module_t *m = NULL;
   TSR_CHECK_OK(tsr_ir_module_parse(TSR_SV("test.tsr"),
@@ -933,6 +954,7 @@ int main(void) {
   TSR_RUN(never_written_output_is_reported);
   TSR_RUN(dynamic_index_out_of_bounds);
   TSR_RUN(dynamic_grid_extent_is_read_at_run_start);
+  TSR_RUN(dynamic_grid_overflow_is_an_error);
   TSR_RUN(dynamic_grid_round_trips_and_is_checked);
   TSR_RUN(index_map_out_of_range);
   TSR_RUN(masked_load_and_store);
