@@ -325,7 +325,7 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
         tsr_interp_put_i32(run, in, (int32_t)run->point[((const shape_plan_t *)in->plan)->axis]);
         goto op_done;
       case XOP_NUM_PROGRAMS:
-        tsr_interp_put_i32(run, in, (int32_t)p->grid[((const shape_plan_t *)in->plan)->axis]);
+        tsr_interp_put_i32(run, in, (int32_t)run->sh->grid[((const shape_plan_t *)in->plan)->axis]);
         goto op_done;
       case XOP_IOTA: {
         const shape_plan_t *sp = in->plan;

@@ -267,11 +267,11 @@ void tsr_grid_free_visits(run_t *run) {
 
 
 /* Writes `flat` row-major into loop[first..end). */
-static void unflatten_dims(const tsr_interp_program_t *p, uint64_t flat, uint32_t first,
+static void unflatten_dims(const shared_t *sh, uint64_t flat, uint32_t first,
                            uint32_t end, int64_t *loop) {
   for (uint32_t d = end; d-- > first;) {
-    loop[d] = (int64_t)(flat % (uint64_t)p->grid[d]);
-    flat /= (uint64_t)p->grid[d];
+    loop[d] = (int64_t)(flat % (uint64_t)sh->grid[d]);
+    flat /= (uint64_t)sh->grid[d];
   }
 }
 
@@ -286,13 +286,13 @@ static void loop_to_point(run_t *run, const int64_t *loop, int64_t *point) {
  * row-major (tsr_ir_core_split). */
 static void core_step_to_loop(run_t *run, uint64_t k) {
   const tsr_interp_program_t *p = run->p;
-  uint32_t first = p->split.first, end = p->split.end;
+  uint32_t first = run->sh->split.first, end = run->sh->split.end;
   uint64_t inner = 1;
-  for (uint32_t d = end; d < p->grid_rank; d++) inner *= (uint64_t)p->grid[d];
+  for (uint32_t d = end; d < p->grid_rank; d++) inner *= (uint64_t)run->sh->grid[d];
   uint64_t chunk = (run->share_hi - run->share_lo) * inner;
-  unflatten_dims(p, k / chunk, 0, first, run->loop);
-  unflatten_dims(p, run->share_lo + k % chunk / inner, first, end, run->loop);
-  unflatten_dims(p, k % inner, end, p->grid_rank, run->loop);
+  unflatten_dims(run->sh, k / chunk, 0, first, run->loop);
+  unflatten_dims(run->sh, run->share_lo + k % chunk / inner, first, end, run->loop);
+  unflatten_dims(run->sh, k % inner, end, p->grid_rank, run->loop);
 }
 
 /* Moves run->loop to this core's next step (core_step_to_loop of the next
@@ -300,21 +300,21 @@ static void core_step_to_loop(run_t *run, uint64_t k) {
  * the split points, then the dims before the split. */
 static void advance_loop(run_t *run) {
   const tsr_interp_program_t *p = run->p;
-  uint32_t first = p->split.first, end = p->split.end;
+  uint32_t first = run->sh->split.first, end = run->sh->split.end;
   for (uint32_t d = p->grid_rank; d-- > end;) {
-    if (++run->loop[d] < p->grid[d]) return;
+    if (++run->loop[d] < run->sh->grid[d]) return;
     run->loop[d] = 0;
   }
   uint64_t point = 0;
   for (uint32_t d = first; d < end; d++)
-    point = point * (uint64_t)p->grid[d] + (uint64_t)run->loop[d];
+    point = point * (uint64_t)run->sh->grid[d] + (uint64_t)run->loop[d];
   if (++point < run->share_hi) {
-    unflatten_dims(p, point, first, end, run->loop);
+    unflatten_dims(run->sh, point, first, end, run->loop);
     return;
   }
-  unflatten_dims(p, run->share_lo, first, end, run->loop);
+  unflatten_dims(run->sh, run->share_lo, first, end, run->loop);
   for (uint32_t d = first; d-- > 0;) {
-    if (++run->loop[d] < p->grid[d]) return;
+    if (++run->loop[d] < run->sh->grid[d]) return;
     run->loop[d] = 0;
   }
 }
@@ -323,7 +323,7 @@ static void advance_loop(run_t *run) {
 static uint64_t loop_step(const run_t *run) {
   uint64_t step = 0;
   for (uint32_t d = 0; d < run->p->grid_rank; d++)
-    step = step * (uint64_t)run->p->grid[d] + (uint64_t)run->loop[d];
+    step = step * (uint64_t)run->sh->grid[d] + (uint64_t)run->loop[d];
   return step;
 }
 

@@ -272,6 +272,10 @@ struct tsr_interp_program {
   uint8_t semantics[TSR_MAX_RANK];
   uint64_t total_steps;
   tsr_ir_core_split_t split; /* how the cores share the grid */
+  /* Dynamic extents: 1 + the operand plan holding dim d's extent (a rank-0
+   * i32 prefetch), 0 for a static dim (grid[d] is then its extent). */
+  uint32_t grid_bound[TSR_MAX_RANK];
+  tsr_loc_t loc; /* the kernel's, for errors about its grid */
 
   insn_t *code;
   uint32_t code_size, code_capacity;
@@ -407,6 +411,11 @@ typedef struct dma_record {
 /* What all cores of a run share. */
 struct shared {
   const tsr_interp_program_t *p;
+  /* The run's grid: the program's, with dynamic extents read from their
+   * prefetch operands when the run starts (run.c). */
+  int64_t grid[TSR_MAX_RANK];
+  uint64_t total_steps;
+  tsr_ir_core_split_t split; /* how the cores share the grid */
   uint32_t devices, cores;  /* cores per device */
   run_t *core;              /* devices x cores, device-major */
   uint8_t **hbm;            /* devices x operand plans */

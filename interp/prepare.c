@@ -958,10 +958,14 @@ static tsr_status_t prepare(prep_t *ps) {
   p->total_steps = 1;
   for (uint32_t i = 0; i < k->grid_rank; i++) {
     p->grid[i] = k->grid[i];
+    p->grid_bound[i] = k->grid_bound[i]; /* prefetch decls are the first operand plans */
     p->semantics[i] = k->semantics[i];
-    p->total_steps *= (uint64_t)k->grid[i];
+    if (!k->grid_bound[i]) p->total_steps *= (uint64_t)k->grid[i];
   }
-  p->split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
+  p->loc = k->loc;
+  /* The run's split (run.c), which reads the dynamic extents. */
+  if (!tsr_ir_kernel_has_dynamic_grid(k))
+    p->split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
 
   /* Op positions, for sites. */
   p->num_walked_ops = tsr_ir_walk_ops(k, NULL, NULL);

@@ -192,15 +192,61 @@ static tsr_status_t core_setup(shared_t *sh, uint32_t device, uint32_t core) {
              op->array_elements * tsr_dtype_size((tsr_dtype_t)ri->dtype));
   }
   /* This core's share of the grid (tsr_ir_core_split). */
-  tsr_ir_core_share(&p->split, sh->cores, core, &run->share_lo, &run->share_hi);
-  run->core_steps = p->split.points
-                        ? p->total_steps / p->split.points * (run->share_hi - run->share_lo)
+  tsr_ir_core_share(&sh->split, sh->cores, core, &run->share_lo, &run->share_hi);
+  run->core_steps = sh->split.points
+                        ? sh->total_steps / sh->split.points * (run->share_hi - run->share_lo)
                         : 0;
   if (sh->race) {
     tsr_vc_initialize(&run->vc, sh->devices * sh->cores);
     if (!run->vc.c) return TSR_OOM();
   }
   run->phase = CORE_START;
+  return NULL;
+}
+
+/* The run's grid: dynamic extents are their prefetch operands' values now
+ * (every device's the same: one grid per pallas_call). A negative extent is
+ * the kernel's error; zero runs no step. */
+static tsr_status_t read_grid(shared_t *sh, tsr_array_t *const *operands) {
+  const tsr_interp_program_t *p = sh->p;
+  sh->total_steps = 1;
+  for (uint32_t d = 0; d < p->grid_rank; d++) {
+    sh->grid[d] = p->grid[d];
+    if (p->grid_bound[d]) {
+      uint32_t j = p->grid_bound[d] - 1;
+      const tsr_array_t *a = operands[j];
+      if (!a || !a->data || a->dtype != TSR_DTYPE_I32)
+        return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                          "kernel @%s: operand %u (grid dim %u's extent) is not an i32 array",
+                          p->kernel_name, j, d);
+      int32_t first = ((const int32_t *)a->data)[0];
+      const tsr_loc_t loc = {p->file, p->loc.line, p->loc.col};
+      for (uint32_t dev = 1; dev < sh->devices; dev++)
+        if (((const int32_t *)a->data)[dev] != first)
+          return TSR_STATUS_AT(TSR_UNIMPLEMENTED, loc,
+                               "kernel @%s: grid dim %u's extent differs between devices "
+                               "(%d on device 0, %d on device %u); not implemented",
+                               p->kernel_name, d, first,
+                            ((const int32_t *)a->data)[dev], dev);
+      if (first < 0)
+        return TSR_STATUS_AT(TSR_KERNEL_ERROR, loc,
+                             "kernel @%s: grid dim %u's extent (%%%s) is %d; a grid extent "
+                             "must be >= 0",
+                             p->kernel_name, d,
+                          p->refs[p->operands[j].ref].name, first);
+      sh->grid[d] = first;
+    }
+    sh->total_steps *= (uint64_t)sh->grid[d];
+  }
+  int64_t steps = 1;
+  for (uint32_t d = 0; d < p->grid_rank; d++)
+    if (!tsr_mul_i64(steps, sh->grid[d], &steps)) {
+      const tsr_loc_t loc = {p->file, p->loc.line, p->loc.col};
+      return TSR_STATUS_AT(TSR_KERNEL_ERROR, loc,
+                           "kernel @%s: the grid's dynamic extents make more than 2^63 steps",
+                           p->kernel_name);
+    }
+  sh->split = tsr_ir_core_split(p->grid_rank, sh->grid, p->semantics);
   return NULL;
 }
 
@@ -223,6 +269,7 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
     for (uint32_t d = 0; d < D; d++)
       sh->hbm[d * nops + j] = (uint8_t *)operands[j]->data + d * slice;
   }
+  TSR_RETURN_IF_ERROR(read_grid(sh, operands));
   for (uint32_t d = 0; d < D; d++)
     for (uint32_t c = 0; c < sh->cores; c++) TSR_RETURN_IF_ERROR(core_setup(sh, d, c));
   /* Output shadows live in each device's core-0 run memory. */
@@ -272,10 +319,10 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
     uint64_t state = p->options.shuffle_seed;
     for (uint32_t d = 0; d < p->grid_rank; d++) {
       if (p->semantics[d] != TSR_DIM_PARALLEL) break;
-      sh->perm[d] = tsr_malloc((size_t)p->grid[d] * sizeof(int64_t));
+      sh->perm[d] = tsr_malloc((size_t)sh->grid[d] * sizeof(int64_t) + 1);
       if (!sh->perm[d]) return TSR_OOM();
-      for (int64_t i = 0; i < p->grid[d]; i++) sh->perm[d][i] = i;
-      for (int64_t i = p->grid[d] - 1; i > 0; i--) {
+      for (int64_t i = 0; i < sh->grid[d]; i++) sh->perm[d][i] = i;
+      for (int64_t i = sh->grid[d] - 1; i > 0; i--) {
         int64_t k = (int64_t)(tsr_interp_splitmix64(&state) % (uint64_t)(i + 1));
         int64_t t = sh->perm[d][i];
         sh->perm[d][i] = sh->perm[d][k];

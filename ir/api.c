@@ -225,6 +225,20 @@ tsr_status_t tsr_ir_kernel_create(tsr_ir_module_t *module, const char *name,
   return tsr_kernel_create(module, name, strlen(name), loc, out_kernel);
 }
 
+tsr_status_t tsr_ir_kernel_set_grid_bound(tsr_ir_kernel_t *kernel, uint32_t dim,
+                                          uint32_t decl) {
+  if (dim >= kernel->grid_rank)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "grid dim %u of a grid of rank %u", dim,
+                      kernel->grid_rank);
+  if (decl >= kernel->num_decls || kernel->decls[decl].role != TSR_ROLE_PREFETCH)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "grid dim %u: decl %u is not a prefetch operand of kernel @%s", dim, decl,
+                      kernel->name);
+  kernel->grid[dim] = TSR_GRID_DYNAMIC;
+  kernel->grid_bound[dim] = decl + 1;
+  return NULL;
+}
+
 tsr_status_t tsr_ir_kernel_set_grid(tsr_ir_kernel_t *kernel, uint32_t rank,
                                     const int64_t *dims,
                                     const tsr_ir_dim_semantics_t *semantics) {
@@ -234,6 +248,7 @@ tsr_status_t tsr_ir_kernel_set_grid(tsr_ir_kernel_t *kernel, uint32_t rank,
   kernel->grid_rank = rank;
   for (uint32_t i = 0; i < rank; i++) {
     kernel->grid[i] = dims[i];
+    kernel->grid_bound[i] = 0;
     kernel->semantics[i] = (uint8_t)(semantics ? semantics[i] : TSR_DIM_ARBITRARY);
   }
   return NULL;

@@ -227,6 +227,7 @@ static void put_kernel(canon_t *c, const tsr_kernel_t *k) {
   put_u32(c, k->grid_rank);
   for (uint32_t i = 0; i < k->grid_rank && i < TSR_MAX_RANK; i++) {
     put_i64(c, k->grid[i]);
+    if (k->grid_bound[i]) put_u32(c, k->grid_bound[i]); /* static grids: bytes unchanged */
     put_u8(c, k->semantics[i]);
   }
   /* Every declaration's ref first: index maps and bodies may use any. */

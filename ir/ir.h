@@ -296,7 +296,12 @@ struct tsr_kernel {
   tsr_loc_t loc;
   tsr_module_t *module;
   uint32_t grid_rank;
-  int64_t grid[TSR_MAX_RANK];
+  int64_t grid[TSR_MAX_RANK]; /* TSR_GRID_DYNAMIC where grid_bound names the
+                                 extent */
+  /* A dynamic grid extent (a traced value in JAX): 1 + the decl index of the
+   * rank-0 i32 prefetch operand whose value, read when a run starts, is the
+   * extent; 0 for a static one. */
+  uint32_t grid_bound[TSR_MAX_RANK];
   uint8_t semantics[TSR_MAX_RANK]; /* tsr_dim_semantics_t */
   uint32_t num_decls;
   tsr_decl_t *decls;  /* declaration order: prefetch, in, out, scratch */
@@ -402,6 +407,12 @@ typedef struct tsr_ir_core_split {
   uint32_t first, end;
   uint64_t points; /* product of the grid dims [first, end) */
 } tsr_ir_core_split_t;
+/* Whether a grid dim's extent is a run-time value (grid_bound). */
+static inline bool tsr_ir_kernel_has_dynamic_grid(const tsr_kernel_t *k) {
+  for (uint32_t i = 0; i < k->grid_rank; i++)
+    if (k->grid_bound[i]) return true;
+  return false;
+}
 tsr_ir_core_split_t tsr_ir_core_split(uint32_t grid_rank, const int64_t *grid,
                                       const uint8_t *semantics);
 /* Core `core` of `cores`: its split points [*lo, *hi) (empty when lo == hi). */

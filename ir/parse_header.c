@@ -134,7 +134,16 @@ static bool parse_grid(parser_t *p) {
       if (rank == TSR_MAX_RANK)
         return ps_error_at(p, p->tok.line, p->tok.col,
                            "a grid has at most %d dimensions", TSR_MAX_RANK);
-      if (!ps_parse_int(p, "a grid dimension", &k->grid[rank])) return false;
+      p->grid_named[rank] = at(p, TOK_VALUE);
+      if (p->grid_named[rank]) {
+        /* A dynamic extent: a rank-0 i32 prefetch operand, declared below. */
+        p->grid_names[rank] = p->tok;
+        k->grid[rank] = TSR_GRID_DYNAMIC;
+        ps_next(p);
+      } else if (!ps_parse_int(p, "a grid dimension or a prefetch operand (%name)",
+                               &k->grid[rank])) {
+        return false;
+      }
       k->semantics[rank++] = TSR_DIM_ARBITRARY;
       if (accept(p, TOK_COMMA)) continue;
       if (!ps_expect(p, TOK_RPAREN, "',' or ')' after a grid dimension")) return false;
@@ -283,6 +292,25 @@ static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
   return ps_expect_line_end(p);
 }
 
+/* The grid dims named by a prefetch operand: now that the operands are
+ * declared, their decls (the verifier checks they are rank-0 i32). */
+static void resolve_grid_names(parser_t *p) {
+  tsr_kernel_t *k = p->kernel;
+  for (uint32_t i = 0; i < k->grid_rank; i++) {
+    if (!p->grid_named[i]) continue;
+    const token_t *t = &p->grid_names[i];
+    const tsr_decl_t *d = ps_find_decl(p, p->table, t);
+    if (!d || d->role != TSR_ROLE_PREFETCH) {
+      (void)ps_error_at(p, t->line, t->col,
+                  "grid dim %u: %.*s is not a prefetch operand of this kernel (a dynamic "
+                  "grid extent is a rank-0 i32 prefetch operand)",
+                  i, (int)t->len, t->text);
+      continue;
+    }
+    k->grid_bound[i] = (uint32_t)(d - k->decls) + 1;
+  }
+}
+
 /* The header lines of a kernel up to its body's '{'. False if there is no
  * body (end of file or the next kernel). */
 bool ps_parse_header(parser_t *p) {
@@ -291,7 +319,10 @@ bool ps_parse_header(parser_t *p) {
   for (;;) {
     while (at(p, TOK_NEWLINE)) ps_next(p);
     if (p->fatal) return false;
-    if (at(p, TOK_LBRACE)) return true;
+    if (at(p, TOK_LBRACE)) {
+      if (seen_grid) resolve_grid_names(p);
+      return true;
+    }
     const token_t t = p->tok;
     bool ok;
     if (tok_is(&t, "grid")) {

@@ -116,6 +116,10 @@ typedef struct parser {
     tsr_type_t type;
   } recent_types[4];
   uint32_t next_recent_type;
+  /* The current kernel's grid dims written as a prefetch operand's name (a
+   * dynamic extent): resolved at the header's end, after the operands. */
+  token_t grid_names[TSR_MAX_RANK];
+  bool grid_named[TSR_MAX_RANK];
 } parser_t;
 
 typedef struct vec {

@@ -485,7 +485,12 @@ void tsr_ir_print_kernel(tsr_strbuf_t *sb, const tsr_kernel_t *kernel) {
   if (kernel->grid_rank) {
     tsr_strbuf_puts(sb, "  grid(");
     for (uint32_t i = 0; i < kernel->grid_rank; i++)
-      tsr_strbuf_printf(sb, "%s%lld", i ? ", " : "", (long long)kernel->grid[i]);
+      if (kernel->grid_bound[i] && kernel->grid_bound[i] <= kernel->num_decls) {
+        if (i) tsr_strbuf_puts(sb, ", ");
+        put_value(sb, kernel->decls[kernel->grid_bound[i] - 1].ref);
+      } else {
+        tsr_strbuf_printf(sb, "%s%lld", i ? ", " : "", (long long)kernel->grid[i]);
+      }
     tsr_strbuf_puts(sb, ") semantics(");
     for (uint32_t i = 0; i < kernel->grid_rank; i++)
       tsr_strbuf_printf(sb, "%s%s", i ? ", " : "",

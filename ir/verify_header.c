@@ -36,7 +36,15 @@ void vf_verify_grid(verifier_t *v) {
   int32_t first_arbitrary = -1, first_core_parallel = -1;
   for (uint32_t i = 0; i < k->grid_rank; i++) {
     int64_t g = k->grid[i];
-    if (g < 1)
+    if (k->grid_bound[i]) {
+      /* A dynamic extent: checked when a run reads it (>= 0; 0 runs no step). */
+      const tsr_decl_t *d =
+          k->grid_bound[i] <= k->num_decls ? &k->decls[k->grid_bound[i] - 1] : NULL;
+      if (!d || d->role != TSR_ROLE_PREFETCH || d->array.kind != TSR_TYPE_SCALAR ||
+          d->array.dtype != TSR_DTYPE_I32)
+        vf_kreport(v, k->loc,
+                   "grid dim %u: a dynamic extent is a rank-0 i32 prefetch operand", i);
+    } else if (g < 1)
       vf_kreport(v, k->loc, "grid dim %u is %lld, expected >= 1", i, (long long)g);
     else if (g > INT32_MAX)
       vf_kreport(v, k->loc, "grid dim %u is %lld, more than 2^31 - 1 (program_id is i32)", i,

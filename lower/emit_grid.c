@@ -182,22 +182,51 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
   em_close(em, "}");
 }
 
+/* a x d, folded when d is a constant. */
+static ssa_t em_imul_dim(emitter_t *em, ssa_t a, dimv_t d) {
+  return d.dynamic ? em_imul(em, a, d.s) : em_imulc(em, a, d.c);
+}
+
+/* a x b, folded when both are constants. */
+static dimv_t dim_mul(emitter_t *em, dimv_t a, dimv_t b) {
+  if (!a.dynamic && !b.dynamic) return em_dimc(a.c * b.c);
+  if (!a.dynamic && a.c == 1) return b;
+  if (!b.dynamic && b.c == 1) return a;
+  return em_dims(em_imul(em, em_dimv_ssa(em, a), em_dimv_ssa(em, b)));
+}
+
+/* The product of the grid's extents [first, end). */
+static dimv_t grid_product(emitter_t *em, uint32_t first, uint32_t end) {
+  dimv_t p = em_dimc(1);
+  for (uint32_t g = first; g < end; g++) p = dim_mul(em, p, em->grid_ext[g]);
+  return p;
+}
+
+/* `d` as a divisor: a run-time extent may be 0 (then no step runs, but a
+ * loop's test may still compute a grid point): at least 1. */
+static ssa_t divisor(emitter_t *em, dimv_t d) {
+  if (!d.dynamic) return em_cidx(em, d.c);
+  return em_op2(em, "arith.maxui", d.s, em_cidx(em, 1), "index");
+}
+
+/* Whether `d` may be more than 1 (a run-time extent may). */
+static bool above_one(dimv_t d) { return d.dynamic || d.c > 1; }
+
 static void step_end(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
   const tsr_decl_t *d = os->decl;
   const tsr_kernel_t *k = em->k;
   uint32_t rank = d->array.rank;
   /* The next step's grid point (wrapping after the last: unused then). */
   ssa_t next[TSR_MAX_RANK];
-  int64_t total = 1;
-  for (uint32_t g = 0; g < k->grid_rank; g++) total *= k->grid[g];
+  dimv_t total = grid_product(em, 0, k->grid_rank);
   ssa_t lin1 = em_iaddc(em, ks->lin, 1);
-  lin1 = em_op2(em, "arith.remui", lin1, em_cidx(em, total), "index");
-  int64_t stride = 1;
+  lin1 = em_op2(em, "arith.remui", lin1, divisor(em, total), "index");
+  dimv_t stride = em_dimc(1);
   for (uint32_t g = k->grid_rank; g-- > 0;) {
-    ssa_t q = em_op2(em, "arith.divui", lin1, em_cidx(em, stride), "index");
-    q = em_op2(em, "arith.remui", q, em_cidx(em, k->grid[g]), "index");
+    ssa_t q = em_op2(em, "arith.divui", lin1, divisor(em, stride), "index");
+    q = em_op2(em, "arith.remui", q, divisor(em, em->grid_ext[g]), "index");
     next[g] = em_cast(em, "arith.index_cast", q, "index", "i32");
-    stride *= k->grid[g];
+    stride = dim_mul(em, stride, em->grid_ext[g]);
   }
   ssa_t nbi[TSR_MAX_RANK];
   eval_map(em, os, next, nbi);
@@ -217,11 +246,13 @@ static void step_end(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
 /* Writes into iv[first..end) the row-major coordinates of `v` over the grid
  * dims [first, end). */
 static void grid_coords(emitter_t *em, ssa_t v, uint32_t first, uint32_t end, ssa_t *iv) {
-  int64_t stride = 1;
+  dimv_t stride = em_dimc(1);
   for (uint32_t g = end; g-- > first;) {
-    ssa_t q = stride == 1 ? v : em_op2(em, "arith.divui", v, em_cidx(em, stride), "index");
-    iv[g] = g > first ? em_op2(em, "arith.remui", q, em_cidx(em, em->k->grid[g]), "index") : q;
-    stride *= em->k->grid[g];
+    ssa_t q = !stride.dynamic && stride.c == 1
+                  ? v
+                  : em_op2(em, "arith.divui", v, divisor(em, stride), "index");
+    iv[g] = g > first ? em_op2(em, "arith.remui", q, divisor(em, em->grid_ext[g]), "index") : q;
+    stride = dim_mul(em, stride, em->grid_ext[g]);
   }
 }
 
@@ -232,24 +263,25 @@ static void grid_coords(emitter_t *em, ssa_t v, uint32_t first, uint32_t end, ss
 static ssa_t core_grid_point(emitter_t *em, const tsr_ir_core_split_t *split, ssa_t c,
                              ssa_t mine, ssa_t *iv) {
   const tsr_kernel_t *k = em->k;
-  int64_t outer = 1, inner = 1;
-  for (uint32_t g = 0; g < split->first; g++) outer *= k->grid[g];
-  for (uint32_t g = split->end; g < k->grid_rank; g++) inner *= k->grid[g];
+  dimv_t outer = grid_product(em, 0, split->first);
+  dimv_t inner = grid_product(em, split->end, k->grid_rank);
   /* a core without points runs no step, but the loop's test still asks */
-  ssa_t d = outer > 1 ? em_op2(em, "arith.maxui", mine, em_cidx(em, 1), "index") : mine;
-  ssa_t o = outer > 1 ? em_op2(em, "arith.divui", c, d, "index") : em_cidx(em, 0);
-  ssa_t r = outer > 1 ? em_op2(em, "arith.remui", c, d, "index") : c;
-  ssa_t q = inner > 1 ? em_op2(em, "arith.divui", r, em_cidx(em, inner), "index") : r;
+  ssa_t d = above_one(outer) ? em_op2(em, "arith.maxui", mine, em_cidx(em, 1), "index") : mine;
+  ssa_t o = above_one(outer) ? em_op2(em, "arith.divui", c, d, "index") : em_cidx(em, 0);
+  ssa_t r = above_one(outer) ? em_op2(em, "arith.remui", c, d, "index") : c;
+  ssa_t q = above_one(inner) ? em_op2(em, "arith.divui", r, divisor(em, inner), "index") : r;
   ssa_t p = em_op2(em, "arith.addi", (ssa_t){"%plo"}, q, "index");
-  ssa_t i = inner > 1 ? em_op2(em, "arith.remui", r, em_cidx(em, inner), "index")
-                      : em_cidx(em, 0);
+  ssa_t i = above_one(inner) ? em_op2(em, "arith.remui", r, divisor(em, inner), "index")
+                             : em_cidx(em, 0);
   if (iv) {
     grid_coords(em, o, 0, split->first, iv);
     grid_coords(em, p, split->first, split->end, iv);
     grid_coords(em, i, split->end, k->grid_rank, iv);
   }
-  ssa_t op = em_iadd(em, em_imulc(em, o, (int64_t)split->points), p);
-  return em_iadd(em, em_imulc(em, op, inner), i);
+  /* split->points is the product of the split dims (run-time ones too) */
+  dimv_t points = grid_product(em, split->first, split->end);
+  ssa_t op = em_iadd(em, em_imul_dim(em, o, points), p);
+  return em_iadd(em, em_imul_dim(em, op, inner), i);
 }
 
 void em_emit_grid(emitter_t *em, const uint32_t *roots) {
@@ -339,6 +371,17 @@ void em_emit_grid(emitter_t *em, const uint32_t *roots) {
       ks.state_slots += d->array.rank;
     }
   }
+  /* The grid's extents, a dynamic one read from its prefetch operand before
+   * any step (the runtime has checked it is >= 0). */
+  for (uint32_t g = 0; g < k->grid_rank && EM_OK(em); g++) {
+    em->grid_ext[g] = em_dimc(k->grid[g]);
+    if (!k->grid_bound[g]) continue;
+    const tsr_decl_t *d = &k->decls[k->grid_bound[g] - 1];
+    nest_t scalar;
+    memset(&scalar, 0, sizeof scalar);
+    ssa_t v = em_mem_read(em, &em_vi(em, d->ref)->mem, TSR_DTYPE_I32, NULL, &scalar, NULL, NULL);
+    em->grid_ext[g] = em_dims(em_idx_of_i32(em, v));
+  }
   if (ks.state_slots) {
     ks.state = em_fresh(em);
     tsr_strbuf_printf(&em->pro, "    %s = memref.alloca() : memref<%uxindex>\n", ks.state.s,
@@ -350,13 +393,18 @@ void em_emit_grid(emitter_t *em, const uint32_t *roots) {
    * flattened), each with every point of the other dims, as one loop over
    * its own step number c in [0, outer x (phi - plo) x inner); each grid
    * step is a step of the run (em_count_step). */
-  const tsr_ir_core_split_t split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
-  int64_t outer = 1, inner = 1;
-  for (uint32_t g = 0; g < split.first; g++) outer *= k->grid[g];
-  for (uint32_t g = split.end; g < k->grid_rank; g++) inner *= k->grid[g];
+  /* Which dims are split does not depend on their extents (a dynamic
+   * extent counts as more than 1 here); the runtime computes the cores'
+   * shares [plo, phi) from the run's extents. */
+  int64_t shape[TSR_MAX_RANK];
+  for (uint32_t g = 0; g < k->grid_rank; g++) shape[g] = k->grid_bound[g] ? 2 : k->grid[g];
+  const tsr_ir_core_split_t split = tsr_ir_core_split(k->grid_rank, shape, k->semantics);
+  dimv_t outer = grid_product(em, 0, split.first);
+  dimv_t inner = grid_product(em, split.end, k->grid_rank);
   const ssa_t plo = {"%plo"};
-  ssa_t mine = em_imulc(em, em_op2(em, "arith.subi", (ssa_t){"%phi"}, plo, "index"), inner);
-  ssa_t steps = em_imulc(em, mine, outer);
+  ssa_t mine =
+      em_imul_dim(em, em_op2(em, "arith.subi", (ssa_t){"%phi"}, plo, "index"), inner);
+  ssa_t steps = em_imul_dim(em, mine, outer);
   ssa_t lb = em_fresh(em), la = em_fresh(em);
   em_open(em, "scf.while (%s = %s) : (index) -> (index) {", lb.s, em_cidx(em, 0).s);
   ssa_t in = em_cmp(em, "cmpi", "slt", lb, steps, "index");

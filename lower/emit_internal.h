@@ -253,6 +253,9 @@ struct emitter {
    * finish harmlessly before emission stops. */
   expr_t oom_expr;
   ssa_t grid_iv[TSR_MAX_RANK];   /* index */
+  /* The grid's extents: constants, or for a dynamic dim (grid_bound) its
+   * prefetch operand's value read before the grid loop (em_emit_grid). */
+  dimv_t grid_ext[TSR_MAX_RANK];
   ssa_t grid_i32[TSR_MAX_RANK];  /* i32 */
   ssa_t lin;                     /* index: row-major number of the grid point */
   /* The runtime (lower_api.h): its callback and context as !llvm.ptr, this

@@ -161,7 +161,12 @@ void em_op_program_id(emitter_t *em, const tsr_op_t *op) {
 
 /* num_programs: the grid's size along the axis. */
 void em_op_num_programs(emitter_t *em, const tsr_op_t *op) {
-  em_set_scalar(em, op->results[0], em_cint(em, "i32", 0, em->k->grid[(uint32_t)op->ints[0]]));
+  uint32_t axis = (uint32_t)op->ints[0];
+  if (em->k->grid_bound[axis]) /* a run-time extent (em_emit_grid read it) */
+    em_set_scalar(em, op->results[0],
+                  em_cast(em, "arith.index_cast", em->grid_ext[axis].s, "index", "i32"));
+  else
+    em_set_scalar(em, op->results[0], em_cint(em, "i32", 0, em->k->grid[axis]));
 }
 
 /* device_id and core_id: the function's arguments. */

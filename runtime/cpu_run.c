@@ -54,6 +54,9 @@ struct tsr_cpu_info {
   uint32_t grid_rank;
   int64_t grid[TSR_MAX_RANK];
   tsr_ir_core_split_t split; /* how the cores share the grid */
+  /* per grid dim: 1 + the operand holding its run-time extent, or 0 */
+  uint32_t grid_bound[TSR_MAX_RANK];
+  uint8_t semantics[TSR_MAX_RANK];
   site_info_t *sites;
   uint32_t num_sites;
   sem_info_t *sems;
@@ -122,6 +125,7 @@ static void count_sem(void *ctx, const tsr_value_t *ref, uint64_t first) {
 static bool output_not_covered(const tsr_kernel_t *k, const tsr_decl_t *d) {
   uint64_t steps = 1, blocks = 1;
   for (uint32_t i = 0; i < k->grid_rank; i++) {
+    if (k->grid_bound[i]) return true; /* a run-time extent: may cover anything */
     if (k->grid[i] <= 0) return false; /* no step runs: nothing to fill for */
     steps = steps > UINT64_MAX / (uint64_t)k->grid[i] ? UINT64_MAX : steps * (uint64_t)k->grid[i];
   }
@@ -141,7 +145,11 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   info->kernel_name = info_strdup(info, k->name);
   info->grid_rank = k->grid_rank;
   memcpy(info->grid, k->grid, sizeof info->grid);
-  info->split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
+  memcpy(info->semantics, k->semantics, sizeof info->semantics);
+  /* prefetch decls come first: decl index = operand index */
+  for (uint32_t g = 0; g < k->grid_rank; g++) info->grid_bound[g] = k->grid_bound[g];
+  if (!tsr_ir_kernel_has_dynamic_grid(k))
+    info->split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
   info->alias = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->alias);
   info->operand_names =
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->operand_names);
@@ -241,6 +249,8 @@ typedef struct ccore {
 
 struct crun {
   const tsr_cpu_info_t *info;
+  int64_t grid[TSR_MAX_RANK]; /* the run's: info's, dynamic extents read */
+  tsr_ir_core_split_t split;
   void (*entry)(void **);
   tsr_runtime_binding_t *binding; /* the caller's, for the core threads */
   uint32_t devices, cores, n;
@@ -288,7 +298,7 @@ typedef struct core_where {
 static const tsr_diag_where_t *where_of(const ccore_t *c, uint32_t site, core_where_t *w) {
   const tsr_cpu_info_t *info = c->run->info;
   const site_info_t *s = &info->sites[site];
-  tsr_interp_unflatten(c->lin, info->grid_rank, info->grid, w->point);
+  tsr_interp_unflatten(c->lin, info->grid_rank, c->run->grid, w->point);
   if (!s->what) tsr_diag_format_op(w->what, sizeof w->what, s->opcode);
   w->where = (tsr_diag_where_t){site,     s->loc,   s->what ? s->what : w->what,
                                 c->device, c->index, w->point, info->grid_rank, NULL};
@@ -591,6 +601,49 @@ static void *core_main(void *p) {
   return NULL;
 }
 
+/* The run's grid: dynamic extents are their prefetch operands' values now
+ * (every device's the same), as the interpreter reads them (interp/run.c);
+ * a negative one is the kernel's error, at the kernel. */
+static tsr_status_t read_grid(const tsr_cpu_info_t *info, tsr_array_t *const *operands,
+                              const tsr_interp_options_t *options, crun_t *r) {
+  memcpy(r->grid, info->grid, sizeof r->grid);
+  r->split = info->split;
+  bool dynamic = false;
+  uint32_t devices = options->devices ? options->devices : 1;
+  const tsr_loc_t loc = info->sites[info->num_sites].loc;
+  for (uint32_t d = 0; d < info->grid_rank; d++) {
+    if (!info->grid_bound[d]) continue;
+    uint32_t j = info->grid_bound[d] - 1;
+    const tsr_array_t *a = operands[j];
+    if (!a || !a->data || a->dtype != TSR_DTYPE_I32 || tsr_array_element_count(a) < devices)
+      return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                        "kernel @%s: operand %u (grid dim %u's extent) is not an i32 scalar",
+                        info->kernel_name, j, d);
+    int32_t first = ((const int32_t *)a->data)[0];
+    for (uint32_t dev = 1; dev < devices; dev++)
+      if (((const int32_t *)a->data)[dev] != first)
+        return TSR_STATUS_AT(TSR_UNIMPLEMENTED, loc,
+                             "kernel @%s: grid dim %u's extent differs between devices (%d on "
+                             "device 0, %d on device %u); not implemented",
+                             info->kernel_name, d, first, ((const int32_t *)a->data)[dev], dev);
+    if (first < 0)
+      return TSR_STATUS_AT(TSR_KERNEL_ERROR, loc,
+                           "kernel @%s: grid dim %u's extent (%%%s) is %d; a grid extent must "
+                           "be >= 0",
+                           info->kernel_name, d, info->operand_names[j], first);
+    r->grid[d] = first;
+    dynamic = true;
+  }
+  int64_t steps = 1;
+  for (uint32_t d = 0; d < info->grid_rank; d++)
+    if (!tsr_mul_i64(steps, r->grid[d], &steps))
+      return TSR_STATUS_AT(TSR_KERNEL_ERROR, loc,
+                           "kernel @%s: the grid's dynamic extents make more than 2^63 steps",
+                           info->kernel_name);
+  if (dynamic) r->split = tsr_ir_core_split(info->grid_rank, r->grid, info->semantics);
+  return NULL;
+}
+
 tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
                          tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
                          const tsr_interp_options_t *options) {
@@ -609,6 +662,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   crun_t r;
   memset(&r, 0, sizeof r);
   r.info = info;
+  TSR_RETURN_IF_ERROR(read_grid(info, operands, options, &r));
   r.entry = entry;
   r.binding = tsr_runtime_bound();
   r.devices = options->devices ? options->devices : 1;
@@ -644,7 +698,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     c->device_arg = (int32_t)c->device;
     c->core_arg = (int32_t)c->index;
     uint64_t lo, hi;
-    tsr_ir_core_share(&info->split, r.cores, c->index, &lo, &hi);
+    tsr_ir_core_share(&r.split, r.cores, c->index, &lo, &hi);
     c->plo = (int64_t)lo;
     c->phi = (int64_t)hi;
     c->args = all_args + (size_t)i * nargs;

@@ -264,6 +264,14 @@ static void emit_module(tpu_emitter_t *em) {
 
 tsr_status_t tpu_emit_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip,
                              char **out_text) {
+  /* Pallas passes dynamic extents to Mosaic as leading scalar arguments of
+   * the kernel and its index maps (lowering.py, dynamic_grid); not emitted
+   * yet, so refused where the kernel is. */
+  if (tsr_ir_kernel_has_dynamic_grid(kernel))
+    return TSR_STATUS_AT(TSR_UNIMPLEMENTED, kernel->loc,
+                         "kernel @%s has a dynamic grid extent (a grid dim named by a "
+                         "prefetch operand): not emitted for Mosaic yet",
+                         kernel->name);
   tsr_strbuf_t out;
   tsr_strbuf_initialize(&out);
   tpu_emitter_t em = {

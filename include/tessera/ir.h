@@ -110,6 +110,8 @@ TSR_API bool tsr_ir_dim_semantics_from_name(const char *name, size_t len,
 TSR_API void tsr_ir_dim_semantics_order(uint32_t rank, tsr_ir_dim_semantics_t *semantics);
 
 #define TSR_SQUEEZED ((int64_t)-1) /* a squeezed block dimension */
+/* A grid dim whose extent is a run-time value (tsr_ir_kernel_set_grid_bound). */
+#define TSR_GRID_DYNAMIC ((int64_t)-1)
 
 /* What a caller needs to know about one kernel operand (prefetch/in/out/
  * scratch) to bind data to it. Strings are borrowed from the module. */
@@ -206,6 +208,11 @@ TSR_API tsr_status_t tsr_ir_kernel_set_grid(tsr_ir_kernel_t *kernel, uint32_t ra
                                     const int64_t *dims,
                                     const tsr_ir_dim_semantics_t *semantics)
     TSR_MUST_USE;
+/* Makes grid dim `dim` dynamic: its extent is the value, when a run starts,
+ * of the kernel's decl number `decl` (a rank-0 i32 prefetch operand, added
+ * before this call). Pallas's dynamic grid bounds (docs/ir.md, "Kernels"). */
+TSR_API tsr_status_t tsr_ir_kernel_set_grid_bound(tsr_ir_kernel_t *kernel, uint32_t dim,
+                                                  uint32_t decl) TSR_MUST_USE;
 
 /* One kernel operand. For in/out/prefetch, `array` is the whole array (a
  * VECTOR type, or SCALAR for a rank-0 prefetch) and `space` where the kernel

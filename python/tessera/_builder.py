@@ -26,6 +26,7 @@ __all__ = [
 # python/tests/test_pkg_layout.py checks them against the header).
 MAX_RANK = _capi.MAX_RANK
 SQUEEZED = _capi.SQUEEZED
+GRID_DYNAMIC = -1  # TSR_GRID_DYNAMIC: a grid dim set_grid_bound names
 
 DTYPES = _capi.DTYPES
 _DTYPE_INDEX = {name: i for i, name in enumerate(DTYPES)}
@@ -95,6 +96,7 @@ def _h() -> _Functions:
         "tsr_ir_kernel_create": (vp, [vp, ctypes.c_char_p, ctypes.POINTER(vp)]),
         "tsr_ir_kernel_set_grid": (vp, [vp, ctypes.c_uint32, ctypes.POINTER(ctypes.c_int64),
                                         ctypes.POINTER(ctypes.c_int)]),
+        "tsr_ir_kernel_set_grid_bound": (vp, [vp, ctypes.c_uint32, ctypes.c_uint32]),
         "tsr_ir_dim_semantics_order": (None, [ctypes.c_uint32, ctypes.POINTER(ctypes.c_int)]),
         "tsr_ir_kernel_add_operand": (vp, [vp, ctypes.POINTER(_COperandParams),
                                            ctypes.POINTER(vp), ctypes.POINTER(vp)]),
@@ -304,6 +306,11 @@ class KernelBuilder:
         if semantics is not None:
             cs = (ctypes.c_int * max(1, n))(*[SEMANTICS[s] for s in semantics])
         _lib.check(_h().tsr_ir_kernel_set_grid(self.ptr, n, cd, cs))
+
+    def set_grid_bound(self, dim: int, decl: int) -> None:
+        """Makes grid dim `dim` dynamic: its extent is, when a run starts,
+        the value of decl number `decl` (a rank-0 i32 prefetch operand)."""
+        _lib.check(_h().tsr_ir_kernel_set_grid_bound(self.ptr, dim, decl))
 
     @staticmethod
     def ordered_semantics(semantics: Sequence[str]) -> list[str]:

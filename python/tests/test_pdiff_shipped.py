@@ -37,10 +37,7 @@ JAX_CANNOT_RUN: dict[str, str] = {
 #: what tessera.jax does not translate in a shipped kernel (a substring of
 #: the table's "missing feature: ..." cell; its docs/jax.md lists these):
 #: the test asserts that cell, so the day it translates the test says so.
-TESSERA_MISSING: dict[str, str] = {
-    "megablox gmm": "dynamic grid bounds",
-    "megablox tgmm": "dynamic grid bounds",
-}
+TESSERA_MISSING: dict[str, str] = {}
 
 _ROWS: dict[str, dict] = {}
 

@@ -845,6 +845,37 @@ static void scrub(char *s) {
   free(s);
 }
 
+/* A dynamic grid extent through the builder: a grid dim named by a rank-0
+ * i32 prefetch operand, printed as its name; anything else is refused. */
+TSR_TEST(builder_dynamic_grid_extent) {
+  tsr_ir_module_t *m = NULL;
+  TSR_CHECK_OK(tsr_ir_module_create("built.tsr", &m));
+  tsr_ir_kernel_t *k = NULL;
+  if (m) TSR_CHECK_OK(tsr_ir_kernel_create(m, "dyn", &k));
+  if (!k) goto done;
+  TSR_CHECK_OK(tsr_ir_kernel_set_grid(k, 2, (int64_t[]){3, 1}, NULL));
+  tsr_ir_operand_params_t p = {TSR_ROLE_PREFETCH, "n", tsr_ir_type_scalar(TSR_DTYPE_I32),
+                               TSR_SPACE_SMEM, NULL, -1};
+  TSR_CHECK_OK(tsr_ir_kernel_add_operand(k, &p, NULL, NULL));
+  int64_t dims[2] = {8, 128};
+  p = (tsr_ir_operand_params_t){TSR_ROLE_OUT, "y", tsr_ir_type_vector(TSR_DTYPE_F32, 2, dims),
+                                TSR_SPACE_VMEM, NULL, -1};
+  TSR_CHECK_OK(tsr_ir_kernel_add_operand(k, &p, NULL, NULL));
+  tsr_status_t s = tsr_ir_kernel_set_grid_bound(k, 2, 0); /* no such dim */
+  TSR_CHECK(tsr_status_code(s) == TSR_INVALID_ARGUMENT);
+  tsr_status_free(s);
+  s = tsr_ir_kernel_set_grid_bound(k, 1, 1); /* an output */
+  TSR_CHECK(tsr_status_code(s) == TSR_INVALID_ARGUMENT);
+  tsr_status_free(s);
+  TSR_CHECK_OK(tsr_ir_kernel_set_grid_bound(k, 1, 0));
+  TSR_CHECK_OK(tsr_ir_module_verify(m));
+  char *printed = tsr_ir_module_print(m);
+  TSR_CHECK(printed && strstr(printed, "grid(3, %n)"));
+  tsr_free_buffer(printed);
+done:
+  tsr_ir_module_destroy(m);
+}
+
 /* The builder copies every string: the caller frees its own right away. */
 TSR_TEST(builder_copies_strings) {
   char *filename = heap_copy("built.tsr"), *kname = heap_copy("built"), *xname = heap_copy("x");
@@ -1006,6 +1037,7 @@ int main(void) {
   TSR_RUN_OR_SKIP(status_without_records_is_one_unlocated_record);
   TSR_RUN_OR_SKIP(verify_records_past_the_limit);
   TSR_RUN_OR_SKIP(vmem_budget_record);
+  TSR_RUN_OR_SKIP(builder_dynamic_grid_extent);
   TSR_RUN_OR_SKIP(builder_copies_strings);
   TSR_RUN_OR_SKIP(builder_location_file_copied);
   TSR_RUN_OR_SKIP(names);

@@ -371,6 +371,110 @@ TSR_TEST(dynamic_index_out_of_bounds) {
   teardown(&f);
 }
 
+/* A dynamic grid extent: the prefetch operand's value when the run starts
+ * sizes the grid (num_programs reads it too); zero runs no step; a negative
+ * one is the kernel's located error. */
+static const char *dynamic_grid_kernel =
+    "kernel @k\n"
+    "  grid(%n, 2) semantics(parallel, arbitrary)\n"
+    "  prefetch %n: i32\n"
+    "  in %x: f32[32, 256] vmem block[8, 128] map(%i, %j) -> (%i, %j)\n"
+    "  out %o: f32[32, 256] vmem block[8, 128] map(%i, %j) -> (%i, %j)\n"
+    "{\n"
+    "  %v = load %x[:, :] : f32[8, 128]\n"
+    "  %np = num_programs 0 : i32\n"
+    "  %f = convert %np : f32\n"
+    "  %b = broadcast %f : f32[8, 128]\n"
+    "  %s = mul %v, %b : f32[8, 128]\n"
+    "  store %o[:, :], %s\n"
+    "}\n";
+
+TSR_TEST(dynamic_grid_extent_is_read_at_run_start) {
+  for (int32_t n = 0; n <= 4; n++) {
+    fixture_t f;
+    TSR_CHECK_OK(setup(&f, dynamic_grid_kernel, NULL));
+    i32(&f, 0)[0] = n;
+    fill_iota_f32(&f.arrays[1]);
+    FILE *quiet = fopen("/dev/null", "w");
+    f.warning_stream = quiet; /* rows the grid does not reach are never written */
+    TSR_CHECK_OK(run(&f));
+    if (quiet) fclose(quiet);
+    TSR_CHECK_EQ_INT(f.stats.grid_steps, 2 * n);
+    int bad = 0;
+    for (int r = 0; r < 8 * n; r++)
+      for (int c = 0; c < 256; c++)
+        if (f32(&f, 2)[r * 256 + c] != (float)(r * 256 + c) * (float)n) bad++;
+    TSR_CHECK_EQ_INT(bad, 0);
+    teardown(&f);
+  }
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, dynamic_grid_kernel, NULL));
+  i32(&f, 0)[0] = -1;
+  const char *needles[] = {"test.tsr:1:8", "grid dim 0's extent (%n) is -1", NULL};
+  expect_kernel_error(run(&f), needles);
+  teardown(&f);
+}
+
+/* Run-time extents whose product overflows the step count: the kernel's
+ * error, before any step. */
+TSR_TEST(dynamic_grid_overflow_is_an_error) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(%a, %b, %c)\n"
+      "  prefetch %a: i32\n"
+      "  prefetch %b: i32\n"
+      "  prefetch %c: i32\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "}\n";
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, NULL));
+  for (int i = 0; i < 3; i++) i32(&f, (size_t)i)[0] = INT32_MAX;
+  const char *needles[] = {"test.tsr:1:8", "more than 2^63 steps", NULL};
+  expect_kernel_error(run(&f), needles);
+  TSR_CHECK_EQ_INT(f.stats.grid_steps, 0);
+  teardown(&f);
+}
+
+TSR_TEST(dynamic_grid_round_trips_and_is_checked) {
+  tsr_ir_module_t *m = NULL;
+  TSR_CHECK_OK(tsr_ir_module_parse(TSR_SV("test.tsr"),
+                                   (tsr_string_view_t){dynamic_grid_kernel,
+                                                       strlen(dynamic_grid_kernel)},
+                                   &m));
+  TSR_CHECK_OK(tsr_ir_module_verify(m));
+  tsr_ir_module_destroy(m);
+  m = NULL;
+  /* The extent is a rank-0 i32 prefetch operand. */
+  const char *bad =
+      "kernel @k\n"
+      "  grid(%t)\n"
+      "  prefetch %t: i32[2]\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "}\n";
+  tsr_status_t s = tsr_ir_module_parse(TSR_SV("test.tsr"),
+                                       (tsr_string_view_t){bad, strlen(bad)}, &m);
+  if (!s) s = tsr_ir_module_verify(m);
+  TSR_CHECK(s != NULL);
+  if (s) TSR_CHECK(strstr(tsr_status_message(s), "rank-0 i32 prefetch operand") != NULL);
+  tsr_status_free(s);
+  tsr_ir_module_destroy(m);
+  m = NULL;
+  const char *unknown =
+      "kernel @k\n"
+      "  grid(%q)\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "}\n";
+  s = tsr_ir_module_parse(TSR_SV("test.tsr"), (tsr_string_view_t){unknown, strlen(unknown)},
+                          &m);
+  TSR_CHECK(s != NULL);
+  if (s) TSR_CHECK(strstr(tsr_status_message(s), "test.tsr:2:8") != NULL);
+  tsr_status_free(s);
+  tsr_ir_module_destroy(m);
+}
+
 TSR_TEST(index_map_out_of_range) {
   const char *text =
       "kernel @k\n"
@@ -849,6 +953,9 @@ int main(void) {
   TSR_RUN(scoped_buffers_start_uninitialized);
   TSR_RUN(never_written_output_is_reported);
   TSR_RUN(dynamic_index_out_of_bounds);
+  TSR_RUN(dynamic_grid_extent_is_read_at_run_start);
+  TSR_RUN(dynamic_grid_overflow_is_an_error);
+  TSR_RUN(dynamic_grid_round_trips_and_is_checked);
   TSR_RUN(index_map_out_of_range);
   TSR_RUN(masked_load_and_store);
   TSR_RUN(errors_are_collected_up_to_the_limit);

@@ -291,6 +291,24 @@ TSR_TEST(dma_with_regular_semaphore_not_on_v5e) {
   tsr_ir_module_destroy(m);
 }
 
+/* A dynamic grid extent is not emitted for Mosaic yet: refused at the
+ * kernel, not emitted wrong. */
+TSR_TEST(dynamic_grid_extent_is_refused_at_the_kernel) {
+  tsr_ir_module_t *m = parse_text("dyn.tsr", "\n"
+                                             "kernel @k\n"
+                                             "  grid(%n) semantics(arbitrary)\n"
+                                             "  prefetch %n: i32\n"
+                                             "  out %y: f32[8, 128] vmem\n"
+                                             "{\n"
+                                             "}\n");
+  if (!m) return;
+  char *t = NULL;
+  tsr_status_t s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
+  TSR_CHECK(t == NULL);
+  check_record(s, TSR_UNIMPLEMENTED, 2, NULL, "dynamic grid extent");
+  tsr_ir_module_destroy(m);
+}
+
 TSR_TEST(unsupported_op_is_located) {
   tsr_ir_module_t *m = parse_source("tests/diagnostics/ok/dma_add_accumulate.tsr");
   if (!m) return;
@@ -1050,6 +1068,7 @@ int main(void) {
   TSR_RUN(rank0_operands);
   TSR_RUN(every_example_emits);
   TSR_RUN(dma_and_semaphores);
+  TSR_RUN(dynamic_grid_extent_is_refused_at_the_kernel);
   TSR_RUN(unsupported_op_is_located);
   TSR_RUN(dma_with_regular_semaphore_not_on_v5e);
   TSR_RUN(more_ops);

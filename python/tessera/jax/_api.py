@@ -332,6 +332,21 @@ def pallas_call(kernel: Callable[..., None], out_shape: Any, *,
     KernelError (with `.diagnostics`) when the kernel misbehaves."""
     del interpret
     _check_options(tessera_options)
+    kwargs = dict(grid_spec=grid_spec, grid=grid, in_specs=in_specs,
+                  out_specs=out_specs, scratch_shapes=scratch_shapes,
+                  input_output_aliases=input_output_aliases, debug=debug,
+                  interpret=False, name=name, compiler_params=compiler_params,
+                  cost_estimate=cost_estimate, metadata=metadata)
+    dynamic = ji.split_dynamic_grid(kwargs)
+    if dynamic is not None:
+        def original(kernel, out_shape, **kw):
+            token = _bypass.set(True)
+            try:
+                return pl.pallas_call(kernel, out_shape, **kw)
+            finally:
+                _bypass.reset(token)
+        return _dynamic_grid_call(original, kernel, out_shape, kwargs, tessera_options,
+                                  *dynamic)
     token = _bypass.set(True)
     try:
         jax_fn = pl.pallas_call(
@@ -405,6 +420,9 @@ def _hook(original, kernel, out_shape, **kwargs):
     if isinstance(kwargs.get("interpret"), InterpretParams) and not _bypass.get():
         options = kwargs["interpret"].options
         kwargs["interpret"] = False
+        dynamic = ji.split_dynamic_grid(kwargs)
+        if dynamic is not None:
+            return _dynamic_grid_call(original, kernel, out_shape, kwargs, options, *dynamic)
         return TesseraPallasCall(original(kernel, out_shape, **kwargs), options,
                                  kwargs.get("name"))
     options = _active.get()
@@ -414,8 +432,34 @@ def _hook(original, kernel, out_shape, **kwargs):
         return original(kernel, out_shape, **kwargs)
     options = _interpret_options(options, kwargs.get("interpret"))
     kwargs["interpret"] = False
+    dynamic = ji.split_dynamic_grid(kwargs)
+    if dynamic is not None:
+        return _dynamic_grid_call(original, kernel, out_shape, kwargs, options, *dynamic)
     jax_fn = original(kernel, out_shape, **kwargs)
     return TesseraPallasCall(jax_fn, options, kwargs.get("name"))
+
+
+def _dynamic_grid_call(original, kernel, out_shape, kwargs, options, bounds, rebuild):
+    """A pallas_call whose grid has dynamic bounds (values not known when
+    the call is made: traced under jax.jit, or arrays): the bounds become
+    the call's leading operands, int32 scalars, as Pallas passes them to
+    its primitive; the kernel reads them when a run starts (docs/jax.md,
+    "What is translated")."""
+    n = len(bounds)
+
+    def jax_fn(*args):
+        return original(kernel, out_shape, **rebuild(args[:n]))(*args[n:])
+
+    tpc = TesseraPallasCall(jax_fn, options, kwargs.get("name"))
+    values = tuple(jax.numpy.asarray(b, jax.numpy.int32) for b in bounds)
+
+    class _Call:
+        def __call__(self, *args):
+            return tpc(*values, *args)
+
+        def lower_to_tsr(self, *args) -> str:
+            return tpc.lower_to_tsr(*values, *args)
+    return _Call()
 
 
 def _mpmd_hook(original_bind, *args, **params):

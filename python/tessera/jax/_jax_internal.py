@@ -9,6 +9,7 @@ objects the translator only reads through the helpers below.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import os
 import re
@@ -111,8 +112,6 @@ def trace_pallas_call(fn: Callable, args: Sequence[Any], chip: str = "v5e",
     outer, eqn = found[0]
     flat_in = jax.tree_util.tree_leaves(structs)
     gm = eqn.params["grid_mapping"]
-    if getattr(gm, "num_dynamic_grid_bounds", 0):
-        raise NotImplementedError("tessera.jax: dynamic grid bounds are not supported")
     n_in = len(eqn.invars)
     if n_in != len(flat_in):
         raise NotImplementedError(
@@ -124,6 +123,45 @@ def trace_pallas_call(fn: Callable, args: Sequence[Any], chip: str = "v5e",
                       out_tree=out_tree, out_avals=tuple(v.aval for v in eqn.outvars),
                       in_avals=tuple(v.aval for v in eqn.invars),
                       name=eqn.params.get("name") or _kernel_name(eqn))
+
+
+def is_dynamic_grid_dim(g) -> bool:
+    """Whether a grid mapping's dim is a dynamic bound (its extent one of
+    the pallas_call's leading operands)."""
+    return g is None or g is getattr(pallas_core, "dynamic_grid_dim", object())
+
+
+def split_dynamic_grid(kwargs: dict):
+    """The dynamic bounds of a pl.pallas_call's grid (every dim that is not
+    a Python int: a traced value, or an array, as Pallas's
+    unzip_dynamic_grid_bounds decides), and a function giving the call's
+    kwargs with other values in their places; None for a static grid."""
+    spec = kwargs.get("grid_spec")
+    grid = spec.grid if spec is not None else kwargs.get("grid", ())
+    if grid is None:
+        return None
+    if not isinstance(grid, (tuple, list)):
+        grid = (grid,)
+
+    def size(g):  # a named dim is (name, size)
+        return g[1] if isinstance(g, tuple) and len(g) == 2 and isinstance(g[0], str) else g
+    dyn = [i for i, g in enumerate(grid) if not isinstance(size(g), int)]
+    if not dyn:
+        return None
+
+    def rebuild(values: Sequence[Any]) -> dict:
+        new = list(grid)
+        for i, v in zip(dyn, values):
+            new[i] = (grid[i][0], v) if size(grid[i]) is not grid[i] else v
+        kw = dict(kwargs)
+        if spec is not None:
+            s = copy.copy(spec)
+            s.grid = tuple(new)
+            kw["grid_spec"] = s
+        else:
+            kw["grid"] = tuple(new)
+        return kw
+    return tuple(size(grid[i]) for i in dyn), rebuild
 
 
 def _kernel_name(eqn) -> str:

@@ -468,7 +468,12 @@ class Translator:
         params = call.eqn.params
         loc = ji.call_location(call)
         self.loc = loc if loc[0] else ()  # header errors name the pallas_call's line
-        grid = tuple(int(g) for g in gm.grid)
+        # A dynamic grid bound (a traced extent) is one of the call's first
+        # operands, in the order of the dims: a rank-0 i32 prefetch operand
+        # the grid line names (docs/ir.md, "Kernels").
+        dynamic = [d for d, g in enumerate(gm.grid) if ji.is_dynamic_grid_dim(g)]
+        grid = tuple(B.GRID_DYNAMIC if d in dynamic else int(g)
+                     for d, g in enumerate(gm.grid))
         sem = ji.dimension_semantics(params.get("compiler_params"), len(grid))
         if isinstance(params.get("compiler_params"), dict):
             for v in params["compiler_params"].values():
@@ -485,11 +490,23 @@ class Translator:
             sem = self.kb.ordered_semantics(sem)
         self.kb.set_grid(grid, sem)
         nidx, nin, nout = gm.num_index_operands, gm.num_inputs, gm.num_outputs
-        aliases_in_out = dict(params.get("input_output_aliases") or ())
+        ndyn = len(dynamic)
+        # Pallas numbers aliased inputs without the dynamic bounds (its TPU
+        # lowering shifts them by their count): here they are decls before
+        # the prefetch and in operands.
+        aliases_in_out = {i + ndyn: o for i, o in
+                          dict(params.get("input_output_aliases") or ()).items()}
         out_alias = {o: i for i, o in aliases_in_out.items()}
+        for n, d in enumerate(dynamic):
+            aval = call.in_avals[n]
+            if aval.shape != () or dtype_name(aval.dtype) != "i32":
+                raise self.fail(f"dynamic grid bound {n}: {aval.str_short()}, expected a "
+                                "scalar int32")
+            self.kb.add_operand(B.ROLE_PREFETCH, f"g{d}", B.Type.value("i32", ()), "smem")
+            self.kb.set_grid_bound(d, n)
         refs: list[Any] = []
         for i in range(nidx):
-            aval = call.in_avals[i]
+            aval = call.in_avals[ndyn + i]
             try:
                 t = B.Type.value(dtype_name(aval.dtype), aval.shape)
             except ValueError as e:
@@ -549,7 +566,7 @@ class Translator:
             raise self.fail(f"the kernel takes {len(jaxpr.invars)} refs, the grid mapping "
                             f"gives {len(refs)}")
         self.run_jaxpr(body, jaxpr, [], refs)
-        tk = TranslatedKernel(self.mb, self.name, nidx, nin, nout, call.in_avals,
+        tk = TranslatedKernel(self.mb, self.name, ndyn + nidx, nin, nout, call.in_avals,
                               call.out_avals, {o: i for i, o in aliases_in_out.items()},
                               operand_locs=dict(self.operand_locs),
                               prims_at=dict(self.prims_at))

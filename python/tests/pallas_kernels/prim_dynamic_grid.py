@@ -11,9 +11,6 @@ from jax.experimental import pallas as pl
 KIND = "primitives"
 PRIMITIVES = ("num_programs", "program_id")
 TOLERANCE = "exact"
-#: what tessera.jax does not translate (its docs/jax.md list): the test
-#: asserts a TranslationError naming it and this file's line.
-TESSERA_UNSUPPORTED = 'dynamic grid bounds'
 
 
 def dynamic_grid_kernel(x_ref, o_ref):
