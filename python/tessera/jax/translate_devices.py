@@ -76,8 +76,10 @@ def _split_combined(t, region, axes: tuple, idx) -> dict:
     combined axes `axes` names: row-major over `axes` in the order given (as
     lax.axis_index of that tuple numbers them), the coordinate along axes[i]
     being (idx // prod(sizes[i+1:])) % sizes[i] with floor division and
-    modulus, as JAX's TPU interpret mode and Mosaic's lowering compute it (so
-    an index out of range wraps, the outermost axis included)."""
+    modulus, as JAX's TPU interpret mode computes it (so an index out of
+    range wraps, the outermost axis included). Mosaic's lowering agrees
+    except on a negative index along an axis whose size is not a power of
+    two (its lax.rem keeps the sign there, naming no device)."""
     sizes = dict(_mesh(t))
     missing = [a for a in axes if a not in sizes]
     if missing:
