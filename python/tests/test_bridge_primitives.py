@@ -382,6 +382,55 @@ def test_bridge_checkpoint_and_checkpoint_name(backend):
     np.testing.assert_allclose(got, np.sin(x) * 2 + 1, rtol=1e-6, atol=1e-6)
 
 
+def _custom_fusion(scale, offset=None):
+    """A fuser.custom_fusion function closing over `scale` (inside a kernel, a
+    traced value: a const that the primitive takes as an operand), with a
+    `def_pallas_impl` closing over `offset` when one is given."""
+    from jax.experimental.pallas import fuser
+
+    @fuser.custom_fusion
+    def f(x, y):
+        return x * scale + y
+
+    f.def_pull_block_spec(lambda bss: (bss[0], bss[0]))
+    f.def_eval_rule(lambda _, x, y: (f(x, y),))
+    if offset is not None:
+        f.def_pallas_impl(lambda x, y: x * scale - y + offset)
+    return f
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_bridge_custom_fusion_runs_its_jaxpr(backend):
+    # custom_fusion (what fuser.fuse's eval rules call inside the kernel it
+    # builds) carries the function's jaxpr, whose consts are operands
+    def k(x_ref, y_ref, s_ref, o_ref):
+        f = _custom_fusion(s_ref[...])
+        o_ref[...] = f(x_ref[...], y_ref[...]) + 1
+
+    # small integers, exact in f32 (so no rounding, with or without an FMA)
+    x, y, s = (_i32(shape, seed).astype(np.float32)
+               for shape, seed in (((8, 128), 1), ((8, 128), 2), ((1, 128), 3)))
+    got = np.asarray(run(k, sds((8, 128)), x, y, s, backend=backend))
+    want = np.asarray(_jax_interpret(k, sds((8, 128)), x, y, s))
+    np.testing.assert_array_equal(want, x * s + y + 1)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_bridge_custom_fusion_runs_its_pallas_impl_as_mosaic_does(backend):
+    # with a def_pallas_impl, Mosaic lowers that jaxpr (with its own consts)
+    # in a kernel, not the function's: what a TPU runs, so what tessera runs
+    # (JAX's interpret mode evaluates the function's jaxpr instead)
+    def k(x_ref, y_ref, s_ref, o_ref):
+        f = _custom_fusion(s_ref[...], s_ref[...] * 3)
+        o_ref[...] = f(x_ref[...], y_ref[...])
+
+    x, y, s = (_i32(shape, seed).astype(np.float32)
+               for shape, seed in (((8, 128), 4), ((8, 128), 5), ((1, 128), 6)))
+    got = np.asarray(run(k, sds((8, 128)), x, y, s, backend=backend))
+    np.testing.assert_array_equal(got, x * s - y + s * 3)
+
+
 def test_bridge_take_along_axis():
     def k(x_ref, i_ref, o_ref):
         x, i = x_ref[...], i_ref[...]

@@ -211,16 +211,26 @@ def _cases():
                          want)
         cases[f"mesh2d_{backend}"] = m2
 
-    def combined_axes_refused():
+    for backend in ("interp", "cpu"):
+        def ca(backend=backend):
+            want = np.asarray(R.combined_axes(_jax_call(), mesh2d, x))
+            if _same(want, R.combined_axes_reference(x, 2, 2)):
+                return "JAX vs reference: " + _same(want, R.combined_axes_reference(x, 2, 2))
+            return _same(np.asarray(R.combined_axes(_tessera_call(backend=backend), mesh2d,
+                                                    x)), want)
+        cases[f"combined_axes_{backend}"] = ca
+
+    def unknown_combined_axis_refused():
         try:
-            np.asarray(R.combined_axes(_tessera_call(), mesh2d, x))
+            np.asarray(R.unknown_combined_axis(_tessera_call(), mesh2d, x))
         except tj.TranslationError as e:
-            if (e.file.endswith("multidev_ring.py") and e.line == R.COMBINED_AXES_LINE
-                    and "combined axes" in str(e)):
+            if (e.file.endswith("multidev_ring.py")
+                    and e.line == R.UNKNOWN_COMBINED_AXIS_LINE
+                    and "'z' is not an axis" in str(e)):
                 return ""
             return f"TranslationError at {e.file}:{e.line}: {e}"
         return "no TranslationError"
-    cases["combined_axes_refused"] = combined_axes_refused
+    cases["unknown_combined_axis_refused"] = unknown_combined_axis_refused
 
     for backend in ("interp", "cpu"):
         def dl(backend=backend):
@@ -348,7 +358,8 @@ CASES = (["all_gather_2_interp", "all_gather_2_cpu", "all_gather_4_interp", "all
           "all_gather_4_races", "ring_2_interp", "ring_2_cpu", "ring_4_interp", "ring_4_cpu",
           "ring_repeated", "ring_twice_in_one_program", "ring_check_vma",
           "ring_eager_shard_map", "ring_lower_to_tsr", "mesh2d_interp", "mesh2d_cpu",
-          "combined_axes_refused", "deadlock_interp", "deadlock_cpu", "devices_mismatch",
+          "combined_axes_interp", "combined_axes_cpu",
+          "unknown_combined_axis_refused", "deadlock_interp", "deadlock_cpu", "devices_mismatch",
           "skipped_invocation_does_not_poison_the_next", "mesh_kernel_interp",
           "mesh_kernel_cpu"])
 

@@ -37,6 +37,27 @@ def _inline_call(t, env, region, eqn, used):
     return t.run_jaxpr(region, jaxpr, consts, args[len(args) - len(jaxpr.invars):])
 
 
+# A `fuser.custom_fusion` call inside a kernel (its eval rule, run while
+# `fuser.fuse` builds the kernel, may call the decorated function again). It
+# carries two jaxprs: the function's, and optionally its `def_pallas_impl`.
+# Mosaic lowers the Pallas one when there is one (jax/_src/pallas/mosaic/
+# lowering.py), so that is what runs on a TPU and what runs here; JAX's TPU
+# interpret mode evaluates the function's jaxpr instead. Operands are the
+# function's consts, the Pallas consts, then the arguments.
+@register("custom_fusion")
+def _custom_fusion(t, env, region, eqn, used):
+    p = eqn.params
+    nc, npc = int(p.get("num_consts", 0)), int(p.get("pallas_num_consts", 0))
+    args = [env[v] if isinstance(v, ji.Var) else t.read(env, region, v) for v in eqn.invars]
+    consts, pallas_consts, args = args[:nc], args[nc:nc + npc], args[nc + npc:]
+    sub, sub_consts = p.get("pallas_jaxpr"), pallas_consts
+    if sub is None:
+        sub, sub_consts = p["jaxpr"], consts
+    # the consts are operands (jax binds them to the jaxpr's constvars)
+    jaxpr, _ = ji.sub_jaxpr(sub)
+    return t.run_jaxpr(region, jaxpr, sub_consts, args)
+
+
 @register("program_id", emits=("program_id",))
 def _program_id(t, env, region, eqn, used):
     return [t.emit(region, "program_id", [], B.Type.value("i32", ()), ints=[eqn.params["axis"]])]

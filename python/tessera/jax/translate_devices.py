@@ -71,6 +71,46 @@ def _logical_of_coords(t, region, coords: dict) -> Any:
     return out
 
 
+def _split_combined(t, region, axes: tuple, idx) -> dict:
+    """The coordinates {axis: int or Value} that the index `idx` over the
+    combined axes `axes` names: row-major over `axes` in the order given (as
+    lax.axis_index of that tuple numbers them), the coordinate along axes[i]
+    being (idx // prod(sizes[i+1:])) % sizes[i] with floor division and
+    modulus, as JAX's TPU interpret mode computes it (so an index out of
+    range wraps, the outermost axis included). Mosaic's lowering agrees
+    except on a negative index along an axis whose size is not a power of
+    two (its lax.rem keeps the sign there, naming no device)."""
+    sizes = dict(_mesh(t))
+    missing = [a for a in axes if a not in sizes]
+    if missing:
+        raise t.fail(f"a device id over the combined axes {axes}, of which "
+                     f"{', '.join(map(repr, missing))} is not an axis of the enclosing "
+                     f"shard_map (its axes: {', '.join(map(repr, sizes))})")
+    if len(set(axes)) != len(axes):
+        raise t.fail(f"a device id over the combined axes {axes}, naming an axis twice")
+    out = {}
+    for i, axis in enumerate(axes):
+        inner = int(np.prod([sizes[a] for a in axes[i + 1:]], dtype=np.int64))
+        span = inner * sizes[axis]
+        if not isinstance(idx, B.Value):
+            out[axis] = (idx // inner) % sizes[axis]
+            continue
+        if sizes[axis] == 1:
+            out[axis] = 0
+            continue
+        # floor(idx / inner) mod size == (idx mod span) // inner, with
+        # idx mod span >= 0 (so the division truncates as it floors)
+        ty = B.Type.value("i32", ())
+        v = t.i32(region, idx)
+        r = t.emit(region, "rem", [v, t.i32(region, span)], ty)
+        r = t.emit(region, "add", [r, t.i32(region, span)], ty)
+        r = t.emit(region, "rem", [r, t.i32(region, span)], ty)
+        if inner != 1:
+            r = t.emit(region, "div", [r, t.i32(region, inner)], ty)
+        out[axis] = r
+    return out
+
+
 def _device_operand(t, env, region, device_id, eqn=None):
     """The i32 logical device id of a DMA's or signal's `device_id` (None
     when the op is local)."""
@@ -86,7 +126,10 @@ def _device_operand(t, env, region, device_id, eqn=None):
         raise t.fail(f"device id type {kind!r}")
     if t.mesh is None:  # no mesh known: a one-axis mesh, where the id is the coordinate
         if isinstance(device_id, dict) and len(device_id) == 1:
-            device_id = next(iter(device_id.values()))
+            (axis, device_id), = device_id.items()
+            if isinstance(axis, tuple) and len(axis) > 1:
+                raise t.fail(f"a mesh device id over the combined axes {axis} outside "
+                             "shard_map")
         if isinstance(device_id, (tuple, list)) and len(device_id) == 1:
             device_id = device_id[0]
         if isinstance(device_id, (tuple, list, dict)):
@@ -99,8 +142,8 @@ def _device_operand(t, env, region, device_id, eqn=None):
             if isinstance(axis, tuple) and len(axis) == 1:
                 axis = axis[0]
             if isinstance(axis, tuple):
-                raise t.fail(f"a mesh device id over the combined axes {axis} "
-                             "(give one coordinate per mesh axis)")
+                coords.update(_split_combined(t, region, axis, t.static_int(env, idx)))
+                continue
             if axis not in names:
                 raise t.fail(f"a device id on axis {axis!r}, which is not an axis of the "
                              f"enclosing shard_map (its axes: {', '.join(map(repr, names))})")

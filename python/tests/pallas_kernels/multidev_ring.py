@@ -3,8 +3,9 @@ a ring that shifts each device's block to its right neighbour with a remote
 DMA, after a handshake on the barrier semaphore, then signals the right
 neighbour's regular semaphore with a LOGICAL device id; a kernel on a 2-D
 mesh (a remote DMA along one axis, mesh device ids as dicts and tuples,
-`axis_index` of each axis and of both); and a kernel whose wait is never
-signalled (a deadlock)."""
+`axis_index` of each axis and of both); a kernel with device ids keyed by
+tuples of mesh axes; and a kernel whose wait is never signalled (a
+deadlock)."""
 
 import jax
 import jax.numpy as jnp
@@ -143,16 +144,79 @@ def deadlock(pallas_call, mesh, x):
     return _one_block_on_mesh(pallas_call, deadlock_kernel, mesh, AXIS, x)
 
 
-def combined_axes_kernel(x_ref, o_ref, sem):
-    # a device id keyed by a tuple of mesh axes: tessera refuses it
+def combined_axes_kernel(x_ref, o_ref, send_sem, recv_sem, sem, hub_sem):
+    # 2-D mesh ("a", "b"), device ids keyed by tuples of axes: the index over
+    # the combined axes is row-major in the tuple's order (as
+    # lax.axis_index of the same tuple), and an index out of range wraps
     me = lax.axis_index(("a", "b"))
-    pl.semaphore_signal(sem, 1, device_id={("a", "b"): me})
+    ba = lax.axis_index(("b", "a"))
+    n = lax.axis_size(("a", "b"))
+    barrier = pltpu.get_barrier_semaphore()
+    # handshake with the device that will copy to me (the previous in "b, a" order)
+    pl.semaphore_signal(barrier, 1, device_id={("b", "a"): lax.rem(ba + n - 1, n)})
+    pl.semaphore_wait(barrier, 1)
+    # the block goes to the next device in "b, a" order; the last one's ba + 1
+    # is n, which wraps to device 0
+    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
+                                        device_id={("b", "a"): ba + 1})
+    copy.start()
+    copy.wait()
+    # a negative index wraps too: me - 5 is device (me + n - 5) mod n, so I
+    # hear from device (me + 5) mod n, which sends its own index + 1
+    pl.semaphore_signal(sem, me + 1, device_id={("a", "b"): me - 5})
+    pl.semaphore_wait(sem, lax.rem(me + 5, n) + 1)
+    # a static index: everyone signals ("b", "a") index 1, that is a=1, b=0
+    pl.semaphore_signal(hub_sem, 1, device_id={("b", "a"): 1})
+
+    @pl.when(me == 2)
+    def _():
+        pl.semaphore_wait(hub_sem, n)
+
+    o_ref[...] = o_ref[...] + (10 * me + 100 * ba).astype(jnp.float32)
+
+
+def combined_axes(pallas_call, mesh, x):
+    from jax.sharding import PartitionSpec as P
+
+    def local(xs):
+        return pallas_call(
+            combined_axes_kernel,
+            out_shape=jax.ShapeDtypeStruct(xs.shape, xs.dtype),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+            out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+            scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA,
+                            pltpu.SemaphoreType.REGULAR, pltpu.SemaphoreType.REGULAR],
+            compiler_params=pltpu.CompilerParams(collective_id=0),
+        )(xs)
+
+    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=P(("a", "b")),
+                                 out_specs=P(("a", "b")), check_vma=False))(x)
+
+
+def combined_axes_reference(x, na, nb):
+    """Device d = (i, j) (logical i * nb + j; j * na + i in "b, a" order) gets
+    the block of the device before it in "b, a" order, + 10 d + 100 (j na + i)."""
+    n = na * nb
+    blocks = np.split(x, n)
+    out = []
+    for d in range(n):
+        ba = (d % nb) * na + d // nb
+        src_ba = (ba - 1) % n
+        src = (src_ba % na) * nb + src_ba // na
+        out.append(blocks[src] + np.float32(10 * d + 100 * ba))
+    return np.concatenate(out)
+
+
+def unknown_combined_axis_kernel(x_ref, o_ref, sem):
+    # a device id over combined axes, one of which is not a mesh axis
+    me = lax.axis_index(("a", "b"))
+    pl.semaphore_signal(sem, 1, device_id={("a", "z"): me})
     pl.semaphore_wait(sem, 1)
     o_ref[...] = x_ref[...]
 
 
-COMBINED_AXES_LINE = combined_axes_kernel.__code__.co_firstlineno + 3
+UNKNOWN_COMBINED_AXIS_LINE = unknown_combined_axis_kernel.__code__.co_firstlineno + 3
 
 
-def combined_axes(pallas_call, mesh, x):
-    return _one_block_on_mesh(pallas_call, combined_axes_kernel, mesh, ("a", "b"), x)
+def unknown_combined_axis(pallas_call, mesh, x):
+    return _one_block_on_mesh(pallas_call, unknown_combined_axis_kernel, mesh, ("a", "b"), x)
