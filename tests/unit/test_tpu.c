@@ -449,7 +449,8 @@ TSR_TEST(rank0_operands) {
   if (m) {
     tsr_status_t s = tsr_tpu_check(tsr_ir_module_kernel(m, 0), NULL);
     TSR_CHECK(s != NULL);
-    const char *msg = s ? tsr_status_message(s) : "";
+    const char *msg = s ? tsr_status_message(s) : NULL;
+    if (!msg) msg = "";
     if (!strstr(msg, "r0g.tsr:3:6: error: in '%n': a rank-0 array in a kernel with a grid"))
       TSR_FAIL_AT("missing the smem refusal in:\n%s", msg);
     if (!strstr(msg, "r0g.tsr:4:6: error: in '%v': a rank-0 array is an SMEM block on TPU"))
