@@ -69,9 +69,9 @@ def sample(name: str, shape=(16, 128)) -> np.ndarray:
     dt = tessera.numpy_dtype(name)
     if name == "i1":
         return rng.integers(0, 2, shape).astype(bool)
-    if name in ("f32", "bf16", "f16"):
+    if name in ("f32", "bf16", "f16", "f8e4m3fn", "f8e5m2"):
         return rng.uniform(-8, 8, shape).astype(np.float32).astype(dt)
-    info = np.iinfo(dt)
+    info = ml_dtypes.iinfo(dt)
     return rng.integers(max(info.min, -1000), min(info.max, 1000), shape).astype(dt)
 
 
@@ -83,7 +83,11 @@ def test_add_example_matches_numpy(root, backend):
     np.testing.assert_array_equal(c, a + b)
 
 
-@pytest.mark.parametrize("dt", ["f32", "bf16", "f16", "i32", "u32", "i16", "u16", "i8", "u8", "i1"])
+ALL_DTYPES = ["f32", "bf16", "f16", "i32", "u32", "i16", "u16", "i8", "u8", "i1",
+              "i4", "u4", "i2", "u2", "f8e4m3fn", "f8e5m2"]
+
+
+@pytest.mark.parametrize("dt", ALL_DTYPES)
 def test_dtype_round_trip(dt, backend):
     assert dt in tessera.dtypes()
     x = sample(dt)
@@ -95,8 +99,7 @@ def test_dtype_round_trip(dt, backend):
 
 def test_every_library_dtype_is_round_tripped():
     # the parametrization above covers the library's whole list
-    assert set(tessera.dtypes()) == {"f32", "bf16", "f16", "i32", "u32", "i16", "u16",
-                                     "i8", "u8", "i1"}
+    assert set(tessera.dtypes()) == set(ALL_DTYPES)
 
 
 @pytest.mark.parametrize("dt", ["bf16", "f16", "i8", "u16"])

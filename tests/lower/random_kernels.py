@@ -96,9 +96,10 @@ def ty(dt, shape):
 
 
 class Gen:
-    def __init__(self, rng, name):
+    def __init__(self, rng, name, tpu_tiles=False):
         self.r = rng
         self.name = name
+        self.tpu_tiles = tpu_tiles  # gen_kernel's: the kernel is drawn to emit for TPU
         self.lines = []
         self.n = 0
         self.pool = []     # (name, dtype): blocks of the ref shape
@@ -169,7 +170,7 @@ def gen_kernel(rng, name, tpu_tiles=False):
     tile (tpu_block), so that most kernels get past Pallas's layout rules
     and exercise the TPU emitter; a block squeezed to 1-D from a 2-D array
     still occurs now and then (check --target tpu refuses it)."""
-    g = Gen(rng, name)
+    g = Gen(rng, name, tpu_tiles)
     r = rng
     rank = r.choice([1, 2, 2, 2, 3])
     block, nblocks, array = [], [], []
@@ -476,11 +477,11 @@ def gen_op(g, shape, scratch, grid_rank):
         v = g.fresh()
         g.emit("%s = gather %s, %s axis %d : %s" % (v, a, rev, ax, T(dt)))
         g.pool.append((v, dt))
-        # and, half the time, back with scatter (not always: Mosaic has no
-        # scatter, and gathers must reach the TPU emitter): positions
-        # (i * 3) mod n along the axis, repeated ones when 3 divides n (the
-        # last update wins)
-        if r.random() < 0.5:
+        # and, half the time, back with scatter (not always, and never in a
+        # kernel of TPU tiles: Mosaic has no scatter, and those kernels are
+        # drawn to reach the TPU emitter): positions (i * 3) mod n along the
+        # axis, repeated ones when 3 divides n (the last update wins)
+        if r.random() < 0.5 or g.tpu_tiles:
             return
         three = g.fresh("c")
         g.emit("%s = const 3 : i32" % three)
