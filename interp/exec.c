@@ -225,6 +225,21 @@ static void scope_enter(run_t *run, const insn_t *in) {
 /* ---- The instruction loop ---- */
 
 /* take_step when the grant is used up: a new grant, or the run stops. */
+/* A gather's or scatter's index `bad` (flat, in the indices' shape) out of
+ * its axis: a located kernel error, and the result uninitialized. */
+static void take_index_error(run_t *run, const insn_t *in, int64_t bad, const char *op) {
+  const shape_plan_t *sp = in->plan;
+  int64_t idx[TSR_MAX_RANK];
+  char at[96];
+  tsr_interp_unflatten(bad, sp->rank, sp->dims, idx);
+  tsr_diag_format_dims(at, sizeof at, idx, sp->rank);
+  tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
+                          "%s index %d at %s is out of range [0, %lld) along axis %u", op,
+                          ((const int32_t *)run->vals[in->b])[bad], at,
+                          (long long)sp->src_dims[sp->axis], sp->axis);
+  tsr_interp_fill_uninit(run, (tsr_dtype_t)in->rdtype, run->vals[in->r], (uint64_t)in->n);
+}
+
 bool tsr_interp_take_step_slow(run_t *run, uint32_t site) {
   shared_t *sh = run->sh;
   uint64_t g = tsr_bounds_grant(&sh->bounds, &sh->meter, 1);
@@ -390,17 +405,7 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
                                           vals[in->r], vals[in->a], vals[in->b],
                                           sp->rank, sp->dims, sp->axis,
                                           sp->src_dims[sp->axis]);
-        if (bad >= 0) {
-          int64_t idx[TSR_MAX_RANK];
-          char at[96];
-          tsr_interp_unflatten(bad, sp->rank, sp->dims, idx);
-          tsr_diag_format_dims(at, sizeof at, idx, sp->rank);
-          tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
-                       "gather index %d at %s is out of range [0, %lld) along axis %u",
-                       ((const int32_t *)vals[in->b])[bad], at,
-                       (long long)sp->src_dims[sp->axis], sp->axis);
-          tsr_interp_fill_uninit(run, (tsr_dtype_t)in->rdtype, vals[in->r], (uint64_t)in->n);
-        }
+        if (bad >= 0) take_index_error(run, in, bad, "gather");
         goto op_done;
       }
       case XOP_SCATTER: {
@@ -410,17 +415,7 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
         memmove(vals[in->r], vals[in->a], (size_t)in->n * es);
         int64_t bad = tsr_blockops_scatter(es, vals[in->r], vals[in->c], vals[in->b], sp->rank,
                                            sp->dims, sp->axis, sp->src_dims[sp->axis]);
-        if (bad >= 0) {
-          int64_t idx[TSR_MAX_RANK];
-          char at[96];
-          tsr_interp_unflatten(bad, sp->rank, sp->dims, idx);
-          tsr_diag_format_dims(at, sizeof at, idx, sp->rank);
-          tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
-                       "scatter index %d at %s is out of range [0, %lld) along axis %u",
-                       ((const int32_t *)vals[in->b])[bad], at,
-                       (long long)sp->src_dims[sp->axis], sp->axis);
-          tsr_interp_fill_uninit(run, (tsr_dtype_t)in->rdtype, vals[in->r], (uint64_t)in->n);
-        }
+        if (bad >= 0) take_index_error(run, in, bad, "scatter");
         goto op_done;
       }
       case XOP_SORT:

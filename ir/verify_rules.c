@@ -230,55 +230,47 @@ static void rule_roll(verifier_t *v, const tsr_op_t *op) {
   vf_expect_result(v, op, 0, a, " (the type of operand #1)");
 }
 
-static void rule_gather(verifier_t *v, const tsr_op_t *op) {
-  if (!vf_expect_block(v, op, 0)) return;
+/* gather's and scatter's operands #1 and #2: a block, an axis, and i32
+ * indices of its rank whose dims are a's except along the axis. Sets *axis;
+ * false (reported) if any is wrong. */
+static bool take_indices_ok(verifier_t *v, const tsr_op_t *op, int64_t *axis) {
+  if (!vf_expect_block(v, op, 0)) return false;
   const tsr_type_t *a = &op->operands[0]->type, *idx = &op->operands[1]->type;
-  int64_t axis;
-  if (!vf_expect_axis(v, op, a->rank, &axis)) return;
+  const char *name = tsr_op_table[op->opcode].mnemonic;
+  if (!vf_expect_axis(v, op, a->rank, axis)) return false;
   if (idx->kind != TSR_TYPE_VECTOR || idx->dtype != TSR_DTYPE_I32 || idx->rank != a->rank) {
     vf_report(v, op->loc,
-              "'gather' operand #2 (%%%s, the indices): expected an i32 block of rank %u, found %s",
-              vname(op->operands[1]), a->rank, TYPE_TEXT(idx));
-    return;
+              "'%s' operand #2 (%%%s, the indices): expected an i32 block of rank %u, found %s",
+              name, vname(op->operands[1]), a->rank, TYPE_TEXT(idx));
+    return false;
   }
   for (uint32_t d = 0; d < a->rank; d++) {
-    if ((int64_t)d != axis && idx->dims[d] != a->dims[d]) {
+    if ((int64_t)d != *axis && idx->dims[d] != a->dims[d]) {
       vf_report(v, op->loc,
-                "'gather' operand #2 (%%%s, the indices): dim %u is %lld, expected %lld (as "
+                "'%s' operand #2 (%%%s, the indices): dim %u is %lld, expected %lld (as "
                 "operand #1; only axis %lld may differ)",
-                vname(op->operands[1]), d, (long long)idx->dims[d], (long long)a->dims[d],
-                (long long)axis);
-      return;
+                name, vname(op->operands[1]), d, (long long)idx->dims[d],
+                (long long)a->dims[d], (long long)*axis);
+      return false;
     }
   }
-  tsr_type_t want = same_shape(idx, a->dtype);
+  return true;
+}
+
+static void rule_gather(verifier_t *v, const tsr_op_t *op) {
+  int64_t axis;
+  if (!take_indices_ok(v, op, &axis)) return;
+  tsr_type_t want = same_shape(&op->operands[1]->type, op->operands[0]->type.dtype);
   vf_expect_result(v, op, 0, &want, " (operand #1's dtype, the indices' shape)");
 }
 
 /* scatter %a, %idx, %u axis N: gather's inverse; idx as gather's, u of
  * idx's shape and a's dtype, the result a's type. */
 static void rule_scatter(verifier_t *v, const tsr_op_t *op) {
-  if (!vf_expect_block(v, op, 0)) return;
-  const tsr_type_t *a = &op->operands[0]->type, *idx = &op->operands[1]->type;
   int64_t axis;
-  if (!vf_expect_axis(v, op, a->rank, &axis)) return;
-  if (idx->kind != TSR_TYPE_VECTOR || idx->dtype != TSR_DTYPE_I32 || idx->rank != a->rank) {
-    vf_report(v, op->loc,
-              "'scatter' operand #2 (%%%s, the indices): expected an i32 block of rank %u, found %s",
-              vname(op->operands[1]), a->rank, TYPE_TEXT(idx));
-    return;
-  }
-  for (uint32_t d = 0; d < a->rank; d++) {
-    if ((int64_t)d != axis && idx->dims[d] != a->dims[d]) {
-      vf_report(v, op->loc,
-                "'scatter' operand #2 (%%%s, the indices): dim %u is %lld, expected %lld (as "
-                "operand #1; only axis %lld may differ)",
-                vname(op->operands[1]), d, (long long)idx->dims[d], (long long)a->dims[d],
-                (long long)axis);
-      return;
-    }
-  }
-  tsr_type_t upd = same_shape(idx, a->dtype);
+  if (!take_indices_ok(v, op, &axis)) return;
+  const tsr_type_t *a = &op->operands[0]->type;
+  tsr_type_t upd = same_shape(&op->operands[1]->type, a->dtype);
   if (!vf_expect_operand(v, op, 2, &upd, ", the updates: operand #1's dtype, the indices' shape"))
     return;
   vf_expect_result(v, op, 0, a, " (the type of operand #1)");

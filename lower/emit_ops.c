@@ -972,15 +972,22 @@ typedef struct gather_ctx {
   int64_t src_len;
 } gather_ctx_t;
 
+/* The nest's position with its `axis` coordinate replaced by the index
+ * `idx` holds there, clamped into [0, len): an out-of-range index is a
+ * kernel error in the interpreter; here it only stays inside the array. */
+static void take_position(emitter_t *em, const nest_t *n, const expr_t *idx, uint32_t axis,
+                          int64_t len, ssa_t out[TSR_MAX_RANK]) {
+  ssa_t i = ex_read(em, idx, n->idx, n);
+  i = em_op2(em, "arith.maxsi", i, em_cint(em, "i32", 0, 0), "i32");
+  i = em_op2(em, "arith.minsi", i, em_cint(em, "i32", 0, len - 1), "i32");
+  for (uint32_t d = 0; d < n->rank; d++) out[d] = n->idx[d];
+  out[axis] = em_idx_of_i32(em, i);
+}
+
 static void gather_body(emitter_t *em, const nest_t *n, void *p) {
   gather_ctx_t *c = p;
-  ssa_t i = ex_read(em, c->idx, n->idx, n);
-  /* out-of-range indices are kernel errors in the interpreter: clamp */
-  i = em_op2(em, "arith.maxsi", i, em_cint(em, "i32", 0, 0), "i32");
-  i = em_op2(em, "arith.minsi", i, em_cint(em, "i32", 0, c->src_len - 1), "i32");
   ssa_t sidx[TSR_MAX_RANK];
-  for (uint32_t d = 0; d < n->rank; d++) sidx[d] = n->idx[d];
-  sidx[c->axis] = em_idx_of_i32(em, i);
+  take_position(em, n, c->idx, c->axis, c->src_len, sidx);
   ssa_t v = em_mem_read(em, c->src, c->dtype, sidx, n, NULL, NULL);
   em_mem_write(em, c->dst, c->dtype, n->idx, n, v, NULL);
 }
@@ -1016,13 +1023,8 @@ typedef struct scatter_ctx {
 
 static void scatter_body(emitter_t *em, const nest_t *n, void *p) {
   scatter_ctx_t *c = p;
-  ssa_t i = ex_read(em, c->idx, n->idx, n);
-  /* out-of-range indices are kernel errors in the interpreter: clamp */
-  i = em_op2(em, "arith.maxsi", i, em_cint(em, "i32", 0, 0), "i32");
-  i = em_op2(em, "arith.minsi", i, em_cint(em, "i32", 0, c->dst_len - 1), "i32");
   ssa_t didx[TSR_MAX_RANK];
-  for (uint32_t d = 0; d < n->rank; d++) didx[d] = n->idx[d];
-  didx[c->axis] = em_idx_of_i32(em, i);
+  take_position(em, n, c->idx, c->axis, c->dst_len, didx);
   ssa_t v = ex_read(em, c->upd, n->idx, n);
   em_mem_write(em, c->dst, c->dtype, didx, n, v, NULL);
 }

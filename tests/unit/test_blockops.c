@@ -1878,9 +1878,12 @@ TSR_TEST(scatter_in_and_out_of_range) {
         size_t at = (size_t)(ii[0] * dst_st[0] + ii[1] * dst_st[1] + ii[2] * dst_st[2]);
         memcpy(buf_b + at * es, buf_a + i * es, es);
       }
+      memset(buf_d + dn * es, 0xcd, 16); /* a write past the end would change these */
       TSR_CHECK_EQ_INT(tsr_blockops_scatter(es, buf_d, buf_a, idx, 3, dims, axis, dst_axis[axis]),
                        -1);
       if (memcmp(buf_d, buf_b, dn * es) != 0) TSR_FAIL_AT("scatter es=%zu axis %u", es, axis);
+      for (size_t i = 0; i < 16; i++)
+        if (buf_d[dn * es + i] != 0xcd) TSR_FAIL_AT("scatter es=%zu axis %u wrote past", es, axis);
       idx[41] = (int32_t)dst_axis[axis];
       idx[17] = -1;
       TSR_CHECK_EQ_INT(tsr_blockops_scatter(es, buf_d, buf_a, idx, 3, dims, axis, dst_axis[axis]),
