@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import sys
 import threading
 from typing import Any, Callable, Mapping
 
@@ -531,14 +532,34 @@ class interpret(contextlib.ContextDecorator):
         ji.install_pallas_call_hook(_hook, _mpmd_hook)
         key = _jit_key(("tessera",) + _options_key(self.options))
         key.__enter__()
-        self._tokens().append((_active.set(dict(self.options)), key))
+        # The outermost block shows, when it ends, what it collected.
+        before = collected_warnings() if _active.get() is None else None
+        self._tokens().append((_active.set(dict(self.options)), key, before))
         return self
 
     def __exit__(self, *exc) -> None:
-        token, key = self._tokens().pop()
+        token, key, before = self._tokens().pop()
         key.__exit__(None, None, None)
         _active.reset(token)
         ji.remove_pallas_call_hook()
+        if before is not None:
+            _show_collected(before)
+
+
+def _show_collected(before: Mapping[str, int]) -> None:
+    """Prints to stderr the warnings collected since `before`: outside
+    pytest (whose plugin shows them in its summary) nothing else would show
+    them, and a finding the user never sees is a finding lost."""
+    new = {line: n - before.get(line, 0) for line, n in collected_warnings().items()
+           if n > before.get(line, 0)}
+    if not new:
+        return
+    total = sum(new.values())
+    out = [f"tessera: {total} warning{'s' if total != 1 else ''} in kernels run under "
+           "tessera.jax.interpret() (JAX's interpret mode does not give them; "
+           "warnings='python' raises them as KernelWarning):"]
+    out += [f"  {line}" + (f"  [{n}x]" if n > 1 else "") for line, n in new.items()]
+    print("\n".join(out), file=sys.stderr)
 
 
 def enable_globally(**tessera_options: Any) -> Callable[[], None]:
