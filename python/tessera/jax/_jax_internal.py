@@ -19,10 +19,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import numpy as np
+from jax._src import ad_util
 from jax._src import core as jax_core
 from jax._src import source_info_util
 from jax._src import tree_util as jax_tree_util
 from jax._src.pallas import core as pallas_core
+from jax._src.interpreters import ad
 from jax._src.pallas import pallas_call as pallas_call_module
 from jax._src.state import indexing as state_indexing
 from jax._src.state import types as state_types
@@ -123,6 +125,42 @@ def trace_pallas_call(fn: Callable, args: Sequence[Any], chip: str = "v5e",
                       out_tree=out_tree, out_avals=tuple(v.aval for v in eqn.outvars),
                       in_avals=tuple(v.aval for v in eqn.invars),
                       name=eqn.params.get("name") or _kernel_name(eqn))
+
+
+# ---- Differentiating a pallas_call ----------------------------------------------
+
+
+class JaxRuleError(Exception):
+    """An error JAX's own JVP rule of pallas_call raised (a pallas_call
+    Pallas refuses to differentiate), carried through tessera's tracing of
+    the differentiated call so that the user gets JAX's error unchanged,
+    never a TranslationError."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+def pallas_call_jvp(fn: Callable, primals: Sequence[Any], tangents: Sequence[Any],
+                    chip: str = "v5e", cores: int = 1) -> tuple[Any, Any]:
+    """Differentiates `fn(*primals)` (a function making one pallas_call of
+    its flat operands) by JAX's JVP rule of the pallas_call primitive, which
+    binds a new pallas_call: the kernel's JVP, taking the primals then the
+    nonzero tangents and giving the outputs then their tangents. A None in
+    `tangents` is a zero tangent, given to the rule as JAX's symbolic zero
+    (no operand), as JAX's own differentiation does. Returns (outputs,
+    output tangents), each in fn's output tree. Called while tracing, so
+    that the new pallas_call is the one tessera finds and runs."""
+    call = trace_pallas_call(fn, primals, chip, cores)
+    eqn = call.eqn
+    tans = [ad_util.Zero(v.aval.to_tangent_aval()) if t is None else t
+            for v, t in zip(eqn.invars, tangents)]
+    try:
+        outs, out_tans = ad.primitive_jvps[eqn.primitive](list(primals), tans, **eqn.params)
+    except Exception as e:
+        raise JaxRuleError(e) from e
+    out_tans = [ad.instantiate_zeros(t) for t in out_tans]
+    return unflatten(call.out_tree, list(outs)), unflatten(call.out_tree, out_tans)
 
 
 def is_dynamic_grid_dim(g) -> bool:
