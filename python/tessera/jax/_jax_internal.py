@@ -150,17 +150,54 @@ def pallas_call_jvp(fn: Callable, primals: Sequence[Any], tangents: Sequence[Any
     `tangents` is a zero tangent, given to the rule as JAX's symbolic zero
     (no operand), as JAX's own differentiation does. Returns (outputs,
     output tangents), each in fn's output tree. Called while tracing, so
-    that the new pallas_call is the one tessera finds and runs."""
+    that the new pallas_call is the one tessera finds and runs.
+
+    One repair: with a zero tangent, JAX's rule (0.12) gives the new call a
+    block mapping for every operand's tangent, zero or not, while its kernel
+    and operands have only the nonzero ones (JAX's own interpret mode then
+    fails in a safe_zip); the new call gets the block mappings of the
+    tangents it takes, those of their operands."""
     call = trace_pallas_call(fn, primals, chip, cores)
     eqn = call.eqn
-    tans = [ad_util.Zero(v.aval.to_tangent_aval()) if t is None else t
-            for v, t in zip(eqn.invars, tangents)]
+    rule = ad.primitive_jvps[eqn.primitive]
+    nonzero = [t is not None for t in tangents]
+    taken = [t for t in tangents if t is not None]
+    n = len(primals)
+
+    def jvp(*operands):
+        rest = iter(operands[n:])
+        tans = [next(rest) if nz else ad_util.Zero(v.aval.to_tangent_aval())
+                for v, nz in zip(eqn.invars, nonzero)]
+        outs, out_tans = rule(list(operands[:n]), tans, **eqn.params)
+        return list(outs), [ad.instantiate_zeros(t) for t in out_tans]
+
+    # The rule traced on its own, so that its pallas_call can be repaired
+    # before it is bound here (once) with the caller's operands.
+    structs = [jax.ShapeDtypeStruct(np.shape(x), _dtype_of(x)) for x in (*primals, *taken)]
     try:
-        outs, out_tans = ad.primitive_jvps[eqn.primitive](list(primals), tans, **eqn.params)
+        closed = jax.make_jaxpr(jvp)(*structs)
     except Exception as e:
         raise JaxRuleError(e) from e
-    out_tans = [ad.instantiate_zeros(t) for t in out_tans]
-    return unflatten(call.out_tree, list(outs)), unflatten(call.out_tree, out_tans)
+    made = [e for e in closed.jaxpr.eqns if e.primitive is eqn.primitive]
+    if (len(made) != 1 or list(made[0].invars) != list(closed.jaxpr.invars)
+            or list(made[0].outvars) != list(closed.jaxpr.outvars)):
+        raise JaxInternalsError("tessera.jax: JAX's JVP rule of pallas_call did not make "
+                                "one pallas_call of the primals and nonzero tangents")
+    params = dict(made[0].params)
+    gm, old = params["grid_mapping"], eqn.params["grid_mapping"]
+    if gm.num_inputs != len(primals) + len(taken):
+        in_bms, out_bms = _split(old.block_mappings, old.num_inputs)
+        tangent_bms = [bm for bm, nz in zip(in_bms, nonzero) if nz]
+        params["grid_mapping"] = gm.replace(
+            block_mappings=(*in_bms, *tangent_bms, *out_bms, *out_bms),
+            num_inputs=len(in_bms) + len(tangent_bms))
+    flat = made[0].primitive.bind(*primals, *taken, **params)
+    outs, out_tans = flat[:len(flat) // 2], flat[len(flat) // 2:]
+    return unflatten(call.out_tree, outs), unflatten(call.out_tree, out_tans)
+
+
+def _split(seq: Sequence[Any], n: int) -> tuple[tuple, tuple]:
+    return tuple(seq[:n]), tuple(seq[n:])
 
 
 def is_dynamic_grid_dim(g) -> bool:
