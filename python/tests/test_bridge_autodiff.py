@@ -13,6 +13,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
+from jax.experimental.pallas import tpu as pltpu  # noqa: E402
 
 import tessera.jax as tj  # noqa: E402
 
@@ -197,3 +198,45 @@ def test_what_pallas_refuses_is_jaxs_error(backend):
     theirs = cases(lambda k, n, **kw: _make(k, n, interpret=True, **kw))
     assert all(t is not None for t in theirs), theirs
     assert ours == theirs
+
+
+def _dynamic_grid_jvp(interpret):
+    """jvp of a kernel whose grid extent is traced (a dynamic grid bound)."""
+    x, _, tx, _ = _operands(7)
+
+    def run(x, n):
+        f = pl.pallas_call(_sin_kernel, jax.ShapeDtypeStruct(SHAPE, jnp.float32), grid=(n,),
+                           in_specs=[_spec()], out_specs=_spec(), interpret=interpret)
+        return f(x)
+    return lambda: jax.jit(lambda x, t, n: jax.jvp(lambda x: run(x, n), (x,), (t,)))(x, tx, 2)
+
+
+def _sin_kernel(x_ref, o_ref):
+    o_ref[...] = jnp.sin(x_ref[...])
+
+
+def _mesh_kernel_jvp():
+    @pl.kernel(mesh=pltpu.TensorCoreMesh(axis_name="core", num_cores=1),
+               out_type=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+               scratch_types=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA])
+    def kernel(x_ref, o_ref, v_ref, sem):
+        pltpu.async_copy(x_ref, v_ref, sem).wait()
+        v_ref[...] = jnp.sin(v_ref[...])
+        pltpu.async_copy(v_ref, o_ref, sem).wait()
+
+    x = np.ones((8, 128), np.float32)
+    return lambda: jax.jvp(kernel, (x,), (x,))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kernels_jax_does_not_differentiate_fail_with_jaxs_error(backend):
+    """A dynamic grid bound (refused by JAX's rule) and a kernel over a mesh
+    (`pl.kernel`: its primitive has no JVP rule), which tessera runs as a
+    pallas_call, fail as under JAX's interpret mode."""
+    with tj.interpret(backend=backend):
+        ours = [_error_of(_dynamic_grid_jvp(False)), _error_of(_mesh_kernel_jvp())]
+    dynamic = _error_of(_dynamic_grid_jvp(True))
+    with pltpu.force_tpu_interpret_mode():
+        mesh = _error_of(_mesh_kernel_jvp())
+    assert dynamic is not None and mesh is not None
+    assert ours == [dynamic, mesh]

@@ -248,6 +248,9 @@ class TesseraPallasCall:
         self._numpy_outputs = bool(self._options.get("numpy_outputs", False))
         self._jit_callback = self._options.get("jit_callback", "ffi")
         self._jvps: dict[Any, TesseraPallasCall] = {}
+        # set for what JAX does not differentiate although tessera runs it
+        # as a pallas_call (a kernel over a mesh): the JVP raises it
+        self.jvp_error: Callable[[], BaseException] | None = None
 
     def _get(self, args, flat) -> tuple[_Prepared, Any]:
         if len(flat) == len(args):  # flat positional arrays: the common case
@@ -297,13 +300,15 @@ class TesseraPallasCall:
                               list(leaves))
 
         def jvp(primals, tangents):
+            if self.jvp_error is not None:
+                raise self.jvp_error()
             nonzero = tuple(not _is_zero_tangent(t) for t in tangents)
             call = self._jvp_call(treedef, nonzero)
             try:
                 outs, out_tangents = call(*primals,
                                           *[t for t, nz in zip(tangents, nonzero) if nz])
             except ji.JaxRuleError as e:  # what Pallas refuses: JAX's own error
-                raise e.error.with_traceback(None) from None
+                raise e.error from None
             # an integer output's tangent is float0, as JAX types it
             out_tangents = jax.tree_util.tree_map(_tangent_of, outs, out_tangents)
             return outs, out_tangents
@@ -559,7 +564,9 @@ def _mpmd_hook(original_bind, *args, **params):
         file, line, _ = ji.caller_location()
         raise TranslationError(str(e).removeprefix("tessera.jax: "), "pl.kernel", file,
                                line) from None
-    outs = TesseraPallasCall(mk.fn, dict(options, cores=mk.cores), mk.name)(*mk.values)
+    call = TesseraPallasCall(mk.fn, dict(options, cores=mk.cores), mk.name)
+    call.jvp_error = ji.mesh_kernel_jvp_error
+    outs = call(*mk.values)
     for ref, k in mk.written:
         ji.write_ref(ref, outs[k])
     return list(outs[:mk.num_outputs])

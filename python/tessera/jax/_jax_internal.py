@@ -196,6 +196,12 @@ def pallas_call_jvp(fn: Callable, primals: Sequence[Any], tangents: Sequence[Any
     return unflatten(call.out_tree, outs), unflatten(call.out_tree, out_tans)
 
 
+def mesh_kernel_jvp_error() -> NotImplementedError:
+    """The error JAX raises when asked to differentiate a kernel over a mesh
+    (`mpmd_map` has no JVP rule: jax/_src/interpreters/ad.py's message)."""
+    return NotImplementedError(f"Differentiation rule for '{_mpmd_map_p}' not implemented")
+
+
 def _split(seq: Sequence[Any], n: int) -> tuple[tuple, tuple]:
     return tuple(seq[:n]), tuple(seq[n:])
 
