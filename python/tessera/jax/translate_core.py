@@ -369,6 +369,11 @@ class Translator:
                 start = self.static_int(env, d.start)
                 if isinstance(start, B.Value):
                     start = self.i32(region, start)
+                elif d.kind == "point" and start < 0:
+                    # `x_ref[:, -1]`: a literal negative integer counts from
+                    # the end of the view's dimension, as in numpy and in
+                    # JAX's discharge of ref indexing
+                    start += n
                 off = self.iarith(region, "add", s, self.iarith(region, "mul", start, st))
                 if (self.bounds_at_run and view.reshaped is None
                         and not isinstance(off, B.Value)
