@@ -112,6 +112,23 @@ static void report_block_range(run_t *run, uint32_t j, const int64_t *b) {
                bi, shape, block, nb);
 }
 
+/* The padding of an element window (pl.Element): JAX pads an array for one
+ * with its own uninitialized value, which for integers is the minimum (0
+ * unsigned, false for i1) where tessera's --uninit nan value is the
+ * maximum; floats get the run's uninitialized value, as do all dtypes with
+ * --uninit zero. */
+static void fill_element_pad(run_t *run, tsr_dtype_t dt, uint8_t *buf, uint64_t n) {
+  tsr_dtype_class_t cl = tsr_dtype_class(dt);
+  if (cl == TSR_CLASS_FLOAT || run->p->options.uninit == TSR_UNINIT_ZERO) {
+    tsr_interp_fill_uninit(run, dt, buf, n);
+    return;
+  }
+  unsigned char elem[8];
+  tsr_literal_t lit = {.i = cl == TSR_CLASS_SINT ? -(int64_t)(1ull << (tsr_dtype_bits(dt) - 1)) : 0};
+  tsr_blockops_literal(dt, lit, elem);
+  tsr_blockops_fill(tsr_dtype_size(dt), buf, elem, n);
+}
+
 static void copy_in(run_t *run, uint32_t j) {
   const tsr_interp_program_t *p = run->p;
   const operand_plan_t *op = &p->operands[j];
@@ -131,7 +148,7 @@ static void copy_in(run_t *run, uint32_t j) {
   bool direct = block_window(op, b, start, extent, at);
   if (window_empty(op, extent)) { /* all padding */
     rr->data = own_buf;
-    tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+    fill_element_pad(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
     return;
   }
   tsr_race_window(run, j, start, extent, false);
@@ -149,7 +166,10 @@ static void copy_in(run_t *run, uint32_t j) {
   bool padded = false;
   for (uint32_t d = 0; d < op->array_rank; d++)
     if (extent[d] < op->block[d]) padded = true;
-  if (padded) tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+  if (padded && op->any_element)
+    fill_element_pad(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+  else if (padded)
+    tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
   int64_t into = 0;
   for (uint32_t d = 0; d < op->array_rank; d++) into += at[d] * bstr[d];
   tsr_blockops_copy(es, op->array_rank, extent, own_buf + into * (int64_t)es, bstr, src,

@@ -220,7 +220,12 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
         pad = em_op2(em, "arith.ori", pad, lt, "i1");
       }
       em_open(em, "scf.if %s {", pad.s);
-      em_fill_view(em, &os->buf, (tsr_dtype_t)d->array.dtype);
+      bool element = false;
+      for (uint32_t i = 0; i < rank; i++) element |= d->element[i];
+      if (element)
+        em_fill_view_element_pad(em, &os->buf, (tsr_dtype_t)d->array.dtype);
+      else
+        em_fill_view(em, &os->buf, (tsr_dtype_t)d->array.dtype);
       em_close(em, "}");
     }
     view_t src = window_view(em, os, os->bi, NULL);
