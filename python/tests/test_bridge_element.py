@@ -87,3 +87,75 @@ def test_16_bit_float_reverse_cumsum_is_close_to_jax(backend, dtype):
     ulp = float(jnp.finfo(dtype).eps) * np.abs(exact).max()
     np.testing.assert_allclose(got, want, rtol=0, atol=8 * ulp)
     assert np.abs(got - exact).max() <= 8 * ulp
+
+
+def _both(kernel, out_shape, *args, backend, **kw):
+    """tessera's result and JAX's own interpreter's (pl.pallas_call with
+    interpret=True, the reference for pl.Element and its padding)."""
+    got = tj.pallas_call(kernel, out_shape, backend=backend, **kw)(*args)
+    want = pl.pallas_call(kernel, out_shape, interpret=True, **kw)(*args)
+    return got, want
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_element_windows_overlap(backend):
+    # each step sees 24 rows starting at 8 i: windows overlap, the last one
+    # ends at the array's end
+    x = np.random.default_rng(1).standard_normal((80, 128)).astype(np.float32)
+
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(0, 8)] * 2.0 + x_ref[pl.ds(8, 8)] - x_ref[pl.ds(16, 8)]
+    got, want = _both(k, sds((64, 128)), x, backend=backend, grid=(8,),
+                      in_specs=[pl.BlockSpec((pl.Element(24), pl.Element(128)),
+                                             lambda i: (i * 8, 0))],
+                      out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(got)[:8], x[:8] * 2 + x[8:16] - x[16:24])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bfloat16"])
+def test_element_padding_low_and_high(backend, dtype):
+    # offsets in the padded array: the first window starts in the low
+    # padding, the last runs into the high padding; the padding reads as
+    # JAX's pad value (NaN, the integer minimum)
+    x = (np.arange(3 * 20) % 23 - 11).reshape(3, 20).astype(dtype)
+
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+    got, want = _both(k, sds((4, 3, 8), dtype), x, backend=backend, grid=(4,),
+                      in_specs=[pl.BlockSpec((pl.Element(3), pl.Element(8, (3, 5))),
+                                             lambda i: (0, i * 7))],
+                      out_specs=pl.BlockSpec((None, 3, 8), lambda i: (i, 0, 0)))
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)  # bf16 NaNs compare
+    np.testing.assert_array_equal(got, want)
+    pad = np.nan if "float" in dtype else np.iinfo(np.int32).min
+    padded = np.full((3, 40), pad, np.float64)  # and past the padding: pad too
+    padded[:, 3:23] = x.astype(np.float64)
+    for i in range(4):
+        np.testing.assert_array_equal(got[i], padded[:, 7 * i:7 * i + 8])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_element_output_windows(backend):
+    # an output's element windows: each step writes 8 rows at offset 6 i
+    # (overlapping writes, the later step's copy-out wins)
+    x = np.random.default_rng(2).standard_normal((4, 8, 128)).astype(np.float32)
+
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+    got, want = _both(k, sds((26, 128)), x, backend=backend, grid=(4,),
+                      in_specs=[pl.BlockSpec((None, 8, 128), lambda i: (i, 0, 0))],
+                      out_specs=pl.BlockSpec((pl.Element(8), pl.Element(128)),
+                                             lambda i: (i * 6, 0)))
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_element_dims_in_the_ir_and_the_tpu_module():
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(0, 8)]
+    text = tj.lower_to_tsr(k, sds((8, 128)), np.zeros((8, 128), np.float32), grid=(1,),
+                           in_specs=[pl.BlockSpec((pl.Element(16, (0, 8)), pl.Element(128)),
+                                                  lambda i: (0, 0))],
+                           out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)))
+    assert "block[element(16, 0, 8), element(128)]" in text, text
