@@ -304,8 +304,8 @@ def _sequential_scan(t, region, x, mnemonic: str, axis: int, reverse: bool):
 
 
 for _name, _mnemonic in _CUMULATIVE.items():
-    register(_name, emits=(_mnemonic, "iota", "sub", "roll", "ge", "select", "slice",
-                           "concatenate", "reshape"))(
+    _scan16 = ("slice", "concatenate", "reshape") if _mnemonic in ("add", "mul") else ()
+    register(_name, emits=(_mnemonic, "iota", "sub", "roll", "ge", "select", *_scan16))(
         _cumulative_rule(_mnemonic))
 
 
