@@ -159,3 +159,51 @@ def test_element_dims_in_the_ir_and_the_tpu_module():
                                                   lambda i: (0, 0))],
                            out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)))
     assert "block[element(16, 0, 8), element(128)]" in text, text
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gather_of_single_elements(backend):
+    # gathers other than take_along_axis: jnp.diagonal (two coordinates per
+    # element), integer arrays in two dims, one with a batching dim (vmap)
+    x = np.random.default_rng(3).standard_normal((16, 128)).astype(np.float32)
+    rows = np.random.default_rng(4).integers(0, 16, (8, 128)).astype(np.int32)
+    cols = np.random.default_rng(5).integers(0, 128, (8, 128)).astype(np.int32)
+
+    def k(x_ref, r_ref, c_ref, d_ref, g_ref, b_ref):
+        v = x_ref[...]
+        d_ref[...] = jnp.diagonal(v, offset=3)
+        g_ref[...] = v[r_ref[...], c_ref[...]]
+        b_ref[...] = jax.vmap(lambda row, c: row[c])(v[:8], c_ref[...])
+    outs = (sds((16,)), sds((8, 128)), sds((8, 128)))
+    got = tj.pallas_call(k, outs, backend=backend)(x, rows, cols)
+    want = pl.pallas_call(k, outs, interpret=True)(x, rows, cols)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    np.testing.assert_array_equal(np.asarray(got[0]), np.diagonal(x, offset=3))
+    np.testing.assert_array_equal(np.asarray(got[1]), x[rows, cols])
+    np.testing.assert_array_equal(np.asarray(got[2]), np.take_along_axis(x[:8], cols, 1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gather_of_single_elements_out_of_range(backend):
+    # a coordinate outside its dim is the kernel's error (undefined on a TPU),
+    # never the neighbouring row's element its flat position would name;
+    # mode="clip" clamps each coordinate
+    x = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+    rows = np.zeros((8, 128), np.int32)
+    cols = np.tile(np.arange(128, dtype=np.int32), (8, 1))
+    cols[0, 0] = 128  # flat position 128: row 1's first element
+
+    def clip(x_ref, r_ref, c_ref, o_ref):
+        o_ref[...] = x_ref[...].at[r_ref[...], c_ref[...]].get(mode="clip")
+    got = np.asarray(tj.pallas_call(clip, sds((8, 128)), backend=backend)(x, rows, cols))
+    np.testing.assert_array_equal(got, x[np.clip(rows, 0, 7), np.clip(cols, 0, 127)])
+
+    def k(x_ref, r_ref, c_ref, o_ref):
+        o_ref[...] = x_ref[...].at[r_ref[...], c_ref[...]].get(mode="promise_in_bounds")
+    call = tj.pallas_call(k, sds((8, 128)), backend=backend)
+    if backend == "interp":
+        with pytest.raises(Exception, match="out of|range|bounds"):
+            jax.block_until_ready(call(x, rows, cols))
+    else:  # the cpu backend checks no gather index at run time: it clamps
+        assert np.asarray(call(x, rows, cols))[0, 0] != x[1, 0]
