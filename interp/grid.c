@@ -36,21 +36,30 @@ static void eval_index_map(run_t *run, uint32_t j, const int64_t *point, int64_t
     out[d] = tsr_interp_read_i32(run, op->map_results[d]);
 }
 
+/* A blocked dim's index counts blocks; an element dim's is the element
+ * offset of the block in the padded array, which it must start inside. */
 static bool block_in_range(const operand_plan_t *op, const int64_t *b) {
   for (uint32_t d = 0; d < op->array_rank; d++) {
-    if (b[d] < 0 || b[d] * op->block[d] >= op->array_dims[d]) return false;
+    if (b[d] < 0) return false;
+    if (op->element[d] ? b[d] >= op->padded_dims[d] : b[d] * op->block[d] >= op->array_dims[d])
+      return false;
   }
   return true;
 }
 
-/* The window of block b in the array: start and extent per dim; true if the
- * block has no padding and is one contiguous run of HBM. */
+/* The window of block b in the array: start and extent per dim, and where
+ * it starts in the block (`at`: nonzero where an element dim's low padding
+ * comes first); true if the block has no padding and is one contiguous run
+ * of HBM. An extent may be 0 (an element window wholly in the padding). */
 static bool block_window(const operand_plan_t *op, const int64_t *b, int64_t *start,
-                         int64_t *extent) {
+                         int64_t *extent, int64_t *at) {
   bool padded = false;
   for (uint32_t d = 0; d < op->array_rank; d++) {
-    start[d] = b[d] * op->block[d];
-    extent[d] = TSR_MIN(op->block[d], op->array_dims[d] - start[d]);
+    int64_t s = op->element[d] ? b[d] - op->pad_low[d] : b[d] * op->block[d];
+    int64_t lo = TSR_MAX(s, 0), hi = TSR_MIN(s + op->block[d], op->array_dims[d]);
+    start[d] = lo;
+    at[d] = lo - s;
+    extent[d] = TSR_MAX(hi - lo, 0);
     if (extent[d] < op->block[d]) padded = true;
   }
   if (padded) return false;
@@ -60,6 +69,12 @@ static bool block_window(const operand_plan_t *op, const int64_t *b, int64_t *st
   for (uint32_t e = d + 1; e < op->array_rank; e++)
     if (op->block[e] != op->array_dims[e]) return false;
   return true;
+}
+
+static bool window_empty(const operand_plan_t *op, const int64_t *extent) {
+  for (uint32_t d = 0; d < op->array_rank; d++)
+    if (extent[d] == 0) return true;
+  return false;
 }
 
 static int64_t window_offset(const operand_plan_t *op, const int64_t *start) {
@@ -75,6 +90,19 @@ static void report_block_range(run_t *run, uint32_t j, const int64_t *b) {
   for (uint32_t d = 0; d < op->array_rank; d++)
     counts[d] = (op->array_dims[d] + op->block[d] - 1) / op->block[d];
   tsr_diag_format_dims(bi, sizeof bi, b, op->array_rank);
+  if (op->any_element) {
+    /* element dims: offsets into the padded array */
+    char padded[96];
+    for (uint32_t d = 0; d < op->array_rank; d++)
+      counts[d] = op->element[d] ? op->padded_dims[d] : counts[d];
+    tsr_diag_format_dims(shape, sizeof shape, op->array_dims, op->array_rank);
+    tsr_diag_format_dims(padded, sizeof padded, counts, op->array_rank);
+    tsr_interp_kernel_error(run, op->site, TSR_DIAG_OUT_OF_BOUNDS,
+                 "index map gives block index %s, out of range for array shape %s "
+                 "(an element dim's index is an element offset, below %s)",
+                 bi, shape, padded);
+    return;
+  }
   tsr_diag_format_dims(shape, sizeof shape, op->array_dims, op->array_rank);
   tsr_diag_format_dims(block, sizeof block, op->block, op->array_rank);
   tsr_diag_format_dims(nb, sizeof nb, counts, op->array_rank);
@@ -82,6 +110,23 @@ static void report_block_range(run_t *run, uint32_t j, const int64_t *b) {
                "index map gives block index %s, out of range for array shape %s "
                "with block %s (block counts %s)",
                bi, shape, block, nb);
+}
+
+/* The padding of an element window (pl.Element): JAX pads an array for one
+ * with its own uninitialized value, which for integers is the minimum (0
+ * unsigned, false for i1) where tessera's --uninit nan value is the
+ * maximum; floats get the run's uninitialized value, as do all dtypes with
+ * --uninit zero. */
+static void fill_element_pad(run_t *run, tsr_dtype_t dt, uint8_t *buf, uint64_t n) {
+  tsr_dtype_class_t cl = tsr_dtype_class(dt);
+  if (cl == TSR_CLASS_FLOAT || run->p->options.uninit == TSR_UNINIT_ZERO) {
+    tsr_interp_fill_uninit(run, dt, buf, n);
+    return;
+  }
+  unsigned char elem[8];
+  tsr_literal_t lit = {.i = cl == TSR_CLASS_SINT ? -(int64_t)(1ull << (tsr_dtype_bits(dt) - 1)) : 0};
+  tsr_blockops_literal(dt, lit, elem);
+  tsr_blockops_fill(tsr_dtype_size(dt), buf, elem, n);
 }
 
 static void copy_in(run_t *run, uint32_t j) {
@@ -99,8 +144,13 @@ static void copy_in(run_t *run, uint32_t j) {
     tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
     return;
   }
-  int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK];
-  bool direct = block_window(op, b, start, extent);
+  int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK], at[TSR_MAX_RANK];
+  bool direct = block_window(op, b, start, extent, at);
+  if (window_empty(op, extent)) { /* all padding */
+    rr->data = own_buf;
+    fill_element_pad(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+    return;
+  }
   tsr_race_window(run, j, start, extent, false);
   uint8_t *src = run->hbm[j] + window_offset(op, start) * (int64_t)es;
   if (direct && !op->aliased && !ri->written) {
@@ -116,8 +166,14 @@ static void copy_in(run_t *run, uint32_t j) {
   bool padded = false;
   for (uint32_t d = 0; d < op->array_rank; d++)
     if (extent[d] < op->block[d]) padded = true;
-  if (padded) tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
-  tsr_blockops_copy(es, op->array_rank, extent, own_buf, bstr, src, op->array_strides);
+  if (padded && op->any_element)
+    fill_element_pad(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+  else if (padded)
+    tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+  int64_t into = 0;
+  for (uint32_t d = 0; d < op->array_rank; d++) into += at[d] * bstr[d];
+  tsr_blockops_copy(es, op->array_rank, extent, own_buf + into * (int64_t)es, bstr, src,
+                    op->array_strides);
 }
 
 static void begin_out_block(run_t *run, uint32_t j) {
@@ -172,8 +228,8 @@ static void begin_out_block(run_t *run, uint32_t j) {
         }
       }
     }
-    int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK];
-    if (block_window(op, b, start, extent) && op->alias < 0) {
+    int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK], at[TSR_MAX_RANK];
+    if (block_window(op, b, start, extent, at) && op->alias < 0) {
       int64_t off = window_offset(op, start);
       rr->data = run->hbm[j] + off * (int64_t)es;
       if (ri->shadowed) rr->shadow = run->hbm_shadow[j] + off;
@@ -205,18 +261,20 @@ static void copy_out(run_t *run, uint32_t j) {
     if (v) v->last_step = run->step;
   }
   uint8_t *own_buf = run->vmem + ri->offset;
-  int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK];
-  block_window(op, b, start, extent);
+  int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK], at[TSR_MAX_RANK];
+  block_window(op, b, start, extent, at);
+  if (window_empty(op, extent)) return; /* all padding: nothing reaches HBM */
   tsr_race_window(run, j, start, extent, true);
   if (rr->data != own_buf) return; /* written in place */
   int64_t bstr[TSR_MAX_RANK];
   tsr_blockops_dense_strides(op->array_rank, op->block, bstr);
-  int64_t off = window_offset(op, start);
+  int64_t off = window_offset(op, start), from = 0;
+  for (uint32_t d = 0; d < op->array_rank; d++) from += at[d] * bstr[d];
   tsr_blockops_copy(es, op->array_rank, extent, run->hbm[j] + off * (int64_t)es,
-                    op->array_strides, own_buf, bstr);
+                    op->array_strides, own_buf + from * (int64_t)es, bstr);
   if (ri->shadowed && rr->shadow)
     tsr_blockops_copy(1, op->array_rank, extent, run->hbm_shadow[j] + off,
-                      op->array_strides, rr->shadow, bstr);
+                      op->array_strides, rr->shadow + from, bstr);
 }
 
 /* ---- The end of the run ---- */

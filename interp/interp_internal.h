@@ -240,6 +240,11 @@ typedef struct operand_plan {
   int64_t array_dims[TSR_MAX_RANK];
   int64_t array_strides[TSR_MAX_RANK];
   int64_t block[TSR_MAX_RANK]; /* squeezed dims as 1 */
+  /* element dims: the index is an element offset into the array padded by
+   * pad_low before it (tsr_decl_t) */
+  bool element[TSR_MAX_RANK];
+  int64_t pad_low[TSR_MAX_RANK], padded_dims[TSR_MAX_RANK];
+  bool any_element;
   uint64_t array_elements;
   /* index map: affine form (axis >= 0: grid index; else constant) or code */
   bool affine;

@@ -1053,6 +1053,10 @@ static tsr_status_t prepare(prep_t *ps) {
     for (uint32_t a = 0; a < d->array.rank; a++) {
       op->array_dims[a] = d->array.dims[a];
       op->block[a] = d->block[a] == TSR_SQUEEZED ? 1 : d->block[a];
+      op->element[a] = d->element[a];
+      op->pad_low[a] = d->pad_low[a];
+      op->padded_dims[a] = d->pad_low[a] + d->array.dims[a] + d->pad_high[a];
+      op->any_element |= d->element[a];
     }
     tsr_blockops_dense_strides(op->array_rank, op->array_dims, op->array_strides);
     op->array_elements = (uint64_t)tsr_type_element_count(&d->array);

@@ -30,14 +30,17 @@ static void print_element(tsr_strbuf_t *sb, tsr_dtype_t dt, const void *p) {
   }
 }
 
+/* A block prints flat, its elements separated by spaces as numpy prints a
+ * 1-D array (so `jax.debug.print("{}", x)` reads the same from tessera and
+ * from JAX), the first 64 elements then "...". */
 static void print_value(tsr_strbuf_t *sb, const tsr_print_value_t *v) {
   size_t es = tsr_dtype_size(v->dtype);
   if (v->vector) tsr_strbuf_puts(sb, "[");
   for (uint64_t i = 0; i < v->n && i < 64; i++) {
-    if (i) tsr_strbuf_puts(sb, ", ");
+    if (i) tsr_strbuf_puts(sb, " ");
     print_element(sb, v->dtype, (const uint8_t *)v->data + i * es);
   }
-  if (v->vector) tsr_strbuf_puts(sb, v->n > 64 ? ", ...]" : "]");
+  if (v->vector) tsr_strbuf_puts(sb, v->n > 64 ? " ...]" : "]");
 }
 
 void tsr_interp_print(FILE *f, const char *text, uint32_t count,

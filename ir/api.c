@@ -239,6 +239,26 @@ tsr_status_t tsr_ir_kernel_set_grid_bound(tsr_ir_kernel_t *kernel, uint32_t dim,
   return NULL;
 }
 
+tsr_status_t tsr_ir_kernel_set_element_dim(tsr_ir_kernel_t *kernel, uint32_t operand,
+                                           uint32_t dim, int64_t pad_low, int64_t pad_high) {
+  if (operand >= kernel->num_decls || !kernel->decls[operand].has_block)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "operand %u of kernel @%s is not an operand with a block", operand,
+                      kernel->name);
+  tsr_decl_t *d = &kernel->decls[operand];
+  if (dim >= d->array.rank || d->block[dim] == TSR_SQUEEZED)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "operand %%%s: dim %u is not a block dim that an element dim can be",
+                      d->ref->name, dim);
+  if (pad_low < 0 || pad_high < 0)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "operand %%%s: negative padding (%lld, %lld)",
+                      d->ref->name, (long long)pad_low, (long long)pad_high);
+  d->element[dim] = true;
+  d->pad_low[dim] = pad_low;
+  d->pad_high[dim] = pad_high;
+  return NULL;
+}
+
 tsr_status_t tsr_ir_kernel_set_grid(tsr_ir_kernel_t *kernel, uint32_t rank,
                                     const int64_t *dims,
                                     const tsr_ir_dim_semantics_t *semantics) {

@@ -238,8 +238,17 @@ static void put_kernel(canon_t *c, const tsr_kernel_t *k) {
     define(c, d->ref);
     put_type(c, &d->array);
     put_u8(c, d->has_block);
-    for (uint32_t j = 0; j < d->array.rank && j < TSR_MAX_RANK; j++)
-      put_i64(c, d->block[j]);
+    for (uint32_t j = 0; j < d->array.rank && j < TSR_MAX_RANK; j++) {
+      if (d->element[j]) {
+        /* below -1 (squeezed): no block dim has these bytes, and blocked
+         * dims keep theirs */
+        put_i64(c, -2 - d->block[j]);
+        put_i64(c, d->pad_low[j]);
+        put_i64(c, d->pad_high[j]);
+      } else {
+        put_i64(c, d->block[j]);
+      }
+    }
     put_u32(c, (uint32_t)d->alias);
   }
   for (uint32_t i = 0; i < k->num_decls; i++) {

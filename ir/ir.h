@@ -286,6 +286,12 @@ typedef struct tsr_decl {
   bool has_block;    /* "block[..]" was written */
   int64_t block[TSR_MAX_RANK]; /* block dims, TSR_SQUEEZED for squeezed ones;
                                   without a block: the array dims */
+  /* Element dims (Pallas pl.Element): the index map yields the dim's element
+   * offset into the array padded by pad_low elements before it and pad_high
+   * after it, not a block index; the block's elements outside the array are
+   * padding. Only with a block; never squeezed. */
+  bool element[TSR_MAX_RANK];
+  int64_t pad_low[TSR_MAX_RANK], pad_high[TSR_MAX_RANK];
   tsr_region_t *index_map; /* args: grid indices (i32), yields one i32 block
                               index per array dim; NULL: all zeros */
   int32_t alias;     /* outputs: decl index of the aliased input, else -1 */

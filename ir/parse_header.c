@@ -223,6 +223,8 @@ static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
   }
   bool has_block = false;
   int64_t block[TSR_MAX_RANK];
+  bool element[TSR_MAX_RANK] = {false};
+  int64_t pad[TSR_MAX_RANK][2] = {{0}};
   const token_t block_kw = p->tok;
   if (role != TSR_ROLE_PREFETCH && accept_word(p, "block")) {
     has_block = true;
@@ -235,6 +237,27 @@ static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
                            TSR_MAX_RANK);
       if (accept_word(p, "squeezed")) {
         block[n++] = TSR_SQUEEZED;
+      } else if (accept_word(p, "element")) {
+        /* element(SIZE) or element(SIZE, LOW, HIGH): pl.Element */
+        if (!ps_expect(p, TOK_LPAREN, "'(' after 'element'")) return false;
+        const token_t st = p->tok;
+        if (!ps_parse_int(p, "an element dim's size", &block[n])) return false;
+        if (block[n] < 1)
+          return ps_error_at(p, st.line, st.col, "element dim size must be >= 1, found %lld",
+                             (long long)block[n]);
+        if (accept(p, TOK_COMMA)) {
+          for (int s = 0; s < 2; s++) {
+            const token_t pt = p->tok;
+            if (s && !ps_expect(p, TOK_COMMA, "',' between an element dim's paddings"))
+              return false;
+            if (!ps_parse_int(p, "an element dim's padding", &pad[n][s])) return false;
+            if (pad[n][s] < 0)
+              return ps_error_at(p, pt.line, pt.col, "element dim padding must be >= 0, "
+                                 "found %lld", (long long)pad[n][s]);
+          }
+        }
+        if (!ps_expect(p, TOK_RPAREN, "')' after an element dim")) return false;
+        element[n++] = true;
       } else {
         if (!ps_parse_int(p, "a block dimension or 'squeezed'", &block[n])) return false;
         if (block[n] < 1)
@@ -269,8 +292,12 @@ static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
                                        loc, &d)))
     return false;
   d->array = array;
-  for (uint32_t i = 0; i < array.rank; i++)
+  for (uint32_t i = 0; i < array.rank; i++) {
     d->block[i] = has_block ? block[i] : array.dims[i];
+    d->element[i] = element[i];
+    d->pad_low[i] = pad[i][0];
+    d->pad_high[i] = pad[i][1];
+  }
   d->has_block = has_block;
   if (!ps_define_tok(p, &name, d->ref, true)) return false;
   if (has_block && at_word(p, "map") && !parse_map(p, index)) return false;

@@ -467,6 +467,11 @@ static void put_decl(tsr_strbuf_t *sb, const tsr_kernel_t *k, const tsr_decl_t *
       if (i) tsr_strbuf_puts(sb, ", ");
       if (d->block[i] == TSR_SQUEEZED)
         tsr_strbuf_puts(sb, "squeezed");
+      else if (d->element[i] && (d->pad_low[i] || d->pad_high[i]))
+        tsr_strbuf_printf(sb, "element(%lld, %lld, %lld)", (long long)d->block[i],
+                          (long long)d->pad_low[i], (long long)d->pad_high[i]);
+      else if (d->element[i])
+        tsr_strbuf_printf(sb, "element(%lld)", (long long)d->block[i]);
       else
         tsr_strbuf_printf(sb, "%lld", (long long)d->block[i]);
     }

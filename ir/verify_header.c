@@ -191,6 +191,14 @@ bool vf_verify_decl(verifier_t *v, uint32_t di, int32_t *aliased_by) {
   uint32_t rank = 0;
   for (uint32_t i = 0; i < at->rank; i++) {
     int64_t b = d->block[i];
+    if (d->element[i] && (!d->has_block || b == TSR_SQUEEZED || d->pad_low[i] < 0 ||
+                          d->pad_high[i] < 0)) {
+      vf_kreport(v, d->loc,
+                 "%s %%%s: dim %u is an element dim, which needs a block entry of size >= 1 "
+                 "and paddings >= 0",
+                 role, name, i);
+      block_ok = false;
+    }
     if (b == TSR_SQUEEZED) continue;
     /* A block may be larger than its array (Pallas pads it like an edge
      * block: docs/semantics.md, "Ragged edges"). */

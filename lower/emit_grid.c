@@ -62,21 +62,51 @@ static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t 
   }
 }
 
+/* Where the window of block indices bi starts in the array along array dim
+ * i: block index x block dim, or for an element dim (pl.Element) its element
+ * offset less the low padding, clipped at 0. With `at`, where the array's
+ * part starts in the block (nonzero only for an element dim's low padding). */
+static ssa_t window_lo(emitter_t *em, const operand_state_t *os, const ssa_t *bi, uint32_t i,
+                       ssa_t *at) {
+  const tsr_decl_t *d = os->decl;
+  if (!d->element[i]) {
+    if (at) *at = em_cidx(em, 0);
+    return em_imulc(em, bi[i], os->block[i]);
+  }
+  ssa_t s = em_op2(em, "arith.subi", bi[i], em_cidx(em, d->pad_low[i]), "index");
+  ssa_t lo = em_op2(em, "arith.maxsi", s, em_cidx(em, 0), "index");
+  if (at) *at = em_op2(em, "arith.subi", lo, s, "index");
+  return lo;
+}
+
 /* Offset of the window of block indices bi in the array. */
 static ssa_t window_offset(emitter_t *em, const operand_state_t *os, const ssa_t *bi) {
   ssa_t off = em_root_base(em, os->root);
-  for (uint32_t i = 0; i < os->decl->array.rank; i++)
-    off = em_iadd(em, off, em_imulc(em, bi[i], os->block[i] * os->astrides[i]));
+  for (uint32_t i = 0; i < os->decl->array.rank; i++) {
+    if (os->decl->element[i])
+      off = em_iadd(em, off, em_imulc(em, window_lo(em, os, bi, i, NULL), os->astrides[i]));
+    else
+      off = em_iadd(em, off, em_imulc(em, bi[i], os->block[i] * os->astrides[i]));
+  }
   return off;
 }
 
-/* The valid extent of the window along each kept dim (min(block, dim - start)). */
+/* The valid extent of the window along each kept dim (min(block, dim -
+ * start); an element dim's may be 0, a window wholly in the padding). */
 static void window_extent(emitter_t *em, const operand_state_t *os, const ssa_t *bi,
                           dimv_t *ext) {
   uint32_t k = 0;
   const tsr_decl_t *d = os->decl;
   for (uint32_t i = 0; i < d->array.rank; i++) {
     if (d->block[i] == TSR_SQUEEZED) continue;
+    if (d->element[i]) {
+      ssa_t s = em_op2(em, "arith.subi", bi[i], em_cidx(em, d->pad_low[i]), "index");
+      ssa_t hi = em_op2(em, "arith.minsi", em_iaddc(em, s, os->block[i]),
+                        em_cidx(em, d->array.dims[i]), "index");
+      ssa_t n = em_op2(em, "arith.subi", hi, window_lo(em, os, bi, i, NULL), "index");
+      ext[k++] = em_dims(em_op2(em, "arith.maxsi", n, em_cidx(em, 0), "index"));
+      continue;
+    }
     if (d->array.dims[i] % os->block[i] == 0) {
       ext[k++] = em_dimc(os->block[i]);
       continue;
@@ -85,6 +115,27 @@ static void window_extent(emitter_t *em, const operand_state_t *os, const ssa_t 
     ssa_t left = em_op2(em, "arith.subi", em_cidx(em, d->array.dims[i]), start, "index");
     ext[k++] = em_dims(em_op2(em, "arith.minsi", left, em_cidx(em, os->block[i]), "index"));
   }
+}
+
+/* The block buffer from where the array's part of the window starts in it:
+ * itself but for an element dim's low padding. */
+static view_t buffer_window(emitter_t *em, const operand_state_t *os, const ssa_t *bi) {
+  const tsr_decl_t *d = os->decl;
+  bool shifted = false;
+  for (uint32_t i = 0; i < d->array.rank; i++) shifted |= d->element[i] && d->pad_low[i] > 0;
+  if (!shifted) return os->buf;
+  ssa_t off = os->buf.off;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < d->array.rank; i++) {
+    if (d->block[i] == TSR_SQUEEZED) continue;
+    if (d->element[i] && d->pad_low[i] > 0) {
+      ssa_t at;
+      window_lo(em, os, bi, i, &at);
+      off = em_iadd(em, off, em_imulc(em, at, os->buf.strides[k]));
+    }
+    k++;
+  }
+  return em_view_make(em, os->buf.root, off, os->buf.rank, os->buf.dims, os->buf.strides, NULL);
 }
 
 typedef struct copy_ctx {
@@ -169,11 +220,17 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
         pad = em_op2(em, "arith.ori", pad, lt, "i1");
       }
       em_open(em, "scf.if %s {", pad.s);
-      em_fill_view(em, &os->buf, (tsr_dtype_t)d->array.dtype);
+      bool element = false;
+      for (uint32_t i = 0; i < rank; i++) element |= d->element[i];
+      if (element)
+        em_fill_view_element_pad(em, &os->buf, (tsr_dtype_t)d->array.dtype);
+      else
+        em_fill_view(em, &os->buf, (tsr_dtype_t)d->array.dtype);
       em_close(em, "}");
     }
     view_t src = window_view(em, os, os->bi, NULL);
-    copy_views(em, &os->buf, &src, (tsr_dtype_t)d->array.dtype, ext);
+    view_t into = buffer_window(em, os, os->bi);
+    copy_views(em, &into, &src, (tsr_dtype_t)d->array.dtype, ext);
   }
   if (os->fill_out) em_fill_view(em, &vi->mem, (tsr_dtype_t)d->array.dtype);
   for (uint32_t i = 0; i < rank; i++)
@@ -239,7 +296,8 @@ static void step_end(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
   dimv_t ext[TSR_MAX_RANK];
   window_extent(em, os, os->bi, ext);
   view_t dst = window_view(em, os, os->bi, NULL);
-  copy_views(em, &dst, &os->buf, (tsr_dtype_t)d->array.dtype, ext);
+  view_t from = buffer_window(em, os, os->bi);
+  copy_views(em, &dst, &from, (tsr_dtype_t)d->array.dtype, ext);
   em_close(em, "}");
 }
 
@@ -349,6 +407,12 @@ void em_emit_grid(emitter_t *em, const uint32_t *roots) {
       os->block[a] = sq ? 1 : d->block[a];
       os->nblocks[a] = (d->array.dims[a] + os->block[a] - 1) / os->block[a];
       if (d->array.dims[a] % os->block[a] != 0) os->maybe_padded = true;
+      if (d->element[a]) {
+        /* an element offset into the padded array; its window may reach
+         * into the padding (or past the array's end) */
+        os->nblocks[a] = d->pad_low[a] + d->array.dims[a] + d->pad_high[a];
+        os->maybe_padded = true;
+      }
       if (sq) continue;
       os->ref_dims[os->ref_rank] = os->block[a];
       os->ref_strides[os->ref_rank] = os->astrides[a];

@@ -311,6 +311,8 @@ ssa_t em_cbool(emitter_t *em, uint32_t lanes, bool v);
 ssa_t em_literal(emitter_t *em, tsr_dtype_t dtype, tsr_literal_t lit, uint32_t lanes);
 /* The uninitialized value of `dtype` (NaN, integer max, true), compute-typed. */
 ssa_t em_uninit(emitter_t *em, tsr_dtype_t dtype, uint32_t lanes);
+/* What an element window's padding holds (pl.Element; docs/semantics.md). */
+ssa_t em_element_pad(emitter_t *em, tsr_dtype_t dtype, uint32_t lanes);
 
 /* Plain ops: "%r = NAME %a, %b : TYPE". */
 ssa_t em_op1(emitter_t *em, const char *name, ssa_t a, const char *type);
@@ -500,6 +502,7 @@ view_t em_result_dest_call(emitter_t *em, const tsr_op_t *op, const view_t *srcs
 bool em_first_touch_stores_all(const tsr_region_t *body, const tsr_value_t *ref);
 /* Fills v with the uninitialized value of dtype. */
 void em_fill_view(emitter_t *em, const view_t *v, tsr_dtype_t dtype);
+void em_fill_view_element_pad(emitter_t *em, const view_t *v, tsr_dtype_t dtype);
 
 /* ---- Regions -------------------------------------------------------------------------- */
 /* r's terminator (yield, condition), or NULL. */

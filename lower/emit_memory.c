@@ -363,3 +363,10 @@ void em_fill_view(emitter_t *em, const view_t *v, tsr_dtype_t dtype) {
   e->scalar = em_uninit(em, dtype, 0);
   ex_store(em, e, v, NULL);
 }
+
+void em_fill_view_element_pad(emitter_t *em, const view_t *v, tsr_dtype_t dtype) {
+  expr_t *e = ex_new(em, EX_SCALAR, dtype, v->rank, v->dims);
+  if (!e) return;
+  e->scalar = em_element_pad(em, dtype, 0);
+  ex_store(em, e, v, NULL);
+}

@@ -328,6 +328,26 @@ ssa_t em_uninit(emitter_t *em, tsr_dtype_t dtype, uint32_t lanes) {
   return prologue_def(em, t.s, key, "arith.select");
 }
 
+/* The padding of an element window (pl.Element): JAX pads an array for one
+ * with its own uninitialized value, which for integers is the minimum (0
+ * unsigned, false for i1) where tessera's --uninit nan value is the
+ * maximum; floats get the run's uninitialized value, as do all dtypes with
+ * --uninit zero. */
+ssa_t em_element_pad(emitter_t *em, tsr_dtype_t dtype, uint32_t lanes) {
+  tsr_dtype_class_t cl = tsr_dtype_class(dtype);
+  if (cl == TSR_CLASS_FLOAT) return em_uninit(em, dtype, lanes);
+  if (cl == TSR_CLASS_BOOL) return em_cbool(em, lanes, false);
+  ssa_t zero = em_cint(em, em_compute(dtype), lanes, 0);
+  if (cl == TSR_CLASS_UINT) return zero;
+  uint32_t bits = em_int_bits(dtype);
+  ssa_t low = em_cint(em, em_compute(dtype), lanes, -(int64_t)(1ull << (bits - 1)));
+  if (!em->uninit_zero.s[0]) return low;
+  tstr_t t = em_vtype(em_compute(dtype), lanes);
+  char key[160];
+  snprintf(key, sizeof key, "%s, %s, %s", em->uninit_zero.s, zero.s, low.s);
+  return prologue_def(em, t.s, key, "arith.select");
+}
+
 /* ---- Plain ops ---------------------------------------------------------------------- */
 
 ssa_t em_op1(emitter_t *em, const char *name, ssa_t a, const char *type) {

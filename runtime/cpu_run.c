@@ -130,6 +130,7 @@ static bool output_not_covered(const tsr_kernel_t *k, const tsr_decl_t *d) {
     steps = steps > UINT64_MAX / (uint64_t)k->grid[i] ? UINT64_MAX : steps * (uint64_t)k->grid[i];
   }
   for (uint32_t i = 0; i < d->array.rank; i++) {
+    if (d->element[i]) return true; /* element windows may leave gaps anywhere */
     int64_t b = d->block[i] == TSR_SQUEEZED ? 1 : d->block[i];
     if (b <= 0) return false;
     uint64_t n = (uint64_t)((d->array.dims[i] + b - 1) / b);

@@ -115,6 +115,20 @@ static void check_decl(tsr_diag_list_t *list, const tsr_kernel_t *k, const tsr_d
   }
   uint32_t rank = d->array.rank;
   if (rank == 0) return;
+  bool any_element = false, any_blocked = false;
+  for (uint32_t i = 0; i < rank; i++) {
+    any_element |= d->element[i];
+    any_blocked |= !d->element[i] && d->block[i] != TSR_SQUEEZED;
+  }
+  if (any_element && any_blocked)
+    /* Mosaic's window kinds are per operand: an element window offsets
+     * every dim by elements */
+    tsr_diag_add(list, d->loc,
+                 "%s '%%%s': element block dims mixed with blocked ones, which Mosaic cannot "
+                 "window (Pallas: \"All block dimensions must be Elements or none of them can "
+                 "be Elements.\"): make every dim an element dim (pl.Element(n) for a whole "
+                 "one, its index map giving element offsets) or squeezed",
+                 what, name);
   int64_t bs[TSR_MAX_RANK];
   for (uint32_t i = 0; i < rank; i++) bs[i] = d->block[i] == TSR_SQUEEZED ? 1 : d->block[i];
   const int64_t *as = d->array.dims;

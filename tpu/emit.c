@@ -231,7 +231,21 @@ static void emit_module(tpu_emitter_t *em) {
                           transform_prefix(k), w);
         for (uint32_t j = 0; j < d->array.rank; j++)
           tsr_strbuf_printf(&attrs, "%s %lld", j ? "," : ":", (long long)wb[j]);
-        tsr_strbuf_puts(&attrs, ">}");
+        tsr_strbuf_puts(&attrs, ">");
+        bool element = false;
+        for (uint32_t j = 0; j < d->array.rank; j++) element |= d->element[j];
+        if (element) {
+          /* pl.Element: the transform yields element offsets into the
+           * array padded as the window kind says (squeezed dims: 0, 0) */
+          for (int side = 0; side < 2; side++) {
+            tsr_strbuf_puts(&attrs, side ? "], [" : ", window_kind = #tpu.element_window<[");
+            for (uint32_t j = 0; j < d->array.rank; j++)
+              tsr_strbuf_printf(&attrs, "%s%lld", j ? ", " : "",
+                                (long long)(side ? d->pad_high[j] : d->pad_low[j]));
+          }
+          tsr_strbuf_puts(&attrs, "]>");
+        }
+        tsr_strbuf_puts(&attrs, "}");
       }
       w++;
     }

@@ -228,6 +228,15 @@ typedef struct tsr_ir_operand_params {
   int32_t alias; /* outputs: operand index of the aliased input, or -1 */
 } tsr_ir_operand_params_t;
 
+/* Makes dim `dim` of the block of operand number `operand` (an in or out
+ * with a block, added before this call) an element dim (Pallas
+ * pl.Element(size, (pad_low, pad_high))): its index map result is the
+ * element offset of the block in the array padded by pad_low elements
+ * before and pad_high after it (docs/ir.md, "Kernels"). */
+TSR_API tsr_status_t tsr_ir_kernel_set_element_dim(tsr_ir_kernel_t *kernel, uint32_t operand,
+                                                   uint32_t dim, int64_t pad_low,
+                                                   int64_t pad_high) TSR_MUST_USE;
+
 /* Adds the operand (operands must come in the order prefetch, in, out,
  * scratch). With a block, out_index_map receives the index-map region: its
  * arguments are the grid indices (i32); build ops in it ending with `yield`

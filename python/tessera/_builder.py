@@ -97,6 +97,8 @@ def _h() -> _Functions:
         "tsr_ir_kernel_set_grid": (vp, [vp, ctypes.c_uint32, ctypes.POINTER(ctypes.c_int64),
                                         ctypes.POINTER(ctypes.c_int)]),
         "tsr_ir_kernel_set_grid_bound": (vp, [vp, ctypes.c_uint32, ctypes.c_uint32]),
+        "tsr_ir_kernel_set_element_dim": (vp, [vp, ctypes.c_uint32, ctypes.c_uint32,
+                                               ctypes.c_int64, ctypes.c_int64]),
         "tsr_ir_dim_semantics_order": (None, [ctypes.c_uint32, ctypes.POINTER(ctypes.c_int)]),
         "tsr_ir_kernel_add_operand": (vp, [vp, ctypes.POINTER(_COperandParams),
                                            ctypes.POINTER(vp), ctypes.POINTER(vp)]),
@@ -294,6 +296,7 @@ class KernelBuilder:
         self.module = module
         self.ptr = ptr
         self._keep: list = []  # ctypes buffers alive for the build
+        self._num_operands = 0
 
     @property
     def body(self) -> Region:
@@ -324,10 +327,14 @@ class KernelBuilder:
 
     def add_operand(self, role: int, name: str, array: Type, space: str = "vmem",
                     block: Sequence[int] | None = None,
-                    alias: int = -1) -> tuple[Value, Region | None]:
+                    alias: int = -1,
+                    elements: dict[int, tuple[int, int]] | None = None
+                    ) -> tuple[Value, Region | None]:
         """Adds a kernel operand (prefetch/in/out with `array` the whole array
         as a value type; scratch with `array` a ref or sem type). Returns the
-        ref the body sees and the index-map region (None without a block)."""
+        ref the body sees and the index-map region (None without a block).
+        `elements`: block dim -> (pad_low, pad_high) of its element dims
+        (pl.Element: the index map gives element offsets there)."""
         p = _COperandParams()
         p.role = role
         p.name = name.encode()
@@ -340,6 +347,10 @@ class KernelBuilder:
         ref, imap = ctypes.c_void_p(), ctypes.c_void_p()
         _lib.check(_h().tsr_ir_kernel_add_operand(self.ptr, ctypes.byref(p), ctypes.byref(ref),
                                                   ctypes.byref(imap)))
+        index = self._num_operands
+        self._num_operands += 1
+        for dim, (lo, hi) in sorted((elements or {}).items()):
+            _lib.check(_h().tsr_ir_kernel_set_element_dim(self.ptr, index, dim, lo, hi))
         if role == ROLE_SCRATCH:
             ref_type = array
         else:

@@ -228,6 +228,40 @@ def gen_kernel(rng, name, tpu_tiles=False):
         lines.append("  }")
         return "\n".join(lines)
 
+    # an input's first walked dim is now and then an element dim (pl.Element:
+    # the map gives element offsets into the array padded low and high, the
+    # window starting up to `low` elements early), drawn from a generator
+    # of its own so that every other draw of the kernel stays as it was
+    er = random.Random("element:" + name)
+
+    def in_spec():
+        if tpu_tiles or reverse or not axes or squeezed[axes[0]] or er.random() >= 0.25:
+            return spec()
+        n_specs[0] += 1
+        k = n_specs[0]
+        d0 = axes[0]
+        lo, hi = er.randint(0, 3), er.randint(0, 3)
+        early = er.randint(0, lo)
+        ents = ["squeezed" if squeezed[d] else str(block[d]) for d in range(rank)]
+        ents[d0] = "element(%d, %d, %d)" % (block[d0], lo, hi)
+        lines = ["block[%s] map(%s) {" % (", ".join(ents), ", ".join(gnames)),
+                 "    %%eb%d = const %d : i32" % (k, block[d0]),
+                 "    %%em%d = mul %s, %%eb%d : i32" % (k, gnames[0], k),
+                 "    %%es%d = const %d : i32" % (k, lo - early),
+                 "    %%eo%d = add %%em%d, %%es%d : i32" % (k, k, k),
+                 "    %%ez%d = const 0 : i32" % k]
+        ys = []
+        for d in range(rank):
+            if d == d0:
+                ys.append("%%eo%d" % k)
+            elif d in axes:
+                ys.append(gnames[axes.index(d)])
+            else:
+                ys.append("%%ez%d" % k)
+        lines.append("    yield %s" % ", ".join(ys))
+        lines.append("  }")
+        return "\n".join(lines)
+
     n_in = r.randint(1, 3)
     in_dtypes = [r.choice(DTYPES) for _ in range(n_in)]
     header = ["kernel @%s" % name]
@@ -243,7 +277,7 @@ def gen_kernel(rng, name, tpu_tiles=False):
                 parts[i] = "arbitrary"
         header.append("  grid(%s) semantics(%s)" % (", ".join(map(str, grid)), ", ".join(parts)))
     for i, dt in enumerate(in_dtypes):
-        header.append("  in %%x%d: %s vmem %s" % (i, ty(dt, array), spec()))
+        header.append("  in %%x%d: %s vmem %s" % (i, ty(dt, array), in_spec()))
 
     full = [":"] * len(shape)
     idx = "[%s]" % ", ".join(full) if shape else "[]"

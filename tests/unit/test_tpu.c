@@ -834,6 +834,37 @@ TSR_TEST(layout_rules) {
   layout_case("in %x: i32[3, 5] smem", NULL, 0, NULL); /* SMEM, trivial window */
 }
 
+/* pl.Element: every dim an element (or squeezed) dim is Mosaic's element
+ * window, its paddings in window_kind; mixed with blocked dims, a located
+ * refusal (Pallas's own rule). */
+TSR_TEST(element_windows) {
+  tsr_ir_module_t *m = parse_text("element.tsr",
+                                  "kernel @k\n"
+                                  "  grid(4)\n"
+                                  "  in %x: f32[4, 64, 128] vmem block[squeezed, element(16, 2, 6), "
+                                  "element(128)] map(%i) -> (%i, %i, 0)\n"
+                                  "  out %y: f32[64, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+                                  "{\n"
+                                  "  %v = load %x[0:8, :] : f32[8, 128]\n"
+                                  "  store %y[:, :], %v\n"
+                                  "}\n");
+  if (m) {
+    char *t = NULL;
+    TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+    CHECK_HAS(t, "window_bounds = array<i64: 1, 16, 128>, window_kind = "
+                 "#tpu.element_window<[0, 2, 0], [0, 6, 0]>}");
+    /* the blocked output keeps its plain window */
+    CHECK_HAS(t, "window_bounds = array<i64: 8, 128>}");
+    TSR_CHECK(count(t ? t : "", "element_window") == 1);
+    free(t);
+    tsr_ir_module_destroy(m);
+  }
+  layout_case("in %x: f32[64, 128] vmem block[element(16), 128] map(%i) -> (%i, 0)", NULL, 1,
+              "element block dims mixed with blocked ones");
+  layout_case("in %x: f32[64, 128] vmem block[element(16, 0, 8), element(128)] map(%i) -> (%i, 0)",
+              NULL, 0, NULL);
+}
+
 /* A kernel named like a transform function keeps the module's symbols
  * unique. */
 TSR_TEST(kernel_named_transform) {
@@ -1077,6 +1108,7 @@ int main(void) {
   TSR_RUN(if_blocks_go_through_vmem);
   TSR_RUN(long_1d_blocks);
   TSR_RUN(layout_rules);
+  TSR_RUN(element_windows);
   TSR_RUN(kernel_named_transform);
   TSR_RUN(chips);
   TSR_RUN(vmem_need_and_capacity);

@@ -297,6 +297,7 @@ def _issub(dtype, cls) -> bool:
 class BlockDim:
     kind: str   # "blocked", "squeezed", "element", "bounded"
     size: int
+    padding: tuple[int, int] = (0, 0)  # an element dim's (low, high)
 
 
 def block_dims(block_mapping) -> list[BlockDim]:
@@ -307,7 +308,8 @@ def block_dims(block_mapping) -> list[BlockDim]:
         elif isinstance(bd, pallas_core.Blocked):
             out.append(BlockDim("blocked", int(bd.block_size)))
         elif isinstance(bd, pallas_core.Element):
-            out.append(BlockDim("element", int(bd.block_size)))
+            lo, hi = bd.padding
+            out.append(BlockDim("element", int(bd.block_size), (int(lo), int(hi))))
         elif isinstance(bd, pallas_core.BoundedSlice):
             out.append(BlockDim("bounded", int(bd.block_size)))
         elif isinstance(bd, int):

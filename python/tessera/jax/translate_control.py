@@ -263,13 +263,24 @@ def _run_scoped(t, env, region, eqn, used):
     return res
 
 
-@register("debug_print", emits=("print",))
+def _print_operand(t, env, region, atom):
+    """A value to print: `jax.debug.print("{}", x_ref)` prints the ref's
+    contents (JAX reads a ref argument of debug_print as its value), so a
+    ref (or a view of one) is loaded whole where it is printed."""
+    v = env.get(atom) if isinstance(atom, ji.Var) else None
+    if not isinstance(v, RefView):
+        return t.read(env, region, atom)
+    rt = B.Type.value(v.base.type.dtype, v.shape)
+    return t.emit(region, "load", [v.base], rt, indices=t.indices(v))
+
+
+@register("debug_print", emits=("print", "load"))
 def _debug_print(t, env, region, eqn, used):
     p = eqn.params
     if p.get("static_args"):
         raise t.fail("debug_print with static (non-array) arguments")
     fmt = re.sub(r"\{[^{}]*\}", "{}", p["fmt"])
-    vals = [t.read(env, region, v) for v in eqn.invars]
+    vals = [_print_operand(t, env, region, v) for v in eqn.invars]
     t.op(region, "print", vals, [], text=fmt)
     return []
 

@@ -369,6 +369,11 @@ class Translator:
                 start = self.static_int(env, d.start)
                 if isinstance(start, B.Value):
                     start = self.i32(region, start)
+                elif d.kind == "point" and start < 0:
+                    # `x_ref[:, -1]`: a literal negative integer counts from
+                    # the end of the view's dimension, as in numpy and in
+                    # JAX's discharge of ref indexing
+                    start += n
                 off = self.iarith(region, "add", s, self.iarith(region, "mul", start, st))
                 if (self.bounds_at_run and view.reshaped is None
                         and not isinstance(off, B.Value)
@@ -536,23 +541,26 @@ class Translator:
                 space = "vmem"
             elif space not in ("any", "hbm", "smem"):
                 raise self.fail(f"{bm.origin}: memory space {space} for a block")
-            block = None
+            block, elements = None, {}
             # A rank-0 array is its own (only) block at every grid step: no
             # block line, no index map.
             if space in ("vmem", "smem") and at.kind != "scalar":
                 dims = ji.block_dims(bm)
                 for d in dims:
-                    if d.kind in ("element", "bounded"):
-                        raise self.fail(f"{bm.origin}: pl.{d.kind.title()} block dimensions "
+                    if d.kind == "bounded":
+                        raise self.fail(f"{bm.origin}: pl.BoundedSlice block dimensions "
                                         "are not supported")
                 block = [B.SQUEEZED if d.kind == "squeezed" else d.size for d in dims]
+                # pl.Element: the index map gives element offsets (into the
+                # array padded as it says), the IR's element dims
+                elements = {n: d.padding for n, d in enumerate(dims) if d.kind == "element"}
             alias = -1
             if is_out and (k - nin) in out_alias:
                 alias = out_alias[k - nin]
             name = f"out{k - nin}" if is_out else f"in{k}"
             loc = ji.index_map_location(bm) if block is not None else None
             self.operand_locs[name] = loc or ji.call_location(call)
-            ref, imap = self.kb.add_operand(role, name, at, space, block, alias)
+            ref, imap = self.kb.add_operand(role, name, at, space, block, alias, elements)
             refs.append(RefView.whole(ref))
             if imap is not None:
                 maps.append((bm, imap))

@@ -220,6 +220,8 @@ def _cumulative_rule(mnemonic: str):
             return [x]
         axis, reverse = eqn.params["axis"], eqn.params.get("reverse", False)
         n = x.type.shape[axis]
+        if mnemonic in ("add", "mul") and x.type.dtype in ("f16", "bf16"):
+            return [_sequential_scan(t, region, x, mnemonic, axis, reverse)]
         it = B.Type.value("i32", x.type.shape)
         bt = B.Type.value("i1", x.type.shape)
         pos = t.emit(region, "iota", [], it, ints=[axis])
@@ -238,8 +240,90 @@ def _cumulative_rule(mnemonic: str):
     return cumulative
 
 
+#: XLA:CPU's cumulative reduce_window over a long axis: chunks of this many
+#: elements, each scanned one element after the other, the chunks' totals
+#: scanned the same way (recursively) and added to the next chunk's rows
+_XLA_SCAN_CHUNK = 16
+
+
+def _sequential_scan(t, region, x, mnemonic: str, axis: int, reverse: bool):
+    """A cumulative sum or product of 16-bit floats in the order and with
+    the roundings of XLA:CPU's reduce_window (what jax.lax.cumsum computes
+    outside a kernel): one element after the other within chunks of 16, the
+    chunks' totals scanned alike and combined with each row once. A
+    log-step scan rounds other partial results and drifts from JAX's by
+    more than the few ulps a test allows over a long axis. Its ops are the
+    work of the sequential scan, one row at a time. `reverse` scans the
+    mirrored order (XLA sums each reversed window on its own: close, not
+    always the same bits)."""
+    shape = tuple(x.type.shape)
+    dt = x.type.dtype
+    n = shape[axis]
+    if n == 1:
+        return x
+
+    def with_dim(d, k):
+        return shape_of(d)[:axis] + (k,) + shape_of(d)[axis + 1:]
+
+    def shape_of(v):
+        return tuple(v.type.shape)
+
+    def take(v, ax, start, size):
+        sh = tuple(v.type.shape)
+        idx = [B.Index("full", 0, d, 1) for d in sh]
+        idx[ax] = B.Index("slice", start, size, 1)
+        return t.emit(region, "slice", [v], B.Type.value(dt, sh[:ax] + (size,) + sh[ax + 1:]),
+                      indices=idx)
+
+    def rows_of(v, ax):
+        """The running results along `ax`, one slice of size 1 each."""
+        m = v.type.shape[ax]
+        order = range(m - 1, -1, -1) if reverse else range(m)
+        rows, acc = [None] * m, None
+        for i in order:
+            r = take(v, ax, i, 1)
+            acc = r if acc is None else t.emit(region, mnemonic, [acc, r], r.type)
+            rows[i] = acc
+        return rows
+
+    def scan(v):
+        sh = tuple(v.type.shape)
+        m = sh[axis]
+        if m <= _XLA_SCAN_CHUNK:
+            rows = rows_of(v, axis)
+            return rows[0] if m == 1 else t.emit(region, "concatenate", rows, v.type,
+                                                 ints=[axis])
+        c = _XLA_SCAN_CHUNK
+        k = -(-m // c)
+        pad = k * c - m
+        unit = 0 if mnemonic == "add" else 1
+        if pad:
+            fill = t.const(region, unit, B.Type.value(dt, sh[:axis] + (pad,) + sh[axis + 1:]))
+            parts = [fill, v] if reverse else [v, fill]
+            v = t.emit(region, "concatenate", parts,
+                       B.Type.value(dt, sh[:axis] + (k * c,) + sh[axis + 1:]), ints=[axis])
+        split = B.Type.value(dt, sh[:axis] + (k, c) + sh[axis + 1:])
+        rows = rows_of(t.emit(region, "reshape", [v], split), axis + 1)
+        one = sh[:axis] + (k,) + sh[axis + 1:]
+        tot = t.emit(region, "reshape", [rows[0] if reverse else rows[-1]], B.Type.value(dt, one))
+        pre = scan(tot)
+        # each chunk's rows combined with the result of the chunks before it
+        unit1 = t.const(region, unit, B.Type.value(dt, sh[:axis] + (1,) + sh[axis + 1:]))
+        parts = [take(pre, axis, 1, k - 1), unit1] if reverse else [unit1, take(pre, axis, 0, k - 1)]
+        excl = t.emit(region, "concatenate", parts, B.Type.value(dt, one), ints=[axis])
+        excl = t.emit(region, "reshape", [excl], rows[0].type)
+        rows = [t.emit(region, mnemonic, [r, excl], r.type) for r in rows]
+        y = t.emit(region, "concatenate", rows, split, ints=[axis + 1])
+        y = t.emit(region, "reshape", [y], B.Type.value(dt, sh[:axis] + (k * c,) + sh[axis + 1:]))
+        return take(y, axis, pad if reverse else 0, m) if pad else y
+
+    del with_dim
+    return scan(x)
+
+
 for _name, _mnemonic in _CUMULATIVE.items():
-    register(_name, emits=(_mnemonic, "iota", "sub", "roll", "ge", "select"))(
+    _scan16 = ("slice", "concatenate", "reshape") if _mnemonic in ("add", "mul") else ()
+    register(_name, emits=(_mnemonic, "iota", "sub", "roll", "ge", "select", *_scan16))(
         _cumulative_rule(_mnemonic))
 
 

@@ -241,10 +241,76 @@ def _pad(t, env, region, eqn, used):
     return [x]
 
 
-@register("gather", emits=("gather", "reshape", "convert", "max", "min"))
+def _point_gather(t, region, eqn, x, idx):
+    """lax.gather of single elements (every slice size 1, no offset dims:
+    jnp.diagonal, x[i_arr, j_arr]...): the IR's gather of the flattened
+    block at flat positions, sum over dims of coordinate x stride (a
+    coordinate from the indices, a batching dim's from an iota of the
+    result, 0 for another collapsed dim). The IR's gather takes one axis; a
+    flat position folds the others in, one gather whatever the rank. A
+    coordinate out of its dim makes the position -1, so the IR's gather
+    reports it (CLIP clamps each coordinate first), never reads a
+    neighbouring row."""
+    dn = eqn.params["dimension_numbers"]
+    r = x.type.rank
+    rt = out_type(eqn)
+    starts = tuple(dn.start_index_map)
+    obatch = tuple(getattr(dn, "operand_batching_dims", ()))
+    ibatch = tuple(getattr(dn, "start_indices_batching_dims", ()))
+    mode = str(eqn.params.get("mode"))
+    if (tuple(dn.offset_dims) != () or tuple(eqn.params["slice_sizes"]) != (1,) * r
+            or rt.kind == "scalar" or idx.type.rank != rt.rank + 1
+            or idx.type.shape[-1] != len(starts) or "FILL" in mode):
+        raise t.fail("`gather` other than of single elements (slice sizes 1) within a block")
+    it = B.Type.value("i32", rt.shape)
+    bt = B.Type.value("i1", rt.shape)
+    i32 = B.Type.value("i32", ())
+    strides = [int(np.prod(x.type.shape[d + 1:])) for d in range(r)]
+    flat = ok = None
+    for d in range(r):
+        if d in starts:
+            k = starts.index(d)
+            sl = [B.Index("full", 0, n, 1) for n in idx.type.shape]
+            sl[-1] = B.Index("slice", k, 1, 1)
+            c = t.emit(region, "slice", [idx],
+                       B.Type.value(idx.type.dtype, tuple(rt.shape) + (1,)), indices=sl)
+            c = t.emit(region, "reshape", [c], B.Type.value(idx.type.dtype, rt.shape))
+            if c.type.dtype != "i32":
+                c = t.emit(region, "convert", [c], it)
+            hi = t.const(region, x.type.shape[d] - 1, i32)
+            if "CLIP" in mode:
+                c = t.emit(region, "max", [c, t.const(region, 0, i32)], it)
+                c = t.emit(region, "min", [c, hi], it)
+            else:
+                inside = t.emit(region, "and", [
+                    t.emit(region, "ge", [c, t.const(region, 0, i32)], bt),
+                    t.emit(region, "le", [c, hi], bt)], bt)
+                ok = inside if ok is None else t.emit(region, "and", [ok, inside], bt)
+        elif d in obatch:
+            c = t.emit(region, "iota", [], it, ints=[ibatch[obatch.index(d)]])
+        else:
+            continue  # coordinate 0
+        if strides[d] != 1:
+            c = t.emit(region, "mul", [c, t.const(region, strides[d], i32)], it)
+        flat = c if flat is None else t.emit(region, "add", [flat, c], it)
+    if flat is None:
+        flat = t.const(region, 0, it)
+    if ok is not None:
+        flat = t.emit(region, "select", [ok, flat, t.const(region, -1, it)], it)
+    n = int(np.prod(x.type.shape))
+    xf = reshape_to(t, region, x, B.Type.value(x.type.dtype, (n,)))
+    m = int(np.prod(rt.shape))
+    ff = reshape_to(t, region, flat, B.Type.value("i32", (m,)))
+    g = t.emit(region, "gather", [xf, ff], B.Type.value(rt.dtype, (m,)), ints=[0])
+    return reshape_to(t, region, g, rt)
+
+
+@register("gather", emits=("gather", "reshape", "convert", "max", "min", "slice", "iota",
+                            "mul", "add", "ge", "le", "and", "select"))
 def _gather(t, env, region, eqn, used):
     """lax.gather in the form jnp.take_along_axis gives (one collapsed axis,
-    every other dimension batched, slices of size 1) -> tessera `gather`."""
+    every other dimension batched, slices of size 1) -> tessera `gather`;
+    other gathers of single elements: _point_gather."""
     x = t.read(env, region, eqn.invars[0])
     idx = t.read(env, region, eqn.invars[1])
     dn = eqn.params["dimension_numbers"]
@@ -256,7 +322,7 @@ def _gather(t, env, region, eqn, used):
             or tuple(getattr(dn, "start_indices_batching_dims", ())) != others
             or tuple(eqn.params["slice_sizes"]) != (1,) * r
             or idx.type.rank != r + 1 or idx.type.shape[-1] != 1):
-        raise t.fail("`gather` other than jnp.take_along_axis within a block")
+        return [_point_gather(t, region, eqn, x, idx)]
     rt = out_type(eqn)
     it = B.Type.value("i32", rt.shape)
     idx = t.emit(region, "reshape", [idx], B.Type.value(idx.type.dtype, rt.shape))

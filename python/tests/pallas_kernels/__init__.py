@@ -56,6 +56,7 @@ PRIMITIVES: dict[str, tuple[str, dict]] = {
     "prim_dynamic_grid": ("prim_dynamic_grid", {}),
     "prim_debug": ("prim_debug", {}),
     "prim_extra": ("prim_extra", {}),
+    "prim_element": ("prim_element", {}),
 }
 
 #: kernels that are wrong on a TPU.
