@@ -54,9 +54,9 @@ struct tpu_emitter {
 static inline bool is_float(tsr_dtype_t d) { return tsr_dtype_class(d) == TSR_CLASS_FLOAT; }
 static inline bool is_uint(tsr_dtype_t d) { return tsr_dtype_class(d) == TSR_CLASS_UINT; }
 static inline bool is_bool(tsr_dtype_t d) { return d == TSR_DTYPE_I1; }
-static inline uint32_t bits_of(tsr_dtype_t d) {
-  return d == TSR_DTYPE_I1 ? 1 : (uint32_t)tsr_dtype_size(d) * 8;
-}
+/* The width of a value (i4 is 4 bits, although tessera's host arrays hold
+ * one per byte): Mosaic's vectors and memrefs are packed. */
+static inline uint32_t bits_of(tsr_dtype_t d) { return tsr_dtype_bits(d); }
 
 /* `shape` with another dtype. */
 static inline tsr_type_t with_dtype(const tsr_type_t *shape, tsr_dtype_t dtype) {

@@ -25,6 +25,10 @@ void tpu_literal(char *buf, size_t n, tsr_dtype_t dtype, double fvalue, int64_t 
       snprintf(buf, n, "0x%08" PRIX32, tsr_f32_bits(f));
     else if (dtype == TSR_DTYPE_BF16)
       snprintf(buf, n, "0x%04X", (unsigned)tsr_f32_to_bf16(f));
+    else if (dtype == TSR_DTYPE_F8E4M3FN)
+      snprintf(buf, n, "0x%02X", (unsigned)tsr_f32_to_f8e4m3fn(f));
+    else if (dtype == TSR_DTYPE_F8E5M2)
+      snprintf(buf, n, "0x%02X", (unsigned)tsr_f32_to_f8e5m2(f));
     else
       snprintf(buf, n, "0x%04X", (unsigned)tsr_f32_to_f16(f));
   } else if (is_bool(dtype)) {
