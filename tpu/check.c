@@ -202,7 +202,16 @@ tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip
   /* The one chip-dependent rule, libtpu's: a core_parallel dimension runs
    * one index per TensorCore. */
   for (uint32_t g = 0; g < kernel->grid_rank; g++)
-    if (kernel->semantics[g] == TSR_DIM_CORE_PARALLEL && kernel->grid[g] > (int64_t)chip->cores)
+    if (kernel->semantics[g] == TSR_DIM_CORE_PARALLEL && kernel->grid_bound[g])
+      /* JAX's tpu_custom_call refuses Pallas's module the same way. */
+      tsr_diag_add(&list, kernel->loc,
+                   "kernel '@%s': grid dimension %u is core_parallel with a dynamic extent; "
+                   "Mosaic shards a core_parallel dimension over the cores when it compiles "
+                   "the kernel, so its extent must be static (JAX: \"The iteration bound "
+                   "corresponding to the core-parallel dimension must be statically known\")",
+                   kernel->name, g);
+    else if (kernel->semantics[g] == TSR_DIM_CORE_PARALLEL &&
+             kernel->grid[g] > (int64_t)chip->cores)
       tsr_diag_add(&list, kernel->loc,
                    "kernel '@%s': grid dimension %u is core_parallel with %lld indices, but %s "
                    "has %u TensorCore%s per device to run them on (libtpu: \"Core-parallel "

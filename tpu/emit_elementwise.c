@@ -30,9 +30,14 @@ void tpu_op_program_id(tpu_emitter_t *em, const tsr_op_t *op) {
 }
 
 void tpu_op_num_programs(tpu_emitter_t *em, const tsr_op_t *op) {
-  /* Pallas folds num_programs of a static grid to a constant. */
-  tpu_line(em, "%s = arith.constant %lld : i32", tpu_result_name(em, op, 0),
-           (long long)em->kernel->grid[op->ints[0]]);
+  /* Pallas folds num_programs of a static grid to a constant; a dynamic
+   * extent is Mosaic's tpu.iteration_bound, as Pallas lowers it. */
+  uint32_t g = (uint32_t)op->ints[0];
+  if (em->kernel->grid_bound[g])
+    tpu_line(em, "%s = tpu.iteration_bound %u : i32", tpu_result_name(em, op, 0), g);
+  else
+    tpu_line(em, "%s = arith.constant %lld : i32", tpu_result_name(em, op, 0),
+             (long long)em->kernel->grid[g]);
 }
 
 void tpu_op_device_id(tpu_emitter_t *em, const tsr_op_t *op) {

@@ -121,6 +121,9 @@ void tpu_bits_i1(tpu_emitter_t *em, const char *r, const char *v, const tsr_type
 /* A constant `index` or `i32`. */
 const char *tpu_index_const(tpu_emitter_t *em, int64_t v);
 const char *tpu_i32_const(tpu_emitter_t *em, int64_t v);
+/* Grid dim g's extent as an i32: a constant, or Mosaic's
+ * tpu.iteration_bound for a dynamic extent. */
+const char *tpu_grid_extent(tpu_emitter_t *em, uint32_t g);
 /* r = c ? a : b, of type t; c an i1 scalar, or of t's shape (vector_cond). */
 void tpu_select(tpu_emitter_t *em, const char *r, const char *c, bool vector_cond,
                 const char *a, const char *b, const tsr_type_t *t);

@@ -14,7 +14,7 @@
 
 /* Bumped whenever the emitted text changes for the same kernel: part of
  * the cache key (tpu/api.c). */
-#define TSR_TPU_EMITTER_VERSION 5
+#define TSR_TPU_EMITTER_VERSION 6
 
 /* ---- Chips ---- */
 

@@ -291,21 +291,49 @@ TSR_TEST(dma_with_regular_semaphore_not_on_v5e) {
   tsr_ir_module_destroy(m);
 }
 
-/* A dynamic grid extent is not emitted for Mosaic yet: refused at the
- * kernel, not emitted wrong. */
-TSR_TEST(dynamic_grid_extent_is_refused_at_the_kernel) {
+/* A dynamic grid extent, as Pallas writes it for Mosaic: MLIR's dynamic
+ * size in iteration_bounds (the call passes the extent as a leading
+ * operand), num_programs of it tpu.iteration_bound, the prefetch operand
+ * still the kernel's; on two cores, core_id from the extents; a dynamic
+ * core_parallel dim is a located error (Mosaic shards it when compiling). */
+TSR_TEST(dynamic_grid_extent_is_emitted) {
   tsr_ir_module_t *m = parse_text("dyn.tsr", "\n"
                                              "kernel @k\n"
-                                             "  grid(%n) semantics(arbitrary)\n"
+                                             "  grid(%m, %n) semantics(parallel, arbitrary)\n"
+                                             "  prefetch %m: i32\n"
+                                             "  prefetch %n: i32\n"
+                                             "  out %y: f32[64, 128] vmem block[8, 128] "
+                                             "map(%i, %j) -> (%i, 0)\n"
+                                             "{\n"
+                                             "  %c = core_id : i32\n"
+                                             "  %q = num_programs 1 : i32\n"
+                                             "  %s = add %c, %q : i32\n"
+                                             "  %f = convert %s : f32\n"
+                                             "  %b = broadcast %f : f32[8, 128]\n"
+                                             "  store %y[:, :], %b\n"
+                                             "}\n"
+                                             "kernel @cp\n"
+                                             "  grid(%n) semantics(core_parallel)\n"
                                              "  prefetch %n: i32\n"
                                              "  out %y: f32[8, 128] vmem\n"
                                              "{\n"
                                              "}\n");
   if (!m) return;
   char *t = NULL;
-  tsr_status_t s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), "v5p", &t));
+  if (t) {
+    CHECK_HAS(t, "iteration_bounds = array<i64: -9223372036854775808, -9223372036854775808>");
+    CHECK_HAS(t, "%m: memref<i32, #tpu.memory_space<smem>>, %n: memref<i32, "
+                 "#tpu.memory_space<smem>>");
+    CHECK_HAS(t, "scalar_prefetch = 2 : i64");
+    CHECK_HAS(t, "tpu.iteration_bound 1 : i32");
+    CHECK_HAS(t, "tpu.iteration_bound 0 : i32"); /* v5p: core_id splits dim 0 */
+  }
+  tsr_ir_string_free(t);
+  t = NULL;
+  tsr_status_t s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 1), "v5p", &t);
   TSR_CHECK(t == NULL);
-  check_record(s, TSR_UNIMPLEMENTED, 2, NULL, "dynamic grid extent");
+  check_record(s, TSR_VERIFY_ERROR, 15, NULL, "core_parallel with a dynamic extent");
   tsr_ir_module_destroy(m);
 }
 
@@ -1228,7 +1256,7 @@ int main(void) {
   TSR_RUN(rank0_operands);
   TSR_RUN(every_example_emits);
   TSR_RUN(dma_and_semaphores);
-  TSR_RUN(dynamic_grid_extent_is_refused_at_the_kernel);
+  TSR_RUN(dynamic_grid_extent_is_emitted);
   TSR_RUN(unsupported_op_is_located);
   TSR_RUN(dma_with_regular_semaphore_not_on_v5e);
   TSR_RUN(more_ops);
