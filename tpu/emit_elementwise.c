@@ -274,6 +274,22 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       tpu_bits_i1(em, tpu_result_name(em, op, 0), w, rt);
       return;
     }
+    if (rt->kind == TSR_TYPE_SCALAR && is_f8(rt->dtype)) {
+      /* libtpu: "failed to legalize operation 'arith.select'" of f8
+       * scalars: selected in f32 (exact both ways) */
+      tsr_type_t wt = with_dtype(rt, TSR_DTYPE_F32);
+      char wa[32], wb[32], w[32], nt[TPU_TYPE_MAX], wty[TPU_TYPE_MAX];
+      tpu_type(nt, rt);
+      tpu_type(wty, &wt);
+      snprintf(wa, sizeof wa, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.extf %s : %s to %s", wa, a, nt, wty);
+      snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.extf %s : %s to %s", wb, b, nt, wty);
+      snprintf(w, sizeof w, "%s", tpu_tmp(em));
+      tpu_select(em, w, cn, false, wa, wb, &wt);
+      tpu_line(em, "%s = arith.truncf %s : %s to %s", tpu_result_name(em, op, 0), w, wty, nt);
+      return;
+    }
     tpu_select(em, tpu_result_name(em, op, 0), cn, c->type.kind == TSR_TYPE_VECTOR, a, b, rt);
     return;
   }
@@ -295,8 +311,8 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       if (!tpu_compare(em, tpu_result_name(em, op, 0), op->opcode, wa, wb, &wt)) break;
       return;
     }
-    if (ot.kind == TSR_TYPE_VECTOR && (is_f8(ot.dtype) || (!is_float(ot.dtype) &&
-                                                           bits_of(ot.dtype) < 8))) {
+    if (is_f8(ot.dtype) ||
+        (ot.kind == TSR_TYPE_VECTOR && !is_float(ot.dtype) && bits_of(ot.dtype) < 8)) {
       /* libtpu compares no f8 vectors ("Target does not support this
        * comparison") and no sub-byte ones but for equality (MLIR turns
        * `sgt` into an arith.maxsi of i4 that it cannot legalize): compare
@@ -353,7 +369,7 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
     const char *b = op->num_operands > 1 ? operand_as(em, op->operands[1], rt) : NULL;
     const char *name = tpu_spelling(op->opcode, d);
     bool f = is_float(d);
-    if (rt->kind == TSR_TYPE_VECTOR && is_f8(d)) {
+    if (is_f8(d)) {
       if (!tpu_spelling(op->opcode, TSR_DTYPE_F32)) {
         tpu_unimplemented(em, op, "TPU vectors of %s have no arithmetic, and this op has "
                                   "no one f32 form to compute it in; convert to f32 first",

@@ -111,7 +111,8 @@ def _round_trip(case, chip):
     except tessera.CompileError as e:
         return "emit", "\n".join(d.text for d in e.diagnostics) or str(e)
     call = _tpu.tpu_call(kernel, chip=chip, cpu="error")
-    P.compile_mosaic(text, call.in_structs, call.out_structs, kernel.name, chip, call.aliases)
+    P.compile_mosaic(text, call.in_structs, call.out_structs, kernel.name, chip, call.aliases,
+                     call.bounds)
     return "ok", ""
 
 
