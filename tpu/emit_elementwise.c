@@ -328,10 +328,9 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       tpu_line(em, "%s = %s %s : %s to %s", wa, ext, a, nt, wty);
       snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
       tpu_line(em, "%s = %s %s : %s to %s", wb, ext, b, nt, wty);
-      /* u4/u2 extended by zero are non-negative i32s: signed predicates
-       * order them as the unsigned ones would */
-      tsr_type_t ct = is_uint(ot.dtype) ? with_dtype(&ot, TSR_DTYPE_I32) : wt;
-      if (!tpu_compare(em, tpu_result_name(em, op, 0), op->opcode, wa, wb, &ct)) break;
+      /* (u4 and u2 extended by zero are non-negative i32s, which the
+       * signed predicates of i32 order as the unsigned ones would) */
+      if (!tpu_compare(em, tpu_result_name(em, op, 0), op->opcode, wa, wb, &wt)) break;
       return;
     }
     if (!tpu_compare(em, tpu_result_name(em, op, 0), op->opcode, a, b, &ot)) break;
