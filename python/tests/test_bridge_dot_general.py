@@ -67,6 +67,7 @@ FORMS = [
     ((8, 3, 64), (64, 3, 16), (((2,), (0,)), ((1,), (1,)))),     # batch dims not first
     ((2, 3, 8, 32), (3, 2, 32, 8), (((3,), (2,)), ((0, 1), (1, 0)))),  # two batch dims
     ((2, 64), (2, 64, 8), (((1,), (1,)), ((0,), (0,)))),         # batched vector x matrix
+    ((200, 8, 16), (200, 16, 8), (((2,), (1,)), ((0,), (0,)))),  # a batch past any unrolling
 ]
 
 
@@ -106,6 +107,20 @@ def test_dot_general_mixed_operand_dtypes(backend):
     got = tj.pallas_call(_dot_kernel(dims, preferred=F32), jax.ShapeDtypeStruct((8, 16), F32),
                          backend=backend)(x, y)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-4)
+
+
+def test_dot_general_batch_is_a_loop_of_constant_size():
+    """A batched dot is one loop over the batch, not a dot per element: the
+    kernel's op count is the same for a batch of 2 and of 200."""
+    sizes = []
+    for nb in (2, 200):
+        dims = (((2,), (1,)), ((0,), (0,)))
+        x, y = _f32((nb, 8, 16), 1), _f32((nb, 16, 8), 2)
+        text = tj.pallas_call(_dot_kernel(dims), jax.ShapeDtypeStruct((nb, 8, 8), F32)
+                              ).lower_to_tsr(x, y)
+        sizes.append(sum(" = dot " in line for line in text.splitlines()))
+        assert " for " in text
+    assert sizes == [1, 1], sizes
 
 
 # ---- numerics="tpu" --------------------------------------------------------------------

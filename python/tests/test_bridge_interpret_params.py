@@ -240,6 +240,21 @@ def test_warnings_are_collected_under_interpret(backend):
         assert any("uninitialized" in t for t in tj.collected_warnings())
 
 
+def test_warnings_collected_under_interpret_are_shown_when_it_ends(capsys):
+    with tj.interpret():
+        with tj.interpret():  # an inner block leaves the showing to the outer one
+            uninit_call(pltpu.InterpretParams())
+        assert "uninitialized" not in capsys.readouterr().err
+        uninit_call(pltpu.InterpretParams())
+    err = capsys.readouterr().err
+    assert "warnings in kernels run under tessera.jax.interpret()" in err
+    shown = [line for line in err.splitlines() if "uninitialized" in line]
+    assert shown and all("[2x]" in line for line in shown), err
+    with tj.interpret():  # nothing new: nothing shown
+        pass
+    assert capsys.readouterr().err == ""
+
+
 def test_warnings_python_mode_raises_them():
     with tj.interpret(warnings="python"):
         with pytest.raises(tj.KernelWarning if hasattr(tj, "KernelWarning") else Warning):

@@ -1,5 +1,5 @@
 """Shape and elementwise forms of Pallas kernels: pltpu.roll with a stride,
-nextafter, lax.pad / jnp.pad, broadcast_to, stack, bitcasts and
+nextafter, lax.pad / jnp.pad, dynamic_update_slice, broadcast_to, stack, bitcasts and
 lax.platform_dependent. Each kernel runs through tessera.jax.pallas_call on
 both backends and is compared with JAX's own result for the same
 computation outside a kernel (or numpy), computed in the test."""
@@ -151,6 +151,39 @@ def test_lax_pad_matches_jax(backend, config):
     want = lax.pad(jnp.asarray(x), jnp.float32(-1.5), config)
     got = run(k, sds(want.shape), x, backend=backend)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("starts", [(0, 0), (3, 40), (5, 100), (-4, 7), (100, -100)])
+def test_dynamic_update_slice_matches_jax(backend, starts):
+    # starts read from SMEM (traced), clamped as lax clamps them when the
+    # update would leave the block
+    x, u = _f32((8, 128), 3), _f32((3, 29), 4)
+
+    def k(s_ref, x_ref, u_ref, o_ref):
+        o_ref[...] = lax.dynamic_update_slice(x_ref[...], u_ref[...], (s_ref[0], s_ref[1]))
+    s = np.asarray(starts, np.int32)
+    want = lax.dynamic_update_slice(jnp.asarray(x), jnp.asarray(u), starts)
+    got = run(k, sds((8, 128)), s, x, u, backend=backend,
+              in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), pl.BlockSpec(), pl.BlockSpec()])
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_update_slice_static_starts_and_dtypes(backend):
+    x = np.arange(4 * 8 * 128, dtype=np.int32).reshape(4, 8, 128)
+    u = -np.arange(2 * 8 * 3, dtype=np.int32).reshape(2, 8, 3)
+
+    def k(x_ref, u_ref, o_ref, b_ref):
+        o_ref[...] = lax.dynamic_update_slice(x_ref[...], u_ref[...], (1, 0, 125))
+        b_ref[...] = lax.dynamic_update_slice(x_ref[...].astype(jnp.bfloat16),
+                                              u_ref[...].astype(jnp.bfloat16), (3, 0, 0))
+    got, got_b = run(k, (sds(x.shape, jnp.int32), sds(x.shape, jnp.bfloat16)), x, u,
+                     backend=backend)
+    np.testing.assert_array_equal(np.asarray(got), lax.dynamic_update_slice(x, u, (1, 0, 125)))
+    want_b = lax.dynamic_update_slice(jnp.asarray(x, jnp.bfloat16), jnp.asarray(u, jnp.bfloat16),
+                                      (3, 0, 0))
+    np.testing.assert_array_equal(np.asarray(got_b, np.float32), np.asarray(want_b, np.float32))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import sys
 import threading
 from typing import Any, Callable, Mapping
 
@@ -246,6 +247,10 @@ class TesseraPallasCall:
         self._by_shape: dict[Any, tuple[int, _Prepared, Any]] = {}
         self._numpy_outputs = bool(self._options.get("numpy_outputs", False))
         self._jit_callback = self._options.get("jit_callback", "ffi")
+        self._jvps: dict[Any, TesseraPallasCall] = {}
+        # set for what JAX does not differentiate although tessera runs it
+        # as a pallas_call (a kernel over a mesh): the JVP raises it
+        self.jvp_error: Callable[[], BaseException] | None = None
 
     def _get(self, args, flat) -> tuple[_Prepared, Any]:
         if len(flat) == len(args):  # flat positional arrays: the common case
@@ -273,6 +278,70 @@ class TesseraPallasCall:
 
     def __call__(self, *args):
         args, flat = _canonical(args, jax.tree_util.tree_leaves(list(args)))
+        if any(ji.is_tracer(x) for x in flat):
+            return self._differentiable(args, flat)
+        return self._call(args, flat)
+
+    # ---- Differentiation ----
+    #
+    # A pallas_call run here is a host run (eager), an XLA custom call or a
+    # callback (traced): none has a JVP rule. JAX differentiates a pallas_call
+    # by its primitive's JVP rule, which builds another pallas_call (the
+    # kernel's JVP); so under a transformation the call is a jax.custom_jvp
+    # whose JVP traces that rule and runs the pallas_call it makes here too,
+    # with every check (itself a custom_jvp: higher orders follow). Eager
+    # calls skip the wrapper: nothing differentiates them.
+
+    def _differentiable(self, args, flat):
+        treedef = jax.tree_util.tree_structure(list(args))
+
+        def primal(*leaves):
+            return self._call(tuple(jax.tree_util.tree_unflatten(treedef, list(leaves))),
+                              list(leaves))
+
+        def jvp(primals, tangents):
+            if self.jvp_error is not None:
+                raise self.jvp_error()
+            nonzero = tuple(not _is_zero_tangent(t) for t in tangents)
+            call = self._jvp_call(treedef, nonzero)
+            try:
+                outs, out_tangents = call(*primals,
+                                          *[t for t, nz in zip(tangents, nonzero) if nz])
+            except ji.JaxRuleError as e:  # what Pallas refuses: JAX's own error
+                raise e.error from None
+            # an integer output's tangent is float0, as JAX types it
+            out_tangents = jax.tree_util.tree_map(_tangent_of, outs, out_tangents)
+            return outs, out_tangents
+
+        f = jax.custom_jvp(primal)
+        f.defjvp(jvp, symbolic_zeros=True)
+        return f(*flat)
+
+    def _jvp_call(self, treedef, nonzero: tuple[bool, ...]) -> "TesseraPallasCall":
+        """The call of the kernel's JVP (the pallas_call JAX's rule makes) for
+        operands in `treedef` with these nonzero tangents: it takes the flat
+        operands then the nonzero tangents and returns (outputs, tangents)."""
+        key = (treedef, nonzero)
+        hit = self._jvps.get(key)
+        if hit is not None:
+            return hit
+        jax_fn, n = self._jax_fn, len(nonzero)
+        chip = str(self._options.get("chip") or "v5e")
+        cores = int(self._options.get("cores") or 1)
+
+        def flat_fn(*leaves):
+            return jax_fn(*jax.tree_util.tree_unflatten(treedef, list(leaves)))
+
+        def jvp_fn(*operands):
+            rest = iter(operands[n:])
+            return ji.pallas_call_jvp(flat_fn, operands[:n],
+                                      [next(rest) if nz else None for nz in nonzero],
+                                      chip, cores)
+
+        hit = self._jvps[key] = TesseraPallasCall(jvp_fn, self._options, self._name)
+        return hit
+
+    def _call(self, args, flat):
         mesh = self._mesh()
         if mesh is not None:
             prep, out_tree = _prepare(self._jax_fn, args, self._options, self._name, mesh)
@@ -300,6 +369,17 @@ class TesseraPallasCall:
         if mesh is not None:
             return _prepare(self._jax_fn, args, self._options, self._name, mesh)[0].text
         return self._get(args, flat)[0].text
+
+
+def _is_zero_tangent(t) -> bool:
+    return (isinstance(t, jax.custom_derivatives.SymbolicZero)
+            or getattr(t, "dtype", None) == jax.dtypes.float0)
+
+
+def _tangent_of(primal, tangent):
+    if jax.numpy.issubdtype(primal.dtype, jax.numpy.inexact):
+        return tangent
+    return np.zeros(np.shape(primal), jax.dtypes.float0)
 
 
 _bypass = contextvars.ContextVar("tessera_jax_bypass", default=False)
@@ -484,7 +564,9 @@ def _mpmd_hook(original_bind, *args, **params):
         file, line, _ = ji.caller_location()
         raise TranslationError(str(e).removeprefix("tessera.jax: "), "pl.kernel", file,
                                line) from None
-    outs = TesseraPallasCall(mk.fn, dict(options, cores=mk.cores), mk.name)(*mk.values)
+    call = TesseraPallasCall(mk.fn, dict(options, cores=mk.cores), mk.name)
+    call.jvp_error = ji.mesh_kernel_jvp_error
+    outs = call(*mk.values)
     for ref, k in mk.written:
         ji.write_ref(ref, outs[k])
     return list(outs[:mk.num_outputs])
@@ -531,14 +613,34 @@ class interpret(contextlib.ContextDecorator):
         ji.install_pallas_call_hook(_hook, _mpmd_hook)
         key = _jit_key(("tessera",) + _options_key(self.options))
         key.__enter__()
-        self._tokens().append((_active.set(dict(self.options)), key))
+        # The outermost block shows, when it ends, what it collected.
+        before = collected_warnings() if _active.get() is None else None
+        self._tokens().append((_active.set(dict(self.options)), key, before))
         return self
 
     def __exit__(self, *exc) -> None:
-        token, key = self._tokens().pop()
+        token, key, before = self._tokens().pop()
         key.__exit__(None, None, None)
         _active.reset(token)
         ji.remove_pallas_call_hook()
+        if before is not None:
+            _show_collected(before)
+
+
+def _show_collected(before: Mapping[str, int]) -> None:
+    """Prints to stderr the warnings collected since `before`: outside
+    pytest (whose plugin shows them in its summary) nothing else would show
+    them, and a finding the user never sees is a finding lost."""
+    new = {line: n - before.get(line, 0) for line, n in collected_warnings().items()
+           if n > before.get(line, 0)}
+    if not new:
+        return
+    total = sum(new.values())
+    out = [f"tessera: {total} warning{'s' if total != 1 else ''} in kernels run under "
+           "tessera.jax.interpret() (JAX's interpret mode does not give them; "
+           "warnings='python' raises them as KernelWarning):"]
+    out += [f"  {line}" + (f"  [{n}x]" if n > 1 else "") for line, n in new.items()]
+    print("\n".join(out), file=sys.stderr)
 
 
 def enable_globally(**tessera_options: Any) -> Callable[[], None]:

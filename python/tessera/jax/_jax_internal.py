@@ -19,10 +19,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import numpy as np
+from jax._src import ad_util
 from jax._src import core as jax_core
 from jax._src import source_info_util
 from jax._src import tree_util as jax_tree_util
 from jax._src.pallas import core as pallas_core
+from jax._src.interpreters import ad
 from jax._src.pallas import pallas_call as pallas_call_module
 from jax._src.state import indexing as state_indexing
 from jax._src.state import types as state_types
@@ -123,6 +125,85 @@ def trace_pallas_call(fn: Callable, args: Sequence[Any], chip: str = "v5e",
                       out_tree=out_tree, out_avals=tuple(v.aval for v in eqn.outvars),
                       in_avals=tuple(v.aval for v in eqn.invars),
                       name=eqn.params.get("name") or _kernel_name(eqn))
+
+
+# ---- Differentiating a pallas_call ----------------------------------------------
+
+
+class JaxRuleError(Exception):
+    """An error JAX's own JVP rule of pallas_call raised (a pallas_call
+    Pallas refuses to differentiate), carried through tessera's tracing of
+    the differentiated call so that the user gets JAX's error unchanged,
+    never a TranslationError."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+def pallas_call_jvp(fn: Callable, primals: Sequence[Any], tangents: Sequence[Any],
+                    chip: str = "v5e", cores: int = 1) -> tuple[Any, Any]:
+    """Differentiates `fn(*primals)` (a function making one pallas_call of
+    its flat operands) by JAX's JVP rule of the pallas_call primitive, which
+    binds a new pallas_call: the kernel's JVP, taking the primals then the
+    nonzero tangents and giving the outputs then their tangents. A None in
+    `tangents` is a zero tangent, given to the rule as JAX's symbolic zero
+    (no operand), as JAX's own differentiation does. Returns (outputs,
+    output tangents), each in fn's output tree. Called while tracing, so
+    that the new pallas_call is the one tessera finds and runs.
+
+    One repair: with a zero tangent, JAX's rule (0.12) gives the new call a
+    block mapping for every operand's tangent, zero or not, while its kernel
+    and operands have only the nonzero ones (JAX's own interpret mode then
+    fails in a safe_zip); the new call gets the block mappings of the
+    tangents it takes, those of their operands."""
+    call = trace_pallas_call(fn, primals, chip, cores)
+    eqn = call.eqn
+    rule = ad.primitive_jvps[eqn.primitive]
+    nonzero = [t is not None for t in tangents]
+    taken = [t for t in tangents if t is not None]
+    n = len(primals)
+
+    def jvp(*operands):
+        rest = iter(operands[n:])
+        tans = [next(rest) if nz else ad_util.Zero(v.aval.to_tangent_aval())
+                for v, nz in zip(eqn.invars, nonzero)]
+        outs, out_tans = rule(list(operands[:n]), tans, **eqn.params)
+        return list(outs), [ad.instantiate_zeros(t) for t in out_tans]
+
+    # The rule traced on its own, so that its pallas_call can be repaired
+    # before it is bound here (once) with the caller's operands.
+    structs = [jax.ShapeDtypeStruct(np.shape(x), _dtype_of(x)) for x in (*primals, *taken)]
+    try:
+        closed = jax.make_jaxpr(jvp)(*structs)
+    except Exception as e:
+        raise JaxRuleError(e) from e
+    made = [e for e in closed.jaxpr.eqns if e.primitive is eqn.primitive]
+    if (len(made) != 1 or list(made[0].invars) != list(closed.jaxpr.invars)
+            or list(made[0].outvars) != list(closed.jaxpr.outvars)):
+        raise JaxInternalsError("tessera.jax: JAX's JVP rule of pallas_call did not make "
+                                "one pallas_call of the primals and nonzero tangents")
+    params = dict(made[0].params)
+    gm, old = params["grid_mapping"], eqn.params["grid_mapping"]
+    if gm.num_inputs != len(primals) + len(taken):
+        in_bms, out_bms = _split(old.block_mappings, old.num_inputs)
+        tangent_bms = [bm for bm, nz in zip(in_bms, nonzero) if nz]
+        params["grid_mapping"] = gm.replace(
+            block_mappings=(*in_bms, *tangent_bms, *out_bms, *out_bms),
+            num_inputs=len(in_bms) + len(tangent_bms))
+    flat = made[0].primitive.bind(*primals, *taken, **params)
+    outs, out_tans = flat[:len(flat) // 2], flat[len(flat) // 2:]
+    return unflatten(call.out_tree, outs), unflatten(call.out_tree, out_tans)
+
+
+def mesh_kernel_jvp_error() -> NotImplementedError:
+    """The error JAX raises when asked to differentiate a kernel over a mesh
+    (`mpmd_map` has no JVP rule: jax/_src/interpreters/ad.py's message)."""
+    return NotImplementedError(f"Differentiation rule for '{_mpmd_map_p}' not implemented")
+
+
+def _split(seq: Sequence[Any], n: int) -> tuple[tuple, tuple]:
+    return tuple(seq[:n]), tuple(seq[n:])
 
 
 def is_dynamic_grid_dim(g) -> bool:

@@ -1,8 +1,8 @@
 """Elementwise primitives: those that are one tessera op each (the unary and
 binary families, registered by a loop over their tables), and those made of
-a few ops (convert, bitcast, select_n, clamp, integer_pow, square, expm1,
-tan, is_finite, round, reciprocal). Functions tessera has no op for are
-expanded in translate_math.py."""
+a few ops (convert, bitcast, select_n, clamp, integer_pow, square,
+one_minus_square, expm1, tan, is_finite, round, reciprocal). Functions
+tessera has no op for are expanded in translate_math.py."""
 
 from __future__ import annotations
 
@@ -212,6 +212,17 @@ def _integer_pow(t, env, region, eqn, used):
 def _square(t, env, region, eqn, used):
     x = t.read(env, region, eqn.invars[0])
     return [t.emit(region, "mul", [x, x], out_type(eqn))]
+
+
+@register("one_minus_square", emits=("add", "sub", "mul"))
+def _one_minus_square(t, env, region, eqn, used):
+    # (1 + x) * (1 - x), as Mosaic lowers it: 1 - x*x would lose the digits
+    # of the result near |x| = 1 (tanh's derivative, 1 - tanh(x)^2).
+    x = t.read(env, region, eqn.invars[0])
+    rt = out_type(eqn)
+    one = t.const(region, 1, B.Type.value(rt.dtype, ()))
+    return [t.emit(region, "mul", [t.emit(region, "add", [one, x], rt),
+                                   t.emit(region, "sub", [one, x], rt)], rt)]
 
 
 @register("expm1", emits=("exp", "sub", "mul", "div", "log", "eq", "select"))

@@ -41,8 +41,8 @@ def _argminmax(t, env, region, eqn, used):
     return [r]
 
 
-@register("dot_general", emits=("dot", "transpose", "convert", "slice", "reshape",
-                                 "concatenate", "reduce_sum", "broadcast", "sub"))
+@register("dot_general", emits=("dot", "transpose", "convert", "reshape", "scoped", "for",
+                                 "load", "store", "yield", "reduce_sum", "broadcast", "sub"))
 def _dot_general(t, env, region, eqn, used):
     """Any dot_general as the IR's `dot`: each operand transposed (only
     where its dims are not already in order) to batch, free, contracting
@@ -50,7 +50,7 @@ def _dot_general(t, env, region, eqn, used):
     with `transpose_rhs`), reshaped to [B, M, K] x [B, K, N] (the free and
     contracting dims each flattened: a vector operand is one row or one
     column), then one rank-2 `dot` per batch element (a single batch is no
-    slice at all), and the product reshaped to JAX's batch, lhs free, rhs
+    loop at all), and the product reshaped to JAX's batch, lhs free, rhs
     free. This is XLA's own canonical form of a dot (DotDecomposer)."""
     a, b = (t.read(env, region, v) for v in eqn.invars)
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
@@ -84,21 +84,47 @@ def _dot_general(t, env, region, eqn, used):
     if nb == 1:
         d = _dot2(t, region, a, b, B.Type.value(acc, (m, n)), flags, pieces)
     else:
-        if nb > _MAX_UNROLLED_BATCH:
-            raise t.fail(f"`dot_general` with a batch of {nb} (at most {_MAX_UNROLLED_BATCH} "
-                         "are unrolled)")
-        parts = []
-        for i in range(nb):
-            ai, bi = _batch_row(t, region, a, i), _batch_row(t, region, b, i)
-            di = _dot2(t, region, ai, bi, B.Type.value(acc, (m, n)), flags, pieces)
-            parts.append(t.emit(region, "reshape", [di], B.Type.value(acc, (1, m, n))))
-        d = t.emit(region, "concatenate", parts, B.Type.value(acc, (nb, m, n)), ints=[0])
+        d = _batched(t, region, a, b, B.Type.value(acc, (nb, m, n)),
+                     lambda body, ai, bi: _dot2(t, body, ai, bi, B.Type.value(acc, (m, n)),
+                                                flags, pieces))
     if acc != rt.dtype:
         d = t.emit(region, "convert", [d], B.Type.value(rt.dtype, d.type.shape))
     return [reshape_to(t, region, d, rt)]
 
 
-_MAX_UNROLLED_BATCH = 64
+def _batched(t, region, a: B.Value, b: B.Value, rt: B.Type, dot) -> B.Value:
+    """A dot per batch element of [B, ...] operands, as a loop: the operands
+    and the product live in scoped VMEM buffers, and step i loads a[i] and
+    b[i] and stores dot(a[i], b[i]) at [i]. The IR stays the same size for
+    any batch (an unrolled batch grew it, and the compile time, with B), and
+    every access is a plain dynamic-index load or store, which Mosaic takes
+    on a leading dimension."""
+    nb = rt.shape[0]
+    bufs = [B.Type.ref("vmem", x.dtype, x.shape) for x in (a.type, b.type, rt)]
+    op, (res,) = t.op(region, "scoped", [], [rt], region_args=bufs)
+    body = t.kb.op_region(op, 0)
+    ar, br, rr = (t.kb.region_arg(body, j, bt) for j, bt in enumerate(bufs))
+
+    def whole(shape):
+        return [B.Index("full", 0, d, 1) for d in shape]
+    t.op(body, "store", [ar, a], [], indices=whole(a.type.shape))
+    t.op(body, "store", [br, b], [], indices=whole(b.type.shape))
+    i32 = B.Type.value("i32", ())
+    loop, _ = t.op(body, "for", [t.const(body, 0, i32), t.const(body, nb, i32),
+                                 t.const(body, 1, i32)], [], region_args=[i32])
+    step = t.kb.op_region(loop, 0)
+    i = t.kb.region_arg(step, 0, i32)
+
+    def row(ref, shape):
+        return [B.Index("point", i)] + whole(shape[1:])
+    ai = t.emit(step, "load", [ar], B.Type.value(a.type.dtype, a.type.shape[1:]),
+                indices=row(ar, a.type.shape))
+    bi = t.emit(step, "load", [br], B.Type.value(b.type.dtype, b.type.shape[1:]),
+                indices=row(br, b.type.shape))
+    t.op(step, "store", [rr, dot(step, ai, bi)], [], indices=row(rr, rt.shape))
+    t.yield_(step, [])
+    t.yield_(body, [t.emit(body, "load", [rr], rt, indices=whole(rt.shape))])
+    return res
 
 
 def _mxu_pieces(precision) -> int:
@@ -178,14 +204,6 @@ def _as(t, region, x: B.Value, dtype: str, shape) -> B.Value:
     if tuple(x.type.shape) != shape:
         x = t.emit(region, "reshape", [x], B.Type.value(dtype, shape))
     return x
-
-
-def _batch_row(t, region, x: B.Value, i: int) -> B.Value:
-    """x[i] of a [B, R, C] value, as [R, C]: a static slice and a reshape."""
-    idx = [B.Index("slice", i, 1, 1)] + [B.Index("full", 0, d, 1) for d in x.type.shape[1:]]
-    s = t.emit(region, "slice", [x], B.Type.value(x.type.dtype, (1,) + tuple(x.type.shape[1:])),
-               indices=idx)
-    return t.emit(region, "reshape", [s], B.Type.value(x.type.dtype, tuple(x.type.shape[1:])))
 
 
 #: the cumulative reductions: name -> the tessera op combining two elements

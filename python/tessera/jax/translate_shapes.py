@@ -112,6 +112,53 @@ def _dynamic_slice(t, env, region, eqn, used):
     return [t.emit(region, "slice", [x], out_type(eqn), indices=idx)]
 
 
+@register("dynamic_update_slice", emits=("concatenate", "broadcast", "roll", "iota", "ge",
+                                          "lt", "and", "select", "add", "max", "min",
+                                          "convert"))
+def _dynamic_update_slice(t, env, region, eqn, used):
+    """x with u written at starts (each clamped to [0, dim - size], as lax
+    does): u is placed at the origin of a block of x's shape (concatenated
+    with zeros), rolled to the starts, and selected in where every axis's
+    iota falls in [start, start + size). The same shape of code for static
+    and dynamic starts, and no op of its own: a select and a roll per axis."""
+    x, u = (t.read(env, region, v) for v in eqn.invars[:2])
+    if x.type.kind == "scalar" or tuple(u.type.shape) == tuple(x.type.shape):
+        return [u]  # every start clamps to 0
+    starts = [t.static_int(env, v) for v in eqn.invars[2:]]
+    shape, dtype = tuple(x.type.shape), x.type.dtype
+    i32 = B.Type.value("i32", ())
+    zero = t.const(region, 0, B.Type.value(dtype, ()))
+    placed, cur = u, list(u.type.shape)
+    for d, (n, dim) in enumerate(zip(u.type.shape, shape)):
+        if n < dim:
+            pad = t.emit(region, "broadcast", [zero],
+                         B.Type.value(dtype, tuple(cur[:d] + [dim - n] + cur[d + 1:])))
+            cur[d] = dim
+            placed = t.emit(region, "concatenate", [placed, pad],
+                            B.Type.value(dtype, tuple(cur)), ints=[d])
+    mask = None
+    for d, (s, n, dim) in enumerate(zip(starts, u.type.shape, shape)):
+        if n == dim:
+            continue
+        if isinstance(s, B.Value):
+            s = t.i32(region, s)
+            s = t.emit(region, "max", [s, t.const(region, 0, i32)], i32)
+            s = t.emit(region, "min", [s, t.const(region, dim - n, i32)], i32)
+            end = t.emit(region, "add", [s, t.const(region, n, i32)], i32)
+        else:
+            s = min(max(int(s), 0), dim - n)
+            end = t.const(region, s + n, i32)
+            s = t.const(region, s, i32)
+        placed = t.emit(region, "roll", [placed, s], placed.type, ints=[d])
+        at = t.emit(region, "iota", [], B.Type.value("i32", shape), ints=[d])
+        inside = t.emit(region, "and", [t.emit(region, "ge", [at, s], B.Type.value("i1", shape)),
+                                        t.emit(region, "lt", [at, end],
+                                               B.Type.value("i1", shape))],
+                        B.Type.value("i1", shape))
+        mask = inside if mask is None else t.emit(region, "and", [mask, inside], inside.type)
+    return [t.emit(region, "select", [mask, placed, x], x.type)]
+
+
 @register("roll", emits=("roll", "convert"))
 def _roll(t, env, region, eqn, used):
     """pltpu.roll; with stride/stride_axis, the slice k along stride_axis is

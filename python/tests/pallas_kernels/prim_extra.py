@@ -13,9 +13,6 @@ from jax.experimental.pallas import tpu as pltpu
 KIND = "primitives"
 PRIMITIVES = ("rev", "dynamic_update_slice", "stack", "remat2", "erf")
 TOLERANCE = ["exact", ("ulp", 6)]
-#: what tessera.jax does not translate (its docs/jax.md list): the test
-#: asserts a TranslationError naming it and this file's line.
-TESSERA_UNSUPPORTED = "`dynamic_update_slice`"
 
 
 def extra_kernel(x_ref, s_ref, o_ref, e_ref):

@@ -87,7 +87,6 @@ PRIMITIVE_ROUND_TRIP_GAPS: dict[str, tuple[str, str, bool]] = {
     "prim_indexing": ("emit", "which TPUs cannot tile", True),
     "prim_shape": ("emit", "strided slices are not emitted yet", True),
     "prim_dot_reduce": ("emit", "no prod reduction", True),
-    "prim_extra": ("bridge", "dynamic_update_slice", True),
 }
 
 PRIM_CASES = list(P.pallas_primitives())
