@@ -35,7 +35,13 @@ tsr_status_t tsr_interp_check_budget(tsr_interp_program_t *p, tsr_loc_t kernel_l
   for (uint32_t i = 0; i < p->num_refs; i++) {
     const ref_info_t *r = &p->refs[i];
     if (r->is_sem) continue;
-    uint64_t bytes = r->elements * tsr_dtype_size((tsr_dtype_t)r->dtype);
+    /* In VMEM a TPU packs the sub-byte integers (two i4 to a byte), which
+     * tessera's host arrays hold one per byte: count them packed, so that
+     * no kernel a TPU can run is refused here. */
+    uint32_t bits = tsr_dtype_bits((tsr_dtype_t)r->dtype);
+    uint64_t bytes = r->space == TSR_SPACE_VMEM && r->dtype != TSR_DTYPE_I1 && bits < 8
+                         ? (r->elements * bits + 7) / 8
+                         : r->elements * tsr_dtype_size((tsr_dtype_t)r->dtype);
     const char *what = "scratch";
     uint64_t copies = 1;
     if (r->operand >= 0) {

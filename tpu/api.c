@@ -37,7 +37,7 @@ TSR_API tsr_status_t tsr_tpu_vmem(const tsr_ir_kernel_t *kernel, const char *chi
   TSR_RETURN_IF_ERROR(find_chip(chip, &c));
   if (!kernel) return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_tpu_vmem: no kernel");
   TSR_RETURN_IF_ERROR(tsr_ir_verify_kernel(kernel));
-  *out_vmem = (tsr_tpu_vmem_t){tpu_vmem_need(kernel), c->scoped_vmem_bytes,
+  *out_vmem = (tsr_tpu_vmem_t){tpu_vmem_need(kernel, c), c->scoped_vmem_bytes,
                                c->vmem_bytes - TPU_VMEM_RESERVED};
   return NULL;
 }

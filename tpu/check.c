@@ -25,30 +25,64 @@ bool tpu_decl_trivial_window(const tsr_decl_t *d) {
   return !d->index_map || yields_zeros(d->index_map);
 }
 
-/* Bytes of one buffer of `dtype` and `dims` in VMEM: the last dim padded to
- * 128 lanes, the one before to 8 sublanes of 32-bit words (16 for 16-bit
- * types, 32 for 8-bit); rank 1 is one row of sublanes. */
-static int64_t padded_bytes(tsr_dtype_t dtype, uint32_t rank, const int64_t *dims) {
-  int64_t size = (int64_t)tsr_dtype_size(dtype), bytes = size;
-  int64_t sublanes = 8 * (4 / (size < 4 ? size : 4));
+/* The bits of one element in TPU memory: the sub-byte and 8-bit types
+ * packed (an i4 is 4 bits, although tessera's host arrays hold one per
+ * byte), i1 as the i32 Pallas stores bools as. */
+static int64_t tpu_bits(tsr_dtype_t dtype) {
+  return dtype == TSR_DTYPE_I1 ? 32 : (int64_t)tsr_dtype_bits(dtype);
+}
+
+/* The rows of Mosaic's memory tile of a buffer whose second-to-last dim is
+ * `rows` (jax/_src/tpu_info.py _get_tiling_factor, which mirrors Mosaic's
+ * getTilingFactor): 32 / bits rows packed in a 32-bit word, twice that
+ * before TPU v4, doubled up to 8 rows (the sublanes) or the packing when
+ * more; from a whole large tile of rows on (8 x the packing: 16 rows of
+ * 16-bit types, 32 of 8-bit, 64 of 4-bit, 128 of 2-bit), Mosaic may take
+ * that large tile (its large-second-minor tiling), which is counted here,
+ * so that the figure stays an upper bound. */
+static int64_t tile_rows(int64_t bits, int64_t rows, bool before_v4) {
+  int64_t packing = 32 / bits, sublanes = 8;
+  int64_t large = sublanes * packing;
+  if (rows >= large) return large;
+  int64_t normal = packing > sublanes ? packing : sublanes;
+  int64_t tiling = (before_v4 ? 2 : 1) * packing;
+  while (tiling < (rows < normal ? rows : normal)) tiling *= 2;
+  return tiling;
+}
+
+/* Bytes of one buffer of `dtype` and `dims` in VMEM on `chip`: packed
+ * (an (8, 128) i4 block is 512 bytes), the last dim padded to 128 lanes
+ * and the one before to whole memory tiles (tile_rows); rank 1 is one row. */
+static int64_t padded_bytes(const tpu_chip_t *chip, tsr_dtype_t dtype, uint32_t rank,
+                            const int64_t *dims) {
+  int64_t bits = tpu_bits(dtype), elems = 1;
+  bool before_v4 = !strcmp(chip->name, "v2") || !strcmp(chip->name, "v3");
   for (uint32_t i = 0; i < rank; i++) {
     int64_t d = dims[i] == TSR_SQUEEZED ? 1 : dims[i];
     if (i == rank - 1) d = (d + 127) / 128 * 128;
-    if (i + 2 == rank) d = (d + sublanes - 1) / sublanes * sublanes;
-    bytes *= d;
+    if (i + 2 == rank) {
+      int64_t t = tile_rows(bits, d, before_v4);
+      d = (d + t - 1) / t * t;
+    }
+    elems *= d;
   }
-  return bytes;
+  return (elems * bits + 7) / 8;
 }
+
+typedef struct {
+  const tpu_chip_t *chip;
+  int64_t total;
+} vmem_sum_t;
 
 static void add_scoped(void *p, const tsr_op_t *op, uint32_t position) {
   (void)position;
-  int64_t *total = p;
+  vmem_sum_t *sum = p;
+  int64_t *total = &sum->total;
   if (op->opcode == TSR_OP_IF) { /* block results go through VMEM buffers (emit_control.c) */
     for (uint32_t i = 0; i < op->num_results; i++) {
       const tsr_type_t *t = &op->results[i]->type;
       if (t->kind == TSR_TYPE_VECTOR)
-        *total += padded_bytes(t->dtype == TSR_DTYPE_I1 ? TSR_DTYPE_I32 : (tsr_dtype_t)t->dtype,
-                               t->rank, t->dims);
+        *total += padded_bytes(sum->chip, (tsr_dtype_t)t->dtype, t->rank, t->dims);
     }
     return;
   }
@@ -57,23 +91,24 @@ static void add_scoped(void *p, const tsr_op_t *op, uint32_t position) {
   for (uint32_t i = 0; i < r->num_args; i++) {
     const tsr_type_t *t = &r->args[i]->type;
     if (t->kind == TSR_TYPE_REF && t->space == TSR_SPACE_VMEM)
-      *total += padded_bytes((tsr_dtype_t)t->dtype, t->rank, t->dims);
+      *total += padded_bytes(sum->chip, (tsr_dtype_t)t->dtype, t->rank, t->dims);
   }
 }
 
-int64_t tpu_vmem_need(const tsr_kernel_t *kernel) {
-  int64_t total = 0;
+int64_t tpu_vmem_need(const tsr_kernel_t *kernel, const tpu_chip_t *chip) {
+  vmem_sum_t sum = {chip, 0};
+  int64_t *total = &sum.total;
   for (uint32_t i = 0; i < kernel->num_decls; i++) {
     const tsr_decl_t *d = &kernel->decls[i];
     const tsr_type_t *t = &d->ref->type;
     if (t->kind != TSR_TYPE_REF || t->space != TSR_SPACE_VMEM) continue;
     if (d->role == TSR_ROLE_SCRATCH)
-      total += padded_bytes((tsr_dtype_t)t->dtype, t->rank, t->dims);
+      *total += padded_bytes(chip, (tsr_dtype_t)t->dtype, t->rank, t->dims);
     else if (d->role == TSR_ROLE_IN || d->role == TSR_ROLE_OUT)
-      total += 2 * padded_bytes((tsr_dtype_t)d->array.dtype, d->array.rank, d->block);
+      *total += 2 * padded_bytes(chip, (tsr_dtype_t)d->array.dtype, d->array.rank, d->block);
   }
-  tsr_ir_walk_ops(kernel, add_scoped, &total);
-  return total;
+  tsr_ir_walk_ops(kernel, add_scoped, &sum);
+  return sum.total;
 }
 
 static const char *role_name(tsr_role_t r) {
@@ -163,7 +198,7 @@ static void check_decl(tsr_diag_list_t *list, const tsr_kernel_t *k, const tsr_d
    * of two of at least one packed row (128 x 32 / bitwidth). */
   int64_t b0 = bs[0], a0 = as[0];
   tsr_dtype_t dt = d->array.dtype;
-  int64_t bitwidth = dt == TSR_DTYPE_I1 ? 32 : (int64_t)tsr_dtype_size(dt) * 8;
+  int64_t bitwidth = tpu_bits(dt); /* Pallas: dtypes.itemsize_bits, 4 for int4 */
   int64_t min_tiling = 128 * (32 / bitwidth);
   bool pow2 = b0 > 0 && (b0 & (b0 - 1)) == 0;
   if (!(b0 == a0 || b0 % 1024 == 0 || (b0 >= min_tiling && pow2)))
@@ -181,7 +216,16 @@ tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip
   /* The one chip-dependent rule, libtpu's: a core_parallel dimension runs
    * one index per TensorCore. */
   for (uint32_t g = 0; g < kernel->grid_rank; g++)
-    if (kernel->semantics[g] == TSR_DIM_CORE_PARALLEL && kernel->grid[g] > (int64_t)chip->cores)
+    if (kernel->semantics[g] == TSR_DIM_CORE_PARALLEL && kernel->grid_bound[g])
+      /* JAX's tpu_custom_call refuses Pallas's module the same way. */
+      tsr_diag_add(&list, kernel->loc,
+                   "kernel '@%s': grid dimension %u is core_parallel with a dynamic extent; "
+                   "Mosaic shards a core_parallel dimension over the cores when it compiles "
+                   "the kernel, so its extent must be static (JAX: \"The iteration bound "
+                   "corresponding to the core-parallel dimension must be statically known\")",
+                   kernel->name, g);
+    else if (kernel->semantics[g] == TSR_DIM_CORE_PARALLEL &&
+             kernel->grid[g] > (int64_t)chip->cores)
       tsr_diag_add(&list, kernel->loc,
                    "kernel '@%s': grid dimension %u is core_parallel with %lld indices, but %s "
                    "has %u TensorCore%s per device to run them on (libtpu: \"Core-parallel "
@@ -205,14 +249,14 @@ tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip
   /* More VMEM than the chip has: no vmem_limit_bytes makes it compile
    * (libtpu: "Ran out of memory in memory space vmem"). Over the default
    * scoped limit but within the chip is fine: tpu_call sets the limit. */
-  int64_t need = tpu_vmem_need(kernel);
+  int64_t need = tpu_vmem_need(kernel, chip);
   if (need > chip->vmem_bytes - TPU_VMEM_RESERVED) {
     char need_text[32], chip_text[32];
     tsr_format_bytes(need_text, sizeof need_text, (uint64_t)need);
     tsr_format_bytes(chip_text, sizeof chip_text, (uint64_t)chip->vmem_bytes);
     tsr_diag_add(&list, kernel->loc,
                  "kernel '@%s' needs %s of VMEM (windowed operands double-buffered, "
-                 "scratch, scoped buffers, padded to (8, 128) tiles) but %s has %s per "
+                 "scratch, scoped buffers, packed and padded to whole tiles) but %s has %s per "
                  "core (libtpu: \"Ran out of memory in memory space vmem\"): use smaller "
                  "blocks",
                  kernel->name, need_text, chip->name, chip_text);

@@ -204,8 +204,13 @@ static void emit_module(tpu_emitter_t *em) {
   tsr_strbuf_puts(&attrs, "]");
   if (k->grid_rank) {
     tsr_strbuf_puts(&attrs, ", iteration_bounds = array<i64");
+    /* A dynamic extent is MLIR's dynamic size (INT64_MIN), as Pallas
+     * writes it: Mosaic then takes the extent from the call's leading
+     * scalar operands, one per dynamic dim in grid order (tpu_call passes
+     * them; the kernel function itself does not take them). */
     for (uint32_t g = 0; g < k->grid_rank; g++)
-      tsr_strbuf_printf(&attrs, "%s %lld", g ? "," : ":", (long long)k->grid[g]);
+      tsr_strbuf_printf(&attrs, "%s %lld", g ? "," : ":",
+                        k->grid_bound[g] ? (long long)INT64_MIN : (long long)k->grid[g]);
     tsr_strbuf_puts(&attrs, ">");
   }
   tsr_strbuf_printf(&attrs, ", scalar_prefetch = %u : i64, scratch_operands = %u : i64",
@@ -278,14 +283,6 @@ static void emit_module(tpu_emitter_t *em) {
 
 tsr_status_t tpu_emit_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip,
                              char **out_text) {
-  /* Pallas passes dynamic extents to Mosaic as leading scalar arguments of
-   * the kernel and its index maps (lowering.py, dynamic_grid); not emitted
-   * yet, so refused where the kernel is. */
-  if (tsr_ir_kernel_has_dynamic_grid(kernel))
-    return TSR_STATUS_AT(TSR_UNIMPLEMENTED, kernel->loc,
-                         "kernel @%s has a dynamic grid extent (a grid dim named by a "
-                         "prefetch operand): not emitted for Mosaic yet",
-                         kernel->name);
   tsr_strbuf_t out;
   tsr_strbuf_initialize(&out);
   tpu_emitter_t em = {

@@ -30,9 +30,14 @@ void tpu_op_program_id(tpu_emitter_t *em, const tsr_op_t *op) {
 }
 
 void tpu_op_num_programs(tpu_emitter_t *em, const tsr_op_t *op) {
-  /* Pallas folds num_programs of a static grid to a constant. */
-  tpu_line(em, "%s = arith.constant %lld : i32", tpu_result_name(em, op, 0),
-           (long long)em->kernel->grid[op->ints[0]]);
+  /* Pallas folds num_programs of a static grid to a constant; a dynamic
+   * extent is Mosaic's tpu.iteration_bound, as Pallas lowers it. */
+  uint32_t g = (uint32_t)op->ints[0];
+  if (em->kernel->grid_bound[g])
+    tpu_line(em, "%s = tpu.iteration_bound %u : i32", tpu_result_name(em, op, 0), g);
+  else
+    tpu_line(em, "%s = arith.constant %lld : i32", tpu_result_name(em, op, 0),
+             (long long)em->kernel->grid[g]);
 }
 
 void tpu_op_device_id(tpu_emitter_t *em, const tsr_op_t *op) {
@@ -128,6 +133,35 @@ static void widened_16(tpu_emitter_t *em, const tsr_op_t *op, const char *a, con
   tpu_line(em, "%s = %s %s : %s to %s", tpu_result_name(em, op, 0),
            f ? "arith.truncf" : "arith.trunci", w, wty, nt);
 }
+
+/* 8-bit floats have no TPU vector arithmetic (libtpu: "failed to legalize
+ * operation 'arith.addf'" on f8E4M3FN and f8E5M2 vectors, v5e, v6e and
+ * v7x alike), and tessera computes them in f32 and rounds the result once
+ * (include/tessera/dtypes.def): so does the TPU, extending each operand
+ * (arith.extf, exact), computing the op's f32 spelling and rounding back
+ * (arith.truncf). */
+static void widened_f8(tpu_emitter_t *em, const tsr_op_t *op, const char *a, const char *b,
+                       const tsr_type_t *rt) {
+  tsr_type_t wt = with_dtype(rt, TSR_DTYPE_F32);
+  char nt[TPU_TYPE_MAX], wty[TPU_TYPE_MAX], wa[32], wb[32] = "", w[32];
+  tpu_type(nt, rt);
+  tpu_type(wty, &wt);
+  snprintf(wa, sizeof wa, "%s", tpu_tmp(em));
+  tpu_line(em, "%s = arith.extf %s : %s to %s", wa, a, nt, wty);
+  if (b) {
+    snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.extf %s : %s to %s", wb, b, nt, wty);
+  }
+  snprintf(w, sizeof w, "%s", tpu_tmp(em));
+  const char *name = tpu_spelling(op->opcode, TSR_DTYPE_F32);
+  if (b)
+    tpu_line(em, "%s = %s %s, %s : %s", w, name, wa, wb, wty);
+  else
+    tpu_line(em, "%s = %s %s : %s", w, name, wa, wty);
+  tpu_line(em, "%s = arith.truncf %s : %s to %s", tpu_result_name(em, op, 0), w, wty, nt);
+}
+
+static bool is_f8(tsr_dtype_t d) { return d == TSR_DTYPE_F8E4M3FN || d == TSR_DTYPE_F8E5M2; }
 
 /* nextafter as Pallas lowers it on a TPU (pallas utils'
  * nextafter_lowering_helper): integer steps on the f32 bits, NaN if either
@@ -240,6 +274,22 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       tpu_bits_i1(em, tpu_result_name(em, op, 0), w, rt);
       return;
     }
+    if (rt->kind == TSR_TYPE_SCALAR && is_f8(rt->dtype)) {
+      /* libtpu: "failed to legalize operation 'arith.select'" of f8
+       * scalars: selected in f32 (exact both ways) */
+      tsr_type_t wt = with_dtype(rt, TSR_DTYPE_F32);
+      char wa[32], wb[32], w[32], nt[TPU_TYPE_MAX], wty[TPU_TYPE_MAX];
+      tpu_type(nt, rt);
+      tpu_type(wty, &wt);
+      snprintf(wa, sizeof wa, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.extf %s : %s to %s", wa, a, nt, wty);
+      snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = arith.extf %s : %s to %s", wb, b, nt, wty);
+      snprintf(w, sizeof w, "%s", tpu_tmp(em));
+      tpu_select(em, w, cn, false, wa, wb, &wt);
+      tpu_line(em, "%s = arith.truncf %s : %s to %s", tpu_result_name(em, op, 0), w, wty, nt);
+      return;
+    }
     tpu_select(em, tpu_result_name(em, op, 0), cn, c->type.kind == TSR_TYPE_VECTOR, a, b, rt);
     return;
   }
@@ -258,6 +308,28 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
       tpu_line(em, "%s = arith.extui %s : %s to %s", wa, a, bt, wty);
       snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
       tpu_line(em, "%s = arith.extui %s : %s to %s", wb, b, bt, wty);
+      if (!tpu_compare(em, tpu_result_name(em, op, 0), op->opcode, wa, wb, &wt)) break;
+      return;
+    }
+    if (is_f8(ot.dtype) ||
+        (ot.kind == TSR_TYPE_VECTOR && !is_float(ot.dtype) && bits_of(ot.dtype) < 8)) {
+      /* libtpu compares no f8 vectors ("Target does not support this
+       * comparison") and no sub-byte ones but for equality (MLIR turns
+       * `sgt` into an arith.maxsi of i4 that it cannot legalize): compare
+       * the values extended to 32 bits, which orders them the same. */
+      tsr_dtype_t wd = is_float(ot.dtype) ? TSR_DTYPE_F32 : TSR_DTYPE_I32;
+      tsr_type_t wt = with_dtype(&ot, wd);
+      const char *ext = is_float(ot.dtype) ? "arith.extf"
+                        : is_uint(ot.dtype) ? "arith.extui" : "arith.extsi";
+      char wa[32], wb[32], nt[TPU_TYPE_MAX], wty[TPU_TYPE_MAX];
+      tpu_type(nt, &ot);
+      tpu_type(wty, &wt);
+      snprintf(wa, sizeof wa, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = %s %s : %s to %s", wa, ext, a, nt, wty);
+      snprintf(wb, sizeof wb, "%s", tpu_tmp(em));
+      tpu_line(em, "%s = %s %s : %s to %s", wb, ext, b, nt, wty);
+      /* (u4 and u2 extended by zero are non-negative i32s, which the
+       * signed predicates of i32 order as the unsigned ones would) */
       if (!tpu_compare(em, tpu_result_name(em, op, 0), op->opcode, wa, wb, &wt)) break;
       return;
     }
@@ -285,8 +357,9 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
   }
   case TSR_FAM_UNARY: case TSR_FAM_BINARY: {
     tsr_dtype_t d = rt->dtype;
-    if (rt->kind == TSR_TYPE_VECTOR && (d == TSR_DTYPE_I8 || d == TSR_DTYPE_U8)) {
-      /* libtpu: "Only vector<i16> and vector<i32> are supported". */
+    if (rt->kind == TSR_TYPE_VECTOR && !is_float(d) && !is_bool(d) && bits_of(d) <= 8) {
+      /* libtpu: "Only vector<i16> and vector<i32> are supported" (i8, u8
+       * and the sub-byte i4, u4, i2, u2 alike). */
       tpu_unimplemented(em, op, "TPU vector arithmetic takes 16- and 32-bit integers, not %s; "
                                 "convert to i32 first", tsr_dtype_name(d));
       return;
@@ -295,6 +368,25 @@ void tpu_op_elementwise(tpu_emitter_t *em, const tsr_op_t *op) {
     const char *b = op->num_operands > 1 ? operand_as(em, op->operands[1], rt) : NULL;
     const char *name = tpu_spelling(op->opcode, d);
     bool f = is_float(d);
+    if (is_f8(d)) {
+      if (!tpu_spelling(op->opcode, TSR_DTYPE_F32)) {
+        tpu_unimplemented(em, op, "TPU vectors of %s have no arithmetic, and this op has "
+                                  "no one f32 form to compute it in; convert to f32 first",
+                          tsr_dtype_name(d));
+        return;
+      }
+      if (d == TSR_DTYPE_F8E4M3FN && (op->opcode == TSR_OP_MAX || op->opcode == TSR_OP_MIN)) {
+        /* MLIR narrows truncf(maximumf(extf a, extf b)) back to an
+         * f8E4M3FN maximumf, which libtpu cannot legalize (v5e, v6e, v7x;
+         * f8E5M2's compiles). */
+        tpu_unimplemented(em, op, "libtpu cannot take the %s of f8e4m3fn vectors (MLIR folds "
+                                  "the f32 one back to f8e4m3fn); convert to f32 first",
+                          tsr_op_table[op->opcode].mnemonic);
+        return;
+      }
+      widened_f8(em, op, a, b, rt);
+      return;
+    }
     if (op->opcode == TSR_OP_NOT) { /* xor with all ones */
       const char *ones = tpu_constant(em, rt, 0.0, -1);
       tpu_line(em, "%s = arith.xori %s, %s : %s", tpu_result_name(em, op, 0), a, ones,

@@ -54,9 +54,9 @@ struct tpu_emitter {
 static inline bool is_float(tsr_dtype_t d) { return tsr_dtype_class(d) == TSR_CLASS_FLOAT; }
 static inline bool is_uint(tsr_dtype_t d) { return tsr_dtype_class(d) == TSR_CLASS_UINT; }
 static inline bool is_bool(tsr_dtype_t d) { return d == TSR_DTYPE_I1; }
-static inline uint32_t bits_of(tsr_dtype_t d) {
-  return d == TSR_DTYPE_I1 ? 1 : (uint32_t)tsr_dtype_size(d) * 8;
-}
+/* The width of a value (i4 is 4 bits, although tessera's host arrays hold
+ * one per byte): Mosaic's vectors and memrefs are packed. */
+static inline uint32_t bits_of(tsr_dtype_t d) { return tsr_dtype_bits(d); }
 
 /* `shape` with another dtype. */
 static inline tsr_type_t with_dtype(const tsr_type_t *shape, tsr_dtype_t dtype) {
@@ -121,6 +121,9 @@ void tpu_bits_i1(tpu_emitter_t *em, const char *r, const char *v, const tsr_type
 /* A constant `index` or `i32`. */
 const char *tpu_index_const(tpu_emitter_t *em, int64_t v);
 const char *tpu_i32_const(tpu_emitter_t *em, int64_t v);
+/* Grid dim g's extent as an i32: a constant, or Mosaic's
+ * tpu.iteration_bound for a dynamic extent. */
+const char *tpu_grid_extent(tpu_emitter_t *em, uint32_t g);
 /* r = c ? a : b, of type t; c an i1 scalar, or of t's shape (vector_cond). */
 void tpu_select(tpu_emitter_t *em, const char *r, const char *c, bool vector_cond,
                 const char *a, const char *b, const tsr_type_t *t);

@@ -518,9 +518,11 @@ void tpu_op_dot(tpu_emitter_t *em, const tsr_op_t *op) {
     return;
   }
   tsr_dtype_t in = x->type.dtype;
-  if (!is_float(in) && bits_of(in) != 8) {
-    /* libtpu: "Bad lhs/rhs type: 'vector<..xi32>'" */
-    tpu_unimplemented(em, op, "the MXU multiplies floats and 8-bit integers, not %s",
+  if (!is_float(in) && (bits_of(in) > 8 || bits_of(in) < 4)) {
+    /* libtpu: "Bad lhs/rhs type: 'vector<..xi32>'"; 2-bit: "Unsupported
+     * type for matmul" (v5e, v6e), "Integer inputs with bitwidth 2 are not
+     * supported" (v7x). i4 x i4 -> i32 compiles on all three. */
+    tpu_unimplemented(em, op, "the MXU multiplies floats and 8- and 4-bit integers, not %s",
                       tsr_dtype_name(in));
     return;
   }

@@ -25,6 +25,10 @@ void tpu_literal(char *buf, size_t n, tsr_dtype_t dtype, double fvalue, int64_t 
       snprintf(buf, n, "0x%08" PRIX32, tsr_f32_bits(f));
     else if (dtype == TSR_DTYPE_BF16)
       snprintf(buf, n, "0x%04X", (unsigned)tsr_f32_to_bf16(f));
+    else if (dtype == TSR_DTYPE_F8E4M3FN)
+      snprintf(buf, n, "0x%02X", (unsigned)tsr_f32_to_f8e4m3fn(f));
+    else if (dtype == TSR_DTYPE_F8E5M2)
+      snprintf(buf, n, "0x%02X", (unsigned)tsr_f32_to_f8e5m2(f));
     else
       snprintf(buf, n, "0x%04X", (unsigned)tsr_f32_to_f16(f));
   } else if (is_bool(dtype)) {
@@ -82,6 +86,13 @@ const char *tpu_index_const(tpu_emitter_t *em, int64_t v) {
 const char *tpu_i32_const(tpu_emitter_t *em, int64_t v) {
   const char *t = tpu_tmp(em);
   tpu_line(em, "%s = arith.constant %lld : i32", t, (long long)v);
+  return t;
+}
+
+const char *tpu_grid_extent(tpu_emitter_t *em, uint32_t g) {
+  if (!em->kernel->grid_bound[g]) return tpu_i32_const(em, em->kernel->grid[g]);
+  const char *t = tpu_tmp(em);
+  tpu_line(em, "%s = tpu.iteration_bound %u : i32", t, g);
   return t;
 }
 
@@ -267,7 +278,7 @@ const char *tpu_core_index(tpu_emitter_t *em) {
     if (!flat) {
       snprintf(flat_buf, sizeof flat_buf, "%s", gname);
     } else {
-      const char *dim = tpu_i32_const(em, k->grid[g]);
+      const char *dim = tpu_grid_extent(em, g);
       const char *m = tpu_tmp(em);
       tpu_line(em, "%s = arith.muli %s, %s : i32", m, flat_buf, dim);
       const char *a = tpu_tmp(em);
@@ -276,9 +287,34 @@ const char *tpu_core_index(tpu_emitter_t *em) {
     }
     flat = flat_buf;
   }
-  uint64_t chunk = (split.points + cores - 1) / cores;
-  const char *c = tpu_i32_const(em, (int64_t)chunk);
+  bool dynamic = false;
+  for (uint32_t g = split.first; g < split.end; g++) dynamic |= k->grid_bound[g] != 0;
+  char chunk[32];
+  if (!dynamic) {
+    snprintf(chunk, sizeof chunk, "%s",
+             tpu_i32_const(em, (int64_t)((split.points + cores - 1) / cores)));
+  } else { /* ceil(points / cores) of the extents the call gives */
+    char points[32];
+    snprintf(points, sizeof points, "%s", tpu_grid_extent(em, split.first));
+    for (uint32_t g = split.first + 1; g < split.end; g++) {
+      char e[32];
+      snprintf(e, sizeof e, "%s", tpu_grid_extent(em, g));
+      const char *m = tpu_tmp(em);
+      tpu_line(em, "%s = arith.muli %s, %s : i32", m, points, e);
+      snprintf(points, sizeof points, "%s", m);
+    }
+    char up[32];
+    snprintf(up, sizeof up, "%s", tpu_i32_const(em, (int64_t)cores - 1));
+    const char *sum = tpu_tmp(em);
+    tpu_line(em, "%s = arith.addi %s, %s : i32", sum, points, up);
+    char sum_buf[32];
+    snprintf(sum_buf, sizeof sum_buf, "%s", sum);
+    char n[32];
+    snprintf(n, sizeof n, "%s", tpu_i32_const(em, (int64_t)cores));
+    snprintf(chunk, sizeof chunk, "%s", tpu_tmp(em));
+    tpu_line(em, "%s = arith.divsi %s, %s : i32", chunk, sum_buf, n);
+  }
   const char *r = tpu_tmp(em);
-  tpu_line(em, "%s = arith.divsi %s, %s : i32", r, flat_buf, c);
+  tpu_line(em, "%s = arith.divsi %s, %s : i32", r, flat_buf, chunk);
   return r;
 }

@@ -14,7 +14,7 @@
 
 /* Bumped whenever the emitted text changes for the same kernel: part of
  * the cache key (tpu/api.c). */
-#define TSR_TPU_EMITTER_VERSION 5
+#define TSR_TPU_EMITTER_VERSION 6
 
 /* ---- Chips ---- */
 
@@ -31,12 +31,13 @@ typedef tsr_chip_t tpu_chip_t;
  * TSR_VERIFY_ERROR. The kernel must have verified. */
 tsr_status_t tpu_check_kernel(const tsr_kernel_t *kernel, const tpu_chip_t *chip)
     TSR_MUST_USE;
-/* The VMEM the kernel keeps live on a TPU, as Mosaic lays it out: each
+/* The VMEM the kernel keeps live on `chip`, as Mosaic lays it out: each
  * windowed operand double-buffered, scratch, scoped buffers and the
  * buffers that carry the block results of ifs (emit_control.c), every
- * buffer padded to whole (8 x packing, 128) tiles; an upper bound (scoped
- * buffers all counted live at once). */
-int64_t tpu_vmem_need(const tsr_kernel_t *kernel);
+ * buffer packed (4-bit types two to a byte) and padded to whole memory
+ * tiles (check.c, tile_rows); an upper bound (scoped buffers all counted
+ * live at once). */
+int64_t tpu_vmem_need(const tsr_kernel_t *kernel, const tpu_chip_t *chip);
 /* Whether operand `decl` has a trivial window: block = array and an index
  * map yielding constant zeros (or none). */
 bool tpu_decl_trivial_window(const tsr_decl_t *decl);

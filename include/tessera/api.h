@@ -416,7 +416,8 @@ TSR_API tsr_status_t tsr_tpu_check(const tsr_ir_kernel_t *kernel, const char *ch
 
 /* The VMEM `kernel` keeps live on `chip` (NULL: "v5e"), as Mosaic lays it
  * out: windowed operands double-buffered, scratch and scoped buffers, each
- * padded to whole (8, 128) tiles (an upper bound); the scoped VMEM libtpu
+ * packed (two i4 to a byte) and padded to whole memory tiles (an upper
+ * bound); the scoped VMEM libtpu
  * gives a kernel whose call sets no vmem_limit_bytes; and the chip's VMEM
  * per core. A kernel needing more than the default needs a
  * vmem_limit_bytes of at least `need_bytes` (tessera.jax.tpu_call sets

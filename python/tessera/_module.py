@@ -232,8 +232,9 @@ class Kernel:
     def tpu_vmem(self, chip: str | None = "v5e") -> dict[str, int]:
         """The VMEM this kernel keeps live on a TPU `chip` (tsr_tpu_vmem,
         docs/tpu.md "VMEM"): `need_bytes` (windows double-buffered, scratch,
-        scoped buffers, padded to (8, 128) tiles), `default_limit_bytes` (what
-        libtpu gives a call without vmem_limit_bytes) and `capacity_bytes`."""
+        scoped buffers, packed and padded to Mosaic's memory tiles),
+        `default_limit_bytes` (what libtpu gives a call without
+        vmem_limit_bytes) and `capacity_bytes`."""
         h = _capi.lib()
         if not hasattr(h, "tsr_tpu_vmem"):
             raise CompileError("unsupported", "tessera: this libtessera has no tsr_tpu_vmem")

@@ -634,6 +634,20 @@ TSR_TEST(vmem_budget_per_chip) {
   TSR_CHECK(strstr(tsr_status_message(s), "in %x 2 x 8.0 MiB") != NULL);
   tsr_status_free(s);
   teardown(&f);
+  /* i4 windows counted packed, as a TPU holds them: 2 x 2 x 4 MiB fits
+   * v4's 16 MiB (one per byte, as the host arrays hold them, would not). */
+  o.chip = "v4";
+  TSR_CHECK_OK(setup(&f,
+                     "kernel @k\n"
+                     "  grid(2) semantics(parallel)\n"
+                     "  in %x: i4[4096, 4096] vmem block[2048, 4096] map(%i) -> (%i, 0)\n"
+                     "  out %o: i4[4096, 4096] vmem block[2048, 4096] map(%i) -> (%i, 0)\n"
+                     "{\n"
+                     "  %v = load %x[:, :] : i4[2048, 4096]\n"
+                     "  store %o[:, :], %v\n"
+                     "}\n",
+                     &o));
+  teardown(&f);
   /* Scalar-prefetch tables live in SMEM: 32 KiB is over v2's 16 KiB. */
   const char *prefetch =
       "kernel @k\n"

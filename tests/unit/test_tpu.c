@@ -291,22 +291,151 @@ TSR_TEST(dma_with_regular_semaphore_not_on_v5e) {
   tsr_ir_module_destroy(m);
 }
 
-/* A dynamic grid extent is not emitted for Mosaic yet: refused at the
- * kernel, not emitted wrong. */
-TSR_TEST(dynamic_grid_extent_is_refused_at_the_kernel) {
+/* A dynamic grid extent, as Pallas writes it for Mosaic: MLIR's dynamic
+ * size in iteration_bounds (the call passes the extent as a leading
+ * operand), num_programs of it tpu.iteration_bound, the prefetch operand
+ * still the kernel's; on two cores, core_id from the extents; a dynamic
+ * core_parallel dim is a located error (Mosaic shards it when compiling). */
+TSR_TEST(dynamic_grid_extent_is_emitted) {
   tsr_ir_module_t *m = parse_text("dyn.tsr", "\n"
                                              "kernel @k\n"
-                                             "  grid(%n) semantics(arbitrary)\n"
+                                             "  grid(%m, %n) semantics(parallel, arbitrary)\n"
+                                             "  prefetch %m: i32\n"
+                                             "  prefetch %n: i32\n"
+                                             "  out %y: f32[64, 128] vmem block[8, 128] "
+                                             "map(%i, %j) -> (%i, 0)\n"
+                                             "{\n"
+                                             "  %c = core_id : i32\n"
+                                             "  %q = num_programs 1 : i32\n"
+                                             "  %s = add %c, %q : i32\n"
+                                             "  %f = convert %s : f32\n"
+                                             "  %b = broadcast %f : f32[8, 128]\n"
+                                             "  store %y[:, :], %b\n"
+                                             "}\n"
+                                             "kernel @cp\n"
+                                             "  grid(%n) semantics(core_parallel)\n"
                                              "  prefetch %n: i32\n"
                                              "  out %y: f32[8, 128] vmem\n"
                                              "{\n"
                                              "}\n");
   if (!m) return;
   char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), "v5p", &t));
+  if (t) {
+    CHECK_HAS(t, "iteration_bounds = array<i64: -9223372036854775808, -9223372036854775808>");
+    CHECK_HAS(t, "%m: memref<i32, #tpu.memory_space<smem>>, %n: memref<i32, "
+                 "#tpu.memory_space<smem>>");
+    CHECK_HAS(t, "scalar_prefetch = 2 : i64");
+    CHECK_HAS(t, "tpu.iteration_bound 1 : i32");
+    CHECK_HAS(t, "tpu.iteration_bound 0 : i32"); /* v5p: core_id splits dim 0 */
+  }
+  tsr_ir_string_free(t);
+  t = NULL;
+  tsr_status_t s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 1), "v5p", &t);
+  TSR_CHECK(t == NULL);
+  check_record(s, TSR_VERIFY_ERROR, 15, NULL, "core_parallel with a dynamic extent");
+  tsr_ir_module_destroy(m);
+}
+
+/* The emitted text of the first kernel of `text`. */
+static char *emit_text(const char *text, const char *chip) {
+  tsr_ir_module_t *m = parse_text("emit.tsr", text);
+  if (!m) return NULL;
+  char *t = NULL;
+  TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), chip, &t));
+  tsr_ir_module_destroy(m);
+  return t;
+}
+
+/* The first diagnostic of emitting the first kernel of `text` is at `line`
+ * (naming `op`) and says `what`. */
+static void check_refused(const char *text, int line, const char *op, const char *what) {
+  tsr_ir_module_t *m = parse_text("refuse.tsr", text);
+  if (!m) return;
+  char *t = NULL;
   tsr_status_t s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);
   TSR_CHECK(t == NULL);
-  check_record(s, TSR_UNIMPLEMENTED, 2, NULL, "dynamic grid extent");
+  check_record(s, TSR_UNIMPLEMENTED, line, op, what);
   tsr_ir_module_destroy(m);
+}
+
+/* The narrow dtypes as Mosaic takes them (python/tests/tpu proves each
+ * with libtpu): packed element types; 8-bit float arithmetic and compares
+ * in f32 (tessera's definition: computed in f32, rounded once); sub-byte
+ * compares on the values extended to i32; an i4 dot on the MXU; located
+ * refusals for sub-byte arithmetic, 2-bit dots and f8e4m3fn max/min. */
+TSR_TEST(narrow_dtypes_emit_or_are_refused) {
+  char *t = emit_text("kernel @k\n"
+                      "  grid(2)\n"
+                      "  in %a: f8e4m3fn[64, 128] vmem block[32, 128] map(%i) -> (%i, 0)\n"
+                      "  in %b: i4[64, 128] vmem block[32, 128] map(%i) -> (%i, 0)\n"
+                      "  out %o: f8e4m3fn[64, 128] vmem block[32, 128] map(%i) -> (%i, 0)\n"
+                      "{\n"
+                      "  %x = load %a[:, :] : f8e4m3fn[32, 128]\n"
+                      "  %y = add %x, %x : f8e4m3fn[32, 128]\n"
+                      "  %q = load %b[:, :] : i4[32, 128]\n"
+                      "  %z = const 0 : i4[32, 128]\n"
+                      "  %c = gt %q, %z : i1[32, 128]\n"
+                      "  %h = const 1.5 : f8e4m3fn[32, 128]\n"
+                      "  %r = select %c, %y, %h : f8e4m3fn[32, 128]\n"
+                      "  store %o[:, :], %r\n"
+                      "}\n",
+                      "v6e");
+  if (t) {
+    CHECK_HAS(t, "%a: memref<32x128xf8E4M3FN, #tpu.memory_space<vmem>>");
+    CHECK_HAS(t, "%b: memref<32x128xi4, #tpu.memory_space<vmem>>");
+    CHECK_HAS(t, "arith.extf %x : vector<32x128xf8E4M3FN> to vector<32x128xf32>");
+    CHECK_HAS(t, "arith.addf");
+    CHECK_HAS(t, "arith.truncf");
+    CHECK_HAS(t, "arith.extsi %q : vector<32x128xi4> to vector<32x128xi32>");
+    CHECK_HAS(t, "arith.cmpi sgt");
+    CHECK_HAS(t, "dense<0x3C> : vector<32x128xf8E4M3FN>"); /* 1.5 */
+  }
+  tsr_ir_string_free(t);
+  t = emit_text("kernel @k\n"
+                "  grid(1)\n"
+                "  in %a: i4[128, 256] vmem\n"
+                "  in %b: i4[256, 128] vmem\n"
+                "  out %o: i32[128, 128] vmem\n"
+                "{\n"
+                "  %x = load %a[:, :] : i4[128, 256]\n"
+                "  %y = load %b[:, :] : i4[256, 128]\n"
+                "  %r = dot %x, %y : i32[128, 128]\n"
+                "  store %o[:, :], %r\n"
+                "}\n",
+                "v5e");
+  if (t) CHECK_HAS(t, "vector<128x256xi4>, vector<256x128xi4>, vector<128x128xi32>");
+  tsr_ir_string_free(t);
+  check_refused("kernel @k\n"
+                "  grid(1)\n"
+                "  in %a: u4[32, 128] vmem\n"
+                "  out %o: u4[32, 128] vmem\n"
+                "{\n"
+                "  %x = load %a[:, :] : u4[32, 128]\n"
+                "  %y = add %x, %x : u4[32, 128]\n"
+                "  store %o[:, :], %y\n"
+                "}\n",
+                7, "add", "not u4; convert to i32 first");
+  check_refused("kernel @k\n"
+                "  grid(1)\n"
+                "  in %a: i2[128, 128] vmem\n"
+                "  out %o: i32[128, 128] vmem\n"
+                "{\n"
+                "  %x = load %a[:, :] : i2[128, 128]\n"
+                "  %y = dot %x, %x : i32[128, 128]\n"
+                "  store %o[:, :], %y\n"
+                "}\n",
+                7, "dot", "8- and 4-bit integers, not i2");
+  check_refused("kernel @k\n"
+                "  grid(1)\n"
+                "  in %a: f8e4m3fn[32, 128] vmem\n"
+                "  out %o: f8e4m3fn[32, 128] vmem\n"
+                "{\n"
+                "  %x = load %a[:, :] : f8e4m3fn[32, 128]\n"
+                "  %y = max %x, %x : f8e4m3fn[32, 128]\n"
+                "  store %o[:, :], %y\n"
+                "}\n",
+                7, "max", "f8e4m3fn");
 }
 
 TSR_TEST(unsupported_op_is_located) {
@@ -540,7 +669,7 @@ TSR_TEST(rewritten_for_mosaic) {
   if (m) {
     t = NULL;
     check_record(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t), TSR_UNIMPLEMENTED, 7,
-                 "dot", "floats and 8-bit integers, not i32");
+                 "dot", "floats and 8- and 4-bit integers, not i32");
     tsr_ir_module_destroy(m);
   }
   m = parse_text("prod.tsr", "kernel @k\n"
@@ -937,9 +1066,11 @@ TSR_TEST(vmem_need_and_capacity) {
   if (!m) return;
   tsr_tpu_vmem_t v = {0};
   TSR_CHECK_OK(tsr_tpu_vmem(tsr_ir_module_kernel(m, 0), "v6e", &v));
-  /* x and y: 2 x bf16 (16, 128); w: 2 x f32 (8, 256); s: f32 (8, 128);
-   * buf: i8 (64, 256). */
-  int64_t want = 2 * 2 * (16 * 128 * 2) + 2 * (8 * 256 * 4) + 8 * 128 * 4 + 64 * 256;
+  /* Mosaic's memory tiles: x and y: 2 x bf16 (8, 128) (8 rows are a
+   * whole tile of bf16 under 16 rows); w: 2 x f32 (8, 256); s: f32
+   * (4, 128) (3 rows take a 4-row tile); buf: i8 (64, 256) (40 rows: from
+   * 32 on, whole (32, 128) tiles). */
+  int64_t want = 2 * 2 * (8 * 128 * 2) + 2 * (8 * 256 * 4) + 4 * 128 * 4 + 64 * 256;
   TSR_CHECK_EQ_INT(v.need_bytes, want);
   TSR_CHECK_EQ_INT(v.default_limit_bytes, 32ll << 20);
   TSR_CHECK(v.capacity_bytes < (128ll << 20) && v.capacity_bytes > (127ll << 20));
@@ -962,6 +1093,62 @@ TSR_TEST(vmem_need_and_capacity) {
   TSR_CHECK_OK(tsr_tpu_check(k, "v5e"));
   tsr_status_t s = tsr_tpu_check(k, "v4");
   check_record(s, TSR_VERIFY_ERROR, 1, NULL, "needs 32.0 MiB of VMEM");
+  tsr_ir_module_destroy(m);
+}
+
+/* The narrow dtypes are packed in VMEM, as on a TPU: an (8, 128) i4 block
+ * is 512 bytes (not the 1024 of tessera's one-per-byte host array), f8 one
+ * byte each, i2 four to a byte in a tile of 16 rows (its packing); and
+ * Pallas's rule for 1-D blocks counts their bits (a power of two of at
+ * least 128 x 32 / 4 = 1024 i4 elements). */
+TSR_TEST(vmem_of_packed_narrow_dtypes) {
+  static const struct {
+    const char *dtype;
+    int64_t rows, bytes; /* one buffer of a (rows, 128) block */
+  } cases[] = {
+      {"i4", 8, 8 * 128 / 2},   {"u4", 64, 64 * 128 / 2}, {"i4", 72, 128 * 128 / 2},
+      {"i2", 8, 16 * 128 / 4},  {"u2", 16, 16 * 128 / 4}, {"f8e4m3fn", 8, 8 * 128},
+      {"f8e5m2", 40, 64 * 128}, {"i8", 8, 8 * 128},        {"i4", 3, 8 * 128 / 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "kernel @k\n"
+             "  grid(2)\n"
+             "  in %%x: %s[%lld, 256] vmem block[%lld, 128] map(%%i) -> (0, %%i)\n"
+             "  out %%y: f32[8, 128] vmem\n"
+             "{\n"
+             "}\n",
+             cases[i].dtype, (long long)cases[i].rows, (long long)cases[i].rows);
+    tsr_ir_module_t *m = parse_text("narrow.tsr", text);
+    if (!m) return;
+    tsr_tpu_vmem_t v = {0};
+    TSR_CHECK_OK(tsr_tpu_vmem(tsr_ir_module_kernel(m, 0), "v5e", &v));
+    /* x double-buffered, y single (a trivial window) but counted twice */
+    int64_t want = 2 * cases[i].bytes + 2 * 8 * 128 * 4;
+    if (v.need_bytes != want)
+      TSR_FAIL_AT("%s (%lld, 128): need %lld bytes, want %lld", cases[i].dtype,
+                  (long long)cases[i].rows, (long long)v.need_bytes, (long long)want);
+    tsr_ir_module_destroy(m);
+  }
+  /* 1-D blocks: 512 i4 elements are under one packed row (1024), 512 u8
+   * elements are one (512 = 128 x 32 / 8). */
+  tsr_ir_module_t *m = parse_text("narrow1d.tsr",
+                                  "kernel @k\n"
+                                  "  grid(8)\n"
+                                  "  in %x: i4[4096] vmem block[512] map(%i) -> (%i)\n"
+                                  "  in %z: u8[4096] vmem block[512] map(%i) -> (%i)\n"
+                                  "  in %w: i4[4096] vmem block[1024] map(%i) -> (%i)\n"
+                                  "  out %y: f32[8, 128] vmem\n"
+                                  "{\n"
+                                  "}\n");
+  if (!m) return;
+  tsr_status_t s = tsr_tpu_check(tsr_ir_module_kernel(m, 0), "v5e");
+  tsr_diagnostic_list_t *list = NULL;
+  TSR_CHECK_OK(tsr_diagnostic_list_create_from_status(s, &list));
+  TSR_CHECK_EQ_INT(list ? tsr_diagnostic_list_count(list) : 0, 1); /* not %z's, nor %w's */
+  tsr_diagnostic_list_destroy(list);
+  check_record(s, TSR_VERIFY_ERROR, 3, NULL, "at least 1024 (128 x 32 / 4 bits)");
   tsr_ir_module_destroy(m);
 }
 
@@ -1100,7 +1287,7 @@ int main(void) {
   TSR_RUN(rank0_operands);
   TSR_RUN(every_example_emits);
   TSR_RUN(dma_and_semaphores);
-  TSR_RUN(dynamic_grid_extent_is_refused_at_the_kernel);
+  TSR_RUN(dynamic_grid_extent_is_emitted);
   TSR_RUN(unsupported_op_is_located);
   TSR_RUN(dma_with_regular_semaphore_not_on_v5e);
   TSR_RUN(more_ops);
@@ -1112,6 +1299,8 @@ int main(void) {
   TSR_RUN(kernel_named_transform);
   TSR_RUN(chips);
   TSR_RUN(vmem_need_and_capacity);
+  TSR_RUN(vmem_of_packed_narrow_dtypes);
+  TSR_RUN(narrow_dtypes_emit_or_are_refused);
   TSR_RUN(cache_hit);
   TSR_RUN(out_of_memory_is_clean);
   return tsr_test_done();

@@ -15,6 +15,7 @@ prepares the CPU executable.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any, Callable
 
@@ -70,6 +71,7 @@ class TpuCall:
         names = [o.name for o in kernel.inputs]
         self.aliases = tuple((names.index(o.alias), j) for j, o in enumerate(kernel.outputs)
                              if o.alias is not None)
+        self.bounds = _dynamic_bounds(kernel)
         self._lock = threading.Lock()
         self._tpu: Callable | None = None
         self._cpu: Callable | None = None
@@ -104,9 +106,13 @@ class TpuCall:
         with self._lock:
             if self._tpu is None:
                 module = mosaic_module(self.kernel, self.chip)
+                # The call's operands are the dynamic grid extents, then the
+                # kernel's (Pallas numbers aliases after the extents too).
+                n = len(self.bounds)
                 self._tpu = ji.mosaic_kernel(module, self.out_structs,
                                              kernel_name=self.kernel.name,
-                                             input_output_aliases=self.aliases,
+                                             input_output_aliases=tuple(
+                                                 (i + n, j) for i, j in self.aliases),
                                              vmem_limit_bytes=self.vmem_limit_bytes)
             return self._tpu
 
@@ -144,8 +150,22 @@ class TpuCall:
         return f"<tessera.jax.tpu_call @{self.kernel.name} chip={self.chip}>"
 
 
+def _dynamic_bounds(kernel: T.Kernel) -> tuple[int, ...]:
+    """The input indices of the prefetch operands that are dynamic grid
+    extents, one per dynamic grid dim in grid order (`grid(2, %n)`: the
+    kernel's canonical text names them). Mosaic takes each extent as a
+    leading scalar operand of the call, before the kernel's own, as Pallas
+    passes its dynamic grid bounds (docs/tpu.md, "Dynamic grids")."""
+    m = re.search(r"^\s*grid\(([^)]*)\)", kernel.text, re.M)
+    if not m:
+        return ()
+    names = [o.name for o in kernel.inputs]
+    return tuple(names.index(e.strip()[1:]) for e in m.group(1).split(",")
+                 if e.strip().startswith("%"))
+
+
 def _tpu_lowering(call: TpuCall, *args):
-    outs = call._tpu_kernel()(*args)
+    outs = call._tpu_kernel()(*[args[i] for i in call.bounds], *args)
     return list(outs) if isinstance(outs, (tuple, list)) else [outs]
 
 

@@ -87,7 +87,6 @@ PRIMITIVE_ROUND_TRIP_GAPS: dict[str, tuple[str, str, bool]] = {
     "prim_indexing": ("emit", "which TPUs cannot tile", True),
     "prim_shape": ("emit", "strided slices are not emitted yet", True),
     "prim_dot_reduce": ("emit", "no prod reduction", True),
-    "prim_dynamic_grid": ("emit", "dynamic grid extent", False),
 }
 
 PRIM_CASES = list(P.pallas_primitives())
@@ -111,7 +110,8 @@ def _round_trip(case, chip):
     except tessera.CompileError as e:
         return "emit", "\n".join(d.text for d in e.diagnostics) or str(e)
     call = _tpu.tpu_call(kernel, chip=chip, cpu="error")
-    P.compile_mosaic(text, call.in_structs, call.out_structs, kernel.name, chip, call.aliases)
+    P.compile_mosaic(text, call.in_structs, call.out_structs, kernel.name, chip, call.aliases,
+                     call.bounds)
     return "ok", ""
 
 

@@ -81,17 +81,20 @@ def _first_lines(text: str, n: int = 6) -> str:
 
 
 def compile_mosaic(text: str, in_structs, out_structs, name: str, chip: str,
-                   aliases=()) -> float:
+                   aliases=(), bounds=()) -> float:
     """Parses + verifies Mosaic `text`, wraps it as a tpu_custom_call and
     compiles it with libtpu for `chip`; returns the compile's seconds.
+    `bounds`: the input indices of dynamic grid extents (TpuCall.bounds),
+    passed first, as tpu_call does (docs/tpu.md, "Dynamic grids").
     Raises MosaicParseError (parse) or libtpu's error (compile)."""
     from tessera.jax import _jax_internal as ji
     module = ji.parse_mosaic(text)
+    n = len(bounds)
     call = ji.mosaic_kernel(module, tuple(out_structs), kernel_name=name,
-                            input_output_aliases=tuple(aliases))
+                            input_output_aliases=tuple((i + n, j) for i, j in aliases))
     device = ji.tpu_device(chip)
     start = time.perf_counter()
-    ji.compile_for_device(lambda *a: call(*a), in_structs, device)
+    ji.compile_for_device(lambda *a: call(*[a[i] for i in bounds], *a), in_structs, device)
     return time.perf_counter() - start
 
 
@@ -111,7 +114,7 @@ def prove(path: str, name: str, chip: str) -> Outcome:
     call = _tpu.tpu_call(k, chip=chip, cpu="error")
     try:
         compile_s = compile_mosaic(text, call.in_structs, call.out_structs, name, chip,
-                                   call.aliases)
+                                   call.aliases, call.bounds)
     except ji.MosaicParseError as e:
         return Outcome("parse", _first_lines(e), emit_s)
     except Exception as e:  # noqa: BLE001 - libtpu's errors have no common type
@@ -137,7 +140,7 @@ def prove_library(entry: str, params: dict, chip: str) -> Outcome:
     call = _tpu.tpu_call(k, chip=chip, cpu="error")
     try:
         compile_s = compile_mosaic(text, call.in_structs, call.out_structs, k.name, chip,
-                                   call.aliases)
+                                   call.aliases, call.bounds)
     except ji.MosaicParseError as e:
         return Outcome("parse", str(e), emit_s)
     except Exception as e:  # noqa: BLE001 - libtpu's errors have no common type
