@@ -120,14 +120,14 @@ def _lax_fn(name):
 
 #: ulp of the larger magnitude, tessera vs JAX: tessera's error plus JAX's
 #: (both measured over a dense sweep by this file's main; docs/jax.md)
-VS_JAX = {"erf": 8, "erfc": 72, "erf_inv": 72, "atan": 5, "asin": 5, "acos": 5,
+VS_JAX = {"erf": 8, "erfc": 72, "erf_inv": 2, "atan": 5, "asin": 5, "acos": 5,
           "sinh": 28, "cosh": 28, "asinh": 4, "acosh": 5, "atanh": 4, "cbrt": 2, "log2": 3,
           "lgamma": 5,
           # JAX's digamma loses its relative accuracy near the root 1.4616
           # (1.7M ulp there; 1.1e-6 max(1, |digamma|) everywhere)
           "digamma": ("close", 2e-6, 2e-6)}
 #: ulp, tessera vs the float64 result rounded to f32
-VS_EXACT = {"erf": 2, "erfc": 5, "erf_inv": 3, "atan": 3, "asin": 5, "acos": 4,
+VS_EXACT = {"erf": 2, "erfc": 5, "erf_inv": 66, "atan": 3, "asin": 5, "acos": 4,
             "sinh": 4, "cosh": 3, "asinh": 3, "acosh": 3, "atanh": 3, "cbrt": 2, "log2": 3,
             "lgamma": 4, "digamma": 4}
 FUNCS = list(VS_JAX)
@@ -259,6 +259,51 @@ def test_bf16_is_computed_in_f32(name, backend):
     H.assert_outputs_match([got], [want], ("ulp", 1), f"{name} bf16 vs JAX")
     exact = _exact_f32(name, x.astype(F32)).astype(ml_dtypes.bfloat16)
     H.assert_outputs_match([got], [exact], ("ulp", 1), f"{name} bf16 vs exact")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_erf_inv_is_xlas(backend):
+    """f32 erf_inv is XLA's algorithm step for step (JAX's tests compare it
+    bit for bit): equal to JAX's result on most of the sweep, and within
+    the few ulp that XLA:CPU's fused multiply-adds and its own log1p make
+    elsewhere; the value JAX's ops_test.py checks included."""
+    H.bridge_module()
+    x, want = _case("erf_inv")
+    got = _tessera(_lax_fn("erf_inv"), x, backend)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    assert same.mean() >= 0.9, f"only {same.mean():.3f} of erf_inv equals JAX's"
+    pts = np.resize(np.array([-0.999517, -0.4, 0.72, 0.999517, 0.0, -0.0], F32), (8, 128))
+    H.assert_outputs_match([_tessera(_lax_fn("erf_inv"), pts, backend)],
+                           [_oracle(_lax_fn("erf_inv"), pts)], "exact", "erf_inv points")
+
+
+def _all_bf16(lo, hi):
+    """Every bf16 value in [lo, hi], as rows of 128 (the last row repeats)."""
+    import ml_dtypes
+
+    b = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    v = b[(b.astype(F32) >= lo) & (b.astype(F32) <= hi)]
+    return np.resize(v, ((v.size + 127) // 128, 128))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name,lo,hi", [("expm1", -20.0, 20.0), ("tan", -1.57, 1.57)])
+def test_bf16_few_op_functions_round_once(name, lo, hi, backend):
+    """bf16 expm1 and tan (a few tessera ops each) are computed in f32 and
+    rounded to bf16 once, as XLA computes them: equal to JAX's result for
+    every bf16 input but the rare f32 result that lies within an f32 ulp or
+    two of a bf16 rounding boundary. Rounding each op to bf16 would be a
+    bf16 ulp off on a good part of them."""
+    H.bridge_module()
+    _, jnp, _ = _jax()
+    fn = {"expm1": jnp.expm1, "tan": jnp.tan}[name]
+    x = _all_bf16(lo, hi)
+    want = _oracle(fn, x)
+    got = _tessera(fn, x, backend)
+    assert got.dtype == want.dtype
+    same = (got == want) | (np.isnan(got.astype(F32)) & np.isnan(want.astype(F32)))
+    assert same.mean() >= 0.999, f"{name}: {int((~same).sum())} of {same.size} differ from JAX"
+    H.assert_outputs_match([got], [want], ("ulp", 1), f"{name} bf16 vs JAX")
 
 
 # ---- threefry --------------------------------------------------------------------

@@ -225,14 +225,30 @@ def _one_minus_square(t, env, region, eqn, used):
                                    t.emit(region, "sub", [one, x], rt)], rt)]
 
 
-@register("expm1", emits=("exp", "sub", "mul", "div", "log", "eq", "select"))
+def _in_f32(t, region, x, rt):
+    """x and the type to compute in for a float function of a few ops: a
+    narrower float (bf16, f16, the f8s) is widened to f32, computed there
+    and rounded once by _round_to (XLA widens them so: JAX's bf16 tan is
+    f32 tan rounded to bf16; rounding each op of the expansion would not
+    give it)."""
+    if rt.dtype == "f32" or rt.dtype not in B.FLOAT_DTYPES:
+        return x, rt
+    ct = B.Type.value("f32", rt.shape)
+    return t.emit(region, "convert", [x], B.Type.value("f32", x.type.shape)), ct
+
+
+def _round_to(t, region, r, rt):
+    return r if r.type.dtype == rt.dtype else t.emit(region, "convert", [r], rt)
+
+
+@register("expm1", emits=("exp", "sub", "mul", "div", "log", "eq", "select", "convert"))
 def _expm1(t, env, region, eqn, used):
     # exp(x) - 1 loses every digit near 0 (115 ulp at x = -0.0019). Kahan's
     # form keeps them: with u = exp(x) rounded, (u - 1) * x / log(u) is
     # within a few ulp; u == 1 gives x itself, u - 1 == -1 gives -1, and an
     # infinite u gives inf (the formula would give inf/inf).
-    x = t.read(env, region, eqn.invars[0])
-    rt = out_type(eqn)
+    out = out_type(eqn)
+    x, rt = _in_f32(t, region, t.read(env, region, eqn.invars[0]), out)
     u = t.emit(region, "exp", [x], rt)
     one = t.const(region, 1.0, rt)
     um1 = t.emit(region, "sub", [u, one], rt)
@@ -243,15 +259,17 @@ def _expm1(t, env, region, eqn, used):
     minus_one = t.const(region, -1.0, rt)
     r = t.emit(region, "select", [t.emit(region, "eq", [um1, minus_one], ct), minus_one, r], rt)
     inf = t.const(region, float("inf"), rt)
-    return [t.emit(region, "select", [t.emit(region, "eq", [u, inf], ct), inf, r], rt)]
+    r = t.emit(region, "select", [t.emit(region, "eq", [u, inf], ct), inf, r], rt)
+    return [_round_to(t, region, r, out)]
 
 
-@register("tan", emits=("sin", "cos", "div"))
+@register("tan", emits=("sin", "cos", "div", "convert"))
 def _tan(t, env, region, eqn, used):
-    x = t.read(env, region, eqn.invars[0])
-    rt = out_type(eqn)
-    return [t.emit(region, "div", [t.emit(region, "sin", [x], rt),
-                                   t.emit(region, "cos", [x], rt)], rt)]
+    out = out_type(eqn)
+    x, rt = _in_f32(t, region, t.read(env, region, eqn.invars[0]), out)
+    r = t.emit(region, "div", [t.emit(region, "sin", [x], rt),
+                               t.emit(region, "cos", [x], rt)], rt)
+    return [_round_to(t, region, r, out)]
 
 
 @register("is_finite", emits=("sub", "eq"))
