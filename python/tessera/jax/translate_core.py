@@ -366,13 +366,18 @@ class Translator:
                     arrays[pos] = d.start
                     continue
                 _, s, n, st = cur[pos]
+                size = d.size
+                if d.kind == "slice" and not isinstance(size, int):
+                    size = self.static_int(env, size)
+                    if isinstance(size, B.Value):
+                        size = self.i32(region, size)
                 start = self.static_int(env, d.start)
                 if isinstance(start, B.Value):
                     start = self.i32(region, start)
                 off = self.iarith(region, "add", s, self.iarith(region, "mul", start, st))
                 if (self.bounds_at_run and view.reshaped is None
-                        and not isinstance(off, B.Value)
-                        and not _static_in_bounds(off, 1 if d.kind == "point" else d.size,
+                        and not isinstance(off, B.Value) and not isinstance(size, B.Value)
+                        and not _static_in_bounds(off, 1 if d.kind == "point" else size,
                                                   st * (1 if d.kind == "point" else d.stride),
                                                   view.base.type.shape[pos])):
                     # A static index outside the ref: checked when the access
@@ -383,7 +388,7 @@ class Translator:
                 if d.kind == "point":
                     new[pos] = ("point", off)
                 else:
-                    new[pos] = ("range", off, d.size, st * d.stride)
+                    new[pos] = ("range", off, size, st * d.stride)
             if view.reshaped is not None:
                 view = RefView(view.base, view.dims, view.reshaped, new)
             else:
@@ -409,7 +414,11 @@ class Translator:
                 out.append(B.Index("point", d[1]))
             else:
                 _, s, n, st = d
-                if isinstance(s, B.Value):
+                if isinstance(n, B.Value):
+                    # a size the run reads: DMA views only (the verifier
+                    # says so, located, for any other op)
+                    out.append(B.Index("ds", s, n, st, dim=full))
+                elif isinstance(s, B.Value):
                     out.append(B.Index("ds", s, n, st))
                 elif s == 0 and n == full and st == 1:
                     out.append(B.Index("full", 0, full, 1))
