@@ -361,6 +361,14 @@ def reshape_of(transform) -> tuple[int, ...] | None:
     return None
 
 
+def bitcast_of(transform):
+    """The dtype of a ref bitcast transform (`ref.bitcast(dtype)`), else
+    None."""
+    if isinstance(transform, getattr(state_types, "BitcastTransform", ())):
+        return transform.dtype
+    return None
+
+
 def ndindexer_dims(idx) -> list[DimIndex]:
     """Decodes an NDIndexer (static or pl.ds entries) into DimIndex per
     dimension of the ref it indexes."""

@@ -9,12 +9,14 @@ import numpy as np
 
 from .. import _builder as B
 from . import _jax_internal as ji
-from .translate_core import (BCAST_OPS, RESHAPE_OPS, VIEW_OPS, RefView, bcast, convert_value,
-                             out_type, register, reshape_to)
+from .translate_core import (BCAST_OPS, RESHAPE_OPS, TPU_BITCAST_OPS, VIEW_OPS, RefView, bcast,
+                             convert_value, out_type, register, reshape_to, tpu_bitcast)
 
 
-#: what a read through a reshaped ref builds besides the load and reshapes
-_GET_RESHAPED = ("iota", "eq", "ge", "lt", "and", "sub", "rem", "roll", "neg", "slice")
+#: what a read through a reshaped or bitcast ref builds besides the load
+#: and reshapes
+_GET_RESHAPED = ("iota", "eq", "ge", "lt", "and", "sub", "rem", "roll", "neg", "slice",
+                 "reduce_or", *TPU_BITCAST_OPS)
 #: what indexing a ref by arrays of indices builds besides loads and stores
 _BY_ARRAYS = ("gather", "iota", "lt", "add", "mul", "select", "max", "min", "convert",
               *BCAST_OPS)
@@ -128,14 +130,66 @@ def _gather_view(t, env, region, view: RefView, whole: B.Value, rt: B.Type) -> B
     return reshape_to(t, region, g, rt)
 
 
+def _mask_back(t, region, view: RefView, mask: B.Value) -> B.Value:
+    """The mask of the view's elements after its chain, as a mask of the
+    view before it: a reshape's shape undone; an element of a bitcast that
+    widens (k narrow rows to one along the second-minor dimension) needs
+    its k parts, one that narrows needs the wide row it is part of."""
+    for step, before, after in reversed(list(zip(view.chain, view.shapes, view.shapes[1:]))):
+        if step[0] == "bitcast" and tuple(before) != tuple(after):
+            *lead, r, c = after
+            if before[-2] > r:  # widening: each row stands for k rows before
+                k = before[-2] // r
+                m = t.emit(region, "reshape", [mask], B.Type.value("i1", (*lead, r, 1, c)))
+                m = t.emit(region, "broadcast", [m], B.Type.value("i1", (*lead, r, k, c)))
+                mask = t.emit(region, "reshape", [m], B.Type.value("i1", before))
+            else:  # narrowing: k rows are parts of one row before
+                k = r // before[-2]
+                m = t.emit(region, "reshape", [mask],
+                           B.Type.value("i1", (*lead, before[-2], k, c)))
+                mask = t.emit(region, "reduce_or", [m], B.Type.value("i1", before),
+                              ints=[len(lead) + 1])
+        elif tuple(before) != tuple(after):
+            mask = t.emit(region, "reshape", [mask], B.Type.value("i1", before))
+    return mask
+
+
+def chain_forward(t, region, view: RefView, v: B.Value) -> B.Value:
+    """The value of the view before its chain (`v`) through the chain's
+    reshapes and bitcasts (a ref's bitcast is pltpu.bitcast along the
+    second-minor dimension, as the TPU lays memory out)."""
+    for step, after in zip(view.chain, view.shapes[1:]):
+        if step[0] == "bitcast":
+            v = tpu_bitcast(t, region, v, step[1], -2 if len(after) >= 2 else -1)
+        elif tuple(v.type.shape) != tuple(after):
+            v = t.emit(region, "reshape", [v], B.Type.value(v.type.dtype, after))
+    return v
+
+
+def chain_backward(t, region, view: RefView, v: B.Value) -> B.Value:
+    """A value of the view's shape after its chain, taken back through it:
+    what a whole write of the view stores into the view before it."""
+    dtypes = [view.base.type.dtype]
+    for step in view.chain:
+        dtypes.append(step[1] if step[0] == "bitcast" else dtypes[-1])
+    for i in reversed(range(len(view.chain))):
+        before = view.shapes[i]
+        if view.chain[i][0] == "bitcast":
+            v = tpu_bitcast(t, region, v, dtypes[i], -2 if len(before) >= 2 else -1)
+        elif tuple(v.type.shape) != tuple(before):
+            v = t.emit(region, "reshape", [v], B.Type.value(v.type.dtype, before))
+    return v
+
+
 def _get_reshaped(t, region, view: RefView, rt: B.Type) -> B.Value:
-    """A read through `ref.reshape(R)[idx]`: a load of the view before the
-    reshape, masked to the elements idx selects (others are not read, so no
-    uninitialized-read reports for them), reshaped to R, then the selected
-    elements taken out of the value (a roll and a strided slice per
-    dimension)."""
+    """A read through `ref.reshape(R)[idx]` or `ref.bitcast(dtype)[idx]`
+    (and chains of them): a load of the view before them, masked to the
+    elements idx selects (others are not read, so no uninitialized-read
+    reports for them), taken through the chain's reshapes and bitcasts to
+    R, then the selected elements taken out of the value (a roll and a
+    strided slice per dimension)."""
     R, S = view.reshaped, view.pre_shape
-    dt = view.base.type.dtype
+    dt = view.dtype
     it, bt = B.Type.value("i32", R), B.Type.value("i1", R)
     i32 = B.Type.value("i32", ())
     mask = None
@@ -158,15 +212,17 @@ def _get_reshaped(t, region, view: RefView, rt: B.Type) -> B.Value:
                 m = t.emit(region, "and", [m, t.emit(region, "eq", [r, t.const(
                     region, 0, i32)], bt)], bt)
         mask = m if mask is None else t.emit(region, "and", [mask, m], bt)
-    vt = B.Type.value(dt, S)
+    vt = B.Type.value(view.base.type.dtype, S)
     pre = RefView(view.base, view.dims)
     if mask is None:
         v = t.emit(region, "load", [view.base], vt, indices=t.indices(pre))
     else:
-        ms = t.emit(region, "reshape", [mask], B.Type.value("i1", S))
+        ms = _mask_back(t, region, view, mask)
+        if tuple(ms.type.shape) != tuple(S):
+            ms = t.emit(region, "reshape", [ms], B.Type.value("i1", S))
         v = t.emit(region, "load", [view.base], vt, indices=t.indices(pre),
                    extra_operands=[ms], flags=B.OPF_MASK)
-    v = t.emit(region, "reshape", [v], B.Type.value(dt, R)) if S != R else v
+    v = chain_forward(t, region, view, v)
     idx = []
     out_shape = []
     for d, e in enumerate(view.rdims):
@@ -212,11 +268,39 @@ def _indexed_shape(view: RefView) -> tuple:
     return tuple(rest[:first]) + tuple(view.index_shape) + tuple(rest[first:])
 
 
-@register("swap", emits=("load", "store", "scatter", *VIEW_OPS, *_BY_ARRAYS))
+def _swap_transformed(t, region, view: RefView, val: B.Value, old_type) -> B.Value | None:
+    """`ref.reshape(R)[...] = val` or `ref.bitcast(dtype)[...] = val` (and
+    chains of them): the value taken back through the chain and stored
+    into the view before it. Whole views only: a write of part of one
+    would have to read the rest first."""
+    R = view.reshaped
+    if any(e[0] != "range" or isinstance(e[1], B.Value) or e[1:] != (0, n, 1)
+           for e, n in zip(view.rdims, R)):
+        raise t.fail("a write into part of a reshaped or bitcast ref (whole writes of such "
+                     "refs are translated: index the ref before reshaping or bitcasting it)")
+    old = _get_reshaped(t, region, view, old_type) if old_type is not None else None
+    vt = B.Type.value(view.dtype, R)
+    v = val
+    if v.type.kind == "scalar":
+        v = t.emit(region, "broadcast", [v], vt)
+    v = reshape_to(t, region, v, vt) if tuple(v.type.shape) != tuple(R) else v
+    v = chain_backward(t, region, view, v)
+    S = view.pre_shape
+    if tuple(v.type.shape) != tuple(S):
+        v = t.emit(region, "reshape", [v], B.Type.value(v.type.dtype, S))
+    t.op(region, "store", [view.base, v], [], indices=t.indices(RefView(view.base, view.dims)))
+    return old
+
+
+@register("swap", emits=("load", "store", "scatter", *VIEW_OPS, *_BY_ARRAYS, *RESHAPE_OPS,
+                         *_GET_RESHAPED))
 def _swap(t, env, region, eqn, used):
     transforms = ji.unflatten(eqn.params["tree"], eqn.invars[2:])
     view = t.apply_transforms(env, region, t.ref(env, eqn.invars[0]), transforms)
     val = t.read(env, region, eqn.invars[1])
+    if view.reshaped is not None:
+        want_old = eqn.outvars and eqn.outvars[0] in used
+        return [_swap_transformed(t, region, view, val, out_type(eqn) if want_old else None)]
     idx = t.indices(view)
     if view.arrays:
         # x_ref[idx] = val: a masked store of the view (whole along the
@@ -263,11 +347,16 @@ def _mask_of(t, env, region, mask, shape) -> B.Value:
     return bcast(t, region, m, shape)
 
 
-@register("masked_load", emits=("load", "select", *BCAST_OPS, *VIEW_OPS))
+@register("masked_load", emits=("load", "select", *BCAST_OPS, *VIEW_OPS, *RESHAPE_OPS,
+                                *_GET_RESHAPED))
 def _masked_load(t, env, region, eqn, used):
     ref, transforms, mask, other = ji.unflatten(eqn.params["args_tree"], eqn.invars)
     view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
     rt = out_type(eqn)
+    if view.reshaped is not None:
+        if mask is not None:
+            raise t.fail("a masked read of a reshaped or bitcast ref")
+        return [_get_reshaped(t, region, view, rt)]
     idx = t.indices(view)
     if mask is None:
         return [t.emit(region, "load", [view.base], rt, indices=idx)]
@@ -280,10 +369,17 @@ def _masked_load(t, env, region, eqn, used):
     return [v]
 
 
-@register("masked_swap", emits=("load", "store", *BCAST_OPS, *VIEW_OPS))
+@register("masked_swap", emits=("load", "store", *BCAST_OPS, *VIEW_OPS, *RESHAPE_OPS,
+                                *_GET_RESHAPED))
 def _masked_swap(t, env, region, eqn, used):
     ref, transforms, val, mask = ji.unflatten(eqn.params["args_tree"], eqn.invars)
     view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
+    if view.reshaped is not None:
+        if mask is not None:
+            raise t.fail("a masked write of a reshaped or bitcast ref")
+        want_old = eqn.outvars and eqn.outvars[0] in used
+        return [_swap_transformed(t, region, view, t.read(env, region, val),
+                                  out_type(eqn) if want_old else None)]
     vt = B.Type.value(view.base.type.dtype, view.shape)
     idx = t.indices(view)
     v = bcast(t, region, t.read(env, region, val), vt.shape)
