@@ -670,6 +670,15 @@ class Translator:
             is_out = k >= nin
             role = B.ROLE_OUT if is_out else B.ROLE_IN
             aval = bm.array_aval
+            if ji.semaphore_kind(aval.dtype) is not None:
+                # A semaphore that leaves one pallas_call for another (a DMA
+                # started in one call and waited for in the next) needs
+                # semaphore operands, which tessera's kernels do not have
+                # yet: semaphores are scratch (docs/jax.md).
+                raise self.fail(f"{bm.origin}: a semaphore {'output' if is_out else 'input'} "
+                                "of a pallas_call (a semaphore or DMA carried from one call "
+                                "to another) is not supported: semaphores are kernel "
+                                "scratch in tessera")
             try:
                 at = B.Type.value(dtype_name(aval.dtype), aval.shape)
             except ValueError as e:
