@@ -226,12 +226,15 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
   int64_t bytes = dp->bytes;
   bool sizes_bad = false;
   if (dp->dynamic_size) {
-    sizes_bad = !dma_sizes(run, in, &dp->src, "source", &src_sized) ||
-                !dma_sizes(run, in, &dp->dst, "destination", &dst_sized) ||
-                !dma_shapes_agree(run, in, &src_sized, &dst_sized);
+    bool src_ok = dma_sizes(run, in, &dp->src, "source", &src_sized);
+    bool dst_ok = dma_sizes(run, in, &dp->dst, "destination", &dst_sized);
+    sizes_bad = !src_ok || !dst_ok || !dma_shapes_agree(run, in, &src_sized, &dst_sized);
     src_vp = &src_sized;
     dst_vp = &dst_sized;
-    bytes = sizes_bad ? 0 : view_bytes(run, dst_vp);
+    /* a rejected DMA still signals what its destination view counts, so
+     * that its wait (of the same view) goes on: one diagnostic, no
+     * deadlock after it */
+    bytes = dst_ok ? view_bytes(run, dst_vp) : 0;
   }
   shared_t *sh = run->sh;
   run_t *dst_core = target_core(run, in, dp->device, NO_VALUE);
