@@ -3,7 +3,7 @@ semaphore type, `pltpu.SemaphoreType.DMA` in out_shape, passed on to the
 next call: a DMA started in one call and waited for in the next) is not
 translated yet: tessera's semaphores are kernel scratch. The refusal is a
 TranslationError located at the user's pallas_call (docs/jax.md, "What is
-not translated"). JAX's TPU interpret mode cannot run these kernels either
+translated", its list of what is not). JAX's TPU interpret mode cannot run these kernels either
 (jax 0.12.0.1: it has no uninitialized value for a semaphore output)."""
 
 from __future__ import annotations
