@@ -307,7 +307,8 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
   bool dpts, spts;
   ssa_t dpoints[TSR_MAX_RANK], spoints[TSR_MAX_RANK];
   const bool regular = sem->type.dtype == TSR_SEM_REGULAR;
-  if (op->opcode == TSR_OP_DMA_START && dma.device.value) {
+  const bool dynamic = has_dynamic_size(op, &dma);
+  if (op->opcode == TSR_OP_DMA_START && dma.device.value && !dynamic) {
     if (regular) {
       em_unimplemented(em, op, "a remote DMA signalling a regular semaphore");
       return;
@@ -315,10 +316,10 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
     remote_dma(em, op, &dma, em_scalar(em, dma.device.value), NULL);
     return;
   }
-  if (has_dynamic_size(op, &dma)) {
-    /* The runtime copies (remote_dma on this device): the dims are run-time
-     * values. The common part of the two views is copied; the interpreter
-     * reports views that differ. */
+  if (dynamic) {
+    /* The runtime copies (remote_dma, on this device unless the DMA names
+     * one): the dims are run-time values. The common part of the two views
+     * is copied; the interpreter reports views that differ. */
     if (regular) {
       em_unimplemented(em, op, "a DMA of dynamic size signalling a regular semaphore");
       return;
@@ -337,7 +338,8 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
       return;
     }
     for (uint32_t d = 0; d < rank; d++) dd[d] = em_op2(em, "arith.minsi", dd[d], sd[d], "i64");
-    remote_dma(em, op, &dma, em->device, dd);
+    remote_dma(em, op, &dma, dma.device.value ? em_scalar(em, dma.device.value) : em->device,
+               dd);
     return;
   }
   view_t dvw = em_ref_view_at(em, op, &dv->mem, dma.dst.first, &dpts, dpoints);
