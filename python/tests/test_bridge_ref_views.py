@@ -156,12 +156,48 @@ def test_read_with_a_dynamic_index_after_the_bitcast(backend):
         np.testing.assert_array_equal(got, _tpu_bitcast(x, np.int16)[i:i + 8])
 
 
-def test_a_write_into_part_of_a_bitcast_ref_is_a_located_error():
-    def kernel(x_ref, y_ref):
-        y_ref.bitcast(jnp.int16)[0:8, :] = x_ref[...]
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("rows", [(6, 22), (5, 21)])
+def test_write_into_part_of_a_narrowing_bitcast(backend, rows):
+    # i16 rows lo..hi of the view are halves of i32 rows lo // 2 ..: with an
+    # odd lo the first and last i32 rows keep their other half, which the
+    # write reads back (only those elements)
+    lo, hi = rows
 
-    x = _ints((8, 128), np.int16, 9)
-    with pytest.raises(tj.TranslationError) as info:
-        _call(kernel, jax.ShapeDtypeStruct((8, 128), jnp.int32), "interp")(x)
-    assert "part of a reshaped or bitcast ref" in str(info.value)
-    assert "test_bridge_ref_views.py" in str(info.value)
+    def kernel(x_ref, y0_ref, y_ref):
+        y_ref[...] = y0_ref[...]
+        y_ref.bitcast(jnp.int16).at[lo:hi, 8:40][...] = x_ref[...]
+
+    x = _ints((16, 32), np.int16, 9)
+    y0 = _ints((16, 64), np.int32, 10)
+    got = np.asarray(_call(kernel, jax.ShapeDtypeStruct((16, 64), jnp.int32), backend)(x, y0))
+    halves = _tpu_bitcast(y0, np.int16)
+    halves[lo:hi, 8:40] = x
+    np.testing.assert_array_equal(got, _tpu_bitcast(halves, np.int32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_strided_write_into_a_widening_bitcast(backend):
+    def kernel(x_ref, y_ref):
+        y_ref[...] = jnp.zeros_like(y_ref)
+        y_ref.bitcast(jnp.int32)[1::2, :] = x_ref[...]
+
+    x = _ints((4, 128), np.int32, 11)
+    got = np.asarray(_call(kernel, jax.ShapeDtypeStruct((16, 128), jnp.int16), backend)(x))
+    words = np.zeros((8, 128), np.int32)
+    words[1::2] = x
+    np.testing.assert_array_equal(got, _tpu_bitcast(words, np.int16))
+
+
+def test_an_index_outside_the_bitcast_view_is_a_located_error():
+    def kernel(i_ref, x_ref, y_ref):
+        y_ref[...] = x_ref.bitcast(jnp.int16)[pl.ds(i_ref[0], 8), :]
+
+    x = _ints((16, 128), np.int32, 12)
+    f = _call(kernel, jax.ShapeDtypeStruct((8, 128), jnp.int16), "interp",
+              in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), pl.BlockSpec()])
+    with pytest.raises(tj.KernelError) as info:
+        f(np.array([25], np.int32), x)
+    text = str(info.value)
+    assert "out of bounds for dimension 0" in text and "[32, 128]" in text, text
+    assert "test_bridge_ref_views.py" in text, text
