@@ -158,8 +158,84 @@ static bool dma_view(run_t *run, run_t *core, const insn_t *in, const view_plan_
                           v, origin, step, false);
 }
 
+/* A DMA view with the dynamic sizes of this run (docs/dma.md, "Dynamic
+ * sizes"): a copy of the plan's view whose sizes are the values read. A
+ * negative size is reported (false). */
+static bool dma_sizes(run_t *run, const insn_t *in, const view_plan_t *vp, const char *side,
+                      view_plan_t *out) {
+  *out = *vp;
+  for (uint32_t d = 0; d < out->rank; d++) {
+    view_index_t *ix = &out->idx[d];
+    if (ix->size_value == NO_VALUE) continue;
+    int64_t n = tsr_interp_read_i32(run, ix->size_value);
+    if (n < 0) {
+      tsr_interp_kernel_error(run, in->site, TSR_DIAG_BAD_VALUE,
+                              "DMA %s view of %%%s: dimension %u has the negative size %lld",
+                              side, run->p->refs[vp->ref].name, d, (long long)n);
+      return false;
+    }
+    ix->size = n;
+  }
+  return true;
+}
+
+/* The bytes of a view whose sizes are known. */
+static int64_t view_bytes(const run_t *run, const view_plan_t *vp) {
+  int64_t count = 1;
+  for (uint32_t d = 0; d < vp->rank; d++)
+    if (vp->idx[d].kind != TSR_INDEX_POINT) count *= vp->idx[d].size;
+  return count * (int64_t)tsr_dtype_size((tsr_dtype_t)run->p->refs[vp->ref].dtype);
+}
+
+/* Whether a DMA's source and destination views, their sizes read, have one
+ * shape; reports the two shapes when not. */
+static bool dma_shapes_agree(run_t *run, const insn_t *in, const view_plan_t *src,
+                             const view_plan_t *dst) {
+  int64_t a[TSR_MAX_RANK], b[TSR_MAX_RANK];
+  uint32_t na = 0, nb = 0;
+  for (uint32_t d = 0; d < src->rank; d++)
+    if (src->idx[d].kind != TSR_INDEX_POINT) a[na++] = src->idx[d].size;
+  for (uint32_t d = 0; d < dst->rank; d++)
+    if (dst->idx[d].kind != TSR_INDEX_POINT) b[nb++] = dst->idx[d].size;
+  bool same = na == nb;
+  for (uint32_t i = 0; same && i < na; i++) same = a[i] == b[i];
+  if (same) return true;
+  char sa[96], sb[96];
+  tsr_diag_format_dims(sa, sizeof sa, a, na);
+  tsr_diag_format_dims(sb, sizeof sb, b, nb);
+  tsr_interp_kernel_error(run, in->site, TSR_DIAG_SHAPE_MISMATCH,
+                          "DMA source and destination views differ: %%%s gives %s, %%%s gives "
+                          "%s (with the sizes this run read)",
+                          run->p->refs[src->ref].name, sa, run->p->refs[dst->ref].name, sb);
+  return false;
+}
+
+int64_t tsr_dma_wait_bytes(run_t *run, const insn_t *in) {
+  const dma_plan_t *dp = in->plan;
+  view_plan_t dst;
+  if (!dma_sizes(run, in, &dp->dst, "destination", &dst)) return 0;
+  return view_bytes(run, &dst);
+}
+
 void tsr_dma_start(run_t *run, const insn_t *in) {
   const dma_plan_t *dp = in->plan;
+  /* Views with dynamic sizes are read now; the rest of the DMA sees them
+   * as static views. */
+  view_plan_t src_sized, dst_sized;
+  const view_plan_t *src_vp = &dp->src, *dst_vp = &dp->dst;
+  int64_t bytes = dp->bytes;
+  bool sizes_bad = false;
+  if (dp->dynamic_size) {
+    bool src_ok = dma_sizes(run, in, &dp->src, "source", &src_sized);
+    bool dst_ok = dma_sizes(run, in, &dp->dst, "destination", &dst_sized);
+    sizes_bad = !src_ok || !dst_ok || !dma_shapes_agree(run, in, &src_sized, &dst_sized);
+    src_vp = &src_sized;
+    dst_vp = &dst_sized;
+    /* a rejected DMA still signals what its destination view counts, so
+     * that its wait (of the same view) goes on: one diagnostic, no
+     * deadlock after it */
+    bytes = dst_ok ? view_bytes(run, dst_vp) : 0;
+  }
   shared_t *sh = run->sh;
   run_t *dst_core = target_core(run, in, dp->device, NO_VALUE);
   if (!dst_core) return;
@@ -169,9 +245,9 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
    * still signals its semaphores: its wait then goes on, and the one root
    * cause gives one diagnostic, not a follow-on deadlock. */
   run->view_side = "source";
-  bool skipped = !dma_view(run, run, in, &dp->src, &sv, so, ss);
+  bool skipped = sizes_bad || !dma_view(run, run, in, src_vp, &sv, so, ss);
   run->view_side = "destination";
-  skipped = skipped || !dma_view(run, dst_core, in, &dp->dst, &dv, dso, dss);
+  skipped = skipped || !dma_view(run, dst_core, in, dst_vp, &dv, dso, dss);
   run->view_side = NULL;
   if (!skipped && sv.shadow) {
     int64_t bad = tsr_view_first_unwritten(&sv);
@@ -206,8 +282,8 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
   }
   r.dtype = in->dtype;
   r.add = dp->add;
-  r.bytes = dp->bytes;
-  r.signal = dp->signal;
+  r.bytes = bytes;
+  r.signal = dp->signal_regular ? 1 : bytes;
   r.sem = sem;
   r.send = send;
   r.dst_name = run->p->refs[dp->dst.ref].name;
@@ -221,11 +297,13 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
     if (!skipped) {
       r.src_key = tsr_race_object_key(run, dp->src.ref);
       r.dst_key = tsr_race_object_key(dst_core, dp->dst.ref);
-      r.src_rank = tsr_race_view_aps(&dp->src, so, ss, r.src_ap);
-      r.dst_rank = tsr_race_view_aps(&dp->dst, dso, dss, r.dst_ap);
+      r.src_rank = tsr_race_view_aps(src_vp, so, ss, r.src_ap);
+      r.dst_rank = tsr_race_view_aps(dst_vp, dso, dss, r.dst_ap);
     }
   }
-  if (run->p->options.dma_eager) {
+  /* An empty DMA (a dynamic size of 0) has nothing to land: a wait for its
+   * 0 bytes would pass it, leaving it queued. */
+  if (run->p->options.dma_eager || (dp->dynamic_size && bytes == 0)) {
     dma_finish(sh, &r);
     return;
   }
@@ -282,7 +360,8 @@ void tsr_sem_report_blocked(run_t *run) {
   const insn_t *in = &run->p->code[run->blocked_pc];
   const sem_plan_t *sp = in->code == XOP_DMA_WAIT ? &((const dma_plan_t *)in->plan)->sem
                                                      : in->plan;
-  int64_t need = in->code == XOP_DMA_WAIT ? ((const dma_plan_t *)in->plan)->bytes
+  const dma_plan_t *wait_dp = in->code == XOP_DMA_WAIT ? in->plan : NULL;
+  int64_t need = wait_dp ? (wait_dp->dynamic_size ? tsr_dma_wait_bytes(run, in) : wait_dp->bytes)
                  : in->code == XOP_BARRIER_WAIT ? (int64_t)run->sh->cores - 1
                                                 : tsr_interp_read_i32(run, sp->amount);
   int64_t off = sem_offset(run, in, sp);

@@ -489,7 +489,8 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
         goto op_done;
       case XOP_DMA_WAIT: {
         const dma_plan_t *dp = in->plan;
-        if (!tsr_sem_try_wait(run, in, &dp->sem, (int32_t)dp->bytes)) goto blocked;
+        int64_t bytes = dp->dynamic_size ? tsr_dma_wait_bytes(run, in) : dp->bytes;
+        if (!tsr_sem_try_wait(run, in, &dp->sem, (int32_t)bytes)) goto blocked;
         goto op_done;
       }
       case XOP_ASSERT:

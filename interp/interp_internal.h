@@ -91,6 +91,7 @@ _Static_assert(TSR_OP_COUNT <= 256, "insn_t.opcode is one byte");
 typedef struct view_index {
   uint8_t kind;     /* tsr_index_kind_t */
   uint32_t value;   /* dynamic start value id, or NO_VALUE */
+  uint32_t size_value; /* dynamic size value id (DMA views), or NO_VALUE */
   int64_t start, size, stride;
 } view_index_t;
 
@@ -140,7 +141,9 @@ typedef struct dma_plan {
   sem_plan_t sem, send;
   bool has_send, add;
   uint32_t device; /* value id or NO_VALUE */
-  int64_t bytes;   /* of the dst view */
+  int64_t bytes;   /* of the dst view (its bound, with a dynamic size) */
+  bool dynamic_size; /* a view has a size the run reads (dma.c's dma_sizes) */
+  bool signal_regular; /* completion adds 1 to a regular sem, not the bytes */
   int64_t signal;  /* what completion adds to sem: the bytes for a dma_sem,
                       1 for a regular sem (TPU v6+ DMAs signal one) */
 } dma_plan_t;
@@ -676,6 +679,9 @@ int32_t *tsr_sem_addr(run_t *run, const insn_t *in, const sem_plan_t *sp);
 bool tsr_sem_try_wait(run_t *run, const insn_t *in, const sem_plan_t *sp, int32_t need);
 void tsr_sem_barrier_signal(run_t *run, const insn_t *in);
 void tsr_dma_start(run_t *run, const insn_t *in);
+/* The bytes a dma_wait waits for: those of its destination view, whose
+ * dynamic sizes it reads (a negative one is reported and counts 0). */
+int64_t tsr_dma_wait_bytes(run_t *run, const insn_t *in);
 /* Leaving a scope: a DMA in flight into or out of its buffers is an error. */
 void tsr_dma_scope_exit(run_t *run, const insn_t *in);
 /* Reports a core that can no longer move (part of a deadlock). */

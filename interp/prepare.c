@@ -288,6 +288,7 @@ static void fill_view_at(const tsr_op_t *op, view_plan_t *vp, const tsr_type_t *
     view_index_t *v = &vp->idx[d];
     v->kind = ix->kind;
     v->value = ix->operand >= 0 ? op->operands[ix->operand]->id : NO_VALUE;
+    v->size_value = ix->kind == TSR_INDEX_DSIZE ? op->operands[ix->stop]->id : NO_VALUE;
     v->start = ix->kind == TSR_INDEX_FULL ? 0 : ix->start;
     v->stride = ix->kind == TSR_INDEX_FULL || ix->stride < 1 ? 1 : ix->stride;
     v->size = tsr_index_extent(ix, viewed->dims[d]);
@@ -727,8 +728,13 @@ static tsr_status_t prep_dma_op(prep_t *ps, const tsr_op_t *op, insn_t *in) {
   int64_t count = 1;
   for (uint32_t d = 0; d < dp->dst.rank; d++)
     if (dp->dst.idx[d].kind != TSR_INDEX_POINT) count *= dp->dst.idx[d].size;
+  for (uint32_t d = 0; d < dp->src.rank; d++)
+    dp->dynamic_size |= dp->src.idx[d].size_value != NO_VALUE;
+  for (uint32_t d = 0; d < dp->dst.rank; d++)
+    dp->dynamic_size |= dp->dst.idx[d].size_value != NO_VALUE;
   dp->bytes = count * (int64_t)tsr_dtype_size((tsr_dtype_t)dst->type.dtype);
-  dp->signal = dv.sem.base.value->type.dtype == TSR_SEM_REGULAR ? 1 : dp->bytes;
+  dp->signal_regular = dv.sem.base.value->type.dtype == TSR_SEM_REGULAR;
+  dp->signal = dp->signal_regular ? 1 : dp->bytes;
   in->dtype = dst->type.dtype;
   in->plan = dp;
   return emit(ps, in, NULL);

@@ -64,7 +64,10 @@ bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
     const view_index_t *ix = &vp->idx[d];
     int64_t start = ix->value != NO_VALUE ? tsr_interp_read_i32(run, ix->value) : ix->start;
     int64_t last = start + (ix->size - 1) * ix->stride;
-    if (start < 0 || last >= vp->dims[d] || ix->size < 1) {
+    /* A DMA view of dynamic size (its size already read into the plan,
+     * tsr_dma_sizes) may be empty: its start then lies in [0, dim]. */
+    bool empty_ok = ix->kind == TSR_INDEX_DSIZE && ix->size == 0 && start <= vp->dims[d];
+    if (start < 0 || (!empty_ok && (last >= vp->dims[d] || ix->size < 1))) {
       if (quiet) return false;
       char shape[96], what_name[96];
       tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);

@@ -158,6 +158,12 @@ static inline uint8_t *wr_index(uint8_t *w, const tsr_index_t *x) {
         w = wr_i64(w, x->stride);
       }
       return w;
+    case TSR_INDEX_DSIZE:
+      w = wr_u32(w, (uint32_t)x->operand);
+      if (x->operand < 0) w = wr_i64(w, x->start);
+      w = wr_u32(w, (uint32_t)x->stop);
+      w = wr_i64(w, x->size);
+      return wr_i64(w, x->stride);
     case TSR_INDEX_SLICE: break;
   }
   w = wr_u32(w, (uint32_t)x->operand);

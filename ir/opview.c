@@ -223,8 +223,10 @@ uint32_t tsr_opview_layout(tsr_opcode_t opcode, tsr_opview_parts_t *parts,
     out_operands[n++] = parts->ref[i];
     if (dma && i == 3) *out_flags |= TSR_OPF_SEND;
   }
-  for (uint32_t i = 0; i < parts->num_indices; i++)
+  for (uint32_t i = 0; i < parts->num_indices; i++) {
     if (parts->indices[i].operand >= 0) parts->indices[i].operand += (int32_t)n;
+    if (parts->indices[i].kind == TSR_INDEX_DSIZE) parts->indices[i].stop += n;
+  }
   for (uint32_t i = 0; i < parts->num_starts; i++) out_operands[n++] = parts->starts[i];
   if (parts->device) {
     out_operands[n++] = parts->device;

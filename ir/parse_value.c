@@ -256,7 +256,17 @@ static bool parse_index(parser_t *p, const token_t *ref, const tsr_type_t *type,
       return false;
     }
     if (!ps_expect(p, TOK_COMMA, "',' and a size in ds(..)")) return false;
-    if (!ps_parse_int(p, "a size in ds(..)", &ix->size)) return false;
+    bool dynamic_size = at(p, TOK_VALUE);
+    if (dynamic_size) {
+      /* A size the run reads (DMA views only; the verifier says where). */
+      tsr_value_t *v;
+      if (!ps_parse_use(p, "a size", &v)) return false;
+      ix->kind = TSR_INDEX_DSIZE;
+      ix->stop = (int64_t)l->dyn.count;
+      if (!ps_push_value(p, &l->dyn, v)) return false;
+    } else if (!ps_parse_int(p, "a size (%value or integer) in ds(..)", &ix->size)) {
+      return false;
+    }
     if (accept(p, TOK_COMMA)) {
       const token_t st = p->tok;
       if (!ps_parse_int(p, "a stride in ds(..)", &ix->stride)) return false;
@@ -264,6 +274,8 @@ static bool parse_index(parser_t *p, const token_t *ref, const tsr_type_t *type,
         return ps_error_at(p, st.line, st.col, "stride must be >= 1, found %lld",
                            (long long)ix->stride);
     }
+    if (dynamic_size) /* the bound: every element of the dimension by stride */
+      ix->size = type && dim < type->rank ? (type->dims[dim] - 1) / ix->stride + 1 : 0;
     return ps_expect(p, TOK_RPAREN, "',' or ')' in ds(..)");
   }
   /* Static: INT, ':', or a range [a]:[b][:s]. */

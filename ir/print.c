@@ -115,6 +115,17 @@ static void put_index(tsr_strbuf_t *sb, const tsr_op_t *op, const tsr_index_t *i
       if (ix->stride != 1) tsr_strbuf_printf(sb, ", %lld", (long long)ix->stride);
       tsr_strbuf_puts(sb, ")");
       break;
+    case TSR_INDEX_DSIZE:
+      tsr_strbuf_puts(sb, "ds(");
+      if (ix->operand >= 0)
+        put_operand(sb, op, ix->operand);
+      else
+        tsr_strbuf_printf(sb, "%lld", (long long)ix->start);
+      tsr_strbuf_puts(sb, ", ");
+      put_operand(sb, op, (int32_t)ix->stop);
+      if (ix->stride != 1) tsr_strbuf_printf(sb, ", %lld", (long long)ix->stride);
+      tsr_strbuf_puts(sb, ")");
+      break;
     default: tsr_strbuf_puts(sb, "?"); break;
   }
 }

@@ -28,11 +28,70 @@ static const char *index_text(tbuf_t *b, const tsr_op_t *op, const tsr_index_t *
       if (ix->stride != 1) vf_bput(b, ", %lld", (long long)ix->stride);
       vf_bput(b, ")");
       break;
+    case TSR_INDEX_DSIZE: {
+      const tsr_value_t *n = ix->stop >= 0 && (uint64_t)ix->stop < op->num_operands
+                                 ? op->operands[ix->stop]
+                                 : NULL;
+      vf_bput(b, "ds(%s, %%%s", start, vname(n));
+      if (ix->stride != 1) vf_bput(b, ", %lld", (long long)ix->stride);
+      vf_bput(b, ")");
+      break;
+    }
     default: vf_bput(b, "<index kind %u>", ix->kind); break;
   }
   return b->s;
 }
 #define INDEX_TEXT(op, ix) index_text(&(tbuf_t){.len = 0}, (op), (ix))
+
+/* Whether index ix takes operand `pos`, as its start or as its size. */
+static bool index_uses(const tsr_index_t *ix, int64_t pos) {
+  return (ix->operand >= 0 && ix->operand == pos) ||
+         (ix->kind == TSR_INDEX_DSIZE && ix->stop == pos);
+}
+
+/* Checks that operand `pos`, which index d of the view takes, is an index
+ * operand in [first_dyn, end_dyn), used by no other index of the op before
+ * it, and an i32 scalar. `what`: ", the size" for a size, "" for a start. */
+static bool check_index_operand(verifier_t *v, const tsr_op_t *op, const char *base_name,
+                                uint32_t first, uint32_t d, int64_t pos, const char *what,
+                                uint32_t first_dyn, uint32_t end_dyn) {
+  const char *m = mnemonic(op);
+  if (pos < first_dyn || pos >= end_dyn) {
+    vf_report(v, op->loc,
+              "'%s' index %u of %%%s refers to operand #%lld, which is not an index "
+              "operand",
+              m, d, base_name, (long long)pos + 1);
+    return false;
+  }
+  const tsr_index_t *ix = &op->indices[first + d];
+  for (uint32_t e = 0; e <= first + d; e++) {
+    const tsr_index_t *other = &op->indices[e];
+    /* the index's own start, when this is its size, counts too */
+    bool earlier = e < first + d || (ix->kind == TSR_INDEX_DSIZE && pos == ix->stop &&
+                                      ix->operand == pos);
+    if (!earlier || !index_uses(other, pos)) continue;
+    if (e == first + d)
+      vf_report(v, op->loc, "'%s' index %u of %%%s uses operand #%lld as start and size", m, d,
+                base_name, (long long)pos + 1);
+    else if (e >= first)
+      vf_report(v, op->loc,
+                "'%s' index %u of %%%s uses operand #%lld, already used by index %u", m, d,
+                base_name, (long long)pos + 1, e - first);
+    else
+      vf_report(v, op->loc,
+                "'%s' index %u of %%%s uses operand #%lld, already used by the index of "
+                "another view",
+                m, d, base_name, (long long)pos + 1);
+    return false;
+  }
+  const tsr_value_t *s = op->operands[pos];
+  if (vf_usable(v, s) && !is_i32_scalar(&s->type)) {
+    vf_report(v, op->loc, "'%s' index %u of %%%s: operand #%lld (%%%s%s): expected i32, found %s",
+              m, d, base_name, (long long)pos + 1, vname(s), what, TYPE_TEXT(&s->type));
+    return false;
+  }
+  return true;
+}
 
 /* Checks the indices [first, first + count) of `op` as a view of `base` (a
  * ref, block or semaphore array of rank `count`, named `base_name`; messages
@@ -43,7 +102,7 @@ static const char *index_text(tbuf_t *b, const tsr_op_t *op, const tsr_index_t *
 static bool check_view(verifier_t *v, const tsr_op_t *op, const char *base_name,
                        const tsr_type_t *base, uint32_t first, uint32_t count,
                        uint32_t first_dyn, uint32_t end_dyn, bool allow_dynamic,
-                       tsr_type_t *out_view) {
+                       bool dma_view, tsr_type_t *out_view) {
   const char *m = mnemonic(op);
   bool ok = true;
   int64_t view_dims[TSR_MAX_RANK];
@@ -52,7 +111,7 @@ static bool check_view(verifier_t *v, const tsr_op_t *op, const char *base_name,
     const tsr_index_t *ix = &op->indices[first + d];
     int64_t dim = base->dims[d];
     bool dynamic = ix->operand >= 0;
-    if (ix->kind > TSR_INDEX_DS) {
+    if (ix->kind > TSR_INDEX_DSIZE) {
       vf_report(v, op->loc, "'%s' index %u of %%%s: unknown index kind %u", m, d,
                 base_name, ix->kind);
       ok = false;
@@ -74,37 +133,10 @@ static bool check_view(verifier_t *v, const tsr_op_t *op, const char *base_name,
         ok = false;
         continue;
       }
-      if (pos < first_dyn || pos >= end_dyn) {
-        vf_report(v, op->loc,
-                  "'%s' index %u of %%%s refers to operand #%u, which is not an index "
-                  "operand",
-                  m, d, base_name, pos + 1);
+      if (!check_index_operand(v, op, base_name, first, d, pos, "", first_dyn,
+                               end_dyn)) {
         ok = false;
         continue;
-      }
-      bool dup = false;
-      for (uint32_t e = 0; e < first + d && !dup; e++) {
-        if (op->indices[e].operand != ix->operand) continue;
-        if (e >= first)
-          vf_report(v, op->loc,
-                    "'%s' index %u of %%%s uses operand #%u, already used by index %u", m,
-                    d, base_name, pos + 1, e - first);
-        else
-          vf_report(v, op->loc,
-                    "'%s' index %u of %%%s uses operand #%u, already used by the index of "
-                    "another view",
-                    m, d, base_name, pos + 1);
-        dup = true;
-      }
-      if (dup) {
-        ok = false;
-        continue;
-      }
-      const tsr_value_t *s = op->operands[pos];
-      if (vf_usable(v, s) && !is_i32_scalar(&s->type)) {
-        vf_report(v, op->loc, "'%s' index %u of %%%s: operand #%u (%%%s): expected i32, found %s",
-                  m, d, base_name, pos + 1, vname(s), TYPE_TEXT(&s->type));
-        ok = false;
       }
     }
     switch (ix->kind) {
@@ -182,6 +214,49 @@ static bool check_view(verifier_t *v, const tsr_op_t *op, const char *base_name,
         view_dims[view_rank++] = ix->size;
         break;
       }
+      case TSR_INDEX_DSIZE: {
+        /* A size the run reads: only a DMA moves a view whose shape is not
+         * static; the run checks it against the dimension (docs/dma.md). */
+        const char *text = INDEX_TEXT(op, ix);
+        if (!dma_view || !allow_dynamic) {
+          vf_report(v, op->loc,
+                    "'%s' index %u of %%%s: %s has a dynamic size, which only a DMA's source "
+                    "or destination view may have (a loaded or stored value has a static "
+                    "shape)",
+                    m, d, base_name, text);
+          ok = false;
+          break;
+        }
+        if (ix->stride < 1) {
+          vf_report(v, op->loc, "'%s' index %u of %%%s: %s has stride %lld, expected >= 1", m,
+                    d, base_name, text, (long long)ix->stride);
+          ok = false;
+          break;
+        }
+        if (ix->size != (dim - 1) / ix->stride + 1) {
+          vf_report(v, op->loc,
+                    "'%s' index %u of %%%s: %s has the bound %lld, expected %lld (every "
+                    "element of dimension %lld by stride %lld)",
+                    m, d, base_name, text, (long long)ix->size,
+                    (long long)((dim - 1) / ix->stride + 1), (long long)dim,
+                    (long long)ix->stride);
+          ok = false;
+          break;
+        }
+        if (!dynamic && (ix->start < 0 || ix->start > dim)) {
+          vf_report(v, op->loc, "'%s' index %u of %%%s: %s starts outside dimension %lld", m,
+                    d, base_name, text, (long long)dim);
+          ok = false;
+          break;
+        }
+        if (!check_index_operand(v, op, base_name, first, d, ix->stop, ", the size", first_dyn,
+                                 end_dyn)) {
+          ok = false;
+          break;
+        }
+        view_dims[view_rank++] = ix->size;
+        break;
+      }
       default:
         break;
     }
@@ -199,7 +274,7 @@ static bool check_index_operands_used(verifier_t *v, const tsr_op_t *op, uint32_
   for (uint32_t pos = first_dyn; pos < end_dyn; pos++) {
     bool used = false;
     for (uint32_t d = 0; d < op->num_indices && !used; d++)
-      used = op->indices[d].operand >= 0 && (uint32_t)op->indices[d].operand == pos;
+      used = index_uses(&op->indices[d], pos);
     if (!used) {
       vf_report(v, op->loc, "'%s' operand #%u (%%%s) is not used by any index", mnemonic(op),
                 pos + 1, vname(op->operands[pos]));
@@ -214,7 +289,7 @@ bool vf_check_indices(verifier_t *v, const tsr_op_t *op, const char *base_name,
                       const tsr_type_t *base, uint32_t first_dyn,
                       uint32_t end_dyn, bool allow_dynamic, tsr_type_t *out_view) {
   if (!check_view(v, op, base_name, base, 0, op->num_indices, first_dyn, end_dyn,
-                  allow_dynamic, out_view))
+                  allow_dynamic, false, out_view))
     return false;
   return !allow_dynamic || check_index_operands_used(v, op, first_dyn, end_dyn);
 }
@@ -365,7 +440,7 @@ static bool check_dma_view(verifier_t *v, const tsr_op_t *op, const view_part_t 
     return false;
   }
   return check_view(v, op, vname(ref), rt, part->view.first, part->view.count, first_dyn, end_dyn, true,
-                    out_view);
+                    true, out_view);
 }
 
 /* A semaphore operand naming one semaphore: of `kind` (or of either kind if
@@ -408,7 +483,32 @@ static bool check_semaphore(verifier_t *v, const tsr_op_t *op, const view_part_t
   }
   tsr_type_t view;
   return check_view(v, op, vname(sem), t, part->view.first, part->view.count, first_dyn, end_dyn, true,
-                    &view);
+                    false, &view);
+}
+
+/* Marks the dimensions of a DMA view (of `count` indices from `first`)
+ * whose size the run reads. */
+static void dynamic_view_dims(const tsr_op_t *op, uint32_t first, uint32_t count, bool *out) {
+  uint32_t k = 0;
+  for (uint32_t d = 0; d < count; d++) {
+    const tsr_index_t *ix = &op->indices[first + d];
+    if (ix->kind != TSR_INDEX_POINT) out[k++] = ix->kind == TSR_INDEX_DSIZE;
+  }
+}
+
+/* A DMA's source and destination views have one dtype and shape; a
+ * dimension of dynamic size on either side is compared when the run knows
+ * it (the run's check: docs/dma.md). */
+static bool dma_views_agree(const tsr_op_t *op, const tsr_dma_view_t *dma, const tsr_type_t *a,
+                            const tsr_type_t *b) {
+  if (tsr_type_equal(a, b)) return true;
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  bool dyn_a[TSR_MAX_RANK] = {false}, dyn_b[TSR_MAX_RANK] = {false};
+  dynamic_view_dims(op, dma->src.first, dma->src.count, dyn_a);
+  dynamic_view_dims(op, dma->dst.first, dma->dst.count, dyn_b);
+  for (uint32_t d = 0; d < a->rank; d++)
+    if (!dyn_a[d] && !dyn_b[d] && a->dims[d] != b->dims[d]) return false;
+  return true;
 }
 
 /* dma_start and dma_wait. Operands [src, dst, sem, ssem?, index starts..,
@@ -460,7 +560,7 @@ void vf_rule_dma(verifier_t *v, const tsr_op_t *op) {
   if (send) ok &= check_semaphore(v, op, &parts[3], TSR_SEM_DMA, false, first_dyn, end_dyn);
   if (src_ok && dst_ok) {
     const tsr_value_t *src = dma.src.base.value, *dst = dma.dst.base.value;
-    if (!tsr_type_equal(&src_view, &dst_view)) {
+    if (!dma_views_agree(op, &dma, &src_view, &dst_view)) {
       vf_report(v, op->loc,
                 "'%s' source and destination views differ: %%%s gives %s, %%%s gives %s (a DMA "
                 "copies between views of the same shape and dtype)",

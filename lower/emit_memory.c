@@ -102,6 +102,20 @@ static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *r
         pts = false;
         break;
       }
+      case TSR_INDEX_DSIZE:
+        /* A DMA view of dynamic size (em_op_dma reads the size): its start,
+         * clamped into the dimension, and the bound as its static dim. */
+        if (dyn)
+          start = em_clamp_index(em, em_scalar(em, op->operands[ix->operand]), dim - 1);
+        else
+          start = em_cidx(em, ix->start < dim ? ix->start : dim - 1);
+        off = em_iadd(em, off, em_imulc(em, start, st));
+        v.dims[v.rank] = ix->size;
+        v.strides[v.rank] = st * ix->stride;
+        v.rank++;
+        pts = false;
+        klen = sizeof key; /* its size is not part of the name: no key */
+        break;
       default: em_unimplemented(em, op, "an index of unknown kind"); break;
     }
   }

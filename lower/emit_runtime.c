@@ -37,7 +37,10 @@ int64_t em_site_of(const emitter_t *em, const tsr_op_t *op) {
 static void note_site(void *ctx, const tsr_op_t *op, uint32_t position) {
   emitter_t *em = ctx;
   em->sites[position] = (struct em_site){op, position};
+  /* a DMA of dynamic size is copied by the runtime too (sized_dma) */
   if (op->opcode == TSR_OP_DMA_START && (op->flags & TSR_OPF_DEVICE)) em->remote_dmas = true;
+  for (uint32_t i = 0; op->opcode == TSR_OP_DMA_START && i < op->num_indices; i++)
+    if (op->indices[i].kind == TSR_INDEX_DSIZE) em->remote_dmas = true;
 }
 
 static void note_sem(void *ctx, const tsr_value_t *ref, uint64_t first) {
@@ -212,9 +215,49 @@ static ssa_t view_address(emitter_t *em, const tsr_op_t *op, const tsr_value_t *
   return em_root_address(em, w.root, w.off);
 }
 
+/* The size (i32) of index ix (TSR_INDEX_DSIZE) of a DMA view of a
+ * dimension `dim`: its operand, kept within what the dimension holds from
+ * the start, which the view clamps into [0, dim - 1] (ref_view_ranged).
+ * The interpreter reports a size outside; compiled code keeps its memory
+ * safe, as with its dynamic starts (docs/dma.md, "Dynamic sizes"). */
+static ssa_t dynamic_size(emitter_t *em, const tsr_op_t *op, const tsr_index_t *ix, int64_t dim) {
+  ssa_t start = ix->operand >= 0 ? em_scalar(em, op->operands[ix->operand])
+                                 : em_cint(em, "i32", 0, ix->start);
+  start = em_op2(em, "arith.maxsi", start, em_cint(em, "i32", 0, 0), "i32");
+  start = em_op2(em, "arith.minsi", start, em_cint(em, "i32", 0, dim - 1), "i32");
+  ssa_t room = em_op2(em, "arith.subi", em_cint(em, "i32", 0, dim + ix->stride - 1), start, "i32");
+  room = em_op2(em, "arith.divsi", room, em_cint(em, "i32", 0, ix->stride), "i32");
+  ssa_t n = em_scalar(em, op->operands[ix->stop]);
+  n = em_op2(em, "arith.maxsi", n, em_cint(em, "i32", 0, 0), "i32");
+  return em_op2(em, "arith.minsi", n, room, "i32");
+}
+
+/* The dims (i64) of op's DMA view [first, first + count) of ref `v`, its
+ * dynamic sizes read; returns the rank. */
+static uint32_t dims_at_run(emitter_t *em, const tsr_op_t *op, const tsr_value_t *v,
+                            uint32_t first, uint32_t count, ssa_t *out) {
+  uint32_t rank = 0;
+  for (uint32_t d = 0; d < count && d < v->type.rank; d++) {
+    const tsr_index_t *ix = &op->indices[first + d];
+    if (ix->kind == TSR_INDEX_POINT) continue;
+    out[rank++] = ix->kind == TSR_INDEX_DSIZE
+                      ? i64_of_i32(em, dynamic_size(em, op, ix, v->type.dims[d]))
+                      : c64(em, tsr_index_extent(ix, v->type.dims[d]));
+  }
+  return rank;
+}
+
+static bool has_dynamic_size(const tsr_op_t *op, const tsr_dma_view_t *dma) {
+  for (uint32_t i = dma->src.first; i < dma->dst.first + dma->dst.count; i++)
+    if (op->indices[i].kind == TSR_INDEX_DSIZE) return true;
+  return false;
+}
+
 /* dma_start .. device %d: the runtime copies into the other core's memory
- * and signals both semaphores. */
-static void remote_dma(emitter_t *em, const tsr_op_t *op, const tsr_dma_view_t *dma) {
+ * and signals both semaphores. With `dims` (i64, one per view dim), the
+ * view's dims are those values (a DMA of dynamic size, on this device). */
+static void remote_dma(emitter_t *em, const tsr_op_t *op, const tsr_dma_view_t *dma,
+                       ssa_t device, const ssa_t *dims) {
   const tsr_value_t *dst = dma->dst.base.value;
   view_t sv, dv;
   ssa_t srel, drel;
@@ -226,7 +269,7 @@ static void remote_dma(emitter_t *em, const tsr_op_t *op, const tsr_dma_view_t *
   ssa_t desc = em_fresh(em);
   tsr_strbuf_printf(&em->pro, "    %s = memref.alloca() : memref<%uxi64>\n", desc.s, n);
   ssa_t f[TSR_RDMA_DIMS + 3 * TSR_MAX_RANK];
-  f[TSR_RDMA_DEVICE] = i64_of_i32(em, em_scalar(em, dma->device.value));
+  f[TSR_RDMA_DEVICE] = i64_of_i32(em, device);
   f[TSR_RDMA_ROOT] = c64(em, dv.root);
   f[TSR_RDMA_OFFSET] = em_i64_of_index(em, drel);
   f[TSR_RDMA_SRC] = src_addr;
@@ -241,7 +284,7 @@ static void remote_dma(emitter_t *em, const tsr_op_t *op, const tsr_dma_view_t *
                                              dma->send.first))
           : c64(em, -1);
   for (uint32_t d = 0; d < rank; d++) {
-    f[TSR_RDMA_DIMS + d] = c64(em, dv.dims[d]);
+    f[TSR_RDMA_DIMS + d] = dims ? dims[d] : c64(em, dv.dims[d]);
     f[TSR_RDMA_DIMS + rank + d] = c64(em, sv.strides[d]);
     f[TSR_RDMA_DIMS + 2 * rank + d] = c64(em, dv.strides[d]);
   }
@@ -264,12 +307,39 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
   bool dpts, spts;
   ssa_t dpoints[TSR_MAX_RANK], spoints[TSR_MAX_RANK];
   const bool regular = sem->type.dtype == TSR_SEM_REGULAR;
-  if (op->opcode == TSR_OP_DMA_START && dma.device.value) {
+  const bool dynamic = has_dynamic_size(op, &dma);
+  if (op->opcode == TSR_OP_DMA_START && dma.device.value && !dynamic) {
     if (regular) {
       em_unimplemented(em, op, "a remote DMA signalling a regular semaphore");
       return;
     }
-    remote_dma(em, op, &dma);
+    remote_dma(em, op, &dma, em_scalar(em, dma.device.value), NULL);
+    return;
+  }
+  if (dynamic) {
+    /* The runtime copies (remote_dma, on this device unless the DMA names
+     * one): the dims are run-time values. The common part of the two views
+     * is copied; the interpreter reports views that differ. */
+    if (regular) {
+      em_unimplemented(em, op, "a DMA of dynamic size signalling a regular semaphore");
+      return;
+    }
+    ssa_t sd[TSR_MAX_RANK], dd[TSR_MAX_RANK];
+    uint32_t rank = dims_at_run(em, op, dst, dma.dst.first, dma.dst.count, dd);
+    ssa_t bytes = c64(em, (int64_t)tsr_dtype_size(dtype));
+    for (uint32_t d = 0; d < rank; d++) bytes = em_op2(em, "arith.muli", bytes, dd[d], "i64");
+    if (op->opcode == TSR_OP_DMA_WAIT) {
+      (void)rt_call(em, TSR_RT_WAIT, sem_arg(em, op, sem, dma.sem.first), bytes, c64(em, -1),
+                    c64(em, -1));
+      return;
+    }
+    if (dims_at_run(em, op, src, dma.src.first, dma.src.count, sd) != rank) {
+      em_unimplemented(em, op, "DMA views of different ranks");
+      return;
+    }
+    for (uint32_t d = 0; d < rank; d++) dd[d] = em_op2(em, "arith.minsi", dd[d], sd[d], "i64");
+    remote_dma(em, op, &dma, dma.device.value ? em_scalar(em, dma.device.value) : em->device,
+               dd);
     return;
   }
   view_t dvw = em_ref_view_at(em, op, &dv->mem, dma.dst.first, &dpts, dpoints);

@@ -303,6 +303,17 @@ void tpu_op_dma(tpu_emitter_t *em, const tsr_op_t *op) {
     tpu_unimplemented(em, op, "DMA 'add' has no Mosaic form");
     return;
   }
+  /* tpu.memref_slice takes static sizes, and Pallas does not lower a
+   * pl.ds of traced size in a DMA either (its own test is skipped, "doesn't
+   * work yet"). */
+  for (uint32_t i = 0; i < op->num_indices; i++) {
+    if (op->indices[i].kind == TSR_INDEX_DSIZE) {
+      tpu_unimplemented(em, op,
+                        "a DMA view of dynamic size (ds(.., %%n)) has no Mosaic form: "
+                        "tpu.memref_slice takes static sizes");
+      return;
+    }
+  }
   /* A DMA signalling a regular semaphore: libtpu compiles it for v5p, v6e
    * and v7x and refuses it for v4 and v5e ("Regular semaphores in
    * EnqueueDMA are not supported on this target"; Pallas's own test of it

@@ -52,15 +52,18 @@ typedef enum tsr_ir_index_kind {
   TSR_INDEX_POINT, /* "5" or "%i"    one element; the dimension is dropped */
   TSR_INDEX_SLICE, /* "a:b" "a:b:s"  static range with stride */
   TSR_INDEX_DS,    /* "ds(%s, n)" "ds(%s, n, st)"  dynamic start, static size */
+  TSR_INDEX_DSIZE, /* "ds(%s, %n)" "ds(4, %n, st)" dynamic size (DMA views only) */
 } tsr_ir_index_kind_t;
 
 typedef struct tsr_ir_index {
   uint8_t kind;    /* tsr_ir_index_kind_t */
   int32_t operand; /* op operand holding the dynamic start (POINT/DS), or -1 */
   int64_t start;   /* static start, when operand < 0 */
-  int64_t stop;    /* SLICE: exclusive end as written */
-  int64_t size;    /* DS: element count; SLICE: derived count */
-  int64_t stride;  /* SLICE/DS: >= 1 */
+  int64_t stop;    /* SLICE: exclusive end as written; DSIZE: the op operand
+                      holding the size (an i32 the run reads) */
+  int64_t size;    /* DS: element count; SLICE: derived count; DSIZE: the
+                      most elements the dimension holds from 0 by stride */
+  int64_t stride;  /* SLICE/DS/DSIZE: >= 1 */
 } tsr_ir_index_t;
 
 /* The value of `const`: floats of any float dtype as double (rounded to the

@@ -40,8 +40,8 @@ SPACES = _capi.SPACES
 SEM_REGULAR, SEM_DMA = _capi.SEM_KINDS["regular"], _capi.SEM_KINDS["dma"]
 ROLE_PREFETCH, ROLE_IN, ROLE_OUT, ROLE_SCRATCH = range(len(_capi.ROLES))
 SEMANTICS = _capi.SEMANTICS
-INDEX_FULL, INDEX_POINT, INDEX_SLICE, INDEX_DS = (_capi.INDEX_KINDS[k] for k in
-                                                  ("full", "point", "slice", "ds"))
+INDEX_FULL, INDEX_POINT, INDEX_SLICE, INDEX_DS, INDEX_DSIZE = (
+    _capi.INDEX_KINDS[k] for k in ("full", "point", "slice", "ds", "dsize"))
 
 OPF_MASK = _capi.OP_FLAGS["mask"]
 OPF_TRANSPOSE_RHS = _capi.OP_FLAGS["transpose_rhs"]
@@ -180,11 +180,14 @@ Region = int  # a tsr_ir_region_t pointer
 @dataclasses.dataclass(frozen=True)
 class Index:
     """One index of a view (docs/ir.md, "Views"). kind: "full", "point",
-    "slice", "ds". `start` is an int (static) or a Value (dynamic)."""
+    "slice", "ds". `start` is an int (static) or a Value (dynamic); so is a
+    "ds" index's `size` (a Value only in DMA views: the run reads it, and
+    `dim` is then the size of the dimension it indexes)."""
     kind: str
     start: "int | Value" = 0
-    size: int = 1
+    size: "int | Value" = 1
     stride: int = 1
+    dim: int = 0
 
     @staticmethod
     def full() -> "Index":
@@ -258,8 +261,9 @@ class ModuleBuilder:
 
 
 def _indices_c(indices: Sequence[Index], operands: list, base: int) -> ctypes.Array:
-    """Encodes views: dynamic starts are appended to `operands` (whose
-    length is the next operand position)."""
+    """Encodes views: dynamic starts (and a ds's dynamic size after its
+    start) are appended to `operands` (whose length is the next operand
+    position)."""
     arr = (_CIndex * max(1, len(indices)))()
     for i, ix in enumerate(indices):
         c = arr[i]
@@ -281,6 +285,11 @@ def _indices_c(indices: Sequence[Index], operands: list, base: int) -> ctypes.Ar
             c.kind = INDEX_SLICE
             c.size = ix.size
             c.stop = c.start + (ix.size - 1) * ix.stride + 1 if ix.size else c.start
+        elif ix.kind == "ds" and isinstance(ix.size, Value):
+            c.kind = INDEX_DSIZE
+            c.stop = len(operands)  # the size's operand (docs/ir.md)
+            operands.append(ix.size)
+            c.size = (ix.dim - 1) // ix.stride + 1  # the bound
         elif ix.kind == "ds":
             c.kind = INDEX_DS
             c.size = ix.size

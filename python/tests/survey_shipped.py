@@ -201,17 +201,19 @@ def _paged():
     return run, (q, k_pages, v_pages, lengths, page_indices), ref
 
 
-def _ragged_paged():
+def _ragged_paged(dtype=np.float32):
     from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as rpa
+    import ml_dtypes
 
+    dtype = np.dtype(ml_dtypes.bfloat16 if dtype == "bf16" else dtype)
     r = _rng(6)
     q_heads, kv_heads, head_dim = 2, 1, 128
     pages, page_size, pages_per_seq = 8, 16, 4
     cu_q_lens = np.array([0, 5, 16], np.int32)       # 2 sequences, 16 tokens
     kv_lens = np.array([30, 50], np.int32)
-    q = r.standard_normal((16, q_heads, head_dim), dtype=np.float32)
+    q = r.standard_normal((16, q_heads, head_dim), dtype=np.float32).astype(dtype)
     kv_pages = r.standard_normal((pages, page_size, 2 * kv_heads, head_dim),
-                                 dtype=np.float32)
+                                 dtype=np.float32).astype(dtype)
     page_indices = r.permutation(pages).astype(np.int32).reshape(2, pages_per_seq)
     num_seqs = np.array([2], np.int32)
     args = (q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs)
@@ -304,6 +306,11 @@ SHIPPED: dict[str, Shipped] = {s.name: s for s in [
     # compared with ref_ragged_paged_attention instead
     Shipped("ragged_paged_attention", "ragged_paged_attention",
             _ragged_paged, ATTENTION_TOL, ref_tolerance=("close", 1e-4, 1e-4)),
+    # bf16 K/V pages are read two rows at a time through the ref's bitcast
+    # to u32 (`strided_load_kv`); bf16 outputs: within 2 bf16 ulps of 1
+    Shipped("ragged_paged_attention bf16", "ragged_paged_attention",
+            lambda: _ragged_paged("bf16"), ATTENTION_TOL,
+            ref_tolerance=("close", 2e-2, 2e-2)),
     Shipped("splash_attention (mha, causal)", "splash_attention", _splash,
             ATTENTION_TOL),
     Shipped("random philox", "random.philox", _philox),

@@ -32,6 +32,8 @@ SUBPROCESS = [n for n, s in S.SHIPPED.items() if s.devices > 1]
 JAX_CANNOT_RUN: dict[str, str] = {
     "ragged_paged_attention": "AttributeError: 'ReshapeTransform' object has "
                               "no attribute 'indices' (a ref reshape view)",
+    "ragged_paged_attention bf16": "AttributeError: 'ReshapeTransform' object has "
+                                   "no attribute 'indices' (a ref reshape view)",
 }
 
 #: what tessera.jax does not translate in a shipped kernel (a substring of

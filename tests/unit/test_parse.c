@@ -318,6 +318,29 @@ TSR_TEST(attribute_ops) {
   tsr_module_destroy(m);
 }
 
+/* ds(START, %n): a size the run reads. Its operand follows the index's
+ * start (stop holds its position); size is the bound the dimension allows
+ * by the stride (docs/ir.md, "Operand layouts"). */
+TSR_TEST(dma_dynamic_size_layout) {
+  tsr_module_t *m = parse_ok(KERNEL(
+      "  %i = program_id 0 : i32\n"
+      "  %n = const 3 : i32\n"
+      "  dma_start %x[ds(%i, %n, 2), :] -> %h[1, ds(4, %n), :], %dsem[0]\n"
+      "  dma_wait %x[ds(%i, %n, 2), :] -> %h[1, ds(4, %n), :], %dsem[0]\n"));
+  if (!m) return;
+  tsr_value_t *i = body_op(m, 0)->results[0], *n = body_op(m, 1)->results[0];
+  tsr_op_t *ds = body_op(m, 2);
+  TSR_CHECK_EQ_INT(ds->num_operands, 6); /* src dst sem i n (src) n (dst) */
+  TSR_CHECK(ds->operands[3] == i && ds->operands[4] == n && ds->operands[5] == n);
+  check_index(&ds->indices[0], TSR_INDEX_DSIZE, 3, 0, 4, 4, 2);
+  check_index(&ds->indices[3], TSR_INDEX_DSIZE, -1, 4, 5, 8, 1);
+  char *text = print_text(m);
+  TSR_CHECK(strstr(text, "  dma_start %x[ds(%i, %n, 2), :] -> %h[1, ds(4, %n), :], %dsem[0]\n") !=
+            NULL);
+  tsr_free(text);
+  tsr_module_destroy(m);
+}
+
 TSR_TEST(dma_and_semaphore_layout) {
   tsr_module_t *m = parse_ok(KERNEL(
       "  %i = program_id 0 : i32\n"
@@ -1343,6 +1366,7 @@ int main(void) {
   TSR_RUN(index_forms);
   TSR_RUN(load_store_operand_layout);
   TSR_RUN(attribute_ops);
+  TSR_RUN(dma_dynamic_size_layout);
   TSR_RUN(dma_and_semaphore_layout);
   TSR_RUN(control_flow_regions);
   TSR_RUN(empty_yield_and_else_are_omitted);

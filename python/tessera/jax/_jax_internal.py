@@ -428,7 +428,8 @@ class DimIndex:
     """One dimension of an NDIndexer: a point (start), a slice
     (start, size, stride) or an array of indices ("array": `start` is the
     array, already broadcast by JAX to the indexer's common shape).
-    `start` is an int, a Var or a Literal."""
+    `start` is an int, a Var or a Literal; a slice's `size` is an int, or
+    the Var of a traced size."""
     kind: str
     start: Any
     size: int = 1
@@ -443,6 +444,14 @@ def reshape_of(transform) -> tuple[int, ...] | None:
     return None
 
 
+def bitcast_of(transform):
+    """The dtype of a ref bitcast transform (`ref.bitcast(dtype)`), else
+    None."""
+    if isinstance(transform, getattr(state_types, "BitcastTransform", ())):
+        return transform.dtype
+    return None
+
+
 def ndindexer_dims(idx) -> list[DimIndex]:
     """Decodes an NDIndexer (static or pl.ds entries) into DimIndex per
     dimension of the ref it indexes."""
@@ -452,12 +461,13 @@ def ndindexer_dims(idx) -> list[DimIndex]:
     for i in idx.indices:
         if isinstance(i, state_indexing.Slice):
             size = i.size
-            if not isinstance(size, (int, np.integer)):
-                if isinstance(size, Literal):
-                    size = size.val
-                else:
-                    raise NotImplementedError("a pl.ds with a dynamic size")
-            out.append(DimIndex("slice", i.start, int(size), int(i.stride)))
+            if isinstance(size, Literal):
+                size = size.val
+            # a traced size stays its atom: only a DMA's view may take it
+            # (the IR's ds(start, %n); docs/jax.md)
+            out.append(DimIndex("slice", i.start,
+                                int(size) if isinstance(size, (int, np.integer)) else size,
+                                int(i.stride)))
         elif len(_aval_shape(i)) > 0:
             out.append(DimIndex("array", i))
         else:

@@ -31,6 +31,7 @@ from . import _jax_internal as ji
 __all__ = ["TranslationError", "TranslatedKernel", "RefView", "Translator", "Rule",
            "register", "rules", "dtype_name", "type_of_aval", "out_type", "bcast",
            "reshape_to", "convert_value", "as_value", "VIEW_OPS", "BCAST_OPS", "RESHAPE_OPS",
+           "WIDTH_OPS", "TPU_BITCAST_OPS", "bitcast_widths", "tpu_bitcast",
            "HEADER_EMITS", "IMPLICIT_EMITS"]
 
 
@@ -101,10 +102,16 @@ class RefView:
     Values."""
     base: B.Value
     dims: list  # [("point", start) | ("range", start, size, stride)]
-    # After `ref.reshape(R)`: R, and the view's indexing of R in `rdims`
-    # (same entries as `dims`). Only reads of such views are translated.
+    # After `ref.reshape(R)` or `ref.bitcast(dtype)`: the shape R of the
+    # view's value after them, its indexing in `rdims` (same entries as
+    # `dims`), and the steps from the view before them in `chain`:
+    # ("reshape", shape) or ("bitcast", dtype), each giving `shapes[i + 1]`
+    # from `shapes[i]` (shapes[0] the view's shape before them). Reads and
+    # whole writes of such views are translated (translate_memory.py).
     reshaped: tuple | None = None
     rdims: list | None = None
+    chain: tuple = ()
+    shapes: tuple = ()
     # After an indexer with arrays of indices (`x_ref[idx]`, a gather or a
     # scatter): per kept dimension of the view that an array indexes, its
     # ordinal among the kept dimensions -> the array's atom (all of JAX's
@@ -125,9 +132,102 @@ class RefView:
         return tuple(d[2] for d in self.dims if d[0] == "range")
 
     @property
+    def dtype(self) -> str:
+        """The dtype of the view's elements (after a bitcast in its chain)."""
+        for step in reversed(self.chain):
+            if step[0] == "bitcast":
+                return step[1]
+        return self.base.type.dtype
+
+    @property
     def pre_shape(self) -> tuple[int, ...]:
         """The view's shape before its reshape."""
         return tuple(d[2] for d in self.dims if d[0] == "range")
+
+
+_BITS = {"f32": 32, "i32": 32, "u32": 32, "bf16": 16, "f16": 16, "i16": 16, "u16": 16,
+         "i8": 8, "u8": 8}
+_UINT = {32: "u32", 16: "u16", 8: "u8"}
+#: what bitcast_widths emits
+WIDTH_OPS = ("bitcast", "convert", "shl", "shrl", "or", "slice", "reshape", "concatenate")
+
+
+def bitcast_widths(t, region, x, dtype: str):
+    """lax.bitcast_convert_type of x to `dtype`: the same width is the IR's
+    bitcast; a wider dtype takes a trailing dim of the narrow parts, a
+    narrower one adds it (little-endian, as XLA: part 0 is the low bits),
+    the parts taken apart and put together with shifts on unsigned
+    integers of the wide width."""
+    src, dst = _BITS[x.type.dtype], _BITS[dtype]
+    shape = x.type.shape
+
+    def typ(d, s):
+        return B.Type.value(d, tuple(s))
+
+    def cast(v, d):
+        return v if v.type.dtype == d else t.emit(region, "bitcast", [v], typ(d, v.type.shape))
+    if src == dst:
+        return cast(x, dtype)
+    if src > dst:  # (...) -> (..., k)
+        k = src // dst
+        w = cast(x, _UINT[src])
+        parts = []
+        for i in range(k):
+            p = w
+            if i:
+                p = t.emit(region, "shrl", [w, t.const(region, i * dst, typ(_UINT[src], ()))],
+                           w.type)
+            p = t.emit(region, "convert", [p], typ(_UINT[dst], shape))
+            p = cast(p, dtype)
+            parts.append(t.emit(region, "reshape", [p], typ(dtype, shape + (1,)))
+                         if shape else t.emit(region, "reshape", [p], typ(dtype, (1,))))
+        return t.emit(region, "concatenate", parts, typ(dtype, shape + (k,)), ints=[len(shape)])
+    k = dst // src  # (..., k) -> (...)
+    lead = shape[:-1]
+    acc = None
+    for i in range(k):
+        idx = [B.Index("full", 0, n, 1) for n in lead] + [B.Index("point", i, 1, 1)]
+        p = t.emit(region, "slice", [x], typ(x.type.dtype, lead), indices=idx)
+        p = t.emit(region, "convert", [cast(p, _UINT[src])], typ(_UINT[dst], lead))
+        if i:
+            p = t.emit(region, "shl", [p, t.const(region, i * src, typ(_UINT[dst], ()))], p.type)
+        acc = p if acc is None else t.emit(region, "or", [acc, p], p.type)
+    return cast(acc, dtype)
+
+
+#: what tpu_bitcast emits
+TPU_BITCAST_OPS = (*WIDTH_OPS, "transpose")
+
+
+def tpu_bitcast(t, region, x, dtype: str, dim: int):
+    """pltpu.bitcast of x to `dtype`: dimension `dim` (the minor or
+    second-minor one) scaled by the ratio of the widths, as Pallas's own
+    lowering of it: that dimension moved last, grouped (or split) into the
+    trailing dim of bitcast_convert_type, and moved back. A ref's bitcast
+    (`ref.bitcast(dtype)`) is this along the second-minor dimension."""
+    rank = x.type.rank
+    dim = dim % rank if rank else 0
+    perm = list(range(rank))
+    if dim != rank - 1:
+        perm[dim], perm[rank - 1] = perm[rank - 1], perm[dim]
+        x = t.emit(region, "transpose", [x], B.Type.value(
+            x.type.dtype, tuple(x.type.shape[p] for p in perm)), ints=perm)
+    src, dst = _BITS[x.type.dtype], _BITS[dtype]
+    *lead, n = x.type.shape
+    if src < dst:
+        x = t.emit(region, "reshape", [x], B.Type.value(
+            x.type.dtype, (*lead, n * src // dst, dst // src)))
+        y = bitcast_widths(t, region, x, dtype)
+    elif src > dst:
+        y = bitcast_widths(t, region, x, dtype)
+        y = t.emit(region, "reshape", [y], B.Type.value(dtype, (*lead, n * src // dst)))
+    else:
+        y = bitcast_widths(t, region, x, dtype)
+    if dim != rank - 1:
+        out = list(y.type.shape)
+        out[dim], out[rank - 1] = out[rank - 1], out[dim]
+        y = t.emit(region, "transpose", [y], B.Type.value(dtype, tuple(out)), ints=perm)
+    return y
 
 
 def type_of_aval(aval) -> B.Type:
@@ -339,13 +439,9 @@ class Translator:
     def apply_transforms(self, env, region, view: RefView, transforms) -> RefView:
         for t in transforms:
             shape = ji.reshape_of(t)
-            if shape is not None:
-                if view.reshaped is not None:
-                    raise self.fail("a ref reshaped twice")
-                if int(np.prod(shape)) != int(np.prod(view.shape)):
-                    raise self.fail(f"a reshape of a ref view of shape {view.shape} to {shape}")
-                view = RefView(view.base, view.dims, tuple(shape),
-                               [("range", 0, d, 1) for d in shape])
+            cast = ji.bitcast_of(t)
+            if shape is not None or cast is not None:
+                view = self._chain_step(view, shape, cast)
                 continue
             try:
                 dims = ji.ndindexer_dims(t)
@@ -366,6 +462,11 @@ class Translator:
                     arrays[pos] = d.start
                     continue
                 _, s, n, st = cur[pos]
+                size = d.size
+                if d.kind == "slice" and not isinstance(size, int):
+                    size = self.static_int(env, size)
+                    if isinstance(size, B.Value):
+                        size = self.i32(region, size)
                 start = self.static_int(env, d.start)
                 if isinstance(start, B.Value):
                     start = self.i32(region, start)
@@ -376,8 +477,8 @@ class Translator:
                     start += n
                 off = self.iarith(region, "add", s, self.iarith(region, "mul", start, st))
                 if (self.bounds_at_run and view.reshaped is None
-                        and not isinstance(off, B.Value)
-                        and not _static_in_bounds(off, 1 if d.kind == "point" else d.size,
+                        and not isinstance(off, B.Value) and not isinstance(size, B.Value)
+                        and not _static_in_bounds(off, 1 if d.kind == "point" else size,
                                                   st * (1 if d.kind == "point" else d.stride),
                                                   view.base.type.shape[pos])):
                     # A static index outside the ref: checked when the access
@@ -388,9 +489,10 @@ class Translator:
                 if d.kind == "point":
                     new[pos] = ("point", off)
                 else:
-                    new[pos] = ("range", off, d.size, st * d.stride)
+                    new[pos] = ("range", off, size, st * d.stride)
             if view.reshaped is not None:
-                view = RefView(view.base, view.dims, view.reshaped, new)
+                view = RefView(view.base, view.dims, view.reshaped, new, chain=view.chain,
+                               shapes=view.shapes)
             else:
                 view = RefView(view.base, new)
             if arrays:
@@ -401,10 +503,47 @@ class Translator:
                 view.index_shape = tuple(int(n) for n in ji.index_shape(t))
         return view
 
+    def _chain_step(self, view: RefView, shape, cast) -> RefView:
+        """`view` reshaped to `shape` or bitcast to `cast` (a value step
+        of its chain: RefView.chain)."""
+        if view.arrays:
+            raise self.fail("a reshape or bitcast of a ref indexed by an array of indices")
+        if view.reshaped is not None and any(
+                e[0] != "range" or isinstance(e[1], B.Value) or e[1:] != (0, n, 1)
+                for e, n in zip(view.rdims, view.reshaped)):
+            # Only the last indexer may select within a transformed ref: the
+            # elements a read takes are then known in the view before the
+            # transforms (a mask of its load).
+            raise self.fail("a reshape or bitcast of a reshaped or bitcast ref that was "
+                            "indexed in between")
+        cur = view.shape if view.reshaped is None else view.reshaped
+        shapes = view.shapes or (tuple(cur),)
+        if shape is not None:
+            new, step = tuple(int(d) for d in shape), ("reshape", tuple(int(d) for d in shape))
+            if int(np.prod(new)) != int(np.prod(cur)):
+                raise self.fail(f"a reshape of a ref view of shape {tuple(cur)} to {new}")
+        else:
+            dt, src = dtype_name(cast), view.dtype
+            a, b = _BITS.get(src), _BITS.get(dt)
+            if a is None or b is None:
+                raise self.fail(f"a bitcast of a {src} ref to {dt}")
+            new = tuple(cur)
+            if a != b:
+                # TPU's rule (jax._src.state.utils.bitcast): the
+                # second-minor dimension scales by the ratio of the widths
+                if len(cur) < 2 or (cur[-2] * a) % b:
+                    raise self.fail(f"a bitcast of a {src} ref view of shape {tuple(cur)} "
+                                    f"to {dt}")
+                new = (*cur[:-2], cur[-2] * a // b, cur[-1])
+            step = ("bitcast", dt)
+        return RefView(view.base, view.dims, new, [("range", 0, d, 1) for d in new],
+                       chain=view.chain + (step,), shapes=shapes + (new,))
+
     def indices(self, view: RefView) -> list[B.Index]:
-        if view.reshaped is not None and self.prim not in ("get",):
-            raise self.fail(f"`{self.prim}` on a reshaped ref (only reads of reshaped refs "
-                            "are translated)")
+        if view.reshaped is not None and self.prim not in ("get", "swap", "masked_load",
+                                                          "masked_swap"):
+            raise self.fail(f"`{self.prim}` on a reshaped or bitcast ref (reads and writes "
+                            "of such refs are translated)")
         if view.arrays and self.prim not in ("get", "swap"):
             raise self.fail(f"`{self.prim}` through an array of indices (only reads and "
                             "writes of such views are translated)")
@@ -414,7 +553,11 @@ class Translator:
                 out.append(B.Index("point", d[1]))
             else:
                 _, s, n, st = d
-                if isinstance(s, B.Value):
+                if isinstance(n, B.Value):
+                    # a size the run reads: DMA views only (the verifier
+                    # says so, located, for any other op)
+                    out.append(B.Index("ds", s, n, st, dim=full))
+                elif isinstance(s, B.Value):
                     out.append(B.Index("ds", s, n, st))
                 elif s == 0 and n == full and st == 1:
                     out.append(B.Index("full", 0, full, 1))
@@ -532,6 +675,15 @@ class Translator:
             is_out = k >= nin
             role = B.ROLE_OUT if is_out else B.ROLE_IN
             aval = bm.array_aval
+            if ji.semaphore_kind(aval.dtype) is not None:
+                # A semaphore that leaves one pallas_call for another (a DMA
+                # started in one call and waited for in the next) needs
+                # semaphore operands, which tessera's kernels do not have
+                # yet: semaphores are scratch (docs/jax.md).
+                raise self.fail(f"{bm.origin}: a semaphore {'output' if is_out else 'input'} "
+                                "of a pallas_call (a semaphore or DMA carried from one call "
+                                "to another) is not supported: semaphores are kernel "
+                                "scratch in tessera")
             try:
                 at = B.Type.value(dtype_name(aval.dtype), aval.shape)
             except ValueError as e:

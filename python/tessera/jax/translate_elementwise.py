@@ -7,7 +7,8 @@ tessera has no op for are expanded in translate_math.py."""
 from __future__ import annotations
 
 from .. import _builder as B
-from .translate_core import BCAST_OPS, bcast, convert_value, out_type, register
+from .translate_core import (BCAST_OPS, TPU_BITCAST_OPS, WIDTH_OPS, bcast, bitcast_widths,
+                             convert_value, out_type, register, tpu_bitcast)
 
 
 #: JAX's unary elementwise primitives that are one tessera op: name -> op
@@ -72,90 +73,16 @@ def _convert(t, env, region, eqn, used):
     return [convert_value(t, region, t.read(env, region, eqn.invars[0]), out_type(eqn))]
 
 
-_BITS = {"f32": 32, "i32": 32, "u32": 32, "bf16": 16, "f16": 16, "i16": 16, "u16": 16,
-         "i8": 8, "u8": 8}
-_UINT = {32: "u32", 16: "u16", 8: "u8"}
-_WIDTH_OPS = ("bitcast", "convert", "shl", "shrl", "or", "slice", "reshape", "concatenate")
-
-
-def bitcast_widths(t, region, x, dtype: str):
-    """lax.bitcast_convert_type of x to `dtype`: the same width is the IR's
-    bitcast; a wider dtype takes a trailing dim of the narrow parts, a
-    narrower one adds it (little-endian, as XLA: part 0 is the low bits),
-    the parts taken apart and put together with shifts on unsigned
-    integers of the wide width."""
-    src, dst = _BITS[x.type.dtype], _BITS[dtype]
-    shape = x.type.shape
-
-    def typ(d, s):
-        return B.Type.value(d, tuple(s))
-
-    def cast(v, d):
-        return v if v.type.dtype == d else t.emit(region, "bitcast", [v], typ(d, v.type.shape))
-    if src == dst:
-        return cast(x, dtype)
-    if src > dst:  # (...) -> (..., k)
-        k = src // dst
-        w = cast(x, _UINT[src])
-        parts = []
-        for i in range(k):
-            p = w
-            if i:
-                p = t.emit(region, "shrl", [w, t.const(region, i * dst, typ(_UINT[src], ()))],
-                           w.type)
-            p = t.emit(region, "convert", [p], typ(_UINT[dst], shape))
-            p = cast(p, dtype)
-            parts.append(t.emit(region, "reshape", [p], typ(dtype, shape + (1,)))
-                         if shape else t.emit(region, "reshape", [p], typ(dtype, (1,))))
-        return t.emit(region, "concatenate", parts, typ(dtype, shape + (k,)), ints=[len(shape)])
-    k = dst // src  # (..., k) -> (...)
-    lead = shape[:-1]
-    acc = None
-    for i in range(k):
-        idx = [B.Index("full", 0, n, 1) for n in lead] + [B.Index("point", i, 1, 1)]
-        p = t.emit(region, "slice", [x], typ(x.type.dtype, lead), indices=idx)
-        p = t.emit(region, "convert", [cast(p, _UINT[src])], typ(_UINT[dst], lead))
-        if i:
-            p = t.emit(region, "shl", [p, t.const(region, i * src, typ(_UINT[dst], ()))], p.type)
-        acc = p if acc is None else t.emit(region, "or", [acc, p], p.type)
-    return cast(acc, dtype)
-
-
-@register("bitcast_convert_type", emits=_WIDTH_OPS)
+@register("bitcast_convert_type", emits=WIDTH_OPS)
 def _bitcast(t, env, region, eqn, used):
     x = t.read(env, region, eqn.invars[0])
     return [bitcast_widths(t, region, x, out_type(eqn).dtype)]
 
 
-@register("bitcast", emits=(*_WIDTH_OPS, "transpose"))
+@register("bitcast", emits=TPU_BITCAST_OPS)
 def _pltpu_bitcast(t, env, region, eqn, used):
-    """pltpu.bitcast: dimension `dim` (the minor or second-minor one) scaled
-    by the ratio of the widths, as Pallas's own lowering of it: that
-    dimension moved last, grouped (or split) into the trailing dim of
-    bitcast_convert_type, and moved back."""
     x = t.read(env, region, eqn.invars[0])
-    rt = out_type(eqn)
-    rank = x.type.rank
-    dim = eqn.params["dim"] % rank if rank else 0
-    perm = list(range(rank))
-    if dim != rank - 1:
-        perm[dim], perm[rank - 1] = perm[rank - 1], perm[dim]
-        x = t.emit(region, "transpose", [x], B.Type.value(
-            x.type.dtype, tuple(x.type.shape[p] for p in perm)), ints=perm)
-    src, dst = _BITS[x.type.dtype], _BITS[rt.dtype]
-    *lead, n = x.type.shape
-    if src < dst:
-        x = t.emit(region, "reshape", [x], B.Type.value(
-            x.type.dtype, (*lead, n * src // dst, dst // src)))
-        y = bitcast_widths(t, region, x, rt.dtype)
-    elif src > dst:
-        y = bitcast_widths(t, region, x, rt.dtype)
-        y = t.emit(region, "reshape", [y], B.Type.value(rt.dtype, (*lead, n * src // dst)))
-    else:
-        y = bitcast_widths(t, region, x, rt.dtype)
-    if dim != rank - 1:
-        y = t.emit(region, "transpose", [y], rt, ints=perm)
-    return [y]
+    return [tpu_bitcast(t, region, x, out_type(eqn).dtype, eqn.params["dim"])]
 
 
 @register("select_n", emits=("select", "eq", *BCAST_OPS))

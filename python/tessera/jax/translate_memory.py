@@ -9,12 +9,16 @@ import numpy as np
 
 from .. import _builder as B
 from . import _jax_internal as ji
-from .translate_core import (BCAST_OPS, RESHAPE_OPS, VIEW_OPS, RefView, bcast, convert_value,
-                             out_type, register, reshape_to)
+from .translate_core import (BCAST_OPS, RESHAPE_OPS, TPU_BITCAST_OPS, VIEW_OPS, RefView, bcast,
+                             convert_value, out_type, register, reshape_to, tpu_bitcast)
 
 
-#: what a read through a reshaped ref builds besides the load and reshapes
-_GET_RESHAPED = ("iota", "eq", "ge", "lt", "and", "sub", "rem", "roll", "neg", "slice")
+#: what a read through a reshaped or bitcast ref builds besides the load
+#: and reshapes
+_GET_RESHAPED = ("iota", "eq", "ge", "lt", "and", "sub", "rem", "roll", "neg", "slice",
+                 "reduce_or", "assert", *TPU_BITCAST_OPS)
+#: and what a write of part of one builds besides those
+_SWAP_RESHAPED = ("div", "max", "min", "mul", "add", "gather", "select", "reduce_and", "not")
 #: what indexing a ref by arrays of indices builds besides loads and stores
 _BY_ARRAYS = ("gather", "iota", "lt", "add", "mul", "select", "max", "min", "convert",
               *BCAST_OPS)
@@ -128,14 +132,87 @@ def _gather_view(t, env, region, view: RefView, whole: B.Value, rt: B.Type) -> B
     return reshape_to(t, region, g, rt)
 
 
-def _get_reshaped(t, region, view: RefView, rt: B.Type) -> B.Value:
-    """A read through `ref.reshape(R)[idx]`: a load of the view before the
-    reshape, masked to the elements idx selects (others are not read, so no
-    uninitialized-read reports for them), reshaped to R, then the selected
-    elements taken out of the value (a roll and a strided slice per
-    dimension)."""
-    R, S = view.reshaped, view.pre_shape
-    dt = view.base.type.dtype
+def _mask_back(t, region, view: RefView, mask: B.Value, every: bool = False) -> B.Value:
+    """The mask of the view's elements after its chain, as a mask of the
+    view before it: a reshape's shape undone; an element of a bitcast that
+    widens (k narrow rows to one along the second-minor dimension) needs
+    its k parts, one that narrows needs the wide row it is part of (with
+    `every`: the wide rows all of whose parts the mask holds)."""
+    for step, before, after in reversed(list(zip(view.chain, view.shapes, view.shapes[1:]))):
+        if step[0] == "bitcast" and tuple(before) != tuple(after):
+            *lead, r, c = after
+            if before[-2] > r:  # widening: each row stands for k rows before
+                k = before[-2] // r
+                m = t.emit(region, "reshape", [mask], B.Type.value("i1", (*lead, r, 1, c)))
+                m = t.emit(region, "broadcast", [m], B.Type.value("i1", (*lead, r, k, c)))
+                mask = t.emit(region, "reshape", [m], B.Type.value("i1", before))
+            else:  # narrowing: k rows are parts of one row before
+                k = r // before[-2]
+                m = t.emit(region, "reshape", [mask],
+                           B.Type.value("i1", (*lead, before[-2], k, c)))
+                mask = t.emit(region, "reduce_and" if every else "reduce_or", [m],
+                              B.Type.value("i1", before), ints=[len(lead) + 1])
+        elif tuple(before) != tuple(after):
+            mask = t.emit(region, "reshape", [mask], B.Type.value("i1", before))
+    return mask
+
+
+def chain_forward(t, region, view: RefView, v: B.Value) -> B.Value:
+    """The value of the view before its chain (`v`) through the chain's
+    reshapes and bitcasts (a ref's bitcast is pltpu.bitcast along the
+    second-minor dimension, as the TPU lays memory out)."""
+    for step, after in zip(view.chain, view.shapes[1:]):
+        if step[0] == "bitcast":
+            v = tpu_bitcast(t, region, v, step[1], -2 if len(after) >= 2 else -1)
+        elif tuple(v.type.shape) != tuple(after):
+            v = t.emit(region, "reshape", [v], B.Type.value(v.type.dtype, after))
+    return v
+
+
+def chain_backward(t, region, view: RefView, v: B.Value) -> B.Value:
+    """A value of the view's shape after its chain, taken back through it:
+    what a whole write of the view stores into the view before it."""
+    dtypes = [view.base.type.dtype]
+    for step in view.chain:
+        dtypes.append(step[1] if step[0] == "bitcast" else dtypes[-1])
+    for i in reversed(range(len(view.chain))):
+        before = view.shapes[i]
+        if view.chain[i][0] == "bitcast":
+            v = tpu_bitcast(t, region, v, dtypes[i], -2 if len(before) >= 2 else -1)
+        elif tuple(v.type.shape) != tuple(before):
+            v = t.emit(region, "reshape", [v], B.Type.value(v.type.dtype, before))
+    return v
+
+
+def _check_chain_bounds(t, region, view: RefView) -> None:
+    """The last indexer of a reshaped or bitcast view lies within the view's
+    shape R: the IR's `assert` of each start that is not known to (a kernel
+    error located at the access, as an index outside a ref is; a TPU would
+    read or write the wrong elements)."""
+    R = view.reshaped
+    i32, b1 = B.Type.value("i32", ()), B.Type.value("i1", ())
+    for d, e in enumerate(view.rdims):
+        s = e[1]
+        n, st = (1, 1) if e[0] == "point" else (e[2], e[3])
+        last = (n - 1) * st
+        if not isinstance(s, B.Value):
+            if 0 <= s and s + last < R[d]:
+                continue
+            s = t.const(region, int(s), i32)
+        s = t.i32(region, s)
+        ok = t.emit(region, "and", [
+            t.emit(region, "ge", [s, t.const(region, 0, i32)], b1),
+            t.emit(region, "lt", [s, t.const(region, R[d] - last, i32)], b1)], b1)
+        t.op(region, "assert", [ok], [], text=(
+            f"index out of bounds for dimension {d} of a reshaped or bitcast ref view of "
+            f"shape {list(R)}: {'the index' if e[0] == 'point' else f'a slice of {n}'}"
+            f"{f' by {st}' if st > 1 else ''} must start in [0, {R[d] - last})"))
+
+
+def _selection_mask(t, region, view: RefView) -> B.Value | None:
+    """The elements of R, the shape of a reshaped or bitcast view, that its
+    last indexer selects (i1 of shape R), or None when it selects all."""
+    R = view.reshaped
     it, bt = B.Type.value("i32", R), B.Type.value("i1", R)
     i32 = B.Type.value("i32", ())
     mask = None
@@ -158,15 +235,32 @@ def _get_reshaped(t, region, view: RefView, rt: B.Type) -> B.Value:
                 m = t.emit(region, "and", [m, t.emit(region, "eq", [r, t.const(
                     region, 0, i32)], bt)], bt)
         mask = m if mask is None else t.emit(region, "and", [mask, m], bt)
-    vt = B.Type.value(dt, S)
+    return mask
+
+
+def _get_reshaped(t, region, view: RefView, rt: B.Type) -> B.Value:
+    """A read through `ref.reshape(R)[idx]` or `ref.bitcast(dtype)[idx]`
+    (and chains of them): a load of the view before them, masked to the
+    elements idx selects (others are not read, so no uninitialized-read
+    reports for them), taken through the chain's reshapes and bitcasts to
+    R, then the selected elements taken out of the value (a roll and a
+    strided slice per dimension)."""
+    R, S = view.reshaped, view.pre_shape
+    dt = view.dtype
+    i32 = B.Type.value("i32", ())
+    _check_chain_bounds(t, region, view)
+    mask = _selection_mask(t, region, view)
+    vt = B.Type.value(view.base.type.dtype, S)
     pre = RefView(view.base, view.dims)
     if mask is None:
         v = t.emit(region, "load", [view.base], vt, indices=t.indices(pre))
     else:
-        ms = t.emit(region, "reshape", [mask], B.Type.value("i1", S))
+        ms = _mask_back(t, region, view, mask)
+        if tuple(ms.type.shape) != tuple(S):
+            ms = t.emit(region, "reshape", [ms], B.Type.value("i1", S))
         v = t.emit(region, "load", [view.base], vt, indices=t.indices(pre),
                    extra_operands=[ms], flags=B.OPF_MASK)
-    v = t.emit(region, "reshape", [v], B.Type.value(dt, R)) if S != R else v
+    v = chain_forward(t, region, view, v)
     idx = []
     out_shape = []
     for d, e in enumerate(view.rdims):
@@ -212,11 +306,100 @@ def _indexed_shape(view: RefView) -> tuple:
     return tuple(rest[:first]) + tuple(view.index_shape) + tuple(rest[first:])
 
 
-@register("swap", emits=("load", "store", "scatter", *VIEW_OPS, *_BY_ARRAYS))
+def _placed(t, region, view: RefView, val: B.Value) -> B.Value:
+    """A value of R, the shape of a reshaped or bitcast view, holding `val`
+    (of the shape its last indexer selects) where that indexer selects:
+    each element gathered from the position of val it would be
+    (elsewhere: some element of val, which the caller masks off)."""
+    R = view.reshaped
+    it = B.Type.value("i32", R)
+    i32 = B.Type.value("i32", ())
+    kept = [(d, e) for d, e in enumerate(view.rdims) if e[0] == "range"]
+    vshape = [e[2] for _, e in kept]
+    flat, stride = None, 1
+    for (d, e), n in reversed(list(zip(kept, vshape))):
+        _, s, _, st = e
+        k = t.emit(region, "iota", [], it, ints=[d])
+        k = t.emit(region, "sub", [k, t.i32(region, s)], it)
+        if st > 1:
+            k = t.emit(region, "div", [k, t.const(region, st, i32)], it)
+        k = t.emit(region, "max", [k, t.const(region, 0, i32)], it)
+        k = t.emit(region, "min", [k, t.const(region, n - 1, i32)], it)
+        if stride != 1:
+            k = t.emit(region, "mul", [k, t.const(region, stride, i32)], it)
+        flat = k if flat is None else t.emit(region, "add", [flat, k], it)
+        stride *= n
+    size = int(np.prod(vshape)) if vshape else 1
+    v = val
+    if v.type.kind == "scalar":
+        v = t.emit(region, "broadcast", [v], B.Type.value(view.dtype, (size,)))
+    else:
+        v = reshape_to(t, region, v, B.Type.value(view.dtype, (size,)))
+    if flat is None:
+        flat = t.const(region, 0, it)
+    n = int(np.prod(R))
+    fidx = reshape_to(t, region, flat, B.Type.value("i32", (n,)))
+    g = t.emit(region, "gather", [v, fidx], B.Type.value(view.dtype, (n,)), ints=[0])
+    return reshape_to(t, region, g, B.Type.value(view.dtype, R))
+
+
+def _swap_transformed(t, region, view: RefView, val: B.Value, old_type) -> B.Value | None:
+    """`ref.reshape(R)[idx] = val` or `ref.bitcast(dtype)[idx] = val` (and
+    chains of them): the value of R with val where idx selects, taken back
+    through the chain and stored into the view before it, masked to the
+    elements idx covers there. Where a bitcast in the chain narrows, an
+    element before it holds parts the write may leave: those elements are
+    read first (masked to them) and their other parts kept."""
+    R, S = view.reshaped, view.pre_shape
+    _check_chain_bounds(t, region, view)
+    old = _get_reshaped(t, region, view, old_type) if old_type is not None else None
+    vt = B.Type.value(view.dtype, R)
+    mask = _selection_mask(t, region, view)
+    pre = RefView(view.base, view.dims)
+    if mask is None:
+        v = val
+        if v.type.kind == "scalar":
+            v = t.emit(region, "broadcast", [v], vt)
+        v = reshape_to(t, region, v, vt) if tuple(v.type.shape) != tuple(R) else v
+        v = chain_backward(t, region, view, v)
+        if tuple(v.type.shape) != tuple(S):
+            v = t.emit(region, "reshape", [v], B.Type.value(v.type.dtype, S))
+        t.op(region, "store", [view.base, v], [], indices=t.indices(pre))
+        return old
+    new = _placed(t, region, view, val)
+    ms = _mask_back(t, region, view, mask)
+    if tuple(ms.type.shape) != tuple(S):
+        ms = t.emit(region, "reshape", [ms], B.Type.value("i1", S))
+    narrows = any(step[0] == "bitcast" and len(before) >= 2 and before[-2] < after[-2]
+                  for step, before, after in zip(view.chain, view.shapes, view.shapes[1:]))
+    if narrows:
+        # read only the elements the write covers in part
+        whole = _mask_back(t, region, view, mask, every=True)
+        if tuple(whole.type.shape) != tuple(S):
+            whole = t.emit(region, "reshape", [whole], B.Type.value("i1", S))
+        part = t.emit(region, "and", [ms, t.emit(region, "not", [whole], whole.type)],
+                      whole.type)
+        cur = t.emit(region, "load", [view.base], B.Type.value(view.base.type.dtype, S),
+                     indices=t.indices(pre), extra_operands=[part], flags=B.OPF_MASK)
+        cur = chain_forward(t, region, view, cur)
+        new = t.emit(region, "select", [mask, new, cur], vt)
+    v = chain_backward(t, region, view, new)
+    if tuple(v.type.shape) != tuple(S):
+        v = t.emit(region, "reshape", [v], B.Type.value(v.type.dtype, S))
+    t.op(region, "store", [view.base, v], [], indices=t.indices(pre), extra_operands=[ms],
+         flags=B.OPF_MASK)
+    return old
+
+
+@register("swap", emits=("load", "store", "scatter", *VIEW_OPS, *_BY_ARRAYS, *RESHAPE_OPS,
+                         *_GET_RESHAPED, *_SWAP_RESHAPED))
 def _swap(t, env, region, eqn, used):
     transforms = ji.unflatten(eqn.params["tree"], eqn.invars[2:])
     view = t.apply_transforms(env, region, t.ref(env, eqn.invars[0]), transforms)
     val = t.read(env, region, eqn.invars[1])
+    if view.reshaped is not None:
+        want_old = eqn.outvars and eqn.outvars[0] in used
+        return [_swap_transformed(t, region, view, val, out_type(eqn) if want_old else None)]
     idx = t.indices(view)
     if view.arrays:
         # x_ref[idx] = val: a masked store of the view (whole along the
@@ -263,11 +446,16 @@ def _mask_of(t, env, region, mask, shape) -> B.Value:
     return bcast(t, region, m, shape)
 
 
-@register("masked_load", emits=("load", "select", *BCAST_OPS, *VIEW_OPS))
+@register("masked_load", emits=("load", "select", *BCAST_OPS, *VIEW_OPS, *RESHAPE_OPS,
+                                *_GET_RESHAPED))
 def _masked_load(t, env, region, eqn, used):
     ref, transforms, mask, other = ji.unflatten(eqn.params["args_tree"], eqn.invars)
     view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
     rt = out_type(eqn)
+    if view.reshaped is not None:
+        if mask is not None:
+            raise t.fail("a masked read of a reshaped or bitcast ref")
+        return [_get_reshaped(t, region, view, rt)]
     idx = t.indices(view)
     if mask is None:
         return [t.emit(region, "load", [view.base], rt, indices=idx)]
@@ -280,10 +468,17 @@ def _masked_load(t, env, region, eqn, used):
     return [v]
 
 
-@register("masked_swap", emits=("load", "store", *BCAST_OPS, *VIEW_OPS))
+@register("masked_swap", emits=("load", "store", *BCAST_OPS, *VIEW_OPS, *RESHAPE_OPS,
+                                *_GET_RESHAPED, *_SWAP_RESHAPED))
 def _masked_swap(t, env, region, eqn, used):
     ref, transforms, val, mask = ji.unflatten(eqn.params["args_tree"], eqn.invars)
     view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
+    if view.reshaped is not None:
+        if mask is not None:
+            raise t.fail("a masked write of a reshaped or bitcast ref")
+        want_old = eqn.outvars and eqn.outvars[0] in used
+        return [_swap_transformed(t, region, view, t.read(env, region, val),
+                                  out_type(eqn) if want_old else None)]
     vt = B.Type.value(view.base.type.dtype, view.shape)
     idx = t.indices(view)
     v = bcast(t, region, t.read(env, region, val), vt.shape)
