@@ -68,7 +68,9 @@ static int64_t window_offset(const operand_plan_t *op, const int64_t *start) {
   return off;
 }
 
-static void report_block_range(run_t *run, uint32_t j, const int64_t *b) {
+/* An error; a warning for an input block under oob_reads_uninit, whose
+ * elements then read as the uninitialized value (copy_in). */
+static void report_block_range(run_t *run, uint32_t j, const int64_t *b, bool read_uninit) {
   const operand_plan_t *op = &run->p->operands[j];
   char bi[96], shape[96], block[96], nb[96];
   int64_t counts[TSR_MAX_RANK];
@@ -78,10 +80,17 @@ static void report_block_range(run_t *run, uint32_t j, const int64_t *b) {
   tsr_diag_format_dims(shape, sizeof shape, op->array_dims, op->array_rank);
   tsr_diag_format_dims(block, sizeof block, op->block, op->array_rank);
   tsr_diag_format_dims(nb, sizeof nb, counts, op->array_rank);
-  tsr_interp_kernel_error(run, op->site, TSR_DIAG_OUT_OF_BOUNDS,
-               "index map gives block index %s, out of range for array shape %s "
-               "with block %s (block counts %s)",
-               bi, shape, block, nb);
+  if (read_uninit)
+    tsr_interp_kernel_warning(run, op->site, TSR_DIAG_OUT_OF_BOUNDS,
+                              "index map gives block index %s, out of range for array shape "
+                              "%s with block %s (block counts %s): the block reads as the "
+                              "uninitialized value",
+                              bi, shape, block, nb);
+  else
+    tsr_interp_kernel_error(run, op->site, TSR_DIAG_OUT_OF_BOUNDS,
+                 "index map gives block index %s, out of range for array shape %s "
+                 "with block %s (block counts %s)",
+                 bi, shape, block, nb);
 }
 
 static void copy_in(run_t *run, uint32_t j) {
@@ -340,7 +349,8 @@ static void begin_step(run_t *run) {
     if (run->core_step > 0 && memcmp(cur, prev, op->array_rank * sizeof *cur) == 0)
       continue;
     run->block_valid[j] = block_in_range(op, cur);
-    if (!run->block_valid[j]) report_block_range(run, j, cur);
+    if (!run->block_valid[j]) report_block_range(run, j, cur, op->role == TSR_ROLE_IN &&
+                                                            p->options.oob_reads_uninit);
     if (op->role == TSR_ROLE_IN)
       copy_in(run, j);
     else if (op->role == TSR_ROLE_OUT)
