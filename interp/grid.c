@@ -72,25 +72,13 @@ static int64_t window_offset(const operand_plan_t *op, const int64_t *start) {
  * elements then read as the uninitialized value (copy_in). */
 static void report_block_range(run_t *run, uint32_t j, const int64_t *b, bool read_uninit) {
   const operand_plan_t *op = &run->p->operands[j];
-  char bi[96], shape[96], block[96], nb[96];
-  int64_t counts[TSR_MAX_RANK];
-  for (uint32_t d = 0; d < op->array_rank; d++)
-    counts[d] = (op->array_dims[d] + op->block[d] - 1) / op->block[d];
-  tsr_diag_format_dims(bi, sizeof bi, b, op->array_rank);
-  tsr_diag_format_dims(shape, sizeof shape, op->array_dims, op->array_rank);
-  tsr_diag_format_dims(block, sizeof block, op->block, op->array_rank);
-  tsr_diag_format_dims(nb, sizeof nb, counts, op->array_rank);
+  char text[400];
+  tsr_diag_format_block_range(text, sizeof text, op->array_rank, b, op->array_dims, op->block);
   if (read_uninit)
     tsr_interp_kernel_warning(run, op->site, TSR_DIAG_OUT_OF_BOUNDS,
-                              "index map gives block index %s, out of range for array shape "
-                              "%s with block %s (block counts %s): the block reads as the "
-                              "uninitialized value",
-                              bi, shape, block, nb);
+                              "%s: the block reads as the uninitialized value", text);
   else
-    tsr_interp_kernel_error(run, op->site, TSR_DIAG_OUT_OF_BOUNDS,
-                 "index map gives block index %s, out of range for array shape %s "
-                 "with block %s (block counts %s)",
-                 bi, shape, block, nb);
+    tsr_interp_kernel_error(run, op->site, TSR_DIAG_OUT_OF_BOUNDS, "%s", text);
 }
 
 static void copy_in(run_t *run, uint32_t j) {

@@ -59,14 +59,12 @@ static int64_t index_start(const run_t *run, const view_index_t *ix) {
   return ix->value != NO_VALUE ? tsr_interp_read_i32(run, ix->value) : ix->start;
 }
 
-/* "%name", "%name (the DMA's source)" or "the value". */
+/* "%name" or "%name (the DMA's source)". */
 static void view_what(const run_t *run, const char *ref_name, char *buf, size_t size) {
-  if (ref_name && run->view_side)
+  if (run->view_side)
     snprintf(buf, size, "%%%s (the DMA's %s)", ref_name, run->view_side);
-  else if (ref_name)
-    snprintf(buf, size, "%%%s", ref_name);
   else
-    snprintf(buf, size, "the value");
+    snprintf(buf, size, "%%%s", ref_name);
 }
 
 /* Reports index d of the view out of bounds (of `limit` when it is not the
@@ -74,16 +72,6 @@ static void view_what(const run_t *run, const char *ref_name, char *buf, size_t 
 static void report_out_of_bounds(run_t *run, const insn_t *in, const view_plan_t *vp,
                                  const char *ref_name, uint32_t d, const int64_t *limit) {
   const view_index_t *ix = &vp->idx[d];
-  int64_t start = index_start(run, ix);
-  int64_t last = start + (ix->size - 1) * ix->stride;
-  char shape[160], what_name[96];
-  tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);
-  if (limit && memcmp(limit, vp->dims, vp->rank * sizeof *limit) != 0) {
-    size_t n = strlen(shape);
-    memcpy(shape + n, ", padded to ", 12);
-    tsr_diag_format_dims(shape + n + 12, sizeof shape - n - 12, limit, vp->rank);
-  }
-  view_what(run, ref_name, what_name, sizeof what_name);
   /* the record: the whole index range asked for */
   tsr_diag_detail_t detail = {.buffer = ref_name, .index_rank = vp->rank};
   for (uint32_t k = 0; k < vp->rank; k++) {
@@ -92,16 +80,19 @@ static void report_out_of_bounds(run_t *run, const insn_t *in, const view_plan_t
     detail.index_lo[k] = lo;
     detail.index_hi[k] = lo + (x->size - 1) * x->stride + 1;
   }
-  if (ix->kind == TSR_INDEX_POINT)
-    tsr_interp_kernel_report_detail(
-        run, in->site, &detail, TSR_DIAG_OUT_OF_BOUNDS, TSR_DIAG_ERROR,
-        "index %lld out of bounds for dimension %u of %s (shape %s)", (long long)start, d,
-        what_name, shape);
-  else
-    tsr_interp_kernel_report_detail(
-        run, in->site, &detail, TSR_DIAG_OUT_OF_BOUNDS, TSR_DIAG_ERROR,
-        "slice %lld:%lld:%lld out of bounds for dimension %u of %s (shape %s)",
-        (long long)start, (long long)(last + 1), (long long)ix->stride, d, what_name, shape);
+  char text[400];
+  if (ref_name) {
+    tsr_diag_format_out_of_bounds(text, sizeof text, ref_name, run->view_side, vp->rank,
+                                  vp->dims, limit, d, ix->kind == TSR_INDEX_POINT,
+                                  index_start(run, ix), ix->size, ix->stride);
+  } else { /* a value's slice (verified: not reached) */
+    char shape[96];
+    tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);
+    snprintf(text, sizeof text, "slice out of bounds for dimension %u of the value (shape %s)",
+             d, shape);
+  }
+  tsr_interp_kernel_report_detail(run, in->site, &detail, TSR_DIAG_OUT_OF_BOUNDS,
+                                  TSR_DIAG_ERROR, "%s", text);
 }
 
 bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
