@@ -39,10 +39,11 @@ typedef struct kernel_state {
 } kernel_state_t;
 
 /* Block indices of operand `os` at the grid point `pt` (i32 values),
- * clamped into the array (an out-of-range block index is a kernel error in
- * the interpreter; here it reads or writes the nearest block instead of
- * memory outside the array). */
-static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t *out) {
+ * clamped into the array: an out-of-range block index is reported (when
+ * `check`) as the interpreter reports it, and the nearest block is read or
+ * written instead of memory outside the array. */
+static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t *out,
+                     bool check) {
   const tsr_decl_t *d = os->decl;
   uint32_t rank = d->array.rank;
   if (!d->index_map) {
@@ -53,6 +54,12 @@ static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t 
   for (uint32_t i = 0; i < m->num_args; i++) em_set_scalar(em, m->args[i], pt[i]);
   em_emit_region(em, m);
   const tsr_op_t *y = em_terminator(m);
+  if (check && y && y->num_operands >= rank) {
+    /* the step's own block (the next step's is checked when it begins) */
+    ssa_t bi[TSR_MAX_RANK];
+    for (uint32_t i = 0; i < rank; i++) bi[i] = em_scalar(em, y->operands[i]);
+    em_check_block_range(em, y, (uint32_t)(d - em->k->decls), rank, bi, os->nblocks);
+  }
   for (uint32_t i = 0; i < rank; i++) {
     if (!y || i >= y->num_operands) {
       out[i] = em_cidx(em, 0);
@@ -141,7 +148,7 @@ static view_t window_view(emitter_t *em, const operand_state_t *os, const ssa_t 
 static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
   const tsr_decl_t *d = os->decl;
   vinfo_t *vi = em_vi(em, d->ref);
-  eval_map(em, os, em->grid_i32, os->bi);
+  eval_map(em, os, em->grid_i32, os->bi, true);
   if (os->inplace) {
     vi->kind = VK_REF;
     vi->mem = window_view(em, os, os->bi, em_key(em, "R%u", d->ref->id));
@@ -229,7 +236,7 @@ static void step_end(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     stride = dim_mul(em, stride, em->grid_ext[g]);
   }
   ssa_t nbi[TSR_MAX_RANK];
-  eval_map(em, os, next, nbi);
+  eval_map(em, os, next, nbi, false);
   ssa_t leave = ks->last;
   for (uint32_t i = 0; i < rank; i++) {
     ssa_t ne = em_cmp(em, "cmpi", "ne", nbi[i], os->bi[i], "index");

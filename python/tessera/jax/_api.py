@@ -183,8 +183,10 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
         if hit is not None:
             _stats["hits"] += 1
             return hit, call.out_tree
+        # Both backends check every access when it runs: a static index
+        # outside its ref is reported there, in program order, as JAX does.
         tk = translate(call, name, mesh, numerics=str(options.get("numerics") or "cpu"),
-                       bounds_at_run=(options.get("backend") or "interp") == "interp")
+                       bounds_at_run=True)
         run_options = {k: v for k, v in options.items() if k not in _run.BRIDGE_OPTIONS}
         if options.get("jax_state"):
             run_options["jax_state"] = True  # taken by the Runner
