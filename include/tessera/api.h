@@ -285,7 +285,9 @@ typedef struct tsr_executable_options {
                                The interpreter reads every field; the cpu
                                backend devices, cores, uninit, max_errors,
                                strict and the bounds (timeout_seconds,
-                               max_steps, cancel), and ignores the checks
+                               max_steps, cancel); it checks the bounds of
+                               dynamic indices and block indices, ignores
+                               the other checks, oob_reads_uninit, padded
                                and trace_path. The run-time fields are the
                                defaults of the runs, which tsr_run_options_t
                                may change. */
