@@ -55,10 +55,24 @@ static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t 
   em_emit_region(em, m);
   const tsr_op_t *y = em_terminator(m);
   if (check && y && y->num_operands >= rank) {
-    /* the step's own block (the next step's is checked when it begins) */
+    /* the step's own block (the next step's is checked when it begins);
+     * no code for a block index known to be in range: a constant, or a
+     * grid index whose static extent has no more steps than blocks */
     ssa_t bi[TSR_MAX_RANK];
-    for (uint32_t i = 0; i < rank; i++) bi[i] = em_scalar(em, y->operands[i]);
-    em_check_block_range(em, y, (uint32_t)(d - em->k->decls), rank, bi, os->nblocks);
+    bool need[TSR_MAX_RANK], any = false;
+    for (uint32_t i = 0; i < rank; i++) {
+      const tsr_value_t *v = y->operands[i];
+      need[i] = true;
+      if (v->def && v->def->opcode == TSR_OP_CONST)
+        need[i] = v->def->literal.i < 0 || v->def->literal.i >= os->nblocks[i];
+      for (uint32_t a = 0; a < m->num_args && a < em->k->grid_rank; a++)
+        if (m->args[a] == v && !em->k->grid_bound[a] && em->k->grid[a] <= os->nblocks[i])
+          need[i] = false;
+      any = any || need[i];
+      bi[i] = em_scalar(em, v);
+    }
+    if (any)
+      em_check_block_range(em, y, (uint32_t)(d - em->k->decls), rank, bi, os->nblocks, need);
   }
   for (uint32_t i = 0; i < rank; i++) {
     if (!y || i >= y->num_operands) {

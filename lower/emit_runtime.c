@@ -408,10 +408,11 @@ ssa_t em_checked_index(emitter_t *em, const tsr_op_t *op, uint32_t pos, ssa_t v,
 }
 
 void em_check_block_range(emitter_t *em, const tsr_op_t *yield, uint32_t decl, uint32_t rank,
-                          const ssa_t *bi, const int64_t *nblocks) {
+                          const ssa_t *bi, const int64_t *nblocks, const bool *need) {
   if (!rank) return;
   ssa_t bad = em_cbool(em, 0, false);
   for (uint32_t i = 0; i < rank; i++) {
+    if (!need[i]) continue;
     ssa_t b = em_cmp(em, "cmpi", "ugt", bi[i], em_cint(em, "i32", 0, nblocks[i] - 1), "i32");
     bad = em_op2(em, "arith.ori", bad, b, "i1");
   }
