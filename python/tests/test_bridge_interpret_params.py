@@ -284,6 +284,16 @@ def test_out_of_bounds_reads_uninitialized_input_block_as_jax():
     same_with_nans(got, want)
 
 
+def test_out_of_bounds_reads_uninitialized_on_cpu_backend_is_named_not_honoured():
+    # The cpu backend reports the read as an error, and says so once.
+    params = pltpu.InterpretParams(out_of_bounds_reads="uninitialized")
+    tj.clear_collected_warnings()
+    _params._warned.clear()
+    got = tessera_error(lambda: oob_reads_call(params), backend="cpu")
+    assert re.match("(INTERNAL: )?Out-of-bounds read of %in0", str(got)), str(got)
+    assert any("not honoured by the cpu backend" in t for t in tj.collected_warnings())
+
+
 def padded_kernel(i_ref, x_ref, o_ref, s_ref):
     s_ref[...] = jnp.zeros(s_ref.shape, s_ref.dtype)
     i, j = i_ref[0], pl.multiple_of(i_ref[1], 128)
