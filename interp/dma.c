@@ -245,11 +245,11 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
       r.src_strides[k] = sc.in.strides[k];
       r.dst_strides[k] = dc.in.strides[k];
     }
-    if (empty) {
+    if (empty) { /* nothing to copy (the clipped bases are the refs' own) */
       r.rank = 1;
       r.dims[0] = 0;
-      r.src = sv.base;
-      r.dst = dv.base;
+      r.src = sc.in.base;
+      r.dst = dc.in.base;
     } else {
       r.src = clip_at(&sc, lo, es);
       r.dst = clip_at(&dc, lo, es);
@@ -258,9 +258,9 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
     r.dst_shadow = NULL;
     r.fill = true; /* also marks the record clipped: no race tracking */
     r.fill_rank = 1;
+    r.fill_dst = dc.in.base;
     if (!dc.empty) {
       r.fill_rank = dc.in.rank;
-      r.fill_dst = dc.in.base;
       for (uint32_t k = 0; k < dc.in.rank; k++) {
         r.fill_dims[k] = dc.in.dims[k];
         r.fill_strides[k] = dc.in.strides[k];
