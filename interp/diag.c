@@ -294,6 +294,46 @@ void tsr_diag_format_point(char *buf, size_t size, const int64_t *point, uint32_
   format_tuple(buf, size, point, rank, "(", ")");
 }
 
+void tsr_diag_format_out_of_bounds(char *buf, size_t size, const char *ref, const char *side,
+                                   uint32_t rank, const int64_t *shape, const int64_t *limit,
+                                   uint32_t dim, bool point, int64_t start, int64_t count,
+                                   int64_t stride) {
+  char dims[96], padded[112] = "", what[128];
+  tsr_diag_format_dims(dims, sizeof dims, shape, rank);
+  if (limit && memcmp(limit, shape, rank * sizeof *limit) != 0) {
+    char l[96];
+    tsr_diag_format_dims(l, sizeof l, limit, rank);
+    snprintf(padded, sizeof padded, ", padded to %s", l);
+  }
+  if (side)
+    snprintf(what, sizeof what, "%%%s (the DMA's %s)", ref, side);
+  else
+    snprintf(what, sizeof what, "%%%s", ref);
+  if (point)
+    snprintf(buf, size, "index %lld out of bounds for dimension %u of %s (shape %s%s)",
+             (long long)start, dim, what, dims, padded);
+  else
+    snprintf(buf, size, "slice %lld:%lld:%lld out of bounds for dimension %u of %s (shape %s%s)",
+             (long long)start, (long long)(start + (count - 1) * stride + 1), (long long)stride,
+             dim, what, dims, padded);
+}
+
+void tsr_diag_format_block_range(char *buf, size_t size, uint32_t rank, const int64_t *bi,
+                                 const int64_t *array, const int64_t *block) {
+  char b[96], shape[96], blk[96], nb[96];
+  int64_t counts[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < rank; d++)
+    counts[d] = block[d] > 0 ? (array[d] + block[d] - 1) / block[d] : 0;
+  tsr_diag_format_dims(b, sizeof b, bi, rank);
+  tsr_diag_format_dims(shape, sizeof shape, array, rank);
+  tsr_diag_format_dims(blk, sizeof blk, block, rank);
+  tsr_diag_format_dims(nb, sizeof nb, counts, rank);
+  snprintf(buf, size,
+           "index map gives block index %s, out of range for array shape %s with block %s "
+           "(block counts %s)",
+           b, shape, blk, nb);
+}
+
 void tsr_diag_format_element(char *buf, size_t size, const char *name, uint32_t rank,
                              const int64_t *dims, int64_t flat) {
   if (!rank || flat < 0) {

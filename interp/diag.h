@@ -186,6 +186,19 @@ void tsr_diag_format_point(char *buf, size_t size, const int64_t *point, uint32_
  * "%name" when rank is 0 or flat < 0. */
 void tsr_diag_format_element(char *buf, size_t size, const char *name, uint32_t rank,
                              const int64_t *dims, int64_t flat);
+/* The text of an index of a view outside its ref, as both backends give
+ * it: "index 9 out of bounds for dimension 0 of %s (shape [8, 128])" or
+ * "slice 4:12:1 out of bounds for dimension 0 of %x (the DMA's source)
+ * (shape [8, 128])". `ref` without '%'; `side` "source"/"destination" or
+ * NULL; `limit` the padded shape when it differs from `shape`, or NULL. */
+void tsr_diag_format_out_of_bounds(char *buf, size_t size, const char *ref, const char *side,
+                                   uint32_t rank, const int64_t *shape, const int64_t *limit,
+                                   uint32_t dim, bool point, int64_t start, int64_t count,
+                                   int64_t stride);
+/* "index map gives block index [4, 0], out of range for array shape ...
+ * with block [8, 128] (block counts [4, 1])", as both backends give it. */
+void tsr_diag_format_block_range(char *buf, size_t size, uint32_t rank, const int64_t *bi,
+                                 const int64_t *array, const int64_t *block);
 /* "'mnemonic'": how a diagnostic names an op. */
 void tsr_diag_format_op(char *buf, size_t size, tsr_opcode_t opcode);
 

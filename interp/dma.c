@@ -100,7 +100,7 @@ void tsr_sem_barrier_signal(run_t *run, const insn_t *in) {
 static void dma_copy(shared_t *sh, dma_record_t *r) {
   if (r->skipped) return;
   size_t es = tsr_dtype_size((tsr_dtype_t)r->dtype);
-  if (sh->race) {
+  if (sh->race && !r->fill) {
     run_t *issuer = &sh->core[r->device * sh->cores + r->core];
     char what[96];
     snprintf(what, sizeof what, "%%%s", r->src_name);
@@ -109,6 +109,12 @@ static void dma_copy(shared_t *sh, dma_record_t *r) {
     snprintf(what, sizeof what, "%%%s", r->dst_name);
     tsr_race_access(issuer, &r->vc, r->id, r->site, r->dst_key, what, true, r->dst_rank,
                     r->dst_ap);
+  }
+  if (r->fill && !r->add) {
+    unsigned char elem[8];
+    int64_t zero[TSR_MAX_RANK] = {0};
+    tsr_blockops_uninit_value((tsr_dtype_t)r->dtype, sh->p->options.uninit, elem);
+    tsr_blockops_copy(es, r->fill_rank, r->fill_dims, r->fill_dst, r->fill_strides, elem, zero);
   }
   if (!r->add) {
     tsr_blockops_copy(es, r->rank, r->dims, r->dst, r->dst_strides, r->src,
@@ -147,15 +153,40 @@ static void dma_complete(shared_t *sh, uint32_t i) {
   dma_finish(sh, &r);
 }
 
-/* Resolves a DMA view of `ref` on `core`; materializes lazily filled blocks. */
+/* Resolves a DMA view of `ref` on `core`; materializes lazily filled blocks.
+ * A view reaching outside its ref where the options let it is clipped
+ * (*clipped set, c filled; docs/semantics.md, "Out-of-bounds accesses"). */
 static bool dma_view(run_t *run, run_t *core, const insn_t *in, const view_plan_t *vp,
-                     view_t *v, int64_t *origin, int64_t *step) {
+                     view_t *v, int64_t *origin, int64_t *step, bool write, view_clip_t *c,
+                     bool *clipped) {
   const ref_info_t *ri = &run->p->refs[vp->ref];
   tsr_interp_materialize(core, vp->ref);
+  *clipped = false;
   /* dynamic indices are this core's values: resolve with run, on core's memory */
-  return tsr_view_resolve(run, in, vp, ri->name, core->refs[vp->ref].data,
-                          core->refs[vp->ref].shadow, tsr_dtype_size((tsr_dtype_t)ri->dtype),
-                          v, origin, step, false);
+  if (tsr_view_resolve(run, in, vp, ri->name, core->refs[vp->ref].data,
+                       core->refs[vp->ref].shadow, tsr_dtype_size((tsr_dtype_t)ri->dtype), v,
+                       origin, step, true))
+    return true;
+  *clipped = true;
+  return tsr_view_clip(run, in, vp, ri, core->refs[vp->ref].data, core->refs[vp->ref].shadow,
+                       write, c);
+}
+
+/* A clipped view as a whole view's part (lanes [0, full) of every dim). */
+static void unclipped(const view_t *v, view_clip_t *c) {
+  c->in = *v;
+  c->empty = false;
+  for (uint32_t k = 0; k < v->rank; k++) {
+    c->lo[k] = 0;
+    c->full[k] = v->dims[k];
+  }
+}
+
+/* The part of clipped view c from lane lo[k], dims[k] lanes on. */
+static uint8_t *clip_at(const view_clip_t *c, const int64_t *lo, size_t es) {
+  int64_t off = 0;
+  for (uint32_t k = 0; k < c->in.rank; k++) off += (lo[k] - c->lo[k]) * c->in.strides[k];
+  return c->in.base + off * (int64_t)es;
 }
 
 /* A DMA view with the dynamic sizes of this run (docs/dma.md, "Dynamic
@@ -244,12 +275,19 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
   /* An out-of-bounds view is reported and the copy skipped, but the DMA
    * still signals its semaphores: its wait then goes on, and the one root
    * cause gives one diagnostic, not a follow-on deadlock. */
+  view_clip_t sc, dc;
+  bool sclip, dclip;
   run->view_side = "source";
-  bool skipped = sizes_bad || !dma_view(run, run, in, src_vp, &sv, so, ss);
+  bool skipped = sizes_bad || !dma_view(run, run, in, src_vp, &sv, so, ss, false, &sc, &sclip);
   run->view_side = "destination";
-  skipped = skipped || !dma_view(run, dst_core, in, dst_vp, &dv, dso, dss);
+  skipped = skipped || !dma_view(run, dst_core, in, dst_vp, &dv, dso, dss, true, &dc, &dclip);
   run->view_side = NULL;
-  if (!skipped && sv.shadow) {
+  const bool clipped = !skipped && (sclip || dclip);
+  if (clipped) {
+    if (!sclip) unclipped(&sv, &sc);
+    if (!dclip) unclipped(&dv, &dc);
+  }
+  if (!skipped && !clipped && sv.shadow) {
     int64_t bad = tsr_view_first_unwritten(&sv);
     if (bad >= 0) {
       tsr_view_fill_unwritten(run, (tsr_dtype_t)run->p->refs[dp->src.ref].dtype, &sv);
@@ -268,7 +306,45 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
   r.device = run->device;
   r.core = run->core;
   r.skipped = skipped;
-  if (!skipped) {
+  if (clipped) {
+    /* the lanes both views have inside their refs are copied; the
+     * destination's others inside its ref take the uninitialized value */
+    size_t es = tsr_dtype_size((tsr_dtype_t)in->dtype);
+    int64_t lo[TSR_MAX_RANK];
+    bool empty = sc.empty || dc.empty;
+    r.rank = dc.in.rank;
+    for (uint32_t k = 0; k < dc.in.rank; k++) {
+      lo[k] = TSR_MAX(sc.lo[k], dc.lo[k]);
+      int64_t hi = TSR_MIN(sc.lo[k] + sc.in.dims[k], dc.lo[k] + dc.in.dims[k]);
+      r.dims[k] = hi > lo[k] ? hi - lo[k] : 0;
+      if (hi <= lo[k]) empty = true;
+      r.src_strides[k] = sc.in.strides[k];
+      r.dst_strides[k] = dc.in.strides[k];
+    }
+    if (empty) { /* nothing to copy (the clipped bases are the refs' own) */
+      r.rank = 1;
+      r.dims[0] = 0;
+      r.src = sc.in.base;
+      r.dst = dc.in.base;
+    } else {
+      r.src = clip_at(&sc, lo, es);
+      r.dst = clip_at(&dc, lo, es);
+    }
+    r.src_shadow = NULL;
+    r.dst_shadow = NULL;
+    r.fill = true; /* also marks the record clipped: no race tracking */
+    r.fill_rank = 1;
+    r.fill_dst = dc.in.base;
+    if (!dc.empty) {
+      r.fill_rank = dc.in.rank;
+      for (uint32_t k = 0; k < dc.in.rank; k++) {
+        r.fill_dims[k] = dc.in.dims[k];
+        r.fill_strides[k] = dc.in.strides[k];
+      }
+      if (dc.in.shadow) tsr_view_mark_written(dc.in.rank, dc.in.dims, dc.in.shadow,
+                                              dc.in.strides);
+    }
+  } else if (!skipped) {
     r.rank = dv.rank;
     for (uint32_t d = 0; d < dv.rank; d++) {
       r.dims[d] = dv.dims[d];
@@ -294,7 +370,7 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
     tsr_vc_copy(&r.vc, &run->vc);
     tsr_vc_add_dma(&r.vc, r.id);
     run->vc.c[tsr_interp_core_index(run)]++;
-    if (!skipped) {
+    if (!skipped && !clipped) { /* a clipped DMA is not tracked */
       r.src_key = tsr_race_object_key(run, dp->src.ref);
       r.dst_key = tsr_race_object_key(dst_core, dp->dst.ref);
       r.src_rank = tsr_race_view_aps(src_vp, so, ss, r.src_ap);

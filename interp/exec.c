@@ -39,6 +39,50 @@ static void do_print(run_t *run, const insn_t *in) {
 
 /* ---- Loads, stores, slices ---- */
 
+/* A load or store whose view reaches outside its ref (tsr_view_clip): the
+ * lanes inside are read or written, those outside read as the
+ * uninitialized value or are dropped; an error when the options do not
+ * allow it (the load then gives the uninitialized value, the store
+ * nothing). */
+static void load_outside(run_t *run, const insn_t *in, const ref_access_t *a, void *dst) {
+  tsr_interp_fill_uninit(run, (tsr_dtype_t)a->ri->dtype, dst, (uint64_t)in->n);
+  view_clip_t c;
+  if (!tsr_view_clip(run, in, in->plan, a->ri, a->rr->data, a->rr->shadow, false, &c) ||
+      c.empty)
+    return;
+  if (c.in.shadow) {
+    int64_t bad = tsr_view_first_unwritten(&c.in);
+    if (bad >= 0)
+      tsr_interp_kernel_warning(run, in->site, TSR_DIAG_UNINITIALIZED,
+                                "read of uninitialized memory of %%%s: it holds the "
+                                "uninitialized value",
+                                a->ri->name);
+  }
+  int64_t dstr[TSR_MAX_RANK], off = 0;
+  tsr_blockops_dense_strides(c.in.rank, c.full, dstr);
+  for (uint32_t k = 0; k < c.in.rank; k++) off += c.lo[k] * dstr[k];
+  tsr_blockops_copy(a->es, c.in.rank, c.in.dims, (uint8_t *)dst + off * (int64_t)a->es, dstr,
+                    c.in.base, c.in.strides);
+}
+
+static void store_outside(run_t *run, const insn_t *in, const ref_access_t *a,
+                          const uint8_t *src) {
+  const view_plan_t *vp = in->plan;
+  view_clip_t c;
+  if (!tsr_view_clip(run, in, vp, a->ri, a->rr->data, a->rr->shadow, true, &c) || c.empty)
+    return;
+  int64_t sstr[TSR_MAX_RANK], off = 0;
+  if (vp->value_scalar) {
+    memset(sstr, 0, sizeof sstr);
+  } else {
+    tsr_blockops_dense_strides(c.in.rank, c.full, sstr);
+    for (uint32_t k = 0; k < c.in.rank; k++) off += c.lo[k] * sstr[k];
+  }
+  tsr_blockops_copy(a->es, c.in.rank, c.in.dims, c.in.base, c.in.strides,
+                    src + off * (int64_t)a->es, sstr);
+  if (c.in.shadow) tsr_view_mark_written(c.in.rank, c.in.dims, c.in.shadow, c.in.strides);
+}
+
 static void load(run_t *run, const insn_t *in) {
   const view_plan_t *vp = in->plan;
   ref_access_t a;
@@ -50,7 +94,7 @@ static void load(run_t *run, const insn_t *in) {
     if (vp->mask != NO_VALUE)
       tsr_view_masked_outside(run, in, &a, false, dst);
     else
-      tsr_interp_fill_uninit(run, (tsr_dtype_t)a.ri->dtype, dst, (uint64_t)in->n);
+      load_outside(run, in, &a, dst);
     return;
   }
   const view_t *v = &a.v;
@@ -96,10 +140,11 @@ static void store(run_t *run, const insn_t *in) {
   const view_plan_t *vp = in->plan;
   ref_access_t a;
   if (!tsr_view_access(run, in, &a)) {
+    tsr_interp_materialize(run, vp->ref);
     if (vp->mask != NO_VALUE)
       tsr_view_masked_outside(run, in, &a, true, run->vals[in->b]);
     else
-      tsr_interp_materialize(run, vp->ref);
+      store_outside(run, in, &a, run->vals[in->b]);
     return;
   }
   const view_t *v = &a.v;

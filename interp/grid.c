@@ -83,18 +83,18 @@ static int64_t window_offset(const operand_plan_t *op, const int64_t *start) {
   return off;
 }
 
-static void report_block_range(run_t *run, uint32_t j, const int64_t *b) {
+/* An error; a warning for an input block under oob_reads_uninit, whose
+ * elements then read as the uninitialized value (copy_in). */
+static void report_block_range(run_t *run, uint32_t j, const int64_t *b, bool read_uninit) {
   const operand_plan_t *op = &run->p->operands[j];
-  char bi[96], shape[96], block[96], nb[96];
-  int64_t counts[TSR_MAX_RANK];
-  for (uint32_t d = 0; d < op->array_rank; d++)
-    counts[d] = (op->array_dims[d] + op->block[d] - 1) / op->block[d];
-  tsr_diag_format_dims(bi, sizeof bi, b, op->array_rank);
   if (op->any_element) {
     /* element dims: offsets into the padded array */
-    char padded[96];
+    char bi[96], shape[96], padded[96];
+    int64_t counts[TSR_MAX_RANK];
     for (uint32_t d = 0; d < op->array_rank; d++)
-      counts[d] = op->element[d] ? op->padded_dims[d] : counts[d];
+      counts[d] = op->element[d] ? op->padded_dims[d]
+                                 : (op->array_dims[d] + op->block[d] - 1) / op->block[d];
+    tsr_diag_format_dims(bi, sizeof bi, b, op->array_rank);
     tsr_diag_format_dims(shape, sizeof shape, op->array_dims, op->array_rank);
     tsr_diag_format_dims(padded, sizeof padded, counts, op->array_rank);
     tsr_interp_kernel_error(run, op->site, TSR_DIAG_OUT_OF_BOUNDS,
@@ -103,13 +103,13 @@ static void report_block_range(run_t *run, uint32_t j, const int64_t *b) {
                  bi, shape, padded);
     return;
   }
-  tsr_diag_format_dims(shape, sizeof shape, op->array_dims, op->array_rank);
-  tsr_diag_format_dims(block, sizeof block, op->block, op->array_rank);
-  tsr_diag_format_dims(nb, sizeof nb, counts, op->array_rank);
-  tsr_interp_kernel_error(run, op->site, TSR_DIAG_OUT_OF_BOUNDS,
-               "index map gives block index %s, out of range for array shape %s "
-               "with block %s (block counts %s)",
-               bi, shape, block, nb);
+  char text[400];
+  tsr_diag_format_block_range(text, sizeof text, op->array_rank, b, op->array_dims, op->block);
+  if (read_uninit)
+    tsr_interp_kernel_warning(run, op->site, TSR_DIAG_OUT_OF_BOUNDS,
+                              "%s: the block reads as the uninitialized value", text);
+  else
+    tsr_interp_kernel_error(run, op->site, TSR_DIAG_OUT_OF_BOUNDS, "%s", text);
 }
 
 /* The padding of an element window (pl.Element): JAX pads an array for one
@@ -398,7 +398,8 @@ static void begin_step(run_t *run) {
     if (run->core_step > 0 && memcmp(cur, prev, op->array_rank * sizeof *cur) == 0)
       continue;
     run->block_valid[j] = block_in_range(op, cur);
-    if (!run->block_valid[j]) report_block_range(run, j, cur);
+    if (!run->block_valid[j]) report_block_range(run, j, cur, op->role == TSR_ROLE_IN &&
+                                                            p->options.oob_reads_uninit);
     if (op->role == TSR_ROLE_IN)
       copy_in(run, j);
     else if (op->role == TSR_ROLE_OUT)

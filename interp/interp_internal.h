@@ -222,6 +222,9 @@ typedef struct ref_info {
   uint8_t dtype;
   uint32_t rank;
   int64_t dims[TSR_MAX_RANK];
+  int64_t limit[TSR_MAX_RANK]; /* how far accesses may reach without an
+                                  error: dims, or the padded shape under
+                                  options.padded (tsr_interp_padded_dims) */
   uint64_t elements;
   uint64_t offset;     /* own buffer in run->vmem (blocks, scratch, scoped) */
   int32_t operand;     /* operand plan whose ref this is, or -1 */
@@ -402,6 +405,14 @@ typedef struct dma_record {
   bool add;
   bool skipped;               /* a view was out of bounds: no copy, but the
                                  semaphores are signalled */
+  /* A view reaching outside its ref where the options let it (tsr_view_clip):
+   * dims/src/dst above are then the part both views have inside their refs,
+   * and `fill` the destination's part inside its ref, which takes the
+   * uninitialized value first where the source has none. */
+  bool fill;
+  uint32_t fill_rank;
+  int64_t fill_dims[TSR_MAX_RANK], fill_strides[TSR_MAX_RANK];
+  uint8_t *fill_dst;
   int64_t bytes;
   int64_t signal;             /* added to sem on completion (dma_plan_t) */
   int32_t *sem, *send;        /* destination and (optional) send semaphores */
@@ -459,6 +470,17 @@ typedef struct view {
   int64_t strides[TSR_MAX_RANK]; /* elements */
   uint32_t ref_dim_of[TSR_MAX_RANK];
 } view_t;
+
+/* The part of a view inside its ref's logical shape, for an access that
+ * reaches outside it where the run's options let it (docs/semantics.md,
+ * "Out-of-bounds accesses"): `in` is that part (a view of the same rank,
+ * empty when count 0), starting at lane `lo` of the whole view. */
+typedef struct view_clip {
+  view_t in;
+  int64_t lo[TSR_MAX_RANK];
+  int64_t full[TSR_MAX_RANK]; /* the whole view's dims */
+  bool empty;
+} view_clip_t;
 
 /* ---- Small helpers of the hot path (inline: every instruction uses them) ---- */
 
@@ -622,9 +644,16 @@ typedef struct ref_access {
   view_t v;
   int64_t origin[TSR_MAX_RANK], step[TSR_MAX_RANK];
 } ref_access_t;
-/* Resolves the view of a load/store; reports an out-of-bounds index, except
- * for a masked access (see tsr_view_masked_outside). */
+/* Resolves the view of a load/store, quietly: a view outside the ref is
+ * for tsr_view_masked_outside (masked) or tsr_view_clip to judge. */
 bool tsr_view_access(run_t *run, const insn_t *in, ref_access_t *a);
+/* For an access whose view failed tsr_view_resolve's check: whether the run
+ * lets it reach where it does (reads with oob_reads_uninit, accesses into
+ * the padding under padded); if so fills *c and warns, else reports the
+ * error. `ri`/`data`/`shadow` of the ref, `write` for stores and DMA
+ * destinations. */
+bool tsr_view_clip(run_t *run, const insn_t *in, const view_plan_t *vp, const ref_info_t *ri,
+                   uint8_t *data, uint8_t *shadow, bool write, view_clip_t *c);
 /* A masked load or store whose window reaches outside its ref. Pallas masks
  * the edges of a ref this way: only the lanes the mask turns on are
  * accessed, and only they must be in bounds. `value`: what a store writes,

@@ -15,6 +15,16 @@
 #include "ir/ir.h"
 #include "tessera/interp.h"
 
+/* The shape a TPU allocates a buffer of `dims` (rank 0: none) and `dtype`
+ * in on `chip`, as JAX's TPU interpret mode pads buffers under
+ * buffer_bounds="padded" (docs/semantics.md, "Out-of-bounds accesses"):
+ * the last dimension rounded up to 128 lanes, the second-minor to the
+ * sublane tile (the elements per 32 bits, doubled while below
+ * min(dimension, 8); twice as many on v2 and v3); a rank-1 buffer to 128
+ * x the elements per 32 bits (x 2 on v2, v3). */
+void tsr_interp_padded_dims(const char *chip, tsr_dtype_t dtype, uint32_t rank,
+                            const int64_t *dims, int64_t *out);
+
 /* A kernel prepared for the interpreter. Prepare once, run many: a program
  * is immutable after preparation and may be run by several threads at once
  * (each run has its own memories). */

@@ -1091,6 +1091,12 @@ static tsr_status_t prepare(prep_t *ps) {
   /* Shadows: everything but read-only inputs and prefetch tables. */
   for (uint32_t i = 0; i < p->num_refs; i++) {
     ref_info_t *r = &p->refs[i];
+    /* How far accesses reach: the logical shape, or the tiled one a TPU
+     * allocates (SMEM and semaphores are never padded). */
+    memcpy(r->limit, r->dims, sizeof r->limit);
+    if (p->options.padded && !r->is_sem && r->space != TSR_SPACE_SMEM)
+      tsr_interp_padded_dims(p->options.chip, (tsr_dtype_t)r->dtype, r->rank, r->dims,
+                             r->limit);
     r->shadowed = p->options.check && !r->is_sem &&
                   !(r->role == TSR_ROLE_IN || r->role == TSR_ROLE_PREFETCH);
   }

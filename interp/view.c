@@ -54,6 +54,47 @@ static void view_ref_index(const view_t *v, const int64_t *ref_origin, uint32_t 
   }
 }
 
+/* The start of index d of a view plan at run time. */
+static int64_t index_start(const run_t *run, const view_index_t *ix) {
+  return ix->value != NO_VALUE ? tsr_interp_read_i32(run, ix->value) : ix->start;
+}
+
+/* "%name" or "%name (the DMA's source)". */
+static void view_what(const run_t *run, const char *ref_name, char *buf, size_t size) {
+  if (run->view_side)
+    snprintf(buf, size, "%%%s (the DMA's %s)", ref_name, run->view_side);
+  else
+    snprintf(buf, size, "%%%s", ref_name);
+}
+
+/* Reports index d of the view out of bounds (of `limit` when it is not the
+ * ref's shape: the padded one). */
+static void report_out_of_bounds(run_t *run, const insn_t *in, const view_plan_t *vp,
+                                 const char *ref_name, uint32_t d, const int64_t *limit) {
+  const view_index_t *ix = &vp->idx[d];
+  /* the record: the whole index range asked for */
+  tsr_diag_detail_t detail = {.buffer = ref_name, .index_rank = vp->rank};
+  for (uint32_t k = 0; k < vp->rank; k++) {
+    const view_index_t *x = &vp->idx[k];
+    int64_t lo = index_start(run, x);
+    detail.index_lo[k] = lo;
+    detail.index_hi[k] = lo + (x->size - 1) * x->stride + 1;
+  }
+  char text[400];
+  if (ref_name) {
+    tsr_diag_format_out_of_bounds(text, sizeof text, ref_name, run->view_side, vp->rank,
+                                  vp->dims, limit, d, ix->kind == TSR_INDEX_POINT,
+                                  index_start(run, ix), ix->size, ix->stride);
+  } else { /* a value's slice (verified: not reached) */
+    char shape[96];
+    tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);
+    snprintf(text, sizeof text, "slice out of bounds for dimension %u of the value (shape %s)",
+             d, shape);
+  }
+  tsr_interp_kernel_report_detail(run, in->site, &detail, TSR_DIAG_OUT_OF_BOUNDS,
+                                  TSR_DIAG_ERROR, "%s", text);
+}
+
 bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
                       const char *ref_name, uint8_t *data, uint8_t *shadow, size_t elem_size,
                       view_t *out, int64_t *origin, int64_t *step, bool quiet) {
@@ -62,40 +103,13 @@ bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
   out->rank = 0;
   for (uint32_t d = 0; d < vp->rank; d++) {
     const view_index_t *ix = &vp->idx[d];
-    int64_t start = ix->value != NO_VALUE ? tsr_interp_read_i32(run, ix->value) : ix->start;
+    int64_t start = index_start(run, ix);
     int64_t last = start + (ix->size - 1) * ix->stride;
     /* A DMA view of dynamic size (its size already read into the plan,
      * tsr_dma_sizes) may be empty: its start then lies in [0, dim]. */
     bool empty_ok = ix->kind == TSR_INDEX_DSIZE && ix->size == 0 && start <= vp->dims[d];
     if (start < 0 || (!empty_ok && (last >= vp->dims[d] || ix->size < 1))) {
-      if (quiet) return false;
-      char shape[96], what_name[96];
-      tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);
-      if (ref_name && run->view_side)
-        snprintf(what_name, sizeof what_name, "%%%s (the DMA's %s)", ref_name, run->view_side);
-      else if (ref_name)
-        snprintf(what_name, sizeof what_name, "%%%s", ref_name);
-      else
-        snprintf(what_name, sizeof what_name, "the value");
-      /* the record: the whole index range asked for */
-      tsr_diag_detail_t detail = {.buffer = ref_name, .index_rank = vp->rank};
-      for (uint32_t k = 0; k < vp->rank; k++) {
-        const view_index_t *x = &vp->idx[k];
-        int64_t lo = x->value != NO_VALUE ? tsr_interp_read_i32(run, x->value) : x->start;
-        detail.index_lo[k] = lo;
-        detail.index_hi[k] = lo + (x->size - 1) * x->stride + 1;
-      }
-      if (ix->kind == TSR_INDEX_POINT)
-        tsr_interp_kernel_report_detail(
-            run, in->site, &detail, TSR_DIAG_OUT_OF_BOUNDS, TSR_DIAG_ERROR,
-            "index %lld out of bounds for dimension %u of %s (shape %s)", (long long)start, d,
-            what_name, shape);
-      else
-        tsr_interp_kernel_report_detail(
-            run, in->site, &detail, TSR_DIAG_OUT_OF_BOUNDS, TSR_DIAG_ERROR,
-            "slice %lld:%lld:%lld out of bounds for dimension %u of %s (shape %s)",
-            (long long)start, (long long)(last + 1), (long long)ix->stride, d, what_name,
-            shape);
+      if (!quiet) report_out_of_bounds(run, in, vp, ref_name, d, NULL);
       return false;
     }
     origin[d] = start;
@@ -110,6 +124,87 @@ bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
   }
   out->base = data + offset * (int64_t)elem_size;
   out->shadow = shadow ? shadow + offset : NULL;
+  return true;
+}
+
+/* ---- Accesses reaching outside their ref ---- */
+
+void tsr_interp_padded_dims(const char *chip, tsr_dtype_t dtype, uint32_t rank,
+                            const int64_t *dims, int64_t *out) {
+  for (uint32_t d = 0; d < rank; d++) out[d] = dims[d];
+  if (rank == 0) return;
+  /* v2 and v3 tile twice as many rows (JAX's tpu_info.infer_tiling) */
+  const char *c = chip ? chip : "v5e";
+  int64_t gens = strcmp(c, "v2") == 0 || strcmp(c, "v3") == 0 ? 2 : 1;
+  /* elements per 32-bit word: 4-bit types pack 8 */
+  int64_t packing = tsr_dtype_bits(dtype) == 4 ? 8 : 4 / (int64_t)tsr_dtype_size(dtype);
+  if (packing < 1) packing = 1;
+  int64_t tile[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < rank; d++) tile[d] = 1;
+  if (rank == 1) {
+    tile[0] = gens * packing * 128;
+  } else {
+    int64_t rows = gens * packing, want = TSR_MIN(dims[rank - 2], (int64_t)8);
+    while (rows < want) rows *= 2;
+    tile[rank - 2] = rows;
+    tile[rank - 1] = 128;
+  }
+  for (uint32_t d = 0; d < rank; d++)
+    out[d] = dims[d] <= 0 ? dims[d] : (dims[d] + tile[d] - 1) / tile[d] * tile[d];
+}
+
+bool tsr_view_clip(run_t *run, const insn_t *in, const view_plan_t *vp, const ref_info_t *ri,
+                   uint8_t *data, uint8_t *shadow, bool write, view_clip_t *c) {
+  /* A read may reach anywhere with oob_reads_uninit; else an access may
+   * reach as far as the ref's limit (its padding). */
+  const bool anywhere = !write && run->p->options.oob_reads_uninit;
+  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  int64_t offset = 0;
+  c->empty = false;
+  c->in.rank = 0;
+  for (uint32_t d = 0; d < vp->rank; d++) {
+    const view_index_t *ix = &vp->idx[d];
+    int64_t start = index_start(run, ix), size = ix->size, st = ix->stride;
+    int64_t last = start + (size - 1) * st;
+    if (size < 1 || (!anywhere && (start < 0 || last >= ri->limit[d]))) {
+      report_out_of_bounds(run, in, vp, ri->name, d, ri->limit);
+      return false;
+    }
+    /* lanes [lo, hi) of this index are inside the ref */
+    int64_t lo = start >= 0 ? 0 : (-start + st - 1) / st;
+    int64_t hi = last < vp->dims[d] ? size
+                 : vp->dims[d] - 1 - start < 0 ? 0
+                                               : (vp->dims[d] - 1 - start) / st + 1;
+    if (hi > size) hi = size;
+    if (hi <= lo) c->empty = true;
+    offset += (start + lo * st) * vp->strides[d];
+    if (ix->kind != TSR_INDEX_POINT) {
+      uint32_t k = c->in.rank++;
+      c->lo[k] = lo;
+      c->full[k] = size;
+      c->in.dims[k] = hi > lo ? hi - lo : 0;
+      c->in.strides[k] = vp->strides[d] * st;
+      c->in.ref_dim_of[k] = d;
+    }
+  }
+  c->in.base = c->empty ? data : data + offset * (int64_t)es;
+  c->in.shadow = shadow && !c->empty ? shadow + offset : NULL;
+  char what[96], shape[96], limit[96];
+  view_what(run, ri->name, what, sizeof what);
+  tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);
+  tsr_diag_format_dims(limit, sizeof limit, ri->limit, vp->rank);
+  /* A warning: the run's options make it legal, as JAX's interpret mode
+   * takes it; on a TPU it reads or writes whatever memory lies there. */
+  if (write)
+    tsr_interp_kernel_warning(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
+                              "write reaches outside %s (shape %s) into its padding (to %s): "
+                              "the elements outside are dropped",
+                              what, shape, limit);
+  else
+    tsr_interp_kernel_warning(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
+                              "read reaches outside %s (shape %s): the elements outside give "
+                              "the uninitialized value",
+                              what, shape);
   return true;
 }
 
@@ -140,8 +235,8 @@ void tsr_view_report_unwritten(run_t *run, const insn_t *in, const ref_info_t *r
 
 /* ---- Loads and stores: checks ---- */
 
-/* Resolves the view of a load/store; reports an out-of-bounds index, except
- * for a masked access (see tsr_view_masked_outside). */
+/* Resolves the view of a load/store, quietly: a view outside the ref is
+ * for tsr_view_masked_outside (masked) or tsr_view_clip to judge. */
 bool tsr_view_access(run_t *run, const insn_t *in, ref_access_t *a) {
   const view_plan_t *vp = in->plan;
   a->ref = vp->ref;
@@ -149,7 +244,7 @@ bool tsr_view_access(run_t *run, const insn_t *in, ref_access_t *a) {
   a->rr = &run->refs[vp->ref];
   a->es = tsr_dtype_size((tsr_dtype_t)a->ri->dtype);
   return tsr_view_resolve(run, in, vp, a->ri->name, a->rr->data, a->rr->shadow, a->es,
-                        &a->v, a->origin, a->step, vp->mask != NO_VALUE);
+                        &a->v, a->origin, a->step, true);
 }
 
 /* The lanes of a masked view whose window reaches outside its ref. */
@@ -187,6 +282,13 @@ static bool lane_index(const view_plan_t *vp, const lane_window_t *w, const int6
   return inside;
 }
 
+/* Whether ref index ridx is within `limit` (the padded shape). */
+static bool lane_within(const view_plan_t *vp, const int64_t *limit, const int64_t *ridx) {
+  for (uint32_t d = 0; d < vp->rank; d++)
+    if (ridx[d] < 0 || ridx[d] >= limit[d]) return false;
+  return true;
+}
+
 static void lane_next(const lane_window_t *w, int64_t *vidx) {
   for (int32_t i = (int32_t)w->rank - 1; i >= 0; i--) {
     if (++vidx[i] < w->dims[i]) break;
@@ -209,6 +311,10 @@ void tsr_view_masked_outside(run_t *run, const insn_t *in, const ref_access_t *a
   int64_t vidx[TSR_MAX_RANK] = {0}, ridx[TSR_MAX_RANK];
   for (int64_t i = 0; i < w.count; i++, lane_next(&w, vidx)) {
     if (!mask[i] || lane_index(vp, &w, vidx, ridx)) continue;
+    /* outside the ref: legal into its padding, and for reads anywhere with
+     * oob_reads_uninit (the lane is then skipped below) */
+    if ((!store && run->p->options.oob_reads_uninit) || lane_within(vp, ri->limit, ridx))
+      continue;
     char at[128], shape[96];
     tsr_diag_format_dims(at, sizeof at, ridx, vp->rank);
     tsr_diag_format_dims(shape, sizeof shape, vp->dims, vp->rank);
@@ -232,7 +338,10 @@ void tsr_view_masked_outside(run_t *run, const insn_t *in, const ref_access_t *a
       if (!store) memcpy(lane, uninit, a->es);
       continue;
     }
-    lane_index(vp, &w, vidx, ridx);
+    if (!lane_index(vp, &w, vidx, ridx)) { /* tolerated above: dropped or uninitialized */
+      if (!store) memcpy(lane, uninit, a->es);
+      continue;
+    }
     int64_t off = 0;
     for (uint32_t d = 0; d < vp->rank; d++) off += ridx[d] * vp->strides[d];
     uint8_t *elem = a->rr->data + off * (int64_t)a->es;

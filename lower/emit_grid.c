@@ -39,10 +39,11 @@ typedef struct kernel_state {
 } kernel_state_t;
 
 /* Block indices of operand `os` at the grid point `pt` (i32 values),
- * clamped into the array (an out-of-range block index is a kernel error in
- * the interpreter; here it reads or writes the nearest block instead of
- * memory outside the array). */
-static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t *out) {
+ * clamped into the array: an out-of-range block index is reported (when
+ * `check`) as the interpreter reports it, and the nearest block is read or
+ * written instead of memory outside the array. */
+static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t *out,
+                     bool check) {
   const tsr_decl_t *d = os->decl;
   uint32_t rank = d->array.rank;
   if (!d->index_map) {
@@ -53,6 +54,26 @@ static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t 
   for (uint32_t i = 0; i < m->num_args; i++) em_set_scalar(em, m->args[i], pt[i]);
   em_emit_region(em, m);
   const tsr_op_t *y = em_terminator(m);
+  if (check && y && y->num_operands >= rank) {
+    /* the step's own block (the next step's is checked when it begins);
+     * no code for a block index known to be in range: a constant, or a
+     * grid index whose static extent has no more steps than blocks */
+    ssa_t bi[TSR_MAX_RANK];
+    bool need[TSR_MAX_RANK], any = false;
+    for (uint32_t i = 0; i < rank; i++) {
+      const tsr_value_t *v = y->operands[i];
+      need[i] = true;
+      if (v->def && v->def->opcode == TSR_OP_CONST)
+        need[i] = v->def->literal.i < 0 || v->def->literal.i >= os->nblocks[i];
+      for (uint32_t a = 0; a < m->num_args && a < em->k->grid_rank; a++)
+        if (m->args[a] == v && !em->k->grid_bound[a] && em->k->grid[a] <= os->nblocks[i])
+          need[i] = false;
+      any = any || need[i];
+      bi[i] = em_scalar(em, v);
+    }
+    if (any)
+      em_check_block_range(em, y, (uint32_t)(d - em->k->decls), rank, bi, os->nblocks, need);
+  }
   for (uint32_t i = 0; i < rank; i++) {
     if (!y || i >= y->num_operands) {
       out[i] = em_cidx(em, 0);
@@ -192,7 +213,7 @@ static view_t window_view(emitter_t *em, const operand_state_t *os, const ssa_t 
 static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
   const tsr_decl_t *d = os->decl;
   vinfo_t *vi = em_vi(em, d->ref);
-  eval_map(em, os, em->grid_i32, os->bi);
+  eval_map(em, os, em->grid_i32, os->bi, true);
   if (os->inplace) {
     vi->kind = VK_REF;
     vi->mem = window_view(em, os, os->bi, em_key(em, "R%u", d->ref->id));
@@ -286,7 +307,7 @@ static void step_end(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     stride = dim_mul(em, stride, em->grid_ext[g]);
   }
   ssa_t nbi[TSR_MAX_RANK];
-  eval_map(em, os, next, nbi);
+  eval_map(em, os, next, nbi, false);
   ssa_t leave = ks->last;
   for (uint32_t i = 0; i < rank; i++) {
     ssa_t ne = em_cmp(em, "cmpi", "ne", nbi[i], os->bi[i], "index");

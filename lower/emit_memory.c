@@ -7,6 +7,7 @@
 #include "ir/opview.h"
 #include "lower/emit_dispatch.h"
 #include "lower/emit_internal.h"
+#include "lower/emit_runtime.h"
 
 /* ---- Refs and views ---------------------------------------------------------------- */
 
@@ -43,6 +44,12 @@ static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *r
   char key[480];
   size_t klen = (size_t)snprintf(key, sizeof key, "%s[", rv->key ? rv->key : "?");
   bool pts = true;
+  /* Dynamic starts of loads, stores and DMA views are checked when they
+   * run, as the interpreter checks them (semaphore indices and a dma_wait's
+   * views, which only size the wait, are not). */
+  const bool checked = op->opcode == TSR_OP_LOAD || op->opcode == TSR_OP_STORE ||
+                       (op->opcode == TSR_OP_DMA_START && op->num_ints >= 2 &&
+                        first < (uint64_t)op->ints[0] + (uint64_t)op->ints[1]);
   for (uint32_t d = 0; first + d < op->num_indices && d < rv->rank; d++) {
     const tsr_index_t *ix = &op->indices[first + d];
     int64_t dim = rv->dims[d], st = rv->strides[d];
@@ -70,7 +77,9 @@ static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *r
         break;
       case TSR_INDEX_POINT:
         if (dyn) {
-          start = em_clamp_index(em, em_scalar(em, op->operands[ix->operand]), dim - 1);
+          ssa_t s32 = em_scalar(em, op->operands[ix->operand]);
+          start = checked ? em_checked_index(em, op, first + d, s32, dim - 1)
+                          : em_clamp_index(em, s32, dim - 1);
           if (points) points[d] = start;
           off = em_iadd(em, off, em_imulc(em, start, st));
         } else {
@@ -91,7 +100,9 @@ static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *r
           off = em_iadd(em, off, em_imulc(em, em_idx_of_i32(em, s32), st));
         } else if (dyn) {
           int64_t extent = (ix->size - 1) * step + 1;
-          start = em_clamp_index(em, em_scalar(em, op->operands[ix->operand]), dim - extent);
+          ssa_t s32 = em_scalar(em, op->operands[ix->operand]);
+          start = checked ? em_checked_index(em, op, first + d, s32, dim - extent)
+                          : em_clamp_index(em, s32, dim - extent);
           off = em_iadd(em, off, em_imulc(em, start, st));
         } else {
           static_off += ix->start * st;

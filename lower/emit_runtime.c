@@ -464,6 +464,40 @@ void em_op_print(emitter_t *em, const tsr_op_t *op) {
   (void)rt_call(em, TSR_RT_PRINT, c64(em, em_site_of(em, op)), a, c64(em, 0), c64(em, 0));
 }
 
+/* Run-time bounds checks (docs/lowering.md, "Checks"): a branch, taken
+ * only when the index is outside [0, hi], to the runtime's report. One
+ * unsigned compare catches both ends. */
+ssa_t em_checked_index(emitter_t *em, const tsr_op_t *op, uint32_t pos, ssa_t v, int64_t hi) {
+  if (hi < 0) hi = 0;
+  ssa_t bad = em_cmp(em, "cmpi", "ugt", v, em_cint(em, "i32", 0, hi), "i32");
+  em_open(em, "scf.if %s {", bad.s);
+  (void)rt_call(em, TSR_RT_OUT_OF_BOUNDS, c64(em, em_site_of(em, op)), i64_of_i32(em, v),
+                c64(em, pos), c64(em, 0));
+  em_close(em, "}");
+  return em_clamp_index(em, v, hi);
+}
+
+void em_check_block_range(emitter_t *em, const tsr_op_t *yield, uint32_t decl, uint32_t rank,
+                          const ssa_t *bi, const int64_t *nblocks, const bool *need) {
+  if (!rank) return;
+  ssa_t bad = em_cbool(em, 0, false);
+  for (uint32_t i = 0; i < rank; i++) {
+    if (!need[i]) continue;
+    ssa_t b = em_cmp(em, "cmpi", "ugt", bi[i], em_cint(em, "i32", 0, nblocks[i] - 1), "i32");
+    bad = em_op2(em, "arith.ori", bad, b, "i1");
+  }
+  em_open(em, "scf.if %s {", bad.s);
+  ssa_t m = em_fresh(em);
+  tsr_strbuf_printf(&em->pro, "    %s = memref.alloca() : memref<%uxi64>\n", m.s, rank);
+  for (uint32_t i = 0; i < rank; i++)
+    em_line(em, "memref.store %s, %s[%s] : memref<%uxi64>", i64_of_i32(em, bi[i]).s, m.s,
+            em_cidx(em, i).s, rank);
+  ssa_t a = em_cast(em, "arith.index_cast", alloca_address(em, m, rank), "index", "i64");
+  (void)rt_call(em, TSR_RT_BLOCK_RANGE, c64(em, em_site_of(em, yield)), c64(em, decl), a,
+                c64(em, 0));
+  em_close(em, "}");
+}
+
 void em_op_assert(emitter_t *em, const tsr_op_t *op) {
   ssa_t c = em_scalar(em, op->operands[0]);
   ssa_t failed = em_op2(em, "arith.xori", c, em_cbool(em, 0, true), "i1");

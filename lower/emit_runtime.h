@@ -24,6 +24,14 @@ void em_sem_ref_init(emitter_t *em, const tsr_value_t *ref);
  * TSR_RT_END before the deallocations. */
 void em_meet_at_start(emitter_t *em, ssa_t cond);
 void em_register_memory(emitter_t *em);
+/* Index `pos` of op (i32 value v) clamped to [0, hi] as an index, after a
+ * branch to the runtime's out-of-bounds report when it is outside. */
+ssa_t em_checked_index(emitter_t *em, const tsr_op_t *op, uint32_t pos, ssa_t v, int64_t hi);
+/* The block indices bi (i32) of decl's index map, ended by `yield`: the
+ * runtime's block-range report when one of those `need` names is outside
+ * [0, nblocks). */
+void em_check_block_range(emitter_t *em, const tsr_op_t *yield, uint32_t decl, uint32_t rank,
+                          const ssa_t *bi, const int64_t *nblocks, const bool *need);
 /* An index value as i64. */
 ssa_t em_i64_of_index(emitter_t *em, ssa_t v);
 

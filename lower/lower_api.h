@@ -16,7 +16,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 4
+#define TSR_LOWER_ABI_VERSION 5
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
@@ -101,6 +101,14 @@ typedef enum tsr_lower_rt_call {
                         code leaves every loop */
   TSR_RT_SORT,       /* a = site, b = address of a sort laid out as i64s (below):
                         the sort and argsort ops (base/sort.h) */
+  TSR_RT_OUT_OF_BOUNDS, /* a = site (a load, store or dma_start), b = the start
+                        of op index c (its position in op->indices) that puts
+                        the view outside its ref: the compiled code then
+                        accesses the nearest view inside instead */
+  TSR_RT_BLOCK_RANGE, /* a = site (the index map's yield), b = the decl,
+                        c = address of its block indices as i64s: the block
+                        index is out of range (the compiled code then uses
+                        the nearest block) */
 } tsr_lower_rt_call_t;
 
 /* A sort or argsort op, as i64s: dense blocks of the result's dims. */

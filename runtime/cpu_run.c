@@ -23,16 +23,30 @@
 #include "interp/blockops.h"
 #include "interp/interp_runtime.h"
 #include "ir/ir.h"
+#include "ir/opview.h"
 #include "lower/lower_api.h"
 #include "runtime/runtime_internal.h"
 
 /* ---- What the runtime keeps of the kernel ------------------------------------------------- */
+
+/* A ref a load, store or DMA view indexes, for out-of-bounds reports. */
+typedef struct site_ref {
+  const char *name;
+  const char *side; /* "source", "destination" (a DMA's), or NULL */
+  uint32_t first, count; /* its indices in the op's */
+  uint32_t rank;
+  int64_t dims[TSR_MAX_RANK];
+} site_ref_t;
 
 typedef struct site_info {
   tsr_loc_t loc; /* file copied */
   const char *what; /* instead of the op's mnemonic (the grid step's site) */
   tsr_opcode_t opcode;
   const char *text; /* print format, assert message */
+  site_ref_t refs[2]; /* loads and stores: refs[0]; DMAs: source, destination */
+  uint32_t num_refs;
+  tsr_index_t *indices; /* the op's, copied (static starts, sizes, strides) */
+  uint32_t num_indices;
   uint32_t num_operands;
   struct print_operand {
     tsr_dtype_t dtype;
@@ -40,6 +54,14 @@ typedef struct site_info {
     uint64_t elements;
   } *operands; /* print */
 } site_info_t;
+
+/* A decl, for block-range reports: "in %x" at its line. */
+typedef struct decl_info {
+  tsr_loc_t loc;
+  const char *what;
+  uint32_t rank;
+  int64_t array[TSR_MAX_RANK], block[TSR_MAX_RANK]; /* squeezed dims as 1 */
+} decl_info_t;
 
 typedef struct sem_info {
   const char *name;
@@ -61,6 +83,8 @@ struct tsr_cpu_info {
   uint32_t num_sites;
   sem_info_t *sems;
   uint32_t num_sems;
+  decl_info_t *decls;
+  uint32_t num_decls;
   uint64_t slots;
   /* per operand (non-scratch decl): its name, the input it aliases or -1 */
   const char **operand_names;
@@ -78,6 +102,42 @@ static const char *info_strdup(tsr_cpu_info_t *info, const char *s) {
   return c;
 }
 
+static void note_ref(tsr_cpu_info_t *info, site_info_t *s, const tsr_opview_ref_t *r,
+                     const char *side) {
+  const tsr_value_t *v = r->base.value;
+  if (!v) return;
+  site_ref_t *sr = &s->refs[s->num_refs++];
+  sr->name = info_strdup(info, v->name);
+  sr->side = side;
+  sr->first = r->first;
+  sr->count = r->count;
+  sr->rank = v->type.rank;
+  memcpy(sr->dims, v->type.dims, sizeof sr->dims);
+}
+
+/* The refs and indices of ops the compiled code checks (TSR_RT_OUT_OF_BOUNDS). */
+static void note_site_refs(tsr_cpu_info_t *info, const tsr_op_t *op, site_info_t *s) {
+  tsr_access_view_t av;
+  tsr_dma_view_t dv;
+  if (op->opcode == TSR_OP_DMA_START && tsr_opview_dma(op, &dv)) {
+    note_ref(info, s, &dv.src, "source");
+    note_ref(info, s, &dv.dst, "destination");
+  } else if ((op->opcode == TSR_OP_LOAD || op->opcode == TSR_OP_STORE) &&
+             tsr_opview_access(op, &av)) {
+    note_ref(info, s, &av.ref, NULL);
+  } else {
+    return;
+  }
+  if (!op->num_indices) return;
+  s->indices = tsr_arena_alloc(&info->arena, op->num_indices * sizeof *s->indices);
+  if (!s->indices) {
+    info->failed = true;
+    return;
+  }
+  memcpy(s->indices, op->indices, op->num_indices * sizeof *s->indices);
+  s->num_indices = op->num_indices;
+}
+
 static void note_site(void *ctx, const tsr_op_t *op, uint32_t position) {
   tsr_cpu_info_t *info = ctx;
   site_info_t *s = &info->sites[position];
@@ -85,6 +145,7 @@ static void note_site(void *ctx, const tsr_op_t *op, uint32_t position) {
   s->loc.file = info_strdup(info, op->loc.file);
   s->opcode = op->opcode;
   s->text = info_strdup(info, op->text);
+  note_site_refs(info, op, s);
   if (op->opcode != TSR_OP_PRINT || !op->num_operands) return;
   s->operands = tsr_arena_alloc(&info->arena, op->num_operands * sizeof *s->operands);
   if (!s->operands) {
@@ -161,8 +222,27 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   if (!info->alias || !info->operand_names || !operand_of || !info->fill_at_start ||
       !info->is_output)
     info->failed = true;
+  info->decls = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->decls);
+  if (!info->decls) info->failed = true;
+  info->num_decls = info->failed ? 0 : k->num_decls;
   for (uint32_t i = 0; !info->failed && i < k->num_decls; i++) {
     const tsr_decl_t *d = &k->decls[i];
+    decl_info_t *di = &info->decls[i];
+    char what[160];
+    snprintf(what, sizeof what, "%s %%%s",
+             d->role == TSR_ROLE_SCRATCH ? "scratch"
+             : d->role == TSR_ROLE_IN    ? "in"
+             : d->role == TSR_ROLE_OUT   ? "out"
+                                         : "prefetch",
+             d->ref->name);
+    di->what = info_strdup(info, what);
+    di->loc = d->loc;
+    di->loc.file = info_strdup(info, d->loc.file);
+    di->rank = d->array.rank;
+    for (uint32_t r = 0; r < d->array.rank; r++) {
+      di->array[r] = d->array.dims[r];
+      di->block[r] = d->block[r] == TSR_SQUEEZED ? 1 : d->block[r];
+    }
     operand_of[i] = -1;
     if (d->role == TSR_ROLE_SCRATCH) continue;
     operand_of[i] = (int32_t)info->num_operands;
@@ -520,6 +600,58 @@ static void sort_call(ccore_t *c, uint32_t site, const int64_t *d) {
   tsr_status_free(st);
 }
 
+/* Index `pos` of the op at `site` starts at `start`, outside its ref; under
+ * mu. The interpreter's report (interp/view.c), with the same record. */
+static void out_of_bounds(ccore_t *c, uint32_t site, int64_t start, int64_t pos) {
+  const site_info_t *s = &c->run->info->sites[site];
+  const site_ref_t *sr = NULL;
+  for (uint32_t i = 0; i < s->num_refs; i++)
+    if (pos >= s->refs[i].first && pos < (int64_t)(s->refs[i].first + s->refs[i].count))
+      sr = &s->refs[i];
+  if (!sr || pos >= s->num_indices) {
+    kernel_error(c, site, TSR_DIAG_OUT_OF_BOUNDS, "index %lld out of bounds", (long long)start);
+    return;
+  }
+  const uint32_t d = (uint32_t)(pos - sr->first);
+  const tsr_index_t *ix = &s->indices[pos];
+  tsr_diag_detail_t detail = {.buffer = sr->name, .index_rank = sr->rank};
+  for (uint32_t k = 0; k < sr->rank && k < sr->count; k++) {
+    const tsr_index_t *x = &s->indices[sr->first + k];
+    int64_t n = tsr_index_extent(x, sr->dims[k]);
+    int64_t st = x->kind == TSR_INDEX_FULL || x->stride < 1 ? 1 : x->stride;
+    int64_t lo = k == d ? start : x->kind == TSR_INDEX_FULL ? 0 : x->start;
+    detail.index_lo[k] = lo;
+    /* another dynamic start is not known here: its static part */
+    detail.index_hi[k] = lo + (n - 1) * st + 1;
+  }
+  int64_t count = tsr_index_extent(ix, sr->dims[d]);
+  int64_t stride = ix->kind == TSR_INDEX_FULL || ix->stride < 1 ? 1 : ix->stride;
+  char text[400];
+  tsr_diag_format_out_of_bounds(text, sizeof text, sr->name, sr->side, sr->rank, sr->dims, NULL,
+                                d, ix->kind == TSR_INDEX_POINT, start, count, stride);
+  core_where_t w;
+  tsr_diag_where_t where = *where_of(c, site, &w);
+  where.detail = &detail;
+  stop_if(c->run, tsr_diag_report(&c->run->diag, &where, TSR_DIAG_OUT_OF_BOUNDS,
+                                  TSR_DIAG_ERROR, "%s", text));
+}
+
+/* Decl `decl`'s index map (ending at `site`) gives block index bi, out of
+ * range; under mu. Reported at the operand, as the interpreter does. */
+static void block_range(ccore_t *c, uint32_t site, int64_t decl, const int64_t *bi) {
+  const tsr_cpu_info_t *info = c->run->info;
+  if (decl < 0 || decl >= info->num_decls) return;
+  const decl_info_t *di = &info->decls[decl];
+  char text[400];
+  tsr_diag_format_block_range(text, sizeof text, di->rank, bi, di->array, di->block);
+  core_where_t w;
+  tsr_diag_where_t where = *where_of(c, site, &w);
+  where.loc = di->loc;
+  where.what = di->what;
+  stop_if(c->run, tsr_diag_report(&c->run->diag, &where, TSR_DIAG_OUT_OF_BOUNDS,
+                                  TSR_DIAG_ERROR, "%s", text));
+}
+
 static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
                             int64_t d) {
   ccore_t *me = ctx;
@@ -529,7 +661,8 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
   const uint64_t slot = (uint64_t)a & 0xffffffffu;
   const bool site_only = call == TSR_RT_PRINT || call == TSR_RT_ASSERT ||
                          call == TSR_RT_REMOTE_DMA || call == TSR_RT_STEP ||
-                         call == TSR_RT_SORT;
+                         call == TSR_RT_SORT || call == TSR_RT_OUT_OF_BOUNDS ||
+                         call == TSR_RT_BLOCK_RANGE;
   uint64_t site64 = site_only ? (uint64_t)a : (uint64_t)a >> 32;
   const uint32_t site = site64 < r->info->num_sites ||
                                 (call == TSR_RT_STEP && site64 == r->info->num_sites)
@@ -580,6 +713,8 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
       stop_if(r, tsr_diag_assert_failed(&r->diag, where_of(me, site, &w), text ? text : ""));
       break;
     }
+    case TSR_RT_OUT_OF_BOUNDS: out_of_bounds(me, site, b, c); break;
+    case TSR_RT_BLOCK_RANGE: block_range(me, site, b, (const int64_t *)(uintptr_t)c); break;
     case TSR_RT_STEP: result = take_steps(me, site, b); break;
     case TSR_RT_START: meet_at_start(me); break;
     case TSR_RT_END: meet_at_end(me); break;

@@ -115,7 +115,7 @@ _Static_assert(sizeof(void *) != 8 || sizeof(tsr_interp_options_t) == 96,
 
 typedef struct key_options {
   tsr_uninit_mode_t uninit;
-  bool check, shuffle_parallel, dma_eager, detect_races;
+  bool check, shuffle_parallel, dma_eager, detect_races, oob_reads_uninit, padded;
   uint64_t shuffle_seed, schedule_seed;
   uint32_t max_errors, devices, cores;
   const char *chip;
@@ -134,6 +134,8 @@ static key_options_t key_options(const tsr_interp_options_t *options) {
       .shuffle_parallel = o.shuffle_parallel,
       .dma_eager = o.dma_eager,
       .detect_races = o.detect_races,
+      .oob_reads_uninit = o.oob_reads_uninit,
+      .padded = o.padded,
       .shuffle_seed = o.shuffle_parallel ? o.shuffle_seed : 0,
       .schedule_seed = o.schedule_seed,
       .max_errors = o.max_errors ? o.max_errors : 20,
@@ -148,7 +150,8 @@ static key_options_t key_options(const tsr_interp_options_t *options) {
 static size_t encode_options(const key_options_t *o, uint8_t *buf, size_t size) {
   uint64_t fields[] = {(uint64_t)o->uninit, o->check, o->shuffle_parallel,
                        o->shuffle_seed, o->max_errors, o->devices, o->cores,
-                       o->schedule_seed, o->dma_eager, o->detect_races};
+                       o->schedule_seed, o->dma_eager, o->detect_races,
+                       (uint64_t)o->oob_reads_uninit | (uint64_t)o->padded << 1};
   size_t n = 0;
   for (size_t i = 0; i < TSR_ARRAY_SIZE(fields); i++)
     for (int b = 0; b < 8; b++) buf[n++] = (uint8_t)(fields[i] >> (8 * b));
@@ -160,17 +163,18 @@ static size_t encode_options(const key_options_t *o, uint8_t *buf, size_t size) 
 
 static void describe_options(const uint8_t *bytes, size_t size, char *out,
                              size_t out_size) {
-  uint64_t f[10] = {0};
-  for (size_t i = 0; i < 10 && (i + 1) * 8 <= size; i++)
+  uint64_t f[11] = {0};
+  for (size_t i = 0; i < 11 && (i + 1) * 8 <= size; i++)
     for (int b = 0; b < 8; b++) f[i] |= (uint64_t)bytes[i * 8 + b] << (8 * b);
-  int chip = size > 80 ? (int)(size - 80) : 0;
+  int chip = size > 88 ? (int)(size - 88) : 0;
   snprintf(out, out_size,
            "uninit=%s check=%d shuffle_parallel=%d shuffle_seed=%" PRIu64
            " max_errors=%" PRIu64 " devices=%" PRIu64 " cores=%" PRIu64
-           " schedule_seed=%" PRIu64 " dma=%s detect_races=%d chip=%.*s",
+           " schedule_seed=%" PRIu64 " dma=%s detect_races=%d oob_reads=%s buffer_bounds=%s"
+           " chip=%.*s",
            uninit_name((tsr_uninit_mode_t)f[0]), (int)f[1], (int)f[2], f[3], f[4], f[5],
-           f[6], f[7], f[8] ? "eager" : "lazy", (int)f[9], chip,
-           (const char *)bytes + 80);
+           f[6], f[7], f[8] ? "eager" : "lazy", (int)f[9], f[10] & 1 ? "uninit" : "error",
+           f[10] & 2 ? "padded" : "logical", chip, (const char *)bytes + 88);
 }
 
 /* ---- Keys ------------------------------------------------------------------------ */

@@ -25,6 +25,7 @@ const char cmd_hash_help[] =
     "The run options that change the key are accepted with their meaning in\n"
     "'tessera run': --uninit --shuffle-parallel --chip --check --no-check\n"
     "--max-errors --devices --cores --dma-mode --schedule-seed --detect-races\n"
+    "--oob-reads --buffer-bounds\n"
     "\n"
     "Output: KEY  @KERNEL  FILE, one line per kernel.\n"
     "Exit status: 0 success; 1 parse errors; 2 usage errors.\n"

@@ -13,7 +13,7 @@ enum {
   RUN_UNINIT, RUN_SHUFFLE, RUN_CHIP, RUN_CHECK, RUN_NO_CHECK, RUN_MAX_ERRORS,
   RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED, RUN_TRACE,
   RUN_DETECT_RACES, RUN_CACHE_STATS, RUN_EXPLAIN, RUN_TARGET, RUN_BACKEND,
-  RUN_STRICT, RUN_TIMEOUT, RUN_MAX_STEPS,
+  RUN_STRICT, RUN_TIMEOUT, RUN_MAX_STEPS, RUN_OOB_READS, RUN_BUFFER_BOUNDS,
 };
 
 static const cli_option_t run_options[] = {
@@ -37,6 +37,8 @@ static const cli_option_t run_options[] = {
     {"schedule-seed", 0, true, RUN_SCHEDULE_SEED},
     {"trace", 0, true, RUN_TRACE},
     {"detect-races", 0, false, RUN_DETECT_RACES},
+    {"oob-reads", 0, true, RUN_OOB_READS},
+    {"buffer-bounds", 0, true, RUN_BUFFER_BOUNDS},
     {"cache-stats", 0, false, RUN_CACHE_STATS},
     {"explain", 0, false, RUN_EXPLAIN},
     {"target", 0, true, RUN_TARGET},
@@ -55,6 +57,7 @@ static bool option_of(const char *cmd, int id) {
     case RUN_HELP: case RUN_KERNEL: case RUN_UNINIT: case RUN_SHUFFLE: case RUN_CHIP:
     case RUN_CHECK: case RUN_NO_CHECK: case RUN_MAX_ERRORS: case RUN_DEVICES:
     case RUN_CORES: case RUN_DMA_MODE: case RUN_SCHEDULE_SEED: case RUN_DETECT_RACES:
+    case RUN_OOB_READS: case RUN_BUFFER_BOUNDS:
       return true;
     case RUN_EXPLAIN: case RUN_TARGET:
       return hash;
@@ -221,6 +224,21 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
       break;
     case RUN_DETECT_RACES:
       req->options.run.detect_races = true;
+      break;
+    case RUN_OOB_READS:
+      if (strcmp(value, "error") == 0) req->options.run.oob_reads_uninit = false;
+      else if (strcmp(value, "uninit") == 0) req->options.run.oob_reads_uninit = true;
+      else
+        return cli_usage_error(cmd, "--oob-reads expects 'error' or 'uninit', got '%s'",
+                               value);
+      break;
+    case RUN_BUFFER_BOUNDS:
+      if (strcmp(value, "logical") == 0) req->options.run.padded = false;
+      else if (strcmp(value, "padded") == 0) req->options.run.padded = true;
+      else
+        return cli_usage_error(cmd,
+                               "--buffer-bounds expects 'logical' or 'padded', got '%s'",
+                               value);
       break;
     case RUN_CACHE_STATS:
       req->cache_stats = true;

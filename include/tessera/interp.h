@@ -44,6 +44,18 @@ typedef struct tsr_interp_options {
   bool dma_eager;            /* DMAs copy at start (default: lazily, at the
                                 wait that needs them) */
   bool detect_races;         /* happens-before race detection (docs/dma.md) */
+  /* Accesses outside a ref (docs/semantics.md, "Out-of-bounds accesses"),
+   * as JAX's TPU interpret mode's InterpretParams ask for them: */
+  bool oob_reads_uninit;     /* a read outside its ref is no error: the
+                                elements outside give the uninitialized
+                                value (out_of_bounds_reads="uninitialized");
+                                default false: an error. Writes outside are
+                                errors either way */
+  bool padded;               /* refs outside SMEM have the TPU's tiled shape
+                                (buffer_bounds="padded"): accesses into the
+                                padding are in bounds, reads of it give the
+                                uninitialized value and writes to it are
+                                dropped; default false: the logical shape */
   /* The fields above change what a run computes or reports: they are part
    * of a kernel's cache key (runtime/key.c). Those below change only where
    * a run's trace goes and when it stops, and tsr_run_options_t may set

@@ -252,6 +252,8 @@ class InterpOptions(Structure):
         ("schedule_seed", c_uint64),
         ("dma_eager", c_bool),
         ("detect_races", c_bool),
+        ("oob_reads_uninit", c_bool),
+        ("padded", c_bool),
         ("trace_path", c_char_p),
         ("strict", c_bool),
         ("timeout_seconds", c_double),

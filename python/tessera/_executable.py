@@ -188,6 +188,10 @@ class Executable:
                 runs.dma_eager = bool(v)
             elif name == "detect_races":
                 runs.detect_races = bool(v)
+            elif name == "oob_reads_uninit":
+                runs.oob_reads_uninit = bool(v)
+            elif name == "padded":
+                runs.padded = bool(v)
             elif name == "strict":
                 runs.strict = bool(v)
             elif name == "timeout_seconds":
@@ -500,11 +504,14 @@ def compile(kernel: Kernel | Module, backend: str = "interp", *,
     that of the `tessera run` options, docs/cli.md): uninit ("nan" or
     "zero"), check, shuffle_parallel and shuffle_seed, chip ("v5e", ...),
     max_errors, devices, cores, schedule_seed, dma_eager (or
-    dma_mode="lazy"|"eager"), detect_races, strict, timeout_seconds,
+    dma_mode="lazy"|"eager"), detect_races, oob_reads_uninit, padded, strict,
+    timeout_seconds,
     max_steps, cancel (a CancelToken), trace_path (a Perfetto trace),
     opt_level (cpu, 0-3), and on_print / on_warning (callables taking text).
     The cpu backend uses devices, cores, uninit, max_errors, opt_level and
-    the run bounds; it does not check (bounds, uninitialized reads, races).
+    the run bounds; of the checks it makes only the bounds of dynamic indices
+    and block indices (not uninitialized reads, races; nor oob_reads_uninit,
+    padded).
 
     context: the Context (default: `default_context()`)."""
     return Executable(_kernel_of(kernel), backend, context=context, **options)

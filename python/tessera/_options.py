@@ -19,7 +19,8 @@ from ._output import CancelToken, PrintCallback
 # (tsr_run_options_t).
 _EXECUTABLE_OPTIONS = (
     "uninit", "check", "shuffle_parallel", "shuffle_seed", "chip", "max_errors", "devices",
-    "cores", "schedule_seed", "dma_eager", "dma_mode", "detect_races", "strict",
+    "cores", "schedule_seed", "dma_eager", "dma_mode", "detect_races", "oob_reads_uninit",
+    "padded", "strict",
     "timeout_seconds", "max_steps", "cancel", "trace_path", "opt_level", "on_print",
     "on_warning")
 _RUN_OPTIONS = ("strict", "timeout_seconds", "max_steps", "cancel", "trace_path", "on_print",

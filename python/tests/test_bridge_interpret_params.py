@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
 from jax.experimental.pallas import tpu as pltpu  # noqa: E402
 
+import tessera  # noqa: E402
 import tessera.jax as tj  # noqa: E402
 from tessera.jax import _params  # noqa: E402
 
@@ -76,8 +77,12 @@ def test_params_fields_map_to_tessera_options():
     assert _params.options_of(pltpu.InterpretParams(dma_execution_mode="on_wait"))[0][
         "dma_mode"] == "lazy"
     _, notes = _params.options_of(pltpu.InterpretParams(
-        skip_floating_point_ops=True, vector_clock_size=8, buffer_bounds="padded"))
-    assert len(notes) == 3 and all("not honoured" in n or "no meaning" in n for n in notes)
+        skip_floating_point_ops=True, vector_clock_size=8))
+    assert len(notes) == 2 and all("not honoured" in n or "no meaning" in n for n in notes)
+    options, notes = _params.options_of(pltpu.InterpretParams(
+        out_of_bounds_reads="uninitialized", buffer_bounds="padded"))
+    assert options["oob_reads_uninit"] is True and options["padded"] is True
+    assert notes == []
 
 
 def uninit_kernel(o_ref, s_ref):
@@ -171,12 +176,162 @@ def test_errors_first_fault_in_program_order_is_the_dma_write():
     assert "DMA's destination" in str(got)
 
 
-def test_errors_static_out_of_bounds_on_cpu_backend_is_found_before_the_run():
-    # The cpu backend checks no bounds while running: the static index is
-    # refused before the run, with JAX's phrase for the access.
+def test_errors_static_out_of_bounds_on_cpu_backend_is_found_when_it_runs():
+    # The cpu backend's compiled code checks its indices: the static index
+    # is found when it runs, the write first, as JAX finds it.
+    want = jax_error(dma_write_first_call)
     got = tessera_error(dma_write_first_call, backend="cpu")
-    assert isinstance(got, tj.CompileError if hasattr(tj, "CompileError") else Exception)
-    assert re.search("Out-of-bounds (read|write)", str(got))
+    assert not isinstance(got, tessera.CompileError)
+    assert isinstance(got, type(want))
+    assert re.match("(INTERNAL: )?Out-of-bounds write", str(got)), str(got)
+    assert "DMA's destination" in str(got)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_errors_dynamic_out_of_bounds_read_as_jax(backend):
+    want = jax_error(oob_index_call)
+    got = tessera_error(oob_index_call, backend=backend)
+    assert isinstance(got, IndexError) and isinstance(got, type(want))
+    assert str(got).startswith("Out-of-bounds read of %in1"), str(got)
+    assert "index 7 out of bounds for dimension 0 of %in1 (shape [5])" in str(got)
+    assert got.diagnostics[0].line > 0 and got.diagnostics[0].buffer == "in1"
+    # in bounds: JAX's result
+    def ok():
+        return pl.pallas_call(
+            oob_index_kernel, jax.ShapeDtypeStruct((1,), jnp.int32),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)] * 2,
+            out_specs=pl.BlockSpec(memory_space=pltpu.SMEM),
+            interpret=pltpu.InterpretParams())(jnp.array([3], jnp.int32),
+                                               jnp.arange(5, dtype=jnp.int32) * 7)
+    want_ok = np.asarray(ok())
+    with tj.interpret(backend=backend):
+        np.testing.assert_array_equal(np.asarray(ok()), want_ok)
+
+
+def block_index_call(offset, params=None):
+    return jax.jit(lambda x: pl.pallas_call(
+        lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] + 1.0),
+        jax.ShapeDtypeStruct((16, 128), F32), grid=(4,),
+        in_specs=[pl.BlockSpec((4, 128), lambda i: (i + offset, 0))],
+        out_specs=pl.BlockSpec((4, 128), lambda i: (i, 0)),
+        interpret=params or pltpu.InterpretParams())(x))(
+            jnp.arange(16 * 128, dtype=F32).reshape(16, 128))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_errors_block_index_out_of_range_as_jax(backend):
+    want = jax_error(lambda: block_index_call(1))
+    m = re.search(r'Out-of-bounds block index .* for input "\w+" in iteration \(3,\)',
+                  str(want))
+    assert m, str(want)
+    got = tessera_error(lambda: block_index_call(1), backend=backend)
+    assert re.search(r'Out-of-bounds block index \[4, 0\] for input "in0" in iteration '
+                     r'\(3,\)', str(got)), str(got)
+    assert isinstance(got, type(want))
+
+
+# ---- out_of_bounds_reads="uninitialized", buffer_bounds="padded" ----------------------
+# (docs/semantics.md, "Out-of-bounds accesses"): the interpreter honours
+# them; each expectation is JAX's result for the same kernel.
+
+def oob_reads_kernel(x_ref, o_ref, d_ref, sem):
+    o_ref[...] = x_ref[pl.ds(jnp.int32(4), 8), :]
+    pltpu.async_copy(x_ref.at[pl.ds(jnp.int32(2), 8)], d_ref, sem).wait()
+
+
+def oob_reads_call(params):
+    x = jnp.arange(8 * 128, dtype=F32).reshape(8, 128)
+    return jax.jit(lambda x: pl.pallas_call(
+        oob_reads_kernel, [jax.ShapeDtypeStruct((8, 128), F32)] * 2,
+        in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+        out_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)] * 2,
+        scratch_shapes=[pltpu.SemaphoreType.DMA], interpret=params)(x))(x)
+
+
+def same_with_nans(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(want)], want[~np.isnan(want)])
+
+
+@pytest.mark.parametrize("fill", ["nan", "zero"])
+def test_out_of_bounds_reads_uninitialized_as_jax(fill):
+    params = pltpu.InterpretParams(out_of_bounds_reads="uninitialized",
+                                   uninitialized_memory=fill)
+    want = oob_reads_call(params)
+    pltpu.reset_tpu_interpret_mode_state()
+    assert np.isnan(np.asarray(want[0])[4:]).all() == (fill == "nan")
+    tj.clear_collected_warnings()
+    with tj.interpret():
+        got = oob_reads_call(params)
+    for g, w in zip(got, want):
+        same_with_nans(g, w)
+    assert any("read reaches outside %in0" in t for t in tj.collected_warnings())
+    # without it, JAX's error and tessera's
+    strict = pltpu.InterpretParams()
+    want_e = jax_error(lambda: oob_reads_call(strict))
+    got_e = tessera_error(lambda: oob_reads_call(strict))
+    assert "Out-of-bounds read" in str(want_e)
+    assert re.match("(INTERNAL: )?Out-of-bounds read of %in0", str(got_e)), str(got_e)
+
+
+def test_out_of_bounds_reads_uninitialized_input_block_as_jax():
+    params = pltpu.InterpretParams(out_of_bounds_reads="uninitialized")
+    want = block_index_call(1, params)
+    pltpu.reset_tpu_interpret_mode_state()
+    with tj.interpret():
+        got = block_index_call(1, params)
+    same_with_nans(got, want)
+
+
+def test_out_of_bounds_reads_uninitialized_on_cpu_backend_is_named_not_honoured():
+    # The cpu backend reports the read as an error, and says so once.
+    params = pltpu.InterpretParams(out_of_bounds_reads="uninitialized")
+    tj.clear_collected_warnings()
+    _params._warned.clear()
+    got = tessera_error(lambda: oob_reads_call(params), backend="cpu")
+    assert re.match("(INTERNAL: )?Out-of-bounds read of %in0", str(got)), str(got)
+    assert any("not honoured by the cpu backend" in t for t in tj.collected_warnings())
+
+
+def padded_kernel(i_ref, x_ref, o_ref, s_ref):
+    s_ref[...] = jnp.zeros(s_ref.shape, s_ref.dtype)
+    i, j = i_ref[0], pl.multiple_of(i_ref[1], 128)
+    s_ref[pl.ds(i, 8), pl.ds(j, 128)] = x_ref[...]   # rows/cols past (10, 150)
+    o_ref[...] = s_ref[pl.ds(i, 8), pl.ds(j, 128)]
+
+
+def padded_call(i, params):
+    x = jnp.arange(8 * 128, dtype=F32).reshape(8, 128) + 1.0
+    mesh = jax.sharding.AbstractMesh(
+        (), (), abstract_device=jax.sharding.AbstractDevice("TPU v6e", 1, "tpu"))
+    with jax.sharding.use_abstract_mesh(mesh):
+        return jax.jit(lambda i, x: pl.pallas_call(
+            padded_kernel, jax.ShapeDtypeStruct((8, 128), F32),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
+                      pl.BlockSpec(memory_space=pltpu.VMEM)],
+            scratch_shapes=[pltpu.VMEM((10, 150), F32)],
+            interpret=params)(i, x))(jnp.array([i, 128], jnp.int32), x).block_until_ready()
+
+
+@pytest.mark.parametrize("row", [0, 3, 8])
+def test_buffer_bounds_padded_as_jax(row):
+    params = pltpu.InterpretParams(buffer_bounds="padded")
+    want = padded_call(row, params)
+    pltpu.reset_tpu_interpret_mode_state()
+    with tj.interpret():
+        got = padded_call(row, params)
+    same_with_nans(got, want)
+    assert np.isnan(np.asarray(got)).any()  # columns 150.. are padding
+
+
+def test_buffer_bounds_padded_beyond_the_padding_is_jax_error():
+    params = pltpu.InterpretParams(buffer_bounds="padded")
+    want = jax_error(lambda: padded_call(9, params))  # rows 9..16 of 16
+    got = tessera_error(lambda: padded_call(9, params))
+    assert "Out-of-bounds" in str(want)
+    assert re.match("(INTERNAL: )?Out-of-bounds swap of %s0", str(got)), str(got)
+    assert "padded to [16, 256]" in str(got)
 
 
 def revisit_call():

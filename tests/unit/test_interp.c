@@ -1007,6 +1007,227 @@ TSR_TEST(shape_ops_match_references) {
   teardown(&f);
 }
 
+/* ---- Out-of-bounds accesses under oob_reads_uninit and padded
+ * (docs/semantics.md, "Out-of-bounds accesses") ---- */
+
+/* Rows [4, 12) of an 8-row input, loaded and through a DMA: rows 4..7 are
+ * the input's, the rest the uninitialized value. */
+static const char *oob_read_kernel =
+    "kernel @k\n"
+    "  in %x: f32[8, 128] vmem\n"
+    "  out %o: f32[8, 128] vmem\n"
+    "  out %d: f32[8, 128] vmem\n"
+    "  scratch %sem: dma_sem\n"
+    "{\n"
+    "  %four = const 4 : i32\n"
+    "  %v = load %x[ds(%four, 8), :] : f32[8, 128]\n"
+    "  store %o[:, :], %v\n"
+    "  dma_start %x[ds(%four, 8), :] -> %d[:, :], %sem\n"
+    "  dma_wait %x[ds(%four, 8), :] -> %d[:, :], %sem\n"
+    "}\n";
+
+TSR_TEST(oob_reads_uninit_reads_the_uninitialized_value_outside) {
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  fixture_t f;
+  /* by default an error, naming the load */
+  TSR_CHECK_OK(setup(&f, oob_read_kernel, &o));
+  const char *errors[] = {"'load': slice 4:12:1 out of bounds for dimension 0 of %x", NULL};
+  expect_kernel_error(run(&f), errors);
+  teardown(&f);
+  o.oob_reads_uninit = true;
+  for (int zero = 0; zero < 2; zero++) {
+    o.uninit = zero ? TSR_UNINIT_ZERO : TSR_UNINIT_NAN;
+    TSR_CHECK_OK(setup(&f, oob_read_kernel, &o));
+    fill_iota_f32(&f.arrays[0]);
+    TSR_CHECK_OK(run(&f));
+    int bad = 0;
+    for (size_t out = 1; out <= 2; out++)
+      for (int r = 0; r < 8; r++)
+        for (int c = 0; c < 128; c++) {
+          float got = f32(&f, out)[r * 128 + c];
+          if (r < 4 ? got != (float)((r + 4) * 128 + c) : zero ? got != 0.0f : !isnan(got))
+            bad++;
+        }
+    TSR_CHECK_EQ_INT(bad, 0);
+    TSR_CHECK(f.stats.warnings >= 1);
+    teardown(&f);
+  }
+  const char *warned[] = {"'load': read reaches outside %x (shape [8, 128])", NULL};
+  free(expect_kernel_warning(oob_read_kernel, &o, warned));
+}
+
+TSR_TEST(oob_reads_uninit_leaves_writes_outside_errors) {
+  const char *text =
+      "kernel @k\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "{\n"
+      "  %four = const 4 : i32\n"
+      "  %v = const 1.0 : f32[8, 128]\n"
+      "  store %o[ds(%four, 8), :], %v\n"
+      "}\n";
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.oob_reads_uninit = true;
+  o.padded = true; /* rows 8..11 are beyond (8, 128), which needs no padding */
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, &o));
+  const char *needles[] = {"'store': slice 4:12:1 out of bounds for dimension 0 of %o", NULL};
+  expect_kernel_error(run(&f), needles);
+  teardown(&f);
+}
+
+/* A (10, 128) f32 scratch buffer is (16, 128) on a TPU: rows [4, 12) are
+ * written (rows 10, 11 into the padding: dropped) and read back (the padding
+ * reads as the uninitialized value, not as what was written there). */
+static const char *padded_kernel =
+    "kernel @k\n"
+    "  in %x: f32[8, 128] vmem\n"
+    "  out %o: f32[8, 128] vmem\n"
+    "  scratch %s: vmem f32[10, 128]\n"
+    "{\n"
+    "  %four = const 4 : i32\n"
+    "  %v = load %x[:, :] : f32[8, 128]\n"
+    "  store %s[ds(%four, 8), :], %v\n"
+    "  %w = load %s[ds(%four, 8), :] : f32[8, 128]\n"
+    "  store %o[:, :], %w\n"
+    "}\n";
+
+TSR_TEST(padded_buffers_drop_writes_to_their_padding) {
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, padded_kernel, &o));
+  const char *errors[] = {"'store': slice 4:12:1 out of bounds for dimension 0 of %s "
+                          "(shape [10, 128])",
+                          NULL};
+  expect_kernel_error(run(&f), errors);
+  teardown(&f);
+  o.padded = true;
+  TSR_CHECK_OK(setup(&f, padded_kernel, &o));
+  fill_iota_f32(&f.arrays[0]);
+  TSR_CHECK_OK(run(&f));
+  int bad = 0;
+  for (int r = 0; r < 8; r++)
+    for (int c = 0; c < 128; c++) {
+      float got = f32(&f, 1)[r * 128 + c];
+      if (r < 6 ? got != (float)(r * 128 + c) : !isnan(got)) bad++;
+    }
+  TSR_CHECK_EQ_INT(bad, 0);
+  teardown(&f);
+  const char *warned[] = {"'store': write reaches outside %s (shape [10, 128]) into its "
+                          "padding (to [16, 128])",
+                          NULL};
+  free(expect_kernel_warning(padded_kernel, &o, warned));
+}
+
+TSR_TEST(padded_buffers_check_beyond_the_padding_and_never_pad_smem) {
+  const char *beyond =
+      "kernel @k\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "  scratch %s: vmem f32[10, 128]\n"
+      "{\n"
+      "  %nine = const 9 : i32\n"
+      "  %v = const 1.0 : f32[8, 128]\n"
+      "  store %s[ds(%nine, 8), :], %v\n"
+      "  store %o[:, :], %v\n"
+      "}\n";
+  const char *smem =
+      "kernel @k\n"
+      "  out %o: f32[8, 128] vmem\n"
+      "  scratch %s: smem f32[10, 128]\n"
+      "{\n"
+      "  %ten = const 10 : i32\n"
+      "  %zero = const 0 : i32\n"
+      "  %v = const 1.0 : f32\n"
+      "  store %s[%ten, %zero], %v\n"
+      "  %w = const 1.0 : f32[8, 128]\n"
+      "  store %o[:, :], %w\n"
+      "}\n";
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.padded = true;
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, beyond, &o));
+  const char *n1[] = {"'store': slice 9:17:1 out of bounds for dimension 0 of %s "
+                      "(shape [10, 128], padded to [16, 128])",
+                      NULL};
+  expect_kernel_error(run(&f), n1);
+  teardown(&f);
+  TSR_CHECK_OK(setup(&f, smem, &o));
+  const char *n2[] = {"'store': index 10 out of bounds for dimension 0 of %s (shape [10, 128])",
+                      NULL};
+  expect_kernel_error(run(&f), n2);
+  teardown(&f);
+}
+
+TSR_TEST(padded_dims_follow_the_tpu_tiling) {
+  struct {
+    const char *chip;
+    tsr_dtype_t dtype;
+    uint32_t rank;
+    int64_t dims[2], want[2];
+  } cases[] = {
+      {"v5e", TSR_DTYPE_F32, 2, {10, 128}, {16, 128}},
+      {"v6e", TSR_DTYPE_F32, 2, {10, 150}, {16, 256}},
+      {"v5e", TSR_DTYPE_BF16, 2, {10, 128}, {16, 128}},
+      {"v5e", TSR_DTYPE_F32, 2, {2, 128}, {2, 128}},
+      {"v5e", TSR_DTYPE_F32, 2, {3, 1}, {4, 128}},
+      {"v5e", TSR_DTYPE_I8, 2, {2, 128}, {4, 128}},
+      {"v5e", TSR_DTYPE_I4, 2, {3, 128}, {8, 128}},
+      {"v5e", TSR_DTYPE_F32, 1, {5, 0}, {128, 0}},
+      {"v5e", TSR_DTYPE_BF16, 1, {300, 0}, {512, 0}},
+      {"v3", TSR_DTYPE_F32, 2, {2, 128}, {2, 128}},
+      {"v3", TSR_DTYPE_F32, 2, {1, 128}, {2, 128}},
+      {"v3", TSR_DTYPE_I4, 2, {3, 128}, {16, 128}},
+      {"v2", TSR_DTYPE_F32, 1, {5, 0}, {256, 0}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int64_t got[2] = {0, 0};
+    tsr_interp_padded_dims(cases[i].chip, cases[i].dtype, cases[i].rank, cases[i].dims, got);
+    for (uint32_t d = 0; d < cases[i].rank; d++) TSR_CHECK_EQ_INT(got[d], cases[i].want[d]);
+  }
+}
+
+/* An input block whose block index is out of range reads as the
+ * uninitialized value under oob_reads_uninit (an output block's stays an
+ * error). */
+TSR_TEST(oob_reads_uninit_input_block_out_of_range) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(2) semantics(arbitrary)\n"
+      "  in %x: f32[16, 128] vmem block[8, 128] map(%i) {\n"
+      "    %one = const 1 : i32\n"
+      "    %n = add %i, %one : i32\n"
+      "    %zero = const 0 : i32\n"
+      "    yield %n, %zero\n"
+      "  }\n"
+      "  out %o: f32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+      "{\n"
+      "  %v = load %x[:, :] : f32[8, 128]\n"
+      "  store %o[:, :], %v\n"
+      "}\n";
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, text, &o));
+  const char *errors[] = {"in %x: index map gives block index [2, 0], out of range", NULL};
+  expect_kernel_error(run(&f), errors);
+  teardown(&f);
+  o.oob_reads_uninit = true;
+  TSR_CHECK_OK(setup(&f, text, &o));
+  fill_iota_f32(&f.arrays[0]);
+  TSR_CHECK_OK(run(&f));
+  int bad = 0;
+  for (int r = 0; r < 16; r++)
+    for (int c = 0; c < 128; c++) {
+      float got = f32(&f, 1)[r * 128 + c];
+      if (r < 8 ? got != (float)((r + 8) * 128 + c) : !isnan(got)) bad++;
+    }
+  TSR_CHECK_EQ_INT(bad, 0);
+  teardown(&f);
+}
+
 int main(void) {
   TSR_RUN(inputs_copied_only_when_block_changes);
   TSR_RUN(resident_output_accumulates);
@@ -1040,5 +1261,11 @@ int main(void) {
   TSR_RUN(output_block_loaded_and_stored_back_holds_the_uninitialized_value);
   TSR_RUN(forwarded_store_out_of_bounds_reported_once);
   TSR_RUN(reused_run_memory_starts_fresh);
+  TSR_RUN(oob_reads_uninit_reads_the_uninitialized_value_outside);
+  TSR_RUN(oob_reads_uninit_leaves_writes_outside_errors);
+  TSR_RUN(padded_buffers_drop_writes_to_their_padding);
+  TSR_RUN(padded_buffers_check_beyond_the_padding_and_never_pad_smem);
+  TSR_RUN(padded_dims_follow_the_tpu_tiling);
+  TSR_RUN(oob_reads_uninit_input_block_out_of_range);
   return tsr_test_done();
 }

@@ -184,8 +184,10 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
         if hit is not None:
             _stats["hits"] += 1
             return hit, call.out_tree
+        # Both backends check every access when it runs: a static index
+        # outside its ref is reported there, in program order, as JAX does.
         tk = translate(call, name, mesh, numerics=str(options.get("numerics") or "cpu"),
-                       bounds_at_run=(options.get("backend") or "interp") == "interp")
+                       bounds_at_run=True)
         run_options = {k: v for k, v in options.items() if k not in _run.BRIDGE_OPTIONS}
         if options.get("jax_state"):
             run_options["jax_state"] = True  # taken by the Runner
@@ -582,6 +584,15 @@ def _interpret_options(options: Mapping[str, Any], jax_interpret: Any) -> dict:
         mapped, notes = _params.options_of(jax_interpret)
         merged.update(mapped)
         merged["jax_state"] = True
+        if (options.get("backend") or "interp") == "cpu":
+            # the cpu backend reports every access outside the logical
+            # shape as an error (docs/lowering.md, "Checks")
+            if mapped.get("oob_reads_uninit"):
+                notes.append("out_of_bounds_reads='uninitialized' is not honoured by the cpu "
+                             "backend: an out-of-bounds read is a kernel error")
+            if mapped.get("padded"):
+                notes.append("buffer_bounds='padded' is not honoured by the cpu backend: "
+                             "accesses are checked against the logical shape")
         if notes:
             _report_notes(notes, {**merged, **options})
     merged.update(options)

@@ -79,10 +79,9 @@ def translate(call: ji.PallasCall, name: str | None = None,
     bf16 passes as a TPU's MXU does at each dot's precision). Raises
     TranslationError for what cannot be translated. bounds_at_run: a
     static index outside its ref becomes an index operand, checked when the
-    access runs (the interpreter checks every access; JAX's interpret mode
+    access runs (both backends check every access; JAX's interpret mode
     reports a kernel's first fault in program order), instead of a verify
-    error before the run (what a backend without run-time bounds checks
-    needs)."""
+    error before the run."""
     kname = re.sub(r"[^A-Za-z0-9_]", "_", name or call.name) or "kernel"
     if not re.match(r"[A-Za-z_]", kname):
         kname = "k_" + kname
