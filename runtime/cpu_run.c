@@ -228,6 +228,7 @@ typedef struct ccore {
   int64_t lin;         /* TSR_RT_CTX_POINT */
   int64_t budget;      /* TSR_RT_CTX_BUDGET */
   int64_t uninit_zero; /* TSR_RT_CTX_UNINIT_ZERO */
+  int64_t order;       /* TSR_RT_CTX_ORDER: the address of run->order */
   crun_t *run;
   uint32_t device, index;
   /* the six scalars of the kernel function */
@@ -251,6 +252,10 @@ struct crun {
   const tsr_cpu_info_t *info;
   int64_t grid[TSR_MAX_RANK]; /* the run's: info's, dynamic extents read */
   tsr_ir_core_split_t split;
+  int64_t *order; /* the leading parallel dims' order (TSR_RT_CTX_ORDER) */
+  /* called at each grid step (tsr_interp_options_t) */
+  tsr_grid_step_fn on_grid_step;
+  void *on_grid_step_user;
   void (*entry)(void **);
   tsr_runtime_binding_t *binding; /* the caller's, for the core threads */
   uint32_t devices, cores, n;
@@ -269,7 +274,8 @@ struct crun {
 
 _Static_assert(offsetof(ccore_t, lin) == TSR_RT_CTX_POINT * sizeof(int64_t) &&
                    offsetof(ccore_t, budget) == TSR_RT_CTX_BUDGET * sizeof(int64_t) &&
-                   offsetof(ccore_t, uninit_zero) == TSR_RT_CTX_UNINIT_ZERO * sizeof(int64_t),
+                   offsetof(ccore_t, uninit_zero) == TSR_RT_CTX_UNINIT_ZERO * sizeof(int64_t) &&
+                   offsetof(ccore_t, order) == TSR_RT_CTX_ORDER * sizeof(int64_t),
                "ccore_t starts with the context words of lower_api.h");
 
 static int64_t *sem_at(crun_t *r, uint32_t core, uint64_t slot) {
@@ -486,6 +492,8 @@ static int64_t take_steps(ccore_t *c, uint32_t site, int64_t point) {
   if (r->aborted) return -1;
   if (site == r->info->num_sites) c->lin = point; /* a grid step: the point it starts */
   uint64_t g = tsr_bounds_grant(&r->bounds, &c->meter, r->n);
+  /* With a grid-step callback every step comes here (runtime_call calls it). */
+  if (g && r->on_grid_step) return 0;
   if (g) return (int64_t)TSR_MIN(g - 1, (uint64_t)INT64_MAX);
   core_where_t w;
   tsr_diag_reopen(&r->diag, site, TSR_DIAG_ERROR);
@@ -585,6 +593,17 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
     default: break;
   }
   pthread_mutex_unlock(&r->mu);
+  /* The grid-step callback, outside the lock (it may take its own). */
+  if (call == TSR_RT_STEP && site == r->info->num_sites && result >= 0 && r->on_grid_step) {
+    int64_t point[TSR_MAX_RANK];
+    uint64_t lin = (uint64_t)b;
+    for (uint32_t g = r->info->grid_rank; g-- > 0;) {
+      uint64_t n = r->grid[g] > 0 ? (uint64_t)r->grid[g] : 1;
+      point[g] = (int64_t)(lin % n);
+      lin /= n;
+    }
+    r->on_grid_step(r->on_grid_step_user, me->device, me->index, r->info->grid_rank, point);
+  }
   return result;
 }
 
@@ -663,6 +682,12 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   memset(&r, 0, sizeof r);
   r.info = info;
   TSR_RETURN_IF_ERROR(read_grid(info, operands, options, &r));
+  uint64_t order_size = 0;
+  TSR_RETURN_IF_ERROR(tsr_interp_parallel_order(options, info->kernel_name, info->grid_rank,
+                                                r.grid, info->semantics, &r.order,
+                                                &order_size));
+  r.on_grid_step = options->on_grid_step;
+  r.on_grid_step_user = options->on_grid_step_user;
   r.entry = entry;
   r.binding = tsr_runtime_bound();
   r.devices = options->devices ? options->devices : 1;
@@ -680,6 +705,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     tsr_diag_sink_deinitialize(&r.diag);
     tsr_free(r.core);
     tsr_free(r.sems);
+    tsr_free(r.order);
     tsr_free(all_args);
     tsr_status_free(status);
     return TSR_OOM();
@@ -693,6 +719,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     c->device = i / r.cores;
     c->index = i % r.cores;
     c->uninit_zero = options->uninit == TSR_UNINIT_ZERO;
+    c->order = (int64_t)(uintptr_t)r.order;
     c->fn = (int64_t)(uintptr_t)runtime_call;
     c->ctx = (int64_t)(uintptr_t)c;
     c->device_arg = (int32_t)c->device;
@@ -752,6 +779,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   for (uint32_t i = 0; i < r.n; i++) tsr_free(r.core[i].roots);
   tsr_free(r.core);
   tsr_free(r.sems);
+  tsr_free(r.order);
   tsr_free(all_args);
   return status;
 }

@@ -21,7 +21,7 @@ _EXECUTABLE_OPTIONS = (
     "uninit", "check", "shuffle_parallel", "shuffle_seed", "chip", "max_errors", "devices",
     "cores", "schedule_seed", "dma_eager", "dma_mode", "detect_races", "strict",
     "timeout_seconds", "max_steps", "cancel", "trace_path", "opt_level", "on_print",
-    "on_warning")
+    "on_warning", "parallel_order", "on_grid_step")
 _RUN_OPTIONS = ("strict", "timeout_seconds", "max_steps", "cancel", "trace_path", "on_print",
                 "on_warning")
 

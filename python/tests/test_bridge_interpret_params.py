@@ -62,8 +62,11 @@ def test_params_every_field_of_the_installed_jax_is_mapped_or_named():
     names = {f.name for f in dataclasses.fields(pltpu.InterpretParams)}
     assert names <= set(_params._FIELDS), names - set(_params._FIELDS)
     options, notes = _params.options_of(pltpu.InterpretParams())
-    # JAX's defaults are tessera's defaults
-    assert options == {"detect_races": False, "uninit": "nan", "dma_mode": "lazy"}
+    # JAX's defaults are tessera's defaults, with the bridge's own: JAX's
+    # order of the parallel steps (seed 0) and its refusal of HBM in
+    # run_scoped
+    assert options == {"detect_races": False, "uninit": "nan", "dma_mode": "lazy",
+                       "jax_random_seed": 0, "jax_refuse_scoped_hbm": True}
     assert notes == []
 
 
@@ -71,7 +74,8 @@ def test_params_fields_map_to_tessera_options():
     options, notes = _params.options_of(pltpu.InterpretParams(
         detect_races=True, uninitialized_memory="zero", num_cores_or_threads=2,
         dma_execution_mode="eager"))
-    assert options == {"detect_races": True, "uninit": "zero", "cores": 2, "dma_mode": "eager"}
+    assert options == {"detect_races": True, "uninit": "zero", "cores": 2, "dma_mode": "eager",
+                       "jax_random_seed": 0, "jax_refuse_scoped_hbm": True}
     assert notes == []
     assert _params.options_of(pltpu.InterpretParams(dma_execution_mode="on_wait"))[0][
         "dma_mode"] == "lazy"

@@ -70,7 +70,8 @@ def ir_op_coverage() -> dict[str, str]:
 
 def translate(call: ji.PallasCall, name: str | None = None,
               mesh: Sequence[tuple[Any, int]] | None = None,
-              numerics: str = "cpu", *, bounds_at_run: bool = False) -> TranslatedKernel:
+              numerics: str = "cpu", *, bounds_at_run: bool = False,
+              refuse_scoped_hbm: bool = False) -> TranslatedKernel:
     """Builds the tessera kernel of a traced pallas_call. `mesh`: ((axis
     name, size), ...) of the devices it runs on, in JAX's axis-environment
     order (what `lax.axis_index` and mesh device ids refer to); None: the
@@ -82,7 +83,9 @@ def translate(call: ji.PallasCall, name: str | None = None,
     access runs (the interpreter checks every access; JAX's interpret mode
     reports a kernel's first fault in program order), instead of a verify
     error before the run (what a backend without run-time bounds checks
-    needs)."""
+    needs). refuse_scoped_hbm: an HBM buffer in run_scoped is JAX's
+    ValueError (what JAX's interpret mode raises unless its InterpretParams
+    allow_hbm_allocation_in_run_scoped), instead of a TranslationError."""
     kname = re.sub(r"[^A-Za-z0-9_]", "_", name or call.name) or "kernel"
     if not re.match(r"[A-Za-z_]", kname):
         kname = "k_" + kname
@@ -90,4 +93,5 @@ def translate(call: ji.PallasCall, name: str | None = None,
     tr.mesh = tuple((n, int(s)) for n, s in mesh) if mesh is not None else None
     tr.numerics = numerics
     tr.bounds_at_run = bounds_at_run
+    tr.refuse_scoped_hbm = refuse_scoped_hbm
     return tr.build()

@@ -50,6 +50,15 @@ class TranslationError(NotImplementedError):
 TranslationError.__module__ = "tessera.jax.translate"
 
 
+class ScopedHbmError(TranslationError, ValueError):
+    """An HBM (or ANY) buffer in `run_scoped` under JAX's InterpretParams
+    with allow_hbm_allocation_in_run_scoped=False (its default): the
+    ValueError JAX's interpret mode raises, located at the user's line."""
+
+
+ScopedHbmError.__module__ = "tessera.jax.translate"
+
+
 _DTYPES = {
     "float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32",
     "uint32": "u32", "int16": "i16", "uint16": "u16", "int8": "i8", "uint8": "u8",
@@ -211,6 +220,7 @@ class Translator:
         self.loc: tuple = ()
         self.prim = "pallas_call"
         self.bounds_at_run = False  # translate()'s option
+        self.refuse_scoped_hbm = False  # translate()'s option
         self.num_sems = 0
         self.prefetch_refs: list[B.Value] = []
         self.narrowed: dict[int, str] = {}    # widened ref -> the kernel's dtype
