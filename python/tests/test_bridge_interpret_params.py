@@ -375,3 +375,105 @@ def test_debug_check_in_an_index_map(backend):
     with open(__file__) as f:
         line = next(n for n, t in enumerate(f, 1) if t.rstrip().endswith("# the check"))
     assert d.line == line
+
+
+# ---- the order of the parallel steps, and JAX's recorder ------------------------------
+
+def counter_kernel(s_ref, o_ref):
+    s = s_ref[0]
+    s_ref[0] = s + 1
+    o_ref[...] = jnp.full(o_ref.shape, s, jnp.int32)
+
+
+def counter_call(params):
+    """Each step writes how many steps ran before it (an SMEM counter) into
+    its block: the output shows the order the steps ran in."""
+    return pl.pallas_call(
+        counter_kernel, jax.ShapeDtypeStruct((40, 3 * 128), jnp.int32), grid=(5, 3),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)],
+        out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, j)),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+        interpret=params)(jnp.zeros((1,), jnp.int32))
+
+
+def recorded(cores, seed, run):
+    """(output, the grid points the recorder saw with their cores, stably
+    sorted by core) of `run(params)`."""
+    seen = []
+
+    def recorder(token, point, core):
+        seen.append((int(core), tuple(int(c) for c in point)))
+        return token
+    params = pltpu.InterpretParams(random_seed=seed, num_cores_or_threads=cores,
+                                   grid_point_recorder=recorder)
+    out = np.asarray(jax.jit(run, static_argnums=0)(params))
+    return out, sorted(seen, key=lambda s: s[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("cores", [1, 2])
+@pytest.mark.parametrize("seed", [None, 5, 12345])
+def test_order_of_parallel_steps_is_jax_order(backend, cores, seed):
+    want, want_seen = recorded(cores, seed, counter_call)  # JAX's interpret mode
+    pltpu.reset_tpu_interpret_mode_state()
+    with tj.interpret(backend=backend):
+        got, got_seen = recorded(cores, seed, counter_call)
+    np.testing.assert_array_equal(got, want)
+    assert got_seen == want_seen
+    assert len(got_seen) == 15
+    # the order is drawn: not the grid's for every seed
+    rows = [p[0] for _, p in want_seen[::3]]
+    assert seed is None or rows != sorted(rows) or cores == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_order_tessera_shuffle_option_wins(backend):
+    """tessera's own shuffle_parallel replaces JAX's drawn order."""
+    params = pltpu.InterpretParams(random_seed=5)
+    with tj.interpret(backend=backend, shuffle_parallel=False):
+        got = np.asarray(counter_call(params))
+    rows = got[::8, 0]
+    np.testing.assert_array_equal(rows, np.arange(5) * 3)
+
+
+def dynamic_parallel_call():
+    n = jax.random.randint(jax.random.key(1), (), 2, 5, dtype=jnp.int32)
+    return pl.pallas_call(
+        lambda o_ref: o_ref.__setitem__(0, 1.0), jax.ShapeDtypeStruct((1,), F32), grid=(n,),
+        out_specs=pl.BlockSpec((1,), lambda i: (0,)),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        interpret=pltpu.InterpretParams())()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_traced_parallel_extent_is_jax_concretization_error(backend):
+    want = jax_error(jax.jit(dynamic_parallel_call))
+    got = tessera_error(jax.jit(dynamic_parallel_call), backend=backend)
+    assert isinstance(want, jax.errors.ConcretizationTypeError)
+    assert isinstance(got, jax.errors.ConcretizationTypeError)
+
+
+def scoped_hbm_call(space, allow):
+    mesh = pltpu.TensorCoreMesh(axis_name="x", num_cores=1)
+
+    def kernel(x_ref, y_ref):
+        def body(tmp):  # the scoped buffer
+            pltpu.sync_copy(x_ref, tmp)
+            pltpu.sync_copy(tmp, y_ref)
+        pl.run_scoped(body, space(x_ref.shape, x_ref.dtype))
+    call = pl.kernel(kernel, mesh=mesh, out_type=jax.ShapeDtypeStruct((8, 128), F32),
+                     interpret=pltpu.InterpretParams(allow_hbm_allocation_in_run_scoped=allow))
+    return lambda: jax.jit(call)(jnp.arange(8 * 128, dtype=F32).reshape(8, 128))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("space", [pltpu.HBM, pl.ANY])
+def test_scoped_hbm_refused_as_jax_refuses_it(backend, space):
+    want = jax_error(scoped_hbm_call(space, False))
+    got = tessera_error(scoped_hbm_call(space, False), backend=backend)
+    assert isinstance(want, ValueError) and isinstance(got, ValueError)
+    assert "Cannot allocate HBM in `run_scoped`." in str(want)
+    assert "Cannot allocate HBM in `run_scoped`." in str(got)
+    with open(__file__) as f:  # located at the user's run_scoped line
+        line = next(n for n, t in enumerate(f, 1) if "# the scoped buffer" in t) + 3
+    assert f":{line}:" in str(got)
