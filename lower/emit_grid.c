@@ -179,6 +179,19 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     copy_views(em, &os->buf, &src, (tsr_dtype_t)d->array.dtype, ext);
   }
   if (os->fill_out) em_fill_view(em, &vi->mem, (tsr_dtype_t)d->array.dtype);
+  if (d->role == TSR_ROLE_OUT && d->alias < 0) {
+    /* The revisit check (aliased outputs are exempt, as in Pallas): the
+     * runtime keeps the blocks each output has started. */
+    uint32_t operand = 0;
+    for (const tsr_decl_t *e = em->k->decls; e < d; e++) operand += e->role != TSR_ROLE_SCRATCH;
+    ssa_t lb = em_cidx(em, 0);
+    for (uint32_t i = 0; i < rank; i++) {
+      int64_t b = d->block[i] == TSR_SQUEEZED ? 1 : d->block[i];
+      int64_t n = b > 0 ? (d->array.dims[i] + b - 1) / b : 1;
+      lb = em_iadd(em, em_imulc(em, lb, n > 0 ? n : 1), os->bi[i]);
+    }
+    em_visit_block(em, operand, lb, ks->la);
+  }
   for (uint32_t i = 0; i < rank; i++)
     em_line(em, "memref.store %s, %s[%s] : memref<%uxindex>", os->bi[i].s, ks->state.s,
             em_cidx(em, os->state + i).s, ks->state_slots);

@@ -24,6 +24,9 @@ void em_sem_ref_init(emitter_t *em, const tsr_value_t *ref);
  * TSR_RT_END before the deallocations. */
 void em_meet_at_start(emitter_t *em, ssa_t cond);
 void em_register_memory(emitter_t *em);
+/* TSR_RT_VISIT: output operand `operand` starts block number `block`
+ * (index) at this core's step `step` (index). */
+void em_visit_block(emitter_t *em, uint32_t operand, ssa_t block, ssa_t step);
 /* An index value as i64. */
 ssa_t em_i64_of_index(emitter_t *em, ssa_t v);
 

@@ -16,7 +16,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 5
+#define TSR_LOWER_ABI_VERSION 6
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
@@ -106,6 +106,11 @@ typedef enum tsr_lower_rt_call {
                         code leaves every loop */
   TSR_RT_SORT,       /* a = site, b = address of a sort laid out as i64s (below):
                         the sort and argsort ops (base/sort.h) */
+  TSR_RT_VISIT,      /* a = an output's operand index (among the non-scratch
+                        decls), b = the row-major number of the block (over
+                        the array's blocks) this core's step c starts: the
+                        runtime reports a block revisited after it was left
+                        (or written by two cores), as the interpreter does */
 } tsr_lower_rt_call_t;
 
 /* A sort or argsort op, as i64s: dense blocks of the result's dims. */

@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "base/hashtable.h"
 #include "base/sort.h"
 #include "interp/blockops.h"
 #include "interp/interp_runtime.h"
@@ -67,6 +68,10 @@ struct tsr_cpu_info {
   int32_t *alias;
   bool *fill_at_start; /* an hbm/any output, or a windowed one the grid cannot cover */
   bool *is_output;
+  /* per operand: how many blocks its array has along each dim (the
+   * revisit check numbers them row-major; TSR_RT_VISIT) */
+  int64_t (*blocks)[TSR_MAX_RANK];
+  uint32_t *rank;
   uint32_t num_operands;
   bool failed;
 };
@@ -157,8 +162,10 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   info->fill_at_start =
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->fill_at_start);
   info->is_output = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->is_output);
+  info->blocks = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->blocks);
+  info->rank = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->rank);
   if (!info->alias || !info->operand_names || !operand_of || !info->fill_at_start ||
-      !info->is_output)
+      !info->is_output || !info->blocks || !info->rank)
     info->failed = true;
   for (uint32_t i = 0; !info->failed && i < k->num_decls; i++) {
     const tsr_decl_t *d = &k->decls[i];
@@ -170,6 +177,12 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
     info->fill_at_start[info->num_operands] =
         d->role == TSR_ROLE_OUT && (!windowed || output_not_covered(k, d));
     info->operand_names[info->num_operands] = info_strdup(info, d->ref->name);
+    info->rank[info->num_operands] = d->array.rank;
+    for (uint32_t a = 0; a < d->array.rank; a++) {
+      int64_t b = d->block[a] == TSR_SQUEEZED ? 1 : d->block[a];
+      int64_t n = b > 0 ? (d->array.dims[a] + b - 1) / b : 1;
+      info->blocks[info->num_operands][a] = n > 0 ? n : 1;
+    }
     info->alias[info->num_operands++] =
         d->role == TSR_ROLE_OUT && d->alias >= 0 ? operand_of[d->alias] : -1;
   }
@@ -248,6 +261,14 @@ typedef struct ccore {
   pthread_t thread;
 } ccore_t;
 
+/* An output block a core started (TSR_RT_VISIT), per device. */
+typedef struct visit {
+  int64_t key[3]; /* device, operand, block number */
+  uint32_t core;
+  int64_t first_step;
+  UT_hash_handle hh;
+} visit_t;
+
 struct crun {
   const tsr_cpu_info_t *info;
   int64_t grid[TSR_MAX_RANK]; /* the run's: info's, dynamic extents read */
@@ -270,6 +291,7 @@ struct crun {
   uint32_t at_start;
   bool aborted;
   tsr_diag_sink_t diag;
+  visit_t *visited;
 };
 
 _Static_assert(offsetof(ccore_t, lin) == TSR_RT_CTX_POINT * sizeof(int64_t) &&
@@ -503,6 +525,57 @@ static int64_t take_steps(ccore_t *c, uint32_t site, int64_t point) {
   return -1;
 }
 
+/* Under mu: TSR_RT_VISIT. Core c starts block `block` of output `operand`
+ * at its step `step`: a block this core started before (and so left, its
+ * copy out done) is revisited, an error; one another core of the device
+ * started is written by two cores, a warning; both as the interpreter
+ * reports them (interp/grid.c). */
+static void visit_block(ccore_t *c, int64_t operand, int64_t block, int64_t step) {
+  crun_t *r = c->run;
+  const tsr_cpu_info_t *info = r->info;
+  if (r->aborted || operand < 0 || (uint64_t)operand >= info->num_operands) return;
+  int64_t key[3] = {c->device, operand, block};
+  visit_t *v;
+  HASH_FIND(hh, r->visited, key, sizeof key, v);
+  if (!v) {
+    v = tsr_calloc(1, sizeof *v);
+    if (!v) return; /* not checked: the run goes on */
+    memcpy(v->key, key, sizeof key);
+    v->core = c->index;
+    v->first_step = step;
+    HASH_ADD(hh, r->visited, key, sizeof v->key, v);
+    return;
+  }
+  int64_t bi[TSR_MAX_RANK];
+  const uint32_t rank = info->rank[operand];
+  int64_t rest = block;
+  for (uint32_t d = rank; d-- > 0;) {
+    bi[d] = rest % info->blocks[operand][d];
+    rest /= info->blocks[operand][d];
+  }
+  char text[96], what[48];
+  tsr_diag_format_dims(text, sizeof text, bi, rank);
+  snprintf(what, sizeof what, "out %%%s", info->operand_names[operand]);
+  core_where_t w;
+  (void)where_of(c, info->num_sites, &w);
+  w.where.what = what;
+  const tsr_diag_where_t *at = &w.where;
+  bool stop;
+  if (v->core != c->index)
+    stop = tsr_diag_report(&r->diag, at, TSR_DIAG_CORE_CONFLICT, TSR_DIAG_WARNING,
+                           "output block %s is written by core %u at step %" PRId64
+                           " and by core %u from step %" PRId64 ": the cores of a device "
+                           "must write disjoint output blocks (the last copy out wins)",
+                           text, c->index, step, v->core, v->first_step);
+  else
+    stop = tsr_diag_report(&r->diag, at, TSR_DIAG_REVISIT, TSR_DIAG_ERROR,
+                           "output block %s is revisited at step %" PRId64 "; it was first "
+                           "written at step %" PRId64 " and already copied out (writes to an "
+                           "output block must happen in consecutive grid steps)",
+                           text, step, v->first_step);
+  stop_if(r, stop);
+}
+
 /* TSR_RT_SORT: the sort or argsort op `d` describes (lower_api.h). */
 static void sort_call(ccore_t *c, uint32_t site, const int64_t *d) {
   const uint32_t rank = (uint32_t)d[TSR_RSORT_RANK], keys = (uint32_t)d[TSR_RSORT_KEYS];
@@ -588,6 +661,7 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
       break;
     }
     case TSR_RT_STEP: result = take_steps(me, site, b); break;
+    case TSR_RT_VISIT: visit_block(me, a, b, c); break;
     case TSR_RT_START: meet_at_start(me); break;
     case TSR_RT_END: meet_at_end(me); break;
     default: break;
@@ -777,6 +851,11 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   pthread_cond_destroy(&r.cv);
   pthread_mutex_destroy(&r.mu);
   for (uint32_t i = 0; i < r.n; i++) tsr_free(r.core[i].roots);
+  visit_t *v, *tmp;
+  HASH_ITER(hh, r.visited, v, tmp) {
+    HASH_DEL(r.visited, v);
+    tsr_free(v);
+  }
   tsr_free(r.core);
   tsr_free(r.sems);
   tsr_free(r.order);

@@ -426,6 +426,33 @@ static void deadlock_record(tsr_backend_t backend) {
 TSR_TEST(deadlock_record_interp) { deadlock_record(TSR_BACKEND_INTERP); }
 TSR_TEST(deadlock_record_cpu) { deadlock_record(TSR_BACKEND_CPU); }
 
+/* An output block revisited after it was left: an error in both backends
+ * (the cpu backend keeps the blocks each output started, TSR_RT_VISIT). */
+static void revisit_record(tsr_backend_t backend) {
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.backend = backend;
+  one_run_t r;
+  one_run_start(&r, "bugs/revisited_output_block.tsr", NULL, &eo);
+  const tsr_diagnostic_list_t *list = one_run_go(&r, NULL);
+  if (r.exe) TSR_CHECK_EQ_INT(r.code, TSR_KERNEL_ERROR);
+  const tsr_diagnostic_t *d = find_kind(list, TSR_DIAG_REVISIT);
+  TSR_CHECK(d != NULL || tsr_test_skip_reason);
+  if (d) {
+    TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_ERROR);
+    TSR_CHECK(view_is(d->op, "out %s"));
+    TSR_CHECK_EQ_INT(d->grid_rank, 2); /* step 2 of grid (4, 2) */
+    TSR_CHECK_EQ_INT(d->grid_point[0], 1);
+    TSR_CHECK_EQ_INT(d->grid_point[1], 0);
+    TSR_CHECK(strstr(d->message.data, "output block [0, 0] is revisited at step 2") != NULL);
+  }
+  one_run_end(&r);
+
+}
+
+TSR_TEST(revisit_record_interp) { revisit_record(TSR_BACKEND_INTERP); }
+TSR_TEST(revisit_record_cpu) { revisit_record(TSR_BACKEND_CPU); }
+
 /* ---- The order of the parallel steps: parallel_order, on_grid_step ------- */
 
 /* Each step stores how many steps ran before it at its grid point. */
@@ -1174,6 +1201,8 @@ int main(void) {
   TSR_RUN_OR_SKIP(out_of_bounds_record);
   TSR_RUN_OR_SKIP(deadlock_record_interp);
   TSR_RUN_OR_SKIP(deadlock_record_cpu);
+  TSR_RUN_OR_SKIP(revisit_record_interp);
+  TSR_RUN_OR_SKIP(revisit_record_cpu);
   TSR_RUN_OR_SKIP(parallel_order_interp);
   TSR_RUN_OR_SKIP(parallel_order_cpu);
   TSR_RUN_OR_SKIP(shuffle_parallel_same_order_in_both_backends);
