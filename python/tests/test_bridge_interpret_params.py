@@ -193,7 +193,7 @@ def revisit_call():
         interpret=pltpu.InterpretParams())(jnp.zeros((8, 128))))()
 
 
-@pytest.mark.parametrize("backend", ["interp"])  # the cpu backend does not check revisits
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_errors_revisited_output_block_names_output_and_iteration(backend):
     want = jax_error(revisit_call)
     m = re.search(r"Revisited block .* of output (\d+) in iteration (\(\d+, \d+\))", str(want))
