@@ -80,8 +80,8 @@ def test_params_fields_map_to_tessera_options():
     assert _params.options_of(pltpu.InterpretParams(dma_execution_mode="on_wait"))[0][
         "dma_mode"] == "lazy"
     _, notes = _params.options_of(pltpu.InterpretParams(
-        skip_floating_point_ops=True, vector_clock_size=8, buffer_bounds="padded"))
-    assert len(notes) == 3 and all("not honoured" in n or "no meaning" in n for n in notes)
+        vector_clock_size=8, buffer_bounds="padded"))
+    assert len(notes) == 2 and all("not honoured" in n or "no meaning" in n for n in notes)
 
 
 def uninit_kernel(o_ref, s_ref):
@@ -477,3 +477,33 @@ def test_scoped_hbm_refused_as_jax_refuses_it(backend, space):
     with open(__file__) as f:  # located at the user's run_scoped line
         line = next(n for n, t in enumerate(f, 1) if "# the scoped buffer" in t) + 3
     assert f":{line}:" in str(got)
+
+
+# ---- skip_floating_point_ops --------------------------------------------------------
+
+def skip_float_kernel(x_ref, i_ref, copy_ref, f_ref, n_ref):
+    copy_ref[...] = x_ref[...]                       # a load: its value reads as inf
+    f_ref[...] = jnp.sin(x_ref[...]) * 2.0 + 1.0     # floating-point ops: skipped
+    n_ref[...] = i_ref[...] * 3 + 1                  # integer ops: done
+    big = x_ref[...] > 0.5                           # a comparison makes booleans: done (of inf)
+    n_ref[...] += big.astype(jnp.int32)
+
+
+def skip_float_call(params):
+    x = jnp.linspace(0.0, 1.0, 8 * 128, dtype=F32).reshape(8, 128)
+    i = jnp.arange(8 * 128, dtype=jnp.int32).reshape(8, 128)
+    return pl.pallas_call(
+        skip_float_kernel,
+        [jax.ShapeDtypeStruct((8, 128), F32), jax.ShapeDtypeStruct((8, 128), F32),
+         jax.ShapeDtypeStruct((8, 128), jnp.int32)], interpret=params)(x, i)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_skip_floating_point_ops_as_jax_skips_them(backend):
+    params = pltpu.InterpretParams(skip_floating_point_ops=True)
+    want = [np.asarray(a) for a in jax.jit(skip_float_call, static_argnums=0)(params)]
+    with tj.interpret(backend=backend):
+        got = [np.asarray(a) for a in jax.jit(skip_float_call, static_argnums=0)(params)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert np.isinf(want[1]).all() and (want[2] == np.arange(8 * 128).reshape(8, 128) * 3 + 2).all()

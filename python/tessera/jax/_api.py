@@ -185,7 +185,8 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
             return hit, call.out_tree
         tk = translate(call, name, mesh, numerics=str(options.get("numerics") or "cpu"),
                        bounds_at_run=(options.get("backend") or "interp") == "interp",
-                       refuse_scoped_hbm=bool(options.get("jax_refuse_scoped_hbm")))
+                       refuse_scoped_hbm=bool(options.get("jax_refuse_scoped_hbm")),
+                       skip_float_ops=bool(options.get("jax_skip_float_ops")))
         run_options = {k: v for k, v in options.items() if k not in _run.BRIDGE_OPTIONS}
         # JAX's InterpretParams: its order of the parallel steps, unless
         # tessera's own shuffle_parallel was asked for; its recorder.
