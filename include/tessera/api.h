@@ -284,9 +284,11 @@ typedef struct tsr_executable_options {
                                tsr_interp_options_initialize's defaults.
                                The interpreter reads every field; the cpu
                                backend devices, cores, uninit, max_errors,
-                               strict and the bounds (timeout_seconds,
-                               max_steps, cancel), and ignores the checks
-                               and trace_path. The run-time fields are the
+                               strict, the bounds (timeout_seconds,
+                               max_steps, cancel), the order of parallel
+                               steps (shuffle_parallel, shuffle_seed,
+                               parallel_order) and on_grid_step, and
+                               ignores the other checks and trace_path. The run-time fields are the
                                defaults of the runs, which tsr_run_options_t
                                may change. */
   int opt_level;            /* cpu: LLVM optimization level 0-3; default 2 */
