@@ -141,6 +141,8 @@ tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
   q->options.timeout_seconds = caller.timeout_seconds;
   q->options.max_steps = caller.max_steps;
   q->options.cancel = caller.cancel;
+  q->options.on_grid_step = caller.on_grid_step;
+  q->options.on_grid_step_user = caller.on_grid_step_user;
   q->options.trace_path = NULL;
   if (!s && options && options->trace_path) {
     q->options.trace_path = tsr_arena_strndup(&q->arena, options->trace_path,

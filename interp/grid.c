@@ -390,6 +390,9 @@ static void begin_step(run_t *run) {
   const tsr_interp_program_t *p = run->p;
   run->sh->stats.grid_steps++;
   run->step_tick = run->sh->tick;
+  if (p->options.on_grid_step)
+    p->options.on_grid_step(p->options.on_grid_step_user, run->device, run->core, p->grid_rank,
+                            run->point);
   for (uint32_t j = 0; j < p->num_operands; j++) {
     const operand_plan_t *op = &p->operands[j];
     if (!op->blocked) continue;

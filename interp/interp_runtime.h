@@ -39,6 +39,18 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
                                         tsr_interp_program_t **out_program) TSR_MUST_USE;
 void tsr_interp_program_destroy(tsr_interp_program_t *program);
 
+/* The order of a run's leading `parallel` grid dims over `grid` (the run's
+ * extents): for each such dim in turn, the point step i along it runs.
+ * options->parallel_order when set (TSR_INVALID_ARGUMENT naming
+ * `kernel_name` when it does not fit the grid), else shuffle_parallel's
+ * permutations drawn from shuffle_seed, else the identity. Both backends
+ * take their order from here, so one seed gives one order in each.
+ * *out_order (tsr_free) has *out_size entries. */
+tsr_status_t tsr_interp_parallel_order(const tsr_interp_options_t *options,
+                                       const char *kernel_name, uint32_t grid_rank,
+                                       const int64_t *grid, const uint8_t *semantics,
+                                       int64_t **out_order, uint64_t *out_size) TSR_MUST_USE;
+
 /* Runs the program with the run-time options it was prepared (or bound)
  * with, its text to stderr. `operands` holds one array per non-scratch
  * operand, in declaration order (prefetch, in, out), with the declared

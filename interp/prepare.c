@@ -1174,6 +1174,20 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
     tsr_interp_program_destroy(p);
     return TSR_OOM();
   }
+  /* So may parallel_order. */
+  if (p->options.parallel_order && p->options.parallel_order_size) {
+    size_t bytes = p->options.parallel_order_size * sizeof(int64_t);
+    int64_t *order = tsr_arena_alloc(&p->arena, bytes);
+    if (!order) {
+      tsr_interp_program_destroy(p);
+      return TSR_OOM();
+    }
+    memcpy(order, p->options.parallel_order, bytes);
+    p->options.parallel_order = order;
+  } else {
+    p->options.parallel_order = NULL;
+    p->options.parallel_order_size = 0;
+  }
   *out_program = p;
   return NULL;
 }

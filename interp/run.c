@@ -314,23 +314,68 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
       if (shadow[j]) memset(shadow[j], op->alias >= 0 ? 1 : 0, op->array_elements);
     }
   }
-  /* Shuffled parallel dims: one permutation per dim, from the seed. */
-  if (p->options.shuffle_parallel) {
-    uint64_t state = p->options.shuffle_seed;
-    for (uint32_t d = 0; d < p->grid_rank; d++) {
-      if (p->semantics[d] != TSR_DIM_PARALLEL) break;
+  /* Shuffled parallel dims: one permutation per dim (tsr_interp_parallel_order). */
+  if (p->options.shuffle_parallel || p->options.parallel_order) {
+    int64_t *order = NULL;
+    uint64_t size = 0;
+    TSR_RETURN_IF_ERROR(tsr_interp_parallel_order(&p->options, p->kernel_name, p->grid_rank,
+                                                  sh->grid, p->semantics, &order, &size));
+    uint64_t offset = 0;
+    tsr_status_t s = NULL;
+    for (uint32_t d = 0; d < p->grid_rank && p->semantics[d] == TSR_DIM_PARALLEL && !s; d++) {
       sh->perm[d] = tsr_malloc((size_t)sh->grid[d] * sizeof(int64_t) + 1);
-      if (!sh->perm[d]) return TSR_OOM();
-      for (int64_t i = 0; i < sh->grid[d]; i++) sh->perm[d][i] = i;
-      for (int64_t i = sh->grid[d] - 1; i > 0; i--) {
-        int64_t k = (int64_t)(tsr_interp_splitmix64(&state) % (uint64_t)(i + 1));
-        int64_t t = sh->perm[d][i];
-        sh->perm[d][i] = sh->perm[d][k];
-        sh->perm[d][k] = t;
+      if (!sh->perm[d]) {
+        s = TSR_OOM();
+        break;
       }
+      memcpy(sh->perm[d], order + offset, (size_t)sh->grid[d] * sizeof(int64_t));
+      offset += (uint64_t)sh->grid[d];
     }
+    tsr_free(order);
+    if (s) return s;
   }
   sh->schedule_state = p->options.schedule_seed;
+  return NULL;
+}
+
+tsr_status_t tsr_interp_parallel_order(const tsr_interp_options_t *options,
+                                       const char *kernel_name, uint32_t grid_rank,
+                                       const int64_t *grid, const uint8_t *semantics,
+                                       int64_t **out_order, uint64_t *out_size) {
+  uint64_t size = 0;
+  for (uint32_t d = 0; d < grid_rank && semantics[d] == TSR_DIM_PARALLEL; d++)
+    size += (uint64_t)(grid[d] > 0 ? grid[d] : 0);
+  /* One entry more, zero: compiled code may read one past a dim of no
+   * points (lower/emit_grid.c) without using it. */
+  int64_t *order = tsr_calloc((size_t)size + 1, sizeof *order);
+  if (!order) return TSR_OOM();
+  if (options->parallel_order) {
+    const char *why = "";
+    if (!tsr_ir_parallel_order_check(grid_rank, grid, semantics, options->parallel_order,
+                                     options->parallel_order_size, &why)) {
+      tsr_free(order);
+      return TSR_STATUS(TSR_INVALID_ARGUMENT, "kernel @%s: parallel_order (%u entries): %s",
+                        kernel_name, options->parallel_order_size, why);
+    }
+    memcpy(order, options->parallel_order, (size_t)size * sizeof *order);
+  } else {
+    /* Identity, or a Fisher-Yates shuffle of each dim from the seed (one
+     * generator over the dims in turn). */
+    uint64_t state = options->shuffle_seed, offset = 0;
+    for (uint32_t d = 0; d < grid_rank && semantics[d] == TSR_DIM_PARALLEL; d++) {
+      int64_t n = grid[d] > 0 ? grid[d] : 0, *perm = order + offset;
+      for (int64_t i = 0; i < n; i++) perm[i] = i;
+      for (int64_t i = n - 1; i > 0 && options->shuffle_parallel; i--) {
+        int64_t k = (int64_t)(tsr_interp_splitmix64(&state) % (uint64_t)(i + 1));
+        int64_t t = perm[i];
+        perm[i] = perm[k];
+        perm[k] = t;
+      }
+      offset += (uint64_t)n;
+    }
+  }
+  *out_order = order;
+  *out_size = size;
   return NULL;
 }
 

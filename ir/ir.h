@@ -421,6 +421,14 @@ static inline bool tsr_ir_kernel_has_dynamic_grid(const tsr_kernel_t *k) {
 }
 tsr_ir_core_split_t tsr_ir_core_split(uint32_t grid_rank, const int64_t *grid,
                                       const uint8_t *semantics);
+/* The leading `parallel` grid dims (the dims shuffle_parallel and
+ * parallel_order permute: tessera/interp.h) in the order a run takes them:
+ * the number of entries a parallel_order over `grid` has, or false (with
+ * *why set) when `order` (size entries) is no permutation of each such
+ * dim's extent in turn. */
+bool tsr_ir_parallel_order_check(uint32_t grid_rank, const int64_t *grid,
+                                 const uint8_t *semantics, const int64_t *order,
+                                 uint64_t size, const char **why);
 /* Core `core` of `cores`: its split points [*lo, *hi) (empty when lo == hi). */
 void tsr_ir_core_share(const tsr_ir_core_split_t *split, uint32_t cores, uint32_t core,
                        uint64_t *lo, uint64_t *hi);

@@ -72,6 +72,42 @@ tsr_ir_core_split_t tsr_ir_core_split(uint32_t grid_rank, const int64_t *grid,
   return s;
 }
 
+bool tsr_ir_parallel_order_check(uint32_t grid_rank, const int64_t *grid,
+                                 const uint8_t *semantics, const int64_t *order,
+                                 uint64_t size, const char **why) {
+  uint64_t need = 0;
+  for (uint32_t d = 0; d < grid_rank && semantics[d] == TSR_DIM_PARALLEL; d++)
+    need += (uint64_t)(grid[d] > 0 ? grid[d] : 0);
+  if (size != need) {
+    *why = "its size is not the sum of the leading parallel grid extents";
+    return false;
+  }
+  uint64_t offset = 0;
+  for (uint32_t d = 0; d < grid_rank && semantics[d] == TSR_DIM_PARALLEL; d++) {
+    int64_t n = grid[d] > 0 ? grid[d] : 0;
+    /* Each entry in [0, n), and none twice: n entries in [0, n) without a
+     * repeat are a permutation. A repeat is found by marking. */
+    uint8_t *seen = tsr_calloc((size_t)n + 1, 1);
+    if (!seen) {
+      *why = "out of memory checking it";
+      return false;
+    }
+    bool ok = true;
+    for (int64_t i = 0; i < n && ok; i++) {
+      int64_t v = order[offset + (uint64_t)i];
+      ok = v >= 0 && v < n && !seen[v];
+      if (ok) seen[v] = 1;
+    }
+    tsr_free(seen);
+    if (!ok) {
+      *why = "its entries for a dim are not a permutation of that dim's points";
+      return false;
+    }
+    offset += (uint64_t)n;
+  }
+  return true;
+}
+
 void tsr_ir_core_share(const tsr_ir_core_split_t *split, uint32_t cores, uint32_t core,
                        uint64_t *lo, uint64_t *hi) {
   uint64_t per = (split->points + cores - 1) / cores;

@@ -224,6 +224,12 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
           em->rt_ctx.s, TSR_RT_CTX_UNINIT_ZERO);
   em_line(em, "%s = llvm.load %s : !llvm.ptr -> i64", uz.s, uz_p.s);
   em->uninit_zero = em_cmp(em, "cmpi", "ne", uz, em_cint(em, "i64", 0, 0), "i64");
+  ssa_t ord_p = em_fresh(em), ord = em_fresh(em);
+  em_line(em, "%s = llvm.getelementptr %s[%d] : (!llvm.ptr) -> !llvm.ptr, i64", ord_p.s,
+          em->rt_ctx.s, TSR_RT_CTX_ORDER);
+  em_line(em, "%s = llvm.load %s : !llvm.ptr -> i64", ord.s, ord_p.s);
+  em->order_p = em_fresh(em);
+  em_line(em, "%s = llvm.inttoptr %s : i64 to !llvm.ptr", em->order_p.s, ord.s);
   snprintf(em->budget_p.s, sizeof em->budget_p.s, "%%rt_budget");
   em_line(em, "%s = llvm.getelementptr %s[%d] : (!llvm.ptr) -> !llvm.ptr, i64", em->budget_p.s,
           em->rt_ctx.s, TSR_RT_CTX_BUDGET);

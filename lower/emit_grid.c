@@ -36,6 +36,9 @@ typedef struct kernel_state {
   ssa_t state;          /* memref<N x index> of previous block indices */
   uint32_t state_slots;
   ssa_t lin, first, last;
+  /* the loop: this core's step number, its steps (phi - plo) x inner, the split */
+  ssa_t la, mine;
+  tsr_ir_core_split_t split;
 } kernel_state_t;
 
 /* Block indices of operand `os` at the grid point `pt` (i32 values),
@@ -254,6 +257,19 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     copy_views(em, &into, &src, (tsr_dtype_t)d->array.dtype, ext);
   }
   if (os->fill_out) em_fill_view(em, &vi->mem, (tsr_dtype_t)d->array.dtype);
+  if (d->role == TSR_ROLE_OUT && d->alias < 0) {
+    /* The revisit check (aliased outputs are exempt, as in Pallas): the
+     * runtime keeps the blocks each output has started. */
+    uint32_t operand = 0;
+    for (const tsr_decl_t *e = em->k->decls; e < d; e++) operand += e->role != TSR_ROLE_SCRATCH;
+    ssa_t lb = em_cidx(em, 0);
+    for (uint32_t i = 0; i < rank; i++) {
+      int64_t b = d->block[i] == TSR_SQUEEZED ? 1 : d->block[i];
+      int64_t n = b > 0 ? (d->array.dims[i] + b - 1) / b : 1;
+      lb = em_iadd(em, em_imulc(em, lb, n > 0 ? n : 1), os->bi[i]);
+    }
+    em_visit_block(em, operand, lb, ks->la);
+  }
   for (uint32_t i = 0; i < rank; i++)
     em_line(em, "memref.store %s, %s[%s] : memref<%uxindex>", os->bi[i].s, ks->state.s,
             em_cidx(em, os->state + i).s, ks->state_slots);
@@ -290,21 +306,37 @@ static ssa_t divisor(emitter_t *em, dimv_t d) {
 /* Whether `d` may be more than 1 (a run-time extent may). */
 static bool above_one(dimv_t d) { return d.dynamic || d.c > 1; }
 
+static ssa_t core_grid_point(emitter_t *em, const tsr_ir_core_split_t *split, ssa_t c,
+                             ssa_t mine, ssa_t *iv);
+static uint32_t leading_parallel(const tsr_kernel_t *k);
+
 static void step_end(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
   const tsr_decl_t *d = os->decl;
   const tsr_kernel_t *k = em->k;
   uint32_t rank = d->array.rank;
   /* The next step's grid point (wrapping after the last: unused then). */
   ssa_t next[TSR_MAX_RANK];
-  dimv_t total = grid_product(em, 0, k->grid_rank);
-  ssa_t lin1 = em_iaddc(em, ks->lin, 1);
-  lin1 = em_op2(em, "arith.remui", lin1, divisor(em, total), "index");
-  dimv_t stride = em_dimc(1);
-  for (uint32_t g = k->grid_rank; g-- > 0;) {
-    ssa_t q = em_op2(em, "arith.divui", lin1, divisor(em, stride), "index");
-    q = em_op2(em, "arith.remui", q, divisor(em, em->grid_ext[g]), "index");
-    next[g] = em_cast(em, "arith.index_cast", q, "index", "i32");
-    stride = dim_mul(em, stride, em->grid_ext[g]);
+  if (leading_parallel(k)) {
+    /* Permuted: this core's next step, through the run's order (the last
+     * step's own point after the last: unused then). */
+    ssa_t c1 = em_fresh(em);
+    em_line(em, "%s = arith.select %s, %s, %s : index", c1.s, ks->last.s, ks->la.s,
+            em_iaddc(em, ks->la, 1).s);
+    ssa_t iv[TSR_MAX_RANK];
+    core_grid_point(em, &ks->split, c1, ks->mine, iv);
+    for (uint32_t g = 0; g < k->grid_rank; g++)
+      next[g] = em_cast(em, "arith.index_cast", iv[g], "index", "i32");
+  } else {
+    dimv_t total = grid_product(em, 0, k->grid_rank);
+    ssa_t lin1 = em_iaddc(em, ks->lin, 1);
+    lin1 = em_op2(em, "arith.remui", lin1, divisor(em, total), "index");
+    dimv_t stride = em_dimc(1);
+    for (uint32_t g = k->grid_rank; g-- > 0;) {
+      ssa_t q = em_op2(em, "arith.divui", lin1, divisor(em, stride), "index");
+      q = em_op2(em, "arith.remui", q, divisor(em, em->grid_ext[g]), "index");
+      next[g] = em_cast(em, "arith.index_cast", q, "index", "i32");
+      stride = dim_mul(em, stride, em->grid_ext[g]);
+    }
   }
   ssa_t nbi[TSR_MAX_RANK];
   eval_map(em, os, next, nbi, false);
@@ -335,13 +367,67 @@ static void grid_coords(emitter_t *em, ssa_t v, uint32_t first, uint32_t end, ss
   }
 }
 
+/* The leading `parallel` grid dims: those the run's order permutes
+ * (TSR_RT_CTX_ORDER; tsr_interp_parallel_order). */
+static uint32_t leading_parallel(const tsr_kernel_t *k) {
+  uint32_t n = 0;
+  while (n < k->grid_rank && k->semantics[n] == TSR_DIM_PARALLEL) n++;
+  return n;
+}
+
+/* iv[0..leading_parallel) through the run's order table: the point the
+ * step along each dim runs (one i64 load per dim, the dims' entries laid
+ * out in turn). */
+static void permute_point(emitter_t *em, ssa_t *iv) {
+  uint32_t npar = leading_parallel(em->k);
+  ssa_t off = em_cidx(em, 0);
+  for (uint32_t g = 0; g < npar; g++) {
+    ssa_t at = em_i64_of_index(em, em_iadd(em, off, iv[g]));
+    ssa_t p = em_fresh(em), v = em_fresh(em);
+    em_line(em, "%s = llvm.getelementptr %s[%s] : (!llvm.ptr, i64) -> !llvm.ptr, i64", p.s,
+            em->order_p.s, at.s);
+    em_line(em, "%s = llvm.load %s : !llvm.ptr -> i64", v.s, p.s);
+    iv[g] = em_cast(em, "arith.index_cast", v, "i64", "index");
+    off = em_iadd(em, off, em_dimv_ssa(em, em->grid_ext[g]));
+  }
+}
+
 /* The grid point of this core's step number `c` (index), as its row-major
  * number over the whole grid; with `iv`, also its coordinates. A core's step
  * c is (o, p, i): o over the dims before the split, p in [plo, phi) over the
- * split dims, i over the dims after them; `mine` is (phi - plo) x inner. */
+ * split dims, i over the dims after them; `mine` is (phi - plo) x inner.
+ * The leading parallel dims' coordinates then go through the run's order. */
 static ssa_t core_grid_point(emitter_t *em, const tsr_ir_core_split_t *split, ssa_t c,
                              ssa_t mine, ssa_t *iv) {
   const tsr_kernel_t *k = em->k;
+  if (leading_parallel(k)) {
+    ssa_t local[TSR_MAX_RANK];
+    ssa_t *v = iv ? iv : local;
+    dimv_t outer = grid_product(em, 0, split->first);
+    dimv_t inner = grid_product(em, split->end, k->grid_rank);
+    ssa_t d = above_one(outer) ? em_op2(em, "arith.maxui", mine, em_cidx(em, 1), "index") : mine;
+    ssa_t o = above_one(outer) ? em_op2(em, "arith.divui", c, d, "index") : em_cidx(em, 0);
+    ssa_t r = above_one(outer) ? em_op2(em, "arith.remui", c, d, "index") : c;
+    ssa_t q = above_one(inner) ? em_op2(em, "arith.divui", r, divisor(em, inner), "index") : r;
+    ssa_t p = em_op2(em, "arith.addi", (ssa_t){"%plo"}, q, "index");
+    ssa_t i = above_one(inner) ? em_op2(em, "arith.remui", r, divisor(em, inner), "index")
+                               : em_cidx(em, 0);
+    grid_coords(em, o, 0, split->first, v);
+    grid_coords(em, p, split->first, split->end, v);
+    grid_coords(em, i, split->end, k->grid_rank, v);
+    /* a core without steps still computes a point for the loop's test:
+     * keep the table's index inside it (the last entry of each dim) */
+    for (uint32_t g = 0; g < leading_parallel(k); g++) {
+      ssa_t top = em_op2(em, "arith.maxui", em_dimv_ssa(em, em->grid_ext[g]), em_cidx(em, 1),
+                         "index");
+      v[g] = em_op2(em, "arith.minui", v[g], em_iaddc(em, top, -1), "index");
+    }
+    permute_point(em, v);
+    ssa_t lin = em_cidx(em, 0);
+    for (uint32_t g = 0; g < k->grid_rank; g++)
+      lin = em_iadd(em, em_imul_dim(em, lin, em->grid_ext[g]), v[g]);
+    return lin;
+  }
   dimv_t outer = grid_product(em, 0, split->first);
   dimv_t inner = grid_product(em, split->end, k->grid_rank);
   /* a core without points runs no step, but the loop's test still asks */
@@ -501,6 +587,9 @@ void em_emit_grid(emitter_t *em, const uint32_t *roots) {
   em->indent--;
   em_open(em, "} do {");
   em_line(em, "^bb0(%s: index):", la.s);
+  ks.la = la;
+  ks.mine = mine;
+  ks.split = split;
   ks.lin = core_grid_point(em, &split, la, mine, em->grid_iv);
   for (uint32_t g = 0; g < k->grid_rank; g++)
     em->grid_i32[g] = em_cast(em, "arith.index_cast", em->grid_iv[g], "index", "i32");

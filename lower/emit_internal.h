@@ -263,6 +263,7 @@ struct emitter {
   ssa_t rt_fn, rt_ctx, device, core;
   ssa_t uninit_zero;        /* i1: the run's uninit mode is zero (lower_api.h) */
   ssa_t budget_p;           /* !llvm.ptr: this core's step budget (lower_api.h) */
+  ssa_t order_p;            /* !llvm.ptr: the run's parallel order (TSR_RT_CTX_ORDER) */
   struct em_site *sites;    /* (op, tsr_ir_walk_ops position), sorted by op */
   uint32_t num_sites;
   int64_t *sem_slot;        /* per value id: first semaphore slot, or -1 */

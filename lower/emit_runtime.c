@@ -86,6 +86,11 @@ static ssa_t rt_call(emitter_t *em, tsr_lower_rt_call_t call, ssa_t a, ssa_t b, 
 
 static ssa_t c64(emitter_t *em, int64_t v) { return em_cint(em, "i64", 0, v); }
 
+void em_visit_block(emitter_t *em, uint32_t operand, ssa_t block, ssa_t step) {
+  (void)rt_call(em, TSR_RT_VISIT, c64(em, operand), em_i64_of_index(em, block),
+                em_i64_of_index(em, step), c64(em, 0));
+}
+
 /* A step of the run (a grid step, or a loop iteration when `take`, an i1,
  * holds): takes one from this core's budget in the context and calls the
  * runtime (TSR_RT_STEP) when it runs out, which grants more or stops the

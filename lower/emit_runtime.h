@@ -32,6 +32,9 @@ ssa_t em_checked_index(emitter_t *em, const tsr_op_t *op, uint32_t pos, ssa_t v,
  * [0, nblocks). */
 void em_check_block_range(emitter_t *em, const tsr_op_t *yield, uint32_t decl, uint32_t rank,
                           const ssa_t *bi, const int64_t *nblocks, const bool *need);
+/* TSR_RT_VISIT: output operand `operand` starts block number `block`
+ * (index) at this core's step `step` (index). */
+void em_visit_block(emitter_t *em, uint32_t operand, ssa_t block, ssa_t step);
 /* An index value as i64. */
 ssa_t em_i64_of_index(emitter_t *em, ssa_t v);
 

@@ -16,7 +16,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 5
+#define TSR_LOWER_ABI_VERSION 7
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
@@ -75,6 +75,11 @@ enum {
                              TSR_RT_STEP (the compiled code decrements it) */
   TSR_RT_CTX_UNINIT_ZERO, /* read at the start: 1 if new memory holds zero
                              (--uninit zero), 0 for NaN / integer max / true */
+  TSR_RT_CTX_ORDER,       /* read at the start: the address of the run's
+                             order of the leading `parallel` grid dims (i64s,
+                             tsr_interp_parallel_order: for each such dim in
+                             turn, the point step i along it runs); the
+                             identity unless the run shuffles them */
   TSR_RT_CTX_WORDS
 };
 typedef int64_t (*tsr_lower_rt_fn)(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
@@ -109,6 +114,11 @@ typedef enum tsr_lower_rt_call {
                         c = address of its block indices as i64s: the block
                         index is out of range (the compiled code then uses
                         the nearest block) */
+  TSR_RT_VISIT,      /* a = an output's operand index (among the non-scratch
+                        decls), b = the row-major number of the block (over
+                        the array's blocks) this core's step c starts: the
+                        runtime reports a block revisited after it was left
+                        (or written by two cores), as the interpreter does */
 } tsr_lower_rt_call_t;
 
 /* A sort or argsort op, as i64s: dense blocks of the result's dims. */

@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "base/hashtable.h"
 #include "base/sort.h"
 #include "interp/blockops.h"
 #include "interp/interp_runtime.h"
@@ -91,6 +92,10 @@ struct tsr_cpu_info {
   int32_t *alias;
   bool *fill_at_start; /* an hbm/any output, or a windowed one the grid cannot cover */
   bool *is_output;
+  /* per operand: how many blocks its array has along each dim (the
+   * revisit check numbers them row-major; TSR_RT_VISIT) */
+  int64_t (*blocks)[TSR_MAX_RANK];
+  uint32_t *rank;
   uint32_t num_operands;
   bool failed;
 };
@@ -219,8 +224,10 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   info->fill_at_start =
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->fill_at_start);
   info->is_output = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->is_output);
+  info->blocks = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->blocks);
+  info->rank = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->rank);
   if (!info->alias || !info->operand_names || !operand_of || !info->fill_at_start ||
-      !info->is_output)
+      !info->is_output || !info->blocks || !info->rank)
     info->failed = true;
   info->decls = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->decls);
   if (!info->decls) info->failed = true;
@@ -251,6 +258,12 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
     info->fill_at_start[info->num_operands] =
         d->role == TSR_ROLE_OUT && (!windowed || output_not_covered(k, d));
     info->operand_names[info->num_operands] = info_strdup(info, d->ref->name);
+    info->rank[info->num_operands] = d->array.rank;
+    for (uint32_t a = 0; a < d->array.rank; a++) {
+      int64_t b = d->block[a] == TSR_SQUEEZED ? 1 : d->block[a];
+      int64_t n = b > 0 ? (d->array.dims[a] + b - 1) / b : 1;
+      info->blocks[info->num_operands][a] = n > 0 ? n : 1;
+    }
     info->alias[info->num_operands++] =
         d->role == TSR_ROLE_OUT && d->alias >= 0 ? operand_of[d->alias] : -1;
   }
@@ -309,6 +322,7 @@ typedef struct ccore {
   int64_t lin;         /* TSR_RT_CTX_POINT */
   int64_t budget;      /* TSR_RT_CTX_BUDGET */
   int64_t uninit_zero; /* TSR_RT_CTX_UNINIT_ZERO */
+  int64_t order;       /* TSR_RT_CTX_ORDER: the address of run->order */
   crun_t *run;
   uint32_t device, index;
   /* the six scalars of the kernel function */
@@ -328,10 +342,22 @@ typedef struct ccore {
   pthread_t thread;
 } ccore_t;
 
+/* An output block a core started (TSR_RT_VISIT), per device. */
+typedef struct visit {
+  int64_t key[3]; /* device, operand, block number */
+  uint32_t core;
+  int64_t first_step;
+  UT_hash_handle hh;
+} visit_t;
+
 struct crun {
   const tsr_cpu_info_t *info;
   int64_t grid[TSR_MAX_RANK]; /* the run's: info's, dynamic extents read */
   tsr_ir_core_split_t split;
+  int64_t *order; /* the leading parallel dims' order (TSR_RT_CTX_ORDER) */
+  /* called at each grid step (tsr_interp_options_t) */
+  tsr_grid_step_fn on_grid_step;
+  void *on_grid_step_user;
   void (*entry)(void **);
   tsr_runtime_binding_t *binding; /* the caller's, for the core threads */
   uint32_t devices, cores, n;
@@ -346,11 +372,13 @@ struct crun {
   uint32_t at_start;
   bool aborted;
   tsr_diag_sink_t diag;
+  visit_t *visited;
 };
 
 _Static_assert(offsetof(ccore_t, lin) == TSR_RT_CTX_POINT * sizeof(int64_t) &&
                    offsetof(ccore_t, budget) == TSR_RT_CTX_BUDGET * sizeof(int64_t) &&
-                   offsetof(ccore_t, uninit_zero) == TSR_RT_CTX_UNINIT_ZERO * sizeof(int64_t),
+                   offsetof(ccore_t, uninit_zero) == TSR_RT_CTX_UNINIT_ZERO * sizeof(int64_t) &&
+                   offsetof(ccore_t, order) == TSR_RT_CTX_ORDER * sizeof(int64_t),
                "ccore_t starts with the context words of lower_api.h");
 
 static int64_t *sem_at(crun_t *r, uint32_t core, uint64_t slot) {
@@ -567,6 +595,8 @@ static int64_t take_steps(ccore_t *c, uint32_t site, int64_t point) {
   if (r->aborted) return -1;
   if (site == r->info->num_sites) c->lin = point; /* a grid step: the point it starts */
   uint64_t g = tsr_bounds_grant(&r->bounds, &c->meter, r->n);
+  /* With a grid-step callback every step comes here (runtime_call calls it). */
+  if (g && r->on_grid_step) return 0;
   if (g) return (int64_t)TSR_MIN(g - 1, (uint64_t)INT64_MAX);
   core_where_t w;
   tsr_diag_reopen(&r->diag, site, TSR_DIAG_ERROR);
@@ -574,6 +604,57 @@ static int64_t take_steps(ccore_t *c, uint32_t site, int64_t point) {
   r->aborted = true;
   pthread_cond_broadcast(&r->cv);
   return -1;
+}
+
+/* Under mu: TSR_RT_VISIT. Core c starts block `block` of output `operand`
+ * at its step `step`: a block this core started before (and so left, its
+ * copy out done) is revisited, an error; one another core of the device
+ * started is written by two cores, a warning; both as the interpreter
+ * reports them (interp/grid.c). */
+static void visit_block(ccore_t *c, int64_t operand, int64_t block, int64_t step) {
+  crun_t *r = c->run;
+  const tsr_cpu_info_t *info = r->info;
+  if (r->aborted || operand < 0 || (uint64_t)operand >= info->num_operands) return;
+  int64_t key[3] = {c->device, operand, block};
+  visit_t *v;
+  HASH_FIND(hh, r->visited, key, sizeof key, v);
+  if (!v) {
+    v = tsr_calloc(1, sizeof *v);
+    if (!v) return; /* not checked: the run goes on */
+    memcpy(v->key, key, sizeof key);
+    v->core = c->index;
+    v->first_step = step;
+    HASH_ADD(hh, r->visited, key, sizeof v->key, v);
+    return;
+  }
+  int64_t bi[TSR_MAX_RANK];
+  const uint32_t rank = info->rank[operand];
+  int64_t rest = block;
+  for (uint32_t d = rank; d-- > 0;) {
+    bi[d] = rest % info->blocks[operand][d];
+    rest /= info->blocks[operand][d];
+  }
+  char text[96], what[48];
+  tsr_diag_format_dims(text, sizeof text, bi, rank);
+  snprintf(what, sizeof what, "out %%%s", info->operand_names[operand]);
+  core_where_t w;
+  (void)where_of(c, info->num_sites, &w);
+  w.where.what = what;
+  const tsr_diag_where_t *at = &w.where;
+  bool stop;
+  if (v->core != c->index)
+    stop = tsr_diag_report(&r->diag, at, TSR_DIAG_CORE_CONFLICT, TSR_DIAG_WARNING,
+                           "output block %s is written by core %u at step %" PRId64
+                           " and by core %u from step %" PRId64 ": the cores of a device "
+                           "must write disjoint output blocks (the last copy out wins)",
+                           text, c->index, step, v->core, v->first_step);
+  else
+    stop = tsr_diag_report(&r->diag, at, TSR_DIAG_REVISIT, TSR_DIAG_ERROR,
+                           "output block %s is revisited at step %" PRId64 "; it was first "
+                           "written at step %" PRId64 " and already copied out (writes to an "
+                           "output block must happen in consecutive grid steps)",
+                           text, step, v->first_step);
+  stop_if(r, stop);
 }
 
 /* TSR_RT_SORT: the sort or argsort op `d` describes (lower_api.h). */
@@ -716,11 +797,23 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
     case TSR_RT_OUT_OF_BOUNDS: out_of_bounds(me, site, b, c); break;
     case TSR_RT_BLOCK_RANGE: block_range(me, site, b, (const int64_t *)(uintptr_t)c); break;
     case TSR_RT_STEP: result = take_steps(me, site, b); break;
+    case TSR_RT_VISIT: visit_block(me, a, b, c); break;
     case TSR_RT_START: meet_at_start(me); break;
     case TSR_RT_END: meet_at_end(me); break;
     default: break;
   }
   pthread_mutex_unlock(&r->mu);
+  /* The grid-step callback, outside the lock (it may take its own). */
+  if (call == TSR_RT_STEP && site == r->info->num_sites && result >= 0 && r->on_grid_step) {
+    int64_t point[TSR_MAX_RANK];
+    uint64_t lin = (uint64_t)b;
+    for (uint32_t g = r->info->grid_rank; g-- > 0;) {
+      uint64_t n = r->grid[g] > 0 ? (uint64_t)r->grid[g] : 1;
+      point[g] = (int64_t)(lin % n);
+      lin /= n;
+    }
+    r->on_grid_step(r->on_grid_step_user, me->device, me->index, r->info->grid_rank, point);
+  }
   return result;
 }
 
@@ -799,6 +892,12 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   memset(&r, 0, sizeof r);
   r.info = info;
   TSR_RETURN_IF_ERROR(read_grid(info, operands, options, &r));
+  uint64_t order_size = 0;
+  TSR_RETURN_IF_ERROR(tsr_interp_parallel_order(options, info->kernel_name, info->grid_rank,
+                                                r.grid, info->semantics, &r.order,
+                                                &order_size));
+  r.on_grid_step = options->on_grid_step;
+  r.on_grid_step_user = options->on_grid_step_user;
   r.entry = entry;
   r.binding = tsr_runtime_bound();
   r.devices = options->devices ? options->devices : 1;
@@ -816,6 +915,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     tsr_diag_sink_deinitialize(&r.diag);
     tsr_free(r.core);
     tsr_free(r.sems);
+    tsr_free(r.order);
     tsr_free(all_args);
     tsr_status_free(status);
     return TSR_OOM();
@@ -829,6 +929,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     c->device = i / r.cores;
     c->index = i % r.cores;
     c->uninit_zero = options->uninit == TSR_UNINIT_ZERO;
+    c->order = (int64_t)(uintptr_t)r.order;
     c->fn = (int64_t)(uintptr_t)runtime_call;
     c->ctx = (int64_t)(uintptr_t)c;
     c->device_arg = (int32_t)c->device;
@@ -886,8 +987,14 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   pthread_cond_destroy(&r.cv);
   pthread_mutex_destroy(&r.mu);
   for (uint32_t i = 0; i < r.n; i++) tsr_free(r.core[i].roots);
+  visit_t *v, *tmp;
+  HASH_ITER(hh, r.visited, v, tmp) {
+    HASH_DEL(r.visited, v);
+    tsr_free(v);
+  }
   tsr_free(r.core);
   tsr_free(r.sems);
+  tsr_free(r.order);
   tsr_free(all_args);
   return status;
 }

@@ -96,6 +96,20 @@ static tsr_status_t create(tsr_context_t *context, const tsr_ir_kernel_t *kernel
       return TSR_OOM();
     }
   }
+  /* parallel_order is owned too: the cpu backend reads it at each run. */
+  e->run_options.parallel_order = NULL;
+  if (options->run.parallel_order && options->run.parallel_order_size) {
+    size_t bytes = options->run.parallel_order_size * sizeof(int64_t);
+    int64_t *order = tsr_malloc(bytes);
+    if (!order) {
+      tsr_executable_destroy(e);
+      return TSR_OOM();
+    }
+    memcpy(order, options->run.parallel_order, bytes);
+    e->run_options.parallel_order = order;
+  } else {
+    e->run_options.parallel_order_size = 0;
+  }
   /* A switch without default: a backend added to tsr_backend_t without its
    * case here is a -Wswitch warning (an error under --werror). */
   tsr_status_t s = NULL;
@@ -140,6 +154,7 @@ static void executable_free(tsr_executable_t *executable) {
   tsr_interp_program_destroy(executable->program);
   tsr_compiled_kernel_destroy(executable->compiled);
   tsr_free((char *)executable->run_options.trace_path);
+  tsr_free((int64_t *)executable->run_options.parallel_order);
   tsr_free(executable);
   tsr_runtime_bind(previous);
   tsr_context_release(context);

@@ -110,7 +110,7 @@ static const char *uninit_name(tsr_uninit_mode_t m) {
  * to encode_options) or run-time (copy it in tsr_interp_program_bind and
  * clear it in program_cache.c), then update the size here (HACKING.md,
  * "A run option"). */
-_Static_assert(sizeof(void *) != 8 || sizeof(tsr_interp_options_t) == 96,
+_Static_assert(sizeof(void *) != 8 || sizeof(tsr_interp_options_t) == 128,
                "tsr_interp_options_t changed: is the new option part of the key?");
 
 typedef struct key_options {
@@ -119,7 +119,14 @@ typedef struct key_options {
   uint64_t shuffle_seed, schedule_seed;
   uint32_t max_errors, devices, cores;
   const char *chip;
+  /* parallel_order: its size and a 128-bit hash of its entries */
+  uint64_t order_size, order_lo, order_hi;
 } key_options_t;
+
+static XXH128_hash_t order_hash(const tsr_interp_options_t *o) {
+  if (!o->parallel_order || !o->parallel_order_size) return (XXH128_hash_t){0, 0};
+  return XXH3_128bits(o->parallel_order, o->parallel_order_size * sizeof *o->parallel_order);
+}
 
 static key_options_t key_options(const tsr_interp_options_t *options) {
   tsr_interp_options_t o;
@@ -142,6 +149,9 @@ static key_options_t key_options(const tsr_interp_options_t *options) {
       .devices = o.devices ? o.devices : 1,
       .cores = o.cores ? o.cores : 1,
       .chip = o.chip ? o.chip : "v5e",
+      .order_size = o.parallel_order ? o.parallel_order_size : 0,
+      .order_lo = order_hash(&o).low64,
+      .order_hi = order_hash(&o).high64,
   };
 }
 
@@ -151,7 +161,8 @@ static size_t encode_options(const key_options_t *o, uint8_t *buf, size_t size) 
   uint64_t fields[] = {(uint64_t)o->uninit, o->check, o->shuffle_parallel,
                        o->shuffle_seed, o->max_errors, o->devices, o->cores,
                        o->schedule_seed, o->dma_eager, o->detect_races,
-                       (uint64_t)o->oob_reads_uninit | (uint64_t)o->padded << 1};
+                       (uint64_t)o->oob_reads_uninit | (uint64_t)o->padded << 1,
+                       o->order_size, o->order_lo, o->order_hi};
   size_t n = 0;
   for (size_t i = 0; i < TSR_ARRAY_SIZE(fields); i++)
     for (int b = 0; b < 8; b++) buf[n++] = (uint8_t)(fields[i] >> (8 * b));
@@ -163,18 +174,19 @@ static size_t encode_options(const key_options_t *o, uint8_t *buf, size_t size) 
 
 static void describe_options(const uint8_t *bytes, size_t size, char *out,
                              size_t out_size) {
-  uint64_t f[11] = {0};
-  for (size_t i = 0; i < 11 && (i + 1) * 8 <= size; i++)
+  uint64_t f[14] = {0};
+  for (size_t i = 0; i < 14 && (i + 1) * 8 <= size; i++)
     for (int b = 0; b < 8; b++) f[i] |= (uint64_t)bytes[i * 8 + b] << (8 * b);
-  int chip = size > 88 ? (int)(size - 88) : 0;
+  int chip = size > 112 ? (int)(size - 112) : 0;
   snprintf(out, out_size,
            "uninit=%s check=%d shuffle_parallel=%d shuffle_seed=%" PRIu64
            " max_errors=%" PRIu64 " devices=%" PRIu64 " cores=%" PRIu64
            " schedule_seed=%" PRIu64 " dma=%s detect_races=%d oob_reads=%s buffer_bounds=%s"
-           " chip=%.*s",
+           " parallel_order=%" PRIu64 " entries (hash %016" PRIx64 "%016" PRIx64 ") chip=%.*s",
            uninit_name((tsr_uninit_mode_t)f[0]), (int)f[1], (int)f[2], f[3], f[4], f[5],
            f[6], f[7], f[8] ? "eager" : "lazy", (int)f[9], f[10] & 1 ? "uninit" : "error",
-           f[10] & 2 ? "padded" : "logical", chip, (const char *)bytes + 88);
+           f[10] & 2 ? "padded" : "logical", f[11], f[13], f[12], chip,
+           (const char *)bytes + 112);
 }
 
 /* ---- Keys ------------------------------------------------------------------------ */

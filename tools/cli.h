@@ -129,6 +129,7 @@ typedef struct cli_run_request {
    * (hash): the backend from --backend (run) or --target (hash), the rest
    * from the run options. */
   tsr_executable_options_t options;
+  int64_t *parallel_order; /* --parallel-order's entries (options.run points here) */
 } cli_run_request_t;
 
 /* Parses the arguments of `cmd` ("run" or "hash", which share one option

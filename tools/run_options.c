@@ -14,6 +14,7 @@ enum {
   RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED, RUN_TRACE,
   RUN_DETECT_RACES, RUN_CACHE_STATS, RUN_EXPLAIN, RUN_TARGET, RUN_BACKEND,
   RUN_STRICT, RUN_TIMEOUT, RUN_MAX_STEPS, RUN_OOB_READS, RUN_BUFFER_BOUNDS,
+  RUN_PARALLEL_ORDER,
 };
 
 static const cli_option_t run_options[] = {
@@ -26,6 +27,7 @@ static const cli_option_t run_options[] = {
     {"random-inputs", 0, true, RUN_RANDOM},
     {"uninit", 0, true, RUN_UNINIT},
     {"shuffle-parallel", 0, true, RUN_SHUFFLE},
+    {"parallel-order", 0, true, RUN_PARALLEL_ORDER},
     {"chip", 0, true, RUN_CHIP},
     {"check", 0, false, RUN_CHECK},
     {"no-check", 0, false, RUN_NO_CHECK},
@@ -55,6 +57,7 @@ static bool option_of(const char *cmd, int id) {
   bool hash = strcmp(cmd, "hash") == 0;
   switch (id) {
     case RUN_HELP: case RUN_KERNEL: case RUN_UNINIT: case RUN_SHUFFLE: case RUN_CHIP:
+    case RUN_PARALLEL_ORDER:
     case RUN_CHECK: case RUN_NO_CHECK: case RUN_MAX_ERRORS: case RUN_DEVICES:
     case RUN_CORES: case RUN_DMA_MODE: case RUN_SCHEDULE_SEED: case RUN_DETECT_RACES:
     case RUN_OOB_READS: case RUN_BUFFER_BOUNDS:
@@ -169,6 +172,33 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
       req->options.run.shuffle_parallel = true;
       req->options.run.shuffle_seed = n;
       break;
+    case RUN_PARALLEL_ORDER: {
+      /* P,Q,...: comma-separated non-negative integers (the run checks
+       * that they fit the grid) */
+      size_t count = 1;
+      for (const char *c = value; *c; c++) count += *c == ',';
+      int64_t *order = realloc(req->parallel_order, count * sizeof *order);
+      if (!order) return cli_usage_error(cmd, "--parallel-order: out of memory");
+      req->parallel_order = order;
+      const char *at = value;
+      for (size_t i = 0; i < count; i++) {
+        const char *end = strchr(at, ',');
+        size_t len = end ? (size_t)(end - at) : strlen(at);
+        char item[32] = "";
+        uint64_t v = 0;
+        if (len > 0 && len < sizeof item) memcpy(item, at, len);
+        if (len == 0 || len >= sizeof item || !cli_parse_u64(item, &v) || v > (uint64_t)INT64_MAX)
+          return cli_usage_error(cmd,
+                                 "--parallel-order expects comma-separated non-negative "
+                                 "integers, got '%s'",
+                                 value);
+        order[i] = (int64_t)v;
+        at = end ? end + 1 : at + len;
+      }
+      req->options.run.parallel_order = order;
+      req->options.run.parallel_order_size = (uint32_t)count;
+      break;
+    }
     case RUN_CHIP: {
       uint64_t bytes;
       if (!tsr_interp_chip_vmem_bytes(value, &bytes))
@@ -294,4 +324,6 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
 void cli_run_request_deinitialize(cli_run_request_t *req) {
   free_bindings(req->ins, req->num_ins);
   free_bindings(req->outs, req->num_outs);
+  free(req->parallel_order);
+  req->parallel_order = NULL;
 }

@@ -29,7 +29,7 @@ extern "C" {
  * new struct alone needs no bump. python/tessera/_capi.py's ABI_VERSION
  * follows it (python/tests/test_pkg_layout.py compares the two, and the
  * package refuses to load a library whose tsr_abi_version() differs). */
-#define TSR_ABI_VERSION 2
+#define TSR_ABI_VERSION 3
 
 /* TSR_ABI_VERSION of the library's build: a binding compares it with the
  * version it was written for before it calls anything else. */
@@ -284,9 +284,12 @@ typedef struct tsr_executable_options {
                                tsr_interp_options_initialize's defaults.
                                The interpreter reads every field; the cpu
                                backend devices, cores, uninit, max_errors,
-                               strict and the bounds (timeout_seconds,
-                               max_steps, cancel); it checks the bounds of
-                               dynamic indices and block indices, ignores
+                               strict, the bounds (timeout_seconds,
+                               max_steps, cancel), the order of parallel
+                               steps (shuffle_parallel, shuffle_seed,
+                               parallel_order) and on_grid_step; it checks
+                               the bounds of dynamic indices and block
+                               indices and revisited output blocks, ignores
                                the other checks, oob_reads_uninit, padded
                                and trace_path. The run-time fields are the
                                defaults of the runs, which tsr_run_options_t

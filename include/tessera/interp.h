@@ -24,6 +24,11 @@ typedef enum tsr_uninit_mode {
   TSR_UNINIT_ZERO, /* zero */
 } tsr_uninit_mode_t;
 
+/* tsr_interp_options_t's on_grid_step: the step's device, its core within
+ * the device, and its grid point (rank entries, borrowed for the call). */
+typedef void (*tsr_grid_step_fn)(void *user, uint32_t device, uint32_t core, uint32_t rank,
+                                 const int64_t *point);
+
 typedef struct tsr_interp_options {
   tsr_uninit_mode_t uninit;  /* fill of new memory; default NAN */
   bool check;                /* shadow memory: report uninitialized reads and
@@ -56,6 +61,16 @@ typedef struct tsr_interp_options {
                                 padding are in bounds, reads of it give the
                                 uninitialized value and writes to it are
                                 dropped; default false: the logical shape */
+  /* An explicit order of the leading parallel grid dims, instead of
+   * shuffle_parallel's seeded one (JAX's interpret mode draws its order
+   * with jax.random, which the JAX bridge passes here): for each leading
+   * `parallel` dim in turn, grid[d] entries, a permutation of
+   * 0..grid[d]-1; step i along dim d runs point parallel_order[offset + i].
+   * NULL: none. Copied. A run whose leading parallel extents do not add up
+   * to parallel_order_size, or whose entries are no permutation, fails
+   * with TSR_INVALID_ARGUMENT (both backends). */
+  const int64_t *parallel_order;
+  uint32_t parallel_order_size;
   /* The fields above change what a run computes or reports: they are part
    * of a kernel's cache key (runtime/key.c). Those below change only where
    * a run's trace goes and when it stops, and tsr_run_options_t may set
@@ -76,6 +91,12 @@ typedef struct tsr_interp_options {
   const volatile int *cancel; /* when another thread or a signal handler sets
                                  *cancel to non-zero, the run stops soon after
                                  (checked with the timeout); may be NULL */
+  /* Called at the start of every grid step, before its body runs, with the
+   * step's device, core and grid point; NULL: not called. Both backends;
+   * the cpu backend calls it from the thread of each simulated core, so it
+   * must be thread-safe when cores > 1. */
+  tsr_grid_step_fn on_grid_step;
+  void *on_grid_step_user;
 } tsr_interp_options_t;
 
 /* Fills in the defaults above. */

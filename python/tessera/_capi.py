@@ -238,6 +238,11 @@ class IrOpParams(Structure):
 
 # interp.h
 
+# on_grid_step(user, device, core, rank, point)
+GRID_STEP_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_uint32, c_uint32, c_uint32,
+                                POINTER(ctypes.c_int64))
+
+
 class InterpOptions(Structure):
     _c_name_ = "tsr_interp_options_t"
     _fields_ = [
@@ -254,11 +259,15 @@ class InterpOptions(Structure):
         ("detect_races", c_bool),
         ("oob_reads_uninit", c_bool),
         ("padded", c_bool),
+        ("parallel_order", POINTER(ctypes.c_int64)),
+        ("parallel_order_size", c_uint32),
         ("trace_path", c_char_p),
         ("strict", c_bool),
         ("timeout_seconds", c_double),
         ("max_steps", c_uint64),
         ("cancel", POINTER(c_int)),
+        ("on_grid_step", GRID_STEP_FN),
+        ("on_grid_step_user", ctypes.c_void_p),
     ]
 
 

@@ -206,6 +206,24 @@ class Executable:
                     b = _capi.c_bytes_of(v, "tessera: option trace_path")
                     keep.append(b)
                     runs.trace_path = b
+            elif name == "parallel_order":
+                if v is not None:
+                    entries = [int(x) for x in v]
+                    arr = (ctypes.c_int64 * max(1, len(entries)))(*entries)
+                    keep.append(arr)  # C copies it; kept for the call
+                    runs.parallel_order = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))
+                    runs.parallel_order_size = len(entries)
+            elif name == "on_grid_step":
+                if v is not None:
+                    if not callable(v):
+                        raise TypeError("tessera: option on_grid_step must be callable "
+                                        "(device, core, point)")
+
+                    def step(_user, device, core, rank, point, _f=v):
+                        _f(int(device), int(core), tuple(int(point[i]) for i in range(rank)))
+                    fn = _capi.GRID_STEP_FN(step)
+                    keep.append(fn)
+                    runs.on_grid_step = fn
             elif name == "opt_level":
                 _int_option(eo, "opt_level", name, v)
             elif name in ("on_print", "on_warning"):

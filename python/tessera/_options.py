@@ -22,7 +22,7 @@ _EXECUTABLE_OPTIONS = (
     "cores", "schedule_seed", "dma_eager", "dma_mode", "detect_races", "oob_reads_uninit",
     "padded", "strict",
     "timeout_seconds", "max_steps", "cancel", "trace_path", "opt_level", "on_print",
-    "on_warning")
+    "on_warning", "parallel_order", "on_grid_step")
 _RUN_OPTIONS = ("strict", "timeout_seconds", "max_steps", "cancel", "trace_path", "on_print",
                 "on_warning")
 

@@ -63,8 +63,11 @@ def test_params_every_field_of_the_installed_jax_is_mapped_or_named():
     names = {f.name for f in dataclasses.fields(pltpu.InterpretParams)}
     assert names <= set(_params._FIELDS), names - set(_params._FIELDS)
     options, notes = _params.options_of(pltpu.InterpretParams())
-    # JAX's defaults are tessera's defaults
-    assert options == {"detect_races": False, "uninit": "nan", "dma_mode": "lazy"}
+    # JAX's defaults are tessera's defaults, with the bridge's own: JAX's
+    # order of the parallel steps (seed 0) and its refusal of HBM in
+    # run_scoped
+    assert options == {"detect_races": False, "uninit": "nan", "dma_mode": "lazy",
+                       "jax_random_seed": 0, "jax_refuse_scoped_hbm": True}
     assert notes == []
 
 
@@ -72,16 +75,19 @@ def test_params_fields_map_to_tessera_options():
     options, notes = _params.options_of(pltpu.InterpretParams(
         detect_races=True, uninitialized_memory="zero", num_cores_or_threads=2,
         dma_execution_mode="eager"))
-    assert options == {"detect_races": True, "uninit": "zero", "cores": 2, "dma_mode": "eager"}
+    assert options == {"detect_races": True, "uninit": "zero", "cores": 2, "dma_mode": "eager",
+                       "jax_random_seed": 0, "jax_refuse_scoped_hbm": True}
     assert notes == []
     assert _params.options_of(pltpu.InterpretParams(dma_execution_mode="on_wait"))[0][
         "dma_mode"] == "lazy"
     _, notes = _params.options_of(pltpu.InterpretParams(
-        skip_floating_point_ops=True, vector_clock_size=8))
-    assert len(notes) == 2 and all("not honoured" in n or "no meaning" in n for n in notes)
+        vector_clock_size=8))
+    assert len(notes) == 1 and "no meaning" in notes[0]
     options, notes = _params.options_of(pltpu.InterpretParams(
-        out_of_bounds_reads="uninitialized", buffer_bounds="padded"))
+        out_of_bounds_reads="uninitialized", buffer_bounds="padded",
+        skip_floating_point_ops=True))
     assert options["oob_reads_uninit"] is True and options["padded"] is True
+    assert options["jax_skip_float_ops"] is True
     assert notes == []
 
 
@@ -344,7 +350,7 @@ def revisit_call():
         interpret=pltpu.InterpretParams())(jnp.zeros((8, 128))))()
 
 
-@pytest.mark.parametrize("backend", ["interp"])  # the cpu backend does not check revisits
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_errors_revisited_output_block_names_output_and_iteration(backend):
     want = jax_error(revisit_call)
     m = re.search(r"Revisited block .* of output (\d+) in iteration (\(\d+, \d+\))", str(want))
@@ -541,3 +547,135 @@ def test_debug_check_in_an_index_map(backend):
     with open(__file__) as f:
         line = next(n for n, t in enumerate(f, 1) if t.rstrip().endswith("# the check"))
     assert d.line == line
+
+
+# ---- the order of the parallel steps, and JAX's recorder ------------------------------
+
+def counter_kernel(s_ref, o_ref):
+    s = s_ref[0]
+    s_ref[0] = s + 1
+    o_ref[...] = jnp.full(o_ref.shape, s, jnp.int32)
+
+
+def counter_call(params):
+    """Each step writes how many steps ran before it (an SMEM counter) into
+    its block: the output shows the order the steps ran in."""
+    return pl.pallas_call(
+        counter_kernel, jax.ShapeDtypeStruct((40, 3 * 128), jnp.int32), grid=(5, 3),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM)],
+        out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, j)),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "arbitrary")),
+        interpret=params)(jnp.zeros((1,), jnp.int32))
+
+
+def recorded(cores, seed, run):
+    """(output, the grid points the recorder saw with their cores, stably
+    sorted by core) of `run(params)`."""
+    seen = []
+
+    def recorder(token, point, core):
+        seen.append((int(core), tuple(int(c) for c in point)))
+        return token
+    params = pltpu.InterpretParams(random_seed=seed, num_cores_or_threads=cores,
+                                   grid_point_recorder=recorder)
+    out = np.asarray(jax.jit(run, static_argnums=0)(params))
+    return out, sorted(seen, key=lambda s: s[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("cores", [1, 2])
+@pytest.mark.parametrize("seed", [None, 5, 12345])
+def test_order_of_parallel_steps_is_jax_order(backend, cores, seed):
+    want, want_seen = recorded(cores, seed, counter_call)  # JAX's interpret mode
+    pltpu.reset_tpu_interpret_mode_state()
+    with tj.interpret(backend=backend):
+        got, got_seen = recorded(cores, seed, counter_call)
+    np.testing.assert_array_equal(got, want)
+    assert got_seen == want_seen
+    assert len(got_seen) == 15
+    # the order is drawn: not the grid's for every seed
+    rows = [p[0] for _, p in want_seen[::3]]
+    assert seed is None or rows != sorted(rows) or cores == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_order_tessera_shuffle_option_wins(backend):
+    """tessera's own shuffle_parallel replaces JAX's drawn order."""
+    params = pltpu.InterpretParams(random_seed=5)
+    with tj.interpret(backend=backend, shuffle_parallel=False):
+        got = np.asarray(counter_call(params))
+    rows = got[::8, 0]
+    np.testing.assert_array_equal(rows, np.arange(5) * 3)
+
+
+def dynamic_parallel_call():
+    n = jax.random.randint(jax.random.key(1), (), 2, 5, dtype=jnp.int32)
+    return pl.pallas_call(
+        lambda o_ref: o_ref.__setitem__(0, 1.0), jax.ShapeDtypeStruct((1,), F32), grid=(n,),
+        out_specs=pl.BlockSpec((1,), lambda i: (0,)),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        interpret=pltpu.InterpretParams())()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_traced_parallel_extent_is_jax_concretization_error(backend):
+    want = jax_error(jax.jit(dynamic_parallel_call))
+    got = tessera_error(jax.jit(dynamic_parallel_call), backend=backend)
+    assert isinstance(want, jax.errors.ConcretizationTypeError)
+    assert isinstance(got, jax.errors.ConcretizationTypeError)
+
+
+def scoped_hbm_call(space, allow):
+    mesh = pltpu.TensorCoreMesh(axis_name="x", num_cores=1)
+
+    def kernel(x_ref, y_ref):
+        def body(tmp):  # the scoped buffer
+            pltpu.sync_copy(x_ref, tmp)
+            pltpu.sync_copy(tmp, y_ref)
+        pl.run_scoped(body, space(x_ref.shape, x_ref.dtype))
+    call = pl.kernel(kernel, mesh=mesh, out_type=jax.ShapeDtypeStruct((8, 128), F32),
+                     interpret=pltpu.InterpretParams(allow_hbm_allocation_in_run_scoped=allow))
+    return lambda: jax.jit(call)(jnp.arange(8 * 128, dtype=F32).reshape(8, 128))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("space", [pltpu.HBM, pl.ANY])
+def test_scoped_hbm_refused_as_jax_refuses_it(backend, space):
+    want = jax_error(scoped_hbm_call(space, False))
+    got = tessera_error(scoped_hbm_call(space, False), backend=backend)
+    assert isinstance(want, ValueError) and isinstance(got, ValueError)
+    assert "Cannot allocate HBM in `run_scoped`." in str(want)
+    assert "Cannot allocate HBM in `run_scoped`." in str(got)
+    with open(__file__) as f:  # located at the user's run_scoped line
+        line = next(n for n, t in enumerate(f, 1) if "# the scoped buffer" in t) + 3
+    assert f":{line}:" in str(got)
+
+
+# ---- skip_floating_point_ops --------------------------------------------------------
+
+def skip_float_kernel(x_ref, i_ref, copy_ref, f_ref, n_ref):
+    copy_ref[...] = x_ref[...]                       # a load: its value reads as inf
+    f_ref[...] = jnp.sin(x_ref[...]) * 2.0 + 1.0     # floating-point ops: skipped
+    n_ref[...] = i_ref[...] * 3 + 1                  # integer ops: done
+    big = x_ref[...] > 0.5                           # a comparison makes booleans: done (of inf)
+    n_ref[...] += big.astype(jnp.int32)
+
+
+def skip_float_call(params):
+    x = jnp.linspace(0.0, 1.0, 8 * 128, dtype=F32).reshape(8, 128)
+    i = jnp.arange(8 * 128, dtype=jnp.int32).reshape(8, 128)
+    return pl.pallas_call(
+        skip_float_kernel,
+        [jax.ShapeDtypeStruct((8, 128), F32), jax.ShapeDtypeStruct((8, 128), F32),
+         jax.ShapeDtypeStruct((8, 128), jnp.int32)], interpret=params)(x, i)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_skip_floating_point_ops_as_jax_skips_them(backend):
+    params = pltpu.InterpretParams(skip_floating_point_ops=True)
+    want = [np.asarray(a) for a in jax.jit(skip_float_call, static_argnums=0)(params)]
+    with tj.interpret(backend=backend):
+        got = [np.asarray(a) for a in jax.jit(skip_float_call, static_argnums=0)(params)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert np.isinf(want[1]).all() and (want[2] == np.arange(8 * 128).reshape(8, 128) * 3 + 2).all()

@@ -213,6 +213,13 @@ expect "interpreter options are accepted" 0
 ok_if "interpreter options do not change a correct kernel's result" cmp "$tmp/out" "$tmp/first_run"
 t run "$K/scale.tsr" --random-inputs 1 --check --chip=v5p -q
 expect "--check and --chip=v5p are accepted" 0
+t run "$K/scale.tsr" --random-inputs 1 --parallel-order 1,0 -q
+expect "--parallel-order is accepted" 0
+ok_if "--parallel-order does not change a correct kernel's result" cmp "$tmp/out" "$tmp/first_run"
+t run "$K/scale.tsr" --random-inputs 1 --parallel-order 0,0 -q
+expect "a --parallel-order that is no permutation fails the run" 1 "not a permutation"
+t run "$K/scale.tsr" --random-inputs 1 --parallel-order 1,x -q
+expect "a --parallel-order that is not integers is a usage error" 2 "comma-separated"
 t_in "$K/scale.tsr" run - --random-inputs 1 -q
 expect "run - reads the kernel from stdin" 0
 ok_if "run - gives the same result" cmp "$tmp/out" "$tmp/first_run"

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* setenv, mkdtemp */
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "tests/harness.h"
@@ -424,6 +425,180 @@ static void deadlock_record(tsr_backend_t backend) {
 
 TSR_TEST(deadlock_record_interp) { deadlock_record(TSR_BACKEND_INTERP); }
 TSR_TEST(deadlock_record_cpu) { deadlock_record(TSR_BACKEND_CPU); }
+
+/* An output block revisited after it was left: an error in both backends
+ * (the cpu backend keeps the blocks each output started, TSR_RT_VISIT). */
+static void revisit_record(tsr_backend_t backend) {
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.backend = backend;
+  one_run_t r;
+  one_run_start(&r, "bugs/revisited_output_block.tsr", NULL, &eo);
+  const tsr_diagnostic_list_t *list = one_run_go(&r, NULL);
+  if (r.exe) TSR_CHECK_EQ_INT(r.code, TSR_KERNEL_ERROR);
+  const tsr_diagnostic_t *d = find_kind(list, TSR_DIAG_REVISIT);
+  TSR_CHECK(d != NULL || tsr_test_skip_reason);
+  if (d) {
+    TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_ERROR);
+    TSR_CHECK(view_is(d->op, "out %s"));
+    TSR_CHECK_EQ_INT(d->grid_rank, 2); /* step 2 of grid (4, 2) */
+    TSR_CHECK_EQ_INT(d->grid_point[0], 1);
+    TSR_CHECK_EQ_INT(d->grid_point[1], 0);
+    TSR_CHECK(strstr(d->message.data, "output block [0, 0] is revisited at step 2") != NULL);
+  }
+  one_run_end(&r);
+
+}
+
+TSR_TEST(revisit_record_interp) { revisit_record(TSR_BACKEND_INTERP); }
+TSR_TEST(revisit_record_cpu) { revisit_record(TSR_BACKEND_CPU); }
+
+/* ---- The order of the parallel steps: parallel_order, on_grid_step ------- */
+
+/* Each step stores how many steps ran before it at its grid point. */
+static const char order_tsr[] =
+    "kernel @order\n"
+    "  grid(4, 3) semantics(parallel, arbitrary)\n"
+    "  out %o: i32[4, 3] smem\n"
+    "  scratch %n: smem i32[1]\n"
+    "{\n"
+    "  %i = program_id 0 : i32\n"
+    "  %j = program_id 1 : i32\n"
+    "  %zero = const 0 : i32\n"
+    "  %one = const 1 : i32\n"
+    "  %c = load %n[%zero] : i32\n"
+    "  store %o[%i, %j], %c\n"
+    "  %c1 = add %c, %one : i32\n"
+    "  store %n[%zero], %c1\n"
+    "}\n";
+
+/* The grid points on_grid_step saw, per core, in order. */
+typedef struct steps_seen {
+  pthread_mutex_t mu; /* the cpu backend calls from one thread per core */
+  int64_t point[2][16][2];
+  int count[2];
+  int bad;
+} steps_seen_t;
+
+static void note_step(void *user, uint32_t device, uint32_t core, uint32_t rank,
+                      const int64_t *point) {
+  steps_seen_t *s = user;
+  pthread_mutex_lock(&s->mu);
+  if (device != 0 || core > 1 || rank != 2 || s->count[core] >= 16) {
+    s->bad++;
+  } else {
+    s->point[core][s->count[core]][0] = point[0];
+    s->point[core][s->count[core]][1] = point[1];
+    s->count[core]++;
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+static void parallel_order(tsr_backend_t backend) {
+  static const int64_t order[4] = {2, 0, 3, 1};
+  steps_seen_t seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.backend = backend;
+  eo.run.uninit = TSR_UNINIT_ZERO;
+  eo.run.check = false; /* the counter starts at the uninitialized value: zero */
+  eo.run.parallel_order = order;
+  eo.run.parallel_order_size = 4;
+  eo.run.on_grid_step = note_step;
+  eo.run.on_grid_step_user = &seen;
+  one_run_t r;
+  one_run_start(&r, "order.tsr", order_tsr, &eo);
+  one_run_go(&r, NULL);
+  if (r.exe) {
+    TSR_CHECK_EQ_INT(r.code, TSR_OK);
+    /* Point (order[k], j) ran as step 3k + j, and was seen in that order. */
+    const int32_t *o = r.arrays[0].data;
+    TSR_CHECK_EQ_INT(seen.count[0], 12);
+    TSR_CHECK_EQ_INT(seen.bad, 0);
+    for (int k = 0; k < 4; k++)
+      for (int j = 0; j < 3; j++) {
+        TSR_CHECK_EQ_INT(o[order[k] * 3 + j], 3 * k + j);
+        TSR_CHECK_EQ_INT(seen.point[0][3 * k + j][0], order[k]);
+        TSR_CHECK_EQ_INT(seen.point[0][3 * k + j][1], j);
+      }
+  }
+  one_run_end(&r);
+
+  /* Two cores: core c runs the points order[2c], order[2c + 1], in order
+   * (tsr_ir_core_share's chunks of the permuted points). */
+  memset(seen.count, 0, sizeof seen.count);
+  eo.run.cores = 2;
+  eo.output.warning = tsr_output_discard; /* both cores write the one SMEM output */
+  one_run_start(&r, "order.tsr", order_tsr, &eo);
+  one_run_go(&r, NULL);
+  if (r.exe) {
+    TSR_CHECK_EQ_INT(r.code, TSR_OK);
+    TSR_CHECK_EQ_INT(seen.bad, 0);
+    for (int c = 0; c < 2; c++) {
+      TSR_CHECK_EQ_INT(seen.count[c], 6);
+      for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 3; j++) {
+          TSR_CHECK_EQ_INT(seen.point[c][3 * k + j][0], order[2 * c + k]);
+          TSR_CHECK_EQ_INT(seen.point[c][3 * k + j][1], j);
+        }
+    }
+  }
+  one_run_end(&r);
+
+  /* An order that is no permutation, or of another size, is refused when
+   * the run starts. */
+  static const int64_t twice[4] = {0, 0, 3, 1};
+  eo.run.cores = 1;
+  eo.run.on_grid_step = NULL;
+  eo.run.parallel_order = twice;
+  one_run_start(&r, "order.tsr", order_tsr, &eo);
+  one_run_go(&r, NULL);
+  if (r.exe) TSR_CHECK_EQ_INT(r.code, TSR_INVALID_ARGUMENT);
+  one_run_end(&r);
+  eo.run.parallel_order = order;
+  eo.run.parallel_order_size = 3;
+  one_run_start(&r, "order.tsr", order_tsr, &eo);
+  one_run_go(&r, NULL);
+  if (r.exe) TSR_CHECK_EQ_INT(r.code, TSR_INVALID_ARGUMENT);
+  one_run_end(&r);
+}
+
+TSR_TEST(parallel_order_interp) { parallel_order(TSR_BACKEND_INTERP); }
+TSR_TEST(parallel_order_cpu) { parallel_order(TSR_BACKEND_CPU); }
+
+/* shuffle_parallel: one seed gives one order in both backends. */
+TSR_TEST(shuffle_parallel_same_order_in_both_backends) {
+  int32_t got[2][12];
+  for (int b = 0; b < 2; b++) {
+    tsr_executable_options_t eo;
+    tsr_executable_options_initialize(&eo);
+    eo.backend = b ? TSR_BACKEND_CPU : TSR_BACKEND_INTERP;
+    eo.run.uninit = TSR_UNINIT_ZERO;
+    eo.run.check = false;
+    eo.run.shuffle_parallel = true;
+    eo.run.shuffle_seed = 11;
+    one_run_t r;
+    one_run_start(&r, "order.tsr", order_tsr, &eo);
+    one_run_go(&r, NULL);
+    if (r.exe) {
+      TSR_CHECK_EQ_INT(r.code, TSR_OK);
+      memcpy(got[b], r.arrays[0].data, sizeof got[b]);
+    } else {
+      memcpy(got[b], got[0], sizeof got[b]); /* no cpu backend: nothing to compare */
+    }
+    one_run_end(&r);
+  }
+  TSR_CHECK(memcmp(got[0], got[1], sizeof got[0]) == 0);
+  /* a permutation of whole rows (the arbitrary dim in order), not the identity */
+  bool identity = true, rows = true;
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 3; j++) {
+      identity = identity && got[0][i * 3 + j] == i * 3 + j;
+      rows = rows && got[0][i * 3 + j] == got[0][i * 3] + j && got[0][i * 3] % 3 == 0;
+    }
+  TSR_CHECK(rows);
+  TSR_CHECK(!identity); /* seed 11 permutes 4 points (checked: 1 in 24 would not) */
+}
 
 /* A race between two cores: where it was seen, and the second access. */
 TSR_TEST(race_record_second_access) {
@@ -1026,6 +1201,11 @@ int main(void) {
   TSR_RUN_OR_SKIP(out_of_bounds_record);
   TSR_RUN_OR_SKIP(deadlock_record_interp);
   TSR_RUN_OR_SKIP(deadlock_record_cpu);
+  TSR_RUN_OR_SKIP(revisit_record_interp);
+  TSR_RUN_OR_SKIP(revisit_record_cpu);
+  TSR_RUN_OR_SKIP(parallel_order_interp);
+  TSR_RUN_OR_SKIP(parallel_order_cpu);
+  TSR_RUN_OR_SKIP(shuffle_parallel_same_order_in_both_backends);
   TSR_RUN_OR_SKIP(race_record_second_access);
   TSR_RUN_OR_SKIP(run_stopped_record_interp);
   TSR_RUN_OR_SKIP(run_stopped_record_cpu);

@@ -187,8 +187,22 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
         # Both backends check every access when it runs: a static index
         # outside its ref is reported there, in program order, as JAX does.
         tk = translate(call, name, mesh, numerics=str(options.get("numerics") or "cpu"),
-                       bounds_at_run=True)
+                       bounds_at_run=True,
+                       refuse_scoped_hbm=bool(options.get("jax_refuse_scoped_hbm")),
+                       skip_float_ops=bool(options.get("jax_skip_float_ops")))
         run_options = {k: v for k, v in options.items() if k not in _run.BRIDGE_OPTIONS}
+        # JAX's InterpretParams: its order of the parallel steps, unless
+        # tessera's own shuffle_parallel was asked for; its recorder.
+        seed = options.get("jax_random_seed")
+        if seed is not None and "shuffle_parallel" not in options:
+            order = _params.jax_parallel_order(
+                tuple(None if ji.is_dynamic_grid_dim(g) else int(g)
+                      for g in call.grid_mapping.grid),
+                _semantics(params, len(call.grid_mapping.grid)), seed)
+            if order:
+                run_options["parallel_order"] = order
+        if options.get("jax_grid_recorder") is not None:
+            run_options["on_grid_step"] = _params.recorder_hook(options["jax_grid_recorder"])
         if options.get("jax_state"):
             run_options["jax_state"] = True  # taken by the Runner
         if options.get("warnings") == "collect" and run_options.get("on_warning") is None:
@@ -514,11 +528,37 @@ def _hook(original, kernel, out_shape, **kwargs):
         return original(kernel, out_shape, **kwargs)
     options = _interpret_options(options, kwargs.get("interpret"))
     kwargs["interpret"] = False
+    _check_jax_grid(options, kwargs)
     dynamic = ji.split_dynamic_grid(kwargs)
     if dynamic is not None:
         return _dynamic_grid_call(original, kernel, out_shape, kwargs, options, *dynamic)
     jax_fn = original(kernel, out_shape, **kwargs)
     return TesseraPallasCall(jax_fn, options, kwargs.get("name"))
+
+
+def _semantics(params: Mapping[str, Any], rank: int) -> list[str] | None:
+    """The dims' semantics a pallas_call's compiler_params give (a TPU
+    CompilerParams, or a dict of them by platform)."""
+    cp = params.get("compiler_params")
+    sem = ji.dimension_semantics(cp, rank)
+    if sem is None and isinstance(cp, dict):
+        for v in cp.values():
+            sem = sem or ji.dimension_semantics(v, rank)
+    return sem
+
+
+def _check_jax_grid(options: Mapping[str, Any], kwargs: Mapping[str, Any]) -> None:
+    """A call made with JAX's InterpretParams: a traced extent of a leading
+    parallel dim is JAX's ConcretizationTypeError (_params.py)."""
+    if options.get("jax_random_seed") is None or "shuffle_parallel" in options:
+        return
+    spec = kwargs.get("grid_spec")
+    grid = spec.grid if spec is not None else kwargs.get("grid", ())
+    if grid is None:
+        return
+    if not isinstance(grid, (tuple, list)):
+        grid = (grid,)
+    _params.check_static_parallel(tuple(grid), _semantics(kwargs, len(grid)))
 
 
 def _dynamic_grid_call(original, kernel, out_shape, kwargs, options, bounds, rebuild):
@@ -566,6 +606,9 @@ def _mpmd_hook(original_bind, *args, **params):
         file, line, _ = ji.caller_location()
         raise TranslationError(str(e).removeprefix("tessera.jax: "), "pl.kernel", file,
                                line) from None
+    # A kernel over a TensorCoreMesh: JAX's interpret mode divides its grid
+    # between the cores in a fixed way, never drawing an order.
+    options = {k: v for k, v in options.items() if k != "jax_random_seed"}
     call = TesseraPallasCall(mk.fn, dict(options, cores=mk.cores), mk.name)
     call.jvp_error = ji.mesh_kernel_jvp_error
     outs = call(*mk.values)

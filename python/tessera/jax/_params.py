@@ -52,9 +52,9 @@ def _out_of_bounds_reads(v: Any) -> dict | str:
 
 
 def _skip_floating_point_ops(v: Any) -> dict | str:
-    if not v:
-        return {}
-    return "skip_floating_point_ops=True is not honoured: floating-point ops are computed"
+    # The translator leaves out what only makes floating-point values (as
+    # JAX's interpret mode skips it): those values are +inf.
+    return {"jax_skip_float_ops": True} if v else {}
 
 
 def _uninitialized_memory(v: Any) -> dict | str:
@@ -82,28 +82,28 @@ def _dma_mode(v: Any) -> dict | str:
 
 
 def _random_seed(v: Any) -> dict | str:
-    # JAX permutes the grid's parallel dimensions with jax.random (seed 0
-    # when none is given); tessera's shuffle_parallel permutes them with its
-    # own generator, so the same seed would give another order: the grid is
-    # run in order unless tessera's options ask for a shuffle.
-    if v is None:
-        return {}
-    return (f"random_seed={v!r} is not honoured: parallel grid dimensions run in order "
-            "(tessera's shuffle_parallel/shuffle_seed options permute them, in another "
-            "order than JAX's)")
+    # JAX permutes each leading parallel grid dimension with jax.random
+    # (seed 0 when none is given): the bridge draws the same permutations
+    # (jax_parallel_order) and hands them to the run as its parallel_order,
+    # so that a kernel runs its steps in the order JAX's interpret mode does.
+    return {"jax_random_seed": int(v or 0)}
 
 
 def _grid_point_recorder(v: Any) -> dict | str:
+    # Called at each grid step as JAX calls it (token, grid point, core):
+    # through the run's on_grid_step (both backends).
     if v is None:
         return {}
-    return "grid_point_recorder is not honoured: tessera does not call it"
+    return {"jax_grid_recorder": v}
 
 
 def _allow_hbm_in_run_scoped(v: Any) -> dict | str:
     if not v:
-        return {}
-    return ("allow_hbm_allocation_in_run_scoped=True is not honoured: tessera follows "
-            "the TPU")
+        # JAX's default: an HBM (or ANY) buffer in run_scoped is refused
+        # with JAX's ValueError when the kernel is translated.
+        return {"jax_refuse_scoped_hbm": True}
+    return ("allow_hbm_allocation_in_run_scoped=True is not honoured: tessera allocates "
+            "no HBM in run_scoped")
 
 
 def _buffer_bounds(v: Any) -> dict | str:
@@ -129,6 +129,70 @@ _FIELDS: dict[str, Callable[[Any], dict | str]] = {
     "allow_hbm_allocation_in_run_scoped": _allow_hbm_in_run_scoped,
     "buffer_bounds": _buffer_bounds,
 }
+
+# ---- JAX's order of the grid's parallel steps -----------------------------------
+
+
+def leading_parallel(semantics: Any) -> int:
+    """How many leading grid dims are `parallel` (the dims JAX's interpret
+    mode permutes, and tessera's parallel_order orders)."""
+    n = 0
+    for s in semantics or ():
+        if s != "parallel":
+            break
+        n += 1
+    return n
+
+
+def check_static_parallel(grid: Any, semantics: Any) -> None:
+    """JAX's interpret mode permutes each leading parallel dim with
+    jax.random, so it needs the dim's size when it traces: a traced one is
+    jax.errors.ConcretizationTypeError, as JAX raises it."""
+    from jax._src import core as jax_core
+    for d in range(min(leading_parallel(semantics), len(grid))):
+        g = grid[d]
+        if isinstance(g, tuple) and len(g) == 2 and isinstance(g[0], str):
+            g = g[1]
+        if not isinstance(g, int):
+            jax_core.concrete_or_error(
+                None, g, "the size of a grid dimension with parallel semantics, which "
+                "JAX's TPU interpret mode (and tessera under its InterpretParams) permutes")
+
+
+def jax_parallel_order(grid: Any, semantics: Any, seed: int) -> list[int] | None:
+    """The order in which JAX's TPU interpret mode runs the leading parallel
+    grid dims for `seed` (each dim's permutation drawn with jax.random from
+    one key split per dim), as tessera's parallel_order: the dims' entries
+    in turn. None when there is no leading parallel dim, or one has no
+    static size (a run-time extent: then the grid runs in order)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    n = leading_parallel(semantics)
+    sizes = list(grid[:n])
+    if not n or not all(isinstance(g, (int, np.integer)) for g in sizes):
+        return None
+    out: list[int] = []
+    with jax.ensure_compile_time_eval():
+        key = jax.random.key(seed)
+        for size in sizes:
+            key, sub = jax.random.split(key)
+            perm = jax.random.permutation(sub, jnp.arange(int(size), dtype=jnp.int32))
+            out.extend(int(x) for x in np.asarray(perm))
+    return out
+
+
+def recorder_hook(recorder: Callable) -> Callable[[int, int, tuple], None]:
+    """tessera's on_grid_step calling JAX's grid_point_recorder as JAX's
+    interpret mode calls it: (token, the grid point's coordinates as int32
+    scalars, the core's index)."""
+    import numpy as np
+
+    def hook(device: int, core: int, point: tuple) -> None:
+        del device  # JAX's recorder is given the core within the device
+        recorder(None, tuple(np.int32(c) for c in point), np.int32(core))
+    return hook
+
 
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()

@@ -26,9 +26,13 @@ Diagnostic = T.Diagnostic
 #: numerics: "cpu" (the default: f32 dots exact in f32, as XLA:CPU) or
 #: "tpu" (f32 dot operands rounded as a TPU's MXU does at the dot's
 #: precision; translate_linalg.py): a translation option, not a run option
-BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback", "numerics", "warnings", "jax_state")
-# Set by the bridge itself (a call made with JAX's InterpretParams), not by users.
-_INTERNAL_OPTIONS = ("jax_state",)
+BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback", "numerics", "warnings", "jax_state",
+                  "jax_random_seed", "jax_grid_recorder", "jax_refuse_scoped_hbm",
+                  "jax_skip_float_ops")
+# Set by the bridge itself (a call made with JAX's InterpretParams), not by
+# users: _params.py maps JAX's fields to them.
+_INTERNAL_OPTIONS = ("jax_state", "jax_random_seed", "jax_grid_recorder",
+                     "jax_refuse_scoped_hbm", "jax_skip_float_ops")
 
 
 def option_names() -> list[str]:

@@ -70,7 +70,9 @@ def ir_op_coverage() -> dict[str, str]:
 
 def translate(call: ji.PallasCall, name: str | None = None,
               mesh: Sequence[tuple[Any, int]] | None = None,
-              numerics: str = "cpu", *, bounds_at_run: bool = False) -> TranslatedKernel:
+              numerics: str = "cpu", *, bounds_at_run: bool = False,
+              refuse_scoped_hbm: bool = False,
+              skip_float_ops: bool = False) -> TranslatedKernel:
     """Builds the tessera kernel of a traced pallas_call. `mesh`: ((axis
     name, size), ...) of the devices it runs on, in JAX's axis-environment
     order (what `lax.axis_index` and mesh device ids refer to); None: the
@@ -81,7 +83,12 @@ def translate(call: ji.PallasCall, name: str | None = None,
     static index outside its ref becomes an index operand, checked when the
     access runs (both backends check every access; JAX's interpret mode
     reports a kernel's first fault in program order), instead of a verify
-    error before the run."""
+    error before the run. refuse_scoped_hbm: an HBM buffer in run_scoped is JAX's
+    ValueError (what JAX's interpret mode raises unless its InterpretParams
+    allow_hbm_allocation_in_run_scoped), instead of a TranslationError.
+    skip_float_ops: JAX's InterpretParams skip_floating_point_ops: equations
+    that only make floating-point values are not translated; their values
+    are +inf."""
     kname = re.sub(r"[^A-Za-z0-9_]", "_", name or call.name) or "kernel"
     if not re.match(r"[A-Za-z_]", kname):
         kname = "k_" + kname
@@ -89,4 +96,6 @@ def translate(call: ji.PallasCall, name: str | None = None,
     tr.mesh = tuple((n, int(s)) for n, s in mesh) if mesh is not None else None
     tr.numerics = numerics
     tr.bounds_at_run = bounds_at_run
+    tr.refuse_scoped_hbm = refuse_scoped_hbm
+    tr.skip_float_ops = skip_float_ops
     return tr.build()

@@ -11,8 +11,8 @@ from typing import Any
 
 from .. import _builder as B
 from . import _jax_internal as ji
-from .translate_core import (RESHAPE_OPS, RefView, as_value, dtype_name, register, reshape_to,
-                             type_of_aval)
+from .translate_core import (RESHAPE_OPS, RefView, ScopedHbmError, as_value, dtype_name,
+                             register, reshape_to, type_of_aval)
 
 
 # Identities in a kernel: copies, autodiff and sharding annotations
@@ -241,6 +241,12 @@ def _run_scoped(t, env, region, eqn, used):
             t.num_sems += 1
             news[i] = RefView.whole(t.scratch(aval, f"scoped_sem{t.num_sems}"))
         else:
+            if space in ("hbm", "any") and t.refuse_scoped_hbm:
+                # ANY included: JAX's interpret mode takes it as HBM here.
+                file, line = (t.loc[0], t.loc[1]) if t.loc else ("", 0)
+                raise ScopedHbmError(
+                    "Cannot allocate HBM in `run_scoped`. (JAX's InterpretParams "
+                    "allow_hbm_allocation_in_run_scoped is False)", t.prim, file, line)
             if space in ("default", "any"):
                 space = "vmem"
             if space not in ("vmem", "smem"):

@@ -51,6 +51,15 @@ class TranslationError(NotImplementedError):
 TranslationError.__module__ = "tessera.jax.translate"
 
 
+class ScopedHbmError(TranslationError, ValueError):
+    """An HBM (or ANY) buffer in `run_scoped` under JAX's InterpretParams
+    with allow_hbm_allocation_in_run_scoped=False (its default): the
+    ValueError JAX's interpret mode raises, located at the user's line."""
+
+
+ScopedHbmError.__module__ = "tessera.jax.translate"
+
+
 _DTYPES = {
     "float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32",
     "uint32": "u32", "int16": "i16", "uint16": "u16", "int8": "i8", "uint8": "u8",
@@ -294,6 +303,28 @@ def rules() -> dict[str, Rule]:
 _WIDENED = {"i8", "i16", "u8", "u16", "i1"}
 
 
+#: what skip_floating_point_ops still computes, as JAX's interpret mode
+#: does: memory accesses, DMAs and semaphores, control flow (whose bodies
+#: skip in turn), scoped allocations and the pipeline
+_COMPUTED_WHEN_SKIPPING = frozenset({
+    "get", "swap", "load", "masked_load", "addupdate", "delay", "prng_seed",
+    "prng_random_bits", "trace_value", "cond", "scan", "while", "pjit", "jit", "closed_call",
+    "run_scoped", "emit_pipeline", "pipeline_body", "dma_start", "dma_wait",
+    "get_barrier_semaphore", "semaphore_signal", "semaphore_wait", "semaphore_read",
+})
+
+
+def _is_float_value(aval) -> bool:
+    """An array value (not a ref) of a floating-point dtype."""
+    dtype = getattr(aval, "dtype", None)
+    if dtype is None or hasattr(aval, "inner_aval") or not hasattr(aval, "shape"):
+        return False
+    try:
+        return bool(np.issubdtype(np.dtype(dtype), np.floating)) or str(dtype) == "bfloat16"
+    except TypeError:
+        return False
+
+
 class Translator:
     """The state of one kernel's translation (one per `translate` call)."""
 
@@ -311,6 +342,8 @@ class Translator:
         self.loc: tuple = ()
         self.prim = "pallas_call"
         self.bounds_at_run = False  # translate()'s option
+        self.refuse_scoped_hbm = False  # translate()'s option
+        self.skip_float_ops = False  # translate()'s option
         self.num_sems = 0
         self.prefetch_refs: list[B.Value] = []
         self.narrowed: dict[int, str] = {}    # widened ref -> the kernel's dtype
@@ -600,6 +633,16 @@ class Translator:
 
     def equation(self, env, region, eqn, used) -> None:
         name = eqn.primitive.name
+        if self.skip_float_ops and name not in _COMPUTED_WHEN_SKIPPING and eqn.outvars and all(
+                _is_float_value(v.aval) for v in eqn.outvars):
+            # JAX's skip_floating_point_ops: an equation that only makes
+            # floating-point values is not computed; its values read as +inf
+            # (what JAX's interpret mode puts in their place, for every
+            # floating-point value: see below).
+            for v in eqn.outvars:
+                if not isinstance(v, ji.DropVar):
+                    env[v] = self.const(region, float("inf"), type_of_aval(v.aval))
+            return
         rule = _RULES.get(name)
         if rule is None:
             raise self.fail(f"primitive `{name}` is not supported")
@@ -607,7 +650,10 @@ class Translator:
         if outs is not None:
             for v, o in zip(eqn.outvars, outs):
                 if not isinstance(v, ji.DropVar):
-                    env[v] = o
+                    # skipping: every floating-point value, a loaded one
+                    # too, reads as +inf (as in JAX's interpret mode)
+                    env[v] = (self.const(region, float("inf"), type_of_aval(v.aval))
+                              if self.skip_float_ops and _is_float_value(v.aval) else o)
 
     # ---- the kernel -----------------------------------------------------------
 
