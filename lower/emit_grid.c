@@ -400,18 +400,19 @@ static void permute_point(emitter_t *em, ssa_t *iv) {
 static ssa_t core_grid_point(emitter_t *em, const tsr_ir_core_split_t *split, ssa_t c,
                              ssa_t mine, ssa_t *iv) {
   const tsr_kernel_t *k = em->k;
+  dimv_t outer = grid_product(em, 0, split->first);
+  dimv_t inner = grid_product(em, split->end, k->grid_rank);
+  /* a core without points runs no step, but the loop's test still asks */
+  ssa_t d = above_one(outer) ? em_op2(em, "arith.maxui", mine, em_cidx(em, 1), "index") : mine;
+  ssa_t o = above_one(outer) ? em_op2(em, "arith.divui", c, d, "index") : em_cidx(em, 0);
+  ssa_t r = above_one(outer) ? em_op2(em, "arith.remui", c, d, "index") : c;
+  ssa_t q = above_one(inner) ? em_op2(em, "arith.divui", r, divisor(em, inner), "index") : r;
+  ssa_t p = em_op2(em, "arith.addi", (ssa_t){"%plo"}, q, "index");
+  ssa_t i = above_one(inner) ? em_op2(em, "arith.remui", r, divisor(em, inner), "index")
+                             : em_cidx(em, 0);
   if (leading_parallel(k)) {
     ssa_t local[TSR_MAX_RANK];
     ssa_t *v = iv ? iv : local;
-    dimv_t outer = grid_product(em, 0, split->first);
-    dimv_t inner = grid_product(em, split->end, k->grid_rank);
-    ssa_t d = above_one(outer) ? em_op2(em, "arith.maxui", mine, em_cidx(em, 1), "index") : mine;
-    ssa_t o = above_one(outer) ? em_op2(em, "arith.divui", c, d, "index") : em_cidx(em, 0);
-    ssa_t r = above_one(outer) ? em_op2(em, "arith.remui", c, d, "index") : c;
-    ssa_t q = above_one(inner) ? em_op2(em, "arith.divui", r, divisor(em, inner), "index") : r;
-    ssa_t p = em_op2(em, "arith.addi", (ssa_t){"%plo"}, q, "index");
-    ssa_t i = above_one(inner) ? em_op2(em, "arith.remui", r, divisor(em, inner), "index")
-                               : em_cidx(em, 0);
     grid_coords(em, o, 0, split->first, v);
     grid_coords(em, p, split->first, split->end, v);
     grid_coords(em, i, split->end, k->grid_rank, v);
@@ -428,16 +429,6 @@ static ssa_t core_grid_point(emitter_t *em, const tsr_ir_core_split_t *split, ss
       lin = em_iadd(em, em_imul_dim(em, lin, em->grid_ext[g]), v[g]);
     return lin;
   }
-  dimv_t outer = grid_product(em, 0, split->first);
-  dimv_t inner = grid_product(em, split->end, k->grid_rank);
-  /* a core without points runs no step, but the loop's test still asks */
-  ssa_t d = above_one(outer) ? em_op2(em, "arith.maxui", mine, em_cidx(em, 1), "index") : mine;
-  ssa_t o = above_one(outer) ? em_op2(em, "arith.divui", c, d, "index") : em_cidx(em, 0);
-  ssa_t r = above_one(outer) ? em_op2(em, "arith.remui", c, d, "index") : c;
-  ssa_t q = above_one(inner) ? em_op2(em, "arith.divui", r, divisor(em, inner), "index") : r;
-  ssa_t p = em_op2(em, "arith.addi", (ssa_t){"%plo"}, q, "index");
-  ssa_t i = above_one(inner) ? em_op2(em, "arith.remui", r, divisor(em, inner), "index")
-                             : em_cidx(em, 0);
   if (iv) {
     grid_coords(em, o, 0, split->first, iv);
     grid_coords(em, p, split->first, split->end, iv);
