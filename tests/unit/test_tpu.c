@@ -985,7 +985,7 @@ TSR_TEST(element_windows) {
     /* the blocked output keeps its plain window */
     CHECK_HAS(t, "window_bounds = array<i64: 8, 128>}");
     TSR_CHECK(count(t ? t : "", "element_window") == 1);
-    free(t);
+    tsr_ir_string_free(t);
     tsr_ir_module_destroy(m);
   }
   layout_case("in %x: f32[64, 128] vmem block[element(16), 128] map(%i) -> (%i, 0)", NULL, 1,
