@@ -294,7 +294,9 @@ class TesseraPallasCall:
 
     def __call__(self, *args):
         args, flat = _canonical(args, jax.tree_util.tree_leaves(list(args)))
-        if any(ji.is_tracer(x) for x in flat):
+        if any(ji.is_tracer(x) for x in flat) and not any(
+                jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.extended)
+                for x in flat):  # semaphores and keys have no tangent type
             return self._differentiable(args, flat)
         return self._call(args, flat)
 
