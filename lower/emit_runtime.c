@@ -252,6 +252,42 @@ static uint32_t dims_at_run(emitter_t *em, const tsr_op_t *op, const tsr_value_t
   return rank;
 }
 
+/* A dma_start's views of dynamic size are checked when it runs, as the
+ * interpreter checks them: index `pos` (TSR_INDEX_DSIZE) of a dimension
+ * `dim` is reported when its size is negative or the elements it names
+ * leave [0, dim) (an empty view may start at dim). The runtime gets the
+ * size too (TSR_RT_OUT_OF_BOUNDS, c = pos + 2^32, d = the size); the
+ * copy then takes the clamped view (dynamic_size), so memory stays safe. */
+static void check_dynamic_size(emitter_t *em, const tsr_op_t *op, uint32_t pos, int64_t dim,
+                               bool negative_only) {
+  const tsr_index_t *ix = &op->indices[pos];
+  ssa_t s = ix->operand >= 0 ? em_scalar(em, op->operands[ix->operand])
+                             : em_cint(em, "i32", 0, ix->start);
+  ssa_t n = em_scalar(em, op->operands[ix->stop]);
+  ssa_t s64 = i64_of_i32(em, s), n64 = i64_of_i32(em, n), zero = c64(em, 0);
+  /* the last element named, s + (n - 1) * stride, in i64 (no overflow) */
+  ssa_t last = em_op2(em, "arith.addi", s64,
+                      em_op2(em, "arith.muli", em_op2(em, "arith.subi", n64, c64(em, 1), "i64"),
+                             c64(em, ix->stride), "i64"),
+                      "i64");
+  ssa_t empty = em_cmp(em, "cmpi", "eq", n64, zero, "i64");
+  ssa_t bad = em_op2(em, "arith.ori", em_cmp(em, "cmpi", "slt", n64, zero, "i64"),
+                     em_cmp(em, "cmpi", "slt", s64, zero, "i64"), "i1");
+  ssa_t over_empty = em_op2(em, "arith.andi", empty,
+                            em_cmp(em, "cmpi", "sgt", s64, c64(em, dim), "i64"), "i1");
+  ssa_t over_full = em_op2(em, "arith.andi", em_cmp(em, "cmpi", "sgt", n64, zero, "i64"),
+                           em_cmp(em, "cmpi", "sge", last, c64(em, dim), "i64"), "i1");
+  if (negative_only) /* a dma_wait: its view only sizes the wait */
+    bad = em_cmp(em, "cmpi", "slt", n64, zero, "i64");
+  else
+    bad = em_op2(em, "arith.ori", bad, em_op2(em, "arith.ori", over_empty, over_full, "i1"),
+                 "i1");
+  em_open(em, "scf.if %s {", bad.s);
+  (void)rt_call(em, TSR_RT_OUT_OF_BOUNDS, c64(em, em_site_of(em, op)), s64,
+                c64(em, (int64_t)pos + ((int64_t)1 << 32)), n64);
+  em_close(em, "}");
+}
+
 static bool has_dynamic_size(const tsr_op_t *op, const tsr_dma_view_t *dma) {
   for (uint32_t i = dma->src.first; i < dma->dst.first + dma->dst.count; i++)
     if (op->indices[i].kind == TSR_INDEX_DSIZE) return true;
@@ -328,6 +364,15 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
     if (regular) {
       em_unimplemented(em, op, "a DMA of dynamic size signalling a regular semaphore");
       return;
+    }
+    /* a dma_start's two views; a dma_wait's destination, which sizes it */
+    const bool wait = op->opcode == TSR_OP_DMA_WAIT;
+    for (uint32_t side = wait ? 1 : 0; side < 2; side++) {
+      const tsr_opview_ref_t *r = side ? &dma.dst : &dma.src;
+      const tsr_value_t *v = r->base.value;
+      for (uint32_t d = 0; d < r->count && d < v->type.rank; d++)
+        if (op->indices[r->first + d].kind == TSR_INDEX_DSIZE)
+          check_dynamic_size(em, op, r->first + d, v->type.dims[d], wait);
     }
     ssa_t sd[TSR_MAX_RANK], dd[TSR_MAX_RANK];
     uint32_t rank = dims_at_run(em, op, dst, dma.dst.first, dma.dst.count, dd);

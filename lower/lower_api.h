@@ -16,7 +16,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 7
+#define TSR_LOWER_ABI_VERSION 8
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
@@ -109,7 +109,9 @@ typedef enum tsr_lower_rt_call {
   TSR_RT_OUT_OF_BOUNDS, /* a = site (a load, store or dma_start), b = the start
                         of op index c (its position in op->indices) that puts
                         the view outside its ref: the compiled code then
-                        accesses the nearest view inside instead */
+                        accesses the nearest view inside instead. A DMA view
+                        of dynamic size passes c + 2^32 and d = its size
+                        (a negative one is reported as such) */
   TSR_RT_BLOCK_RANGE, /* a = site (the index map's yield), b = the decl,
                         c = address of its block indices as i64s: the block
                         index is out of range (the compiled code then uses

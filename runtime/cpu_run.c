@@ -124,7 +124,8 @@ static void note_ref(tsr_cpu_info_t *info, site_info_t *s, const tsr_opview_ref_
 static void note_site_refs(tsr_cpu_info_t *info, const tsr_op_t *op, site_info_t *s) {
   tsr_access_view_t av;
   tsr_dma_view_t dv;
-  if (op->opcode == TSR_OP_DMA_START && tsr_opview_dma(op, &dv)) {
+  if ((op->opcode == TSR_OP_DMA_START || op->opcode == TSR_OP_DMA_WAIT) &&
+      tsr_opview_dma(op, &dv)) {
     note_ref(info, s, &dv.src, "source");
     note_ref(info, s, &dv.dst, "destination");
   } else if ((op->opcode == TSR_OP_LOAD || op->opcode == TSR_OP_STORE) &&
@@ -682,9 +683,13 @@ static void sort_call(ccore_t *c, uint32_t site, const int64_t *d) {
 }
 
 /* Index `pos` of the op at `site` starts at `start`, outside its ref; under
- * mu. The interpreter's report (interp/view.c), with the same record. */
-static void out_of_bounds(ccore_t *c, uint32_t site, int64_t start, int64_t pos) {
+ * mu. The interpreter's report (interp/view.c, interp/dma.c), with the
+ * same record. A DMA view of dynamic size passes pos + 2^32 and its size. */
+static void out_of_bounds(ccore_t *c, uint32_t site, int64_t start, int64_t pos_arg,
+                          int64_t size) {
   const site_info_t *s = &c->run->info->sites[site];
+  const bool sized = pos_arg >> 32 != 0;
+  const int64_t pos = pos_arg & 0xffffffff;
   const site_ref_t *sr = NULL;
   for (uint32_t i = 0; i < s->num_refs; i++)
     if (pos >= s->refs[i].first && pos < (int64_t)(s->refs[i].first + s->refs[i].count))
@@ -695,17 +700,22 @@ static void out_of_bounds(ccore_t *c, uint32_t site, int64_t start, int64_t pos)
   }
   const uint32_t d = (uint32_t)(pos - sr->first);
   const tsr_index_t *ix = &s->indices[pos];
+  if (sized && size < 0) {
+    kernel_error(c, site, TSR_DIAG_BAD_VALUE, "DMA %s view of %%%s: dimension %u has the "
+                 "negative size %lld", sr->side ? sr->side : "", sr->name, d, (long long)size);
+    return;
+  }
   tsr_diag_detail_t detail = {.buffer = sr->name, .index_rank = sr->rank};
   for (uint32_t k = 0; k < sr->rank && k < sr->count; k++) {
     const tsr_index_t *x = &s->indices[sr->first + k];
-    int64_t n = tsr_index_extent(x, sr->dims[k]);
+    int64_t n = sized && k == d ? size : tsr_index_extent(x, sr->dims[k]);
     int64_t st = x->kind == TSR_INDEX_FULL || x->stride < 1 ? 1 : x->stride;
     int64_t lo = k == d ? start : x->kind == TSR_INDEX_FULL ? 0 : x->start;
     detail.index_lo[k] = lo;
     /* another dynamic start is not known here: its static part */
     detail.index_hi[k] = lo + (n - 1) * st + 1;
   }
-  int64_t count = tsr_index_extent(ix, sr->dims[d]);
+  int64_t count = sized ? size : tsr_index_extent(ix, sr->dims[d]);
   int64_t stride = ix->kind == TSR_INDEX_FULL || ix->stride < 1 ? 1 : ix->stride;
   char text[400];
   tsr_diag_format_out_of_bounds(text, sizeof text, sr->name, sr->side, sr->rank, sr->dims, NULL,
@@ -794,7 +804,7 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
       stop_if(r, tsr_diag_assert_failed(&r->diag, where_of(me, site, &w), text ? text : ""));
       break;
     }
-    case TSR_RT_OUT_OF_BOUNDS: out_of_bounds(me, site, b, c); break;
+    case TSR_RT_OUT_OF_BOUNDS: out_of_bounds(me, site, b, c, d); break;
     case TSR_RT_BLOCK_RANGE: block_range(me, site, b, (const int64_t *)(uintptr_t)c); break;
     case TSR_RT_STEP: result = take_steps(me, site, b); break;
     case TSR_RT_VISIT: visit_block(me, a, b, c); break;

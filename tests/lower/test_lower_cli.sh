@@ -280,6 +280,55 @@ else
   skip "bounds: the inputs" "no python3"
 fi
 
+# ---- DMA views of dynamic size outside their refs ---------------------------------
+# The sizes a run reads: one that takes the view past the end of an HBM
+# output (guarded: a byte written past it fails the run), a negative one,
+# and one in bounds. The cpu backend reports the first two as the
+# interpreter does, word for word, and copies only what lies inside.
+cat >dsz.tsr <<'EOF'
+kernel @dsz
+  grid(3) semantics(arbitrary)
+  prefetch %n: i32[3]
+  in %x: f32[16, 128] any
+  out %y: f32[16, 128] any
+  scratch %sem: dma_sem
+{
+  %i = program_id 0 : i32
+  %k = load %n[%i] : i32
+  %four = const 4 : i32
+  %s = mul %i, %four : i32
+  dma_start %x[ds(%s, %k), :] -> %y[ds(%s, %k), :], %sem
+  dma_wait %x[ds(%s, %k), :] -> %y[ds(%s, %k), :], %sem
+}
+EOF
+cat >mk2.py <<'EOF'
+import struct
+def save(name, descr, shape, fmt, values):
+    head = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, "".join("%d, " % d for d in shape))
+    head += " " * (63 - (10 + len(head)) % 64) + "\n"
+    with open(name, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode())
+        f.write(struct.pack("<%d%s" % (len(values), fmt), *values))
+save("n_bad.npy", "<i4", [3], "i", [4, 20, -3])
+save("x16.npy", "<f4", [16, 128], "f", [float(i) for i in range(2048)])
+EOF
+if python3 mk2.py; then
+  for b in interp cpu; do
+    t run dsz.tsr --in n=n_bad.npy --in x=x16.npy --out-dir "dsz_$b" -q --backend "$b"
+    grep 'error:' err | sort >"dsz_err_$b"
+    echo "$rc" >"dsz_rc_$b"
+  done
+  check "dynamic DMA sizes: the cpu backend fails a view that leaves its ref (status 1, no guard fault)" \
+    test "$(cat dsz_rc_cpu)" -eq 1 -a "$(cat dsz_rc_interp)" -eq 1
+  check "... naming the slice past the end and the negative size" \
+    test "$(grep -c "'dma_start': slice 4:24:1 out of bounds for dimension 0 of %x (the DMA's source)" dsz_err_cpu)" -eq 1 -a \
+    "$(grep -c "has the negative size -3" dsz_err_cpu)" -ge 1
+  check "... the interpreter's lines, word for word" diff dsz_err_interp dsz_err_cpu
+else
+  skip "dynamic DMA sizes: the inputs" "no python3"
+fi
+
 # ---- masked windows past the array's end -------------------------------------------
 # A masked store or load whose dynamic window reaches past the ref's end (the
 # lanes outside masked off, as Pallas allows) touches the masked-on lanes at
