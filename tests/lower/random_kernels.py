@@ -211,22 +211,19 @@ def gen_kernel(rng, name, tpu_tiles=False):
             return "block[%s] map(%s) -> (%s)" % (blk, ", ".join(gnames), ", ".join(mapped))
         n_specs[0] += 1
         k = n_specs[0]
-        d0 = axes[0]
-        lines = ["block[%s] map(%s) {" % (blk, ", ".join(gnames)),
-                 "    %%mn%d = const %d : i32" % (k, nblocks[d0] - 1),
-                 "    %%mr%d = sub %%mn%d, %s : i32" % (k, k, gnames[0]),
-                 "    %%mz%d = const 0 : i32" % k]
-        ys = []
-        for d in range(rank):
-            if d == d0:
-                ys.append("%%mr%d" % k)
-            elif d in axes:
-                ys.append(gnames[axes.index(d)])
-            else:
-                ys.append("%%mz%d" % k)
-        lines.append("    yield %s" % ", ".join(ys))
-        lines.append("  }")
-        return "\n".join(lines)
+        return map_region(blk, ["%%mn%d = const %d : i32" % (k, nblocks[axes[0]] - 1),
+                                "%%mr%d = sub %%mn%d, %s : i32" % (k, k, gnames[0]),
+                                "%%mz%d = const 0 : i32" % k], "%%mr%d" % k, "%%mz%d" % k)
+
+    def map_region(blk, body, first, zero):
+        """An index map as a region: `body`'s lines, then a yield of
+        `first` for the first walked dim, the grid index of the other
+        walked dims, and `zero` for the rest."""
+        ys = [first if d == axes[0] else gnames[axes.index(d)] if d in axes else zero
+              for d in range(rank)]
+        return "\n".join(["block[%s] map(%s) {" % (blk, ", ".join(gnames))]
+                         + ["    " + line for line in body]
+                         + ["    yield %s" % ", ".join(ys), "  }"])
 
     # an input's first walked dim is now and then an element dim (pl.Element:
     # the map gives element offsets into the array padded low and high, the
@@ -244,23 +241,12 @@ def gen_kernel(rng, name, tpu_tiles=False):
         early = er.randint(0, lo)
         ents = ["squeezed" if squeezed[d] else str(block[d]) for d in range(rank)]
         ents[d0] = "element(%d, %d, %d)" % (block[d0], lo, hi)
-        lines = ["block[%s] map(%s) {" % (", ".join(ents), ", ".join(gnames)),
-                 "    %%eb%d = const %d : i32" % (k, block[d0]),
-                 "    %%em%d = mul %s, %%eb%d : i32" % (k, gnames[0], k),
-                 "    %%es%d = const %d : i32" % (k, lo - early),
-                 "    %%eo%d = add %%em%d, %%es%d : i32" % (k, k, k),
-                 "    %%ez%d = const 0 : i32" % k]
-        ys = []
-        for d in range(rank):
-            if d == d0:
-                ys.append("%%eo%d" % k)
-            elif d in axes:
-                ys.append(gnames[axes.index(d)])
-            else:
-                ys.append("%%ez%d" % k)
-        lines.append("    yield %s" % ", ".join(ys))
-        lines.append("  }")
-        return "\n".join(lines)
+        return map_region(", ".join(ents),
+                          ["%%eb%d = const %d : i32" % (k, block[d0]),
+                           "%%em%d = mul %s, %%eb%d : i32" % (k, gnames[0], k),
+                           "%%es%d = const %d : i32" % (k, lo - early),
+                           "%%eo%d = add %%em%d, %%es%d : i32" % (k, k, k),
+                           "%%ez%d = const 0 : i32" % k], "%%eo%d" % k, "%%ez%d" % k)
 
     n_in = r.randint(1, 3)
     in_dtypes = [r.choice(DTYPES) for _ in range(n_in)]
