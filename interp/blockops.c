@@ -805,6 +805,18 @@ void tsr_blockops_uninit_value(tsr_dtype_t dtype, tsr_uninit_mode_t mode,
   }
 }
 
+void tsr_blockops_jax_uninit_value(tsr_dtype_t dtype, tsr_uninit_mode_t mode,
+                                   void *out_elem) {
+  tsr_dtype_class_t cl = tsr_dtype_class(dtype);
+  if (cl == TSR_CLASS_FLOAT || mode == TSR_UNINIT_ZERO) {
+    tsr_blockops_uninit_value(dtype, mode, out_elem);
+    return;
+  }
+  tsr_literal_t lit = {
+      .i = cl == TSR_CLASS_SINT ? -(int64_t)(1ull << (tsr_dtype_bits(dtype) - 1)) : 0};
+  tsr_blockops_literal(dtype, lit, out_elem);
+}
+
 void tsr_blockops_literal(tsr_dtype_t dtype, tsr_literal_t lit, void *out_elem) {
   switch (tsr_dtype_class(dtype)) {
   case TSR_CLASS_FLOAT: {

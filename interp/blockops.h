@@ -63,6 +63,12 @@ void tsr_blockops_convert(tsr_dtype_t dst_dtype, void *dst, tsr_dtype_t src_dtyp
  * positive) for floats, the maximum for integers, 1 for i1; or zero. */
 void tsr_blockops_uninit_value(tsr_dtype_t dtype, tsr_uninit_mode_t mode,
                                void *out_elem);
+/* JAX's own uninitialized value (primitives.uninitialized_value, what its
+ * interpreters fill memory with): for integers the minimum (0 unsigned,
+ * false for i1) where tessera's `nan` mode gives the maximum; floats as
+ * tsr_blockops_uninit_value, and zero in `zero` mode. */
+void tsr_blockops_jax_uninit_value(tsr_dtype_t dtype, tsr_uninit_mode_t mode,
+                                   void *out_elem);
 /* Fills n elements of elem_size bytes with *elem. */
 void tsr_blockops_fill(size_t elem_size, void *dst, const void *elem, size_t n);
 /* Stores a literal (tsr_literal_t as the IR holds it) as one element. */

@@ -112,21 +112,40 @@ static void report_block_range(run_t *run, uint32_t j, const int64_t *b, bool re
     tsr_interp_kernel_error(run, op->site, TSR_DIAG_OUT_OF_BOUNDS, "%s", text);
 }
 
-/* The padding of an element window (pl.Element): JAX pads an array for one
- * with its own uninitialized value, which for integers is the minimum (0
- * unsigned, false for i1) where tessera's --uninit nan value is the
- * maximum; floats get the run's uninitialized value, as do all dtypes with
- * --uninit zero. */
-static void fill_element_pad(run_t *run, tsr_dtype_t dt, uint8_t *buf, uint64_t n) {
-  tsr_dtype_class_t cl = tsr_dtype_class(dt);
-  if (cl == TSR_CLASS_FLOAT || run->p->options.uninit == TSR_UNINIT_ZERO) {
+/* The padding of an element window (pl.Element), and under
+ * out_blocks_copied_in that of every block: JAX pads the array with its own
+ * uninitialized value (tsr_interp_fill_jax_uninit). */
+static void fill_pad(run_t *run, const operand_plan_t *op, tsr_dtype_t dt, uint8_t *buf,
+                     uint64_t n) {
+  if (op->any_element || run->p->options.out_blocks_copied_in)
+    tsr_interp_fill_jax_uninit(run, dt, buf, n);
+  else
     tsr_interp_fill_uninit(run, dt, buf, n);
-    return;
+}
+
+/* Copies the window (start, extent, at: block_window) of operand j's block
+ * from HBM into `buf`, the block's dense copy, and with `shadow` the
+ * array's written-element map into the block's; the padding (`padded`)
+ * first gets fill_pad's value, and is unwritten. */
+static void window_in(run_t *run, uint32_t j, uint8_t *buf, uint8_t *shadow,
+                      const int64_t *start, const int64_t *extent, const int64_t *at,
+                      bool padded) {
+  const operand_plan_t *op = &run->p->operands[j];
+  const ref_info_t *ri = &run->p->refs[op->ref];
+  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  int64_t bstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(op->array_rank, op->block, bstr);
+  if (padded) {
+    fill_pad(run, op, (tsr_dtype_t)ri->dtype, buf, ri->elements);
+    if (shadow) memset(shadow, 0, ri->elements);
   }
-  unsigned char elem[8];
-  tsr_literal_t lit = {.i = cl == TSR_CLASS_SINT ? -(int64_t)(1ull << (tsr_dtype_bits(dt) - 1)) : 0};
-  tsr_blockops_literal(dt, lit, elem);
-  tsr_blockops_fill(tsr_dtype_size(dt), buf, elem, n);
+  int64_t into = 0, off = window_offset(op, start);
+  for (uint32_t d = 0; d < op->array_rank; d++) into += at[d] * bstr[d];
+  tsr_blockops_copy(es, op->array_rank, extent, buf + into * (int64_t)es, bstr,
+                    run->hbm[j] + off * (int64_t)es, op->array_strides);
+  if (shadow)
+    tsr_blockops_copy(1, op->array_rank, extent, shadow + into, bstr, run->hbm_shadow[j] + off,
+                      op->array_strides);
 }
 
 static void copy_in(run_t *run, uint32_t j) {
@@ -148,7 +167,7 @@ static void copy_in(run_t *run, uint32_t j) {
   bool direct = block_window(op, b, start, extent, at);
   if (window_empty(op, extent)) { /* all padding */
     rr->data = own_buf;
-    fill_element_pad(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+    fill_pad(run, op, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
     return;
   }
   tsr_race_window(run, j, start, extent, false);
@@ -161,19 +180,41 @@ static void copy_in(run_t *run, uint32_t j) {
     return;
   }
   rr->data = own_buf;
-  int64_t bstr[TSR_MAX_RANK];
-  tsr_blockops_dense_strides(op->array_rank, op->block, bstr);
   bool padded = false;
   for (uint32_t d = 0; d < op->array_rank; d++)
     if (extent[d] < op->block[d]) padded = true;
-  if (padded && op->any_element)
-    fill_element_pad(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
-  else if (padded)
-    tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
-  int64_t into = 0;
-  for (uint32_t d = 0; d < op->array_rank; d++) into += at[d] * bstr[d];
-  tsr_blockops_copy(es, op->array_rank, extent, own_buf + into * (int64_t)es, bstr, src,
-                    op->array_strides);
+  window_in(run, j, own_buf, NULL, start, extent, at, padded);
+}
+
+/* out_blocks_copied_in: the output block starts as the array's window (its
+ * values and which of them were written), its padding JAX's uninitialized
+ * value. A block written in place already is that window. */
+static void out_copy_in(run_t *run, uint32_t j) {
+  const tsr_interp_program_t *p = run->p;
+  const operand_plan_t *op = &p->operands[j];
+  const ref_info_t *ri = &p->refs[op->ref];
+  run_ref_t *rr = &run->refs[op->ref];
+  uint8_t *own_buf = run->vmem + ri->offset;
+  rr->pending_fill = false;
+  if (rr->data != own_buf) return; /* in place */
+  int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK], at[TSR_MAX_RANK];
+  bool padded = false;
+  if (run->block_valid[j]) {
+    block_window(op, &run->cur_block[j * TSR_MAX_RANK], start, extent, at);
+    for (uint32_t d = 0; d < op->array_rank; d++)
+      if (extent[d] < op->block[d]) padded = true;
+  }
+  if (rr->shadow && !run->hbm_shadow[j]) memset(rr->shadow, 1, ri->elements);
+  uint8_t *shadow = run->hbm_shadow[j] ? rr->shadow : NULL;
+  if (!run->block_valid[j] || window_empty(op, extent)) { /* none of the array */
+    tsr_interp_fill_jax_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+    if (shadow) memset(shadow, 0, ri->elements);
+    return;
+  }
+  run->sh->stats.blocks_copied_in++;
+  run->sh->stats.bytes_copied += ri->elements * tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  tsr_race_window(run, j, start, extent, false);
+  window_in(run, j, own_buf, shadow, start, extent, at, padded);
 }
 
 static void begin_out_block(run_t *run, uint32_t j) {
@@ -235,6 +276,10 @@ static void begin_out_block(run_t *run, uint32_t j) {
       if (ri->shadowed) rr->shadow = run->hbm_shadow[j] + off;
     }
   }
+  if (p->options.out_blocks_copied_in) {
+    out_copy_in(run, j);
+    return;
+  }
   /* Output blocks start uninitialized: they are not copied in. The fill is
    * lazy: a first store of the whole block makes it unnecessary (one write
    * pass fewer; part of the 12% -> 77% add speed-up, docs/benchmarks.md). */
@@ -290,10 +335,12 @@ void tsr_grid_check_outputs(run_t *run) {
     uint64_t first = (uint64_t)(z - s), missing = 0;
     const ref_info_t *ri = &p->refs[op->ref];
     size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+    /* out_blocks_copied_in: they hold JAX's value since the start */
+    const bool fill = !p->options.out_blocks_copied_in;
     for (uint64_t i = first; i < op->array_elements; i++) {
       if (s[i]) continue;
       missing++;
-      tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, run->hbm[j] + i * es, 1);
+      if (fill) tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, run->hbm[j] + i * es, 1);
     }
     if (missing) {
       int64_t idx[TSR_MAX_RANK];

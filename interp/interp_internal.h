@@ -613,6 +613,12 @@ void tsr_race_window(run_t *run, uint32_t j, const int64_t *start, const int64_t
 /* ---- view.c ---- */
 
 void tsr_interp_fill_uninit(const run_t *run, tsr_dtype_t dtype, void *dst, uint64_t n);
+/* JAX's own uninitialized value, where JAX's interpreters fill memory
+ * (pl.Element padding; under out_blocks_copied_in, fresh outputs and block
+ * padding): for integers the minimum (0 unsigned, false for i1) where
+ * tessera's --uninit nan value is the maximum; floats get the run's
+ * uninitialized value, as do all dtypes with --uninit zero. */
+void tsr_interp_fill_jax_uninit(const run_t *run, tsr_dtype_t dtype, void *dst, uint64_t n);
 /* Gives a lazily filled output block its uninitialized contents. */
 static inline void tsr_interp_materialize(run_t *run, uint32_t ref) {
   run_ref_t *rr = &run->refs[ref];

@@ -305,6 +305,11 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
       if (op->alias >= 0) {
         memcpy(hbm[j], hbm[op->alias], bytes);
         hbm[op->alias] = hbm[j]; /* shared HBM buffer */
+      } else if (p->options.out_blocks_copied_in) {
+        /* Blocks are copied in from the array: it starts holding JAX's
+         * uninitialized value, as in JAX's generic interpreter. */
+        tsr_interp_fill_jax_uninit(&sh->core[d * sh->cores], (tsr_dtype_t)ri->dtype, hbm[j],
+                                   op->array_elements);
       } else if (!p->options.check) {
         /* With checks on, never-written elements are found through the shadow
          * and filled at the end (tsr_grid_check_outputs): no pass here. */

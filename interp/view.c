@@ -15,6 +15,12 @@ void tsr_interp_fill_uninit(const run_t *run, tsr_dtype_t dtype, void *dst, uint
   tsr_blockops_fill(tsr_dtype_size(dtype), dst, elem, n);
 }
 
+void tsr_interp_fill_jax_uninit(const run_t *run, tsr_dtype_t dtype, void *dst, uint64_t n) {
+  unsigned char elem[8];
+  tsr_blockops_jax_uninit_value(dtype, run->p->options.uninit, elem);
+  tsr_blockops_fill(tsr_dtype_size(dtype), dst, elem, n);
+}
+
 /* Returns the flat position (in view order) of the first 0 byte of the view's
  * shadow, or -1 when every element was written. */
 int64_t tsr_view_first_unwritten(const view_t *v) {
@@ -222,7 +228,10 @@ static void report_unwritten_at(run_t *run, const insn_t *in, const ref_info_t *
                                   "read of uninitialized memory: %%%s%s (shape %s) was never "
                                   "written%s; it holds the uninitialized value",
                                   ri->name, at, shape,
-                                  ri->role == TSR_ROLE_OUT ? " in this output block" : "");
+                                  ri->role != TSR_ROLE_OUT ? ""
+                                  : run->p->options.out_blocks_copied_in
+                                      ? " in this output block nor in its array before"
+                                      : " in this output block");
 }
 
 void tsr_view_report_unwritten(run_t *run, const insn_t *in, const ref_info_t *ri,

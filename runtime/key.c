@@ -115,7 +115,8 @@ _Static_assert(sizeof(void *) != 8 || sizeof(tsr_interp_options_t) == 128,
 
 typedef struct key_options {
   tsr_uninit_mode_t uninit;
-  bool check, shuffle_parallel, dma_eager, detect_races, oob_reads_uninit, padded;
+  bool check, shuffle_parallel, dma_eager, detect_races, oob_reads_uninit, padded,
+      out_blocks_copied_in;
   uint64_t shuffle_seed, schedule_seed;
   uint32_t max_errors, devices, cores;
   const char *chip;
@@ -143,6 +144,7 @@ static key_options_t key_options(const tsr_interp_options_t *options) {
       .detect_races = o.detect_races,
       .oob_reads_uninit = o.oob_reads_uninit,
       .padded = o.padded,
+      .out_blocks_copied_in = o.out_blocks_copied_in,
       .shuffle_seed = o.shuffle_parallel ? o.shuffle_seed : 0,
       .schedule_seed = o.schedule_seed,
       .max_errors = o.max_errors ? o.max_errors : 20,
@@ -161,7 +163,8 @@ static size_t encode_options(const key_options_t *o, uint8_t *buf, size_t size) 
   uint64_t fields[] = {(uint64_t)o->uninit, o->check, o->shuffle_parallel,
                        o->shuffle_seed, o->max_errors, o->devices, o->cores,
                        o->schedule_seed, o->dma_eager, o->detect_races,
-                       (uint64_t)o->oob_reads_uninit | (uint64_t)o->padded << 1,
+                       (uint64_t)o->oob_reads_uninit | (uint64_t)o->padded << 1 |
+                           (uint64_t)o->out_blocks_copied_in << 2,
                        o->order_size, o->order_lo, o->order_hi};
   size_t n = 0;
   for (size_t i = 0; i < TSR_ARRAY_SIZE(fields); i++)
@@ -178,15 +181,19 @@ static void describe_options(const uint8_t *bytes, size_t size, char *out,
   for (size_t i = 0; i < 14 && (i + 1) * 8 <= size; i++)
     for (int b = 0; b < 8; b++) f[i] |= (uint64_t)bytes[i * 8 + b] << (8 * b);
   int chip = size > 112 ? (int)(size - 112) : 0;
-  snprintf(out, out_size,
-           "uninit=%s check=%d shuffle_parallel=%d shuffle_seed=%" PRIu64
-           " max_errors=%" PRIu64 " devices=%" PRIu64 " cores=%" PRIu64
-           " schedule_seed=%" PRIu64 " dma=%s detect_races=%d oob_reads=%s buffer_bounds=%s"
-           " parallel_order=%" PRIu64 " entries (hash %016" PRIx64 "%016" PRIx64 ") chip=%.*s",
-           uninit_name((tsr_uninit_mode_t)f[0]), (int)f[1], (int)f[2], f[3], f[4], f[5],
-           f[6], f[7], f[8] ? "eager" : "lazy", (int)f[9], f[10] & 1 ? "uninit" : "error",
-           f[10] & 2 ? "padded" : "logical", f[11], f[13], f[12], chip,
-           (const char *)bytes + 112);
+  /* The chip last, in what is left (the numbers' widths vary). */
+  int n = snprintf(out, out_size,
+                   "uninit=%s check=%d shuffle_parallel=%d shuffle_seed=%" PRIu64
+                   " max_errors=%" PRIu64 " devices=%" PRIu64 " cores=%" PRIu64
+                   " schedule_seed=%" PRIu64 " dma=%s detect_races=%d oob_reads=%s"
+                   " buffer_bounds=%s out_blocks=%s parallel_order=%" PRIu64
+                   " entries (hash %016" PRIx64 "%016" PRIx64 ") ",
+                   uninit_name((tsr_uninit_mode_t)f[0]), (int)f[1], (int)f[2], f[3], f[4],
+                   f[5], f[6], f[7], f[8] ? "eager" : "lazy", (int)f[9],
+                   f[10] & 1 ? "uninit" : "error", f[10] & 2 ? "padded" : "logical",
+                   f[10] & 4 ? "copied-in" : "uninit", f[11], f[13], f[12]);
+  if (n >= 0 && (size_t)n < out_size)
+    snprintf(out + n, out_size - (size_t)n, "chip=%.*s", chip, (const char *)bytes + 112);
 }
 
 /* ---- Keys ------------------------------------------------------------------------ */
@@ -264,7 +271,9 @@ tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
   tsr_runtime_key_t *k = NULL;
   TSR_RETURN_IF_ERROR(key_begin(kernel, TSR_BACKEND_CPU, &k));
   char text[64];
-  int n = snprintf(text, sizeof text, "opt_level=%d", o.opt_level);
+  /* the default's text as before the option: its keys are unchanged */
+  int n = snprintf(text, sizeof text, "opt_level=%d%s", o.opt_level,
+                   o.out_blocks_copied_in ? " out_blocks=copied-in" : "");
   add_component(k, "compile", text, (size_t)n);
   const char *producer = tsr_runtime_producer();
   add_component(k, "tessera", producer, strlen(producer));
@@ -299,6 +308,7 @@ tsr_status_t tsr_runtime_key_create(const tsr_ir_kernel_t *kernel,
       tsr_compile_options_t co;
       tsr_compile_options_initialize(&co);
       co.opt_level = options->opt_level;
+      co.out_blocks_copied_in = options->run.out_blocks_copied_in;
       return tsr_runtime_compiled_key_create(kernel, &co, out_key);
     }
   }

@@ -26,7 +26,7 @@ const char cmd_hash_help[] =
     "'tessera run': --uninit --shuffle-parallel --parallel-order --chip --check\n"
     "--no-check\n"
     "--max-errors --devices --cores --dma-mode --schedule-seed --detect-races\n"
-    "--oob-reads --buffer-bounds\n"
+    "--oob-reads --buffer-bounds --out-blocks\n"
     "\n"
     "Output: KEY  @KERNEL  FILE, one line per kernel.\n"
     "Exit status: 0 success; 1 parse errors; 2 usage errors.\n"

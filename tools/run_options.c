@@ -14,7 +14,7 @@ enum {
   RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED, RUN_TRACE,
   RUN_DETECT_RACES, RUN_CACHE_STATS, RUN_EXPLAIN, RUN_TARGET, RUN_BACKEND,
   RUN_STRICT, RUN_TIMEOUT, RUN_MAX_STEPS, RUN_OOB_READS, RUN_BUFFER_BOUNDS,
-  RUN_PARALLEL_ORDER,
+  RUN_PARALLEL_ORDER, RUN_OUT_BLOCKS,
 };
 
 static const cli_option_t run_options[] = {
@@ -41,6 +41,7 @@ static const cli_option_t run_options[] = {
     {"detect-races", 0, false, RUN_DETECT_RACES},
     {"oob-reads", 0, true, RUN_OOB_READS},
     {"buffer-bounds", 0, true, RUN_BUFFER_BOUNDS},
+    {"out-blocks", 0, true, RUN_OUT_BLOCKS},
     {"cache-stats", 0, false, RUN_CACHE_STATS},
     {"explain", 0, false, RUN_EXPLAIN},
     {"target", 0, true, RUN_TARGET},
@@ -60,7 +61,7 @@ static bool option_of(const char *cmd, int id) {
     case RUN_PARALLEL_ORDER:
     case RUN_CHECK: case RUN_NO_CHECK: case RUN_MAX_ERRORS: case RUN_DEVICES:
     case RUN_CORES: case RUN_DMA_MODE: case RUN_SCHEDULE_SEED: case RUN_DETECT_RACES:
-    case RUN_OOB_READS: case RUN_BUFFER_BOUNDS:
+    case RUN_OOB_READS: case RUN_BUFFER_BOUNDS: case RUN_OUT_BLOCKS:
       return true;
     case RUN_EXPLAIN: case RUN_TARGET:
       return hash;
@@ -268,6 +269,14 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
       else
         return cli_usage_error(cmd,
                                "--buffer-bounds expects 'logical' or 'padded', got '%s'",
+                               value);
+      break;
+    case RUN_OUT_BLOCKS:
+      if (strcmp(value, "uninit") == 0) req->options.run.out_blocks_copied_in = false;
+      else if (strcmp(value, "copied-in") == 0) req->options.run.out_blocks_copied_in = true;
+      else
+        return cli_usage_error(cmd,
+                               "--out-blocks expects 'uninit' or 'copied-in', got '%s'",
                                value);
       break;
     case RUN_CACHE_STATS:

@@ -29,7 +29,7 @@ extern "C" {
  * new struct alone needs no bump. python/tessera/_capi.py's ABI_VERSION
  * follows it (python/tests/test_pkg_layout.py compares the two, and the
  * package refuses to load a library whose tsr_abi_version() differs). */
-#define TSR_ABI_VERSION 3
+#define TSR_ABI_VERSION 4
 
 /* TSR_ABI_VERSION of the library's build: a binding compares it with the
  * version it was written for before it calls anything else. */
@@ -287,7 +287,9 @@ typedef struct tsr_executable_options {
                                strict, the bounds (timeout_seconds,
                                max_steps, cancel), the order of parallel
                                steps (shuffle_parallel, shuffle_seed,
-                               parallel_order) and on_grid_step; it checks
+                               parallel_order), out_blocks_copied_in (part
+                               of the compiled code's key) and
+                               on_grid_step; it checks
                                the bounds of dynamic indices and block
                                indices and revisited output blocks, ignores
                                the other checks, oob_reads_uninit, padded

@@ -61,6 +61,19 @@ typedef struct tsr_interp_options {
                                 padding are in bounds, reads of it give the
                                 uninitialized value and writes to it are
                                 dropped; default false: the logical shape */
+  /* Output blocks, as JAX's generic interpreter (pallas_call's
+   * interpret=True) runs them, rather than a TPU and JAX's TPU interpret
+   * mode (docs/semantics.md, "Output blocks copied in"): */
+  bool out_blocks_copied_in; /* a step entering an output block copies it in
+                                from the output array (an aliased input's
+                                values, or what earlier steps wrote; a
+                                fresh output starts holding JAX's
+                                uninitialized value, the integer minimum
+                                where tessera's is the maximum), and the
+                                padding of every block past its array's
+                                end holds JAX's uninitialized value;
+                                default false: an output block starts
+                                uninitialized */
   /* An explicit order of the leading parallel grid dims, instead of
    * shuffle_parallel's seeded one (JAX's interpret mode draws its order
    * with jax.random, which the JAX bridge passes here): for each leading

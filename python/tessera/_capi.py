@@ -259,6 +259,7 @@ class InterpOptions(Structure):
         ("detect_races", c_bool),
         ("oob_reads_uninit", c_bool),
         ("padded", c_bool),
+        ("out_blocks_copied_in", c_bool),
         ("parallel_order", POINTER(ctypes.c_int64)),
         ("parallel_order_size", c_uint32),
         ("trace_path", c_char_p),

@@ -192,6 +192,8 @@ class Executable:
                 runs.oob_reads_uninit = bool(v)
             elif name == "padded":
                 runs.padded = bool(v)
+            elif name == "out_blocks_copied_in":
+                runs.out_blocks_copied_in = bool(v)
             elif name == "strict":
                 runs.strict = bool(v)
             elif name == "timeout_seconds":
@@ -522,12 +524,13 @@ def compile(kernel: Kernel | Module, backend: str = "interp", *,
     that of the `tessera run` options, docs/cli.md): uninit ("nan" or
     "zero"), check, shuffle_parallel and shuffle_seed, chip ("v5e", ...),
     max_errors, devices, cores, schedule_seed, dma_eager (or
-    dma_mode="lazy"|"eager"), detect_races, oob_reads_uninit, padded, strict,
-    timeout_seconds,
+    dma_mode="lazy"|"eager"), detect_races, oob_reads_uninit, padded,
+    out_blocks_copied_in (output blocks copied in, as JAX's generic
+    interpret=True runs them), strict, timeout_seconds,
     max_steps, cancel (a CancelToken), trace_path (a Perfetto trace),
     opt_level (cpu, 0-3), and on_print / on_warning (callables taking text).
-    The cpu backend uses devices, cores, uninit, max_errors, opt_level and
-    the run bounds; of the checks it makes only the bounds of dynamic indices
+    The cpu backend uses devices, cores, uninit, out_blocks_copied_in,
+    max_errors, opt_level and the run bounds; of the checks it makes only the bounds of dynamic indices
     and block indices (not uninitialized reads, races; nor oob_reads_uninit,
     padded).
 

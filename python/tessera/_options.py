@@ -20,7 +20,7 @@ from ._output import CancelToken, PrintCallback
 _EXECUTABLE_OPTIONS = (
     "uninit", "check", "shuffle_parallel", "shuffle_seed", "chip", "max_errors", "devices",
     "cores", "schedule_seed", "dma_eager", "dma_mode", "detect_races", "oob_reads_uninit",
-    "padded", "strict",
+    "padded", "out_blocks_copied_in", "strict",
     "timeout_seconds", "max_steps", "cancel", "trace_path", "opt_level", "on_print",
     "on_warning", "parallel_order", "on_grid_step")
 _RUN_OPTIONS = ("strict", "timeout_seconds", "max_steps", "cancel", "trace_path", "on_print",
