@@ -41,7 +41,9 @@ extern char **environ;
 
 #ifdef TSR_LOWER_NO_EMITTER
 /* The MLIR text generator (lower/emit.c) is not in this build yet. */
-tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) {
+tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, uint32_t flags,
+                                 tsr_strbuf_t *out) {
+  (void)flags;
   (void)out;
   return TSR_STATUS(TSR_UNIMPLEMENTED,
                     "kernel @%s cannot be lowered: this lowering library was built "
@@ -733,15 +735,15 @@ static void source_name(const tsr_kernel_t *kernel, char *buf, size_t size) {
   snprintf(buf, size, "@%s.mlir", kernel->name ? kernel->name : "kernel");
 }
 
-static tsr_status_t emit_text(const tsr_kernel_t *kernel, tsr_strbuf_t *out) {
-  tsr_status_t status = tsr_lower_emit_mlir(kernel, out);
+static tsr_status_t emit_text(const tsr_kernel_t *kernel, uint32_t flags, tsr_strbuf_t *out) {
+  tsr_status_t status = tsr_lower_emit_mlir(kernel, flags, out);
   if (!status && out->failed) status = TSR_OOM();
   return status;
 }
 
 /* ---- The API table ------------------------------------------------------------------ */
 
-static tsr_status_t api_emit(const tsr_kernel_t *kernel, const char *stage,
+static tsr_status_t api_emit(const tsr_kernel_t *kernel, const char *stage, uint32_t flags,
                              char **out_text) {
   if (!kernel || !stage || !out_text)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_lower emit: NULL argument");
@@ -751,7 +753,7 @@ static tsr_status_t api_emit(const tsr_kernel_t *kernel, const char *stage,
                       stage);
   tsr_strbuf_t text;
   tsr_strbuf_initialize(&text);
-  tsr_status_t status = emit_text(kernel, &text);
+  tsr_status_t status = emit_text(kernel, flags, &text);
   if (!status && llvm) {
     char source[256];
     source_name(kernel, source, sizeof source);
@@ -776,15 +778,15 @@ static tsr_status_t api_emit(const tsr_kernel_t *kernel, const char *stage,
   return *out_text ? NULL : TSR_OOM();
 }
 
-static tsr_status_t api_compile(const tsr_kernel_t *kernel, int opt_level, const char *cpu,
-                                void **out_bytes, size_t *out_size) {
+static tsr_status_t api_compile(const tsr_kernel_t *kernel, int opt_level, uint32_t flags,
+                                const char *cpu, void **out_bytes, size_t *out_size) {
   if (!kernel || !out_bytes || !out_size)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_lower compile: NULL argument");
   TSR_RETURN_IF_ERROR(check_opt_level(opt_level));
   tsr_strbuf_t text;
   tsr_strbuf_initialize(&text);
   double start = now_ms();
-  tsr_status_t status = emit_text(kernel, &text);
+  tsr_status_t status = emit_text(kernel, flags, &text);
   double emit_ms = now_ms() - start;
   if (!status) {
     char source[256];

@@ -233,7 +233,11 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     changed = em_op2(em, "arith.ori", changed, ne, "i1");
   }
   em_open(em, "scf.if %s {", changed.s);
-  if (d->role == TSR_ROLE_IN) {
+  /* An output block read before it is wholly stored starts as the array's
+   * window under TSR_LOWER_OUT_COPY_IN (in place: it is that window), as an
+   * input's block does; else it holds the uninitialized value. */
+  bool copy_in = d->role == TSR_ROLE_IN || (em->out_copy_in && os->fill_out && !os->inplace);
+  if (copy_in) {
     dimv_t ext[TSR_MAX_RANK];
     window_extent(em, os, os->bi, ext);
     if (os->maybe_padded) {
@@ -246,7 +250,7 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
       em_open(em, "scf.if %s {", pad.s);
       bool element = false;
       for (uint32_t i = 0; i < rank; i++) element |= d->element[i];
-      if (element)
+      if (element || em->out_copy_in) /* JAX's padding value */
         em_fill_view_element_pad(em, &os->buf, (tsr_dtype_t)d->array.dtype);
       else
         em_fill_view(em, &os->buf, (tsr_dtype_t)d->array.dtype);
@@ -256,7 +260,7 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     view_t into = buffer_window(em, os, os->bi);
     copy_views(em, &into, &src, (tsr_dtype_t)d->array.dtype, ext);
   }
-  if (os->fill_out) em_fill_view(em, &vi->mem, (tsr_dtype_t)d->array.dtype);
+  if (os->fill_out && !em->out_copy_in) em_fill_view(em, &vi->mem, (tsr_dtype_t)d->array.dtype);
   if (d->role == TSR_ROLE_OUT && d->alias < 0) {
     /* The revisit check (aliased outputs are exempt, as in Pallas): the
      * runtime keeps the blocks each output has started. */

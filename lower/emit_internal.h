@@ -268,6 +268,7 @@ struct emitter {
   uint32_t num_sites;
   int64_t *sem_slot;        /* per value id: first semaphore slot, or -1 */
   bool remote_dmas;         /* some dma_start has `device` */
+  bool out_copy_in;         /* TSR_LOWER_OUT_COPY_IN: output blocks copied in */
   /* The driver's dispatch of a region's ops (emit.c), set by
    * tsr_lower_emit_mlir: how layer 4 emits regions (em_emit_region). */
   void (*emit_region)(emitter_t *em, const tsr_region_t *r);

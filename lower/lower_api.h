@@ -16,7 +16,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 8
+#define TSR_LOWER_ABI_VERSION 9
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
@@ -149,6 +149,14 @@ enum {
                         destination strides (elements) */
 };
 
+/* Flags of emit and compile: code that differs from the default's. */
+enum {
+  /* out_blocks_copied_in (tessera/interp.h): a step entering an output
+   * block that is read before it is wholly stored copies the block in from
+   * the array, and the padding of blocks holds JAX's uninitialized value */
+  TSR_LOWER_OUT_COPY_IN = 1u << 0,
+};
+
 typedef struct tsr_lower_api {
   uint32_t abi_version;     /* TSR_LOWER_ABI_VERSION */
   const char *llvm_version; /* e.g. "22.1.8" (LLVM_VERSION_STRING) */
@@ -159,7 +167,7 @@ typedef struct tsr_lower_api {
    * pipeline, in the LLVM dialect). *out_text is freed with free_text.
    * TSR_UNIMPLEMENTED names the first op that cannot be lowered and its IR
    * location; MLIR diagnostics become TSR_INTERNAL statuses with their text. */
-  tsr_status_t (*emit)(const tsr_kernel_t *kernel, const char *stage,
+  tsr_status_t (*emit)(const tsr_kernel_t *kernel, const char *stage, uint32_t flags,
                        char **out_text);
 
   /* Compiles the kernel to a position-independent shared object (the bytes
@@ -167,9 +175,10 @@ typedef struct tsr_lower_api {
    * `cpu`: the LLVM CPU to generate code for, with that CPU's features and
    * no others ("x86-64-v3"; the runtime's choice, runtime/target.h), or NULL
    * for the host as LLVM detects it (every feature it has).
+   * `flags`: TSR_LOWER_* below (0: the default code).
    * *out_bytes is freed with free_text. */
-  tsr_status_t (*compile)(const tsr_kernel_t *kernel, int opt_level, const char *cpu,
-                          void **out_bytes, size_t *out_size);
+  tsr_status_t (*compile)(const tsr_kernel_t *kernel, int opt_level, uint32_t flags,
+                          const char *cpu, void **out_bytes, size_t *out_size);
 
   void (*free_text)(void *p);
 

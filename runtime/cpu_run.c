@@ -92,6 +92,9 @@ struct tsr_cpu_info {
   int32_t *alias;
   bool *fill_at_start; /* an hbm/any output, or a windowed one the grid cannot cover */
   bool *is_output;
+  /* compiled with output blocks copied in (out_blocks_copied_in): every
+   * fresh output starts holding JAX's uninitialized value */
+  bool out_copy_in;
   /* per operand: how many blocks its array has along each dim (the
    * revisit check numbers them row-major; TSR_RT_VISIT) */
   int64_t (*blocks)[TSR_MAX_RANK];
@@ -298,6 +301,10 @@ const char *tsr_cpu_info_operand_name(const tsr_cpu_info_t *info, uint32_t i) {
 
 bool tsr_cpu_info_operand_is_output(const tsr_cpu_info_t *info, uint32_t i) {
   return i < info->num_operands && info->is_output[i];
+}
+
+void tsr_cpu_info_set_out_copy_in(tsr_cpu_info_t *info, bool copy_in) {
+  info->out_copy_in = copy_in;
 }
 
 void tsr_cpu_info_destroy(tsr_cpu_info_t *info) {
@@ -967,7 +974,13 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     int32_t a = info->alias[i];
     if (a >= 0 && operands[i]->data != operands[a]->data)
       memcpy(operands[i]->data, operands[a]->data, tsr_array_byte_size(operands[a]));
-    if (a < 0 && info->fill_at_start[i]) {
+    if (a < 0 && info->out_copy_in && info->is_output[i]) {
+      /* blocks are copied in from the array (out_blocks_copied_in) */
+      unsigned char elem[8];
+      tsr_blockops_jax_uninit_value(operands[i]->dtype, options->uninit, elem);
+      size_t es = tsr_dtype_size(operands[i]->dtype);
+      tsr_blockops_fill(es, operands[i]->data, elem, tsr_array_byte_size(operands[i]) / es);
+    } else if (a < 0 && info->fill_at_start[i]) {
       unsigned char elem[8];
       tsr_blockops_uninit_value(operands[i]->dtype, options->uninit, elem);
       size_t es = tsr_dtype_size(operands[i]->dtype);

@@ -64,6 +64,7 @@ static tsr_status_t create_cpu(tsr_executable_t *e, const tsr_ir_kernel_t *kerne
   tsr_compile_options_t co;
   tsr_compile_options_initialize(&co);
   co.opt_level = o->opt_level;
+  co.out_blocks_copied_in = o->run.out_blocks_copied_in;
   /* The compile finds and puts the object in the context's caches (bound). */
   return tsr_runtime_compile(kernel, &co, &e->compiled);
 }

@@ -50,6 +50,11 @@ void tsr_runtime_cache_clear(void);
 /* Options that change the code compiled for a kernel (part of its key). */
 typedef struct tsr_compile_options {
   int opt_level; /* LLVM optimization level, 0 to 3; default 2 */
+  /* tsr_interp_options_t's out_blocks_copied_in: output blocks copied in
+   * from the array when a step enters them (TSR_LOWER_OUT_COPY_IN), block
+   * padding JAX's uninitialized value; default false. Other code, so part
+   * of the key; the default's code is the same as without the option. */
+  bool out_blocks_copied_in;
 } tsr_compile_options_t;
 
 /* runtime/target.c */
@@ -149,6 +154,10 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
                               struct tsr_diag_sink *out_diag) TSR_MUST_USE;
 /* Whether the i-th non-scratch operand is an output. */
 bool tsr_cpu_info_operand_is_output(const tsr_cpu_info_t *info, uint32_t i);
+/* The code was compiled with output blocks copied in
+ * (tsr_compile_options_t): runs fill every fresh output with JAX's
+ * uninitialized value first. Default false. */
+void tsr_cpu_info_set_out_copy_in(tsr_cpu_info_t *info, bool copy_in);
 
 /* ---- Guard bytes around a compiled run's arrays (runtime/guard.c) ---- */
 
