@@ -623,8 +623,15 @@ def _interpret_options(options: Mapping[str, Any], jax_interpret: Any) -> dict:
     """The options of a pallas_call under interpret mode: warnings are
     collected unless asked otherwise, and what the call's JAX
     `pltpu.InterpretParams` asks for (races, uninitialized memory, cores,
-    DMA mode, seed: _params.py) under tessera's own options, which win."""
+    DMA mode, seed: _params.py), or for `interpret=True` what JAX's generic
+    interpreter does (output blocks copied in), under tessera's own options,
+    which win."""
     merged: dict[str, Any] = {"warnings": "collect"}
+    if _params.is_generic_interpret(jax_interpret):
+        # JAX's generic interpreter copies every block in, outputs too: a
+        # kernel reading an output block before writing it sees the array
+        # (docs/jax.md, "Output blocks copied in")
+        merged["out_blocks_copied_in"] = True
     if _params.is_jax_params(jax_interpret):
         mapped, notes = _params.options_of(jax_interpret)
         merged.update(mapped)

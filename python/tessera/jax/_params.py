@@ -29,6 +29,16 @@ def is_jax_params(value: Any) -> bool:
     return _SHARED is not None and isinstance(value, _SHARED)
 
 
+def is_generic_interpret(value: Any) -> bool:
+    """Whether a pallas_call's `interpret=` asks for JAX's generic
+    interpreter (`interpret=True`: hlo_interpreter, which copies every block
+    in, output blocks too), rather than its TPU interpret mode
+    (InterpretParams), its GPU one (InterpretGPUParams) or no interpreter."""
+    if not value or is_jax_params(value):
+        return False
+    return type(value).__name__ != "InterpretGPUParams"
+
+
 # Field -> how it maps: a function (value -> dict of tessera options, or a
 # string saying why it is not honoured), so every field of the installed
 # JAX's dataclass is either mapped, or named in a warning.

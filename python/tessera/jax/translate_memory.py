@@ -468,8 +468,8 @@ def _masked_load(t, env, region, eqn, used):
     return [v]
 
 
-@register("masked_swap", emits=("load", "store", *BCAST_OPS, *VIEW_OPS, *RESHAPE_OPS,
-                                *_GET_RESHAPED, *_SWAP_RESHAPED))
+@register("masked_swap", emits=("load", "store", "select", *BCAST_OPS, *VIEW_OPS,
+                                *RESHAPE_OPS, *_GET_RESHAPED, *_SWAP_RESHAPED))
 def _masked_swap(t, env, region, eqn, used):
     ref, transforms, val, mask = ji.unflatten(eqn.params["args_tree"], eqn.invars)
     view = t.apply_transforms(env, region, t.ref(env, ref), transforms)
@@ -489,5 +489,9 @@ def _masked_swap(t, env, region, eqn, used):
     if eqn.outvars and eqn.outvars[0] in used:
         old = t.emit(region, "load", [view.base], vt, indices=idx, extra_operands=extra,
                      flags=flags)
+        if mask is not None:
+            # the lanes the mask leaves out give the value stored, as in both
+            # of JAX's interpreters (where(mask, old, val))
+            old = t.emit(region, "select", [extra[0], old, v], vt)
     t.op(region, "store", [view.base, v], [], indices=idx, extra_operands=extra, flags=flags)
     return [old]
