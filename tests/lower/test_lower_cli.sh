@@ -447,6 +447,67 @@ done
 check "the two modes' outputs differ (the test reads new memory)" \
   bash -c '! cmp -s fresh_c_nan/q.npy fresh_c_zero/q.npy'
 
+# ---- output blocks copied in (--out-blocks copied-in) ------------------------------
+# As JAX's generic interpret=True runs them: an output aliased to an input
+# accumulates onto the input's values (a block buffer copied in), a fresh
+# i32 output read before it is written holds JAX's uninitialized value, the
+# integer minimum (in place: the array is prefilled), and so does the
+# padding of an input's and an output's edge blocks. Both backends give the
+# same bits; the default (blocks uninitialized) gives others.
+cat >copyin.tsr <<'EOF'
+kernel @copyin
+  grid(2, 2) semantics(parallel, arbitrary)
+  in %acc: f32[16, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0)
+  in %x: f32[16, 256] vmem block[8, 128] map(%i, %j) -> (%i, %j)
+  in %n: i32[12, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0)
+  out %o: f32[16, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0) alias %acc
+  out %q: i32[16, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0)
+  out %m: i32[12, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0)
+{
+  %v = load %x[:, :] : f32[8, 128]
+  %a = load %o[:, :] : f32[8, 128]
+  %s = add %a, %v : f32[8, 128]
+  store %o[:, :], %s
+  %r = load %q[4:8, :] : i32[4, 128]
+  store %q[0:4, :], %r
+  %k = load %n[:, :] : i32[8, 128]
+  %c = load %m[:, :] : i32[8, 128]
+  %k4 = slice %k[4:8, :] : i32[4, 128]
+  %c4 = slice %c[4:8, :] : i32[4, 128]
+  store %m[0:4, :], %k4
+  store %m[4:8, :], %c4
+}
+EOF
+for mode in uninit copied-in; do
+  for b in interp cpu; do
+    t run copyin.tsr --random-inputs 3 --out-blocks $mode --out-dir "ci_${b}_$mode" -q --backend $b
+    check "--out-blocks $mode: --backend $b runs" test "$rc" -eq 0
+  done
+done
+check "--out-blocks copied-in: the cpu backend's outputs are the interpreter's, bit for bit" \
+  same_outputs ci_interp_copied-in ci_cpu_copied-in
+for f in o q m; do
+  check "... output $f differs from the default's (the test reads output blocks)" \
+    bash -c "! cmp -s ci_interp_copied-in/$f.npy ci_interp_uninit/$f.npy"
+done
+last_int() { tail -c 4 "$1" | od -An -tx1 | tr -d ' \n'; }
+check "... an input's padding reads as the integer minimum (m[11, 127], both backends)" \
+  test "$(last_int ci_interp_copied-in/m.npy)" = 00000080 -a \
+  "$(last_int ci_cpu_copied-in/m.npy)" = 00000080
+check "... the integer maximum by default" test "$(last_int ci_cpu_uninit/m.npy)" = ffffff7f
+check "... a fresh output read before it is written holds the minimum (q[15, 127])" \
+  test "$(last_int ci_interp_copied-in/q.npy)" = 00000080 -a \
+  "$(last_int ci_cpu_copied-in/q.npy)" = 00000080
+k_cpu_ci=$("$T" hash copyin.tsr --target cpu --out-blocks copied-in | cut -d' ' -f1)
+k_cpu_un=$("$T" hash copyin.tsr --target cpu | cut -d' ' -f1)
+k_int_ci=$("$T" hash copyin.tsr --out-blocks copied-in | cut -d' ' -f1)
+k_int_un=$("$T" hash copyin.tsr --out-blocks uninit | cut -d' ' -f1)
+check "--out-blocks copied-in has keys of its own (cpu, interp)" \
+  test -n "$k_cpu_ci" -a "$k_cpu_ci" != "$k_cpu_un" -a "$k_int_ci" != "$k_int_un"
+"$T" hash copyin.tsr --target cpu --explain >explain 2>&1
+check "... the default's cpu compile component is as before the option" \
+  grep -qE '^  compile .*opt_level=2$' explain
+
 # ---- run bounds ------------------------------------------------------------------
 
 source "$SRC/tests/cli/bounds.sh"

@@ -1228,6 +1228,112 @@ TSR_TEST(oob_reads_uninit_input_block_out_of_range) {
   teardown(&f);
 }
 
+/* ---- Output blocks copied in (out_blocks_copied_in; docs/semantics.md,
+ * "Output blocks copied in") ---- */
+
+/* Accumulates into an output aliased to an input without initializing it:
+ * copied in, each output block starts as the input's block; by default it
+ * starts uninitialized (NaN), with a warning at the first read. */
+static const char *accumulate_kernel =
+    "kernel @k\n"
+    "  grid(2, 3) semantics(parallel, arbitrary)\n"
+    "  in %acc: f32[16, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0)\n"
+    "  in %x: f32[16, 384] vmem block[8, 128] map(%i, %j) -> (%i, %j)\n"
+    "  out %o: f32[16, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0) alias %acc\n"
+    "{\n"
+    "  %v = load %x[:, :] : f32[8, 128]\n"
+    "  %a = load %o[:, :] : f32[8, 128]\n"
+    "  %s = add %a, %v : f32[8, 128]\n"
+    "  store %o[:, :], %s\n"
+    "}\n";
+
+TSR_TEST(out_blocks_copied_in_start_from_the_aliased_input) {
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  const char *warned[] = {"'load': read of uninitialized memory: %o[0, 0] (shape [8, 128]) was "
+                          "never written in this output block; it holds the uninitialized value",
+                          NULL};
+  free(expect_kernel_warning(accumulate_kernel, &o, warned));
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, accumulate_kernel, &o));
+  fill_iota_f32(&f.arrays[0]);
+  fill_iota_f32(&f.arrays[1]);
+  TSR_CHECK_OK(run(&f));
+  TSR_CHECK(isnan(f32(&f, 2)[0]));
+  teardown(&f);
+  o.out_blocks_copied_in = true;
+  for (int check = 0; check < 2; check++) {
+    o.check = check;
+    TSR_CHECK_OK(setup(&f, accumulate_kernel, &o));
+    fill_iota_f32(&f.arrays[0]);
+    fill_iota_f32(&f.arrays[1]);
+    TSR_CHECK_OK(run(&f));
+    int bad = 0;
+    for (int r = 0; r < 16; r++)
+      for (int c = 0; c < 128; c++) {
+        float want = (float)(r * 128 + c);
+        for (int j = 0; j < 3; j++) want += (float)(r * 384 + j * 128 + c);
+        if (f32(&f, 2)[r * 128 + c] != want) bad++;
+      }
+    TSR_CHECK_EQ_INT(bad, 0);
+    TSR_CHECK_EQ_INT(f.stats.warnings, 0); /* the block's values are defined */
+    /* each output block once (it stays resident over j), besides the inputs' */
+    TSR_CHECK_EQ_INT(f.stats.blocks_copied_in, 2 + 6 + 2);
+    TSR_CHECK_EQ_INT(f.stats.blocks_copied_out, 2);
+    teardown(&f);
+  }
+}
+
+/* A fresh i32 output read before it is written, and an input block past its
+ * array's end: copied in, both hold JAX's uninitialized value, the integer
+ * minimum (tessera's is the maximum); with --uninit zero, zero. A fresh
+ * output's never-written element is still an uninitialized read. */
+static const char *fresh_int_kernel =
+    "kernel @k\n"
+    "  grid(2) semantics(arbitrary)\n"
+    "  in %x: i32[3] vmem block[6] map(%i) -> (0)\n"
+    "  out %y: i32[6] vmem block[6] map(%i) -> (0)\n"
+    "  out %z: i32[12] vmem block[8] map(%i) -> (%i)\n"
+    "{\n"
+    "  %v = load %x[:] : i32[6]\n"
+    "  store %y[:], %v\n"
+    "  %w = load %z[:] : i32[8]\n"
+    "  %one = const 1 : i32\n"
+    "  %u = add %w, %one : i32[8]\n"
+    "  %h = slice %u [0:4] : i32[4]\n"
+    "  store %z[0:4], %h\n"
+    "}\n";
+
+TSR_TEST(out_blocks_copied_in_fill_fresh_outputs_and_padding_as_jax) {
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  fixture_t f;
+  for (int mode = 0; mode < 3; mode++) { /* default; copied in; copied in, zero */
+    o.out_blocks_copied_in = mode > 0;
+    o.uninit = mode == 2 ? TSR_UNINIT_ZERO : TSR_UNINIT_NAN;
+    TSR_CHECK_OK(setup(&f, fresh_int_kernel, &o));
+    for (int i = 0; i < 3; i++) i32(&f, 0)[i] = 42;
+    TSR_CHECK_OK(run(&f));
+    const int32_t pad = mode == 0 ? INT32_MAX : mode == 1 ? INT32_MIN : 0;
+    int bad = 0;
+    for (int i = 0; i < 6; i++) bad += i32(&f, 1)[i] != (i < 3 ? 42 : pad);
+    /* z: elements 0..3 of each block written once (pad + 1, wrapping from
+     * the maximum), the rest never */
+    for (int i = 0; i < 12; i++) {
+      int32_t want = i % 8 < 4 ? (int32_t)((uint32_t)pad + 1u) : pad;
+      bad += i32(&f, 2)[i] != want;
+    }
+    TSR_CHECK_EQ_INT(bad, 0);
+    teardown(&f);
+  }
+  o.uninit = TSR_UNINIT_NAN;
+  const char *warned[] = {"'load': read of uninitialized memory: %z[0] (shape [8]) was never "
+                          "written in this output block nor in its array before",
+                          "out %z: 4 of 12 output elements were never written (first at [4])",
+                          NULL};
+  free(expect_kernel_warning(fresh_int_kernel, &o, warned));
+}
+
 int main(void) {
   TSR_RUN(inputs_copied_only_when_block_changes);
   TSR_RUN(resident_output_accumulates);
@@ -1267,5 +1373,7 @@ int main(void) {
   TSR_RUN(padded_buffers_check_beyond_the_padding_and_never_pad_smem);
   TSR_RUN(padded_dims_follow_the_tpu_tiling);
   TSR_RUN(oob_reads_uninit_input_block_out_of_range);
+  TSR_RUN(out_blocks_copied_in_start_from_the_aliased_input);
+  TSR_RUN(out_blocks_copied_in_fill_fresh_outputs_and_padding_as_jax);
   return tsr_test_done();
 }
