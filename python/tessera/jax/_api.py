@@ -416,7 +416,9 @@ def pallas_call(kernel: Callable[..., None], out_shape: Any, *,
     options: backend ("interp", the default, with every check; or "cpu"),
     detect_races, uninit ("nan"/"zero"), shuffle_parallel, shuffle_seed,
     cores, devices, dma_mode ("eager"/"lazy"), schedule_seed, chip,
-    max_errors, strict, timeout_seconds, max_steps, trace_path, opt_level;
+    max_errors, strict, timeout_seconds, max_steps, trace_path, opt_level,
+    out_blocks_copied_in (output blocks copied in from the output array, as
+    JAX's generic interpret=True does; default False, a TPU's blocks);
     warnings ("python", the default here: KernelWarnings; or "collect",
     interpret mode's default: kept for collected_warnings());
     and numpy_outputs=True, which makes an eager call return numpy arrays
@@ -630,7 +632,7 @@ def _interpret_options(options: Mapping[str, Any], jax_interpret: Any) -> dict:
     if _params.is_generic_interpret(jax_interpret):
         # JAX's generic interpreter copies every block in, outputs too: a
         # kernel reading an output block before writing it sees the array
-        # (docs/jax.md, "Output blocks copied in")
+        # (docs/semantics.md, "Output blocks copied in")
         merged["out_blocks_copied_in"] = True
     if _params.is_jax_params(jax_interpret):
         mapped, notes = _params.options_of(jax_interpret)

@@ -20,7 +20,9 @@ loaded with `-p tessera.jax.pytest_plugin`. Options:
                                 KernelWarnings; strict: they fail the run
 
 A pallas_call's JAX `pltpu.InterpretParams` is honoured (docs/jax.md, "JAX's
-InterpretParams"); --tessera-option values win over it.
+InterpretParams"), and one made with `interpret=True` gets its output blocks
+copied in as JAX's generic interpreter does (option out_blocks_copied_in);
+--tessera-option values win over both.
 """
 
 from __future__ import annotations
