@@ -198,3 +198,15 @@ def test_masked_swap_result_as_jax(backend, mode):
         got = [np.asarray(a) for a in call()]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forced_tpu_interpret_mode_wins_over_interpret_true(backend):
+    # pltpu.force_tpu_interpret_mode() makes JAX run interpret=True calls in
+    # its TPU interpret mode: output blocks are not copied in there
+    acc, x = accumulate_inputs()
+    with pltpu.force_tpu_interpret_mode():
+        want = np.asarray(accumulate_call(True)(acc, x))
+        with tj.interpret(backend=backend):
+            got = np.asarray(accumulate_call(True)(acc, x))
+    assert np.isnan(want).all() and np.isnan(got).all()

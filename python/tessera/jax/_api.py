@@ -629,7 +629,7 @@ def _interpret_options(options: Mapping[str, Any], jax_interpret: Any) -> dict:
     interpreter does (output blocks copied in), under tessera's own options,
     which win."""
     merged: dict[str, Any] = {"warnings": "collect"}
-    if _params.is_generic_interpret(jax_interpret):
+    if _params.is_generic_interpret(jax_interpret) and not ji.tpu_interpret_forced():
         # JAX's generic interpreter copies every block in, outputs too: a
         # kernel reading an output block before writing it sees the array
         # (docs/semantics.md, "Output blocks copied in")

@@ -570,6 +570,15 @@ def original_pallas_call_impl() -> Callable:
     return _original_pallas_call
 
 
+def tpu_interpret_forced() -> Any:
+    """The InterpretParams `pltpu.force_tpu_interpret_mode()` sets (JAX's
+    config pallas_tpu_interpret_mode_context_manager), which pallas_call
+    puts before its own `interpret=` value; None outside it."""
+    from jax._src import config as jax_config
+    flag = getattr(jax_config, "pallas_tpu_interpret_mode_context_manager", None)
+    return flag.value if flag is not None else None
+
+
 def install_pallas_call_hook(hook: Callable, mpmd_hook: Callable | None = None) -> None:
     """Makes every `pl.pallas_call(...)` go through `hook(original, kernel,
     out_shape, **kwargs)`, whoever imported it: `pl.pallas_call` reads the
