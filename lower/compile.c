@@ -41,8 +41,9 @@ extern char **environ;
 
 #ifdef TSR_LOWER_NO_EMITTER
 /* The MLIR text generator (lower/emit.c) is not in this build yet. */
-tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) {
+tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, uint32_t bounds, tsr_strbuf_t *out) {
   (void)out;
+  (void)bounds;
   return TSR_STATUS(TSR_UNIMPLEMENTED,
                     "kernel @%s cannot be lowered: this lowering library was built "
                     "without its MLIR emitter (lower/emit.c)",
@@ -733,15 +734,15 @@ static void source_name(const tsr_kernel_t *kernel, char *buf, size_t size) {
   snprintf(buf, size, "@%s.mlir", kernel->name ? kernel->name : "kernel");
 }
 
-static tsr_status_t emit_text(const tsr_kernel_t *kernel, tsr_strbuf_t *out) {
-  tsr_status_t status = tsr_lower_emit_mlir(kernel, out);
+static tsr_status_t emit_text(const tsr_kernel_t *kernel, uint32_t bounds, tsr_strbuf_t *out) {
+  tsr_status_t status = tsr_lower_emit_mlir(kernel, bounds, out);
   if (!status && out->failed) status = TSR_OOM();
   return status;
 }
 
 /* ---- The API table ------------------------------------------------------------------ */
 
-static tsr_status_t api_emit(const tsr_kernel_t *kernel, const char *stage,
+static tsr_status_t api_emit(const tsr_kernel_t *kernel, const char *stage, uint32_t bounds,
                              char **out_text) {
   if (!kernel || !stage || !out_text)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_lower emit: NULL argument");
@@ -751,7 +752,7 @@ static tsr_status_t api_emit(const tsr_kernel_t *kernel, const char *stage,
                       stage);
   tsr_strbuf_t text;
   tsr_strbuf_initialize(&text);
-  tsr_status_t status = emit_text(kernel, &text);
+  tsr_status_t status = emit_text(kernel, bounds, &text);
   if (!status && llvm) {
     char source[256];
     source_name(kernel, source, sizeof source);
@@ -777,14 +778,14 @@ static tsr_status_t api_emit(const tsr_kernel_t *kernel, const char *stage,
 }
 
 static tsr_status_t api_compile(const tsr_kernel_t *kernel, int opt_level, const char *cpu,
-                                void **out_bytes, size_t *out_size) {
+                                uint32_t bounds, void **out_bytes, size_t *out_size) {
   if (!kernel || !out_bytes || !out_size)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_lower compile: NULL argument");
   TSR_RETURN_IF_ERROR(check_opt_level(opt_level));
   tsr_strbuf_t text;
   tsr_strbuf_initialize(&text);
   double start = now_ms();
-  tsr_status_t status = emit_text(kernel, &text);
+  tsr_status_t status = emit_text(kernel, bounds, &text);
   double emit_ms = now_ms() - start;
   if (!status) {
     char source[256];

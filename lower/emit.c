@@ -245,10 +245,11 @@ static void emit_kernel(emitter_t *em, tsr_strbuf_t *header) {
   em_emit_grid(em, roots);
 }
 
-tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out) {
+tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, uint32_t bounds, tsr_strbuf_t *out) {
   emitter_t em;
   memset(&em, 0, sizeof em);
   em.k = kernel;
+  em.bounds = bounds;
   em.emit_region = emit_region;
   tsr_arena_initialize(&em.arena);
   tsr_strbuf_initialize(&em.pro);

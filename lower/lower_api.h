@@ -16,7 +16,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 8
+#define TSR_LOWER_ABI_VERSION 9
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
@@ -115,12 +115,21 @@ typedef enum tsr_lower_rt_call {
   TSR_RT_BLOCK_RANGE, /* a = site (the index map's yield), b = the decl,
                         c = address of its block indices as i64s: the block
                         index is out of range (the compiled code then uses
-                        the nearest block) */
+                        the nearest block). d = 1: an input block under
+                        TSR_LOWER_OOB_READS_UNINIT, a warning (the block then
+                        holds the uninitialized value) */
   TSR_RT_VISIT,      /* a = an output's operand index (among the non-scratch
                         decls), b = the row-major number of the block (over
                         the array's blocks) this core's step c starts: the
                         runtime reports a block revisited after it was left
                         (or written by two cores), as the interpreter does */
+  TSR_RT_OUTSIDE,    /* a = site (a load, store or dma_start), b = the position
+                        of the view's first index in op->indices, c = 1 for a
+                        write: the view reaches outside its ref's logical shape
+                        where the run's bounds (TSR_LOWER_OOB_READS_UNINIT,
+                        TSR_LOWER_PADDED) allow it: the interpreter's warning.
+                        The elements outside read as the uninitialized value or
+                        are not written */
 } tsr_lower_rt_call_t;
 
 /* A sort or argsort op, as i64s: dense blocks of the result's dims. */
@@ -149,6 +158,20 @@ enum {
                         destination strides (elements) */
 };
 
+/* How far the compiled code lets accesses reach outside their refs (the
+ * `bounds` argument of emit and compile): the run options oob_reads_uninit
+ * and padded (docs/semantics.md, "Out-of-bounds accesses"), which change the
+ * code that checks (docs/lowering.md, "Checks"), so they are part of the
+ * compiled kernel's cache key. 0, the default, is the logical shape. */
+enum {
+  TSR_LOWER_OOB_READS_UNINIT = 1, /* a read reaching outside its ref gives the
+                                     uninitialized value there: a warning */
+  TSR_LOWER_PADDED = 2,           /* refs outside SMEM have the TPU's tiled
+                                     shape (tsr_padded_dims) */
+  TSR_LOWER_DOUBLE_ROWS = 4,      /* with PADDED: the chip tiles twice the rows
+                                     (tsr_chip_doubles_tile_rows) */
+};
+
 typedef struct tsr_lower_api {
   uint32_t abi_version;     /* TSR_LOWER_ABI_VERSION */
   const char *llvm_version; /* e.g. "22.1.8" (LLVM_VERSION_STRING) */
@@ -159,17 +182,18 @@ typedef struct tsr_lower_api {
    * pipeline, in the LLVM dialect). *out_text is freed with free_text.
    * TSR_UNIMPLEMENTED names the first op that cannot be lowered and its IR
    * location; MLIR diagnostics become TSR_INTERNAL statuses with their text. */
-  tsr_status_t (*emit)(const tsr_kernel_t *kernel, const char *stage,
+  tsr_status_t (*emit)(const tsr_kernel_t *kernel, const char *stage, uint32_t bounds,
                        char **out_text);
 
   /* Compiles the kernel to a position-independent shared object (the bytes
    * of a .so file) exporting TSR_LOWER_KERNEL_SYMBOL. opt_level 0..3.
    * `cpu`: the LLVM CPU to generate code for, with that CPU's features and
    * no others ("x86-64-v3"; the runtime's choice, runtime/target.h), or NULL
-   * for the host as LLVM detects it (every feature it has).
+   * for the host as LLVM detects it (every feature it has). `bounds`: the
+   * TSR_LOWER_OOB_READS_UNINIT.. flags above.
    * *out_bytes is freed with free_text. */
   tsr_status_t (*compile)(const tsr_kernel_t *kernel, int opt_level, const char *cpu,
-                          void **out_bytes, size_t *out_size);
+                          uint32_t bounds, void **out_bytes, size_t *out_size);
 
   void (*free_text)(void *p);
 

@@ -21,8 +21,9 @@
  * (or kernel feature) that cannot be lowered and its IR location
  * ("file:line:col: error: ..."); `out` may then hold a partial text, which
  * the caller discards. TSR_OUT_OF_MEMORY when `out` failed. Thread-safe for
- * distinct buffers (no global state). */
-tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, tsr_strbuf_t *out)
+ * distinct buffers (no global state). `bounds`: lower_api.h's
+ * TSR_LOWER_OOB_READS_UNINIT.. flags. */
+tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, uint32_t bounds, tsr_strbuf_t *out)
     TSR_MUST_USE;
 
 #endif /* TESSERA_LOWER_LOWER_INTERNAL_H */

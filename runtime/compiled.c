@@ -261,6 +261,7 @@ static void free_loaded(void *value) {
 typedef struct build {
   const tsr_kernel_t *kernel;
   int opt_level;
+  uint32_t bounds;
   const tsr_cache_key_t *key;
 } build_t;
 
@@ -296,7 +297,7 @@ static tsr_status_t compile_and_load(const build_t *b, tsr_runtime_object_t **ou
   tsr_target_code_t code;
   TSR_RETURN_IF_ERROR(tsr_target_code(&code));
   TSR_RETURN_IF_ERROR(
-      adopt_status(api, api->compile(b->kernel, b->opt_level, code.cpu, &bytes, &size)));
+      adopt_status(api, api->compile(b->kernel, b->opt_level, code.cpu, b->bounds, &bytes, &size)));
   tsr_status_t s = tsr_runtime_object_load(bytes, size, out_object);
   if (s) {
     api->free_text(bytes);
@@ -387,7 +388,7 @@ tsr_status_t tsr_runtime_compile(const tsr_ir_kernel_t *kernel,
     tsr_runtime_key_destroy(key);
     return TSR_OOM();
   }
-  build_t b = {kernel, o.opt_level, tsr_runtime_key_get(key)};
+  build_t b = {kernel, o.opt_level, o.bounds, tsr_runtime_key_get(key)};
   tsr_memcache_entry_t *entry = NULL;
   tsr_status_t s = tsr_memcache_get_or_build(memory, b.key, build_loaded, &b,
                                              free_loaded, &entry, NULL);
@@ -581,7 +582,7 @@ tsr_status_t tsr_runtime_lower_text(const tsr_ir_kernel_t *kernel, tsr_backend_t
   TSR_RETURN_IF_ERROR(tsr_runtime_lower_api(&api));
   TSR_RETURN_IF_ERROR(tsr_ir_verify_kernel(kernel));
   char *text = NULL;
-  TSR_RETURN_IF_ERROR(adopt_status(api, api->emit(kernel, stage, &text)));
+  TSR_RETURN_IF_ERROR(adopt_status(api, api->emit(kernel, stage, 0, &text)));
   *out_text = tsr_strndup(text, strlen(text));
   api->free_text(text);
   return *out_text ? NULL : TSR_OOM();

@@ -49,11 +49,17 @@ void tsr_runtime_cache_clear(void);
 
 /* Options that change the code compiled for a kernel (part of its key). */
 typedef struct tsr_compile_options {
-  int opt_level; /* LLVM optimization level, 0 to 3; default 2 */
+  int opt_level;   /* LLVM optimization level, 0 to 3; default 2 */
+  uint32_t bounds; /* TSR_LOWER_OOB_READS_UNINIT.. (lower/lower_api.h): how
+                      far accesses may reach; default 0, the logical shape */
 } tsr_compile_options_t;
 
 /* runtime/target.c */
 void tsr_compile_options_initialize(tsr_compile_options_t *options);
+/* The compile options of a cpu executable made with `o`: its opt_level and
+ * the run options that change the compiled code (oob_reads_uninit, padded
+ * and, when padded, the chip's tiling). */
+void tsr_compile_options_of(const tsr_executable_options_t *o, tsr_compile_options_t *out);
 
 /* A kernel compiled to native code for the host CPU and loaded in this
  * process. Immutable; runs may be concurrent. */

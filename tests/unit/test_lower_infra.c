@@ -524,7 +524,7 @@ TSR_TEST(unlowerable_op_is_named) {
     return;
   }
   char *text = NULL;
-  tsr_status_t s = api->emit(k, "mlir", &text);
+  tsr_status_t s = api->emit(k, "mlir", 0, &text);
   TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_UNIMPLEMENTED);
   TSR_CHECK(s && strstr(tsr_status_message(s), "test.tsr:5:3: error: op 'sem_signal' cannot be lowered"));
   TSR_CHECK(!text);
@@ -585,7 +585,7 @@ TSR_TEST(elementwise_op_without_lowering_is_an_error) {
       continue;
     }
     char *text = NULL;
-    tsr_status_t s = api->emit(k, "mlir", &text);
+    tsr_status_t s = api->emit(k, "mlir", 0, &text);
     TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_UNIMPLEMENTED);
     if (s && !strstr(tsr_status_message(s), unlowered_tsr[i][1]))
       printf("# got: %s\n", tsr_status_message(s));
