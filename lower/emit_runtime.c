@@ -397,6 +397,13 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
    * its ref get the uninitialized value (an adding DMA leaves them). */
   soft_bounds_t dsoft, ssoft;
   memset(&ssoft, 0, sizeof ssoft);
+  /* under the bounds the source first: its warning is the op's one, as in
+   * the interpreter */
+  view_t svw;
+  memset(&svw, 0, sizeof svw);
+  const bool src_first = em->bounds && op->opcode == TSR_OP_DMA_START;
+  if (src_first)
+    svw = em_ref_view_soft(em, op, &sv->mem, src, dma.src.first, false, &spts, spoints, &ssoft);
   view_t dvw = op->opcode == TSR_OP_DMA_START
                    ? em_ref_view_soft(em, op, &dv->mem, dst, dma.dst.first, true, &dpts, dpoints,
                                       &dsoft)
@@ -411,8 +418,8 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
     return;
   }
   const bool add = dma.add;
-  view_t svw = em_ref_view_soft(em, op, &sv->mem, src, dma.src.first, false, &spts, spoints,
-                                &ssoft);
+  if (!src_first)
+    svw = em_ref_view_soft(em, op, &sv->mem, src, dma.src.first, false, &spts, spoints, &ssoft);
   if (dpts) {
     nest_t n;
     memset(&n, 0, sizeof n);
