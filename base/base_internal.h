@@ -335,5 +335,15 @@ typedef struct tsr_chip {
 const tsr_chip_t *tsr_chip_find(const char *name);
 /* The known names for messages; with mosaic_only, those the emitter takes. */
 const char *tsr_chip_names(bool mosaic_only);
+/* Whether `chip` (NULL: v5e) tiles twice the rows of the others, as JAX's
+ * tpu_info.infer_tiling has v2 and v3 do. */
+bool tsr_chip_doubles_tile_rows(const char *chip);
+/* The shape a TPU allocates a ref of `dims` with (buffer_bounds="padded",
+ * docs/semantics.md "Out-of-bounds accesses"): the last dim rounded up to
+ * 128 lanes, the second-minor to the dtype's row tile (twice as many rows
+ * with `double_rows`); a rank-1 ref to 128 x its packing. Shared by the
+ * interpreter and the cpu backend's emitter, so both pad alike. */
+void tsr_padded_dims(bool double_rows, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims,
+                     int64_t *out);
 
 #endif /* TESSERA_BASE_INTERNAL_H */

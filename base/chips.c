@@ -47,3 +47,30 @@ const char *tsr_chip_names(bool mosaic_only) {
   return mosaic_only ? "v2, v3, v4, v5e, v5p, v6e, v7x (v7, tpu7x)"
                      : "v2, v3, v4, v5e, v5p, v6e, v7x (v7, tpu7x), tpu8i";
 }
+
+bool tsr_chip_doubles_tile_rows(const char *chip) {
+  const char *c = chip ? chip : "v5e";
+  return strcmp(c, "v2") == 0 || strcmp(c, "v3") == 0;
+}
+
+void tsr_padded_dims(bool double_rows, tsr_dtype_t dtype, uint32_t rank, const int64_t *dims,
+                     int64_t *out) {
+  for (uint32_t d = 0; d < rank; d++) out[d] = dims[d];
+  if (rank == 0) return;
+  int64_t gens = double_rows ? 2 : 1;
+  /* elements per 32-bit word: 4-bit types pack 8 */
+  int64_t packing = tsr_dtype_bits(dtype) == 4 ? 8 : 4 / (int64_t)tsr_dtype_size(dtype);
+  if (packing < 1) packing = 1;
+  int64_t tile[TSR_MAX_RANK];
+  for (uint32_t d = 0; d < rank; d++) tile[d] = 1;
+  if (rank == 1) {
+    tile[0] = gens * packing * 128;
+  } else {
+    int64_t rows = gens * packing, want = TSR_MIN(dims[rank - 2], (int64_t)8);
+    while (rows < want) rows *= 2;
+    tile[rank - 2] = rows;
+    tile[rank - 1] = 128;
+  }
+  for (uint32_t d = 0; d < rank; d++)
+    out[d] = dims[d] <= 0 ? dims[d] : (dims[d] + tile[d] - 1) / tile[d] * tile[d];
+}

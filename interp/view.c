@@ -137,26 +137,7 @@ bool tsr_view_resolve(run_t *run, const insn_t *in, const view_plan_t *vp,
 
 void tsr_interp_padded_dims(const char *chip, tsr_dtype_t dtype, uint32_t rank,
                             const int64_t *dims, int64_t *out) {
-  for (uint32_t d = 0; d < rank; d++) out[d] = dims[d];
-  if (rank == 0) return;
-  /* v2 and v3 tile twice as many rows (JAX's tpu_info.infer_tiling) */
-  const char *c = chip ? chip : "v5e";
-  int64_t gens = strcmp(c, "v2") == 0 || strcmp(c, "v3") == 0 ? 2 : 1;
-  /* elements per 32-bit word: 4-bit types pack 8 */
-  int64_t packing = tsr_dtype_bits(dtype) == 4 ? 8 : 4 / (int64_t)tsr_dtype_size(dtype);
-  if (packing < 1) packing = 1;
-  int64_t tile[TSR_MAX_RANK];
-  for (uint32_t d = 0; d < rank; d++) tile[d] = 1;
-  if (rank == 1) {
-    tile[0] = gens * packing * 128;
-  } else {
-    int64_t rows = gens * packing, want = TSR_MIN(dims[rank - 2], (int64_t)8);
-    while (rows < want) rows *= 2;
-    tile[rank - 2] = rows;
-    tile[rank - 1] = 128;
-  }
-  for (uint32_t d = 0; d < rank; d++)
-    out[d] = dims[d] <= 0 ? dims[d] : (dims[d] + tile[d] - 1) / tile[d] * tile[d];
+  tsr_padded_dims(tsr_chip_doubles_tile_rows(chip), dtype, rank, dims, out);
 }
 
 bool tsr_view_clip(run_t *run, const insn_t *in, const view_plan_t *vp, const ref_info_t *ri,

@@ -251,6 +251,7 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, uint32_t flags,
   memset(&em, 0, sizeof em);
   em.k = kernel;
   em.out_copy_in = (flags & TSR_LOWER_OUT_COPY_IN) != 0;
+  em.bounds = flags & (TSR_LOWER_OOB_READS_UNINIT | TSR_LOWER_PADDED | TSR_LOWER_DOUBLE_ROWS);
   em.emit_region = emit_region;
   tsr_arena_initialize(&em.arena);
   tsr_strbuf_initialize(&em.pro);

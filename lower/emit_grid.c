@@ -9,6 +9,7 @@
 #include "lower/emit_dispatch.h"
 #include "lower/emit_internal.h"
 #include "lower/emit_runtime.h"
+#include "lower/lower_api.h"
 
 /* How the pipeline moves one in/out operand (see docs/lowering_codegen.md). */
 typedef struct operand_state {
@@ -20,6 +21,9 @@ typedef struct operand_state {
   bool fill_out;        /* an output block that starts holding the uninitialized
                            value when entered (not fully stored first) */
   bool tracked;         /* its previous block indices are kept (state) */
+  bool read_uninit;     /* an input under TSR_LOWER_OOB_READS_UNINIT whose
+                           block index may be out of range: a warning, and
+                           the block holds the uninitialized value */
   view_t buf;           /* block buffer (not in place) */
   uint32_t state;       /* first slot of its block indices in the state memref */
   int64_t block[TSR_MAX_RANK];   /* squeezed dims as 1 */
@@ -44,9 +48,13 @@ typedef struct kernel_state {
 /* Block indices of operand `os` at the grid point `pt` (i32 values),
  * clamped into the array: an out-of-range block index is reported (when
  * `check`) as the interpreter reports it, and the nearest block is read or
- * written instead of memory outside the array. */
+ * written instead of memory outside the array. With `out_bad`, the i1 that
+ * a block index is out of range (false when none may be), for an operand
+ * that reads the uninitialized value there (os->read_uninit). */
 static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t *out,
-                     bool check) {
+                     bool check, ssa_t *out_bad) {
+  if (!os->read_uninit) out_bad = NULL;
+  if (out_bad) *out_bad = em_cbool(em, 0, false);
   const tsr_decl_t *d = os->decl;
   uint32_t rank = d->array.rank;
   if (!d->index_map) {
@@ -74,8 +82,11 @@ static void eval_map(emitter_t *em, operand_state_t *os, const ssa_t *pt, ssa_t 
       any = any || need[i];
       bi[i] = em_scalar(em, v);
     }
-    if (any)
-      em_check_block_range(em, y, (uint32_t)(d - em->k->decls), rank, bi, os->nblocks, need);
+    if (any) {
+      ssa_t bad = em_check_block_range(em, y, (uint32_t)(d - em->k->decls), rank, bi,
+                                       os->nblocks, need, os->read_uninit);
+      if (out_bad) *out_bad = bad;
+    }
   }
   for (uint32_t i = 0; i < rank; i++) {
     if (!y || i >= y->num_operands) {
@@ -216,7 +227,9 @@ static view_t window_view(emitter_t *em, const operand_state_t *os, const ssa_t 
 static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
   const tsr_decl_t *d = os->decl;
   vinfo_t *vi = em_vi(em, d->ref);
-  eval_map(em, os, em->grid_i32, os->bi, true);
+  ssa_t outside;
+  memset(&outside, 0, sizeof outside);
+  eval_map(em, os, em->grid_i32, os->bi, true, &outside);
   if (os->inplace) {
     vi->kind = VK_REF;
     vi->mem = window_view(em, os, os->bi, em_key(em, "R%u", d->ref->id));
@@ -232,11 +245,21 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     ssa_t ne = em_cmp(em, "cmpi", "ne", prev, os->bi[i], "index");
     changed = em_op2(em, "arith.ori", changed, ne, "i1");
   }
+  /* an out-of-range block is filled at every step, and the next in-range
+   * one copied (its clamped indices may equal the kept ones) */
+  if (os->read_uninit) changed = em_op2(em, "arith.ori", changed, outside, "i1");
   em_open(em, "scf.if %s {", changed.s);
   /* An output block read before it is wholly stored starts as the array's
    * window under TSR_LOWER_OUT_COPY_IN (in place: it is that window), as an
    * input's block does; else it holds the uninitialized value. */
   bool copy_in = d->role == TSR_ROLE_IN || (em->out_copy_in && os->fill_out && !os->inplace);
+  if (d->role == TSR_ROLE_IN && os->read_uninit) {
+    /* out of range: the block reads as the uninitialized value */
+    em_open(em, "scf.if %s {", outside.s);
+    em_fill_view(em, &os->buf, (tsr_dtype_t)d->array.dtype);
+    em_close(em, "} else {");
+    em->indent++;
+  }
   if (copy_in) {
     dimv_t ext[TSR_MAX_RANK];
     window_extent(em, os, os->bi, ext);
@@ -260,6 +283,7 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     view_t into = buffer_window(em, os, os->bi);
     copy_views(em, &into, &src, (tsr_dtype_t)d->array.dtype, ext);
   }
+  if (d->role == TSR_ROLE_IN && os->read_uninit) em_close(em, "}");
   if (os->fill_out && !em->out_copy_in) em_fill_view(em, &vi->mem, (tsr_dtype_t)d->array.dtype);
   if (d->role == TSR_ROLE_OUT && d->alias < 0) {
     /* The revisit check (aliased outputs are exempt, as in Pallas): the
@@ -274,9 +298,16 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     }
     em_visit_block(em, operand, lb, ks->la);
   }
-  for (uint32_t i = 0; i < rank; i++)
-    em_line(em, "memref.store %s, %s[%s] : memref<%uxindex>", os->bi[i].s, ks->state.s,
+  for (uint32_t i = 0; i < rank; i++) {
+    ssa_t kept = os->bi[i];
+    if (os->read_uninit) { /* no block index: the next step copies */
+      kept = em_fresh(em);
+      em_line(em, "%s = arith.select %s, %s, %s : index", kept.s, outside.s, em_cidx(em, -1).s,
+              os->bi[i].s);
+    }
+    em_line(em, "memref.store %s, %s[%s] : memref<%uxindex>", kept.s, ks->state.s,
             em_cidx(em, os->state + i).s, ks->state_slots);
+  }
   em_close(em, "}");
 }
 
@@ -343,7 +374,7 @@ static void step_end(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     }
   }
   ssa_t nbi[TSR_MAX_RANK];
-  eval_map(em, os, next, nbi, false);
+  eval_map(em, os, next, nbi, false, NULL);
   ssa_t leave = ks->last;
   for (uint32_t i = 0; i < rank; i++) {
     ssa_t ne = em_cmp(em, "cmpi", "ne", nbi[i], os->bi[i], "index");
@@ -523,7 +554,11 @@ void em_emit_grid(emitter_t *em, const uint32_t *roots) {
     bool aliased = d->alias >= 0;
     for (uint32_t j = 0; j < k->num_decls; j++)
       if (k->decls[j].role == TSR_ROLE_OUT && k->decls[j].alias == (int32_t)i) aliased = true;
-    os->inplace = !os->maybe_padded && !aliased &&
+    /* an input whose block may be out of range reads the uninitialized
+     * value there under oob_reads_uninit: a block buffer of its own */
+    os->read_uninit = d->role == TSR_ROLE_IN && (em->bounds & TSR_LOWER_OOB_READS_UNINIT) &&
+                      d->index_map;
+    os->inplace = !os->maybe_padded && !aliased && !os->read_uninit &&
                   !(d->role == TSR_ROLE_IN && vi->mutable_ref);
     os->fill_out = d->role == TSR_ROLE_OUT && !em_first_touch_stores_all(&k->body, d->ref);
     os->tracked = !os->inplace || os->fill_out;

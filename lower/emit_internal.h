@@ -269,6 +269,8 @@ struct emitter {
   int64_t *sem_slot;        /* per value id: first semaphore slot, or -1 */
   bool remote_dmas;         /* some dma_start has `device` */
   bool out_copy_in;         /* TSR_LOWER_OUT_COPY_IN: output blocks copied in */
+  uint32_t bounds;          /* TSR_LOWER_OOB_READS_UNINIT, _PADDED, _DOUBLE_ROWS
+                               (lower_api.h): 0 is the logical shape */
   /* The driver's dispatch of a region's ops (emit.c), set by
    * tsr_lower_emit_mlir: how layer 4 emits regions (em_emit_region). */
   void (*emit_region)(emitter_t *em, const tsr_region_t *r);
@@ -485,6 +487,31 @@ view_t em_dense_view_of(emitter_t *em, const tsr_value_t *v);
 bool em_lazy_ok(emitter_t *em, const tsr_op_t *op, const expr_t *e);
 
 /* ---- Memory through refs (emit_memory.c) -------------------------------------------- */
+/* The dynamic slice starts of a masked access, which are not clamped: the
+ * window may reach past the ref's ends (Pallas allows it when the lanes
+ * outside are masked off), and range_mask() keeps its accesses inside. */
+typedef struct window_range {
+  uint32_t count;
+  uint32_t vdim[TSR_MAX_RANK]; /* the view dim */
+  ssa_t start[TSR_MAX_RANK];   /* i32: its first element in the ref's dim */
+  int64_t step[TSR_MAX_RANK];
+  int64_t dim[TSR_MAX_RANK];   /* the ref's dim */
+} window_range_t;
+
+/* An access the run's bounds (em->bounds, lower_api.h) let reach outside
+ * its ref's logical shape: a read under TSR_LOWER_OOB_READS_UNINIT, or any
+ * access of a ref that TSR_LOWER_PADDED pads. Its dynamic slice starts are
+ * kept (range) and its dynamic points clamped, an error only outside the
+ * limit (the padded shape; none for such a read); the lanes outside the
+ * logical shape are masked off (em_soft_mask): they read as the
+ * uninitialized value, writes to them are dropped. */
+typedef struct soft_bounds {
+  bool on;
+  window_range_t range;
+  bool has_inside;
+  ssa_t inside; /* i1: every dynamic point index is inside the ref */
+} soft_bounds_t;
+
 /* An i32 value clamped to [0, hi], as an index. */
 ssa_t em_clamp_index(emitter_t *em, ssa_t v, int64_t hi);
 /* The view of op's indices [first, first + rank) into ref view `rv`,
@@ -492,6 +519,21 @@ ssa_t em_clamp_index(emitter_t *em, ssa_t v, int64_t hi);
  * *all_points and the element's indices in points[] instead (no view). */
 view_t em_ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint32_t first,
                       bool *all_points, ssa_t *points);
+/* The same for ref value `ref`, read or written (`write`) by op: when the
+ * run's bounds let the access reach outside it, sets soft->on and keeps
+ * what em_soft_mask needs (soft_bounds_t); else as em_ref_view_at. */
+view_t em_ref_view_soft(emitter_t *em, const tsr_op_t *op, const view_t *rv,
+                        const tsr_value_t *ref, uint32_t first, bool write, bool *all_points,
+                        ssa_t *points, soft_bounds_t *soft);
+/* The lanes of a soft access (rank, dims: its view's) inside the ref's
+ * logical shape, and'ed with `mask` (may be NULL; NULL returned when every
+ * lane is inside). */
+expr_t *em_soft_mask(emitter_t *em, const tsr_op_t *op, const soft_bounds_t *soft, expr_t *mask,
+                     uint32_t rank, const int64_t *dims);
+/* a AND b, two i1 expressions of one shape. */
+expr_t *em_and_mask(emitter_t *em, const tsr_op_t *op, expr_t *a, expr_t *b);
+/* The i1 of an all-points soft access: its element is inside (NULL: it is). */
+bool em_soft_point(emitter_t *em, const soft_bounds_t *soft, ssa_t *mask);
 /* Where op's block result goes: a dense buffer, or the view of the store
  * that follows it (store forwarding). Sets the result's vinfo. */
 view_t em_result_dest(emitter_t *em, const tsr_op_t *op, bool inputs_mutable);

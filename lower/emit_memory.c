@@ -8,6 +8,7 @@
 #include "lower/emit_dispatch.h"
 #include "lower/emit_internal.h"
 #include "lower/emit_runtime.h"
+#include "lower/lower_api.h"
 
 /* ---- Refs and views ---------------------------------------------------------------- */
 
@@ -19,24 +20,17 @@ ssa_t em_clamp_index(emitter_t *em, ssa_t v, int64_t hi) {
   return em_idx_of_i32(em, a);
 }
 
-/* The dynamic slice starts of a masked access, which are not clamped: the
- * window may reach past the ref's ends (Pallas allows it when the lanes
- * outside are masked off), and range_mask() keeps its accesses inside. */
-typedef struct window_range {
-  uint32_t count;
-  uint32_t vdim[TSR_MAX_RANK]; /* the view dim */
-  ssa_t start[TSR_MAX_RANK];   /* i32: its first element in the ref's dim */
-  int64_t step[TSR_MAX_RANK];
-  int64_t dim[TSR_MAX_RANK];   /* the ref's dim */
-} window_range_t;
-
 /* The view of op's indices [first, first + rank) into ref `rv`. With every
  * index a point, sets *all_points and the element's indices in points[]
  * instead (no view). Dynamic slice starts are clamped into the ref, unless
- * `range` is given: then they are kept and recorded there. */
+ * `range` is given: then they are kept and recorded there. With `soft` (on)
+ * and `limit`, checked starts follow soft_bounds_t: an error only past
+ * `limit` (NULL: never, a read under oob_reads_uninit), lanes outside the
+ * logical shape masked off and reported by TSR_RT_OUTSIDE. */
 static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *rv,
                               uint32_t first, bool *all_points, ssa_t *points,
-                              window_range_t *range) {
+                              window_range_t *range, soft_bounds_t *soft, const int64_t *limit,
+                              bool write) {
   view_t v;
   memset(&v, 0, sizeof v);
   int64_t static_off = 0;
@@ -50,6 +44,12 @@ static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *r
   const bool checked = op->opcode == TSR_OP_LOAD || op->opcode == TSR_OP_STORE ||
                        (op->opcode == TSR_OP_DMA_START && op->num_ints >= 2 &&
                         first < (uint64_t)op->ints[0] + (uint64_t)op->ints[1]);
+  const bool soft_on = soft && soft->on && checked;
+  ssa_t hard, outside; /* i1s of a soft access: an error, a lane outside */
+  memset(&hard, 0, sizeof hard);
+  if (soft_on) hard = em_cbool(em, 0, false);
+  outside = hard;
+  bool any_outside = false;
   for (uint32_t d = 0; first + d < op->num_indices && d < rv->rank; d++) {
     const tsr_index_t *ix = &op->indices[first + d];
     int64_t dim = rv->dims[d], st = rv->strides[d];
@@ -76,7 +76,21 @@ static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *r
         if (points) points[d] = em_cidx(em, 0);
         break;
       case TSR_INDEX_POINT:
-        if (dyn) {
+        if (dyn && soft_on) {
+          ssa_t s32 = em_scalar(em, op->operands[ix->operand]);
+          if (limit)
+            hard = em_op2(em, "arith.ori", hard,
+                          em_check_index_within(em, op, first + d, s32, limit[d] - 1), "i1");
+          ssa_t in = em_cmp(em, "cmpi", "ult", s32, em_cint(em, "i32", 0, dim), "i32");
+          soft->inside = soft->has_inside ? em_op2(em, "arith.andi", soft->inside, in, "i1") : in;
+          soft->has_inside = true;
+          outside = em_op2(em, "arith.ori", outside,
+                           em_op2(em, "arith.xori", in, em_cbool(em, 0, true), "i1"), "i1");
+          any_outside = true;
+          start = em_clamp_index(em, s32, dim - 1);
+          if (points) points[d] = start;
+          off = em_iadd(em, off, em_imulc(em, start, st));
+        } else if (dyn) {
           ssa_t s32 = em_scalar(em, op->operands[ix->operand]);
           start = checked ? em_checked_index(em, op, first + d, s32, dim - 1)
                           : em_clamp_index(em, s32, dim - 1);
@@ -90,7 +104,26 @@ static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *r
       case TSR_INDEX_SLICE:
       case TSR_INDEX_DS: {
         const int64_t step = ix->stride;
-        if (dyn && range) {
+        if (dyn && !range && soft_on) {
+          int64_t extent = (ix->size - 1) * step + 1;
+          ssa_t s32 = em_scalar(em, op->operands[ix->operand]);
+          if (limit)
+            hard = em_op2(em, "arith.ori", hard,
+                          em_check_index_within(em, op, first + d, s32, limit[d] - extent),
+                          "i1");
+          ssa_t out = em_cmp(em, "cmpi", "ugt", s32,
+                             em_cint(em, "i32", 0, dim - extent < 0 ? 0 : dim - extent), "i32");
+          if (dim - extent < 0) out = em_cbool(em, 0, true);
+          outside = em_op2(em, "arith.ori", outside, out, "i1");
+          any_outside = true;
+          window_range_t *wr = &soft->range;
+          uint32_t k = wr->count++;
+          wr->vdim[k] = v.rank;
+          wr->start[k] = s32;
+          wr->step[k] = step;
+          wr->dim[k] = dim;
+          off = em_iadd(em, off, em_imulc(em, em_idx_of_i32(em, s32), st));
+        } else if (dyn && range) {
           ssa_t s32 = em_scalar(em, op->operands[ix->operand]);
           uint32_t k = range->count++;
           range->vdim[k] = v.rank;
@@ -130,6 +163,10 @@ static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *r
       default: em_unimplemented(em, op, "an index of unknown kind"); break;
     }
   }
+  if (any_outside) /* the interpreter's warning, unless an error was reported */
+    em_warn_outside(em, op, first, write,
+                    em_op2(em, "arith.andi", outside,
+                           em_op2(em, "arith.xori", hard, em_cbool(em, 0, true), "i1"), "i1"));
   *all_points = pts;
   if (pts) return v;
   v.root = rv->root;
@@ -141,7 +178,39 @@ static view_t ref_view_ranged(emitter_t *em, const tsr_op_t *op, const view_t *r
 
 view_t em_ref_view_at(emitter_t *em, const tsr_op_t *op, const view_t *rv, uint32_t first,
                       bool *all_points, ssa_t *points) {
-  return ref_view_ranged(em, op, rv, first, all_points, points, NULL);
+  return ref_view_ranged(em, op, rv, first, all_points, points, NULL, NULL, NULL, false);
+}
+
+/* Whether the run's bounds let op's access of `ref` reach outside it, and
+ * how far (*limit, or no limit: *unlimited). */
+static bool soft_access(const emitter_t *em, const tsr_value_t *ref, bool write, int64_t *limit,
+                        bool *unlimited) {
+  *unlimited = false;
+  if (!em->bounds || !ref || ref->type.kind != TSR_TYPE_REF || ref->type.rank == 0) return false;
+  const uint32_t rank = ref->type.rank;
+  memcpy(limit, ref->type.dims, rank * sizeof *limit);
+  bool padded = false;
+  if ((em->bounds & TSR_LOWER_PADDED) && ref->type.space != TSR_SPACE_SMEM) {
+    tsr_padded_dims((em->bounds & TSR_LOWER_DOUBLE_ROWS) != 0, (tsr_dtype_t)ref->type.dtype,
+                    rank, ref->type.dims, limit);
+    padded = memcmp(limit, ref->type.dims, rank * sizeof *limit) != 0;
+  }
+  if (!write && (em->bounds & TSR_LOWER_OOB_READS_UNINIT)) {
+    *unlimited = true;
+    return true;
+  }
+  return padded;
+}
+
+view_t em_ref_view_soft(emitter_t *em, const tsr_op_t *op, const view_t *rv,
+                        const tsr_value_t *ref, uint32_t first, bool write, bool *all_points,
+                        ssa_t *points, soft_bounds_t *soft) {
+  memset(soft, 0, sizeof *soft);
+  int64_t limit[TSR_MAX_RANK];
+  bool unlimited;
+  soft->on = soft_access(em, ref, write, limit, &unlimited);
+  return ref_view_ranged(em, op, rv, first, all_points, points, NULL, soft,
+                         unlimited ? NULL : limit, write);
 }
 
 static view_t ref_view(emitter_t *em, const tsr_op_t *op, const view_t *rv, bool *all_points,
@@ -195,6 +264,28 @@ static expr_t *range_mask(emitter_t *em, const tsr_op_t *op, const window_range_
   return mask;
 }
 
+expr_t *em_soft_mask(emitter_t *em, const tsr_op_t *op, const soft_bounds_t *soft, expr_t *mask,
+                     uint32_t rank, const int64_t *dims) {
+  if (!soft->on) return mask;
+  mask = range_mask(em, op, &soft->range, mask, rank, dims);
+  if (soft->has_inside) {
+    expr_t *in = ex_splat(em, TSR_DTYPE_I1, soft->inside, rank, dims);
+    mask = mask ? ex_binary(em, op, TSR_OP_AND, TSR_DTYPE_I1, mask, in, rank, dims) : in;
+  }
+  return mask;
+}
+
+expr_t *em_and_mask(emitter_t *em, const tsr_op_t *op, expr_t *a, expr_t *b) {
+  return ex_binary(em, op, TSR_OP_AND, TSR_DTYPE_I1, a, b, a->rank, a->dims);
+}
+
+bool em_soft_point(emitter_t *em, const soft_bounds_t *soft, ssa_t *mask) {
+  (void)em;
+  if (!soft->on || !soft->has_inside) return false;
+  *mask = soft->inside;
+  return true;
+}
+
 /* The store that follows `op` and writes its block result, if the result
  * can be computed directly into the stored view (store forwarding). */
 /* The view of the unmasked store that directly follows `op` and is the only
@@ -204,6 +295,10 @@ static bool store_after(emitter_t *em, const tsr_op_t *op, view_t *out) {
   const tsr_op_t *s = op->next;
   if (em->uses[r->id] == 1 && s && s->opcode == TSR_OP_STORE && !(s->flags & TSR_OPF_MASK) &&
       s->operands[1] == r && em_vi(em, s->operands[0])->kind == VK_REF) {
+    int64_t limit[TSR_MAX_RANK];
+    bool unlimited;
+    /* a store the run's bounds let reach outside writes only some lanes */
+    if (soft_access(em, s->operands[0], true, limit, &unlimited)) return false;
     bool pts;
     *out = ref_view(em, s, &em_vi(em, s->operands[0])->mem, &pts, NULL);
     return !pts && out->rank == r->type.rank;
@@ -249,6 +344,7 @@ typedef struct access {
   bool all_points;
   ssa_t points[TSR_MAX_RANK];
   window_range_t range;
+  soft_bounds_t soft;
   view_t view;
   nest_t at; /* the scalar position of an all-points access */
 } access_t;
@@ -262,8 +358,14 @@ static bool access_init(emitter_t *em, const tsr_op_t *op, access_t *a) {
   }
   a->ref = em_vi(em, a->op.ref.base.value);
   a->masked = a->op.mask.value != NULL;
+  const tsr_value_t *ref = a->op.ref.base.value;
+  const bool write = op->opcode == TSR_OP_STORE;
+  int64_t limit[TSR_MAX_RANK];
+  bool unlimited;
+  a->soft.on = soft_access(em, ref, write, limit, &unlimited);
   a->view = ref_view_ranged(em, op, &a->ref->mem, a->op.ref.first, &a->all_points, a->points,
-                            a->masked ? &a->range : NULL);
+                            a->masked ? &a->range : NULL, &a->soft, unlimited ? NULL : limit,
+                            write);
   return true;
 }
 
@@ -277,9 +379,11 @@ void em_op_load(emitter_t *em, const tsr_op_t *op) {
   access_t a;
   if (!access_init(em, op, &a)) return;
   if (a.all_points) {
-    ssa_t s;
-    if (a.masked) {
-      ssa_t m = em_scalar(em, a.op.mask.value);
+    ssa_t s, in;
+    const bool soft = em_soft_point(em, &a.soft, &in);
+    if (a.masked || soft) {
+      ssa_t m = a.masked ? em_scalar(em, a.op.mask.value) : in;
+      if (a.masked && soft) m = em_op2(em, "arith.andi", m, in, "i1");
       ssa_t pt = em_uninit(em, dtype, 0);
       s = em_mem_read(em, &a.ref->mem, dtype, a.points, &a.at, &m, &pt);
     } else {
@@ -290,6 +394,7 @@ void em_op_load(emitter_t *em, const tsr_op_t *op) {
   }
   expr_t *mask = mask_expr(em, &a, r->type.rank, r->type.dims);
   if (mask) mask = range_mask(em, op, &a.range, mask, r->type.rank, r->type.dims);
+  mask = em_soft_mask(em, op, &a.soft, mask, r->type.rank, r->type.dims);
   if (!mask && !a.ref->mutable_ref) { /* borrowed: nothing writes this ref */
     em_set_mem(em, r, a.view);
     return;
@@ -312,9 +417,11 @@ void em_op_store(emitter_t *em, const tsr_op_t *op) {
   const tsr_dtype_t dtype = (tsr_dtype_t)a.op.ref.base.value->type.dtype;
   const view_t v = a.view;
   if (a.all_points) {
-    ssa_t s = em_scalar(em, val);
-    if (a.masked) {
-      ssa_t m = em_scalar(em, a.op.mask.value);
+    ssa_t s = em_scalar(em, val), in;
+    const bool soft = em_soft_point(em, &a.soft, &in);
+    if (a.masked || soft) {
+      ssa_t m = a.masked ? em_scalar(em, a.op.mask.value) : in;
+      if (a.masked && soft) m = em_op2(em, "arith.andi", m, in, "i1");
       em_mem_write(em, &a.ref->mem, dtype, a.points, &a.at, s, &m);
     } else {
       em_mem_write(em, &a.ref->mem, dtype, a.points, &a.at, s, NULL);
@@ -322,12 +429,13 @@ void em_op_store(emitter_t *em, const tsr_op_t *op) {
     return;
   }
   vinfo_t *vvi = em_vi(em, val);
-  if (vvi->kind == VK_MEM && em_view_same(&vvi->mem, &v) && !a.masked)
+  if (vvi->kind == VK_MEM && em_view_same(&vvi->mem, &v) && !a.masked && !a.soft.on)
     return; /* computed in place (store forwarding) */
   expr_t *e = ex_of_value(em, val, v.rank, v.dims);
   if (!e) return;
   expr_t *mask = mask_expr(em, &a, v.rank, v.dims);
   if (mask) mask = range_mask(em, op, &a.range, mask, v.rank, v.dims);
+  mask = em_soft_mask(em, op, &a.soft, mask, v.rank, v.dims);
   if (!ex_inplace_safe(em, e, &v) || (mask && !ex_inplace_safe(em, mask, &v))) {
     view_t tmp = em_materialize(em, e);
     e = ex_new(em, EX_MEM, dtype, v.rank, v.dims);

@@ -392,7 +392,23 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
                dd);
     return;
   }
-  view_t dvw = em_ref_view_at(em, op, &dv->mem, dma.dst.first, &dpts, dpoints);
+  /* Under the run's bounds either view may reach outside its ref: the
+   * lanes both have inside are copied, the destination's other lanes inside
+   * its ref get the uninitialized value (an adding DMA leaves them). */
+  soft_bounds_t dsoft, ssoft;
+  memset(&ssoft, 0, sizeof ssoft);
+  /* under the bounds the source first: its warning is the op's one, as in
+   * the interpreter */
+  view_t svw;
+  memset(&svw, 0, sizeof svw);
+  const bool src_first = em->bounds && op->opcode == TSR_OP_DMA_START;
+  if (src_first)
+    svw = em_ref_view_soft(em, op, &sv->mem, src, dma.src.first, false, &spts, spoints, &ssoft);
+  view_t dvw = op->opcode == TSR_OP_DMA_START
+                   ? em_ref_view_soft(em, op, &dv->mem, dst, dma.dst.first, true, &dpts, dpoints,
+                                      &dsoft)
+                   : em_ref_view_at(em, op, &dv->mem, dma.dst.first, &dpts, dpoints);
+  if (op->opcode != TSR_OP_DMA_START) memset(&dsoft, 0, sizeof dsoft);
   int64_t elems = 1;
   for (uint32_t d = 0; !dpts && d < dvw.rank; d++) elems *= dvw.dims[d];
   ssa_t bytes = c64(em, elems * (int64_t)tsr_dtype_size(dtype));
@@ -402,20 +418,28 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
     return;
   }
   const bool add = dma.add;
-  view_t svw = em_ref_view_at(em, op, &sv->mem, dma.src.first, &spts, spoints);
+  if (!src_first)
+    svw = em_ref_view_soft(em, op, &sv->mem, src, dma.src.first, false, &spts, spoints, &ssoft);
   if (dpts) {
     nest_t n;
     memset(&n, 0, sizeof n);
-    ssa_t v = em_mem_read(em, &sv->mem, dtype, spoints, &n, NULL, NULL);
+    ssa_t sin, din, pt = em_uninit(em, dtype, 0);
+    const bool sm = em_soft_point(em, &ssoft, &sin), dm = em_soft_point(em, &dsoft, &din);
+    ssa_t v = em_mem_read(em, &sv->mem, dtype, spoints, &n, sm ? &sin : NULL, sm ? &pt : NULL);
     if (add) {
       ssa_t args[2] = {em_mem_read(em, &dv->mem, dtype, dpoints, &n, NULL, NULL), v};
       v = em_elementwise(em, TSR_OP_ADD, dtype, args, 0);
+      if (sm) din = dm ? em_op2(em, "arith.andi", din, sin, "i1") : sin;
     }
-    em_mem_write(em, &dv->mem, dtype, dpoints, &n, v, NULL);
+    em_mem_write(em, &dv->mem, dtype, dpoints, &n, v, dm || (add && sm) ? &din : NULL);
   } else {
+    expr_t *smask = em_soft_mask(em, op, &ssoft, NULL, dvw.rank, dvw.dims);
+    expr_t *dmask = em_soft_mask(em, op, &dsoft, NULL, dvw.rank, dvw.dims);
+    if (add && smask) dmask = dmask ? em_and_mask(em, op, dmask, smask) : smask;
     expr_t *e = ex_new(em, EX_MEM, dtype, dvw.rank, dvw.dims);
     if (!e) return;
     e->mem = svw;
+    e->mask = smask;
     if (add) {
       expr_t *d = ex_new(em, EX_MEM, dtype, dvw.rank, dvw.dims), *s2 = e;
       e = ex_new(em, EX_OP, dtype, dvw.rank, dvw.dims);
@@ -427,13 +451,19 @@ void em_op_dma(emitter_t *em, const tsr_op_t *op) {
       e->args[0] = d;
       e->args[1] = s2;
     }
-    if (!ex_inplace_safe(em, e, &dvw)) {
+    if (!ex_inplace_safe(em, e, &dvw) || (dmask && !ex_inplace_safe(em, dmask, &dvw))) {
       view_t t = em_materialize(em, e);
       e = ex_new(em, EX_MEM, dtype, dvw.rank, dvw.dims);
       if (!e) return;
       e->mem = t;
+      if (dmask) {
+        view_t mt = em_materialize(em, dmask);
+        dmask = ex_new(em, EX_MEM, TSR_DTYPE_I1, dvw.rank, dvw.dims);
+        if (!dmask) return;
+        dmask->mem = mt;
+      }
     }
-    ex_store(em, e, &dvw, NULL);
+    ex_store(em, e, &dvw, dmask);
   }
   /* a regular semaphore counts DMAs (1 each), a DMA semaphore bytes */
   (void)rt_call(em, TSR_RT_SIGNAL, sem_arg(em, op, sem, dma.sem.first), regular ? c64(em, 1) : bytes,
@@ -527,9 +557,28 @@ ssa_t em_checked_index(emitter_t *em, const tsr_op_t *op, uint32_t pos, ssa_t v,
   return em_clamp_index(em, v, hi);
 }
 
-void em_check_block_range(emitter_t *em, const tsr_op_t *yield, uint32_t decl, uint32_t rank,
-                          const ssa_t *bi, const int64_t *nblocks, const bool *need) {
-  if (!rank) return;
+ssa_t em_check_index_within(emitter_t *em, const tsr_op_t *op, uint32_t pos, ssa_t v,
+                            int64_t hi) {
+  if (hi < 0) hi = 0;
+  ssa_t bad = em_cmp(em, "cmpi", "ugt", v, em_cint(em, "i32", 0, hi), "i32");
+  em_open(em, "scf.if %s {", bad.s);
+  (void)rt_call(em, TSR_RT_OUT_OF_BOUNDS, c64(em, em_site_of(em, op)), i64_of_i32(em, v),
+                c64(em, pos), c64(em, 0));
+  em_close(em, "}");
+  return bad;
+}
+
+void em_warn_outside(emitter_t *em, const tsr_op_t *op, uint32_t first, bool write, ssa_t cond) {
+  em_open(em, "scf.if %s {", cond.s);
+  (void)rt_call(em, TSR_RT_OUTSIDE, c64(em, em_site_of(em, op)), c64(em, first),
+                c64(em, write), c64(em, 0));
+  em_close(em, "}");
+}
+
+ssa_t em_check_block_range(emitter_t *em, const tsr_op_t *yield, uint32_t decl, uint32_t rank,
+                           const ssa_t *bi, const int64_t *nblocks, const bool *need,
+                           bool read_uninit) {
+  if (!rank) return em_cbool(em, 0, false);
   ssa_t bad = em_cbool(em, 0, false);
   for (uint32_t i = 0; i < rank; i++) {
     if (!need[i]) continue;
@@ -544,8 +593,9 @@ void em_check_block_range(emitter_t *em, const tsr_op_t *yield, uint32_t decl, u
             em_cidx(em, i).s, rank);
   ssa_t a = em_cast(em, "arith.index_cast", alloca_address(em, m, rank), "index", "i64");
   (void)rt_call(em, TSR_RT_BLOCK_RANGE, c64(em, em_site_of(em, yield)), c64(em, decl), a,
-                c64(em, 0));
+                c64(em, read_uninit));
   em_close(em, "}");
+  return bad;
 }
 
 void em_op_assert(emitter_t *em, const tsr_op_t *op) {

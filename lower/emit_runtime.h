@@ -30,8 +30,17 @@ ssa_t em_checked_index(emitter_t *em, const tsr_op_t *op, uint32_t pos, ssa_t v,
 /* The block indices bi (i32) of decl's index map, ended by `yield`: the
  * runtime's block-range report when one of those `need` names is outside
  * [0, nblocks). */
-void em_check_block_range(emitter_t *em, const tsr_op_t *yield, uint32_t decl, uint32_t rank,
-                          const ssa_t *bi, const int64_t *nblocks, const bool *need);
+ssa_t em_check_block_range(emitter_t *em, const tsr_op_t *yield, uint32_t decl, uint32_t rank,
+                           const ssa_t *bi, const int64_t *nblocks, const bool *need,
+                           bool read_uninit);
+/* Under the run's bounds (em->bounds): index `pos` of op (i32 value v) is
+ * an error only outside [0, hi] (hi: of the ref's padded shape); returns
+ * the i1 that it is. */
+ssa_t em_check_index_within(emitter_t *em, const tsr_op_t *op, uint32_t pos, ssa_t v,
+                            int64_t hi);
+/* TSR_RT_OUTSIDE when `cond` (i1) holds: op's view starting at index
+ * `first` reaches outside its ref's logical shape, as the bounds allow. */
+void em_warn_outside(emitter_t *em, const tsr_op_t *op, uint32_t first, bool write, ssa_t cond);
 /* TSR_RT_VISIT: output operand `operand` starts block number `block`
  * (index) at this core's step `step` (index). */
 void em_visit_block(emitter_t *em, uint32_t operand, ssa_t block, ssa_t step);

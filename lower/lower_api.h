@@ -115,12 +115,21 @@ typedef enum tsr_lower_rt_call {
   TSR_RT_BLOCK_RANGE, /* a = site (the index map's yield), b = the decl,
                         c = address of its block indices as i64s: the block
                         index is out of range (the compiled code then uses
-                        the nearest block) */
+                        the nearest block). d = 1: an input block under
+                        TSR_LOWER_OOB_READS_UNINIT, a warning (the block then
+                        holds the uninitialized value) */
   TSR_RT_VISIT,      /* a = an output's operand index (among the non-scratch
                         decls), b = the row-major number of the block (over
                         the array's blocks) this core's step c starts: the
                         runtime reports a block revisited after it was left
                         (or written by two cores), as the interpreter does */
+  TSR_RT_OUTSIDE,    /* a = site (a load, store or dma_start), b = the position
+                        of the view's first index in op->indices, c = 1 for a
+                        write: the view reaches outside its ref's logical shape
+                        where the run's bounds (TSR_LOWER_OOB_READS_UNINIT,
+                        TSR_LOWER_PADDED) allow it: the interpreter's warning.
+                        The elements outside read as the uninitialized value or
+                        are not written */
 } tsr_lower_rt_call_t;
 
 /* A sort or argsort op, as i64s: dense blocks of the result's dims. */
@@ -149,12 +158,23 @@ enum {
                         destination strides (elements) */
 };
 
-/* Flags of emit and compile: code that differs from the default's. */
+/* Flags of emit and compile: code that differs from the default's, so part
+ * of the compiled kernel's cache key; 0 is the default code. */
 enum {
+  /* How far the compiled code lets accesses reach outside their refs: the
+   * run options oob_reads_uninit and padded (docs/semantics.md,
+   * "Out-of-bounds accesses"), which change the code that checks
+   * (docs/lowering.md, "Checks"). */
+  TSR_LOWER_OOB_READS_UNINIT = 1u << 0, /* a read reaching outside its ref gives
+                                           the uninitialized value there: a warning */
+  TSR_LOWER_PADDED = 1u << 1,           /* refs outside SMEM have the TPU's tiled
+                                           shape (tsr_padded_dims) */
+  TSR_LOWER_DOUBLE_ROWS = 1u << 2,      /* with PADDED: the chip tiles twice the
+                                           rows (tsr_chip_doubles_tile_rows) */
   /* out_blocks_copied_in (tessera/interp.h): a step entering an output
    * block that is read before it is wholly stored copies the block in from
    * the array, and the padding of blocks holds JAX's uninitialized value */
-  TSR_LOWER_OUT_COPY_IN = 1u << 0,
+  TSR_LOWER_OUT_COPY_IN = 1u << 3,
 };
 
 typedef struct tsr_lower_api {

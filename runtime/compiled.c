@@ -261,7 +261,7 @@ static void free_loaded(void *value) {
 typedef struct build {
   const tsr_kernel_t *kernel;
   int opt_level;
-  uint32_t flags; /* TSR_LOWER_OUT_COPY_IN */
+  uint32_t flags; /* TSR_LOWER_* (lower/lower_api.h) */
   const tsr_cache_key_t *key;
 } build_t;
 
@@ -388,7 +388,8 @@ tsr_status_t tsr_runtime_compile(const tsr_ir_kernel_t *kernel,
     tsr_runtime_key_destroy(key);
     return TSR_OOM();
   }
-  build_t b = {kernel, o.opt_level, o.out_blocks_copied_in ? TSR_LOWER_OUT_COPY_IN : 0,
+  build_t b = {kernel, o.opt_level,
+               o.bounds | (o.out_blocks_copied_in ? (uint32_t)TSR_LOWER_OUT_COPY_IN : 0u),
                tsr_runtime_key_get(key)};
   tsr_memcache_entry_t *entry = NULL;
   tsr_status_t s = tsr_memcache_get_or_build(memory, b.key, build_loaded, &b,

@@ -37,6 +37,8 @@ typedef struct site_ref {
   uint32_t first, count; /* its indices in the op's */
   uint32_t rank;
   int64_t dims[TSR_MAX_RANK];
+  tsr_dtype_t dtype;
+  bool paddable; /* a ref outside SMEM of rank > 0: padded under `padded` */
 } site_ref_t;
 
 typedef struct site_info {
@@ -121,6 +123,9 @@ static void note_ref(tsr_cpu_info_t *info, site_info_t *s, const tsr_opview_ref_
   sr->count = r->count;
   sr->rank = v->type.rank;
   memcpy(sr->dims, v->type.dims, sizeof sr->dims);
+  sr->dtype = (tsr_dtype_t)v->type.dtype;
+  sr->paddable = v->type.kind == TSR_TYPE_REF && v->type.space != TSR_SPACE_SMEM &&
+                 v->type.rank > 0;
 }
 
 /* The refs and indices of ops the compiled code checks (TSR_RT_OUT_OF_BOUNDS). */
@@ -370,6 +375,8 @@ struct crun {
   tsr_runtime_binding_t *binding; /* the caller's, for the core threads */
   uint32_t devices, cores, n;
   uint32_t max_errors;
+  bool padded;      /* options.padded: refs have the tiled shape */
+  bool double_rows; /* of the options' chip (tsr_chip_doubles_tile_rows) */
   FILE *out;
   ccore_t *core;
   pthread_mutex_t mu;
@@ -689,6 +696,52 @@ static void sort_call(ccore_t *c, uint32_t site, const int64_t *d) {
   tsr_status_free(st);
 }
 
+/* How far the run lets accesses of sr reach: its padded shape (into out). */
+static const int64_t *ref_limit(const crun_t *r, const site_ref_t *sr, int64_t *out) {
+  if (!r->padded || !sr->paddable) return sr->dims;
+  tsr_padded_dims(r->double_rows, sr->dtype, sr->rank, sr->dims, out);
+  return out;
+}
+
+/* The ref of site s whose indices hold position pos, or NULL. */
+static const site_ref_t *site_ref_at(const site_info_t *s, int64_t pos) {
+  const site_ref_t *sr = NULL;
+  for (uint32_t i = 0; i < s->num_refs; i++)
+    if (pos >= s->refs[i].first && pos < (int64_t)(s->refs[i].first + s->refs[i].count))
+      sr = &s->refs[i];
+  return sr;
+}
+
+/* TSR_RT_OUTSIDE: the view of the op at `site` whose indices start at
+ * `first` reaches outside its ref where the run's options allow it: the
+ * interpreter's warning (interp/view.c, tsr_view_clip); under mu. */
+static void outside_warning(ccore_t *c, uint32_t site, int64_t first, bool write) {
+  const site_ref_t *sr = site_ref_at(&c->run->info->sites[site], first);
+  if (!sr) return;
+  char what[96], shape[96], limit[96];
+  int64_t lim[TSR_MAX_RANK];
+  if (sr->side)
+    snprintf(what, sizeof what, "%%%s (the DMA's %s)", sr->name, sr->side);
+  else
+    snprintf(what, sizeof what, "%%%s", sr->name);
+  tsr_diag_format_dims(shape, sizeof shape, sr->dims, sr->rank);
+  tsr_diag_format_dims(limit, sizeof limit, ref_limit(c->run, sr, lim), sr->rank);
+  core_where_t w;
+  const tsr_diag_where_t *at = where_of(c, site, &w);
+  bool stop;
+  if (write)
+    stop = tsr_diag_report(&c->run->diag, at, TSR_DIAG_OUT_OF_BOUNDS, TSR_DIAG_WARNING,
+                           "write reaches outside %s (shape %s) into its padding (to %s): "
+                           "the elements outside are dropped",
+                           what, shape, limit);
+  else
+    stop = tsr_diag_report(&c->run->diag, at, TSR_DIAG_OUT_OF_BOUNDS, TSR_DIAG_WARNING,
+                           "read reaches outside %s (shape %s): the elements outside give "
+                           "the uninitialized value",
+                           what, shape);
+  stop_if(c->run, stop);
+}
+
 /* Index `pos` of the op at `site` starts at `start`, outside its ref; under
  * mu. The interpreter's report (interp/view.c, interp/dma.c), with the
  * same record. A DMA view of dynamic size passes pos + 2^32 and its size. */
@@ -697,10 +750,7 @@ static void out_of_bounds(ccore_t *c, uint32_t site, int64_t start, int64_t pos_
   const site_info_t *s = &c->run->info->sites[site];
   const bool sized = pos_arg >> 32 != 0;
   const int64_t pos = pos_arg & 0xffffffff;
-  const site_ref_t *sr = NULL;
-  for (uint32_t i = 0; i < s->num_refs; i++)
-    if (pos >= s->refs[i].first && pos < (int64_t)(s->refs[i].first + s->refs[i].count))
-      sr = &s->refs[i];
+  const site_ref_t *sr = site_ref_at(s, pos);
   if (!sr || pos >= s->num_indices) {
     kernel_error(c, site, TSR_DIAG_OUT_OF_BOUNDS, "index %lld out of bounds", (long long)start);
     return;
@@ -725,8 +775,10 @@ static void out_of_bounds(ccore_t *c, uint32_t site, int64_t start, int64_t pos_
   int64_t count = sized ? size : tsr_index_extent(ix, sr->dims[d]);
   int64_t stride = ix->kind == TSR_INDEX_FULL || ix->stride < 1 ? 1 : ix->stride;
   char text[400];
-  tsr_diag_format_out_of_bounds(text, sizeof text, sr->name, sr->side, sr->rank, sr->dims, NULL,
-                                d, ix->kind == TSR_INDEX_POINT, start, count, stride);
+  int64_t lim[TSR_MAX_RANK];
+  tsr_diag_format_out_of_bounds(text, sizeof text, sr->name, sr->side, sr->rank, sr->dims,
+                                sized ? NULL : ref_limit(c->run, sr, lim), d,
+                                ix->kind == TSR_INDEX_POINT, start, count, stride);
   core_where_t w;
   tsr_diag_where_t where = *where_of(c, site, &w);
   where.detail = &detail;
@@ -736,7 +788,8 @@ static void out_of_bounds(ccore_t *c, uint32_t site, int64_t start, int64_t pos_
 
 /* Decl `decl`'s index map (ending at `site`) gives block index bi, out of
  * range; under mu. Reported at the operand, as the interpreter does. */
-static void block_range(ccore_t *c, uint32_t site, int64_t decl, const int64_t *bi) {
+static void block_range(ccore_t *c, uint32_t site, int64_t decl, const int64_t *bi,
+                        bool read_uninit) {
   const tsr_cpu_info_t *info = c->run->info;
   if (decl < 0 || decl >= info->num_decls) return;
   const decl_info_t *di = &info->decls[decl];
@@ -746,8 +799,13 @@ static void block_range(ccore_t *c, uint32_t site, int64_t decl, const int64_t *
   tsr_diag_where_t where = *where_of(c, site, &w);
   where.loc = di->loc;
   where.what = di->what;
-  stop_if(c->run, tsr_diag_report(&c->run->diag, &where, TSR_DIAG_OUT_OF_BOUNDS,
-                                  TSR_DIAG_ERROR, "%s", text));
+  if (read_uninit) /* an input under oob_reads_uninit (interp/grid.c) */
+    stop_if(c->run, tsr_diag_report(&c->run->diag, &where, TSR_DIAG_OUT_OF_BOUNDS,
+                                    TSR_DIAG_WARNING,
+                                    "%s: the block reads as the uninitialized value", text));
+  else
+    stop_if(c->run, tsr_diag_report(&c->run->diag, &where, TSR_DIAG_OUT_OF_BOUNDS,
+                                     TSR_DIAG_ERROR, "%s", text));
 }
 
 static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
@@ -760,7 +818,7 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
   const bool site_only = call == TSR_RT_PRINT || call == TSR_RT_ASSERT ||
                          call == TSR_RT_REMOTE_DMA || call == TSR_RT_STEP ||
                          call == TSR_RT_SORT || call == TSR_RT_OUT_OF_BOUNDS ||
-                         call == TSR_RT_BLOCK_RANGE;
+                         call == TSR_RT_BLOCK_RANGE || call == TSR_RT_OUTSIDE;
   uint64_t site64 = site_only ? (uint64_t)a : (uint64_t)a >> 32;
   const uint32_t site = site64 < r->info->num_sites ||
                                 (call == TSR_RT_STEP && site64 == r->info->num_sites)
@@ -812,7 +870,10 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
       break;
     }
     case TSR_RT_OUT_OF_BOUNDS: out_of_bounds(me, site, b, c, d); break;
-    case TSR_RT_BLOCK_RANGE: block_range(me, site, b, (const int64_t *)(uintptr_t)c); break;
+    case TSR_RT_BLOCK_RANGE:
+      block_range(me, site, b, (const int64_t *)(uintptr_t)c, d != 0);
+      break;
+    case TSR_RT_OUTSIDE: outside_warning(me, site, b, c != 0); break;
     case TSR_RT_STEP: result = take_steps(me, site, b); break;
     case TSR_RT_VISIT: visit_block(me, a, b, c); break;
     case TSR_RT_START: meet_at_start(me); break;
@@ -921,6 +982,8 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   r.cores = options->cores ? options->cores : 1;
   r.n = r.devices * r.cores;
   r.max_errors = options->max_errors ? options->max_errors : 20;
+  r.padded = options->padded;
+  r.double_rows = tsr_chip_doubles_tile_rows(options->chip);
   r.out = print_stream ? print_stream : stderr;
   r.core = tsr_calloc(r.n, sizeof *r.core);
   r.sems = tsr_calloc((size_t)r.n * (info->slots ? info->slots : 1), sizeof *r.sems);

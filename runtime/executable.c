@@ -62,9 +62,7 @@ static tsr_status_t create_interp(tsr_executable_t *e, const tsr_ir_kernel_t *ke
 static tsr_status_t create_cpu(tsr_executable_t *e, const tsr_ir_kernel_t *kernel,
                                const tsr_executable_options_t *o) {
   tsr_compile_options_t co;
-  tsr_compile_options_initialize(&co);
-  co.opt_level = o->opt_level;
-  co.out_blocks_copied_in = o->run.out_blocks_copied_in;
+  tsr_compile_options_of(o, &co);
   /* The compile finds and puts the object in the context's caches (bound). */
   return tsr_runtime_compile(kernel, &co, &e->compiled);
 }
@@ -246,6 +244,9 @@ static tsr_status_t execute(const tsr_executable_t *e, tsr_array_t *const *opera
   } else {
     s = tsr_compiled_kernel_run_with(e->compiled, operands, num_operands, &o, print_stream,
                                      &sink);
+    /* its warnings (an access outside a ref where the options allow it, a
+     * block written by two cores) as the interpreter writes them */
+    stats.warnings = tsr_diag_sink_write_warnings(&sink, warning_stream);
   }
   if (print_stream) fclose(print_stream);
   if (warning_stream) fclose(warning_stream);

@@ -25,6 +25,7 @@
 
 #include "base/module.h"
 #include "ir/ir.h"
+#include "lower/lower_api.h"
 #include "runtime/runtime_internal.h"
 #include "runtime/target.h"
 
@@ -270,10 +271,16 @@ tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
   }
   tsr_runtime_key_t *k = NULL;
   TSR_RETURN_IF_ERROR(key_begin(kernel, TSR_BACKEND_CPU, &k));
-  char text[64];
-  /* the default's text as before the option: its keys are unchanged */
-  int n = snprintf(text, sizeof text, "opt_level=%d%s", o.opt_level,
-                   o.out_blocks_copied_in ? " out_blocks=copied-in" : "");
+  char text[128];
+  /* each option only when set: the default key's text stays as it was */
+  int n = snprintf(text, sizeof text, "opt_level=%d", o.opt_level);
+  if (o.bounds)
+    n += snprintf(text + n, sizeof text - (size_t)n, " oob_reads=%s buffer_bounds=%s%s",
+                  o.bounds & TSR_LOWER_OOB_READS_UNINIT ? "uninit" : "error",
+                  o.bounds & TSR_LOWER_PADDED ? "padded" : "logical",
+                  o.bounds & TSR_LOWER_DOUBLE_ROWS ? " rows=2x" : "");
+  if (o.out_blocks_copied_in)
+    n += snprintf(text + n, sizeof text - (size_t)n, " out_blocks=copied-in");
   add_component(k, "compile", text, (size_t)n);
   const char *producer = tsr_runtime_producer();
   add_component(k, "tessera", producer, strlen(producer));
@@ -306,9 +313,7 @@ tsr_status_t tsr_runtime_key_create(const tsr_ir_kernel_t *kernel,
       return tsr_runtime_interp_key_create(kernel, &options->run, out_key);
     case TSR_BACKEND_CPU: {
       tsr_compile_options_t co;
-      tsr_compile_options_initialize(&co);
-      co.opt_level = options->opt_level;
-      co.out_blocks_copied_in = options->run.out_blocks_copied_in;
+      tsr_compile_options_of(options, &co);
       return tsr_runtime_compiled_key_create(kernel, &co, out_key);
     }
   }

@@ -49,7 +49,9 @@ void tsr_runtime_cache_clear(void);
 
 /* Options that change the code compiled for a kernel (part of its key). */
 typedef struct tsr_compile_options {
-  int opt_level; /* LLVM optimization level, 0 to 3; default 2 */
+  int opt_level;   /* LLVM optimization level, 0 to 3; default 2 */
+  uint32_t bounds; /* TSR_LOWER_OOB_READS_UNINIT.. (lower/lower_api.h): how
+                      far accesses may reach; default 0, the logical shape */
   /* tsr_interp_options_t's out_blocks_copied_in: output blocks copied in
    * from the array when a step enters them (TSR_LOWER_OUT_COPY_IN), block
    * padding JAX's uninitialized value; default false. Other code, so part
@@ -59,6 +61,10 @@ typedef struct tsr_compile_options {
 
 /* runtime/target.c */
 void tsr_compile_options_initialize(tsr_compile_options_t *options);
+/* The compile options of a cpu executable made with `o`: its opt_level and
+ * the run options that change the compiled code (oob_reads_uninit, padded
+ * and, when padded, the chip's tiling). */
+void tsr_compile_options_of(const tsr_executable_options_t *o, tsr_compile_options_t *out);
 
 /* A kernel compiled to native code for the host CPU and loaded in this
  * process. Immutable; runs may be concurrent. */

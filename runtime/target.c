@@ -34,6 +34,17 @@ void tsr_compile_options_initialize(tsr_compile_options_t *options) {
   options->opt_level = 2;
 }
 
+void tsr_compile_options_of(const tsr_executable_options_t *o, tsr_compile_options_t *out) {
+  tsr_compile_options_initialize(out);
+  out->opt_level = o->opt_level;
+  out->out_blocks_copied_in = o->run.out_blocks_copied_in;
+  if (o->run.oob_reads_uninit) out->bounds |= TSR_LOWER_OOB_READS_UNINIT;
+  if (o->run.padded) {
+    out->bounds |= TSR_LOWER_PADDED;
+    if (tsr_chip_doubles_tile_rows(o->run.chip)) out->bounds |= TSR_LOWER_DOUBLE_ROWS;
+  }
+}
+
 /* ---- Which lowering library ------------------------------------------------------ */
 
 /* The library is loaded once per process (LLVM cannot be unloaded), so its

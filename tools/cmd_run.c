@@ -49,6 +49,7 @@ const char cmd_run_help[] =
     "                           blocks only: of the options below it uses\n"
     "                           --devices, --cores, --uninit, --out-blocks,\n"
     "                           --shuffle-parallel, --parallel-order,\n"
+    "                           --oob-reads, --buffer-bounds (with --chip),\n"
     "                           --max-errors, --timeout\n"
     "                           and --max-steps, ignores the others and\n"
     "                           refuses --trace\n"

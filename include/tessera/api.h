@@ -287,13 +287,13 @@ typedef struct tsr_executable_options {
                                strict, the bounds (timeout_seconds,
                                max_steps, cancel), the order of parallel
                                steps (shuffle_parallel, shuffle_seed,
-                               parallel_order), out_blocks_copied_in (part
-                               of the compiled code's key) and
-                               on_grid_step; it checks
-                               the bounds of dynamic indices and block
-                               indices and revisited output blocks, ignores
-                               the other checks, oob_reads_uninit, padded
-                               and trace_path. The run-time fields are the
+                               parallel_order), on_grid_step,
+                               out_blocks_copied_in, oob_reads_uninit and
+                               padded (with chip's tiling; these three are
+                               compiled into its code, so part of its key); it checks the bounds of dynamic
+                               indices and block indices and revisited
+                               output blocks, ignores the other checks and
+                               trace_path. The run-time fields are the
                                defaults of the runs, which tsr_run_options_t
                                may change. */
   int opt_level;            /* cpu: LLVM optimization level 0-3; default 2 */

@@ -530,9 +530,9 @@ def compile(kernel: Kernel | Module, backend: str = "interp", *,
     max_steps, cancel (a CancelToken), trace_path (a Perfetto trace),
     opt_level (cpu, 0-3), and on_print / on_warning (callables taking text).
     The cpu backend uses devices, cores, uninit, out_blocks_copied_in,
-    max_errors, opt_level and the run bounds; of the checks it makes only the bounds of dynamic indices
-    and block indices (not uninitialized reads, races; nor oob_reads_uninit,
-    padded).
+    max_errors, opt_level, oob_reads_uninit, padded and the run bounds; of the checks it makes only
+    the bounds of dynamic indices and block indices (not uninitialized reads,
+    races).
 
     context: the Context (default: `default_context()`)."""
     return Executable(_kernel_of(kernel), backend, context=context, **options)

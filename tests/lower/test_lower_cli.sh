@@ -280,6 +280,63 @@ else
   skip "bounds: the inputs" "no python3"
 fi
 
+# ---- --oob-reads uninit and --buffer-bounds padded (docs/semantics.md) -----------
+# Rows [4, 12) of a (10, 128) scratch buffer, padded to (16, 128): stored
+# (the padding's rows dropped), copied in by a DMA, read back (the padding
+# gives the uninitialized value), and rows [4, 12) of an 8-row input read
+# by a load and a DMA. Both backends give the same outputs, bit for bit,
+# and the same warnings, word for word; the options are part of the cpu
+# key (hash), and without them the compiled code reports the errors.
+cat >soft.tsr <<'EOF'
+kernel @soft
+  in %x: f32[8, 128] vmem
+  out %o: f32[8, 128] vmem
+  out %p: f32[8, 128] vmem
+  out %r: f32[8, 128] vmem
+  scratch %s: vmem f32[10, 128]
+  scratch %u: vmem f32[10, 128]
+  scratch %sem: dma_sem
+{
+  %four = const 4 : i32
+  %v = load %x[:, :] : f32[8, 128]
+  store %s[ds(%four, 8), :], %v
+  %w = load %s[ds(%four, 8), :] : f32[8, 128]
+  store %o[:, :], %w
+  dma_start %x[ds(%four, 8), :] -> %u[ds(%four, 8), :], %sem
+  dma_wait %x[ds(%four, 8), :] -> %u[ds(%four, 8), :], %sem
+  %y = load %u[ds(%four, 8), :] : f32[8, 128]
+  store %p[:, :], %y
+  %z = load %x[ds(%four, 8), :] : f32[8, 128]
+  store %r[:, :], %z
+}
+EOF
+for uninit in nan zero; do
+  for b in interp cpu; do
+    t run soft.tsr --random-inputs 1 --oob-reads uninit --buffer-bounds padded \
+      --uninit "$uninit" --out-dir "soft_${uninit}_$b" --backend "$b"
+    echo "$rc" >"soft_rc_$b"
+    grep 'warning:' err >"soft_warn_$b"
+  done
+  check "bounds options, --uninit $uninit: both backends succeed" \
+    test "$(cat soft_rc_interp)" -eq 0 -a "$(cat soft_rc_cpu)" -eq 0
+  check "... with the same outputs, bit for bit" same_outputs "soft_${uninit}_interp" "soft_${uninit}_cpu"
+  check "... and the interpreter's five warnings (one per op), word for word" \
+    test "$(wc -l <soft_warn_cpu)" -eq 5 -a -z "$(diff soft_warn_interp soft_warn_cpu)"
+done
+check "... the store into the padding warns with the padded shape" \
+  grep -q "'store': write reaches outside %s (shape \[10, 128\]) into its padding (to \[16, 128\])" soft_warn_cpu
+t hash soft.tsr --target cpu
+h0=$(cat out)
+t hash soft.tsr --target cpu --oob-reads uninit
+h1=$(cat out)
+t hash soft.tsr --target cpu --buffer-bounds padded
+h2=$(cat out)
+check "bounds options: each gives the cpu backend another key" \
+  test -n "$h0" -a "$h0" != "$h1" -a "$h0" != "$h2" -a "$h1" != "$h2"
+t run soft.tsr --random-inputs 1 --backend cpu -q
+check "... and without them the compiled code reports the store outside %s" \
+  test "$rc" -eq 1 -a "$(grep -c "'store': slice 4:12:1 out of bounds for dimension 0 of %s" err)" -eq 1
+
 # ---- DMA views of dynamic size outside their refs ---------------------------------
 # The sizes a run reads: one that takes the view past the end of an HBM
 # output (guarded: a byte written past it fails the run), a negative one,

@@ -709,6 +709,188 @@ TSR_TEST(warning_record) {
   one_run_end(&r);
 }
 
+/* ---- oob_reads_uninit and padded on both backends (docs/semantics.md,
+ * "Out-of-bounds accesses"): the cpu backend's compiled code gives the
+ * interpreter's outputs bit for bit and its out-of-bounds records word for
+ * word ---- */
+
+/* Reads of rows [4, 12) of an 8-row input: a load, a DMA's source and an
+ * adding DMA (whose lanes outside the source leave the destination); a
+ * scalar read of an SMEM table past its end. */
+static const char bounds_read_tsr[] =
+    "kernel @reads\n"
+    "  in %x: f32[8, 128] vmem\n"
+    "  in %t: i32[5] smem\n"
+    "  out %o: f32[8, 128] vmem\n"
+    "  out %d: f32[8, 128] vmem\n"
+    "  out %a: f32[8, 128] vmem\n"
+    "  out %s: i32[2] smem\n"
+    "  scratch %sem: dma_sem\n"
+    "{\n"
+    "  %four = const 4 : i32\n"
+    "  %six = const 6 : i32\n"
+    "  %one = const 1 : i32\n"
+    "  %v = load %x[ds(%four, 8), :] : f32[8, 128]\n"
+    "  store %o[:, :], %v\n"
+    "  dma_start %x[ds(%four, 8), :] -> %d[:, :], %sem\n"
+    "  dma_wait %x[ds(%four, 8), :] -> %d[:, :], %sem\n"
+    "  %w = load %x[:, :] : f32[8, 128]\n"
+    "  store %a[:, :], %w\n"
+    "  dma_start %x[ds(%four, 8), :] -> %a[:, :], %sem add\n"
+    "  dma_wait %x[ds(%four, 8), :] -> %a[:, :], %sem\n"
+    "  %e = load %t[%six] : i32\n"
+    "  %f = load %t[%one] : i32\n"
+    "  %zero = const 0 : i32\n"
+    "  store %s[%zero], %e\n"
+    "  store %s[%one], %f\n"
+    "}\n";
+
+/* A (10, 128) f32 scratch buffer is (16, 128) padded, a (3, 100) bf16 one
+ * (4, 128): stores and a DMA into the padding are dropped, loads of it give
+ * the uninitialized value (rows [1, 4) and columns [28, 128) of the bf16
+ * one); a point load of padding row 12. */
+static const char bounds_padded_tsr[] =
+    "kernel @padded\n"
+    "  in %x: f32[8, 128] vmem\n"
+    "  in %h: bf16[3, 100] vmem\n"
+    "  out %o: f32[8, 128] vmem\n"
+    "  out %p: f32[8, 128] vmem\n"
+    "  out %r: f32[128] vmem\n"
+    "  out %q: bf16[3, 100] vmem\n"
+    "  scratch %s: vmem f32[10, 128]\n"
+    "  scratch %u: vmem f32[10, 128]\n"
+    "  scratch %b: vmem bf16[3, 100]\n"
+    "  scratch %sem: dma_sem\n"
+    "{\n"
+    "  %zero = const 0 : i32\n"
+    "  %four = const 4 : i32\n"
+    "  %twelve = const 12 : i32\n"
+    "  %v = load %x[:, :] : f32[8, 128]\n"
+    "  store %s[ds(%four, 8), :], %v\n"
+    "  %w = load %s[ds(%four, 8), :] : f32[8, 128]\n"
+    "  store %o[:, :], %w\n"
+    "  dma_start %x[:, :] -> %u[ds(%four, 8), :], %sem\n"
+    "  dma_wait %x[:, :] -> %u[ds(%four, 8), :], %sem\n"
+    "  %y = load %u[ds(%four, 8), :] : f32[8, 128]\n"
+    "  store %p[:, :], %y\n"
+    "  %z = load %u[%twelve, :] : f32[128]\n"
+    "  store %r[:], %z\n"
+    "  %g = load %h[:, :] : bf16[3, 100]\n"
+    "  store %b[:, :], %g\n"
+    "  %one = const 1 : i32\n"
+    "  %k = const 28 : i32\n"
+    "  %c = load %b[ds(%one, 3), ds(%k, 100)] : bf16[3, 100]\n"
+    "  store %q[:, :], %c\n"
+    "}\n";
+
+/* Beyond the padding (rows 9..16 of (10, 128), padded to 16): an error. */
+static const char bounds_beyond_tsr[] =
+    "kernel @beyond\n"
+    "  out %o: f32[8, 128] vmem\n"
+    "  scratch %s: vmem f32[10, 128]\n"
+    "{\n"
+    "  %nine = const 9 : i32\n"
+    "  %v = const 1.0 : f32[8, 128]\n"
+    "  store %s[ds(%nine, 8), :], %v\n"
+    "  store %o[:, :], %v\n"
+    "}\n";
+
+/* An input block whose index map gives blocks 1, 5, 1, 5: out of range at
+ * odd steps, where the nearest block is the one of the step before. */
+static const char bounds_block_tsr[] =
+    "kernel @blocks\n"
+    "  grid(4) semantics(arbitrary)\n"
+    "  in %x: f32[16, 128] vmem block[8, 128] map(%i) {\n"
+    "    %two = const 2 : i32\n"
+    "    %m = rem %i, %two : i32\n"
+    "    %four = const 4 : i32\n"
+    "    %k = mul %m, %four : i32\n"
+    "    %one = const 1 : i32\n"
+    "    %b = add %k, %one : i32\n"
+    "    %zero = const 0 : i32\n"
+    "    yield %b, %zero\n"
+    "  }\n"
+    "  out %o: f32[32, 128] vmem block[8, 128] map(%i) -> (%i, 0)\n"
+    "{\n"
+    "  %v = load %x[:, :] : f32[8, 128]\n"
+    "  store %o[:, :], %v\n"
+    "}\n";
+
+/* The out_of_bounds records of `list`, as text, one a line. */
+static void oob_records(const tsr_diagnostic_list_t *list, char *out, size_t size) {
+  size_t n = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < tsr_diagnostic_list_count(list); i++) {
+    const tsr_diagnostic_t *d = tsr_diagnostic_list_get(list, i);
+    if (d->kind != TSR_DIAG_OUT_OF_BOUNDS) continue;
+    int w = snprintf(out + n, size - n, "%d %s\n", (int)d->severity, d->text.data);
+    if (w > 0) n += (size_t)w < size - n ? (size_t)w : size - n - 1;
+  }
+}
+
+/* Runs `text` with `eo` on both backends: the same status, outputs and
+ * out-of-bounds records; returns how many such records (-1: skipped). */
+static int bounds_same_on_both(const char *name, const char *text, tsr_executable_options_t eo,
+                               tsr_status_code_t want) {
+  one_run_t r[2];
+  char records[2][4096];
+  for (int b = 0; b < 2; b++) {
+    eo.backend = b ? TSR_BACKEND_CPU : TSR_BACKEND_INTERP;
+    eo.output.warning = tsr_output_discard;
+    one_run_start(&r[b], name, text, &eo);
+    if (!r[b].exe) {
+      if (b) one_run_end(&r[0]);
+      one_run_end(&r[b]);
+      return -1;
+    }
+    oob_records(one_run_go(&r[b], NULL), records[b], sizeof records[b]);
+  }
+  TSR_CHECK_EQ_INT(r[0].code, want);
+  TSR_CHECK_EQ_INT(r[1].code, want);
+  TSR_CHECK_EQ_STR(records[1], records[0]);
+  int count = 0;
+  for (const char *c = records[0]; *c; c++) count += *c == '\n';
+  for (size_t i = 0; want == TSR_OK && i < r[0].n && i < r[1].n; i++) {
+    size_t bytes = (size_t)tsr_array_element_count(&r[0].arrays[i]) *
+                   tsr_dtype_size(r[0].arrays[i].dtype);
+    if (memcmp(r[0].arrays[i].data, r[1].arrays[i].data, bytes) != 0) {
+      printf("# %s: operand %zu differs between the backends\n", name, i);
+      TSR_FAIL_AT("outputs");
+    }
+  }
+  one_run_end(&r[0]);
+  one_run_end(&r[1]);
+  return count;
+}
+
+TSR_TEST(bounds_options_cpu_matches_interp) {
+  tsr_executable_options_t eo;
+  for (int zero = 0; zero < 2; zero++) {
+    tsr_executable_options_initialize(&eo);
+    eo.run.uninit = zero ? TSR_UNINIT_ZERO : TSR_UNINIT_NAN;
+    /* by default both report the first read outside */
+    int n = bounds_same_on_both("reads.tsr", bounds_read_tsr, eo, TSR_KERNEL_ERROR);
+    if (n < 0) return; /* no cpu backend */
+    TSR_CHECK(n >= 1);
+    eo.run.oob_reads_uninit = true;
+    /* a warning per site: the load, the two DMAs, the SMEM load */
+    TSR_CHECK_EQ_INT(bounds_same_on_both("reads.tsr", bounds_read_tsr, eo, TSR_OK), 4);
+    TSR_CHECK_EQ_INT(bounds_same_on_both("blocks.tsr", bounds_block_tsr, eo, TSR_OK), 1);
+    /* writes stay checked against the logical shape */
+    TSR_CHECK(bounds_same_on_both("padded.tsr", bounds_padded_tsr, eo, TSR_KERNEL_ERROR) >= 1);
+    eo.run.padded = true;
+    TSR_CHECK_EQ_INT(bounds_same_on_both("padded.tsr", bounds_padded_tsr, eo, TSR_OK), 6);
+    TSR_CHECK_EQ_INT(bounds_same_on_both("beyond.tsr", bounds_beyond_tsr, eo, TSR_KERNEL_ERROR),
+                     1);
+    eo.run.oob_reads_uninit = false;
+    TSR_CHECK_EQ_INT(bounds_same_on_both("padded.tsr", bounds_padded_tsr, eo, TSR_OK), 6);
+    /* v3 tiles twice the rows: the bf16 buffer is (4, 128) still, and
+     * (10, 128) f32 is (16, 128) */
+    eo.run.chip = "v3";
+    TSR_CHECK_EQ_INT(bounds_same_on_both("padded.tsr", bounds_padded_tsr, eo, TSR_OK), 6);
+  }
+}
+
 /* The records of `s` (consumed), NULL when they cannot be made. */
 static tsr_diagnostic_list_t *records_of(tsr_status_t s) {
   tsr_diagnostic_list_t *list = NULL;
@@ -1210,6 +1392,7 @@ int main(void) {
   TSR_RUN_OR_SKIP(run_stopped_record_interp);
   TSR_RUN_OR_SKIP(run_stopped_record_cpu);
   TSR_RUN_OR_SKIP(warning_record);
+  TSR_RUN_OR_SKIP(bounds_options_cpu_matches_interp);
   TSR_RUN_OR_SKIP(parse_and_verify_records);
   TSR_RUN_OR_SKIP(parse_error_record_fields);
   TSR_RUN_OR_SKIP(verify_records_in_order_with_op);

@@ -638,15 +638,6 @@ def _interpret_options(options: Mapping[str, Any], jax_interpret: Any) -> dict:
         mapped, notes = _params.options_of(jax_interpret)
         merged.update(mapped)
         merged["jax_state"] = True
-        if (options.get("backend") or "interp") == "cpu":
-            # the cpu backend reports every access outside the logical
-            # shape as an error (docs/lowering.md, "Checks")
-            if mapped.get("oob_reads_uninit"):
-                notes.append("out_of_bounds_reads='uninitialized' is not honoured by the cpu "
-                             "backend: an out-of-bounds read is a kernel error")
-            if mapped.get("padded"):
-                notes.append("buffer_bounds='padded' is not honoured by the cpu backend: "
-                             "accesses are checked against the logical shape")
         if notes:
             _report_notes(notes, {**merged, **options})
     merged.update(options)
