@@ -19,6 +19,8 @@ typedef struct operand_state {
   bool maybe_padded;    /* some array dim is not a multiple of its block dim */
   bool fill_out;        /* an output block that starts holding the uninitialized
                            value when entered (not fully stored first) */
+  bool revisit_any;     /* an output of revisit mode any: a block entered is
+                           copied in from the array (in place: is the array) */
   bool tracked;         /* its previous block indices are kept (state) */
   view_t buf;           /* block buffer (not in place) */
   uint32_t state;       /* first slot of its block indices in the state memref */
@@ -233,7 +235,9 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
     changed = em_op2(em, "arith.ori", changed, ne, "i1");
   }
   em_open(em, "scf.if %s {", changed.s);
-  if (d->role == TSR_ROLE_IN) {
+  /* An input's block, or a revisit-any output's (docs/semantics.md): the
+   * array's window as it is now; an output's padding is uninitialized. */
+  if (d->role == TSR_ROLE_IN || (os->revisit_any && !os->inplace)) {
     dimv_t ext[TSR_MAX_RANK];
     window_extent(em, os, os->bi, ext);
     if (os->maybe_padded) {
@@ -246,7 +250,7 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
       em_open(em, "scf.if %s {", pad.s);
       bool element = false;
       for (uint32_t i = 0; i < rank; i++) element |= d->element[i];
-      if (element)
+      if (element && d->role == TSR_ROLE_IN)
         em_fill_view_element_pad(em, &os->buf, (tsr_dtype_t)d->array.dtype);
       else
         em_fill_view(em, &os->buf, (tsr_dtype_t)d->array.dtype);
@@ -259,7 +263,8 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
   if (os->fill_out) em_fill_view(em, &vi->mem, (tsr_dtype_t)d->array.dtype);
   if (d->role == TSR_ROLE_OUT && d->alias < 0) {
     /* The revisit check (aliased outputs are exempt, as in Pallas): the
-     * runtime keeps the blocks each output has started. */
+     * runtime keeps the blocks each output has started (for a revisit-any
+     * output, only to find blocks two cores write). */
     uint32_t operand = 0;
     for (const tsr_decl_t *e = em->k->decls; e < d; e++) operand += e->role != TSR_ROLE_SCRATCH;
     ssa_t lb = em_cidx(em, 0);
@@ -521,8 +526,11 @@ void em_emit_grid(emitter_t *em, const uint32_t *roots) {
       if (k->decls[j].role == TSR_ROLE_OUT && k->decls[j].alias == (int32_t)i) aliased = true;
     os->inplace = !os->maybe_padded && !aliased &&
                   !(d->role == TSR_ROLE_IN && vi->mutable_ref);
-    os->fill_out = d->role == TSR_ROLE_OUT && !em_first_touch_stores_all(&k->body, d->ref);
-    os->tracked = !os->inplace || os->fill_out;
+    os->revisit_any = d->role == TSR_ROLE_OUT && d->revisit == TSR_REVISIT_ANY;
+    /* a revisit-any block holds the array's window, never a fill */
+    os->fill_out = d->role == TSR_ROLE_OUT && !os->revisit_any &&
+                   !em_first_touch_stores_all(&k->body, d->ref);
+    os->tracked = !os->inplace || os->fill_out || os->revisit_any;
     if (!os->inplace) {
       os->buf = em_buffer(em, (tsr_dtype_t)d->array.dtype, os->ref_rank, os->ref_dims);
       os->buf.key = key;
