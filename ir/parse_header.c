@@ -322,16 +322,12 @@ static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
     if (role != TSR_ROLE_OUT)
       return ps_error_at(p, revisit_kw.line, revisit_kw.col,
                          "'revisit' is only allowed on 'out' operands");
-    const token_t t = p->tok;
     if (accept_word(p, "any"))
       k->decls[index].revisit = TSR_REVISIT_ANY;
     else if (accept_word(p, "immediate"))
       k->decls[index].revisit = TSR_REVISIT_IMMEDIATE;
     else
-      return ps_error_at(p, t.line, t.col,
-                         "expected a revisit mode ('any' or 'immediate') after 'revisit', "
-                         "found '%.*s'",
-                         (int)TSR_MIN(t.len, 40), t.text);
+      return ps_expected(p, "a revisit mode ('any' or 'immediate') after 'revisit'");
   }
   return ps_expect_line_end(p);
 }
