@@ -181,8 +181,7 @@ static void copy_in(run_t *run, uint32_t j) {
  * "Blocks and the pipeline"): the uninitialized value where no step has
  * written yet, the copies out of earlier visits elsewhere. The shadow of
  * written elements comes along, so reads of never-written elements are still
- * reported; the padding of an edge block is uninitialized, as in a fresh
- * output block. */
+ * reported; the padding of an edge block holds the uninitialized value. */
 static void restore_out_block(run_t *run, uint32_t j) {
   const tsr_interp_program_t *p = run->p;
   const operand_plan_t *op = &p->operands[j];
@@ -199,8 +198,10 @@ static void restore_out_block(run_t *run, uint32_t j) {
   bool empty = window_empty(op, extent);
   if (!empty) tsr_race_window(run, j, start, extent, false);
   if (rr->data != own_buf) return; /* in place: the array's window itself */
+  /* the padding of an edge block holds no data: reading it is legitimate,
+   * as an input's (its values must not matter), so it counts as written */
   tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
-  if (rr->shadow) memset(rr->shadow, 0, ri->elements);
+  if (rr->shadow) memset(rr->shadow, 1, ri->elements);
   if (empty) return; /* all padding */
   int64_t bstr[TSR_MAX_RANK];
   tsr_blockops_dense_strides(op->array_rank, op->block, bstr);
