@@ -259,14 +259,6 @@ tsr_status_t tsr_ir_kernel_set_element_dim(tsr_ir_kernel_t *kernel, uint32_t ope
   return NULL;
 }
 
-const char *tsr_ir_revisit_name(tsr_ir_revisit_t mode) {
-  switch (mode) {
-    case TSR_REVISIT_IMMEDIATE: return "immediate";
-    case TSR_REVISIT_ANY: return "any";
-  }
-  return NULL;
-}
-
 tsr_status_t tsr_ir_kernel_set_revisit(tsr_ir_kernel_t *kernel, uint32_t operand,
                                        tsr_ir_revisit_t mode) {
   if (operand >= kernel->num_decls || kernel->decls[operand].role != TSR_ROLE_OUT)
