@@ -16,7 +16,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 8
+#define TSR_LOWER_ABI_VERSION 9
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
