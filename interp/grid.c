@@ -217,6 +217,44 @@ static void out_copy_in(run_t *run, uint32_t j) {
   window_in(run, j, own_buf, shadow, start, extent, at, padded);
 }
 
+/* An output block of revisit mode any, entered: it holds the output array's
+ * window as it is now (Mosaic copies the block in from HBM, docs/semantics.md
+ * "Blocks and the pipeline"): the uninitialized value where no step has
+ * written yet, the copies out of earlier visits elsewhere. The shadow of
+ * written elements comes along, so reads of never-written elements are still
+ * reported; the padding of an edge block holds the uninitialized value. */
+static void restore_out_block(run_t *run, uint32_t j) {
+  const tsr_interp_program_t *p = run->p;
+  const operand_plan_t *op = &p->operands[j];
+  const ref_info_t *ri = &p->refs[op->ref];
+  run_ref_t *rr = &run->refs[op->ref];
+  const int64_t *b = &run->cur_block[j * TSR_MAX_RANK];
+  size_t es = tsr_dtype_size((tsr_dtype_t)ri->dtype);
+  uint8_t *own_buf = run->vmem + ri->offset;
+  rr->pending_fill = false;
+  run->sh->stats.blocks_copied_in++;
+  run->sh->stats.bytes_copied += ri->elements * es;
+  int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK], at[TSR_MAX_RANK];
+  block_window(op, b, start, extent, at);
+  bool empty = window_empty(op, extent);
+  if (!empty) tsr_race_window(run, j, start, extent, false);
+  if (rr->data != own_buf) return; /* in place: the array's window itself */
+  /* the padding of an edge block holds no data: reading it is legitimate,
+   * as an input's (its values must not matter), so it counts as written */
+  tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, own_buf, ri->elements);
+  if (rr->shadow) memset(rr->shadow, 1, ri->elements);
+  if (empty) return; /* all padding */
+  int64_t bstr[TSR_MAX_RANK];
+  tsr_blockops_dense_strides(op->array_rank, op->block, bstr);
+  int64_t off = window_offset(op, start), into = 0;
+  for (uint32_t d = 0; d < op->array_rank; d++) into += at[d] * bstr[d];
+  tsr_blockops_copy(es, op->array_rank, extent, own_buf + into * (int64_t)es, bstr,
+                    run->hbm[j] + off * (int64_t)es, op->array_strides);
+  if (rr->shadow && run->hbm_shadow[j])
+    tsr_blockops_copy(1, op->array_rank, extent, rr->shadow + into, bstr,
+                      run->hbm_shadow[j] + off, op->array_strides);
+}
+
 static void begin_out_block(run_t *run, uint32_t j) {
   const tsr_interp_program_t *p = run->p;
   const operand_plan_t *op = &p->operands[j];
@@ -248,7 +286,7 @@ static void begin_out_block(run_t *run, uint32_t j) {
             "disjoint output blocks (the last copy out wins)",
             bi, run->core, (unsigned long long)run->step, v->core,
             (unsigned long long)v->first_step, (unsigned long long)v->last_step);
-      } else if (v) {
+      } else if (v && !op->revisit_any) {
         char bi[96];
         tsr_diag_format_dims(bi, sizeof bi, b, op->array_rank);
         tsr_interp_kernel_error(run, op->site, TSR_DIAG_REVISIT,
@@ -258,7 +296,7 @@ static void begin_out_block(run_t *run, uint32_t j) {
                      bi, (unsigned long long)run->step,
                      (unsigned long long)v->first_step,
                      (unsigned long long)v->last_step);
-      } else {
+      } else if (!v) {
         v = tsr_calloc(1, sizeof *v);
         if (v) {
           memcpy(v->key, key, sizeof key);
@@ -274,6 +312,10 @@ static void begin_out_block(run_t *run, uint32_t j) {
       int64_t off = window_offset(op, start);
       rr->data = run->hbm[j] + off * (int64_t)es;
       if (ri->shadowed) rr->shadow = run->hbm_shadow[j] + off;
+    }
+    if (op->revisit_any) {
+      restore_out_block(run, j);
+      return;
     }
   }
   if (p->options.out_blocks_copied_in) {

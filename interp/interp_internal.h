@@ -261,6 +261,8 @@ typedef struct operand_plan {
   uint32_t map_results[TSR_MAX_RANK];
   int32_t alias;       /* outputs: operand-plan index of the aliased input */
   bool aliased;        /* an input that some output aliases */
+  bool revisit_any;    /* outputs: revisit any (blocks copied in when entered,
+                          no revisit error) */
   uint32_t site;
 } operand_plan_t;
 

@@ -310,9 +310,11 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
          * uninitialized value, as in JAX's generic interpreter. */
         tsr_interp_fill_jax_uninit(&sh->core[d * sh->cores], (tsr_dtype_t)ri->dtype, hbm[j],
                                    op->array_elements);
-      } else if (!p->options.check) {
+      } else if (!p->options.check || op->revisit_any) {
         /* With checks on, never-written elements are found through the shadow
-         * and filled at the end (tsr_grid_check_outputs): no pass here. */
+         * and filled at the end (tsr_grid_check_outputs): no pass here; but
+         * the blocks of a revisit-any output are copied in from the array,
+         * whose elements must then hold the uninitialized value. */
         tsr_interp_fill_uninit(&sh->core[d * sh->cores], (tsr_dtype_t)ri->dtype, hbm[j],
                     op->array_elements);
       }

@@ -259,6 +259,19 @@ tsr_status_t tsr_ir_kernel_set_element_dim(tsr_ir_kernel_t *kernel, uint32_t ope
   return NULL;
 }
 
+tsr_status_t tsr_ir_kernel_set_revisit(tsr_ir_kernel_t *kernel, uint32_t operand,
+                                       tsr_ir_revisit_t mode) {
+  if (operand >= kernel->num_decls || kernel->decls[operand].role != TSR_ROLE_OUT)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "operand %u of kernel @%s is not an output",
+                      operand, kernel->name);
+  if (!tsr_ir_revisit_name(mode))
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "unknown revisit mode %d", (int)mode);
+  /* the verifier says which outputs may have it (an hbm/any output has no
+   * blocks), located at the operand */
+  kernel->decls[operand].revisit = (uint8_t)mode;
+  return NULL;
+}
+
 tsr_status_t tsr_ir_kernel_set_grid(tsr_ir_kernel_t *kernel, uint32_t rank,
                                     const int64_t *dims,
                                     const tsr_ir_dim_semantics_t *semantics) {

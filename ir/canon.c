@@ -256,6 +256,7 @@ static void put_kernel(canon_t *c, const tsr_kernel_t *k) {
       }
     }
     put_u32(c, (uint32_t)d->alias);
+    put_u8(c, d->revisit);
   }
   for (uint32_t i = 0; i < k->num_decls; i++) {
     put_u8(c, k->decls[i].index_map ? 1 : 0);

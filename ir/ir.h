@@ -295,6 +295,9 @@ typedef struct tsr_decl {
   tsr_region_t *index_map; /* args: grid indices (i32), yields one i32 block
                               index per array dim; NULL: all zeros */
   int32_t alias;     /* outputs: decl index of the aliased input, else -1 */
+  uint8_t revisit;   /* outputs: a tsr_ir_revisit_t (TSR_REVISIT_ANY: blocks
+                        are copied in when a step enters them, and may be
+                        entered again at any step); else 0 */
 } tsr_decl_t;
 
 struct tsr_kernel {

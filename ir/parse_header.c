@@ -316,6 +316,19 @@ static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
     k->decls[index].alias = in->ref->decl;
     ps_next(p);
   }
+  const token_t revisit_kw = p->tok;
+  if (accept_word(p, "revisit")) {
+    /* revisit any | revisit immediate (the default, never printed) */
+    if (role != TSR_ROLE_OUT)
+      return ps_error_at(p, revisit_kw.line, revisit_kw.col,
+                         "'revisit' is only allowed on 'out' operands");
+    if (accept_word(p, "any"))
+      k->decls[index].revisit = TSR_REVISIT_ANY;
+    else if (accept_word(p, "immediate"))
+      k->decls[index].revisit = TSR_REVISIT_IMMEDIATE;
+    else
+      return ps_expected(p, "a revisit mode ('any' or 'immediate') after 'revisit'");
+  }
   return ps_expect_line_end(p);
 }
 

@@ -493,6 +493,10 @@ static void put_decl(tsr_strbuf_t *sb, const tsr_kernel_t *k, const tsr_decl_t *
     tsr_strbuf_puts(sb, " alias ");
     put_value(sb, k->decls[d->alias].ref);
   }
+  if (d->revisit != TSR_REVISIT_IMMEDIATE) {
+    const char *mode = tsr_ir_revisit_name((tsr_ir_revisit_t)d->revisit);
+    tsr_strbuf_printf(sb, " revisit %s", mode ? mode : "?");
+  }
   tsr_strbuf_puts(sb, "\n");
 }
 

@@ -121,3 +121,11 @@ bool tsr_ir_dim_semantics_from_name(const char *name, size_t len,
     }
   return false;
 }
+
+const char *tsr_ir_revisit_name(tsr_ir_revisit_t mode) {
+  switch (mode) {
+    case TSR_REVISIT_IMMEDIATE: return "immediate";
+    case TSR_REVISIT_ANY: return "any";
+  }
+  return NULL;
+}

@@ -153,6 +153,14 @@ bool vf_verify_decl(verifier_t *v, uint32_t di, int32_t *aliased_by) {
                role, name, role_name(k->decls[di - 1].role), vname(k->decls[di - 1].ref));
   if (d->alias != -1 && d->role != TSR_ROLE_OUT)
     vf_kreport(v, d->loc, "%s %%%s: only outputs can alias an input", role, name);
+  if (d->revisit != TSR_REVISIT_IMMEDIATE && d->role != TSR_ROLE_OUT)
+    vf_kreport(v, d->loc,
+               "%s %%%s: only outputs have a revisit mode (an input block is read from its "
+               "array whenever it is entered)",
+               role, name);
+  else if (!tsr_ir_revisit_name((tsr_ir_revisit_t)d->revisit))
+    vf_kreport(v, d->loc, "output %%%s has unknown revisit mode %u", name,
+               (unsigned)d->revisit);
   if (d->role == TSR_ROLE_SCRATCH) {
     verify_scratch(v, d, name);
     return false;
@@ -173,6 +181,11 @@ bool vf_verify_decl(verifier_t *v, uint32_t di, int32_t *aliased_by) {
   }
   tsr_space_t space = (tsr_space_t)rt->space;
   bool windowed = space == TSR_SPACE_VMEM || space == TSR_SPACE_SMEM;
+  if (!windowed && d->revisit == TSR_REVISIT_ANY)
+    vf_kreport(v, d->loc,
+               "output %%%s: 'revisit any' needs blocks, but %s outputs are not windowed (the "
+               "kernel sees the whole array and DMAs it)",
+               name, tsr_space_name(space));
   if (!windowed && (d->has_block || d->index_map)) {
     vf_kreport(v, d->loc,
                "%s %%%s: %s operands are not windowed and cannot have a block or index map "

@@ -20,6 +20,8 @@ typedef struct operand_state {
   bool maybe_padded;    /* some array dim is not a multiple of its block dim */
   bool fill_out;        /* an output block that starts holding the uninitialized
                            value when entered (not fully stored first) */
+  bool revisit_any;     /* an output of revisit mode any: a block entered is
+                           copied in from the array (in place: is the array) */
   bool tracked;         /* its previous block indices are kept (state) */
   bool read_uninit;     /* an input under TSR_LOWER_OOB_READS_UNINIT whose
                            block index may be out of range: a warning, and
@@ -249,10 +251,12 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
    * one copied (its clamped indices may equal the kept ones) */
   if (os->read_uninit) changed = em_op2(em, "arith.ori", changed, outside, "i1");
   em_open(em, "scf.if %s {", changed.s);
-  /* An output block read before it is wholly stored starts as the array's
-   * window under TSR_LOWER_OUT_COPY_IN (in place: it is that window), as an
-   * input's block does; else it holds the uninitialized value. */
-  bool copy_in = d->role == TSR_ROLE_IN || (em->out_copy_in && os->fill_out && !os->inplace);
+  /* An input's block, a revisit-any output's (docs/semantics.md), and under
+   * TSR_LOWER_OUT_COPY_IN an output block read before it is wholly stored:
+   * the array's window as it is now (in place: it is that window); else an
+   * output block holds the uninitialized value. */
+  bool copy_in = d->role == TSR_ROLE_IN || (em->out_copy_in && os->fill_out && !os->inplace) ||
+                 (os->revisit_any && !os->inplace);
   if (d->role == TSR_ROLE_IN && os->read_uninit) {
     /* out of range: the block reads as the uninitialized value */
     em_open(em, "scf.if %s {", outside.s);
@@ -273,7 +277,7 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
       em_open(em, "scf.if %s {", pad.s);
       bool element = false;
       for (uint32_t i = 0; i < rank; i++) element |= d->element[i];
-      if (element || em->out_copy_in) /* JAX's padding value */
+      if ((element && d->role == TSR_ROLE_IN) || em->out_copy_in) /* JAX's padding value */
         em_fill_view_element_pad(em, &os->buf, (tsr_dtype_t)d->array.dtype);
       else
         em_fill_view(em, &os->buf, (tsr_dtype_t)d->array.dtype);
@@ -287,7 +291,8 @@ static void step_begin(emitter_t *em, kernel_state_t *ks, operand_state_t *os) {
   if (os->fill_out && !em->out_copy_in) em_fill_view(em, &vi->mem, (tsr_dtype_t)d->array.dtype);
   if (d->role == TSR_ROLE_OUT && d->alias < 0) {
     /* The revisit check (aliased outputs are exempt, as in Pallas): the
-     * runtime keeps the blocks each output has started. */
+     * runtime keeps the blocks each output has started (for a revisit-any
+     * output, only to find blocks two cores write). */
     uint32_t operand = 0;
     for (const tsr_decl_t *e = em->k->decls; e < d; e++) operand += e->role != TSR_ROLE_SCRATCH;
     ssa_t lb = em_cidx(em, 0);
@@ -560,8 +565,11 @@ void em_emit_grid(emitter_t *em, const uint32_t *roots) {
                       d->index_map;
     os->inplace = !os->maybe_padded && !aliased && !os->read_uninit &&
                   !(d->role == TSR_ROLE_IN && vi->mutable_ref);
-    os->fill_out = d->role == TSR_ROLE_OUT && !em_first_touch_stores_all(&k->body, d->ref);
-    os->tracked = !os->inplace || os->fill_out;
+    os->revisit_any = d->role == TSR_ROLE_OUT && d->revisit == TSR_REVISIT_ANY;
+    /* a revisit-any block holds the array's window, never a fill */
+    os->fill_out = d->role == TSR_ROLE_OUT && !os->revisit_any &&
+                   !em_first_touch_stores_all(&k->body, d->ref);
+    os->tracked = !os->inplace || os->fill_out || os->revisit_any;
     if (!os->inplace) {
       os->buf = em_buffer(em, (tsr_dtype_t)d->array.dtype, os->ref_rank, os->ref_dims);
       os->buf.key = key;

@@ -92,7 +92,10 @@ struct tsr_cpu_info {
   /* per operand (non-scratch decl): its name, the input it aliases or -1 */
   const char **operand_names;
   int32_t *alias;
-  bool *fill_at_start; /* an hbm/any output, or a windowed one the grid cannot cover */
+  bool *fill_at_start; /* an hbm/any output, a windowed one the grid cannot
+                          cover, or a revisit-any one (its blocks are copied
+                          in from it: they start uninitialized) */
+  bool *revisit_any;   /* an output whose blocks may be revisited at any step */
   bool *is_output;
   /* compiled with output blocks copied in (out_blocks_copied_in): every
    * fresh output starts holding JAX's uninitialized value */
@@ -233,10 +236,12 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   info->fill_at_start =
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->fill_at_start);
   info->is_output = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->is_output);
+  info->revisit_any =
+      tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->revisit_any);
   info->blocks = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->blocks);
   info->rank = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->rank);
   if (!info->alias || !info->operand_names || !operand_of || !info->fill_at_start ||
-      !info->is_output || !info->blocks || !info->rank)
+      !info->is_output || !info->revisit_any || !info->blocks || !info->rank)
     info->failed = true;
   info->decls = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->decls);
   if (!info->decls) info->failed = true;
@@ -264,8 +269,10 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
     operand_of[i] = (int32_t)info->num_operands;
     info->is_output[info->num_operands] = d->role == TSR_ROLE_OUT;
     bool windowed = d->ref->type.space == TSR_SPACE_VMEM || d->ref->type.space == TSR_SPACE_SMEM;
+    bool revisit_any = d->role == TSR_ROLE_OUT && d->revisit == TSR_REVISIT_ANY;
+    info->revisit_any[info->num_operands] = revisit_any;
     info->fill_at_start[info->num_operands] =
-        d->role == TSR_ROLE_OUT && (!windowed || output_not_covered(k, d));
+        d->role == TSR_ROLE_OUT && (!windowed || revisit_any || output_not_covered(k, d));
     info->operand_names[info->num_operands] = info_strdup(info, d->ref->name);
     info->rank[info->num_operands] = d->array.rank;
     for (uint32_t a = 0; a < d->array.rank; a++) {
@@ -623,9 +630,9 @@ static int64_t take_steps(ccore_t *c, uint32_t site, int64_t point) {
 
 /* Under mu: TSR_RT_VISIT. Core c starts block `block` of output `operand`
  * at its step `step`: a block this core started before (and so left, its
- * copy out done) is revisited, an error; one another core of the device
- * started is written by two cores, a warning; both as the interpreter
- * reports them (interp/grid.c). */
+ * copy out done) is revisited, an error unless the output's revisit mode is
+ * any; one another core of the device started is written by two cores, a
+ * warning; both as the interpreter reports them (interp/grid.c). */
 static void visit_block(ccore_t *c, int64_t operand, int64_t block, int64_t step) {
   crun_t *r = c->run;
   const tsr_cpu_info_t *info = r->info;
@@ -642,6 +649,7 @@ static void visit_block(ccore_t *c, int64_t operand, int64_t block, int64_t step
     HASH_ADD(hh, r->visited, key, sizeof v->key, v);
     return;
   }
+  if (v->core == c->index && info->revisit_any[operand]) return; /* restored, allowed */
   int64_t bi[TSR_MAX_RANK];
   const uint32_t rank = info->rank[operand];
   int64_t rest = block;

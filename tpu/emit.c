@@ -229,9 +229,18 @@ static void emit_module(tpu_emitter_t *em) {
         int64_t wb[TSR_MAX_RANK];
         window_bounds(d, wb);
         tsr_strbuf_puts(&attrs, "{");
-        /* Pallas single-buffers trivially windowed VMEM operands. */
-        if (d->ref->type.space == TSR_SPACE_VMEM && tpu_decl_trivial_window(d))
+        /* Pallas single-buffers trivially windowed VMEM operands, and an
+         * output of revisit mode any is pl.Buffered(1, revisit=ANY), the
+         * only buffering Mosaic takes it with: Mosaic then copies a block
+         * in again when the grid comes back to it (a trivial VMEM window,
+         * which never leaves its block, gets no revisit mode, as Pallas
+         * lowers it). */
+        bool trivial_vmem = d->ref->type.space == TSR_SPACE_VMEM && tpu_decl_trivial_window(d);
+        bool revisit_any = d->role == TSR_ROLE_OUT && d->revisit == TSR_REVISIT_ANY;
+        if (revisit_any || trivial_vmem)
           tsr_strbuf_puts(&attrs, "pipeline_mode = #tpu.pipeline_mode<synchronous>, ");
+        if (revisit_any && !trivial_vmem)
+          tsr_strbuf_puts(&attrs, "revisit_mode = #tpu.revisit_mode<any>, ");
         tsr_strbuf_printf(&attrs, "transform_indices = @%s%u, window_bounds = array<i64",
                           transform_prefix(k), w);
         for (uint32_t j = 0; j < d->array.rank; j++)

@@ -231,6 +231,26 @@ typedef struct tsr_ir_operand_params {
   int32_t alias; /* outputs: operand index of the aliased input, or -1 */
 } tsr_ir_operand_params_t;
 
+/* How an output's blocks may be revisited (Pallas pl.RevisitMode, given on
+ * an output's BlockSpec as pipeline_mode=pl.Buffered(1, revisit=...)). */
+typedef enum tsr_ir_revisit {
+  /* The default: the steps that write one output block are consecutive; a
+   * block entered again after the grid left it is an error (kind revisit). */
+  TSR_REVISIT_IMMEDIATE = 0,
+  /* A block may be entered again at any later step: its contents are
+   * copied in from the output array whenever a step enters it
+   * (docs/semantics.md, "Blocks and the pipeline"). */
+  TSR_REVISIT_ANY = 1,
+} tsr_ir_revisit_t;
+
+/* Sets the revisit mode of operand number `operand` (an out operand seen in
+ * vmem or smem, added before this call); "immediate" and "any" are the
+ * names tsr_ir_revisit_name gives and the text format writes. */
+TSR_API tsr_status_t tsr_ir_kernel_set_revisit(tsr_ir_kernel_t *kernel, uint32_t operand,
+                                               tsr_ir_revisit_t mode) TSR_MUST_USE;
+/* "immediate", "any"; NULL for a value out of range. */
+TSR_API const char *tsr_ir_revisit_name(tsr_ir_revisit_t mode);
+
 /* Makes dim `dim` of the block of operand number `operand` (an in or out
  * with a block, added before this call) an element dim (Pallas
  * pl.Element(size, (pad_low, pad_high))): its index map result is the

@@ -40,6 +40,7 @@ SPACES = _capi.SPACES
 SEM_REGULAR, SEM_DMA = _capi.SEM_KINDS["regular"], _capi.SEM_KINDS["dma"]
 ROLE_PREFETCH, ROLE_IN, ROLE_OUT, ROLE_SCRATCH = range(len(_capi.ROLES))
 SEMANTICS = _capi.SEMANTICS
+REVISIT_MODES = _capi.REVISIT_MODES
 INDEX_FULL, INDEX_POINT, INDEX_SLICE, INDEX_DS, INDEX_DSIZE = (
     _capi.INDEX_KINDS[k] for k in ("full", "point", "slice", "ds", "dsize"))
 
@@ -99,6 +100,7 @@ def _h() -> _Functions:
         "tsr_ir_kernel_set_grid_bound": (vp, [vp, ctypes.c_uint32, ctypes.c_uint32]),
         "tsr_ir_kernel_set_element_dim": (vp, [vp, ctypes.c_uint32, ctypes.c_uint32,
                                                ctypes.c_int64, ctypes.c_int64]),
+        "tsr_ir_kernel_set_revisit": (vp, [vp, ctypes.c_uint32, ctypes.c_int]),
         "tsr_ir_dim_semantics_order": (None, [ctypes.c_uint32, ctypes.POINTER(ctypes.c_int)]),
         "tsr_ir_kernel_add_operand": (vp, [vp, ctypes.POINTER(_COperandParams),
                                            ctypes.POINTER(vp), ctypes.POINTER(vp)]),
@@ -337,13 +339,16 @@ class KernelBuilder:
     def add_operand(self, role: int, name: str, array: Type, space: str = "vmem",
                     block: Sequence[int] | None = None,
                     alias: int = -1,
-                    elements: dict[int, tuple[int, int]] | None = None
+                    elements: dict[int, tuple[int, int]] | None = None,
+                    revisit: str | None = None
                     ) -> tuple[Value, Region | None]:
         """Adds a kernel operand (prefetch/in/out with `array` the whole array
         as a value type; scratch with `array` a ref or sem type). Returns the
         ref the body sees and the index-map region (None without a block).
         `elements`: block dim -> (pad_low, pad_high) of its element dims
-        (pl.Element: the index map gives element offsets there)."""
+        (pl.Element: the index map gives element offsets there). `revisit`:
+        an output's revisit mode, "immediate" (the default) or "any"
+        (pl.RevisitMode.ANY: blocks may be entered again at any step)."""
         p = _COperandParams()
         p.role = role
         p.name = name.encode()
@@ -360,6 +365,11 @@ class KernelBuilder:
         self._num_operands += 1
         for dim, (lo, hi) in sorted((elements or {}).items()):
             _lib.check(_h().tsr_ir_kernel_set_element_dim(self.ptr, index, dim, lo, hi))
+        if revisit is not None:
+            if revisit not in REVISIT_MODES:
+                raise ValueError(f"revisit mode {revisit!r}: expected one of "
+                                 f"{sorted(REVISIT_MODES)}")
+            _lib.check(_h().tsr_ir_kernel_set_revisit(self.ptr, index, REVISIT_MODES[revisit]))
         if role == ROLE_SCRATCH:
             ref_type = array
         else:

@@ -66,6 +66,7 @@ SEM_KINDS = _enum(("regular", "dma"), "TSR_SEM_")
 INDEX_KINDS = _enum(("full", "point", "slice", "ds", "dsize"), "TSR_INDEX_")
 ROLES = tuple(_enum(("prefetch", "in", "out", "scratch"), "TSR_ROLE_"))
 SEMANTICS = _enum(("arbitrary", "parallel", "core_parallel"), "TSR_DIM_")
+REVISIT_MODES = _enum(("immediate", "any"), "TSR_REVISIT_")
 OP_FLAGS = {name: _constant("TSR_OPF_" + name.upper(), 1 << bit) for bit, name in enumerate(
     ("mask", "transpose_rhs", "has_else", "dma_add", "device", "core", "send"))}
 # interp.h

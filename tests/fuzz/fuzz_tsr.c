@@ -193,7 +193,8 @@ static const char *const tokens[] = {
     "[8, 128]", "[0]", "[1, 2, 3, 4, 5, 6, 7]", "vmem", "smem", "hbm", "any",
     "squeezed", "{", "}", "yield", "parallel", "add", "dot", "load", "store",
     "reduce_sum", "axes [0, 1]", "axis 5", "transpose_rhs", "mask %m", "nan",
-    "\"", ",", "=", "->", "alias %x", "iter(%a = %b)", "scoped(%t: vmem f32[8])"};
+    "\"", ",", "=", "->", "alias %x", "revisit any", "revisit", "iter(%a = %b)",
+    "scoped(%t: vmem f32[8])"};
 
 /* One mutant of `text` into buf (malloc'd). */
 static char *mutate(const char *text, const lines_t *l) {

@@ -1006,6 +1006,23 @@ TSR_TEST(alias_changes_bytes) {
   check_pair(ALIAS_KERNEL(""), ALIAS_KERNEL(" alias %x"), false, "alias vs none");
 }
 
+#define REVISIT_KERNEL(revisit)                                               \
+  "kernel @k\n"                                                               \
+  "  grid(2, 2)\n"                                                            \
+  "  out %y: f32[8, 256] vmem block[8, 128] map(%i, %j) -> (0, %j)" revisit "\n" \
+  "{\n"                                                                       \
+  "  %c = const 1.0 : f32\n"                                                 \
+  "  store %y[:, :], %c\n"                                                   \
+  "}\n"
+
+/* The revisit mode changes what a run does (blocks copied in, no revisit
+ * error); `revisit immediate` is the default, written or not. */
+TSR_TEST(revisit_mode_changes_bytes) {
+  check_pair(REVISIT_KERNEL(""), REVISIT_KERNEL(" revisit any"), false, "revisit any vs none");
+  check_pair(REVISIT_KERNEL(""), REVISIT_KERNEL(" revisit immediate"), true,
+             "revisit immediate vs none");
+}
+
 #define DECL_KERNEL(role, block)                                              \
   "kernel @k\n"                                                               \
   "  " role " %x: f32[8, 8] vmem block[" block "]\n"                           \
@@ -1359,6 +1376,7 @@ int main(void) {
 
   TSR_RUN(index_map_changes_bytes);
   TSR_RUN(alias_changes_bytes);
+  TSR_RUN(revisit_mode_changes_bytes);
   TSR_RUN(declarations_change_bytes);
   TSR_RUN(grid_semantics_change_bytes);
   TSR_RUN(negative_zero_changes_bytes);

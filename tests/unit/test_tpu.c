@@ -963,6 +963,42 @@ TSR_TEST(layout_rules) {
   layout_case("in %x: i32[3, 5] smem", NULL, 0, NULL); /* SMEM, trivial window */
 }
 
+/* Revisit mode any: the window Pallas lowers pl.Buffered(1,
+ * revisit=pl.RevisitMode.ANY) to, synchronous with revisit_mode any (the
+ * libtpu proof compiles tests/diagnostics/ok/revisited_output_block_any.tsr);
+ * a trivial VMEM window is single-buffered without a revisit mode, as Pallas
+ * lowers it; other outputs keep their plain windows. */
+TSR_TEST(revisit_any_windows) {
+  tsr_ir_module_t *m = parse_text("revisit.tsr",
+                                  "kernel @k\n"
+                                  "  grid(2, 3)\n"
+                                  "  in %x: f32[16, 384] vmem block[8, 128] map(%i, %j) -> (%i, %j)\n"
+                                  "  out %acc: f32[8, 384] vmem block[8, 128] map(%i, %j) -> (0, %j) "
+                                  "revisit any\n"
+                                  "  out %whole: f32[8, 128] vmem block[8, 128] map(%i, %j) -> (0, 0) "
+                                  "revisit any\n"
+                                  "  out %plain: f32[16, 384] vmem block[8, 128] map(%i, %j) -> (%i, %j)\n"
+                                  "{\n"
+                                  "  %v = load %x[:, :] : f32[8, 128]\n"
+                                  "  store %acc[:, :], %v\n"
+                                  "  store %whole[:, :], %v\n"
+                                  "  store %plain[:, :], %v\n"
+                                  "}\n");
+  if (m) {
+    char *t = NULL;
+    TSR_CHECK_OK(tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t));
+    CHECK_HAS(t, "{pipeline_mode = #tpu.pipeline_mode<synchronous>, revisit_mode = "
+                 "#tpu.revisit_mode<any>, transform_indices = @transform_1, window_bounds = "
+                 "array<i64: 8, 128>}");
+    CHECK_HAS(t, "{pipeline_mode = #tpu.pipeline_mode<synchronous>, transform_indices = "
+                 "@transform_2, window_bounds = array<i64: 8, 128>}");
+    CHECK_HAS(t, "{transform_indices = @transform_3, window_bounds = array<i64: 8, 128>}");
+    TSR_CHECK(count(t ? t : "", "revisit_mode =") == 1);
+    tsr_ir_string_free(t);
+    tsr_ir_module_destroy(m);
+  }
+}
+
 /* pl.Element: every dim an element (or squeezed) dim is Mosaic's element
  * window, its paddings in window_kind; mixed with blocked dims, a located
  * refusal (Pallas's own rule). */
@@ -1296,6 +1332,7 @@ int main(void) {
   TSR_RUN(long_1d_blocks);
   TSR_RUN(layout_rules);
   TSR_RUN(element_windows);
+  TSR_RUN(revisit_any_windows);
   TSR_RUN(kernel_named_transform);
   TSR_RUN(chips);
   TSR_RUN(vmem_need_and_capacity);

@@ -319,6 +319,25 @@ def block_dims(block_mapping) -> list[BlockDim]:
     return out
 
 
+def revisit_any(block_mapping) -> tuple[bool, int]:
+    """Whether the BlockSpec asks for `pipeline_mode=pl.Buffered(n,
+    revisit=pl.RevisitMode.ANY)`, and its buffer count n (1 without a
+    pipeline mode). Pallas's TPU lowering single-buffers a trivial VMEM
+    window whatever its pipeline mode says (and drops its revisit mode: the
+    grid never leaves its one block), so such a window is not ANY here."""
+    mode = getattr(block_mapping, "pipeline_mode", None)
+    revisit = getattr(mode, "revisit", None)
+    any_mode = getattr(getattr(pallas_core, "RevisitMode", None), "ANY", None)
+    if mode is None or revisit is None or revisit != any_mode:
+        return False, 1
+    count = getattr(mode, "buffer_count", 1)
+    trivial = getattr(block_mapping, "has_trivial_window", None)
+    space = memory_space_name(block_mapping.transformed_block_aval)
+    if space in ("default", "vmem") and trivial is not None and trivial():
+        return False, 1
+    return True, count if isinstance(count, int) else -1
+
+
 def _src_location(debug_info) -> tuple[str, int, int] | None:
     """Where a traced function was defined, if that is the user's code: an
     operand without a BlockSpec gets Pallas's default index map, defined in
@@ -553,8 +572,11 @@ def grid_mapping_key_text(gm) -> str:
              str(gm.num_index_operands), str(gm.num_inputs),
              str(gm.num_outputs), str(gm.num_scratch_operands), repr(gm.scratch_avals)]
     for bm in gm.block_mappings:
+        # the pipeline mode holds the revisit mode (pl.Buffered(1,
+        # revisit=pl.RevisitMode.ANY)), which changes the kernel
         parts.append(f"{bm.block_shape}|{bm.array_aval}|{bm.transformed_block_aval}|"
-                     f"{bm.index_map_jaxpr}|{bm.transforms}")
+                     f"{bm.index_map_jaxpr}|{bm.transforms}|"
+                     f"{getattr(bm, 'pipeline_mode', None)}")
     return "\n".join(parts)
 
 

@@ -755,10 +755,20 @@ class Translator:
             alias = -1
             if is_out and (k - nin) in out_alias:
                 alias = out_alias[k - nin]
+            # pl.RevisitMode.ANY on an output with blocks: the IR's revisit
+            # mode any (inputs ignore it, as in Pallas; hbm/any outputs have
+            # no window for it, and Pallas's lowering ignores it there too)
+            revisit, buffers = ji.revisit_any(bm)
+            revisit = revisit and is_out and space in ("vmem", "smem")
+            if revisit and buffers != 1:
+                raise self.fail(f"{bm.origin}: RevisitMode.ANY is not supported with double "
+                                "buffering (Pallas's TPU lowering refuses it): use "
+                                "pl.Buffered(1, revisit=pl.RevisitMode.ANY)")
             name = f"out{k - nin}" if is_out else f"in{k}"
             loc = ji.index_map_location(bm) if block is not None else None
             self.operand_locs[name] = loc or ji.call_location(call)
-            ref, imap = self.kb.add_operand(role, name, at, space, block, alias, elements)
+            ref, imap = self.kb.add_operand(role, name, at, space, block, alias, elements,
+                                            revisit="any" if revisit else None)
             refs.append(RefView.whole(ref))
             if imap is not None:
                 maps.append((bm, imap))
