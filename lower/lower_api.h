@@ -16,7 +16,7 @@
 
 #include "ir/ir.h"
 
-#define TSR_LOWER_ABI_VERSION 8
+#define TSR_LOWER_ABI_VERSION 9
 #define TSR_LOWER_ENTRY_SYMBOL "tsr_lower_get_api"
 
 /* The pass pipeline from the upstream dialects to the LLVM dialect (in
@@ -121,6 +121,16 @@ typedef enum tsr_lower_rt_call {
                         the array's blocks) this core's step c starts: the
                         runtime reports a block revisited after it was left
                         (or written by two cores), as the interpreter does */
+  TSR_RT_WIDE_ENTER, /* a = arg|site (the scoped op's site; arg: the
+                        device-wide buffer's position among its region's
+                        arguments), b = its
+                        tsr_dtype_t, c = its elements: this core enters the
+                        buffer's scope. Returns the address of the instance
+                        its device's cores share (the first to enter
+                        allocates it, uninitialized; 64-byte aligned), or 0
+                        when the run is abandoned (out of memory: reported) */
+  TSR_RT_WIDE_EXIT,  /* a = arg|site: this core leaves the scope; the last
+                        core of the device to leave it frees the instance */
 } tsr_lower_rt_call_t;
 
 /* A sort or argsort op, as i64s: dense blocks of the result's dims. */
