@@ -377,9 +377,14 @@ void em_op_scoped(emitter_t *em, const tsr_op_t *op) {
       continue;
     }
     if (a->type.space == TSR_SPACE_HBM || a->type.space == TSR_SPACE_ANY) {
-      /* device-wide: the runtime's instance, shared by the device's cores */
+      /* device-wide: the runtime's instance, shared by the device's cores.
+       * The runtime copies remote DMAs and those of dynamic size into
+       * memory every core registers once, before any runs (lower_api.h),
+       * which an instance made at scope entry is not. */
       if (em->remote_dmas) {
-        em_unimplemented(em, op, "an hbm/any scoped buffer in a kernel with remote DMAs");
+        em_unimplemented(em, op,
+                         "an hbm/any scoped buffer in a kernel with remote DMAs or DMAs of "
+                         "dynamic size");
         return;
       }
       vinfo_t *vi = em_vi(em, a);
