@@ -162,6 +162,15 @@ static bool dma_view(run_t *run, run_t *core, const insn_t *in, const view_plan_
   const ref_info_t *ri = &run->p->refs[vp->ref];
   tsr_interp_materialize(core, vp->ref);
   *clipped = false;
+  if (ri->device_wide && !core->refs[vp->ref].data) {
+    /* another device's buffer while that device's core is outside its
+     * scope: there is no instance to address */
+    tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_BOUNDS,
+                            "DMA %s the device-wide buffer %%%s of device %u, whose core %u "
+                            "is not inside its scope",
+                            write ? "into" : "out of", ri->name, core->device, core->core);
+    return false;
+  }
   /* dynamic indices are this core's values: resolve with run, on core's memory */
   if (tsr_view_resolve(run, in, vp, ri->name, core->refs[vp->ref].data,
                        core->refs[vp->ref].shadow, tsr_dtype_size((tsr_dtype_t)ri->dtype), v,
@@ -449,24 +458,111 @@ void tsr_sem_report_blocked(run_t *run) {
     run->sh->aborted = true;
 }
 
-/* Leaving a scope releases its buffers (the memory would be reused). */
+/* Reports a DMA in flight into or out of [lo, hi), released by the scope
+ * `in` leaves; true if there is one. */
+static bool released_in_flight(run_t *run, const insn_t *in, const ref_info_t *ri,
+                               const uint8_t *lo, const uint8_t *hi) {
+  shared_t *sh = run->sh;
+  for (uint32_t k = 0; k < sh->num_dmas; k++) {
+    const dma_record_t *r = &sh->dmas[k];
+    bool dst = r->dst >= lo && r->dst < hi, src = r->src >= lo && r->src < hi;
+    if (!dst && !src) continue;
+    tsr_interp_kernel_error(run, in->site, TSR_DIAG_DMA_IN_FLIGHT,
+                 "scoped buffer %%%s is released while a DMA %s it is in flight "
+                 "(started at line %u): wait for the DMA inside the scope",
+                 ri->name, dst ? "into" : "out of", run->p->sites[r->site].loc.line);
+    return true;
+  }
+  return false;
+}
+
+void tsr_dma_wide_enter(run_t *run, const insn_t *in, uint32_t ref) {
+  shared_t *sh = run->sh;
+  const ref_info_t *ri = &run->p->refs[ref];
+  uint32_t entry = run->wide_entries[ri->wide]++;
+  wide_instance_t **list = &sh->wide[(size_t)run->device * run->p->num_wide + ri->wide];
+  wide_instance_t *w = *list;
+  while (w && w->entry != entry) w = w->next;
+  if (!w) {
+    /* The first core of the device here: a fresh buffer, uninitialized as
+     * HBM is (and never written, for the checks on reads). */
+    size_t bytes = ri->elements * tsr_dtype_size((tsr_dtype_t)ri->dtype);
+    w = tsr_calloc(1, sizeof *w);
+    if (w) w->data = tsr_malloc(bytes ? bytes : 1);
+    if (w && ri->shadowed) w->shadow = tsr_calloc(ri->elements ? ri->elements : 1, 1);
+    if (!w || !w->data || (ri->shadowed && !w->shadow)) {
+      if (w) tsr_free(w->data);
+      tsr_free(w);
+      tsr_interp_kernel_error(run, in->site, TSR_DIAG_OUT_OF_MEMORY,
+                              "out of memory allocating the device-wide buffer %%%s "
+                              "(%zu bytes)", ri->name, bytes);
+      sh->aborted = true;
+      return;
+    }
+    tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, w->data, ri->elements);
+    w->entry = entry;
+    w->serial = ++sh->next_wide_serial;
+    w->next = *list;
+    *list = w;
+  }
+  run->wide_cur[ri->wide] = w;
+  run->refs[ref].data = w->data;
+  run->refs[ref].shadow = w->shadow;
+}
+
+/* A core leaves a device-wide buffer's scope: the last core of the device
+ * to leave it releases it. */
+static void wide_exit(run_t *run, const insn_t *in, uint32_t ref) {
+  shared_t *sh = run->sh;
+  const ref_info_t *ri = &run->p->refs[ref];
+  wide_instance_t *w = run->wide_cur[ri->wide];
+  run->wide_cur[ri->wide] = NULL;
+  run->refs[ref].data = NULL;
+  run->refs[ref].shadow = NULL;
+  if (!w || ++w->exits < sh->cores) return;
+  const uint8_t *lo = w->data;
+  if (released_in_flight(run, in, ri, lo,
+                         lo + ri->elements * tsr_dtype_size((tsr_dtype_t)ri->dtype))) {
+    w->entry = UINT32_MAX; /* the DMA still lands in it: kept to the end */
+    return;
+  }
+  wide_instance_t **at = &sh->wide[(size_t)run->device * run->p->num_wide + ri->wide];
+  while (*at != w) at = &(*at)->next;
+  *at = w->next;
+  tsr_free(w->data);
+  tsr_free(w->shadow);
+  tsr_free(w);
+}
+
+void tsr_dma_wide_free_all(shared_t *sh) {
+  if (!sh->wide) return;
+  for (size_t i = 0; i < (size_t)sh->devices * sh->p->num_wide; i++) {
+    wide_instance_t *w = sh->wide[i];
+    while (w) {
+      wide_instance_t *next = w->next;
+      tsr_free(w->data);
+      tsr_free(w->shadow);
+      tsr_free(w);
+      w = next;
+    }
+  }
+  tsr_free(sh->wide);
+  sh->wide = NULL;
+}
+
+/* Leaving a scope releases its buffers (the memory would be reused); a
+ * device-wide one when the device's last core leaves it. */
 void tsr_dma_scope_exit(run_t *run, const insn_t *in) {
   const scope_plan_t *sp = in->plan;
-  shared_t *sh = run->sh;
   for (uint32_t i = 0; i < sp->count; i++) {
     const ref_info_t *ri = &run->p->refs[sp->refs[i]];
-    const uint8_t *lo = run->refs[sp->refs[i]].data;
-    const uint8_t *hi = lo + ri->elements * tsr_dtype_size((tsr_dtype_t)ri->dtype);
-    for (uint32_t k = 0; k < sh->num_dmas; k++) {
-      const dma_record_t *r = &sh->dmas[k];
-      bool dst = r->dst >= lo && r->dst < hi, src = r->src >= lo && r->src < hi;
-      if (!dst && !src) continue;
-      tsr_interp_kernel_error(run, in->site, TSR_DIAG_DMA_IN_FLIGHT,
-                   "scoped buffer %%%s is released while a DMA %s it is in flight "
-                   "(started at line %u): wait for the DMA inside the scope",
-                   ri->name, dst ? "into" : "out of", run->p->sites[r->site].loc.line);
-      break;
+    if (ri->device_wide) {
+      wide_exit(run, in, sp->refs[i]);
+      continue;
     }
+    const uint8_t *lo = run->refs[sp->refs[i]].data;
+    (void)released_in_flight(run, in, ri, lo,
+                             lo + ri->elements * tsr_dtype_size((tsr_dtype_t)ri->dtype));
   }
 }
 

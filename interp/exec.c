@@ -262,6 +262,10 @@ static void scope_enter(run_t *run, const insn_t *in) {
   for (uint32_t i = 0; i < sp->count; i++) {
     const ref_info_t *ri = &run->p->refs[sp->refs[i]];
     run_ref_t *rr = &run->refs[sp->refs[i]];
+    if (ri->device_wide) {
+      tsr_dma_wide_enter(run, in, sp->refs[i]);
+      continue;
+    }
     tsr_interp_fill_uninit(run, (tsr_dtype_t)ri->dtype, rr->data, ri->elements);
     if (rr->shadow) memset(rr->shadow, 0, ri->elements);
   }

@@ -576,9 +576,13 @@ bool tsr_grid_run_core(run_t *run) {
         progress = true;
         break;
       case CORE_BODY: {
+        /* A core that blocks where it blocked before has still moved if it
+         * ran more than that one wait (a loop's next iteration blocks at the
+         * same instruction): every instruction run is a tick. */
         uint32_t before = run->pc;
+        uint64_t tick = run->sh->tick;
         bool finished = tsr_interp_exec(run, &run->pc);
-        if (!finished) return progress || run->pc != before;
+        if (!finished) return progress || run->pc != before || run->sh->tick - tick > 1;
         progress = true;
         end_step(run);
         run->phase = CORE_STEP;

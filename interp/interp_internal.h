@@ -232,6 +232,9 @@ typedef struct ref_info {
   bool shadowed;       /* checks on and not a read-only input */
   bool is_sem;
   bool has_buffer;     /* false for hbm/any operands: the ref is HBM */
+  bool device_wide;    /* an hbm/any scoped buffer: one per device, shared by
+                          its cores (wide_instance_t), not in run->vmem */
+  uint32_t wide;       /* device_wide: its index among them */
   uint32_t site;       /* its declaration, for end-of-kernel reports */
 } ref_info_t;
 
@@ -310,6 +313,7 @@ struct tsr_interp_program {
   ref_info_t *refs;
   uint32_t *value_ref; /* value id -> ref index or NO_VALUE */
   uint64_t vmem_bytes;   /* own buffers (blocks, scratch, scoped) */
+  uint32_t num_wide;     /* device-wide (hbm/any) scoped buffers */
 
   uint32_t num_operands; /* operand plans (all non-scratch decls): the arrays
                             the caller passes */
@@ -339,6 +343,22 @@ typedef struct run_ref {
 } run_ref_t;
 
 typedef struct shared shared_t;
+
+/* A live instance of a device-wide scoped buffer (an hbm/any `scoped`
+ * argument; docs/semantics.md, "Device-wide scoped buffers"): the k-th entry
+ * of every core of the device into the scope shares the k-th instance. The
+ * first core to enter it allocates it (uninitialized, as fresh HBM); it is
+ * released when every core of the device has left it, or at the run's end
+ * for cores that never enter. */
+typedef struct wide_instance {
+  struct wide_instance *next;
+  uint32_t entry;  /* which entry of each core into the scope; UINT32_MAX
+                      once released with a DMA still in flight into it (kept
+                      until the run ends, so that the DMA lands in memory) */
+  uint32_t exits;  /* cores of the device that have left it */
+  uint64_t serial; /* the race detector's key for it: unique in the run */
+  uint8_t *data, *shadow;
+} wide_instance_t;
 
 /* Race detection (race.c): vector clocks with one component per core and a
  * sorted set of the DMAs whose completion has been observed. */
@@ -387,6 +407,9 @@ typedef struct run {
   uint32_t pc;          /* resume point in the body when blocked */
   uint32_t blocked_pc;  /* the waiting instruction, for deadlock reports */
   vclock_t vc;          /* race detection: this core's clock */
+  uint32_t *wide_entries;       /* per device-wide buffer: entries so far */
+  wide_instance_t **wide_cur;   /* per device-wide buffer: the instance this
+                                   core is inside, or NULL */
   uint64_t step_tick;   /* trace: when the current step began */
   uint64_t wait_tick;   /* trace: when the current wait blocked, or 0 */
   const char *view_side; /* "source" / "destination" while a DMA resolves a
@@ -452,6 +475,8 @@ struct shared {
   tsr_strbuf_t trace;       /* Chrome trace events, when tracing */
   race_state_t *race;       /* when detecting races */
   uint32_t next_dma_id;
+  wide_instance_t **wide;   /* devices x p->num_wide: live instances */
+  uint64_t next_wide_serial;
   bool tracing;
   const char *trace_path;   /* this run's (tsr_interp_run_options_t) */
   dma_record_t *dmas;       /* in flight, in start order */
@@ -721,6 +746,12 @@ void tsr_dma_start(run_t *run, const insn_t *in);
 int64_t tsr_dma_wait_bytes(run_t *run, const insn_t *in);
 /* Leaving a scope: a DMA in flight into or out of its buffers is an error. */
 void tsr_dma_scope_exit(run_t *run, const insn_t *in);
+/* A core enters the scope of device-wide buffer `ref`: the instance of its
+ * entry, allocated by the first core of the device to get there (an
+ * out-of-memory stops the run with an error at the scope). */
+void tsr_dma_wide_enter(run_t *run, const insn_t *in, uint32_t ref);
+/* Frees the device-wide buffers still live when the run ends. */
+void tsr_dma_wide_free_all(shared_t *sh);
 /* Reports a core that can no longer move (part of a deadlock). */
 void tsr_sem_report_blocked(run_t *run);
 /* End of the kernel: DMAs never waited for and semaphores left non-zero. */

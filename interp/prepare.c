@@ -178,6 +178,10 @@ static tsr_status_t add_ref(prep_t *ps, const tsr_value_t *v, tsr_role_t role,
   for (uint32_t i = 0; i < ri->rank; i++) ri->dims[i] = v->type.dims[i];
   ri->operand = -1;
   ri->elements = (uint64_t)tsr_type_element_count(&v->type);
+  if (decl < 0 && !ri->is_sem && (ri->space == TSR_SPACE_HBM || ri->space == TSR_SPACE_ANY)) {
+    ri->device_wide = true;
+    ri->wide = p->num_wide++;
+  }
   char what[96];
   snprintf(what, sizeof what, "%s %%%s",
            decl < 0 ? "scoped" : role == TSR_ROLE_SCRATCH ? "scratch"
@@ -1107,7 +1111,7 @@ static tsr_status_t prepare(prep_t *ps) {
     ref_info_t *r = &p->refs[i];
     r->offset = voff;
     uint64_t bytes = r->elements * tsr_dtype_size((tsr_dtype_t)r->dtype);
-    r->has_buffer = r->operand < 0 || !p->operands[r->operand].hbm_direct;
+    r->has_buffer = !r->device_wide && (r->operand < 0 || !p->operands[r->operand].hbm_direct);
     if (r->has_buffer) voff = align64(voff + (bytes ? bytes : 1));
   }
   p->vmem_bytes = voff;

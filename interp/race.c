@@ -396,7 +396,11 @@ static uint64_t hbm_key(const run_t *run, uint32_t j) {
 }
 
 uint64_t tsr_race_object_key(const run_t *core, uint32_t ref) {
-  int32_t j = core->p->refs[ref].operand;
+  const ref_info_t *ri = &core->p->refs[ref];
+  /* a device-wide scoped buffer: the instance all the device's cores share */
+  if (ri->device_wide && core->wide_cur[ri->wide])
+    return (3ull << 60) | core->wide_cur[ri->wide]->serial;
+  int32_t j = ri->operand;
   if (j >= 0 && core->p->operands[j].hbm_direct) return hbm_key(core, (uint32_t)j);
   return (1ull << 60) | ((uint64_t)tsr_interp_core_index(core) << 32) | ref;
 }

@@ -106,6 +106,8 @@ static void core_free(run_t *run) {
   tsr_free(run->block_valid);
   tsr_free(run->refs);
   tsr_free(run->vals);
+  tsr_free(run->wide_entries);
+  tsr_free(run->wide_cur);
 }
 
 static void shared_free(shared_t *sh) {
@@ -122,6 +124,7 @@ static void shared_free(shared_t *sh) {
   tsr_free(sh->visited);
   for (uint32_t i = 0; i < sh->num_dmas; i++) tsr_vc_free(&sh->dmas[i].vc);
   tsr_free(sh->dmas);
+  tsr_dma_wide_free_all(sh);
   tsr_race_destroy(sh->race);
   tsr_strbuf_deinitialize(&sh->trace);
   tsr_diag_sink_deinitialize(&sh->diag);
@@ -150,8 +153,10 @@ static tsr_status_t core_setup(shared_t *sh, uint32_t device, uint32_t core) {
   run->cur_block = tsr_calloc((size_t)(nops + 1) * TSR_MAX_RANK, sizeof(int64_t));
   run->prev_block = tsr_calloc((size_t)(nops + 1) * TSR_MAX_RANK, sizeof(int64_t));
   run->block_valid = tsr_calloc(nops + 1, sizeof *run->block_valid);
+  run->wide_entries = tsr_calloc(p->num_wide + 1, sizeof *run->wide_entries);
+  run->wide_cur = tsr_calloc(p->num_wide + 1, sizeof *run->wide_cur);
   if (!run->vals || !run->refs || !run->sems || !run->cur_block || !run->prev_block ||
-      !run->block_valid)
+      !run->block_valid || !run->wide_entries || !run->wide_cur)
     return TSR_OOM();
   run->hbm = sh->hbm + (size_t)device * nops;
   run->hbm_shadow = sh->hbm_shadow + (size_t)device * nops;
@@ -258,7 +263,8 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
   sh->hbm_shadow = tsr_calloc((size_t)D * nops + 1, sizeof *sh->hbm_shadow);
   sh->visited = tsr_calloc((size_t)D * nops + 1, sizeof *sh->visited);
   sh->perm = tsr_calloc(p->grid_rank + 1, sizeof *sh->perm);
-  if (!sh->core || !sh->hbm || !sh->hbm_shadow || !sh->visited || !sh->perm)
+  sh->wide = tsr_calloc((size_t)D * p->num_wide + 1, sizeof *sh->wide);
+  if (!sh->core || !sh->hbm || !sh->hbm_shadow || !sh->visited || !sh->perm || !sh->wide)
     return TSR_OOM();
   /* HBM: inputs are the caller's arrays (one slice per device); outputs are
    * written in place; the output shadows come from core 0's run memory. */

@@ -198,13 +198,13 @@ static NOINLINE void check_control(verifier_t *v, const tsr_op_t *op, bool typed
                     i + 1, vname(a), vname(a), TYPE_TEXT(t));
         } else if (t->kind != TSR_TYPE_REF) {
           vf_report(v, op->loc,
-                    "'scoped' argument #%u (%%%s): expected a vmem or smem ref, found %s", i + 1,
-                    vname(a), TYPE_TEXT(t));
-        } else if (t->space != TSR_SPACE_VMEM && t->space != TSR_SPACE_SMEM) {
-          vf_report(v, op->loc,
-                    "'scoped' argument #%u (%%%s): %s buffers cannot be scoped (scoped buffers "
-                    "live in vmem or smem)",
-                    i + 1, vname(a), tsr_space_name((tsr_space_t)t->space));
+                    "'scoped' argument #%u (%%%s): expected a vmem, smem, hbm or any ref, "
+                    "found %s",
+                    i + 1, vname(a), TYPE_TEXT(t));
+        } else if (t->space == TSR_SPACE_HBM || t->space == TSR_SPACE_ANY) {
+          /* A device-wide buffer (Pallas run_scoped of HBM or ANY inside a
+           * core_map): one per device, shared by its cores; any rank, any
+           * dtype, as HBM operands. */
         } else if (t->space == TSR_SPACE_VMEM && t->rank == 0) {
           vf_report(v, op->loc,
                     "'scoped' argument #%u (%%%s): a vmem buffer needs rank >= 1", i + 1,

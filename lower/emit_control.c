@@ -376,6 +376,27 @@ void em_op_scoped(emitter_t *em, const tsr_op_t *op) {
       em_sem_ref_init(em, a);
       continue;
     }
+    if (a->type.space == TSR_SPACE_HBM || a->type.space == TSR_SPACE_ANY) {
+      /* device-wide: the runtime's instance, shared by the device's cores.
+       * The runtime copies remote DMAs and those of dynamic size into
+       * memory every core registers once, before any runs (lower_api.h),
+       * which an instance made at scope entry is not. */
+      if (em->remote_dmas) {
+        em_unimplemented(em, op,
+                         "an hbm/any scoped buffer in a kernel with remote DMAs or DMAs of "
+                         "dynamic size");
+        return;
+      }
+      vinfo_t *vi = em_vi(em, a);
+      vi->kind = VK_REF;
+      uint32_t root = em_wide_enter(em, op, i, a);
+      int64_t strides[TSR_MAX_RANK];
+      em_dense_strides(a->type.rank, a->type.dims, strides);
+      vi->mem = em_view_make(em, root, em_cidx(em, 0), a->type.rank, a->type.dims, strides,
+                             em_key(em, "R%u", a->id));
+      vi->mutable_ref = em->stored[a->id];
+      continue;
+    }
     vinfo_t *vi = em_vi(em, a);
     vi->kind = VK_REF;
     vi->mem = em_buffer(em, (tsr_dtype_t)a->type.dtype, a->type.rank, a->type.dims);
@@ -385,6 +406,12 @@ void em_op_scoped(emitter_t *em, const tsr_op_t *op) {
     if (!em_first_touch_stores_all(r, a)) em_fill_view(em, &vi->mem, (tsr_dtype_t)a->type.dtype);
   }
   em_emit_region(em, r);
+  for (uint32_t i = 0; i < sv.num_buffers; i++) {
+    const tsr_value_t *a = sv.buffers[i];
+    if (a->type.kind == TSR_TYPE_REF &&
+        (a->type.space == TSR_SPACE_HBM || a->type.space == TSR_SPACE_ANY))
+      em_wide_exit(em, op, i);
+  }
   const tsr_op_t *term = em_terminator(r);
   for (uint32_t i = 0; term && i < op->num_results && i < term->num_operands; i++) {
     const tsr_value_t *v = term->operands[i];

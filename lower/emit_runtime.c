@@ -185,6 +185,56 @@ static ssa_t sem_arg(emitter_t *em, const tsr_op_t *op, const tsr_value_t *sem, 
   return em_op2(em, "arith.addi", slot, c64(em, em_site_of(em, op) << 32), "i64");
 }
 
+/* Device-wide scoped buffers: the runtime owns their instances (shared by
+ * a device's cores, lower_api.h); the compiled code gets an address and
+ * makes it a memref (a descriptor of that pointer, dense strides). */
+uint32_t em_wide_enter(emitter_t *em, const tsr_op_t *op, uint32_t wide, const tsr_value_t *buf) {
+  const tsr_type_t *t = &buf->type;
+  int64_t n = tsr_type_element_count(t);
+  ssa_t a = rt_call(em, TSR_RT_WIDE_ENTER, c64(em, (int64_t)wide | (em_site_of(em, op) << 32)),
+                    c64(em, t->dtype), c64(em, n), c64(em, 0));
+  ssa_t p = em_fresh(em);
+  em_line(em, "%s = llvm.inttoptr %s : i64 to !llvm.ptr", p.s, a.s);
+  char st[96];
+  if (t->rank)
+    snprintf(st, sizeof st, "!llvm.struct<(ptr, ptr, i64, array<%u x i64>, array<%u x i64>)>",
+             t->rank, t->rank);
+  else
+    snprintf(st, sizeof st, "!llvm.struct<(ptr, ptr, i64)>");
+  ssa_t d = em_fresh(em);
+  em_line(em, "%s = llvm.mlir.undef : %s", d.s, st);
+  int64_t strides[TSR_MAX_RANK];
+  em_dense_strides(t->rank, t->dims, strides);
+  for (int part = 0; part < 3 + 2 * (int)t->rank; part++) {
+    ssa_t v = p;
+    char at[32];
+    if (part < 2) {
+      snprintf(at, sizeof at, "[%d]", part);
+    } else if (part == 2) {
+      v = c64(em, 0);
+      snprintf(at, sizeof at, "[2]");
+    } else {
+      uint32_t k = (uint32_t)(part - 3) % t->rank;
+      bool size = part - 3 < (int)t->rank;
+      v = c64(em, size ? t->dims[k] : strides[k]);
+      snprintf(at, sizeof at, "[%d, %u]", size ? 3 : 4, k);
+    }
+    ssa_t next = em_fresh(em);
+    em_line(em, "%s = llvm.insertvalue %s, %s%s : %s", next.s, v.s, d.s, at, st);
+    d = next;
+  }
+  ssa_t m = em_fresh(em);
+  uint32_t root = em_add_root(em, m, (tsr_dtype_t)t->dtype, t->rank, t->dims);
+  tstr_t rt = em_root_type(em, root);
+  em_line(em, "%s = builtin.unrealized_conversion_cast %s : %s to %s", m.s, d.s, st, rt.s);
+  return root;
+}
+
+void em_wide_exit(emitter_t *em, const tsr_op_t *op, uint32_t wide) {
+  (void)rt_call(em, TSR_RT_WIDE_EXIT, c64(em, (int64_t)wide | (em_site_of(em, op) << 32)),
+                c64(em, 0), c64(em, 0), c64(em, 0));
+}
+
 /* The semaphore refs of the kernel and its scoped ops (tsr_ir_semaphore_slots). */
 void em_sem_ref_init(emitter_t *em, const tsr_value_t *ref) {
   vinfo_t *vi = em_vi(em, ref);

@@ -19,6 +19,12 @@ ssa_t em_count_step(emitter_t *em, ssa_t take, int64_t site, ssa_t point);
 /* A semaphore ref's vinfo: a view never materialized, whose offsets are
  * the runtime's slots. */
 void em_sem_ref_init(emitter_t *em, const tsr_value_t *ref);
+/* A device-wide (hbm/any) scoped buffer `buf`, argument `wide` of scoped
+ * op `op`: TSR_RT_WIDE_ENTER, and its instance as a memref of
+ * buf's type, the name of a new root (returned). em_wide_exit: its
+ * TSR_RT_WIDE_EXIT when the scope ends. */
+uint32_t em_wide_enter(emitter_t *em, const tsr_op_t *op, uint32_t wide, const tsr_value_t *buf);
+void em_wide_exit(emitter_t *em, const tsr_op_t *op, uint32_t wide);
 /* Kernels with remote DMAs: TSR_RT_START when `cond` (i1) holds (wait for
  * every core), and the registration of every root in the prologue with
  * TSR_RT_END before the deallocations. */

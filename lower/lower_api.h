@@ -130,6 +130,16 @@ typedef enum tsr_lower_rt_call {
                         TSR_LOWER_PADDED) allow it: the interpreter's warning.
                         The elements outside read as the uninitialized value or
                         are not written */
+  TSR_RT_WIDE_ENTER, /* a = arg|site (the scoped op's site; arg: the
+                        device-wide buffer's position among its region's
+                        arguments), b = its
+                        tsr_dtype_t, c = its elements: this core enters the
+                        buffer's scope. Returns the address of the instance
+                        its device's cores share (the first to enter
+                        allocates it, uninitialized; 64-byte aligned), or 0
+                        when the run is abandoned (out of memory: reported) */
+  TSR_RT_WIDE_EXIT,  /* a = arg|site: this core leaves the scope; the last
+                        core of the device to leave it frees the instance */
 } tsr_lower_rt_call_t;
 
 /* A sort or argsort op, as i64s: dense blocks of the result's dims. */

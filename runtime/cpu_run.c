@@ -105,6 +105,9 @@ struct tsr_cpu_info {
   int64_t (*blocks)[TSR_MAX_RANK];
   uint32_t *rank;
   uint32_t num_operands;
+  /* the largest device-wide (hbm/any) scoped buffer, in bytes (the run's
+   * stand-in for one that cannot be allocated) */
+  uint64_t wide_max_bytes;
   bool failed;
 };
 
@@ -163,6 +166,14 @@ static void note_site(void *ctx, const tsr_op_t *op, uint32_t position) {
   s->opcode = op->opcode;
   s->text = info_strdup(info, op->text);
   note_site_refs(info, op, s);
+  tsr_scoped_view_t sv;
+  for (uint32_t i = 0; tsr_opview_scoped(op, &sv) && i < sv.num_buffers; i++) {
+    const tsr_type_t *t = &sv.buffers[i]->type;
+    if (t->kind != TSR_TYPE_REF || (t->space != TSR_SPACE_HBM && t->space != TSR_SPACE_ANY))
+      continue;
+    uint64_t bytes = (uint64_t)tsr_type_element_count(t) * tsr_dtype_size((tsr_dtype_t)t->dtype);
+    if (bytes > info->wide_max_bytes) info->wide_max_bytes = bytes;
+  }
   if (op->opcode != TSR_OP_PRINT || !op->num_operands) return;
   s->operands = tsr_arena_alloc(&info->arena, op->num_operands * sizeof *s->operands);
   if (!s->operands) {
@@ -337,6 +348,23 @@ typedef enum core_state {
 
 typedef struct crun crun_t;
 
+/* A live instance of a device-wide scoped buffer (TSR_RT_WIDE_ENTER): the
+ * k-th entry of every core of a device into the scope of argument `arg` of
+ * the scoped op at `site` shares the k-th instance, as in the interpreter
+ * (interp/dma.c); freed when all the device's cores have left it. */
+typedef struct cwide {
+  struct cwide *next;
+  uint32_t device, site, arg, entry;
+  uint32_t exits;
+  void *data;
+} cwide_t;
+
+/* A core's entries into one device-wide buffer's scope. */
+typedef struct cwide_at {
+  uint32_t site, arg, entries;
+  cwide_t *cur; /* the instance it is inside, or NULL */
+} cwide_at_t;
+
 typedef struct ccore {
   /* first: the context words of the compiled code (lower_api.h) */
   int64_t lin;         /* TSR_RT_CTX_POINT */
@@ -360,6 +388,9 @@ typedef struct ccore {
   int64_t wait_need;
   uint32_t wait_site;
   pthread_t thread;
+  /* under run->mu: its device-wide buffers' entries */
+  cwide_at_t *wide_at;
+  uint32_t num_wide_at, wide_at_capacity;
 } ccore_t;
 
 /* An output block a core started (TSR_RT_VISIT), per device. */
@@ -395,6 +426,10 @@ struct crun {
   bool aborted;
   tsr_diag_sink_t diag;
   visit_t *visited;
+  cwide_t *wide;        /* live device-wide instances */
+  void *wide_fallback;  /* info->wide_max_bytes: handed out when an instance
+                           cannot be allocated (the run is then abandoned) */
+  tsr_uninit_mode_t uninit;
 };
 
 _Static_assert(offsetof(ccore_t, lin) == TSR_RT_CTX_POINT * sizeof(int64_t) &&
@@ -816,6 +851,74 @@ static void block_range(ccore_t *c, uint32_t site, int64_t decl, const int64_t *
                                      TSR_DIAG_ERROR, "%s", text));
 }
 
+/* TSR_RT_WIDE_ENTER under r->mu: the address of this core's instance. */
+static int64_t wide_enter(ccore_t *c, uint32_t site, uint32_t arg, int64_t dtype,
+                          int64_t elements) {
+  crun_t *r = c->run;
+  cwide_at_t *at = NULL;
+  for (uint32_t i = 0; i < c->num_wide_at && !at; i++)
+    if (c->wide_at[i].site == site && c->wide_at[i].arg == arg) at = &c->wide_at[i];
+  if (!at) {
+    if (c->num_wide_at == c->wide_at_capacity) {
+      uint32_t cap = c->wide_at_capacity ? 2 * c->wide_at_capacity : 4;
+      cwide_at_t *w = tsr_realloc(c->wide_at, cap * sizeof *w);
+      if (!w) goto oom;
+      c->wide_at = w;
+      c->wide_at_capacity = cap;
+    }
+    at = &c->wide_at[c->num_wide_at++];
+    *at = (cwide_at_t){.site = site, .arg = arg};
+  }
+  uint32_t entry = at->entries++;
+  cwide_t *w = r->wide;
+  while (w && !(w->device == c->device && w->site == site && w->arg == arg && w->entry == entry))
+    w = w->next;
+  if (!w) {
+    /* the first core of the device here: a fresh, uninitialized buffer */
+    if (dtype < 0 || dtype >= TSR_DTYPE_COUNT || elements < 0) goto oom;
+    size_t es = tsr_dtype_size((tsr_dtype_t)dtype);
+    size_t bytes = (size_t)elements * es;
+    w = tsr_calloc(1, sizeof *w);
+    if (w) w->data = tsr_aligned_alloc(64, bytes ? (bytes + 63) / 64 * 64 : 64);
+    if (!w || !w->data) {
+      tsr_free(w);
+      goto oom;
+    }
+    unsigned char elem[8];
+    tsr_blockops_uninit_value((tsr_dtype_t)dtype, r->uninit, elem);
+    tsr_blockops_fill(es, w->data, elem, (size_t)elements);
+    *w = (cwide_t){.next = r->wide, .device = c->device, .site = site, .arg = arg,
+                   .entry = entry, .data = w->data};
+    r->wide = w;
+  }
+  at->cur = w;
+  return (int64_t)(uintptr_t)w->data;
+oom:;
+  core_where_t where;
+  stop_if(r, tsr_diag_report(&r->diag, where_of(c, site, &where), TSR_DIAG_OUT_OF_MEMORY,
+                             TSR_DIAG_ERROR, "out of memory allocating a device-wide buffer"));
+  r->aborted = true;
+  return (int64_t)(uintptr_t)r->wide_fallback;
+}
+
+/* TSR_RT_WIDE_EXIT under r->mu. */
+static void wide_exit(ccore_t *c, uint32_t site, uint32_t arg) {
+  crun_t *r = c->run;
+  for (uint32_t i = 0; i < c->num_wide_at; i++) {
+    cwide_at_t *at = &c->wide_at[i];
+    if (at->site != site || at->arg != arg) continue;
+    cwide_t *w = at->cur;
+    at->cur = NULL;
+    if (!w || ++w->exits < r->cores) return;
+    cwide_t **p = &r->wide;
+    while (*p != w) p = &(*p)->next;
+    *p = w->next;
+    tsr_free(w->data);
+    tsr_free(w);
+    return;
+  }
+}
+
 static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64_t c,
                             int64_t d) {
   ccore_t *me = ctx;
@@ -886,6 +989,8 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
     case TSR_RT_VISIT: visit_block(me, a, b, c); break;
     case TSR_RT_START: meet_at_start(me); break;
     case TSR_RT_END: meet_at_end(me); break;
+    case TSR_RT_WIDE_ENTER: result = wide_enter(me, site, (uint32_t)slot, b, c); break;
+    case TSR_RT_WIDE_EXIT: wide_exit(me, site, (uint32_t)slot); break;
     default: break;
   }
   pthread_mutex_unlock(&r->mu);
@@ -995,12 +1100,16 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   r.out = print_stream ? print_stream : stderr;
   r.core = tsr_calloc(r.n, sizeof *r.core);
   r.sems = tsr_calloc((size_t)r.n * (info->slots ? info->slots : 1), sizeof *r.sems);
+  r.uninit = options->uninit;
+  r.wide_fallback =
+      info->wide_max_bytes ? tsr_aligned_alloc(64, (info->wide_max_bytes + 63) / 64 * 64) : NULL;
   const uint32_t nargs = num_memrefs + 6;
   void **all_args = tsr_calloc((size_t)r.n * nargs, sizeof *all_args);
   tsr_status_t status = tsr_diag_sink_initialize(&r.diag, info->kernel_name, info->num_sites,
                                                  r.devices, r.cores, r.max_errors, options->strict);
-  if (status || !r.core || !r.sems || !all_args) {
+  if (status || !r.core || !r.sems || !all_args || (info->wide_max_bytes && !r.wide_fallback)) {
     tsr_diag_sink_deinitialize(&r.diag);
+    tsr_free(r.wide_fallback);
     tsr_free(r.core);
     tsr_free(r.sems);
     tsr_free(r.order);
@@ -1080,7 +1189,17 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   tsr_diag_sink_deinitialize(&r.diag);
   pthread_cond_destroy(&r.cv);
   pthread_mutex_destroy(&r.mu);
-  for (uint32_t i = 0; i < r.n; i++) tsr_free(r.core[i].roots);
+  for (uint32_t i = 0; i < r.n; i++) {
+    tsr_free(r.core[i].roots);
+    tsr_free(r.core[i].wide_at);
+  }
+  while (r.wide) { /* instances some core of their device never entered */
+    cwide_t *next = r.wide->next;
+    tsr_free(r.wide->data);
+    tsr_free(r.wide);
+    r.wide = next;
+  }
+  tsr_free(r.wide_fallback);
   visit_t *v, *tmp;
   HASH_ITER(hh, r.visited, v, tmp) {
     HASH_DEL(r.visited, v);

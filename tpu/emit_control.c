@@ -442,11 +442,23 @@ void tpu_op_scoped(tpu_emitter_t *em, const tsr_op_t *op) {
     tpu_unimplemented(em, op, "malformed scoped");
     return;
   }
-  for (uint32_t i = 0; i < v.num_buffers; i++)
-    if (v.buffers[i]->type.kind != TSR_TYPE_REF) {
+  for (uint32_t i = 0; i < v.num_buffers; i++) {
+    const tsr_type_t *t = &v.buffers[i]->type;
+    if (t->kind != TSR_TYPE_REF) {
       tpu_unimplemented(em, op, "scoped semaphores are not emitted yet");
       return;
     }
+    if (t->space == TSR_SPACE_HBM || t->space == TSR_SPACE_ANY) {
+      /* Pallas lowers run_scoped of HBM/ANY to this memref.alloca too, and
+       * Mosaic refuses it, so no Pallas kernel with one runs on a TPU. */
+      tpu_unimplemented(em, op,
+                        "%%%s is a device-wide %s buffer, which Mosaic cannot allocate in a "
+                        "kernel (libtpu: \"Cannot allocate ref in non-VMEM/SMEM memory space "
+                        "using memref.alloca\")",
+                        v.buffers[i]->name, tsr_space_name((tsr_space_t)t->space));
+      return;
+    }
+  }
   char lhs[64];
   control_results(em, op, lhs, sizeof lhs);
   tsr_strbuf_t types;

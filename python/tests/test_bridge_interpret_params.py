@@ -667,6 +667,39 @@ def test_scoped_hbm_refused_as_jax_refuses_it(backend, space):
     assert f":{line}:" in str(got)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("space", [pltpu.HBM, pl.ANY])
+def test_scoped_hbm_allowed_runs_as_jax_runs_it(backend, space):
+    """allow_hbm_allocation_in_run_scoped=True: the buffer is a device-wide
+    scoped buffer of the kernel, with no warning and the value JAX gives."""
+    import warnings
+    want = np.asarray(scoped_hbm_call(space, True)())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with tj.interpret(backend=backend):
+            got = np.asarray(scoped_hbm_call(space, True)())
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, np.arange(8 * 128, dtype=np.float32).reshape(8, 128))
+
+
+def test_scoped_hbm_allowed_is_an_hbm_scoped_buffer_of_the_ir():
+    options, notes = _params.options_of(
+        pltpu.InterpretParams(allow_hbm_allocation_in_run_scoped=True))
+    assert "jax_refuse_scoped_hbm" not in options and notes == []
+
+    def kernel(x_ref, y_ref):
+        def body(tmp):
+            pltpu.sync_copy(x_ref, tmp)
+            pltpu.sync_copy(tmp, y_ref)
+        pl.run_scoped(body, space((8, 128), F32))
+    for space in (pltpu.HBM, pl.ANY):  # ANY is HBM here, as in JAX's interpret mode
+        text = tj.lower_to_tsr(kernel, jax.ShapeDtypeStruct((8, 128), F32),
+                               jax.ShapeDtypeStruct((8, 128), F32),
+                               in_specs=[pl.BlockSpec(memory_space=pltpu.HBM)],
+                               out_specs=pl.BlockSpec(memory_space=pltpu.HBM))
+        assert re.search(r"scoped\(%\w+: hbm f32\[8, 128\]\)", text), text
+
+
 # ---- skip_floating_point_ops --------------------------------------------------------
 
 def skip_float_kernel(x_ref, i_ref, copy_ref, f_ref, n_ref):

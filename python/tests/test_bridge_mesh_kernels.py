@@ -7,6 +7,8 @@ checks that tessera ran the kernel (its run counter moved)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -186,3 +188,126 @@ def test_mesh_kernel_outside_interpret_is_jaxs():
     except Exception:  # no TPU here: JAX refuses to compile it, which is fine
         pass
     assert _runs() == before
+
+
+# ---- HBM buffers of run_scoped: one per device, shared by its cores ---------------
+
+ALLOW_HBM = pltpu.InterpretParams(allow_hbm_allocation_in_run_scoped=True)
+
+
+def _handoff(space, params=ALLOW_HBM):
+    """Core 0 copies x into an HBM buffer of run_scoped and signals core 1,
+    which copies the buffer (never writing it) to y: y is x only if both
+    cores see one buffer."""
+    mesh = pltpu.TensorCoreMesh(axis_name="x", num_cores=2)
+
+    def f(x):
+        y = jnp.zeros_like(x)
+
+        def inner(refs):
+            x_ref, y_ref = refs
+
+            @pl.core_map(mesh, interpret=params)
+            def _():
+                def body(sem):
+                    c = lax.axis_index("x")
+
+                    def copy(buf):
+                        @pl.when(c == 0)
+                        def _():
+                            pltpu.sync_copy(x_ref, buf)
+                            pl.semaphore_signal(sem, 1, core_index=1)
+
+                        @pl.when(c == 1)
+                        def _():
+                            pl.semaphore_wait(sem, 1)
+                            pltpu.sync_copy(buf, y_ref)
+                    pl.run_scoped(copy, space(x_ref.shape, x_ref.dtype))
+                pl.run_scoped(body, pltpu.SemaphoreType.REGULAR)
+        _, y = pl.run_state(inner)((x, y))
+        return y
+    return f
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("space", [pltpu.HBM, pl.ANY])
+def test_core_map_cores_share_an_hbm_buffer_of_run_scoped(backend, space):
+    x = np.arange(ROWS * 128, dtype=np.int32).reshape(ROWS, 128) * 7 - 3
+    with tj.interpret(backend=backend):
+        before = _runs()
+        y = jax.jit(_handoff(space))(x)
+        ran = _runs() - before
+    np.testing.assert_array_equal(np.asarray(y), x)
+    assert ran == 1
+
+
+def _swap_halves(space, params=ALLOW_HBM):
+    """Each core writes its half of x into a shared HBM buffer, a barrier,
+    then each copies the other core's half to its own half of y."""
+    mesh = pltpu.TensorCoreMesh(axis_name="x", num_cores=2)
+    half = ROWS // 2
+
+    def f(x):
+        y = jnp.zeros_like(x)
+
+        def inner(refs):
+            x_ref, y_ref = refs
+
+            @pl.core_map(mesh, interpret=params)
+            def _():
+                def body(buf, sem):
+                    c = lax.axis_index("x")
+                    mine, theirs = pl.ds(c * half, half), pl.ds((1 - c) * half, half)
+                    pltpu.sync_copy(x_ref.at[mine], buf.at[mine])
+                    pl.semaphore_signal(sem, 1, core_index=1 - c)
+                    pl.semaphore_wait(sem, 1)
+                    pltpu.sync_copy(buf.at[theirs], y_ref.at[mine])
+                    # neither core leaves (and may release the buffer) before
+                    # the other has read it
+                    pl.semaphore_signal(sem, 1, core_index=1 - c)
+                    pl.semaphore_wait(sem, 1)
+                pl.run_scoped(body, space(x_ref.shape, x_ref.dtype), pltpu.SemaphoreType.REGULAR)
+        _, y = pl.run_state(inner)((x, y))
+        return y
+    return f
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_core_map_cores_exchange_halves_through_an_hbm_buffer(backend):
+    x = np.random.default_rng(3).standard_normal((ROWS, 128)).astype(np.float32)
+    with tj.interpret(backend=backend):
+        y = np.asarray(jax.jit(_swap_halves(pltpu.HBM))(x))
+    np.testing.assert_array_equal(y, np.concatenate([x[ROWS // 2:], x[:ROWS // 2]]))
+
+
+def test_core_map_race_on_a_shared_hbm_buffer_is_reported():
+    """Both cores stage x through the shared buffer with nothing ordering
+    them: a race on the buffer (with a copy per core there would be none)."""
+    mesh = pltpu.TensorCoreMesh(axis_name="x", num_cores=2)
+    params = pltpu.InterpretParams(allow_hbm_allocation_in_run_scoped=True,
+                                   detect_races=True)
+
+    def f(x):
+        y = jnp.zeros_like(x)
+
+        def inner(refs):
+            x_ref, y_ref = refs
+
+            @pl.core_map(mesh, interpret=params)
+            def _():
+                def copy(buf):
+                    pltpu.sync_copy(x_ref, buf)  # the racy copy in
+                    pltpu.sync_copy(buf, y_ref)
+                pl.run_scoped(copy, pltpu.HBM(x_ref.shape, x_ref.dtype))
+        _, y = pl.run_state(inner)((x, y))
+        return y
+
+    x = np.arange(ROWS * 128, dtype=np.int32).reshape(ROWS, 128)
+    with tj.interpret():
+        with pytest.raises(Exception) as info:
+            jax.jit(f)(x)
+    text = str(info.value)
+    with open(__file__) as src:  # the race is on the buffer, at its copy in
+        line = next(n for n, t in enumerate(src, 1) if "# the racy copy in" in t)
+    assert re.search(rf":{line}:\d+: error: .*data race on %\w+\[0:{ROWS}, 0:128\]: DMA write "
+                     rf"by 'dma_start' \(line {line}\) core \d .* core \d", text), text

@@ -72,6 +72,7 @@ emittable=()
 for f in "$E"/*.tsr "$SRC"/tests/diagnostics/ok/*.tsr; do
   case $f in
     */dma_add_accumulate.tsr|*/disjoint_strided_dmas.tsr|*/dma_regular_semaphore.tsr) ;;
+    */scoped_hbm_handoff.tsr) ;;
     *) emittable+=("$f") ;;
   esac
 done
@@ -80,6 +81,9 @@ expect "every example and catalog kernel Mosaic can take passes check --target t
 t check --target tpu "$SRC/tests/diagnostics/ok/dma_add_accumulate.tsr"
 expect "check --target tpu refuses what lower --target tpu cannot emit, located" 1 err \
   'dma_add_accumulate.tsr:14:5: error: op .dma_start. cannot be emitted for TPU \(v5e\)'
+t check --target tpu --chip v5p "$SRC/tests/diagnostics/ok/scoped_hbm_handoff.tsr"
+expect "check --target tpu refuses a device-wide scoped buffer, located" 1 err \
+  'scoped_hbm_handoff.tsr:12:3: error: op .scoped. cannot be emitted for TPU \(v5p\): %shared is a device-wide hbm buffer'
 t check --target tpu --chip v6e "$SRC/tests/diagnostics/ok/dma_regular_semaphore.tsr"
 expect "check --target tpu: a DMA signalling a regular semaphore on v6e" 0 out 'ok \(1 kernel\)'
 t check --target tpu "$SRC/tests/diagnostics/ok/dma_regular_semaphore.tsr"

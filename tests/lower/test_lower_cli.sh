@@ -597,6 +597,31 @@ if [[ $(uname -m) == x86_64 ]]; then
     grep -q 'TESSERA_CPU_TARGET=x86-64-v4: expected auto, native, x86-64, x86-64-v2 or x86-64-v3' err
 fi
 
+# ---- device-wide scoped buffers -----------------------------------------------------
+
+# Not yet in a kernel whose DMAs the runtime copies (a remote one here): a
+# located "cannot be lowered", the interpreter runs it.
+cat >wide_remote.tsr <<'EOF'
+kernel @wide_remote
+  in %x: f32[8, 128] hbm
+  out %y: f32[8, 128] hbm
+  scratch %sem: dma_sem
+{
+  %d = device_id : i32
+  scoped(%buf: hbm f32[8, 128]) {
+    dma_start %x[:, :] -> %buf[:, :], %sem device %d
+    dma_wait %x[:, :] -> %buf[:, :], %sem
+    dma_start %buf[:, :] -> %y[:, :], %sem
+    dma_wait %buf[:, :] -> %y[:, :], %sem
+  }
+}
+EOF
+t run wide_remote.tsr --backend cpu --random-inputs 1 -q
+check "an hbm scoped buffer in a kernel with remote DMAs is a located refusal of the cpu backend" \
+  grep -q "wide_remote.tsr:7:3: error: op 'scoped' cannot be lowered.*remote DMAs" err
+t run wide_remote.tsr --random-inputs 1 -q
+check "... which the interpreter runs" test "$rc" -eq 0
+
 # ---- no lowering library ---------------------------------------------------------
 
 TESSERA_LOWER_LIBRARY=$tmp/missing.so TESSERA_CACHE=off t run "$EX/add.tsr" --random-inputs 1 --backend cpu

@@ -447,6 +447,15 @@ TSR_TEST(unsupported_op_is_located) {
   check_record(s, TSR_UNIMPLEMENTED, 14, "dma_start", "cannot be emitted for TPU");
   tsr_ir_module_destroy(m);
 
+  /* a device-wide scoped buffer: Mosaic cannot allocate HBM in a kernel */
+  m = parse_source("tests/diagnostics/ok/scoped_hbm_handoff.tsr");
+  if (m) {
+    s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), "v5p", &t);
+    TSR_CHECK(t == NULL);
+    check_record(s, TSR_UNIMPLEMENTED, 12, "scoped",
+                 "%shared is a device-wide hbm buffer, which Mosaic cannot allocate");
+    tsr_ir_module_destroy(m);
+  }
   m = parse_source("tests/diagnostics/ok/disjoint_strided_dmas.tsr");
   if (m) {
     s = tsr_tpu_emit(NULL, tsr_ir_module_kernel(m, 0), NULL, &t);

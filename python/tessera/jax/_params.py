@@ -112,8 +112,9 @@ def _allow_hbm_in_run_scoped(v: Any) -> dict | str:
         # JAX's default: an HBM (or ANY) buffer in run_scoped is refused
         # with JAX's ValueError when the kernel is translated.
         return {"jax_refuse_scoped_hbm": True}
-    return ("allow_hbm_allocation_in_run_scoped=True is not honoured: tessera allocates "
-            "no HBM in run_scoped")
+    # An HBM (or ANY) buffer of run_scoped is then a device-wide `scoped`
+    # buffer: one per device, shared by the cores of a core_map.
+    return {}
 
 
 def _buffer_bounds(v: Any) -> dict | str:

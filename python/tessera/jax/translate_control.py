@@ -247,9 +247,13 @@ def _run_scoped(t, env, region, eqn, used):
                 raise ScopedHbmError(
                     "Cannot allocate HBM in `run_scoped`. (JAX's InterpretParams "
                     "allow_hbm_allocation_in_run_scoped is False)", t.prim, file, line)
-            if space in ("default", "any"):
+            if space == "default":
                 space = "vmem"
-            if space not in ("vmem", "smem"):
+            # HBM or ANY (JAX's interpret mode takes ANY as HBM here): a
+            # device-wide buffer, shared by the cores of the device.
+            if space == "any":
+                space = "hbm"
+            if space not in ("vmem", "smem", "hbm"):
                 raise t.fail(f"run_scoped buffer in memory space {space}")
             buf_types.append((i, B.Type.ref(space, dtype_name(inner.dtype), inner.shape)))
     # The jaxpr's constvars are the refs it closes over (passed as operands).
