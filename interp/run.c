@@ -98,7 +98,8 @@ static void core_free(run_t *run) {
       run_memory_free(run->memory, p->num_operands);
   }
   if (run->sems)
-    for (uint32_t i = 0; i < p->num_refs; i++) tsr_free(run->sems[i]);
+    for (uint32_t i = 0; i < p->num_refs; i++)
+      if (!tsr_interp_sem_shared(p, i)) tsr_free(run->sems[i]);
   tsr_free(run->sems);
   tsr_vc_free(&run->vc);
   tsr_free(run->cur_block);
@@ -173,8 +174,18 @@ static tsr_status_t core_setup(shared_t *sh, uint32_t device, uint32_t core) {
   for (uint32_t i = 0; i < p->num_refs; i++) {
     const ref_info_t *ri = &p->refs[i];
     if (ri->is_sem) {
+      const operand_plan_t *op = ri->operand >= 0 ? &p->operands[ri->operand] : NULL;
+      if (tsr_interp_sem_shared(p, i)) {
+        /* an output aliasing a semaphore input: the same semaphores */
+        run->sems[i] = run->sems[p->operands[op->alias].ref];
+        continue;
+      }
       run->sems[i] = tsr_calloc(ri->elements ? ri->elements : 1, sizeof(int32_t));
       if (!run->sems[i]) return TSR_OOM();
+      /* A semaphore input's counts start on core 0 (docs/semantics.md,
+       * "Semaphores between kernels"). */
+      if (op && op->role == TSR_ROLE_IN && core == 0)
+        memcpy(run->sems[i], run->hbm[ri->operand], ri->elements * sizeof(int32_t));
       continue;
     }
     if (!ri->has_buffer) continue; /* hbm/any: set from the arrays below */
@@ -277,7 +288,7 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
     run_memory_t *m = sh->core[d * sh->cores].memory;
     for (uint32_t j = 0; j < nops; j++) {
       const operand_plan_t *op = &p->operands[j];
-      if (op->role != TSR_ROLE_OUT) continue;
+      if (op->role != TSR_ROLE_OUT || op->sem) continue;
       if (!m->hbm_shadow[j]) m->hbm_shadow[j] = tsr_malloc(op->array_elements + 1);
       if (!m->hbm_shadow[j])
         return TSR_OOM_BYTES(op->array_elements + 1, "the written-element map of output %%%s",
@@ -305,7 +316,7 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
       if (op->alias >= 0) {
         memcpy(hbm[j], hbm[op->alias], bytes);
         hbm[op->alias] = hbm[j]; /* shared HBM buffer */
-      } else if (!p->options.check) {
+      } else if (!p->options.check && !op->sem) {
         /* With checks on, never-written elements are found through the shadow
          * and filled at the end (tsr_grid_check_outputs): no pass here. */
         tsr_interp_fill_uninit(&sh->core[d * sh->cores], (tsr_dtype_t)ri->dtype, hbm[j],
@@ -438,6 +449,7 @@ tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
   if (!s) tsr_interp_run_all(&sh);
   tsr_status_t trace = s || !sh.tracing ? NULL : tsr_trace_write(&sh);
   if (!s && !sh.aborted) tsr_dma_check_end(&sh);
+  if (!s && !sh.aborted) tsr_dma_sem_outputs(&sh);
   if (!s && !sh.aborted && p->options.check)
     for (uint32_t d = 0; d < sh.devices; d++) tsr_grid_check_outputs(&sh.core[d * sh.cores]);
   if (!s) s = tsr_diag_sink_status(&sh.diag);
