@@ -286,6 +286,32 @@ def semaphore_kind(dtype) -> str | None:
     return None
 
 
+def physical_dtype(dtype):
+    """The dtype an operand of `dtype` crosses tessera's runs in: a
+    semaphore's counts are int32 (Pallas's physical type of a semaphore,
+    and what tessera's semaphore operands hold); other dtypes unchanged."""
+    return np.dtype(np.int32) if semaphore_kind(dtype) is not None else dtype
+
+
+def to_physical(x):
+    """A traced semaphore array as its int32 counts (other values as they
+    are): what an XLA custom call or callback can take."""
+    if semaphore_kind(getattr(x, "dtype", None)) is None:
+        return x
+    from jax._src.lax.lax import _convert_element_type
+    return _convert_element_type(x, jax.numpy.int32)
+
+
+def from_physical(x, dtype):
+    """int32 counts as a semaphore array of `dtype` (the inverse of
+    to_physical; other dtypes: x as it is). Inside jax.jit only: JAX has no
+    concrete semaphore array."""
+    if semaphore_kind(dtype) is None:
+        return x
+    from jax._src.lax.lax import _convert_element_type
+    return _convert_element_type(x, dtype)
+
+
 def _issub(dtype, cls) -> bool:
     try:
         return jax.numpy.issubdtype(dtype, cls)
