@@ -213,6 +213,12 @@ static bool parse_sem_operand(parser_t *p, tsr_role_t role, const token_t *name,
                     : tsr_type_scalar(TSR_DTYPE_I32);
   for (uint32_t i = 0; i < t.rank && i < TSR_MAX_RANK; i++) d->block[i] = t.dims[i];
   if (!ps_define_tok(p, name, d->ref, true)) return false;
+  const token_t t0 = p->tok;
+  if (at(p, TOK_IDENT) && !at_word(p, "alias"))
+    return ps_error_at(p, t0.line, t0.col,
+                       "a semaphore operand has no memory space, block or index map, found "
+                       "'%.*s'",
+                       (int)TSR_MIN(t0.len, 40), t0.text);
   if (!parse_alias(p, role, index)) return false;
   return ps_expect_line_end(p);
 }
@@ -252,8 +258,12 @@ static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
     return ps_define_tok(p, &name, d->ref, true);
   }
 
-  if (role != TSR_ROLE_PREFETCH && (at_word(p, "sem") || at_word(p, "dma_sem")))
+  if (at_word(p, "sem") || at_word(p, "dma_sem")) {
+    if (role == TSR_ROLE_PREFETCH)
+      return ps_error_at(p, p->tok.line, p->tok.col,
+                         "a semaphore operand is an 'in' or 'out' operand, never prefetch");
     return parse_sem_operand(p, role, &name, loc);
+  }
   tsr_type_t array;
   if (!ps_parse_value_type(p, "an element type (f32, i32, ..)", &array)) return false;
   tsr_space_t space = TSR_SPACE_SMEM;
