@@ -359,8 +359,18 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
   r.dtype = in->dtype;
   r.add = dp->add;
   {
+    /* Where it may land after the kernel: an hbm/any operand, or an output
+     * whose one block is the whole array (a VMEM output of a kernel
+     * without a grid: Pallas's out_shape=pltpu.VMEM(..)), copied out again
+     * when it lands. */
     const ref_info_t *dri = &run->p->refs[dp->dst.ref];
-    r.dst_hbm = dri->operand >= 0 && run->p->operands[dri->operand].hbm_direct;
+    const operand_plan_t *dop = dri->operand >= 0 ? &run->p->operands[dri->operand] : NULL;
+    r.dst_hbm = dop && dop->hbm_direct;
+    r.dst_block = dop && dop->blocked && dop->role == TSR_ROLE_OUT && !dop->any_element &&
+                          dri->elements == dop->array_elements
+                      ? dri->operand
+                      : -1;
+    r.dst_core = tsr_interp_core_index(dst_core);
   }
   r.bytes = bytes;
   r.signal = dp->signal_regular ? 1 : bytes;
@@ -522,10 +532,20 @@ void tsr_dma_check_end(shared_t *sh) {
    * the order they started: the next kernel waits for them. */
   for (uint32_t i = 0; i < sh->num_dmas;) {
     const dma_record_t *r = &sh->dmas[i];
-    if (r->dst_hbm && (sem_leaves(sh, r->sem) || sem_leaves(sh, r->send)))
+    if ((r->dst_hbm || r->dst_block >= 0) && (sem_leaves(sh, r->sem) || sem_leaves(sh, r->send))) {
+      if (r->dst_block >= 0) {
+        if (!sh->landed)
+          sh->landed = tsr_calloc((size_t)sh->devices * sh->cores * p->num_operands + 1, 1);
+        if (!sh->landed) {
+          i++; /* reported below as still in flight */
+          continue;
+        }
+        sh->landed[(size_t)r->dst_core * p->num_operands + (uint32_t)r->dst_block] = 1;
+      }
       dma_complete(sh, i);
-    else
+    } else {
       i++;
+    }
   }
   for (uint32_t i = 0; i < sh->num_dmas; i++) {
     const dma_record_t *r = &sh->dmas[i];

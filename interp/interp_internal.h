@@ -406,8 +406,12 @@ typedef struct dma_record {
   int64_t src_strides[TSR_MAX_RANK], dst_strides[TSR_MAX_RANK];
   uint8_t dtype;
   bool add;
-  bool dst_hbm;               /* the destination is an hbm/any operand's array:
-                                 a DMA that may land after the kernel's end */
+  bool dst_hbm;               /* the destination is an hbm/any operand's array,
+                                 or (dst_block) the one block of a vmem/smem
+                                 output: a DMA that may land after the
+                                 kernel's end */
+  int32_t dst_block;          /* that output's operand plan, else -1 */
+  uint32_t dst_core;          /* the destination's core (device-major index) */
   bool skipped;               /* a view was out of bounds: no copy, but the
                                  semaphores are signalled */
   /* A view reaching outside its ref where the options let it (tsr_view_clip):
@@ -459,6 +463,9 @@ struct shared {
   const char *trace_path;   /* this run's (tsr_interp_run_options_t) */
   dma_record_t *dmas;       /* in flight, in start order */
   uint32_t num_dmas, dmas_capacity;
+  /* cores x operand plans: an output block a DMA landed in at the kernel's
+   * end (tsr_dma_check_end), to be copied out again; NULL when none did */
+  uint8_t *landed;
   /* Run bounds (interp/bounds.h): steps left of the current grant. */
   tsr_bounds_t bounds;
   tsr_step_meter_t meter;
@@ -766,6 +773,9 @@ void tsr_grid_start_core(run_t *run);
 bool tsr_grid_run_core(run_t *run);
 /* End of the run: never-written output elements (checked runs). */
 void tsr_grid_check_outputs(run_t *run);
+/* Copies out again the output blocks DMAs landed in at the kernel's end
+ * (shared_t.landed). */
+void tsr_grid_copy_out_landed(shared_t *sh);
 /* Frees a device's sets of visited output blocks (its core 0's). */
 void tsr_grid_free_visits(run_t *run);
 

@@ -123,6 +123,7 @@ static void shared_free(shared_t *sh) {
   tsr_free(sh->visited);
   for (uint32_t i = 0; i < sh->num_dmas; i++) tsr_vc_free(&sh->dmas[i].vc);
   tsr_free(sh->dmas);
+  tsr_free(sh->landed);
   tsr_race_destroy(sh->race);
   tsr_strbuf_deinitialize(&sh->trace);
   tsr_diag_sink_deinitialize(&sh->diag);
@@ -449,6 +450,7 @@ tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
   if (!s) tsr_interp_run_all(&sh);
   tsr_status_t trace = s || !sh.tracing ? NULL : tsr_trace_write(&sh);
   if (!s && !sh.aborted) tsr_dma_check_end(&sh);
+  if (!s && !sh.aborted) tsr_grid_copy_out_landed(&sh);
   if (!s && !sh.aborted) tsr_dma_sem_outputs(&sh);
   if (!s && !sh.aborted && p->options.check)
     for (uint32_t d = 0; d < sh.devices; d++) tsr_grid_check_outputs(&sh.core[d * sh.cores]);

@@ -33,6 +33,9 @@ chain() {
     --in "sem=$tmp/${name}1/sem.npy" --out-dir "$tmp/${name}2" "$@"
   check_npy "$name: the second kernel's wait takes it; the copy arrived" \
     "(L('${name}2/oo.npy') == L('${name}1/xo.npy')).all() and (L('${name}2/oo.npy') == L('interp-lazy2/oo.npy')).all()"
+  t run "$K" --kernel start_vmem -q --in "x=$tmp/${name}1/xo.npy" --out-dir "$tmp/${name}v" "$@"
+  check_npy "$name: a DMA into a vmem output's one block lands there at the kernel's end" \
+    "(L('${name}v/o.npy') == L('${name}1/xo.npy')).all() and int(L('${name}v/sem.npy')) == 4096"
   t run "$K" --kernel done_twice -q --in "x=$tmp/${name}1/xo.npy" --in "o=$tmp/${name}1/o.npy" \
     --in "sem=$tmp/${name}1/sem.npy" "$@"
   expect "$name: waiting twice for the one DMA deadlocks" 1 \
