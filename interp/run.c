@@ -282,6 +282,19 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
       sh->hbm[d * nops + j] = (uint8_t *)operands[j]->data + d * slice;
   }
   TSR_RETURN_IF_ERROR(read_grid(sh, operands));
+  /* A semaphore input's counts: a semaphore never holds less than 0. */
+  for (uint32_t j = 0; j < nops; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    if (!op->sem || op->role != TSR_ROLE_IN) continue;
+    const int32_t *counts = operands[j]->data;
+    for (uint64_t e = 0; e < (uint64_t)D * op->array_elements; e++)
+      if (counts[e] < 0)
+        return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                          "kernel @%s operand %%%s: a semaphore's count is %d (element %llu); "
+                          "a semaphore input holds counts >= 0 (a previous kernel's output)",
+                          p->kernel_name, p->refs[op->ref].name, counts[e],
+                          (unsigned long long)e);
+  }
   for (uint32_t d = 0; d < D; d++)
     for (uint32_t c = 0; c < sh->cores; c++) TSR_RETURN_IF_ERROR(core_setup(sh, d, c));
   /* Output shadows live in each device's core-0 run memory. */

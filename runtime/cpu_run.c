@@ -988,15 +988,26 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     }
   }
   /* A semaphore input's counts start on each device's core 0 (a semaphore
-   * output aliasing it names the same slots); docs/semantics.md. */
-  for (uint32_t i = 0; i < num_memrefs && i < info->num_operands; i++) {
+   * output aliasing it names the same slots); docs/semantics.md. A count
+   * below 0 is refused, as the interpreter refuses it. */
+  for (uint32_t i = 0; !status && i < num_memrefs && i < info->num_operands; i++) {
     if (info->sem_first[i] == UINT64_MAX || info->is_output[i]) continue;
     const int32_t *counts = operands[i]->data;
-    for (uint32_t d = 0; d < r.devices; d++)
+    for (uint64_t e = 0; !status && e < (uint64_t)r.devices * info->sem_count[i]; e++)
+      if (counts[e] < 0)
+        status = TSR_STATUS(TSR_INVALID_ARGUMENT,
+                            "kernel @%s operand %%%s: a semaphore's count is %d (element "
+                            "%llu); a semaphore input holds counts >= 0 (a previous kernel's "
+                            "output)",
+                            info->kernel_name, info->operand_names[i], counts[e],
+                            (unsigned long long)e);
+    for (uint32_t d = 0; !status && d < r.devices; d++)
       for (uint64_t e = 0; e < info->sem_count[i]; e++)
         *sem_at(&r, d * r.cores, info->sem_first[i] + e) = counts[d * info->sem_count[i] + e];
   }
-  if (r.n == 1) {
+  if (status) {
+    /* refused before any core ran */
+  } else if (r.n == 1) {
     core_main(&r.core[0]);
   } else {
     uint32_t started = 0;

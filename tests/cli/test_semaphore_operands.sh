@@ -40,6 +40,11 @@ chain() {
     --in "sem=$tmp/${name}1/sem.npy" "$@"
   expect "$name: waiting twice for the one DMA deadlocks" 1 \
     "sem_chain.tsr:[0-9]+:3: error: kernel @done_twice, grid point \(\): 'dma_wait': deadlock: .* waits for %sem to reach 4096 bytes, it holds 0"
+  "$PY" -c "import numpy as np; np.save('$tmp/neg.npy', np.int32(-1))"
+  t run "$K" --kernel copy_done -q --in "x=$tmp/${name}1/xo.npy" --in "o=$tmp/${name}1/o.npy" \
+    --in "sem=$tmp/neg.npy" "$@"
+  expect "$name: a semaphore input's count below 0 is refused" 1 \
+    "operand %sem: a semaphore's count is -1 \(element 0\); a semaphore input holds counts >= 0"
 }
 
 for mode in lazy eager; do
