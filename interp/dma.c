@@ -367,6 +367,20 @@ void tsr_dma_start(run_t *run, const insn_t *in) {
   }
   r.dtype = in->dtype;
   r.add = dp->add;
+  {
+    /* Where it may land after the kernel: an hbm/any operand, or an output
+     * whose one block is the whole array (a VMEM output of a kernel
+     * without a grid: Pallas's out_shape=pltpu.VMEM(..)), copied out again
+     * when it lands. */
+    const ref_info_t *dri = &run->p->refs[dp->dst.ref];
+    const operand_plan_t *dop = dri->operand >= 0 ? &run->p->operands[dri->operand] : NULL;
+    r.dst_hbm = dop && dop->hbm_direct;
+    r.dst_block = dop && dop->blocked && dop->role == TSR_ROLE_OUT && !dop->any_element &&
+                          dri->elements == dop->array_elements
+                      ? dri->operand
+                      : -1;
+    r.dst_core = tsr_interp_core_index(dst_core);
+  }
   r.bytes = bytes;
   r.signal = dp->signal_regular ? 1 : bytes;
   r.sem = sem;
@@ -566,8 +580,69 @@ void tsr_dma_scope_exit(run_t *run, const insn_t *in) {
   }
 }
 
+/* Whether `sem` is one of a semaphore output's (on any core): its count
+ * leaves the kernel for the next one. */
+static bool sem_leaves(const shared_t *sh, const int32_t *sem) {
+  const tsr_interp_program_t *p = sh->p;
+  for (uint32_t j = 0; sem && j < p->num_operands; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    if (!op->sem || op->role != TSR_ROLE_OUT) continue;
+    uint64_t n = p->refs[op->ref].elements;
+    for (uint32_t c = 0; c < sh->devices * sh->cores; c++) {
+      const int32_t *lo = sh->core[c].sems[op->ref];
+      if (lo && sem >= lo && sem < lo + n) return true;
+    }
+  }
+  return false;
+}
+
+/* Whether ref i's semaphores leave the kernel: a semaphore output, or an
+ * input that one aliases (the same semaphores). */
+static bool ref_leaves(const tsr_interp_program_t *p, uint32_t i) {
+  const ref_info_t *ri = &p->refs[i];
+  if (ri->operand < 0) return false;
+  const operand_plan_t *op = &p->operands[ri->operand];
+  return op->sem && (op->role == TSR_ROLE_OUT || op->aliased);
+}
+
+void tsr_dma_sem_outputs(shared_t *sh) {
+  const tsr_interp_program_t *p = sh->p;
+  for (uint32_t d = 0; d < sh->devices; d++) {
+    for (uint32_t j = 0; j < p->num_operands; j++) {
+      const operand_plan_t *op = &p->operands[j];
+      if (!op->sem || op->role != TSR_ROLE_OUT) continue;
+      int32_t *out = (int32_t *)sh->hbm[(size_t)d * p->num_operands + j];
+      for (uint64_t k = 0; k < p->refs[op->ref].elements; k++) {
+        int64_t sum = 0;
+        for (uint32_t c = 0; c < sh->cores; c++)
+          sum += sh->core[d * sh->cores + c].sems[op->ref][k];
+        out[k] = sum > INT32_MAX ? INT32_MAX : (int32_t)sum;
+      }
+    }
+  }
+}
+
 void tsr_dma_check_end(shared_t *sh) {
   const tsr_interp_program_t *p = sh->p;
+  /* DMAs into HBM that signal a semaphore leaving the kernel land now, in
+   * the order they started: the next kernel waits for them. */
+  for (uint32_t i = 0; i < sh->num_dmas;) {
+    const dma_record_t *r = &sh->dmas[i];
+    if ((r->dst_hbm || r->dst_block >= 0) && (sem_leaves(sh, r->sem) || sem_leaves(sh, r->send))) {
+      if (r->dst_block >= 0) {
+        if (!sh->landed)
+          sh->landed = tsr_calloc((size_t)sh->devices * sh->cores * p->num_operands + 1, 1);
+        if (!sh->landed) {
+          i++; /* reported below as still in flight */
+          continue;
+        }
+        sh->landed[(size_t)r->dst_core * p->num_operands + (uint32_t)r->dst_block] = 1;
+      }
+      dma_complete(sh, i);
+    } else {
+      i++;
+    }
+  }
   for (uint32_t i = 0; i < sh->num_dmas; i++) {
     const dma_record_t *r = &sh->dmas[i];
     run_t *run = &sh->core[r->device * sh->cores + r->core];
@@ -579,7 +654,7 @@ void tsr_dma_check_end(shared_t *sh) {
     run_t *run = &sh->core[c];
     for (uint32_t i = 0; i < p->num_refs; i++) {
       const ref_info_t *ri = &p->refs[i];
-      if (!ri->is_sem) continue;
+      if (!ri->is_sem || ref_leaves(p, i)) continue;
       for (uint64_t k = 0; k < ri->elements; k++) {
         if (!run->sems[i][k]) continue;
         sem_plan_t sp = {.ref = i};

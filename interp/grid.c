@@ -366,6 +366,14 @@ static void copy_out(run_t *run, uint32_t j) {
 
 /* ---- The end of the run ---- */
 
+void tsr_grid_copy_out_landed(shared_t *sh) {
+  const tsr_interp_program_t *p = sh->p;
+  if (!sh->landed) return;
+  for (uint32_t c = 0; c < sh->devices * sh->cores; c++)
+    for (uint32_t j = 0; j < p->num_operands; j++)
+      if (sh->landed[(size_t)c * p->num_operands + j]) copy_out(&sh->core[c], j);
+}
+
 void tsr_grid_check_outputs(run_t *run) {
   const tsr_interp_program_t *p = run->p;
   for (uint32_t j = 0; j < p->num_operands; j++) {

@@ -245,6 +245,9 @@ typedef struct operand_plan {
   tsr_role_t role;
   bool blocked;        /* vmem/smem windowed operand (has a block buffer) */
   bool hbm_direct;     /* hbm/any: the ref is the whole HBM array */
+  bool sem;            /* a semaphore operand: the array holds its counts (i32),
+                          read into core 0's semaphores at the start (inputs)
+                          and written at the end (outputs): docs/semantics.md */
   uint32_t array_rank;
   int64_t array_dims[TSR_MAX_RANK];
   int64_t array_strides[TSR_MAX_RANK];
@@ -428,6 +431,12 @@ typedef struct dma_record {
   int64_t src_strides[TSR_MAX_RANK], dst_strides[TSR_MAX_RANK];
   uint8_t dtype;
   bool add;
+  bool dst_hbm;               /* the destination is an hbm/any operand's array,
+                                 or (dst_block) the one block of a vmem/smem
+                                 output: a DMA that may land after the
+                                 kernel's end */
+  int32_t dst_block;          /* that output's operand plan, else -1 */
+  uint32_t dst_core;          /* the destination's core (device-major index) */
   bool skipped;               /* a view was out of bounds: no copy, but the
                                  semaphores are signalled */
   /* A view reaching outside its ref where the options let it (tsr_view_clip):
@@ -481,6 +490,9 @@ struct shared {
   const char *trace_path;   /* this run's (tsr_interp_run_options_t) */
   dma_record_t *dmas;       /* in flight, in start order */
   uint32_t num_dmas, dmas_capacity;
+  /* cores x operand plans: an output block a DMA landed in at the kernel's
+   * end (tsr_dma_check_end), to be copied out again; NULL when none did */
+  uint8_t *landed;
   /* Run bounds (interp/bounds.h): steps left of the current grant. */
   tsr_bounds_t bounds;
   tsr_step_meter_t meter;
@@ -754,8 +766,23 @@ void tsr_dma_wide_enter(run_t *run, const insn_t *in, uint32_t ref);
 void tsr_dma_wide_free_all(shared_t *sh);
 /* Reports a core that can no longer move (part of a deadlock). */
 void tsr_sem_report_blocked(run_t *run);
-/* End of the kernel: DMAs never waited for and semaphores left non-zero. */
+/* End of the kernel: DMAs never waited for and semaphores left non-zero.
+ * A DMA into an hbm/any operand that signals a semaphore output lands now
+ * (it would go on after the kernel on a TPU, for the next kernel's wait),
+ * and semaphore outputs (and the inputs they alias) may hold counts. */
 void tsr_dma_check_end(shared_t *sh);
+/* Writes each semaphore output's counts (summed over a device's cores)
+ * into its array. */
+void tsr_dma_sem_outputs(shared_t *sh);
+
+/* Whether ref i is a semaphore output aliasing a semaphore input: it
+ * shares the input's semaphores (one allocation, owned by the input). */
+static inline bool tsr_interp_sem_shared(const tsr_interp_program_t *p, uint32_t i) {
+  const ref_info_t *ri = &p->refs[i];
+  if (!ri->is_sem || ri->operand < 0) return false;
+  const operand_plan_t *op = &p->operands[ri->operand];
+  return op->role == TSR_ROLE_OUT && op->alias >= 0;
+}
 
 /* ---- exec.c ---- */
 
@@ -785,6 +812,9 @@ void tsr_grid_start_core(run_t *run);
 bool tsr_grid_run_core(run_t *run);
 /* End of the run: never-written output elements (checked runs). */
 void tsr_grid_check_outputs(run_t *run);
+/* Copies out again the output blocks DMAs landed in at the kernel's end
+ * (shared_t.landed). */
+void tsr_grid_copy_out_landed(shared_t *sh);
 /* Frees a device's sets of visited output blocks (its core 0's). */
 void tsr_grid_free_visits(run_t *run);
 

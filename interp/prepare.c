@@ -1072,9 +1072,10 @@ static tsr_status_t prepare(prep_t *ps) {
     tsr_blockops_dense_strides(op->array_rank, op->array_dims, op->array_strides);
     op->array_elements = (uint64_t)tsr_type_element_count(&d->array);
     uint8_t space = d->ref->type.space;
-    op->hbm_direct = d->role != TSR_ROLE_PREFETCH &&
+    op->sem = d->ref->type.kind == TSR_TYPE_SEM;
+    op->hbm_direct = d->role != TSR_ROLE_PREFETCH && !op->sem &&
                      (space == TSR_SPACE_HBM || space == TSR_SPACE_ANY);
-    op->blocked = d->role != TSR_ROLE_PREFETCH && !op->hbm_direct;
+    op->blocked = d->role != TSR_ROLE_PREFETCH && !op->hbm_direct && !op->sem;
     char what[96];
     snprintf(what, sizeof what, "%s %%%s",
              d->role == TSR_ROLE_IN ? "in" : d->role == TSR_ROLE_OUT ? "out" : "prefetch",
@@ -1111,7 +1112,8 @@ static tsr_status_t prepare(prep_t *ps) {
     ref_info_t *r = &p->refs[i];
     r->offset = voff;
     uint64_t bytes = r->elements * tsr_dtype_size((tsr_dtype_t)r->dtype);
-    r->has_buffer = !r->device_wide && (r->operand < 0 || !p->operands[r->operand].hbm_direct);
+    r->has_buffer = !r->device_wide && !r->is_sem &&
+                    (r->operand < 0 || !p->operands[r->operand].hbm_direct);
     if (r->has_buffer) voff = align64(voff + (bytes ? bytes : 1));
   }
   p->vmem_bytes = voff;

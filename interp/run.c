@@ -98,7 +98,8 @@ static void core_free(run_t *run) {
       run_memory_free(run->memory, p->num_operands);
   }
   if (run->sems)
-    for (uint32_t i = 0; i < p->num_refs; i++) tsr_free(run->sems[i]);
+    for (uint32_t i = 0; i < p->num_refs; i++)
+      if (!tsr_interp_sem_shared(p, i)) tsr_free(run->sems[i]);
   tsr_free(run->sems);
   tsr_vc_free(&run->vc);
   tsr_free(run->cur_block);
@@ -125,6 +126,7 @@ static void shared_free(shared_t *sh) {
   for (uint32_t i = 0; i < sh->num_dmas; i++) tsr_vc_free(&sh->dmas[i].vc);
   tsr_free(sh->dmas);
   tsr_dma_wide_free_all(sh);
+  tsr_free(sh->landed);
   tsr_race_destroy(sh->race);
   tsr_strbuf_deinitialize(&sh->trace);
   tsr_diag_sink_deinitialize(&sh->diag);
@@ -178,8 +180,18 @@ static tsr_status_t core_setup(shared_t *sh, uint32_t device, uint32_t core) {
   for (uint32_t i = 0; i < p->num_refs; i++) {
     const ref_info_t *ri = &p->refs[i];
     if (ri->is_sem) {
+      const operand_plan_t *op = ri->operand >= 0 ? &p->operands[ri->operand] : NULL;
+      if (tsr_interp_sem_shared(p, i)) {
+        /* an output aliasing a semaphore input: the same semaphores */
+        run->sems[i] = run->sems[p->operands[op->alias].ref];
+        continue;
+      }
       run->sems[i] = tsr_calloc(ri->elements ? ri->elements : 1, sizeof(int32_t));
       if (!run->sems[i]) return TSR_OOM();
+      /* A semaphore input's counts start on core 0 (docs/semantics.md,
+       * "Semaphores between kernels"). */
+      if (op && op->role == TSR_ROLE_IN && core == 0)
+        memcpy(run->sems[i], run->hbm[ri->operand], ri->elements * sizeof(int32_t));
       continue;
     }
     if (!ri->has_buffer) continue; /* hbm/any: set from the arrays below */
@@ -276,6 +288,19 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
       sh->hbm[d * nops + j] = (uint8_t *)operands[j]->data + d * slice;
   }
   TSR_RETURN_IF_ERROR(read_grid(sh, operands));
+  /* A semaphore input's counts: a semaphore never holds less than 0. */
+  for (uint32_t j = 0; j < nops; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    if (!op->sem || op->role != TSR_ROLE_IN) continue;
+    const int32_t *counts = operands[j]->data;
+    for (uint64_t e = 0; e < (uint64_t)D * op->array_elements; e++)
+      if (counts[e] < 0)
+        return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                          "kernel @%s operand %%%s: a semaphore's count is %d (element %llu); "
+                          "a semaphore input holds counts >= 0 (a previous kernel's output)",
+                          p->kernel_name, p->refs[op->ref].name, counts[e],
+                          (unsigned long long)e);
+  }
   for (uint32_t d = 0; d < D; d++)
     for (uint32_t c = 0; c < sh->cores; c++) TSR_RETURN_IF_ERROR(core_setup(sh, d, c));
   /* Output shadows live in each device's core-0 run memory. */
@@ -283,7 +308,7 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
     run_memory_t *m = sh->core[d * sh->cores].memory;
     for (uint32_t j = 0; j < nops; j++) {
       const operand_plan_t *op = &p->operands[j];
-      if (op->role != TSR_ROLE_OUT) continue;
+      if (op->role != TSR_ROLE_OUT || op->sem) continue;
       if (!m->hbm_shadow[j]) m->hbm_shadow[j] = tsr_malloc(op->array_elements + 1);
       if (!m->hbm_shadow[j])
         return TSR_OOM_BYTES(op->array_elements + 1, "the written-element map of output %%%s",
@@ -311,12 +336,12 @@ static tsr_status_t run_setup(shared_t *sh, tsr_array_t *const *operands) {
       if (op->alias >= 0) {
         memcpy(hbm[j], hbm[op->alias], bytes);
         hbm[op->alias] = hbm[j]; /* shared HBM buffer */
-      } else if (p->options.out_blocks_copied_in) {
+      } else if (p->options.out_blocks_copied_in && !op->sem) {
         /* Blocks are copied in from the array: it starts holding JAX's
          * uninitialized value, as in JAX's generic interpreter. */
         tsr_interp_fill_jax_uninit(&sh->core[d * sh->cores], (tsr_dtype_t)ri->dtype, hbm[j],
                                    op->array_elements);
-      } else if (!p->options.check || op->revisit_any) {
+      } else if ((!p->options.check || op->revisit_any) && !op->sem) {
         /* With checks on, never-written elements are found through the shadow
          * and filled at the end (tsr_grid_check_outputs): no pass here; but
          * the blocks of a revisit-any output are copied in from the array,
@@ -451,6 +476,8 @@ tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
   if (!s) tsr_interp_run_all(&sh);
   tsr_status_t trace = s || !sh.tracing ? NULL : tsr_trace_write(&sh);
   if (!s && !sh.aborted) tsr_dma_check_end(&sh);
+  if (!s && !sh.aborted) tsr_grid_copy_out_landed(&sh);
+  if (!s && !sh.aborted) tsr_dma_sem_outputs(&sh);
   if (!s && !sh.aborted && p->options.check)
     for (uint32_t d = 0; d < sh.devices; d++) tsr_grid_check_outputs(&sh.core[d * sh.cores]);
   if (!s) s = tsr_diag_sink_status(&sh.diag);

@@ -306,10 +306,13 @@ tsr_status_t tsr_ir_kernel_add_operand(tsr_ir_kernel_t *kernel,
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "operand %%%s: rank %u exceeds %d",
                       params->name, array->rank, TSR_MAX_RANK);
   bool scratch = params->role == TSR_ROLE_SCRATCH;
+  /* A semaphore input or output: the body sees the semaphores, the array
+   * is their counts (i32 of their shape); no block (docs/ir.md). */
+  bool sem = !scratch && array->kind == TSR_TYPE_SEM;
   tsr_type_t ref_type = *array;
   tsr_loc_t loc = {kernel->module->filename, 0, 0};
   int64_t block[TSR_MAX_RANK];
-  if (!scratch) {
+  if (!scratch && !sem) {
     /* The body sees the block (squeezed dims dropped) in `space`, or the whole
      * array when there is no block. */
     uint32_t rank = 0;
@@ -326,7 +329,11 @@ tsr_status_t tsr_ir_kernel_add_operand(tsr_ir_kernel_t *kernel,
   TSR_RETURN_IF_ERROR(tsr_kernel_add_decl(kernel, params->role, params->name,
                                           strlen(params->name), &ref_type, loc,
                                           &d));
-  if (!scratch) {
+  if (sem) {
+    d->array = array->rank ? tsr_type_vector(TSR_DTYPE_I32, array->rank, array->dims)
+                           : tsr_type_scalar(TSR_DTYPE_I32);
+    memcpy(d->block, array->dims, array->rank * sizeof *block);
+  } else if (!scratch) {
     d->array = *array;
     memcpy(d->block, block, array->rank * sizeof *block);
     d->has_block = params->block != NULL;

@@ -396,7 +396,9 @@ typedef void (*tsr_ir_op_visit_fn)(void *ctx, const tsr_op_t *op, uint32_t posit
 uint32_t tsr_ir_walk_ops(const tsr_kernel_t *kernel, tsr_ir_op_visit_fn visit, void *ctx);
 
 /* Semaphore slots: every semaphore one core holds, numbered from 0 — the
- * `sem`/`dma_sem` scratch declarations in order, then the semaphore
+ * semaphore declarations (inputs, outputs, scratch) in order, a semaphore
+ * output aliasing a semaphore input visited with the input's slots (it
+ * names the same semaphores), then the semaphore
  * arguments of `scoped` ops in pre-order, each row-major. visit (may be NULL)
  * sees each semaphore ref with its first slot; returns the number of slots. */
 typedef void (*tsr_ir_sem_visit_fn)(void *ctx, const tsr_value_t *ref, uint64_t first_slot);

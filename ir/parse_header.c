@@ -178,6 +178,51 @@ static bool parse_grid(parser_t *p) {
 
 static const char *const role_names[] = {"prefetch", "in", "out", "scratch"};
 
+/* "alias %x" after an output (current token 'alias'); `index` is the
+ * output's decl. */
+static bool parse_alias(parser_t *p, tsr_role_t role, uint32_t index) {
+  const token_t alias_kw = p->tok;
+  if (!accept_word(p, "alias")) return true;
+  if (role != TSR_ROLE_OUT)
+    return ps_error_at(p, alias_kw.line, alias_kw.col,
+                       "'alias' is only allowed on 'out' operands");
+  const token_t t = p->tok;
+  if (!at(p, TOK_VALUE)) return ps_expected(p, "an input name (%name) after 'alias'");
+  const tsr_decl_t *in = ps_find_decl(p, p->table, &t);
+  if (!in || in->role != TSR_ROLE_IN)
+    return ps_error_at(p, t.line, t.col, "alias %.*s: no earlier 'in' operand of that name",
+                       (int)t.len, t.text);
+  p->kernel->decls[index].alias = in->ref->decl;
+  ps_next(p);
+  return true;
+}
+
+/* A semaphore operand, "in %s: dma_sem[2]" or "out %t: sem alias %s"
+ * (current token the type): the array is the semaphores' counts, i32 of the
+ * semaphores' shape, passed from one kernel to the next (docs/ir.md). */
+static bool parse_sem_operand(parser_t *p, tsr_role_t role, const token_t *name,
+                              tsr_loc_t loc) {
+  tsr_kernel_t *k = p->kernel;
+  tsr_type_t t;
+  if (!ps_parse_type(p, &t)) return false;
+  uint32_t index = k->num_decls;
+  tsr_decl_t *d;
+  if (!ps_check(p, tsr_kernel_add_decl(k, role, name->text + 1, name->len - 1, &t, loc, &d)))
+    return false;
+  d->array = t.rank ? tsr_type_vector(TSR_DTYPE_I32, t.rank, t.dims)
+                    : tsr_type_scalar(TSR_DTYPE_I32);
+  for (uint32_t i = 0; i < t.rank && i < TSR_MAX_RANK; i++) d->block[i] = t.dims[i];
+  if (!ps_define_tok(p, name, d->ref, true)) return false;
+  const token_t t0 = p->tok;
+  if (at(p, TOK_IDENT) && !at_word(p, "alias"))
+    return ps_error_at(p, t0.line, t0.col,
+                       "a semaphore operand has no memory space, block or index map, found "
+                       "'%.*s'",
+                       (int)TSR_MIN(t0.len, 40), t0.text);
+  if (!parse_alias(p, role, index)) return false;
+  return ps_expect_line_end(p);
+}
+
 /* A prefetch/in/out/scratch line (current token the keyword). */
 static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
   tsr_kernel_t *k = p->kernel;
@@ -213,6 +258,12 @@ static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
     return ps_define_tok(p, &name, d->ref, true);
   }
 
+  if (at_word(p, "sem") || at_word(p, "dma_sem")) {
+    if (role == TSR_ROLE_PREFETCH)
+      return ps_error_at(p, p->tok.line, p->tok.col,
+                         "a semaphore operand is an 'in' or 'out' operand, never prefetch");
+    return parse_sem_operand(p, role, &name, loc);
+  }
   tsr_type_t array;
   if (!ps_parse_value_type(p, "an element type (f32, i32, ..)", &array)) return false;
   tsr_space_t space = TSR_SPACE_SMEM;
@@ -302,20 +353,7 @@ static bool parse_decl(parser_t *p, tsr_role_t role, int *last_role) {
   if (!ps_define_tok(p, &name, d->ref, true)) return false;
   if (has_block && at_word(p, "map") && !parse_map(p, index)) return false;
 
-  const token_t alias_kw = p->tok;
-  if (accept_word(p, "alias")) {
-    if (role != TSR_ROLE_OUT)
-      return ps_error_at(p, alias_kw.line, alias_kw.col,
-                         "'alias' is only allowed on 'out' operands");
-    const token_t t = p->tok;
-    if (!at(p, TOK_VALUE)) return ps_expected(p, "an input name (%name) after 'alias'");
-    const tsr_decl_t *in = ps_find_decl(p, p->table, &t);
-    if (!in || in->role != TSR_ROLE_IN)
-      return ps_error_at(p, t.line, t.col, "alias %.*s: no earlier 'in' operand of that name",
-                         (int)t.len, t.text);
-    k->decls[index].alias = in->ref->decl;
-    ps_next(p);
-  }
+  if (!parse_alias(p, role, index)) return false;
   const token_t revisit_kw = p->tok;
   if (accept_word(p, "revisit")) {
     /* revisit any | revisit immediate (the default, never printed) */

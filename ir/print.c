@@ -469,6 +469,16 @@ static void put_decl(tsr_strbuf_t *sb, const tsr_kernel_t *k, const tsr_decl_t *
     tsr_strbuf_puts(sb, "\n");
     return;
   }
+  if (d->ref && d->ref->type.kind == TSR_TYPE_SEM) {
+    /* a semaphore operand: its type, no space or block (docs/ir.md) */
+    tsr_type_print(sb, &d->ref->type);
+    if (d->role == TSR_ROLE_OUT && d->alias >= 0 && (uint32_t)d->alias < k->num_decls) {
+      tsr_strbuf_puts(sb, " alias ");
+      put_value(sb, k->decls[d->alias].ref);
+    }
+    tsr_strbuf_puts(sb, "\n");
+    return;
+  }
   tsr_type_print(sb, &d->array);
   if (d->role != TSR_ROLE_PREFETCH)
     tsr_strbuf_printf(sb, " %s", tsr_space_name((tsr_space_t)d->ref->type.space));

@@ -133,6 +133,47 @@ static void verify_scratch(verifier_t *v, const tsr_decl_t *d, const char *name)
   if (d->has_block || d->index_map)
     vf_kreport(v, d->loc, "scratch %%%s cannot have a block or index map", name);
 }
+/* A semaphore operand (in or out): its counts are an i32 array of the
+ * semaphores' shape; no block or index map; an output aliases a semaphore
+ * input of the same type (docs/ir.md, "Kernels"). */
+static void verify_sem_operand(verifier_t *v, const tsr_decl_t *d, const char *role,
+                               const char *name, int32_t *aliased_by, uint32_t di) {
+  const tsr_kernel_t *k = v->kernel;
+  const tsr_type_t *t = &d->ref->type;
+  tbuf_t why = {.len = 0};
+  if (!vf_type_wellformed(t, &why)) {
+    vf_kreport(v, d->loc, "%s %%%s: %s", role, name, why.s);
+    return;
+  }
+  if (d->role == TSR_ROLE_PREFETCH) {
+    vf_kreport(v, d->loc, "prefetch %%%s: a semaphore is an input or output, never prefetch",
+               name);
+    return;
+  }
+  tsr_type_t want = t->rank ? tsr_type_vector(TSR_DTYPE_I32, t->rank, t->dims)
+                            : tsr_type_scalar(TSR_DTYPE_I32);
+  if (!tsr_type_equal(&d->array, &want))
+    vf_kreport(v, d->loc, "%s %%%s: the counts of %s are %s, found %s", role, name,
+               TYPE_TEXT(t), TYPE_TEXT(&want), TYPE_TEXT(&d->array));
+  if (d->has_block || d->index_map)
+    vf_kreport(v, d->loc, "%s %%%s: a semaphore operand cannot have a block or index map",
+               role, name);
+  if (d->role != TSR_ROLE_OUT || d->alias == -1) return;
+  int32_t a = d->alias;
+  if (a < 0 || (uint32_t)a >= k->num_decls) {
+    vf_kreport(v, d->loc, "output %%%s aliases operand #%d, which does not exist", name, a + 1);
+  } else if (k->decls[a].role != TSR_ROLE_IN || !k->decls[a].ref ||
+             !tsr_type_equal(&k->decls[a].ref->type, t)) {
+    vf_kreport(v, d->loc, "output %%%s (%s) aliases %%%s, which is not a %s input", name,
+               TYPE_TEXT(t), vname(k->decls[a].ref), TYPE_TEXT(t));
+  } else if (aliased_by[a] >= 0) {
+    vf_kreport(v, d->loc, "input %%%s is aliased by more than one output (%%%s and %%%s)",
+               vname(k->decls[a].ref), vname(k->decls[aliased_by[a]].ref), name);
+  } else {
+    aliased_by[a] = (int32_t)di;
+  }
+}
+
 bool vf_verify_decl(verifier_t *v, uint32_t di, int32_t *aliased_by) {
   const tsr_kernel_t *k = v->kernel;
   const tsr_decl_t *d = &k->decls[di];
@@ -163,6 +204,10 @@ bool vf_verify_decl(verifier_t *v, uint32_t di, int32_t *aliased_by) {
                (unsigned)d->revisit);
   if (d->role == TSR_ROLE_SCRATCH) {
     verify_scratch(v, d, name);
+    return false;
+  }
+  if (d->ref->type.kind == TSR_TYPE_SEM) {
+    verify_sem_operand(v, d, role, name, aliased_by, di);
     return false;
   }
   if (!verify_array(v, d, role, name)) return false;
@@ -247,6 +292,9 @@ bool vf_verify_decl(verifier_t *v, uint32_t di, int32_t *aliased_by) {
     } else if (k->decls[a].role != TSR_ROLE_IN) {
       vf_kreport(v, d->loc, "output %%%s aliases %s %%%s, which is not an input", name,
                  role_name(k->decls[a].role), vname(k->decls[a].ref));
+    } else if (k->decls[a].ref && k->decls[a].ref->type.kind == TSR_TYPE_SEM) {
+      vf_kreport(v, d->loc, "output %%%s aliases %%%s, a semaphore input", name,
+                 vname(k->decls[a].ref));
     } else if (!tsr_type_equal(&k->decls[a].array, at)) {
       vf_kreport(v, d->loc, "output %%%s (%s) aliases input %%%s of a different type (%s)", name,
                  TYPE_TEXT(at), vname(k->decls[a].ref), TYPE_TEXT(&k->decls[a].array));

@@ -45,11 +45,29 @@ static void scoped_sems(void *p, const tsr_op_t *op, uint32_t position) {
   }
 }
 
+/* Whether decl i is a semaphore output aliasing a semaphore input: it
+ * names the input's semaphores, not semaphores of its own. */
+static bool sem_decl_shared(const tsr_kernel_t *k, uint32_t i) {
+  const tsr_decl_t *d = &k->decls[i];
+  return d->role == TSR_ROLE_OUT && d->alias >= 0 && (uint32_t)d->alias < i &&
+         k->decls[d->alias].ref && k->decls[d->alias].ref->type.kind == TSR_TYPE_SEM;
+}
+
 uint64_t tsr_ir_semaphore_slots(const tsr_kernel_t *k, tsr_ir_sem_visit_fn visit, void *ctx) {
   slots_t s = {visit, ctx, 0};
   for (uint32_t i = 0; i < k->num_decls; i++) {
     const tsr_value_t *ref = k->decls[i].ref;
     if (!ref || ref->type.kind != TSR_TYPE_SEM) continue;
+    if (sem_decl_shared(k, i)) {
+      /* the aliased input's slots: the first of them is the sum before it */
+      uint64_t first = 0;
+      for (uint32_t j = 0; j < (uint32_t)k->decls[i].alias; j++)
+        if (k->decls[j].ref && k->decls[j].ref->type.kind == TSR_TYPE_SEM &&
+            !sem_decl_shared(k, j))
+          first += sem_elements(&k->decls[j].ref->type);
+      if (visit) visit(ctx, ref, first);
+      continue;
+    }
     if (visit) visit(ctx, ref, s.next);
     s.next += sem_elements(&ref->type);
   }

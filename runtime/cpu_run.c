@@ -96,6 +96,10 @@ struct tsr_cpu_info {
                           cover, or a revisit-any one (its blocks are copied
                           in from it: they start uninitialized) */
   bool *revisit_any;   /* an output whose blocks may be revisited at any step */
+  /* per operand: a semaphore operand's first slot (UINT64_MAX for others)
+   * and count; its array holds the counts (docs/semantics.md) */
+  uint64_t *sem_first, *sem_count;
+  int32_t *decl_operand; /* per decl: its operand, or -1 (scratch) */
   bool *is_output;
   /* compiled with output blocks copied in (out_blocks_copied_in): every
    * fresh output starts holding JAX's uninitialized value */
@@ -191,6 +195,8 @@ static void note_site(void *ctx, const tsr_op_t *op, uint32_t position) {
 
 static void note_sem(void *ctx, const tsr_value_t *ref, uint64_t first) {
   tsr_cpu_info_t *info = ctx;
+  if (ref->decl >= 0 && info->decl_operand && info->decl_operand[ref->decl] >= 0)
+    info->sem_first[info->decl_operand[ref->decl]] = first;
   sem_info_t *s = &info->sems[info->num_sems++];
   s->name = info_strdup(info, ref->name);
   s->first = first;
@@ -244,6 +250,7 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   info->operand_names =
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->operand_names);
   int32_t *operand_of = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *operand_of);
+  info->decl_operand = operand_of;
   info->fill_at_start =
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->fill_at_start);
   info->is_output = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->is_output);
@@ -251,6 +258,9 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->revisit_any);
   info->blocks = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->blocks);
   info->rank = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->rank);
+  info->sem_first = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->sem_first);
+  info->sem_count = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->sem_count);
+  if (!info->sem_first || !info->sem_count) info->failed = true;
   if (!info->alias || !info->operand_names || !operand_of || !info->fill_at_start ||
       !info->is_output || !info->revisit_any || !info->blocks || !info->rank)
     info->failed = true;
@@ -279,11 +289,14 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
     if (d->role == TSR_ROLE_SCRATCH) continue;
     operand_of[i] = (int32_t)info->num_operands;
     info->is_output[info->num_operands] = d->role == TSR_ROLE_OUT;
+    bool sem = d->ref->type.kind == TSR_TYPE_SEM;
     bool windowed = d->ref->type.space == TSR_SPACE_VMEM || d->ref->type.space == TSR_SPACE_SMEM;
     bool revisit_any = d->role == TSR_ROLE_OUT && d->revisit == TSR_REVISIT_ANY;
     info->revisit_any[info->num_operands] = revisit_any;
     info->fill_at_start[info->num_operands] =
-        d->role == TSR_ROLE_OUT && (!windowed || revisit_any || output_not_covered(k, d));
+        !sem && d->role == TSR_ROLE_OUT && (!windowed || revisit_any || output_not_covered(k, d));
+    info->sem_first[info->num_operands] = UINT64_MAX;
+    info->sem_count[info->num_operands] = sem ? (uint64_t)tsr_type_element_count(&d->ref->type) : 0;
     info->operand_names[info->num_operands] = info_strdup(info, d->ref->name);
     info->rank[info->num_operands] = d->array.rank;
     for (uint32_t a = 0; a < d->array.rank; a++) {
@@ -1154,7 +1167,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     int32_t a = info->alias[i];
     if (a >= 0 && operands[i]->data != operands[a]->data)
       memcpy(operands[i]->data, operands[a]->data, tsr_array_byte_size(operands[a]));
-    if (a < 0 && info->out_copy_in && info->is_output[i]) {
+    if (a < 0 && info->out_copy_in && info->is_output[i] && !info->sem_count[i]) {
       /* blocks are copied in from the array (out_blocks_copied_in) */
       unsigned char elem[8];
       tsr_blockops_jax_uninit_value(operands[i]->dtype, options->uninit, elem);
@@ -1167,7 +1180,27 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
       tsr_blockops_fill(es, operands[i]->data, elem, tsr_array_byte_size(operands[i]) / es);
     }
   }
-  if (r.n == 1) {
+  /* A semaphore input's counts start on each device's core 0 (a semaphore
+   * output aliasing it names the same slots); docs/semantics.md. A count
+   * below 0 is refused, as the interpreter refuses it. */
+  for (uint32_t i = 0; !status && i < num_memrefs && i < info->num_operands; i++) {
+    if (info->sem_first[i] == UINT64_MAX || info->is_output[i]) continue;
+    const int32_t *counts = operands[i]->data;
+    for (uint64_t e = 0; !status && e < (uint64_t)r.devices * info->sem_count[i]; e++)
+      if (counts[e] < 0)
+        status = TSR_STATUS(TSR_INVALID_ARGUMENT,
+                            "kernel @%s operand %%%s: a semaphore's count is %d (element "
+                            "%llu); a semaphore input holds counts >= 0 (a previous kernel's "
+                            "output)",
+                            info->kernel_name, info->operand_names[i], counts[e],
+                            (unsigned long long)e);
+    for (uint32_t d = 0; !status && d < r.devices; d++)
+      for (uint64_t e = 0; e < info->sem_count[i]; e++)
+        *sem_at(&r, d * r.cores, info->sem_first[i] + e) = counts[d * info->sem_count[i] + e];
+  }
+  if (status) {
+    /* refused before any core ran */
+  } else if (r.n == 1) {
     core_main(&r.core[0]);
   } else {
     uint32_t started = 0;
@@ -1185,6 +1218,19 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     for (uint32_t i = 0; i < started; i++) pthread_join(r.core[i].thread, NULL);
   }
   if (!status) status = tsr_diag_sink_status(&r.diag);
+  /* A semaphore output's array: its counts at the end, summed over each
+   * device's cores (DMAs were copied when they started). */
+  for (uint32_t i = 0; !status && i < num_memrefs && i < info->num_operands; i++) {
+    if (info->sem_first[i] == UINT64_MAX || !info->is_output[i]) continue;
+    int32_t *counts = operands[i]->data;
+    for (uint32_t d = 0; d < r.devices; d++)
+      for (uint64_t e = 0; e < info->sem_count[i]; e++) {
+        int64_t sum = 0;
+        for (uint32_t c = 0; c < r.cores; c++)
+          sum += *sem_at(&r, d * r.cores + c, info->sem_first[i] + e);
+        counts[d * info->sem_count[i] + e] = sum > INT32_MAX ? INT32_MAX : (int32_t)sum;
+      }
+  }
   if (out_diag) tsr_diag_sink_move(&r.diag, out_diag);
   tsr_diag_sink_deinitialize(&r.diag);
   pthread_cond_destroy(&r.cv);

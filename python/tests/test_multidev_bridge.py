@@ -340,6 +340,49 @@ def _cases():
             want = xs * 2 + ((row // 16) * 10 + (row % 16) // 8)[:, None].astype(np.float32)
             return _same(np.asarray(got), want)
         cases[f"mesh_kernel_{backend}"] = mesh_kernel
+
+    for backend in ("interp", "cpu"):
+        def remote_future(backend=backend):
+            # a remote copy to the right neighbour started by one call, its
+            # send and receive semaphores the call's outputs; the next two
+            # calls wait for the send and for the receive (docs/semantics.md,
+            # "Semaphores between kernels")
+            from jax.sharding import PartitionSpec as P
+            from jax.experimental import pallas as pl
+            any_, sem = (pl.BlockSpec(memory_space=pl.ANY),
+                         pl.BlockSpec(memory_space=pltpu.SEMAPHORE))
+            call = functools.partial(tj.pallas_call, backend=backend)
+
+            def start_kernel(x_ref, o_ref, send, recv):
+                me = jax.lax.axis_index(R.AXIS)
+                right = jax.lax.rem(me + 1, NDEV)
+                left = jax.lax.rem(me + NDEV - 1, NDEV)
+                barrier = pltpu.get_barrier_semaphore()
+                pl.semaphore_signal(barrier, device_id=left)
+                pl.semaphore_wait(barrier, 1)
+                pltpu.make_async_remote_copy(x_ref, o_ref, send, recv, device_id=right).start()
+
+            def wait_kernel(x_ref, o_ref, s, aliased):
+                del aliased
+                pltpu.make_async_copy(x_ref, o_ref, s).wait()
+
+            def local(xs):
+                o, send, recv = call(
+                    start_kernel, out_shape=(jax.ShapeDtypeStruct.like(xs),
+                                             pltpu.SemaphoreType.DMA(()),
+                                             pltpu.SemaphoreType.DMA(())),
+                    in_specs=[any_], out_specs=(any_, sem, sem),
+                    compiler_params=pltpu.CompilerParams(collective_id=0))(xs)
+                xs = call(wait_kernel, out_shape=jax.ShapeDtypeStruct.like(xs),
+                          in_specs=[any_, any_, sem], out_specs=any_,
+                          input_output_aliases={0: 0})(xs, xs, send)
+                return call(wait_kernel, out_shape=jax.ShapeDtypeStruct.like(xs),
+                            in_specs=[any_, any_, sem], out_specs=any_,
+                            input_output_aliases={1: 0})(xs, o, recv)
+            got = jax.jit(jax.shard_map(local, mesh=mesh4, in_specs=P(R.AXIS),
+                                        out_specs=P(R.AXIS), check_vma=False))(x)
+            return _same(np.asarray(got), np.roll(x, 8, axis=0))
+        cases[f"remote_future_{backend}"] = remote_future
     return cases
 
 
@@ -361,7 +404,7 @@ CASES = (["all_gather_2_interp", "all_gather_2_cpu", "all_gather_4_interp", "all
           "combined_axes_interp", "combined_axes_cpu",
           "unknown_combined_axis_refused", "deadlock_interp", "deadlock_cpu", "devices_mismatch",
           "skipped_invocation_does_not_poison_the_next", "mesh_kernel_interp",
-          "mesh_kernel_cpu"])
+          "mesh_kernel_cpu", "remote_future_interp", "remote_future_cpu"])
 
 _RESULTS: dict = {}
 

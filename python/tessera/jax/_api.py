@@ -36,7 +36,9 @@ class _Prepared:
     def __init__(self, runner: _run.Runner, out_avals, text: str, ffi_able: bool):
         self.runner = runner
         self.out_avals = out_avals
-        self.out_structs = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals)
+        # a semaphore output crosses the call as its counts (int32)
+        self.out_structs = tuple(jax.ShapeDtypeStruct(a.shape, ji.physical_dtype(a.dtype))
+                                 for a in out_avals)
         self.text = text
         self._ffi: Callable | None = None
         self._ffi_error: BaseException | None = None if ffi_able else ValueError(
@@ -211,7 +213,7 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
             run_options["devices"] = math.prod(size for _, size in mesh)
         try:
             text = tk.module.text()
-            in_dtypes = [a.dtype for a in call.in_avals]
+            in_dtypes = [ji.physical_dtype(a.dtype) for a in call.in_avals]
             runner = _run.Runner(tk.module, in_dtypes, run_options, tk.operand_locs,
                                  ji.call_location(call), tk.prims_at)
         finally:
@@ -367,13 +369,16 @@ class TesseraPallasCall:
                                _count_run)
         prep, out_tree = self._get(args, flat)
         if any(ji.is_tracer(x) for x in flat):
+            # semaphores cross the call as their counts (int32)
+            flat = [ji.to_physical(x) for x in flat]
             ffi = prep.ffi() if self._jit_callback == "ffi" else None
             if ffi is not None:
                 outs = ffi(*flat)
             else:
                 outs = jax.pure_callback(prep.host, prep.out_structs, *flat,
                                          vmap_method="sequential")
-            return jax.tree_util.tree_unflatten(out_tree, list(outs))
+            outs = [ji.from_physical(o, a.dtype) for o, a in zip(outs, prep.out_avals)]
+            return jax.tree_util.tree_unflatten(out_tree, outs)
         _stats["runs"] += 1
         outs = prep.runner(*flat)
         if not self._numpy_outputs:

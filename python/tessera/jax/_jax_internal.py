@@ -286,6 +286,32 @@ def semaphore_kind(dtype) -> str | None:
     return None
 
 
+def physical_dtype(dtype):
+    """The dtype an operand of `dtype` crosses tessera's runs in: a
+    semaphore's counts are int32 (Pallas's physical type of a semaphore,
+    and what tessera's semaphore operands hold); other dtypes unchanged."""
+    return np.dtype(np.int32) if semaphore_kind(dtype) is not None else dtype
+
+
+def to_physical(x):
+    """A traced semaphore array as its int32 counts (other values as they
+    are): what an XLA custom call or callback can take."""
+    if semaphore_kind(getattr(x, "dtype", None)) is None:
+        return x
+    from jax._src.lax.lax import _convert_element_type
+    return _convert_element_type(x, jax.numpy.int32)
+
+
+def from_physical(x, dtype):
+    """int32 counts as a semaphore array of `dtype` (the inverse of
+    to_physical; other dtypes: x as it is). Inside jax.jit only: JAX has no
+    concrete semaphore array."""
+    if semaphore_kind(dtype) is None:
+        return x
+    from jax._src.lax.lax import _convert_element_type
+    return _convert_element_type(x, dtype)
+
+
 def _issub(dtype, cls) -> bool:
     try:
         return jax.numpy.issubdtype(dtype, cls)
@@ -910,7 +936,8 @@ def serialize_mosaic(module, version: int | None = None) -> bytes:
 
 def mosaic_kernel(module, out_structs, *, kernel_name: str,
                   input_output_aliases: tuple[tuple[int, int], ...] = (),
-                  vmem_limit_bytes: int | None = None) -> Callable:
+                  vmem_limit_bytes: int | None = None,
+                  semaphore_outputs: tuple[bool, ...] = ()) -> Callable:
     """A JAX-callable running Mosaic `module` as a `tpu_custom_call` (only TPU
     has a lowering for it): JAX's own wrapper, the one Pallas's lowering uses,
     which serialises the module with `mosaic-serde` at the version the
@@ -927,10 +954,15 @@ def mosaic_kernel(module, out_structs, *, kernel_name: str,
     is_bool = [np.dtype(s.dtype) == np.bool_ for s in out_structs]
     wire = tuple(jax.ShapeDtypeStruct(s.shape, jnp.int32) if b else s
                  for s, b in zip(out_structs, is_bool))
+    # A semaphore output (its int32 counts) lives in semaphore memory, as
+    # Pallas's lowering asks for it (output_memory_space_colors).
+    spaces = (tuple(tcc.MemorySpace.SEMAPHORE_MEM if s else None for s in semaphore_outputs)
+              if any(semaphore_outputs) else None)
     call = tcc.as_tpu_kernel(module, wire if len(wire) != 1 else wire[0],
                              kernel_name=kernel_name,
                              input_output_aliases=tuple(input_output_aliases),
-                             vmem_limit_bytes=vmem_limit_bytes)
+                             vmem_limit_bytes=vmem_limit_bytes,
+                             output_memory_spaces=spaces)
 
     def run(*args):
         args = [a.astype(jnp.int32) if np.dtype(a.dtype) == np.bool_ else a for a in args]

@@ -149,12 +149,13 @@ def _struct(aval) -> Any:
     it varies over the mesh axes when the kernel's out_shape said (shard_map
     with check_vma=True needs it)."""
     mat = getattr(aval, "manual_axis_type", None)
+    dtype = ji.physical_dtype(aval.dtype)  # a semaphore: its counts
     if mat is not None and not getattr(mat, "empty", True):
         try:
-            return jax.ShapeDtypeStruct(aval.shape, aval.dtype, manual_axis_type=mat)
+            return jax.ShapeDtypeStruct(aval.shape, dtype, manual_axis_type=mat)
         except TypeError:  # a jax without it
             pass
-    return jax.ShapeDtypeStruct(aval.shape, aval.dtype)
+    return jax.ShapeDtypeStruct(aval.shape, dtype)
 
 
 def run_on_devices(runner: _run.Runner, n: int, inputs_by_device: list) -> list[np.ndarray]:
@@ -222,6 +223,8 @@ def call(runner: _run.Runner, out_avals: Sequence[Any], out_tree: Any, flat: Seq
         except KeyboardInterrupt:  # every device gets the run's error
             raise RuntimeError(_run.INTERRUPTED) from None
 
-    outs = jax.pure_callback(host, tuple(_struct(a) for a in out_avals), *flat,
+    outs = jax.pure_callback(host, tuple(_struct(a) for a in out_avals),
+                             *[ji.to_physical(x) for x in flat],
                              _logical_device_id(mesh), vmap_method="sequential")
-    return jax.tree_util.tree_unflatten(out_tree, list(outs))
+    outs = [ji.from_physical(o, a.dtype) for o, a in zip(outs, out_avals)]
+    return jax.tree_util.tree_unflatten(out_tree, outs)

@@ -72,6 +72,10 @@ class TpuCall:
         self.aliases = tuple((names.index(o.alias), j) for j, o in enumerate(kernel.outputs)
                              if o.alias is not None)
         self.bounds = _dynamic_bounds(kernel)
+        # Semaphore outputs (`out %s: dma_sem`): their int32 counts live in
+        # the TPU's semaphore memory, as Pallas asks XLA for them.
+        sems = _semaphore_operands(kernel)
+        self.semaphore_outputs = tuple(o.name in sems for o in kernel.outputs)
         self._lock = threading.Lock()
         self._tpu: Callable | None = None
         self._cpu: Callable | None = None
@@ -113,7 +117,8 @@ class TpuCall:
                                              kernel_name=self.kernel.name,
                                              input_output_aliases=tuple(
                                                  (i + n, j) for i, j in self.aliases),
-                                             vmem_limit_bytes=self.vmem_limit_bytes)
+                                             vmem_limit_bytes=self.vmem_limit_bytes,
+                                             semaphore_outputs=self.semaphore_outputs)
             return self._tpu
 
     def _cpu_kernel(self) -> Callable:
@@ -148,6 +153,13 @@ class TpuCall:
 
     def __repr__(self) -> str:
         return f"<tessera.jax.tpu_call @{self.kernel.name} chip={self.chip}>"
+
+
+def _semaphore_operands(kernel: T.Kernel) -> set[str]:
+    """The names of the kernel's semaphore inputs and outputs (their
+    operand info holds the counts' i32 array; the header says `sem`)."""
+    import re
+    return set(re.findall(r"^  (?:in|out) %([\w.]+): (?:dma_)?sem\b", kernel.text, re.M))
 
 
 def _dynamic_bounds(kernel: T.Kernel) -> tuple[int, ...]:

@@ -721,15 +721,19 @@ class Translator:
             is_out = k >= nin
             role = B.ROLE_OUT if is_out else B.ROLE_IN
             aval = bm.array_aval
-            if ji.semaphore_kind(aval.dtype) is not None:
-                # A semaphore that leaves one pallas_call for another (a DMA
-                # started in one call and waited for in the next) needs
-                # semaphore operands, which tessera's kernels do not have
-                # yet: semaphores are scratch (docs/jax.md).
-                raise self.fail(f"{bm.origin}: a semaphore {'output' if is_out else 'input'} "
-                                "of a pallas_call (a semaphore or DMA carried from one call "
-                                "to another) is not supported: semaphores are kernel "
-                                "scratch in tessera")
+            kind = ji.semaphore_kind(aval.dtype)
+            if kind is not None:
+                # A semaphore carried from one pallas_call to another (a DMA
+                # started in one call and waited for in the next): a
+                # semaphore operand, whose array holds its counts (i32)
+                # between the calls (docs/jax.md, docs/semantics.md).
+                alias = out_alias.get(k - nin, -1) if is_out else -1
+                name = f"out{k - nin}" if is_out else f"in{k}"
+                self.operand_locs[name] = ji.call_location(call)
+                ref, _ = self.kb.add_operand(role, name, B.Type.sem(kind == "dma_sem", aval.shape),
+                                             "any", None, alias)
+                refs.append(RefView.whole(ref))
+                continue
             try:
                 at = B.Type.value(dtype_name(aval.dtype), aval.shape)
             except ValueError as e:

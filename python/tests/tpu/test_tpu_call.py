@@ -284,3 +284,60 @@ def test_tpu_call_cpu_kernel_runs_on_cpu_and_the_kernel_on_tpu():
 def test_tpu_call_cpu_kernel_must_take_the_same_operands():
     with pytest.raises(ValueError, match="cpu_kernel @scale takes or gives other operands"):
         tj.tpu_call(_scale_kernel(2.0), cpu_kernel=_scale_kernel(3.0, (16, 128)))
+
+
+def test_two_tpu_calls_chained_through_a_semaphore_output():
+    # a DMA started by one kernel and waited for by the next: the semaphore
+    # output is an int32 array in the TPU's semaphore memory (as Pallas
+    # asks XLA for it: output_memory_space_colors), and libtpu compiles both
+    m = tessera.Module.load(P.ROOT / "tests/cli/sem_chain.tsr")
+    start = tj.tpu_call(m["copy_start"], chip="v5e")
+    done = tj.tpu_call(m["copy_done"], chip="v5e")
+    assert start.semaphore_outputs == (False, False, True)
+    assert done.semaphore_outputs == (False,)
+
+    def f(x):
+        xo, o, sem = start(x)
+        return done(xo, o, sem)
+
+    x = jax.ShapeDtypeStruct((8, 128), np.float32)
+    exported = jax.export.export(jax.jit(f), platforms=["tpu"])(x)
+    calls = ji.tpu_custom_calls(exported.mlir_module())
+    assert calls[0]["config"]["custom_call_config"]["output_memory_space_colors"] == [
+        {"color": 2, "shape_index": [2]}], calls[0]["config"]
+    assert "output_memory_space_colors" not in calls[1]["config"]["custom_call_config"]
+    ji.compile_for_device(exported.call, (x,), ji.tpu_device("v5e"))
+    xs = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+    np.testing.assert_array_equal(np.asarray(jax.jit(f)(xs)), xs)  # in tessera, on CPU
+
+
+def test_semaphore_operands_are_emitted_as_pallas_emits_them():
+    # Pallas's own modules of the two calls (jax.export for TPU): the same
+    # kernel signatures (a semaphore_mem memref for the semaphore) and ops
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    any_, sem = pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec(memory_space=pltpu.SEMAPHORE)
+
+    def start_kernel(x_ref, ax, o_ref, s):
+        pltpu.make_async_copy(x_ref, o_ref, s).start()
+
+    def done_kernel(x_ref, o_ref, s, ao):
+        pltpu.make_async_copy(x_ref, o_ref, s).wait()
+
+    def f(x):
+        x, o, s = pl.pallas_call(
+            start_kernel, out_shape=(x, x, pltpu.SemaphoreType.DMA(())), in_specs=[any_],
+            out_specs=(any_, any_, sem), input_output_aliases={0: 0})(x)
+        return pl.pallas_call(done_kernel, out_shape=x, in_specs=[any_, any_, sem],
+                              out_specs=any_, input_output_aliases={1: 0})(x, o, s)
+
+    x = jax.ShapeDtypeStruct((8, 128), np.float32)
+    calls = ji.tpu_custom_calls(jax.export.export(jax.jit(f), platforms=["tpu"])(x)
+                                .mlir_module())
+    m = tessera.Module.load(P.ROOT / "tests/cli/sem_chain.tsr")
+    for name, call in zip(("copy_start", "copy_done"), calls):
+        theirs = P.structure(ji.mosaic_text(ji.parse_mosaic(call["body"], serialized=True)))
+        ours = P.structure(m[name].to_mosaic("v5e"))
+        assert {k: ours.get(k) for k in P.SHARED} == {k: theirs.get(k) for k in P.SHARED}, name
+        assert ours["ops"] == theirs["ops"], name
+    assert "memref<!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>" in str(ours["signature"])
