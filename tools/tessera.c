@@ -9,23 +9,17 @@
 
 #include "tools/cli.h"
 
-static const char main_help[] =
+/* The global help, around the command list, which is printed from the
+ * command table below so that every command is listed. */
+static const char main_help_top[] =
     "tessera " TSR_VERSION_STRING
     ": TPU kernels in the Pallas model, interpreted and checked on a CPU\n"
     "\n"
     "Usage: tessera COMMAND [OPTIONS] [ARGS]\n"
     "\n"
-    "Commands:\n"
-    "  run     run a kernel in the interpreter (or compiled: --backend cpu)\n"
-    "          on .npy or random inputs\n"
-    "  check   parse and verify .tsr files, printing every diagnostic\n"
-    "  fmt     print .tsr files in canonical form, or rewrite them in place\n"
-    "  ops     list the ops of the kernel IR (--markdown for docs/ir.md)\n"
-    "  hash    print the cache key of each kernel (--explain: its parts)\n"
-    "  lower   print a kernel lowered to MLIR for the CPU (--stage mlir|llvm)\n"
-    "  cache   the disk cache: stats, clear, verify\n"
-    "  sort    sort .npy arrays along an axis (argsort, several keys, stable)\n"
-    "  topk    the k largest (or smallest) elements of a .npy array and where\n"
+    "Commands:\n";
+
+static const char main_help_bottom[] =
     "  help    show the help of a command: tessera help run\n"
     "\n"
     "Options:\n"
@@ -41,27 +35,44 @@ static const char main_help[] =
     "  tessera run kernels/examples/matmul.tsr --random-inputs 1 --backend cpu\n"
     "  tessera check kernels/examples/*.tsr\n"
     "  tessera fmt -i my_kernel.tsr\n"
+    "  tessera sort keys.npy -o sorted.npy\n"
     "Reference: docs/cli.md; the kernel language: docs/ir.md.\n";
 
 typedef struct command {
   const char *name;
   int (*run)(int argc, char **argv);
   const char *help;
+  const char *summary; /* its line (or lines) in tessera --help */
 } command_t;
 
 static const command_t commands[] = {
-    {"run", cmd_run, cmd_run_help},
-    {"check", cmd_check, cmd_check_help},
-    {"fmt", cmd_fmt, cmd_fmt_help},
-    {"ops", cmd_ops, cmd_ops_help},
-    {"hash", cmd_hash, cmd_hash_help},
-    {"lower", cmd_lower, cmd_lower_help},
-    {"cache", cmd_cache, cmd_cache_help},
-    {"reduce", cmd_reduce, cmd_reduce_help},
-    {"cumsum", cmd_cumsum, cmd_cumsum_help},
-    {"sort", cmd_sort, cmd_sort_help},
-    {"topk", cmd_topk, cmd_topk_help},
+    {"run", cmd_run, cmd_run_help,
+     "run a kernel in the interpreter (or compiled: --backend cpu)\n"
+     "          on .npy or random inputs"},
+    {"check", cmd_check, cmd_check_help, "parse and verify .tsr files, printing every diagnostic"},
+    {"fmt", cmd_fmt, cmd_fmt_help,
+     "print .tsr files in canonical form, or rewrite them in place"},
+    {"ops", cmd_ops, cmd_ops_help, "list the ops of the kernel IR (--markdown for docs/ir.md)"},
+    {"hash", cmd_hash, cmd_hash_help, "print the cache key of each kernel (--explain: its parts)"},
+    {"lower", cmd_lower, cmd_lower_help,
+     "print a kernel lowered to MLIR for the CPU (--stage mlir|llvm)"},
+    {"cache", cmd_cache, cmd_cache_help, "the disk cache: stats, clear, verify"},
+    {"reduce", cmd_reduce, cmd_reduce_help,
+     "reduce a .npy array over axes (sum, max, argmax, mean, ...)"},
+    {"cumsum", cmd_cumsum, cmd_cumsum_help,
+     "cumulative sum (or prod, max, min) of a .npy array along an axis"},
+    {"sort", cmd_sort, cmd_sort_help,
+     "sort .npy arrays along an axis (argsort, several keys, stable)"},
+    {"topk", cmd_topk, cmd_topk_help,
+     "the k largest (or smallest) elements of a .npy array and where"},
 };
+
+static void put_main_help(FILE *f) {
+  fputs(main_help_top, f);
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-7s %s\n", commands[i].name, commands[i].summary);
+  fputs(main_help_bottom, f);
+}
 
 static const command_t *find_command(const char *name) {
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
@@ -101,7 +112,7 @@ int main(int argc, char **argv) {
       fputs(c->help, stdout);
       return EXIT_OK;
     }
-    fputs(main_help, stdout);
+    put_main_help(stdout);
     return EXIT_OK;
   }
   const command_t *c = find_command(cmd);

@@ -42,6 +42,18 @@ ok_if "--version prints the version" grep -qE '^tessera [0-9]+\.[0-9]+\.[0-9]+$'
 t --help
 expect "--help exits 0" 0
 ok_if "--help lists the commands" grep -q 'check' "$tmp/out"
+cp "$tmp/out" "$tmp/main_help"
+# Every command the dispatcher knows (the list its usage error prints) has
+# its line in --help, and its own help.
+t
+commands=$(sed -n 's/^Usage: tessera COMMAND \[OPTIONS\] \[ARGS\]  (\(.*\))$/\1/p' "$tmp/err" | tr -d ,)
+ok_if "the usage error names the commands" test -n "$commands"
+for cmd in $commands; do
+  ok_if "--help lists '$cmd'" grep -qE "^  $cmd +[a-z]" "$tmp/main_help"
+  [[ $cmd == help ]] && continue
+  t help "$cmd"
+  ok_if "help $cmd shows its usage" grep -q "Usage: tessera $cmd" "$tmp/out"
+done
 
 t help
 expect "help exits 0" 0
