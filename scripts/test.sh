@@ -24,6 +24,13 @@
 # Exit status 1 if anything failed (a build failure counts as a failure).
 set -uo pipefail
 
+usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+case ${1:-} in
+  -h | --help) usage; exit 0 ;;
+  '') ;;
+  *) echo "test.sh: unknown argument '$1' (it takes none)" >&2; usage >&2; exit 2 ;;
+esac
+
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 exec </dev/null
 
