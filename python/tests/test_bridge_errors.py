@@ -81,6 +81,19 @@ def test_bridge_oob_under_jit_reports_the_python_line():
     assert f"{pathlib.Path(__file__).name}:{line_of('OOB')}" in str(info.value)
 
 
+def test_bridge_error_under_jit_gives_each_diagnostic_once():
+    def k(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+    f = tj.pallas_call(k, jax.ShapeDtypeStruct((16, 128), F32), grid=(2,),
+                       in_specs=[pl.BlockSpec((8, 128), lambda i: (i + 1, 0))],
+                       out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(jax.jit(f)(jnp.ones((16, 128), F32)))
+    text = str(info.value)
+    assert "index map gives block index [2, 0]" in text
+    assert text.count("index map gives block index [2, 0]") == 1, text
+
+
 # ---- a DMA never waited for -------------------------------------------------------
 
 def missing_wait_kernel(x_hbm, o_ref, buf, sem):

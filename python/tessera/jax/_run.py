@@ -53,8 +53,13 @@ def describe(error: BaseException) -> str:
     when a run inside jax.jit fails."""
     if isinstance(error, KeyboardInterrupt):  # its own text is empty
         return INTERRUPTED
-    lines = [str(error)]
-    lines += [d.text for d in getattr(error, "diagnostics", ()) if d.text]
+    head = str(error)
+    lines = [head]
+    for d in getattr(error, "diagnostics", ()):
+        # a line the message already carries (the first error, after JAX's
+        # phrase) is not repeated
+        if d.text and d.text not in head and d.text not in lines:
+            lines.append(d.text)
     return "\n".join(lines)
 
 
