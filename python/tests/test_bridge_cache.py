@@ -229,6 +229,28 @@ def _plugin_args() -> list[str]:
     return ["-p", "tessera.jax.pytest_plugin"]
 
 
+def test_bridge_pytest_plugin_named_on_the_command_line_loads_once(pytester):
+    # docs/jax.md's `-p tessera.jax.pytest_plugin --tessera`, whether the
+    # package is installed (the entry point) or not; its own process, as a
+    # user runs it
+    pytester.makepyfile(test_once="def test_nothing():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess("-p", "tessera.jax.pytest_plugin", "--tessera")
+    result.assert_outcomes(passed=1)
+    assert "already registered" not in result.stderr.str() + result.stdout.str()
+
+
+def test_bridge_pytest_plugin_entry_point_is_named_as_its_module():
+    # pytest skips an entry point whose name is already a loaded plugin's:
+    # named otherwise, `-p tessera.jax.pytest_plugin` with the package
+    # installed stops pytest ("Plugin already registered under a different
+    # name").
+    from importlib.metadata import entry_points
+    eps = [ep for ep in entry_points(group="pytest11") if ep.value == "tessera.jax.pytest_plugin"]
+    if not eps:
+        pytest.skip("the tessera package is not installed (no pytest11 entry point)")
+    assert [ep.name for ep in eps] == ["tessera.jax.pytest_plugin"]
+
+
 def test_bridge_pytest_plugin_runs_a_suite_through_tessera(pytester):
     from jax._src.pallas import pallas_call as pc
     before = pc._pallas_call
