@@ -599,11 +599,7 @@ void em_op_print(emitter_t *em, const tsr_op_t *op) {
  * unsigned compare catches both ends. */
 ssa_t em_checked_index(emitter_t *em, const tsr_op_t *op, uint32_t pos, ssa_t v, int64_t hi) {
   if (hi < 0) hi = 0;
-  ssa_t bad = em_cmp(em, "cmpi", "ugt", v, em_cint(em, "i32", 0, hi), "i32");
-  em_open(em, "scf.if %s {", bad.s);
-  (void)rt_call(em, TSR_RT_OUT_OF_BOUNDS, c64(em, em_site_of(em, op)), i64_of_i32(em, v),
-                c64(em, pos), c64(em, 0));
-  em_close(em, "}");
+  (void)em_check_index_within(em, op, pos, v, hi);
   return em_clamp_index(em, v, hi);
 }
 
