@@ -3,8 +3,9 @@
 # packages the project needs (skipped when all are installed, so reruns are
 # fast and work offline), makes the Python environment .venv (a Python >= 3.12
 # with the pinned python/requirements.txt and the package, editable), then
-# configures and builds build/ and runs the bundled matmul example in the
-# interpreter and once from Python.
+# configures and builds build/, runs the bundled matmul example in the
+# interpreter and once from Python, and says how to run your own Pallas tests
+# under tessera.
 #
 #   bash scripts/setup.sh              install, build, run the example
 #   bash scripts/setup.sh --deps-only  the packages and .venv only
@@ -17,7 +18,11 @@
 # libtpu (python/requirements-tpu.txt, the TPU proof tests' compiler) is
 # installed with --no-deps from a wheel kept in pip's cache directory, under
 # tessera-wheels/: downloaded once, reused by later runs and new .venvs
-# (TESSERA_NO_LIBTPU=1 skips it; the TPU suite then fails, saying why).
+# (TESSERA_NO_LIBTPU=1 skips it; the TPU suite then fails, saying why). It
+# goes into .venv/libtpu, outside .venv's site-packages: JAX that can import
+# libtpu starts a TPU backend at its first use, and on a machine without a
+# TPU libtpu prints errors. Only the TPU proofs put .venv/libtpu on their
+# path (python/tests/tpu/tpu_proof.py), with JAX_PLATFORMS=cpu.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -133,8 +138,9 @@ choose_python() {
 }
 
 # install_libtpu PIP...: installs python/requirements-tpu.txt's pinned libtpu
-# with --no-deps from tessera-wheels/ in pip's cache directory, downloading the
-# wheel there first if it is not there yet.
+# with --no-deps into $libtpu_dir (a directory of its own, see the top) from
+# tessera-wheels/ in pip's cache directory, downloading the wheel there first
+# if it is not there yet.
 install_libtpu() {
   local pin wheels name version
   pin=$(grep -E '^libtpu==' "$tpu_requirements")
@@ -150,7 +156,8 @@ install_libtpu() {
   else
     echo "setup.sh: $pin from $name (cached)"
   fi
-  "$@" install --quiet --no-deps --no-index "$name"
+  rm -rf "$libtpu_dir"
+  "$@" install --quiet --no-deps --no-index --target "$libtpu_dir" "$name"
 }
 
 setup_venv() {
@@ -180,18 +187,18 @@ setup_venv() {
   # installed: a change of any of these redoes the install, a change of the
   # interpreter makes .venv anew.
   local stamp_file=.venv/.tessera-setup interp stamp want_libtpu=1 check=tessera,numpy,ml_dtypes,pytest
+  local libtpu_dir=.venv/libtpu
   if [[ -n ${TESSERA_NO_LIBTPU:-} || $(uname -s -m) != "Linux x86_64" ]] || ((${#pins[@]})); then
     want_libtpu=0  # x86-64 Linux only, and pinned for JAX 0.12
-  else
-    check+=,libtpu
   fi
   interp="python=$(readlink -f "$(command -v "$py")") version=$ver"
   stamp="$interp
 pins=${pins[*]:-} requirements=$(sha256sum "$requirements" | cut -d' ' -f1)
 pyproject=$(sha256sum python/pyproject.toml | cut -d' ' -f1)
-libtpu=$want_libtpu $(sha256sum "$tpu_requirements" | cut -d' ' -f1)"
+libtpu=$want_libtpu $(sha256sum "$tpu_requirements" | cut -d' ' -f1) in $libtpu_dir"
   if [[ -x .venv/bin/python && -f $stamp_file && $(cat "$stamp_file") == "$stamp" ]] &&
-     .venv/bin/python -c "import $check" 2>/dev/null; then
+     .venv/bin/python -c "import $check" 2>/dev/null &&
+     { ((!want_libtpu)) || [[ -f $libtpu_dir/libtpu/libtpu.so ]]; }; then
     echo "setup.sh: .venv is up to date ($(.venv/bin/python --version 2>&1))"
     return 0
   fi
@@ -219,6 +226,11 @@ libtpu=$want_libtpu $(sha256sum "$tpu_requirements" | cut -d' ' -f1)"
     "${pip[@]}" install --quiet -r "$requirements" || return 1
   fi
   "${pip[@]}" install --quiet -e ./python || return 1
+  # A .venv made before libtpu had its own directory has it in site-packages.
+  if .venv/bin/python -c 'import importlib.util as u, sys; sys.exit(u.find_spec("libtpu") is None)' 2>/dev/null; then
+    echo "setup.sh: moving libtpu out of .venv's site-packages (into $libtpu_dir)"
+    "${pip[@]}" uninstall --quiet --yes libtpu || return 1
+  fi
   if ((want_libtpu)) && ! install_libtpu "${pip[@]}"; then
     # Not fatal: the C and Python suites still run; the TPU suite fails, and
     # the next run tries again (the stamp says libtpu is missing).
@@ -280,3 +292,10 @@ if ((build_failed)); then
   echo "setup.sh: the example ran, but parts of the build failed (see above)" >&2
   exit 1
 fi
+
+# ---- what to do next ------------------------------------------------------------
+echo
+echo "setup.sh: done. Run your own Pallas tests with every pl.pallas_call in tessera:"
+echo "  .venv/bin/python -m pytest --tessera path/to/your/tests"
+echo "  (or wrap the calls in 'with tessera.jax.interpret():', docs/jax.md)"
+echo "setup.sh: a kernel debugged with tessera step by step: docs/tutorial.md"

@@ -33,3 +33,26 @@ def test_setup_sh_help_prints_its_usage():
     r = _run("setup.sh", "--help")
     assert r.returncode == 0, r.stderr
     assert "--deps-only" in r.stdout
+
+
+def test_import_jax_is_quiet_where_libtpu_is_installed():
+    """The environment scripts/setup.sh makes (.venv, whose Python runs these
+    tests) has libtpu for the TPU proofs, in .venv/libtpu, outside its
+    site-packages: JAX there, without JAX_PLATFORMS, must not find it, else
+    it starts a TPU backend at its first use and, on a machine without a
+    TPU, libtpu prints errors on standard error (and takes seconds)."""
+    import importlib.util
+    import os
+    import sys
+    libtpu_dir = pathlib.Path(sys.prefix) / "libtpu"
+    if importlib.util.find_spec("libtpu") is None and not libtpu_dir.is_dir():
+        pytest.skip(f"this Python ({sys.executable}) has no libtpu, in site-packages or "
+                    f"{libtpu_dir}: nothing could start a TPU backend")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_PLATFORMS", "TPU_SKIP_MDS_QUERY", "TPU_LIBRARY_PATH", "PYTHONPATH")}
+    r = subprocess.run([sys.executable, "-c", "import jax; print(jax.devices())"],
+                       capture_output=True, text=True, timeout=300, env=env, cwd="/",
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert "CpuDevice" in r.stdout, r.stdout
+    assert r.stderr == "", f"`import jax; jax.devices()` printed on stderr:\n{r.stderr}"

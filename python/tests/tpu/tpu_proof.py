@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import os
 import pathlib
 import re
@@ -28,6 +29,27 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 TESTS = ROOT / "python" / "tests"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
+
+#: Where scripts/setup.sh installs libtpu: a directory of the environment of
+#: its own, not site-packages. JAX that can import libtpu starts a TPU backend
+#: at its first use, and on a machine without a TPU libtpu prints errors
+#: there, in every program of the environment; so only the TPU proofs (and
+#: scripts that import this module) see libtpu, with JAX_PLATFORMS=cpu.
+LIBTPU_DIR = pathlib.Path(sys.prefix) / "libtpu"
+
+
+def use_libtpu() -> None:
+    """Makes libtpu importable for JAX's deviceless TPU compile
+    (`jax.experimental.topologies`, which imports `libtpu` to find
+    libtpu.so): LIBTPU_DIR goes on sys.path, unless libtpu is importable
+    already (installed in site-packages, or on PYTHONPATH)."""
+    if importlib.util.find_spec("libtpu") is None and LIBTPU_DIR.is_dir() \
+            and str(LIBTPU_DIR) not in sys.path:
+        sys.path.append(str(LIBTPU_DIR))
+        importlib.invalidate_caches()
+
+
+use_libtpu()
 
 #: The chips every kernel is compiled for (tessera's chip names; libtpu's
 #: topologies: tessera.jax._jax_internal.TPU_TOPOLOGIES).
