@@ -16,7 +16,9 @@ after both are stripped and the directory's path is taken out of what was
 printed (so `/tmp/xyz/oob.py:18:62: error: ...` is shown as
 `oob.py:18:62: error: ...`); `...` in a shown line stands for any text, so a
 line that is only `...` elides lines, and printed lines the page leaves out
-are allowed. A block without a text block after it must run without error.
+are allowed. A block without a text block after it must run without error;
+a ```sh block with one may exit non-zero (a pytest run with a failing test),
+its output being checked.
 """
 
 from __future__ import annotations
@@ -147,17 +149,27 @@ def _run_python(path: pathlib.Path, workdir: pathlib.Path) -> str:
     return buffer.getvalue()
 
 
-def _run_sh(code: str, workdir: pathlib.Path) -> str:
+def _run_sh(block: Block, workdir: pathlib.Path) -> str:
+    import tessera
+    import tessera._lib
     env = dict(os.environ)
     env["PATH"] = f"{_shims(workdir)}{os.pathsep}{env.get('PATH', '')}"
-    # the blocks' Python modules (matmul.py) for pytest's and python's imports
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(workdir)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    r = subprocess.run(["bash", "-eo", "pipefail", "-c", code], cwd=workdir, env=env,
+    # The blocks' modules (matmul.py), then the tessera package and library
+    # this process runs (the environment may name them relative to the
+    # directory the tests started in), then the rest.
+    package = pathlib.Path(tessera.__file__).resolve().parents[1]
+    rest = [str(pathlib.Path(p).resolve())
+            for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(workdir), str(package), *rest])
+    env["TESSERA_LIBRARY"] = str(pathlib.Path(tessera._lib.library_path()).resolve())
+    r = subprocess.run(["bash", "-eo", "pipefail", "-c", block.code], cwd=workdir, env=env,
                        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     out = r.stdout + r.stderr
-    if r.returncode != 0:
-        raise AssertionError(f"the sh block exited {r.returncode}:\n{code}\nits output:\n{out}")
+    # A block whose output the page shows may fail (a pytest run with a
+    # failing test): what it printed is checked. Any other must succeed.
+    if r.returncode != 0 and block.shown is None:
+        raise AssertionError(f"the sh block exited {r.returncode}:\n{block.code}\n"
+                             f"its output:\n{out}")
     return out
 
 
@@ -202,7 +214,7 @@ def run_page(page: pathlib.Path, workdir: pathlib.Path, blocks: list[Block] | No
             if b.lang == "python":
                 printed = _run_python(workdir / files[id(b)], workdir)
             else:
-                printed = _run_sh(b.code, workdir)
+                printed = _run_sh(b, workdir)
             check_output(b, printed, workdir, page.name)
             ran.append((b, printed))
     finally:
