@@ -37,6 +37,7 @@ static const char *const kind_names[] = {
     [TSR_DIAG_SEMAPHORE] = "semaphore",
     [TSR_DIAG_BAD_VALUE] = "bad_value",
     [TSR_DIAG_OUT_OF_MEMORY] = "out_of_memory",
+    [TSR_DIAG_PARALLEL_REVISIT] = "parallel_revisit",
 };
 _Static_assert(TSR_ARRAY_SIZE(kind_names) == TSR_DIAG_KIND_COUNT,
                "a name for every diagnostic kind");

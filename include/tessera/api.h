@@ -203,6 +203,8 @@ typedef enum tsr_diagnostic_kind {
   TSR_DIAG_BAD_VALUE,          /* an operand value an op cannot take (a loop
                                   step of 0) */
   TSR_DIAG_OUT_OF_MEMORY,      /* the run could not allocate what an op needs */
+  TSR_DIAG_PARALLEL_REVISIT,   /* an output block written along a grid dim a
+                                  TPU may split between TensorCores */
   TSR_DIAG_KIND_COUNT
 } tsr_diagnostic_kind_t;
 
