@@ -302,8 +302,13 @@ expect "reading never-written scratch under --uninit nan is a warning: exit 0" 0
   'warning: .*read of uninitialized memory: %buf\[6, 0\]'
 TWO=$SRC/tests/diagnostics/bugs/two_cores_one_output_block.tsr
 t run "$TWO" --random-inputs 1 -q --cores 2
-expect "two cores writing one output block: a warning without --detect-races" 0 \
-  'warning: .*output block \[0, 0\] is written by core 1'
+expect "two cores writing one output block along a parallel dim: the parallel_revisit warning" 0 \
+  'warning: .*out %s: every step along grid dimension 0 \(parallel, 2 steps\) writes this same output block'
+ok_if "... and not the two-core warning too (one cause, one report)" \
+  bash -c "! grep -q 'is written by core' '$tmp/err'"
+t run "$TWO" --random-inputs 1 -q
+expect "the same kernel on one core: the same warning (a megacore splits the dim)" 0 \
+  'warning: .*out %s: every step along grid dimension 0 \(parallel, 2 steps\)'
 t run "$TWO" --random-inputs 1 -q --cores 2 --detect-races
 expect "two cores writing one output block: an error (a race) with --detect-races" 1 \
   'error: .*output block \[0, 0\] is written by core 1'
