@@ -264,6 +264,15 @@ TSR_API tsr_status_t tsr_diagnostic_list_create_from_status(const tsr_status_t s
                                                             tsr_diagnostic_list_t **out_list)
     TSR_MUST_USE;
 TSR_API void tsr_diagnostic_list_destroy(tsr_diagnostic_list_t *list);
+/* The warnings `kernel` earns before any run, as records (possibly none)
+ * whose text is what a run would print: the parallel_revisit warning of
+ * each output whose block index cannot change along a grid dim a TPU may
+ * split between TensorCores (docs/semantics.md, "Outputs along a parallel
+ * dimension"; a dynamic extent counts as more than one step). What `tessera
+ * check` prints besides the verifier's errors. The kernel must verify. */
+TSR_API tsr_status_t tsr_kernel_static_warnings(const tsr_ir_kernel_t *kernel,
+                                                tsr_diagnostic_list_t **out_list)
+    TSR_MUST_USE;
 
 /* ---- Executables -------------------------------------------------------------- */
 

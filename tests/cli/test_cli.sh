@@ -144,6 +144,12 @@ expect "check of a missing file is a usage error" 2 "no-such.tsr"
 t check -q "$K/scale.tsr"
 expect "check -q of a valid file exits 0" 0
 ok_if "check -q prints nothing for valid files" test ! -s "$tmp/out"
+t check "$SRC/tests/diagnostics/warnings/reduction_along_parallel.tsr"
+expect "check of a sum along a parallel dim: its warning, at the output's index map; exit 0" 0 \
+  'reduction_along_parallel\.tsr:4:7: warning: kernel @reduction_along_parallel, grid point \(0\): out %s: every step along grid dimension 0 \(parallel, 4 steps\)'
+ok_if "... and the file is still ok" grep -q 'reduction_along_parallel.tsr: ok (1 kernel)' "$tmp/out"
+t check "$K/scale.tsr"
+ok_if "check of a kernel without such outputs prints nothing on stderr" test ! -s "$tmp/err"
 
 # ---- fmt --------------------------------------------------------------------------
 t fmt --check "$K/scale.tsr" "$K/multi.tsr"
