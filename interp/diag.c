@@ -275,6 +275,28 @@ bool tsr_diag_run_stopped(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
   return tsr_diag_report(sink, where, TSR_DIAG_RUN_STOPPED, TSR_DIAG_ERROR, "%s", why);
 }
 
+bool tsr_diag_parallel_revisit(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                               uint32_t dim, uint8_t semantics, int64_t steps) {
+  const bool core = semantics == TSR_DIM_CORE_PARALLEL;
+  char count[48] = "its steps"; /* a dynamic extent, before a run */
+  if (steps >= 0) snprintf(count, sizeof count, "%lld steps", (long long)steps);
+  bool stop = tsr_diag_report(
+      sink, where, TSR_DIAG_PARALLEL_REVISIT, TSR_DIAG_WARNING,
+      "every step along grid dimension %u (%s, %s) writes this same output block "
+      "(its index map does not depend on the dimension). %s each core writes its own copy "
+      "of the block and the last copy out wins, so the result differs from one core's. If "
+      "dimension %u is a reduction, mark it \"arbitrary\"; else make the index map depend "
+      "on it",
+      dim, core ? "core_parallel" : "parallel", count,
+      core ? "A TPU runs each index of a core_parallel dimension on its own TensorCore:"
+           : "On a TPU whose device has two TensorCores (megacore), a parallel dimension "
+             "may be split between them:",
+      dim);
+  /* the site's next warning (or error, under strict) is reported too */
+  tsr_diag_reopen(sink, where->site, sink->strict ? TSR_DIAG_ERROR : TSR_DIAG_WARNING);
+  return stop;
+}
+
 /* ---- Indices and their text ---- */
 
 static void format_tuple(char *buf, size_t size, const int64_t *v, uint32_t rank,

@@ -166,6 +166,14 @@ bool tsr_diag_assert_failed(tsr_diag_sink_t *sink, const tsr_diag_where_t *where
 /* A run bound was reached (interp/bounds.h). */
 bool tsr_diag_run_stopped(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
                           const tsr_bounds_t *bounds);
+/* The output at `where` (its declaration) is written by every step along
+ * grid dim `dim` (tsr_ir_parallel_revisit_dim), whose semantics are
+ * `semantics` and which has `steps` steps (-1: not known before a run): a
+ * warning, given before the first step; the site's other warnings
+ * (never-written elements) are still reported after it. Both backends give it, once per output and run
+ * (docs/semantics.md, "Outputs along a parallel dimension"). */
+bool tsr_diag_parallel_revisit(tsr_diag_sink_t *sink, const tsr_diag_where_t *where,
+                               uint32_t dim, uint8_t semantics, int64_t steps);
 
 /* ---- Indices and their text ---- */
 

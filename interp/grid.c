@@ -273,7 +273,15 @@ static void begin_out_block(run_t *run, uint32_t j) {
       int64_t key[TSR_MAX_RANK] = {0};
       for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
       HASH_FIND(hh, set, key, sizeof key, v);
-      if (v && v->core != run->core) {
+      /* As a warning, two cores writing the block of an output written
+       * along a split dim is what the run's parallel_revisit warning has
+       * said already (tsr_grid_check_parallel_revisits): not said again. */
+      bool said = v && v->core != run->core && run->sh->race == NULL &&
+                  tsr_ir_parallel_revisit_dim(p->grid_rank, run->sh->grid, p->semantics,
+                                              op->fixed_dims) >= 0;
+      if (said) {
+        /* the block is the core's own copy, as for any core conflict */
+      } else if (v && v->core != run->core) {
         /* Both copies out reach HBM, in an order the TPU does not define: a
          * race, an error when races are looked for (--detect-races). */
         char bi[96];
@@ -362,6 +370,24 @@ static void copy_out(run_t *run, uint32_t j) {
   if (ri->shadowed && rr->shadow)
     tsr_blockops_copy(1, op->array_rank, extent, run->hbm_shadow[j] + off,
                       op->array_strides, rr->shadow + from, bstr);
+}
+
+/* ---- Before the first step ---- */
+
+void tsr_grid_check_parallel_revisits(shared_t *sh) {
+  const tsr_interp_program_t *p = sh->p;
+  int64_t first[TSR_MAX_RANK] = {0}; /* a step that writes the block */
+  for (uint32_t j = 0; j < p->num_operands && !sh->aborted; j++) {
+    const operand_plan_t *op = &p->operands[j];
+    int32_t dim = tsr_ir_parallel_revisit_dim(p->grid_rank, sh->grid, p->semantics,
+                                              op->fixed_dims);
+    if (dim < 0) continue;
+    const site_t *s = &p->sites[op->site];
+    tsr_diag_where_t where = {op->site, s->loc, s->what, 0, 0, first, p->grid_rank, NULL};
+    if (tsr_diag_parallel_revisit(&sh->diag, &where, (uint32_t)dim, p->semantics[dim],
+                                  sh->grid[dim]))
+      sh->aborted = true;
+  }
 }
 
 /* ---- The end of the run ---- */

@@ -269,6 +269,8 @@ typedef struct operand_plan {
   bool aliased;        /* an input that some output aliases */
   bool revisit_any;    /* outputs: revisit any (blocks copied in when entered,
                           no revisit error) */
+  uint32_t fixed_dims; /* outputs: the grid dims its block index cannot
+                          change along (tsr_ir_output_fixed_dims) */
   uint32_t site;
 } operand_plan_t;
 
@@ -812,6 +814,10 @@ void tsr_grid_start_core(run_t *run);
 bool tsr_grid_run_core(run_t *run);
 /* End of the run: never-written output elements (checked runs). */
 void tsr_grid_check_outputs(run_t *run);
+/* Before the first step: the parallel_revisit warning of every output whose
+ * block index cannot change along a grid dim a TPU may split between
+ * TensorCores (tsr_ir_parallel_revisit_dim, with the run's extents). */
+void tsr_grid_check_parallel_revisits(shared_t *sh);
 /* Copies out again the output blocks DMAs landed in at the kernel's end
  * (shared_t.landed). */
 void tsr_grid_copy_out_landed(shared_t *sh);

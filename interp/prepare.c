@@ -1060,6 +1060,7 @@ static tsr_status_t prepare(prep_t *ps) {
     op->role = d->role;
     op->alias = -1;
     op->revisit_any = d->role == TSR_ROLE_OUT && d->revisit == TSR_REVISIT_ANY;
+    op->fixed_dims = tsr_ir_output_fixed_dims(k, d);
     op->array_rank = d->array.rank;
     for (uint32_t a = 0; a < d->array.rank; a++) {
       op->array_dims[a] = d->array.dims[a];

@@ -473,6 +473,7 @@ tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
   tsr_status_t s = tsr_diag_sink_initialize(&sh.diag, p->kernel_name, p->num_sites, sh.devices,
                                             sh.cores, p->options.max_errors, ro->strict);
   if (!s) s = run_setup(&sh, operands);
+  if (!s) tsr_grid_check_parallel_revisits(&sh);
   if (!s) tsr_interp_run_all(&sh);
   tsr_status_t trace = s || !sh.tracing ? NULL : tsr_trace_write(&sh);
   if (!s && !sh.aborted) tsr_dma_check_end(&sh);

@@ -434,6 +434,22 @@ tsr_ir_core_split_t tsr_ir_core_split(uint32_t grid_rank, const int64_t *grid,
 bool tsr_ir_parallel_order_check(uint32_t grid_rank, const int64_t *grid,
                                  const uint8_t *semantics, const int64_t *order,
                                  uint64_t size, const char **why);
+/* The grid dims along which output decl `d`'s block index cannot change:
+ * bit g set when no result of its index map depends on grid index g (a map
+ * absent, or constant, depends on none). Only outputs the pipeline copies
+ * out block by block (vmem or smem, not semaphores) have such dims; every
+ * other decl gives 0. The dependence is followed through the map's ops (a
+ * result depends on what its operands depend on; an op with regions, or a
+ * load from a prefetch table the body may write, on every grid index), so
+ * a bit set is certain: every step along that dim writes the same block. */
+uint32_t tsr_ir_output_fixed_dims(const tsr_kernel_t *kernel, const tsr_decl_t *d);
+/* The first grid dim in `fixed` (tsr_ir_output_fixed_dims) that a TPU may
+ * split between TensorCores (semantics parallel or core_parallel) and that
+ * has more than one step in `grid` (the run's extents), or -1: the output
+ * is then written by several cores on a chip whose device has two
+ * TensorCores (docs/semantics.md, "Outputs along a parallel dimension"). */
+int32_t tsr_ir_parallel_revisit_dim(uint32_t grid_rank, const int64_t *grid,
+                                    const uint8_t *semantics, uint32_t fixed);
 /* Core `core` of `cores`: its split points [*lo, *hi) (empty when lo == hi). */
 void tsr_ir_core_share(const tsr_ir_core_split_t *split, uint32_t cores, uint32_t core,
                        uint64_t *lo, uint64_t *hi);

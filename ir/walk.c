@@ -132,3 +132,60 @@ void tsr_ir_core_share(const tsr_ir_core_split_t *split, uint32_t cores, uint32_
   *lo = TSR_MIN((uint64_t)core * per, split->points);
   *hi = TSR_MIN(*lo + per, split->points);
 }
+
+/* Whether the body may write through a ref that reaches a prefetch table
+ * (a prefetch decl's ref, or a ref some op derives, which could view one):
+ * the index maps reading a table then see values that change between
+ * steps. */
+static bool writes_prefetch_region(const tsr_kernel_t *k, const tsr_region_t *r) {
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    int32_t w = tsr_op_written_ref(op);
+    if (w >= 0 && (uint32_t)w < op->num_operands) {
+      const tsr_value_t *v = op->operands[w];
+      if (v->def) return true;
+      if (v->decl >= 0 && k->decls[v->decl].role == TSR_ROLE_PREFETCH) return true;
+    }
+    for (uint32_t i = 0; i < op->num_regions; i++)
+      if (writes_prefetch_region(k, &op->regions[i])) return true;
+  }
+  return false;
+}
+
+uint32_t tsr_ir_output_fixed_dims(const tsr_kernel_t *k, const tsr_decl_t *d) {
+  if (!k->grid_rank || k->grid_rank > 32) return 0;
+  const uint32_t all = k->grid_rank == 32 ? UINT32_MAX : (1u << k->grid_rank) - 1;
+  if (d->role != TSR_ROLE_OUT || !d->ref || d->ref->type.kind == TSR_TYPE_SEM ||
+      (d->ref->type.space != TSR_SPACE_VMEM && d->ref->type.space != TSR_SPACE_SMEM))
+    return 0;
+  const tsr_region_t *map = d->index_map;
+  if (!map) return all;
+  /* per value: the grid indices it depends on */
+  uint32_t *dep = tsr_calloc((size_t)k->num_values + 1, sizeof *dep);
+  if (!dep) return 0; /* unknown: nothing is reported */
+  const bool tables_change = writes_prefetch_region(k, &k->body);
+  for (uint32_t a = 0; a < map->num_args && a < 32; a++)
+    if (map->args[a]->id < k->num_values) dep[map->args[a]->id] = 1u << a;
+  uint32_t used = 0;
+  for (const tsr_op_t *op = map->first; op; op = op->next) {
+    uint32_t m = op->num_regions ? all : 0;
+    for (uint32_t i = 0; i < op->num_operands; i++) {
+      const tsr_value_t *v = op->operands[i];
+      if (v->id < k->num_values) m |= dep[v->id];
+      if (v->type.kind == TSR_TYPE_REF && tables_change) m = all;
+    }
+    if (op->opcode == TSR_OP_YIELD) used |= m;
+    for (uint32_t i = 0; i < op->num_results; i++)
+      if (op->results[i]->id < k->num_values) dep[op->results[i]->id] = m;
+  }
+  tsr_free(dep);
+  return all & ~used;
+}
+
+int32_t tsr_ir_parallel_revisit_dim(uint32_t grid_rank, const int64_t *grid,
+                                    const uint8_t *semantics, uint32_t fixed) {
+  for (uint32_t g = 0; g < grid_rank && g < 32; g++)
+    if ((fixed >> g & 1) && grid[g] > 1 &&
+        (semantics[g] == TSR_DIM_PARALLEL || semantics[g] == TSR_DIM_CORE_PARALLEL))
+      return (int32_t)g;
+  return -1;
+}

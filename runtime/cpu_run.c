@@ -96,6 +96,10 @@ struct tsr_cpu_info {
                           cover, or a revisit-any one (its blocks are copied
                           in from it: they start uninitialized) */
   bool *revisit_any;   /* an output whose blocks may be revisited at any step */
+  /* per operand: the grid dims its block index cannot change along
+   * (tsr_ir_output_fixed_dims), and its decl (for its location) */
+  uint32_t *fixed_dims;
+  uint32_t *operand_decl;
   /* per operand: a semaphore operand's first slot (UINT64_MAX for others)
    * and count; its array holds the counts (docs/semantics.md) */
   uint64_t *sem_first, *sem_count;
@@ -257,6 +261,11 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   info->revisit_any =
       tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->revisit_any);
   info->blocks = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->blocks);
+  info->fixed_dims =
+      tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->fixed_dims);
+  info->operand_decl =
+      tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->operand_decl);
+  if (!info->fixed_dims || !info->operand_decl) info->failed = true;
   info->rank = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->rank);
   info->sem_first = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->sem_first);
   info->sem_count = tsr_arena_alloc(&info->arena, (k->num_decls + 1) * sizeof *info->sem_count);
@@ -293,6 +302,8 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
     bool windowed = d->ref->type.space == TSR_SPACE_VMEM || d->ref->type.space == TSR_SPACE_SMEM;
     bool revisit_any = d->role == TSR_ROLE_OUT && d->revisit == TSR_REVISIT_ANY;
     info->revisit_any[info->num_operands] = revisit_any;
+    info->fixed_dims[info->num_operands] = tsr_ir_output_fixed_dims(k, d);
+    info->operand_decl[info->num_operands] = i;
     info->fill_at_start[info->num_operands] =
         !sem && d->role == TSR_ROLE_OUT && (!windowed || revisit_any || output_not_covered(k, d));
     info->sem_first[info->num_operands] = UINT64_MAX;
@@ -698,6 +709,12 @@ static void visit_block(ccore_t *c, int64_t operand, int64_t block, int64_t step
     return;
   }
   if (v->core == c->index && info->revisit_any[operand]) return; /* restored, allowed */
+  /* two cores writing the block of an output written along a split dim:
+   * the run's parallel_revisit warning has said so (report_parallel_revisits) */
+  if (v->core != c->index &&
+      tsr_ir_parallel_revisit_dim(info->grid_rank, r->grid, info->semantics,
+                                  info->fixed_dims[operand]) >= 0)
+    return;
   int64_t bi[TSR_MAX_RANK];
   const uint32_t rank = info->rank[operand];
   int64_t rest = block;
@@ -726,6 +743,26 @@ static void visit_block(ccore_t *c, int64_t operand, int64_t block, int64_t step
                            "output block must happen in consecutive grid steps)",
                            text, step, v->first_step);
   stop_if(r, stop);
+}
+
+/* Before any core runs: the parallel_revisit warning of every output whose
+ * block index cannot change along a grid dim a TPU may split between
+ * TensorCores, at its declaration, as the interpreter gives it
+ * (tsr_grid_check_parallel_revisits). The site is the grid step's, which
+ * tsr_diag_parallel_revisit leaves open for the next warning. */
+static void report_parallel_revisits(crun_t *r) {
+  const tsr_cpu_info_t *info = r->info;
+  int64_t first[TSR_MAX_RANK] = {0};
+  for (uint32_t j = 0; j < info->num_operands && !r->aborted; j++) {
+    int32_t dim = tsr_ir_parallel_revisit_dim(info->grid_rank, r->grid, info->semantics,
+                                              info->fixed_dims[j]);
+    if (dim < 0) continue;
+    const decl_info_t *di = &info->decls[info->operand_decl[j]];
+    tsr_diag_where_t where = {info->num_sites, di->loc, di->what, 0, 0,
+                              first,           info->grid_rank, NULL};
+    stop_if(r, tsr_diag_parallel_revisit(&r->diag, &where, (uint32_t)dim,
+                                         info->semantics[dim], r->grid[dim]));
+  }
 }
 
 /* TSR_RT_SORT: the sort or argsort op `d` describes (lower_api.h). */
@@ -1198,6 +1235,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
       for (uint64_t e = 0; e < info->sem_count[i]; e++)
         *sem_at(&r, d * r.cores, info->sem_first[i] + e) = counts[d * info->sem_count[i] + e];
   }
+  if (!status) report_parallel_revisits(&r);
   if (status) {
     /* refused before any core ran */
   } else if (r.n == 1) {

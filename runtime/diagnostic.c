@@ -37,6 +37,7 @@ static const char *const kind_names[] = {
     [TSR_DIAG_SEMAPHORE] = "semaphore",
     [TSR_DIAG_BAD_VALUE] = "bad_value",
     [TSR_DIAG_OUT_OF_MEMORY] = "out_of_memory",
+    [TSR_DIAG_PARALLEL_REVISIT] = "parallel_revisit",
 };
 _Static_assert(TSR_ARRAY_SIZE(kind_names) == TSR_DIAG_KIND_COUNT,
                "a name for every diagnostic kind");
@@ -159,6 +160,43 @@ tsr_status_t tsr_diagnostic_list_add_sink(tsr_diagnostic_list_t *list,
     TSR_RETURN_IF_ERROR(add_entry(list, sink, &sink->error_entries.items[i]));
   for (size_t i = 0; i < sink->warning_entries.count; i++)
     TSR_RETURN_IF_ERROR(add_entry(list, sink, &sink->warning_entries.items[i]));
+  return NULL;
+}
+
+/* ---- Warnings before a run ------------------------------------------------------ */
+
+tsr_status_t tsr_kernel_static_warnings(const tsr_ir_kernel_t *k,
+                                        tsr_diagnostic_list_t **out_list) {
+  *out_list = NULL;
+  if (!k) return TSR_STATUS(TSR_INVALID_ARGUMENT, "no kernel");
+  tsr_diag_sink_t sink;
+  /* one site per declaration; at most one warning each */
+  TSR_RETURN_IF_ERROR(tsr_diag_sink_initialize(&sink, k->name, k->num_decls, 1, 1,
+                                               k->num_decls + 1, false));
+  int64_t grid[TSR_MAX_RANK], first[TSR_MAX_RANK] = {0};
+  for (uint32_t g = 0; g < k->grid_rank; g++) grid[g] = k->grid_bound[g] ? 2 : k->grid[g];
+  for (uint32_t i = 0; i < k->num_decls; i++) {
+    const tsr_decl_t *d = &k->decls[i];
+    int32_t dim = tsr_ir_parallel_revisit_dim(k->grid_rank, grid, k->semantics,
+                                              tsr_ir_output_fixed_dims(k, d));
+    if (dim < 0) continue;
+    char what[160];
+    snprintf(what, sizeof what, "out %%%s", d->ref->name);
+    tsr_loc_t loc = d->loc;
+    if (!loc.file) loc.file = k->module && k->module->filename ? k->module->filename : "<input>";
+    tsr_diag_where_t where = {i, loc, what, 0, 0, first, k->grid_rank, NULL};
+    (void)tsr_diag_parallel_revisit(&sink, &where, (uint32_t)dim, k->semantics[dim],
+                                    k->grid_bound[dim] ? -1 : grid[dim]);
+  }
+  tsr_diagnostic_list_t *list = NULL;
+  tsr_status_t s = tsr_diagnostic_list_create(&list);
+  if (!s) s = tsr_diagnostic_list_add_sink(list, &sink);
+  tsr_diag_sink_deinitialize(&sink);
+  if (s) {
+    tsr_diagnostic_list_destroy(list);
+    return s;
+  }
+  *out_list = list;
   return NULL;
 }
 

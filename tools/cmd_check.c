@@ -10,7 +10,10 @@ const char cmd_check_help[] =
     "\n"
     "Parses and verifies each file ('-' for stdin) and prints every\n"
     "diagnostic as FILE:LINE:COL: error: MESSAGE on stderr. For a file\n"
-    "without errors it prints 'FILE: ok (N kernels)' on stdout.\n"
+    "without errors it prints 'FILE: ok (N kernels)' on stdout. The\n"
+    "warnings a kernel earns before any run (an output written along a\n"
+    "parallel grid dim, docs/semantics.md) are printed as FILE:LINE:COL:\n"
+    "warning: MESSAGE; they do not change the exit status.\n"
     "\n"
     "Options:\n"
     "  --target tpu   also check the rules Pallas's TPU lowering enforces on\n"
@@ -105,6 +108,21 @@ int cmd_check(int argc, char **argv) {
         if (code > rc) rc = code;
         cli_report("check", status);
       }
+    }
+    /* warnings before a run: printed, the exit status unchanged */
+    for (size_t k = 0; k < kernels; k++) {
+      tsr_diagnostic_list_t *warnings = NULL;
+      status = tsr_kernel_static_warnings(tsr_ir_module_kernel(module, k), &warnings);
+      if (status) {
+        bad = true;
+        int code = cli_exit_code(status);
+        if (code > rc) rc = code;
+        cli_report("check", status);
+        continue;
+      }
+      for (size_t w = 0; w < tsr_diagnostic_list_count(warnings); w++)
+        fprintf(stderr, "%s\n", tsr_diagnostic_list_get(warnings, w)->text.data);
+      tsr_diagnostic_list_destroy(warnings);
     }
     if (!quiet && !bad)
       printf("%s: ok (%zu kernel%s)\n",

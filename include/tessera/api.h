@@ -203,6 +203,8 @@ typedef enum tsr_diagnostic_kind {
   TSR_DIAG_BAD_VALUE,          /* an operand value an op cannot take (a loop
                                   step of 0) */
   TSR_DIAG_OUT_OF_MEMORY,      /* the run could not allocate what an op needs */
+  TSR_DIAG_PARALLEL_REVISIT,   /* an output block written along a grid dim a
+                                  TPU may split between TensorCores */
   TSR_DIAG_KIND_COUNT
 } tsr_diagnostic_kind_t;
 
@@ -262,6 +264,15 @@ TSR_API tsr_status_t tsr_diagnostic_list_create_from_status(const tsr_status_t s
                                                             tsr_diagnostic_list_t **out_list)
     TSR_MUST_USE;
 TSR_API void tsr_diagnostic_list_destroy(tsr_diagnostic_list_t *list);
+/* The warnings `kernel` earns before any run, as records (possibly none)
+ * whose text is what a run would print: the parallel_revisit warning of
+ * each output whose block index cannot change along a grid dim a TPU may
+ * split between TensorCores (docs/semantics.md, "Outputs along a parallel
+ * dimension"; a dynamic extent counts as more than one step). What `tessera
+ * check` prints besides the verifier's errors. The kernel must verify. */
+TSR_API tsr_status_t tsr_kernel_static_warnings(const tsr_ir_kernel_t *kernel,
+                                                tsr_diagnostic_list_t **out_list)
+    TSR_MUST_USE;
 
 /* ---- Executables -------------------------------------------------------------- */
 

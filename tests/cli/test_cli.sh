@@ -144,6 +144,12 @@ expect "check of a missing file is a usage error" 2 "no-such.tsr"
 t check -q "$K/scale.tsr"
 expect "check -q of a valid file exits 0" 0
 ok_if "check -q prints nothing for valid files" test ! -s "$tmp/out"
+t check "$SRC/tests/diagnostics/warnings/reduction_along_parallel.tsr"
+expect "check of a sum along a parallel dim: its warning, at the output's index map; exit 0" 0 \
+  'reduction_along_parallel\.tsr:4:7: warning: kernel @reduction_along_parallel, grid point \(0\): out %s: every step along grid dimension 0 \(parallel, 4 steps\)'
+ok_if "... and the file is still ok" grep -q 'reduction_along_parallel.tsr: ok (1 kernel)' "$tmp/out"
+t check "$K/scale.tsr"
+ok_if "check of a kernel without such outputs prints nothing on stderr" test ! -s "$tmp/err"
 
 # ---- fmt --------------------------------------------------------------------------
 t fmt --check "$K/scale.tsr" "$K/multi.tsr"
@@ -302,8 +308,13 @@ expect "reading never-written scratch under --uninit nan is a warning: exit 0" 0
   'warning: .*read of uninitialized memory: %buf\[6, 0\]'
 TWO=$SRC/tests/diagnostics/bugs/two_cores_one_output_block.tsr
 t run "$TWO" --random-inputs 1 -q --cores 2
-expect "two cores writing one output block: a warning without --detect-races" 0 \
-  'warning: .*output block \[0, 0\] is written by core 1'
+expect "two cores writing one output block along a parallel dim: the parallel_revisit warning" 0 \
+  'warning: .*out %s: every step along grid dimension 0 \(parallel, 2 steps\) writes this same output block'
+ok_if "... and not the two-core warning too (one cause, one report)" \
+  bash -c "! grep -q 'is written by core' '$tmp/err'"
+t run "$TWO" --random-inputs 1 -q
+expect "the same kernel on one core: the same warning (a megacore splits the dim)" 0 \
+  'warning: .*out %s: every step along grid dimension 0 \(parallel, 2 steps\)'
 t run "$TWO" --random-inputs 1 -q --cores 2 --detect-races
 expect "two cores writing one output block: an error (a race) with --detect-races" 1 \
   'error: .*output block \[0, 0\] is written by core 1'

@@ -453,6 +453,73 @@ static void revisit_record(tsr_backend_t backend) {
 TSR_TEST(revisit_record_interp) { revisit_record(TSR_BACKEND_INTERP); }
 TSR_TEST(revisit_record_cpu) { revisit_record(TSR_BACKEND_CPU); }
 
+/* The classic megacore bug, a reduction along a parallel grid dim
+ * (warnings/reduction_along_parallel.tsr): one warning, at the output's
+ * declaration, in both backends; with the reduction dim arbitrary, or an
+ * index map that follows the parallel dim, no diagnostic at all. */
+static const char reduction_arbitrary_tsr[] =
+    "kernel @reduction_arbitrary\n"
+    "  grid(2, 4) semantics(parallel, arbitrary)\n"
+    "  in %x: f32[2, 32, 128] vmem block[squeezed, 8, 128] map(%i, %k) -> (%i, %k, 0)\n"
+    "  out %s: f32[16, 128] vmem block[8, 128] map(%i, %k) {\n"
+    "    %zero = const 0 : i32\n"
+    "    %b = add %i, %zero : i32\n"
+    "    yield %b, %zero\n"
+    "  }\n"
+    "  out %t: f32[2, 8, 128] vmem block[squeezed, 8, 128] map(%i, %k) -> (%i, 0, 0)\n"
+    "{\n"
+    "  %k = program_id 1 : i32\n"
+    "  %v = load %x[:, :] : f32[8, 128]\n"
+    "  %zero = const 0 : i32\n"
+    "  %first = eq %k, %zero : i1\n"
+    "  if %first {\n"
+    "    store %s[:, :], %v\n"
+    "  } else {\n"
+    "    %prev = load %s[:, :] : f32[8, 128]\n"
+    "    %next = add %prev, %v : f32[8, 128]\n"
+    "    store %s[:, :], %next\n"
+    "  }\n"
+    "  store %t[:, :], %v\n"
+    "}\n";
+
+static void parallel_revisit_record(tsr_backend_t backend) {
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.backend = backend;
+  eo.output.warning = tsr_output_discard;
+  one_run_t r;
+  one_run_start(&r, "warnings/reduction_along_parallel.tsr", NULL, &eo);
+  const tsr_diagnostic_list_t *list = one_run_go(&r, NULL);
+  if (r.exe) TSR_CHECK_EQ_INT(r.code, TSR_OK);
+  const tsr_diagnostic_t *d = find_kind(list, TSR_DIAG_PARALLEL_REVISIT);
+  TSR_CHECK(d != NULL || tsr_test_skip_reason);
+  if (d) {
+    TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 1);
+    TSR_CHECK_EQ_INT(d->severity, TSR_SEVERITY_WARNING);
+    TSR_CHECK_EQ_INT(d->line, 4); /* the output's declaration: its index map */
+    TSR_CHECK_EQ_INT(d->col, 7);
+    TSR_CHECK(view_is(d->op, "out %s"));
+    TSR_CHECK(strstr(d->message.data, "every step along grid dimension 0 (parallel, 4 steps) "
+                                      "writes this same output block") != NULL);
+    TSR_CHECK(strstr(d->message.data, "mark it \"arbitrary\"") != NULL);
+    TSR_CHECK(strcmp(tsr_diagnostic_kind_name(d->kind), "parallel_revisit") == 0);
+  }
+  one_run_end(&r);
+  /* the same reduction along an arbitrary dim (its output's map computed
+   * from the parallel index), and a second output rewritten at every step
+   * along the arbitrary dim, one block per parallel index: clean */
+  one_run_start(&r, "reduction_arbitrary.tsr", reduction_arbitrary_tsr, &eo);
+  list = one_run_go(&r, NULL);
+  if (r.exe) {
+    TSR_CHECK_EQ_INT(r.code, TSR_OK);
+    TSR_CHECK_EQ_INT(tsr_diagnostic_list_count(list), 0);
+  }
+  one_run_end(&r);
+}
+
+TSR_TEST(parallel_revisit_record_interp) { parallel_revisit_record(TSR_BACKEND_INTERP); }
+TSR_TEST(parallel_revisit_record_cpu) { parallel_revisit_record(TSR_BACKEND_CPU); }
+
 /* ---- The order of the parallel steps: parallel_order, on_grid_step ------- */
 
 /* Each step stores how many steps ran before it at its grid point. */
@@ -1385,6 +1452,8 @@ int main(void) {
   TSR_RUN_OR_SKIP(deadlock_record_cpu);
   TSR_RUN_OR_SKIP(revisit_record_interp);
   TSR_RUN_OR_SKIP(revisit_record_cpu);
+  TSR_RUN_OR_SKIP(parallel_revisit_record_interp);
+  TSR_RUN_OR_SKIP(parallel_revisit_record_cpu);
   TSR_RUN_OR_SKIP(parallel_order_interp);
   TSR_RUN_OR_SKIP(parallel_order_cpu);
   TSR_RUN_OR_SKIP(shuffle_parallel_same_order_in_both_backends);

@@ -159,10 +159,18 @@ TSR_TEST(deadlock_reports_every_blocked_core) {
 }
 
 TSR_TEST(two_cores_writing_one_output_block) {
+  /* The block index depends on the parallel index (i / 2) but is the same
+   * for both steps: no parallel_revisit warning before the run (which only
+   * knows the map's dependences), the core conflict when it runs. */
   const char *text =
       "kernel @k\n"
       "  grid(2) semantics(parallel)\n"
-      "  out %o: f32[8, 128] vmem block[8, 128] map(%i) -> (0, 0)\n"
+      "  out %o: f32[8, 128] vmem block[8, 128] map(%i) {\n"
+      "    %two = const 2 : i32\n"
+      "    %h = div %i, %two : i32\n"
+      "    %zero = const 0 : i32\n"
+      "    yield %h, %zero\n"
+      "  }\n"
       "{\n"
       "  %z = const 1.0 : f32[8, 128]\n"
       "  store %o[:, :], %z\n"
@@ -183,6 +191,44 @@ TSR_TEST(two_cores_writing_one_output_block) {
   TSR_CHECK_OK(setup(&f, text, &o));
   TSR_CHECK_OK(run(&f));
   teardown(&f);
+}
+
+/* An output whose index map ignores the parallel index: the run's
+ * parallel_revisit warning says it, once, and the two cores' conflict is
+ * not said again as a warning; with --detect-races it is still the race
+ * (an error) besides the warning. On one core the warning alone. */
+TSR_TEST(two_cores_one_block_along_a_parallel_dim) {
+  const char *text =
+      "kernel @k\n"
+      "  grid(2) semantics(parallel)\n"
+      "  out %o: f32[8, 128] vmem block[8, 128] map(%i) -> (0, 0)\n"
+      "{\n"
+      "  %z = const 1.0 : f32[8, 128]\n"
+      "  store %o[:, :], %z\n"
+      "}\n";
+  const char *warn[] = {"test.tsr:3:7: ", "kernel @k, core 0, grid point (0): out %o: "
+                        "every step along grid dimension 0 (parallel, 2 steps) writes this "
+                        "same output block",
+                        NULL};
+  tsr_interp_options_t o = opts(1, 2, false);
+  char *w = expect_kernel_warning(text, &o, warn);
+  if (w) {
+    TSR_CHECK(strstr(w, "is written by core") == NULL);
+    const char *first = strstr(w, "every step along");
+    TSR_CHECK(first && !strstr(first + 1, "every step along")); /* once */
+  }
+  free(w);
+  o.detect_races = true;
+  fixture_t f;
+  const char *race[] = {"out %o: output block [0, 0] is written by core 1 at step 1", NULL};
+  TSR_CHECK_OK(setup(&f, text, &o));
+  expect_kernel_error(run(&f), race);
+  teardown(&f);
+  o = opts(1, 1, false);
+  const char *one[] = {"test.tsr:3:7: ", "kernel @k, grid point (0): out %o: every step "
+                       "along grid dimension 0 (parallel, 2 steps)",
+                       NULL};
+  free(expect_kernel_warning(text, &o, one));
 }
 
 /* A core_parallel dim is split across the cores (one
@@ -365,6 +411,7 @@ int main(void) {
   TSR_RUN(cores_split_parallel_dims_and_handshake);
   TSR_RUN(deadlock_reports_every_blocked_core);
   TSR_RUN(two_cores_writing_one_output_block);
+  TSR_RUN(two_cores_one_block_along_a_parallel_dim);
   TSR_RUN(core_parallel_dims_are_split_across_cores);
   TSR_RUN(core_barrier_orders_two_cores);
   TSR_RUN(ring_all_gather_over_four_devices);

@@ -1334,6 +1334,156 @@ TSR_TEST(out_blocks_copied_in_fill_fresh_outputs_and_padding_as_jax) {
   free(expect_kernel_warning(fresh_int_kernel, &o, warned));
 }
 
+/* Runs `text` (interpreter, one core) and returns its warnings' text
+ * (free it), or NULL when the run fails. */
+static char *run_warnings(const char *text) {
+  FILE *stream = tmpfile();
+  if (!stream) return NULL;
+  fixture_t f;
+  char *w = NULL;
+  tsr_status_t s = setup(&f, text, NULL);
+  f.warning_stream = stream;
+  if (!s) s = run(&f);
+  if (s) {
+    TSR_FAIL_AT("run failed: %s", tsr_status_message(s));
+    tsr_status_free(s);
+  } else {
+    long size = ftell(stream);
+    w = calloc(1, size > 0 ? (size_t)size + 1 : 1);
+    rewind(stream);
+    if (w && size > 0 && fread(w, 1, (size_t)size, stream) != (size_t)size)
+      TSR_FAIL_AT("cannot read the warnings back");
+  }
+  teardown(&f);
+  fclose(stream);
+  return w;
+}
+
+/* Which outputs the parallel_revisit warning names (docs/semantics.md,
+ * "Outputs along a parallel dimension"): those whose block index cannot
+ * change along a parallel or core_parallel dim of more than one step,
+ * whatever the map's form; never an output the map makes follow the dim,
+ * one along a dim of one step, or one that is not written block by block. */
+TSR_TEST(parallel_revisit_names_outputs_written_along_a_split_dim) {
+  static const struct {
+    const char *what, *text, *want; /* want NULL: no parallel_revisit warning */
+  } cases[] = {
+      {"a rank-0 smem output every parallel step writes",
+       "kernel @k\n"
+       "  grid(2) semantics(parallel)\n"
+       "  out %s: f32 smem\n"
+       "{\n"
+       "  %one = const 1.0 : f32\n"
+       "  store %s[], %one\n"
+       "}\n",
+       "test.tsr:3:7: warning: kernel @k, grid point (0): out %s: every step along grid "
+       "dimension 0 (parallel, 2 steps)"},
+      {"a core_parallel dim: each index on its own TensorCore",
+       "kernel @k\n"
+       "  grid(2) semantics(core_parallel)\n"
+       "  out %o: f32[8, 128] vmem block[8, 128] map(%c) -> (0, 0)\n"
+       "{\n"
+       "  %z = const 1.0 : f32[8, 128]\n"
+       "  store %o[:, :], %z\n"
+       "}\n",
+       "out %o: every step along grid dimension 0 (core_parallel, 2 steps) writes this same "
+       "output block (its index map does not depend on the dimension). A TPU runs each index "
+       "of a core_parallel dimension on its own TensorCore"},
+      {"a prefetch-table map that reads the table by the arbitrary index only",
+       "kernel @k\n"
+       "  grid(2, 2) semantics(parallel, arbitrary)\n"
+       "  prefetch %tbl: i32[2]\n"
+       "  out %o: f32[16, 128] vmem block[8, 128] map(%i, %j) {\n"
+       "    %t = load %tbl[%j] : i32\n"
+       "    %zero = const 0 : i32\n"
+       "    yield %t, %zero\n"
+       "  }\n"
+       "{\n"
+       "  %z = const 1.0 : f32[8, 128]\n"
+       "  store %o[:, :], %z\n"
+       "}\n",
+       "out %o: every step along grid dimension 0 (parallel, 2 steps)"},
+      {"the second of two parallel dims, an aliased output",
+       "kernel @k\n"
+       "  grid(2, 2) semantics(parallel, parallel)\n"
+       "  in %x: f32[16, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0)\n"
+       "  out %o: f32[16, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0) alias %x\n"
+       "{\n"
+       "  %v = load %x[:, :] : f32[8, 128]\n"
+       "  store %o[:, :], %v\n"
+       "}\n",
+       "out %o: every step along grid dimension 1 (parallel, 2 steps)"},
+      {"a revisit-any output",
+       "kernel @k\n"
+       "  grid(2, 2) semantics(parallel, arbitrary)\n"
+       "  out %o: f32[8, 256] vmem block[8, 128] map(%i, %j) -> (0, %j) revisit any\n"
+       "{\n"
+       "  %z = const 1.0 : f32[8, 128]\n"
+       "  store %o[:, :], %z\n"
+       "}\n",
+       "out %o: every step along grid dimension 0 (parallel, 2 steps)"},
+      {"a prefetch-table map that reads the table by the parallel index",
+       "kernel @k\n"
+       "  grid(2, 2) semantics(parallel, arbitrary)\n"
+       "  prefetch %tbl: i32[2]\n"
+       "  out %o: f32[16, 128] vmem block[8, 128] map(%i, %j) {\n"
+       "    %t = load %tbl[%i] : i32\n"
+       "    %zero = const 0 : i32\n"
+       "    yield %t, %zero\n"
+       "  }\n"
+       "{\n"
+       "  %z = const 1.0 : f32[8, 128]\n"
+       "  store %o[:, :], %z\n"
+       "}\n",
+       NULL},
+      {"the accumulator along an arbitrary dim",
+       "kernel @k\n"
+       "  grid(2, 3) semantics(parallel, arbitrary)\n"
+       "  in %x: f32[16, 384] vmem block[8, 128] map(%i, %j) -> (%i, %j)\n"
+       "  out %o: f32[16, 128] vmem block[8, 128] map(%i, %j) -> (%i, 0)\n"
+       "{\n"
+       "  %v = load %x[:, :] : f32[8, 128]\n"
+       "  store %o[:, :], %v\n"
+       "}\n",
+       NULL},
+      {"a parallel dim of one step",
+       "kernel @k\n"
+       "  grid(1, 3) semantics(parallel, arbitrary)\n"
+       "  out %o: f32[8, 128] vmem block[8, 128] map(%i, %j) -> (0, 0)\n"
+       "{\n"
+       "  %z = const 1.0 : f32[8, 128]\n"
+       "  store %o[:, :], %z\n"
+       "}\n",
+       NULL},
+      {"an hbm output the kernel writes by DMA, its own rows per step",
+       "kernel @k\n"
+       "  grid(2) semantics(parallel)\n"
+       "  in %x: f32[16, 128] hbm\n"
+       "  out %y: f32[16, 128] hbm\n"
+       "  scratch %sem: dma_sem\n"
+       "{\n"
+       "  %i = program_id 0 : i32\n"
+       "  %eight = const 8 : i32\n"
+       "  %off = mul %i, %eight : i32\n"
+       "  dma_start %x[ds(%off, 8), :] -> %y[ds(%off, 8), :], %sem\n"
+       "  dma_wait %x[ds(%off, 8), :] -> %y[ds(%off, 8), :], %sem\n"
+       "}\n",
+       NULL},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    char *w = run_warnings(cases[c].text);
+    if (!w) {
+      TSR_FAIL_AT("%s: no warnings read", cases[c].what);
+      continue;
+    }
+    if (cases[c].want && !strstr(w, cases[c].want))
+      TSR_FAIL_AT("%s: warnings lack \"%s\":\n%s", cases[c].what, cases[c].want, w);
+    if (!cases[c].want && strstr(w, "every step along"))
+      TSR_FAIL_AT("%s: an unexpected parallel_revisit warning:\n%s", cases[c].what, w);
+    free(w);
+  }
+}
+
 int main(void) {
   TSR_RUN(inputs_copied_only_when_block_changes);
   TSR_RUN(resident_output_accumulates);
@@ -1375,5 +1525,6 @@ int main(void) {
   TSR_RUN(oob_reads_uninit_input_block_out_of_range);
   TSR_RUN(out_blocks_copied_in_start_from_the_aliased_input);
   TSR_RUN(out_blocks_copied_in_fill_fresh_outputs_and_padding_as_jax);
+  TSR_RUN(parallel_revisit_names_outputs_written_along_a_split_dim);
   return tsr_test_done();
 }
