@@ -43,8 +43,12 @@ def _combined(tessera_cls: type, jax_cls: type, at_run: bool) -> type:
             bases = (tessera_cls, wrapper)  # JaxRuntimeError is a RuntimeError
         elif wrapper is not None and not issubclass(jax_cls, wrapper):
             bases += (wrapper,)
-        cls = type(f"{tessera_cls.__name__}As{jax_cls.__name__}", bases,
-                   {"__module__": __name__, "__str__": tessera_cls.__str__})
+        # Printed as the tessera class it is (`tessera.KernelError: ...` in a
+        # traceback, `<class 'tessera.KernelError'>`): the JAX class it also
+        # is shows in the message's first words and in isinstance/except.
+        cls = type(tessera_cls.__name__, bases,
+                   {"__module__": tessera_cls.__module__, "__qualname__": tessera_cls.__qualname__,
+                    "__str__": tessera_cls.__str__})
         _classes[key] = cls
     return cls
 

@@ -81,6 +81,7 @@ class Runner:
         budget); prims_at: (line, col, mnemonic) -> the JAX primitive that
         built that load or store (named in JAX's errors). Raises
         tessera.CompileError when tessera cannot prepare it."""
+        __tracebackhide__ = True  # pytest: the report starts at the user's call
         self._prims_at = dict(prims_at or {})
         options = dict(options)
         backend = options.pop("backend", "interp")
@@ -111,6 +112,7 @@ class Runner:
     def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
         """Runs on arrays (one per prefetch/input operand, of the prepared
         shapes); returns the outputs."""
+        __tracebackhide__ = True  # pytest: the report starts at the user's call
         if self._convert and len(inputs) == len(self.executable.inputs):
             inputs = list(inputs)
             for i in self._convert:
@@ -120,7 +122,9 @@ class Runner:
         try:
             return self.executable._run(inputs, {}, want_stats=False)[0]
         except KernelError as e:
-            raise self.as_jax(e) from None
+            # The kernel's fault, found in the run: the package's frames
+            # below this one say nothing about it (a short traceback).
+            raise self.as_jax(e).with_traceback(None) from None
 
     def before_run(self) -> None:
         """What JAX's interpret mode resets at each call (_params.py)."""
