@@ -10,6 +10,7 @@ A `Runner` is made once per translated kernel and reused by every call
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -63,6 +64,10 @@ def describe(error: BaseException) -> str:
     return "\n".join(lines)
 
 
+_NO_LINE = re.compile(r"[^\n]*?:0:0: (?=(?:error|warning|note): )")
+_OPERAND = re.compile(r": (?:in|out) %(\w+): ")
+
+
 class Runner:
     """A translated kernel made ready to run on one backend."""
 
@@ -90,6 +95,11 @@ class Runner:
         self.jax_state = bool(options.pop("jax_state", False))
         self._operand_locs = dict(operand_locs or {})
         self._kernel_loc = kernel_loc
+        on_warning = options.get("on_warning")
+        if callable(on_warning):
+            # A warning's text reaches on_warning while the kernel runs,
+            # before its record is relocated: the same Python lines.
+            options["on_warning"] = lambda text: on_warning(self._relocate_text(text))
         kernel = T.Module._from_handle(module.take(), "<jax>").kernels[0]
         # Operand names by role: which side of a copy left its bounds, and an
         # output's position, in the errors JAX's interpret mode would raise.
@@ -140,6 +150,22 @@ class Runner:
             from . import _params
             _params.note_race()
         return _jax_errors.as_jax(error, self._in_names, self._out_names, self._prims_at)
+
+    def _relocate_text(self, text: str) -> str:
+        """`_relocate` for a diagnostic's text alone (what on_warning
+        gets): a line at `file:0:0` names its operand's (`in %x_ref: `,
+        `out %o_ref: `) or the pallas_call's Python location."""
+        lines = []
+        for line in text.split("\n"):
+            m = _NO_LINE.match(line)
+            if m is not None:
+                op = _OPERAND.search(line, m.end())
+                loc = self._operand_locs.get(op.group(1)) if op else None
+                loc = loc or self._kernel_loc
+                if loc is not None:
+                    line = f"{loc[0]}:{loc[1]}:{loc[2]}: " + line[m.end():]
+            lines.append(line)
+        return "\n".join(lines)
 
     def _relocate(self, d: Diagnostic) -> Diagnostic:
         """Gives a diagnostic without a line (made at an operand declaration
