@@ -204,6 +204,13 @@ def test_two_index_maps_on_one_line_each_get_their_column():
     assert d.buffer == "o_ref" and (d.line, d.col) == _line_col("SAME_LINE", nth=1), d
 
 
+def test_an_index_map_with_equations_is_not_taken_for_its_neighbour():
+    f = tj.pallas_call(double, SDS, grid=(8,),
+                       in_specs=[pl.BlockSpec((8, 128), lambda i: (i * 1, 0))], out_specs=pl.BlockSpec((8, 128), lambda i: (9, 0)))  # NEIGHBOURS  # noqa: E501
+    d = _error(lambda: f(_x())).errors[0]
+    assert d.buffer == "o_ref" and (d.line, d.col) == _line_col("NEIGHBOURS", nth=1), d
+
+
 OUT_SPEC = pl.BlockSpec(
     (8, 128),
         lambda i: (i + 1, 0))  # MULTI_LINE

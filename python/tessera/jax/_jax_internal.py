@@ -467,19 +467,22 @@ def index_map_locations(grid_mapping) -> list[tuple[str, int, int] | None]:
     pallas_call). Where one line holds several index maps that nothing else
     tells apart (`lambda i: (i, 0)` twice), they are taken in order: the
     BlockSpecs of in_specs then out_specs, as written."""
+    found = [_index_map_candidates(bm) for bm in grid_mapping.block_mappings]
+    # the functions some index map is alone to match are not another's
+    claimed = {c[2][0] for c in found if c is not None and len(c[2]) == 1}
     out: list[tuple[str, int, int] | None] = []
     taken: dict[tuple[str, int], int] = {}
-    for bm in grid_mapping.block_mappings:
-        found = _index_map_candidates(bm)
-        if found is None:
+    for bm, c in zip(grid_mapping.block_mappings, found):
+        if c is None:
             out.append(_first_user_equation(bm))
             continue
-        file, line, cands = found
+        file, line, cands = c
         if not cands:  # no source to read: the line alone
             out.append(_first_user_equation(bm) or (file, line, 1))
             continue
         k = 0
         if len(cands) > 1:
+            cands = [f for f in cands if f not in claimed] or cands
             k = taken.get((file, line), 0)
             taken[(file, line)] = k + 1
         f = cands[min(k, len(cands) - 1)]
