@@ -246,7 +246,8 @@ def test_a_spec_made_elsewhere_over_several_lines_names_its_lambda():
 
 def test_a_keyword_index_map_names_its_lambda():
     f = tj.pallas_call(double, SDS, grid=(8,),
-                       in_specs=[pl.BlockSpec(index_map=lambda i: (i + 2, 0), block_shape=(8, 128))],  # KEYWORD  # noqa: E501
+                       in_specs=[pl.BlockSpec(index_map=lambda i: (i + 2, 0),  # KEYWORD
+                                              block_shape=(8, 128))],
                        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
     d = _error(lambda: f(_x())).errors[0]
     assert d.buffer == "x_ref" and (d.line, d.col) == _line_col("KEYWORD"), d
