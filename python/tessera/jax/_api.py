@@ -310,7 +310,13 @@ class TesseraPallasCall:
                 jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.extended)
                 for x in flat):  # semaphores and keys have no tangent type
             return self._differentiable(args, flat)
-        return self._call(args, flat)
+        try:
+            return self._call(args, flat)
+        except (_run.KernelError, _run.CompileError) as e:
+            # The kernel's fault, at the user's call: the bridge's frames in
+            # between say nothing about it (a short traceback, as pytest
+            # shows it with __tracebackhide__).
+            raise e.with_traceback(None)  # noqa: B904 - the same exception
 
     # ---- Differentiation ----
     #

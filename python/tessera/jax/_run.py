@@ -20,6 +20,7 @@ from .. import _builder as B
 from . import _jax_errors
 
 KernelError = T.KernelError
+CompileError = T.CompileError
 KernelWarning = T.KernelWarning
 Diagnostic = T.Diagnostic
 
