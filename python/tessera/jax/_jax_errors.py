@@ -4,8 +4,11 @@ same fault: a test written for JAX (`assertRaisesRegex(IndexError,
 located diagnostic after JAX's phrase.
 
 The exception keeps tessera's class (KernelError or CompileError, with its
-`.diagnostics`) and adds JAX's (IndexError, ValueError, RuntimeError); its
-message is JAX's phrase, then tessera's message. The mapping, by the first
+`.diagnostics`, and printed under its name: `tessera.KernelError`) and adds
+JAX's (IndexError, ValueError, RuntimeError); its message is JAX's phrase,
+then tessera's message. Refs are named as the kernel's parameters name them
+(the IR's names: translate_core.Translator.fresh_name), as JAX's interpret
+mode names its inputs and outputs. The mapping, by the first
 error diagnostic's kind and op, is documented in docs/jax.md ("Errors as
 JAX raises them").
 """
