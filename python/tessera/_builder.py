@@ -385,11 +385,14 @@ class KernelBuilder:
            extra_operands: Sequence[Value] = (), ints: Sequence[int] = (),
            literal: float | int | bool | None = None, text: str | None = None,
            flags: int = 0, region_args: Sequence[Type] = (),
-           names: Sequence[str | None] | None = None) -> tuple[int, list[Value]]:
+           names: Sequence[str | None] | None = None,
+           region_arg_names: Sequence[str | None] | None = None) -> tuple[int, list[Value]]:
         """Appends an op to `region`: `operands` are the fixed operands, then
         the dynamic starts of `indices` are appended in index order, then
         `extra_operands` (a DMA's device, a semaphore op's device/core, a
-        mask). Returns the op pointer and its results as Values."""
+        mask). `names` / `region_arg_names`: a name (or None: `%v<N>`) per
+        result / region argument. Returns the op pointer and its results as
+        Values."""
         h = _h()
         ops = list(operands)
         cidx = _indices_c(indices, ops, len(ops))
@@ -429,6 +432,11 @@ class KernelBuilder:
         crat = (_CType * max(1, len(region_args)))(*[t._c() for t in region_args])
         p.region_arg_types = crat
         p.num_region_args = len(region_args)
+        carg_names = None
+        if region_arg_names is not None:
+            carg_names = (ctypes.c_char_p * max(1, len(region_arg_names)))(
+                *[n.encode() if n else None for n in region_arg_names])
+            p.region_arg_names = carg_names
         out = ctypes.c_void_p()
         _lib.check(h.tsr_ir_build_op(self.ptr, region, ctypes.byref(p), ctypes.byref(out)))
         op = out.value

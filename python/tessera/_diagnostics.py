@@ -177,6 +177,13 @@ class CacheWarning(UserWarning):
     `cache_optional`, a bad entry...)."""
 
 
+# Tracebacks and reprs name the classes where users find them (`tessera.KernelError`),
+# not the private module that defines them.
+for _cls in (CompileError, KernelError, KernelWarning, CacheWarning):
+    _cls.__module__ = "tessera"
+del _cls
+
+
 def _raise_status(status: int, error: type[TesseraError] = CompileError,
                   context: str | None = None) -> None:
     """Raises `error` for a non-NULL status, with its records, and frees it."""

@@ -313,6 +313,9 @@ class Executable:
         operand, in order); returns its output, or a tuple when it has
         several (or none). Raises KernelError when the run fails; warnings
         are issued as KernelWarnings. run_options: as `run`."""
+        # pytest leaves tessera's frames out of a failure's report (the
+        # error is the kernel's, at the user's call), here and below
+        __tracebackhide__ = True
         outputs = self._run(inputs, run_options, want_stats=False)[0]
         return outputs[0] if len(outputs) == 1 else outputs
 
@@ -323,6 +326,7 @@ class Executable:
         timeout_seconds, max_steps, cancel (a CancelToken), trace_path,
         on_print and on_warning (callables taking text). Ctrl-C on the main
         thread stops the run and raises KeyboardInterrupt."""
+        __tracebackhide__ = True
         outputs, warns, stats = self._run(inputs, run_options, want_stats=True)
         return RunResult(outputs, warns, stats)
 
@@ -331,6 +335,7 @@ class Executable:
         # The common case (warm, no per-run options, no output, no warnings)
         # makes two C calls: the run and the result's destroy. Each step here
         # was timed by bench/python/bench_binding.py (docs/python.md).
+        __tracebackhide__ = True
         if self._closed:
             raise ValueError("tessera: the executable is closed")
         if len(inputs) != len(self._in_specs):
@@ -358,6 +363,7 @@ class Executable:
                  want_stats: bool) -> tuple[tuple[Diagnostic, ...], RunStats | None]:
         """Runs on `arrays` (inputs then outputs), or on `addresses` when
         given; returns the warnings and the stats (when wanted or failed)."""
+        __tracebackhide__ = True
         active = self._active
         active.append(None)
         try:
@@ -372,6 +378,7 @@ class Executable:
     def _execute_slot(self, arrays: Iterable[np.ndarray], addresses: Sequence[int] | None,
                       run_options: Mapping[str, Any],
                       want_stats: bool) -> tuple[tuple[Diagnostic, ...], RunStats | None]:
+        __tracebackhide__ = True
         try:
             slot = self._slots.pop()
         except IndexError:

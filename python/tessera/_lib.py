@@ -49,6 +49,9 @@ class TesseraError(Exception):
         self.message = message
 
 
+# named where users find them (tessera.TesseraError), as _diagnostics.py's classes
+TesseraError.__module__ = "tessera"
+
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _path: str | None = None

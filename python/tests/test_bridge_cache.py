@@ -153,7 +153,7 @@ def test_bridge_lower_to_tsr_gives_the_kernel_text():
                            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
                            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))
     assert "kernel @double_kernel" in text
-    assert "in %in0: f32[16, 128] vmem block[8, 128] map(%in0.g0) -> (%in0.g0, 0)" in text
+    assert "in %x_ref: f32[16, 128] vmem block[8, 128] map(%x_ref.g0) -> (%x_ref.g0, 0)" in text
     assert "mul" in text
 
 

@@ -298,7 +298,7 @@ def test_bridge_block_index_out_of_range_names_the_index_map():
     with pytest.raises(tj.KernelError) as info:
         f(_x())
     d = _find(info.value.diagnostics, "out_of_bounds")
-    assert d and d[0].buffer == "in0" and d[0].grid_point == (1,)
+    assert d and d[0].buffer == "x_ref" and d[0].grid_point == (1,)
     assert d[0].file == __file__ and d[0].line == line_of("BAD_MAP")
     assert f"{pathlib.Path(__file__).name}:{line_of('BAD_MAP')}:" in d[0].text
     # The error's message quotes the records as the user sees them, not the

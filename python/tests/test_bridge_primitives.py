@@ -613,7 +613,7 @@ def test_bridge_64_bit_operands_are_canonicalized_as_jax_does():
     for g, w in zip(got, want):
         assert np.asarray(g).dtype == np.asarray(w).dtype
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-    assert "in %in0: i32" in text and "in %in1: u32" in text and "in %in2: f32" in text
+    assert "in %x_ref: i32" in text and "in %u_ref: u32" in text and "in %f_ref: f32" in text
 
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])

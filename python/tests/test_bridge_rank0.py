@@ -33,7 +33,7 @@ def test_rank0_input_and_output_in_vmem(backend):
     assert np.shape(s) == ()
     np.testing.assert_allclose(np.asarray(out), a * np.float32(1.75), rtol=1e-6)
     np.testing.assert_allclose(float(s), float(a.sum(dtype=np.float32)) + 1.75, rtol=1e-5)
-    assert "in %in0: f32 vmem" in call.lower_to_tsr(np.float32(1.75), a)
+    assert "in %x_ref: f32 vmem" in call.lower_to_tsr(np.float32(1.75), a)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

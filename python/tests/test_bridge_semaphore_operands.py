@@ -131,7 +131,7 @@ def test_waiting_twice_for_one_dma_is_a_deadlock(backend):
 
     with pytest.raises(Exception, match="deadlock") as info:
         f(_x())
-    assert "waits for %in2 to reach 4096 bytes, it holds 0" in str(info.value), info.value
+    assert "waits for %sem to reach 4096 bytes, it holds 0" in str(info.value), info.value
 
 
 def test_a_semaphore_input_never_waited_for_is_left_non_zero():
@@ -151,5 +151,5 @@ def test_the_kernel_has_semaphore_operands():
         (jax.ShapeDtypeStruct((8, 128), jnp.float32),) * 2 + (pltpu.SemaphoreType.DMA(()),),
         np.zeros((8, 128), np.float32), in_specs=[ANY], out_specs=(ANY, ANY, SEM),
         input_output_aliases={0: 0})
-    assert "  out %out2: dma_sem\n" in text, text
-    assert "dma_start %in0[:, :] -> %out1[:, :], %out2" in text, text
+    assert "  out %sem: dma_sem\n" in text, text
+    assert "dma_start %x_ref[:, :] -> %o_ref[:, :], %sem" in text, text

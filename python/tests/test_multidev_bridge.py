@@ -196,7 +196,7 @@ def _cases():
         jax.make_jaxpr(jax.shard_map(local, mesh=mesh4, in_specs=P(R.AXIS),
                                      out_specs=P(R.AXIS), check_vma=False))(x)
         want = ["scratch %barrier: sem", "sem_signal %barrier", "= device_id : i32",
-                "send %s0 device"]
+                "send %send_sem device"]
         missing = [w for w in want if not texts or w not in texts[0]]
         return f"missing {missing} in:\n{texts[0] if texts else ''}" if missing else ""
     cases["ring_lower_to_tsr"] = ring_lower_to_tsr

@@ -166,6 +166,7 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
     (same kernel jaxpr and source lines, grid mapping, shapes, dtypes,
     options) is already prepared. Returns it with this call's output tree
     (two calls of one kernel may structure their outputs differently)."""
+    __tracebackhide__ = True  # pytest: the report starts at the user's call
     try:
         call = ji.trace_pallas_call(jax_fn, args, str(options.get("chip") or "v5e"),
                                     int(options.get("cores") or 1))
@@ -188,10 +189,17 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
             return hit, call.out_tree
         # Both backends check every access when it runs: a static index
         # outside its ref is reported there, in program order, as JAX does.
-        tk = translate(call, name, mesh, numerics=str(options.get("numerics") or "cpu"),
-                       bounds_at_run=True,
-                       refuse_scoped_hbm=bool(options.get("jax_refuse_scoped_hbm")),
-                       skip_float_ops=bool(options.get("jax_skip_float_ops")))
+        try:
+            tk = translate(call, name, mesh, numerics=str(options.get("numerics") or "cpu"),
+                           bounds_at_run=True,
+                           refuse_scoped_hbm=bool(options.get("jax_refuse_scoped_hbm")),
+                           skip_float_ops=bool(options.get("jax_skip_float_ops")))
+        except TranslationError as e:
+            # It names the user's line; the translator's frames say nothing
+            # more (but do for a translator's own bug: "internal: ...").
+            if "tessera.jax: internal:" in str(e):
+                raise
+            raise e.with_traceback(None) from None
         run_options = {k: v for k, v in options.items() if k not in _run.BRIDGE_OPTIONS}
         # JAX's InterpretParams: its order of the parallel steps, unless
         # tessera's own shuffle_parallel was asked for; its recorder.
@@ -271,6 +279,7 @@ class TesseraPallasCall:
         self.jvp_error: Callable[[], BaseException] | None = None
 
     def _get(self, args, flat) -> tuple[_Prepared, Any]:
+        __tracebackhide__ = True  # pytest: the report starts at the user's call
         if len(flat) == len(args):  # flat positional arrays: the common case
             key = tuple((x.shape, x.dtype) if hasattr(x, "dtype") else
                         (np.shape(x), ji._dtype_of(x)) for x in flat)
@@ -295,12 +304,19 @@ class TesseraPallasCall:
         return None
 
     def __call__(self, *args):
+        __tracebackhide__ = True  # pytest: the report starts at the user's call
         args, flat = _canonical(args, jax.tree_util.tree_leaves(list(args)))
         if any(ji.is_tracer(x) for x in flat) and not any(
                 jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.extended)
                 for x in flat):  # semaphores and keys have no tangent type
             return self._differentiable(args, flat)
-        return self._call(args, flat)
+        try:
+            return self._call(args, flat)
+        except (_run.KernelError, _run.CompileError) as e:
+            # The kernel's fault, at the user's call: the bridge's frames in
+            # between say nothing about it (a short traceback, as pytest
+            # shows it with __tracebackhide__).
+            raise e.with_traceback(None)  # noqa: B904 - the same exception
 
     # ---- Differentiation ----
     #
@@ -316,6 +332,7 @@ class TesseraPallasCall:
         treedef = jax.tree_util.tree_structure(list(args))
 
         def primal(*leaves):
+            __tracebackhide__ = True  # pytest: the report starts at the user's call
             return self._call(tuple(jax.tree_util.tree_unflatten(treedef, list(leaves))),
                               list(leaves))
 
@@ -362,6 +379,7 @@ class TesseraPallasCall:
         return hit
 
     def _call(self, args, flat):
+        __tracebackhide__ = True  # pytest: the report starts at the user's call
         mesh = self._mesh()
         if mesh is not None:
             prep, out_tree = _prepare(self._jax_fn, args, self._options, self._name, mesh)
@@ -387,6 +405,7 @@ class TesseraPallasCall:
 
     def lower_to_tsr(self, *args) -> str:
         """The tessera IR (.tsr text) this call runs for arguments like `args`."""
+        __tracebackhide__ = True  # pytest: the report starts at the user's call
         args, flat = _canonical(args, jax.tree_util.tree_leaves(list(args)))
         mesh = self._mesh()
         if mesh is not None:
@@ -586,6 +605,7 @@ def _dynamic_grid_call(original, kernel, out_shape, kwargs, options, bounds, reb
 
     class _Call:
         def __call__(self, *args):
+            __tracebackhide__ = True  # pytest: the report starts at the user's call
             return tpc(*values, *args)
 
         def lower_to_tsr(self, *args) -> str:
@@ -598,6 +618,7 @@ def _mpmd_hook(original_bind, *args, **params):
     when a pallas_call made here would be: as the pallas_call JAX lowers it
     to on a CPU (docs/jax.md, "Kernels over a mesh"), on as many simulated
     cores as the mesh's core axis has."""
+    __tracebackhide__ = True  # pytest: the report starts at the user's call
     interp = params.get("interpret")
     if isinstance(interp, InterpretParams) and not _bypass.get():
         options = interp.options

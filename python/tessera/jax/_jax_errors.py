@@ -4,8 +4,11 @@ same fault: a test written for JAX (`assertRaisesRegex(IndexError,
 located diagnostic after JAX's phrase.
 
 The exception keeps tessera's class (KernelError or CompileError, with its
-`.diagnostics`) and adds JAX's (IndexError, ValueError, RuntimeError); its
-message is JAX's phrase, then tessera's message. The mapping, by the first
+`.diagnostics`, and printed under its name: `tessera.KernelError`) and adds
+JAX's (IndexError, ValueError, RuntimeError); its message is JAX's phrase,
+then tessera's message. Refs are named as the kernel's parameters name them
+(the IR's names: translate_core.Translator.fresh_name), as JAX's interpret
+mode names its inputs and outputs. The mapping, by the first
 error diagnostic's kind and op, is documented in docs/jax.md ("Errors as
 JAX raises them").
 """
@@ -43,8 +46,12 @@ def _combined(tessera_cls: type, jax_cls: type, at_run: bool) -> type:
             bases = (tessera_cls, wrapper)  # JaxRuntimeError is a RuntimeError
         elif wrapper is not None and not issubclass(jax_cls, wrapper):
             bases += (wrapper,)
-        cls = type(f"{tessera_cls.__name__}As{jax_cls.__name__}", bases,
-                   {"__module__": __name__, "__str__": tessera_cls.__str__})
+        # Printed as the tessera class it is (`tessera.KernelError: ...` in a
+        # traceback, `<class 'tessera.KernelError'>`): the JAX class it also
+        # is shows in the message's first words and in isinstance/except.
+        cls = type(tessera_cls.__name__, bases,
+                   {"__module__": tessera_cls.__module__, "__qualname__": tessera_cls.__qualname__,
+                    "__str__": tessera_cls.__str__})
         _classes[key] = cls
     return cls
 

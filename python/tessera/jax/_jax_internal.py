@@ -375,15 +375,127 @@ def _src_location(debug_info) -> tuple[str, int, int] | None:
     return (m.group(1), int(m.group(2)), 1)
 
 
-def index_map_location(block_mapping) -> tuple[str, int, int] | None:
-    """(file, line, col) of a BlockSpec's index map function (the user's
-    lambda), or None (no BlockSpec: the caller names the pallas_call)."""
+def kernel_arg_names(jaxpr) -> list[str | None]:
+    """The Python names of a traced function's parameters, one per invar of
+    its jaxpr (JAX's `debug_info.arg_names`: `x_ref`, `refs[0]` for a
+    `*refs` parameter; None where JAX does not know one). JAX's interpret
+    mode names a kernel's inputs and outputs by them in its errors."""
+    names = getattr(getattr(jaxpr, "debug_info", None), "arg_names", None)
+    n = len(jaxpr.invars)
+    if names is None or len(names) != n:
+        return [None] * n
+    return [str(a) if a else None for a in names]
+
+
+@dataclasses.dataclass(frozen=True)
+class _FunctionAt:
+    """A lambda or def of a source file, as the AST gives it."""
+    name: str                 # "<lambda>" or the def's name
+    args: tuple               # its positional parameters' names
+    start: tuple              # (line, col), col 0-based, of `lambda` / `def`
+    end: tuple                # (line, col) just after it
+
+
+_functions_cache: dict[str, tuple[list, dict]] = {}
+_functions_lock = threading.Lock()
+
+
+def _functions_by_line(file: str) -> dict[int, list[_FunctionAt]]:
+    """The lambdas and defs of `file` by the first line of their code
+    object (a def's first decorator), in source order; {} when the source
+    cannot be read or parsed. Parsed once per file (linecache's text)."""
+    import ast
+    import linecache
+    lines = linecache.getlines(file)
+    with _functions_lock:
+        hit = _functions_cache.get(file)
+        if hit is not None and hit[0] is lines:
+            return hit[1]
+    table: dict[int, list[_FunctionAt]] = {}
+    try:
+        tree = ast.parse("".join(lines), file)
+    except (SyntaxError, ValueError):
+        tree = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Lambda):
+            name, first = "<lambda>", node.lineno
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            name = node.name
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        else:
+            continue
+        args = tuple(a.arg for a in node.args.posonlyargs + node.args.args)
+        table.setdefault(first, []).append(_FunctionAt(
+            name, args, (node.lineno, node.col_offset),
+            (node.end_lineno or node.lineno, node.end_col_offset or 0)))
+    for found in table.values():
+        found.sort(key=lambda f: f.start)
+    with _functions_lock:
+        _functions_cache[file] = (lines, table)
+    return table
+
+
+def _index_map_candidates(block_mapping) -> tuple[str, int, list[_FunctionAt]] | None:
+    """(file, line, the functions there that may be this BlockSpec's index
+    map), or None when the index map is not the user's code."""
     cj = block_mapping.index_map_jaxpr
-    for e in cj.jaxpr.eqns:
+    dbg = getattr(cj.jaxpr, "debug_info", None)
+    src = _src_location(dbg)
+    if src is None:
+        return None
+    file, line, _ = src
+    fname = dbg.func_name
+    cands = [f for f in _functions_by_line(file).get(line, ()) if f.name == fname]
+    # Several on the line: the ones whose parameters are the map's, then the
+    # one holding the map's first equation.
+    names = tuple(getattr(dbg, "arg_names", None) or ())
+    if len(cands) > 1 and names and all(n.isidentifier() for n in names):
+        cands = [f for f in cands if f.args == names] or cands
+    if len(cands) > 1:
+        for e in cj.jaxpr.eqns:
+            efile, eline, ecol = user_location(e)
+            if efile == file:
+                inside = [f for f in cands if f.start <= (eline, ecol - 1) < f.end]
+                cands = inside or cands
+                break
+    return file, line, cands
+
+
+def index_map_locations(grid_mapping) -> list[tuple[str, int, int] | None]:
+    """(file, line, col) of each BlockSpec's index map (the user's lambda or
+    def, at its column), or None (no BlockSpec: the caller names the
+    pallas_call). Where one line holds several index maps that nothing else
+    tells apart (`lambda i: (i, 0)` twice), they are taken in order: the
+    BlockSpecs of in_specs then out_specs, as written."""
+    found = [_index_map_candidates(bm) for bm in grid_mapping.block_mappings]
+    # the functions some index map is alone to match are not another's
+    claimed = {c[2][0] for c in found if c is not None and len(c[2]) == 1}
+    out: list[tuple[str, int, int] | None] = []
+    taken: dict[tuple[str, int], int] = {}
+    for bm, c in zip(grid_mapping.block_mappings, found):
+        if c is None:
+            out.append(_first_user_equation(bm))
+            continue
+        file, line, cands = c
+        if not cands:  # no source to read: the line alone
+            out.append(_first_user_equation(bm) or (file, line, 1))
+            continue
+        k = 0
+        if len(cands) > 1:
+            cands = [f for f in cands if f not in claimed] or cands
+            k = taken.get((file, line), 0)
+            taken[(file, line)] = k + 1
+        f = cands[min(k, len(cands) - 1)]
+        out.append((file, f.start[0], f.start[1] + 1))
+    return out
+
+
+def _first_user_equation(block_mapping) -> tuple[str, int, int] | None:
+    for e in block_mapping.index_map_jaxpr.jaxpr.eqns:
         loc = user_location(e)
         if loc[0]:
             return loc
-    return _src_location(getattr(cj.jaxpr, "debug_info", None))
+    return None
 
 
 def call_location(call: "PallasCall") -> tuple[str, int, int]:
@@ -579,14 +691,16 @@ def inner_aval(aval):
 
 
 def jaxpr_key_text(jaxpr) -> str:
-    """The jaxpr's text plus every equation's user location, recursively:
-    what decides the translated kernel (with the grid mapping)."""
-    parts = [str(jaxpr)]
+    """The jaxpr's text plus every equation's user location and the
+    parameter names (which name the refs in the IR), recursively: what
+    decides the translated kernel (with the grid mapping)."""
+    parts = [str(jaxpr), repr(kernel_arg_names(jaxpr))]
 
     def walk(j):
         for e in j.eqns:
             parts.append("%s:%d:%d" % user_location(e))
             for sub in jax_core.jaxprs_in_params(e.params):
+                parts.append(repr(kernel_arg_names(sub)))
                 walk(sub)
     walk(jaxpr)
     return "\n".join(parts)
@@ -597,12 +711,13 @@ def grid_mapping_key_text(gm) -> str:
     parts = [repr(tuple(gm.grid)), repr(getattr(gm, "grid_names", None)),
              str(gm.num_index_operands), str(gm.num_inputs),
              str(gm.num_outputs), str(gm.num_scratch_operands), repr(gm.scratch_avals)]
-    for bm in gm.block_mappings:
+    # an index map's location names the diagnostics at its operand
+    for bm, loc in zip(gm.block_mappings, index_map_locations(gm)):
         # the pipeline mode holds the revisit mode (pl.Buffered(1,
         # revisit=pl.RevisitMode.ANY)), which changes the kernel
         parts.append(f"{bm.block_shape}|{bm.array_aval}|{bm.transformed_block_aval}|"
                      f"{bm.index_map_jaxpr}|{bm.transforms}|"
-                     f"{getattr(bm, 'pipeline_mode', None)}")
+                     f"{getattr(bm, 'pipeline_mode', None)}|{loc}")
     return "\n".join(parts)
 
 

@@ -10,6 +10,7 @@ A `Runner` is made once per translated kernel and reused by every call
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -19,6 +20,7 @@ from .. import _builder as B
 from . import _jax_errors
 
 KernelError = T.KernelError
+CompileError = T.CompileError
 KernelWarning = T.KernelWarning
 Diagnostic = T.Diagnostic
 
@@ -63,6 +65,10 @@ def describe(error: BaseException) -> str:
     return "\n".join(lines)
 
 
+_NO_LINE = re.compile(r"[^\n]*?:0:0: (?=(?:error|warning|note): )")
+_OPERAND = re.compile(r": (?:in|out) %(\w+): ")
+
+
 class Runner:
     """A translated kernel made ready to run on one backend."""
 
@@ -81,6 +87,7 @@ class Runner:
         budget); prims_at: (line, col, mnemonic) -> the JAX primitive that
         built that load or store (named in JAX's errors). Raises
         tessera.CompileError when tessera cannot prepare it."""
+        __tracebackhide__ = True  # pytest: the report starts at the user's call
         self._prims_at = dict(prims_at or {})
         options = dict(options)
         backend = options.pop("backend", "interp")
@@ -89,6 +96,11 @@ class Runner:
         self.jax_state = bool(options.pop("jax_state", False))
         self._operand_locs = dict(operand_locs or {})
         self._kernel_loc = kernel_loc
+        on_warning = options.get("on_warning")
+        if callable(on_warning):
+            # A warning's text reaches on_warning while the kernel runs,
+            # before its record is relocated: the same Python lines.
+            options["on_warning"] = lambda text: on_warning(self._relocate_text(text))
         kernel = T.Module._from_handle(module.take(), "<jax>").kernels[0]
         # Operand names by role: which side of a copy left its bounds, and an
         # output's position, in the errors JAX's interpret mode would raise.
@@ -111,6 +123,7 @@ class Runner:
     def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
         """Runs on arrays (one per prefetch/input operand, of the prepared
         shapes); returns the outputs."""
+        __tracebackhide__ = True  # pytest: the report starts at the user's call
         if self._convert and len(inputs) == len(self.executable.inputs):
             inputs = list(inputs)
             for i in self._convert:
@@ -120,7 +133,9 @@ class Runner:
         try:
             return self.executable._run(inputs, {}, want_stats=False)[0]
         except KernelError as e:
-            raise self.as_jax(e) from None
+            # The kernel's fault, found in the run: the package's frames
+            # below this one say nothing about it (a short traceback).
+            raise self.as_jax(e).with_traceback(None) from None
 
     def before_run(self) -> None:
         """What JAX's interpret mode resets at each call (_params.py)."""
@@ -136,6 +151,22 @@ class Runner:
             from . import _params
             _params.note_race()
         return _jax_errors.as_jax(error, self._in_names, self._out_names, self._prims_at)
+
+    def _relocate_text(self, text: str) -> str:
+        """`_relocate` for a diagnostic's text alone (what on_warning
+        gets): a line at `file:0:0` names its operand's (`in %x_ref: `,
+        `out %o_ref: `) or the pallas_call's Python location."""
+        lines = []
+        for line in text.split("\n"):
+            m = _NO_LINE.match(line)
+            if m is not None:
+                op = _OPERAND.search(line, m.end())
+                loc = self._operand_locs.get(op.group(1)) if op else None
+                loc = loc or self._kernel_loc
+                if loc is not None:
+                    line = f"{loc[0]}:{loc[1]}:{loc[2]}: " + line[m.end():]
+            lines.append(line)
+        return "\n".join(lines)
 
     def _relocate(self, d: Diagnostic) -> Diagnostic:
         """Gives a diagnostic without a line (made at an operand declaration

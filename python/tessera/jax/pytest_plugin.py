@@ -1,6 +1,7 @@
 """pytest plugin: `pytest --tessera` runs every `pl.pallas_call` of a test run
-through tessera (tessera.jax.interpret for the whole session), and puts
-tessera's diagnostics in the report of a test that fails with a kernel error.
+through tessera (tessera.jax.interpret for the whole session), and starts
+the report of a test that fails with a kernel error with tessera's
+diagnostics (tessera's own frames are hidden from it).
 
 Registered by the package (`[project.entry-points.pytest11] tessera`), or
 loaded with `-p tessera.jax.pytest_plugin`. Options:
@@ -129,6 +130,20 @@ def _diagnostics_text(exc: BaseException | None) -> str | None:
     return None
 
 
+def _put_first(longrepr: Any, text: str) -> bool:
+    """Puts `text` at the start of a failure's report (before the test's
+    source and the exception): the first entry of the first traceback
+    pytest prints, an entry printed as it is (which pytest's xdist and
+    junitxml carry as any other). False when the report has another shape."""
+    try:
+        from _pytest._code.code import ReprEntryNative
+        entries = longrepr.chain[0][0].reprentries
+        entries.insert(0, ReprEntryNative([f"tessera diagnostics:\n{text}\n"]))
+        return True
+    except (ImportError, AttributeError, IndexError, TypeError):
+        return False
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
@@ -136,7 +151,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     text = _diagnostics_text(call.excinfo.value)
     if text:
-        outcome.get_result().sections.append(("tessera diagnostics", text))
+        report = outcome.get_result()
+        # The report starts with the diagnostics (a kernel's fault, at the
+        # user's lines); tessera's frames are hidden from the traceback
+        # (__tracebackhide__ in the bridge).
+        if not _put_first(report.longrepr, text):
+            report.sections.append(("tessera diagnostics", text))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:

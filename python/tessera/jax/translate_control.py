@@ -233,13 +233,18 @@ def _run_scoped(t, env, region, eqn, used):
     # gets its own, as fresh as Pallas's: they must be zero when it ends).
     news: list[Any] = [None] * len(jaxpr.invars)
     buf_types = []
+    # The body's parameter names name its refs in the IR (and so in every
+    # diagnostic), as the kernel's do (Translator.fresh_name).
+    py_names = ji.kernel_arg_names(jaxpr)
     for i, v in enumerate(jaxpr.invars):
         aval = v.aval
         inner = ji.inner_aval(aval)
         space = ji.memory_space_name(aval)
         if ji.semaphore_kind(inner.dtype) is not None or space == "semaphore_mem":
             t.num_sems += 1
-            news[i] = RefView.whole(t.scratch(aval, f"scoped_sem{t.num_sems}"))
+            news[i] = RefView.whole(t.scratch(
+                aval, t.fresh_name(py_names[i] if i < len(py_names) else None,
+                                   f"scoped_sem{t.num_sems}")))
         else:
             if space in ("hbm", "any") and t.refuse_scoped_hbm:
                 # ANY included: JAX's interpret mode takes it as HBM here.
@@ -255,7 +260,8 @@ def _run_scoped(t, env, region, eqn, used):
                 space = "hbm"
             if space not in ("vmem", "smem", "hbm"):
                 raise t.fail(f"run_scoped buffer in memory space {space}")
-            buf_types.append((i, B.Type.ref(space, dtype_name(inner.dtype), inner.shape)))
+            buf_types.append((i, B.Type.ref(space, dtype_name(inner.dtype), inner.shape),
+                              t.fresh_name(py_names[i] if i < len(py_names) else None, None)))
     # The jaxpr's constvars are the refs it closes over (passed as operands).
     closed = outer[:len(jaxpr.constvars)]
     rest = outer[len(jaxpr.constvars):]
@@ -263,9 +269,10 @@ def _run_scoped(t, env, region, eqn, used):
     if not buf_types:
         return t.run_jaxpr(region, jaxpr, list(closed), news)
     rtypes = [type_of_aval(v.aval) for v in eqn.outvars]
-    op, res = t.op(region, "scoped", [], rtypes, region_args=[bt for _, bt in buf_types])
+    op, res = t.op(region, "scoped", [], rtypes, region_args=[bt for _, bt, _ in buf_types],
+                   region_arg_names=[n for _, _, n in buf_types])
     body = t.kb.op_region(op, 0)
-    for j, (i, bt) in enumerate(buf_types):
+    for j, (i, bt, _) in enumerate(buf_types):
         news[i] = RefView.whole(t.kb.region_arg(body, j, bt))
     del rest
     outs = t.run_jaxpr(body, jaxpr, list(closed), news)

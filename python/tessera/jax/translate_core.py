@@ -299,6 +299,18 @@ def rules() -> dict[str, Rule]:
 
 # ---- the translator ----------------------------------------------------------------
 
+#: a %name the IR can spell (docs/ir.md): ASCII letters, digits and `_`
+_IR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: the builder's names of unnamed values (`%v<N>`), which a user's name must
+#: not take
+_AUTO_NAME = re.compile(r"v[0-9]+\Z")
+
+
+def spellable(name: str | None) -> bool:
+    """Whether a Python name can be a ref's name in the IR as it is."""
+    return bool(name) and _IR_NAME.match(name) is not None and not _AUTO_NAME.match(name)
+
+
 #: prefetch dtypes tessera's SMEM holds widened to i32 (see Translator.build)
 _WIDENED = {"i8", "i16", "u8", "u16", "i1"}
 
@@ -349,6 +361,10 @@ class Translator:
         self.narrowed: dict[int, str] = {}    # widened ref -> the kernel's dtype
         self.operand_locs: dict = {}
         self.prims_at: dict = {}
+        # The names the kernel's refs have in the IR, which every diagnostic
+        # prints: the user's Python names where the IR can spell them
+        # (fresh_name), so no name table is needed anywhere after.
+        self.used_names: set[str] = set()
         # ((axis name, size), ...) of the mesh the kernel runs on (the named
         # axes of the enclosing shard_map, in JAX's axis-environment order),
         # or None when unknown (then `axis_index` is the device id itself).
@@ -598,6 +614,22 @@ class Translator:
                     out.append(B.Index("slice", s, n, st))
         return out
 
+    def fresh_name(self, python_name: str | None, fallback: str | None) -> str | None:
+        """The IR name of a ref the user named `python_name` (a parameter of
+        the kernel or of a run_scoped body): that name when the IR can spell
+        it and no other ref has it, else `fallback` (made unique with `_`),
+        or None when there is no fallback (the builder's `%v<N>`)."""
+        if spellable(python_name) and python_name not in self.used_names:
+            name: str | None = python_name
+        elif fallback is None:
+            return None
+        else:
+            name = fallback
+            while name in self.used_names:
+                name += "_"
+        self.used_names.add(name)  # type: ignore[arg-type]
+        return name
+
     def view_of(self, env, region, obj) -> RefView:
         ref, transforms = ji.ref_transforms(obj)
         return self.apply_transforms(env, region, self.ref(env, ref), transforms)
@@ -684,6 +716,24 @@ class Translator:
             sem = self.kb.ordered_semantics(sem)
         self.kb.set_grid(grid, sem)
         nidx, nin, nout = gm.num_index_operands, gm.num_inputs, gm.num_outputs
+        # The kernel's parameter names (prefetch, in, out, scratch refs, in
+        # its signature's order): each ref is named by its parameter in the
+        # IR, so diagnostics say `%x_ref`; one the IR cannot spell (`refs[0]`
+        # of a `*refs` kernel) or that two refs share keeps tessera's name
+        # (`%in0`). Claimed first, so that no fallback takes a user's name.
+        py_names = ji.kernel_arg_names(call.jaxpr)
+        counts: dict = {}
+        for n in py_names:
+            counts[n] = counts.get(n, 0) + 1
+        py_names = [n if spellable(n) and counts[n] == 1 else None for n in py_names]
+        self.used_names.update(n for n in py_names if n)
+        params_iter = iter(py_names)
+
+        def ref_name(fallback: str) -> str:
+            python_name = next(params_iter, None)
+            if python_name:
+                return python_name
+            return self.fresh_name(None, fallback)  # type: ignore[return-value]
         ndyn = len(dynamic)
         # Pallas numbers aliased inputs without the dynamic bounds (its TPU
         # lowering shifts them by their count): here they are decls before
@@ -696,7 +746,8 @@ class Translator:
             if aval.shape != () or dtype_name(aval.dtype) != "i32":
                 raise self.fail(f"dynamic grid bound {n}: {aval.str_short()}, expected a "
                                 "scalar int32")
-            self.kb.add_operand(B.ROLE_PREFETCH, f"g{d}", B.Type.value("i32", ()), "smem")
+            self.kb.add_operand(B.ROLE_PREFETCH, self.fresh_name(None, f"g{d}"),
+                                B.Type.value("i32", ()), "smem")
             self.kb.set_grid_bound(d, n)
         refs: list[Any] = []
         for i in range(nidx):
@@ -711,12 +762,13 @@ class Translator:
                 # kernels "downcast" SMEM data) is widened to i32 on the way
                 # in, and every read converts back to its dtype.
                 narrow, t = t.dtype, B.Type.value("i32", t.shape)
-            ref, _ = self.kb.add_operand(B.ROLE_PREFETCH, f"p{i}", t, "smem")
+            ref, _ = self.kb.add_operand(B.ROLE_PREFETCH, ref_name(f"p{i}"), t, "smem")
             self.prefetch_refs.append(ref)
             if narrow:
                 self.narrowed[ref.ptr] = narrow
             refs.append(RefView.whole(ref))
         maps = []
+        map_locs = ji.index_map_locations(gm)
         for k, bm in enumerate(gm.block_mappings):
             is_out = k >= nin
             role = B.ROLE_OUT if is_out else B.ROLE_IN
@@ -728,7 +780,7 @@ class Translator:
                 # semaphore operand, whose array holds its counts (i32)
                 # between the calls (docs/jax.md, docs/semantics.md).
                 alias = out_alias.get(k - nin, -1) if is_out else -1
-                name = f"out{k - nin}" if is_out else f"in{k}"
+                name = ref_name(f"out{k - nin}" if is_out else f"in{k}")
                 self.operand_locs[name] = ji.call_location(call)
                 ref, _ = self.kb.add_operand(role, name, B.Type.sem(kind == "dma_sem", aval.shape),
                                              "any", None, alias)
@@ -768,8 +820,8 @@ class Translator:
                 raise self.fail(f"{bm.origin}: RevisitMode.ANY is not supported with double "
                                 "buffering (Pallas's TPU lowering refuses it): use "
                                 "pl.Buffered(1, revisit=pl.RevisitMode.ANY)")
-            name = f"out{k - nin}" if is_out else f"in{k}"
-            loc = ji.index_map_location(bm) if block is not None else None
+            name = ref_name(f"out{k - nin}" if is_out else f"in{k}")
+            loc = map_locs[k] if block is not None else None
             self.operand_locs[name] = loc or ji.call_location(call)
             ref, imap = self.kb.add_operand(role, name, at, space, block, alias, elements,
                                             revisit="any" if revisit else None)
@@ -777,7 +829,7 @@ class Translator:
             if imap is not None:
                 maps.append((bm, imap))
         for i, aval in enumerate(gm.scratch_avals):
-            refs.append(RefView.whole(self.scratch(aval, f"s{i}")))
+            refs.append(RefView.whole(self.scratch(aval, ref_name(f"s{i}"))))
         for bm, region in maps:
             self.index_map(bm, region, len(grid))
         body = self.kb.body
