@@ -17,6 +17,7 @@ from . import _jax_internal as ji
 from . import _multi
 from . import _params
 from . import _run
+from . import _tpu_target
 from .translate import TranslationError, dtype_name, supported_primitives, translate
 
 __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
@@ -215,9 +216,12 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
             text = tk.module.text()
             in_dtypes = [ji.physical_dtype(a.dtype) for a in call.in_avals]
             runner = _run.Runner(tk.module, in_dtypes, run_options, tk.operand_locs,
-                                 ji.call_location(call), tk.prims_at)
+                                 ji.call_location(call), tk.prims_at,
+                                 _tpu_target.checker(call, options, tk.operand_locs,
+                                                     _collect_warning))
         finally:
             tk.module.close()  # a no-op once the runner took it
+        runner.executable._warnings_hook = _tpu_target.promote_run_diagnostics(options)
         ffi_able = not runner._convert
         prep = _Prepared(runner, call.out_avals, text, ffi_able)
         _prepared[key] = prep
@@ -477,6 +481,7 @@ def _check_options(options: Mapping[str, Any]) -> None:
     if options.get("numerics", "cpu") not in ("cpu", "tpu"):
         raise ValueError("tessera.jax: numerics is 'cpu' (f32 dots exact in f32, as XLA:CPU) "
                          "or 'tpu' (f32 dot operands rounded as a TPU's MXU does)")
+    _tpu_target.check_options(options)
     if options.get("devices") is not None and int(options["devices"]) < 1:
         raise ValueError("tessera.jax: devices is the number of devices of the mesh (>= 1)")
 
