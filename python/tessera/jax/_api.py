@@ -180,6 +180,8 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
     key = (ji.jaxpr_key_text(call.jaxpr), ji.grid_mapping_key_text(call.grid_mapping),
            repr(call.in_avals), repr(call.out_avals),
            repr(getattr(params.get("compiler_params"), "dimension_semantics", None)),
+           # the scoped VMEM limit the TPU checks apply (_tpu_target.py)
+           _tpu_target.vmem_limit_bytes(params.get("compiler_params")),
            repr(params.get("input_output_aliases")), _options_key(options), name, mesh)
     with _cache_lock:
         _stats["traces"] += 1
