@@ -339,7 +339,9 @@ def checker(call: "ji.PallasCall", options: Mapping[str, Any], operand_locs: Map
         # A kernel with findings would fail libtpu's compile for the same
         # reasons (or not emit at all): the compile adds nothing to them.
         if options.get("tpu_compile_check") and not found:
-            found = compile_check(kernel, call, chip, kernel_loc)
+            found = compile_check(
+                kernel, vmem_limit_bytes(call.eqn.params.get("compiler_params")), chip,
+                kernel_loc)
         report(found, options, kernel.name, collect)
     return check
 
@@ -377,11 +379,12 @@ def _source_of(text: str, mosaic_line: int) -> tuple[str, int, int, str] | None:
     return None
 
 
-def compile_check(kernel: T.Kernel, call: "ji.PallasCall", chip: str,
+def compile_check(kernel: T.Kernel, vmem_limit: int | None, chip: str,
                   kernel_loc: tuple[str, int, int] | None) -> list[T.Diagnostic]:
     """Compiles tessera's Mosaic module of `kernel` for `chip` with libtpu,
     deviceless (as the TPU proofs do: python/tests/tpu/tpu_proof.py), with
-    the call's vmem_limit_bytes: Mosaic's refusal as a finding (kind
+    `vmem_limit` (the call's vmem_limit_bytes; None: the chip's default
+    scoped limit): Mosaic's refusal as a finding (kind
     tpu-compile) located at the user's line of the op libtpu names, else at
     the pallas_call's; [] when it compiles. Raises CompileError when libtpu
     is not installed."""
@@ -402,8 +405,7 @@ def compile_check(kernel: T.Kernel, call: "ji.PallasCall", chip: str,
         module = ji.parse_mosaic(text)
         mk = ji.mosaic_kernel(module, tc.out_structs, kernel_name=kernel.name,
                               input_output_aliases=tuple((i + n, j) for i, j in tc.aliases),
-                              vmem_limit_bytes=vmem_limit_bytes(
-                                  call.eqn.params.get("compiler_params")),
+                              vmem_limit_bytes=vmem_limit,
                               semaphore_outputs=tc.semaphore_outputs)
         device = ji.tpu_device(chip)
         ji.compile_for_device(lambda *a: mk(*[a[i] for i in tc.bounds], *a), tc.in_structs,
@@ -430,3 +432,37 @@ def compile_check(kernel: T.Kernel, call: "ji.PallasCall", chip: str,
             message = f"libtpu refuses the kernel for {chip}: {detail}"
         return [as_error(_finding("tpu-compile", message=message, loc=loc))]
     return []
+
+
+def main(argv: list[str]) -> int:
+    """`python -m tessera.jax._tpu_target FILE.tsr KERNEL CHIP`: libtpu's
+    compile of a .tsr kernel for CHIP (`tessera run --target tpu
+    --tpu-compile-check` runs it), with the vmem_limit_bytes tpu_call would
+    set. Prints the refusal (FILE:LINE:COL: error: ...) on stderr. Exit
+    status: 0 it compiles, 1 libtpu refuses it, 2 it could not be checked."""
+    if len(argv) != 3:
+        print("usage: python -m tessera.jax._tpu_target FILE.tsr KERNEL CHIP", file=sys.stderr)
+        return 2
+    path, name, chip = argv
+    try:
+        kernel = T.Module.load(path)[name]
+        from . import _tpu
+        limit = _tpu.tpu_call(kernel, chip=chip_name(chip), cpu="error").vmem_limit_bytes
+        lines = open(path, encoding="utf-8").read().splitlines()
+        at = next((i + 1 for i, ln in enumerate(lines)
+                   if re.match(rf"\s*kernel @{re.escape(name)}\b", ln)), 1)
+        found = compile_check(kernel, limit, chip_name(chip), (path, at, 1))
+    except T.CompileError as e:
+        print("\n".join(d.text for d in e.diagnostics) or str(e), file=sys.stderr)
+        return 1 if e.diagnostics else 2
+    except Exception as e:  # noqa: BLE001 - any failure to check is reported as such
+        print(f"tessera: the compile check could not run: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return 2
+    for d in found:
+        print(d.text, file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
