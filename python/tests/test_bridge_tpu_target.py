@@ -67,6 +67,9 @@ def test_block_rules_are_located_errors_with_target_tpu(backend):
     assert any("multiple of 128" in d.message and "100" in d.message for d in diags)
     assert any("multiple of 8" in d.message and " 4," in d.message for d in diags)
     assert f"{__file__}:{in_line}:" in str(e.value)
+    # under jax.jit too (the kernel is prepared while it is traced)
+    with pytest.raises(tessera.CompileError, match="which TPUs cannot tile"):
+        jax.jit(tiling_call(backend=backend, target="tpu"))(x)
 
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])

@@ -335,7 +335,14 @@ def checker(call: "ji.PallasCall", options: Mapping[str, Any], operand_locs: Map
     kernel_loc = ji.call_location(call)
 
     def check(kernel: T.Kernel) -> None:
-        found = findings(kernel, call, chip, operand_locs, kernel_loc)
+        try:
+            found = findings(kernel, call, chip, operand_locs, kernel_loc)
+        except Exception as e:  # noqa: BLE001 - a bug here must not stop a valid kernel
+            if options.get("target") == "tpu":
+                raise
+            collect(f"tessera: the TPU checks of kernel @{kernel.name} failed "
+                    f"({type(e).__name__}: {e}); a bug in tessera, the kernel ran unchecked")
+            return
         # A kernel with findings would fail libtpu's compile for the same
         # reasons (or not emit at all): the compile adds nothing to them.
         if options.get("tpu_compile_check") and not found:
