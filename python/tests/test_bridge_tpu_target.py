@@ -250,6 +250,13 @@ def test_target_and_chip_are_checked():
         tj.pallas_call(_double, jax.ShapeDtypeStruct((8, 128), jnp.float32), target="gpu")
     with pytest.raises(ValueError, match="unknown TPU chip"):
         tj.interpret(target="tpu", chip="v9")
+    # a chip only the interpreter's budget knows stays a run option
+    y = tj.pallas_call(_double, jax.ShapeDtypeStruct((8, 128), jnp.float32), chip="tpu8i")(
+        jnp.ones((8, 128), jnp.float32))
+    assert float(np.asarray(y).max()) == 2.0
+    with pytest.raises(ValueError, match="unknown TPU chip"):
+        tj.pallas_call(_double, jax.ShapeDtypeStruct((8, 128), jnp.float32), chip="tpu8i",
+                       target="tpu")
     assert {"target", "tpu_compile_check", "chip"} <= set(tj.option_names())
 
 
