@@ -36,7 +36,12 @@ KINDS = {
 #: Kinds every chip refuses: errors with target="tpu", whatever the chip.
 _EVERY_CHIP = frozenset(KINDS)
 #: Kinds only chips with two TensorCores per device refuse (a grid
-#: dimension marked parallel is split between them).
+#: dimension marked parallel is split between them): a kind named here is
+#: an error with target="tpu" on v4, v5p and v7x and stays a warning on
+#: v5e and v6e, whether it is a run's warning (its Diagnostic.kind: the
+#: Executable's warnings hook, promote_run_diagnostics) or a finding the
+#: bridge adds to `found` in checker(). An output block accumulated across
+#: a parallel dimension ("parallel-revisit") belongs here.
 _TWO_CORES: frozenset[str] = frozenset()
 #: With target="tpu" and chip C, the kinds of findings and run diagnostics
 #: that are errors (promoted from warnings); a kind left out of a chip's set
