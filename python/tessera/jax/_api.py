@@ -432,6 +432,10 @@ def pallas_call(kernel: Callable[..., None], out_shape: Any, *,
     JAX's generic interpret=True does; default False, a TPU's blocks);
     warnings ("python", the default here: KernelWarnings; or "collect",
     interpret mode's default: kept for collected_warnings());
+    target ("tpu": what `chip` refuses, Pallas's TPU block rules, VMEM, no
+    Mosaic form, is a located CompileError; default: a collected warning)
+    and tpu_compile_check (libtpu compiles the kernel for the chip too;
+    docs/jax.md, "Fails where the TPU fails");
     and numpy_outputs=True, which makes an eager call return numpy arrays
     instead of jax arrays (saving JAX's ~70 us per output array), and
     jit_callback ("ffi", the default: an XLA FFI custom call on CPU; or
