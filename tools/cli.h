@@ -125,6 +125,9 @@ typedef struct cli_run_request {
   bool quiet;
   bool cache_stats; /* run: print the cache counters */
   bool explain;     /* hash: each component's hash */
+  bool tpu_target;  /* run --target tpu: what the chip (options.run.chip)
+                       refuses is an error before the run */
+  bool tpu_compile_check; /* run --tpu-compile-check: libtpu compiles it too */
   /* What the executable is made with (run), or whose key is printed
    * (hash): the backend from --backend (run) or --target (hash), the rest
    * from the run options. */

@@ -6,7 +6,12 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
+
+extern char **environ;
 
 #include "tools/cli.h"
 
@@ -53,6 +58,19 @@ const char cmd_run_help[] =
     "                           --max-errors, --timeout\n"
     "                           and --max-steps, ignores the others and\n"
     "                           refuses --trace\n"
+    "\n"
+    "TPU (docs/tpu.md, \"Layout rules\"; docs/jax.md, \"Fails where the TPU\n"
+    "fails\"):\n"
+    "  --target tpu             before running, what the chip (--chip, default\n"
+    "                           v5e) refuses is an error (exit status 1),\n"
+    "                           located: Pallas's TPU block rules, more VMEM\n"
+    "                           than the chip has, what has no Mosaic form\n"
+    "                           (as `check --target tpu`)\n"
+    "  --tpu-compile-check      with --target tpu: libtpu also compiles the\n"
+    "                           kernel for the chip, without a TPU, and its\n"
+    "                           refusal is an error; runs $TESSERA_PYTHON\n"
+    "                           (default python3), which needs the tessera\n"
+    "                           package, JAX and libtpu (pip install libtpu)\n"
     "\n"
     "Interpreter:\n"
     "  --kernel NAME            the kernel to run (needed if FILE has several)\n"
@@ -290,6 +308,38 @@ static tsr_status_t make_context(tsr_backend_t backend, tsr_context_t **out) {
   return tsr_context_create(&co, out);
 }
 
+/* libtpu's compile of the kernel for the chip, deviceless: the tessera
+ * package's Python (python -m tessera.jax._tpu_target), since libtpu is
+ * reached through JAX. EXIT_OK when it compiles; EXIT_KERNEL when libtpu
+ * refuses it (the helper printed the located refusal); EXIT_USAGE when it
+ * could not be checked (no Python, package or libtpu: the helper or this
+ * says which). */
+static int tpu_compile_check(const char *file, const char *kernel, const char *chip) {
+  const char *python = getenv("TESSERA_PYTHON");
+  if (!python || !*python) python = "python3";
+  char *argv[] = {(char *)python, "-m", "tessera.jax._tpu_target", (char *)file,
+                  (char *)kernel, (char *)(chip ? chip : "v5e"), NULL};
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid;
+  int err = posix_spawnp(&pid, python, NULL, NULL, argv, environ);
+  if (err) {
+    fprintf(stderr, "tessera run: --tpu-compile-check: cannot run %s (%s): set "
+            "TESSERA_PYTHON to a Python with the tessera package, JAX and libtpu\n",
+            python, strerror(err));
+    return EXIT_USAGE;
+  }
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0)
+    if (errno != EINTR) return EXIT_USAGE;
+  int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+  if (code == 0) return EXIT_OK;
+  if (code == 1) return EXIT_KERNEL;
+  fprintf(stderr, "tessera run: --tpu-compile-check: the check did not run (%s exited with "
+          "status %d)\n", python, code);
+  return EXIT_USAGE;
+}
+
 static int execute_run(cli_run_request_t *req) {
   int rc = EXIT_OK;
   tsr_ir_module_t *module = NULL;
@@ -320,6 +370,16 @@ static int execute_run(cli_run_request_t *req) {
   }
   const char *kname = tsr_ir_kernel_name(kernel);
   const tsr_executable_options_t *eo = &req->options;
+  if (req->tpu_target) {
+    status = tsr_tpu_check(kernel, eo->run.chip);
+    if (status) {
+      rc = cli_exit_code(status);
+      cli_report("run", status);
+      goto done;
+    }
+    if (req->tpu_compile_check && (rc = tpu_compile_check(req->file, kname, eo->run.chip)))
+      goto done;
+  }
   status = make_context(eo->backend, &ctx);
   double prepare_start = seconds_now();
   tsr_context_stats_t before, after;

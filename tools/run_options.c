@@ -14,7 +14,7 @@ enum {
   RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED, RUN_TRACE,
   RUN_DETECT_RACES, RUN_CACHE_STATS, RUN_EXPLAIN, RUN_TARGET, RUN_BACKEND,
   RUN_STRICT, RUN_TIMEOUT, RUN_MAX_STEPS, RUN_OOB_READS, RUN_BUFFER_BOUNDS,
-  RUN_PARALLEL_ORDER, RUN_OUT_BLOCKS,
+  RUN_PARALLEL_ORDER, RUN_OUT_BLOCKS, RUN_TPU_COMPILE_CHECK,
 };
 
 static const cli_option_t run_options[] = {
@@ -49,6 +49,7 @@ static const cli_option_t run_options[] = {
     {"strict", 0, false, RUN_STRICT},
     {"timeout", 0, true, RUN_TIMEOUT},
     {"max-steps", 0, true, RUN_MAX_STEPS},
+    {"tpu-compile-check", 0, false, RUN_TPU_COMPILE_CHECK},
     {NULL, 0, false, 0},
 };
 
@@ -63,7 +64,9 @@ static bool option_of(const char *cmd, int id) {
     case RUN_CORES: case RUN_DMA_MODE: case RUN_SCHEDULE_SEED: case RUN_DETECT_RACES:
     case RUN_OOB_READS: case RUN_BUFFER_BOUNDS: case RUN_OUT_BLOCKS:
       return true;
-    case RUN_EXPLAIN: case RUN_TARGET:
+    case RUN_TARGET: /* hash: the backend's key; run: tpu, the chip's checks */
+      return true;
+    case RUN_EXPLAIN:
       return hash;
     default:
       return !hash;
@@ -287,6 +290,13 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
       break;
     case RUN_TARGET:
     case RUN_BACKEND:
+      if (id == RUN_TARGET && strcmp(cmd, "run") == 0) { /* hash's is the backend */
+        if (strcmp(value, "tpu") != 0)
+          return cli_usage_error(cmd, "--target expects tpu, got '%s' (--backend picks "
+                                 "interp or cpu)", value);
+        req->tpu_target = true;
+        break;
+      }
       if (!tsr_backend_from_name(value, &req->options.backend))
         return cli_usage_error(cmd, "--%s expects interp or cpu, got '%s'",
                                option_name(id), value);
@@ -304,6 +314,9 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
       req->options.run.timeout_seconds = t;
       break;
     }
+    case RUN_TPU_COMPILE_CHECK:
+      req->tpu_compile_check = true;
+      break;
     case RUN_MAX_STEPS:
       if (!cli_parse_u64(value, &n) || n == 0)
         return cli_usage_error(cmd, "--max-steps expects a positive integer, got '%s'", value);
@@ -321,6 +334,10 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
                            "has at most %d",
                            devices, cores, (uint64_t)devices * cores, TSR_INTERP_MAX_CORES);
   if (!req->file) return cli_usage_error(cmd, "missing the kernel file (FILE.tsr)");
+  if (req->tpu_compile_check && !req->tpu_target)
+    return cli_usage_error(cmd, "--tpu-compile-check applies to --target tpu only");
+  if (req->tpu_compile_check && strcmp(req->file, "-") == 0)
+    return cli_usage_error(cmd, "--tpu-compile-check needs a kernel file, not stdin");
   if (strcmp(cmd, "run") == 0 && req->options.backend == TSR_BACKEND_CPU) {
     if (req->options.run.trace_path)
       return cli_usage_error(cmd, "--trace needs the interpreter: the cpu backend "

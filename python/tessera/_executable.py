@@ -258,6 +258,10 @@ class Executable:
         # Applied to a run's diagnostics before they are raised or warned
         # (the JAX bridge gives operand records its user's Python lines).
         self._diagnostic_hook: Callable[[Diagnostic], Diagnostic] | None = None
+        # Called with a run's warnings (after _diagnostic_hook); it may raise
+        # to make the run fail (the JAX bridge's target="tpu": kinds a TPU
+        # refuses are errors).
+        self._warnings_hook: Callable[[tuple[Diagnostic, ...]], None] | None = None
         # Makes each run's output arrays (the bridge's are aligned for XLA).
         self._empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] = np.empty
         self._prepare_binding()
@@ -463,6 +467,8 @@ class Executable:
         if not diags:
             return (), stats
         warns = tuple(d for d in diags if d.severity != "error")
+        if self._warnings_hook is not None:
+            self._warnings_hook(warns)
         if on_warning is None:
             for d in warns:
                 if d.severity == "warning":

@@ -103,4 +103,40 @@ expect "check --target expects tpu" 2 err "expects tpu"
 t check --help
 expect "check --help names --target tpu" 0 out '--target tpu'
 
+# run --target tpu: the chip's refusals before the run, located, as check's
+t run "$L" --random-inputs 1 -q
+expect "run without --target tpu runs the kernel" 0 out '%y: f32\[64, 512\]'
+t run "$L" --random-inputs 1 --target tpu --chip v6e
+expect "run --target tpu refuses the block the chip cannot tile, located" 1 err \
+  'tpu_layout.tsr:3:6: error: in .%x.: block dim 1 is 100, which TPUs cannot tile'
+[[ ! -s $tmp/out ]] && pass "run --target tpu does not run a refused kernel" \
+  || fail "run --target tpu does not run a refused kernel" "stdout: $(head -c 300 "$tmp/out")"
+t run "$SRC/tests/diagnostics/ok/dma_regular_semaphore.tsr" --random-inputs 1 --target tpu
+expect "run --target tpu: no Mosaic form on v5e, located" 1 err \
+  'dma_regular_semaphore.tsr:15:3: error: op .dma_start. cannot be emitted for TPU \(v5e\)'
+t run "$E/add.tsr" --random-inputs 1 --target tpu --chip v7x -q
+expect "run --target tpu runs a kernel the chip takes" 0 out '%c: f32'
+t run "$E/add.tsr" --target gpu
+expect "run --target expects tpu" 2 err "--target expects tpu, got 'gpu'"
+t run "$E/add.tsr" --random-inputs 1 --chip tpu8i --target tpu
+expect "run --target tpu: a chip the emitter does not target is a usage error" 2 err \
+  "unknown TPU chip 'tpu8i'"
+t run "$E/add.tsr" --random-inputs 1 --tpu-compile-check
+expect "--tpu-compile-check needs --target tpu" 2 err 'applies to --target tpu only'
+# The compile check runs the package's Python (libtpu's compile itself is
+# tested in python/tests/tpu): its exit status decides; a stand-in shows
+# the protocol without libtpu.
+fake=$tmp/fake_python
+printf '#!/bin/sh\n[ "$2" = tessera.jax._tpu_target ] || exit 9\necho "$3 @$4: error: refused on $5" >&2\nexit 1\n' >"$fake"
+chmod +x "$fake"
+TESSERA_PYTHON=$fake t run "$E/add.tsr" --random-inputs 1 --target tpu --chip v6e --tpu-compile-check
+expect "--tpu-compile-check: libtpu's refusal fails the run" 1 err 'add.tsr @add: error: refused on v6e'
+printf '#!/bin/sh\nexit 0\n' >"$fake"
+TESSERA_PYTHON=$fake t run "$E/add.tsr" --random-inputs 1 --target tpu --tpu-compile-check -q
+expect "--tpu-compile-check: a kernel that compiles runs" 0 out '%c: f32'
+TESSERA_PYTHON=$tmp/no_such_python t run "$E/add.tsr" --random-inputs 1 --target tpu --tpu-compile-check
+expect "--tpu-compile-check without a Python says how to get one" 2 err 'set TESSERA_PYTHON'
+t run --help
+expect "run --help names --target tpu" 0 out '--target tpu'
+
 echo "1..$n"

@@ -17,6 +17,7 @@ from . import _jax_internal as ji
 from . import _multi
 from . import _params
 from . import _run
+from . import _tpu_target
 from .translate import TranslationError, dtype_name, supported_primitives, translate
 
 __all__ = ["pallas_call", "interpret", "TesseraPallasCall", "TranslationError",
@@ -180,6 +181,8 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
     key = (ji.jaxpr_key_text(call.jaxpr), ji.grid_mapping_key_text(call.grid_mapping),
            repr(call.in_avals), repr(call.out_avals),
            repr(getattr(params.get("compiler_params"), "dimension_semantics", None)),
+           # the scoped VMEM limit the TPU checks apply (_tpu_target.py)
+           _tpu_target.vmem_limit_bytes(params.get("compiler_params")),
            repr(params.get("input_output_aliases")), _options_key(options), name, mesh)
     with _cache_lock:
         _stats["traces"] += 1
@@ -223,9 +226,12 @@ def _prepare(jax_fn: Callable, args, options: Mapping[str, Any],
             text = tk.module.text()
             in_dtypes = [ji.physical_dtype(a.dtype) for a in call.in_avals]
             runner = _run.Runner(tk.module, in_dtypes, run_options, tk.operand_locs,
-                                 ji.call_location(call), tk.prims_at)
+                                 ji.call_location(call), tk.prims_at,
+                                 _tpu_target.checker(call, options, tk.operand_locs,
+                                                     _collect_warning))
         finally:
             tk.module.close()  # a no-op once the runner took it
+        runner.executable._warnings_hook = _tpu_target.promote_run_diagnostics(options)
         ffi_able = not runner._convert
         prep = _Prepared(runner, call.out_avals, text, ffi_able)
         _prepared[key] = prep
@@ -445,6 +451,10 @@ def pallas_call(kernel: Callable[..., None], out_shape: Any, *,
     JAX's generic interpret=True does; default False, a TPU's blocks);
     warnings ("python", the default here: KernelWarnings; or "collect",
     interpret mode's default: kept for collected_warnings());
+    target ("tpu": what `chip` refuses, Pallas's TPU block rules, VMEM, no
+    Mosaic form, is a located CompileError; default: a collected warning)
+    and tpu_compile_check (libtpu compiles the kernel for the chip too;
+    docs/jax.md, "Fails where the TPU fails");
     and numpy_outputs=True, which makes an eager call return numpy arrays
     instead of jax arrays (saving JAX's ~70 us per output array), and
     jit_callback ("ffi", the default: an XLA FFI custom call on CPU; or
@@ -496,6 +506,7 @@ def _check_options(options: Mapping[str, Any]) -> None:
     if options.get("numerics", "cpu") not in ("cpu", "tpu"):
         raise ValueError("tessera.jax: numerics is 'cpu' (f32 dots exact in f32, as XLA:CPU) "
                          "or 'tpu' (f32 dot operands rounded as a TPU's MXU does)")
+    _tpu_target.check_options(options)
     if options.get("devices") is not None and int(options["devices"]) < 1:
         raise ValueError("tessera.jax: devices is the number of devices of the mesh (>= 1)")
 

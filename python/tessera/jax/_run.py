@@ -28,7 +28,11 @@ Diagnostic = T.Diagnostic
 #: numerics: "cpu" (the default: f32 dots exact in f32, as XLA:CPU) or
 #: "tpu" (f32 dot operands rounded as a TPU's MXU does at the dot's
 #: precision; translate_linalg.py): a translation option, not a run option
+#: target ("tpu" or None), tpu_compile_check: what a TPU would refuse is an
+#: error, not a warning (_tpu_target.py); options of the bridge, whose
+#: `chip` is the run's too
 BRIDGE_OPTIONS = ("numpy_outputs", "jit_callback", "numerics", "warnings", "jax_state",
+                  "target", "tpu_compile_check",
                   "jax_random_seed", "jax_grid_recorder", "jax_refuse_scoped_hbm",
                   "jax_skip_float_ops")
 # Set by the bridge itself (a call made with JAX's InterpretParams), not by
@@ -75,7 +79,8 @@ class Runner:
     def __init__(self, module: B.ModuleBuilder, in_dtypes: Sequence[np.dtype],
                  options: dict, operand_locs: dict | None = None,
                  kernel_loc: tuple[str, int, int] | None = None,
-                 prims_at: dict | None = None):
+                 prims_at: dict | None = None,
+                 tpu_check: Any = None):
         """Takes over `module` (its one kernel is compiled, then the module
         goes). in_dtypes: the numpy dtype each input arrives in (a prefetch
         table tessera stores widened arrives narrower and is converted);
@@ -85,7 +90,8 @@ class Runner:
         instead of its declaration, which has no line; kernel_loc: the
         pallas_call's, given to those about the whole kernel (VMEM over
         budget); prims_at: (line, col, mnemonic) -> the JAX primitive that
-        built that load or store (named in JAX's errors). Raises
+        built that load or store (named in JAX's errors); tpu_check: called
+        with the kernel before it is compiled (_tpu_target.py). Raises
         tessera.CompileError when tessera cannot prepare it."""
         __tracebackhide__ = True  # pytest: the report starts at the user's call
         self._prims_at = dict(prims_at or {})
@@ -106,6 +112,11 @@ class Runner:
         # output's position, in the errors JAX's interpret mode would raise.
         self._in_names = [o.name for o in kernel.operands if o.role not in ("out", "scratch")]
         self._out_names = [o.name for o in kernel.operands if o.role == "out"]
+        if tpu_check is not None:
+            try:
+                tpu_check(kernel)
+            except T.CompileError as e:
+                raise self.as_jax(e) from None
         try:
             self.executable = T.compile(kernel, backend, **options)
         except T.CompileError as e:

@@ -13,6 +13,11 @@ loaded with `-p tessera.jax.pytest_plugin`. Options:
                                 detect_races=true, uninit=zero, cores=2,
                                 numerics=tpu (f32 dots rounded as a TPU's MXU
                                 does; docs/jax.md)
+  --tessera-target tpu          what the chip would refuse (Pallas's TPU block
+                                rules, VMEM, no Mosaic form) fails the test,
+                                located; without it, a collected warning
+                                (docs/jax.md, "Fails where the TPU fails")
+  --tessera-chip CHIP           the TPU chip: v5e (default), v6e, v7x, ...
   --tessera-warnings MODE       collect (default): tessera's warnings are
                                 shown in the terminal summary, not raised
                                 through `warnings` (JAX's suites make
@@ -45,6 +50,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="tessera backend: interp (default) or cpu")
     group.addoption("--tessera-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a tessera run option (repeatable), e.g. detect_races=true")
+    group.addoption("--tessera-target", default=None, choices=("tpu",),
+                    help="tpu: what the TPU chip would refuse is an error (default: a "
+                         "collected warning)")
+    group.addoption("--tessera-chip", default=None, metavar="CHIP",
+                    help="the TPU chip whose rules and VMEM apply: v5e (default), v6e, v7x...")
     group.addoption("--tessera-warnings", default="collect",
                     choices=("collect", "python", "strict"),
                     help="tessera's warnings: collect (shown in the summary; default), "
@@ -74,6 +84,10 @@ def options_from_config(config: pytest.Config) -> dict:
         if not sep:
             raise pytest.UsageError(f"--tessera-option {item!r}: expected KEY=VALUE")
         options[key.strip()] = _parse_value(value.strip())
+    if config.getoption("--tessera-target", default=None):
+        options.setdefault("target", config.getoption("--tessera-target"))
+    if config.getoption("--tessera-chip", default=None):
+        options.setdefault("chip", config.getoption("--tessera-chip"))
     mode = config.getoption("--tessera-warnings", default="collect") or "collect"
     if mode == "strict":  # collect is interpret mode's default
         options.setdefault("strict", True)
@@ -88,7 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from tessera import jax as tessera_jax
     try:
         disable = tessera_jax.enable_globally(**options_from_config(config))
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
     setattr(config, _STATE_KEY, disable)
     config.addinivalue_line("markers", "tessera: run through tessera (set by --tessera)")
