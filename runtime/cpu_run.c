@@ -681,8 +681,8 @@ static uint64_t core_steps_begun(const crun_t *r, const ccore_t *c, int64_t lin)
     if (r->grid[g] <= 0) return 0;
   tsr_interp_unflatten(lin, rank, r->grid, v);
   if (r->unorder)
-    for (uint32_t g = 0, off = 0; g < r->npar; off += (uint32_t)r->grid[g], g++)
-      v[g] = r->unorder[off + (uint32_t)v[g]];
+    for (uint64_t g = 0, off = 0; g < r->npar; off += (uint64_t)r->grid[g], g++)
+      v[g] = r->unorder[off + (uint64_t)v[g]];
   uint64_t o = 0, p = 0, i = 0, inner = 1;
   for (uint32_t g = 0; g < r->split.first; g++) o = o * (uint64_t)r->grid[g] + (uint64_t)v[g];
   for (uint32_t g = r->split.first; g < r->split.end; g++)
@@ -1205,7 +1205,7 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     if (r.order && order_size) {
       r.unorder = tsr_calloc(order_size, sizeof *r.unorder);
       if (r.unorder) {
-        for (uint32_t g = 0, off = 0; g < r.npar; off += (uint32_t)r.grid[g], g++)
+        for (uint64_t g = 0, off = 0; g < r.npar; off += (uint64_t)r.grid[g], g++)
           for (int64_t k = 0; k < r.grid[g]; k++) r.unorder[off + (uint64_t)r.order[off + k]] = k;
       } else {
         r.bounds.progress = NULL; /* no memory: no progress, the run goes on */
