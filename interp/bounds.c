@@ -22,6 +22,21 @@ void tsr_bounds_start(tsr_bounds_t *b, const tsr_interp_options_t *options) {
   b->start = now_seconds();
   b->granted = 0;
   b->hit = TSR_BOUND_NONE;
+  b->now = b->start;
+  b->progress = options->on_progress;
+  b->progress_user = options->on_progress_user;
+  b->progress_interval = options->progress_interval > 0 ? options->progress_interval : 0;
+  b->progress_next = b->start + b->progress_interval;
+  b->progress_total = 0; /* the caller sets it once it knows the grid */
+  b->reported = 0;
+}
+
+void tsr_bounds_report_progress(tsr_bounds_t *b, uint64_t done) {
+  if (!b->progress) return;
+  if (done > b->progress_total) done = b->progress_total;
+  if (done < b->reported) return;
+  b->reported = done;
+  b->progress(b->progress_user, done, b->progress_total);
 }
 
 uint64_t tsr_bounds_grant(tsr_bounds_t *b, tsr_step_meter_t *m, uint32_t sharers) {
@@ -42,6 +57,7 @@ uint64_t tsr_bounds_grant(tsr_bounds_t *b, tsr_step_meter_t *m, uint32_t sharers
   else if (now - m->last > 1e-2 && m->chunk > 1)
     m->chunk /= 2;
   m->last = now;
+  b->now = now;
   uint64_t g = m->chunk;
   if (b->max_steps) {
     uint64_t left = b->max_steps - b->granted;

@@ -11,6 +11,7 @@
 #ifndef TESSERA_INTERP_BOUNDS_H
 #define TESSERA_INTERP_BOUNDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,14 @@ typedef struct tsr_bounds {
   double start;       /* monotonic seconds */
   uint64_t granted;   /* steps handed out */
   tsr_bound_t hit;    /* the bound that stopped the run */
+  double now;         /* when the last grant read the clock */
+  /* Progress (tsr_interp_options_t's on_progress): due at progress_next
+   * (read and advanced by the grants' caller, under its lock); `reported`
+   * is the last `done` given, under whatever serializes the calls. */
+  tsr_progress_fn progress;
+  void *progress_user;
+  double progress_interval, progress_next;
+  uint64_t progress_total, reported;
 } tsr_bounds_t;
 
 /* One caller's grant size, adapted to how fast it takes steps. */
@@ -39,6 +48,18 @@ typedef struct tsr_step_meter {
 } tsr_step_meter_t;
 
 void tsr_bounds_start(tsr_bounds_t *b, const tsr_interp_options_t *options);
+/* After a grant (>= 1 steps): whether a progress call is due now; if so,
+ * the next one is due progress_interval later. False without a progress
+ * callback: the runs without one pay one test per grant. */
+static inline bool tsr_bounds_progress_due(tsr_bounds_t *b) {
+  if (!b->progress || b->now < b->progress_next) return false;
+  b->progress_next = b->now + b->progress_interval;
+  return true;
+}
+/* Calls the progress callback with `done` of progress_total steps, unless
+ * that would go back (a core that computed its count before another's
+ * call reached here later). The caller serializes these calls. */
+void tsr_bounds_report_progress(tsr_bounds_t *b, uint64_t done);
 /* Steps the caller may take now, this one included (>= 1), or 0 when a
  * bound is reached (b->hit says which; every later call returns 0).
  * `sharers`: how many callers draw on max_steps at once. */

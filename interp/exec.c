@@ -294,6 +294,8 @@ bool tsr_interp_take_step_slow(run_t *run, uint32_t site) {
   uint64_t g = tsr_bounds_grant(&sh->bounds, &sh->meter, 1);
   if (g) {
     sh->budget = g - 1;
+    if (tsr_bounds_progress_due(&sh->bounds))
+      tsr_bounds_report_progress(&sh->bounds, sh->stats.grid_steps);
     return true;
   }
   tsr_diag_where_t where = tsr_interp_where(run, site);

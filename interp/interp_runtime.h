@@ -90,6 +90,9 @@ typedef struct tsr_interp_run_options {
   uint64_t max_steps;         /* 0: none */
   const volatile int *cancel; /* NULL: none */
   const char *trace_path;     /* NULL: no trace */
+  tsr_progress_fn on_progress; /* NULL: none (tsr_interp_options_t) */
+  void *on_progress_user;
+  double progress_interval;
 } tsr_interp_run_options_t;
 
 /* The run options `options` give, with no streams (stderr). */

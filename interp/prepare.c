@@ -952,6 +952,7 @@ void tsr_interp_options_initialize(tsr_interp_options_t *options) {
   options->check = true;
   options->chip = "v5e";
   options->max_errors = 20;
+  options->progress_interval = 0.25;
 }
 
 /* ---- Entry point ---- */

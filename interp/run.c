@@ -425,6 +425,9 @@ void tsr_interp_run_options_of(const tsr_interp_options_t *options,
       .max_steps = options->max_steps,
       .cancel = options->cancel,
       .trace_path = options->trace_path,
+      .on_progress = options->on_progress,
+      .on_progress_user = options->on_progress_user,
+      .progress_interval = options->progress_interval,
   };
 }
 
@@ -469,12 +472,20 @@ tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
   bounds.timeout_seconds = ro->timeout_seconds;
   bounds.max_steps = ro->max_steps;
   bounds.cancel = ro->cancel;
+  bounds.on_progress = ro->on_progress;
+  bounds.on_progress_user = ro->on_progress_user;
+  bounds.progress_interval = ro->progress_interval;
   tsr_bounds_start(&sh.bounds, &bounds);
   tsr_status_t s = tsr_diag_sink_initialize(&sh.diag, p->kernel_name, p->num_sites, sh.devices,
                                             sh.cores, p->options.max_errors, ro->strict);
   if (!s) s = run_setup(&sh, operands);
   if (!s) tsr_grid_check_parallel_revisits(&sh);
-  if (!s) tsr_interp_run_all(&sh);
+  if (!s) {
+    /* every device runs the whole grid */
+    sh.bounds.progress_total = sh.total_steps * sh.devices;
+    tsr_interp_run_all(&sh);
+    tsr_bounds_report_progress(&sh.bounds, sh.stats.grid_steps);
+  }
   tsr_status_t trace = s || !sh.tracing ? NULL : tsr_trace_write(&sh);
   if (!s && !sh.aborted) tsr_dma_check_end(&sh);
   if (!s && !sh.aborted) tsr_grid_copy_out_landed(&sh);

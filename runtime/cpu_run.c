@@ -407,10 +407,15 @@ typedef struct ccore {
   uint32_t num_roots, roots_capacity;
   /* under run->mu */
   tsr_step_meter_t meter;
+  uint64_t begun; /* grid steps begun as of its last TSR_RT_STEP (progress) */
   core_state_t state;
   uint64_t wait_slot;
   int64_t wait_need;
   uint32_t wait_site;
+  /* this core's own: a progress call is due with `progress_at` (set under
+   * run->mu by take_steps, made after it lets go of the lock) */
+  bool progress_due;
+  uint64_t progress_at;
   pthread_t thread;
   /* under run->mu: its device-wide buffers' entries */
   cwide_at_t *wide_at;
@@ -454,6 +459,14 @@ struct crun {
   void *wide_fallback;  /* info->wide_max_bytes: handed out when an instance
                            cannot be allocated (the run is then abandoned) */
   tsr_uninit_mode_t uninit;
+  /* Progress (tsr_interp_options_t's on_progress): the cores' `begun`
+   * summed (under mu); the inverse of `order` and the number of leading
+   * parallel dims it covers, to find a core's step from its grid point.
+   * The calls are made outside mu, one at a time under progress_mu. */
+  uint64_t done;
+  int64_t *unorder;
+  uint32_t npar;
+  pthread_mutex_t progress_mu;
 };
 
 _Static_assert(offsetof(ccore_t, lin) == TSR_RT_CTX_POINT * sizeof(int64_t) &&
@@ -667,6 +680,48 @@ static void print(ccore_t *c, uint32_t site, const int64_t *addrs) {
                    print_operand, &ctx);
 }
 
+/* How many of its grid steps core c has begun when it runs the grid point
+ * numbered `lin`: the inverse of the compiled code's walk (lower/emit_grid.c,
+ * core_grid_point), which runs its step s at the point made of s's outer,
+ * split and inner coordinates, the leading parallel ones through the run's
+ * order. 0 for a point not in the core's share. */
+static uint64_t core_steps_begun(const crun_t *r, const ccore_t *c, int64_t lin) {
+  const uint32_t rank = r->info->grid_rank;
+  int64_t v[TSR_MAX_RANK];
+  for (uint32_t g = 0; g < rank; g++)
+    if (r->grid[g] <= 0) return 0;
+  tsr_interp_unflatten(lin, rank, r->grid, v);
+  if (r->unorder)
+    for (uint64_t g = 0, off = 0; g < r->npar; off += (uint64_t)r->grid[g], g++)
+      v[g] = r->unorder[off + (uint64_t)v[g]];
+  uint64_t o = 0, p = 0, i = 0, inner = 1;
+  for (uint32_t g = 0; g < r->split.first; g++) o = o * (uint64_t)r->grid[g] + (uint64_t)v[g];
+  for (uint32_t g = r->split.first; g < r->split.end; g++)
+    p = p * (uint64_t)r->grid[g] + (uint64_t)v[g];
+  for (uint32_t g = r->split.end; g < rank; g++) {
+    i = i * (uint64_t)r->grid[g] + (uint64_t)v[g];
+    inner *= (uint64_t)r->grid[g];
+  }
+  if (p < (uint64_t)c->plo || p >= (uint64_t)c->phi) return 0;
+  uint64_t mine = (uint64_t)(c->phi - c->plo) * inner;
+  return o * mine + (p - (uint64_t)c->plo) * inner + i + 1;
+}
+
+/* Under mu, after a grant: this core's count of grid steps begun, and
+ * whether a progress call is due (made by runtime_call, outside mu). */
+static void note_progress(ccore_t *c, uint32_t site, int64_t point) {
+  crun_t *r = c->run;
+  uint64_t begun = core_steps_begun(r, c, site == r->info->num_sites ? point : c->lin);
+  if (begun > c->begun) {
+    r->done += begun - c->begun;
+    c->begun = begun;
+  }
+  if (tsr_bounds_progress_due(&r->bounds)) {
+    c->progress_due = true;
+    c->progress_at = r->done;
+  }
+}
+
 /* Under mu: TSR_RT_STEP. A new grant of steps for this core (the budget
  * left after this step), or -1 when a run bound is reached (reported here,
  * and every core stops: waits return at once, loops end at their next
@@ -676,6 +731,7 @@ static int64_t take_steps(ccore_t *c, uint32_t site, int64_t point) {
   if (r->aborted) return -1;
   if (site == r->info->num_sites) c->lin = point; /* a grid step: the point it starts */
   uint64_t g = tsr_bounds_grant(&r->bounds, &c->meter, r->n);
+  if (g && r->bounds.progress) note_progress(c, site, point);
   /* With a grid-step callback every step comes here (runtime_call calls it). */
   if (g && r->on_grid_step) return 0;
   if (g) return (int64_t)TSR_MIN(g - 1, (uint64_t)INT64_MAX);
@@ -1044,6 +1100,13 @@ static int64_t runtime_call(void *ctx, int64_t call, int64_t a, int64_t b, int64
     default: break;
   }
   pthread_mutex_unlock(&r->mu);
+  /* The progress callback, outside the run's lock, one call at a time. */
+  if (me->progress_due) {
+    me->progress_due = false;
+    pthread_mutex_lock(&r->progress_mu);
+    tsr_bounds_report_progress(&r->bounds, me->progress_at);
+    pthread_mutex_unlock(&r->progress_mu);
+  }
   /* The grid-step callback, outside the lock (it may take its own). */
   if (call == TSR_RT_STEP && site == r->info->num_sites && result >= 0 && r->on_grid_step) {
     int64_t point[TSR_MAX_RANK];
@@ -1169,7 +1232,23 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   }
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
+  pthread_mutex_init(&r.progress_mu, NULL);
   tsr_bounds_start(&r.bounds, options);
+  if (r.bounds.progress) {
+    uint64_t total = r.devices;
+    for (uint32_t g = 0; g < info->grid_rank; g++) total *= (uint64_t)r.grid[g];
+    r.bounds.progress_total = total;
+    while (r.npar < info->grid_rank && info->semantics[r.npar] == TSR_DIM_PARALLEL) r.npar++;
+    if (r.order && order_size) {
+      r.unorder = tsr_calloc(order_size, sizeof *r.unorder);
+      if (r.unorder) {
+        for (uint64_t g = 0, off = 0; g < r.npar; off += (uint64_t)r.grid[g], g++)
+          for (int64_t k = 0; k < r.grid[g]; k++) r.unorder[off + (uint64_t)r.order[off + k]] = k;
+      } else {
+        r.bounds.progress = NULL; /* no memory: no progress, the run goes on */
+      }
+    }
+  }
   for (uint32_t i = 0; i < r.n; i++) {
     ccore_t *c = &r.core[i];
     c->run = &r;
@@ -1255,6 +1334,9 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     }
     for (uint32_t i = 0; i < started; i++) pthread_join(r.core[i].thread, NULL);
   }
+  /* The last progress call: every step ran unless the run was abandoned. */
+  if (!status && r.bounds.progress)
+    tsr_bounds_report_progress(&r.bounds, r.aborted ? r.done : r.bounds.progress_total);
   if (!status) status = tsr_diag_sink_status(&r.diag);
   /* A semaphore output's array: its counts at the end, summed over each
    * device's cores (DMAs were copied when they started). */
@@ -1273,6 +1355,8 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   tsr_diag_sink_deinitialize(&r.diag);
   pthread_cond_destroy(&r.cv);
   pthread_mutex_destroy(&r.mu);
+  pthread_mutex_destroy(&r.progress_mu);
+  tsr_free(r.unorder);
   for (uint32_t i = 0; i < r.n; i++) {
     tsr_free(r.core[i].roots);
     tsr_free(r.core[i].wide_at);

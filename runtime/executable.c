@@ -50,6 +50,7 @@ void tsr_executable_options_initialize(tsr_executable_options_t *options) {
 void tsr_run_options_initialize(tsr_run_options_t *options) {
   memset(options, 0, sizeof *options);
   options->strict = -1;
+  options->progress_interval = -1;
 }
 
 static tsr_status_t create_interp(tsr_executable_t *e, const tsr_ir_kernel_t *kernel) {
@@ -190,6 +191,11 @@ static void run_options_for(const tsr_executable_t *e, const tsr_run_options_t *
   if (ro->max_steps) o->max_steps = ro->max_steps;
   if (ro->cancel) o->cancel = ro->cancel;
   if (ro->trace_path) o->trace_path = ro->trace_path;
+  if (ro->on_progress) {
+    o->on_progress = ro->on_progress;
+    o->on_progress_user = ro->on_progress_user;
+  }
+  if (ro->progress_interval >= 0) o->progress_interval = ro->progress_interval;
 }
 
 /* The result of a run that ended with `status` (borrowed), with the

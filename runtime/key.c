@@ -103,7 +103,7 @@ static const char *uninit_name(tsr_uninit_mode_t m) {
 }
 
 /* Every option but the run-time ones: the trace path, strict, the timeout,
- * max_steps and the cancel flag (where a trace goes and when a run stops do
+ * max_steps, the cancel flag and progress (where a trace goes and when a run stops do
  * not change what the program is; bind supplies them), defaults filled in, so that an unset field and its default give the
  * same key. */
 /* A tripwire for new options (on LP64 hosts): each new field of
@@ -111,7 +111,7 @@ static const char *uninit_name(tsr_uninit_mode_t m) {
  * to encode_options) or run-time (copy it in tsr_interp_program_bind and
  * clear it in program_cache.c), then update the size here (HACKING.md,
  * "A run option"). */
-_Static_assert(sizeof(void *) != 8 || sizeof(tsr_interp_options_t) == 128,
+_Static_assert(sizeof(void *) != 8 || sizeof(tsr_interp_options_t) == 152,
                "tsr_interp_options_t changed: is the new option part of the key?");
 
 typedef struct key_options {

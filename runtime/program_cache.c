@@ -64,6 +64,8 @@ static tsr_status_t build_program(void *ctx, void **out_value, size_t *out_bytes
   o.cancel = NULL;
   o.on_grid_step = NULL;
   o.on_grid_step_user = NULL;
+  o.on_progress = NULL;
+  o.on_progress_user = NULL;
   tsr_interp_program_t *p = NULL;
   TSR_RETURN_IF_ERROR(tsr_interp_program_prepare(b->kernel, &o, &p));
   *out_value = p;

@@ -123,6 +123,9 @@ typedef struct cli_run_request {
   bool random_inputs;
   uint64_t random_seed;
   bool quiet;
+  bool force;                 /* run: --trace may overwrite an existing file */
+  double progress_after;      /* run: seconds before the progress line shows */
+  char *trace_owned;          /* run: --trace DIR's file name inside DIR */
   bool cache_stats; /* run: print the cache counters */
   bool explain;     /* hash: each component's hash */
   bool tpu_target;  /* run --target tpu: what the chip (options.run.chip)

@@ -127,7 +127,13 @@ const char cmd_run_help[] =
     "                           the padding reads as uninitialized, writes to\n"
     "                           it are dropped\n"
     "  --trace FILE.json        write a Chrome/Perfetto trace of the simulated\n"
-    "                           run (open in ui.perfetto.dev or chrome://tracing)\n"
+    "                           run (open in ui.perfetto.dev or chrome://tracing);\n"
+    "                           an existing FILE is refused unless --force; a\n"
+    "                           directory gets trace-YYYYMMDD-HHMMSS.json (UTC)\n"
+    "  --force                  let --trace overwrite an existing file\n"
+    "  --progress-after S       on a terminal, show a progress line on stderr\n"
+    "                           (grid step/total, steps/s, ETA) once the run has\n"
+    "                           taken S seconds (default 1; -q: never)\n"
     "  --cache-stats            print the cache counters on stderr (memory hits\n"
     "                           and misses; with --backend cpu disk ones too)\n"
     "  -q, --quiet              no summary line on stderr\n"
@@ -156,6 +162,51 @@ static volatile int interrupted;
 static void on_interrupt(int sig) {
   (void)sig;
   interrupted = 1;
+}
+
+/* The progress line: on a terminal's stderr, once a run has taken
+ * --progress-after seconds, one line redrawn in place ('\r') at each
+ * progress call: steps done / total, percent, steps per second and the
+ * time left at that rate; erased when the run ends. The library makes the
+ * calls one at a time, so the state needs no lock. */
+typedef struct progress_line {
+  double start, after;
+  bool shown;
+} progress_line_t;
+
+static double progress_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* "12.3k"-style counts for the line. */
+static void short_count(char *buf, size_t size, double v) {
+  if (v >= 1e9) snprintf(buf, size, "%.1fG", v / 1e9);
+  else if (v >= 1e6) snprintf(buf, size, "%.1fM", v / 1e6);
+  else if (v >= 1e4) snprintf(buf, size, "%.1fk", v / 1e3);
+  else snprintf(buf, size, "%.0f", v);
+}
+
+static void draw_progress(void *user, uint64_t done, uint64_t total) {
+  progress_line_t *p = user;
+  double t = progress_now() - p->start;
+  if (t < p->after || done >= total) return;
+  char rate[32], eta[32];
+  double per_second = t > 0 ? (double)done / t : 0;
+  short_count(rate, sizeof rate, per_second);
+  if (per_second > 0) {
+    double left = (double)(total - done) / per_second;
+    if (left >= 3600) snprintf(eta, sizeof eta, "%dh%02dm", (int)(left / 3600), (int)(left / 60) % 60);
+    else if (left >= 60) snprintf(eta, sizeof eta, "%dm%02ds", (int)(left / 60), (int)left % 60);
+    else snprintf(eta, sizeof eta, "%.0fs", left);
+  } else {
+    snprintf(eta, sizeof eta, "?");
+  }
+  fprintf(stderr, "\r\033[Ktessera: grid step %" PRIu64 "/%" PRIu64 " (%.0f%%), %s steps/s, ETA %s",
+          done, total, total ? 100.0 * (double)done / (double)total : 100.0, rate, eta);
+  fflush(stderr);
+  p->shown = true;
 }
 
 /* Names of the operands of `roles` for messages: "%a, %b". */
@@ -505,7 +556,17 @@ static int execute_run(cli_run_request_t *req) {
   tsr_run_options_t ro;
   tsr_run_options_initialize(&ro);
   ro.cancel = &interrupted;
+  progress_line_t line = {progress_now(), req->progress_after, false};
+  if (!req->quiet && isatty(STDERR_FILENO)) {
+    ro.on_progress = draw_progress;
+    ro.on_progress_user = &line;
+    ro.progress_interval = 0.1;
+  }
   status = tsr_executable_run(exe, ptrs, n, &ro, &result);
+  if (line.shown) {
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+  }
   if (result) tsr_run_result_stats(result, &stats);
   sigaction(SIGINT, &old_int, NULL);
   double run_seconds = seconds_now() - start;
@@ -581,6 +642,8 @@ static int execute_run(cli_run_request_t *req) {
             vmem, elapsed * 1e3);
 #undef PLURAL
   }
+  if (!req->quiet && req->trace_owned)
+    fprintf(stderr, "tessera: @%s: trace written to %s\n", kname, req->trace_owned);
 
 done:
   if (arrays)

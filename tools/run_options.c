@@ -5,6 +5,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "tools/cli.h"
 
@@ -14,7 +16,8 @@ enum {
   RUN_QUIET, RUN_DEVICES, RUN_CORES, RUN_DMA_MODE, RUN_SCHEDULE_SEED, RUN_TRACE,
   RUN_DETECT_RACES, RUN_CACHE_STATS, RUN_EXPLAIN, RUN_TARGET, RUN_BACKEND,
   RUN_STRICT, RUN_TIMEOUT, RUN_MAX_STEPS, RUN_OOB_READS, RUN_BUFFER_BOUNDS,
-  RUN_PARALLEL_ORDER, RUN_OUT_BLOCKS, RUN_TPU_COMPILE_CHECK,
+  RUN_PARALLEL_ORDER, RUN_OUT_BLOCKS, RUN_TPU_COMPILE_CHECK, RUN_FORCE,
+  RUN_PROGRESS_AFTER,
 };
 
 static const cli_option_t run_options[] = {
@@ -38,6 +41,8 @@ static const cli_option_t run_options[] = {
     {"dma-mode", 0, true, RUN_DMA_MODE},
     {"schedule-seed", 0, true, RUN_SCHEDULE_SEED},
     {"trace", 0, true, RUN_TRACE},
+    {"force", 0, false, RUN_FORCE},
+    {"progress-after", 0, true, RUN_PROGRESS_AFTER},
     {"detect-races", 0, false, RUN_DETECT_RACES},
     {"oob-reads", 0, true, RUN_OOB_READS},
     {"buffer-bounds", 0, true, RUN_BUFFER_BOUNDS},
@@ -97,11 +102,48 @@ static void free_bindings(cli_binding_t *b, size_t n) {
   free(b);
 }
 
+/* --trace PATH never overwrites silently: an existing regular file (or a
+ * link to one) is a usage error unless --force (a pipe, FIFO or device
+ * such as /dev/stdout is written into, not replaced); an existing directory gets a new file named by the
+ * time (UTC), trace-YYYYMMDD-HHMMSS.json, or -2, -3... after it when that
+ * name is taken. */
+static int trace_target(const char *cmd, cli_run_request_t *req) {
+  const char *path = req->options.run.trace_path;
+  struct stat st;
+  if (stat(path, &st) != 0) return EXIT_OK; /* a new file (the run reports a bad path) */
+  if (!S_ISDIR(st.st_mode)) {
+    if (req->force || !S_ISREG(st.st_mode)) return EXIT_OK;
+    return cli_usage_error(cmd, "--trace %s: the file exists; give --force to overwrite it, "
+                           "or a directory to get a new file in it", path);
+  }
+  char stamp[32];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(stamp, sizeof stamp, "trace-%Y%m%d-%H%M%S", &tm);
+  size_t size = strlen(path) + sizeof stamp + 32;
+  char *name = cli_calloc(size, 1);
+  const char *sep = path[0] && path[strlen(path) - 1] == '/' ? "" : "/";
+  for (unsigned k = 1; k < 1000; k++) {
+    if (k == 1) snprintf(name, size, "%s%s%s.json", path, sep, stamp);
+    else snprintf(name, size, "%s%s%s-%u.json", path, sep, stamp, k);
+    if (stat(name, &st) != 0) {
+      free(req->trace_owned);
+      req->trace_owned = name;
+      req->options.run.trace_path = name;
+      return EXIT_OK;
+    }
+  }
+  free(name);
+  return cli_usage_error(cmd, "--trace %s: no free file name in the directory", path);
+}
+
 /* Options of `run`, and of `hash` (option_of says which of them). */
 int cli_parse_run_args(const char *cmd, int argc, char **argv,
                        cli_run_request_t *req) {
   memset(req, 0, sizeof *req);
   tsr_executable_options_initialize(&req->options);
+  req->progress_after = 1.0;
   req->ins = cli_calloc((size_t)argc, sizeof *req->ins);
   req->outs = cli_calloc((size_t)argc, sizeof *req->outs);
   cli_arg_iter_t it = {cmd, argc, argv, 1, false};
@@ -256,6 +298,19 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
     case RUN_TRACE:
       req->options.run.trace_path = value;
       break;
+    case RUN_FORCE:
+      req->force = true;
+      break;
+    case RUN_PROGRESS_AFTER: {
+      char *end = NULL;
+      errno = 0;
+      double t = strtod(value, &end);
+      if (errno || end == value || *end || !(t >= 0) || t > 1e9)
+        return cli_usage_error(cmd, "--progress-after expects a number of seconds >= 0, got '%s'",
+                               value);
+      req->progress_after = t;
+      break;
+    }
     case RUN_DETECT_RACES:
       req->options.run.detect_races = true;
       break;
@@ -343,6 +398,7 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
       return cli_usage_error(cmd, "--trace needs the interpreter: the cpu backend "
                              "runs native code, which it cannot trace");
   }
+  if (strcmp(cmd, "run") == 0 && req->options.run.trace_path) return trace_target(cmd, req);
   return EXIT_OK;
 }
 
@@ -352,4 +408,6 @@ void cli_run_request_deinitialize(cli_run_request_t *req) {
   free_bindings(req->outs, req->num_outs);
   free(req->parallel_order);
   req->parallel_order = NULL;
+  free(req->trace_owned);
+  req->trace_owned = NULL;
 }

@@ -29,7 +29,7 @@ extern "C" {
  * new struct alone needs no bump. python/tessera/_capi.py's ABI_VERSION
  * follows it (python/tests/test_pkg_layout.py compares the two, and the
  * package refuses to load a library whose tsr_abi_version() differs). */
-#define TSR_ABI_VERSION 4
+#define TSR_ABI_VERSION 5
 
 /* TSR_ABI_VERSION of the library's build: a binding compares it with the
  * version it was written for before it calls anything else. */
@@ -299,6 +299,8 @@ typedef struct tsr_executable_options {
                                max_steps, cancel), the order of parallel
                                steps (shuffle_parallel, shuffle_seed,
                                parallel_order), on_grid_step,
+                               on_progress (at the granularity of its
+                               requests for steps),
                                out_blocks_copied_in, oob_reads_uninit and
                                padded (with chip's tiling; these three are
                                compiled into its code, so part of its key); it checks the bounds of dynamic
@@ -354,6 +356,9 @@ typedef struct tsr_run_options {
   const volatile int *cancel; /* NULL: the executable's */
   const char *trace_path;     /* interpreter: a Chrome trace of this run;
                                  NULL: the executable's */
+  tsr_progress_fn on_progress; /* NULL: the executable's */
+  void *on_progress_user;
+  double progress_interval;   /* < 0 (default): the executable's */
 } tsr_run_options_t;
 
 TSR_API void tsr_run_options_initialize(tsr_run_options_t *options);

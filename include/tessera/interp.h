@@ -29,6 +29,12 @@ typedef enum tsr_uninit_mode {
 typedef void (*tsr_grid_step_fn)(void *user, uint32_t device, uint32_t core, uint32_t rank,
                                  const int64_t *point);
 
+/* tsr_interp_options_t's on_progress: `done` of the run's `total` grid
+ * steps (over all devices and cores) have begun. To stop the run from the
+ * callback, set the run's cancel flag: the run stops as it does when
+ * another thread sets it. */
+typedef void (*tsr_progress_fn)(void *user, uint64_t done, uint64_t total);
+
 typedef struct tsr_interp_options {
   tsr_uninit_mode_t uninit;  /* fill of new memory; default NAN */
   bool check;                /* shadow memory: report uninitialized reads and
@@ -110,6 +116,19 @@ typedef struct tsr_interp_options {
    * must be thread-safe when cores > 1. */
   tsr_grid_step_fn on_grid_step;
   void *on_grid_step_user;
+  /* Progress of a long run (docs/semantics.md, "Progress"); NULL: not
+   * called, and the run does no work for it. Called at most once per
+   * progress_interval seconds while the grid runs, when the run checks its
+   * bounds (about every millisecond of each core's work), then once after
+   * the grid: done == total when every step ran. Calls never overlap and
+   * `done` never decreases; the cpu backend calls from its cores' threads.
+   * The interpreter counts every grid step; the cpu backend's compiled
+   * code reports only when it asks the runtime for more steps, so its
+   * `done` is each core's step as of its last request, summed. */
+  tsr_progress_fn on_progress;
+  void *on_progress_user;
+  double progress_interval;  /* seconds between calls; default 0.25; 0:
+                                at every bounds check */
 } tsr_interp_options_t;
 
 /* Fills in the defaults above. */

@@ -242,6 +242,8 @@ class IrOpParams(Structure):
 # on_grid_step(user, device, core, rank, point)
 GRID_STEP_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_uint32, c_uint32, c_uint32,
                                 POINTER(ctypes.c_int64))
+# on_progress(user, done, total)
+PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_uint64, c_uint64)
 
 
 class InterpOptions(Structure):
@@ -270,6 +272,9 @@ class InterpOptions(Structure):
         ("cancel", POINTER(c_int)),
         ("on_grid_step", GRID_STEP_FN),
         ("on_grid_step_user", ctypes.c_void_p),
+        ("on_progress", PROGRESS_FN),
+        ("on_progress_user", ctypes.c_void_p),
+        ("progress_interval", c_double),
     ]
 
 
@@ -386,6 +391,9 @@ class RunOptions(Structure):
         ("max_steps", c_uint64),
         ("cancel", POINTER(c_int)),
         ("trace_path", c_char_p),
+        ("on_progress", PROGRESS_FN),
+        ("on_progress_user", ctypes.c_void_p),
+        ("progress_interval", c_double),
     ]
 
 

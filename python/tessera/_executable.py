@@ -10,6 +10,7 @@ import ctypes
 import dataclasses
 import itertools
 import math
+import time
 import warnings
 import weakref
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -24,9 +25,10 @@ from ._diagnostics import (CompileError, Diagnostic, KernelError, KernelWarning,
 from ._dtypes import _dtype_index
 from ._module import Kernel, Module, Operand
 from ._options import (_EXECUTABLE_OPTIONS, _RUN_OPTIONS, _callback, _cancel_token,
-                       _check_names, _choice, _int_option, _seconds)
-from ._output import (_PRINT_TRAMPOLINE, _WARNING_TRAMPOLINE, CancelToken, PrintCallback,
-                      _interrupts, _register, _Sink, _sinks)
+                       _check_names, _choice, _int_option, _progress_callback, _seconds,
+                       _trace_target)
+from ._output import (_PRINT_TRAMPOLINE, _PROGRESS_TRAMPOLINE, _WARNING_TRAMPOLINE, CancelToken,
+                      PrintCallback, ProgressLine, _interrupts, _register, _Sink, _sinks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,16 +116,22 @@ class _Slot:
             elif name == "cancel":
                 if v is not None:
                     self.cancel = _cancel_token(v)
-            elif name == "trace_path":
-                if v is not None:
-                    b = _capi.c_bytes_of(v, "tessera: option trace_path")
-                    self.keep.append(b)
-                    ro.trace_path = b
+            elif name == "progress_interval":
+                ro.progress_interval = -1.0 if v is None else _seconds(v, name)
             elif name == "on_print":
                 on_print = _callback(name, v)
             elif name == "on_warning":
                 on_warning = _callback(name, v)
         return on_print, on_warning
+
+    def set_trace(self, path: str) -> None:
+        b = _capi.c_bytes_of(path, "tessera: option trace_path")
+        self.keep.append(b)
+        self.ro.trace_path = b
+
+    def set_progress(self) -> None:
+        self.ro.on_progress = _PROGRESS_TRAMPOLINE
+        self.ro.on_progress_user = self.token
 
     def restore(self) -> None:
         """Back to the executable's options after `apply`."""
@@ -204,10 +212,12 @@ class Executable:
                 if v is not None:
                     _cancel_token(v)  # runs poll their own flags (_Slot)
             elif name == "trace_path":
-                if v is not None:
-                    b = _capi.c_bytes_of(v, "tessera: option trace_path")
-                    keep.append(b)
-                    runs.trace_path = b
+                if v is not None:  # each run's file is chosen when it starts (_trace_target)
+                    _capi.c_bytes_of(v, "tessera: option trace_path")
+            elif name == "progress_interval":
+                runs.progress_interval = 0.25 if v is None else _seconds(v, name)
+            elif name == "on_progress":
+                _progress_callback(v)
             elif name == "parallel_order":
                 if v is not None:
                     entries = [int(x) for x in v]
@@ -235,6 +245,9 @@ class Executable:
         self._on_print = options.get("on_print")
         self._on_warning = options.get("on_warning")
         self._cancel = options.get("cancel")
+        self._on_progress = options.get("on_progress")
+        self._trace_path = options.get("trace_path")
+        self._overwrite = bool(options.get("overwrite", False))
         # close() during runs leaves the destroy to the last of them. A run
         # appends to `_active`, then looks at `_closed`; close() sets
         # `_closed`, then looks at `_active`: whatever the interleaving, a
@@ -262,6 +275,11 @@ class Executable:
         # to make the run fail (the JAX bridge's target="tpu": kinds a TPU
         # refuses are errors).
         self._warnings_hook: Callable[[tuple[Diagnostic, ...]], None] | None = None
+        # Told about every run when set (tessera.jax's run recorder, for
+        # pytest --tessera-report): observer(seconds, (done, total), warnings,
+        # error), where (done, total) are the grid steps the run's last
+        # progress call gave. None: runs pay one attribute test.
+        self._observer: Callable[[float, list, tuple, BaseException | None], None] | None = None
         # Makes each run's output arrays (the bridge's are aligned for XLA).
         self._empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] = np.empty
         self._prepare_binding()
@@ -373,15 +391,26 @@ class Executable:
         try:
             if self._closed:
                 raise ValueError("tessera: the executable is closed")
-            return self._execute_slot(arrays, addresses, run_options, want_stats)
+            observer = self._observer
+            if observer is None:
+                return self._execute_slot(arrays, addresses, run_options, want_stats)
+            steps = [0, 0]
+            start = time.perf_counter()
+            try:
+                out = self._execute_slot(arrays, addresses, run_options, want_stats, steps)
+            except BaseException as e:
+                observer(time.perf_counter() - start, steps, (), e)
+                raise
+            observer(time.perf_counter() - start, steps, out[0], None)
+            return out
         finally:
             active.pop()
             if self._closed and not active:
                 self._destroy()
 
     def _execute_slot(self, arrays: Iterable[np.ndarray], addresses: Sequence[int] | None,
-                      run_options: Mapping[str, Any],
-                      want_stats: bool) -> tuple[tuple[Diagnostic, ...], RunStats | None]:
+                      run_options: Mapping[str, Any], want_stats: bool,
+                      steps: list | None = None) -> tuple[tuple[Diagnostic, ...], RunStats | None]:
         __tracebackhide__ = True
         try:
             slot = self._slots.pop()
@@ -389,17 +418,45 @@ class Executable:
             slot = _Slot(self)
             self._all_slots.add(slot)
         token = None
+        touched = bool(run_options)  # the slot's C options change for this run
+        line = None
         try:
             on_print = self._on_print
             on_warning = self._on_warning
+            on_progress = self._on_progress
+            trace_path = self._trace_path
             if run_options:
                 on_print, on_warning = slot.apply(run_options, on_print, on_warning)
+                on_progress = run_options.get("on_progress", on_progress)
+                trace_path = run_options.get("trace_path", trace_path)
+            if trace_path is not None:
+                overwrite = run_options.get("overwrite", self._overwrite) if run_options \
+                    else self._overwrite
+                slot.set_trace(_trace_target(trace_path, bool(overwrite)))
+                touched = True
+            if on_progress is not None and on_progress is not False:
+                on_progress = _progress_callback(on_progress)
+                if on_progress is True:
+                    on_progress = line = ProgressLine() if ProgressLine.wanted() else None
+            else:
+                on_progress = None
+            if steps is not None:  # an observer's count of grid steps
+                user_progress = on_progress
+
+                def on_progress(done: int, total: int) -> None:
+                    steps[0], steps[1] = done, total
+                    if user_progress is not None:
+                        user_progress(done, total)
+            if on_progress is not None:
+                slot.set_progress()
+                touched = True
             if on_print is None:
                 on_print = self.context.on_print
             if on_warning is None:
                 on_warning = self.context.on_warning
             sink = slot.sink
             sink.reset(on_print, on_warning)
+            sink.on_progress = on_progress or None
             flag = slot.flag
             flag.value = 0
             token = slot.cancel
@@ -421,6 +478,8 @@ class Executable:
             finally:
                 if armed:
                     _interrupts.disarm()
+                if line is not None:
+                    line.end()
             result = slot.result
             try:
                 diags: tuple[Diagnostic, ...] = ()
@@ -459,7 +518,7 @@ class Executable:
         finally:
             if token is not None:
                 token._detach(slot.flag)
-            if run_options:
+            if touched:
                 slot.restore()
             self._slots.append(slot)
         if error is not None:

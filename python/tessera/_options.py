@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ctypes
 import difflib
+import os
+import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -22,9 +24,10 @@ _EXECUTABLE_OPTIONS = (
     "cores", "schedule_seed", "dma_eager", "dma_mode", "detect_races", "oob_reads_uninit",
     "padded", "out_blocks_copied_in", "strict",
     "timeout_seconds", "max_steps", "cancel", "trace_path", "opt_level", "on_print",
-    "on_warning", "parallel_order", "on_grid_step")
+    "on_warning", "parallel_order", "on_grid_step", "on_progress", "progress_interval",
+    "overwrite")
 _RUN_OPTIONS = ("strict", "timeout_seconds", "max_steps", "cancel", "trace_path", "on_print",
-                "on_warning")
+                "on_warning", "on_progress", "progress_interval", "overwrite")
 
 
 def _unknown_option(where: str, name: str, known: Sequence[str]) -> TypeError:
@@ -53,14 +56,44 @@ def _int_option(struct: ctypes.Structure, field: str, name: str, v: Any, *,
     return v
 
 
-def _seconds(v: Any) -> float:
+def _seconds(v: Any, name: str = "timeout_seconds") -> float:
     try:
         f = float(v)
     except (TypeError, ValueError):
-        raise TypeError(f"tessera: option timeout_seconds must be a number, got {v!r}") from None
+        raise TypeError(f"tessera: option {name} must be a number, got {v!r}") from None
     if not f >= 0:
-        raise ValueError(f"tessera: option timeout_seconds must be >= 0, got {v!r}")
+        raise ValueError(f"tessera: option {name} must be >= 0, got {v!r}")
     return f
+
+
+def _progress_callback(v: Any) -> Any:
+    """on_progress: None or False (none), True (the progress line), or a
+    callable(done, total)."""
+    if v is None or v is True or v is False or callable(v):
+        return v
+    raise TypeError(f"tessera: option on_progress must be callable(done, total) or True, got {v!r}")
+
+
+def _trace_target(path: Any, overwrite: bool) -> str:
+    """The file a run's trace goes to (as tessera run --trace chooses it):
+    an existing regular file only with overwrite=True (FileExistsError
+    otherwise); an existing directory gets a new file named by the time
+    (UTC), trace-YYYYMMDD-HHMMSS.json, with -2, -3... when that is taken; a
+    pipe, FIFO or device is written into."""
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if os.path.isdir(path):
+        stamp = time.strftime("trace-%Y%m%d-%H%M%S", time.gmtime())
+        for k in range(1, 1000):
+            name = os.path.join(path, f"{stamp}.json" if k == 1 else f"{stamp}-{k}.json")
+            if not os.path.lexists(name):
+                return name
+        raise FileExistsError(f"tessera: trace_path {path}: no free file name in the directory")
+    if os.path.isfile(path) and not overwrite:
+        raise FileExistsError(f"tessera: trace_path {path}: the file exists; pass overwrite=True "
+                              "to replace it, or a directory to get a new file in it")
+    return path
 
 
 def _cancel_token(v: Any) -> CancelToken:

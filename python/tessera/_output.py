@@ -20,6 +20,9 @@ from typing import Any, Callable
 from . import _capi
 
 PrintCallback = Callable[[str], Any]
+ProgressCallback = Callable[[int, int], Any]
+"""Receives (done, total): grid steps begun of the run's total, over all
+devices and cores; see `tessera.compile`'s on_progress."""
 """Receives text: a kernel's `print` output or warning lines, in pieces (not
 necessarily whole lines); with the cpu backend and several cores, from
 several threads."""
@@ -38,13 +41,14 @@ class _Sink:
     (which prints through another sink, or this one), or block, without
     stopping the other runs' output."""
 
-    __slots__ = ("on_print", "on_warning", "decoders", "error", "cancel", "warned",
-                 "keep_warnings", "cache_text", "lock")
+    __slots__ = ("on_print", "on_warning", "on_progress", "decoders", "error", "cancel",
+                 "warned", "keep_warnings", "cache_text", "lock")
 
     def __init__(self, on_print: PrintCallback | None, on_warning: PrintCallback | None,
                  cancel: ctypes.c_int | None = None, keep_warnings: bool = False):
         self.on_print = on_print
         self.on_warning = on_warning
+        self.on_progress: ProgressCallback | None = None
         self.decoders: dict[str, codecs.IncrementalDecoder] = {}
         self.error: BaseException | None = None
         self.cancel = cancel
@@ -58,6 +62,7 @@ class _Sink:
     def reset(self, on_print: PrintCallback | None, on_warning: PrintCallback | None) -> None:
         self.on_print = on_print
         self.on_warning = on_warning
+        self.on_progress = None
         self.error = None
         self.warned = False
         if self.decoders:
@@ -95,6 +100,21 @@ class _Sink:
                 self.cancel.value = 1
 
 
+    def progress(self, done: int, total: int) -> None:
+        # The library makes these calls one at a time, never overlapping.
+        fn = self.on_progress
+        if fn is None or self.error is not None:
+            return
+        try:
+            fn(done, total)
+        except BaseException as e:  # raised again after the run
+            with self.lock:
+                if self.error is None:
+                    self.error = e
+            if self.cancel is not None:
+                self.cancel.value = 1
+
+
 _sinks: dict[int, _Sink] = {}
 _sink_ids = itertools.count(1)
 
@@ -107,9 +127,58 @@ def _trampoline(stream: str) -> Any:
     return _capi.OUTPUT_FN(on_text)
 
 
+def _on_progress(user: int | None, done: int, total: int) -> None:
+    sink = _sinks.get(user or 0)
+    if sink is not None:
+        sink.progress(done, total)
+
+
 # Kept alive for the life of the process: C holds these pointers.
 _PRINT_TRAMPOLINE = _trampoline("print")
 _WARNING_TRAMPOLINE = _trampoline("warning")
+_PROGRESS_TRAMPOLINE = _capi.PROGRESS_FN(_on_progress)
+
+
+class ProgressLine:
+    """`on_progress=True`: tessera run's progress line on stderr (grid
+    step/total, steps per second, ETA), redrawn in place once a run has
+    taken `after` seconds and erased at its end; only when stderr is a
+    terminal and not under pytest (PYTEST_CURRENT_TEST set), so logs and
+    test output stay clean."""
+
+    def __init__(self, after: float = 1.0, stream: Any = None):
+        self.after = after
+        self.stream = stream
+        self.start = time.monotonic()
+        self.shown = False
+
+    @staticmethod
+    def wanted(stream: Any = None) -> bool:
+        stream = stream if stream is not None else sys.stderr
+        if os.environ.get("PYTEST_CURRENT_TEST"):
+            return False
+        try:
+            return bool(stream.isatty())
+        except (AttributeError, ValueError):
+            return False
+
+    def __call__(self, done: int, total: int) -> None:
+        t = time.monotonic() - self.start
+        if t < self.after or done >= total:
+            return
+        rate = done / t if t > 0 else 0.0
+        eta = f"{(total - done) / rate:.0f}s" if rate > 0 else "?"
+        stream = self.stream if self.stream is not None else sys.stderr
+        stream.write(f"\r\033[Ktessera: grid step {done}/{total} ({100 * done // max(total, 1)}%), "
+                     f"{rate:,.0f} steps/s, ETA {eta}")
+        stream.flush()
+        self.shown = True
+
+    def end(self) -> None:
+        if self.shown:
+            stream = self.stream if self.stream is not None else sys.stderr
+            stream.write("\r\033[K")
+            stream.flush()
 
 
 def _register(sink: _Sink) -> int:

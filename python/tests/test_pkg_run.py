@@ -3,8 +3,10 @@ backends: results, every dtype, input checking, options, output callbacks."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -271,9 +273,120 @@ def test_trace_replaces_its_file_by_a_rename(tmp_path):
     path = tmp_path / "run.json"
     path.write_text("old")
     os.link(path, tmp_path / "hardlink")
-    tessera.compile(k)(sample("f32"), trace_path=path)
+    tessera.compile(k)(sample("f32"), trace_path=path, overwrite=True)
     assert (tmp_path / "hardlink").read_text() == "old"
     assert json.loads(path.read_text())["traceEvents"]
+
+
+def test_trace_never_overwrites_a_file_silently(tmp_path):
+    k = tessera.Module.parse(COPY.format(dt="f32"), "c.tsr")
+    path = tmp_path / "run.json"
+    path.write_text("old")
+    with pytest.raises(FileExistsError, match="the file exists; pass overwrite=True"):
+        tessera.compile(k)(sample("f32"), trace_path=path)
+    assert path.read_text() == "old"
+    # an executable's trace_path: its first run writes the file, the second
+    # would replace it
+    exe = tessera.compile(k, trace_path=tmp_path / "exe.json")
+    exe(sample("f32"))
+    assert json.loads((tmp_path / "exe.json").read_text())["traceEvents"]
+    with pytest.raises(FileExistsError, match="exe.json"):
+        exe(sample("f32"))
+    exe(sample("f32"), overwrite=True)
+    tessera.compile(k, trace_path=tmp_path / "exe.json", overwrite=True)(sample("f32"))
+
+
+def test_trace_into_a_directory_gets_a_new_file_per_run(tmp_path):
+    k = tessera.Module.parse(COPY.format(dt="f32"), "c.tsr")
+    exe = tessera.compile(k, trace_path=tmp_path)
+    for _ in range(3):
+        exe(sample("f32"))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 3, names
+    assert all(re.fullmatch(r"trace-\d{8}-\d{6}(-\d+)?\.json", n) for n in names), names
+    for n in names:
+        assert json.loads((tmp_path / n).read_text())["traceEvents"]
+
+
+PROGRESS = """kernel @progress
+  grid(16, 64) semantics(parallel, arbitrary)
+  out %o: i32[1] smem
+{
+  %zero = const 0 : i32
+  %eight = const 8 : i32
+  %one = const 1 : i32
+  for %k = %zero to %eight step %one {
+    store %o[%zero], %k
+  }
+}
+"""
+
+
+def test_on_progress(backend):
+    """Called (every bounds check with progress_interval=0), never going
+    back, the last call with every grid step of every device and core."""
+    k = tessera.Module.parse(PROGRESS, "p.tsr")["progress"]
+    seen = []
+    exe = tessera.compile(k, backend=backend, devices=2, cores=2, uninit="zero", check=False,
+                          on_warning=lambda t: None, on_progress=lambda d, t: seen.append((d, t)),
+                          progress_interval=0)
+    exe()
+    assert len(seen) >= 2
+    assert all(t == 2 * 16 * 64 for _, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert seen[-1] == (2048, 2048)
+    # per run: another callback, then none
+    other = []
+    exe(on_progress=lambda d, t: other.append(d))
+    assert other and other[-1] == 2048
+    seen.clear()
+    exe(on_progress=None)
+    assert seen == []
+    # the default interval (0.25 s) for a short run: only the last call
+    short = []
+    tessera.compile(k, backend=backend, uninit="zero", check=False,
+                    on_progress=lambda d, t: short.append((d, t)))()
+    assert short == [(1024, 1024)]
+
+
+def test_progress_callback_exception_cancels_the_run_and_is_raised(root, backend):
+    """As an on_print callback's: kept, the run cancelled (through the
+    run's own flag), the exception raised after the run."""
+    spin = tessera.Module.load(root / "tests" / "cli" / "spin.tsr")["spin"]
+    calls = []
+
+    def boom(done, total):
+        calls.append(done)
+        raise ValueError(f"progress failed at {done}/{total}")
+
+    # (the first check comes as the first step begins: the interpreter has
+    # not counted it yet, the cpu backend has)
+    with pytest.raises(ValueError, match=r"progress failed at [01]/3"):
+        tessera.run(spin, backend=backend, on_print=lambda t: None, on_progress=boom,
+                    progress_interval=0, timeout_seconds=60)
+    assert len(calls) == 1  # no call after the exception
+
+
+def test_progress_line_is_quiet_under_pytest(capfd):
+    """on_progress=True draws tessera run's line only on a terminal and
+    not under pytest."""
+    k = tessera.Module.parse(PROGRESS, "p.tsr")["progress"]
+    tessera.compile(k, uninit="zero", check=False, on_progress=True, progress_interval=0)()
+    assert "grid step" not in capfd.readouterr().err
+    # the line itself, as a terminal gets it
+    from tessera._output import ProgressLine
+    out = io.StringIO()
+    line = ProgressLine(after=0, stream=out)
+    line(250, 1000)
+    assert re.fullmatch(r"\r\033\[Ktessera: grid step 250/1000 \(25%\), [\d,]+ steps/s, ETA \d+s",
+                        out.getvalue()), out.getvalue()
+    line(1000, 1000)  # the last call: nothing to draw
+    line.end()
+    assert out.getvalue().endswith("\r\033[K") and out.getvalue().count("grid step") == 1
+    assert not ProgressLine.wanted(out)  # not a terminal
+    late = ProgressLine(after=3600, stream=io.StringIO())
+    late(1, 2)
+    assert late.stream.getvalue() == "" and not late.shown
 
 
 def test_trace_to_a_fifo_without_reader_fails_at_once(tmp_path):
@@ -310,8 +423,10 @@ def test_trace_does_not_follow_a_link_another_user_planted(tmp_path):
     except PermissionError:
         pytest.skip("making a link of another user needs chown")
     k = tessera.Module.parse(COPY.format(dt="f32"), "c.tsr")
-    with pytest.raises(tessera.KernelError, match="not following the symbolic link"):
+    with pytest.raises(FileExistsError):  # it names an existing file
         tessera.compile(k)(sample("f32"), trace_path=planted)
+    with pytest.raises(tessera.KernelError, match="not following the symbolic link"):
+        tessera.compile(k)(sample("f32"), trace_path=planted, overwrite=True)
     assert victim.read_text() == "victim"
 
 

@@ -633,6 +633,169 @@ static void parallel_order(tsr_backend_t backend) {
 TSR_TEST(parallel_order_interp) { parallel_order(TSR_BACKEND_INTERP); }
 TSR_TEST(parallel_order_cpu) { parallel_order(TSR_BACKEND_CPU); }
 
+/* ---- Progress: on_progress --------------------------------------------- */
+
+/* What on_progress was called with, in order. */
+typedef struct progress_seen {
+  pthread_mutex_t mu;
+  int inside;          /* calls in progress: never more than one */
+  uint64_t done[4096], total;
+  int count, bad;
+  volatile int *cancel_at_first; /* set: the first call cancels the run */
+} progress_seen_t;
+
+static void note_progress(void *user, uint64_t done, uint64_t total) {
+  progress_seen_t *s = user;
+  if (__atomic_fetch_add(&s->inside, 1, __ATOMIC_ACQ_REL) != 0) s->bad++;
+  pthread_mutex_lock(&s->mu);
+  if (s->count && (total != s->total || done < s->done[s->count - 1])) s->bad++;
+  if (done > total) s->bad++;
+  s->total = total;
+  if (s->count < 4096) s->done[s->count++] = done;
+  pthread_mutex_unlock(&s->mu);
+  if (s->cancel_at_first) *s->cancel_at_first = 1;
+  __atomic_fetch_sub(&s->inside, 1, __ATOMIC_ACQ_REL);
+}
+
+static void noop_step(void *user, uint32_t device, uint32_t core, uint32_t rank,
+                      const int64_t *point) {
+  (void)user, (void)device, (void)core, (void)rank, (void)point;
+}
+
+/* A longer run: grid (16, 64), a loop of 8 in each step. */
+static const char progress_tsr[] =
+    "kernel @progress\n"
+    "  grid(16, 64) semantics(parallel, arbitrary)\n"
+    "  out %o: i32[1] smem\n"
+    "{\n"
+    "  %zero = const 0 : i32\n"
+    "  %eight = const 8 : i32\n"
+    "  %one = const 1 : i32\n"
+    "  for %k = %zero to %eight step %one {\n"
+    "    store %o[%zero], %k\n"
+    "  }\n"
+    "}\n";
+
+static void progress(tsr_backend_t backend) {
+  progress_seen_t seen;
+  memset(&seen, 0, sizeof seen);
+  pthread_mutex_init(&seen.mu, NULL);
+  tsr_executable_options_t eo;
+  tsr_executable_options_initialize(&eo);
+  eo.backend = backend;
+  eo.run.uninit = TSR_UNINIT_ZERO;
+  eo.run.check = false;
+  eo.output.warning = tsr_output_discard; /* two cores write the one SMEM output */
+  one_run_t r;
+  /* The executable's default interval is 0.25 s: this run takes less, so
+   * the one call is the last one, with every step done. */
+  eo.run.on_progress = note_progress;
+  eo.run.on_progress_user = &seen;
+  one_run_start(&r, "progress.tsr", progress_tsr, &eo);
+  one_run_go(&r, NULL);
+  if (r.exe) {
+    TSR_CHECK_EQ_INT(r.code, TSR_OK);
+    TSR_CHECK_EQ_INT(seen.count, 1);
+    TSR_CHECK_EQ_INT((int64_t)seen.done[0], 1024);
+    TSR_CHECK_EQ_INT((int64_t)seen.total, 1024);
+  }
+  /* Per run, every bounds check (interval 0), on 2 devices x 2 cores:
+   * called, never overlapping, never going back, the last with every step
+   * of every device and core. */
+  one_run_end(&r);
+  eo.run.on_progress = NULL;
+  eo.run.devices = 2;
+  eo.run.cores = 2;
+  one_run_start(&r, "progress.tsr", progress_tsr, &eo);
+  tsr_run_options_t ro;
+  tsr_run_options_initialize(&ro);
+  ro.on_progress = note_progress;
+  ro.on_progress_user = &seen;
+  ro.progress_interval = 0;
+  seen.count = 0;
+  one_run_go(&r, &ro);
+  if (r.exe) {
+    TSR_CHECK_EQ_INT(r.code, TSR_OK);
+    TSR_CHECK_EQ_INT(seen.bad, 0);
+    TSR_CHECK(seen.count >= 2);
+    TSR_CHECK_EQ_INT((int64_t)seen.total, 2 * 1024);
+    TSR_CHECK_EQ_INT((int64_t)seen.done[seen.count - 1], 2 * 1024);
+  }
+  /* Without a progress callback in the run options, none is called. */
+  seen.count = 0;
+  one_run_go(&r, NULL);
+  if (r.exe) TSR_CHECK_EQ_INT(seen.count, 0);
+  one_run_end(&r);
+
+  /* The interpreter counts the steps begun exactly: a call at each bounds
+   * check. A grid-step callback makes the cpu backend ask at every step:
+   * then each of its calls counts exactly the steps begun too, through the
+   * permuted order on two cores (the inverse of the compiled walk). One
+   * core of one device: done goes 1, 2, ..., 12 in the cpu backend (then
+   * the last call, 12 again). */
+  static const int64_t order[4] = {2, 0, 3, 1};
+  const bool cpu = backend == TSR_BACKEND_CPU;
+  eo.run.devices = 1;
+  eo.run.cores = 1;
+  eo.run.parallel_order = order;
+  eo.run.parallel_order_size = 4;
+  eo.run.on_grid_step = cpu ? noop_step : NULL;
+  eo.run.on_progress = note_progress;
+  eo.run.progress_interval = 0;
+  seen.count = 0;
+  one_run_start(&r, "order.tsr", order_tsr, &eo);
+  one_run_go(&r, NULL);
+  if (r.exe) {
+    TSR_CHECK_EQ_INT(r.code, TSR_OK);
+    TSR_CHECK_EQ_INT(seen.bad, 0);
+    TSR_CHECK(seen.count >= 1);
+    if (cpu) {
+      TSR_CHECK_EQ_INT(seen.count, 13);
+      for (int i = 0; i < 12 && i < seen.count; i++)
+        TSR_CHECK_EQ_INT((int64_t)seen.done[i], i + 1);
+    }
+    if (seen.count >= 1) TSR_CHECK_EQ_INT((int64_t)seen.done[seen.count - 1], 12);
+  }
+  one_run_end(&r);
+  /* Two cores: each core's last step counts all of its 6, before the last
+   * call: some call before it already saw 12. */
+  if (cpu) {
+    eo.run.cores = 2;
+    seen.count = 0;
+    one_run_start(&r, "order.tsr", order_tsr, &eo);
+    one_run_go(&r, NULL);
+    if (r.exe) {
+      TSR_CHECK_EQ_INT(r.code, TSR_OK);
+      TSR_CHECK_EQ_INT(seen.bad, 0);
+      TSR_CHECK(seen.count >= 2);
+      if (seen.count >= 2) TSR_CHECK_EQ_INT((int64_t)seen.done[seen.count - 2], 12);
+    }
+    one_run_end(&r);
+  }
+
+  /* The callback cancels the run through the run's cancel flag: the run
+   * stops as when another thread sets it, and the last call says how far
+   * it got. */
+  volatile int cancel = 0;
+  eo.run.cores = 1;
+  eo.run.on_grid_step = noop_step; /* the cpu backend asks at every step */
+  eo.run.cancel = &cancel;
+  seen.count = 0;
+  seen.cancel_at_first = &cancel;
+  one_run_start(&r, "order.tsr", order_tsr, &eo);
+  one_run_go(&r, NULL);
+  if (r.exe) {
+    TSR_CHECK_EQ_INT(r.code, TSR_KERNEL_ERROR);
+    TSR_CHECK(seen.count >= 2);
+    if (seen.count >= 1) TSR_CHECK(seen.done[seen.count - 1] < 12);
+  }
+  one_run_end(&r);
+  pthread_mutex_destroy(&seen.mu);
+}
+
+TSR_TEST(progress_interp) { progress(TSR_BACKEND_INTERP); }
+TSR_TEST(progress_cpu) { progress(TSR_BACKEND_CPU); }
+
 /* shuffle_parallel: one seed gives one order in both backends. */
 TSR_TEST(shuffle_parallel_same_order_in_both_backends) {
   int32_t got[2][12];
@@ -1456,6 +1619,8 @@ int main(void) {
   TSR_RUN_OR_SKIP(parallel_revisit_record_cpu);
   TSR_RUN_OR_SKIP(parallel_order_interp);
   TSR_RUN_OR_SKIP(parallel_order_cpu);
+  TSR_RUN_OR_SKIP(progress_interp);
+  TSR_RUN_OR_SKIP(progress_cpu);
   TSR_RUN_OR_SKIP(shuffle_parallel_same_order_in_both_backends);
   TSR_RUN_OR_SKIP(race_record_second_access);
   TSR_RUN_OR_SKIP(run_stopped_record_interp);

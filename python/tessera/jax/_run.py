@@ -124,6 +124,8 @@ class Runner:
             raise self.as_jax(T.CompileError(e.code, T._requote(e.message, moved),
                                              diagnostics)) from None
         self.executable._diagnostic_hook = self._relocate
+        from . import _report  # pytest --tessera-report: its observer, else none
+        self.executable._observer = _report.observer_for(self)
         self.executable._error_hook = self.as_jax  # the FFI call's errors (_ffi.py)
         # Outputs XLA can adopt without a copy (_jax_internal.adopt_host_arrays).
         self.executable._empty = T._aligned_empty

@@ -24,6 +24,12 @@ loaded with `-p tessera.jax.pytest_plugin`. Options:
                                 warnings errors, and JAX's interpret mode
                                 gives none of them); python: issued as
                                 KernelWarnings; strict: they fail the run
+  --tessera-report PATH         write a report of every kernel run of the
+                                session: PATH's stem with .json (the data,
+                                docs/jax.md "The run report") and .html (a
+                                summary page); with or without --tessera
+                                (without it, the runs of tessera.jax's own
+                                pallas_call)
 
 A pallas_call's JAX `pltpu.InterpretParams` is honoured (docs/jax.md, "JAX's
 InterpretParams"), and one made with `interpret=True` gets its output blocks
@@ -59,6 +65,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     choices=("collect", "python", "strict"),
                     help="tessera's warnings: collect (shown in the summary; default), "
                          "python (KernelWarnings) or strict (errors)")
+    group.addoption("--tessera-report", default=None, metavar="PATH",
+                    help="write a JSON report (and an HTML page next to it) of every "
+                         "kernel run of the session")
 
 
 def _parse_value(text: str) -> Any:
@@ -96,7 +105,65 @@ def options_from_config(config: pytest.Config) -> dict:
     return options
 
 
+_REPORT_KEY = "_tessera_jax_report"
+
+
+def _worker(config: pytest.Config) -> str | None:
+    """This process's pytest-xdist worker id, or None (no xdist, or its
+    controller)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return str(workerinput.get("workerid", "gw"))
+    return None
+
+
+def _configure_report(config: pytest.Config) -> None:
+    path = config.getoption("--tessera-report", default=None)
+    if not path:
+        return
+    from tessera import jax as tessera_jax
+    from tessera.jax import _report
+    if _worker(config) is None:  # parts a crashed session left are not this one's
+        import glob
+        import os
+        for stale in glob.glob(_report.part_pattern(path)):
+            os.remove(stale)
+    tessera_jax.cache_clear()  # every kernel's runner made from now on is observed
+    setattr(config, _REPORT_KEY, (str(path), _report.install()))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: Any):
+    report = getattr(item.config, _REPORT_KEY, None)
+    if report is not None:
+        report[1].test = item.nodeid
+    try:
+        yield
+    finally:
+        if report is not None:
+            report[1].test = None
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    report = getattr(session.config, _REPORT_KEY, None)
+    if report is None:
+        return
+    from tessera.jax import _report
+    path, recorder = report
+    worker = _worker(session.config)
+    doc = recorder.document(worker)
+    if worker is not None:  # the controller merges the parts
+        _report.write_part(doc, path, worker)
+        return
+    merged = _report.merge_parts(path)
+    if merged is not None:
+        doc = _report.merge([doc, merged])
+    written = _report.write_report(doc, path)
+    setattr(session.config, "_tessera_jax_report_written", written)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _configure_report(config)
     if not config.getoption("--tessera", default=False):
         return
     from tessera import jax as tessera_jax
@@ -109,6 +176,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if getattr(config, _REPORT_KEY, None) is not None:
+        from tessera.jax import _report
+        _report.uninstall()
+        delattr(config, _REPORT_KEY)
     disable = getattr(config, _STATE_KEY, None)
     if disable is not None:
         disable()
@@ -176,7 +247,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """The warnings tessera collected (--tessera-warnings=collect): what a
     kernel did that is legal but suspicious, which JAX's interpret mode
-    would not have warned about."""
+    would not have warned about. And where the run report went."""
+    written = getattr(config, "_tessera_jax_report_written", None)
+    if written:
+        terminalreporter.write_line(f"tessera report: {written[0]} ({written[1]})")
     if getattr(config, _STATE_KEY, None) is None:
         return
     from tessera.jax import _api
