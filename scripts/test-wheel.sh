@@ -33,7 +33,9 @@ checks=$out/checks.txt
 rm -f "$out/checks-junit.xml" "$out/pytest-junit.xml"
 
 # pass NAME / fail NAME WHY: one check's result.
-pass() { echo "PASS	$1" >> "$checks"; echo "test-wheel.sh: PASS $1"; }
+# (The name is the test case's, kept stable; a detail such as a time is
+# printed only.)
+pass() { echo "PASS	$1" >> "$checks"; echo "test-wheel.sh: PASS $1${2:+: $2}"; }
 fail() { printf 'FAIL\t%s\t%s\n' "$1" "${2//$'\n'/ | }" >> "$checks"; echo "test-wheel.sh: FAIL $1: $2"; }
 
 # Writes the checks as JUnit XML for scripts/test.sh's totals.
@@ -79,7 +81,7 @@ if [[ -z $sdist || -z $wheel ]]; then
   fail "build the sdist and the wheel from it" "no sdist or no wheel in $out/dist"
   exit 1
 fi
-pass "build the sdist and the wheel from it ($((SECONDS - start)) s)"
+pass "build the sdist and the wheel from it" "$((SECONDS - start)) s"
 
 # ---- repair ------------------------------------------------------------------------
 start=$SECONDS
@@ -89,7 +91,7 @@ if ! PATH=$tools_path "$root/.venv/bin/auditwheel" repair -w "$out/repaired" "$w
   exit 1
 fi
 repaired=$(ls "$out"/repaired/tessera-*.whl 2>/dev/null | head -n1)
-pass "auditwheel repair ($((SECONDS - start)) s): $(basename "$repaired"), $(du -k "$repaired" | cut -f1) KiB"
+pass "auditwheel repair" "$((SECONDS - start)) s, $(basename "$repaired"), $(du -k "$repaired" | cut -f1) KiB"
 
 # The policy: the repaired wheel is consistent with a manylinux tag, the one
 # its name carries, and bundles the libraries tessera links that no policy
@@ -109,7 +111,7 @@ elif [[ $(basename "$repaired") != *"$policy"* ]]; then
 elif ((${#missing_libs[@]})); then
   fail "auditwheel show: a manylinux policy" "not bundled: ${missing_libs[*]} (bundled: $libs)"
 else
-  pass "auditwheel show: $policy, bundling $libs"
+  pass "auditwheel show: a manylinux policy" "$policy, bundling $libs"
 fi
 
 # ---- a fresh venv, outside the tree ------------------------------------------------
@@ -125,7 +127,7 @@ if ! "$venv_py" -m venv "$work/venv" > "$out/venv.log" 2>&1 ||
   fail "install the wheel in a fresh venv" "$(tail -n 20 "$out/venv.log")"
   exit 1
 fi
-pass "install the wheel and jax in a fresh venv ($((SECONDS - start)) s)"
+pass "install the wheel in a fresh venv" "with jax, $((SECONDS - start)) s"
 
 # clean_run COMMAND...: in the temporary directory, without TESSERA_*
 # variables, PYTHONPATH or LD_LIBRARY_PATH.
