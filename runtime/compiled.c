@@ -91,7 +91,7 @@ static void load_lower(void) {
            "(meson -Dmlir=disabled, or LLVM 22 was not found). To get it, install LLVM "
            "and MLIR 22 (Debian: llvm-22-dev libmlir-22-dev) and rebuild, or reinstall "
            "the Python package with pip install . -Csetup-args=-Dmlir=enabled "
-           "(docs/install.md); the interpreter (backend=\"interp\") needs neither");
+           "(docs/install.md); the interpreter (the interp backend) needs neither");
 #endif
 }
 

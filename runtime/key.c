@@ -264,7 +264,7 @@ tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
                       "To get it, install LLVM and MLIR 22 (Debian: llvm-22-dev "
                       "libmlir-22-dev) and rebuild, or reinstall the Python package with "
                       "pip install . -Csetup-args=-Dmlir=enabled (docs/install.md); the "
-                      "interpreter (backend=\"interp\") needs neither");
+                      "interpreter (the interp backend) needs neither");
   tsr_target_code_t code;
   TSR_RETURN_IF_ERROR(tsr_target_code(&code));
   tsr_compile_options_t o;
