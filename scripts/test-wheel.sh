@@ -114,6 +114,25 @@ else
   pass "auditwheel show: a manylinux policy" "$policy, bundling $libs"
 fi
 
+# What the wheel holds: the package's native files in tessera/_lib/, and none
+# of what meson installs for C users (headers, static library, pkg-config).
+contents=$(python3 - "$repaired" <<'PY'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+need = ["tessera/_lib/libtessera.so", "tessera/_lib/tessera", "tessera/_lib/libtessera-vqsort.so",
+        "tessera/__init__.py", "tessera/_cli.py", "tessera/jax/__init__.py"]
+bad = [n for n in names if n.endswith((".h", ".def", ".a", ".pc")) or "__pycache__" in n]
+missing = [n for n in need if n not in names]
+print(" ".join([f"missing:{n}" for n in missing] + [f"unwanted:{n}" for n in bad]))
+print("cpu backend:", "yes" if "tessera/_lib/libtessera-lower.so" in names else "no")
+PY
+)
+if [[ -z $(head -n1 <<<"$contents") ]]; then
+  pass "the wheel holds the package's files only" "$(tail -n1 <<<"$contents")"
+else
+  fail "the wheel holds the package's files only" "$contents"
+fi
+
 # ---- a fresh venv, outside the tree ------------------------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/tessera-wheel-XXXXXX")
 cleanup() { rm -rf "$work"; write_junit; }
