@@ -43,10 +43,16 @@ def _native_files() -> dict[str, pathlib.Path]:
 
 
 def _package_copy(dst: pathlib.Path) -> pathlib.Path:
-    """The Python sources of the package in use, without its _lib/."""
+    """The Python sources of the package in use, without its _lib/. For an
+    installed wheel, with a link to the libraries auditwheel bundled beside
+    the package (tessera.libs/: the native files find them relative to the
+    directory they were opened from, $ORIGIN/../../tessera.libs)."""
     src = pathlib.Path(tessera.__file__).parent
     shutil.copytree(src, dst / "tessera",
                     ignore=shutil.ignore_patterns("__pycache__", "_lib", "jax"))
+    bundled = src.parent / "tessera.libs"
+    if bundled.is_dir():
+        (dst / "tessera.libs").symlink_to(bundled)
     return dst / "tessera"
 
 
