@@ -45,11 +45,29 @@ void tsr_module_path(const char *setting, const char *build_root, const char *bu
     snprintf(out, size, "%s", setting);
     return;
   }
-  const char *path = install_path;
   char code[4096];
+  if (!tsr_code_path(code, sizeof code)) {
+    snprintf(out, size, "%s", install_path);
+    return;
+  }
   size_t root = strlen(build_root);
-  if (tsr_code_path(code, sizeof code) && strncmp(code, build_root, root) == 0 &&
-      code[root] == '/')
-    path = build_path;
-  snprintf(out, size, "%s", path);
+  if (strncmp(code, build_root, root) == 0 && code[root] == '/') {
+    snprintf(out, size, "%s", build_path);
+    return;
+  }
+  /* Beside the code: the Python package keeps libtessera.so, the CLI and
+   * the modules in one directory (tessera/_lib/, docs/install.md), wherever
+   * pip put it, so the prefix the build was configured with says nothing. */
+  const char *slash = strrchr(code, '/');
+  const char *name = strrchr(install_path, '/');
+  name = name ? name + 1 : install_path;
+  char beside[4096 + 256];
+  if (slash && *name) {
+    int n = snprintf(beside, sizeof beside, "%.*s/%s", (int)(slash - code), code, name);
+    if (n > 0 && (size_t)n < sizeof beside && access(beside, F_OK) == 0) {
+      snprintf(out, size, "%s", beside);
+      return;
+    }
+  }
+  snprintf(out, size, "%s", install_path);
 }

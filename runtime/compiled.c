@@ -88,7 +88,10 @@ static void load_lower(void) {
 #else
   snprintf(lower.error, sizeof lower.error,
            "no cpu backend in this build: tessera was built without MLIR/LLVM 22 "
-           "(meson -Dmlir=disabled, or LLVM 22 was not found)");
+           "(meson -Dmlir=disabled, or LLVM 22 was not found). To get it, install LLVM "
+           "and MLIR 22 (Debian: llvm-22-dev libmlir-22-dev) and rebuild, or reinstall "
+           "the Python package with pip install . -Csetup-args=-Dmlir=enabled "
+           "(docs/install.md); the interpreter (the interp backend) needs neither");
 #endif
 }
 

@@ -260,7 +260,11 @@ tsr_status_t tsr_runtime_compiled_key_create(const tsr_ir_kernel_t *kernel,
   if (!llvm)
     return TSR_STATUS(TSR_UNIMPLEMENTED,
                       "no cpu backend in this build: tessera was built without "
-                      "MLIR/LLVM 22 (meson -Dmlir=disabled, or LLVM 22 was not found)");
+                      "MLIR/LLVM 22 (meson -Dmlir=disabled, or LLVM 22 was not found). "
+                      "To get it, install LLVM and MLIR 22 (Debian: llvm-22-dev "
+                      "libmlir-22-dev) and rebuild, or reinstall the Python package with "
+                      "pip install . -Csetup-args=-Dmlir=enabled (docs/install.md); the "
+                      "interpreter (the interp backend) needs neither");
   tsr_target_code_t code;
   TSR_RETURN_IF_ERROR(tsr_target_code(&code));
   tsr_compile_options_t o;

@@ -16,15 +16,18 @@
 #   python/tests/tpu  the TPU proof (docs/tpu.md, "Proved with libtpu"): every
 #                kernel's Mosaic module compiled by libtpu for TPU chips,
 #                its own pytest run after the others
+#   build-wheel/ the package as a user gets it (scripts/test-wheel.sh): sdist,
+#                wheel, auditwheel, a fresh venv outside the tree, the README's
+#                example and python/tests against the installed wheel
 # Compiled kernels run with guard bytes around their arrays (TESSERA_GUARD=1:
 # meson test's default setup, tests/meson.build, and the pytest runs below).
-# Prints totals over the six runs; the last line is "N passed, N failed"
+# Prints totals over the eight runs; the last line is "N passed, N failed"
 # (each TAP case and each pytest test counts once; skips are counted apart).
 # Sanitizers stop at their first report (halt_on_error) and fail the test.
 # Exit status 1 if anything failed (a build failure counts as a failure).
 set -uo pipefail
 
-usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 case ${1:-} in
   -h | --help) usage; exit 0 ;;
   '') ;;
@@ -182,6 +185,19 @@ pytest_suite python/tests "$pytest_xml" python/tests --ignore=python/tests/tpu
 tpu_xml=build-ci/pytest-tpu-junit.xml
 pytest_suite python/tests/tpu "$tpu_xml" python/tests/tpu
 
+# The package as a user gets it (docs/install.md): the sdist, the wheel built
+# from it and repaired, installed with JAX in a fresh venv outside the tree;
+# its checks (build-wheel/checks-junit.xml) and python/tests against it
+# (build-wheel/pytest-junit.xml) are counted below.
+echo "=== wheel: scripts/test-wheel.sh"
+wheel_start=$SECONDS
+rm -f build-wheel/checks-junit.xml build-wheel/pytest-junit.xml
+bash scripts/test-wheel.sh build-wheel
+echo "=== wheel: $((SECONDS - wheel_start)) s"
+if [[ ! -f build-wheel/checks-junit.xml ]]; then
+  extra_failures+=("wheel: scripts/test-wheel.sh wrote no report")
+fi
+
 count_args=()
 for f in "${extra_failures[@]+"${extra_failures[@]}"}"; do
   count_args+=(--extra-failure "$f")
@@ -191,7 +207,8 @@ echo "=== totals"
 # "N passed, N failed") are printed again below with pytest's counts added.
 c_totals=$(python3 scripts/count-tests.py "${count_args[@]+"${count_args[@]}"}" \
   build-ci build-asan build-clang build-tsan)
-exec python3 - "$c_totals" python/tests "$pytest_xml" python/tests/tpu "$tpu_xml" <<'PY'
+exec python3 - "$c_totals" python/tests "$pytest_xml" python/tests/tpu "$tpu_xml" \
+  wheel build-wheel/checks-junit.xml "wheel: python/tests" build-wheel/pytest-junit.xml <<'PY'
 import os
 import re
 import sys

@@ -9,9 +9,13 @@ an exception.
 
 Where the library is looked for, in order:
   1. $TESSERA_LIBRARY: the path of libtessera.so;
-  2. the build directory of the source tree this package sits in
+  2. inside the package, `tessera/_lib/libtessera.so`: an installed wheel
+     or `pip install .` (docs/install.md), which bundles it. Before the
+     source tree, so that a venv made inside a checkout uses what it
+     installed;
+  3. the build directory of the source tree this package sits in
      (`<tree>/build/libtessera.so`, for `pip install -e ./python`);
-  3. the system's loader (an installed prefix: `libtessera.so.0`).
+  4. the system's loader (an installed prefix: `libtessera.so.0`).
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ def _candidates() -> list[tuple[str, str]]:
         # installed library's place instead).
         out.append(("$TESSERA_LIBRARY", os.path.abspath(env) if os.sep in env else env))
     here = pathlib.Path(__file__).resolve()
+    bundled = here.parent / "_lib" / "libtessera.so"
+    if bundled.exists():
+        out.append(("the package", str(bundled)))
     for parent in here.parents:
         if (parent / "meson.build").is_file() and (parent / "include" / "tessera").is_dir():
             out.append(("the source tree's build directory", str(parent / "build" / "libtessera.so")))

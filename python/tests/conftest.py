@@ -24,8 +24,30 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 _session_dir: str | None = None
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--installed-package", action="store_true",
+        help="test the tessera package installed in this Python (a wheel: scripts/test-wheel.sh), "
+             "not the source tree's: refuse to run when tessera would be imported from the "
+             "tree, and skip the tests that need the tree's package or build/")
+
+
+def installed_package(config: pytest.Config) -> bool:
+    return bool(config.getoption("--installed-package"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     global _session_dir
+    config.addinivalue_line(
+        "markers", "source_tree: runs the source tree's package or build/ (skipped with "
+        "--installed-package)")
+    if installed_package(config):
+        import tessera
+        where = pathlib.Path(tessera.__file__).resolve()
+        if ROOT in where.parents:
+            raise pytest.UsageError(
+                f"--installed-package: tessera is imported from the source tree ({where}), "
+                "not from an installed package (PYTHONPATH, or an editable install?)")
     os.environ.setdefault("TESSERA_GUARD", "1")
     # every op a tessera.jax translation rule builds must be one its `emits`
     # declares (python/tessera/jax/translate_core.py): the op coverage of
@@ -96,3 +118,14 @@ def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "cpu":
         return request.getfixturevalue("cpu_backend")
     return "interp"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not installed_package(config):
+        return
+    skip = pytest.mark.skip(
+        reason="--installed-package: this test runs the source tree's package or build/, "
+               "not the installed one")
+    for item in items:
+        if item.get_closest_marker("source_tree"):
+            item.add_marker(skip)

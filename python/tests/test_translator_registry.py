@@ -30,11 +30,16 @@ JAX_DIR = pathlib.Path(T.__file__).parent
 
 def _cli() -> pathlib.Path:
     """The `tessera` CLI: $TESSERA (as meson's tests give it), else the one
-    built beside the library the package opened."""
+    built beside the library the package opened: in the build tree's tools/,
+    or in the same directory (an installed package's tessera/_lib/)."""
     env = os.environ.get("TESSERA")
     if env:
         return pathlib.Path(env)
-    return pathlib.Path(tessera._lib.library_path()).resolve().parent / "tools" / "tessera"
+    lib_dir = pathlib.Path(tessera._lib.library_path()).resolve().parent
+    for cli in (lib_dir / "tools" / "tessera", lib_dir / "tessera"):
+        if cli.is_file():
+            return cli
+    return lib_dir / "tools" / "tessera"
 
 
 @pytest.fixture(scope="module")

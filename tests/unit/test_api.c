@@ -135,6 +135,38 @@ done_early:
 TSR_TEST(flow_interp) { run_scale(TSR_BACKEND_INTERP); }
 TSR_TEST(flow_cpu) { run_scale(TSR_BACKEND_CPU); }
 
+/* A build without the cpu backend (-Dmlir=disabled: scripts/test.sh's clang
+ * build, or a wheel built so) says so when a cpu executable is asked for,
+ * and how to get one: the packages to install, the option of pip install .,
+ * the page that tells more. */
+TSR_TEST(no_cpu_backend_says_how_to_get_it) {
+  tsr_context_t *ctx = plain_context();
+  tsr_ir_module_t *m = parse("scale.tsr", scale_tsr);
+  if (!ctx || !m) {
+    TSR_FAIL_AT("setup");
+  } else {
+    tsr_executable_options_t eo;
+    tsr_executable_options_initialize(&eo);
+    eo.backend = TSR_BACKEND_CPU;
+    tsr_executable_t *exe = NULL;
+    tsr_status_t s = tsr_executable_create(ctx, tsr_ir_module_kernel(m, 0), &eo, &exe);
+    const char *msg = s ? tsr_status_message(s) : "";
+    if (!s || strncmp(msg, "no cpu backend in this build", 28) != 0) {
+      tsr_test_skip_reason = "this build has the cpu backend";
+    } else {
+      TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_UNIMPLEMENTED);
+      TSR_CHECK(strstr(msg, "llvm-22-dev libmlir-22-dev") != NULL);
+      TSR_CHECK(strstr(msg, "pip install . -Csetup-args=-Dmlir=enabled") != NULL);
+      TSR_CHECK(strstr(msg, "docs/install.md") != NULL);
+      if (tsr_test_case_failed) printf("# message: %s\n", msg);
+    }
+    tsr_status_free(s);
+    tsr_executable_destroy(exe);
+  }
+  tsr_ir_module_destroy(m);
+  tsr_context_destroy(ctx);
+}
+
 /* Reads tests/diagnostics/<rel> and makes an executable of it. */
 static tsr_executable_t *catalog_executable(tsr_context_t *ctx, const char *rel,
                                             const tsr_executable_options_t *eo) {
@@ -1609,6 +1641,7 @@ int main(void) {
   make_temp_root();
   TSR_RUN_OR_SKIP(flow_interp);
   TSR_RUN_OR_SKIP(flow_cpu);
+  TSR_RUN_OR_SKIP(no_cpu_backend_says_how_to_get_it);
   TSR_RUN_OR_SKIP(kernel_error_records);
   TSR_RUN_OR_SKIP(out_of_bounds_record);
   TSR_RUN_OR_SKIP(deadlock_record_interp);

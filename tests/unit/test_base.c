@@ -1,8 +1,9 @@
 /* Unit tests for base/: statuses, arena, string buffer, 16-bit floats,
- * arrays and allocation failure. */
+ * arrays, allocation failure, and where on-demand modules are looked for. */
 #include <math.h>
 
 #include "base/base_internal.h"
+#include "base/module.h"
 #include "tests/harness.h"
 
 TSR_TEST(status_ok_is_null) {
@@ -144,6 +145,38 @@ TSR_TEST(dtype_table) {
   TSR_CHECK_EQ_INT(tsr_dtype_class(TSR_DTYPE_U16), TSR_CLASS_UINT);
 }
 
+/* Where an on-demand module is looked for (base/module.h): the setting,
+ * else the build tree's path when this code is in the build tree, else the
+ * module's file beside this code when it is there (an installed Python
+ * package keeps them side by side), else the installed path. This test
+ * program is the code: "beside" it is its own directory. */
+TSR_TEST(module_path_order) {
+  char code[4096], out[4096], beside[4096 + 64];
+  TSR_CHECK(tsr_code_path(code, sizeof code));
+  const char *slash = strrchr(code, '/');
+  TSR_CHECK(slash != NULL);
+  if (!slash) return;
+  tsr_module_path("/chosen/libx.so", code, "/build/libx.so", "/inst/libx.so", out, sizeof out);
+  TSR_CHECK_EQ_STR(out, "/chosen/libx.so");
+  /* the build root: this program's directory */
+  char root[4096];
+  snprintf(root, sizeof root, "%.*s", (int)(slash - code), code);
+  tsr_module_path(NULL, root, "/build/libx.so", "/inst/libx.so", out, sizeof out);
+  TSR_CHECK_EQ_STR(out, "/build/libx.so");
+  tsr_module_path("", root, "/build/libx.so", "/inst/libx.so", out, sizeof out);
+  TSR_CHECK_EQ_STR(out, "/build/libx.so");
+  /* elsewhere: a file of the installed name beside this program (its own
+   * name stands in for a module) is taken; a missing one is not */
+  char installed[4096 + 64];
+  snprintf(installed, sizeof installed, "/no/such/prefix/%s", slash + 1);
+  snprintf(beside, sizeof beside, "%s", code);
+  tsr_module_path(NULL, "/no/such/build/root", "/build/x", installed, out, sizeof out);
+  TSR_CHECK_EQ_STR(out, beside);
+  tsr_module_path(NULL, "/no/such/build/root", "/build/x",
+                  "/no/such/prefix/libtessera-no-such-module.so", out, sizeof out);
+  TSR_CHECK_EQ_STR(out, "/no/such/prefix/libtessera-no-such-module.so");
+}
+
 int main(void) {
   TSR_RUN(status_ok_is_null);
   TSR_RUN(status_message_and_annotate);
@@ -156,5 +189,6 @@ int main(void) {
   TSR_RUN(array_overflow_is_an_error);
   TSR_RUN(alloc_failure_injection);
   TSR_RUN(dtype_table);
+  TSR_RUN(module_path_order);
   return tsr_test_done();
 }
