@@ -79,7 +79,7 @@ def test_sum_along_a_parallel_dim_warns_at_the_output_index_map(backend):
     assert len(found) == 1, diags
     d = found[0]
     assert (d.file, d.line) == (__file__, line_of("OUT_MAP")), d
-    assert d.severity == "warning" and d.op == "out %out0" and d.grid_point == (0,)
+    assert d.severity == "warning" and d.op == "out %o_ref" and d.grid_point == (0,)
     where = f"{pathlib.Path(__file__).name}:{d.line}:{d.col}: warning: "
     assert where in d.text, d.text
     assert "every step along grid dimension 0 (parallel, 4 steps) writes this same " \
@@ -113,3 +113,28 @@ def test_the_warning_stands_with_shuffled_steps_and_race_detection():
 def test_two_cores_give_the_one_warning_not_a_core_conflict_too():
     out, diags = _run(sum_rows("parallel", cores=2), _x())
     assert [d.kind for d in diags] == ["parallel_revisit"], diags
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("chip", ["v4", "v5p"])
+def test_target_tpu_on_a_megacore_chip_makes_it_an_error(backend, chip):
+    with pytest.raises(tessera.KernelError) as e:
+        np.asarray(sum_rows("parallel", backend=backend, target="tpu", chip=chip)(_x()))
+    found = [d for d in e.value.diagnostics if d.kind == "parallel_revisit"]
+    assert len(found) == 1 and found[0].severity == "error", e.value.diagnostics
+    assert (found[0].file, found[0].line) == (__file__, line_of("OUT_MAP"))
+
+
+@pytest.mark.parametrize("chip", ["v5e", "v6e", "v7x"])
+def test_target_tpu_on_a_one_core_device_keeps_it_a_warning(chip):
+    x = _x()
+    out, diags = _run(sum_rows("parallel", target="tpu", chip=chip), x)
+    np.testing.assert_allclose(out, x.reshape(4, 8, 128).sum(0), rtol=1e-5)
+    assert [d.kind for d in diags] == ["parallel_revisit"], diags
+
+
+def test_target_tpu_with_the_dim_arbitrary_runs_on_a_megacore_chip():
+    x = _x()
+    out, diags = _run(sum_rows("arbitrary", target="tpu", chip="v5p"), x)
+    np.testing.assert_allclose(out, x.reshape(4, 8, 128).sum(0), rtol=1e-5)
+    assert diags == [], diags

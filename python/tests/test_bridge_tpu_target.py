@@ -267,6 +267,12 @@ def test_every_chip_refuses_the_findings_and_two_core_chips_have_their_own_kinds
     assert _tpu_target.promoted_kinds("v6e") == single
     for chip in ("v4", "v5p", "v7x"):
         assert _tpu_target.promoted_kinds(chip) >= single
+    # megacore chips (two TensorCores per device) also refuse an output
+    # accumulated along a parallel dimension; v7x's TensorCores are devices
+    for chip in ("v4", "v5p"):
+        assert "parallel-revisit" in _tpu_target.promoted_kinds(chip)
+    for chip in ("v5e", "v6e", "v7x"):
+        assert "parallel-revisit" not in _tpu_target.promoted_kinds(chip)
 
 
 def _reads_scratch(x_ref, o_ref, s_ref):

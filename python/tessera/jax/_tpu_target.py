@@ -35,21 +35,24 @@ KINDS = {
 
 #: Kinds every chip refuses: errors with target="tpu", whatever the chip.
 _EVERY_CHIP = frozenset(KINDS)
-#: Kinds only chips with two TensorCores per device refuse (a grid
-#: dimension marked parallel is split between them): a kind named here is
-#: an error with target="tpu" on v4, v5p and v7x and stays a warning on
-#: v5e and v6e, whether it is a run's warning (its Diagnostic.kind: the
+#: Kinds only megacore chips refuse: chips whose device is two TensorCores
+#: that a grid dimension marked parallel is split between (JAX's
+#: `tpu_info.ChipVersion.supports_megacore`: v4 and v5p). A kind named here
+#: is an error with target="tpu" on those chips and stays a warning on the
+#: others, whether it is a run's warning (its Diagnostic.kind: the
 #: Executable's warnings hook, promote_run_diagnostics) or a finding the
-#: bridge adds to `found` in checker(). An output block accumulated across
-#: a parallel dimension ("parallel-revisit") belongs here.
-_TWO_CORES: frozenset[str] = frozenset()
+#: bridge adds to `found` in checker(). v7x has two TensorCores per chip
+#: too, but each is a device of its own (libtpu reports one active core for
+#: a one-chip v7x topology, base/chips.c): a `parallel` dimension is not
+#: split there, so an output accumulated along one is right on v7x.
+_TWO_CORES: frozenset[str] = frozenset({"parallel-revisit"})
 #: With target="tpu" and chip C, the kinds of findings and run diagnostics
 #: that are errors (promoted from warnings); a kind left out of a chip's set
 #: stays a warning on that chip.
 PROMOTED: dict[str, frozenset[str]] = {
     "v2": _EVERY_CHIP, "v3": _EVERY_CHIP, "v5e": _EVERY_CHIP, "v6e": _EVERY_CHIP,
     "v4": _EVERY_CHIP | _TWO_CORES, "v5p": _EVERY_CHIP | _TWO_CORES,
-    "v7x": _EVERY_CHIP | _TWO_CORES,
+    "v7x": _EVERY_CHIP,
 }
 _ALIASES = {"v7": "v7x", "tpu7x": "v7x"}
 
