@@ -33,8 +33,8 @@ def test_tutorial_shows_each_bug_at_its_line():
     """The tutorial's point: each bug's diagnostic names the user's file and
     line. Checked on the page itself (the run above checks it is printed)."""
     text = TUTORIAL.read_text()
-    for where in ("oob.py:16:62: error:", "dma.py:14:5: error:", "dma.py:20:41: warning:",
-                  "matmul.py:15:5: warning:", "race.py:19:1: error:"):
+    for where in ("oob.py:16:42: error:", "dma.py:14:5: error:", "dma.py:20:41: warning:",
+                  "matmul.py:15:5: warning:", "race.py:19:42: error:", "race.py:19:42: warning:"):
         assert where in text, where
 
 
