@@ -180,3 +180,31 @@ def test_report_parts_of_xdist_workers_are_merged(tmp_path):
     _report.write_report(merged, path)
     assert json.loads((tmp_path / "r.json").read_text())["kernels"][0]["runs"] == 1
     assert (tmp_path / "r.html").exists()
+
+
+def test_report_lists_what_a_tpu_would_refuse_as_warnings(pytester):
+    # A (4, 100) block no TPU tiles: without target="tpu" the kernel runs and
+    # the finding is a warning, in the run's entry of the report too.
+    pytester.makepyfile(test_tiling='''
+import jax, jax.numpy as jnp, numpy as np
+from jax.experimental import pallas as pl
+import tessera.jax as tj
+
+def k(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2.0
+
+def test_tiling():
+    spec = pl.BlockSpec((4, 100), lambda i: (i, 0))
+    tj.pallas_call(k, jax.ShapeDtypeStruct((64, 100), jnp.float32), grid=(16,),
+                   in_specs=[spec], out_specs=spec)(np.ones((64, 100), np.float32))
+''')
+    result = pytester.runpytest_subprocess(*_plugin_args(), "--tessera-report", "r.json")
+    result.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "r.json").read_text())
+    (run,) = doc["runs"]
+    found = [d for d in run["diagnostics"] if d["kind"] == "tpu-block-rule"]
+    assert found and all(d["severity"] == "warning" for d in found), run["diagnostics"]
+    lines = (pytester.path / "test_tiling.py").read_text().splitlines()
+    spec_line = next(n for n, t in enumerate(lines, 1) if "spec = pl.BlockSpec" in t)
+    assert all(d["file"].endswith("test_tiling.py") and d["line"] == spec_line
+               for d in found), found

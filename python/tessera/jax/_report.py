@@ -40,7 +40,8 @@ class Recorder:
         exe = runner.executable
         loc = runner._kernel_loc or (None, None, None)
         key = (self.test, exe.kernel_name, loc[0], loc[1], exe.backend)
-        diags = list(getattr(error, "diagnostics", ()) or ()) + list(warnings)
+        diags = (list(getattr(runner, "tpu_findings", ())) +
+                 list(getattr(error, "diagnostics", ()) or ()) + list(warnings))
         with self.lock:
             e = self.entries.get(key)
             if e is None:

@@ -112,9 +112,12 @@ class Runner:
         # output's position, in the errors JAX's interpret mode would raise.
         self._in_names = [o.name for o in kernel.operands if o.role not in ("out", "scratch")]
         self._out_names = [o.name for o in kernel.operands if o.role == "out"]
+        # What a TPU would refuse, found before the run (warnings without
+        # target="tpu"): also in every run's entry of pytest's run report.
+        self.tpu_findings: tuple = ()
         if tpu_check is not None:
             try:
-                tpu_check(kernel)
+                self.tpu_findings = tuple(tpu_check(kernel) or ())
             except T.CompileError as e:
                 raise self.as_jax(e) from None
         try:

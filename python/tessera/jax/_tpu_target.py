@@ -286,14 +286,14 @@ def as_error(d: T.Diagnostic) -> T.Diagnostic:
 
 
 def report(found: list[T.Diagnostic], options: Mapping[str, Any], kernel_name: str,
-           collect: Callable[[str], None]) -> None:
+           collect: Callable[[str], None]) -> list[T.Diagnostic]:
     """Raises the findings the target refuses (target="tpu", or strict=True
     for every finding) as one CompileError; gives the others as warnings to
     `collect` (the collected warnings), and, outside interpret mode's
     collecting (warnings="python"), on stderr too, once: never through
-    Python's warnings."""
+    Python's warnings. Returns those warnings."""
     if not found:
-        return
+        return []
     chip = chip_name(options.get("chip"))
     if options.get("target") == "tpu":
         refused = promoted_kinds(chip)
@@ -315,6 +315,7 @@ def report(found: list[T.Diagnostic], options: Mapping[str, Any], kernel_name: s
             "verify error",
             f"kernel @{kernel_name}: {n} error{'s' if n != 1 else ''} a TPU ({chip}) would "
             f"give ({target}): {errors[0].text}", errors)
+    return warns
 
 
 def promote_run_diagnostics(options: Mapping[str, Any]) -> Callable | None:
@@ -352,14 +353,14 @@ def checker(call: "ji.PallasCall", options: Mapping[str, Any], operand_locs: Map
                 raise
             collect(f"tessera: the TPU checks of kernel @{kernel.name} failed "
                     f"({type(e).__name__}: {e}); a bug in tessera, the kernel ran unchecked")
-            return
+            return []
         # A kernel with findings would fail libtpu's compile for the same
         # reasons (or not emit at all): the compile adds nothing to them.
         if options.get("tpu_compile_check") and not found:
             found = compile_check(
                 kernel, vmem_limit_bytes(call.eqn.params.get("compiler_params")), chip,
                 kernel_loc)
-        report(found, options, kernel.name, collect)
+        return report(found, options, kernel.name, collect)
     return check
 
 
