@@ -93,11 +93,7 @@ class _Sink:
             else:
                 sys.stdout.write(text)
         except BaseException as e:  # raised again after the run
-            with self.lock:
-                if self.error is None:
-                    self.error = e
-            if self.cancel is not None:
-                self.cancel.value = 1
+            self._fail(e)
 
 
     def progress(self, done: int, total: int) -> None:
@@ -108,11 +104,16 @@ class _Sink:
         try:
             fn(done, total)
         except BaseException as e:  # raised again after the run
-            with self.lock:
-                if self.error is None:
-                    self.error = e
-            if self.cancel is not None:
-                self.cancel.value = 1
+            self._fail(e)
+
+    def _fail(self, e: BaseException) -> None:
+        """A callback raised: the run stops (its cancel flag) and the first
+        exception is raised again after it."""
+        with self.lock:
+            if self.error is None:
+                self.error = e
+        if self.cancel is not None:
+            self.cancel.value = 1
 
 
 _sinks: dict[int, _Sink] = {}
