@@ -422,9 +422,10 @@ def test_bridge_ctrl_c_under_jit_says_the_run_was_interrupted(tmp_path, jit_call
 
     script = tmp_path / "ctrl_c.py"
     script.write_text(_CTRL_C_SCRIPT)
+    # the tessera this test imported (the tree's, or an installed wheel's)
+    package = str(pathlib.Path(tessera.__file__).resolve().parents[1])
     env = dict(os.environ, JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([str(pathlib.Path(__file__).resolve().parents[1]),
-                                           os.environ.get("PYTHONPATH", "")]))
+               PYTHONPATH=os.pathsep.join([package, os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, str(script), jit_callback, backend],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
