@@ -276,24 +276,24 @@ static void begin_out_block(run_t *run, uint32_t j) {
       /* As a warning, two cores writing the block of an output written
        * along a split dim is what the run's parallel_revisit warning has
        * said already (tsr_grid_check_parallel_revisits): not said again. */
-      bool said = v && v->core != run->core && run->sh->race == NULL &&
-                  tsr_ir_parallel_revisit_dim(p->grid_rank, run->sh->grid, p->semantics,
-                                              op->fixed_dims) >= 0;
-      if (said) {
-        /* the block is the core's own copy, as for any core conflict */
-      } else if (v && v->core != run->core) {
+      if (v && v->core != run->core) {
         /* Both copies out reach HBM, in an order the TPU does not define: a
          * race, an error when races are looked for (--detect-races). */
-        char bi[96];
-        tsr_diag_format_dims(bi, sizeof bi, b, op->array_rank);
-        tsr_interp_kernel_report(
-            run, op->site, TSR_DIAG_CORE_CONFLICT,
-            run->sh->race != NULL ? TSR_DIAG_ERROR : TSR_DIAG_WARNING,
-            "output block %s is written by core %u at step %llu and by core "
-            "%u in steps %llu..%llu: the cores of a device must write "
-            "disjoint output blocks (the last copy out wins)",
-            bi, run->core, (unsigned long long)run->step, v->core,
-            (unsigned long long)v->first_step, (unsigned long long)v->last_step);
+        bool said = run->sh->race == NULL &&
+                    tsr_ir_parallel_revisit_dim(p->grid_rank, run->sh->grid, p->semantics,
+                                                op->fixed_dims) >= 0;
+        if (!said) {
+          char bi[96];
+          tsr_diag_format_dims(bi, sizeof bi, b, op->array_rank);
+          tsr_interp_kernel_report(
+              run, op->site, TSR_DIAG_CORE_CONFLICT,
+              run->sh->race != NULL ? TSR_DIAG_ERROR : TSR_DIAG_WARNING,
+              "output block %s is written by core %u at step %llu and by core "
+              "%u in steps %llu..%llu: the cores of a device must write "
+              "disjoint output blocks (the last copy out wins)",
+              bi, run->core, (unsigned long long)run->step, v->core,
+              (unsigned long long)v->first_step, (unsigned long long)v->last_step);
+        }
       } else if (v && !op->revisit_any) {
         char bi[96];
         tsr_diag_format_dims(bi, sizeof bi, b, op->array_rank);

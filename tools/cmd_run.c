@@ -174,7 +174,7 @@ typedef struct progress_line {
   bool shown;
 } progress_line_t;
 
-static double progress_now(void) {
+static double seconds_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -190,7 +190,7 @@ static void short_count(char *buf, size_t size, double v) {
 
 static void draw_progress(void *user, uint64_t done, uint64_t total) {
   progress_line_t *p = user;
-  double t = progress_now() - p->start;
+  double t = seconds_now() - p->start;
   if (t < p->after || done >= total) return;
   char rate[32], eta[32];
   double per_second = t > 0 ? (double)done / t : 0;
@@ -306,11 +306,6 @@ static int check_output_path(const char *name, const char *path) {
   return ok ? EXIT_OK : EXIT_USAGE;
 }
 
-static double seconds_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* "disk on, 1 hit, 0 misses, 0 puts, 0 bad entries" */
 static void print_disk_use(const tsr_runtime_disk_use_t *d) {
@@ -556,7 +551,7 @@ static int execute_run(cli_run_request_t *req) {
   tsr_run_options_t ro;
   tsr_run_options_initialize(&ro);
   ro.cancel = &interrupted;
-  progress_line_t line = {progress_now(), req->progress_after, false};
+  progress_line_t line = {seconds_now(), req->progress_after, false};
   if (!req->quiet && isatty(STDERR_FILENO)) {
     ro.on_progress = draw_progress;
     ro.on_progress_user = &line;
