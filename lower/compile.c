@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -18,11 +20,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <llvm-c/BitReader.h>
+#include <llvm-c/BitWriter.h>
 #include <llvm-c/Core.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 #include <llvm/Config/llvm-config.h>
+#include <mlir-c/BuiltinAttributes.h>
 #include <mlir-c/Conversion.h>
 #include <mlir-c/Diagnostics.h>
 #include <mlir-c/Dialect/Arith.h>
@@ -123,6 +128,7 @@ typedef struct session {
   double mark; /* when the current phase began */
   tsr_lower_split_stats_t split; /* what splitting the kernel did */
   const char *cpu; /* the LLVM CPU code is generated for; NULL: the host's */
+  unsigned objects, threads; /* a long kernel's objects, and the threads making them */
 } session_t;
 
 static double now_ms(void) {
@@ -152,6 +158,7 @@ static void report_timing(const session_t *s, const char *source) {
   fprintf(stderr, "%s; total %.2f ms", line, total);
   if (s->split.parts)
     fprintf(stderr, "; %u parts, %u of them merged", s->split.parts, s->split.merged);
+  if (s->objects > 1) fprintf(stderr, "; %u objects on %u threads", s->objects, s->threads);
   fprintf(stderr, "\n");
 }
 
@@ -392,9 +399,15 @@ static tsr_status_t parse_and_lower(session_t *s, const char *source, const char
 
 /* ---- Temporary files and the linker --------------------------------------------- */
 
+/* At most this many objects per kernel (compile_module: a long kernel's
+ * functions are compiled as up to this many objects, in parallel). */
+#define MAX_OBJECTS 16
+
 typedef struct workdir {
   char dir[4096];
   char object[4200], shared[4200], log[4200];
+  char objects[MAX_OBJECTS][4200]; /* kernel.o, kernel1.o, ...: those linked */
+  unsigned num_objects;
 } workdir_t;
 
 static tsr_status_t workdir_create(workdir_t *w) {
@@ -409,10 +422,18 @@ static tsr_status_t workdir_create(workdir_t *w) {
   snprintf(w->object, sizeof w->object, "%s/kernel.o", w->dir);
   snprintf(w->shared, sizeof w->shared, "%s/kernel.so", w->dir);
   snprintf(w->log, sizeof w->log, "%s/link.log", w->dir);
+  for (unsigned i = 0; i < MAX_OBJECTS; i++) {
+    if (i == 0)
+      snprintf(w->objects[i], sizeof w->objects[i], "%s", w->object);
+    else
+      snprintf(w->objects[i], sizeof w->objects[i], "%s/kernel%u.o", w->dir, i);
+  }
+  w->num_objects = 1;
   return NULL;
 }
 
 static void workdir_remove(workdir_t *w) {
+  for (unsigned i = 1; i < w->num_objects; i++) unlink(w->objects[i]);
   unlink(w->object);
   unlink(w->shared);
   unlink(w->log);
@@ -463,8 +484,15 @@ static tsr_status_t read_whole(const char *path, void **out_bytes, size_t *out_s
  * ms, against 30 ms with libc and --no-undefined (docs/lowering.md). The
  * driver's messages go to a log file that becomes the status text. */
 static tsr_status_t link_shared(const workdir_t *w) {
-  char *argv[] = {"cc", "-shared", "-nostartfiles", "-nostdlib", "-o", (char *)w->shared,
-                  (char *)w->object, "-Wl,--as-needed", "-l:libm.so.6", "-lgcc", NULL};
+  char *argv[MAX_OBJECTS + 16];
+  int argc = 0;
+  char *head[] = {"cc", "-shared", "-nostartfiles", "-nostdlib", "-o", (char *)w->shared};
+  for (size_t i = 0; i < sizeof head / sizeof *head; i++) argv[argc++] = head[i];
+  for (unsigned i = 0; i < w->num_objects; i++) argv[argc++] = (char *)w->objects[i];
+  argv[argc++] = "-Wl,--as-needed";
+  argv[argc++] = "-l:libm.so.6";
+  argv[argc++] = "-lgcc";
+  argv[argc] = NULL;
   posix_spawn_file_actions_t actions;
   if (posix_spawn_file_actions_init(&actions) != 0) return TSR_OOM();
   posix_spawn_file_actions_addopen(&actions, 1, w->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -638,10 +666,317 @@ static tsr_status_t optimize(LLVMModuleRef m, LLVMTargetMachineRef tm, int opt_l
   return status;
 }
 
+/* ---- A long kernel as several objects, compiled on the host's cores -----------
+ * The module is translated and optimized whole (the interprocedural passes
+ * see every call of a split kernel's parts: internal parts lose their dead
+ * and constant arguments, which made the calls cheap to compile; cut before
+ * the optimization, code generation took 3-4x longer). Then, when its
+ * functions hold more than 2 * OBJECT_INSTS instructions, code generation,
+ * the most expensive step left, is done in parallel: the optimized module
+ * is written as bitcode, and each of several objects reads it back in an
+ * LLVM context of its own, keeps the bodies of its own functions (the others
+ * become declarations or go), and is compiled on a thread of its own; the
+ * objects are linked together. Functions another object calls become
+ * external and hidden (the link resolves them, the shared object does not
+ * export them). The cut depends on the module alone (the functions' sizes),
+ * never on the number of threads: the objects, and the shared object, are
+ * the same bytes whatever the thread count. A small module, one with a
+ * mutable global, or one with an unnamed function stays one object: the code
+ * of small kernels is what it was. */
+
+/* Instructions of optimized LLVM IR per object, about. Below it an object's
+ * fixed cost (a target machine, a bitcode read, one more file to link: a few
+ * ms) would show. */
+#define OBJECT_INSTS 400
+
+
+/* Host threads for compiling a kernel's objects: $TESSERA_LOWER_THREADS,
+ * else $TESSERA_THREADS (the run option's variable), else the cores this
+ * process may run on (sched_getaffinity: taskset is honoured). */
+static unsigned compile_threads(void) {
+  const char *names[] = {"TESSERA_LOWER_THREADS", "TESSERA_THREADS"};
+  for (size_t i = 0; i < 2; i++) {
+    const char *env = getenv(names[i]);
+    if (env && *env) {
+      long n = strtol(env, NULL, 10);
+      if (n >= 1) return n > 256 ? 256u : (unsigned)n;
+    }
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    return (unsigned)CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n >= 1 ? (unsigned)n : 1u;
+}
+
+static size_t count_instructions(LLVMValueRef f) {
+  size_t n = 0;
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb))
+    for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i)) n++;
+  return n;
+}
+
+/* The function of the module that uses v, or NULL (a use in a constant). */
+static LLVMValueRef user_function(LLVMUseRef use) {
+  LLVMValueRef user = LLVMGetUser(use);
+  if (!LLVMIsAInstruction(user)) return NULL;
+  return LLVMGetBasicBlockParent(LLVMGetInstructionParent(user));
+}
+
+/* How many objects the optimized module `m` becomes, and which object
+ * defines each of its functions (out_object[i] for the i-th function of the
+ * module, in order; its declarations too, unused): the functions, largest
+ * first, each into the object holding the fewest instructions (the first
+ * such on a tie). Functions called from another object become external and
+ * hidden in `m`. $TESSERA_LOWER_OBJECTS=N asks for N objects (tests: small
+ * kernels cut into objects). Returns 1 (out_object unset) when the module
+ * stays whole. */
+static unsigned plan_objects(LLVMModuleRef m, unsigned **out_object, size_t *out_n) {
+  *out_object = NULL;
+  *out_n = 0;
+  for (LLVMValueRef g = LLVMGetFirstGlobal(m); g; g = LLVMGetNextGlobal(g))
+    if (!LLVMIsDeclaration(g) && !LLVMIsGlobalConstant(g)) return 1;
+  size_t n = 0, defined = 0, total = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f)) {
+    size_t length = 0;
+    LLVMGetValueName2(f, &length);
+    if (length == 0) return 1;
+    n++;
+  }
+  unsigned k = 0;
+  size_t *size = tsr_calloc(n ? n : 1, sizeof *size);
+  unsigned *object = tsr_calloc(n ? n : 1, sizeof *object);
+  bool *placed = tsr_calloc(n ? n : 1, sizeof *placed);
+  LLVMValueRef *fn = tsr_calloc(n ? n : 1, sizeof *fn);
+  if (!size || !object || !placed || !fn) goto whole;
+  size_t i = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f), i++) {
+    fn[i] = f;
+    placed[i] = LLVMIsDeclaration(f);
+    if (placed[i]) continue;
+    size[i] = count_instructions(f);
+    total += size[i];
+    defined++;
+  }
+  k = (unsigned)(total / OBJECT_INSTS);
+  const char *env = getenv("TESSERA_LOWER_OBJECTS");
+  bool forced = env && *env;
+  if (forced) k = (unsigned)strtoul(env, NULL, 10);
+  if (k > MAX_OBJECTS) k = MAX_OBJECTS;
+  if (k > defined) k = (unsigned)defined;
+  if (k < 2 || (!forced && total < 2 * OBJECT_INSTS)) goto whole;
+  size_t load[MAX_OBJECTS] = {0};
+  for (;;) {
+    size_t best = n;
+    for (i = 0; i < n; i++)
+      if (!placed[i] && (best == n || size[i] > size[best])) best = i;
+    if (best == n) break;
+    unsigned to = 0;
+    for (unsigned o = 1; o < k; o++)
+      if (load[o] < load[to]) to = o;
+    object[best] = to;
+    load[to] += size[best] + 1;
+    placed[best] = true;
+  }
+  /* Objects left empty (a forced count larger than the functions allow)
+   * are dropped. */
+  unsigned map[MAX_OBJECTS], used = 0;
+  for (unsigned o = 0; o < k; o++) map[o] = load[o] ? used++ : 0;
+  for (i = 0; i < n; i++) object[i] = map[object[i]];
+  if (used < 2) goto whole;
+  /* Called from another object: external, hidden. Function order is kept
+   * by the bitcode, so objects find their functions by index. */
+  for (i = 0; i < n; i++) {
+    if (LLVMIsDeclaration(fn[i])) continue;
+    bool elsewhere = false;
+    for (LLVMUseRef u = LLVMGetFirstUse(fn[i]); u && !elsewhere; u = LLVMGetNextUse(u)) {
+      LLVMValueRef g = user_function(u);
+      if (!g) {
+        elsewhere = true; /* a constant's use: kept visible */
+        break;
+      }
+      for (size_t j = 0; j < n; j++)
+        if (fn[j] == g) {
+          elsewhere = object[j] != object[i];
+          break;
+        }
+    }
+    if (elsewhere && LLVMGetLinkage(fn[i]) != LLVMExternalLinkage) {
+      LLVMSetLinkage(fn[i], LLVMExternalLinkage);
+      LLVMSetVisibility(fn[i], LLVMHiddenVisibility);
+    }
+  }
+  tsr_free(size);
+  tsr_free(placed);
+  tsr_free(fn);
+  *out_object = object;
+  *out_n = n;
+  return used;
+whole:
+  tsr_free(size);
+  tsr_free(object);
+  tsr_free(placed);
+  tsr_free(fn);
+  return 1;
+}
+
+/* Makes f a declaration (its body is another object's). */
+static void drop_body(LLVMValueRef f) {
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb))
+    for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i))
+      if (LLVMGetTypeKind(LLVMTypeOf(i)) != LLVMVoidTypeKind)
+        LLVMReplaceAllUsesWith(i, LLVMGetPoison(LLVMTypeOf(i)));
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb))
+    for (LLVMValueRef i; (i = LLVMGetLastInstruction(bb));) LLVMInstructionEraseFromParent(i);
+  for (LLVMBasicBlockRef bb; (bb = LLVMGetFirstBasicBlock(f));) LLVMDeleteBasicBlock(bb);
+  LLVMSetLinkage(f, LLVMExternalLinkage);
+  LLVMSetVisibility(f, LLVMHiddenVisibility);
+}
+typedef struct object_job {
+  unsigned index;
+  const char *bitcode; /* the optimized module, shared by the jobs */
+  size_t bitcode_size;
+  const unsigned *function_object; /* plan_objects */
+  size_t num_functions;
+  LLVMContextRef ctx;
+  LLVMModuleRef module;
+  const char *cpu, *source;
+  int opt_level;
+  tsr_strbuf_t diagnostics;
+  uint32_t errors;
+  tsr_status_t status;
+  LLVMMemoryBufferRef object;
+  double optimize_ms, codegen_ms;
+} object_job_t;
+
+static void on_job_diagnostic(LLVMDiagnosticInfoRef info, void *user) {
+  if (LLVMGetDiagInfoSeverity(info) != LLVMDSError) return;
+  object_job_t *j = user;
+  char *text = LLVMGetDiagInfoDescription(info);
+  if (j->diagnostics.size) tsr_strbuf_puts(&j->diagnostics, "\n");
+  tsr_strbuf_printf(&j->diagnostics, "error: %s", text ? text : "");
+  LLVMDisposeMessage(text);
+  j->errors++;
+}
+
+/* One object's module: the bitcode read back, the other objects' bodies
+ * dropped, what is then unused deleted (any thread: the context is the
+ * job's own). */
+static tsr_status_t object_module(object_job_t *j) {
+  LLVMMemoryBufferRef buffer = LLVMCreateMemoryBufferWithMemoryRange(
+      j->bitcode, j->bitcode_size, "tessera-object", 0);
+  if (!buffer) return TSR_OOM();
+  LLVMModuleRef m = NULL;
+  bool failed = LLVMParseBitcodeInContext2(j->ctx, buffer, &m);
+  LLVMDisposeMemoryBuffer(buffer);
+  if (failed || !m)
+    return TSR_STATUS(TSR_INTERNAL, "%s: reading back the optimized module's bitcode failed%s%s",
+                      j->source, j->diagnostics.size ? ":\n" : "",
+                      j->diagnostics.size ? j->diagnostics.data : "");
+  j->module = m;
+  size_t i = 0;
+  for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f), i++)
+    if (i < j->num_functions && !LLVMIsDeclaration(f) && j->function_object[i] != j->index)
+      drop_body(f);
+  /* Declarations nothing calls any more, and unused local globals. */
+  for (LLVMValueRef f = LLVMGetFirstFunction(m), next; f; f = next) {
+    next = LLVMGetNextFunction(f);
+    if (LLVMIsDeclaration(f) && !LLVMGetFirstUse(f)) LLVMDeleteFunction(f);
+  }
+  for (LLVMValueRef g = LLVMGetFirstGlobal(m), next; g; g = next) {
+    next = LLVMGetNextGlobal(g);
+    LLVMLinkage l = LLVMGetLinkage(g);
+    if (!LLVMGetFirstUse(g) && (l == LLVMInternalLinkage || l == LLVMPrivateLinkage))
+      LLVMDeleteGlobal(g);
+  }
+  return NULL;
+}
+/* Makes one object (any thread). */
+static void run_object_job(object_job_t *j) {
+  double t0 = now_ms();
+  j->ctx = LLVMContextCreate();
+  LLVMContextSetDiagnosticHandler(j->ctx, on_job_diagnostic, j);
+  j->status = object_module(j);
+  if (j->status) return;
+  LLVMTargetMachineRef tm = NULL;
+  j->status = create_target_machine(j->opt_level, j->cpu, &tm);
+  if (j->status) return;
+  double t1 = now_ms();
+  j->optimize_ms = t1 - t0;
+  char *error = NULL;
+  LLVMMemoryBufferRef object = NULL;
+  bool failed =
+      LLVMTargetMachineEmitToMemoryBuffer(tm, j->module, LLVMObjectFile, &error, &object);
+  if (failed || j->errors) {
+    if (error && *error) {
+      if (j->diagnostics.size) tsr_strbuf_puts(&j->diagnostics, "\n");
+      tsr_strbuf_printf(&j->diagnostics, "error: %s", error);
+    }
+    j->status = TSR_STATUS(TSR_INTERNAL, "%s: LLVM could not compile the module to an object%s%s",
+                           j->source, j->diagnostics.size ? ":\n" : "",
+                           j->diagnostics.size ? j->diagnostics.data : "");
+    if (object) LLVMDisposeMemoryBuffer(object);
+  } else {
+    j->object = object;
+  }
+  LLVMDisposeMessage(error);
+  j->codegen_ms = now_ms() - t1;
+  LLVMDisposeTargetMachine(tm);
+}
+
+typedef struct job_queue {
+  object_job_t *jobs;
+  unsigned n;
+  atomic_uint next;
+} job_queue_t;
+
+static void *object_worker(void *arg) {
+  job_queue_t *q = arg;
+  for (unsigned i; (i = atomic_fetch_add(&q->next, 1)) < q->n;) run_object_job(&q->jobs[i]);
+  return NULL;
+}
+
+/* Runs the jobs on up to `threads` threads, this one included. */
+static void run_object_jobs(object_job_t *jobs, unsigned n, unsigned threads) {
+  job_queue_t q = {.jobs = jobs, .n = n};
+  atomic_init(&q.next, 0);
+  pthread_t tids[MAX_OBJECTS];
+  unsigned started = 0;
+  if (threads > n) threads = n;
+  while (started + 1 < threads && pthread_create(&tids[started], NULL, object_worker, &q) == 0)
+    started++;
+  object_worker(&q);
+  for (unsigned i = 0; i < started; i++) pthread_join(tids[i], NULL);
+}
+
+static void free_object_jobs(object_job_t *jobs, unsigned k) {
+  for (unsigned o = 0; o < k; o++) {
+    object_job_t *j = &jobs[o];
+    if (j->object) LLVMDisposeMemoryBuffer(j->object);
+    if (j->module) LLVMDisposeModule(j->module);
+    if (j->ctx) LLVMContextDispose(j->ctx);
+    tsr_status_free(j->status);
+    tsr_strbuf_deinitialize(&j->diagnostics);
+  }
+}
+
+static tsr_status_t write_object(const char *path, LLVMMemoryBufferRef object) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && tsr_write_all(fd, LLVMGetBufferStart(object), LLVMGetBufferSize(object));
+  tsr_status_t status =
+      ok ? NULL : TSR_STATUS(TSR_IO_ERROR, "cannot write %s: %s", path, strerror(errno));
+  if (fd >= 0) close(fd);
+  return status;
+}
+
 /* The module (in the LLVM dialect) -> LLVM IR with its packed entry point ->
- * optimized -> an object in memory, in a context of its own. */
-static tsr_status_t compile_to_object(session_t *s, const char *source, MlirModule module,
-                                      int opt_level, LLVMMemoryBufferRef *out_object) {
+ * optimized -> one object in memory (*out_object), or, for a long kernel,
+ * several (jobs[0..*out_k), see above), each in a context of its own. */
+static tsr_status_t compile_to_objects(session_t *s, const char *source, MlirModule module,
+                                       int opt_level, LLVMMemoryBufferRef *out_object,
+                                       object_job_t *jobs, unsigned *out_k) {
+  *out_k = 1;
   LLVMTargetMachineRef tm = NULL;
   TSR_RETURN_IF_ERROR(create_target_machine(opt_level, s->cpu, &tm));
   LLVMContextRef ctx = LLVMContextCreate();
@@ -660,7 +995,46 @@ static tsr_status_t compile_to_object(session_t *s, const char *source, MlirModu
     status = optimize(m, tm, opt_level, source);
     phase_done(s, PHASE_OPTIMIZE);
   }
-  if (!status) {
+  unsigned *function_object = NULL;
+  size_t num_functions = 0;
+  unsigned k = status ? 1 : plan_objects(m, &function_object, &num_functions);
+  if (!status && k > 1) {
+    LLVMMemoryBufferRef bitcode = LLVMWriteBitcodeToMemoryBuffer(m);
+    if (!bitcode) status = TSR_OOM();
+    for (unsigned o = 0; o < k && !status; o++) {
+      object_job_t *j = &jobs[o];
+      j->index = o;
+      j->bitcode = LLVMGetBufferStart(bitcode);
+      j->bitcode_size = LLVMGetBufferSize(bitcode);
+      j->function_object = function_object;
+      j->num_functions = num_functions;
+      j->cpu = s->cpu;
+      j->source = source;
+      j->opt_level = opt_level;
+    }
+    if (!status) {
+      unsigned threads = compile_threads();
+      s->threads = threads < k ? threads : k;
+      s->objects = k;
+      *out_k = k;
+      run_object_jobs(jobs, k, threads);
+      double opt = 0, gen = 0; /* reading back the bitcode, code generation */
+      for (unsigned o = 0; o < k; o++) {
+        opt += jobs[o].optimize_ms;
+        gen += jobs[o].codegen_ms;
+      }
+      double wall = now_ms() - s->mark;
+      s->phase_ms[PHASE_OPTIMIZE] += opt + gen > 0 ? wall * opt / (opt + gen) : 0;
+      s->mark += opt + gen > 0 ? wall * opt / (opt + gen) : 0;
+      for (unsigned o = 0; o < k && !status; o++)
+        if (jobs[o].status) {
+          status = jobs[o].status;
+          jobs[o].status = NULL;
+        }
+    }
+    if (bitcode) LLVMDisposeMemoryBuffer(bitcode);
+    phase_done(s, PHASE_CODEGEN);
+  } else if (!status) {
     char *error = NULL;
     LLVMMemoryBufferRef object = NULL;
     bool failed = LLVMTargetMachineEmitToMemoryBuffer(tm, m, LLVMObjectFile, &error, &object);
@@ -677,6 +1051,7 @@ static tsr_status_t compile_to_object(session_t *s, const char *source, MlirModu
     LLVMDisposeMessage(error);
     phase_done(s, PHASE_CODEGEN);
   }
+  tsr_free(function_object);
   if (m) LLVMDisposeModule(m);
   LLVMContextDispose(ctx);
   LLVMDisposeTargetMachine(tm);
@@ -685,24 +1060,27 @@ static tsr_status_t compile_to_object(session_t *s, const char *source, MlirModu
 
 static tsr_status_t compile_module(session_t *s, const char *source, MlirModule module,
                                    int opt_level, void **out_bytes, size_t *out_size) {
+  object_job_t jobs[MAX_OBJECTS];
+  memset(jobs, 0, sizeof jobs);
+  for (unsigned o = 0; o < MAX_OBJECTS; o++) tsr_strbuf_initialize(&jobs[o].diagnostics);
   LLVMMemoryBufferRef object = NULL;
-  TSR_RETURN_IF_ERROR(compile_to_object(s, source, module, opt_level, &object));
+  unsigned k = 1;
+  tsr_status_t status = compile_to_objects(s, source, module, opt_level, &object, jobs, &k);
   workdir_t w;
-  tsr_status_t status = workdir_create(&w);
+  if (!status) status = workdir_create(&w);
   if (!status) {
-    int fd = open(w.object, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0 || !tsr_write_all(fd, LLVMGetBufferStart(object), LLVMGetBufferSize(object)))
-      status = TSR_STATUS(TSR_IO_ERROR, "cannot write %s: %s", w.object, strerror(errno));
-    if (fd >= 0) close(fd);
+    w.num_objects = k;
+    for (unsigned o = 0; o < k && !status; o++)
+      status = write_object(w.objects[o], k == 1 ? object : jobs[o].object);
     if (!status) status = link_shared(&w);
     if (!status) status = read_whole(w.shared, out_bytes, out_size);
     workdir_remove(&w);
   }
-  LLVMDisposeMemoryBuffer(object);
+  if (object) LLVMDisposeMemoryBuffer(object);
+  free_object_jobs(jobs, MAX_OBJECTS);
   phase_done(s, PHASE_LINK);
   return status;
 }
-
 static tsr_status_t check_opt_level(int opt_level) {
   if (opt_level < 0 || opt_level > 3)
     return TSR_STATUS(TSR_INVALID_ARGUMENT, "optimization level %d: expected 0 to 3",

@@ -51,6 +51,32 @@ for size in 2000 3000; do
   fi
 done
 
+# A long kernel as several objects compiled on several threads (lower/compile.c,
+# TESSERA_LOWER_OBJECTS forces the cut): the outputs are the interpreter's,
+# and the shared object is the same bytes with 1 and 4 threads (the cache
+# holds it: compare the cache directories' files).
+export TESSERA_LOWER_OBJECTS=3
+for threads in 1 4; do
+  TESSERA_LOWER_THREADS=$threads same_as_interp \
+    "sort of 3000 ops as 3 objects on $threads threads: same outputs as the interpreter" sort_3000.tsr
+  if grep -q '; 3 objects on' "$tmp/err"; then pass "sort of 3000 ops: 3 objects ($threads threads)"
+  else fail "sort of 3000 ops: 3 objects ($threads threads)" "$(context)"; fi
+  rm -rf "$tmp/cache$threads"
+  TESSERA_CACHE=on TESSERA_CACHE_DIR="$tmp/cache$threads" TESSERA_LOWER_THREADS=$threads \
+    "$T" run sort_3000.tsr --backend cpu --random-inputs 1 --out-dir "$tmp/o$threads" -q 2>"$tmp/err"
+done
+same=yes
+n1=$(find "$tmp/cache1" -type f | wc -l)
+while IFS= read -r f; do
+  cmp -s "$f" "$tmp/cache4/${f#"$tmp/cache1/"}" || same="no: ${f#"$tmp/cache1/"}"
+done < <(find "$tmp/cache1" -type f)
+if [[ $n1 -gt 0 && $same == yes ]]; then pass "3 objects: the same cached bytes with 1 and 4 threads ($n1 files)"
+else fail "3 objects: the same cached bytes with 1 and 4 threads" "files: $n1, same: $same"; fi
+TESSERA_LOWER_THREADS=4 TESSERA_LOWER_SPLIT=12 same_as_interp \
+  "lower_control @loops, parts of 12 ops as 3 objects on 4 threads: same outputs as the interpreter" \
+  "$SRC/tests/lower/lower_control.tsr" loops
+unset TESSERA_LOWER_OBJECTS
+
 export TESSERA_LOWER_SPLIT=12
 for f in lower_control lower_small_blocks lower_memory; do
   for k in $(grep -oE '^kernel @[A-Za-z0-9_]+' "$SRC/tests/lower/$f.tsr" | sed 's/^kernel @//'); do
