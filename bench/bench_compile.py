@@ -10,7 +10,10 @@ off), against its 100 ms target, so that it does not regress.
 
 The compile time is the `total` of the $TESSERA_LOWER_TIMING line (emit to
 link; docs/lowering.md), the median of the rounds; the small kernel's figure
-is the whole process's wall time. The load average is printed with every
+is the whole process's wall time. `process_wall` and `process_cpu` are the
+whole `tessera run`'s wall time and CPU time (user + system, the link's cc
+included) per 10k ops: on a loaded machine the CPU time is the steadier
+figure (wall time then includes waiting for a core). The load average is printed with every
 figure (other jobs share the cores: figures are upper bounds).
 
 Usage: bench/bench_compile.py [--tessera PATH] [--json] [--quick] [--rounds N]
@@ -19,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -51,14 +55,17 @@ def lower_timing(stderr):
 def compile_once(tessera, kernel, out_dir, env_extra):
     env = dict(os.environ, TESSERA_CACHE="off", TESSERA_LOWER_TIMING="1", **env_extra)
     shutil.rmtree(out_dir, ignore_errors=True)
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run([tessera, "run", kernel, "--random-inputs", "1", "--backend", "cpu",
                         "-q", "--out-dir", out_dir], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     if p.returncode != 0:
         return None
     t = lower_timing(p.stderr)
-    return None if t is None else (t[0], t[1], t[2], wall)
+    return None if t is None else (t[0], t[1], t[2], wall, cpu)
 
 
 def small_once(tessera, tmp):
@@ -119,12 +126,15 @@ def main():
                           for k in runs[0][1]}
                 extra = runs[-1][2]
                 value = total * 1e4 / n
+                wall = round(statistics.median(r[3] for r in runs) * 1e4 / n, 3)
+                cpu = round(statistics.median(r[4] for r in runs) * 1e4 / n, 3)
             else:
-                value, phases, extra = None, {}, ""
+                value, phases, extra, wall, cpu = None, {}, "", None, None
             figures.append({"figure": figure, "label": label, "unit": "s/10k ops",
                             "tessera": None if value is None else round(value, 3),
                             "anchor": 1.0, "anchor_name": "target", "goal": 1.0,
                             "load": load(), "phases_ms": phases, "split": extra,
+                            "process_wall": wall, "process_cpu": cpu,
                             "rounds": len(runs)})
         figures.append({"figure": "compile/small-cold",
                         "label": "tessera sort of 128 f32, cpu backend, cold whole process",
@@ -138,6 +148,8 @@ def main():
             else:
                 v = "n/a" if f["tessera"] is None else f["tessera"]
                 print(f"{f['label']}: {v} {f['unit']} (target {f['anchor']}; load {f['load']})"
+                      + (f"; process wall {f['process_wall']}, CPU {f['process_cpu']}"
+                         if f.get("process_cpu") is not None else "")
                       + (f"\n  phases (ms): {f['phases_ms']}; {f['split']}" if f.get("phases_ms") else ""))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
