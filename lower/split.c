@@ -3,7 +3,8 @@
  * before the pass pipeline: runs of consecutive ops of a long block move into
  * private functions `tsr_part_N`, called where they were, with the values they
  * use from outside as arguments and the values used after them as results.
- * Parts whose text is equal once their scalar constants are arguments are
+ * Parts equal once their scalar constants are arguments (the same ops,
+ * operands, types and attributes: fingerprint_part) are
  * compiled once (the ~430 compare-exchange steps of a 6.9k-op bitonic sort
  * are a handful of distinct parts). Every MLIR call of the splitter is here;
  * compile.c calls tsr_lower_split_module. */
@@ -110,7 +111,7 @@ static int32_t posmap_get(const posmap_t *m, const void *k) {
 typedef struct part_fn {
   MlirOperation func, call;
   uint64_t hash;
-  char *text; /* printed with a neutral name, for the equality test */
+  uint64_t *text; /* its fingerprint (fingerprint_part), for the equality test */
   size_t text_size;
 } part_fn_t;
 
@@ -598,39 +599,138 @@ static bool hoist_constants(MlirOperation func) {
 
 /* ---- Merging equal parts -------------------------------------------------------------- */
 
-static void append_text(MlirStringRef text, void *user) {
-  vec_t *v = user;
-  if (v->n + text.length > v->cap) {
-    size_t cap = v->cap ? v->cap : 4096;
-    while (cap < v->n + text.length) cap *= 2;
-    void *d = tsr_realloc(v->data, cap);
-    if (!d) return; /* the text is cut short: it then equals no other */
-    v->data = d;
-    v->cap = cap;
+/* A part's fingerprint: its ops in order, each as its name, its operands
+ * (numbered by definition within the part: block arguments and results),
+ * its result types, its attributes (name and value; the function's own
+ * sym_name left out), its successors and its regions' blocks and their
+ * argument types. Types, attributes and names are uniqued by the context,
+ * so two parts have equal fingerprints exactly when they are the same
+ * function up to their names and the names of their values: when they
+ * print alike (as they were compared before, at ~3x the cost: printing the
+ * ~10k ops of 600 parts was most of the split of a 10k-op kernel). */
+typedef struct fingerprint {
+  vec_t words; /* uint64_t */
+  posmap_t ids; /* value or block -> its number */
+  int32_t next_id;
+  bool failed;
+} fingerprint_t;
+
+static void fp_word(fingerprint_t *f, uint64_t w) {
+  if (!vec_push(&f->words, &w)) f->failed = true;
+}
+
+static void fp_define(fingerprint_t *f, const void *key) {
+  if ((size_t)f->next_id * 2 + 16 > f->ids.cap) {
+    posmap_t bigger;
+    if (!posmap_init(&bigger, (size_t)f->next_id * 2 + 16)) {
+      f->failed = true;
+      return;
+    }
+    for (size_t j = 0; j < f->ids.cap; j++)
+      if (f->ids.keys[j]) posmap_put(&bigger, f->ids.keys[j], f->ids.vals[j]);
+    posmap_free(&f->ids);
+    f->ids = bigger;
   }
-  memcpy((char *)v->data + v->n, text.data, text.length);
-  v->n += text.length;
+  posmap_put(&f->ids, key, f->next_id++);
+}
+
+static void fp_op(fingerprint_t *f, MlirOperation op, bool top);
+
+static void fp_region(fingerprint_t *f, MlirRegion region) {
+  uint64_t blocks = 0;
+  for (MlirBlock b = mlirRegionGetFirstBlock(region); !mlirBlockIsNull(b);
+       b = mlirBlockGetNextInRegion(b)) {
+    fp_define(f, b.ptr); /* before the ops: branches name later blocks */
+    blocks++;
+  }
+  fp_word(f, blocks);
+  for (MlirBlock b = mlirRegionGetFirstBlock(region); !mlirBlockIsNull(b) && !f->failed;
+       b = mlirBlockGetNextInRegion(b)) {
+    intptr_t nargs = mlirBlockGetNumArguments(b);
+    fp_word(f, (uint64_t)nargs);
+    for (intptr_t i = 0; i < nargs; i++) {
+      MlirValue a = mlirBlockGetArgument(b, i);
+      fp_word(f, (uint64_t)(uintptr_t)mlirValueGetType(a).ptr);
+      fp_define(f, a.ptr);
+    }
+    uint64_t ops = 0;
+    for (MlirOperation op = mlirBlockGetFirstOperation(b); !mlirOperationIsNull(op);
+         op = mlirOperationGetNextInBlock(op))
+      ops++;
+    fp_word(f, ops);
+    for (MlirOperation op = mlirBlockGetFirstOperation(b); !mlirOperationIsNull(op) && !f->failed;
+         op = mlirOperationGetNextInBlock(op))
+      fp_op(f, op, false);
+  }
+}
+
+static void fp_op(fingerprint_t *f, MlirOperation op, bool top) {
+  fp_word(f, (uint64_t)(uintptr_t)mlirOperationGetName(op).ptr);
+  intptr_t n = mlirOperationGetNumOperands(op);
+  fp_word(f, (uint64_t)n);
+  for (intptr_t i = 0; i < n; i++) {
+    int32_t id = posmap_get(&f->ids, mlirOperationGetOperand(op, i).ptr);
+    /* -1: defined outside the part (a part is isolated: not expected);
+     * the value itself then, which equals only itself. */
+    fp_word(f, id >= 0 ? (uint64_t)id
+                       : (uint64_t)(uintptr_t)mlirOperationGetOperand(op, i).ptr | 1ull << 63);
+  }
+  n = mlirOperationGetNumResults(op);
+  fp_word(f, (uint64_t)n);
+  for (intptr_t i = 0; i < n; i++) {
+    MlirValue r = mlirOperationGetResult(op, i);
+    fp_word(f, (uint64_t)(uintptr_t)mlirValueGetType(r).ptr);
+    fp_define(f, r.ptr);
+  }
+  n = mlirOperationGetNumAttributes(op);
+  fp_word(f, (uint64_t)n);
+  for (intptr_t i = 0; i < n; i++) {
+    MlirNamedAttribute a = mlirOperationGetAttribute(op, i);
+    MlirStringRef name = mlirIdentifierStr(a.name);
+    if (top && name.length == 8 && memcmp(name.data, "sym_name", 8) == 0) continue;
+    fp_word(f, (uint64_t)(uintptr_t)a.name.ptr);
+    fp_word(f, (uint64_t)(uintptr_t)a.attribute.ptr);
+  }
+  n = mlirOperationGetNumSuccessors(op);
+  fp_word(f, (uint64_t)n);
+  for (intptr_t i = 0; i < n; i++) {
+    int32_t id = posmap_get(&f->ids, mlirOperationGetSuccessor(op, i).ptr);
+    fp_word(f, id >= 0 ? (uint64_t)id
+                       : (uint64_t)(uintptr_t)mlirOperationGetSuccessor(op, i).ptr | 1ull << 63);
+  }
+  n = mlirOperationGetNumRegions(op);
+  fp_word(f, (uint64_t)n);
+  for (intptr_t i = 0; i < n && !f->failed; i++) fp_region(f, mlirOperationGetRegion(op, i));
+}
+
+/* The fingerprint of part function `func`, in *out (freed with tsr_free);
+ * false when memory ran out. */
+static bool fingerprint_part(MlirOperation func, uint64_t **out, size_t *out_n) {
+  fingerprint_t f = {.words = {.elem = sizeof(uint64_t)}};
+  if (!posmap_init(&f.ids, 64)) {
+    posmap_free(&f.ids);
+    return false;
+  }
+  fp_op(&f, func, true);
+  posmap_free(&f.ids);
+  if (f.failed) {
+    tsr_free(f.words.data);
+    return false;
+  }
+  *out = f.words.data;
+  *out_n = f.words.n;
+  return true;
 }
 
 static bool merge_equal_parts(splitter_t *s) {
-  MlirAttribute neutral = mlirStringAttrGet(s->ctx, mlirStringRefCreateFromCString("tsr_part"));
-  MlirOpPrintingFlags flags = mlirOpPrintingFlagsCreate();
-  mlirOpPrintingFlagsUseLocalScope(flags);
-  bool ok = true;
-  for (uint32_t i = 0; i < s->num_parts && ok; i++) {
+  for (uint32_t i = 0; i < s->num_parts; i++) {
     part_fn_t *p = &s->parts[i];
-    MlirAttribute own = mlirOperationGetAttributeByName(p->func, mlirStringRefCreateFromCString("sym_name"));
-    mlirOperationSetAttributeByName(p->func, mlirStringRefCreateFromCString("sym_name"), neutral);
-    vec_t text = {.elem = 1};
-    mlirOperationPrintWithFlags(p->func, flags, append_text, &text);
-    mlirOperationSetAttributeByName(p->func, mlirStringRefCreateFromCString("sym_name"), own);
-    p->text = text.data;
-    p->text_size = text.n;
-    p->hash = hash_bytes(1469598103934665603ull, text.data, text.n);
+    if (!fingerprint_part(p->func, &p->text, &p->text_size)) return false;
+    p->hash = hash_bytes(1469598103934665603ull, p->text, p->text_size * sizeof *p->text);
     for (uint32_t j = 0; j < i; j++) {
       part_fn_t *q = &s->parts[j];
       if (mlirOperationIsNull(q->func) || q->hash != p->hash || q->text_size != p->text_size ||
-          memcmp(q->text, p->text, p->text_size) != 0)
+          memcmp(q->text, p->text, p->text_size * sizeof *p->text) != 0)
         continue;
       MlirAttribute target = mlirFlatSymbolRefAttrGet(
           s->ctx, mlirStringAttrGetValue(mlirOperationGetAttributeByName(
@@ -644,8 +744,7 @@ static bool merge_equal_parts(splitter_t *s) {
       break;
     }
   }
-  mlirOpPrintingFlagsDestroy(flags);
-  return ok;
+  return true;
 }
 
 /* ---- Entry ----------------------------------------------------------------------------- */

@@ -12,7 +12,7 @@ typedef struct tsr_lower_split_params {
   size_t min_kernel_ops; /* functions of at most this many ops are left alone */
   size_t max_part_ops;   /* a part holds at most this many ops (nested ones counted) */
   size_t min_part_ops;   /* and at least this many (shorter runs stay in place) */
-  bool merge;            /* parts equal as text are one function */
+  bool merge;            /* equal parts are one function */
   size_t max_calls;      /* then, blocks still longer than this (calls of parts,
                             mostly) are split again into parts of at most this
                             many ops; 0: not */
@@ -28,7 +28,8 @@ typedef struct tsr_lower_split_stats {
  * than params->max_part_ops move into private functions @tsr_part_N, called
  * in their place, taking the values they use from outside as arguments
  * (index and vector constants are copied in instead) and returning the values
- * used after them; then merges parts that print alike. Semantics are
+ * used after them; then merges parts that are the same function up to
+ * names (they print alike). Semantics are
  * unchanged: the ops run in the same order. Returns false when memory ran out
  * (the module is then unusable). Not thread-safe for one module. */
 bool tsr_lower_split_module(MlirContext ctx, MlirModule module, const char *func_name,
