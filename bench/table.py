@@ -446,7 +446,10 @@ def rows_of(b: Bench, script: str | None, before: dict[str, dict],
         a, bf = after.get(f), before.get(f)
         ref = a or bf
         unit = str(ref.get("unit", ""))
-        anchor = a["anchor"] if a and a["anchor"] is not None else (bf or {}).get("anchor")
+        # The anchor as each side's run measured it: one value if they agree
+        # to 3 digits, else "before / after" (a busy machine shows here).
+        anc = [_fmt(x["anchor"], unit) for x in (bf, a) if x and x["anchor"] is not None]
+        anchor = anc[0] if len(set(anc)) == 1 else " / ".join(anc)
         sp_b = _speedup(bf["anchor"], bf["tessera"]) if bf else None
         sp_a = _speedup(a["anchor"], a["tessera"]) if a else None
         goal = ref.get("goal")
@@ -455,7 +458,7 @@ def rows_of(b: Bench, script: str | None, before: dict[str, dict],
         label = str(ref.get("label") or f)
         if ref.get("via") == "text":
             label += " †"
-        rows.append([label, str(ref.get("anchor_name", "")), _fmt(anchor, unit),
+        rows.append([label, str(ref.get("anchor_name", "")), anchor,
                      _fmt(bf["tessera"], unit) if bf else "no result",
                      _fmt(a["tessera"], unit) if a else "no result",
                      f"{sp_b:.2f}x" if sp_b else "", f"{sp_a:.2f}x" if sp_a else "",
@@ -550,8 +553,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(markdown(rows))
     print()
-    print("Times: lower is better. speedup = anchor / tessera in the same run (an absolute "
-          "target counts as the anchor); goal = the speedup the issue asks for; load = the "
+    print("Times: lower is better. anchor value: as the before and the after runs measured "
+          "it (one value when they agree). speedup = anchor / tessera in the same run (an "
+          "absolute target counts as the anchor); goal = the speedup the issue asks for; load = the "
           "1-minute load average when each side's figure was taken. † = read from the "
           "bench's text output (it has no --json yet).")
     if notes:

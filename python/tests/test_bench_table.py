@@ -68,6 +68,9 @@ def test_before_after_speedups_and_met(table):
     assert f["anchor value"] == "2 ms"
     assert f["speedup before"] == "0.50x"
     assert f["speedup after (anchor/after)"] == "2.00x"
+    # Each side's run measures the anchor too: both show when they differ.
+    rows = table.rows_of(b, "bench/x.py", table.merge([[rec("f", 4.0, 3.0)]]), after)
+    assert dict(zip(head, rows[0]))["anchor value"] == "3 ms / 2 ms"
     assert f["met?"] == "yes"
     g = dict(zip(head, rows[1]))
     assert g["before"] == "no result"       # the before run did not print it
