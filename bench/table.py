@@ -312,9 +312,12 @@ def sides(args) -> list[Side]:
     if not args.no_build:
         build(btree, before_build)
         build(ROOT, after_build)
-    head = git("rev-parse", "HEAD")
-    if git("status", "--porcelain", "--untracked-files=no"):
-        head += "+changes"
+    try:
+        head = git("rev-parse", "HEAD")
+        if git("status", "--porcelain", "--untracked-files=no"):
+            head += "+changes"
+    except (OSError, subprocess.CalledProcessError):
+        head = "unknown (not a git checkout)"
     return [Side("before", btree, before_build, bcommit), Side("after", ROOT, after_build, head)]
 
 
