@@ -554,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
     load1 = _load()
     now = datetime.datetime.now(datetime.timezone.utc)
     print(f"# Faster than XLA: the table ({now:%Y-%m-%d %H:%M} UTC)\n")
+    print(f"- command: bench/table.sh {' '.join(shlex.quote(a) for a in (argv or sys.argv[1:]))}"
+          .rstrip())
     print(f"- machine: {machine()}")
     print(f"- before: {sd[0].commit[:12]} ({sd[0].build})")
     print(f"- after: {sd[1].commit[:12]} ({sd[1].build})")
