@@ -458,6 +458,38 @@ static bool wide_cpu(void) {
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 
+/* i32 div and rem by one divisor for the whole block (a scalar operand:
+ * `x // 7`, `x % 1000`): a hardware integer division per element is the
+ * slowest loop of integer kernels (int_hash: 60% of its instructions, and
+ * idiv's latency on top). Divided in double precision instead, which the
+ * compiler vectorizes, the quotient is exact: a and b are exact doubles,
+ * and a true quotient k - e below an integer k (e >= 1/|b|) is at least
+ * 2^-31 of k away from it, far more than the division's rounding (2^-53),
+ * so truncating gives C's a / b. b = 0 and b = -1 (sdiv's special cases,
+ * INT32_MIN / -1) keep the generic loop. The same integers on every host. */
+#define GEN_SDIV_SCALAR_FN(NAME, ATTR, GENERIC, IS_REM)                        \
+  ATTR static void NAME(void *dst, const void *pa, const void *pb,             \
+                        size_t count, tsr_bcast_t bcast) {                     \
+    const int32_t *x = pa;                                                     \
+    int32_t *d = dst;                                                          \
+    const int32_t b = bcast == TSR_BCAST_B_SCALAR ? *(const int32_t *)pb : 0;  \
+    if (b == 0 || b == -1) {                                                   \
+      GENERIC(dst, pa, pb, count, bcast);                                      \
+      return;                                                                  \
+    }                                                                          \
+    const double db = (double)b;                                               \
+    for (size_t i = 0; i < count; i++) {                                       \
+      const int32_t q = (int32_t)((double)x[i] / db);                          \
+      d[i] = IS_REM ? (int32_t)((uint32_t)x[i] - (uint32_t)q * (uint32_t)b) : q; \
+    }                                                                          \
+  }
+GEN_SDIV_SCALAR_FN(sdiv_scalar_i32, , binary_DIV_i32, false)
+GEN_SDIV_SCALAR_FN(srem_scalar_i32, , binary_REM_i32, true)
+#if TSR_WIDE_LOOPS
+GEN_SDIV_SCALAR_FN(sdiv_scalar_i32_wide, WIDE_TARGET, binary_DIV_i32_wide, false)
+GEN_SDIV_SCALAR_FN(srem_scalar_i32_wide, WIDE_TARGET, binary_REM_i32_wide, true)
+#endif
+
 /* nextafter on the storage bits, as XLA expands it (and Pallas's TPU
  * lowering): NaN (the dtype's quiet NaN) if either operand is NaN, b if
  * a == b as floats, the smallest subnormal of b's sign from a zero, else
@@ -534,6 +566,15 @@ tsr_binary_fn tsr_blockops_binary_variant(tsr_opcode_t op, tsr_dtype_t dtype, bo
     return NULL;
   if (tsr_op_table[op].syntax != TSR_SYN_BINARY || !tsr_op_flags_accept(tsr_op_table[op].flags, dtype))
     return NULL;
+  if (dtype == TSR_DTYPE_I32 && (op == TSR_OP_DIV || op == TSR_OP_REM)) {
+#if TSR_WIDE_LOOPS
+    if (wide) return !wide_cpu() ? NULL : op == TSR_OP_DIV ? sdiv_scalar_i32_wide
+                                                           : srem_scalar_i32_wide;
+#else
+    if (wide) return NULL;
+#endif
+    return op == TSR_OP_DIV ? sdiv_scalar_i32 : srem_scalar_i32;
+  }
 #if TSR_WIDE_LOOPS
   if (wide) return wide_cpu() ? binary_wide_table[op][dtype] : NULL;
 #else
