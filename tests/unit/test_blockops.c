@@ -1755,7 +1755,11 @@ TSR_TEST(dot_against_naive_loops) {
 /* The AVX2+FMA build of the f32 loop and the baseline one (libm's fmaf)
  * give the same bits: a host without FMA computes what this one does. */
 TSR_TEST(dot_wide_build_matches_the_baseline_bit_for_bit) {
-  static const size_t shapes[][3] = {{1, 1, 1}, {5, 17, 9}, {4, 60, 259}, {9, 31, 300}};
+  /* with the register-blocked FMA panel's cases: 16-column groups, the
+   * columns after the last group, rows past the last full 4 */
+  static const size_t shapes[][3] = {{1, 1, 1},    {5, 17, 9},    {4, 60, 259},
+                                     {9, 31, 300}, {8, 96, 128},  {7, 120, 40},
+                                     {12, 64, 17}, {4, 60, 256},  {6, 30, 512}};
   for (size_t s = 0; s < TSR_ARRAY_SIZE(shapes); s++) {
     size_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
     if (m * k * 4 > sizeof dot_a || k * n * 4 > sizeof dot_b || m * n * 4 > sizeof dot_out) {
