@@ -32,6 +32,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(TSR_NO_WIDE_LOOPS)
+#include <immintrin.h> /* the dot's FMA panel (built for avx2,fma only) */
+#endif
 
 #include "base/base_internal.h"
 
@@ -458,6 +461,38 @@ static bool wide_cpu(void) {
 #include "tessera/dtypes.def"
 #undef TSR_DTYPE
 
+/* i32 div and rem by one divisor for the whole block (a scalar operand:
+ * `x // 7`, `x % 1000`): a hardware integer division per element is the
+ * slowest loop of integer kernels (int_hash: 60% of its instructions, and
+ * idiv's latency on top). Divided in double precision instead, which the
+ * compiler vectorizes, the quotient is exact: a and b are exact doubles,
+ * and a true quotient k - e below an integer k (e >= 1/|b|) is at least
+ * 2^-31 of k away from it, far more than the division's rounding (2^-53),
+ * so truncating gives C's a / b. b = 0 and b = -1 (sdiv's special cases,
+ * INT32_MIN / -1) keep the generic loop. The same integers on every host. */
+#define GEN_SDIV_SCALAR_FN(NAME, ATTR, GENERIC, IS_REM)                        \
+  ATTR static void NAME(void *dst, const void *pa, const void *pb,             \
+                        size_t count, tsr_bcast_t bcast) {                     \
+    const int32_t *x = pa;                                                     \
+    int32_t *d = dst;                                                          \
+    const int32_t b = bcast == TSR_BCAST_B_SCALAR ? *(const int32_t *)pb : 0;  \
+    if (b == 0 || b == -1) {                                                   \
+      GENERIC(dst, pa, pb, count, bcast);                                      \
+      return;                                                                  \
+    }                                                                          \
+    const double db = (double)b;                                               \
+    for (size_t i = 0; i < count; i++) {                                       \
+      const int32_t q = (int32_t)((double)x[i] / db);                          \
+      d[i] = IS_REM ? (int32_t)((uint32_t)x[i] - (uint32_t)q * (uint32_t)b) : q; \
+    }                                                                          \
+  }
+GEN_SDIV_SCALAR_FN(sdiv_scalar_i32, , binary_DIV_i32, false)
+GEN_SDIV_SCALAR_FN(srem_scalar_i32, , binary_REM_i32, true)
+#if TSR_WIDE_LOOPS
+GEN_SDIV_SCALAR_FN(sdiv_scalar_i32_wide, WIDE_TARGET, binary_DIV_i32_wide, false)
+GEN_SDIV_SCALAR_FN(srem_scalar_i32_wide, WIDE_TARGET, binary_REM_i32_wide, true)
+#endif
+
 /* nextafter on the storage bits, as XLA expands it (and Pallas's TPU
  * lowering): NaN (the dtype's quiet NaN) if either operand is NaN, b if
  * a == b as floats, the smallest subnormal of b's sign from a zero, else
@@ -534,6 +569,15 @@ tsr_binary_fn tsr_blockops_binary_variant(tsr_opcode_t op, tsr_dtype_t dtype, bo
     return NULL;
   if (tsr_op_table[op].syntax != TSR_SYN_BINARY || !tsr_op_flags_accept(tsr_op_table[op].flags, dtype))
     return NULL;
+  if (dtype == TSR_DTYPE_I32 && (op == TSR_OP_DIV || op == TSR_OP_REM)) {
+#if TSR_WIDE_LOOPS
+    if (wide) return !wide_cpu() ? NULL : op == TSR_OP_DIV ? sdiv_scalar_i32_wide
+                                                           : srem_scalar_i32_wide;
+#else
+    if (wide) return NULL;
+#endif
+    return op == TSR_OP_DIV ? sdiv_scalar_i32 : srem_scalar_i32;
+  }
 #if TSR_WIDE_LOOPS
   if (wide) return wide_cpu() ? binary_wide_table[op][dtype] : NULL;
 #else
@@ -1454,7 +1498,62 @@ GEN_DOT_PANEL(dot_panel_u32, , uint32_t, DOT_STEP_U)
 #if TSR_WIDE_LOOPS
 /* The same loop where the CPU has FMA: fmaf becomes the instruction (the
  * baseline build calls libm's fmaf, exact but slow). Same results. */
-GEN_DOT_PANEL(dot_panel_f32_fma, __attribute__((target("avx2,fma"))), float, DOT_STEP_F)
+GEN_DOT_PANEL(dot_panel_f32_fma_loop, __attribute__((target("avx2,fma"))), float, DOT_STEP_F)
+
+/* A full panel (DOT_MR = 4 rows) where the CPU has FMA: 4 x 16 outputs held
+ * in eight registers through the whole k loop (the loop above loads and
+ * stores its 4 panel rows at every k: 9 memory operations per 4 FMAs, where
+ * this takes 2 loads and 4 broadcasts per 8 FMAs of 8 lanes). Each output
+ * is still its init then, for k ascending, one fused multiply-add
+ * (vfmadd: fmaf's single rounding): the same values in the same order. */
+__attribute__((target("avx2,fma"))) static void dot_panel_f32_fma(
+    float *panel, const float *a, size_t lda, const float *b, size_t ldb, size_t len_k,
+    size_t rows, size_t nb) {
+  if (rows != DOT_MR) {
+    dot_panel_f32_fma_loop(panel, a, lda, b, ldb, len_k, rows, nb);
+    return;
+  }
+  const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
+  size_t j = 0;
+  for (; j + 16 <= nb; j += 16) {
+    float *p = panel + j;
+    __m256 c00 = _mm256_loadu_ps(p), c01 = _mm256_loadu_ps(p + 8);
+    __m256 c10 = _mm256_loadu_ps(p + DOT_NB), c11 = _mm256_loadu_ps(p + DOT_NB + 8);
+    __m256 c20 = _mm256_loadu_ps(p + 2 * DOT_NB), c21 = _mm256_loadu_ps(p + 2 * DOT_NB + 8);
+    __m256 c30 = _mm256_loadu_ps(p + 3 * DOT_NB), c31 = _mm256_loadu_ps(p + 3 * DOT_NB + 8);
+    const float *br = b + j;
+    for (size_t k = 0; k < len_k; k++, br += ldb) {
+      const __m256 b0 = _mm256_loadu_ps(br), b1 = _mm256_loadu_ps(br + 8);
+      __m256 av = _mm256_broadcast_ss(a0 + k);
+      c00 = _mm256_fmadd_ps(av, b0, c00);
+      c01 = _mm256_fmadd_ps(av, b1, c01);
+      av = _mm256_broadcast_ss(a1 + k);
+      c10 = _mm256_fmadd_ps(av, b0, c10);
+      c11 = _mm256_fmadd_ps(av, b1, c11);
+      av = _mm256_broadcast_ss(a2 + k);
+      c20 = _mm256_fmadd_ps(av, b0, c20);
+      c21 = _mm256_fmadd_ps(av, b1, c21);
+      av = _mm256_broadcast_ss(a3 + k);
+      c30 = _mm256_fmadd_ps(av, b0, c30);
+      c31 = _mm256_fmadd_ps(av, b1, c31);
+    }
+    _mm256_storeu_ps(p, c00);
+    _mm256_storeu_ps(p + 8, c01);
+    _mm256_storeu_ps(p + DOT_NB, c10);
+    _mm256_storeu_ps(p + DOT_NB + 8, c11);
+    _mm256_storeu_ps(p + 2 * DOT_NB, c20);
+    _mm256_storeu_ps(p + 2 * DOT_NB + 8, c21);
+    _mm256_storeu_ps(p + 3 * DOT_NB, c30);
+    _mm256_storeu_ps(p + 3 * DOT_NB + 8, c31);
+  }
+  if (j < nb) { /* the last columns: the panel loop on them */
+    float rest[DOT_MR * DOT_NB];
+    const size_t w = nb - j;
+    for (size_t r = 0; r < DOT_MR; r++) memcpy(rest + r * DOT_NB, panel + r * DOT_NB + j, w * 4);
+    dot_panel_f32_fma_loop(rest, a, lda, b + j, ldb, len_k, rows, w);
+    for (size_t r = 0; r < DOT_MR; r++) memcpy(panel + r * DOT_NB + j, rest + r * DOT_NB, w * 4);
+  }
+}
 #endif
 
 typedef void (*dot_panel_f32_fn)(float *, const float *, size_t, const float *, size_t, size_t,

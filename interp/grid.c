@@ -10,12 +10,84 @@
 
 /* ---- Blocks ---- */
 
-typedef struct visit {
-  int64_t key[TSR_MAX_RANK];
+/* A visited output block: its steps and the core that wrote it. */
+typedef struct visit_rec {
   uint64_t first_step, last_step;
   uint32_t core; /* the core that wrote it */
+  bool seen;     /* in a dense table: the block was visited */
+} visit_rec_t;
+
+typedef struct visit {
+  int64_t key[TSR_MAX_RANK];
+  visit_rec_t rec;
   UT_hash_handle hh;
 } visit_t;
+
+/* The visited blocks of one output on one device (run->visited[j]): a
+ * table indexed by the block's row-major number when the array has at most
+ * VISIT_DENSE_MAX blocks (a lookup is an index, no allocation per block:
+ * the revisit check costs a grid step next to nothing), else a hash set
+ * keyed by the block index. Both give the same answers. */
+#define VISIT_DENSE_MAX ((uint64_t)1 << 20)
+typedef struct visits {
+  visit_t *set;       /* hash set, when dense is NULL */
+  visit_rec_t *dense; /* one record per block of the array, or NULL */
+  int64_t counts[TSR_MAX_RANK]; /* blocks per dim (block_in_range's limits) */
+} visits_t;
+
+/* Operand j's visited set on this device, made at its first use; NULL when
+ * out of memory (the revisit check is then skipped, as before). */
+static visits_t *visits_of(run_t *run, uint32_t j) {
+  visits_t *vs = run->visited[j];
+  if (vs) return vs;
+  const operand_plan_t *op = &run->p->operands[j];
+  vs = tsr_calloc(1, sizeof *vs);
+  if (!vs) return NULL;
+  uint64_t total = 1;
+  for (uint32_t d = 0; d < op->array_rank; d++) {
+    vs->counts[d] = op->element[d] ? op->padded_dims[d]
+                                   : (op->array_dims[d] + op->block[d] - 1) / op->block[d];
+    if (vs->counts[d] <= 0 || total > VISIT_DENSE_MAX) total = VISIT_DENSE_MAX + 1;
+    else total *= (uint64_t)vs->counts[d];
+  }
+  if (total <= VISIT_DENSE_MAX) vs->dense = tsr_calloc(total, sizeof *vs->dense);
+  run->visited[j] = vs;
+  return vs;
+}
+
+/* The record of block b (in range: block_in_range), or NULL if it was not
+ * visited yet. */
+static visit_rec_t *visit_find(visits_t *vs, const operand_plan_t *op, const int64_t *b) {
+  if (vs->dense) {
+    uint64_t at = 0;
+    for (uint32_t d = 0; d < op->array_rank; d++)
+      at = at * (uint64_t)vs->counts[d] + (uint64_t)b[d];
+    return vs->dense[at].seen ? &vs->dense[at] : NULL;
+  }
+  int64_t key[TSR_MAX_RANK] = {0};
+  for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
+  visit_t *v;
+  HASH_FIND(hh, vs->set, key, sizeof key, v);
+  return v ? &v->rec : NULL;
+}
+
+/* Records the first visit of block b (not visited yet). */
+static void visit_add(visits_t *vs, const operand_plan_t *op, const int64_t *b,
+                      uint64_t step, uint32_t core) {
+  visit_rec_t rec = {step, step, core, true};
+  if (vs->dense) {
+    uint64_t at = 0;
+    for (uint32_t d = 0; d < op->array_rank; d++)
+      at = at * (uint64_t)vs->counts[d] + (uint64_t)b[d];
+    vs->dense[at] = rec;
+    return;
+  }
+  visit_t *v = tsr_calloc(1, sizeof *v);
+  if (!v) return;
+  for (uint32_t d = 0; d < op->array_rank; d++) v->key[d] = b[d];
+  v->rec = rec;
+  HASH_ADD(hh, vs->set, key, sizeof v->key, v);
+}
 
 /* Computes the block indices of operand j at grid point `point`. */
 static void eval_index_map(run_t *run, uint32_t j, const int64_t *point, int64_t *out) {
@@ -268,11 +340,9 @@ static void begin_out_block(run_t *run, uint32_t j) {
   rr->shadow = ri->shadowed ? own_shadow : NULL;
   if (run->block_valid[j]) {
     /* Revisit check (aliased outputs are exempt, as in Pallas). */
-    if (op->alias < 0) {
-      visit_t *set = run->visited[j], *v;
-      int64_t key[TSR_MAX_RANK] = {0};
-      for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
-      HASH_FIND(hh, set, key, sizeof key, v);
+    visits_t *vs = op->alias < 0 ? visits_of(run, j) : NULL;
+    if (vs) {
+      visit_rec_t *v = visit_find(vs, op, b);
       /* As a warning, two cores writing the block of an output written
        * along a split dim is what the run's parallel_revisit warning has
        * said already (tsr_grid_check_parallel_revisits): not said again. */
@@ -305,14 +375,7 @@ static void begin_out_block(run_t *run, uint32_t j) {
                      (unsigned long long)v->first_step,
                      (unsigned long long)v->last_step);
       } else if (!v) {
-        v = tsr_calloc(1, sizeof *v);
-        if (v) {
-          memcpy(v->key, key, sizeof key);
-          v->first_step = v->last_step = run->step;
-          v->core = run->core;
-          HASH_ADD(hh, set, key, sizeof v->key, v);
-          run->visited[j] = set;
-        }
+        visit_add(vs, op, b, run->step, run->core);
       }
     }
     int64_t start[TSR_MAX_RANK], extent[TSR_MAX_RANK], at[TSR_MAX_RANK];
@@ -348,11 +411,8 @@ static void copy_out(run_t *run, uint32_t j) {
   if (!run->block_valid[j]) return;
   run->sh->stats.blocks_copied_out++;
   run->sh->stats.bytes_copied += ri->elements * es;
-  if (op->alias < 0) {
-    visit_t *v;
-    int64_t key[TSR_MAX_RANK] = {0};
-    for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
-    HASH_FIND(hh, (visit_t *)run->visited[j], key, sizeof key, v);
+  if (op->alias < 0 && run->visited[j]) {
+    visit_rec_t *v = visit_find(run->visited[j], op, b);
     if (v) v->last_step = run->step;
   }
   uint8_t *own_buf = run->vmem + ri->offset;
@@ -435,11 +495,16 @@ void tsr_grid_check_outputs(run_t *run) {
 
 void tsr_grid_free_visits(run_t *run) {
   for (uint32_t j = 0; j < run->p->num_operands; j++) {
-    visit_t *set = run->visited[j], *v, *tmp;
+    visits_t *vs = run->visited[j];
+    if (!vs) continue;
+    visit_t *set = vs->set, *v, *tmp;
     HASH_ITER(hh, set, v, tmp) {
       HASH_DEL(set, v);
       tsr_free(v);
     }
+    tsr_free(vs->dense);
+    tsr_free(vs);
+    run->visited[j] = NULL;
   }
 }
 

@@ -123,6 +123,44 @@ def warm(case: str, mode: str, repeat: int) -> float | None:
     return statistics.median(times) * 1e3
 
 
+#: the speedup over interpret=True the issue asks of each backend
+GOALS = {"tessera-interp": 1.0, "tessera-cpu": 1.5}
+
+
+def json_figures(cases: list[str], modes: list[str], repeat: int) -> int:
+    """--json: per kernel and tessera mode, its warm time and interpret=True's,
+    measured alternately (each side `repeat` calls per round, 3 rounds;
+    the medians of the rounds' medians)."""
+    from pallas_kernels import _harness as H
+
+    have_bridge = H.bridge_module(for_test=False) is not None
+    for case in cases:
+        for m in modes:
+            t = a = None
+            if have_bridge:
+                ts, as_ = [], []
+                try:
+                    for _ in range(3):
+                        ts.append(warm(case, m, repeat))
+                        as_.append(warm(case, "jax-hlo", repeat))
+                    t, a = statistics.median(ts), statistics.median(as_)
+                except Exception as exc:  # noqa: BLE001 - the figure is then null
+                    print(f"bench_jax: {case} / {MODES[m]}: {exc}"[:200], file=sys.stderr)
+                    t = None
+            if a is None:
+                a = warm(case, "jax-hlo", repeat)
+            backend = m.split("-", 1)[1]
+            with open("/proc/loadavg") as f:
+                load = " ".join(f.read().split()[:3])
+            print(json.dumps({
+                "figure": f"{backend}-vs-hlo/{case}",
+                "label": f"{case} warm: tessera {backend} vs JAX interpret=True",
+                "unit": "ms", "tessera": None if t is None else round(t, 4),
+                "anchor": round(a, 4), "anchor_name": "JAX interpret=True",
+                "goal": GOALS[m], "load": load}), flush=True)
+    return 0
+
+
 def _fmt(ms: float | None, err: str | None = None) -> str:
     if ms is None:
         return "error" if err else "n/a"
@@ -136,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
                         choices=list(MODES))
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--no-cold", action="store_true")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per line per figure (bench/table.py): "
+                             "each tessera mode's warm time against interpret=True")
+    parser.add_argument("--quick", action="store_true", help="3 warm calls, no cold")
     parser.add_argument("--child", nargs=2, metavar=("CASE", "MODE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -147,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
 
     cases = args.kernel or list(pk.EXAMPLES)
     modes = args.mode or list(MODES)
+    if args.quick:
+        args.repeat, args.no_cold = 3, True
+    if args.json:
+        return json_figures(cases, [m for m in modes if m.startswith("tessera")] or
+                            ["tessera-interp", "tessera-cpu"], args.repeat)
     head = ["kernel"]
     for m in modes:
         if not args.no_cold:

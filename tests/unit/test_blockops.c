@@ -740,6 +740,59 @@ TSR_TEST(wide_loops_match_the_baseline_bit_for_bit) {
   }
 }
 
+/* i32 div and rem by a scalar divisor (a quotient computed in double
+ * precision, blockops.c) give the integers of the elementwise loop, for
+ * dividends over the whole range and divisors from the extremes to 0 and
+ * -1 (which keep the elementwise loop): both builds, wide and baseline. */
+TSR_TEST(i32_div_rem_by_a_scalar_match_the_elementwise_loop) {
+  static const int32_t divisors[] = {INT32_MIN, INT32_MIN + 1, -1000000007, -65536, -1000,
+                                     -7, -3, -2, -1, 0, 1, 2, 3, 7, 10, 1000, 65535,
+                                     1000000007, INT32_MAX - 1, INT32_MAX};
+  enum { N = 4096 };
+  static int32_t a[N], bs[N], want[N], got[N];
+  for (size_t i = 0; i < N; i++) {
+    uint32_t r = (uint32_t)rng();
+    a[i] = i < 16 ? (int32_t[]){INT32_MIN, INT32_MIN + 1, -1, 0, 1, INT32_MAX, INT32_MAX - 1,
+                                -7, 7, -6, 6, -1000, 1000, -999, 999, 13}[i]
+                  : (int32_t)(i % 3 ? r : r % 20001 - 10000);
+  }
+  int checked = 0;
+  for (int op = 0; op < 2; op++) {
+    tsr_opcode_t code = op ? TSR_OP_REM : TSR_OP_DIV;
+    for (int w = 0; w < 2; w++) {
+      tsr_binary_fn fn = tsr_blockops_binary_variant(code, TSR_DTYPE_I32, w == 1);
+      if (!fn) continue;
+      for (size_t k = 0; k < TSR_ARRAY_SIZE(divisors); k++) {
+        for (size_t i = 0; i < N; i++) bs[i] = divisors[k];
+        fn(want, a, bs, N, TSR_BCAST_NONE);
+        fn(got, a, &divisors[k], N, TSR_BCAST_B_SCALAR);
+        checked++;
+        for (size_t i = 0; i < N; i++) {
+          if (got[i] != want[i]) {
+            TSR_FAIL_AT("%s i32 %s: %d by %d gives %d, the elementwise loop %d",
+                        op ? "rem" : "div", w ? "wide" : "baseline", a[i], divisors[k],
+                        got[i], want[i]);
+            break;
+          }
+        }
+        /* and the elementwise loop is C's truncating division */
+        int32_t d = divisors[k];
+        if (d != 0 && d != -1) {
+          for (size_t i = 0; i < N; i++) {
+            int32_t c = op ? a[i] % d : a[i] / d;
+            if (want[i] != c) {
+              TSR_FAIL_AT("%s i32: %d by %d gives %d, not %d", op ? "rem" : "div", a[i], d,
+                          want[i], c);
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+  TSR_CHECK(checked >= 2 * (int)TSR_ARRAY_SIZE(divisors));
+}
+
 /* Hand-picked integer and float corner cases, spelled out. */
 TSR_TEST(integer_corner_cases) {
   tsr_binary_fn div = tsr_blockops_binary(TSR_OP_DIV, TSR_DTYPE_I32);
@@ -1702,7 +1755,11 @@ TSR_TEST(dot_against_naive_loops) {
 /* The AVX2+FMA build of the f32 loop and the baseline one (libm's fmaf)
  * give the same bits: a host without FMA computes what this one does. */
 TSR_TEST(dot_wide_build_matches_the_baseline_bit_for_bit) {
-  static const size_t shapes[][3] = {{1, 1, 1}, {5, 17, 9}, {4, 60, 259}, {9, 31, 300}};
+  /* with the register-blocked FMA panel's cases: 16-column groups, the
+   * columns after the last group, rows past the last full 4 */
+  static const size_t shapes[][3] = {{1, 1, 1},    {5, 17, 9},    {4, 60, 259},
+                                     {9, 31, 300}, {8, 96, 128},  {7, 120, 40},
+                                     {12, 64, 17}, {4, 60, 256},  {6, 30, 512}};
   for (size_t s = 0; s < TSR_ARRAY_SIZE(shapes); s++) {
     size_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
     if (m * k * 4 > sizeof dot_a || k * n * 4 > sizeof dot_b || m * n * 4 > sizeof dot_out) {
@@ -1898,6 +1955,7 @@ int main(void) {
   TSR_RUN(lookup_tables_follow_the_op_table);
   TSR_RUN(unary_ops_against_reference);
   TSR_RUN(binary_ops_against_reference);
+  TSR_RUN(i32_div_rem_by_a_scalar_match_the_elementwise_loop);
   TSR_RUN(integer_corner_cases);
   TSR_RUN(float_corner_cases);
   TSR_RUN(convert_every_pair);

@@ -129,6 +129,39 @@ TSR_TEST(revisited_output_block_is_an_error) {
   teardown(&f);
 }
 
+/* The visited output blocks live in a table indexed by block number, or in
+ * a hash set when the array has more than 2^20 blocks: both say the same,
+ * with the steps of the first visit (its last step recorded at copy-out). */
+TSR_TEST(revisits_are_found_in_small_and_huge_arrays) {
+  static const struct {
+    const char *out; /* the output's declaration */
+  } cases[] = {
+      {"  out %o: f32[64] vmem block[8] map(%i, %j, %k) -> (%j)\n"},
+      /* 2^21 blocks: the hash set */
+      {"  out %o: f32[2097152] vmem block[1] map(%i, %j, %k) -> (%j)\n"},
+  };
+  for (size_t c = 0; c < TSR_ARRAY_SIZE(cases); c++) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "kernel @k\n"
+             "  grid(2, 2, 2) semantics(arbitrary, arbitrary, arbitrary)\n"
+             "%s"
+             "{\n"
+             "  %%z = const 1.0 : f32\n"
+             "  store %%o[0], %%z\n"
+             "}\n",
+             cases[c].out);
+    fixture_t f;
+    TSR_CHECK_OK(setup(&f, text, NULL));
+    /* block 0 at steps 0..1, block 1 at 2..3, block 0 again at step 4 */
+    const char *needles[] = {"error: kernel @k, grid point (1, 0, 0)", "out %o",
+                             "block [0] is revisited at step 4", "written in steps 0..1",
+                             NULL};
+    expect_kernel_error(run(&f), needles);
+    teardown(&f);
+  }
+}
+
 /* Element dims: the window at element offset o of the array padded by 2
  * before starts at array row o - 2; its rows outside the array hold the
  * pad value (NaN here), and an offset outside the padded array is an error
@@ -1488,6 +1521,7 @@ int main(void) {
   TSR_RUN(inputs_copied_only_when_block_changes);
   TSR_RUN(resident_output_accumulates);
   TSR_RUN(revisited_output_block_is_an_error);
+  TSR_RUN(revisits_are_found_in_small_and_huge_arrays);
   TSR_RUN(element_windows_and_their_padding);
   TSR_RUN(rank0_inputs_and_outputs);
   TSR_RUN(shuffled_parallel_order_is_seeded);
