@@ -29,7 +29,7 @@ extern "C" {
  * new struct alone needs no bump. python/tessera/_capi.py's ABI_VERSION
  * follows it (python/tests/test_pkg_layout.py compares the two, and the
  * package refuses to load a library whose tsr_abi_version() differs). */
-#define TSR_ABI_VERSION 5
+#define TSR_ABI_VERSION 6
 
 /* TSR_ABI_VERSION of the library's build: a binding compares it with the
  * version it was written for before it calls anything else. */
