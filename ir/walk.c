@@ -252,7 +252,10 @@ static bool written_first_at_point_start(const tsr_region_t *r, const tsr_value_
       const tsr_index_t *ix = &op->indices[d];
       bool whole = ix->kind == TSR_INDEX_FULL ||
                    (ix->kind == TSR_INDEX_SLICE && ix->operand < 0 && ix->start == 0 &&
-                    ix->stride == 1 && d < ref->type.rank && ix->size == ref->type.dims[d]);
+                    ix->stride == 1 && d < ref->type.rank && ix->size == ref->type.dims[d]) ||
+                   /* element 0 of a dim of one (JAX's scratch_ref[0] of a block of 1) */
+                   (ix->kind == TSR_INDEX_POINT && ix->operand < 0 && ix->start == 0 &&
+                    d < ref->type.rank && ref->type.dims[d] == 1);
       if (!whole) return false;
     }
     return op->num_indices == ref->type.rank;

@@ -89,6 +89,24 @@ TSR_TEST(scratch_splits_only_when_each_point_writes_it_first) {
                      "  store %y[:, :], %s\n"
                      "}\n",
                      why, sizeof why));
+  /* JAX's m_scratch_ref[0] = ... of a scratch whose leading dim is 1 */
+  TSR_CHECK(split_ok(HEAD("8, 4", "parallel, arbitrary")
+                     "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
+                     "  scratch %m: vmem f32[1, 8, 8]\n"
+                     "{\n"
+                     "  %j = program_id 1 : i32\n"
+                     "  %z = const 0 : i32\n"
+                     "  %t = const true : i1\n"
+                     "  %e = eq %j, %z : i1\n"
+                     "  %first = and %t, %e : i1\n"
+                     "  if %first {\n"
+                     "    %c = const 0.0 : f32[8, 8]\n"
+                     "    store %m[0, :, :], %c\n"
+                     "  }\n"
+                     "  %a = load %m[0, :, :] : f32[8, 8]\n"
+                     "  store %y[:, :], %a\n"
+                     "}\n",
+                     why, sizeof why));
   /* the condition names the split dim: not true at every point's start */
   TSR_CHECK(!split_ok(HEAD("8, 4", "parallel, arbitrary")
                       "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
