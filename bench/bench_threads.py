@@ -91,11 +91,14 @@ def _flash(backend: str):
                 opts.pop("threads")
         f = jax.jit(lambda q, k, v: fa.flash_attention(q, k, v, causal=True, block_sizes=bs))
         try:
-            with tj.interpret(**opts):
-                jax.block_until_ready(f(q, k, v))  # traced under the options
+            ctx = tj.interpret(**opts)
         except TypeError:
             return None
-        return lambda: jax.block_until_ready(f(q, k, v))
+
+        def call():
+            with ctx:  # the options are part of jax.jit's key: called inside
+                return jax.block_until_ready(f(q, k, v))
+        return call
     return make
 
 

@@ -202,27 +202,70 @@ static bool region_uses_value(const tsr_region_t *r, const tsr_value_t *v) {
   return false;
 }
 
-/* Whether i1 value `c` is certainly true at a step whose grid indices along
- * the dims from `inner_first` on are all 0: a constant true, `eq` of such a
- * dim's program_id and a constant 0, or an `and`/`or` of such values. */
-static bool true_at_point_start(const tsr_value_t *c, uint32_t inner_first, int depth) {
-  const tsr_op_t *op = c ? c->def : NULL;
-  if (!op || depth > 16 || c->type.kind == TSR_TYPE_VECTOR) return false;
-  if (op->opcode == TSR_OP_CONST) return op->literal.i != 0;
-  if ((op->opcode == TSR_OP_AND || op->opcode == TSR_OP_OR) && op->num_operands == 2) {
-    bool a = true_at_point_start(op->operands[0], inner_first, depth + 1);
-    bool b = true_at_point_start(op->operands[1], inner_first, depth + 1);
-    return op->opcode == TSR_OP_AND ? a && b : a || b;
-  }
-  if (op->opcode != TSR_OP_EQ || op->num_operands != 2) return false;
-  for (uint32_t s = 0; s < 2; s++) {
-    const tsr_op_t *id = op->operands[s]->def, *zero = op->operands[1 - s]->def;
-    if (id && zero && id->opcode == TSR_OP_PROGRAM_ID && id->num_ints == 1 &&
-        id->ints[0] >= (int64_t)inner_first && zero->opcode == TSR_OP_CONST &&
-        zero->literal.i == 0 && op->operands[1 - s]->type.kind == TSR_TYPE_SCALAR)
+/* The value of integer or i1 scalar `v` at a step whose grid indices along
+ * the dims from `inner_first` on are all 0, when that fixes it: constants,
+ * those dims' program_id (0), and converts, comparisons, and/or and selects
+ * of known values (how the JAX bridge writes pl.when(k == 0)). */
+static bool value_at_point_start(const tsr_value_t *v, uint32_t inner_first, int depth,
+                                 int64_t *out) {
+  const tsr_op_t *op = v ? v->def : NULL;
+  if (!op || depth > 16 || v->type.kind != TSR_TYPE_SCALAR) return false;
+  const tsr_dtype_class_t cls = tsr_dtype_class((tsr_dtype_t)v->type.dtype);
+  if (cls == TSR_CLASS_FLOAT) return false;
+  int64_t a = 0, b = 0;
+  switch (op->opcode) {
+    case TSR_OP_CONST: *out = op->literal.i; return true;
+    case TSR_OP_PROGRAM_ID:
+      if (op->num_ints != 1 || op->ints[0] < (int64_t)inner_first) return false;
+      *out = 0;
       return true;
+    case TSR_OP_CONVERT:
+      if (op->num_operands != 1 || op->operands[0]->type.kind != TSR_TYPE_SCALAR ||
+          tsr_dtype_class((tsr_dtype_t)op->operands[0]->type.dtype) == TSR_CLASS_FLOAT ||
+          !value_at_point_start(op->operands[0], inner_first, depth + 1, &a))
+        return false;
+      /* 0 and 1 are themselves in every integer dtype and i1 */
+      if (a != 0 && a != 1) return false;
+      *out = a;
+      return true;
+    case TSR_OP_SELECT:
+      if (op->num_operands != 3 || !value_at_point_start(op->operands[0], inner_first, depth + 1, &a))
+        return false;
+      return value_at_point_start(op->operands[a ? 1 : 2], inner_first, depth + 1, out);
+    case TSR_OP_AND:
+    case TSR_OP_OR:
+    case TSR_OP_EQ:
+    case TSR_OP_NE:
+    case TSR_OP_LT:
+    case TSR_OP_LE:
+    case TSR_OP_GT:
+    case TSR_OP_GE:
+      if (op->num_operands != 2 ||
+          tsr_dtype_class((tsr_dtype_t)op->operands[0]->type.dtype) == TSR_CLASS_FLOAT)
+        return false;
+      if (!value_at_point_start(op->operands[0], inner_first, depth + 1, &a) ||
+          !value_at_point_start(op->operands[1], inner_first, depth + 1, &b))
+        return false;
+      break;
+    default: return false;
   }
-  return false;
+  /* Signed comparisons of values known exactly; an unsigned dtype's are
+   * not compared (its order differs from int64's for large values). */
+  if (op->opcode >= TSR_OP_LT && op->opcode <= TSR_OP_GE &&
+      tsr_dtype_class((tsr_dtype_t)op->operands[0]->type.dtype) == TSR_CLASS_UINT)
+    return false;
+  switch (op->opcode) {
+    case TSR_OP_AND: *out = a & b; break;
+    case TSR_OP_OR: *out = a | b; break;
+    case TSR_OP_EQ: *out = a == b; break;
+    case TSR_OP_NE: *out = a != b; break;
+    case TSR_OP_LT: *out = a < b; break;
+    case TSR_OP_LE: *out = a <= b; break;
+    case TSR_OP_GT: *out = a > b; break;
+    case TSR_OP_GE: *out = a >= b; break;
+    default: return false;
+  }
+  return true;
 }
 
 /* Whether, at a step that starts a split point (every grid index after the
@@ -241,8 +284,11 @@ static bool written_first_at_point_start(const tsr_region_t *r, const tsr_value_
     if (op->opcode == TSR_OP_IF && op->num_regions >= 1 && op->num_operands >= 1 && depth < 16) {
       for (uint32_t i = 0; i < op->num_operands; i++)
         if (op->operands[i] == ref) return false;
-      return true_at_point_start(op->operands[0], inner_first, 0) &&
-             written_first_at_point_start(&op->regions[0], ref, inner_first, depth + 1);
+      int64_t c = 0;
+      if (!value_at_point_start(op->operands[0], inner_first, 0, &c)) return false;
+      const uint32_t branch = c ? 0 : 1; /* the region that runs then */
+      return branch < op->num_regions &&
+             written_first_at_point_start(&op->regions[branch], ref, inner_first, depth + 1);
     }
     if (op->opcode != TSR_OP_STORE || op->operands[0] != ref || (op->flags & TSR_OPF_MASK))
       return false;

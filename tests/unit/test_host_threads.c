@@ -107,6 +107,45 @@ TSR_TEST(scratch_splits_only_when_each_point_writes_it_first) {
                      "  store %y[:, :], %a\n"
                      "}\n",
                      why, sizeof why));
+  /* the JAX bridge's pl.when(k == 0): `if (convert(k == 0) <= 0) {} else
+   * {init}` */
+  TSR_CHECK(split_ok(HEAD("8, 4", "parallel, arbitrary")
+                     "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
+                     "  scratch %acc: vmem f32[8, 8]\n"
+                     "{\n"
+                     "  %j = program_id 1 : i32\n"
+                     "  %z = const 0 : i32\n"
+                     "  %e = eq %j, %z : i1\n"
+                     "  %n = convert %e : i32\n"
+                     "  %no = le %n, %z : i1\n"
+                     "  if %no {\n"
+                     "  } else {\n"
+                     "    %c = const 0.0 : f32[8, 8]\n"
+                     "    store %acc[:, :], %c\n"
+                     "  }\n"
+                     "  %a = load %acc[:, :] : f32[8, 8]\n"
+                     "  store %y[:, :], %a\n"
+                     "}\n",
+                     why, sizeof why));
+  /* the same with `ge`: the init runs only where k >= 1, not at a start */
+  TSR_CHECK(!split_ok(HEAD("8, 4", "parallel, arbitrary")
+                      "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
+                      "  scratch %acc: vmem f32[8, 8]\n"
+                      "{\n"
+                      "  %j = program_id 1 : i32\n"
+                      "  %z = const 0 : i32\n"
+                      "  %e = eq %j, %z : i1\n"
+                      "  %n = convert %e : i32\n"
+                      "  %no = ge %n, %z : i1\n"
+                      "  if %no {\n"
+                      "  } else {\n"
+                      "    %c = const 0.0 : f32[8, 8]\n"
+                      "    store %acc[:, :], %c\n"
+                      "  }\n"
+                      "  %a = load %acc[:, :] : f32[8, 8]\n"
+                      "  store %y[:, :], %a\n"
+                      "}\n",
+                      why, sizeof why));
   /* the condition names the split dim: not true at every point's start */
   TSR_CHECK(!split_ok(HEAD("8, 4", "parallel, arbitrary")
                       "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
