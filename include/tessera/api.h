@@ -300,7 +300,7 @@ typedef struct tsr_executable_options {
                                steps (shuffle_parallel, shuffle_seed,
                                parallel_order), on_grid_step,
                                on_progress (at the granularity of its
-                               requests for steps),
+                               requests for steps), threads,
                                out_blocks_copied_in, oob_reads_uninit and
                                padded (with chip's tiling; these three are
                                compiled into its code, so part of its key); it checks the bounds of dynamic
