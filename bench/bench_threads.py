@@ -231,6 +231,8 @@ def main() -> int:
                      "on one core (taskset -c 0)", "unit": "ms", "tessera": ms(med["0"]["2"]),
                      "anchor": ms(med["0"]["1"]), "anchor_name": "tessera, 1 thread",
                      "goal": 0.9, "load": ld})
+        for row in rows[-2:]:
+            emit(row, args.json)
     if not args.no_xdist and not args.kind:
         ld = load()
         x = xdist(1 if args.quick else 3, 8 if args.quick else 16)
@@ -239,15 +241,19 @@ def main() -> int:
                          "a suite of kernel tests, warm disk cache: -n 2 vs -n 1", "unit": "s",
                          "tessera": round(x[2], 3), "anchor": round(x[1], 3),
                          "anchor_name": "pytest -n 1", "goal": 1.3, "load": ld})
-    for row in rows:
-        if args.json:
-            print(json.dumps(row))
-        else:
-            t, a = row["tessera"], row["anchor"]
-            ratio = f"{a / t:.2f}x" if t and a else "n/a"
-            print(f"{row['figure']:34} {str(t):>10} {str(a):>10} {row['unit']:3} speedup "
-                  f"{ratio:>6} (goal {row['goal']}x)  load {row['load']}")
+            emit(rows[-1], args.json)
     return 0
+
+
+def emit(row: dict, as_json: bool) -> None:
+    """Prints one figure as soon as it is measured."""
+    if as_json:
+        print(json.dumps(row), flush=True)
+        return
+    t, a = row["tessera"], row["anchor"]
+    ratio = f"{a / t:.2f}x" if t and a else "n/a"
+    print(f"{row['figure']:34} {str(t):>10} {str(a):>10} {row['unit']:3} speedup "
+          f"{ratio:>6} (goal {row['goal']}x)  load {row['load']}", flush=True)
 
 
 if __name__ == "__main__":

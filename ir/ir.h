@@ -454,7 +454,8 @@ int32_t tsr_ir_parallel_revisit_dim(uint32_t grid_rank, const int64_t *grid,
  * to several host threads, each a contiguous run of them, and get the
  * outputs a run on one thread gets (docs/semantics.md, "Host threads"):
  * no semaphores, DMAs or prints; no aliased, revisit-any or unwindowed
- * outputs, none revisited along a split dim; no writes to inputs; and each
+ * outputs, each yielding every split grid index as one of its block
+ * indices (so parts write disjoint blocks); no writes to inputs; and each
  * scratch ref stored whole, before any read, at each step that starts a
  * split point. Otherwise false, with *why (may be NULL) saying why. */
 bool tsr_ir_host_split_ok(const tsr_kernel_t *kernel, const char **why);

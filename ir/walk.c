@@ -341,6 +341,17 @@ static const char *unsplittable_op(const tsr_kernel_t *k, const tsr_region_t *r)
   return NULL;
 }
 
+/* Whether output decl `d`'s index map yields grid index `g` itself as one
+ * of its block indices: points that differ along g then have different
+ * blocks. */
+static bool map_yields_grid_index(const tsr_decl_t *d, uint32_t g) {
+  const tsr_region_t *m = d->index_map;
+  if (!m || g >= m->num_args || !m->last || m->last->opcode != TSR_OP_YIELD) return false;
+  for (uint32_t i = 0; i < m->last->num_operands; i++)
+    if (m->last->operands[i] == m->args[g]) return true;
+  return false;
+}
+
 bool tsr_ir_host_split_ok(const tsr_kernel_t *k, const char **why) {
   const char *reason = NULL;
   int64_t shape[TSR_MAX_RANK];
@@ -360,6 +371,12 @@ bool tsr_ir_host_split_ok(const tsr_kernel_t *k, const char **why) {
       uint32_t fixed = tsr_ir_output_fixed_dims(k, d);
       for (uint32_t g = split.first; !reason && g < split.end && g < 32; g++)
         if ((fixed >> g & 1) && shape[g] != 1) reason = "an output is revisited along a split dim";
+      /* Two parts must never write one block: an output block a part
+       * enters in place (no revisit check runs for it) would be written by
+       * both at once. So each split dim is a block index of its own. */
+      for (uint32_t g = split.first; !reason && g < split.end; g++)
+        if (shape[g] != 1 && !map_yields_grid_index(d, g))
+          reason = "an output's block index is not a split grid index itself";
     } else if (d->role == TSR_ROLE_SCRATCH) {
       if (!written_first_at_point_start(&k->body, d->ref, split.end, 0))
         reason = "a scratch ref may carry values from one split point to the next";

@@ -207,6 +207,20 @@ TSR_TEST(prints_outputs_fixed_along_the_split_and_input_writes_do_not_split) {
                       "}\n",
                       why, sizeof why));
   TSR_CHECK(strstr(why, "revisited along a split dim") != NULL);
+  /* two points per block (i / 2): parts could write one block at once */
+  TSR_CHECK(!split_ok(HEAD("8", "parallel")
+                      "  out %y: f32[32, 8] vmem block[8, 8] map(%i) {\n"
+                      "    %two = const 2 : i32\n"
+                      "    %h = div %i, %two : i32\n"
+                      "    %z = const 0 : i32\n"
+                      "    yield %h, %z\n"
+                      "  }\n"
+                      "{\n"
+                      "  %v = load %x[:, :] : f32[8, 8]\n"
+                      "  store %y[:, :], %v\n"
+                      "}\n",
+                      why, sizeof why));
+  TSR_CHECK(strstr(why, "not a split grid index") != NULL);
   TSR_CHECK(!split_ok(HEAD("8", "parallel")
                       "  out %y: f32[64, 8] vmem block[8, 8] map(%i) -> (%i, 0)\n"
                       "{\n"
