@@ -21,7 +21,7 @@ loaded with `-p tessera.jax.pytest_plugin`. Options:
   --tessera-threads N           host threads per run (default: the cores
                                 available, or $TESSERA_THREADS); with
                                 pytest-xdist's -n, each worker's runs
-                                (docs/jax.md, "Host threads")
+                                (docs/semantics.md, "Host threads")
   --tessera-warnings MODE       collect (default): tessera's warnings are
                                 shown in the terminal summary, not raised
                                 through `warnings` (JAX's suites make
