@@ -146,6 +146,7 @@ tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
   q->options.on_progress = caller.on_progress;
   q->options.on_progress_user = caller.on_progress_user;
   q->options.progress_interval = caller.progress_interval;
+  q->options.threads = caller.threads;
   q->options.trace_path = NULL;
   if (!s && options && options->trace_path) {
     q->options.trace_path = tsr_arena_strndup(&q->arena, options->trace_path,

@@ -450,6 +450,15 @@ uint32_t tsr_ir_output_fixed_dims(const tsr_kernel_t *kernel, const tsr_decl_t *
  * TensorCores (docs/semantics.md, "Outputs along a parallel dimension"). */
 int32_t tsr_ir_parallel_revisit_dim(uint32_t grid_rank, const int64_t *grid,
                                     const uint8_t *semantics, uint32_t fixed);
+/* Whether a run may give the split points of one core (tsr_ir_core_split)
+ * to several host threads, each a contiguous run of them, and get the
+ * outputs a run on one thread gets (docs/semantics.md, "Host threads"):
+ * no semaphores, DMAs or prints; no aliased, revisit-any or unwindowed
+ * outputs, each yielding every split grid index as one of its block
+ * indices (so parts write disjoint blocks); no writes to inputs; and each
+ * scratch ref stored whole, before any read, at each step that starts a
+ * split point. Otherwise false, with *why (may be NULL) saying why. */
+bool tsr_ir_host_split_ok(const tsr_kernel_t *kernel, const char **why);
 /* Core `core` of `cores`: its split points [*lo, *hi) (empty when lo == hi). */
 void tsr_ir_core_share(const tsr_ir_core_split_t *split, uint32_t cores, uint32_t core,
                        uint64_t *lo, uint64_t *hi);

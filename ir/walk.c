@@ -189,3 +189,200 @@ int32_t tsr_ir_parallel_revisit_dim(uint32_t grid_rank, const int64_t *grid,
       return (int32_t)g;
   return -1;
 }
+
+/* ---- Host threads (docs/semantics.md, "Host threads") -------------------- */
+
+static bool region_uses_value(const tsr_region_t *r, const tsr_value_t *v) {
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    for (uint32_t i = 0; i < op->num_operands; i++)
+      if (op->operands[i] == v) return true;
+    for (uint32_t i = 0; i < op->num_regions; i++)
+      if (region_uses_value(&op->regions[i], v)) return true;
+  }
+  return false;
+}
+
+/* The value of integer or i1 scalar `v` at a step whose grid indices along
+ * the dims from `inner_first` on are all 0, when that fixes it: constants,
+ * those dims' program_id (0), and converts, comparisons, and/or and selects
+ * of known values (how the JAX bridge writes pl.when(k == 0)). */
+static bool value_at_point_start(const tsr_value_t *v, uint32_t inner_first, int depth,
+                                 int64_t *out) {
+  const tsr_op_t *op = v ? v->def : NULL;
+  if (!op || depth > 16 || v->type.kind != TSR_TYPE_SCALAR) return false;
+  const tsr_dtype_class_t cls = tsr_dtype_class((tsr_dtype_t)v->type.dtype);
+  if (cls == TSR_CLASS_FLOAT) return false;
+  int64_t a = 0, b = 0;
+  switch (op->opcode) {
+    case TSR_OP_CONST: *out = op->literal.i; return true;
+    case TSR_OP_PROGRAM_ID:
+      if (op->num_ints != 1 || op->ints[0] < (int64_t)inner_first) return false;
+      *out = 0;
+      return true;
+    case TSR_OP_CONVERT:
+      if (op->num_operands != 1 || op->operands[0]->type.kind != TSR_TYPE_SCALAR ||
+          tsr_dtype_class((tsr_dtype_t)op->operands[0]->type.dtype) == TSR_CLASS_FLOAT ||
+          !value_at_point_start(op->operands[0], inner_first, depth + 1, &a))
+        return false;
+      /* 0 and 1 are themselves in every integer dtype and i1 */
+      if (a != 0 && a != 1) return false;
+      *out = a;
+      return true;
+    case TSR_OP_SELECT:
+      if (op->num_operands != 3 || !value_at_point_start(op->operands[0], inner_first, depth + 1, &a))
+        return false;
+      return value_at_point_start(op->operands[a ? 1 : 2], inner_first, depth + 1, out);
+    case TSR_OP_AND:
+    case TSR_OP_OR:
+    case TSR_OP_EQ:
+    case TSR_OP_NE:
+    case TSR_OP_LT:
+    case TSR_OP_LE:
+    case TSR_OP_GT:
+    case TSR_OP_GE:
+      if (op->num_operands != 2 ||
+          tsr_dtype_class((tsr_dtype_t)op->operands[0]->type.dtype) == TSR_CLASS_FLOAT)
+        return false;
+      if (!value_at_point_start(op->operands[0], inner_first, depth + 1, &a) ||
+          !value_at_point_start(op->operands[1], inner_first, depth + 1, &b))
+        return false;
+      break;
+    default: return false;
+  }
+  /* Signed comparisons of values known exactly; an unsigned dtype's are
+   * not compared (its order differs from int64's for large values). */
+  if (op->opcode >= TSR_OP_LT && op->opcode <= TSR_OP_GE &&
+      tsr_dtype_class((tsr_dtype_t)op->operands[0]->type.dtype) == TSR_CLASS_UINT)
+    return false;
+  switch (op->opcode) {
+    case TSR_OP_AND: *out = a & b; break;
+    case TSR_OP_OR: *out = a | b; break;
+    case TSR_OP_EQ: *out = a == b; break;
+    case TSR_OP_NE: *out = a != b; break;
+    case TSR_OP_LT: *out = a < b; break;
+    case TSR_OP_LE: *out = a <= b; break;
+    case TSR_OP_GT: *out = a > b; break;
+    case TSR_OP_GE: *out = a >= b; break;
+    default: return false;
+  }
+  return true;
+}
+
+/* Whether, at a step that starts a split point (every grid index after the
+ * split dims 0), the first op of region `r` that touches `ref` stores all of
+ * it, unmasked, before anything reads it: the store itself, or an `if`
+ * whose condition is then true (true_at_point_start) whose `then` region
+ * does so. */
+static bool written_first_at_point_start(const tsr_region_t *r, const tsr_value_t *ref,
+                                         uint32_t inner_first, int depth) {
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    bool touches = false;
+    for (uint32_t i = 0; i < op->num_operands && !touches; i++) touches = op->operands[i] == ref;
+    for (uint32_t i = 0; i < op->num_regions && !touches; i++)
+      touches = region_uses_value(&op->regions[i], ref);
+    if (!touches) continue;
+    if (op->opcode == TSR_OP_IF && op->num_regions >= 1 && op->num_operands >= 1 && depth < 16) {
+      for (uint32_t i = 0; i < op->num_operands; i++)
+        if (op->operands[i] == ref) return false;
+      int64_t c = 0;
+      if (!value_at_point_start(op->operands[0], inner_first, 0, &c)) return false;
+      const uint32_t branch = c ? 0 : 1; /* the region that runs then */
+      return branch < op->num_regions &&
+             written_first_at_point_start(&op->regions[branch], ref, inner_first, depth + 1);
+    }
+    if (op->opcode != TSR_OP_STORE || op->operands[0] != ref || (op->flags & TSR_OPF_MASK))
+      return false;
+    for (uint32_t i = 1; i < op->num_operands; i++)
+      if (op->operands[i] == ref) return false;
+    for (uint32_t d = 0; d < op->num_indices; d++) {
+      const tsr_index_t *ix = &op->indices[d];
+      bool whole = ix->kind == TSR_INDEX_FULL ||
+                   (ix->kind == TSR_INDEX_SLICE && ix->operand < 0 && ix->start == 0 &&
+                    ix->stride == 1 && d < ref->type.rank && ix->size == ref->type.dims[d]) ||
+                   /* element 0 of a dim of one (JAX's scratch_ref[0] of a block of 1) */
+                   (ix->kind == TSR_INDEX_POINT && ix->operand < 0 && ix->start == 0 &&
+                    d < ref->type.rank && ref->type.dims[d] == 1);
+      if (!whole) return false;
+    }
+    return op->num_indices == ref->type.rank;
+  }
+  return false; /* never touched: the fill it starts with is all it holds */
+}
+
+/* The ops a host split never runs: what orders cores or devices
+ * (semaphores, DMAs, barriers) and what writes where the run's order shows
+ * (print). And the writes through refs that outlive a step other than
+ * outputs' blocks and scratch. */
+static const char *unsplittable_op(const tsr_kernel_t *k, const tsr_region_t *r) {
+  for (const tsr_op_t *op = r->first; op; op = op->next) {
+    switch (op->opcode) {
+      case TSR_OP_PRINT: return "it prints";
+      case TSR_OP_DMA_START:
+      case TSR_OP_DMA_WAIT: return "it makes DMAs";
+      case TSR_OP_SEM_SIGNAL:
+      case TSR_OP_SEM_WAIT:
+      case TSR_OP_SEM_READ:
+      case TSR_OP_CORE_BARRIER: return "it uses semaphores";
+      default: break;
+    }
+    int32_t w = tsr_op_written_ref(op);
+    if (w >= 0 && (uint32_t)w < op->num_operands) {
+      const tsr_value_t *v = op->operands[w];
+      if (v->def) return "it writes through a derived ref";
+      if (v->decl >= 0 && (k->decls[v->decl].role == TSR_ROLE_IN ||
+                           k->decls[v->decl].role == TSR_ROLE_PREFETCH))
+        return "it writes an input";
+    }
+    for (uint32_t i = 0; i < op->num_regions; i++) {
+      const char *why = unsplittable_op(k, &op->regions[i]);
+      if (why) return why;
+    }
+  }
+  return NULL;
+}
+
+/* Whether output decl `d`'s index map yields grid index `g` itself as one
+ * of its block indices: points that differ along g then have different
+ * blocks. */
+static bool map_yields_grid_index(const tsr_decl_t *d, uint32_t g) {
+  const tsr_region_t *m = d->index_map;
+  if (!m || g >= m->num_args || !m->last || m->last->opcode != TSR_OP_YIELD) return false;
+  for (uint32_t i = 0; i < m->last->num_operands; i++)
+    if (m->last->operands[i] == m->args[g]) return true;
+  return false;
+}
+
+bool tsr_ir_host_split_ok(const tsr_kernel_t *k, const char **why) {
+  const char *reason = NULL;
+  int64_t shape[TSR_MAX_RANK];
+  for (uint32_t g = 0; g < k->grid_rank; g++) shape[g] = k->grid_bound[g] ? 2 : k->grid[g];
+  const tsr_ir_core_split_t split = tsr_ir_core_split(k->grid_rank, shape, k->semantics);
+  if (split.first == split.end) reason = "no grid dim is split";
+  for (uint32_t i = 0; !reason && i < k->num_decls; i++) {
+    const tsr_decl_t *d = &k->decls[i];
+    const tsr_type_t *t = &d->ref->type;
+    if (t->kind == TSR_TYPE_SEM) {
+      reason = "it has semaphores";
+    } else if (d->role == TSR_ROLE_OUT) {
+      if (d->alias >= 0) reason = "an output aliases an input";
+      else if (d->revisit == TSR_REVISIT_ANY) reason = "an output's blocks may be revisited";
+      else if (t->space != TSR_SPACE_VMEM && t->space != TSR_SPACE_SMEM)
+        reason = "an output is not copied out block by block";
+      uint32_t fixed = tsr_ir_output_fixed_dims(k, d);
+      for (uint32_t g = split.first; !reason && g < split.end && g < 32; g++)
+        if ((fixed >> g & 1) && shape[g] != 1) reason = "an output is revisited along a split dim";
+      /* Two parts must never write one block: an output block a part
+       * enters in place (no revisit check runs for it) would be written by
+       * both at once. So each split dim is a block index of its own. */
+      for (uint32_t g = split.first; !reason && g < split.end; g++)
+        if (shape[g] != 1 && !map_yields_grid_index(d, g))
+          reason = "an output's block index is not a split grid index itself";
+    } else if (d->role == TSR_ROLE_SCRATCH) {
+      if (!written_first_at_point_start(&k->body, d->ref, split.end, 0))
+        reason = "a scratch ref may carry values from one split point to the next";
+    }
+  }
+  if (!reason) reason = unsplittable_op(k, &k->body);
+  if (why) *why = reason;
+  return reason == NULL;
+}

@@ -116,6 +116,9 @@ struct tsr_cpu_info {
   /* the largest device-wide (hbm/any) scoped buffer, in bytes (the run's
    * stand-in for one that cannot be allocated) */
   uint64_t wide_max_bytes;
+  /* a core's split points may go to several host threads
+   * (tsr_ir_host_split_ok) */
+  bool host_split;
   bool failed;
 };
 
@@ -246,6 +249,7 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   info->grid_rank = k->grid_rank;
   memcpy(info->grid, k->grid, sizeof info->grid);
   memcpy(info->semantics, k->semantics, sizeof info->semantics);
+  info->host_split = tsr_ir_host_split_ok(k, NULL);
   /* prefetch decls come first: decl index = operand index */
   for (uint32_t g = 0; g < k->grid_rank; g++) info->grid_bound[g] = k->grid_bound[g];
   if (!tsr_ir_kernel_has_dynamic_grid(k))
@@ -1183,15 +1187,44 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
   return tsr_cpu_run_with(entry, info, operands, args, num_memrefs, options, NULL, NULL);
 }
 
-tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info,
-                              tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
-                              const tsr_interp_options_t *options, FILE *print_stream,
-                              tsr_diag_sink_t *out_diag) {
-  tsr_interp_options_t defaults;
-  if (!options) {
-    tsr_interp_options_initialize(&defaults);
-    options = &defaults;
-  }
+/* A host thread's share of the run: worker `i` (runtime/pool.c). */
+static void worker_main(void *ctx, uint32_t i) {
+  crun_t *r = ctx;
+  tsr_runtime_binding_t *saved = tsr_runtime_bound();
+  core_main(&r->core[i]);
+  tsr_runtime_bind(saved);
+}
+
+/* How many host threads run the one core's split points (docs/semantics.md,
+ * "Host threads"): 1 unless the kernel allows a split (info->host_split),
+ * the run has one core on one device, no device-wide scoped buffers and no
+ * grid-step callback (called in step order), and has two points or more;
+ * then the option's count, at most one per point. */
+static uint32_t workers_for(const crun_t *r, const tsr_interp_options_t *options) {
+  const tsr_cpu_info_t *info = r->info;
+  uint32_t devices = options->devices ? options->devices : 1;
+  uint32_t cores = options->cores ? options->cores : 1;
+  if (!info->host_split || devices * cores != 1 || info->wide_max_bytes || r->on_grid_step)
+    return 1;
+  uint64_t points = r->split.points;
+  for (uint32_t g = r->split.first; g < r->split.end; g++)
+    if (r->grid[g] <= 0) return 1;
+  if (points < 2) return 1;
+  uint32_t t = tsr_host_threads(options->threads);
+  return points < t ? (uint32_t)points : t;
+}
+
+/* One run over `workers` host threads (1: the simulated cores' own, one
+ * thread per core). With several, a run that reports anything (an error, a
+ * warning, a stop) is abandoned: *redo is set, nothing is handed to
+ * out_diag, and the caller runs it again on one thread, which then reports
+ * what it reports in its order; `resume` carries the first run's start time
+ * (the timeout) and its last progress (which never goes back). */
+static tsr_status_t run_once(void (*entry)(void **), const tsr_cpu_info_t *info,
+                             tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
+                             const tsr_interp_options_t *options, FILE *print_stream,
+                             tsr_diag_sink_t *out_diag, uint32_t workers, tsr_bounds_t *resume,
+                             bool *redo) {
   crun_t r;
   memset(&r, 0, sizeof r);
   r.info = info;
@@ -1207,6 +1240,8 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   r.devices = options->devices ? options->devices : 1;
   r.cores = options->cores ? options->cores : 1;
   r.n = r.devices * r.cores;
+  if (workers == 0) workers = workers_for(&r, options);
+  if (workers > 1) r.n = workers; /* one device, one core: the workers share it */
   r.max_errors = options->max_errors ? options->max_errors : 20;
   r.padded = options->padded;
   r.double_rows = tsr_chip_doubles_tile_rows(options->chip);
@@ -1234,6 +1269,11 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   pthread_cond_init(&r.cv, NULL);
   pthread_mutex_init(&r.progress_mu, NULL);
   tsr_bounds_start(&r.bounds, options);
+  if (resume && resume->start > 0) {
+    r.bounds.start = resume->start;
+    r.bounds.progress_next = resume->progress_next;
+    r.bounds.reported = resume->reported;
+  }
   if (r.bounds.progress) {
     uint64_t total = r.devices;
     for (uint32_t g = 0; g < info->grid_rank; g++) total *= (uint64_t)r.grid[g];
@@ -1252,8 +1292,8 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   for (uint32_t i = 0; i < r.n; i++) {
     ccore_t *c = &r.core[i];
     c->run = &r;
-    c->device = i / r.cores;
-    c->index = i % r.cores;
+    c->device = workers > 1 ? 0 : i / r.cores;
+    c->index = workers > 1 ? 0 : i % r.cores;
     c->uninit_zero = options->uninit == TSR_UNINIT_ZERO;
     c->order = (int64_t)(uintptr_t)r.order;
     c->fn = (int64_t)(uintptr_t)runtime_call;
@@ -1262,6 +1302,11 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     c->core_arg = (int32_t)c->index;
     uint64_t lo, hi;
     tsr_ir_core_share(&r.split, r.cores, c->index, &lo, &hi);
+    if (workers > 1) { /* worker i: the i-th contiguous part of the core's points */
+      uint64_t part = hi - lo, wlo = lo + part * i / workers, whi = lo + part * (i + 1) / workers;
+      lo = wlo;
+      hi = whi;
+    }
     c->plo = (int64_t)lo;
     c->phi = (int64_t)hi;
     c->args = all_args + (size_t)i * nargs;
@@ -1319,6 +1364,8 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     /* refused before any core ran */
   } else if (r.n == 1) {
     core_main(&r.core[0]);
+  } else if (workers > 1) {
+    tsr_pool_run(r.n, worker_main, &r);
   } else {
     uint32_t started = 0;
     for (; started < r.n; started++)
@@ -1334,10 +1381,18 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
     }
     for (uint32_t i = 0; i < started; i++) pthread_join(r.core[i].thread, NULL);
   }
+  /* Several workers: a run that reported anything is run again, on one
+   * thread, so that what it reports, and in which order, is a serial run's. */
+  if (workers > 1 && !status &&
+      (r.aborted || r.diag.errors.count || r.diag.warnings.count || r.diag.failed)) {
+    *redo = true;
+    if (resume) *resume = r.bounds;
+    out_diag = NULL;
+  }
   /* The last progress call: every step ran unless the run was abandoned. */
-  if (!status && r.bounds.progress)
+  if (!*redo && !status && r.bounds.progress)
     tsr_bounds_report_progress(&r.bounds, r.aborted ? r.done : r.bounds.progress_total);
-  if (!status) status = tsr_diag_sink_status(&r.diag);
+  if (!status && !*redo) status = tsr_diag_sink_status(&r.diag);
   /* A semaphore output's array: its counts at the end, summed over each
    * device's cores (DMAs were copied when they started). */
   for (uint32_t i = 0; !status && i < num_memrefs && i < info->num_operands; i++) {
@@ -1378,4 +1433,25 @@ tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info
   tsr_free(r.order);
   tsr_free(all_args);
   return status;
+}
+
+tsr_status_t tsr_cpu_run_with(void (*entry)(void **), const tsr_cpu_info_t *info,
+                              tsr_array_t *const *operands, void **args, uint32_t num_memrefs,
+                              const tsr_interp_options_t *options, FILE *print_stream,
+                              tsr_diag_sink_t *out_diag) {
+  tsr_interp_options_t defaults;
+  if (!options) {
+    tsr_interp_options_initialize(&defaults);
+    options = &defaults;
+  }
+  bool redo = false;
+  tsr_bounds_t resume;
+  memset(&resume, 0, sizeof resume);
+  tsr_status_t s = run_once(entry, info, operands, args, num_memrefs, options, print_stream,
+                            out_diag, 0, &resume, &redo);
+  if (!redo) return s;
+  tsr_status_free(s);
+  redo = false;
+  return run_once(entry, info, operands, args, num_memrefs, options, print_stream, out_diag, 1,
+                  &resume, &redo);
 }

@@ -111,7 +111,7 @@ static const char *uninit_name(tsr_uninit_mode_t m) {
  * to encode_options) or run-time (copy it in tsr_interp_program_bind and
  * clear it in program_cache.c), then update the size here (HACKING.md,
  * "A run option"). */
-_Static_assert(sizeof(void *) != 8 || sizeof(tsr_interp_options_t) == 152,
+_Static_assert(sizeof(void *) != 8 || sizeof(tsr_interp_options_t) == 160,
                "tsr_interp_options_t changed: is the new option part of the key?");
 
 typedef struct key_options {

@@ -66,6 +66,7 @@ static tsr_status_t build_program(void *ctx, void **out_value, size_t *out_bytes
   o.on_grid_step_user = NULL;
   o.on_progress = NULL;
   o.on_progress_user = NULL;
+  o.threads = 0;
   tsr_interp_program_t *p = NULL;
   TSR_RETURN_IF_ERROR(tsr_interp_program_prepare(b->kernel, &o, &p));
   *out_value = p;

@@ -17,7 +17,7 @@ enum {
   RUN_DETECT_RACES, RUN_CACHE_STATS, RUN_EXPLAIN, RUN_TARGET, RUN_BACKEND,
   RUN_STRICT, RUN_TIMEOUT, RUN_MAX_STEPS, RUN_OOB_READS, RUN_BUFFER_BOUNDS,
   RUN_PARALLEL_ORDER, RUN_OUT_BLOCKS, RUN_TPU_COMPILE_CHECK, RUN_FORCE,
-  RUN_PROGRESS_AFTER,
+  RUN_PROGRESS_AFTER, RUN_THREADS,
 };
 
 static const cli_option_t run_options[] = {
@@ -54,6 +54,7 @@ static const cli_option_t run_options[] = {
     {"strict", 0, false, RUN_STRICT},
     {"timeout", 0, true, RUN_TIMEOUT},
     {"max-steps", 0, true, RUN_MAX_STEPS},
+    {"threads", 0, true, RUN_THREADS},
     {"tpu-compile-check", 0, false, RUN_TPU_COMPILE_CHECK},
     {NULL, 0, false, 0},
 };
@@ -376,6 +377,12 @@ int cli_parse_run_args(const char *cmd, int argc, char **argv,
       if (!cli_parse_u64(value, &n) || n == 0)
         return cli_usage_error(cmd, "--max-steps expects a positive integer, got '%s'", value);
       req->options.run.max_steps = n;
+      break;
+    case RUN_THREADS:
+      if (!cli_parse_u64(value, &n) || n == 0 || n > 4096)
+        return cli_usage_error(cmd, "--threads expects an integer from 1 to 4096, got '%s'",
+                               value);
+      req->options.run.threads = (uint32_t)n;
       break;
     default:
       return cli_usage_error(cmd, "internal error: option %d", id);

@@ -29,7 +29,7 @@ extern "C" {
  * new struct alone needs no bump. python/tessera/_capi.py's ABI_VERSION
  * follows it (python/tests/test_pkg_layout.py compares the two, and the
  * package refuses to load a library whose tsr_abi_version() differs). */
-#define TSR_ABI_VERSION 5
+#define TSR_ABI_VERSION 6
 
 /* TSR_ABI_VERSION of the library's build: a binding compares it with the
  * version it was written for before it calls anything else. */
@@ -300,7 +300,7 @@ typedef struct tsr_executable_options {
                                steps (shuffle_parallel, shuffle_seed,
                                parallel_order), on_grid_step,
                                on_progress (at the granularity of its
-                               requests for steps),
+                               requests for steps), threads,
                                out_blocks_copied_in, oob_reads_uninit and
                                padded (with chip's tiling; these three are
                                compiled into its code, so part of its key); it checks the bounds of dynamic

@@ -129,6 +129,11 @@ typedef struct tsr_interp_options {
   void *on_progress_user;
   double progress_interval;  /* seconds between calls; default 0.25; 0:
                                 at every bounds check */
+  /* Host threads a run may use beneath its simulated cores (docs/semantics.md,
+   * "Host threads"); 0 (default): the available cores (sched_getaffinity,
+   * so taskset is honoured), or $TESSERA_THREADS when set; 1: one thread.
+   * Results and diagnostics are the same with any value. */
+  uint32_t threads;
 } tsr_interp_options_t;
 
 /* Fills in the defaults above. */

@@ -275,6 +275,7 @@ class InterpOptions(Structure):
         ("on_progress", PROGRESS_FN),
         ("on_progress_user", ctypes.c_void_p),
         ("progress_interval", c_double),
+        ("threads", c_uint32),
     ]
 
 

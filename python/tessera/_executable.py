@@ -184,6 +184,8 @@ class Executable:
                     runs.chip = b
             elif name == "max_errors":
                 _int_option(runs, "max_errors", name, v, positive=True)
+            elif name == "threads":
+                _int_option(runs, "threads", name, 0 if v is None else v)
             elif name == "devices":
                 devices = _int_option(runs, "devices", name, v, positive=True)
             elif name == "cores":

@@ -30,7 +30,7 @@ __all__ = ["lib", "library_path", "check", "ABI_VERSION", "LibraryNotFound", "Li
 
 # TSR_ABI_VERSION (include/tessera/api.h) of the headers the package's
 # mirrors (_capi.py) follow; bumped together with them.
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 
 class LibraryNotFound(ImportError):

@@ -25,7 +25,7 @@ _EXECUTABLE_OPTIONS = (
     "padded", "out_blocks_copied_in", "strict",
     "timeout_seconds", "max_steps", "cancel", "trace_path", "opt_level", "on_print",
     "on_warning", "parallel_order", "on_grid_step", "on_progress", "progress_interval",
-    "overwrite")
+    "overwrite", "threads")
 _RUN_OPTIONS = ("strict", "timeout_seconds", "max_steps", "cancel", "trace_path", "on_print",
                 "on_warning", "on_progress", "progress_interval", "overwrite")
 

@@ -18,6 +18,12 @@
 # (floats too; any NaN equals any NaN): the generated code's results must not
 # depend on the CPU features it may use.
 #
+# With $DIFF_THREADS set (a thread count), each backend in turn (the
+# interpreter, then the cpu backend) runs every kernel with `--threads 1` and
+# with `--threads $DIFF_THREADS`: outputs bit for bit (any NaN equals any NaN
+# only when both are NaN with the same bits), exit status, printed text and
+# diagnostics must be the same (docs/semantics.md, "Host threads").
+#
 #   test_differential.sh [RANDOM_COUNT [SEED]]   (default 0 random kernels)
 set -u
 
@@ -51,7 +57,8 @@ compare() {
 import sys, os
 import numpy as np, ml_dtypes
 a_dir, b_dir = sys.argv[1:3]
-exact = bool(os.environ.get("DIFF_CPU_TARGET"))
+exact = bool(os.environ.get("DIFF_CPU_TARGET") or os.environ.get("DIFF_THREADS"))
+same_nan_bits = bool(os.environ.get("DIFF_THREADS"))
 bad = []
 names = sorted(os.listdir(a_dir))
 if names != sorted(os.listdir(b_dir)):
@@ -66,7 +73,7 @@ for name in names:
         x = a.view(f"u{a.dtype.itemsize}") if a.dtype.kind in "fV" else a
         y = b.view(f"u{b.dtype.itemsize}") if b.dtype.kind in "fV" else b
         differ = x != y
-        if a.dtype.kind in "fV":
+        if a.dtype.kind in "fV" and not same_nan_bits:
             differ &= ~(np.isnan(a.astype(np.float32)) & np.isnan(b.astype(np.float32)))
         if differ.any():
             i = tuple(int(v) for v in np.argwhere(differ)[0])
@@ -89,8 +96,46 @@ print("ok" if not bad else "; ".join(bad))
 PY
 }
 
+# check_threads FILE KERNEL OPTIONS...: one TAP line per backend, one thread
+# against $DIFF_THREADS. The run's summary line (its timings) is no
+# diagnostic.
+summary='^tessera: @[A-Za-z0-9_.]+: (cpu code |[0-9]+ grid steps?, )'
+check_threads() {
+  local file=$1 kernel=$2
+  shift 2
+  local backend
+  for backend in interp cpu; do
+    local desc="${file#"$SRC"/} @$kernel --backend $backend --threads $DIFF_THREADS${*:+ $*}"
+    local dir_1=$tmp/t1 dir_n=$tmp/tn
+    rm -rf "$dir_1" "$dir_n"
+    "$T" run "$file" --kernel "$kernel" --backend $backend --threads 1 --random-inputs 5 \
+      --out-dir "$dir_1" "$@" >"$tmp/out_1" 2>"$tmp/err_1"
+    local rc_1=$?
+    "$T" run "$file" --kernel "$kernel" --backend $backend --threads "$DIFF_THREADS" \
+      --random-inputs 5 --out-dir "$dir_n" "$@" >"$tmp/out_n" 2>"$tmp/err_n"
+    local rc_n=$?
+    if [[ $rc_1 -ne $rc_n ]]; then
+      fail "$desc" "exit status $rc_1 with one thread, $rc_n with $DIFF_THREADS"
+    elif ! cmp -s "$tmp/out_1" "$tmp/out_n"; then
+      fail "$desc" "stdout differs" "$(diff "$tmp/out_1" "$tmp/out_n" | head -c 1500)"
+    elif ! cmp -s <(grep -vE "$summary" "$tmp/err_1") <(grep -vE "$summary" "$tmp/err_n"); then
+      fail "$desc" "diagnostics differ" "$(diff "$tmp/err_1" "$tmp/err_n" | head -c 1500)"
+    elif [[ ! -d $dir_1 && ! -d $dir_n ]]; then
+      pass "$desc"
+    else
+      local verdict
+      verdict=$(compare "$dir_1" "$dir_n")
+      if [[ $verdict == ok ]]; then pass "$desc"; else fail "$desc" "$verdict"; fi
+    fi
+  done
+}
+
 # check_kernel FILE KERNEL OPTIONS...: one TAP line.
 check_kernel() {
+  if [[ -n ${DIFF_THREADS:-} ]]; then
+    check_threads "$@"
+    return
+  fi
   local file=$1 kernel=$2
   shift 2
   local desc="${file#"$SRC"/} @$kernel${*:+ $*}"

@@ -18,6 +18,10 @@ loaded with `-p tessera.jax.pytest_plugin`. Options:
                                 located; without it, a collected warning
                                 (docs/jax.md, "Fails where the TPU fails")
   --tessera-chip CHIP           the TPU chip: v5e (default), v6e, v7x, ...
+  --tessera-threads N           host threads per run (default: the cores
+                                available, or $TESSERA_THREADS); with
+                                pytest-xdist's -n, each worker's runs
+                                (docs/semantics.md, "Host threads")
   --tessera-warnings MODE       collect (default): tessera's warnings are
                                 shown in the terminal summary, not raised
                                 through `warnings` (JAX's suites make
@@ -61,6 +65,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "collected warning)")
     group.addoption("--tessera-chip", default=None, metavar="CHIP",
                     help="the TPU chip whose rules and VMEM apply: v5e (default), v6e, v7x...")
+    group.addoption("--tessera-threads", default=None, type=int, metavar="N",
+                    help="host threads per run (default: the available cores)")
     group.addoption("--tessera-warnings", default="collect",
                     choices=("collect", "python", "strict"),
                     help="tessera's warnings: collect (shown in the summary; default), "
@@ -97,6 +103,8 @@ def options_from_config(config: pytest.Config) -> dict:
         options.setdefault("target", config.getoption("--tessera-target"))
     if config.getoption("--tessera-chip", default=None):
         options.setdefault("chip", config.getoption("--tessera-chip"))
+    if config.getoption("--tessera-threads", default=None):
+        options.setdefault("threads", config.getoption("--tessera-threads"))
     mode = config.getoption("--tessera-warnings", default="collect") or "collect"
     if mode == "strict":  # collect is interpret mode's default
         options.setdefault("strict", True)

@@ -1,0 +1,490 @@
+/* Host threads (docs/semantics.md, "Host threads"): which kernels may give a
+ * core's split points to several host threads (tsr_ir_host_split_ok), how
+ * runtime/cpu_run.c shares them (contiguous parts, each point once, the
+ * process's pool), and that a run that reports anything is run again on one
+ * thread, so its first error is a serial run's, its progress never goes
+ * back. The "compiled kernels" are C functions with the entry point's
+ * signature (lower/lower_api.h) that walk their points as generated code
+ * does. In suite 'cache', so that it also runs under ThreadSanitizer. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ir/ir.h"
+#include "lower/lower_api.h"
+#include "runtime/runtime_internal.h"
+#include "tests/harness.h"
+
+/* ---- Which kernels split --------------------------------------------------- */
+
+static tsr_ir_module_t *parse(const char *text) {
+  tsr_ir_module_t *m = NULL;
+  tsr_status_t s = tsr_ir_module_parse(TSR_SV("t.tsr"), (tsr_string_view_t){text, strlen(text)}, &m);
+  if (s) {
+    printf("# %s\n", tsr_status_message(s));
+    tsr_status_free(s);
+    return NULL;
+  }
+  return m;
+}
+
+/* Whether the first kernel of `text` may split; *why copied into `why`. */
+static bool split_ok(const char *text, char *why, size_t size) {
+  tsr_ir_module_t *m = parse(text);
+  if (!m) return false;
+  const char *reason = NULL;
+  bool ok = tsr_ir_host_split_ok(tsr_ir_module_kernel(m, 0), &reason);
+  snprintf(why, size, "%s", reason ? reason : "");
+  tsr_ir_module_destroy(m);
+  return ok;
+}
+
+#define HEAD(grid, sem)                                                        \
+  "kernel @k\n  grid(" grid ") semantics(" sem ")\n"                           \
+  "  in %x: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
+
+TSR_TEST(matmul_like_kernels_split) {
+  char why[128];
+  TSR_CHECK(split_ok(HEAD("8, 4", "parallel, arbitrary")
+                     "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
+                     "{\n"
+                     "  %j = program_id 1 : i32\n"
+                     "  %z = const 0 : i32\n"
+                     "  %first = eq %j, %z : i1\n"
+                     "  if %first {\n"
+                     "    %c = const 0.0 : f32[8, 8]\n"
+                     "    store %y[:, :], %c\n"
+                     "  }\n"
+                     "  %v = load %x[:, :] : f32[8, 8]\n"
+                     "  %w = load %y[:, :] : f32[8, 8]\n"
+                     "  %s = add %v, %w : f32[8, 8]\n"
+                     "  store %y[:, :], %s\n"
+                     "}\n",
+                     why, sizeof why));
+}
+
+/* A scratch ref set at the first step of each split point (pl.when(k == 0),
+ * as flash attention's accumulators) splits; one read before it is written
+ * at a point's first step (values carried from the previous point) does not. */
+TSR_TEST(scratch_splits_only_when_each_point_writes_it_first) {
+  char why[128];
+  TSR_CHECK(split_ok(HEAD("8, 4", "parallel, arbitrary")
+                     "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
+                     "  scratch %acc: vmem f32[8, 8]\n"
+                     "{\n"
+                     "  %j = program_id 1 : i32\n"
+                     "  %z = const 0 : i32\n"
+                     "  %first = eq %z, %j : i1\n"
+                     "  if %first {\n"
+                     "    %c = const 0.0 : f32[8, 8]\n"
+                     "    store %acc[:, :], %c\n"
+                     "  }\n"
+                     "  %v = load %x[:, :] : f32[8, 8]\n"
+                     "  %a = load %acc[:, :] : f32[8, 8]\n"
+                     "  %s = add %v, %a : f32[8, 8]\n"
+                     "  store %acc[:, :], %s\n"
+                     "  store %y[:, :], %s\n"
+                     "}\n",
+                     why, sizeof why));
+  /* JAX's m_scratch_ref[0] = ... of a scratch whose leading dim is 1 */
+  TSR_CHECK(split_ok(HEAD("8, 4", "parallel, arbitrary")
+                     "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
+                     "  scratch %m: vmem f32[1, 8, 8]\n"
+                     "{\n"
+                     "  %j = program_id 1 : i32\n"
+                     "  %z = const 0 : i32\n"
+                     "  %t = const true : i1\n"
+                     "  %e = eq %j, %z : i1\n"
+                     "  %first = and %t, %e : i1\n"
+                     "  if %first {\n"
+                     "    %c = const 0.0 : f32[8, 8]\n"
+                     "    store %m[0, :, :], %c\n"
+                     "  }\n"
+                     "  %a = load %m[0, :, :] : f32[8, 8]\n"
+                     "  store %y[:, :], %a\n"
+                     "}\n",
+                     why, sizeof why));
+  /* the JAX bridge's pl.when(k == 0): `if (convert(k == 0) <= 0) {} else
+   * {init}` */
+  TSR_CHECK(split_ok(HEAD("8, 4", "parallel, arbitrary")
+                     "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
+                     "  scratch %acc: vmem f32[8, 8]\n"
+                     "{\n"
+                     "  %j = program_id 1 : i32\n"
+                     "  %z = const 0 : i32\n"
+                     "  %e = eq %j, %z : i1\n"
+                     "  %n = convert %e : i32\n"
+                     "  %no = le %n, %z : i1\n"
+                     "  if %no {\n"
+                     "  } else {\n"
+                     "    %c = const 0.0 : f32[8, 8]\n"
+                     "    store %acc[:, :], %c\n"
+                     "  }\n"
+                     "  %a = load %acc[:, :] : f32[8, 8]\n"
+                     "  store %y[:, :], %a\n"
+                     "}\n",
+                     why, sizeof why));
+  /* the same with `ge`: the init runs only where k >= 1, not at a start */
+  TSR_CHECK(!split_ok(HEAD("8, 4", "parallel, arbitrary")
+                      "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
+                      "  scratch %acc: vmem f32[8, 8]\n"
+                      "{\n"
+                      "  %j = program_id 1 : i32\n"
+                      "  %z = const 0 : i32\n"
+                      "  %e = eq %j, %z : i1\n"
+                      "  %n = convert %e : i32\n"
+                      "  %no = ge %n, %z : i1\n"
+                      "  if %no {\n"
+                      "  } else {\n"
+                      "    %c = const 0.0 : f32[8, 8]\n"
+                      "    store %acc[:, :], %c\n"
+                      "  }\n"
+                      "  %a = load %acc[:, :] : f32[8, 8]\n"
+                      "  store %y[:, :], %a\n"
+                      "}\n",
+                      why, sizeof why));
+  /* the condition names the split dim: not true at every point's start */
+  TSR_CHECK(!split_ok(HEAD("8, 4", "parallel, arbitrary")
+                      "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
+                      "  scratch %acc: vmem f32[8, 8]\n"
+                      "{\n"
+                      "  %i = program_id 0 : i32\n"
+                      "  %z = const 0 : i32\n"
+                      "  %first = eq %i, %z : i1\n"
+                      "  if %first {\n"
+                      "    %c = const 0.0 : f32[8, 8]\n"
+                      "    store %acc[:, :], %c\n"
+                      "  }\n"
+                      "  %a = load %acc[:, :] : f32[8, 8]\n"
+                      "  store %y[:, :], %a\n"
+                      "}\n",
+                      why, sizeof why));
+  TSR_CHECK(strstr(why, "scratch") != NULL);
+  /* read first: carries the previous point's values */
+  TSR_CHECK(!split_ok(HEAD("8", "parallel")
+                      "  out %y: f32[64, 8] vmem block[8, 8] map(%i) -> (%i, 0)\n"
+                      "  scratch %acc: vmem f32[8, 8]\n"
+                      "{\n"
+                      "  %a = load %acc[:, :] : f32[8, 8]\n"
+                      "  %v = load %x[:, :] : f32[8, 8]\n"
+                      "  %s = add %v, %a : f32[8, 8]\n"
+                      "  store %acc[:, :], %s\n"
+                      "  store %y[:, :], %s\n"
+                      "}\n",
+                      why, sizeof why));
+  /* a partial store first is not all of it */
+  TSR_CHECK(!split_ok(HEAD("8", "parallel")
+                      "  out %y: f32[64, 8] vmem block[8, 8] map(%i) -> (%i, 0)\n"
+                      "  scratch %acc: vmem f32[8, 8]\n"
+                      "{\n"
+                      "  %v = load %x[0:4, :] : f32[4, 8]\n"
+                      "  store %acc[0:4, :], %v\n"
+                      "  %a = load %acc[:, :] : f32[8, 8]\n"
+                      "  store %y[:, :], %a\n"
+                      "}\n",
+                      why, sizeof why));
+}
+
+TSR_TEST(prints_outputs_fixed_along_the_split_and_input_writes_do_not_split) {
+  char why[128];
+  TSR_CHECK(!split_ok(HEAD("8", "parallel")
+                      "  out %y: f32[64, 8] vmem block[8, 8] map(%i) -> (%i, 0)\n"
+                      "{\n"
+                      "  %v = load %x[:, :] : f32[8, 8]\n"
+                      "  print \"{}\", %v\n"
+                      "  store %y[:, :], %v\n"
+                      "}\n",
+                      why, sizeof why));
+  TSR_CHECK(strstr(why, "prints") != NULL);
+  TSR_CHECK(!split_ok(HEAD("8", "parallel")
+                      "  out %y: f32[8, 8] vmem block[8, 8] map(%i) -> (0, 0)\n"
+                      "{\n"
+                      "  %v = load %x[:, :] : f32[8, 8]\n"
+                      "  store %y[:, :], %v\n"
+                      "}\n",
+                      why, sizeof why));
+  TSR_CHECK(strstr(why, "revisited along a split dim") != NULL);
+  /* two points per block (i / 2): parts could write one block at once */
+  TSR_CHECK(!split_ok(HEAD("8", "parallel")
+                      "  out %y: f32[32, 8] vmem block[8, 8] map(%i) {\n"
+                      "    %two = const 2 : i32\n"
+                      "    %h = div %i, %two : i32\n"
+                      "    %z = const 0 : i32\n"
+                      "    yield %h, %z\n"
+                      "  }\n"
+                      "{\n"
+                      "  %v = load %x[:, :] : f32[8, 8]\n"
+                      "  store %y[:, :], %v\n"
+                      "}\n",
+                      why, sizeof why));
+  TSR_CHECK(strstr(why, "not a split grid index") != NULL);
+  TSR_CHECK(!split_ok(HEAD("8", "parallel")
+                      "  out %y: f32[64, 8] vmem block[8, 8] map(%i) -> (%i, 0)\n"
+                      "{\n"
+                      "  %v = load %x[:, :] : f32[8, 8]\n"
+                      "  store %x[:, :], %v\n"
+                      "  store %y[:, :], %v\n"
+                      "}\n",
+                      why, sizeof why));
+  TSR_CHECK(strstr(why, "input") != NULL);
+  /* no parallel dim: nothing to split */
+  TSR_CHECK(!split_ok(HEAD("8", "arbitrary")
+                      "  out %y: f32[64, 8] vmem block[8, 8] map(%i) -> (%i, 0)\n"
+                      "{\n"
+                      "  %v = load %x[:, :] : f32[8, 8]\n"
+                      "  store %y[:, :], %v\n"
+                      "}\n",
+                      why, sizeof why));
+}
+
+/* ---- How the points are shared --------------------------------------------- */
+
+static const char grid_tsr[] = HEAD("64, 4", "parallel, arbitrary")
+    "  out %y: f32[64, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"
+    "{\n"
+    "  %v = load %x[:, :] : f32[8, 8]\n"
+    "  store %y[:, :], %v\n"
+    "  %no = const false : i1\n"
+    "  assert %no, \"bad point\"\n"
+    "}\n";
+
+enum { POINTS = 64, INNER = 4, MAX_CALLS = 64 };
+
+static tsr_ir_module_t *grid_module;
+static tsr_cpu_info_t *grid_info;
+static uint32_t assert_site, num_sites;
+
+typedef struct self {
+  tsr_lower_rt_fn fn;
+  void *ctx;
+  int64_t plo, phi;
+} self_t;
+
+static self_t self_of(void **args) {
+  self_t s;
+  s.fn = (tsr_lower_rt_fn)(uintptr_t) * (int64_t *)args[0];
+  s.ctx = (void *)(uintptr_t) * (int64_t *)args[1];
+  s.plo = *(int64_t *)args[4];
+  s.phi = *(int64_t *)args[5];
+  return s;
+}
+
+static atomic_int visits[POINTS * INNER];
+static atomic_int calls;
+static int64_t call_lo[MAX_CALLS], call_hi[MAX_CALLS];
+static int fail_at[2] = {-1, -1}; /* split points whose first step asserts */
+
+/* Walks its points as generated code does: a grid step asks the runtime
+ * (TSR_RT_STEP with the point) before its body, which asserts at fail_at. */
+static void grid_entry(void **args) {
+  self_t s = self_of(args);
+  int c = atomic_fetch_add(&calls, 1);
+  if (c < MAX_CALLS) {
+    call_lo[c] = s.plo;
+    call_hi[c] = s.phi;
+  }
+  int64_t budget = 0;
+  for (int64_t p = s.plo; p < s.phi; p++)
+    for (int64_t i = 0; i < INNER; i++) {
+      int64_t lin = p * INNER + i;
+      if (budget-- <= 0) {
+        budget = s.fn(s.ctx, TSR_RT_STEP, num_sites, lin, 0, 0);
+        if (budget < 0) return;
+      }
+      *(int64_t *)s.ctx = lin;
+      atomic_fetch_add(&visits[lin], 1);
+      if (i == 0 && (p == fail_at[0] || p == fail_at[1]))
+        s.fn(s.ctx, TSR_RT_ASSERT, assert_site, 0, 0, 0);
+    }
+}
+
+static void find_assert(void *ctx, const tsr_op_t *op, uint32_t position) {
+  (void)ctx;
+  if (op->opcode == TSR_OP_ASSERT) assert_site = position;
+}
+
+static void reset(void) {
+  for (int i = 0; i < POINTS * INNER; i++) atomic_store(&visits[i], 0);
+  atomic_store(&calls, 0);
+}
+
+static tsr_status_t run_grid(uint32_t threads, tsr_interp_options_t *o) {
+  tsr_interp_options_t d;
+  if (!o) {
+    tsr_interp_options_initialize(&d);
+    o = &d;
+  }
+  o->threads = threads;
+  void *args[1] = {NULL};
+  return tsr_cpu_run_with(grid_entry, grid_info, NULL, args, 0, o, NULL, NULL);
+}
+
+static bool each_point_once(void) {
+  for (int i = 0; i < POINTS * INNER; i++)
+    if (atomic_load(&visits[i]) != 1) return false;
+  return true;
+}
+
+TSR_TEST(threads_share_the_points_in_contiguous_parts) {
+  reset();
+  TSR_CHECK_OK(run_grid(4, NULL));
+  TSR_CHECK(each_point_once());
+  TSR_CHECK_EQ_INT(atomic_load(&calls), 4);
+  /* parts in any order of starting: together [0, 64), each 16 points */
+  int64_t covered = 0;
+  for (int c = 0; c < 4; c++) {
+    TSR_CHECK_EQ_INT(call_hi[c] - call_lo[c], 16);
+    TSR_CHECK_EQ_INT(call_lo[c] % 16, 0);
+    covered += call_hi[c] - call_lo[c];
+  }
+  TSR_CHECK_EQ_INT(covered, POINTS);
+  reset();
+  TSR_CHECK_OK(run_grid(1, NULL));
+  TSR_CHECK(each_point_once());
+  TSR_CHECK_EQ_INT(atomic_load(&calls), 1);
+  TSR_CHECK(call_lo[0] == 0 && call_hi[0] == POINTS);
+  /* more threads than points: one per point */
+  reset();
+  TSR_CHECK_OK(run_grid(100, NULL));
+  TSR_CHECK(each_point_once());
+  TSR_CHECK_EQ_INT(atomic_load(&calls), POINTS);
+}
+
+TSR_TEST(simulated_cores_keep_one_thread_each) {
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.cores = 2;
+  reset();
+  TSR_CHECK_OK(run_grid(8, &o));
+  TSR_CHECK(each_point_once());
+  TSR_CHECK_EQ_INT(atomic_load(&calls), 2);
+}
+
+/* The first error is the serial run's: a later part asserting first (in
+ * time) is not what the run reports. */
+TSR_TEST(a_run_that_reports_is_run_again_on_one_thread) {
+  fail_at[0] = 50; /* part 3 of 4 */
+  fail_at[1] = 5;  /* part 0: the first in grid order */
+  reset();
+  tsr_status_t s = run_grid(4, NULL);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_KERNEL_ERROR);
+  TSR_CHECK(s && strstr(tsr_status_message(s), "grid point (5, 0)") != NULL);
+  TSR_CHECK(s && strstr(tsr_status_message(s), "grid point (50, 0)") == NULL);
+  /* four parts, then the whole grid once more on one thread */
+  TSR_CHECK_EQ_INT(atomic_load(&calls), 5);
+  char one[2048];
+  snprintf(one, sizeof one, "%s", s ? tsr_status_message(s) : "");
+  tsr_status_free(s);
+  reset();
+  s = run_grid(1, NULL);
+  TSR_CHECK(s && strcmp(one, tsr_status_message(s)) == 0);
+  TSR_CHECK_EQ_INT(atomic_load(&calls), 1);
+  tsr_status_free(s);
+  fail_at[0] = fail_at[1] = -1;
+}
+
+static uint64_t progress_seen[4096];
+static atomic_int progress_calls;
+static bool progress_back;
+
+static void on_progress(void *user, uint64_t done, uint64_t total) {
+  (void)user;
+  (void)total;
+  int n = atomic_fetch_add(&progress_calls, 1);
+  if (n > 0 && n < 4096 && done < progress_seen[n - 1]) progress_back = true;
+  if (n < 4096) progress_seen[n] = done;
+}
+
+TSR_TEST(progress_never_goes_back_when_a_run_is_run_again) {
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.on_progress = on_progress;
+  o.progress_interval = 0;
+  fail_at[0] = 60;
+  reset();
+  atomic_store(&progress_calls, 0);
+  progress_back = false;
+  tsr_status_t s = run_grid(4, &o);
+  TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_KERNEL_ERROR);
+  TSR_CHECK(atomic_load(&progress_calls) >= 1);
+  TSR_CHECK(!progress_back);
+  tsr_status_free(s);
+  fail_at[0] = -1;
+  /* a clean run ends with done == total */
+  atomic_store(&progress_calls, 0);
+  reset();
+  TSR_CHECK_OK(run_grid(4, &o));
+  int n = atomic_load(&progress_calls);
+  TSR_CHECK(n >= 1 && n <= 4096 && progress_seen[n - 1] == POINTS * INNER);
+}
+
+/* Runs from several threads at once share the pool and all finish. */
+static void *runner(void *p) {
+  (void)p;
+  for (int r = 0; r < 20; r++) {
+    tsr_status_t s = run_grid(3, NULL);
+    if (s) {
+      tsr_status_free(s);
+      return (void *)1;
+    }
+  }
+  return NULL;
+}
+
+TSR_TEST(concurrent_runs_share_the_pool) {
+  reset();
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, runner, NULL);
+  bool ok = true;
+  for (int i = 0; i < 4; i++) {
+    void *r;
+    pthread_join(th[i], &r);
+    ok = ok && r == NULL;
+  }
+  TSR_CHECK(ok);
+  for (int i = 0; i < POINTS * INNER; i++) TSR_CHECK_EQ_INT(atomic_load(&visits[i]), 80);
+}
+
+TSR_TEST(the_default_is_the_cores_this_process_may_use) {
+  TSR_CHECK_EQ_INT(tsr_host_threads(3), 3);
+  unsetenv("TESSERA_THREADS");
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  TSR_CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
+  TSR_CHECK_EQ_INT(tsr_host_threads(0), CPU_COUNT(&set));
+  setenv("TESSERA_THREADS", "5", 1);
+  TSR_CHECK_EQ_INT(tsr_host_threads(0), 5);
+  TSR_CHECK_EQ_INT(tsr_host_threads(2), 2); /* the option wins */
+  setenv("TESSERA_THREADS", "junk", 1);
+  TSR_CHECK_EQ_INT(tsr_host_threads(0), CPU_COUNT(&set));
+  unsetenv("TESSERA_THREADS");
+}
+
+int main(void) {
+  grid_module = parse(grid_tsr);
+  tsr_status_t s = grid_module ? NULL : TSR_STATUS(TSR_INVALID_ARGUMENT, "grid kernel");
+  if (!s) {
+    tsr_ir_kernel_t *k = tsr_ir_module_kernel(grid_module, 0);
+    num_sites = tsr_ir_walk_ops(k, find_assert, NULL);
+    s = tsr_cpu_info_create(k, &grid_info);
+  }
+  if (s) {
+    printf("Bail out! %s\n", tsr_status_message(s));
+    return 1;
+  }
+  TSR_RUN(matmul_like_kernels_split);
+  TSR_RUN(scratch_splits_only_when_each_point_writes_it_first);
+  TSR_RUN(prints_outputs_fixed_along_the_split_and_input_writes_do_not_split);
+  TSR_RUN(threads_share_the_points_in_contiguous_parts);
+  TSR_RUN(simulated_cores_keep_one_thread_each);
+  TSR_RUN(a_run_that_reports_is_run_again_on_one_thread);
+  TSR_RUN(progress_never_goes_back_when_a_run_is_run_again);
+  TSR_RUN(concurrent_runs_share_the_pool);
+  TSR_RUN(the_default_is_the_cores_this_process_may_use);
+  tsr_cpu_info_destroy(grid_info);
+  tsr_ir_module_destroy(grid_module);
+  return tsr_test_done();
+}
