@@ -1,14 +1,10 @@
 /* Checked allocation through the current allocator, the arena and the string
  * buffer: the only places in tessera that call malloc directly, so failure
  * can be injected in tests and a context can bring its own allocator. */
-#define _DEFAULT_SOURCE /* madvise */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #include "base/base_internal.h"
 
@@ -155,28 +151,7 @@ struct tsr_arena_chunk {
   _Alignas(16) unsigned char data[];
 };
 
-/* A chunk is the larger of the request and 64 KiB, or of the bytes the
- * arena holds already (up to 4 MiB): a module of N ops takes O(log N) chunks.
- * The pages of a chunk past the first are mapped in one system call when it
- * is made (Linux's MADV_POPULATE_WRITE): a large kernel's IR otherwise took
- * one page fault per 4 KiB written, half the faults of a `tessera run` of
- * a 6,500-op kernel. The first chunk is left to fault page by page: most
- * arenas (a status's records, a small module) use a fraction of it. */
-enum { ARENA_CHUNK_BYTES = 64 * 1024, ARENA_CHUNK_MAX_BYTES = 4 * 1024 * 1024 };
-
-static void prefault(void *p, size_t bytes) {
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-  const uintptr_t page = 4096;
-  uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1);
-  uintptr_t e = ((uintptr_t)p + bytes) & ~(page - 1);
-  /* only worth a system call for several pages; an older kernel (EINVAL)
-   * or an error leaves the pages to be faulted in as they are written */
-  if (e > a + 4 * page) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
+enum { ARENA_CHUNK_BYTES = 64 * 1024 };
 
 void tsr_arena_initialize(tsr_arena_t *arena) { memset(arena, 0, sizeof *arena); }
 
@@ -195,14 +170,11 @@ void *tsr_arena_alloc(tsr_arena_t *arena, size_t size) {
   if (!tsr_add_size(size, 15, &rounded)) return NULL;
   rounded &= ~(size_t)15;
   if (!arena->head || arena->capacity - arena->used < rounded) {
-    size_t cap = arena->total < ARENA_CHUNK_MAX_BYTES ? arena->total : ARENA_CHUNK_MAX_BYTES;
-    if (cap < ARENA_CHUNK_BYTES) cap = ARENA_CHUNK_BYTES;
-    if (rounded > cap) cap = rounded;
+    size_t cap = rounded > ARENA_CHUNK_BYTES ? rounded : ARENA_CHUNK_BYTES;
     size_t bytes;
     if (!tsr_add_size(sizeof(tsr_arena_chunk_t), cap, &bytes)) return NULL;
     tsr_arena_chunk_t *c = tsr_malloc(bytes);
     if (!c) return NULL;
-    if (cap > ARENA_CHUNK_BYTES) prefault(c->data, cap);
     c->capacity = cap;
     c->next = arena->head;
     arena->head = c;

@@ -30,6 +30,12 @@ printed with every figure):
     front end per op in a whole process is
     (t(N) - t(3) - first run(N)) / (N - 3)
 
+CPU TIME: every figure is CPU time (the thread's in process, the child's
+user + system for a whole process), not wall time: the machine this was
+written on has 2 cores shared with several builds (load 4-12), which puts
+wall times of a few milliseconds off by 2-5x while CPU time stays within
+about 20%. Page faults are system time, so they count.
+
 Front end per op = (parse + create) / N (create verifies again: that is what
 a `tessera run` does). --json prints one JSON object per line per figure
 (bench/table.py reads them); without it, a table.
@@ -69,23 +75,24 @@ def in_process_round(text: str, name: str) -> dict[str, float]:
     import numpy as np
     import tessera
 
-    t0 = time.perf_counter()
+    clock = time.thread_time  # CPU time of this thread: see CPU TIME above
+    t0 = clock()
     module = tessera.Module.parse(text, f"{name}.tsr")
-    t1 = time.perf_counter()
+    t1 = clock()
     module.verify()
-    t2 = time.perf_counter()
+    t2 = clock()
     ctx = tessera.Context(disk_cache=False)
     kernel = module[0]
-    t3 = time.perf_counter()
+    t3 = clock()
     exe = tessera.compile(kernel, "interp", context=ctx)
-    t4 = time.perf_counter()
+    t4 = clock()
     x = np.linspace(-1.0, 1.0, 8 * 128, dtype=np.float32).reshape(8, 128)
-    t5 = time.perf_counter()
+    t5 = clock()
     y = exe(x)
-    t6 = time.perf_counter()
+    t6 = clock()
     exe2 = tessera.compile(kernel, "interp", context=ctx)
     y2 = exe2(x)
-    t7 = time.perf_counter()
+    t7 = clock()
     if not np.array_equal(np.asarray(y), np.asarray(y2)):
         raise SystemExit("bench_frontend: the warm call gave another result")
     del exe, exe2
@@ -95,11 +102,14 @@ def in_process_round(text: str, name: str) -> dict[str, float]:
 
 
 def whole_process(tessera_cli: str, path: pathlib.Path) -> float:
+    """CPU time (user + system) of one `tessera run` process."""
     env = dict(os.environ, TESSERA_CACHE="off")
-    t0 = time.perf_counter()
-    subprocess.run([tessera_cli, "run", str(path), "--random-inputs", "1", "-q"],
-                   env=env, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    p = subprocess.Popen([tessera_cli, "run", str(path), "--random-inputs", "1", "-q"],
+                         env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    if status != 0:
+        raise SystemExit(f"bench_frontend: {tessera_cli} run {path} failed")
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
