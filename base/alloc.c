@@ -214,7 +214,8 @@ void tsr_strbuf_deinitialize(tsr_strbuf_t *sb) {
 static bool strbuf_reserve(tsr_strbuf_t *sb, size_t extra) {
   if (sb->failed) return false;
   size_t need;
-  if (!tsr_add_size(sb->size, extra + 1, &need)) {
+  /* extra + 1 itself may wrap (a request of SIZE_MAX bytes) */
+  if (!tsr_add_size(extra, 1, &need) || !tsr_add_size(sb->size, need, &need)) {
     sb->failed = true;
     return false;
   }
@@ -235,6 +236,8 @@ static bool strbuf_reserve(tsr_strbuf_t *sb, size_t extra) {
   sb->capacity = cap;
   return true;
 }
+
+bool tsr_strbuf_reserve(tsr_strbuf_t *sb, size_t extra) { return strbuf_reserve(sb, extra); }
 
 void tsr_strbuf_append(tsr_strbuf_t *sb, const char *s, size_t n) {
   if (!strbuf_reserve(sb, n) || n == 0) return; /* s may be NULL when n == 0 */

@@ -126,6 +126,9 @@ typedef struct tsr_strbuf {
 
 void tsr_strbuf_initialize(tsr_strbuf_t *sb);
 void tsr_strbuf_deinitialize(tsr_strbuf_t *sb);
+/* Room for `extra` more bytes, allocated once (appends then copy only);
+ * false (and `failed` set) on allocation failure. */
+bool tsr_strbuf_reserve(tsr_strbuf_t *sb, size_t extra);
 void tsr_strbuf_append(tsr_strbuf_t *sb, const char *s, size_t n);
 void tsr_strbuf_puts(tsr_strbuf_t *sb, const char *s);
 void tsr_strbuf_printf(tsr_strbuf_t *sb, const char *fmt, ...) TSR_PRINTF(2, 3);

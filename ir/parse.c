@@ -53,7 +53,7 @@ static void parse_kernel(parser_t *p) {
   if (!ps_check(p, tsr_kernel_create(p->module, name.text + 1, name.len - 1, loc, &k)))
     return;
   p->kernel = k;
-  p->table = NULL;
+  p->table = &p->tables[0];
   scope_t scope;
   p->scope = NULL;
   ps_scope_open(p, &scope);
@@ -62,7 +62,7 @@ static void parse_kernel(parser_t *p) {
     if (ps_parse_block(p, &k->body) && !ps_expect_line_end(p)) ps_skip_line(p);
   }
   ps_scope_close(p);
-  HASH_CLEAR(hh, p->table);
+  ps_symtab_clear(p->table);
   p->kernel = NULL;
 }
 
@@ -97,7 +97,8 @@ tsr_status_t tsr_ir_parse(const char *filename, const char *text, size_t len,
   tsr_diag_list_initialize(&p.diags, MAX_DIAGNOSTICS);
   parse_module(&p);
   ps_free_spares(&p);
-  HASH_CLEAR(hh, p.table);
+  ps_symtab_clear(&p.tables[0]);
+  ps_symtab_clear(&p.tables[1]);
   HASH_CLEAR(hh, p.kernel_names);
   tsr_arena_deinitialize(&p.scratch);
   tsr_status_t s = p.fatal;

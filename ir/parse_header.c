@@ -103,7 +103,7 @@ static bool parse_map(parser_t *p, uint32_t decl) {
   p->kernel_table = p->table;
   scope_t *kernel_scope = p->scope;
   scope_t scope;
-  p->table = NULL;
+  p->table = &p->tables[1];
   p->scope = NULL;
   ps_scope_open(p, &scope);
   bool ok = true;
@@ -116,7 +116,7 @@ static bool parse_map(parser_t *p, uint32_t decl) {
   for (uint32_t i = 0; ok && i < nargs; i++)
     ok = ps_define_tok(p, &args[i], r->args[i], true);
   if (ok) ok = ps_parse_block(p, r);
-  HASH_CLEAR(hh, p->table);
+  ps_symtab_clear(p->table);
   p->table = p->kernel_table;
   p->kernel_table = NULL;
   p->scope = kernel_scope;

@@ -5,10 +5,59 @@
 
 /* ---- Symbols -------------------------------------------------------------- */
 
+/* FNV-1a, then murmur3's final mix: the slot is the hash's low bits, which
+ * FNV-1a alone mixes poorly (bit i depends only on bits 0..i of the bytes). */
+static uint32_t symbol_hash(const char *name, size_t len) {
+  uint32_t h = tsr_fnv1a32(name, len);
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
+}
+
+/* The slot holding `name`, or the empty slot where it would go. */
+static symslot_t *symtab_slot(const symtab_t *t, const char *name, size_t len,
+                              uint32_t hash) {
+  for (uint32_t i = hash & t->mask;; i = (i + 1) & t->mask) {
+    symslot_t *s = &t->slots[i];
+    if (!s->symbol) return s;
+    if (s->hash == hash && s->len == len && memcmp(s->symbol->name, name, len) == 0)
+      return s;
+  }
+}
+
+static symbol_t *symtab_find(const symtab_t *t, const char *name, size_t len) {
+  if (!t || !t->slots || len > UINT32_MAX) return NULL;
+  return symtab_slot(t, name, len, symbol_hash(name, len))->symbol;
+}
+
+/* Makes room for one more symbol (at most half the slots full). */
+static bool symtab_reserve(symtab_t *t) {
+  uint32_t cap = t->slots ? t->mask + 1 : 0;
+  if (t->count + 1 <= cap / 2) return true;
+  if (cap > UINT32_MAX / 4) return false;
+  uint32_t new_cap = cap ? cap * 2 : 64;
+  symslot_t *slots = tsr_calloc(new_cap, sizeof *slots);
+  if (!slots) return false;
+  symtab_t grown = {slots, new_cap - 1, t->count};
+  for (uint32_t i = 0; i < cap; i++)
+    if (t->slots[i].symbol)
+      *symtab_slot(&grown, t->slots[i].symbol->name, t->slots[i].len,
+                   t->slots[i].hash) = t->slots[i];
+  tsr_free(t->slots);
+  *t = grown;
+  return true;
+}
+
+void ps_symtab_clear(symtab_t *table) {
+  tsr_free(table->slots);
+  memset(table, 0, sizeof *table);
+}
+
 static symbol_t *lookup(parser_t *p, const char *name, size_t len) {
-  symbol_t *s = NULL;
-  HASH_FIND(hh, p->table, name, len, s);
-  return s;
+  return symtab_find(p->table, name, len);
 }
 
 symbol_t *ps_lookup_tok(parser_t *p, const token_t *t) {
@@ -35,11 +84,23 @@ symbol_t *ps_table_add(parser_t *p, symbol_t **table, const char *name,
   return s;
 }
 
-/* Adds a symbol to the current table and scope. */
+/* Adds a symbol to the current table and scope. A name already there (no
+ * caller defines one twice: each checks first) would be replaced, as the
+ * newest symbol of a name was the one found before. */
 bool ps_define(parser_t *p, const char *name, size_t len, uint32_t line,
                uint32_t col, tsr_value_t *value, bool visible) {
-  symbol_t *s = ps_table_add(p, &p->table, name, len, line, col);
-  if (!s) return false;
+  symtab_t *t = p->table;
+  symbol_t *s = len <= UINT32_MAX && symtab_reserve(t)
+                    ? tsr_arena_alloc(&p->scratch, sizeof *s) : NULL;
+  if (!s) return ps_oom(p);
+  s->name = name;
+  s->len = len;
+  s->line = line;
+  s->col = col;
+  uint32_t hash = symbol_hash(name, len);
+  symslot_t *slot = symtab_slot(t, name, len, hash);
+  if (!slot->symbol) t->count++;
+  *slot = (symslot_t){hash, (uint32_t)len, s};
   s->value = value;
   s->visible = visible;
   s->scope_next = p->scope->symbols;
@@ -65,9 +126,8 @@ void ps_scope_close(parser_t *p) {
 
 /* The kernel operand named by `t` in `table` (a kernel's table, where the
  * header defines the operands' refs), or NULL. */
-const tsr_decl_t *ps_find_decl(parser_t *p, symbol_t *table, const token_t *t) {
-  symbol_t *s = NULL;
-  HASH_FIND(hh, table, t->text + 1, t->len - 1, s);
+const tsr_decl_t *ps_find_decl(parser_t *p, const symtab_t *table, const token_t *t) {
+  symbol_t *s = symtab_find(table, t->text + 1, t->len - 1);
   return s && s->value && s->value->decl >= 0 ? &p->kernel->decls[s->value->decl]
                                               : NULL;
 }

@@ -230,6 +230,9 @@ static tsr_status_t key_begin(const tsr_ir_kernel_t *kernel, tsr_backend_t backe
   size_t canon_size = 0;
   tsr_status_t s = tsr_ir_canon_kernel(kernel, &canon, &canon_size);
   if (!s) {
+    /* the components after the kernel's are a few hundred bytes: one
+     * allocation instead of doubling through the kernel's bytes */
+    (void)tsr_strbuf_reserve(&k->material, canon_size + 1024);
     add_component(k, "kernel", canon, canon_size);
     const char *name = tsr_backend_name(backend);
     add_component(k, "target", name, strlen(name));

@@ -75,6 +75,22 @@ TSR_TEST(arena_alignment_and_zero) {
   tsr_arena_deinitialize(&a);
 }
 
+TSR_TEST(strbuf_reserve_then_append) {
+  tsr_strbuf_t sb;
+  tsr_strbuf_initialize(&sb);
+  TSR_CHECK(tsr_strbuf_reserve(&sb, 100000));
+  char *before = sb.data;
+  TSR_CHECK(sb.capacity > 100000);
+  char chunk[1000];
+  memset(chunk, 'x', sizeof chunk);
+  for (int i = 0; i < 100; i++) tsr_strbuf_append(&sb, chunk, sizeof chunk);
+  TSR_CHECK(sb.data == before); /* no reallocation */
+  TSR_CHECK(!sb.failed && sb.size == 100000 && sb.data[100000] == 0);
+  TSR_CHECK(!tsr_strbuf_reserve(&sb, SIZE_MAX)); /* overflow fails */
+  TSR_CHECK(sb.failed);
+  tsr_strbuf_deinitialize(&sb);
+}
+
 TSR_TEST(strbuf_printf_grows) {
   tsr_strbuf_t sb;
   tsr_strbuf_initialize(&sb);
@@ -183,6 +199,7 @@ int main(void) {
   TSR_RUN(diag_list_limit);
   TSR_RUN(status_copy_keeps_records);
   TSR_RUN(arena_alignment_and_zero);
+  TSR_RUN(strbuf_reserve_then_append);
   TSR_RUN(strbuf_printf_grows);
   TSR_RUN(bf16_round_to_nearest_even);
   TSR_RUN(f16_conversions);

@@ -793,6 +793,55 @@ TSR_TEST(multiple_errors_are_collected) {
   tsr_strbuf_deinitialize(&sb);
 }
 
+/* The symbol table grows past its first 64 slots many times over: every
+ * name is still found (each value is used once more at the end, oldest
+ * first), redefinitions and undefined uses are still caught, with the
+ * first definition's place, and a second kernel starts with no names. */
+TSR_TEST(many_names_grow_the_symbol_table) {
+  enum { N = 3000 };
+  tsr_strbuf_t sb;
+  tsr_strbuf_initialize(&sb);
+  tsr_strbuf_puts(&sb, "kernel @k\n  out %y: i32[1] smem\n{\n");
+  for (int i = 0; i < N; i++) tsr_strbuf_printf(&sb, "  %%c_%d = const %d : i32\n", i, i);
+  tsr_strbuf_puts(&sb, "  %s_0 = add %c_0, %c_1 : i32\n");
+  for (int i = 2; i < N; i++)
+    tsr_strbuf_printf(&sb, "  %%s_%d = add %%s_%d, %%c_%d : i32\n", i - 1, i - 2, i);
+  tsr_strbuf_printf(&sb, "  %%zero = const 0 : i32\n  store %%y[%%zero], %%s_%d\n}\n", N - 2);
+  /* the same names again in a second kernel: a fresh table */
+  tsr_strbuf_puts(&sb, "kernel @k2\n  out %y: i32[1] smem\n{\n");
+  for (int i = 0; i < 200; i++) tsr_strbuf_printf(&sb, "  %%c_%d = const %d : i32\n", i, i);
+  tsr_strbuf_puts(&sb, "  %zero = const 0 : i32\n  store %y[%zero], %c_199\n}\n");
+  tsr_module_t *m = parse_ok(sb.data);
+  if (m) {
+    TSR_CHECK_EQ_INT(m->num_kernels, 2);
+    tsr_kernel_t *k = m->kernels[0];
+    /* the last add reads the one before it and the last const */
+    const tsr_op_t *last = k->body.first;
+    const tsr_op_t *prev = NULL;
+    for (int i = 0; i < 2 * N - 2; i++) {
+      prev = last;
+      last = last->next;
+    }
+    TSR_CHECK_EQ_STR(last->results[0]->name, "s_2998");
+    TSR_CHECK(last->operands[0] == prev->results[0]);
+    TSR_CHECK_EQ_STR(last->operands[1]->name, "c_2999");
+    tsr_module_destroy(m);
+  }
+  /* a redefinition and an undefined use after the table has grown */
+  sb.size = 0;
+  tsr_strbuf_puts(&sb, "kernel @k\n  out %y: i32[1] smem\n{\n");
+  for (int i = 0; i < N; i++) tsr_strbuf_printf(&sb, "  %%c_%d = const %d : i32\n", i, i);
+  tsr_strbuf_puts(&sb, "  %c_17 = const 1 : i32\n  %d = add %c_2999, %c_3000 : i32\n}\n");
+  tsr_module_t *bad = NULL;
+  tsr_status_t st = tsr_ir_parse("t.tsr", sb.data, sb.size, &bad);
+  TSR_CHECK_EQ_INT(tsr_status_code(st), TSR_PARSE_ERROR);
+  TSR_CHECK_EQ_STR(tsr_status_message(st),
+                   "t.tsr:3004:3: error: redefinition of %c_17 (first defined at 21:3)\n"
+                   "t.tsr:3005:21: error: use of undefined value %c_3000");
+  tsr_status_free(st);
+  tsr_strbuf_deinitialize(&sb);
+}
+
 /* ---- The builder prints like the parser ------------------------------------------ */
 
 /* Block types spelled like one read before are taken from the parser's
@@ -1377,6 +1426,7 @@ int main(void) {
   TSR_RUN(error_messages);
   TSR_RUN(header_errors);
   TSR_RUN(multiple_errors_are_collected);
+  TSR_RUN(many_names_grow_the_symbol_table);
   TSR_RUN(recent_block_types_read_as_the_first);
   TSR_RUN(builder_matmul_prints_like_the_text);
   TSR_RUN(canonicalizes_layout);
