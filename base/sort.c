@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/base_config.h"
 #include "base/module.h"
@@ -277,6 +278,102 @@ static bool sort_line(tsr_dtype_t dtype, void *work, const void *src, int64_t of
   }
 }
 
+/* ---- Scratch kept across sorts ------------------------------------------------------------ */
+
+/* At most this many idle buffers: one per sort running at once is enough
+ * to reuse (sorts of one executable usually run on one or two threads). */
+enum { SCRATCH_KEEP = 4 };
+
+typedef struct buf {
+  void *p;
+  size_t bytes;
+} buf_t;
+
+struct tsr_sort_scratch {
+  pthread_mutex_t mu;
+  uint32_t n;
+  buf_t idle[SCRATCH_KEEP];
+};
+
+tsr_sort_scratch_t *tsr_sort_scratch_create(void) {
+  tsr_sort_scratch_t *s = tsr_malloc(sizeof *s);
+  if (!s) return NULL;
+  memset(s, 0, sizeof *s);
+  if (pthread_mutex_init(&s->mu, NULL) != 0) {
+    tsr_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+void tsr_sort_scratch_destroy(tsr_sort_scratch_t *s) {
+  if (!s) return;
+  for (uint32_t i = 0; i < s->n; i++) tsr_free(s->idle[i].p);
+  pthread_mutex_destroy(&s->mu);
+  tsr_free(s);
+}
+
+size_t tsr_sort_scratch_bytes(tsr_sort_scratch_t *s) {
+  if (!s) return 0;
+  pthread_mutex_lock(&s->mu);
+  size_t total = 0;
+  for (uint32_t i = 0; i < s->n; i++) total += s->idle[i].bytes;
+  pthread_mutex_unlock(&s->mu);
+  return total;
+}
+
+/* A buffer of at least `bytes` (p NULL when out of memory): the smallest
+ * idle one that is large enough, else a new one (and the largest idle one,
+ * too small, is freed: the sizes kept follow the sorts run). */
+static buf_t scratch_take(tsr_sort_scratch_t *s, size_t bytes) {
+  buf_t b = {NULL, 0}, drop = {NULL, 0};
+  if (s) {
+    pthread_mutex_lock(&s->mu);
+    uint32_t best = UINT32_MAX, largest = UINT32_MAX;
+    for (uint32_t i = 0; i < s->n; i++) {
+      if (s->idle[i].bytes >= bytes && (best == UINT32_MAX || s->idle[i].bytes < s->idle[best].bytes))
+        best = i;
+      if (largest == UINT32_MAX || s->idle[i].bytes > s->idle[largest].bytes) largest = i;
+    }
+    uint32_t at = best != UINT32_MAX ? best : largest;
+    if (at != UINT32_MAX) {
+      if (best != UINT32_MAX) b = s->idle[at];
+      else drop = s->idle[at];
+      s->idle[at] = s->idle[--s->n];
+    }
+    pthread_mutex_unlock(&s->mu);
+  }
+  tsr_free(drop.p);
+  if (!b.p) {
+    b.p = tsr_malloc(bytes ? bytes : 1);
+    b.bytes = b.p ? bytes : 0;
+  }
+  return b;
+}
+
+/* Gives b back to s (kept unless SCRATCH_KEEP larger ones are), or frees it. */
+static void scratch_give(tsr_sort_scratch_t *s, buf_t b) {
+  if (!b.p) return;
+  if (s) {
+    pthread_mutex_lock(&s->mu);
+    if (s->n < SCRATCH_KEEP) {
+      s->idle[s->n++] = b;
+      b.p = NULL;
+    } else {
+      uint32_t smallest = 0;
+      for (uint32_t i = 1; i < s->n; i++)
+        if (s->idle[i].bytes < s->idle[smallest].bytes) smallest = i;
+      if (s->idle[smallest].bytes < b.bytes) {
+        buf_t t = s->idle[smallest];
+        s->idle[smallest] = b;
+        b = t;
+      }
+    }
+    pthread_mutex_unlock(&s->mu);
+  }
+  tsr_free(b.p);
+}
+
 /* ---- Blocks ---------------------------------------------------------------------------------- */
 
 /* Lines of at most this many elements are sorted here, by a merge sort of
@@ -316,10 +413,11 @@ static void fill_items(tsr_dtype_t dtype, uint64_t *items, const void *src, int6
                        int64_t stride, int64_t n, const uint32_t *p);
 
 /* A short line: its elements in the order of their sorted items. */
-static tsr_status_t sort_short_lines(tsr_dtype_t dtype, void *dst, const void *src,
-                                     const lines_t *l) {
+static tsr_status_t sort_short_lines(tsr_sort_scratch_t *scratch, tsr_dtype_t dtype, void *dst,
+                                     const void *src, const lines_t *l) {
   const size_t size = tsr_dtype_size(dtype);
-  uint64_t *items = tsr_malloc(2 * (size_t)l->n * sizeof *items);
+  buf_t ib = scratch_take(scratch, 2 * (size_t)l->n * sizeof(uint64_t));
+  uint64_t *items = ib.p;
   if (!items) return TSR_OOM();
   for (int64_t o = 0; o < l->outer; o++) {
     for (int64_t j = 0; j < l->inner; j++) {
@@ -331,20 +429,28 @@ static tsr_status_t sort_short_lines(tsr_dtype_t dtype, void *dst, const void *s
                    load_bits(size, src, off + (int64_t)(uint32_t)s[i] * stride));
     }
   }
-  tsr_free(items);
+  scratch_give(scratch, ib);
   return NULL;
 }
 
 tsr_status_t tsr_sort_block(tsr_dtype_t dtype, void *dst, const void *src, uint32_t rank,
                             const int64_t *dims, uint32_t axis) {
+  return tsr_sort_block_with(NULL, dtype, dst, src, rank, dims, axis);
+}
+
+tsr_status_t tsr_sort_block_with(tsr_sort_scratch_t *scratch, tsr_dtype_t dtype, void *dst,
+                                 const void *src, uint32_t rank, const int64_t *dims,
+                                 uint32_t axis) {
   if (tsr_dims_count(rank, dims) == 0) return NULL;
   const lines_t l = lines_of(rank, dims, axis);
-  if (l.n <= SHORT_LINE) return sort_short_lines(dtype, dst, src, &l);
+  if (l.n <= SHORT_LINE) return sort_short_lines(scratch, dtype, dst, src, &l);
   TSR_RETURN_IF_ERROR(vq_ready());
   const size_t size = tsr_dtype_size(dtype);
   /* a line along the last axis is sorted where it goes; others through a
    * dense copy */
-  void *work = l.inner == 1 ? NULL : tsr_malloc((size_t)l.n * size);
+  buf_t wb = {NULL, 0};
+  if (l.inner != 1) wb = scratch_take(scratch, (size_t)l.n * size);
+  void *work = wb.p;
   if (l.inner != 1 && !work)
     return TSR_OOM_BYTES((uint64_t)l.n * size, "sorting a line of %lld elements", (long long)l.n);
   bool ok = true;
@@ -358,7 +464,7 @@ tsr_status_t tsr_sort_block(tsr_dtype_t dtype, void *dst, const void *src, uint3
           store_bits(size, dst, off + i * l.inner, load_bits(size, work, i));
     }
   }
-  tsr_free(work);
+  scratch_give(scratch, wb);
   return ok ? NULL : TSR_OOM();
 }
 
@@ -389,6 +495,13 @@ static void fill_items(tsr_dtype_t dtype, uint64_t *items, const void *src, int6
 tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
                                const void *const *keys, int32_t *dst, uint32_t rank,
                                const int64_t *dims, uint32_t axis) {
+  return tsr_argsort_block_with(NULL, num_keys, dtypes, keys, dst, rank, dims, axis);
+}
+
+tsr_status_t tsr_argsort_block_with(tsr_sort_scratch_t *scratch, uint32_t num_keys,
+                                    const tsr_dtype_t *dtypes, const void *const *keys,
+                                    int32_t *dst, uint32_t rank, const int64_t *dims,
+                                    uint32_t axis) {
   if (tsr_dims_count(rank, dims) == 0) return NULL;
   const lines_t l = lines_of(rank, dims, axis);
   const bool short_line = l.n <= SHORT_LINE;
@@ -397,11 +510,14 @@ tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
     return TSR_STATUS(TSR_INVALID_ARGUMENT,
                       "argsort of lines of %lld elements: the positions do not fit in i32",
                       (long long)l.n);
-  uint64_t *items = tsr_malloc((short_line ? 2 : 1) * (size_t)l.n * sizeof *items);
-  uint32_t *perm = num_keys > 1 ? tsr_malloc(2 * (size_t)l.n * sizeof *perm) : NULL;
+  buf_t ib = scratch_take(scratch, (short_line ? 2 : 1) * (size_t)l.n * sizeof(uint64_t));
+  buf_t pb = {NULL, 0};
+  if (num_keys > 1) pb = scratch_take(scratch, 2 * (size_t)l.n * sizeof(uint32_t));
+  uint64_t *items = ib.p;
+  uint32_t *perm = pb.p;
   if (!items || (num_keys > 1 && !perm)) {
-    tsr_free(items);
-    tsr_free(perm);
+    scratch_give(scratch, ib);
+    scratch_give(scratch, pb);
     return TSR_OOM_BYTES((uint64_t)l.n * 16, "sorting a line of %lld elements", (long long)l.n);
   }
   bool ok = true;
@@ -429,20 +545,28 @@ tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
         p = next;
         next = t;
       }
-      if (num_keys == 1)
+      if (num_keys == 1 && stride == 1) /* dense: a loop -O2 vectorizes */
+        for (int64_t i = 0; i < l.n; i++) dst[off + i] = (int32_t)(uint32_t)items[i];
+      else if (num_keys == 1)
         for (int64_t i = 0; i < l.n; i++) dst[off + i * stride] = (int32_t)(uint32_t)items[i];
       else
         for (int64_t i = 0; i < l.n; i++) dst[off + i * stride] = (int32_t)p[(uint32_t)items[i]];
     }
   }
-  tsr_free(items);
-  tsr_free(perm);
+  scratch_give(scratch, ib);
+  scratch_give(scratch, pb);
   return ok ? NULL : TSR_OOM();
 }
 
 tsr_status_t tsr_sort_op(bool argsort, uint32_t num_keys, const tsr_dtype_t *dtypes,
                          const void *const *keys, void *dst, uint32_t rank, const int64_t *dims,
                          uint32_t axis) {
-  return argsort ? tsr_argsort_block(num_keys, dtypes, keys, dst, rank, dims, axis)
-                 : tsr_sort_block(dtypes[0], dst, keys[0], rank, dims, axis);
+  return tsr_sort_op_with(NULL, argsort, num_keys, dtypes, keys, dst, rank, dims, axis);
+}
+
+tsr_status_t tsr_sort_op_with(tsr_sort_scratch_t *scratch, bool argsort, uint32_t num_keys,
+                              const tsr_dtype_t *dtypes, const void *const *keys, void *dst,
+                              uint32_t rank, const int64_t *dims, uint32_t axis) {
+  return argsort ? tsr_argsort_block_with(scratch, num_keys, dtypes, keys, dst, rank, dims, axis)
+                 : tsr_sort_block_with(scratch, dtypes[0], dst, keys[0], rank, dims, axis);
 }

@@ -33,11 +33,38 @@ tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
                                const void *const *keys, int32_t *dst, uint32_t rank,
                                const int64_t *dims, uint32_t axis);
 
+/* Scratch space kept across sorts: a few buffers that a sort takes and gives
+ * back, so that the long lines' temporaries (an argsort of n elements uses
+ * 8n bytes of items, 16n with several keys) are not fresh pages, a page
+ * fault each 4 KiB, on every call. Thread-safe: sorts running at once take
+ * different buffers. Its owner (a compiled executable, an interpreter
+ * program) frees it, and the buffers, with itself. NULL from create when out
+ * of memory; every function below takes a NULL scratch as "allocate per
+ * call". */
+typedef struct tsr_sort_scratch tsr_sort_scratch_t;
+tsr_sort_scratch_t *tsr_sort_scratch_create(void);
+void tsr_sort_scratch_destroy(tsr_sort_scratch_t *scratch);
+/* Bytes the scratch holds now (idle buffers): for tests. */
+size_t tsr_sort_scratch_bytes(tsr_sort_scratch_t *scratch);
+
+/* tsr_sort_block and tsr_argsort_block with their temporaries from
+ * `scratch` (or NULL). */
+tsr_status_t tsr_sort_block_with(tsr_sort_scratch_t *scratch, tsr_dtype_t dtype, void *dst,
+                                 const void *src, uint32_t rank, const int64_t *dims,
+                                 uint32_t axis);
+tsr_status_t tsr_argsort_block_with(tsr_sort_scratch_t *scratch, uint32_t num_keys,
+                                    const tsr_dtype_t *dtypes, const void *const *keys,
+                                    int32_t *dst, uint32_t rank, const int64_t *dims,
+                                    uint32_t axis);
+
 /* The sort op (argsort false: keys[0], of dtypes[0], sorted into dst) or the
  * argsort op (the order of the num_keys keys, i32, into dst), as both
  * backends run them. */
 tsr_status_t tsr_sort_op(bool argsort, uint32_t num_keys, const tsr_dtype_t *dtypes,
                          const void *const *keys, void *dst, uint32_t rank, const int64_t *dims,
                          uint32_t axis);
+tsr_status_t tsr_sort_op_with(tsr_sort_scratch_t *scratch, bool argsort, uint32_t num_keys,
+                              const tsr_dtype_t *dtypes, const void *const *keys, void *dst,
+                              uint32_t rank, const int64_t *dims, uint32_t axis);
 
 #endif /* TESSERA_BASE_SORT_H */

@@ -125,6 +125,7 @@ tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
   tsr_ir_walk_ops(kernel, collect_op, &b);
   memcpy(q, prepared, sizeof *q);
   q->base = prepared;
+  q->sort_scratch = tsr_sort_scratch_create();
   q->release = NULL;
   q->release_ctx = NULL;
   q->sites = NULL;

@@ -476,8 +476,9 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
         const void *keys[TSR_SORT_MAX_KEYS];
         uint32_t nk = TSR_MIN(sp->num_operands, (uint32_t)TSR_SORT_MAX_KEYS);
         for (uint32_t i = 0; i < nk; i++) keys[i] = vals[sp->operands[i]];
-        tsr_status_t st = tsr_sort_op(in->code == XOP_ARGSORT, nk, sp->dtypes, keys,
-                                      vals[in->r], sp->rank, sp->dims, sp->axis);
+        tsr_status_t st = tsr_sort_op_with(run->p->sort_scratch, in->code == XOP_ARGSORT, nk,
+                                           sp->dtypes, keys, vals[in->r], sp->rank, sp->dims,
+                                           sp->axis);
         if (st) {
           tsr_interp_kernel_error(run, in->site,
                                   tsr_status_code(st) == TSR_OUT_OF_MEMORY

@@ -25,6 +25,7 @@
 
 #include <stdatomic.h>
 
+#include "base/sort.h"
 #include "interp/blockops.h"
 #include "interp/interp_runtime.h"
 #include "ir/ir.h"
@@ -328,6 +329,9 @@ struct tsr_interp_program {
   /* One spare run_memory_t, taken and returned atomically by runs (a cache:
    * the program stays logically immutable and thread-safe). */
   _Atomic(run_memory_t *) spare;
+  /* The sort and argsort ops' temporaries, kept for the next run (NULL:
+   * allocated per call); thread-safe as `spare`. Every program owns its own. */
+  tsr_sort_scratch_t *sort_scratch;
 
   uint32_t num_walked_ops; /* ops in the pre-order walk (site_t) */
   /* A bound program (tsr_interp_program_bind) shares `base`'s code and plans

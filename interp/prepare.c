@@ -1156,6 +1156,7 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
   if (!p) return TSR_OOM();
   tsr_arena_initialize(&p->arena);
   atomic_init(&p->spare, NULL);
+  p->sort_scratch = tsr_sort_scratch_create();
   if (options) {
     p->options = *options;
   } else {
@@ -1217,6 +1218,7 @@ void tsr_interp_program_destroy(tsr_interp_program_t *program) {
     tsr_free(m->vmem_shadow);
     tsr_free(m);
   }
+  tsr_sort_scratch_destroy(program->sort_scratch);
   if (!program->base) tsr_free(program->code); /* bound programs share it */
   tsr_free(program->sites);
   tsr_arena_deinitialize(&program->arena);

@@ -374,6 +374,9 @@ bool em_view_same(const view_t *a, const view_t *b);
 
 /* Element access at a nest position (vector when n->lanes, masked when
  * n->masked), converting storage <-> compute. */
+/* A prefetch (a read, kept in all cache levels) of element idx of v: a
+ * hint, no access; idx must still be inside v's memref. */
+void em_mem_prefetch(emitter_t *em, const view_t *v, const ssa_t *idx);
 ssa_t em_mem_read(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t *idx,
                   const nest_t *n, ssa_t *extra_mask, ssa_t *passthru);
 void em_mem_write(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t *idx,

@@ -970,23 +970,47 @@ typedef struct gather_ctx {
   tsr_dtype_t dtype;
   uint32_t axis;
   int64_t src_len;
+  int64_t line; /* the result's extent along its last dim */
 } gather_ctx_t;
 
 /* The nest's position with its `axis` coordinate replaced by the index
  * `idx` holds there, clamped into [0, len): an out-of-range index is a
  * kernel error in the interpreter; here it only stays inside the array. */
-static void take_position(emitter_t *em, const nest_t *n, const expr_t *idx, uint32_t axis,
-                          int64_t len, ssa_t out[TSR_MAX_RANK]) {
-  ssa_t i = ex_read(em, idx, n->idx, n);
+static void take_position_at(emitter_t *em, const nest_t *n, const ssa_t *at, const expr_t *idx,
+                             uint32_t axis, int64_t len, ssa_t out[TSR_MAX_RANK]) {
+  ssa_t i = ex_read(em, idx, at, n);
   i = em_op2(em, "arith.maxsi", i, em_cint(em, "i32", 0, 0), "i32");
   i = em_op2(em, "arith.minsi", i, em_cint(em, "i32", 0, len - 1), "i32");
-  for (uint32_t d = 0; d < n->rank; d++) out[d] = n->idx[d];
+  for (uint32_t d = 0; d < n->rank; d++) out[d] = at[d];
   out[axis] = em_idx_of_i32(em, i);
 }
+
+static void take_position(emitter_t *em, const nest_t *n, const expr_t *idx, uint32_t axis,
+                          int64_t len, ssa_t out[TSR_MAX_RANK]) {
+  take_position_at(em, n, n->idx, idx, axis, len, out);
+}
+
+/* Gathers along the last axis of lines this long prefetch the source of the
+ * element GATHER_AHEAD positions on (its index clamped into the line, as
+ * the read's): a gather by a permutation of a long line (the library's
+ * sort: payloads in the order of an argsort) misses the caches on every
+ * element, and the prefetches keep more misses in flight than the loop
+ * alone (interp/blockops.c does the same). A hint: results unchanged. */
+enum { GATHER_PREFETCH_LINE = 4096, GATHER_AHEAD = 32 };
 
 static void gather_body(emitter_t *em, const nest_t *n, void *p) {
   gather_ctx_t *c = p;
   ssa_t sidx[TSR_MAX_RANK];
+  const uint32_t last = n->rank ? n->rank - 1 : 0;
+  if (n->rank && !n->lanes && c->axis == last && c->src_len >= GATHER_PREFETCH_LINE &&
+      c->line >= GATHER_PREFETCH_LINE) {
+    ssa_t at[TSR_MAX_RANK], pidx[TSR_MAX_RANK];
+    for (uint32_t d = 0; d < n->rank; d++) at[d] = n->idx[d];
+    ssa_t ahead = em_op2(em, "arith.addi", n->idx[last], em_cidx(em, GATHER_AHEAD), "index");
+    at[last] = em_op2(em, "arith.minui", ahead, em_cidx(em, c->line - 1), "index");
+    take_position_at(em, n, at, c->idx, c->axis, c->src_len, pidx);
+    em_mem_prefetch(em, c->src, pidx);
+  }
   take_position(em, n, c->idx, c->axis, c->src_len, sidx);
   ssa_t v = em_mem_read(em, c->src, c->dtype, sidx, n, NULL, NULL);
   em_mem_write(em, c->dst, c->dtype, n->idx, n, v, NULL);
@@ -1001,6 +1025,7 @@ void em_op_gather(emitter_t *em, const tsr_op_t *op) {
   c.dtype = (tsr_dtype_t)a->type.dtype;
   c.axis = (uint32_t)op->ints[0];
   c.src_len = a->type.dims[c.axis];
+  c.line = r->type.rank ? r->type.dims[r->type.rank - 1] : 1;
   c.idx = operand_expr(em, op->operands[1]);
   if (!c.idx) return;
   view_t dst = em_result_dest(em, op, ex_has_mutable(c.idx));

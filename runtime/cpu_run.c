@@ -119,6 +119,9 @@ struct tsr_cpu_info {
   /* a core's split points may go to several host threads
    * (tsr_ir_host_split_ok) */
   bool host_split;
+  /* the sort and argsort ops' temporaries, kept for the next call (NULL:
+   * allocated per call) */
+  tsr_sort_scratch_t *sort_scratch;
   bool failed;
 };
 
@@ -245,6 +248,7 @@ tsr_status_t tsr_cpu_info_create(const tsr_kernel_t *k, tsr_cpu_info_t **out) {
   tsr_cpu_info_t *info = tsr_calloc(1, sizeof *info);
   if (!info) return TSR_OOM();
   tsr_arena_initialize(&info->arena);
+  info->sort_scratch = tsr_sort_scratch_create();
   info->kernel_name = info_strdup(info, k->name);
   info->grid_rank = k->grid_rank;
   memcpy(info->grid, k->grid, sizeof info->grid);
@@ -360,6 +364,7 @@ void tsr_cpu_info_set_out_copy_in(tsr_cpu_info_t *info, bool copy_in) {
 
 void tsr_cpu_info_destroy(tsr_cpu_info_t *info) {
   if (!info) return;
+  tsr_sort_scratch_destroy(info->sort_scratch);
   tsr_arena_deinitialize(&info->arena);
   tsr_free(info);
 }
@@ -837,8 +842,9 @@ static void sort_call(ccore_t *c, uint32_t site, const int64_t *d) {
   }
   void *dst = (void *)(uintptr_t)d[TSR_RSORT_DST];
   const uint32_t axis = (uint32_t)d[TSR_RSORT_AXIS];
-  tsr_status_t st = tsr_sort_op(d[TSR_RSORT_ARGSORT] != 0, TSR_MIN(keys, (uint32_t)TSR_SORT_MAX_KEYS),
-                                dtypes, src, dst, rank, dims, axis);
+  tsr_status_t st = tsr_sort_op_with(c->run->info->sort_scratch, d[TSR_RSORT_ARGSORT] != 0,
+                                     TSR_MIN(keys, (uint32_t)TSR_SORT_MAX_KEYS), dtypes, src,
+                                     dst, rank, dims, axis);
   if (!st) return;
   pthread_mutex_lock(&c->run->mu);
   kernel_error(c, site,

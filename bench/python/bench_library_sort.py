@@ -8,6 +8,15 @@ Run from the source tree with the build in build/:
 `bench_library_sort.py 1m [ROUNDS]` times only the 1M sorts, interleaved
 round by round with numpy's (for a shared machine).
 
+`bench_library_sort.py --json [--quick]` prints one JSON object per line
+per figure for bench/table.py: the warm 1M (u32 key, u32 value) sort of
+the cpu backend and of the interpreter against Highway's vqsort
+(hwy::K32V32, bench/bench_vqsort.cc), interleaved: each round calls
+tessera once, then runs bench_vqsort for two sorts of fresh copies (the
+second, warm one counts); medians over the rounds. bench_vqsort is found
+through $TESSERA_VQSORT_BENCH, else beside $TESSERA_LIBRARY
+(BUILD/bench/bench_vqsort), else in $TESSERA_BUILD.
+
 Whole-process figures run build/tools/tessera as a subprocess; warm
 figures call a prepared executable in this process (the array conversion
 included, as a user pays it); every figure is the minimum (and the median)
@@ -223,7 +232,77 @@ def sort1m_interleaved(rounds):
             print(f"| Highway vqsort, {kind} | {float(out[3]):.3f} | | best of 10, C++ |")
 
 
+def vqsort_binary():
+    """bench_vqsort, found through the environment (never a fixed build)."""
+    if os.environ.get("TESSERA_VQSORT_BENCH"):
+        return pathlib.Path(os.environ["TESSERA_VQSORT_BENCH"])
+    if os.environ.get("TESSERA_LIBRARY"):
+        p = pathlib.Path(os.environ["TESSERA_LIBRARY"]).resolve().parent / "bench" / "bench_vqsort"
+        if p.exists():
+            return p
+    return VQSORT
+
+
+def vqsort_kv_ms(binary, n):
+    """One warm vqsort of n (u32 key, u32 value) pairs: bench_vqsort sorts two
+    fresh copies in one process and prints the faster, the warm one."""
+    out = subprocess.run([binary, "kv", str(n), "2"], check=True, capture_output=True,
+                         text=True).stdout.split()
+    return float(out[3])
+
+
+def json_figures(quick):
+    """The 1M (key, value) sort against vqsort, A/B interleaved (docstring)."""
+    import json
+
+    def load():
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+
+    n = 1 << 20
+    rounds = 5 if quick else 25
+    rng = np.random.default_rng(2)
+    k = rng.integers(0, 2**32, size=n, dtype=np.uint64).astype(np.uint32)
+    v = np.arange(n, dtype=np.uint32)
+    binary = vqsort_binary()
+    have_vq = binary.exists()
+    host = _library.TARGETS["host"]
+    for backend in ["cpu", "interp"]:
+        label = (f"1M (u32 key, u32 value) sort warm: tessera "
+                 f"{'cpu' if backend == 'cpu' else 'interpreter'} vs Highway vqsort")
+        try:
+            kv = _library.executable("sort", backend, shape=(n,), dtypes=["u32", "u32"],
+                                     target=host)
+            sk, sv = kv(k, v)
+            assert np.array_equal(sk, np.sort(k)) and np.array_equal(k[sv], sk)
+            assert np.array_equal(sv, np.argsort(k, kind="stable").astype(np.uint32))
+        except Exception as e:  # noqa: BLE001 (a build that cannot run it: null)
+            print(f"# {backend}: {e}", file=sys.stderr)
+            kv = None
+        ts, anchor = [], []
+        for _ in range(rounds):
+            if kv is not None:
+                t = time.perf_counter()
+                kv(k, v)
+                ts.append((time.perf_counter() - t) * 1e3)
+            if have_vq:
+                anchor.append(vqsort_kv_ms(binary, n))
+        print(json.dumps({
+            "figure": f"library/sort-kv-1m-{backend}",
+            "label": label,
+            "unit": "ms",
+            "tessera": round(statistics.median(ts), 3) if ts else None,
+            "anchor": round(statistics.median(anchor), 3) if anchor else None,
+            "anchor_name": "Highway vqsort (hwy::K32V32, C++)",
+            "goal": 0.667,
+            "load": load(),
+        }), flush=True)
+
+
 def main():
+    if "--json" in sys.argv:
+        json_figures("--quick" in sys.argv)
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "1m":
         print(f"numpy {np.__version__}; load {os.getloadavg()[0]:.2f}; "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")

@@ -10,6 +10,11 @@ numpy-to-tessera conversion included, as a user pays it); each figure is
 the minimum and the median of repeated runs. Every tessera result is
 checked against jax.lax.top_k first. `--shapes R,N,K ...` picks the cases;
 `--backends` the tessera backends.
+
+`--json [--quick]` prints one JSON object per line per figure for
+bench/table.py: the warm top-16 of (128, 4096) f32 of each backend against
+`jax.lax.top_k` jitted on CPU, A/B interleaved (one call of each per round,
+medians over the rounds; the outputs checked equal first).
 """
 
 from __future__ import annotations
@@ -66,7 +71,53 @@ def case(rows, n, k, backends, reps):
     row("jax.lax.top_k, jit, CPU", timed(lambda: jax.block_until_ready(f(xa)), reps))
 
 
+def json_figures(backends, quick):
+    import json
+
+    def load():
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+
+    rows, n, k = 128, 4096, 16
+    rounds = 10 if quick else 60
+    x = np.random.default_rng(3).standard_normal((rows, n)).astype(np.float32)
+    f = jax.jit(lambda a: jax.lax.top_k(a, k))
+    xa = jnp.asarray(x)
+    rv, ri = jax.block_until_ready(f(xa))
+    for backend in backends:
+        try:
+            exe = _library.executable("topk", backend, shape=x.shape, dtype="f32", k=k)
+            vals, idx = exe(x)
+            assert np.array_equal(idx, np.asarray(ri)) and np.array_equal(vals, np.asarray(rv))
+        except Exception as e:  # noqa: BLE001 (a build that cannot run it: null)
+            print(f"# {backend}: {e}", file=sys.stderr)
+            exe = None
+        ts, anchor = [], []
+        for _ in range(rounds):
+            if exe is not None:
+                t = time.perf_counter()
+                exe(x)
+                ts.append((time.perf_counter() - t) * 1e3)
+            t = time.perf_counter()
+            jax.block_until_ready(f(xa))
+            anchor.append((time.perf_counter() - t) * 1e3)
+        name = "cpu" if backend == "cpu" else "interpreter"
+        print(json.dumps({
+            "figure": f"library/topk-16-of-128x4096-{backend}",
+            "label": f"top-16 of (128, 4096) f32 warm: tessera {name} vs jax.lax.top_k (jit, CPU)",
+            "unit": "ms",
+            "tessera": round(statistics.median(ts), 4) if ts else None,
+            "anchor": round(statistics.median(anchor), 4),
+            "anchor_name": "jax.lax.top_k, jitted, CPU",
+            "goal": 1.0,
+            "load": load(),
+        }), flush=True)
+
+
 def main():
+    if "--json" in sys.argv:
+        json_figures(["cpu", "interp"], "--quick" in sys.argv)
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", nargs="*", default=["128,4096,16", "1,100000,16",
                                                     "3,70001,64", "128,100000,16"])

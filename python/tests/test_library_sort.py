@@ -446,3 +446,48 @@ def test_sort_ops_write_into_their_store(backend, finite, root, request):
                                         dimension=1, is_stable=True, num_keys=2)[2])
         np.testing.assert_array_equal(q[rows], order)
     np.testing.assert_array_equal(p, np.argsort(k, axis=1, kind="stable"))
+
+
+@pytest.mark.parametrize("backend", ["interp", "cpu"])
+def test_key_value_sort_reuses_its_buffers_across_calls_and_threads(backend, request):
+    """The sort's temporaries are kept by the executable between calls
+    (base/sort.c, the scratch): the same executable called again on other
+    data, and from two threads at once, gives each call its own stable
+    (key, value) order. Long rows (vqsort's path) with many ties."""
+    if backend == "cpu":
+        request.getfixturevalue("cpu_backend")
+    import threading
+
+    from tessera import _library
+
+    n = 30001
+    exe = _library.executable("sort", backend, shape=(n,), dtypes=["u32", "u32"],
+                              target=_library.TARGETS["host"])
+    rng = np.random.default_rng(43)
+    inputs = [(rng.integers(0, r, size=n, dtype=np.uint64).astype(np.uint32),
+               rng.integers(0, 2**32, size=n, dtype=np.uint64).astype(np.uint32))
+              for r in (50, 2**32, 7, 1000)]
+
+    def check(k, v, got):
+        ref = np.argsort(k, kind="stable")
+        np.testing.assert_array_equal(got[0], k[ref])
+        np.testing.assert_array_equal(got[1], v[ref])
+
+    for k, v in inputs + inputs[::-1]:
+        check(k, v, exe(k, v))
+    results = [[] for _ in range(2)]
+
+    def worker(t):
+        for _ in range(3):
+            for k, v in inputs[t::2]:
+                results[t].append((k, v, exe(k, v)))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [len(r) for r in results] == [6, 6]
+    for r in results:
+        for k, v, got in r:
+            check(k, v, got)

@@ -1909,6 +1909,46 @@ TSR_TEST(gather_in_and_out_of_range) {
     }
 }
 
+/* Long lines along the last axis (the prefetching loop): rows of 5000 4-byte
+ * elements gathered from rows of 6001 by random indices, against a naive
+ * loop; bad indices (negative, one past the end, INT32_MIN, also within the
+ * prefetch distance of the end of a row and of the block) stop it at the
+ * first in flat order, as in short lines. */
+TSR_TEST(gather_of_long_lines_in_and_out_of_range) {
+  enum { ROWS = 3, LEN = 5000, SRC = 6001 };
+  const int64_t dims[2] = {ROWS, LEN};
+  uint32_t *src = malloc(sizeof(uint32_t) * ROWS * SRC), *dst = malloc(sizeof(uint32_t) * ROWS * LEN);
+  int32_t *idx = malloc(sizeof(int32_t) * ROWS * LEN);
+  for (size_t i = 0; i < (size_t)ROWS * SRC; i++) src[i] = (uint32_t)rng();
+  for (size_t i = 0; i < (size_t)ROWS * LEN; i++) idx[i] = (int32_t)(rng() % SRC);
+  idx[0] = 0;
+  idx[LEN - 1] = SRC - 1;
+  TSR_CHECK_EQ_INT(tsr_blockops_gather(4, dst, src, idx, 2, dims, 1, SRC), -1);
+  for (size_t r = 0; r < ROWS; r++)
+    for (size_t i = 0; i < LEN; i++)
+      if (dst[r * LEN + i] != src[r * SRC + (size_t)idx[r * LEN + i]]) {
+        TSR_FAIL_AT("row %zu position %zu", r, i);
+        r = ROWS;
+        break;
+      }
+  const size_t bad[] = {ROWS * LEN - 1, ROWS * LEN - 20, LEN + 4990, LEN - 3, 40, 7};
+  const int32_t values[] = {SRC, -1, INT32_MIN};
+  for (size_t b = 0; b < TSR_ARRAY_SIZE(bad); b++) {
+    int32_t saved = idx[bad[b]];
+    idx[bad[b]] = values[b % 3];
+    TSR_CHECK_EQ_INT(tsr_blockops_gather(4, dst, src, idx, 2, dims, 1, SRC), (int64_t)bad[b]);
+    /* the elements before it are written */
+    if (bad[b] > 0) TSR_CHECK(dst[bad[b] - 1] == src[((bad[b] - 1) / LEN) * SRC +
+                                                     (size_t)idx[bad[b] - 1]]);
+    if (b + 1 < TSR_ARRAY_SIZE(bad)) idx[bad[b]] = saved; /* the last stays: two bad */
+  }
+  idx[3] = -5; /* two bad: the first in flat order */
+  TSR_CHECK_EQ_INT(tsr_blockops_gather(4, dst, src, idx, 2, dims, 1, SRC), 3);
+  free(src);
+  free(dst);
+  free(idx);
+}
+
 /* put_along_axis against a naive loop, a repeated index keeping the last
  * update, and the first bad index in flat order reported. */
 TSR_TEST(scatter_in_and_out_of_range) {
@@ -1980,6 +2020,7 @@ int main(void) {
   TSR_RUN(roll_any_shift);
   TSR_RUN(roll_strided);
   TSR_RUN(gather_in_and_out_of_range);
+  TSR_RUN(gather_of_long_lines_in_and_out_of_range);
   TSR_RUN(scatter_in_and_out_of_range);
   TSR_RUN(wide_loops_match_the_baseline_bit_for_bit);
   return tsr_test_done();

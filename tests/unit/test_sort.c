@@ -5,6 +5,7 @@
  * merge-sorted, long ones on vqsort), several keys,
  * inputs full of ties, both zeros and NaNs of both signs. */
 #include <math.h>
+#include <pthread.h>
 
 #include "base/sort.h"
 #include "harness.h"
@@ -275,6 +276,102 @@ TSR_TEST(empty_blocks_are_left_alone) {
   TSR_CHECK_EQ_INT(p, 7);
 }
 
+/* ---- Scratch kept across sorts ---------------------------------------------------------- */
+
+/* Random u32 keys (with ties: a small range) and their argsort and sort,
+ * with and without a scratch, must be the same bits. */
+static void fill_keys(uint32_t *k, int64_t n, uint32_t range) {
+  for (int64_t i = 0; i < n; i++) k[i] = (uint32_t)(rnd() % range);
+}
+
+static bool argsort_equals_without_scratch(tsr_sort_scratch_t *scratch, uint32_t nk,
+                                           const tsr_dtype_t *dts, const void *const *keys,
+                                           uint32_t rank, const int64_t *dims, uint32_t axis) {
+  int64_t n = tsr_dims_count(rank, dims);
+  int32_t *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+  bool same = tsr_argsort_block_with(scratch, nk, dts, keys, a, rank, dims, axis) == NULL &&
+              tsr_argsort_block(nk, dts, keys, b, rank, dims, axis) == NULL &&
+              memcmp(a, b, (size_t)n * sizeof *a) == 0;
+  free(a);
+  free(b);
+  return same;
+}
+
+/* One scratch through sorts of different sizes, short lines (the merge sort's
+ * items) and long ones (vqsort's), one key and two (the permutation), and a
+ * sort along a non-last axis (the dense work copy): the same results as
+ * without it, and it keeps what the largest sort took. */
+TSR_TEST(scratch_is_reused_across_sizes) {
+  tsr_sort_scratch_t *s = tsr_sort_scratch_create();
+  TSR_CHECK(s != NULL);
+  TSR_CHECK(tsr_sort_scratch_bytes(s) == 0);
+  const int64_t lengths[] = {5000, 300, 100000, 2048, 2049, 7, 60000};
+  for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++) {
+    const int64_t n = lengths[li];
+    uint32_t *k0 = malloc((size_t)n * 4), *k1 = malloc((size_t)n * 4);
+    fill_keys(k0, n, li % 2 ? 50 : 0xffffffffu);
+    fill_keys(k1, n, 1000);
+    const tsr_dtype_t dts[2] = {TSR_DTYPE_U32, TSR_DTYPE_I32};
+    const void *keys[2] = {k0, k1};
+    int64_t dims[1] = {n};
+    TSR_CHECK(argsort_equals_without_scratch(s, 1, dts, keys, 1, dims, 0));
+    TSR_CHECK(argsort_equals_without_scratch(s, 2, dts, keys, 1, dims, 0));
+    /* (n / 2, 2) along axis 0: lines with a stride, sorted through a copy */
+    int64_t dims2[2] = {n / 2, 2};
+    uint32_t *y0 = malloc((size_t)n * 4), *y1 = malloc((size_t)n * 4);
+    TSR_CHECK_OK(tsr_sort_block_with(s, TSR_DTYPE_U32, y0, k0, 2, dims2, 0));
+    TSR_CHECK_OK(tsr_sort_block(TSR_DTYPE_U32, y1, k0, 2, dims2, 0));
+    TSR_CHECK(memcmp(y0, y1, (size_t)(n / 2) * 2 * 4) == 0);
+    free(y0);
+    free(y1);
+    free(k0);
+    free(k1);
+  }
+  /* the items of the 100000-element argsort (8 bytes each) are kept */
+  TSR_CHECK(tsr_sort_scratch_bytes(s) >= (size_t)100000 * 8);
+  tsr_sort_scratch_destroy(s);
+  tsr_sort_scratch_destroy(NULL);
+  TSR_CHECK(tsr_sort_scratch_bytes(NULL) == 0);
+}
+
+typedef struct sorter_arg {
+  tsr_sort_scratch_t *scratch;
+  uint32_t seed;
+  bool ok;
+} sorter_arg_t;
+
+/* Argsorts of its own keys through the shared scratch, checked against the
+ * order without scratch: two of these at once must not share a buffer
+ * (TSan sees a race if they do; the results would differ). */
+static void *sorter(void *p) {
+  sorter_arg_t *a = p;
+  a->ok = true;
+  uint64_t st = 0x9e3779b97f4a7c15ull ^ a->seed;
+  for (int round = 0; round < 6 && a->ok; round++) {
+    const int64_t n = round % 2 ? 3000 + 500 * round : 20000 + 1000 * round;
+    uint32_t *k = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) k[i] = (uint32_t)(tsr_test_xorshift64(&st) % 5000);
+    const tsr_dtype_t dt = TSR_DTYPE_U32;
+    const void *keys[1] = {k};
+    int64_t dims[1] = {n};
+    a->ok = argsort_equals_without_scratch(a->scratch, 1, &dt, keys, 1, dims, 0);
+    free(k);
+  }
+  return NULL;
+}
+
+TSR_TEST(scratch_serves_two_threads_at_once) {
+  tsr_sort_scratch_t *s = tsr_sort_scratch_create();
+  TSR_CHECK(s != NULL);
+  sorter_arg_t args[2] = {{s, 1, false}, {s, 2, false}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) TSR_CHECK(pthread_create(&t[i], NULL, sorter, &args[i]) == 0);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  TSR_CHECK(args[0].ok);
+  TSR_CHECK(args[1].ok);
+  tsr_sort_scratch_destroy(s);
+}
+
 int main(void) {
   TSR_RUN(sort_matches_the_reference_bit_for_bit);
   TSR_RUN(finite_f32_lines_match_the_reference);
@@ -282,5 +379,7 @@ int main(void) {
   TSR_RUN(one_key_argsort_uses_no_permutation);
   TSR_RUN(argsort_matches_the_reference_with_several_keys);
   TSR_RUN(empty_blocks_are_left_alone);
+  TSR_RUN(scratch_is_reused_across_sizes);
+  TSR_RUN(scratch_serves_two_threads_at_once);
   return tsr_test_done();
 }
