@@ -584,12 +584,37 @@ static void dot_tile(emitter_t *em, const nest_t *n, dot_ctx_t *c) {
   }
 }
 
+/* How the rows of a panel split into tiles: `main` rows in tiles of
+ * EM_DOT_ROWS, then up to two tail tiles. A tile of r rows keeps 2r
+ * accumulator registers (f32, 16 lanes) in flight; the FMA unit needs about
+ * 8 independent chains (latency 4 x 2 pipes) to stay busy, so a 2-row tile
+ * (4 chains) runs at half speed: 128 rows as 21 x 6 + 2 spent 9% of the
+ * 1024^3 matmul in that 2-row tile. A remainder of 2 is taken as 4 + 4 (one
+ * 6-row tile less) and a remainder of 1 as 4 + 3. The tiling changes no
+ * result: every element is its own chain over k, in k order. */
+static int64_t dot_row_split(int64_t m, uint32_t tails[2]) {
+  int64_t rem = m % EM_DOT_ROWS, main = m - rem;
+  tails[0] = tails[1] = 0;
+  if (rem == 2 && main >= EM_DOT_ROWS) {
+    main -= EM_DOT_ROWS;
+    tails[0] = tails[1] = 4;
+  } else if (rem == 1 && main >= EM_DOT_ROWS) {
+    main -= EM_DOT_ROWS;
+    tails[0] = 4;
+    tails[1] = 3;
+  } else {
+    tails[0] = (uint32_t)rem;
+  }
+  return main;
+}
+
 /* One column panel: every row tile. */
 static void dot_panel(emitter_t *em, const nest_t *n, void *p) {
   dot_ctx_t *c = p;
   if (n->lanes)
     c->panel = em_op2(em, "arith.divui", n->idx[0], em_cidx(em, n->lanes), "index");
-  const int64_t main = c->m / EM_DOT_ROWS * EM_DOT_ROWS, rem = c->m - main;
+  uint32_t tails[2];
+  const int64_t main = dot_row_split(c->m, tails);
   if (main > 0) {
     c->rows = EM_DOT_ROWS;
     if (main == EM_DOT_ROWS) {
@@ -601,10 +626,12 @@ static void dot_panel(emitter_t *em, const nest_t *n, void *p) {
       em_close(em, "}");
     }
   }
-  if (rem > 0) {
-    c->rows = (uint32_t)rem;
-    c->i0 = em_cidx(em, main);
+  int64_t row = main;
+  for (int t = 0; t < 2 && tails[t]; t++) {
+    c->rows = tails[t];
+    c->i0 = em_cidx(em, row);
     dot_tile(em, n, c);
+    row += tails[t];
   }
 }
 
@@ -629,10 +656,31 @@ static void tcopy_body(emitter_t *em, const nest_t *n, void *p) {
   em_mem_write(em, c->dst, c->to, n->idx, n, v, NULL);
 }
 
+/* A software prefetch of v[i, j] (rank 2, in bounds). */
+static void em_prefetch2(emitter_t *em, const view_t *v, ssa_t i, ssa_t j) {
+  tstr_t vt = em_view_type(em, v);
+  em_line(em, "memref.prefetch %s[%s, %s], read, locality<3>, data : %s", v->name.s, i.s, j.s,
+          vt.s);
+}
+
+/* How many rows ahead the packing of B prefetches its source. */
+enum { DOT_PACK_AHEAD = 8 };
+
 /* Bp[j / L, k, j % L] = convert(B[k, j] or B[j, k]), zero past N. */
 static void pack_body(emitter_t *em, const nest_t *n, void *p) {
   tcopy_ctx_t *c = p;
   ssa_t k = n->idx[0], j = n->idx[1];
+  if (!c->transpose && n->lanes && c->src->kind == EX_MEM && !c->src->mask &&
+      c->src->rank == 2 && c->src->dims[0] > DOT_PACK_AHEAD) {
+    /* The B block of a grid step is usually new (from L3 or memory), rows
+     * a multiple of 4 KiB apart: a read DOT_PACK_AHEAD rows ahead keeps
+     * several lines in flight (the packing of a 128^3 step's B took 13% of
+     * the 1024^3 matmul, waiting on those lines one row at a time).
+     * Clamped to the last row: no address outside the block. */
+    ssa_t ahead = em_op2(em, "arith.minui", em_iaddc(em, k, DOT_PACK_AHEAD),
+                         em_cidx(em, c->src->dims[0] - 1), "index");
+    em_prefetch2(em, &c->src->mem, ahead, j);
+  }
   ssa_t idx[2] = {k, j};
   if (c->transpose) {
     idx[0] = j;
