@@ -180,7 +180,7 @@ def run_figure(name: str, threads: int, rounds: int, quick: bool) -> dict:
         inner = 5 if quick else 20
     fig = {"figure": f"matmul/{name}" + (f"-t{threads}" if threads > 1 else ""), "label": label,
            "unit": unit, "tessera": None, "anchor": None,
-           "anchor_name": f"OpenBLAS {np.__version__ and 'sgemm'} (numpy {np.__version__}, "
+           "anchor_name": f"OpenBLAS sgemm (numpy {np.__version__}, "
                           f"{threads} thread{'s' if threads > 1 else ''})",
            "goal": 1.0}
     # One thread: the process's CPU time, which other processes on the
