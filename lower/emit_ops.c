@@ -506,7 +506,22 @@ typedef struct dot_ctx {
   ssa_t panel;           /* packed panel index of the tile's columns */
   uint32_t rows;
   int64_t m;
+  /* Packing one panel at a time (B [K,N] read along N): the source, its
+   * column count, and whether the tiles prefetch the next panel's lines. */
+  const expr_t *bsrc;
+  int64_t ncols;
+  bool prefetch_next;
 } dot_ctx_t;
+
+/* A software prefetch of v[i, j] (rank 2, in bounds) into L2, not L1
+ * (locality 2: prefetcht1 on x86). The lines prefetched are B's rows, often
+ * a multiple of 4 KiB apart: into L1 they would all go to one set and evict
+ * the lines of A and of the packed panel that share it. */
+static void em_prefetch2(emitter_t *em, const view_t *v, ssa_t i, ssa_t j) {
+  tstr_t vt = em_view_type(em, v);
+  em_line(em, "memref.prefetch %s[%s, %s], read, locality<2>, data : %s", v->name.s, i.s, j.s,
+          vt.s);
+}
 
 /* One tile: rows x lanes outputs at (i0, j), accumulated over k in registers. */
 static void dot_tile(emitter_t *em, const nest_t *n, dot_ctx_t *c) {
@@ -536,6 +551,12 @@ static void dot_tile(emitter_t *em, const nest_t *n, dot_ctx_t *c) {
   }
   em_open(em, "%s:%u = scf.for %s = %s to %s step %s iter_args(%s) -> (%s) {", res.s, c->rows,
           kv.s, em_cidx(em, 0).s, em_cidx(em, c->k).s, em_cidx(em, 1).s, iters, types);
+  if (c->prefetch_next) {
+    /* the next panel's line of this k row (the last panel: its own) */
+    ssa_t j1 = em_op2(em, "arith.minui", em_iaddc(em, n->idx[0], n->lanes),
+                      em_cidx(em, c->ncols - 1), "index");
+    em_prefetch2(em, &c->bsrc->mem, kv, j1);
+  }
   ssa_t bv;
   nest_t sn = *n;
   sn.masked = false;
@@ -584,12 +605,66 @@ static void dot_tile(emitter_t *em, const nest_t *n, dot_ctx_t *c) {
   }
 }
 
+/* Bp[0, k, 0 ..] = convert(B[k, j0 ..]) for every k (zero past N): the
+ * panel of columns j0 .. j0 + lanes - 1, packed just before its tiles use
+ * it. Its source lines were prefetched by the previous panel's tiles. */
+static void dot_pack_panel(emitter_t *em, const nest_t *n, dot_ctx_t *c) {
+  ssa_t k = em_for_open(em, em_dimc(0), em_dimc(c->k), 1);
+  nest_t pn = *n;
+  pn.rank = 2;
+  pn.idx[0] = k;
+  pn.idx[1] = n->idx[0];
+  ssa_t v = ex_read(em, c->bsrc, pn.idx, &pn);
+  v = em_convert(em, v, c->bsrc->dtype, c->acc_dtype, n->lanes);
+  if (n->masked) /* the tail panel: zeros in the padding */
+    v = em_select(em, n->mask, v,
+                  em_is_float(c->acc_dtype) ? em_cf32(em, n->lanes, 0.0f)
+                                            : em_cint(em, em_compute(c->acc_dtype), n->lanes, 0),
+                  em_compute(c->acc_dtype), n->lanes, true);
+  ssa_t zero = em_cidx(em, 0);
+  ssa_t pidx[3] = {zero, k, zero};
+  nest_t wn = pn;
+  wn.masked = false; /* the padding is written too */
+  wn.rank = 3;
+  em_mem_write(em, &c->b, c->acc_dtype, pidx, &wn, v, NULL);
+  em_close(em, "}");
+}
+
+/* How the rows of a panel split into tiles: `main` rows in tiles of
+ * EM_DOT_ROWS, then up to two tail tiles. A tile of r rows keeps 2r
+ * accumulator registers (f32, 16 lanes) in flight; the FMA unit needs about
+ * 8 independent chains (latency 4 x 2 pipes) to stay busy, so a 2-row tile
+ * (4 chains) runs at half speed: 128 rows as 21 x 6 + 2 spent 9% of the
+ * 1024^3 matmul in that 2-row tile. A remainder of 2 is taken as 4 + 4 (one
+ * 6-row tile less) and a remainder of 1 as 4 + 3. The tiling changes no
+ * result: every element is its own chain over k, in k order. */
+static int64_t dot_row_split(int64_t m, uint32_t tails[2]) {
+  int64_t rem = m % EM_DOT_ROWS, main = m - rem;
+  tails[0] = tails[1] = 0;
+  if (rem == 2 && main >= EM_DOT_ROWS) {
+    main -= EM_DOT_ROWS;
+    tails[0] = tails[1] = 4;
+  } else if (rem == 1 && main >= EM_DOT_ROWS) {
+    main -= EM_DOT_ROWS;
+    tails[0] = 4;
+    tails[1] = 3;
+  } else {
+    tails[0] = (uint32_t)rem;
+  }
+  return main;
+}
+
 /* One column panel: every row tile. */
 static void dot_panel(emitter_t *em, const nest_t *n, void *p) {
   dot_ctx_t *c = p;
-  if (n->lanes)
+  if (c->bsrc) {
+    dot_pack_panel(em, n, c);
+    c->panel = em_cidx(em, 0);
+  } else if (n->lanes) {
     c->panel = em_op2(em, "arith.divui", n->idx[0], em_cidx(em, n->lanes), "index");
-  const int64_t main = c->m / EM_DOT_ROWS * EM_DOT_ROWS, rem = c->m - main;
+  }
+  uint32_t tails[2];
+  const int64_t main = dot_row_split(c->m, tails);
   if (main > 0) {
     c->rows = EM_DOT_ROWS;
     if (main == EM_DOT_ROWS) {
@@ -601,10 +676,12 @@ static void dot_panel(emitter_t *em, const nest_t *n, void *p) {
       em_close(em, "}");
     }
   }
-  if (rem > 0) {
-    c->rows = (uint32_t)rem;
-    c->i0 = em_cidx(em, main);
+  int64_t row = main;
+  for (int t = 0; t < 2 && tails[t]; t++) {
+    c->rows = tails[t];
+    c->i0 = em_cidx(em, row);
     dot_tile(em, n, c);
+    row += tails[t];
   }
 }
 
@@ -629,10 +706,24 @@ static void tcopy_body(emitter_t *em, const nest_t *n, void *p) {
   em_mem_write(em, c->dst, c->to, n->idx, n, v, NULL);
 }
 
+/* How many rows ahead the packing of B prefetches its source. */
+enum { DOT_PACK_AHEAD = 8 };
+
 /* Bp[j / L, k, j % L] = convert(B[k, j] or B[j, k]), zero past N. */
 static void pack_body(emitter_t *em, const nest_t *n, void *p) {
   tcopy_ctx_t *c = p;
   ssa_t k = n->idx[0], j = n->idx[1];
+  if (!c->transpose && n->lanes && c->src->kind == EX_MEM && !c->src->mask &&
+      c->src->rank == 2 && c->src->dims[0] > DOT_PACK_AHEAD) {
+    /* The B block of a grid step is usually new (from L3 or memory), rows
+     * a multiple of 4 KiB apart: a read DOT_PACK_AHEAD rows ahead keeps
+     * several lines in flight (the packing of a 128^3 step's B took 13% of
+     * the 1024^3 matmul, waiting on those lines one row at a time).
+     * Clamped to the last row: no address outside the block. */
+    ssa_t ahead = em_op2(em, "arith.minui", em_iaddc(em, k, DOT_PACK_AHEAD),
+                         em_cidx(em, c->src->dims[0] - 1), "index");
+    em_prefetch2(em, &c->src->mem, ahead, j);
+  }
   ssa_t idx[2] = {k, j};
   if (c->transpose) {
     idx[0] = j;
@@ -759,8 +850,16 @@ void em_op_dot(emitter_t *em, const tsr_op_t *op) {
   c.k = a->type.dims[1];
   if (op->num_operands > 2) c.acc = operand_expr(em, op->operands[2]);
   uint32_t lanes = em_pick_lanes(nn);
+  expr_t *bsrc = lanes && !tr ? operand_expr(em, b) : NULL;
+  if (bsrc && !ex_vectorizable(bsrc)) bsrc = NULL;
+  const bool prefetch = bsrc && bsrc->kind == EX_MEM && !bsrc->mask && bsrc->rank == 2;
+  if (prefetch) {
+    /* the first panel's source lines, in flight while A is copied */
+    ssa_t k = em_for_open(em, em_dimc(0), em_dimc(c.k), 1);
+    em_prefetch2(em, &bsrc->mem, k, em_cidx(em, 0));
+    em_close(em, "}");
+  }
   c.a = dot_pack_a(em, a, c.acc_dtype);
-  c.b = lanes ? dot_pack(em, b, c.acc_dtype, tr, lanes) : dot_operand(em, b, c.acc_dtype, tr);
   /* The accumulator may be a load of the ref the result is stored into
    * (`%s = load %c; %p = dot %x, %y, %s; store %c, %p`): each tile reads its
    * elements before it writes them, so that is done in place; any other
@@ -772,9 +871,23 @@ void em_op_dot(emitter_t *em, const tsr_op_t *op) {
     c.acc = mem_expr(em, t, c.out_dtype);
   }
   c.dst = &dst;
-  if (dst.strides[1] != 1 || (c.acc && !ex_vectorizable(c.acc))) {
+  const bool vector_tiles = lanes && dst.strides[1] == 1 && !(c.acc && !ex_vectorizable(c.acc));
+  if (vector_tiles && bsrc && !ex_reads_root(bsrc, dst.root)) {
+    /* B [K,N] read along N: packed one panel at a time into one [K, lanes]
+     * buffer that stays in L1, each panel's source lines prefetched while
+     * the previous panel is multiplied (the B block of a grid step is
+     * usually new, from L3 or memory; packed all at once, the packing
+     * waited on those lines). B must not be the memory the tiles write:
+     * later panels are read after earlier ones are stored. */
+    c.bsrc = bsrc;
+    c.ncols = nn;
+    c.prefetch_next = prefetch;
+    c.b = em_buffer(em, c.acc_dtype, 3, (int64_t[]){1, c.k, lanes});
+  } else if (vector_tiles) {
+    c.b = dot_pack(em, b, c.acc_dtype, tr, lanes);
+  } else {
     /* scalar tiles: B unpacked */
-    if (lanes) c.b = dot_operand(em, b, c.acc_dtype, tr);
+    c.b = dot_operand(em, b, c.acc_dtype, tr);
     lanes = 0;
   }
   dimv_t ext[1] = {em_dimc(nn)};
