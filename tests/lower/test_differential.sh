@@ -18,6 +18,12 @@
 # (floats too; any NaN equals any NaN): the generated code's results must not
 # depend on the CPU features it may use.
 #
+# With $DIFF_REFERENCE_TESSERA set (another build's tessera binary, e.g. of
+# an earlier commit), the reference run is that binary's cpu backend, and
+# every output must equal it bit for bit the same way: a change to the
+# lowering that must not change results (a faster exp, say) is checked
+# against the build before it. Not run by meson (it needs the other build).
+#
 #   test_differential.sh [RANDOM_COUNT [SEED]]   (default 0 random kernels)
 set -u
 
@@ -51,7 +57,7 @@ compare() {
 import sys, os
 import numpy as np, ml_dtypes
 a_dir, b_dir = sys.argv[1:3]
-exact = bool(os.environ.get("DIFF_CPU_TARGET"))
+exact = bool(os.environ.get("DIFF_CPU_TARGET") or os.environ.get("DIFF_REFERENCE_TESSERA"))
 bad = []
 names = sorted(os.listdir(a_dir))
 if names != sorted(os.listdir(b_dir)):
@@ -96,7 +102,10 @@ check_kernel() {
   local desc="${file#"$SRC"/} @$kernel${*:+ $*}"
   local dir_i=$tmp/i dir_c=$tmp/c
   rm -rf "$dir_i" "$dir_c"
-  if [[ -n ${DIFF_CPU_TARGET:-} ]]; then
+  if [[ -n ${DIFF_REFERENCE_TESSERA:-} ]]; then
+    "$DIFF_REFERENCE_TESSERA" run "$file" --kernel "$kernel" --backend cpu \
+      --random-inputs 5 --out-dir "$dir_i" -q "$@" >"$tmp/out_i" 2>"$tmp/err_i"
+  elif [[ -n ${DIFF_CPU_TARGET:-} ]]; then
     TESSERA_CPU_TARGET=$DIFF_CPU_TARGET "$T" run "$file" --kernel "$kernel" --backend cpu \
       --random-inputs 5 --out-dir "$dir_i" -q "$@" >"$tmp/out_i" 2>"$tmp/err_i"
   else
