@@ -306,6 +306,7 @@ tsr_status_t tsr_lower_emit_mlir(const tsr_kernel_t *kernel, uint32_t flags,
     tsr_strbuf_deinitialize(&frame_end);
     tsr_strbuf_puts(out, "    return\n  }\n");
     if (em.need_log1pf) tsr_strbuf_puts(out, "  func.func private @log1pf(f32) -> f32\n");
+    if (em.need_expf_table) em_expf_table(out);
     tsr_strbuf_puts(out, "}\n");
     if (out->failed) em_fail(&em, TSR_OOM());
   }

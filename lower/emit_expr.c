@@ -48,6 +48,90 @@ ssa_t em_libm_call(emitter_t *em, const char *name, ssa_t x, uint32_t lanes) {
   return acc;
 }
 
+/* exp on f32: glibc's expf (2.28 and later; sysdeps/ieee754/flt-32/e_expf.c)
+ * as its x86-64 FMA variant __expf_fma computes it, written out on vectors
+ * instead of a libm call per lane (which cost flash attention a fifth of its
+ * time). The steps and their rounding are those of __expf_fma's code: in
+ * f64, x * N/ln2 (N = 32) split into k + r with fused multiply-adds, 2^(k/N)
+ * from the 32-entry table and k's bits, a cubic in r (fused), times the
+ * scale, rounded once to f32; the special cases of its slow path (NaN: x+x,
+ * overflow: +inf, underflow: 0, and the "may underflow" range: 0x1p-149) as
+ * selects. Checked against this host's expf on all 2^32 inputs, bit for bit
+ * (docs/lowering.md, "exp"). math.fma is an FMA instruction at x86-64-v3 and
+ * libm's exact fma at the baseline: the same bits at every level. */
+static const uint64_t expf_table[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+
+void em_expf_table(tsr_strbuf_t *out) {
+  tsr_strbuf_puts(out, "  memref.global \"private\" constant @tsr_expf_table : memref<32xi64> = dense<[");
+  for (int i = 0; i < 32; i++)
+    tsr_strbuf_printf(out, "%s%lld", i ? ", " : "", (long long)expf_table[i]);
+  tsr_strbuf_puts(out, "]> {alignment = 64 : i64}\n");
+}
+
+static ssa_t cf64_bits(emitter_t *em, uint32_t lanes, uint64_t bits) {
+  char lit[48];
+  snprintf(lit, sizeof lit, lanes ? "dense<0x%016llX>" : "0x%016llX", (unsigned long long)bits);
+  return em_const(em, em_vtype("f64", lanes).s, lit);
+}
+
+static ssa_t em_expf(emitter_t *em, ssa_t x, uint32_t lanes) {
+  tstr_t F = em_vtype("f32", lanes), D = em_vtype("f64", lanes), L = em_vtype("i64", lanes);
+  tstr_t I = em_vtype("i32", lanes), B = em_vtype("i1", lanes);
+  em->need_expf_table = true;
+  ssa_t inv = cf64_bits(em, lanes, 0x40471547652b82feull);   /* N/ln2 */
+  ssa_t shift = cf64_bits(em, lanes, 0x4338000000000000ull); /* 0x1.8p52 */
+  ssa_t c0 = cf64_bits(em, lanes, 0x3ebc6af84b912394ull);
+  ssa_t c1 = cf64_bits(em, lanes, 0x3f2ebfce50fac4f3ull);
+  ssa_t c2 = cf64_bits(em, lanes, 0x3f962e42ff0c52d6ull);
+  ssa_t one = cf64_bits(em, lanes, 0x3ff0000000000000ull);
+  ssa_t xd = em_cast(em, "arith.extf", x, F.s, D.s);
+  ssa_t kd0 = em_fresh(em), r = em_fresh(em), z = em_fresh(em), y1 = em_fresh(em), y2 = em_fresh(em);
+  em_line(em, "%s = math.fma %s, %s, %s : %s", kd0.s, inv.s, xd.s, shift.s, D.s);
+  ssa_t ki = em_cast(em, "arith.bitcast", kd0, D.s, L.s);
+  ssa_t kd = em_op2(em, "arith.subf", kd0, shift, D.s);
+  ssa_t nkd = em_op1(em, "arith.negf", kd, D.s);
+  em_line(em, "%s = math.fma %s, %s, %s : %s", r.s, inv.s, xd.s, nkd.s, D.s);
+  /* the table entry of k mod N */
+  ssa_t j = em_cast(em, "arith.trunci", em_op2(em, "arith.andi", ki, em_cint(em, "i64", lanes, 31), L.s),
+                    L.s, I.s);
+  ssa_t tab = em_fresh(em), entry = em_fresh(em);
+  em_line(em, "%s = memref.get_global @tsr_expf_table : memref<32xi64>", tab.s);
+  if (lanes) {
+    em_line(em, "%s = vector.gather %s[%s][%s], %s, %s : memref<32xi64>, %s, %s, %s into %s",
+            entry.s, tab.s, em_cidx(em, 0).s, j.s, em_cbool(em, lanes, true).s,
+            em_cint(em, "i64", lanes, 0).s, I.s, B.s, L.s, L.s);
+  } else {
+    ssa_t ji = em_cast(em, "arith.index_cast", j, "i32", "index");
+    em_line(em, "%s = memref.load %s[%s] : memref<32xi64>", entry.s, tab.s, ji.s);
+  }
+  ssa_t t = em_op2(em, "arith.addi", entry,
+                   em_op2(em, "arith.shli", ki, em_cint(em, "i64", lanes, 47), L.s), L.s);
+  ssa_t s = em_cast(em, "arith.bitcast", t, L.s, D.s);
+  em_line(em, "%s = math.fma %s, %s, %s : %s", z.s, r.s, c0.s, c1.s, D.s);
+  ssa_t r2 = em_op2(em, "arith.mulf", r, r, D.s);
+  em_line(em, "%s = math.fma %s, %s, %s : %s", y1.s, r.s, c2.s, one.s, D.s);
+  em_line(em, "%s = math.fma %s, %s, %s : %s", y2.s, z.s, r2.s, y1.s, D.s);
+  ssa_t y = em_op2(em, "arith.mulf", y2, s, D.s);
+  ssa_t res = em_cast(em, "arith.truncf", y, D.s, F.s);
+  /* the slow path's results */
+  ssa_t over = em_cmp(em, "cmpf", "ogt", x, em_cf32_bits(em, lanes, 0x42b17217u), F.s);
+  res = em_select(em, over, em_cf32_bits(em, lanes, 0x7f800000u), res, "f32", lanes, true);
+  ssa_t maybe = em_cmp(em, "cmpf", "olt", x, em_cf32_bits(em, lanes, 0xc2ce8ecfu), F.s);
+  res = em_select(em, maybe, em_cf32_bits(em, lanes, 0x00000001u), res, "f32", lanes, true);
+  ssa_t under = em_cmp(em, "cmpf", "olt", x, em_cf32_bits(em, lanes, 0xc2cff1b4u), F.s);
+  res = em_select(em, under, em_cf32(em, lanes, 0.0f), res, "f32", lanes, true);
+  ssa_t nan = em_cmp(em, "cmpf", "uno", x, x, F.s);
+  return em_select(em, nan, em_op2(em, "arith.addf", x, x, F.s), res, "f32", lanes, true);
+}
+
 /* An elementwise opcode with no lowering for its element type: an error
  * naming the op and its location (never a result), and a placeholder value
  * so that the op being emitted can finish before emission stops. */
@@ -160,7 +244,7 @@ static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t l
       ssa_t r = em_select(em, lt, em_cf32(em, lanes, -1.0f), a[0], "f32", lanes, true);
       return em_select(em, gt, em_cf32(em, lanes, 1.0f), r, "f32", lanes, true);
     }
-    flt_EXP: return em_op1(em, "math.exp", a[0], T);
+    flt_EXP: return em_expf(em, a[0], lanes);
     flt_EXP2: return em_op1(em, "math.exp2", a[0], T);
     flt_LOG: return em_op1(em, "math.log", a[0], T);
     /* convert-math-to-llvm makes math.log1p log(1 + x), inexact near 0 */
@@ -175,7 +259,7 @@ static ssa_t float_op(emitter_t *em, tsr_opcode_t op, const ssa_t *a, uint32_t l
       /* as interp/blockops.c logistic_f: no overflow for large |a| */
       ssa_t m = em_op1(em, "math.absf", a[0], T);
       m = em_op1(em, "arith.negf", m, T);
-      ssa_t e = em_op1(em, "math.exp", m, T);
+      ssa_t e = em_expf(em, m, lanes);
       ssa_t one = em_cf32(em, lanes, 1.0f);
       ssa_t d = em_op2(em, "arith.addf", one, e, T);
       ssa_t r = em_op2(em, "arith.divf", one, d, T);

@@ -204,6 +204,7 @@ struct emitter {
   const tsr_op_t **user; /* per value id: the only user, when uses == 1 */
   bool *stored;       /* per value id (refs): some store writes it */
   bool need_log1pf;   /* declare func.func private @log1pf */
+  bool need_expf_table; /* define the global @tsr_expf_table (em_expf_table) */
   root_t *roots;
   uint32_t num_roots, roots_capacity;
   prolog_const_t *consts;
@@ -446,6 +447,8 @@ ssa_t em_bitcast(emitter_t *em, ssa_t x, tsr_dtype_t from, tsr_dtype_t to,
 /* libm's `name` (f32 -> f32) on each lane (scalar calls, exact as the
  * interpreter's). */
 ssa_t em_libm_call(emitter_t *em, const char *name, ssa_t x, uint32_t lanes);
+/* the constant table of exp's expansion, a module-level memref.global */
+void em_expf_table(tsr_strbuf_t *out);
 /* Float max (is_max) or min exactly as the interpreter's (NaN of a first). */
 ssa_t em_fmax(emitter_t *em, ssa_t a, ssa_t b, uint32_t lanes, bool is_max);
 /* Rounds an f32 compute value to the value set of a float dtype. */
