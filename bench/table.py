@@ -118,7 +118,7 @@ BENCHES: list[Bench] = [
         Expect(("interp", "thread"), "interpreter, parallel grid: N threads vs 1",
                "1 thread", None),
         Expect(("xdist",), "pytest -n 2 vs -n 1 over a suite of kernels", "1 worker", None),
-    ], cli=True),
+    ]),
     Bench("frontend", ["bench/bench_frontend.py", "bench/bench_frontend.sh",
                        "bench/python/bench_frontend.py"], [], ["--quick"], [
         Expect(("front",), "front end (parse + verify + prepare) per op, 6.5k-op kernel, "

@@ -111,20 +111,25 @@ kernel @attn_dot
 
 def executable(text: str, threads: int):
     kernel = tessera.Module.parse(text)[0]
-    if threads <= 1:
-        return tessera.compile(kernel, backend="cpu")
+    # Always say the count: the default is every available core.
     try:
         return tessera.compile(kernel, backend="cpu", threads=threads)
     except (TypeError, ValueError, tessera.TesseraError):
-        return None  # this tessera has no host thread pool
+        if threads <= 1:  # a tessera without a host thread pool runs on one
+            return tessera.compile(kernel, backend="cpu")
+        return None
 
 
-def interleaved(fa, fb, rounds: int, inner: int, clock):
+def interleaved(fa, fb, rounds: int, inner: int, clock, pause: float = 0.0):
     """Medians of fa and fb, alternated `rounds` times, `inner` calls each."""
     ta, tb = [], []
     fa(), fb()  # warm
     for r in range(rounds):
         for f, ts in ((fa, ta), (fb, tb)) if r % 2 == 0 else ((fb, tb), (fa, ta)):
+            # OpenBLAS's worker threads keep spinning for a while after a
+            # call; timed right after one, a multi-threaded tessera run
+            # finds its cores taken. Let them go to sleep first.
+            time.sleep(pause)
             t = clock()
             for _ in range(inner):
                 f()
@@ -192,7 +197,8 @@ def run_figure(name: str, threads: int, rounds: int, quick: bool) -> dict:
         run = lambda: exe._run_buffers(addrs)  # noqa: E731
         run()
         check(out_t, want, name)
-        tt, tb = interleaved(run, anchor_fn, rounds, inner, clock)
+        tt, tb = interleaved(run, anchor_fn, rounds, inner, clock,
+                             0.2 if threads > 1 else 0.0)
         fig["tessera"] = round(tt / per * scale, 4)
     else:
         tb = interleaved(anchor_fn, anchor_fn, rounds, inner, clock)[0]
