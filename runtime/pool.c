@@ -8,6 +8,7 @@
  * thread is busy with other runs' batches (no deadlock, however many runs
  * share the pool). A fork()ed child starts with an empty pool. */
 #define _GNU_SOURCE
+#include <fenv.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -27,6 +28,10 @@ typedef struct pool_task {
 typedef struct pool_batch {
   void (*fn)(void *ctx, uint32_t index);
   void *ctx;
+  /* the caller's floating-point environment (rounding, flush-to-zero):
+   * a pool thread keeps the one of the thread that created it, which may
+   * be any earlier caller's (XLA sets flush-to-zero around its calls) */
+  fenv_t env;
   uint32_t left; /* tasks not finished, under pool.mu */
   pthread_cond_t done;
 } pool_batch_t;
@@ -54,7 +59,11 @@ static void register_atfork(void) { pthread_atfork(NULL, NULL, pool_after_fork);
 static void run_task(pool_task_t *t) {
   pool_batch_t *b = t->batch;
   pthread_mutex_unlock(&pool.mu);
+  fenv_t own;
+  fegetenv(&own);
+  fesetenv(&b->env);
   b->fn(b->ctx, t->index);
+  fesetenv(&own);
   pthread_mutex_lock(&pool.mu);
   if (--b->left == 0) pthread_cond_broadcast(&b->done);
 }
@@ -97,7 +106,8 @@ void tsr_pool_run(uint32_t n, void (*fn)(void *ctx, uint32_t index), void *ctx) 
   }
   pthread_once(&atfork_once, register_atfork);
   pool_task_t *tasks = tsr_calloc(n, sizeof *tasks);
-  pool_batch_t batch = {fn, ctx, n, PTHREAD_COND_INITIALIZER};
+  pool_batch_t batch = {.fn = fn, .ctx = ctx, .left = n, .done = PTHREAD_COND_INITIALIZER};
+  fegetenv(&batch.env);
   if (!tasks) { /* no memory: the caller's thread runs them all */
     for (uint32_t i = 0; i < n; i++) fn(ctx, i);
     return;
