@@ -7,6 +7,7 @@
  * signature (lower/lower_api.h) that walk their points as generated code
  * does. In suite 'cache', so that it also runs under ThreadSanitizer. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <fenv.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -463,6 +464,41 @@ TSR_TEST(the_default_is_the_cores_this_process_may_use) {
   unsetenv("TESSERA_THREADS");
 }
 
+/* A pool thread inherits the floating-point environment of the thread that
+ * created it (XLA's calls run with flush-to-zero); a task must run in its
+ * caller's instead. Threads made under downward rounding, then tasks from a
+ * caller that rounds to nearest: every task's 1/3 is the caller's. */
+enum { FENV_TASKS = 48 };
+static float fenv_results[FENV_TASKS];
+
+static void divide_task(void *ctx, uint32_t i) {
+  (void)ctx;
+  volatile float one = 1.0f, three = 3.0f;
+  fenv_results[i] = one / three;
+}
+
+static void *spawn_under_downward(void *unused) {
+  (void)unused;
+  fesetround(FE_DOWNWARD);
+  tsr_pool_run(FENV_TASKS, divide_task, NULL);
+  return NULL;
+}
+
+TSR_TEST(tasks_run_in_their_callers_floating_point_environment) {
+  pthread_t th;
+  pthread_create(&th, NULL, spawn_under_downward, NULL);
+  pthread_join(th, NULL);
+  volatile float one = 1.0f, three = 3.0f;
+  const float want = one / three;
+  bool all_downward = true;
+  for (int i = 0; i < FENV_TASKS; i++) all_downward = all_downward && fenv_results[i] != want;
+  TSR_CHECK(all_downward); /* the downward caller's tasks rounded down */
+  tsr_pool_run(FENV_TASKS, divide_task, NULL);
+  int same = 0;
+  for (int i = 0; i < FENV_TASKS; i++) same += fenv_results[i] == want;
+  TSR_CHECK_EQ_INT(same, FENV_TASKS);
+}
+
 int main(void) {
   grid_module = parse(grid_tsr);
   tsr_status_t s = grid_module ? NULL : TSR_STATUS(TSR_INVALID_ARGUMENT, "grid kernel");
@@ -476,6 +512,7 @@ int main(void) {
     return 1;
   }
   TSR_RUN(matmul_like_kernels_split);
+  TSR_RUN(tasks_run_in_their_callers_floating_point_environment);
   TSR_RUN(scratch_splits_only_when_each_point_writes_it_first);
   TSR_RUN(prints_outputs_fixed_along_the_split_and_input_writes_do_not_split);
   TSR_RUN(threads_share_the_points_in_contiguous_parts);
