@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,6 +38,7 @@
 #include <mlir-c/Target/LLVMIR.h>
 #include <mlir-c/Transforms.h>
 
+#include "base/pool.h"
 #include "lower/lower_internal.h"
 #include "lower/split.h"
 
@@ -690,24 +690,16 @@ static tsr_status_t optimize(LLVMModuleRef m, LLVMTargetMachineRef tm, int opt_l
 #define OBJECT_INSTS 400
 
 
-/* Host threads for compiling a kernel's objects: $TESSERA_LOWER_THREADS,
- * else $TESSERA_THREADS (the run option's variable), else the cores this
- * process may run on (sched_getaffinity: taskset is honoured). */
+/* Host threads for compiling a kernel's objects: $TESSERA_LOWER_THREADS
+ * (tests), else what a run would use (tsr_host_threads: $TESSERA_THREADS,
+ * else the cores this process may run on). */
 static unsigned compile_threads(void) {
-  const char *names[] = {"TESSERA_LOWER_THREADS", "TESSERA_THREADS"};
-  for (size_t i = 0; i < 2; i++) {
-    const char *env = getenv(names[i]);
-    if (env && *env) {
-      long n = strtol(env, NULL, 10);
-      if (n >= 1) return n > 256 ? 256u : (unsigned)n;
-    }
+  const char *env = getenv("TESSERA_LOWER_THREADS");
+  if (env && *env) {
+    long n = strtol(env, NULL, 10);
+    if (n >= 1) return n > MAX_OBJECTS ? MAX_OBJECTS : (unsigned)n;
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-    return (unsigned)CPU_COUNT(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n >= 1 ? (unsigned)n : 1u;
+  return tsr_host_threads(0);
 }
 
 static size_t count_instructions(LLVMValueRef f) {
@@ -931,23 +923,18 @@ typedef struct job_queue {
   atomic_uint next;
 } job_queue_t;
 
-static void *object_worker(void *arg) {
+/* A pool task: takes the next job until none is left. */
+static void object_worker(void *arg, uint32_t index) {
+  (void)index;
   job_queue_t *q = arg;
   for (unsigned i; (i = atomic_fetch_add(&q->next, 1)) < q->n;) run_object_job(&q->jobs[i]);
-  return NULL;
 }
 
-/* Runs the jobs on up to `threads` threads, this one included. */
+/* Runs the jobs on up to `threads` threads of the pool, this one included. */
 static void run_object_jobs(object_job_t *jobs, unsigned n, unsigned threads) {
   job_queue_t q = {.jobs = jobs, .n = n};
   atomic_init(&q.next, 0);
-  pthread_t tids[MAX_OBJECTS];
-  unsigned started = 0;
-  if (threads > n) threads = n;
-  while (started + 1 < threads && pthread_create(&tids[started], NULL, object_worker, &q) == 0)
-    started++;
-  object_worker(&q);
-  for (unsigned i = 0; i < started; i++) pthread_join(tids[i], NULL);
+  tsr_pool_run(threads < n ? threads : n, object_worker, &q);
 }
 
 static void free_object_jobs(object_job_t *jobs, unsigned k) {

@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "base/hashtable.h"
+#include "base/pool.h"
 #include "base/sort.h"
 #include "interp/blockops.h"
 #include "interp/interp_runtime.h"
@@ -1193,7 +1194,7 @@ tsr_status_t tsr_cpu_run(void (*entry)(void **), const tsr_cpu_info_t *info,
   return tsr_cpu_run_with(entry, info, operands, args, num_memrefs, options, NULL, NULL);
 }
 
-/* A host thread's share of the run: worker `i` (runtime/pool.c). */
+/* A host thread's share of the run: worker `i` (base/pool.c). */
 static void worker_main(void *ctx, uint32_t i) {
   crun_t *r = ctx;
   tsr_runtime_binding_t *saved = tsr_runtime_bound();

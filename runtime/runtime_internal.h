@@ -234,12 +234,6 @@ typedef struct tsr_runtime_binding {
  * returns the binding it replaces, for tsr_runtime_bind to restore. */
 tsr_runtime_binding_t *tsr_runtime_bind(tsr_runtime_binding_t *binding);
 
-/* Host threads (runtime/pool.c): the count a run uses for the option value
- * `requested` (0: $TESSERA_THREADS, else the cores sched_getaffinity
- * allows), and fn(ctx, i) for i in [0, n), i = 0 on the caller's thread,
- * the others on the process's pool; returns when all have returned. */
-uint32_t tsr_host_threads(uint32_t requested);
-void tsr_pool_run(uint32_t n, void (*fn)(void *ctx, uint32_t index), void *ctx);
 /* The binding of this thread, NULL for the process's. */
 tsr_runtime_binding_t *tsr_runtime_bound(void);
 

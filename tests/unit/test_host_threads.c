@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/pool.h"
 #include "ir/ir.h"
 #include "lower/lower_api.h"
 #include "runtime/runtime_internal.h"

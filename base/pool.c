@@ -1,6 +1,7 @@
-/* Host threads (docs/semantics.md, "Host threads"): how many a run may use,
- * and one process-wide pool of them, made lazily and kept, so that a run
- * split over host threads starts no thread of its own after the first.
+/* Host threads (docs/semantics.md, "Host threads"): how many a caller may
+ * use, and one pool of them, made lazily and kept, so that a run split over
+ * host threads (or a long kernel's code generation) starts no thread of its
+ * own after the first.
  *
  * tsr_pool_run hands tasks 1..n-1 of a batch to the pool and runs task 0 on
  * the caller's thread; while it waits it runs its own batch's tasks that no
@@ -14,7 +15,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "runtime/runtime_internal.h"
+#include "base/base_internal.h"
+#include "base/pool.h"
 
 /* Threads the pool keeps at most; a run asking for more shares them. */
 #define POOL_MAX 256
