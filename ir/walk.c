@@ -368,12 +368,10 @@ bool tsr_ir_host_split_ok(const tsr_kernel_t *k, const char **why) {
       else if (d->revisit == TSR_REVISIT_ANY) reason = "an output's blocks may be revisited";
       else if (t->space != TSR_SPACE_VMEM && t->space != TSR_SPACE_SMEM)
         reason = "an output is not copied out block by block";
-      uint32_t fixed = tsr_ir_output_fixed_dims(k, d);
-      for (uint32_t g = split.first; !reason && g < split.end && g < 32; g++)
-        if ((fixed >> g & 1) && shape[g] != 1) reason = "an output is revisited along a split dim";
       /* Two parts must never write one block: an output block a part
        * enters in place (no revisit check runs for it) would be written by
-       * both at once. So each split dim is a block index of its own. */
+       * both at once. So each split dim is a block index of its own (which
+       * also rules out an output revisited along a split dim). */
       for (uint32_t g = split.first; !reason && g < split.end; g++)
         if (shape[g] != 1 && !map_yields_grid_index(d, g))
           reason = "an output's block index is not a split grid index itself";
