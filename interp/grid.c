@@ -55,14 +55,19 @@ static visits_t *visits_of(run_t *run, uint32_t j) {
   return vs;
 }
 
+/* Block b's record in the dense table (b in range: block_in_range). */
+static visit_rec_t *dense_rec(const visits_t *vs, const operand_plan_t *op, const int64_t *b) {
+  uint64_t at = 0;
+  for (uint32_t d = 0; d < op->array_rank; d++) at = at * (uint64_t)vs->counts[d] + (uint64_t)b[d];
+  return &vs->dense[at];
+}
+
 /* The record of block b (in range: block_in_range), or NULL if it was not
  * visited yet. */
 static visit_rec_t *visit_find(visits_t *vs, const operand_plan_t *op, const int64_t *b) {
   if (vs->dense) {
-    uint64_t at = 0;
-    for (uint32_t d = 0; d < op->array_rank; d++)
-      at = at * (uint64_t)vs->counts[d] + (uint64_t)b[d];
-    return vs->dense[at].seen ? &vs->dense[at] : NULL;
+    visit_rec_t *r = dense_rec(vs, op, b);
+    return r->seen ? r : NULL;
   }
   int64_t key[TSR_MAX_RANK] = {0};
   for (uint32_t d = 0; d < op->array_rank; d++) key[d] = b[d];
@@ -76,10 +81,7 @@ static void visit_add(visits_t *vs, const operand_plan_t *op, const int64_t *b,
                       uint64_t step, uint32_t core) {
   visit_rec_t rec = {step, step, core, true};
   if (vs->dense) {
-    uint64_t at = 0;
-    for (uint32_t d = 0; d < op->array_rank; d++)
-      at = at * (uint64_t)vs->counts[d] + (uint64_t)b[d];
-    vs->dense[at] = rec;
+    *dense_rec(vs, op, b) = rec;
     return;
   }
   visit_t *v = tsr_calloc(1, sizeof *v);
