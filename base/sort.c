@@ -433,14 +433,8 @@ static tsr_status_t sort_short_lines(tsr_sort_scratch_t *scratch, tsr_dtype_t dt
   return NULL;
 }
 
-tsr_status_t tsr_sort_block(tsr_dtype_t dtype, void *dst, const void *src, uint32_t rank,
-                            const int64_t *dims, uint32_t axis) {
-  return tsr_sort_block_with(NULL, dtype, dst, src, rank, dims, axis);
-}
-
-tsr_status_t tsr_sort_block_with(tsr_sort_scratch_t *scratch, tsr_dtype_t dtype, void *dst,
-                                 const void *src, uint32_t rank, const int64_t *dims,
-                                 uint32_t axis) {
+tsr_status_t tsr_sort_block(tsr_sort_scratch_t *scratch, tsr_dtype_t dtype, void *dst,
+                            const void *src, uint32_t rank, const int64_t *dims, uint32_t axis) {
   if (tsr_dims_count(rank, dims) == 0) return NULL;
   const lines_t l = lines_of(rank, dims, axis);
   if (l.n <= SHORT_LINE) return sort_short_lines(scratch, dtype, dst, src, &l);
@@ -492,16 +486,9 @@ static void fill_items(tsr_dtype_t dtype, uint64_t *items, const void *src, int6
 #undef FILL
 }
 
-tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
-                               const void *const *keys, int32_t *dst, uint32_t rank,
-                               const int64_t *dims, uint32_t axis) {
-  return tsr_argsort_block_with(NULL, num_keys, dtypes, keys, dst, rank, dims, axis);
-}
-
-tsr_status_t tsr_argsort_block_with(tsr_sort_scratch_t *scratch, uint32_t num_keys,
-                                    const tsr_dtype_t *dtypes, const void *const *keys,
-                                    int32_t *dst, uint32_t rank, const int64_t *dims,
-                                    uint32_t axis) {
+tsr_status_t tsr_argsort_block(tsr_sort_scratch_t *scratch, uint32_t num_keys,
+                               const tsr_dtype_t *dtypes, const void *const *keys, int32_t *dst,
+                               uint32_t rank, const int64_t *dims, uint32_t axis) {
   if (tsr_dims_count(rank, dims) == 0) return NULL;
   const lines_t l = lines_of(rank, dims, axis);
   const bool short_line = l.n <= SHORT_LINE;
@@ -558,15 +545,9 @@ tsr_status_t tsr_argsort_block_with(tsr_sort_scratch_t *scratch, uint32_t num_ke
   return ok ? NULL : TSR_OOM();
 }
 
-tsr_status_t tsr_sort_op(bool argsort, uint32_t num_keys, const tsr_dtype_t *dtypes,
-                         const void *const *keys, void *dst, uint32_t rank, const int64_t *dims,
-                         uint32_t axis) {
-  return tsr_sort_op_with(NULL, argsort, num_keys, dtypes, keys, dst, rank, dims, axis);
-}
-
-tsr_status_t tsr_sort_op_with(tsr_sort_scratch_t *scratch, bool argsort, uint32_t num_keys,
-                              const tsr_dtype_t *dtypes, const void *const *keys, void *dst,
-                              uint32_t rank, const int64_t *dims, uint32_t axis) {
-  return argsort ? tsr_argsort_block_with(scratch, num_keys, dtypes, keys, dst, rank, dims, axis)
-                 : tsr_sort_block_with(scratch, dtypes[0], dst, keys[0], rank, dims, axis);
+tsr_status_t tsr_sort_op(tsr_sort_scratch_t *scratch, bool argsort, uint32_t num_keys,
+                         const tsr_dtype_t *dtypes, const void *const *keys, void *dst,
+                         uint32_t rank, const int64_t *dims, uint32_t axis) {
+  return argsort ? tsr_argsort_block(scratch, num_keys, dtypes, keys, dst, rank, dims, axis)
+                 : tsr_sort_block(scratch, dtypes[0], dst, keys[0], rank, dims, axis);
 }

@@ -18,21 +18,6 @@
 /* The most keys an argsort takes (ir/ops.def's row says the same). */
 #define TSR_SORT_MAX_KEYS 16
 
-/* dst = src sorted along `axis`. dst and src must not overlap. NULL, or
- * TSR_OUT_OF_MEMORY for the scratch space, or TSR_UNIMPLEMENTED when a long
- * line needs Highway's sort and its module does not load. */
-tsr_status_t tsr_sort_block(tsr_dtype_t dtype, void *dst, const void *src, uint32_t rank,
-                            const int64_t *dims, uint32_t axis);
-
-/* dst[.., i, ..] = the stable permutation that sorts each line along `axis`
- * lexicographically by keys[0], then keys[1], ... (all of shape `dims`):
- * the position in the line of the i-th smallest element. dst must not
- * overlap a key. Statuses as tsr_sort_block's, and TSR_INVALID_ARGUMENT
- * for lines longer than INT32_MAX. */
-tsr_status_t tsr_argsort_block(uint32_t num_keys, const tsr_dtype_t *dtypes,
-                               const void *const *keys, int32_t *dst, uint32_t rank,
-                               const int64_t *dims, uint32_t axis);
-
 /* Scratch space kept across sorts: a few buffers that a sort takes and gives
  * back, so that the long lines' temporaries (an argsort of n elements uses
  * 8n bytes of items, 16n with several keys) are not fresh pages, a page
@@ -47,24 +32,27 @@ void tsr_sort_scratch_destroy(tsr_sort_scratch_t *scratch);
 /* Bytes the scratch holds now (idle buffers): for tests. */
 size_t tsr_sort_scratch_bytes(tsr_sort_scratch_t *scratch);
 
-/* tsr_sort_block and tsr_argsort_block with their temporaries from
- * `scratch` (or NULL). */
-tsr_status_t tsr_sort_block_with(tsr_sort_scratch_t *scratch, tsr_dtype_t dtype, void *dst,
-                                 const void *src, uint32_t rank, const int64_t *dims,
-                                 uint32_t axis);
-tsr_status_t tsr_argsort_block_with(tsr_sort_scratch_t *scratch, uint32_t num_keys,
-                                    const tsr_dtype_t *dtypes, const void *const *keys,
-                                    int32_t *dst, uint32_t rank, const int64_t *dims,
-                                    uint32_t axis);
+/* dst = src sorted along `axis`, its temporaries from `scratch` (NULL:
+ * allocated per call). dst and src must not overlap. NULL, or
+ * TSR_OUT_OF_MEMORY for the scratch space, or TSR_UNIMPLEMENTED when a long
+ * line needs Highway's sort and its module does not load. */
+tsr_status_t tsr_sort_block(tsr_sort_scratch_t *scratch, tsr_dtype_t dtype, void *dst,
+                            const void *src, uint32_t rank, const int64_t *dims, uint32_t axis);
+
+/* dst[.., i, ..] = the stable permutation that sorts each line along `axis`
+ * lexicographically by keys[0], then keys[1], ... (all of shape `dims`):
+ * the position in the line of the i-th smallest element. dst must not
+ * overlap a key. Statuses as tsr_sort_block's, and TSR_INVALID_ARGUMENT
+ * for lines longer than INT32_MAX. */
+tsr_status_t tsr_argsort_block(tsr_sort_scratch_t *scratch, uint32_t num_keys,
+                               const tsr_dtype_t *dtypes, const void *const *keys, int32_t *dst,
+                               uint32_t rank, const int64_t *dims, uint32_t axis);
 
 /* The sort op (argsort false: keys[0], of dtypes[0], sorted into dst) or the
  * argsort op (the order of the num_keys keys, i32, into dst), as both
  * backends run them. */
-tsr_status_t tsr_sort_op(bool argsort, uint32_t num_keys, const tsr_dtype_t *dtypes,
-                         const void *const *keys, void *dst, uint32_t rank, const int64_t *dims,
-                         uint32_t axis);
-tsr_status_t tsr_sort_op_with(tsr_sort_scratch_t *scratch, bool argsort, uint32_t num_keys,
-                              const tsr_dtype_t *dtypes, const void *const *keys, void *dst,
-                              uint32_t rank, const int64_t *dims, uint32_t axis);
+tsr_status_t tsr_sort_op(tsr_sort_scratch_t *scratch, bool argsort, uint32_t num_keys,
+                         const tsr_dtype_t *dtypes, const void *const *keys, void *dst,
+                         uint32_t rank, const int64_t *dims, uint32_t axis);
 
 #endif /* TESSERA_BASE_SORT_H */

@@ -476,7 +476,7 @@ bool tsr_interp_exec(run_t *run, uint32_t *pc_io) {
         const void *keys[TSR_SORT_MAX_KEYS];
         uint32_t nk = TSR_MIN(sp->num_operands, (uint32_t)TSR_SORT_MAX_KEYS);
         for (uint32_t i = 0; i < nk; i++) keys[i] = vals[sp->operands[i]];
-        tsr_status_t st = tsr_sort_op_with(run->p->sort_scratch, in->code == XOP_ARGSORT, nk,
+        tsr_status_t st = tsr_sort_op(run->p->sort_scratch, in->code == XOP_ARGSORT, nk,
                                            sp->dtypes, keys, vals[in->r], sp->rank, sp->dims,
                                            sp->axis);
         if (st) {

@@ -843,7 +843,7 @@ static void sort_call(ccore_t *c, uint32_t site, const int64_t *d) {
   }
   void *dst = (void *)(uintptr_t)d[TSR_RSORT_DST];
   const uint32_t axis = (uint32_t)d[TSR_RSORT_AXIS];
-  tsr_status_t st = tsr_sort_op_with(c->run->info->sort_scratch, d[TSR_RSORT_ARGSORT] != 0,
+  tsr_status_t st = tsr_sort_op(c->run->info->sort_scratch, d[TSR_RSORT_ARGSORT] != 0,
                                      TSR_MIN(keys, (uint32_t)TSR_SORT_MAX_KEYS), dtypes, src,
                                      dst, rank, dims, axis);
   if (!st) return;

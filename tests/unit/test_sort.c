@@ -159,7 +159,7 @@ TSR_TEST(sort_matches_the_reference_bit_for_bit) {
       void *src = malloc((size_t)count * es), *dst = malloc((size_t)count * es);
       int32_t *order = malloc((size_t)n * sizeof *order);
       fill(dt, src, count);
-      tsr_status_t st = tsr_sort_block(dt, dst, src, s->rank, s->dims, s->axis);
+      tsr_status_t st = tsr_sort_block(NULL, dt, dst, src, s->rank, s->dims, s->axis);
       TSR_CHECK(st == NULL);
       tsr_status_free(st);
       int bad = 0;
@@ -214,7 +214,7 @@ TSR_TEST(argsort_matches_the_reference_with_several_keys) {
         fill(dts[k], keys[k], count);
       }
       int32_t *dst = malloc((size_t)count * sizeof *dst), *order = malloc((size_t)n * sizeof *order);
-      tsr_status_t st = tsr_argsort_block(nk, dts, (const void *const *)keys, dst, s->rank,
+      tsr_status_t st = tsr_argsort_block(NULL, nk, dts, (const void *const *)keys, dst, s->rank,
                                           s->dims, s->axis);
       TSR_CHECK(st == NULL);
       tsr_status_free(st);
@@ -252,7 +252,7 @@ TSR_TEST(one_key_argsort_uses_no_permutation) {
     const tsr_dtype_t dt = TSR_DTYPE_I32;
     const void *k = key;
     int64_t dims[1] = {n};
-    TSR_CHECK_OK(tsr_argsort_block(1, &dt, &k, dst, 1, dims, 0));
+    TSR_CHECK_OK(tsr_argsort_block(NULL, 1, &dt, &k, dst, 1, dims, 0));
     for (int64_t i = 0; i < n; i++)
       if (dst[i] != (int32_t)(n - 1 - i)) {
         TSR_FAIL_AT("line of %lld: position %lld is %d, expected %lld", (long long)n,
@@ -267,12 +267,12 @@ TSR_TEST(one_key_argsort_uses_no_permutation) {
 TSR_TEST(empty_blocks_are_left_alone) {
   int64_t dims[2] = {0, 5};
   float x = 1.0f, y = 2.0f;
-  TSR_CHECK(tsr_sort_block(TSR_DTYPE_F32, &y, &x, 2, dims, 1) == NULL);
+  TSR_CHECK(tsr_sort_block(NULL, TSR_DTYPE_F32, &y, &x, 2, dims, 1) == NULL);
   TSR_CHECK(y == 2.0f);
   int32_t p = 7;
   tsr_dtype_t dt = TSR_DTYPE_F32;
   const void *k = &x;
-  TSR_CHECK(tsr_argsort_block(1, &dt, &k, &p, 2, dims, 0) == NULL);
+  TSR_CHECK(tsr_argsort_block(NULL, 1, &dt, &k, &p, 2, dims, 0) == NULL);
   TSR_CHECK_EQ_INT(p, 7);
 }
 
@@ -289,8 +289,8 @@ static bool argsort_equals_without_scratch(tsr_sort_scratch_t *scratch, uint32_t
                                            uint32_t rank, const int64_t *dims, uint32_t axis) {
   int64_t n = tsr_dims_count(rank, dims);
   int32_t *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
-  bool same = tsr_argsort_block_with(scratch, nk, dts, keys, a, rank, dims, axis) == NULL &&
-              tsr_argsort_block(nk, dts, keys, b, rank, dims, axis) == NULL &&
+  bool same = tsr_argsort_block(scratch, nk, dts, keys, a, rank, dims, axis) == NULL &&
+              tsr_argsort_block(NULL, nk, dts, keys, b, rank, dims, axis) == NULL &&
               memcmp(a, b, (size_t)n * sizeof *a) == 0;
   free(a);
   free(b);
@@ -319,8 +319,8 @@ TSR_TEST(scratch_is_reused_across_sizes) {
     /* (n / 2, 2) along axis 0: lines with a stride, sorted through a copy */
     int64_t dims2[2] = {n / 2, 2};
     uint32_t *y0 = malloc((size_t)n * 4), *y1 = malloc((size_t)n * 4);
-    TSR_CHECK_OK(tsr_sort_block_with(s, TSR_DTYPE_U32, y0, k0, 2, dims2, 0));
-    TSR_CHECK_OK(tsr_sort_block(TSR_DTYPE_U32, y1, k0, 2, dims2, 0));
+    TSR_CHECK_OK(tsr_sort_block(s, TSR_DTYPE_U32, y0, k0, 2, dims2, 0));
+    TSR_CHECK_OK(tsr_sort_block(NULL, TSR_DTYPE_U32, y1, k0, 2, dims2, 0));
     TSR_CHECK(memcmp(y0, y1, (size_t)(n / 2) * 2 * 4) == 0);
     free(y0);
     free(y1);
