@@ -375,9 +375,10 @@ bool em_view_same(const view_t *a, const view_t *b);
 
 /* Element access at a nest position (vector when n->lanes, masked when
  * n->masked), converting storage <-> compute. */
-/* A prefetch (a read, kept in all cache levels) of element idx of v: a
- * hint, no access; idx must still be inside v's memref. */
-void em_mem_prefetch(emitter_t *em, const view_t *v, const ssa_t *idx);
+/* A prefetch (a read) of element idx of v: a hint, no access; idx must
+ * still be inside v's memref. locality 3 keeps the line in every cache
+ * level (prefetcht0 on x86), 2 in L2 and below (prefetcht1). */
+void em_mem_prefetch(emitter_t *em, const view_t *v, const ssa_t *idx, int locality);
 ssa_t em_mem_read(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t *idx,
                   const nest_t *n, ssa_t *extra_mask, ssa_t *passthru);
 void em_mem_write(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t *idx,

@@ -513,14 +513,12 @@ typedef struct dot_ctx {
   bool prefetch_next;
 } dot_ctx_t;
 
-/* A software prefetch of v[i, j] (rank 2, in bounds) into L2, not L1
- * (locality 2: prefetcht1 on x86). The lines prefetched are B's rows, often
- * a multiple of 4 KiB apart: into L1 they would all go to one set and evict
- * the lines of A and of the packed panel that share it. */
+/* A software prefetch of B's v[i, j] (rank 2, in bounds) into L2, not L1
+ * (locality 2). The lines prefetched are B's rows, often a multiple of
+ * 4 KiB apart: into L1 they would all go to one set and evict the lines of
+ * A and of the packed panel that share it. */
 static void em_prefetch2(emitter_t *em, const view_t *v, ssa_t i, ssa_t j) {
-  tstr_t vt = em_view_type(em, v);
-  em_line(em, "memref.prefetch %s[%s, %s], read, locality<2>, data : %s", v->name.s, i.s, j.s,
-          vt.s);
+  em_mem_prefetch(em, v, (ssa_t[2]){i, j}, 2);
 }
 
 /* One tile: rows x lanes outputs at (i0, j), accumulated over k in registers. */
@@ -1122,7 +1120,7 @@ static void gather_body(emitter_t *em, const nest_t *n, void *p) {
     ssa_t ahead = em_op2(em, "arith.addi", n->idx[last], em_cidx(em, GATHER_AHEAD), "index");
     at[last] = em_op2(em, "arith.minui", ahead, em_cidx(em, c->line - 1), "index");
     take_position_at(em, n, at, c->idx, c->axis, c->src_len, pidx);
-    em_mem_prefetch(em, c->src, pidx);
+    em_mem_prefetch(em, c->src, pidx, 3);
   }
   take_position(em, n, c->idx, c->axis, c->src_len, sidx);
   ssa_t v = em_mem_read(em, c->src, c->dtype, sidx, n, NULL, NULL);

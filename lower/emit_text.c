@@ -840,11 +840,12 @@ static bool access_mask(emitter_t *em, const nest_t *n, ssa_t *extra, ssa_t *out
   return false;
 }
 
-void em_mem_prefetch(emitter_t *em, const view_t *v, const ssa_t *idx) {
+void em_mem_prefetch(emitter_t *em, const view_t *v, const ssa_t *idx, int locality) {
   char il[512];
   idx_list(il, sizeof il, v->rank, idx);
   tstr_t vt = em_view_type(em, v);
-  em_line(em, "memref.prefetch %s[%s], read, locality<3>, data : %s", v->name.s, il, vt.s);
+  em_line(em, "memref.prefetch %s[%s], read, locality<%d>, data : %s", v->name.s, il, locality,
+          vt.s);
 }
 
 ssa_t em_mem_read(emitter_t *em, const view_t *v, tsr_dtype_t dtype, const ssa_t *idx,
