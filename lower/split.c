@@ -111,8 +111,8 @@ static int32_t posmap_get(const posmap_t *m, const void *k) {
 typedef struct part_fn {
   MlirOperation func, call;
   uint64_t hash;
-  uint64_t *text; /* its fingerprint (fingerprint_part), for the equality test */
-  size_t text_size;
+  uint64_t *fingerprint; /* fingerprint_part's words, for the equality test */
+  size_t fingerprint_words;
 } part_fn_t;
 
 struct splitter {
@@ -664,17 +664,19 @@ static void fp_region(fingerprint_t *f, MlirRegion region) {
   }
 }
 
+/* A value or block used by an op: its number within the part; one defined
+ * outside it (a part is isolated: not expected) is itself, which equals
+ * only itself. */
+static void fp_use(fingerprint_t *f, const void *key) {
+  int32_t id = posmap_get(&f->ids, key);
+  fp_word(f, id >= 0 ? (uint64_t)id : (uint64_t)(uintptr_t)key | 1ull << 63);
+}
+
 static void fp_op(fingerprint_t *f, MlirOperation op, bool top) {
   fp_word(f, (uint64_t)(uintptr_t)mlirOperationGetName(op).ptr);
   intptr_t n = mlirOperationGetNumOperands(op);
   fp_word(f, (uint64_t)n);
-  for (intptr_t i = 0; i < n; i++) {
-    int32_t id = posmap_get(&f->ids, mlirOperationGetOperand(op, i).ptr);
-    /* -1: defined outside the part (a part is isolated: not expected);
-     * the value itself then, which equals only itself. */
-    fp_word(f, id >= 0 ? (uint64_t)id
-                       : (uint64_t)(uintptr_t)mlirOperationGetOperand(op, i).ptr | 1ull << 63);
-  }
+  for (intptr_t i = 0; i < n; i++) fp_use(f, mlirOperationGetOperand(op, i).ptr);
   n = mlirOperationGetNumResults(op);
   fp_word(f, (uint64_t)n);
   for (intptr_t i = 0; i < n; i++) {
@@ -693,11 +695,7 @@ static void fp_op(fingerprint_t *f, MlirOperation op, bool top) {
   }
   n = mlirOperationGetNumSuccessors(op);
   fp_word(f, (uint64_t)n);
-  for (intptr_t i = 0; i < n; i++) {
-    int32_t id = posmap_get(&f->ids, mlirOperationGetSuccessor(op, i).ptr);
-    fp_word(f, id >= 0 ? (uint64_t)id
-                       : (uint64_t)(uintptr_t)mlirOperationGetSuccessor(op, i).ptr | 1ull << 63);
-  }
+  for (intptr_t i = 0; i < n; i++) fp_use(f, mlirOperationGetSuccessor(op, i).ptr);
   n = mlirOperationGetNumRegions(op);
   fp_word(f, (uint64_t)n);
   for (intptr_t i = 0; i < n && !f->failed; i++) fp_region(f, mlirOperationGetRegion(op, i));
@@ -725,12 +723,14 @@ static bool fingerprint_part(MlirOperation func, uint64_t **out, size_t *out_n) 
 static bool merge_equal_parts(splitter_t *s) {
   for (uint32_t i = 0; i < s->num_parts; i++) {
     part_fn_t *p = &s->parts[i];
-    if (!fingerprint_part(p->func, &p->text, &p->text_size)) return false;
-    p->hash = hash_bytes(1469598103934665603ull, p->text, p->text_size * sizeof *p->text);
+    if (!fingerprint_part(p->func, &p->fingerprint, &p->fingerprint_words)) return false;
+    p->hash = hash_bytes(1469598103934665603ull, p->fingerprint,
+                         p->fingerprint_words * sizeof *p->fingerprint);
     for (uint32_t j = 0; j < i; j++) {
       part_fn_t *q = &s->parts[j];
-      if (mlirOperationIsNull(q->func) || q->hash != p->hash || q->text_size != p->text_size ||
-          memcmp(q->text, p->text, p->text_size * sizeof *p->text) != 0)
+      if (mlirOperationIsNull(q->func) || q->hash != p->hash ||
+          q->fingerprint_words != p->fingerprint_words ||
+          memcmp(q->fingerprint, p->fingerprint, p->fingerprint_words * sizeof *p->fingerprint) != 0)
         continue;
       MlirAttribute target = mlirFlatSymbolRefAttrGet(
           s->ctx, mlirStringAttrGetValue(mlirOperationGetAttributeByName(
@@ -738,8 +738,8 @@ static bool merge_equal_parts(splitter_t *s) {
       mlirOperationSetAttributeByName(p->call, mlirStringRefCreateFromCString("callee"), target);
       mlirOperationDestroy(p->func);
       p->func = (MlirOperation){NULL};
-      tsr_free(p->text);
-      p->text = NULL;
+      tsr_free(p->fingerprint);
+      p->fingerprint = NULL;
       s->stats.merged++;
       break;
     }
@@ -787,7 +787,7 @@ bool tsr_lower_split_module(MlirContext ctx, MlirModule module, const char *func
       ok = !s.failed;
     }
   }
-  for (uint32_t i = 0; i < s.num_parts; i++) tsr_free(s.parts[i].text);
+  for (uint32_t i = 0; i < s.num_parts; i++) tsr_free(s.parts[i].fingerprint);
   tsr_free(s.parts);
   if (out_stats) *out_stats = s.stats;
   return ok;
