@@ -37,6 +37,7 @@
 #endif
 
 #include "base/base_internal.h"
+#include "base/expf.h"
 
 /* ==== Per-dtype element access ==============================================
  * LOAD turns a stored element into its compute type, STORE rounds a compute
@@ -128,7 +129,7 @@ static inline float min_f(float a, float b) {
 /* 1 / (1 + e^-a) without overflow: with e = e^-|a|, 1 / (1 + e) for a >= 0
  * and e / (1 + e) for a < 0 (so logistic(-100) is 3.8e-44, not 0). */
 static inline float logistic_f(float a) {
-  float e = expf(-fabsf(a));
+  float e = tsr_expf(-fabsf(a));
   float r = 1.0f / (1.0f + e);
   return a >= 0 ? r : e * r;
 }
@@ -223,7 +224,7 @@ static inline float f64_to_f32_odd(double d) {
 #define U_FLOAT_NEG(a, CT, NB) (-(a))
 #define U_FLOAT_ABS(a, CT, NB) fabsf(a)
 #define U_FLOAT_SIGN(a, CT, NB) ((a) > 0 ? 1.0f : (a) < 0 ? -1.0f : (a))
-#define U_FLOAT_EXP(a, CT, NB) expf(a)
+#define U_FLOAT_EXP(a, CT, NB) tsr_expf(a) /* base/expf.h: the host's libm is not used */
 #define U_FLOAT_EXP2(a, CT, NB) exp2f(a)
 #define U_FLOAT_LOG(a, CT, NB) logf(a)
 #define U_FLOAT_LOG1P(a, CT, NB) log1pf(a)

@@ -8,6 +8,7 @@
  * one is decided here too (layer 1, emit_internal.h). */
 #include <stdio.h>
 
+#include "base/expf.h"
 #include "lower/emit_internal.h"
 
 /* ---- Elementwise ops --------------------------------------------------------------- */
@@ -48,31 +49,19 @@ ssa_t em_libm_call(emitter_t *em, const char *name, ssa_t x, uint32_t lanes) {
   return acc;
 }
 
-/* exp on f32: glibc's expf (2.28 and later; sysdeps/ieee754/flt-32/e_expf.c)
- * as its x86-64 FMA variant __expf_fma computes it, written out on vectors
- * instead of a libm call per lane (which cost flash attention a fifth of its
- * time). The steps and their rounding are those of __expf_fma's code: in
- * f64, x * N/ln2 (N = 32) split into k + r with fused multiply-adds, 2^(k/N)
- * from the 32-entry table and k's bits, a cubic in r (fused), times the
- * scale, rounded once to f32; the special cases of its slow path (NaN: x+x,
- * overflow: +inf, underflow: 0, and the "may underflow" range: 0x1p-149) as
- * selects. Checked against this host's expf on all 2^32 inputs, bit for bit
- * (docs/lowering.md, "exp"). math.fma is an FMA instruction at x86-64-v3 and
- * libm's exact fma at the baseline: the same bits at every level. */
-static const uint64_t expf_table[32] = {
-    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
-    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
-    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
-    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
-    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
-    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
-    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
-    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
-
+/* exp on f32: base/expf.h's steps (the interpreter's tsr_expf), written out
+ * on vectors instead of a libm call per lane (which cost flash attention a
+ * fifth of its time): in f64, x * N/ln2 (N = 32) split into k + r with fused
+ * multiply-adds, 2^(k/N) from the 32-entry table and k's bits, a cubic in r
+ * (fused), times the scale, rounded once to f32; the special cases (NaN:
+ * x+x, overflow: +inf, underflow: 0, and the "may underflow" range:
+ * 0x1p-149) as selects. math.fma is an FMA instruction at x86-64-v3 and
+ * libm's exact fma at the baseline: the same bits at every level, and the
+ * interpreter's (docs/lowering.md, "exp"). */
 void em_expf_table(tsr_strbuf_t *out) {
   tsr_strbuf_puts(out, "  memref.global \"private\" constant @tsr_expf_table : memref<32xi64> = dense<[");
   for (int i = 0; i < 32; i++)
-    tsr_strbuf_printf(out, "%s%lld", i ? ", " : "", (long long)expf_table[i]);
+    tsr_strbuf_printf(out, "%s%lld", i ? ", " : "", (long long)tsr_expf_table[i]);
   tsr_strbuf_puts(out, "]> {alignment = 64 : i64}\n");
 }
 
@@ -86,11 +75,11 @@ static ssa_t em_expf(emitter_t *em, ssa_t x, uint32_t lanes) {
   tstr_t F = em_vtype("f32", lanes), D = em_vtype("f64", lanes), L = em_vtype("i64", lanes);
   tstr_t I = em_vtype("i32", lanes), B = em_vtype("i1", lanes);
   em->need_expf_table = true;
-  ssa_t inv = cf64_bits(em, lanes, 0x40471547652b82feull);   /* N/ln2 */
-  ssa_t shift = cf64_bits(em, lanes, 0x4338000000000000ull); /* 0x1.8p52 */
-  ssa_t c0 = cf64_bits(em, lanes, 0x3ebc6af84b912394ull);
-  ssa_t c1 = cf64_bits(em, lanes, 0x3f2ebfce50fac4f3ull);
-  ssa_t c2 = cf64_bits(em, lanes, 0x3f962e42ff0c52d6ull);
+  ssa_t inv = cf64_bits(em, lanes, TSR_EXPF_INV_LN2_N);   /* N/ln2 */
+  ssa_t shift = cf64_bits(em, lanes, TSR_EXPF_SHIFT); /* 0x1.8p52 */
+  ssa_t c0 = cf64_bits(em, lanes, TSR_EXPF_C0);
+  ssa_t c1 = cf64_bits(em, lanes, TSR_EXPF_C1);
+  ssa_t c2 = cf64_bits(em, lanes, TSR_EXPF_C2);
   ssa_t one = cf64_bits(em, lanes, 0x3ff0000000000000ull);
   ssa_t xd = em_cast(em, "arith.extf", x, F.s, D.s);
   ssa_t kd0 = em_fresh(em), r = em_fresh(em), z = em_fresh(em), y1 = em_fresh(em), y2 = em_fresh(em);
@@ -122,11 +111,11 @@ static ssa_t em_expf(emitter_t *em, ssa_t x, uint32_t lanes) {
   ssa_t y = em_op2(em, "arith.mulf", y2, s, D.s);
   ssa_t res = em_cast(em, "arith.truncf", y, D.s, F.s);
   /* the slow path's results */
-  ssa_t over = em_cmp(em, "cmpf", "ogt", x, em_cf32_bits(em, lanes, 0x42b17217u), F.s);
+  ssa_t over = em_cmp(em, "cmpf", "ogt", x, em_cf32_bits(em, lanes, TSR_EXPF_OVERFLOW), F.s);
   res = em_select(em, over, em_cf32_bits(em, lanes, 0x7f800000u), res, "f32", lanes, true);
-  ssa_t maybe = em_cmp(em, "cmpf", "olt", x, em_cf32_bits(em, lanes, 0xc2ce8ecfu), F.s);
+  ssa_t maybe = em_cmp(em, "cmpf", "olt", x, em_cf32_bits(em, lanes, TSR_EXPF_MAY_UNDERFLOW), F.s);
   res = em_select(em, maybe, em_cf32_bits(em, lanes, 0x00000001u), res, "f32", lanes, true);
-  ssa_t under = em_cmp(em, "cmpf", "olt", x, em_cf32_bits(em, lanes, 0xc2cff1b4u), F.s);
+  ssa_t under = em_cmp(em, "cmpf", "olt", x, em_cf32_bits(em, lanes, TSR_EXPF_UNDERFLOW), F.s);
   res = em_select(em, under, em_cf32(em, lanes, 0.0f), res, "f32", lanes, true);
   ssa_t nan = em_cmp(em, "cmpf", "uno", x, x, F.s);
   return em_select(em, nan, em_op2(em, "arith.addf", x, x, F.s), res, "f32", lanes, true);

@@ -1,11 +1,12 @@
 """`exp` (and `logistic`, which computes exp(-|x|)) gives the same bits on
-both backends: the interpreter calls libm's expf, the cpu backend computes
-glibc's expf written out on vectors (lower/emit_expr.c, em_expf;
-docs/lowering.md, "exp"). Checked here on the edges of its special cases
-(overflow, underflow, the "may underflow" range, NaN payloads,
-infinities, signed zeros, subnormal results), on the inputs where glibc's
-FMA and non-FMA variants differ, and on a strided sweep of all 2^32 bit
-patterns; and on a few values whose result is known exactly.
+both backends, on every host: the interpreter computes base/expf.c's
+tsr_expf, the cpu backend the same steps written out on vectors
+(lower/emit_expr.c, em_expf; docs/lowering.md, "exp"). Checked here on
+the edges of its special cases (overflow, underflow, the "may underflow"
+range, NaN payloads, infinities, signed zeros, subnormal results), on the
+inputs where fused and separate multiply-adds differ, and on a strided
+sweep of all 2^32 bit patterns; and on a few values whose result is known
+exactly.
 """
 
 from __future__ import annotations
@@ -59,15 +60,6 @@ def _inputs() -> np.ndarray:
         8 * ROWS, COLS)
 
 
-def _host_has_fma() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " fma " in f" {line.split(':', 1)[1]} "
-                       for line in f)
-    except OSError:
-        return True
-
-
 @pytest.fixture(scope="module")
 def results(request):
     module = tessera.Module.parse(KERNEL, "exp_bits.tsr")
@@ -82,14 +74,6 @@ def test_cpu_backend_exp_is_bitwise_the_interpreters(results, cpu_backend):
     e_int, l_int = out["interp"]
     for name, got, want in (("exp", e_cpu, e_int), ("logistic", l_cpu, l_int)):
         differ = np.nonzero(got.ravel() != want.ravel())[0]
-        if not _host_has_fma():
-            # glibc's non-FMA expf (the interpreter's libm on such a host)
-            # rounds two inputs the other way; the cpu backend's expansion
-            # does not depend on the host. Those two may differ by one ulp.
-            ulps = np.abs(got.ravel()[differ].astype(np.int64)
-                          - want.ravel()[differ].astype(np.int64))
-            assert len(differ) <= 4 and (ulps <= 1).all(), (name, len(differ))
-            continue
         assert len(differ) == 0, (
             f"{name}: {len(differ)} of {N} results differ, first for input bits "
             f"{x.ravel().view(np.uint32)[differ[0]]:#010x}: cpu "

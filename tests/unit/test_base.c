@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "base/base_internal.h"
+#include "base/expf.h"
 #include "base/module.h"
 #include "tests/harness.h"
 
@@ -193,6 +194,42 @@ TSR_TEST(module_path_order) {
   TSR_CHECK_EQ_STR(out, "/no/such/prefix/libtessera-no-such-module.so");
 }
 
+/* exp's two ways (the FMA instruction, libm's fma) give the same bits: on
+ * the special cases' edges and a strided sweep of all f32 bit patterns; and
+ * the values known exactly. Where the CPU has no FMA only the second runs,
+ * and tsr_expf is it. */
+TSR_TEST(expf_is_the_same_with_and_without_fma) {
+  const uint32_t edges[] = {TSR_EXPF_OVERFLOW, TSR_EXPF_MAY_UNDERFLOW, TSR_EXPF_UNDERFLOW,
+                            0x4202422fu, 0xc27c65d9u, 0x00000000u, 0x80000000u, 0x3f800000u};
+  uint64_t differ = 0, checked = 0;
+  const int hw = tsr_expf_hw_available();
+  for (size_t e = 0; e < sizeof edges / sizeof *edges; e++)
+    for (int64_t d = -64; d <= 64; d++) {
+      float x = tsr_bits_f32((uint32_t)((int64_t)edges[e] + d));
+      uint32_t soft = tsr_f32_bits(tsr_expf_soft(x));
+      differ += tsr_f32_bits(tsr_expf(x)) != (hw ? tsr_f32_bits(tsr_expf_hw(x)) : soft);
+      differ += hw && tsr_f32_bits(tsr_expf_hw(x)) != soft;
+      checked++;
+    }
+  for (uint64_t u = 12345; u < ((uint64_t)1 << 32); u += 4093) {
+    float x = tsr_bits_f32((uint32_t)u);
+    uint32_t soft = tsr_f32_bits(tsr_expf_soft(x));
+    if (hw) differ += tsr_f32_bits(tsr_expf_hw(x)) != soft;
+    checked++;
+  }
+  TSR_CHECK(checked > 1000000);
+  TSR_CHECK_EQ_INT(differ, 0);
+  TSR_CHECK_EQ_INT(tsr_f32_bits(tsr_expf(0.0f)), 0x3f800000u);
+  TSR_CHECK_EQ_INT(tsr_f32_bits(tsr_expf(1.0f)), 0x402df854u); /* e, correctly rounded */
+  TSR_CHECK_EQ_INT(tsr_f32_bits(tsr_expf(INFINITY)), 0x7f800000u);
+  TSR_CHECK_EQ_INT(tsr_f32_bits(tsr_expf(-INFINITY)), 0u);
+  TSR_CHECK_EQ_INT(tsr_f32_bits(tsr_expf(tsr_bits_f32(TSR_EXPF_OVERFLOW + 1))), 0x7f800000u);
+  TSR_CHECK_EQ_INT(tsr_f32_bits(tsr_expf(-104.0f)), 0u);
+  TSR_CHECK(tsr_f32_bits(tsr_expf(-103.0f)) != 0u && tsr_f32_bits(tsr_expf(-103.0f)) < 0x00800000u);
+  TSR_CHECK_EQ_INT(tsr_f32_bits(tsr_expf(tsr_bits_f32(0x7f800001u))), 0x7fc00001u); /* quieted */
+  TSR_CHECK_EQ_INT(tsr_f32_bits(tsr_expf(tsr_bits_f32(0xff812345u))), 0xffc12345u);
+}
+
 int main(void) {
   TSR_RUN(status_ok_is_null);
   TSR_RUN(status_message_and_annotate);
@@ -207,5 +244,6 @@ int main(void) {
   TSR_RUN(alloc_failure_injection);
   TSR_RUN(dtype_table);
   TSR_RUN(module_path_order);
+  TSR_RUN(expf_is_the_same_with_and_without_fma);
   return tsr_test_done();
 }
