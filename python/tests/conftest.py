@@ -69,6 +69,25 @@ def root() -> pathlib.Path:
     return ROOT
 
 
+@pytest.fixture(scope="session")
+def tessera_cli() -> pathlib.Path:
+    """The `tessera` CLI: $TESSERA (as meson's tests give it), else the one
+    built beside the library the package opened: in the build tree's tools/,
+    or in the same directory (an installed package's tessera/_lib/). Skips
+    when there is none."""
+    env = os.environ.get("TESSERA")
+    candidates = [pathlib.Path(env)] if env else []
+    if not env:
+        import tessera
+
+        lib_dir = pathlib.Path(tessera._lib.library_path()).resolve().parent
+        candidates = [lib_dir / "tools" / "tessera", lib_dir / "tessera"]
+    for cli in candidates:
+        if cli.is_file():
+            return cli
+    pytest.skip(f"no tessera CLI at {candidates[0]} (set $TESSERA)")
+
+
 _CPU_PROBE = """kernel @probe
   grid(2)
   in %x: i32[16, 128] vmem block[8, 128] map(%i) -> (%i, 0)

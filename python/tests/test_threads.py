@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -163,18 +162,8 @@ def test_kernel(n):
 '''
 
 
-def _cli() -> pathlib.Path:
-    env = os.environ.get("TESSERA")
-    if env:
-        return pathlib.Path(env)
-    lib_dir = pathlib.Path(tessera._lib.library_path()).resolve().parent
-    for cli in (lib_dir / "tools" / "tessera", lib_dir / "tessera"):
-        if cli.is_file():
-            return cli
-    return lib_dir / "tools" / "tessera"
-
-
-def test_pytest_xdist_workers_share_the_disk_cache(pytester, cpu_backend, tmp_path, monkeypatch):
+def test_pytest_xdist_workers_share_the_disk_cache(pytester, cpu_backend, tessera_cli, tmp_path,
+                                                   monkeypatch):
     pytest.importorskip("xdist")
     pytest.importorskip("jax")
     from importlib.metadata import entry_points
@@ -199,9 +188,7 @@ def test_pytest_xdist_workers_share_the_disk_cache(pytester, cpu_backend, tmp_pa
     result.assert_outcomes(passed=4)
     assert "2 workers" in result.stdout.str() or "gw1" in result.stdout.str()
     # the four kernels' objects are in the one cache, every entry sound
-    cli = _cli()
-    if not cli.is_file():
-        pytest.skip(f"no tessera CLI at {cli} (set $TESSERA)")
+    cli = tessera_cli
     stats = subprocess.run([str(cli), "cache", "stats", "--dir", str(cache)], capture_output=True,
                            text=True, check=True).stdout
     entries = int(next(line for line in stats.splitlines() if "entries" in line)

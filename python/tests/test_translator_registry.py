@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import pathlib
 import subprocess
 
@@ -28,26 +27,9 @@ from tessera.jax import translate_core as core  # noqa: E402
 JAX_DIR = pathlib.Path(T.__file__).parent
 
 
-def _cli() -> pathlib.Path:
-    """The `tessera` CLI: $TESSERA (as meson's tests give it), else the one
-    built beside the library the package opened: in the build tree's tools/,
-    or in the same directory (an installed package's tessera/_lib/)."""
-    env = os.environ.get("TESSERA")
-    if env:
-        return pathlib.Path(env)
-    lib_dir = pathlib.Path(tessera._lib.library_path()).resolve().parent
-    for cli in (lib_dir / "tools" / "tessera", lib_dir / "tessera"):
-        if cli.is_file():
-            return cli
-    return lib_dir / "tools" / "tessera"
-
-
 @pytest.fixture(scope="module")
-def op_table() -> list[str]:
-    cli = _cli()
-    if not cli.is_file():
-        pytest.skip(f"no tessera CLI at {cli} (set $TESSERA)")
-    out = subprocess.run([str(cli), "ops", "--json"], capture_output=True, text=True,
+def op_table(tessera_cli) -> list[str]:
+    out = subprocess.run([str(tessera_cli), "ops", "--json"], capture_output=True, text=True,
                          check=True).stdout
     return [row["mnemonic"] for row in json.loads(out)]
 
