@@ -24,6 +24,13 @@
 # only when both are NaN with the same bits), exit status, printed text and
 # diagnostics must be the same (docs/semantics.md, "Host threads").
 #
+# With $DIFF_BEFORE set (another build's tessera binary, of an earlier
+# commit: bench/same_results.sh), each backend runs every kernel with that
+# build and with $TESSERA, the disk cache off, and the exit status and the
+# outputs must be the same bit for bit (any NaN equals any NaN): a change
+# meant to leave results alone is checked against the build before it. The
+# random kernels come from that build's op list. Not run by meson.
+#
 #   test_differential.sh [RANDOM_COUNT [SEED]]   (default 0 random kernels)
 set -u
 
@@ -31,6 +38,8 @@ T=${TESSERA:?TESSERA must name the tessera binary}
 SRC=${TSR_SOURCE_ROOT:?TSR_SOURCE_ROOT must name the source tree}
 random_count=${1:-0}
 random_seed=${2:-1}
+# two builds that both call themselves one version must not share compiled code
+[[ -n ${DIFF_BEFORE:-} ]] && export TESSERA_CACHE=off
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-diff-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 source "$SRC/tests/cli/tap.sh"
@@ -57,7 +66,8 @@ compare() {
 import sys, os
 import numpy as np, ml_dtypes
 a_dir, b_dir = sys.argv[1:3]
-exact = bool(os.environ.get("DIFF_CPU_TARGET") or os.environ.get("DIFF_THREADS"))
+exact = bool(os.environ.get("DIFF_CPU_TARGET") or os.environ.get("DIFF_THREADS")
+             or os.environ.get("DIFF_BEFORE"))
 same_nan_bits = bool(os.environ.get("DIFF_THREADS"))
 bad = []
 names = sorted(os.listdir(a_dir))
@@ -96,23 +106,35 @@ print("ok" if not bad else "; ".join(bad))
 PY
 }
 
-# check_threads FILE KERNEL OPTIONS...: one TAP line per backend, one thread
-# against $DIFF_THREADS. The run's summary line (its timings) is no
-# diagnostic.
+# check_pair FILE KERNEL OPTIONS...: one TAP line per backend, run A
+# against run B: with $DIFF_THREADS, one thread against $DIFF_THREADS (the
+# same text and diagnostics too; the run's summary line, its timings, is no
+# diagnostic); with $DIFF_BEFORE, that build against this one (exit status
+# and outputs: a later commit may word a diagnostic otherwise).
 summary='^tessera: @[A-Za-z0-9_.]+: (cpu code |[0-9]+ grid steps?, )'
-check_threads() {
+check_pair() {
   local file=$1 kernel=$2
   shift 2
+  local bin_a=$T label args_a=() args_b=() same_text=1
+  if [[ -n ${DIFF_BEFORE:-} ]]; then
+    bin_a=$DIFF_BEFORE
+    label="before and after"
+    same_text=0
+  else
+    label="--threads $DIFF_THREADS"
+    args_a=(--threads 1)
+    args_b=(--threads "$DIFF_THREADS")
+  fi
   local backend
   for backend in interp cpu; do
-    local desc="${file#"$SRC"/} @$kernel --backend $backend --threads $DIFF_THREADS${*:+ $*}"
+    local desc="${file#"$SRC"/} @$kernel --backend $backend $label${*:+ $*}"
     local dir_1=$tmp/t1 dir_n=$tmp/tn
     rm -rf "$dir_1" "$dir_n"
-    "$T" run "$file" --kernel "$kernel" --backend $backend --threads 1 --random-inputs 5 \
+    "$bin_a" run "$file" --kernel "$kernel" --backend $backend "${args_a[@]}" --random-inputs 5 \
       --out-dir "$dir_1" "$@" >"$tmp/out_1" 2>"$tmp/err_1"
     local rc_1=$?
-    "$T" run "$file" --kernel "$kernel" --backend $backend --threads "$DIFF_THREADS" \
-      --random-inputs 5 --out-dir "$dir_n" "$@" >"$tmp/out_n" 2>"$tmp/err_n"
+    "$T" run "$file" --kernel "$kernel" --backend $backend "${args_b[@]}" --random-inputs 5 \
+      --out-dir "$dir_n" "$@" >"$tmp/out_n" 2>"$tmp/err_n"
     local rc_n=$?
     # Several simulated cores print and report concurrently, in no fixed
     # order between them (as on a TPU), with any thread count: compare
@@ -120,10 +142,10 @@ check_threads() {
     local order=cat
     [[ " $* " == *" --cores "* || " $* " == *" --devices "* ]] && order=sort
     if [[ $rc_1 -ne $rc_n ]]; then
-      fail "$desc" "exit status $rc_1 with one thread, $rc_n with $DIFF_THREADS"
-    elif ! cmp -s <($order "$tmp/out_1") <($order "$tmp/out_n"); then
+      fail "$desc" "exit status $rc_1, then $rc_n" "$(head -c 1500 "$tmp/err_1" "$tmp/err_n")"
+    elif ((same_text)) && ! cmp -s <($order "$tmp/out_1") <($order "$tmp/out_n"); then
       fail "$desc" "stdout differs" "$(diff "$tmp/out_1" "$tmp/out_n" | head -c 1500)"
-    elif ! cmp -s <(grep -vE "$summary" "$tmp/err_1" | $order) \
+    elif ((same_text)) && ! cmp -s <(grep -vE "$summary" "$tmp/err_1" | $order) \
         <(grep -vE "$summary" "$tmp/err_n" | $order); then
       fail "$desc" "diagnostics differ" "$(diff "$tmp/err_1" "$tmp/err_n" | head -c 1500)"
     elif [[ ! -d $dir_1 && ! -d $dir_n ]]; then
@@ -138,8 +160,8 @@ check_threads() {
 
 # check_kernel FILE KERNEL OPTIONS...: one TAP line.
 check_kernel() {
-  if [[ -n ${DIFF_THREADS:-} ]]; then
-    check_threads "$@"
+  if [[ -n ${DIFF_THREADS:-}${DIFF_BEFORE:-} ]]; then
+    check_pair "$@"
     return
   fi
   local file=$1 kernel=$2
@@ -202,8 +224,8 @@ fixed=0
 
 if ((random_count > 0)); then
   mkdir -p "$tmp/random"
-  if "$PY" "$SRC/tests/lower/random_kernels.py" --count "$random_count" --seed "$random_seed" \
-       --out "$tmp/random" >"$tmp/gen.log" 2>&1; then
+  if TESSERA=${DIFF_BEFORE:-$T} "$PY" "$SRC/tests/lower/random_kernels.py" --count "$random_count" \
+       --seed "$random_seed" --out "$tmp/random" >"$tmp/gen.log" 2>&1; then
     i=0
     for f in "$tmp"/random/*.tsr; do
       for k in $(kernels "$f"); do
