@@ -130,7 +130,7 @@ tsr_status_t tsr_interp_program_bind(const tsr_interp_program_t *prepared,
   q->release_ctx = NULL;
   q->sites = NULL;
   tsr_arena_initialize(&q->arena);
-  atomic_init(&q->spare, NULL);
+  for (uint32_t i = 0; i < TSR_INTERP_SPARES; i++) atomic_init(&q->spare[i], NULL);
   tsr_status_t s = rebind(q, kernel, b.ops);
   tsr_free(b.ops);
   /* Options: the prepared program's semantics, but the caller's trace,

@@ -289,8 +289,37 @@ static void take_index_error(run_t *run, const insn_t *in, int64_t bad, const ch
   tsr_interp_fill_uninit(run, (tsr_dtype_t)in->rdtype, run->vals[in->r], (uint64_t)in->n);
 }
 
+/* A part of a split run: its steps come from the run's bounds, shared with
+ * the other parts; progress counts every part's grid steps. A part that
+ * reported something, or that a bound stops, stops the others without a
+ * report of its own: the run is run again on one thread, which reports. */
+static bool group_take_step(shared_t *sh) {
+  split_group_t *g = sh->group;
+  if (sh->diag.errors.count || sh->diag.warnings.count || sh->diag.failed)
+    atomic_store(&g->stop, true);
+  if (atomic_load(&g->stop)) {
+    sh->aborted = true;
+    return false;
+  }
+  uint64_t add = sh->stats.grid_steps - sh->group_steps;
+  sh->group_steps += add;
+  uint64_t done = atomic_fetch_add(&g->steps, add) + add;
+  pthread_mutex_lock(&g->mu);
+  uint64_t n = tsr_bounds_grant(g->bounds, &sh->meter, g->parts);
+  if (n && tsr_bounds_progress_due(g->bounds)) tsr_bounds_report_progress(g->bounds, done);
+  pthread_mutex_unlock(&g->mu);
+  if (n) {
+    sh->budget = n - 1;
+    return true;
+  }
+  atomic_store(&g->stop, true);
+  sh->aborted = true;
+  return false;
+}
+
 bool tsr_interp_take_step_slow(run_t *run, uint32_t site) {
   shared_t *sh = run->sh;
+  if (sh->group) return group_take_step(sh);
   uint64_t g = tsr_bounds_grant(&sh->bounds, &sh->meter, 1);
   if (g) {
     sh->budget = g - 1;

@@ -510,6 +510,16 @@ void tsr_grid_free_visits(run_t *run) {
   }
 }
 
+bool tsr_grid_visits_dense(run_t *run) {
+  for (uint32_t j = 0; j < run->p->num_operands; j++) {
+    const operand_plan_t *op = &run->p->operands[j];
+    if (op->role != TSR_ROLE_OUT || !op->blocked || op->alias >= 0) continue;
+    const visits_t *vs = visits_of(run, j);
+    if (!vs || !vs->dense) return false;
+  }
+  return true;
+}
+
 /* ---- One core's walk through its share of the grid ---- */
 
 

@@ -23,6 +23,7 @@
 #ifndef TESSERA_INTERP_INTERNAL_H
 #define TESSERA_INTERP_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "base/sort.h"
@@ -275,6 +276,10 @@ typedef struct operand_plan {
   uint32_t site;
 } operand_plan_t;
 
+/* Run memories a program keeps (one per host thread of a split run, up to
+ * this many; a run beyond it allocates its own). */
+#define TSR_INTERP_SPARES 16
+
 /* Memory of a run that is worth keeping for the next run of the program
  * (fresh pages cost a page fault each: ~3,500 per run of a 64 MiB add). */
 typedef struct run_memory {
@@ -326,9 +331,12 @@ struct tsr_interp_program {
   operand_plan_t *operands;
 
   uint64_t vmem_budget, vmem_used, smem_used, smem_budget;
-  /* One spare run_memory_t, taken and returned atomically by runs (a cache:
+  /* Spare run_memory_t, taken and returned atomically by runs (a cache:
    * the program stays logically immutable and thread-safe). */
-  _Atomic(run_memory_t *) spare;
+  _Atomic(run_memory_t *) spare[TSR_INTERP_SPARES];
+  /* Its grid's split points may run on several host threads
+   * (tsr_ir_host_split_ok; docs/semantics.md, "Host threads"). */
+  bool host_split;
   /* The sort and argsort ops' temporaries, kept for the next run (NULL:
    * allocated per call); thread-safe as `spare`. Every program owns its own. */
   tsr_sort_scratch_t *sort_scratch;
@@ -467,6 +475,20 @@ typedef struct dma_record {
   const char *src_name;
 } dma_record_t;
 
+/* The parts of a split run (run.c; docs/semantics.md, "Host threads"):
+ * each part is a shared_t of one core over a contiguous part of the split
+ * points, on its own host thread. They draw their steps from the run's
+ * bounds and report its progress under `mu`; `stop` tells the others when
+ * one part cannot finish as a serial run would (it reported something or a
+ * bound stopped it), since the run is then run again on one thread. */
+typedef struct split_group {
+  pthread_mutex_t mu;
+  tsr_bounds_t *bounds;   /* the run's */
+  uint32_t parts;
+  _Atomic uint64_t steps; /* grid steps the parts have counted so far */
+  atomic_bool stop;
+} split_group_t;
+
 /* What all cores of a run share. */
 struct shared {
   const tsr_interp_program_t *p;
@@ -503,6 +525,8 @@ struct shared {
   tsr_bounds_t bounds;
   tsr_step_meter_t meter;
   uint64_t budget;
+  split_group_t *group;     /* a part of a split run, else NULL */
+  uint64_t group_steps;     /* of stats.grid_steps, those added to group->steps */
 };
 
 
@@ -588,6 +612,11 @@ void tsr_interp_kernel_report_detail(run_t *run, uint32_t site, const tsr_diag_d
   tsr_interp_kernel_report(run, site, kind, TSR_DIAG_ERROR, __VA_ARGS__)
 #define tsr_interp_kernel_warning(run, site, kind, ...) \
   tsr_interp_kernel_report(run, site, kind, TSR_DIAG_WARNING, __VA_ARGS__)
+
+/* ---- run.c ---- */
+
+/* Frees the run memories a program keeps (tsr_interp_program_destroy). */
+void tsr_interp_free_spares(tsr_interp_program_t *p);
 
 /* ---- frame.c ---- */
 
@@ -827,6 +856,10 @@ void tsr_grid_check_parallel_revisits(shared_t *sh);
 void tsr_grid_copy_out_landed(shared_t *sh);
 /* Frees a device's sets of visited output blocks (its core 0's). */
 void tsr_grid_free_visits(run_t *run);
+/* Makes the visited-block table of each output `run`'s revisit check uses,
+ * before a split run's parts share them: true when every one is a dense
+ * table (the parts then write distinct records; a hash set is not shared). */
+bool tsr_grid_visits_dense(run_t *run);
 
 /* ---- sched.c ---- */
 

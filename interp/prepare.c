@@ -977,6 +977,7 @@ static tsr_status_t prepare(prep_t *ps) {
   /* The run's split (run.c), which reads the dynamic extents. */
   if (!tsr_ir_kernel_has_dynamic_grid(k))
     p->split = tsr_ir_core_split(k->grid_rank, k->grid, k->semantics);
+  p->host_split = tsr_ir_host_split_ok(k, NULL);
 
   /* Op positions, for sites. */
   p->num_walked_ops = tsr_ir_walk_ops(k, NULL, NULL);
@@ -1155,7 +1156,7 @@ tsr_status_t tsr_interp_program_prepare(const tsr_ir_kernel_t *kernel,
   tsr_interp_program_t *p = tsr_calloc(1, sizeof *p);
   if (!p) return TSR_OOM();
   tsr_arena_initialize(&p->arena);
-  atomic_init(&p->spare, NULL);
+  for (uint32_t i = 0; i < TSR_INTERP_SPARES; i++) atomic_init(&p->spare[i], NULL);
   p->sort_scratch = tsr_sort_scratch_create();
   if (options) {
     p->options = *options;
@@ -1209,15 +1210,7 @@ size_t tsr_interp_program_footprint(const tsr_interp_program_t *p) {
 
 void tsr_interp_program_destroy(tsr_interp_program_t *program) {
   if (!program) return;
-  run_memory_t *m = atomic_exchange(&program->spare, NULL);
-  if (m) {
-    for (uint32_t j = 0; j < program->num_operands; j++) tsr_free(m->hbm_shadow[j]);
-    tsr_free(m->hbm_shadow);
-    tsr_free(m->frame);
-    tsr_free(m->vmem);
-    tsr_free(m->vmem_shadow);
-    tsr_free(m);
-  }
+  tsr_interp_free_spares(program);
   tsr_sort_scratch_destroy(program->sort_scratch);
   if (!program->base) tsr_free(program->code); /* bound programs share it */
   tsr_free(program->sites);

@@ -9,6 +9,7 @@
 #endif
 #include <stdio.h>
 
+#include "base/pool.h"
 #include "interp/interp_internal.h"
 
 static tsr_status_t check_operand(const tsr_interp_program_t *p, uint32_t j,
@@ -68,9 +69,13 @@ static uint8_t *frame_alloc(uint64_t bytes) {
  * core has one; the output shadows (hbm_shadow) are used from each device's
  * core 0 only, and allocated on demand. */
 static run_memory_t *run_memory_take(const tsr_interp_program_t *p) {
-  run_memory_t *m = atomic_exchange(&((tsr_interp_program_t *)p)->spare, NULL);
-  if (m) return m;
-  m = tsr_calloc(1, sizeof *m);
+  tsr_interp_program_t *mp = (tsr_interp_program_t *)p;
+  for (uint32_t i = 0; i < TSR_INTERP_SPARES; i++) {
+    if (!atomic_load_explicit(&mp->spare[i], memory_order_relaxed)) continue;
+    run_memory_t *m = atomic_exchange(&mp->spare[i], NULL);
+    if (m) return m;
+  }
+  run_memory_t *m = tsr_calloc(1, sizeof *m);
   if (!m) return NULL;
   m->frame = frame_alloc(p->frame_bytes);
   m->vmem = tsr_aligned_alloc(64, p->vmem_bytes + 64);
@@ -87,15 +92,24 @@ static run_memory_t *run_memory_take(const tsr_interp_program_t *p) {
   return m;
 }
 
+void tsr_interp_free_spares(tsr_interp_program_t *p) {
+  for (uint32_t i = 0; i < TSR_INTERP_SPARES; i++)
+    run_memory_free(atomic_exchange(&p->spare[i], NULL), p->num_operands);
+}
+
 static void core_free(run_t *run) {
   const tsr_interp_program_t *p = run->p;
   if (run->visited && run->core == 0) tsr_grid_free_visits(run);
   if (run->memory) {
-    /* Keep the memory for the next run unless another run already did. */
-    run_memory_t *expected = NULL;
+    /* Keep the memory for the next run, in a free slot if there is one. */
     tsr_interp_program_t *mp = (tsr_interp_program_t *)p;
-    if (!atomic_compare_exchange_strong(&mp->spare, &expected, run->memory))
-      run_memory_free(run->memory, p->num_operands);
+    for (uint32_t i = 0; i < TSR_INTERP_SPARES && run->memory; i++) {
+      run_memory_t *expected = NULL;
+      if (atomic_compare_exchange_strong(&mp->spare[i], &expected, run->memory))
+        run->memory = NULL;
+    }
+    run_memory_free(run->memory, p->num_operands);
+    run->memory = NULL;
   }
   if (run->sems)
     for (uint32_t i = 0; i < p->num_refs; i++)
@@ -440,21 +454,135 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
   return tsr_interp_program_run_with(program, operands, num_operands, &ro, out_stats, NULL);
 }
 
-tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
-                                         tsr_array_t *const *operands, size_t num_operands,
-                                         const tsr_interp_run_options_t *ro,
-                                         tsr_interp_stats_t *out_stats,
-                                         tsr_diag_sink_t *out_diag) {
-  const tsr_interp_program_t *p = program;
-  if (num_operands != p->num_operands)
-    return TSR_STATUS(TSR_INVALID_ARGUMENT,
-                      "kernel @%s takes %u arrays (prefetch, in and out operands), "
-                      "got %zu",
-                      p->kernel_name, p->num_operands, num_operands);
-  if ((uint64_t)(p->options.devices ? p->options.devices : 1) *
-          (p->options.cores ? p->options.cores : 1) > TSR_INTERP_MAX_CORES)
-    return TSR_STATUS(TSR_INVALID_ARGUMENT,
-                      "at most %d simulated cores (devices x cores) per run", TSR_INTERP_MAX_CORES);
+/* How many host threads run the split points of this run (docs/semantics.md,
+ * "Host threads"): 1 unless the kernel allows a split (p->host_split), the
+ * run has one core on one device, no race detection, trace, grid-step
+ * callback or device-wide scoped buffers, has reported nothing before its
+ * first step (the parallel-revisit warning), and two split points or more,
+ * and its outputs' visited tables are dense; then the option's count, at
+ * most one per point. */
+static uint32_t split_parts(shared_t *sh) {
+  const tsr_interp_program_t *p = sh->p;
+  if (!p->host_split || sh->devices * sh->cores != 1 || sh->race || sh->tracing ||
+      p->options.on_grid_step || p->num_wide || sh->aborted || sh->diag.errors.count ||
+      sh->diag.warnings.count || sh->diag.failed)
+    return 1;
+  for (uint32_t g = sh->split.first; g < sh->split.end; g++)
+    if (sh->grid[g] <= 0) return 1;
+  uint64_t points = sh->split.points;
+  uint32_t t = tsr_host_threads(p->options.threads);
+  if (points < 2 || t < 2 || !tsr_grid_visits_dense(&sh->core[0])) return 1;
+  return points < t ? (uint32_t)points : t;
+}
+
+static void part_main(void *ctx, uint32_t i) {
+  shared_t *parts = ctx;
+  tsr_interp_run_all(&parts[i]);
+}
+
+static void add_stats(tsr_interp_stats_t *to, const tsr_interp_stats_t *from) {
+  to->grid_steps += from->grid_steps;
+  to->ops_executed += from->ops_executed;
+  to->blocks_copied_in += from->blocks_copied_in;
+  to->blocks_copied_out += from->blocks_copied_out;
+  to->bytes_copied += from->bytes_copied;
+}
+
+/* Runs the one core's split points as n parts, each a contiguous part of
+ * them in grid order with its own memories, values and diagnostics, on the
+ * host's pool; part 0 is the run's own core. The parts share the arrays
+ * (they write disjoint output blocks: tsr_ir_host_split_ok) and the
+ * visited tables (dense: disjoint records). Returns false when a part
+ * reported anything or was stopped: the caller then runs the whole run
+ * again on one thread. When a part cannot be set up (no memory), the run
+ * runs on one thread here instead. */
+static bool run_split(shared_t *sh, uint32_t n) {
+  const tsr_interp_program_t *p = sh->p;
+  shared_t *parts = tsr_calloc(n, sizeof *parts);
+  run_t *cores = tsr_calloc(n, sizeof *cores);
+  split_group_t g = {.bounds = &sh->bounds, .parts = n};
+  pthread_mutex_init(&g.mu, NULL);
+  atomic_init(&g.steps, 0);
+  atomic_init(&g.stop, false);
+  run_t *own = &sh->core[0];
+  const uint64_t lo = own->share_lo, hi = own->share_hi;
+  const uint64_t per_point = sh->total_steps / sh->split.points;
+  uint32_t made = 0; /* parts whose diagnostics (and core, past part 0) are set up */
+  bool ok = parts && cores;
+  for (; ok && made < n; made++) {
+    shared_t *q = &parts[made];
+    *q = *sh; /* the run's grid, split, arrays and tables */
+    q->core = made == 0 ? own : &cores[made];
+    q->aborted = false;
+    memset(&q->stats, 0, sizeof q->stats);
+    q->tick = 0;
+    memset(&q->meter, 0, sizeof q->meter);
+    q->budget = 0;
+    q->group = &g;
+    q->group_steps = 0;
+    tsr_strbuf_initialize(&q->trace);
+    tsr_status_t s = tsr_diag_sink_initialize(&q->diag, p->kernel_name, p->num_sites, 1, 1,
+                                              sh->diag.max_errors, sh->diag.strict);
+    if (!s && made > 0) {
+      s = core_setup(q, 0, 0);
+      if (s) tsr_diag_sink_deinitialize(&q->diag);
+    }
+    if (s) {
+      tsr_status_free(s);
+      if (made > 0) { /* what core_setup made of it, but not the run's tables */
+        cores[made].visited = NULL;
+        core_free(&cores[made]);
+      }
+      ok = false;
+      break;
+    }
+    run_t *run = q->core;
+    run->sh = q;
+    run->share_lo = lo + (hi - lo) * made / n;
+    run->share_hi = lo + (hi - lo) * (made + 1) / n;
+    run->core_steps = per_point * (run->share_hi - run->share_lo);
+  }
+  if (ok) tsr_pool_run(n, part_main, parts);
+  bool clean = true;
+  for (uint32_t i = 0; i < made; i++) {
+    shared_t *q = &parts[i];
+    clean = clean && !q->aborted && !q->diag.errors.count && !q->diag.warnings.count &&
+            !q->diag.failed;
+    add_stats(&sh->stats, &q->stats);
+    sh->tick += q->tick;
+    tsr_diag_sink_deinitialize(&q->diag);
+  }
+  if (ok && made > 1) {
+    /* The run ends where the last part ended, as a serial run does there:
+     * the end-of-run reports name that point. */
+    const run_t *last = &cores[made - 1];
+    memcpy(own->point, last->point, sizeof own->point);
+    memcpy(own->loop, last->loop, sizeof own->loop);
+    own->step = last->step;
+  }
+  own->sh = sh;
+  own->share_lo = lo;
+  own->share_hi = hi;
+  for (uint32_t i = 1; i < made; i++) {
+    cores[i].visited = NULL; /* the run's, freed with its own core */
+    core_free(&cores[i]);
+  }
+  pthread_mutex_destroy(&g.mu);
+  tsr_free(parts);
+  tsr_free(cores);
+  if (!ok) tsr_interp_run_all(sh); /* as it was before any part ran */
+  return !ok || clean;
+}
+
+/* One run. With may_split, the run may go to several host threads
+ * (run_split); when they cannot finish as a serial run would, *redo is set
+ * and nothing is reported, written or counted: the caller runs it again
+ * without may_split, passing the first run's bounds in `resume` (its start
+ * for the timeout, its last progress, which never goes back). */
+static tsr_status_t run_once(const tsr_interp_program_t *p, tsr_array_t *const *operands,
+                             const tsr_interp_run_options_t *ro, bool may_split,
+                             tsr_bounds_t *resume, bool *redo, tsr_interp_stats_t *out_stats,
+                             tsr_diag_sink_t *out_diag) {
   shared_t sh;
   memset(&sh, 0, sizeof sh);
   sh.p = p;
@@ -476,6 +604,11 @@ tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
   bounds.on_progress_user = ro->on_progress_user;
   bounds.progress_interval = ro->progress_interval;
   tsr_bounds_start(&sh.bounds, &bounds);
+  if (resume->start > 0) {
+    sh.bounds.start = resume->start;
+    sh.bounds.progress_next = resume->progress_next;
+    sh.bounds.reported = resume->reported;
+  }
   tsr_status_t s = tsr_diag_sink_initialize(&sh.diag, p->kernel_name, p->num_sites, sh.devices,
                                             sh.cores, p->options.max_errors, ro->strict);
   if (!s) s = run_setup(&sh, operands);
@@ -483,7 +616,14 @@ tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
   if (!s) {
     /* every device runs the whole grid */
     sh.bounds.progress_total = sh.total_steps * sh.devices;
-    tsr_interp_run_all(&sh);
+    uint32_t parts = may_split ? split_parts(&sh) : 1;
+    if (parts > 1 && !run_split(&sh, parts)) {
+      *redo = true;
+      *resume = sh.bounds;
+      shared_free(&sh);
+      return NULL;
+    }
+    if (parts == 1) tsr_interp_run_all(&sh);
     tsr_bounds_report_progress(&sh.bounds, sh.stats.grid_steps);
   }
   tsr_status_t trace = s || !sh.tracing ? NULL : tsr_trace_write(&sh);
@@ -509,4 +649,27 @@ tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
   if (out_diag) tsr_diag_sink_move(&sh.diag, out_diag);
   shared_free(&sh);
   return s;
+}
+
+tsr_status_t tsr_interp_program_run_with(const tsr_interp_program_t *program,
+                                         tsr_array_t *const *operands, size_t num_operands,
+                                         const tsr_interp_run_options_t *ro,
+                                         tsr_interp_stats_t *out_stats,
+                                         tsr_diag_sink_t *out_diag) {
+  const tsr_interp_program_t *p = program;
+  if (num_operands != p->num_operands)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "kernel @%s takes %u arrays (prefetch, in and out operands), "
+                      "got %zu",
+                      p->kernel_name, p->num_operands, num_operands);
+  if ((uint64_t)(p->options.devices ? p->options.devices : 1) *
+          (p->options.cores ? p->options.cores : 1) > TSR_INTERP_MAX_CORES)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "at most %d simulated cores (devices x cores) per run", TSR_INTERP_MAX_CORES);
+  tsr_bounds_t resume;
+  memset(&resume, 0, sizeof resume);
+  bool redo = false;
+  tsr_status_t s = run_once(p, operands, ro, true, &resume, &redo, out_stats, out_diag);
+  if (!redo) return s;
+  return run_once(p, operands, ro, false, &resume, &redo, out_stats, out_diag);
 }

@@ -121,7 +121,7 @@ typedef struct tsr_interp_options {
    * progress_interval seconds while the grid runs, when the run checks its
    * bounds (about every millisecond of each core's work), then once after
    * the grid: done == total when every step ran. Calls never overlap and
-   * `done` never decreases; the cpu backend calls from its cores' threads.
+   * `done` never decreases; calls may come from any of the run's threads.
    * The interpreter counts every grid step; the cpu backend's compiled
    * code reports only when it asks the runtime for more steps, so its
    * `done` is each core's step as of its last request, summed. */

@@ -5,7 +5,9 @@
  * thread, so its first error is a serial run's, its progress never goes
  * back. The "compiled kernels" are C functions with the entry point's
  * signature (lower/lower_api.h) that walk their points as generated code
- * does. In suite 'cache', so that it also runs under ThreadSanitizer. */
+ * does. Then the interpreter's split (interp/run.c): the same outputs,
+ * statistics and reports as one thread. In suite 'cache', so that it also
+ * runs under ThreadSanitizer. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <fenv.h>
 #include <pthread.h>
@@ -15,10 +17,12 @@
 #include <stdlib.h>
 
 #include "base/pool.h"
+#include "interp/interp_internal.h"
 #include "ir/ir.h"
 #include "lower/lower_api.h"
 #include "runtime/runtime_internal.h"
 #include "tests/harness.h"
+#include "tests/unit/interp_fixture.h"
 
 /* ---- Which kernels split --------------------------------------------------- */
 
@@ -500,6 +504,241 @@ TSR_TEST(tasks_run_in_their_callers_floating_point_environment) {
   TSR_CHECK_EQ_INT(same, FENV_TASKS);
 }
 
+
+/* ---- The interpreter --------------------------------------------------------- */
+
+/* An accumulation over the arbitrary dim in scratch (flash attention's
+ * pattern), rounding at every step, so that any change of order or of the
+ * scratch a point starts from changes the bits; ASSERT_AT adds asserts at
+ * two split points. */
+#define ACC_TSR(asserts)                                                        \
+  "kernel @acc\n  grid(64, 4) semantics(parallel, arbitrary)\n"                \
+  "  in %x: f32[512, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"             \
+  "  out %y: f32[512, 8] vmem block[8, 8] map(%i, %j) -> (%i, 0)\n"            \
+  "  scratch %acc: vmem f32[8, 8]\n"                                           \
+  "{\n"                                                                        \
+  "  %i = program_id 0 : i32\n"                                                \
+  "  %j = program_id 1 : i32\n"                                                \
+  "  %z = const 0 : i32\n"                                                     \
+  "  %first = eq %j, %z : i1\n"                                                \
+  "  if %first {\n"                                                            \
+  "    %c = const 0.5 : f32[8, 8]\n"                                           \
+  "    store %acc[:, :], %c\n"                                                 \
+  "  }\n"                                                                      \
+  "  %v = load %x[:, :] : f32[8, 8]\n"                                         \
+  "  %a = load %acc[:, :] : f32[8, 8]\n"                                       \
+  "  %p = mul %v, %a : f32[8, 8]\n"                                            \
+  "  %s = add %p, %v : f32[8, 8]\n"                                            \
+  "  store %acc[:, :], %s\n"                                                   \
+  "  store %y[:, :], %s\n"                                                     \
+  asserts                                                                      \
+  "}\n"
+#define ASSERT_AT                                                              \
+  "  %five = const 5 : i32\n"                                                  \
+  "  %fifty = const 50 : i32\n"                                                \
+  "  %n5 = ne %i, %five : i1\n"                                                \
+  "  %n50 = ne %i, %fifty : i1\n"                                              \
+  "  %ok = and %n5, %n50 : i1\n"                                               \
+  "  assert %ok, \"bad point\"\n"
+
+/* The run memories a program keeps: one per part of its last split run. */
+static int spares(const tsr_interp_program_t *p) {
+  int n = 0;
+  for (int i = 0; i < TSR_INTERP_SPARES; i++) n += atomic_load(&p->spare[i]) != NULL;
+  return n;
+}
+
+static void fill_x(fixture_t *f) {
+  float *x = f32(f, 0);
+  for (int64_t i = 0; i < tsr_array_element_count(&f->arrays[0]); i++)
+    x[i] = (float)(i % 97) * 0.37f - 11.0f;
+}
+
+/* Runs `text` with `threads` (and checks as `check` says): its status, its
+ * output y copied to `y` (512 x 8), its stats and the spares it left. */
+static tsr_status_t run_interp(const char *text, uint32_t threads, bool check, float *y,
+                               tsr_interp_stats_t *stats, int *kept) {
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.threads = threads;
+  o.check = check;
+  fixture_t f;
+  tsr_status_t s = setup(&f, text, &o);
+  if (!s) {
+    fill_x(&f);
+    s = run(&f);
+    memcpy(y, f32(&f, 1), 512 * 8 * sizeof(float));
+    if (stats) *stats = f.stats;
+    if (kept) *kept = spares(f.program);
+  }
+  teardown(&f);
+  return s;
+}
+
+static float y_one[512 * 8], y_many[512 * 8];
+
+TSR_TEST(the_interpreter_splits_with_the_same_bits_and_stats) {
+  for (int check = 0; check < 2; check++) {
+    tsr_interp_stats_t one, many;
+    int kept_one = 0, kept_many = 0;
+    TSR_CHECK_OK(run_interp(ACC_TSR(""), 1, check, y_one, &one, &kept_one));
+    TSR_CHECK_OK(run_interp(ACC_TSR(""), 4, check, y_many, &many, &kept_many));
+    TSR_CHECK(memcmp(y_one, y_many, sizeof y_one) == 0);
+    TSR_CHECK(y_one[0] != 0.0f && y_one[511 * 8 + 7] != 0.0f); /* every block written */
+    TSR_CHECK_EQ_INT(kept_one, 1);
+    TSR_CHECK_EQ_INT(kept_many, 4); /* four parts, each with its memory */
+    TSR_CHECK_EQ_INT(many.grid_steps, 256);
+    TSR_CHECK_EQ_INT(many.grid_steps, one.grid_steps);
+    TSR_CHECK_EQ_INT(many.ops_executed, one.ops_executed);
+    TSR_CHECK_EQ_INT(many.blocks_copied_in, one.blocks_copied_in);
+    TSR_CHECK_EQ_INT(many.blocks_copied_out, one.blocks_copied_out);
+    TSR_CHECK_EQ_INT(many.bytes_copied, one.bytes_copied);
+  }
+  /* a kernel that may not split (it prints) keeps to one thread */
+  const char *printing = "kernel @p\n  grid(64) semantics(parallel)\n"
+                         "  in %x: f32[512, 8] vmem block[8, 8] map(%i) -> (%i, 0)\n"
+                         "  out %y: f32[512, 8] vmem block[8, 8] map(%i) -> (%i, 0)\n"
+                         "{\n"
+                         "  %v = load %x[:, :] : f32[8, 8]\n"
+                         "  store %y[:, :], %v\n"
+                         "  %i = program_id 0 : i32\n"
+                         "  %z = const 70 : i32\n"
+                         "  %never = eq %i, %z : i1\n"
+                         "  if %never {\n"
+                         "    print \"never\"\n"
+                         "  }\n"
+                         "}\n";
+  int kept = 0;
+  TSR_CHECK_OK(run_interp(printing, 4, true, y_many, NULL, &kept));
+  TSR_CHECK_EQ_INT(kept, 1);
+  TSR_CHECK(y_many[511 * 8 + 7] == (float)((511 * 8 + 7) % 97) * 0.37f - 11.0f);
+}
+
+/* The end-of-run report of never-written output elements names where the
+ * run ended, the grid's last point, as on one thread. */
+TSR_TEST(an_interpreter_split_reports_at_its_end_as_one_thread) {
+  const char *half = "kernel @h\n  grid(64) semantics(parallel)\n"
+                     "  in %x: f32[512, 8] vmem block[8, 8] map(%i) -> (%i, 0)\n"
+                     "  out %y: f32[512, 8] vmem block[8, 8] map(%i) -> (%i, 0)\n"
+                     "{\n"
+                     "  %v = load %x[0:4, :] : f32[4, 8]\n"
+                     "  store %y[0:4, :], %v\n"
+                     "}\n";
+  char text[2][1024];
+  for (int t = 0; t < 2; t++) {
+    tsr_interp_options_t o;
+    tsr_interp_options_initialize(&o);
+    o.threads = t ? 4 : 1;
+    FILE *stream = tmpfile();
+    fixture_t f;
+    TSR_CHECK_OK(setup(&f, half, &o));
+    f.warning_stream = stream;
+    fill_x(&f);
+    TSR_CHECK_OK(run(&f));
+    TSR_CHECK_EQ_INT(f.stats.warnings, 1);
+    rewind(stream);
+    size_t n = stream ? fread(text[t], 1, sizeof text[t] - 1, stream) : 0;
+    text[t][n] = 0;
+    if (stream) fclose(stream);
+    teardown(&f);
+  }
+  TSR_CHECK(strstr(text[0], "grid point (63)") != NULL);
+  TSR_CHECK(strcmp(text[0], text[1]) == 0);
+}
+
+/* A later part asserting first (in time) is not what the run reports: the
+ * run is run again on one thread, whose first error is at point (5, 0). */
+TSR_TEST(an_interpreter_run_that_reports_is_run_again_on_one_thread) {
+  tsr_status_t one = run_interp(ACC_TSR(ASSERT_AT), 1, true, y_one, NULL, NULL);
+  tsr_status_t many = run_interp(ACC_TSR(ASSERT_AT), 4, true, y_many, NULL, NULL);
+  TSR_CHECK_EQ_INT(tsr_status_code(many), TSR_KERNEL_ERROR);
+  TSR_CHECK(many && strstr(tsr_status_message(many), "grid point (5, 0)") != NULL);
+  TSR_CHECK(one && many && strcmp(tsr_status_message(one), tsr_status_message(many)) == 0);
+  tsr_status_free(one);
+  tsr_status_free(many);
+}
+
+static void interp_progress(void *user, uint64_t done, uint64_t total) {
+  (void)total;
+  on_progress(user, done, total);
+}
+
+TSR_TEST(interpreter_progress_counts_every_part_and_never_goes_back) {
+  for (int failing = 0; failing < 2; failing++) {
+    tsr_interp_options_t o;
+    tsr_interp_options_initialize(&o);
+    o.threads = 4;
+    o.on_progress = interp_progress;
+    o.progress_interval = 0;
+    fixture_t f;
+    atomic_store(&progress_calls, 0);
+    progress_back = false;
+    tsr_status_t s = setup(&f, failing ? ACC_TSR(ASSERT_AT) : ACC_TSR(""), &o);
+    if (!s) {
+      fill_x(&f);
+      s = run(&f);
+    }
+    int n = atomic_load(&progress_calls);
+    TSR_CHECK(n >= 1 && !progress_back);
+    if (failing) {
+      TSR_CHECK_EQ_INT(tsr_status_code(s), TSR_KERNEL_ERROR);
+      tsr_status_free(s);
+    } else {
+      TSR_CHECK_OK(s);
+      TSR_CHECK(n <= 4096 && progress_seen[n - 1] == 256); /* done == total at the end */
+    }
+    teardown(&f);
+  }
+}
+
+/* One program run from several threads at once, each split: the parts of
+ * all runs share the pool and the program's spare memories. */
+typedef struct interp_runner {
+  const tsr_interp_program_t *program;
+  bool ok;
+} interp_runner_t;
+
+static void *interp_runner(void *arg) {
+  interp_runner_t *r = arg;
+  int64_t dims[2] = {512, 8};
+  tsr_array_t x, y;
+  r->ok = false;
+  if (tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &x)) return NULL;
+  if (tsr_array_initialize(TSR_DTYPE_F32, 2, dims, &y)) return NULL;
+  float *xs = x.data;
+  for (int64_t i = 0; i < 512 * 8; i++) xs[i] = (float)(i % 97) * 0.37f - 11.0f;
+  tsr_array_t *ops[2] = {&x, &y};
+  bool ok = true;
+  for (int k = 0; k < 10 && ok; k++) {
+    tsr_status_t s = tsr_interp_program_run(r->program, ops, 2, NULL);
+    ok = s == NULL && memcmp(y.data, y_one, sizeof y_one) == 0;
+    tsr_status_free(s);
+  }
+  tsr_array_deinitialize(&x);
+  tsr_array_deinitialize(&y);
+  r->ok = ok;
+  return NULL;
+}
+
+TSR_TEST(concurrent_interpreter_runs_of_one_program) {
+  TSR_CHECK_OK(run_interp(ACC_TSR(""), 1, true, y_one, NULL, NULL));
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.threads = 3;
+  fixture_t f;
+  TSR_CHECK_OK(setup(&f, ACC_TSR(""), &o));
+  interp_runner_t r[3];
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++) {
+    r[i] = (interp_runner_t){f.program, false};
+    pthread_create(&th[i], NULL, interp_runner, &r[i]);
+  }
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 3; i++) TSR_CHECK(r[i].ok);
+  TSR_CHECK(spares(f.program) >= 3 && spares(f.program) <= 9);
+  teardown(&f);
+}
+
 int main(void) {
   grid_module = parse(grid_tsr);
   tsr_status_t s = grid_module ? NULL : TSR_STATUS(TSR_INVALID_ARGUMENT, "grid kernel");
@@ -522,6 +761,11 @@ int main(void) {
   TSR_RUN(progress_never_goes_back_when_a_run_is_run_again);
   TSR_RUN(concurrent_runs_share_the_pool);
   TSR_RUN(the_default_is_the_cores_this_process_may_use);
+  TSR_RUN(the_interpreter_splits_with_the_same_bits_and_stats);
+  TSR_RUN(an_interpreter_split_reports_at_its_end_as_one_thread);
+  TSR_RUN(an_interpreter_run_that_reports_is_run_again_on_one_thread);
+  TSR_RUN(interpreter_progress_counts_every_part_and_never_goes_back);
+  TSR_RUN(concurrent_interpreter_runs_of_one_program);
   tsr_cpu_info_destroy(grid_info);
   tsr_ir_module_destroy(grid_module);
   return tsr_test_done();
