@@ -658,17 +658,12 @@ TSR_TEST(an_interpreter_run_that_reports_is_run_again_on_one_thread) {
   tsr_status_free(many);
 }
 
-static void interp_progress(void *user, uint64_t done, uint64_t total) {
-  (void)total;
-  on_progress(user, done, total);
-}
-
 TSR_TEST(interpreter_progress_counts_every_part_and_never_goes_back) {
   for (int failing = 0; failing < 2; failing++) {
     tsr_interp_options_t o;
     tsr_interp_options_initialize(&o);
     o.threads = 4;
-    o.on_progress = interp_progress;
+    o.on_progress = on_progress;
     o.progress_interval = 0;
     fixture_t f;
     atomic_store(&progress_calls, 0);
