@@ -394,6 +394,58 @@ TSR_API const tsr_diagnostic_list_t *tsr_run_result_diagnostics(const tsr_run_re
 TSR_API void tsr_run_result_stats(const tsr_run_result_t *result,
                                   tsr_interp_stats_t *out_stats);
 
+/* ---- Runs as XLA custom calls on CPU ------------------------------------------- */
+
+/* One XLA FFI handler (XLA's FFI C API 0.x, what jax.ffi.ffi_call calls on
+ * CPU) for every bound executable: the custom call's u64 attributes
+ * `tsr_binding` (the binding's address) and `tsr_process`
+ * (tsr_xla_process()) name the binding; its operands are the inputs and its
+ * results the outputs, in the executable's order. A run that succeeds
+ * without text makes no call into the binding's language: the handler
+ * points the operands at XLA's buffers and runs. Anything else goes to the
+ * binding's callbacks:
+ *   - `call(user, frame)` makes the whole call (and returns an
+ *     XLA_FFI_Error *, or NULL) when the binding is not direct or is retired;
+ *   - `finish(user, frame, status, result, printed, printed_size, warned,
+ *     warned_size)` comes after a direct run that failed, printed or
+ *     warned, with the run's status (NULL: ok) and result (both freed after
+ *     the call), and the text of the kernel's prints and of its warnings
+ *     (NUL-terminated, borrowed for the call). It returns the
+ *     XLA_FFI_Error * to report, or NULL.
+ * A `tsr_process` of another process (a compiled call out of a persistent
+ * compilation cache) is reported as an error, never followed. */
+typedef void *(*tsr_xla_call_fn)(void *user, void *call_frame);
+typedef void *(*tsr_xla_finish_fn)(void *user, void *call_frame, tsr_status_t status,
+                                   const tsr_run_result_t *result, const char *printed,
+                                   size_t printed_size, const char *warned, size_t warned_size);
+typedef struct tsr_xla_binding tsr_xla_binding_t;
+
+/* The handler (an XLA_FFI_Handler *) to register under one target name. */
+TSR_API void *tsr_xla_handler(void);
+/* This process's value of the `tsr_process` attribute (random per process). */
+TSR_API uint64_t tsr_xla_process(void);
+/* Binds `executable`, which must outlive the binding's direct runs (retire
+ * the binding before destroying it). `operands` gives each operand's dtype
+ * and shape (data is ignored); the first num_inputs are the inputs.
+ * `direct`: calls may run without `call`. A binding is never freed: XLA
+ * may keep a compiled call for the life of the process. */
+TSR_API tsr_status_t tsr_xla_bind(const tsr_executable_t *executable,
+                                  const tsr_array_t *operands, size_t num_operands,
+                                  size_t num_inputs, bool direct, tsr_xla_call_fn call,
+                                  tsr_xla_finish_fn finish, void *user,
+                                  tsr_xla_binding_t **out_binding) TSR_MUST_USE;
+/* From now on every call of the binding goes to `call`; returns once no
+ * direct run of it is in progress. */
+TSR_API void tsr_xla_retire(tsr_xla_binding_t *binding);
+/* The thread whose direct runs tsr_xla_interrupt cancels (pthread_self()'s
+ * value; 0: none). */
+TSR_API void tsr_xla_set_interrupt_thread(uint64_t thread);
+/* Cancels the direct run in progress on that thread, if there is one
+ * (from any thread: a signal watcher); returns whether there was. */
+TSR_API bool tsr_xla_interrupt(void);
+/* How many direct runs this process has started. */
+TSR_API uint64_t tsr_xla_direct_runs(void);
+
 /* ---- TPU (Mosaic) --------------------------------------------------------------- */
 
 /* Emits `kernel` as a Mosaic TPU MLIR module in text form, laid out as

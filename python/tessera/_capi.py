@@ -244,6 +244,10 @@ GRID_STEP_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_uint32, c_uint32, c_uin
                                 POINTER(ctypes.c_int64))
 # on_progress(user, done, total)
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_uint64, c_uint64)
+# tsr_xla_call_fn and tsr_xla_finish_fn: they return an XLA_FFI_Error * (or NULL)
+XLA_CALL_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_void_p)
+XLA_FINISH_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
+                                 POINTER(c_char), c_size_t, POINTER(c_char), c_size_t)
 
 
 class InterpOptions(Structure):
@@ -507,6 +511,17 @@ def _declare(h: ctypes.CDLL) -> None:
     _fn(h, "tsr_run_result_diagnostics", c_void_p, c_void_p)
     _fn(h, "tsr_run_result_stats", None, c_void_p, P(InterpStats))
     _fn(h, "tsr_interp_chip_vmem_bytes", c_bool, c_char_p, P(c_uint64))
+    # XLA custom calls (a library built before them has none: the JAX
+    # bridge's handler stays in Python)
+    if hasattr(h, "tsr_xla_bind"):
+        _fn(h, "tsr_xla_handler", c_void_p)
+        _fn(h, "tsr_xla_process", c_uint64)
+        _fn(h, "tsr_xla_bind", status, c_void_p, c_void_p, c_size_t, c_size_t, c_bool,
+            XLA_CALL_FN, XLA_FINISH_FN, c_void_p, P(c_void_p))
+        _fn(h, "tsr_xla_retire", None, c_void_p)
+        _fn(h, "tsr_xla_set_interrupt_thread", None, c_uint64)
+        _fn(h, "tsr_xla_interrupt", c_bool)
+        _fn(h, "tsr_xla_direct_runs", c_uint64)
     # tpu.h (a library built before the TPU emitter has none: Kernel.to_mosaic
     # says so)
     if hasattr(h, "tsr_tpu_emit"):

@@ -10,6 +10,7 @@ import ctypes
 import dataclasses
 import itertools
 import math
+import sys
 import time
 import warnings
 import weakref
@@ -60,6 +61,17 @@ _addressof = ctypes.addressof
 _char_at = ctypes.c_char.from_buffer  # a writable array's address in 0.5 us, x.ctypes.data's 1.7
 
 
+def _operand_arrays(exe: "Executable") -> ctypes.Array:
+    """A tsr_array_t per operand of `exe` with its dtype and shape (no data)."""
+    arrays = (_capi.Array * exe._n)()
+    for a, (dtype, shape) in zip(arrays, exe._array_specs):
+        a.dtype = dtype
+        a.rank = len(shape)
+        for d, extent in enumerate(shape):
+            a.dims[d] = extent
+    return arrays
+
+
 class _Slot:
     """What one run of an executable needs in C, made once and reused by the
     runs that find it free: the operands' tsr_array_t's (only `data` changes
@@ -72,16 +84,12 @@ class _Slot:
 
     def __init__(self, exe: Executable):
         n = exe._n
-        self.arrays = (_capi.Array * n)()
+        self.arrays = _operand_arrays(exe)
         self.ptrs = (ctypes.POINTER(_capi.Array) * n)()
         offset = _capi.Array.data.offset
         self.data = []
-        for i, (dtype, shape) in enumerate(exe._array_specs):
+        for i in range(n):
             a = self.arrays[i]
-            a.dtype = dtype
-            a.rank = len(shape)
-            for d, extent in enumerate(shape):
-                a.dims[d] = extent
             self.ptrs[i] = ctypes.pointer(a)
             self.data.append(ctypes.c_void_p.from_address(ctypes.addressof(a) + offset))
         self.flag = ctypes.c_int(0)
@@ -484,31 +492,8 @@ class Executable:
                     line.end()
             result = slot.result
             try:
-                diags: tuple[Diagnostic, ...] = ()
-                moved: list[tuple[str, str]] = []
-                stats = None
-                if (status or sink.warned) and result.value:
-                    diags = _diagnostics_of_list(
-                        _capi.lib().tsr_run_result_diagnostics(result))
-                    if self._diagnostic_hook is not None:
-                        diags, moved = _hooked(self._diagnostic_hook, diags)
-                if want_stats or status:
-                    st = _capi.InterpStats()
-                    if result.value:
-                        _capi.lib().tsr_run_result_stats(result, ctypes.byref(st))
-                    stats = RunStats(st.grid_steps, st.ops_executed, st.blocks_copied_in,
-                                     st.blocks_copied_out, st.bytes_copied, st.vmem_bytes,
-                                     st.warnings)
-                if status:
-                    h = _capi.lib()
-                    code = h.tsr_status_code_name(h.tsr_status_code(status)).decode()
-                    message = h.tsr_status_message(status).decode(errors="replace")
-                    message = _requote(message, moved)
-                    h.tsr_status_free(status)
-                    status = None
-                    if sink.error is not None:
-                        raise sink.error
-                    raise KernelError(code, message, diags, stats)
+                diags, stats = self._outcome(status, result.value, sink.warned, want_stats,
+                                             sink.error)
             finally:
                 if status:
                     _capi.lib().tsr_status_free(status)
@@ -525,6 +510,43 @@ class Executable:
             self._slots.append(slot)
         if error is not None:
             raise error
+        return self._warn(diags, stats, on_warning)
+
+    def _outcome(self, status: Any, result: int | None, warned: bool, want_stats: bool,
+                 first_error: BaseException | None
+                 ) -> tuple[tuple[Diagnostic, ...], RunStats | None]:
+        """A finished run's diagnostics (when it failed or warned) and stats
+        (when wanted or failed), from its status and result (neither freed
+        here); raises the run's error: `first_error` (a callback's) first,
+        else a KernelError."""
+        __tracebackhide__ = True
+        diags: tuple[Diagnostic, ...] = ()
+        moved: list[tuple[str, str]] = []
+        stats = None
+        if (status or warned) and result:
+            diags = _diagnostics_of_list(_capi.lib().tsr_run_result_diagnostics(result))
+            if self._diagnostic_hook is not None:
+                diags, moved = _hooked(self._diagnostic_hook, diags)
+        if want_stats or status:
+            st = _capi.InterpStats()
+            if result:
+                _capi.lib().tsr_run_result_stats(result, ctypes.byref(st))
+            stats = RunStats(st.grid_steps, st.ops_executed, st.blocks_copied_in,
+                             st.blocks_copied_out, st.bytes_copied, st.vmem_bytes, st.warnings)
+        if status:
+            h = _capi.lib()
+            code = h.tsr_status_code_name(h.tsr_status_code(status)).decode()
+            message = h.tsr_status_message(status).decode(errors="replace")
+            if first_error is not None:
+                raise first_error
+            raise KernelError(code, _requote(message, moved), diags, stats)
+        return diags, stats
+
+    def _warn(self, diags: tuple[Diagnostic, ...], stats: RunStats | None,
+              on_warning: PrintCallback | None
+              ) -> tuple[tuple[Diagnostic, ...], RunStats | None]:
+        """Issues a run's warnings (KernelWarnings, unless their text went to
+        `on_warning`); returns them with the stats."""
         if not diags:
             return (), stats
         warns = tuple(d for d in diags if d.severity != "error")
@@ -535,6 +557,25 @@ class Executable:
                 if d.severity == "warning":
                     warnings.warn(KernelWarning(d), **_warn_kwargs())
         return warns, stats
+
+    def _finish_direct(self, status: int | None, result: int | None, printed: bytes,
+                       warned: bytes) -> None:
+        """After a run the library made without Python (tsr_xla_bind's
+        direct runs) that printed, warned or failed: its text goes where a
+        run's would, then its error is raised or its warnings issued."""
+        __tracebackhide__ = True
+        on_print = self._on_print or self.context.on_print
+        on_warning = self._on_warning or self.context.on_warning
+        if printed:
+            text = printed.decode(errors="replace")
+            if on_print is not None:
+                on_print(text)
+            else:
+                sys.stdout.write(text)
+        if warned and on_warning is not None:
+            on_warning(warned.decode(errors="replace"))
+        diags, _ = self._outcome(status, result, bool(warned), False, None)
+        self._warn(diags, None, on_warning)
 
     def close(self) -> None:
         """Destroys the executable now (else when it is garbage). From another
@@ -552,6 +593,9 @@ class Executable:
             self._destroy_once.pop()
         except IndexError:
             return
+        binding = getattr(self, "_xla_binding", None)
+        if binding:  # its direct runs end first (tessera.jax's FFI calls)
+            _capi.lib().tsr_xla_retire(binding)
         handle, self._handle = self._handle, ctypes.c_void_p()
         if handle:
             _capi.lib().tsr_executable_destroy(handle)

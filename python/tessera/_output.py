@@ -262,6 +262,7 @@ class _Interrupts:
         self.ours = False
         self.lock = threading.Lock()
         self.pending: Any = None  # arm's select.poll of read_fd (the main thread's)
+        self.direct = False  # the main thread's direct runs (tsr_xla_bind) are watched
 
     def _start(self) -> bool:
         if not self.started:
@@ -306,11 +307,24 @@ class _Interrupts:
                 if data is None:
                     return
                 flag = self.current
-                if signal.SIGINT in data and flag is not None:
-                    flag.value = 1
+                if signal.SIGINT in data:
+                    if flag is not None:
+                        flag.value = 1
+                    elif self.direct:  # the library's own run, if one is going on
+                        _capi.lib().tsr_xla_interrupt()
 
-    def arm(self, flag: ctypes.c_int) -> bool:
-        """Arms Ctrl-C for a run on this thread; False when it cannot be."""
+    def watch_direct_runs(self) -> None:
+        """Ctrl-C also cancels the main thread's runs that the library makes
+        without Python (tsr_xla_bind's direct runs: their cancel flag is the
+        library's), as far as our wakeup fd stays installed. From the main
+        thread only (set_wakeup_fd's rule); elsewhere it does nothing."""
+        if self.direct or not self._ours():
+            return
+        _capi.lib().tsr_xla_set_interrupt_thread(self.main)
+        self.direct = True
+
+    def _ours(self) -> bool:
+        """Whether Ctrl-C reaches our watcher (installing it if it can)."""
         if threading.get_ident() != self.main or \
                 _signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
             return False
@@ -333,7 +347,11 @@ class _Interrupts:
                 signal.set_wakeup_fd(old)  # someone else's (asyncio): leave it
                 return False
             self.ours = True
-        if not self.ours:
+        return self.ours
+
+    def arm(self, flag: ctypes.c_int) -> bool:
+        """Arms Ctrl-C for a run on this thread; False when it cannot be."""
+        if not self._ours():
             return False
         with self.lock:
             if self.pending.poll(0):

@@ -311,15 +311,63 @@ def test_bridge_interpret_params_value_runs_one_call_through_tessera():
     assert tj.InterpretParams(uninit="zero") == tj.InterpretParams(uninit="zero")
 
 
+def _direct_runs() -> int:
+    from tessera import _capi
+    return _capi.lib().tsr_xla_direct_runs()
+
+
+def test_bridge_jit_runs_a_quiet_kernel_without_python_and_counts_it():
+    tj.cache_clear()
+    f = jax.jit(_double())
+    x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)
+    before = _direct_runs()
+    for i in range(5):
+        np.testing.assert_array_equal(np.asarray(f(x + i)), 2 * (x + i))
+    assert _direct_runs() == before + 5  # the library's handler ran them all
+    assert tj.cache_info()["runs"] == 5
+
+
+def test_bridge_jit_kernel_that_prints_runs_through_python(capfd):
+    def kernel(x_ref, o_ref):
+        pl.debug_print("row block {}", pl.program_id(0))
+        o_ref[...] = x_ref[...] * 2.0
+
+    f = jax.jit(tj.pallas_call(kernel, jax.ShapeDtypeStruct((16, 128), F32), grid=(2,),
+                               in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                               out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0))))
+    x = np.ones((16, 128), np.float32)
+    before = _direct_runs()
+    np.testing.assert_array_equal(np.asarray(f(x)), 2 * x)
+    # its text as it comes (a kernel that never ends still shows its prints)
+    assert _direct_runs() == before
+    assert "row block 0" in capfd.readouterr().out
+
+
+def test_bridge_jit_call_of_a_closed_kernel_is_an_error_not_a_crash():
+    tj.cache_clear()
+    f = jax.jit(_double(shape=(24, 128)))
+    x = np.ones((24, 128), np.float32)
+    np.testing.assert_array_equal(np.asarray(f(x)), 2 * x)
+    import tessera.jax._api as api
+    (prep,) = [p for p in api._prepared.values() if p.out_structs[0].shape == (24, 128)]
+    prep.runner.executable.close()
+    before = _direct_runs()
+    with pytest.raises(Exception, match="closed"):
+        np.asarray(f(x))
+    assert _direct_runs() == before
+
+
 def test_bridge_jit_runs_an_ffi_custom_call_or_a_pure_callback_on_request():
     x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)
     f = _double()
     text = jax.jit(f).lower(x).as_text()
-    assert "tessera_kernel_" in text  # an XLA FFI custom call, no Python callback
+    # an XLA FFI custom call, no Python callback: the library's one handler,
+    # the kernel named by its attributes
+    assert "@tessera_run" in text and "tsr_binding" in text and "callback" not in text
     np.testing.assert_array_equal(np.asarray(jax.jit(f)(x)), 2 * x)
     g = _double(jit_callback="pure_callback")
     text = jax.jit(g).lower(x).as_text()
-    assert "tessera_kernel_" not in text and "callback" in text
+    assert "tessera_run" not in text and "callback" in text
     np.testing.assert_array_equal(np.asarray(jax.jit(g)(x)), 2 * x)
     with pytest.raises(ValueError, match="jit_callback"):
         _double(jit_callback="nope")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import re
 import sys
 import threading
 from typing import Any, Callable, Mapping
@@ -13,6 +14,7 @@ import jax
 import numpy as np
 from jax.experimental import pallas as pl
 
+from .. import _capi
 from . import _jax_internal as ji
 from . import _multi
 from . import _params
@@ -60,8 +62,12 @@ class _Prepared:
                             def on_run() -> None:
                                 _count_run()
                                 before()
+                        # A run that needs Python before it (JAX's state) or
+                        # during it (a print's text, as it comes) goes
+                        # through Python; the others may run in C alone.
+                        direct = not self.runner.jax_state and not _PRINT_OP.search(self.text)
                         self._ffi = _ffi.ffi_callable(self.runner.executable, self.out_structs,
-                                                      on_run)
+                                                      on_run, direct)
                     except Exception as e:  # an XLA without this FFI: pure_callback
                         self._ffi_error = e
         return self._ffi
@@ -78,6 +84,16 @@ class _Prepared:
 _cache_lock = threading.RLock()
 _prepared: dict[Any, _Prepared] = {}
 _stats = {"hits": 0, "misses": 0, "traces": 0, "runs": 0}
+# The library's count of the FFI runs it made without Python, when `runs`
+# was last cleared.
+_direct_runs_base = [0]
+# A `print` op in a kernel's text
+_PRINT_OP = re.compile(r"^\s*print\b", re.M)
+
+
+def _direct_runs() -> int:
+    h = _capi.lib()
+    return h.tsr_xla_direct_runs() if hasattr(h, "tsr_xla_direct_runs") else 0
 
 
 def _count_run() -> None:
@@ -137,7 +153,8 @@ def cache_info() -> dict:
     had to trace the kernel), `runs` (kernel runs, approximate under
     threads), `entries`."""
     with _cache_lock:
-        return dict(_stats, entries=len(_prepared))
+        return dict(_stats, runs=_stats["runs"] + _direct_runs() - _direct_runs_base[0],
+                    entries=len(_prepared))
 
 
 def cache_clear() -> None:
@@ -151,6 +168,7 @@ def cache_clear() -> None:
         _generation += 1
         for k in _stats:
             _stats[k] = 0
+        _direct_runs_base[0] = _direct_runs()
 
 
 _generation = 0

@@ -20,8 +20,13 @@ import threading
 from typing import Any, Callable
 
 import jax
+import numpy as np
 
 from .. import _api as T
+from .. import _capi
+from .._diagnostics import CompileError, _raise_status
+from .._executable import _operand_arrays
+from .._output import _interrupts
 from . import _run
 
 FFI_API_MAJOR, FFI_API_MINOR = 0, 5
@@ -109,11 +114,29 @@ def _error(api: int, message: str, code: int = _ERROR_CODE_INTERNAL) -> int:
     return create(ctypes.byref(args))
 
 
-def _make_handler(executable: T.Executable, on_run: Callable[[], None]) -> Any:
+def _fail(executable: T.Executable, e: BaseException, api: int) -> int:
+    """A run's exception as the XLA FFI error to return (an exception leaving
+    a ctypes callback is printed and dropped, and XLA would take the call for
+    a success). Ctrl-C, the KeyboardInterrupt raised once the run has
+    stopped, is reported as XLA's CANCELLED with a message saying so
+    (docs/jax.md)."""
+    hook = getattr(executable, "_error_hook", None)
+    if hook is not None:  # JAX's phrase first (_jax_errors.py)
+        try:
+            e = hook(e)
+        except Exception:  # noqa: BLE001 - never let it leave the handler
+            pass
+    _last_error[0] = e
+    code = _ERROR_CODE_CANCELLED if isinstance(e, KeyboardInterrupt) else _ERROR_CODE_INTERNAL
+    return _error(api, _run.describe(e), code)
+
+
+def _make_handler(executable: T.Executable, on_run: Callable[[], None]) -> Callable[[int], Any]:
+    """The whole call in Python: a function of the call frame's address."""
     n, nin = executable._n, len(executable.inputs)
 
-    def handler(frame_p):
-        frame = frame_p.contents
+    def handler(frame_p: int):
+        frame = _CallFrame.from_address(frame_p)
         if frame.ext:
             if frame.ext.contents.type == _EXTENSION_METADATA:
                 meta = ctypes.cast(frame.ext, ctypes.POINTER(_MetadataExt)).contents.metadata
@@ -134,33 +157,89 @@ def _make_handler(executable: T.Executable, on_run: Callable[[], None]) -> Any:
             executable._run_buffers(buffers)
             return None
         except BaseException as e:  # noqa: BLE001 - reported to XLA, never raised
-            # (an exception leaving a ctypes callback is printed and dropped,
-            # and XLA would take the call for a success). Ctrl-C, the
-            # KeyboardInterrupt raised once the run has stopped, is reported
-            # as XLA's CANCELLED with a message saying so (docs/jax.md).
-            hook = getattr(executable, "_error_hook", None)
-            if hook is not None:  # JAX's phrase first (_jax_errors.py)
-                try:
-                    e = hook(e)
-                except Exception:  # noqa: BLE001 - never let it leave the handler
-                    pass
-            _last_error[0] = e
-            code = _ERROR_CODE_CANCELLED if isinstance(e, KeyboardInterrupt) \
-                else _ERROR_CODE_INTERNAL
-            return _error(frame.api, _run.describe(e), code)
-    return _HANDLER(handler)
+            return _fail(executable, e, frame.api)
+    return handler
 
 
-def ffi_callable(executable: T.Executable, out_structs,
-                 on_run: Callable[[], None] = lambda: None) -> Callable:
-    """A function of jax arrays running `executable` (on XLA's buffers, with
-    its diagnostic hook) as an XLA FFI custom call
-    (sequential under vmap); `on_run` is called at each run."""
-    handler = _make_handler(executable, on_run)
+def _direct_ok(executable: T.Executable) -> bool:
+    """Whether a run needs nothing of Python before or during it: no
+    observer (the run report times it), progress, trace or cancel token.
+    (Its text and errors reach Python after the run.)"""
+    return (executable._observer is None and executable._on_progress is None
+            and executable._trace_path is None and executable._cancel is None)
+
+
+def _capsule(address: int) -> Any:
     new = ctypes.pythonapi.PyCapsule_New
     new.restype = ctypes.py_object
     new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    capsule = new(ctypes.cast(handler, ctypes.c_void_p).value, None, None)
+    return new(address, None, None)
+
+
+_C_TARGET = "tessera_run"
+_c_registered: list[bool] = []
+
+
+def _c_handler() -> bool:
+    """Registers the library's handler (once); False when the library has none."""
+    h = _capi.lib()
+    if not hasattr(h, "tsr_xla_bind"):
+        return False
+    with _lock:
+        if not _c_registered:
+            jax.ffi.register_ffi_target(_C_TARGET, _capsule(h.tsr_xla_handler()), platform="cpu")
+            _c_registered.append(True)
+    return True
+
+
+def ffi_callable(executable: T.Executable, out_structs,
+                 on_run: Callable[[], None] = lambda: None, direct: bool = True) -> Callable:
+    """A function of jax arrays running `executable` (on XLA's buffers, with
+    its diagnostic hook) as an XLA FFI custom call (sequential under vmap);
+    `on_run` is called at each run that goes through Python.
+
+    With a library that has tsr_xla_bind, the call goes to its C handler:
+    with `direct` (and nothing of the executable's needing Python during a
+    run) a run that succeeds without text never enters Python; the rest
+    comes back to `handler` below, or to the executable's _finish_direct
+    after the run. Otherwise each kernel has a Python handler of its own."""
+    full = _make_handler(executable, on_run)
+    if _c_handler():
+        h = _capi.lib()
+
+        def call(_user, frame_p):
+            return full(frame_p)
+
+        def finish(_user, frame_p, status, result, printed, printed_size, warned, warned_size):
+            try:
+                executable._finish_direct(status, result,
+                                          ctypes.string_at(printed, printed_size),
+                                          ctypes.string_at(warned, warned_size))
+                return None
+            except BaseException as e:  # noqa: BLE001 - reported to XLA, never raised
+                return _fail(executable, e, _CallFrame.from_address(frame_p).api)
+
+        call_fn = _capi.XLA_CALL_FN(call)
+        finish_fn = _capi.XLA_FINISH_FN(finish)
+        operands = _operand_arrays(executable)
+        direct = direct and _direct_ok(executable)
+        if direct:
+            _interrupts.watch_direct_runs()
+        binding = ctypes.c_void_p()
+        status = h.tsr_xla_bind(executable._handle, operands, executable._n,
+                                len(executable.inputs), direct, call_fn, finish_fn, None,
+                                ctypes.byref(binding))
+        if status:
+            _raise_status(status, CompileError, "tsr_xla_bind")
+        executable._xla_binding = binding.value
+        with _lock:
+            _keep.append((call_fn, finish_fn, operands, executable))
+        attrs = {"tsr_binding": np.uint64(binding.value),
+                 "tsr_process": np.uint64(h.tsr_xla_process())}
+        target = jax.ffi.ffi_call(_C_TARGET, tuple(out_structs), vmap_method="sequential")
+        return lambda *args: target(*args, **attrs)
+    handler = _HANDLER(lambda frame_p: full(ctypes.cast(frame_p, ctypes.c_void_p).value))
+    capsule = _capsule(ctypes.cast(handler, ctypes.c_void_p).value)
     with _lock:
         name = f"tessera_kernel_{next(_ids)}"
         jax.ffi.register_ffi_target(name, capsule, platform="cpu")

@@ -1,0 +1,314 @@
+/* Executables as XLA FFI custom calls on CPU (tessera/api.h, "Runs as XLA
+ * custom calls on CPU"). A warm jitted call of a small kernel was mostly
+ * the binding's per-call path (docs/benchmarks.md, "The cost of a call"):
+ * XLA calling into Python, Python reading the call frame and calling back
+ * into the library. Here one C handler serves every kernel, and the binding
+ * hears of a call only when there is something to say: a failed run, a
+ * print, a warning, or a binding it has taken back.
+ *
+ * The call frame's layout: runtime/xla_ffi.h. */
+#define _GNU_SOURCE /* getrandom */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/api_internal.h"
+
+#include "runtime/xla_ffi.h"
+
+static void *ffi_error(const ffi_frame_t *frame, int code, const char *message) {
+  ffi_error_args_t a = {sizeof a, NULL, message, code};
+  return frame->api->error_create(&a);
+}
+
+/* ---- Bindings ------------------------------------------------------------ */
+
+struct tsr_xla_binding {
+  const tsr_executable_t *exe;
+  size_t n, num_inputs;
+  tsr_array_t *operands; /* dtype and shape; data set per call, on a copy */
+  tsr_xla_call_fn call;
+  tsr_xla_finish_fn finish;
+  void *user;
+  /* A direct run counts itself in `running`, then looks at `direct`;
+   * retire clears `direct`, then waits for `running` to be zero: whatever
+   * the interleaving, a run either sees the binding retired or is waited
+   * for. */
+  atomic_bool direct;
+  atomic_int running;
+};
+
+static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+static uint64_t process_token;
+static atomic_ullong direct_runs;
+
+static void process_init(void) {
+  uint64_t t = 0;
+  if (getrandom(&t, sizeof t, GRND_NONBLOCK) != (ssize_t)sizeof t) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    t = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^
+        ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&t;
+  }
+  /* Below 2^62: JAX turns a u64 attribute of 2^63 or more into an MLIR
+   * attribute it cannot read back. */
+  t &= (UINT64_C(1) << 62) - 1;
+  process_token = t ? t : 1;
+}
+
+uint64_t tsr_xla_process(void) {
+  pthread_once(&process_once, process_init);
+  return process_token;
+}
+
+uint64_t tsr_xla_direct_runs(void) { return atomic_load(&direct_runs); }
+
+tsr_status_t tsr_xla_bind(const tsr_executable_t *executable, const tsr_array_t *operands,
+                          size_t num_operands, size_t num_inputs, bool direct,
+                          tsr_xla_call_fn call, tsr_xla_finish_fn finish, void *user,
+                          tsr_xla_binding_t **out_binding) {
+  if (!out_binding)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT, "tsr_xla_bind: out_binding is NULL");
+  *out_binding = NULL;
+  if (!executable || !call || !finish || (num_operands && !operands) ||
+      num_inputs > num_operands)
+    return TSR_STATUS(TSR_INVALID_ARGUMENT,
+                      "tsr_xla_bind: needs an executable, both callbacks and %zu operands "
+                      "of which %zu inputs",
+                      num_operands, num_inputs);
+  tsr_xla_binding_t *b = calloc(1, sizeof *b);
+  tsr_array_t *ops = calloc(num_operands ? num_operands : 1, sizeof *ops);
+  if (!b || !ops) {
+    free(b);
+    free(ops);
+    return TSR_STATUS(TSR_OUT_OF_MEMORY, "tsr_xla_bind: out of memory");
+  }
+  for (size_t i = 0; i < num_operands; i++) {
+    ops[i] = operands[i];
+    ops[i].data = NULL;
+  }
+  b->exe = executable;
+  b->n = num_operands;
+  b->num_inputs = num_inputs;
+  b->operands = ops;
+  b->call = call;
+  b->finish = finish;
+  b->user = user;
+  atomic_init(&b->direct, direct);
+  atomic_init(&b->running, 0);
+  *out_binding = b;
+  return NULL;
+}
+
+void tsr_xla_retire(tsr_xla_binding_t *binding) {
+  if (!binding) return;
+  atomic_store(&binding->direct, false);
+  while (atomic_load(&binding->running) > 0) sched_yield();
+}
+
+/* ---- Ctrl-C ---------------------------------------------------------------- */
+
+/* The interrupt thread's direct run in progress polls `interrupt_flag`;
+ * `interrupt_running` says one is. A run on that thread clears the flag
+ * before it starts, so an interrupt meant for an earlier run is dropped. */
+static _Atomic(uint64_t) interrupt_thread;
+static int interrupt_flag; /* read by the run as its cancel flag */
+static atomic_bool interrupt_running;
+
+void tsr_xla_set_interrupt_thread(uint64_t thread) { atomic_store(&interrupt_thread, thread); }
+
+bool tsr_xla_interrupt(void) {
+  if (!atomic_load(&interrupt_running)) return false;
+  __atomic_store_n(&interrupt_flag, 1, __ATOMIC_RELAXED);
+  return true;
+}
+
+/* ---- A run's text ---------------------------------------------------------- */
+
+typedef struct {
+  char *data;
+  size_t size, cap;
+  bool failed; /* out of memory: the text is cut, and says so */
+} text_t;
+
+typedef struct {
+  pthread_mutex_t lock; /* several simulated cores print from their threads */
+  text_t printed, warned;
+} record_t;
+
+static void text_add(text_t *t, const char *s, size_t n) {
+  if (t->failed) return;
+  if (t->size + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap : 256;
+    while (cap < t->size + n + 1) cap *= 2;
+    char *d = realloc(t->data, cap);
+    if (!d) {
+      t->failed = true;
+      return;
+    }
+    t->data = d;
+    t->cap = cap;
+  }
+  memcpy(t->data + t->size, s, n);
+  t->size += n;
+  t->data[t->size] = 0;
+}
+
+static void record_text(record_t *r, text_t *t, const char *s, size_t n) {
+  pthread_mutex_lock(&r->lock);
+  text_add(t, s, n);
+  pthread_mutex_unlock(&r->lock);
+}
+
+static void on_print(void *user, const char *text, size_t size) {
+  record_t *r = user;
+  record_text(r, &r->printed, text, size);
+}
+
+static void on_warning(void *user, const char *text, size_t size) {
+  record_t *r = user;
+  record_text(r, &r->warned, text, size);
+}
+
+static const char *text_of(text_t *t, size_t *size) {
+  static const char cut[] = "\n[tessera: out of memory: the rest of this text was lost]\n";
+  if (t->failed) {
+    t->failed = false;
+    text_add(t, cut, sizeof cut - 1);
+  }
+  *size = t->size;
+  return t->data ? t->data : "";
+}
+
+/* ---- The handler ------------------------------------------------------------ */
+
+/* The u64 scalar attribute `name`, or false. */
+static bool attr_u64(const ffi_attrs_t *attrs, const char *name, uint64_t *out) {
+  size_t len = strlen(name);
+  for (int64_t i = 0; i < attrs->size; i++) {
+    const ffi_span_t *s = attrs->names[i];
+    if (s->len != len || memcmp(s->ptr, name, len) != 0) continue;
+    if (attrs->types[i] != FFI_ATTR_SCALAR) return false;
+    const ffi_scalar_t *v = attrs->attrs[i];
+    if (v->dtype != FFI_DTYPE_U64) return false;
+    memcpy(out, v->value, sizeof *out);
+    return true;
+  }
+  return false;
+}
+
+enum { STACK_OPERANDS = 16 };
+
+/* Runs `b` directly on the frame's buffers: NULL, or the error to report. */
+static void *run_direct(tsr_xla_binding_t *b, ffi_frame_t *frame) {
+  size_t n = b->n, nin = b->num_inputs;
+  tsr_array_t stack_arrays[STACK_OPERANDS];
+  tsr_array_t *stack_ptrs[STACK_OPERANDS];
+  tsr_array_t *arrays = stack_arrays;
+  tsr_array_t **ptrs = stack_ptrs;
+  if (n > STACK_OPERANDS) {
+    arrays = malloc(n * sizeof *arrays);
+    ptrs = malloc(n * sizeof *ptrs);
+    if (!arrays || !ptrs) {
+      free(arrays);
+      free(ptrs);
+      atomic_fetch_sub(&b->running, 1);
+      return ffi_error(frame, FFI_ERROR_INTERNAL, "tessera: out of memory");
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    arrays[i] = b->operands[i];
+    const ffi_buffer_t *buf = i < nin ? frame->args.args[i] : frame->rets.args[i - nin];
+    arrays[i].data = buf->data;
+    ptrs[i] = &arrays[i];
+  }
+  record_t rec = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  tsr_run_options_t ro;
+  tsr_run_options_initialize(&ro);
+  ro.output.print = on_print;
+  ro.output.warning = on_warning;
+  ro.output.user = &rec;
+  int own_flag = 0;
+  uint64_t it = atomic_load(&interrupt_thread);
+  bool watched = it && (uint64_t)pthread_self() == it;
+  if (watched) {
+    __atomic_store_n(&interrupt_flag, 0, __ATOMIC_RELAXED);
+    atomic_store(&interrupt_running, true);
+    ro.cancel = &interrupt_flag;
+  } else {
+    ro.cancel = &own_flag;
+  }
+  atomic_fetch_add(&direct_runs, 1);
+  tsr_run_result_t *result = NULL;
+  tsr_status_t status = tsr_executable_run(b->exe, ptrs, n, &ro, &result);
+  if (watched) atomic_store(&interrupt_running, false);
+  /* The executable is no longer used: retire may go on (before `finish`,
+   * which may need what retire's caller holds). */
+  atomic_fetch_sub(&b->running, 1);
+  if (arrays != stack_arrays) {
+    free(arrays);
+    free(ptrs);
+  }
+  void *error = NULL;
+  if (status || rec.printed.size || rec.warned.size || rec.printed.failed || rec.warned.failed) {
+    size_t np, nw;
+    const char *p = text_of(&rec.printed, &np);
+    const char *w = text_of(&rec.warned, &nw);
+    error = b->finish(b->user, frame, status, result, p, np, w, nw);
+  }
+  tsr_status_free(status);
+  tsr_run_result_destroy(result);
+  free(rec.printed.data);
+  free(rec.warned.data);
+  pthread_mutex_destroy(&rec.lock);
+  return error;
+}
+
+static void *handler(void *frame_p) {
+  ffi_frame_t *frame = frame_p;
+  for (ffi_ext_t *e = frame->ext; e; e = e->next) {
+    if (e->type == FFI_EXTENSION_METADATA) {
+      ffi_metadata_t *m = ((ffi_metadata_ext_t *)e)->metadata;
+      m->api_version.major = FFI_API_MAJOR;
+      m->api_version.minor = FFI_API_MINOR;
+      m->traits = 0;
+      return NULL;
+    }
+  }
+  if (frame->stage != FFI_STAGE_EXECUTE) return NULL;
+  uint64_t address = 0, process = 0;
+  if (!attr_u64(&frame->attrs, "tsr_binding", &address) ||
+      !attr_u64(&frame->attrs, "tsr_process", &process))
+    return ffi_error(frame, FFI_ERROR_INVALID_ARGUMENT,
+                     "tessera: a custom call without its u64 attributes tsr_binding and "
+                     "tsr_process");
+  if (process != tsr_xla_process())
+    return ffi_error(frame, FFI_ERROR_INVALID_ARGUMENT,
+                     "tessera: this compiled call names a kernel of another process (a "
+                     "persistent compilation cache?); trace and compile it in this one");
+  tsr_xla_binding_t *b = (tsr_xla_binding_t *)(uintptr_t)address;
+  if ((size_t)frame->args.size != b->num_inputs ||
+      (size_t)frame->rets.size != b->n - b->num_inputs) {
+    char message[160];
+    snprintf(message, sizeof message,
+             "tessera: the custom call has %lld operands and %lld results; the kernel takes "
+             "%zu inputs and gives %zu outputs",
+             (long long)frame->args.size, (long long)frame->rets.size, b->num_inputs,
+             b->n - b->num_inputs);
+    return ffi_error(frame, FFI_ERROR_INVALID_ARGUMENT, message);
+  }
+  atomic_fetch_add(&b->running, 1);
+  if (!atomic_load(&b->direct)) {
+    atomic_fetch_sub(&b->running, 1);
+    return b->call(b->user, frame);
+  }
+  return run_direct(b, frame);
+}
+
+void *tsr_xla_handler(void) { return (void *)handler; }
