@@ -42,7 +42,13 @@ struct tsr_xla_binding {
    * for. */
   atomic_bool direct;
   atomic_int running;
+  struct tsr_xla_binding *next; /* in `bindings` */
 };
+
+/* Every binding of the process: never freed (a compiled call may name one
+ * as long as the process lives), and so never lost either. */
+static pthread_mutex_t bindings_lock = PTHREAD_MUTEX_INITIALIZER;
+static tsr_xla_binding_t *bindings;
 
 static pthread_once_t process_once = PTHREAD_ONCE_INIT;
 static uint64_t process_token;
@@ -102,6 +108,10 @@ tsr_status_t tsr_xla_bind(const tsr_executable_t *executable, const tsr_array_t 
   b->user = user;
   atomic_init(&b->direct, direct);
   atomic_init(&b->running, 0);
+  pthread_mutex_lock(&bindings_lock);
+  b->next = bindings;
+  bindings = b;
+  pthread_mutex_unlock(&bindings_lock);
   *out_binding = b;
   return NULL;
 }
