@@ -12,7 +12,9 @@
 #include <fenv.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/base_internal.h"
@@ -163,4 +165,40 @@ uint32_t tsr_host_threads(uint32_t requested) {
   }
   long c = sysconf(_SC_NPROCESSORS_ONLN);
   return c >= 1 ? (uint32_t)c : 1;
+}
+
+/* ---- Whether a split pays --------------------------------------------------- */
+
+enum { SPLIT_MIN_US_DEFAULT = 200 };
+
+/* $TESSERA_SPLIT_MIN_US, read at each call (tests change it). */
+static uint64_t split_min_ns(void) {
+  const char *env = getenv("TESSERA_SPLIT_MIN_US");
+  if (env && *env) {
+    char *end = NULL;
+    unsigned long long v = strtoull(env, &end, 10);
+    if (end && !*end) return v > UINT64_MAX / 1000 ? UINT64_MAX : (uint64_t)v * 1000;
+  }
+  return (uint64_t)SPLIT_MIN_US_DEFAULT * 1000;
+}
+
+bool tsr_split_pays(const tsr_split_cost_t *cost, uint64_t points) {
+  uint64_t min = split_min_ns();
+  if (min == 0) return true;
+  uint64_t per = atomic_load_explicit(&cost->point_ns, memory_order_relaxed);
+  if (per == 0) return true;
+  return points >= (min + per - 1) / per;
+}
+
+void tsr_split_learn(tsr_split_cost_t *cost, uint64_t elapsed_ns, uint64_t points,
+                     uint32_t threads) {
+  if (!points) return;
+  uint64_t per = elapsed_ns / points * (threads ? threads : 1);
+  atomic_store_explicit(&cost->point_ns, per ? per : 1, memory_order_relaxed);
+}
+
+uint64_t tsr_split_clock_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }

@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "base/pool.h"
 #include "base/sort.h"
 #include "interp/blockops.h"
 #include "interp/interp_runtime.h"
@@ -337,6 +338,9 @@ struct tsr_interp_program {
   /* Its grid's split points may run on several host threads
    * (tsr_ir_host_split_ok; docs/semantics.md, "Host threads"). */
   bool host_split;
+  /* what a split point costs, learned from the runs (updated by runs of a
+   * const program) */
+  tsr_split_cost_t split_cost;
   /* The sort and argsort ops' temporaries, kept for the next run (NULL:
    * allocated per call); thread-safe as `spare`. Every program owns its own. */
   tsr_sort_scratch_t *sort_scratch;

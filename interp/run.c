@@ -471,7 +471,9 @@ static uint32_t split_parts(shared_t *sh) {
     if (sh->grid[g] <= 0) return 1;
   uint64_t points = sh->split.points;
   uint32_t t = tsr_host_threads(p->options.threads);
-  if (points < 2 || t < 2 || !tsr_grid_visits_dense(&sh->core[0])) return 1;
+  if (points < 2 || t < 2 || !tsr_split_pays(&p->split_cost, points) ||
+      !tsr_grid_visits_dense(&sh->core[0]))
+    return 1;
   return points < t ? (uint32_t)points : t;
 }
 
@@ -617,6 +619,7 @@ static tsr_status_t run_once(const tsr_interp_program_t *p, tsr_array_t *const *
     /* every device runs the whole grid */
     sh.bounds.progress_total = sh.total_steps * sh.devices;
     uint32_t parts = may_split ? split_parts(&sh) : 1;
+    uint64_t started_ns = tsr_split_clock_ns();
     if (parts > 1 && !run_split(&sh, parts)) {
       *redo = true;
       *resume = sh.bounds;
@@ -624,6 +627,10 @@ static tsr_status_t run_once(const tsr_interp_program_t *p, tsr_array_t *const *
       return NULL;
     }
     if (parts == 1) tsr_interp_run_all(&sh);
+    /* a run that could split teaches the next whether splitting pays */
+    if (p->host_split && sh.devices * sh.cores == 1 && !sh.aborted)
+      tsr_split_learn((tsr_split_cost_t *)&p->split_cost, tsr_split_clock_ns() - started_ns,
+                      sh.split.points, parts);
     tsr_bounds_report_progress(&sh.bounds, sh.stats.grid_steps);
   }
   tsr_status_t trace = s || !sh.tracing ? NULL : tsr_trace_write(&sh);

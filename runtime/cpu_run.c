@@ -123,6 +123,9 @@ struct tsr_cpu_info {
   /* the sort and argsort ops' temporaries, kept for the next call (NULL:
    * allocated per call) */
   tsr_sort_scratch_t *sort_scratch;
+  /* what a split point costs, learned from the runs (not part of what the
+   * info is: runs of a const info update it) */
+  tsr_split_cost_t split_cost;
   bool failed;
 };
 
@@ -1218,6 +1221,7 @@ static uint32_t workers_for(const crun_t *r, const tsr_interp_options_t *options
     if (r->grid[g] <= 0) return 1;
   if (points < 2) return 1;
   uint32_t t = tsr_host_threads(options->threads);
+  if (t < 2 || !tsr_split_pays(&info->split_cost, points)) return 1;
   return points < t ? (uint32_t)points : t;
 }
 
@@ -1367,6 +1371,7 @@ static tsr_status_t run_once(void (*entry)(void **), const tsr_cpu_info_t *info,
         *sem_at(&r, d * r.cores, info->sem_first[i] + e) = counts[d * info->sem_count[i] + e];
   }
   if (!status) report_parallel_revisits(&r);
+  uint64_t started_ns = tsr_split_clock_ns();
   if (status) {
     /* refused before any core ran */
   } else if (r.n == 1) {
@@ -1388,6 +1393,10 @@ static tsr_status_t run_once(void (*entry)(void **), const tsr_cpu_info_t *info,
     }
     for (uint32_t i = 0; i < started; i++) pthread_join(r.core[i].thread, NULL);
   }
+  /* A run that could split teaches the next whether splitting pays. */
+  if (!status && !r.aborted && info->host_split && r.devices * r.cores == 1)
+    tsr_split_learn((tsr_split_cost_t *)&info->split_cost, tsr_split_clock_ns() - started_ns,
+                    r.split.points, workers > 1 ? workers : 1);
   /* Several workers: a run that reported anything is run again, on one
    * thread, so that what it reports, and in which order, is a serial run's. */
   if (workers > 1 && !status &&

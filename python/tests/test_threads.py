@@ -68,6 +68,14 @@ OOB = """kernel @oob
 """
 
 
+@pytest.fixture(autouse=True)
+def _every_run_may_split(monkeypatch):
+    # A kernel's runs learn whether splitting pays (docs/semantics.md, "Host
+    # threads"); these small ones would soon stay on one thread, and a
+    # compiled kernel is shared by the executables of one context.
+    monkeypatch.setenv("TESSERA_SPLIT_MIN_US", "0")
+
+
 def _inputs():
     rng = np.random.default_rng(7)
     return (rng.standard_normal((128, 128)).astype(np.float32),

@@ -734,7 +734,75 @@ TSR_TEST(concurrent_interpreter_runs_of_one_program) {
   teardown(&f);
 }
 
+/* ---- Whether a split pays ------------------------------------------------------ */
+
+TSR_TEST(the_split_cost_is_learned_per_point_and_scaled_by_threads) {
+  setenv("TESSERA_SPLIT_MIN_US", "200", 1);
+  tsr_split_cost_t c = {0};
+  TSR_CHECK(tsr_split_pays(&c, 2)); /* nothing known: split */
+  tsr_split_learn(&c, 1000, 10, 1); /* 100 ns a point */
+  TSR_CHECK(tsr_split_pays(&c, 2000));  /* 200 us */
+  TSR_CHECK(!tsr_split_pays(&c, 1999)); /* below */
+  tsr_split_learn(&c, 1000, 10, 2); /* on two threads: 200 ns a point on one */
+  TSR_CHECK(tsr_split_pays(&c, 1000));
+  TSR_CHECK(!tsr_split_pays(&c, 999));
+  tsr_split_learn(&c, 0, 10, 1); /* too fast to see: still known */
+  TSR_CHECK(!tsr_split_pays(&c, 1000));
+  setenv("TESSERA_SPLIT_MIN_US", "0", 1);
+  TSR_CHECK(tsr_split_pays(&c, 2)); /* 0: always */
+}
+
+/* A small kernel's first run splits (nothing is known), and the ones after
+ * it stay on one thread; with TESSERA_SPLIT_MIN_US=0 they split again. */
+TSR_TEST(small_runs_learn_to_stay_on_one_thread) {
+  tsr_cpu_info_t *info = NULL;
+  TSR_CHECK_OK(tsr_cpu_info_create(tsr_ir_module_kernel(grid_module, 0), &info));
+  if (!info) return;
+  tsr_cpu_info_t *saved = grid_info;
+  grid_info = info;
+  setenv("TESSERA_SPLIT_MIN_US", "1000000", 1); /* 1 s: this kernel is far below */
+  reset();
+  TSR_CHECK_OK(run_grid(4, NULL));
+  TSR_CHECK_EQ_INT(atomic_load(&calls), 4);
+  reset();
+  TSR_CHECK_OK(run_grid(4, NULL));
+  TSR_CHECK(each_point_once());
+  TSR_CHECK_EQ_INT(atomic_load(&calls), 1);
+  setenv("TESSERA_SPLIT_MIN_US", "0", 1);
+  reset();
+  TSR_CHECK_OK(run_grid(4, NULL));
+  TSR_CHECK_EQ_INT(atomic_load(&calls), 4);
+  grid_info = saved;
+  tsr_cpu_info_destroy(info);
+
+  /* the interpreter: one memory per part of a split run */
+  setenv("TESSERA_SPLIT_MIN_US", "1000000", 1);
+  tsr_interp_options_t o;
+  tsr_interp_options_initialize(&o);
+  o.threads = 4;
+  fixture_t f;
+  tsr_status_t s = setup(&f, ACC_TSR(""), &o);
+  TSR_CHECK_OK(s);
+  if (!s) {
+    fill_x(&f);
+    TSR_CHECK_OK(run(&f));
+    TSR_CHECK_EQ_INT(spares(f.program), 4);
+    TSR_CHECK(atomic_load(&f.program->split_cost.point_ns) > 0);
+    tsr_interp_free_spares(f.program);
+    TSR_CHECK_OK(run(&f));
+    TSR_CHECK_EQ_INT(spares(f.program), 1);
+    setenv("TESSERA_SPLIT_MIN_US", "0", 1);
+    tsr_interp_free_spares(f.program);
+    TSR_CHECK_OK(run(&f));
+    TSR_CHECK_EQ_INT(spares(f.program), 4);
+  }
+  teardown(&f);
+}
+
 int main(void) {
+  /* Every run may split, however small (the tests of the learned choice
+   * set their own). */
+  setenv("TESSERA_SPLIT_MIN_US", "0", 1);
   grid_module = parse(grid_tsr);
   tsr_status_t s = grid_module ? NULL : TSR_STATUS(TSR_INVALID_ARGUMENT, "grid kernel");
   if (!s) {
@@ -761,6 +829,8 @@ int main(void) {
   TSR_RUN(an_interpreter_run_that_reports_is_run_again_on_one_thread);
   TSR_RUN(interpreter_progress_counts_every_part_and_never_goes_back);
   TSR_RUN(concurrent_interpreter_runs_of_one_program);
+  TSR_RUN(the_split_cost_is_learned_per_point_and_scaled_by_threads);
+  TSR_RUN(small_runs_learn_to_stay_on_one_thread);
   tsr_cpu_info_destroy(grid_info);
   tsr_ir_module_destroy(grid_module);
   return tsr_test_done();
