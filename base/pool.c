@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -169,32 +170,45 @@ uint32_t tsr_host_threads(uint32_t requested) {
 
 /* ---- Whether a split pays --------------------------------------------------- */
 
-enum { SPLIT_MIN_US_DEFAULT = 200 };
+/* One run in 32 tries the slower way; one in 8 when the two are within
+ * 1.5x of each other, where a passing load (another process, XLA's own
+ * threads still spinning after its work) turns the choice most often. */
+enum { SPLIT_PROBE_EVERY = 32, SPLIT_PROBE_CLOSE = 8, SPLIT_WARM_SAMPLES = 2 };
 
-/* $TESSERA_SPLIT_MIN_US, read at each call (tests change it). */
-static uint64_t split_min_ns(void) {
-  const char *env = getenv("TESSERA_SPLIT_MIN_US");
-  if (env && *env) {
-    char *end = NULL;
-    unsigned long long v = strtoull(env, &end, 10);
-    if (end && !*end) return v > UINT64_MAX / 1000 ? UINT64_MAX : (uint64_t)v * 1000;
-  }
-  return (uint64_t)SPLIT_MIN_US_DEFAULT * 1000;
-}
-
-bool tsr_split_pays(const tsr_split_cost_t *cost, uint64_t points) {
-  uint64_t min = split_min_ns();
-  if (min == 0) return true;
-  uint64_t per = atomic_load_explicit(&cost->point_ns, memory_order_relaxed);
-  if (per == 0) return true;
-  return points >= (min + per - 1) / per;
+bool tsr_split_pays(tsr_split_cost_t *cost) {
+  const char *env = getenv("TESSERA_SPLIT"); /* read at each call: tests set it */
+  if (env && strcmp(env, "always") == 0) return true;
+  uint32_t nsplit = atomic_load_explicit(&cost->split_samples, memory_order_relaxed);
+  uint32_t nserial = atomic_load_explicit(&cost->serial_samples, memory_order_relaxed);
+  if (nsplit < SPLIT_WARM_SAMPLES || nserial < SPLIT_WARM_SAMPLES) return nsplit <= nserial;
+  uint64_t split = atomic_load_explicit(&cost->split_ns, memory_order_relaxed);
+  uint64_t serial = atomic_load_explicit(&cost->serial_ns, memory_order_relaxed);
+  bool faster = split < serial;
+  uint64_t lo = faster ? split : serial, hi = faster ? serial : split;
+  uint32_t every = hi < lo + lo / 2 ? SPLIT_PROBE_CLOSE : SPLIT_PROBE_EVERY;
+  uint32_t n = atomic_fetch_add_explicit(&cost->runs, 1, memory_order_relaxed);
+  return n % every == every - 1 ? !faster : faster;
 }
 
 void tsr_split_learn(tsr_split_cost_t *cost, uint64_t elapsed_ns, uint64_t points,
                      uint32_t threads) {
   if (!points) return;
-  uint64_t per = elapsed_ns / points * (threads ? threads : 1);
-  atomic_store_explicit(&cost->point_ns, per ? per : 1, memory_order_relaxed);
+  bool split = threads > 1;
+  _Atomic(uint64_t) *slot = split ? &cost->split_ns : &cost->serial_ns;
+  _Atomic(uint32_t) *count = split ? &cost->split_samples : &cost->serial_samples;
+  uint64_t sample = elapsed_ns / points;
+  if (!sample) sample = 1;
+  /* The warm-up's samples replace (the first is often cold). After them
+   * the estimate is what the way can do: a faster sample lowers it at
+   * once, a slower one raises it by an eighth at most. A split's time is
+   * two-valued on a busy host (the pool's thread woken late leaves its
+   * part to the caller), and its fast runs are what it can do; a lasting
+   * slowdown still shows within a few samples. */
+  uint32_t n = atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
+  uint64_t old = atomic_load_explicit(slot, memory_order_relaxed);
+  uint64_t cap = old + old / 8;
+  uint64_t value = n < SPLIT_WARM_SAMPLES || sample < cap ? sample : cap;
+  atomic_store_explicit(slot, value ? value : 1, memory_order_relaxed);
 }
 
 uint64_t tsr_split_clock_ns(void) {

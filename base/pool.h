@@ -13,22 +13,29 @@
 uint32_t tsr_host_threads(uint32_t requested);
 
 /* Whether a run's split points are worth several host threads, learned
- * from the kernel's runs before (docs/semantics.md, "Host threads"): waking
- * the pool's threads costs tens of microseconds, more than a small run
- * takes on one thread. A kernel keeps one of these (zeroed: nothing known),
- * updated by its runs from any thread. */
+ * from the kernel's runs (docs/semantics.md, "Host threads"): waking the
+ * pool's threads costs tens of microseconds, more than a small run takes
+ * on one thread, and how much more is the host's business. A kernel keeps
+ * one of these (zeroed: nothing known), updated by its runs from any
+ * thread. */
 typedef struct tsr_split_cost {
-  _Atomic(uint64_t) point_ns; /* wall time per split point on one thread; 0: unknown */
+  _Atomic(uint64_t) split_ns;  /* wall time per split point, split */
+  _Atomic(uint64_t) serial_ns; /* the same on one thread */
+  _Atomic(uint32_t) split_samples, serial_samples; /* runs measured */
+  _Atomic(uint32_t) runs;      /* decisions taken once both are known */
 } tsr_split_cost_t;
 
-/* Whether a run of `points` split points should use several threads: when
- * nothing is known yet (the first run), or when they are expected to take
- * at least $TESSERA_SPLIT_MIN_US microseconds on one thread (default 200;
- * 0: always). Results never depend on it: only the time does. */
-bool tsr_split_pays(const tsr_split_cost_t *cost, uint64_t points);
+/* Whether a run of the kernel should use several threads. Its first runs
+ * measure both ways, twice each, alternating (the first of each is often
+ * a cold run: pages, caches); from then on a run does what was faster per
+ * point, and one run in 32 (in 8 when the two are within 1.5x) does the
+ * other, to follow a change (another load, another grid). $TESSERA_SPLIT=always: every run that may split
+ * does (the tests comparing thread counts). Results never depend on it:
+ * only the time does. */
+bool tsr_split_pays(tsr_split_cost_t *cost);
 
 /* Notes a run of `points` split points that took `elapsed_ns` on `threads`
- * threads (its time on one thread is taken as elapsed * threads). */
+ * threads (1: not split). */
 void tsr_split_learn(tsr_split_cost_t *cost, uint64_t elapsed_ns, uint64_t points,
                      uint32_t threads);
 

@@ -471,7 +471,7 @@ static uint32_t split_parts(shared_t *sh) {
     if (sh->grid[g] <= 0) return 1;
   uint64_t points = sh->split.points;
   uint32_t t = tsr_host_threads(p->options.threads);
-  if (points < 2 || t < 2 || !tsr_split_pays(&p->split_cost, points) ||
+  if (points < 2 || t < 2 || !tsr_split_pays((tsr_split_cost_t *)&p->split_cost) ||
       !tsr_grid_visits_dense(&sh->core[0]))
     return 1;
   return points < t ? (uint32_t)points : t;

@@ -1221,7 +1221,7 @@ static uint32_t workers_for(const crun_t *r, const tsr_interp_options_t *options
     if (r->grid[g] <= 0) return 1;
   if (points < 2) return 1;
   uint32_t t = tsr_host_threads(options->threads);
-  if (t < 2 || !tsr_split_pays(&info->split_cost, points)) return 1;
+  if (t < 2 || !tsr_split_pays((tsr_split_cost_t *)&info->split_cost)) return 1;
   return points < t ? (uint32_t)points : t;
 }
 

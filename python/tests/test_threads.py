@@ -71,9 +71,9 @@ OOB = """kernel @oob
 @pytest.fixture(autouse=True)
 def _every_run_may_split(monkeypatch):
     # A kernel's runs learn whether splitting pays (docs/semantics.md, "Host
-    # threads"); these small ones would soon stay on one thread, and a
+    # threads"): these small ones would soon stay on one thread, and a
     # compiled kernel is shared by the executables of one context.
-    monkeypatch.setenv("TESSERA_SPLIT_MIN_US", "0")
+    monkeypatch.setenv("TESSERA_SPLIT", "always")
 
 
 def _inputs():

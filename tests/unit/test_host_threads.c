@@ -736,31 +736,58 @@ TSR_TEST(concurrent_interpreter_runs_of_one_program) {
 
 /* ---- Whether a split pays ------------------------------------------------------ */
 
-TSR_TEST(the_split_cost_is_learned_per_point_and_scaled_by_threads) {
-  setenv("TESSERA_SPLIT_MIN_US", "200", 1);
+TSR_TEST(a_kernel_measures_both_ways_then_takes_the_faster) {
+  unsetenv("TESSERA_SPLIT");
   tsr_split_cost_t c = {0};
-  TSR_CHECK(tsr_split_pays(&c, 2)); /* nothing known: split */
-  tsr_split_learn(&c, 1000, 10, 1); /* 100 ns a point */
-  TSR_CHECK(tsr_split_pays(&c, 2000));  /* 200 us */
-  TSR_CHECK(!tsr_split_pays(&c, 1999)); /* below */
-  tsr_split_learn(&c, 1000, 10, 2); /* on two threads: 200 ns a point on one */
-  TSR_CHECK(tsr_split_pays(&c, 1000));
-  TSR_CHECK(!tsr_split_pays(&c, 999));
-  tsr_split_learn(&c, 0, 10, 1); /* too fast to see: still known */
-  TSR_CHECK(!tsr_split_pays(&c, 1000));
-  setenv("TESSERA_SPLIT_MIN_US", "0", 1);
-  TSR_CHECK(tsr_split_pays(&c, 2)); /* 0: always */
+  /* warm-up: split, one thread, split, one thread; the later sample of
+   * each replaces the first */
+  TSR_CHECK(tsr_split_pays(&c));
+  tsr_split_learn(&c, 90000, 10, 2);
+  TSR_CHECK(!tsr_split_pays(&c));
+  tsr_split_learn(&c, 600, 10, 1);
+  TSR_CHECK(tsr_split_pays(&c));
+  tsr_split_learn(&c, 1000, 10, 2); /* 100 ns a point, split */
+  TSR_CHECK(!tsr_split_pays(&c));
+  tsr_split_learn(&c, 500, 10, 1); /* 50 ns on one thread */
+  TSR_CHECK(atomic_load(&c.split_ns) == 100 && atomic_load(&c.serial_ns) == 50);
+  int split = 0, i = 0;
+  for (; i < 31; i++) split += tsr_split_pays(&c);
+  TSR_CHECK_EQ_INT(split, 0);    /* one thread is faster */
+  TSR_CHECK(tsr_split_pays(&c)); /* but one run in 32 tries the other */
+  TSR_CHECK(!tsr_split_pays(&c));
+  /* a slower run raises an estimate by an eighth at most, a faster one
+   * lowers it at once; within 1.5x of each other (80 split, 87 on one
+   * thread after five slow runs), the other is tried one run in 8 */
+  tsr_split_learn(&c, 9000, 10, 2);
+  TSR_CHECK(atomic_load(&c.split_ns) == 112);
+  tsr_split_learn(&c, 800, 10, 2);
+  TSR_CHECK(atomic_load(&c.split_ns) == 80);
+  for (i = 0; i < 5; i++) tsr_split_learn(&c, 100000, 10, 1);
+  /* 50 -> 56 -> 63 -> 70 -> 78 -> 87 */
+  TSR_CHECK(atomic_load(&c.serial_ns) == 87);
+  atomic_store(&c.runs, 0);
+  for (split = 0, i = 0; i < 16; i++) split += tsr_split_pays(&c);
+  TSR_CHECK_EQ_INT(split, 14);
+  split = 0;
+  tsr_split_cost_t fresh = {0};
+  tsr_split_learn(&fresh, 0, 10, 1); /* too fast to see: still a sample */
+  TSR_CHECK(atomic_load(&fresh.serial_ns) == 1);
+  setenv("TESSERA_SPLIT", "always", 1);
+  TSR_CHECK(tsr_split_pays(&c));
+  tsr_split_learn(&c, 0, 10, 1);
+  for (i = 0; i < 40; i++) split += !tsr_split_pays(&c);
+  TSR_CHECK_EQ_INT(split, 0);
 }
 
-/* A small kernel's first run splits (nothing is known), and the ones after
- * it stay on one thread; with TESSERA_SPLIT_MIN_US=0 they split again. */
-TSR_TEST(small_runs_learn_to_stay_on_one_thread) {
+/* A kernel's first run splits and its second does not (each measured);
+ * with TESSERA_SPLIT=always every run splits. */
+TSR_TEST(a_kernels_first_runs_measure_both_ways) {
   tsr_cpu_info_t *info = NULL;
   TSR_CHECK_OK(tsr_cpu_info_create(tsr_ir_module_kernel(grid_module, 0), &info));
   if (!info) return;
   tsr_cpu_info_t *saved = grid_info;
   grid_info = info;
-  setenv("TESSERA_SPLIT_MIN_US", "1000000", 1); /* 1 s: this kernel is far below */
+  unsetenv("TESSERA_SPLIT");
   reset();
   TSR_CHECK_OK(run_grid(4, NULL));
   TSR_CHECK_EQ_INT(atomic_load(&calls), 4);
@@ -768,15 +795,15 @@ TSR_TEST(small_runs_learn_to_stay_on_one_thread) {
   TSR_CHECK_OK(run_grid(4, NULL));
   TSR_CHECK(each_point_once());
   TSR_CHECK_EQ_INT(atomic_load(&calls), 1);
-  setenv("TESSERA_SPLIT_MIN_US", "0", 1);
+  setenv("TESSERA_SPLIT", "always", 1);
   reset();
   TSR_CHECK_OK(run_grid(4, NULL));
   TSR_CHECK_EQ_INT(atomic_load(&calls), 4);
   grid_info = saved;
   tsr_cpu_info_destroy(info);
 
-  /* the interpreter: one memory per part of a split run */
-  setenv("TESSERA_SPLIT_MIN_US", "1000000", 1);
+  /* the interpreter: one run memory per part of a split run */
+  unsetenv("TESSERA_SPLIT");
   tsr_interp_options_t o;
   tsr_interp_options_initialize(&o);
   o.threads = 4;
@@ -787,11 +814,12 @@ TSR_TEST(small_runs_learn_to_stay_on_one_thread) {
     fill_x(&f);
     TSR_CHECK_OK(run(&f));
     TSR_CHECK_EQ_INT(spares(f.program), 4);
-    TSR_CHECK(atomic_load(&f.program->split_cost.point_ns) > 0);
+    TSR_CHECK(atomic_load(&f.program->split_cost.split_ns) > 0);
     tsr_interp_free_spares(f.program);
     TSR_CHECK_OK(run(&f));
     TSR_CHECK_EQ_INT(spares(f.program), 1);
-    setenv("TESSERA_SPLIT_MIN_US", "0", 1);
+    TSR_CHECK(atomic_load(&f.program->split_cost.serial_ns) > 0);
+    setenv("TESSERA_SPLIT", "always", 1);
     tsr_interp_free_spares(f.program);
     TSR_CHECK_OK(run(&f));
     TSR_CHECK_EQ_INT(spares(f.program), 4);
@@ -800,9 +828,9 @@ TSR_TEST(small_runs_learn_to_stay_on_one_thread) {
 }
 
 int main(void) {
-  /* Every run may split, however small (the tests of the learned choice
-   * set their own). */
-  setenv("TESSERA_SPLIT_MIN_US", "0", 1);
+  /* Every run that may split does, however small (the tests of the
+   * learned choice set their own). */
+  setenv("TESSERA_SPLIT", "always", 1);
   grid_module = parse(grid_tsr);
   tsr_status_t s = grid_module ? NULL : TSR_STATUS(TSR_INVALID_ARGUMENT, "grid kernel");
   if (!s) {
@@ -829,8 +857,8 @@ int main(void) {
   TSR_RUN(an_interpreter_run_that_reports_is_run_again_on_one_thread);
   TSR_RUN(interpreter_progress_counts_every_part_and_never_goes_back);
   TSR_RUN(concurrent_interpreter_runs_of_one_program);
-  TSR_RUN(the_split_cost_is_learned_per_point_and_scaled_by_threads);
-  TSR_RUN(small_runs_learn_to_stay_on_one_thread);
+  TSR_RUN(a_kernel_measures_both_ways_then_takes_the_faster);
+  TSR_RUN(a_kernels_first_runs_measure_both_ways);
   tsr_cpu_info_destroy(grid_info);
   tsr_ir_module_destroy(grid_module);
   return tsr_test_done();
