@@ -143,7 +143,7 @@ static bool bind_text(bound_t *b, const char *text, bool direct) {
   if (!s)
     s = tsr_xla_bind(b->exe, ops, 2, 1, direct, on_call, on_finish, &b->seen, &b->binding);
   if (s) {
-    printf("# setup: %s\n", tsr_status_message(s));
+    TSR_FAIL_AT("setup: %s", tsr_status_message(s));
     tsr_status_free(s);
     return false;
   }
@@ -203,10 +203,7 @@ static bool twice_of_x(const call_t *c) {
 
 TSR_TEST(metadata_and_early_stages_do_not_run) {
   bound_t b;
-  if (!bind_text(&b, twice_tsr, true)) {
-    TSR_FAIL_AT("bind");
-    return;
-  }
+  if (!bind_text(&b, twice_tsr, true)) return;
   static call_t c;
   call_init(&c, b.binding, tsr_xla_process());
   ffi_metadata_t meta = {sizeof meta, {sizeof meta.api_version, NULL, -1, -1}, 7};
@@ -228,10 +225,7 @@ TSR_TEST(metadata_and_early_stages_do_not_run) {
 
 TSR_TEST(a_direct_run_writes_xlas_buffers_without_a_callback) {
   bound_t b;
-  if (!bind_text(&b, twice_tsr, true)) {
-    TSR_FAIL_AT("bind");
-    return;
-  }
+  if (!bind_text(&b, twice_tsr, true)) return;
   static call_t c;
   call_init(&c, b.binding, tsr_xla_process());
   uint64_t runs = tsr_xla_direct_runs();
@@ -244,10 +238,7 @@ TSR_TEST(a_direct_run_writes_xlas_buffers_without_a_callback) {
 
 TSR_TEST(prints_and_errors_reach_finish_after_the_run) {
   bound_t b;
-  if (!bind_text(&b, prints_tsr, true)) {
-    TSR_FAIL_AT("bind");
-    return;
-  }
+  if (!bind_text(&b, prints_tsr, true)) return;
   static call_t c;
   call_init(&c, b.binding, tsr_xla_process());
   TSR_CHECK(handle(&c) == NULL);
@@ -259,10 +250,7 @@ TSR_TEST(prints_and_errors_reach_finish_after_the_run) {
   TSR_CHECK(b.seen.printed_size == strlen("step 0\nstep 1\n"));
   unbind(&b);
 
-  if (!bind_text(&b, oob_tsr, true)) {
-    TSR_FAIL_AT("bind");
-    return;
-  }
+  if (!bind_text(&b, oob_tsr, true)) return;
   call_init(&c, b.binding, tsr_xla_process());
   TSR_CHECK(handle(&c) == NULL); /* what finish returns: here, no error */
   TSR_CHECK_EQ_INT(atomic_load(&b.seen.finishes), 1);
@@ -275,10 +263,7 @@ TSR_TEST(prints_and_errors_reach_finish_after_the_run) {
 
 TSR_TEST(a_binding_not_direct_or_retired_goes_to_call) {
   bound_t b;
-  if (!bind_text(&b, twice_tsr, false)) {
-    TSR_FAIL_AT("bind");
-    return;
-  }
+  if (!bind_text(&b, twice_tsr, false)) return;
   static call_t c;
   call_init(&c, b.binding, tsr_xla_process());
   uint64_t runs = tsr_xla_direct_runs();
@@ -288,10 +273,7 @@ TSR_TEST(a_binding_not_direct_or_retired_goes_to_call) {
   TSR_CHECK(c.y[0] == -1.0f); /* `call` ran nothing */
   unbind(&b);
 
-  if (!bind_text(&b, twice_tsr, true)) {
-    TSR_FAIL_AT("bind");
-    return;
-  }
+  if (!bind_text(&b, twice_tsr, true)) return;
   call_init(&c, b.binding, tsr_xla_process());
   tsr_xla_retire(b.binding);
   TSR_CHECK(handle(&c) == NULL);
@@ -303,10 +285,7 @@ TSR_TEST(a_binding_not_direct_or_retired_goes_to_call) {
 
 TSR_TEST(calls_naming_another_process_or_without_attributes_are_errors) {
   bound_t b;
-  if (!bind_text(&b, twice_tsr, true)) {
-    TSR_FAIL_AT("bind");
-    return;
-  }
+  if (!bind_text(&b, twice_tsr, true)) return;
   TSR_CHECK(tsr_xla_process() != 0 && tsr_xla_process() < (UINT64_C(1) << 62));
   TSR_CHECK(tsr_xla_process() == tsr_xla_process());
   static call_t c;
@@ -365,10 +344,7 @@ static void sleep_ms(int ms) {
 
 TSR_TEST(interrupt_cancels_the_watched_threads_run_and_retire_waits_for_it) {
   bound_t b;
-  if (!bind_text(&b, endless_tsr, true)) {
-    TSR_FAIL_AT("bind");
-    return;
-  }
+  if (!bind_text(&b, endless_tsr, true)) return;
   TSR_CHECK(!tsr_xla_interrupt()); /* no run in progress */
   static call_t c;
   call_init(&c, b.binding, tsr_xla_process());
