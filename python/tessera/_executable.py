@@ -593,8 +593,8 @@ class Executable:
             self._destroy_once.pop()
         except IndexError:
             return
-        binding = getattr(self, "_xla_binding", None)
-        if binding:  # its direct runs end first (tessera.jax's FFI calls)
+        for binding in getattr(self, "_xla_bindings", ()):
+            # their direct runs end first (tessera.jax's FFI calls)
             _capi.lib().tsr_xla_retire(binding)
         handle, self._handle = self._handle, ctypes.c_void_p()
         if handle:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-import re
 import sys
 import threading
 from typing import Any, Callable, Mapping
@@ -65,7 +64,7 @@ class _Prepared:
                         # A run that needs Python before it (JAX's state) or
                         # during it (a print's text, as it comes) goes
                         # through Python; the others may run in C alone.
-                        direct = not self.runner.jax_state and not _PRINT_OP.search(self.text)
+                        direct = not self.runner.jax_state and not _ffi.PRINT_OP.search(self.text)
                         self._ffi = _ffi.ffi_callable(self.runner.executable, self.out_structs,
                                                       on_run, direct)
                     except Exception as e:  # an XLA without this FFI: pure_callback
@@ -87,8 +86,6 @@ _stats = {"hits": 0, "misses": 0, "traces": 0, "runs": 0}
 # The library's count of the FFI runs it made without Python, when `runs`
 # was last cleared.
 _direct_runs_base = [0]
-# A `print` op in a kernel's text
-_PRINT_OP = re.compile(r"^\s*print\b", re.M)
 
 
 def _direct_runs() -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import re
 import threading
 from typing import Any, Callable
 
@@ -176,6 +177,11 @@ def _capsule(address: int) -> Any:
     return new(address, None, None)
 
 
+#: a `print` op in a kernel's text: such a kernel's runs go through Python,
+#: so that its text comes as the kernel runs (a kernel that never ends still
+#: shows its prints)
+PRINT_OP = re.compile(r"^\s*print\b", re.M)
+
 _C_TARGET = "tessera_run"
 _c_registered: list[bool] = []
 
@@ -231,8 +237,8 @@ def ffi_callable(executable: T.Executable, out_structs,
                                 ctypes.byref(binding))
         if status:
             _raise_status(status, CompileError, "tsr_xla_bind")
-        executable._xla_binding = binding.value
         with _lock:
+            executable._xla_bindings = getattr(executable, "_xla_bindings", ()) + (binding.value,)
             _keep.append((call_fn, finish_fn, operands, executable))
         attrs = {"tsr_binding": np.uint64(binding.value),
                  "tsr_process": np.uint64(h.tsr_xla_process())}

@@ -132,7 +132,9 @@ class TpuCall:
                 options = dict(self.options)
                 backend = options.pop("backend", "interp")
                 exe = T.compile(self.cpu_kernel, backend, **options)
-                self._cpu = _ffi.ffi_callable(exe, self.out_structs)
+                # a kernel that prints runs through Python (its text as it comes)
+                direct = not _ffi.PRINT_OP.search(self.cpu_kernel.text)
+                self._cpu = _ffi.ffi_callable(exe, self.out_structs, direct=direct)
             return self._cpu
 
     def _bind(self, *args):
