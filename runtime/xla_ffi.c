@@ -12,7 +12,6 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -69,7 +68,7 @@ static void process_init(void) {
 }
 
 uint64_t tsr_xla_process(void) {
-  pthread_once(&process_once, process_init);
+  tsr_process_once(&process_once, process_init);
   return process_token;
 }
 
@@ -88,12 +87,12 @@ tsr_status_t tsr_xla_bind(const tsr_executable_t *executable, const tsr_array_t 
                       "tsr_xla_bind: needs an executable, both callbacks and %zu operands "
                       "of which %zu inputs",
                       num_operands, num_inputs);
-  tsr_xla_binding_t *b = calloc(1, sizeof *b);
-  tsr_array_t *ops = calloc(num_operands ? num_operands : 1, sizeof *ops);
+  tsr_xla_binding_t *b = tsr_calloc(1, sizeof *b);
+  tsr_array_t *ops = tsr_calloc(num_operands ? num_operands : 1, sizeof *ops);
   if (!b || !ops) {
-    free(b);
-    free(ops);
-    return TSR_STATUS(TSR_OUT_OF_MEMORY, "tsr_xla_bind: out of memory");
+    tsr_free(b);
+    tsr_free(ops);
+    return TSR_OOM();
   }
   for (size_t i = 0; i < num_operands; i++) {
     ops[i] = operands[i];
@@ -142,37 +141,13 @@ bool tsr_xla_interrupt(void) {
 /* ---- A run's text ---------------------------------------------------------- */
 
 typedef struct {
-  char *data;
-  size_t size, cap;
-  bool failed; /* out of memory: the text is cut, and says so */
-} text_t;
-
-typedef struct {
   pthread_mutex_t lock; /* several simulated cores print from their threads */
-  text_t printed, warned;
+  tsr_strbuf_t printed, warned;
 } record_t;
 
-static void text_add(text_t *t, const char *s, size_t n) {
-  if (t->failed) return;
-  if (t->size + n + 1 > t->cap) {
-    size_t cap = t->cap ? t->cap : 256;
-    while (cap < t->size + n + 1) cap *= 2;
-    char *d = realloc(t->data, cap);
-    if (!d) {
-      t->failed = true;
-      return;
-    }
-    t->data = d;
-    t->cap = cap;
-  }
-  memcpy(t->data + t->size, s, n);
-  t->size += n;
-  t->data[t->size] = 0;
-}
-
-static void record_text(record_t *r, text_t *t, const char *s, size_t n) {
+static void record_text(record_t *r, tsr_strbuf_t *t, const char *s, size_t n) {
   pthread_mutex_lock(&r->lock);
-  text_add(t, s, n);
+  tsr_strbuf_append(t, s, n);
   pthread_mutex_unlock(&r->lock);
 }
 
@@ -186,11 +161,12 @@ static void on_warning(void *user, const char *text, size_t size) {
   record_text(r, &r->warned, text, size);
 }
 
-static const char *text_of(text_t *t, size_t *size) {
-  static const char cut[] = "\n[tessera: out of memory: the rest of this text was lost]\n";
+/* The text recorded, or (out of memory) a line saying it was lost. */
+static const char *text_of(const tsr_strbuf_t *t, size_t *size) {
+  static const char lost[] = "[tessera: out of memory: this run's text was lost]\n";
   if (t->failed) {
-    t->failed = false;
-    text_add(t, cut, sizeof cut - 1);
+    *size = sizeof lost - 1;
+    return lost;
   }
   *size = t->size;
   return t->data ? t->data : "";
@@ -215,6 +191,41 @@ static bool attr_u64(const ffi_attrs_t *attrs, const char *name, uint64_t *out) 
 
 enum { STACK_OPERANDS = 16 };
 
+/* Bytes of an element of XLA's dtype `t`; sub-byte types take a byte, as
+ * tessera stores them; 0 for the others (token, invalid, unknown). */
+static size_t ffi_dtype_bytes(int t) {
+  switch (t) {
+  case 1: case 2: case 6: case 19: case 20: case 21: case 22: case 23: case 24: case 25:
+  case 26: case 27: case 28: case 29: case 30: case 31: case 32: case 33:
+    return 1; /* pred, s8, u8, the f8s, s4/u4, s2/u2, s1/u1, f4 */
+  case 3: case 7: case 10: case 16:
+    return 2; /* s16, u16, f16, bf16 */
+  case 4: case 8: case 11:
+    return 4; /* s32, u32, f32 */
+  case 5: case 9: case 12: case 15:
+    return 8; /* s64, u64, f64, c64 */
+  case 18:
+    return 16; /* c128 */
+  default:
+    return 0;
+  }
+}
+
+/* Whether XLA's buffer holds exactly the bytes of `want` (what the run
+ * reads or writes there): its element count and element size. */
+static bool buffer_fits(const ffi_buffer_t *buf, const tsr_array_t *want) {
+  size_t es = ffi_dtype_bytes(buf->dtype);
+  if (!es || es != tsr_dtype_size(want->dtype) || buf->rank < 0 ||
+      (buf->rank > 0 && !buf->dims))
+    return false;
+  size_t have = 1, need = 1;
+  for (int64_t d = 0; d < buf->rank; d++)
+    if (buf->dims[d] < 0 || !tsr_mul_size(have, (size_t)buf->dims[d], &have)) return false;
+  for (uint32_t d = 0; d < want->rank; d++)
+    if (!tsr_mul_size(need, (size_t)want->dims[d], &need)) return false;
+  return have == need;
+}
+
 /* Runs `b` directly on the frame's buffers: NULL, or the error to report. */
 static void *run_direct(tsr_xla_binding_t *b, ffi_frame_t *frame) {
   size_t n = b->n, nin = b->num_inputs;
@@ -223,11 +234,11 @@ static void *run_direct(tsr_xla_binding_t *b, ffi_frame_t *frame) {
   tsr_array_t *arrays = stack_arrays;
   tsr_array_t **ptrs = stack_ptrs;
   if (n > STACK_OPERANDS) {
-    arrays = malloc(n * sizeof *arrays);
-    ptrs = malloc(n * sizeof *ptrs);
+    arrays = tsr_calloc(n, sizeof *arrays);
+    ptrs = tsr_calloc(n, sizeof *ptrs);
     if (!arrays || !ptrs) {
-      free(arrays);
-      free(ptrs);
+      tsr_free(arrays);
+      tsr_free(ptrs);
       atomic_fetch_sub(&b->running, 1);
       return ffi_error(frame, FFI_ERROR_INTERNAL, "tessera: out of memory");
     }
@@ -239,6 +250,8 @@ static void *run_direct(tsr_xla_binding_t *b, ffi_frame_t *frame) {
     ptrs[i] = &arrays[i];
   }
   record_t rec = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  tsr_strbuf_initialize(&rec.printed);
+  tsr_strbuf_initialize(&rec.warned);
   tsr_run_options_t ro;
   tsr_run_options_initialize(&ro);
   ro.output.print = on_print;
@@ -262,8 +275,8 @@ static void *run_direct(tsr_xla_binding_t *b, ffi_frame_t *frame) {
    * which may need what retire's caller holds). */
   atomic_fetch_sub(&b->running, 1);
   if (arrays != stack_arrays) {
-    free(arrays);
-    free(ptrs);
+    tsr_free(arrays);
+    tsr_free(ptrs);
   }
   void *error = NULL;
   if (status || rec.printed.size || rec.warned.size || rec.printed.failed || rec.warned.failed) {
@@ -274,8 +287,8 @@ static void *run_direct(tsr_xla_binding_t *b, ffi_frame_t *frame) {
   }
   tsr_status_free(status);
   tsr_run_result_destroy(result);
-  free(rec.printed.data);
-  free(rec.warned.data);
+  tsr_strbuf_deinitialize(&rec.printed);
+  tsr_strbuf_deinitialize(&rec.warned);
   pthread_mutex_destroy(&rec.lock);
   return error;
 }
@@ -312,6 +325,22 @@ static void *handler(void *frame_p) {
              (long long)frame->args.size, (long long)frame->rets.size, b->num_inputs,
              b->n - b->num_inputs);
     return ffi_error(frame, FFI_ERROR_INVALID_ARGUMENT, message);
+  }
+  /* A run reads and writes these buffers as the kernel's arrays: one of
+   * another size is refused before anything touches it. */
+  for (size_t i = 0; i < b->n; i++) {
+    const ffi_buffer_t *buf =
+        i < b->num_inputs ? frame->args.args[i] : frame->rets.args[i - b->num_inputs];
+    if (!buf || !buffer_fits(buf, &b->operands[i])) {
+      char message[200];
+      snprintf(message, sizeof message,
+               "tessera: the custom call's %s %zu is not the kernel's %s array of %s (its "
+               "element count or element size differs)",
+               i < b->num_inputs ? "operand" : "result",
+               i < b->num_inputs ? i : i - b->num_inputs,
+               i < b->num_inputs ? "input" : "output", tsr_dtype_name(b->operands[i].dtype));
+      return ffi_error(frame, FFI_ERROR_INVALID_ARGUMENT, message);
+    }
   }
   atomic_fetch_add(&b->running, 1);
   if (!atomic_load(&b->direct)) {

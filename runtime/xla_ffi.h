@@ -10,7 +10,8 @@
 
 enum { FFI_API_MAJOR = 0, FFI_API_MINOR = 5 }; /* as jaxlib 0.12's header */
 enum { FFI_STAGE_EXECUTE = 3, FFI_EXTENSION_METADATA = 1, FFI_ATTR_SCALAR = 3 };
-enum { FFI_DTYPE_U64 = 9, FFI_ERROR_INVALID_ARGUMENT = 3, FFI_ERROR_INTERNAL = 13 };
+enum { FFI_DTYPE_U64 = 9, FFI_DTYPE_F32 = 11, FFI_DTYPE_BF16 = 16 };
+enum { FFI_ERROR_INVALID_ARGUMENT = 3, FFI_ERROR_INTERNAL = 13 };
 
 typedef struct ffi_ext {
   size_t struct_size;
@@ -65,8 +66,10 @@ typedef struct {
 typedef struct {
   size_t struct_size;
   void *ext;
-  int dtype;
+  int dtype; /* XLA_FFI_DataType */
   void *data;
+  int64_t rank;
+  int64_t *dims;
 } ffi_buffer_t;
 
 typedef struct {

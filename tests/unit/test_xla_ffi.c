@@ -37,8 +37,11 @@ static ffi_api_t fake_api = {sizeof fake_api, NULL, {0}, NULL, fake_error_create
 
 enum { LEN = 16 * 128 };
 
+enum { GUARD = 64 }; /* floats after y, which no run may write */
+
 typedef struct {
-  float x[LEN], y[LEN];
+  float x[LEN], y[LEN + GUARD];
+  int64_t dims[2];
   ffi_buffer_t bx, by;
   void *args[1], *rets[1];
   uint64_t binding, process;
@@ -53,12 +56,12 @@ typedef struct {
 /* A call of `b` on x[i] = i, y = -1, with the attributes XLA passes. */
 static void call_init(call_t *c, tsr_xla_binding_t *b, uint64_t process) {
   memset(c, 0, sizeof *c);
-  for (int i = 0; i < LEN; i++) {
-    c->x[i] = (float)i;
-    c->y[i] = -1.0f;
-  }
-  c->bx = (ffi_buffer_t){sizeof c->bx, NULL, 11, c->x};
-  c->by = (ffi_buffer_t){sizeof c->by, NULL, 11, c->y};
+  for (int i = 0; i < LEN; i++) c->x[i] = (float)i;
+  for (int i = 0; i < LEN + GUARD; i++) c->y[i] = -1.0f;
+  c->dims[0] = 16;
+  c->dims[1] = 128;
+  c->bx = (ffi_buffer_t){sizeof c->bx, NULL, FFI_DTYPE_F32, c->x, 2, c->dims};
+  c->by = (ffi_buffer_t){sizeof c->by, NULL, FFI_DTYPE_F32, c->y, 2, c->dims};
   c->args[0] = &c->bx;
   c->rets[0] = &c->by;
   c->binding = (uint64_t)(uintptr_t)b;
@@ -193,6 +196,12 @@ static const char endless_tsr[] = KERNEL_HEAD
     "  }\n"
     "}\n";
 
+static bool guard_intact(const call_t *c) {
+  for (int i = LEN; i < LEN + GUARD; i++)
+    if (c->y[i] != -1.0f) return false;
+  return true;
+}
+
 static bool twice_of_x(const call_t *c) {
   for (int i = 0; i < LEN; i++)
     if (c->y[i] != 2.0f * (float)i) return false;
@@ -230,7 +239,7 @@ TSR_TEST(a_direct_run_writes_xlas_buffers_without_a_callback) {
   call_init(&c, b.binding, tsr_xla_process());
   uint64_t runs = tsr_xla_direct_runs();
   TSR_CHECK(handle(&c) == NULL);
-  TSR_CHECK(twice_of_x(&c));
+  TSR_CHECK(twice_of_x(&c) && guard_intact(&c));
   TSR_CHECK(tsr_xla_direct_runs() == runs + 1);
   TSR_CHECK_EQ_INT(atomic_load(&b.seen.calls) + atomic_load(&b.seen.finishes), 0);
   unbind(&b);
@@ -305,6 +314,41 @@ TSR_TEST(calls_naming_another_process_or_without_attributes_are_errors) {
             strstr(e->message, "1 inputs and gives 1 outputs"));
   free(e);
   TSR_CHECK(c.y[0] == -1.0f);
+  TSR_CHECK_EQ_INT(atomic_load(&b.seen.calls) + atomic_load(&b.seen.finishes), 0);
+  unbind(&b);
+}
+
+/* XLA's buffers are checked against the kernel's arrays before a run: a
+ * result buffer of half the rows (here y's first 8 rows, the guard floats
+ * after them never written) or of a narrower dtype is refused, nothing
+ * written; the buffer of the right shape is written up to its end. */
+TSR_TEST(buffers_of_another_size_are_refused_before_the_run) {
+  bound_t b;
+  if (!bind_text(&b, twice_tsr, true)) return;
+  static call_t c;
+  call_init(&c, b.binding, tsr_xla_process());
+  static int64_t half[2] = {8, 128};
+  c.by.dims = half;
+  float *guard_at = c.y + 8 * 128;
+  for (int i = 0; i < 8 * 128; i++) guard_at[i] = 7.0f;
+  uint64_t runs = tsr_xla_direct_runs();
+  fake_error_t *e = handle(&c);
+  TSR_CHECK(e && e->code == FFI_ERROR_INVALID_ARGUMENT && strstr(e->message, "result 0") &&
+            strstr(e->message, "output array of f32"));
+  free(e);
+  TSR_CHECK(c.y[0] == -1.0f && guard_at[0] == 7.0f && guard_at[8 * 128 - 1] == 7.0f);
+  TSR_CHECK(tsr_xla_direct_runs() == runs);
+  call_init(&c, b.binding, tsr_xla_process());
+  c.bx.dtype = FFI_DTYPE_BF16;
+  e = handle(&c);
+  TSR_CHECK(e && strstr(e->message, "operand 0") && strstr(e->message, "input array"));
+  free(e);
+  c.bx.dtype = FFI_DTYPE_F32;
+  c.bx.rank = 1; /* the same element count in another rank: the same bytes */
+  static int64_t flat[1] = {LEN};
+  c.bx.dims = flat;
+  TSR_CHECK(handle(&c) == NULL);
+  TSR_CHECK(twice_of_x(&c) && guard_intact(&c));
   TSR_CHECK_EQ_INT(atomic_load(&b.seen.calls) + atomic_load(&b.seen.finishes), 0);
   unbind(&b);
 }
@@ -384,6 +428,7 @@ int main(void) {
   TSR_RUN(prints_and_errors_reach_finish_after_the_run);
   TSR_RUN(a_binding_not_direct_or_retired_goes_to_call);
   TSR_RUN(calls_naming_another_process_or_without_attributes_are_errors);
+  TSR_RUN(buffers_of_another_size_are_refused_before_the_run);
   TSR_RUN(interrupt_cancels_the_watched_threads_run_and_retire_waits_for_it);
   return tsr_test_done();
 }
