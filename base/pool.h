@@ -29,9 +29,10 @@ typedef struct tsr_split_cost {
  * measure both ways, twice each, alternating (the first of each is often
  * a cold run: pages, caches); from then on a run does what was faster per
  * point, and one run in 32 (in 8 when the two are within 1.5x) does the
- * other, to follow a change (another load, another grid). $TESSERA_SPLIT=always: every run that may split
- * does (the tests comparing thread counts). Results never depend on it:
- * only the time does. */
+ * other, to follow a change (another load, another grid).
+ * $TESSERA_SPLIT=always: every run that may split does (the tests comparing
+ * thread counts). Only runs that ask are to be timed for it. Results never
+ * depend on it: only the time does. */
 bool tsr_split_pays(tsr_split_cost_t *cost);
 
 /* Notes a run of `points` split points that took `elapsed_ns` on `threads`

@@ -461,7 +461,7 @@ tsr_status_t tsr_interp_program_run(const tsr_interp_program_t *program,
  * first step (the parallel-revisit warning), and two split points or more,
  * and its outputs' visited tables are dense; then the option's count, at
  * most one per point. */
-static uint32_t split_parts(shared_t *sh) {
+static uint32_t split_parts(shared_t *sh, bool *asked) {
   const tsr_interp_program_t *p = sh->p;
   if (!p->host_split || sh->devices * sh->cores != 1 || sh->race || sh->tracing ||
       p->options.on_grid_step || p->num_wide || sh->aborted || sh->diag.errors.count ||
@@ -471,9 +471,9 @@ static uint32_t split_parts(shared_t *sh) {
     if (sh->grid[g] <= 0) return 1;
   uint64_t points = sh->split.points;
   uint32_t t = tsr_host_threads(p->options.threads);
-  if (points < 2 || t < 2 || !tsr_split_pays((tsr_split_cost_t *)&p->split_cost) ||
-      !tsr_grid_visits_dense(&sh->core[0]))
-    return 1;
+  if (points < 2 || t < 2 || !tsr_grid_visits_dense(&sh->core[0])) return 1;
+  *asked = true;
+  if (!tsr_split_pays((tsr_split_cost_t *)&p->split_cost)) return 1;
   return points < t ? (uint32_t)points : t;
 }
 
@@ -618,7 +618,8 @@ static tsr_status_t run_once(const tsr_interp_program_t *p, tsr_array_t *const *
   if (!s) {
     /* every device runs the whole grid */
     sh.bounds.progress_total = sh.total_steps * sh.devices;
-    uint32_t parts = may_split ? split_parts(&sh) : 1;
+    bool asked = false; /* whether splitting was weighed: then the run is timed for it */
+    uint32_t parts = may_split ? split_parts(&sh, &asked) : 1;
     uint64_t started_ns = tsr_split_clock_ns();
     if (parts > 1 && !run_split(&sh, parts)) {
       *redo = true;
@@ -627,8 +628,8 @@ static tsr_status_t run_once(const tsr_interp_program_t *p, tsr_array_t *const *
       return NULL;
     }
     if (parts == 1) tsr_interp_run_all(&sh);
-    /* a run that could split teaches the next whether splitting pays */
-    if (p->host_split && sh.devices * sh.cores == 1 && !sh.aborted)
+    /* a run that weighed splitting teaches the next whether it pays */
+    if (asked && !sh.aborted)
       tsr_split_learn((tsr_split_cost_t *)&p->split_cost, tsr_split_clock_ns() - started_ns,
                       sh.split.points, parts);
     tsr_bounds_report_progress(&sh.bounds, sh.stats.grid_steps);

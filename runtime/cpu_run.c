@@ -1210,7 +1210,7 @@ static void worker_main(void *ctx, uint32_t i) {
  * the run has one core on one device, no device-wide scoped buffers and no
  * grid-step callback (called in step order), and has two points or more;
  * then the option's count, at most one per point. */
-static uint32_t workers_for(const crun_t *r, const tsr_interp_options_t *options) {
+static uint32_t workers_for(const crun_t *r, const tsr_interp_options_t *options, bool *asked) {
   const tsr_cpu_info_t *info = r->info;
   uint32_t devices = options->devices ? options->devices : 1;
   uint32_t cores = options->cores ? options->cores : 1;
@@ -1221,7 +1221,9 @@ static uint32_t workers_for(const crun_t *r, const tsr_interp_options_t *options
     if (r->grid[g] <= 0) return 1;
   if (points < 2) return 1;
   uint32_t t = tsr_host_threads(options->threads);
-  if (t < 2 || !tsr_split_pays((tsr_split_cost_t *)&info->split_cost)) return 1;
+  if (t < 2) return 1;
+  *asked = true;
+  if (!tsr_split_pays((tsr_split_cost_t *)&info->split_cost)) return 1;
   return points < t ? (uint32_t)points : t;
 }
 
@@ -1251,7 +1253,8 @@ static tsr_status_t run_once(void (*entry)(void **), const tsr_cpu_info_t *info,
   r.devices = options->devices ? options->devices : 1;
   r.cores = options->cores ? options->cores : 1;
   r.n = r.devices * r.cores;
-  if (workers == 0) workers = workers_for(&r, options);
+  bool asked = false; /* whether splitting was weighed: then the run is timed for it */
+  if (workers == 0) workers = workers_for(&r, options, &asked);
   if (workers > 1) r.n = workers; /* one device, one core: the workers share it */
   r.max_errors = options->max_errors ? options->max_errors : 20;
   r.padded = options->padded;
@@ -1393,8 +1396,8 @@ static tsr_status_t run_once(void (*entry)(void **), const tsr_cpu_info_t *info,
     }
     for (uint32_t i = 0; i < started; i++) pthread_join(r.core[i].thread, NULL);
   }
-  /* A run that could split teaches the next whether splitting pays. */
-  if (!status && !r.aborted && info->host_split && r.devices * r.cores == 1)
+  /* A run that weighed splitting teaches the next whether it pays. */
+  if (asked && !status && !r.aborted)
     tsr_split_learn((tsr_split_cost_t *)&info->split_cost, tsr_split_clock_ns() - started_ns,
                     r.split.points, workers > 1 ? workers : 1);
   /* Several workers: a run that reported anything is run again, on one

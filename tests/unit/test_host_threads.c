@@ -825,6 +825,20 @@ TSR_TEST(a_kernels_first_runs_measure_both_ways) {
     TSR_CHECK_EQ_INT(spares(f.program), 4);
   }
   teardown(&f);
+  /* a run that cannot split (one thread) weighs nothing and teaches nothing */
+  unsetenv("TESSERA_SPLIT");
+  o.threads = 1;
+  s = setup(&f, ACC_TSR(""), &o);
+  TSR_CHECK_OK(s);
+  if (!s) {
+    fill_x(&f);
+    TSR_CHECK_OK(run(&f));
+    TSR_CHECK_OK(run(&f));
+    TSR_CHECK_EQ_INT(atomic_load(&f.program->split_cost.serial_samples), 0);
+    TSR_CHECK_EQ_INT(atomic_load(&f.program->split_cost.split_samples), 0);
+  }
+  teardown(&f);
+  setenv("TESSERA_SPLIT", "always", 1);
 }
 
 int main(void) {
