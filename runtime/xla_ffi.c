@@ -191,6 +191,10 @@ static bool attr_u64(const ffi_attrs_t *attrs, const char *name, uint64_t *out) 
 
 enum { STACK_OPERANDS = 16 };
 
+/* What a callback's *out_error holds until it answers. */
+static char unanswered;
+#define UNANSWERED ((void *)&unanswered)
+
 /* Bytes of an element of XLA's dtype `t`; sub-byte types take a byte, as
  * tessera stores them; 0 for the others (token, invalid, unknown). */
 static size_t ffi_dtype_bytes(int t) {
@@ -270,6 +274,7 @@ static void *run_direct(tsr_xla_binding_t *b, ffi_frame_t *frame) {
   atomic_fetch_add(&direct_runs, 1);
   tsr_run_result_t *result = NULL;
   tsr_status_t status = tsr_executable_run(b->exe, ptrs, n, &ro, &result);
+  bool interrupted = watched && __atomic_load_n(&interrupt_flag, __ATOMIC_RELAXED);
   if (watched) atomic_store(&interrupt_running, false);
   /* The executable is no longer used: retire may go on (before `finish`,
    * which may need what retire's caller holds). */
@@ -283,7 +288,19 @@ static void *run_direct(tsr_xla_binding_t *b, ffi_frame_t *frame) {
     size_t np, nw;
     const char *p = text_of(&rec.printed, &np);
     const char *w = text_of(&rec.warned, &nw);
-    error = b->finish(b->user, frame, status, result, p, np, w, nw);
+    error = UNANSWERED;
+    b->finish(b->user, frame, status, result, p, np, w, nw, interrupted, &error);
+    if (error == UNANSWERED) { /* interrupted on its way in: say so, once more */
+      error = NULL;
+      b->finish(b->user, frame, status, result, p, np, w, nw, true, &error);
+      if (error == UNANSWERED) error = NULL;
+    }
+    /* A failed run is never reported as a success. */
+    if (!error && status) {
+      const char *m = tsr_status_message(status);
+      error = ffi_error(frame, interrupted ? FFI_ERROR_CANCELLED : FFI_ERROR_INTERNAL,
+                        m && *m ? m : "tessera: the kernel's run failed");
+    }
   }
   tsr_status_free(status);
   tsr_run_result_destroy(result);
@@ -345,7 +362,12 @@ static void *handler(void *frame_p) {
   atomic_fetch_add(&b->running, 1);
   if (!atomic_load(&b->direct)) {
     atomic_fetch_sub(&b->running, 1);
-    return b->call(b->user, frame);
+    void *error = UNANSWERED;
+    b->call(b->user, frame, &error);
+    if (error == UNANSWERED)
+      error = ffi_error(frame, FFI_ERROR_CANCELLED,
+                        "tessera: the kernel's call was interrupted before it ran");
+    return error;
   }
   return run_direct(b, frame);
 }

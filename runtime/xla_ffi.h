@@ -11,7 +11,7 @@
 enum { FFI_API_MAJOR = 0, FFI_API_MINOR = 5 }; /* as jaxlib 0.12's header */
 enum { FFI_STAGE_EXECUTE = 3, FFI_EXTENSION_METADATA = 1, FFI_ATTR_SCALAR = 3 };
 enum { FFI_DTYPE_U64 = 9, FFI_DTYPE_F32 = 11, FFI_DTYPE_BF16 = 16 };
-enum { FFI_ERROR_INVALID_ARGUMENT = 3, FFI_ERROR_INTERNAL = 13 };
+enum { FFI_ERROR_CANCELLED = 1, FFI_ERROR_INVALID_ARGUMENT = 3, FFI_ERROR_INTERNAL = 13 };
 
 typedef struct ffi_ext {
   size_t struct_size;

@@ -403,21 +403,28 @@ TSR_API void tsr_run_result_stats(const tsr_run_result_t *result,
  * results the outputs, in the executable's order. A run that succeeds
  * without text makes no call into the binding's language: the handler
  * points the operands at XLA's buffers and runs. Anything else goes to the
- * binding's callbacks:
- *   - `call(user, frame)` makes the whole call (and returns an
- *     XLA_FFI_Error *, or NULL) when the binding is not direct or is retired;
+ * binding's callbacks, which answer by setting *out_error (to the
+ * XLA_FFI_Error * to report, or NULL):
+ *   - `call(user, frame, out_error)` makes the whole call when the binding
+ *     is not direct or is retired;
  *   - `finish(user, frame, status, result, printed, printed_size, warned,
- *     warned_size)` comes after a direct run that failed, printed or
- *     warned, with the run's status (NULL: ok) and result (both freed after
- *     the call), and the text of the kernel's prints and of its warnings
- *     (NUL-terminated, borrowed for the call). It returns the
- *     XLA_FFI_Error * to report, or NULL.
- * A `tsr_process` of another process (a compiled call out of a persistent
- * compilation cache) is reported as an error, never followed. */
-typedef void *(*tsr_xla_call_fn)(void *user, void *call_frame);
-typedef void *(*tsr_xla_finish_fn)(void *user, void *call_frame, tsr_status_t status,
-                                   const tsr_run_result_t *result, const char *printed,
-                                   size_t printed_size, const char *warned, size_t warned_size);
+ *     warned_size, interrupted, out_error)` comes after a direct run that
+ *     failed, printed or warned, with the run's status (NULL: ok) and
+ *     result (both freed after the call), the text of the kernel's prints
+ *     and of its warnings (NUL-terminated, borrowed for the call), and
+ *     whether tsr_xla_interrupt stopped it. For a failed run it must answer
+ *     an error; after a NULL the handler reports the status itself.
+ * A callback that returns without answering (a binding's language may
+ * drop an exception raised as the callback is entered: a pending signal)
+ * is taken as interrupted: `finish` is called once more, with
+ * `interrupted` set; an unanswered `call` (no run made) is reported as
+ * CANCELLED. A `tsr_process` of another process (a compiled call out of a
+ * persistent compilation cache) is reported as an error, never followed. */
+typedef void (*tsr_xla_call_fn)(void *user, void *call_frame, void **out_error);
+typedef void (*tsr_xla_finish_fn)(void *user, void *call_frame, tsr_status_t status,
+                                  const tsr_run_result_t *result, const char *printed,
+                                  size_t printed_size, const char *warned, size_t warned_size,
+                                  bool interrupted, void **out_error);
 typedef struct tsr_xla_binding tsr_xla_binding_t;
 
 /* The handler (an XLA_FFI_Handler *) to register under one target name. */

@@ -244,10 +244,12 @@ GRID_STEP_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_uint32, c_uint32, c_uin
                                 POINTER(ctypes.c_int64))
 # on_progress(user, done, total)
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_uint64, c_uint64)
-# tsr_xla_call_fn and tsr_xla_finish_fn: they return an XLA_FFI_Error * (or NULL)
-XLA_CALL_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_void_p)
-XLA_FINISH_FN = ctypes.CFUNCTYPE(c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
-                                 POINTER(c_char), c_size_t, POINTER(c_char), c_size_t)
+# tsr_xla_call_fn and tsr_xla_finish_fn: they answer an XLA_FFI_Error * (or
+# NULL) in their last argument
+XLA_CALL_FN = ctypes.CFUNCTYPE(None, c_void_p, c_void_p, POINTER(c_void_p))
+XLA_FINISH_FN = ctypes.CFUNCTYPE(None, c_void_p, c_void_p, c_void_p, c_void_p,
+                                 POINTER(c_char), c_size_t, POINTER(c_char), c_size_t, c_bool,
+                                 POINTER(c_void_p))
 
 
 class InterpOptions(Structure):

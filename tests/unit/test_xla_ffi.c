@@ -101,18 +101,23 @@ typedef struct {
   char message[256];
   char printed[256];
   size_t printed_size, warned_size;
+  bool interrupted;
+  bool drop;   /* a callback returns without answering (its exception dropped) */
+  int drop_at; /* finish: the call that does (counting finishes) */
+  bool answer_null; /* finish answers NULL even for a failed run */
 } seen_t;
 
-static void *on_call(void *user, void *frame) {
+static void on_call(void *user, void *frame, void **out_error) {
   seen_t *s = user;
   s->last_frame = frame;
   atomic_fetch_add(&s->calls, 1);
-  return NULL;
+  if (!s->drop) *out_error = NULL;
 }
 
-static void *on_finish(void *user, void *frame, tsr_status_t status,
+static void on_finish(void *user, void *frame, tsr_status_t status,
                        const tsr_run_result_t *result, const char *printed, size_t printed_size,
-                       const char *warned, size_t warned_size) {
+                       const char *warned, size_t warned_size, bool interrupted,
+                       void **out_error) {
   (void)warned;
   seen_t *s = user;
   s->last_frame = frame;
@@ -123,8 +128,12 @@ static void *on_finish(void *user, void *frame, tsr_status_t status,
   snprintf(s->printed, sizeof s->printed, "%.*s", (int)printed_size, printed);
   s->printed_size = printed_size;
   s->warned_size = warned_size;
-  atomic_fetch_add(&s->finishes, 1);
-  return NULL;
+  s->interrupted = interrupted;
+  int n = atomic_fetch_add(&s->finishes, 1);
+  if (s->drop && n == s->drop_at) return; /* no answer: an exception dropped at entry */
+  ffi_error_args_t a = {sizeof a, NULL, interrupted ? "interrupted" : "from finish",
+                        FFI_ERROR_INTERNAL};
+  *out_error = status && !s->answer_null ? ((ffi_frame_t *)frame)->api->error_create(&a) : NULL;
 }
 
 typedef struct {
@@ -261,12 +270,29 @@ TSR_TEST(prints_and_errors_reach_finish_after_the_run) {
 
   if (!bind_text(&b, oob_tsr, true)) return;
   call_init(&c, b.binding, tsr_xla_process());
-  TSR_CHECK(handle(&c) == NULL); /* what finish returns: here, no error */
+  fake_error_t *e = handle(&c); /* what finish returns */
+  TSR_CHECK(e && strcmp(e->message, "from finish") == 0);
+  free(e);
   TSR_CHECK_EQ_INT(atomic_load(&b.seen.finishes), 1);
-  TSR_CHECK(b.seen.failed);
+  TSR_CHECK(b.seen.failed && !b.seen.interrupted);
   TSR_CHECK_EQ_STR(b.seen.code, "kernel error");
   TSR_CHECK(strstr(b.seen.message, "out of bounds") != NULL);
   TSR_CHECK_EQ_INT(atomic_load(&b.seen.calls), 0);
+  /* a finish that does not answer (interrupted on its way in) is called
+   * once more, told it was interrupted */
+  b.seen.drop = true;
+  b.seen.drop_at = 1;
+  e = handle(&c);
+  TSR_CHECK_EQ_INT(atomic_load(&b.seen.finishes), 3);
+  TSR_CHECK(e && strcmp(e->message, "interrupted") == 0 && b.seen.interrupted);
+  free(e);
+  /* a failed run is never a success: answered NULL, the handler reports
+   * the status itself */
+  b.seen.drop = false;
+  b.seen.answer_null = true;
+  e = handle(&c);
+  TSR_CHECK(e && e->code == FFI_ERROR_INTERNAL && strstr(e->message, "out of bounds"));
+  free(e);
   unbind(&b);
 }
 
@@ -280,6 +306,10 @@ TSR_TEST(a_binding_not_direct_or_retired_goes_to_call) {
   TSR_CHECK_EQ_INT(atomic_load(&b.seen.calls), 1);
   TSR_CHECK(b.seen.last_frame == &c.frame);
   TSR_CHECK(c.y[0] == -1.0f); /* `call` ran nothing */
+  b.seen.drop = true; /* a call interrupted on its way in: no run, no success */
+  fake_error_t *e = handle(&c);
+  TSR_CHECK(e && e->code == FFI_ERROR_CANCELLED && strstr(e->message, "interrupted"));
+  free(e);
   unbind(&b);
 
   if (!bind_text(&b, twice_tsr, true)) return;
@@ -364,7 +394,7 @@ typedef struct {
 static void *run_watched(void *arg) {
   runner_t *r = arg;
   tsr_xla_set_interrupt_thread((uint64_t)pthread_self());
-  handle(r->c);
+  free(handle(r->c)); /* finish's error */
   atomic_store(&r->done, true);
   return NULL;
 }
@@ -414,7 +444,7 @@ TSR_TEST(interrupt_cancels_the_watched_threads_run_and_retire_waits_for_it) {
   pthread_join(rt, NULL);
   TSR_CHECK(atomic_load(&ret.done));
   TSR_CHECK_EQ_INT(atomic_load(&b.seen.finishes), 1);
-  TSR_CHECK(b.seen.failed);
+  TSR_CHECK(b.seen.failed && b.seen.interrupted);
   TSR_CHECK(strstr(b.seen.message, "cancelled") != NULL);
   TSR_CHECK(!tsr_xla_interrupt()); /* over */
   tsr_xla_set_interrupt_thread(0);

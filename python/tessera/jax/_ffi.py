@@ -213,17 +213,23 @@ def ffi_callable(executable: T.Executable, out_structs,
     if _c_handler():
         h = _capi.lib()
 
-        def call(_user, frame_p):
-            return full(frame_p)
+        # Both answer in `out`: an exception raised as a callback is entered
+        # (a pending Ctrl-C) is dropped by ctypes, and the library then sees
+        # no answer (tessera/api.h), never a made-up return value.
+        def call(_user, frame_p, out):
+            out[0] = full(frame_p)
 
-        def finish(_user, frame_p, status, result, printed, printed_size, warned, warned_size):
+        def finish(_user, frame_p, status, result, printed, printed_size, warned, warned_size,
+                   interrupted, out):
             try:
+                if interrupted:  # Ctrl-C stopped the run (its signal may be spent already)
+                    raise KeyboardInterrupt
                 executable._finish_direct(status, result,
                                           ctypes.string_at(printed, printed_size),
                                           ctypes.string_at(warned, warned_size))
-                return None
+                out[0] = None
             except BaseException as e:  # noqa: BLE001 - reported to XLA, never raised
-                return _fail(executable, e, _CallFrame.from_address(frame_p).api)
+                out[0] = _fail(executable, e, _CallFrame.from_address(frame_p).api)
 
         call_fn = _capi.XLA_CALL_FN(call)
         finish_fn = _capi.XLA_FINISH_FN(finish)
